@@ -1,0 +1,208 @@
+// `svc`: the operator interface. With --json every command prints exactly one JSON object
+// on stdout and exits 0, or prints an error on stderr and exits non-zero.
+import { Command, Option } from 'commander';
+import { ConfigError, loadConfig, ensureDataDir } from '../server/config/env.js';
+import { openDatabase, type Database } from '../server/db/database.js';
+import { migrate } from '../server/db/migrate.js';
+import { formatPico, formatUsd, parseUsdToMicros, parseUsdToPico } from '../server/services/credits/money.js';
+import { grantCredits } from '../server/services/credits/grant-credits.js';
+import { isServiceError } from '../server/services/errors.js';
+import { createApiKey } from '../server/services/keys/create-api-key.js';
+import { revokeApiKey } from '../server/services/keys/revoke-api-key.js';
+import { createOrg } from '../server/services/orgs/create-org.js';
+import { listModels, upsertModel, removeUpstream } from '../server/services/models/upsert-model.js';
+import { perMTokToPico } from '../server/services/models/seed-registry.js';
+import { runProcesses } from './run-processes.js';
+
+class UsageError extends Error {}
+
+const program = new Command('svc')
+  .description('Voice-agent inference gateway: operator commands')
+  .option('--json', 'print exactly one JSON object on stdout')
+  .showHelpAfterError()
+  .exitOverride();
+
+const json = () => program.opts<{ json?: boolean }>().json === true;
+
+function print(result: Record<string, unknown>, human: string): void {
+  process.stdout.write(json() ? `${JSON.stringify(result)}\n` : `${human}\n`);
+}
+
+/** Opens the (migrated) database for one command and closes it afterwards. */
+async function withDb<T>(fn: (db: Database) => Promise<T>): Promise<T> {
+  const config = loadConfig();
+  ensureDataDir(config);
+  await migrate(config.databaseUrl);
+  const db = openDatabase(config.databaseUrl);
+  try {
+    return await fn(db);
+  } finally {
+    await db.close();
+  }
+}
+
+function usd(value: string, flag: string): bigint {
+  try {
+    return parseUsdToMicros(value);
+  } catch {
+    throw new UsageError(`${flag} must be a USD amount with at most 6 decimals, e.g. 10 or 0.25 (got ${value})`);
+  }
+}
+
+function price(value: string | undefined, flag: string, perMTok = false): bigint | undefined {
+  if (value === undefined) return undefined;
+  try {
+    return perMTok ? perMTokToPico(value) : parseUsdToPico(value);
+  } catch {
+    throw new UsageError(`${flag} must be a non-negative USD amount (got ${value})`);
+  }
+}
+
+function positiveInt(value: string, flag: string): number {
+  if (!/^\d+$/.test(value) || Number(value) < 1) throw new UsageError(`${flag} must be a positive integer (got ${value})`);
+  return Number(value);
+}
+
+program
+  .command('migrate')
+  .description('apply pending database migrations (idempotent)')
+  .action(async () => {
+    const config = loadConfig();
+    ensureDataDir(config);
+    const applied = await migrate(config.databaseUrl);
+    print({ applied, database: config.databaseUrl.startsWith('file:') ? 'sqlite' : 'postgresql' }, applied.length ? `applied: ${applied.join(', ')}` : 'database is up to date');
+  });
+
+program
+  .command('start')
+  .description('run gateway, job worker and dashboard in the foreground')
+  .action(async () => runProcesses({ dashboard: true }));
+
+program
+  .command('gateway')
+  .description('run the gateway and job worker only, in the foreground')
+  .action(async () => runProcesses({ dashboard: false }));
+
+const org = program.command('org').description('organizations');
+org
+  .command('create')
+  .requiredOption('--name <name>', 'organization name')
+  .option('--credits-usd <usd>', 'initial prepaid credit in USD')
+  .action(async (o: { name: string; creditsUsd?: string }) => {
+    const credits = o.creditsUsd === undefined ? 0n : usd(o.creditsUsd, '--credits-usd');
+    const created = await withDb((db) => createOrg(db, { name: o.name, creditsMicros: credits }));
+    print({ id: created.id, name: created.name, balance_usd: formatUsd(created.balanceMicros) }, `created org ${created.id} (${created.name}), balance ${formatUsd(created.balanceMicros)} USD`);
+  });
+
+program
+  .command('credits')
+  .description('credit balances')
+  .command('grant')
+  .requiredOption('--org <id>', 'organization id')
+  .requiredOption('--usd <usd>', 'amount in USD; negative to remove credit')
+  .action(async (o: { org: string; usd: string }) => {
+    const amount = usd(o.usd, '--usd');
+    const r = await withDb((db) => grantCredits(db, { orgId: o.org, amountMicros: amount, description: 'granted by operator (svc credits grant)' }));
+    print({ org_id: r.orgId, balance_usd: formatUsd(r.balanceMicros) }, `org ${r.orgId} balance ${formatUsd(r.balanceMicros)} USD`);
+  });
+
+const key = program.command('key').description('API keys');
+key
+  .command('create')
+  .requiredOption('--org <id>', 'organization id')
+  .option('--name <name>', 'a name to recognise the key by', '')
+  .option('--rpm <n>', 'requests per minute for this key (default 600)')
+  .action(async (o: { org: string; name: string; rpm?: string }) => {
+    const rpm = o.rpm === undefined ? null : positiveInt(o.rpm, '--rpm');
+    const k = await withDb((db) => createApiKey(db.prisma, { orgId: o.org, name: o.name, rateLimitRpm: rpm }));
+    print({ id: k.id, key: k.key, prefix: k.prefix }, `created key ${k.id}\n${k.key}\n(shown once: store it now)`);
+  });
+key
+  .command('revoke')
+  .requiredOption('--id <id>', 'key id')
+  .action(async (o: { id: string }) => {
+    const r = await withDb((db) => revokeApiKey(db.prisma, { id: o.id }));
+    print({ id: r.id, status: r.status }, `revoked key ${r.id}`);
+  });
+
+const model = program.command('model').description('model registry');
+model
+  .command('upsert')
+  .requiredOption('--id <id>', 'model id clients send')
+  .addOption(new Option('--modality <m>', 'llm, tts or stt').choices(['llm', 'tts', 'stt']).makeOptionMandatory())
+  .option('--upstream <url>', 'engine URL (OpenAI-compatible servers: the base URL including /v1) or local:<engine>')
+  .option('--protocol <name>', 'adapter: openai, ...', 'openai')
+  .option('--upstream-model <name>', 'model name to send upstream (default: the id)')
+  .option('--weight <n>', 'load-balancing weight of this upstream', '1')
+  .option('--api-key-env <VAR>', 'environment variable holding the upstream API key')
+  .option('--display-name <name>', 'display name')
+  .option('--price-input-per-mtok <usd>', 'llm: USD per million input tokens')
+  .option('--price-output-per-mtok <usd>', 'llm: USD per million output tokens')
+  .option('--price-per-char <usd>', 'tts: USD per character')
+  .option('--price-per-second <usd>', 'stt: USD per second of audio')
+  .option('--sample-rates <list>', 'stt: comma-separated sample rates the model accepts')
+  .addOption(new Option('--status <s>', 'active or disabled').choices(['active', 'disabled']))
+  .action(async (o: Record<string, string | undefined>) => {
+    const weight = Number(o.weight);
+    if (!Number.isInteger(weight) || weight < 0) throw new UsageError('--weight must be a non-negative integer');
+    const sampleRates = o.sampleRates?.split(',').map((s) => positiveInt(s.trim(), '--sample-rates'));
+    const m = await withDb((db) =>
+      upsertModel(db.prisma, {
+        id: o.id!,
+        modality: o.modality as 'llm' | 'tts' | 'stt',
+        ...(o.displayName !== undefined && { displayName: o.displayName }),
+        ...(o.status !== undefined && { status: o.status as 'active' | 'disabled' }),
+        ...(sampleRates && { sampleRates }),
+        prices: {
+          inputPicoPerToken: price(o.priceInputPerMtok, '--price-input-per-mtok', true),
+          outputPicoPerToken: price(o.priceOutputPerMtok, '--price-output-per-mtok', true),
+          picoPerChar: price(o.pricePerChar, '--price-per-char'),
+          picoPerSecond: price(o.pricePerSecond, '--price-per-second'),
+        },
+        ...(o.upstream && {
+          upstream: { url: o.upstream, protocol: o.protocol ?? 'openai', upstreamModel: o.upstreamModel ?? null, weight, apiKeyEnv: o.apiKeyEnv ?? null },
+        }),
+      }),
+    );
+    print(modelJson(m), `model ${m.id} (${m.modality}) with ${m.upstreams.length} upstream(s)`);
+  });
+model
+  .command('remove-upstream')
+  .requiredOption('--id <id>', 'model id')
+  .requiredOption('--upstream <url>', 'upstream URL to remove')
+  .action(async (o: { id: string; upstream: string }) => {
+    await withDb((db) => removeUpstream(db.prisma, { modelId: o.id, url: o.upstream }));
+    print({ id: o.id, removed: o.upstream }, `removed ${o.upstream} from ${o.id}`);
+  });
+model.command('list').action(async () => {
+  const models = await withDb((db) => listModels(db.prisma));
+  print({ models: models.map(modelJson) }, models.map((m) => `${m.id}\t${m.modality}\t${m.status}\t${m.upstreams.map((u) => `${u.url}(${u.health})`).join(' ')}`).join('\n') || 'no models');
+});
+
+function modelJson(m: Awaited<ReturnType<typeof listModels>>[number]) {
+  return {
+    id: m.id,
+    modality: m.modality,
+    status: m.status,
+    display_name: m.displayName,
+    prices: {
+      input_per_mtok_usd: formatPico(m.priceInputPicoPerToken * 1_000_000n),
+      output_per_mtok_usd: formatPico(m.priceOutputPicoPerToken * 1_000_000n),
+      per_char_usd: formatPico(m.pricePicoPerChar),
+      per_second_usd: formatPico(m.pricePicoPerSecond),
+    },
+    sample_rates: m.sampleRates ?? null,
+    upstreams: m.upstreams.map((u) => ({ id: u.id, url: u.url, protocol: u.protocol, upstream_model: u.upstreamModel, weight: u.weight, api_key_env: u.apiKeyEnv, health: u.health, last_checked_at: u.lastCheckedAt?.toISOString() ?? null, latency_ms: u.latencyMs, last_error: u.lastError })),
+  };
+}
+
+try {
+  await program.parseAsync(process.argv);
+} catch (e) {
+  const err = e as Error & { code?: string; exitCode?: number };
+  if (err.code === 'commander.helpDisplayed' || err.code === 'commander.version') process.exit(0);
+  if (err.code?.startsWith('commander.')) process.exit(err.exitCode ?? 2);
+  const message = e instanceof ConfigError || e instanceof UsageError || isServiceError(e) ? err.message : `unexpected error: ${err.stack ?? err.message}`;
+  process.stderr.write(`svc: ${message}\n`);
+  process.exit(1);
+}

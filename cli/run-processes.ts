@@ -1,0 +1,50 @@
+// `svc start` / `svc gateway`: the gateway (with its job worker) in this process and, for
+// `start`, the dashboard (`next start`) as a child. SIGTERM/SIGINT stop accepting, let
+// in-flight requests finish, stop the dashboard, and exit.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { loadConfig } from '../server/config/env.js';
+import { createGatewayRuntime } from '../gateway/runtime.js';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+
+export async function runProcesses(options: { dashboard: boolean }): Promise<void> {
+  const config = loadConfig();
+  let dashboard: ChildProcess | undefined;
+  if (options.dashboard && !existsSync(join(root, '.next/BUILD_ID'))) {
+    throw new Error('the dashboard is not built: run `npm run setup` (or `npm run build`) first');
+  }
+  const runtime = await createGatewayRuntime(config);
+  await runtime.app.listen({ host: config.gatewayHost, port: config.gatewayPort });
+  runtime.app.log.info({ publicBaseUrl: config.publicBaseUrl, database: config.databaseUrl.startsWith('file:') ? 'sqlite' : 'postgresql', redis: Boolean(config.redisUrl) }, 'gateway listening');
+
+  if (options.dashboard) {
+    dashboard = spawn(process.execPath, [join(root, 'node_modules/next/dist/bin/next'), 'start', '-p', String(config.dashboardPort)], {
+      cwd: root,
+      stdio: 'inherit',
+      env: { ...process.env, DATABASE_URL: config.databaseUrl, SVC_DATA_DIR: config.dataDir, NODE_ENV: 'production' },
+    });
+    dashboard.on('exit', (code, signal) => {
+      if (!stopping) {
+        runtime.app.log.error({ code, signal }, 'dashboard exited; stopping');
+        void stop(1);
+      }
+    });
+  }
+
+  let stopping = false;
+  const stop = async (exitCode: number) => {
+    if (stopping) return;
+    stopping = true;
+    runtime.app.log.info('shutting down');
+    const deadline = setTimeout(() => process.exit(exitCode || 1), 30_000);
+    deadline.unref();
+    dashboard?.kill('SIGTERM');
+    await runtime.close().catch((err: unknown) => runtime.app.log.error({ err }, 'error during shutdown'));
+    process.exit(exitCode);
+  };
+  process.on('SIGTERM', () => void stop(0));
+  process.on('SIGINT', () => void stop(0));
+}

@@ -1,0 +1,90 @@
+// Builds the public HTTP edge: request ids, logging without secrets, the admission hook of
+// the gateway core, the routes, and the single error handler.
+import Fastify, { type FastifyInstance } from 'fastify';
+import { randomBytes } from 'node:crypto';
+import { ServiceError } from '../server/services/errors.js';
+import { presentedKey, type RequestAuth } from './core/gateway-core.js';
+import type { GatewayContext } from './context.js';
+import { sendError } from './errors.js';
+import { registerChatCompletionRoutes } from './routes/chat-completions.js';
+import { registerHealthRoutes } from './routes/health.js';
+import { registerModelRoutes } from './routes/models.js';
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** Unauthenticated route (liveness, discovery, registration). */
+    public?: boolean;
+    /** Metered route: admitted only with a positive balance. */
+    metered?: boolean;
+    /** Accept the key as `?api_key=` (WebSocket upgrades). */
+    keyInQuery?: boolean;
+  }
+  interface FastifyRequest {
+    auth: RequestAuth;
+  }
+}
+
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+export const DEFAULT_BODY_LIMIT = 1024 * 1024;
+
+/** Removes credentials from a URL before it is logged. */
+function redactUrl(url: string): string {
+  return url.replace(/([?&]api_key=)[^&]*/gi, '$1[redacted]');
+}
+
+export async function buildGateway(ctx: GatewayContext, options: { logger?: boolean } = {}): Promise<FastifyInstance> {
+  const app = Fastify({
+    logger:
+      options.logger === false
+        ? false
+        : {
+            level: ctx.config.logLevel,
+            redact: { paths: ['req.headers.authorization', 'req.headers.cookie'], censor: '[redacted]' },
+            serializers: {
+              req: (req) => ({ method: req.method, url: redactUrl(req.url), remoteAddress: req.ip }),
+            },
+          },
+    bodyLimit: DEFAULT_BODY_LIMIT,
+    requestIdHeader: false,
+    genReqId: (req) => {
+      const incoming = req.headers['x-request-id'];
+      return typeof incoming === 'string' && REQUEST_ID.test(incoming) ? incoming : `req_${randomBytes(12).toString('hex')}`;
+    },
+    // Upstream deadline is 300 s; the socket must outlive it so the 504 can be sent.
+    connectionTimeout: 0,
+    requestTimeout: 0,
+    keepAliveTimeout: 65_000,
+    return503OnClosing: true,
+  });
+
+  app.decorateRequest('auth', null as unknown as RequestAuth);
+
+  app.addHook('onRequest', async (request, reply) => {
+    reply.header('x-request-id', request.id);
+    const routeConfig = request.routeOptions.config;
+    if (routeConfig.public || request.is404) return;
+    request.auth = await ctx.core.admit(presentedKey(request, routeConfig.keyInQuery ?? false), routeConfig.metered ?? false);
+  });
+
+  app.setErrorHandler((err, request, reply) => sendError(request, reply, err));
+
+  app.setNotFoundHandler((request, reply) => {
+    const path = request.url.split('?')[0] ?? '/';
+    const otherMethods = (['GET', 'POST', 'PUT', 'PATCH', 'DELETE'] as const).filter(
+      (method) => method !== request.method && app.hasRoute({ method, url: path }),
+    );
+    if (otherMethods.length > 0) {
+      reply.header('allow', otherMethods.join(', '));
+      return sendError(request, reply, new ServiceError('method_not_allowed', `Method ${request.method} is not allowed on ${path}; use ${otherMethods.join(' or ')}.`));
+    }
+    return sendError(request, reply, new ServiceError('not_found', `Unknown route: ${request.method} ${path}.`));
+  });
+
+  registerHealthRoutes(app, ctx);
+  registerModelRoutes(app, ctx);
+  await app.register((scope, _opts, done) => {
+    registerChatCompletionRoutes(scope, ctx);
+    done();
+  });
+  return app;
+}

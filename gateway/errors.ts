@@ -1,0 +1,69 @@
+// The one place where error codes become HTTP responses: status and OpenAI error `type`
+// per code, and the envelope {error:{message,type,code,param}}.
+import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
+import { type ErrorCode, ServiceError, isServiceError } from '../server/services/errors.js';
+
+type ErrorType = 'invalid_request_error' | 'insufficient_quota' | 'rate_limit_error' | 'api_error';
+
+const E = (status: number, type: ErrorType = 'invalid_request_error') => ({ status, type });
+
+export const ERROR_TABLE: Record<ErrorCode, { status: number; type: ErrorType }> = {
+  invalid_json: E(400), invalid_request: E(400), transcript_too_long: E(400), invalid_output_format: E(400),
+  invalid_generation_config: E(400), unsupported_audio_format: E(400), invalid_sample_rate: E(400),
+  invalid_turn_detection: E(400), upgrade_required: E(400), invalid_login_hint: E(400),
+  anonymous_not_enabled: E(400), identity_assertion_not_enabled: E(400), already_claimed: E(400),
+  authorization_pending: E(400), expired_token: E(400), invalid_grant: E(400), unsupported_grant_type: E(400),
+  invalid_api_key: E(401), api_key_disabled: E(401),
+  insufficient_quota: E(402, 'insufficient_quota'),
+  voice_read_only: E(403), forbidden: E(403),
+  not_found: E(404), model_not_found: E(404), voice_not_found: E(404), dict_not_found: E(404),
+  job_not_found: E(404), blob_not_found: E(404), org_not_found: E(404), key_not_found: E(404),
+  method_not_allowed: E(405), voice_profile_missing: E(409), conflict: E(409), claim_expired: E(410),
+  body_too_large: E(413), unsupported_media_type: E(415),
+  rate_limit_exceeded: E(429, 'rate_limit_error'), slow_down: E(429, 'rate_limit_error'),
+  internal_error: E(500, 'api_error'), upstream_unavailable: E(502, 'api_error'), upstream_error: E(502, 'api_error'),
+  verify_unavailable: E(503, 'api_error'), model_offline: E(503, 'api_error'), temporarily_unavailable: E(503, 'api_error'),
+  agent_auth_unavailable: E(503, 'api_error'), upstream_timeout: E(504, 'api_error'),
+};
+
+export interface ErrorEnvelope {
+  error: { message: string; type: string; code: string; param: string | null };
+}
+
+export function envelope(err: ServiceError): { status: number; body: ErrorEnvelope } {
+  const { status, type } = ERROR_TABLE[err.code];
+  return { status, body: { error: { message: err.message, type, code: err.code, param: err.param } } };
+}
+
+/** Translates framework and unknown errors into ServiceErrors; internals never leak. */
+export function toServiceError(err: unknown): ServiceError {
+  if (isServiceError(err)) return err;
+  const fe = err as Partial<FastifyError> & { type?: string };
+  switch (fe.code) {
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+    case 'FST_REQ_FILE_TOO_LARGE':
+      return new ServiceError('body_too_large', 'Request body is larger than this route accepts.');
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+      return new ServiceError('unsupported_media_type', 'Unsupported Content-Type for this route; send application/json.');
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+    case 'FST_ERR_CTP_INVALID_JSON_BODY':
+      return new ServiceError('invalid_json', 'The request body is not valid JSON.');
+    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+      return new ServiceError('invalid_request', 'Content-Length does not match the body.');
+  }
+  if (err instanceof SyntaxError && fe.statusCode === 400) {
+    return new ServiceError('invalid_json', 'The request body is not valid JSON.');
+  }
+  if (typeof fe.statusCode === 'number' && fe.statusCode >= 400 && fe.statusCode < 500) {
+    return new ServiceError('invalid_request', fe.message ?? 'Invalid request.');
+  }
+  return new ServiceError('internal_error', 'The server had an error while processing your request. Retry once; if it persists, report the request id.');
+}
+
+export function sendError(request: FastifyRequest, reply: FastifyReply, err: unknown): FastifyReply {
+  const serviceError = toServiceError(err);
+  if (serviceError.code === 'internal_error') request.log.error({ err }, 'unhandled error');
+  const { status, body } = envelope(serviceError);
+  for (const [name, value] of Object.entries(serviceError.headers)) reply.header(name, value);
+  return reply.code(status).type('application/json; charset=utf-8').send(body);
+}

@@ -1,0 +1,60 @@
+// Checks every upstream on an interval, marks it up or down in the registry at once, and
+// records changes in the database so the dashboard, the CLI and other replicas see them.
+import type { Prisma } from '../../server/db/database.js';
+import type { HealthResult } from '../upstreams/types.js';
+import type { ModelRegistry, UpstreamEntry } from './model-registry.js';
+
+export type HealthCheck = (upstream: UpstreamEntry, signal: AbortSignal) => Promise<HealthResult>;
+
+export class HealthChecker {
+  private timer: NodeJS.Timeout | undefined;
+  private inFlight: Promise<void> | null = null;
+
+  constructor(
+    private readonly registry: ModelRegistry,
+    private readonly prisma: Prisma,
+    private readonly checks: (protocol: string) => HealthCheck | undefined,
+    private readonly timeoutMs = 5_000,
+  ) {}
+
+  /** One round of checks; a call during a round waits for that round instead of starting another. */
+  checkAll(): Promise<void> {
+    this.inFlight ??= Promise.all(this.registry.upstreams().map((u) => this.checkOne(u)))
+      .then(() => undefined)
+      .finally(() => {
+        this.inFlight = null;
+      });
+    return this.inFlight;
+  }
+
+  private async checkOne(upstream: UpstreamEntry): Promise<void> {
+    const check = this.checks(upstream.protocol);
+    const result: HealthResult = check
+      ? await check(upstream, AbortSignal.timeout(this.timeoutMs))
+      : { ok: false, latencyMs: 0, error: `no adapter for protocol '${upstream.protocol}'` };
+    this.record(upstream, result);
+    await this.prisma.upstream
+      .update({
+        where: { id: upstream.id },
+        data: { health: result.ok ? 'up' : 'down', lastCheckedAt: new Date(), latencyMs: result.latencyMs, lastError: result.error ?? null },
+      })
+      .catch(() => {
+        // The upstream may have been removed since the snapshot; the next refresh drops it.
+      });
+  }
+
+  /** Also called by routes when a request finds an upstream unreachable: it is out until the next good check. */
+  record(upstream: UpstreamEntry, result: Pick<HealthResult, 'ok'>): void {
+    this.registry.setHealth(upstream.id, result.ok ? 'up' : 'down');
+  }
+
+  start(intervalMs: number): void {
+    void this.checkAll().catch(() => {});
+    this.timer = setInterval(() => void this.checkAll().catch(() => {}), intervalMs);
+    this.timer.unref();
+  }
+
+  stop(): void {
+    clearInterval(this.timer);
+  }
+}

@@ -1,0 +1,137 @@
+// The gateway's view of the model registry: an in-memory snapshot of models and upstreams,
+// reloaded from the database every few seconds (so CLI and dashboard changes reach running
+// gateways without a restart) and combined with this process's own health observations.
+import type { Prisma } from '../../server/db/database.js';
+import type { Modality } from '../../server/db/generated/sqlite/enums.js';
+import { ServiceError } from '../../server/services/errors.js';
+
+export interface UpstreamEntry {
+  id: string;
+  modelId: string;
+  url: string;
+  protocol: string;
+  upstreamModel: string;
+  weight: number;
+  apiKeyEnv: string | null;
+}
+
+export interface ModelEntry {
+  id: string;
+  modality: Modality;
+  status: 'active' | 'disabled';
+  createdAt: Date;
+  prices: { inputPicoPerToken: bigint; outputPicoPerToken: bigint; picoPerChar: bigint; picoPerSecond: bigint };
+  sampleRates: number[] | null;
+  upstreams: UpstreamEntry[];
+}
+
+export type Health = 'unknown' | 'up' | 'down';
+
+export class ModelRegistry {
+  private models = new Map<string, ModelEntry>();
+  private health = new Map<string, Health>();
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(private readonly prisma: Prisma) {}
+
+  async refresh(): Promise<void> {
+    const rows = await this.prisma.model.findMany({ include: { upstreams: true } });
+    const next = new Map<string, ModelEntry>();
+    for (const m of rows) {
+      next.set(m.id, {
+        id: m.id,
+        modality: m.modality,
+        status: m.status,
+        createdAt: m.createdAt,
+        prices: {
+          inputPicoPerToken: m.priceInputPicoPerToken,
+          outputPicoPerToken: m.priceOutputPicoPerToken,
+          picoPerChar: m.pricePicoPerChar,
+          picoPerSecond: m.pricePicoPerSecond,
+        },
+        sampleRates: Array.isArray(m.sampleRates) ? (m.sampleRates as number[]) : null,
+        upstreams: m.upstreams.map((u) => ({
+          id: u.id,
+          modelId: m.id,
+          url: u.url.replace(/\/+$/, ''),
+          protocol: u.protocol,
+          upstreamModel: u.upstreamModel ?? m.id,
+          weight: Math.max(0, u.weight),
+          apiKeyEnv: u.apiKeyEnv,
+        })),
+      });
+      // Health first seen from the database (another replica's checker), then our own.
+      for (const u of m.upstreams) if (!this.health.has(u.id)) this.health.set(u.id, u.health);
+    }
+    this.models = next;
+  }
+
+  start(intervalMs: number, onError: (e: unknown) => void): void {
+    this.timer = setInterval(() => this.refresh().catch(onError), intervalMs);
+    this.timer.unref();
+  }
+
+  stop(): void {
+    clearInterval(this.timer);
+  }
+
+  all(): ModelEntry[] {
+    return [...this.models.values()];
+  }
+
+  upstreams(): UpstreamEntry[] {
+    return this.all().flatMap((m) => m.upstreams);
+  }
+
+  setHealth(upstreamId: string, health: Health): void {
+    this.health.set(upstreamId, health);
+  }
+
+  healthOf(upstreamId: string): Health {
+    return this.health.get(upstreamId) ?? 'unknown';
+  }
+
+  /** Usable upstreams: not known to be down. Unknown counts as usable until checked. */
+  healthyUpstreams(model: ModelEntry): UpstreamEntry[] {
+    return model.upstreams.filter((u) => u.weight > 0 && this.healthOf(u.id) !== 'down');
+  }
+
+  isServing(model: ModelEntry): boolean {
+    return model.status === 'active' && this.healthyUpstreams(model).length > 0;
+  }
+
+  /** The active model of this modality, or 404 model_not_found. */
+  resolve(modelId: unknown, modality: Modality): ModelEntry {
+    if (typeof modelId !== 'string' || modelId === '') {
+      throw new ServiceError('invalid_request', 'You must provide a model parameter.', 'model');
+    }
+    const model = this.models.get(modelId);
+    if (!model || model.modality !== modality || model.status !== 'active') {
+      throw new ServiceError('model_not_found', `The model '${modelId}' does not exist or is not a ${modality} model.`, 'model');
+    }
+    return model;
+  }
+
+  /**
+   * Healthy upstreams of a model in the order to try them: a weighted random first pick,
+   * then the others (for retries of connection failures). None -> 503 model_offline.
+   */
+  upstreamOrder(model: ModelEntry, offlineHint = ''): UpstreamEntry[] {
+    const healthy = this.healthyUpstreams(model);
+    if (healthy.length === 0) {
+      throw new ServiceError('model_offline', `The model '${model.id}' has no healthy upstream at the moment; back off and retry in a few minutes.${offlineHint}`);
+    }
+    if (healthy.length === 1) return healthy;
+    const total = healthy.reduce((s, u) => s + u.weight, 0);
+    let r = Math.random() * total;
+    let first = 0;
+    for (let i = 0; i < healthy.length; i++) {
+      r -= healthy[i]!.weight;
+      if (r < 0) {
+        first = i;
+        break;
+      }
+    }
+    return [healthy[first]!, ...healthy.filter((_, i) => i !== first)];
+  }
+}

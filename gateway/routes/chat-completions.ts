@@ -1,0 +1,168 @@
+// POST /v1/chat/completions: the body goes to the engine as sent (only `model` is rewritten
+// when the upstream knows the model by another name, and `stream_options.include_usage` is
+// added to streams so that usage is always metered); the answer comes back as the engine
+// produced it, streamed chunk by chunk.
+import { Readable } from 'node:stream';
+import type { Dispatcher } from 'undici';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { llmCostMicros } from '../../server/services/credits/pricing.js';
+import { ServiceError } from '../../server/services/errors.js';
+import { setSpendHeaders } from '../core/gateway-core.js';
+import type { GatewayContext } from '../context.js';
+import { parseJsonObject, type JsonObject } from '../json-body.js';
+import type { ModelEntry, UpstreamEntry } from '../registry/model-registry.js';
+import { SseSplitter, sseData } from '../sse.js';
+import { postChatCompletion } from '../upstreams/openai/chat.js';
+import { isConnectFailure, isTimeout, upstreamErrorFromResponse, upstreamTimeout, upstreamUnavailable } from '../upstreams/upstream-errors.js';
+
+export const LLM_BODY_LIMIT = 10 * 1024 * 1024;
+
+interface Usage {
+  prompt_tokens?: number;
+  completion_tokens?: number;
+}
+
+/** Rough token count for text whose usage the engine never reported (about 4 bytes a token). */
+const estimateTokens = (bytes: number) => Math.ceil(bytes / 4);
+
+export function registerChatCompletionRoutes(app: FastifyInstance, ctx: GatewayContext): void {
+  // Keep the raw bytes: they are forwarded as they are.
+  app.addContentTypeParser('application/json', { parseAs: 'buffer', bodyLimit: LLM_BODY_LIMIT }, (_req, body, done) => done(null, body));
+
+  app.post('/v1/chat/completions', { bodyLimit: LLM_BODY_LIMIT, config: { metered: true } }, async (request, reply) => {
+    const raw = request.body as Buffer | undefined;
+    const body = parseJsonObject(raw ?? '');
+    const model = ctx.registry.resolve(body.model, 'llm');
+    const stream = body.stream === true;
+    const clientWantsUsage = stream && (body.stream_options as JsonObject | undefined)?.include_usage === true;
+
+    const bodyFor = (upstream: UpstreamEntry): Buffer => {
+      const renamed = upstream.upstreamModel !== model.id;
+      if (!renamed && (!stream || clientWantsUsage)) return raw!;
+      const copy: JsonObject = { ...body, model: upstream.upstreamModel };
+      if (stream && !clientWantsUsage) copy.stream_options = { ...((body.stream_options as JsonObject) ?? {}), include_usage: true };
+      return Buffer.from(JSON.stringify(copy));
+    };
+
+    const abort = new AbortController();
+    onClientGone(request, reply, () => abort.abort());
+    const res = await sendToUpstream(ctx, model, bodyFor, abort.signal);
+    if (!res) return reply; // the client left before the engine answered
+
+    if (res.statusCode >= 300) throw await upstreamErrorFromResponse(res);
+    const promptBytes = raw?.length ?? 0;
+    const contentType = String(res.headers['content-type'] ?? '');
+
+    if (!contentType.includes('text/event-stream')) {
+      const bytes = Buffer.from(await res.body.arrayBuffer());
+      let usage: Usage | undefined;
+      try {
+        usage = (JSON.parse(bytes.toString('utf8')) as { usage?: Usage }).usage;
+      } catch {
+        throw new ServiceError('upstream_error', 'The model upstream returned a response that is not JSON.');
+      }
+      const input = usage?.prompt_tokens ?? estimateTokens(promptBytes);
+      const output = usage?.completion_tokens ?? 0;
+      const cost = llmCostMicros(model.prices, input, output);
+      const remaining = await ctx.core.charge(request.auth, request.id, cost, {
+        modelId: model.id, modality: 'llm', route: 'chat.completions', inputTokens: input, outputTokens: output,
+      });
+      setSpendHeaders(reply, cost, remaining);
+      return reply.code(200).type(contentType || 'application/json').send(bytes);
+    }
+
+    // Streaming: relay events as they arrive. The spend header is the pre-request balance
+    // (the cost is unknown until the stream ends).
+    setSpendHeaders(reply, null, request.auth.balanceMicros);
+    reply.code(200).headers({ 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', 'x-accel-buffering': 'no' });
+    return reply.send(Readable.from(relayStream(ctx, request, model, res, clientWantsUsage, promptBytes, abort)));
+  });
+}
+
+function onClientGone(request: FastifyRequest, reply: FastifyReply, cancel: () => void): void {
+  reply.raw.on('close', () => {
+    if (!reply.raw.writableFinished) cancel();
+  });
+  request.raw.on('aborted', cancel);
+}
+
+/** Tries the model's healthy upstreams in order; only failures to connect move on to the next. */
+async function sendToUpstream(
+  ctx: GatewayContext,
+  model: ModelEntry,
+  bodyFor: (u: UpstreamEntry) => Buffer,
+  clientSignal: AbortSignal,
+): Promise<Dispatcher.ResponseData | null> {
+  const timeoutMs = ctx.config.upstreamTimeoutMs;
+  let lastError = 'no upstream tried';
+  for (const upstream of ctx.registry.upstreamOrder(model)) {
+    try {
+      return await postChatCompletion(upstream, bodyFor(upstream), clientSignal, timeoutMs);
+    } catch (e) {
+      if (clientSignal.aborted) return null;
+      if (isTimeout(e)) throw upstreamTimeout(timeoutMs / 1000);
+      if (!isConnectFailure(e)) throw upstreamUnavailable((e as Error).message);
+      ctx.health.record(upstream, { ok: false });
+      lastError = (e as Error).message;
+    }
+  }
+  throw upstreamUnavailable(lastError);
+}
+
+async function* relayStream(
+  ctx: GatewayContext,
+  request: FastifyRequest,
+  model: ModelEntry,
+  res: Dispatcher.ResponseData,
+  clientWantsUsage: boolean,
+  promptBytes: number,
+  abort: AbortController,
+): AsyncGenerator<string> {
+  const splitter = new SseSplitter();
+  let usage: Usage | undefined;
+  let deltas = 0;
+  try {
+    for await (const chunk of res.body) {
+      for (const event of splitter.push(chunk as Buffer)) {
+        const data = sseData(event);
+        if (data !== null && data !== '[DONE]') {
+          const parsed = safeJson(data) as { choices?: unknown[]; usage?: Usage | null } | undefined;
+          if (parsed?.usage) usage = parsed.usage;
+          if (Array.isArray(parsed?.choices)) deltas += parsed.choices.length > 0 ? 1 : 0;
+          // The usage chunk we asked for on the client's behalf is not the client's to see.
+          if (!clientWantsUsage && parsed?.usage && Array.isArray(parsed.choices) && parsed.choices.length === 0) continue;
+        }
+        yield event;
+      }
+    }
+    const rest = splitter.rest();
+    if (rest.trim()) yield rest;
+  } catch (e) {
+    if (!abort.signal.aborted) {
+      // The engine died or stalled mid-stream: end the client's stream with an error event
+      // it can recognise, then [DONE], instead of cutting the connection.
+      const message = isTimeout(e) ? 'The model upstream stopped sending within the deadline.' : 'The model upstream closed the stream unexpectedly.';
+      request.log.warn({ err: e }, 'upstream stream ended abnormally');
+      yield `data: ${JSON.stringify({ error: { message, type: 'api_error', code: isTimeout(e) ? 'upstream_timeout' : 'upstream_error', param: null } })}\n\n`;
+      yield 'data: [DONE]\n\n';
+    }
+  } finally {
+    abort.abort();
+    // Billed once, for what was delivered: the engine's own count when it reported one,
+    // otherwise one token per content chunk relayed and an estimate of the prompt.
+    const input = usage?.prompt_tokens ?? estimateTokens(promptBytes);
+    const output = usage?.completion_tokens ?? deltas;
+    const cost = llmCostMicros(model.prices, input, output);
+    await ctx.core
+      .charge(request.auth, request.id, cost, { modelId: model.id, modality: 'llm', route: 'chat.completions', inputTokens: input, outputTokens: output })
+      .catch((err: unknown) => request.log.error({ err }, 'failed to record usage of a stream'));
+  }
+}
+
+function safeJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}

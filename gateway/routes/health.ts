@@ -1,0 +1,22 @@
+import type { FastifyInstance } from 'fastify';
+import type { GatewayContext } from '../context.js';
+
+export function registerHealthRoutes(app: FastifyInstance, ctx: GatewayContext): void {
+  // Liveness: the process answers. Unauthenticated, no database.
+  app.get('/health', { config: { public: true } }, async () => ({ status: 'ok' }));
+
+  // Readiness: the database answers and which models have a healthy upstream.
+  app.get('/ready', { config: { public: true } }, async (_request, reply) => {
+    let database: 'ok' | 'down' = 'ok';
+    await ctx.db.hot.ping().catch(() => {
+      database = 'down';
+    });
+    const models = ctx.registry.all().map((m) => ({
+      id: m.id,
+      modality: m.modality,
+      serving: ctx.registry.isServing(m),
+      upstreams: m.upstreams.map((u) => ({ url: u.url, health: ctx.registry.healthOf(u.id) })),
+    }));
+    return reply.code(database === 'ok' ? 200 : 503).send({ status: database === 'ok' ? 'ok' : 'unavailable', database, models });
+  });
+}

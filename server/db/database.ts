@@ -1,0 +1,45 @@
+// One handle on the database for a process: a Prisma client for the business rules and the
+// hot store for per-request paths, both chosen from DATABASE_URL's scheme.
+import { PrismaBetterSqlite3 } from '@prisma/adapter-better-sqlite3';
+import { PrismaPg } from '@prisma/adapter-pg';
+import { PrismaClient as SqliteClient } from './generated/sqlite/client.js';
+import { PrismaClient as PostgresClient } from './generated/postgresql/client.js';
+import { dialectOf, sqlitePath, type Dialect } from './dialect.js';
+import type { HotStore } from './hot-store.js';
+import { createSqliteHotStore } from './hot-store-sqlite.js';
+import { createPostgresHotStore } from './hot-store-postgres.js';
+
+/**
+ * Both generated clients have the same model API (they come from one schema source), so
+ * the rest of the code is written against one of the two types.
+ */
+export type Prisma = SqliteClient;
+
+export interface Database {
+  dialect: Dialect;
+  prisma: Prisma;
+  hot: HotStore;
+  close(): Promise<void>;
+}
+
+export function openDatabase(databaseUrl: string): Database {
+  const dialect = dialectOf(databaseUrl);
+  let prisma: Prisma;
+  let hot: HotStore;
+  if (dialect === 'sqlite') {
+    prisma = new SqliteClient({ adapter: new PrismaBetterSqlite3({ url: databaseUrl, timeout: 10_000 }) });
+    hot = createSqliteHotStore(sqlitePath(databaseUrl));
+  } else {
+    const client = new PostgresClient({ adapter: new PrismaPg({ connectionString: databaseUrl, max: 5 }) });
+    prisma = client as unknown as Prisma;
+    hot = createPostgresHotStore(databaseUrl);
+  }
+  return {
+    dialect,
+    prisma,
+    hot,
+    async close() {
+      await Promise.allSettled([prisma.$disconnect(), hot.close()]);
+    },
+  };
+}

@@ -1,0 +1,72 @@
+import pg from 'pg';
+import { sqlTimestamp } from './dialect.js';
+import type { HotStore, KeyAuthRecord } from './hot-store.js';
+import { newId } from './ids.js';
+
+export function createPostgresHotStore(connectionString: string): HotStore {
+  const pool = new pg.Pool({ connectionString, max: 10, connectionTimeoutMillis: 5_000 });
+  // An idle client that loses its connection must not crash the process; the next query fails instead.
+  pool.on('error', () => {});
+  const ts = (d: Date) => sqlTimestamp('postgresql', d);
+
+  return {
+    async findKeyByHash(hash): Promise<KeyAuthRecord | null> {
+      const { rows } = await pool.query<{ keyId: string; orgId: string; status: 'active' | 'revoked'; rateLimitRpm: number | null; balanceMicros: string }>({
+        name: 'svc_find_key',
+        text: `SELECT k.id AS "keyId", k."orgId", k.status::text AS status, k."rateLimitRpm", o."balanceMicros"::text AS "balanceMicros"
+                 FROM "ApiKey" k JOIN "Org" o ON o.id = k."orgId" WHERE k.hash = $1`,
+        values: [hash],
+      });
+      const row = rows[0];
+      return row ? { ...row, balanceMicros: BigInt(row.balanceMicros) } : null;
+    },
+    async getBalance(orgId) {
+      const { rows } = await pool.query<{ b: string }>({
+        name: 'svc_balance',
+        text: `SELECT "balanceMicros"::text AS b FROM "Org" WHERE id = $1`,
+        values: [orgId],
+      });
+      return rows[0] ? BigInt(rows[0].b) : null;
+    },
+    async applyLedgerChange(c) {
+      // One statement, so one round trip and one implicit transaction: the row lock on the
+      // org serialises concurrent debits without lost updates.
+      const now = ts(new Date());
+      const u = c.usage;
+      const { rows } = await pool.query<{ b: string }>({
+        name: u ? 'svc_ledger_usage' : 'svc_ledger',
+        text: `WITH o AS (
+                 UPDATE "Org" SET "balanceMicros" = "balanceMicros" + $2::bigint, "updatedAt" = $8::timestamp
+                  WHERE id = $1 RETURNING "balanceMicros"),
+               l AS (
+                 INSERT INTO "LedgerEntry" (id, "orgId", kind, "amountMicros", "balanceAfterMicros", description, "apiKeyId", "requestId", "createdAt")
+                 SELECT $3, $1, $4::"LedgerKind", $2::bigint, o."balanceMicros", $5, $6, $7, $8::timestamp FROM o)
+               ${u ? `, x AS (
+                 INSERT INTO "UsageEvent" (id, "orgId", "apiKeyId", "modelId", modality, route, "requestId",
+                                           "inputTokens", "outputTokens", characters, "audioMillis", "costMicros", "createdAt")
+                 SELECT $9, $1, $6, $10, $11::"Modality", $12, coalesce($7, ''), $13, $14, $15, $16, -($2::bigint), $8::timestamp FROM o)` : ''}
+               SELECT "balanceMicros"::text AS b FROM o`,
+        values: [
+          c.orgId, c.amountMicros.toString(), newId('led'), c.kind, c.description, c.apiKeyId ?? null, c.requestId ?? null, now,
+          ...(u ? [newId('use'), u.modelId, u.modality, u.route, u.inputTokens ?? 0, u.outputTokens ?? 0, u.characters ?? 0, u.audioMillis ?? 0] : []),
+        ],
+      });
+      return rows[0] ? BigInt(rows[0].b) : null;
+    },
+    async touchKeys(lastUsed) {
+      if (lastUsed.size === 0) return;
+      const ids = [...lastUsed.keys()];
+      const times = [...lastUsed.values()].map(ts);
+      await pool.query(
+        `UPDATE "ApiKey" k SET "lastUsedAt" = v.t::timestamp FROM unnest($1::text[], $2::text[]) AS v(id, t) WHERE k.id = v.id`,
+        [ids, times],
+      );
+    },
+    async ping() {
+      await pool.query('SELECT 1');
+    },
+    async close() {
+      await pool.end();
+    },
+  };
+}

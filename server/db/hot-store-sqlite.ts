@@ -1,0 +1,87 @@
+import Database from 'better-sqlite3';
+import { sqlTimestamp } from './dialect.js';
+import type { HotStore, KeyAuthRecord, LedgerChange } from './hot-store.js';
+import { newId } from './ids.js';
+
+interface KeyRow {
+  keyId: string;
+  orgId: string;
+  status: 'active' | 'revoked';
+  rateLimitRpm: bigint | null;
+  balanceMicros: bigint;
+}
+
+export function openSqlite(path: string): Database.Database {
+  const db = new Database(path, { timeout: 10_000 });
+  db.pragma('journal_mode = WAL');
+  db.pragma('synchronous = NORMAL');
+  db.pragma('foreign_keys = ON');
+  db.defaultSafeIntegers(true);
+  return db;
+}
+
+export function createSqliteHotStore(path: string): HotStore {
+  const db = openSqlite(path);
+  const ts = (d: Date) => sqlTimestamp('sqlite', d);
+
+  const findKey = db.prepare<[string], KeyRow>(
+    `SELECT k.id AS keyId, k.orgId AS orgId, k.status AS status, k.rateLimitRpm AS rateLimitRpm,
+            o.balanceMicros AS balanceMicros
+       FROM "ApiKey" k JOIN "Org" o ON o.id = k.orgId WHERE k.hash = ?`,
+  );
+  const balance = db.prepare<[string], { b: bigint }>(`SELECT balanceMicros AS b FROM "Org" WHERE id = ?`);
+  const updateBalance = db.prepare<[bigint, string, string], { b: bigint }>(
+    `UPDATE "Org" SET balanceMicros = balanceMicros + ?, updatedAt = ? WHERE id = ? RETURNING balanceMicros AS b`,
+  );
+  const insertLedger = db.prepare(
+    `INSERT INTO "LedgerEntry" (id, orgId, kind, amountMicros, balanceAfterMicros, description, apiKeyId, requestId, createdAt)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+  );
+  const insertUsage = db.prepare(
+    `INSERT INTO "UsageEvent" (id, orgId, apiKeyId, modelId, modality, route, requestId,
+                               inputTokens, outputTokens, characters, audioMillis, costMicros, createdAt)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+  );
+  const touch = db.prepare(`UPDATE "ApiKey" SET lastUsedAt = ? WHERE id = ?`);
+
+  // BEGIN IMMEDIATE takes the write lock up front, so concurrent writers in other
+  // processes wait (busy timeout) instead of failing on a read-to-write upgrade.
+  const apply = db.transaction((c: LedgerChange): bigint | null => {
+    const now = ts(new Date());
+    const row = updateBalance.get(c.amountMicros, now, c.orgId);
+    if (!row) return null;
+    insertLedger.run(newId('led'), c.orgId, c.kind, c.amountMicros, row.b, c.description, c.apiKeyId ?? null, c.requestId ?? null, now);
+    if (c.usage) {
+      const u = c.usage;
+      insertUsage.run(newId('use'), c.orgId, c.apiKeyId ?? null, u.modelId, u.modality, u.route, c.requestId ?? '',
+        u.inputTokens ?? 0, u.outputTokens ?? 0, u.characters ?? 0, u.audioMillis ?? 0, -c.amountMicros, now);
+    }
+    return row.b;
+  });
+  const touchAll = db.transaction((entries: [string, Date][]) => {
+    for (const [id, at] of entries) touch.run(ts(at), id);
+  });
+
+  return {
+    async findKeyByHash(hash): Promise<KeyAuthRecord | null> {
+      const row = findKey.get(hash);
+      if (!row) return null;
+      return { ...row, rateLimitRpm: row.rateLimitRpm === null ? null : Number(row.rateLimitRpm) };
+    },
+    async getBalance(orgId) {
+      return balance.get(orgId)?.b ?? null;
+    },
+    async applyLedgerChange(change) {
+      return apply.immediate(change);
+    },
+    async touchKeys(lastUsed) {
+      if (lastUsed.size > 0) touchAll.immediate([...lastUsed]);
+    },
+    async ping() {
+      db.prepare('SELECT 1').get();
+    },
+    async close() {
+      db.close();
+    },
+  };
+}

@@ -1,0 +1,49 @@
+// The per-request paths (key verification, balance checks, debits) in raw SQL, one
+// implementation per dialect, because they run on every request and an ORM round adds
+// more than the whole gateway core's latency budget. Everything else goes through Prisma.
+import type { Modality } from './generated/sqlite/enums.js';
+
+export interface KeyAuthRecord {
+  keyId: string;
+  orgId: string;
+  status: 'active' | 'revoked';
+  rateLimitRpm: number | null;
+  balanceMicros: bigint;
+}
+
+export interface UsageRecord {
+  modelId: string;
+  modality: Modality;
+  route: string;
+  inputTokens?: number;
+  outputTokens?: number;
+  characters?: number;
+  audioMillis?: number;
+}
+
+export interface LedgerChange {
+  orgId: string;
+  /** Signed: negative for debits, positive for grants. */
+  amountMicros: bigint;
+  kind: 'grant' | 'usage' | 'refund' | 'transfer' | 'adjustment';
+  description: string;
+  apiKeyId?: string | null;
+  requestId?: string | null;
+  /** Written with usage debits, in the same transaction. */
+  usage?: UsageRecord;
+}
+
+export interface HotStore {
+  /** The key with its org's balance, in one indexed lookup. */
+  findKeyByHash(hash: string): Promise<KeyAuthRecord | null>;
+  getBalance(orgId: string): Promise<bigint | null>;
+  /**
+   * Atomically moves an org's balance and appends the ledger row (and usage row) in one
+   * transaction. Returns the balance after the change, or null when the org does not exist.
+   */
+  applyLedgerChange(change: LedgerChange): Promise<bigint | null>;
+  /** Batched last-used stamps: one write per flush, not per request. */
+  touchKeys(lastUsed: ReadonlyMap<string, Date>): Promise<void>;
+  ping(): Promise<void>;
+  close(): Promise<void>;
+}

@@ -1,0 +1,25 @@
+import type { HotStore, UsageRecord } from '../../db/hot-store.js';
+
+/**
+ * Debits a metered request after its cost is known. Requests are admitted while the balance
+ * is positive and debited when they finish, so a balance can go below zero by at most the
+ * cost of the requests that were already in flight when it crossed zero (README, "Credits").
+ * The debit itself is one atomic statement/transaction: concurrent debits never lose or
+ * double an amount.
+ */
+export async function chargeUsage(
+  store: HotStore,
+  input: { orgId: string; apiKeyId: string; requestId: string; costMicros: bigint; usage: UsageRecord },
+): Promise<bigint> {
+  const balance = await store.applyLedgerChange({
+    orgId: input.orgId,
+    amountMicros: -input.costMicros,
+    kind: 'usage',
+    description: `${input.usage.modality} ${input.usage.modelId}`,
+    apiKeyId: input.apiKeyId,
+    requestId: input.requestId,
+    usage: input.usage,
+  });
+  // The org existed when the key was verified; it can only be gone if deleted meanwhile.
+  return balance ?? 0n;
+}

@@ -1,0 +1,38 @@
+import type { HotStore, KeyAuthRecord } from '../../db/hot-store.js';
+import { ServiceError } from '../errors.js';
+import { hashApiKey, isWellFormedApiKey } from './api-key-format.js';
+
+/**
+ * Verifies a presented key against the database on every call. There is deliberately no
+ * key cache: the lookup is one indexed read that also returns the org's balance (which the
+ * credit check needs anyway), so revocation from any process is seen on the very next
+ * request at no extra round trip. The lookup is by SHA-256 of the key, so its timing says
+ * nothing about stored keys.
+ */
+export async function verifyApiKey(store: HotStore, presented: string | undefined): Promise<KeyAuthRecord> {
+  if (!presented) {
+    throw new ServiceError(
+      'invalid_api_key',
+      'You did not provide an API key. Pass it in the Authorization header as "Bearer sk_svc_...".',
+    );
+  }
+  const incorrect = () =>
+    new ServiceError('invalid_api_key', `Incorrect API key provided: ${redactKey(presented)}.`);
+  if (!isWellFormedApiKey(presented)) throw incorrect();
+  let record: KeyAuthRecord | null;
+  try {
+    record = await store.findKeyByHash(hashApiKey(presented));
+  } catch {
+    throw new ServiceError('verify_unavailable', 'API key verification is temporarily unavailable; retry within a few seconds. Your key is fine.');
+  }
+  if (!record) throw incorrect();
+  if (record.status !== 'active') throw new ServiceError('api_key_disabled', 'This API key has been disabled.');
+  return record;
+}
+
+/** Shows enough of a key to recognise it in an error message, never enough to use it. */
+export function redactKey(key: string): string {
+  const printable = key.replace(/[^\x20-\x7e]/g, '?');
+  if (printable.length <= 11) return '*'.repeat(Math.min(printable.length, 8));
+  return `${printable.slice(0, 11)}${'*'.repeat(8)}${printable.slice(-4)}`;
+}

@@ -1,0 +1,102 @@
+import type { Prisma } from '../../db/database.js';
+import type { Modality } from '../../db/generated/sqlite/enums.js';
+import { newId } from '../../db/ids.js';
+import { ServiceError } from '../errors.js';
+
+export interface ModelPrices {
+  inputPicoPerToken?: bigint;
+  outputPicoPerToken?: bigint;
+  picoPerChar?: bigint;
+  picoPerSecond?: bigint;
+}
+
+export interface UpsertModelInput {
+  id: string;
+  modality: Modality;
+  displayName?: string;
+  status?: 'active' | 'disabled';
+  prices?: ModelPrices;
+  sampleRates?: number[] | null;
+  upstream?: { url: string; protocol: string; upstreamModel?: string | null; weight?: number; apiKeyEnv?: string | null };
+}
+
+const MODEL_ID = /^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$/;
+const ENV_NAME = /^[A-Z_][A-Z0-9_]*$/;
+
+export function validateUpstreamUrl(url: string): void {
+  if (/^local:[a-z0-9-]+$/.test(url)) return;
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    throw new ServiceError('invalid_request', `Upstream URL is not a URL: ${url}`, 'upstream');
+  }
+  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') {
+    throw new ServiceError('invalid_request', 'Upstream URL must be http(s):// or local:<engine>.', 'upstream');
+  }
+  if (parsed.username || parsed.password) {
+    throw new ServiceError('invalid_request', 'Put upstream credentials in an environment variable (--api-key-env), not in the URL.', 'upstream');
+  }
+}
+
+/** Creates or updates a model and, when given, adds or updates one of its upstreams (by URL). */
+export async function upsertModel(prisma: Prisma, input: UpsertModelInput) {
+  if (!MODEL_ID.test(input.id)) throw new ServiceError('invalid_request', 'Model id must be 1-128 characters of letters, digits and ._:/-', 'id');
+  if (input.upstream) {
+    validateUpstreamUrl(input.upstream.url);
+    if (input.upstream.apiKeyEnv && !ENV_NAME.test(input.upstream.apiKeyEnv)) {
+      throw new ServiceError('invalid_request', 'api key env must be an environment variable name.', 'api_key_env');
+    }
+  }
+  const existing = await prisma.model.findUnique({ where: { id: input.id } });
+  if (existing && existing.modality !== input.modality) {
+    throw new ServiceError('conflict', `Model ${input.id} exists with modality ${existing.modality}.`, 'modality');
+  }
+  const p = input.prices ?? {};
+  const prices = {
+    ...(p.inputPicoPerToken !== undefined && { priceInputPicoPerToken: p.inputPicoPerToken }),
+    ...(p.outputPicoPerToken !== undefined && { priceOutputPicoPerToken: p.outputPicoPerToken }),
+    ...(p.picoPerChar !== undefined && { pricePicoPerChar: p.picoPerChar }),
+    ...(p.picoPerSecond !== undefined && { pricePicoPerSecond: p.picoPerSecond }),
+  };
+  const sampleRates = input.sampleRates === undefined ? {} : { sampleRates: input.sampleRates ?? undefined };
+  await prisma.model.upsert({
+    where: { id: input.id },
+    create: { id: input.id, modality: input.modality, displayName: input.displayName ?? '', status: input.status ?? 'active', ...prices, ...sampleRates },
+    update: {
+      ...(input.displayName !== undefined && { displayName: input.displayName }),
+      ...(input.status !== undefined && { status: input.status }),
+      ...prices,
+      ...sampleRates,
+    },
+  });
+  if (input.upstream) {
+    const u = input.upstream;
+    await prisma.upstream.upsert({
+      where: { modelId_url: { modelId: input.id, url: u.url } },
+      create: { id: newId('ups'), modelId: input.id, url: u.url, protocol: u.protocol, upstreamModel: u.upstreamModel ?? null, weight: u.weight ?? 1, apiKeyEnv: u.apiKeyEnv ?? null },
+      update: {
+        protocol: u.protocol,
+        ...(u.upstreamModel !== undefined && { upstreamModel: u.upstreamModel }),
+        ...(u.weight !== undefined && { weight: u.weight }),
+        ...(u.apiKeyEnv !== undefined && { apiKeyEnv: u.apiKeyEnv }),
+      },
+    });
+  }
+  return getModel(prisma, input.id);
+}
+
+export async function getModel(prisma: Prisma, id: string) {
+  const model = await prisma.model.findUnique({ where: { id }, include: { upstreams: { orderBy: { createdAt: 'asc' } } } });
+  if (!model) throw new ServiceError('model_not_found', `The model '${id}' does not exist.`);
+  return model;
+}
+
+export async function listModels(prisma: Prisma) {
+  return prisma.model.findMany({ include: { upstreams: { orderBy: { createdAt: 'asc' } } }, orderBy: { id: 'asc' } });
+}
+
+export async function removeUpstream(prisma: Prisma, input: { modelId: string; url: string }) {
+  const { count } = await prisma.upstream.deleteMany({ where: { modelId: input.modelId, url: input.url } });
+  if (count === 0) throw new ServiceError('not_found', `Model ${input.modelId} has no upstream ${input.url}.`);
+}
