@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Sets up and runs the whole test suite: unit + integration + black-box tests on SQLite,
+# the same suite on PostgreSQL, then the browser end-to-end tests. Where PostgreSQL or Redis
+# is not reachable on loopback, installs and starts them from Debian packages.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+source scripts/lib/node-env.sh
+source scripts/lib/apt.sh
+
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+if ! port_open 5432; then
+  apt_install postgresql
+  cluster=$(ls /etc/postgresql | sort -V | tail -n1)
+  pg_ctlcluster --skip-systemctl-redirect "$cluster" main start || pg_ctlcluster "$cluster" main start
+  for _ in $(seq 1 30); do port_open 5432 && break; sleep 1; done
+  # A fresh Debian cluster asks for passwords on TCP; give the test superuser one.
+  su postgres -c "psql -q -c \"ALTER USER postgres PASSWORD 'postgres'\"" >/dev/null
+  export TEST_POSTGRES_URL=${TEST_POSTGRES_URL:-postgresql://postgres:postgres@127.0.0.1:5432/postgres}
+fi
+if ! port_open 6379; then
+  apt_install redis-server
+  redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no >/dev/null
+  for _ in $(seq 1 30); do port_open 6379 && break; sleep 1; done
+fi
+[ -x /usr/bin/chromium ] || apt_install chromium
+
+status=0
+echo "==> tests on SQLite"
+npx vitest run || status=1
+echo "==> tests on PostgreSQL"
+TEST_DB=postgresql npx vitest run || status=1
+if [ -f e2e/run.ts ]; then
+  echo "==> browser end-to-end tests"
+  npx tsx e2e/run.ts || status=1
+fi
+exit $status
