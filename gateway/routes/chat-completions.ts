@@ -3,16 +3,16 @@
 // added to streams so that usage is always metered); the answer comes back as the engine
 // produced it, streamed chunk by chunk.
 import { Readable } from 'node:stream';
-import type { Dispatcher } from 'undici';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { llmCostMicros } from '../../server/services/credits/pricing.js';
-import { ServiceError } from '../../server/services/errors.js';
+import { ServiceError, isServiceError } from '../../server/services/errors.js';
 import { setSpendHeaders } from '../core/gateway-core.js';
 import type { GatewayContext } from '../context.js';
 import { parseJsonObject, type JsonObject } from '../json-body.js';
 import type { ModelEntry, UpstreamEntry } from '../registry/model-registry.js';
 import { SseSplitter, sseData } from '../sse.js';
-import { postChatCompletion } from '../upstreams/openai/chat.js';
+import type { ChatResponse } from '../upstreams/chat-types.js';
+import { chatAdapterFor } from '../upstreams/registry.js';
 import { isConnectFailure, isTimeout, upstreamErrorFromResponse, upstreamTimeout, upstreamUnavailable } from '../upstreams/upstream-errors.js';
 
 export const LLM_BODY_LIMIT = 10 * 1024 * 1024;
@@ -46,15 +46,15 @@ export function registerChatCompletionRoutes(app: FastifyInstance, ctx: GatewayC
 
     const abort = new AbortController();
     onClientGone(request, reply, () => abort.abort());
-    const res = await sendToUpstream(ctx, model, bodyFor, abort.signal);
+    const res = await sendToUpstream(ctx, model, bodyFor, body, abort.signal);
     if (!res) return reply; // the client left before the engine answered
 
     if (res.statusCode >= 300) throw await upstreamErrorFromResponse(res);
     const promptBytes = raw?.length ?? 0;
-    const contentType = String(res.headers['content-type'] ?? '');
+    const contentType = res.contentType;
 
     if (!contentType.includes('text/event-stream')) {
-      const bytes = Buffer.from(await res.body.arrayBuffer());
+      const bytes = Buffer.from(await res.text());
       let usage: Usage | undefined;
       try {
         usage = (JSON.parse(bytes.toString('utf8')) as { usage?: Usage }).usage;
@@ -91,15 +91,19 @@ async function sendToUpstream(
   ctx: GatewayContext,
   model: ModelEntry,
   bodyFor: (u: UpstreamEntry) => Buffer,
+  body: JsonObject,
   clientSignal: AbortSignal,
-): Promise<Dispatcher.ResponseData | null> {
+): Promise<ChatResponse | null> {
   const timeoutMs = ctx.config.upstreamTimeoutMs;
   let lastError = 'no upstream tried';
   for (const upstream of ctx.registry.upstreamOrder(model)) {
     try {
-      return await postChatCompletion(upstream, bodyFor(upstream), clientSignal, timeoutMs);
+      const adapter = chatAdapterFor(upstream.protocol);
+      if (!adapter) throw new ServiceError('upstream_error', `No chat adapter for protocol '${upstream.protocol}'.`);
+      return await adapter(upstream, { raw: bodyFor(upstream), body, signal: clientSignal, timeoutMs });
     } catch (e) {
       if (clientSignal.aborted) return null;
+      if (isServiceError(e)) throw e;
       if (isTimeout(e)) throw upstreamTimeout(timeoutMs / 1000);
       if (!isConnectFailure(e)) throw upstreamUnavailable((e as Error).message);
       ctx.health.record(upstream, { ok: false });
@@ -113,7 +117,7 @@ async function* relayStream(
   ctx: GatewayContext,
   request: FastifyRequest,
   model: ModelEntry,
-  res: Dispatcher.ResponseData,
+  res: ChatResponse,
   clientWantsUsage: boolean,
   promptBytes: number,
   abort: AbortController,

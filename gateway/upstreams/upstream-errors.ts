@@ -1,5 +1,5 @@
 // How upstream failures become the spec's errors, in one place for every adapter.
-import type { Dispatcher } from 'undici';
+import type { ChatResponse } from './chat-types.js';
 import { ServiceError } from '../../server/services/errors.js';
 
 const CONNECT_FAILURES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'UND_ERR_CONNECT_TIMEOUT']);
@@ -28,8 +28,8 @@ export function upstreamUnavailable(detail: string): ServiceError {
  * are the caller's and keep the engine's message; everything else (auth to the engine,
  * unknown model at the engine, 5xx) is the gateway's problem and becomes 502.
  */
-export async function upstreamErrorFromResponse(res: Dispatcher.ResponseData): Promise<ServiceError> {
-  const text = await res.body.text().catch(() => '');
+export async function upstreamErrorFromResponse(res: Pick<ChatResponse, 'statusCode' | 'text'>): Promise<ServiceError> {
+  const text = await res.text().catch(() => '');
   let message = text.slice(0, 2000);
   let param: string | null = null;
   try {
