@@ -75,12 +75,12 @@ program
 
 program
   .command('start')
-  .description('run gateway, job worker and dashboard in the foreground')
+  .description('run the gateway and the dashboard in the foreground')
   .action(async () => runProcesses({ dashboard: true }));
 
 program
   .command('gateway')
-  .description('run the gateway and job worker only, in the foreground')
+  .description('run the gateway only, in the foreground')
   .action(async () => runProcesses({ dashboard: false }));
 
 const org = program.command('org').description('organizations');

@@ -1,0 +1,48 @@
+// Gateway core benchmark: the same keyed, metered route (/v1/chat/completions against a fast
+// loopback upstream) with the core on (auth + rate limit + credit check + debit) and with
+// the pass-through core, in one run, interleaved, medians over rounds.
+//   npx tsx bench/gateway-core.ts [--rounds 3] [--seconds 5] [--rate 1000]
+import { parseArgs } from 'node:util';
+import { benchFixture, CHAT_BODY } from './lib/bench-fixture.js';
+import { maxThroughput, median, openLoop, table } from './lib/load.js';
+import { startTs } from './lib/processes.js';
+
+const { values } = parseArgs({ options: { rounds: { type: 'string', default: '3' }, seconds: { type: 'string', default: '5' }, rate: { type: 'string', default: '1000' } } });
+const rounds = Number(values.rounds);
+const seconds = Number(values.seconds);
+const rate = Number(values.rate);
+
+const upstream = await startTs('bench/upstream-server.ts');
+const fx = await benchFixture(upstream.url);
+const env = { SVC_DATA_DIR: fx.dataDir, DATABASE_URL: fx.databaseUrl, SVC_MODELS_FILE: '/nonexistent' };
+const on = await startTs('bench/gateway-server.ts', { ...env, BENCH_CORE: 'on' });
+const off = await startTs('bench/gateway-server.ts', { ...env, BENCH_CORE: 'off' });
+const spec = { path: '/v1/chat/completions', method: 'POST' as const, headers: { 'content-type': 'application/json', authorization: `Bearer ${fx.key}` }, body: CHAT_BODY };
+
+try {
+  const res: Record<'on' | 'off', { p50: number[]; p99: number[]; rps: number[]; errors: number }> = {
+    on: { p50: [], p99: [], rps: [], errors: 0 },
+    off: { p50: [], p99: [], rps: [], errors: 0 },
+  };
+  // Warm both (JIT, connection pools, SQLite page cache).
+  for (const g of [off, on]) await maxThroughput(g.url, spec, 2);
+  for (let r = 0; r < rounds; r++) {
+    for (const [name, g] of [['off', off], ['on', on]] as const) {
+      const lat = await openLoop(g.url, spec, rate, seconds);
+      const max = await maxThroughput(g.url, spec, seconds);
+      res[name].p50.push(lat.p50);
+      res[name].p99.push(lat.p99);
+      res[name].rps.push(max.rps);
+      res[name].errors += lat.errors + max.errors + max.non2xx;
+    }
+  }
+  const m = (n: 'on' | 'off', k: 'p50' | 'p99' | 'rps') => median(res[n][k]);
+  console.log(`\nGateway core, POST /v1/chat/completions (non-streaming), ${rounds} rounds x ${seconds}s, open loop at ${rate} req/s; medians\n`);
+  console.log(table([
+    { core: 'off (pass-through)', 'p50 ms': m('off', 'p50'), 'p99 ms': m('off', 'p99'), 'max req/s': Math.round(m('off', 'rps')), errors: res.off.errors },
+    { core: 'on (auth+limit+metering)', 'p50 ms': m('on', 'p50'), 'p99 ms': m('on', 'p99'), 'max req/s': Math.round(m('on', 'rps')), errors: res.on.errors },
+  ]));
+  console.log(`\nadded by the core: p50 ${(m('on', 'p50') - m('off', 'p50')).toFixed(3)} ms (target <= 0.2), p99 ${(m('on', 'p99') - m('off', 'p99')).toFixed(3)} ms (target <= 1), max throughput kept ${((100 * m('on', 'rps')) / m('off', 'rps')).toFixed(1)} % (target >= 70 %)`);
+} finally {
+  for (const p of [on, off, upstream]) p.child.kill('SIGTERM');
+}

@@ -1,0 +1,12 @@
+// The gateway for the benchmarks: the real runtime, optionally with the core replaced by the
+// pass-through core (no auth, no rate limit, no metering) to measure what the core costs.
+// Bench-only: the product has no switch that turns the core off.
+import { loadConfig } from '../server/config/env.js';
+import { createGatewayRuntime } from '../gateway/runtime.js';
+
+const runtime = await createGatewayRuntime(loadConfig(), {
+  logger: false,
+  passThroughCore: process.env.BENCH_CORE === 'off',
+});
+const url = await runtime.app.listen({ host: '127.0.0.1', port: 0 });
+console.log(`listening ${url}`);

@@ -1,0 +1,29 @@
+// A throw-away SQLite database with one org (ample credit), one key with a limit high enough
+// for load (the limiter still runs on every request), and the bench model on `upstreamUrl`.
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { openDatabase } from '../../server/db/database.js';
+import { migrate } from '../../server/db/migrate.js';
+import { createApiKey } from '../../server/services/keys/create-api-key.js';
+import { upsertModel } from '../../server/services/models/upsert-model.js';
+import { createOrg } from '../../server/services/orgs/create-org.js';
+
+export async function benchFixture(upstreamUrl: string) {
+  const dataDir = mkdtempSync(join(tmpdir(), 'svc-bench-'));
+  const databaseUrl = `file:${join(dataDir, 'svc.db')}`;
+  await migrate(databaseUrl);
+  const db = openDatabase(databaseUrl);
+  const org = await createOrg(db, { name: 'bench', creditsMicros: 1_000_000_000_000n });
+  const key = await createApiKey(db.prisma, { orgId: org.id, name: 'bench', rateLimitRpm: 1_000_000_000 });
+  await upsertModel(db.prisma, {
+    id: 'bench-llm',
+    modality: 'llm',
+    prices: { inputPicoPerToken: 150_000n, outputPicoPerToken: 600_000n },
+    upstream: { url: upstreamUrl, protocol: 'openai' },
+  });
+  await db.close();
+  return { dataDir, databaseUrl, key: key.key };
+}
+
+export const CHAT_BODY = JSON.stringify({ model: 'bench-llm', messages: [{ role: 'user', content: 'Say hello.' }], max_tokens: 16 });
