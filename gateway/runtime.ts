@@ -15,7 +15,8 @@ import { createKeyUsageTracker } from './core/key-usage-tracker.js';
 import { createMemoryRateLimiter, createRedisRateLimiter } from './core/rate-limiter.js';
 import { HealthChecker } from './registry/health-checker.js';
 import { ModelRegistry } from './registry/model-registry.js';
-import { healthCheckFor } from './upstreams/registry.js';
+import { createUpstreamAdapters } from './upstreams/registry.js';
+import { unloadAll as unloadLocalModels } from './upstreams/llama-cpp/llama-engine.js';
 
 export interface GatewayRuntime {
   app: FastifyInstance;
@@ -41,8 +42,9 @@ export async function createGatewayRuntime(config: Config, options: { logger?: b
 
   const registry = new ModelRegistry(db.prisma);
   await registry.refresh();
-  const health = new HealthChecker(registry, db.prisma, healthCheckFor);
-  const ctx: GatewayContext = { config, db, core, registry, health };
+  const adapters = createUpstreamAdapters({ dataDir: config.dataDir });
+  const health = new HealthChecker(registry, db.prisma, adapters.healthCheck);
+  const ctx: GatewayContext = { config, db, core, registry, health, adapters };
   const app = await buildGateway(ctx, { logger: options.logger });
 
   registry.start(config.registryRefreshMs, (err) => app.log.warn({ err }, 'registry refresh failed'));
@@ -59,6 +61,7 @@ export async function createGatewayRuntime(config: Config, options: { logger?: b
       await limiter.close();
       redis?.disconnect();
       await db.close();
+      await unloadLocalModels();
     },
   };
 }

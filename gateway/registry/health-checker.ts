@@ -44,8 +44,8 @@ export class HealthChecker {
   }
 
   /** Also called by routes when a request finds an upstream unreachable: it is out until the next good check. */
-  record(upstream: UpstreamEntry, result: Pick<HealthResult, 'ok'>): void {
-    this.registry.setHealth(upstream.id, result.ok ? 'up' : 'down');
+  record(upstream: UpstreamEntry, result: Pick<HealthResult, 'ok' | 'error'>): void {
+    this.registry.setHealth(upstream.id, result.ok ? 'up' : 'down', result.error);
   }
 
   start(intervalMs: number): void {

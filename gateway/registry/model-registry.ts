@@ -30,6 +30,7 @@ export type Health = 'unknown' | 'up' | 'down';
 export class ModelRegistry {
   private models = new Map<string, ModelEntry>();
   private health = new Map<string, Health>();
+  private healthErrors = new Map<string, string>();
   private timer: NodeJS.Timeout | undefined;
 
   constructor(private readonly prisma: Prisma) {}
@@ -83,8 +84,10 @@ export class ModelRegistry {
     return this.all().flatMap((m) => m.upstreams);
   }
 
-  setHealth(upstreamId: string, health: Health): void {
+  setHealth(upstreamId: string, health: Health, error?: string): void {
     this.health.set(upstreamId, health);
+    if (error) this.healthErrors.set(upstreamId, error);
+    else this.healthErrors.delete(upstreamId);
   }
 
   healthOf(upstreamId: string): Health {
@@ -116,10 +119,13 @@ export class ModelRegistry {
    * Healthy upstreams of a model in the order to try them: a weighted random first pick,
    * then the others (for retries of connection failures). None -> 503 model_offline.
    */
-  upstreamOrder(model: ModelEntry, offlineHint = ''): UpstreamEntry[] {
+  upstreamOrder(model: ModelEntry): UpstreamEntry[] {
     const healthy = this.healthyUpstreams(model);
     if (healthy.length === 0) {
-      throw new ServiceError('model_offline', `The model '${model.id}' has no healthy upstream at the moment; back off and retry in a few minutes.${offlineHint}`);
+      // Say why, when the health checks know (e.g. a local model without its model file).
+      const reasons = [...new Set(model.upstreams.map((u) => this.healthErrors.get(u.id)).filter(Boolean))];
+      const why = reasons.length ? ` Last health check: ${reasons.join('; ')}.` : '';
+      throw new ServiceError('model_offline', `The model '${model.id}' has no healthy upstream at the moment; back off and retry in a few minutes.${why}`);
     }
     if (healthy.length === 1) return healthy;
     const total = healthy.reduce((s, u) => s + u.weight, 0);

@@ -12,7 +12,6 @@ import { parseJsonObject, type JsonObject } from '../json-body.js';
 import type { ModelEntry, UpstreamEntry } from '../registry/model-registry.js';
 import { SseSplitter, sseData } from '../sse.js';
 import type { ChatResponse } from '../upstreams/chat-types.js';
-import { chatAdapterFor } from '../upstreams/registry.js';
 import { isConnectFailure, isTimeout, upstreamErrorFromResponse, upstreamTimeout, upstreamUnavailable } from '../upstreams/upstream-errors.js';
 
 export const LLM_BODY_LIMIT = 10 * 1024 * 1024;
@@ -98,7 +97,7 @@ async function sendToUpstream(
   let lastError = 'no upstream tried';
   for (const upstream of ctx.registry.upstreamOrder(model)) {
     try {
-      const adapter = chatAdapterFor(upstream.protocol);
+      const adapter = ctx.adapters.chat(upstream.protocol);
       if (!adapter) throw new ServiceError('upstream_error', `No chat adapter for protocol '${upstream.protocol}'.`);
       return await adapter(upstream, { raw: bodyFor(upstream), body, signal: clientSignal, timeoutMs });
     } catch (e) {
@@ -106,7 +105,7 @@ async function sendToUpstream(
       if (isServiceError(e)) throw e;
       if (isTimeout(e)) throw upstreamTimeout(timeoutMs / 1000);
       if (!isConnectFailure(e)) throw upstreamUnavailable((e as Error).message);
-      ctx.health.record(upstream, { ok: false });
+      ctx.health.record(upstream, { ok: false, error: `connection failed: ${(e as Error).message}` });
       lastError = (e as Error).message;
     }
   }

@@ -1,23 +1,26 @@
 // Protocol name -> adapter. The registry's `protocol` column picks one of these.
 import type { HealthCheck } from '../registry/health-checker.js';
 import type { ChatAdapter } from './chat-types.js';
+import { createLlamaCppChat, createLlamaCppHealthCheck } from './llama-cpp/chat.js';
 import { openAiChat } from './openai/chat.js';
 import { checkOpenAiHealth } from './openai/health.js';
 
-const HEALTH_CHECKS: Record<string, HealthCheck> = {
-  openai: checkOpenAiHealth,
-};
-
-export const SUPPORTED_PROTOCOLS = Object.keys(HEALTH_CHECKS);
-
-export function healthCheckFor(protocol: string): HealthCheck | undefined {
-  return HEALTH_CHECKS[protocol];
+export interface UpstreamAdapters {
+  healthCheck(protocol: string): HealthCheck | undefined;
+  chat(protocol: string): ChatAdapter | undefined;
 }
 
-const CHAT_ADAPTERS: Record<string, ChatAdapter> = {
-  openai: openAiChat,
-};
-
-export function chatAdapterFor(protocol: string): ChatAdapter | undefined {
-  return CHAT_ADAPTERS[protocol];
+export function createUpstreamAdapters(options: { dataDir: string }): UpstreamAdapters {
+  const health: Record<string, HealthCheck> = {
+    openai: checkOpenAiHealth,
+    'llama-cpp': createLlamaCppHealthCheck(options.dataDir),
+  };
+  const chat: Record<string, ChatAdapter> = {
+    openai: openAiChat,
+    'llama-cpp': createLlamaCppChat(options.dataDir),
+  };
+  return {
+    healthCheck: (protocol) => health[protocol],
+    chat: (protocol) => chat[protocol],
+  };
 }

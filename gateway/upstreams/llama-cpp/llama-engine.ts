@@ -1,0 +1,86 @@
+// llama.cpp in-process through node-llama-cpp's prebuilt CPU binaries. Evaluation runs on
+// llama.cpp's own native threads, so the gateway's event loop only sees the callbacks.
+// One loaded model per GGUF file, one context with a few sequences; requests wait for a free
+// sequence rather than oversubscribing the (small) machine.
+import { availableParallelism } from 'node:os';
+import { getLlama, type Llama, type LlamaContext, type LlamaContextSequence, type LlamaModel } from 'node-llama-cpp';
+
+const SEQUENCES = Number(process.env.SVC_LLAMA_SEQUENCES ?? 4);
+// llama.cpp threads contend badly with other load on a small machine: leave a core free.
+const THREADS = Number(process.env.SVC_LLAMA_THREADS ?? Math.max(1, availableParallelism() - 1));
+const CONTEXT_SIZE = Number(process.env.SVC_LLAMA_CONTEXT_SIZE ?? 4096);
+
+interface LoadedModel {
+  model: LlamaModel;
+  context: LlamaContext;
+  free: LlamaContextSequence[];
+  waiters: ((s: LlamaContextSequence) => void)[];
+}
+
+export interface SequenceLease {
+  model: LlamaModel;
+  sequence: LlamaContextSequence;
+  release(): void;
+}
+
+let llamaPromise: Promise<Llama> | null = null;
+const models = new Map<string, Promise<LoadedModel>>();
+
+function llama(): Promise<Llama> {
+  llamaPromise ??= getLlama({ gpu: false, build: 'never', maxThreads: THREADS, logLevel: 'error' as never });
+  return llamaPromise;
+}
+
+export function loadModel(path: string): Promise<LoadedModel> {
+  let loaded = models.get(path);
+  if (!loaded) {
+    loaded = (async () => {
+      const l = await llama();
+      const model = await l.loadModel({ modelPath: path });
+      const context = await model.createContext({ sequences: SEQUENCES, contextSize: { max: CONTEXT_SIZE }, threads: THREADS });
+      const free = Array.from({ length: SEQUENCES }, () => context.getSequence());
+      return { model, context, free, waiters: [] };
+    })();
+    // A failed load is not cached: the operator may put the file in place later.
+    loaded.catch(() => models.delete(path));
+    models.set(path, loaded);
+  }
+  return loaded;
+}
+
+/** Waits for a free sequence of the model (or the signal). */
+export async function acquireSequence(path: string, signal: AbortSignal): Promise<SequenceLease> {
+  const m = await loadModel(path);
+  const sequence =
+    m.free.pop() ??
+    (await new Promise<LlamaContextSequence>((resolve, reject) => {
+      const waiter = (s: LlamaContextSequence) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(s);
+      };
+      const onAbort = () => {
+        m.waiters.splice(m.waiters.indexOf(waiter), 1);
+        reject(signal.reason);
+      };
+      signal.addEventListener('abort', onAbort, { once: true });
+      m.waiters.push(waiter);
+    }));
+  let released = false;
+  return {
+    model: m.model,
+    sequence,
+    release() {
+      if (released) return;
+      released = true;
+      const next = m.waiters.shift();
+      if (next) next(sequence);
+      else m.free.push(sequence);
+    },
+  };
+}
+
+export async function unloadAll(): Promise<void> {
+  const all = [...models.values()];
+  models.clear();
+  await Promise.allSettled(all.map(async (p) => (await p).model.dispose()));
+}
