@@ -35,17 +35,19 @@ export function registerChatCompletionRoutes(app: FastifyInstance, ctx: GatewayC
     const stream = body.stream === true;
     const clientWantsUsage = stream && (body.stream_options as JsonObject | undefined)?.include_usage === true;
 
-    const bodyFor = (upstream: UpstreamEntry): Buffer => {
+    // What goes to an upstream: the client's bytes, unless the upstream knows the model by
+    // another name or the gateway must ask for the usage chunk the client did not ask for.
+    const requestFor = (upstream: UpstreamEntry): { raw: Buffer; body: JsonObject } => {
       const renamed = upstream.upstreamModel !== model.id;
-      if (!renamed && (!stream || clientWantsUsage)) return raw!;
+      if (!renamed && (!stream || clientWantsUsage)) return { raw: raw!, body };
       const copy: JsonObject = { ...body, model: upstream.upstreamModel };
       if (stream && !clientWantsUsage) copy.stream_options = { ...((body.stream_options as JsonObject) ?? {}), include_usage: true };
-      return Buffer.from(JSON.stringify(copy));
+      return { raw: Buffer.from(JSON.stringify(copy)), body: copy };
     };
 
     const abort = new AbortController();
     onClientGone(request, reply, () => abort.abort());
-    const res = await sendToUpstream(ctx, model, bodyFor, body, abort.signal);
+    const res = await sendToUpstream(ctx, model, requestFor, abort.signal);
     if (!res) return reply; // the client left before the engine answered
 
     if (res.statusCode >= 300) throw await upstreamErrorFromResponse(res);
@@ -89,8 +91,7 @@ function onClientGone(request: FastifyRequest, reply: FastifyReply, cancel: () =
 async function sendToUpstream(
   ctx: GatewayContext,
   model: ModelEntry,
-  bodyFor: (u: UpstreamEntry) => Buffer,
-  body: JsonObject,
+  requestFor: (u: UpstreamEntry) => { raw: Buffer; body: JsonObject },
   clientSignal: AbortSignal,
 ): Promise<ChatResponse | null> {
   const timeoutMs = ctx.config.upstreamTimeoutMs;
@@ -99,7 +100,7 @@ async function sendToUpstream(
     try {
       const adapter = ctx.adapters.chat(upstream.protocol);
       if (!adapter) throw new ServiceError('upstream_error', `No chat adapter for protocol '${upstream.protocol}'.`);
-      return await adapter(upstream, { raw: bodyFor(upstream), body, signal: clientSignal, timeoutMs });
+      return await adapter(upstream, { ...requestFor(upstream), signal: clientSignal, timeoutMs });
     } catch (e) {
       if (clientSignal.aborted) return null;
       if (isServiceError(e)) throw e;

@@ -114,7 +114,7 @@ export function createLlamaCppChat(dataDir: string): ChatAdapter {
         // A clean sequence per request: the prompt is evaluated (and billed) in full.
         await lease.sequence.clearHistory();
         const meterBefore = lease.sequence.tokenMeter.getState();
-        const chat = new LlamaChat({ contextSequence: lease.sequence, autoDisposeSequence: false });
+        const chat = new LlamaChat({ contextSequence: lease.sequence, chatWrapper: lease.chatWrapper, autoDisposeSequence: false });
         if (local.stream) sse(chunk({ role: 'assistant', content: '' }, null));
         const result = await chat.generateResponse(local.history, {
           maxTokens: local.maxTokens,

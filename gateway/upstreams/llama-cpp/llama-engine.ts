@@ -3,7 +3,7 @@
 // One loaded model per GGUF file, one context with a few sequences; requests wait for a free
 // sequence rather than oversubscribing the (small) machine.
 import { availableParallelism } from 'node:os';
-import { getLlama, type Llama, type LlamaContext, type LlamaContextSequence, type LlamaModel } from 'node-llama-cpp';
+import { getLlama, resolveChatWrapper, type ChatWrapper, type Llama, type LlamaContext, type LlamaContextSequence, type LlamaModel } from 'node-llama-cpp';
 
 const SEQUENCES = Number(process.env.SVC_LLAMA_SEQUENCES ?? 4);
 // llama.cpp threads contend badly with other load on a small machine: leave a core free.
@@ -12,6 +12,8 @@ const CONTEXT_SIZE = Number(process.env.SVC_LLAMA_CONTEXT_SIZE ?? 4096);
 
 interface LoadedModel {
   model: LlamaModel;
+  /** Resolved once per model: detecting it from the GGUF's template costs ~200 ms. */
+  chatWrapper: ChatWrapper;
   context: LlamaContext;
   free: LlamaContextSequence[];
   waiters: ((s: LlamaContextSequence) => void)[];
@@ -19,6 +21,7 @@ interface LoadedModel {
 
 export interface SequenceLease {
   model: LlamaModel;
+  chatWrapper: ChatWrapper;
   sequence: LlamaContextSequence;
   release(): void;
 }
@@ -39,7 +42,8 @@ export function loadModel(path: string): Promise<LoadedModel> {
       const model = await l.loadModel({ modelPath: path });
       const context = await model.createContext({ sequences: SEQUENCES, contextSize: { max: CONTEXT_SIZE }, threads: THREADS });
       const free = Array.from({ length: SEQUENCES }, () => context.getSequence());
-      return { model, context, free, waiters: [] };
+      const chatWrapper = resolveChatWrapper(model);
+      return { model, chatWrapper, context, free, waiters: [] };
     })();
     // A failed load is not cached: the operator may put the file in place later.
     loaded.catch(() => models.delete(path));
@@ -68,6 +72,7 @@ export async function acquireSequence(path: string, signal: AbortSignal): Promis
   let released = false;
   return {
     model: m.model,
+    chatWrapper: m.chatWrapper,
     sequence,
     release() {
       if (released) return;

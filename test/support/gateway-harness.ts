@@ -1,0 +1,52 @@
+// The real gateway runtime in this process, on a throw-away database, listening on a free
+// loopback port, with one org (credit as asked) and one key. For route tests over real HTTP.
+import { loadConfig } from '../../server/config/env.js';
+import { createApiKey } from '../../server/services/keys/create-api-key.js';
+import { createOrg } from '../../server/services/orgs/create-org.js';
+import { createGatewayRuntime, type GatewayRuntime } from '../../gateway/runtime.js';
+import { createTestDatabase, type TestDatabase } from './test-database.js';
+
+export interface GatewayHarness {
+  url: string;
+  key: string;
+  keyId: string;
+  orgId: string;
+  runtime: GatewayRuntime;
+  testDb: TestDatabase;
+  headers: Record<string, string>;
+  balanceMicros(): Promise<bigint>;
+  close(): Promise<void>;
+}
+
+export async function startGateway(options: { creditsMicros?: bigint; env?: Record<string, string>; rpm?: number } = {}): Promise<GatewayHarness> {
+  const testDb = await createTestDatabase();
+  const config = loadConfig({
+    SVC_DATA_DIR: testDb.dataDir,
+    DATABASE_URL: testDb.url,
+    LOG_LEVEL: 'silent',
+    SVC_MODELS_FILE: '/nonexistent',
+    SVC_REGISTRY_REFRESH_SECONDS: '0.2',
+    SVC_HEALTH_CHECK_SECONDS: '0.5',
+    ...options.env,
+  });
+  const org = await createOrg(testDb.db, { name: 'test org', creditsMicros: options.creditsMicros ?? 10_000_000n });
+  const key = await createApiKey(testDb.db.prisma, { orgId: org.id, name: 'test', rateLimitRpm: options.rpm ?? 100_000 });
+  const runtime = await createGatewayRuntime(config, { logger: false });
+  const url = await runtime.app.listen({ host: '127.0.0.1', port: 0 });
+  return {
+    url,
+    key: key.key,
+    keyId: key.id,
+    orgId: org.id,
+    runtime,
+    testDb,
+    headers: { authorization: `Bearer ${key.key}`, 'content-type': 'application/json' },
+    async balanceMicros() {
+      return (await testDb.db.prisma.org.findUniqueOrThrow({ where: { id: org.id } })).balanceMicros;
+    },
+    async close() {
+      await runtime.close();
+      await testDb.drop();
+    },
+  };
+}
