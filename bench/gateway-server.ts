@@ -10,3 +10,6 @@ const runtime = await createGatewayRuntime(loadConfig(), {
 });
 const url = await runtime.app.listen({ host: '127.0.0.1', port: 0 });
 console.log(`listening ${url}`);
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.on(signal, () => void runtime.close().finally(() => process.exit(0)));
+}

@@ -44,6 +44,25 @@ export function createSqliteHotStore(path: string): HotStore {
   );
   const touch = db.prepare(`UPDATE "ApiKey" SET lastUsedAt = ? WHERE id = ?`);
 
+  // Key records and balances are cached between requests, but only while nothing else has
+  // written to the database: `PRAGMA data_version` changes whenever ANY other connection
+  // (dashboard, CLI, another replica, this process's Prisma client) commits, so a revocation
+  // or a grant made anywhere empties the cache before the very next lookup. Our own debits go
+  // through this connection and update the cached balance with the value they committed.
+  const dataVersion = db.prepare<[], bigint>('PRAGMA data_version').pluck();
+  let seenVersion = dataVersion.get();
+  const keys = new Map<string, Omit<KeyAuthRecord, 'balanceMicros'>>();
+  const balances = new Map<string, bigint>();
+  const MAX_CACHED_KEYS = 50_000;
+  const dropCacheIfChanged = () => {
+    const v = dataVersion.get();
+    if (v !== seenVersion || keys.size > MAX_CACHED_KEYS) {
+      seenVersion = v;
+      keys.clear();
+      balances.clear();
+    }
+  };
+
   // BEGIN IMMEDIATE takes the write lock up front, so concurrent writers in other
   // processes wait (busy timeout) instead of failing on a read-to-write upgrade.
   const apply = db.transaction((c: LedgerChange): bigint | null => {
@@ -64,15 +83,25 @@ export function createSqliteHotStore(path: string): HotStore {
 
   return {
     async findKeyByHash(hash): Promise<KeyAuthRecord | null> {
+      dropCacheIfChanged();
+      const cached = keys.get(hash);
+      const balance = cached && balances.get(cached.orgId);
+      if (cached && balance !== undefined) return { ...cached, balanceMicros: balance };
       const row = findKey.get(hash);
       if (!row) return null;
-      return { ...row, rateLimitRpm: row.rateLimitRpm === null ? null : Number(row.rateLimitRpm) };
+      const record = { keyId: row.keyId, orgId: row.orgId, status: row.status, rateLimitRpm: row.rateLimitRpm === null ? null : Number(row.rateLimitRpm) };
+      keys.set(hash, record);
+      balances.set(row.orgId, row.balanceMicros);
+      return { ...record, balanceMicros: row.balanceMicros };
     },
     async getBalance(orgId) {
       return balance.get(orgId)?.b ?? null;
     },
     async applyLedgerChange(change) {
-      return apply.immediate(change);
+      dropCacheIfChanged();
+      const balance = apply.immediate(change);
+      if (balance !== null && balances.has(change.orgId)) balances.set(change.orgId, balance);
+      return balance;
     },
     async touchKeys(lastUsed) {
       if (lastUsed.size > 0) touchAll.immediate([...lastUsed]);

@@ -1,0 +1,24 @@
+import type { Prisma } from '../../db/database.js';
+import { newId } from '../../db/ids.js';
+import { PLATFORM_VOICES } from './platform-voices.js';
+
+/**
+ * Creates or refreshes the platform voices and their ready profiles, for the models that
+ * exist in the registry. Idempotent; runs at gateway start.
+ */
+export async function seedPlatformVoices(prisma: Prisma): Promise<number> {
+  const models = new Set((await prisma.model.findMany({ select: { id: true } })).map((m) => m.id));
+  let seeded = 0;
+  for (const v of PLATFORM_VOICES) {
+    if (!models.has(v.modelId)) continue;
+    const data = { name: v.name, description: v.description, language: v.language, gender: v.gender, tags: v.tags, featured: v.featured, modelFamily: v.modelId };
+    await prisma.voice.upsert({ where: { id: v.id }, create: { id: v.id, orgId: null, kind: 'library', ...data }, update: data });
+    await prisma.voiceProfile.upsert({
+      where: { voiceId_modelId: { voiceId: v.id, modelId: v.modelId } },
+      create: { id: newId('vpr'), voiceId: v.id, modelId: v.modelId, upstreamId: v.engineVoice, status: 'ready' },
+      update: { upstreamId: v.engineVoice, status: 'ready' },
+    });
+    seeded++;
+  }
+  return seeded;
+}
