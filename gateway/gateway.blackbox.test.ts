@@ -51,6 +51,8 @@ async function freePort(): Promise<number> {
 }
 
 let t: TestDatabase;
+/** A minimal environment for the processes (cast: the dashboard's types require NODE_ENV in ProcessEnv). */
+const processEnv = (vars: Record<string, string>) => vars as unknown as NodeJS.ProcessEnv;
 const baseEnv = () => ({
   PATH: process.env.PATH ?? '',
   HOME: process.env.HOME ?? '/tmp',
@@ -69,7 +71,7 @@ interface CliResult {
 /** Runs `svc --json <args>` as its own process. */
 function cli(...args: string[]): Promise<CliResult> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [SVC, '--json', ...args], { cwd: ROOT, env: baseEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [SVC, '--json', ...args], { cwd: ROOT, env: processEnv(baseEnv()), stdio: ['ignore', 'pipe', 'pipe'] });
     children.add(child);
     let stdout = '';
     let stderr = '';
@@ -103,7 +105,7 @@ async function startGateway(name: string, extraEnv: Record<string, string> = {})
   const port = await freePort();
   const child = spawn(process.execPath, [SVC, 'gateway'], {
     cwd: ROOT,
-    env: {
+    env: processEnv({
       ...baseEnv(),
       GATEWAY_PORT: String(port),
       GATEWAY_HOST: '127.0.0.1',
@@ -111,7 +113,7 @@ async function startGateway(name: string, extraEnv: Record<string, string> = {})
       SVC_REGISTRY_REFRESH_SECONDS: '0.2',
       SVC_HEALTH_CHECK_SECONDS: '0.2',
       ...extraEnv,
-    },
+    }),
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   children.add(child);
@@ -156,7 +158,7 @@ interface Res {
   json: any;
 }
 
-async function call(gw: GatewayProcess, method: string, path: string, opts: { key?: string; body?: string | Buffer; headers?: Record<string, string> } = {}): Promise<Res> {
+async function call(gw: GatewayProcess, method: string, path: string, opts: { key?: string; body?: string; headers?: Record<string, string> } = {}): Promise<Res> {
   const headers: Record<string, string> = { ...opts.headers };
   if (opts.key !== undefined) headers.authorization = `Bearer ${opts.key}`;
   if (opts.body !== undefined && !Object.keys(headers).some((h) => h.toLowerCase() === 'content-type')) headers['content-type'] = 'application/json';
@@ -540,7 +542,8 @@ describe('two gateway processes sharing Redis', () => {
   let a: GatewayProcess;
   let b: GatewayProcess;
   let redis: Redis;
-  const limitedKeyIds: string[] = [];
+  /** Ids of keys used through these gateways: their window counters are removed afterwards. */
+  const redisKeyIds: string[] = [];
 
   beforeAll(async () => {
     redis = new Redis(REDIS_URL, { maxRetriesPerRequest: 1, lazyConnect: true });
@@ -551,7 +554,7 @@ describe('two gateway processes sharing Redis', () => {
   afterAll(async () => {
     await Promise.allSettled([a?.child, b?.child].filter((c): c is ChildProcess => !!c).map(stopProcess));
     if (redis) {
-      for (const id of limitedKeyIds) {
+      for (const id of redisKeyIds) {
         const keys = await redis.keys(`svc:rl:${id}:*`);
         if (keys.length) await redis.del(...keys);
       }
@@ -562,7 +565,7 @@ describe('two gateway processes sharing Redis', () => {
   it('a key with --rpm 10: 20 requests alternated across both -> exactly 10 x 200 and 10 x 429', async () => {
     const org = await newOrg('1');
     const k = await newKey(org, 10);
-    limitedKeyIds.push(k.id);
+    redisKeyIds.push(k.id);
     await awayFromWindowEdge();
     const results: { via: string; status: number; code?: string }[] = [];
     for (let i = 0; i < 20; i++) {
@@ -581,6 +584,7 @@ describe('two gateway processes sharing Redis', () => {
   it('both processes see a revocation made by the CLI on their very next request', async () => {
     const org = await newOrg('1');
     const k = await newKey(org);
+    redisKeyIds.push(k.id);
     expect((await call(a, 'GET', '/v1/models', { key: k.key })).status).toBe(200);
     expect((await call(b, 'GET', '/v1/models', { key: k.key })).status).toBe(200);
     await cliOk('key', 'revoke', '--id', k.id);
