@@ -1,0 +1,26 @@
+import type { Prisma } from '../../db/database.js';
+import { ServiceError } from '../errors.js';
+import { normalizeEmail } from './normalize-email.js';
+import { dummyPasswordHash, verifyPassword } from './password.js';
+
+export interface AuthenticatedUser {
+  id: string;
+  email: string;
+  name: string | null;
+}
+
+/** Checks an email and password; null when either is wrong (the caller must not say which). */
+export async function authenticateUser(prisma: Prisma, input: { email: string; password: string }): Promise<AuthenticatedUser | null> {
+  let email: string;
+  try {
+    email = normalizeEmail(input.email);
+  } catch (e) {
+    if (e instanceof ServiceError) return null;
+    throw e;
+  }
+  const user = await prisma.user.findUnique({ where: { email }, select: { id: true, email: true, name: true, passwordHash: true } });
+  // Always run one bcrypt comparison, so response time does not reveal whether the email exists.
+  const ok = await verifyPassword(input.password, user?.passwordHash ?? (await dummyPasswordHash()));
+  if (!user?.passwordHash || !ok) return null;
+  return { id: user.id, email: user.email, name: user.name };
+}

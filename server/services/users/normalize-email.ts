@@ -1,0 +1,13 @@
+import { ServiceError } from '../errors.js';
+
+// Deliberately loose: the address only has to look like one; it is never mailed to here.
+const EMAIL = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
+
+/** Emails are stored trimmed and lower-case, so sign-up and sign-in agree on identity. */
+export function normalizeEmail(email: string): string {
+  const normalized = email.trim().toLowerCase();
+  if (normalized.length > 254 || !EMAIL.test(normalized)) {
+    throw new ServiceError('invalid_request', 'Enter a valid email address.', 'email');
+  }
+  return normalized;
+}
