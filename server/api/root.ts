@@ -1,0 +1,16 @@
+import { accountRouter } from './routers/account.js';
+import { authRouter } from './routers/auth.js';
+import { creditsRouter } from './routers/credits.js';
+import { keysRouter } from './routers/keys.js';
+import { createCallerFactory, createTRPCRouter } from './trpc.js';
+
+export const appRouter = createTRPCRouter({
+  auth: authRouter,
+  account: accountRouter,
+  keys: keysRouter,
+  credits: creditsRouter,
+});
+
+export type AppRouter = typeof appRouter;
+
+export const createCaller = createCallerFactory(appRouter);

@@ -1,0 +1,103 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { authenticateUser } from '../../services/users/authenticate-user.js';
+import { FIRST_ADMIN_MARKER } from '../../services/users/sign-up.js';
+import { createApiHarness, TEST_PASSWORD, type ApiHarness } from '../test-harness.js';
+
+let h: ApiHarness;
+
+beforeAll(async () => {
+  h = await createApiHarness();
+});
+afterAll(async () => {
+  await h?.drop();
+});
+
+const anonymous = () => h.callerFor(null);
+
+describe('sign-up: happy path', () => {
+  it('creates the user (first one is platform admin), a personal org and an owner membership', async () => {
+    await expect(anonymous().auth.signUp({ email: '  First@Example.COM ', password: 'password-one', name: 'Ada' })).resolves.toEqual({ email: 'first@example.com' });
+    const user = await h.db.prisma.user.findUniqueOrThrow({ where: { email: 'first@example.com' }, include: { memberships: { include: { org: true } } } });
+    expect(user).toMatchObject({ name: 'Ada', isPlatformAdmin: true });
+    expect(user.passwordHash).toMatch(/^\$2[aby]\$11\$/);
+    expect(user.passwordHash).not.toContain('password-one');
+    expect(user.memberships).toHaveLength(1);
+    expect(user.memberships[0]).toMatchObject({ role: 'owner', org: { name: "Ada's org", balanceMicros: 0n } });
+    const marker = await h.db.prisma.serverSecret.findUniqueOrThrow({ where: { name: FIRST_ADMIN_MARKER } });
+    expect(marker.value).toBe(user.id);
+  });
+
+  it('makes later users ordinary members of their own org', async () => {
+    await anonymous().auth.signUp({ email: 'second@example.com', password: 'password-two' });
+    const user = await h.db.prisma.user.findUniqueOrThrow({ where: { email: 'second@example.com' }, include: { memberships: { include: { org: true } } } });
+    expect(user.isPlatformAdmin).toBe(false);
+    expect(user.memberships[0]).toMatchObject({ role: 'owner', org: { name: "second's org" } });
+  });
+
+  it('signs in with the normalised email and the right password only', async () => {
+    await expect(authenticateUser(h.db.prisma, { email: 'SECOND@example.com ', password: 'password-two' })).resolves.toMatchObject({ email: 'second@example.com' });
+    await expect(authenticateUser(h.db.prisma, { email: 'second@example.com', password: 'password-TWO' })).resolves.toBeNull();
+    await expect(authenticateUser(h.db.prisma, { email: 'nobody@example.com', password: 'password-two' })).resolves.toBeNull();
+    await expect(authenticateUser(h.db.prisma, { email: 'not an email', password: 'password-two' })).resolves.toBeNull();
+  });
+
+  it('tells the signed-in user who they are', async () => {
+    const user = await h.signUpUser('carol@example.com');
+    await expect(user.caller.account.me()).resolves.toEqual({
+      user: { id: user.user.id, email: 'carol@example.com', name: null, isPlatformAdmin: false },
+      org: { id: user.orgId, name: "carol's org" },
+      role: 'owner',
+    });
+    await user.caller.keys.create({ name: 'a' });
+    const revoked = await user.caller.keys.create({ name: 'b' });
+    await user.caller.keys.revoke({ id: revoked.id });
+    await expect(user.caller.account.overview()).resolves.toEqual({
+      org: { id: user.orgId, name: "carol's org" },
+      role: 'owner',
+      balanceUsd: '0.000000',
+      keys: { active: 1, total: 2 },
+      gatewayUrl: expect.stringMatching(/^https?:\/\//),
+    });
+  });
+});
+
+describe('sign-up: errors', () => {
+  it('refuses a duplicate email, whatever its case', async () => {
+    await expect(anonymous().auth.signUp({ email: 'SECOND@EXAMPLE.com', password: 'another-password' })).rejects.toMatchObject({
+      code: 'CONFLICT',
+      message: 'An account with this email already exists. Sign in instead.',
+    });
+    expect(await h.db.prisma.user.count({ where: { email: 'second@example.com' } })).toBe(1);
+  });
+
+  it('refuses short passwords and malformed emails', async () => {
+    await expect(anonymous().auth.signUp({ email: 'short@example.com', password: '1234567' })).rejects.toMatchObject({
+      code: 'BAD_REQUEST',
+      message: 'Password must be at least 8 characters.',
+    });
+    await expect(anonymous().auth.signUp({ email: 'no-at-sign', password: TEST_PASSWORD })).rejects.toMatchObject({ code: 'BAD_REQUEST', message: 'Enter a valid email address.' });
+    await expect(anonymous().auth.signUp({ email: 'long@example.com', password: 'é'.repeat(40) })).rejects.toMatchObject({ code: 'BAD_REQUEST' });
+    expect(await h.db.prisma.user.count({ where: { email: { in: ['short@example.com', 'long@example.com'] } } })).toBe(0);
+  });
+
+  it('requires a session for account procedures', async () => {
+    await expect(anonymous().account.me()).rejects.toMatchObject({ code: 'UNAUTHORIZED' });
+    await expect(anonymous().account.overview()).rejects.toMatchObject({ code: 'UNAUTHORIZED' });
+  });
+});
+
+describe('sign-up: concurrency', () => {
+  it('makes exactly one platform admin when the first sign-ups race', async () => {
+    const fresh = await (await import('../test-harness.js')).createApiHarness();
+    try {
+      const results = await Promise.allSettled(
+        ['r1@example.com', 'r2@example.com', 'r3@example.com'].map((email) => fresh.callerFor(null).auth.signUp({ email, password: TEST_PASSWORD })),
+      );
+      const ok = results.filter((r) => r.status === 'fulfilled').length;
+      expect(ok).toBeGreaterThanOrEqual(1);
+      expect(await fresh.db.prisma.user.count({ where: { isPlatformAdmin: true } })).toBe(1);
+    } finally {
+      await fresh.drop();
+    }
+  });
+});

@@ -1,0 +1,37 @@
+// Test harness for tRPC procedures: a real migrated database (SQLite, or PostgreSQL with
+// TEST_DB=postgresql), users made through the real sign-up service, and callers that carry
+// those users' sessions exactly as the HTTP context would.
+import { createTestDatabase, type TestDatabase } from '../../test/support/test-database.js';
+import { signUp } from '../services/users/sign-up.js';
+import { createCaller } from './root.js';
+import type { SessionUser } from './trpc.js';
+
+export const TEST_PASSWORD = 'correct horse battery';
+
+export interface TestUser {
+  user: SessionUser;
+  orgId: string;
+  isPlatformAdmin: boolean;
+  caller: ReturnType<typeof createCaller>;
+}
+
+export interface ApiHarness extends TestDatabase {
+  callerFor(user: SessionUser | null, requestedOrgId?: string | null): ReturnType<typeof createCaller>;
+  /** Signs a user up; the first one in a fresh database is the platform admin. */
+  signUpUser(email: string): Promise<TestUser>;
+}
+
+export async function createApiHarness(): Promise<ApiHarness> {
+  const database = await createTestDatabase();
+  const callerFor = (user: SessionUser | null, requestedOrgId: string | null = null) =>
+    createCaller({ db: database.db, session: user ? { user } : null, requestedOrgId });
+  return {
+    ...database,
+    callerFor,
+    async signUpUser(email) {
+      const created = await signUp(database.db, { email, password: TEST_PASSWORD });
+      const user = { id: created.userId, email: created.email, name: null };
+      return { user, orgId: created.orgId, isPlatformAdmin: created.isPlatformAdmin, caller: callerFor(user) };
+    },
+  };
+}

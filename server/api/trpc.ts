@@ -1,0 +1,84 @@
+// The tRPC edge of the dashboard: the context and the procedure tiers, declared once.
+//   publicProcedure        anyone
+//   protectedProcedure     a signed-in session (ctx.session is non-null below it)
+//   orgProcedure           + the org the user acts for and their role in it (ctx.org, ctx.role)
+//   platformAdminProcedure + the user is a platform admin (ctx.user)
+// Procedures validate input with zod, call one service, and return JSON-safe values (money
+// as 6-decimal USD strings, dates as ISO strings). Service errors are mapped in one place.
+import { initTRPC, TRPCError } from '@trpc/server';
+import type { Database } from '../db/database.js';
+import { isServiceError } from '../services/errors.js';
+import { getActiveMembership } from '../services/users/get-active-membership.js';
+import { getUser } from '../services/users/get-user.js';
+import { toTrpcError } from './errors.js';
+
+export interface SessionUser {
+  id: string;
+  email: string;
+  name: string | null;
+}
+
+export interface TrpcContext {
+  db: Database;
+  session: { user: SessionUser } | null;
+  /** The org the browser asked to act for (cookie); membership is checked by orgProcedure. */
+  requestedOrgId: string | null;
+}
+
+function serviceErrorCode(cause: unknown): string | null {
+  return isServiceError(cause) ? cause.code : null;
+}
+
+const t = initTRPC.context<TrpcContext>().create({
+  errorFormatter({ shape, error }) {
+    // Unexpected errors keep their details in the server log, not in the browser.
+    const hidden = error.code === 'INTERNAL_SERVER_ERROR' && !isServiceError(error.cause);
+    return {
+      ...shape,
+      message: hidden ? 'Something went wrong on the server. Try again.' : shape.message,
+      data: { code: shape.data.code, httpStatus: shape.data.httpStatus, path: shape.data.path, serviceCode: serviceErrorCode(error.cause) },
+    };
+  },
+});
+
+export const createTRPCRouter = t.router;
+export const createCallerFactory = t.createCallerFactory;
+
+/**
+ * Runs around everything below it, input validation included: domain errors become their
+ * tRPC codes (errors.ts), and failed input validation becomes one readable sentence instead
+ * of a JSON dump of issues.
+ */
+const mapErrors = t.middleware(async ({ next }) => {
+  const result = await next();
+  if (result.ok) return result;
+  const cause = result.error.cause;
+  if (isServiceError(cause)) throw toTrpcError(cause);
+  const issues = (cause as { issues?: unknown } | undefined)?.issues;
+  if (result.error.code === 'BAD_REQUEST' && Array.isArray(issues) && issues.length > 0) {
+    const message = issues.map((i: { message?: unknown }) => String(i.message ?? 'Invalid input.')).join(' ');
+    throw new TRPCError({ code: 'BAD_REQUEST', message, cause });
+  }
+  return result;
+});
+
+export const publicProcedure = t.procedure.use(mapErrors);
+
+export const protectedProcedure = publicProcedure.use(({ ctx, next }) => {
+  if (!ctx.session) throw new TRPCError({ code: 'UNAUTHORIZED', message: 'Sign in to continue.' });
+  return next({ ctx: { session: ctx.session } });
+});
+
+export const orgProcedure = protectedProcedure.use(async ({ ctx, next }) => {
+  const membership = await getActiveMembership(ctx.db.prisma, { userId: ctx.session.user.id, orgId: ctx.requestedOrgId });
+  if (!membership) throw new TRPCError({ code: 'FORBIDDEN', message: 'Your account does not belong to an organization.' });
+  return next({ ctx: { org: membership.org, role: membership.role } });
+});
+
+export const platformAdminProcedure = protectedProcedure.use(async ({ ctx, next }) => {
+  // Read from the database on every call, not from the session token, so that taking the
+  // role away is effective immediately.
+  const user = await getUser(ctx.db.prisma, ctx.session.user.id);
+  if (!user?.isPlatformAdmin) throw new TRPCError({ code: 'FORBIDDEN', message: 'Only platform admins can do this.' });
+  return next({ ctx: { user } });
+});
