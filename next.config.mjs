@@ -15,8 +15,8 @@ const root = dirname(fileURLToPath(import.meta.url));
 const nextConfig = {
   reactStrictMode: true,
   poweredByHeader: false,
-  // The dashboard's own TypeScript program (app/ and server/ without tests), so `next build`
-  // does not depend on the typing of gateway tests, benches and scripts; `tsc` covers those.
+  // The dashboard's own TypeScript program: app/ and what it imports. `next build` then does not
+  // depend on the typing of unrelated gateway code, tests and scripts; `tsc` covers those.
   typescript: { tsconfigPath: 'tsconfig.dashboard.json' },
   serverExternalPackages: [
     'better-sqlite3',
