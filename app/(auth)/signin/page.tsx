@@ -1,0 +1,10 @@
+import type { Metadata } from 'next';
+import { safeCallbackPath } from '@/app/_lib/format';
+import { SignInForm } from './sign-in-form';
+
+export const metadata: Metadata = { title: 'Sign in' };
+
+export default async function SignInPage({ searchParams }: { searchParams: Promise<Record<string, string | string[] | undefined>> }) {
+  const params = await searchParams;
+  return <SignInForm callbackPath={safeCallbackPath(params.callbackUrl)} />;
+}

@@ -1,0 +1,26 @@
+'use client';
+import Link from 'next/link';
+import { usePathname } from 'next/navigation';
+import { NAV_ITEMS } from './nav-items';
+
+export function Nav() {
+  const pathname = usePathname();
+  const isActive = (href: string) => (href === '/' ? pathname === '/' : pathname === href || pathname.startsWith(`${href}/`));
+  return (
+    <nav aria-label="Main" className="-mb-px flex gap-1 overflow-x-auto">
+      {NAV_ITEMS.map((item) => {
+        const active = isActive(item.href);
+        return (
+          <Link
+            key={item.href}
+            href={item.href}
+            aria-current={active ? 'page' : undefined}
+            className={`shrink-0 border-b-2 px-3 py-3 text-sm font-medium whitespace-nowrap ${active ? 'border-indigo-600 text-indigo-700' : 'border-transparent text-zinc-600 hover:border-zinc-300 hover:text-zinc-900'}`}
+          >
+            {item.label}
+          </Link>
+        );
+      })}
+    </nav>
+  );
+}

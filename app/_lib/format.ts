@@ -1,0 +1,26 @@
+/** "12.500000" -> "$12.500000", "-0.000001" -> "-$0.000001": six decimals, as the API reports money. */
+export function usd(amount: string): string {
+  return amount.startsWith('-') ? `-$${amount.slice(1)}` : `$${amount}`;
+}
+
+const dateTime = new Intl.DateTimeFormat('en', { dateStyle: 'medium', timeStyle: 'short' });
+
+export function formatDateTime(iso: string | null, fallback = '—'): string {
+  return iso ? dateTime.format(new Date(iso)) : fallback;
+}
+
+/** The message of a tRPC (or any) error, fit for showing to the user. */
+export function errorMessage(error: unknown): string {
+  if (error instanceof Error && error.message) return error.message;
+  return 'Something went wrong. Try again.';
+}
+
+export function isUnauthorized(error: unknown): boolean {
+  return (error as { data?: { code?: string } } | null)?.data?.code === 'UNAUTHORIZED';
+}
+
+/** Only same-site paths may be redirected to after sign-in (no open redirects). */
+export function safeCallbackPath(value: string | string[] | undefined): string {
+  const path = Array.isArray(value) ? value[0] : value;
+  return path && path.startsWith('/') && !path.startsWith('//') && !path.startsWith('/\\') ? path : '/';
+}
