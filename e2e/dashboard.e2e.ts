@@ -32,6 +32,8 @@ const KEY_NAME = 'e2e voice agent';
 
 const children: ChildProcess[] = [];
 let tmp: string | undefined;
+let dashboardLog: string | undefined;
+let gatewayLog: string | undefined;
 let context: BrowserContext | undefined;
 let cleanedUp = false;
 
@@ -110,7 +112,8 @@ async function waitForHttp(url: string, child: ChildProcess, name: string, timeo
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-function tail(path: string, lines = 30): string {
+function tail(path: string | undefined, lines = 30): string {
+  if (!path) return '(not started)';
   try {
     return readFileSync(path, 'utf8').trimEnd().split('\n').slice(-lines).join('\n');
   } catch {
@@ -145,17 +148,11 @@ async function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Pr
 // ---------------------------------------------------------------------------------------
 
 async function main(): Promise<number> {
-  if (!existsSync(CHROMIUM)) {
-    console.error(`${CHROMIUM} not found: install it with \`apt-get install -y chromium\` (or set CHROMIUM_PATH)`);
-    return 1;
-  }
+  if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} not found: install it with \`apt-get install -y chromium\` (or set CHROMIUM_PATH)`);
   if (process.env.E2E_BUILD === '1' || !existsSync(join(ROOT, '.next/BUILD_ID'))) {
     console.log('building the dashboard (next build)...');
     const build = spawnSync(NODE, [join(ROOT, 'node_modules/next/dist/bin/next'), 'build'], { cwd: ROOT, stdio: 'inherit' });
-    if (build.status !== 0) {
-      console.error('next build failed');
-      return 1;
-    }
+    if (build.status !== 0) throw new Error('next build failed');
   }
 
   tmp = mkdtempSync(join(tmpdir(), 'svc-e2e-'));
@@ -168,13 +165,10 @@ async function main(): Promise<number> {
   for (const name of ['DATABASE_URL', 'NEXTAUTH_SECRET', 'NEXTAUTH_URL', 'PUBLIC_BASE_URL', 'AUTH_URL', 'DASHBOARD_URL', 'REDIS_URL', 'NODE_OPTIONS']) delete env[name];
 
   const migrated = spawnSync(NODE, ['bin/svc.mjs', 'migrate'], { cwd: ROOT, env, encoding: 'utf8' });
-  if (migrated.status !== 0) {
-    console.error(`svc migrate failed:\n${migrated.stderr}`);
-    return 1;
-  }
+  if (migrated.status !== 0) throw new Error(`svc migrate failed:\n${migrated.stderr.trimEnd()}`);
 
-  const dashboardLog = join(tmp, 'dashboard.log');
-  const gatewayLog = join(tmp, 'gateway.log');
+  dashboardLog = join(tmp, 'dashboard.log');
+  gatewayLog = join(tmp, 'gateway.log');
   const dashboard = start('dashboard', [join(ROOT, 'node_modules/next/dist/bin/next'), 'start', '-p', String(dashboardPort), '-H', '127.0.0.1'], { ...env, NODE_ENV: 'production' }, dashboardLog);
   const gateway = start('gateway', ['bin/svc.mjs', 'gateway'], { ...env, GATEWAY_HOST: '127.0.0.1' }, gatewayLog);
   const dash = `http://127.0.0.1:${dashboardPort}`;
@@ -354,7 +348,7 @@ async function main(): Promise<number> {
         failed++;
         console.log(`  - ${rest.name} (not run: an earlier step failed)`);
       }
-      console.log(`\n--- dashboard log (tail) ---\n${tail(dashboardLog)}\n--- gateway log (tail) ---\n${tail(gatewayLog)}\n`);
+      printLogs();
       break;
     }
   }
@@ -362,11 +356,16 @@ async function main(): Promise<number> {
   return failed === 0 ? 0 : 1;
 }
 
+function printLogs(): void {
+  console.log(`\n--- dashboard log (tail) ---\n${tail(dashboardLog)}\n--- gateway log (tail) ---\n${tail(gatewayLog)}\n`);
+}
+
 let exitCode = 1;
 try {
   exitCode = await main();
 } catch (e) {
-  console.error(`e2e setup failed: ${(e as Error).stack ?? e}`);
+  console.log(`  ✗ setup: ${(e as Error).message}`);
+  if (dashboardLog) printLogs();
   console.log(`0 passed, 1 failed`);
 } finally {
   await cleanup();
