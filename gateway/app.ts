@@ -9,6 +9,7 @@ import { sendError } from './errors.js';
 import { registerChatCompletionRoutes } from './routes/chat-completions.js';
 import { registerHealthRoutes } from './routes/health.js';
 import { registerModelRoutes } from './routes/models.js';
+import { registerTtsRoutes } from './routes/tts.js';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -82,6 +83,7 @@ export async function buildGateway(ctx: GatewayContext, options: { logger?: bool
 
   registerHealthRoutes(app, ctx);
   registerModelRoutes(app, ctx);
+  registerTtsRoutes(app, ctx);
   await app.register((scope, _opts, done) => {
     registerChatCompletionRoutes(scope, ctx);
     done();

@@ -8,6 +8,7 @@ import { ensureDataDir } from '../server/config/env.js';
 import { openDatabase } from '../server/db/database.js';
 import { migrate } from '../server/db/migrate.js';
 import { seedRegistry } from '../server/services/models/seed-registry.js';
+import { seedPlatformVoices } from '../server/services/voices/seed-platform-voices.js';
 import { buildGateway } from './app.js';
 import type { GatewayContext } from './context.js';
 import { createGatewayCore, createPassThroughCore } from './core/gateway-core.js';
@@ -29,6 +30,7 @@ export async function createGatewayRuntime(config: Config, options: { logger?: b
   await migrate(config.databaseUrl);
   const db = openDatabase(config.databaseUrl);
   await seedRegistry(db.prisma);
+  await seedPlatformVoices(db.prisma);
 
   const redis = config.redisUrl ? new Redis(config.redisUrl, { maxRetriesPerRequest: 1, enableOfflineQueue: false, lazyConnect: false }) : null;
   redis?.on('error', () => {

@@ -7,9 +7,8 @@ cd "$(dirname "$0")/.."
 source scripts/lib/node-env.sh
 source scripts/lib/apt.sh
 
-# Nothing in the foundation needs system packages beyond what npm brings; the engines add theirs here.
-SVC_APT_PACKAGES=${SVC_APT_PACKAGES:-}
-[ -n "$SVC_APT_PACKAGES" ] && apt_install $SVC_APT_PACKAGES
+# The local speech engines (Debian main): flite and espeak-ng speak, pocketsphinx listens.
+apt_install flite espeak-ng
 
 if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
   echo "==> npm ci"

@@ -1,26 +1,41 @@
-// Protocol name -> adapter. The registry's `protocol` column picks one of these.
+// Protocol name -> adapter, per modality. The registry's `protocol` column picks one: `openai`
+// is any OpenAI-compatible server (chat for llm models, /audio/speech for tts models).
 import type { HealthCheck } from '../registry/health-checker.js';
 import type { ChatAdapter } from './chat-types.js';
 import { createLlamaCppChat, createLlamaCppHealthCheck } from './llama-cpp/chat.js';
 import { openAiChat } from './openai/chat.js';
 import { checkOpenAiHealth } from './openai/health.js';
+import { openAiSpeechAdapter } from './openai/speech.js';
+import { espeakAdapter } from './local-tts/espeak.js';
+import { fliteAdapter } from './local-tts/flite.js';
+import { checkLocalEngine } from './local-tts/health.js';
+import type { SpeechAdapter } from './speech-types.js';
 
 export interface UpstreamAdapters {
   healthCheck(protocol: string): HealthCheck | undefined;
   chat(protocol: string): ChatAdapter | undefined;
+  speech(protocol: string): SpeechAdapter | undefined;
 }
 
 export function createUpstreamAdapters(options: { dataDir: string }): UpstreamAdapters {
   const health: Record<string, HealthCheck> = {
     openai: checkOpenAiHealth,
     'llama-cpp': createLlamaCppHealthCheck(options.dataDir),
+    flite: checkLocalEngine('flite', ['-lv']),
+    'espeak-ng': checkLocalEngine('espeak-ng', ['--version']),
   };
   const chat: Record<string, ChatAdapter> = {
     openai: openAiChat,
     'llama-cpp': createLlamaCppChat(options.dataDir),
   };
+  const speech: Record<string, SpeechAdapter> = {
+    flite: fliteAdapter,
+    'espeak-ng': espeakAdapter,
+    openai: openAiSpeechAdapter,
+  };
   return {
     healthCheck: (protocol) => health[protocol],
     chat: (protocol) => chat[protocol],
+    speech: (protocol) => speech[protocol],
   };
 }

@@ -1,0 +1,102 @@
+// POST /tts/sse, POST /tts/bytes (native, Cartesia-shaped) and POST /v1/audio/speech
+// (OpenAI-shaped), all on one pipeline: gateway/tts/synthesize.ts -> gateway/audio.
+import { Readable } from 'node:stream';
+import type { FastifyInstance, FastifyReply } from 'fastify';
+import { ServiceError } from '../../server/services/errors.js';
+import { contentTypeFor, convertAll, createAudioConverter } from '../audio/convert.js';
+import { setSpendHeaders } from '../core/gateway-core.js';
+import type { GatewayContext } from '../context.js';
+import { allChunks, startSynthesis, type StartedSynthesis } from '../tts/synthesize.js';
+import { parseTtsRequest, type TtsRequest } from '../tts/tts-request.js';
+import type { OutputFormat } from '../audio/output-format.js';
+import { toFloat32, type PcmSamples } from '../audio/pcm.js';
+import { parseOpenAiSpeechRequest } from '../tts/openai-speech-request.js';
+
+export function registerTtsRoutes(app: FastifyInstance, ctx: GatewayContext): void {
+  app.post('/tts/sse', { config: { metered: true } }, async (request, reply) => {
+    const tts = parseTtsRequest(request.body, 'sse');
+    const s = await startSynthesis(ctx, request, reply, tts, 'tts.sse');
+    setSpendHeaders(reply, s.costMicros, s.remainingMicros);
+    reply.code(200).headers({ 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', 'x-accel-buffering': 'no' });
+    return reply.send(Readable.from(sseEvents(s, tts, request.id)));
+  });
+
+  app.post('/tts/bytes', { config: { metered: true } }, async (request, reply) => {
+    const tts = parseTtsRequest(request.body, 'bytes');
+    const s = await startSynthesis(ctx, request, reply, tts, 'tts.bytes');
+    return sendAudio(reply, s, tts.output, tts.volume, tts.stream);
+  });
+
+  app.post('/v1/audio/speech', { config: { metered: true } }, async (request, reply) => {
+    const { tts, sse } = parseOpenAiSpeechRequest(request.body);
+    const s = await startSynthesis(ctx, request, reply, tts, 'audio.speech');
+    if (sse) {
+      setSpendHeaders(reply, s.costMicros, s.remainingMicros);
+      reply.code(200).headers({ 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' });
+      return reply.send(Readable.from(openAiSseEvents(s, tts)));
+    }
+    return sendAudio(reply, s, tts.output, tts.volume, tts.stream);
+  });
+}
+
+/** Whole file (exact WAV sizes, MP3 at the asked bit rate), or progressive bytes when streaming. */
+async function sendAudio(reply: FastifyReply, s: StartedSynthesis, output: OutputFormat, volume: number, stream: boolean) {
+  setSpendHeaders(reply, s.costMicros, s.remainingMicros);
+  reply.code(200).header('content-type', contentTypeFor(output));
+  if (!stream) {
+    const parts: PcmSamples[] = [];
+    for await (const chunk of allChunks(s)) parts.push(chunk);
+    return reply.send(convertAll(concatFloat(parts), s.sampleRate, output, volume));
+  }
+  return reply.send(Readable.from(progressiveBytes(s, output, volume)));
+}
+
+async function* progressiveBytes(s: StartedSynthesis, output: OutputFormat, volume: number): AsyncGenerator<Buffer> {
+  const converter = createAudioConverter({ inputSampleRate: s.sampleRate, output, volume });
+  const header = converter.header();
+  if (header.length) yield header;
+  for await (const pcm of allChunks(s)) {
+    const out = converter.push(pcm);
+    if (out.length) yield out;
+  }
+  const tail = converter.end();
+  if (tail.length) yield tail;
+}
+
+const sse = (obj: unknown) => `data: ${JSON.stringify(obj)}\n\n`;
+
+/** Cartesia-compatible events: {type:"chunk", data, done:false, status_code, step_time} ... {type:"done"}. */
+async function* sseEvents(s: StartedSynthesis, tts: TtsRequest, requestId: string): AsyncGenerator<string> {
+  let last = performance.now();
+  const chunkEvent = (bytes: Buffer) => {
+    const now = performance.now();
+    const e = sse({ type: 'chunk', data: bytes.toString('base64'), done: false, status_code: 206, step_time: Math.round(now - last) });
+    last = now;
+    return e;
+  };
+  try {
+    for await (const bytes of progressiveBytes(s, tts.output, tts.volume)) yield chunkEvent(bytes);
+    yield sse({ type: 'done', done: true, status_code: 200 });
+  } catch (e) {
+    if (s.abort.signal.aborted) return;
+    const err = e instanceof ServiceError ? e : new ServiceError('upstream_error', 'The speech engine failed mid-stream.');
+    yield sse({ type: 'error', done: true, status_code: 502, title: err.code, error_code: err.code, message: err.message, request_id: requestId });
+  }
+}
+
+/** OpenAI's stream_format "sse": speech.audio.delta events, then speech.audio.done. */
+async function* openAiSseEvents(s: StartedSynthesis, tts: TtsRequest): AsyncGenerator<string> {
+  for await (const bytes of progressiveBytes(s, tts.output, tts.volume)) yield sse({ type: 'speech.audio.delta', audio: bytes.toString('base64') });
+  const characters = [...tts.transcript].length;
+  yield sse({ type: 'speech.audio.done', usage: { input_tokens: characters, output_tokens: 0, total_tokens: characters } });
+}
+
+function concatFloat(parts: PcmSamples[]): Float32Array {
+  const out = new Float32Array(parts.reduce((n, p) => n + p.length, 0));
+  let at = 0;
+  for (const p of parts) {
+    out.set(toFloat32(p), at);
+    at += p.length;
+  }
+  return out;
+}
