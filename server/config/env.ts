@@ -51,7 +51,10 @@ export class ConfigError extends Error {}
 
 const stripSlash = (u: string) => u.replace(/\/+$/, '');
 
-export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
+// The source is a plain string map, not NodeJS.ProcessEnv: Next's types (the dashboard is in
+// this TypeScript program) make NODE_ENV a required member of ProcessEnv, which would reject
+// every literal env object a test or script passes here.
+export function loadConfig(source: Readonly<Record<string, string | undefined>> = process.env): Config {
   const parsed = EnvSchema.safeParse(source);
   if (!parsed.success) {
     const lines = parsed.error.issues.map((i) => `  ${i.path.join('.')}: ${i.message}`);
