@@ -27,12 +27,14 @@ fi
 [ -x /usr/bin/chromium ] || apt_install chromium
 
 status=0
+echo "==> type check"
+npx tsc --noEmit -p . || status=1
 echo "==> tests on SQLite"
 npx vitest run || status=1
 echo "==> tests on PostgreSQL"
 TEST_DB=postgresql npx vitest run || status=1
-if [ -f e2e/run.ts ]; then
-  echo "==> browser end-to-end tests"
-  npx tsx e2e/run.ts || status=1
-fi
+for e2e in e2e/*.e2e.ts; do
+  echo "==> browser end-to-end: $e2e"
+  npx tsx "$e2e" || status=1
+done
 exit $status
