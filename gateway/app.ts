@@ -10,6 +10,7 @@ import { registerChatCompletionRoutes } from './routes/chat-completions.js';
 import { registerHealthRoutes } from './routes/health.js';
 import { registerModelRoutes } from './routes/models.js';
 import { registerTtsRoutes } from './routes/tts.js';
+import { registerTranscriptionRoutes } from './routes/transcriptions.js';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -88,5 +89,6 @@ export async function buildGateway(ctx: GatewayContext, options: { logger?: bool
     registerChatCompletionRoutes(scope, ctx);
     done();
   });
+  await app.register((scope) => registerTranscriptionRoutes(scope, ctx));
   return app;
 }

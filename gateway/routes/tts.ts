@@ -6,6 +6,7 @@ import { ServiceError } from '../../server/services/errors.js';
 import { contentTypeFor, convertAll, createAudioConverter } from '../audio/convert.js';
 import { setSpendHeaders } from '../core/gateway-core.js';
 import type { GatewayContext } from '../context.js';
+import { ERROR_TABLE } from '../errors.js';
 import { allChunks, startSynthesis, type StartedSynthesis } from '../tts/synthesize.js';
 import { parseTtsRequest, type TtsRequest } from '../tts/tts-request.js';
 import type { OutputFormat } from '../audio/output-format.js';
@@ -78,9 +79,9 @@ async function* sseEvents(s: StartedSynthesis, tts: TtsRequest, requestId: strin
     for await (const bytes of progressiveBytes(s, tts.output, tts.volume)) yield chunkEvent(bytes);
     yield sse({ type: 'done', done: true, status_code: 200 });
   } catch (e) {
-    if (s.abort.signal.aborted) return;
+    if (s.clientGone.aborted) return;
     const err = e instanceof ServiceError ? e : new ServiceError('upstream_error', 'The speech engine failed mid-stream.');
-    yield sse({ type: 'error', done: true, status_code: 502, title: err.code, error_code: err.code, message: err.message, request_id: requestId });
+    yield sse({ type: 'error', done: true, status_code: ERROR_TABLE[err.code].status, title: err.code, error_code: err.code, message: err.message, request_id: requestId });
   }
 }
 

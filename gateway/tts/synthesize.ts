@@ -9,9 +9,10 @@ import { ServiceError, isServiceError } from '../../server/services/errors.js';
 import { resolveVoiceProfile } from '../../server/services/voices/resolve-voice-profile.js';
 import type { GatewayContext } from '../context.js';
 import type { ModelEntry } from '../registry/model-registry.js';
-import type { SpeechStream } from '../upstreams/speech-types.js';
 import type { PcmSamples } from '../audio/pcm.js';
-import { isConnectFailure, isTimeout, upstreamTimeout, upstreamUnavailable } from '../upstreams/upstream-errors.js';
+import { tryUpstreams, upstreamCall } from '../upstreams/try-upstreams.js';
+import { isTimeout, upstreamTimeout } from '../upstreams/upstream-errors.js';
+import { onClientGone } from '../client-gone.js';
 import type { TtsRequest } from './tts-request.js';
 
 export interface StartedSynthesis {
@@ -23,55 +24,57 @@ export interface StartedSynthesis {
   costMicros: bigint;
   /** Balance after the debit. */
   remainingMicros: bigint;
-  abort: AbortController;
+  /** Aborted if the client went away. */
+  clientGone: AbortSignal;
+  /** The client's abort and the upstream deadline together. */
+  signal: AbortSignal;
+  timeoutMs: number;
+}
+
+/** Where each route carries the model and the voice, for the `param` of resolution errors. */
+const FIELDS: Record<string, { model: string; voice: string }> = {
+  'audio.speech': { model: 'model', voice: 'voice' },
+};
+const NATIVE_FIELDS = { model: 'model_id', voice: 'voice.id' };
+
+/** The same error, naming the request field the caller sent on this route. */
+function withParam(e: unknown, param: string): unknown {
+  return isServiceError(e) && e.param !== null && e.param !== param ? new ServiceError(e.code, e.message, param, e.headers) : e;
 }
 
 /** Billed characters: Unicode code points of the submitted transcript, before expansion. */
 export const billedCharacters = (transcript: string) => [...transcript].length;
 
 export async function startSynthesis(ctx: GatewayContext, request: FastifyRequest, reply: FastifyReply, tts: TtsRequest, route: string): Promise<StartedSynthesis> {
-  const model = ctx.registry.resolve(tts.modelId, 'tts');
+  const fields = FIELDS[route] ?? NATIVE_FIELDS;
+  let model: ModelEntry;
+  try {
+    model = ctx.registry.resolve(tts.modelId, 'tts');
+  } catch (e) {
+    throw withParam(e, fields.model);
+  }
   const { prisma } = ctx.db;
   const orgId = request.auth.orgId;
   const [profile, entries] = await Promise.all([
-    resolveVoiceProfile(prisma, { orgId, voiceId: tts.voiceId, modelId: model.id }),
+    resolveVoiceProfile(prisma, { orgId, voiceId: tts.voiceId, modelId: model.id }).catch((e: unknown) => {
+      throw withParam(e, fields.voice);
+    }),
     tts.dictId ? getDictEntries(prisma, { orgId, dictId: tts.dictId }) : Promise.resolve([]),
   ]);
 
-  const abort = new AbortController();
-  // The client going away stops the engine (the child process is killed).
-  reply.raw.on('close', () => {
-    if (!reply.raw.writableFinished) abort.abort();
-  });
-  const timeoutMs = ctx.config.upstreamTimeoutMs;
-  const signal = AbortSignal.any([abort.signal, AbortSignal.timeout(timeoutMs)]);
-
-  let stream: SpeechStream | undefined;
-  let first: IteratorResult<PcmSamples> | undefined;
-  let iterator: AsyncIterator<PcmSamples> | undefined;
-  let lastError: unknown;
-  for (const upstream of ctx.registry.upstreamOrder(model)) {
+  const clientGone = onClientGone(reply);
+  const call = upstreamCall(ctx, clientGone);
+  const { stream, iterator, first } = await tryUpstreams(ctx, model, call, async (upstream) => {
     const adapter = ctx.adapters.speech(upstream.protocol);
     if (!adapter) throw new ServiceError('upstream_error', `No speech adapter for protocol '${upstream.protocol}'.`);
     const text = applyPronunciation(tts.transcript, entries, adapter.formatPhoneme);
-    try {
-      stream = await adapter.synthesize(upstream, { text, voice: profile, language: tts.language ?? profile.language, speed: tts.speed, signal, timeoutMs });
-      iterator = stream.chunks[Symbol.asyncIterator]();
-      // Skip empty chunks: "first audio" means samples.
-      do first = await iterator.next();
-      while (!first.done && first.value.length === 0);
-      break;
-    } catch (e) {
-      if (isServiceError(e)) throw e;
-      if (signal.aborted && !abort.signal.aborted) throw upstreamTimeout(timeoutMs / 1000);
-      if (abort.signal.aborted) throw e;
-      if (isTimeout(e)) throw upstreamTimeout(timeoutMs / 1000);
-      if (!isConnectFailure(e)) throw upstreamUnavailable((e as Error).message);
-      ctx.health.record(upstream, { ok: false, error: `connection failed: ${(e as Error).message}` });
-      lastError = e;
-    }
-  }
-  if (!stream || !iterator || !first) throw upstreamUnavailable((lastError as Error | undefined)?.message ?? 'no upstream answered');
+    const stream = await adapter.synthesize(upstream, { text, voice: profile, language: tts.language ?? profile.language, speed: tts.speed, ...call });
+    const iterator = stream.chunks[Symbol.asyncIterator]();
+    // "First audio" means samples: skip empty chunks.
+    let first = await iterator.next();
+    while (!first.done && first.value.length === 0) first = await iterator.next();
+    return { stream, iterator, first };
+  });
   if (first.done) throw new ServiceError('upstream_error', 'The speech engine produced no audio for this transcript.');
 
   // Debit now, before relaying any audio: the cost is known (per character), the engine has
@@ -79,14 +82,25 @@ export async function startSynthesis(ctx: GatewayContext, request: FastifyReques
   const characters = billedCharacters(tts.transcript);
   const costMicros = perUnitCostMicros(model.prices.picoPerChar, characters);
   const remainingMicros = await ctx.core.charge(request.auth, request.id, costMicros, { modelId: model.id, modality: 'tts', route, characters });
-  return { model, sampleRate: stream.sampleRate, first: first.value, rest: iterator, costMicros, remainingMicros, abort };
+  return { model, sampleRate: stream.sampleRate, first: first.value, rest: iterator, costMicros, remainingMicros, clientGone, signal: call.signal, timeoutMs: call.timeoutMs };
 }
 
-/** All the audio of a started synthesis, first chunk included. */
+/**
+ * All the audio of a started synthesis, first chunk included. An engine that fails after
+ * its first audio (a dropped connection, a crash, the deadline) is the upstream's error
+ * (502 upstream_error, 504 upstream_timeout), never the gateway's 500.
+ */
 export async function* allChunks(s: StartedSynthesis): AsyncGenerator<PcmSamples> {
   yield s.first;
   for (;;) {
-    const next = await s.rest.next();
+    let next: IteratorResult<PcmSamples>;
+    try {
+      next = await s.rest.next();
+    } catch (e) {
+      if (isServiceError(e) || s.clientGone.aborted) throw e;
+      if (s.signal.aborted || isTimeout(e)) throw upstreamTimeout(s.timeoutMs / 1000);
+      throw new ServiceError('upstream_error', `The speech engine failed mid-stream: ${(e as Error).message}`);
+    }
     if (next.done) return;
     if (next.value.length) yield next.value;
   }

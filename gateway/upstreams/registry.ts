@@ -1,5 +1,6 @@
 // Protocol name -> adapter, per modality. The registry's `protocol` column picks one: `openai`
-// is any OpenAI-compatible server (chat for llm models, /audio/speech for tts models).
+// is any OpenAI-compatible server (chat for llm models, /audio/speech for tts models,
+// /audio/transcriptions for stt models).
 import type { HealthCheck } from '../registry/health-checker.js';
 import type { ChatAdapter } from './chat-types.js';
 import { createLlamaCppChat, createLlamaCppHealthCheck } from './llama-cpp/chat.js';
@@ -10,11 +11,14 @@ import { espeakAdapter } from './local-tts/espeak.js';
 import { fliteAdapter } from './local-tts/flite.js';
 import { checkLocalEngine } from './local-tts/health.js';
 import type { SpeechAdapter } from './speech-types.js';
+import type { TranscriptionAdapter } from './transcription-types.js';
+import { openAiTranscriptionAdapter } from './openai/transcription.js';
 
 export interface UpstreamAdapters {
   healthCheck(protocol: string): HealthCheck | undefined;
   chat(protocol: string): ChatAdapter | undefined;
   speech(protocol: string): SpeechAdapter | undefined;
+  transcription(protocol: string): TranscriptionAdapter | undefined;
 }
 
 export function createUpstreamAdapters(options: { dataDir: string }): UpstreamAdapters {
@@ -33,8 +37,12 @@ export function createUpstreamAdapters(options: { dataDir: string }): UpstreamAd
     'espeak-ng': espeakAdapter,
     openai: openAiSpeechAdapter,
   };
+  const transcription: Record<string, TranscriptionAdapter> = {
+    openai: openAiTranscriptionAdapter,
+  };
   return {
     healthCheck: (protocol) => health[protocol],
+    transcription: (protocol) => transcription[protocol],
     chat: (protocol) => chat[protocol],
     speech: (protocol) => speech[protocol],
   };

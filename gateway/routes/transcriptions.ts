@@ -1,0 +1,58 @@
+// POST /v1/audio/transcriptions (OpenAI-compatible, multipart). The file is read with a
+// 25 MB cap enforced while it streams in (413 body_too_large as soon as it is exceeded);
+// fields may come before or after the file.
+import type { FastifyInstance } from 'fastify';
+import multipart from '@fastify/multipart';
+import { perSecondCostMicros } from '../../server/services/credits/pricing.js';
+import { ServiceError } from '../../server/services/errors.js';
+import { setSpendHeaders } from '../core/gateway-core.js';
+import type { GatewayContext } from '../context.js';
+import { decodeUploadedAudio, parseSampleRateParam } from '../stt/decode-upload.js';
+import { transcribeWithUpstreams } from '../stt/transcribe.js';
+
+export const TRANSCRIPTION_BODY_LIMIT = 25 * 1024 * 1024;
+
+/** keyterms as a form field: one per line, or comma separated. */
+export function parseKeyterms(value: string | undefined): string[] {
+  if (!value) return [];
+  return value.split(/[\n,]/).map((t) => t.trim()).filter(Boolean).slice(0, 100);
+}
+
+export async function registerTranscriptionRoutes(app: FastifyInstance, ctx: GatewayContext): Promise<void> {
+  await app.register(multipart, { limits: { fileSize: TRANSCRIPTION_BODY_LIMIT, files: 1, fields: 20, fieldSize: 64 * 1024, parts: 30 } });
+
+  app.post('/v1/audio/transcriptions', { bodyLimit: TRANSCRIPTION_BODY_LIMIT + 1024 * 1024, config: { metered: true } }, async (request, reply) => {
+    if (!request.isMultipart()) throw new ServiceError('unsupported_media_type', 'Send the audio as multipart/form-data with a file field.');
+    const fields: Record<string, string> = {};
+    let file: Buffer | undefined;
+    for await (const part of request.parts()) {
+      if (part.type === 'file') {
+        if (part.fieldname !== 'file') {
+          await part.toBuffer().catch(() => {});
+          throw new ServiceError('invalid_request', `Unexpected file field '${part.fieldname}'; the audio goes in 'file'.`, part.fieldname);
+        }
+        file = await part.toBuffer();
+        if (part.file.truncated) throw new ServiceError('body_too_large', 'The file is larger than 25 MB.');
+      } else {
+        fields[part.fieldname] = String(part.value);
+      }
+    }
+    if (!file) throw new ServiceError('invalid_request', "Missing the audio: send it in the multipart field 'file'.", 'file');
+    const model = ctx.registry.resolve(fields.model, 'stt');
+    const declaredRate = parseSampleRateParam(fields.sample_rate, model.sampleRates);
+    const audio = decodeUploadedAudio(file, declaredRate, model.sampleRates);
+    file = undefined;
+
+    const transcript = await transcribeWithUpstreams(ctx, reply, model, {
+      samples: audio.samples,
+      sampleRate: audio.sampleRate,
+      language: fields.language || undefined,
+      keyterms: parseKeyterms(fields.keyterms),
+    });
+    const audioMillis = Math.round(audio.durationSeconds * 1000);
+    const cost = perSecondCostMicros(model.prices.picoPerSecond, audioMillis);
+    const remaining = await ctx.core.charge(request.auth, request.id, cost, { modelId: model.id, modality: 'stt', route: 'audio.transcriptions', audioMillis });
+    setSpendHeaders(reply, cost, remaining);
+    return { text: transcript.text, words: transcript.words, duration_seconds: Math.round(audio.durationSeconds * 1000) / 1000 };
+  });
+}

@@ -1,0 +1,52 @@
+// Uploaded audio for transcription: WAV (any PCM/float width, any channel count, downmixed)
+// or raw 16-bit little-endian mono PCM at the declared rate. Compressed formats are refused
+// by their magic bytes. Sample rates are checked against the spec's range and the model's list.
+import { SAMPLE_RATES } from '../audio/output-format.js';
+import { s16leToFloat } from '../audio/pcm.js';
+import { sniffAudioFormat } from '../audio/sniff.js';
+import { parseWav } from '../audio/wav.js';
+import { ServiceError } from '../../server/services/errors.js';
+
+export interface DecodedAudio {
+  samples: Float32Array;
+  sampleRate: number;
+  durationSeconds: number;
+}
+
+/** The `sample_rate` parameter (form field or query): one of the six rates. */
+export function parseSampleRateParam(value: string | undefined, allowed: readonly number[] | null): number | undefined {
+  if (value === undefined || value === '') return undefined;
+  const rate = Number(value);
+  if (!(SAMPLE_RATES as readonly number[]).includes(rate)) {
+    throw new ServiceError('invalid_sample_rate', `sample_rate must be one of ${SAMPLE_RATES.join(', ')} (got ${value}).`, 'sample_rate');
+  }
+  checkModelRate(rate, allowed);
+  return rate;
+}
+
+function checkModelRate(rate: number, allowed: readonly number[] | null): void {
+  if (rate < 8000 || rate > 48000) throw new ServiceError('invalid_sample_rate', `The audio's sample rate ${rate} Hz is outside 8000-48000 Hz.`, 'sample_rate');
+  if (allowed && !allowed.includes(rate)) {
+    throw new ServiceError('invalid_sample_rate', `This model accepts sample rates ${allowed.join(', ')}; the audio is ${rate} Hz.`, 'sample_rate');
+  }
+}
+
+export function decodeUploadedAudio(bytes: Buffer, declaredRate: number | undefined, allowed: readonly number[] | null): DecodedAudio {
+  if (bytes.length === 0) throw new ServiceError('invalid_request', 'The uploaded file is empty.', 'file');
+  const format = sniffAudioFormat(bytes);
+  let samples: Float32Array;
+  let sampleRate: number;
+  if (format === 'wav') {
+    const wav = parseWav(bytes);
+    samples = wav.samples;
+    sampleRate = wav.sampleRate;
+  } else if (format === 'unknown') {
+    // Raw PCM16 mono; a trailing odd byte is not a sample and is dropped.
+    sampleRate = declaredRate ?? 16000;
+    samples = s16leToFloat(bytes.subarray(0, bytes.length & ~1));
+  } else {
+    throw new ServiceError('unsupported_audio_format', `The file is ${format}; send WAV or raw 16-bit mono PCM (compressed formats are not accepted).`, 'file');
+  }
+  checkModelRate(sampleRate, allowed);
+  return { samples, sampleRate, durationSeconds: samples.length / sampleRate };
+}
