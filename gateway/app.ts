@@ -11,6 +11,7 @@ import { registerHealthRoutes } from './routes/health.js';
 import { registerModelRoutes } from './routes/models.js';
 import { registerTtsRoutes } from './routes/tts.js';
 import { registerTranscriptionRoutes } from './routes/transcriptions.js';
+import { registerSttWebSocketRoutes } from './routes/stt-websocket.js';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -29,9 +30,17 @@ declare module 'fastify' {
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 export const DEFAULT_BODY_LIMIT = 1024 * 1024;
 
-/** Removes credentials from a URL before it is logged. */
-function redactUrl(url: string): string {
-  return url.replace(/([?&]api_key=)[^&]*/gi, '$1[redacted]');
+/** Removes credentials from a URL before it is logged (also when the name is percent-encoded). */
+export function redactUrl(url: string): string {
+  return url.replace(/([?&])([^=&]*)=([^&]*)/g, (whole, sep: string, name: string) => {
+    let decoded = name;
+    try {
+      decoded = decodeURIComponent(name.replace(/\+/g, ' '));
+    } catch {
+      // keep the raw name
+    }
+    return decoded.trim().toLowerCase() === 'api_key' ? `${sep}${name}=[redacted]` : whole;
+  });
 }
 
 export async function buildGateway(ctx: GatewayContext, options: { logger?: boolean } = {}): Promise<FastifyInstance> {
@@ -90,5 +99,6 @@ export async function buildGateway(ctx: GatewayContext, options: { logger?: bool
     done();
   });
   await app.register((scope) => registerTranscriptionRoutes(scope, ctx));
+  await app.register((scope) => registerSttWebSocketRoutes(scope, ctx));
   return app;
 }

@@ -85,8 +85,11 @@ export function createPassThroughCore(): GatewayCore {
 export function presentedKey(request: FastifyRequest, allowQuery = false): string | undefined {
   const header = request.headers.authorization;
   if (header) {
-    const m = /^Bearer\s+(.+)$/i.exec(header.trim());
-    return m ? m[1]!.trim() : header.trim();
+    const value = header.trim();
+    // "Bearer" alone is no key at all; a bare key without the scheme is accepted.
+    if (/^Bearer$/i.test(value)) return undefined;
+    const m = /^Bearer\s+(.+)$/i.exec(value);
+    return m ? m[1]!.trim() : value;
   }
   if (allowQuery) {
     const q = (request.query as Record<string, unknown> | undefined)?.api_key;

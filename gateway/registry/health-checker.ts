@@ -17,14 +17,19 @@ export class HealthChecker {
     private readonly timeoutMs = 5_000,
   ) {}
 
-  /** One round of checks; a call during a round waits for that round instead of starting another. */
-  checkAll(): Promise<void> {
-    this.inFlight ??= Promise.all(this.registry.upstreams().map((u) => this.checkOne(u)))
-      .then(() => undefined)
+  /** One round of checks over the upstreams registered now. */
+  async checkAll(): Promise<void> {
+    await Promise.all(this.registry.upstreams().map((u) => this.checkOne(u)));
+  }
+
+  /** The periodic round: skipped while the previous one is still running (slow upstreams). */
+  private tick(): void {
+    if (this.inFlight) return;
+    this.inFlight = this.checkAll()
+      .catch(() => {})
       .finally(() => {
         this.inFlight = null;
       });
-    return this.inFlight;
   }
 
   private async checkOne(upstream: UpstreamEntry): Promise<void> {
@@ -49,8 +54,8 @@ export class HealthChecker {
   }
 
   start(intervalMs: number): void {
-    void this.checkAll().catch(() => {});
-    this.timer = setInterval(() => void this.checkAll().catch(() => {}), intervalMs);
+    this.tick();
+    this.timer = setInterval(() => this.tick(), intervalMs);
     this.timer.unref();
   }
 

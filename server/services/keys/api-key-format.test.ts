@@ -104,11 +104,12 @@ describe('redactKey', () => {
   });
 
   it.each([
-    ['', ''],
-    ['abc', '***'],
+    ['', '********'],
+    ['abc', '********'],
     ['12345678', '********'],
-    ['sk_svc_abcd', '********'], // 11 characters: fully masked, capped at 8 stars
-  ])('masks a short value %j completely as %j', (value, masked) => {
+    ['sk_svc_abcd', '********'],
+    ['sk_svc_abcdefghijklmnop', '********'], // 23 characters: prefix and suffix would overlap or nearly cover it
+  ])('masks a short value %j completely (and hides its length) as %j', (value, masked) => {
     expect(redactKey(value)).toBe(masked);
   });
 

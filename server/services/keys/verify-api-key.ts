@@ -33,6 +33,7 @@ export async function verifyApiKey(store: HotStore, presented: string | undefine
 /** Shows enough of a key to recognise it in an error message, never enough to use it. */
 export function redactKey(key: string): string {
   const printable = key.replace(/[^\x20-\x7e]/g, '?');
-  if (printable.length <= 11) return '*'.repeat(Math.min(printable.length, 8));
+  // Short strings would be shown whole by prefix + suffix: show none of them.
+  if (printable.length < 24) return '*'.repeat(8);
   return `${printable.slice(0, 11)}${'*'.repeat(8)}${printable.slice(-4)}`;
 }

@@ -23,9 +23,14 @@ const SeedFile = z.object({ models: z.array(ModelSeed) });
 
 export const DEFAULT_MODELS_FILE = join(dirname(fileURLToPath(import.meta.url)), '../../../config/models.json');
 
-/** USD per million tokens -> pico-USD per token (exact: 1 USD/MTok = 1,000,000 pico/token). */
+/**
+ * USD per million tokens -> pico-USD per token (1 USD/MTok = 1,000,000 pico/token). Exact:
+ * a price that would need fractions of a pico-USD per token (more than 6 decimals) is refused.
+ */
 export function perMTokToPico(usdPerMTok: string): bigint {
-  return parseUsdToPico(usdPerMTok) / 1_000_000n;
+  const picoPerMTok = parseUsdToPico(usdPerMTok);
+  if (picoPerMTok % 1_000_000n !== 0n) throw new RangeError(`a price per million tokens has at most 6 decimals: ${JSON.stringify(usdPerMTok)}`);
+  return picoPerMTok / 1_000_000n;
 }
 
 export async function seedRegistry(prisma: Prisma, file = process.env.SVC_MODELS_FILE ?? DEFAULT_MODELS_FILE): Promise<string[]> {

@@ -1,0 +1,96 @@
+// GET /stt/websocket: streaming transcription. Everything is checked before the upgrade is
+// accepted (key, rate limit, balance in the admission hook; model, sample_rate, encoding,
+// turn_detection here), and a rejection is a plain HTTP response carrying the error envelope.
+import { randomBytes } from 'node:crypto';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import websocket from '@fastify/websocket';
+import { ENCODINGS, type Encoding } from '../audio/output-format.js';
+import { ServiceError } from '../../server/services/errors.js';
+import type { GatewayContext } from '../context.js';
+import type { ModelEntry, UpstreamEntry } from '../registry/model-registry.js';
+import { parseSampleRateParam } from '../stt/decode-upload.js';
+import { runSttSession } from '../stt/stt-session.js';
+import type { TurnDetection } from '../stt/turn-detector.js';
+import type { TranscriptionAdapter } from '../upstreams/transcription-types.js';
+import { parseKeyterms } from './transcriptions.js';
+
+const TURN_DETECTION = ['balanced', 'patient', 'responsive'] as const;
+
+interface SessionPlan {
+  model: ModelEntry;
+  upstream: UpstreamEntry;
+  adapter: Required<TranscriptionAdapter>['stream'];
+  sampleRate: number;
+  encoding: Encoding;
+  turnDetection: TurnDetection;
+  keyterms: string[];
+  language: string | undefined;
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    sttPlan?: SessionPlan;
+  }
+}
+
+function planSession(ctx: GatewayContext, request: FastifyRequest): SessionPlan {
+  const q = request.query as Record<string, string | string[] | undefined>;
+  const one = (name: string) => (Array.isArray(q[name]) ? q[name][0] : q[name]);
+  const turnDetection = (one('turn_detection') ?? 'balanced') as TurnDetection;
+  if (!TURN_DETECTION.includes(turnDetection)) {
+    throw new ServiceError('invalid_turn_detection', `turn_detection must be balanced, patient or responsive (got ${JSON.stringify(one('turn_detection'))}).`, 'turn_detection');
+  }
+  const model = ctx.registry.resolve(one('model'), 'stt');
+  const sampleRate = parseSampleRateParam(one('sample_rate') ?? '16000', model.sampleRates)!;
+  const encoding = (one('encoding') ?? 'pcm_s16le') as Encoding;
+  if (!ENCODINGS.includes(encoding)) throw new ServiceError('invalid_request', `encoding must be one of ${ENCODINGS.join(', ')}.`, 'encoding');
+  const keyterms = Array.isArray(q.keyterms) ? q.keyterms.flatMap(parseKeyterms) : parseKeyterms(one('keyterms'));
+  for (const upstream of ctx.registry.upstreamOrder(model)) {
+    const adapter = ctx.adapters.transcription(upstream.protocol)?.stream;
+    if (adapter) return { model, upstream, adapter, sampleRate, encoding, turnDetection, keyterms, language: one('language') };
+  }
+  throw new ServiceError('model_offline', `The model '${model.id}' has no healthy upstream that supports streaming; use POST /v1/audio/transcriptions.`);
+}
+
+export async function registerSttWebSocketRoutes(app: FastifyInstance, ctx: GatewayContext): Promise<void> {
+  await app.register(websocket, { options: { maxPayload: 1024 * 1024 } });
+  app.route({
+    method: 'GET',
+    url: '/stt/websocket',
+    config: { metered: true, keyInQuery: true },
+    preValidation: async (request) => {
+      if (request.headers.upgrade?.toLowerCase() !== 'websocket') {
+        throw new ServiceError('upgrade_required', 'This is a WebSocket route: connect with a WebSocket client (Upgrade: websocket).');
+      }
+      request.sttPlan = planSession(ctx, request);
+    },
+    handler: async () => {
+      throw new ServiceError('upgrade_required', 'This is a WebSocket route: connect with a WebSocket client (Upgrade: websocket).');
+    },
+    wsHandler: async (socket, request) => {
+      const plan = request.sttPlan!;
+      let recognizer;
+      try {
+        recognizer = await plan.adapter.open(plan.upstream, { keyterms: plan.keyterms, language: plan.language });
+      } catch (err) {
+        request.log.warn({ err }, 'could not open a recognizer');
+        socket.send(JSON.stringify({ type: 'error', code: 'model_offline', message: 'The speech recognizer could not be started; retry later.' }));
+        socket.close(1011, 'model_offline');
+        return;
+      }
+      runSttSession(socket, {
+        sessionId: `stt_${randomBytes(10).toString('hex')}`,
+        requestId: request.id,
+        model: plan.model,
+        sampleRate: plan.sampleRate,
+        encoding: plan.encoding,
+        turnDetection: plan.turnDetection,
+        engineSampleRate: plan.adapter.sampleRate,
+        auth: request.auth,
+        core: ctx.core,
+        recognizer,
+        log: request.log,
+      });
+    },
+  });
+}

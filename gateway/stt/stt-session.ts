@@ -1,0 +1,207 @@
+// One streaming-transcription session over a WebSocket: audio frames in, JSON events out.
+// The protocol is documented in the README ("Streaming STT"). Audio is decoded from the
+// session's encoding, resampled to the engine's rate, fed to the recognizer in order, and
+// metered as it arrives; the turn detector ends utterances at pauses.
+import type { WebSocket } from 'ws';
+import { decodeSamples } from '../audio/sample-encoding.js';
+import { floatToS16 } from '../audio/pcm.js';
+import { createResampler, type Resampler } from '../audio/resample.js';
+import type { Encoding } from '../audio/output-format.js';
+import { picoToMicrosCeil, formatUsd } from '../../server/services/credits/money.js';
+import type { RequestAuth, GatewayCore } from '../core/gateway-core.js';
+import type { ModelEntry } from '../registry/model-registry.js';
+import type { StreamingRecognizer, Transcript } from '../upstreams/transcription-types.js';
+import { TurnDetector, type TurnDetection } from './turn-detector.js';
+
+export const IDLE_TIMEOUT_MS = 15_000;
+export const MAX_SESSION_MS = 60 * 60_000;
+export const PING_INTERVAL_MS = 20_000;
+/** Audio is debited every time this much more has arrived (and at the end). */
+export const METER_EVERY_MS = 1_000;
+/** Audio waiting for the recognizer beyond this means the client sends faster than real time can be processed. */
+const MAX_BACKLOG_SECONDS = 30;
+
+export interface SessionOptions {
+  sessionId: string;
+  requestId: string;
+  model: ModelEntry;
+  sampleRate: number;
+  encoding: Encoding;
+  turnDetection: TurnDetection;
+  engineSampleRate: number;
+  auth: RequestAuth;
+  core: GatewayCore;
+  recognizer: StreamingRecognizer;
+  log: { warn(obj: unknown, msg: string): void };
+}
+
+export function runSttSession(socket: WebSocket, o: SessionOptions): void {
+  const resampler: Resampler | null = o.sampleRate === o.engineSampleRate ? null : createResampler(o.sampleRate, o.engineSampleRate);
+  const turns = new TurnDetector(o.sampleRate, o.turnDetection);
+  const bytesPerSample = o.encoding === 'pcm_f32le' ? 4 : o.encoding === 'pcm_s16le' ? 2 : 1;
+  let carry: Buffer = Buffer.alloc(0);
+  let queue: Promise<void> = Promise.resolve();
+  let backlogSamples = 0;
+  let receivedMs = 0;
+  let billedMicros = 0n;
+  let meteredMs = 0;
+  let lastPartial = '';
+  let closed = false;
+  const started = Date.now();
+
+  const send = (event: Record<string, unknown>) => {
+    if (socket.readyState === socket.OPEN) socket.send(JSON.stringify(event));
+  };
+  const transcriptEvent = (t: Transcript, isFinal: boolean) => ({ type: 'transcript', is_final: isFinal, text: t.text, words: t.words });
+
+  const close = (code: number, reason: string, error?: { code: string; message: string }) => {
+    if (closed) return;
+    closed = true;
+    if (error) send({ type: 'error', ...error });
+    send({ type: 'session.closed', reason, audio_seconds: receivedMs / 1000, cost_usd: formatUsd(billedMicros) });
+    socket.close(code, reason.slice(0, 120));
+  };
+
+  /** Debits the audio received since the last debit (exact: cumulative pico-USD, rounded up once). */
+  const meter = async (force: boolean) => {
+    if (!force && receivedMs - meteredMs < METER_EVERY_MS) return;
+    const newAudioMs = receivedMs - meteredMs;
+    meteredMs = receivedMs;
+    const owed = picoToMicrosCeil((BigInt(Math.round(receivedMs)) * o.model.prices.picoPerSecond) / 1000n);
+    const delta = owed - billedMicros;
+    if (delta <= 0n) return;
+    billedMicros = owed;
+    const remaining = await o.core.charge(o.auth, o.requestId, delta, { modelId: o.model.id, modality: 'stt', route: 'stt.websocket', audioMillis: Math.round(newAudioMs) });
+    if (remaining <= 0n && !closed) {
+      close(1008, 'insufficient_quota', { code: 'insufficient_quota', message: `The organization's credit ran out (balance ${formatUsd(remaining)} USD); add credits to continue.` });
+    }
+  };
+
+  const finalize = async (): Promise<void> => {
+    const final = await o.recognizer.finalize();
+    lastPartial = '';
+    if (final.text) send(transcriptEvent(final, true));
+  };
+
+  const handleAudio = (frame: Buffer) => {
+    const bytes: Buffer = carry.length ? Buffer.concat([carry, frame]) : frame;
+    const usable = bytes.length - (bytes.length % bytesPerSample);
+    carry = bytes.subarray(usable);
+    if (usable === 0) return;
+    const input = decodeSamples(bytes.subarray(0, usable), o.encoding);
+    receivedMs += (input.length / o.sampleRate) * 1000;
+    const turnEvents = turns.push(input);
+    const engineSamples = resampler ? resampler.push(input) : input;
+    const pcm = floatToS16(engineSamples);
+    backlogSamples += pcm.length;
+    if (backlogSamples / o.engineSampleRate > MAX_BACKLOG_SECONDS) {
+      close(1013, 'backlog', { code: 'backlog', message: `More than ${MAX_BACKLOG_SECONDS} s of audio is waiting for the recognizer; send audio no faster than real time.` });
+      return;
+    }
+    queue = queue.then(async () => {
+      if (closed) return;
+      const partial = await o.recognizer.push(pcm);
+      backlogSamples -= pcm.length;
+      if (partial.text && partial.text !== lastPartial) {
+        lastPartial = partial.text;
+        send(transcriptEvent(partial, false));
+      }
+      for (const t of turnEvents) {
+        if (t.type === 'turn.start') send({ type: 'turn.start', at: t.atSeconds });
+        else {
+          await finalize();
+          send({ type: 'turn.end', at: t.atSeconds });
+        }
+      }
+      await meter(false);
+    });
+    queue.catch(fail);
+  };
+
+  const fail = (err: unknown) => {
+    o.log.warn({ err }, 'stt session failed');
+    close(1011, 'engine_error', { code: 'upstream_error', message: 'The speech recognizer failed; reconnect to start a new session.' });
+  };
+
+  const handleCommand = (text: string) => {
+    let msg: { type?: unknown };
+    try {
+      msg = JSON.parse(text) as { type?: unknown };
+    } catch {
+      send({ type: 'error', code: 'invalid_message', message: 'Text messages must be JSON objects like {"type":"finalize"}.' });
+      return;
+    }
+    const type = typeof msg.type === 'string' ? msg.type.toLowerCase() : '';
+    if (type === 'keepalive') return;
+    if (type === 'finalize') {
+      queue = queue.then(async () => {
+        await finalize();
+        send({ type: 'flush_done' });
+      });
+      queue.catch(fail);
+      return;
+    }
+    if (type === 'close' || type === 'closestream') {
+      queue = queue.then(async () => {
+        await finalize();
+        await meter(true);
+        close(1000, 'client_close');
+      });
+      queue.catch(fail);
+      return;
+    }
+    send({ type: 'error', code: 'invalid_message', message: `Unknown message type ${JSON.stringify(msg.type)}; use finalize, keepalive or close.` });
+  };
+
+  let idle = setTimeout(() => close(1000, 'idle_timeout', { code: 'idle_timeout', message: `No audio or keepalive for ${IDLE_TIMEOUT_MS / 1000} s.` }), IDLE_TIMEOUT_MS);
+  const touch = () => {
+    clearTimeout(idle);
+    idle = setTimeout(() => close(1000, 'idle_timeout', { code: 'idle_timeout', message: `No audio or keepalive for ${IDLE_TIMEOUT_MS / 1000} s.` }), IDLE_TIMEOUT_MS);
+  };
+  const maxLength = setTimeout(() => {
+    queue = queue.then(async () => {
+      await finalize();
+      await meter(true);
+      close(1000, 'max_duration', { code: 'max_duration', message: `Sessions last at most ${MAX_SESSION_MS / 60_000} minutes; reconnect to continue.` });
+    });
+    queue.catch(fail);
+  }, MAX_SESSION_MS);
+  const ping = setInterval(() => socket.readyState === socket.OPEN && socket.ping(), PING_INTERVAL_MS);
+
+  socket.on('message', (data, isBinary) => {
+    if (closed) return;
+    touch();
+    const buf = Array.isArray(data) ? Buffer.concat(data) : Buffer.from(data as ArrayBuffer);
+    if (isBinary) handleAudio(buf);
+    else handleCommand(buf.toString('utf8'));
+  });
+  socket.on('close', () => {
+    closed = true;
+    clearTimeout(idle);
+    clearTimeout(maxLength);
+    clearInterval(ping);
+    // Bill what arrived, then free the decoder; nothing keeps running for a gone client.
+    void queue
+      .catch(() => {})
+      .then(() => meter(true))
+      .catch((err: unknown) => o.log.warn({ err }, 'failed to bill the end of an stt session'))
+      .finally(() => {
+        o.recognizer.close();
+        resampler?.close();
+      });
+  });
+  socket.on('error', () => {});
+
+  send({
+    type: 'session.started',
+    session_id: o.sessionId,
+    request_id: o.requestId,
+    model: o.model.id,
+    sample_rate: o.sampleRate,
+    encoding: o.encoding,
+    turn_detection: o.turnDetection,
+    idle_timeout_seconds: IDLE_TIMEOUT_MS / 1000,
+    max_session_seconds: MAX_SESSION_MS / 1000,
+    started_at: new Date(started).toISOString(),
+  });
+}
