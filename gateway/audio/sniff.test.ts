@@ -1,0 +1,91 @@
+import { execFileSync } from 'node:child_process';
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { encodeMp3 } from './mp3.js';
+import { floatToS16, s16leBytes } from './pcm.js';
+import { sniffAudioFormat, type SniffedAudioFormat } from './sniff.js';
+import { hasTool, speechLike, tone } from './test-signals.js';
+import { encodeWav, wavHeader } from './wav.js';
+
+const id3 = (inner: Uint8Array) => Buffer.concat([Buffer.from([0x49, 0x44, 0x33, 4, 0, 0, 0, 0, 0, 10]), Buffer.alloc(10), inner]);
+/** Two ADTS frames of 16 bytes each (AAC-LC, 44.1 kHz, mono). */
+const adts = (() => {
+  const frame = Buffer.alloc(16);
+  frame.set([0xff, 0xf1, 0x50, 0x40, 0x02, 0x1f, 0xfc]);
+  return Buffer.concat([frame, frame]);
+})();
+
+describe('sniffAudioFormat', () => {
+  const mp3 = encodeMp3(tone(440, 24000, 0.2), 24000, 64000);
+  it.each<[string, Uint8Array, SniffedAudioFormat]>([
+    ['our WAV', encodeWav(tone(440, 16000, 0.01), 16000, 'pcm_s16le'), 'wav'],
+    ['a streaming WAV header alone', wavHeader({ sampleRate: 8000, encoding: 'pcm_mulaw' }), 'wav'],
+    ['RF64', Buffer.from('RF64\xff\xff\xff\xffWAVEds64', 'latin1'), 'wav'],
+    ['our MP3 (frame sync)', mp3, 'mp3'],
+    ['MP3 behind an ID3v2 tag', id3(mp3), 'mp3'],
+    ['ID3v2 tag, nothing after it yet', id3(Buffer.alloc(0)), 'mp3'],
+    ['FLAC behind an ID3v2 tag', id3(Buffer.from('fLaC\0\0\0\x22', 'latin1')), 'flac'],
+    ['Ogg', Buffer.from('OggS\0\x02\0\0\0\0\0\0\0\0', 'latin1'), 'ogg'],
+    ['FLAC', Buffer.from('fLaC\0\0\0\x22', 'latin1'), 'flac'],
+    ['MP4/M4A', Buffer.from('\0\0\0\x20ftypM4A \0\0\0\0', 'latin1'), 'mp4'],
+    ['MP4 isom', Buffer.from('\0\0\0\x18ftypisom', 'latin1'), 'mp4'],
+    ['WebM/Matroska (EBML)', Buffer.from([0x1a, 0x45, 0xdf, 0xa3, 0x9f, 0x42, 0x86, 0x81]), 'webm'],
+    ['AAC ADTS', adts, 'aac'],
+    ['empty', new Uint8Array(0), 'unknown'],
+    ['AVI (RIFF, not WAVE)', Buffer.from('RIFF\0\0\0\0AVI LIST', 'latin1'), 'unknown'],
+    ['raw PCM16 tone', s16leBytes(floatToS16(tone(440, 16000, 0.1))), 'unknown'],
+    ['raw PCM16 speech-like', s16leBytes(floatToS16(speechLike(16000, 1))), 'unknown'],
+    ['raw PCM16 starting with -1 samples (FF FF ...)', s16leBytes(Int16Array.of(-1, -1, -1, 5, 7)), 'unknown'],
+    ['one MPEG-looking header in PCM, no second frame where it should be', Buffer.concat([Buffer.from([0xff, 0xfb, 0x90, 0x64]), Buffer.alloc(2000, 0x11)]), 'unknown'],
+  ])('%s -> %s', (_name, bytes, expected) => {
+    expect(sniffAudioFormat(bytes)).toBe(expected);
+  });
+
+  it('property: any bytes give one of the known answers, without throwing', () => {
+    const answers = new Set(['wav', 'mp3', 'aac', 'ogg', 'flac', 'mp4', 'webm', 'unknown']);
+    fc.assert(fc.property(fc.uint8Array({ maxLength: 64 }), (b) => {
+      expect(answers.has(sniffAudioFormat(b))).toBe(true);
+    }), { numRuns: 5000 });
+  });
+
+  it('property: PCM16 with any first samples, then quiet noise, is not mistaken for a compressed format', () => {
+    fc.assert(
+      fc.property(fc.array(fc.integer({ min: -32768, max: 32767 }), { minLength: 4, maxLength: 4 }), fc.integer(), (head, seed) => {
+        const pcm = new Int16Array(4000);
+        pcm.set(head);
+        let r = seed;
+        for (let i = head.length; i < pcm.length; i++) {
+          r = (Math.imul(r, 1103515245) + 12345) | 0;
+          pcm[i] = (r >> 16) % 4096;
+        }
+        expect(sniffAudioFormat(s16leBytes(pcm))).toBe('unknown');
+      }),
+      { numRuns: 2000 },
+    );
+  });
+
+  it('the PCM that once looked like ADTS (FF F8 00 02, frame claimed past the end) is unknown', () => {
+    expect(sniffAudioFormat(s16leBytes(Int16Array.from({ length: 2000 }, (_, i) => (i === 0 ? -1793 : i === 1 ? 512 : 0))))).toBe('unknown');
+  });
+
+  describe.skipIf(!hasTool('ffmpeg'))('files written by ffmpeg (optional)', () => {
+    // (Called inside the tests: a skipped describe still runs its body to collect them.)
+    let encoders: string | undefined;
+    const hasEncoder = (name: string) => (encoders ??= execFileSync('ffmpeg', ['-v', 'error', '-encoders'], { encoding: 'utf8' })).includes(` ${name} `);
+    const make = (args: string[]) => execFileSync('ffmpeg', ['-v', 'error', '-f', 'lavfi', '-i', 'sine=f=440:d=0.5:r=44100', ...args, '-'], { maxBuffer: 1 << 24 });
+    it.each<[string, string, string[], SniffedAudioFormat]>([
+      ['flac', 'flac', ['-f', 'flac'], 'flac'],
+      ['vorbis', 'libvorbis', ['-c:a', 'libvorbis', '-f', 'ogg'], 'ogg'],
+      ['opus in ogg', 'libopus', ['-c:a', 'libopus', '-f', 'ogg'], 'ogg'],
+      ['opus in webm', 'libopus', ['-c:a', 'libopus', '-f', 'webm'], 'webm'],
+      ['aac in m4a', 'aac', ['-c:a', 'aac', '-f', 'ipod', '-movflags', 'frag_keyframe+empty_moov'], 'mp4'],
+      ['aac adts', 'aac', ['-c:a', 'aac', '-f', 'adts'], 'aac'],
+      ['mp3 with ID3', 'libmp3lame', ['-c:a', 'libmp3lame', '-f', 'mp3'], 'mp3'],
+      ['mp3 without ID3', 'libmp3lame', ['-c:a', 'libmp3lame', '-id3v2_version', '0', '-write_xing', '0', '-f', 'mp3'], 'mp3'],
+      ['wav', 'pcm_s16le', ['-f', 'wav'], 'wav'],
+    ])('%s', (_name, encoder, args, expected) => {
+      if (!hasEncoder(encoder)) return;
+      expect(sniffAudioFormat(make(args))).toBe(expected);
+    });
+  });
+});

@@ -1,0 +1,66 @@
+// Synthetic signals and measurements shared by the audio tests and bench/audio-pipeline.ts.
+import { execFileSync } from 'node:child_process';
+
+export function tone(frequency: number, sampleRate: number, seconds: number, amplitude = 0.5): Float32Array {
+  const out = new Float32Array(Math.round(sampleRate * seconds));
+  for (let i = 0; i < out.length; i++) out[i] = amplitude * Math.sin((2 * Math.PI * frequency * i) / sampleRate);
+  return out;
+}
+
+/**
+ * Speech-like test audio: a voiced source (harmonics of a pitch gliding 100-220 Hz, shaped by
+ * two formant-ish peaks) with a 4 Hz syllable envelope, short pauses and a little noise.
+ * Deterministic (seeded noise).
+ */
+export function speechLike(sampleRate: number, seconds: number): Float32Array {
+  const out = new Float32Array(Math.round(sampleRate * seconds));
+  let seed = 12345;
+  let phase = 0;
+  for (let i = 0; i < out.length; i++) {
+    const t = i / sampleRate;
+    const f0 = 160 + 60 * Math.sin(2 * Math.PI * 0.7 * t);
+    phase += (2 * Math.PI * f0) / sampleRate;
+    let v = 0;
+    for (let h = 1; h <= 12; h++) {
+      const f = h * f0;
+      const formants = Math.exp(-(((f - 700) / 300) ** 2)) + 0.6 * Math.exp(-(((f - 1800) / 500) ** 2)) + 0.1;
+      v += (formants / h) * Math.sin(h * phase);
+    }
+    seed = (seed * 1103515245 + 12345) & 0x7fffffff;
+    const noise = (seed / 0x7fffffff - 0.5) * 0.02;
+    const syllable = Math.max(0, Math.sin(2 * Math.PI * 4 * t)) * (Math.sin(2 * Math.PI * 0.25 * t) > -0.7 ? 1 : 0);
+    out[i] = 0.35 * syllable * v + noise;
+  }
+  return out;
+}
+
+export function rms(x: Float32Array): number {
+  let s = 0;
+  for (let i = 0; i < x.length; i++) s += x[i]! * x[i]!;
+  return Math.sqrt(s / Math.max(1, x.length));
+}
+
+/** Frequency of a tone from its upward zero crossings (sign change from < 0 to >= 0). */
+export function zeroCrossingFrequency(x: Float32Array, sampleRate: number): number {
+  let crossings = 0;
+  let first = -1;
+  let last = -1;
+  for (let i = 1; i < x.length; i++) {
+    if (x[i - 1]! < 0 && x[i]! >= 0) {
+      crossings++;
+      if (first < 0) first = i;
+      last = i;
+    }
+  }
+  return crossings < 2 ? 0 : ((crossings - 1) * sampleRate) / (last - first);
+}
+
+/** Whether a command-line tool is on PATH (for optional cross-checks with ffmpeg/sox). */
+export function hasTool(name: string): boolean {
+  try {
+    execFileSync('sh', ['-c', `command -v ${name}`], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+}
