@@ -74,7 +74,11 @@ export async function buildGateway(ctx: GatewayContext, options: { logger?: bool
     reply.header('x-request-id', request.id);
     const routeConfig = request.routeOptions.config;
     if (routeConfig.public || request.is404) return;
-    request.auth = await ctx.core.admit(presentedKey(request, routeConfig.keyInQuery ?? false), routeConfig.metered ?? false);
+    const key = presentedKey(request, routeConfig.keyInQuery ?? false);
+    if (!key && routeConfig.keyInQuery) {
+      throw new ServiceError('invalid_api_key', 'You did not provide an API key. Pass it in the Authorization header as "Bearer sk_svc_..." or as the api_key query parameter.');
+    }
+    request.auth = await ctx.core.admit(key, routeConfig.metered ?? false);
   });
 
   app.setErrorHandler((err, request, reply) => sendError(request, reply, err));
