@@ -54,14 +54,21 @@ async function sendAudio(reply: FastifyReply, s: StartedSynthesis, output: Outpu
 
 async function* progressiveBytes(s: StartedSynthesis, output: OutputFormat, volume: number): AsyncGenerator<Buffer> {
   const converter = createAudioConverter({ inputSampleRate: s.sampleRate, output, volume });
-  const header = converter.header();
-  if (header.length) yield header;
-  for await (const pcm of allChunks(s)) {
-    const out = converter.push(pcm);
-    if (out.length) yield out;
+  let ended = false;
+  try {
+    const header = converter.header();
+    if (header.length) yield header;
+    for await (const pcm of allChunks(s)) {
+      const out = converter.push(pcm);
+      if (out.length) yield out;
+    }
+    ended = true;
+    const tail = converter.end();
+    if (tail.length) yield tail;
+  } finally {
+    // The client went away or the engine failed: free the resampler/encoder now.
+    if (!ended) converter.close();
   }
-  const tail = converter.end();
-  if (tail.length) yield tail;
 }
 
 const sse = (obj: unknown) => `data: ${JSON.stringify(obj)}\n\n`;
