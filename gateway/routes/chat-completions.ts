@@ -39,10 +39,16 @@ export function registerChatCompletionRoutes(app: FastifyInstance, ctx: GatewayC
     // another name or the gateway must ask for the usage chunk the client did not ask for.
     const requestFor = (upstream: UpstreamEntry): { raw: Buffer; body: JsonObject } => {
       const renamed = upstream.upstreamModel !== model.id;
-      if (!renamed && (!stream || clientWantsUsage)) return { raw: raw!, body };
+      const addUsage = stream && !clientWantsUsage;
+      if (!renamed && !addUsage) return { raw: raw!, body };
       const copy: JsonObject = { ...body, model: upstream.upstreamModel };
-      if (stream && !clientWantsUsage) copy.stream_options = { ...((body.stream_options as JsonObject) ?? {}), include_usage: true };
-      return { raw: Buffer.from(JSON.stringify(copy)), body: copy };
+      if (addUsage) copy.stream_options = { ...plainObject(body.stream_options), include_usage: true };
+      // Only the changed members are rewritten in the bytes; everything else stays the
+      // client's (a re-serialisation would round a 20-digit seed and respell numbers).
+      const patch: Record<string, string> = {};
+      if (renamed) patch.model = JSON.stringify(copy.model);
+      if (addUsage) patch.stream_options = JSON.stringify(copy.stream_options);
+      return { raw: patchTopLevelMembers(raw!, patch), body: copy };
     };
 
     const abort = new AbortController();
@@ -55,7 +61,15 @@ export function registerChatCompletionRoutes(app: FastifyInstance, ctx: GatewayC
     const contentType = res.contentType;
 
     if (!contentType.includes('text/event-stream')) {
-      const bytes = Buffer.from(await res.text());
+      let bytes: Buffer;
+      try {
+        bytes = Buffer.from(await res.text());
+      } catch (e) {
+        // The engine stalled or dropped the connection after sending its headers.
+        if (abort.signal.aborted) return reply;
+        if (isTimeout(e)) throw upstreamTimeout(ctx.config.upstreamTimeoutMs / 1000);
+        throw new ServiceError('upstream_error', `The model upstream broke off its response: ${(e as Error).message}`);
+      }
       let usage: Usage | undefined;
       try {
         usage = (JSON.parse(bytes.toString('utf8')) as { usage?: Usage }).usage;
@@ -132,7 +146,7 @@ async function* relayStream(
         if (data !== null && data !== '[DONE]') {
           const parsed = safeJson(data) as { choices?: unknown[]; usage?: Usage | null } | undefined;
           if (parsed?.usage) usage = parsed.usage;
-          if (Array.isArray(parsed?.choices)) deltas += parsed.choices.length > 0 ? 1 : 0;
+          if (Array.isArray(parsed?.choices) && parsed.choices.some(carriesOutput)) deltas += 1;
           // The usage chunk we asked for on the client's behalf is not the client's to see.
           if (!clientWantsUsage && parsed?.usage && Array.isArray(parsed.choices) && parsed.choices.length === 0) continue;
         }
@@ -153,7 +167,8 @@ async function* relayStream(
   } finally {
     abort.abort();
     // Billed once, for what was delivered: the engine's own count when it reported one,
-    // otherwise one token per content chunk relayed and an estimate of the prompt.
+    // otherwise one token per content chunk relayed (not role-only or finish chunks) and an
+    // estimate of the prompt.
     const input = usage?.prompt_tokens ?? estimateTokens(promptBytes);
     const output = usage?.completion_tokens ?? deltas;
     const cost = llmCostMicros(model.prices, input, output);
@@ -161,6 +176,88 @@ async function* relayStream(
       .charge(request.auth, request.id, cost, { modelId: model.id, modality: 'llm', route: 'chat.completions', inputTokens: input, outputTokens: output })
       .catch((err: unknown) => request.log.error({ err }, 'failed to record usage of a stream'));
   }
+}
+
+/** A streamed choice that delivers output (text, tool-call arguments...), not only a role or a finish reason. */
+function carriesOutput(choice: unknown): boolean {
+  const delta = (choice as { delta?: unknown } | null)?.delta;
+  if (delta === null || typeof delta !== 'object') return false;
+  return Object.entries(delta).some(([k, v]) => k !== 'role' && v !== null && v !== '' && !(Array.isArray(v) && v.length === 0));
+}
+
+function plainObject(value: unknown): JsonObject {
+  return value !== null && typeof value === 'object' && !Array.isArray(value) ? (value as JsonObject) : {};
+}
+
+/**
+ * The client's JSON object text with the given top-level members' values replaced (appended
+ * when absent; values are JSON texts), every other byte unchanged. `raw` has already been
+ * parsed as a JSON object, so the scan below can trust its syntax.
+ */
+export function patchTopLevelMembers(raw: Buffer, patch: Record<string, string>): Buffer {
+  const text = raw.toString('utf8');
+  const spans = new Map<string, [number, number]>();
+  let i = skipWs(text, 0) + 1; // past '{'
+  for (;;) {
+    i = skipWs(text, i);
+    if (text[i] === ',') i = skipWs(text, i + 1);
+    if (i >= text.length || text[i] === '}') break;
+    const keyEnd = stringEnd(text, i);
+    const key = JSON.parse(text.slice(i, keyEnd)) as string;
+    const start = skipWs(text, skipWs(text, keyEnd) + 1); // past ':'
+    i = valueEnd(text, start);
+    spans.set(key, [start, i]); // a repeated key: the last one counts, as in JSON.parse
+  }
+  const edits: { start: number; end: number; text: string }[] = [];
+  const added: string[] = [];
+  for (const [key, value] of Object.entries(patch)) {
+    const span = spans.get(key);
+    if (span) edits.push({ start: span[0], end: span[1], text: value });
+    else added.push(`${JSON.stringify(key)}:${value}`);
+  }
+  if (added.length > 0) edits.push({ start: i, end: i, text: (spans.size > 0 ? ',' : '') + added.join(',') });
+  let out = text;
+  for (const e of edits.sort((a, b) => b.start - a.start)) out = out.slice(0, e.start) + e.text + out.slice(e.end);
+  return Buffer.from(out, 'utf8');
+}
+
+const isJsonWs = (c: string | undefined) => c === ' ' || c === '\n' || c === '\r' || c === '\t';
+
+function skipWs(text: string, i: number): number {
+  while (isJsonWs(text[i])) i++;
+  return i;
+}
+
+/** End (exclusive) of the string literal that starts at i. */
+function stringEnd(text: string, i: number): number {
+  for (let j = i + 1; j < text.length; j++) {
+    if (text[j] === '\\') j++;
+    else if (text[j] === '"') return j + 1;
+  }
+  return text.length;
+}
+
+/** End (exclusive) of the JSON value that starts at i. */
+function valueEnd(text: string, i: number): number {
+  const c = text[i];
+  if (c === '"') return stringEnd(text, i);
+  if (c === '{' || c === '[') {
+    let depth = 0;
+    for (let j = i; j < text.length; ) {
+      const d = text[j];
+      if (d === '"') {
+        j = stringEnd(text, j);
+        continue;
+      }
+      if (d === '{' || d === '[') depth++;
+      else if ((d === '}' || d === ']') && --depth === 0) return j + 1;
+      j++;
+    }
+    return text.length;
+  }
+  let j = i;
+  while (j < text.length && !isJsonWs(text[j]) && text[j] !== ',' && text[j] !== '}' && text[j] !== ']') j++;
+  return j;
 }
 
 function safeJson(text: string): unknown {
