@@ -9,13 +9,24 @@ export type Behaviour =
   | { kind: 'stream'; chunks: string[]; delayMs?: number; firstDelayMs?: number; usage?: { prompt_tokens: number; completion_tokens: number } | null; dieAfter?: number }
   | { kind: 'error'; status: number; body: unknown }
   | { kind: 'hang' }
-  | { kind: 'raw'; status: number; contentType: string; body: string };
+  | { kind: 'raw'; status: number; contentType: string; body: string }
+  /** Headers and the start of a body, then nothing more ('hang') or a dropped connection ('die'). */
+  | { kind: 'partial'; status: number; contentType: string; body: string; then: 'hang' | 'die' };
+
+/** One streamed answer: events written so far, and whether its connection closed before the end (peer gone, or dieAfter). */
+export interface StreamRecord {
+  sent: number;
+  ended: boolean;
+  closedEarly: boolean;
+}
 
 export interface ScriptedUpstream {
   url: string;
   /** Base URL including /v1, as registered in the model registry. */
   baseUrl: string;
   received: { path: string; headers: IncomingMessage['headers']; body: Buffer }[];
+  /** One record per 'stream' answer, in the order the requests arrived. */
+  streams: StreamRecord[];
   behaviour: Behaviour;
   modelsStatus: number;
   openConnections(): number;
@@ -38,6 +49,7 @@ export async function startScriptedUpstream(initial: Behaviour = { kind: 'ok' },
     url: '',
     baseUrl: '',
     received: [],
+    streams: [],
     behaviour: initial,
     modelsStatus: 200,
     openConnections: () => sockets.size,
@@ -93,9 +105,23 @@ export async function startScriptedUpstream(initial: Behaviour = { kind: 'ok' },
         return;
       case 'hang':
         return; // never answers
+      case 'partial':
+        res.writeHead(b.status, { 'content-type': b.contentType });
+        res.write(b.body);
+        // Dropped a moment later, so that the client has the headers when the connection goes.
+        if (b.then === 'die') setTimeout(() => res.socket?.destroy(), 100);
+        return;
       case 'stream': {
         res.writeHead(200, { 'content-type': 'text/event-stream' });
-        const send = (obj: unknown) => res.write(`data: ${JSON.stringify(obj)}\n\n`);
+        const record: StreamRecord = { sent: 0, ended: false, closedEarly: false };
+        state.streams.push(record);
+        res.on('close', () => {
+          if (!res.writableFinished) record.closedEarly = true;
+        });
+        const send = (obj: unknown) => {
+          record.sent += 1;
+          return res.write(`data: ${JSON.stringify(obj)}\n\n`);
+        };
         if (b.firstDelayMs) await sleep(b.firstDelayMs);
         for (const [i, text] of b.chunks.entries()) {
           if (res.destroyed) return;
@@ -111,7 +137,9 @@ export async function startScriptedUpstream(initial: Behaviour = { kind: 'ok' },
         if (wantsUsage && usage) {
           send({ id: 'chatcmpl-s', object: 'chat.completion.chunk', created: 1, model, choices: [], usage: { ...usage, total_tokens: usage.prompt_tokens + usage.completion_tokens } });
         }
+        record.sent += 1;
         res.end('data: [DONE]\n\n');
+        record.ended = true;
         return;
       }
     }
