@@ -19,7 +19,8 @@ const TtsRequestSchema = z.object({
   model_id: z.string().min(1),
   // Characters are Unicode code points (what is billed), not UTF-16 units.
   transcript: z.string().min(1, 'must not be empty').refine((s) => [...s].length <= 5000, 'must be at most 5000 characters'),
-  voice: z.object({ mode: z.literal('id'), id: z.string().min(1) }),
+  // Cartesia's clients also send a voice as its id alone ("voice": "flite-slt"): same as mode id.
+  voice: z.preprocess((v) => (typeof v === 'string' ? { mode: 'id', id: v } : v), z.object({ mode: z.literal('id'), id: z.string().min(1) })),
   language: z.string().regex(/^[a-zA-Z]{2,3}(-[a-zA-Z0-9]{2,8})?$/, 'must be a language tag like en or en-US').optional(),
   output_format: OutputFormatSchema,
   generation_config: z
