@@ -3,7 +3,7 @@
 // added to streams so that usage is always metered); the answer comes back as the engine
 // produced it, streamed chunk by chunk.
 import { Readable } from 'node:stream';
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { llmCostMicros } from '../../server/services/credits/pricing.js';
 import { ServiceError, isServiceError } from '../../server/services/errors.js';
 import { setSpendHeaders } from '../core/gateway-core.js';
@@ -12,7 +12,9 @@ import { parseJsonObject, type JsonObject } from '../json-body.js';
 import type { ModelEntry, UpstreamEntry } from '../registry/model-registry.js';
 import { SseSplitter, sseData } from '../sse.js';
 import type { ChatResponse } from '../upstreams/chat-types.js';
-import { isConnectFailure, isTimeout, upstreamErrorFromResponse, upstreamTimeout, upstreamUnavailable } from '../upstreams/upstream-errors.js';
+import { isTimeout, upstreamErrorFromResponse, upstreamTimeout } from '../upstreams/upstream-errors.js';
+import { tryUpstreams } from '../upstreams/try-upstreams.js';
+import { onClientGone } from '../client-gone.js';
 
 export const LLM_BODY_LIMIT = 10 * 1024 * 1024;
 
@@ -51,10 +53,21 @@ export function registerChatCompletionRoutes(app: FastifyInstance, ctx: GatewayC
       return { raw: patchTopLevelMembers(raw!, patch), body: copy };
     };
 
-    const abort = new AbortController();
-    onClientGone(request, reply, () => abort.abort());
-    const res = await sendToUpstream(ctx, model, requestFor, abort.signal);
-    if (!res) return reply; // the client left before the engine answered
+    // No overall deadline here: a long stream is fine as long as the engine keeps sending.
+    // The 300 s deadline is the engine's silence (undici's headers and body timeouts).
+    const clientGone = onClientGone(reply);
+    const call = { signal: clientGone, timeoutMs: ctx.config.upstreamTimeoutMs };
+    let res: ChatResponse;
+    try {
+      res = await tryUpstreams(ctx, model, call, (upstream) => {
+        const adapter = ctx.adapters.chat(upstream.protocol);
+        if (!adapter) throw new ServiceError('upstream_error', `No chat adapter for protocol '${upstream.protocol}'.`);
+        return adapter(upstream, { ...requestFor(upstream), ...call });
+      });
+    } catch (e) {
+      if (clientGone.aborted) return reply; // the client left before the engine answered
+      throw e;
+    }
 
     if (res.statusCode >= 300) throw await upstreamErrorFromResponse(res);
     const promptBytes = raw?.length ?? 0;
@@ -66,7 +79,7 @@ export function registerChatCompletionRoutes(app: FastifyInstance, ctx: GatewayC
         bytes = Buffer.from(await res.text());
       } catch (e) {
         // The engine stalled or dropped the connection after sending its headers.
-        if (abort.signal.aborted) return reply;
+        if (clientGone.aborted) return reply;
         if (isTimeout(e)) throw upstreamTimeout(ctx.config.upstreamTimeoutMs / 1000);
         throw new ServiceError('upstream_error', `The model upstream broke off its response: ${(e as Error).message}`);
       }
@@ -90,41 +103,8 @@ export function registerChatCompletionRoutes(app: FastifyInstance, ctx: GatewayC
     // (the cost is unknown until the stream ends).
     setSpendHeaders(reply, null, request.auth.balanceMicros);
     reply.code(200).headers({ 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', 'x-accel-buffering': 'no' });
-    return reply.send(Readable.from(relayStream(ctx, request, model, res, clientWantsUsage, promptBytes, abort)));
+    return reply.send(Readable.from(relayStream(ctx, request, model, res, clientWantsUsage, promptBytes, clientGone)));
   });
-}
-
-function onClientGone(request: FastifyRequest, reply: FastifyReply, cancel: () => void): void {
-  reply.raw.on('close', () => {
-    if (!reply.raw.writableFinished) cancel();
-  });
-  request.raw.on('aborted', cancel);
-}
-
-/** Tries the model's healthy upstreams in order; only failures to connect move on to the next. */
-async function sendToUpstream(
-  ctx: GatewayContext,
-  model: ModelEntry,
-  requestFor: (u: UpstreamEntry) => { raw: Buffer; body: JsonObject },
-  clientSignal: AbortSignal,
-): Promise<ChatResponse | null> {
-  const timeoutMs = ctx.config.upstreamTimeoutMs;
-  let lastError = 'no upstream tried';
-  for (const upstream of ctx.registry.upstreamOrder(model)) {
-    try {
-      const adapter = ctx.adapters.chat(upstream.protocol);
-      if (!adapter) throw new ServiceError('upstream_error', `No chat adapter for protocol '${upstream.protocol}'.`);
-      return await adapter(upstream, { ...requestFor(upstream), signal: clientSignal, timeoutMs });
-    } catch (e) {
-      if (clientSignal.aborted) return null;
-      if (isServiceError(e)) throw e;
-      if (isTimeout(e)) throw upstreamTimeout(timeoutMs / 1000);
-      if (!isConnectFailure(e)) throw upstreamUnavailable((e as Error).message);
-      ctx.health.record(upstream, { ok: false, error: `connection failed: ${(e as Error).message}` });
-      lastError = (e as Error).message;
-    }
-  }
-  throw upstreamUnavailable(lastError);
 }
 
 async function* relayStream(
@@ -134,7 +114,7 @@ async function* relayStream(
   res: ChatResponse,
   clientWantsUsage: boolean,
   promptBytes: number,
-  abort: AbortController,
+  clientGone: AbortSignal,
 ): AsyncGenerator<string> {
   const splitter = new SseSplitter();
   let usage: Usage | undefined;
@@ -156,7 +136,7 @@ async function* relayStream(
     const rest = splitter.rest();
     if (rest.trim()) yield rest;
   } catch (e) {
-    if (!abort.signal.aborted) {
+    if (!clientGone.aborted) {
       // The engine died or stalled mid-stream: end the client's stream with an error event
       // it can recognise, then [DONE], instead of cutting the connection.
       const message = isTimeout(e) ? 'The model upstream stopped sending within the deadline.' : 'The model upstream closed the stream unexpectedly.';
@@ -165,7 +145,6 @@ async function* relayStream(
       yield 'data: [DONE]\n\n';
     }
   } finally {
-    abort.abort();
     // Billed once, for what was delivered: the engine's own count when it reported one,
     // otherwise one token per content chunk relayed (not role-only or finish chunks) and an
     // estimate of the prompt.
