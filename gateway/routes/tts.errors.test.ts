@@ -451,10 +451,15 @@ describe('OpenAI-compatible speech upstream', () => {
     await billingOf(h, id);
   });
 
-  it('the same upstream failure on batch /tts/bytes is a 502 upstream_error, not a 500', async () => {
-    // (It is debited all the same: the debit happens at the first audio, before the failure.)
-    const res = await post(h, '/tts/bytes', ttsBody({ model_id: 'dying-tts', voice: { mode: 'id', id: dying.voiceId } }));
+  it('the same upstream failure on batch /tts/bytes is a 502 upstream_error, not a 500, and costs nothing', async () => {
+    // A whole file is debited only once all its audio is made.
+    const before = await h.balanceMicros();
+    const id = requestId('die-batch');
+    const res = await post(h, '/tts/bytes', ttsBody({ model_id: 'dying-tts', voice: { mode: 'id', id: dying.voiceId } }), { requestId: id });
     await expectError(res, E(502, 'upstream_error', null, 'api_error'));
+    expect(res.headers.get('x-svc-request-cost-usd')).toBeNull();
+    expect(await h.balanceMicros()).toBe(before);
+    expect(await h.testDb.db.prisma.ledgerEntry.count({ where: { requestId: id } })).toBe(0);
   });
 
   it('an upstream that stalls mid-stream past the deadline: an error event with 504 upstream_timeout on /tts/sse, a 504 on batch', async () => {

@@ -7,7 +7,7 @@ import { contentTypeFor, convertAll, createAudioConverter } from '../audio/conve
 import { setSpendHeaders } from '../core/gateway-core.js';
 import type { GatewayContext } from '../context.js';
 import { ERROR_TABLE } from '../errors.js';
-import { allChunks, startSynthesis, type StartedSynthesis } from '../tts/synthesize.js';
+import { allChunks, chargeSynthesis, startSynthesis, type Charge, type StartedSynthesis } from '../tts/synthesize.js';
 import { parseTtsRequest, type TtsRequest } from '../tts/tts-request.js';
 import type { OutputFormat } from '../audio/output-format.js';
 import { toFloat32, type PcmSamples } from '../audio/pcm.js';
@@ -17,7 +17,8 @@ export function registerTtsRoutes(app: FastifyInstance, ctx: GatewayContext): vo
   app.post('/tts/sse', { config: { metered: true } }, async (request, reply) => {
     const tts = parseTtsRequest(request.body, 'sse');
     const s = await startSynthesis(ctx, request, reply, tts, 'tts.sse');
-    setSpendHeaders(reply, s.costMicros, s.remainingMicros);
+    const charge = await chargeSynthesis(ctx, request, s, tts, 'tts.sse');
+    setSpendHeaders(reply, charge.costMicros, charge.remainingMicros);
     reply.code(200).headers({ 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', 'x-accel-buffering': 'no' });
     return reply.send(Readable.from(sseEvents(s, tts, request.id)));
   });
@@ -25,31 +26,37 @@ export function registerTtsRoutes(app: FastifyInstance, ctx: GatewayContext): vo
   app.post('/tts/bytes', { config: { metered: true } }, async (request, reply) => {
     const tts = parseTtsRequest(request.body, 'bytes');
     const s = await startSynthesis(ctx, request, reply, tts, 'tts.bytes');
-    return sendAudio(reply, s, tts.output, tts.volume, tts.stream);
+    return sendAudio(reply, s, tts, () => chargeSynthesis(ctx, request, s, tts, 'tts.bytes'));
   });
 
   app.post('/v1/audio/speech', { config: { metered: true } }, async (request, reply) => {
     const { tts, sse } = parseOpenAiSpeechRequest(request.body);
     const s = await startSynthesis(ctx, request, reply, tts, 'audio.speech');
+    const charge = () => chargeSynthesis(ctx, request, s, tts, 'audio.speech');
     if (sse) {
-      setSpendHeaders(reply, s.costMicros, s.remainingMicros);
+      const c = await charge();
+      setSpendHeaders(reply, c.costMicros, c.remainingMicros);
       reply.code(200).headers({ 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' });
       return reply.send(Readable.from(openAiSseEvents(s, tts)));
     }
-    return sendAudio(reply, s, tts.output, tts.volume, tts.stream);
+    return sendAudio(reply, s, tts, charge);
   });
 }
 
 /** Whole file (exact WAV sizes, MP3 at the asked bit rate), or progressive bytes when streaming. */
-async function sendAudio(reply: FastifyReply, s: StartedSynthesis, output: OutputFormat, volume: number, stream: boolean) {
-  setSpendHeaders(reply, s.costMicros, s.remainingMicros);
-  reply.code(200).header('content-type', contentTypeFor(output));
-  if (!stream) {
+async function sendAudio(reply: FastifyReply, s: StartedSynthesis, tts: TtsRequest, charge: () => Promise<Charge>) {
+  const { output, volume } = tts;
+  if (!tts.stream) {
     const parts: PcmSamples[] = [];
     for await (const chunk of allChunks(s)) parts.push(chunk);
-    return reply.send(convertAll(concatFloat(parts), s.sampleRate, output, volume));
+    const audio = convertAll(concatFloat(parts), s.sampleRate, output, volume);
+    const c = await charge();
+    setSpendHeaders(reply, c.costMicros, c.remainingMicros);
+    return reply.code(200).header('content-type', contentTypeFor(output)).send(audio);
   }
-  return reply.send(Readable.from(progressiveBytes(s, output, volume)));
+  const c = await charge();
+  setSpendHeaders(reply, c.costMicros, c.remainingMicros);
+  return reply.code(200).header('content-type', contentTypeFor(output)).send(Readable.from(progressiveBytes(s, output, volume)));
 }
 
 async function* progressiveBytes(s: StartedSynthesis, output: OutputFormat, volume: number): AsyncGenerator<Buffer> {

@@ -1,6 +1,6 @@
 // The TTS pipeline shared by /tts/sse, /tts/bytes and /v1/audio/speech: resolve model,
 // voice profile and dictionary; expand the transcript; run the engine (trying the next
-// upstream when one cannot be reached); wait for its first audio; debit; then relay.
+// upstream when one cannot be reached); wait for its first audio; debit; relay.
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { applyPronunciation } from '../../server/services/dicts/apply-pronunciation.js';
 import { getDictEntries } from '../../server/services/dicts/get-dict-entries.js';
@@ -21,9 +21,6 @@ export interface StartedSynthesis {
   /** The first chunk already pulled (so engine failures before any audio are HTTP errors). */
   first: PcmSamples;
   rest: AsyncIterator<PcmSamples>;
-  costMicros: bigint;
-  /** Balance after the debit. */
-  remainingMicros: bigint;
   /** Aborted if the client went away. */
   clientGone: AbortSignal;
   /** The client's abort and the upstream deadline together. */
@@ -44,6 +41,25 @@ function withParam(e: unknown, param: string): unknown {
 
 /** Billed characters: Unicode code points of the submitted transcript, before expansion. */
 export const billedCharacters = (transcript: string) => [...transcript].length;
+
+export interface Charge {
+  costMicros: bigint;
+  /** Balance after the debit. */
+  remainingMicros: bigint;
+}
+
+/**
+ * Debits a synthesis: per character of the submitted transcript. Streams are debited when
+ * the first audio is ready, before any is relayed (the engine has shown it works, and the
+ * spend headers can carry the exact balance after this request); whole files once all the
+ * audio is made, so an engine failing half-way costs nothing.
+ */
+export async function chargeSynthesis(ctx: GatewayContext, request: FastifyRequest, s: StartedSynthesis, tts: TtsRequest, route: string): Promise<Charge> {
+  const characters = billedCharacters(tts.transcript);
+  const costMicros = perUnitCostMicros(s.model.prices.picoPerChar, characters);
+  const remainingMicros = await ctx.core.charge(request.auth, request.id, costMicros, { modelId: s.model.id, modality: 'tts', route, characters });
+  return { costMicros, remainingMicros };
+}
 
 export async function startSynthesis(ctx: GatewayContext, request: FastifyRequest, reply: FastifyReply, tts: TtsRequest, route: string): Promise<StartedSynthesis> {
   const fields = FIELDS[route] ?? NATIVE_FIELDS;
@@ -77,12 +93,7 @@ export async function startSynthesis(ctx: GatewayContext, request: FastifyReques
   });
   if (first.done) throw new ServiceError('upstream_error', 'The speech engine produced no audio for this transcript.');
 
-  // Debit now, before relaying any audio: the cost is known (per character), the engine has
-  // shown it works, and the spend headers can carry the exact balance after this request.
-  const characters = billedCharacters(tts.transcript);
-  const costMicros = perUnitCostMicros(model.prices.picoPerChar, characters);
-  const remainingMicros = await ctx.core.charge(request.auth, request.id, costMicros, { modelId: model.id, modality: 'tts', route, characters });
-  return { model, sampleRate: stream.sampleRate, first: first.value, rest: iterator, costMicros, remainingMicros, clientGone, signal: call.signal, timeoutMs: call.timeoutMs };
+  return { model, sampleRate: stream.sampleRate, first: first.value, rest: iterator, clientGone, signal: call.signal, timeoutMs: call.timeoutMs };
 }
 
 /**

@@ -33,3 +33,13 @@ describe('applyPronunciation', () => {
     expect(applyPronunciation(transcript, [e('x', { alias: 'y'.repeat(6) })], null).length).toBe(2500 * 7);
   });
 });
+
+describe('applyPronunciation limit counts code points', () => {
+  it('accepts an expansion of exactly 20,000 code points made of astral characters', () => {
+    const transcript = 'x '.repeat(2500);
+    // each "x" -> 7 emoji (14 UTF-16 units): 2500 * (7 + 1) = 20,000 code points
+    const out = applyPronunciation(transcript, [{ grapheme: 'x', alias: '😀'.repeat(7), phoneme: null, caseSensitive: false }], null);
+    expect([...out].length).toBe(20_000);
+    expect(out.length).toBeGreaterThan(20_000);
+  });
+});
