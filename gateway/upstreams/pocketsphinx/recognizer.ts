@@ -1,0 +1,180 @@
+// Local speech-to-text: pocketsphinx (Debian's libpocketsphinx3 + pocketsphinx-en-us) through
+// koffi, in a small pool of worker threads so decoding never runs on the gateway's event loop.
+//
+// Pool: SVC_STT_WORKERS threads (default: cores - 1, at least 1), started on first use. Each holds
+// many decoders, one per session (~100 MB each: this pocketsphinx cannot share a loaded model
+// between decoders); a new session goes to the thread with the fewest sessions. A thread handles
+// its sessions' requests in arrival order, chunk by chunk, so they share its core fairly.
+import { availableParallelism } from 'node:os';
+import { Worker } from 'node:worker_threads';
+import type { OpenResult, WorkerReply, WorkerRequest, WorkerStats } from './worker.ts';
+import { normalizeWords } from './words.ts';
+
+export interface RecognizerOptions {
+  /** 8000 is upsampled to 16000 in the worker: pocketsphinx's en-us model is 16 kHz only. */
+  sampleRate: 16000 | 8000;
+  /**
+   * Terms to favour: words missing from the dictionary are added with an espeak-ng
+   * pronunciation (and as language-model unigrams); at finalize, the N-best hypothesis with the
+   * keyterms wins over a slightly better-scoring one without. Partials are not biased.
+   */
+  keyterms?: string[];
+  /** Exact sentences, for tests: the recognizer then only ever hears one of them. */
+  grammar?: string[];
+}
+export interface Word {
+  word: string;
+  start: number;
+  end: number;
+} // seconds from the start of the audio
+export interface Hypothesis {
+  text: string;
+  words: Word[];
+}
+export interface Recognizer {
+  /** Feed 16-bit mono PCM at options.sampleRate. Resolves with the current partial hypothesis after processing. */
+  push(samples: Int16Array): Promise<Hypothesis>;
+  /** End of utterance: the final hypothesis with word times; the recognizer can take more audio after (a new utterance whose times continue from the audio already consumed). */
+  finalize(): Promise<Hypothesis>;
+  close(): void; // frees the decoder in the worker; idempotent; must be called when the client disconnects
+}
+
+const POOL_SIZE = Math.max(1, Number(process.env.SVC_STT_WORKERS ?? availableParallelism() - 1) || 1);
+const MAX_KEYTERMS = 100;
+const MAX_KEYTERM_WORDS = 8;
+/** transcribeAll feeds the worker this much audio per request, so other sessions interleave. */
+const BATCH_CHUNK_SECONDS = 1;
+
+type RequestBody = WorkerRequest extends infer R ? (R extends { rid: number } ? Omit<R, 'rid'> : never) : never;
+
+class PoolWorker {
+  readonly worker: Worker;
+  sessions = 0;
+  private nextRid = 1;
+  private readonly pending = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
+  /** Set once the thread is gone: every request then fails with it. */
+  dead: Error | null = null;
+
+  constructor(onExit: (w: PoolWorker) => void) {
+    // No execArgv: the entry registers tsx itself, whatever the parent runs under.
+    this.worker = new Worker(new URL('./worker-entry.mjs', import.meta.url), { execArgv: [], name: 'pocketsphinx' });
+    this.worker.unref();
+    this.worker.on('message', (reply: WorkerReply) => {
+      const p = this.pending.get(reply.rid);
+      if (!p) return;
+      this.pending.delete(reply.rid);
+      if (this.pending.size === 0) this.worker.unref();
+      if (reply.ok) p.resolve(reply.value);
+      else p.reject(new Error(reply.error));
+    });
+    const fail = (err: Error) => {
+      if (this.dead) return;
+      this.dead = err;
+      for (const p of this.pending.values()) p.reject(err);
+      this.pending.clear();
+      onExit(this);
+    };
+    this.worker.on('error', (err) => fail(new Error(`speech recognizer worker failed: ${err.message}`)));
+    this.worker.on('exit', (code) => fail(new Error(`speech recognizer worker stopped (exit code ${code})`)));
+  }
+
+  request<T>(body: RequestBody, transfer: ArrayBuffer[] = []): Promise<T> {
+    if (this.dead) return Promise.reject(this.dead);
+    const rid = this.nextRid++;
+    return new Promise<T>((resolve, reject) => {
+      this.pending.set(rid, { resolve: resolve as (v: unknown) => void, reject });
+      // A request in flight keeps the process alive; an idle pool does not.
+      if (this.pending.size === 1) this.worker.ref();
+      this.worker.postMessage({ ...body, rid }, transfer);
+    });
+  }
+}
+
+let pool: PoolWorker[] = [];
+let nextSid = 1;
+
+function pickWorker(): PoolWorker {
+  const live = pool.filter((w) => !w.dead);
+  const least = live.reduce<PoolWorker | null>((a, w) => (a && a.sessions <= w.sessions ? a : w), null);
+  if (least && (least.sessions === 0 || live.length >= POOL_SIZE)) return least;
+  const w = new PoolWorker((gone) => {
+    pool = pool.filter((x) => x !== gone);
+  });
+  pool.push(w);
+  return w;
+}
+
+class PocketsphinxRecognizer implements Recognizer {
+  private closed = false;
+
+  constructor(
+    private readonly w: PoolWorker,
+    private readonly sid: number,
+  ) {}
+
+  push(samples: Int16Array): Promise<Hypothesis> {
+    if (!(samples instanceof Int16Array)) return Promise.reject(new TypeError('push takes an Int16Array of 16-bit PCM samples'));
+    if (this.closed) return Promise.reject(new Error('recognizer is closed'));
+    // A copy of just these samples (a view would clone its whole buffer), handed over, not cloned.
+    const copy = samples.slice();
+    return this.w.request<Hypothesis>({ op: 'push', sid: this.sid, samples: copy }, [copy.buffer]);
+  }
+
+  finalize(): Promise<Hypothesis> {
+    if (this.closed) return Promise.reject(new Error('recognizer is closed'));
+    return this.w.request<Hypothesis>({ op: 'finalize', sid: this.sid });
+  }
+
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.w.sessions--;
+    // Queued behind this session's requests in flight, which still complete.
+    this.w.request({ op: 'close', sid: this.sid }).catch(() => {});
+  }
+}
+
+export async function createRecognizer(options: RecognizerOptions): Promise<Recognizer> {
+  if (options.sampleRate !== 16000 && options.sampleRate !== 8000) {
+    throw new TypeError(`sampleRate must be 16000 or 8000 (got ${String(options.sampleRate)})`);
+  }
+  const keyterms = (options.keyterms ?? [])
+    .slice(0, MAX_KEYTERMS)
+    .map((t) => normalizeWords(String(t)).slice(0, MAX_KEYTERM_WORDS))
+    .filter((t) => t.length > 0);
+  const grammar = options.grammar?.map((s) => normalizeWords(String(s))).filter((s) => s.length > 0);
+  if (options.grammar && !grammar?.length) throw new TypeError('grammar has no words');
+  const w = pickWorker();
+  const sid = nextSid++;
+  w.sessions++;
+  try {
+    await w.request<OpenResult>({ op: 'open', sid, sampleRate: options.sampleRate, grammar, keyterms });
+  } catch (err) {
+    w.sessions--;
+    throw err;
+  }
+  return new PocketsphinxRecognizer(w, sid);
+}
+
+export async function transcribeAll(samples: Int16Array, options: RecognizerOptions): Promise<Hypothesis> {
+  const r = await createRecognizer(options);
+  try {
+    const chunk = options.sampleRate * BATCH_CHUNK_SECONDS;
+    for (let i = 0; i < samples.length; i += chunk) await r.push(samples.subarray(i, i + chunk));
+    return await r.finalize();
+  } finally {
+    r.close();
+  }
+}
+
+/** Terminates the worker threads (graceful shutdown, tests); open recognizers then fail. */
+export async function shutdownRecognizers(): Promise<void> {
+  const workers = pool;
+  pool = [];
+  await Promise.all(workers.map((w) => w.worker.terminate()));
+}
+
+/** Per worker thread: sessions, live decoders and memory (tests, diagnostics). */
+export async function recognizerStats(): Promise<WorkerStats[]> {
+  return Promise.all(pool.filter((w) => !w.dead).map((w) => w.request<WorkerStats>({ op: 'stats' })));
+}
