@@ -1,7 +1,7 @@
 // Builds the public HTTP edge: request ids, logging without secrets, the admission hook of
 // the gateway core, the routes, and the single error handler.
 import Fastify, { type FastifyInstance } from 'fastify';
-import { randomBytes } from 'node:crypto';
+import { newId } from '../server/db/ids.js';
 import { ServiceError } from '../server/services/errors.js';
 import { presentedKey, type RequestAuth } from './core/gateway-core.js';
 import type { GatewayContext } from './context.js';
@@ -59,7 +59,7 @@ export async function buildGateway(ctx: GatewayContext, options: { logger?: bool
     requestIdHeader: false,
     genReqId: (req) => {
       const incoming = req.headers['x-request-id'];
-      return typeof incoming === 'string' && REQUEST_ID.test(incoming) ? incoming : `req_${randomBytes(12).toString('hex')}`;
+      return typeof incoming === 'string' && REQUEST_ID.test(incoming) ? incoming : newId('req');
     },
     // Upstream deadline is 300 s; the socket must outlive it so the 504 can be sent.
     connectionTimeout: 0,

@@ -63,10 +63,7 @@ export function createSqliteHotStore(path: string): HotStore {
     }
   };
 
-  // BEGIN IMMEDIATE takes the write lock up front, so concurrent writers in other
-  // processes wait (busy timeout) instead of failing on a read-to-write upgrade.
-  const apply = db.transaction((c: LedgerChange): bigint | null => {
-    const now = ts(new Date());
+  const applyOne = (c: LedgerChange, now: string): bigint | null => {
     const row = updateBalance.get(c.amountMicros, now, c.orgId);
     if (!row) return null;
     insertLedger.run(newId('led'), c.orgId, c.kind, c.amountMicros, row.b, c.description, c.apiKeyId ?? null, c.requestId ?? null, now);
@@ -76,7 +73,35 @@ export function createSqliteHotStore(path: string): HotStore {
         u.inputTokens ?? 0, u.outputTokens ?? 0, u.characters ?? 0, u.audioMillis ?? 0, -c.amountMicros, now);
     }
     return row.b;
+  };
+  // BEGIN IMMEDIATE takes the write lock up front, so concurrent writers in other
+  // processes wait (busy timeout) instead of failing on a read-to-write upgrade.
+  const applyBatch = db.transaction((changes: LedgerChange[]): (bigint | null)[] => {
+    const now = ts(new Date());
+    return changes.map((c) => applyOne(c, now));
   });
+
+  // Group commit: the ledger changes requested during one turn of the event loop are written
+  // in one transaction (each with its own exact balance-after, in order). Under load this
+  // turns N commits into one; alone, a change waits only for the current turn to end.
+  let pending: { change: LedgerChange; resolve: (b: bigint | null) => void; reject: (e: unknown) => void }[] = [];
+  const flush = () => {
+    const batch = pending;
+    pending = [];
+    let results: (bigint | null)[];
+    try {
+      dropCacheIfChanged();
+      results = applyBatch.immediate(batch.map((p) => p.change));
+    } catch (e) {
+      for (const p of batch) p.reject(e);
+      return;
+    }
+    batch.forEach((p, i) => {
+      const balance = results[i]!;
+      if (balance !== null && balances.has(p.change.orgId)) balances.set(p.change.orgId, balance);
+      p.resolve(balance);
+    });
+  };
   const touchAll = db.transaction((entries: [string, Date][]) => {
     for (const [id, at] of entries) touch.run(ts(at), id);
   });
@@ -97,11 +122,10 @@ export function createSqliteHotStore(path: string): HotStore {
     async getBalance(orgId) {
       return balance.get(orgId)?.b ?? null;
     },
-    async applyLedgerChange(change) {
-      dropCacheIfChanged();
-      const balance = apply.immediate(change);
-      if (balance !== null && balances.has(change.orgId)) balances.set(change.orgId, balance);
-      return balance;
+    applyLedgerChange(change) {
+      return new Promise((resolve, reject) => {
+        if (pending.push({ change, resolve, reject }) === 1) setImmediate(flush);
+      });
     },
     async touchKeys(lastUsed) {
       if (lastUsed.size > 0) touchAll.immediate([...lastUsed]);
