@@ -18,6 +18,7 @@ import { HealthChecker } from './registry/health-checker.js';
 import { ModelRegistry } from './registry/model-registry.js';
 import { createUpstreamAdapters } from './upstreams/registry.js';
 import { unloadAll as unloadLocalModels } from './upstreams/llama-cpp/llama-engine.js';
+import { shutdownRecognizers } from './upstreams/pocketsphinx/recognizer.js';
 
 export interface GatewayRuntime {
   app: FastifyInstance;
@@ -64,6 +65,7 @@ export async function createGatewayRuntime(config: Config, options: { logger?: b
       redis?.disconnect();
       await db.close();
       await unloadLocalModels();
+      await shutdownRecognizers();
     },
   };
 }

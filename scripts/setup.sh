@@ -8,7 +8,7 @@ source scripts/lib/node-env.sh
 source scripts/lib/apt.sh
 
 # The local speech engines (Debian main): flite and espeak-ng speak, pocketsphinx listens.
-apt_install flite espeak-ng
+apt_install flite espeak-ng pocketsphinx pocketsphinx-en-us libpocketsphinx3
 
 if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
   echo "==> npm ci"

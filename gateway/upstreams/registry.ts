@@ -13,6 +13,7 @@ import { checkLocalEngine } from './local-tts/health.js';
 import type { SpeechAdapter } from './speech-types.js';
 import type { TranscriptionAdapter } from './transcription-types.js';
 import { openAiTranscriptionAdapter } from './openai/transcription.js';
+import { checkPocketsphinx, pocketsphinxAdapter } from './local-stt/pocketsphinx.js';
 
 export interface UpstreamAdapters {
   healthCheck(protocol: string): HealthCheck | undefined;
@@ -27,6 +28,7 @@ export function createUpstreamAdapters(options: { dataDir: string }): UpstreamAd
     'llama-cpp': createLlamaCppHealthCheck(options.dataDir),
     flite: checkLocalEngine('flite', ['-lv']),
     'espeak-ng': checkLocalEngine('espeak-ng', ['--version']),
+    pocketsphinx: checkPocketsphinx,
   };
   const chat: Record<string, ChatAdapter> = {
     openai: openAiChat,
@@ -39,6 +41,7 @@ export function createUpstreamAdapters(options: { dataDir: string }): UpstreamAd
   };
   const transcription: Record<string, TranscriptionAdapter> = {
     openai: openAiTranscriptionAdapter,
+    pocketsphinx: pocketsphinxAdapter,
   };
   return {
     healthCheck: (protocol) => health[protocol],
