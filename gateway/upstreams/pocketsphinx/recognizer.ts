@@ -42,8 +42,8 @@ export interface Recognizer {
 const POOL_SIZE = Math.max(1, Number(process.env.SVC_STT_WORKERS ?? availableParallelism() - 1) || 1);
 const MAX_KEYTERMS = 100;
 const MAX_KEYTERM_WORDS = 8;
-/** transcribeAll feeds the worker this much audio per request, so other sessions interleave. */
-const BATCH_CHUNK_SECONDS = 1;
+/** Audio per worker request: a longer push is split, so other sessions interleave. */
+const MAX_PUSH_SECONDS = 1;
 
 type RequestBody = WorkerRequest extends infer R ? (R extends { rid: number } ? Omit<R, 'rid'> : never) : never;
 
@@ -106,30 +106,50 @@ function pickWorker(): PoolWorker {
 
 class PocketsphinxRecognizer implements Recognizer {
   private closed = false;
+  /** This session's requests, one after another (a long push goes to the worker in pieces). */
+  private tail: Promise<unknown> = Promise.resolve();
 
   constructor(
     private readonly w: PoolWorker,
     private readonly sid: number,
+    private readonly sampleRate: number,
   ) {}
+
+  private enqueue<T>(run: () => Promise<T>): Promise<T> {
+    const result = this.tail.then(run, run);
+    this.tail = result.catch(() => {});
+    return result;
+  }
 
   push(samples: Int16Array): Promise<Hypothesis> {
     if (!(samples instanceof Int16Array)) return Promise.reject(new TypeError('push takes an Int16Array of 16-bit PCM samples'));
     if (this.closed) return Promise.reject(new Error('recognizer is closed'));
-    // A copy of just these samples (a view would clone its whole buffer), handed over, not cloned.
+    // A copy now: the caller may reuse its buffer as soon as push returns.
     const copy = samples.slice();
-    return this.w.request<Hypothesis>({ op: 'push', sid: this.sid, samples: copy }, [copy.buffer]);
+    return this.enqueue(async () => {
+      // At most a second per request, so that other sessions on the worker get their turn.
+      const piece = this.sampleRate * MAX_PUSH_SECONDS;
+      let hyp: Hypothesis | null = null;
+      for (let i = 0; i < copy.length || hyp === null; i += piece) {
+        // Its own buffer, handed over rather than cloned.
+        const part = copy.length <= piece ? copy : copy.slice(i, i + piece);
+        hyp = await this.w.request<Hypothesis>({ op: 'push', sid: this.sid, samples: part }, [part.buffer as ArrayBuffer]);
+      }
+      return hyp;
+    });
   }
 
   finalize(): Promise<Hypothesis> {
     if (this.closed) return Promise.reject(new Error('recognizer is closed'));
-    return this.w.request<Hypothesis>({ op: 'finalize', sid: this.sid });
+    return this.enqueue(() => this.w.request<Hypothesis>({ op: 'finalize', sid: this.sid }));
   }
 
   close(): void {
     if (this.closed) return;
     this.closed = true;
     this.w.sessions--;
-    // Queued behind this session's requests in flight, which still complete.
+    // Posted now: requests already posted still complete; pieces of a long push not yet posted
+    // then fail with "recognizer is closed".
     this.w.request({ op: 'close', sid: this.sid }).catch(() => {});
   }
 }
@@ -153,14 +173,13 @@ export async function createRecognizer(options: RecognizerOptions): Promise<Reco
     w.sessions--;
     throw err;
   }
-  return new PocketsphinxRecognizer(w, sid);
+  return new PocketsphinxRecognizer(w, sid, options.sampleRate);
 }
 
 export async function transcribeAll(samples: Int16Array, options: RecognizerOptions): Promise<Hypothesis> {
   const r = await createRecognizer(options);
   try {
-    const chunk = options.sampleRate * BATCH_CHUNK_SECONDS;
-    for (let i = 0; i < samples.length; i += chunk) await r.push(samples.subarray(i, i + chunk));
+    await r.push(samples);
     return await r.finalize();
   } finally {
     r.close();
