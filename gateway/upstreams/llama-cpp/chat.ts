@@ -4,7 +4,7 @@
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { isAbsolute, join } from 'node:path';
-import { LlamaChat, type ChatHistoryItem } from 'node-llama-cpp';
+import type { ChatHistoryItem } from 'node-llama-cpp';
 import { ServiceError } from '../../../server/services/errors.js';
 import type { JsonObject } from '../../json-body.js';
 import type { UpstreamEntry } from '../../registry/model-registry.js';
@@ -114,6 +114,7 @@ export function createLlamaCppChat(dataDir: string): ChatAdapter {
         // A clean sequence per request: the prompt is evaluated (and billed) in full.
         await lease.sequence.clearHistory();
         const meterBefore = lease.sequence.tokenMeter.getState();
+        const { LlamaChat } = await import('node-llama-cpp');
         const chat = new LlamaChat({ contextSequence: lease.sequence, chatWrapper: lease.chatWrapper, autoDisposeSequence: false });
         if (local.stream) sse(chunk({ role: 'assistant', content: '' }, null));
         const result = await chat.generateResponse(local.history, {

@@ -3,7 +3,11 @@
 // One loaded model per GGUF file, one context with a few sequences; requests wait for a free
 // sequence rather than oversubscribing the (small) machine.
 import { availableParallelism } from 'node:os';
-import { getLlama, resolveChatWrapper, type ChatWrapper, type Llama, type LlamaContext, type LlamaContextSequence, type LlamaModel } from 'node-llama-cpp';
+import type { ChatWrapper, Llama, LlamaContext, LlamaContextSequence, LlamaModel } from 'node-llama-cpp';
+
+// node-llama-cpp (~45 MB, ~0.6 s to import) is loaded on first use, so gateways that serve no
+// local LLM never pay for it.
+const engine = () => import('node-llama-cpp');
 
 const SEQUENCES = Number(process.env.SVC_LLAMA_SEQUENCES ?? 4);
 // llama.cpp threads contend badly with other load on a small machine: leave a core free.
@@ -30,7 +34,7 @@ let llamaPromise: Promise<Llama> | null = null;
 const models = new Map<string, Promise<LoadedModel>>();
 
 function llama(): Promise<Llama> {
-  llamaPromise ??= getLlama({ gpu: false, build: 'never', maxThreads: THREADS, logLevel: 'error' as never });
+  llamaPromise ??= engine().then(({ getLlama, LlamaLogLevel }) => getLlama({ gpu: false, build: 'never', maxThreads: THREADS, logLevel: LlamaLogLevel.error }));
   return llamaPromise;
 }
 
@@ -42,7 +46,7 @@ export function loadModel(path: string): Promise<LoadedModel> {
       const model = await l.loadModel({ modelPath: path });
       const context = await model.createContext({ sequences: SEQUENCES, contextSize: { max: CONTEXT_SIZE }, threads: THREADS });
       const free = Array.from({ length: SEQUENCES }, () => context.getSequence());
-      const chatWrapper = resolveChatWrapper(model);
+      const chatWrapper = (await engine()).resolveChatWrapper(model);
       return { model, chatWrapper, context, free, waiters: [] };
     })();
     // A failed load is not cached: the operator may put the file in place later.
