@@ -71,7 +71,7 @@ export async function registerSttWebSocketRoutes(app: FastifyInstance, ctx: Gate
       const plan = request.sttPlan!;
       let recognizer;
       try {
-        recognizer = await plan.adapter.open(plan.upstream, { keyterms: plan.keyterms, language: plan.language });
+        recognizer = await plan.adapter.open(plan.upstream, { keyterms: plan.keyterms, language: plan.language, sampleRate: plan.sampleRate });
       } catch (err) {
         request.log.warn({ err }, 'could not open a recognizer');
         socket.send(JSON.stringify({ type: 'error', code: 'model_offline', message: 'The speech recognizer could not be started; retry later.' }));
@@ -85,7 +85,7 @@ export async function registerSttWebSocketRoutes(app: FastifyInstance, ctx: Gate
         sampleRate: plan.sampleRate,
         encoding: plan.encoding,
         turnDetection: plan.turnDetection,
-        engineSampleRate: plan.adapter.sampleRate,
+        engineSampleRate: plan.adapter.engineRate(plan.sampleRate),
         auth: request.auth,
         core: ctx.core,
         recognizer,

@@ -35,8 +35,8 @@ export interface TranscriptionAdapter {
   transcribe(upstream: UpstreamEntry, request: TranscriptionRequest): Promise<Transcript>;
   /** Streaming sessions, for engines that offer them; absent means batch-only. */
   stream?: {
-    /** The sample rate the engine wants pushed. */
-    sampleRate: number;
-    open(upstream: UpstreamEntry, options: { keyterms: string[]; language: string | undefined }): Promise<StreamingRecognizer>;
+    /** The sample rate the engine wants pushed, for audio arriving at `inputRate`. */
+    engineRate(inputRate: number): number;
+    open(upstream: UpstreamEntry, options: { keyterms: string[]; language: string | undefined; sampleRate: number }): Promise<StreamingRecognizer>;
   };
 }
