@@ -2,6 +2,7 @@ import Database from 'better-sqlite3';
 import { sqlTimestamp } from './dialect.js';
 import type { HotStore, KeyAuthRecord, LedgerChange } from './hot-store.js';
 import { newId } from './ids.js';
+import { startCheckpointer } from './sqlite-checkpointer.js';
 
 interface KeyRow {
   keyId: string;
@@ -22,6 +23,9 @@ export function openSqlite(path: string): Database.Database {
 
 export function createSqliteHotStore(path: string): HotStore {
   const db = openSqlite(path);
+  // Checkpoints run in a worker (sqlite-checkpointer.ts), not inside our commits.
+  db.pragma('wal_autocheckpoint = 0');
+  const checkpointer = startCheckpointer(path);
   const ts = (d: Date) => sqlTimestamp('sqlite', d);
 
   const findKey = db.prepare<[string], KeyRow>(
@@ -134,6 +138,7 @@ export function createSqliteHotStore(path: string): HotStore {
       db.prepare('SELECT 1').get();
     },
     async close() {
+      await checkpointer.close();
       db.close();
     },
   };

@@ -1,0 +1,37 @@
+// WAL checkpoints off the event loop. A checkpoint copies committed pages into the database
+// file and fsyncs it; done by SQLite's automatic checkpoint, that happens inside whichever
+// commit crosses the threshold, blocking the gateway's event loop for milliseconds. Here a
+// worker thread with its own connection checkpoints (PASSIVE: never blocks writers) twice a
+// second, and the hot connection turns automatic checkpoints off.
+import { createRequire } from 'node:module';
+import { Worker } from 'node:worker_threads';
+
+const require = createRequire(import.meta.url);
+
+const WORKER_SOURCE = `
+const { workerData, parentPort } = require('node:worker_threads');
+const Database = require(workerData.betterSqlite3);
+const db = new Database(workerData.path, { timeout: 5000 });
+const checkpoint = db.prepare('PRAGMA wal_checkpoint(PASSIVE)');
+const timer = setInterval(() => { try { checkpoint.run(); } catch {} }, workerData.intervalMs);
+parentPort.on('message', () => { clearInterval(timer); try { checkpoint.run(); } catch {} db.close(); process.exit(0); });
+`;
+
+export interface Checkpointer {
+  close(): Promise<void>;
+}
+
+export function startCheckpointer(path: string, intervalMs = 500): Checkpointer {
+  const worker = new Worker(WORKER_SOURCE, {
+    eval: true,
+    workerData: { path, intervalMs, betterSqlite3: require.resolve('better-sqlite3') },
+  });
+  worker.unref();
+  return {
+    close: () =>
+      new Promise<void>((resolve) => {
+        worker.once('exit', () => resolve());
+        worker.postMessage('stop');
+      }),
+  };
+}
