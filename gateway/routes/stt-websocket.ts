@@ -9,7 +9,8 @@ import { ServiceError } from '../../server/services/errors.js';
 import type { GatewayContext } from '../context.js';
 import type { ModelEntry, UpstreamEntry } from '../registry/model-registry.js';
 import { parseSampleRateParam } from '../stt/decode-upload.js';
-import { runSttSession } from '../stt/stt-session.js';
+import { BYTES_PER_SAMPLE } from '../audio/sample-encoding.js';
+import { MAX_BACKLOG_SECONDS, runSttSession, type EarlyMessage } from '../stt/stt-session.js';
 import type { TurnDetection } from '../stt/turn-detector.js';
 import type { TranscriptionAdapter } from '../upstreams/transcription-types.js';
 import { parseKeyterms } from './transcriptions.js';
@@ -69,16 +70,39 @@ export async function registerSttWebSocketRoutes(app: FastifyInstance, ctx: Gate
     },
     wsHandler: async (socket, request) => {
       const plan = request.sttPlan!;
+      // Clients send audio as soon as the upgrade completes, and ws drops messages nobody
+      // listens for: keep what arrives while the recognizer opens, for the session to replay.
+      const early: EarlyMessage[] = [];
+      let earlyBytes = 0;
+      const maxEarlyBytes = MAX_BACKLOG_SECONDS * plan.sampleRate * BYTES_PER_SAMPLE[plan.encoding];
+      const keep = (data: EarlyMessage['data'], isBinary: boolean) => {
+        if (earlyBytes > maxEarlyBytes) return;
+        early.push({ data, isBinary });
+        earlyBytes += Array.isArray(data) ? data.reduce((n, b) => n + b.length, 0) : data.byteLength;
+        if (earlyBytes > maxEarlyBytes) {
+          socket.send(JSON.stringify({ type: 'error', code: 'backlog', message: `More than ${MAX_BACKLOG_SECONDS} s of audio arrived before the recognizer was ready; send audio no faster than real time.` }));
+          socket.close(1013, 'backlog');
+        }
+      };
+      socket.on('message', keep);
       let recognizer;
       try {
         recognizer = await plan.adapter.open(plan.upstream, { keyterms: plan.keyterms, language: plan.language, sampleRate: plan.sampleRate });
       } catch (err) {
+        socket.off('message', keep);
         request.log.warn({ err }, 'could not open a recognizer');
         socket.send(JSON.stringify({ type: 'error', code: 'model_offline', message: 'The speech recognizer could not be started; retry later.' }));
         socket.close(1011, 'model_offline');
         return;
       }
+      socket.off('message', keep);
+      // Gone (or closed for backlog) while the recognizer opened: free it, start nothing.
+      if (socket.readyState !== socket.OPEN) {
+        recognizer.close();
+        return;
+      }
       runSttSession(socket, {
+        earlyMessages: early,
         sessionId: `stt_${randomBytes(10).toString('hex')}`,
         requestId: request.id,
         model: plan.model,

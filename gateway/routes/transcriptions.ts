@@ -18,24 +18,51 @@ export function parseKeyterms(value: string | undefined): string[] {
   return value.split(/[\n,]/).map((t) => t.trim()).filter(Boolean).slice(0, 100);
 }
 
+/** What @fastify/multipart and busboy throw, as the envelope's codes (never a 500). */
+function multipartError(err: unknown): unknown {
+  if (err instanceof ServiceError) return err;
+  const code = (err as { code?: unknown }).code;
+  switch (code) {
+    case 'FST_REQ_FILE_TOO_LARGE':
+      return new ServiceError('body_too_large', 'The file is larger than 25 MB.');
+    case 'FST_FILES_LIMIT':
+      return new ServiceError('invalid_request', "Send one file, in the multipart field 'file'.", 'file');
+    case 'FST_PARTS_LIMIT':
+    case 'FST_FIELDS_LIMIT':
+      return new ServiceError('invalid_request', 'Too many multipart fields: send file, model, language, keyterms and sample_rate.');
+  }
+  return new ServiceError('invalid_request', `The multipart/form-data body could not be read: ${err instanceof Error ? err.message : String(err)}`);
+}
+
 export async function registerTranscriptionRoutes(app: FastifyInstance, ctx: GatewayContext): Promise<void> {
   await app.register(multipart, { limits: { fileSize: TRANSCRIPTION_BODY_LIMIT, files: 1, fields: 20, fieldSize: 64 * 1024, parts: 30 } });
+  // Bodies of any other type reach the route, which says to send multipart (rather than the
+  // gateway-wide "send application/json"); they are drained, never kept.
+  app.addContentTypeParser('*', (_request, payload, done) => {
+    payload.on('error', done);
+    payload.on('end', () => done(null, undefined));
+    payload.resume();
+  });
 
   app.post('/v1/audio/transcriptions', { bodyLimit: TRANSCRIPTION_BODY_LIMIT + 1024 * 1024, config: { metered: true } }, async (request, reply) => {
     if (!request.isMultipart()) throw new ServiceError('unsupported_media_type', 'Send the audio as multipart/form-data with a file field.');
     const fields: Record<string, string> = {};
     let file: Buffer | undefined;
-    for await (const part of request.parts()) {
-      if (part.type === 'file') {
-        if (part.fieldname !== 'file') {
-          await part.toBuffer().catch(() => {});
-          throw new ServiceError('invalid_request', `Unexpected file field '${part.fieldname}'; the audio goes in 'file'.`, part.fieldname);
+    try {
+      for await (const part of request.parts()) {
+        if (part.type === 'file') {
+          if (part.fieldname !== 'file') {
+            await part.toBuffer().catch(() => {});
+            throw new ServiceError('invalid_request', `Unexpected file field '${part.fieldname}'; the audio goes in 'file'.`, part.fieldname);
+          }
+          file = await part.toBuffer();
+          if (part.file.truncated) throw new ServiceError('body_too_large', 'The file is larger than 25 MB.');
+        } else {
+          fields[part.fieldname] = String(part.value);
         }
-        file = await part.toBuffer();
-        if (part.file.truncated) throw new ServiceError('body_too_large', 'The file is larger than 25 MB.');
-      } else {
-        fields[part.fieldname] = String(part.value);
       }
+    } catch (err) {
+      throw multipartError(err);
     }
     if (!file) throw new ServiceError('invalid_request', "Missing the audio: send it in the multipart field 'file'.", 'file');
     const model = ctx.registry.resolve(fields.model, 'stt');

@@ -26,6 +26,10 @@ export function parseSampleRateParam(value: string | undefined, allowed: readonl
 
 function checkModelRate(rate: number, allowed: readonly number[] | null): void {
   if (rate < 8000 || rate > 48000) throw new ServiceError('invalid_sample_rate', `The audio's sample rate ${rate} Hz is outside 8000-48000 Hz.`, 'sample_rate');
+  // A WAV's own rate too: the spec's six rates only (an 11025 Hz file is not one of them).
+  if (!(SAMPLE_RATES as readonly number[]).includes(rate)) {
+    throw new ServiceError('invalid_sample_rate', `The audio's sample rate ${rate} Hz is not one of ${SAMPLE_RATES.join(', ')}.`, 'sample_rate');
+  }
   if (allowed && !allowed.includes(rate)) {
     throw new ServiceError('invalid_sample_rate', `This model accepts sample rates ${allowed.join(', ')}; the audio is ${rate} Hz.`, 'sample_rate');
   }

@@ -2,12 +2,13 @@
 // The protocol is documented in the README ("Streaming STT"). Audio is decoded from the
 // session's encoding, resampled to the engine's rate, fed to the recognizer in order, and
 // metered as it arrives; the turn detector ends utterances at pauses.
-import type { WebSocket } from 'ws';
+import type { RawData, WebSocket } from 'ws';
 import { decodeSamples } from '../audio/sample-encoding.js';
 import { floatToS16 } from '../audio/pcm.js';
 import { createResampler, type Resampler } from '../audio/resample.js';
 import type { Encoding } from '../audio/output-format.js';
-import { picoToMicrosCeil, formatUsd } from '../../server/services/credits/money.js';
+import { formatUsd } from '../../server/services/credits/money.js';
+import { perSecondCostMicros } from '../../server/services/credits/pricing.js';
 import type { RequestAuth, GatewayCore } from '../core/gateway-core.js';
 import type { ModelEntry } from '../registry/model-registry.js';
 import type { StreamingRecognizer, Transcript } from '../upstreams/transcription-types.js';
@@ -19,7 +20,13 @@ export const PING_INTERVAL_MS = 20_000;
 /** Audio is debited every time this much more has arrived (and at the end). */
 export const METER_EVERY_MS = 1_000;
 /** Audio waiting for the recognizer beyond this means the client sends faster than real time can be processed. */
-const MAX_BACKLOG_SECONDS = 30;
+export const MAX_BACKLOG_SECONDS = 30;
+
+/** A message the client sent before the session was running (while the recognizer opened). */
+export interface EarlyMessage {
+  data: RawData;
+  isBinary: boolean;
+}
 
 export interface SessionOptions {
   sessionId: string;
@@ -33,6 +40,8 @@ export interface SessionOptions {
   core: GatewayCore;
   recognizer: StreamingRecognizer;
   log: { warn(obj: unknown, msg: string): void };
+  /** Messages received before the session started, handled first, in order. */
+  earlyMessages?: EarlyMessage[];
 }
 
 export function runSttSession(socket: WebSocket, o: SessionOptions): void {
@@ -42,9 +51,14 @@ export function runSttSession(socket: WebSocket, o: SessionOptions): void {
   let carry: Buffer = Buffer.alloc(0);
   let queue: Promise<void> = Promise.resolve();
   let backlogSamples = 0;
-  let receivedMs = 0;
+  // Counted in samples (exact); milliseconds are derived from it.
+  let receivedSamples = 0;
+  const receivedMillis = () => Math.round((receivedSamples * 1000) / o.sampleRate);
+  const owedFor = (millis: number) => perSecondCostMicros(o.model.prices.picoPerSecond, millis);
   let billedMicros = 0n;
   let meteredMs = 0;
+  /** Audio already in a usage record (its sum over the records is the whole audio billed). */
+  let recordedMs = 0;
   let lastPartial = '';
   let closed = false;
   const started = Date.now();
@@ -58,20 +72,25 @@ export function runSttSession(socket: WebSocket, o: SessionOptions): void {
     if (closed) return;
     closed = true;
     if (error) send({ type: 'error', ...error });
-    send({ type: 'session.closed', reason, audio_seconds: receivedMs / 1000, cost_usd: formatUsd(billedMicros) });
+    // No audio counts after this; the end-of-session debit (socket 'close') brings the ledger
+    // to exactly this cost, including audio that arrived while the last debit was written.
+    const millis = receivedMillis();
+    send({ type: 'session.closed', reason, audio_seconds: millis / 1000, cost_usd: formatUsd(owedFor(millis)) });
     socket.close(code, reason.slice(0, 120));
   };
 
   /** Debits the audio received since the last debit (exact: cumulative pico-USD, rounded up once). */
   const meter = async (force: boolean) => {
-    if (!force && receivedMs - meteredMs < METER_EVERY_MS) return;
-    const newAudioMs = receivedMs - meteredMs;
-    meteredMs = receivedMs;
-    const owed = picoToMicrosCeil((BigInt(Math.round(receivedMs)) * o.model.prices.picoPerSecond) / 1000n);
+    const millis = receivedMillis();
+    if (!force && millis - meteredMs < METER_EVERY_MS) return;
+    meteredMs = millis;
+    const owed = owedFor(millis);
     const delta = owed - billedMicros;
     if (delta <= 0n) return;
     billedMicros = owed;
-    const remaining = await o.core.charge(o.auth, o.requestId, delta, { modelId: o.model.id, modality: 'stt', route: 'stt.websocket', audioMillis: Math.round(newAudioMs) });
+    const audioMillis = millis - recordedMs;
+    recordedMs = millis;
+    const remaining = await o.core.charge(o.auth, o.requestId, delta, { modelId: o.model.id, modality: 'stt', route: 'stt.websocket', audioMillis });
     if (remaining <= 0n && !closed) {
       close(1008, 'insufficient_quota', { code: 'insufficient_quota', message: `The organization's credit ran out (balance ${formatUsd(remaining)} USD); add credits to continue.` });
     }
@@ -89,7 +108,7 @@ export function runSttSession(socket: WebSocket, o: SessionOptions): void {
     carry = bytes.subarray(usable);
     if (usable === 0) return;
     const input = decodeSamples(bytes.subarray(0, usable), o.encoding);
-    receivedMs += (input.length / o.sampleRate) * 1000;
+    receivedSamples += input.length;
     const turnEvents = turns.push(input);
     const engineSamples = resampler ? resampler.push(input) : input;
     const pcm = floatToS16(engineSamples);
@@ -107,10 +126,11 @@ export function runSttSession(socket: WebSocket, o: SessionOptions): void {
         send(transcriptEvent(partial, false));
       }
       for (const t of turnEvents) {
-        if (t.type === 'turn.start') send({ type: 'turn.start', at: t.atSeconds });
+        const at = Math.round(t.atSeconds * 1000) / 1000;
+        if (t.type === 'turn.start') send({ type: 'turn.start', at });
         else {
           await finalize();
-          send({ type: 'turn.end', at: t.atSeconds });
+          send({ type: 'turn.end', at });
         }
       }
       await meter(false);
@@ -168,13 +188,14 @@ export function runSttSession(socket: WebSocket, o: SessionOptions): void {
   }, MAX_SESSION_MS);
   const ping = setInterval(() => socket.readyState === socket.OPEN && socket.ping(), PING_INTERVAL_MS);
 
-  socket.on('message', (data, isBinary) => {
+  const onMessage = (data: RawData, isBinary: boolean) => {
     if (closed) return;
     touch();
-    const buf = Array.isArray(data) ? Buffer.concat(data) : Buffer.from(data as ArrayBuffer);
+    const buf = Array.isArray(data) ? Buffer.concat(data) : Buffer.isBuffer(data) ? data : Buffer.from(data);
     if (isBinary) handleAudio(buf);
     else handleCommand(buf.toString('utf8'));
-  });
+  };
+  socket.on('message', onMessage);
   socket.on('close', () => {
     closed = true;
     clearTimeout(idle);
@@ -204,4 +225,5 @@ export function runSttSession(socket: WebSocket, o: SessionOptions): void {
     max_session_seconds: MAX_SESSION_MS / 1000,
     started_at: new Date(started).toISOString(),
   });
+  for (const m of o.earlyMessages ?? []) onMessage(m.data, m.isBinary);
 }
