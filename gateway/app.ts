@@ -5,7 +5,7 @@ import { newId } from '../server/db/ids.js';
 import { ServiceError } from '../server/services/errors.js';
 import { presentedKey, type RequestAuth } from './core/gateway-core.js';
 import type { GatewayContext } from './context.js';
-import { sendError } from './errors.js';
+import { drainRequest, sendError, toServiceError } from './errors.js';
 import { registerChatCompletionRoutes } from './routes/chat-completions.js';
 import { registerHealthRoutes } from './routes/health.js';
 import { registerModelRoutes } from './routes/models.js';
@@ -81,7 +81,10 @@ export async function buildGateway(ctx: GatewayContext, options: { logger?: bool
     request.auth = await ctx.core.admit(key, routeConfig.metered ?? false);
   });
 
-  app.setErrorHandler((err, request, reply) => sendError(request, reply, err));
+  app.setErrorHandler(async (err, request, reply) => {
+    if (toServiceError(err).code === 'body_too_large') await drainRequest(request.raw);
+    return sendError(request, reply, err);
+  });
 
   app.setNotFoundHandler((request, reply) => {
     const path = request.url.split('?')[0] ?? '/';

@@ -67,3 +67,29 @@ export function sendError(request: FastifyRequest, reply: FastifyReply, err: unk
   for (const [name, value] of Object.entries(serviceError.headers)) reply.header(name, value);
   return reply.code(status).type('application/json; charset=utf-8').send(body);
 }
+
+/**
+ * Reads and discards the rest of a request body (up to a bound) before an early error is
+ * sent, so that a client still uploading gets the 413 instead of a reset connection.
+ */
+export function drainRequest(raw: NodeJS.ReadableStream & { complete?: boolean }, maxBytes = 64 * 1024 * 1024, timeoutMs = 10_000): Promise<void> {
+  if (raw.complete) return Promise.resolve();
+  return new Promise((resolve) => {
+    let seen = 0;
+    const done = () => {
+      clearTimeout(timer);
+      raw.removeListener('data', onData);
+      resolve();
+    };
+    const onData = (chunk: Buffer) => {
+      seen += chunk.length;
+      if (seen > maxBytes) done();
+    };
+    const timer = setTimeout(done, timeoutMs);
+    raw.on('data', onData);
+    raw.once('end', done);
+    raw.once('close', done);
+    raw.once('error', done);
+    raw.resume();
+  });
+}

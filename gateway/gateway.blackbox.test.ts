@@ -314,10 +314,10 @@ describe('HTTP edge', () => {
     const own = await call(gw, 'GET', '/v1/models', { key, headers: { 'x-request-id': 'trace-42.a:b_c' } });
     expect(own.headers.get('x-request-id')).toBe('trace-42.a:b_c');
     const replaced = await call(gw, 'GET', '/v1/models', { key, headers: { 'x-request-id': 'no spaces allowed' } });
-    expect(replaced.headers.get('x-request-id')).toMatch(/^req_[0-9a-f]{24}$/);
+    expect(replaced.headers.get('x-request-id')).toMatch(/^req_[0-9a-z]{20}$/);
     const err = await call(gw, 'GET', '/v1/models');
     expect(err.status).toBe(401);
-    expect(err.headers.get('x-request-id')).toMatch(/^req_[0-9a-f]{24}$/);
+    expect(err.headers.get('x-request-id')).toMatch(/^req_[0-9a-z]{20}$/);
     const a = await call(gw, 'GET', '/health');
     const b = await call(gw, 'GET', '/health');
     expect(a.headers.get('x-request-id')).not.toBe(b.headers.get('x-request-id'));
@@ -411,7 +411,7 @@ describe('POST /v1/chat/completions: proxying and metering', () => {
     // 12 x 0.15 + 7 x 0.6 micro-USD = 6 micro-USD
     expect(r.headers.get('x-svc-request-cost-usd')).toBe('0.000006');
     expect(r.headers.get('x-svc-credits-remaining-usd')).toBe('4.999994');
-    expect(r.headers.get('x-request-id')).toMatch(/^req_[0-9a-f]{24}$/);
+    expect(r.headers.get('x-request-id')).toMatch(/^req_[0-9a-z]{20}$/);
     const received = upstream.received.at(-1)!;
     expect(received.path).toBe('/v1/chat/completions');
     expect(received.body.toString('utf8')).toBe(requestBody);

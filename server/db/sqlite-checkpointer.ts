@@ -31,6 +31,8 @@ export function startCheckpointer(path: string, intervalMs = 500): Checkpointer 
     close: () =>
       new Promise<void>((resolve) => {
         worker.once('exit', () => resolve());
+        // Keep the process alive until the final checkpoint is done.
+        worker.ref();
         worker.postMessage('stop');
       }),
   };
