@@ -1,7 +1,9 @@
 // Black-box test of the dashboard with the gateway, as a user would drive them: a migrated
 // throw-away SQLite database, `next start` and `svc gateway` on free ports against it, and
 // Debian's Chromium through playwright-core. Sign up, create a key, use it on the gateway,
-// revoke it in the page, see the gateway refuse it; then credits, phone width, sign-out.
+// revoke it in the page, see the gateway refuse it; give a key its own rate limit in the page
+// (the first user is platform admin) and see the gateway apply it; then credits, phone width,
+// sign-out.
 //
 //   npx next build && npx tsx e2e/dashboard.e2e.ts      (E2E_BUILD=1 rebuilds first)
 //
@@ -26,6 +28,7 @@ const STEP_TIMEOUT_MS = 60_000;
 const EMAIL = 'e2e.tester@example.com';
 const PASSWORD = 'e2e-password-123';
 const KEY_NAME = 'e2e voice agent';
+const LIMITED_KEY_NAME = 'e2e rate limited';
 
 // ---------------------------------------------------------------------------------------
 // Processes and cleanup
@@ -189,6 +192,7 @@ async function main(): Promise<number> {
   const shot = (name: string) => page.screenshot({ path: join(SCREENSHOTS, `${name}.png`), fullPage: true });
   const gatewayModels = (key: string) => fetch(`${api}/v1/models`, { headers: { authorization: `Bearer ${key}` } });
   let apiKey = '';
+  let limitedKey = '';
 
   step('a signed-out visitor is sent to /signin', async () => {
     await page.goto(`${dash}/keys`);
@@ -277,6 +281,84 @@ async function main(): Promise<number> {
     const body = (await res.json()) as { error?: { code?: string; type?: string } };
     assert(res.status === 401, `status ${res.status}: ${JSON.stringify(body)}`);
     assert(body.error?.code === 'api_key_disabled', `body ${JSON.stringify(body)}`);
+  });
+
+  step('a new key is listed on the gateway default rate limit, 600/min (default)', async () => {
+    await page.getByLabel('Key name').fill(LIMITED_KEY_NAME);
+    await page.getByRole('button', { name: 'Create key' }).click();
+    const input = page.getByTestId('new-api-key');
+    await input.waitFor();
+    limitedKey = await input.inputValue();
+    assert(limitedKey !== apiKey && /^sk_svc_/.test(limitedKey), `not a new key: ${limitedKey}`);
+    await page.getByRole('button', { name: 'Done, I have stored it' }).click();
+    const row = page.getByTestId('key-row').filter({ hasText: LIMITED_KEY_NAME });
+    await row.getByTestId('key-rate-limit').getByText('600/min (default)', { exact: true }).waitFor();
+    // A revoked key keeps showing its limit but offers no control to change it.
+    const revoked = page.getByTestId('key-row').filter({ hasText: KEY_NAME }).filter({ hasNotText: LIMITED_KEY_NAME });
+    await revoked.getByTestId('key-rate-limit').getByText('600/min (default)', { exact: true }).waitFor();
+    assert((await revoked.getByRole('button', { name: /Change rate limit/ }).count()) === 0, 'a revoked key offers a rate limit control');
+  });
+
+  step('the platform admin sets the key to 2/min in the page, by keyboard, after an invalid value is refused', async () => {
+    const row = page.getByTestId('key-row').filter({ hasText: LIMITED_KEY_NAME });
+    const change = row.getByRole('button', { name: `Change rate limit of key ${LIMITED_KEY_NAME}` });
+    await change.focus();
+    await page.keyboard.press('Enter');
+    const editor = row.getByRole('form', { name: `Rate limit of key ${LIMITED_KEY_NAME}` });
+    const rpm = editor.getByLabel('Requests per minute');
+    await rpm.waitFor();
+    assert(await rpm.evaluate((el) => el === document.activeElement), 'the rate limit input is not focused when the editor opens');
+    assert((await change.getAttribute('aria-expanded')) === 'true', 'the Change button does not say the editor is open');
+    // Escape closes without saving, and the keyboard is back on the Change button.
+    await page.keyboard.press('Escape');
+    await editor.waitFor({ state: 'hidden' });
+    assert(await change.evaluate((el) => el === document.activeElement), 'focus did not return to the Change button');
+    await page.keyboard.press('Enter');
+    await rpm.waitFor();
+    await page.keyboard.type('0');
+    await page.keyboard.press('Enter');
+    await editor.getByText('The rate limit must be at least 1 request per minute.').waitFor();
+    assert((await rpm.getAttribute('aria-invalid')) === 'true', 'the input is not marked invalid');
+    assert((await rpm.getAttribute('aria-describedby'))?.includes('-error'), 'the error is not tied to the input');
+    await shot('keys-rate-limit-error');
+    await rpm.fill('2');
+    await page.keyboard.press('Enter');
+    await editor.waitFor({ state: 'hidden' });
+    await row.getByTestId('key-rate-limit').getByText('2/min', { exact: true }).waitFor();
+    await page.reload();
+    await page.getByTestId('key-row').filter({ hasText: LIMITED_KEY_NAME }).getByTestId('key-rate-limit').getByText('2/min', { exact: true }).waitFor();
+    await shot('keys-rate-limit-set');
+  });
+
+  step('the gateway applies 2/min to the key: the 3rd request within the minute is 429 rate_limit_exceeded', async () => {
+    // The gateway counts fixed windows aligned to the clock minute: keep all three requests
+    // inside one window by starting at least 10 s before it ends.
+    const left = 60_000 - (Date.now() % 60_000);
+    if (left < 10_000) await sleep(left + 250);
+    const minute = Math.floor(Date.now() / 60_000);
+    const results: Array<{ status: number; code?: string; retryAfter: string | null }> = [];
+    for (let i = 0; i < 3; i++) {
+      const res = await gatewayModels(limitedKey);
+      const body = (await res.json()) as { error?: { code?: string } };
+      results.push({ status: res.status, code: body.error?.code, retryAfter: res.headers.get('retry-after') });
+    }
+    assert(Math.floor(Date.now() / 60_000) === minute, 'the three requests crossed a minute boundary');
+    const summary = JSON.stringify(results);
+    assert(results[0]?.status === 200 && results[1]?.status === 200, `the first two requests were not both admitted: ${summary}`);
+    assert(results[2]?.status === 429 && results[2].code === 'rate_limit_exceeded', `the third request was not refused: ${summary}`);
+    assert(Number(results[2].retryAfter) >= 1 && Number(results[2].retryAfter) <= 60, `Retry-After: ${results[2].retryAfter}`);
+  });
+
+  step('resetting the key to the default in the page lifts the limit on its next request', async () => {
+    const row = page.getByTestId('key-row').filter({ hasText: LIMITED_KEY_NAME });
+    await row.getByRole('button', { name: `Change rate limit of key ${LIMITED_KEY_NAME}` }).click();
+    const editor = row.getByRole('form', { name: `Rate limit of key ${LIMITED_KEY_NAME}` });
+    await editor.getByRole('button', { name: 'Use default' }).click();
+    await editor.waitFor({ state: 'hidden' });
+    await row.getByTestId('key-rate-limit').getByText('600/min (default)', { exact: true }).waitFor();
+    // Whether or not the minute has turned since the 429, 600/min admits this request.
+    const res = await gatewayModels(limitedKey);
+    assert(res.status === 200, `status ${res.status}: ${await res.text()}`);
   });
 
   step('the first user is platform admin: grants credit, balance and ledger follow', async () => {

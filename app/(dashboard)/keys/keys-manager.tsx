@@ -1,6 +1,6 @@
 'use client';
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
-import { useRef, useState } from 'react';
+import { useEffect, useId, useRef, useState, type FormEvent, type KeyboardEvent } from 'react';
 import { Alert } from '@/app/_components/alert';
 import { Badge } from '@/app/_components/badge';
 import { Button } from '@/app/_components/button';
@@ -18,6 +18,9 @@ interface KeyRow {
   prefix: string;
   status: 'active' | 'revoked';
   isTrial: boolean;
+  /** The key's own limit in requests per minute; null = the gateway default. */
+  rateLimitRpm: number | null;
+  defaultRateLimitRpm: number;
   createdAt: string;
   lastUsedAt: string | null;
   revokedAt: string | null;
@@ -104,11 +107,23 @@ function CreateKey() {
   );
 }
 
+const GRID_COLUMNS = 'md:grid-cols-[minmax(0,1.3fr)_minmax(0,1fr)_5.5rem_minmax(0,1.1fr)_minmax(0,1fr)_minmax(0,1fr)_6rem]';
+const MAX_RPM = 1_000_000;
+
+/** "600/min (default)" or "2/min". */
+function formatRateLimit(k: Pick<KeyRow, 'rateLimitRpm' | 'defaultRateLimitRpm'>): string {
+  return k.rateLimitRpm === null ? `${k.defaultRateLimitRpm.toLocaleString('en')}/min (default)` : `${k.rateLimitRpm.toLocaleString('en')}/min`;
+}
+
 function KeyList() {
   const trpc = useTRPC();
   const queryClient = useQueryClient();
   const keys = useQuery(trpc.keys.list.queryOptions());
+  const me = useQuery(trpc.account.me.queryOptions());
+  const isPlatformAdmin = me.data?.user.isPlatformAdmin ?? false;
   const [target, setTarget] = useState<KeyRow | null>(null);
+  // Read out after a rate limit change, once the list shows the new value.
+  const [announcement, setAnnouncement] = useState('');
   const revoke = useMutation(
     trpc.keys.revoke.mutationOptions({
       onSuccess: () => {
@@ -131,56 +146,32 @@ function KeyList() {
         <EmptyState title="No keys yet">Create one above to start calling the gateway.</EmptyState>
       ) : (
         <>
-          <div className="hidden gap-4 border-b border-zinc-100 pb-2 text-xs font-semibold tracking-wide text-zinc-500 uppercase md:grid md:grid-cols-[minmax(0,1.4fr)_minmax(0,1fr)_6rem_minmax(0,1fr)_minmax(0,1fr)_6rem]" aria-hidden="true">
+          <div className={`hidden gap-4 border-b border-zinc-100 pb-2 text-xs font-semibold tracking-wide text-zinc-500 uppercase md:grid ${GRID_COLUMNS}`} aria-hidden="true">
             <span>Name</span>
             <span>Key</span>
             <span>Status</span>
+            <span>Rate limit</span>
             <span>Created</span>
             <span>Last used</span>
             <span className="sr-only">Actions</span>
           </div>
           <ul className="divide-y divide-zinc-100" aria-label="API keys">
             {keys.data.map((k) => (
-              <li key={k.id} data-testid="key-row" data-key-id={k.id} className="grid grid-cols-[minmax(0,1fr)_auto] items-center gap-x-4 gap-y-1 py-3 md:grid-cols-[minmax(0,1.4fr)_minmax(0,1fr)_6rem_minmax(0,1fr)_minmax(0,1fr)_6rem]">
-                <span className="truncate font-medium text-zinc-900" title={k.name}>
-                  {k.name || <span className="text-zinc-500">(unnamed)</span>}
-                  {k.isTrial && <span className="ml-2 align-middle"><Badge tone="amber">Trial</Badge></span>}
-                </span>
-                <span className="order-3 col-span-2 font-mono text-sm text-zinc-700 md:order-none md:col-span-1">
-                  <span className="sr-only">Key prefix </span>
-                  {k.prefix}…
-                </span>
-                <span className="justify-self-end md:justify-self-start" data-testid="key-status">
-                  <Badge tone={k.status === 'active' ? 'green' : 'gray'}>{k.status === 'active' ? 'Active' : 'Revoked'}</Badge>
-                </span>
-                <span className="order-4 col-span-2 text-sm text-zinc-600 md:order-none md:col-span-1">
-                  <span className="md:sr-only">Created </span>
-                  {formatDateTime(k.createdAt)}
-                </span>
-                <span className="order-5 text-sm text-zinc-600 md:order-none">
-                  <span className="md:sr-only">Last used </span>
-                  {formatDateTime(k.lastUsedAt, 'Never')}
-                </span>
-                <span className="order-6 justify-self-end md:order-none">
-                  {k.status === 'active' ? (
-                    <Button
-                      variant="secondary"
-                      className="min-h-8 px-3 py-1"
-                      onClick={() => {
-                        revoke.reset();
-                        setTarget(k);
-                      }}
-                      aria-label={`Revoke key ${k.name || k.prefix}`}
-                    >
-                      Revoke
-                    </Button>
-                  ) : (
-                    <span className="text-xs text-zinc-500">{k.revokedAt ? `Revoked ${formatDateTime(k.revokedAt)}` : ''}</span>
-                  )}
-                </span>
-              </li>
+              <KeyListItem
+                key={k.id}
+                k={k}
+                canSetRateLimit={isPlatformAdmin && k.status === 'active'}
+                onRevoke={() => {
+                  revoke.reset();
+                  setTarget(k);
+                }}
+                onRateLimitSaved={(saved) => setAnnouncement(`Rate limit of key ${k.name || k.prefix} is now ${formatRateLimit({ ...k, rateLimitRpm: saved })}.`)}
+              />
             ))}
           </ul>
+          <p className="sr-only" role="status" aria-live="polite">
+            {announcement}
+          </p>
         </>
       )}
       <ConfirmDialog
@@ -198,5 +189,193 @@ function KeyList() {
         </p>
       </ConfirmDialog>
     </Card>
+  );
+}
+
+function KeyListItem({ k, canSetRateLimit, onRevoke, onRateLimitSaved }: { k: KeyRow; canSetRateLimit: boolean; onRevoke: () => void; onRateLimitSaved: (rpm: number | null) => void }) {
+  const [editing, setEditing] = useState(false);
+  const changeButton = useRef<HTMLButtonElement>(null);
+  const editorId = useId();
+  const label = k.name || k.prefix;
+  const close = () => {
+    setEditing(false);
+    // Back to where the keyboard was before the editor opened.
+    changeButton.current?.focus();
+  };
+
+  return (
+    <li data-testid="key-row" data-key-id={k.id} className={`grid grid-cols-[minmax(0,1fr)_auto] items-center gap-x-4 gap-y-1 py-3 ${GRID_COLUMNS}`}>
+      <span className="truncate font-medium text-zinc-900" title={k.name}>
+        {k.name || <span className="text-zinc-500">(unnamed)</span>}
+        {k.isTrial && <span className="ml-2 align-middle"><Badge tone="amber">Trial</Badge></span>}
+      </span>
+      <span className="order-3 col-span-2 font-mono text-sm text-zinc-700 md:order-none md:col-span-1">
+        <span className="sr-only">Key prefix </span>
+        {k.prefix}…
+      </span>
+      <span className="justify-self-end md:justify-self-start" data-testid="key-status">
+        <Badge tone={k.status === 'active' ? 'green' : 'gray'}>{k.status === 'active' ? 'Active' : 'Revoked'}</Badge>
+      </span>
+      <span className="order-4 col-span-2 flex flex-wrap items-center gap-x-2 text-sm text-zinc-600 md:order-none md:col-span-1">
+        <span>
+          <span className="md:sr-only">Rate limit </span>
+          <span data-testid="key-rate-limit">{formatRateLimit(k)}</span>
+        </span>
+        {canSetRateLimit && (
+          <button
+            ref={changeButton}
+            type="button"
+            onClick={() => setEditing((open) => !open)}
+            aria-expanded={editing}
+            aria-controls={editing ? editorId : undefined}
+            aria-label={`Change rate limit of key ${label}`}
+            className="rounded text-sm font-medium text-indigo-700 underline-offset-2 hover:underline focus-visible:outline-2 focus-visible:outline-offset-2 focus-visible:outline-indigo-600"
+          >
+            Change
+          </button>
+        )}
+      </span>
+      <span className="order-4 col-span-2 text-sm text-zinc-600 md:order-none md:col-span-1">
+        <span className="md:sr-only">Created </span>
+        {formatDateTime(k.createdAt)}
+      </span>
+      <span className="order-5 text-sm text-zinc-600 md:order-none">
+        <span className="md:sr-only">Last used </span>
+        {formatDateTime(k.lastUsedAt, 'Never')}
+      </span>
+      <span className="order-6 justify-self-end md:order-none">
+        {k.status === 'active' ? (
+          <Button variant="secondary" className="min-h-8 px-3 py-1" onClick={onRevoke} aria-label={`Revoke key ${label}`}>
+            Revoke
+          </Button>
+        ) : (
+          <span className="text-xs text-zinc-500">{k.revokedAt ? `Revoked ${formatDateTime(k.revokedAt)}` : ''}</span>
+        )}
+      </span>
+      {canSetRateLimit && editing && (
+        <RateLimitEditor
+          id={editorId}
+          k={k}
+          label={label}
+          onCancel={close}
+          onSaved={(rpm) => {
+            onRateLimitSaved(rpm);
+            close();
+          }}
+        />
+      )}
+    </li>
+  );
+}
+
+/** Parses what an operator typed: a whole number of requests per minute, or a reason it is not one. */
+function parseRpm(raw: string): { rpm: number } | { error: string } {
+  const text = raw.trim().replace(/[,_\s]/g, '');
+  if (text === '') return { error: 'Enter a number of requests per minute, or choose “Use default”.' };
+  if (!/^\d+$/.test(text)) return { error: 'Enter a whole number of requests per minute, e.g. 120.' };
+  const rpm = Number(text);
+  if (rpm < 1) return { error: 'The rate limit must be at least 1 request per minute.' };
+  if (rpm > MAX_RPM) return { error: `The rate limit can be at most ${MAX_RPM.toLocaleString('en')} requests per minute.` };
+  return { rpm };
+}
+
+/** Platform admins: the inline form under a key row that sets or resets its rate limit. */
+function RateLimitEditor({ id, k, label, onCancel, onSaved }: { id: string; k: KeyRow; label: string; onCancel: () => void; onSaved: (rpm: number | null) => void }) {
+  const trpc = useTRPC();
+  const queryClient = useQueryClient();
+  const form = useRef<HTMLFormElement>(null);
+  const focusInput = () => {
+    const input = form.current?.elements.namedItem('rpm');
+    if (input instanceof HTMLInputElement) {
+      input.focus();
+      input.select();
+    }
+  };
+  const [value, setValue] = useState(k.rateLimitRpm === null ? '' : String(k.rateLimitRpm));
+  const [inputError, setInputError] = useState<string | null>(null);
+  const setRateLimit = useMutation(
+    trpc.keys.setRateLimit.mutationOptions({
+      // Close only once the list shows the new value, so what the page says is what the gateway applies.
+      onSuccess: async (result) => {
+        await queryClient.invalidateQueries({ queryKey: trpc.keys.list.queryKey() });
+        onSaved(result.rateLimitRpm);
+      },
+      onError: () => focusInput(),
+    }),
+  );
+  useEffect(() => {
+    focusInput();
+  }, []);
+
+  const error = inputError ?? (setRateLimit.error ? errorMessage(setRateLimit.error) : null);
+  const save = (rpm: number | null) => {
+    setInputError(null);
+    setRateLimit.reset();
+    setRateLimit.mutate({ id: k.id, rpm });
+  };
+  const onSubmit = (event: FormEvent<HTMLFormElement>) => {
+    event.preventDefault();
+    const parsed = parseRpm(value);
+    if ('error' in parsed) {
+      setRateLimit.reset();
+      setInputError(parsed.error);
+      focusInput();
+      return;
+    }
+    save(parsed.rpm);
+  };
+  const onKeyDown = (event: KeyboardEvent<HTMLFormElement>) => {
+    if (event.key === 'Escape' && !setRateLimit.isPending) {
+      event.preventDefault();
+      onCancel();
+    }
+  };
+
+  return (
+    <form
+      ref={form}
+      id={id}
+      noValidate
+      aria-label={`Rate limit of key ${label}`}
+      onSubmit={onSubmit}
+      onKeyDown={onKeyDown}
+      className="order-7 col-span-full mt-2 rounded-md border border-zinc-200 bg-zinc-50 p-3"
+      data-testid="rate-limit-editor"
+    >
+      <div className="flex flex-col gap-3 sm:flex-row sm:items-start">
+        <TextField
+          label="Requests per minute"
+          name="rpm"
+          inputMode="numeric"
+          autoComplete="off"
+          value={value}
+          onChange={(e) => {
+            setValue(e.target.value);
+            setInputError(null);
+          }}
+          placeholder={String(k.defaultRateLimitRpm)}
+          hint={`1 to ${MAX_RPM.toLocaleString('en')}. “Use default” puts the key back on ${k.defaultRateLimitRpm.toLocaleString('en')}/min. Applies from the key's next request.`}
+          error={error}
+          className="min-w-0 sm:w-72"
+        />
+        <div className="flex flex-wrap gap-2 sm:mt-6">
+          <Button type="submit" className="min-h-9 px-3 py-1.5" disabled={setRateLimit.isPending} pending={setRateLimit.isPending && setRateLimit.variables?.rpm !== null}>
+            Save limit
+          </Button>
+          <Button
+            variant="secondary"
+            className="min-h-9 px-3 py-1.5"
+            disabled={setRateLimit.isPending}
+            pending={setRateLimit.isPending && setRateLimit.variables?.rpm === null}
+            onClick={() => save(null)}
+          >
+            Use default
+          </Button>
+          <Button variant="ghost" className="min-h-9 px-3 py-1.5" disabled={setRateLimit.isPending} onClick={onCancel}>
+            Cancel
+          </Button>
+        </div>
+      </div>
+    </form>
   );
 }

@@ -1,14 +1,16 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { setKeyRateLimit } from '../../services/keys/set-key-rate-limit.js';
 import { verifyApiKey } from '../../services/keys/verify-api-key.js';
 import { createApiHarness, type ApiHarness, type TestUser } from '../test-harness.js';
 
 let h: ApiHarness;
+let admin: TestUser;
 let alice: TestUser;
 let bob: TestUser;
 
 beforeAll(async () => {
   h = await createApiHarness();
-  await h.signUpUser('admin@example.com');
+  admin = await h.signUpUser('admin@example.com');
   alice = await h.signUpUser('alice@example.com');
   bob = await h.signUpUser('bob@example.com');
 });
@@ -94,5 +96,116 @@ describe('keys: other orgs', () => {
     const created = await bobPretending.keys.create({ name: 'lands in bob org' });
     expect((await bob.caller.keys.list()).map((k) => k.id)).toContain(created.id);
     expect((await alice.caller.keys.list()).map((k) => k.id)).not.toContain(created.id);
+  });
+});
+
+describe('keys: rate limits', () => {
+  const listed = async (user: TestUser, id: string) => (await user.caller.keys.list()).find((k) => k.id === id);
+
+  it('the admin signed up first is the platform admin; alice and bob are not', () => {
+    expect([admin.isPlatformAdmin, alice.isPlatformAdmin, bob.isPlatformAdmin]).toEqual([true, false, false]);
+  });
+
+  it('lists a new key on the gateway default', async () => {
+    const created = await alice.caller.keys.create({ name: 'default limit' });
+    expect(await listed(alice, created.id)).toMatchObject({ rateLimitRpm: null, defaultRateLimitRpm: 600 });
+    await expect(verifyApiKey(h.db.hot, created.key)).resolves.toMatchObject({ rateLimitRpm: null });
+  });
+
+  it("an admin sets any org's key's limit and resets it; the gateway's lookup follows each change", async () => {
+    const key = await alice.caller.keys.create({ name: 'limited by the operator' });
+    await expect(verifyApiKey(h.db.hot, key.key)).resolves.toMatchObject({ rateLimitRpm: null });
+
+    await expect(admin.caller.keys.setRateLimit({ id: key.id, rpm: 2 })).resolves.toEqual({ id: key.id, rateLimitRpm: 2 });
+    expect(await listed(alice, key.id)).toMatchObject({ rateLimitRpm: 2, defaultRateLimitRpm: 600 });
+    await expect(verifyApiKey(h.db.hot, key.key)).resolves.toMatchObject({ keyId: key.id, rateLimitRpm: 2 });
+
+    await expect(admin.caller.keys.setRateLimit({ id: key.id, rpm: 1_000_000 })).resolves.toEqual({ id: key.id, rateLimitRpm: 1_000_000 });
+    await expect(verifyApiKey(h.db.hot, key.key)).resolves.toMatchObject({ rateLimitRpm: 1_000_000 });
+
+    await expect(admin.caller.keys.setRateLimit({ id: key.id, rpm: null })).resolves.toEqual({ id: key.id, rateLimitRpm: null });
+    expect(await listed(alice, key.id)).toMatchObject({ rateLimitRpm: null });
+    await expect(verifyApiKey(h.db.hot, key.key)).resolves.toMatchObject({ rateLimitRpm: null });
+
+    // Resetting a key already on the default is not an error.
+    await expect(admin.caller.keys.setRateLimit({ id: key.id, rpm: null })).resolves.toEqual({ id: key.id, rateLimitRpm: null });
+  });
+
+  it('an admin creates a key with its own limit', async () => {
+    const key = await admin.caller.keys.create({ name: 'fast lane', rateLimitRpm: 5_000 });
+    expect(await listed(admin, key.id)).toMatchObject({ name: 'fast lane', rateLimitRpm: 5_000 });
+    await expect(verifyApiKey(h.db.hot, key.key)).resolves.toMatchObject({ rateLimitRpm: 5_000 });
+    const onDefault = await admin.caller.keys.create({ name: 'explicit default', rateLimitRpm: null });
+    expect(await listed(admin, onDefault.id)).toMatchObject({ rateLimitRpm: null });
+  });
+
+  it('a non-admin can neither set a limit (even on their own key) nor create a key with one', async () => {
+    const key = await alice.caller.keys.create({ name: 'wants more' });
+    await expect(alice.caller.keys.setRateLimit({ id: key.id, rpm: 100_000 })).rejects.toMatchObject({ code: 'FORBIDDEN' });
+    await expect(alice.caller.keys.setRateLimit({ id: key.id, rpm: null })).rejects.toMatchObject({ code: 'FORBIDDEN' });
+    expect(await listed(alice, key.id)).toMatchObject({ rateLimitRpm: null });
+
+    const before = (await alice.caller.keys.list()).length;
+    await expect(alice.caller.keys.create({ name: 'sneaky', rateLimitRpm: 100_000 })).rejects.toMatchObject({
+      code: 'FORBIDDEN',
+      message: 'Only platform admins can set a rate limit on a key.',
+    });
+    await expect(alice.caller.keys.create({ name: 'sneaky', rateLimitRpm: null })).rejects.toMatchObject({ code: 'FORBIDDEN' });
+    expect((await alice.caller.keys.list()).length).toBe(before);
+  });
+
+  it('refuses a signed-out caller and a session whose user no longer exists', async () => {
+    await expect(h.callerFor(null).keys.setRateLimit({ id: 'key_x', rpm: 1 })).rejects.toMatchObject({ code: 'UNAUTHORIZED' });
+    const ghost = h.callerFor({ id: 'usr_deleted', email: 'ghost@example.com', name: null });
+    await expect(ghost.keys.setRateLimit({ id: 'key_x', rpm: 1 })).rejects.toMatchObject({ code: 'FORBIDDEN' });
+  });
+
+  it('a platform admin whose role was taken away is refused at once', async () => {
+    const carol = await h.signUpUser('carol@example.com');
+    await h.db.prisma.user.update({ where: { id: carol.user.id }, data: { isPlatformAdmin: true } });
+    const key = await carol.caller.keys.create({ name: 'carol', rateLimitRpm: 10 });
+    await expect(carol.caller.keys.setRateLimit({ id: key.id, rpm: 20 })).resolves.toEqual({ id: key.id, rateLimitRpm: 20 });
+    await h.db.prisma.user.update({ where: { id: carol.user.id }, data: { isPlatformAdmin: false } });
+    await expect(carol.caller.keys.setRateLimit({ id: key.id, rpm: 30 })).rejects.toMatchObject({ code: 'FORBIDDEN' });
+    await expect(carol.caller.keys.create({ name: 'carol 2', rateLimitRpm: 30 })).rejects.toMatchObject({ code: 'FORBIDDEN' });
+    expect(await listed(carol, key.id)).toMatchObject({ rateLimitRpm: 20 });
+  });
+
+  it.each([
+    ['zero', 0],
+    ['negative', -5],
+    ['fractional', 2.5],
+    ['above 1,000,000', 1_000_001],
+    ['NaN', Number.NaN],
+    ['Infinity', Number.POSITIVE_INFINITY],
+    ['a string', '10'],
+    ['missing', undefined],
+  ])('refuses an invalid limit (%s) with BAD_REQUEST and leaves the key as it was', async (_label, rpm) => {
+    const key = await alice.caller.keys.create({ name: 'invalid limit target' });
+    await admin.caller.keys.setRateLimit({ id: key.id, rpm: 7 });
+    const bad = rpm as number;
+    await expect(admin.caller.keys.setRateLimit({ id: key.id, rpm: bad })).rejects.toMatchObject({ code: 'BAD_REQUEST' });
+    if (rpm !== undefined) await expect(admin.caller.keys.create({ name: 'x', rateLimitRpm: bad })).rejects.toMatchObject({ code: 'BAD_REQUEST' });
+    expect(await listed(alice, key.id)).toMatchObject({ rateLimitRpm: 7 });
+  });
+
+  it('explains an out-of-range limit in one sentence', async () => {
+    const key = await alice.caller.keys.create({ name: 'message target' });
+    await expect(admin.caller.keys.setRateLimit({ id: key.id, rpm: 0 })).rejects.toMatchObject({ message: 'The rate limit must be at least 1 request per minute.' });
+    await expect(admin.caller.keys.setRateLimit({ id: key.id, rpm: 1_000_001 })).rejects.toMatchObject({ message: 'The rate limit can be at most 1,000,000 requests per minute.' });
+  });
+
+  it('the service itself refuses invalid limits, whoever calls it', async () => {
+    const key = await alice.caller.keys.create({ name: 'service target' });
+    for (const rpm of [0, -1, 1.5, 1_000_001, Number.NaN]) {
+      await expect(setKeyRateLimit(h.db.prisma, { id: key.id, rpm })).rejects.toMatchObject({ code: 'invalid_request', param: 'rpm' });
+    }
+    await expect(setKeyRateLimit(h.db.prisma, { id: key.id, rpm: 1 })).resolves.toEqual({ id: key.id, rateLimitRpm: 1 });
+  });
+
+  it('answers NOT_FOUND (key_not_found) for an unknown key id', async () => {
+    await expect(admin.caller.keys.setRateLimit({ id: 'key_doesnotexist', rpm: 10 })).rejects.toMatchObject({ code: 'NOT_FOUND', cause: { code: 'key_not_found' } });
+    await expect(admin.caller.keys.setRateLimit({ id: 'key_doesnotexist', rpm: null })).rejects.toMatchObject({ code: 'NOT_FOUND' });
+    await expect(setKeyRateLimit(h.db.prisma, { id: 'key_doesnotexist', rpm: 10 })).rejects.toMatchObject({ code: 'key_not_found' });
   });
 });

@@ -1,22 +1,50 @@
+import { TRPCError } from '@trpc/server';
 import { z } from 'zod';
+import { loadConfig } from '../../config/env.js';
 import { createApiKey } from '../../services/keys/create-api-key.js';
 import { listApiKeys } from '../../services/keys/list-api-keys.js';
 import { revokeApiKey } from '../../services/keys/revoke-api-key.js';
-import { createTRPCRouter, orgProcedure } from '../trpc.js';
+import { MAX_KEY_RATE_LIMIT_RPM, setKeyRateLimit } from '../../services/keys/set-key-rate-limit.js';
+import { getUser } from '../../services/users/get-user.js';
+import { createTRPCRouter, orgProcedure, platformAdminProcedure } from '../trpc.js';
 
 const iso = (d: Date | null) => d?.toISOString() ?? null;
 
+const RPM_RANGE = `from 1 to ${MAX_KEY_RATE_LIMIT_RPM.toLocaleString('en')}`;
+/** A key's own limit in requests per minute; null puts the key back on the gateway default. */
+const rateLimitRpm = z
+  .number({ error: `The rate limit must be a whole number of requests per minute ${RPM_RANGE}.` })
+  .int(`The rate limit must be a whole number of requests per minute ${RPM_RANGE}.`)
+  .min(1, 'The rate limit must be at least 1 request per minute.')
+  .max(MAX_KEY_RATE_LIMIT_RPM, `The rate limit can be at most ${MAX_KEY_RATE_LIMIT_RPM.toLocaleString('en')} requests per minute.`)
+  .nullable();
+
 export const keysRouter = createTRPCRouter({
+  /** Each key with its own limit (rateLimitRpm, null = default) and the gateway default it falls back to. */
   list: orgProcedure.query(async ({ ctx }) => {
     const keys = await listApiKeys(ctx.db.prisma, { orgId: ctx.org.id });
-    return keys.map((k) => ({ ...k, createdAt: k.createdAt.toISOString(), lastUsedAt: iso(k.lastUsedAt), revokedAt: iso(k.revokedAt) }));
+    const defaultRateLimitRpm = loadConfig().defaultRpm;
+    return keys.map((k) => ({ ...k, defaultRateLimitRpm, createdAt: k.createdAt.toISOString(), lastUsedAt: iso(k.lastUsedAt), revokedAt: iso(k.revokedAt) }));
   }),
 
-  /** Returns the full key: the only time it is ever shown. */
+  /**
+   * Returns the full key: the only time it is ever shown. rateLimitRpm (platform admins only)
+   * gives the key its own limit from the start; anyone else gets FORBIDDEN for passing it.
+   */
   create: orgProcedure
-    .input(z.object({ name: z.string().trim().min(1, 'Give the key a name.').max(100, 'Name must be at most 100 characters.') }))
+    .input(
+      z.object({
+        name: z.string().trim().min(1, 'Give the key a name.').max(100, 'Name must be at most 100 characters.'),
+        rateLimitRpm: rateLimitRpm.optional(),
+      }),
+    )
     .mutation(async ({ ctx, input }) => {
-      const created = await createApiKey(ctx.db.prisma, { orgId: ctx.org.id, name: input.name });
+      if (input.rateLimitRpm !== undefined) {
+        // Read from the database, as platformAdminProcedure does: a revoked role is effective at once.
+        const user = await getUser(ctx.db.prisma, ctx.session.user.id);
+        if (!user?.isPlatformAdmin) throw new TRPCError({ code: 'FORBIDDEN', message: 'Only platform admins can set a rate limit on a key.' });
+      }
+      const created = await createApiKey(ctx.db.prisma, { orgId: ctx.org.id, name: input.name, rateLimitRpm: input.rateLimitRpm ?? null });
       return { id: created.id, key: created.key, prefix: created.prefix, name: created.name };
     }),
 
@@ -24,4 +52,14 @@ export const keysRouter = createTRPCRouter({
   revoke: orgProcedure.input(z.object({ id: z.string().min(1).max(100) })).mutation(async ({ ctx, input }) => {
     return revokeApiKey(ctx.db.prisma, { id: input.id, orgId: ctx.org.id });
   }),
+
+  /**
+   * Platform admins: a key's own rate limit (rpm null = back to the gateway default). Any
+   * org's key by id, since operators manage the instance. Effective on the key's next request.
+   */
+  setRateLimit: platformAdminProcedure
+    .input(z.object({ id: z.string().min(1).max(100), rpm: rateLimitRpm }))
+    .mutation(async ({ ctx, input }) => {
+      return setKeyRateLimit(ctx.db.prisma, { id: input.id, rpm: input.rpm });
+    }),
 });

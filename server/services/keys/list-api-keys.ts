@@ -7,6 +7,8 @@ export interface ApiKeySummary {
   prefix: string;
   status: 'active' | 'revoked';
   isTrial: boolean;
+  /** Requests per minute for this key; null means the gateway default (SVC_DEFAULT_RPM). */
+  rateLimitRpm: number | null;
   createdAt: Date;
   lastUsedAt: Date | null;
   revokedAt: Date | null;
@@ -21,6 +23,6 @@ export async function listApiKeys(prisma: Prisma, input: { orgId: string }): Pro
     where: { orgId: input.orgId },
     orderBy: [{ createdAt: 'desc' }, { id: 'desc' }],
     take: MAX_KEYS,
-    select: { id: true, name: true, prefix: true, status: true, isTrial: true, createdAt: true, lastUsedAt: true, revokedAt: true },
+    select: { id: true, name: true, prefix: true, status: true, isTrial: true, rateLimitRpm: true, createdAt: true, lastUsedAt: true, revokedAt: true },
   });
 }
