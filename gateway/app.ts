@@ -29,6 +29,7 @@ declare module 'fastify' {
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 export const DEFAULT_BODY_LIMIT = 1024 * 1024;
+const MAX_DRAIN_BYTES = 64 * 1024 * 1024;
 
 /** Removes credentials from a URL before it is logged (also when the name is percent-encoded). */
 export function redactUrl(url: string): string {
@@ -82,7 +83,10 @@ export async function buildGateway(ctx: GatewayContext, options: { logger?: bool
   });
 
   app.setErrorHandler(async (err, request, reply) => {
-    if (toServiceError(err).code === 'body_too_large') await drainRequest(request.raw);
+    // A client that announced its length will finish sending soon: read the rest (bounded)
+    // so it sees the 413 rather than a reset. An open-ended upload is answered at once.
+    const declared = Number(request.headers['content-length']);
+    if (toServiceError(err).code === 'body_too_large' && declared > 0 && declared <= MAX_DRAIN_BYTES) await drainRequest(request.raw, MAX_DRAIN_BYTES);
     return sendError(request, reply, err);
   });
 
