@@ -102,6 +102,16 @@ export function runSttSession(socket: WebSocket, o: SessionOptions): void {
     if (final.text) send(transcriptEvent(final, true));
   };
 
+  // Work for the recognizer runs in arrival order; while any is pending the session is not idle.
+  let pendingSteps = 0;
+  const enqueue = (step: () => Promise<void>) => {
+    pendingSteps++;
+    queue = queue.then(step).finally(() => {
+      pendingSteps--;
+    });
+    queue.catch(fail);
+  };
+
   const handleAudio = (frame: Buffer) => {
     const bytes: Buffer = carry.length ? Buffer.concat([carry, frame]) : frame;
     const usable = bytes.length - (bytes.length % bytesPerSample);
@@ -117,7 +127,7 @@ export function runSttSession(socket: WebSocket, o: SessionOptions): void {
       close(1013, 'backlog', { code: 'backlog', message: `More than ${MAX_BACKLOG_SECONDS} s of audio is waiting for the recognizer; send audio no faster than real time.` });
       return;
     }
-    queue = queue.then(async () => {
+    enqueue(async () => {
       if (closed) return;
       const partial = await o.recognizer.push(pcm);
       backlogSamples -= pcm.length;
@@ -135,7 +145,6 @@ export function runSttSession(socket: WebSocket, o: SessionOptions): void {
       }
       await meter(false);
     });
-    queue.catch(fail);
   };
 
   const fail = (err: unknown) => {
@@ -154,37 +163,40 @@ export function runSttSession(socket: WebSocket, o: SessionOptions): void {
     const type = typeof msg.type === 'string' ? msg.type.toLowerCase() : '';
     if (type === 'keepalive') return;
     if (type === 'finalize') {
-      queue = queue.then(async () => {
+      enqueue(async () => {
         await finalize();
         send({ type: 'flush_done' });
       });
-      queue.catch(fail);
       return;
     }
     if (type === 'close' || type === 'closestream') {
-      queue = queue.then(async () => {
+      enqueue(async () => {
         await finalize();
         await meter(true);
         close(1000, 'client_close');
       });
-      queue.catch(fail);
       return;
     }
     send({ type: 'error', code: 'invalid_message', message: `Unknown message type ${JSON.stringify(msg.type)}; use finalize, keepalive or close.` });
   };
 
-  let idle = setTimeout(() => close(1000, 'idle_timeout', { code: 'idle_timeout', message: `No audio or keepalive for ${IDLE_TIMEOUT_MS / 1000} s.` }), IDLE_TIMEOUT_MS);
+  // Idle means: no audio or keepalive from the client AND nothing left for the recognizer
+  // (a client waiting for a slow final transcript is not idle).
+  const onIdle = () => {
+    if (pendingSteps > 0) return touch();
+    close(1000, 'idle_timeout', { code: 'idle_timeout', message: `No audio or keepalive for ${IDLE_TIMEOUT_MS / 1000} s.` });
+  };
+  let idle = setTimeout(onIdle, IDLE_TIMEOUT_MS);
   const touch = () => {
     clearTimeout(idle);
-    idle = setTimeout(() => close(1000, 'idle_timeout', { code: 'idle_timeout', message: `No audio or keepalive for ${IDLE_TIMEOUT_MS / 1000} s.` }), IDLE_TIMEOUT_MS);
+    idle = setTimeout(onIdle, IDLE_TIMEOUT_MS);
   };
   const maxLength = setTimeout(() => {
-    queue = queue.then(async () => {
+    enqueue(async () => {
       await finalize();
       await meter(true);
       close(1000, 'max_duration', { code: 'max_duration', message: `Sessions last at most ${MAX_SESSION_MS / 60_000} minutes; reconnect to continue.` });
     });
-    queue.catch(fail);
   }, MAX_SESSION_MS);
   const ping = setInterval(() => socket.readyState === socket.OPEN && socket.ping(), PING_INTERVAL_MS);
 
