@@ -42,7 +42,9 @@ function planSession(ctx: GatewayContext, request: FastifyRequest): SessionPlan 
     throw new ServiceError('invalid_turn_detection', `turn_detection must be balanced, patient or responsive (got ${JSON.stringify(one('turn_detection'))}).`, 'turn_detection');
   }
   const model = ctx.registry.resolve(one('model'), 'stt');
-  const sampleRate = parseSampleRateParam(one('sample_rate') ?? '16000', model.sampleRates)!;
+  // Absent or empty (as a batch form field) is the default, checked like a given rate.
+  const rawRate = one('sample_rate');
+  const sampleRate = parseSampleRateParam(rawRate === undefined || rawRate === '' ? '16000' : rawRate, model.sampleRates)!;
   const encoding = (one('encoding') ?? 'pcm_s16le') as Encoding;
   if (!ENCODINGS.includes(encoding)) throw new ServiceError('invalid_request', `encoding must be one of ${ENCODINGS.join(', ')}.`, 'encoding');
   const keyterms = Array.isArray(q.keyterms) ? q.keyterms.flatMap(parseKeyterms) : parseKeyterms(one('keyterms'));
@@ -55,6 +57,14 @@ function planSession(ctx: GatewayContext, request: FastifyRequest): SessionPlan 
 
 export async function registerSttWebSocketRoutes(app: FastifyInstance, ctx: GatewayContext): Promise<void> {
   await app.register(websocket, { options: { maxPayload: 1024 * 1024 } });
+  // A refused upgrade is answered on the raw socket, which no HTTP server manages any more: close
+  // it once the response is out. (@fastify/websocket closes it only when its own onRequest hook
+  // ran, which a refusal by the admission hook -- 401, 402, 429 -- skips: those sockets stayed
+  // open, half-open for good once the client had closed its side, and held up the server's close.)
+  app.addHook('onResponse', async (request, reply) => {
+    const socket = request.raw.socket;
+    if (request.headers.upgrade && reply.statusCode !== 101 && socket && !socket.destroyed) socket.end(() => socket.destroy());
+  });
   app.route({
     method: 'GET',
     url: '/stt/websocket',

@@ -55,8 +55,15 @@ export async function registerTranscriptionRoutes(app: FastifyInstance, ctx: Gat
             await part.toBuffer().catch(() => {});
             throw new ServiceError('invalid_request', `Unexpected file field '${part.fieldname}'; the audio goes in 'file'.`, part.fieldname);
           }
-          file = await part.toBuffer();
-          if (part.file.truncated) throw new ServiceError('body_too_large', 'The file is larger than 25 MB.');
+          // Read here rather than with toBuffer(), which waits for the end of the upload even
+          // once the cap is passed: the 413 goes out as soon as the file is over 25 MB.
+          const tooLarge = () => new ServiceError('body_too_large', 'The file is larger than 25 MB.');
+          if (part.file.truncated) throw tooLarge();
+          part.file.once('limit', () => part.file.destroy(tooLarge()));
+          const chunks: Buffer[] = [];
+          for await (const chunk of part.file) chunks.push(chunk as Buffer);
+          if (part.file.truncated) throw tooLarge();
+          file = Buffer.concat(chunks);
         } else {
           fields[part.fieldname] = String(part.value);
         }
