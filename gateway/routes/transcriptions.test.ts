@@ -68,7 +68,7 @@ afterAll(async () => {
 });
 
 /** A 200 from the local model: shape, word times inside the audio, exact duration and billing. */
-async function expectTranscription(res: Response, audio: { frames: number; sampleRate: number }, id: string, picoPerSecond = STT_PRICE): Promise<TranscriptionBody> {
+async function expectTranscription(res: Response, audio: { frames: number; sampleRate: number }, id: string, picoPerSecond = STT_PRICE, options: { wordTimes?: boolean } = {}): Promise<TranscriptionBody> {
   const text = await res.text();
   expect(res.status, text).toBe(200);
   expect(res.headers.get('content-type')).toMatch(/^application\/json/);
@@ -80,7 +80,7 @@ async function expectTranscription(res: Response, audio: { frames: number; sampl
   // Reported to the millisecond the audio is billed by.
   expect(body.duration_seconds).toBe(millis / 1000);
   expect(Math.abs(body.duration_seconds - exact)).toBeLessThanOrEqual(0.0005);
-  expectTimedWords(body.words, 0, exact);
+  if (options.wordTimes !== false) expectTimedWords(body.words, 0, exact);
   const cost = audioCost(millis, picoPerSecond);
   expect(res.headers.get('x-svc-request-cost-usd')).toBe(usd(cost));
   const billed = await expectDebited(h, id, cost);
@@ -445,23 +445,34 @@ describe('transcription', () => {
     120_000,
   );
 
-  // KNOWN BUG (gateway/upstreams/pocketsphinx/decoder.ts, reported): with pocketsphinx's silence
-  // removal on (its default), a pause of 0.5 s or more inside one utterance renumbers the frames:
-  // the words before the pause come out shifted late by about the second part's start, and every
-  // word after it has start = end = the end of the audio. (-remove_silence no gives the right
-  // times.) A batch file is one utterance, so any recording with a pause is affected. This test
-  // states the correct behaviour and is expected to fail until that is fixed: then drop `.fails`.
-  it.fails('sequential words of a longer recording: two sentences with a 1 s pause, times across the whole file', async () => {
+  // A recording with a pause: the second sentence follows 1 s of silence.
+  let twoSentences: { body: TranscriptionBody; secondStarts: number; duration: number } | null = null;
+
+  it('a longer recording, two sentences with a 1 s pause: both transcribed, billed by the whole duration', async () => {
     const a = await speech(FOX);
     const b = await speech(CALL, 'rms');
     const samples = concat(a.samples, silence(1), b.samples);
     const id = requestId('two');
-    const body = await expectTranscription(await transcribe(h, wavFile([samples], 16000), { model: 'local-stt' }, { requestId: id }), { frames: samples.length, sampleRate: 16000 }, id);
+    const body = await expectTranscription(await transcribe(h, wavFile([samples], 16000), { model: 'local-stt' }, { requestId: id }), { frames: samples.length, sampleRate: 16000 }, id, STT_PRICE, { wordTimes: false });
     expect(wer(`${FOX} ${CALL}`, body.text), body.text).toBeLessThanOrEqual(0.15);
-    const secondStarts = (a.samples.length + 16000) / 16000;
+    expect(body.words.map((w) => w.word).join(' ')).toBe(body.text);
+    twoSentences = { body, secondStarts: (a.samples.length + 16000) / 16000, duration: samples.length / 16000 };
+  });
+
+  // KNOWN BUG (gateway/upstreams/pocketsphinx/decoder.ts, reported, not fixed here): with
+  // pocketsphinx's silence removal on (its default), a pause of 0.5 s or more inside one utterance
+  // renumbers the frames: the words before the pause come out late by about the start of the
+  // speech after it, and every word after it has start = end = the end of the audio
+  // (`-remove_silence no` gives the right times). A batch file is one utterance, so every
+  // recording with such a pause gets wrong word times. This states the correct times and is
+  // expected to fail until that is fixed; then drop `.fails`.
+  it.fails('KNOWN BUG: the word times of that recording run across the whole file', () => {
+    const { body, secondStarts, duration } = twoSentences!;
+    expectTimedWords(body.words, 0, duration);
     const please = body.words.find((w) => w.word === 'please');
     expect(please, body.text).toBeDefined();
     expect(please!.start).toBeGreaterThanOrEqual(secondStarts - 0.05);
+    expect(body.words.find((w) => w.word === 'quick')!.start).toBeLessThan(1);
     expect(body.words.filter((w) => w.word === 'dog').every((w) => w.end <= secondStarts)).toBe(true);
   });
 
