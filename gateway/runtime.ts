@@ -19,6 +19,7 @@ import { ModelRegistry } from './registry/model-registry.js';
 import { createUpstreamAdapters } from './upstreams/registry.js';
 import { unloadAll as unloadLocalModels } from './upstreams/llama-cpp/llama-engine.js';
 import { shutdownRecognizers } from './upstreams/pocketsphinx/recognizer.js';
+import { stopEngineSpawner } from './upstreams/local-tts/run-engine.js';
 
 export interface GatewayRuntime {
   app: FastifyInstance;
@@ -66,6 +67,7 @@ export async function createGatewayRuntime(config: Config, options: { logger?: b
       await db.close();
       await unloadLocalModels();
       await shutdownRecognizers();
+      stopEngineSpawner();
     },
   };
 }

@@ -265,19 +265,28 @@ export function natural(engine: 'flite' | 'espeak-ng', voice: string, text: stri
 // ---------------------------------------------------------------------------------------
 // Processes
 
-/** PIDs of this process's children running `name` (the gateway runs in this process). */
+/**
+ * PIDs of this process's descendants running `name` (the gateway runs in this process; the
+ * engines are started by its engine-spawner child, so they are grandchildren).
+ */
 export function childPids(name: string): Promise<number[]> {
-  return new Promise((resolve) => {
-    execFile('pgrep', ['-P', String(process.pid), '-x', name], (err, stdout) => {
-      // pgrep exits 1 when nothing matches.
-      if (err && (err as { code?: unknown }).code !== 1) throw err;
-      resolve(
-        stdout
-          .split('\n')
-          .filter(Boolean)
-          .map(Number)
-          .sort((a, b) => a - b),
-      );
+  return new Promise((resolve, reject) => {
+    execFile('ps', ['-eo', 'pid=,ppid=,comm='], (err, stdout) => {
+      if (err) return reject(err);
+      const rows = stdout.split('\n').filter(Boolean).map((line) => {
+        const [pid, ppid, ...comm] = line.trim().split(/\s+/);
+        return { pid: Number(pid), ppid: Number(ppid), comm: comm.join(' ') };
+      });
+      const mine = new Set([process.pid]);
+      // Walk down the process tree from this process.
+      for (let grew = true; grew; ) {
+        grew = false;
+        for (const r of rows) if (mine.has(r.ppid) && !mine.has(r.pid)) {
+          mine.add(r.pid);
+          grew = true;
+        }
+      }
+      resolve(rows.filter((r) => r.pid !== process.pid && mine.has(r.pid) && r.comm === name).map((r) => r.pid).sort((a, b) => a - b));
     });
   });
 }

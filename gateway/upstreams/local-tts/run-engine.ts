@@ -1,36 +1,90 @@
 // Runs a local speech engine as a child process (off the event loop by construction) and
-// turns its failure modes into the spec's errors. The process is killed when the request
-// is aborted or times out.
-import { spawn } from 'node:child_process';
+// turns its failure modes into the spec's errors. The process is started by the engine
+// spawner (spawner.mjs), a small helper process, so that starting one does not fork the
+// whole gateway; it is killed when the request is aborted or times out.
+import { fork, type ChildProcess } from 'node:child_process';
 import { ServiceError } from '../../../server/services/errors.js';
+import { AsyncQueue } from '../async-queue.js';
 
 export interface EngineRun {
   stdout: AsyncIterable<Buffer>;
   done: Promise<void>;
 }
 
-export function runEngine(command: string, args: string[], signal: AbortSignal, input?: string): EngineRun {
-  const child = spawn(command, args, { stdio: [input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'] });
-  const kill = () => child.kill('SIGKILL');
-  signal.addEventListener('abort', kill, { once: true });
-  let stderr = '';
-  child.stderr!.on('data', (d: Buffer) => {
-    if (stderr.length < 2000) stderr += d.toString();
+interface ExitInfo {
+  code: number | null;
+  signal: string | null;
+  stderr: string;
+  error: { code?: string; message: string } | null;
+}
+
+interface Run {
+  stdout: AsyncQueue<Buffer>;
+  exit: (info: ExitInfo) => void;
+}
+
+let spawner: ChildProcess | null = null;
+const runs = new Map<number, Run>();
+let nextId = 1;
+
+function getSpawner(): ChildProcess {
+  if (spawner && spawner.connected) return spawner;
+  const child = fork(new URL('./spawner.mjs', import.meta.url), [], { serialization: 'advanced', stdio: ['ignore', 'ignore', 'inherit', 'ipc'], execArgv: [] });
+  child.on('message', (msg: { id: number; data?: Uint8Array; exit?: ExitInfo }) => {
+    const run = runs.get(msg.id);
+    if (!run) return;
+    if (msg.data) run.stdout.push(Buffer.from(msg.data.buffer, msg.data.byteOffset, msg.data.byteLength));
+    else if (msg.exit) {
+      runs.delete(msg.id);
+      run.exit(msg.exit);
+    }
   });
-  if (input !== undefined) child.stdin!.end(input);
+  child.on('exit', () => {
+    if (spawner === child) spawner = null;
+    // Runs in flight die with it.
+    for (const [id, run] of runs) {
+      runs.delete(id);
+      run.exit({ code: null, signal: 'SIGKILL', stderr: 'the engine spawner exited', error: null });
+    }
+  });
+  // Do not keep the gateway alive for it.
+  child.unref();
+  (child as ChildProcess & { channel?: { unref(): void } }).channel?.unref();
+  spawner = child;
+  return child;
+}
+
+/** Stops the spawner (graceful shutdown, tests); engines still running are killed. */
+export function stopEngineSpawner(): void {
+  spawner?.disconnect();
+  spawner = null;
+}
+
+export function runEngine(command: string, args: string[], signal: AbortSignal, input?: string): EngineRun {
+  const id = nextId++;
+  const stdout = new AsyncQueue<Buffer>();
   const done = new Promise<void>((resolve, reject) => {
-    child.on('error', (e: NodeJS.ErrnoException) => {
-      reject(e.code === 'ENOENT'
-        ? new ServiceError('model_offline', `The speech engine '${command}' is not installed; run \`npm run setup\` (it installs it from Debian packages).`)
-        : new ServiceError('upstream_error', `The speech engine '${command}' failed to start: ${e.message}`));
+    const s = getSpawner();
+    const kill = () => {
+      if (runs.has(id) && s.connected) s.send({ id, kill: true });
+    };
+    runs.set(id, {
+      stdout,
+      exit: (info) => {
+        signal.removeEventListener('abort', kill);
+        stdout.end();
+        if (info.error) {
+          reject(info.error.code === 'ENOENT'
+            ? new ServiceError('model_offline', `The speech engine '${command}' is not installed; run \`npm run setup\` (it installs it from Debian packages).`)
+            : new ServiceError('upstream_error', `The speech engine '${command}' failed to start: ${info.error.message}`));
+        } else if (info.code === 0) resolve();
+        else if (signal.aborted) reject(signal.reason);
+        else reject(new ServiceError('upstream_error', `The speech engine '${command}' failed (${info.signal ?? `exit ${info.code}`}): ${info.stderr.trim().slice(0, 300)}`));
+      },
     });
-    child.on('close', (code, sig) => {
-      signal.removeEventListener('abort', kill);
-      if (code === 0) resolve();
-      else if (signal.aborted) reject(signal.reason);
-      else reject(new ServiceError('upstream_error', `The speech engine '${command}' failed (${sig ?? `exit ${code}`}): ${stderr.trim().slice(0, 300)}`));
-    });
+    signal.addEventListener('abort', kill, { once: true });
+    s.send({ id, command, args, input });
   });
   done.catch(() => {});
-  return { stdout: child.stdout!, done };
+  return { stdout, done };
 }
