@@ -102,7 +102,13 @@ export async function startSynthesis(ctx: GatewayContext, request: FastifyReques
  * (502 upstream_error, 504 upstream_timeout), never the gateway's 500.
  */
 export async function* allChunks(s: StartedSynthesis): AsyncGenerator<PcmSamples> {
-  yield s.first;
+  // An engine that makes whole sentences (flite) hands over seconds of audio at once: the
+  // first 100 ms go out on their own, so converting and encoding the rest does not delay them.
+  const lead = Math.round(s.sampleRate / 10);
+  if (s.first.length > 2 * lead) {
+    yield s.first.subarray(0, lead);
+    yield s.first.subarray(lead);
+  } else yield s.first;
   for (;;) {
     let next: IteratorResult<PcmSamples>;
     try {
