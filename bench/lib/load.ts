@@ -40,9 +40,9 @@ export async function openLoop(origin: string, spec: RequestSpec, ratePerSecond:
     const wait = due - performance.now();
     if (wait > 1) await new Promise((r) => setTimeout(r, wait));
     else if (i % 64 === 0) await new Promise((r) => setImmediate(r));
-    // Latency counts from when the request was due, or from when it was sent if that was
-    // earlier (timers cannot wait for less than a millisecond).
-    const from = Math.max(due, performance.now());
+    // Latency counts from when the request was due (so a late send, i.e. queueing, counts),
+    // or from when it was actually sent if that was early (timers cannot wait under 1 ms).
+    const from = Math.min(due, performance.now());
     inFlight.push(
       pool
         .request({ path: spec.path, method: spec.method ?? 'GET', headers: spec.headers, body: spec.body })
