@@ -48,6 +48,10 @@ export interface DecoderSetup {
  * SVC_POCKETSPHINX_ARGS ("-name value ...") overrides any of them.
  */
 const SEARCH_ARGS: Record<string, string> = {
+  // Silence removal drops frames, and word times are frame counts: after a pause of 0.5 s or
+  // more every later word would be placed wrongly. Decoding silence costs some CPU; times are
+  // worth it.
+  '-remove_silence': 'no',
   '-maxhmmpf': '3000',
   '-maxwpf': '5',
   '-pl_window': '5',
