@@ -13,6 +13,7 @@ import { expect, vi } from 'vitest';
 import WebSocket from 'ws';
 import { resample } from '../../gateway/audio/resample.js';
 import { parseWav } from '../../gateway/audio/wav.js';
+import { recognizerStats } from '../../gateway/upstreams/pocketsphinx/recognizer.js';
 import { upsertModel } from '../../server/services/models/upsert-model.js';
 import { startGateway, type GatewayHarness } from './gateway-harness.js';
 
@@ -43,6 +44,27 @@ export async function startSttGateway(options: SttGatewayOptions = {}): Promise<
   await h.runtime.ctx.registry.refresh();
   await h.runtime.ctx.health.checkAll();
   return h;
+}
+
+/**
+ * Waits (best effort, up to 10 s) until the recogniser threads are idle: `openSessions` sessions
+ * open (whose audio the caller knows to be decoded) and their spare decoders loaded. Stopping a thread in the middle of a native call aborts the whole
+ * process (shutdownRecognizers terminates the threads; see the report), so tests stop them only
+ * when idle, including through the gateway's close.
+ */
+export async function settleRecognizers(openSessions = 0): Promise<void> {
+  const deadline = Date.now() + 10_000;
+  while (Date.now() < deadline) {
+    const stats = await recognizerStats();
+    if (stats.reduce((n, w) => n + w.sessions, 0) === openSessions && stats.every((w) => w.spares >= 1)) return;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** Waits, if needed, so that the next few seconds stay inside one clock minute (rate-limit windows are clock minutes). */
+export async function awayFromMinuteBoundary(marginMs = 5_000): Promise<void> {
+  const intoMinute = Date.now() % 60_000;
+  if (intoMinute > 60_000 - marginMs) await new Promise((r) => setTimeout(r, 60_000 - intoMinute + 100));
 }
 
 // ---------------------------------------------------------------------------------------
