@@ -190,7 +190,24 @@ export async function transcribeAll(samples: Int16Array, options: RecognizerOpti
 export async function shutdownRecognizers(): Promise<void> {
   const workers = pool;
   pool = [];
-  await Promise.all(workers.map((w) => w.worker.terminate()));
+  await Promise.all(
+    workers.map(async (w) => {
+      // Ask first: the thread frees its decoders between native calls. Terminating it while
+      // it is inside pocketsphinx aborts the process. A thread that does not answer in 10 s
+      // is terminated anyway.
+      if (!w.dead) {
+        let timer: NodeJS.Timeout | undefined;
+        await Promise.race([
+          w.request<null>({ op: 'shutdown' }).catch(() => null),
+          new Promise((r) => {
+            timer = setTimeout(r, 10_000);
+          }),
+        ]);
+        clearTimeout(timer);
+      }
+      await w.worker.terminate();
+    }),
+  );
 }
 
 /** Per worker thread: sessions, live decoders and memory (tests, diagnostics). */

@@ -11,7 +11,8 @@ export type WorkerRequest =
   | { op: 'push'; rid: number; sid: number; samples: Int16Array }
   | { op: 'finalize'; rid: number; sid: number }
   | { op: 'close'; rid: number; sid: number }
-  | { op: 'stats'; rid: number };
+  | { op: 'stats'; rid: number }
+  | { op: 'shutdown'; rid: number };
 
 export interface OpenResult {
   /** Keyterm words added to the dictionary with espeak-ng pronunciations. */
@@ -48,8 +49,10 @@ const sessions = new Map<number, Session>();
 const spares: Decoder[] = [];
 let spareTimer: NodeJS.Timeout | null = null;
 
+let stopping = false;
+
 function scheduleSpare(): void {
-  if (spareTimer || spares.length >= SPARES) return;
+  if (stopping || spareTimer || spares.length >= SPARES) return;
   // A timer, not inline: requests already queued go first.
   spareTimer = setTimeout(() => {
     spareTimer = null;
@@ -111,6 +114,15 @@ function handle(req: WorkerRequest): Hypothesis | OpenResult | WorkerStats | nul
     }
     case 'close':
       close(req.sid);
+      return null;
+    case 'shutdown':
+      // Handled in turn like any request, so no native call is ever cut off mid-way
+      // (terminating a thread inside one aborts the whole process).
+      stopping = true;
+      if (spareTimer) clearTimeout(spareTimer);
+      spareTimer = null;
+      for (const sid of [...sessions.keys()]) close(sid);
+      for (const d of spares.splice(0)) d.free();
       return null;
     case 'stats':
       return { sessions: sessions.size, decoders: sessions.size + spares.length, spares: spares.length, rssBytes: process.memoryUsage().rss };
