@@ -4,6 +4,7 @@
 // bytes they receive and misbehave on demand.
 import { createServer } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { sseData, sseReader } from '../../test/support/sse-client.js';
 import { upsertModel } from '../../server/services/models/upsert-model.js';
 import { createApiKey } from '../../server/services/keys/create-api-key.js';
 import { createOrg } from '../../server/services/orgs/create-org.js';
@@ -88,47 +89,6 @@ function post(body: string | object, options: { g?: GatewayHarness; headers?: Re
   const g = options.g ?? h;
   const payload = typeof body === 'string' ? body : JSON.stringify(body);
   return fetch(`${g.url}/v1/chat/completions`, { method: 'POST', headers: { ...g.headers, ...options.headers }, body: payload, signal: options.signal });
-}
-
-/** The `data:` payloads of an SSE body, in order. */
-function sseData(text: string): string[] {
-  return text
-    .split(/\r?\n\r?\n/)
-    .filter((e) => e.trim() !== '')
-    .map((e) =>
-      e
-        .split(/\r?\n/)
-        .filter((l) => l.startsWith('data:'))
-        .map((l) => l.slice(l[5] === ' ' ? 6 : 5))
-        .join('\n'),
-    );
-}
-
-/** Reads an SSE response event by event, as a client would. */
-function sseReader(res: Response) {
-  const reader = res.body!.getReader();
-  const decoder = new TextDecoder();
-  let buffer = '';
-  return {
-    async next(): Promise<string | null> {
-      for (;;) {
-        const end = buffer.indexOf('\n\n');
-        if (end >= 0) {
-          const event = buffer.slice(0, end + 2);
-          buffer = buffer.slice(end + 2);
-          return sseData(event)[0] ?? '';
-        }
-        const { done, value } = await reader.read();
-        if (done) return null;
-        buffer += decoder.decode(value, { stream: true });
-      }
-    },
-    async rest(): Promise<string[]> {
-      const out: string[] = [];
-      for (let e = await this.next(); e !== null; e = await this.next()) out.push(e);
-      return out;
-    },
-  };
 }
 
 const contentOf = (events: string[]) =>

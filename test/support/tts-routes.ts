@@ -2,6 +2,7 @@
 // local engines registered, request helpers, SSE parsing, decoders for the raw encodings that
 // do not use the product's own code, the engines' natural output for comparison, and a tiny
 // scripted OpenAI-compatible speech server.
+import { sseData } from './sse-client.js';
 import { execFile, execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
@@ -102,19 +103,7 @@ export async function expectError(res: Response, expected: { status: number; cod
 // ---------------------------------------------------------------------------------------
 // Server-sent events
 
-/** The `data:` payloads of an SSE body, in order. */
-export function sseData(text: string): string[] {
-  return text
-    .split(/\r?\n\r?\n/)
-    .filter((e) => e.trim() !== '')
-    .map((e) =>
-      e
-        .split(/\r?\n/)
-        .filter((l) => l.startsWith('data:'))
-        .map((l) => l.slice(l[5] === ' ' ? 6 : 5))
-        .join('\n'),
-    );
-}
+export { sseData, sseReader } from './sse-client.js';
 
 export interface ChunkEvent {
   type: 'chunk';
@@ -145,28 +134,6 @@ export function checkTtsEvents(text: string): { audio: Buffer; chunks: Buffer[];
   return { audio: Buffer.concat(chunks), chunks, events };
 }
 
-/** Reads an SSE response event by event, as a client would. */
-export function sseReader(res: Response) {
-  const reader = res.body!.getReader();
-  const decoder = new TextDecoder();
-  let buffer = '';
-  return {
-    async next(): Promise<string | null> {
-      for (;;) {
-        const end = buffer.indexOf('\n\n');
-        if (end >= 0) {
-          const event = buffer.slice(0, end + 2);
-          buffer = buffer.slice(end + 2);
-          return sseData(event)[0] ?? '';
-        }
-        const { done, value } = await reader.read();
-        if (done) return null;
-        buffer += decoder.decode(value, { stream: true });
-      }
-    },
-    cancel: () => reader.cancel(),
-  };
-}
 
 // ---------------------------------------------------------------------------------------
 // Decoding, written here rather than taken from gateway/audio so that an encoder bug cannot be
