@@ -6,12 +6,6 @@ export interface HealthResult {
   error?: string;
 }
 
-/** What every upstream adapter can do; modality-specific adapters add their operations. */
-export interface UpstreamAdapter {
-  protocol: string;
-  checkHealth(upstream: UpstreamEntry, signal: AbortSignal): Promise<HealthResult>;
-}
-
 /** The upstream's API key, read from the environment variable the registry names. */
 export function upstreamApiKey(upstream: UpstreamEntry): string | undefined {
   return upstream.apiKeyEnv ? process.env[upstream.apiKeyEnv] : undefined;
