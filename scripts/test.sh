@@ -25,6 +25,8 @@ if ! port_open 6379; then
   for _ in $(seq 1 30); do port_open 6379 && break; sleep 1; done
 fi
 [ -x /usr/bin/chromium ] || apt_install chromium
+# ffmpeg and sox cross-check the audio pipeline's files in the tests.
+apt_install ffmpeg sox
 
 status=0
 echo "==> type check"

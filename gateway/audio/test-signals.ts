@@ -1,5 +1,4 @@
 // Synthetic signals and measurements shared by the audio tests and bench/audio-pipeline.ts.
-import { execFileSync } from 'node:child_process';
 
 export function tone(frequency: number, sampleRate: number, seconds: number, amplitude = 0.5): Float32Array {
   const out = new Float32Array(Math.round(sampleRate * seconds));
@@ -55,12 +54,3 @@ export function zeroCrossingFrequency(x: Float32Array, sampleRate: number): numb
   return crossings < 2 ? 0 : ((crossings - 1) * sampleRate) / (last - first);
 }
 
-/** Whether a command-line tool is on PATH (for optional cross-checks with ffmpeg/sox). */
-export function hasTool(name: string): boolean {
-  try {
-    execFileSync('sh', ['-c', `command -v ${name}`], { stdio: 'ignore' });
-    return true;
-  } catch {
-    return false;
-  }
-}
