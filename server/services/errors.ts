@@ -5,7 +5,7 @@ export const ERROR_CODES = [
   'invalid_json', 'invalid_request', 'transcript_too_long', 'invalid_output_format', 'invalid_generation_config',
   'unsupported_audio_format', 'invalid_sample_rate', 'invalid_turn_detection', 'upgrade_required',
   'invalid_login_hint', 'anonymous_not_enabled', 'identity_assertion_not_enabled', 'already_claimed',
-  'authorization_pending', 'expired_token', 'invalid_grant', 'unsupported_grant_type',
+  'authorization_pending', 'expired_token', 'invalid_grant', 'unsupported_grant_type', 'clip_too_short',
   // 401
   'invalid_api_key', 'api_key_disabled',
   // 402
@@ -15,7 +15,7 @@ export const ERROR_CODES = [
   // 404
   'not_found', 'model_not_found', 'voice_not_found', 'dict_not_found', 'job_not_found', 'blob_not_found', 'org_not_found', 'key_not_found',
   // 405, 409, 410, 413, 415
-  'method_not_allowed', 'voice_profile_missing', 'conflict', 'claim_expired', 'body_too_large', 'unsupported_media_type',
+  'method_not_allowed', 'voice_profile_missing', 'conflict', 'claim_expired', 'body_too_large', 'storage_quota_exceeded', 'unsupported_media_type',
   // 429
   'rate_limit_exceeded', 'slow_down',
   // 5xx
