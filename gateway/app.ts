@@ -12,6 +12,12 @@ import { registerModelRoutes } from './routes/models.js';
 import { registerTtsRoutes } from './routes/tts.js';
 import { registerTranscriptionRoutes } from './routes/transcriptions.js';
 import { registerSttWebSocketRoutes } from './routes/stt-websocket.js';
+import { registerVoiceRoutes } from './routes/voices.js';
+import { registerBlobRoutes } from './routes/blobs.js';
+import { registerJobRoutes } from './routes/jobs.js';
+import { registerPronunciationDictRoutes } from './routes/pronunciation-dicts.js';
+import { registerDrainHook } from './lifecycle.js';
+import { registerMetricsHooks, registerMetricsRoute } from './metrics/metrics-http.js';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -66,10 +72,16 @@ export async function buildGateway(ctx: GatewayContext, options: { logger?: bool
     connectionTimeout: 0,
     requestTimeout: 0,
     keepAliveTimeout: 65_000,
-    return503OnClosing: true,
+    // Router errors (an over-long or malformed path segment) come before any hook or route;
+    // without this Fastify answers them in its own shape instead of the envelope.
+    frameworkErrors: (err, request, reply) => sendError(request, reply, err),
+    // Off: a closing gateway answers in the error envelope instead (registerDrainHook).
+    return503OnClosing: false,
   });
 
   app.decorateRequest('auth', null as unknown as RequestAuth);
+  registerMetricsHooks(app, ctx.metrics);
+  registerDrainHook(app, ctx.lifecycle);
 
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id);
@@ -103,13 +115,21 @@ export async function buildGateway(ctx: GatewayContext, options: { logger?: bool
   });
 
   registerHealthRoutes(app, ctx);
+  registerMetricsRoute(app, ctx);
   registerModelRoutes(app, ctx);
   registerTtsRoutes(app, ctx);
+  registerPronunciationDictRoutes(app, ctx);
   await app.register((scope, _opts, done) => {
     registerChatCompletionRoutes(scope, ctx);
     done();
   });
   await app.register((scope) => registerTranscriptionRoutes(scope, ctx));
   await app.register((scope) => registerSttWebSocketRoutes(scope, ctx));
+  // Voices, blobs and jobs share a scope: clone and blob upload take multipart and raw audio.
+  await app.register(async (scope) => {
+    await registerVoiceRoutes(scope, ctx);
+    registerBlobRoutes(scope, ctx);
+    registerJobRoutes(scope, ctx);
+  });
   return app;
 }

@@ -1,6 +1,8 @@
 import type { Config } from '../server/config/env.js';
 import type { Database } from '../server/db/database.js';
 import type { GatewayCore } from './core/gateway-core.js';
+import type { Lifecycle } from './lifecycle.js';
+import type { GatewayMetrics } from './metrics/gateway-metrics.js';
 import type { HealthChecker } from './registry/health-checker.js';
 import type { ModelRegistry } from './registry/model-registry.js';
 import type { UpstreamAdapters } from './upstreams/registry.js';
@@ -13,4 +15,10 @@ export interface GatewayContext {
   registry: ModelRegistry;
   health: HealthChecker;
   adapters: UpstreamAdapters;
+  /** Prometheus metrics of this process (GET /metrics). */
+  metrics: GatewayMetrics;
+  /** Draining and shutdown state (SIGTERM). */
+  lifecycle: Lifecycle;
+  /** The in-process job worker, when this process runs one: told when a job is queued. */
+  jobs?: { notify(): void };
 }

@@ -1,6 +1,8 @@
 // Assembles a gateway process from its configuration: database (migrated), registry, health
-// checks, rate limiter (Redis when REDIS_URL is set), core, HTTP app. Used by `svc gateway`,
-// `svc start` and the black-box tests alike.
+// checks, rate limiter (Redis when REDIS_URL is set), core, metrics, HTTP app; and takes it
+// apart again, gracefully (`shutdown`). Used by `svc gateway`, `svc start` and the black-box
+// tests alike.
+import type { Server } from 'node:http';
 import { Redis } from 'ioredis';
 import type { FastifyInstance } from 'fastify';
 import type { Config } from '../server/config/env.js';
@@ -11,9 +13,13 @@ import { seedRegistry } from '../server/services/models/seed-registry.js';
 import { seedPlatformVoices } from '../server/services/voices/seed-platform-voices.js';
 import { buildGateway } from './app.js';
 import type { GatewayContext } from './context.js';
-import { createGatewayCore, createPassThroughCore } from './core/gateway-core.js';
+import { createGatewayCore, createPassThroughCore, type GatewayCore } from './core/gateway-core.js';
 import { createKeyUsageTracker } from './core/key-usage-tracker.js';
-import { createMemoryRateLimiter, createRedisRateLimiter } from './core/rate-limiter.js';
+import { createMemoryRateLimiter, createRedisRateLimiter, type RateLimiter } from './core/rate-limiter.js';
+import { Lifecycle } from './lifecycle.js';
+import { startJobWorker } from './jobs/start-job-worker.js';
+import { GatewayMetrics } from './metrics/gateway-metrics.js';
+import { startMetricsServer } from './metrics/metrics-http.js';
 import { HealthChecker } from './registry/health-checker.js';
 import { ModelRegistry } from './registry/model-registry.js';
 import { createUpstreamAdapters } from './upstreams/registry.js';
@@ -24,8 +30,54 @@ import { stopEngineSpawner } from './upstreams/local-tts/run-engine.js';
 export interface GatewayRuntime {
   app: FastifyInstance;
   ctx: GatewayContext;
+  /** The separate metrics listener, when SVC_METRICS_PORT is set. */
+  metricsServer: Server | null;
+  /**
+   * Graceful stop: refuse new connections and requests at once, let in-flight requests and
+   * streams run for `graceMs`, then end the remaining streams cleanly (SSE: an error event
+   * and [DONE]; WebSocket: 1001), wait for their last debits, flush, close the database.
+   */
+  shutdown(graceMs: number): Promise<void>;
+  /** shutdown(0): streams are ended at once (tests, benchmarks). */
   close(): Promise<void>;
 }
+
+/** After the grace period, how long streams get to write their final event before their sockets are cut. */
+const END_STREAMS_MS = 2_000;
+/** How long a shutdown waits for the last debits of sessions ended at the deadline. */
+const SETTLE_MS = 5_000;
+
+/** The core with every debit counted in the metrics (the core itself stays free of them). */
+function meteredCore(core: GatewayCore, metrics: GatewayMetrics): GatewayCore {
+  const wrapped = Object.create(core) as GatewayCore;
+  wrapped.charge = async (auth, requestId, costMicros, usage) => {
+    try {
+      const remaining = await core.charge(auth, requestId, costMicros, usage);
+      metrics.debited(usage.modality, usage.modelId, costMicros);
+      return remaining;
+    } catch (e) {
+      metrics.debitFailed(usage.modality, usage.modelId);
+      throw e;
+    }
+  };
+  return wrapped;
+}
+
+function countedLimiter(limiter: RateLimiter, metrics: GatewayMetrics): RateLimiter {
+  return {
+    async consume(keyId, limit, now) {
+      try {
+        return await limiter.consume(keyId, limit, now);
+      } catch (e) {
+        metrics.rateLimiterError();
+        throw e;
+      }
+    },
+    close: () => limiter.close(),
+  };
+}
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms).unref());
 
 export async function createGatewayRuntime(config: Config, options: { logger?: boolean; passThroughCore?: boolean } = {}): Promise<GatewayRuntime> {
   ensureDataDir(config);
@@ -38,36 +90,75 @@ export async function createGatewayRuntime(config: Config, options: { logger?: b
   redis?.on('error', () => {
     // ioredis reconnects by itself; the limiter admits requests while Redis is away.
   });
-  const limiter = redis ? createRedisRateLimiter(redis) : createMemoryRateLimiter();
+  const metrics = new GatewayMetrics();
+  const lifecycle = new Lifecycle();
+  const limiter = countedLimiter(redis ? createRedisRateLimiter(redis) : createMemoryRateLimiter(), metrics);
   const usage = createKeyUsageTracker(db.hot);
-  const core = options.passThroughCore
-    ? createPassThroughCore()
-    : createGatewayCore({ store: db.hot, limiter, defaultRpm: config.defaultRpm, onKeyUsed: usage.mark });
+  const core = meteredCore(
+    options.passThroughCore ? createPassThroughCore() : createGatewayCore({ store: db.hot, limiter, defaultRpm: config.defaultRpm, onKeyUsed: usage.mark }),
+    metrics,
+  );
 
   const registry = new ModelRegistry(db.prisma);
   await registry.refresh();
   const adapters = createUpstreamAdapters({ dataDir: config.dataDir });
-  const health = new HealthChecker(registry, db.prisma, adapters.healthCheck);
-  const ctx: GatewayContext = { config, db, core, registry, health, adapters };
+  const health = new HealthChecker(registry, db.prisma, adapters.healthCheck, (upstream, ok, fromCheck) => metrics.upstreamHealth(upstream, ok, fromCheck));
+  const ctx: GatewayContext = { config, db, core, registry, health, adapters, metrics, lifecycle };
   const app = await buildGateway(ctx, { logger: options.logger });
+  const worker = config.jobs.worker ? startJobWorker(ctx, app.log) : null;
+  const metricsServer = config.metricsPort
+    ? await startMetricsServer(metrics, { host: config.metricsHost, port: config.metricsPort, token: config.metricsToken })
+    : null;
 
   registry.start(config.registryRefreshMs, (err) => app.log.warn({ err }, 'registry refresh failed'));
   health.start(config.healthCheckMs);
 
+  let stopped: Promise<void> | undefined;
+  const shutdown = async (graceMs: number) => {
+    lifecycle.beginDrain();
+    const workerStopped = worker?.stop(Math.min(graceMs, 5_000));
+    registry.stop();
+    health.stop();
+    // app.close() stops listening (new connections are refused) and resolves once every
+    // connection has ended. Connections left idle by a finished request are closed as they
+    // become idle (Node closes only those idle at the moment close() is called).
+    const closed = app.close();
+    const reaper = setInterval(() => app.server.closeIdleConnections(), 100);
+    const inTime = await Promise.race([closed.then(() => true), sleep(graceMs).then(() => false)]);
+    if (!inTime) {
+      app.log.warn({ graceMs }, 'shutdown grace period over: ending the remaining streams');
+      lifecycle.endStreams();
+      await Promise.race([closed, sleep(END_STREAMS_MS)]);
+      app.server.closeAllConnections();
+      lifecycle.terminateSockets();
+      await closed;
+    }
+    clearInterval(reaper);
+    metricsServer?.closeAllConnections();
+    await new Promise<void>((r) => (metricsServer ? metricsServer.close(() => r()) : r()));
+    // Last debits of WebSocket sessions, then the batched last-used stamps, then the database.
+    if (!(await lifecycle.settled(SETTLE_MS))) app.log.error('some sessions were still being billed when the database closed');
+    await workerStopped;
+    await usage.close();
+    await limiter.close();
+    redis?.disconnect();
+    await db.close();
+    await unloadLocalModels();
+    await shutdownRecognizers();
+    stopEngineSpawner();
+  };
+
   return {
     app,
     ctx,
-    async close() {
-      registry.stop();
-      health.stop();
-      await app.close();
-      await usage.close();
-      await limiter.close();
-      redis?.disconnect();
-      await db.close();
-      await unloadLocalModels();
-      await shutdownRecognizers();
-      stopEngineSpawner();
+    metricsServer,
+    shutdown(graceMs) {
+      stopped ??= shutdown(graceMs);
+      return stopped;
+    },
+    close() {
+      stopped ??= shutdown(0);
+      return stopped;
     },
   };
 }

@@ -11,6 +11,9 @@ import { espeakAdapter } from './local-tts/espeak.js';
 import { fliteAdapter } from './local-tts/flite.js';
 import { checkLocalEngine } from './local-tts/health.js';
 import type { SpeechAdapter } from './speech-types.js';
+import type { VoiceCloneAdapter } from './clone-types.js';
+import { localCloneAdapter } from './local-tts/clone.js';
+import { openAiCloneAdapter } from './openai/clone.js';
 import type { TranscriptionAdapter } from './transcription-types.js';
 import { openAiTranscriptionAdapter } from './openai/transcription.js';
 import { checkPocketsphinx, pocketsphinxAdapter } from './local-stt/pocketsphinx.js';
@@ -20,6 +23,8 @@ export interface UpstreamAdapters {
   chat(protocol: string): ChatAdapter | undefined;
   speech(protocol: string): SpeechAdapter | undefined;
   transcription(protocol: string): TranscriptionAdapter | undefined;
+  /** Engines that can make a voice from a clip; a TTS model is clone-capable through these. */
+  clone(protocol: string): VoiceCloneAdapter | undefined;
 }
 
 export function createUpstreamAdapters(options: { dataDir: string }): UpstreamAdapters {
@@ -43,7 +48,13 @@ export function createUpstreamAdapters(options: { dataDir: string }): UpstreamAd
     openai: openAiTranscriptionAdapter,
     pocketsphinx: pocketsphinxAdapter,
   };
+  const clone: Record<string, VoiceCloneAdapter> = {
+    flite: localCloneAdapter('flite'),
+    'espeak-ng': localCloneAdapter('espeak-ng'),
+    openai: openAiCloneAdapter,
+  };
   return {
+    clone: (protocol) => clone[protocol],
     healthCheck: (protocol) => health[protocol],
     transcription: (protocol) => transcription[protocol],
     chat: (protocol) => chat[protocol],

@@ -3,9 +3,11 @@
 import { mkdirSync } from 'node:fs';
 import { isAbsolute, join, resolve } from 'node:path';
 import { z } from 'zod';
+import { parseUsdToMicros } from '../services/credits/money.js';
 
 const port = z.coerce.number().int().min(0).max(65535);
 const url = z.url({ protocol: /^https?$/ });
+const onOff = z.enum(['on', 'off']);
 
 const EnvSchema = z.object({
   SVC_DATA_DIR: z.string().min(1).default('./data'),
@@ -26,6 +28,20 @@ const EnvSchema = z.object({
   SVC_REGISTRY_REFRESH_SECONDS: z.coerce.number().min(0.1).max(3600).default(2),
   SVC_HEALTH_CHECK_SECONDS: z.coerce.number().min(0.1).max(3600).default(10),
   SVC_UPSTREAM_TIMEOUT_SECONDS: z.coerce.number().min(0.1).max(3600).default(300),
+  // Voice jobs (clone, localize, profiles): each gateway runs a worker unless SVC_WORKER=off
+  // (then run `svc worker` processes). A job whose worker died is re-run after its lease.
+  SVC_WORKER: z.enum(['on', 'off']).default('on'),
+  SVC_WORKER_CONCURRENCY: z.coerce.number().int().min(1).max(64).default(2),
+  SVC_JOB_POLL_MS: z.coerce.number().int().min(10).max(60_000).default(500),
+  SVC_JOB_LEASE_SECONDS: z.coerce.number().min(0.1).max(3600).default(30),
+  SVC_JOB_OFFLINE_GIVE_UP_SECONDS: z.coerce.number().min(0).max(7 * 86400).default(1800),
+  // Prometheus metrics: a separate listener (loopback by default) and/or GET /metrics on the
+  // public port behind a bearer token. Neither set: no metrics endpoint.
+  SVC_METRICS_PORT: z.coerce.number().int().min(1).max(65535).optional(),
+  SVC_METRICS_HOST: z.string().min(1).default('127.0.0.1'),
+  SVC_METRICS_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
+  // How long SIGTERM/SIGINT let in-flight requests and streams run before ending them.
+  SVC_SHUTDOWN_GRACE_SECONDS: z.coerce.number().min(0).max(3600).default(25),
 });
 
 export type Env = z.infer<typeof EnvSchema>;
@@ -45,6 +61,13 @@ export interface Config {
   registryRefreshMs: number;
   healthCheckMs: number;
   upstreamTimeoutMs: number;
+  jobs: { worker: boolean; concurrency: number; pollMs: number; leaseMs: number; offlineGiveUpMs: number };
+  /** Separate metrics listener; undefined: none. */
+  metricsPort: number | undefined;
+  metricsHost: string;
+  /** Bearer token for GET /metrics on the public port; undefined: not served there. */
+  metricsToken: string | undefined;
+  shutdownGraceMs: number;
 }
 
 export class ConfigError extends Error {}
@@ -78,6 +101,17 @@ export function loadConfig(source: Readonly<Record<string, string | undefined>> 
     registryRefreshMs: env.SVC_REGISTRY_REFRESH_SECONDS * 1000,
     healthCheckMs: env.SVC_HEALTH_CHECK_SECONDS * 1000,
     upstreamTimeoutMs: env.SVC_UPSTREAM_TIMEOUT_SECONDS * 1000,
+    jobs: {
+      worker: env.SVC_WORKER === 'on',
+      concurrency: env.SVC_WORKER_CONCURRENCY,
+      pollMs: env.SVC_JOB_POLL_MS,
+      leaseMs: env.SVC_JOB_LEASE_SECONDS * 1000,
+      offlineGiveUpMs: env.SVC_JOB_OFFLINE_GIVE_UP_SECONDS * 1000,
+    },
+    metricsPort: env.SVC_METRICS_PORT,
+    metricsHost: env.SVC_METRICS_HOST,
+    metricsToken: env.SVC_METRICS_TOKEN,
+    shutdownGraceMs: env.SVC_SHUTDOWN_GRACE_SECONDS * 1000,
   };
 }
 

@@ -1,6 +1,7 @@
 import type { Prisma } from '../../db/database.js';
 import { newId } from '../../db/ids.js';
 import { PLATFORM_VOICES } from './platform-voices.js';
+import { voiceSearchFields } from './voice-search.js';
 
 /**
  * Creates or refreshes the platform voices and their ready profiles, for the models that
@@ -11,7 +12,7 @@ export async function seedPlatformVoices(prisma: Prisma): Promise<number> {
   let seeded = 0;
   for (const v of PLATFORM_VOICES) {
     if (!models.has(v.modelId)) continue;
-    const data = { name: v.name, description: v.description, language: v.language, gender: v.gender, tags: v.tags, featured: v.featured, modelFamily: v.modelId };
+    const data = { name: v.name, description: v.description, language: v.language, gender: v.gender, tags: v.tags, featured: v.featured, modelFamily: v.modelId, ...voiceSearchFields(v) };
     await prisma.voice.upsert({ where: { id: v.id }, create: { id: v.id, orgId: null, kind: 'library', ...data }, update: data });
     await prisma.voiceProfile.upsert({
       where: { voiceId_modelId: { voiceId: v.id, modelId: v.modelId } },

@@ -1,0 +1,19 @@
+// The job worker of a gateway (or of `svc worker`): voice jobs run with the gateway's engines.
+import type { FastifyBaseLogger } from 'fastify';
+import type { GatewayContext } from '../context.js';
+import { runVoiceJob } from '../voices/voice-operations.js';
+import { JobWorker } from './job-worker.js';
+
+export function startJobWorker(ctx: GatewayContext, log: FastifyBaseLogger): JobWorker {
+  const { jobs } = ctx.config;
+  const worker = new JobWorker(ctx, async (job, signal) => ({ ...(await runVoiceJob(ctx, job, signal)) }), {
+    pollMs: jobs.pollMs,
+    leaseMs: jobs.leaseMs,
+    concurrency: jobs.concurrency,
+    offlineGiveUpMs: jobs.offlineGiveUpMs,
+    log,
+  });
+  ctx.jobs = worker;
+  worker.start();
+  return worker;
+}

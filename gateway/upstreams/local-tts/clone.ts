@@ -1,0 +1,35 @@
+// "Cloning" with the local engines is measurement, not a neural voice: the clip's pitch,
+// speaking rate and gender pick and tune an engine voice (see gateway/audio/voice-analysis.ts
+// and gateway/voices/derive-local-voice.ts). The README says exactly this.
+import { analyzeVoice } from '../../audio/voice-analysis.js';
+import { deriveLocalVoice } from '../../voices/derive-local-voice.js';
+import type { VoiceCloneAdapter } from '../clone-types.js';
+
+export function localCloneAdapter(engine: 'flite' | 'espeak-ng'): VoiceCloneAdapter {
+  return {
+    async clone(_upstream, req) {
+      const analysis = analyzeVoice(req.clip.samples, req.clip.sampleRate);
+      const derived = deriveLocalVoice(engine, analysis, { language: req.language, mode: req.mode });
+      return {
+        upstreamId: derived.upstreamId,
+        params: derived.params,
+        expiresAt: null,
+        gender: analysis.gender === 'unknown' ? '' : analysis.gender,
+        description: derived.description,
+        metadata: {
+          engine,
+          analysis: {
+            duration_seconds: analysis.durationMs / 1000,
+            speech_seconds: analysis.speechMs / 1000,
+            median_f0_hz: analysis.medianF0Hz,
+            f0_p10_hz: analysis.f0P10Hz,
+            f0_p90_hz: analysis.f0P90Hz,
+            syllables_per_second: analysis.syllablesPerSecond,
+            gender_estimate: analysis.gender,
+            loudness_dbfs: analysis.loudnessDbfs,
+          },
+        },
+      };
+    },
+  };
+}

@@ -1,0 +1,37 @@
+// One way to turn a zod failure into the envelope's invalid_request: the first issue, with
+// `param` naming the field as clients write it (`entries[3].alias`, `tags[0]`).
+import type { z } from 'zod';
+import { ServiceError } from './errors.js';
+
+/** `entries[3].alias` from ['entries', 3, 'alias']. */
+export function paramOf(path: readonly PropertyKey[]): string | null {
+  let out = '';
+  for (const part of path) out += typeof part === 'number' ? `[${part}]` : `${out ? '.' : ''}${String(part)}`;
+  return out || null;
+}
+
+export function invalidInput(error: z.ZodError): ServiceError {
+  const issue = error.issues[0]!;
+  const path: PropertyKey[] = [...issue.path];
+  let message = issue.message;
+  if (issue.code === 'unrecognized_keys') {
+    path.push(issue.keys[0]!);
+    message = 'unknown field';
+  } else if (issue.code === 'invalid_type' && issue.input === undefined) {
+    message = 'is required';
+  } else if (issue.code === 'invalid_type') {
+    message = `must be ${issue.expected === 'object' ? 'an object' : issue.expected === 'array' ? 'an array' : `a ${issue.expected}`}`;
+  }
+  const param = paramOf(path);
+  return new ServiceError('invalid_request', param ? `${param}: ${message}` : `${message[0]!.toUpperCase()}${message.slice(1)}.`, param);
+}
+
+/** Validates a JSON body (which must be an object) or a query/form record. */
+export function parseInput<S extends z.ZodType>(schema: S, raw: unknown, options: { body?: boolean } = { body: true }): z.output<S> {
+  if (options.body !== false && (raw === null || typeof raw !== 'object' || Array.isArray(raw))) {
+    throw new ServiceError('invalid_json', 'The request body must be a JSON object.');
+  }
+  const parsed = schema.safeParse(raw);
+  if (!parsed.success) throw invalidInput(parsed.error);
+  return parsed.data;
+}

@@ -1,0 +1,79 @@
+// GET /voices: platform voices plus the org's own, newest first, keyset-paginated.
+// The cursor is the (created_at, id) of the last voice of the page, so a page never repeats or
+// skips a voice however many are added or removed meanwhile (new ones sort before the cursor).
+import { z } from 'zod';
+import type { Prisma } from '../../db/database.js';
+import { ServiceError } from '../errors.js';
+import { presentVoice, voiceInclude, type VoiceRecord } from './present-voice.js';
+import { visibleVoiceWhere } from './resolve-voice-profile.js';
+
+export const VOICE_SCOPES = ['featured', 'all', 'mine', 'saved'] as const;
+export const DEFAULT_VOICE_PAGE = 50;
+export const MAX_VOICE_PAGE = 200;
+
+export const ListVoicesQuery = z.strictObject({
+  scope: z.enum(VOICE_SCOPES).default('all'),
+  gender: z.string().trim().min(1).max(32).optional(),
+  language: z.string().trim().regex(/^[a-zA-Z]{2,3}(-[a-zA-Z0-9]{2,8})?$/, 'a language tag such as en or en-US').optional(),
+  tag: z.string().trim().min(1).max(40).optional(),
+  q: z.string().trim().min(1).max(200).optional(),
+  limit: z.coerce.number().int().min(1).max(MAX_VOICE_PAGE).default(DEFAULT_VOICE_PAGE),
+  cursor: z.string().min(1).max(200).optional(),
+});
+export type ListVoicesQuery = z.infer<typeof ListVoicesQuery>;
+
+interface Cursor {
+  createdAt: Date;
+  id: string;
+}
+
+const encodeCursor = (c: Cursor) => Buffer.from(JSON.stringify([c.createdAt.getTime(), c.id])).toString('base64url');
+
+function decodeCursor(value: string): Cursor {
+  try {
+    const [ms, id] = JSON.parse(Buffer.from(value, 'base64url').toString('utf8')) as unknown[];
+    if (typeof ms === 'number' && Number.isFinite(ms) && typeof id === 'string' && id.length > 0 && id.length <= 64) return { createdAt: new Date(ms), id };
+  } catch {
+    // fall through
+  }
+  throw new ServiceError('invalid_request', 'cursor is not a next_cursor returned by GET /voices.', 'cursor');
+}
+
+export async function listVoices(prisma: Prisma, orgId: string, query: ListVoicesQuery): Promise<{ voices: VoiceRecord[]; next_cursor: string | null }> {
+  const and: object[] = [visibleVoiceWhere(orgId)];
+  if (query.scope === 'featured') and.push({ featured: true });
+  if (query.scope === 'mine') and.push({ orgId });
+  if (query.scope === 'saved') and.push({ saves: { some: { orgId } } });
+  if (query.gender) and.push({ gender: query.gender.toLowerCase() });
+  if (query.language) {
+    const lang = query.language;
+    // "en" matches en, en-US, en-GB; "en-US" matches only itself. Stored tags are canonical case.
+    and.push(lang.includes('-') ? { language: canonicalLanguage(lang) } : { OR: [{ language: lang.toLowerCase() }, { language: { startsWith: `${lang.toLowerCase()}-` } }] });
+  }
+  if (query.tag) and.push({ tagIndex: { contains: `|${query.tag.toLowerCase().replace(/\|/g, '')}|` } });
+  if (query.q) for (const word of query.q.toLowerCase().split(/\s+/).filter(Boolean).slice(0, 8)) and.push({ searchText: { contains: word } });
+  if (query.cursor) {
+    const c = decodeCursor(query.cursor);
+    and.push({ OR: [{ createdAt: { lt: c.createdAt } }, { createdAt: c.createdAt, id: { lt: c.id } }] });
+  }
+  const rows = await prisma.voice.findMany({
+    where: { AND: and },
+    include: voiceInclude(orgId),
+    orderBy: [{ createdAt: 'desc' }, { id: 'desc' }],
+    take: query.limit + 1,
+  });
+  const page = rows.slice(0, query.limit);
+  const last = page.at(-1);
+  return {
+    voices: page.map((v) => presentVoice(v, orgId)),
+    next_cursor: rows.length > query.limit && last ? encodeCursor({ createdAt: last.createdAt, id: last.id }) : null,
+  };
+}
+
+/** BCP 47 casing: language lowercase, region uppercase (en-US), script title case (zh-Hant). */
+export function canonicalLanguage(tag: string): string {
+  const [lang = '', sub] = tag.split('-');
+  if (!sub) return lang.toLowerCase();
+  const subtag = sub.length === 2 ? sub.toUpperCase() : sub.length === 4 ? sub[0]!.toUpperCase() + sub.slice(1).toLowerCase() : sub;
+  return `${lang.toLowerCase()}-${subtag}`;
+}
