@@ -5,6 +5,8 @@ import type { HealthResult } from '../upstreams/types.js';
 import type { ModelRegistry, UpstreamEntry } from './model-registry.js';
 
 export type HealthCheck = (upstream: UpstreamEntry, signal: AbortSignal) => Promise<HealthResult>;
+/** Told every health observation (metrics): `fromCheck` false when a request found the upstream unreachable. */
+export type HealthObserver = (upstream: UpstreamEntry, ok: boolean, fromCheck: boolean) => void;
 
 export class HealthChecker {
   private timer: NodeJS.Timeout | undefined;
@@ -14,6 +16,7 @@ export class HealthChecker {
     private readonly registry: ModelRegistry,
     private readonly prisma: Prisma,
     private readonly checks: (protocol: string) => HealthCheck | undefined,
+    private readonly observe: HealthObserver = () => {},
     private readonly timeoutMs = 5_000,
   ) {}
 
@@ -37,7 +40,8 @@ export class HealthChecker {
     const result: HealthResult = check
       ? await check(upstream, AbortSignal.timeout(this.timeoutMs))
       : { ok: false, latencyMs: 0, error: `no adapter for protocol '${upstream.protocol}'` };
-    this.record(upstream, result);
+    this.registry.setHealth(upstream.id, result.ok ? 'up' : 'down', result.error);
+    this.observe(upstream, result.ok, true);
     await this.prisma.upstream
       .update({
         where: { id: upstream.id },
@@ -51,6 +55,7 @@ export class HealthChecker {
   /** Also called by routes when a request finds an upstream unreachable: it is out until the next good check. */
   record(upstream: UpstreamEntry, result: Pick<HealthResult, 'ok' | 'error'>): void {
     this.registry.setHealth(upstream.id, result.ok ? 'up' : 'down', result.error);
+    this.observe(upstream, result.ok, false);
   }
 
   start(intervalMs: number): void {

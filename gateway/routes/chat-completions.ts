@@ -15,6 +15,7 @@ import type { ChatResponse } from '../upstreams/chat-types.js';
 import { isTimeout, upstreamErrorFromResponse, upstreamTimeout } from '../upstreams/upstream-errors.js';
 import { tryUpstreams } from '../upstreams/try-upstreams.js';
 import { onClientGone } from '../client-gone.js';
+import { envelope } from '../errors.js';
 
 export const LLM_BODY_LIMIT = 10 * 1024 * 1024;
 
@@ -34,6 +35,7 @@ export function registerChatCompletionRoutes(app: FastifyInstance, ctx: GatewayC
     const raw = request.body as Buffer | undefined;
     const body = parseJsonObject(raw ?? '');
     const model = ctx.registry.resolve(body.model, 'llm');
+    request.modelId = model.id;
     const stream = body.stream === true;
     const clientWantsUsage = stream && (body.stream_options as JsonObject | undefined)?.include_usage === true;
 
@@ -54,14 +56,17 @@ export function registerChatCompletionRoutes(app: FastifyInstance, ctx: GatewayC
     };
 
     // No overall deadline here: a long stream is fine as long as the engine keeps sending.
-    // The 300 s deadline is the engine's silence (undici's headers and body timeouts).
+    // The 300 s deadline is the engine's silence (undici's headers and body timeouts). A
+    // shutdown whose grace period is over ends the engine request too.
     const clientGone = onClientGone(reply);
-    const call = { signal: clientGone, timeoutMs: ctx.config.upstreamTimeoutMs };
+    const call = { signal: AbortSignal.any([clientGone, ctx.lifecycle.streamsEnded]), timeoutMs: ctx.config.upstreamTimeoutMs };
     let res: ChatResponse;
+    let answered: UpstreamEntry | undefined;
     try {
       res = await tryUpstreams(ctx, model, call, (upstream) => {
         const adapter = ctx.adapters.chat(upstream.protocol);
         if (!adapter) throw new ServiceError('upstream_error', `No chat adapter for protocol '${upstream.protocol}'.`);
+        answered = upstream;
         return adapter(upstream, { ...requestFor(upstream), ...call });
       });
     } catch (e) {
@@ -69,7 +74,11 @@ export function registerChatCompletionRoutes(app: FastifyInstance, ctx: GatewayC
       throw e;
     }
 
-    if (res.statusCode >= 300) throw await upstreamErrorFromResponse(res);
+    if (res.statusCode >= 300) {
+      // An engine refusing a bad request is the caller's error; anything else is the engine's.
+      if (![400, 413, 422].includes(res.statusCode)) ctx.metrics.upstreamError(answered!, 'http_status');
+      throw await upstreamErrorFromResponse(res);
+    }
     const promptBytes = raw?.length ?? 0;
     const contentType = res.contentType;
 
@@ -103,7 +112,8 @@ export function registerChatCompletionRoutes(app: FastifyInstance, ctx: GatewayC
     // (the cost is unknown until the stream ends).
     setSpendHeaders(reply, null, request.auth.balanceMicros);
     reply.code(200).headers({ 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', 'x-accel-buffering': 'no' });
-    return reply.send(Readable.from(relayStream(ctx, request, model, res, clientWantsUsage, promptBytes, clientGone)));
+    const observed = { upstream: answered!, firstToken: () => ctx.metrics.firstOutput('llm_first_token', model.id, reply.elapsedTime / 1000) };
+    return reply.send(Readable.from(relayStream(ctx, request, model, res, clientWantsUsage, promptBytes, clientGone, observed)));
   });
 }
 
@@ -115,6 +125,7 @@ async function* relayStream(
   clientWantsUsage: boolean,
   promptBytes: number,
   clientGone: AbortSignal,
+  observed: { upstream: UpstreamEntry; firstToken: () => void },
 ): AsyncGenerator<string> {
   const splitter = new SseSplitter();
   let usage: Usage | undefined;
@@ -126,7 +137,7 @@ async function* relayStream(
         if (data !== null && data !== '[DONE]') {
           const parsed = safeJson(data) as { choices?: unknown[]; usage?: Usage | null } | undefined;
           if (parsed?.usage) usage = parsed.usage;
-          if (Array.isArray(parsed?.choices) && parsed.choices.some(carriesOutput)) deltas += 1;
+          if (Array.isArray(parsed?.choices) && parsed.choices.some(carriesOutput) && ++deltas === 1) observed.firstToken();
           // The usage chunk we asked for on the client's behalf is not the client's to see.
           if (!clientWantsUsage && parsed?.usage && Array.isArray(parsed.choices) && parsed.choices.length === 0) continue;
         }
@@ -136,9 +147,15 @@ async function* relayStream(
     const rest = splitter.rest();
     if (rest.trim()) yield rest;
   } catch (e) {
-    if (!clientGone.aborted) {
+    const shutdown = ctx.lifecycle.streamsEnded.reason as unknown;
+    if (!clientGone.aborted && isServiceError(shutdown)) {
+      // The gateway's shutdown grace period is over: the same clean ending, saying so.
+      yield `data: ${JSON.stringify(envelope(shutdown).body)}\n\n`;
+      yield 'data: [DONE]\n\n';
+    } else if (!clientGone.aborted) {
       // The engine died or stalled mid-stream: end the client's stream with an error event
       // it can recognise, then [DONE], instead of cutting the connection.
+      ctx.metrics.upstreamError(observed.upstream, isTimeout(e) ? 'timeout' : 'stream_broken');
       const message = isTimeout(e) ? 'The model upstream stopped sending within the deadline.' : 'The model upstream closed the stream unexpectedly.';
       request.log.warn({ err: e }, 'upstream stream ended abnormally');
       yield `data: ${JSON.stringify({ error: { message, type: 'api_error', code: isTimeout(e) ? 'upstream_timeout' : 'upstream_error', param: null } })}\n\n`;

@@ -56,7 +56,9 @@ function planSession(ctx: GatewayContext, request: FastifyRequest): SessionPlan 
 }
 
 export async function registerSttWebSocketRoutes(app: FastifyInstance, ctx: GatewayContext): Promise<void> {
-  await app.register(websocket, { options: { maxPayload: 1024 * 1024 } });
+  // preClose: sessions are not closed when the server starts closing; a shutdown lets them
+  // run through its grace period, then ends them with 1001 (gateway/lifecycle.ts).
+  await app.register(websocket, { options: { maxPayload: 1024 * 1024 }, preClose: async () => {} });
   // A refused upgrade is answered on the raw socket, which no HTTP server manages any more: close
   // it once the response is out. (@fastify/websocket closes it only when its own onRequest hook
   // ran, which a refusal by the admission hook -- 401, 402, 429 -- skips: those sockets stayed
@@ -74,12 +76,15 @@ export async function registerSttWebSocketRoutes(app: FastifyInstance, ctx: Gate
         throw new ServiceError('upgrade_required', 'This is a WebSocket route: connect with a WebSocket client (Upgrade: websocket).');
       }
       request.sttPlan = planSession(ctx, request);
+      request.modelId = request.sttPlan.model.id;
     },
     handler: async () => {
       throw new ServiceError('upgrade_required', 'This is a WebSocket route: connect with a WebSocket client (Upgrade: websocket).');
     },
     wsHandler: async (socket, request) => {
       const plan = request.sttPlan!;
+      socket.once('close', ctx.metrics.webSocketOpened('/stt/websocket'));
+      ctx.lifecycle.trackSocket(socket);
       // Clients send audio as soon as the upgrade completes, and ws drops messages nobody
       // listens for: keep what arrives while the recognizer opens, for the session to replay.
       const early: EarlyMessage[] = [];
@@ -124,6 +129,9 @@ export async function registerSttWebSocketRoutes(app: FastifyInstance, ctx: Gate
         core: ctx.core,
         recognizer,
         log: request.log,
+        shutdown: ctx.lifecycle.streamsEnded,
+        track: (untilBilled) => ctx.lifecycle.track(untilBilled),
+        onFirstTranscript: (seconds) => ctx.metrics.firstOutput('stt_first_transcript', plan.model.id, seconds),
       });
     },
   });

@@ -42,6 +42,12 @@ export interface SessionOptions {
   log: { warn(obj: unknown, msg: string): void };
   /** Messages received before the session started, handled first, in order. */
   earlyMessages?: EarlyMessage[];
+  /** Aborted when a shutdown's grace period is over: the session closes with 1001; the reason is the error to show. */
+  shutdown?: AbortSignal;
+  /** Handed the session's lifetime up to its last debit, so a shutdown waits for it before closing the database. */
+  track?: (untilBilled: Promise<void>) => void;
+  /** Seconds from the first audio received to the first transcript sent (metrics). */
+  onFirstTranscript?: (seconds: number) => void;
 }
 
 export function runSttSession(socket: WebSocket, o: SessionOptions): void {
@@ -66,7 +72,17 @@ export function runSttSession(socket: WebSocket, o: SessionOptions): void {
   const send = (event: Record<string, unknown>) => {
     if (socket.readyState === socket.OPEN) socket.send(JSON.stringify(event));
   };
-  const transcriptEvent = (t: Transcript, isFinal: boolean) => ({ type: 'transcript', is_final: isFinal, text: t.text, words: t.words });
+  let firstAudioAt: number | undefined;
+  let firstTranscriptSent = false;
+  const transcriptEvent = (t: Transcript, isFinal: boolean) => {
+    if (!firstTranscriptSent && firstAudioAt !== undefined) {
+      firstTranscriptSent = true;
+      o.onFirstTranscript?.((performance.now() - firstAudioAt) / 1000);
+    }
+    return { type: 'transcript', is_final: isFinal, text: t.text, words: t.words };
+  };
+  let billed: () => void = () => {};
+  o.track?.(new Promise<void>((resolve) => (billed = resolve)));
 
   const close = (code: number, reason: string, error?: { code: string; message: string }) => {
     if (closed) return;
@@ -118,6 +134,7 @@ export function runSttSession(socket: WebSocket, o: SessionOptions): void {
     carry = bytes.subarray(usable);
     if (usable === 0) return;
     const input = decodeSamples(bytes.subarray(0, usable), o.encoding);
+    firstAudioAt ??= performance.now();
     receivedSamples += input.length;
     const turnEvents = turns.push(input);
     const engineSamples = resampler ? resampler.push(input) : input;
@@ -199,6 +216,12 @@ export function runSttSession(socket: WebSocket, o: SessionOptions): void {
     });
   }, MAX_SESSION_MS);
   const ping = setInterval(() => socket.readyState === socket.OPEN && socket.ping(), PING_INTERVAL_MS);
+  // 1001 "going away": the client should reconnect (to another replica). Audio received so
+  // far is billed on close, as for any other ending.
+  const onShutdown = () => {
+    const reason = o.shutdown?.reason as { code?: string; message?: string } | undefined;
+    close(1001, 'shutdown', { code: reason?.code ?? 'temporarily_unavailable', message: reason?.message ?? 'The gateway is shutting down; reconnect.' });
+  };
 
   const onMessage = (data: RawData, isBinary: boolean) => {
     if (closed) return;
@@ -213,6 +236,7 @@ export function runSttSession(socket: WebSocket, o: SessionOptions): void {
     clearTimeout(idle);
     clearTimeout(maxLength);
     clearInterval(ping);
+    o.shutdown?.removeEventListener('abort', onShutdown);
     // Bill what arrived, then free the decoder; nothing keeps running for a gone client.
     void queue
       .catch(() => {})
@@ -221,6 +245,7 @@ export function runSttSession(socket: WebSocket, o: SessionOptions): void {
       .finally(() => {
         o.recognizer.close();
         resampler?.close();
+        billed();
       });
   });
   socket.on('error', () => {});
@@ -238,4 +263,6 @@ export function runSttSession(socket: WebSocket, o: SessionOptions): void {
     started_at: new Date(started).toISOString(),
   });
   for (const m of o.earlyMessages ?? []) onMessage(m.data, m.isBinary);
+  if (o.shutdown?.aborted) onShutdown();
+  else o.shutdown?.addEventListener('abort', onShutdown, { once: true });
 }

@@ -69,6 +69,7 @@ export async function startSynthesis(ctx: GatewayContext, request: FastifyReques
   } catch (e) {
     throw withParam(e, fields.model);
   }
+  request.modelId = model.id;
   const { prisma } = ctx.db;
   const orgId = request.auth.orgId;
   const [profile, entries] = await Promise.all([
@@ -92,6 +93,7 @@ export async function startSynthesis(ctx: GatewayContext, request: FastifyReques
     return { stream, iterator, first };
   });
   if (first.done) throw new ServiceError('upstream_error', 'The speech engine produced no audio for this transcript.');
+  ctx.metrics.firstOutput('tts_first_audio', model.id, reply.elapsedTime / 1000);
 
   return { model, sampleRate: stream.sampleRate, first: first.value, rest: iterator, clientGone, signal: call.signal, timeoutMs: call.timeoutMs };
 }
@@ -115,6 +117,8 @@ export async function* allChunks(s: StartedSynthesis): AsyncGenerator<PcmSamples
       next = await s.rest.next();
     } catch (e) {
       if (isServiceError(e) || s.clientGone.aborted) throw e;
+      // A shutdown whose grace period is over: its reason is the error to end with.
+      if (s.signal.aborted && isServiceError(s.signal.reason)) throw s.signal.reason;
       if (s.signal.aborted || isTimeout(e)) throw upstreamTimeout(s.timeoutMs / 1000);
       throw new ServiceError('upstream_error', `The speech engine failed mid-stream: ${(e as Error).message}`);
     }

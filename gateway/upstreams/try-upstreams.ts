@@ -12,10 +12,10 @@ export interface UpstreamCall {
   timeoutMs: number;
 }
 
-/** The client-gone controller and the deadline for one request. */
+/** The client-gone controller, the deadline and the end of a shutdown's grace period for one request. */
 export function upstreamCall(ctx: GatewayContext, clientGone: AbortSignal): UpstreamCall {
   const timeoutMs = ctx.config.upstreamTimeoutMs;
-  return { signal: AbortSignal.any([clientGone, AbortSignal.timeout(timeoutMs)]), timeoutMs };
+  return { signal: AbortSignal.any([clientGone, AbortSignal.timeout(timeoutMs), ctx.lifecycle.streamsEnded]), timeoutMs };
 }
 
 export async function tryUpstreams<T>(
@@ -29,12 +29,28 @@ export async function tryUpstreams<T>(
     try {
       return await attempt(upstream);
     } catch (e) {
-      if (isServiceError(e)) throw e;
+      if (isServiceError(e)) {
+        // An engine's error answer (its 4xx for a bad request is the caller's, not counted).
+        if (e.code === 'upstream_error') ctx.metrics.upstreamError(upstream, 'http_status');
+        throw e;
+      }
+      // A shutdown that reached its deadline: the reason is the error to answer with.
+      if (call.signal.aborted && isServiceError(call.signal.reason)) throw call.signal.reason;
       const reason = (call.signal.reason as Error | undefined)?.name;
-      if (call.signal.aborted && reason === 'TimeoutError') throw upstreamTimeout(call.timeoutMs / 1000);
+      if (call.signal.aborted && reason === 'TimeoutError') {
+        ctx.metrics.upstreamError(upstream, 'timeout');
+        throw upstreamTimeout(call.timeoutMs / 1000);
+      }
       if (call.signal.aborted) throw e; // the client left: nothing to answer
-      if (isTimeout(e)) throw upstreamTimeout(call.timeoutMs / 1000);
-      if (!isConnectFailure(e)) throw upstreamUnavailable((e as Error).message);
+      if (isTimeout(e)) {
+        ctx.metrics.upstreamError(upstream, 'timeout');
+        throw upstreamTimeout(call.timeoutMs / 1000);
+      }
+      if (!isConnectFailure(e)) {
+        ctx.metrics.upstreamError(upstream, 'broken');
+        throw upstreamUnavailable((e as Error).message);
+      }
+      ctx.metrics.upstreamError(upstream, 'connect');
       ctx.health.record(upstream, { ok: false, error: `connection failed: ${(e as Error).message}` });
       lastError = (e as Error).message;
     }

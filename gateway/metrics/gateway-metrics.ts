@@ -1,0 +1,180 @@
+// The gateway's Prometheus metrics, one registry per runtime (several runtimes may share a
+// process in tests). Routes and the core report moments through this object on the
+// GatewayContext, never through globals. Label children are cached by their joined values:
+// prom-client's `inc(labels)` hashes a label object on every call, a Map lookup on a string
+// is cheaper on the per-request path.
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { UpstreamEntry } from '../registry/model-registry.js';
+
+/** The moment a stream first gives the client something useful. */
+export type FirstOutputKind = 'llm_first_token' | 'tts_first_audio' | 'stt_first_transcript';
+export type UpstreamErrorKind = 'connect' | 'timeout' | 'http_status' | 'broken' | 'stream_broken';
+
+/** Latency buckets (seconds) from sub-millisecond gateway answers to multi-minute streams. */
+const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300];
+const FIRST_OUTPUT_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1, 2, 5, 10, 30];
+
+/** An upstream's URL as a label: no credentials, query or fragment (operators may put tokens there). */
+export function upstreamLabel(url: string): string {
+  try {
+    const u = new URL(url);
+    return `${u.protocol}//${u.host}${u.pathname}`.replace(/\/+$/, '');
+  } catch {
+    return url.split(/[?#]/)[0]!.replace(/^([a-z]+:\/\/)[^@/]*@/i, '$1');
+  }
+}
+
+/** Caches the label children of one metric by their joined values. */
+function childCache<C>(make: (...values: string[]) => C): (...values: string[]) => C {
+  const children = new Map<string, C>();
+  return (...values) => {
+    const key = values.join('\u0000');
+    let child = children.get(key);
+    if (child === undefined) {
+      child = make(...values);
+      children.set(key, child);
+    }
+    return child;
+  };
+}
+
+export class GatewayMetrics {
+  readonly registry = new Registry();
+
+  private readonly requests = new Counter({
+    name: 'svc_http_requests_total',
+    help: 'HTTP requests answered, by route pattern, method, status and model (empty when none was resolved).',
+    labelNames: ['route', 'method', 'status', 'model'] as const,
+    registers: [this.registry],
+  });
+  private readonly duration = new Histogram({
+    name: 'svc_http_request_duration_seconds',
+    help: 'Time from request arrival to the end of the response (whole stream for streaming responses).',
+    labelNames: ['route', 'method', 'status'] as const,
+    buckets: LATENCY_BUCKETS,
+    registers: [this.registry],
+  });
+  private readonly firstOutputSeconds = new Histogram({
+    name: 'svc_time_to_first_output_seconds',
+    help: 'Streams: request arrival to first LLM token relayed, first TTS audio ready; STT: first audio received to first transcript sent.',
+    labelNames: ['kind', 'model'] as const,
+    buckets: FIRST_OUTPUT_BUCKETS,
+    registers: [this.registry],
+  });
+  private readonly activeStreams = new Gauge({
+    name: 'svc_active_streams',
+    help: 'Streaming HTTP responses (SSE, progressive audio) being sent now.',
+    labelNames: ['route'] as const,
+    registers: [this.registry],
+  });
+  private readonly webSocketSessions = new Gauge({
+    name: 'svc_websocket_sessions',
+    help: 'Open WebSocket sessions.',
+    labelNames: ['route'] as const,
+    registers: [this.registry],
+  });
+  private readonly upstreamUp = new Gauge({
+    name: 'svc_upstream_up',
+    help: 'Upstream health as this replica sees it: 1 up, 0 down.',
+    labelNames: ['model', 'upstream'] as const,
+    registers: [this.registry],
+  });
+  private readonly healthChecks = new Counter({
+    name: 'svc_upstream_health_checks_total',
+    help: 'Health checks of upstreams, by result.',
+    labelNames: ['model', 'upstream', 'result'] as const,
+    registers: [this.registry],
+  });
+  private readonly upstreamErrors = new Counter({
+    name: 'svc_upstream_errors_total',
+    help: 'Failed upstream calls: connect (never reached it), timeout, http_status (an error answer), broken (failed before an answer), stream_broken (died mid-stream).',
+    labelNames: ['model', 'upstream', 'kind'] as const,
+    registers: [this.registry],
+  });
+  private readonly debitedMicros = new Counter({
+    name: 'svc_credits_debited_micros_total',
+    help: 'Credits debited for usage, in micro-USD.',
+    labelNames: ['modality', 'model'] as const,
+    registers: [this.registry],
+  });
+  private readonly debitFailures = new Counter({
+    name: 'svc_credit_debit_failures_total',
+    help: 'Debits that could not be written (the database was unreachable); the usage went unbilled.',
+    labelNames: ['modality', 'model'] as const,
+    registers: [this.registry],
+  });
+  private readonly rateLimiterErrors = new Counter({
+    name: 'svc_rate_limiter_errors_total',
+    help: 'Rate-limit checks that failed (shared limiter unreachable); those requests were admitted.',
+    registers: [this.registry],
+  });
+
+  private readonly requestChild = childCache((...v) => this.requests.labels(...v));
+  private readonly durationChild = childCache((...v) => this.duration.labels(...v));
+  private readonly firstOutputChild = childCache((...v) => this.firstOutputSeconds.labels(...v));
+  private readonly debitChild = childCache((...v) => this.debitedMicros.labels(...v));
+  private readonly streamChild = childCache((...v) => this.activeStreams.labels(...v));
+
+  constructor(options: { processMetrics?: boolean } = {}) {
+    // Process metrics (RSS, heap, event-loop lag, GC) with the usual names, on this registry.
+    if (options.processMetrics !== false) collectDefaultMetrics({ register: this.registry });
+  }
+
+  request(route: string, method: string, status: number, model: string, seconds: number): void {
+    const s = String(status);
+    this.requestChild(route, method, s, model).inc();
+    this.durationChild(route, method, s).observe(seconds);
+  }
+
+  firstOutput(kind: FirstOutputKind, model: string, seconds: number): void {
+    this.firstOutputChild(kind, model).observe(seconds);
+  }
+
+  /** Counts a streaming response as active until the returned function is called (idempotent). */
+  streamOpened(route: string): () => void {
+    const gauge = this.streamChild(route);
+    gauge.inc();
+    let open = true;
+    return () => {
+      if (open) gauge.dec();
+      open = false;
+    };
+  }
+
+  webSocketOpened(route: string): () => void {
+    const gauge = this.webSocketSessions.labels(route);
+    gauge.inc();
+    let open = true;
+    return () => {
+      if (open) gauge.dec();
+      open = false;
+    };
+  }
+
+  upstreamHealth(upstream: UpstreamEntry, ok: boolean, fromCheck: boolean): void {
+    const label = upstreamLabel(upstream.url);
+    this.upstreamUp.labels(upstream.modelId, label).set(ok ? 1 : 0);
+    if (fromCheck) this.healthChecks.labels(upstream.modelId, label, ok ? 'up' : 'down').inc();
+  }
+
+  upstreamError(upstream: Pick<UpstreamEntry, 'modelId' | 'url'>, kind: UpstreamErrorKind): void {
+    this.upstreamErrors.labels(upstream.modelId, upstreamLabel(upstream.url), kind).inc();
+  }
+
+  debited(modality: string, model: string, micros: bigint): void {
+    if (micros > 0n) this.debitChild(modality, model).inc(Number(micros));
+  }
+
+  debitFailed(modality: string, model: string): void {
+    this.debitFailures.labels(modality, model).inc();
+  }
+
+  rateLimiterError(): void {
+    this.rateLimiterErrors.inc();
+  }
+
+  /** The text exposition format, and its content type. */
+  async render(): Promise<{ contentType: string; body: string }> {
+    return { contentType: this.registry.contentType, body: await this.registry.metrics() };
+  }
+}
