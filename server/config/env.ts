@@ -42,6 +42,15 @@ const EnvSchema = z.object({
   SVC_METRICS_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
   // How long SIGTERM/SIGINT let in-flight requests and streams run before ending them.
   SVC_SHUTDOWN_GRACE_SECONDS: z.coerce.number().min(0).max(3600).default(25),
+  // Agent self-registration (README, "Agent registration").
+  SVC_AGENT_AUTH: onOff.default('on'),
+  SVC_AGENT_ANONYMOUS: onOff.default('on'),
+  SVC_TRIAL_CREDITS_USD: z
+    .string()
+    .regex(/^\d{1,6}(\.\d{1,6})?$/, 'must be a non-negative USD amount with at most 6 decimals')
+    .default('0.10'),
+  SVC_TRIAL_MAX_PER_HOUR: z.coerce.number().int().min(0).max(1_000_000).default(100),
+  SVC_AGENT_AUTH_IP_RPM: z.coerce.number().int().min(1).max(1_000_000).default(60),
 });
 
 export type Env = z.infer<typeof EnvSchema>;
@@ -68,6 +77,20 @@ export interface Config {
   /** Bearer token for GET /metrics on the public port; undefined: not served there. */
   metricsToken: string | undefined;
   shutdownGraceMs: number;
+  agentAuth: AgentAuthConfig;
+}
+
+export interface AgentAuthConfig {
+  /** SVC_AGENT_AUTH: off answers 503 agent_auth_unavailable on every registration route. */
+  enabled: boolean;
+  /** SVC_AGENT_ANONYMOUS: off removes `anonymous` from discovery and refuses it. */
+  anonymousEnabled: boolean;
+  /** Credit each anonymous trial org starts with. */
+  trialCreditsMicros: bigint;
+  /** At most this many trial orgs are created per rolling hour, instance-wide (0: none). */
+  trialMaxPerHour: number;
+  /** Requests per IP per minute on all registration, discovery and token routes. */
+  ipRpm: number;
 }
 
 export class ConfigError extends Error {}
@@ -112,6 +135,13 @@ export function loadConfig(source: Readonly<Record<string, string | undefined>> 
     metricsHost: env.SVC_METRICS_HOST,
     metricsToken: env.SVC_METRICS_TOKEN,
     shutdownGraceMs: env.SVC_SHUTDOWN_GRACE_SECONDS * 1000,
+    agentAuth: {
+      enabled: env.SVC_AGENT_AUTH === 'on',
+      anonymousEnabled: env.SVC_AGENT_ANONYMOUS === 'on',
+      trialCreditsMicros: parseUsdToMicros(env.SVC_TRIAL_CREDITS_USD),
+      trialMaxPerHour: env.SVC_TRIAL_MAX_PER_HOUR,
+      ipRpm: env.SVC_AGENT_AUTH_IP_RPM,
+    },
   };
 }
 
