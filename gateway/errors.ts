@@ -48,6 +48,9 @@ export function toServiceError(err: unknown): ServiceError {
     case 'FST_ERR_CTP_EMPTY_JSON_BODY':
     case 'FST_ERR_CTP_INVALID_JSON_BODY':
       return new ServiceError('invalid_json', 'The request body is not valid JSON.');
+    case 'FST_ERR_MAX_PARAM_LENGTH':
+      // Ids are far shorter than the router's 100-character cap on a path parameter.
+      return new ServiceError('not_found', 'Nothing has an id that long: a path parameter is at most 100 characters.');
     case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
       return new ServiceError('invalid_request', 'Content-Length does not match the body.');
   }
