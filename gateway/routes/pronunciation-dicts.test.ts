@@ -223,6 +223,13 @@ describe('errors', () => {
     await expectError(await call('PATCH', `/pronunciation-dicts/${d.id}`, { body }), expected);
   });
 
+  it('messages tell a missing field from one of the wrong type', async () => {
+    expect((await expectError(await call('POST', '/pronunciation-dicts', { body: {} }), E(400, 'invalid_request', 'name'))).message).toBe('name: is required');
+    expect((await expectError(await call('POST', '/pronunciation-dicts', { body: { name: 1 } }), E(400, 'invalid_request', 'name'))).message).toBe('name: must be a string');
+    const neither = await expectError(await call('POST', '/pronunciation-dicts', { body: { name: 'n', entries: [{ grapheme: 'x' }] } }), E(400, 'invalid_request', 'entries[0].alias'));
+    expect(neither.message).toBe('entries[0].alias: give an alias (replacement text) or a phoneme');
+  });
+
   it('a lone surrogate (from \\ud800 in the JSON) is refused, not stored altered', async () => {
     const raw = '{"name":"n","entries":[{"grapheme":"a\\ud800","alias":"b"}]}';
     await expectError(await call('POST', '/pronunciation-dicts', { raw }), E(400, 'invalid_request', 'entries[0].grapheme'));

@@ -1,6 +1,7 @@
 import { accountRouter } from './routers/account.js';
 import { authRouter } from './routers/auth.js';
 import { creditsRouter } from './routers/credits.js';
+import { dictsRouter } from './routers/dicts.js';
 import { keysRouter } from './routers/keys.js';
 import { createCallerFactory, createTRPCRouter } from './trpc.js';
 
@@ -9,6 +10,7 @@ export const appRouter = createTRPCRouter({
   account: accountRouter,
   keys: keysRouter,
   credits: creditsRouter,
+  dicts: dictsRouter,
 });
 
 export type AppRouter = typeof appRouter;

@@ -31,7 +31,9 @@ export function parseInput<S extends z.ZodType>(schema: S, raw: unknown, options
   if (options.body !== false && (raw === null || typeof raw !== 'object' || Array.isArray(raw))) {
     throw new ServiceError('invalid_json', 'The request body must be a JSON object.');
   }
-  const parsed = schema.safeParse(raw);
+  // reportInput: zod 4 leaves `input` out of issues otherwise, and invalidInput needs it to
+  // tell a missing field ("is required") from one of the wrong type.
+  const parsed = schema.safeParse(raw, { reportInput: true });
   if (!parsed.success) throw invalidInput(parsed.error);
   return parsed.data;
 }
