@@ -5,7 +5,7 @@
 import { ServiceError } from '../errors.js';
 import { hashClaimToken, sealKey, unsealKey } from './registration-crypto.js';
 import { LostIssueRace, insertApiKey, newApiKey } from './registration-keys.js';
-import { MIN_POLL_GAP_MS, POLL_INTERVAL_S, POST_CLAIM_SCOPES, REDELIVERY_MS, assertEnabled, withStore, type RegistrationDeps } from './registration-rules.js';
+import { MAX_FAILED_GUESSES, MIN_POLL_GAP_MS, POLL_INTERVAL_S, POST_CLAIM_SCOPES, REDELIVERY_MS, assertEnabled, withStore, type RegistrationDeps } from './registration-rules.js';
 import type { IssuedToken } from './exchange-assertion.js';
 
 type Registration = NonNullable<Awaited<ReturnType<RegistrationDeps['db']['prisma']['agentRegistration']['findUnique']>>>;
@@ -47,8 +47,9 @@ export async function pollClaim(deps: RegistrationDeps, input: { claimToken: str
     if (!attempt) {
       throw new ServiceError('authorization_pending', `No claim has been started: POST ${deps.settings.authUrl}/agent/identity/claim with the claim_token and the user's email.`, null);
     }
-    if (attempt.expiresAt <= now) {
-      throw new ServiceError('expired_token', `The code has expired. Request a new one: POST ${deps.settings.authUrl}/agent/identity/claim with {claim_token}.`, null);
+    if (attempt.expiresAt <= now || attempt.failedGuesses >= MAX_FAILED_GUESSES) {
+      const why = attempt.expiresAt <= now ? 'The code has expired.' : 'The code was locked after too many wrong entries.';
+      throw new ServiceError('expired_token', `${why} Request a new one: POST ${deps.settings.authUrl}/agent/identity/claim with {claim_token}.`, null);
     }
     throw new ServiceError('authorization_pending', `The user has not entered the code yet. Keep polling every ${POLL_INTERVAL_S} seconds.`, null);
   });

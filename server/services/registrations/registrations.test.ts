@@ -1,0 +1,473 @@
+// The registration services against a real database (SQLite, or PostgreSQL with
+// TEST_DB=postgresql), with an injected clock: every row of the spec's claim table, the
+// jwt-bearer grant, the verification page's lookups and their guess limits, erasure of the
+// sealed keys, and the races (two exchanges, two polls at confirmation).
+import { createHash } from 'node:crypto';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { createTestDatabase, type TestDatabase } from '../../../test/support/test-database.js';
+import type { Database } from '../../db/database.js';
+import { verifyApiKey } from '../keys/verify-api-key.js';
+import { signUp } from '../users/sign-up.js';
+import { confirmClaim } from './confirm-claim.js';
+import { denyClaim } from './deny-claim.js';
+import { describeClaim } from './describe-claim.js';
+import { eraseExpiredRegistrationSecrets } from './erase-expired-registration-secrets.js';
+import { exchangeAssertion } from './exchange-assertion.js';
+import { createGuessThrottle, type GuessThrottle } from './guess-throttle.js';
+import { pollClaim } from './poll-claim.js';
+import type { RegistrationDeps, RegistrationSettings } from './registration-rules.js';
+import { startClaim } from './start-claim.js';
+import { startRegistration } from './start-registration.js';
+
+let t: TestDatabase;
+let clock: number;
+let throttle: GuessThrottle;
+let settings: RegistrationSettings;
+let deps: RegistrationDeps;
+
+const SECOND = 1000;
+const MINUTE = 60 * SECOND;
+const advance = (ms: number) => {
+  clock += ms;
+};
+
+const baseSettings = (): RegistrationSettings => ({
+  enabled: true,
+  anonymousEnabled: true,
+  trialCreditsMicros: 100_000n,
+  trialMaxPerHour: 1000,
+  ipRpm: 60,
+  authUrl: 'https://auth.example.test',
+  dashboardUrl: 'https://dash.example.test',
+});
+
+beforeAll(async () => {
+  t = await createTestDatabase();
+});
+afterAll(async () => {
+  await t?.drop();
+});
+beforeEach(() => {
+  clock = Date.now();
+  throttle = createGuessThrottle();
+  settings = baseSettings();
+  deps = { db: t.db, settings, now: () => new Date(clock) };
+});
+
+let userCount = 0;
+async function newUser(email = `user${++userCount}-${Date.now()}@example.com`) {
+  const u = await signUp(t.db, { email, password: 'correct horse battery' });
+  return { id: u.userId, email: u.email, orgId: u.orgId };
+}
+type User = Awaited<ReturnType<typeof newUser>>;
+
+const entry = (user: User, code: string, ip: string | null = null) => ({ code, user: { id: user.id, email: user.email }, ip, throttle, orgId: user.orgId });
+
+/** Polls after waiting out the interval, so the poll is never "too fast". */
+async function pollLater(claimToken: string) {
+  advance(5 * SECOND);
+  return pollClaim(deps, { claimToken });
+}
+
+async function anonymousWithTrial() {
+  const reg = await startRegistration(deps, { type: 'anonymous' });
+  const trial = await exchangeAssertion(deps, { assertion: reg.identityAssertion });
+  return { reg, trial };
+}
+
+describe('anonymous registration and the jwt-bearer grant', () => {
+  it('returns an assertion, a claim token (stored only as SHA-256) and the pre-claim scopes', async () => {
+    const reg = await startRegistration(deps, { type: 'anonymous' });
+    expect(reg.identityAssertion.split('.')).toHaveLength(3);
+    expect(reg.claimToken).toMatch(/^claim_[A-Za-z0-9_-]{43}$/);
+    expect(reg.claimTokenExpiresAt.getTime()).toBe(clock + 24 * 3600 * SECOND);
+    const row = await t.db.prisma.agentRegistration.findUniqueOrThrow({ where: { id: reg.registrationId } });
+    expect(row.claimTokenHash).toBe(createHash('sha256').update(reg.claimToken).digest('hex'));
+    expect(JSON.stringify(row)).not.toContain(reg.claimToken);
+    expect(row).toMatchObject({ type: 'anonymous', status: 'pending', trialKeyId: null });
+  });
+
+  it('exchanges the assertion for an sk_svc_ trial key on a new trial org with the trial budget', async () => {
+    const { reg, trial } = await anonymousWithTrial();
+    expect(trial.accessToken).toMatch(/^sk_svc_[A-Za-z0-9_-]{43}$/);
+    expect(trial.scope).toBe('api:trial');
+    const auth = await verifyApiKey(t.db.hot, trial.accessToken);
+    expect(auth.balanceMicros).toBe(100_000n);
+    const org = await t.db.prisma.org.findUniqueOrThrow({ where: { id: auth.orgId } });
+    expect(org.isTrial).toBe(true);
+    const ledger = await t.db.prisma.ledgerEntry.findMany({ where: { orgId: org.id } });
+    expect(ledger.map((l) => l.amountMicros)).toEqual([100_000n]);
+    const row = await t.db.prisma.agentRegistration.findUniqueOrThrow({ where: { id: reg.registrationId } });
+    expect(row.trialKeyId).toBe(trial.keyId);
+    expect(row.trialKeySealed).not.toContain(trial.accessToken);
+  });
+
+  it('repeating the exchange returns the same key, never a second one, also when exchanges race', async () => {
+    const reg = await startRegistration(deps, { type: 'anonymous' });
+    const raced = await Promise.all(Array.from({ length: 6 }, () => exchangeAssertion(deps, { assertion: reg.identityAssertion })));
+    expect(new Set(raced.map((r) => r.accessToken)).size).toBe(1);
+    advance(5 * MINUTE);
+    const again = await exchangeAssertion(deps, { assertion: reg.identityAssertion });
+    expect(again.accessToken).toBe(raced[0]!.accessToken);
+    const row = await t.db.prisma.agentRegistration.findUniqueOrThrow({ where: { id: reg.registrationId } });
+    expect(await t.db.prisma.apiKey.count({ where: { orgId: row.trialOrgId! } })).toBe(1);
+    expect(await t.db.prisma.org.count({ where: { name: `Agent trial (${reg.registrationId})` } })).toBe(1);
+  });
+
+  it('refuses an expired assertion, and the sealed trial key is erased once the assertion has expired', async () => {
+    const { reg } = await anonymousWithTrial();
+    advance(10 * MINUTE);
+    await expect(exchangeAssertion(deps, { assertion: reg.identityAssertion })).rejects.toMatchObject({ code: 'invalid_grant', param: 'assertion' });
+    expect((await t.db.prisma.agentRegistration.findUniqueOrThrow({ where: { id: reg.registrationId } })).trialKeySealed).not.toBeNull();
+    await eraseExpiredRegistrationSecrets(deps);
+    expect((await t.db.prisma.agentRegistration.findUniqueOrThrow({ where: { id: reg.registrationId } })).trialKeySealed).toBeNull();
+  });
+
+  it('refuses tampered, foreign and garbage assertions with invalid_grant', async () => {
+    const reg = await startRegistration(deps, { type: 'anonymous' });
+    const [h, p, s] = reg.identityAssertion.split('.') as [string, string, string];
+    const payload = JSON.parse(Buffer.from(p, 'base64url').toString());
+    const forged = `${h}.${Buffer.from(JSON.stringify({ ...payload, sub: 'reg_other' })).toString('base64url')}.${s}`;
+    for (const assertion of [forged, `${h}.${p}.${s.slice(0, -2)}AA`, 'not-a-jwt', '', 'a.b.c']) {
+      await expect(exchangeAssertion(deps, { assertion })).rejects.toMatchObject({ code: 'invalid_grant' });
+    }
+    // Signed by this server but for another issuer (the server's URL changed): refused.
+    const elsewhere = { ...deps, settings: { ...settings, authUrl: 'https://other.example.test' } };
+    await expect(exchangeAssertion(elsewhere, { assertion: reg.identityAssertion })).rejects.toMatchObject({ code: 'invalid_grant' });
+  });
+
+  it('caps new trial orgs per rolling hour on the instance (429 slow_down), then allows them again', async () => {
+    // Trials made by earlier tests count too: cap at what exists + 1.
+    const existing = await t.db.prisma.org.count({ where: { isTrial: true, createdAt: { gt: new Date(clock - 3600 * SECOND) } } });
+    settings.trialMaxPerHour = existing + 1;
+    await anonymousWithTrial();
+    const second = await startRegistration(deps, { type: 'anonymous' });
+    await expect(exchangeAssertion(deps, { assertion: second.identityAssertion })).rejects.toMatchObject({ code: 'slow_down', headers: { 'retry-after': '600' } });
+    settings.trialMaxPerHour = 0;
+    await expect(exchangeAssertion(deps, { assertion: second.identityAssertion })).rejects.toMatchObject({ code: 'slow_down' });
+    settings.trialMaxPerHour = existing + 1;
+    advance(61 * MINUTE);
+    const third = await startRegistration(deps, { type: 'anonymous' });
+    await expect(exchangeAssertion(deps, { assertion: third.identityAssertion })).resolves.toMatchObject({ scope: 'api:trial' });
+  });
+
+  it('a trial budget of 0 gives a key on an org with no credit and no ledger row', async () => {
+    settings.trialCreditsMicros = 0n;
+    const { trial } = await anonymousWithTrial();
+    const auth = await verifyApiKey(t.db.hot, trial.accessToken);
+    expect(auth.balanceMicros).toBe(0n);
+    expect(await t.db.prisma.ledgerEntry.count({ where: { orgId: auth.orgId } })).toBe(0);
+  });
+});
+
+describe('registration errors', () => {
+  it('anonymous_not_enabled when anonymous registration is off (start and exchange)', async () => {
+    const reg = await startRegistration(deps, { type: 'anonymous' });
+    settings.anonymousEnabled = false;
+    await expect(startRegistration(deps, { type: 'anonymous' })).rejects.toMatchObject({ code: 'anonymous_not_enabled' });
+    await expect(exchangeAssertion(deps, { assertion: reg.identityAssertion })).rejects.toMatchObject({ code: 'anonymous_not_enabled' });
+    // service_auth still works.
+    await expect(startRegistration(deps, { type: 'service_auth', loginHint: 'a@example.com' })).resolves.toMatchObject({ registrationType: 'service_auth' });
+  });
+
+  it('identity_assertion_not_enabled for ID-JAG assertions', async () => {
+    await expect(startRegistration(deps, { type: 'identity_assertion' })).rejects.toMatchObject({ code: 'identity_assertion_not_enabled' });
+  });
+
+  it.each(['', 'not-an-email', 'a@b', ' @example.com', 'x'.repeat(250) + '@example.com', 'two@@example.com'])('invalid_login_hint for %j', async (hint) => {
+    await expect(startRegistration(deps, { type: 'service_auth', loginHint: hint })).rejects.toMatchObject({ code: 'invalid_login_hint', param: 'login_hint' });
+    const reg = await startRegistration(deps, { type: 'anonymous' });
+    await expect(startClaim(deps, { claimToken: reg.claimToken, email: hint })).rejects.toMatchObject({ code: 'invalid_login_hint', param: 'email' });
+  });
+
+  it('invalid_login_hint for the first claim of an anonymous registration without an email', async () => {
+    const reg = await startRegistration(deps, { type: 'anonymous' });
+    await expect(startClaim(deps, { claimToken: reg.claimToken })).rejects.toMatchObject({ code: 'invalid_login_hint' });
+  });
+
+  it('agent_auth_unavailable on every operation when registration is turned off', async () => {
+    const reg = await startRegistration(deps, { type: 'anonymous' });
+    settings.enabled = false;
+    const calls = [
+      startRegistration(deps, { type: 'anonymous' }),
+      startRegistration(deps, { type: 'service_auth', loginHint: 'a@example.com' }),
+      exchangeAssertion(deps, { assertion: reg.identityAssertion }),
+      startClaim(deps, { claimToken: reg.claimToken, email: 'a@example.com' }),
+      pollClaim(deps, { claimToken: reg.claimToken }),
+    ];
+    for (const call of calls) await expect(call).rejects.toMatchObject({ code: 'agent_auth_unavailable' });
+  });
+
+  it('a store that fails answers 503: agent_auth_unavailable to start/claim, temporarily_unavailable to the token grants', async () => {
+    const reg = await startRegistration(deps, { type: 'anonymous' });
+    const down = { ...deps, db: brokenDatabase(t.db) };
+    await expect(startRegistration(down, { type: 'anonymous' })).rejects.toMatchObject({ code: 'agent_auth_unavailable' });
+    await expect(startClaim(down, { claimToken: reg.claimToken, email: 'a@example.com' })).rejects.toMatchObject({ code: 'agent_auth_unavailable' });
+    await expect(pollClaim(down, { claimToken: reg.claimToken })).rejects.toMatchObject({ code: 'temporarily_unavailable' });
+    await expect(exchangeAssertion(down, { assertion: reg.identityAssertion })).rejects.toMatchObject({ code: 'temporarily_unavailable' });
+    // Retrying once the store is back is safe: one key.
+    const first = await exchangeAssertion(deps, { assertion: reg.identityAssertion });
+    await expect(exchangeAssertion(deps, { assertion: reg.identityAssertion })).resolves.toMatchObject({ accessToken: first.accessToken });
+  });
+
+  it('410 claim_expired for an unknown claim token, on the claim endpoint and the poll', async () => {
+    await expect(startClaim(deps, { claimToken: 'claim_nope', email: 'a@example.com' })).rejects.toMatchObject({ code: 'claim_expired' });
+    await expect(pollClaim(deps, { claimToken: 'claim_nope' })).rejects.toMatchObject({ code: 'claim_expired' });
+  });
+});
+
+describe('the claim state table (anonymous registration)', () => {
+  it('walks pending -> slow_down -> expired_token -> new code -> confirmed -> same key for 10 minutes -> invalid_grant', async () => {
+    const user = await newUser();
+    const { reg, trial } = await anonymousWithTrial();
+    const token = reg.claimToken;
+
+    // No claim yet: pending.
+    await expect(pollLater(token)).rejects.toMatchObject({ code: 'authorization_pending' });
+    const first = await startClaim(deps, { claimToken: token, email: user.email.toUpperCase() });
+    expect(first.claim).toMatchObject({ expiresIn: 600, interval: 5, verificationUri: 'https://dash.example.test/claim', email: user.email });
+    expect(first.claim.userCode).toMatch(/^\d{6}$/);
+
+    // pending | poll | user has not entered the code -> authorization_pending
+    await expect(pollLater(token)).rejects.toMatchObject({ code: 'authorization_pending' });
+    // pending | poll | polling too fast -> 429 slow_down (a too-fast poll also restarts the wait)
+    advance(1 * SECOND);
+    await expect(pollClaim(deps, { claimToken: token })).rejects.toMatchObject({ code: 'slow_down', headers: { 'retry-after': '5' } });
+    advance(3 * SECOND);
+    await expect(pollClaim(deps, { claimToken: token })).rejects.toMatchObject({ code: 'slow_down' });
+    await expect(pollLater(token)).rejects.toMatchObject({ code: 'authorization_pending' });
+
+    // pending | poll | the 10-minute code has expired -> expired_token
+    advance(10 * MINUTE);
+    await expect(pollLater(token)).rejects.toMatchObject({ code: 'expired_token' });
+    await expect(describeClaim(deps, entry(user, first.claim.userCode))).rejects.toMatchObject({ code: 'expired_token' });
+
+    // New code: {claim_token} alone keeps the email; the new code works, the old one never again.
+    const second = await startClaim(deps, { claimToken: token });
+    expect(second.claim.email).toBe(user.email);
+    await expect(pollLater(token)).rejects.toMatchObject({ code: 'authorization_pending' });
+
+    // The page shows what is authorised.
+    const described = await describeClaim(deps, entry(user, second.claim.userCode));
+    expect(described).toMatchObject({ registrationId: reg.registrationId, registrationType: 'anonymous', email: user.email, scopes: ['api'], trialKeyPrefix: trial.accessToken.slice(0, 11) });
+
+    // pending | user enters the code | confirmed -> claimed; the trial key stops at once.
+    await expect(confirmClaim(deps, entry(user, second.claim.userCode))).resolves.toEqual({ registrationId: reg.registrationId, orgId: user.orgId });
+    await expect(verifyApiKey(t.db.hot, trial.accessToken)).rejects.toMatchObject({ code: 'api_key_disabled' });
+    // Single use.
+    await expect(confirmClaim(deps, entry(user, second.claim.userCode))).rejects.toMatchObject({ code: 'invalid_grant' });
+    // already_claimed on the claim endpoint; the trial exchange is over too.
+    await expect(startClaim(deps, { claimToken: token })).rejects.toMatchObject({ code: 'already_claimed' });
+    await expect(exchangeAssertion(deps, { assertion: reg.identityAssertion })).rejects.toMatchObject({ code: 'invalid_grant' });
+
+    // claimed: the next poll answers 200 with a new key on the user's org (even right away).
+    advance(1 * SECOND);
+    const delivered = await pollClaim(deps, { claimToken: token });
+    expect(delivered.accessToken).toMatch(/^sk_svc_/);
+    expect(delivered.accessToken).not.toBe(trial.accessToken);
+    expect(delivered.scope).toBe('api');
+    await expect(verifyApiKey(t.db.hot, delivered.accessToken)).resolves.toMatchObject({ orgId: user.orgId, status: 'active' });
+
+    // claimed | poll | within 10 minutes of delivery -> the same key, never a second one.
+    for (const wait of [1 * SECOND, 4 * MINUTE, 5 * MINUTE + 58 * SECOND]) {
+      advance(wait);
+      await expect(pollClaim(deps, { claimToken: token })).resolves.toMatchObject({ accessToken: delivered.accessToken, keyId: delivered.keyId });
+    }
+    const row = await t.db.prisma.agentRegistration.findUniqueOrThrow({ where: { id: reg.registrationId } });
+    expect(row.issuedKeySealed).not.toBeNull();
+    expect(row.issuedKeySealed).not.toContain(delivered.accessToken);
+
+    // any | poll | key delivered more than 10 minutes ago -> invalid_grant; the sealed copy is erased.
+    advance(2 * SECOND);
+    await expect(pollClaim(deps, { claimToken: token })).rejects.toMatchObject({ code: 'invalid_grant' });
+    expect((await t.db.prisma.agentRegistration.findUniqueOrThrow({ where: { id: reg.registrationId } })).issuedKeySealed).toBeNull();
+    await expect(pollClaim(deps, { claimToken: token })).rejects.toMatchObject({ code: 'invalid_grant' });
+    // The delivered key keeps working; it is an ordinary key of the user's org now.
+    await expect(verifyApiKey(t.db.hot, delivered.accessToken)).resolves.toMatchObject({ orgId: user.orgId });
+    expect(await t.db.prisma.apiKey.count({ where: { orgId: user.orgId } })).toBe(1);
+  });
+
+  it('any | registration older than 24 h -> invalid_grant on poll, 410 claim_expired on the claim endpoint', async () => {
+    const user = await newUser();
+    const reg = await startRegistration(deps, { type: 'anonymous' });
+    const attempt = await startClaim(deps, { claimToken: reg.claimToken, email: user.email });
+    advance(24 * 3600 * SECOND - 1);
+    await expect(pollClaim(deps, { claimToken: reg.claimToken })).rejects.toMatchObject({ code: 'expired_token' });
+    advance(1);
+    await expect(pollLater(reg.claimToken)).rejects.toMatchObject({ code: 'invalid_grant', message: expect.stringContaining('24 hours') });
+    await expect(startClaim(deps, { claimToken: reg.claimToken })).rejects.toMatchObject({ code: 'claim_expired' });
+    await expect(describeClaim(deps, entry(user, attempt.claim.userCode))).rejects.toMatchObject({ code: 'expired_token' });
+  });
+
+  it('a registration confirmed but collected after 24 h gets invalid_grant and no key is ever created', async () => {
+    const user = await newUser();
+    const reg = await startRegistration(deps, { type: 'anonymous' });
+    const attempt = await startClaim(deps, { claimToken: reg.claimToken, email: user.email });
+    await confirmClaim(deps, entry(user, attempt.claim.userCode));
+    advance(24 * 3600 * SECOND);
+    await expect(pollClaim(deps, { claimToken: reg.claimToken })).rejects.toMatchObject({ code: 'invalid_grant' });
+    expect(await t.db.prisma.apiKey.count({ where: { orgId: user.orgId } })).toBe(0);
+  });
+
+  it('two polls racing at confirmation yield one key', async () => {
+    const user = await newUser();
+    const reg = await startRegistration(deps, { type: 'anonymous' });
+    const attempt = await startClaim(deps, { claimToken: reg.claimToken, email: user.email });
+    await confirmClaim(deps, entry(user, attempt.claim.userCode));
+    const polls = await Promise.all(Array.from({ length: 8 }, () => pollClaim(deps, { claimToken: reg.claimToken })));
+    expect(new Set(polls.map((p) => p.accessToken)).size).toBe(1);
+    expect(await t.db.prisma.apiKey.count({ where: { orgId: user.orgId } })).toBe(1);
+  });
+
+  it('a sealed key is erased after the window even if the agent never polls again; old registrations are purged after a week', async () => {
+    const user = await newUser();
+    const reg = await startRegistration(deps, { type: 'anonymous' });
+    const attempt = await startClaim(deps, { claimToken: reg.claimToken, email: user.email });
+    await confirmClaim(deps, entry(user, attempt.claim.userCode));
+    await pollClaim(deps, { claimToken: reg.claimToken });
+    advance(10 * MINUTE - 1);
+    await eraseExpiredRegistrationSecrets(deps);
+    expect((await t.db.prisma.agentRegistration.findUniqueOrThrow({ where: { id: reg.registrationId } })).issuedKeySealed).not.toBeNull();
+    advance(1);
+    await eraseExpiredRegistrationSecrets(deps);
+    expect((await t.db.prisma.agentRegistration.findUniqueOrThrow({ where: { id: reg.registrationId } })).issuedKeySealed).toBeNull();
+    advance(24 * 3600 * SECOND + 7 * 24 * 3600 * SECOND);
+    await eraseExpiredRegistrationSecrets(deps);
+    expect(await t.db.prisma.agentRegistration.findUnique({ where: { id: reg.registrationId } })).toBeNull();
+    expect(await t.db.prisma.claimAttempt.count({ where: { registrationId: reg.registrationId } })).toBe(0);
+  });
+
+  it('the user declines: the poll answers invalid_grant and a new code is refused with claim_expired', async () => {
+    const user = await newUser();
+    const { reg, trial } = await anonymousWithTrial();
+    const attempt = await startClaim(deps, { claimToken: reg.claimToken, email: user.email });
+    await expect(denyClaim(deps, entry(user, attempt.claim.userCode))).resolves.toEqual({ registrationId: reg.registrationId });
+    await expect(pollLater(reg.claimToken)).rejects.toMatchObject({ code: 'invalid_grant', message: expect.stringContaining('declined') });
+    await expect(startClaim(deps, { claimToken: reg.claimToken })).rejects.toMatchObject({ code: 'claim_expired' });
+    await expect(confirmClaim(deps, entry(user, attempt.claim.userCode))).rejects.toMatchObject({ code: 'invalid_grant' });
+    // The trial key is not the user's to end: it keeps its trial budget.
+    await expect(verifyApiKey(t.db.hot, trial.accessToken)).resolves.toMatchObject({ status: 'active' });
+  });
+
+  it('on claim, the trial org keeps its remaining credit; voices, saves and dictionaries move to the user org', async () => {
+    const user = await newUser();
+    const { reg, trial } = await anonymousWithTrial();
+    const trialOrgId = (await verifyApiKey(t.db.hot, trial.accessToken)).orgId;
+    const platformVoice = await t.db.prisma.voice.create({ data: { id: `voice_p_${reg.registrationId}`, name: 'platform', tags: [] } });
+    const voice = await t.db.prisma.voice.create({ data: { id: `voice_t_${reg.registrationId}`, orgId: trialOrgId, name: 'trial clone', tags: [] } });
+    const dict = await t.db.prisma.pronunciationDict.create({ data: { id: `dict_t_${reg.registrationId}`, orgId: trialOrgId, name: 'trial dict' } });
+    // Both orgs saved the platform voice: the user keeps one save of it.
+    await t.db.prisma.voiceSave.create({ data: { voiceId: platformVoice.id, orgId: trialOrgId } });
+    await t.db.prisma.voiceSave.create({ data: { voiceId: platformVoice.id, orgId: user.orgId } });
+    await t.db.prisma.voiceSave.create({ data: { voiceId: voice.id, orgId: trialOrgId } });
+    const userBalance = (await t.db.prisma.org.findUniqueOrThrow({ where: { id: user.orgId } })).balanceMicros;
+
+    const attempt = await startClaim(deps, { claimToken: reg.claimToken, email: user.email });
+    await confirmClaim(deps, entry(user, attempt.claim.userCode));
+
+    expect((await t.db.prisma.voice.findUniqueOrThrow({ where: { id: voice.id } })).orgId).toBe(user.orgId);
+    expect((await t.db.prisma.pronunciationDict.findUniqueOrThrow({ where: { id: dict.id } })).orgId).toBe(user.orgId);
+    expect((await t.db.prisma.voiceSave.findMany({ where: { orgId: user.orgId }, orderBy: { voiceId: 'asc' } })).map((s) => s.voiceId).sort()).toEqual([platformVoice.id, voice.id].sort());
+    expect(await t.db.prisma.voiceSave.count({ where: { orgId: trialOrgId } })).toBe(0);
+    expect((await t.db.prisma.org.findUniqueOrThrow({ where: { id: trialOrgId } })).balanceMicros).toBe(100_000n);
+    expect((await t.db.prisma.org.findUniqueOrThrow({ where: { id: user.orgId } })).balanceMicros).toBe(userBalance);
+  });
+});
+
+describe('service_auth registration', () => {
+  it('answers the full registration record with a first code; only the login_hint account can confirm', async () => {
+    const owner = await newUser();
+    const other = await newUser();
+    const reg = await startRegistration(deps, { type: 'service_auth', loginHint: `  ${owner.email.toUpperCase()} ` });
+    expect(reg).toMatchObject({ registrationType: 'service_auth', claim: { expiresIn: 600, interval: 5, email: owner.email, verificationUri: 'https://dash.example.test/claim' } });
+    await expect(pollLater(reg.claimToken)).rejects.toMatchObject({ code: 'authorization_pending' });
+
+    // Another address on the claim endpoint is refused; the same one (any case) restarts.
+    await expect(startClaim(deps, { claimToken: reg.claimToken, email: other.email })).rejects.toMatchObject({ code: 'invalid_login_hint' });
+    const restarted = await startClaim(deps, { claimToken: reg.claimToken, email: owner.email.toUpperCase() });
+    // The first code stopped working when the second was issued.
+    await expect(describeClaim(deps, entry(owner, reg.claim.userCode))).rejects.toMatchObject({ code: 'expired_token' });
+
+    // The right code from the wrong account: refused, and it says why.
+    await expect(confirmClaim(deps, entry(other, restarted.claim.userCode))).rejects.toMatchObject({ code: 'forbidden', message: expect.stringContaining('different email') });
+    await expect(confirmClaim(deps, entry(owner, restarted.claim.userCode))).resolves.toMatchObject({ orgId: owner.orgId });
+    const key = await pollLater(reg.claimToken);
+    await expect(verifyApiKey(t.db.hot, key.accessToken)).resolves.toMatchObject({ orgId: owner.orgId });
+  });
+});
+
+describe('guessing codes on the verification page', () => {
+  it('accepts the code with spaces or a dash; refuses what is not 6 digits without counting it', async () => {
+    const user = await newUser();
+    const reg = await startRegistration(deps, { type: 'service_auth', loginHint: user.email });
+    const c = reg.claim.userCode;
+    await expect(describeClaim(deps, entry(user, `${c.slice(0, 3)} ${c.slice(3)}`))).resolves.toMatchObject({ registrationId: reg.registrationId });
+    await expect(describeClaim(deps, entry(user, `${c.slice(0, 3)}-${c.slice(3)}`))).resolves.toMatchObject({ registrationId: reg.registrationId });
+    for (const bad of ['12345', '1234567', 'abcdef', '', '１２３４５６']) {
+      await expect(describeClaim(deps, entry(user, bad))).rejects.toMatchObject({ code: 'invalid_request', param: 'code' });
+    }
+    expect((await t.db.prisma.claimAttempt.findFirstOrThrow({ where: { registrationId: reg.registrationId } })).failedGuesses).toBe(0);
+  });
+
+  it('per code: 5 wrong codes by the claim account lock the code; the agent is told to get a new one', async () => {
+    const user = await newUser();
+    const reg = await startRegistration(deps, { type: 'service_auth', loginHint: user.email });
+    const wrong = wrongCode(reg.claim.userCode);
+    // Different IPs and throttles: only the per-code bound applies.
+    for (let i = 0; i < 5; i++) {
+      await expect(describeClaim(deps, { ...entry(user, wrong, `10.0.0.${i}`), throttle: createGuessThrottle() })).rejects.toMatchObject({ code: 'invalid_grant' });
+    }
+    await expect(confirmClaim(deps, { ...entry(user, reg.claim.userCode), throttle: createGuessThrottle() })).rejects.toMatchObject({ code: 'invalid_grant', message: expect.stringContaining('locked') });
+    await expect(pollLater(reg.claimToken)).rejects.toMatchObject({ code: 'expired_token', message: expect.stringContaining('locked') });
+    // A new code works.
+    const fresh = await startClaim(deps, { claimToken: reg.claimToken });
+    await expect(confirmClaim(deps, { ...entry(user, fresh.claim.userCode), throttle: createGuessThrottle() })).resolves.toMatchObject({ orgId: user.orgId });
+  });
+
+  it('the right code from other accounts also uses up the code: at most 5 tries in all', async () => {
+    const owner = await newUser();
+    const reg = await startRegistration(deps, { type: 'service_auth', loginHint: owner.email });
+    for (let i = 0; i < 5; i++) {
+      const intruder = await newUser();
+      await expect(confirmClaim(deps, entry(intruder, reg.claim.userCode))).rejects.toMatchObject({ code: 'forbidden' });
+    }
+    await expect(confirmClaim(deps, entry(owner, reg.claim.userCode))).rejects.toMatchObject({ code: 'invalid_grant', message: expect.stringContaining('locked') });
+  });
+
+  it('per user: after 10 wrong codes in 10 minutes even the right code waits (429 slow_down)', async () => {
+    // Windows are fixed 10-minute slots: start just after one begins, so the code outlives it.
+    clock = Math.floor(clock / (10 * MINUTE)) * 10 * MINUTE + SECOND;
+    const user = await newUser();
+    for (let i = 0; i < 10; i++) await expect(describeClaim(deps, entry(user, String(100000 + i)))).rejects.toMatchObject({ code: 'invalid_grant' });
+    const reg = await startRegistration(deps, { type: 'service_auth', loginHint: user.email });
+    await expect(confirmClaim(deps, entry(user, reg.claim.userCode))).rejects.toMatchObject({ code: 'slow_down', param: 'code' });
+    advance(9 * MINUTE + 59.5 * SECOND);
+    await expect(confirmClaim(deps, entry(user, reg.claim.userCode))).resolves.toMatchObject({ orgId: user.orgId });
+  });
+
+  it('per IP: after 30 wrong codes from one address, every account there waits', async () => {
+    // Ten accounts, three wrong codes each: under the per-user limit, at the per-IP one.
+    for (let i = 0; i < 10; i++) {
+      const guesser = await newUser();
+      for (let j = 0; j < 3; j++) {
+        await expect(describeClaim(deps, entry(guesser, String(200000 + i * 3 + j), '192.0.2.7'))).rejects.toMatchObject({ code: 'invalid_grant' });
+      }
+    }
+    const fresh = await newUser();
+    const reg = await startRegistration(deps, { type: 'service_auth', loginHint: fresh.email });
+    await expect(describeClaim(deps, entry(fresh, reg.claim.userCode, '192.0.2.7'))).rejects.toMatchObject({ code: 'slow_down' });
+    await expect(describeClaim(deps, entry(fresh, reg.claim.userCode, '192.0.2.8'))).resolves.toMatchObject({ registrationId: reg.registrationId });
+  });
+});
+
+function wrongCode(code: string): string {
+  return String((Number(code) + 1) % 1_000_000).padStart(6, '0');
+}
+
+/** A database whose Prisma client fails every query, as when the database is unreachable. */
+function brokenDatabase(db: Database): Database {
+  const fail = () => Promise.reject(Object.assign(new Error("Can't reach database server"), { code: 'P1001' }));
+  const model = new Proxy({}, { get: () => fail });
+  const prisma = new Proxy({}, { get: (_t, prop) => (prop === '$transaction' ? fail : model) }) as Database['prisma'];
+  return { ...db, prisma };
+}
