@@ -1,6 +1,7 @@
 // `svc start` / `svc gateway`: the gateway (with its job worker) in this process and, for
-// `start`, the dashboard (`next start`) as a child. SIGTERM/SIGINT stop accepting, let
-// in-flight requests finish, stop the dashboard, and exit.
+// `start`, the dashboard (`next start`) as a child. SIGTERM/SIGINT: stop accepting at once,
+// let in-flight requests and streams run for SVC_SHUTDOWN_GRACE_SECONDS, end the rest cleanly,
+// flush metering, close the database, stop the dashboard, exit 0 (README "Operations").
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -10,15 +11,18 @@ import { createGatewayRuntime } from '../gateway/runtime.js';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 
-export async function runProcesses(options: { dashboard: boolean }): Promise<void> {
+export async function runProcesses(options: { dashboard: boolean; workerOnly?: boolean }): Promise<void> {
   const config = loadConfig();
+  // `svc worker`: the job worker with the gateway's engines, no HTTP listener.
+  if (options.workerOnly) config.jobs.worker = true;
   let dashboard: ChildProcess | undefined;
   if (options.dashboard && !existsSync(join(root, '.next/BUILD_ID'))) {
     throw new Error('the dashboard is not built: run `npm run setup` (or `npm run build`) first');
   }
   const runtime = await createGatewayRuntime(config);
-  await runtime.app.listen({ host: config.gatewayHost, port: config.gatewayPort });
-  runtime.app.log.info({ publicBaseUrl: config.publicBaseUrl, database: config.databaseUrl.startsWith('file:') ? 'sqlite' : 'postgresql', redis: Boolean(config.redisUrl) }, 'gateway listening');
+  if (options.workerOnly) runtime.app.log.info('job worker running');
+  else await runtime.app.listen({ host: config.gatewayHost, port: config.gatewayPort });
+  if (!options.workerOnly) runtime.app.log.info({ publicBaseUrl: config.publicBaseUrl, database: config.databaseUrl.startsWith('file:') ? 'sqlite' : 'postgresql', redis: Boolean(config.redisUrl) }, 'gateway listening');
 
   if (options.dashboard) {
     dashboard = spawn(process.execPath, [join(root, 'node_modules/next/dist/bin/next'), 'start', '-p', String(config.dashboardPort)], {
@@ -38,12 +42,19 @@ export async function runProcesses(options: { dashboard: boolean }): Promise<voi
   const stop = async (exitCode: number) => {
     if (stopping) return;
     stopping = true;
-    runtime.app.log.info('shutting down');
-    const deadline = setTimeout(() => process.exit(exitCode || 1), 30_000);
+    runtime.app.log.info({ graceSeconds: config.shutdownGraceMs / 1000 }, 'shutting down: draining');
+    // Last resort if something hangs past the grace period and the final steps: exit non-zero
+    // so that a process manager sees an unclean stop.
+    const deadline = setTimeout(() => process.exit(exitCode || 1), config.shutdownGraceMs + 15_000);
     deadline.unref();
     dashboard?.kill('SIGTERM');
-    await runtime.close().catch((err: unknown) => runtime.app.log.error({ err }, 'error during shutdown'));
-    process.exit(exitCode);
+    let clean = true;
+    await runtime.shutdown(config.shutdownGraceMs).catch((err: unknown) => {
+      clean = false;
+      runtime.app.log.error({ err }, 'error during shutdown');
+    });
+    runtime.app.log.info('shut down');
+    process.exit(clean ? exitCode : exitCode || 1);
   };
   process.on('SIGTERM', () => void stop(0));
   process.on('SIGINT', () => void stop(0));

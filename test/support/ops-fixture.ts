@@ -1,0 +1,30 @@
+// Shared pieces of the operations tests: orgs and keys written straight into the test
+// database, and the ledger invariant (every balance change is one ledger row).
+import { expect } from 'vitest';
+import type { Database } from '../../server/db/database.js';
+import { createApiKey } from '../../server/services/keys/create-api-key.js';
+import { createOrg } from '../../server/services/orgs/create-org.js';
+
+export async function orgWithKey(db: Database, creditsMicros: bigint, rpm = 1_000_000): Promise<{ orgId: string; keyId: string; key: string }> {
+  const org = await createOrg(db, { name: `ops ${creditsMicros}`, creditsMicros });
+  const k = await createApiKey(db.prisma, { orgId: org.id, name: 'ops', rateLimitRpm: rpm });
+  return { orgId: org.id, keyId: k.id, key: k.key };
+}
+
+/** The org's balance equals the sum of its ledger, and the last ledger row's balance-after; returns the balance. */
+export async function expectLedgerConsistent(db: Database, orgId: string): Promise<bigint> {
+  const org = await db.prisma.org.findUniqueOrThrow({ where: { id: orgId } });
+  const rows = await db.prisma.ledgerEntry.findMany({ where: { orgId } });
+  const sum = rows.reduce((s, r) => s + r.amountMicros, 0n);
+  expect(sum, `sum of the ledger of ${orgId}`).toBe(org.balanceMicros);
+  // Usage rows and usage ledger rows agree one to one.
+  const usage = await db.prisma.usageEvent.findMany({ where: { orgId } });
+  const usageLedger = rows.filter((r) => r.kind === 'usage');
+  expect(usage.length).toBe(usageLedger.length);
+  expect(usage.reduce((s, u) => s + u.costMicros, 0n)).toBe(-usageLedger.reduce((s, r) => s + r.amountMicros, 0n));
+  return org.balanceMicros;
+}
+
+export function chatBody(model: string, stream: boolean, content = 'hi'): string {
+  return JSON.stringify({ model, stream, messages: [{ role: 'user', content }] });
+}

@@ -1,0 +1,110 @@
+// Real `svc gateway` processes for the operations tests (shutdown, replicas, faults): started
+// on a free loopback port against a given database, watched until /health answers, and
+// stopped by signal. Every child is killed if the test worker exits without cleaning up.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createServer, connect } from 'node:net';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '../..');
+const SVC = join(ROOT, 'bin/svc.mjs');
+const START_TIMEOUT_MS = 45_000;
+
+const children = new Set<ChildProcess>();
+process.once('exit', () => {
+  for (const c of children) c.kill('SIGKILL');
+});
+
+export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address() as { port: number };
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+/** True when a TCP connection to the port is refused (nothing listens). */
+export function connectionRefused(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect(port, '127.0.0.1');
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve(false);
+    });
+    socket.once('error', (err: NodeJS.ErrnoException) => resolve(err.code === 'ECONNREFUSED'));
+  });
+}
+
+export interface SvcProcess {
+  name: string;
+  port: number;
+  base: string;
+  child: ChildProcess;
+  output(): string;
+  /** Resolves with the exit code (null when killed by a signal) and the signal. */
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+}
+
+/**
+ * Starts `svc gateway` with the given environment (on top of a minimal one: PATH, HOME, no
+ * seeded models, fast registry refresh, no job worker) and waits for /health.
+ */
+export async function startSvcGateway(name: string, env: Record<string, string>): Promise<SvcProcess> {
+  const port = await freePort();
+  const child = spawn(process.execPath, [SVC, 'gateway'], {
+    cwd: ROOT,
+    env: {
+      PATH: process.env.PATH ?? '',
+      HOME: process.env.HOME ?? '/tmp',
+      GATEWAY_HOST: '127.0.0.1',
+      GATEWAY_PORT: String(port),
+      LOG_LEVEL: 'warn',
+      SVC_MODELS_FILE: '/nonexistent',
+      SVC_REGISTRY_REFRESH_SECONDS: '0.2',
+      SVC_HEALTH_CHECK_SECONDS: '3600',
+      SVC_WORKER: 'off',
+      ...env,
+    } as unknown as NodeJS.ProcessEnv,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  children.add(child);
+  let output = '';
+  child.stdout!.on('data', (d: Buffer) => (output += d.toString()));
+  child.stderr!.on('data', (d: Buffer) => (output += d.toString()));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.once('exit', (code, signal) => {
+      children.delete(child);
+      resolve({ code, signal });
+    }),
+  );
+  let gone = false;
+  void exited.then(() => (gone = true));
+  const proc: SvcProcess = { name, port, base: `http://127.0.0.1:${port}`, child, output: () => output, exited };
+  const deadline = Date.now() + START_TIMEOUT_MS;
+  for (;;) {
+    if (gone) throw new Error(`gateway ${name} exited before it answered /health:\n${output}`);
+    if (Date.now() > deadline) {
+      child.kill('SIGKILL');
+      throw new Error(`gateway ${name} did not answer /health within ${START_TIMEOUT_MS} ms:\n${output}`);
+    }
+    const ok = await fetch(`${proc.base}/health`, { signal: AbortSignal.timeout(1_000) })
+      .then((r) => r.status === 200)
+      .catch(() => false);
+    if (ok) return proc;
+    await sleep(100);
+  }
+}
+
+/** SIGTERM, then SIGKILL if it has not exited after `killAfterMs`. */
+export async function stopSvc(p: SvcProcess, killAfterMs = 10_000): Promise<void> {
+  if (p.child.exitCode !== null || p.child.signalCode !== null) return;
+  p.child.kill('SIGTERM');
+  const timer = setTimeout(() => p.child.kill('SIGKILL'), killAfterMs);
+  await p.exited;
+  clearTimeout(timer);
+}
