@@ -5,13 +5,19 @@ import { runEngine } from './run-engine.js';
 import { pcmFromWavStream } from './wav-stream.js';
 
 const NATURAL_WPM = 175;
+/** espeak-ng's own range for -s; faster is its "sonic" speed-up, which voices do not use here. */
+const MIN_WPM = 80;
+const MAX_WPM = 450;
 
 export const espeakAdapter: SpeechAdapter = {
   // eSpeak reads phoneme mnemonics inline between double brackets.
   formatPhoneme: (phoneme) => `[[${phoneme.replace(/[[\]]/g, '')}]]`,
   async synthesize(_upstream, req) {
-    const pitch = typeof req.voice.params?.pitch === 'number' ? Math.round(Math.min(99, Math.max(0, req.voice.params.pitch))) : null;
-    const args = ['-v', req.voice.upstreamId, '-s', String(Math.round(NATURAL_WPM * req.speed)), '--stdout', '-b', '1', ...(pitch === null ? [] : ['-p', String(pitch)])];
+    const pitch = typeof req.voice.params?.pitch === 'number' && Number.isFinite(req.voice.params.pitch) ? Math.round(Math.min(99, Math.max(0, req.voice.params.pitch))) : null;
+    // A voice's own rate (params.wordsPerMinute, set by local cloning) times the request's speed.
+    const voiceWpm = typeof req.voice.params?.wordsPerMinute === 'number' && Number.isFinite(req.voice.params.wordsPerMinute) ? req.voice.params.wordsPerMinute : NATURAL_WPM;
+    const wpm = Math.round(Math.min(MAX_WPM, Math.max(MIN_WPM, voiceWpm * req.speed)));
+    const args = ['-v', req.voice.upstreamId, '-s', String(wpm), '--stdout', '-b', '1', ...(pitch === null ? [] : ['-p', String(pitch)])];
     const run = runEngine('espeak-ng', args, req.signal, req.text);
     return { sampleRate: 22050, chunks: pcmFromWavStream(run.stdout, run.done) };
   },
