@@ -3,6 +3,9 @@ import { authRouter } from './routers/auth.js';
 import { creditsRouter } from './routers/credits.js';
 import { dictsRouter } from './routers/dicts.js';
 import { keysRouter } from './routers/keys.js';
+import { modelsRouter } from './routers/models.js';
+import { usageRouter } from './routers/usage.js';
+import { voicesRouter } from './routers/voices.js';
 import { createCallerFactory, createTRPCRouter } from './trpc.js';
 
 export const appRouter = createTRPCRouter({
@@ -10,6 +13,9 @@ export const appRouter = createTRPCRouter({
   account: accountRouter,
   keys: keysRouter,
   credits: creditsRouter,
+  usage: usageRouter,
+  voices: voicesRouter,
+  models: modelsRouter,
   dicts: dictsRouter,
 });
 

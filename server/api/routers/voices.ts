@@ -1,0 +1,55 @@
+// The voice library on the dashboard: the same services and validation as the gateway's
+// /voices routes (list with filters, get, rename/retag/re-describe, delete, save), called
+// directly. Cloning and profile preparation need the engines, so the pages send those to the
+// gateway through the dashboard proxy (app/api/gateway/[...path]/route.ts).
+import { z } from 'zod';
+import { listJobs } from '../../services/jobs/job-queue.js';
+import { deleteVoice } from '../../services/voices/delete-voice.js';
+import { getOwnedVoiceOrThrow, getVisibleVoiceOrThrow, getVoice } from '../../services/voices/get-voice.js';
+import { ListVoicesQuery, listVoices } from '../../services/voices/list-voices.js';
+import { listVoicesForModel } from '../../services/voices/list-voices-for-model.js';
+import { setVoiceSaved } from '../../services/voices/save-voice.js';
+import { UpdateVoiceInput, updateVoice } from '../../services/voices/update-voice.js';
+import { inputOf } from '../input-parser.js';
+import { createTRPCRouter, orgProcedure } from '../trpc.js';
+
+const VoiceId = z.string().min(1).max(100);
+const ById = z.strictObject({ id: VoiceId });
+const SetSaved = z.strictObject({ id: VoiceId, saved: z.boolean() });
+const Update = z.strictObject({ id: VoiceId, changes: UpdateVoiceInput });
+const ForModel = z.strictObject({ modelId: z.string().min(1).max(200) });
+const VoiceJobs = z.strictObject({ id: VoiceId, limit: z.number().int().min(1).max(50).default(10) });
+
+export const voicesRouter = createTRPCRouter({
+  /** GET /voices: platform voices and the org's own, newest first, with the API's filters and cursor. */
+  list: orgProcedure.input(inputOf(ListVoicesQuery)).query(({ ctx, input }) => listVoices(ctx.db.prisma, ctx.org.id, input)),
+
+  /** One voice with its profiles; another org's voice is NOT_FOUND, as on the API. */
+  get: orgProcedure.input(inputOf(ById)).query(({ ctx, input }) => getVoice(ctx.db.prisma, ctx.org.id, input.id)),
+
+  /** Rename, retag, re-describe (and gender, language) an own voice; platform voices are FORBIDDEN. */
+  update: orgProcedure
+    .input(inputOf(Update))
+    .mutation(async ({ ctx, input }) => {
+      // Ownership first, as the API does: a platform voice is FORBIDDEN whatever the changes say.
+      await getOwnedVoiceOrThrow(ctx.db.prisma, ctx.org.id, input.id);
+      return updateVoice(ctx.db.prisma, ctx.org.id, input.id, input.changes);
+    }),
+
+  /** Soft delete of an own voice. */
+  delete: orgProcedure.input(inputOf(ById)).mutation(({ ctx, input }) => deleteVoice(ctx.db.prisma, ctx.org.id, input.id)),
+
+  /** Save (bookmark) or unsave any visible voice. */
+  setSaved: orgProcedure.input(inputOf(SetSaved)).mutation(({ ctx, input }) => setVoiceSaved(ctx.db.prisma, ctx.org.id, input.id, input.saved)),
+
+  /** The playground's picker: voices with a ready profile for the model. */
+  forModel: orgProcedure.input(inputOf(ForModel)).query(({ ctx, input }) => listVoicesForModel(ctx.db.prisma, { orgId: ctx.org.id, modelId: input.modelId })),
+
+  /** Recent jobs on a visible voice (clone, profile preparation), newest first. */
+  jobs: orgProcedure
+    .input(inputOf(VoiceJobs))
+    .query(async ({ ctx, input }) => {
+      await getVisibleVoiceOrThrow(ctx.db.prisma, ctx.org.id, input.id);
+      return listJobs(ctx.db.prisma, ctx.org.id, { limit: input.limit, voiceId: input.id });
+    }),
+});
