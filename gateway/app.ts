@@ -6,6 +6,7 @@ import { ServiceError } from '../server/services/errors.js';
 import { presentedKey, type RequestAuth } from './core/gateway-core.js';
 import type { GatewayContext } from './context.js';
 import { drainRequest, sendError, toServiceError } from './errors.js';
+import { registerAgentAuthRoutes } from './routes/agent-auth.js';
 import { registerChatCompletionRoutes } from './routes/chat-completions.js';
 import { registerHealthRoutes } from './routes/health.js';
 import { registerModelRoutes } from './routes/models.js';
@@ -125,6 +126,7 @@ export async function buildGateway(ctx: GatewayContext, options: { logger?: bool
   });
   await app.register((scope) => registerTranscriptionRoutes(scope, ctx));
   await app.register((scope) => registerSttWebSocketRoutes(scope, ctx));
+  await app.register((scope) => registerAgentAuthRoutes(scope, ctx));
   // Voices, blobs and jobs share a scope: clone and blob upload take multipart and raw audio.
   await app.register(async (scope) => {
     await registerVoiceRoutes(scope, ctx);

@@ -1,6 +1,7 @@
 import type { Config } from '../server/config/env.js';
 import type { Database } from '../server/db/database.js';
 import type { GatewayCore } from './core/gateway-core.js';
+import type { RateLimiter } from './core/rate-limiter.js';
 import type { Lifecycle } from './lifecycle.js';
 import type { GatewayMetrics } from './metrics/gateway-metrics.js';
 import type { HealthChecker } from './registry/health-checker.js';
@@ -12,6 +13,8 @@ export interface GatewayContext {
   config: Config;
   db: Database;
   core: GatewayCore;
+  /** Fixed one-minute windows (memory, or Redis with REDIS_URL): keys, and registration's per-IP limit. */
+  limiter: RateLimiter;
   registry: ModelRegistry;
   health: HealthChecker;
   adapters: UpstreamAdapters;

@@ -66,6 +66,8 @@ export function toServiceError(err: unknown): ServiceError {
 export function sendError(request: FastifyRequest, reply: FastifyReply, err: unknown): FastifyReply {
   const serviceError = toServiceError(err);
   if (serviceError.code === 'internal_error') request.log.error({ err }, 'unhandled error');
+  // A 503 made from a failure underneath (e.g. the registration store down): log what failed.
+  else if (serviceError.cause !== undefined && ERROR_TABLE[serviceError.code].status >= 500) request.log.warn({ err: serviceError.cause }, serviceError.code);
   const { status, body } = envelope(serviceError);
   for (const [name, value] of Object.entries(serviceError.headers)) reply.header(name, value);
   return reply.code(status).type('application/json; charset=utf-8').send(body);

@@ -103,7 +103,7 @@ export async function createGatewayRuntime(config: Config, options: { logger?: b
   await registry.refresh();
   const adapters = createUpstreamAdapters({ dataDir: config.dataDir });
   const health = new HealthChecker(registry, db.prisma, adapters.healthCheck, (upstream, ok, fromCheck) => metrics.upstreamHealth(upstream, ok, fromCheck));
-  const ctx: GatewayContext = { config, db, core, registry, health, adapters, metrics, lifecycle };
+  const ctx: GatewayContext = { config, db, core, limiter, registry, health, adapters, metrics, lifecycle };
   const app = await buildGateway(ctx, { logger: options.logger });
   const worker = config.jobs.worker ? startJobWorker(ctx, app.log) : null;
   const metricsServer = config.metricsPort

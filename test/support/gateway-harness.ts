@@ -18,7 +18,8 @@ export interface GatewayHarness {
   close(): Promise<void>;
 }
 
-export async function startGateway(options: { creditsMicros?: bigint; env?: Record<string, string>; rpm?: number } = {}): Promise<GatewayHarness> {
+/** `port`: listen there instead of a free one, for tests whose config must name the gateway's own URL. */
+export async function startGateway(options: { creditsMicros?: bigint; env?: Record<string, string>; rpm?: number; port?: number } = {}): Promise<GatewayHarness> {
   const testDb = await createTestDatabase();
   const config = loadConfig({
     SVC_DATA_DIR: testDb.dataDir,
@@ -32,7 +33,7 @@ export async function startGateway(options: { creditsMicros?: bigint; env?: Reco
   const org = await createOrg(testDb.db, { name: 'test org', creditsMicros: options.creditsMicros ?? 10_000_000n });
   const key = await createApiKey(testDb.db.prisma, { orgId: org.id, name: 'test', rateLimitRpm: options.rpm ?? 100_000 });
   const runtime = await createGatewayRuntime(config, { logger: false });
-  const url = await runtime.app.listen({ host: '127.0.0.1', port: 0 });
+  const url = await runtime.app.listen({ host: '127.0.0.1', port: options.port ?? 0 });
   return {
     url,
     key: key.key,

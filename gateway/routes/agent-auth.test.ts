@@ -1,0 +1,324 @@
+// The {auth_url} routes over real HTTP against the real gateway (SQLite, or PostgreSQL with
+// TEST_DB=postgresql): discovery as a standard OAuth client reads it, both registration
+// methods end to end (the user's confirmation through the same service the dashboard page
+// calls), the error envelope of every registration error, the per-IP limit, registration
+// turned off and its store down.
+import { createServer } from 'node:net';
+import * as oauth from 'oauth4webapi';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Database } from '../../server/db/database.js';
+import { confirmClaim } from '../../server/services/registrations/confirm-claim.js';
+import { createGuessThrottle } from '../../server/services/registrations/guess-throttle.js';
+import { GRANT_CLAIM, GRANT_JWT_BEARER, registrationSettings } from '../../server/services/registrations/registration-rules.js';
+import { signUp } from '../../server/services/users/sign-up.js';
+import { startGateway, type GatewayHarness } from '../../test/support/gateway-harness.js';
+
+let h: GatewayHarness;
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.on('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))));
+    });
+  });
+}
+
+/** A gateway whose configured URLs are the ones it listens on (the issuer must equal them). */
+async function gatewayAtItsOwnUrl(env: Record<string, string> = {}) {
+  const port = await freePort();
+  const base = `http://127.0.0.1:${port}`;
+  return startGateway({ port, env: { PUBLIC_BASE_URL: base, DASHBOARD_URL: 'http://dash.example.test', SVC_AGENT_AUTH_IP_RPM: '100000', ...env } });
+}
+
+beforeAll(async () => {
+  h = await gatewayAtItsOwnUrl();
+});
+afterAll(async () => {
+  await h?.close();
+});
+
+interface Envelope {
+  error: { message: string; type: string; code: string; param: string | null };
+}
+
+const postJson = (path: string, body: unknown, base = h.url) =>
+  fetch(`${base}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: typeof body === 'string' ? body : JSON.stringify(body) });
+const postForm = (params: Record<string, string>, base = h.url) =>
+  fetch(`${base}/oauth2/token`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams(params).toString() });
+
+async function expectError(res: Response | Promise<Response>, status: number, code: string) {
+  const r = await res;
+  const body = (await r.json()) as Envelope;
+  expect({ status: r.status, code: body.error?.code }).toEqual({ status, code });
+  expect(typeof body.error.message).toBe('string');
+  expect(body.error.type).toBe(status === 429 ? 'rate_limit_error' : status >= 500 ? 'api_error' : 'invalid_request_error');
+  return { res: r, body };
+}
+
+async function newUser(db: Database) {
+  const u = await signUp(db, { email: `user-${Math.random().toString(36).slice(2)}@example.com`, password: 'correct horse battery' });
+  return { id: u.userId, email: u.email, orgId: u.orgId };
+}
+
+/** The user enters the code on the dashboard page (the same service the page calls). */
+async function userConfirms(harness: GatewayHarness, user: Awaited<ReturnType<typeof newUser>>, code: string) {
+  const deps = { db: harness.testDb.db, settings: registrationSettings(harness.runtime.ctx.config), now: () => new Date() };
+  return confirmClaim(deps, { code, user, ip: null, throttle: createGuessThrottle(), orgId: user.orgId });
+}
+
+/** Lets the next claim poll through at once instead of waiting the 5-second interval. */
+async function forgetLastPoll(harness: GatewayHarness, registrationId: string) {
+  await harness.testDb.db.prisma.agentRegistration.update({ where: { id: registrationId }, data: { lastPollAt: null } });
+}
+
+const models = (key: string) => fetch(`${h.url}/v1/models`, { headers: { authorization: `Bearer ${key}` } });
+
+describe('discovery', () => {
+  it('a standard OAuth client (oauth4webapi) accepts the authorization-server metadata; issuer = the URL it is served from', async () => {
+    const issuer = new URL(h.url);
+    const response = await oauth.discoveryRequest(issuer, { algorithm: 'oauth2', [oauth.allowInsecureRequests]: true });
+    expect(response.headers.get('cache-control')).toContain('max-age');
+    const as = await oauth.processDiscoveryResponse(issuer, response);
+    expect(as.issuer).toBe(h.url);
+    expect(as.token_endpoint).toBe(`${h.url}/oauth2/token`);
+    expect(as.grant_types_supported).toEqual([GRANT_JWT_BEARER, GRANT_CLAIM]);
+    expect(as.agent_auth).toMatchObject({
+      identity_endpoint: `${h.url}/agent/identity`,
+      claim_endpoint: `${h.url}/agent/identity/claim`,
+      token_endpoint: `${h.url}/oauth2/token`,
+      verification_uri: 'http://dash.example.test/claim',
+      identity_types_supported: ['anonymous', 'service_auth'],
+      interval: 5,
+      user_code_expires_in: 600,
+    });
+  });
+
+  it('the protected-resource metadata describes {base_url}/v1 (RFC 9728), also at its path-suffixed address', async () => {
+    const resource = new URL(`${h.url}/v1`);
+    const response = await oauth.resourceDiscoveryRequest(resource, { [oauth.allowInsecureRequests]: true });
+    const rs = await oauth.processResourceDiscoveryResponse(resource, response);
+    expect(rs).toMatchObject({ resource: `${h.url}/v1`, authorization_servers: [h.url], bearer_methods_supported: ['header'], scopes_supported: ['api'] });
+    const plain = await fetch(`${h.url}/.well-known/oauth-protected-resource`);
+    expect(await plain.json()).toEqual(rs);
+  });
+
+  it('identity_types_supported follows configuration: anonymous off lists service_auth only', async () => {
+    const off = await gatewayAtItsOwnUrl({ SVC_AGENT_ANONYMOUS: 'off' });
+    try {
+      const as = (await (await fetch(`${off.url}/.well-known/oauth-authorization-server`)).json()) as { grant_types_supported: string[]; agent_auth: Record<string, unknown> };
+      expect(as.agent_auth.identity_types_supported).toEqual(['service_auth']);
+      expect(as.grant_types_supported).toEqual([GRANT_CLAIM]);
+      await expectError(postJson('/agent/identity', { type: 'anonymous' }, off.url), 400, 'anonymous_not_enabled');
+      const reg = await postJson('/agent/identity', { type: 'service_auth', login_hint: 'a@example.com' }, off.url);
+      expect(reg.status).toBe(200);
+      await expectError(postForm({ grant_type: GRANT_JWT_BEARER, assertion: 'x.y.z' }, off.url), 400, 'anonymous_not_enabled');
+    } finally {
+      await off.close();
+    }
+  });
+});
+
+describe('anonymous registration, end to end', () => {
+  it('register, trial key (same key on repeat, via a standard client), claim, confirm, new key; the trial key is disabled', async () => {
+    const res = await postJson('/agent/identity', { type: 'anonymous' });
+    expect(res.status).toBe(200);
+    const reg = (await res.json()) as Record<string, string>;
+    expect(reg).toMatchObject({ registration_type: 'anonymous', claim_url: `${h.url}/agent/identity/claim`, pre_claim_scopes: ['api:trial'], post_claim_scopes: ['api'] });
+    expect(reg.identity_assertion).toMatch(/^[\w-]+\.[\w-]+\.[\w-]+$/);
+    expect(reg.claim_token).toMatch(/^claim_/);
+    expect(new Date(reg.claim_token_expires!).getTime() - Date.now()).toBeGreaterThan(23.9 * 3600_000);
+
+    // jwt-bearer through oauth4webapi's generic token request: form-encoded, Bearer token back.
+    const as = await oauth.processDiscoveryResponse(new URL(h.url), await oauth.discoveryRequest(new URL(h.url), { algorithm: 'oauth2', [oauth.allowInsecureRequests]: true }));
+    const client = { client_id: 'agent' };
+    const tokenResponse = await oauth.genericTokenEndpointRequest(as, client, oauth.None(), GRANT_JWT_BEARER, { assertion: reg.identity_assertion! }, { [oauth.allowInsecureRequests]: true });
+    expect(tokenResponse.headers.get('cache-control')).toBe('no-store');
+    const trial = await oauth.processGenericTokenEndpointResponse(as, client, tokenResponse);
+    expect(trial).toMatchObject({ token_type: 'bearer', scope: 'api:trial' });
+    expect(trial.access_token).toMatch(/^sk_svc_[A-Za-z0-9_-]{43}$/);
+    expect((await models(trial.access_token)).status).toBe(200);
+
+    // Repeating the exchange (plain form post this time) returns the same key, never a second.
+    const again = (await (await postForm({ grant_type: GRANT_JWT_BEARER, assertion: reg.identity_assertion! })).json()) as Record<string, string>;
+    expect(again).toEqual({ access_token: trial.access_token, token_type: 'Bearer', scope: 'api:trial' });
+
+    const user = await newUser(h.testDb.db);
+    const claimRes = await postJson('/agent/identity/claim', { claim_token: reg.claim_token, email: user.email });
+    expect(claimRes.status).toBe(200);
+    const claim = (await claimRes.json()) as { claim_attempt: { user_code: string; expires_in: number; verification_uri: string; interval: number } };
+    expect(claim).toMatchObject({ registration_id: reg.registration_id, registration_type: 'anonymous' });
+    expect(claim.claim_attempt).toEqual({ user_code: expect.stringMatching(/^\d{6}$/), expires_in: 600, verification_uri: 'http://dash.example.test/claim', interval: 5 });
+
+    await expectError(postForm({ grant_type: GRANT_CLAIM, claim_token: reg.claim_token! }), 400, 'authorization_pending');
+    const tooFast = await expectError(postForm({ grant_type: GRANT_CLAIM, claim_token: reg.claim_token! }), 429, 'slow_down');
+    expect(tooFast.res.headers.get('retry-after')).toBe('5');
+
+    await userConfirms(h, user, claim.claim_attempt.user_code);
+    // The trial key stops at once.
+    await expectError(models(trial.access_token), 401, 'api_key_disabled');
+    await expectError(postJson('/agent/identity/claim', { claim_token: reg.claim_token }), 400, 'already_claimed');
+
+    const delivered = await postForm({ grant_type: GRANT_CLAIM, claim_token: reg.claim_token! });
+    expect(delivered.status).toBe(200);
+    expect(delivered.headers.get('cache-control')).toBe('no-store');
+    const key = (await delivered.json()) as Record<string, string>;
+    expect(key).toEqual({ access_token: expect.stringMatching(/^sk_svc_/), token_type: 'Bearer', scope: 'api' });
+    expect(key.access_token).not.toBe(trial.access_token);
+    expect((await models(key.access_token!)).status).toBe(200);
+    const row = await h.testDb.db.prisma.apiKey.findFirstOrThrow({ where: { orgId: user.orgId } });
+    expect(row.isTrial).toBe(false);
+
+    // The same key again within 10 minutes; after that invalid_grant, and the sealed copy is gone.
+    const twice = (await (await postForm({ grant_type: GRANT_CLAIM, claim_token: reg.claim_token! })).json()) as Record<string, string>;
+    expect(twice.access_token).toBe(key.access_token);
+    await h.testDb.db.prisma.agentRegistration.update({ where: { id: reg.registration_id }, data: { deliveredAt: new Date(Date.now() - 10 * 60_000 - 1) } });
+    await expectError(postForm({ grant_type: GRANT_CLAIM, claim_token: reg.claim_token! }), 400, 'invalid_grant');
+    expect((await h.testDb.db.prisma.agentRegistration.findUniqueOrThrow({ where: { id: reg.registration_id } })).issuedKeySealed).toBeNull();
+    expect((await models(key.access_token!)).status).toBe(200);
+  });
+
+  it('concurrent exchanges of one assertion get one key; concurrent polls at confirmation get one key', async () => {
+    const reg = (await (await postJson('/agent/identity', { type: 'anonymous' })).json()) as Record<string, string>;
+    const exchanges = await Promise.all(Array.from({ length: 5 }, () => postForm({ grant_type: GRANT_JWT_BEARER, assertion: reg.identity_assertion! }).then((r) => r.json() as Promise<Record<string, string>>)));
+    expect(new Set(exchanges.map((e) => e.access_token)).size).toBe(1);
+
+    const user = await newUser(h.testDb.db);
+    const claim = (await (await postJson('/agent/identity/claim', { claim_token: reg.claim_token, email: user.email })).json()) as { claim_attempt: { user_code: string } };
+    await userConfirms(h, user, claim.claim_attempt.user_code);
+    const polls = await Promise.all(Array.from({ length: 6 }, () => postForm({ grant_type: GRANT_CLAIM, claim_token: reg.claim_token! })));
+    expect(polls.map((p) => p.status)).toEqual([200, 200, 200, 200, 200, 200]);
+    const keys = await Promise.all(polls.map((p) => p.json() as Promise<Record<string, string>>));
+    expect(new Set(keys.map((k) => k.access_token)).size).toBe(1);
+    expect(await h.testDb.db.prisma.apiKey.count({ where: { orgId: user.orgId } })).toBe(1);
+  });
+});
+
+describe('service_auth registration, end to end', () => {
+  it("answers the spec's registration record; a new code answers it again; the claim completes", async () => {
+    const user = await newUser(h.testDb.db);
+    const res = await postJson('/agent/identity', { type: 'service_auth', login_hint: user.email.toUpperCase() });
+    expect(res.status).toBe(200);
+    const reg = (await res.json()) as Record<string, unknown> & { claim: { user_code: string } };
+    expect(Object.keys(reg).sort()).toEqual(['claim', 'claim_token', 'claim_token_expires', 'claim_url', 'post_claim_scopes', 'registration_id', 'registration_type', 'token_endpoint'].sort());
+    expect(reg).toMatchObject({ registration_type: 'service_auth', claim_url: `${h.url}/agent/identity/claim`, post_claim_scopes: ['api'] });
+    expect(reg.claim).toEqual({ user_code: expect.stringMatching(/^\d{6}$/), expires_in: 600, verification_uri: 'http://dash.example.test/claim', interval: 5 });
+    expect(new Date(reg.claim_token_expires as string).toISOString()).toBe(reg.claim_token_expires);
+
+    const renewed = (await (await postJson('/agent/identity/claim', { claim_token: reg.claim_token })).json()) as typeof reg;
+    expect(renewed).toMatchObject({ registration_id: reg.registration_id, registration_type: 'service_auth', claim_token: reg.claim_token, claim_url: reg.claim_url });
+    expect(renewed.claim.user_code).toMatch(/^\d{6}$/);
+
+    await userConfirms(h, user, renewed.claim.user_code);
+    const key = (await (await postForm({ grant_type: GRANT_CLAIM, claim_token: reg.claim_token as string })).json()) as Record<string, string>;
+    expect((await models(key.access_token!)).status).toBe(200);
+  });
+});
+
+describe('errors', () => {
+  it('each registration error in the envelope with the right status', async () => {
+    await expectError(postJson('/agent/identity', { type: 'service_auth', login_hint: 'not-an-email' }), 400, 'invalid_login_hint');
+    await expectError(postJson('/agent/identity', { type: 'service_auth' }), 400, 'invalid_login_hint');
+    await expectError(postJson('/agent/identity', { type: 'service_auth', login_hint: 42 }), 400, 'invalid_login_hint');
+    await expectError(postJson('/agent/identity', { type: 'identity_assertion', assertion: 'eyJ...' }), 400, 'identity_assertion_not_enabled');
+    await expectError(postJson('/agent/identity', { assertion: 'eyJ...' }), 400, 'identity_assertion_not_enabled');
+    const badType = await expectError(postJson('/agent/identity', { type: 'robot' }), 400, 'invalid_request');
+    expect(badType.body.error.param).toBe('type');
+    await expectError(postJson('/agent/identity', { type: 7 }), 400, 'invalid_request');
+    await expectError(postJson('/agent/identity/claim', { claim_token: 'claim_unknown', email: 'a@example.com' }), 410, 'claim_expired');
+    await expectError(postJson('/agent/identity/claim', { email: 'a@example.com' }), 400, 'invalid_request');
+
+    const reg = (await (await postJson('/agent/identity', { type: 'anonymous' })).json()) as Record<string, string>;
+    await expectError(postJson('/agent/identity/claim', { claim_token: reg.claim_token, email: 'nope' }), 400, 'invalid_login_hint');
+    await expectError(postJson('/agent/identity/claim', { claim_token: reg.claim_token, email: ['a@example.com'] }), 400, 'invalid_login_hint');
+    await expectError(postJson('/agent/identity/claim', { claim_token: reg.claim_token }), 400, 'invalid_login_hint');
+
+    // expired_token: the 10-minute code ran out.
+    await postJson('/agent/identity/claim', { claim_token: reg.claim_token, email: 'a@example.com' });
+    await h.testDb.db.prisma.claimAttempt.updateMany({ where: { registrationId: reg.registration_id }, data: { expiresAt: new Date(Date.now() - 1) } });
+    await expectError(postForm({ grant_type: GRANT_CLAIM, claim_token: reg.claim_token! }), 400, 'expired_token');
+    // invalid_grant: the registration is older than 24 hours; the claim endpoint says 410.
+    await h.testDb.db.prisma.agentRegistration.update({ where: { id: reg.registration_id }, data: { expiresAt: new Date(Date.now() - 1) } });
+    await forgetLastPoll(h, reg.registration_id!);
+    await expectError(postForm({ grant_type: GRANT_CLAIM, claim_token: reg.claim_token! }), 400, 'invalid_grant');
+    await expectError(postJson('/agent/identity/claim', { claim_token: reg.claim_token }), 410, 'claim_expired');
+    await expectError(postForm({ grant_type: GRANT_CLAIM, claim_token: 'claim_unknown' }), 410, 'claim_expired');
+  });
+
+  it('token endpoint: grant types, missing and repeated parameters, bad assertions', async () => {
+    await expectError(postForm({ grant_type: 'client_credentials' }), 400, 'unsupported_grant_type');
+    await expectError(postForm({ grant_type: 'urn:ietf:params:oauth:grant-type:device_code', device_code: 'x' }), 400, 'unsupported_grant_type');
+    await expectError(postForm({}), 400, 'invalid_request');
+    await expectError(postForm({ grant_type: GRANT_CLAIM }), 400, 'invalid_request');
+    await expectError(postForm({ grant_type: GRANT_JWT_BEARER }), 400, 'invalid_request');
+    await expectError(postForm({ grant_type: GRANT_JWT_BEARER, assertion: 'a.b.c' }), 400, 'invalid_grant');
+    const repeated = await fetch(`${h.url}/oauth2/token`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: `grant_type=${encodeURIComponent(GRANT_CLAIM)}&claim_token=a&claim_token=b` });
+    await expectError(repeated, 400, 'invalid_request');
+  });
+
+  it('malformed bodies are invalid_json; oversized ones 413; wrong methods 405', async () => {
+    for (const body of ['[]', '"anonymous"', '{', 'null']) await expectError(postJson('/agent/identity', body), 400, 'invalid_json');
+    await expectError(fetch(`${h.url}/agent/identity`, { method: 'POST' }), 400, 'invalid_json');
+    await expectError(fetch(`${h.url}/agent/identity`, { method: 'POST', headers: { 'content-type': 'text/plain' }, body: 'type=anonymous' }), 400, 'invalid_json');
+    await expectError(postJson('/agent/identity', { type: 'anonymous', pad: 'x'.repeat(20_000) }), 413, 'body_too_large');
+    await expectError(postForm({ grant_type: GRANT_CLAIM, claim_token: 'x'.repeat(20_000) }), 413, 'body_too_large');
+    await expectError(postForm({ grant_type: GRANT_CLAIM, claim_token: 'x'.repeat(5_000) }), 400, 'invalid_request');
+    const get = await expectError(fetch(`${h.url}/oauth2/token`), 405, 'method_not_allowed');
+    expect(get.res.headers.get('allow')).toBe('POST');
+  });
+
+  it('per-IP limit: 429 slow_down with Retry-After on every registration route; keyed routes are not affected', async () => {
+    const limited = await gatewayAtItsOwnUrl({ SVC_AGENT_AUTH_IP_RPM: '3' });
+    try {
+      // Stay inside one clock minute (the limiter's fixed window).
+      const left = 60_000 - (Date.now() % 60_000);
+      if (left < 5_000) await new Promise((r) => setTimeout(r, left + 100));
+      for (let i = 0; i < 3; i++) expect((await fetch(`${limited.url}/.well-known/oauth-authorization-server`)).status).toBe(200);
+      const { res } = await expectError(postJson('/agent/identity', { type: 'anonymous' }, limited.url), 429, 'slow_down');
+      expect(Number(res.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+      await expectError(postForm({ grant_type: GRANT_CLAIM, claim_token: 'x' }, limited.url), 429, 'slow_down');
+      await expectError(fetch(`${limited.url}/.well-known/oauth-protected-resource`), 429, 'slow_down');
+      expect((await fetch(`${limited.url}/v1/models`, { headers: limited.headers })).status).toBe(200);
+    } finally {
+      await limited.close();
+    }
+  });
+
+  it('registration turned off: 503 agent_auth_unavailable on every registration route; the API still works', async () => {
+    const off = await gatewayAtItsOwnUrl({ SVC_AGENT_AUTH: 'off' });
+    try {
+      const calls = [
+        fetch(`${off.url}/.well-known/oauth-authorization-server`),
+        fetch(`${off.url}/.well-known/oauth-protected-resource`),
+        postJson('/agent/identity', { type: 'anonymous' }, off.url),
+        postJson('/agent/identity/claim', { claim_token: 'x' }, off.url),
+        postForm({ grant_type: GRANT_CLAIM, claim_token: 'x' }, off.url),
+      ];
+      for (const call of calls) await expectError(call, 503, 'agent_auth_unavailable');
+      expect((await fetch(`${off.url}/v1/models`, { headers: off.headers })).status).toBe(200);
+    } finally {
+      await off.close();
+    }
+  });
+
+  it('registration store down: 503 agent_auth_unavailable to register, temporarily_unavailable to the token grants; retrying later works', async () => {
+    const reg = (await (await postJson('/agent/identity', { type: 'anonymous' })).json()) as Record<string, string>;
+    const ctx = h.runtime.ctx;
+    const healthy = ctx.db;
+    const fail = () => Promise.reject(Object.assign(new Error("Can't reach database server"), { code: 'P1001' }));
+    const model = new Proxy({}, { get: () => fail });
+    ctx.db = { ...healthy, prisma: new Proxy({}, { get: () => model }) as Database['prisma'] };
+    try {
+      await expectError(postJson('/agent/identity', { type: 'anonymous' }), 503, 'agent_auth_unavailable');
+      await expectError(postJson('/agent/identity/claim', { claim_token: reg.claim_token, email: 'a@example.com' }), 503, 'agent_auth_unavailable');
+      await expectError(postForm({ grant_type: GRANT_JWT_BEARER, assertion: reg.identity_assertion! }), 503, 'temporarily_unavailable');
+      await expectError(postForm({ grant_type: GRANT_CLAIM, claim_token: reg.claim_token! }), 503, 'temporarily_unavailable');
+    } finally {
+      ctx.db = healthy;
+    }
+    const key = await postForm({ grant_type: GRANT_JWT_BEARER, assertion: reg.identity_assertion! });
+    expect(key.status).toBe(200);
+  });
+});
