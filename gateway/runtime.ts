@@ -16,6 +16,7 @@ import type { GatewayContext } from './context.js';
 import { createGatewayCore, createPassThroughCore, type GatewayCore } from './core/gateway-core.js';
 import { createKeyUsageTracker } from './core/key-usage-tracker.js';
 import { createMemoryRateLimiter, createRedisRateLimiter, type RateLimiter } from './core/rate-limiter.js';
+import { ServiceError, isServiceError } from '../server/services/errors.js';
 import { Lifecycle } from './lifecycle.js';
 import { startJobWorker } from './jobs/start-job-worker.js';
 import { GatewayMetrics } from './metrics/gateway-metrics.js';
@@ -47,7 +48,12 @@ const END_STREAMS_MS = 2_000;
 /** How long a shutdown waits for the last debits of sessions ended at the deadline. */
 const SETTLE_MS = 5_000;
 
-/** The core with every debit counted in the metrics (the core itself stays free of them). */
+/**
+ * The core with every debit counted in the metrics (the core itself stays free of them). A
+ * debit that cannot be written (the database is unreachable) becomes a 503 for requests that
+ * are still waiting for their answer: it was not billed, so its result is withheld, and the
+ * client retries (streams already delivered are logged and counted as unbilled).
+ */
 function meteredCore(core: GatewayCore, metrics: GatewayMetrics): GatewayCore {
   const wrapped = Object.create(core) as GatewayCore;
   wrapped.charge = async (auth, requestId, costMicros, usage) => {
@@ -57,7 +63,8 @@ function meteredCore(core: GatewayCore, metrics: GatewayMetrics): GatewayCore {
       return remaining;
     } catch (e) {
       metrics.debitFailed(usage.modality, usage.modelId);
-      throw e;
+      if (isServiceError(e)) throw e;
+      throw new ServiceError('temporarily_unavailable', 'The usage of this request could not be recorded (the database is unreachable), so it was not billed and its result is withheld; retry within a few seconds.');
     }
   };
   return wrapped;

@@ -1,0 +1,261 @@
+// Fault suite for the shared services, under load, with the real gateway runtime:
+// - Redis (a private redis-server started by this test) killed and restarted: requests keep
+//   being admitted while it is away (availability over strictness), the limiter counts again
+//   by itself once it is back;
+// - PostgreSQL made unreachable through a TCP proxy that this test closes and reopens:
+//   requests get 503 verify_unavailable (or 503 temporarily_unavailable for a request whose
+//   debit could not be written), never a 500; service resumes by itself; the ledger still sums
+//   to the balance and no answered request went unbilled.
+// Upstream faults (down, slow, dying mid-stream, garbage) are covered route by route in
+// gateway/routes/*.test.ts; a replica killed with SIGKILL in test/ops/replicas.test.ts.
+// This file always uses its own PostgreSQL database for the PostgreSQL part, whatever TEST_DB.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createServer, connect, type Server, type Socket } from 'node:net';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { loadConfig } from '../../server/config/env.js';
+import { upsertModel } from '../../server/services/models/upsert-model.js';
+import { createGatewayRuntime, type GatewayRuntime } from '../../gateway/runtime.js';
+import { startGateway, type GatewayHarness } from '../support/gateway-harness.js';
+import { startScriptedUpstream, type ScriptedUpstream } from '../support/scripted-openai-upstream.js';
+import { createTestDatabase, type TestDatabase } from '../support/test-database.js';
+import { chatBody, expectLedgerConsistent, orgWithKey } from '../support/ops-fixture.js';
+import { freePort, sleep } from '../support/svc-process.js';
+
+vi.setConfig({ testTimeout: 120_000 });
+
+interface Answer {
+  status: number;
+  code: string | undefined;
+}
+
+async function ask(url: string, key: string, init: { method?: string; body?: string } = {}): Promise<Answer> {
+  const res = await fetch(url, {
+    method: init.method ?? 'GET',
+    headers: { authorization: `Bearer ${key}`, ...(init.body ? { 'content-type': 'application/json' } : {}) },
+    body: init.body,
+    signal: AbortSignal.timeout(30_000),
+  });
+  const body = (await res.json().catch(() => ({}))) as { error?: { code: string } };
+  return { status: res.status, code: body.error?.code };
+}
+
+/** Requests in a loop, `concurrency` at a time, until stop() is called; returns every answer. */
+function loadLoop(concurrency: number, request: () => Promise<Answer>): { answers: Answer[]; stop: () => Promise<Answer[]> } {
+  const answers: Answer[] = [];
+  let running = true;
+  const workers = Array.from({ length: concurrency }, async () => {
+    while (running) {
+      answers.push(await request().catch((e: Error) => ({ status: 0, code: `client error: ${e.message}` })));
+      await sleep(5);
+    }
+  });
+  return {
+    answers,
+    async stop() {
+      running = false;
+      await Promise.all(workers);
+      return answers;
+    },
+  };
+}
+
+const tally = (answers: Answer[]) => {
+  const out: Record<string, number> = {};
+  for (const a of answers) {
+    const k = `${a.status}${a.code ? ` ${a.code}` : ''}`;
+    out[k] = (out[k] ?? 0) + 1;
+  }
+  return out;
+};
+
+async function until<T>(what: string, check: () => Promise<T | undefined>, timeoutMs = 20_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await check().catch(() => undefined);
+    if (v !== undefined) return v;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(100);
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+
+describe('Redis stopped and restarted under load', () => {
+  let port: number;
+  let server: ChildProcess | undefined;
+  let h: GatewayHarness;
+
+  async function startRedis(): Promise<void> {
+    server = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
+    const probe = new Redis(port, '127.0.0.1', { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+    probe.on('error', () => {});
+    try {
+      await until('the private redis-server to answer PING', async () => {
+        if (probe.status !== 'ready') await probe.connect();
+        return (await probe.ping()) === 'PONG' ? true : undefined;
+      });
+    } finally {
+      probe.disconnect();
+    }
+  }
+
+  async function killRedis(): Promise<void> {
+    const s = server!;
+    const exited = new Promise((r) => s.once('exit', r));
+    s.kill('SIGKILL');
+    await exited;
+  }
+
+  beforeAll(async () => {
+    port = await freePort();
+    await startRedis();
+    h = await startGateway({ env: { REDIS_URL: `redis://127.0.0.1:${port}` } });
+  }, 60_000);
+
+  afterAll(async () => {
+    await h?.close();
+    server?.kill('SIGKILL');
+  });
+
+  /** `n` requests on a fresh key limited to `rpm`: the statuses in order. */
+  async function window(rpm: number, n: number): Promise<number[]> {
+    const { key } = await orgWithKey(h.testDb.db, 1_000_000n, rpm);
+    const out: number[] = [];
+    for (let i = 0; i < n; i++) out.push((await ask(`${h.url}/v1/models`, key)).status);
+    return out;
+  }
+
+  it('admits every request while Redis is away, then limits again by itself once it is back', async () => {
+    // Windows are clock minutes: keep each counting step inside one.
+    if (Date.now() % 60_000 > 40_000) await sleep(60_000 - (Date.now() % 60_000) + 250);
+    expect(await window(3, 5)).toEqual([200, 200, 200, 429, 429]);
+
+    const { key } = await orgWithKey(h.testDb.db, 1_000_000n);
+    const load = loadLoop(4, () => ask(`${h.url}/v1/models`, key));
+    await sleep(300);
+    await killRedis();
+    await sleep(1_000);
+    // With Redis gone, a limited key is not limited (and nothing fails).
+    expect(await window(3, 5)).toEqual([200, 200, 200, 200, 200]);
+    await startRedis();
+    // ioredis reconnects with backoff; the first limited window after that counts again.
+    await until('the limiter to count again', async () => ((await window(3, 4)).join() === '200,200,200,429' ? true : undefined));
+    const answers = await load.stop();
+    expect(tally(answers)).toEqual({ '200': answers.length });
+    expect(answers.length).toBeGreaterThan(10);
+    // The outage shows in the metrics.
+    const text = await h.runtime.ctx.metrics.render();
+    expect(Number(/^svc_rate_limiter_errors_total (\d+)/m.exec(text.body)?.[1])).toBeGreaterThan(0);
+  });
+});
+
+// ---------------------------------------------------------------------------------------
+
+/** A TCP proxy to PostgreSQL that can be taken down (listener closed, connections cut) and brought back on the same port. */
+async function pgProxy(target: { host: string; port: number }) {
+  const port = await freePort();
+  const sockets = new Set<Socket>();
+  let server: Server | null = null;
+  const up = () =>
+    new Promise<void>((resolve, reject) => {
+      server = createServer((client) => {
+        const upstream = connect(target.port, target.host);
+        for (const s of [client, upstream]) {
+          sockets.add(s);
+          s.on('close', () => sockets.delete(s));
+          s.on('error', () => {});
+        }
+        client.pipe(upstream).pipe(client);
+        client.on('close', () => upstream.destroy());
+        upstream.on('close', () => client.destroy());
+      });
+      server.once('error', reject);
+      server.listen(port, '127.0.0.1', () => resolve());
+    });
+  const down = () =>
+    new Promise<void>((resolve) => {
+      for (const s of sockets) s.destroy();
+      sockets.clear();
+      if (!server) return resolve();
+      server.close(() => resolve());
+      server = null;
+    });
+  await up();
+  return { port, up, down };
+}
+
+describe('PostgreSQL unreachable and back under load', () => {
+  let t: TestDatabase;
+  let upstream: ScriptedUpstream;
+  let proxy: Awaited<ReturnType<typeof pgProxy>>;
+  let runtime: GatewayRuntime;
+  let url: string;
+
+  beforeAll(async () => {
+    t = await createTestDatabase('postgresql');
+    upstream = await startScriptedUpstream({ kind: 'ok', usage: { prompt_tokens: 3, completion_tokens: 4 } });
+    await upsertModel(t.db.prisma, { id: 'pg-llm', modality: 'llm', prices: { inputPicoPerToken: 1_000_000n, outputPicoPerToken: 1_000_000n }, upstream: { url: upstream.baseUrl, protocol: 'openai' } });
+    const direct = new URL(t.url);
+    proxy = await pgProxy({ host: direct.hostname, port: Number(direct.port || 5432) });
+    const viaProxy = new URL(t.url);
+    viaProxy.host = `127.0.0.1:${proxy.port}`;
+    const config = loadConfig({
+      SVC_DATA_DIR: t.dataDir,
+      DATABASE_URL: viaProxy.toString(),
+      LOG_LEVEL: 'silent',
+      SVC_MODELS_FILE: '/nonexistent',
+      SVC_REGISTRY_REFRESH_SECONDS: '0.2',
+      SVC_HEALTH_CHECK_SECONDS: '3600',
+      SVC_WORKER: 'off',
+    });
+    runtime = await createGatewayRuntime(config, { logger: false });
+    url = await runtime.app.listen({ host: '127.0.0.1', port: 0 });
+  }, 60_000);
+
+  afterAll(async () => {
+    await proxy?.up().catch(() => {});
+    await runtime?.close();
+    await upstream?.close();
+    await t?.drop();
+  }, 60_000);
+
+  it('503 verify_unavailable while it is away (never a 500), service resumes by itself, the ledger stays consistent', async () => {
+    const { orgId, key } = await orgWithKey(t.db, 1_000_000n);
+    const chat = () => ask(`${url}/v1/chat/completions`, key, { method: 'POST', body: chatBody('pg-llm', false) });
+    expect(await chat()).toEqual({ status: 200, code: undefined });
+
+    const load = loadLoop(4, chat);
+    await sleep(500);
+    await proxy.down();
+    // While it is away: every request is refused with the spec's retryable 503.
+    const during = await until('503 verify_unavailable', async () => {
+      const a = await chat();
+      return a.status === 503 && a.code === 'verify_unavailable' ? a : undefined;
+    });
+    expect(during).toEqual({ status: 503, code: 'verify_unavailable' });
+    const ready = await fetch(`${url}/ready`);
+    expect(ready.status).toBe(503);
+    expect(((await ready.json()) as { database: string }).database).toBe('down');
+    await sleep(1_000);
+
+    await proxy.up();
+    await until('chat to succeed again', async () => ((await chat()).status === 200 ? true : undefined));
+    const answers = await load.stop();
+
+    const counts = tally(answers);
+    expect(Object.keys(counts).every((k) => ['200', '503 verify_unavailable', '503 temporarily_unavailable'].includes(k)), JSON.stringify(counts)).toBe(true);
+    expect(counts['503 verify_unavailable']).toBeGreaterThan(0);
+    expect(counts['200']).toBeGreaterThan(0);
+
+    // Every 200 was billed (7 micro-USD each). A request whose debit failed got 503
+    // temporarily_unavailable; its debit may still have committed if only the reply from
+    // the database was lost, so those count at most once each.
+    const ok = answers.filter((a) => a.status === 200).length + 2; // + the two single calls above
+    const unrecorded = counts['503 temporarily_unavailable'] ?? 0;
+    const usage = await t.db.prisma.usageEvent.count({ where: { orgId } });
+    expect(usage).toBeGreaterThanOrEqual(ok);
+    expect(usage).toBeLessThanOrEqual(ok + unrecorded);
+    expect(await expectLedgerConsistent(t.db, orgId)).toBe(1_000_000n - 7n * BigInt(usage));
+  });
+});
