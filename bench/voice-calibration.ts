@@ -66,8 +66,8 @@ function report(name: string, natural: VoiceAnalysis, pitch: ReturnType<typeof f
 
 try {
   {
-    // Speed: 60 s of 48 kHz speech (flite output resampled by concatenation is not needed:
-    // the cost depends on length and on how much of it is speech, so repeat one rendering).
+    // Speed: one rendering repeated to 60 s (the cost grows with length and with how much of
+    // it is voiced speech; second run timed, after warm-up).
     const one = join(dir, 'speed.wav');
     execFileSync('flite', ['-voice', 'slt', '-t', TEXT, '-o', one], { stdio: 'ignore' });
     const wav = parseWav(readFileSync(one));

@@ -62,8 +62,8 @@ interface EspeakVariant {
 
 const ESPEAK_PITCH_SETTINGS = [0, 10, 20, 30, 40, 50, 60, 70, 80, 90, 99];
 // Measured on en-us and en-us+f3 by bench/voice-calibration.ts (rates fitted over 100-250 wpm,
-// residuals under 5%). Other languages measured within 3% of these (de, fr+f3), so the English
-// curves serve every language.
+// residuals under 5%). Other languages measured close to these (de, fr+f3: pitch within 3%, rate
+// within 7%), so the English curves serve every language.
 const ESPEAK: Record<'male' | 'female', EspeakVariant> = {
   male: { suffix: '', pitchTable: [69.6, 73.5, 79.1, 84.1, 91.8, 101.0, 111.0, 123.2, 137.3, 153.3, 169.5], naturalF0: 101.0, naturalRate: 4.683, rateExponent: 0.754 },
   female: { suffix: '+f3', pitchTable: [144.5, 154.0, 164.3, 178.1, 192.0, 209.6, 228.7, 250.9, 276.3, 306.7, 335.4], naturalF0: 209.6, naturalRate: 4.855, rateExponent: 0.853 },
