@@ -21,6 +21,7 @@ const TRPC_CODES: Partial<Record<ErrorCode, TrpcCode>> = {
   slow_down: 'TOO_MANY_REQUESTS',
   temporarily_unavailable: 'SERVICE_UNAVAILABLE',
   verify_unavailable: 'SERVICE_UNAVAILABLE',
+  agent_auth_unavailable: 'SERVICE_UNAVAILABLE',
 };
 
 export function trpcCodeFor(code: ErrorCode): TrpcCode {

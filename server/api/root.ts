@@ -1,5 +1,6 @@
 import { accountRouter } from './routers/account.js';
 import { authRouter } from './routers/auth.js';
+import { claimsRouter } from './routers/claims.js';
 import { creditsRouter } from './routers/credits.js';
 import { dictsRouter } from './routers/dicts.js';
 import { keysRouter } from './routers/keys.js';
@@ -17,6 +18,7 @@ export const appRouter = createTRPCRouter({
   voices: voicesRouter,
   models: modelsRouter,
   dicts: dictsRouter,
+  claims: claimsRouter,
 });
 
 export type AppRouter = typeof appRouter;

@@ -23,6 +23,8 @@ export interface TrpcContext {
   session: { user: SessionUser } | null;
   /** The org the browser asked to act for (cookie); membership is checked by orgProcedure. */
   requestedOrgId: string | null;
+  /** The browser's address as the dashboard sees it (per-IP limits); null when unknown. */
+  clientIp?: string | null;
 }
 
 function serviceErrorCode(cause: unknown): string | null {

@@ -8,7 +8,7 @@
 // - per user and per IP: at most 10 and 30 wrong codes per 10 minutes (guess-throttle.ts).
 import { ServiceError } from '../errors.js';
 import { hashUserCode, userCodeHashesEqual } from './registration-crypto.js';
-import { MAX_FAILED_GUESSES, POST_CLAIM_SCOPES, withStore, type RegistrationDeps } from './registration-rules.js';
+import { MAX_FAILED_GUESSES, POST_CLAIM_SCOPES, assertEnabled, withStore, type RegistrationDeps } from './registration-rules.js';
 import type { GuessThrottle } from './guess-throttle.js';
 
 export interface ClaimingUser {
@@ -45,6 +45,7 @@ export function normalizeUserCode(code: string): string {
 
 /** Finds the pending claim the user's code opens, counting a wrong code against the limits. */
 export async function findClaimForUser(deps: RegistrationDeps, entry: CodeEntry) {
+  assertEnabled(deps.settings);
   const now = deps.now();
   const code = normalizeUserCode(entry.code);
   const subjects = { userId: entry.user.id, ip: entry.ip };

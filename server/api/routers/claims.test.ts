@@ -1,0 +1,118 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '../../config/env.js';
+import { verifyApiKey } from '../../services/keys/verify-api-key.js';
+import { exchangeAssertion } from '../../services/registrations/exchange-assertion.js';
+import { pollClaim } from '../../services/registrations/poll-claim.js';
+import { registrationSettings, type RegistrationDeps } from '../../services/registrations/registration-rules.js';
+import { startClaim } from '../../services/registrations/start-claim.js';
+import { startRegistration } from '../../services/registrations/start-registration.js';
+import { createCaller } from '../root.js';
+import { createApiHarness, type ApiHarness, type TestUser } from '../test-harness.js';
+
+let h: ApiHarness;
+let deps: RegistrationDeps;
+let n = 0;
+
+beforeAll(async () => {
+  h = await createApiHarness();
+  deps = { db: h.db, settings: registrationSettings(loadConfig()), now: () => new Date() };
+});
+afterAll(async () => {
+  await h?.drop();
+});
+
+const newUser = () => h.signUpUser(`claims-${++n}-${Date.now()}@example.com`);
+const serviceAuthFor = (user: TestUser) => startRegistration(deps, { type: 'service_auth', loginHint: user.user.email });
+const wrong = (code: string) => String((Number(code) + 1) % 1_000_000).padStart(6, '0');
+
+describe('claims: happy path', () => {
+  it('check shows what is authorised, confirm claims it for the user org, the agent gets its key', async () => {
+    const alice = await newUser();
+    const reg = await serviceAuthFor(alice);
+    const checked = await alice.caller.claims.check({ code: reg.claim.userCode });
+    expect(checked).toMatchObject({
+      registrationId: reg.registrationId,
+      registrationType: 'service_auth',
+      email: alice.user.email,
+      scopes: ['api'],
+      trialKeyPrefix: null,
+      org: { id: alice.orgId },
+    });
+    expect(new Date(checked.codeExpiresAt).getTime()).toBeGreaterThan(Date.now());
+
+    await expect(alice.caller.claims.confirm({ code: ` ${reg.claim.userCode.slice(0, 3)} ${reg.claim.userCode.slice(3)} ` })).resolves.toMatchObject({
+      registrationId: reg.registrationId,
+      orgId: alice.orgId,
+    });
+    const key = await pollClaim(deps, { claimToken: reg.claimToken });
+    await expect(verifyApiKey(h.db.hot, key.accessToken)).resolves.toMatchObject({ orgId: alice.orgId });
+    // Single use.
+    await expect(alice.caller.claims.confirm({ code: reg.claim.userCode })).rejects.toMatchObject({ code: 'BAD_REQUEST', message: 'This code has already been used.' });
+  });
+
+  it('anonymous: shows the trial key that will stop working; confirming disables it', async () => {
+    const bob = await newUser();
+    const reg = await startRegistration(deps, { type: 'anonymous' });
+    const trial = await exchangeAssertion(deps, { assertion: reg.identityAssertion });
+    const attempt = await startClaim(deps, { claimToken: reg.claimToken, email: bob.user.email });
+    await expect(bob.caller.claims.check({ code: attempt.claim.userCode })).resolves.toMatchObject({ registrationType: 'anonymous', trialKeyPrefix: trial.accessToken.slice(0, 11) });
+    await bob.caller.claims.confirm({ code: attempt.claim.userCode });
+    await expect(verifyApiKey(h.db.hot, trial.accessToken)).rejects.toMatchObject({ code: 'api_key_disabled' });
+  });
+
+  it('deny ends the registration', async () => {
+    const carol = await newUser();
+    const reg = await serviceAuthFor(carol);
+    await expect(carol.caller.claims.deny({ code: reg.claim.userCode })).resolves.toEqual({ registrationId: reg.registrationId });
+    await expect(pollClaim(deps, { claimToken: reg.claimToken })).rejects.toMatchObject({ code: 'invalid_grant' });
+    await expect(carol.caller.claims.confirm({ code: reg.claim.userCode })).rejects.toMatchObject({ code: 'BAD_REQUEST' });
+  });
+});
+
+describe('claims: errors', () => {
+  it('a wrong code is BAD_REQUEST and says so; a malformed one too', async () => {
+    const dave = await newUser();
+    const reg = await serviceAuthFor(dave);
+    await expect(dave.caller.claims.check({ code: wrong(reg.claim.userCode) })).rejects.toMatchObject({ code: 'BAD_REQUEST', message: 'That code is not valid. Check it and try again.' });
+    await expect(dave.caller.claims.check({ code: 'abc' })).rejects.toMatchObject({ code: 'BAD_REQUEST', message: 'Enter the 6-digit code the agent showed you.' });
+    await expect(dave.caller.claims.check({ code: 'x'.repeat(33) })).rejects.toMatchObject({ code: 'BAD_REQUEST' });
+    // The right code still works after one mistake.
+    await expect(dave.caller.claims.confirm({ code: reg.claim.userCode })).resolves.toMatchObject({ orgId: dave.orgId });
+  });
+
+  it('another account (email mismatch) is FORBIDDEN with the reason, and cannot confirm or deny', async () => {
+    const owner = await newUser();
+    const other = await newUser();
+    const reg = await serviceAuthFor(owner);
+    for (const call of [other.caller.claims.check, other.caller.claims.confirm, other.caller.claims.deny]) {
+      await expect(call({ code: reg.claim.userCode })).rejects.toMatchObject({ code: 'FORBIDDEN', message: expect.stringContaining('different email address') });
+    }
+    await expect(pollClaim(deps, { claimToken: reg.claimToken })).rejects.toMatchObject({ code: 'authorization_pending' });
+    await expect(owner.caller.claims.confirm({ code: reg.claim.userCode })).resolves.toMatchObject({ orgId: owner.orgId });
+  });
+
+  it('throttled: after 10 wrong codes the user gets TOO_MANY_REQUESTS, even with the right code', async () => {
+    const eve = await newUser();
+    const reg = await serviceAuthFor(eve);
+    for (let i = 0; i < 10; i++) await expect(eve.caller.claims.check({ code: String(300000 + i) })).rejects.toMatchObject({ code: 'BAD_REQUEST' });
+    await expect(eve.caller.claims.confirm({ code: reg.claim.userCode })).rejects.toMatchObject({ code: 'TOO_MANY_REQUESTS', message: expect.stringContaining('Too many wrong codes') });
+  });
+
+  it('throttled per IP across accounts (the address from the request context)', async () => {
+    const ip = `198.51.100.${Math.floor(Math.random() * 250)}`;
+    const callerAt = (u: TestUser) => createCaller({ db: h.db, session: { user: u.user }, requestedOrgId: null, clientIp: ip });
+    for (let i = 0; i < 10; i++) {
+      const u = await newUser();
+      for (let j = 0; j < 3; j++) await expect(callerAt(u).claims.check({ code: String(400000 + i * 3 + j) })).rejects.toMatchObject({ code: 'BAD_REQUEST' });
+    }
+    const fresh = await newUser();
+    const reg = await serviceAuthFor(fresh);
+    await expect(callerAt(fresh).claims.check({ code: reg.claim.userCode })).rejects.toMatchObject({ code: 'TOO_MANY_REQUESTS' });
+    await expect(fresh.caller.claims.check({ code: reg.claim.userCode })).resolves.toMatchObject({ registrationId: reg.registrationId });
+  });
+
+  it('requires a session', async () => {
+    await expect(h.callerFor(null).claims.check({ code: '123456' })).rejects.toMatchObject({ code: 'UNAUTHORIZED' });
+    await expect(h.callerFor(null).claims.confirm({ code: '123456' })).rejects.toMatchObject({ code: 'UNAUTHORIZED' });
+  });
+});
