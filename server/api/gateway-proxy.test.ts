@@ -1,0 +1,182 @@
+// The dashboard's gateway proxy against a real gateway with the local engines: allowlist,
+// session, cross-site refusal, size cap, streaming, and the gateway's answers passed through.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parseWav } from '../../gateway/audio/wav.js';
+import type { GatewayHarness } from '../../test/support/gateway-harness.js';
+import { startTtsGateway, ttsBody } from '../../test/support/tts-routes.js';
+import { createOrg } from '../services/orgs/create-org.js';
+import { DASHBOARD_KEY_NAME, getOrCreateDashboardKey } from '../services/keys/get-dashboard-key.js';
+import { revokeApiKey } from '../services/keys/revoke-api-key.js';
+import { gatewayInternalUrl, MAX_PROXY_BODY_BYTES, proxyToGateway, type GatewayProxyDeps } from './gateway-proxy.js';
+
+let h: GatewayHarness;
+let otherOrg: string;
+
+const SESSION = 'x-test-org';
+const DASH = 'http://dash.example:3000';
+
+function deps(over: Partial<GatewayProxyDeps> = {}): GatewayProxyDeps {
+  return {
+    gatewayUrl: h.url,
+    // Stands in for the next-auth session: the org named by a test header, or none.
+    resolveOrg: async (req) => (req.headers.get(SESSION) ? { orgId: req.headers.get(SESSION)! } : null),
+    keyFor: (orgId) => getOrCreateDashboardKey(h.testDb.db, orgId),
+    ...over,
+  };
+}
+
+function call(path: string[], init: RequestInit & { org?: string | null } = {}, over: Partial<GatewayProxyDeps> = {}) {
+  const headers = new Headers(init.headers);
+  if (init.org !== null) headers.set(SESSION, init.org ?? h.orgId);
+  const req = new Request(`${DASH}/api/gateway/${path.join('/')}`, { ...init, headers, ...(init.body instanceof ReadableStream ? { duplex: 'half' } : {}) } as RequestInit);
+  return proxyToGateway(req, path, deps(over));
+}
+
+const json = (body: unknown) => ({ method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+
+beforeAll(async () => {
+  h = await startTtsGateway();
+  otherOrg = (await createOrg(h.testDb.db, { name: 'other', creditsMicros: 1_000_000n })).id;
+});
+afterAll(async () => {
+  await h?.close();
+});
+
+describe('gateway proxy: forwarding', () => {
+  it('synthesizes through the gateway with the org’s dashboard key: audio, cost and balance headers', async () => {
+    const before = await h.balanceMicros();
+    const res = await call(['tts', 'bytes'], json(ttsBody()));
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toMatch(/^audio\/wav/);
+    const cost = res.headers.get('x-svc-request-cost-usd');
+    expect(cost).toMatch(/^\d+\.\d{6}$/);
+    expect(res.headers.get('x-svc-credits-remaining-usd')).toMatch(/^\d+\.\d{6}$/);
+    expect(res.headers.get('cache-control')).toBe('no-store');
+    const wav = parseWav(Buffer.from(await res.arrayBuffer()));
+    expect(wav.sampleRate).toBe(16000);
+    expect(wav.frameCount).toBeGreaterThan(8000); // more than half a second
+    expect(await h.balanceMicros()).toBeLessThan(before);
+    // Billed to the dashboard key, a real key of the org.
+    const key = await h.testDb.db.prisma.apiKey.findFirstOrThrow({ where: { orgId: h.orgId, name: DASHBOARD_KEY_NAME } });
+    const ledger = await h.testDb.db.prisma.ledgerEntry.findFirstOrThrow({ where: { orgId: h.orgId, kind: 'usage' }, orderBy: { createdAt: 'desc' } });
+    expect(ledger.apiKeyId).toBe(key.id);
+  });
+
+  it('passes the gateway’s error envelope and status through', async () => {
+    const res = await call(['tts', 'bytes'], json(ttsBody({ voice: { mode: 'id', id: 'voice_nope' } })));
+    expect(res.status).toBe(404);
+    expect(await res.json()).toEqual({ error: expect.objectContaining({ code: 'voice_not_found', type: 'invalid_request_error' }) });
+    const bad = await call(['tts', 'bytes'], { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{not json' });
+    expect(bad.status).toBe(400);
+    expect((await bad.json()).error.code).toBe('invalid_json');
+  });
+
+  it('sends the gateway neither cookies nor the browser’s Authorization, and streams the upload', async () => {
+    let seen: { url: string; headers: Headers; body: string } | undefined;
+    const capture: typeof fetch = async (url, init) => {
+      seen = { url: String(url), headers: new Headers(init?.headers), body: await new Response(init?.body as BodyInit).text() };
+      return new Response('{}', { status: 200, headers: { 'content-type': 'application/json', 'set-cookie': 'x=1', 'x-svc-request-cost-usd': '0.000001', server: 'fastify' } });
+    };
+    const res = await call(['v1', 'audio', 'transcriptions'], { method: 'POST', headers: { cookie: 'next-auth.session-token=secret', authorization: 'Bearer sk_svc_browser', 'content-type': 'text/plain', 'x-custom': '1' }, body: 'hello' }, { fetch: capture });
+    expect(res.status).toBe(200);
+    expect(seen!.url).toBe(`${h.url}/v1/audio/transcriptions`);
+    expect(seen!.headers.get('cookie')).toBeNull();
+    expect(seen!.headers.get('x-custom')).toBeNull();
+    expect(seen!.headers.get('authorization')).toBe(`Bearer ${await getOrCreateDashboardKey(h.testDb.db, h.orgId)}`);
+    expect(seen!.body).toBe('hello');
+    // Only the gateway's own answer headers come back; never its cookies or server banner.
+    expect(res.headers.get('set-cookie')).toBeNull();
+    expect(res.headers.get('server')).toBeNull();
+    expect(res.headers.get('x-svc-request-cost-usd')).toBe('0.000001');
+  });
+
+  it('a job and a blob of another org are not found through the proxy (the key is the org’s)', async () => {
+    const job = await h.testDb.db.prisma.job.create({ data: { id: 'job_otherorg1', orgId: otherOrg, kind: 'instant_clone', input: {} } });
+    const mine = await call(['jobs', job.id], { method: 'GET' });
+    expect(mine.status).toBe(404);
+    expect((await mine.json()).error.code).toBe('job_not_found');
+    const theirs = await call(['jobs', job.id], { method: 'GET', org: otherOrg });
+    expect(theirs.status).toBe(200);
+    expect(await theirs.json()).toMatchObject({ id: job.id, object: 'job' });
+    expect((await call(['blobs', 'blob_missing', 'content'], { method: 'GET' })).status).toBe(404);
+  });
+
+  it('a revoked dashboard key is replaced on the next call', async () => {
+    const key = await h.testDb.db.prisma.apiKey.findFirstOrThrow({ where: { orgId: h.orgId, name: DASHBOARD_KEY_NAME, status: 'active' } });
+    await revokeApiKey(h.testDb.db.prisma, { id: key.id, orgId: h.orgId });
+    const res = await call(['tts', 'bytes'], json(ttsBody({ transcript: 'Hi.' })));
+    expect(res.status).toBe(200);
+    await res.arrayBuffer();
+    expect(await h.testDb.db.prisma.apiKey.count({ where: { orgId: h.orgId, name: DASHBOARD_KEY_NAME, status: 'active' } })).toBe(1);
+  });
+});
+
+describe('gateway proxy: refusals', () => {
+  it('401 without a session, before anything is forwarded', async () => {
+    const res = await call(['tts', 'bytes'], { ...json(ttsBody()), org: null });
+    expect(res.status).toBe(401);
+    expect((await res.json()).error).toMatchObject({ code: 'invalid_api_key', message: expect.stringContaining('Sign in') });
+  });
+
+  it('404 for routes outside the allowlist, including traversal and odd ids', async () => {
+    for (const path of [['voices'], ['voices', 'flite-slt'], ['v1', 'chat', 'completions'], ['keys'], ['voices', '..', 'profiles'], ['jobs', 'a/b'], ['jobs', '%2e%2e'], ['jobs', 'x'.repeat(101)], ['blobs', 'b1'], ['tts', 'bytes', 'extra'], []]) {
+      const res = await call(path, json({}));
+      expect(res.status, path.join('/')).toBe(404);
+      expect((await res.json()).error.code).toBe('not_found');
+    }
+  });
+
+  it('405 with Allow for a wrong method on an allowed route', async () => {
+    const res = await call(['tts', 'bytes'], { method: 'GET' });
+    expect(res.status).toBe(405);
+    expect(res.headers.get('allow')).toBe('POST');
+    expect((await call(['jobs', 'job_1'], { method: 'DELETE' })).status).toBe(405);
+  });
+
+  it('403 for a cross-site request that carries the session', async () => {
+    const fromElsewhere = await call(['tts', 'bytes'], { ...json(ttsBody()), headers: { 'content-type': 'application/json', origin: 'https://evil.example' } });
+    expect(fromElsewhere.status).toBe(403);
+    expect((await fromElsewhere.json()).error.code).toBe('forbidden');
+    expect((await call(['tts', 'bytes'], { ...json(ttsBody()), headers: { 'content-type': 'application/json', 'sec-fetch-site': 'cross-site' } })).status).toBe(403);
+    const sameSite = await call(['tts', 'bytes'], { ...json(ttsBody({ transcript: 'Same.' })), headers: { 'content-type': 'application/json', origin: DASH, host: 'dash.example:3000', 'sec-fetch-site': 'same-origin' } });
+    expect(sameSite.status).toBe(200);
+    await sameSite.arrayBuffer();
+  });
+
+  it('413 for a body over the cap, declared or streamed', async () => {
+    const declared = await call(['voices', 'clone'], { method: 'POST', headers: { 'content-length': String(MAX_PROXY_BODY_BYTES + 1) }, body: 'x' });
+    expect(declared.status).toBe(413);
+    expect((await declared.json()).error.code).toBe('body_too_large');
+    const chunk = new Uint8Array(1024 * 1024);
+    let sent = 0;
+    const endless = new ReadableStream<Uint8Array>({
+      pull(controller) {
+        sent += chunk.byteLength;
+        if (sent > MAX_PROXY_BODY_BYTES + 4 * chunk.byteLength) controller.close();
+        else controller.enqueue(chunk);
+      },
+    });
+    const drain: typeof fetch = async (_url, init) => {
+      await new Response(init?.body as BodyInit).arrayBuffer();
+      return new Response('{}');
+    };
+    const streamed = await call(['voices', 'clone'], { method: 'POST', body: endless }, { fetch: drain });
+    expect(streamed.status).toBe(413);
+  });
+
+  it('502 upstream_unavailable when the gateway does not answer', async () => {
+    const res = await call(['tts', 'bytes'], json(ttsBody()), { gatewayUrl: 'http://127.0.0.1:1' });
+    expect(res.status).toBe(502);
+    expect((await res.json()).error.code).toBe('upstream_unavailable');
+  });
+});
+
+describe('gatewayInternalUrl', () => {
+  it('uses loopback when the gateway listens on every address or loopback, else its public URL', () => {
+    const at = (gatewayHost: string) => gatewayInternalUrl({ gatewayHost, gatewayPort: 8080, publicBaseUrl: 'https://api.example.com' });
+    expect(at('0.0.0.0')).toBe('http://127.0.0.1:8080');
+    expect(at('::')).toBe('http://127.0.0.1:8080');
+    expect(at('127.0.0.1')).toBe('http://127.0.0.1:8080');
+    expect(at('10.1.2.3')).toBe('https://api.example.com');
+  });
+});
