@@ -8,4 +8,5 @@ export const NAV_ITEMS: readonly NavItem[] = [
   { href: '/', label: 'Overview' },
   { href: '/keys', label: 'API keys' },
   { href: '/credits', label: 'Credits' },
+  { href: '/dictionaries', label: 'Dictionaries' },
 ];
