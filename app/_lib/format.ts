@@ -24,3 +24,8 @@ export function safeCallbackPath(value: string | string[] | undefined): string {
   const path = Array.isArray(value) ? value[0] : value;
   return path && path.startsWith('/') && !path.startsWith('//') && !path.startsWith('/\\') ? path : '/';
 }
+
+/** A sign-in or sign-up link that comes back to `callbackPath` afterwards (nothing added for "/"). */
+export function withCallback(path: string, callbackPath: string): string {
+  return callbackPath === '/' ? path : `${path}?callbackUrl=${encodeURIComponent(callbackPath)}`;
+}

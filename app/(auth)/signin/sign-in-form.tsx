@@ -5,6 +5,7 @@ import { useState } from 'react';
 import { Alert } from '@/app/_components/alert';
 import { Button } from '@/app/_components/button';
 import { TextField } from '@/app/_components/text-field';
+import { withCallback } from '@/app/_lib/format';
 
 export function SignInForm({ callbackPath }: { callbackPath: string }) {
   const [pending, setPending] = useState(false);
@@ -46,7 +47,7 @@ export function SignInForm({ callbackPath }: { callbackPath: string }) {
       </form>
       <p className="mt-6 text-center text-sm text-zinc-600">
         No account yet?{' '}
-        <Link href="/signup" className="font-semibold text-indigo-700 hover:text-indigo-600">
+        <Link href={withCallback('/signup', callbackPath)} className="font-semibold text-indigo-700 hover:text-indigo-600">
           Create one
         </Link>
       </p>

@@ -1,8 +1,10 @@
 import type { Metadata } from 'next';
+import { safeCallbackPath } from '@/app/_lib/format';
 import { SignUpForm } from './sign-up-form';
 
 export const metadata: Metadata = { title: 'Create account' };
 
-export default function SignUpPage() {
-  return <SignUpForm />;
+export default async function SignUpPage({ searchParams }: { searchParams: Promise<Record<string, string | string[] | undefined>> }) {
+  const params = await searchParams;
+  return <SignUpForm callbackPath={safeCallbackPath(params.callbackUrl)} />;
 }

@@ -6,12 +6,13 @@ import { useState } from 'react';
 import { Alert } from '@/app/_components/alert';
 import { Button } from '@/app/_components/button';
 import { TextField } from '@/app/_components/text-field';
-import { errorMessage } from '@/app/_lib/format';
+import { errorMessage, withCallback } from '@/app/_lib/format';
 import { useTRPC } from '@/app/_lib/trpc';
 
 const MIN_PASSWORD = 8;
 
-export function SignUpForm() {
+/** callbackPath: where to go once signed in (a same-site path, e.g. back to the claim page). */
+export function SignUpForm({ callbackPath = '/' }: { callbackPath?: string }) {
   const trpc = useTRPC();
   const signUp = useMutation(trpc.auth.signUp.mutationOptions());
   const [passwordError, setPasswordError] = useState<string | null>(null);
@@ -42,7 +43,7 @@ export function SignUpForm() {
       setSignInError('Your account was created, but signing in failed. Sign in to continue.');
       return;
     }
-    window.location.assign('/');
+    window.location.assign(callbackPath);
   }
 
   return (
@@ -66,7 +67,7 @@ export function SignUpForm() {
         {signInError && (
           <Alert tone="warning">
             {signInError}{' '}
-            <Link href="/signin" className="font-semibold underline">
+            <Link href={withCallback('/signin', callbackPath)} className="font-semibold underline">
               Sign in
             </Link>
           </Alert>
@@ -77,7 +78,7 @@ export function SignUpForm() {
       </form>
       <p className="mt-6 text-center text-sm text-zinc-600">
         Already have an account?{' '}
-        <Link href="/signin" className="font-semibold text-indigo-700 hover:text-indigo-600">
+        <Link href={withCallback('/signin', callbackPath)} className="font-semibold text-indigo-700 hover:text-indigo-600">
           Sign in
         </Link>
       </p>

@@ -1,0 +1,172 @@
+'use client';
+import { useMutation } from '@tanstack/react-query';
+import Link from 'next/link';
+import { signOut } from 'next-auth/react';
+import { useState } from 'react';
+import { Alert } from '@/app/_components/alert';
+import { Button } from '@/app/_components/button';
+import { TextField } from '@/app/_components/text-field';
+import { errorMessage, formatDateTime, withCallback } from '@/app/_lib/format';
+import { useTRPC } from '@/app/_lib/trpc';
+
+const errorCode = (error: unknown) => (error as { data?: { code?: string } } | null)?.data?.code;
+
+export function ClaimForm({ initialCode, email, returnTo }: { initialCode: string; email: string; returnTo: string }) {
+  const trpc = useTRPC();
+  const check = useMutation(trpc.claims.check.mutationOptions());
+  const confirm = useMutation(trpc.claims.confirm.mutationOptions());
+  const deny = useMutation(trpc.claims.deny.mutationOptions());
+  const [code, setCode] = useState(initialCode);
+  const [outcome, setOutcome] = useState<'confirmed' | 'denied' | null>(null);
+  const [signingOut, setSigningOut] = useState(false);
+
+  const claim = check.data;
+  const error = check.error ?? confirm.error ?? deny.error;
+
+  async function switchAccount() {
+    setSigningOut(true);
+    await signOut({ redirect: false }).catch(() => undefined);
+    window.location.assign(withCallback('/signin', returnTo));
+  }
+
+  function restart() {
+    check.reset();
+    confirm.reset();
+    deny.reset();
+    setCode('');
+  }
+
+  if (outcome === 'confirmed' && confirm.data) {
+    return (
+      <Card title="Agent authorised">
+        <Alert tone="success">
+          The agent receives its API key on its next poll, within a few seconds. The key belongs to <strong>{confirm.data.orgName}</strong> and is listed on the API keys page, where you can revoke it at any time.
+        </Alert>
+        <div className="mt-4 flex gap-3">
+          <Link href="/keys" className="font-semibold text-indigo-700 hover:text-indigo-600">
+            Go to API keys
+          </Link>
+        </div>
+      </Card>
+    );
+  }
+  if (outcome === 'denied') {
+    return (
+      <Card title="Agent denied">
+        <Alert tone="info">The agent&apos;s registration has ended; it receives no key. If this was a mistake, ask the agent to register again.</Alert>
+      </Card>
+    );
+  }
+
+  return (
+    <Card title={claim ? 'Authorise this agent?' : 'Authorise an agent'}>
+      <p className="text-sm text-zinc-600">
+        Signed in as <strong className="break-all text-zinc-900">{email}</strong>.{' '}
+        <button type="button" onClick={switchAccount} disabled={signingOut} className="font-semibold text-indigo-700 underline hover:text-indigo-600">
+          Use another account
+        </button>
+      </p>
+
+      {!claim && (
+        <form
+          className="mt-5 space-y-4"
+          onSubmit={(event) => {
+            event.preventDefault();
+            confirm.reset();
+            deny.reset();
+            check.mutate({ code });
+          }}
+        >
+          <TextField
+            label="Code from the agent"
+            name="code"
+            value={code}
+            onChange={(event) => setCode(event.target.value)}
+            inputMode="numeric"
+            autoComplete="one-time-code"
+            placeholder="123456"
+            maxLength={7}
+            required
+            autoFocus
+            hint="The 6-digit code the agent showed you. It works for 10 minutes."
+          />
+          {error && <ClaimError error={error} onSwitchAccount={switchAccount} />}
+          <Button type="submit" pending={check.isPending} className="w-full">
+            Continue
+          </Button>
+        </form>
+      )}
+
+      {claim && (
+        <div className="mt-5 space-y-4">
+          <dl className="divide-y divide-zinc-100 rounded-md border border-zinc-200 text-sm" data-testid="claim-details">
+            <Row label="Agent">
+              <span className="font-mono break-all">{claim.registrationId}</span>
+            </Row>
+            <Row label="Registration">{claim.registrationType === 'anonymous' ? 'Anonymous agent on a trial key' : 'Agent registered for your email address'}</Row>
+            <Row label="Claimed for">
+              <span className="break-all">{claim.email}</span>
+            </Row>
+            <Row label="Access">Full API access ({claim.scopes.join(', ')}), billed to {claim.org.name}</Row>
+            <Row label="Registered">{formatDateTime(claim.registeredAt)}</Row>
+            <Row label="Code valid until">{formatDateTime(claim.codeExpiresAt)}</Row>
+          </dl>
+          <Alert tone="warning">
+            The agent gets a new API key on <strong>{claim.org.name}</strong> and can spend its credits.
+            {claim.trialKeyPrefix && (
+              <>
+                {' '}
+                Its trial key <span className="font-mono">{claim.trialKeyPrefix}…</span> stops working; what it made during the trial (voices, dictionaries) moves to your organization. The rest of the trial credit is not transferred.
+              </>
+            )}{' '}
+            Only continue if you started this agent.
+          </Alert>
+          {error && <ClaimError error={error} onSwitchAccount={switchAccount} />}
+          <div className="flex flex-col-reverse gap-3 sm:flex-row sm:justify-end">
+            <Button variant="secondary" onClick={restart} disabled={confirm.isPending || deny.isPending}>
+              Back
+            </Button>
+            <Button variant="danger" pending={deny.isPending} disabled={confirm.isPending} onClick={() => deny.mutate({ code }, { onSuccess: () => setOutcome('denied') })}>
+              Deny
+            </Button>
+            <Button pending={confirm.isPending} disabled={deny.isPending} onClick={() => confirm.mutate({ code }, { onSuccess: () => setOutcome('confirmed') })}>
+              Authorise agent
+            </Button>
+          </div>
+        </div>
+      )}
+    </Card>
+  );
+}
+
+function ClaimError({ error, onSwitchAccount }: { error: unknown; onSwitchAccount: () => void }) {
+  if (errorCode(error) === 'FORBIDDEN') {
+    return (
+      <Alert title="This code is for another account">
+        {errorMessage(error)}{' '}
+        <button type="button" onClick={onSwitchAccount} className="font-semibold underline">
+          Sign in with another account
+        </button>
+      </Alert>
+    );
+  }
+  return <Alert>{errorMessage(error)}</Alert>;
+}
+
+function Card({ title, children }: { title: string; children: React.ReactNode }) {
+  return (
+    <div className="rounded-lg border border-zinc-200 bg-white px-5 py-6 shadow-xs sm:px-8">
+      <h1 className="text-xl font-bold tracking-tight">{title}</h1>
+      <div className="mt-2">{children}</div>
+    </div>
+  );
+}
+
+function Row({ label, children }: { label: string; children: React.ReactNode }) {
+  return (
+    <div className="grid grid-cols-1 gap-1 px-3 py-2 sm:grid-cols-3 sm:gap-3">
+      <dt className="font-medium text-zinc-500">{label}</dt>
+      <dd className="text-zinc-900 sm:col-span-2">{children}</dd>
+    </div>
+  );
+}
