@@ -8,7 +8,7 @@ export interface RequestSpec {
   path: string;
   method?: 'GET' | 'POST';
   headers?: Record<string, string>;
-  body?: string;
+  body?: string | Buffer;
 }
 
 export interface LatencyResult {
