@@ -83,6 +83,11 @@ program
   .description('run the gateway only, in the foreground')
   .action(async () => runProcesses({ dashboard: false }));
 
+program
+  .command('worker')
+  .description('run a job worker only (clone, localize, profile jobs), in the foreground; pair with SVC_WORKER=off on gateways')
+  .action(async () => runProcesses({ dashboard: false, workerOnly: true }));
+
 const org = program.command('org').description('organizations');
 org
   .command('create')

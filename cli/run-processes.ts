@@ -20,6 +20,8 @@ export async function runProcesses(options: { dashboard: boolean; workerOnly?: b
     throw new Error('the dashboard is not built: run `npm run setup` (or `npm run build`) first');
   }
   const runtime = await createGatewayRuntime(config);
+  // Without a listener nothing else keeps the event loop alive (the worker's timers are unref'd).
+  const keepAlive = options.workerOnly ? setInterval(() => {}, 60_000) : undefined;
   if (options.workerOnly) runtime.app.log.info('job worker running');
   else await runtime.app.listen({ host: config.gatewayHost, port: config.gatewayPort });
   if (!options.workerOnly) runtime.app.log.info({ publicBaseUrl: config.publicBaseUrl, database: config.databaseUrl.startsWith('file:') ? 'sqlite' : 'postgresql', redis: Boolean(config.redisUrl) }, 'gateway listening');
@@ -48,6 +50,7 @@ export async function runProcesses(options: { dashboard: boolean; workerOnly?: b
     const deadline = setTimeout(() => process.exit(exitCode || 1), config.shutdownGraceMs + 15_000);
     deadline.unref();
     dashboard?.kill('SIGTERM');
+    clearInterval(keepAlive);
     let clean = true;
     await runtime.shutdown(config.shutdownGraceMs).catch((err: unknown) => {
       clean = false;
