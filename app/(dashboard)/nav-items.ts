@@ -2,6 +2,8 @@
 export interface NavItem {
   href: string;
   label: string;
+  /** Shown to platform admins only (the page itself checks too). */
+  adminOnly?: boolean;
 }
 
 export const NAV_ITEMS: readonly NavItem[] = [
@@ -9,4 +11,8 @@ export const NAV_ITEMS: readonly NavItem[] = [
   { href: '/keys', label: 'API keys' },
   { href: '/credits', label: 'Credits' },
   { href: '/dictionaries', label: 'Dictionaries' },
+  { href: '/voices', label: 'Voices' },
+  { href: '/playground', label: 'Playground' },
+  { href: '/usage', label: 'Usage' },
+  { href: '/models', label: 'Models', adminOnly: true },
 ];

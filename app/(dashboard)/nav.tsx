@@ -1,14 +1,19 @@
 'use client';
+import { useQuery } from '@tanstack/react-query';
 import Link from 'next/link';
 import { usePathname } from 'next/navigation';
+import { useTRPC } from '@/app/_lib/trpc';
 import { NAV_ITEMS } from './nav-items';
 
 export function Nav() {
   const pathname = usePathname();
+  const trpc = useTRPC();
+  const me = useQuery(trpc.account.me.queryOptions());
+  const isPlatformAdmin = me.data?.user.isPlatformAdmin ?? false;
   const isActive = (href: string) => (href === '/' ? pathname === '/' : pathname === href || pathname.startsWith(`${href}/`));
   return (
     <nav aria-label="Main" className="-mb-px flex gap-1 overflow-x-auto">
-      {NAV_ITEMS.map((item) => {
+      {NAV_ITEMS.filter((item) => !item.adminOnly || isPlatformAdmin).map((item) => {
         const active = isActive(item.href);
         return (
           <Link

@@ -1,0 +1,99 @@
+'use client';
+import { useQuery } from '@tanstack/react-query';
+import { Alert } from '@/app/_components/alert';
+import { Badge } from '@/app/_components/badge';
+import { Card, EmptyState, PageHeader } from '@/app/_components/card';
+import { LoadingBlock } from '@/app/_components/spinner';
+import type { RouterOutputs } from '@/app/_lib/api-types';
+import { errorMessage, formatDateTime } from '@/app/_lib/format';
+import { useTRPC } from '@/app/_lib/trpc';
+
+type Model = RouterOutputs['models']['health'][number];
+type Upstream = Model['upstreams'][number];
+
+const HEALTH = { up: { tone: 'green', label: 'Up' }, down: { tone: 'amber', label: 'Down' }, unknown: { tone: 'gray', label: 'Not checked' } } as const;
+const isForbidden = (error: unknown) => (error as { data?: { code?: string } } | null)?.data?.code === 'FORBIDDEN';
+
+export function ModelsView() {
+  const trpc = useTRPC();
+  // The gateway's health checker writes these every few seconds; follow it while the page is open.
+  const models = useQuery({ ...trpc.models.health.queryOptions(), refetchInterval: 10_000 });
+  return (
+    <>
+      <PageHeader title="Models" description="Every model of this instance with its upstreams, as the gateway's health checker last saw them. Platform admins only." />
+      {models.isPending ? (
+        <LoadingBlock label="Loading models" lines={5} />
+      ) : models.isError ? (
+        isForbidden(models.error) ? (
+          <Alert tone="warning" title="Platform admins only">This page shows the operators' view of the instance.</Alert>
+        ) : (
+          <Alert title="Could not load the models" onRetry={() => void models.refetch()}>
+            {errorMessage(models.error)}
+          </Alert>
+        )
+      ) : models.data.length === 0 ? (
+        <EmptyState title="No models">Add one with `svc model upsert`.</EmptyState>
+      ) : (
+        <div className="space-y-4">
+          {models.data.map((m) => (
+            <ModelCard key={m.id} model={m} />
+          ))}
+        </div>
+      )}
+    </>
+  );
+}
+
+function ModelCard({ model: m }: { model: Model }) {
+  const up = m.upstreams.filter((u) => u.health === 'up').length;
+  return (
+    <Card
+      title={m.id}
+      description={m.displayName || undefined}
+      actions={
+        <div className="flex flex-wrap gap-1">
+          <Badge tone="indigo">{m.modality.toUpperCase()}</Badge>
+          {m.status === 'disabled' ? <Badge tone="gray">Disabled</Badge> : <Badge tone={up > 0 ? 'green' : 'amber'}>{`${up}/${m.upstreams.length} up`}</Badge>}
+        </div>
+      }
+    >
+      {m.upstreams.length === 0 ? (
+        <p className="text-sm text-zinc-600">No upstreams: requests for this model answer model_offline.</p>
+      ) : (
+        <ul className="divide-y divide-zinc-100" aria-label={`Upstreams of ${m.id}`}>
+          {m.upstreams.map((u) => (
+            <UpstreamRow key={u.id} u={u} />
+          ))}
+        </ul>
+      )}
+    </Card>
+  );
+}
+
+function UpstreamRow({ u }: { u: Upstream }) {
+  const health = HEALTH[u.health];
+  return (
+    <li className="grid gap-1 py-3 sm:grid-cols-[minmax(0,2fr)_minmax(0,1fr)_minmax(0,1fr)]" data-testid="upstream-row">
+      <div className="min-w-0">
+        <p className="font-mono text-sm break-all text-zinc-900">{u.url}</p>
+        <p className="text-xs text-zinc-500">
+          {u.protocol}
+          {u.upstreamModel ? ` · as ${u.upstreamModel}` : ''} · weight {u.weight}
+          {u.apiKeyEnv ? ` · key from $${u.apiKeyEnv}` : ''}
+        </p>
+      </div>
+      <div className="flex items-center gap-2 text-sm">
+        <Badge tone={health.tone}>{health.label}</Badge>
+        <span className="text-zinc-700">{u.latencyMs === null ? '—' : `${u.latencyMs.toLocaleString('en')} ms`}</span>
+      </div>
+      <div className="text-xs text-zinc-500">
+        <p>Checked {formatDateTime(u.lastCheckedAt, 'never')}</p>
+        {u.lastError && (
+          <p className="mt-0.5 break-words text-red-700" title={u.lastError}>
+            {u.lastError.length > 200 ? `${u.lastError.slice(0, 200)}…` : u.lastError}
+          </p>
+        )}
+      </div>
+    </li>
+  );
+}

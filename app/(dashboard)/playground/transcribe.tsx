@@ -1,0 +1,111 @@
+'use client';
+import { useQuery } from '@tanstack/react-query';
+import { useState } from 'react';
+import { Alert } from '@/app/_components/alert';
+import { Button } from '@/app/_components/button';
+import { Card } from '@/app/_components/card';
+import { FileField, SelectField } from '@/app/_components/fields';
+import { ProgressBar } from '@/app/_components/progress-bar';
+import { TextField } from '@/app/_components/text-field';
+import { errorMessage } from '@/app/_lib/format';
+import { uploadForm, type Charge } from '@/app/_lib/gateway';
+import { useTRPC } from '@/app/_lib/trpc';
+import { CostLine } from './synthesize';
+
+const MAX_BYTES = 25 * 1024 * 1024;
+const SAMPLE_RATES = [8000, 16000, 22050, 24000, 44100, 48000] as const;
+
+interface Transcription {
+  text: string;
+  words: { word: string; start: number; end: number }[];
+  duration_seconds: number;
+}
+
+export function Transcribe() {
+  const trpc = useTRPC();
+  const models = useQuery(trpc.models.catalog.queryOptions({ modality: 'stt' }));
+  const [fileError, setFileError] = useState<string | null>(null);
+  const [progress, setProgress] = useState<number | null | undefined>(undefined);
+  const [error, setError] = useState<string | null>(null);
+  const [result, setResult] = useState<{ body: Transcription; charge: Charge } | null>(null);
+  const busy = progress !== undefined;
+
+  async function onSubmit(event: React.FormEvent<HTMLFormElement>) {
+    event.preventDefault();
+    setError(null);
+    const form = new FormData(event.currentTarget);
+    const file = form.get('file');
+    if (!(file instanceof File) || file.size === 0) return setFileError('Choose a WAV file or raw 16-bit PCM to transcribe.');
+    if (file.size > MAX_BYTES) return setFileError(`The file is ${(file.size / 1024 / 1024).toFixed(1)} MB; the limit is 25 MB.`);
+    setFileError(null);
+    for (const name of ['sample_rate', 'language', 'keyterms']) if (!String(form.get(name) ?? '').trim()) form.delete(name);
+    setProgress(0);
+    try {
+      const res = await uploadForm<Transcription>('v1/audio/transcriptions', form, (f) => setProgress(f));
+      setResult({ body: res.body, charge: res.charge });
+    } catch (e) {
+      setError(errorMessage(e));
+    } finally {
+      setProgress(undefined);
+    }
+  }
+
+  if (models.isError) return <Alert title="Could not load the models" onRetry={() => void models.refetch()}>{errorMessage(models.error)}</Alert>;
+  return (
+    <Card title="Transcribe" description="Upload a recording and read what the STT model hears, as POST /v1/audio/transcriptions does. Billed per second of audio.">
+      {models.data?.length === 0 ? (
+        <Alert tone="info">No speech-to-text model is available.</Alert>
+      ) : (
+        <form aria-label="Transcribe a recording" noValidate onSubmit={onSubmit} className="grid gap-4 sm:grid-cols-2">
+          <FileField label="Recording (WAV or raw 16-bit PCM)" name="file" accept=".wav,.pcm,.raw,audio/wav,audio/x-wav" error={fileError} onChange={() => setFileError(null)} className="sm:col-span-2" />
+          <SelectField label="STT model" name="model" disabled={!models.data}>
+            {models.data?.map((m) => (
+              <option key={m.id} value={m.id}>
+                {m.id}
+                {m.displayName ? ` — ${m.displayName}` : ''}
+              </option>
+            )) ?? <option>Loading…</option>}
+          </SelectField>
+          <SelectField label="Sample rate" name="sample_rate" defaultValue="" hint="Needed for raw PCM only; WAV files carry theirs.">
+            <option value="">From the WAV header</option>
+            {SAMPLE_RATES.map((r) => (
+              <option key={r} value={r}>
+                {r.toLocaleString('en')} Hz
+              </option>
+            ))}
+          </SelectField>
+          <TextField label="Language (optional)" name="language" maxLength={12} placeholder="en" />
+          <TextField label="Key terms (optional)" name="keyterms" maxLength={500} placeholder="svc, Alice" hint="Words to listen for." />
+          <div className="space-y-3 sm:col-span-2">
+            {busy && <ProgressBar label={progress === 1 ? 'Transcribing…' : 'Uploading the recording'} value={progress === 1 ? null : (progress ?? null)} />}
+            {error && <Alert title="Transcription failed">{error}</Alert>}
+            <Button type="submit" pending={busy} disabled={!models.data}>
+              Transcribe
+            </Button>
+          </div>
+        </form>
+      )}
+      {result && (
+        <div className="mt-5 space-y-3 border-t border-zinc-100 pt-4" aria-live="polite">
+          <CostLine charge={result.charge} />
+          <p className="text-xs text-zinc-500">{result.body.duration_seconds.toFixed(2)} s of audio</p>
+          <blockquote className="rounded-md bg-zinc-50 p-3 text-zinc-900" data-testid="transcript">
+            {result.body.text || <span className="text-zinc-500">(no speech recognized)</span>}
+          </blockquote>
+          {result.body.words.length > 0 && (
+            <details className="text-sm">
+              <summary className="cursor-pointer font-medium text-zinc-700">Word timings ({result.body.words.length})</summary>
+              <ol className="mt-2 flex flex-wrap gap-1">
+                {result.body.words.map((w, i) => (
+                  <li key={i} className="rounded bg-zinc-100 px-1.5 py-0.5 text-xs">
+                    {w.word} <span className="text-zinc-500">{w.start.toFixed(2)}–{w.end.toFixed(2)} s</span>
+                  </li>
+                ))}
+              </ol>
+            </details>
+          )}
+        </div>
+      )}
+    </Card>
+  );
+}

@@ -1,0 +1,5 @@
+import type { inferRouterOutputs } from '@trpc/server';
+import type { AppRouter } from '@/server/api/root';
+
+export type RouterOutputs = inferRouterOutputs<AppRouter>;
+export type Voice = RouterOutputs['voices']['get'];
