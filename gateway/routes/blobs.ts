@@ -28,6 +28,7 @@ export function registerBlobRoutes(app: FastifyInstance, ctx: GatewayContext): v
     const query = parseInput(UploadQuery, request.query, { body: false });
     let bytes: Buffer | undefined;
     let rate = query.sample_rate;
+    const declaredWav = /^audio\/(x-)?wav|^audio\/(vnd\.)?wave/.test(request.headers['content-type'] ?? '');
     if (request.isMultipart()) {
       const upload = await readUpload(request, { fileField: 'file', sizeLabel: '25 MB', fieldNames: 'file and sample_rate' });
       bytes = upload.file;
@@ -39,7 +40,11 @@ export function registerBlobRoutes(app: FastifyInstance, ctx: GatewayContext): v
       throw new ServiceError('invalid_request', "Send the audio as multipart/form-data in the field 'file', or as the request body with Content-Type audio/wav (or application/octet-stream for raw 16-bit PCM with ?sample_rate=).", 'file');
     }
     if (bytes.length > MAX_BLOB_BYTES) throw new ServiceError('body_too_large', 'A blob is at most 25 MB.', 'file');
+    if (declaredWav && bytes.subarray(0, 4).toString('latin1') !== 'RIFF') {
+      throw new ServiceError('unsupported_audio_format', 'The body is declared audio/wav but is not a WAV file; send raw PCM as application/octet-stream with ?sample_rate=.', 'file');
+    }
     const clip = decodeClip(bytes, parseSampleRateParam(rate, null));
+    if (clip.samples.length === 0) throw new ServiceError('invalid_request', 'The audio holds no samples.', 'file');
     const blob = await storeBlob(prisma, ctx.config.dataDir, { orgId: request.auth.orgId, contentType: 'audio/wav', bytes: clip.wav, durationMs: clip.durationMs });
     return reply.code(201).send(blob);
   });

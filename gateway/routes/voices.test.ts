@@ -71,6 +71,10 @@ describe('GET /voices', () => {
     expect((await allVoices('q=british')).map((v) => v.id)).toEqual(['espeak-en-gb-m']);
     expect((await allVoices('q=american%20calm')).map((v) => v.id)).toEqual(['flite-slt']);
     expect(await allVoices('q=zzzz-nothing')).toEqual([]);
+    // LIKE wildcards are searched for literally.
+    expect(await allVoices('q=%25')).toEqual([]);
+    expect(await allVoices('q=_')).toEqual([]);
+    expect(await allVoices('tag=%25')).toEqual([]);
     expect(await allVoices('scope=mine')).toEqual([]);
   });
 
@@ -314,6 +318,8 @@ describe('blobs', () => {
     expect(blob.duration_seconds).toBeCloseTo(wav.samples.length / wav.sampleRate, 2);
     const ogg = await fetch(`${h.url}/blobs`, { method: 'POST', headers: { authorization: h.headers.authorization!, 'content-type': 'audio/wav' }, body: new Uint8Array(Buffer.concat([Buffer.from('OggS'), Buffer.alloc(100)])) });
     await expectError(ogg, { status: 400, code: 'unsupported_audio_format', param: 'file' });
+    const notWav = await fetch(`${h.url}/blobs`, { method: 'POST', headers: { authorization: h.headers.authorization!, 'content-type': 'audio/wav' }, body: 'xx' });
+    await expectError(notWav, { status: 400, code: 'unsupported_audio_format', param: 'file' });
     await expectError(await fetch(`${h.url}/blobs/${blob.id}`, { method: 'DELETE', headers: { authorization: other.headers.authorization! } }), { status: 404, code: 'blob_not_found', param: 'blob_id' });
     expect((await call(h, 'DELETE', `/blobs/${blob.id}`)).body).toEqual({ id: blob.id, deleted: true });
     await expectError(await fetch(`${h.url}/blobs/${blob.id}`, { headers: h.headers }), { status: 404, code: 'blob_not_found', param: 'blob_id' });

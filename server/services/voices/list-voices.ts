@@ -50,8 +50,10 @@ export async function listVoices(prisma: Prisma, orgId: string, query: ListVoice
     // "en" matches en, en-US, en-GB; "en-US" matches only itself. Stored tags are canonical case.
     and.push(lang.includes('-') ? { language: canonicalLanguage(lang) } : { OR: [{ language: lang.toLowerCase() }, { language: { startsWith: `${lang.toLowerCase()}-` } }] });
   }
-  if (query.tag) and.push({ tagIndex: { contains: `|${query.tag.toLowerCase().replace(/\|/g, '')}|` } });
-  if (query.q) for (const word of query.q.toLowerCase().split(/\s+/).filter(Boolean).slice(0, 8)) and.push({ searchText: { contains: word } });
+  const tag = query.tag ? `|${query.tag.toLowerCase().replace(/\|/g, '')}|` : null;
+  const words = query.q ? query.q.toLowerCase().split(/\s+/).filter(Boolean).slice(0, 8) : [];
+  if (tag) and.push({ tagIndex: { contains: tag } });
+  for (const word of words) and.push({ searchText: { contains: word } });
   if (query.cursor) {
     const c = decodeCursor(query.cursor);
     and.push({ OR: [{ createdAt: { lt: c.createdAt } }, { createdAt: c.createdAt, id: { lt: c.id } }] });
@@ -65,9 +67,19 @@ export async function listVoices(prisma: Prisma, orgId: string, query: ListVoice
   const page = rows.slice(0, query.limit);
   const last = page.at(-1);
   return {
-    voices: page.map((v) => presentVoice(v, orgId)),
+    voices: page.filter((v) => literalMatch(v, words, tag)).map((v) => presentVoice(v, orgId)),
     next_cursor: rows.length > query.limit && last ? encodeCursor({ createdAt: last.createdAt, id: last.id }) : null,
   };
+}
+
+/**
+ * `contains` is SQL LIKE, where % and _ are wildcards: a search for them matched more than it
+ * should, so those (rare) pages are narrowed to literal matches here. Such a page may hold fewer
+ * than `limit` voices; its cursor is still exact.
+ */
+function literalMatch(v: { searchText: string; tagIndex: string }, words: string[], tag: string | null): boolean {
+  if (tag && /[%_]/.test(tag) && !v.tagIndex.includes(tag)) return false;
+  return words.every((w) => !/[%_]/.test(w) || v.searchText.includes(w));
 }
 
 /** BCP 47 casing: language lowercase, region uppercase (en-US), script title case (zh-Hant). */
