@@ -14,6 +14,8 @@ import { startScriptedUpstream, type ScriptedUpstream } from '../support/scripte
 import { sseReader } from '../support/sse-client.js';
 import { createTestDatabase, type TestDatabase } from '../support/test-database.js';
 import { openSession, s16le, speech } from '../support/stt-routes.js';
+import { pcmTone, startSpeechServer, type SpeechServer } from '../support/tts-routes.js';
+import { newId } from '../../server/db/ids.js';
 import { chatBody, expectLedgerConsistent, orgWithKey } from '../support/ops-fixture.js';
 import { connectionRefused, sleep, startSvcGateway, stopSvc, type SvcProcess } from '../support/svc-process.js';
 
@@ -21,6 +23,8 @@ vi.setConfig({ testTimeout: 90_000 });
 
 let t: TestDatabase;
 let upstream: ScriptedUpstream;
+let speechServer: SpeechServer;
+let ttsVoice: string;
 const started: SvcProcess[] = [];
 
 beforeAll(async () => {
@@ -28,12 +32,18 @@ beforeAll(async () => {
   upstream = await startScriptedUpstream();
   // 1 micro-USD per token either way, so costs are token counts.
   await upsertModel(t.db.prisma, { id: 'slow-llm', modality: 'llm', prices: { inputPicoPerToken: 1_000_000n, outputPicoPerToken: 1_000_000n }, upstream: { url: upstream.baseUrl, protocol: 'openai' } });
+  // A speech engine that sends its first audio, then nothing more (a long synthesis in progress).
+  speechServer = await startSpeechServer({ kind: 'pcm', pcm: pcmTone(2), stopAfterBytes: 9600, then: 'hang' });
+  await upsertModel(t.db.prisma, { id: 'slow-tts', modality: 'tts', prices: { picoPerChar: 1_000_000n }, upstream: { url: speechServer.baseUrl, protocol: 'openai' } });
+  ttsVoice = newId('voice');
+  await t.db.prisma.voice.create({ data: { id: ttsVoice, orgId: null, name: 'shutdown voice', tags: [], profiles: { create: { id: newId('vpr'), modelId: 'slow-tts', upstreamId: 'alloy', status: 'ready' } } } });
   await upsertModel(t.db.prisma, { id: 'local-stt', modality: 'stt', prices: { picoPerSecond: 100_000_000n }, upstream: { url: 'local:pocketsphinx', protocol: 'pocketsphinx' } });
 }, 60_000);
 
 afterAll(async () => {
   await Promise.allSettled(started.map((p) => stopSvc(p, 2_000)));
   await upstream?.close();
+  await speechServer?.close();
   await t?.drop();
 }, 60_000);
 
@@ -123,6 +133,26 @@ describe('SIGTERM on svc gateway', () => {
     expect(usage[0]).toMatchObject({ requestId: 'shutdown-deadline-1', outputTokens: received.length });
     expect(usage[0]!.costMicros).toBe(BigInt(usage[0]!.inputTokens + received.length));
     await expectLedgerConsistent(t.db, orgId);
+  });
+
+  it('a TTS stream still running at the deadline ends with an error event (billed per character at its first audio, as always)', async () => {
+    const gw = await gateway('drain-tts', 1);
+    const { orgId, key } = await orgWithKey(t.db, 1_000_000n);
+    const transcript = 'A long synthesis that will not finish.';
+    const res = await fetch(`${gw.base}/tts/sse`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model_id: 'slow-tts', transcript, voice: { mode: 'id', id: ttsVoice }, output_format: { container: 'raw', sample_rate: 24000, encoding: 'pcm_s16le' } }),
+    });
+    expect(res.status).toBe(200);
+    const events = sseReader(res);
+    expect(JSON.parse((await events.next())!)).toMatchObject({ type: 'chunk' });
+    gw.child.kill('SIGTERM');
+    const rest = (await events.rest()).map((e) => JSON.parse(e) as { type: string; error_code?: string; status_code?: number });
+    expect(rest.at(-1)).toMatchObject({ type: 'error', error_code: 'temporarily_unavailable', status_code: 503 });
+    expect(rest.some((e) => e.type === 'done')).toBe(false);
+    expect(await gw.exited).toEqual({ code: 0, signal: null });
+    expect(await expectLedgerConsistent(t.db, orgId)).toBe(1_000_000n - BigInt([...transcript].length));
   });
 
   it('a WebSocket session open at the deadline gets an error event, session.closed and close 1001; its audio is billed', async () => {
