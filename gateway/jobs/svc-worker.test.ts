@@ -33,7 +33,7 @@ it('two svc worker processes run each queued job exactly once', async () => {
   for (let i = 0; i < 2; i++) {
     const child = spawn(process.execPath, [join(ROOT, 'bin/svc.mjs'), 'worker'], {
       cwd: ROOT,
-      env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', DATABASE_URL: h.testDb.url, SVC_DATA_DIR: h.testDb.dataDir, SVC_MODELS_FILE: '/nonexistent', LOG_LEVEL: 'warn', SVC_JOB_POLL_MS: '50' },
+      env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', DATABASE_URL: h.testDb.url, SVC_DATA_DIR: h.testDb.dataDir, SVC_MODELS_FILE: '/nonexistent', LOG_LEVEL: 'warn', SVC_JOB_POLL_MS: '50' } as unknown as NodeJS.ProcessEnv,
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     child.stdout!.on('data', (d: Buffer) => (output += d.toString()));

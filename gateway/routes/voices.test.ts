@@ -118,6 +118,10 @@ describe('instant clone', () => {
     expect(Object.keys(body).sort()).toEqual([...VOICE_FIELDS].sort());
     expect(body).toMatchObject({ name: 'Support Alex', kind: 'instant_clone', is_owner: true, gender: 'male', language: 'en', source_transcript: 'Good morning', model_family: 'local-flite' });
     expect(body.source_audio_blob_id).toMatch(/^blob_/);
+    // A greeting in the new voice, to hear it before using it.
+    expect(body.sample_blob_id).toMatch(/^blob_/);
+    const sample = await fetch(`${h.url}/blobs/${body.sample_blob_id}/content`, { headers: h.headers });
+    expect(parseWav(Buffer.from(await sample.arrayBuffer())).samples.length).toBeGreaterThan(8000);
     expect(body.source_metadata.analysis.median_f0_hz).toBeGreaterThan(60);
     expect(body.profiles).toEqual([expect.objectContaining({ model_id: 'local-flite', status: 'ready', profile_version: '1', source_version: body.source_version })]);
     voiceId = body.id;

@@ -28,6 +28,7 @@ import {
   queueVoiceJob,
   requireCloneCapable,
   saveProfile,
+  storeVoiceSample,
   type VoiceJobPayload,
 } from '../voices/voice-operations.js';
 import type { ModelEntry } from '../registry/model-registry.js';
@@ -160,7 +161,8 @@ export async function registerVoiceRoutes(app: FastifyInstance, ctx: GatewayCont
     const payload: VoiceJobPayload = { modelId: model.id, mode: input.mode, profileVersion: input.profile_version, apiKind: 'instant_clone' };
 
     if (canCloneNow(ctx, model)) {
-      const prepared = await prepareWithEngine(ctx, model, clip, { name: input.name, language: input.language, transcript: input.transcript ?? null }, input.mode, onClientGone(reply));
+      const clientGone = onClientGone(reply);
+      const prepared = await prepareWithEngine(ctx, model, clip, { name: input.name, language: input.language, transcript: input.transcript ?? null }, input.mode, clientGone);
       const voiceId = await createVoiceRow(prisma, {
         ...newVoice,
         description: input.description || prepared.description,
@@ -168,6 +170,7 @@ export async function registerVoiceRoutes(app: FastifyInstance, ctx: GatewayCont
         sourceMetadata: { ...newVoice.sourceMetadata, ...prepared.metadata },
       });
       await saveProfile(prisma, voiceId, model, prepared, { profileVersion: input.profile_version, sourceVersion });
+      await storeVoiceSample(ctx, voiceId, clientGone);
       return reply.code(201).send(await presentVoiceFor(prisma, orgId, voiceId));
     }
     const voiceId = await createVoiceRow(prisma, newVoice);

@@ -2,7 +2,7 @@
 // (201/200 when an engine that can do it is online) and the job worker (202 otherwise).
 import type { Prisma } from '../../server/db/database.js';
 import { newId } from '../../server/db/ids.js';
-import { getBlobOrThrow, readBlobBytes } from '../../server/services/blobs/blob-store.js';
+import { getBlobOrThrow, readBlobBytes, storeBlob } from '../../server/services/blobs/blob-store.js';
 import { ServiceError } from '../../server/services/errors.js';
 import { enqueueJob, type ApiJobKind, type Job } from '../../server/services/jobs/job-queue.js';
 import { presentProfile, presentVoice, voiceInclude, type VoiceProfileRecord, type VoiceRecord } from '../../server/services/voices/present-voice.js';
@@ -133,9 +133,10 @@ const SAMPLE_TEXT =
   'The quick brown fox jumps over the lazy dog. She sells sea shells by the sea shore, and the shells she sells are surely sea shells. ' +
   'A voice agent answers the phone, listens carefully, and replies in a calm and friendly way.';
 
-/** About fifteen seconds of the voice, from any ready profile it has (platform voices). */
-async function speakSample(ctx: GatewayContext, voiceId: string, language: string, signal: AbortSignal): Promise<MeasuredClip> {
-  const profiles = await ctx.db.prisma.voiceProfile.findMany({ where: { voiceId, status: 'ready' } });
+type ProfileRow = { modelId: string; upstreamId: string; params: unknown };
+
+/** The voice speaking `text` through one of its ready profiles (the first whose model is online). */
+async function speakWithProfiles(ctx: GatewayContext, profiles: ProfileRow[], text: string, language: string, signal: AbortSignal): Promise<MeasuredClip | null> {
   for (const profile of profiles) {
     const model = ctx.registry.all().find((m) => m.id === profile.modelId);
     if (!model || !ctx.registry.isServing(model)) continue;
@@ -145,7 +146,7 @@ async function speakSample(ctx: GatewayContext, voiceId: string, language: strin
       const adapter = ctx.adapters.speech(upstream.protocol);
       if (!adapter) throw new ServiceError('upstream_error', `No speech adapter for protocol '${upstream.protocol}'.`);
       const stream = await adapter.synthesize(upstream, {
-        text: SAMPLE_TEXT,
+        text,
         voice: { upstreamId: profile.upstreamId, params: (profile.params as Record<string, unknown> | null) ?? null },
         language,
         speed: 1,
@@ -158,7 +159,33 @@ async function speakSample(ctx: GatewayContext, voiceId: string, language: strin
     const clip = joinClips(pcm.parts.map((samples) => ({ samples, sampleRate: pcm.sampleRate, durationMs: 0, wav: Buffer.alloc(0) })));
     return { ...clip, wav: encodeWav(clip.samples, clip.sampleRate, 'pcm_s16le') };
   }
-  throw new ServiceError('model_offline', `Voice '${voiceId}' has no source clip and none of its engines is online to speak a sample.`);
+  return null;
+}
+
+/** About fifteen seconds of the voice, from any ready profile it has (platform voices). */
+async function speakSample(ctx: GatewayContext, voiceId: string, language: string, signal: AbortSignal): Promise<MeasuredClip> {
+  const profiles = await ctx.db.prisma.voiceProfile.findMany({ where: { voiceId, status: 'ready' } });
+  const clip = await speakWithProfiles(ctx, profiles, SAMPLE_TEXT, language, signal);
+  if (!clip) throw new ServiceError('model_offline', `Voice '${voiceId}' has no source clip and none of its engines is online to speak a sample.`);
+  return clip;
+}
+
+/**
+ * A new voice's `sample_blob_id`: a short greeting in the voice, stored as a blob of its org so
+ * that people can hear it before using it. Best effort: a voice without a sample works the same.
+ */
+export async function storeVoiceSample(ctx: GatewayContext, voiceId: string, signal: AbortSignal): Promise<void> {
+  const { prisma } = ctx.db;
+  try {
+    const voice = await prisma.voice.findUniqueOrThrow({ where: { id: voiceId }, include: { profiles: { where: { status: 'ready' } } } });
+    if (!voice.orgId || voice.sampleBlobId) return;
+    const clip = await speakWithProfiles(ctx, voice.profiles, `Hello! This is ${voice.name}. How can I help you today?`, voice.language, signal);
+    if (!clip) return;
+    const blob = await storeBlob(prisma, ctx.config.dataDir, { orgId: voice.orgId, contentType: 'audio/wav', bytes: clip.wav, durationMs: clip.durationMs });
+    await prisma.voice.update({ where: { id: voiceId }, data: { sampleBlobId: blob.id } });
+  } catch {
+    // over the storage quota, engine busy or gone: the voice simply has no sample
+  }
 }
 
 /** The worker's side of every voice job: prepare the profile, fill in measurements, report. */
@@ -172,7 +199,10 @@ export async function runVoiceJob(ctx: GatewayContext, job: Job, signal: AbortSi
   const clip = await sourceClip(ctx, voice, payload, signal);
   const prepared = await prepareWithEngine(ctx, model, clip, { name: voice.name, language: voice.language, transcript: voice.sourceTranscript }, payload.mode, signal);
   const profile = await saveProfile(prisma, voice.id, model, prepared, { profileVersion: payload.profileVersion, sourceVersion: voice.sourceVersion });
-  if (job.kind !== 'prepare_profile') await applyMeasurements(prisma, voice.id, prepared);
+  if (job.kind !== 'prepare_profile') {
+    await applyMeasurements(prisma, voice.id, prepared);
+    await storeVoiceSample(ctx, voice.id, signal);
+  }
   return { voice_id: voice.id, profile };
 }
 
