@@ -71,7 +71,8 @@ describe('voices: happy path', () => {
     const first = await alice.caller.voices.list({ limit: 5 });
     expect(first.voices).toHaveLength(5);
     expect(first.next_cursor).toBeTruthy();
-    const second = await alice.caller.voices.list({ limit: 5, cursor: first.next_cursor! });
+    // As the dashboard's infinite query sends it: with the page direction.
+    const second = await alice.caller.voices.list({ limit: 5, cursor: first.next_cursor!, direction: 'forward' });
     expect(second.voices.map((v) => v.id).some((id) => first.voices.some((f) => f.id === id))).toBe(false);
   });
 

@@ -17,12 +17,14 @@ const VoiceId = z.string().min(1).max(100);
 const ById = z.strictObject({ id: VoiceId });
 const SetSaved = z.strictObject({ id: VoiceId, saved: z.boolean() });
 const Update = z.strictObject({ id: VoiceId, changes: UpdateVoiceInput });
+// tRPC's infinite queries send the page direction along with the cursor; pages only go forward.
+const ListInput = ListVoicesQuery.extend({ direction: z.enum(['forward', 'backward']).optional() });
 const ForModel = z.strictObject({ modelId: z.string().min(1).max(200) });
 const VoiceJobs = z.strictObject({ id: VoiceId, limit: z.number().int().min(1).max(50).default(10) });
 
 export const voicesRouter = createTRPCRouter({
   /** GET /voices: platform voices and the org's own, newest first, with the API's filters and cursor. */
-  list: orgProcedure.input(inputOf(ListVoicesQuery)).query(({ ctx, input }) => listVoices(ctx.db.prisma, ctx.org.id, input)),
+  list: orgProcedure.input(inputOf(ListInput)).query(({ ctx, input: { direction: _direction, ...query } }) => listVoices(ctx.db.prisma, ctx.org.id, query)),
 
   /** One voice with its profiles; another org's voice is NOT_FOUND, as on the API. */
   get: orgProcedure.input(inputOf(ById)).query(({ ctx, input }) => getVoice(ctx.db.prisma, ctx.org.id, input.id)),
