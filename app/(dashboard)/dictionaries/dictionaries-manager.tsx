@@ -416,7 +416,7 @@ function EntryForm({ dict, onDirtyChange, onStatus, onSaved }: { dict: DictFull;
             <div className={`mt-2 hidden gap-3 border-b border-zinc-100 pb-2 text-xs font-semibold tracking-wide text-zinc-500 uppercase md:grid ${grid}`} aria-hidden="true">
               <span>Word</span>
               <span>Type</span>
-              <span>Say as</span>
+              <span>Say as / phonemes</span>
               <span>Case</span>
               <span className="sr-only">Actions</span>
             </div>
