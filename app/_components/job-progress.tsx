@@ -15,7 +15,7 @@ const STATUS_TEXT: Record<JobRecord['status'], string> = {
 const OPERATION_TEXT: Record<JobRecord['operation'], string> = {
   clone: 'Cloning the voice',
   localize: 'Localizing the voice',
-  prepare_profile: 'Preparing the voice for the model',
+  prepare_profile: 'Preparing the voice',
 };
 
 /** Follows a voice job (GET /jobs/{id} through the proxy) until it ends; calls onDone once. */

@@ -29,3 +29,8 @@ export function safeCallbackPath(value: string | string[] | undefined): string {
 export function withCallback(path: string, callbackPath: string): string {
   return callbackPath === '/' ? path : `${path}?callbackUrl=${encodeURIComponent(callbackPath)}`;
 }
+
+/** "1 request", "2 requests" (English plural with an s). */
+export function plural(n: number, word: string): string {
+  return `${n.toLocaleString('en')} ${word}${n === 1 ? '' : 's'}`;
+}

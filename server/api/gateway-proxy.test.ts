@@ -52,6 +52,8 @@ describe('gateway proxy: forwarding', () => {
     expect(cost).toMatch(/^\d+\.\d{6}$/);
     expect(res.headers.get('x-svc-credits-remaining-usd')).toMatch(/^\d+\.\d{6}$/);
     expect(res.headers.get('cache-control')).toBe('no-store');
+    expect(res.headers.get('x-content-type-options')).toBe('nosniff');
+    expect(res.headers.get('content-security-policy')).toContain('sandbox');
     const wav = parseWav(Buffer.from(await res.arrayBuffer()));
     expect(wav.sampleRate).toBe(16000);
     expect(wav.frameCount).toBeGreaterThan(8000); // more than half a second

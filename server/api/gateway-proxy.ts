@@ -111,7 +111,9 @@ async function forward(request: Request, path: readonly string[], deps: GatewayP
     throw new ServiceError('upstream_unavailable', `The gateway did not answer (${(e as Error).message}). Is it running?`);
   }
 
-  const out = new Headers({ 'cache-control': 'no-store' });
+  // Answers are served from the dashboard's origin: whatever a gateway answer holds (a stored
+  // blob, say) must never run as a page here.
+  const out = new Headers({ 'cache-control': 'no-store', 'x-content-type-options': 'nosniff', 'content-security-policy': "default-src 'none'; sandbox" });
   upstream.headers.forEach((value, name) => {
     if (FORWARDED_RESPONSE_HEADERS.test(name)) out.set(name, value);
   });

@@ -7,7 +7,7 @@ import { Card, EmptyState, PageHeader } from '@/app/_components/card';
 import { SelectField } from '@/app/_components/fields';
 import { LoadingBlock } from '@/app/_components/spinner';
 import type { RouterOutputs } from '@/app/_lib/api-types';
-import { errorMessage, usd } from '@/app/_lib/format';
+import { errorMessage, plural, usd } from '@/app/_lib/format';
 import { useTRPC } from '@/app/_lib/trpc';
 
 type Summary = RouterOutputs['usage']['summary'];
@@ -46,7 +46,7 @@ export function UsageView() {
               {usd(summary.data.totalUsd)}
             </p>
             <p className="mt-1 text-sm text-zinc-600">
-              {summary.data.totalRequests.toLocaleString('en')} metered requests in the last {summary.data.days.length} days.
+              {plural(summary.data.totalRequests, 'metered request')} in the last {summary.data.days.length} days.
             </p>
           </Card>
           {summary.data.totalRequests === 0 ? (
@@ -94,7 +94,7 @@ function DailyChart({ summary }: { summary: Summary }) {
                   y -= h;
                   return (
                     <rect key={m.modelId} x={i * 10 + 1} y={y} width={8} height={Math.max(h, 0.5)} fill={color(m.modelId)} data-testid="usage-bar">
-                      <title>{`${d.day} · ${m.modelId}: ${usd(m.costUsd)} (${m.requests} requests)`}</title>
+                      <title>{`${d.day} · ${m.modelId}: ${usd(m.costUsd)} (${plural(m.requests, 'request')})`}</title>
                     </rect>
                   );
                 })}
@@ -178,7 +178,7 @@ function ByModel({ summary }: { summary: Summary }) {
             </div>
             <ShareBar share={micros(m.costUsd) / total} />
             <p className="mt-1 text-xs text-zinc-500">
-              {m.requests.toLocaleString('en')} requests · {units(m)}
+              {plural(m.requests, 'request')} · {units(m)}
             </p>
           </li>
         ))}
@@ -203,7 +203,7 @@ function ByKey({ summary }: { summary: Summary }) {
               <span className="font-mono text-sm">{usd(k.costUsd)}</span>
             </div>
             <ShareBar share={micros(k.costUsd) / total} />
-            <p className="mt-1 text-xs text-zinc-500">{k.requests.toLocaleString('en')} requests</p>
+            <p className="mt-1 text-xs text-zinc-500">{plural(k.requests, 'request')}</p>
           </li>
         ))}
       </ul>

@@ -118,6 +118,9 @@ function Profiles({ voice: v }: { voice: Voice }) {
   const [message, setMessage] = useState<string | null>(null);
   const ready = new Set(v.profiles.filter((p) => p.status === 'ready').map((p) => p.model_id));
   const candidates = (models.data ?? []).filter((m) => !ready.has(m.id));
+  const [picked, setPicked] = useState('');
+  // Controlled, so the choice never points at a model that just became ready.
+  const choice = candidates.some((m) => m.id === picked) ? picked : '';
   const refresh = useCallback(() => {
     void queryClient.invalidateQueries({ queryKey: trpc.voices.pathKey() });
   }, [queryClient, trpc]);
@@ -175,11 +178,10 @@ function Profiles({ voice: v }: { voice: Voice }) {
           aria-label="Prepare a profile"
           onSubmit={(e) => {
             e.preventDefault();
-            const modelId = String(new FormData(e.currentTarget).get('model_id') ?? '');
-            if (modelId) prepare.mutate(modelId);
+            if (choice) prepare.mutate(choice);
           }}
         >
-          <SelectField label="Prepare for another model" name="model_id" className="flex-1" disabled={candidates.length === 0} defaultValue="">
+          <SelectField label="Prepare for another model" name="model_id" className="flex-1" disabled={candidates.length === 0} value={choice} onChange={(e) => setPicked(e.target.value)}>
             {candidates.length === 0 ? (
               <option value="">{models.isPending ? 'Loading models…' : 'Ready on every TTS model'}</option>
             ) : (
@@ -195,7 +197,7 @@ function Profiles({ voice: v }: { voice: Voice }) {
               </>
             )}
           </SelectField>
-          <Button type="submit" pending={prepare.isPending} disabled={candidates.length === 0}>
+          <Button type="submit" pending={prepare.isPending} disabled={!choice}>
             Prepare profile
           </Button>
         </form>
