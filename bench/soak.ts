@@ -1,9 +1,12 @@
 // Soak: mixed traffic through the real gateway for N minutes (LLM chat, LLM streams, TTS,
 // STT batch, each against a fast loopback upstream), evenly paced at a fixed total rate. The
-// gateway's RSS is sampled every 10 s; the result is the least-squares slope of RSS over time
-// (whole run and second half, after warm-up), which should be flat, and the error count.
+// gateway's RSS and V8 heap (from its /metrics) are sampled every 10 s; the result is the
+// least-squares slope of each over time (whole run and second half, after warm-up), which
+// should be flat, and the error count. RSS can step up under a burst (the allocator keeps
+// freed pages); a leak shows as a heap that keeps growing.
 //   npx tsx bench/soak.ts [--minutes 10] [--rate 100]
 import { parseArgs } from 'node:util';
+import { createServer } from 'node:net';
 import { Pool } from 'undici';
 import { table } from './lib/load.js';
 import { rssMb } from './lib/processes.js';
@@ -15,7 +18,19 @@ const rate = Number(values.rate);
 const SAMPLE_MS = 10_000;
 const MAX_IN_FLIGHT = 256;
 
-const setup = await startThreePaths();
+const metricsPort = await new Promise<number>((resolve) => {
+  const srv = createServer().listen(0, '127.0.0.1', () => {
+    const { port } = srv.address() as { port: number };
+    srv.close(() => resolve(port));
+  });
+});
+const setup = await startThreePaths({ metricsPort });
+
+/** The gateway's V8 heap in use, MB (nodejs_heap_size_used_bytes). */
+async function heapMb(): Promise<number> {
+  const text = await fetch(`http://127.0.0.1:${metricsPort}/metrics`).then((r) => r.text());
+  return Number(/^nodejs_heap_size_used_bytes (\S+)/m.exec(text)?.[1] ?? NaN) / 1024 / 1024;
+}
 const { gateway, paths } = setup;
 // The mix, per 10 requests: 4 chat, 2 chat streams, 2 TTS, 2 STT.
 const mix: BenchPath[] = [paths.llm, paths.llm, paths.llm, paths.llm, paths.llmStream, paths.llmStream, paths.tts, paths.tts, paths.stt, paths.stt];
@@ -32,18 +47,19 @@ function slope(points: { x: number; y: number }[]): number {
 }
 
 const counts = new Map<string, { ok: number; errors: number }>();
-const samples: { minute: number; rss: number }[] = [];
+const samples: { minute: number; rss: number; heap: number }[] = [];
 try {
   for (const p of Object.values(paths)) await checkPath(p.name, p.gateway);
   const pool = new Pool(gateway.url, { connections: 128, keepAliveTimeout: 30_000 });
   const start = performance.now();
   const end = start + minutes * 60_000;
-  samples.push({ minute: 0, rss: rssMb(gateway.child.pid!) });
-  const sampler = setInterval(() => {
-    const s = { minute: (performance.now() - start) / 60_000, rss: rssMb(gateway.child.pid!) };
+  const sample = async () => {
+    const s = { minute: (performance.now() - start) / 60_000, rss: rssMb(gateway.child.pid!), heap: await heapMb().catch(() => NaN) };
     samples.push(s);
-    console.error(`${s.minute.toFixed(1)} min: RSS ${s.rss.toFixed(1)} MB`);
-  }, SAMPLE_MS);
+    console.error(`${s.minute.toFixed(1)} min: RSS ${s.rss.toFixed(1)} MB, heap used ${s.heap.toFixed(1)} MB`);
+  };
+  await sample();
+  const sampler = setInterval(() => void sample(), SAMPLE_MS);
   let inFlight = 0;
   let skipped = 0;
   const running = new Set<Promise<void>>();
@@ -79,16 +95,19 @@ try {
   }
   await Promise.all(running);
   clearInterval(sampler);
-  samples.push({ minute: (performance.now() - start) / 60_000, rss: rssMb(gateway.child.pid!) });
+  await sample();
   await pool.close();
 
-  const points = samples.map((s) => ({ x: s.minute, y: s.rss }));
-  const half = points.filter((p) => p.x >= minutes / 2);
+  const rss = samples.map((s) => ({ x: s.minute, y: s.rss }));
+  const heap = samples.map((s) => ({ x: s.minute, y: s.heap }));
+  const secondHalf = (points: { x: number; y: number }[]) => points.filter((p) => p.x >= minutes / 2);
   console.log(`\nSoak: ${minutes} min of mixed traffic at ${rate} req/s through the gateway (${skipped} sends skipped at ${MAX_IN_FLIGHT} in flight)\n`);
   console.log(table([...counts].map(([path, c]) => ({ path, ok: c.ok, errors: c.errors }))));
   console.log(`\nRSS samples (MB, every ${SAMPLE_MS / 1000} s): ${samples.map((s) => s.rss.toFixed(0)).join(' ')}`);
+  console.log(`heap used samples (MB): ${samples.map((s) => s.heap.toFixed(0)).join(' ')}`);
   console.log(`RSS start ${samples[0]!.rss.toFixed(1)} MB, end ${samples.at(-1)!.rss.toFixed(1)} MB, max ${Math.max(...samples.map((s) => s.rss)).toFixed(1)} MB`);
-  console.log(`RSS slope: ${slope(points).toFixed(2)} MB/min over the whole run, ${slope(half).toFixed(2)} MB/min over the second half`);
+  console.log(`RSS slope: ${slope(rss).toFixed(2)} MB/min over the whole run, ${slope(secondHalf(rss)).toFixed(2)} MB/min over the second half`);
+  console.log(`heap used slope: ${slope(heap).toFixed(2)} MB/min over the whole run, ${slope(secondHalf(heap)).toFixed(2)} MB/min over the second half`);
 } finally {
   setup.stop();
 }

@@ -18,7 +18,8 @@ export interface BenchPath {
 
 export const SPEECH_TEXT = 'The quick brown fox jumps over the lazy dog.';
 
-export async function startThreePaths() {
+/** Starts the upstreams and the gateway; `metricsPort` also serves the gateway's /metrics there (loopback). */
+export async function startThreePaths(options: { metricsPort?: number } = {}) {
   const llm = await startTs('bench/upstream-server.ts');
   const llmStream = await startTs('bench/upstream-server.ts', { BENCH_UPSTREAM_MODE: 'stream', BENCH_STREAM_DELAY_MS: '20' });
   const tts = await startTs('bench/voice-upstream-server.ts', { BENCH_VOICE: 'tts' });
@@ -34,7 +35,12 @@ export async function startThreePaths() {
   await db.prisma.voice.create({ data: { id: voiceId, orgId: null, name: 'bench voice', tags: [], profiles: { create: { id: newId('vpr'), modelId: 'bench-tts', upstreamId: 'alloy', status: 'ready' } } } });
   await db.close();
 
-  const gateway = await startTs('bench/gateway-server.ts', { SVC_DATA_DIR: fx.dataDir, DATABASE_URL: fx.databaseUrl, SVC_MODELS_FILE: '/nonexistent' });
+  const gateway = await startTs('bench/gateway-server.ts', {
+    SVC_DATA_DIR: fx.dataDir,
+    DATABASE_URL: fx.databaseUrl,
+    SVC_MODELS_FILE: '/nonexistent',
+    ...(options.metricsPort ? { SVC_METRICS_PORT: String(options.metricsPort) } : {}),
+  });
   await new Promise((r) => setTimeout(r, 1500)); // first health check of the upstreams
 
   const auth = { authorization: `Bearer ${fx.key}` };
