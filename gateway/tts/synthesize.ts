@@ -3,7 +3,7 @@
 // upstream when one cannot be reached); wait for its first audio; debit; relay.
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { applyPronunciation } from '../../server/services/dicts/apply-pronunciation.js';
-import { getDictEntries } from '../../server/services/dicts/get-dict-entries.js';
+import { getDictMatcher } from '../../server/services/dicts/get-dict-matcher.js';
 import { perUnitCostMicros } from '../../server/services/credits/pricing.js';
 import { ServiceError, isServiceError } from '../../server/services/errors.js';
 import { resolveVoiceProfile } from '../../server/services/voices/resolve-voice-profile.js';
@@ -72,11 +72,11 @@ export async function startSynthesis(ctx: GatewayContext, request: FastifyReques
   request.modelId = model.id;
   const { prisma } = ctx.db;
   const orgId = request.auth.orgId;
-  const [profile, entries] = await Promise.all([
+  const [profile, dict] = await Promise.all([
     resolveVoiceProfile(prisma, { orgId, voiceId: tts.voiceId, modelId: model.id }).catch((e: unknown) => {
       throw withParam(e, fields.voice);
     }),
-    tts.dictId ? getDictEntries(prisma, { orgId, dictId: tts.dictId }) : Promise.resolve([]),
+    tts.dictId ? getDictMatcher(prisma, { orgId, dictId: tts.dictId }) : Promise.resolve(null),
   ]);
 
   const clientGone = onClientGone(reply);
@@ -84,7 +84,7 @@ export async function startSynthesis(ctx: GatewayContext, request: FastifyReques
   const { stream, iterator, first } = await tryUpstreams(ctx, model, call, async (upstream) => {
     const adapter = ctx.adapters.speech(upstream.protocol);
     if (!adapter) throw new ServiceError('upstream_error', `No speech adapter for protocol '${upstream.protocol}'.`);
-    const text = applyPronunciation(tts.transcript, entries, adapter.formatPhoneme);
+    const text = dict ? applyPronunciation(tts.transcript, dict, adapter.formatPhoneme) : tts.transcript;
     const stream = await adapter.synthesize(upstream, { text, voice: profile, language: tts.language ?? profile.language, speed: tts.speed, ...call });
     const iterator = stream.chunks[Symbol.asyncIterator]();
     // "First audio" means samples: skip empty chunks.

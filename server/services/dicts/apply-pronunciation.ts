@@ -3,7 +3,22 @@
 // alias (plain text, any engine) or a phoneme string, which an engine that takes phonemes
 // receives in its own inline syntax and any other engine ignores (the word stays as written).
 // Longer graphemes win over shorter ones that overlap them; replaced text is not re-scanned.
+//
+// The rule is exactly that of one regular expression over all graphemes, longest first,
+//   /(?<![\p{L}\p{N}_])(?:g1|g2|…)(?![\p{L}\p{N}_])/giu
+// with a case-sensitive entry whose match differs in case left as written (it still takes
+// the text: a shorter grapheme does not get a second try there). That regular expression is
+// what this file used to run; its cost grew with entries x transcript length (~500 ms for
+// 10,000 entries on 5,000 characters). It is kept as the reference in the differential test.
+//
+// Here a dictionary is compiled once (see get-dict-matcher.ts for the cache) into its
+// graphemes' case folds, sorted. Applying it tries each position the regular expression
+// would (every code point not preceded by a word character, left to right, resuming after a
+// replacement) and walks the sorted folds along the folded text, narrowing by binary search
+// one UTF-16 unit at a time, remembering the longest fold that ends before a non-word
+// character. The cost is transcript length x (grapheme length at most 200) x log(entries).
 import { ServiceError } from '../errors.js';
+import { foldCodePoint, foldString, isWordCodePoint } from './case-fold.js';
 
 export interface PronunciationEntry {
   grapheme: string;
@@ -17,27 +32,146 @@ export type PhonemeFormatter = ((phoneme: string) => string) | null;
 
 export const MAX_EXPANDED_TRANSCRIPT = 20_000;
 
-const escapeRegExp = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+/** A dictionary ready to apply; immutable, so one can serve any number of requests. */
+export interface CompiledPronunciation {
+  readonly entryCount: number;
+  /** Distinct case folds of the graphemes, sorted by UTF-16 units. */
+  readonly folds: readonly string[];
+  /** For each fold, the entry the regular expression would pick: the first one given. */
+  readonly entries: readonly PronunciationEntry[];
+  /** UTF-16 units of graphemes and replacements held: what a cache of these weighs. */
+  readonly weight: number;
+}
 
-export function applyPronunciation(transcript: string, entries: readonly PronunciationEntry[], formatPhoneme: PhonemeFormatter): string {
-  if (entries.length === 0) return transcript;
-  const sorted = [...entries].sort((a, b) => b.grapheme.length - a.grapheme.length);
-  // One pass with one alternation: earlier (longer) alternatives win at each position.
-  // Word boundaries are Unicode-aware: a grapheme must not touch a letter, digit or underscore.
-  const pattern = sorted.map((e) => `(${escapeRegExp(e.grapheme)})`).join('|');
-  const re = new RegExp(`(?<![\\p{L}\\p{N}_])(?:${pattern})(?![\\p{L}\\p{N}_])`, 'giu');
-  const out = transcript.replace(re, (match: string, ...groups: unknown[]) => {
-    const index = groups.findIndex((g, i) => i < sorted.length && g !== undefined);
-    const entry = sorted[index]!;
-    if (entry.caseSensitive && match !== entry.grapheme) return match;
-    if (entry.alias !== null) return entry.alias;
-    if (entry.phoneme !== null && formatPhoneme) return formatPhoneme(entry.phoneme);
-    return match;
-  });
+// Per position of the transcript: may a grapheme start here / end here (the word boundary).
+const START = 1;
+const END = 2;
+
+/**
+ * Compiles a dictionary's entries, in their order (get-dict-entries.ts). Graphemes are
+ * non-empty (dict-input.ts); an empty one, which the old expression would have matched at
+ * every boundary, is ignored.
+ */
+export function compilePronunciation(entries: readonly PronunciationEntry[]): CompiledPronunciation {
+  const byFold = new Map<string, PronunciationEntry>();
+  let weight = 0;
+  for (const entry of entries) {
+    weight += 64 + 2 * entry.grapheme.length + (entry.alias?.length ?? 0) + (entry.phoneme?.length ?? 0);
+    if (entry.grapheme.length === 0) continue;
+    // Graphemes with the same fold have the same length, so the expression's longest-first
+    // (stable) order puts the first of them ahead of the others, which never apply.
+    const fold = foldString(entry.grapheme);
+    if (!byFold.has(fold)) byFold.set(fold, entry);
+  }
+  const folds = [...byFold.keys()].sort();
+  return { entryCount: entries.length, folds, entries: folds.map((f) => byFold.get(f)!), weight };
+}
+
+export function applyPronunciation(transcript: string, dict: CompiledPronunciation, formatPhoneme: PhonemeFormatter): string {
+  if (dict.entryCount === 0) return transcript;
+  const n = transcript.length;
+  const { folded, flags } = scan(transcript);
+  const { folds, entries } = dict;
+  let out = '';
+  let copied = 0;
+  let p = 0;
+  while (p < n) {
+    if (flags[p]! & START) {
+      const hit = longestAt(folds, folded, flags, p);
+      if (hit >= 0) {
+        const entry = entries[hit]!;
+        const end = p + folds[hit]!.length;
+        const match = transcript.slice(p, end);
+        out += transcript.slice(copied, p) + replacement(entry, match, formatPhoneme);
+        copied = p = end;
+        continue;
+      }
+    }
+    p += isPairAt(transcript, p) ? 2 : 1;
+  }
+  out = copied === 0 ? transcript : out + transcript.slice(copied);
   // Characters are code points, as for the 5,000 cap and billing.
   const length = out.length > MAX_EXPANDED_TRANSCRIPT ? [...out].length : out.length;
   if (length > MAX_EXPANDED_TRANSCRIPT) {
     throw new ServiceError('transcript_too_long', `The transcript is ${length} characters after pronunciation-dictionary expansion; the limit is ${MAX_EXPANDED_TRANSCRIPT}.`, 'pronunciation_dict_id');
   }
   return out;
+}
+
+function replacement(entry: PronunciationEntry, match: string, formatPhoneme: PhonemeFormatter): string {
+  if (entry.caseSensitive && match !== entry.grapheme) return match;
+  if (entry.alias !== null) return entry.alias;
+  if (entry.phoneme !== null && formatPhoneme) return formatPhoneme(entry.phoneme);
+  return match;
+}
+
+const isHigh = (u: number) => u >= 0xd800 && u <= 0xdbff;
+const isLow = (u: number) => u >= 0xdc00 && u <= 0xdfff;
+const isPairAt = (s: string, i: number) => isHigh(s.charCodeAt(i)) && i + 1 < s.length && isLow(s.charCodeAt(i + 1));
+
+/**
+ * The transcript folded unit for unit (a fold keeps a code point's UTF-16 length), and the
+ * word boundaries: START where the previous code point is not a word character (or at 0),
+ * END where the next one is not (or at the end). The second unit of a surrogate pair is
+ * neither, as a match never starts or ends inside a code point.
+ */
+function scan(text: string): { folded: Uint16Array; flags: Uint8Array } {
+  const n = text.length;
+  const folded = new Uint16Array(n);
+  const flags = new Uint8Array(n + 1);
+  let previousIsWord = false;
+  for (let i = 0; i < n; ) {
+    const unit = text.charCodeAt(i);
+    const pair = isHigh(unit) && i + 1 < n && isLow(text.charCodeAt(i + 1));
+    const cp = pair ? text.codePointAt(i)! : unit;
+    const fold = foldCodePoint(cp);
+    const isWord = isWordCodePoint(cp);
+    flags[i] = (previousIsWord ? 0 : START) | (isWord ? 0 : END);
+    if (pair) {
+      folded[i] = 0xd800 + ((fold - 0x10000) >> 10);
+      folded[i + 1] = 0xdc00 + ((fold - 0x10000) & 0x3ff);
+    } else {
+      folded[i] = fold;
+    }
+    previousIsWord = isWord;
+    i += pair ? 2 : 1;
+  }
+  flags[n] = (previousIsWord ? 0 : START) | END;
+  return { folded, flags };
+}
+
+/** The index of the longest fold that matches the folded text at `p` and ends at a boundary; -1 if none. */
+function longestAt(folds: readonly string[], folded: Uint16Array, flags: Uint8Array, p: number): number {
+  const n = folded.length;
+  let lo = 0;
+  let hi = folds.length;
+  let best = -1;
+  // Invariant: folds[lo..hi) are those that start with folded[p..p+d); sorted, so one that
+  // is exactly that long comes first.
+  for (let d = 0; lo < hi; d++) {
+    if (folds[lo]!.length === d) {
+      if (flags[p + d]! & END) best = lo;
+      lo++;
+      if (lo === hi) break;
+    }
+    if (p + d >= n) break;
+    const unit = folded[p + d]!;
+    // First index whose unit at d is >= unit, then first whose unit at d is > unit.
+    let a = lo;
+    let b = hi;
+    while (a < b) {
+      const mid = (a + b) >>> 1;
+      if (folds[mid]!.charCodeAt(d) < unit) a = mid + 1;
+      else b = mid;
+    }
+    lo = a;
+    b = hi;
+    while (a < b) {
+      const mid = (a + b) >>> 1;
+      if (folds[mid]!.charCodeAt(d) <= unit) a = mid + 1;
+      else b = mid;
+    }
+    hi = a;
+  }
+  return best;
 }

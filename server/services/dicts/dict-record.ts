@@ -53,8 +53,8 @@ export function toDictRecord(row: DictRow): DictRecord {
 }
 
 /** The same error for a dictionary that does not exist, is deleted, or is another org's. */
-export function dictNotFound(id: string): ServiceError {
+export function dictNotFound(id: string, param?: string): ServiceError {
   const shown = id.length > 100 ? `${id.slice(0, 100)}…` : id;
-  return new ServiceError('dict_not_found', `No pronunciation dictionary with id '${shown}' in this organization.`);
+  return new ServiceError('dict_not_found', `No pronunciation dictionary with id '${shown}' in this organization.`, param);
 }
 
