@@ -6,11 +6,16 @@
 //   requests get 503 verify_unavailable (or 503 temporarily_unavailable for a request whose
 //   debit could not be written), never a 500; service resumes by itself; the ledger still sums
 //   to the balance and no answered request went unbilled.
-// Upstream faults (down, slow, dying mid-stream, garbage) are covered route by route in
-// gateway/routes/*.test.ts; a replica killed with SIGKILL in test/ops/replicas.test.ts.
+// - upstreams answering garbage where the route tests do not already show it: a chat stream
+//   that is not SSE, a transcription engine answering 200 with something that is not a
+//   transcript.
+// Upstream faults (down, slow, dying mid-stream, HTML/truncated JSON on chat) are covered
+// route by route in gateway/routes/*.test.ts; a replica killed with SIGKILL in
+// test/ops/replicas.test.ts.
 // This file always uses its own PostgreSQL database for the PostgreSQL part, whatever TEST_DB.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createServer, connect, type Server, type Socket } from 'node:net';
+import { createServer as createHttpServer } from 'node:http';
+import { createServer, connect, type AddressInfo, type Server, type Socket } from 'node:net';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { loadConfig } from '../../server/config/env.js';
@@ -78,6 +83,71 @@ async function until<T>(what: string, check: () => Promise<T | undefined>, timeo
     await sleep(100);
   }
 }
+
+// ---------------------------------------------------------------------------------------
+
+describe('upstreams answering garbage', () => {
+  let h: GatewayHarness;
+  let chatUp: ScriptedUpstream;
+  /** What the fake transcription engine answers with status 200. */
+  let sttAnswer = { contentType: 'application/json', body: '' };
+  let stt: ReturnType<typeof createHttpServer>;
+
+  beforeAll(async () => {
+    h = await startGateway({ env: { SVC_HEALTH_CHECK_SECONDS: '3600' } });
+    chatUp = await startScriptedUpstream();
+    stt = createHttpServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        if (req.url === '/v1/models') res.writeHead(200, { 'content-type': 'application/json' }).end('{"object":"list","data":[]}');
+        else res.writeHead(200, { 'content-type': sttAnswer.contentType }).end(sttAnswer.body);
+      });
+    });
+    await new Promise<void>((r) => stt.listen(0, '127.0.0.1', () => r()));
+    const prisma = h.testDb.db.prisma;
+    await upsertModel(prisma, { id: 'junk-llm', modality: 'llm', prices: { inputPicoPerToken: 1_000_000n, outputPicoPerToken: 1_000_000n }, upstream: { url: chatUp.baseUrl, protocol: 'openai' } });
+    await upsertModel(prisma, { id: 'junk-stt', modality: 'stt', prices: { picoPerSecond: 1_000_000n }, upstream: { url: `http://127.0.0.1:${(stt.address() as AddressInfo).port}/v1`, protocol: 'openai' } });
+    await h.runtime.ctx.registry.refresh();
+    await h.runtime.ctx.health.checkAll();
+  });
+
+  afterAll(async () => {
+    await h?.close();
+    await chatUp?.close();
+    stt?.closeAllConnections();
+    await new Promise((r) => stt?.close(r));
+  });
+
+  it('a chat stream answered with bytes that are not SSE events: relayed as sent, billed only the prompt estimate', async () => {
+    const garbage = 'data: {not json\n\n\u0000\u0001 binary-ish noise without an event end';
+    chatUp.behaviour = { kind: 'raw', status: 200, contentType: 'text/event-stream', body: garbage };
+    const body = chatBody('junk-llm', true);
+    const res = await fetch(`${h.url}/v1/chat/completions`, { method: 'POST', headers: { ...h.headers, 'x-request-id': 'junk-stream-1' }, body });
+    expect(res.status).toBe(200);
+    expect(await res.text()).toBe(garbage);
+    const usage = await until('the stream to be billed', async () => (await h.testDb.db.prisma.usageEvent.findMany({ where: { requestId: 'junk-stream-1' } }))[0]);
+    // No usage and no content chunks from the engine: the prompt at 4 bytes a token, no output.
+    expect(usage).toMatchObject({ inputTokens: Math.ceil(Buffer.byteLength(body) / 4), outputTokens: 0, costMicros: BigInt(Math.ceil(Buffer.byteLength(body) / 4)) });
+    await expectLedgerConsistent(h.testDb.db, h.orgId);
+  });
+
+  it.each([
+    { name: 'HTML', contentType: 'text/html', body: '<html><body>502 Bad Gateway</body></html>' },
+    { name: 'a JSON string', contentType: 'application/json', body: '"oops"' },
+    { name: 'JSON without text or words', contentType: 'application/json', body: '{"status":"queued"}' },
+    { name: 'JSON null', contentType: 'application/json', body: 'null' },
+  ])('a transcription engine answering 200 with $name -> 502 upstream_error, not billed', async ({ contentType, body }) => {
+    sttAnswer = { contentType, body };
+    const form = new FormData();
+    const pcm = new Uint8Array(32000); // 1 s of 16 kHz silence, raw
+    form.set('file', new Blob([pcm], { type: 'application/octet-stream' }), 'a.raw');
+    form.set('model', 'junk-stt');
+    const res = await fetch(`${h.url}/v1/audio/transcriptions`, { method: 'POST', headers: { authorization: h.headers.authorization!, 'x-request-id': `junk-stt-${contentType}-${body.length}` }, body: form });
+    const answer = (await res.json()) as { error?: { code: string; type: string } };
+    expect({ status: res.status, code: answer.error?.code, type: answer.error?.type }).toEqual({ status: 502, code: 'upstream_error', type: 'api_error' });
+    expect(await h.testDb.db.prisma.usageEvent.count({ where: { requestId: `junk-stt-${contentType}-${body.length}` } })).toBe(0);
+  });
+});
 
 // ---------------------------------------------------------------------------------------
 

@@ -43,6 +43,10 @@ export const openAiTranscriptionAdapter: TranscriptionAdapter = {
     } catch {
       throw new ServiceError('upstream_error', 'The transcription upstream returned a response that is not JSON.');
     }
+    // JSON of another shape is an engine fault too, not an empty transcript to bill for.
+    if (body === null || typeof body !== 'object' || (typeof body.text !== 'string' && !Array.isArray(body.words))) {
+      throw new ServiceError('upstream_error', 'The transcription upstream returned JSON without a transcript (no text or words).');
+    }
     const words: Word[] = (body.words ?? [])
       .filter((w) => typeof w.word === 'string' && typeof w.start === 'number' && typeof w.end === 'number')
       .map((w) => ({ word: String(w.word).trim(), start: Number(w.start), end: Number(w.end) }));
