@@ -43,47 +43,62 @@ export function normalizeUserCode(code: string): string {
   return digits;
 }
 
-/** Finds the pending claim the user's code opens, counting a wrong code against the limits. */
+/**
+ * Finds the pending claim the user's code opens, counting a wrong code against the limits.
+ *
+ * Every entry first takes one try from each of the email's live codes, in one conditional
+ * update (a code at its limit gives none), and only the codes it took a try from are
+ * compared. That is what makes MAX_FAILED_GUESSES a hard bound: entries sent at once cannot
+ * all read "under the limit" before any of them is counted. A right code gives the tries back.
+ */
 export async function findClaimForUser(deps: RegistrationDeps, entry: CodeEntry) {
   assertEnabled(deps.settings);
   const now = deps.now();
   const code = normalizeUserCode(entry.code);
   const subjects = { userId: entry.user.id, ip: entry.ip };
-  entry.throttle.check(subjects, now);
+  entry.throttle.take(subjects, now);
+  let wrongCode = false;
+  const wrong = (error: ServiceError) => {
+    wrongCode = true;
+    return error;
+  };
   const email = entry.user.email.trim().toLowerCase();
   const { prisma } = deps.db;
-  return withStore('agent_auth_unavailable', async () => {
-    const hash = await hashUserCode(prisma, code);
-    const live = { status: 'pending' as const, expiresAt: { gt: now }, failedGuesses: { lt: MAX_FAILED_GUESSES }, registration: { status: 'pending' as const, expiresAt: { gt: now } } };
-    const candidates = await prisma.claimAttempt.findMany({ where: { email, ...live }, include: { registration: true } });
-    // Constant-time comparison against every candidate (no early exit).
-    let match: (typeof candidates)[number] | undefined;
-    for (const candidate of candidates) if (userCodeHashesEqual(candidate.userCodeHash, hash) && !match) match = candidate;
-    if (match) return { attempt: match, registration: match.registration };
+  try {
+    return await withStore('agent_auth_unavailable', async () => {
+      const hash = await hashUserCode(prisma, code);
+      const live = { status: 'pending' as const, expiresAt: { gt: now }, failedGuesses: { lt: MAX_FAILED_GUESSES }, registration: { status: 'pending' as const, expiresAt: { gt: now } } };
+      const reserved = await prisma.claimAttempt.updateManyAndReturn({ where: { email, ...live }, data: { failedGuesses: { increment: 1 } }, include: { registration: true } });
+      // Constant-time comparison against every candidate (no early exit).
+      let match: (typeof reserved)[number] | undefined;
+      for (const candidate of reserved) if (userCodeHashesEqual(candidate.userCodeHash, hash) && !match) match = candidate;
+      if (match) {
+        await prisma.claimAttempt.updateMany({ where: { id: { in: reserved.map((c) => c.id) } }, data: { failedGuesses: { decrement: 1 } } });
+        return { attempt: { ...match, failedGuesses: match.failedGuesses - 1 }, registration: match.registration };
+      }
 
-    entry.throttle.recordFailure(subjects, now);
-    if (candidates.length > 0) {
-      await prisma.claimAttempt.updateMany({ where: { id: { in: candidates.map((c) => c.id) } }, data: { failedGuesses: { increment: 1 } } });
-    }
-    const elsewhere = await prisma.claimAttempt.findFirst({ where: { userCodeHash: hash, email: { not: email }, ...live }, select: { id: true } });
-    if (elsewhere) {
-      // The right code from the wrong account also uses up one of the code's tries.
-      await prisma.claimAttempt.updateMany({ where: { id: elsewhere.id }, data: { failedGuesses: { increment: 1 } } });
-      throw new ServiceError(
-        'forbidden',
-        `This code was issued for a different email address than ${email}. Sign in with the email address you gave the agent.`,
-        'code',
-      );
-    }
-    // The user's own code that no longer works: say why, so they ask the agent for a new one.
-    const own = await prisma.claimAttempt.findFirst({ where: { email, userCodeHash: hash }, orderBy: { createdAt: 'desc' } });
-    if (own && own.status === 'pending' && own.failedGuesses >= MAX_FAILED_GUESSES) {
-      throw new ServiceError('invalid_grant', 'This code was locked after too many wrong entries. Ask the agent for a new code.', 'code');
-    }
-    if (own && own.status !== 'pending') throw new ServiceError('invalid_grant', 'This code has already been used.', 'code');
-    if (own) throw new ServiceError('expired_token', 'This code has expired. Ask the agent for a new code.', 'code');
-    throw new ServiceError('invalid_grant', 'That code is not valid. Check it and try again.', 'code');
-  });
+      const elsewhere = await prisma.claimAttempt.findFirst({ where: { userCodeHash: hash, email: { not: email }, ...live }, select: { id: true } });
+      if (elsewhere) {
+        // The right code from the wrong account also uses up one of the code's tries.
+        await prisma.claimAttempt.updateMany({ where: { id: elsewhere.id, failedGuesses: { lt: MAX_FAILED_GUESSES } }, data: { failedGuesses: { increment: 1 } } });
+        throw wrong(
+          new ServiceError('forbidden', `This code was issued for a different email address than ${email}. Sign in with the email address you gave the agent.`, 'code'),
+        );
+      }
+      // The user's own code that no longer works: say why, so they ask the agent for a new one.
+      const own = await prisma.claimAttempt.findFirst({ where: { email, userCodeHash: hash }, orderBy: { createdAt: 'desc' } });
+      if (own && own.status === 'pending' && own.failedGuesses >= MAX_FAILED_GUESSES) {
+        throw wrong(new ServiceError('invalid_grant', 'This code was locked after too many wrong entries. Ask the agent for a new code.', 'code'));
+      }
+      if (own && own.status !== 'pending') throw wrong(new ServiceError('invalid_grant', 'This code has already been used.', 'code'));
+      if (own) throw wrong(new ServiceError('expired_token', 'This code has expired. Ask the agent for a new code.', 'code'));
+      throw wrong(new ServiceError('invalid_grant', 'That code is not valid. Check it and try again.', 'code'));
+    });
+  } finally {
+    // Only wrong codes count against the user and the address (not the right code, nor a
+    // store that failed).
+    if (!wrongCode) entry.throttle.refund(subjects, now);
+  }
 }
 
 export async function describeClaim(deps: RegistrationDeps, entry: CodeEntry): Promise<ClaimDescription> {

@@ -424,6 +424,51 @@ describe('guessing codes on the verification page', () => {
     await expect(confirmClaim(deps, { ...entry(user, fresh.claim.userCode), throttle: createGuessThrottle() })).resolves.toMatchObject({ orgId: user.orgId });
   });
 
+  it('entries sent at once cannot pass the per-code bound: 20 wrong codes at once use up 5 tries, then the code is locked', async () => {
+    const user = await newUser();
+    const reg = await startRegistration(deps, { type: 'service_auth', loginHint: user.email });
+    const wrongCodes = Array.from({ length: 20 }, (_, i) => String((Number(reg.claim.userCode) + 1 + i) % 1_000_000).padStart(6, '0'));
+    // A throttle each: only the per-code bound applies.
+    const results = await Promise.allSettled(wrongCodes.map((c) => describeClaim(deps, { ...entry(user, c), throttle: createGuessThrottle() })));
+    expect(results.every((r) => r.status === 'rejected')).toBe(true);
+    expect((await t.db.prisma.claimAttempt.findFirstOrThrow({ where: { registrationId: reg.registrationId } })).failedGuesses).toBe(5);
+    await expect(confirmClaim(deps, { ...entry(user, reg.claim.userCode), throttle: createGuessThrottle() })).rejects.toMatchObject({ code: 'invalid_grant', message: expect.stringContaining('locked') });
+  });
+
+  it('a right code gives its try back: four wrong entries, then check and confirm with the right one still work', async () => {
+    const user = await newUser();
+    const reg = await startRegistration(deps, { type: 'service_auth', loginHint: user.email });
+    for (let i = 1; i <= 4; i++) {
+      await expect(describeClaim(deps, { ...entry(user, wrongCode(reg.claim.userCode, i)), throttle: createGuessThrottle() })).rejects.toMatchObject({ code: 'invalid_grant' });
+    }
+    await expect(describeClaim(deps, entry(user, reg.claim.userCode))).resolves.toMatchObject({ registrationId: reg.registrationId });
+    await expect(describeClaim(deps, entry(user, reg.claim.userCode))).resolves.toMatchObject({ registrationId: reg.registrationId });
+    await expect(confirmClaim(deps, entry(user, reg.claim.userCode))).resolves.toMatchObject({ orgId: user.orgId });
+  });
+
+  it('per user: 25 wrong codes sent at once are counted before they are compared (10 answered, 15 slow_down)', async () => {
+    clock = Math.floor(clock / (10 * MINUTE)) * 10 * MINUTE + SECOND;
+    const user = await newUser();
+    const results = await Promise.allSettled(Array.from({ length: 25 }, (_, i) => describeClaim(deps, entry(user, String(500000 + i)))));
+    const codes = results.map((r) => (r.status === 'rejected' ? (r.reason as { code: string }).code : 'resolved'));
+    expect(codes.filter((c) => c === 'slow_down')).toHaveLength(15);
+    expect(codes.filter((c) => c === 'invalid_grant')).toHaveLength(10);
+  });
+
+  it('the right code, a malformed code and a store that fails do not count against the user', async () => {
+    clock = Math.floor(clock / (10 * MINUTE)) * 10 * MINUTE + SECOND;
+    const user = await newUser();
+    const reg = await startRegistration(deps, { type: 'service_auth', loginHint: user.email });
+    const down = { ...deps, db: brokenDatabase(t.db) };
+    for (let i = 0; i < 12; i++) {
+      await expect(describeClaim(deps, entry(user, reg.claim.userCode))).resolves.toMatchObject({ registrationId: reg.registrationId });
+      await expect(describeClaim(deps, entry(user, 'nope'))).rejects.toMatchObject({ code: 'invalid_request' });
+      await expect(describeClaim(down, entry(user, reg.claim.userCode))).rejects.toMatchObject({ code: 'agent_auth_unavailable' });
+    }
+    for (let i = 1; i <= 4; i++) await expect(describeClaim(deps, entry(user, wrongCode(reg.claim.userCode, i)))).rejects.toMatchObject({ code: 'invalid_grant' });
+    await expect(confirmClaim(deps, entry(user, reg.claim.userCode))).resolves.toMatchObject({ orgId: user.orgId });
+  });
+
   it('the right code from other accounts also uses up the code: at most 5 tries in all', async () => {
     const owner = await newUser();
     const reg = await startRegistration(deps, { type: 'service_auth', loginHint: owner.email });
@@ -460,8 +505,8 @@ describe('guessing codes on the verification page', () => {
   });
 });
 
-function wrongCode(code: string): string {
-  return String((Number(code) + 1) % 1_000_000).padStart(6, '0');
+function wrongCode(code: string, offset = 1): string {
+  return String((Number(code) + offset) % 1_000_000).padStart(6, '0');
 }
 
 /** A database whose Prisma client fails every query, as when the database is unreachable. */
