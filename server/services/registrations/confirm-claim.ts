@@ -29,7 +29,8 @@ export async function confirmClaim(deps: RegistrationDeps, entry: CodeEntry & { 
       if (decided.count !== 1) throw new ServiceError('invalid_grant', 'This code has just been used or has expired. Ask the agent for a new code.', 'code');
       const claimed = await tx.agentRegistration.updateMany({
         where: { id: registration.id, status: 'pending', expiresAt: { gt: now } },
-        data: { status: 'claimed', claimedByUserId: entry.user.id, claimedOrgId: entry.orgId },
+        // The trial key is revoked below, so its sealed copy has nothing left to redeliver.
+        data: { status: 'claimed', claimedByUserId: entry.user.id, claimedOrgId: entry.orgId, trialKeySealed: null },
       });
       if (claimed.count !== 1) throw new ServiceError('already_claimed', 'This agent has already been claimed.', 'code');
       if (registration.trialKeyId) {

@@ -34,6 +34,8 @@ export async function exchangeAssertion(deps: RegistrationDeps, input: { asserti
       throw new ServiceError('invalid_grant', 'This registration has been claimed: its trial key was replaced by the key delivered to the claim grant.', 'assertion');
     }
     if (registration.trialKeyId) return redeliver(deps, registration.id, registration.trialKeyId, registration.trialKeySealed);
+    // A declined registration has ended: it gets no trial org (one already issued stays).
+    if (registration.expiresAt <= now) throw invalid('This registration has ended.');
 
     // Trials cost the operator real money: at most trialMaxPerHour new trial orgs per rolling
     // hour on the whole instance (checked before the insert: concurrent exchanges may exceed
@@ -57,7 +59,7 @@ export async function exchangeAssertion(deps: RegistrationDeps, input: { asserti
         }
         await insertApiKey(tx, key, { orgId, name: 'agent trial key', isTrial: true, createdAt: now });
         const won = await tx.agentRegistration.updateMany({
-          where: { id: registration.id, trialKeyId: null, status: 'pending' },
+          where: { id: registration.id, trialKeyId: null, status: 'pending', expiresAt: { gt: now } },
           data: { trialOrgId: orgId, trialKeyId: key.id, trialKeySealed },
         });
         if (won.count !== 1) throw new LostIssueRace();
@@ -70,7 +72,7 @@ export async function exchangeAssertion(deps: RegistrationDeps, input: { asserti
     if (issued) return { accessToken: issued.key, keyId: issued.id, scope: PRE_CLAIM_SCOPES.join(' ') };
     // Another exchange of the same assertion issued the key first: answer with that one.
     const winner = await db.prisma.agentRegistration.findUniqueOrThrow({ where: { id: registration.id } });
-    if (!winner.trialKeyId) throw invalid('This registration has been claimed.');
+    if (!winner.trialKeyId) throw invalid('This registration has been claimed or has ended.');
     return redeliver(deps, winner.id, winner.trialKeyId, winner.trialKeySealed);
   });
 }

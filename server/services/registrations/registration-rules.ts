@@ -3,6 +3,7 @@
 import type { AgentAuthConfig, Config } from '../../config/env.js';
 import type { Database } from '../../db/database.js';
 import { ServiceError, isServiceError } from '../errors.js';
+import { normalizeEmail } from '../users/normalize-email.js';
 
 // The spec's Limits: code lifetime 600 s, polling interval 5 s, registration lifetime 24 h,
 // key redelivery window 10 minutes.
@@ -68,6 +69,23 @@ export async function withStore<T>(code: 'agent_auth_unavailable' | 'temporarily
   } catch (e) {
     if (isServiceError(e) || e instanceof TypeError || e instanceof RangeError || e instanceof ReferenceError) throw e;
     throw unavailable(code, e);
+  }
+}
+
+// Control characters have no place in an address (and PostgreSQL refuses NUL in text).
+const CONTROL = /[\u0000-\u001f\u007f]/;
+
+/**
+ * The email address a claim is for, normalised as account emails are (trimmed, lower case), so
+ * that it compares equal to the address the user signs in with. Anything that is not an
+ * address is `invalid_login_hint` on `param`.
+ */
+export function claimEmail(value: string, param: 'login_hint' | 'email'): string {
+  try {
+    if (CONTROL.test(value)) throw new Error('control character');
+    return normalizeEmail(value);
+  } catch {
+    throw new ServiceError('invalid_login_hint', `${param} must be the email address of the account that will claim this agent.`, param);
   }
 }
 

@@ -174,7 +174,7 @@ describe('registration errors', () => {
     await expect(startRegistration(deps, { type: 'identity_assertion' })).rejects.toMatchObject({ code: 'identity_assertion_not_enabled' });
   });
 
-  it.each(['', 'not-an-email', 'a@b', ' @example.com', 'x'.repeat(250) + '@example.com', 'two@@example.com'])('invalid_login_hint for %j', async (hint) => {
+  it.each(['', 'not-an-email', 'a@b', ' @example.com', 'x'.repeat(250) + '@example.com', 'two@@example.com', 'nul\u0000byte@example.com', 'bell\u0007@example.com', 'del\u007f@example.com'])('invalid_login_hint for %j', async (hint) => {
     await expect(startRegistration(deps, { type: 'service_auth', loginHint: hint })).rejects.toMatchObject({ code: 'invalid_login_hint', param: 'login_hint' });
     const reg = await startRegistration(deps, { type: 'anonymous' });
     await expect(startClaim(deps, { claimToken: reg.claimToken, email: hint })).rejects.toMatchObject({ code: 'invalid_login_hint', param: 'email' });
@@ -317,6 +317,49 @@ describe('the claim state table (anonymous registration)', () => {
     const polls = await Promise.all(Array.from({ length: 8 }, () => pollClaim(deps, { claimToken: reg.claimToken })));
     expect(new Set(polls.map((p) => p.accessToken)).size).toBe(1);
     expect(await t.db.prisma.apiKey.count({ where: { orgId: user.orgId } })).toBe(1);
+  });
+
+  it('a new code requested while the user confirms: once the confirmation is in, the agent gets already_claimed, not a code', async () => {
+    const user = await newUser();
+    const reg = await startRegistration(deps, { type: 'anonymous' });
+    const attempt = await startClaim(deps, { claimToken: reg.claimToken, email: user.email });
+    // The restart reads the registration (still pending), then its transaction waits until the confirmation has committed.
+    const gate = deferred();
+    const restart = startClaim({ ...deps, db: withGatedTransactions(t.db, gate.promise) }, { claimToken: reg.claimToken });
+    await expect(confirmClaim(deps, entry(user, attempt.claim.userCode))).resolves.toMatchObject({ orgId: user.orgId });
+    gate.resolve();
+    await expect(restart).rejects.toMatchObject({ code: 'already_claimed' });
+    expect(await t.db.prisma.claimAttempt.count({ where: { registrationId: reg.registrationId } })).toBe(1);
+    await expect(pollClaim(deps, { claimToken: reg.claimToken })).resolves.toMatchObject({ scope: 'api' });
+  });
+
+  it('a new code requested while the user declines: 410 claim_expired, and no code is made', async () => {
+    const user = await newUser();
+    const reg = await startRegistration(deps, { type: 'service_auth', loginHint: user.email });
+    const gate = deferred();
+    const restart = startClaim({ ...deps, db: withGatedTransactions(t.db, gate.promise) }, { claimToken: reg.claimToken });
+    await denyClaim(deps, entry(user, reg.claim.userCode));
+    gate.resolve();
+    await expect(restart).rejects.toMatchObject({ code: 'claim_expired' });
+    expect(await t.db.prisma.claimAttempt.count({ where: { registrationId: reg.registrationId } })).toBe(1);
+  });
+
+  it('a declined registration gets no trial key from its (still unexpired) assertion', async () => {
+    const user = await newUser();
+    const reg = await startRegistration(deps, { type: 'anonymous' });
+    const attempt = await startClaim(deps, { claimToken: reg.claimToken, email: user.email });
+    await denyClaim(deps, entry(user, attempt.claim.userCode));
+    await expect(exchangeAssertion(deps, { assertion: reg.identityAssertion })).rejects.toMatchObject({ code: 'invalid_grant', param: 'assertion' });
+    expect(await t.db.prisma.org.count({ where: { name: `Agent trial (${reg.registrationId})` } })).toBe(0);
+  });
+
+  it('confirming erases the sealed trial key at once (the trial key is revoked; nothing is left to redeliver)', async () => {
+    const user = await newUser();
+    const { reg } = await anonymousWithTrial();
+    const attempt = await startClaim(deps, { claimToken: reg.claimToken, email: user.email });
+    expect((await t.db.prisma.agentRegistration.findUniqueOrThrow({ where: { id: reg.registrationId } })).trialKeySealed).not.toBeNull();
+    await confirmClaim(deps, entry(user, attempt.claim.userCode));
+    expect((await t.db.prisma.agentRegistration.findUniqueOrThrow({ where: { id: reg.registrationId } })).trialKeySealed).toBeNull();
   });
 
   it('a sealed key is erased after the window even if the agent never polls again; old registrations are purged after a week', async () => {
@@ -514,5 +557,22 @@ function brokenDatabase(db: Database): Database {
   const fail = () => Promise.reject(Object.assign(new Error("Can't reach database server"), { code: 'P1001' }));
   const model = new Proxy({}, { get: () => fail });
   const prisma = new Proxy({}, { get: (_t, prop) => (prop === '$transaction' ? fail : model) }) as Database['prisma'];
+  return { ...db, prisma };
+}
+
+function deferred() {
+  let resolve!: () => void;
+  const promise = new Promise<void>((r) => (resolve = r));
+  return { promise, resolve };
+}
+
+/** The same database, but every interactive transaction starts only once `gate` resolves. */
+function withGatedTransactions(db: Database, gate: Promise<void>): Database {
+  const prisma = new Proxy(db.prisma, {
+    get(target, prop) {
+      if (prop === '$transaction') return async (...args: unknown[]) => (await gate, (target.$transaction as (...a: unknown[]) => unknown)(...args));
+      return Reflect.get(target, prop, target);
+    },
+  });
   return { ...db, prisma };
 }

@@ -3,9 +3,8 @@
 // a registration works: starting a new attempt ends the earlier ones.
 import { newId } from '../../db/ids.js';
 import { ServiceError } from '../errors.js';
-import { normalizeEmail } from '../users/normalize-email.js';
 import { generateUserCode, hashClaimToken, hashUserCode } from './registration-crypto.js';
-import { CODE_TTL_MS, POLL_INTERVAL_S, addMs, assertEnabled, verificationUri, withStore, type RegistrationDeps, type Tx } from './registration-rules.js';
+import { CODE_TTL_MS, POLL_INTERVAL_S, addMs, assertEnabled, claimEmail, tokenUrl, verificationUri, withStore, type RegistrationDeps, type Tx } from './registration-rules.js';
 
 export interface ClaimAttemptGrant {
   attemptId: string;
@@ -25,28 +24,14 @@ export interface StartedClaim {
   claim: ClaimAttemptGrant;
 }
 
-const invalidEmail = () => new ServiceError('invalid_login_hint', 'email must be the email address of the account that will claim this agent.', 'email');
-
 export async function startClaim(deps: RegistrationDeps, input: { claimToken: string; email?: string | null }): Promise<StartedClaim> {
   assertEnabled(deps.settings);
-  let email: string | null = null;
-  if (input.email != null) {
-    try {
-      email = normalizeEmail(input.email);
-    } catch {
-      throw invalidEmail();
-    }
-  }
+  let email = input.email == null ? null : claimEmail(input.email, 'email');
   const now = deps.now();
   const { prisma } = deps.db;
   return withStore('agent_auth_unavailable', async () => {
     const registration = await prisma.agentRegistration.findUnique({ where: { claimTokenHash: hashClaimToken(input.claimToken) } });
-    if (!registration || registration.expiresAt <= now) {
-      throw new ServiceError('claim_expired', 'This registration is gone (unknown, expired after 24 hours, or declined). Register again.', 'claim_token');
-    }
-    if (registration.status === 'claimed') {
-      throw new ServiceError('already_claimed', `This registration has been claimed. Poll ${deps.settings.authUrl}/oauth2/token with the claim grant to receive the key.`, 'claim_token');
-    }
+    assertOpenForClaims(deps, registration, now);
     if (registration.type === 'service_auth') {
       // The claim is for the login_hint given at registration; another address is a mistake.
       if (email && email !== registration.loginHint) {
@@ -59,9 +44,9 @@ export async function startClaim(deps: RegistrationDeps, input: { claimToken: st
       email = previous?.email ?? null;
       if (!email) throw new ServiceError('invalid_login_hint', 'email is required to start the first claim of an anonymous registration.', 'email');
     }
-    const claimEmail = email!;
+    const address = email!;
     const code = await prepareUserCode(deps);
-    const claim = await prisma.$transaction((tx) => createClaimAttempt(deps, tx, { registrationId: registration.id, email: claimEmail, code }));
+    const claim = await prisma.$transaction((tx) => createClaimAttempt(deps, tx, { registrationId: registration.id, email: address, code }));
     return { registrationId: registration.id, registrationType: registration.type, claimTokenExpiresAt: registration.expiresAt, claim };
   });
 }
@@ -77,10 +62,27 @@ export async function prepareUserCode(deps: RegistrationDeps): Promise<PreparedU
   return { code, hash: await hashUserCode(deps.db.prisma, code) };
 }
 
+type RegistrationRow = Awaited<ReturnType<Tx['agentRegistration']['findUnique']>>;
+
+/** 410 claim_expired for a registration that is gone (unknown, over 24 h, declined); already_claimed once claimed. */
+function assertOpenForClaims(deps: RegistrationDeps, registration: RegistrationRow, now: Date): asserts registration is NonNullable<RegistrationRow> {
+  if (!registration || registration.expiresAt <= now) {
+    throw new ServiceError('claim_expired', 'This registration is gone (unknown, expired after 24 hours, or declined). Register again.', 'claim_token');
+  }
+  if (registration.status === 'claimed') {
+    throw new ServiceError('already_claimed', `This registration has been claimed. Poll ${tokenUrl(deps.settings)} with the claim grant to receive the key.`, 'claim_token');
+  }
+}
+
 /** Ends the registration's earlier pending attempts and creates a new one, inside `tx`. */
 export async function createClaimAttempt(deps: RegistrationDeps, tx: Tx, input: { registrationId: string; email: string; code: PreparedUserCode }): Promise<ClaimAttemptGrant> {
   const now = deps.now();
   await tx.claimAttempt.updateMany({ where: { registrationId: input.registrationId, status: 'pending', expiresAt: { gt: now } }, data: { expiresAt: now } });
+  // Checked again inside the transaction, after the update above: a confirm or deny that
+  // holds the earlier attempt makes that update wait (PostgreSQL row lock; SQLite runs one
+  // writer at a time), so this read sees its outcome and a claimed or declined registration
+  // never gets a fresh code.
+  assertOpenForClaims(deps, await tx.agentRegistration.findUnique({ where: { id: input.registrationId } }), now);
   // Codes are looked up per email on the page; two live codes of one email must differ.
   let code = input.code;
   while (await tx.claimAttempt.count({ where: { email: input.email, userCodeHash: code.hash, status: 'pending', expiresAt: { gt: now } } })) {

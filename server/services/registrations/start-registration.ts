@@ -1,9 +1,8 @@
 // POST {auth_url}/agent/identity: starts an anonymous or a service_auth registration.
 import { newId } from '../../db/ids.js';
 import { ServiceError } from '../errors.js';
-import { normalizeEmail } from '../users/normalize-email.js';
 import { generateClaimToken, hashClaimToken, signIdentityAssertion } from './registration-crypto.js';
-import { ASSERTION_TTL_MS, REGISTRATION_TTL_MS, addMs, assertEnabled, withStore, type RegistrationDeps } from './registration-rules.js';
+import { ASSERTION_TTL_MS, REGISTRATION_TTL_MS, addMs, assertEnabled, claimEmail, withStore, type RegistrationDeps } from './registration-rules.js';
 import { createClaimAttempt, prepareUserCode, type ClaimAttemptGrant } from './start-claim.js';
 
 export type StartRegistrationInput =
@@ -41,14 +40,7 @@ export async function startRegistration(deps: RegistrationDeps, input: StartRegi
   if (input.type === 'anonymous' && !settings.anonymousEnabled) {
     throw new ServiceError('anonymous_not_enabled', 'Anonymous registration is turned off on this server; register with type "service_auth" and a login_hint.', 'type');
   }
-  let loginHint: string | null = null;
-  if (input.type === 'service_auth') {
-    try {
-      loginHint = normalizeEmail(input.loginHint);
-    } catch {
-      throw new ServiceError('invalid_login_hint', 'login_hint must be the email address of the account that will claim this agent.', 'login_hint');
-    }
-  }
+  const loginHint = input.type === 'service_auth' ? claimEmail(input.loginHint, 'login_hint') : null;
 
   const now = deps.now();
   const id = newId('reg');
