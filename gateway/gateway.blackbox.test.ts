@@ -10,6 +10,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../test/support/test-database.js';
 import { startScriptedUpstream, type ScriptedUpstream } from '../test/support/scripted-openai-upstream.js';
+import { usageRows } from '../test/support/usage-rows.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const SVC = join(ROOT, 'bin/svc.mjs');
@@ -421,7 +422,7 @@ describe('POST /v1/chat/completions: proxying and metering', () => {
     const r2 = await chat(gw, k.key, requestBody);
     expect(r2.headers.get('x-svc-credits-remaining-usd')).toBe('4.999988');
     expect(await t.db.hot.getBalance(org)).toBe(4_999_988n);
-    const events = await t.db.prisma.usageEvent.findMany({ where: { orgId: org } });
+    const events = await usageRows(t.db.prisma, { orgId: org });
     expect(events.map((e) => [e.modelId, e.inputTokens, e.outputTokens, e.costMicros, e.requestId])).toEqual(
       expect.arrayContaining([
         ['bb-llm', 12, 7, 6n, r.headers.get('x-request-id')],

@@ -13,6 +13,7 @@ import { createTestDatabase, type TestDatabase } from '../../test/support/test-d
 import { envelope } from '../errors.js';
 import { createGatewayCore, type GatewayCore } from './gateway-core.js';
 import { WINDOW_MS, createMemoryRateLimiter, type RateLimiter } from './rate-limiter.js';
+import { usageRows } from '../../test/support/usage-rows.js';
 
 let t: TestDatabase;
 const limiters: RateLimiter[] = [];
@@ -271,7 +272,7 @@ describe('concurrent debits', () => {
     // Each caller got the balance right after its own debit.
     expect(new Set(returned)).toEqual(new Set(debits.map((l) => l.balanceAfterMicros)));
 
-    const events = await t.db.prisma.usageEvent.findMany({ where: { orgId } });
+    const events = await usageRows(t.db.prisma, { orgId });
     expect(events).toHaveLength(200);
     expect(events.reduce((s, e) => s + e.costMicros, 0n)).toBe(total);
     const byRequest = new Map(events.map((e) => [e.requestId, e]));

@@ -30,25 +30,23 @@ export function createPostgresHotStore(connectionString: string): HotStore {
     },
     async applyLedgerChange(c) {
       // One statement, so one round trip and one implicit transaction: the row lock on the
-      // org serialises concurrent debits without lost updates.
+      // org serialises concurrent debits without lost updates. Usage rides on the ledger row.
       const now = ts(new Date());
       const u = c.usage;
       const { rows } = await pool.query<{ b: string }>({
-        name: u ? 'svc_ledger_usage' : 'svc_ledger',
+        name: 'svc_ledger',
         text: `WITH o AS (
                  UPDATE "Org" SET "balanceMicros" = "balanceMicros" + $2::bigint, "updatedAt" = $8::timestamp
                   WHERE id = $1 RETURNING "balanceMicros"),
                l AS (
-                 INSERT INTO "LedgerEntry" (id, "orgId", kind, "amountMicros", "balanceAfterMicros", description, "apiKeyId", "requestId", "createdAt")
-                 SELECT $3, $1, $4::"LedgerKind", $2::bigint, o."balanceMicros", $5, $6, $7, $8::timestamp FROM o)
-               ${u ? `, x AS (
-                 INSERT INTO "UsageEvent" (id, "orgId", "apiKeyId", "modelId", modality, route, "requestId",
-                                           "inputTokens", "outputTokens", characters, "audioMillis", "costMicros", "createdAt")
-                 SELECT $9, $1, $6, $10, $11::"Modality", $12, coalesce($7, ''), $13, $14, $15, $16, -($2::bigint), $8::timestamp FROM o)` : ''}
+                 INSERT INTO "LedgerEntry" (id, "orgId", kind, "amountMicros", "balanceAfterMicros", description, "apiKeyId", "requestId",
+                                            "modelId", modality, route, "inputTokens", "outputTokens", characters, "audioMillis", "createdAt")
+                 SELECT $3, $1, $4::"LedgerKind", $2::bigint, o."balanceMicros", $5, $6, $7,
+                        $9, $10::"Modality", $11, $12, $13, $14, $15, $8::timestamp FROM o)
                SELECT "balanceMicros"::text AS b FROM o`,
         values: [
           c.orgId, c.amountMicros.toString(), newId('led'), c.kind, c.description, c.apiKeyId ?? null, c.requestId ?? null, now,
-          ...(u ? [newId('use'), u.modelId, u.modality, u.route, u.inputTokens ?? 0, u.outputTokens ?? 0, u.characters ?? 0, u.audioMillis ?? 0] : []),
+          u?.modelId ?? null, u?.modality ?? null, u?.route ?? null, u?.inputTokens ?? 0, u?.outputTokens ?? 0, u?.characters ?? 0, u?.audioMillis ?? 0,
         ],
       });
       return rows[0] ? BigInt(rows[0].b) : null;

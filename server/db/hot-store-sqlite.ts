@@ -37,14 +37,11 @@ export function createSqliteHotStore(path: string): HotStore {
   const updateBalance = db.prepare<[bigint, string, string], { b: bigint }>(
     `UPDATE "Org" SET balanceMicros = balanceMicros + ?, updatedAt = ? WHERE id = ? RETURNING balanceMicros AS b`,
   );
+  // Usage columns ride on the debit's ledger row: one INSERT per metered request.
   const insertLedger = db.prepare(
-    `INSERT INTO "LedgerEntry" (id, orgId, kind, amountMicros, balanceAfterMicros, description, apiKeyId, requestId, createdAt)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-  );
-  const insertUsage = db.prepare(
-    `INSERT INTO "UsageEvent" (id, orgId, apiKeyId, modelId, modality, route, requestId,
-                               inputTokens, outputTokens, characters, audioMillis, costMicros, createdAt)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    `INSERT INTO "LedgerEntry" (id, orgId, kind, amountMicros, balanceAfterMicros, description, apiKeyId, requestId,
+                                modelId, modality, route, inputTokens, outputTokens, characters, audioMillis, createdAt)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
   );
   const touch = db.prepare(`UPDATE "ApiKey" SET lastUsedAt = ? WHERE id = ?`);
 
@@ -70,12 +67,9 @@ export function createSqliteHotStore(path: string): HotStore {
   const applyOne = (c: LedgerChange, now: string): bigint | null => {
     const row = updateBalance.get(c.amountMicros, now, c.orgId);
     if (!row) return null;
-    insertLedger.run(newId('led'), c.orgId, c.kind, c.amountMicros, row.b, c.description, c.apiKeyId ?? null, c.requestId ?? null, now);
-    if (c.usage) {
-      const u = c.usage;
-      insertUsage.run(newId('use'), c.orgId, c.apiKeyId ?? null, u.modelId, u.modality, u.route, c.requestId ?? '',
-        u.inputTokens ?? 0, u.outputTokens ?? 0, u.characters ?? 0, u.audioMillis ?? 0, -c.amountMicros, now);
-    }
+    const u = c.usage;
+    insertLedger.run(newId('led'), c.orgId, c.kind, c.amountMicros, row.b, c.description, c.apiKeyId ?? null, c.requestId ?? null,
+      u?.modelId ?? null, u?.modality ?? null, u?.route ?? null, u?.inputTokens ?? 0, u?.outputTokens ?? 0, u?.characters ?? 0, u?.audioMillis ?? 0, now);
     return row.b;
   };
   // BEGIN IMMEDIATE takes the write lock up front, so concurrent writers in other

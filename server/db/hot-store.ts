@@ -29,7 +29,7 @@ export interface LedgerChange {
   description: string;
   apiKeyId?: string | null;
   requestId?: string | null;
-  /** Written with usage debits, in the same transaction. */
+  /** What a usage debit paid for: stored on the same ledger row. */
   usage?: UsageRecord;
 }
 
@@ -38,7 +38,7 @@ export interface HotStore {
   findKeyByHash(hash: string): Promise<KeyAuthRecord | null>;
   getBalance(orgId: string): Promise<bigint | null>;
   /**
-   * Atomically moves an org's balance and appends the ledger row (and usage row) in one
+   * Atomically moves an org's balance and appends the ledger row (with its usage) in one
    * transaction. Returns the balance after the change, or null when the org does not exist.
    */
   applyLedgerChange(change: LedgerChange): Promise<bigint | null>;

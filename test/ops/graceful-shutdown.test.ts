@@ -18,6 +18,7 @@ import { pcmTone, startSpeechServer, type SpeechServer } from '../support/tts-ro
 import { newId } from '../../server/db/ids.js';
 import { chatBody, expectLedgerConsistent, orgWithKey } from '../support/ops-fixture.js';
 import { connectionRefused, sleep, startSvcGateway, stopSvc, type SvcProcess } from '../support/svc-process.js';
+import { usageRows } from '../support/usage-rows.js';
 
 vi.setConfig({ testTimeout: 90_000 });
 
@@ -97,7 +98,7 @@ describe('SIGTERM on svc gateway', () => {
 
     expect(await gw.exited).toEqual({ code: 0, signal: null });
     // Billed before the process exited: the engine's usage, 10 + 8 micro-USD.
-    const usage = await t.db.prisma.usageEvent.findMany({ where: { orgId } });
+    const usage = await usageRows(t.db.prisma, { orgId });
     expect(usage.map((u) => [u.requestId, u.inputTokens, u.outputTokens, u.costMicros])).toEqual([['shutdown-complete-1', 10, 8, 18n]]);
     expect(await expectLedgerConsistent(t.db, orgId)).toBe(1_000_000n - 18n);
     expect(gw.output()).not.toMatch(/"level":(50|60)/); // no error or fatal log lines
@@ -128,7 +129,7 @@ describe('SIGTERM on svc gateway', () => {
     expect(record.ended).toBe(false);
     expect(record.closedEarly).toBe(true);
     // No usage from the engine (it was cut): the delivered chunks and the prompt estimate.
-    const usage = await t.db.prisma.usageEvent.findMany({ where: { orgId } });
+    const usage = await usageRows(t.db.prisma, { orgId });
     expect(usage).toHaveLength(1);
     expect(usage[0]).toMatchObject({ requestId: 'shutdown-deadline-1', outputTokens: received.length });
     expect(usage[0]!.costMicros).toBe(BigInt(usage[0]!.inputTokens + received.length));
@@ -170,7 +171,7 @@ describe('SIGTERM on svc gateway', () => {
     const end = session.ofType('session.closed')[0] as { reason: string; audio_seconds: number; cost_usd: string } | undefined;
     expect(end).toMatchObject({ reason: 'shutdown', audio_seconds: audio.samples.length / 16000 });
     expect(await gw.exited).toEqual({ code: 0, signal: null });
-    const usage = await t.db.prisma.usageEvent.findMany({ where: { orgId } });
+    const usage = await usageRows(t.db.prisma, { orgId });
     expect(usage.reduce((s, u) => s + u.audioMillis, 0)).toBe(Math.round((audio.samples.length * 1000) / 16000));
     const billed = usage.reduce((s, u) => s + u.costMicros, 0n);
     expect(end!.cost_usd).toBe(`0.${billed.toString().padStart(6, '0')}`);

@@ -16,6 +16,7 @@ import { parseWav } from '../../gateway/audio/wav.js';
 import { recognizerStats } from '../../gateway/upstreams/pocketsphinx/recognizer.js';
 import { upsertModel } from '../../server/services/models/upsert-model.js';
 import { startGateway, type GatewayHarness } from './gateway-harness.js';
+import { usageRows } from './usage-rows.js';
 
 /** 0.0001 USD per second of audio (100 micro-USD), in pico-USD. */
 export const STT_PRICE = 100_000_000n;
@@ -79,7 +80,7 @@ export function audioCost(millis: number, picoPerSecond: bigint = STT_PRICE): bi
 export async function ledgerOf(h: GatewayHarness, requestId: string) {
   const prisma = h.testDb.db.prisma;
   const ledger = await prisma.ledgerEntry.findMany({ where: { requestId } });
-  const usage = await prisma.usageEvent.findMany({ where: { requestId } });
+  const usage = await usageRows(prisma, { requestId });
   return {
     ledger,
     usage,

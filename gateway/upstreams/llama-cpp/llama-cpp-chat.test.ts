@@ -9,6 +9,7 @@ import { llmCostMicros } from '../../../server/services/credits/pricing.js';
 import { formatUsd } from '../../../server/services/credits/money.js';
 import { startGateway, type GatewayHarness } from '../../../test/support/gateway-harness.js';
 import { writeTinyGguf, type TinyGguf } from '../../../test/support/tiny-gguf.js';
+import { usageRows } from '../../../test/support/usage-rows.js';
 
 const PRICES = { inputPicoPerToken: 50_000n, outputPicoPerToken: 100_000_000n };
 
@@ -66,7 +67,7 @@ describe('local llama.cpp engine through the gateway', () => {
   });
 
   it('meters a stream without include_usage exactly like one with it', async () => {
-    const rows = async () => h.testDb.db.prisma.usageEvent.findMany({ where: { orgId: h.orgId }, orderBy: [{ createdAt: 'asc' }, { id: 'asc' }] });
+    const rows = async () => usageRows(h.testDb.db.prisma, { orgId: h.orgId });
     const n = (await rows()).length;
     const first = await chat({ stream: true });
     const firstId = first.headers.get('x-request-id');

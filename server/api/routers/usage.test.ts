@@ -15,10 +15,16 @@ const DAY = 86_400_000;
 const today = () => new Date().toISOString().slice(0, 10);
 const daysAgo = (n: number) => new Date(Date.now() - n * DAY);
 
-/** A past usage row, written as Prisma writes timestamps (the per-day query reads both kinds). */
+/**
+ * A past usage debit, written as Prisma writes timestamps (the per-day query reads both kinds).
+ * Test data only: it does not move the org's balance.
+ */
 async function pastUsage(orgId: string, at: Date, modelId: string, costMicros: bigint, apiKeyId: string | null) {
-  await h.db.prisma.usageEvent.create({
-    data: { id: newId('use'), orgId, apiKeyId, modelId, modality: modelId.includes('stt') ? 'stt' : 'tts', route: '/tts/bytes', requestId: newId('req'), characters: 10, costMicros, createdAt: at },
+  await h.db.prisma.ledgerEntry.create({
+    data: {
+      id: newId('led'), orgId, kind: 'usage', amountMicros: -costMicros, balanceAfterMicros: 0n, apiKeyId, requestId: newId('req'),
+      modelId, modality: modelId.includes('stt') ? 'stt' : 'tts', route: '/tts/bytes', characters: 10, createdAt: at,
+    },
   });
 }
 
@@ -47,6 +53,9 @@ beforeAll(async () => {
   await pastUsage(alice.orgId, daysAgo(40), 'local-espeak', 9_999n, server); // outside 30 days
   await pastUsage(bob.orgId, new Date(), 'local-flite', 777n, null); // another org
   await revokeApiKey(h.db.prisma, { id: server, orgId: alice.orgId });
+  // Grants and adjustments are ledger rows too, but not usage.
+  await h.db.hot.applyLedgerChange({ orgId: alice.orgId, amountMicros: 5_000_000n, kind: 'grant', description: 'grant' });
+  await h.db.hot.applyLedgerChange({ orgId: alice.orgId, amountMicros: -1_000n, kind: 'adjustment', description: 'adjustment' });
 });
 afterAll(async () => {
   await h?.drop();

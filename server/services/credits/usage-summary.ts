@@ -1,6 +1,7 @@
 // What an org spent over the last N days: per UTC day and model (the chart), per model (with
 // units) and per key. Every read of usage rows for the dashboard is in this one file, so that
-// moving where usage is recorded changes one place.
+// moving where usage is recorded changes one place. Usage lives on the usage debits of the
+// ledger (kind usage); a request's cost is minus its amount.
 //
 // Aggregation runs in the database. Prisma's groupBy cannot bucket timestamps by day, so the
 // per-day query is SQL per dialect (timestamps are stored as UTC text on SQLite and as UTC
@@ -66,7 +67,7 @@ export async function usageSummary(db: Pick<Database, 'prisma' | 'dialect'>, inp
   const days = Math.min(Math.max(Math.trunc(input.days ?? DEFAULT_USAGE_DAYS), 1), MAX_USAGE_DAYS);
   const now = input.now ?? new Date();
   const from = new Date(Math.floor(now.getTime() / DAY_MS) * DAY_MS - (days - 1) * DAY_MS);
-  const where = { orgId: input.orgId, createdAt: { gte: from } };
+  const where = { orgId: input.orgId, createdAt: { gte: from }, kind: 'usage' as const, modelId: { not: null } };
   const { prisma } = db;
 
   // Counts and sums leave the database as text: SQLite's sum is an integer and PostgreSQL's a
@@ -74,26 +75,26 @@ export async function usageSummary(db: Pick<Database, 'prisma' | 'dialect'>, inp
   const dayRows =
     db.dialect === 'sqlite'
       ? await prisma.$queryRawUnsafe<DayRow[]>(
-          `SELECT substr("createdAt", 1, 10) AS day, "modelId" AS "modelId", CAST(count(*) AS TEXT) AS requests, CAST(sum("costMicros") AS TEXT) AS cost
-             FROM "UsageEvent" WHERE "orgId" = ? AND "createdAt" >= ? GROUP BY 1, 2 ORDER BY 1, 2`,
+          `SELECT substr("createdAt", 1, 10) AS day, "modelId" AS "modelId", CAST(count(*) AS TEXT) AS requests, CAST(-sum("amountMicros") AS TEXT) AS cost
+             FROM "LedgerEntry" WHERE "orgId" = ? AND "createdAt" >= ? AND kind = 'usage' AND "modelId" IS NOT NULL GROUP BY 1, 2 ORDER BY 1, 2`,
           input.orgId,
           sqlTimestamp('sqlite', from),
         )
       : await prisma.$queryRawUnsafe<DayRow[]>(
-          `SELECT to_char("createdAt", 'YYYY-MM-DD') AS day, "modelId" AS "modelId", count(*)::text AS requests, sum("costMicros")::text AS cost
-             FROM "UsageEvent" WHERE "orgId" = $1 AND "createdAt" >= $2::timestamp GROUP BY 1, 2 ORDER BY 1, 2`,
+          `SELECT to_char("createdAt", 'YYYY-MM-DD') AS day, "modelId" AS "modelId", count(*)::text AS requests, (-sum("amountMicros"))::text AS cost
+             FROM "LedgerEntry" WHERE "orgId" = $1 AND "createdAt" >= $2::timestamp AND kind = 'usage' AND "modelId" IS NOT NULL GROUP BY 1, 2 ORDER BY 1, 2`,
           input.orgId,
           sqlTimestamp('postgresql', from),
         );
 
   const [modelGroups, keyGroups] = await Promise.all([
-    prisma.usageEvent.groupBy({
+    prisma.ledgerEntry.groupBy({
       by: ['modelId', 'modality'],
       where,
       _count: { _all: true },
-      _sum: { costMicros: true, inputTokens: true, outputTokens: true, characters: true, audioMillis: true },
+      _sum: { amountMicros: true, inputTokens: true, outputTokens: true, characters: true, audioMillis: true },
     }),
-    prisma.usageEvent.groupBy({ by: ['apiKeyId'], where, _count: { _all: true }, _sum: { costMicros: true } }),
+    prisma.ledgerEntry.groupBy({ by: ['apiKeyId'], where, _count: { _all: true }, _sum: { amountMicros: true } }),
   ]);
 
   const byDay = new Map<string, UsageDay>();
@@ -113,10 +114,11 @@ export async function usageSummary(db: Pick<Database, 'prisma' | 'dialect'>, inp
 
   const models: UsageByModel[] = modelGroups
     .map((g) => ({
-      modelId: g.modelId,
-      modality: g.modality,
+      // Never null here: the query takes usage rows only.
+      modelId: g.modelId!,
+      modality: g.modality!,
       requests: g._count._all,
-      costMicros: g._sum.costMicros ?? 0n,
+      costMicros: -(g._sum.amountMicros ?? 0n),
       inputTokens: g._sum.inputTokens ?? 0,
       outputTokens: g._sum.outputTokens ?? 0,
       characters: g._sum.characters ?? 0,
@@ -138,7 +140,7 @@ export async function usageSummary(db: Pick<Database, 'prisma' | 'dialect'>, inp
         prefix: info?.prefix ?? null,
         status: info?.status ?? null,
         requests: g._count._all,
-        costMicros: g._sum.costMicros ?? 0n,
+        costMicros: -(g._sum.amountMicros ?? 0n),
       };
     })
     .sort(byCostThen((k) => k.keyId ?? ''));
