@@ -3,14 +3,13 @@
 // commit crosses the threshold, blocking the gateway's event loop for milliseconds. Here a
 // worker thread with its own connection checkpoints (PASSIVE: never blocks writers) twice a
 // second, and the hot connection turns automatic checkpoints off.
-import { createRequire } from 'node:module';
 import { Worker } from 'node:worker_threads';
-
-const require = createRequire(import.meta.url);
 
 const WORKER_SOURCE = `
 const { workerData, parentPort } = require('node:worker_threads');
-const Database = require(workerData.betterSqlite3);
+// Resolved inside the worker from this module's location: in the dashboard, Next's bundler
+// rewrites require.resolve() calls in bundled code into module ids, which are not paths.
+const Database = require('node:module').createRequire(workerData.from)('better-sqlite3');
 const db = new Database(workerData.path, { timeout: 5000 });
 const checkpoint = db.prepare('PRAGMA wal_checkpoint(PASSIVE)');
 const timer = setInterval(() => { try { checkpoint.run(); } catch {} }, workerData.intervalMs);
@@ -24,7 +23,7 @@ export interface Checkpointer {
 export function startCheckpointer(path: string, intervalMs = 500): Checkpointer {
   const worker = new Worker(WORKER_SOURCE, {
     eval: true,
-    workerData: { path, intervalMs, betterSqlite3: require.resolve('better-sqlite3') },
+    workerData: { path, intervalMs, from: import.meta.url },
   });
   worker.unref();
   return {
