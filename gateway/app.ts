@@ -38,6 +38,10 @@ const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 export const DEFAULT_BODY_LIMIT = 1024 * 1024;
 const MAX_DRAIN_BYTES = 64 * 1024 * 1024;
 
+// Query parameters whose values are secrets: API keys, and what an agent-registration client
+// might (wrongly) put in the query of /oauth2/token or /agent/identity/claim.
+const SECRET_PARAMS = new Set(['api_key', 'claim_token', 'assertion', 'access_token', 'user_code', 'code']);
+
 /** Removes credentials from a URL before it is logged (also when the name is percent-encoded). */
 export function redactUrl(url: string): string {
   return url.replace(/([?&])([^=&]*)=([^&]*)/g, (whole, sep: string, name: string) => {
@@ -47,7 +51,7 @@ export function redactUrl(url: string): string {
     } catch {
       // keep the raw name
     }
-    return decoded.trim().toLowerCase() === 'api_key' ? `${sep}${name}=[redacted]` : whole;
+    return SECRET_PARAMS.has(decoded.trim().toLowerCase()) ? `${sep}${name}=[redacted]` : whole;
   });
 }
 

@@ -7,6 +7,7 @@ import { createServer } from 'node:net';
 import * as oauth from 'oauth4webapi';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Database } from '../../server/db/database.js';
+import { redactUrl } from '../app.js';
 import { confirmClaim } from '../../server/services/registrations/confirm-claim.js';
 import { createGuessThrottle } from '../../server/services/registrations/guess-throttle.js';
 import { GRANT_CLAIM, GRANT_JWT_BEARER, registrationSettings } from '../../server/services/registrations/registration-rules.js';
@@ -72,6 +73,12 @@ async function userConfirms(harness: GatewayHarness, user: Awaited<ReturnType<ty
 /** Lets the next claim poll through at once instead of waiting the 5-second interval. */
 async function forgetLastPoll(harness: GatewayHarness, registrationId: string) {
   await harness.testDb.db.prisma.agentRegistration.update({ where: { id: registrationId }, data: { lastPollAt: null } });
+}
+
+/** Stays inside one clock minute (the limiter's fixed window): waits out the last 5 seconds of one. */
+async function awayFromMinuteEnd() {
+  const left = 60_000 - (Date.now() % 60_000);
+  if (left < 5_000) await new Promise((r) => setTimeout(r, left + 100));
 }
 
 const models = (key: string) => fetch(`${h.url}/v1/models`, { headers: { authorization: `Bearer ${key}` } });
@@ -154,7 +161,8 @@ describe('anonymous registration, end to end', () => {
 
     await expectError(postForm({ grant_type: GRANT_CLAIM, claim_token: reg.claim_token! }), 400, 'authorization_pending');
     const tooFast = await expectError(postForm({ grant_type: GRANT_CLAIM, claim_token: reg.claim_token! }), 429, 'slow_down');
-    expect(tooFast.res.headers.get('retry-after')).toBe('5');
+    // The spec's table: slow_down means "wait a minute".
+    expect(tooFast.res.headers.get('retry-after')).toBe('60');
 
     await userConfirms(h, user, claim.claim_attempt.user_code);
     // The trial key stops at once.
@@ -269,12 +277,68 @@ describe('errors', () => {
     expect(get.res.headers.get('allow')).toBe('POST');
   });
 
+  it('responses that carry secrets, and every error, are Cache-Control: no-store; discovery may be cached', async () => {
+    const noStore = (r: Response) => expect({ url: r.url, cacheControl: r.headers.get('cache-control'), pragma: r.headers.get('pragma') }).toEqual({ url: r.url, cacheControl: 'no-store', pragma: 'no-cache' });
+    const anonymous = await postJson('/agent/identity', { type: 'anonymous' });
+    noStore(anonymous);
+    const reg = (await anonymous.json()) as Record<string, string>;
+    noStore(await postJson('/agent/identity', { type: 'service_auth', login_hint: 'cache@example.com' }));
+    noStore(await postJson('/agent/identity/claim', { claim_token: reg.claim_token, email: 'cache@example.com' }));
+    noStore(await postForm({ grant_type: GRANT_JWT_BEARER, assertion: reg.identity_assertion! }));
+    noStore((await expectError(postForm({ grant_type: GRANT_CLAIM, claim_token: reg.claim_token! }), 400, 'authorization_pending')).res);
+    noStore((await expectError(postJson('/agent/identity', { type: 'robot' }), 400, 'invalid_request')).res);
+    noStore((await expectError(fetch(`${h.url}/oauth2/token`, { method: 'POST', headers: { 'content-type': 'application/xml' }, body: '<x/>' }), 415, 'unsupported_media_type')).res);
+    expect((await fetch(`${h.url}/.well-known/oauth-authorization-server`)).headers.get('cache-control')).toBe('public, max-age=60');
+  });
+
+  it('other body types are 415 naming what the routes take; form parameters named like Object members are plain names', async () => {
+    for (const type of ['application/xml', 'multipart/form-data; boundary=x', 'application/octet-stream']) {
+      const { body } = await expectError(fetch(`${h.url}/oauth2/token`, { method: 'POST', headers: { 'content-type': type }, body: '--x--' }), 415, 'unsupported_media_type');
+      expect(body.error.message).toContain('application/x-www-form-urlencoded');
+    }
+    for (const name of ['constructor', '__proto__', 'toString', 'hasOwnProperty']) {
+      const res = await fetch(`${h.url}/oauth2/token`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: `${name}=1&grant_type=client_credentials` });
+      await expectError(res, 400, 'unsupported_grant_type');
+    }
+  });
+
+  it('claim tokens, assertions and codes put in a query string are redacted from the logged URL', () => {
+    expect(redactUrl('/oauth2/token?grant_type=x&claim_token=claim_secret&assertion=eyJ.a.b')).toBe('/oauth2/token?grant_type=x&claim_token=[redacted]&assertion=[redacted]');
+    expect(redactUrl('/claim?Code=123456&access%5Ftoken=sk_svc_x&user_code=654321')).toBe('/claim?Code=[redacted]&access%5Ftoken=[redacted]&user_code=[redacted]');
+  });
+
+  it('per-IP limit without trusted proxies: a client cannot escape it by writing X-Forwarded-For', async () => {
+    const limited = await gatewayAtItsOwnUrl({ SVC_AGENT_AUTH_IP_RPM: '3' });
+    try {
+      await awayFromMinuteEnd();
+      for (let i = 0; i < 3; i++) {
+        expect((await fetch(`${limited.url}/.well-known/oauth-authorization-server`, { headers: { 'x-forwarded-for': `203.0.113.${i}` } })).status).toBe(200);
+      }
+      await expectError(fetch(`${limited.url}/.well-known/oauth-authorization-server`, { headers: { 'x-forwarded-for': '203.0.113.99' } }), 429, 'slow_down');
+    } finally {
+      await limited.close();
+    }
+  });
+
+  it('per-IP limit behind one trusted proxy (SVC_TRUSTED_PROXIES=1): the address the proxy appended, not what the client wrote before it', async () => {
+    const limited = await gatewayAtItsOwnUrl({ SVC_AGENT_AUTH_IP_RPM: '2', SVC_TRUSTED_PROXIES: '1' });
+    try {
+      await awayFromMinuteEnd();
+      const from = (xff: string) => fetch(`${limited.url}/.well-known/oauth-authorization-server`, { headers: { 'x-forwarded-for': xff } });
+      expect((await from('1.1.1.1, 203.0.113.5')).status).toBe(200);
+      expect((await from('2.2.2.2, 203.0.113.5')).status).toBe(200);
+      await expectError(from('3.3.3.3, 203.0.113.5'), 429, 'slow_down');
+      // Another client behind the same proxy has its own allowance.
+      expect((await from('203.0.113.6')).status).toBe(200);
+    } finally {
+      await limited.close();
+    }
+  });
+
   it('per-IP limit: 429 slow_down with Retry-After on every registration route; keyed routes are not affected', async () => {
     const limited = await gatewayAtItsOwnUrl({ SVC_AGENT_AUTH_IP_RPM: '3' });
     try {
-      // Stay inside one clock minute (the limiter's fixed window).
-      const left = 60_000 - (Date.now() % 60_000);
-      if (left < 5_000) await new Promise((r) => setTimeout(r, left + 100));
+      await awayFromMinuteEnd();
       for (let i = 0; i < 3; i++) expect((await fetch(`${limited.url}/.well-known/oauth-authorization-server`)).status).toBe(200);
       const { res } = await expectError(postJson('/agent/identity', { type: 'anonymous' }, limited.url), 429, 'slow_down');
       expect(Number(res.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);

@@ -6,6 +6,7 @@
 // other route, with the spec's names in `code`.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
+import { clientAddress } from '../../server/config/client-address.js';
 import { ServiceError } from '../../server/services/errors.js';
 import { eraseExpiredRegistrationSecrets } from '../../server/services/registrations/erase-expired-registration-secrets.js';
 import { exchangeAssertion, type IssuedToken } from '../../server/services/registrations/exchange-assertion.js';
@@ -47,25 +48,40 @@ export async function registerAgentAuthRoutes(app: FastifyInstance, ctx: Gateway
   const publicRoute = { config: { public: true }, bodyLimit: AUTH_BODY_LIMIT };
 
   // RFC 6749 token requests are form-encoded. Parameters must not repeat (RFC 6749 §3.2).
+  // A prototype-free object: a parameter named "constructor" or "__proto__" is just a name.
   app.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string', bodyLimit: AUTH_BODY_LIMIT }, (_request, body, done) => {
-    const params = new URLSearchParams(body as string);
-    const out: Record<string, string> = {};
-    for (const [name, value] of params) {
-      if (name in out) return done(new ServiceError('invalid_request', `Parameter ${name} is included more than once.`, name), undefined);
+    const out: Record<string, string> = Object.create(null);
+    for (const [name, value] of new URLSearchParams(body as string)) {
+      if (Object.hasOwn(out, name)) return done(new ServiceError('invalid_request', `Parameter ${name.slice(0, 100)} is included more than once.`, name.slice(0, 100)), undefined);
       out[name] = value;
     }
     done(null, out);
   });
+  // Any other body type: say what these routes take (the gateway-wide message names JSON only).
+  app.addContentTypeParser('*', { bodyLimit: AUTH_BODY_LIMIT }, (request, _payload, done) => {
+    done(new ServiceError('unsupported_media_type', `Content-Type ${String(request.headers['content-type'] ?? '(none)').slice(0, 100)} is not accepted here: send application/json, or application/x-www-form-urlencoded to the token endpoint.`), undefined);
+  });
 
   // Off means off everywhere, discovery included; then the per-IP limit (shared across
-  // replicas through the same limiter as API keys). A limiter that is down admits.
+  // replicas through the same limiter as API keys). A limiter that is down admits. The
+  // address is the TCP peer's unless SVC_TRUSTED_PROXIES says which X-Forwarded-For entry
+  // a proxy in front wrote (a client can write any other).
   app.addHook('onRequest', async (request) => {
     assertEnabled(settings);
-    const decision = await ctx.limiter.consume(`agent-auth:ip:${request.ip}`, settings.ipRpm).catch(() => null);
+    const ip = clientAddress({ socketAddress: request.socket.remoteAddress, forwardedFor: request.headers['x-forwarded-for'], trustedProxies: ctx.config.trustedProxies }) ?? 'unknown';
+    const decision = await ctx.limiter.consume(`agent-auth:ip:${ip}`, settings.ipRpm).catch(() => null);
     if (decision && !decision.allowed) {
       const wait = decision.retryAfterSeconds;
       throw new ServiceError('slow_down', `Too many registration requests from this address (${settings.ipRpm} per minute). Try again in ${wait}s.`, null, { 'retry-after': String(wait) });
     }
+  });
+
+  // Registration and token responses carry secrets (claim tokens, assertions, codes, keys):
+  // never stored by a cache (RFC 6749 §5.1), and neither are errors. Only discovery documents,
+  // which set their own header, may be cached.
+  app.addHook('onSend', async (_request, reply, payload) => {
+    if (!reply.hasHeader('cache-control')) reply.header('cache-control', 'no-store').header('pragma', 'no-cache');
+    return payload;
   });
 
   const authorizationServer = () => ({
@@ -162,8 +178,8 @@ export async function registerAgentAuthRoutes(app: FastifyInstance, ctx: Gateway
     } else {
       throw new ServiceError('unsupported_grant_type', `grant_type must be ${GRANT_JWT_BEARER} or ${GRANT_CLAIM}.`, 'grant_type');
     }
-    // RFC 6749 §5.1: responses carrying tokens are never cached.
-    return reply.header('cache-control', 'no-store').header('pragma', 'no-cache').send({ access_token: issued.accessToken, token_type: 'Bearer', scope: issued.scope });
+    // Cache-Control: no-store comes from the onSend hook above (RFC 6749 §5.1).
+    return reply.send({ access_token: issued.accessToken, token_type: 'Bearer', scope: issued.scope });
   });
 
   // Sealed keys are erased when their window ends even if nobody polls again.

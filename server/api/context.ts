@@ -1,4 +1,6 @@
 import { getSessionUser } from '../auth/session.js';
+import { clientAddress } from '../config/client-address.js';
+import { loadConfig } from '../config/env.js';
 import { getDb } from './db.js';
 import type { TrpcContext } from './trpc.js';
 
@@ -9,17 +11,19 @@ export const ORG_COOKIE = 'svc_org';
 export async function createHttpContext(req: Request): Promise<TrpcContext> {
   const user = await getSessionUser();
   const requestedOrgId = readCookie(req.headers.get('cookie'), ORG_COOKIE);
-  return { db: getDb(), session: user ? { user } : null, requestedOrgId, clientIp: clientIp(req.headers.get('x-forwarded-for')) };
+  return { db: getDb(), session: user ? { user } : null, requestedOrgId, clientIp: dashboardClientIp(req.headers.get('x-forwarded-for')) };
 }
 
+const holder = globalThis as typeof globalThis & { __svcTrustedProxies?: number };
+
 /**
- * Next passes the socket's address as X-Forwarded-For when the request has none. Behind a
- * reverse proxy that appends to the header, its last entry is the address the proxy saw; the
- * entries before it are whatever the client wrote.
+ * Next does not expose the socket: it only fills X-Forwarded-For with the socket's address
+ * when the request has none, so without a trusted proxy the header may be the client's own
+ * invention and the dashboard knows no address (its per-address limits are off; the
+ * per-user and per-code ones still hold).
  */
-function clientIp(forwardedFor: string | null): string | null {
-  const last = forwardedFor?.split(',').pop()?.trim();
-  return last ? last.slice(0, 100) : null;
+export function dashboardClientIp(forwardedFor: string | null, trustedProxies = (holder.__svcTrustedProxies ??= loadConfig().trustedProxies)): string | null {
+  return clientAddress({ socketAddress: null, forwardedFor, trustedProxies });
 }
 
 function readCookie(header: string | null, name: string): string | null {

@@ -51,6 +51,9 @@ const EnvSchema = z.object({
     .default('0.10'),
   SVC_TRIAL_MAX_PER_HOUR: z.coerce.number().int().min(0).max(1_000_000).default(100),
   SVC_AGENT_AUTH_IP_RPM: z.coerce.number().int().min(1).max(1_000_000).default(60),
+  // How many reverse proxies in front of the gateway and the dashboard append the client's
+  // address to X-Forwarded-For; 0 (none): the header is the client's own words and is ignored.
+  SVC_TRUSTED_PROXIES: z.coerce.number().int().min(0).max(10).default(0),
 });
 
 export type Env = z.infer<typeof EnvSchema>;
@@ -77,6 +80,8 @@ export interface Config {
   /** Bearer token for GET /metrics on the public port; undefined: not served there. */
   metricsToken: string | undefined;
   shutdownGraceMs: number;
+  /** SVC_TRUSTED_PROXIES: how far X-Forwarded-For is believed (server/config/client-address.ts). */
+  trustedProxies: number;
   agentAuth: AgentAuthConfig;
 }
 
@@ -135,6 +140,7 @@ export function loadConfig(source: Readonly<Record<string, string | undefined>> 
     metricsHost: env.SVC_METRICS_HOST,
     metricsToken: env.SVC_METRICS_TOKEN,
     shutdownGraceMs: env.SVC_SHUTDOWN_GRACE_SECONDS * 1000,
+    trustedProxies: env.SVC_TRUSTED_PROXIES,
     agentAuth: {
       enabled: env.SVC_AGENT_AUTH === 'on',
       anonymousEnabled: env.SVC_AGENT_ANONYMOUS === 'on',

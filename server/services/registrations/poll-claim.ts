@@ -11,6 +11,7 @@ import type { IssuedToken } from './exchange-assertion.js';
 type Registration = NonNullable<Awaited<ReturnType<RegistrationDeps['db']['prisma']['agentRegistration']['findUnique']>>>;
 
 const SCOPE = POST_CLAIM_SCOPES.join(' ');
+const SLOW_DOWN_WAIT_S = 60;
 
 export async function pollClaim(deps: RegistrationDeps, input: { claimToken: string }): Promise<IssuedToken> {
   assertEnabled(deps.settings);
@@ -40,7 +41,8 @@ export async function pollClaim(deps: RegistrationDeps, input: { claimToken: str
       const current = await prisma.agentRegistration.findUniqueOrThrow({ where: { id: registration.id } });
       if (current.status === 'claimed') return deliver(deps, current);
       await prisma.agentRegistration.updateMany({ where: { id: registration.id, status: 'pending' }, data: { lastPollAt: now } });
-      throw new ServiceError('slow_down', `Polling too fast: poll at most every ${POLL_INTERVAL_S} seconds.`, null, { 'retry-after': String(POLL_INTERVAL_S) });
+      // The spec's table: slow_down means "wait a minute" (then back to every `interval` seconds).
+      throw new ServiceError('slow_down', `Polling too fast: wait a minute, then poll at most every ${POLL_INTERVAL_S} seconds.`, null, { 'retry-after': String(SLOW_DOWN_WAIT_S) });
     }
 
     const attempt = await prisma.claimAttempt.findFirst({ where: { registrationId: registration.id }, orderBy: { createdAt: 'desc' } });

@@ -81,11 +81,24 @@ export async function signIdentityAssertion(prisma: Prisma, claims: AssertionCla
     .sign(key);
 }
 
-/** The registration id of a valid, unexpired assertion issued by this server; null otherwise. */
+/**
+ * The registration id of a valid, unexpired assertion issued by this server; null otherwise.
+ * Only HS256 under this server's own secret is accepted (no `none`, no other algorithm, no
+ * key taken from the token), and the claims this server always sets must all be there: a
+ * token without `exp` would otherwise never expire.
+ */
 export async function verifyIdentityAssertion(prisma: Prisma, assertion: string, issuer: string, now: Date): Promise<string | null> {
   const key = await getServerSecret(prisma, SIGNING_SECRET);
   try {
-    const { payload } = await jwtVerify(assertion, key, { issuer, audience: issuer, algorithms: ['HS256'], currentDate: now, clockTolerance: 0 });
+    const { payload } = await jwtVerify(assertion, key, {
+      issuer,
+      audience: issuer,
+      algorithms: ['HS256'],
+      typ: 'JWT',
+      requiredClaims: ['exp', 'iat', 'sub', 'jti'],
+      currentDate: now,
+      clockTolerance: 0,
+    });
     return typeof payload.sub === 'string' && payload.registration_type === 'anonymous' ? payload.sub : null;
   } catch {
     return null;

@@ -3,10 +3,12 @@
 // jwt-bearer grant, the verification page's lookups and their guess limits, erasure of the
 // sealed keys, and the races (two exchanges, two polls at confirmation).
 import { createHash } from 'node:crypto';
+import { SignJWT } from 'jose';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../../../test/support/test-database.js';
 import type { Database } from '../../db/database.js';
 import { verifyApiKey } from '../keys/verify-api-key.js';
+import { getServerSecret } from '../secrets/get-server-secret.js';
 import { signUp } from '../users/sign-up.js';
 import { confirmClaim } from './confirm-claim.js';
 import { denyClaim } from './deny-claim.js';
@@ -136,6 +138,22 @@ describe('anonymous registration and the jwt-bearer grant', () => {
     await expect(exchangeAssertion(elsewhere, { assertion: reg.identityAssertion })).rejects.toMatchObject({ code: 'invalid_grant' });
   });
 
+  it('only HS256 assertions under the server key with every claim it sets: no exp, no iat, another alg, alg none, another typ are refused', async () => {
+    const reg = await startRegistration(deps, { type: 'anonymous' });
+    const key = await getServerSecret(t.db.prisma, 'agent-auth:assertion-signing-key');
+    const iat = Math.floor(clock / 1000);
+    const claims = { registration_type: 'anonymous', iss: settings.authUrl, aud: settings.authUrl, sub: reg.registrationId, jti: reg.registrationId, iat, exp: iat + 600 };
+    const sign = (payload: Record<string, unknown>, header: { alg: string; typ?: string } = { alg: 'HS256', typ: 'JWT' }) => new SignJWT(payload).setProtectedHeader(header).sign(key);
+    // The control: this server's own shape verifies.
+    await expect(exchangeAssertion(deps, { assertion: await sign(claims) })).resolves.toMatchObject({ scope: 'api:trial' });
+    const { exp: _exp, ...noExp } = claims;
+    const { iat: _iat, ...noIat } = claims;
+    const unsigned = `${Buffer.from(JSON.stringify({ alg: 'none', typ: 'JWT' })).toString('base64url')}.${Buffer.from(JSON.stringify(claims)).toString('base64url')}.`;
+    for (const assertion of [await sign(noExp), await sign(noIat), await sign(claims, { alg: 'HS512', typ: 'JWT' }), await sign(claims, { alg: 'HS256', typ: 'at+jwt' }), await sign({ ...claims, aud: 'https://other.example.test' }), unsigned]) {
+      await expect(exchangeAssertion(deps, { assertion })).rejects.toMatchObject({ code: 'invalid_grant', param: 'assertion' });
+    }
+  });
+
   it('caps new trial orgs per rolling hour on the instance (429 slow_down), then allows them again', async () => {
     // Trials made by earlier tests count too: cap at what exists + 1.
     const existing = await t.db.prisma.org.count({ where: { isTrial: true, createdAt: { gt: new Date(clock - 3600 * SECOND) } } });
@@ -232,7 +250,7 @@ describe('the claim state table (anonymous registration)', () => {
     await expect(pollLater(token)).rejects.toMatchObject({ code: 'authorization_pending' });
     // pending | poll | polling too fast -> 429 slow_down (a too-fast poll also restarts the wait)
     advance(1 * SECOND);
-    await expect(pollClaim(deps, { claimToken: token })).rejects.toMatchObject({ code: 'slow_down', headers: { 'retry-after': '5' } });
+    await expect(pollClaim(deps, { claimToken: token })).rejects.toMatchObject({ code: 'slow_down', headers: { 'retry-after': '60' }, message: expect.stringContaining('wait a minute') });
     advance(3 * SECOND);
     await expect(pollClaim(deps, { claimToken: token })).rejects.toMatchObject({ code: 'slow_down' });
     await expect(pollLater(token)).rejects.toMatchObject({ code: 'authorization_pending' });
