@@ -34,6 +34,8 @@ import type { GatewayContext } from '../context.js';
 /** Registration bodies are a few hundred bytes; nothing legitimate comes near this. */
 const AUTH_BODY_LIMIT = 16 * 1024;
 const SWEEP_MS = 60_000;
+/** A due time already passed (clocks of replicas differ a little) must not spin the sweep. */
+const MIN_SWEEP_GAP_MS = 100;
 // Names an agent may use for an identity-assertion (ID-JAG) registration: recognised, and
 // refused with the spec's identity_assertion_not_enabled rather than "unknown type".
 const ASSERTION_TYPES = new Set(['identity_assertion', 'id_jag', 'id-jag', 'urn:ietf:params:oauth:token-type:id-jag', 'jwt_bearer']);
@@ -182,13 +184,31 @@ export async function registerAgentAuthRoutes(app: FastifyInstance, ctx: Gateway
     return reply.send({ access_token: issued.accessToken, token_type: 'Bearer', scope: issued.scope });
   });
 
-  // Sealed keys are erased when their window ends even if nobody polls again.
-  const sweep = setInterval(() => {
-    if (!settings.enabled) return;
-    eraseExpiredRegistrationSecrets(deps()).catch((err: unknown) => app.log.warn({ err }, 'erasing expired registration secrets failed'));
-  }, SWEEP_MS);
-  sweep.unref();
-  app.addHook('onClose', async () => clearInterval(sweep));
+  // Sealed keys are erased when their window ends even if nobody polls again: each sweep
+  // runs the next one when the earliest kept key is due, and at least every minute (a key
+  // delivered meanwhile is due ten minutes later, so the next sweep always sees it in time).
+  let sweepTimer: NodeJS.Timeout | undefined;
+  let closed = false;
+  const sweep = async () => {
+    let delay = SWEEP_MS;
+    if (settings.enabled) {
+      try {
+        const { nextDueAt } = await eraseExpiredRegistrationSecrets(deps());
+        if (nextDueAt) delay = Math.min(SWEEP_MS, Math.max(MIN_SWEEP_GAP_MS, nextDueAt.getTime() - Date.now()));
+      } catch (err) {
+        app.log.warn({ err }, 'erasing expired registration secrets failed');
+      }
+    }
+    if (closed) return;
+    sweepTimer = setTimeout(() => void sweep(), delay);
+    sweepTimer.unref();
+  };
+  sweepTimer = setTimeout(() => void sweep(), SWEEP_MS);
+  sweepTimer.unref();
+  app.addHook('onClose', async () => {
+    closed = true;
+    clearTimeout(sweepTimer);
+  });
 }
 
 function identityInput(body: z.infer<typeof IdentityBody>): StartRegistrationInput {

@@ -398,6 +398,27 @@ describe('the claim state table (anonymous registration)', () => {
     expect(await t.db.prisma.claimAttempt.count({ where: { registrationId: reg.registrationId } })).toBe(0);
   });
 
+  it('the sweep says when the next sealed key is due, to the millisecond: the end of the assertion, then the end of the redelivery window', async () => {
+    // Far enough ahead that every sealed key of the earlier tests has ended and is erased now.
+    advance(60 * 24 * 3600 * SECOND);
+    await eraseExpiredRegistrationSecrets(deps);
+    expect((await eraseExpiredRegistrationSecrets(deps)).nextDueAt).toBeNull();
+
+    const user = await newUser();
+    const { reg } = await anonymousWithTrial();
+    expect((await eraseExpiredRegistrationSecrets(deps)).nextDueAt).toEqual(new Date(clock + 10 * MINUTE));
+    advance(3 * MINUTE);
+    const attempt = await startClaim(deps, { claimToken: reg.claimToken, email: user.email });
+    await confirmClaim(deps, entry(user, attempt.claim.userCode));
+    expect((await eraseExpiredRegistrationSecrets(deps)).nextDueAt).toBeNull();
+    await pollClaim(deps, { claimToken: reg.claimToken });
+    const due = new Date(clock + 10 * MINUTE);
+    advance(10 * MINUTE - 1);
+    expect(await eraseExpiredRegistrationSecrets(deps)).toMatchObject({ erased: 0, nextDueAt: due });
+    advance(1);
+    expect(await eraseExpiredRegistrationSecrets(deps)).toMatchObject({ erased: 1, nextDueAt: null });
+  });
+
   it('the user declines: the poll answers invalid_grant and a new code is refused with claim_expired', async () => {
     const user = await newUser();
     const { reg, trial } = await anonymousWithTrial();
