@@ -362,6 +362,21 @@ describe('the claim state table (anonymous registration)', () => {
     expect(await t.db.prisma.claimAttempt.count({ where: { registrationId: reg.registrationId } })).toBe(1);
   });
 
+  it('confirm and deny of one code at once: exactly one decision wins, and the registration follows it', async () => {
+    const user = await newUser();
+    const reg = await startRegistration(deps, { type: 'service_auth', loginHint: user.email });
+    const [confirmed, denied] = await Promise.allSettled([confirmClaim(deps, entry(user, reg.claim.userCode)), denyClaim(deps, entry(user, reg.claim.userCode))]);
+    expect([confirmed.status, denied.status].sort()).toEqual(['fulfilled', 'rejected']);
+    const row = await t.db.prisma.agentRegistration.findUniqueOrThrow({ where: { id: reg.registrationId } });
+    if (confirmed.status === 'fulfilled') {
+      expect(row.status).toBe('claimed');
+      await expect(pollLater(reg.claimToken)).resolves.toMatchObject({ scope: 'api' });
+    } else {
+      expect(row.status).toBe('pending');
+      await expect(pollLater(reg.claimToken)).rejects.toMatchObject({ code: 'invalid_grant' });
+    }
+  });
+
   it('a declined registration gets no trial key from its (still unexpired) assertion', async () => {
     const user = await newUser();
     const reg = await startRegistration(deps, { type: 'anonymous' });
