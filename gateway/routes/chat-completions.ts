@@ -14,7 +14,7 @@ import { SseSplitter, sseData } from '../sse.js';
 import type { ChatResponse } from '../upstreams/chat-types.js';
 import { isTimeout, upstreamErrorFromResponse, upstreamTimeout } from '../upstreams/upstream-errors.js';
 import { tryUpstreams } from '../upstreams/try-upstreams.js';
-import { onClientGone } from '../client-gone.js';
+import { engineSignal, onClientGone } from '../client-gone.js';
 import { envelope } from '../errors.js';
 
 export const LLM_BODY_LIMIT = 10 * 1024 * 1024;
@@ -59,7 +59,7 @@ export function registerChatCompletionRoutes(app: FastifyInstance, ctx: GatewayC
     // The 300 s deadline is the engine's silence (undici's headers and body timeouts). A
     // shutdown whose grace period is over ends the engine request too.
     const clientGone = onClientGone(reply);
-    const call = { signal: AbortSignal.any([clientGone, ctx.lifecycle.streamsEnded]), timeoutMs: ctx.config.upstreamTimeoutMs };
+    const call = { signal: engineSignal(reply, clientGone, ctx.lifecycle.streamsEnded), timeoutMs: ctx.config.upstreamTimeoutMs };
     let res: ChatResponse;
     let answered: UpstreamEntry | undefined;
     try {
@@ -83,9 +83,10 @@ export function registerChatCompletionRoutes(app: FastifyInstance, ctx: GatewayC
     const contentType = res.contentType;
 
     if (!contentType.includes('text/event-stream')) {
-      let bytes: Buffer;
+      // Kept as the decoded text: parsed once for the usage and sent as it is.
+      let text: string;
       try {
-        bytes = Buffer.from(await res.text());
+        text = await res.text();
       } catch (e) {
         // The engine stalled or dropped the connection after sending its headers.
         if (clientGone.aborted) return reply;
@@ -94,7 +95,7 @@ export function registerChatCompletionRoutes(app: FastifyInstance, ctx: GatewayC
       }
       let usage: Usage | undefined;
       try {
-        usage = (JSON.parse(bytes.toString('utf8')) as { usage?: Usage }).usage;
+        usage = (JSON.parse(text) as { usage?: Usage }).usage;
       } catch {
         throw new ServiceError('upstream_error', 'The model upstream returned a response that is not JSON.');
       }
@@ -105,7 +106,7 @@ export function registerChatCompletionRoutes(app: FastifyInstance, ctx: GatewayC
         modelId: model.id, modality: 'llm', route: 'chat.completions', inputTokens: input, outputTokens: output,
       });
       setSpendHeaders(reply, cost, remaining);
-      return reply.code(200).type(contentType || 'application/json').send(bytes);
+      return reply.code(200).type(contentType || 'application/json').send(text);
     }
 
     // Streaming: relay events as they arrive. The spend header is the pre-request balance

@@ -1,4 +1,4 @@
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { hash, randomBytes, timingSafeEqual } from 'node:crypto';
 
 export const KEY_PREFIX = 'sk_svc_';
 // 32 random bytes in base64url without padding.
@@ -13,7 +13,8 @@ export function isWellFormedApiKey(key: string): boolean {
 }
 
 export function hashApiKey(key: string): string {
-  return createHash('sha256').update(key).digest('hex');
+  // One-shot hash: runs on every request, and is about twice as fast as createHash().
+  return hash('sha256', key, 'hex');
 }
 
 /** What a key list shows: "sk_svc_" plus the next 4 characters. */
