@@ -3,14 +3,15 @@
 // against it, and Debian's Chromium through playwright-core. Sign up, make a key and give the
 // org credit (the dictionary routes are metered), create a dictionary in the page, edit its
 // entries in the table (mouse and keyboard, an invalid cell pointed at), see every change
-// through the API and in synthesis, delete it after a confirmation, check phone width.
+// through the API and in synthesis, hear an entry in the page (Hear: only saved rows, cost as
+// the gateway reported it, the gateway's error), delete it after a confirmation, phone width.
 //
 //   npx next build && npx tsx e2e/dictionaries.e2e.ts      (E2E_BUILD=1 rebuilds first)
 //
 // Prints one line per step and "N passed, N failed" last; exits non-zero on any failure.
 // Screenshots go to e2e/screenshots/dict-*.png. Processes, browser and accounts: e2e/support/.
 import { createApiKey, grantCredits, PASSWORD, signUp } from './support/accounts.js';
-import { assertFitsWidth, DESKTOP, mainNav, openBrowser, PHONE } from './support/browser.js';
+import { assertFitsWidth, audioSeconds, DESKTOP, mainNav, openBrowser, PHONE } from './support/browser.js';
 import { startStack } from './support/processes.js';
 import { assert, runE2E, step } from './support/runner.js';
 
@@ -152,6 +153,48 @@ await runE2E({ stepTimeoutMs: 60_000 }, async () => {
     assert(b > 2 * a, `audio with the dictionary is ${b} bytes, without ${a}`);
   });
 
+  step('Hear plays a saved entry in the page, through the dictionary, at the cost the gateway reported', async () => {
+    const settings = editor().getByTestId('hear-settings');
+    // eSpeak by default (the engine that honours phonemes), with an English voice.
+    assert((await settings.getByLabel('Hear with model').inputValue()) === 'local-espeak', 'Hear does not default to local-espeak');
+    await settings.getByLabel('Voice').locator('option[value="espeak-en-us-f"]').waitFor({ state: 'attached' });
+    const voice = await settings.getByLabel('Voice').inputValue();
+    assert(voice.startsWith('espeak-en'), `Hear defaults to voice ${voice}`);
+    const [response] = await Promise.all([
+      page.waitForResponse((r) => r.url().endsWith('/api/gateway/tts/bytes') && r.request().method() === 'POST'),
+      editor().getByRole('button', { name: 'Hear entry 1 (NASA)' }).click(),
+    ]);
+    const sent = JSON.parse(response.request().postData() ?? '{}') as { transcript?: string; pronunciation_dict_id?: string; model_id?: string; voice?: { id?: string } };
+    assert(response.status() === 200, `POST /api/gateway/tts/bytes: ${response.status()} ${await response.text()}`);
+    assert(sent.transcript === 'NASA' && sent.pronunciation_dict_id === dictId && sent.model_id === 'local-espeak' && sent.voice?.id === voice, `request: ${JSON.stringify(sent)}`);
+    const result = rows().nth(0).getByTestId('hear-result');
+    // "National Aeronautics and Space Administration", not "NASA": well over a second.
+    const seconds = await audioSeconds(result.getByTestId('hear-audio'));
+    assert(seconds > 1.5, `the <audio> element holds ${seconds} s of audio`);
+    const cost = response.headers()['x-svc-request-cost-usd'];
+    assert(cost && /^0\.\d{6}$/.test(cost) && cost !== '0.000000', `x-svc-request-cost-usd: ${cost}`);
+    const line = (await result.getByTestId('request-cost').textContent()) ?? '';
+    assert(line.startsWith(`Cost $${cost}`), `the page shows "${line}", the gateway said ${cost}`);
+    await shot('hear');
+  });
+
+  step('an edited or new row cannot be heard until it is saved, and the page says why', async () => {
+    const note = editor().getByTestId('hear-unsaved-note');
+    assert((await note.count()) === 0, 'the unsaved note shows with nothing unsaved');
+    await editor().getByLabel('Say as, entry 1').fill('the space agency');
+    const hear1 = editor().getByRole('button', { name: /^Hear entry 1/ });
+    await note.getByText('save to hear new or changed entries').waitFor();
+    assert(await hear1.isDisabled(), 'Hear is offered on an edited row');
+    assert((await hear1.getAttribute('aria-describedby')) === (await note.getAttribute('id')), 'the disabled Hear does not point at the reason');
+    assert((await rows().nth(0).getByTestId('hear-result').count()) === 0, 'the take of the saved text still shows under the edited row');
+    assert(await editor().getByRole('button', { name: 'Hear entry 2 (GIF)' }).isEnabled(), 'Hear on an unchanged row is off');
+    await editor().getByRole('button', { name: 'Add entry' }).click();
+    assert(await editor().getByRole('button', { name: 'Hear entry 3' }).isDisabled(), 'Hear is offered on a new row');
+    await editor().getByRole('button', { name: 'Discard changes' }).click();
+    await note.waitFor({ state: 'detached' });
+    assert(await hear1.isEnabled(), 'Hear is still off after the changes were discarded');
+  });
+
   step('deletes the dictionary after a confirmation: gone from the page, the API and TTS', async () => {
     const row = page.getByTestId('dict-row').filter({ hasText: DICT_NAME });
     await row.getByRole('button', { name: `Delete dictionary ${DICT_NAME}` }).click();
@@ -183,6 +226,23 @@ await runE2E({ stepTimeoutMs: 60_000 }, async () => {
     assert(await rows().first().getByText('Word', { exact: true }).isVisible(), 'no visible Word label at phone width');
     await shot('phone');
     await page.setViewportSize(DESKTOP);
+  });
+
+  step("Hear shows the gateway's error: the dictionary was deleted elsewhere", async () => {
+    await editor().getByRole('button', { name: 'Save dictionary' }).click();
+    await editor().getByTestId('dict-editor-status').getByText('Saved.').waitFor();
+    const phoneId = (await page.getByTestId('dict-row').filter({ hasText: 'Phone' }).getAttribute('data-dict-id')) ?? '';
+    const deleted = await fetch(`${api}/pronunciation-dicts/${phoneId}`, { method: 'DELETE', headers: { authorization: `Bearer ${apiKey}` } });
+    assert(deleted.status === 200, `DELETE /pronunciation-dicts/${phoneId}: ${deleted.status}`);
+    const [response] = await Promise.all([
+      page.waitForResponse((r) => r.url().endsWith('/api/gateway/tts/bytes')),
+      editor().getByRole('button', { name: 'Hear entry 1 (svc)' }).click(),
+    ]);
+    const envelope = (await response.json()) as { error?: { code?: string; message?: string } };
+    assert(response.status() === 404 && envelope.error?.code === 'dict_not_found' && envelope.error.message, `the proxy answered ${response.status()} ${JSON.stringify(envelope)}`);
+    const alert = rows().nth(0).getByRole('alert').filter({ hasText: 'Could not hear “svc”' });
+    await alert.getByText(envelope.error.message, { exact: true }).waitFor();
+    await shot('hear-error');
   });
 
   step('no uncaught errors in the browser', async () => {

@@ -16,7 +16,7 @@ import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { grantCredits, PASSWORD, signUp, type Account } from './support/accounts.js';
-import { assertPagesFitPhone, mainNav, openBrowser } from './support/browser.js';
+import { assertPagesFitPhone, audioSeconds, mainNav, openBrowser } from './support/browser.js';
 import { startStack } from './support/processes.js';
 import { assert, runE2E, step } from './support/runner.js';
 
@@ -165,14 +165,7 @@ await runE2E({ stepTimeoutMs: 90_000 }, async () => {
     await form.getByRole('button', { name: 'Synthesize' }).click();
     const audio = page.getByTestId('tts-audio');
     await audio.waitFor();
-    const duration = await audio.evaluate(
-      (el: HTMLAudioElement) =>
-        new Promise<number>((resolve) => {
-          if (el.readyState >= 1) return resolve(el.duration);
-          el.addEventListener('loadedmetadata', () => resolve(el.duration), { once: true });
-          el.addEventListener('error', () => resolve(-1), { once: true });
-        }),
-    );
+    const duration = await audioSeconds(audio);
     assert(duration > 1, `the <audio> element holds ${duration} s of audio`);
     const cost = (await page.getByTestId('request-cost').textContent()) ?? '';
     assert(/Cost \$0\.\d{6}/.test(cost) && !cost.includes('$0.000000 ·'), `cost line: ${cost}`);

@@ -3,7 +3,7 @@
 // taken of the page when a step fails), and the checks every page gets (fits a phone screen).
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { chromium, type BrowserContext, type Page } from 'playwright-core';
+import { chromium, type BrowserContext, type Locator, type Page } from 'playwright-core';
 import { ROOT, type Stack } from './processes.js';
 import { assert, onCleanup, onFailure } from './runner.js';
 
@@ -52,6 +52,18 @@ export async function openBrowser(stack: Pick<Stack, 'tmp'>, options: BrowserOpt
 /** A link of the dashboard's main navigation. */
 export function mainNav(page: Page, label: string) {
   return page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: label, exact: true });
+}
+
+/** Seconds of audio an <audio> element holds once its metadata loaded; -1 when it cannot play it. */
+export function audioSeconds(audio: Locator): Promise<number> {
+  return audio.evaluate(
+    (el: HTMLAudioElement) =>
+      new Promise<number>((resolve) => {
+        if (el.readyState >= 1) return resolve(el.duration);
+        el.addEventListener('loadedmetadata', () => resolve(el.duration), { once: true });
+        el.addEventListener('error', () => resolve(-1), { once: true });
+      }),
+  );
 }
 
 /** Fails when the page is wider than its viewport (something would scroll sideways). */

@@ -2,7 +2,8 @@
 // Pronunciation dictionaries: list, create, delete (with confirmation), and an entry table that
 // is edited locally and saved as a whole (the API's PATCH replaces all entries). Input is checked
 // in the browser with the very schema the gateway and the tRPC router use (dict-input.ts), so a
-// mistake is pointed at in its cell before anything is sent; the server checks again.
+// mistake is pointed at in its cell before anything is sent; the server checks again. Each
+// saved entry can be heard (hear-entry.tsx).
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useEffect, useId, useRef, useState } from 'react';
 import { Alert } from '@/app/_components/alert';
@@ -10,12 +11,13 @@ import { Button } from '@/app/_components/button';
 import { Card, EmptyState, PageHeader } from '@/app/_components/card';
 import { ConfirmDialog } from '@/app/_components/confirm-dialog';
 import { CopyButton } from '@/app/_components/copy-button';
-import { LoadingBlock } from '@/app/_components/spinner';
+import { LoadingBlock, Spinner } from '@/app/_components/spinner';
 import { TextField } from '@/app/_components/text-field';
 import { errorMessage, formatDateTime } from '@/app/_lib/format';
 import { useTRPC } from '@/app/_lib/trpc';
 import { MAX_DICT_NAME, MAX_ENTRIES_PER_DICT, parseCreateDict, parseUpdateDict, type DictEntryInput } from '@/server/services/dicts/dict-input';
 import { isServiceError } from '@/server/services/errors';
+import { HearResult, HearSettings, useHearing, type Hearing } from './hear-entry';
 
 interface DictSummary {
   id: string;
@@ -216,6 +218,7 @@ function DictList({ selectedId, onEdit, onDeleted }: { selectedId: string | null
 function DictEditor({ id, onClose, onDirtyChange }: { id: string; onClose: () => void; onDirtyChange: (dirty: boolean) => void }) {
   const trpc = useTRPC();
   const dict = useQuery(trpc.dicts.get.queryOptions({ id }));
+  const hearing = useHearing(id);
   const heading = useRef<HTMLHeadingElement>(null);
   // Lives here, not in the form: the form is re-mounted after a save, and a live region that
   // appears with its text already in it is not read out.
@@ -250,17 +253,21 @@ function DictEditor({ id, onClose, onDirtyChange }: { id: string; onClose: () =>
             {errorMessage(dict.error)}
           </Alert>
         ) : (
-          // Re-mounted with the server's copy after each save (updated_at changes).
-          <EntryForm
-            key={dict.data.updated_at}
-            dict={dict.data}
-            onDirtyChange={onDirtyChange}
-            onStatus={setStatus}
-            onSaved={() => {
-              setStatus('Saved.');
-              heading.current?.focus();
-            }}
-          />
+          <div className="space-y-4">
+            <HearSettings hearing={hearing} />
+            {/* Re-mounted with the server's copy after each save (updated_at changes). */}
+            <EntryForm
+              key={dict.data.updated_at}
+              dict={dict.data}
+              hearing={hearing}
+              onDirtyChange={onDirtyChange}
+              onStatus={setStatus}
+              onSaved={() => {
+                setStatus('Saved.');
+                heading.current?.focus();
+              }}
+            />
+          </div>
         )}
         <p role="status" aria-live="polite" className="mt-2 min-h-5 text-sm text-zinc-600" data-testid="dict-editor-status">
           {status}
@@ -279,6 +286,8 @@ const toRow = (e: DictFull['entries'][number]): Row => ({
   caseSensitive: e.case_sensitive,
 });
 const blankRow = (): Row => ({ key: ++rowKeys, grapheme: '', kind: 'alias', value: '', caseSensitive: false });
+/** What an entry says, to tell a row that is exactly a saved entry (and can be heard as it is) from an edited one. */
+const rowSignature = (r: Pick<Row, 'grapheme' | 'kind' | 'value' | 'caseSensitive'>) => JSON.stringify([r.grapheme, r.kind, r.value, r.caseSensitive]);
 
 /** The rows as API entries, leaving out rows where nothing was typed; rowOf maps an entry index back to its row. */
 function toEntries(rows: Row[]): { entries: DictEntryInput[]; rowOf: number[] } {
@@ -295,7 +304,19 @@ function toEntries(rows: Row[]): { entries: DictEntryInput[]; rowOf: number[] } 
 const FIELD_OF: Record<string, Field> = { grapheme: 'grapheme', alias: 'value', phoneme: 'value', case_sensitive: 'caseSensitive' };
 const FIELD_LABEL: Record<Field, string> = { grapheme: 'word', kind: 'type', value: 'replacement', caseSensitive: 'case-sensitive' };
 
-function EntryForm({ dict, onDirtyChange, onStatus, onSaved }: { dict: DictFull; onDirtyChange: (dirty: boolean) => void; onStatus: (message: string) => void; onSaved: () => void }) {
+function EntryForm({
+  dict,
+  hearing,
+  onDirtyChange,
+  onStatus,
+  onSaved,
+}: {
+  dict: DictFull;
+  hearing: Hearing;
+  onDirtyChange: (dirty: boolean) => void;
+  onStatus: (message: string) => void;
+  onSaved: () => void;
+}) {
   const trpc = useTRPC();
   const queryClient = useQueryClient();
   const idPrefix = useId();
@@ -388,7 +409,13 @@ function EntryForm({ dict, onDirtyChange, onStatus, onSaved }: { dict: DictFull;
 
   const full = rows.length >= MAX_ENTRIES_PER_DICT;
   const invalid = (row: number, field: Field) => error?.row === row && error.field === field;
-  const grid = 'md:grid-cols-[minmax(0,1fr)_9.5rem_minmax(0,1.4fr)_7.5rem_5.5rem]';
+  const grid = 'md:grid-cols-[minmax(0,1fr)_9.5rem_minmax(0,1.4fr)_7.5rem_9rem]';
+  // The gateway speaks with the dictionary as saved: only a row that is exactly a saved entry
+  // would sound as it reads, so new and edited rows wait for Save (and say so).
+  const savedSignatures = new Set(dict.entries.map((e) => rowSignature(toRow(e))));
+  const isSaved = (row: Row) => savedSignatures.has(rowSignature(row));
+  const unsavedNoteId = `${idPrefix}-hear-unsaved`;
+  const anyUnsaved = rows.some((r) => !isSaved(r));
 
   return (
     <form ref={form} noValidate onSubmit={onSubmit} aria-label={`Entries of ${dict.name}`} className="space-y-4">
@@ -409,6 +436,11 @@ function EntryForm({ dict, onDirtyChange, onStatus, onSaved }: { dict: DictFull;
             {rows.length.toLocaleString('en')} / {MAX_ENTRIES_PER_DICT.toLocaleString('en')}
           </p>
         </div>
+        {anyUnsaved && (
+          <p id={unsavedNoteId} className="mt-1 text-xs text-amber-800" data-testid="hear-unsaved-note">
+            Hear plays the saved dictionary: save to hear new or changed entries.
+          </p>
+        )}
         {rows.length === 0 ? (
           <p className="mt-2 rounded-md border border-dashed border-zinc-300 px-4 py-6 text-center text-sm text-zinc-600">No entries yet. Add one below.</p>
         ) : (
@@ -466,11 +498,25 @@ function EntryForm({ dict, onDirtyChange, onStatus, onSaved }: { dict: DictFull;
                       Case-sensitive<span className="sr-only">, entry {i + 1}</span>
                     </span>
                   </label>
-                  <div className="sm:justify-self-end">
+                  <div className="flex gap-1 sm:justify-self-end">
+                    {/* Not disabled while its take loads: a disabled button would drop the keyboard focus. */}
+                    <Button
+                      variant="ghost"
+                      className="min-h-9 px-3 py-1.5 text-indigo-700"
+                      onClick={() => hearing.pendingRow === null && hearing.hear(row.key, row.grapheme)}
+                      disabled={!isSaved(row) || !hearing.ready}
+                      aria-busy={hearing.pendingRow === row.key || undefined}
+                      aria-describedby={isSaved(row) ? undefined : unsavedNoteId}
+                      aria-label={`Hear entry ${i + 1}${row.grapheme ? ` (${row.grapheme})` : ''}`}
+                    >
+                      {hearing.pendingRow === row.key && <Spinner className="size-4" />}
+                      Hear
+                    </Button>
                     <Button id={`${idPrefix}-${row.key}-remove`} variant="ghost" className="min-h-9 px-3 py-1.5 text-red-700" onClick={() => removeRow(i)} aria-label={`Remove entry ${i + 1}${row.grapheme ? ` (${row.grapheme})` : ''}`}>
                       Remove
                     </Button>
                   </div>
+                  {isSaved(row) && <HearResult hearing={hearing} rowKey={row.key} grapheme={row.grapheme} className="sm:col-span-2 md:col-span-5" />}
                 </li>
               ))}
             </ol>

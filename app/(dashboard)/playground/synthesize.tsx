@@ -5,9 +5,10 @@ import { useEffect, useRef, useState } from 'react';
 import { Alert } from '@/app/_components/alert';
 import { Button } from '@/app/_components/button';
 import { Card } from '@/app/_components/card';
+import { CostLine } from '@/app/_components/cost-line';
 import { SelectField, TextAreaField } from '@/app/_components/fields';
 import { LoadingBlock } from '@/app/_components/spinner';
-import { errorMessage, usd } from '@/app/_lib/format';
+import { errorMessage } from '@/app/_lib/format';
 import { chargeOf, gatewayFetch, type Charge } from '@/app/_lib/gateway';
 import { useTRPC } from '@/app/_lib/trpc';
 
@@ -27,20 +28,6 @@ interface Result {
   bytes: number;
   container: string;
   charge: Charge;
-}
-
-export function CostLine({ charge }: { charge: Charge }) {
-  return (
-    <p className="text-sm text-zinc-700" data-testid="request-cost">
-      Cost <span className="font-mono font-semibold">{charge.costUsd ? usd(charge.costUsd) : '—'}</span>
-      {charge.remainingUsd && (
-        <>
-          {' '}
-          · credits left <span className="font-mono">{usd(charge.remainingUsd)}</span>
-        </>
-      )}
-    </p>
-  );
 }
 
 export function Synthesize({ initialVoiceId }: { initialVoiceId: string | null }) {

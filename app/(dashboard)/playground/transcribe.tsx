@@ -4,13 +4,13 @@ import { useState } from 'react';
 import { Alert } from '@/app/_components/alert';
 import { Button } from '@/app/_components/button';
 import { Card } from '@/app/_components/card';
+import { CostLine } from '@/app/_components/cost-line';
 import { FileField, SelectField } from '@/app/_components/fields';
 import { ProgressBar } from '@/app/_components/progress-bar';
 import { TextField } from '@/app/_components/text-field';
 import { errorMessage } from '@/app/_lib/format';
 import { uploadForm, type Charge } from '@/app/_lib/gateway';
 import { useTRPC } from '@/app/_lib/trpc';
-import { CostLine } from './synthesize';
 
 const MAX_BYTES = 25 * 1024 * 1024;
 const SAMPLE_RATES = [8000, 16000, 22050, 24000, 44100, 48000] as const;
