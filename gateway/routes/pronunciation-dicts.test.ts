@@ -155,13 +155,16 @@ describe('happy paths', () => {
     expect((await h.testDb.db.prisma.pronunciationDict.findUniqueOrThrow({ where: { id: d.id } })).deletedAt).not.toBeNull();
   });
 
-  it('a dictionary at every maximum fits in one request (over the gateway\u2019s default 1 MB body cap)', async () => {
-    const entries = Array.from({ length: MAX_ENTRIES_PER_DICT }, (_, i) => ({ grapheme: `${i}`.padEnd(200, 'g'), alias: 'é'.repeat(1000), case_sensitive: i % 2 === 0 }));
+  it('a full dictionary of large entries fits in one request (over the gateway\u2019s default 1 MB body cap)', async () => {
+    // 10,000 entries at every per-entry maximum would be ~23 MB; the 8 MB body cap leaves ~800 bytes an entry.
+    const entries = Array.from({ length: MAX_ENTRIES_PER_DICT }, (_, i) => ({ grapheme: `${i}`.padEnd(100, 'g'), alias: 'é'.repeat(300), case_sensitive: i % 2 === 0 }));
     const body = JSON.stringify({ name: 'n'.repeat(100), entries });
-    expect(Buffer.byteLength(body)).toBeGreaterThan(2 * 1024 * 1024);
+    expect(Buffer.byteLength(body)).toBeGreaterThan(7 * 1024 * 1024);
+    expect(Buffer.byteLength(body)).toBeLessThan(8 * 1024 * 1024);
     const d = await json<Dict>(await call('POST', '/pronunciation-dicts', { raw: body }), 201);
     expect(d.entry_count).toBe(MAX_ENTRIES_PER_DICT);
-    expect(d.entries[999]).toEqual({ grapheme: entries[999]!.grapheme, alias: entries[999]!.alias, phoneme: null, case_sensitive: false });
+    const last = MAX_ENTRIES_PER_DICT - 1;
+    expect(d.entries[last]).toEqual({ grapheme: entries[last]!.grapheme, alias: entries[last]!.alias, phoneme: null, case_sensitive: last % 2 === 0 });
     await json(await call('DELETE', `/pronunciation-dicts/${d.id}`), 200);
   });
 
@@ -433,5 +436,12 @@ describe('TTS reads the dictionary as it is now', () => {
     await expectError(await speak(d.id, keyB), E(404, 'dict_not_found', 'pronunciation_dict_id'));
     await json(await call('DELETE', `/pronunciation-dicts/${d.id}`), 200);
     await expectError(await speak(d.id), E(404, 'dict_not_found', 'pronunciation_dict_id'));
+  });
+
+  it(`a full dictionary (${MAX_ENTRIES_PER_DICT} entries) applies its last entry like its first`, async () => {
+    const entries = Array.from({ length: MAX_ENTRIES_PER_DICT - 1 }, (_, i) => ({ grapheme: `launch${i}`, alias: 'x' }));
+    const d = await create({ name: 'full', entries: [...entries, { grapheme: 'nasa', alias: 'the agency' }] });
+    expect(d.entry_count).toBe(MAX_ENTRIES_PER_DICT);
+    expect(await samplesOf(await speak(d.id))).toBe(natural('flite', 'slt', 'the agency launched it.').samples.length);
   });
 });

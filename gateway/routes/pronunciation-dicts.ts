@@ -12,7 +12,10 @@ import { listDicts } from '../../server/services/dicts/list-dicts.js';
 import { updateDict } from '../../server/services/dicts/update-dict.js';
 import type { GatewayContext } from '../context.js';
 
-/** Room for a full dictionary at every per-entry maximum, UTF-8 encoded (dict-input.ts). */
+/**
+ * Room for 10,000 entries of ~800 bytes (dict-input.ts): at every per-entry maximum a full
+ * dictionary would be ~23 MB, which is more JSON to parse on the event loop than it is worth.
+ */
 export const DICT_BODY_LIMIT = 8 * 1024 * 1024;
 
 const COLLECTION = '/pronunciation-dicts';

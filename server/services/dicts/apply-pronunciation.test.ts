@@ -103,10 +103,19 @@ describe('applyPronunciation agrees with the regular expression it replaced', ()
       if (random() < 0.15) s += pick(PUNCT);
       return s;
     };
+    // Some graphemes are prefixes or extensions of earlier ones (so they share paths).
+    const graphemes: string[] = [];
+    const grapheme = () => {
+      const r = random();
+      const other = graphemes.length ? [...pick(graphemes)] : [];
+      const g = r < 0.15 && other.length > 1 ? other.slice(0, 1 + Math.floor(random() * (other.length - 1))).join('') : r < 0.3 && other.length ? other.join('') + pick(PUNCT) + variant(pick(vocabulary)) : phrase(3);
+      graphemes.push(g);
+      return g;
+    };
     const entries: PronunciationEntry[] = Array.from({ length: Math.floor(random() * size.entries) }, () => {
       const r = random();
       return {
-        grapheme: phrase(3),
+        grapheme: grapheme(),
         alias: r < 0.6 ? (random() < 0.05 ? '' : phrase(2)) : null,
         phoneme: r >= 0.6 && r < 0.95 ? "h@l'oU" : null,
         caseSensitive: random() < 0.3,

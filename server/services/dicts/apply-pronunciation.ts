@@ -11,12 +11,14 @@
 // what this file used to run; its cost grew with entries x transcript length (~500 ms for
 // 10,000 entries on 5,000 characters). It is kept as the reference in the differential test.
 //
-// Here a dictionary is compiled once (see get-dict-matcher.ts for the cache) into its
-// graphemes' case folds, sorted. Applying it tries each position the regular expression
-// would (every code point not preceded by a word character, left to right, resuming after a
-// replacement) and walks the sorted folds along the folded text, narrowing by binary search
-// one UTF-16 unit at a time, remembering the longest fold that ends before a non-word
-// character. The cost is transcript length x (grapheme length at most 200) x log(entries).
+// Here a dictionary is compiled once (see get-dict-matcher.ts for the cache) into a radix tree
+// (a trie whose single-child chains are merged into one edge) of its graphemes' case folds.
+// Applying it tries each position the regular expression would (every code point not
+// preceded by a word character, left to right, resuming after a replacement) and walks the
+// tree along the folded text, remembering the longest grapheme that ends before a non-word
+// character. The cost is at most transcript length x grapheme length (200 code points), one
+// comparison per UTF-16 unit, whatever the number of entries; memory is linear in the
+// graphemes' length.
 import { ServiceError } from '../errors.js';
 import { foldCodePoint, foldString, isWordCodePoint } from './case-fold.js';
 
@@ -35,12 +37,18 @@ export const MAX_EXPANDED_TRANSCRIPT = 20_000;
 /** A dictionary ready to apply; immutable, so one can serve any number of requests. */
 export interface CompiledPronunciation {
   readonly entryCount: number;
-  /** Distinct case folds of the graphemes, sorted by UTF-16 units. */
-  readonly folds: readonly string[];
-  /** For each fold, the entry the regular expression would pick: the first one given. */
-  readonly entries: readonly PronunciationEntry[];
+  readonly root: Node;
   /** UTF-16 units of graphemes and replacements held: what a cache of these weighs. */
   readonly weight: number;
+}
+
+interface Node {
+  /** Folded UTF-16 units from the parent to here (empty at the root). */
+  edge: string;
+  /** The entry whose grapheme's fold ends here, if any. */
+  entry: PronunciationEntry | null;
+  /** Children by the first unit of their edge. */
+  children: Map<number, Node> | null;
 }
 
 // Per position of the transcript: may a grapheme start here / end here (the word boundary).
@@ -53,37 +61,58 @@ const END = 2;
  * every boundary, is ignored.
  */
 export function compilePronunciation(entries: readonly PronunciationEntry[]): CompiledPronunciation {
-  const byFold = new Map<string, PronunciationEntry>();
+  const root: Node = { edge: '', entry: null, children: null };
   let weight = 0;
   for (const entry of entries) {
     weight += 64 + 2 * entry.grapheme.length + (entry.alias?.length ?? 0) + (entry.phoneme?.length ?? 0);
-    if (entry.grapheme.length === 0) continue;
-    // Graphemes with the same fold have the same length, so the expression's longest-first
-    // (stable) order puts the first of them ahead of the others, which never apply.
-    const fold = foldString(entry.grapheme);
-    if (!byFold.has(fold)) byFold.set(fold, entry);
+    if (entry.grapheme.length > 0) insert(root, foldString(entry.grapheme), entry);
   }
-  const folds = [...byFold.keys()].sort();
-  return { entryCount: entries.length, folds, entries: folds.map((f) => byFold.get(f)!), weight };
+  return { entryCount: entries.length, root, weight };
+}
+
+function insert(root: Node, key: string, entry: PronunciationEntry): void {
+  let node = root;
+  let i = 0;
+  while (i < key.length) {
+    const first = key.charCodeAt(i);
+    const child = node.children?.get(first);
+    if (!child) {
+      (node.children ??= new Map()).set(first, { edge: key.slice(i), entry, children: null });
+      return;
+    }
+    const edge = child.edge;
+    let j = 1;
+    while (j < edge.length && i + j < key.length && edge.charCodeAt(j) === key.charCodeAt(i + j)) j++;
+    if (j < edge.length) {
+      // The key leaves (or ends inside) this edge: split it where they part.
+      const split: Node = { edge: edge.slice(0, j), entry: null, children: new Map([[edge.charCodeAt(j), child]]) };
+      child.edge = edge.slice(j);
+      node.children!.set(first, split);
+      node = split;
+    } else {
+      node = child;
+    }
+    i += j;
+  }
+  // Graphemes with the same fold have the same length, so the expression's longest-first
+  // (stable) order puts the first of them ahead of the others, which never apply.
+  node.entry ??= entry;
 }
 
 export function applyPronunciation(transcript: string, dict: CompiledPronunciation, formatPhoneme: PhonemeFormatter): string {
   if (dict.entryCount === 0) return transcript;
   const n = transcript.length;
   const { folded, flags } = scan(transcript);
-  const { folds, entries } = dict;
   let out = '';
   let copied = 0;
   let p = 0;
   while (p < n) {
     if (flags[p]! & START) {
-      const hit = longestAt(folds, folded, flags, p);
-      if (hit >= 0) {
-        const entry = entries[hit]!;
-        const end = p + folds[hit]!.length;
-        const match = transcript.slice(p, end);
-        out += transcript.slice(copied, p) + replacement(entry, match, formatPhoneme);
-        copied = p = end;
+      const found = longestAt(dict.root, folded, flags, p);
+      if (found) {
+        const match = transcript.slice(p, found.end);
+        out += transcript.slice(copied, p) + replacement(found.entry, match, formatPhoneme);
+        copied = p = found.end;
         continue;
       }
     }
@@ -140,38 +169,27 @@ function scan(text: string): { folded: Uint16Array; flags: Uint8Array } {
   return { folded, flags };
 }
 
-/** The index of the longest fold that matches the folded text at `p` and ends at a boundary; -1 if none. */
-function longestAt(folds: readonly string[], folded: Uint16Array, flags: Uint8Array, p: number): number {
+/** The longest grapheme whose fold matches the folded text at `p` and ends at a boundary. */
+function longestAt(root: Node, folded: Uint16Array, flags: Uint8Array, p: number): { entry: PronunciationEntry; end: number } | null {
   const n = folded.length;
-  let lo = 0;
-  let hi = folds.length;
-  let best = -1;
-  // Invariant: folds[lo..hi) are those that start with folded[p..p+d); sorted, so one that
-  // is exactly that long comes first.
-  for (let d = 0; lo < hi; d++) {
-    if (folds[lo]!.length === d) {
-      if (flags[p + d]! & END) best = lo;
-      lo++;
-      if (lo === hi) break;
+  let node = root;
+  let at = p;
+  let best: Node | null = null;
+  let bestEnd = 0;
+  for (;;) {
+    if (node.entry && flags[at]! & END) {
+      best = node;
+      bestEnd = at;
     }
-    if (p + d >= n) break;
-    const unit = folded[p + d]!;
-    // First index whose unit at d is >= unit, then first whose unit at d is > unit.
-    let a = lo;
-    let b = hi;
-    while (a < b) {
-      const mid = (a + b) >>> 1;
-      if (folds[mid]!.charCodeAt(d) < unit) a = mid + 1;
-      else b = mid;
-    }
-    lo = a;
-    b = hi;
-    while (a < b) {
-      const mid = (a + b) >>> 1;
-      if (folds[mid]!.charCodeAt(d) <= unit) a = mid + 1;
-      else b = mid;
-    }
-    hi = a;
+    const child = at < n ? node.children?.get(folded[at]!) : undefined;
+    if (!child) break;
+    const edge = child.edge;
+    if (at + edge.length > n) break;
+    let k = 1;
+    while (k < edge.length && edge.charCodeAt(k) === folded[at + k]) k++;
+    if (k < edge.length) break;
+    at += edge.length;
+    node = child;
   }
-  return best;
+  return best ? { entry: best.entry!, end: bestEnd } : null;
 }

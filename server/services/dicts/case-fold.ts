@@ -91,7 +91,19 @@ export function isWordCodePoint(cp: number): boolean {
 
 /** `s` with every code point folded: equal for strings /…/iu deems equal, same UTF-16 length. */
 export function foldString(s: string): string {
+  const units = new Array<number>(s.length);
+  for (let i = 0; i < s.length; i++) {
+    const cp = s.codePointAt(i)!;
+    const f = foldCodePoint(cp);
+    if (cp > 0xffff) {
+      units[i++] = 0xd800 + ((f - 0x10000) >> 10);
+      units[i] = 0xdc00 + ((f - 0x10000) & 0x3ff);
+    } else {
+      units[i] = f;
+    }
+  }
+  // In slices: a call takes a bounded number of arguments.
   let out = '';
-  for (const ch of s) out += String.fromCodePoint(foldCodePoint(ch.codePointAt(0)!));
+  for (let i = 0; i < units.length; i += 4096) out += String.fromCharCode(...units.slice(i, i + 4096));
   return out;
 }
