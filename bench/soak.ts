@@ -4,7 +4,7 @@
 // least-squares slope of each over time (whole run and second half, after warm-up), which
 // should be flat, and the error count. RSS can step up under a burst (the allocator keeps
 // freed pages); a leak shows as a heap that keeps growing.
-//   npx tsx bench/soak.ts [--minutes 10] [--rate 100]
+//   npx tsx bench/soak.ts [--minutes 10] [--rate 100] [--only llm|stream|tts|stt]
 import { parseArgs } from 'node:util';
 import { createServer } from 'node:net';
 import { Pool } from 'undici';
@@ -12,7 +12,7 @@ import { table } from './lib/load.js';
 import { rssMb } from './lib/processes.js';
 import { checkPath, startThreePaths, type BenchPath } from './lib/three-paths.js';
 
-const { values } = parseArgs({ options: { minutes: { type: 'string', default: '10' }, rate: { type: 'string', default: '100' } } });
+const { values } = parseArgs({ options: { minutes: { type: 'string', default: '10' }, rate: { type: 'string', default: '100' }, only: { type: 'string' } } });
 const minutes = Number(values.minutes);
 const rate = Number(values.rate);
 const SAMPLE_MS = 10_000;
@@ -26,14 +26,16 @@ const metricsPort = await new Promise<number>((resolve) => {
 });
 const setup = await startThreePaths({ metricsPort });
 
-/** The gateway's V8 heap in use, MB (nodejs_heap_size_used_bytes). */
-async function heapMb(): Promise<number> {
+/** The gateway's V8 heap in use and its external memory (Buffers, wasm), MB, from /metrics. */
+async function memoryMb(): Promise<{ heap: number; external: number }> {
   const text = await fetch(`http://127.0.0.1:${metricsPort}/metrics`).then((r) => r.text());
-  return Number(/^nodejs_heap_size_used_bytes (\S+)/m.exec(text)?.[1] ?? NaN) / 1024 / 1024;
+  const mb = (name: string) => Number(new RegExp(`^${name} (\\S+)`, 'm').exec(text)?.[1] ?? NaN) / 1024 / 1024;
+  return { heap: mb('nodejs_heap_size_used_bytes'), external: mb('nodejs_external_memory_bytes') };
 }
 const { gateway, paths } = setup;
 // The mix, per 10 requests: 4 chat, 2 chat streams, 2 TTS, 2 STT.
-const mix: BenchPath[] = [paths.llm, paths.llm, paths.llm, paths.llm, paths.llmStream, paths.llmStream, paths.tts, paths.tts, paths.stt, paths.stt];
+const only = { llm: paths.llm, stream: paths.llmStream, tts: paths.tts, stt: paths.stt }[values.only ?? ''];
+const mix: BenchPath[] = only ? [only] : [paths.llm, paths.llm, paths.llm, paths.llm, paths.llmStream, paths.llmStream, paths.tts, paths.tts, paths.stt, paths.stt];
 
 /** Least-squares slope of y over x. */
 function slope(points: { x: number; y: number }[]): number {
@@ -47,16 +49,16 @@ function slope(points: { x: number; y: number }[]): number {
 }
 
 const counts = new Map<string, { ok: number; errors: number }>();
-const samples: { minute: number; rss: number; heap: number }[] = [];
+const samples: { minute: number; rss: number; heap: number; external: number }[] = [];
 try {
   for (const p of Object.values(paths)) await checkPath(p.name, p.gateway);
   const pool = new Pool(gateway.url, { connections: 128, keepAliveTimeout: 30_000 });
   const start = performance.now();
   const end = start + minutes * 60_000;
   const sample = async () => {
-    const s = { minute: (performance.now() - start) / 60_000, rss: rssMb(gateway.child.pid!), heap: await heapMb().catch(() => NaN) };
+    const s = { minute: (performance.now() - start) / 60_000, rss: rssMb(gateway.child.pid!), ...(await memoryMb().catch(() => ({ heap: NaN, external: NaN }))) };
     samples.push(s);
-    console.error(`${s.minute.toFixed(1)} min: RSS ${s.rss.toFixed(1)} MB, heap used ${s.heap.toFixed(1)} MB`);
+    console.error(`${s.minute.toFixed(1)} min: RSS ${s.rss.toFixed(1)} MB, heap used ${s.heap.toFixed(1)} MB, external ${s.external.toFixed(1)} MB`);
   };
   await sample();
   const sampler = setInterval(() => void sample(), SAMPLE_MS);
@@ -101,10 +103,11 @@ try {
   const rss = samples.map((s) => ({ x: s.minute, y: s.rss }));
   const heap = samples.map((s) => ({ x: s.minute, y: s.heap }));
   const secondHalf = (points: { x: number; y: number }[]) => points.filter((p) => p.x >= minutes / 2);
-  console.log(`\nSoak: ${minutes} min of mixed traffic at ${rate} req/s through the gateway (${skipped} sends skipped at ${MAX_IN_FLIGHT} in flight)\n`);
+  console.log(`\nSoak: ${minutes} min of ${only ? only.name : 'mixed'} traffic at ${rate} req/s through the gateway (${skipped} sends skipped at ${MAX_IN_FLIGHT} in flight)\n`);
   console.log(table([...counts].map(([path, c]) => ({ path, ok: c.ok, errors: c.errors }))));
   console.log(`\nRSS samples (MB, every ${SAMPLE_MS / 1000} s): ${samples.map((s) => s.rss.toFixed(0)).join(' ')}`);
   console.log(`heap used samples (MB): ${samples.map((s) => s.heap.toFixed(0)).join(' ')}`);
+  console.log(`external samples (MB): ${samples.map((s) => s.external.toFixed(0)).join(' ')}`);
   console.log(`RSS start ${samples[0]!.rss.toFixed(1)} MB, end ${samples.at(-1)!.rss.toFixed(1)} MB, max ${Math.max(...samples.map((s) => s.rss)).toFixed(1)} MB`);
   console.log(`RSS slope: ${slope(rss).toFixed(2)} MB/min over the whole run, ${slope(secondHalf(rss)).toFixed(2)} MB/min over the second half`);
   console.log(`heap used slope: ${slope(heap).toFixed(2)} MB/min over the whole run, ${slope(secondHalf(heap)).toFixed(2)} MB/min over the second half`);
