@@ -8,8 +8,9 @@
 //   /(?<![\p{L}\p{N}_])(?:g1|g2|…)(?![\p{L}\p{N}_])/giu
 // with a case-sensitive entry whose match differs in case left as written (it still takes
 // the text: a shorter grapheme does not get a second try there). That regular expression is
-// what this file used to run; its cost grew with entries x transcript length (~500 ms for
-// 10,000 entries on 5,000 characters). It is kept as the reference in the differential test.
+// what this file used to run; its cost grew with entries x transcript length (0.5-3 s for
+// 10,000 entries on 5,000 characters). It is kept as the reference for the differential test
+// and the benchmark (test/support/regex-pronunciation.ts).
 //
 // Here a dictionary is compiled once (see get-dict-matcher.ts for the cache) into a radix tree
 // (a trie whose single-child chains are merged into one edge) of its graphemes' case folds.
