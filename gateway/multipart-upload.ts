@@ -23,7 +23,7 @@ function multipartError(err: unknown, options: UploadOptions): unknown {
   const code = (err as { code?: unknown }).code;
   switch (code) {
     case 'FST_REQ_FILE_TOO_LARGE':
-      return new ServiceError('body_too_large', `The file is larger than ${options.sizeLabel}.`, options.fileField);
+      return new ServiceError('body_too_large', `The file is larger than ${options.sizeLabel}.`);
     case 'FST_FILES_LIMIT':
       return new ServiceError('invalid_request', `Send one file, in the multipart field '${options.fileField}'.`, options.fileField);
     case 'FST_PARTS_LIMIT':
@@ -53,7 +53,7 @@ export async function readUpload(request: FastifyRequest, options: UploadOptions
         }
         // Read here rather than with toBuffer(), which waits for the end of the upload even
         // once the cap is passed: the 413 goes out as soon as the file is over the cap.
-        const tooLarge = () => new ServiceError('body_too_large', `The file is larger than ${options.sizeLabel}.`, options.fileField);
+        const tooLarge = () => new ServiceError('body_too_large', `The file is larger than ${options.sizeLabel}.`);
         if (part.file.truncated) throw tooLarge();
         part.file.once('limit', () => part.file.destroy(tooLarge()));
         const chunks: Buffer[] = [];

@@ -4,7 +4,7 @@
 // decoded later without its rate. 25 MB per blob, 250 MB per org.
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import { deleteBlob, getBlobOrThrow, MAX_BLOB_BYTES, presentBlob, readBlobBytes, storeBlob } from '../../server/services/blobs/blob-store.js';
+import { blobTooLarge, deleteBlob, getBlobOrThrow, MAX_BLOB_BYTES, presentBlob, readBlobBytes, storeBlob } from '../../server/services/blobs/blob-store.js';
 import { ServiceError } from '../../server/services/errors.js';
 import { parseInput } from '../../server/services/parse-input.js';
 import type { GatewayContext } from '../context.js';
@@ -39,7 +39,7 @@ export function registerBlobRoutes(app: FastifyInstance, ctx: GatewayContext): v
     if (!bytes || bytes.length === 0) {
       throw new ServiceError('invalid_request', "Send the audio as multipart/form-data in the field 'file', or as the request body with Content-Type audio/wav (or application/octet-stream for raw 16-bit PCM with ?sample_rate=).", 'file');
     }
-    if (bytes.length > MAX_BLOB_BYTES) throw new ServiceError('body_too_large', 'A blob is at most 25 MB.', 'file');
+    if (bytes.length > MAX_BLOB_BYTES) throw blobTooLarge();
     if (declaredWav && bytes.subarray(0, 4).toString('latin1') !== 'RIFF') {
       throw new ServiceError('unsupported_audio_format', 'The body is declared audio/wav but is not a WAV file; send raw PCM as application/octet-stream with ?sample_rate=.', 'file');
     }

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { getDictEntries } from '../../services/dicts/get-dict-entries.js';
+import { getDict } from '../../services/dicts/get-dict.js';
 import { createApiHarness, type ApiHarness, type TestUser } from '../test-harness.js';
 
 let h: ApiHarness;
@@ -35,16 +35,16 @@ describe('dicts: happy path', () => {
     const edited = await alice.caller.dicts.update({ id: created.id, entries: [entry('SQL', 'S Q L'), entry('NASA', 'nasa')] });
     expect(edited.entries.map((e) => [e.grapheme, e.alias])).toEqual([['SQL', 'S Q L'], ['NASA', 'nasa']]);
     expect(edited.name).toBe('Brands');
-    // What TTS reads is what the dashboard saved.
-    expect(await getDictEntries(h.db.prisma, { orgId: alice.orgId, dictId: created.id })).toEqual([
-      { grapheme: 'SQL', alias: 'S Q L', phoneme: null, caseSensitive: false },
-      { grapheme: 'NASA', alias: 'nasa', phoneme: null, caseSensitive: false },
+    // What the API reads is what the dashboard saved.
+    expect((await getDict(h.db.prisma, { orgId: alice.orgId, dictId: created.id })).entries.map((e) => [e.grapheme, e.alias, e.phoneme, e.case_sensitive])).toEqual([
+      ['SQL', 'S Q L', null, false],
+      ['NASA', 'nasa', null, false],
     ]);
     expect((await alice.caller.dicts.update({ id: created.id, name: 'Renamed' })).name).toBe('Renamed');
 
     await expect(alice.caller.dicts.delete({ id: created.id })).resolves.toEqual({ id: created.id, deleted: true });
     expect((await alice.caller.dicts.list()).map((d) => d.id)).not.toContain(created.id);
-    await expect(getDictEntries(h.db.prisma, { orgId: alice.orgId, dictId: created.id })).rejects.toMatchObject({ code: 'dict_not_found' });
+    await expect(getDict(h.db.prisma, { orgId: alice.orgId, dictId: created.id })).rejects.toMatchObject({ code: 'dict_not_found' });
   });
 });
 

@@ -36,7 +36,7 @@ export function presentBlob(b: BlobRow): BlobRecord {
   };
 }
 
-export const blobTooLarge = () => new ServiceError('body_too_large', `A blob is at most ${MAX_BLOB_BYTES / 1024 / 1024} MB.`, 'file');
+export const blobTooLarge = () => new ServiceError('body_too_large', `A blob is at most ${MAX_BLOB_BYTES / 1024 / 1024} MB.`);
 
 const blobPath = (dataDir: string, orgId: string, blobId: string) => join(dataDir, 'blobs', orgId, blobId);
 

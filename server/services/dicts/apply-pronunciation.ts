@@ -57,7 +57,7 @@ const START = 1;
 const END = 2;
 
 /**
- * Compiles a dictionary's entries, in their order (get-dict-entries.ts). Graphemes are
+ * Compiles a dictionary's entries, in their order (get-dict-matcher.ts). Graphemes are
  * non-empty (dict-input.ts); an empty one, which the old expression would have matched at
  * every boundary, is ignored.
  */
