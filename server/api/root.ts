@@ -5,6 +5,7 @@ import { creditsRouter } from './routers/credits.js';
 import { dictsRouter } from './routers/dicts.js';
 import { keysRouter } from './routers/keys.js';
 import { modelsRouter } from './routers/models.js';
+import { orgsRouter } from './routers/orgs.js';
 import { usageRouter } from './routers/usage.js';
 import { voicesRouter } from './routers/voices.js';
 import { createCallerFactory, createTRPCRouter } from './trpc.js';
@@ -19,6 +20,7 @@ export const appRouter = createTRPCRouter({
   models: modelsRouter,
   dicts: dictsRouter,
   claims: claimsRouter,
+  orgs: orgsRouter,
 });
 
 export type AppRouter = typeof appRouter;

@@ -2,6 +2,7 @@
 //   publicProcedure        anyone
 //   protectedProcedure     a signed-in session (ctx.session is non-null below it)
 //   orgProcedure           + the org the user acts for and their role in it (ctx.org, ctx.role)
+//   ownerProcedure         + the user is an owner of that org, or a platform admin
 //   platformAdminProcedure + the user is a platform admin (ctx.user)
 // Procedures validate input with zod, call one service, and return JSON-safe values (money
 // as 6-decimal USD strings, dates as ISO strings). Service errors are mapped in one place.
@@ -83,4 +84,20 @@ export const platformAdminProcedure = protectedProcedure.use(async ({ ctx, next 
   const user = await getUser(ctx.db.prisma, ctx.session.user.id);
   if (!user?.isPlatformAdmin) throw new TRPCError({ code: 'FORBIDDEN', message: 'Only platform admins can do this.' });
   return next({ ctx: { user } });
+});
+
+/**
+ * What only an org's owners may do: create and revoke keys, confirm agent claims (they issue
+ * a key), manage members, rename the org. A platform admin who is a member of the org may too
+ * (operators acting for an org they were added to). Role and flag are read from the database
+ * on every call, so a demotion is effective at once.
+ */
+export const ownerProcedure = orgProcedure.use(async ({ ctx, next }) => {
+  if (ctx.role !== 'owner') {
+    const user = await getUser(ctx.db.prisma, ctx.session.user.id);
+    if (!user?.isPlatformAdmin) {
+      throw new TRPCError({ code: 'FORBIDDEN', message: `Only owners of ${ctx.org.name} can do this. Ask an owner, or switch to an organization you own.` });
+    }
+  }
+  return next();
 });

@@ -14,6 +14,8 @@ export const accountRouter = createTRPCRouter({
       user: { id: user.id, email: user.email, name: user.name, isPlatformAdmin: user.isPlatformAdmin },
       org: { id: ctx.org.id, name: ctx.org.name },
       role: ctx.role,
+      /** May do what only owners may (ownerProcedure): the page hides or explains those actions otherwise. */
+      canManage: ctx.role === 'owner' || user.isPlatformAdmin,
     };
   }),
 

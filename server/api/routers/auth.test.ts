@@ -47,6 +47,7 @@ describe('sign-up: happy path', () => {
       user: { id: user.user.id, email: 'carol@example.com', name: null, isPlatformAdmin: false },
       org: { id: user.orgId, name: "carol's org" },
       role: 'owner',
+      canManage: true,
     });
     await user.caller.keys.create({ name: 'a' });
     const revoked = await user.caller.keys.create({ name: 'b' });

@@ -10,7 +10,7 @@ import { denyClaim } from '../../services/registrations/deny-claim.js';
 import { describeClaim, type CodeEntry } from '../../services/registrations/describe-claim.js';
 import { sharedGuessThrottle } from '../../services/registrations/guess-throttle.js';
 import { registrationSettings, type RegistrationDeps } from '../../services/registrations/registration-rules.js';
-import { createTRPCRouter, orgProcedure, type TrpcContext, type SessionUser } from '../trpc.js';
+import { createTRPCRouter, orgProcedure, ownerProcedure, type TrpcContext, type SessionUser } from '../trpc.js';
 
 const CodeInput = z.object({ code: z.string({ error: 'Enter the 6-digit code the agent showed you.' }).max(32, 'Enter the 6-digit code the agent showed you.') });
 
@@ -35,8 +35,8 @@ export const claimsRouter = createTRPCRouter({
     };
   }),
 
-  /** The agent's next poll receives a new key on the org the user acts for. */
-  confirm: orgProcedure.input(CodeInput).mutation(async ({ ctx, input }) => {
+  /** The agent's next poll receives a new key on the org the user acts for: owners only, as creating a key is. */
+  confirm: ownerProcedure.input(CodeInput).mutation(async ({ ctx, input }) => {
     const confirmed = await confirmClaim(deps(ctx), { ...entry(ctx, input.code), orgId: ctx.org.id });
     return { ...confirmed, orgName: ctx.org.name };
   }),

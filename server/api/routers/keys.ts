@@ -6,7 +6,7 @@ import { listApiKeys } from '../../services/keys/list-api-keys.js';
 import { revokeApiKey } from '../../services/keys/revoke-api-key.js';
 import { MAX_KEY_RATE_LIMIT_RPM, setKeyRateLimit } from '../../services/keys/set-key-rate-limit.js';
 import { getUser } from '../../services/users/get-user.js';
-import { createTRPCRouter, orgProcedure, platformAdminProcedure } from '../trpc.js';
+import { createTRPCRouter, orgProcedure, ownerProcedure, platformAdminProcedure } from '../trpc.js';
 
 const iso = (d: Date | null) => d?.toISOString() ?? null;
 
@@ -31,7 +31,7 @@ export const keysRouter = createTRPCRouter({
    * Returns the full key: the only time it is ever shown. rateLimitRpm (platform admins only)
    * gives the key its own limit from the start; anyone else gets FORBIDDEN for passing it.
    */
-  create: orgProcedure
+  create: ownerProcedure
     .input(
       z.object({
         name: z.string().trim().min(1, 'Give the key a name.').max(100, 'Name must be at most 100 characters.'),
@@ -49,7 +49,7 @@ export const keysRouter = createTRPCRouter({
     }),
 
   /** Scoped to the caller's org: another org's key id is "not found", never revoked. */
-  revoke: orgProcedure.input(z.object({ id: z.string().min(1).max(100) })).mutation(async ({ ctx, input }) => {
+  revoke: ownerProcedure.input(z.object({ id: z.string().min(1).max(100) })).mutation(async ({ ctx, input }) => {
     return revokeApiKey(ctx.db.prisma, { id: input.id, orgId: ctx.org.id });
   }),
 

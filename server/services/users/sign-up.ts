@@ -1,13 +1,10 @@
 import type { Database } from '../../db/database.js';
-import { sqlTimestamp } from '../../db/dialect.js';
-import { newId } from '../../db/ids.js';
 import { ServiceError } from '../errors.js';
+import { createAccount } from './create-account.js';
 import { normalizeEmail } from './normalize-email.js';
 import { MAX_PASSWORD_BYTES, MIN_PASSWORD_LENGTH, hashPassword } from './password.js';
 
-// Marker row in ServerSecret: the first account on an instance becomes platform admin. The
-// row's primary key makes the claim atomic on both databases (see signUp).
-export const FIRST_ADMIN_MARKER = 'platform-admin:first-user';
+export { FIRST_ADMIN_MARKER } from './create-account.js';
 
 export interface SignUpInput {
   email: string;
@@ -20,11 +17,13 @@ export interface SignedUpUser {
   email: string;
   orgId: string;
   isPlatformAdmin: boolean;
+  /** Orgs joined through pending invitations for this email. */
+  joinedOrgIds: string[];
 }
 
 /**
- * Creates a user, a personal org and an owner membership in one transaction. The first user
- * of an instance (no users yet, and nobody claimed the marker) becomes platform admin.
+ * Email and password sign-up: checks the password, then creates the account (user, personal
+ * org, owner membership, pending invitations applied; see createAccount).
  */
 export async function signUp(db: Database, input: SignUpInput): Promise<SignedUpUser> {
   const email = normalizeEmail(input.email);
@@ -37,32 +36,11 @@ export async function signUp(db: Database, input: SignUpInput): Promise<SignedUp
   const name = input.name?.trim() || null;
   if (name && name.length > 100) throw new ServiceError('invalid_request', 'Name must be at most 100 characters.', 'name');
 
-  const duplicate = () => new ServiceError('conflict', 'An account with this email already exists. Sign in instead.', 'email');
-  if (await db.prisma.user.findUnique({ where: { email }, select: { id: true } })) throw duplicate();
-
+  if (await db.prisma.user.findUnique({ where: { email }, select: { id: true } })) {
+    throw new ServiceError('conflict', 'An account with this email already exists. Sign in instead.', 'email');
+  }
   // Hash outside the transaction: it takes ~0.3 s and must not hold a database lock.
   const passwordHash = await hashPassword(input.password);
-  const userId = newId('usr');
-  const orgId = newId('org');
-  const orgName = `${name ?? email.split('@')[0]}'s org`.slice(0, 200);
-  try {
-    const isPlatformAdmin = await db.prisma.$transaction(async (tx) => {
-      let admin = false;
-      if ((await tx.user.count()) === 0) {
-        // Two first sign-ups racing both see zero users; only one inserts the marker row.
-        const now = sqlTimestamp(db.dialect, new Date());
-        const inserted = await tx.$executeRaw`INSERT INTO "ServerSecret" ("name", "value", "createdAt") VALUES (${FIRST_ADMIN_MARKER}, ${userId}, ${now}) ON CONFLICT DO NOTHING`;
-        admin = inserted === 1;
-      }
-      await tx.user.create({ data: { id: userId, email, name, passwordHash, isPlatformAdmin: admin } });
-      await tx.org.create({ data: { id: orgId, name: orgName } });
-      await tx.membership.create({ data: { userId, orgId, role: 'owner' } });
-      return admin;
-    });
-    return { userId, email, orgId, isPlatformAdmin };
-  } catch (e) {
-    // A concurrent sign-up with the same email won the unique index.
-    if ((e as { code?: string }).code === 'P2002') throw duplicate();
-    throw e;
-  }
+  const account = await createAccount(db, { email, name, passwordHash });
+  return { userId: account.userId, email: account.email, orgId: account.orgId, isPlatformAdmin: account.isPlatformAdmin, joinedOrgIds: account.joinedOrgIds };
 }

@@ -1,0 +1,60 @@
+// The org the user acts for: its members and pending invitations, its name, and the list of
+// orgs the user can switch between (the switch itself is the svc_org cookie, context.ts).
+import { z } from 'zod';
+import { addMember } from '../../services/orgs/add-member.js';
+import { changeMemberRole } from '../../services/orgs/change-member-role.js';
+import { listMembers } from '../../services/orgs/list-members.js';
+import { removeMember } from '../../services/orgs/remove-member.js';
+import { MAX_ORG_NAME, renameOrg } from '../../services/orgs/rename-org.js';
+import { revokeInvitation } from '../../services/orgs/revoke-invitation.js';
+import { getActiveMembership } from '../../services/users/get-active-membership.js';
+import { listUserOrgs } from '../../services/users/list-user-orgs.js';
+import { createTRPCRouter, orgProcedure, ownerProcedure, protectedProcedure } from '../trpc.js';
+
+const Role = z.enum(['owner', 'member'], { error: 'The role must be owner or member.' });
+const UserId = z.object({ userId: z.string().min(1).max(100) });
+
+export const orgsRouter = createTRPCRouter({
+  /** Every org the user belongs to, and the one the dashboard acts for now. */
+  mine: protectedProcedure.query(async ({ ctx }) => {
+    const [orgs, active] = await Promise.all([
+      listUserOrgs(ctx.db.prisma, { userId: ctx.session.user.id }),
+      getActiveMembership(ctx.db.prisma, { userId: ctx.session.user.id, orgId: ctx.requestedOrgId }),
+    ]);
+    return { orgs: orgs.map((o) => ({ id: o.id, name: o.name, role: o.role })), activeOrgId: active?.org.id ?? null };
+  }),
+
+  /** Members and live invitations of the acting org; any member may look. */
+  members: orgProcedure.query(async ({ ctx }) => {
+    const { members, invitations } = await listMembers(ctx.db.prisma, { orgId: ctx.org.id });
+    return {
+      org: { id: ctx.org.id, name: ctx.org.name },
+      members: members.map((m) => ({ ...m, joinedAt: m.joinedAt.toISOString(), isYou: m.userId === ctx.session.user.id })),
+      invitations: invitations.map((i) => ({ ...i, createdAt: i.createdAt.toISOString(), expiresAt: i.expiresAt.toISOString() })),
+    };
+  }),
+
+  /** By email: an existing account joins at once ("added"), any other email is invited ("invited"). */
+  addMember: ownerProcedure
+    .input(z.object({ email: z.string().max(254, 'Email is too long.'), role: Role.default('member') }))
+    .mutation(async ({ ctx, input }) => {
+      const result = await addMember(ctx.db, { orgId: ctx.org.id, email: input.email, role: input.role, invitedByUserId: ctx.session.user.id });
+      return result.status === 'added'
+        ? { status: 'added' as const, email: result.member.email, role: result.member.role }
+        : { status: 'invited' as const, email: result.invitation.email, role: result.invitation.role, expiresAt: result.invitation.expiresAt.toISOString() };
+    }),
+
+  /** The last owner cannot be demoted (CONFLICT). */
+  changeRole: ownerProcedure.input(UserId.extend({ role: Role })).mutation(({ ctx, input }) => changeMemberRole(ctx.db, { orgId: ctx.org.id, userId: input.userId, role: input.role })),
+
+  /** The last owner cannot be removed (CONFLICT). Another org's member is NOT_FOUND. */
+  removeMember: ownerProcedure.input(UserId).mutation(({ ctx, input }) => removeMember(ctx.db, { orgId: ctx.org.id, userId: input.userId })),
+
+  revokeInvitation: ownerProcedure
+    .input(z.object({ id: z.string().min(1).max(100) }))
+    .mutation(({ ctx, input }) => revokeInvitation(ctx.db.prisma, { orgId: ctx.org.id, id: input.id })),
+
+  rename: ownerProcedure
+    .input(z.object({ name: z.string().trim().min(1, 'Give the organization a name.').max(MAX_ORG_NAME, `Name must be at most ${MAX_ORG_NAME} characters.`) }))
+    .mutation(({ ctx, input }) => renameOrg(ctx.db.prisma, { orgId: ctx.org.id, name: input.name })),
+});
