@@ -1,11 +1,22 @@
-// next-auth v4: email + password (credentials provider), JWT sessions that expire after
-// 7 days. Built on first use, so the secret and the database are resolved at run time.
+// next-auth v4: email + password (credentials provider) and the OAuth providers switched on
+// by environment variables (oauth-providers.ts), JWT sessions that end 7 days after sign-in.
+// Built on first use, so the secret and the database are resolved at run time.
+//
+// Session lifetime: the session cookie and the JWT inside it both carry maxAge. next-auth
+// re-issues them (sliding the 7 days) only when /api/auth/session is fetched, which this
+// dashboard does not do (server components read the session without writing cookies), so in
+// practice a session ends 7 days after sign-in. Roles and memberships are not in the token:
+// every procedure reads them from the database, so removing a member is effective at once.
 import type { AuthOptions, DefaultSession } from 'next-auth';
-import CredentialsProvider from 'next-auth/providers/credentials';
+import CredentialsProviderModule from 'next-auth/providers/credentials';
 import { loadConfig } from '../config/env.js';
 import { getDb } from '../api/db.js';
+import type { Database } from '../db/database.js';
+import { acceptPendingInvitations } from '../services/orgs/invitations.js';
 import { authenticateUser } from '../services/users/authenticate-user.js';
+import { signInWithOAuth } from '../services/users/sign-in-with-oauth.js';
 import { resolveNextAuthSecret } from './nextauth-secret.js';
+import { processOAuthSetup, profileEmailVerified, type OAuthSetup } from './oauth-providers.js';
 
 declare module 'next-auth' {
   interface Session {
@@ -13,35 +24,57 @@ declare module 'next-auth' {
   }
 }
 
+const interop = <T>(m: T | { default: T }): T => (typeof m === 'function' ? m : (m as { default: T }).default);
+const CredentialsProvider = interop(CredentialsProviderModule);
+
 export const SESSION_MAX_AGE_SECONDS = 7 * 24 * 60 * 60;
 
-let options: AuthOptions | undefined;
+/** Error codes the sign-in page explains (`/signin?error=...`), besides next-auth's own. */
+export const OAUTH_REFUSALS = { email_unverified: 'OAuthEmailUnverified', email_missing: 'OAuthEmailMissing' } as const;
 
-export function getAuthOptions(): AuthOptions {
-  if (options) return options;
-  const config = loadConfig();
-  // next-auth builds its absolute URLs (redirects, cookie security) from NEXTAUTH_URL; default
-  // it to the configured dashboard address instead of next-auth's own localhost:3000.
-  process.env.NEXTAUTH_URL ??= config.dashboardUrl;
-  options = {
-    secret: resolveNextAuthSecret(process.env, config.dataDir),
+/** The options from their parts; tests pass a test database and fake OAuth setup. */
+export function buildAuthOptions(deps: { db: () => Database; secret: string; oauth: OAuthSetup }): AuthOptions {
+  return {
+    secret: deps.secret,
     session: { strategy: 'jwt', maxAge: SESSION_MAX_AGE_SECONDS },
     jwt: { maxAge: SESSION_MAX_AGE_SECONDS },
-    pages: { signIn: '/signin' },
+    // OAuth errors (next-auth's and ours) come back to the sign-in page, which explains them.
+    pages: { signIn: '/signin', error: '/signin' },
     providers: [
       CredentialsProvider({
         name: 'Email and password',
         credentials: { email: { label: 'Email', type: 'email' }, password: { label: 'Password', type: 'password' } },
         async authorize(credentials) {
           if (!credentials?.email || !credentials.password) return null;
-          const user = await authenticateUser(getDb().prisma, { email: credentials.email, password: credentials.password });
-          return user ? { id: user.id, email: user.email, name: user.name } : null;
+          const prisma = deps.db().prisma;
+          const user = await authenticateUser(prisma, { email: credentials.email, password: credentials.password });
+          if (!user) return null;
+          await acceptPendingInvitations(prisma, { userId: user.id, email: user.email });
+          return { id: user.id, email: user.email, name: user.name };
         },
       }),
+      ...deps.oauth.providers,
     ],
     callbacks: {
-      jwt({ token, user }) {
+      async signIn({ user, account, profile }) {
+        if (account?.type !== 'oauth') return true;
+        const raw = profile as Record<string, unknown> | undefined;
+        const result = await signInWithOAuth(deps.db(), {
+          email: typeof raw?.email === 'string' ? raw.email : user.email,
+          emailVerified: profileEmailVerified(raw),
+          name: user.name,
+        });
+        if (!result.ok) return `/signin?error=${OAUTH_REFUSALS[result.reason]}`;
+        // Without a database adapter next-auth hands this same object to the jwt callback as
+        // `user`, so the session gets our user id, not the provider's account id.
+        Object.assign(user, { id: result.user.id, email: result.user.email, name: result.user.name });
+        return true;
+      },
+      jwt({ token, user, account }) {
         if (user) {
+          // Belt and braces for the hand-over above: a provider's account id must never
+          // become a session's user id.
+          if (account?.type === 'oauth' && !user.id.startsWith('usr_')) throw new Error('OAuth sign-in did not resolve to an account');
           token.sub = user.id;
           token.email = user.email;
           token.name = user.name;
@@ -54,5 +87,16 @@ export function getAuthOptions(): AuthOptions {
       },
     },
   };
+}
+
+let options: AuthOptions | undefined;
+
+export function getAuthOptions(): AuthOptions {
+  if (options) return options;
+  const config = loadConfig();
+  // next-auth builds its absolute URLs (redirects, OAuth callback URLs, cookie security) from
+  // NEXTAUTH_URL; default it to the configured dashboard address instead of localhost:3000.
+  process.env.NEXTAUTH_URL ??= config.dashboardUrl;
+  options = buildAuthOptions({ db: getDb, secret: resolveNextAuthSecret(process.env, config.dataDir), oauth: processOAuthSetup() });
   return options;
 }
