@@ -19,6 +19,7 @@ import { registerJobRoutes } from './routes/jobs.js';
 import { registerPronunciationDictRoutes } from './routes/pronunciation-dicts.js';
 import { registerDrainHook } from './lifecycle.js';
 import { registerMetricsHooks, registerMetricsRoute } from './metrics/metrics-http.js';
+import { registerTracingHooks } from './tracing/tracing-http.js';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -86,6 +87,8 @@ export async function buildGateway(ctx: GatewayContext, options: { logger?: bool
 
   app.decorateRequest('auth', null as unknown as RequestAuth);
   registerMetricsHooks(app, ctx.metrics);
+  // Before the drain and admission hooks, so that their refusals are spans too.
+  if (ctx.tracing) registerTracingHooks(app, ctx.tracing);
   registerDrainHook(app, ctx.lifecycle);
 
   app.addHook('onRequest', async (request, reply) => {

@@ -5,6 +5,7 @@ import type { RateLimiter } from './core/rate-limiter.js';
 import type { Lifecycle } from './lifecycle.js';
 import type { GatewayMetrics } from './metrics/gateway-metrics.js';
 import type { HealthChecker } from './registry/health-checker.js';
+import type { GatewayTracing } from './tracing/gateway-tracing.js';
 import type { ModelRegistry } from './registry/model-registry.js';
 import type { UpstreamAdapters } from './upstreams/registry.js';
 
@@ -22,6 +23,8 @@ export interface GatewayContext {
   metrics: GatewayMetrics;
   /** Draining and shutdown state (SIGTERM). */
   lifecycle: Lifecycle;
+  /** OpenTelemetry traces, only when an OTLP endpoint is configured (undefined: off, no cost). */
+  tracing?: GatewayTracing;
   /** The in-process job worker, when this process runs one: told when a job is queued. */
   jobs?: { notify(): void };
 }

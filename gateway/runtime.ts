@@ -22,6 +22,7 @@ import { startJobWorker } from './jobs/start-job-worker.js';
 import { GatewayMetrics } from './metrics/gateway-metrics.js';
 import { startMetricsServer } from './metrics/metrics-http.js';
 import { HealthChecker } from './registry/health-checker.js';
+import { createTracing } from './tracing/gateway-tracing.js';
 import { ModelRegistry } from './registry/model-registry.js';
 import { createUpstreamAdapters } from './upstreams/registry.js';
 import { unloadAll as unloadLocalModels } from './upstreams/llama-cpp/llama-engine.js';
@@ -86,6 +87,9 @@ function countedLimiter(limiter: RateLimiter, metrics: GatewayMetrics): RateLimi
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms).unref());
 
+/** How long a shutdown waits for the last spans to reach the collector. */
+const TRACE_FLUSH_MS = 5_000;
+
 export async function createGatewayRuntime(config: Config, options: { logger?: boolean; passThroughCore?: boolean } = {}): Promise<GatewayRuntime> {
   ensureDataDir(config);
   await migrate(config.databaseUrl);
@@ -101,16 +105,19 @@ export async function createGatewayRuntime(config: Config, options: { logger?: b
   const lifecycle = new Lifecycle();
   const limiter = countedLimiter(redis ? createRedisRateLimiter(redis) : createMemoryRateLimiter(), metrics);
   const usage = createKeyUsageTracker(db.hot);
-  const core = meteredCore(
+  const metered = meteredCore(
     options.passThroughCore ? createPassThroughCore() : createGatewayCore({ store: db.hot, limiter, defaultRpm: config.defaultRpm, onKeyUsed: usage.mark }),
     metrics,
   );
+  // Only with an OTLP endpoint; otherwise undefined and nothing is traced.
+  const tracing = createTracing(config.tracing);
+  const core = tracing ? tracing.traceCore(metered) : metered;
 
   const registry = new ModelRegistry(db.prisma);
   await registry.refresh();
   const adapters = createUpstreamAdapters({ dataDir: config.dataDir });
   const health = new HealthChecker(registry, db.prisma, adapters.healthCheck, (upstream, ok, fromCheck) => metrics.upstreamHealth(upstream, ok, fromCheck));
-  const ctx: GatewayContext = { config, db, core, limiter, registry, health, adapters, metrics, lifecycle };
+  const ctx: GatewayContext = { config, db, core, limiter, registry, health, adapters, metrics, lifecycle, tracing };
   const app = await buildGateway(ctx, { logger: options.logger });
   const worker = config.jobs.worker ? startJobWorker(ctx, app.log) : null;
   const metricsServer = config.metricsPort
@@ -146,6 +153,8 @@ export async function createGatewayRuntime(config: Config, options: { logger?: b
     // Last debits of WebSocket sessions, then the batched last-used stamps, then the database.
     if (!(await lifecycle.settled(SETTLE_MS))) app.log.error('some sessions were still being billed when the database closed');
     await workerStopped;
+    // Every span has ended by now (requests closed, debits settled): send what is buffered.
+    if (tracing && !(await tracing.shutdown(TRACE_FLUSH_MS))) app.log.warn({ timeoutMs: TRACE_FLUSH_MS }, 'the last trace spans could not be exported in time');
     await usage.close();
     await limiter.close();
     redis?.disconnect();

@@ -1,6 +1,7 @@
 // One way to call a model's engines, for every route: healthy upstreams in weighted order;
 // a failure to connect (the request never reached the engine) marks that upstream down and
 // tries the next; the deadline becomes 504 upstream_timeout; any other failure 502.
+// With tracing on, each attempt is a span (gateway/tracing/gateway-tracing.ts).
 import { isServiceError } from '../../server/services/errors.js';
 import type { GatewayContext } from '../context.js';
 import type { ModelEntry, UpstreamEntry } from '../registry/model-registry.js';
@@ -26,31 +27,46 @@ export async function tryUpstreams<T>(
 ): Promise<T> {
   let lastError = 'no upstream tried';
   for (const upstream of ctx.registry.upstreamOrder(model)) {
+    // Tracing off: no span, the attempt is called as it is.
+    const traced = ctx.tracing?.startAttempt(upstream);
     try {
-      return await attempt(upstream);
+      const result = await (traced ? traced.run(() => attempt(upstream)) : attempt(upstream));
+      traced?.answered();
+      return result;
     } catch (e) {
       if (isServiceError(e)) {
         // An engine's error answer (its 4xx for a bad request is the caller's, not counted).
         if (e.code === 'upstream_error') ctx.metrics.upstreamError(upstream, 'http_status');
+        traced?.failed(e.code === 'upstream_error' ? 'http_error' : 'error', e);
         throw e;
       }
       // A shutdown that reached its deadline: the reason is the error to answer with.
-      if (call.signal.aborted && isServiceError(call.signal.reason)) throw call.signal.reason;
+      if (call.signal.aborted && isServiceError(call.signal.reason)) {
+        traced?.failed('cancelled', call.signal.reason);
+        throw call.signal.reason;
+      }
       const reason = (call.signal.reason as Error | undefined)?.name;
       if (call.signal.aborted && reason === 'TimeoutError') {
         ctx.metrics.upstreamError(upstream, 'timeout');
+        traced?.failed('timeout', e);
         throw upstreamTimeout(call.timeoutMs / 1000);
       }
-      if (call.signal.aborted) throw e; // the client left: nothing to answer
+      if (call.signal.aborted) {
+        traced?.failed('cancelled', e);
+        throw e; // the client left: nothing to answer
+      }
       if (isTimeout(e)) {
         ctx.metrics.upstreamError(upstream, 'timeout');
+        traced?.failed('timeout', e);
         throw upstreamTimeout(call.timeoutMs / 1000);
       }
       if (!isConnectFailure(e)) {
         ctx.metrics.upstreamError(upstream, 'broken');
+        traced?.failed('broken', e);
         throw upstreamUnavailable((e as Error).message);
       }
       ctx.metrics.upstreamError(upstream, 'connect');
+      traced?.failed('connect_failed', e);
       ctx.health.record(upstream, { ok: false, error: `connection failed: ${(e as Error).message}` });
       lastError = (e as Error).message;
     }

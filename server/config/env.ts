@@ -8,6 +8,7 @@ import { parseUsdToMicros } from '../services/credits/money.js';
 const port = z.coerce.number().int().min(0).max(65535);
 const url = z.url({ protocol: /^https?$/ });
 const onOff = z.enum(['on', 'off']);
+const emptyIsUnset = (v: unknown) => (v === '' ? undefined : v);
 
 const EnvSchema = z.object({
   SVC_DATA_DIR: z.string().min(1).default('./data'),
@@ -54,6 +55,17 @@ const EnvSchema = z.object({
   // How many reverse proxies in front of the gateway and the dashboard append the client's
   // address to X-Forwarded-For; 0 (none): the header is the client's own words and is ignored.
   SVC_TRUSTED_PROXIES: z.coerce.number().int().min(0).max(10).default(0),
+  // OpenTelemetry traces (README, "Tracing"): the standard variables; no endpoint, no tracing.
+  // Empty means unset, as the OpenTelemetry specification says.
+  OTEL_EXPORTER_OTLP_ENDPOINT: z.preprocess(emptyIsUnset, url.optional()),
+  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: z.preprocess(emptyIsUnset, url.optional()),
+  OTEL_SDK_DISABLED: z.string().optional(),
+  OTEL_SERVICE_NAME: z.preprocess(emptyIsUnset, z.string().default('svc-gateway')),
+  OTEL_TRACES_SAMPLER: z.preprocess(
+    emptyIsUnset,
+    z.enum(['always_on', 'always_off', 'traceidratio', 'parentbased_always_on', 'parentbased_always_off', 'parentbased_traceidratio']).default('parentbased_always_on'),
+  ),
+  OTEL_TRACES_SAMPLER_ARG: z.preprocess(emptyIsUnset, z.coerce.number().min(0).max(1).optional()),
 });
 
 export type Env = z.infer<typeof EnvSchema>;
@@ -83,6 +95,19 @@ export interface Config {
   /** SVC_TRUSTED_PROXIES: how far X-Forwarded-For is believed (server/config/client-address.ts). */
   trustedProxies: number;
   agentAuth: AgentAuthConfig;
+  /** OpenTelemetry traces; undefined: off (no OTLP endpoint set, or OTEL_SDK_DISABLED=true). */
+  tracing: TracingConfig | undefined;
+}
+
+export type TraceSampler = NonNullable<Env['OTEL_TRACES_SAMPLER']>;
+
+export interface TracingConfig {
+  /** Where spans are POSTed (OTLP/HTTP, JSON). */
+  tracesUrl: string;
+  serviceName: string;
+  sampler: TraceSampler;
+  /** The ratio of the traceidratio samplers (1 when not given). */
+  samplerRatio: number;
 }
 
 export interface AgentAuthConfig {
@@ -148,7 +173,19 @@ export function loadConfig(source: Readonly<Record<string, string | undefined>> 
       trialMaxPerHour: env.SVC_TRIAL_MAX_PER_HOUR,
       ipRpm: env.SVC_AGENT_AUTH_IP_RPM,
     },
+    tracing: tracingConfig(env),
   };
+}
+
+/**
+ * The traces endpoint as the OTLP exporter specification derives it: the signal-specific
+ * variable is used as it is, the general one gets `/v1/traces` appended.
+ */
+function tracingConfig(env: Env): TracingConfig | undefined {
+  if (env.OTEL_SDK_DISABLED?.toLowerCase() === 'true') return undefined;
+  const tracesUrl = env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ?? (env.OTEL_EXPORTER_OTLP_ENDPOINT ? `${stripSlash(env.OTEL_EXPORTER_OTLP_ENDPOINT)}/v1/traces` : undefined);
+  if (!tracesUrl) return undefined;
+  return { tracesUrl, serviceName: env.OTEL_SERVICE_NAME, sampler: env.OTEL_TRACES_SAMPLER, samplerRatio: env.OTEL_TRACES_SAMPLER_ARG ?? 1 };
 }
 
 export function ensureDataDir(config: Config): void {
