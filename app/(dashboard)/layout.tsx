@@ -2,6 +2,7 @@ import Link from 'next/link';
 import { redirect } from 'next/navigation';
 import { getSessionUser } from '@/server/auth/session';
 import { Nav } from './nav';
+import { OrgSwitcher } from './org-switcher';
 import { SignOutButton } from './sign-out-button';
 
 export default async function DashboardLayout({ children }: { children: React.ReactNode }) {
@@ -17,7 +18,8 @@ export default async function DashboardLayout({ children }: { children: React.Re
           <Link href="/" className="text-lg font-bold tracking-tight text-indigo-700">
             svc
           </Link>
-          <div className="flex min-w-0 items-center gap-2">
+          <div className="flex min-w-0 flex-wrap items-center justify-end gap-x-3 gap-y-1">
+            <OrgSwitcher />
             <span className="truncate text-sm text-zinc-600" title={user.email}>
               {user.email}
             </span>

@@ -14,5 +14,6 @@ export const NAV_ITEMS: readonly NavItem[] = [
   { href: '/voices', label: 'Voices' },
   { href: '/playground', label: 'Playground' },
   { href: '/usage', label: 'Usage' },
+  { href: '/members', label: 'Members' },
   { href: '/models', label: 'Models', adminOnly: true },
 ];

@@ -8,6 +8,7 @@ import { Button } from '@/app/_components/button';
 import { TextField } from '@/app/_components/text-field';
 import { errorMessage, formatDateTime, withCallback } from '@/app/_lib/format';
 import { useTRPC } from '@/app/_lib/trpc';
+import { OrgSwitcher } from '../(dashboard)/org-switcher';
 
 const errorCode = (error: unknown) => (error as { data?: { code?: string } } | null)?.data?.code;
 
@@ -121,6 +122,19 @@ export function ClaimForm({ initialCode, email, returnTo }: { initialCode: strin
             )}{' '}
             Only continue if you started this agent.
           </Alert>
+          {!claim.canConfirm && (
+            <div data-testid="claim-needs-owner">
+              <Alert tone="info" title="Only owners can authorise an agent">
+                <p>
+                  You are a member of <strong>{claim.org.name}</strong>, not an owner, and authorising gives the agent a key on it. Switch to an organization you own and enter the
+                  code again, or ask an owner of {claim.org.name}.
+                </p>
+                <div className="mt-3">
+                  <OrgSwitcher />
+                </div>
+              </Alert>
+            </div>
+          )}
           {error && <ClaimError error={error} onSwitchAccount={switchAccount} />}
           <div className="flex flex-col-reverse gap-3 sm:flex-row sm:justify-end">
             <Button variant="secondary" onClick={restart} disabled={confirm.isPending || deny.isPending}>
@@ -129,7 +143,7 @@ export function ClaimForm({ initialCode, email, returnTo }: { initialCode: strin
             <Button variant="danger" pending={deny.isPending} disabled={confirm.isPending} onClick={() => deny.mutate({ code }, { onSuccess: () => setOutcome('denied') })}>
               Deny
             </Button>
-            <Button pending={confirm.isPending} disabled={deny.isPending} onClick={() => confirm.mutate({ code }, { onSuccess: () => setOutcome('confirmed') })}>
+            <Button pending={confirm.isPending} disabled={deny.isPending || !claim.canConfirm} onClick={() => confirm.mutate({ code }, { onSuccess: () => setOutcome('confirmed') })}>
               Authorise agent
             </Button>
           </div>

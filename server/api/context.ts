@@ -2,10 +2,10 @@ import { getSessionUser } from '../auth/session.js';
 import { clientAddress } from '../config/client-address.js';
 import { loadConfig } from '../config/env.js';
 import { getDb } from './db.js';
+import { ORG_COOKIE } from './org-cookie.js';
 import type { TrpcContext } from './trpc.js';
 
-/** The cookie the browser uses to say which of the user's orgs it acts for. */
-export const ORG_COOKIE = 'svc_org';
+export { ORG_COOKIE };
 
 /** Context for a tRPC request arriving over HTTP (app/api/trpc/[trpc]/route.ts). */
 export async function createHttpContext(req: Request): Promise<TrpcContext> {

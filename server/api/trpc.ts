@@ -87,17 +87,22 @@ export const platformAdminProcedure = protectedProcedure.use(async ({ ctx, next 
 });
 
 /**
+ * Whether the user may do what only owners of the acting org may: an owner, or a platform
+ * admin who is a member of the org (operators acting for an org they were added to).
+ */
+export async function canManageOrg(ctx: { db: Database; session: { user: SessionUser }; role: 'owner' | 'member' }): Promise<boolean> {
+  if (ctx.role === 'owner') return true;
+  return (await getUser(ctx.db.prisma, ctx.session.user.id))?.isPlatformAdmin ?? false;
+}
+
+/**
  * What only an org's owners may do: create and revoke keys, confirm agent claims (they issue
- * a key), manage members, rename the org. A platform admin who is a member of the org may too
- * (operators acting for an org they were added to). Role and flag are read from the database
- * on every call, so a demotion is effective at once.
+ * a key), manage members, rename the org. Role and flag are read from the database on every
+ * call, so a demotion is effective at once.
  */
 export const ownerProcedure = orgProcedure.use(async ({ ctx, next }) => {
-  if (ctx.role !== 'owner') {
-    const user = await getUser(ctx.db.prisma, ctx.session.user.id);
-    if (!user?.isPlatformAdmin) {
-      throw new TRPCError({ code: 'FORBIDDEN', message: `Only owners of ${ctx.org.name} can do this. Ask an owner, or switch to an organization you own.` });
-    }
+  if (!(await canManageOrg(ctx))) {
+    throw new TRPCError({ code: 'FORBIDDEN', message: `Only owners of ${ctx.org.name} can do this. Ask an owner, or switch to an organization you own.` });
   }
   return next();
 });

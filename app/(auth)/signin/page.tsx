@@ -1,10 +1,12 @@
 import type { Metadata } from 'next';
 import { safeCallbackPath } from '@/app/_lib/format';
+import { processOAuthSetup } from '@/server/auth/oauth-providers';
+import { signInErrorMessage } from '../sign-in-errors';
 import { SignInForm } from './sign-in-form';
 
 export const metadata: Metadata = { title: 'Sign in' };
 
 export default async function SignInPage({ searchParams }: { searchParams: Promise<Record<string, string | string[] | undefined>> }) {
   const params = await searchParams;
-  return <SignInForm callbackPath={safeCallbackPath(params.callbackUrl)} />;
+  return <SignInForm callbackPath={safeCallbackPath(params.callbackUrl)} oauthProviders={processOAuthSetup().info} initialError={signInErrorMessage(params.error)} />;
 }

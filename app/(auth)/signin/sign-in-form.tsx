@@ -6,10 +6,13 @@ import { Alert } from '@/app/_components/alert';
 import { Button } from '@/app/_components/button';
 import { TextField } from '@/app/_components/text-field';
 import { withCallback } from '@/app/_lib/format';
+import type { OAuthProviderInfo } from '@/server/auth/oauth-providers';
+import { OAuthButtons } from '../oauth-buttons';
 
-export function SignInForm({ callbackPath }: { callbackPath: string }) {
+export function SignInForm({ callbackPath, oauthProviders = [], initialError = null }: { callbackPath: string; oauthProviders?: OAuthProviderInfo[]; initialError?: string | null }) {
   const [pending, setPending] = useState(false);
-  const [error, setError] = useState<string | null>(null);
+  // initialError: an OAuth sign-in that came back refused (/signin?error=...).
+  const [error, setError] = useState<string | null>(initialError);
 
   async function onSubmit(event: React.FormEvent<HTMLFormElement>) {
     event.preventDefault();
@@ -37,6 +40,7 @@ export function SignInForm({ callbackPath }: { callbackPath: string }) {
     <div className="rounded-lg border border-zinc-200 bg-white px-5 py-6 shadow-xs sm:px-8">
       <h1 className="text-xl font-bold tracking-tight">Sign in</h1>
       <p className="mt-1 text-sm text-zinc-600">Manage API keys and credits.</p>
+      <OAuthButtons providers={oauthProviders} callbackPath={callbackPath} />
       <form onSubmit={onSubmit} className="mt-6 space-y-4">
         <TextField label="Email" name="email" type="email" autoComplete="email" required autoFocus />
         <TextField label="Password" name="password" type="password" autoComplete="current-password" required />

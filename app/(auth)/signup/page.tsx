@@ -1,10 +1,12 @@
 import type { Metadata } from 'next';
 import { safeCallbackPath } from '@/app/_lib/format';
+import { processOAuthSetup } from '@/server/auth/oauth-providers';
+import { signInErrorMessage } from '../sign-in-errors';
 import { SignUpForm } from './sign-up-form';
 
 export const metadata: Metadata = { title: 'Create account' };
 
 export default async function SignUpPage({ searchParams }: { searchParams: Promise<Record<string, string | string[] | undefined>> }) {
   const params = await searchParams;
-  return <SignUpForm callbackPath={safeCallbackPath(params.callbackUrl)} />;
+  return <SignUpForm callbackPath={safeCallbackPath(params.callbackUrl)} oauthProviders={processOAuthSetup().info} initialError={signInErrorMessage(params.error)} />;
 }

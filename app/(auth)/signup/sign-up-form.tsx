@@ -8,11 +8,13 @@ import { Button } from '@/app/_components/button';
 import { TextField } from '@/app/_components/text-field';
 import { errorMessage, withCallback } from '@/app/_lib/format';
 import { useTRPC } from '@/app/_lib/trpc';
+import type { OAuthProviderInfo } from '@/server/auth/oauth-providers';
+import { OAuthButtons } from '../oauth-buttons';
 
 const MIN_PASSWORD = 8;
 
 /** callbackPath: where to go once signed in (a same-site path, e.g. back to the claim page). */
-export function SignUpForm({ callbackPath = '/' }: { callbackPath?: string }) {
+export function SignUpForm({ callbackPath = '/', oauthProviders = [], initialError = null }: { callbackPath?: string; oauthProviders?: OAuthProviderInfo[]; initialError?: string | null }) {
   const trpc = useTRPC();
   const signUp = useMutation(trpc.auth.signUp.mutationOptions());
   const [passwordError, setPasswordError] = useState<string | null>(null);
@@ -50,6 +52,12 @@ export function SignUpForm({ callbackPath = '/' }: { callbackPath?: string }) {
     <div className="rounded-lg border border-zinc-200 bg-white px-5 py-6 shadow-xs sm:px-8">
       <h1 className="text-xl font-bold tracking-tight">Create your account</h1>
       <p className="mt-1 text-sm text-zinc-600">You get a personal organization to hold your keys and credits.</p>
+      {initialError && (
+        <div className="mt-4">
+          <Alert>{initialError}</Alert>
+        </div>
+      )}
+      <OAuthButtons providers={oauthProviders} callbackPath={callbackPath} />
       <form onSubmit={onSubmit} className="mt-6 space-y-4">
         <TextField label="Name (optional)" name="name" autoComplete="name" maxLength={100} />
         <TextField label="Email" name="email" type="email" autoComplete="email" required autoFocus />

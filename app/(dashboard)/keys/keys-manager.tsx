@@ -1,5 +1,6 @@
 'use client';
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
+import Link from 'next/link';
 import { useEffect, useId, useRef, useState, type FormEvent, type KeyboardEvent } from 'react';
 import { Alert } from '@/app/_components/alert';
 import { Badge } from '@/app/_components/badge';
@@ -27,12 +28,28 @@ interface KeyRow {
 }
 
 export function KeysManager() {
+  const trpc = useTRPC();
+  const me = useQuery(trpc.account.me.queryOptions());
+  // Creating and revoking keys is for owners (the server enforces it; this only explains it).
+  // Until the role is known neither the form nor the note is shown.
+  const canManage = me.data?.canManage;
   return (
     <>
       <PageHeader title="API keys" description="Keys authenticate requests to the gateway. Anyone with a key can spend your organization's credit." />
       <div className="space-y-6">
-        <CreateKey />
-        <KeyList />
+        {canManage === true && <CreateKey />}
+        {canManage === false && (
+          <div data-testid="keys-member-note">
+            <Alert tone="info" title="Only owners can create or revoke keys">
+              You are a member of <strong>{me.data?.org.name}</strong>: you can see its keys and what they spent. Ask an owner (see{' '}
+              <Link href="/members" className="font-semibold underline">
+                Members
+              </Link>
+              ) for a key or to revoke one.
+            </Alert>
+          </div>
+        )}
+        <KeyList canRevoke={canManage === true} />
       </div>
     </>
   );
@@ -115,7 +132,7 @@ function formatRateLimit(k: Pick<KeyRow, 'rateLimitRpm' | 'defaultRateLimitRpm'>
   return k.rateLimitRpm === null ? `${k.defaultRateLimitRpm.toLocaleString('en')}/min (default)` : `${k.rateLimitRpm.toLocaleString('en')}/min`;
 }
 
-function KeyList() {
+function KeyList({ canRevoke }: { canRevoke: boolean }) {
   const trpc = useTRPC();
   const queryClient = useQueryClient();
   const keys = useQuery(trpc.keys.list.queryOptions());
@@ -143,7 +160,7 @@ function KeyList() {
           {errorMessage(keys.error)}
         </Alert>
       ) : keys.data.length === 0 ? (
-        <EmptyState title="No keys yet">Create one above to start calling the gateway.</EmptyState>
+        <EmptyState title="No keys yet">{canRevoke ? 'Create one above to start calling the gateway.' : 'An owner of this organization can create one.'}</EmptyState>
       ) : (
         <>
           <div className={`hidden gap-4 border-b border-zinc-100 pb-2 text-xs font-semibold tracking-wide text-zinc-500 uppercase md:grid ${GRID_COLUMNS}`} aria-hidden="true">
@@ -161,6 +178,7 @@ function KeyList() {
                 key={k.id}
                 k={k}
                 canSetRateLimit={isPlatformAdmin && k.status === 'active'}
+                canRevoke={canRevoke}
                 onRevoke={() => {
                   revoke.reset();
                   setTarget(k);
@@ -192,7 +210,19 @@ function KeyList() {
   );
 }
 
-function KeyListItem({ k, canSetRateLimit, onRevoke, onRateLimitSaved }: { k: KeyRow; canSetRateLimit: boolean; onRevoke: () => void; onRateLimitSaved: (rpm: number | null) => void }) {
+function KeyListItem({
+  k,
+  canSetRateLimit,
+  canRevoke,
+  onRevoke,
+  onRateLimitSaved,
+}: {
+  k: KeyRow;
+  canSetRateLimit: boolean;
+  canRevoke: boolean;
+  onRevoke: () => void;
+  onRateLimitSaved: (rpm: number | null) => void;
+}) {
   const [editing, setEditing] = useState(false);
   const changeButton = useRef<HTMLButtonElement>(null);
   const editorId = useId();
@@ -245,9 +275,11 @@ function KeyListItem({ k, canSetRateLimit, onRevoke, onRateLimitSaved }: { k: Ke
       </span>
       <span className="order-6 justify-self-end md:order-none">
         {k.status === 'active' ? (
-          <Button variant="secondary" className="min-h-8 px-3 py-1" onClick={onRevoke} aria-label={`Revoke key ${label}`}>
-            Revoke
-          </Button>
+          canRevoke && (
+            <Button variant="secondary" className="min-h-8 px-3 py-1" onClick={onRevoke} aria-label={`Revoke key ${label}`}>
+              Revoke
+            </Button>
+          )
         ) : (
           <span className="text-xs text-zinc-500">{k.revokedAt ? `Revoked ${formatDateTime(k.revokedAt)}` : ''}</span>
         )}

@@ -10,7 +10,7 @@ import { denyClaim } from '../../services/registrations/deny-claim.js';
 import { describeClaim, type CodeEntry } from '../../services/registrations/describe-claim.js';
 import { sharedGuessThrottle } from '../../services/registrations/guess-throttle.js';
 import { registrationSettings, type RegistrationDeps } from '../../services/registrations/registration-rules.js';
-import { createTRPCRouter, orgProcedure, ownerProcedure, type TrpcContext, type SessionUser } from '../trpc.js';
+import { canManageOrg, createTRPCRouter, orgProcedure, ownerProcedure, type TrpcContext, type SessionUser } from '../trpc.js';
 
 const CodeInput = z.object({ code: z.string({ error: 'Enter the 6-digit code the agent showed you.' }).max(32, 'Enter the 6-digit code the agent showed you.') });
 
@@ -32,6 +32,8 @@ export const claimsRouter = createTRPCRouter({
       registeredAt: claim.registeredAt.toISOString(),
       codeExpiresAt: claim.codeExpiresAt.toISOString(),
       org: { id: ctx.org.id, name: ctx.org.name },
+      /** Only owners may confirm (it issues a key); the page says so before the user tries. */
+      canConfirm: await canManageOrg(ctx),
     };
   }),
 

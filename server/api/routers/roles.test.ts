@@ -182,6 +182,13 @@ describe('roles: members', () => {
     expect((await asOwner.dicts.list()).map((d) => d.id)).toContain(dict.id);
   });
 
+  it('checking a claim code as a member says it cannot be confirmed for this org; as an owner, that it can', async () => {
+    const forMember = await startRegistration(deps, { type: 'service_auth', loginHint: member.user.email });
+    await expect(asMember.claims.check({ code: forMember.claim.userCode })).resolves.toMatchObject({ org: { id: owner.orgId }, canConfirm: false });
+    // In their own org the member is the owner.
+    await expect(member.caller.claims.check({ code: forMember.claim.userCode })).resolves.toMatchObject({ org: { id: member.orgId }, canConfirm: true });
+  });
+
   it('a platform admin who is a member of the org may do what owners do', async () => {
     await addMember(h.db, { orgId: owner.orgId, email: admin.user.email, role: 'member', invitedByUserId: owner.user.id });
     const asAdmin = h.callerFor(admin.user, owner.orgId);
