@@ -1,3 +1,4 @@
+import type { UpstreamStatsRecorder } from '../server/services/models/upstream-stats.js';
 import type { Config } from '../server/config/env.js';
 import type { Database } from '../server/db/database.js';
 import type { GatewayCore } from './core/gateway-core.js';
@@ -27,4 +28,6 @@ export interface GatewayContext {
   tracing?: GatewayTracing;
   /** The in-process job worker, when this process runs one: told when a job is queued. */
   jobs?: { notify(): void };
+  /** Calls and failures per upstream, added to the database for the dashboard's error rates. */
+  upstreamStats?: UpstreamStatsRecorder;
 }

@@ -76,7 +76,10 @@ export function registerChatCompletionRoutes(app: FastifyInstance, ctx: GatewayC
 
     if (res.statusCode >= 300) {
       // An engine refusing a bad request is the caller's error; anything else is the engine's.
-      if (![400, 413, 422].includes(res.statusCode)) ctx.metrics.upstreamError(answered!, 'http_status');
+      if (![400, 413, 422].includes(res.statusCode)) {
+        ctx.metrics.upstreamError(answered!, 'http_status');
+        ctx.upstreamStats?.failedAfterAnswer(answered!.id);
+      }
       throw await upstreamErrorFromResponse(res);
     }
     const promptBytes = raw?.length ?? 0;

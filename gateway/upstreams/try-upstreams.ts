@@ -29,14 +29,19 @@ export async function tryUpstreams<T>(
   for (const upstream of ctx.registry.upstreamOrder(model)) {
     // Tracing off: no span, the attempt is called as it is.
     const traced = ctx.tracing?.startAttempt(upstream);
+    const failed = (kind: Parameters<GatewayContext['metrics']['upstreamError']>[1]) => {
+      ctx.metrics.upstreamError(upstream, kind);
+      ctx.upstreamStats?.record(upstream.id, false);
+    };
     try {
       const result = await (traced ? traced.run(() => attempt(upstream)) : attempt(upstream));
       traced?.answered();
+      ctx.upstreamStats?.record(upstream.id, true);
       return result;
     } catch (e) {
       if (isServiceError(e)) {
         // An engine's error answer (its 4xx for a bad request is the caller's, not counted).
-        if (e.code === 'upstream_error') ctx.metrics.upstreamError(upstream, 'http_status');
+        if (e.code === 'upstream_error') failed('http_status');
         traced?.failed(e.code === 'upstream_error' ? 'http_error' : 'error', e);
         throw e;
       }
@@ -47,7 +52,7 @@ export async function tryUpstreams<T>(
       }
       const reason = (call.signal.reason as Error | undefined)?.name;
       if (call.signal.aborted && reason === 'TimeoutError') {
-        ctx.metrics.upstreamError(upstream, 'timeout');
+        failed('timeout');
         traced?.failed('timeout', e);
         throw upstreamTimeout(call.timeoutMs / 1000);
       }
@@ -56,16 +61,16 @@ export async function tryUpstreams<T>(
         throw e; // the client left: nothing to answer
       }
       if (isTimeout(e)) {
-        ctx.metrics.upstreamError(upstream, 'timeout');
+        failed('timeout');
         traced?.failed('timeout', e);
         throw upstreamTimeout(call.timeoutMs / 1000);
       }
       if (!isConnectFailure(e)) {
-        ctx.metrics.upstreamError(upstream, 'broken');
+        failed('broken');
         traced?.failed('broken', e);
         throw upstreamUnavailable((e as Error).message);
       }
-      ctx.metrics.upstreamError(upstream, 'connect');
+      failed('connect');
       traced?.failed('connect_failed', e);
       ctx.health.record(upstream, { ok: false, error: `connection failed: ${(e as Error).message}` });
       lastError = (e as Error).message;

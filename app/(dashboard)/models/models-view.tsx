@@ -85,6 +85,9 @@ function UpstreamRow({ u }: { u: Upstream }) {
       <div className="flex items-center gap-2 text-sm">
         <Badge tone={health.tone}>{health.label}</Badge>
         <span className="text-zinc-700">{u.latencyMs === null ? '—' : `${u.latencyMs.toLocaleString('en')} ms`}</span>
+        <span className="text-zinc-700" data-testid="upstream-error-rate" title={`${u.recentErrors} of ${u.recentRequests} calls failed in the last 15 minutes`}>
+          {u.errorRate === null ? 'no calls (15 min)' : `${(u.errorRate * 100).toFixed(1)}% errors (15 min)`}
+        </span>
       </div>
       <div className="text-xs text-zinc-500">
         <p>Checked {formatDateTime(u.lastCheckedAt, 'never')}</p>

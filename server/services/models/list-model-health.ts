@@ -1,8 +1,9 @@
-// Operators' view of the registry: every model with its upstreams and what the gateway's health
-// checker last recorded for each (health, latency, last error, when). Nothing secret leaves
-// here: upstream keys live in environment variables (only the variable's name is stored), and
-// URLs are shown without userinfo, query or fragment in case an operator put a token there.
+// Operators' view of the registry: every model with its upstreams, what the gateway's health
+// checker last recorded for each (health, latency, last error, when) and its error rate over the
+// last 15 minutes (upstream-stats.ts). Nothing secret leaves here: upstream keys live in
+// environment variables (only the variable's name is stored), and URLs are shown without userinfo, query or fragment in case an operator put a token there.
 import type { Prisma } from '../../db/database.js';
+import { recentUpstreamCounts } from './upstream-stats.js';
 
 export interface UpstreamHealthRecord {
   id: string;
@@ -16,6 +17,11 @@ export interface UpstreamHealthRecord {
   latencyMs: number | null;
   lastError: string | null;
   lastCheckedAt: Date | null;
+  /** Calls through every gateway over the last 15 minutes, and how many failed. */
+  recentRequests: number;
+  recentErrors: number;
+  /** recentErrors / recentRequests; null without calls. */
+  errorRate: number | null;
 }
 
 export interface ModelHealthRecord {
@@ -32,6 +38,7 @@ export async function listModelHealth(prisma: Prisma): Promise<ModelHealthRecord
     orderBy: { id: 'asc' },
     include: { upstreams: { orderBy: [{ createdAt: 'asc' }, { id: 'asc' }] } },
   });
+  const counts = await recentUpstreamCounts(prisma);
   return models.sort(byModality).map((m) => ({
     id: m.id,
     modality: m.modality,
@@ -48,8 +55,15 @@ export async function listModelHealth(prisma: Prisma): Promise<ModelHealthRecord
       latencyMs: u.latencyMs,
       lastError: u.lastError,
       lastCheckedAt: u.lastCheckedAt,
+      ...rates(counts.get(u.id)),
     })),
   }));
+}
+
+function rates(c: { requests: number; errors: number } | undefined) {
+  const recentRequests = c?.requests ?? 0;
+  const recentErrors = c?.errors ?? 0;
+  return { recentRequests, recentErrors, errorRate: recentRequests > 0 ? recentErrors / recentRequests : null };
 }
 
 const MODALITY_ORDER = { llm: 0, tts: 1, stt: 2 } as const;
