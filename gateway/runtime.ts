@@ -18,6 +18,7 @@ import { createKeyUsageTracker } from './core/key-usage-tracker.js';
 import { createMemoryRateLimiter, createRedisRateLimiter, type RateLimiter } from './core/rate-limiter.js';
 import { ServiceError, isServiceError } from '../server/services/errors.js';
 import { Lifecycle } from './lifecycle.js';
+import { UpstreamStatsRecorder } from '../server/services/models/upstream-stats.js';
 import { startJobWorker } from './jobs/start-job-worker.js';
 import { GatewayMetrics } from './metrics/gateway-metrics.js';
 import { startMetricsServer } from './metrics/metrics-http.js';
@@ -117,7 +118,8 @@ export async function createGatewayRuntime(config: Config, options: { logger?: b
   await registry.refresh();
   const adapters = createUpstreamAdapters({ dataDir: config.dataDir });
   const health = new HealthChecker(registry, db.prisma, adapters.healthCheck, (upstream, ok, fromCheck) => metrics.upstreamHealth(upstream, ok, fromCheck));
-  const ctx: GatewayContext = { config, db, core, limiter, registry, health, adapters, metrics, lifecycle, tracing };
+  const upstreamStats = new UpstreamStatsRecorder(db.prisma);
+  const ctx: GatewayContext = { config, db, core, limiter, registry, health, adapters, metrics, lifecycle, tracing, upstreamStats };
   const app = await buildGateway(ctx, { logger: options.logger });
   const worker = config.jobs.worker ? startJobWorker(ctx, app.log) : null;
   const metricsServer = config.metricsPort
@@ -126,6 +128,7 @@ export async function createGatewayRuntime(config: Config, options: { logger?: b
 
   registry.start(config.registryRefreshMs, (err) => app.log.warn({ err }, 'registry refresh failed'));
   health.start(config.healthCheckMs);
+  upstreamStats.start(5_000, (err) => app.log.warn({ err }, 'upstream stats flush failed'));
 
   let stopped: Promise<void> | undefined;
   const shutdown = async (graceMs: number) => {
@@ -155,6 +158,7 @@ export async function createGatewayRuntime(config: Config, options: { logger?: b
     await workerStopped;
     // Every span has ended by now (requests closed, debits settled): send what is buffered.
     if (tracing && !(await tracing.shutdown(TRACE_FLUSH_MS))) app.log.warn({ timeoutMs: TRACE_FLUSH_MS }, 'the last trace spans could not be exported in time');
+    await upstreamStats.stop();
     await usage.close();
     await limiter.close();
     redis?.disconnect();
