@@ -2,22 +2,26 @@
 // throw-away SQLite database, `next start` and `svc gateway` on free ports against it, and
 // Debian's Chromium through playwright-core. Sign up, create a key, use it on the gateway,
 // revoke it in the page, see the gateway refuse it; give a key its own rate limit in the page
-// (the first user is platform admin) and see the gateway apply it; then credits, phone width,
-// sign-out.
+// (the first user is platform admin) and see the gateway apply it; then credits; then roles:
+// a second user (another browser) is added as a member, switches to the owner's org, sees its
+// keys but can neither create nor revoke them (in the page, nor by calling the server); then
+// phone width, sign-out.
 //
 //   npx next build && npx tsx e2e/dashboard.e2e.ts      (E2E_BUILD=1 rebuilds first)
 //
 // Prints one line per step and "N passed, N failed" last; exits non-zero on any failure.
 // Processes and temporary directories are removed on exit, including on failure and Ctrl-C
 // (e2e/support/).
-import { statSync } from 'node:fs';
+import { mkdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { createApiKey, fillSignUp, PASSWORD, submitSignUp, type Account } from './support/accounts.js';
+import { createApiKey, fillSignUp, PASSWORD, signUp, submitSignUp, type Account } from './support/accounts.js';
 import { assertPagesFitPhone, mainNav, openBrowser } from './support/browser.js';
 import { startStack } from './support/processes.js';
 import { assert, runE2E, sleep, step } from './support/runner.js';
 
 const USER: Account = { name: 'E2E Tester', email: 'e2e.tester@example.com', password: PASSWORD };
+const MEMBER: Account = { name: 'E2E Member', email: 'e2e.member@example.com', password: PASSWORD };
+const INVITEE = 'e2e.invitee@example.com';
 const KEY_NAME = 'e2e voice agent';
 const LIMITED_KEY_NAME = 'e2e rate limited';
 
@@ -200,8 +204,91 @@ await runE2E({ stepTimeoutMs: 60_000 }, async () => {
     await page.getByTestId('balance').getByText('$5.250000').waitFor();
   });
 
+  step('the owner sees themselves as the only member and cannot demote or remove the last owner', async () => {
+    await mainNav(page, 'Members').click();
+    await page.waitForURL(`${dash}/members`);
+    const self = page.getByTestId('member-row').filter({ hasText: USER.email });
+    await self.getByTestId('member-role').getByText('Owner', { exact: true }).waitFor();
+    await self.getByText('The last owner: make someone else an owner first.').waitFor();
+    assert(await self.getByRole('button', { name: /^Make .* a member$/ }).isDisabled(), 'the last owner can be demoted in the page');
+    assert(await self.getByRole('button', { name: 'Leave this organization' }).isDisabled(), 'the last owner can leave in the page');
+  });
+
+  let member: Awaited<ReturnType<typeof openBrowser>> | undefined;
+  step('a second user signs up in another browser, with a personal org of their own', async () => {
+    const second = join(tmp, 'second-browser');
+    mkdirSync(second, { recursive: true });
+    member = await openBrowser({ tmp: second }, { screenshotPrefix: 'member-' });
+    await signUp(member.page, dash, MEMBER);
+    await member.page.getByRole('heading', { level: 1, name: "E2E Member's org" }).waitFor();
+    // One org: its name, no switch.
+    await member.page.getByTestId('active-org').getByText("E2E Member's org").waitFor();
+  });
+
+  step('the owner adds the second user as a member by email, and invites an email with no account', async () => {
+    const add = page.getByRole('region', { name: 'Add a member' });
+    await add.getByLabel('Email').fill(MEMBER.email.toUpperCase());
+    await add.getByLabel('Role').selectOption('member');
+    await add.getByRole('button', { name: 'Add', exact: true }).click();
+    await add.getByTestId('add-member-result').getByText(`${MEMBER.email} is now a member.`).waitFor();
+    const row = page.getByTestId('member-row').filter({ hasText: MEMBER.email });
+    await row.getByTestId('member-role').getByText('Member', { exact: true }).waitFor();
+    await row.getByText('E2E Member').waitFor();
+
+    await add.getByLabel('Email').fill(INVITEE);
+    await add.getByRole('button', { name: 'Add', exact: true }).click();
+    await add.getByTestId('add-member-result').getByText(/No account uses .* yet/).waitFor();
+    await page.getByTestId('invitation-row').filter({ hasText: INVITEE }).waitFor();
+    await shot('members');
+  });
+
+  let ownerKeyId = '';
+  step('the member switches to the owner\'s org and sees its keys, without create or revoke', async () => {
+    const m = member!.page;
+    await m.goto(`${dash}/keys`);
+    const switcher = m.getByTestId('org-switcher');
+    await switcher.selectOption({ label: "E2E Tester's org (member)" });
+    await m.getByTestId('org-switch').click();
+    await m.getByTestId('keys-member-note').getByText('Only owners can create or revoke keys').waitFor();
+    const row = m.getByTestId('key-row').filter({ hasText: LIMITED_KEY_NAME });
+    await row.getByTestId('key-status').getByText('Active', { exact: true }).waitFor();
+    ownerKeyId = (await row.getAttribute('data-key-id')) ?? '';
+    assert(ownerKeyId.startsWith('key_'), `key id ${ownerKeyId}`);
+    assert((await m.getByRole('button', { name: 'Create key' }).count()) === 0, 'a member is offered Create key');
+    assert((await m.getByRole('button', { name: /^Revoke key/ }).count()) === 0, 'a member is offered Revoke');
+    assert((await m.getByTestId('new-api-key').count()) === 0, 'a member sees a new-key panel');
+    await member!.shot('keys');
+  });
+
+  step('the server refuses the member as well: keys.create and keys.revoke answer 403, the key keeps working', async () => {
+    // The member's own browser session and org cookie, calling the procedures the page hides.
+    const request = member!.context.request;
+    for (const [procedure, input] of [['keys.create', { name: 'sneaky' }], ['keys.revoke', { id: ownerKeyId }]] as const) {
+      const res = await request.post(`${dash}/api/trpc/${procedure}`, { data: input, headers: { 'content-type': 'application/json' } });
+      const body = (await res.json()) as { error?: { message?: string; data?: { code?: string } } };
+      assert(res.status() === 403 && body.error?.data?.code === 'FORBIDDEN', `${procedure}: ${res.status()} ${JSON.stringify(body)}`);
+      assert(body.error?.message?.startsWith("Only owners of E2E Tester's org can do this."), `${procedure}: ${body.error?.message}`);
+    }
+    const res = await gatewayModels(limitedKey);
+    assert(res.status === 200, `the owner's key answers ${res.status} after the member's attempt`);
+    await page.goto(`${dash}/keys`);
+    assert((await page.getByTestId('key-row').filter({ hasText: 'sneaky' }).count()) === 0, 'the member created a key');
+  });
+
+  step('the member sees the members page without the owner controls', async () => {
+    const m = member!.page;
+    await mainNav(m, 'Members').click();
+    await m.waitForURL(`${dash}/members`);
+    await m.getByTestId('members-member-note').waitFor();
+    await m.getByTestId('member-row').filter({ hasText: USER.email }).waitFor();
+    assert((await m.getByRole('region', { name: 'Add a member' }).count()) === 0, 'a member is offered Add a member');
+    assert((await m.getByRole('button', { name: /^(Remove|Make) / }).count()) === 0, 'a member is offered role or removal buttons');
+    await member!.shot('members');
+    assert(member!.errors.length === 0, member!.errors.join('\n'));
+  });
+
   step('pages fit a phone-width screen', async () => {
-    await assertPagesFitPhone(browser, dash, ['/', '/keys', '/credits'], (path) => `phone${path === '/' ? '-overview' : path.replace('/', '-')}`);
+    await assertPagesFitPhone(browser, dash, ['/', '/keys', '/credits', '/members'], (path) => `phone${path === '/' ? '-overview' : path.replace('/', '-')}`);
   });
 
   step('signs out, and the dashboard is closed again', async () => {
