@@ -3,8 +3,9 @@
 // continuing the caller's `traceparent`. Registered only when tracing is on (app.ts).
 //
 // The span's context is made active twice: in onRequest (admission runs under it) and again
-// in preHandler, because body parsing runs on the socket's events, outside any async context.
-// Callback-style hooks are used for that: `done` runs the rest of the chain synchronously.
+// in preHandler, because between the two the body is read on the socket's events, which are
+// not guaranteed to carry the request's async context. Callback-style hooks are used for
+// that: `done` runs the rest of the chain synchronously, inside the context.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ATTR_HTTP_REQUEST_METHOD, ATTR_HTTP_RESPONSE_STATUS_CODE, ATTR_HTTP_ROUTE, ATTR_URL_PATH } from '@opentelemetry/semantic-conventions';
 import { toServiceError } from '../errors.js';
