@@ -122,7 +122,7 @@ function AddMember() {
   );
 }
 
-const GRID = 'md:grid-cols-[minmax(0,2fr)_6rem_minmax(0,1fr)_minmax(0,14rem)]';
+const GRID = 'md:grid-cols-[minmax(0,2fr)_6rem_minmax(0,1fr)_15rem]';
 
 function MemberList({ canManage }: { canManage: boolean }) {
   const trpc = useTRPC();
