@@ -20,7 +20,7 @@ import { ServiceError, isServiceError } from '../server/services/errors.js';
 import { Lifecycle } from './lifecycle.js';
 import { UpstreamStatsRecorder } from '../server/services/models/upstream-stats.js';
 import { startJobWorker } from './jobs/start-job-worker.js';
-import { GatewayMetrics } from './metrics/gateway-metrics.js';
+import { GatewayMetrics, upstreamLabel } from './metrics/gateway-metrics.js';
 import { startMetricsServer } from './metrics/metrics-http.js';
 import { HealthChecker } from './registry/health-checker.js';
 import { createTracing } from './tracing/gateway-tracing.js';
@@ -121,6 +121,12 @@ export async function createGatewayRuntime(config: Config, options: { logger?: b
   const upstreamStats = new UpstreamStatsRecorder(db.prisma);
   const ctx: GatewayContext = { config, db, core, limiter, registry, health, adapters, metrics, lifecycle, tracing, upstreamStats };
   const app = await buildGateway(ctx, { logger: options.logger });
+  if (tracing) {
+    tracing.onExportStateChange = (failing, err) =>
+      failing
+        ? app.log.warn({ err, url: upstreamLabel(config.tracing?.tracesUrl ?? '') }, 'trace export failed; spans are dropped until the collector accepts them again')
+        : app.log.info('trace export works again');
+  }
   const worker = config.jobs.worker ? startJobWorker(ctx, app.log) : null;
   const metricsServer = config.metricsPort
     ? await startMetricsServer(metrics, { host: config.metricsHost, port: config.metricsPort, token: config.metricsToken })

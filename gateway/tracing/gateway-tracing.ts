@@ -13,7 +13,7 @@
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { ROOT_CONTEXT, SpanKind, SpanStatusCode, createContextKey, trace, type Attributes, type Context, type Span, type Tracer } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
-import { W3CTraceContextPropagator } from '@opentelemetry/core';
+import { ExportResultCode, W3CTraceContextPropagator, type ExportResult } from '@opentelemetry/core';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { defaultResource, resourceFromAttributes } from '@opentelemetry/resources';
 import {
@@ -189,9 +189,28 @@ export class GatewayTracing {
   private readonly requestByAuth = new WeakMap<RequestAuth, RequestTrace>();
   private readonly attemptByHttp = new WeakMap<UndiciRequest, AttemptTrace>();
   private readonly channels: [string, (message: unknown) => void][];
+  private exportFailing = false;
+  /**
+   * Told when exports start failing (the collector is unreachable or refuses them; the spans of
+   * those batches are dropped) and when they succeed again: once per change, not per batch.
+   */
+  onExportStateChange: (failing: boolean, error: Error | undefined) => void = () => {};
 
   constructor(config: TracingConfig, options: { exporter?: SpanExporter } = {}) {
-    const exporter = options.exporter ?? new OTLPTraceExporter({ url: config.tracesUrl });
+    const inner = options.exporter ?? new OTLPTraceExporter({ url: config.tracesUrl });
+    const exporter: SpanExporter = {
+      export: (spans, done) =>
+        inner.export(spans, (result: ExportResult) => {
+          const failing = result.code !== ExportResultCode.SUCCESS;
+          if (failing !== this.exportFailing) {
+            this.exportFailing = failing;
+            this.onExportStateChange(failing, result.error);
+          }
+          done(result);
+        }),
+      shutdown: () => inner.shutdown(),
+      forceFlush: () => inner.forceFlush?.() ?? Promise.resolve(),
+    };
     this.provider = new TracerProvider({
       resource: defaultResource().merge(resourceFromAttributes({ [ATTR_SERVICE_NAME]: config.serviceName })),
       sampler: samplerFor(config.sampler, config.samplerRatio),

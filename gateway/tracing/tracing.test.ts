@@ -5,9 +5,11 @@
 import { hasSubscribers } from 'node:diagnostics_channel';
 import { request } from 'node:http';
 import { trace } from '@opentelemetry/api';
+import { ExportResultCode } from '@opentelemetry/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../../server/config/env.js';
 import { upsertModel } from '../../server/services/models/upsert-model.js';
+import { GatewayTracing } from './gateway-tracing.js';
 import { startGateway, type GatewayHarness } from '../../test/support/gateway-harness.js';
 import { startOtlpCollector, type CollectedSpan, type OtlpCollector } from '../../test/support/otlp-collector.js';
 import { startScriptedUpstream, type ScriptedUpstream } from '../../test/support/scripted-openai-upstream.js';
@@ -332,6 +334,63 @@ describe('tracing on', () => {
     expect(debits.every((d) => d.attributes['svc.modality'] === 'stt' && d.attributes['svc.request_id'] === 'req_trace_ws_1')).toBe(true);
     expect(collector.rawBodies.join('\n')).not.toContain(h.key);
   });
+});
+
+describe('GatewayTracing with a failing exporter', () => {
+  it('reports the change to failing once, and back once, not per batch', async () => {
+    let fail = true;
+    const exported: number[] = [];
+    const exporter = {
+      export: (spans: unknown[], done: (r: { code: number; error?: Error }) => void) => {
+        exported.push(spans.length);
+        done(fail ? { code: ExportResultCode.FAILED, error: new Error('collector unreachable') } : { code: ExportResultCode.SUCCESS });
+      },
+      shutdown: async () => {},
+    };
+    const tracing = new GatewayTracing({ tracesUrl: 'http://127.0.0.1:9/v1/traces', serviceName: 't', sampler: 'always_on', samplerRatio: 1 }, { exporter });
+    const changes: [boolean, string | undefined][] = [];
+    tracing.onExportStateChange = (failing, error) => changes.push([failing, error?.message]);
+    const oneSpan = async () => {
+      const rt = tracing.startRequest('GET /x', {}, {});
+      tracing.endRequest(rt, { attributes: {}, errorMessage: undefined, clientGone: false });
+      // A failed export rejects the flush (and drops the batch).
+      await tracing.flush().catch(() => undefined);
+    };
+    await oneSpan();
+    await oneSpan();
+    fail = false;
+    await oneSpan();
+    await oneSpan();
+    expect(exported).toEqual([1, 1, 1, 1]);
+    expect(changes).toEqual([
+      [true, 'collector unreachable'],
+      [false, undefined],
+    ]);
+    expect(await tracing.shutdown(1000)).toBe(true);
+  });
+
+  it.each(['garbage', `00-${'0'.repeat(32)}-${PARENT_ID}-01`, `ff-${TRACE_ID}-${PARENT_ID}-01`, `00-${TRACE_ID}-${PARENT_ID}`, `00-${TRACE_ID.toUpperCase()}-${PARENT_ID}-01`])(
+    'an invalid incoming traceparent (%s) starts a new trace',
+    async (traceparent) => {
+      const spans: { traceId: string; parent: string | undefined }[] = [];
+      const exporter = {
+        export: (batch: { spanContext(): { traceId: string }; parentSpanContext?: { spanId: string } }[], done: (r: { code: number }) => void) => {
+          for (const s of batch) spans.push({ traceId: s.spanContext().traceId, parent: s.parentSpanContext?.spanId });
+          done({ code: ExportResultCode.SUCCESS });
+        },
+        shutdown: async () => {},
+      };
+      const tracing = new GatewayTracing({ tracesUrl: 'http://127.0.0.1:9/v1/traces', serviceName: 't', sampler: 'parentbased_always_on', samplerRatio: 1 }, { exporter: exporter as never });
+      const rt = tracing.startRequest('GET /x', { traceparent }, {});
+      tracing.endRequest(rt, { attributes: {}, errorMessage: undefined, clientGone: false });
+      await tracing.flush();
+      await tracing.shutdown(1000);
+      expect(spans).toHaveLength(1);
+      expect(spans[0]!.traceId).not.toBe(TRACE_ID);
+      expect(spans[0]!.traceId).toMatch(/^[0-9a-f]{32}$/);
+      expect(spans[0]!.parent).toBeUndefined();
+    },
+  );
 });
 
 describe('tracing flush on shutdown', () => {
