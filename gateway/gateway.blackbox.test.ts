@@ -421,7 +421,9 @@ describe('POST /v1/chat/completions: proxying and metering', () => {
     // A second request: the balance header follows the debits.
     const r2 = await chat(gw, k.key, requestBody);
     expect(r2.headers.get('x-svc-credits-remaining-usd')).toBe('4.999988');
-    expect(await t.db.hot.getBalance(org)).toBe(4_999_988n);
+    // On SQLite the gateway commits a debit just after writing its answer (same event-loop
+    // turn), so another process may look a moment too early.
+    await vi.waitFor(async () => expect(await t.db.hot.getBalance(org)).toBe(4_999_988n), { timeout: 5_000, interval: 10 });
     const events = await usageRows(t.db.prisma, { orgId: org });
     expect(events.map((e) => [e.modelId, e.inputTokens, e.outputTokens, e.costMicros, e.requestId])).toEqual(
       expect.arrayContaining([

@@ -127,6 +127,7 @@ export async function createGatewayRuntime(config: Config, options: { logger?: b
         ? app.log.warn({ err, url: upstreamLabel(config.tracing?.tracesUrl ?? '') }, 'trace export failed; spans are dropped until the collector accepts them again')
         : app.log.info('trace export works again');
   }
+  db.hot.onDeferredWriteError = (err, queued) => app.log.error({ err, queued }, 'usage debits could not be written; retrying them (metered requests get 503 until they are)');
   const worker = config.jobs.worker ? startJobWorker(ctx, app.log) : null;
   const metricsServer = config.metricsPort
     ? await startMetricsServer(metrics, { host: config.metricsHost, port: config.metricsPort, token: config.metricsToken })

@@ -249,6 +249,8 @@ describe('concurrent debits', () => {
     const total = costs.reduce((s, c) => s + c, 0n);
 
     const returned = await Promise.all(costs.map((c, i) => core.charge(auth, `req_conc_${i}`, c, { ...usage, inputTokens: i })));
+    // On SQLite the charges answer before their commit, which follows in the same turn.
+    await t.db.hot.settle();
 
     const balance = await t.db.hot.getBalance(orgId);
     expect(balance).toBe(initial - total);

@@ -53,6 +53,11 @@ export function createGatewayCore(deps: {
           { 'retry-after': String(wait) },
         );
       }
+      if (metered && deps.store.debitsFailing()) {
+        // Answered requests whose debits the database has not taken yet: serve no more
+        // metered work until they are written (this bounds what a write failure leaves unbilled).
+        throw new ServiceError('temporarily_unavailable', 'Usage cannot be recorded right now (the database refuses writes), so metered requests are paused; retry within a few seconds.');
+      }
       if (metered && key.balanceMicros <= 0n) {
         throw new ServiceError(
           'insufficient_quota',

@@ -9,7 +9,7 @@ export function createPostgresHotStore(connectionString: string): HotStore {
   pool.on('error', () => {});
   const ts = (d: Date) => sqlTimestamp('postgresql', d);
 
-  return {
+  const store: HotStore = {
     async findKeyByHash(hash): Promise<KeyAuthRecord | null> {
       const { rows } = await pool.query<{ keyId: string; orgId: string; status: 'active' | 'revoked'; rateLimitRpm: number | null; balanceMicros: string }>({
         name: 'svc_find_key',
@@ -51,6 +51,15 @@ export function createPostgresHotStore(connectionString: string): HotStore {
       });
       return rows[0] ? BigInt(rows[0].b) : null;
     },
+    // A round trip per debit either way: nothing to gain from answering before the commit,
+    // and a debit that fails can still withhold its request's result.
+    applyUsageDebit(change) {
+      return store.applyLedgerChange(change);
+    },
+    debitsFailing() {
+      return false;
+    },
+    async settle() {},
     async touchKeys(lastUsed) {
       if (lastUsed.size === 0) return;
       const ids = [...lastUsed.keys()];
@@ -67,4 +76,5 @@ export function createPostgresHotStore(connectionString: string): HotStore {
       await pool.end();
     },
   };
+  return store;
 }

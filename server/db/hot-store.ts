@@ -42,6 +42,18 @@ export interface HotStore {
    * transaction. Returns the balance after the change, or null when the org does not exist.
    */
   applyLedgerChange(change: LedgerChange): Promise<bigint | null>;
+  /**
+   * A usage debit, with the same atomicity as applyLedgerChange. PostgreSQL: exactly that.
+   * SQLite: resolves at once with the balance after the debit as this process tracks it;
+   * the row is committed later in the same event-loop turn (README, "Credits").
+   */
+  applyUsageDebit(change: LedgerChange): Promise<bigint | null>;
+  /** Resolves once every debit applied so far is committed; rejects while they cannot be. */
+  settle(): Promise<void>;
+  /** True while debits already answered could not be written yet (SQLite; retried in order). */
+  debitsFailing(): boolean;
+  /** Told when answered debits fail to be written (they stay queued and are retried). */
+  onDeferredWriteError?: (err: unknown, queued: number) => void;
   /** Batched last-used stamps: one write per flush, not per request. */
   touchKeys(lastUsed: ReadonlyMap<string, Date>): Promise<void>;
   ping(): Promise<void>;

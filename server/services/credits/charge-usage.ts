@@ -5,13 +5,14 @@ import type { HotStore, UsageRecord } from '../../db/hot-store.js';
  * is positive and debited when they finish, so a balance can go below zero by at most the
  * cost of the requests that were already in flight when it crossed zero (README, "Credits").
  * The debit itself is one atomic statement/transaction: concurrent debits never lose or
- * double an amount.
+ * double an amount. On SQLite the returned balance comes before the commit, which follows in
+ * the same event-loop turn (HotStore.applyUsageDebit).
  */
 export async function chargeUsage(
   store: HotStore,
   input: { orgId: string; apiKeyId: string; requestId: string; costMicros: bigint; usage: UsageRecord },
 ): Promise<bigint> {
-  const balance = await store.applyLedgerChange({
+  const balance = await store.applyUsageDebit({
     orgId: input.orgId,
     amountMicros: -input.costMicros,
     kind: 'usage',

@@ -1,0 +1,121 @@
+// The SQLite hot store's deferred usage debits: a debit answers with the balance at once and
+// is committed later in the same event-loop turn. What that must keep: every balance-after
+// exact, changes made by other connections counted, and a commit that fails neither loses
+// nor doubles a debit while metered admission is paused. Always SQLite (the PostgreSQL store
+// commits before it answers).
+import Database from 'better-sqlite3';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { createGatewayCore } from '../../gateway/core/gateway-core.js';
+import { createMemoryRateLimiter } from '../../gateway/core/rate-limiter.js';
+import { hashApiKey } from '../services/keys/api-key-format.js';
+import { createApiKey } from '../services/keys/create-api-key.js';
+import type { ServiceError } from '../services/errors.js';
+import { createOrg } from '../services/orgs/create-org.js';
+import { envelope } from '../../gateway/errors.js';
+import { createTestDatabase, type TestDatabase } from '../../test/support/test-database.js';
+import { sqlitePath } from './dialect.js';
+import { newId } from './ids.js';
+
+let t: TestDatabase;
+/** Another connection to the same file, as the dashboard, the CLI or a replica would have. */
+let other: Database.Database;
+const limiter = createMemoryRateLimiter();
+
+beforeAll(async () => {
+  t = await createTestDatabase('sqlite');
+  other = new Database(sqlitePath(t.url), { timeout: 10_000 });
+  other.defaultSafeIntegers(true);
+});
+afterAll(async () => {
+  other?.close();
+  await limiter.close();
+  await t?.drop();
+});
+
+const usage = { modelId: 'm', modality: 'llm' as const, route: 'chat.completions', inputTokens: 3, outputTokens: 4 };
+const debit = (orgId: string, amount: bigint, requestId = newId('req')) =>
+  t.db.hot.applyUsageDebit({ orgId, amountMicros: -amount, kind: 'usage', description: 'llm m', requestId, usage });
+
+async function newOrg(credits: bigint) {
+  const org = await createOrg(t.db, { name: 'deferred', creditsMicros: credits });
+  const key = await createApiKey(t.db.prisma, { orgId: org.id, name: 'k' });
+  return { orgId: org.id, key: key.key };
+}
+
+/** A grant written by the other connection, ledger row and balance in one transaction. */
+function grantFromElsewhere(orgId: string, amount: bigint): void {
+  other.transaction(() => {
+    const { b } = other.prepare(`UPDATE "Org" SET balanceMicros = balanceMicros + ? WHERE id = ? RETURNING balanceMicros AS b`).get(amount, orgId) as { b: bigint };
+    other.prepare(`INSERT INTO "LedgerEntry" (id, orgId, kind, amountMicros, balanceAfterMicros, createdAt) VALUES (?, ?, 'grant', ?, ?, ?)`).run(newId('led'), orgId, amount, b, new Date().toISOString().replace('Z', '+00:00'));
+  }).immediate();
+}
+
+async function ledgerOf(orgId: string) {
+  await t.db.hot.settle();
+  const org = await t.db.prisma.org.findUniqueOrThrow({ where: { id: orgId } });
+  const rows = await t.db.prisma.ledgerEntry.findMany({ where: { orgId }, orderBy: { balanceAfterMicros: 'desc' } });
+  expect(rows.reduce((s, r) => s + r.amountMicros, 0n)).toBe(org.balanceMicros);
+  return { balance: org.balanceMicros, rows };
+}
+
+describe('deferred usage debits (SQLite)', () => {
+  it('answer at once with the balance that their committed ledger row then carries', async () => {
+    const { orgId } = await newOrg(1_000n);
+    const answered = [await debit(orgId, 100n, 'req_d1'), await debit(orgId, 30n, 'req_d2')];
+    expect(answered).toEqual([900n, 870n]);
+    const { balance, rows } = await ledgerOf(orgId);
+    expect(balance).toBe(870n);
+    expect(rows.filter((r) => r.kind === 'usage').map((r) => [r.requestId, r.amountMicros, r.balanceAfterMicros, r.modelId, r.inputTokens])).toEqual([
+      ['req_d1', -100n, 900n, 'm', 3],
+      ['req_d2', -30n, 870n, 'm', 3],
+    ]);
+  });
+
+  it('count a grant made by another connection, also while debits of this turn are not yet committed', async () => {
+    const { orgId, key } = await newOrg(1_000n);
+    expect(await debit(orgId, 100n)).toBe(900n);
+    await t.db.hot.settle();
+    grantFromElsewhere(orgId, 500n);
+    expect(await debit(orgId, 50n)).toBe(1_350n);
+    // Not committed yet: a grant lands in between, and a key lookup reloads the balance.
+    grantFromElsewhere(orgId, 10n);
+    const record = await t.db.hot.findKeyByHash(hashApiKey(key));
+    expect(record?.balanceMicros).toBe(1_360n);
+    expect(await t.db.hot.getBalance(orgId)).toBe(1_360n);
+    const { balance, rows } = await ledgerOf(orgId);
+    expect(balance).toBe(1_360n);
+    // Every row's balance-after is exact, whichever connection wrote it.
+    const ordered = [...rows].sort((a, b) => (a.createdAt < b.createdAt ? -1 : a.createdAt > b.createdAt ? 1 : 0));
+    expect(ordered.at(-1)!.balanceAfterMicros).toBe(1_360n);
+  });
+
+  it('a commit that fails keeps the answered debits queued and pauses metered admission until they are written', async () => {
+    const { orgId, key } = await newOrg(1_000n);
+    const core = createGatewayCore({ store: t.db.hot, limiter, defaultRpm: 1_000, onKeyUsed: () => {} });
+    const errors: number[] = [];
+    t.db.hot.onDeferredWriteError = (_err, queued) => errors.push(queued);
+    // The database refuses this one request's row (as a full disk or an I/O error would).
+    other.exec(`CREATE TRIGGER refuse_debit BEFORE INSERT ON "LedgerEntry" WHEN NEW.requestId = 'req_refused' BEGIN SELECT RAISE(ABORT, 'refused by test'); END`);
+    try {
+      const auth = await core.admit(key, true);
+      expect(await core.charge(auth, 'req_refused', 200n, usage)).toBe(800n);
+      await vi.waitFor(() => expect(t.db.hot.debitsFailing()).toBe(true), { timeout: 5_000, interval: 5 });
+      expect(errors[0]).toBe(1);
+      await expect(t.db.hot.settle()).rejects.toThrow(/refused by test/);
+      // Metered work is refused while it stays unwritten; the balance still counts it.
+      const refused = await core.admit(key, true).then(() => null, (e: unknown) => envelope(e as ServiceError));
+      expect(refused).toMatchObject({ status: 503, body: { error: { code: 'temporarily_unavailable' } } });
+      expect((await core.admit(key, false)).balanceMicros).toBe(800n);
+      expect(await t.db.prisma.ledgerEntry.count({ where: { requestId: 'req_refused' } })).toBe(0);
+    } finally {
+      other.exec(`DROP TRIGGER refuse_debit`);
+    }
+    // Retried by itself: written once, and admission resumes.
+    await vi.waitFor(() => expect(t.db.hot.debitsFailing()).toBe(false), { timeout: 10_000, interval: 20 });
+    const { balance, rows } = await ledgerOf(orgId);
+    expect(balance).toBe(800n);
+    expect(rows.filter((r) => r.requestId === 'req_refused').map((r) => [r.amountMicros, r.balanceAfterMicros])).toEqual([[-200n, 800n]]);
+    expect((await core.admit(key, true)).balanceMicros).toBe(800n);
+    t.db.hot.onDeferredWriteError = undefined;
+  });
+});
