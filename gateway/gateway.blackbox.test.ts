@@ -3,7 +3,6 @@
 // test database (SQLite file by default, PostgreSQL with TEST_DB=postgresql). The Redis part
 // runs two more gateway processes on the same database sharing one rate-limit window.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createServer } from 'node:net';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
@@ -11,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../test/support/test-database.js';
 import { startScriptedUpstream, type ScriptedUpstream } from '../test/support/scripted-openai-upstream.js';
 import { usageRows } from '../test/support/usage-rows.js';
+import { freePort } from '../test/support/svc-process.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const SVC = join(ROOT, 'bin/svc.mjs');
@@ -40,16 +40,6 @@ process.once('exit', () => {
   for (const c of children) c.kill('SIGKILL');
 });
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as { port: number };
-      srv.close(() => resolve(port));
-    });
-  });
-}
 
 let t: TestDatabase;
 /** A minimal environment for the processes (cast: the dashboard's types require NODE_ENV in ProcessEnv). */

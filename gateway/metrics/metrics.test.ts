@@ -2,7 +2,6 @@
 // loopback listener), and that the series move with real traffic through the real gateway:
 // requests by route pattern/model/status, time to first token/audio/transcript, active
 // streams and WebSocket sessions, upstream health and errors, credits debited.
-import { createServer } from 'node:net';
 import { WebSocket } from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { upsertModel } from '../../server/services/models/upsert-model.js';
@@ -10,21 +9,12 @@ import { seedPlatformVoices } from '../../server/services/voices/seed-platform-v
 import { startGateway, type GatewayHarness } from '../../test/support/gateway-harness.js';
 import { startScriptedUpstream, type ScriptedUpstream } from '../../test/support/scripted-openai-upstream.js';
 import { sseReader } from '../../test/support/sse-client.js';
+import { freePort } from '../../test/support/svc-process.js';
 import { openSession, s16le, settleRecognizers, speech } from '../../test/support/stt-routes.js';
 
 const TOKEN = 'metrics-token-0123456789abcdef';
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as { port: number };
-      srv.close(() => resolve(port));
-    });
-  });
-}
 
 interface Sample {
   name: string;

@@ -3,11 +3,9 @@
 // `name`, `audio_sample` (WAV), and optional `transcript`, `language`; the answer's `id` (or
 // `voice_id`) is the voice to send as `voice` to {url}/audio/speech. An `expires_at` (unix
 // seconds or ISO) in the answer becomes the profile's expiry.
-import { FormData, request } from 'undici';
+import { FormData } from 'undici';
 import type { VoiceCloneAdapter } from '../clone-types.js';
-import { upstreamApiKey } from '../types.js';
-import { upstreamErrorFromResponse } from '../upstream-errors.js';
-import { httpDispatcher } from './chat.js';
+import { postForm } from './post-form.js';
 import { ServiceError } from '../../../server/services/errors.js';
 
 function parseExpiry(value: unknown): Date | null {
@@ -25,17 +23,7 @@ export const openAiCloneAdapter: VoiceCloneAdapter = {
     if (req.transcript) form.set('transcript', req.transcript);
     form.set('language', req.language);
     form.set('mode', req.mode);
-    const key = upstreamApiKey(upstream);
-    const res = await request(`${upstream.url}/audio/voices`, {
-      method: 'POST',
-      dispatcher: httpDispatcher,
-      headers: key ? { authorization: `Bearer ${key}` } : {},
-      body: form,
-      signal: req.signal,
-      headersTimeout: req.timeoutMs,
-      bodyTimeout: req.timeoutMs,
-    });
-    if (res.statusCode >= 300) throw await upstreamErrorFromResponse({ statusCode: res.statusCode, text: () => res.body.text() });
+    const res = await postForm(upstream, '/audio/voices', form, req);
     const body = (await res.body.json().catch(() => null)) as Record<string, unknown> | null;
     const id = body?.id ?? body?.voice_id;
     if (typeof id !== 'string' || id.length === 0 || id.length > 512) {

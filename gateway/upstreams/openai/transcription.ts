@@ -1,14 +1,12 @@
 // Batch transcription on OpenAI-compatible servers (speaches, whisper.cpp server, vLLM,
 // LocalAI): the audio is sent as 16-bit WAV with response_format verbose_json and word
 // timestamps. Streaming to such upstreams is not offered (batch-only, see README).
-import { FormData, request } from 'undici';
+import { FormData } from 'undici';
 import { floatToS16, s16leBytes } from '../../audio/pcm.js';
 import { wavHeader } from '../../audio/wav.js';
 import { ServiceError } from '../../../server/services/errors.js';
 import type { TranscriptionAdapter, Word } from '../transcription-types.js';
-import { upstreamApiKey } from '../types.js';
-import { upstreamErrorFromResponse } from '../upstream-errors.js';
-import { httpDispatcher } from './chat.js';
+import { postForm } from './post-form.js';
 
 interface VerboseJson {
   text?: unknown;
@@ -26,17 +24,7 @@ export const openAiTranscriptionAdapter: TranscriptionAdapter = {
     form.append('timestamp_granularities[]', 'word');
     if (req.language) form.set('language', req.language);
     if (req.keyterms.length) form.set('prompt', req.keyterms.join(', '));
-    const key = upstreamApiKey(upstream);
-    const res = await request(`${upstream.url}/audio/transcriptions`, {
-      method: 'POST',
-      dispatcher: httpDispatcher,
-      headers: key ? { authorization: `Bearer ${key}` } : {},
-      body: form,
-      signal: req.signal,
-      headersTimeout: req.timeoutMs,
-      bodyTimeout: req.timeoutMs,
-    });
-    if (res.statusCode >= 300) throw await upstreamErrorFromResponse({ statusCode: res.statusCode, text: () => res.body.text() });
+    const res = await postForm(upstream, '/audio/transcriptions', form, req);
     let body: VerboseJson;
     try {
       body = (await res.body.json()) as VerboseJson;
