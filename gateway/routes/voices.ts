@@ -24,7 +24,6 @@ import {
   defaultCloneModel,
   isUsable,
   prepareWithEngine,
-  presentVoiceFor,
   queueVoiceJob,
   requireCloneCapable,
   saveProfile,
@@ -127,13 +126,14 @@ export async function registerVoiceRoutes(app: FastifyInstance, ctx: GatewayCont
     let input: z.output<typeof CloneFields>;
     let clip: MeasuredClip;
     let blobId: string;
+    let model: ModelEntry;
     if (request.isMultipart()) {
       const upload = await readUpload(request, { fileField: 'file', sizeLabel: '25 MB', fieldNames: 'file, name, language, mode, transcript, model_id and profile_version' });
       input = parseInput(CloneFields, { ...upload.fields, ...(upload.fields.tags !== undefined ? { tags: upload.fields.tags.split(',') } : {}) });
       if (!upload.file) throw new ServiceError('invalid_request', "Missing the clip: send it in the multipart field 'file'.", 'file');
       clip = decodeClip(upload.file, parseSampleRateParam(input.sample_rate, null));
       requireClipLength(clip, MIN_CLIP_SECONDS);
-      cloneModel(ctx, input.model_id); // a bad model is refused before the clip is stored
+      model = cloneModel(ctx, input.model_id); // a bad model is refused before the clip is stored
       blobId = (await storeBlob(prisma, ctx.config.dataDir, { orgId, contentType: 'audio/wav', bytes: clip.wav, durationMs: clip.durationMs })).id;
     } else {
       const json = parseInput(CloneJson, request.body);
@@ -142,8 +142,8 @@ export async function registerVoiceRoutes(app: FastifyInstance, ctx: GatewayCont
       clip = decodeClip(await readBlobBytes(ctx.config.dataDir, blob), undefined);
       requireClipLength(clip, MIN_CLIP_SECONDS, 'blob_id');
       blobId = blob.id;
+      model = cloneModel(ctx, input.model_id);
     }
-    const model = cloneModel(ctx, input.model_id);
     const sourceVersion = sourceVersionOf(clip.wav);
     const newVoice = {
       orgId,
@@ -171,7 +171,7 @@ export async function registerVoiceRoutes(app: FastifyInstance, ctx: GatewayCont
       });
       await saveProfile(prisma, voiceId, model, prepared, { profileVersion: input.profile_version, sourceVersion });
       await storeVoiceSample(ctx, voiceId, clientGone);
-      return reply.code(201).send(await presentVoiceFor(prisma, orgId, voiceId));
+      return reply.code(201).send(await getVoice(prisma, orgId, voiceId));
     }
     const voiceId = await createVoiceRow(prisma, newVoice);
     return reply.code(202).send(await queueVoiceJob(ctx, { orgId, voiceId, kind: 'instant_clone', model, payload }));

@@ -5,14 +5,13 @@ import { newId } from '../../server/db/ids.js';
 import { getBlobOrThrow, readBlobBytes, storeBlob } from '../../server/services/blobs/blob-store.js';
 import { ServiceError } from '../../server/services/errors.js';
 import { enqueueJob, type ApiJobKind, type Job } from '../../server/services/jobs/job-queue.js';
-import { presentProfile, presentVoice, voiceInclude, type VoiceProfileRecord, type VoiceRecord } from '../../server/services/voices/present-voice.js';
+import { presentProfile, type VoiceProfileRecord } from '../../server/services/voices/present-voice.js';
 import { voiceSearchFields } from '../../server/services/voices/voice-search.js';
 import type { GatewayContext } from '../context.js';
 import type { ModelEntry, UpstreamEntry } from '../registry/model-registry.js';
 import type { PreparedVoice } from '../upstreams/clone-types.js';
 import { tryUpstreams } from '../upstreams/try-upstreams.js';
 import { toFloat32 } from '../audio/pcm.js';
-import { encodeWav } from '../audio/wav.js';
 import { decodeClip, joinClips, type MeasuredClip } from './voice-clip.js';
 
 export type CloneMode = 'stability' | 'similarity';
@@ -156,8 +155,8 @@ async function speakWithProfiles(ctx: GatewayContext, profiles: ProfileRow[], te
       for await (const chunk of stream.chunks) parts.push(toFloat32(chunk));
       return { sampleRate: stream.sampleRate, parts };
     });
-    const clip = joinClips(pcm.parts.map((samples) => ({ samples, sampleRate: pcm.sampleRate, durationMs: 0, wav: Buffer.alloc(0) })));
-    return { ...clip, wav: encodeWav(clip.samples, clip.sampleRate, 'pcm_s16le') };
+    // joinClips measures the joined audio and encodes it as WAV.
+    return joinClips(pcm.parts.map((samples) => ({ samples, sampleRate: pcm.sampleRate, durationMs: 0, wav: Buffer.alloc(0) })));
   }
   return null;
 }
@@ -270,8 +269,4 @@ export async function queueVoiceJob(
 
 export function isUsable(profile: { status: string; expiresAt: Date | null }, now = Date.now()): boolean {
   return profile.status === 'ready' && (profile.expiresAt === null || profile.expiresAt.getTime() > now);
-}
-
-export async function presentVoiceFor(prisma: Prisma, orgId: string, voiceId: string): Promise<VoiceRecord> {
-  return presentVoice(await prisma.voice.findUniqueOrThrow({ where: { id: voiceId }, include: voiceInclude(orgId) }), orgId);
 }

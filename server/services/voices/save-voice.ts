@@ -1,7 +1,7 @@
 // Saving bookmarks a visible voice (platform or own) for the org: the `saved` scope of GET /voices.
 import type { Prisma } from '../../db/database.js';
-import { getVisibleVoiceOrThrow } from './get-voice.js';
-import { presentVoice, voiceInclude, type VoiceRecord } from './present-voice.js';
+import { getVisibleVoiceOrThrow, getVoice } from './get-voice.js';
+import type { VoiceRecord } from './present-voice.js';
 
 export async function setVoiceSaved(prisma: Prisma, orgId: string, voiceId: string, saved: boolean): Promise<VoiceRecord> {
   const voice = await getVisibleVoiceOrThrow(prisma, orgId, voiceId);
@@ -10,5 +10,5 @@ export async function setVoiceSaved(prisma: Prisma, orgId: string, voiceId: stri
   } else {
     await prisma.voiceSave.deleteMany({ where: { voiceId: voice.id, orgId } });
   }
-  return presentVoice(await prisma.voice.findUniqueOrThrow({ where: { id: voice.id }, include: voiceInclude(orgId) }), orgId);
+  return getVoice(prisma, orgId, voice.id);
 }
