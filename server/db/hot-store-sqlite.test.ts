@@ -89,6 +89,47 @@ describe('deferred usage debits (SQLite)', () => {
     expect(ordered.at(-1)!.balanceAfterMicros).toBe(1_360n);
   });
 
+  it('commit a turn of many debits across orgs in one transaction, each row with its exact balance-after', async () => {
+    const a = await newOrg(10_000n);
+    const b = await newOrg(5_000n);
+    // 70 debits in one turn (more than one multi-row INSERT), interleaved across two orgs and
+    // one org that does not exist; answered before anything is committed.
+    const plan = Array.from({ length: 70 }, (_v, i) => ({ orgId: i % 7 === 3 ? 'org_missing' : i % 2 ? b.orgId : a.orgId, amount: BigInt(i + 1), requestId: `req_batch_${i}` }));
+    const answered = await Promise.all(plan.map((p) => debit(p.orgId, p.amount, p.requestId)));
+    const expected: (bigint | null)[] = [];
+    const running = new Map([[a.orgId, 10_000n], [b.orgId, 5_000n]]);
+    for (const p of plan) {
+      const before = running.get(p.orgId);
+      if (before === undefined) expected.push(null);
+      else {
+        running.set(p.orgId, before - p.amount);
+        expected.push(before - p.amount);
+      }
+    }
+    expect(answered).toEqual(expected);
+    for (const org of [a, b]) {
+      const { balance, rows } = await ledgerOf(org.orgId);
+      expect(balance).toBe(running.get(org.orgId));
+      const byRequest = new Map(rows.filter((r) => r.kind === 'usage').map((r) => [r.requestId, r.balanceAfterMicros]));
+      const mine = plan.map((p, i) => [p, expected[i]] as const).filter(([p]) => p.orgId === org.orgId);
+      expect(byRequest.size).toBe(mine.length);
+      for (const [p, after] of mine) expect(byRequest.get(p.requestId)).toBe(after);
+    }
+    expect(await t.db.prisma.ledgerEntry.count({ where: { orgId: 'org_missing' } })).toBe(0);
+  });
+
+  it('count a grant made elsewhere before answering a debit at or below zero (the answer that ends a session)', async () => {
+    const { orgId, key } = await newOrg(100n);
+    expect(await debit(orgId, 60n)).toBe(40n);
+    await t.db.hot.settle();
+    // The balance is cached (a key lookup), then credit arrives from another process.
+    expect((await t.db.hot.findKeyByHash(hashApiKey(key)))?.balanceMicros).toBe(40n);
+    grantFromElsewhere(orgId, 500n);
+    // Without the grant this debit would leave -10: it must see the 540 instead.
+    expect(await debit(orgId, 50n)).toBe(490n);
+    expect((await ledgerOf(orgId)).balance).toBe(490n);
+  });
+
   it('a commit that fails keeps the answered debits queued and pauses metered admission until they are written', async () => {
     const { orgId, key } = await newOrg(1_000n);
     const core = createGatewayCore({ store: t.db.hot, limiter, defaultRpm: 1_000, onKeyUsed: () => {} });
