@@ -1,7 +1,7 @@
 import pg from 'pg';
 import { sqlTimestamp } from './dialect.js';
 import type { HotStore, KeyAuthRecord } from './hot-store.js';
-import { newId } from './ids.js';
+import { newTimeOrderedId } from './ids.js';
 
 export function createPostgresHotStore(connectionString: string): HotStore {
   const pool = new pg.Pool({ connectionString, max: 10, connectionTimeoutMillis: 5_000 });
@@ -45,7 +45,7 @@ export function createPostgresHotStore(connectionString: string): HotStore {
                         $9, $10::"Modality", $11, $12, $13, $14, $15, $8::timestamp FROM o)
                SELECT "balanceMicros"::text AS b FROM o`,
         values: [
-          c.orgId, c.amountMicros.toString(), newId('led'), c.kind, c.description, c.apiKeyId ?? null, c.requestId ?? null, now,
+          c.orgId, c.amountMicros.toString(), newTimeOrderedId('led'), c.kind, c.description, c.apiKeyId ?? null, c.requestId ?? null, now,
           u?.modelId ?? null, u?.modality ?? null, u?.route ?? null, u?.inputTokens ?? 0, u?.outputTokens ?? 0, u?.characters ?? 0, u?.audioMillis ?? 0,
         ],
       });

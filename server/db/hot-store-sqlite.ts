@@ -1,7 +1,7 @@
 import Database from 'better-sqlite3';
 import { sqlTimestamp } from './dialect.js';
 import type { HotStore, KeyAuthRecord, LedgerChange } from './hot-store.js';
-import { newId } from './ids.js';
+import { newTimeOrderedId } from './ids.js';
 import { startCheckpointer } from './sqlite-checkpointer.js';
 
 interface KeyRow {
@@ -72,7 +72,7 @@ export function createSqliteHotStore(path: string): HotStore {
 
   const ledgerValues = (c: LedgerChange, balanceAfter: bigint, now: string): unknown[] => {
     const u = c.usage;
-    return [newId('led'), c.orgId, c.kind, c.amountMicros, balanceAfter, c.description, c.apiKeyId ?? null, c.requestId ?? null,
+    return [newTimeOrderedId('led'), c.orgId, c.kind, c.amountMicros, balanceAfter, c.description, c.apiKeyId ?? null, c.requestId ?? null,
       u?.modelId ?? null, u?.modality ?? null, u?.route ?? null, u?.inputTokens ?? 0, u?.outputTokens ?? 0, u?.characters ?? 0, u?.audioMillis ?? 0, now];
   };
   // BEGIN IMMEDIATE takes the write lock up front, so concurrent writers in other

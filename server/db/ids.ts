@@ -7,19 +7,36 @@ const ALPHABET = '0123456789abcdefghijklmnopqrstuvwxyz';
  * logs, safe in URLs, and the same whether a row is written by Prisma or by raw SQL.
  */
 export function newId(prefix: string): string {
-  if (poolAt + ID_BYTES > pool.length) {
+  return `${prefix}_${randomChars(ID_CHARS)}`;
+}
+
+/**
+ * The same shape, but the first 9 characters are the time in milliseconds (base 36, so ids
+ * sort by creation) and 11 random ones follow (~57 bits per millisecond). For rows written on
+ * every request (ledger entries): each new key lands at the end of the primary-key index
+ * instead of on a random page, so a commit of N rows dirties a few pages rather than N,
+ * which more than halves the cost of a debit's INSERT (bench/README "Performance").
+ */
+export function newTimeOrderedId(prefix: string): string {
+  return `${prefix}_${Date.now().toString(36).padStart(TIME_CHARS, '0')}${randomChars(ID_CHARS - TIME_CHARS)}`;
+}
+
+function randomChars(n: number): string {
+  if (poolAt + n > pool.length) {
     pool = randomBytes(POOL_BYTES);
     poolAt = 0;
   }
   let out = '';
-  for (let i = poolAt; i < poolAt + ID_BYTES; i++) out += ALPHABET[pool[i]! % 36];
-  poolAt += ID_BYTES;
-  return `${prefix}_${out}`;
+  for (let i = poolAt; i < poolAt + n; i++) out += ALPHABET[pool[i]! % 36];
+  poolAt += n;
+  return out;
 }
 
 // Random bytes are drawn in blocks: ids are made on every metered request, and one
 // randomBytes call per id costs more than the rest of the id.
-const ID_BYTES = 20;
-const POOL_BYTES = ID_BYTES * 256;
+const ID_CHARS = 20;
+/** Date.now() in base 36 fits 9 characters until the year 5188. */
+const TIME_CHARS = 9;
+const POOL_BYTES = ID_CHARS * 256;
 let pool = Buffer.alloc(0);
 let poolAt = 0;

@@ -2,7 +2,7 @@
 // identity assertion for an `sk_svc_` trial key on a new trial org with a small budget.
 // Idempotent: repeating the exchange while the assertion is valid returns the same key (kept
 // sealed until the assertion expires), never a second one, also when two exchanges race.
-import { newId } from '../../db/ids.js';
+import { newId, newTimeOrderedId } from '../../db/ids.js';
 import { formatUsd } from '../credits/money.js';
 import { ServiceError } from '../errors.js';
 import { unsealKey, sealKey, verifyIdentityAssertion } from './registration-crypto.js';
@@ -54,7 +54,7 @@ export async function exchangeAssertion(deps: RegistrationDeps, input: { asserti
         await tx.org.create({ data: { id: orgId, name: `Agent trial (${registration.id})`, isTrial: true, balanceMicros: credits, createdAt: now } });
         if (credits > 0n) {
           await tx.ledgerEntry.create({
-            data: { id: newId('led'), orgId, kind: 'grant', amountMicros: credits, balanceAfterMicros: credits, description: `agent trial credit (${formatUsd(credits)} USD)`, createdAt: now },
+            data: { id: newTimeOrderedId('led'), orgId, kind: 'grant', amountMicros: credits, balanceAfterMicros: credits, description: `agent trial credit (${formatUsd(credits)} USD)`, createdAt: now },
           });
         }
         await insertApiKey(tx, key, { orgId, name: 'agent trial key', isTrial: true, createdAt: now });
