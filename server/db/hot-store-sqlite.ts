@@ -3,6 +3,7 @@ import { sqlTimestamp } from './dialect.js';
 import type { HotStore, KeyAuthRecord, LedgerChange } from './hot-store.js';
 import { newTimeOrderedId } from './ids.js';
 import { startCheckpointer } from './sqlite-checkpointer.js';
+import { watchCommits } from './sqlite-commit-watch.js';
 
 interface KeyRow {
   keyId: string;
@@ -51,20 +52,17 @@ export function createSqliteHotStore(path: string): HotStore {
   const insertLedgerChunk = insertLedgerRows(INSERT_CHUNK);
   const touch = db.prepare(`UPDATE "ApiKey" SET lastUsedAt = ? WHERE id = ?`);
 
-  // Key records and balances are cached between requests, but only while nothing else has
-  // written to the database: `PRAGMA data_version` changes whenever ANY other connection
-  // (dashboard, CLI, another replica, this process's Prisma client) commits, so a revocation
-  // or a grant made anywhere empties the cache before the very next lookup. Our own debits go
-  // through this connection and update the cached balance with the value they committed.
-  const dataVersion = db.prepare<[], bigint>('PRAGMA data_version').pluck();
-  let seenVersion = dataVersion.get();
+  // Key records and balances are cached between requests, but only while no other connection
+  // (dashboard, CLI, another replica, this process's Prisma client) has committed: every
+  // lookup asks (sqlite-commit-watch.ts), so a revocation or a grant made anywhere empties
+  // the cache before the very next lookup. Our own debits go through this connection and
+  // update the cached balance with the value they committed.
+  const commits = watchCommits(db, path);
   const keys = new Map<string, Omit<KeyAuthRecord, 'balanceMicros'>>();
   const balances = new Map<string, bigint>();
   const MAX_CACHED_KEYS = 50_000;
   const dropCacheIfChanged = () => {
-    const v = dataVersion.get();
-    if (v !== seenVersion || keys.size > MAX_CACHED_KEYS) {
-      seenVersion = v;
+    if (commits.otherCommitted() || keys.size > MAX_CACHED_KEYS) {
       keys.clear();
       balances.clear();
     }
@@ -237,17 +235,8 @@ export function createSqliteHotStore(path: string): HotStore {
       });
     },
     async applyUsageDebit(change) {
-      // The data_version check (a read transaction: ~2 us idle, 7-20 us under load) is made
-      // here only when the answer would be at or below zero, the one answer that stops
-      // something (a streaming session ends on it). Otherwise the request's key check made
-      // one moments ago and every commit makes one, so a balance changed by another
-      // connection is at most one debit stale in a header, and never in the database (the
-      // UPDATE adds to the stored value).
-      let before = currentBalance(change.orgId);
-      if (before !== null && before + change.amountMicros <= 0n) {
-        dropCacheIfChanged();
-        before = currentBalance(change.orgId);
-      }
+      dropCacheIfChanged();
+      const before = currentBalance(change.orgId);
       if (before === null) return null;
       const after = before + change.amountMicros;
       balances.set(change.orgId, after);
@@ -284,6 +273,7 @@ export function createSqliteHotStore(path: string): HotStore {
       }
       if (pending.length > 0) store.onDeferredWriteError?.(failing ?? new Error('database closed'), pending.length);
       await checkpointer.close();
+      commits.close();
       db.close();
     },
   };
