@@ -4,19 +4,17 @@
 // flush metering, close the database, stop the dashboard, exit 0 (README "Operations").
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { loadConfig } from '../server/config/env.js';
 import { createGatewayRuntime } from '../gateway/runtime.js';
-
-const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+import { PROJECT_ROOT } from '../server/project-root.js';
 
 export async function runProcesses(options: { dashboard: boolean; workerOnly?: boolean }): Promise<void> {
   const config = loadConfig();
   // `svc worker`: the job worker with the gateway's engines, no HTTP listener.
   if (options.workerOnly) config.jobs.worker = true;
   let dashboard: ChildProcess | undefined;
-  if (options.dashboard && !existsSync(join(root, '.next/BUILD_ID'))) {
+  if (options.dashboard && !existsSync(join(PROJECT_ROOT, '.next/BUILD_ID'))) {
     throw new Error('the dashboard is not built: run `npm run setup` (or `npm run build`) first');
   }
   const runtime = await createGatewayRuntime(config);
@@ -27,8 +25,8 @@ export async function runProcesses(options: { dashboard: boolean; workerOnly?: b
   if (!options.workerOnly) runtime.app.log.info({ publicBaseUrl: config.publicBaseUrl, database: config.databaseUrl.startsWith('file:') ? 'sqlite' : 'postgresql', redis: Boolean(config.redisUrl) }, 'gateway listening');
 
   if (options.dashboard) {
-    dashboard = spawn(process.execPath, [join(root, 'node_modules/next/dist/bin/next'), 'start', '-p', String(config.dashboardPort)], {
-      cwd: root,
+    dashboard = spawn(process.execPath, [join(PROJECT_ROOT, 'node_modules/next/dist/bin/next'), 'start', '-p', String(config.dashboardPort)], {
+      cwd: PROJECT_ROOT,
       stdio: 'inherit',
       env: { ...process.env, DATABASE_URL: config.databaseUrl, SVC_DATA_DIR: config.dataDir, NODE_ENV: 'production' },
     });

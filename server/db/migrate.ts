@@ -3,13 +3,13 @@
 // This replaces `prisma migrate deploy`, which needs a native engine that cannot be
 // downloaded here; the SQL files themselves are made by scripts/make-migration.ts.
 import { readdirSync, readFileSync, existsSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import pg from 'pg';
 import { dialectOf, sqlitePath, type Dialect } from './dialect.js';
 import { openSqlite } from './hot-store-sqlite.js';
+import { PROJECT_ROOT } from '../project-root.js';
 
-const MIGRATIONS_ROOT = join(dirname(fileURLToPath(import.meta.url)), '../../prisma/migrations');
+const MIGRATIONS_ROOT = join(PROJECT_ROOT, 'prisma/migrations');
 
 export interface Migration {
   name: string;

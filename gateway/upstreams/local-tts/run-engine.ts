@@ -3,6 +3,8 @@
 // spawner (spawner.mjs), a small helper process, so that starting one does not fork the
 // whole gateway; it is killed when the request is aborted or times out.
 import { fork, type ChildProcess } from 'node:child_process';
+import { join } from 'node:path';
+import { PROJECT_ROOT } from '../../../server/project-root.js';
 import { ServiceError } from '../../../server/services/errors.js';
 import { AsyncQueue } from '../async-queue.js';
 
@@ -23,13 +25,15 @@ interface Run {
   exit: (info: ExitInfo) => void;
 }
 
+// Plain JavaScript run from its source file, whether the gateway runs from the sources or bundled.
+const SPAWNER = join(PROJECT_ROOT, 'gateway/upstreams/local-tts/spawner.mjs');
 let spawner: ChildProcess | null = null;
 const runs = new Map<number, Run>();
 let nextId = 1;
 
 function getSpawner(): ChildProcess {
   if (spawner && spawner.connected) return spawner;
-  const child = fork(new URL('./spawner.mjs', import.meta.url), [], { serialization: 'advanced', stdio: ['ignore', 'ignore', 'inherit', 'ipc'], execArgv: [] });
+  const child = fork(SPAWNER, [], { serialization: 'advanced', stdio: ['ignore', 'ignore', 'inherit', 'ipc'], execArgv: [] });
   child.on('message', (msg: { id: number; data?: Uint8Array; exit?: ExitInfo }) => {
     const run = runs.get(msg.id);
     if (!run) return;

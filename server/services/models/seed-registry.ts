@@ -1,10 +1,10 @@
 // Seeds models from the shipped config/models.json (or SVC_MODELS_FILE). Only models that are
 // not in the database yet are created, so operator changes survive restarts.
 import { existsSync, readFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { z } from 'zod';
 import type { Prisma } from '../../db/database.js';
+import { PROJECT_ROOT } from '../../project-root.js';
 import { parseUsdToPico } from '../credits/money.js';
 import { upsertModel } from './upsert-model.js';
 
@@ -21,7 +21,7 @@ const ModelSeed = z.object({
 });
 const SeedFile = z.object({ models: z.array(ModelSeed) });
 
-export const DEFAULT_MODELS_FILE = join(dirname(fileURLToPath(import.meta.url)), '../../../config/models.json');
+export const DEFAULT_MODELS_FILE = join(PROJECT_ROOT, 'config/models.json');
 
 /**
  * USD per million tokens -> pico-USD per token (1 USD/MTok = 1,000,000 pico/token). Exact:
