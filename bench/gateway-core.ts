@@ -8,7 +8,7 @@
 import { parseArgs } from 'node:util';
 import { benchFixture, CHAT_BODY } from './lib/bench-fixture.js';
 import { maxThroughput, median, openLoop, table } from './lib/load.js';
-import { startTs } from './lib/processes.js';
+import { startBundled, startTs } from './lib/processes.js';
 
 const { values } = parseArgs({ options: { rounds: { type: 'string', default: '12' }, seconds: { type: 'string', default: '2' }, rate: { type: 'string', default: '1000' } } });
 const rounds = Number(values.rounds);
@@ -18,8 +18,8 @@ const rate = Number(values.rate);
 const upstream = await startTs('bench/upstream-server.ts');
 const fx = await benchFixture(upstream.url);
 const env = { SVC_DATA_DIR: fx.dataDir, DATABASE_URL: fx.databaseUrl, SVC_MODELS_FILE: '/nonexistent' };
-const on = await startTs('bench/gateway-server.ts', { ...env, BENCH_CORE: 'on' });
-const off = await startTs('bench/gateway-server.ts', { ...env, BENCH_CORE: 'off' });
+const on = await startBundled('bench/gateway-server.ts', { ...env, BENCH_CORE: 'on' });
+const off = await startBundled('bench/gateway-server.ts', { ...env, BENCH_CORE: 'off' });
 const spec = { path: '/v1/chat/completions', method: 'POST' as const, headers: { 'content-type': 'application/json', authorization: `Bearer ${fx.key}` }, body: CHAT_BODY };
 
 try {

@@ -8,7 +8,7 @@ import { parseArgs } from 'node:util';
 import { request, Agent } from 'undici';
 import { benchFixture, CHAT_BODY } from './lib/bench-fixture.js';
 import { maxThroughput, median, openLoop, percentile, table } from './lib/load.js';
-import { rssMb, startTs } from './lib/processes.js';
+import { rssMb, startBundled, startTs } from './lib/processes.js';
 
 const { values } = parseArgs({ options: { rounds: { type: 'string', default: '5' }, seconds: { type: 'string', default: '3' }, streams: { type: 'string', default: '1000' } } });
 const rounds = Number(values.rounds);
@@ -20,9 +20,9 @@ const upstream = await startTs('bench/upstream-server.ts');
 const slowStream = await startTs('bench/upstream-server.ts', { BENCH_UPSTREAM_MODE: 'stream', BENCH_STREAM_DELAY_MS: '1000' });
 const fx = await benchFixture(upstream.url);
 const env = { SVC_DATA_DIR: fx.dataDir, DATABASE_URL: fx.databaseUrl, SVC_MODELS_FILE: '/nonexistent' };
-const gateway = await startTs('bench/gateway-server.ts', env);
-const bare = await startTs('bench/bare-proxy.ts', { BARE_PROXY_TARGET: upstream.url });
-const bareStream = await startTs('bench/bare-proxy.ts', { BARE_PROXY_TARGET: slowStream.url });
+const gateway = await startBundled('bench/gateway-server.ts', env);
+const bare = await startBundled('bench/bare-proxy.ts', { BARE_PROXY_TARGET: upstream.url }, 'node');
+const bareStream = await startBundled('bench/bare-proxy.ts', { BARE_PROXY_TARGET: slowStream.url }, 'node');
 
 // The gateway's stream model points at the streaming upstream.
 const { openDatabase } = await import('../server/db/database.js');

@@ -48,7 +48,7 @@ import { parseArgs } from 'node:util';
 import WebSocket from 'ws';
 import { createRecognizer, shutdownRecognizers } from '../gateway/upstreams/pocketsphinx/recognizer.js';
 import { median, percentile, table } from './lib/load.js';
-import { rssMb, startTs } from './lib/processes.js';
+import { rssMb, startBundled } from './lib/processes.js';
 import { voiceFixture } from './lib/voice-fixture.js';
 
 const { values } = parseArgs({
@@ -206,7 +206,7 @@ process.once('SIGINT', () => {
 
 try {
   // ---------- (a) gateway-added latency ----------
-  let gateway = await startTs('bench/gateway-server.ts', fx.env);
+  let gateway = await startBundled('bench/gateway-server.ts', fx.env);
   procs.push(gateway);
   const framesA = frames(clipA);
   const direct: { ms: number[]; text: string[]; changed: boolean[] }[] = [];
@@ -291,7 +291,7 @@ try {
   for (const workers of workerSettings) {
     const env = { ...fx.env, ...(workers === 'default' ? {} : { SVC_STT_WORKERS: workers }) };
     const workerLabel = workers === 'default' ? `default (${Math.max(1, availableParallelism() - 1)})` : workers;
-    gateway = await startTs('bench/gateway-server.ts', env);
+    gateway = await startBundled('bench/gateway-server.ts', env);
     procs.push(gateway);
     const pid = gateway.child.pid!;
     let largestOk = 0;

@@ -9,7 +9,7 @@ import type { AddressInfo } from 'node:net';
 import { parseArgs } from 'node:util';
 import { benchFixture, CHAT_BODY } from './lib/bench-fixture.js';
 import { maxThroughput, median, openLoop, table } from './lib/load.js';
-import { rssMb, startTs } from './lib/processes.js';
+import { rssMb, startBundled, startTs } from './lib/processes.js';
 
 const { values } = parseArgs({ options: { rounds: { type: 'string', default: '12' }, seconds: { type: 'string', default: '2' }, rate: { type: 'string', default: '1000' }, sampler: { type: 'string', default: 'always_on' } } });
 const rounds = Number(values.rounds);
@@ -32,8 +32,8 @@ const sinkUrl = `http://127.0.0.1:${(sink.address() as AddressInfo).port}`;
 const upstream = await startTs('bench/upstream-server.ts');
 const fx = await benchFixture(upstream.url);
 const env = { SVC_DATA_DIR: fx.dataDir, DATABASE_URL: fx.databaseUrl, SVC_MODELS_FILE: '/nonexistent' };
-const off = await startTs('bench/gateway-server.ts', env);
-const on = await startTs('bench/gateway-server.ts', { ...env, OTEL_EXPORTER_OTLP_ENDPOINT: sinkUrl, OTEL_TRACES_SAMPLER: values.sampler! });
+const off = await startBundled('bench/gateway-server.ts', env);
+const on = await startBundled('bench/gateway-server.ts', { ...env, OTEL_EXPORTER_OTLP_ENDPOINT: sinkUrl, OTEL_TRACES_SAMPLER: values.sampler! });
 const spec = { path: '/v1/chat/completions', method: 'POST' as const, headers: { 'content-type': 'application/json', authorization: `Bearer ${fx.key}` }, body: CHAT_BODY };
 
 try {

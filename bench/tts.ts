@@ -38,7 +38,7 @@ import { parseArgs } from 'node:util';
 import { Agent, request } from 'undici';
 import { sentences } from '../gateway/upstreams/local-tts/flite.js';
 import { median, percentile, table } from './lib/load.js';
-import { rssMb, startTs } from './lib/processes.js';
+import { rssMb, startBundled } from './lib/processes.js';
 import { voiceFixture } from './lib/voice-fixture.js';
 
 const { values } = parseArgs({ options: { runs: { type: 'string', default: '30' }, concurrency: { type: 'string', default: '50' }, rounds: { type: 'string', default: '3' } } });
@@ -202,7 +202,7 @@ process.once('SIGINT', () => {
 });
 
 try {
-  const gateway = await startTs('bench/gateway-server.ts', fx.env);
+  const gateway = await startBundled('bench/gateway-server.ts', fx.env);
   procs.push(gateway);
   const agent = new Agent({ connections: concurrency + 8, keepAliveTimeout: 30_000 });
 

@@ -8,7 +8,7 @@ import { newId } from '../../server/db/ids.js';
 import { upsertModel } from '../../server/services/models/upsert-model.js';
 import { benchFixture, CHAT_BODY } from './bench-fixture.js';
 import type { RequestSpec } from './load.js';
-import { startTs } from './processes.js';
+import { startBundled, startTs } from './processes.js';
 
 export interface BenchPath {
   name: string;
@@ -35,7 +35,7 @@ export async function startThreePaths(options: { metricsPort?: number } = {}) {
   await db.prisma.voice.create({ data: { id: voiceId, orgId: null, name: 'bench voice', tags: [], profiles: { create: { id: newId('vpr'), modelId: 'bench-tts', upstreamId: 'alloy', status: 'ready' } } } });
   await db.close();
 
-  const gateway = await startTs('bench/gateway-server.ts', {
+  const gateway = await startBundled('bench/gateway-server.ts', {
     SVC_DATA_DIR: fx.dataDir,
     DATABASE_URL: fx.databaseUrl,
     SVC_MODELS_FILE: '/nonexistent',

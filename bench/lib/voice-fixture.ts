@@ -22,7 +22,7 @@ export async function voiceFixture() {
     dataDir,
     databaseUrl,
     key: key.key,
-    /** Environment for startTs('bench/gateway-server.ts', ...): the shipped models file is used. */
+    /** Environment for startBundled('bench/gateway-server.ts', ...): the shipped models file is used. */
     env: { SVC_DATA_DIR: dataDir, DATABASE_URL: databaseUrl } as Record<string, string>,
     remove: () => rmSync(dataDir, { recursive: true, force: true }),
   };
