@@ -17,7 +17,7 @@ import { registerVoiceRoutes } from './routes/voices.js';
 import { registerBlobRoutes } from './routes/blobs.js';
 import { registerJobRoutes } from './routes/jobs.js';
 import { registerPronunciationDictRoutes } from './routes/pronunciation-dicts.js';
-import { registerDrainHook } from './lifecycle.js';
+import { refuseWhileDraining } from './lifecycle.js';
 import { registerMetricsHooks, registerMetricsRoute } from './metrics/metrics-http.js';
 import { registerTracingHooks } from './tracing/tracing-http.js';
 
@@ -81,18 +81,20 @@ export async function buildGateway(ctx: GatewayContext, options: { logger?: bool
     // Router errors (an over-long or malformed path segment) come before any hook or route;
     // without this Fastify answers them in its own shape instead of the envelope.
     frameworkErrors: (err, request, reply) => sendError(request, reply, err),
-    // Off: a closing gateway answers in the error envelope instead (registerDrainHook).
+    // Off: a closing gateway answers in the error envelope instead (refuseWhileDraining).
     return503OnClosing: false,
   });
 
   app.decorateRequest('auth', null as unknown as RequestAuth);
   registerMetricsHooks(app, ctx.metrics);
-  // Before the drain and admission hooks, so that their refusals are spans too.
+  // Before the admission hook, so that its refusals are spans too.
   if (ctx.tracing) registerTracingHooks(app, ctx.tracing);
-  registerDrainHook(app, ctx.lifecycle);
 
+  // One hook for every request (each hook is a cost on every request): drain, request id,
+  // then the gateway core's admission of keyed routes.
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id);
+    refuseWhileDraining(ctx.lifecycle, reply);
     const routeConfig = request.routeOptions.config;
     if (routeConfig.public || request.is404) return;
     const key = presentedKey(request, routeConfig.keyInQuery ?? false);

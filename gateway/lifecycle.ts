@@ -3,7 +3,7 @@
 // deadline, streams are told to end cleanly (SSE: a final error event; WebSocket: close
 // 1001) with `streamsEnded`, whose reason is the error to show. `track` holds work that must
 // finish before the database closes (the last debit of a WebSocket session).
-import type { FastifyInstance } from 'fastify';
+import type { FastifyReply } from 'fastify';
 import { ServiceError } from '../server/services/errors.js';
 
 export function shuttingDownError(): ServiceError {
@@ -71,12 +71,11 @@ export class Lifecycle {
 /**
  * Requests that reach a draining gateway (on a keep-alive connection opened before the
  * listener closed) are refused in the error envelope, with `Connection: close` so that the
- * client's next request opens a connection to a live replica.
+ * client's next request opens a connection to a live replica. Called first by the gateway's
+ * one onRequest hook (gateway/app.ts).
  */
-export function registerDrainHook(app: FastifyInstance, lifecycle: Lifecycle): void {
-  app.addHook('onRequest', async (_request, reply) => {
-    if (!lifecycle.isDraining) return;
-    reply.header('connection', 'close');
-    throw shuttingDownError();
-  });
+export function refuseWhileDraining(lifecycle: Lifecycle, reply: FastifyReply): void {
+  if (!lifecycle.isDraining) return;
+  reply.header('connection', 'close');
+  throw shuttingDownError();
 }

@@ -1,11 +1,12 @@
 // Where HTTP traffic meets the metrics: one onResponse hook counts every answer by route
-// pattern (never the raw URL: ids in paths would make a series per request), one onSend hook
+// pattern (never the raw URL: ids in paths would make a series per request), sendStream
 // counts streaming responses while they are open, and GET /metrics serves the registry,
 // either on the public port behind SVC_METRICS_TOKEN or on a separate listener
 // (SVC_METRICS_PORT, loopback by default). See README "Operations".
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { Readable } from 'node:stream';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ServiceError } from '../../server/services/errors.js';
 import type { GatewayContext } from '../context.js';
 import type { GatewayMetrics } from './gateway-metrics.js';
@@ -20,20 +21,23 @@ declare module 'fastify' {
 /** The route pattern of a request, or 'unmatched' for 404s (unbounded raw paths never become labels). */
 export const routeLabel = (request: FastifyRequest): string => (request.is404 ? 'unmatched' : (request.routeOptions.url ?? 'unmatched'));
 
-const isStream = (payload: unknown): boolean => payload !== null && typeof payload === 'object' && typeof (payload as { pipe?: unknown }).pipe === 'function';
-
 export function registerMetricsHooks(app: FastifyInstance, metrics: GatewayMetrics): void {
   app.decorateRequest('modelId', '');
-  app.addHook('onSend', async (request, reply, payload) => {
-    if (isStream(payload)) {
-      const done = metrics.streamOpened(routeLabel(request));
-      reply.raw.once('close', done);
-    }
-    return payload;
-  });
-  app.addHook('onResponse', async (request, reply) => {
+  // Callback style: an async hook costs a promise per request.
+  app.addHook('onResponse', (request, reply, done) => {
     metrics.request(routeLabel(request), request.method, reply.statusCode, request.modelId, reply.elapsedTime / 1000);
+    done();
   });
+}
+
+/**
+ * Sends a streamed body, counted in the open-streams gauge until its connection closes.
+ * Streams are counted here, where routes send them, rather than by an onSend hook that
+ * would run on every response.
+ */
+export function sendStream(reply: FastifyReply, metrics: GatewayMetrics, chunks: AsyncIterable<string | Buffer | Uint8Array>): FastifyReply {
+  reply.raw.once('close', metrics.streamOpened(routeLabel(reply.request)));
+  return reply.send(Readable.from(chunks));
 }
 
 const digest = (s: string) => createHash('sha256').update(s).digest();

@@ -2,7 +2,6 @@
 // when the upstream knows the model by another name, and `stream_options.include_usage` is
 // added to streams so that usage is always metered); the answer comes back as the engine
 // produced it, streamed chunk by chunk.
-import { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { llmCostMicros } from '../../server/services/credits/pricing.js';
 import { ServiceError, isServiceError } from '../../server/services/errors.js';
@@ -16,6 +15,7 @@ import { isTimeout, upstreamErrorFromResponse, upstreamTimeout } from '../upstre
 import { tryUpstreams } from '../upstreams/try-upstreams.js';
 import { engineSignal, onClientGone } from '../client-gone.js';
 import { envelope } from '../errors.js';
+import { sendStream } from '../metrics/metrics-http.js';
 
 export const LLM_BODY_LIMIT = 10 * 1024 * 1024;
 
@@ -117,7 +117,7 @@ export function registerChatCompletionRoutes(app: FastifyInstance, ctx: GatewayC
     setSpendHeaders(reply, null, request.auth.balanceMicros);
     reply.code(200).headers({ 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', 'x-accel-buffering': 'no' });
     const observed = { upstream: answered!, firstToken: () => ctx.metrics.firstOutput('llm_first_token', model.id, reply.elapsedTime / 1000) };
-    return reply.send(Readable.from(relayStream(ctx, request, model, res, clientWantsUsage, promptBytes, clientGone, observed)));
+    return sendStream(reply, ctx.metrics, relayStream(ctx, request, model, res, clientWantsUsage, promptBytes, clientGone, observed));
   });
 }
 

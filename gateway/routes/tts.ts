@@ -1,6 +1,5 @@
 // POST /tts/sse, POST /tts/bytes (native, Cartesia-shaped) and POST /v1/audio/speech
 // (OpenAI-shaped), all on one pipeline: gateway/tts/synthesize.ts -> gateway/audio.
-import { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { ServiceError } from '../../server/services/errors.js';
 import { contentTypeFor, convertAll, createAudioConverter } from '../audio/convert.js';
@@ -11,6 +10,7 @@ import { allChunks, chargeSynthesis, startSynthesis, type Charge, type StartedSy
 import { parseTtsRequest, type TtsRequest } from '../tts/tts-request.js';
 import type { OutputFormat } from '../audio/output-format.js';
 import { toFloat32, type PcmSamples } from '../audio/pcm.js';
+import { sendStream } from '../metrics/metrics-http.js';
 import { parseOpenAiSpeechRequest } from '../tts/openai-speech-request.js';
 
 export function registerTtsRoutes(app: FastifyInstance, ctx: GatewayContext): void {
@@ -20,13 +20,13 @@ export function registerTtsRoutes(app: FastifyInstance, ctx: GatewayContext): vo
     const charge = await chargeSynthesis(ctx, request, s, tts, 'tts.sse');
     setSpendHeaders(reply, charge.costMicros, charge.remainingMicros);
     reply.code(200).headers({ 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', 'x-accel-buffering': 'no' });
-    return reply.send(Readable.from(sseEvents(s, tts, request.id)));
+    return sendStream(reply, ctx.metrics, sseEvents(s, tts, request.id));
   });
 
   app.post('/tts/bytes', { config: { metered: true } }, async (request, reply) => {
     const tts = parseTtsRequest(request.body, 'bytes');
     const s = await startSynthesis(ctx, request, reply, tts, 'tts.bytes');
-    return sendAudio(reply, s, tts, () => chargeSynthesis(ctx, request, s, tts, 'tts.bytes'));
+    return sendAudio(ctx, reply, s, tts, () => chargeSynthesis(ctx, request, s, tts, 'tts.bytes'));
   });
 
   app.post('/v1/audio/speech', { config: { metered: true } }, async (request, reply) => {
@@ -37,14 +37,14 @@ export function registerTtsRoutes(app: FastifyInstance, ctx: GatewayContext): vo
       const c = await charge();
       setSpendHeaders(reply, c.costMicros, c.remainingMicros);
       reply.code(200).headers({ 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' });
-      return reply.send(Readable.from(openAiSseEvents(s, tts)));
+      return sendStream(reply, ctx.metrics, openAiSseEvents(s, tts));
     }
-    return sendAudio(reply, s, tts, charge);
+    return sendAudio(ctx, reply, s, tts, charge);
   });
 }
 
 /** Whole file (exact WAV sizes, MP3 at the asked bit rate), or progressive bytes when streaming. */
-async function sendAudio(reply: FastifyReply, s: StartedSynthesis, tts: TtsRequest, charge: () => Promise<Charge>) {
+async function sendAudio(ctx: GatewayContext, reply: FastifyReply, s: StartedSynthesis, tts: TtsRequest, charge: () => Promise<Charge>) {
   const { output, volume } = tts;
   if (!tts.stream) {
     const parts: PcmSamples[] = [];
@@ -56,7 +56,7 @@ async function sendAudio(reply: FastifyReply, s: StartedSynthesis, tts: TtsReque
   }
   const c = await charge();
   setSpendHeaders(reply, c.costMicros, c.remainingMicros);
-  return reply.code(200).header('content-type', contentTypeFor(output)).send(Readable.from(progressiveBytes(s, output, volume)));
+  return sendStream(reply.code(200).header('content-type', contentTypeFor(output)), ctx.metrics, progressiveBytes(s, output, volume));
 }
 
 async function* progressiveBytes(s: StartedSynthesis, output: OutputFormat, volume: number): AsyncGenerator<Buffer> {
