@@ -20,6 +20,7 @@ export class Lifecycle {
   private readonly streams = new AbortController();
   private readonly pending = new Set<Promise<unknown>>();
   private readonly sockets = new Set<Terminable>();
+  private readonly engineCalls = new Set<AbortController>();
 
   /** Aborted at the grace deadline; its reason is the ServiceError streams end with. */
   readonly streamsEnded: AbortSignal = this.streams.signal;
@@ -34,7 +35,23 @@ export class Lifecycle {
   }
 
   endStreams(): void {
-    if (!this.streams.signal.aborted) this.streams.abort(shuttingDownError());
+    if (this.streams.signal.aborted) return;
+    this.streams.abort(shuttingDownError());
+    for (const c of this.engineCalls) c.abort(this.streams.signal.reason);
+    this.engineCalls.clear();
+  }
+
+  /**
+   * An engine request to abort (with the shutdown error) when streams are ended, until the
+   * returned release is called; aborted at once if they already were.
+   */
+  holdEngineCall(controller: AbortController): () => void {
+    if (this.streams.signal.aborted) {
+      controller.abort(this.streams.signal.reason);
+      return () => {};
+    }
+    this.engineCalls.add(controller);
+    return () => this.engineCalls.delete(controller);
   }
 
   /** Work the process must wait for before closing the database. */

@@ -13,7 +13,7 @@ import { SseSplitter, sseData } from '../sse.js';
 import type { ChatResponse } from '../upstreams/chat-types.js';
 import { isTimeout, upstreamErrorFromResponse, upstreamTimeout } from '../upstreams/upstream-errors.js';
 import { tryUpstreams } from '../upstreams/try-upstreams.js';
-import { engineSignal, onClientGone } from '../client-gone.js';
+import { engineCall, type EngineCall } from '../client-gone.js';
 import { envelope } from '../errors.js';
 import { sendStream } from '../metrics/metrics-http.js';
 
@@ -58,8 +58,8 @@ export function registerChatCompletionRoutes(app: FastifyInstance, ctx: GatewayC
     // No overall deadline here: a long stream is fine as long as the engine keeps sending.
     // The 300 s deadline is the engine's silence (undici's headers and body timeouts). A
     // shutdown whose grace period is over ends the engine request too.
-    const clientGone = onClientGone(reply);
-    const call = { signal: engineSignal(reply, clientGone, ctx.lifecycle.streamsEnded), timeoutMs: ctx.config.upstreamTimeoutMs };
+    const engine = engineCall(reply, ctx.lifecycle);
+    const call = { signal: engine.signal, timeoutMs: ctx.config.upstreamTimeoutMs };
     let res: ChatResponse;
     let answered: UpstreamEntry | undefined;
     try {
@@ -70,7 +70,7 @@ export function registerChatCompletionRoutes(app: FastifyInstance, ctx: GatewayC
         return adapter(upstream, { ...requestFor(upstream), ...call });
       });
     } catch (e) {
-      if (clientGone.aborted) return reply; // the client left before the engine answered
+      if (engine.clientGone) return reply; // the client left before the engine answered
       throw e;
     }
 
@@ -92,7 +92,7 @@ export function registerChatCompletionRoutes(app: FastifyInstance, ctx: GatewayC
         text = await res.text();
       } catch (e) {
         // The engine stalled or dropped the connection after sending its headers.
-        if (clientGone.aborted) return reply;
+        if (engine.clientGone) return reply;
         if (isTimeout(e)) throw upstreamTimeout(ctx.config.upstreamTimeoutMs / 1000);
         throw new ServiceError('upstream_error', `The model upstream broke off its response: ${(e as Error).message}`);
       }
@@ -117,7 +117,7 @@ export function registerChatCompletionRoutes(app: FastifyInstance, ctx: GatewayC
     setSpendHeaders(reply, null, request.auth.balanceMicros);
     reply.code(200).headers({ 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', 'x-accel-buffering': 'no' });
     const observed = { upstream: answered!, firstToken: () => ctx.metrics.firstOutput('llm_first_token', model.id, reply.elapsedTime / 1000) };
-    return sendStream(reply, ctx.metrics, relayStream(ctx, request, model, res, clientWantsUsage, promptBytes, clientGone, observed));
+    return sendStream(reply, ctx.metrics, relayStream(ctx, request, model, res, clientWantsUsage, promptBytes, engine, observed));
   });
 }
 
@@ -128,7 +128,7 @@ async function* relayStream(
   res: ChatResponse,
   clientWantsUsage: boolean,
   promptBytes: number,
-  clientGone: AbortSignal,
+  engine: EngineCall,
   observed: { upstream: UpstreamEntry; firstToken: () => void },
 ): AsyncGenerator<string> {
   const splitter = new SseSplitter();
@@ -152,11 +152,11 @@ async function* relayStream(
     if (rest.trim()) yield rest;
   } catch (e) {
     const shutdown = ctx.lifecycle.streamsEnded.reason as unknown;
-    if (!clientGone.aborted && isServiceError(shutdown)) {
+    if (!engine.clientGone && isServiceError(shutdown)) {
       // The gateway's shutdown grace period is over: the same clean ending, saying so.
       yield `data: ${JSON.stringify(envelope(shutdown).body)}\n\n`;
       yield 'data: [DONE]\n\n';
-    } else if (!clientGone.aborted) {
+    } else if (!engine.clientGone) {
       // The engine died or stalled mid-stream: end the client's stream with an error event
       // it can recognise, then [DONE], instead of cutting the connection.
       ctx.metrics.upstreamError(observed.upstream, isTimeout(e) ? 'timeout' : 'stream_broken');
