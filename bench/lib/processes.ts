@@ -26,7 +26,7 @@ export function startBundled(entry: string, env: Record<string, string> = {}, ru
   const childEnv: NodeJS.ProcessEnv = { ...process.env, LOG_LEVEL: 'warn', ...env };
   if (runtime === 'node') return startListening(entry, [bundle(ROOT, { [name]: entry })[name]!], childEnv);
   const script = bundleGateway(ROOT, name, entry);
-  return startListening(entry, [...gatewayNodeFlags([], childEnv.NODE_OPTIONS ?? ''), script], gatewayEnv(childEnv));
+  return startListening(entry, [...gatewayNodeFlags([], childEnv.SVC_NODE_FLAGS), script], gatewayEnv(childEnv));
 }
 
 function startListening(entry: string, args: string[], env: NodeJS.ProcessEnv): Promise<{ child: ChildProcess; url: string }> {

@@ -56,7 +56,7 @@ describe('svc gateway', () => {
   it('runs in the process that was started, with the memory flags and environment, and nothing else left running', async () => {
     const p = await gateway('flags');
     const pid = p.child.pid!;
-    expect(commandLine(pid).slice(1)).toEqual(['--max-semi-space-size=4', join(ROOT, 'bin/svc.mjs'), 'gateway']);
+    expect(commandLine(pid).slice(1)).toEqual(['--heap-growing-percent=30', join(ROOT, 'bin/svc.mjs'), 'gateway']);
     expect(environment(pid).get('MALLOC_ARENA_MAX')).toBe('2');
     // The gateway's own log lines carry the pid of the process that listens: the one started.
     const listening = p
@@ -72,10 +72,10 @@ describe('svc gateway', () => {
     expect(await p.exited).toEqual({ code: 0, signal: null });
   });
 
-  it('keeps a semi-space size and MALLOC_ARENA_MAX the operator set', async () => {
-    const p = await gateway('operator', { NODE_OPTIONS: '--max-semi-space-size=16', MALLOC_ARENA_MAX: '4' });
+  it('keeps a heap-growing setting and MALLOC_ARENA_MAX the operator set', async () => {
+    const p = await gateway('operator', { SVC_NODE_FLAGS: '--heap-growing-percent=60 --max-semi-space-size=8', MALLOC_ARENA_MAX: '4' });
     const pid = p.child.pid!;
-    expect(commandLine(pid).slice(1)).toEqual([join(ROOT, 'bin/svc.mjs'), 'gateway']);
+    expect(commandLine(pid).slice(1)).toEqual(['--heap-growing-percent=60', '--max-semi-space-size=8', join(ROOT, 'bin/svc.mjs'), 'gateway']);
     expect(environment(pid).get('MALLOC_ARENA_MAX')).toBe('4');
     await stopSvc(p);
     expect(await p.exited).toEqual({ code: 0, signal: null });
