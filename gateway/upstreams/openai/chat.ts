@@ -1,6 +1,7 @@
 // Chat completions against any OpenAI-compatible server (vLLM, SGLang, llama.cpp server,
 // Ollama, TGI...). The request body is sent as the bytes we were given.
-import { Agent, request } from 'undici';
+import { Agent } from 'undici';
+import { dispatchCall, dispatchTarget } from '../dispatch-call.js';
 import type { ChatAdapter } from '../chat-types.js';
 import { upstreamApiKey } from '../types.js';
 
@@ -9,9 +10,9 @@ export const httpDispatcher = new Agent({ keepAliveTimeout: 30_000, connections:
 
 export const openAiChat: ChatAdapter = async (upstream, req) => {
   const key = upstreamApiKey(upstream);
-  const res = await request(`${upstream.url}/chat/completions`, {
+  const res = await dispatchCall(httpDispatcher, {
+    ...dispatchTarget(`${upstream.url}/chat/completions`),
     method: 'POST',
-    dispatcher: httpDispatcher,
     headers: {
       'content-type': 'application/json',
       accept: 'application/json, text/event-stream',
@@ -19,13 +20,13 @@ export const openAiChat: ChatAdapter = async (upstream, req) => {
     },
     body: req.raw,
     signal: req.signal,
-    headersTimeout: req.timeoutMs,
-    bodyTimeout: req.timeoutMs,
+    timeoutMs: req.timeoutMs,
   });
+  const contentType = res.headers['content-type'];
   return {
     statusCode: res.statusCode,
-    contentType: String(res.headers['content-type'] ?? ''),
+    contentType: Array.isArray(contentType) ? contentType.join(', ') : (contentType ?? ''),
     body: res.body,
-    text: () => res.body.text(),
+    text: () => res.text(),
   };
 };

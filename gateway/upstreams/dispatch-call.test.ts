@@ -1,0 +1,132 @@
+// The chat hot path's HTTP call: what the routes rely on from it (order, completeness,
+// backpressure, cancellation, and undici's error codes for the failure modes).
+import { createServer, type Server, type ServerResponse } from 'node:http';
+import { Agent } from 'undici';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freePort } from '../../test/support/svc-process.js';
+import { dispatchCall, dispatchTarget } from './dispatch-call.js';
+import { isConnectFailure, isTimeout } from './upstream-errors.js';
+
+const dispatcher = new Agent({ connections: 8 });
+let server: Server;
+let origin: string;
+/** Per path: what the server does with the request. */
+const routes = new Map<string, (res: ServerResponse, body: string) => void>();
+const closedEarly: string[] = [];
+
+beforeAll(async () => {
+  server = createServer((req, res) => {
+    let body = '';
+    req.on('data', (d: Buffer) => (body += d.toString()));
+    req.on('end', () => routes.get(req.url ?? '')?.(res, body));
+    res.on('close', () => {
+      if (!res.writableFinished) closedEarly.push(req.url ?? '');
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  origin = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+});
+afterAll(async () => {
+  await dispatcher.close();
+  server.closeAllConnections();
+  await new Promise((r) => server.close(r));
+});
+
+const call = (path: string, signal = new AbortController().signal, timeoutMs = 10_000) =>
+  dispatchCall(dispatcher, { origin, path, method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"x":1}', signal, timeoutMs });
+
+describe('dispatchCall', () => {
+  it('gives the status, headers and the whole body, sent as it was', async () => {
+    routes.set('/echo', (res, body) => res.writeHead(201, { 'content-type': 'application/json' }).end(`{"got":${body}}`));
+    const res = await call('/echo');
+    expect(res.statusCode).toBe(201);
+    expect(res.headers['content-type']).toBe('application/json');
+    expect(await res.text()).toBe('{"got":{"x":1}}');
+  });
+
+  it('streams chunks in order, and pauses the engine socket while the consumer is behind', async () => {
+    const n = 400;
+    const chunkBytes = 40_000;
+    let written = 0;
+    routes.set('/many', (res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      let i = 0;
+      const write = () => {
+        while (i < n) {
+          const line = `data: ${i++} ${'x'.repeat(chunkBytes)}\n\n`;
+          written += line.length;
+          if (!res.write(line)) {
+            res.once('drain', write);
+            return;
+          }
+        }
+        res.end();
+      };
+      write();
+    });
+    const res = await call('/many');
+    let text = '';
+    let first = true;
+    for await (const chunk of res.body) {
+      text += chunk.toString();
+      if (first) {
+        first = false;
+        // A consumer that stalls: the engine must be held back (16 MB in all; without the
+        // pause it would all be read into this process at once).
+        await new Promise((r) => setTimeout(r, 300));
+        expect(written).toBeLessThan(8_000_000);
+      }
+    }
+    const numbers = [...text.matchAll(/data: (\d+) /g)].map((m) => Number(m[1]));
+    expect(numbers).toEqual(Array.from({ length: n }, (_v, i) => i));
+  });
+
+  it('stopping the iteration early aborts the request on the engine side', async () => {
+    routes.set('/endless', (res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      const timer = setInterval(() => res.write('data: tick\n\n'), 5);
+      res.on('close', () => clearInterval(timer));
+    });
+    const res = await call('/endless');
+    for await (const _chunk of res.body) break;
+    await expect.poll(() => closedEarly.includes('/endless'), { timeout: 5_000 }).toBe(true);
+  });
+
+  it('an abort before the answer rejects with the reason and closes the engine request', async () => {
+    routes.set('/slow', () => {});
+    const controller = new AbortController();
+    const pending = call('/slow', controller.signal);
+    setTimeout(() => controller.abort(new Error('client left')), 50);
+    await expect(pending).rejects.toThrow('client left');
+    await expect.poll(() => closedEarly.includes('/slow'), { timeout: 5_000 }).toBe(true);
+  });
+
+  it('an abort mid-body ends the iteration with an error', async () => {
+    routes.set('/trickle', (res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      const timer = setInterval(() => res.write('data: tick\n\n'), 5);
+      res.on('close', () => clearInterval(timer));
+    });
+    const controller = new AbortController();
+    const res = await call('/trickle', controller.signal);
+    const read = (async () => {
+      for await (const _chunk of res.body) controller.abort(new Error('gone'));
+    })();
+    await expect(read).rejects.toThrow('gone');
+  });
+
+  it('a silent engine times out with undici’s code; a refused connection is a connect failure', async () => {
+    routes.set('/silent', () => {});
+    const timedOut = await call('/silent', new AbortController().signal, 200).catch((e: unknown) => e);
+    expect(isTimeout(timedOut)).toBe(true);
+
+    const closedPort = await freePort();
+    const refused = await dispatchCall(dispatcher, { ...dispatchTarget(`http://127.0.0.1:${closedPort}/v1/chat/completions`), method: 'POST', headers: {}, body: '{}', signal: new AbortController().signal, timeoutMs: 1_000 }).catch((e: unknown) => e);
+    expect(isConnectFailure(refused)).toBe(true);
+  });
+
+  it('splits an engine URL into origin and path', () => {
+    expect(dispatchTarget('http://10.0.0.5:8000/v1/chat/completions')).toEqual({ origin: 'http://10.0.0.5:8000', path: '/v1/chat/completions' });
+    expect(dispatchTarget('https://engine.example/openai/v1/chat/completions?api-version=2')).toEqual({ origin: 'https://engine.example', path: '/openai/v1/chat/completions?api-version=2' });
+  });
+});
