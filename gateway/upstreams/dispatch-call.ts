@@ -51,7 +51,9 @@ export function dispatchCall(dispatcher: Dispatcher, options: DispatchOptions): 
     }
     signal.addEventListener('abort', onAbort, { once: true });
 
+    let iterating = false;
     async function* body(): AsyncGenerator<Buffer> {
+      iterating = true;
       try {
         for (;;) {
           if (chunks.length > 0) {
@@ -101,6 +103,10 @@ export function dispatchCall(dispatcher: Dispatcher, options: DispatchOptions): 
               headers: headers as DispatchResponse['headers'],
               body: iterable,
               async text() {
+                // Usually the whole body came with the headers: no iteration needed.
+                if (ended && !failure && !iterating) {
+                  return Buffer.concat(chunks.splice(0)).toString('utf8');
+                }
                 const parts: Buffer[] = [];
                 for await (const chunk of iterable) parts.push(chunk);
                 return Buffer.concat(parts).toString('utf8');
