@@ -1,8 +1,9 @@
 // One HTTP request to an engine through undici's low-level `dispatch`, for the chat hot path.
 // undici's `request()` wraps every response in a Readable stream, an async resource and a
 // body mixin; the chat route only needs the status, the content type and the body bytes, in
-// order, with backpressure. Measured on this machine (bench: 4,000 requests x 6 rounds to the
-// bench upstream): ~33 us of CPU per request against ~48 us for `request()`.
+// order, with backpressure. Measured once on this machine (a throw-away microbenchmark, 4,000
+// requests x 6 rounds to bench/upstream-server.ts): ~33 us of CPU per request against ~48 us
+// for `request()`.
 import type { Dispatcher } from 'undici';
 
 export interface DispatchResponse {
