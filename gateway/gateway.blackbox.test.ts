@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../test/support/test-database.js';
 import { startScriptedUpstream, type ScriptedUpstream } from '../test/support/scripted-openai-upstream.js';
 import { usageRows } from '../test/support/usage-rows.js';
+import { awayFromMinuteBoundary } from '../test/support/rate-window.js';
 import { freePort } from '../test/support/svc-process.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -198,11 +199,6 @@ async function eventually<T>(what: string, check: () => Promise<T | undefined>, 
  * Rate-limit windows are fixed clock minutes; a test that counts requests in one window
  * starts only when enough of the current minute is left.
  */
-async function awayFromWindowEdge(marginMs = 10_000) {
-  const into = Date.now() % 60_000;
-  if (into > 60_000 - marginMs) await sleep(60_000 - into + 250);
-}
-
 // ---------------------------------------------------------------------------------------
 
 let upstream: ScriptedUpstream;
@@ -514,7 +510,7 @@ describe('rate limit over HTTP', () => {
   it('a key created with --rpm 3 gets 3 x 200, then 429 with Retry-After and the wait at the end of the message', async () => {
     const org = await newOrg('1');
     const k = await newKey(org, 3);
-    await awayFromWindowEdge();
+    await awayFromMinuteBoundary(10_000);
     const statuses: number[] = [];
     for (let i = 0; i < 3; i++) statuses.push((await call(gw, 'GET', '/v1/models', { key: k.key })).status);
     const refused = await call(gw, 'GET', '/v1/models', { key: k.key });
@@ -559,7 +555,7 @@ describe('two gateway processes sharing Redis', () => {
     const org = await newOrg('1');
     const k = await newKey(org, 10);
     redisKeyIds.push(k.id);
-    await awayFromWindowEdge();
+    await awayFromMinuteBoundary(10_000);
     const results: { via: string; status: number; code?: string }[] = [];
     for (let i = 0; i < 20; i++) {
       const via = i % 2 === 0 ? a : b;

@@ -88,6 +88,24 @@ function countedLimiter(limiter: RateLimiter, metrics: GatewayMetrics): RateLimi
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms).unref());
 
+/** How long a starting gateway waits for Redis before it serves, admitting uncounted, without it. */
+const REDIS_CONNECT_WAIT_MS = 5_000;
+
+/** Resolves true once the client is ready, false if it is not within `ms`. */
+function connectedWithin(redis: Redis, ms: number): Promise<boolean> {
+  if (redis.status === 'ready') return Promise.resolve(true);
+  return new Promise((resolve) => {
+    const done = (ready: boolean) => {
+      clearTimeout(timer);
+      redis.off('ready', onReady);
+      resolve(ready);
+    };
+    const onReady = () => done(true);
+    const timer = setTimeout(() => done(false), ms);
+    redis.on('ready', onReady);
+  });
+}
+
 /** How long a shutdown waits for the last spans to reach the collector. */
 const TRACE_FLUSH_MS = 5_000;
 
@@ -102,6 +120,10 @@ export async function createGatewayRuntime(config: Config, options: { logger?: b
   redis?.on('error', () => {
     // ioredis reconnects by itself; the limiter admits requests while Redis is away.
   });
+  // Without its offline queue ioredis fails commands until the connection is ready, and the
+  // limiter admits what it cannot count: a replica that started serving before connecting
+  // would let its first requests through unlimited. Wait for Redis, but not forever.
+  const redisReady = redis ? await connectedWithin(redis, REDIS_CONNECT_WAIT_MS) : true;
   const metrics = new GatewayMetrics();
   const lifecycle = new Lifecycle();
   const limiter = countedLimiter(redis ? createRedisRateLimiter(redis) : createMemoryRateLimiter(), metrics);
@@ -127,6 +149,7 @@ export async function createGatewayRuntime(config: Config, options: { logger?: b
         ? app.log.warn({ err, url: upstreamLabel(config.tracing?.tracesUrl ?? '') }, 'trace export failed; spans are dropped until the collector accepts them again')
         : app.log.info('trace export works again');
   }
+  if (!redisReady) app.log.warn({ waitedMs: REDIS_CONNECT_WAIT_MS }, 'Redis (REDIS_URL) is not reachable: rate limits are not counted until it is');
   db.hot.onDeferredWriteError = (err, queued) => app.log.error({ err, queued }, 'usage debits could not be written; retrying them (metered requests get 503 until they are)');
   const worker = config.jobs.worker ? startJobWorker(ctx, app.log) : null;
   const metricsServer = config.metricsPort

@@ -13,6 +13,7 @@ import { createGuessThrottle } from '../../server/services/registrations/guess-t
 import { GRANT_CLAIM, GRANT_JWT_BEARER, registrationSettings } from '../../server/services/registrations/registration-rules.js';
 import { signUp } from '../../server/services/users/sign-up.js';
 import { startGateway, type GatewayHarness } from '../../test/support/gateway-harness.js';
+import { awayFromMinuteBoundary } from '../../test/support/rate-window.js';
 
 let h: GatewayHarness;
 
@@ -73,12 +74,6 @@ async function userConfirms(harness: GatewayHarness, user: Awaited<ReturnType<ty
 /** Lets the next claim poll through at once instead of waiting the 5-second interval. */
 async function forgetLastPoll(harness: GatewayHarness, registrationId: string) {
   await harness.testDb.db.prisma.agentRegistration.update({ where: { id: registrationId }, data: { lastPollAt: null } });
-}
-
-/** Stays inside one clock minute (the limiter's fixed window): waits out the last 5 seconds of one. */
-async function awayFromMinuteEnd() {
-  const left = 60_000 - (Date.now() % 60_000);
-  if (left < 5_000) await new Promise((r) => setTimeout(r, left + 100));
 }
 
 const models = (key: string) => fetch(`${h.url}/v1/models`, { headers: { authorization: `Bearer ${key}` } });
@@ -310,7 +305,7 @@ describe('errors', () => {
   it('per-IP limit without trusted proxies: a client cannot escape it by writing X-Forwarded-For', async () => {
     const limited = await gatewayAtItsOwnUrl({ SVC_AGENT_AUTH_IP_RPM: '3' });
     try {
-      await awayFromMinuteEnd();
+      await awayFromMinuteBoundary();
       for (let i = 0; i < 3; i++) {
         expect((await fetch(`${limited.url}/.well-known/oauth-authorization-server`, { headers: { 'x-forwarded-for': `203.0.113.${i}` } })).status).toBe(200);
       }
@@ -323,7 +318,7 @@ describe('errors', () => {
   it('per-IP limit behind one trusted proxy (SVC_TRUSTED_PROXIES=1): the address the proxy appended, not what the client wrote before it', async () => {
     const limited = await gatewayAtItsOwnUrl({ SVC_AGENT_AUTH_IP_RPM: '2', SVC_TRUSTED_PROXIES: '1' });
     try {
-      await awayFromMinuteEnd();
+      await awayFromMinuteBoundary();
       const from = (xff: string) => fetch(`${limited.url}/.well-known/oauth-authorization-server`, { headers: { 'x-forwarded-for': xff } });
       expect((await from('1.1.1.1, 203.0.113.5')).status).toBe(200);
       expect((await from('2.2.2.2, 203.0.113.5')).status).toBe(200);
@@ -338,7 +333,7 @@ describe('errors', () => {
   it('per-IP limit: 429 slow_down with Retry-After on every registration route; keyed routes are not affected', async () => {
     const limited = await gatewayAtItsOwnUrl({ SVC_AGENT_AUTH_IP_RPM: '3' });
     try {
-      await awayFromMinuteEnd();
+      await awayFromMinuteBoundary();
       for (let i = 0; i < 3; i++) expect((await fetch(`${limited.url}/.well-known/oauth-authorization-server`)).status).toBe(200);
       const { res } = await expectError(postJson('/agent/identity', { type: 'anonymous' }, limited.url), 429, 'slow_down');
       expect(Number(res.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);

@@ -13,7 +13,6 @@ import type { GatewayHarness } from '../../test/support/gateway-harness.js';
 import {
   STT_PRICE,
   audioCost,
-  awayFromMinuteBoundary,
   concat,
   expectDebited,
   expectTimedWords,
@@ -35,6 +34,7 @@ import {
   type SttEvent,
   type TimedWord,
 } from '../../test/support/stt-routes.js';
+import { awayFromMinuteBoundary } from '../../test/support/rate-window.js';
 import { usd } from '../../test/support/tts-routes.js';
 import { recognizerStats, shutdownRecognizers } from '../upstreams/pocketsphinx/recognizer.js';
 

@@ -16,7 +16,6 @@ import type { GatewayHarness } from '../../test/support/gateway-harness.js';
 import {
   STT_PRICE,
   audioCost,
-  awayFromMinuteBoundary,
   concat,
   expectDebited,
   expectTimedWords,
@@ -37,6 +36,7 @@ import {
   type TranscriptionServer,
   type Voice,
 } from '../../test/support/stt-routes.js';
+import { awayFromMinuteBoundary } from '../../test/support/rate-window.js';
 import { expectError, usd } from '../../test/support/tts-routes.js';
 
 let h: GatewayHarness;

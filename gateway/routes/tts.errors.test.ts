@@ -9,6 +9,7 @@ import { revokeApiKey } from '../../server/services/keys/revoke-api-key.js';
 import { upsertModel } from '../../server/services/models/upsert-model.js';
 import { createOrg } from '../../server/services/orgs/create-org.js';
 import type { GatewayHarness } from '../../test/support/gateway-harness.js';
+import { awayFromMinuteBoundary } from '../../test/support/rate-window.js';
 import {
   FLITE_PRICE,
   FOX,
@@ -349,6 +350,7 @@ describe('429 rate_limit_exceeded', () => {
   it.each(NATIVE)('%s: over the key\u2019s limit, with Retry-After', async (path) => {
     const key = await createApiKey(prisma(), { orgId: h.orgId, name: 'slow', rateLimitRpm: 1 });
     const headers = { authorization: `Bearer ${key.key}` };
+    await awayFromMinuteBoundary();
     const first = await post(h, path, ttsBody({ transcript: 'Yes.' }), { headers });
     expect(first.status).toBe(200);
     await first.arrayBuffer();

@@ -219,6 +219,40 @@ describe('Redis stopped and restarted under load', () => {
     const text = await h.runtime.ctx.metrics.render();
     expect(Number(/^svc_rate_limiter_errors_total (\d+)/m.exec(text.body)?.[1])).toBeGreaterThan(0);
   });
+
+  it('a gateway starting while Redis is down waits for it and counts from its first request', async () => {
+    await killRedis();
+    let redisUpAt = 0;
+    const starting = startGateway({ env: { REDIS_URL: `redis://127.0.0.1:${port}` } });
+    await sleep(1_500);
+    await startRedis();
+    redisUpAt = Date.now();
+    const g = await starting;
+    try {
+      // It did not serve before Redis was there (it would have admitted uncounted requests).
+      expect(Date.now()).toBeGreaterThanOrEqual(redisUpAt);
+      if (Date.now() % 60_000 > 50_000) await sleep(60_000 - (Date.now() % 60_000) + 250);
+      const { key } = await orgWithKey(g.testDb.db, 1_000_000n, 2);
+      const statuses: number[] = [];
+      for (let i = 0; i < 3; i++) statuses.push((await ask(`${g.url}/v1/models`, key)).status);
+      expect(statuses).toEqual([200, 200, 429]);
+      expect(Number(/^svc_rate_limiter_errors_total (\d+)/m.exec((await g.runtime.ctx.metrics.render()).body)?.[1] ?? 0)).toBe(0);
+    } finally {
+      await g.close();
+    }
+  });
+
+  it('a gateway whose Redis never answers starts anyway after a bounded wait, and serves', async () => {
+    const deadPort = await freePort();
+    const started = Date.now();
+    const g = await startGateway({ env: { REDIS_URL: `redis://127.0.0.1:${deadPort}` } });
+    try {
+      expect(Date.now() - started).toBeGreaterThanOrEqual(4_500);
+      expect((await ask(`${g.url}/v1/models`, g.key)).status).toBe(200);
+    } finally {
+      await g.close();
+    }
+  });
 });
 
 // ---------------------------------------------------------------------------------------

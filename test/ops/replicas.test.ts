@@ -18,6 +18,7 @@ import { createTestDatabase, type TestDatabase } from '../support/test-database.
 import { chatBody, expectLedgerConsistent, orgWithKey } from '../support/ops-fixture.js';
 import { sleep, startSvcGateway, stopSvc, type SvcProcess } from '../support/svc-process.js';
 import { usageRows } from '../support/usage-rows.js';
+import { awayFromMinuteBoundary } from '../support/rate-window.js';
 
 vi.setConfig({ testTimeout: 120_000 });
 
@@ -90,18 +91,12 @@ async function drive(total: number, concurrency: number, call: (r: SvcProcess, i
   return out;
 }
 
-/** Fixed clock-minute windows: a test counting requests in one window starts well inside one. */
-async function awayFromWindowEdge(marginMs = 15_000) {
-  const into = Date.now() % 60_000;
-  if (into > 60_000 - marginMs) await sleep(60_000 - into + 250);
-}
-
 const count = (answers: Answer[], status: number, code?: string) => answers.filter((a) => a.status === status && (code === undefined || a.code === code)).length;
 
 describe(`three replicas on one ${process.env.TEST_DB === 'postgresql' ? 'PostgreSQL database' : 'SQLite file'} and Redis`, () => {
   it('a 30 rpm key hit 90 times concurrently through all three: exactly 30 pass, 60 get 429', async () => {
     const { key } = await newKey(10_000_000n, 30);
-    await awayFromWindowEdge();
+    await awayFromMinuteBoundary(15_000);
     const answers = await drive(90, 15, (r) => models(r, key));
     expect(count(answers, 200)).toBe(30);
     expect(count(answers, 429, 'rate_limit_exceeded')).toBe(60);

@@ -62,11 +62,6 @@ export async function settleRecognizers(openSessions = 0): Promise<void> {
   }
 }
 
-/** Waits, if needed, so that the next few seconds stay inside one clock minute (rate-limit windows are clock minutes). */
-export async function awayFromMinuteBoundary(marginMs = 5_000): Promise<void> {
-  const intoMinute = Date.now() % 60_000;
-  if (intoMinute > 60_000 - marginMs) await new Promise((r) => setTimeout(r, 60_000 - intoMinute + 100));
-}
 
 // ---------------------------------------------------------------------------------------
 // Money, independent of the product's pricing code
