@@ -4,8 +4,8 @@
 import { loadConfig } from '../server/config/env.js';
 import { createGatewayRuntime } from '../gateway/runtime.js';
 
+// Logging as `svc gateway` logs (LOG_LEVEL, info by default: an access-log line per request).
 const runtime = await createGatewayRuntime(loadConfig(), {
-  logger: false,
   passThroughCore: process.env.BENCH_CORE === 'off',
 });
 const url = await runtime.app.listen({ host: '127.0.0.1', port: 0 });

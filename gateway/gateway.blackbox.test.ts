@@ -309,6 +309,24 @@ describe('HTTP edge', () => {
     const b = await call(gw, 'GET', '/health');
     expect(a.headers.get('x-request-id')).not.toBe(b.headers.get('x-request-id'));
   });
+
+  it('each answer gets one access-log line (info): request id, method, URL, status, milliseconds', async () => {
+    const ids = ['access-log-1', 'access-log-2'];
+    expect((await call(gw, 'GET', '/v1/models', { key, headers: { 'x-request-id': ids[0]! } })).status).toBe(200);
+    expect((await call(gw, 'GET', '/v1/nope', { key, headers: { 'x-request-id': ids[1]! } })).status).toBe(404);
+    // Lines are written in batches, at most 100 ms apart.
+    const lines = await vi.waitFor(() => {
+      const found = gw.output().split('\n').filter((l) => ids.some((id) => l.includes(`"reqId":"${id}"`)));
+      expect(found).toHaveLength(2);
+      return found.map((l) => JSON.parse(l) as Record<string, any>);
+    }, { timeout: 3_000, interval: 50 });
+    expect(lines.map((l) => [l.reqId, l.msg, l.level, l.req.method, l.req.url, l.res.statusCode])).toEqual([
+      [ids[0], 'request completed', 30, 'GET', '/v1/models', 200],
+      [ids[1], 'request completed', 30, 'GET', '/v1/nope', 404],
+    ]);
+    for (const l of lines) expect(l.responseTime).toBeGreaterThan(0);
+    expect(gw.output()).not.toContain('incoming request');
+  });
 });
 
 describe('authentication over HTTP', () => {

@@ -23,7 +23,8 @@ export function startTs(entry: string, env: Record<string, string> = {}): Promis
  */
 export function startBundled(entry: string, env: Record<string, string> = {}, runtime: 'gateway' | 'node' = 'gateway'): Promise<{ child: ChildProcess; url: string }> {
   const name = entry.replace(/\.ts$/, '').replaceAll('/', '-');
-  const childEnv: NodeJS.ProcessEnv = { ...process.env, LOG_LEVEL: 'warn', ...env };
+  // The gateway logs at svc's default level (info: an access-log line per request), read and dropped by this process.
+  const childEnv: NodeJS.ProcessEnv = { ...process.env, LOG_LEVEL: runtime === 'gateway' ? 'info' : 'warn', ...env };
   if (runtime === 'node') return startListening(entry, [bundle(ROOT, { [name]: entry })[name]!], childEnv);
   const script = bundleGateway(ROOT, name, entry);
   return startListening(entry, [...gatewayNodeFlags([], childEnv.SVC_NODE_FLAGS), script], gatewayEnv(childEnv));
@@ -33,11 +34,15 @@ function startListening(entry: string, args: string[], env: NodeJS.ProcessEnv): 
   const child = spawn(process.execPath, args, { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'inherit'] });
   return new Promise((resolve, reject) => {
     let out = '';
-    child.stdout!.on('data', (d: Buffer) => {
+    const untilListening = (d: Buffer) => {
       out += d.toString();
-      const m = /listening (\S+)/.exec(out);
-      if (m) resolve({ child, url: m[1]! });
-    });
+      const m = /^listening (\S+)$/m.exec(out);
+      if (!m) return;
+      // From now on its output (access logs) is read and dropped, so that it never blocks.
+      child.stdout!.off('data', untilListening).on('data', () => {});
+      resolve({ child, url: m[1]! });
+    };
+    child.stdout!.on('data', untilListening);
     child.on('exit', (code) => reject(new Error(`${entry} exited with ${code} before listening`)));
   });
 }
