@@ -3,11 +3,12 @@ import { ServiceError } from '../errors.js';
 import { hashApiKey, isWellFormedApiKey } from './api-key-format.js';
 
 /**
- * Verifies a presented key against the database on every call. There is deliberately no
- * key cache: the lookup is one indexed read that also returns the org's balance (which the
- * credit check needs anyway), so revocation from any process is seen on the very next
- * request at no extra round trip. The lookup is by SHA-256 of the key, so its timing says
- * nothing about stored keys.
+ * Verifies a presented key against the database's current state on every call: the store
+ * answers with the key and its org's balance together (which the credit check needs anyway),
+ * from one indexed read on PostgreSQL, and on SQLite from memory for as long as no other
+ * connection has committed since it last read (server/db/sqlite-commit-watch.ts), so a
+ * revocation from any process is seen on the very next request. The lookup is by SHA-256 of
+ * the key, so its timing says nothing about stored keys.
  */
 export async function verifyApiKey(store: HotStore, presented: string | undefined): Promise<KeyAuthRecord> {
   if (!presented) {
