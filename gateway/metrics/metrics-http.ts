@@ -1,6 +1,5 @@
 // Where HTTP traffic meets the metrics: one onResponse hook counts every answer by route
-// pattern (never the raw URL: ids in paths would make a series per request) and writes its
-// access-log line, sendStream
+// pattern (never the raw URL: ids in paths would make a series per request), sendStream
 // counts streaming responses while they are open, and GET /metrics serves the registry,
 // either on the public port behind SVC_METRICS_TOKEN or on a separate listener
 // (SVC_METRICS_PORT, loopback by default). See README "Operations".
@@ -22,18 +21,11 @@ declare module 'fastify' {
 /** The route pattern of a request, or 'unmatched' for 404s (unbounded raw paths never become labels). */
 export const routeLabel = (request: FastifyRequest): string => (request.is404 ? 'unmatched' : (request.routeOptions.url ?? 'unmatched'));
 
-/**
- * The one onResponse hook: every answer is counted in the metrics and, when the log level
- * includes info, gets one access-log line (method, redacted URL, client address, status,
- * milliseconds, request id) instead of Fastify's two lines per request.
- */
-export function registerResponseHook(app: FastifyInstance, metrics: GatewayMetrics): void {
+export function registerMetricsHooks(app: FastifyInstance, metrics: GatewayMetrics): void {
   app.decorateRequest('modelId', '');
-  const accessLog = ['trace', 'debug', 'info'].includes(app.log.level);
   // Callback style: an async hook costs a promise per request.
   app.addHook('onResponse', (request, reply, done) => {
     metrics.request(routeLabel(request), request.method, reply.statusCode, request.modelId, reply.elapsedTime / 1000);
-    if (accessLog) request.log.info({ req: request, res: reply, responseTime: reply.elapsedTime }, 'request completed');
     done();
   });
 }
