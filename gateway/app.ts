@@ -46,6 +46,7 @@ const SECRET_PARAMS = new Set(['api_key', 'claim_token', 'assertion', 'access_to
 
 /** Removes credentials from a URL before it is logged (also when the name is percent-encoded). */
 export function redactUrl(url: string): string {
+  if (!url.includes('?') && !url.includes('&')) return url; // no parameters: the common case
   return url.replace(/([?&])([^=&]*)=([^&]*)/g, (whole, sep: string, name: string) => {
     let decoded = name;
     try {

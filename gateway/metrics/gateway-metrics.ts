@@ -1,8 +1,8 @@
 // The gateway's Prometheus metrics, one registry per runtime (several runtimes may share a
 // process in tests). Routes and the core report moments through this object on the
-// GatewayContext, never through globals. Label children are cached by their joined values:
-// prom-client's `inc(labels)` hashes a label object on every call, a Map lookup on a string
-// is cheaper on the per-request path.
+// GatewayContext, never through globals. Label children are cached by their values:
+// prom-client's `inc(labels)` hashes a label object on every call, Map lookups on the
+// label strings are cheaper on the per-request path.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { UpstreamEntry } from '../registry/model-registry.js';
 
@@ -24,15 +24,21 @@ export function upstreamLabel(url: string): string {
   }
 }
 
-/** Caches the label children of one metric by their joined values. */
+/** Caches the label children of one metric in nested maps, one level per label (no key string to build per call). */
 function childCache<C>(make: (...values: string[]) => C): (...values: string[]) => C {
-  const children = new Map<string, C>();
+  const root = new Map<string, unknown>();
   return (...values) => {
-    const key = values.join('\u0000');
-    let child = children.get(key);
+    let level = root;
+    for (let i = 0; i < values.length - 1; i++) {
+      let next = level.get(values[i]!) as Map<string, unknown> | undefined;
+      if (next === undefined) level.set(values[i]!, (next = new Map()));
+      level = next;
+    }
+    const last = values[values.length - 1]!;
+    let child = level.get(last) as C | undefined;
     if (child === undefined) {
       child = make(...values);
-      children.set(key, child);
+      level.set(last, child);
     }
     return child;
   };

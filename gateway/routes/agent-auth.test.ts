@@ -300,6 +300,8 @@ describe('errors', () => {
   it('claim tokens, assertions and codes put in a query string are redacted from the logged URL', () => {
     expect(redactUrl('/oauth2/token?grant_type=x&claim_token=claim_secret&assertion=eyJ.a.b')).toBe('/oauth2/token?grant_type=x&claim_token=[redacted]&assertion=[redacted]');
     expect(redactUrl('/claim?Code=123456&access%5Ftoken=sk_svc_x&user_code=654321')).toBe('/claim?Code=[redacted]&access%5Ftoken=[redacted]&user_code=[redacted]');
+    expect(redactUrl('/v1/models&api_key=sk_svc_x')).toBe('/v1/models&api_key=[redacted]'); // no '?', still a parameter
+    expect(redactUrl('/v1/models')).toBe('/v1/models');
   });
 
   it('per-IP limit without trusted proxies: a client cannot escape it by writing X-Forwarded-For', async () => {

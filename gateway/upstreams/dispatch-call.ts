@@ -98,21 +98,25 @@ export function dispatchCall(dispatcher: Dispatcher, options: DispatchOptions): 
           },
           onResponseStart(_c, statusCode, headers) {
             started = true;
-            const iterable = body();
-            resolve({
+            // Made when first asked for: a non-streaming answer is usually read whole by text().
+            let iterable: AsyncGenerator<Buffer> | undefined;
+            const response: DispatchResponse = {
               statusCode,
               headers: headers as DispatchResponse['headers'],
-              body: iterable,
+              get body() {
+                return (iterable ??= body());
+              },
               async text() {
                 // Usually the whole body came with the headers: no iteration needed.
                 if (ended && !failure && !iterating) {
-                  return Buffer.concat(chunks.splice(0)).toString('utf8');
+                  return chunks.length === 1 ? chunks.pop()!.toString('utf8') : Buffer.concat(chunks.splice(0)).toString('utf8');
                 }
                 const parts: Buffer[] = [];
-                for await (const chunk of iterable) parts.push(chunk);
+                for await (const chunk of response.body) parts.push(chunk);
                 return Buffer.concat(parts).toString('utf8');
               },
-            });
+            };
+            resolve(response);
           },
           onResponseData(c, chunk) {
             chunks.push(chunk);

@@ -26,7 +26,9 @@ export const openAiChat: ChatAdapter = async (upstream, req) => {
   return {
     statusCode: res.statusCode,
     contentType: Array.isArray(contentType) ? contentType.join(', ') : (contentType ?? ''),
-    body: res.body,
+    get body() {
+      return res.body;
+    },
     text: () => res.text(),
   };
 };

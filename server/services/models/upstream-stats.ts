@@ -13,6 +13,8 @@ export interface UpstreamCounts {
 
 export class UpstreamStatsRecorder {
   private pending = new Map<string, UpstreamCounts & { upstreamId: string; minute: number }>();
+  /** Each upstream's entry in `pending` for the latest minute it was counted in. */
+  private readonly latest = new Map<string, UpstreamCounts & { upstreamId: string; minute: number }>();
   private timer: NodeJS.Timeout | undefined;
   private flushing: Promise<void> = Promise.resolve();
 
@@ -35,9 +37,13 @@ export class UpstreamStatsRecorder {
 
   private entry(upstreamId: string) {
     const minute = Math.floor(this.now() / MINUTE) * MINUTE;
+    // On every request: the upstream's entry of the current minute, without building a key.
+    let entry = this.latest.get(upstreamId);
+    if (entry?.minute === minute) return entry;
     const key = `${upstreamId} ${minute}`;
-    let entry = this.pending.get(key);
+    entry = this.pending.get(key);
     if (!entry) this.pending.set(key, (entry = { upstreamId, minute, requests: 0, errors: 0 }));
+    this.latest.set(upstreamId, entry);
     return entry;
   }
 
@@ -51,6 +57,7 @@ export class UpstreamStatsRecorder {
     this.flushing = this.flushing.then(async () => {
       const batch = [...this.pending.values()];
       this.pending.clear();
+      this.latest.clear();
       for (const [i, e] of batch.entries()) {
         const where = { upstreamId_minute: { upstreamId: e.upstreamId, minute: new Date(e.minute) } };
         try {
