@@ -28,3 +28,5 @@ server.listen(0, '127.0.0.1', () => {
   const { port } = server.address() as { port: number };
   console.log(`listening http://127.0.0.1:${port}`);
 });
+// Exit normally on a signal, so that exit-time hooks (a --cpu-prof profile) run.
+for (const signal of ['SIGINT', 'SIGTERM'] as const) process.on(signal, () => process.exit(0));
