@@ -9,7 +9,8 @@ const runtime = await createGatewayRuntime(loadConfig(), {
   passThroughCore: process.env.BENCH_CORE === 'off',
 });
 const url = await runtime.app.listen({ host: '127.0.0.1', port: 0 });
-console.log(`listening ${url}`);
+// On stderr: stdout carries the logs (bench/lib/processes.ts sends them to a file).
+console.error(`listening ${url}`);
 for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   process.on(signal, () => void runtime.close().finally(() => process.exit(0)));
 }

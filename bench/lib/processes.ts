@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { closeSync, openSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { bundle, bundleGateway } from '../../scripts/lib/bundle.mjs';
@@ -23,26 +24,37 @@ export function startTs(entry: string, env: Record<string, string> = {}): Promis
  */
 export function startBundled(entry: string, env: Record<string, string> = {}, runtime: 'gateway' | 'node' = 'gateway'): Promise<{ child: ChildProcess; url: string }> {
   const name = entry.replace(/\.ts$/, '').replaceAll('/', '-');
-  // The gateway logs at svc's default level (info: an access-log line per request), read and dropped by this process.
-  const childEnv: NodeJS.ProcessEnv = { ...process.env, LOG_LEVEL: runtime === 'gateway' ? 'info' : 'warn', ...env };
-  if (runtime === 'node') return startListening(entry, [bundle(ROOT, { [name]: entry })[name]!], childEnv);
+  if (runtime === 'node') return startListening(entry, [bundle(ROOT, { [name]: entry })[name]!], { ...process.env, LOG_LEVEL: 'warn', ...env });
+  // The gateway logs as svc does (LOG_LEVEL info: an access-log line per request; set
+  // BENCH_GATEWAY_LOG_LEVEL=warn for none) to a file, as a service's logs go to journald or a
+  // file, rather than into a pipe that the load generator would have to read; it says where it
+  // listens on stderr (bench/gateway-server.ts).
+  const childEnv: NodeJS.ProcessEnv = { ...process.env, LOG_LEVEL: process.env.BENCH_GATEWAY_LOG_LEVEL ?? 'info', ...env };
   const script = bundleGateway(ROOT, name, entry);
-  return startListening(entry, [...gatewayNodeFlags([], childEnv.SVC_NODE_FLAGS), script], gatewayEnv(childEnv));
+  const logFile = join(tmpdir(), `svc-bench-${name}-${process.pid}-${++gatewaysStarted}.log`);
+  return startListening(entry, [...gatewayNodeFlags([], childEnv.SVC_NODE_FLAGS), script], gatewayEnv(childEnv), logFile);
 }
 
-function startListening(entry: string, args: string[], env: NodeJS.ProcessEnv): Promise<{ child: ChildProcess; url: string }> {
-  const child = spawn(process.execPath, args, { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'inherit'] });
+let gatewaysStarted = 0;
+
+/** Starts the process; resolves when it prints "listening <url>" (on stdout, or on stderr when its stdout goes to `logFile`). */
+function startListening(entry: string, args: string[], env: NodeJS.ProcessEnv, logFile?: string): Promise<{ child: ChildProcess; url: string }> {
+  const stdout = logFile ? openSync(logFile, 'w') : 'pipe';
+  const child = spawn(process.execPath, args, { cwd: ROOT, env, stdio: ['ignore', stdout, logFile ? 'pipe' : 'inherit'] });
+  if (typeof stdout === 'number') closeSync(stdout);
+  const announced = (logFile ? child.stderr : child.stdout)!;
   return new Promise((resolve, reject) => {
     let out = '';
     const untilListening = (d: Buffer) => {
       out += d.toString();
       const m = /^listening (\S+)$/m.exec(out);
       if (!m) return;
-      // From now on its output (access logs) is read and dropped, so that it never blocks.
-      child.stdout!.off('data', untilListening).on('data', () => {});
+      announced.off('data', untilListening);
+      if (logFile) announced.pipe(process.stderr);
+      else announced.resume(); // anything it prints later is dropped, so that it never blocks
       resolve({ child, url: m[1]! });
     };
-    child.stdout!.on('data', untilListening);
+    announced.on('data', untilListening);
     child.on('exit', (code) => reject(new Error(`${entry} exited with ${code} before listening`)));
   });
 }
