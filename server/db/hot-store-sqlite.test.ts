@@ -1,5 +1,5 @@
 // The SQLite hot store's deferred usage debits: a debit answers with the balance at once and
-// is committed later in the same event-loop turn. What that must keep: every balance-after
+// is committed at the end of the turn, or at most 10 ms after the previous commit. What that must keep: every balance-after
 // exact, changes made by other connections counted, and a commit that fails neither loses
 // nor doubles a debit while metered admission is paused. Always SQLite (the PostgreSQL store
 // commits before it answers).
@@ -69,6 +69,24 @@ describe('deferred usage debits (SQLite)', () => {
       ['req_d1', -100n, 900n, 'm', 3],
       ['req_d2', -30n, 870n, 'm', 3],
     ]);
+  });
+
+  it('commit at most once per 10 ms: debits made turn after turn share commits', async () => {
+    const { orgId } = await newOrg(1_000_000n);
+    const started = performance.now();
+    for (let i = 0; i < 60; i++) {
+      await debit(orgId, 1n);
+      await new Promise((r) => setImmediate(r)); // each debit in a turn of its own
+    }
+    const elapsed = performance.now() - started;
+    const { rows } = await ledgerOf(orgId);
+    const usageRows = rows.filter((r) => r.kind === 'usage');
+    expect(usageRows).toHaveLength(60);
+    // The rows of one commit share its timestamp: there were at most 1 + elapsed/10 commits
+    // (the last one may come after the loop), not one per turn.
+    const commits = new Set(usageRows.map((r) => r.createdAt.getTime())).size;
+    expect(commits).toBeLessThanOrEqual(2 + Math.floor(elapsed / 10));
+    expect(commits).toBeLessThan(60);
   });
 
   it('count a grant made by another connection, also while debits of this turn are not yet committed', async () => {
