@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, openSync, readFileSync } from 'node:fs';
+import { closeSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -42,6 +42,8 @@ function startListening(entry: string, args: string[], env: NodeJS.ProcessEnv, l
   const stdout = logFile ? openSync(logFile, 'w') : 'pipe';
   const child = spawn(process.execPath, args, { cwd: ROOT, env, stdio: ['ignore', stdout, logFile ? 'pipe' : 'inherit'] });
   if (typeof stdout === 'number') closeSync(stdout);
+  // The log is removed with the process (tens of MB per bench run), unless BENCH_KEEP_LOGS is set.
+  if (logFile && !process.env.BENCH_KEEP_LOGS) child.once('exit', () => rmSync(logFile, { force: true }));
   const announced = (logFile ? child.stderr : child.stdout)!;
   return new Promise((resolve, reject) => {
     let out = '';
