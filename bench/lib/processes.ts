@@ -42,8 +42,8 @@ function startListening(entry: string, args: string[], env: NodeJS.ProcessEnv, l
   const stdout = logFile ? openSync(logFile, 'w') : 'pipe';
   const child = spawn(process.execPath, args, { cwd: ROOT, env, stdio: ['ignore', stdout, logFile ? 'pipe' : 'inherit'] });
   if (typeof stdout === 'number') closeSync(stdout);
-  // The log is removed with the process (tens of MB per bench run), unless BENCH_KEEP_LOGS is set.
-  if (logFile && !process.env.BENCH_KEEP_LOGS) child.once('exit', () => rmSync(logFile, { force: true }));
+  // The log (tens of MB per bench run) is removed when the bench exits, unless BENCH_KEEP_LOGS is set.
+  if (logFile && !process.env.BENCH_KEEP_LOGS) process.once('exit', () => rmSync(logFile, { force: true }));
   const announced = (logFile ? child.stderr : child.stdout)!;
   return new Promise((resolve, reject) => {
     let out = '';
