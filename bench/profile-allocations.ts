@@ -1,8 +1,8 @@
 // Where the gateway allocates under load: V8's sampling heap profiler, run through the
 // inspector with collected objects included (what a request allocates and drops is what the
-// young-generation GCs cost), during a closed-loop load on the non-streaming chat route.
-// Prints the bytes allocated per request by function and by package.
-//   npx tsx bench/profile-allocations.ts [--seconds 5] [--core off]
+// young-generation GCs cost), during a closed-loop load on the non-streaming chat route (or an
+// open loop at --rate). Prints the bytes allocated per request by function and by package.
+//   npx tsx bench/profile-allocations.ts [--seconds 5] [--rate N] [--core off] [--live | --promoted] [--top 40]
 import { parseArgs } from 'node:util';
 import { benchFixture, CHAT_BODY } from './lib/bench-fixture.js';
 import { maxThroughput, openLoop } from './lib/load.js';
@@ -17,7 +17,7 @@ const upstream = await startTs('bench/upstream-server.ts');
 const fx = await benchFixture(upstream.url);
 const gateway = await startBundled('bench/gateway-server.ts', {
   SVC_DATA_DIR: fx.dataDir, DATABASE_URL: fx.databaseUrl, SVC_MODELS_FILE: '/nonexistent', BENCH_CORE: values.core === 'off' ? 'off' : 'on',
-  SVC_NODE_FLAGS: '--heap-growing-percent=30 --inspect=127.0.0.1:0',
+  NODE_OPTIONS: '--inspect=127.0.0.1:0', // the gateway's own Node flags stay as svc sets them
 });
 const spec = { path: '/v1/chat/completions', method: 'POST' as const, headers: { 'content-type': 'application/json', authorization: `Bearer ${fx.key}` }, body: CHAT_BODY };
 try {
