@@ -19,6 +19,7 @@ import { registerBlobRoutes } from './routes/blobs.js';
 import { registerJobRoutes } from './routes/jobs.js';
 import { registerPronunciationDictRoutes } from './routes/pronunciation-dicts.js';
 import { refuseWhileDraining } from './lifecycle.js';
+import { lazyRequestLoggers, type LazyRequestLogger } from './request-logger.js';
 import { registerMetricsHooks, registerMetricsRoute } from './metrics/metrics-http.js';
 import { registerTracingHooks } from './tracing/tracing-http.js';
 
@@ -66,8 +67,11 @@ class AccessLog extends LogController {
   override incomingRequest(): void {}
 
   override requestCompleted(error: Error | null | undefined, request: FastifyRequest, reply: FastifyReply): void {
-    if (error) reply.log.error({ req: request, res: reply, err: error, responseTime: reply.elapsedTime }, 'request errored');
-    else reply.log.info({ req: request, res: reply, responseTime: reply.elapsedTime }, 'request completed');
+    // Through the parent of the request's logger (the same line as its child would write),
+    // so that a request that logs nothing else never makes one (request-logger.ts).
+    const log = (reply.log as unknown as LazyRequestLogger).parent;
+    if (error) log.error({ reqId: request.id, req: request, res: reply, err: error, responseTime: reply.elapsedTime }, 'request errored');
+    else log.info({ reqId: request.id, req: request, res: reply, responseTime: reply.elapsedTime }, 'request completed');
   }
 }
 
@@ -88,13 +92,15 @@ export async function buildGateway(ctx: GatewayContext, options: { logger?: bool
         ? false
         : {
             level: ctx.config.logLevel,
-            redact: { paths: ['req.headers.authorization', 'req.headers.cookie'], censor: '[redacted]' },
+            // No `redact` paths: nothing logs request headers (the only `req` serializer is
+            // this one), and pino's redaction would copy every line's `req` to look for them.
             serializers: {
               req: (req) => ({ method: req.method, url: redactUrl(req.url), remoteAddress: req.ip }),
             },
             stream: logDestination(),
           },
     logController: new AccessLog(),
+    childLoggerFactory: lazyRequestLoggers,
     bodyLimit: DEFAULT_BODY_LIMIT,
     requestIdHeader: false,
     genReqId: (req) => {

@@ -21,8 +21,9 @@ export function startTs(entry: string, env: Record<string, string> = {}): Promis
  *   the project's code, which is not done here: it costs no measurable memory, and no time until
  *   a stack trace is formatted.
  * - runtime 'node' (the bare proxy, the baseline): with Node's defaults.
+ * `root`: another checkout's tree for the gateway (bench/ab-gateway.ts).
  */
-export function startBundled(entry: string, env: Record<string, string> = {}, runtime: 'gateway' | 'node' = 'gateway'): Promise<{ child: ChildProcess; url: string }> {
+export function startBundled(entry: string, env: Record<string, string> = {}, runtime: 'gateway' | 'node' = 'gateway', root = ROOT): Promise<{ child: ChildProcess; url: string }> {
   const name = entry.replace(/\.ts$/, '').replaceAll('/', '-');
   if (runtime === 'node') return startListening(entry, [bundle(ROOT, { [name]: entry })[name]!], { ...process.env, LOG_LEVEL: 'warn', ...env });
   // The gateway logs as svc does (LOG_LEVEL info: an access-log line per request; set
@@ -30,7 +31,7 @@ export function startBundled(entry: string, env: Record<string, string> = {}, ru
   // file, rather than into a pipe that the load generator would have to read; it says where it
   // listens on stderr (bench/gateway-server.ts).
   const childEnv: NodeJS.ProcessEnv = { ...process.env, LOG_LEVEL: process.env.BENCH_GATEWAY_LOG_LEVEL ?? 'info', ...env };
-  const script = bundleGateway(ROOT, name, entry);
+  const script = bundleGateway(root, name, entry);
   const logFile = join(tmpdir(), `svc-bench-${name}-${process.pid}-${++gatewaysStarted}.log`);
   return startListening(entry, [...gatewayNodeFlags([], childEnv.SVC_NODE_FLAGS), script], gatewayEnv(childEnv), logFile);
 }
