@@ -65,9 +65,9 @@ export function createGatewayCore(deps: {
         );
       }
       deps.onKeyUsed(key.keyId);
-      return { keyId: key.keyId, orgId: key.orgId, balanceMicros: key.balanceMicros };
+      return key; // a record of its own for each lookup, with the key and org ids and the balance
     },
-    async charge(auth, requestId, costMicros, usage) {
+    charge(auth, requestId, costMicros, usage) {
       return chargeUsage(deps.store, { orgId: auth.orgId, apiKeyId: auth.keyId, requestId, costMicros, usage });
     },
   };

@@ -10,9 +10,9 @@ import type { GatewayContext } from '../context.js';
 import { parseJsonObject, type JsonObject } from '../json-body.js';
 import type { ModelEntry, UpstreamEntry } from '../registry/model-registry.js';
 import { SseSplitter, sseData } from '../sse.js';
-import type { ChatResponse } from '../upstreams/chat-types.js';
+import type { ChatRequest, ChatResponse } from '../upstreams/chat-types.js';
 import { isTimeout, upstreamErrorFromResponse, upstreamTimeout } from '../upstreams/upstream-errors.js';
-import { tryUpstreams } from '../upstreams/try-upstreams.js';
+import { tryUpstreams, type UpstreamCall } from '../upstreams/try-upstreams.js';
 import { engineCall, type EngineCall } from '../client-gone.js';
 import { envelope } from '../errors.js';
 import { sendStream } from '../metrics/metrics-http.js';
@@ -39,22 +39,6 @@ export function registerChatCompletionRoutes(app: FastifyInstance, ctx: GatewayC
     const stream = body.stream === true;
     const clientWantsUsage = stream && (body.stream_options as JsonObject | undefined)?.include_usage === true;
 
-    // What goes to an upstream: the client's bytes, unless the upstream knows the model by
-    // another name or the gateway must ask for the usage chunk the client did not ask for.
-    const requestFor = (upstream: UpstreamEntry): { raw: Buffer; body: JsonObject } => {
-      const renamed = upstream.upstreamModel !== model.id;
-      const addUsage = stream && !clientWantsUsage;
-      if (!renamed && !addUsage) return { raw: raw!, body };
-      const copy: JsonObject = { ...body, model: upstream.upstreamModel };
-      if (addUsage) copy.stream_options = { ...plainObject(body.stream_options), include_usage: true };
-      // Only the changed members are rewritten in the bytes; everything else stays the
-      // client's (a re-serialisation would round a 20-digit seed and respell numbers).
-      const patch: Record<string, string> = {};
-      if (renamed) patch.model = JSON.stringify(copy.model);
-      if (addUsage) patch.stream_options = JSON.stringify(copy.stream_options);
-      return { raw: patchTopLevelMembers(raw!, patch), body: copy };
-    };
-
     // No overall deadline here: a long stream is fine as long as the engine keeps sending.
     // The 300 s deadline is the engine's silence (undici's headers and body timeouts). A
     // shutdown whose grace period is over ends the engine request too.
@@ -67,7 +51,7 @@ export function registerChatCompletionRoutes(app: FastifyInstance, ctx: GatewayC
         const adapter = ctx.adapters.chat(upstream.protocol);
         if (!adapter) throw new ServiceError('upstream_error', `No chat adapter for protocol '${upstream.protocol}'.`);
         answered = upstream;
-        return adapter(upstream, { ...requestFor(upstream), ...call });
+        return adapter(upstream, requestFor(upstream, model, raw!, body, stream && !clientWantsUsage, call));
       });
     } catch (e) {
       if (engine.clientGone) return reply; // the client left before the engine answered
@@ -119,6 +103,23 @@ export function registerChatCompletionRoutes(app: FastifyInstance, ctx: GatewayC
     const observed = { upstream: answered!, firstToken: () => ctx.metrics.firstOutput('llm_first_token', model.id, reply.elapsedTime / 1000) };
     return sendStream(reply, ctx.metrics, relayStream(ctx, request, model, res, clientWantsUsage, promptBytes, engine, observed));
   });
+}
+
+/**
+ * What goes to an upstream: the client's bytes, unless the upstream knows the model by another
+ * name or the gateway must ask for the usage chunk the client did not ask for (`addUsage`).
+ */
+function requestFor(upstream: UpstreamEntry, model: ModelEntry, raw: Buffer, body: JsonObject, addUsage: boolean, call: UpstreamCall): ChatRequest {
+  const renamed = upstream.upstreamModel !== model.id;
+  if (!renamed && !addUsage) return { raw, body, signal: call.signal, timeoutMs: call.timeoutMs };
+  const copy: JsonObject = { ...body, model: upstream.upstreamModel };
+  if (addUsage) copy.stream_options = { ...plainObject(body.stream_options), include_usage: true };
+  // Only the changed members are rewritten in the bytes; everything else stays the client's
+  // (a re-serialisation would round a 20-digit seed and respell numbers).
+  const patch: Record<string, string> = {};
+  if (renamed) patch.model = JSON.stringify(copy.model);
+  if (addUsage) patch.stream_options = JSON.stringify(copy.stream_options);
+  return { raw: patchTopLevelMembers(raw, patch), body: copy, signal: call.signal, timeoutMs: call.timeoutMs };
 }
 
 async function* relayStream(

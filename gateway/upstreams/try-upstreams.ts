@@ -29,10 +29,6 @@ export async function tryUpstreams<T>(
   for (const upstream of ctx.registry.upstreamOrder(model)) {
     // Tracing off: no span, the attempt is called as it is.
     const traced = ctx.tracing?.startAttempt(upstream);
-    const failed = (kind: Parameters<GatewayContext['metrics']['upstreamError']>[1]) => {
-      ctx.metrics.upstreamError(upstream, kind);
-      ctx.upstreamStats?.record(upstream.id, false);
-    };
     try {
       const result = await (traced ? traced.run(() => attempt(upstream)) : attempt(upstream));
       traced?.answered();
@@ -41,7 +37,7 @@ export async function tryUpstreams<T>(
     } catch (e) {
       if (isServiceError(e)) {
         // An engine's error answer (its 4xx for a bad request is the caller's, not counted).
-        if (e.code === 'upstream_error') failed('http_status');
+        if (e.code === 'upstream_error') recordFailure(ctx, upstream, 'http_status');
         traced?.failed(e.code === 'upstream_error' ? 'http_error' : 'error', e);
         throw e;
       }
@@ -52,7 +48,7 @@ export async function tryUpstreams<T>(
       }
       const reason = (call.signal.reason as Error | undefined)?.name;
       if (call.signal.aborted && reason === 'TimeoutError') {
-        failed('timeout');
+        recordFailure(ctx, upstream, 'timeout');
         traced?.failed('timeout', e);
         throw upstreamTimeout(call.timeoutMs / 1000);
       }
@@ -61,20 +57,27 @@ export async function tryUpstreams<T>(
         throw e; // the client left: nothing to answer
       }
       if (isTimeout(e)) {
-        failed('timeout');
+        recordFailure(ctx, upstream, 'timeout');
         traced?.failed('timeout', e);
         throw upstreamTimeout(call.timeoutMs / 1000);
       }
       if (!isConnectFailure(e)) {
-        failed('broken');
+        recordFailure(ctx, upstream, 'broken');
         traced?.failed('broken', e);
         throw upstreamUnavailable((e as Error).message);
       }
-      failed('connect');
+      recordFailure(ctx, upstream, 'connect');
       traced?.failed('connect_failed', e);
       ctx.health.record(upstream, { ok: false, error: `connection failed: ${(e as Error).message}` });
       lastError = (e as Error).message;
     }
   }
   throw upstreamUnavailable(lastError);
+}
+
+type UpstreamErrorKind = Parameters<GatewayContext['metrics']['upstreamError']>[1];
+
+function recordFailure(ctx: GatewayContext, upstream: UpstreamEntry, kind: UpstreamErrorKind): void {
+  ctx.metrics.upstreamError(upstream, kind);
+  ctx.upstreamStats?.record(upstream.id, false);
 }

@@ -182,19 +182,16 @@ describe('deferred usage debits (SQLite)', () => {
 describe('key checks (SQLite)', () => {
   const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
 
-  it('see a revocation and a grant made by another connection on the first check of the next turn', async () => {
+  it('see a revocation and a grant made by another connection on the very next check, in the same turn or a later one', async () => {
     const { orgId, key } = await newOrg(100n);
     const hash = hashApiKey(key);
-    // Several checks in one turn (they share one look at other connections' commits).
     const sameTurn = await Promise.all([1, 2, 3].map(() => t.db.hot.findKeyByHash(hash)));
     expect(sameTurn.map((r) => [r?.status, r?.balanceMicros])).toEqual([['active', 100n], ['active', 100n], ['active', 100n]]);
     grantFromElsewhere(orgId, 50n);
     other.prepare(`UPDATE "ApiKey" SET status = 'revoked' WHERE hash = ?`).run(hash);
-    await nextTurn();
     expect(await t.db.hot.findKeyByHash(hash)).toMatchObject({ status: 'revoked', balanceMicros: 150n });
-    // A later timer callback looks too.
     other.prepare(`UPDATE "ApiKey" SET status = 'active' WHERE hash = ?`).run(hash);
-    await new Promise((resolve) => setTimeout(resolve, 2));
+    await nextTurn();
     expect((await t.db.hot.findKeyByHash(hash))?.status).toBe('active');
   });
 });

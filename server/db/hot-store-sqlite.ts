@@ -68,24 +68,6 @@ export function createSqliteHotStore(path: string): HotStore {
       balances.clear();
     }
   };
-  // Key checks look once per event-loop turn: the requests read in one turn were all
-  // received before the first of them was checked, so a commit seen by the turn's first look
-  // is seen by all of them, and one that lands later in the turn raced them anyway. The look
-  // is a syscall (a pread: ~11 us of CPU per request on a busy gateway when made for each),
-  // and a loaded gateway reads many requests per turn. The turn ends at the next check phase
-  // (setImmediate), or after LOOK_VALID_MS for a look made in a check phase itself.
-  const LOOK_VALID_MS = 1;
-  let lookedAt = -Infinity;
-  const endTurn = () => {
-    lookedAt = -Infinity;
-  };
-  const dropCacheIfChangedThisTurn = () => {
-    const now = performance.now();
-    if (now - lookedAt < LOOK_VALID_MS) return;
-    if (lookedAt === -Infinity) setImmediate(endTurn);
-    lookedAt = now;
-    dropCacheIfChanged();
-  };
 
   const ledgerValues = (c: LedgerChange, balanceAfter: bigint, now: string): unknown[] => {
     const u = c.usage;
@@ -229,7 +211,7 @@ export function createSqliteHotStore(path: string): HotStore {
 
   const store: HotStore = {
     async findKeyByHash(hash): Promise<KeyAuthRecord | null> {
-      dropCacheIfChangedThisTurn();
+      dropCacheIfChanged();
       const cached = keys.get(hash);
       const balance = cached && balances.get(cached.orgId);
       if (cached && balance !== undefined) return { ...cached, balanceMicros: balance };

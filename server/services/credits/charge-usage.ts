@@ -5,14 +5,14 @@ import type { HotStore, UsageRecord } from '../../db/hot-store.js';
  * is positive and debited when they finish, so a balance can go below zero by at most the
  * cost of the requests that were already in flight when it crossed zero (README, "Credits").
  * The debit itself is one atomic statement/transaction: concurrent debits never lose or
- * double an amount. On SQLite the returned balance comes before the commit, which follows in
- * the same event-loop turn (HotStore.applyUsageDebit).
+ * double an amount. On SQLite the returned balance comes before the commit, which follows
+ * within about 10 ms (HotStore.applyUsageDebit).
  */
-export async function chargeUsage(
+export function chargeUsage(
   store: HotStore,
   input: { orgId: string; apiKeyId: string; requestId: string; costMicros: bigint; usage: UsageRecord },
 ): Promise<bigint> {
-  const balance = await store.applyUsageDebit({
+  return store.applyUsageDebit({
     orgId: input.orgId,
     amountMicros: -input.costMicros,
     kind: 'usage',
@@ -20,7 +20,8 @@ export async function chargeUsage(
     apiKeyId: input.apiKeyId,
     requestId: input.requestId,
     usage: input.usage,
-  });
-  // The org existed when the key was verified; it can only be gone if deleted meanwhile.
-  return balance ?? 0n;
+  }).then(zeroIfGone);
 }
+
+// The org existed when the key was verified; it can only be gone if deleted meanwhile.
+const zeroIfGone = (balance: bigint | null): bigint => balance ?? 0n;
