@@ -33,54 +33,13 @@ const HIGH_WATER_CHUNKS = 16;
 export function dispatchCall(dispatcher: Dispatcher, options: DispatchOptions): Promise<DispatchResponse> {
   return new Promise((resolve, reject) => {
     const { signal } = options;
-    let controller: Dispatcher.DispatchController | null = null;
-    let started = false;
-    const chunks: Buffer[] = [];
-    let ended = false;
-    let failure: Error | null = null;
-    let wake: (() => void) | null = null;
-    const notify = () => {
-      const w = wake;
-      wake = null;
-      w?.();
-    };
-    const onAbort = () => controller?.abort(signal.reason as Error);
-    const finish = () => signal.removeEventListener('abort', onAbort);
     if (signal.aborted) {
       reject(signal.reason);
       return;
     }
-    signal.addEventListener('abort', onAbort, { once: true });
-
-    let iterating = false;
-    async function* body(): AsyncGenerator<Buffer> {
-      iterating = true;
-      try {
-        for (;;) {
-          if (chunks.length > 0) {
-            const chunk = chunks.shift()!;
-            if (controller?.paused && chunks.length < HIGH_WATER_CHUNKS / 2) controller.resume();
-            yield chunk;
-            continue;
-          }
-          if (failure) throw failure;
-          if (ended) return;
-          await new Promise<void>((r) => (wake = r));
-        }
-      } finally {
-        // The consumer stopped before the end (client gone, error): the engine stops too.
-        if (!ended && !failure) controller?.abort(new Error('response body abandoned'));
-      }
-    }
-
+    const call = new DispatchCall(signal, resolve, reject);
+    signal.addEventListener('abort', call, { once: true });
     try {
-      dispatch();
-    } catch (e) {
-      finish();
-      reject(e);
-    }
-
-    function dispatch() {
       dispatcher.dispatch(
         {
           origin: options.origin,
@@ -91,56 +50,121 @@ export function dispatchCall(dispatcher: Dispatcher, options: DispatchOptions): 
           headersTimeout: options.timeoutMs,
           bodyTimeout: options.timeoutMs,
         },
-        {
-          onRequestStart(c) {
-            controller = c;
-            if (signal.aborted) c.abort(signal.reason as Error);
-          },
-          onResponseStart(_c, statusCode, headers) {
-            started = true;
-            // Made when first asked for: a non-streaming answer is usually read whole by text().
-            let iterable: AsyncGenerator<Buffer> | undefined;
-            const response: DispatchResponse = {
-              statusCode,
-              headers: headers as DispatchResponse['headers'],
-              get body() {
-                return (iterable ??= body());
-              },
-              async text() {
-                // Usually the whole body came with the headers: no iteration needed.
-                if (ended && !failure && !iterating) {
-                  return chunks.length === 1 ? chunks.pop()!.toString('utf8') : Buffer.concat(chunks.splice(0)).toString('utf8');
-                }
-                const parts: Buffer[] = [];
-                for await (const chunk of response.body) parts.push(chunk);
-                return Buffer.concat(parts).toString('utf8');
-              },
-            };
-            resolve(response);
-          },
-          onResponseData(c, chunk) {
-            chunks.push(chunk);
-            if (chunks.length >= HIGH_WATER_CHUNKS && !c.paused) c.pause();
-            notify();
-          },
-          onResponseEnd() {
-            ended = true;
-            finish();
-            notify();
-          },
-          onResponseError(_c, error) {
-            finish();
-            if (!started) {
-              reject(error);
-              return;
-            }
-            failure = error;
-            notify();
-          },
-        },
+        call,
       );
+    } catch (e) {
+      call.finish();
+      reject(e);
     }
   });
+}
+
+/**
+ * One engine request: undici's handler, the abort listener and, once the headers are in, the
+ * response, all in one object (its methods are shared; closures would be made per request).
+ */
+class DispatchCall implements Dispatcher.DispatchHandler, DispatchResponse {
+  statusCode = 0;
+  headers: DispatchResponse['headers'] = {};
+  private controller: Dispatcher.DispatchController | null = null;
+  private started = false;
+  private readonly chunks: Buffer[] = [];
+  private ended = false;
+  private failure: Error | null = null;
+  private wake: (() => void) | null = null;
+  private iterating = false;
+  private iterable: AsyncGenerator<Buffer> | undefined;
+
+  constructor(
+    private readonly signal: AbortSignal,
+    private readonly resolve: (response: DispatchResponse) => void,
+    private readonly reject: (error: unknown) => void,
+  ) {}
+
+  /** The abort listener (EventTarget calls handleEvent on listener objects). */
+  handleEvent(): void {
+    this.controller?.abort(this.signal.reason as Error);
+  }
+
+  finish(): void {
+    this.signal.removeEventListener('abort', this);
+  }
+
+  private notify(): void {
+    const wake = this.wake;
+    this.wake = null;
+    wake?.();
+  }
+
+  onRequestStart(controller: Dispatcher.DispatchController): void {
+    this.controller = controller;
+    if (this.signal.aborted) controller.abort(this.signal.reason as Error);
+  }
+
+  onResponseStart(_controller: Dispatcher.DispatchController, statusCode: number, headers: Record<string, string | string[]>): void {
+    this.started = true;
+    this.statusCode = statusCode;
+    this.headers = headers;
+    this.resolve(this);
+  }
+
+  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    this.chunks.push(chunk);
+    if (this.chunks.length >= HIGH_WATER_CHUNKS && !controller.paused) controller.pause();
+    this.notify();
+  }
+
+  onResponseEnd(): void {
+    this.ended = true;
+    this.finish();
+    this.notify();
+  }
+
+  onResponseError(_controller: Dispatcher.DispatchController, error: Error): void {
+    this.finish();
+    if (!this.started) {
+      this.reject(error);
+      return;
+    }
+    this.failure = error;
+    this.notify();
+  }
+
+  /** Made when first asked for: a non-streaming answer is usually read whole by text(). */
+  get body(): AsyncIterable<Buffer> {
+    return (this.iterable ??= this.iterate());
+  }
+
+  async text(): Promise<string> {
+    // Usually the whole body came with the headers: no iteration needed.
+    if (this.ended && !this.failure && !this.iterating) {
+      const { chunks } = this;
+      return chunks.length === 1 ? chunks.pop()!.toString('utf8') : Buffer.concat(chunks.splice(0)).toString('utf8');
+    }
+    const parts: Buffer[] = [];
+    for await (const chunk of this.body) parts.push(chunk);
+    return Buffer.concat(parts).toString('utf8');
+  }
+
+  private async *iterate(): AsyncGenerator<Buffer> {
+    this.iterating = true;
+    try {
+      for (;;) {
+        if (this.chunks.length > 0) {
+          const chunk = this.chunks.shift()!;
+          if (this.controller?.paused && this.chunks.length < HIGH_WATER_CHUNKS / 2) this.controller.resume();
+          yield chunk;
+          continue;
+        }
+        if (this.failure) throw this.failure;
+        if (this.ended) return;
+        await new Promise<void>((r) => (this.wake = r));
+      }
+    } finally {
+      // The consumer stopped before the end (client gone, error): the engine stops too.
+      if (!this.ended && !this.failure) this.controller?.abort(new Error('response body abandoned'));
+    }
+  }
 }
 
 const targets = new Map<string, { origin: string; path: string }>();
