@@ -1,7 +1,7 @@
 // Builds the public HTTP edge: request ids, logging without secrets, the admission hook of
 // the gateway core, the routes, and the single error handler.
 import Fastify, { LogController, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
-import { pino } from 'pino';
+import { pino, type DestinationStream } from 'pino';
 import { newId } from '../server/db/ids.js';
 import { ServiceError } from '../server/services/errors.js';
 import { presentedKey, type RequestAuth } from './core/gateway-core.js';
@@ -19,7 +19,8 @@ import { registerBlobRoutes } from './routes/blobs.js';
 import { registerJobRoutes } from './routes/jobs.js';
 import { registerPronunciationDictRoutes } from './routes/pronunciation-dicts.js';
 import { refuseWhileDraining } from './lifecycle.js';
-import { lazyRequestLoggers, type LazyRequestLogger } from './request-logger.js';
+import { lazyRequestLoggers, writeAccessLine, type LazyRequestLogger } from './request-logger.js';
+import { redactUrl } from './redact-url.js';
 import { registerMetricsHooks, registerMetricsRoute } from './metrics/metrics-http.js';
 import { registerTracingHooks } from './tracing/tracing-http.js';
 
@@ -41,24 +42,6 @@ const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 export const DEFAULT_BODY_LIMIT = 1024 * 1024;
 const MAX_DRAIN_BYTES = 64 * 1024 * 1024;
 
-// Query parameters whose values are secrets: API keys, and what an agent-registration client
-// might (wrongly) put in the query of /oauth2/token or /agent/identity/claim.
-const SECRET_PARAMS = new Set(['api_key', 'claim_token', 'assertion', 'access_token', 'user_code', 'code']);
-
-/** Removes credentials from a URL before it is logged (also when the name is percent-encoded). */
-export function redactUrl(url: string): string {
-  if (!url.includes('?') && !url.includes('&')) return url; // no parameters: the common case
-  return url.replace(/([?&])([^=&]*)=([^&]*)/g, (whole, sep: string, name: string) => {
-    let decoded = name;
-    try {
-      decoded = decodeURIComponent(name.replace(/\+/g, ' '));
-    } catch {
-      // keep the raw name
-    }
-    return SECRET_PARAMS.has(decoded.trim().toLowerCase()) ? `${sep}${name}=[redacted]` : whole;
-  });
-}
-
 /**
  * One access-log line per answer, at its end (Fastify logs two: "incoming request" and
  * "request completed"): request id, method, redacted URL, client address, status, ms.
@@ -71,7 +54,7 @@ class AccessLog extends LogController {
     // so that a request that logs nothing else never makes one (request-logger.ts).
     const log = (reply.log as unknown as LazyRequestLogger).parent;
     if (error) log.error({ reqId: request.id, req: request, res: reply, err: error, responseTime: reply.elapsedTime }, 'request errored');
-    else log.info({ reqId: request.id, req: request, res: reply, responseTime: reply.elapsedTime }, 'request completed');
+    else writeAccessLine(log, request, reply);
   }
 }
 
@@ -87,20 +70,22 @@ function logDestination() {
   return pino.destination({ dest: 1, sync: true, minLength: 4096, periodicFlush: 100 });
 }
 
+/** The gateway's pino options (exported for request-logger.test.ts). */
+export function gatewayLoggerOptions(level: string, stream: DestinationStream) {
+  return {
+    level,
+    // No `redact` paths: nothing logs request headers (the only `req` serializer is this
+    // one), and pino's redaction would copy every line's `req` to look for them.
+    serializers: {
+      req: (req: FastifyRequest) => ({ method: req.method, url: redactUrl(req.url), remoteAddress: req.ip }),
+    },
+    stream,
+  };
+}
+
 export async function buildGateway(ctx: GatewayContext, options: { logger?: boolean } = {}): Promise<FastifyInstance> {
   const app = Fastify({
-    logger:
-      options.logger === false
-        ? false
-        : {
-            level: ctx.config.logLevel,
-            // No `redact` paths: nothing logs request headers (the only `req` serializer is
-            // this one), and pino's redaction would copy every line's `req` to look for them.
-            serializers: {
-              req: (req) => ({ method: req.method, url: redactUrl(req.url), remoteAddress: req.ip }),
-            },
-            stream: logDestination(),
-          },
+    logger: options.logger === false ? false : gatewayLoggerOptions(ctx.config.logLevel, logDestination()),
     logController: new AccessLog(),
     childLoggerFactory: lazyRequestLoggers,
     bodyLimit: DEFAULT_BODY_LIMIT,

@@ -1,10 +1,11 @@
 // Each request's logger becomes a pino child only when something logs through it, and then
 // writes what Fastify's per-request child would have written.
 import { Writable } from 'node:stream';
-import type { FastifyBaseLogger } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger } from 'fastify';
 import { pino } from 'pino';
 import { describe, expect, it, vi } from 'vitest';
-import { LazyRequestLogger } from './request-logger.js';
+import { gatewayLoggerOptions } from './app.js';
+import { LazyRequestLogger, lazyRequestLoggers, writeAccessLine } from './request-logger.js';
 
 function captured(level = 'info') {
   const lines: Record<string, unknown>[] = [];
@@ -52,5 +53,46 @@ describe('LazyRequestLogger', () => {
     new LazyRequestLogger(logger, { reqId: 'req_4' }, {}).child({ session: 's1' }).info('from a child');
     await settled();
     expect(lines[0]).toMatchObject({ reqId: 'req_4', session: 's1', msg: 'from a child' });
+  });
+});
+
+/** Fastify's own request lines off: only what the tests write. */
+const quiet = () => new LogController({ disableRequestLogging: true });
+
+describe('writeAccessLine', () => {
+  it("writes the line pino writes for the same fields, with the gateway's serializers", async () => {
+    const out: string[] = [];
+    const stream = { write: (line: string) => void out.push(line) };
+    const app = Fastify({ logger: gatewayLoggerOptions('info', stream), childLoggerFactory: lazyRequestLoggers, logController: quiet() });
+    app.get('/v1/voices', async () => ({ ok: true }));
+    app.addHook('onResponse', (request, reply, done) => {
+      const log = (reply.log as unknown as LazyRequestLogger).parent;
+      writeAccessLine(log, request, reply);
+      log.info({ reqId: request.id, req: request, res: reply, responseTime: reply.elapsedTime }, 'request completed');
+      done();
+    });
+    for (const url of ['/v1/voices', '/v1/voices?api_key=sk_svc_secret&limit="2"', '/v1/voices?q=\u00e9t\u00e9%20%E2%9C%93']) {
+      out.length = 0;
+      await app.inject({ method: 'GET', url, remoteAddress: '10.1.2.3' });
+      expect(out).toHaveLength(2);
+      const [ours, pinos] = out.map((line) => line.replace(/"time":\d+/, '"time":0').replace(/"responseTime":[\d.e-]+/, '"responseTime":0'));
+      expect(ours).toBe(pinos);
+      expect(JSON.parse(out[0]!)).toMatchObject({ level: 30, req: { method: 'GET', remoteAddress: '10.1.2.3' }, res: { statusCode: 200 }, msg: 'request completed' });
+    }
+    expect(out[0]).not.toContain('sk_svc_secret');
+    await app.close();
+  });
+
+  it('writes nothing when info is off', async () => {
+    const out: string[] = [];
+    const app = Fastify({ logger: gatewayLoggerOptions('warn', { write: (line: string) => void out.push(line) }), childLoggerFactory: lazyRequestLoggers, logController: quiet() });
+    app.get('/', async () => 'ok');
+    app.addHook('onResponse', (request, reply, done) => {
+      writeAccessLine((reply.log as unknown as LazyRequestLogger).parent, request, reply);
+      done();
+    });
+    await app.inject({ method: 'GET', url: '/' });
+    expect(out).toEqual([]);
+    await app.close();
   });
 });

@@ -3,9 +3,11 @@
 // its bindings serialised, though most requests log nothing but their access line, which
 // AccessLog (app.ts) writes through the parent with the request id: the same line, without
 // the child.
-import type { FastifyBaseLogger } from 'fastify';
+import type { FastifyBaseLogger, FastifyReply, FastifyRequest } from 'fastify';
+import { symbols, type Logger } from 'pino';
 import type { FastifyChildLoggerFactory } from 'fastify/types/logger.js';
 import type { Bindings, ChildLoggerOptions, LevelWithSilentOrString } from 'pino';
+import { redactUrl } from './redact-url.js';
 
 type AnyLog = (...args: unknown[]) => void;
 
@@ -60,3 +62,25 @@ export class LazyRequestLogger {
 /** Fastify's `childLoggerFactory`: a LazyRequestLogger per request. */
 export const lazyRequestLoggers: FastifyChildLoggerFactory = (logger, bindings, options) =>
   new LazyRequestLogger(logger, bindings, options) as unknown as FastifyBaseLogger;
+
+const INFO = 30;
+
+/**
+ * The access line of an answered request, as pino would write it for
+ * `log.info({ reqId, req, res, responseTime }, 'request completed')` with the gateway's
+ * serializers (request-logger.test.ts compares the two), put together directly: it is written
+ * for every request, and pino's general path (serializers, a stringifier per value) was ~4 %
+ * of the gateway's CPU per request. Uses the logger's own level prefix, time and bindings.
+ */
+export function writeAccessLine(log: FastifyBaseLogger, request: FastifyRequest, reply: FastifyReply): void {
+  const logger = log as unknown as Logger & Record<symbol, any>;
+  if (!logger.isLevelEnabled('info')) return;
+  const line =
+    `${logger[symbols.lsCacheSym][INFO]}${logger[symbols.timeSym]()}${logger[symbols.chindingsSym]}` +
+    `,"reqId":${JSON.stringify(request.id)}` +
+    `,"req":{"method":${JSON.stringify(request.method)},"url":${JSON.stringify(redactUrl(request.url))}` +
+    // A socket already closed has no address: pino leaves an undefined member out.
+    (request.ip === undefined ? '}' : `,"remoteAddress":${JSON.stringify(request.ip)}}`) +
+    `,"res":{"statusCode":${reply.statusCode}},"responseTime":${reply.elapsedTime},"msg":"request completed"}\n`;
+  logger[symbols.streamSym].write(line);
+}

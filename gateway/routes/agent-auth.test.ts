@@ -7,7 +7,7 @@ import { createServer } from 'node:net';
 import * as oauth from 'oauth4webapi';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Database } from '../../server/db/database.js';
-import { redactUrl } from '../app.js';
+import { redactUrl } from '../redact-url.js';
 import { confirmClaim } from '../../server/services/registrations/confirm-claim.js';
 import { createGuessThrottle } from '../../server/services/registrations/guess-throttle.js';
 import { GRANT_CLAIM, GRANT_JWT_BEARER, registrationSettings } from '../../server/services/registrations/registration-rules.js';
