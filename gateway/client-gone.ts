@@ -32,7 +32,8 @@ export function engineCall(reply: FastifyReply, lifecycle: Lifecycle): EngineCal
   const controller = new AbortController();
   let gone = false;
   const release = lifecycle.holdEngineCall(controller);
-  reply.raw.once('close', () => {
+  // `on`, not `once`: a response closes once, and `once` wraps the listener per request.
+  reply.raw.on('close', () => {
     release();
     if (!reply.raw.writableFinished) {
       gone = true;

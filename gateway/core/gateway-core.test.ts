@@ -11,7 +11,8 @@ import { revokeApiKey } from '../../server/services/keys/revoke-api-key.js';
 import { createOrg } from '../../server/services/orgs/create-org.js';
 import { createTestDatabase, type TestDatabase } from '../../test/support/test-database.js';
 import { envelope } from '../errors.js';
-import { createGatewayCore, type GatewayCore } from './gateway-core.js';
+import type { FastifyRequest } from 'fastify';
+import { createGatewayCore, presentedKey, type GatewayCore } from './gateway-core.js';
 import { WINDOW_MS, createMemoryRateLimiter, type RateLimiter } from './rate-limiter.js';
 import { usageRows } from '../../test/support/usage-rows.js';
 
@@ -130,6 +131,32 @@ describe('authentication (401)', () => {
     await revokeApiKey(t.db.prisma, { id: keyId });
     await rejection(makeCore({ used }).admit(key, false));
     expect(used).toEqual([]);
+  });
+});
+
+describe('presentedKey', () => {
+  const from = (authorization: string | undefined, query?: Record<string, string>, allowQuery = false) =>
+    presentedKey({ headers: { authorization }, query } as unknown as FastifyRequest, allowQuery);
+
+  it.each([
+    ['Bearer sk_svc_abc', 'sk_svc_abc'],
+    ['bearer sk_svc_abc', 'sk_svc_abc'],
+    ['BEARER   sk_svc_abc  ', 'sk_svc_abc'],
+    [' Bearer sk_svc_abc', 'sk_svc_abc'],
+    ['Bearer\tsk_svc_abc\t', 'sk_svc_abc'],
+    ['Bearer sk_svc abc', 'sk_svc abc'],
+    ['sk_svc_abc', 'sk_svc_abc'],
+    ['Bearer', undefined],
+    ['bearer  ', undefined],
+    [undefined, undefined],
+  ])('Authorization %j -> %j', (header, key) => {
+    expect(from(header)).toBe(key);
+  });
+
+  it('reads ?api_key= only where the route allows it, and the header first', () => {
+    expect(from(undefined, { api_key: 'sk_svc_q' })).toBeUndefined();
+    expect(from(undefined, { api_key: 'sk_svc_q' }, true)).toBe('sk_svc_q');
+    expect(from('Bearer sk_svc_h', { api_key: 'sk_svc_q' }, true)).toBe('sk_svc_h');
   });
 });
 

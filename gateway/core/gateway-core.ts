@@ -90,6 +90,8 @@ export function createPassThroughCore(): GatewayCore {
 export function presentedKey(request: FastifyRequest, allowQuery = false): string | undefined {
   const header = request.headers.authorization;
   if (header) {
+    // The usual form, without a regular expression's match array.
+    if (header.startsWith('Bearer ') && header.charCodeAt(7) > 32 && header.charCodeAt(header.length - 1) > 32) return header.slice(7);
     const value = header.trim();
     // "Bearer" alone is no key at all; a bare key without the scheme is accepted.
     if (/^Bearer$/i.test(value)) return undefined;

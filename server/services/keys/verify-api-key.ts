@@ -17,19 +17,19 @@ export async function verifyApiKey(store: HotStore, presented: string | undefine
       'You did not provide an API key. Pass it in the Authorization header as "Bearer sk_svc_...".',
     );
   }
-  const incorrect = () =>
-    new ServiceError('invalid_api_key', `Incorrect API key provided: ${redactKey(presented)}.`);
-  if (!isWellFormedApiKey(presented)) throw incorrect();
+  if (!isWellFormedApiKey(presented)) throw incorrectKey(presented);
   let record: KeyAuthRecord | null;
   try {
     record = await store.findKeyByHash(hashApiKey(presented));
   } catch {
     throw new ServiceError('verify_unavailable', 'API key verification is temporarily unavailable; retry within a few seconds. Your key is fine.');
   }
-  if (!record) throw incorrect();
+  if (!record) throw incorrectKey(presented);
   if (record.status !== 'active') throw new ServiceError('api_key_disabled', 'This API key has been disabled.');
   return record;
 }
+
+const incorrectKey = (presented: string) => new ServiceError('invalid_api_key', `Incorrect API key provided: ${redactKey(presented)}.`);
 
 /** Shows enough of a key to recognise it in an error message, never enough to use it. */
 export function redactKey(key: string): string {
