@@ -5,6 +5,7 @@
 // label strings are cheaper on the per-request path.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { UpstreamEntry } from '../registry/model-registry.js';
+import { RequestSeries } from './request-series.js';
 
 /** The moment a stream first gives the client something useful. */
 export type FirstOutputKind = 'llm_first_token' | 'tts_first_audio' | 'stt_first_transcript';
@@ -47,19 +48,7 @@ function childCache<C>(make: (...values: string[]) => C): (...values: string[]) 
 export class GatewayMetrics {
   readonly registry = new Registry();
 
-  private readonly requests = new Counter({
-    name: 'svc_http_requests_total',
-    help: 'HTTP requests answered, by route pattern, method, status and model (empty when none was resolved).',
-    labelNames: ['route', 'method', 'status', 'model'] as const,
-    registers: [this.registry],
-  });
-  private readonly duration = new Histogram({
-    name: 'svc_http_request_duration_seconds',
-    help: 'Time from request arrival to the end of the response (whole stream for streaming responses).',
-    labelNames: ['route', 'method', 'status'] as const,
-    buckets: LATENCY_BUCKETS,
-    registers: [this.registry],
-  });
+  private readonly requests = new RequestSeries(this.registry, LATENCY_BUCKETS);
   private readonly firstOutputSeconds = new Histogram({
     name: 'svc_time_to_first_output_seconds',
     help: 'Streams: request arrival to first LLM token relayed, first TTS audio ready; STT: first audio received to first transcript sent.',
@@ -115,8 +104,6 @@ export class GatewayMetrics {
     registers: [this.registry],
   });
 
-  private readonly requestChild = childCache((...v) => this.requests.labels(...v));
-  private readonly durationChild = childCache((...v) => this.duration.labels(...v));
   private readonly firstOutputChild = childCache((...v) => this.firstOutputSeconds.labels(...v));
   private readonly debitChild = childCache((...v) => this.debitedMicros.labels(...v));
   private readonly streamChild = childCache((...v) => this.activeStreams.labels(...v));
@@ -127,9 +114,7 @@ export class GatewayMetrics {
   }
 
   request(route: string, method: string, status: number, model: string, seconds: number): void {
-    const s = String(status);
-    this.requestChild(route, method, s, model).inc();
-    this.durationChild(route, method, s).observe(seconds);
+    this.requests.observe(route, method, String(status), model, seconds);
   }
 
   firstOutput(kind: FirstOutputKind, model: string, seconds: number): void {

@@ -1,0 +1,124 @@
+// The two series every answer updates: svc_http_requests_total and
+// svc_http_request_duration_seconds. Kept as plain counters in nested maps (one level per
+// label value) and turned into prom-client's values only when /metrics is scraped: counting
+// through prom-client costs a label object, a hash string and its validation per call (~5 %
+// of the gateway's maximum throughput on the chat route, bench/ab-gateway.ts). prom-client's
+// registry still formats the exposition, so the output is the same as with its own metrics.
+import type { Registry } from 'prom-client';
+
+interface CountEntry {
+  labels: Record<string, string>;
+  count: number;
+}
+
+interface DurationEntry {
+  labels: Record<string, string>;
+  /** Observations per bucket (not cumulative); the last slot is above the highest bound. */
+  buckets: number[];
+  sum: number;
+  count: number;
+}
+
+/** Entries in nested maps, one level per label value: no key string to build per call. */
+class LabelTree<E> {
+  private readonly root = new Map<string, unknown>();
+
+  constructor(
+    private readonly names: readonly string[],
+    private readonly make: (labels: Record<string, string>) => E,
+  ) {}
+
+  get(values: readonly string[]): E {
+    let level = this.root;
+    for (let i = 0; i < values.length - 1; i++) {
+      let next = level.get(values[i]!) as Map<string, unknown> | undefined;
+      if (next === undefined) level.set(values[i]!, (next = new Map()));
+      level = next;
+    }
+    const last = values[values.length - 1]!;
+    let entry = level.get(last) as E | undefined;
+    if (entry === undefined) {
+      entry = this.make(Object.fromEntries(this.names.map((n, i) => [n, values[i]!])));
+      level.set(last, entry);
+    }
+    return entry;
+  }
+
+  *entries(level: Map<string, unknown> = this.root, depth = 0): Generator<E> {
+    for (const value of level.values()) {
+      if (depth === this.names.length - 1) yield value as E;
+      else yield* this.entries(value as Map<string, unknown>, depth + 1);
+    }
+  }
+
+  clear(): void {
+    this.root.clear();
+  }
+}
+
+export class RequestSeries {
+  private readonly counts = new LabelTree<CountEntry>(['route', 'method', 'status', 'model'], (labels) => ({ labels, count: 0 }));
+  private readonly durations: LabelTree<DurationEntry>;
+  private readonly key4: string[] = ['', '', '', ''];
+  private readonly key3: string[] = ['', '', ''];
+
+  constructor(
+    registry: Registry,
+    private readonly buckets: readonly number[],
+  ) {
+    this.durations = new LabelTree(['route', 'method', 'status'], (labels) => ({ labels, buckets: new Array<number>(buckets.length + 1).fill(0), sum: 0, count: 0 }));
+    const counts = this.counts;
+    const durations = this.durations;
+    // Objects prom-client's registry accepts as metrics: a name, get() and reset().
+    registry.registerMetric({
+      name: 'svc_http_requests_total',
+      get: async () => ({
+        name: 'svc_http_requests_total',
+        help: 'HTTP requests answered, by route pattern, method, status and model (empty when none was resolved).',
+        type: 'counter',
+        aggregator: 'sum',
+        values: [...counts.entries()].map((e) => ({ labels: e.labels, value: e.count })),
+      }),
+      reset: () => counts.clear(),
+    } as never);
+    const name = 'svc_http_request_duration_seconds';
+    registry.registerMetric({
+      name,
+      get: async () => ({
+        name,
+        help: 'Time from request arrival to the end of the response (whole stream for streaming responses).',
+        type: 'histogram',
+        aggregator: 'sum',
+        values: [...durations.entries()].flatMap((e) => {
+          let cumulative = 0;
+          return [
+            ...buckets.map((le, i) => ({ labels: { le }, sharedLabels: e.labels, value: (cumulative += e.buckets[i]!), metricName: `${name}_bucket` })),
+            { labels: { le: '+Inf' }, sharedLabels: e.labels, value: e.count, metricName: `${name}_bucket` },
+            { labels: {}, sharedLabels: e.labels, value: e.sum, metricName: `${name}_sum` },
+            { labels: {}, sharedLabels: e.labels, value: e.count, metricName: `${name}_count` },
+          ];
+        }),
+      }),
+      reset: () => durations.clear(),
+    } as never);
+  }
+
+  observe(route: string, method: string, status: string, model: string, seconds: number): void {
+    const k4 = this.key4;
+    k4[0] = route;
+    k4[1] = method;
+    k4[2] = status;
+    k4[3] = model;
+    this.counts.get(k4).count++;
+    const k3 = this.key3;
+    k3[0] = route;
+    k3[1] = method;
+    k3[2] = status;
+    const d = this.durations.get(k3);
+    let i = 0;
+    while (i < this.buckets.length && seconds > this.buckets[i]!) i++;
+    d.buckets[i]!++;
+    d.sum += seconds;
+    d.count++;
+  }
+}
