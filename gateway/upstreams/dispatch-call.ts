@@ -9,6 +9,8 @@ import type { Dispatcher } from 'undici';
 export interface DispatchResponse {
   statusCode: number;
   headers: Record<string, string | string[] | undefined>;
+  /** The content-type header ('' when absent; several joined with ', '). */
+  readonly contentType: string;
   /** The body, chunk by chunk; stopping early aborts the request. Iterate it once. */
   body: AsyncIterable<Buffer>;
   /** The whole body as UTF-8 (instead of iterating it). */
@@ -128,6 +130,11 @@ class DispatchCall implements Dispatcher.DispatchHandler, DispatchResponse {
     }
     this.failure = error;
     this.notify();
+  }
+
+  get contentType(): string {
+    const value = this.headers['content-type'];
+    return Array.isArray(value) ? value.join(', ') : (value ?? '');
   }
 
   /** Made when first asked for: a non-streaming answer is usually read whole by text(). */

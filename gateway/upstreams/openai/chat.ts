@@ -19,10 +19,11 @@ function chatTarget(upstream: UpstreamEntry): { origin: string; path: string } {
   return target;
 }
 
-export const openAiChat: ChatAdapter = async (upstream, req) => {
+// The engine's response is the ChatResponse itself (status, content type, body, text()).
+export const openAiChat: ChatAdapter = (upstream, req) => {
   const key = upstreamApiKey(upstream);
   const { origin, path } = chatTarget(upstream);
-  const res = await dispatchCall(httpDispatcher, {
+  return dispatchCall(httpDispatcher, {
     origin,
     path,
     method: 'POST',
@@ -31,13 +32,4 @@ export const openAiChat: ChatAdapter = async (upstream, req) => {
     signal: req.signal,
     timeoutMs: req.timeoutMs,
   });
-  const contentType = res.headers['content-type'];
-  return {
-    statusCode: res.statusCode,
-    contentType: Array.isArray(contentType) ? contentType.join(', ') : (contentType ?? ''),
-    get body() {
-      return res.body;
-    },
-    text: () => res.text(),
-  };
 };
