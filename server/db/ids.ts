@@ -26,11 +26,14 @@ function randomChars(n: number): string {
     pool = randomBytes(POOL_BYTES);
     poolAt = 0;
   }
-  let out = '';
-  for (let i = poolAt; i < poolAt + n; i++) out += ALPHABET[pool[i]! % 36];
+  // Characters written into a scratch buffer and read out as one string (appending them
+  // one by one makes a string per character: ids are made on every request).
+  for (let i = 0; i < n; i++) scratch[i] = ALPHABET_CODES[pool[poolAt + i]! % 36]!;
   poolAt += n;
-  return out;
+  return scratch.toString('latin1', 0, n);
 }
+
+const ALPHABET_CODES = Buffer.from(ALPHABET, 'latin1');
 
 // Random bytes are drawn in blocks: ids are made on every metered request, and one
 // randomBytes call per id costs more than the rest of the id.
@@ -38,5 +41,6 @@ const ID_CHARS = 20;
 /** Date.now() in base 36 fits 9 characters until the year 5188. */
 const TIME_CHARS = 9;
 const POOL_BYTES = ID_CHARS * 256;
+const scratch = Buffer.alloc(ID_CHARS);
 let pool = Buffer.alloc(0);
 let poolAt = 0;
