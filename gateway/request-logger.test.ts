@@ -83,6 +83,23 @@ describe('writeAccessLine', () => {
     await app.close();
   });
 
+  it('writes nothing, and does not throw, under a Fastify without a logger', async () => {
+    const errors: unknown[] = [];
+    const app = Fastify({ logger: false, childLoggerFactory: lazyRequestLoggers });
+    app.get('/', async () => 'ok');
+    app.addHook('onResponse', (request, reply, done) => {
+      try {
+        writeAccessLine((reply.log as unknown as LazyRequestLogger).parent, request, reply);
+      } catch (e) {
+        errors.push(e);
+      }
+      done();
+    });
+    expect((await app.inject({ method: 'GET', url: '/' })).statusCode).toBe(200);
+    expect(errors).toEqual([]);
+    await app.close();
+  });
+
   it('writes nothing when info is off', async () => {
     const out: string[] = [];
     const app = Fastify({ logger: gatewayLoggerOptions('warn', { write: (line: string) => void out.push(line) }), childLoggerFactory: lazyRequestLoggers, logController: quiet() });

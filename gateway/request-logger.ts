@@ -74,7 +74,8 @@ const INFO = 30;
  */
 export function writeAccessLine(log: FastifyBaseLogger, request: FastifyRequest, reply: FastifyReply): void {
   const logger = log as unknown as Logger & Record<symbol, any>;
-  if (!logger.isLevelEnabled('info')) return;
+  // Fastify without a logger hands out a no-op one, which has no pino stream.
+  if (logger[symbols.streamSym] === undefined || !logger.isLevelEnabled('info')) return;
   const line =
     `${logger[symbols.lsCacheSym][INFO]}${logger[symbols.timeSym]()}${logger[symbols.chindingsSym]}` +
     `,"reqId":${JSON.stringify(request.id)}` +
