@@ -92,10 +92,11 @@ export class RequestSeries {
         values: [...durations.entries()].flatMap((e) => {
           let cumulative = 0;
           return [
-            ...buckets.map((le, i) => ({ labels: { le }, sharedLabels: e.labels, value: (cumulative += e.buckets[i]!), metricName: `${name}_bucket` })),
-            { labels: { le: '+Inf' }, sharedLabels: e.labels, value: e.count, metricName: `${name}_bucket` },
-            { labels: {}, sharedLabels: e.labels, value: e.sum, metricName: `${name}_sum` },
-            { labels: {}, sharedLabels: e.labels, value: e.count, metricName: `${name}_count` },
+            // `le` first, as prom-client orders a bucket's labels.
+            ...buckets.map((le, i) => ({ labels: { le, ...e.labels }, value: (cumulative += e.buckets[i]!), metricName: `${name}_bucket` })),
+            { labels: { le: '+Inf', ...e.labels }, value: e.count, metricName: `${name}_bucket` },
+            { labels: e.labels, value: e.sum, metricName: `${name}_sum` },
+            { labels: e.labels, value: e.count, metricName: `${name}_count` },
           ];
         }),
       }),
