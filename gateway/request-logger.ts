@@ -4,9 +4,8 @@
 // AccessLog (app.ts) writes through the parent with the request id: the same line, without
 // the child.
 import type { FastifyBaseLogger, FastifyReply, FastifyRequest } from 'fastify';
-import { symbols, type Logger } from 'pino';
 import type { FastifyChildLoggerFactory } from 'fastify/types/logger.js';
-import type { Bindings, ChildLoggerOptions, LevelWithSilentOrString } from 'pino';
+import { symbols, type Bindings, type ChildLoggerOptions, type LevelWithSilentOrString, type Logger } from 'pino';
 import { redactUrl } from './redact-url.js';
 
 type AnyLog = (...args: unknown[]) => void;

@@ -5,6 +5,7 @@
 // label strings are cheaper on the per-request path.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { UpstreamEntry } from '../registry/model-registry.js';
+import { LabelTree } from './label-tree.js';
 import { RequestSeries } from './request-series.js';
 
 /** The moment a stream first gives the client something useful. */
@@ -25,24 +26,10 @@ export function upstreamLabel(url: string): string {
   }
 }
 
-/** Caches the label children of one metric in nested maps, one level per label (no key string to build per call). */
+/** Caches the label children of one metric by their label values (label-tree.ts). */
 function childCache<C>(make: (...values: string[]) => C): (...values: string[]) => C {
-  const root = new Map<string, unknown>();
-  return (...values) => {
-    let level = root;
-    for (let i = 0; i < values.length - 1; i++) {
-      let next = level.get(values[i]!) as Map<string, unknown> | undefined;
-      if (next === undefined) level.set(values[i]!, (next = new Map()));
-      level = next;
-    }
-    const last = values[values.length - 1]!;
-    let child = level.get(last) as C | undefined;
-    if (child === undefined) {
-      child = make(...values);
-      level.set(last, child);
-    }
-    return child;
-  };
+  const tree = new LabelTree<C>((values) => make(...values));
+  return (...values) => tree.get(values);
 }
 
 export class GatewayMetrics {

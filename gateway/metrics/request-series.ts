@@ -5,6 +5,7 @@
 // of the gateway's maximum throughput on the chat route, bench/ab-gateway.ts). prom-client's
 // registry still formats the exposition, so the output is the same as with its own metrics.
 import type { Registry } from 'prom-client';
+import { LabelTree } from './label-tree.js';
 
 interface CountEntry {
   labels: Record<string, string>;
@@ -19,45 +20,11 @@ interface DurationEntry {
   count: number;
 }
 
-/** Entries in nested maps, one level per label value: no key string to build per call. */
-class LabelTree<E> {
-  private readonly root = new Map<string, unknown>();
-
-  constructor(
-    private readonly names: readonly string[],
-    private readonly make: (labels: Record<string, string>) => E,
-  ) {}
-
-  get(values: readonly string[]): E {
-    let level = this.root;
-    for (let i = 0; i < values.length - 1; i++) {
-      let next = level.get(values[i]!) as Map<string, unknown> | undefined;
-      if (next === undefined) level.set(values[i]!, (next = new Map()));
-      level = next;
-    }
-    const last = values[values.length - 1]!;
-    let entry = level.get(last) as E | undefined;
-    if (entry === undefined) {
-      entry = this.make(Object.fromEntries(this.names.map((n, i) => [n, values[i]!])));
-      level.set(last, entry);
-    }
-    return entry;
-  }
-
-  *entries(level: Map<string, unknown> = this.root, depth = 0): Generator<E> {
-    for (const value of level.values()) {
-      if (depth === this.names.length - 1) yield value as E;
-      else yield* this.entries(value as Map<string, unknown>, depth + 1);
-    }
-  }
-
-  clear(): void {
-    this.root.clear();
-  }
-}
+/** The labels object of one combination of label values. */
+const labelsOf = (names: readonly string[], values: readonly string[]) => Object.fromEntries(names.map((n, i) => [n, values[i]!]));
 
 export class RequestSeries {
-  private readonly counts = new LabelTree<CountEntry>(['route', 'method', 'status', 'model'], (labels) => ({ labels, count: 0 }));
+  private readonly counts = new LabelTree<CountEntry>((values) => ({ labels: labelsOf(['route', 'method', 'status', 'model'], values), count: 0 }));
   private readonly durations: LabelTree<DurationEntry>;
   private readonly key4: string[] = ['', '', '', ''];
   private readonly key3: string[] = ['', '', ''];
@@ -66,7 +33,7 @@ export class RequestSeries {
     registry: Registry,
     private readonly buckets: readonly number[],
   ) {
-    this.durations = new LabelTree(['route', 'method', 'status'], (labels) => ({ labels, buckets: new Array<number>(buckets.length + 1).fill(0), sum: 0, count: 0 }));
+    this.durations = new LabelTree((values) => ({ labels: labelsOf(['route', 'method', 'status'], values), buckets: new Array<number>(buckets.length + 1).fill(0), sum: 0, count: 0 }));
     const counts = this.counts;
     const durations = this.durations;
     // Objects prom-client's registry accepts as metrics: a name, get() and reset().
