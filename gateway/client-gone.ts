@@ -29,21 +29,41 @@ export interface EngineCall {
  * shutdown signal showed up in profiles of the chat hot path.
  */
 export function engineCall(reply: FastifyReply, lifecycle: Lifecycle): EngineCall {
-  const controller = new AbortController();
-  let gone = false;
-  const release = lifecycle.holdEngineCall(controller);
-  // `on`, not `once`: a response closes once, and `once` wraps the listener per request.
-  reply.raw.on('close', () => {
-    release();
-    if (!reply.raw.writableFinished) {
-      gone = true;
-      controller.abort();
+  return new EngineCallHandle(reply, lifecycle);
+}
+
+// A class, not an object literal with a `get clientGone()`: V8 gives each such literal (a new
+// getter closure every time) its own hidden class in the old generation, which kept the
+// closure's scope, so the reply and everything the request touched, alive through every
+// young-generation GC until the next full one (measured: ~2 MB promoted per scavenge and 5-7 ms
+// scavenges at 1,000 req/s; README Performance, "LLM proxy").
+class EngineCallHandle implements EngineCall {
+  private readonly controller = new AbortController();
+  private gone = false;
+  private readonly release: () => void;
+
+  constructor(
+    private readonly reply: FastifyReply,
+    lifecycle: Lifecycle,
+  ) {
+    this.release = lifecycle.holdEngineCall(this.controller);
+    // `on`, not `once`: a response closes once, and `once` wraps the listener per request.
+    reply.raw.on('close', this.onClose);
+  }
+
+  get signal(): AbortSignal {
+    return this.controller.signal;
+  }
+
+  get clientGone(): boolean {
+    return this.gone;
+  }
+
+  private readonly onClose = (): void => {
+    this.release();
+    if (!this.reply.raw.writableFinished) {
+      this.gone = true;
+      this.controller.abort();
     }
-  });
-  return {
-    signal: controller.signal,
-    get clientGone() {
-      return gone;
-    },
   };
 }

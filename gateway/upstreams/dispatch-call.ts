@@ -40,7 +40,7 @@ export function dispatchCall(dispatcher: Dispatcher, options: DispatchOptions): 
       return;
     }
     const call = new DispatchCall(signal, resolve, reject);
-    signal.addEventListener('abort', call, { once: true });
+    signal.addEventListener('abort', call.onAbort, { once: true });
     try {
       dispatcher.dispatch(
         {
@@ -83,13 +83,17 @@ class DispatchCall implements Dispatcher.DispatchHandler, DispatchResponse {
     private readonly reject: (error: unknown) => void,
   ) {}
 
-  /** The abort listener (EventTarget calls handleEvent on listener objects). */
-  handleEvent(): void {
+  /**
+   * The abort listener. A function, not this object with a handleEvent method: for a listener
+   * object, Node's EventTarget wraps it in an async closure, and that made everything the
+   * request touched outlive young-generation GCs (see README Performance, "LLM proxy").
+   */
+  readonly onAbort = (): void => {
     this.controller?.abort(this.signal.reason as Error);
-  }
+  };
 
   finish(): void {
-    this.signal.removeEventListener('abort', this);
+    this.signal.removeEventListener('abort', this.onAbort);
   }
 
   private notify(): void {
