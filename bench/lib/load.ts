@@ -2,7 +2,7 @@
 // measured from when a request was due, so a stalled server cannot hide its queueing), and
 // closed-loop maximum throughput with autocannon.
 import autocannon from 'autocannon';
-import { Pool } from 'undici';
+import { Pool, type Dispatcher } from 'undici';
 
 export interface RequestSpec {
   path: string;
@@ -30,11 +30,21 @@ export async function openLoop(origin: string, spec: RequestSpec, ratePerSecond:
   const total = Math.round(ratePerSecond * (seconds + warmupSeconds));
   const warmup = Math.round(ratePerSecond * warmupSeconds);
   const intervalMs = 1000 / ratePerSecond;
-  const latencies: number[] = [];
-  let ok = 0;
-  let errors = 0;
+  const latencies = new Float64Array(total - warmup);
+  const tally = { measured: 0, ok: 0, errors: 0, pending: 0 };
+  let sentAll = false;
+  let allAnswered: () => void = () => {};
+  const answered = new Promise<void>((resolve) => (allAnswered = resolve));
+  const onAnswer = (index: number, ms: number, status: number) => {
+    if (index >= warmup) {
+      if (status === 200) {
+        tally.ok++;
+        latencies[tally.measured++] = ms;
+      } else tally.errors++;
+    }
+    if (--tally.pending === 0 && sentAll) allAnswered();
+  };
   const start = performance.now();
-  const inFlight: Promise<void>[] = [];
   for (let i = 0; i < total; i++) {
     const due = start + i * intervalMs;
     const wait = due - performance.now();
@@ -43,27 +53,47 @@ export async function openLoop(origin: string, spec: RequestSpec, ratePerSecond:
     // Latency counts from when the request was due (so a late send, i.e. queueing, counts),
     // or from when it was actually sent if that was early (timers cannot wait under 1 ms).
     const from = Math.min(due, performance.now());
-    inFlight.push(
-      pool
-        .request({ path: spec.path, method: spec.method ?? 'GET', headers: spec.headers, body: spec.body })
-        .then(async (res) => {
-          await res.body.dump();
-          const ms = performance.now() - from;
-          if (i >= warmup) {
-            latencies.push(ms);
-            if (res.statusCode === 200) ok++;
-            else errors++;
-          }
-        })
-        .catch(() => {
-          if (i >= warmup) errors++;
-        }),
-    );
+    tally.pending++;
+    pool.dispatch({ path: spec.path, method: spec.method ?? 'GET', headers: spec.headers, body: spec.body ?? null }, new TimedRequest(i, from, onAnswer));
   }
-  await Promise.all(inFlight);
+  sentAll = true;
+  if (tally.pending > 0) await answered;
   await pool.close();
-  latencies.sort((a, b) => a - b);
-  return { sent: total - warmup, ok, errors, p50: percentile(latencies, 50), p99: percentile(latencies, 99), mean: latencies.reduce((s, x) => s + x, 0) / latencies.length };
+  const measured = Array.from(latencies.subarray(0, tally.measured)).sort((a, b) => a - b);
+  return { sent: total - warmup, ok: tally.ok, errors: tally.errors, p50: percentile(measured, 50), p99: percentile(measured, 99), mean: measured.reduce((s, x) => s + x, 0) / measured.length };
+}
+
+/**
+ * One open-loop request, timed to the end of its response. undici's low-level dispatch with a
+ * handler object rather than `request()`: the load generator's own GC pauses count in every
+ * latency it measures, and `request()`'s per-response stream and promises (kept in the old
+ * generation after a burst) made its scavenges take 5-9 ms (bench/gc-under-load.ts shows the
+ * same in the bare proxy, which uses `request()`).
+ */
+class TimedRequest implements Dispatcher.DispatchHandler {
+  private status = 0;
+
+  constructor(
+    private readonly index: number,
+    private readonly from: number,
+    private readonly onAnswer: (index: number, ms: number, status: number) => void,
+  ) {}
+
+  onRequestStart(): void {}
+
+  onResponseStart(_controller: Dispatcher.DispatchController, statusCode: number): void {
+    this.status = statusCode;
+  }
+
+  onResponseData(): void {}
+
+  onResponseEnd(): void {
+    this.onAnswer(this.index, performance.now() - this.from, this.status);
+  }
+
+  onResponseError(): void {
+    this.onAnswer(this.index, NaN, 0);
+  }
 }
 
 export async function maxThroughput(origin: string, spec: RequestSpec, seconds: number, connections = 64): Promise<{ rps: number; errors: number; non2xx: number }> {
