@@ -2,13 +2,11 @@
 // re-execute themselves with (bin/svc.mjs), and that the benches start their gateway with
 // (bench/lib/processes.ts), so that the benches measure what runs in production.
 //
-// - --heap-growing-percent=30: under sustained load V8 lets the old generation grow to ~4x
-//   what is live before a full GC (150-190 MB of heap for ~50 MB live at maximum throughput
-//   here), and the process keeps that RSS afterwards (~330-370 MB). A fixed growing factor
-//   of 1.3 holds it at ~70 MB of heap and ~220-240 MB of RSS through the same load, at about
-//   the same maximum throughput (paired ratio 0.95-1.0). A smaller young generation
-//   (--max-semi-space-size=4) was tried first: it promotes more short-lived objects, so the
-//   old generation grew just the same, and it cost 8-15 % of maximum throughput.
+// - --heap-growing-percent=30: a full GC once the old generation has grown 30 % past what was
+//   live. By default V8 lets it grow to ~4x under sustained load and the process keeps that
+//   RSS afterwards (~330-370 MB measured while requests were still promoted; 194-224 MB now).
+//   A bound for bursts, at ~3 % of maximum throughput (README Performance, "LLM proxy"). A
+//   smaller young generation (--max-semi-space-size=4) cost 8-15 % of maximum throughput.
 // - MALLOC_ARENA_MAX=2: glibc otherwise gives the process's threads (libuv's pool, V8's GC
 //   helpers, worker threads) up to 8 malloc arenas per core, each keeping memory once freed.
 //
