@@ -62,8 +62,8 @@ export function dispatchCall(dispatcher: Dispatcher, options: DispatchOptions): 
 }
 
 /**
- * One engine request: undici's handler, the abort listener and, once the headers are in, the
- * response, all in one object (its methods are shared; closures would be made per request).
+ * One engine request: undici's handler and, once the headers are in, the response, in one
+ * object (its methods are shared; closures would be made per request).
  */
 class DispatchCall implements Dispatcher.DispatchHandler, DispatchResponse {
   statusCode = 0;
@@ -84,9 +84,10 @@ class DispatchCall implements Dispatcher.DispatchHandler, DispatchResponse {
   ) {}
 
   /**
-   * The abort listener. A function, not this object with a handleEvent method: for a listener
-   * object, Node's EventTarget wraps it in an async closure, and that made everything the
-   * request touched outlive young-generation GCs (see README Performance, "LLM proxy").
+   * The abort listener. A function, not this object with a handleEvent method: Node's
+   * EventTarget wraps a listener object in a new async closure, which V8 came to allocate in
+   * the old generation after a burst, and that kept everything the request touched alive
+   * through young-generation GCs (README Performance, "LLM proxy").
    */
   readonly onAbort = (): void => {
     this.controller?.abort(this.signal.reason as Error);
