@@ -26,6 +26,7 @@ const nextConfig = {
     '@prisma/adapter-pg',
     '@prisma/driver-adapter-utils',
     'bcryptjs',
+    'koffi',
   ],
   turbopack: {
     root,

@@ -281,8 +281,8 @@ export function createSqliteHotStore(path: string): HotStore {
       }
       if (pending.length > 0) store.onDeferredWriteError?.(failing ?? new Error('database closed'), pending.length);
       await checkpointer.close();
-      commits.close();
       db.close();
+      commits.close(); // after the connection: see sqlite-commit-watch.ts
     },
   };
   return store;
