@@ -23,6 +23,7 @@
 import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
 import type Database from 'better-sqlite3';
 import koffi from 'koffi';
+import { libc, MAP_FAILED, MAP_SHARED, PROT_READ } from '../native/libc.js';
 
 const HEADER_BYTES = 48;
 const PAGE_BYTES = 4096;
@@ -112,31 +113,11 @@ function openHeader(shmPath: string, map: boolean): HeaderReader | null {
   };
 }
 
-interface Libc {
-  mmap(addr: null, length: number, prot: number, flags: number, fd: number, offset: number): unknown;
-  munmap(addr: unknown, length: number): number;
-}
-let libc: Libc | null | undefined;
-const PROT_READ = 1;
-const MAP_SHARED = 1;
-const MAP_FAILED = 2n ** 64n - 1n; // (void *) -1
-
 /** A read-only shared mapping of the file's first page through libc (glibc Linux), or null. */
 function mapFirstPage(fd: number): { buffer: ArrayBuffer; unmap(): void } | null {
-  if (libc === undefined) {
-    try {
-      const lib = koffi.load('libc.so.6');
-      libc = {
-        mmap: lib.func('void *mmap(void *addr, size_t length, int prot, int flags, int fd, long offset)'),
-        munmap: lib.func('int munmap(void *addr, size_t length)'),
-      };
-    } catch {
-      libc = null;
-    }
-  }
-  if (!libc) return null;
-  const pointer = libc.mmap(null, PAGE_BYTES, PROT_READ, MAP_SHARED, fd, 0);
+  const c = libc();
+  if (!c) return null;
+  const pointer = c.mmap(null, PAGE_BYTES, PROT_READ, MAP_SHARED, fd, 0);
   if (pointer === null || koffi.address(pointer) === MAP_FAILED) return null;
-  const mappedLibc = libc;
-  return { buffer: koffi.view(pointer, PAGE_BYTES), unmap: () => void mappedLibc.munmap(pointer, PAGE_BYTES) };
+  return { buffer: koffi.view(pointer, PAGE_BYTES), unmap: () => void c.munmap(pointer, PAGE_BYTES) };
 }

@@ -36,8 +36,6 @@ export interface PocketsphinxLib {
   ps_nbest_hyp(nbest: Ptr, outScore: number[]): string | null;
   ps_nbest_seg(nbest: Ptr): Ptr;
   ps_nbest_free(nbest: Ptr): void;
-  /** glibc: hands freed decoder memory back to the system. */
-  malloc_trim(pad: number): number;
 }
 
 let lib: PocketsphinxLib | null = null;
@@ -55,7 +53,6 @@ export function pocketsphinx(): PocketsphinxLib {
   const ps = loadLibrary('libpocketsphinx.so.3');
   // libpocketsphinx links libsphinxbase, so this is already in the process: just its symbols.
   const sb = loadLibrary('libsphinxbase.so.3');
-  const libc = loadLibrary('libc.so.6');
   const f = {
     ps_args: ps.func('void *ps_args()'),
     cmd_ln_parse_r: sb.func('void *cmd_ln_parse_r(void *inout, void *defn, int argc, const char **argv, int strict)'),
@@ -81,7 +78,6 @@ export function pocketsphinx(): PocketsphinxLib {
     ps_nbest_hyp: ps.func('const char *ps_nbest_hyp(void *nbest, _Out_ int32_t *score)'),
     ps_nbest_seg: ps.func('void *ps_nbest_seg(void *nbest)'),
     ps_nbest_free: ps.func('void ps_nbest_free(void *nbest)'),
-    malloc_trim: libc.func('int malloc_trim(size_t pad)'),
   };
   lib = f as unknown as PocketsphinxLib;
   return lib;

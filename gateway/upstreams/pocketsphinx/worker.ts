@@ -3,7 +3,7 @@
 // handled one at a time in arrival order; sessions interleave chunk by chunk.
 import { parentPort } from 'node:worker_threads';
 import { Decoder, type Hypothesis } from './decoder.ts';
-import { pocketsphinx } from './ffi.ts';
+import { releaseFreedMemory } from '../../../server/native/libc.ts';
 import { Upsampler2x } from './resample.ts';
 
 export type WorkerRequest =
@@ -96,7 +96,7 @@ function close(sid: number): void {
   sessions.delete(sid);
   s.decoder.free();
   // A decoder is ~100 MB of small allocations: give the freed pages back to the system.
-  pocketsphinx().malloc_trim(0);
+  releaseFreedMemory();
 }
 
 function handle(req: WorkerRequest): Hypothesis | OpenResult | WorkerStats | null {
