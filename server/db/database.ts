@@ -42,8 +42,8 @@ export function openDatabase(databaseUrl: string): Database {
       // The hot store last: on SQLite it closes a descriptor of the -shm file, which drops
       // every POSIX lock this process holds on that file, so no connection of ours may still
       // be open then (sqlite-commit-watch.ts).
-      await Promise.allSettled([prisma.$disconnect()]);
-      await Promise.allSettled([hot.close()]);
+      await prisma.$disconnect().catch(() => undefined);
+      await hot.close().catch(() => undefined);
     },
   };
 }

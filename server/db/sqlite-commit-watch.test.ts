@@ -1,6 +1,7 @@
 // The commit watch decides whether cached keys and balances are still good, so it must never
 // miss another connection's commit, including one made between two of its own reads.
 import Database from 'better-sqlite3';
+import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -77,11 +78,10 @@ describe('watchCommits', () => {
       closeAll();
     });
 
-    it('sees a commit from another process', async () => {
+    it('sees a commit from another process', () => {
       const { watch, closeAll } = setup(`c-${source}.db`, map);
       const path = join(dir, `c-${source}.db`);
       expect(watch.otherCommitted()).toBe(false);
-      const { execFileSync } = await import('node:child_process');
       const script = `const D = require('better-sqlite3'); const d = new D(${JSON.stringify(path)}); d.exec('INSERT INTO t VALUES (3)'); d.close();`;
       execFileSync(process.execPath, ['-e', script], { cwd: process.cwd() });
       expect(watch.otherCommitted()).toBe(true);
