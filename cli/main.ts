@@ -146,6 +146,7 @@ model
   .option('--price-per-char <usd>', 'tts: USD per character')
   .option('--price-per-second <usd>', 'stt: USD per second of audio')
   .option('--sample-rates <list>', 'stt: comma-separated sample rates the model accepts')
+  .option('--max-output-tokens <n>', 'llm: output reserved for a request without max_tokens (default SVC_LLM_RESERVE_MAX_TOKENS)')
   .addOption(new Option('--status <s>', 'active or disabled').choices(['active', 'disabled']))
   .action(async (o: Record<string, string | undefined>) => {
     const weight = Number(o.weight);
@@ -158,6 +159,7 @@ model
         ...(o.displayName !== undefined && { displayName: o.displayName }),
         ...(o.status !== undefined && { status: o.status as 'active' | 'disabled' }),
         ...(sampleRates && { sampleRates }),
+        ...(o.maxOutputTokens !== undefined && { maxOutputTokens: positiveInt(o.maxOutputTokens, '--max-output-tokens') }),
         prices: {
           inputPicoPerToken: price(o.priceInputPerMtok, '--price-input-per-mtok', true),
           outputPicoPerToken: price(o.priceOutputPerMtok, '--price-output-per-mtok', true),

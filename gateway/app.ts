@@ -5,6 +5,7 @@ import { pino, type DestinationStream } from 'pino';
 import { newId } from '../server/db/ids.js';
 import { ServiceError } from '../server/services/errors.js';
 import { presentedKey, type RequestAuth } from './core/gateway-core.js';
+import type { Ticket } from './core/admission.js';
 import type { GatewayContext } from './context.js';
 import { drainRequest, sendError, toServiceError } from './errors.js';
 import { registerAgentAuthRoutes } from './routes/agent-auth.js';
@@ -32,9 +33,13 @@ declare module 'fastify' {
     metered?: boolean;
     /** Accept the key as `?api_key=` (WebSocket upgrades). */
     keyInQuery?: boolean;
+    /** A streaming-session route (WebSocket): admitted by the session caps, not as a request in flight. */
+    session?: boolean;
   }
   interface FastifyRequest {
     auth: RequestAuth;
+    /** A metered request's place in its key's requests in flight; released when its response closes. */
+    ticket: Ticket | null;
   }
 }
 
@@ -106,6 +111,7 @@ export async function buildGateway(ctx: GatewayContext, options: { logger?: bool
   });
 
   app.decorateRequest('auth', null as unknown as RequestAuth);
+  app.decorateRequest('ticket', null);
   registerMetricsHooks(app, ctx.metrics);
   // Before the admission hook, so that its refusals are spans too.
   if (ctx.tracing) registerTracingHooks(app, ctx.tracing);
@@ -122,6 +128,11 @@ export async function buildGateway(ctx: GatewayContext, options: { logger?: bool
       throw new ServiceError('invalid_api_key', 'You did not provide an API key. Pass it in the Authorization header as "Bearer sk_svc_..." or as the api_key query parameter.');
     }
     request.auth = await ctx.core.admit(key, routeConfig.metered ?? false);
+    if (routeConfig.metered && !routeConfig.session) {
+      const ticket = ctx.admission.enterRequest(request.auth);
+      request.ticket = ticket;
+      reply.raw.on('close', ticket.release);
+    }
   });
 
   app.setErrorHandler(async (err, request, reply) => {

@@ -1,4 +1,5 @@
 import type { FastifyReply } from 'fastify';
+import type { Ticket } from './core/admission.js';
 import type { Lifecycle } from './lifecycle.js';
 
 /**
@@ -13,9 +14,20 @@ export function onClientGone(reply: FastifyReply): AbortSignal {
   return controller.signal;
 }
 
+/** A signal aborted (reason: 401 api_key_disabled) if the request's key is revoked while it runs. */
+export function onKeyRevoked(ticket: Ticket | null): AbortSignal | undefined {
+  if (!ticket) return undefined;
+  const controller = new AbortController();
+  ticket.bind(controller);
+  return controller.signal;
+}
+
 /** An engine request's cancellation: `signal` for the engine call, `clientGone` for the route. */
 export interface EngineCall {
-  /** Aborted when the client goes away, or with the shutdown error at the end of a shutdown's grace period. */
+  /**
+   * Aborted when the client goes away, or with a ServiceError as the reason: the shutdown's at
+   * the end of its grace period, api_key_disabled when the request's key is revoked.
+   */
   readonly signal: AbortSignal;
   /** True once the client went away before its response was complete. */
   readonly clientGone: boolean;
@@ -28,8 +40,8 @@ export interface EngineCall {
  * linked signals or AbortSignal.any: per-request EventTarget listeners on the process-long
  * shutdown signal showed up in profiles of the chat hot path.
  */
-export function engineCall(reply: FastifyReply, lifecycle: Lifecycle): EngineCall {
-  return new EngineCallHandle(reply, lifecycle);
+export function engineCall(reply: FastifyReply, lifecycle: Lifecycle, ticket: Ticket | null): EngineCall {
+  return new EngineCallHandle(reply, lifecycle, ticket);
 }
 
 // A class, not an object literal with a `get clientGone()`: such a literal gets a new getter
@@ -45,8 +57,10 @@ class EngineCallHandle implements EngineCall {
   constructor(
     private readonly reply: FastifyReply,
     lifecycle: Lifecycle,
+    ticket: Ticket | null,
   ) {
     this.release = lifecycle.holdEngineCall(this.controller);
+    ticket?.bind(this.controller);
     // `on`, not `once`: a response closes once, and `once` wraps the listener per request.
     reply.raw.on('close', this.onClose);
   }

@@ -1,6 +1,7 @@
 import type { UpstreamStatsRecorder } from '../server/services/models/upstream-stats.js';
 import type { Config } from '../server/config/env.js';
 import type { Database } from '../server/db/database.js';
+import type { Admission } from './core/admission.js';
 import type { GatewayCore } from './core/gateway-core.js';
 import type { RateLimiter } from './core/rate-limiter.js';
 import type { Lifecycle } from './lifecycle.js';
@@ -15,6 +16,8 @@ export interface GatewayContext {
   config: Config;
   db: Database;
   core: GatewayCore;
+  /** What may run at once per key, org and process, and the revocation watch of running work. */
+  admission: Admission;
   /** Fixed one-minute windows (memory, or Redis with REDIS_URL): keys, and registration's per-IP limit. */
   limiter: RateLimiter;
   registry: ModelRegistry;

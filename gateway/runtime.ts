@@ -14,6 +14,7 @@ import { seedPlatformVoices } from '../server/services/voices/seed-platform-voic
 import { buildGateway } from './app.js';
 import type { GatewayContext } from './context.js';
 import { releaseFreedMemory } from '../server/native/libc.js';
+import { Admission } from './core/admission.js';
 import { createGatewayCore, createPassThroughCore, type GatewayCore } from './core/gateway-core.js';
 import { createKeyUsageTracker } from './core/key-usage-tracker.js';
 import { createMemoryRateLimiter, createRedisRateLimiter, type RateLimiter } from './core/rate-limiter.js';
@@ -28,8 +29,8 @@ import { createTracing } from './tracing/gateway-tracing.js';
 import { ModelRegistry } from './registry/model-registry.js';
 import { createUpstreamAdapters } from './upstreams/registry.js';
 import { unloadAll as unloadLocalModels } from './upstreams/llama-cpp/llama-engine.js';
-import { shutdownRecognizers } from './upstreams/pocketsphinx/recognizer.js';
-import { stopEngineSpawner } from './upstreams/local-tts/run-engine.js';
+import { limitDecoders, shutdownRecognizers } from './upstreams/pocketsphinx/recognizer.js';
+import { limitEngines, stopEngineSpawner } from './upstreams/local-tts/run-engine.js';
 
 export interface GatewayRuntime {
   app: FastifyInstance;
@@ -59,9 +60,9 @@ const SETTLE_MS = 5_000;
  */
 function meteredCore(core: GatewayCore, metrics: GatewayMetrics): GatewayCore {
   const wrapped = Object.create(core) as GatewayCore;
-  wrapped.charge = async (auth, requestId, costMicros, usage) => {
+  wrapped.charge = async (auth, requestId, costMicros, usage, hold, settles) => {
     try {
-      const remaining = await core.charge(auth, requestId, costMicros, usage);
+      const remaining = await core.charge(auth, requestId, costMicros, usage, hold, settles);
       metrics.debited(usage.modality, usage.modelId, costMicros);
       return remaining;
     } catch (e) {
@@ -143,10 +144,22 @@ export async function createGatewayRuntime(config: Config, options: { logger?: b
   const registry = new ModelRegistry(db.prisma);
   await registry.refresh();
   const adapters = createUpstreamAdapters({ dataDir: config.dataDir });
+  limitDecoders(config.limits.sttDecoders);
+  limitEngines(config.limits.ttsEngines);
   const health = new HealthChecker(registry, db.prisma, adapters.healthCheck, (upstream, ok, fromCheck) => metrics.upstreamHealth(upstream, ok, fromCheck));
   const upstreamStats = new UpstreamStatsRecorder(db.prisma);
-  const ctx: GatewayContext = { config, db, core, limiter, registry, health, adapters, metrics, lifecycle, tracing, upstreamStats };
+  // Checks for revoked keys go through the hot store; a failed check is retried by the next tick.
+  let logCheckError: (err: unknown) => void = () => {};
+  const admission = new Admission(config.limits, (ids) => db.hot.keyStatuses(ids), 500, (err) => logCheckError(err));
+  const ctx: GatewayContext = { config, db, core, admission, limiter, registry, health, adapters, metrics, lifecycle, tracing, upstreamStats };
   const app = await buildGateway(ctx, { logger: options.logger });
+  logCheckError = (err) => app.log.warn({ err }, 'revocation check of running sessions failed');
+  // Reservations of this process are renewed, and those of dead processes released, a few
+  // times per time-to-live.
+  const maintainHolds = () => db.hot.maintainHolds(config.limits.creditHoldTtlMs).catch((err: unknown) => app.log.warn({ err }, 'credit reservation upkeep failed'));
+  await maintainHolds();
+  const holdUpkeep = setInterval(maintainHolds, Math.max(1_000, config.limits.creditHoldTtlMs / 6));
+  holdUpkeep.unref();
   if (tracing) {
     tracing.onExportStateChange = (failing, err) =>
       failing
@@ -177,6 +190,7 @@ export async function createGatewayRuntime(config: Config, options: { logger?: b
     registry.stop();
     health.stop();
     clearInterval(memoryReleaser);
+    clearInterval(holdUpkeep);
     // app.close() stops listening (new connections are refused) and resolves once every
     // connection has ended. Connections left idle by a finished request are closed as they
     // become idle (Node closes only those idle at the moment close() is called).
@@ -201,6 +215,7 @@ export async function createGatewayRuntime(config: Config, options: { logger?: b
     if (tracing && !(await tracing.shutdown(TRACE_FLUSH_MS))) app.log.warn({ timeoutMs: TRACE_FLUSH_MS }, 'the last trace spans could not be exported in time');
     await upstreamStats.stop();
     await usage.close();
+    admission.stop();
     await limiter.close();
     redis?.disconnect();
     await db.close();

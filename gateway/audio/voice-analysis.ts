@@ -25,8 +25,12 @@
 //     female, at or below 2050 Hz male, in between (or too few frames) unknown.
 //
 // Cost is linear in the clip: a 60 s clip takes well under a second on one core (the YIN
-// difference function runs only on active frames, at 8 kHz).
-import { resample } from './resample.js';
+// difference function runs only on active frames, at 8 kHz). That is too long to hold the
+// event loop, so the analysis is written as a generator that pauses after every few
+// milliseconds of work (WORK_PER_SLICE): analyzeVoiceInChunks lets other requests run at each
+// pause, analyzeVoice runs it straight through. Both compute exactly the same numbers.
+import { setImmediate as nextTurn } from 'node:timers/promises';
+import { createResampler } from './resample.js';
 
 export interface VoiceAnalysis {
   /** The whole clip. */
@@ -75,6 +79,24 @@ const LOUDNESS_FLOOR_DB = -100;
 const MIN_VOICED_FRAMES = 5;
 /** Less speech than this and the speaking rate is not reported. */
 const MIN_SPEECH_MS_FOR_RATE = 1000;
+/** Work (roughly multiply-adds) between two pauses of the chunked analysis: a few milliseconds. */
+const WORK_PER_SLICE = 2_000_000;
+/** Samples per block in the per-sample passes (conditioning, resampling, filters). */
+const BLOCK = 1 << 15;
+
+/** The analysis as steps: each `yield` is a pause after about WORK_PER_SLICE of work. */
+type Steps<T> = Generator<void, T, void>;
+
+/** Counts the work done since the last pause; true when it is time for the next one. */
+class Slicer {
+  private work = 0;
+  spend(units: number): boolean {
+    this.work += units;
+    if (this.work < WORK_PER_SLICE) return false;
+    this.work = 0;
+    return true;
+  }
+}
 
 function emptyAnalysis(durationMs: number, loudnessDbfs = LOUDNESS_FLOOR_DB): VoiceAnalysis {
   return { durationMs, speechMs: 0, medianF0Hz: null, f0P10Hz: null, f0P90Hz: null, syllablesPerSecond: null, gender: 'unknown', loudnessDbfs };
@@ -100,38 +122,73 @@ function round1(x: number): number {
  * Gender from the median F0; in the overlap band (150-180 Hz) from the vocal-tract cue
  * (vocalTractHz) instead, and unknown when that is ambiguous too.
  */
-function estimateGender(medianF0Hz: number | null, y: Float32Array, f0: Float64Array, pitchHop: number): VoiceAnalysis['gender'] {
+function* estimateGender(medianF0Hz: number | null, y: Float32Array, f0: Float64Array, pitchHop: number, slicer: Slicer): Steps<VoiceAnalysis['gender']> {
   if (medianF0Hz === null) return 'unknown';
   if (medianF0Hz < MALE_MAX_F0_HZ) return 'male';
   if (medianF0Hz > FEMALE_MIN_F0_HZ) return 'female';
-  const tract = vocalTractHz(y, f0, pitchHop);
+  const tract = yield* vocalTractHz(y, f0, pitchHop, slicer);
   if (tract === null) return 'unknown';
   if (tract >= FEMALE_MIN_TRACT_HZ) return 'female';
   if (tract <= MALE_MAX_TRACT_HZ) return 'male';
   return 'unknown';
 }
 
-/** Mono float PCM in [-1, 1] at 16 kHz: NaN/Infinity zeroed, clipped, mean and DC removed. */
-function conditioned(samples: Float32Array, sampleRate: number): Float32Array {
-  const clean = new Float32Array(samples.length);
-  for (let i = 0; i < samples.length; i++) {
-    const v = samples[i]!;
-    clean[i] = Number.isFinite(v) ? (v > 1 ? 1 : v < -1 ? -1 : v) : 0;
+/** Resampled like resample() does it in one call, block by block (the output is the same). */
+function* resampled(input: Float32Array, inputRate: number, outputRate: number, slicer: Slicer): Steps<Float32Array> {
+  const r = createResampler(inputRate, outputRate);
+  try {
+    const parts: Float32Array[] = [];
+    for (let from = 0; from < input.length; from += BLOCK) {
+      parts.push(r.push(input.subarray(from, from + BLOCK)));
+      // The filter is ~80 taps per output sample.
+      if (slicer.spend(BLOCK * 40)) yield;
+    }
+    parts.push(r.end());
+    const out = new Float32Array(parts.reduce((n, p) => n + p.length, 0));
+    let at = 0;
+    for (const p of parts) {
+      out.set(p, at);
+      at += p.length;
+    }
+    return out;
+  } finally {
+    r.close();
   }
-  const x = sampleRate === RATE ? clean : resample(clean, sampleRate, RATE);
+}
+
+/** Mono float PCM in [-1, 1] at 16 kHz: NaN/Infinity zeroed, clipped, mean and DC removed. */
+function* conditioned(samples: Float32Array, sampleRate: number, slicer: Slicer): Steps<Float32Array> {
+  const clean = new Float32Array(samples.length);
+  for (let from = 0; from < samples.length; from += BLOCK) {
+    const to = Math.min(samples.length, from + BLOCK);
+    for (let i = from; i < to; i++) {
+      const v = samples[i]!;
+      clean[i] = Number.isFinite(v) ? (v > 1 ? 1 : v < -1 ? -1 : v) : 0;
+    }
+    if (slicer.spend(BLOCK * 4)) yield;
+  }
+  const x = sampleRate === RATE ? clean : yield* resampled(clean, sampleRate, RATE, slicer);
   let mean = 0;
-  for (let i = 0; i < x.length; i++) mean += x[i]!;
+  for (let from = 0; from < x.length; from += BLOCK) {
+    const to = Math.min(x.length, from + BLOCK);
+    for (let i = from; i < to; i++) mean += x[i]!;
+    if (slicer.spend(BLOCK)) yield;
+  }
   mean /= Math.max(1, x.length);
   // One-pole DC blocker, y[n] = x[n] - x[n-1] + R·y[n-1]; R = 0.995 puts the corner near 13 Hz,
   // far below any voice F0, and removes drift that the global mean cannot.
   const out = new Float32Array(x.length);
   let prevX = 0;
   let prevY = 0;
-  for (let i = 0; i < x.length; i++) {
-    const v = x[i]! - mean;
-    prevY = v - prevX + 0.995 * prevY;
-    prevX = v;
-    out[i] = prevY;
+  for (let from = 0; from < x.length; from += BLOCK) {
+    const to = Math.min(x.length, from + BLOCK);
+    for (let i = from; i < to; i++) {
+      const v = x[i]! - mean;
+      prevY = v - prevX + 0.995 * prevY;
+      prevX = v;
+      out[i] = prevY;
+    }
+    if (slicer.spend(BLOCK * 4)) yield;
   }
   return out;
 }
@@ -189,13 +246,52 @@ function yinFrame(x: Float32Array, start: number, tauMin: number, tauMax: number
   return 0;
 }
 
+/**
+ * Analyses made by analyzeVoiceInChunks, by the samples they measured: analyzeVoice on the same
+ * (unchanged) array returns the result instead of measuring again on the caller's thread. The
+ * local clone engines call analyzeVoice; the voice operations measure in chunks first.
+ */
+const measuredInChunks = new WeakMap<Float32Array, { sampleRate: number; analysis: VoiceAnalysis }>();
+
 export function analyzeVoice(samples: Float32Array, sampleRate: number): VoiceAnalysis {
+  const known = measuredInChunks.get(samples);
+  if (known && known.sampleRate === sampleRate) return known.analysis;
+  const steps = measure(samples, sampleRate, new Slicer());
+  for (;;) {
+    const step = steps.next();
+    if (step.done) return step.value;
+  }
+}
+
+/**
+ * analyzeVoice with a pause (a turn of the event loop) after every few milliseconds of work,
+ * so that measuring minutes of audio never holds the gateway's other requests for longer.
+ * `onSlice` is called at each pause; an aborted `signal` stops the work at the next one.
+ */
+export async function analyzeVoiceInChunks(samples: Float32Array, sampleRate: number, options: { signal?: AbortSignal; onSlice?: () => void } = {}): Promise<VoiceAnalysis> {
+  const steps = measure(samples, sampleRate, new Slicer());
+  for (;;) {
+    const step = steps.next();
+    if (step.done) {
+      measuredInChunks.set(samples, { sampleRate, analysis: step.value });
+      return step.value;
+    }
+    options.onSlice?.();
+    await nextTurn();
+    if (options.signal?.aborted) {
+      steps.return(emptyAnalysis(0)); // runs the generators' `finally` (frees the resampler)
+      options.signal.throwIfAborted();
+    }
+  }
+}
+
+function* measure(samples: Float32Array, sampleRate: number, slicer: Slicer): Steps<VoiceAnalysis> {
   const validRate = Number.isFinite(sampleRate) && sampleRate >= 1000 && sampleRate <= 768000;
   const durationMs = validRate ? Math.round((samples.length / sampleRate) * 1000) : 0;
   // Under one frame there is nothing to measure.
   if (!validRate || samples.length / sampleRate < FRAME / RATE) return emptyAnalysis(durationMs);
 
-  const x = conditioned(samples, sampleRate);
+  const x = yield* conditioned(samples, sampleRate, slicer);
   const frames = Math.max(0, Math.floor((x.length - FRAME) / HOP) + 1);
   if (frames === 0) return emptyAnalysis(durationMs);
 
@@ -208,6 +304,7 @@ export function analyzeVoice(samples: Float32Array, sampleRate: number): VoiceAn
     for (let j = 0; j < FRAME; j++) s += x[start + j]! * x[start + j]!;
     meanSquare[f] = s / FRAME;
     level[f] = db(meanSquare[f]!);
+    if (slicer.spend(FRAME)) yield;
   }
   const sortedLevels = Float64Array.from(level).sort();
   const loud = percentile(sortedLevels, 0.95);
@@ -227,7 +324,7 @@ export function analyzeVoice(samples: Float32Array, sampleRate: number): VoiceAn
   }
 
   // Pitch on active frames only. Frame f covers the same 25 ms at 8 kHz (start f·80).
-  const y = resample(x, RATE, PITCH_RATE);
+  const y = yield* resampled(x, RATE, PITCH_RATE, slicer);
   const pitchHop = HOP / 2;
   const tauMin = Math.floor(PITCH_RATE / MAX_F0);
   const tauMax = Math.ceil(PITCH_RATE / MIN_F0);
@@ -238,6 +335,7 @@ export function analyzeVoice(samples: Float32Array, sampleRate: number): VoiceAn
     const start = f * pitchHop;
     if (!active[f] || start + tauMax + YIN_WINDOW > y.length) continue;
     f0[f] = yinFrame(y, start, tauMin, tauMax, d, cmnd);
+    if (slicer.spend(tauMax * YIN_WINDOW)) yield;
   }
   // Drop voiced runs shorter than 3 frames (30 ms): a real vowel lasts longer; noise makes
   // single-frame false detections.
@@ -290,15 +388,16 @@ export function analyzeVoice(samples: Float32Array, sampleRate: number): VoiceAn
 
   let syllablesPerSecond: number | null = null;
   if (hasPitch && speechMs >= MIN_SPEECH_MS_FOR_RATE) {
-    const nuclei = countSyllableNuclei(vowelBandLevels(x, frames), active, f0);
+    const nuclei = countSyllableNuclei(yield* vowelBandLevels(x, frames, slicer), active, f0);
     syllablesPerSecond = Math.round((nuclei / (speechMs / 1000)) * 100) / 100;
   }
 
-  return { durationMs, speechMs, medianF0Hz, f0P10Hz, f0P90Hz, syllablesPerSecond, gender: estimateGender(medianF0Hz, y, f0, pitchHop), loudnessDbfs };
+  const gender = yield* estimateGender(medianF0Hz, y, f0, pitchHop, slicer);
+  return { durationMs, speechMs, medianF0Hz, f0P10Hz, f0P90Hz, syllablesPerSecond, gender, loudnessDbfs };
 }
 
 /** RBJ 2nd-order Butterworth high- or low-pass at 16 kHz, applied in place. */
-function butterworth(x: Float32Array, kind: 'lowpass' | 'highpass', cornerHz: number): void {
+function* butterworth(x: Float32Array, kind: 'lowpass' | 'highpass', cornerHz: number, slicer: Slicer): Steps<void> {
   const w = (2 * Math.PI * cornerHz) / RATE;
   const cos = Math.cos(w);
   const alpha = Math.sin(w) / (2 * Math.SQRT1_2);
@@ -311,14 +410,18 @@ function butterworth(x: Float32Array, kind: 'lowpass' | 'highpass', cornerHz: nu
   let x2 = 0;
   let y1 = 0;
   let y2 = 0;
-  for (let i = 0; i < x.length; i++) {
-    const v = x[i]!;
-    const y = b0 * v + b1 * x1 + b0 * x2 - a1 * y1 - a2 * y2;
-    x2 = x1;
-    x1 = v;
-    y2 = y1;
-    y1 = y;
-    x[i] = y;
+  for (let from = 0; from < x.length; from += BLOCK) {
+    const to = Math.min(x.length, from + BLOCK);
+    for (let i = from; i < to; i++) {
+      const v = x[i]!;
+      const y = b0 * v + b1 * x1 + b0 * x2 - a1 * y1 - a2 * y2;
+      x2 = x1;
+      x1 = v;
+      y2 = y1;
+      y1 = y;
+      x[i] = y;
+    }
+    if (slicer.spend(BLOCK * 5)) yield;
   }
 }
 
@@ -329,19 +432,20 @@ function butterworth(x: Float32Array, kind: 'lowpass' | 'highpass', cornerHz: nu
  * renderings of a 23-syllable sentence at 5 speaking rates each: 6.5% mean error, against
  * 10.5% for the full-band level.)
  */
-function vowelBandLevels(x: Float32Array, frames: number): Float64Array {
-  const band = Float32Array.from(x);
+function* vowelBandLevels(x: Float32Array, frames: number, slicer: Slicer): Steps<Float64Array> {
+  const band = x.slice();
   // Two passes of each: 4th-order slopes.
-  butterworth(band, 'highpass', 500);
-  butterworth(band, 'highpass', 500);
-  butterworth(band, 'lowpass', 2000);
-  butterworth(band, 'lowpass', 2000);
+  yield* butterworth(band, 'highpass', 500, slicer);
+  yield* butterworth(band, 'highpass', 500, slicer);
+  yield* butterworth(band, 'lowpass', 2000, slicer);
+  yield* butterworth(band, 'lowpass', 2000, slicer);
   const out = new Float64Array(frames);
   for (let f = 0; f < frames; f++) {
     let s = 0;
     const start = f * HOP;
     for (let j = 0; j < FRAME; j++) s += band[start + j]! * band[start + j]!;
     out[f] = db(s / FRAME);
+    if (slicer.spend(FRAME)) yield;
   }
   return out;
 }
@@ -459,12 +563,14 @@ function lpcFormants(y: Float32Array, start: number): number[] {
 }
 
 /** √(median F2 · median F3) over voiced frames with three LPC peaks; null under 20 such frames. */
-function vocalTractHz(y: Float32Array, f0: Float64Array, pitchHop: number): number | null {
+function* vocalTractHz(y: Float32Array, f0: Float64Array, pitchHop: number, slicer: Slicer): Steps<number | null> {
   const f2: number[] = [];
   const f3: number[] = [];
   for (let f = 0; f < f0.length; f++) {
     if (!f0[f] || f * pitchHop + LPC_WINDOW > y.length) continue;
     const peaks = lpcFormants(y, f * pitchHop);
+    // Window, autocorrelation and the envelope on a 10 Hz grid.
+    if (slicer.spend(LPC_WINDOW * (LPC_ORDER + 2) + LPC_BINS * (LPC_ORDER + 1) * 2)) yield;
     if (peaks.length < 3) continue;
     f2.push(peaks[1]!);
     f3.push(peaks[2]!);

@@ -1,6 +1,7 @@
 // The gateway core that every keyed route goes through: key verification, the per-key rate
-// limit, the credit check before a metered request and the debit after it. Routes receive
-// it through the context; the benchmark swaps in `createPassThroughCore` to measure it.
+// limit, the credit check before a metered request, the reservation of its cost once the
+// route knows it, and the debit that settles it. Routes receive it through the context; the
+// benchmark swaps in `createPassThroughCore` to measure it.
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { HotStore, UsageRecord } from '../../server/db/hot-store.js';
 import { chargeUsage } from '../../server/services/credits/charge-usage.js';
@@ -12,15 +13,75 @@ import type { RateLimiter } from './rate-limiter.js';
 export interface RequestAuth {
   keyId: string;
   orgId: string;
+  /** An anonymous agent's trial key (tighter admission caps). */
+  isTrial: boolean;
   /** The org's balance when the request was admitted. */
   balanceMicros: bigint;
+  /** Credit the org's running requests had reserved then. */
+  heldMicros: bigint;
+}
+
+/**
+ * Credit reserved for one request (or one streaming session) until it is settled: a debit
+ * takes its cost out of the hold, and `release` gives back what is left. Every route releases
+ * its hold when its response or socket closes, whatever happened, so a reservation never
+ * outlives its request (and a crashed process's reservations expire: HotStore.maintainHolds).
+ */
+export class CreditHold {
+  private released = false;
+
+  constructor(
+    private readonly store: Pick<HotStore, 'reserve' | 'release'>,
+    readonly orgId: string,
+    /** Still reserved. */
+    public amountMicros: bigint,
+  ) {}
+
+  /** Reserves `amountMicros` more (a streaming session's next interval); false when the balance cannot cover it. */
+  async extend(amountMicros: bigint): Promise<boolean> {
+    if (this.released) return false;
+    if (amountMicros <= 0n) return true;
+    if (!(await this.store.reserve(this.orgId, amountMicros))) return false;
+    if (this.released) {
+      // Released while the reservation was on its way: give it straight back.
+      this.store.release(this.orgId, amountMicros);
+      return false;
+    }
+    this.amountMicros += amountMicros;
+    return true;
+  }
+
+  /** Takes up to `amountMicros` out of the hold for a debit that settles it; returns what was taken. */
+  take(amountMicros: bigint): bigint {
+    const taken = amountMicros < this.amountMicros ? amountMicros : this.amountMicros;
+    this.amountMicros -= taken;
+    return taken;
+  }
+
+  /** Gives back whatever is still reserved; idempotent (a property, to be handed to a 'close' event as it is). */
+  readonly release = (): void => {
+    if (this.released) return;
+    this.released = true;
+    const left = this.amountMicros;
+    this.amountMicros = 0n;
+    this.store.release(this.orgId, left);
+  };
 }
 
 export interface GatewayCore {
   /** Verifies the key, applies the rate limit and, for metered routes, the credit check. */
   admit(presentedKey: string | undefined, metered: boolean): Promise<RequestAuth>;
-  /** Debits a finished request; returns the balance after the debit. */
-  charge(auth: RequestAuth, requestId: string, costMicros: bigint, usage: UsageRecord): Promise<bigint>;
+  /**
+   * Reserves a request's cost (or a bound on it) before any engine work: 402
+   * insufficient_quota when the org's balance, less what its running requests reserved,
+   * cannot cover it.
+   */
+  reserve(auth: RequestAuth, amountMicros: bigint): Promise<CreditHold>;
+  /**
+   * Debits a request; returns the balance after the debit. With a hold, the debit settles it:
+   * `settles` micro-USD of it (default: all that is left) are released in the same write.
+   */
+  charge(auth: RequestAuth, requestId: string, costMicros: bigint, usage: UsageRecord, hold?: CreditHold, settles?: bigint): Promise<bigint>;
 }
 
 export const COST_HEADER = 'x-svc-request-cost-usd';
@@ -58,27 +119,46 @@ export function createGatewayCore(deps: {
         // metered work until they are written (this bounds what a write failure leaves unbilled).
         throw new ServiceError('temporarily_unavailable', 'Usage cannot be recorded right now (the database refuses writes), so metered requests are paused; retry within a few seconds.');
       }
-      if (metered && key.balanceMicros <= 0n) {
-        throw new ServiceError(
-          'insufficient_quota',
-          `You exceeded your current quota: the organization's credit balance is ${formatUsd(key.balanceMicros)} USD. Add credits in the dashboard.`,
-        );
-      }
+      if (metered && key.balanceMicros - key.heldMicros <= 0n) throw insufficientQuota(key.balanceMicros, key.heldMicros, 0n);
       deps.onKeyUsed(key.keyId);
       return key; // a record of its own for each lookup, with the key and org ids and the balance
     },
-    charge(auth, requestId, costMicros, usage) {
-      return chargeUsage(deps.store, { orgId: auth.orgId, apiKeyId: auth.keyId, requestId, costMicros, usage });
+    async reserve(auth, amountMicros) {
+      if (amountMicros > 0n && !(await deps.store.reserve(auth.orgId, amountMicros))) {
+        throw insufficientQuota(auth.balanceMicros, auth.heldMicros, amountMicros);
+      }
+      return new CreditHold(deps.store, auth.orgId, amountMicros > 0n ? amountMicros : 0n);
+    },
+    charge(auth, requestId, costMicros, usage, hold, settles) {
+      const releaseMicros = hold ? hold.take(settles ?? hold.amountMicros) : 0n;
+      return chargeUsage(deps.store, { orgId: auth.orgId, apiKeyId: auth.keyId, requestId, costMicros, usage, releaseMicros }).catch((e: unknown) => {
+        // Not debited, so not released either: the reservation goes back on its own.
+        deps.store.release(auth.orgId, releaseMicros);
+        throw e;
+      });
     },
   };
 }
 
+function insufficientQuota(balance: bigint, held: bigint, needed: bigint): ServiceError {
+  const reserved = held > 0n ? `, of which ${formatUsd(held)} USD is reserved by requests still running` : '';
+  const cost = needed > 0n ? ` This request needs up to ${formatUsd(needed)} USD.` : '';
+  return new ServiceError(
+    'insufficient_quota',
+    `You exceeded your current quota: the organization's credit balance is ${formatUsd(balance)} USD${reserved}.${cost} Add credits in the dashboard.`,
+  );
+}
+
 /** No auth, no limit, no debit: only for measuring the core against its absence (bench/). */
 export function createPassThroughCore(): GatewayCore {
-  const auth: RequestAuth = { keyId: 'bench', orgId: 'bench', balanceMicros: 1_000_000_000n };
+  const auth: RequestAuth = { keyId: 'bench', orgId: 'bench', isTrial: false, balanceMicros: 1_000_000_000n, heldMicros: 0n };
+  const nowhere = { reserve: async () => true, release: () => {} };
   return {
     async admit() {
       return auth;
+    },
+    async reserve(_auth, amountMicros) {
+      return new CreditHold(nowhere, auth.orgId, amountMicros);
     },
     async charge() {
       return auth.balanceMicros;

@@ -22,6 +22,8 @@ export interface ModelEntry {
   createdAt: Date;
   prices: { inputPicoPerToken: bigint; outputPicoPerToken: bigint; picoPerChar: bigint; picoPerSecond: bigint };
   sampleRates: number[] | null;
+  /** LLM: the most output a request without max_tokens is reserved for (`capabilities.max_output_tokens`); null: the gateway's default. */
+  maxOutputTokens: number | null;
   upstreams: UpstreamEntry[];
 }
 
@@ -51,6 +53,7 @@ export class ModelRegistry {
           picoPerSecond: m.pricePicoPerSecond,
         },
         sampleRates: Array.isArray(m.sampleRates) ? (m.sampleRates as number[]) : null,
+        maxOutputTokens: maxOutputTokensOf(m.capabilities),
         upstreams: m.upstreams.map((u) => ({
           id: u.id,
           modelId: m.id,
@@ -140,4 +143,9 @@ export class ModelRegistry {
     }
     return [healthy[first]!, ...healthy.filter((_, i) => i !== first)];
   }
+}
+
+function maxOutputTokensOf(capabilities: unknown): number | null {
+  const v = (capabilities as { max_output_tokens?: unknown } | null)?.max_output_tokens;
+  return typeof v === 'number' && Number.isSafeInteger(v) && v > 0 ? v : null;
 }

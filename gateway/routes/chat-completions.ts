@@ -5,7 +5,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { llmCostMicros } from '../../server/services/credits/pricing.js';
 import { ServiceError, isServiceError } from '../../server/services/errors.js';
-import { setSpendHeaders } from '../core/gateway-core.js';
+import { setSpendHeaders, type CreditHold } from '../core/gateway-core.js';
 import type { GatewayContext } from '../context.js';
 import { parseJsonObject, type JsonObject } from '../json-body.js';
 import type { ModelEntry, UpstreamEntry } from '../registry/model-registry.js';
@@ -38,11 +38,15 @@ export function registerChatCompletionRoutes(app: FastifyInstance, ctx: GatewayC
     request.modelId = model.id;
     const stream = body.stream === true;
     const clientWantsUsage = stream && (body.stream_options as JsonObject | undefined)?.include_usage === true;
+    // The most the request can cost, reserved before the engine runs (402 if the balance, less
+    // what the org's running requests reserved, cannot cover it); the debit settles it.
+    const hold = await ctx.core.reserve(request.auth, reservationFor(model, body, raw?.length ?? 0, ctx.config.limits.llmReserveMaxTokens));
+    reply.raw.on('close', hold.release);
 
     // No overall deadline here: a long stream is fine as long as the engine keeps sending.
     // The 300 s deadline is the engine's silence (undici's headers and body timeouts). A
     // shutdown whose grace period is over ends the engine request too.
-    const engine = engineCall(reply, ctx.lifecycle);
+    const engine = engineCall(reply, ctx.lifecycle, request.ticket);
     const call = { signal: engine.signal, timeoutMs: ctx.config.upstreamTimeoutMs };
     let res: ChatResponse;
     let answered: UpstreamEntry | undefined;
@@ -91,7 +95,7 @@ export function registerChatCompletionRoutes(app: FastifyInstance, ctx: GatewayC
       const cost = llmCostMicros(model.prices, input, output);
       const remaining = await ctx.core.charge(request.auth, request.id, cost, {
         modelId: model.id, modality: 'llm', route: 'chat.completions', inputTokens: input, outputTokens: output,
-      });
+      }, hold);
       setSpendHeaders(reply, cost, remaining);
       return reply.code(200).type(contentType || 'application/json').send(text);
     }
@@ -101,7 +105,7 @@ export function registerChatCompletionRoutes(app: FastifyInstance, ctx: GatewayC
     setSpendHeaders(reply, null, request.auth.balanceMicros);
     reply.code(200).headers({ 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', 'x-accel-buffering': 'no' });
     const observed = { upstream: answered!, firstToken: () => ctx.metrics.firstOutput('llm_first_token', model.id, reply.elapsedTime / 1000) };
-    return sendStream(reply, ctx.metrics, relayStream(ctx, request, model, res, clientWantsUsage, promptBytes, engine, observed));
+    return sendStream(reply, ctx.metrics, relayStream(ctx, request, model, res, clientWantsUsage, promptBytes, engine, observed, hold));
   });
 }
 
@@ -131,6 +135,7 @@ async function* relayStream(
   promptBytes: number,
   engine: EngineCall,
   observed: { upstream: UpstreamEntry; firstToken: () => void },
+  hold: CreditHold,
 ): AsyncGenerator<string> {
   const splitter = new SseSplitter();
   let usage: Usage | undefined;
@@ -152,10 +157,11 @@ async function* relayStream(
     const rest = splitter.rest();
     if (rest.trim()) yield rest;
   } catch (e) {
-    const shutdown = ctx.lifecycle.streamsEnded.reason as unknown;
-    if (!engine.clientGone && isServiceError(shutdown)) {
-      // The gateway's shutdown grace period is over: the same clean ending, saying so.
-      yield `data: ${JSON.stringify(envelope(shutdown).body)}\n\n`;
+    const stopped = engine.signal.aborted ? (engine.signal.reason as unknown) : undefined;
+    if (!engine.clientGone && isServiceError(stopped)) {
+      // The gateway's shutdown grace period is over, or the key was revoked: the same clean
+      // ending, saying so.
+      yield `data: ${JSON.stringify(envelope(stopped).body)}\n\n`;
       yield 'data: [DONE]\n\n';
     } else if (!engine.clientGone) {
       // The engine died or stalled mid-stream: end the client's stream with an error event
@@ -174,10 +180,25 @@ async function* relayStream(
     const output = usage?.completion_tokens ?? deltas;
     const cost = llmCostMicros(model.prices, input, output);
     await ctx.core
-      .charge(request.auth, request.id, cost, { modelId: model.id, modality: 'llm', route: 'chat.completions', inputTokens: input, outputTokens: output })
+      .charge(request.auth, request.id, cost, { modelId: model.id, modality: 'llm', route: 'chat.completions', inputTokens: input, outputTokens: output }, hold)
       .catch((err: unknown) => request.log.error({ err }, 'failed to record usage of a stream'));
   }
 }
+
+/**
+ * What a chat request reserves: its prompt (estimated from its size) and all the output it may
+ * ask for (max_completion_tokens or max_tokens, else the model's or the gateway's ceiling) for
+ * each of its `n` choices. The engine's own count settles it; a prompt that tokenizes to more
+ * than the estimate is the one way a chat request can cost more than it reserved.
+ */
+export function reservationFor(model: ModelEntry, body: JsonObject, promptBytes: number, defaultMaxTokens: number): bigint {
+  const asked = positiveInt(body.max_completion_tokens) ?? positiveInt(body.max_tokens);
+  const maxOutput = asked ?? model.maxOutputTokens ?? defaultMaxTokens;
+  const choices = positiveInt(body.n) ?? 1;
+  return llmCostMicros(model.prices, estimateTokens(promptBytes), maxOutput * choices);
+}
+
+const positiveInt = (v: unknown): number | undefined => (typeof v === 'number' && Number.isSafeInteger(v) && v > 0 ? v : undefined);
 
 /** A streamed choice that delivers output (text, tool-call arguments...), not only a role or a finish reason. */
 function carriesOutput(choice: unknown): boolean {

@@ -1,6 +1,7 @@
 // GET /stt/websocket: streaming transcription. Everything is checked before the upgrade is
 // accepted (key, rate limit, balance in the admission hook; model, sample_rate, encoding,
-// turn_detection here), and a rejection is a plain HTTP response carrying the error envelope.
+// turn_detection, the session caps and the first second's credit here), and a rejection is a
+// plain HTTP response carrying the error envelope.
 import { randomBytes } from 'node:crypto';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import websocket from '@fastify/websocket';
@@ -9,8 +10,10 @@ import { ServiceError } from '../../server/services/errors.js';
 import type { GatewayContext } from '../context.js';
 import type { ModelEntry, UpstreamEntry } from '../registry/model-registry.js';
 import { parseSampleRateParam } from '../stt/decode-upload.js';
-import { BYTES_PER_SAMPLE } from '../audio/sample-encoding.js';
-import { MAX_BACKLOG_SECONDS, runSttSession, type EarlyMessage } from '../stt/stt-session.js';
+import { METER_EVERY_MS, runSttSession } from '../stt/stt-session.js';
+import { perSecondCostMicros } from '../../server/services/credits/pricing.js';
+import type { Ticket } from '../core/admission.js';
+import type { CreditHold } from '../core/gateway-core.js';
 import type { TurnDetection } from '../stt/turn-detector.js';
 import type { TranscriptionAdapter } from '../upstreams/transcription-types.js';
 import { parseKeyterms } from './transcriptions.js';
@@ -31,6 +34,8 @@ interface SessionPlan {
 declare module 'fastify' {
   interface FastifyRequest {
     sttPlan?: SessionPlan;
+    /** The session's place under the caps and its first second of credit, both held until the socket closes. */
+    sttAdmission?: { ticket: Ticket; hold: CreditHold };
   }
 }
 
@@ -70,54 +75,37 @@ export async function registerSttWebSocketRoutes(app: FastifyInstance, ctx: Gate
   app.route({
     method: 'GET',
     url: '/stt/websocket',
-    config: { metered: true, keyInQuery: true },
+    config: { metered: true, keyInQuery: true, session: true },
     preValidation: async (request) => {
       if (request.headers.upgrade?.toLowerCase() !== 'websocket') {
         throw new ServiceError('upgrade_required', 'This is a WebSocket route: connect with a WebSocket client (Upgrade: websocket).');
       }
-      request.sttPlan = planSession(ctx, request);
-      request.modelId = request.sttPlan.model.id;
+      const plan = planSession(ctx, request);
+      request.sttPlan = plan;
+      request.modelId = plan.model.id;
+      // Held until the connection closes, however it ends (refused upgrade, client gone, session over).
+      const connection = request.raw.socket;
+      const ticket = ctx.admission.openStream(request.auth);
+      connection.once('close', ticket.release);
+      const hold = await ctx.core.reserve(request.auth, perSecondCostMicros(plan.model.prices.picoPerSecond, METER_EVERY_MS));
+      connection.once('close', hold.release);
+      if (connection.destroyed) {
+        ticket.release();
+        hold.release();
+      }
+      request.sttAdmission = { ticket, hold };
     },
     handler: async () => {
       throw new ServiceError('upgrade_required', 'This is a WebSocket route: connect with a WebSocket client (Upgrade: websocket).');
     },
     wsHandler: async (socket, request) => {
       const plan = request.sttPlan!;
+      const { ticket, hold } = request.sttAdmission!;
       socket.once('close', ctx.metrics.webSocketOpened('/stt/websocket'));
       ctx.lifecycle.trackSocket(socket);
-      // Clients send audio as soon as the upgrade completes, and ws drops messages nobody
-      // listens for: keep what arrives while the recognizer opens, for the session to replay.
-      const early: EarlyMessage[] = [];
-      let earlyBytes = 0;
-      const maxEarlyBytes = MAX_BACKLOG_SECONDS * plan.sampleRate * BYTES_PER_SAMPLE[plan.encoding];
-      const keep = (data: EarlyMessage['data'], isBinary: boolean) => {
-        if (earlyBytes > maxEarlyBytes) return;
-        early.push({ data, isBinary });
-        earlyBytes += Array.isArray(data) ? data.reduce((n, b) => n + b.length, 0) : data.byteLength;
-        if (earlyBytes > maxEarlyBytes) {
-          socket.send(JSON.stringify({ type: 'error', code: 'backlog', message: `More than ${MAX_BACKLOG_SECONDS} s of audio arrived before the recognizer was ready; send audio no faster than real time.` }));
-          socket.close(1013, 'backlog');
-        }
-      };
-      socket.on('message', keep);
-      let recognizer;
-      try {
-        recognizer = await plan.adapter.open(plan.upstream, { keyterms: plan.keyterms, language: plan.language, sampleRate: plan.sampleRate });
-      } catch (err) {
-        socket.off('message', keep);
-        request.log.warn({ err }, 'could not open a recognizer');
-        socket.send(JSON.stringify({ type: 'error', code: 'model_offline', message: 'The speech recognizer could not be started; retry later.' }));
-        socket.close(1011, 'model_offline');
-        return;
-      }
-      socket.off('message', keep);
-      // Gone (or closed for backlog) while the recognizer opened: free it, start nothing.
-      if (socket.readyState !== socket.OPEN) {
-        recognizer.close();
-        return;
-      }
+      const revoked = new AbortController();
+      ticket.bind(revoked);
       runSttSession(socket, {
-        earlyMessages: early,
         sessionId: `stt_${randomBytes(10).toString('hex')}`,
         requestId: request.id,
         model: plan.model,
@@ -127,7 +115,9 @@ export async function registerSttWebSocketRoutes(app: FastifyInstance, ctx: Gate
         engineSampleRate: plan.adapter.engineRate(plan.sampleRate),
         auth: request.auth,
         core: ctx.core,
-        recognizer,
+        hold,
+        openRecognizer: () => plan.adapter.open(plan.upstream, { keyterms: plan.keyterms, language: plan.language, sampleRate: plan.sampleRate }),
+        revoked: revoked.signal,
         log: request.log,
         shutdown: ctx.lifecycle.streamsEnded,
         track: (untilBilled) => ctx.lifecycle.track(untilBilled),

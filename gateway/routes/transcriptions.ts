@@ -33,15 +33,19 @@ export async function registerTranscriptionRoutes(app: FastifyInstance, ctx: Gat
     const audio = decodeUploadedAudio(file, declaredRate, model.sampleRates);
     file = undefined;
 
-    const transcript = await transcribeWithUpstreams(ctx, reply, model, {
+    // The decoded duration is the cost: reserved before the engine runs (402 if the balance,
+    // less what the org's running requests reserved, cannot cover it).
+    const audioMillis = Math.round(audio.durationSeconds * 1000);
+    const cost = perSecondCostMicros(model.prices.picoPerSecond, audioMillis);
+    const hold = await ctx.core.reserve(request.auth, cost);
+    reply.raw.on('close', hold.release);
+    const transcript = await transcribeWithUpstreams(ctx, request, reply, model, {
       samples: audio.samples,
       sampleRate: audio.sampleRate,
       language: fields.language || undefined,
       keyterms: parseKeyterms(fields.keyterms),
     });
-    const audioMillis = Math.round(audio.durationSeconds * 1000);
-    const cost = perSecondCostMicros(model.prices.picoPerSecond, audioMillis);
-    const remaining = await ctx.core.charge(request.auth, request.id, cost, { modelId: model.id, modality: 'stt', route: 'audio.transcriptions', audioMillis });
+    const remaining = await ctx.core.charge(request.auth, request.id, cost, { modelId: model.id, modality: 'stt', route: 'audio.transcriptions', audioMillis }, hold);
     setSpendHeaders(reply, cost, remaining);
     return { text: transcript.text, words: transcript.words, duration_seconds: Math.round(audio.durationSeconds * 1000) / 1000 };
   });

@@ -1,7 +1,9 @@
 // One streaming-transcription session over a WebSocket: audio frames in, JSON events out.
 // The protocol is documented in the README ("Streaming STT"). Audio is decoded from the
 // session's encoding, resampled to the engine's rate, fed to the recognizer in order, and
-// metered as it arrives; the turn detector ends utterances at pauses.
+// metered as it arrives; the turn detector ends utterances at pauses. The recognizer (the
+// costly part) is opened at the first audio, not at connect, and each next second of audio
+// is paid for (reserved) before it is accepted.
 import type { RawData, WebSocket } from 'ws';
 import { decodeSamples } from '../audio/sample-encoding.js';
 import { floatToS16 } from '../audio/pcm.js';
@@ -9,24 +11,22 @@ import { createResampler, type Resampler } from '../audio/resample.js';
 import type { Encoding } from '../audio/output-format.js';
 import { formatUsd } from '../../server/services/credits/money.js';
 import { perSecondCostMicros } from '../../server/services/credits/pricing.js';
-import type { RequestAuth, GatewayCore } from '../core/gateway-core.js';
+import type { CreditHold, RequestAuth, GatewayCore } from '../core/gateway-core.js';
+import { isServiceError } from '../../server/services/errors.js';
 import type { ModelEntry } from '../registry/model-registry.js';
 import type { StreamingRecognizer, Transcript } from '../upstreams/transcription-types.js';
 import { TurnDetector, type TurnDetection } from './turn-detector.js';
 
+/** No audio and no keepalive for this long: the session is closed. */
 export const IDLE_TIMEOUT_MS = 15_000;
+/** No audio for this long: closed even if keepalives keep coming (an open session is not free to hold). */
+export const MAX_SILENCE_MS = 60_000;
 export const MAX_SESSION_MS = 60 * 60_000;
 export const PING_INTERVAL_MS = 20_000;
 /** Audio is debited every time this much more has arrived (and at the end). */
 export const METER_EVERY_MS = 1_000;
 /** Audio waiting for the recognizer beyond this means the client sends faster than real time can be processed. */
 export const MAX_BACKLOG_SECONDS = 30;
-
-/** A message the client sent before the session was running (while the recognizer opened). */
-export interface EarlyMessage {
-  data: RawData;
-  isBinary: boolean;
-}
 
 export interface SessionOptions {
   sessionId: string;
@@ -38,10 +38,16 @@ export interface SessionOptions {
   engineSampleRate: number;
   auth: RequestAuth;
   core: GatewayCore;
-  recognizer: StreamingRecognizer;
+  /**
+   * Credit reserved for the session's audio: the route reserves the first metering interval
+   * before the upgrade; the session reserves each next one before accepting its audio.
+   */
+  hold: CreditHold;
+  /** Opens the recognizer, at the session's first audio. */
+  openRecognizer: () => Promise<StreamingRecognizer>;
+  /** Aborted (reason: a ServiceError such as api_key_disabled) when the session must end at once. */
+  revoked?: AbortSignal;
   log: { warn(obj: unknown, msg: string): void };
-  /** Messages received before the session started, handled first, in order. */
-  earlyMessages?: EarlyMessage[];
   /** Aborted when a shutdown's grace period is over: the session closes with 1001; the reason is the error to show. */
   shutdown?: AbortSignal;
   /** Handed the session's lifetime up to its last debit, so a shutdown waits for it before closing the database. */
@@ -51,7 +57,8 @@ export interface SessionOptions {
 }
 
 export function runSttSession(socket: WebSocket, o: SessionOptions): void {
-  const resampler: Resampler | null = o.sampleRate === o.engineSampleRate ? null : createResampler(o.sampleRate, o.engineSampleRate);
+  let recognizer: StreamingRecognizer | null = null;
+  let resampler: Resampler | null = null;
   const turns = new TurnDetector(o.sampleRate, o.turnDetection);
   const bytesPerSample = o.encoding === 'pcm_f32le' ? 4 : o.encoding === 'pcm_s16le' ? 2 : 1;
   let carry: Buffer = Buffer.alloc(0);
@@ -68,6 +75,17 @@ export function runSttSession(socket: WebSocket, o: SessionOptions): void {
   let lastPartial = '';
   let closed = false;
   const started = Date.now();
+  let lastAudioAt = performance.now();
+
+  // Audio is accepted only as far as reserved credit covers it (`coveredSamples`); frames past
+  // that wait, in order, while the next interval is reserved (none: the session ends, 1008).
+  const intervalMicros = owedFor(METER_EVERY_MS);
+  const intervalSamples = (o.sampleRate * METER_EVERY_MS) / 1000;
+  let coveredSamples = intervalMicros === 0n ? Infinity : intervalSamples;
+  const waiting: Buffer[] = [];
+  let waitingBytes = 0;
+  let extending = false;
+  const maxBacklogBytes = MAX_BACKLOG_SECONDS * o.sampleRate * bytesPerSample;
 
   const send = (event: Record<string, unknown>) => {
     if (socket.readyState === socket.OPEN) socket.send(JSON.stringify(event));
@@ -106,14 +124,26 @@ export function runSttSession(socket: WebSocket, o: SessionOptions): void {
     billedMicros = owed;
     const audioMillis = millis - recordedMs;
     recordedMs = millis;
-    const remaining = await o.core.charge(o.auth, o.requestId, delta, { modelId: o.model.id, modality: 'stt', route: 'stt.websocket', audioMillis });
+    const remaining = await o.core.charge(o.auth, o.requestId, delta, { modelId: o.model.id, modality: 'stt', route: 'stt.websocket', audioMillis }, o.hold, delta);
     if (remaining <= 0n && !closed) {
       close(1008, 'insufficient_quota', { code: 'insufficient_quota', message: `The organization's credit ran out (balance ${formatUsd(remaining)} USD); add credits to continue.` });
     }
   };
 
+  /** The recognizer, opened at the first audio (steps run in order, so it is opened once). */
+  const engine = async (): Promise<StreamingRecognizer> => {
+    if (recognizer) return recognizer;
+    recognizer = await o.openRecognizer();
+    if (o.engineSampleRate !== o.sampleRate) resampler = createResampler(o.sampleRate, o.engineSampleRate);
+    // Closed while it opened: free it now (the socket's close handler ran before it existed).
+    if (closed && socketClosed) recognizer.close();
+    return recognizer;
+  };
+
   const finalize = async (): Promise<void> => {
-    const final = await o.recognizer.finalize();
+    // Nothing was heard yet: nothing to finalize (and no recognizer to open for it).
+    if (!recognizer) return;
+    const final = await recognizer.finalize();
     lastPartial = '';
     if (final.text) send(transcriptEvent(final, true));
   };
@@ -128,6 +158,47 @@ export function runSttSession(socket: WebSocket, o: SessionOptions): void {
     queue.catch(fail);
   };
 
+  const samplesIn = (frame: Buffer) => Math.floor((carry.length + frame.length) / bytesPerSample);
+  const covered = (frame: Buffer) => receivedSamples + samplesIn(frame) <= coveredSamples;
+
+  const backlogError = () =>
+    close(1013, 'backlog', { code: 'backlog', message: `More than ${MAX_BACKLOG_SECONDS} s of audio is waiting for the recognizer; send audio no faster than real time.` });
+
+  const acceptAudio = (frame: Buffer) => {
+    lastAudioAt = performance.now();
+    if (waiting.length === 0 && covered(frame)) return handleAudio(frame);
+    waiting.push(frame);
+    waitingBytes += frame.length;
+    if (waitingBytes > maxBacklogBytes) return backlogError();
+    void extendCoverage();
+  };
+
+  /** Reserves interval after interval until the waiting frames are covered, handling them in order. */
+  const extendCoverage = async () => {
+    if (extending) return;
+    extending = true;
+    try {
+      while (waiting.length > 0 && !closed) {
+        const frame = waiting[0]!;
+        if (!covered(frame)) {
+          if (!(await o.hold.extend(intervalMicros))) {
+            if (!closed) close(1008, 'insufficient_quota', { code: 'insufficient_quota', message: 'The organization\'s credit ran out: the next second of audio cannot be paid for; add credits to continue.' });
+            return;
+          }
+          coveredSamples += intervalSamples;
+          continue;
+        }
+        waiting.shift();
+        waitingBytes -= frame.length;
+        handleAudio(frame);
+      }
+    } catch (err) {
+      fail(err);
+    } finally {
+      extending = false;
+    }
+  };
+
   const handleAudio = (frame: Buffer) => {
     const bytes: Buffer = carry.length ? Buffer.concat([carry, frame]) : frame;
     const usable = bytes.length - (bytes.length % bytesPerSample);
@@ -137,17 +208,14 @@ export function runSttSession(socket: WebSocket, o: SessionOptions): void {
     firstAudioAt ??= performance.now();
     receivedSamples += input.length;
     const turnEvents = turns.push(input);
-    const engineSamples = resampler ? resampler.push(input) : input;
-    const pcm = floatToS16(engineSamples);
-    backlogSamples += pcm.length;
-    if (backlogSamples / o.engineSampleRate > MAX_BACKLOG_SECONDS) {
-      close(1013, 'backlog', { code: 'backlog', message: `More than ${MAX_BACKLOG_SECONDS} s of audio is waiting for the recognizer; send audio no faster than real time.` });
-      return;
-    }
+    backlogSamples += input.length;
+    if (backlogSamples / o.sampleRate > MAX_BACKLOG_SECONDS) return backlogError();
     enqueue(async () => {
       if (closed) return;
-      const partial = await o.recognizer.push(pcm);
-      backlogSamples -= pcm.length;
+      const r = await engine();
+      const engineSamples = resampler ? resampler.push(input) : input;
+      const partial = await r.push(floatToS16(engineSamples));
+      backlogSamples -= input.length;
       if (partial.text && partial.text !== lastPartial) {
         lastPartial = partial.text;
         send(transcriptEvent(partial, false));
@@ -165,6 +233,8 @@ export function runSttSession(socket: WebSocket, o: SessionOptions): void {
   };
 
   const fail = (err: unknown) => {
+    // The server has no recognizer to spare: the client may retry (1013 "try again later").
+    if (isServiceError(err) && err.code === 'temporarily_unavailable') return close(1013, 'capacity', { code: err.code, message: err.message });
     o.log.warn({ err }, 'stt session failed');
     close(1011, 'engine_error', { code: 'upstream_error', message: 'The speech recognizer failed; reconnect to start a new session.' });
   };
@@ -178,7 +248,12 @@ export function runSttSession(socket: WebSocket, o: SessionOptions): void {
       return;
     }
     const type = typeof msg.type === 'string' ? msg.type.toLowerCase() : '';
-    if (type === 'keepalive') return;
+    if (type === 'keepalive') {
+      // Keeps a quiet session open, but not forever without audio (MAX_SILENCE_MS).
+      if (performance.now() - lastAudioAt < MAX_SILENCE_MS) touch();
+      return;
+    }
+    touch();
     if (type === 'finalize') {
       enqueue(async () => {
         await finalize();
@@ -198,10 +273,16 @@ export function runSttSession(socket: WebSocket, o: SessionOptions): void {
   };
 
   // Idle means: no audio or keepalive from the client AND nothing left for the recognizer
-  // (a client waiting for a slow final transcript is not idle).
+  // (a client waiting for a slow final transcript is not idle). Keepalives count only within
+  // MAX_SILENCE_MS of the last audio; other text messages do not count.
   const onIdle = () => {
-    if (pendingSteps > 0) return touch();
-    close(1000, 'idle_timeout', { code: 'idle_timeout', message: `No audio or keepalive for ${IDLE_TIMEOUT_MS / 1000} s.` });
+    if (pendingSteps > 0 || extending) return touch();
+    const silentFor = performance.now() - lastAudioAt;
+    const message =
+      silentFor >= MAX_SILENCE_MS
+        ? `No audio for ${MAX_SILENCE_MS / 1000} s (keepalives keep a session open only that long without audio).`
+        : `No audio or keepalive for ${IDLE_TIMEOUT_MS / 1000} s.`;
+    close(1000, 'idle_timeout', { code: 'idle_timeout', message });
   };
   let idle = setTimeout(onIdle, IDLE_TIMEOUT_MS);
   const touch = () => {
@@ -223,27 +304,40 @@ export function runSttSession(socket: WebSocket, o: SessionOptions): void {
     close(1001, 'shutdown', { code: reason?.code ?? 'temporarily_unavailable', message: reason?.message ?? 'The gateway is shutting down; reconnect.' });
   };
 
+  // The key was revoked (or the session must end for another reason the gateway names).
+  const onRevoked = () => {
+    const reason = o.revoked?.reason as { code?: string; message?: string } | undefined;
+    close(1008, reason?.code ?? 'api_key_disabled', { code: reason?.code ?? 'api_key_disabled', message: reason?.message ?? 'This API key has been disabled.' });
+  };
+
   const onMessage = (data: RawData, isBinary: boolean) => {
     if (closed) return;
-    touch();
     const buf = Array.isArray(data) ? Buffer.concat(data) : Buffer.isBuffer(data) ? data : Buffer.from(data);
-    if (isBinary) handleAudio(buf);
-    else handleCommand(buf.toString('utf8'));
+    if (isBinary) {
+      touch();
+      acceptAudio(buf);
+    } else handleCommand(buf.toString('utf8'));
   };
+  let socketClosed = false;
   socket.on('message', onMessage);
   socket.on('close', () => {
     closed = true;
+    socketClosed = true;
     clearTimeout(idle);
     clearTimeout(maxLength);
     clearInterval(ping);
     o.shutdown?.removeEventListener('abort', onShutdown);
-    // Bill what arrived, then free the decoder; nothing keeps running for a gone client.
+    o.revoked?.removeEventListener('abort', onRevoked);
+    waiting.length = 0;
+    // Bill what arrived, give back the credit reserved beyond it, then free the decoder;
+    // nothing keeps running for a gone client.
     void queue
       .catch(() => {})
       .then(() => meter(true))
       .catch((err: unknown) => o.log.warn({ err }, 'failed to bill the end of an stt session'))
       .finally(() => {
-        o.recognizer.close();
+        o.hold.release();
+        recognizer?.close();
         resampler?.close();
         billed();
       });
@@ -262,7 +356,8 @@ export function runSttSession(socket: WebSocket, o: SessionOptions): void {
     max_session_seconds: MAX_SESSION_MS / 1000,
     started_at: new Date(started).toISOString(),
   });
-  for (const m of o.earlyMessages ?? []) onMessage(m.data, m.isBinary);
   if (o.shutdown?.aborted) onShutdown();
   else o.shutdown?.addEventListener('abort', onShutdown, { once: true });
+  if (o.revoked?.aborted) onRevoked();
+  else o.revoked?.addEventListener('abort', onRevoked, { once: true });
 }

@@ -283,7 +283,7 @@ export class GatewayTracing {
   /** The core with a span around each debit, parented by the request whose auth it carries. */
   traceCore(core: GatewayCore): GatewayCore {
     const wrapped = Object.create(core) as GatewayCore;
-    wrapped.charge = async (auth, requestId, costMicros, usage) => {
+    wrapped.charge = async (auth, requestId, costMicros, usage, hold, settles) => {
       const parent = this.requestByAuth.get(auth)?.context ?? this.contexts.active();
       const span = this.tracer.startSpan(
         'credits.debit',
@@ -300,7 +300,7 @@ export class GatewayTracing {
         parent,
       );
       try {
-        return await this.run(trace.setSpan(parent, span), () => core.charge(auth, requestId, costMicros, usage));
+        return await this.run(trace.setSpan(parent, span), () => core.charge(auth, requestId, costMicros, usage, hold, settles));
       } catch (e) {
         span.setStatus({ code: SpanStatusCode.ERROR, message: errorType(e) });
         span.setAttribute('error.type', errorType(e));

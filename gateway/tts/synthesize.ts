@@ -1,6 +1,7 @@
 // The TTS pipeline shared by /tts/sse, /tts/bytes and /v1/audio/speech: resolve model,
 // voice profile and dictionary; expand the transcript; run the engine (trying the next
-// upstream when one cannot be reached); wait for its first audio; debit; relay.
+// upstream when one cannot be reached); wait for its first audio; debit; relay. The cost is
+// reserved before the engine starts and settled by the debit.
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { applyPronunciation } from '../../server/services/dicts/apply-pronunciation.js';
 import { getDictMatcher } from '../../server/services/dicts/get-dict-matcher.js';
@@ -12,7 +13,8 @@ import type { ModelEntry } from '../registry/model-registry.js';
 import type { PcmSamples } from '../audio/pcm.js';
 import { tryUpstreams, upstreamCall } from '../upstreams/try-upstreams.js';
 import { isTimeout, upstreamTimeout } from '../upstreams/upstream-errors.js';
-import { onClientGone } from '../client-gone.js';
+import { onClientGone, onKeyRevoked } from '../client-gone.js';
+import type { CreditHold } from '../core/gateway-core.js';
 import type { TtsRequest } from './tts-request.js';
 
 export interface StartedSynthesis {
@@ -26,6 +28,8 @@ export interface StartedSynthesis {
   /** The client's abort and the upstream deadline together. */
   signal: AbortSignal;
   timeoutMs: number;
+  /** The request's cost, reserved until the debit (released when the response closes, whatever happened). */
+  hold: CreditHold;
 }
 
 /** Where each route carries the model and the voice, for the `param` of resolution errors. */
@@ -57,7 +61,7 @@ export interface Charge {
 export async function chargeSynthesis(ctx: GatewayContext, request: FastifyRequest, s: StartedSynthesis, tts: TtsRequest, route: string): Promise<Charge> {
   const characters = billedCharacters(tts.transcript);
   const costMicros = perUnitCostMicros(s.model.prices.picoPerChar, characters);
-  const remainingMicros = await ctx.core.charge(request.auth, request.id, costMicros, { modelId: s.model.id, modality: 'tts', route, characters });
+  const remainingMicros = await ctx.core.charge(request.auth, request.id, costMicros, { modelId: s.model.id, modality: 'tts', route, characters }, s.hold);
   return { costMicros, remainingMicros };
 }
 
@@ -79,8 +83,12 @@ export async function startSynthesis(ctx: GatewayContext, request: FastifyReques
     tts.dictId ? getDictMatcher(prisma, { orgId, dictId: tts.dictId }) : Promise.resolve(null),
   ]);
 
+  // The whole cost is known before anything runs: reserved now (402 if the balance, less what
+  // the org's running requests reserved, cannot cover it), so a synthesis never overdraws.
+  const hold = await ctx.core.reserve(request.auth, perUnitCostMicros(model.prices.picoPerChar, billedCharacters(tts.transcript)));
+  reply.raw.on('close', hold.release);
   const clientGone = onClientGone(reply);
-  const call = upstreamCall(ctx, clientGone);
+  const call = upstreamCall(ctx, clientGone, onKeyRevoked(request.ticket));
   const { stream, iterator, first } = await tryUpstreams(ctx, model, call, async (upstream) => {
     const adapter = ctx.adapters.speech(upstream.protocol);
     if (!adapter) throw new ServiceError('upstream_error', `No speech adapter for protocol '${upstream.protocol}'.`);
@@ -95,7 +103,7 @@ export async function startSynthesis(ctx: GatewayContext, request: FastifyReques
   if (first.done) throw new ServiceError('upstream_error', 'The speech engine produced no audio for this transcript.');
   ctx.metrics.firstOutput('tts_first_audio', model.id, reply.elapsedTime / 1000);
 
-  return { model, sampleRate: stream.sampleRate, first: first.value, rest: iterator, clientGone, signal: call.signal, timeoutMs: call.timeoutMs };
+  return { model, sampleRate: stream.sampleRate, first: first.value, rest: iterator, clientGone, signal: call.signal, timeoutMs: call.timeoutMs, hold };
 }
 
 /**

@@ -13,10 +13,15 @@ export interface UpstreamCall {
   timeoutMs: number;
 }
 
-/** The client-gone controller, the deadline and the end of a shutdown's grace period for one request. */
-export function upstreamCall(ctx: GatewayContext, clientGone: AbortSignal): UpstreamCall {
+/**
+ * The client-gone controller, the deadline, the end of a shutdown's grace period and, when
+ * given, the revocation of the request's key, for one request.
+ */
+export function upstreamCall(ctx: GatewayContext, clientGone: AbortSignal, keyRevoked?: AbortSignal): UpstreamCall {
   const timeoutMs = ctx.config.upstreamTimeoutMs;
-  return { signal: AbortSignal.any([clientGone, AbortSignal.timeout(timeoutMs), ctx.lifecycle.streamsEnded]), timeoutMs };
+  const signals = [clientGone, AbortSignal.timeout(timeoutMs), ctx.lifecycle.streamsEnded];
+  if (keyRevoked) signals.push(keyRevoked);
+  return { signal: AbortSignal.any(signals), timeoutMs };
 }
 
 export async function tryUpstreams<T>(

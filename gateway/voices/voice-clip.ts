@@ -1,11 +1,18 @@
 // A clone clip: WAV or raw 16-bit mono PCM (at `sample_rate`), measured from the audio itself.
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import { ServiceError } from '../../server/services/errors.js';
-import { encodeWav } from '../audio/wav.js';
+import { floatToS16, s16leBytes } from '../audio/pcm.js';
+import { wavHeader } from '../audio/wav.js';
 import { decodeUploadedAudio } from '../stt/decode-upload.js';
 import type { VoiceClip } from '../upstreams/clone-types.js';
 
 export const MIN_CLIP_SECONDS = 10;
 export const MIN_PRO_CLIP_SECONDS = 30;
+/** A professional clone's clips: at most this many, and this much audio in all (decoding and measuring them is the gateway's work). */
+export const MAX_PRO_CLIPS = 10;
+export const MAX_PRO_CLIP_SECONDS = 600;
+/** Samples converted between two pauses when joining clips: ~5 ms of work, so other requests run in between. */
+const JOIN_SLICE = 1 << 18;
 
 export interface MeasuredClip extends VoiceClip {
   durationMs: number;
@@ -14,11 +21,14 @@ export interface MeasuredClip extends VoiceClip {
 export function decodeClip(bytes: Buffer, declaredRate: number | undefined): MeasuredClip {
   const audio = decodeUploadedAudio(bytes, declaredRate, null);
   const isWav = bytes.subarray(0, 4).toString('latin1') === 'RIFF';
+  // Raw PCM is already the WAV's data: a header in front is the same file as re-encoding the
+  // samples (s16 -> float -> s16 is exact), without a pass over 25 MB.
+  const pcm = bytes.subarray(0, audio.samples.length * 2);
   return {
     samples: audio.samples,
     sampleRate: audio.sampleRate,
     durationMs: Math.round(audio.durationSeconds * 1000),
-    wav: isWav ? bytes : encodeWav(audio.samples, audio.sampleRate, 'pcm_s16le'),
+    wav: isWav ? bytes : Buffer.concat([wavHeader({ sampleRate: audio.sampleRate, encoding: 'pcm_s16le', dataByteLength: pcm.length }), pcm]),
   };
 }
 
@@ -28,18 +38,31 @@ export function requireClipLength(clip: MeasuredClip, minSeconds: number, param 
   }
 }
 
-/** Several clips as one (professional clones); they must share a sample rate. */
-export function joinClips(clips: MeasuredClip[]): MeasuredClip {
+/**
+ * Several clips as one (professional clones); they must share a sample rate. Minutes of audio
+ * take a few hundred milliseconds to copy and encode, so the work is done in slices of
+ * JOIN_SLICE samples with a pause (the event loop runs) between them; `onSlice` counts them.
+ */
+export async function joinClips(clips: MeasuredClip[], onSlice: () => void = () => {}): Promise<MeasuredClip> {
   const rate = clips[0]!.sampleRate;
   if (clips.some((c) => c.sampleRate !== rate)) {
     throw new ServiceError('invalid_request', 'All clips of a professional clone must have the same sample rate.', 'blob_ids');
   }
   const total = clips.reduce((n, c) => n + c.samples.length, 0);
   const samples = new Float32Array(total);
+  const header = wavHeader({ sampleRate: rate, encoding: 'pcm_s16le', dataByteLength: total * 2 });
+  const wav = Buffer.allocUnsafe(header.length + total * 2);
+  header.copy(wav);
   let at = 0;
   for (const c of clips) {
-    samples.set(c.samples, at);
-    at += c.samples.length;
+    for (let from = 0; from < c.samples.length; from += JOIN_SLICE) {
+      const part = c.samples.subarray(from, from + JOIN_SLICE);
+      samples.set(part, at);
+      s16leBytes(floatToS16(part)).copy(wav, header.length + at * 2);
+      at += part.length;
+      onSlice();
+      await nextTurn();
+    }
   }
-  return { samples, sampleRate: rate, durationMs: Math.round((total / rate) * 1000), wav: encodeWav(samples, rate, 'pcm_s16le') };
+  return { samples, sampleRate: rate, durationMs: Math.round((total / rate) * 1000), wav };
 }

@@ -43,6 +43,20 @@ const EnvSchema = z.object({
   SVC_METRICS_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
   // How long SIGTERM/SIGINT let in-flight requests and streams run before ending them.
   SVC_SHUTDOWN_GRACE_SECONDS: z.coerce.number().min(0).max(3600).default(25),
+  // Admission control (README, "Limits"): what may run at once, per process.
+  SVC_MAX_REQUESTS_PER_KEY: z.coerce.number().int().min(1).max(1_000_000).default(256),
+  SVC_TRIAL_MAX_REQUESTS_PER_KEY: z.coerce.number().int().min(1).max(1_000_000).default(4),
+  SVC_MAX_STREAMS_PER_KEY: z.coerce.number().int().min(1).max(1_000_000).default(32),
+  SVC_TRIAL_MAX_STREAMS_PER_KEY: z.coerce.number().int().min(1).max(1_000_000).default(2),
+  SVC_MAX_STREAMS_PER_ORG: z.coerce.number().int().min(1).max(1_000_000).default(100),
+  SVC_MAX_STREAMS: z.coerce.number().int().min(1).max(1_000_000).default(2000),
+  // Engine state with a real cost, pooled: local recognizer decoders and TTS engine processes.
+  SVC_STT_MAX_DECODERS: z.coerce.number().int().min(1).max(10_000).default(16),
+  SVC_TTS_MAX_ENGINES: z.coerce.number().int().min(1).max(10_000).default(8),
+  // What an LLM request reserves for its output when it sets no max_tokens (README, "Credits").
+  SVC_LLM_RESERVE_MAX_TOKENS: z.coerce.number().int().min(1).max(10_000_000).default(4096),
+  // A process's credit reservations outlive it (a crash) by at most this long.
+  SVC_CREDIT_HOLD_TTL_SECONDS: z.coerce.number().min(1).max(3600).default(60),
   // Agent self-registration (README, "Agent registration").
   SVC_AGENT_AUTH: onOff.default('on'),
   SVC_AGENT_ANONYMOUS: onOff.default('on'),
@@ -92,6 +106,8 @@ export interface Config {
   /** Bearer token for GET /metrics on the public port; undefined: not served there. */
   metricsToken: string | undefined;
   shutdownGraceMs: number;
+  /** Admission caps and engine pools (gateway/core/admission.ts). */
+  limits: LimitsConfig;
   /** SVC_TRUSTED_PROXIES: how far X-Forwarded-For is believed (server/config/client-address.ts). */
   trustedProxies: number;
   agentAuth: AgentAuthConfig;
@@ -100,6 +116,19 @@ export interface Config {
 }
 
 export type TraceSampler = NonNullable<Env['OTEL_TRACES_SAMPLER']>;
+
+export interface LimitsConfig {
+  requestsPerKey: number;
+  trialRequestsPerKey: number;
+  streamsPerKey: number;
+  trialStreamsPerKey: number;
+  streamsPerOrg: number;
+  streamsPerProcess: number;
+  sttDecoders: number;
+  ttsEngines: number;
+  llmReserveMaxTokens: number;
+  creditHoldTtlMs: number;
+}
 
 export interface TracingConfig {
   /** Where spans are POSTed (OTLP/HTTP, JSON). */
@@ -165,6 +194,18 @@ export function loadConfig(source: Readonly<Record<string, string | undefined>> 
     metricsHost: env.SVC_METRICS_HOST,
     metricsToken: env.SVC_METRICS_TOKEN,
     shutdownGraceMs: env.SVC_SHUTDOWN_GRACE_SECONDS * 1000,
+    limits: {
+      requestsPerKey: env.SVC_MAX_REQUESTS_PER_KEY,
+      trialRequestsPerKey: env.SVC_TRIAL_MAX_REQUESTS_PER_KEY,
+      streamsPerKey: env.SVC_MAX_STREAMS_PER_KEY,
+      trialStreamsPerKey: env.SVC_TRIAL_MAX_STREAMS_PER_KEY,
+      streamsPerOrg: env.SVC_MAX_STREAMS_PER_ORG,
+      streamsPerProcess: env.SVC_MAX_STREAMS,
+      sttDecoders: env.SVC_STT_MAX_DECODERS,
+      ttsEngines: env.SVC_TTS_MAX_ENGINES,
+      llmReserveMaxTokens: env.SVC_LLM_RESERVE_MAX_TOKENS,
+      creditHoldTtlMs: env.SVC_CREDIT_HOLD_TTL_SECONDS * 1000,
+    },
     trustedProxies: env.SVC_TRUSTED_PROXIES,
     agentAuth: {
       enabled: env.SVC_AGENT_AUTH === 'on',

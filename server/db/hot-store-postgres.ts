@@ -1,24 +1,37 @@
 import pg from 'pg';
 import { sqlTimestamp } from './dialect.js';
 import type { HotStore, KeyAuthRecord } from './hot-store.js';
-import { newTimeOrderedId } from './ids.js';
+import { holdOwnerId, newTimeOrderedId } from './ids.js';
 
-export function createPostgresHotStore(connectionString: string): HotStore {
+export function createPostgresHotStore(connectionString: string, ownerId = holdOwnerId()): HotStore {
   const pool = new pg.Pool({ connectionString, max: 10, connectionTimeoutMillis: 5_000 });
   // An idle client that loses its connection must not crash the process; the next query fails instead.
   pool.on('error', () => {});
   const ts = (d: Date) => sqlTimestamp('postgresql', d);
+  let holdTtlMs = 60_000;
+  /** Releases that failed (the database was away), retried by maintainHolds. */
+  const unreleased = new Map<string, bigint>();
+  const releaseNow = (orgId: string, amountMicros: bigint) =>
+    pool.query({
+      name: 'svc_release',
+      text: `WITH h AS (UPDATE "CreditHold" SET "amountMicros" = "amountMicros" - $2::bigint WHERE "ownerId" = $3 AND "orgId" = $1)
+             UPDATE "Org" SET "heldMicros" = "heldMicros" - $2::bigint WHERE id = $1`,
+      values: [orgId, amountMicros.toString(), ownerId],
+    });
 
   const store: HotStore = {
     async findKeyByHash(hash): Promise<KeyAuthRecord | null> {
-      const { rows } = await pool.query<{ keyId: string; orgId: string; status: 'active' | 'revoked'; rateLimitRpm: number | null; balanceMicros: string }>({
+      const { rows } = await pool.query<{
+        keyId: string; orgId: string; status: 'active' | 'revoked'; rateLimitRpm: number | null; isTrial: boolean; balanceMicros: string; heldMicros: string;
+      }>({
         name: 'svc_find_key',
-        text: `SELECT k.id AS "keyId", k."orgId", k.status::text AS status, k."rateLimitRpm", o."balanceMicros"::text AS "balanceMicros"
+        text: `SELECT k.id AS "keyId", k."orgId", k.status::text AS status, k."rateLimitRpm", k."isTrial",
+                      o."balanceMicros"::text AS "balanceMicros", o."heldMicros"::text AS "heldMicros"
                  FROM "ApiKey" k JOIN "Org" o ON o.id = k."orgId" WHERE k.hash = $1`,
         values: [hash],
       });
       const row = rows[0];
-      return row ? { ...row, balanceMicros: BigInt(row.balanceMicros) } : null;
+      return row ? { ...row, balanceMicros: BigInt(row.balanceMicros), heldMicros: BigInt(row.heldMicros) } : null;
     },
     async getBalance(orgId) {
       const { rows } = await pool.query<{ b: string }>({
@@ -31,13 +44,18 @@ export function createPostgresHotStore(connectionString: string): HotStore {
     async applyLedgerChange(c) {
       // One statement, so one round trip and one implicit transaction: the row lock on the
       // org serialises concurrent debits without lost updates. Usage rides on the ledger row.
-      const now = ts(new Date());
+      // A debit that settles a reservation releases it in the same statement.
+      const date = new Date();
+      const now = ts(date);
       const u = c.usage;
       const { rows } = await pool.query<{ b: string }>({
         name: 'svc_ledger',
         text: `WITH o AS (
-                 UPDATE "Org" SET "balanceMicros" = "balanceMicros" + $2::bigint, "updatedAt" = $8::timestamp
+                 UPDATE "Org" SET "balanceMicros" = "balanceMicros" + $2::bigint, "heldMicros" = "heldMicros" - $16::bigint, "updatedAt" = $8::timestamp
                   WHERE id = $1 RETURNING "balanceMicros"),
+               h AS (
+                 UPDATE "CreditHold" SET "amountMicros" = "amountMicros" - $16::bigint
+                  WHERE $16::bigint <> 0 AND "ownerId" = $17 AND "orgId" = $1),
                l AS (
                  INSERT INTO "LedgerEntry" (id, "orgId", kind, "amountMicros", "balanceAfterMicros", description, "apiKeyId", "requestId",
                                             "modelId", modality, route, "inputTokens", "outputTokens", characters, "audioMillis", "createdAt")
@@ -47,6 +65,7 @@ export function createPostgresHotStore(connectionString: string): HotStore {
         values: [
           c.orgId, c.amountMicros.toString(), newTimeOrderedId('led'), c.kind, c.description, c.apiKeyId ?? null, c.requestId ?? null, now,
           u?.modelId ?? null, u?.modality ?? null, u?.route ?? null, u?.inputTokens ?? 0, u?.outputTokens ?? 0, u?.characters ?? 0, u?.audioMillis ?? 0,
+          (c.releaseMicros ?? 0n).toString(), ownerId,
         ],
       });
       return rows[0] ? BigInt(rows[0].b) : null;
@@ -55,6 +74,51 @@ export function createPostgresHotStore(connectionString: string): HotStore {
     // and a debit that fails can still withhold its request's result.
     applyUsageDebit(change) {
       return store.applyLedgerChange(change);
+    },
+    async reserve(orgId, amountMicros) {
+      // The org's row lock serialises reservations across replicas: exact.
+      const { rows } = await pool.query({
+        name: 'svc_reserve',
+        text: `WITH o AS (
+                 UPDATE "Org" SET "heldMicros" = "heldMicros" + $2::bigint
+                  WHERE id = $1 AND "balanceMicros" - "heldMicros" >= $2::bigint RETURNING id)
+               INSERT INTO "CreditHold" ("ownerId", "orgId", "amountMicros", "expiresAt")
+               SELECT $3, id, $2::bigint, $4::timestamp FROM o
+               ON CONFLICT ("ownerId", "orgId") DO UPDATE
+                 SET "amountMicros" = "CreditHold"."amountMicros" + EXCLUDED."amountMicros", "expiresAt" = EXCLUDED."expiresAt"
+               RETURNING 1`,
+        values: [orgId, amountMicros.toString(), ownerId, ts(new Date(Date.now() + holdTtlMs))],
+      });
+      return rows.length === 1;
+    },
+    release(orgId, amountMicros) {
+      if (amountMicros <= 0n) return;
+      releaseNow(orgId, amountMicros).catch(() => {
+        // Kept and retried by maintainHolds: a release must not be lost while this process lives.
+        unreleased.set(orgId, (unreleased.get(orgId) ?? 0n) + amountMicros);
+      });
+    },
+    async maintainHolds(ttlMs) {
+      holdTtlMs = ttlMs;
+      for (const [orgId, amount] of [...unreleased]) {
+        unreleased.delete(orgId);
+        store.release(orgId, amount);
+      }
+      const now = new Date();
+      await pool.query(`UPDATE "CreditHold" SET "expiresAt" = $2::timestamp WHERE "ownerId" = $1`, [ownerId, ts(new Date(now.getTime() + ttlMs))]);
+      await pool.query(
+        `WITH gone AS (DELETE FROM "CreditHold" WHERE "expiresAt" < $1::timestamp RETURNING "orgId", "amountMicros"),
+              s AS (SELECT "orgId", SUM("amountMicros") AS a FROM gone GROUP BY "orgId")
+         UPDATE "Org" o SET "heldMicros" = o."heldMicros" - s.a FROM s WHERE o.id = s."orgId"`,
+        [ts(now)],
+      );
+    },
+    async keyStatuses(keyIds) {
+      const { rows } = await pool.query<{ id: string; status: 'active' | 'revoked' }>(
+        `SELECT id, status::text AS status FROM "ApiKey" WHERE id = ANY($1::text[])`,
+        [keyIds],
+      );
+      return new Map(rows.map((r) => [r.id, r.status]));
     },
     debitsFailing() {
       return false;
@@ -73,6 +137,14 @@ export function createPostgresHotStore(connectionString: string): HotStore {
       await pool.query('SELECT 1');
     },
     async close() {
+      // Nothing of ours runs any more: whatever is still reserved is released.
+      await pool
+        .query(
+          `WITH gone AS (DELETE FROM "CreditHold" WHERE "ownerId" = $1 RETURNING "orgId", "amountMicros")
+           UPDATE "Org" o SET "heldMicros" = o."heldMicros" - gone."amountMicros" FROM gone WHERE o.id = gone."orgId"`,
+          [ownerId],
+        )
+        .catch(() => {});
       await pool.end();
     },
   };

@@ -1,7 +1,7 @@
 import Database from 'better-sqlite3';
 import { sqlTimestamp } from './dialect.js';
 import type { HotStore, KeyAuthRecord, LedgerChange } from './hot-store.js';
-import { newTimeOrderedId } from './ids.js';
+import { holdOwnerId, newTimeOrderedId } from './ids.js';
 import { startCheckpointer } from './sqlite-checkpointer.js';
 import { watchCommits } from './sqlite-commit-watch.js';
 
@@ -10,7 +10,9 @@ interface KeyRow {
   orgId: string;
   status: 'active' | 'revoked';
   rateLimitRpm: bigint | null;
+  isTrial: bigint;
   balanceMicros: bigint;
+  heldMicros: bigint;
 }
 
 export function openSqlite(path: string): Database.Database {
@@ -22,7 +24,7 @@ export function openSqlite(path: string): Database.Database {
   return db;
 }
 
-export function createSqliteHotStore(path: string): HotStore {
+export function createSqliteHotStore(path: string, ownerId = holdOwnerId()): HotStore {
   const db = openSqlite(path);
   // Checkpoints run in a worker (sqlite-checkpointer.ts), not inside our commits.
   db.pragma('wal_autocheckpoint = 0');
@@ -30,13 +32,21 @@ export function createSqliteHotStore(path: string): HotStore {
   const ts = (d: Date) => sqlTimestamp('sqlite', d);
 
   const findKey = db.prepare<[string], KeyRow>(
-    `SELECT k.id AS keyId, k.orgId AS orgId, k.status AS status, k.rateLimitRpm AS rateLimitRpm,
-            o.balanceMicros AS balanceMicros
+    `SELECT k.id AS keyId, k.orgId AS orgId, k.status AS status, k.rateLimitRpm AS rateLimitRpm, k.isTrial AS isTrial,
+            o.balanceMicros AS balanceMicros, o.heldMicros AS heldMicros
        FROM "ApiKey" k JOIN "Org" o ON o.id = k.orgId WHERE k.hash = ?`,
   );
-  const balance = db.prepare<[string], { b: bigint }>(`SELECT balanceMicros AS b FROM "Org" WHERE id = ?`);
-  const updateBalance = db.prepare<[bigint, string, string], { b: bigint }>(
-    `UPDATE "Org" SET balanceMicros = balanceMicros + ?, updatedAt = ? WHERE id = ? RETURNING balanceMicros AS b`,
+  const balance = db.prepare<[string], { b: bigint; h: bigint }>(`SELECT balanceMicros AS b, heldMicros AS h FROM "Org" WHERE id = ?`);
+  const updateBalance = db.prepare<[bigint, bigint, string, string], { b: bigint; h: bigint }>(
+    `UPDATE "Org" SET balanceMicros = balanceMicros + ?, heldMicros = heldMicros + ?, updatedAt = ? WHERE id = ?
+     RETURNING balanceMicros AS b, heldMicros AS h`,
+  );
+  const upsertHold = db.prepare<[string, string, bigint, string]>(
+    `INSERT INTO "CreditHold" (ownerId, orgId, amountMicros, expiresAt) VALUES (?, ?, ?, ?)
+     ON CONFLICT (ownerId, orgId) DO UPDATE SET amountMicros = amountMicros + excluded.amountMicros, expiresAt = excluded.expiresAt`,
+  );
+  const keyStatus = db.prepare<[string], { id: string; status: 'active' | 'revoked' }>(
+    `SELECT id, status FROM "ApiKey" WHERE id IN (SELECT value FROM json_each(?))`,
   );
   // Usage columns ride on the debit's ledger row: one row per metered request, inserted
   // several at a time (one statement step for up to INSERT_CHUNK rows).
@@ -59,13 +69,16 @@ export function createSqliteHotStore(path: string): HotStore {
   // the cache before the very next lookup. Our own debits go through this connection and
   // update the cached balance with the value they committed.
   const commits = watchCommits(db, path);
-  const keys = new Map<string, Omit<KeyAuthRecord, 'balanceMicros'>>();
+  const keys = new Map<string, Omit<KeyAuthRecord, 'balanceMicros' | 'heldMicros'>>();
   const balances = new Map<string, bigint>();
+  /** Each cached org's reserved credit: the committed total (every process's) plus ours not yet committed. */
+  const helds = new Map<string, bigint>();
   const MAX_CACHED_KEYS = 50_000;
   const dropCacheIfChanged = () => {
     if (commits.otherCommitted() || keys.size > MAX_CACHED_KEYS) {
       keys.clear();
       balances.clear();
+      helds.clear();
     }
   };
 
@@ -78,19 +91,35 @@ export function createSqliteHotStore(path: string): HotStore {
   // processes wait (busy timeout) instead of failing on a read-to-write upgrade.
   // One UPDATE per org per batch (its total), and each ledger row gets its exact
   // balance-after by replaying the org's changes in order from the balance before them.
-  const applyBatch = db.transaction((changes: LedgerChange[]): (bigint | null)[] => {
-    const now = ts(new Date());
-    const totals = new Map<string, bigint>();
-    for (const c of changes) totals.set(c.orgId, (totals.get(c.orgId) ?? 0n) + c.amountMicros);
+  // Reservations ride along: an entry may only move the org's reserved credit (`ledger`
+  // false), and each org's moves are summed into its UPDATE and its CreditHold row.
+  const applyBatch = db.transaction((changes: QueuedChange[]): { balances: (bigint | null)[]; held: Map<string, bigint> } => {
+    const date = new Date();
+    const now = ts(date);
+    const holdExpiry = ts(new Date(date.getTime() + holdTtlMs));
+    const totals = new Map<string, { amount: bigint; held: bigint }>();
+    for (const c of changes) {
+      const t = totals.get(c.orgId) ?? { amount: 0n, held: 0n };
+      t.amount += c.amountMicros;
+      t.held += c.heldDelta;
+      totals.set(c.orgId, t);
+    }
     const running = new Map<string, bigint | null>();
+    const held = new Map<string, bigint>();
     for (const [orgId, total] of totals) {
-      const row = updateBalance.get(total, now, orgId);
-      running.set(orgId, row ? row.b - total : null);
+      const row = updateBalance.get(total.amount, total.held, now, orgId);
+      running.set(orgId, row ? row.b - total.amount : null);
+      if (row) held.set(orgId, row.h);
+      if (row && total.held !== 0n) upsertHold.run(ownerId, orgId, total.held, holdExpiry);
     }
     const results: (bigint | null)[] = [];
     const values: unknown[] = [];
     let rows = 0;
     for (const c of changes) {
+      if (!c.ledger) {
+        results.push(null);
+        continue;
+      }
       const before = running.get(c.orgId)!;
       if (before === null) {
         results.push(null);
@@ -107,7 +136,7 @@ export function createSqliteHotStore(path: string): HotStore {
       }
     }
     if (rows > 0) insertLedger(rows).run(values);
-    return results;
+    return { balances: results, held };
   });
 
   // Group commit: the ledger changes requested during one turn of the event loop are written
@@ -122,8 +151,14 @@ export function createSqliteHotStore(path: string): HotStore {
   // before the commit loses those debits. A commit that fails keeps its changes queued and
   // retries them in order; until they are written, `debitsFailing()` is true and the core
   // refuses metered requests (503).
+  interface QueuedChange extends LedgerChange {
+    /** How the org's reserved credit moves (+ reserve, − release). */
+    heldDelta: bigint;
+    /** False for a reservation or release alone: no ledger row. */
+    ledger: boolean;
+  }
   interface Pending {
-    change: LedgerChange;
+    change: QueuedChange;
     /** Absent for deferred usage debits (already answered). */
     resolve?: (b: bigint | null) => void;
     reject?: (e: unknown) => void;
@@ -131,6 +166,9 @@ export function createSqliteHotStore(path: string): HotStore {
   let pending: Pending[] = [];
   /** Uncommitted deferred amounts per org: balance reads from the database add them. */
   const deferredByOrg = new Map<string, bigint>();
+  /** Uncommitted reservation moves per org: reads of heldMicros add them. */
+  const deferredHeldByOrg = new Map<string, bigint>();
+  let holdTtlMs = 60_000;
   let scheduled = false;
   let failing: unknown = null;
   let retryTimer: NodeJS.Timeout | undefined;
@@ -151,10 +189,29 @@ export function createSqliteHotStore(path: string): HotStore {
     if (wait >= 1) setTimeout(flush, wait);
     else setImmediate(flush);
   };
-  const settleDeferred = (c: LedgerChange) => {
-    const left = (deferredByOrg.get(c.orgId) ?? 0n) - c.amountMicros;
-    if (left === 0n) deferredByOrg.delete(c.orgId);
-    else deferredByOrg.set(c.orgId, left);
+  const addTo = (map: Map<string, bigint>, orgId: string, delta: bigint) => {
+    const left = (map.get(orgId) ?? 0n) + delta;
+    if (left === 0n) map.delete(orgId);
+    else map.set(orgId, left);
+  };
+  const settleDeferred = (c: QueuedChange) => {
+    addTo(deferredByOrg, c.orgId, -c.amountMicros);
+    addTo(deferredHeldByOrg, c.orgId, -c.heldDelta);
+  };
+  /** Queues a change that is already answered (a debit, a reservation or a release) for the turn's commit. */
+  const defer = (change: QueuedChange) => {
+    if (change.amountMicros !== 0n) {
+      addTo(deferredByOrg, change.orgId, change.amountMicros);
+      const b = balances.get(change.orgId);
+      if (b !== undefined) balances.set(change.orgId, b + change.amountMicros);
+    }
+    if (change.heldDelta !== 0n) {
+      addTo(deferredHeldByOrg, change.orgId, change.heldDelta);
+      const h = helds.get(change.orgId);
+      if (h !== undefined) helds.set(change.orgId, h + change.heldDelta);
+    }
+    pending.push({ change });
+    schedule();
   };
   function flush(): void {
     scheduled = false;
@@ -162,9 +219,10 @@ export function createSqliteHotStore(path: string): HotStore {
     if (batch.length === 0) return;
     pending = [];
     let results: (bigint | null)[];
+    let committedHeld: Map<string, bigint>;
     try {
       dropCacheIfChanged();
-      results = applyBatch.immediate(batch.map((p) => p.change));
+      ({ balances: results, held: committedHeld } = applyBatch.immediate(batch.map((p) => p.change)));
     } catch (e) {
       // Callers still waiting get the error; deferred debits were answered already, so they
       // go back to the head of the queue (in order) and are retried with a growing delay.
@@ -193,18 +251,36 @@ export function createSqliteHotStore(path: string): HotStore {
       if (balance !== null && balances.has(p.change.orgId)) balances.set(p.change.orgId, balance + (deferredByOrg.get(p.change.orgId) ?? 0n));
       p.resolve?.(balance);
     });
+    for (const [orgId, h] of committedHeld) if (helds.has(orgId)) helds.set(orgId, h + (deferredHeldByOrg.get(orgId) ?? 0n));
     if (pending.length > 0) schedule();
   }
   /** The org's balance including this process's uncommitted debits, from the cache or the database. */
   const currentBalance = (orgId: string): bigint | null => {
     const cached = balances.get(orgId);
-    if (cached !== undefined) return cached;
+    if (cached !== undefined && helds.has(orgId)) return cached;
     const row = balance.get(orgId);
     if (!row) return null;
     const b = row.b + (deferredByOrg.get(orgId) ?? 0n);
     balances.set(orgId, b);
+    helds.set(orgId, row.h + (deferredHeldByOrg.get(orgId) ?? 0n));
     return b;
   };
+  // Renew ours; release the reservations of processes that stopped renewing theirs (dead).
+  const renewHolds = db.prepare<[string, string]>(`UPDATE "CreditHold" SET expiresAt = ? WHERE ownerId = ?`);
+  const releaseExpiredHolds = db.prepare<[string]>(
+    `UPDATE "Org" SET heldMicros = heldMicros - (SELECT SUM(h.amountMicros) FROM "CreditHold" h WHERE h.orgId = "Org".id AND h.expiresAt < ?1)
+      WHERE id IN (SELECT orgId FROM "CreditHold" WHERE expiresAt < ?1)`,
+  );
+  const deleteExpiredHolds = db.prepare<[string]>(`DELETE FROM "CreditHold" WHERE expiresAt < ?`);
+  const maintain = db.transaction((now: string, expiresAt: string) => {
+    renewHolds.run(expiresAt, ownerId);
+    if (releaseExpiredHolds.run(now).changes > 0) deleteExpiredHolds.run(now);
+  });
+  const releaseOwnHolds = db.transaction(() => {
+    db.prepare(`UPDATE "Org" SET heldMicros = heldMicros - (SELECT h.amountMicros FROM "CreditHold" h WHERE h.orgId = "Org".id AND h.ownerId = ?1)
+                 WHERE id IN (SELECT orgId FROM "CreditHold" WHERE ownerId = ?1)`).run(ownerId);
+    db.prepare(`DELETE FROM "CreditHold" WHERE ownerId = ?`).run(ownerId);
+  });
   const touchAll = db.transaction((entries: [string, Date][]) => {
     for (const [id, at] of entries) touch.run(ts(at), id);
   });
@@ -214,14 +290,20 @@ export function createSqliteHotStore(path: string): HotStore {
       dropCacheIfChanged();
       const cached = keys.get(hash);
       const balance = cached && balances.get(cached.orgId);
-      if (cached && balance !== undefined) return { ...cached, balanceMicros: balance };
+      const cachedHeld = cached && helds.get(cached.orgId);
+      if (cached && balance !== undefined && cachedHeld !== undefined) return { ...cached, balanceMicros: balance, heldMicros: cachedHeld };
       const row = findKey.get(hash);
       if (!row) return null;
-      const record = { keyId: row.keyId, orgId: row.orgId, status: row.status, rateLimitRpm: row.rateLimitRpm === null ? null : Number(row.rateLimitRpm) };
+      const record = {
+        keyId: row.keyId, orgId: row.orgId, status: row.status, isTrial: row.isTrial !== 0n,
+        rateLimitRpm: row.rateLimitRpm === null ? null : Number(row.rateLimitRpm),
+      };
       const current = row.balanceMicros + (deferredByOrg.get(row.orgId) ?? 0n);
+      const held = row.heldMicros + (deferredHeldByOrg.get(row.orgId) ?? 0n);
       keys.set(hash, record);
       balances.set(row.orgId, current);
-      return { ...record, balanceMicros: current };
+      helds.set(row.orgId, held);
+      return { ...record, balanceMicros: current, heldMicros: held };
     },
     async getBalance(orgId) {
       const row = balance.get(orgId);
@@ -229,7 +311,7 @@ export function createSqliteHotStore(path: string): HotStore {
     },
     applyLedgerChange(change) {
       return new Promise((resolve, reject) => {
-        pending.push({ change, resolve, reject });
+        pending.push({ change: { ...change, heldDelta: 0n, ledger: true }, resolve, reject });
         schedule();
       });
     },
@@ -246,12 +328,29 @@ export function createSqliteHotStore(path: string): HotStore {
         before = currentBalance(change.orgId);
       }
       if (before === null) return null;
-      const after = before + change.amountMicros;
-      balances.set(change.orgId, after);
-      deferredByOrg.set(change.orgId, (deferredByOrg.get(change.orgId) ?? 0n) + change.amountMicros);
-      pending.push({ change });
-      schedule();
-      return after;
+      defer({ ...change, heldDelta: -(change.releaseMicros ?? 0n), ledger: true });
+      return before + change.amountMicros;
+    },
+    async reserve(orgId, amountMicros) {
+      // Another process's reservation or debit is seen once it is committed.
+      dropCacheIfChanged();
+      const b = currentBalance(orgId);
+      if (b === null || b - helds.get(orgId)! < amountMicros) return false;
+      defer({ orgId, amountMicros: 0n, heldDelta: amountMicros, ledger: false, kind: 'usage', description: '' });
+      return true;
+    },
+    release(orgId, amountMicros) {
+      if (amountMicros > 0n) defer({ orgId, amountMicros: 0n, heldDelta: -amountMicros, ledger: false, kind: 'usage', description: '' });
+    },
+    async maintainHolds(ttlMs) {
+      holdTtlMs = ttlMs;
+      const now = new Date();
+      maintain.immediate(ts(now), ts(new Date(now.getTime() + ttlMs)));
+    },
+    async keyStatuses(keyIds) {
+      const statuses = new Map<string, 'active' | 'revoked'>();
+      for (const row of keyStatus.all(JSON.stringify(keyIds))) statuses.set(row.id, row.status);
+      return statuses;
     },
     debitsFailing() {
       return failing !== null;
@@ -280,6 +379,8 @@ export function createSqliteHotStore(path: string): HotStore {
         retryTimer = undefined;
       }
       if (pending.length > 0) store.onDeferredWriteError?.(failing ?? new Error('database closed'), pending.length);
+      // Nothing of ours runs any more: whatever is still reserved (sessions cut at the very end) is released.
+      else releaseOwnHolds.immediate();
       await checkpointer.close();
       db.close();
       commits.close(); // after the connection: see sqlite-commit-watch.ts

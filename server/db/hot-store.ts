@@ -8,7 +8,11 @@ export interface KeyAuthRecord {
   orgId: string;
   status: 'active' | 'revoked';
   rateLimitRpm: number | null;
+  /** An anonymous agent's trial key: tighter admission caps. */
+  isTrial: boolean;
   balanceMicros: bigint;
+  /** Credit reserved by running requests of the org (every process's): not spendable. */
+  heldMicros: bigint;
 }
 
 export interface UsageRecord {
@@ -31,6 +35,8 @@ export interface LedgerChange {
   requestId?: string | null;
   /** What a usage debit paid for: stored on the same ledger row. */
   usage?: UsageRecord;
+  /** Credit this process reserved for the request that the debit settles: released with it. */
+  releaseMicros?: bigint;
 }
 
 export interface HotStore {
@@ -48,6 +54,23 @@ export interface HotStore {
    * the row is committed later in the same event-loop turn (README, "Credits").
    */
   applyUsageDebit(change: LedgerChange): Promise<bigint | null>;
+  /**
+   * Reserves credit for a running request: true when the org's balance minus what is already
+   * reserved (by every process) covers `amountMicros`, which is then reserved too.
+   * PostgreSQL: one conditional statement, exact across replicas. SQLite: decided from this
+   * process's tracked balance and reservations, and committed with the debits of the turn
+   * (other processes on the same file see it within ~10 ms; README, "Credits").
+   */
+  reserve(orgId: string, amountMicros: bigint): Promise<boolean>;
+  /** Gives back reserved credit that no debit settles (the request failed or ended). */
+  release(orgId: string, amountMicros: bigint): void;
+  /**
+   * Renews this process's reservations and releases those of processes that stopped renewing
+   * theirs (they died): called every few seconds by each gateway.
+   */
+  maintainHolds(ttlMs: number): Promise<void>;
+  /** The current status of each key that still exists (revocation of open sessions). */
+  keyStatuses(keyIds: readonly string[]): Promise<Map<string, 'active' | 'revoked'>>;
   /** Resolves once every debit applied so far is committed; rejects while they cannot be. */
   settle(): Promise<void>;
   /** True while debits already answered could not be written yet (SQLite; retried in order). */

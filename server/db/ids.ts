@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
 
 const ALPHABET = '0123456789abcdefghijklmnopqrstuvwxyz';
 
@@ -44,3 +45,11 @@ const POOL_BYTES = ID_CHARS * 256;
 const scratch = Buffer.alloc(ID_CHARS);
 let pool = Buffer.alloc(0);
 let poolAt = 0;
+
+/**
+ * Names one process's credit reservations (CreditHold.ownerId): host and pid for whoever reads
+ * the table, and random characters so that a restarted process with the same pid is another owner.
+ */
+export function holdOwnerId(): string {
+  return `${hostname()}:${process.pid}:${randomChars(8)}`;
+}

@@ -16,7 +16,7 @@ export const pocketsphinxAdapter: TranscriptionAdapter = {
   async transcribe(_upstream, req) {
     const rate = engineRate(req.sampleRate);
     const samples = req.sampleRate === rate ? req.samples : resample(req.samples, req.sampleRate, rate);
-    const recognizer = await createRecognizer({ sampleRate: rate, keyterms: req.keyterms });
+    const recognizer = await createRecognizer({ sampleRate: rate, keyterms: req.keyterms, signal: req.signal });
     try {
       const pcm = floatToS16(samples);
       // A second at a time, so a client that leaves stops the work.
@@ -31,7 +31,8 @@ export const pocketsphinxAdapter: TranscriptionAdapter = {
   },
   stream: {
     engineRate,
-    open: (_upstream, options) => createRecognizer({ sampleRate: engineRate(options.sampleRate), keyterms: options.keyterms }),
+    // A live session does not wait for a decoder: it is told at once that the server is full.
+    open: (_upstream, options) => createRecognizer({ sampleRate: engineRate(options.sampleRate), keyterms: options.keyterms, waitForDecoder: false }),
   },
 };
 

@@ -7,6 +7,21 @@ import { join } from 'node:path';
 import { PROJECT_ROOT } from '../../../server/project-root.js';
 import { ServiceError } from '../../../server/services/errors.js';
 import { AsyncQueue } from '../async-queue.js';
+import { Slots } from '../slots.js';
+
+/**
+ * Engine processes running at once (SVC_TTS_MAX_ENGINES, set at start by limitEngines): each
+ * is a process with its own memory and a share of the cores. Requests past it wait their turn,
+ * a bounded number of them; past that they get 503 before anything is spawned.
+ */
+const engineSlots = new Slots(8, 64, 'speech engine processes');
+
+export function limitEngines(processes: number): void {
+  engineSlots.resize(processes);
+}
+
+/** Engine processes running now (tests, metrics). */
+export const runningEngines = () => engineSlots.inUse;
 
 export interface EngineRun {
   stdout: AsyncIterable<Buffer>;
@@ -67,7 +82,19 @@ export function stopEngineSpawner(): void {
 export function runEngine(command: string, args: string[], signal: AbortSignal, input?: string): EngineRun {
   const id = nextId++;
   const stdout = new AsyncQueue<Buffer>();
-  const done = new Promise<void>((resolve, reject) => {
+  const done = engineSlots.acquire({ wait: true, signal }).then(
+    (release) => spawnRun(id, stdout, command, args, signal, input).finally(release),
+    (err: unknown) => {
+      stdout.end(err);
+      throw err;
+    },
+  );
+  done.catch(() => {});
+  return { stdout, done };
+}
+
+function spawnRun(id: number, stdout: AsyncQueue<Buffer>, command: string, args: string[], signal: AbortSignal, input?: string): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
     const s = getSpawner();
     const kill = () => {
       if (runs.has(id) && s.connected) s.send({ id, kill: true });
@@ -89,6 +116,4 @@ export function runEngine(command: string, args: string[], signal: AbortSignal, 
     signal.addEventListener('abort', kill, { once: true });
     s.send({ id, command, args, input });
   });
-  done.catch(() => {});
-  return { stdout, done };
 }

@@ -9,6 +9,7 @@ import { availableParallelism } from 'node:os';
 import { Worker } from 'node:worker_threads';
 import type { OpenResult, WorkerReply, WorkerRequest, WorkerStats } from './worker.ts';
 import { normalizeWords } from './words.ts';
+import { Slots } from '../slots.ts';
 
 export interface RecognizerOptions {
   /** 8000 is upsampled to 16000 in the worker: pocketsphinx's en-us model is 16 kHz only. */
@@ -21,6 +22,13 @@ export interface RecognizerOptions {
   keyterms?: string[];
   /** Exact sentences, for tests: the recognizer then only ever hears one of them. */
   grammar?: string[];
+  /**
+   * When every decoder slot is taken: wait for one (batch transcription), or fail at once with
+   * 503 temporarily_unavailable (a live session cannot wait). Default: wait.
+   */
+  waitForDecoder?: boolean;
+  /** Ends the wait for a decoder slot. */
+  signal?: AbortSignal;
 }
 export interface Word {
   word: string;
@@ -40,6 +48,18 @@ export interface Recognizer {
 }
 
 const POOL_SIZE = Math.max(1, Number(process.env.SVC_STT_WORKERS ?? availableParallelism() - 1) || 1);
+/**
+ * Decoders open at once in this process (SVC_STT_MAX_DECODERS, set at start by limitDecoders):
+ * each holds ~100 MB, so this bounds the recognizer's memory, whatever clients do.
+ */
+const decoderSlots = new Slots(16, 64, 'speech recognizers');
+
+export function limitDecoders(decoders: number): void {
+  decoderSlots.resize(decoders);
+}
+
+/** Decoders open now (tests, metrics). */
+export const openDecoders = () => decoderSlots.inUse;
 const MAX_KEYTERMS = 100;
 const MAX_KEYTERM_WORDS = 8;
 /** Audio per worker request: a longer push is split, so other sessions interleave. */
@@ -120,6 +140,7 @@ class PocketsphinxRecognizer implements Recognizer {
     private readonly w: PoolWorker,
     private readonly sid: number,
     private readonly sampleRate: number,
+    private readonly releaseSlot: () => void,
   ) {}
 
   private enqueue<T>(run: () => Promise<T>): Promise<T> {
@@ -155,6 +176,7 @@ class PocketsphinxRecognizer implements Recognizer {
     if (this.closed) return;
     this.closed = true;
     this.w.sessions--;
+    this.releaseSlot();
     // Posted now: requests already posted still complete; pieces of a long push not yet posted
     // then fail with "recognizer is closed".
     this.w.request({ op: 'close', sid: this.sid }).catch(() => {});
@@ -171,6 +193,7 @@ export async function createRecognizer(options: RecognizerOptions): Promise<Reco
     .filter((t) => t.length > 0);
   const grammar = options.grammar?.map((s) => normalizeWords(String(s))).filter((s) => s.length > 0);
   if (options.grammar && !grammar?.length) throw new TypeError('grammar has no words');
+  const releaseSlot = await decoderSlots.acquire({ wait: options.waitForDecoder ?? true, signal: options.signal });
   const w = pickWorker();
   const sid = nextSid++;
   w.sessions++;
@@ -178,9 +201,10 @@ export async function createRecognizer(options: RecognizerOptions): Promise<Reco
     await w.request<OpenResult>({ op: 'open', sid, sampleRate: options.sampleRate, grammar, keyterms });
   } catch (err) {
     w.sessions--;
+    releaseSlot();
     throw err;
   }
-  return new PocketsphinxRecognizer(w, sid, options.sampleRate);
+  return new PocketsphinxRecognizer(w, sid, options.sampleRate, releaseSlot);
 }
 
 export async function transcribeAll(samples: Int16Array, options: RecognizerOptions): Promise<Hypothesis> {

@@ -1,16 +1,16 @@
 import type { HotStore, UsageRecord } from '../../db/hot-store.js';
 
 /**
- * Debits a metered request after its cost is known. Requests are admitted while the balance
- * is positive and debited when they finish, so a balance can go below zero by at most the
- * cost of the requests that were already in flight when it crossed zero (README, "Credits").
+ * Debits a metered request after its cost is known, releasing the credit it had reserved
+ * (`releaseMicros`) in the same write: requests reserve their cost before running, so the
+ * balance stays at or above zero but for what a reservation could not bound (README, "Credits").
  * The debit itself is one atomic statement/transaction: concurrent debits never lose or
  * double an amount. On SQLite the returned balance comes before the commit, which follows
  * within about 10 ms (HotStore.applyUsageDebit).
  */
 export function chargeUsage(
   store: HotStore,
-  input: { orgId: string; apiKeyId: string; requestId: string; costMicros: bigint; usage: UsageRecord },
+  input: { orgId: string; apiKeyId: string; requestId: string; costMicros: bigint; usage: UsageRecord; releaseMicros?: bigint },
 ): Promise<bigint> {
   return store.applyUsageDebit({
     orgId: input.orgId,
@@ -20,6 +20,7 @@ export function chargeUsage(
     apiKeyId: input.apiKeyId,
     requestId: input.requestId,
     usage: input.usage,
+    releaseMicros: input.releaseMicros,
   }).then(zeroIfGone);
 }
 

@@ -17,6 +17,8 @@ export interface UpsertModelInput {
   status?: 'active' | 'disabled';
   prices?: ModelPrices;
   sampleRates?: number[] | null;
+  /** LLM: the most output reserved for a request that sets no max_tokens (stored as capabilities.max_output_tokens). */
+  maxOutputTokens?: number;
   upstream?: { url: string; protocol: string; upstreamModel?: string | null; weight?: number; apiKeyEnv?: string | null };
 }
 
@@ -60,14 +62,20 @@ export async function upsertModel(prisma: Prisma, input: UpsertModelInput) {
     ...(p.picoPerSecond !== undefined && { pricePicoPerSecond: p.picoPerSecond }),
   };
   const sampleRates = input.sampleRates === undefined ? {} : { sampleRates: input.sampleRates ?? undefined };
+  if (input.maxOutputTokens !== undefined && !(Number.isSafeInteger(input.maxOutputTokens) && input.maxOutputTokens > 0)) {
+    throw new ServiceError('invalid_request', 'max_output_tokens must be a positive integer.', 'max_output_tokens');
+  }
+  const capabilities =
+    input.maxOutputTokens === undefined ? {} : { capabilities: { ...capabilitiesOf(existing?.capabilities), max_output_tokens: input.maxOutputTokens } };
   await prisma.model.upsert({
     where: { id: input.id },
-    create: { id: input.id, modality: input.modality, displayName: input.displayName ?? '', status: input.status ?? 'active', ...prices, ...sampleRates },
+    create: { id: input.id, modality: input.modality, displayName: input.displayName ?? '', status: input.status ?? 'active', ...prices, ...sampleRates, ...capabilities },
     update: {
       ...(input.displayName !== undefined && { displayName: input.displayName }),
       ...(input.status !== undefined && { status: input.status }),
       ...prices,
       ...sampleRates,
+      ...capabilities,
     },
   });
   if (input.upstream) {
@@ -99,4 +107,8 @@ export async function listModels(prisma: Prisma) {
 export async function removeUpstream(prisma: Prisma, input: { modelId: string; url: string }) {
   const { count } = await prisma.upstream.deleteMany({ where: { modelId: input.modelId, url: input.url } });
   if (count === 0) throw new ServiceError('not_found', `Model ${input.modelId} has no upstream ${input.url}.`);
+}
+
+function capabilitiesOf(value: unknown): Record<string, unknown> {
+  return value !== null && typeof value === 'object' && !Array.isArray(value) ? (value as Record<string, unknown>) : {};
 }

@@ -1,0 +1,183 @@
+// Admission control of one gateway process: how much may run at once per key, per org and in
+// the process, decided before any engine work, and the revocation watch that ends what a
+// revoked key still has running. Caps are per process (each replica enforces its own).
+import { ServiceError } from '../../server/services/errors.js';
+import type { RequestAuth } from './gateway-core.js';
+
+export interface AdmissionCaps {
+  /** Metered HTTP requests in flight per key (streams of bytes and events included). */
+  requestsPerKey: number;
+  trialRequestsPerKey: number;
+  /** Open streaming sessions (WebSockets) per key, per org, per process. */
+  streamsPerKey: number;
+  trialStreamsPerKey: number;
+  streamsPerOrg: number;
+  streamsPerProcess: number;
+}
+
+/** What one key has running in this process. */
+class KeyLoad {
+  requests = 0;
+  streams = 0;
+  /** Work to abort if the key is revoked: engine calls, sessions. */
+  readonly running = new Set<AbortController>();
+  constructor(readonly orgId: string) {}
+}
+
+/** One admitted request or session: `release` (idempotent) when it ends, whatever the ending. */
+export class Ticket {
+  private done = false;
+
+  constructor(
+    private readonly admission: Admission,
+    private readonly load: KeyLoad,
+    private readonly keyId: string,
+    private readonly stream: boolean,
+  ) {}
+
+  /**
+   * Aborts `controller` with 401 api_key_disabled if the key is revoked while this runs (at
+   * once if it already was seen revoked); unbound when the ticket is released.
+   */
+  bind(controller: AbortController): void {
+    if (this.done) return;
+    this.load.running.add(controller);
+    this.bound ??= [];
+    this.bound.push(controller);
+  }
+
+  private bound: AbortController[] | undefined;
+
+  readonly release = (): void => {
+    if (this.done) return;
+    this.done = true;
+    if (this.bound) for (const c of this.bound) this.load.running.delete(c);
+    this.admission.ended(this.keyId, this.load, this.stream);
+  };
+}
+
+export function keyRevokedError(): ServiceError {
+  return new ServiceError('api_key_disabled', 'This API key has been disabled; the session was ended.');
+}
+
+export class Admission {
+  private readonly keys = new Map<string, KeyLoad>();
+  private readonly orgStreams = new Map<string, number>();
+  private streams = 0;
+  private timer: NodeJS.Timeout | undefined;
+  private checking = false;
+
+  constructor(
+    readonly caps: AdmissionCaps,
+    /** Current statuses of these keys (a key absent from the answer was deleted). */
+    private readonly keyStatuses: (keyIds: string[]) => Promise<Map<string, 'active' | 'revoked'>>,
+    /** How often keys with work running are checked for revocation. */
+    private readonly revocationCheckMs = 500,
+    private readonly onCheckError: (err: unknown) => void = () => {},
+  ) {}
+
+  /** Streaming sessions open in this process (metrics, tests). */
+  get openStreams(): number {
+    return this.streams;
+  }
+
+  /** A metered request starts; 429 past its key's cap of requests in flight. */
+  enterRequest(auth: RequestAuth): Ticket {
+    const load = this.loadOf(auth);
+    const cap = auth.isTrial ? this.caps.trialRequestsPerKey : this.caps.requestsPerKey;
+    if (load.requests >= cap) {
+      this.dropIfIdle(auth.keyId, load);
+      throw tooMany(`This key already has ${cap} requests in flight${auth.isTrial ? ' (a trial key)' : ''}; wait for one to finish.`);
+    }
+    load.requests++;
+    this.watch();
+    return new Ticket(this, load, auth.keyId, false);
+  }
+
+  /**
+   * A streaming session opens: 429 past the key's or the org's cap of open sessions, 503 when
+   * this process has as many as it takes.
+   */
+  openStream(auth: RequestAuth): Ticket {
+    const load = this.loadOf(auth);
+    const keyCap = auth.isTrial ? this.caps.trialStreamsPerKey : this.caps.streamsPerKey;
+    const orgOpen = this.orgStreams.get(auth.orgId) ?? 0;
+    let refusal: ServiceError | undefined;
+    if (load.streams >= keyCap) refusal = tooMany(`This key already has ${keyCap} streaming sessions open${auth.isTrial ? ' (a trial key)' : ''}; close one first.`);
+    else if (orgOpen >= this.caps.streamsPerOrg) refusal = tooMany(`This organization already has ${this.caps.streamsPerOrg} streaming sessions open on this server; close one first.`);
+    else if (this.streams >= this.caps.streamsPerProcess) {
+      refusal = new ServiceError('temporarily_unavailable', 'This server has as many streaming sessions as it can take; retry shortly.', null, { 'retry-after': '1' });
+    }
+    if (refusal) {
+      this.dropIfIdle(auth.keyId, load);
+      throw refusal;
+    }
+    load.streams++;
+    this.orgStreams.set(auth.orgId, orgOpen + 1);
+    this.streams++;
+    this.watch();
+    return new Ticket(this, load, auth.keyId, true);
+  }
+
+  /** Called by Ticket.release. */
+  ended(keyId: string, load: KeyLoad, stream: boolean): void {
+    if (stream) {
+      load.streams--;
+      this.streams--;
+      const org = (this.orgStreams.get(load.orgId) ?? 1) - 1;
+      if (org > 0) this.orgStreams.set(load.orgId, org);
+      else this.orgStreams.delete(load.orgId);
+    } else load.requests--;
+    this.dropIfIdle(keyId, load);
+  }
+
+  /** Ends the revocation watch (shutdown). */
+  stop(): void {
+    clearInterval(this.timer);
+    this.timer = undefined;
+  }
+
+  /** Looks for revoked keys among those with work running now (also run by the timer). */
+  async checkRevocations(): Promise<void> {
+    if (this.checking || this.keys.size === 0) return;
+    this.checking = true;
+    try {
+      const ids = [...this.keys.keys()];
+      const statuses = await this.keyStatuses(ids);
+      for (const id of ids) {
+        if (statuses.get(id) === 'active') continue;
+        const load = this.keys.get(id);
+        if (!load) continue;
+        const reason = keyRevokedError();
+        for (const c of load.running) c.abort(reason);
+        load.running.clear();
+      }
+    } catch (err) {
+      this.onCheckError(err);
+    } finally {
+      this.checking = false;
+    }
+  }
+
+  private loadOf(auth: RequestAuth): KeyLoad {
+    let load = this.keys.get(auth.keyId);
+    if (!load) {
+      load = new KeyLoad(auth.orgId);
+      this.keys.set(auth.keyId, load);
+    }
+    return load;
+  }
+
+  private dropIfIdle(keyId: string, load: KeyLoad): void {
+    if (load.requests === 0 && load.streams === 0 && this.keys.get(keyId) === load) this.keys.delete(keyId);
+  }
+
+  /** The revocation watch starts with the first admitted work (a check with nothing running costs nothing). */
+  private watch(): void {
+    if (this.timer) return;
+    this.timer = setInterval(() => void this.checkRevocations(), this.revocationCheckMs);
+    this.timer.unref();
+  }
+}
+
+const tooMany = (message: string) => new ServiceError('rate_limit_exceeded', message, null, { 'retry-after': '1' });
