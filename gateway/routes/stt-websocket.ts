@@ -119,6 +119,8 @@ export async function registerSttWebSocketRoutes(app: FastifyInstance, ctx: Gate
         openRecognizer: () => plan.adapter.open(plan.upstream, { keyterms: plan.keyterms, language: plan.language, sampleRate: plan.sampleRate }),
         revoked: revoked.signal,
         log: request.log,
+        idleTimeoutMs: ctx.config.limits.sttIdleMs,
+        maxSilenceMs: ctx.config.limits.sttMaxSilenceMs,
         shutdown: ctx.lifecycle.streamsEnded,
         track: (untilBilled) => ctx.lifecycle.track(untilBilled),
         onFirstTranscript: (seconds) => ctx.metrics.firstOutput('stt_first_transcript', plan.model.id, seconds),

@@ -17,9 +17,8 @@ import type { ModelEntry } from '../registry/model-registry.js';
 import type { StreamingRecognizer, Transcript } from '../upstreams/transcription-types.js';
 import { TurnDetector, type TurnDetection } from './turn-detector.js';
 
-/** No audio and no keepalive for this long: the session is closed. */
+/** Defaults of the idle limits (SVC_STT_IDLE_SECONDS, SVC_STT_MAX_SILENCE_SECONDS). */
 export const IDLE_TIMEOUT_MS = 15_000;
-/** No audio for this long: closed even if keepalives keep coming (an open session is not free to hold). */
 export const MAX_SILENCE_MS = 60_000;
 export const MAX_SESSION_MS = 60 * 60_000;
 export const PING_INTERVAL_MS = 20_000;
@@ -48,6 +47,10 @@ export interface SessionOptions {
   /** Aborted (reason: a ServiceError such as api_key_disabled) when the session must end at once. */
   revoked?: AbortSignal;
   log: { warn(obj: unknown, msg: string): void };
+  /** No audio and no keepalive for this long: the session is closed (idle_timeout). */
+  idleTimeoutMs: number;
+  /** No audio for this long: closed even if keepalives keep coming (an open session is not free to hold). */
+  maxSilenceMs: number;
   /** Aborted when a shutdown's grace period is over: the session closes with 1001; the reason is the error to show. */
   shutdown?: AbortSignal;
   /** Handed the session's lifetime up to its last debit, so a shutdown waits for it before closing the database. */
@@ -79,10 +82,11 @@ export function runSttSession(socket: WebSocket, o: SessionOptions): void {
 
   // Audio is accepted only as far as reserved credit covers it (`coveredSamples`); frames past
   // that wait, in order, while the next interval is reserved (none: the session ends, 1008).
+  // Commands sent after such frames wait behind them (a finalize applies to all audio before it).
   const intervalMicros = owedFor(METER_EVERY_MS);
   const intervalSamples = (o.sampleRate * METER_EVERY_MS) / 1000;
   let coveredSamples = intervalMicros === 0n ? Infinity : intervalSamples;
-  const waiting: Buffer[] = [];
+  const waiting: (Buffer | string)[] = [];
   let waitingBytes = 0;
   let extending = false;
   const maxBacklogBytes = MAX_BACKLOG_SECONDS * o.sampleRate * bytesPerSample;
@@ -180,6 +184,12 @@ export function runSttSession(socket: WebSocket, o: SessionOptions): void {
     try {
       while (waiting.length > 0 && !closed) {
         const frame = waiting[0]!;
+        if (typeof frame === 'string') {
+          waiting.shift();
+          waitingBytes -= frame.length;
+          handleCommand(frame);
+          continue;
+        }
         if (!covered(frame)) {
           if (!(await o.hold.extend(intervalMicros))) {
             if (!closed) close(1008, 'insufficient_quota', { code: 'insufficient_quota', message: 'The organization\'s credit ran out: the next second of audio cannot be paid for; add credits to continue.' });
@@ -249,8 +259,8 @@ export function runSttSession(socket: WebSocket, o: SessionOptions): void {
     }
     const type = typeof msg.type === 'string' ? msg.type.toLowerCase() : '';
     if (type === 'keepalive') {
-      // Keeps a quiet session open, but not forever without audio (MAX_SILENCE_MS).
-      if (performance.now() - lastAudioAt < MAX_SILENCE_MS) touch();
+      // Keeps a quiet session open, but not forever without audio (maxSilenceMs).
+      if (performance.now() - lastAudioAt < o.maxSilenceMs) touch();
       return;
     }
     touch();
@@ -274,20 +284,20 @@ export function runSttSession(socket: WebSocket, o: SessionOptions): void {
 
   // Idle means: no audio or keepalive from the client AND nothing left for the recognizer
   // (a client waiting for a slow final transcript is not idle). Keepalives count only within
-  // MAX_SILENCE_MS of the last audio; other text messages do not count.
+  // maxSilenceMs of the last audio; other text messages do not count.
   const onIdle = () => {
     if (pendingSteps > 0 || extending) return touch();
     const silentFor = performance.now() - lastAudioAt;
     const message =
-      silentFor >= MAX_SILENCE_MS
-        ? `No audio for ${MAX_SILENCE_MS / 1000} s (keepalives keep a session open only that long without audio).`
-        : `No audio or keepalive for ${IDLE_TIMEOUT_MS / 1000} s.`;
+      silentFor >= o.maxSilenceMs
+        ? `No audio for ${o.maxSilenceMs / 1000} s (keepalives keep a session open only that long without audio).`
+        : `No audio or keepalive for ${o.idleTimeoutMs / 1000} s.`;
     close(1000, 'idle_timeout', { code: 'idle_timeout', message });
   };
-  let idle = setTimeout(onIdle, IDLE_TIMEOUT_MS);
+  let idle = setTimeout(onIdle, o.idleTimeoutMs);
   const touch = () => {
     clearTimeout(idle);
-    idle = setTimeout(onIdle, IDLE_TIMEOUT_MS);
+    idle = setTimeout(onIdle, o.idleTimeoutMs);
   };
   const maxLength = setTimeout(() => {
     enqueue(async () => {
@@ -316,6 +326,10 @@ export function runSttSession(socket: WebSocket, o: SessionOptions): void {
     if (isBinary) {
       touch();
       acceptAudio(buf);
+    } else if (waiting.length > 0) {
+      waiting.push(buf.toString('utf8'));
+      waitingBytes += buf.length;
+      if (waitingBytes > maxBacklogBytes) backlogError();
     } else handleCommand(buf.toString('utf8'));
   };
   let socketClosed = false;
@@ -352,7 +366,7 @@ export function runSttSession(socket: WebSocket, o: SessionOptions): void {
     sample_rate: o.sampleRate,
     encoding: o.encoding,
     turn_detection: o.turnDetection,
-    idle_timeout_seconds: IDLE_TIMEOUT_MS / 1000,
+    idle_timeout_seconds: o.idleTimeoutMs / 1000,
     max_session_seconds: MAX_SESSION_MS / 1000,
     started_at: new Date(started).toISOString(),
   });

@@ -131,6 +131,8 @@ export async function* allChunks(s: StartedSynthesis): AsyncGenerator<PcmSamples
       throw new ServiceError('upstream_error', `The speech engine failed mid-stream: ${(e as Error).message}`);
     }
     if (next.done) return;
+    // Revoked key or shutdown: stop relaying audio the engine already made, too.
+    if (s.signal.aborted && isServiceError(s.signal.reason)) throw s.signal.reason;
     if (next.value.length) yield next.value;
   }
 }

@@ -36,6 +36,8 @@ const EnvSchema = z.object({
   SVC_JOB_POLL_MS: z.coerce.number().int().min(10).max(60_000).default(500),
   SVC_JOB_LEASE_SECONDS: z.coerce.number().min(0.1).max(3600).default(30),
   SVC_JOB_OFFLINE_GIVE_UP_SECONDS: z.coerce.number().min(0).max(7 * 86400).default(1800),
+  // Voice jobs an org may have queued or running at once (counted in the database); past it 429.
+  SVC_MAX_JOBS_PER_ORG: z.coerce.number().int().min(1).max(10_000).default(5),
   // Prometheus metrics: a separate listener (loopback by default) and/or GET /metrics on the
   // public port behind a bearer token. Neither set: no metrics endpoint.
   SVC_METRICS_PORT: z.coerce.number().int().min(1).max(65535).optional(),
@@ -53,6 +55,9 @@ const EnvSchema = z.object({
   // Engine state with a real cost, pooled: local recognizer decoders and TTS engine processes.
   SVC_STT_MAX_DECODERS: z.coerce.number().int().min(1).max(10_000).default(16),
   SVC_TTS_MAX_ENGINES: z.coerce.number().int().min(1).max(10_000).default(8),
+  // Streaming STT: closed without audio or keepalive this long; without audio this long even with keepalives.
+  SVC_STT_IDLE_SECONDS: z.coerce.number().min(0.1).max(3600).default(15),
+  SVC_STT_MAX_SILENCE_SECONDS: z.coerce.number().min(0.1).max(86400).default(60),
   // What an LLM request reserves for its output when it sets no max_tokens (README, "Credits").
   SVC_LLM_RESERVE_MAX_TOKENS: z.coerce.number().int().min(1).max(10_000_000).default(4096),
   // A process's credit reservations outlive it (a crash) by at most this long.
@@ -99,7 +104,7 @@ export interface Config {
   registryRefreshMs: number;
   healthCheckMs: number;
   upstreamTimeoutMs: number;
-  jobs: { worker: boolean; concurrency: number; pollMs: number; leaseMs: number; offlineGiveUpMs: number };
+  jobs: { worker: boolean; concurrency: number; pollMs: number; leaseMs: number; offlineGiveUpMs: number; maxPerOrg: number };
   /** Separate metrics listener; undefined: none. */
   metricsPort: number | undefined;
   metricsHost: string;
@@ -126,6 +131,8 @@ export interface LimitsConfig {
   streamsPerProcess: number;
   sttDecoders: number;
   ttsEngines: number;
+  sttIdleMs: number;
+  sttMaxSilenceMs: number;
   llmReserveMaxTokens: number;
   creditHoldTtlMs: number;
 }
@@ -189,6 +196,7 @@ export function loadConfig(source: Readonly<Record<string, string | undefined>> 
       pollMs: env.SVC_JOB_POLL_MS,
       leaseMs: env.SVC_JOB_LEASE_SECONDS * 1000,
       offlineGiveUpMs: env.SVC_JOB_OFFLINE_GIVE_UP_SECONDS * 1000,
+      maxPerOrg: env.SVC_MAX_JOBS_PER_ORG,
     },
     metricsPort: env.SVC_METRICS_PORT,
     metricsHost: env.SVC_METRICS_HOST,
@@ -203,6 +211,8 @@ export function loadConfig(source: Readonly<Record<string, string | undefined>> 
       streamsPerProcess: env.SVC_MAX_STREAMS,
       sttDecoders: env.SVC_STT_MAX_DECODERS,
       ttsEngines: env.SVC_TTS_MAX_ENGINES,
+      sttIdleMs: env.SVC_STT_IDLE_SECONDS * 1000,
+      sttMaxSilenceMs: env.SVC_STT_MAX_SILENCE_SECONDS * 1000,
       llmReserveMaxTokens: env.SVC_LLM_RESERVE_MAX_TOKENS,
       creditHoldTtlMs: env.SVC_CREDIT_HOLD_TTL_SECONDS * 1000,
     },
