@@ -30,7 +30,10 @@ export function startBundled(entry: string, env: Record<string, string> = {}, ru
   // BENCH_GATEWAY_LOG_LEVEL=warn for none) to a file, as a service's logs go to journald or a
   // file, rather than into a pipe that the load generator would have to read; it says where it
   // listens on stderr (bench/gateway-server.ts).
-  const childEnv: NodeJS.ProcessEnv = { ...process.env, LOG_LEVEL: process.env.BENCH_GATEWAY_LOG_LEVEL ?? 'info', ...env };
+  // The benchmarks drive one key far past what one key may run at once in production (and
+  // bench/stt.ts more sessions than the default decoder pool): the caps are lifted, not measured.
+  const uncapped = { SVC_MAX_REQUESTS_PER_KEY: '1000000', SVC_MAX_STREAMS_PER_KEY: '1000000', SVC_MAX_STREAMS_PER_ORG: '1000000', SVC_MAX_STREAMS: '1000000', SVC_STT_MAX_DECODERS: '10000' };
+  const childEnv: NodeJS.ProcessEnv = { ...process.env, LOG_LEVEL: process.env.BENCH_GATEWAY_LOG_LEVEL ?? 'info', ...uncapped, ...env };
   const script = bundleGateway(root, name, entry);
   const logFile = join(tmpdir(), `svc-bench-${name}-${process.pid}-${++gatewaysStarted}.log`);
   return startListening(entry, [...gatewayNodeFlags([], childEnv.SVC_NODE_FLAGS), script], gatewayEnv(childEnv), logFile);

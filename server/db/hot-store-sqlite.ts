@@ -267,18 +267,18 @@ export function createSqliteHotStore(path: string, ownerId = holdOwnerId()): Hot
   };
   // Renew ours; release the reservations of processes that stopped renewing theirs (dead).
   const renewHolds = db.prepare<[string, string]>(`UPDATE "CreditHold" SET expiresAt = ? WHERE ownerId = ?`);
-  const releaseExpiredHolds = db.prepare<[string]>(
-    `UPDATE "Org" SET heldMicros = heldMicros - (SELECT SUM(h.amountMicros) FROM "CreditHold" h WHERE h.orgId = "Org".id AND h.expiresAt < ?1)
-      WHERE id IN (SELECT orgId FROM "CreditHold" WHERE expiresAt < ?1)`,
+  const releaseExpiredHolds = db.prepare<{ now: string }>(
+    `UPDATE "Org" SET heldMicros = heldMicros - (SELECT SUM(h.amountMicros) FROM "CreditHold" h WHERE h.orgId = "Org".id AND h.expiresAt < @now)
+      WHERE id IN (SELECT orgId FROM "CreditHold" WHERE expiresAt < @now)`,
   );
   const deleteExpiredHolds = db.prepare<[string]>(`DELETE FROM "CreditHold" WHERE expiresAt < ?`);
   const maintain = db.transaction((now: string, expiresAt: string) => {
     renewHolds.run(expiresAt, ownerId);
-    if (releaseExpiredHolds.run(now).changes > 0) deleteExpiredHolds.run(now);
+    if (releaseExpiredHolds.run({ now }).changes > 0) deleteExpiredHolds.run(now);
   });
   const releaseOwnHolds = db.transaction(() => {
-    db.prepare(`UPDATE "Org" SET heldMicros = heldMicros - (SELECT h.amountMicros FROM "CreditHold" h WHERE h.orgId = "Org".id AND h.ownerId = ?1)
-                 WHERE id IN (SELECT orgId FROM "CreditHold" WHERE ownerId = ?1)`).run(ownerId);
+    db.prepare(`UPDATE "Org" SET heldMicros = heldMicros - (SELECT h.amountMicros FROM "CreditHold" h WHERE h.orgId = "Org".id AND h.ownerId = @owner)
+                 WHERE id IN (SELECT orgId FROM "CreditHold" WHERE ownerId = @owner)`).run({ owner: ownerId });
     db.prepare(`DELETE FROM "CreditHold" WHERE ownerId = ?`).run(ownerId);
   });
   const touchAll = db.transaction((entries: [string, Date][]) => {
