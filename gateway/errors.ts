@@ -24,6 +24,7 @@ export const ERROR_TABLE: Record<ErrorCode, { status: number; type: ErrorType }>
   internal_error: E(500, 'api_error'), upstream_unavailable: E(502, 'api_error'), upstream_error: E(502, 'api_error'),
   verify_unavailable: E(503, 'api_error'), model_offline: E(503, 'api_error'), temporarily_unavailable: E(503, 'api_error'),
   agent_auth_unavailable: E(503, 'api_error'), upstream_timeout: E(504, 'api_error'),
+  mail_unavailable: E(503, 'api_error'),
 };
 
 export interface ErrorEnvelope {

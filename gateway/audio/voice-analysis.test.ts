@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { toFloat32 } from './pcm.js';
-import { analyzeVoice, type VoiceAnalysis } from './voice-analysis.js';
+import { analyzeVoice, analyzeVoiceInChunks, type VoiceAnalysis } from './voice-analysis.js';
 import { parseWav } from './wav.js';
 
 /** Deterministic noise in [-1, 1). */
@@ -202,5 +202,54 @@ describe('analyzeVoice on real speech from the local engines', () => {
     const slow = at(120);
     const fast = at(240);
     expect(fast / slow).toBeGreaterThan(1.4);
+  });
+});
+
+// Minutes of audio take seconds to measure: the gateway measures in slices so that its event
+// loop keeps serving other requests (README, "Voices").
+describe('analyzeVoiceInChunks', () => {
+  it.each([
+    { f0: 110, sampleRate: 16000 },
+    { f0: 165, sampleRate: 44100 }, // the overlap band: the formant (LPC) pass runs too
+    { f0: 230, sampleRate: 8000 },
+  ])('measures exactly what analyzeVoice measures (f0 $f0 Hz, $sampleRate Hz)', async ({ f0, sampleRate }) => {
+    const clip = syllables({ f0, syllableRate: 4, sampleRate, seconds: 20, noise: 0.01 });
+    expect(await analyzeVoiceInChunks(clip.slice(), sampleRate)).toEqual(analyzeVoice(clip.slice(), sampleRate));
+    const silence = new Float32Array(sampleRate * 3);
+    expect(await analyzeVoiceInChunks(silence.slice(), sampleRate)).toEqual(analyzeVoice(silence.slice(), sampleRate));
+  });
+
+  it('pauses at least once per second of audio, and other work runs at every pause', async () => {
+    const seconds = 60;
+    const clip = syllables({ f0: 120, syllableRate: 4, sampleRate: 22050, seconds });
+    let slices = 0;
+    let ticks = 0;
+    let done = false;
+    // Another task on the same event loop: it only runs when the analysis lets go.
+    const ticker = () => {
+      if (done) return;
+      ticks++;
+      setImmediate(ticker);
+    };
+    setImmediate(ticker);
+    const ticksBefore = ticks;
+    await analyzeVoiceInChunks(clip, 22050, { onSlice: () => slices++ });
+    done = true;
+    expect(slices).toBeGreaterThanOrEqual(seconds);
+    expect(ticks - ticksBefore).toBeGreaterThanOrEqual(slices);
+  });
+
+  it('stops at the next pause when its signal is aborted', async () => {
+    const abort = new AbortController();
+    const clip = syllables({ f0: 120, syllableRate: 4, sampleRate: 16000, seconds: 30 });
+    let slices = 0;
+    const run = analyzeVoiceInChunks(clip, 16000, {
+      signal: abort.signal,
+      onSlice: () => {
+        if (++slices === 3) abort.abort(new Error('client went away'));
+      },
+    });
+    await expect(run).rejects.toThrow('client went away');
+    expect(slices).toBe(3);
   });
 });

@@ -149,6 +149,7 @@ function* resampled(input: Float32Array, inputRate: number, outputRate: number, 
     for (const p of parts) {
       out.set(p, at);
       at += p.length;
+      if (slicer.spend(p.length)) yield;
     }
     return out;
   } finally {
@@ -246,16 +247,7 @@ function yinFrame(x: Float32Array, start: number, tauMin: number, tauMax: number
   return 0;
 }
 
-/**
- * Analyses made by analyzeVoiceInChunks, by the samples they measured: analyzeVoice on the same
- * (unchanged) array returns the result instead of measuring again on the caller's thread. The
- * local clone engines call analyzeVoice; the voice operations measure in chunks first.
- */
-const measuredInChunks = new WeakMap<Float32Array, { sampleRate: number; analysis: VoiceAnalysis }>();
-
 export function analyzeVoice(samples: Float32Array, sampleRate: number): VoiceAnalysis {
-  const known = measuredInChunks.get(samples);
-  if (known && known.sampleRate === sampleRate) return known.analysis;
   const steps = measure(samples, sampleRate, new Slicer());
   for (;;) {
     const step = steps.next();
@@ -272,10 +264,7 @@ export async function analyzeVoiceInChunks(samples: Float32Array, sampleRate: nu
   const steps = measure(samples, sampleRate, new Slicer());
   for (;;) {
     const step = steps.next();
-    if (step.done) {
-      measuredInChunks.set(samples, { sampleRate, analysis: step.value });
-      return step.value;
-    }
+    if (step.done) return step.value;
     options.onSlice?.();
     await nextTurn();
     if (options.signal?.aborted) {
@@ -364,12 +353,13 @@ function* measure(samples: Float32Array, sampleRate: number, slicer: Slicer): St
 
   let speechFrames = 0;
   let speechEnergy = 0;
-  const voicedF0: number[] = [];
+  const voiced = new Float64Array(frames);
+  let voicedFrames = 0;
   for (let f = 0; f < frames; f++) {
     if (!active[f]) continue;
     speechFrames++;
     speechEnergy += meanSquare[f]!;
-    if (f0[f]! > 0) voicedF0.push(f0[f]!);
+    if (f0[f]! > 0) voiced[voicedFrames++] = f0[f]!;
   }
   if (speechFrames === 0) {
     let total = 0;
@@ -380,7 +370,8 @@ function* measure(samples: Float32Array, sampleRate: number, slicer: Slicer): St
   const speechMs = Math.min(durationMs, speechFrames * HOP_MS);
   const loudnessDbfs = round1(db(speechEnergy / speechFrames));
 
-  voicedF0.sort((a, b) => a - b);
+  // A typed array sorts numerically in native code: minutes of frames in a few milliseconds.
+  const voicedF0 = voiced.subarray(0, voicedFrames).sort();
   const hasPitch = voicedF0.length >= MIN_VOICED_FRAMES;
   const medianF0Hz = hasPitch ? round1(percentile(voicedF0, 0.5)) : null;
   const f0P10Hz = hasPitch ? round1(percentile(voicedF0, 0.1)) : null;
@@ -433,7 +424,12 @@ function* butterworth(x: Float32Array, kind: 'lowpass' | 'highpass', cornerHz: n
  * 10.5% for the full-band level.)
  */
 function* vowelBandLevels(x: Float32Array, frames: number, slicer: Slicer): Steps<Float64Array> {
-  const band = x.slice();
+  // Copied in blocks: a fresh array of minutes of audio costs its page faults as it is written.
+  const band = new Float32Array(x.length);
+  for (let from = 0; from < x.length; from += BLOCK) {
+    band.set(x.subarray(from, from + BLOCK), from);
+    if (slicer.spend(BLOCK)) yield;
+  }
   // Two passes of each: 4th-order slopes.
   yield* butterworth(band, 'highpass', 500, slicer);
   yield* butterworth(band, 'highpass', 500, slicer);

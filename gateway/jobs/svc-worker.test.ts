@@ -13,7 +13,8 @@ const workers: ChildProcess[] = [];
 let output = '';
 
 beforeAll(async () => {
-  h = await startTtsGateway({ env: { SVC_WORKER: 'off' } });
+  // Six jobs queued at once: above the default per-org cap of in-flight jobs (5).
+  h = await startTtsGateway({ env: { SVC_WORKER: 'off', SVC_MAX_JOBS_PER_ORG: '6' } });
 }, 60_000);
 
 afterAll(async () => {

@@ -306,7 +306,9 @@ describe('profiles, localize, pro clone and jobs', () => {
 describe('blobs', () => {
   it('enforces the per-org storage quota (250 MB) with 413 storage_quota_exceeded', async () => {
     const q = await otherOrg(h);
+    // A live blob of almost the whole quota, counted as uploads count it (Org.blobBytes).
     await h.testDb.db.prisma.blob.create({ data: { id: newId('blob'), orgId: q.orgId, contentType: 'audio/wav', sizeBytes: 250 * 1024 * 1024 - 1000, sha256: 'x', storageKey: 'none' } });
+    await h.testDb.db.prisma.org.update({ where: { id: q.orgId }, data: { blobBytes: 250 * 1024 * 1024 - 1000 } });
     const r = await fetch(`${h.url}/blobs`, { method: 'POST', headers: { authorization: q.headers.authorization!, 'content-type': 'audio/wav' }, body: new Uint8Array(maleClip) });
     await expectError(r, { status: 413, code: 'storage_quota_exceeded', param: 'file' });
     expect(await h.testDb.db.prisma.blob.count({ where: { orgId: q.orgId } })).toBe(1);

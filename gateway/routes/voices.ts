@@ -5,7 +5,7 @@
 import { createHash } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import { getBlobOrThrow, MAX_BLOB_BYTES, readBlobBytes, storeBlob } from '../../server/services/blobs/blob-store.js';
+import { deleteBlob, getBlobOrThrow, MAX_BLOB_BYTES, readBlobBytes, storeBlob } from '../../server/services/blobs/blob-store.js';
 import { ServiceError } from '../../server/services/errors.js';
 import { parseInput } from '../../server/services/parse-input.js';
 import { deleteVoice } from '../../server/services/voices/delete-voice.js';
@@ -17,7 +17,7 @@ import { UpdateVoiceInput, updateVoice, VoiceLanguage, VoiceName, VoiceTags } fr
 import type { GatewayContext } from '../context.js';
 import { acceptMultipart, readUpload } from '../multipart-upload.js';
 import { parseSampleRateParam } from '../stt/decode-upload.js';
-import { decodeClip, MIN_CLIP_SECONDS, MIN_PRO_CLIP_SECONDS, requireClipLength, type MeasuredClip } from '../voices/voice-clip.js';
+import { decodeClip, MAX_PRO_CLIP_SECONDS, MAX_PRO_CLIPS, MIN_CLIP_SECONDS, MIN_PRO_CLIP_SECONDS, requireClipLength, type MeasuredClip } from '../voices/voice-clip.js';
 import {
   canCloneNow,
   createVoiceRow,
@@ -28,6 +28,7 @@ import {
   requireCloneCapable,
   saveProfile,
   storeVoiceSample,
+  type NewVoice,
   type VoiceJobPayload,
 } from '../voices/voice-operations.js';
 import type { ModelEntry } from '../registry/model-registry.js';
@@ -55,7 +56,12 @@ const CloneJson = CloneFields.omit({ sample_rate: true }).extend({ blob_id: z.st
 const ProClone = z.strictObject({
   name: VoiceName,
   language: VoiceLanguage.default('en'),
-  blob_ids: z.array(z.string().min(1).max(100)).min(1).max(20),
+  blob_ids: z
+    .array(z.string().min(1).max(100))
+    .min(1)
+    .max(MAX_PRO_CLIPS, `at most ${MAX_PRO_CLIPS} clips`)
+    // A clip listed twice adds no voice, only work: refused rather than measured twice.
+    .refine((ids) => new Set(ids).size === ids.length, 'each blob id at most once'),
   transcript: Transcript.optional(),
   model_id: z.string().min(1).max(200).optional(),
   profile_version: ProfileVersion.default('1'),
@@ -126,6 +132,7 @@ export async function registerVoiceRoutes(app: FastifyInstance, ctx: GatewayCont
     let input: z.output<typeof CloneFields>;
     let clip: MeasuredClip;
     let blobId: string;
+    let storedBlobId: string | null = null;
     let model: ModelEntry;
     if (request.isMultipart()) {
       const upload = await readUpload(request, { fileField: 'file', sizeLabel: '25 MB', fieldNames: 'file, name, language, mode, transcript, model_id and profile_version' });
@@ -134,7 +141,7 @@ export async function registerVoiceRoutes(app: FastifyInstance, ctx: GatewayCont
       clip = decodeClip(upload.file, parseSampleRateParam(input.sample_rate, null));
       requireClipLength(clip, MIN_CLIP_SECONDS);
       model = cloneModel(ctx, input.model_id); // a bad model is refused before the clip is stored
-      blobId = (await storeBlob(prisma, ctx.config.dataDir, { orgId, contentType: 'audio/wav', bytes: clip.wav, durationMs: clip.durationMs })).id;
+      blobId = storedBlobId = (await storeBlob(prisma, ctx.config.dataDir, { orgId, contentType: 'audio/wav', bytes: clip.wav, durationMs: clip.durationMs })).id;
     } else {
       const json = parseInput(CloneJson, request.body);
       input = json;
@@ -173,11 +180,16 @@ export async function registerVoiceRoutes(app: FastifyInstance, ctx: GatewayCont
       await storeVoiceSample(ctx, voiceId, clientGone);
       return reply.code(201).send(await getVoice(prisma, orgId, voiceId));
     }
-    const voiceId = await createVoiceRow(prisma, newVoice);
-    return reply.code(202).send(await queueVoiceJob(ctx, { orgId, voiceId, kind: 'instant_clone', model, payload }));
+    const queued = await queueVoiceJob(ctx, { orgId, voice: newVoice, kind: 'instant_clone', model, payload }).catch(async (err: unknown) => {
+      // Refused (too many jobs): the clip uploaded with the request would be a blob nobody knows of.
+      if (storedBlobId) await deleteBlob(prisma, ctx.config.dataDir, orgId, storedBlobId).catch(() => undefined);
+      throw err;
+    });
+    return reply.code(202).send(queued);
   });
 
-  // Professional clone: several uploaded clips (at least 30 s in all), always a job.
+  // Professional clone: several uploaded clips (30 s to 10 min in all, by their stored
+  // durations: nothing is decoded here), always a job.
   app.post('/voices/pro-clone', keyed, async (request, reply) => {
     const orgId = request.auth.orgId;
     const input = parseInput(ProClone, request.body);
@@ -195,7 +207,10 @@ export async function registerVoiceRoutes(app: FastifyInstance, ctx: GatewayCont
     if (totalMs < MIN_PRO_CLIP_SECONDS * 1000) {
       throw new ServiceError('clip_too_short', `The clips hold ${(totalMs / 1000).toFixed(1)} s of audio; a professional clone needs at least ${MIN_PRO_CLIP_SECONDS} s.`, 'blob_ids');
     }
-    const voiceId = await createVoiceRow(prisma, {
+    if (totalMs > MAX_PRO_CLIP_SECONDS * 1000) {
+      throw new ServiceError('invalid_request', `The clips hold ${(totalMs / 1000).toFixed(1)} s of audio; a professional clone takes at most ${MAX_PRO_CLIP_SECONDS / 60} minutes.`, 'blob_ids');
+    }
+    const voice: NewVoice = {
       orgId,
       name: input.name,
       language: input.language,
@@ -207,9 +222,9 @@ export async function registerVoiceRoutes(app: FastifyInstance, ctx: GatewayCont
       description: input.description,
       tags: input.tags,
       modelId: model.id,
-    });
+    };
     const payload: VoiceJobPayload = { modelId: model.id, mode: 'similarity', profileVersion: input.profile_version, apiKind: 'pro_clone', blobIds: input.blob_ids };
-    return reply.code(202).send(await queueVoiceJob(ctx, { orgId, voiceId, kind: 'pro_clone', model, payload }));
+    return reply.code(202).send(await queueVoiceJob(ctx, { orgId, voice, kind: 'pro_clone', model, payload }));
   });
 
   // Localize: a new voice of the org that keeps the parent's character in another language.
@@ -219,7 +234,7 @@ export async function registerVoiceRoutes(app: FastifyInstance, ctx: GatewayCont
     const input = parseInput(Localize, request.body);
     const parent = await getVisibleVoiceOrThrow(prisma, orgId, id);
     const model = cloneModel(ctx, input.model_id ?? (parent.modelFamily || undefined));
-    const voiceId = await createVoiceRow(prisma, {
+    const voice: NewVoice = {
       orgId,
       name: input.name ?? `${parent.name} (${input.language})`,
       language: input.language,
@@ -232,11 +247,11 @@ export async function registerVoiceRoutes(app: FastifyInstance, ctx: GatewayCont
       gender: parent.gender,
       tags: parent.tags as string[],
       modelId: model.id,
-    });
+    };
     const payload: VoiceJobPayload = { modelId: model.id, mode: 'similarity', profileVersion: input.profile_version, apiKind: 'localize' };
     // A parent without a clip (a platform voice): the job has it speak a sample and measures that.
     if (!(parent.orgId && parent.sourceAudioBlobId)) payload.sampleFromVoiceId = parent.id;
-    return reply.code(202).send(await queueVoiceJob(ctx, { orgId, voiceId, kind: 'localize', model, payload }));
+    return reply.code(202).send(await queueVoiceJob(ctx, { orgId, voice, kind: 'localize', model, payload }));
   });
 
   // Prepare a voice for a model: 200 with a ready cached profile, else 202 + job.
@@ -258,6 +273,6 @@ export async function registerVoiceRoutes(app: FastifyInstance, ctx: GatewayCont
     const mode = (voice.sourceMetadata as { mode?: 'stability' | 'similarity' } | null)?.mode ?? 'similarity';
     const blobIds = (voice.sourceMetadata as { blob_ids?: string[] } | null)?.blob_ids;
     const payload: VoiceJobPayload = { modelId: model.id, mode, profileVersion: input.profile_version ?? cached?.profileVersion ?? '1', apiKind: kind, ...(blobIds ? { blobIds } : {}) };
-    return reply.code(202).send(await queueVoiceJob(ctx, { orgId, voiceId: voice.id, kind: 'prepare_profile', model, payload }));
+    return reply.code(202).send(await queueVoiceJob(ctx, { orgId, voice: voice.id, kind: 'prepare_profile', model, payload }));
   });
 }

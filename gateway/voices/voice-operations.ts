@@ -4,7 +4,7 @@ import type { Prisma } from '../../server/db/database.js';
 import { newId } from '../../server/db/ids.js';
 import { getBlobOrThrow, readBlobBytes, storeBlob } from '../../server/services/blobs/blob-store.js';
 import { ServiceError } from '../../server/services/errors.js';
-import { enqueueJob, type ApiJobKind, type Job } from '../../server/services/jobs/job-queue.js';
+import { admitJob, enqueueJob, type ApiJobKind, type Job, type Tx } from '../../server/services/jobs/job-queue.js';
 import { presentProfile, type VoiceProfileRecord } from '../../server/services/voices/present-voice.js';
 import { voiceSearchFields } from '../../server/services/voices/voice-search.js';
 import type { GatewayContext } from '../context.js';
@@ -114,9 +114,11 @@ async function applyMeasurements(prisma: Prisma, voiceId: string, prepared: Prep
 /** The audio a voice is made from: its source clip, or (voices without one) a sample it speaks. */
 async function sourceClip(ctx: GatewayContext, voice: { id: string; orgId: string | null; sourceAudioBlobId: string | null; language: string }, payload: VoiceJobPayload, signal: AbortSignal): Promise<MeasuredClip> {
   const { prisma } = ctx.db;
-  const blobIds = payload.blobIds ?? (voice.sourceAudioBlobId ? [voice.sourceAudioBlobId] : []);
+  // Each clip once: a voice made before duplicates were refused may list one several times.
+  const blobIds = [...new Set(payload.blobIds ?? (voice.sourceAudioBlobId ? [voice.sourceAudioBlobId] : []))];
   if (blobIds.length > 0 && voice.orgId) {
     const clips: MeasuredClip[] = [];
+    // One clip at a time (each at most 25 MB), reading the next between them.
     for (const blobId of blobIds) {
       const blob = await getBlobOrThrow(prisma, voice.orgId, blobId).catch(() => {
         throw new ServiceError('conflict', `The voice's source clip (blob '${blobId}') was deleted; clone the voice again from a clip.`, 'voice_id');
@@ -170,6 +172,12 @@ async function speakSample(ctx: GatewayContext, voiceId: string, language: strin
 }
 
 /**
+ * The greeting every new voice speaks for its sample: fixed, never built from what the client
+ * sent (a voice's name in it would make `name` + GET /blobs/{sample}/content free TTS).
+ */
+export const GREETING_TEXT = 'Hello! Thank you for calling. How can I help you today?';
+
+/**
  * A new voice's `sample_blob_id`: a short greeting in the voice, stored as a blob of its org so
  * that people can hear it before using it. Best effort: a voice without a sample works the same.
  */
@@ -178,7 +186,7 @@ export async function storeVoiceSample(ctx: GatewayContext, voiceId: string, sig
   try {
     const voice = await prisma.voice.findUniqueOrThrow({ where: { id: voiceId }, include: { profiles: { where: { status: 'ready' } } } });
     if (!voice.orgId || voice.sampleBlobId) return;
-    const clip = await speakWithProfiles(ctx, voice.profiles, `Hello! This is ${voice.name}. How can I help you today?`, voice.language, signal);
+    const clip = await speakWithProfiles(ctx, voice.profiles, GREETING_TEXT, voice.language, signal);
     if (!clip) return;
     const blob = await storeBlob(prisma, ctx.config.dataDir, { orgId: voice.orgId, contentType: 'audio/wav', bytes: clip.wav, durationMs: clip.durationMs });
     await prisma.voice.update({ where: { id: voiceId }, data: { sampleBlobId: blob.id } });
@@ -221,7 +229,7 @@ export interface NewVoice {
   modelId: string;
 }
 
-export async function createVoiceRow(prisma: Prisma, v: NewVoice): Promise<string> {
+export async function createVoiceRow(prisma: Prisma | Tx, v: NewVoice): Promise<string> {
   const id = newId('voice');
   const tags = v.tags ?? [];
   await prisma.voice.create({
@@ -246,25 +254,33 @@ export async function createVoiceRow(prisma: Prisma, v: NewVoice): Promise<strin
   return id;
 }
 
-/** Queues the preparation of `voiceId` for `model`: a queued profile row and a job (202). */
+/**
+ * Queues the preparation of a voice for `model`: a queued profile row and a job (202). `voice`
+ * is an existing voice's id, or a new voice to create with the job. Refused with 429 when the
+ * org has SVC_MAX_JOBS_PER_ORG jobs in flight; one transaction, so a refusal leaves nothing.
+ */
 export async function queueVoiceJob(
   ctx: GatewayContext,
-  input: { orgId: string; voiceId: string; kind: Job['kind']; model: ModelEntry; payload: VoiceJobPayload },
+  input: { orgId: string; voice: string | NewVoice; kind: Job['kind']; model: ModelEntry; payload: VoiceJobPayload },
 ): Promise<{ job_id: string; voice_id: string; status: 'queued' }> {
-  const { prisma } = ctx.db;
-  const where = { voiceId_modelId: { voiceId: input.voiceId, modelId: input.model.id } };
-  const existing = await prisma.voiceProfile.findUnique({ where });
-  // A ready, unexpired profile keeps serving until the new one replaces it.
-  if (!existing || !isUsable(existing)) {
-    await prisma.voiceProfile.upsert({
-      where,
-      create: { id: newId('vpr'), voiceId: input.voiceId, modelId: input.model.id, upstreamId: '', status: 'queued', profileVersion: input.payload.profileVersion },
-      update: { status: 'queued', error: null },
-    });
-  }
-  const job = await enqueueJob(prisma, { orgId: input.orgId, kind: input.kind, voiceId: input.voiceId, payload: input.payload as unknown as Record<string, unknown> });
+  const queued = await ctx.db.prisma.$transaction(async (tx) => {
+    await admitJob(tx, input.orgId, ctx.config.jobs.maxPerOrg);
+    const voiceId = typeof input.voice === 'string' ? input.voice : await createVoiceRow(tx, input.voice);
+    const where = { voiceId_modelId: { voiceId, modelId: input.model.id } };
+    const existing = await tx.voiceProfile.findUnique({ where });
+    // A ready, unexpired profile keeps serving until the new one replaces it.
+    if (!existing || !isUsable(existing)) {
+      await tx.voiceProfile.upsert({
+        where,
+        create: { id: newId('vpr'), voiceId, modelId: input.model.id, upstreamId: '', status: 'queued', profileVersion: input.payload.profileVersion },
+        update: { status: 'queued', error: null },
+      });
+    }
+    const job = await enqueueJob(tx, { orgId: input.orgId, kind: input.kind, voiceId, payload: input.payload as unknown as Record<string, unknown> });
+    return { job_id: job.id, voice_id: voiceId, status: 'queued' as const };
+  });
   ctx.jobs?.notify();
-  return { job_id: job.id, voice_id: input.voiceId, status: 'queued' };
+  return queued;
 }
 
 export function isUsable(profile: { status: string; expiresAt: Date | null }, now = Date.now()): boolean {

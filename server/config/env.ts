@@ -74,6 +74,9 @@ const EnvSchema = z.object({
   // How many reverse proxies in front of the gateway and the dashboard append the client's
   // address to X-Forwarded-For; 0 (none): the header is the client's own words and is ignored.
   SVC_TRUSTED_PROXIES: z.coerce.number().int().min(0).max(10).default(0),
+  // Outgoing mail (email verification links); unset: the dashboard sends none. The URL may hold credentials.
+  SVC_SMTP_URL: z.preprocess(emptyIsUnset, z.string().regex(/^smtps?:\/\/[^/\s]/, 'must be an smtp:// or smtps:// URL, e.g. smtps://user:password@mail.example.com:465').optional()),
+  SVC_MAIL_FROM: z.preprocess(emptyIsUnset, z.string().trim().min(3).max(320).optional()),
   // OpenTelemetry traces (README, "Tracing"): the standard variables; no endpoint, no tracing.
   // Empty means unset, as the OpenTelemetry specification says.
   OTEL_EXPORTER_OTLP_ENDPOINT: z.preprocess(emptyIsUnset, url.optional()),
@@ -115,6 +118,8 @@ export interface Config {
   limits: LimitsConfig;
   /** SVC_TRUSTED_PROXIES: how far X-Forwarded-For is believed (server/config/client-address.ts). */
   trustedProxies: number;
+  /** SVC_SMTP_URL and SVC_MAIL_FROM; undefined: no mail is sent. */
+  mail: MailConfig | undefined;
   agentAuth: AgentAuthConfig;
   /** OpenTelemetry traces; undefined: off (no OTLP endpoint set, or OTEL_SDK_DISABLED=true). */
   tracing: TracingConfig | undefined;
@@ -144,6 +149,11 @@ export interface TracingConfig {
   sampler: TraceSampler;
   /** The ratio of the traceidratio samplers (1 when not given). */
   samplerRatio: number;
+}
+
+export interface MailConfig {
+  smtpUrl: string;
+  from: string;
 }
 
 export interface AgentAuthConfig {
@@ -217,6 +227,7 @@ export function loadConfig(source: Readonly<Record<string, string | undefined>> 
       creditHoldTtlMs: env.SVC_CREDIT_HOLD_TTL_SECONDS * 1000,
     },
     trustedProxies: env.SVC_TRUSTED_PROXIES,
+    mail: mailConfig(env),
     agentAuth: {
       enabled: env.SVC_AGENT_AUTH === 'on',
       anonymousEnabled: env.SVC_AGENT_ANONYMOUS === 'on',
@@ -237,6 +248,14 @@ function tracingConfig(env: Env): TracingConfig | undefined {
   const tracesUrl = env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ?? (env.OTEL_EXPORTER_OTLP_ENDPOINT ? `${stripSlash(env.OTEL_EXPORTER_OTLP_ENDPOINT)}/v1/traces` : undefined);
   if (!tracesUrl) return undefined;
   return { tracesUrl, serviceName: env.OTEL_SERVICE_NAME, sampler: env.OTEL_TRACES_SAMPLER, samplerRatio: env.OTEL_TRACES_SAMPLER_ARG ?? 1 };
+}
+
+/** Mail needs both variables: a From address is not something to guess for an operator. */
+function mailConfig(env: Env): MailConfig | undefined {
+  if (!env.SVC_SMTP_URL && !env.SVC_MAIL_FROM) return undefined;
+  if (!env.SVC_SMTP_URL) throw new ConfigError('invalid configuration:\n  SVC_SMTP_URL: required when SVC_MAIL_FROM is set');
+  if (!env.SVC_MAIL_FROM) throw new ConfigError('invalid configuration:\n  SVC_MAIL_FROM: required when SVC_SMTP_URL is set, e.g. "svc <no-reply@example.com>"');
+  return { smtpUrl: env.SVC_SMTP_URL, from: env.SVC_MAIL_FROM };
 }
 
 export function ensureDataDir(config: Config): void {

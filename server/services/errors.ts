@@ -21,6 +21,7 @@ export const ERROR_CODES = [
   // 5xx
   'internal_error', 'upstream_unavailable', 'upstream_error', 'verify_unavailable', 'model_offline',
   'temporarily_unavailable', 'agent_auth_unavailable', 'upstream_timeout',
+  'mail_unavailable',
 ] as const;
 
 export type ErrorCode = (typeof ERROR_CODES)[number];

@@ -1,14 +1,15 @@
 // "Cloning" with the local engines is measurement, not a neural voice: the clip's pitch,
 // speaking rate and gender pick and tune an engine voice (see gateway/audio/voice-analysis.ts
 // and gateway/voices/derive-local-voice.ts). The README says exactly this.
-import { analyzeVoice } from '../../audio/voice-analysis.js';
+import { analyzeVoiceInChunks } from '../../audio/voice-analysis.js';
 import { deriveLocalVoice } from '../../voices/derive-local-voice.js';
 import type { VoiceCloneAdapter } from '../clone-types.js';
 
 export function localCloneAdapter(engine: 'flite' | 'espeak-ng'): VoiceCloneAdapter {
   return {
     async clone(_upstream, req) {
-      const analysis = analyzeVoice(req.clip.samples, req.clip.sampleRate);
+      // In slices: minutes of audio must not hold the gateway's event loop.
+      const analysis = await analyzeVoiceInChunks(req.clip.samples, req.clip.sampleRate, { signal: req.signal });
       const derived = deriveLocalVoice(engine, analysis, { language: req.language, mode: req.mode });
       return {
         upstreamId: derived.upstreamId,

@@ -2,6 +2,11 @@
 // directory (`<dataDir>/blobs/<org>/<blob>`) with their record in the database. Several gateway
 // hosts must share that directory (see README, "Deployment"). Caps: 25 MB per blob, 250 MB per
 // org (live blobs); over either is 413 with a message saying which.
+//
+// The org quota is a counter, Org.blobBytes = the sizes of the org's live blobs. An upload
+// reserves its size with one conditional UPDATE before anything is written, so concurrent
+// uploads (from any number of gateways) can never pass the cap together; the reservation is
+// released if the upload fails and when the blob is deleted.
 import { createHash } from 'node:crypto';
 import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -40,48 +45,71 @@ export const blobTooLarge = () => new ServiceError('body_too_large', `A blob is 
 
 const blobPath = (dataDir: string, orgId: string, blobId: string) => join(dataDir, 'blobs', orgId, blobId);
 
+/** Bytes of the org's live blobs, as counted for its quota. */
 export async function orgBlobBytes(prisma: Prisma, orgId: string): Promise<number> {
-  const sum = await prisma.blob.aggregate({ where: { orgId, deletedAt: null }, _sum: { sizeBytes: true } });
-  return sum._sum.sizeBytes ?? 0;
+  const org = await prisma.org.findUnique({ where: { id: orgId }, select: { blobBytes: true } });
+  return Number(org?.blobBytes ?? 0n);
 }
 
 /**
- * Stores bytes as a new blob of the org. The org quota is checked before writing; two uploads
- * racing past it can exceed it by at most one blob (25 MB), which is the documented bound.
+ * Reserves `bytes` of the org's quota; false when they do not fit. Prisma sends this as one
+ * `UPDATE "Org" SET "blobBytes" = "blobBytes" + n WHERE id = ? AND "blobBytes" <= cap - n`: on
+ * PostgreSQL a racing update waits for the row lock and re-checks the condition, and SQLite
+ * runs one writer at a time, so the sum of granted reservations never passes the cap.
  */
+async function reserveQuota(prisma: Prisma, orgId: string, bytes: number): Promise<boolean> {
+  const r = await prisma.org.updateMany({
+    where: { id: orgId, blobBytes: { lte: BigInt(MAX_ORG_BLOB_BYTES - bytes) } },
+    data: { blobBytes: { increment: BigInt(bytes) } },
+  });
+  return r.count === 1;
+}
+
+async function releaseQuota(prisma: Prisma, orgId: string, bytes: number): Promise<void> {
+  await prisma.org.updateMany({ where: { id: orgId }, data: { blobBytes: { decrement: BigInt(bytes) } } });
+}
+
+/** Stores bytes as a new blob of the org, within its quota (exactly, under any concurrency). */
 export async function storeBlob(
   prisma: Prisma,
   dataDir: string,
   input: { orgId: string; contentType: string; bytes: Buffer; durationMs: number | null },
 ): Promise<BlobRecord> {
-  if (input.bytes.length > MAX_BLOB_BYTES) throw blobTooLarge();
-  if (input.bytes.length === 0) throw new ServiceError('invalid_request', 'The upload is empty.', 'file');
-  const used = await orgBlobBytes(prisma, input.orgId);
-  if (used + input.bytes.length > MAX_ORG_BLOB_BYTES) {
+  const size = input.bytes.length;
+  if (size > MAX_BLOB_BYTES) throw blobTooLarge();
+  if (size === 0) throw new ServiceError('invalid_request', 'The upload is empty.', 'file');
+  if (!(await reserveQuota(prisma, input.orgId, size))) {
+    const used = await orgBlobBytes(prisma, input.orgId);
     throw new ServiceError(
       'storage_quota_exceeded',
-      `This organization's blobs would take ${((used + input.bytes.length) / 1024 / 1024).toFixed(1)} MB, over its ${MAX_ORG_BLOB_BYTES / 1024 / 1024} MB storage quota; delete blobs or voices you no longer need.`,
+      `This organization's blobs would take ${((used + size) / 1024 / 1024).toFixed(1)} MB, over its ${MAX_ORG_BLOB_BYTES / 1024 / 1024} MB storage quota; delete blobs or voices you no longer need.`,
       'file',
     );
   }
   const id = newId('blob');
   const path = blobPath(dataDir, input.orgId, id);
-  await mkdir(join(dataDir, 'blobs', input.orgId), { recursive: true });
-  // Write then rename: a crash never leaves a record pointing at half a file.
-  await writeFile(`${path}.part`, input.bytes);
-  await rename(`${path}.part`, path);
-  const row = await prisma.blob.create({
-    data: {
-      id,
-      orgId: input.orgId,
-      contentType: input.contentType,
-      sizeBytes: input.bytes.length,
-      sha256: createHash('sha256').update(input.bytes).digest('hex'),
-      storageKey: join(input.orgId, id),
-      durationMs: input.durationMs,
-    },
-  });
-  return presentBlob(row);
+  try {
+    await mkdir(join(dataDir, 'blobs', input.orgId), { recursive: true });
+    // Write then rename: a crash never leaves a record pointing at half a file.
+    await writeFile(`${path}.part`, input.bytes);
+    await rename(`${path}.part`, path);
+    const row = await prisma.blob.create({
+      data: {
+        id,
+        orgId: input.orgId,
+        contentType: input.contentType,
+        sizeBytes: size,
+        sha256: createHash('sha256').update(input.bytes).digest('hex'),
+        storageKey: join(input.orgId, id),
+        durationMs: input.durationMs,
+      },
+    });
+    return presentBlob(row);
+  } catch (err) {
+    await Promise.all([rm(`${path}.part`, { force: true }), rm(path, { force: true })]).catch(() => undefined);
+    await releaseQuota(prisma, input.orgId, size).catch(() => undefined);
+    throw err;
+  }
 }
 
 export async function getBlobOrThrow(prisma: Prisma, orgId: string, blobId: string): Promise<BlobRow> {
@@ -97,7 +125,14 @@ export async function readBlobBytes(dataDir: string, blob: BlobRow): Promise<Buf
 /** Deletes the record (soft) and the file; a voice that referenced it keeps its profiles. */
 export async function deleteBlob(prisma: Prisma, dataDir: string, orgId: string, blobId: string): Promise<{ id: string; deleted: true }> {
   const blob = await getBlobOrThrow(prisma, orgId, blobId);
-  await prisma.blob.update({ where: { id: blob.id }, data: { deletedAt: new Date() } });
+  // Only the delete that moves the row out of live releases its bytes: two racing deletes
+  // of one blob release them once. Both statements commit together.
+  const released = await prisma.$transaction(async (tx) => {
+    const r = await tx.blob.updateMany({ where: { id: blob.id, orgId, deletedAt: null }, data: { deletedAt: new Date() } });
+    if (r.count === 1) await tx.org.updateMany({ where: { id: orgId }, data: { blobBytes: { decrement: BigInt(blob.sizeBytes) } } });
+    return r.count === 1;
+  });
+  if (!released) throw new ServiceError('blob_not_found', `No blob with id '${blobId}' in this organization.`, 'blob_id');
   await rm(join(dataDir, 'blobs', blob.storageKey), { force: true });
   return { id: blob.id, deleted: true };
 }

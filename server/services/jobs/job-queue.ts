@@ -51,13 +51,37 @@ export function presentJob(job: JobRow): JobRecord {
   };
 }
 
+export type Tx = Parameters<Parameters<Prisma['$transaction']>[0]>[0];
+
+/** What a refused job is told to wait before trying again: about one job's run. */
+export const JOB_RETRY_AFTER_SECONDS = 5;
+
 export async function enqueueJob(
-  prisma: Prisma,
+  prisma: Prisma | Tx,
   input: { orgId: string; kind: JobKind; voiceId: string | null; payload: Record<string, unknown>; runAfter?: Date },
 ): Promise<JobRow> {
   return prisma.job.create({
     data: { id: newId('job'), orgId: input.orgId, kind: input.kind, voiceId: input.voiceId, input: input.payload as object, runAfter: input.runAfter ?? new Date() },
   });
+}
+
+/**
+ * Refuses a new job (429 rate_limit_exceeded, Retry-After) when the org already has
+ * `maxInFlight` jobs queued or running. Call it first in the transaction that enqueues: it
+ * write-locks the org's row, so concurrent enqueues of one org, from any gateway, count one
+ * after another (PostgreSQL's row lock; SQLite has one writer) and the cap is exact.
+ */
+export async function admitJob(tx: Tx, orgId: string, maxInFlight: number): Promise<void> {
+  await tx.org.updateMany({ where: { id: orgId }, data: { updatedAt: new Date() } });
+  const inFlight = await tx.job.count({ where: { orgId, status: { in: ['queued', 'running'] } } });
+  if (inFlight >= maxInFlight) {
+    throw new ServiceError(
+      'rate_limit_exceeded',
+      `This organization has ${inFlight} voice jobs queued or running, the most it may have at once (${maxInFlight}); wait for one to finish (GET /jobs) and try again.`,
+      null,
+      { 'retry-after': String(JOB_RETRY_AFTER_SECONDS) },
+    );
+  }
 }
 
 /** A job of the org; another org's job is indistinguishable from a missing one. */

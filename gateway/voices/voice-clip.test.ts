@@ -1,0 +1,53 @@
+// Clips as the voice operations use them: raw PCM stored as WAV without re-encoding, and
+// several clips joined in slices (the event loop runs between them) into the same WAV that
+// encoding the whole at once gives.
+import { describe, expect, it } from 'vitest';
+import { encodeWav, parseWav } from '../audio/wav.js';
+import { decodeClip, joinClips, type MeasuredClip } from './voice-clip.js';
+
+function tone(seconds: number, rate: number, hz: number): Float32Array {
+  return Float32Array.from({ length: Math.round(seconds * rate) }, (_, i) => 0.5 * Math.sin((2 * Math.PI * hz * i) / rate));
+}
+
+const clipOf = (samples: Float32Array, rate: number): MeasuredClip => ({ samples, sampleRate: rate, durationMs: Math.round((samples.length / rate) * 1000), wav: encodeWav(samples, rate, 'pcm_s16le') });
+
+describe('decodeClip', () => {
+  it('stores raw 16-bit PCM as the WAV file encoding its samples would make', () => {
+    const wav = encodeWav(tone(2, 8000, 300), 8000, 'pcm_s16le');
+    const raw = Buffer.concat([wav.subarray(44), Buffer.from([7])]); // a trailing odd byte is not a sample
+    const clip = decodeClip(raw, 8000);
+    expect(clip.durationMs).toBe(2000);
+    expect(clip.wav.equals(encodeWav(clip.samples, 8000, 'pcm_s16le'))).toBe(true);
+    expect(clip.wav.equals(wav)).toBe(true);
+  });
+});
+
+describe('joinClips', () => {
+  it('joins clips into one WAV, byte for byte what encoding them at once gives, in slices', async () => {
+    const parts = [tone(20, 16000, 200), tone(7.5, 16000, 330), tone(31, 16000, 120)];
+    let slices = 0;
+    let ticks = 0;
+    let done = false;
+    const ticker = () => {
+      if (done) return;
+      ticks++;
+      setImmediate(ticker);
+    };
+    setImmediate(ticker);
+    const joined = await joinClips(parts.map((p) => clipOf(p, 16000)), () => slices++);
+    done = true;
+    const whole = new Float32Array(parts.reduce((n, p) => n + p.length, 0));
+    parts.reduce((at, p) => (whole.set(p, at), at + p.length), 0);
+    expect(joined.samples).toEqual(whole);
+    expect(joined.wav.equals(encodeWav(whole, 16000, 'pcm_s16le'))).toBe(true);
+    expect(parseWav(joined.wav).sampleRate).toBe(16000);
+    expect(joined.durationMs).toBe(58500);
+    // A slice converts at most 2^18 samples (16 s at 16 kHz); the event loop ran at each pause.
+    expect(slices).toBe(parts.reduce((n, p) => n + Math.ceil(p.length / 2 ** 18), 0));
+    expect(ticks).toBeGreaterThanOrEqual(slices);
+  });
+
+  it('refuses clips of different sample rates', async () => {
+    await expect(joinClips([clipOf(tone(1, 16000, 200), 16000), clipOf(tone(1, 8000, 200), 8000)])).rejects.toMatchObject({ code: 'invalid_request', param: 'blob_ids' });
+  });
+});
