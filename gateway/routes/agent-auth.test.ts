@@ -8,6 +8,7 @@ import * as oauth from 'oauth4webapi';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Database } from '../../server/db/database.js';
 import { redactUrl } from '../redact-url.js';
+import { wavHeader } from '../audio/wav.js';
 import { confirmClaim } from '../../server/services/registrations/confirm-claim.js';
 import { createGuessThrottle } from '../../server/services/registrations/guess-throttle.js';
 import { GRANT_CLAIM, GRANT_JWT_BEARER, registrationSettings } from '../../server/services/registrations/registration-rules.js';
@@ -142,6 +143,11 @@ describe('anonymous registration, end to end', () => {
     expect(trial).toMatchObject({ token_type: 'bearer', scope: 'api:trial' });
     expect(trial.access_token).toMatch(/^sk_svc_[A-Za-z0-9_-]{43}$/);
     expect((await models(trial.access_token)).status).toBe(200);
+    // A clip the agent uploads during its trial (it moves to the user's org at the claim).
+    const clip = Buffer.concat([wavHeader({ sampleRate: 16000, channels: 1, encoding: 'pcm_s16le', dataByteLength: 32000 }), Buffer.alloc(32000)]);
+    const uploaded = await fetch(`${h.url}/blobs`, { method: 'POST', headers: { authorization: `Bearer ${trial.access_token}`, 'content-type': 'audio/wav' }, body: clip });
+    expect(uploaded.status).toBe(201);
+    const blob = (await uploaded.json()) as { id: string; size_bytes: number };
 
     // Repeating the exchange (plain form post this time) returns the same key, never a second.
     const again = (await (await postForm({ grant_type: GRANT_JWT_BEARER, assertion: reg.identity_assertion! })).json()) as Record<string, string>;
@@ -162,6 +168,12 @@ describe('anonymous registration, end to end', () => {
     await userConfirms(h, user, claim.claim_attempt.user_code);
     // The trial key stops at once.
     await expectError(models(trial.access_token), 401, 'api_key_disabled');
+    // The trial's blob is the user's org's now, and so are its bytes under the storage quota.
+    const { trialOrgId } = await h.testDb.db.prisma.agentRegistration.findUniqueOrThrow({ where: { id: reg.registration_id } });
+    const blobBytes = async (id: string) => (await h.testDb.db.prisma.org.findUniqueOrThrow({ where: { id } })).blobBytes;
+    expect(await h.testDb.db.prisma.blob.findUniqueOrThrow({ where: { id: blob.id } })).toMatchObject({ orgId: user.orgId });
+    expect(await blobBytes(user.orgId)).toBe(BigInt(blob.size_bytes));
+    expect(await blobBytes(trialOrgId!)).toBe(0n);
     await expectError(postJson('/agent/identity/claim', { claim_token: reg.claim_token }), 400, 'already_claimed');
 
     const delivered = await postForm({ grant_type: GRANT_CLAIM, claim_token: reg.claim_token! });

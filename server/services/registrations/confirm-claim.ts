@@ -47,7 +47,15 @@ async function moveTrialResources(tx: Tx, from: string, to: string): Promise<voi
   const data = { orgId: to };
   await tx.voice.updateMany({ where, data });
   await tx.pronunciationDict.updateMany({ where, data });
+  // Blob bytes count against the org that holds them (the user's org may end up over its
+  // quota: it then stores nothing more until it deletes some).
+  const moved = await tx.blob.aggregate({ where: { ...where, deletedAt: null }, _sum: { sizeBytes: true } });
+  const bytes = BigInt(moved._sum.sizeBytes ?? 0);
   await tx.blob.updateMany({ where, data });
+  if (bytes > 0n) {
+    await tx.org.update({ where: { id: from }, data: { blobBytes: { decrement: bytes } } });
+    await tx.org.update({ where: { id: to }, data: { blobBytes: { increment: bytes } } });
+  }
   await tx.job.updateMany({ where, data });
   // Saves are keyed (voice, org): keep the user's own save where both saved the same voice.
   const saves = await tx.voiceSave.findMany({ where, select: { voiceId: true } });
