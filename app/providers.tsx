@@ -3,6 +3,9 @@ import { MutationCache, QueryCache, QueryClient, QueryClientProvider } from '@ta
 import { createTRPCClient, httpBatchLink } from '@trpc/client';
 import { useState } from 'react';
 import type { AppRouter } from '@/server/api/root';
+// The server refuses bigger batches (server/api/trpc-http.ts); the constant is repeated, not
+// imported, so the browser bundle does not pull in the server's tRPC handler.
+const MAX_BATCH_CALLS = 10;
 import { isUnauthorized } from './_lib/format';
 import { TRPCProvider } from './_lib/trpc';
 
@@ -27,7 +30,7 @@ export function Providers({ children }: { children: React.ReactNode }) {
         },
       }),
   );
-  const [trpcClient] = useState(() => createTRPCClient<AppRouter>({ links: [httpBatchLink({ url: '/api/trpc' })] }));
+  const [trpcClient] = useState(() => createTRPCClient<AppRouter>({ links: [httpBatchLink({ url: '/api/trpc', maxItems: MAX_BATCH_CALLS })] }));
   return (
     <QueryClientProvider client={queryClient}>
       <TRPCProvider trpcClient={trpcClient} queryClient={queryClient}>

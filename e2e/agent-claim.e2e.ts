@@ -4,8 +4,9 @@
 // routes; the user side is the real dashboard page at the verification_uri.
 //   1. anonymous: register, trial key, start a claim, the user signs up from the claim page and
 //      confirms the code, the poll gets a new key, the trial key is refused, the new one works;
-//   2. service_auth: the code entered from the wrong account is refused with the reason, the
-//      user switches to (signs up) the right account from the page and confirms; key works;
+//   2. service_auth: the code entered from the wrong account gets the answer any wrong code gets
+//      (nothing says it is live for someone else), the user switches to (signs up) the right
+//      account from the page and confirms; key works;
 //   3. a user denies a claim: the agent's poll ends with invalid_grant.
 //
 //   npx next build && npx tsx e2e/agent-claim.e2e.ts      (E2E_BUILD=1 rebuilds first)
@@ -101,7 +102,8 @@ await runE2E({ stepTimeoutMs: 60_000 }, async () => {
   step('a wrong code is refused with a clear message', async () => {
     await page.getByLabel('Code from the agent').fill(String((Number(anon!.code) + 1) % 1_000_000).padStart(6, '0'));
     await page.getByRole('button', { name: 'Continue' }).click();
-    await page.getByText('That code is not valid. Check it and try again.').waitFor();
+    await page.getByText('That code does not open a claim for your account.', { exact: false }).waitFor();
+    await page.getByText('4 wrong entries left before the code waiting for', { exact: false }).waitFor();
   });
 
   step('enters the code and sees what is authorised: agent, trial registration, email, access, the trial key that stops', async () => {
@@ -150,13 +152,13 @@ await runE2E({ stepTimeoutMs: 60_000 }, async () => {
     svc = { claimToken: reg.body.claim_token as string, code: claim.user_code };
   });
 
-  step('the right code from the wrong account is refused with the reason and a way to switch', async () => {
+  step('the right code from the wrong account gets the uniform wrong-code answer and a way to switch', async () => {
     await page.goto(`${verificationUri}?code=${svc!.code}`);
     const input = page.getByLabel('Code from the agent');
     assert((await input.inputValue()) === svc!.code, 'the code from the link is not filled in');
     await page.getByRole('button', { name: 'Continue' }).click();
-    const alert = page.getByRole('alert').filter({ hasText: 'This code is for another account' });
-    await alert.getByText('different email address').waitFor();
+    const alert = page.getByRole('alert').filter({ hasText: 'That code does not open a claim for your account.' });
+    await alert.getByText('only for the email address given to the agent', { exact: false }).waitFor();
     await shot('claim-wrong-account');
     await alert.getByRole('button', { name: 'Sign in with another account' }).click();
     await page.waitForURL(`${dash}/signin?callbackUrl=${encodeURIComponent(`/claim?code=${svc!.code}`)}`);

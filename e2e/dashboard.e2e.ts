@@ -3,9 +3,10 @@
 // Debian's Chromium through playwright-core. Sign up, create a key, use it on the gateway,
 // revoke it in the page, see the gateway refuse it; give a key its own rate limit in the page
 // (the first user is platform admin) and see the gateway apply it; then credits; then roles:
-// a second user (another browser) is added as a member, switches to the owner's org, sees its
-// keys but can neither create nor revoke them (in the page, nor by calling the server); then
-// phone width, sign-out.
+// a second user (another browser, a password account whose email nobody proved) is invited
+// with a link, opens it and joins, acts for the owner's org, sees its keys but can neither
+// create nor revoke them (in the page, nor by calling the server); then phone width,
+// sign-out, and a sign-in whose callbackUrl points elsewhere stays on the dashboard.
 //
 //   npx next build && npx tsx e2e/dashboard.e2e.ts      (E2E_BUILD=1 rebuilds first)
 //
@@ -26,7 +27,8 @@ const KEY_NAME = 'e2e voice agent';
 const LIMITED_KEY_NAME = 'e2e rate limited';
 
 await runE2E({ stepTimeoutMs: 60_000 }, async () => {
-  const { dash, api, dataDir, tmp } = await startStack({ name: 'dashboard' });
+  // DASHBOARD_URL: the invite links the members page shows must open the dashboard this test reaches.
+  const { dash, api, dataDir, tmp } = await startStack({ name: 'dashboard', env: ({ dash }) => ({ DASHBOARD_URL: dash }) });
   const browser = await openBrowser({ tmp });
   const { page, shot } = browser;
   const gatewayModels = (key: string) => fetch(`${api}/v1/models`, { headers: { authorization: `Bearer ${key}` } });
@@ -225,30 +227,51 @@ await runE2E({ stepTimeoutMs: 60_000 }, async () => {
     await member.page.getByTestId('active-org').getByText("E2E Member's org").waitFor();
   });
 
-  step('the owner adds the second user as a member by email, and invites an email with no account', async () => {
+  let inviteUrl = '';
+  step('the owner adds the second user by email: their address is unproven, so they get an invite link, not a membership', async () => {
     const add = page.getByRole('region', { name: 'Add a member' });
     await add.getByLabel('Email').fill(MEMBER.email.toUpperCase());
     await add.getByLabel('Role').selectOption('member');
     await add.getByRole('button', { name: 'Add', exact: true }).click();
-    await add.getByTestId('add-member-result').getByText(`${MEMBER.email} is now a member.`).waitFor();
-    const row = page.getByTestId('member-row').filter({ hasText: MEMBER.email });
-    await row.getByTestId('member-role').getByText('Member', { exact: true }).waitFor();
-    await row.getByText('E2E Member').waitFor();
+    const result = add.getByTestId('add-member-result');
+    await result.getByText(`Invitation for ${MEMBER.email}`).waitFor();
+    inviteUrl = await result.getByTestId('invite-link').inputValue();
+    assert(inviteUrl.startsWith(`${dash}/invite/`), `invite link: ${inviteUrl}`);
+    assert((await page.getByTestId('member-row').filter({ hasText: MEMBER.email }).count()) === 0, 'the unverified account joined without the link');
+    await page.getByTestId('invitation-row').filter({ hasText: MEMBER.email }).waitFor();
+    await shot('members-invite-link');
 
     await add.getByLabel('Email').fill(INVITEE);
     await add.getByRole('button', { name: 'Add', exact: true }).click();
-    await add.getByTestId('add-member-result').getByText(/No account uses .* yet/).waitFor();
+    await result.getByText(`Invitation for ${INVITEE}`).waitFor();
     await page.getByTestId('invitation-row').filter({ hasText: INVITEE }).waitFor();
     await shot('members');
   });
 
+  step('the second user opens the link signed in, sees the offer and joins', async () => {
+    const m = member!.page;
+    await m.goto(inviteUrl);
+    await m.getByTestId('invitation-offer').getByText("E2E Tester's org").waitFor();
+    await m.getByText(`Signed in as ${MEMBER.email}`).waitFor();
+    await member!.shot('invite');
+    await m.getByRole('button', { name: "Join E2E Tester's org" }).click();
+    await m.getByRole('heading', { name: "You joined E2E Tester's org" }).waitFor();
+    // Single use: opening it again says so.
+    await m.goto(inviteUrl);
+    await m.getByText(/This invite link is not valid/).waitFor();
+    await page.reload();
+    const row = page.getByTestId('member-row').filter({ hasText: MEMBER.email });
+    await row.getByTestId('member-role').getByText('Member', { exact: true }).waitFor();
+    await row.getByText('E2E Member').waitFor();
+  });
+
   let ownerKeyId = '';
-  step('the member switches to the owner\'s org and sees its keys, without create or revoke', async () => {
+  step('the member acts for the owner\'s org (joining switched to it) and sees its keys, without create or revoke', async () => {
     const m = member!.page;
     await m.goto(`${dash}/keys`);
     const switcher = m.getByTestId('org-switcher');
-    await switcher.selectOption({ label: "E2E Tester's org (member)" });
-    await m.getByTestId('org-switch').click();
+    const chosen = await switcher.locator('option:checked').textContent();
+    assert(chosen === "E2E Tester's org (member)", `the switcher shows ${chosen}`);
     await m.getByTestId('keys-member-note').getByText('Only owners can create or revoke keys').waitFor();
     const row = m.getByTestId('key-row').filter({ hasText: LIMITED_KEY_NAME });
     await row.getByTestId('key-status').getByText('Active', { exact: true }).waitFor();
@@ -299,7 +322,9 @@ await runE2E({ stepTimeoutMs: 60_000 }, async () => {
     await page.waitForURL(`${dash}/signin`);
   });
 
-  step('a wrong password is refused; the right one signs in', async () => {
+  step('a wrong password is refused; the right one signs in, and a callbackUrl to another site lands on the dashboard', async () => {
+    // %2F%09%2Fevil.example is "/<tab>/evil.example": a browser drops the tab and reads //evil.example.
+    await page.goto(`${dash}/signin?callbackUrl=%2F%09%2Fevil.example`);
     await page.getByLabel('Email').fill(USER.email);
     await page.getByLabel('Password').fill('wrong-password');
     await page.getByRole('button', { name: 'Sign in' }).click();

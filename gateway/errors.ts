@@ -1,6 +1,9 @@
 // The one place where error codes become HTTP responses: status and OpenAI error `type`
 // per code, and the envelope {error:{message,type,code,param}}.
-import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
+import { STATUS_CODES, maxHeaderSize } from 'node:http';
+import type { Socket } from 'node:net';
+import type { ConnectionError, FastifyBaseLogger, FastifyError, FastifyReply, FastifyRequest } from 'fastify';
+import { newId } from '../server/db/ids.js';
 import { type ErrorCode, ServiceError, isServiceError } from '../server/services/errors.js';
 
 type ErrorType = 'invalid_request_error' | 'insufficient_quota' | 'rate_limit_error' | 'api_error';
@@ -20,6 +23,7 @@ export const ERROR_TABLE: Record<ErrorCode, { status: number; type: ErrorType }>
   job_not_found: E(404), blob_not_found: E(404), org_not_found: E(404), key_not_found: E(404),
   method_not_allowed: E(405), voice_profile_missing: E(409), conflict: E(409), claim_expired: E(410),
   body_too_large: E(413), storage_quota_exceeded: E(413), unsupported_media_type: E(415),
+  request_timeout: E(408), request_header_fields_too_large: E(431),
   rate_limit_exceeded: E(429, 'rate_limit_error'), slow_down: E(429, 'rate_limit_error'),
   internal_error: E(500, 'api_error'), upstream_unavailable: E(502, 'api_error'), upstream_error: E(502, 'api_error'),
   verify_unavailable: E(503, 'api_error'), model_offline: E(503, 'api_error'), temporarily_unavailable: E(503, 'api_error'),
@@ -98,4 +102,59 @@ export function drainRequest(raw: NodeJS.ReadableStream & { complete?: boolean }
     raw.once('error', done);
     raw.resume();
   });
+}
+
+/** What Node's HTTP parser refused, as a ServiceError (its `reason` names the fault, never data). */
+export function parserError(err: ConnectionError & { reason?: unknown }): ServiceError {
+  switch (err.code) {
+    case 'HPE_HEADER_OVERFLOW':
+      return new ServiceError('request_header_fields_too_large', `The request line and headers are larger than this server accepts (${Math.floor(maxHeaderSize / 1024)} KiB in all).`);
+    case 'HPE_CHUNK_EXTENSIONS_OVERFLOW':
+      return new ServiceError('body_too_large', 'The chunk extensions of the request body are too large.');
+    case 'ERR_HTTP_REQUEST_TIMEOUT':
+      return new ServiceError('request_timeout', 'The request did not arrive in time.');
+  }
+  const reason = typeof err.reason === 'string' && err.reason ? ` (${err.reason.slice(0, 200)})` : '';
+  return new ServiceError('invalid_request', `The request is not valid HTTP/1.1${reason}: check the request line, headers, Content-Length or chunked encoding.`);
+}
+
+/** Connections already being answered for a parse error (the dead parser reports each further chunk). */
+const refusedConnections = new WeakSet<Socket>();
+
+type InFlightResponse = { headersSent: boolean; writableFinished: boolean; req?: { complete: boolean }; once(event: 'close', fn: () => void): void };
+
+/**
+ * Fastify's clientErrorHandler: requests Node's HTTP parser refuses (a malformed request line
+ * or header, bad chunked encoding, Content-Length with Transfer-Encoding, a body shorter than
+ * its Content-Length, headers over the size limit) never reach a route or the error handler,
+ * so they are answered here, on the socket, in the envelope; then the connection is closed
+ * (its parser cannot go on). Requests received whole before the bad one on the same
+ * connection get their answers first; a request cut short by the fault gets this answer
+ * instead of its own, unless its response has begun (then, as Node does, the connection is
+ * just closed).
+ */
+export function answerClientError(err: ConnectionError, socket: Socket, log: FastifyBaseLogger): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed || refusedConnections.has(socket)) return;
+  refusedConnections.add(socket);
+  const answer = () => {
+    if (socket.destroyed) return;
+    // Node's current response on this connection (internal, but stable since Node 0.x).
+    const inFlight = (socket as Socket & { _httpMessage?: InFlightResponse | null })._httpMessage;
+    if (inFlight && !inFlight.writableFinished && inFlight.req?.complete) {
+      inFlight.once('close', answer); // the next one, or this answer, once it is sent
+      return;
+    }
+    if (socket.writable && !inFlight?.headersSent) {
+      const requestId = newId('req');
+      const { status, body } = envelope(parserError(err));
+      const json = JSON.stringify(body);
+      log.debug({ reqId: requestId, code: err.code, status, remoteAddress: socket.remoteAddress }, 'request refused by the HTTP parser');
+      socket.write(
+        `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(json)}\r\n` +
+          `x-request-id: ${requestId}\r\nConnection: close\r\n\r\n${json}`,
+      );
+    }
+    socket.destroy();
+  };
+  answer();
 }

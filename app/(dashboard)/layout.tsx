@@ -4,6 +4,7 @@ import { getSessionUser } from '@/server/auth/session';
 import { Nav } from './nav';
 import { OrgSwitcher } from './org-switcher';
 import { SignOutButton } from './sign-out-button';
+import { VerifyEmailBanner } from './verify-email-banner';
 
 export default async function DashboardLayout({ children }: { children: React.ReactNode }) {
   const user = await getSessionUser();
@@ -31,6 +32,7 @@ export default async function DashboardLayout({ children }: { children: React.Re
         </div>
       </header>
       <main id="main" className="mx-auto max-w-5xl px-4 py-6 sm:px-6 sm:py-8">
+        <VerifyEmailBanner />
         {children}
       </main>
     </div>

@@ -6,7 +6,7 @@ import { useTRPC } from '@/app/_lib/trpc';
 import { ORG_COOKIE } from '@/server/api/org-cookie';
 
 /** Sets the org the dashboard acts for; a year, as a preference. The server checks membership on every call. */
-function chooseOrg(orgId: string) {
+export function chooseOrg(orgId: string) {
   const secure = window.location.protocol === 'https:' ? '; Secure' : '';
   document.cookie = `${ORG_COOKIE}=${encodeURIComponent(orgId)}; Path=/; Max-Age=31536000; SameSite=Lax${secure}`;
 }

@@ -19,12 +19,6 @@ export function isUnauthorized(error: unknown): boolean {
   return (error as { data?: { code?: string } } | null)?.data?.code === 'UNAUTHORIZED';
 }
 
-/** Only same-site paths may be redirected to after sign-in (no open redirects). */
-export function safeCallbackPath(value: string | string[] | undefined): string {
-  const path = Array.isArray(value) ? value[0] : value;
-  return path && path.startsWith('/') && !path.startsWith('//') && !path.startsWith('/\\') ? path : '/';
-}
-
 /** A sign-in or sign-up link that comes back to `callbackPath` afterwards (nothing added for "/"). */
 export function withCallback(path: string, callbackPath: string): string {
   return callbackPath === '/' ? path : `${path}?callbackUrl=${encodeURIComponent(callbackPath)}`;

@@ -5,12 +5,13 @@ import { signOut } from 'next-auth/react';
 import { useState } from 'react';
 import { Alert } from '@/app/_components/alert';
 import { Button } from '@/app/_components/button';
+import { LinkCard } from '@/app/_components/link-page';
 import { TextField } from '@/app/_components/text-field';
 import { errorMessage, formatDateTime, withCallback } from '@/app/_lib/format';
 import { useTRPC } from '@/app/_lib/trpc';
 import { OrgSwitcher } from '../(dashboard)/org-switcher';
 
-const errorCode = (error: unknown) => (error as { data?: { code?: string } } | null)?.data?.code;
+const serviceCode = (error: unknown) => (error as { data?: { serviceCode?: string | null } } | null)?.data?.serviceCode;
 
 export function ClaimForm({ initialCode, email, returnTo }: { initialCode: string; email: string; returnTo: string }) {
   const trpc = useTRPC();
@@ -39,7 +40,7 @@ export function ClaimForm({ initialCode, email, returnTo }: { initialCode: strin
 
   if (outcome === 'confirmed' && confirm.data) {
     return (
-      <Card title="Agent authorised">
+      <LinkCard title="Agent authorised">
         <Alert tone="success">
           The agent receives its API key on its next poll, within a few seconds. The key belongs to <strong>{confirm.data.orgName}</strong> and is listed on the API keys page, where you can revoke it at any time.
         </Alert>
@@ -48,19 +49,19 @@ export function ClaimForm({ initialCode, email, returnTo }: { initialCode: strin
             Go to API keys
           </Link>
         </div>
-      </Card>
+      </LinkCard>
     );
   }
   if (outcome === 'denied') {
     return (
-      <Card title="Agent denied">
+      <LinkCard title="Agent denied">
         <Alert tone="info">The agent&apos;s registration has ended; it receives no key. If this was a mistake, ask the agent to register again.</Alert>
-      </Card>
+      </LinkCard>
     );
   }
 
   return (
-    <Card title={claim ? 'Authorise this agent?' : 'Authorise an agent'}>
+    <LinkCard title={claim ? 'Authorise this agent?' : 'Authorise an agent'}>
       <p className="text-sm text-zinc-600">
         Signed in as <strong className="break-all text-zinc-900">{email}</strong>.{' '}
         <button type="button" onClick={switchAccount} disabled={signingOut} className="font-semibold text-indigo-700 underline hover:text-indigo-600">
@@ -149,14 +150,18 @@ export function ClaimForm({ initialCode, email, returnTo }: { initialCode: strin
           </div>
         </div>
       )}
-    </Card>
+    </LinkCard>
   );
 }
 
+/**
+ * A code that opens nothing gets one answer whatever the reason (server: describe-claim.ts),
+ * one of which is a code issued for another email address: offer the switch with it.
+ */
 function ClaimError({ error, onSwitchAccount }: { error: unknown; onSwitchAccount: () => void }) {
-  if (errorCode(error) === 'FORBIDDEN') {
+  if (serviceCode(error) === 'invalid_grant') {
     return (
-      <Alert title="This code is for another account">
+      <Alert>
         {errorMessage(error)}{' '}
         <button type="button" onClick={onSwitchAccount} className="font-semibold underline">
           Sign in with another account
@@ -165,15 +170,6 @@ function ClaimError({ error, onSwitchAccount }: { error: unknown; onSwitchAccoun
     );
   }
   return <Alert>{errorMessage(error)}</Alert>;
-}
-
-function Card({ title, children }: { title: string; children: React.ReactNode }) {
-  return (
-    <div className="rounded-lg border border-zinc-200 bg-white px-5 py-6 shadow-xs sm:px-8">
-      <h1 className="text-xl font-bold tracking-tight">{title}</h1>
-      <div className="mt-2">{children}</div>
-    </div>
-  );
 }
 
 function Row({ label, children }: { label: string; children: React.ReactNode }) {

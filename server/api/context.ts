@@ -1,7 +1,9 @@
+import { sharedCredentialThrottle } from '../auth/credential-throttle.js';
 import { getSessionUser } from '../auth/session.js';
 import { clientAddress } from '../config/client-address.js';
 import { loadConfig } from '../config/env.js';
 import { getDb } from './db.js';
+import { getMailer } from './mailer.js';
 import { ORG_COOKIE } from './org-cookie.js';
 import type { TrpcContext } from './trpc.js';
 
@@ -11,7 +13,14 @@ export { ORG_COOKIE };
 export async function createHttpContext(req: Request): Promise<TrpcContext> {
   const user = await getSessionUser();
   const requestedOrgId = readCookie(req.headers.get('cookie'), ORG_COOKIE);
-  return { db: getDb(), session: user ? { user } : null, requestedOrgId, clientIp: dashboardClientIp(req.headers.get('x-forwarded-for')) };
+  return {
+    db: getDb(),
+    session: user ? { user } : null,
+    requestedOrgId,
+    clientIp: dashboardClientIp(req.headers.get('x-forwarded-for')),
+    credentialThrottle: sharedCredentialThrottle(),
+    mailer: getMailer(),
+  };
 }
 
 const holder = globalThis as typeof globalThis & { __svcTrustedProxies?: number };

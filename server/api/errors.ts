@@ -22,6 +22,7 @@ const TRPC_CODES: Partial<Record<ErrorCode, TrpcCode>> = {
   temporarily_unavailable: 'SERVICE_UNAVAILABLE',
   verify_unavailable: 'SERVICE_UNAVAILABLE',
   agent_auth_unavailable: 'SERVICE_UNAVAILABLE',
+  mail_unavailable: 'SERVICE_UNAVAILABLE',
 };
 
 export function trpcCodeFor(code: ErrorCode): TrpcCode {

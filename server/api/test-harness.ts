@@ -1,7 +1,10 @@
 // Test harness for tRPC procedures: a real migrated database (SQLite, or PostgreSQL with
 // TEST_DB=postgresql), users made through the real sign-up service, and callers that carry
-// those users' sessions exactly as the HTTP context would.
+// those users' sessions exactly as the HTTP context would. Each harness has its own
+// sign-up throttle and no mailer, so tests neither share limits nor send mail.
+import { createMemoryRateLimiter } from '../../gateway/core/rate-limiter.js';
 import { createTestDatabase, type TestDatabase } from '../../test/support/test-database.js';
+import { createCredentialThrottle } from '../auth/credential-throttle.js';
 import { signUp } from '../services/users/sign-up.js';
 import { createCaller } from './root.js';
 import type { SessionUser } from './trpc.js';
@@ -17,19 +20,25 @@ export interface TestUser {
 
 export interface ApiHarness extends TestDatabase {
   callerFor(user: SessionUser | null, requestedOrgId?: string | null): ReturnType<typeof createCaller>;
-  /** Signs a user up; the first one in a fresh database is the platform admin. */
-  signUpUser(email: string): Promise<TestUser>;
+  /**
+   * Signs a user up; the first one in a fresh database is the platform admin. The email is
+   * marked verified (as if the link had been followed; verify-email.test.ts tests that)
+   * unless `verified: false`.
+   */
+  signUpUser(email: string, options?: { verified?: boolean }): Promise<TestUser>;
 }
 
 export async function createApiHarness(): Promise<ApiHarness> {
   const database = await createTestDatabase();
+  const credentialThrottle = createCredentialThrottle(createMemoryRateLimiter());
   const callerFor = (user: SessionUser | null, requestedOrgId: string | null = null) =>
-    createCaller({ db: database.db, session: user ? { user } : null, requestedOrgId });
+    createCaller({ db: database.db, session: user ? { user } : null, requestedOrgId, credentialThrottle, mailer: null });
   return {
     ...database,
     callerFor,
-    async signUpUser(email) {
+    async signUpUser(email, { verified = true } = {}) {
       const created = await signUp(database.db, { email, password: TEST_PASSWORD });
+      if (verified) await database.db.prisma.user.update({ where: { id: created.userId }, data: { emailVerifiedAt: new Date() } });
       const user = { id: created.userId, email: created.email, name: null };
       return { user, orgId: created.orgId, isPlatformAdmin: created.isPlatformAdmin, caller: callerFor(user) };
     },

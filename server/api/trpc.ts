@@ -7,11 +7,14 @@
 // Procedures validate input with zod, call one service, and return JSON-safe values (money
 // as 6-decimal USD strings, dates as ISO strings). Service errors are mapped in one place.
 import { initTRPC, TRPCError } from '@trpc/server';
+import { sharedCredentialThrottle, type CredentialThrottle } from '../auth/credential-throttle.js';
 import type { Database } from '../db/database.js';
 import { isServiceError } from '../services/errors.js';
+import type { Mailer } from '../services/users/mailer.js';
 import { getActiveMembership } from '../services/users/get-active-membership.js';
 import { getUser } from '../services/users/get-user.js';
 import { toTrpcError } from './errors.js';
+import { getMailer } from './mailer.js';
 
 export interface SessionUser {
   id: string;
@@ -26,6 +29,10 @@ export interface TrpcContext {
   requestedOrgId: string | null;
   /** The browser's address as the dashboard sees it (per-IP limits); null when unknown. */
   clientIp?: string | null;
+  /** Sign-up and verification-mail throttle; the process's shared one when absent. */
+  credentialThrottle?: CredentialThrottle;
+  /** Outgoing mail; the process's (SVC_SMTP_URL) when absent, null: none. */
+  mailer?: Mailer | null;
 }
 
 function serviceErrorCode(cause: unknown): string | null {
@@ -43,6 +50,10 @@ const t = initTRPC.context<TrpcContext>().create({
     };
   },
 });
+
+/** The throttle and mailer a procedure uses: the context's, else the process's. */
+export const credentialThrottleOf = (ctx: TrpcContext): CredentialThrottle => ctx.credentialThrottle ?? sharedCredentialThrottle();
+export const mailerOf = (ctx: TrpcContext): Mailer | null => (ctx.mailer === undefined ? getMailer() : ctx.mailer);
 
 export const createTRPCRouter = t.router;
 export const createCallerFactory = t.createCallerFactory;

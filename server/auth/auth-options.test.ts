@@ -4,22 +4,30 @@
 import type { Account, AuthOptions, Profile, User } from 'next-auth';
 import type { JWT } from 'next-auth/jwt';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createMemoryRateLimiter, WINDOW_MS } from '../../gateway/core/rate-limiter.js';
 import { createTestDatabase, type TestDatabase } from '../../test/support/test-database.js';
 import { signUp } from '../services/users/sign-up.js';
-import { OAUTH_REFUSALS, SESSION_MAX_AGE_SECONDS, buildAuthOptions } from './auth-options.js';
+import { OAUTH_REFUSALS, SESSION_MAX_AGE_SECONDS, SIGN_IN_THROTTLED, buildAuthOptions, type AuthDeps } from './auth-options.js';
+import { CREDENTIAL_LIMITS, createCredentialThrottle } from './credential-throttle.js';
 import { oauthSetupFromEnv } from './oauth-providers.js';
 
 let t: TestDatabase;
 let options: AuthOptions;
 let n = 0;
+// A clock held inside one window, moved on by hand: no test depends on the wall clock.
+let clock = 30_000_000 * WINDOW_MS;
+
+const deps = (): AuthDeps => ({
+  db: () => t.db,
+  secret: 'test-secret',
+  oauth: oauthSetupFromEnv({ GITHUB_ID: 'id', GITHUB_SECRET: 'secret', GOOGLE_CLIENT_ID: 'id', GOOGLE_CLIENT_SECRET: 'secret' }),
+  throttle: createCredentialThrottle(createMemoryRateLimiter(), { clock: () => clock }),
+  trustedProxies: 1,
+});
 
 beforeAll(async () => {
   t = await createTestDatabase();
-  options = buildAuthOptions({
-    db: () => t.db,
-    secret: 'test-secret',
-    oauth: oauthSetupFromEnv({ GITHUB_ID: 'id', GITHUB_SECRET: 'secret', GOOGLE_CLIENT_ID: 'id', GOOGLE_CLIENT_SECRET: 'secret' }),
-  });
+  options = buildAuthOptions(deps());
 });
 afterAll(async () => {
   await t?.drop();
@@ -66,9 +74,10 @@ describe('OAuth sign-in', () => {
     expect(token?.sub).toBe(user!.id);
   });
 
-  it('an existing password account is signed into when the provider verified the email; nothing new is created', async () => {
+  it('an existing password account with a verified email is signed into when the provider verified it too; nothing new is created', async () => {
     const address = email('existing');
     const existing = await signUp(t.db, { email: address, password: 'correct horse battery', name: 'Kept Name' });
+    await t.db.prisma.user.update({ where: { id: existing.userId }, data: { emailVerifiedAt: new Date() } });
     const users = await t.db.prisma.user.count();
     // GitHub: our userinfo request puts the primary email and its verified flag on the profile.
     const { allowed, token } = await oauthSignIn('github', { id: 987, login: 'kept', email: address, email_verified: true, name: 'GitHub Name' });
@@ -76,6 +85,34 @@ describe('OAuth sign-in', () => {
     expect(token).toMatchObject({ sub: existing.userId, email: address, name: 'Kept Name' });
     expect(await t.db.prisma.user.count()).toBe(users);
     expect((await userByEmail(address))!.memberships).toHaveLength(1);
+  });
+
+  it('never attaches to a password account that did not prove its email: refused, with no session and no invitation taken', async () => {
+    // Someone signed up with the address first (by password, so nothing proved they own it),
+    // and an org invited the address. The address's real owner then signs in with Google.
+    const squatted = email('squatted');
+    const squatter = await signUp(t.db, { email: squatted, password: 'correct horse battery' });
+    const inviter = await signUp(t.db, { email: email('inviter'), password: 'correct horse battery' });
+    await t.db.prisma.invitation.create({ data: { id: `inv_sq_${n}`, orgId: inviter.orgId, email: squatted, role: 'owner', expiresAt: new Date(Date.now() + 86_400_000) } });
+    for (const [provider, profile] of [
+      ['google', { sub: 'g-sq', email: squatted, email_verified: true }],
+      ['github', { id: 77, email: squatted.toUpperCase(), email_verified: true }],
+    ] as const) {
+      const { allowed, token } = await oauthSignIn(provider, profile);
+      expect(allowed).toBe(`/signin?error=${OAUTH_REFUSALS.password_account_unverified}`);
+      expect(token).toBeNull();
+    }
+    const user = await userByEmail(squatted);
+    expect(user).toMatchObject({ id: squatter.userId, emailVerifiedAt: null });
+    expect(user!.memberships.map((m) => m.orgId)).toEqual([squatter.orgId]);
+    expect(await t.db.prisma.invitation.count({ where: { email: squatted } })).toBe(1);
+  });
+
+  it('an account made by OAuth has its email verified, and a later OAuth sign-in to it works', async () => {
+    const address = email('made-by-oauth');
+    await oauthSignIn('google', { sub: 'g-v', email: address, email_verified: true });
+    expect((await userByEmail(address))!.emailVerifiedAt).toBeInstanceOf(Date);
+    await expect(oauthSignIn('github', { id: 78, email: address, email_verified: true })).resolves.toMatchObject({ allowed: true });
   });
 
   it('an existing account is refused when the provider did not verify the email', async () => {
@@ -126,27 +163,75 @@ describe('OAuth sign-in', () => {
 });
 
 describe('email and password sign-in', () => {
-  const authorize = (credentials: Record<string, string>) => {
+  /** As next-auth calls it in the App Router: the request's headers as a plain object. */
+  const authorize = (credentials: Record<string, string>, headers: Record<string, string> = {}) => {
     // next-auth merges `options` (where our authorize is) over the provider's defaults at load time.
     const provider = options.providers[0] as unknown as { options: { authorize: (c: Record<string, string>, req: unknown) => Promise<User | null> } };
-    return provider.options.authorize(credentials, {});
+    return provider.options.authorize(credentials, { headers, method: 'POST', body: credentials, query: {} });
   };
 
-  it('signs in with the right password and applies invitations added since the account was made', async () => {
+  it('signs in with the right password; invitations for the email apply only once the email is verified', async () => {
     const owner = await signUp(t.db, { email: email('inviter'), password: 'correct horse battery' });
     const address = email('pw');
     const created = await signUp(t.db, { email: address, password: 'correct horse battery' });
     await t.db.prisma.invitation.create({ data: { id: `inv_pw_${n}`, orgId: owner.orgId, email: address, role: 'member', expiresAt: new Date(Date.now() + 86_400_000) } });
     await expect(authorize({ email: address, password: 'wrong password!' })).resolves.toBeNull();
-    expect((await userByEmail(address))!.memberships).toHaveLength(1);
+    // Signed in, but the address was only typed at sign-up: the invitation waits.
     await expect(authorize({ email: address, password: 'correct horse battery' })).resolves.toEqual({ id: created.userId, email: address, name: null });
+    expect((await userByEmail(address))!.memberships.map((m) => m.orgId)).toEqual([created.orgId]);
+    await t.db.prisma.user.update({ where: { id: created.userId }, data: { emailVerifiedAt: new Date() } });
+    await expect(authorize({ email: address, password: 'correct horse battery' })).resolves.toMatchObject({ id: created.userId });
     expect((await userByEmail(address))!.memberships.map((m) => m.orgId).sort()).toEqual([created.orgId, owner.orgId].sort());
+  });
+
+  it('is throttled per email before the password is checked: the 6th attempt in a minute is refused, even with the right password', async () => {
+    clock += WINDOW_MS;
+    const address = email('throttled');
+    const created = await signUp(t.db, { email: address, password: 'correct horse battery' });
+    const from = (i: number) => ({ 'x-forwarded-for': `203.0.113.${i}` });
+    for (let i = 0; i < CREDENTIAL_LIMITS.sign_in.perEmail; i++) await expect(authorize({ email: address, password: `wrong password ${i}` }, from(i))).resolves.toBeNull();
+    // Another address, another case: still this email's bucket.
+    await expect(authorize({ email: ` ${address.toUpperCase()}`, password: 'correct horse battery' }, from(99))).rejects.toThrow(SIGN_IN_THROTTLED);
+    clock += WINDOW_MS;
+    await expect(authorize({ email: address, password: 'correct horse battery' }, from(99))).resolves.toMatchObject({ id: created.userId });
+  });
+
+  it('is throttled per client address (X-Forwarded-For through the trusted proxy) across emails', async () => {
+    clock += WINDOW_MS;
+    const proxied = { 'x-forwarded-for': 'made-up, 198.51.100.23' };
+    for (let i = 0; i < CREDENTIAL_LIMITS.sign_in.perAddress; i++) await expect(authorize({ email: email('spray'), password: 'guess guess' }, proxied)).resolves.toBeNull();
+    await expect(authorize({ email: email('spray'), password: 'guess guess' }, proxied)).rejects.toThrow(SIGN_IN_THROTTLED);
+    // The client-written entry on the left does not make a new bucket; another client is unaffected.
+    await expect(authorize({ email: email('spray'), password: 'guess guess' }, { 'x-forwarded-for': 'fresh-each-time, 198.51.100.23' })).rejects.toThrow(SIGN_IN_THROTTLED);
+    await expect(authorize({ email: email('spray'), password: 'guess guess' }, { 'x-forwarded-for': '198.51.100.24' })).resolves.toBeNull();
   });
 
   it('an account made by OAuth has no password to sign in with', async () => {
     const address = email('oauth-only');
     await oauthSignIn('google', { sub: 'z', email: address, email_verified: true });
     await expect(authorize({ email: address, password: 'anything at all' })).resolves.toBeNull();
+  });
+});
+
+describe('redirect after sign-in', () => {
+  const redirect = (url: string) => (options.callbacks!.redirect as (p: { url: string; baseUrl: string }) => string)({ url, baseUrl: 'https://dash.example.com' });
+
+  it.each([
+    // What arrives as callbackUrl=%2F%09%2Fevil.example: a browser drops the tab and reads //evil.example.
+    '/\t/evil.example',
+    '/\n/evil.example',
+    '//evil.example',
+    '/\\evil.example',
+    'https://evil.example/',
+    'https://dash.example.com.evil.example/',
+    'javascript:alert(1)',
+  ])('%j goes to the dashboard home', (url) => {
+    expect(redirect(url)).toBe('https://dash.example.com/');
+  });
+
+  it('keeps same-origin paths and URLs', () => {
+    expect(redirect('/claim?code=123456')).toBe('https://dash.example.com/claim?code=123456');
+    expect(redirect('https://dash.example.com/invite/abc')).toBe('https://dash.example.com/invite/abc');
   });
 });
 

@@ -9,12 +9,16 @@
 // every procedure reads them from the database, so removing a member is effective at once.
 import type { AuthOptions, DefaultSession } from 'next-auth';
 import CredentialsProviderModule from 'next-auth/providers/credentials';
+import { clientAddress } from '../config/client-address.js';
 import { loadConfig } from '../config/env.js';
 import { getDb } from '../api/db.js';
 import type { Database } from '../db/database.js';
+import { isServiceError } from '../services/errors.js';
 import { acceptPendingInvitations } from '../services/orgs/invitations.js';
 import { authenticateUser } from '../services/users/authenticate-user.js';
 import { signInWithOAuth } from '../services/users/sign-in-with-oauth.js';
+import { sameOriginRedirect } from './callback-url.js';
+import { sharedCredentialThrottle, type CredentialThrottle } from './credential-throttle.js';
 import { resolveNextAuthSecret } from './nextauth-secret.js';
 import { processOAuthSetup, profileEmailVerified, type OAuthSetup } from './oauth-providers.js';
 
@@ -30,10 +34,26 @@ const CredentialsProvider = interop(CredentialsProviderModule);
 export const SESSION_MAX_AGE_SECONDS = 7 * 24 * 60 * 60;
 
 /** Error codes the sign-in page explains (`/signin?error=...`), besides next-auth's own. */
-export const OAUTH_REFUSALS = { email_unverified: 'OAuthEmailUnverified', email_missing: 'OAuthEmailMissing' } as const;
+export const OAUTH_REFUSALS = {
+  email_unverified: 'OAuthEmailUnverified',
+  email_missing: 'OAuthEmailMissing',
+  password_account_unverified: 'OAuthPasswordAccountUnverified',
+} as const;
 
-/** The options from their parts; tests pass a test database and fake OAuth setup. */
-export function buildAuthOptions(deps: { db: () => Database; secret: string; oauth: OAuthSetup }): AuthOptions {
+/** What a throttled credentials sign-in answers (the sign-in page explains it). */
+export const SIGN_IN_THROTTLED = 'TooManySignInAttempts';
+
+export interface AuthDeps {
+  db: () => Database;
+  secret: string;
+  oauth: OAuthSetup;
+  throttle: CredentialThrottle;
+  /** SVC_TRUSTED_PROXIES, to read the client address from X-Forwarded-For. */
+  trustedProxies: number;
+}
+
+/** The options from their parts; tests pass a test database, a throttle and fake OAuth setup. */
+export function buildAuthOptions(deps: AuthDeps): AuthOptions {
   return {
     secret: deps.secret,
     session: { strategy: 'jwt', maxAge: SESSION_MAX_AGE_SECONDS },
@@ -44,18 +64,30 @@ export function buildAuthOptions(deps: { db: () => Database; secret: string; oau
       CredentialsProvider({
         name: 'Email and password',
         credentials: { email: { label: 'Email', type: 'email' }, password: { label: 'Password', type: 'password' } },
-        async authorize(credentials) {
+        async authorize(credentials, req) {
           if (!credentials?.email || !credentials.password) return null;
+          const forwardedFor = (req?.headers as Record<string, string | undefined> | undefined)?.['x-forwarded-for'];
+          try {
+            // Before bcrypt: a throttled attempt costs a counter, not a hash.
+            await deps.throttle.take('sign_in', { address: clientAddress({ socketAddress: null, forwardedFor, trustedProxies: deps.trustedProxies }), email: credentials.email });
+          } catch (e) {
+            // next-auth hands a thrown error's message to the page as `error`.
+            if (isServiceError(e) && e.code === 'rate_limit_exceeded') throw new Error(SIGN_IN_THROTTLED);
+            throw e;
+          }
           const prisma = deps.db().prisma;
           const user = await authenticateUser(prisma, { email: credentials.email, password: credentials.password });
           if (!user) return null;
-          await acceptPendingInvitations(prisma, { userId: user.id, email: user.email });
+          // Applied only when the account's email is verified.
+          await acceptPendingInvitations(prisma, { userId: user.id });
           return { id: user.id, email: user.email, name: user.name };
         },
       }),
       ...deps.oauth.providers,
     ],
     callbacks: {
+      // Never leave the dashboard after signing in (callbackUrl is the visitor's to write).
+      redirect: sameOriginRedirect,
       async signIn({ user, account, profile }) {
         if (account?.type !== 'oauth') return true;
         const raw = profile as Record<string, unknown> | undefined;
@@ -97,6 +129,12 @@ export function getAuthOptions(): AuthOptions {
   // next-auth builds its absolute URLs (redirects, OAuth callback URLs, cookie security) from
   // NEXTAUTH_URL; default it to the configured dashboard address instead of localhost:3000.
   process.env.NEXTAUTH_URL ??= config.dashboardUrl;
-  options = buildAuthOptions({ db: getDb, secret: resolveNextAuthSecret(process.env, config.dataDir), oauth: processOAuthSetup() });
+  options = buildAuthOptions({
+    db: getDb,
+    secret: resolveNextAuthSecret(process.env, config.dataDir),
+    oauth: processOAuthSetup(),
+    throttle: sharedCredentialThrottle(),
+    trustedProxies: config.trustedProxies,
+  });
   return options;
 }

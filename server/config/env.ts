@@ -70,6 +70,8 @@ const EnvSchema = z.object({
     .regex(/^\d{1,6}(\.\d{1,6})?$/, 'must be a non-negative USD amount with at most 6 decimals')
     .default('0.10'),
   SVC_TRIAL_MAX_PER_HOUR: z.coerce.number().int().min(0).max(1_000_000).default(100),
+  // Anonymous registrations per client address per rolling hour (counted in the database).
+  SVC_TRIAL_MAX_PER_ADDRESS_PER_HOUR: z.coerce.number().int().min(1).max(1_000_000).default(3),
   SVC_AGENT_AUTH_IP_RPM: z.coerce.number().int().min(1).max(1_000_000).default(60),
   // How many reverse proxies in front of the gateway and the dashboard append the client's
   // address to X-Forwarded-For; 0 (none): the header is the client's own words and is ignored.
@@ -165,6 +167,8 @@ export interface AgentAuthConfig {
   trialCreditsMicros: bigint;
   /** At most this many trial orgs are created per rolling hour, instance-wide (0: none). */
   trialMaxPerHour: number;
+  /** At most this many anonymous registrations per client address per rolling hour. */
+  trialMaxPerAddressPerHour: number;
   /** Requests per IP per minute on all registration, discovery and token routes. */
   ipRpm: number;
 }
@@ -233,6 +237,7 @@ export function loadConfig(source: Readonly<Record<string, string | undefined>> 
       anonymousEnabled: env.SVC_AGENT_ANONYMOUS === 'on',
       trialCreditsMicros: parseUsdToMicros(env.SVC_TRIAL_CREDITS_USD),
       trialMaxPerHour: env.SVC_TRIAL_MAX_PER_HOUR,
+      trialMaxPerAddressPerHour: env.SVC_TRIAL_MAX_PER_ADDRESS_PER_HOUR,
       ipRpm: env.SVC_AGENT_AUTH_IP_RPM,
     },
     tracing: tracingConfig(env),

@@ -16,6 +16,8 @@ export const ERROR_CODES = [
   'not_found', 'model_not_found', 'voice_not_found', 'dict_not_found', 'job_not_found', 'blob_not_found', 'org_not_found', 'key_not_found',
   // 405, 409, 410, 413, 415
   'method_not_allowed', 'voice_profile_missing', 'conflict', 'claim_expired', 'body_too_large', 'storage_quota_exceeded', 'unsupported_media_type',
+  // 408, 431 (requests Node's HTTP parser refuses)
+  'request_timeout', 'request_header_fields_too_large',
   // 429
   'rate_limit_exceeded', 'slow_down',
   // 5xx

@@ -1,5 +1,5 @@
 import type { Metadata } from 'next';
-import { safeCallbackPath } from '@/app/_lib/format';
+import { sameOriginPath } from '@/server/auth/callback-url';
 import { processOAuthSetup } from '@/server/auth/oauth-providers';
 import { signInErrorMessage } from '../sign-in-errors';
 import { SignInForm } from './sign-in-form';
@@ -8,5 +8,5 @@ export const metadata: Metadata = { title: 'Sign in' };
 
 export default async function SignInPage({ searchParams }: { searchParams: Promise<Record<string, string | string[] | undefined>> }) {
   const params = await searchParams;
-  return <SignInForm callbackPath={safeCallbackPath(params.callbackUrl)} oauthProviders={processOAuthSetup().info} initialError={signInErrorMessage(params.error)} />;
+  return <SignInForm callbackPath={sameOriginPath(params.callbackUrl)} oauthProviders={processOAuthSetup().info} initialError={signInErrorMessage(params.error)} />;
 }

@@ -1,5 +1,5 @@
 import type { Metadata } from 'next';
-import { safeCallbackPath } from '@/app/_lib/format';
+import { sameOriginPath } from '@/server/auth/callback-url';
 import { processOAuthSetup } from '@/server/auth/oauth-providers';
 import { signInErrorMessage } from '../sign-in-errors';
 import { SignUpForm } from './sign-up-form';
@@ -8,5 +8,5 @@ export const metadata: Metadata = { title: 'Create account' };
 
 export default async function SignUpPage({ searchParams }: { searchParams: Promise<Record<string, string | string[] | undefined>> }) {
   const params = await searchParams;
-  return <SignUpForm callbackPath={safeCallbackPath(params.callbackUrl)} oauthProviders={processOAuthSetup().info} initialError={signInErrorMessage(params.error)} />;
+  return <SignUpForm callbackPath={sameOriginPath(params.callbackUrl)} oauthProviders={processOAuthSetup().info} initialError={signInErrorMessage(params.error)} />;
 }

@@ -6,6 +6,7 @@ import { Badge } from '@/app/_components/badge';
 import { Button } from '@/app/_components/button';
 import { Card, EmptyState, PageHeader } from '@/app/_components/card';
 import { ConfirmDialog } from '@/app/_components/confirm-dialog';
+import { CopyButton } from '@/app/_components/copy-button';
 import { SelectField } from '@/app/_components/fields';
 import { LoadingBlock } from '@/app/_components/spinner';
 import { TextField } from '@/app/_components/text-field';
@@ -80,7 +81,10 @@ function AddMember() {
   );
   const result = add.data;
   return (
-    <Card title="Add a member" description="By email. Someone with an account joins at once; anyone else joins when they sign up with that email.">
+    <Card
+      title="Add a member"
+      description="By email. An account that has verified that email joins at once; anyone else gets an invite link for you to share, and joins by opening it signed in."
+    >
       <form
         ref={formRef}
         className="flex flex-col gap-3 sm:flex-row sm:items-end"
@@ -111,14 +115,37 @@ function AddMember() {
               <strong className="break-all">{result.email}</strong> is now {result.role === 'owner' ? 'an owner' : 'a member'}.
             </Alert>
           ) : (
-            <Alert tone="info">
-              No account uses <strong className="break-all">{result.email}</strong> yet. They join as {result.role === 'owner' ? 'an owner' : 'a member'} when they sign up with that
-              email, until {formatDateTime(result.expiresAt)}. Nothing is emailed: tell them to sign up.
-            </Alert>
+            <InviteLink email={result.email} role={result.role} expiresAt={result.expiresAt} url={result.inviteUrl} />
           )}
         </div>
       )}
     </Card>
+  );
+}
+
+/** The invite link, shown once (only its hash is stored): the owner copies it to the person. */
+function InviteLink({ email, role, expiresAt, url }: { email: string; role: Role; expiresAt: string; url: string }) {
+  const inputRef = useRef<HTMLInputElement>(null);
+  return (
+    <Alert tone="info" title={`Invitation for ${email}`}>
+      <p>
+        No account has proven it owns <strong className="break-all">{email}</strong>, so nobody joins by that address alone. Send them this link: opening it signed in (or after
+        signing up) makes that account {role === 'owner' ? 'an owner' : 'a member'}. It works once, until {formatDateTime(expiresAt)}, and is shown only now; adding the email again
+        makes a new link and ends this one. Nothing is emailed.
+      </p>
+      <div className="mt-2 flex gap-2">
+        <input
+          ref={inputRef}
+          readOnly
+          value={url}
+          aria-label="Invite link"
+          data-testid="invite-link"
+          onFocus={(e) => e.currentTarget.select()}
+          className="min-w-0 flex-1 rounded-md border-0 bg-white px-2 py-1.5 font-mono text-xs text-zinc-900 ring-1 ring-zinc-300 ring-inset"
+        />
+        <CopyButton value={url} fallbackTarget={() => inputRef.current} label="Copy link" />
+      </div>
+    </Alert>
   );
 }
 
@@ -313,9 +340,12 @@ interface InvitationRow {
 
 function Invitations({ invitations, canManage }: { invitations: InvitationRow[]; canManage: boolean }) {
   return (
-    <Card title="Pending invitations" description="Emails without an account yet. Each joins when someone signs up with it, until the invitation lapses.">
+    <Card
+      title="Pending invitations"
+      description="Each waits for its invite link to be opened by a signed-in account, or for an account to verify that email, until it lapses. To get a new link, add the email again."
+    >
       {invitations.length === 0 ? (
-        <EmptyState title="No pending invitations">{canManage ? 'Add a member by an email that has no account to invite them.' : undefined}</EmptyState>
+        <EmptyState title="No pending invitations">{canManage ? 'Adding an email that no verified account uses invites it, with a link to share.' : undefined}</EmptyState>
       ) : (
         <ul className="divide-y divide-zinc-100" aria-label="Pending invitations">
           {invitations.map((i) => (

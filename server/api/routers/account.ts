@@ -1,9 +1,14 @@
 import { TRPCError } from '@trpc/server';
+import { z } from 'zod';
 import { loadConfig } from '../../config/env.js';
 import { formatUsd } from '../../services/credits/money.js';
+import { ServiceError } from '../../services/errors.js';
 import { listApiKeys } from '../../services/keys/list-api-keys.js';
 import { getUser } from '../../services/users/get-user.js';
-import { createTRPCRouter, orgProcedure } from '../trpc.js';
+import { sendVerificationEmail, verifyEmail } from '../../services/users/verify-email.js';
+import { createTRPCRouter, credentialThrottleOf, mailerOf, orgProcedure, protectedProcedure } from '../trpc.js';
+
+const Token = z.object({ token: z.string({ error: 'The link is incomplete: open it again from the email.' }).max(100, 'The link is not valid.') });
 
 export const accountRouter = createTRPCRouter({
   /** Who is signed in, for which org, with which rights. */
@@ -11,11 +16,13 @@ export const accountRouter = createTRPCRouter({
     const user = await getUser(ctx.db.prisma, ctx.session.user.id);
     if (!user) throw new TRPCError({ code: 'UNAUTHORIZED', message: 'Sign in to continue.' });
     return {
-      user: { id: user.id, email: user.email, name: user.name, isPlatformAdmin: user.isPlatformAdmin },
+      user: { id: user.id, email: user.email, name: user.name, isPlatformAdmin: user.isPlatformAdmin, emailVerified: user.emailVerified },
       org: { id: ctx.org.id, name: ctx.org.name },
       role: ctx.role,
       /** May do what only owners may (ownerProcedure): the page hides or explains those actions otherwise. */
       canManage: ctx.role === 'owner' || user.isPlatformAdmin,
+      /** Whether this server mails verification links (SVC_SMTP_URL). */
+      mailEnabled: mailerOf(ctx) !== null,
     };
   }),
 
@@ -29,5 +36,20 @@ export const accountRouter = createTRPCRouter({
       keys: { active: keys.filter((k) => k.status === 'active').length, total: keys.length },
       gatewayUrl: loadConfig().publicBaseUrl,
     };
+  }),
+
+  /** Mails a new verification link to the signed-in account's address. */
+  sendVerificationEmail: protectedProcedure.mutation(async ({ ctx }) => {
+    const mailer = mailerOf(ctx);
+    if (!mailer) throw new ServiceError('mail_unavailable', 'This server does not send email, so addresses cannot be verified by mail. Ask whoever invites you for an invite link.');
+    await credentialThrottleOf(ctx).take('verification_mail', { address: ctx.clientIp ?? null, email: ctx.session.user.email });
+    const sent = await sendVerificationEmail({ db: ctx.db, mailer, dashboardUrl: loadConfig().dashboardUrl }, { userId: ctx.session.user.id });
+    return { email: sent.email, expiresAt: sent.expiresAt.toISOString() };
+  }),
+
+  /** Follows a verification link (the page at /verify-email/<token>) as the signed-in account. */
+  verifyEmail: protectedProcedure.input(Token).mutation(async ({ ctx, input }) => {
+    const verified = await verifyEmail(ctx.db, { token: input.token, userId: ctx.session.user.id });
+    return { email: verified.email, joinedOrgs: verified.joinedOrgIds.length };
   }),
 });

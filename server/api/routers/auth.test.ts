@@ -1,6 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { WINDOW_MS, createMemoryRateLimiter } from '../../../gateway/core/rate-limiter.js';
+import { createCredentialThrottle } from '../../auth/credential-throttle.js';
 import { authenticateUser } from '../../services/users/authenticate-user.js';
 import { FIRST_ADMIN_MARKER } from '../../services/users/sign-up.js';
+import { createCaller } from '../root.js';
 import { createApiHarness, TEST_PASSWORD, type ApiHarness } from '../test-harness.js';
 
 let h: ApiHarness;
@@ -16,9 +19,10 @@ const anonymous = () => h.callerFor(null);
 
 describe('sign-up: happy path', () => {
   it('creates the user (first one is platform admin), a personal org and an owner membership', async () => {
-    await expect(anonymous().auth.signUp({ email: '  First@Example.COM ', password: 'password-one', name: 'Ada' })).resolves.toEqual({ email: 'first@example.com' });
+    await expect(anonymous().auth.signUp({ email: '  First@Example.COM ', password: 'password-one', name: 'Ada' })).resolves.toEqual({ email: 'first@example.com', verificationEmail: 'off' });
     const user = await h.db.prisma.user.findUniqueOrThrow({ where: { email: 'first@example.com' }, include: { memberships: { include: { org: true } } } });
-    expect(user).toMatchObject({ name: 'Ada', isPlatformAdmin: true });
+    // The address was typed, not proven.
+    expect(user).toMatchObject({ name: 'Ada', isPlatformAdmin: true, emailVerifiedAt: null });
     expect(user.passwordHash).toMatch(/^\$2[aby]\$11\$/);
     expect(user.passwordHash).not.toContain('password-one');
     expect(user.memberships).toHaveLength(1);
@@ -44,10 +48,11 @@ describe('sign-up: happy path', () => {
   it('tells the signed-in user who they are', async () => {
     const user = await h.signUpUser('carol@example.com');
     await expect(user.caller.account.me()).resolves.toEqual({
-      user: { id: user.user.id, email: 'carol@example.com', name: null, isPlatformAdmin: false },
+      user: { id: user.user.id, email: 'carol@example.com', name: null, isPlatformAdmin: false, emailVerified: true },
       org: { id: user.orgId, name: "carol's org" },
       role: 'owner',
       canManage: true,
+      mailEnabled: false,
     });
     await user.caller.keys.create({ name: 'a' });
     const revoked = await user.caller.keys.create({ name: 'b' });
@@ -84,6 +89,40 @@ describe('sign-up: errors', () => {
   it('requires a session for account procedures', async () => {
     await expect(anonymous().account.me()).rejects.toMatchObject({ code: 'UNAUTHORIZED' });
     await expect(anonymous().account.overview()).rejects.toMatchObject({ code: 'UNAUTHORIZED' });
+  });
+});
+
+describe('sign-up: throttled before the password is hashed', () => {
+  // Its own throttle on a clock held inside one window, moved on by hand.
+  let clock = 32_000_000 * WINDOW_MS;
+  const throttle = createCredentialThrottle(createMemoryRateLimiter(), { clock: () => clock });
+  const from = (clientIp: string | null) => createCaller({ db: h.db, session: null, requestedOrgId: null, clientIp, credentialThrottle: throttle, mailer: null });
+  const outcomes = (calls: Array<Promise<unknown>>) => Promise.all(calls.map((c) => c.then(() => 'created', (e: { code: string }) => e.code)));
+
+  it('per client address: the 6th sign-up in a minute is TOO_MANY_REQUESTS and creates nothing; other addresses go on', async () => {
+    clock += WINDOW_MS;
+    const results = [];
+    for (let i = 0; i < 7; i++) results.push(await outcomes([from('192.0.2.50').auth.signUp({ email: `flood-${i}@example.com`, password: TEST_PASSWORD })]));
+    expect(results.flat()).toEqual(['created', 'created', 'created', 'created', 'created', 'TOO_MANY_REQUESTS', 'TOO_MANY_REQUESTS']);
+    expect(await h.db.prisma.user.count({ where: { email: { in: ['flood-5@example.com', 'flood-6@example.com'] } } })).toBe(0);
+    await expect(from('192.0.2.51').auth.signUp({ email: 'flood-5@example.com', password: TEST_PASSWORD })).resolves.toMatchObject({ email: 'flood-5@example.com' });
+    await expect(from('192.0.2.50').auth.signUp({ email: 'flood-7@example.com', password: TEST_PASSWORD })).rejects.toMatchObject({
+      code: 'TOO_MANY_REQUESTS',
+      message: expect.stringMatching(/^Too many sign-ups\. Try again in \d+ seconds?\.$/),
+    });
+  });
+
+  it('per email, from any address', async () => {
+    clock += WINDOW_MS;
+    const results = await outcomes(Array.from({ length: 4 }, (_, i) => from(`198.51.100.${i}`).auth.signUp({ email: 'Same@Example.com', password: 'short' })));
+    expect(results).toEqual(['BAD_REQUEST', 'BAD_REQUEST', 'BAD_REQUEST', 'TOO_MANY_REQUESTS']);
+  });
+
+  it('clients whose address the dashboard cannot know (no trusted proxy) share one bucket', async () => {
+    clock += WINDOW_MS;
+    const results = await outcomes(Array.from({ length: 22 }, (_, i) => from(null).auth.signUp({ email: `unknown-${i}@example.com`, password: 'short' })));
+    expect(results.filter((r) => r === 'BAD_REQUEST')).toHaveLength(20);
+    expect(results.filter((r) => r === 'TOO_MANY_REQUESTS')).toHaveLength(2);
   });
 });
 

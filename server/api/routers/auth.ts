@@ -1,9 +1,14 @@
 import { z } from 'zod';
+import { loadConfig } from '../../config/env.js';
 import { signUp } from '../../services/users/sign-up.js';
-import { createTRPCRouter, publicProcedure } from '../trpc.js';
+import { createTRPCRouter, credentialThrottleOf, mailerOf, publicProcedure } from '../trpc.js';
 
 export const authRouter = createTRPCRouter({
-  /** Creates the account, its personal org and owner membership; the browser then signs in. */
+  /**
+   * Creates the account, its personal org and owner membership; the browser then signs in.
+   * Throttled per address and per email before the password is hashed. With mail configured,
+   * a verification link is sent (`verificationEmail`: sent or failed; off without mail).
+   */
   signUp: publicProcedure
     .input(
       z.object({
@@ -13,7 +18,9 @@ export const authRouter = createTRPCRouter({
       }),
     )
     .mutation(async ({ ctx, input }) => {
-      const user = await signUp(ctx.db, input);
-      return { email: user.email };
+      await credentialThrottleOf(ctx).take('sign_up', { address: ctx.clientIp ?? null, email: input.email });
+      const mailer = mailerOf(ctx);
+      const user = await signUp(ctx.db, input, { mail: mailer ? { mailer, dashboardUrl: loadConfig().dashboardUrl } : null });
+      return { email: user.email, verificationEmail: user.verificationEmail };
     }),
 });

@@ -3,7 +3,8 @@ import { loadConfig } from '../../config/env.js';
 import { verifyApiKey } from '../../services/keys/verify-api-key.js';
 import { exchangeAssertion } from '../../services/registrations/exchange-assertion.js';
 import { pollClaim } from '../../services/registrations/poll-claim.js';
-import { registrationSettings, type RegistrationDeps } from '../../services/registrations/registration-rules.js';
+import { WRONG_CODE } from '../../services/registrations/describe-claim.js';
+import { MAX_FAILED_GUESSES, registrationSettings, type RegistrationDeps } from '../../services/registrations/registration-rules.js';
 import { startClaim } from '../../services/registrations/start-claim.js';
 import { startRegistration } from '../../services/registrations/start-registration.js';
 import { createCaller } from '../root.js';
@@ -47,7 +48,7 @@ describe('claims: happy path', () => {
     const key = await pollClaim(deps, { claimToken: reg.claimToken });
     await expect(verifyApiKey(h.db.hot, key.accessToken)).resolves.toMatchObject({ orgId: alice.orgId });
     // Single use.
-    await expect(alice.caller.claims.confirm({ code: reg.claim.userCode })).rejects.toMatchObject({ code: 'BAD_REQUEST', message: 'This code has already been used.' });
+    await expect(alice.caller.claims.confirm({ code: reg.claim.userCode })).rejects.toMatchObject({ code: 'BAD_REQUEST', message: WRONG_CODE });
   });
 
   it('anonymous: shows the trial key that will stop working; confirming disables it', async () => {
@@ -70,23 +71,29 @@ describe('claims: happy path', () => {
 });
 
 describe('claims: errors', () => {
-  it('a wrong code is BAD_REQUEST and says so; a malformed one too', async () => {
+  it('a wrong code is BAD_REQUEST and says so, with the tries the user\'s pending code has left; a malformed one too', async () => {
     const dave = await newUser();
     const reg = await serviceAuthFor(dave);
-    await expect(dave.caller.claims.check({ code: wrong(reg.claim.userCode) })).rejects.toMatchObject({ code: 'BAD_REQUEST', message: 'That code is not valid. Check it and try again.' });
+    await expect(dave.caller.claims.check({ code: wrong(reg.claim.userCode) })).rejects.toMatchObject({
+      code: 'BAD_REQUEST',
+      message: `${WRONG_CODE} ${MAX_FAILED_GUESSES - 1} wrong entries left before the code waiting for ${dave.user.email} is locked.`,
+      cause: { code: 'invalid_grant' },
+    });
     await expect(dave.caller.claims.check({ code: 'abc' })).rejects.toMatchObject({ code: 'BAD_REQUEST', message: 'Enter the 6-digit code the agent showed you.' });
     await expect(dave.caller.claims.check({ code: 'x'.repeat(33) })).rejects.toMatchObject({ code: 'BAD_REQUEST' });
     // The right code still works after one mistake.
     await expect(dave.caller.claims.confirm({ code: reg.claim.userCode })).resolves.toMatchObject({ orgId: dave.orgId });
   });
 
-  it('another account (email mismatch) is FORBIDDEN with the reason, and cannot confirm or deny', async () => {
+  it('another account (email mismatch) gets the answer any wrong code gets, cannot confirm or deny, and spends none of the code\'s tries', async () => {
     const owner = await newUser();
     const other = await newUser();
     const reg = await serviceAuthFor(owner);
     for (const call of [other.caller.claims.check, other.caller.claims.confirm, other.caller.claims.deny]) {
-      await expect(call({ code: reg.claim.userCode })).rejects.toMatchObject({ code: 'FORBIDDEN', message: expect.stringContaining('different email address') });
+      await expect(call({ code: reg.claim.userCode })).rejects.toMatchObject({ code: 'BAD_REQUEST', message: WRONG_CODE });
+      await expect(call({ code: wrong(reg.claim.userCode) })).rejects.toMatchObject({ code: 'BAD_REQUEST', message: WRONG_CODE });
     }
+    expect((await h.db.prisma.claimAttempt.findFirstOrThrow({ where: { registrationId: reg.registrationId } })).failedGuesses).toBe(0);
     await expect(pollClaim(deps, { claimToken: reg.claimToken })).rejects.toMatchObject({ code: 'authorization_pending' });
     await expect(owner.caller.claims.confirm({ code: reg.claim.userCode })).resolves.toMatchObject({ orgId: owner.orgId });
   });

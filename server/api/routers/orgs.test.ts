@@ -3,6 +3,8 @@ import { addMember } from '../../services/orgs/add-member.js';
 import { acceptPendingInvitations, INVITATION_TTL_DAYS } from '../../services/orgs/invitations.js';
 import { changeMemberRole } from '../../services/orgs/change-member-role.js';
 import { removeMember } from '../../services/orgs/remove-member.js';
+import { hashLinkToken } from '../../services/users/link-token.js';
+import { signInWithOAuth } from '../../services/users/sign-in-with-oauth.js';
 import { signUp } from '../../services/users/sign-up.js';
 import { createApiHarness, TEST_PASSWORD, type ApiHarness, type TestUser } from '../test-harness.js';
 
@@ -88,26 +90,88 @@ describe('members: happy path', () => {
 });
 
 describe('members: invitations', () => {
-  it('an unknown email is invited; signing up with it joins the org with the invited role', async () => {
+  it('an unknown email is invited with a link; a password sign-up with that email does NOT join (the address is unproven), following the link does', async () => {
     const alice = await newUser('alice');
     const invitee = email('invitee');
     const invited = await alice.caller.orgs.addMember({ email: invitee, role: 'owner' });
-    expect(invited).toMatchObject({ status: 'invited', email: invitee, role: 'owner' });
+    expect(invited).toMatchObject({ status: 'invited', email: invitee, role: 'owner', inviteUrl: expect.stringMatching(/^https?:\/\/[^/]+\/invite\/[A-Za-z0-9_-]{43}$/) });
     if (invited.status !== 'invited') throw new Error('unreachable');
     const days = (new Date(invited.expiresAt).getTime() - Date.now()) / 86_400_000;
     expect(days).toBeGreaterThan(INVITATION_TTL_DAYS - 1);
     expect(days).toBeLessThanOrEqual(INVITATION_TTL_DAYS);
     expect((await alice.caller.orgs.members()).invitations).toEqual([{ id: expect.stringMatching(/^inv_/), email: invitee, role: 'owner', createdAt: expect.any(String), expiresAt: invited.expiresAt }]);
+    // Only the token's hash is kept.
+    const token = invited.inviteUrl.split('/invite/')[1]!;
+    const row = await h.db.prisma.invitation.findFirstOrThrow({ where: { email: invitee } });
+    expect(row.tokenHash).toBe(hashLinkToken(token));
+    expect(JSON.stringify(row)).not.toContain(token);
 
+    // Whoever types the address into the sign-up form first gets nothing of it.
     const created = await signUp(h.db, { email: invitee.toUpperCase(), password: TEST_PASSWORD });
-    expect(created.joinedOrgIds).toEqual([alice.orgId]);
+    expect(created.joinedOrgIds).toEqual([]);
+    expect((await alice.caller.orgs.members()).members.map((m) => m.email)).not.toContain(invitee);
+
+    // The person the owner sent the link to follows it signed in, with any account.
+    const bob = await h.signUpUser(email('bob'), { verified: false });
+    await expect(bob.caller.orgs.invitation({ token })).resolves.toEqual({ org: { id: alice.orgId, name: expect.any(String) }, email: invitee, role: 'owner', expiresAt: invited.expiresAt });
+    await expect(bob.caller.orgs.acceptInvitation({ token })).resolves.toEqual({ org: { id: alice.orgId, name: expect.any(String) }, role: 'owner', alreadyMember: false });
     const listed = await alice.caller.orgs.members();
     expect(listed.invitations).toEqual([]);
-    expect(listed.members.find((m) => m.email === invitee)).toMatchObject({ userId: created.userId, role: 'owner' });
+    expect(listed.members.find((m) => m.userId === bob.user.id)).toMatchObject({ role: 'owner' });
+    // Their own org stays the one the server acts for unless they switch (the page switches).
+    await expect(bob.caller.orgs.mine()).resolves.toMatchObject({ activeOrgId: bob.orgId, orgs: [{ id: bob.orgId }, { id: alice.orgId, role: 'owner' }] });
+    // Single use.
+    const carol = await newUser('carol');
+    await expect(carol.caller.orgs.acceptInvitation({ token })).rejects.toMatchObject({ code: 'BAD_REQUEST', message: expect.stringContaining('not valid') });
+  });
 
-    // Their own org stays the one they act for unless they switch.
-    const newcomer = h.callerFor({ id: created.userId, email: invitee, name: null });
-    await expect(newcomer.orgs.mine()).resolves.toMatchObject({ activeOrgId: created.orgId, orgs: [{ id: created.orgId }, { id: alice.orgId, role: 'owner' }] });
+  it('an existing account that never verified its email is invited, not added: its address may not be its own', async () => {
+    const alice = await newUser('alice');
+    const squatted = email('squatted');
+    const squatter = await h.signUpUser(squatted, { verified: false });
+    const result = await alice.caller.orgs.addMember({ email: squatted });
+    expect(result).toMatchObject({ status: 'invited', email: squatted });
+    expect((await alice.caller.orgs.members()).members.map((m) => m.userId)).not.toContain(squatter.user.id);
+    // Nor does signing in apply it.
+    await expect(acceptPendingInvitations(h.db.prisma, { userId: squatter.user.id })).resolves.toEqual([]);
+    // A verified email's account is added at once.
+    const verified = await newUser('verified');
+    await expect(alice.caller.orgs.addMember({ email: verified.user.email })).resolves.toMatchObject({ status: 'added' });
+  });
+
+  it('invite links end: a newer link for the email, a withdrawal, expiry; a made-up one is not valid', async () => {
+    const alice = await newUser('alice');
+    const bob = await newUser('bob');
+    const invitee = email('links');
+    const tokenOf = (r: Awaited<ReturnType<typeof alice.caller.orgs.addMember>>) => (r.status === 'invited' ? r.inviteUrl.split('/invite/')[1]! : '');
+    const first = tokenOf(await alice.caller.orgs.addMember({ email: invitee }));
+    const second = tokenOf(await alice.caller.orgs.addMember({ email: invitee }));
+    expect(second).not.toBe(first);
+    await expect(bob.caller.orgs.acceptInvitation({ token: first })).rejects.toMatchObject({ code: 'BAD_REQUEST', message: expect.stringContaining('replaced by a newer link') });
+    await alice.caller.orgs.revokeInvitation({ id: (await alice.caller.orgs.members()).invitations[0]!.id });
+    await expect(bob.caller.orgs.invitation({ token: second })).rejects.toMatchObject({ code: 'BAD_REQUEST' });
+
+    const longAgo = new Date(Date.now() - (INVITATION_TTL_DAYS + 1) * 86_400_000);
+    const lapsed = await addMember(h.db, { orgId: alice.orgId, email: email('lapsed'), role: 'member', invitedByUserId: alice.user.id, now: longAgo });
+    if (lapsed.status !== 'invited') throw new Error('unreachable');
+    await expect(bob.caller.orgs.acceptInvitation({ token: lapsed.token })).rejects.toMatchObject({ code: 'BAD_REQUEST', message: expect.stringContaining('expired') });
+
+    for (const token of ['', 'x'.repeat(43), `${second}!`]) await expect(bob.caller.orgs.acceptInvitation({ token })).rejects.toMatchObject({ code: 'BAD_REQUEST' });
+    await expect(bob.caller.orgs.acceptInvitation({ token: 'x'.repeat(101) })).rejects.toMatchObject({ code: 'BAD_REQUEST', message: 'The invite link is not valid.' });
+    expect((await bob.caller.orgs.mine()).orgs.map((o) => o.id)).toEqual([bob.orgId]);
+    // Signed out, nothing.
+    await expect(h.callerFor(null).orgs.acceptInvitation({ token: second })).rejects.toMatchObject({ code: 'UNAUTHORIZED' });
+  });
+
+  it('two accounts following one link at once: exactly one joins', async () => {
+    const alice = await newUser('alice');
+    const [bob, carol] = [await newUser('bob'), await newUser('carol')];
+    const invited = await alice.caller.orgs.addMember({ email: email('race') });
+    if (invited.status !== 'invited') throw new Error('unreachable');
+    const token = invited.inviteUrl.split('/invite/')[1]!;
+    const results = await Promise.allSettled([bob.caller.orgs.acceptInvitation({ token }), carol.caller.orgs.acceptInvitation({ token })]);
+    expect(results.map((r) => r.status).sort()).toEqual(['fulfilled', 'rejected']);
+    expect(await h.db.prisma.membership.count({ where: { orgId: alice.orgId } })).toBe(2);
   });
 
   it('adding the same email again replaces the invitation (one per email and org)', async () => {
@@ -118,14 +182,16 @@ describe('members: invitations', () => {
     expect((await alice.caller.orgs.members()).invitations.map((i) => [i.email, i.role])).toEqual([[invitee, 'member']]);
   });
 
-  it('one email invited by two orgs joins both', async () => {
+  it('one email invited by two orgs: an account that proves the email (an OAuth provider vouching for it) joins both', async () => {
     const alice = await newUser('alice');
     const bob = await newUser('bob');
     const invitee = email('popular');
     await alice.caller.orgs.addMember({ email: invitee });
     await bob.caller.orgs.addMember({ email: invitee });
-    const created = await signUp(h.db, { email: invitee, password: TEST_PASSWORD });
-    expect([...created.joinedOrgIds].sort()).toEqual([alice.orgId, bob.orgId].sort());
+    const signedIn = await signInWithOAuth(h.db, { email: invitee, emailVerified: true });
+    if (!signedIn.ok) throw new Error('unreachable');
+    const orgs = (await h.callerFor(signedIn.user).orgs.mine()).orgs.map((o) => o.id);
+    expect(orgs).toEqual(expect.arrayContaining([alice.orgId, bob.orgId]));
   });
 
   it('an expired invitation is not listed and not applied', async () => {
@@ -134,20 +200,20 @@ describe('members: invitations', () => {
     const longAgo = new Date(Date.now() - (INVITATION_TTL_DAYS + 1) * 86_400_000);
     await addMember(h.db, { orgId: alice.orgId, email: invitee, role: 'member', invitedByUserId: alice.user.id, now: longAgo });
     expect((await alice.caller.orgs.members()).invitations).toEqual([]);
-    const created = await signUp(h.db, { email: invitee, password: TEST_PASSWORD });
-    expect(created.joinedOrgIds).toEqual([]);
+    const signedIn = await signInWithOAuth(h.db, { email: invitee, emailVerified: true });
+    expect(signedIn.ok).toBe(true);
     expect((await alice.caller.orgs.members()).members.map((m) => m.email)).not.toContain(invitee);
     expect(await h.db.prisma.invitation.count({ where: { email: invitee } })).toBe(0);
   });
 
-  it('an invitation added for an existing account after its creation is applied at its next sign-in', async () => {
+  it('an invitation added for an existing verified account after its creation is applied at its next sign-in', async () => {
     // What addMember does when it loses the race with the sign-up: the invitation row exists
     // for an account that already exists.
     const alice = await newUser('alice');
     const bob = await newUser('bob');
     await h.db.prisma.invitation.create({ data: { id: 'inv_raced', orgId: alice.orgId, email: bob.user.email, role: 'member', expiresAt: new Date(Date.now() + 86_400_000) } });
-    await expect(acceptPendingInvitations(h.db.prisma, { userId: bob.user.id, email: bob.user.email })).resolves.toEqual([alice.orgId]);
-    await expect(acceptPendingInvitations(h.db.prisma, { userId: bob.user.id, email: bob.user.email })).resolves.toEqual([]);
+    await expect(acceptPendingInvitations(h.db.prisma, { userId: bob.user.id })).resolves.toEqual([alice.orgId]);
+    await expect(acceptPendingInvitations(h.db.prisma, { userId: bob.user.id })).resolves.toEqual([]);
     expect((await bob.caller.orgs.mine()).orgs.map((o) => o.id)).toContain(alice.orgId);
   });
 
@@ -158,7 +224,10 @@ describe('members: invitations', () => {
     const id = (await alice.caller.orgs.members()).invitations[0]!.id;
     await expect(alice.caller.orgs.revokeInvitation({ id })).resolves.toEqual({ id, revoked: true });
     await expect(alice.caller.orgs.revokeInvitation({ id })).rejects.toMatchObject({ code: 'NOT_FOUND' });
-    expect((await signUp(h.db, { email: invitee, password: TEST_PASSWORD })).joinedOrgIds).toEqual([]);
+    // Not even an account that proves the address joins.
+    const signedIn = await signInWithOAuth(h.db, { email: invitee, emailVerified: true });
+    if (!signedIn.ok) throw new Error('unreachable');
+    expect((await h.callerFor(signedIn.user).orgs.mine()).orgs.map((o) => o.id)).not.toContain(alice.orgId);
   });
 });
 

@@ -1,6 +1,8 @@
 // The org the user acts for: its members and pending invitations, its name, and the list of
 // orgs the user can switch between (the switch itself is the svc_org cookie, context.ts).
 import { z } from 'zod';
+import { loadConfig } from '../../config/env.js';
+import { acceptInvitation, describeInvitation } from '../../services/orgs/accept-invitation.js';
 import { addMember } from '../../services/orgs/add-member.js';
 import { changeMemberRole } from '../../services/orgs/change-member-role.js';
 import { listMembers } from '../../services/orgs/list-members.js';
@@ -13,6 +15,10 @@ import { createTRPCRouter, orgProcedure, ownerProcedure, protectedProcedure } fr
 
 const Role = z.enum(['owner', 'member'], { error: 'The role must be owner or member.' });
 const UserId = z.object({ userId: z.string().min(1).max(100) });
+const InviteToken = z.object({ token: z.string({ error: 'The invite link is incomplete: copy all of it.' }).max(100, 'The invite link is not valid.') });
+
+/** {dashboard_url}/invite/<token>: the page that accepts an invitation for the signed-in account. */
+const inviteUrl = (token: string) => `${loadConfig().dashboardUrl}/invite/${token}`;
 
 export const orgsRouter = createTRPCRouter({
   /** Every org the user belongs to, and the one the dashboard acts for now. */
@@ -34,15 +40,36 @@ export const orgsRouter = createTRPCRouter({
     };
   }),
 
-  /** By email: an existing account joins at once ("added"), any other email is invited ("invited"). */
+  /**
+   * By email: an account with a verified email joins at once ("added"); any other email is
+   * invited ("invited") with an invite link, shown here once, for the owner to share.
+   */
   addMember: ownerProcedure
     .input(z.object({ email: z.string().max(254, 'Email is too long.'), role: Role.default('member') }))
     .mutation(async ({ ctx, input }) => {
       const result = await addMember(ctx.db, { orgId: ctx.org.id, email: input.email, role: input.role, invitedByUserId: ctx.session.user.id });
       return result.status === 'added'
         ? { status: 'added' as const, email: result.member.email, role: result.member.role }
-        : { status: 'invited' as const, email: result.invitation.email, role: result.invitation.role, expiresAt: result.invitation.expiresAt.toISOString() };
+        : {
+            status: 'invited' as const,
+            email: result.invitation.email,
+            role: result.invitation.role,
+            expiresAt: result.invitation.expiresAt.toISOString(),
+            inviteUrl: inviteUrl(result.token),
+          };
     }),
+
+  /** What an invite link offers (org, role, the email it was made for), before accepting. */
+  invitation: protectedProcedure.input(InviteToken).query(async ({ ctx, input }) => {
+    const i = await describeInvitation(ctx.db.prisma, { token: input.token });
+    return { org: { id: i.orgId, name: i.orgName }, email: i.email, role: i.role, expiresAt: i.expiresAt.toISOString() };
+  }),
+
+  /** Accepts an invite link for the signed-in account (holding the link is the proof). */
+  acceptInvitation: protectedProcedure.input(InviteToken).mutation(async ({ ctx, input }) => {
+    const i = await acceptInvitation(ctx.db, { token: input.token, userId: ctx.session.user.id });
+    return { org: { id: i.orgId, name: i.orgName }, role: i.role, alreadyMember: i.alreadyMember };
+  }),
 
   /** The last owner cannot be demoted (CONFLICT). */
   changeRole: ownerProcedure.input(UserId.extend({ role: Role })).mutation(({ ctx, input }) => changeMemberRole(ctx.db, { orgId: ctx.org.id, userId: input.userId, role: input.role })),

@@ -1,6 +1,10 @@
-// Pending invitations: an owner added an email that had no account yet. They become
-// memberships when an account with that email exists (created, or signing in), never
-// after they expire. Stored one per org and email (adding the email again replaces it).
+// Pending invitations: an owner added an email that has no account with a proven address.
+// Each carries an invite link (only the token's SHA-256 is stored) that the owner shares:
+// following it signed in accepts it for that account (accept-invitation.ts). Without the
+// link, an invitation becomes a membership only for an account whose email is verified
+// (users/verify-email.ts, or an OAuth provider that vouches for it), never for an address
+// that was merely typed into a sign-up form. Never applied after it expires. Stored one per
+// org and email (adding the email again replaces it, and its link).
 import type { Prisma } from '../../db/database.js';
 
 export type Tx = Parameters<Parameters<Prisma['$transaction']>[0]>[0];
@@ -14,8 +18,9 @@ export function invitationExpiry(now: Date): Date {
 
 /**
  * Turns the live invitations for `email` into memberships of `userId` and deletes them (and
- * any expired ones for the email). `joinedAt` is the memberships' createdAt. Memberships the
- * user already has are left as they are. Returns the org ids joined.
+ * any expired ones for the email). Only for an account that has PROVEN it owns `email`.
+ * `joinedAt` is the memberships' createdAt. Memberships the user already has are left as
+ * they are. Returns the org ids joined.
  */
 export async function acceptInvitations(tx: Tx, input: { userId: string; email: string; now: Date; joinedAt?: Date }): Promise<string[]> {
   const pending = await tx.invitation.findMany({ where: { email: input.email }, select: { id: true, orgId: true, role: true, expiresAt: true } });
@@ -33,14 +38,16 @@ export async function acceptInvitations(tx: Tx, input: { userId: string; email: 
 }
 
 /**
- * For an existing account (signing in): applies invitations that were added while the account
- * was being created, which the account's own transaction could not see. One cheap query when
- * there are none, which is nearly always.
+ * For an existing account (signing in, or just verified): applies the invitations for its
+ * email when that email is verified; nothing otherwise. One cheap query when there are none,
+ * which is nearly always.
  */
-export async function acceptPendingInvitations(prisma: Prisma, input: { userId: string; email: string }): Promise<string[]> {
-  if ((await prisma.invitation.count({ where: { email: input.email } })) === 0) return [];
+export async function acceptPendingInvitations(prisma: Prisma, input: { userId: string }): Promise<string[]> {
+  const user = await prisma.user.findUnique({ where: { id: input.userId }, select: { email: true, emailVerifiedAt: true } });
+  if (!user?.emailVerifiedAt) return [];
+  if ((await prisma.invitation.count({ where: { email: user.email } })) === 0) return [];
   try {
-    return await prisma.$transaction((tx) => acceptInvitations(tx, { ...input, now: new Date() }));
+    return await prisma.$transaction((tx) => acceptInvitations(tx, { userId: input.userId, email: user.email, now: new Date() }));
   } catch (e) {
     // Two sign-ins of the same account at once: the other one made the membership first.
     if ((e as { code?: string }).code === 'P2002') return [];

@@ -2,13 +2,18 @@
 // what they are authorising, then confirms or denies (confirm-claim.ts, deny-claim.ts).
 //
 // A code only works for a user signed in with the claim's email address. Guessing is bounded:
-// - per code: at most MAX_FAILED_GUESSES (5) wrong codes entered by users of the claim's email
-//   (or the right code entered by another account), then the code is locked and the agent
-//   must request a new one; a code is found by a random guess with probability <= 5 / 10^6;
+// - per code: at most MAX_FAILED_GUESSES (5) wrong codes entered by users of the claim's email,
+//   then the code is locked and the agent must request a new one; a code is found by a random
+//   guess with probability <= 5 / 10^6. An entry by another account is no guess for it (that
+//   account could not open it) and costs it nothing;
 // - per user and per IP: at most 10 and 30 wrong codes per 10 minutes (guess-throttle.ts).
+// Every code that does not open a claim gets the same answer, whatever the reason (mistyped,
+// expired, used, locked, or issued for another email), so the page tells nobody whether a
+// code is live for someone else. It adds how many wrong entries the user's own pending codes
+// have left, which is theirs to know and the same whatever code they typed.
 import { ServiceError } from '../errors.js';
 import { hashUserCode, userCodeHashesEqual } from './registration-crypto.js';
-import { MAX_FAILED_GUESSES, POST_CLAIM_SCOPES, assertEnabled, withStore, type RegistrationDeps } from './registration-rules.js';
+import { CODE_TTL_MS, MAX_FAILED_GUESSES, POST_CLAIM_SCOPES, assertEnabled, withStore, type RegistrationDeps } from './registration-rules.js';
 import type { GuessThrottle } from './guess-throttle.js';
 
 export interface ClaimingUser {
@@ -58,10 +63,6 @@ export async function findClaimForUser(deps: RegistrationDeps, entry: CodeEntry)
   const subjects = { userId: entry.user.id, ip: entry.ip };
   entry.throttle.take(subjects, now);
   let wrongCode = false;
-  const wrong = (error: ServiceError) => {
-    wrongCode = true;
-    return error;
-  };
   const email = entry.user.email.trim().toLowerCase();
   const { prisma } = deps.db;
   try {
@@ -77,28 +78,26 @@ export async function findClaimForUser(deps: RegistrationDeps, entry: CodeEntry)
         return { attempt: { ...match, failedGuesses: match.failedGuesses - 1 }, registration: match.registration };
       }
 
-      const elsewhere = await prisma.claimAttempt.findFirst({ where: { userCodeHash: hash, email: { not: email }, ...live }, select: { id: true } });
-      if (elsewhere) {
-        // The right code from the wrong account also uses up one of the code's tries.
-        await prisma.claimAttempt.updateMany({ where: { id: elsewhere.id, failedGuesses: { lt: MAX_FAILED_GUESSES } }, data: { failedGuesses: { increment: 1 } } });
-        throw wrong(
-          new ServiceError('forbidden', `This code was issued for a different email address than ${email}. Sign in with the email address you gave the agent.`, 'code'),
-        );
-      }
-      // The user's own code that no longer works: say why, so they ask the agent for a new one.
-      const own = await prisma.claimAttempt.findFirst({ where: { email, userCodeHash: hash }, orderBy: { createdAt: 'desc' } });
-      if (own && own.status === 'pending' && own.failedGuesses >= MAX_FAILED_GUESSES) {
-        throw wrong(new ServiceError('invalid_grant', 'This code was locked after too many wrong entries. Ask the agent for a new code.', 'code'));
-      }
-      if (own && own.status !== 'pending') throw wrong(new ServiceError('invalid_grant', 'This code has already been used.', 'code'));
-      if (own) throw wrong(new ServiceError('expired_token', 'This code has expired. Ask the agent for a new code.', 'code'));
-      throw wrong(new ServiceError('invalid_grant', 'That code is not valid. Check it and try again.', 'code'));
+      wrongCode = true;
+      throw new ServiceError('invalid_grant', wrongCodeMessage(email, reserved), 'code');
     });
   } finally {
     // Only wrong codes count against the user and the address (not the right code, nor a
     // store that failed).
     if (!wrongCode) entry.throttle.refund(subjects, now);
   }
+}
+
+/** The one answer to a code that opens nothing, whatever the reason. */
+export const WRONG_CODE = `That code does not open a claim for your account. Check the digits: a code works only for the email address given to the agent, only once, and for ${CODE_TTL_MS / 60_000} minutes. If it still fails, ask the agent for a new code.`;
+
+/** WRONG_CODE, and what this entry cost the user's own live codes (`charged`, counted after it). */
+function wrongCodeMessage(email: string, charged: Array<{ failedGuesses: number }>): string {
+  if (charged.length === 0) return WRONG_CODE;
+  const left = Math.min(...charged.map((c) => MAX_FAILED_GUESSES - c.failedGuesses));
+  const which = charged.length === 1 ? `the code waiting for ${email}` : `one of the codes waiting for ${email}`;
+  if (left <= 0) return `${WRONG_CODE} That was the last try: ${which} is now locked.`;
+  return `${WRONG_CODE} ${left} wrong ${left === 1 ? 'entry' : 'entries'} left before ${which} is locked.`;
 }
 
 export async function describeClaim(deps: RegistrationDeps, entry: CodeEntry): Promise<ClaimDescription> {

@@ -12,7 +12,7 @@ import { getServerSecret } from '../secrets/get-server-secret.js';
 import { signUp } from '../users/sign-up.js';
 import { confirmClaim } from './confirm-claim.js';
 import { denyClaim } from './deny-claim.js';
-import { describeClaim } from './describe-claim.js';
+import { WRONG_CODE, describeClaim } from './describe-claim.js';
 import { eraseExpiredRegistrationSecrets } from './erase-expired-registration-secrets.js';
 import { exchangeAssertion } from './exchange-assertion.js';
 import { createGuessThrottle, type GuessThrottle } from './guess-throttle.js';
@@ -38,6 +38,7 @@ const baseSettings = (): RegistrationSettings => ({
   anonymousEnabled: true,
   trialCreditsMicros: 100_000n,
   trialMaxPerHour: 1000,
+  trialMaxPerAddressPerHour: 3,
   ipRpm: 60,
   authUrl: 'https://auth.example.test',
   dashboardUrl: 'https://dash.example.test',
@@ -57,6 +58,7 @@ beforeEach(() => {
 });
 
 let userCount = 0;
+let addressCount = 0;
 async function newUser(email = `user${++userCount}-${Date.now()}@example.com`) {
   const u = await signUp(t.db, { email, password: 'correct horse battery' });
   return { id: u.userId, email: u.email, orgId: u.orgId };
@@ -169,6 +171,43 @@ describe('anonymous registration and the jwt-bearer grant', () => {
     await expect(exchangeAssertion(deps, { assertion: third.identityAssertion })).resolves.toMatchObject({ scope: 'api:trial' });
   });
 
+  it('caps anonymous registrations per client address per rolling hour (429 slow_down, Retry-After), other addresses unaffected', async () => {
+    const address = `198.51.100.${++addressCount}`;
+    const first = await startRegistration(deps, { type: 'anonymous', clientAddress: address });
+    expect((await t.db.prisma.agentRegistration.findUniqueOrThrow({ where: { id: first.registrationId } })).clientAddress).toBe(address);
+    advance(10 * MINUTE);
+    await startRegistration(deps, { type: 'anonymous', clientAddress: address });
+    await startRegistration(deps, { type: 'anonymous', clientAddress: address });
+    advance(5 * MINUTE);
+    // The fourth waits until the first has left the hour: 60 - 15 minutes.
+    await expect(startRegistration(deps, { type: 'anonymous', clientAddress: address })).rejects.toMatchObject({ code: 'slow_down', headers: { 'retry-after': String(45 * 60) } });
+    // The refused one left no row behind (it would count against the address).
+    expect(await t.db.prisma.agentRegistration.count({ where: { clientAddress: address } })).toBe(3);
+    // Another address, an unknown one, and service_auth (no trial) are not held by it.
+    await expect(startRegistration(deps, { type: 'anonymous', clientAddress: `198.51.100.${++addressCount}` })).resolves.toMatchObject({ registrationType: 'anonymous' });
+    await expect(startRegistration(deps, { type: 'anonymous', clientAddress: null })).resolves.toMatchObject({ registrationType: 'anonymous' });
+    await expect(startRegistration(deps, { type: 'service_auth', loginHint: 'cap@example.com', clientAddress: address })).resolves.toMatchObject({ registrationType: 'service_auth' });
+    advance(45 * MINUTE - 1);
+    await expect(startRegistration(deps, { type: 'anonymous', clientAddress: address })).rejects.toMatchObject({ code: 'slow_down', headers: { 'retry-after': '1' } });
+    advance(1);
+    await expect(startRegistration(deps, { type: 'anonymous', clientAddress: address })).resolves.toMatchObject({ registrationType: 'anonymous' });
+  });
+
+  it('per-address cap under concurrency: 20 registrations at once from one address never pass it together', async () => {
+    const address = `198.51.100.${++addressCount}`;
+    const results = await Promise.allSettled(Array.from({ length: 20 }, () => startRegistration(deps, { type: 'anonymous', clientAddress: address })));
+    const admitted = results.filter((r) => r.status === 'fulfilled').length;
+    expect(admitted).toBeLessThanOrEqual(3);
+    for (const r of results) if (r.status === 'rejected') expect(r.reason).toMatchObject({ code: 'slow_down' });
+    expect(await t.db.prisma.agentRegistration.count({ where: { clientAddress: address } })).toBe(admitted);
+    // A burst may be refused more than the cap requires (each counts the others' rows before
+    // they are deleted), but the refused leave nothing behind: one at a time, the address
+    // gets exactly the rest of its three.
+    for (let i = admitted; i < 3; i++) await startRegistration(deps, { type: 'anonymous', clientAddress: address });
+    await expect(startRegistration(deps, { type: 'anonymous', clientAddress: address })).rejects.toMatchObject({ code: 'slow_down' });
+    expect(await t.db.prisma.agentRegistration.count({ where: { clientAddress: address } })).toBe(3);
+  });
+
   it('a trial budget of 0 gives a key on an org with no credit and no ledger row', async () => {
     settings.trialCreditsMicros = 0n;
     const { trial } = await anonymousWithTrial();
@@ -228,9 +267,9 @@ describe('registration errors', () => {
     await expect(exchangeAssertion(deps, { assertion: reg.identityAssertion })).resolves.toMatchObject({ accessToken: first.accessToken });
   });
 
-  it('410 claim_expired for an unknown claim token, on the claim endpoint and the poll', async () => {
+  it('an unknown claim token: 410 claim_expired on the claim endpoint, invalid_grant on the poll (the spec\'s claim table)', async () => {
     await expect(startClaim(deps, { claimToken: 'claim_nope', email: 'a@example.com' })).rejects.toMatchObject({ code: 'claim_expired' });
-    await expect(pollClaim(deps, { claimToken: 'claim_nope' })).rejects.toMatchObject({ code: 'claim_expired' });
+    await expect(pollClaim(deps, { claimToken: 'claim_nope' })).rejects.toMatchObject({ code: 'invalid_grant', param: 'claim_token' });
   });
 });
 
@@ -258,7 +297,8 @@ describe('the claim state table (anonymous registration)', () => {
     // pending | poll | the 10-minute code has expired -> expired_token
     advance(10 * MINUTE);
     await expect(pollLater(token)).rejects.toMatchObject({ code: 'expired_token' });
-    await expect(describeClaim(deps, entry(user, first.claim.userCode))).rejects.toMatchObject({ code: 'expired_token' });
+    // The page's answer is the one every code that opens nothing gets.
+    await expect(describeClaim(deps, entry(user, first.claim.userCode))).rejects.toMatchObject({ code: 'invalid_grant', message: WRONG_CODE });
 
     // New code: {claim_token} alone keeps the email; the new code works, the old one never again.
     const second = await startClaim(deps, { claimToken: token });
@@ -314,7 +354,13 @@ describe('the claim state table (anonymous registration)', () => {
     advance(1);
     await expect(pollLater(reg.claimToken)).rejects.toMatchObject({ code: 'invalid_grant', message: expect.stringContaining('24 hours') });
     await expect(startClaim(deps, { claimToken: reg.claimToken })).rejects.toMatchObject({ code: 'claim_expired' });
-    await expect(describeClaim(deps, entry(user, attempt.claim.userCode))).rejects.toMatchObject({ code: 'expired_token' });
+    await expect(describeClaim(deps, entry(user, attempt.claim.userCode))).rejects.toMatchObject({ code: 'invalid_grant', message: WRONG_CODE });
+    // A week after it ended the row is deleted; the poll still answers invalid_grant, not 410.
+    advance(7 * 24 * 3600 * SECOND);
+    expect((await eraseExpiredRegistrationSecrets(deps)).purged).toBeGreaterThanOrEqual(1);
+    expect(await t.db.prisma.agentRegistration.count({ where: { id: reg.registrationId } })).toBe(0);
+    await expect(pollLater(reg.claimToken)).rejects.toMatchObject({ code: 'invalid_grant', param: 'claim_token' });
+    await expect(startClaim(deps, { claimToken: reg.claimToken })).rejects.toMatchObject({ code: 'claim_expired' });
   });
 
   it('a registration confirmed but collected after 24 h gets invalid_grant and no key is ever created', async () => {
@@ -483,10 +529,10 @@ describe('service_auth registration', () => {
     await expect(startClaim(deps, { claimToken: reg.claimToken, email: other.email })).rejects.toMatchObject({ code: 'invalid_login_hint' });
     const restarted = await startClaim(deps, { claimToken: reg.claimToken, email: owner.email.toUpperCase() });
     // The first code stopped working when the second was issued.
-    await expect(describeClaim(deps, entry(owner, reg.claim.userCode))).rejects.toMatchObject({ code: 'expired_token' });
+    await expect(describeClaim(deps, entry(owner, reg.claim.userCode))).rejects.toMatchObject({ code: 'invalid_grant', message: expect.stringContaining(WRONG_CODE) });
 
-    // The right code from the wrong account: refused, and it says why.
-    await expect(confirmClaim(deps, entry(other, restarted.claim.userCode))).rejects.toMatchObject({ code: 'forbidden', message: expect.stringContaining('different email') });
+    // The right code from the wrong account: refused with the answer any wrong code gets.
+    await expect(confirmClaim(deps, entry(other, restarted.claim.userCode))).rejects.toMatchObject({ code: 'invalid_grant', message: WRONG_CODE });
     await expect(confirmClaim(deps, entry(owner, restarted.claim.userCode))).resolves.toMatchObject({ orgId: owner.orgId });
     const key = await pollLater(reg.claimToken);
     await expect(verifyApiKey(t.db.hot, key.accessToken)).resolves.toMatchObject({ orgId: owner.orgId });
@@ -511,10 +557,21 @@ describe('guessing codes on the verification page', () => {
     const reg = await startRegistration(deps, { type: 'service_auth', loginHint: user.email });
     const wrong = wrongCode(reg.claim.userCode);
     // Different IPs and throttles: only the per-code bound applies.
+    // Each answer says how many wrong entries the user's code has left; the last says it is locked.
+    const left = [];
     for (let i = 0; i < 5; i++) {
-      await expect(describeClaim(deps, { ...entry(user, wrong, `10.0.0.${i}`), throttle: createGuessThrottle() })).rejects.toMatchObject({ code: 'invalid_grant' });
+      const error = await describeClaim(deps, { ...entry(user, wrong, `10.0.0.${i}`), throttle: createGuessThrottle() }).catch((e: { code: string; message: string }) => e);
+      expect(error).toMatchObject({ code: 'invalid_grant', message: expect.stringContaining(WRONG_CODE) });
+      left.push((error as { message: string }).message.slice(WRONG_CODE.length + 1));
     }
-    await expect(confirmClaim(deps, { ...entry(user, reg.claim.userCode), throttle: createGuessThrottle() })).rejects.toMatchObject({ code: 'invalid_grant', message: expect.stringContaining('locked') });
+    expect(left).toEqual([
+      `4 wrong entries left before the code waiting for ${user.email} is locked.`,
+      `3 wrong entries left before the code waiting for ${user.email} is locked.`,
+      `2 wrong entries left before the code waiting for ${user.email} is locked.`,
+      `1 wrong entry left before the code waiting for ${user.email} is locked.`,
+      `That was the last try: the code waiting for ${user.email} is now locked.`,
+    ]);
+    await expect(confirmClaim(deps, { ...entry(user, reg.claim.userCode), throttle: createGuessThrottle() })).rejects.toMatchObject({ code: 'invalid_grant', message: WRONG_CODE });
     await expect(pollLater(reg.claimToken)).rejects.toMatchObject({ code: 'expired_token', message: expect.stringContaining('locked') });
     // A new code works.
     const fresh = await startClaim(deps, { claimToken: reg.claimToken });
@@ -529,7 +586,7 @@ describe('guessing codes on the verification page', () => {
     const results = await Promise.allSettled(wrongCodes.map((c) => describeClaim(deps, { ...entry(user, c), throttle: createGuessThrottle() })));
     expect(results.every((r) => r.status === 'rejected')).toBe(true);
     expect((await t.db.prisma.claimAttempt.findFirstOrThrow({ where: { registrationId: reg.registrationId } })).failedGuesses).toBe(5);
-    await expect(confirmClaim(deps, { ...entry(user, reg.claim.userCode), throttle: createGuessThrottle() })).rejects.toMatchObject({ code: 'invalid_grant', message: expect.stringContaining('locked') });
+    await expect(confirmClaim(deps, { ...entry(user, reg.claim.userCode), throttle: createGuessThrottle() })).rejects.toMatchObject({ code: 'invalid_grant', message: WRONG_CODE });
   });
 
   it('a right code gives its try back: four wrong entries, then check and confirm with the right one still work', async () => {
@@ -566,14 +623,19 @@ describe('guessing codes on the verification page', () => {
     await expect(confirmClaim(deps, entry(user, reg.claim.userCode))).resolves.toMatchObject({ orgId: user.orgId });
   });
 
-  it('the right code from other accounts also uses up the code: at most 5 tries in all', async () => {
+  it('the right code from other accounts gets the answer a made-up code gets, and spends none of its tries', async () => {
     const owner = await newUser();
     const reg = await startRegistration(deps, { type: 'service_auth', loginHint: owner.email });
-    for (let i = 0; i < 5; i++) {
+    for (let i = 0; i < 6; i++) {
       const intruder = await newUser();
-      await expect(confirmClaim(deps, entry(intruder, reg.claim.userCode))).rejects.toMatchObject({ code: 'forbidden' });
+      const rightCode = await confirmClaim(deps, entry(intruder, reg.claim.userCode)).catch((e: unknown) => e);
+      const madeUp = await confirmClaim(deps, entry(intruder, wrongCode(reg.claim.userCode))).catch((e: unknown) => e);
+      // Nothing tells the intruder the code is live for someone else.
+      expect(rightCode).toMatchObject({ code: 'invalid_grant', message: WRONG_CODE, param: 'code' });
+      expect(madeUp).toMatchObject({ code: 'invalid_grant', message: WRONG_CODE, param: 'code' });
     }
-    await expect(confirmClaim(deps, entry(owner, reg.claim.userCode))).rejects.toMatchObject({ code: 'invalid_grant', message: expect.stringContaining('locked') });
+    expect((await t.db.prisma.claimAttempt.findFirstOrThrow({ where: { registrationId: reg.registrationId } })).failedGuesses).toBe(0);
+    await expect(confirmClaim(deps, entry(owner, reg.claim.userCode))).resolves.toMatchObject({ orgId: owner.orgId });
   });
 
   it('per user: after 10 wrong codes in 10 minutes even the right code waits (429 slow_down)', async () => {

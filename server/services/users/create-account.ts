@@ -20,14 +20,16 @@ export interface CreatedAccount {
 
 /**
  * The one way an account comes to exist, whether by email and password (signUp) or a first
- * OAuth sign-in: a user, a personal org with an owner membership, and the memberships of any
- * pending invitations for the email, in one transaction. The first user of an instance (no
- * users yet, and nobody claimed the marker) becomes platform admin. `email` must already be
- * normalized. A concurrent account with the same email: ServiceError conflict.
+ * OAuth sign-in: a user, a personal org with an owner membership and, only when the email is
+ * verified (an OAuth provider vouched for it), the memberships of pending invitations for it,
+ * in one transaction. A password sign-up's email is only claimed: its invitations wait for
+ * the verification link or the invite link. The first user of an instance (no users yet, and
+ * nobody claimed the marker) becomes platform admin. `email` must already be normalized. A
+ * concurrent account with the same email: ServiceError conflict.
  */
 export async function createAccount(
   db: Database,
-  input: { email: string; name: string | null; passwordHash: string | null },
+  input: { email: string; name: string | null; passwordHash: string | null; emailVerified: boolean },
 ): Promise<CreatedAccount> {
   const { email, name, passwordHash } = input;
   const userId = newId('usr');
@@ -42,12 +44,12 @@ export async function createAccount(
         const inserted = await tx.$executeRaw`INSERT INTO "ServerSecret" ("name", "value", "createdAt") VALUES (${FIRST_ADMIN_MARKER}, ${userId}, ${sqlTimestamp(db.dialect, now)}) ON CONFLICT DO NOTHING`;
         admin = inserted === 1;
       }
-      await tx.user.create({ data: { id: userId, email, name, passwordHash, isPlatformAdmin: admin } });
+      await tx.user.create({ data: { id: userId, email, name, passwordHash, isPlatformAdmin: admin, emailVerifiedAt: input.emailVerified ? now : null } });
       await tx.org.create({ data: { id: orgId, name: orgName } });
       await tx.membership.create({ data: { userId, orgId, role: 'owner', createdAt: now } });
       // A millisecond later than the personal org: with no org chosen, the dashboard acts for
       // the user's oldest membership, which must be their own org, not one they were invited to.
-      const joined = await acceptInvitations(tx, { userId, email, now, joinedAt: new Date(now.getTime() + 1) });
+      const joined = input.emailVerified ? await acceptInvitations(tx, { userId, email, now, joinedAt: new Date(now.getTime() + 1) }) : [];
       return { isPlatformAdmin: admin, joinedOrgIds: joined };
     });
     return { userId, email, name, orgId, isPlatformAdmin, joinedOrgIds };
