@@ -8,7 +8,9 @@
 // (~100 ms), so a source edit is never missed. The long-running commands (start, gateway,
 // worker) first replace themselves, same pid, with a node that has the gateway's memory flags
 // and environment (scripts/lib/runtime-flags.mjs): signals reach the gateway directly and no
-// parent process stays behind.
+// parent process stays behind. Run through npx or npm, they also stop when the process that
+// started them goes away (cli/exit-with-parent.cjs): npm runs `svc` under `sh -c`, which dies
+// on SIGTERM without passing it on.
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -26,6 +28,11 @@ if (typeof process.execve !== 'function') {
     console.error(`svc needs Node >= 22.15 (this is ${process.version}); run \`npm run setup\` to install the pinned Node into .tools/.`);
     process.exit(1);
   }
+  // Under npx or npm this wrapper stops with its parent too (the child then with it).
+  if (process.env.npm_execpath) {
+    process.env.SVC_PARENT_PID = String(process.ppid);
+    await import('../cli/exit-with-parent.cjs');
+  }
   // A child, with signals passed on: this Node cannot replace itself.
   const child = spawn(pinned, [self, ...args], { stdio: 'inherit', env: { ...process.env, SVC_REEXEC: '1' } });
   for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) process.on(signal, () => child.kill(signal));
@@ -35,6 +42,7 @@ if (typeof process.execve !== 'function') {
   if (process.env[REEXECUTED]) {
     // Bundled and flagged already. Its children (the dashboard, engine helpers) are not svc.
     delete process.env[REEXECUTED];
+    await import('../cli/exit-with-parent.cjs');
   } else {
     const { bundleGateway } = await import('../scripts/lib/bundle.mjs');
     try {
@@ -46,6 +54,9 @@ if (typeof process.execve !== 'function') {
     // The command is the first argument that is not an option (`svc --json gateway`).
     if (['start', 'gateway', 'worker'].includes(args.find((a) => !a.startsWith('-')) ?? '')) {
       const env = { ...gatewayEnv(), [REEXECUTED]: '1' };
+      // Started by a package manager (npx, npm run) or by the re-run above: stop with that
+      // parent. Not otherwise: `nohup svc gateway &` must outlive the shell that started it.
+      if (process.env.npm_execpath || process.env.SVC_REEXEC) env.SVC_PARENT_PID = String(process.ppid);
       process.execve(process.execPath, [process.execPath, ...process.execArgv, ...gatewayNodeFlags(), self, ...args], env);
     }
   }

@@ -25,10 +25,12 @@ export async function runProcesses(options: { dashboard: boolean; workerOnly?: b
   if (!options.workerOnly) runtime.app.log.info({ publicBaseUrl: config.publicBaseUrl, database: config.databaseUrl.startsWith('file:') ? 'sqlite' : 'postgresql', redis: Boolean(config.redisUrl) }, 'gateway listening');
 
   if (options.dashboard) {
-    dashboard = spawn(process.execPath, [join(PROJECT_ROOT, 'node_modules/next/dist/bin/next'), 'start', '-p', String(config.dashboardPort)], {
+    // The dashboard stops when this process goes away, however it ends (SIGKILL, a crash).
+    const exitWithParent = join(PROJECT_ROOT, 'cli/exit-with-parent.cjs');
+    dashboard = spawn(process.execPath, ['--require', exitWithParent, join(PROJECT_ROOT, 'node_modules/next/dist/bin/next'), 'start', '-p', String(config.dashboardPort)], {
       cwd: PROJECT_ROOT,
       stdio: 'inherit',
-      env: { ...process.env, DATABASE_URL: config.databaseUrl, SVC_DATA_DIR: config.dataDir, NODE_ENV: 'production' },
+      env: { ...process.env, DATABASE_URL: config.databaseUrl, SVC_DATA_DIR: config.dataDir, NODE_ENV: 'production', SVC_PARENT_PID: String(process.pid) },
     });
     dashboard.on('exit', (code, signal) => {
       if (!stopping) {

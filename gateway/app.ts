@@ -7,7 +7,7 @@ import { ServiceError } from '../server/services/errors.js';
 import { presentedKey, type RequestAuth } from './core/gateway-core.js';
 import type { Ticket } from './core/admission.js';
 import type { GatewayContext } from './context.js';
-import { drainRequest, sendError, toServiceError } from './errors.js';
+import { answerClientError, drainRequest, sendError, toServiceError } from './errors.js';
 import { registerAgentAuthRoutes } from './routes/agent-auth.js';
 import { registerChatCompletionRoutes } from './routes/chat-completions.js';
 import { registerHealthRoutes } from './routes/health.js';
@@ -106,6 +106,11 @@ export async function buildGateway(ctx: GatewayContext, options: { logger?: bool
     // Router errors (an over-long or malformed path segment) come before any hook or route;
     // without this Fastify answers them in its own shape instead of the envelope.
     frameworkErrors: (err, request, reply) => sendError(request, reply, err),
+    // Requests the HTTP parser refuses never reach routing, and Fastify's own answer to them
+    // is not the envelope. (Fastify calls this with the instance as `this`.)
+    clientErrorHandler(this: FastifyInstance, err, socket) {
+      answerClientError(err, socket, this.log);
+    },
     // Off: a closing gateway answers in the error envelope instead (refuseWhileDraining).
     return503OnClosing: false,
   });

@@ -1,8 +1,8 @@
 // The {auth_url} routes over real HTTP against the real gateway (SQLite, or PostgreSQL with
 // TEST_DB=postgresql): discovery as a standard OAuth client reads it, both registration
 // methods end to end (the user's confirmation through the same service the dashboard page
-// calls), the error envelope of every registration error, the per-IP limit, registration
-// turned off and its store down.
+// calls), the error envelope of every registration error, the per-IP limit and the per-address
+// cap on anonymous registrations, registration turned off and its store down.
 import { createServer } from 'node:net';
 import * as oauth from 'oauth4webapi';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -33,7 +33,7 @@ function freePort(): Promise<number> {
 async function gatewayAtItsOwnUrl(env: Record<string, string> = {}) {
   const port = await freePort();
   const base = `http://127.0.0.1:${port}`;
-  return startGateway({ port, env: { PUBLIC_BASE_URL: base, DASHBOARD_URL: 'http://dash.example.test', SVC_AGENT_AUTH_IP_RPM: '100000', ...env } });
+  return startGateway({ port, env: { PUBLIC_BASE_URL: base, DASHBOARD_URL: 'http://dash.example.test', SVC_AGENT_AUTH_IP_RPM: '100000', SVC_TRIAL_MAX_PER_ADDRESS_PER_HOUR: '100000', ...env } });
 }
 
 beforeAll(async () => {
@@ -259,7 +259,13 @@ describe('errors', () => {
     await forgetLastPoll(h, reg.registration_id!);
     await expectError(postForm({ grant_type: GRANT_CLAIM, claim_token: reg.claim_token! }), 400, 'invalid_grant');
     await expectError(postJson('/agent/identity/claim', { claim_token: reg.claim_token }), 410, 'claim_expired');
-    await expectError(postForm({ grant_type: GRANT_CLAIM, claim_token: 'claim_unknown' }), 410, 'claim_expired');
+    // Gone altogether (purged a week after it ended, or never there): the poll says
+    // invalid_grant as the spec's claim table does; 410 claim_expired is the claim endpoint's.
+    await h.testDb.db.prisma.agentRegistration.delete({ where: { id: reg.registration_id } });
+    const gone = await expectError(postForm({ grant_type: GRANT_CLAIM, claim_token: reg.claim_token! }), 400, 'invalid_grant');
+    expect(gone.body.error.param).toBe('claim_token');
+    await expectError(postForm({ grant_type: GRANT_CLAIM, claim_token: 'claim_unknown' }), 400, 'invalid_grant');
+    await expectError(postJson('/agent/identity/claim', { claim_token: reg.claim_token }), 410, 'claim_expired');
   });
 
   it('token endpoint: grant types, missing and repeated parameters, bad assertions', async () => {
@@ -341,6 +347,42 @@ describe('errors', () => {
       expect((await from('203.0.113.6')).status).toBe(200);
     } finally {
       await limited.close();
+    }
+  });
+
+  it('per-IP limit behind two trusted proxies with a one-entry X-Forwarded-For: the request skipped a proxy, so the peer counts, not the entry', async () => {
+    const limited = await gatewayAtItsOwnUrl({ SVC_AGENT_AUTH_IP_RPM: '2', SVC_TRUSTED_PROXIES: '2' });
+    try {
+      await awayFromMinuteBoundary();
+      const from = (xff: string) => fetch(`${limited.url}/.well-known/oauth-authorization-server`, { headers: { 'x-forwarded-for': xff } });
+      expect((await from('203.0.113.1')).status).toBe(200);
+      expect((await from('203.0.113.2')).status).toBe(200);
+      await expectError(from('203.0.113.3'), 429, 'slow_down');
+    } finally {
+      await limited.close();
+    }
+  });
+
+  it('anonymous registrations per address per hour (SVC_TRIAL_MAX_PER_ADDRESS_PER_HOUR): 429 slow_down with Retry-After; the address is recorded; another client behind the proxy has its own', async () => {
+    const capped = await gatewayAtItsOwnUrl({ SVC_TRIAL_MAX_PER_ADDRESS_PER_HOUR: '2', SVC_TRUSTED_PROXIES: '1' });
+    try {
+      const register = (xff: string) =>
+        fetch(`${capped.url}/agent/identity`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-forwarded-for': xff }, body: '{"type":"anonymous"}' });
+      const first = (await (await register('spoofed, 203.0.113.7')).json()) as Record<string, string>;
+      expect((await register('other-spoof, 203.0.113.7')).status).toBe(200);
+      const { res, body } = await expectError(register('203.0.113.7'), 429, 'slow_down');
+      const wait = Number(res.headers.get('retry-after'));
+      expect(wait).toBeGreaterThan(3500);
+      expect(wait).toBeLessThanOrEqual(3600);
+      expect(body.error.message).toContain('2 per hour');
+      expect(res.headers.get('cache-control')).toBe('no-store');
+      const row = await capped.testDb.db.prisma.agentRegistration.findUniqueOrThrow({ where: { id: first.registration_id } });
+      expect(row.clientAddress).toBe('203.0.113.7');
+      // service_auth gives no trial: not capped.
+      expect((await fetch(`${capped.url}/agent/identity`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-forwarded-for': '203.0.113.7' }, body: '{"type":"service_auth","login_hint":"cap@example.com"}' })).status).toBe(200);
+      expect((await register('203.0.113.8')).status).toBe(200);
+    } finally {
+      await capped.close();
     }
   });
 

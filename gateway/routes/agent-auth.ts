@@ -68,9 +68,11 @@ export async function registerAgentAuthRoutes(app: FastifyInstance, ctx: Gateway
   // replicas through the same limiter as API keys). A limiter that is down admits. The
   // address is the TCP peer's unless SVC_TRUSTED_PROXIES says which X-Forwarded-For entry
   // a proxy in front wrote (a client can write any other).
+  const addressOf = (request: FastifyRequest) =>
+    clientAddress({ socketAddress: request.socket.remoteAddress, forwardedFor: request.headers['x-forwarded-for'], trustedProxies: ctx.config.trustedProxies });
   app.addHook('onRequest', async (request) => {
     assertEnabled(settings);
-    const ip = clientAddress({ socketAddress: request.socket.remoteAddress, forwardedFor: request.headers['x-forwarded-for'], trustedProxies: ctx.config.trustedProxies }) ?? 'unknown';
+    const ip = addressOf(request) ?? 'unknown';
     const decision = await ctx.limiter.consume(`agent-auth:ip:${ip}`, settings.ipRpm).catch(() => null);
     if (decision && !decision.allowed) {
       const wait = decision.retryAfterSeconds;
@@ -128,7 +130,8 @@ export async function registerAgentAuthRoutes(app: FastifyInstance, ctx: Gateway
 
   app.post('/agent/identity', publicRoute, async (request) => {
     const body = parseBody(IdentityBody, request.body);
-    const started = await startRegistration(deps(), identityInput(body));
+    // The address is recorded: anonymous registrations are capped per address per hour.
+    const started = await startRegistration(deps(), { ...identityInput(body), clientAddress: addressOf(request) });
     const common = {
       registration_id: started.registrationId,
       registration_type: started.registrationType,

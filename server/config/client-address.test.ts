@@ -17,9 +17,16 @@ describe('clientAddress', () => {
     expect(clientAddress({ socketAddress: null, forwardedFor: '1.1.1.1, 2.2.2.2, 203.0.113.9', trustedProxies: 1 })).toBe('203.0.113.9');
   });
 
-  it('behind proxies but with fewer entries than proxies: the leftmost entry; none at all: the peer', () => {
-    expect(clientAddress({ socketAddress: '10.0.0.2', forwardedFor: '203.0.113.9', trustedProxies: 3 })).toBe('203.0.113.9');
+  it('behind proxies but with fewer entries than proxies: the peer, never an entry the client may have written', () => {
+    // The request skipped a proxy: the one entry is whatever the client (or one proxy) wrote.
+    expect(clientAddress({ socketAddress: '10.0.0.2', forwardedFor: '203.0.113.9', trustedProxies: 3 })).toBe('10.0.0.2');
+    expect(clientAddress({ socketAddress: '10.0.0.2', forwardedFor: 'spoofed, 203.0.113.9', trustedProxies: 3 })).toBe('10.0.0.2');
+    expect(clientAddress({ socketAddress: '10.0.0.2', forwardedFor: ['spoofed', '203.0.113.9'], trustedProxies: 3 })).toBe('10.0.0.2');
+    // Exactly as many entries as proxies: the leftmost is the one the first proxy wrote.
+    expect(clientAddress({ socketAddress: '10.0.0.2', forwardedFor: '203.0.113.9, 10.0.0.1, 10.0.0.3', trustedProxies: 3 })).toBe('203.0.113.9');
     expect(clientAddress({ socketAddress: '10.0.0.2', forwardedFor: ' , ', trustedProxies: 1 })).toBe('10.0.0.2');
+    // The dashboard does not know the peer: then no address at all.
+    expect(clientAddress({ socketAddress: null, forwardedFor: '203.0.113.9', trustedProxies: 2 })).toBeNull();
     expect(clientAddress({ socketAddress: null, forwardedFor: null, trustedProxies: 1 })).toBeNull();
   });
 

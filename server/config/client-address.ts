@@ -24,8 +24,9 @@ export function clientAddress({ socketAddress, forwardedFor, trustedProxies }: A
     .split(',')
     .map((entry) => entry.trim())
     .filter(Boolean);
-  // Fewer entries than proxies: the request skipped a proxy; the leftmost is the best guess.
-  const entry = entries.length === 0 ? socketAddress : entries[Math.max(0, entries.length - trustedProxies)];
+  // Fewer entries than proxies: the request did not come through all of them, so every entry
+  // may be the client's own words; only the peer is known (null in the dashboard).
+  const entry = entries.length < trustedProxies ? socketAddress : entries[entries.length - trustedProxies];
   return entry ? limiterKey(entry) : null;
 }
 

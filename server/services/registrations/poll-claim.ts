@@ -19,7 +19,9 @@ export async function pollClaim(deps: RegistrationDeps, input: { claimToken: str
   const { prisma } = deps.db;
   return withStore('temporarily_unavailable', async () => {
     const registration = await prisma.agentRegistration.findUnique({ where: { claimTokenHash: hashClaimToken(input.claimToken) } });
-    if (!registration) throw new ServiceError('claim_expired', 'This registration is gone (or the claim_token is wrong). Register again.', 'claim_token');
+    // The spec's claim table: a poll for a registration that is gone (older than 24 h, deleted
+    // a week later, or never there) is invalid_grant; 410 claim_expired is the claim endpoint's.
+    if (!registration) throw new ServiceError('invalid_grant', 'This registration is gone (or the claim_token is wrong). Register again.', 'claim_token');
     if (registration.expiresAt <= now) {
       await eraseIssuedKey(deps, registration);
       const declined = await prisma.claimAttempt.count({ where: { registrationId: registration.id, status: 'denied' } });
