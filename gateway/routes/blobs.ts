@@ -10,7 +10,7 @@ import { parseInput } from '../../server/services/parse-input.js';
 import type { GatewayContext } from '../context.js';
 import { readUpload } from '../multipart-upload.js';
 import { parseSampleRateParam } from '../stt/decode-upload.js';
-import { decodeClip } from '../voices/voice-clip.js';
+import { measureClipFile } from '../voices/voice-clip.js';
 
 const BlobIdParams = z.object({ id: z.string().min(1).max(100) });
 const UploadQuery = z.strictObject({ sample_rate: z.string().optional() });
@@ -43,8 +43,9 @@ export function registerBlobRoutes(app: FastifyInstance, ctx: GatewayContext): v
     if (declaredWav && bytes.subarray(0, 4).toString('latin1') !== 'RIFF') {
       throw new ServiceError('unsupported_audio_format', 'The body is declared audio/wav but is not a WAV file; send raw PCM as application/octet-stream with ?sample_rate=.', 'file');
     }
-    const clip = decodeClip(bytes, parseSampleRateParam(rate, null));
-    if (clip.samples.length === 0) throw new ServiceError('invalid_request', 'The audio holds no samples.', 'file');
+    // Measured from the header: a stored blob is decoded only when a clone uses it.
+    const clip = measureClipFile(bytes, parseSampleRateParam(rate, null));
+    if (clip.frames === 0) throw new ServiceError('invalid_request', 'The audio holds no samples.', 'file');
     const blob = await storeBlob(prisma, ctx.config.dataDir, { orgId: request.auth.orgId, contentType: 'audio/wav', bytes: clip.wav, durationMs: clip.durationMs });
     return reply.code(201).send(blob);
   });

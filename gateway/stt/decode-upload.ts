@@ -4,7 +4,7 @@
 import { SAMPLE_RATES } from '../audio/output-format.js';
 import { s16leToFloat } from '../audio/pcm.js';
 import { sniffAudioFormat } from '../audio/sniff.js';
-import { parseWav } from '../audio/wav.js';
+import { parseWav, readWavInfo } from '../audio/wav.js';
 import { ServiceError } from '../../server/services/errors.js';
 
 export interface DecodedAudio {
@@ -33,6 +33,30 @@ function checkModelRate(rate: number, allowed: readonly number[] | null): void {
   if (allowed && !allowed.includes(rate)) {
     throw new ServiceError('invalid_sample_rate', `This model accepts sample rates ${allowed.join(', ')}; the audio is ${rate} Hz.`, 'sample_rate');
   }
+}
+
+/**
+ * What decodeUploadedAudio checks and measures, from the WAV header (or the raw length) alone,
+ * without decoding a sample: for uploads that are only stored (blobs), whose size would make
+ * decoding them a cost of its own.
+ */
+export function measureUploadedAudio(bytes: Buffer, declaredRate: number | undefined): { sampleRate: number; frames: number; durationSeconds: number } {
+  if (bytes.length === 0) throw new ServiceError('invalid_request', 'The uploaded file is empty.', 'file');
+  const format = sniffAudioFormat(bytes);
+  let frames: number;
+  let sampleRate: number;
+  if (format === 'wav') {
+    const info = readWavInfo(bytes);
+    frames = info.frameCount;
+    sampleRate = info.sampleRate;
+  } else if (format === 'unknown') {
+    sampleRate = declaredRate ?? 16000;
+    frames = bytes.length >> 1;
+  } else {
+    throw new ServiceError('unsupported_audio_format', `The file is ${format}; send WAV or raw 16-bit mono PCM (compressed formats are not accepted).`, 'file');
+  }
+  checkModelRate(sampleRate, null);
+  return { sampleRate, frames, durationSeconds: frames / sampleRate };
 }
 
 export function decodeUploadedAudio(bytes: Buffer, declaredRate: number | undefined, allowed: readonly number[] | null): DecodedAudio {

@@ -74,6 +74,11 @@ export async function startSynthesis(ctx: GatewayContext, request: FastifyReques
     throw withParam(e, fields.model);
   }
   request.modelId = model.id;
+  // The whole cost is known before anything runs: reserved first (402 if the balance, less
+  // what the org's running requests reserved, cannot cover it; before any lookup, so a flood of
+  // unaffordable requests costs little), so a synthesis never overdraws.
+  const hold = await ctx.core.reserve(request.auth, perUnitCostMicros(model.prices.picoPerChar, billedCharacters(tts.transcript)));
+  reply.raw.on('close', hold.release);
   const { prisma } = ctx.db;
   const orgId = request.auth.orgId;
   const [profile, dict] = await Promise.all([
@@ -83,10 +88,6 @@ export async function startSynthesis(ctx: GatewayContext, request: FastifyReques
     tts.dictId ? getDictMatcher(prisma, { orgId, dictId: tts.dictId }) : Promise.resolve(null),
   ]);
 
-  // The whole cost is known before anything runs: reserved now (402 if the balance, less what
-  // the org's running requests reserved, cannot cover it), so a synthesis never overdraws.
-  const hold = await ctx.core.reserve(request.auth, perUnitCostMicros(model.prices.picoPerChar, billedCharacters(tts.transcript)));
-  reply.raw.on('close', hold.release);
   const clientGone = onClientGone(reply);
   const call = upstreamCall(ctx, clientGone, onKeyRevoked(request.ticket));
   const { stream, iterator, first } = await tryUpstreams(ctx, model, call, async (upstream) => {

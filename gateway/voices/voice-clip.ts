@@ -3,7 +3,7 @@ import { setImmediate as nextTurn } from 'node:timers/promises';
 import { ServiceError } from '../../server/services/errors.js';
 import { floatToS16, s16leBytes } from '../audio/pcm.js';
 import { wavHeader } from '../audio/wav.js';
-import { decodeUploadedAudio } from '../stt/decode-upload.js';
+import { decodeUploadedAudio, measureUploadedAudio } from '../stt/decode-upload.js';
 import type { VoiceClip } from '../upstreams/clone-types.js';
 
 export const MIN_CLIP_SECONDS = 10;
@@ -27,6 +27,21 @@ export function decodeClip(bytes: Buffer, declaredRate: number | undefined): Mea
   return {
     samples: audio.samples,
     sampleRate: audio.sampleRate,
+    durationMs: Math.round(audio.durationSeconds * 1000),
+    wav: isWav ? bytes : Buffer.concat([wavHeader({ sampleRate: audio.sampleRate, encoding: 'pcm_s16le', dataByteLength: pcm.length }), pcm]),
+  };
+}
+
+/**
+ * A clip to store (a blob): checked and measured from its header, not decoded; raw PCM gets a
+ * WAV header in front. `frames` 0 means the audio holds no samples.
+ */
+export function measureClipFile(bytes: Buffer, declaredRate: number | undefined): { wav: Buffer; durationMs: number; frames: number } {
+  const audio = measureUploadedAudio(bytes, declaredRate);
+  const isWav = bytes.subarray(0, 4).toString('latin1') === 'RIFF';
+  const pcm = bytes.subarray(0, audio.frames * 2);
+  return {
+    frames: audio.frames,
     durationMs: Math.round(audio.durationSeconds * 1000),
     wav: isWav ? bytes : Buffer.concat([wavHeader({ sampleRate: audio.sampleRate, encoding: 'pcm_s16le', dataByteLength: pcm.length }), pcm]),
   };
