@@ -2,18 +2,11 @@
 // the process, decided before any engine work, and the revocation watch that ends what a
 // revoked key still has running. Caps are per process (each replica enforces its own).
 import { ServiceError } from '../../server/services/errors.js';
+import type { LimitsConfig } from '../../server/config/env.js';
 import type { RequestAuth } from './gateway-core.js';
 
-export interface AdmissionCaps {
-  /** Metered HTTP requests in flight per key (streams of bytes and events included). */
-  requestsPerKey: number;
-  trialRequestsPerKey: number;
-  /** Open streaming sessions (WebSockets) per key, per org, per process. */
-  streamsPerKey: number;
-  trialStreamsPerKey: number;
-  streamsPerOrg: number;
-  streamsPerProcess: number;
-}
+/** Metered HTTP requests in flight per key; open streaming sessions per key, org and process. */
+export type AdmissionCaps = Pick<LimitsConfig, 'requestsPerKey' | 'trialRequestsPerKey' | 'streamsPerKey' | 'trialStreamsPerKey' | 'streamsPerOrg' | 'streamsPerProcess'>;
 
 /** What one key has running in this process. */
 class KeyLoad {

@@ -35,45 +35,37 @@ function checkModelRate(rate: number, allowed: readonly number[] | null): void {
   }
 }
 
+/** WAV, or raw 16-bit mono PCM (anything not recognised); compressed formats are refused by their magic bytes. */
+function uploadKind(bytes: Buffer): 'wav' | 'raw' {
+  if (bytes.length === 0) throw new ServiceError('invalid_request', 'The uploaded file is empty.', 'file');
+  const format = sniffAudioFormat(bytes);
+  if (format === 'wav') return 'wav';
+  if (format === 'unknown') return 'raw';
+  throw new ServiceError('unsupported_audio_format', `The file is ${format}; send WAV or raw 16-bit mono PCM (compressed formats are not accepted).`, 'file');
+}
+
 /**
  * What decodeUploadedAudio checks and measures, from the WAV header (or the raw length) alone,
  * without decoding a sample: for uploads that are only stored (blobs), whose size would make
  * decoding them a cost of its own.
  */
 export function measureUploadedAudio(bytes: Buffer, declaredRate: number | undefined): { sampleRate: number; frames: number; durationSeconds: number } {
-  if (bytes.length === 0) throw new ServiceError('invalid_request', 'The uploaded file is empty.', 'file');
-  const format = sniffAudioFormat(bytes);
-  let frames: number;
-  let sampleRate: number;
-  if (format === 'wav') {
-    const info = readWavInfo(bytes);
-    frames = info.frameCount;
-    sampleRate = info.sampleRate;
-  } else if (format === 'unknown') {
-    sampleRate = declaredRate ?? 16000;
-    frames = bytes.length >> 1;
-  } else {
-    throw new ServiceError('unsupported_audio_format', `The file is ${format}; send WAV or raw 16-bit mono PCM (compressed formats are not accepted).`, 'file');
-  }
-  checkModelRate(sampleRate, null);
-  return { sampleRate, frames, durationSeconds: frames / sampleRate };
+  const info = uploadKind(bytes) === 'wav' ? readWavInfo(bytes) : { sampleRate: declaredRate ?? 16000, frameCount: bytes.length >> 1 };
+  checkModelRate(info.sampleRate, null);
+  return { sampleRate: info.sampleRate, frames: info.frameCount, durationSeconds: info.frameCount / info.sampleRate };
 }
 
 export function decodeUploadedAudio(bytes: Buffer, declaredRate: number | undefined, allowed: readonly number[] | null): DecodedAudio {
-  if (bytes.length === 0) throw new ServiceError('invalid_request', 'The uploaded file is empty.', 'file');
-  const format = sniffAudioFormat(bytes);
   let samples: Float32Array;
   let sampleRate: number;
-  if (format === 'wav') {
+  if (uploadKind(bytes) === 'wav') {
     const wav = parseWav(bytes);
     samples = wav.samples;
     sampleRate = wav.sampleRate;
-  } else if (format === 'unknown') {
+  } else {
     // Raw PCM16 mono; a trailing odd byte is not a sample and is dropped.
     sampleRate = declaredRate ?? 16000;
     samples = s16leToFloat(bytes.subarray(0, bytes.length & ~1));
-  } else {
-    throw new ServiceError('unsupported_audio_format', `The file is ${format}; send WAV or raw 16-bit mono PCM (compressed formats are not accepted).`, 'file');
   }
   checkModelRate(sampleRate, allowed);
   return { samples, sampleRate, durationSeconds: samples.length / sampleRate };

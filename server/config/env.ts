@@ -130,8 +130,10 @@ export interface Config {
 export type TraceSampler = NonNullable<Env['OTEL_TRACES_SAMPLER']>;
 
 export interface LimitsConfig {
+  /** Metered HTTP requests in flight per key (streams of bytes and events included). */
   requestsPerKey: number;
   trialRequestsPerKey: number;
+  /** Open streaming sessions (WebSockets) per key, per org, per process. */
   streamsPerKey: number;
   trialStreamsPerKey: number;
   streamsPerOrg: number;
