@@ -1,0 +1,66 @@
+import { describe, expect, it } from 'vitest';
+import { isServiceError } from '../../server/services/errors.js';
+import { Slots } from './slots.js';
+
+describe('Slots: a bound on engine state', () => {
+  it('hands out at most `size` slots; waiters get them in order as slots are released', async () => {
+    const slots = new Slots(2, 10, 'engines');
+    const a = await slots.acquire({ wait: true });
+    const b = await slots.acquire({ wait: true });
+    expect(slots.inUse).toBe(2);
+    const order: string[] = [];
+    const c = slots.acquire({ wait: true }).then((r) => (order.push('c'), r));
+    const d = slots.acquire({ wait: true }).then((r) => (order.push('d'), r));
+    a();
+    a(); // idempotent: releasing twice frees one slot only
+    const releaseC = await c;
+    expect(order).toEqual(['c']);
+    expect(slots.inUse).toBe(2);
+    b();
+    const releaseD = await d;
+    expect(order).toEqual(['c', 'd']);
+    releaseC();
+    releaseD();
+    expect(slots.inUse).toBe(0);
+  });
+
+  it('refuses with 503 temporarily_unavailable (Retry-After) when full and not waiting, or when the waiting line is full', async () => {
+    const slots = new Slots(1, 1, 'speech engine processes');
+    const held = await slots.acquire({ wait: false });
+    const refused = await slots.acquire({ wait: false }).catch((e: unknown) => e);
+    expect(isServiceError(refused) && refused.code).toBe('temporarily_unavailable');
+    expect(isServiceError(refused) && refused.headers['retry-after']).toBe('1');
+    expect(String((refused as Error).message)).toMatch(/speech engine processes \(1\)/);
+    const waiting = slots.acquire({ wait: true });
+    await expect(slots.acquire({ wait: true })).rejects.toMatchObject({ code: 'temporarily_unavailable' });
+    held();
+    (await waiting)();
+    expect(slots.inUse).toBe(0);
+  });
+
+  it('a waiter whose signal aborts leaves the line with the signal reason, and takes no slot', async () => {
+    const slots = new Slots(1, 5, 'engines');
+    const held = await slots.acquire({ wait: true });
+    const abort = new AbortController();
+    const waiting = slots.acquire({ wait: true, signal: abort.signal });
+    abort.abort(new Error('client went away'));
+    await expect(waiting).rejects.toThrow('client went away');
+    held();
+    expect(slots.inUse).toBe(0);
+    // The line is empty again: the next caller gets the free slot at once.
+    const next = await slots.acquire({ wait: false });
+    expect(slots.inUse).toBe(1);
+    next();
+  });
+
+  it('resize lets waiters in when the bound grows', async () => {
+    const slots = new Slots(1, 5, 'engines');
+    const held = await slots.acquire({ wait: true });
+    const waiting = slots.acquire({ wait: true });
+    slots.resize(2);
+    const second = await waiting;
+    expect(slots.inUse).toBe(2);
+    held();
+    second();
+  });
+});
