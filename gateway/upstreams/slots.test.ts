@@ -30,7 +30,7 @@ describe('Slots: a bound on engine state', () => {
     const refused = await slots.acquire({ wait: false }).catch((e: unknown) => e);
     expect(isServiceError(refused) && refused.code).toBe('temporarily_unavailable');
     expect(isServiceError(refused) && refused.headers['retry-after']).toBe('1');
-    expect(String((refused as Error).message)).toMatch(/speech engine processes \(1\)/);
+    expect(String((refused as Error).message)).toMatch(/as many speech engine processes as it can \(1\)/);
     const waiting = slots.acquire({ wait: true });
     await expect(slots.acquire({ wait: true })).rejects.toMatchObject({ code: 'temporarily_unavailable' });
     held();
