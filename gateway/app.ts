@@ -105,7 +105,7 @@ export async function buildGateway(ctx: GatewayContext, options: { logger?: bool
     keepAliveTimeout: 65_000,
     // Router errors (an over-long or malformed path segment) come before any hook or route;
     // without this Fastify answers them in its own shape instead of the envelope.
-    frameworkErrors: (err, request, reply) => sendError(request, reply, err),
+    frameworkErrors: (err, request, reply) => sendError(request, reply.header('x-request-id', request.id), err),
     // Requests the HTTP parser refuses never reach routing, and Fastify's own answer to them
     // is not the envelope. (Fastify calls this with the instance as `this`.)
     clientErrorHandler(this: FastifyInstance, err, socket) {
@@ -126,6 +126,8 @@ export async function buildGateway(ctx: GatewayContext, options: { logger?: bool
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id);
     refuseWhileDraining(ctx.lifecycle, reply);
+    // No id, name or text holds a NUL (and PostgreSQL cannot store one): refused before anything reads the URL.
+    if (request.url.includes('%00')) throw new ServiceError('invalid_request', 'The URL contains a NUL character (%00); no path or query value may hold one.');
     const routeConfig = request.routeOptions.config;
     if (routeConfig.public || request.is404) return;
     const key = presentedKey(request, routeConfig.keyInQuery ?? false);
@@ -143,16 +145,22 @@ export async function buildGateway(ctx: GatewayContext, options: { logger?: bool
   app.setErrorHandler(async (err, request, reply) => {
     // A client that announced its length will finish sending soon: read the rest (bounded)
     // so it sees the 413 rather than a reset. An open-ended upload is answered at once.
-    const declared = Number(request.headers['content-length']);
-    if (toServiceError(err).code === 'body_too_large' && declared > 0 && declared <= MAX_DRAIN_BYTES) await drainRequest(request.raw, MAX_DRAIN_BYTES);
+    // An early answer must not leave the rest of the body to be read as the next request on
+    // the connection. A client that announced its length gets it read and discarded (bounded:
+    // any small body, and an oversize upload so that it sees the 413 rather than a reset);
+    // otherwise the connection ends after the answer.
+    if (!request.raw.complete) {
+      const declared = Number(request.headers['content-length']);
+      const drain = declared > 0 && (declared <= DEFAULT_BODY_LIMIT || (toServiceError(err).code === 'body_too_large' && declared <= MAX_DRAIN_BYTES));
+      if (drain) await drainRequest(request.raw, MAX_DRAIN_BYTES);
+      else reply.header('connection', 'close');
+    }
     return sendError(request, reply, err);
   });
 
   app.setNotFoundHandler((request, reply) => {
     const path = request.url.split('?')[0] ?? '/';
-    const otherMethods = (['GET', 'POST', 'PUT', 'PATCH', 'DELETE'] as const).filter(
-      (method) => method !== request.method && app.hasRoute({ method, url: path }),
-    );
+    const otherMethods = (['GET', 'POST', 'PUT', 'PATCH', 'DELETE'] as const).filter((method) => method !== request.method && routeExists(app, method, path));
     if (otherMethods.length > 0) {
       reply.header('allow', otherMethods.join(', '));
       return sendError(request, reply, new ServiceError('method_not_allowed', `Method ${request.method} is not allowed on ${path}; use ${otherMethods.join(' or ')}.`));
@@ -179,4 +187,13 @@ export async function buildGateway(ctx: GatewayContext, options: { logger?: bool
     registerJobRoutes(scope, ctx);
   });
   return app;
+}
+
+/** Whether a route answers `method` at `path`; a path the router cannot read as a route (`*` inside it) has none. */
+function routeExists(app: FastifyInstance, method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE', path: string): boolean {
+  try {
+    return app.hasRoute({ method, url: path });
+  } catch {
+    return false;
+  }
 }

@@ -1,6 +1,7 @@
 // One multipart reader for the upload routes (transcriptions, clone, blobs): one file in a
 // named field plus text fields, the file's cap enforced while it streams in (413 as soon as it
 // is exceeded, not after the whole upload), and every busboy failure as an envelope code.
+import { refuseNul } from '../server/services/parse-input.js';
 import multipart from '@fastify/multipart';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { ServiceError } from '../server/services/errors.js';
@@ -67,5 +68,6 @@ export async function readUpload(request: FastifyRequest, options: UploadOptions
   } catch (err) {
     throw multipartError(err, options);
   }
+  refuseNul(fields);
   return { file, fields };
 }

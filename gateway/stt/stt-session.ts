@@ -250,10 +250,13 @@ export function runSttSession(socket: WebSocket, o: SessionOptions): void {
   };
 
   const handleCommand = (text: string) => {
-    let msg: { type?: unknown };
+    let msg: { type?: unknown } | null;
     try {
-      msg = JSON.parse(text) as { type?: unknown };
+      msg = JSON.parse(text) as { type?: unknown } | null;
     } catch {
+      msg = null;
+    }
+    if (msg === null || typeof msg !== 'object' || Array.isArray(msg)) {
       send({ type: 'error', code: 'invalid_message', message: 'Text messages must be JSON objects like {"type":"finalize"}.' });
       return;
     }

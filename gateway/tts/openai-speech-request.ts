@@ -3,6 +3,7 @@
 //   (mp3 | wav | pcm; default mp3), speed (0.6-1.5 here), stream_format (audio | sse),
 //   plus our extensions language and pronunciation_dict_id.
 // pcm is OpenAI's raw 24 kHz 16-bit little-endian mono; wav and mp3 are 24 kHz too.
+import { refuseNul } from '../../server/services/parse-input.js';
 import { z } from 'zod';
 import { ServiceError } from '../../server/services/errors.js';
 import type { TtsRequest } from './tts-request.js';
@@ -21,6 +22,7 @@ const Schema = z.object({
 
 export function parseOpenAiSpeechRequest(body: unknown): { tts: TtsRequest; sse: boolean } {
   if (body === null || typeof body !== 'object' || Array.isArray(body)) throw new ServiceError('invalid_json', 'The request body must be a JSON object.');
+  refuseNul(body);
   const parsed = Schema.safeParse(body);
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;

@@ -1,6 +1,7 @@
 // The TtsRequest of the spec, validated once for /tts/sse and /tts/bytes, with the spec's
 // error codes: output_format problems -> invalid_output_format, generation_config problems
 // -> invalid_generation_config, everything else -> invalid_request with the field as param.
+import { refuseNul } from '../../server/services/parse-input.js';
 import { z } from 'zod';
 import { ServiceError } from '../../server/services/errors.js';
 
@@ -51,6 +52,7 @@ function codeFor(path: PropertyKey[]): 'invalid_output_format' | 'invalid_genera
 /** `streaming`: /tts/sse always, /tts/bytes with stream:true — no mp3, speed must be 1. */
 export function parseTtsRequest(body: unknown, route: 'sse' | 'bytes'): TtsRequest {
   if (body === null || typeof body !== 'object' || Array.isArray(body)) throw new ServiceError('invalid_json', 'The request body must be a JSON object.');
+  refuseNul(body);
   const parsed = TtsRequestSchema.safeParse(body);
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;

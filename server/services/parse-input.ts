@@ -26,11 +26,43 @@ export function invalidInput(error: z.ZodError): ServiceError {
   return new ServiceError('invalid_request', param ? `${param}: ${message}` : `${message[0]!.toUpperCase()}${message.slice(1)}.`, param);
 }
 
+/**
+ * NUL (U+0000) is refused in every input string and key: no field needs one, and PostgreSQL's
+ * text cannot store it (a 500 there, where SQLite would have kept it). Walked without recursion:
+ * bodies may nest deeply.
+ */
+export function refuseNul(raw: unknown): void {
+  // Each entry knows its parent, so a path is built only for the string that has a NUL
+  // (copying paths on the way down would be quadratic in the depth).
+  interface At {
+    value: unknown;
+    key: PropertyKey | null;
+    parent: At | null;
+  }
+  const stack: At[] = [{ value: raw, key: null, parent: null }];
+  while (stack.length > 0) {
+    const at = stack.pop()!;
+    const value = at.value;
+    if (typeof value === 'string') {
+      if (!value.includes('\u0000')) continue;
+      const path: PropertyKey[] = [];
+      for (let p: At | null = at; p; p = p.parent) if (p.key !== null) path.unshift(p.key);
+      const param = paramOf(path);
+      throw new ServiceError('invalid_request', `${param ?? 'The input'}: must not contain NUL (U+0000) characters`, param);
+    }
+    if (Array.isArray(value)) value.forEach((v, i) => stack.push({ value: v, key: i, parent: at }));
+    else if (value !== null && typeof value === 'object') {
+      for (const [k, v] of Object.entries(value)) stack.push({ value: k, key: null, parent: at }, { value: v, key: k, parent: at });
+    }
+  }
+}
+
 /** Validates a JSON body (which must be an object) or a query/form record. */
 export function parseInput<S extends z.ZodType>(schema: S, raw: unknown, options: { body?: boolean } = { body: true }): z.output<S> {
   if (options.body !== false && (raw === null || typeof raw !== 'object' || Array.isArray(raw))) {
     throw new ServiceError('invalid_json', 'The request body must be a JSON object.');
   }
+  refuseNul(raw);
   // reportInput: zod 4 leaves `input` out of issues otherwise, and invalidInput needs it to
   // tell a missing field ("is required") from one of the wrong type.
   const parsed = schema.safeParse(raw, { reportInput: true });

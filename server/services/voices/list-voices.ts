@@ -32,7 +32,9 @@ const encodeCursor = (c: Cursor) => Buffer.from(JSON.stringify([c.createdAt.getT
 function decodeCursor(value: string): Cursor {
   try {
     const [ms, id] = JSON.parse(Buffer.from(value, 'base64url').toString('utf8')) as unknown[];
-    if (typeof ms === 'number' && Number.isFinite(ms) && typeof id === 'string' && id.length > 0 && id.length <= 64) return { createdAt: new Date(ms), id };
+    // A time a Date can hold (±8.64e15 ms), and an id as ids are written.
+    const createdAt = typeof ms === 'number' ? new Date(ms) : new Date(NaN);
+    if (!Number.isNaN(createdAt.getTime()) && typeof id === 'string' && id.length > 0 && id.length <= 64 && !id.includes('\u0000')) return { createdAt, id };
   } catch {
     // fall through
   }
