@@ -101,6 +101,13 @@ export async function registerSttWebSocketRoutes(app: FastifyInstance, ctx: Gate
     wsHandler: async (socket, request) => {
       const plan = request.sttPlan!;
       const { ticket, hold } = request.sttAdmission!;
+      // From here the session settles the hold: it gives back what is left only after its last
+      // debit (released earlier, the credit for that audio would be free for a moment).
+      request.raw.socket.off('close', hold.release);
+      if (socket.readyState !== socket.OPEN) {
+        hold.release(); // gone during the upgrade: no session will settle it
+        return;
+      }
       socket.once('close', ctx.metrics.webSocketOpened('/stt/websocket'));
       ctx.lifecycle.trackSocket(socket);
       const revoked = new AbortController();
