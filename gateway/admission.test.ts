@@ -246,7 +246,8 @@ describe('admission caps', () => {
   });
 
   it('a session that sends only keepalives is closed once it has been without audio for the silence limit', async () => {
-    const g = await startSttGateway({ env: { SVC_STT_IDLE_SECONDS: '1', SVC_STT_MAX_SILENCE_SECONDS: '2' } });
+    // Far apart, so that a slow machine cannot blur which limit closed a session.
+    const g = await startSttGateway({ env: { SVC_STT_IDLE_SECONDS: '1', SVC_STT_MAX_SILENCE_SECONDS: '4' } });
     try {
       const c = await openSession(g, { model: 'local-stt', api_key: g.key });
       const keepalives = setInterval(() => c.command({ type: 'keepalive' }), 200);
@@ -255,7 +256,7 @@ describe('admission caps', () => {
       expect(code).toBe(1000);
       expect(reason).toBe('idle_timeout');
       expect(c.ofType('error')[0]).toMatchObject({ code: 'idle_timeout' });
-      expect(String(c.ofType('error')[0]!.message)).toMatch(/No audio for 2 s/);
+      expect(String(c.ofType('error')[0]!.message)).toMatch(/No audio for 4 s/);
       // Text that is not a command does not keep a session open either.
       const d = await openSession(g, { model: 'local-stt', api_key: g.key });
       const junk = setInterval(() => d.command('not json'), 200);
