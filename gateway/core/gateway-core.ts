@@ -41,7 +41,13 @@ export class CreditHold {
   async extend(amountMicros: bigint): Promise<boolean> {
     if (this.released) return false;
     if (amountMicros <= 0n) return true;
-    if (!(await this.store.reserve(this.orgId, amountMicros))) return false;
+    let reserved: boolean;
+    try {
+      reserved = await this.store.reserve(this.orgId, amountMicros);
+    } catch {
+      throw reserveUnavailable();
+    }
+    if (!reserved) return false;
     if (this.released) {
       // Released while the reservation was on its way: give it straight back.
       this.store.release(this.orgId, amountMicros);
@@ -124,8 +130,14 @@ export function createGatewayCore(deps: {
       return key; // a record of its own for each lookup, with the key and org ids and the balance
     },
     async reserve(auth, amountMicros) {
-      if (amountMicros > 0n && !(await deps.store.reserve(auth.orgId, amountMicros))) {
-        throw insufficientQuota(auth.balanceMicros, auth.heldMicros, amountMicros);
+      if (amountMicros > 0n) {
+        let reserved: boolean;
+        try {
+          reserved = await deps.store.reserve(auth.orgId, amountMicros);
+        } catch {
+          throw reserveUnavailable();
+        }
+        if (!reserved) throw insufficientQuota(auth.balanceMicros, auth.heldMicros, amountMicros);
       }
       return new CreditHold(deps.store, auth.orgId, amountMicros > 0n ? amountMicros : 0n);
     },
@@ -139,6 +151,9 @@ export function createGatewayCore(deps: {
     },
   };
 }
+
+const reserveUnavailable = () =>
+  new ServiceError('temporarily_unavailable', 'Credit cannot be reserved right now (the database is unreachable), so nothing more is started; retry within a few seconds.');
 
 function insufficientQuota(balance: bigint, held: bigint, needed: bigint): ServiceError {
   const reserved = held > 0n ? `, of which ${formatUsd(held)} USD is reserved by requests still running` : '';
