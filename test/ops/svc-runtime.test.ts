@@ -59,13 +59,15 @@ describe('svc gateway', () => {
     expect(commandLine(pid).slice(1)).toEqual(['--heap-growing-percent=30', join(ROOT, 'bin/svc.mjs'), 'gateway']);
     expect(environment(pid).get('MALLOC_ARENA_MAX')).toBe('2');
     // The gateway's own log lines carry the pid of the process that listens: the one started.
-    const listening = p
-      .output()
-      .split('\n')
-      .filter((l) => l.startsWith('{'))
-      .map((l) => JSON.parse(l) as { msg?: string; pid?: number })
-      .find((l) => l.msg === 'gateway listening');
-    expect(listening?.pid).toBe(pid);
+    // Lines are written in batches (at most 100 ms apart): /health may answer before this one is out.
+    const listening = () =>
+      p
+        .output()
+        .split('\n')
+        .filter((l) => l.startsWith('{'))
+        .map((l) => JSON.parse(l) as { msg?: string; pid?: number })
+        .find((l) => l.msg === 'gateway listening');
+    await expect.poll(() => listening()?.pid, { timeout: 5_000 }).toBe(pid);
     expect(childrenOf(pid)).toEqual([]);
 
     await stopSvc(p);
