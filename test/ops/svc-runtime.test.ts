@@ -64,7 +64,7 @@ describe('svc gateway', () => {
       p
         .output()
         .split('\n')
-        .filter((l) => l.startsWith('{'))
+        .filter((l) => l.startsWith('{') && l.endsWith('}'))
         .map((l) => JSON.parse(l) as { msg?: string; pid?: number })
         .find((l) => l.msg === 'gateway listening');
     await expect.poll(() => listening()?.pid, { timeout: 5_000 }).toBe(pid);
