@@ -264,6 +264,12 @@ describe('admission caps', () => {
       clearInterval(junk);
       expect(closed.reason).toBe('idle_timeout');
       expect(String(d.ofType('error').at(-1)!.message)).toMatch(/No audio or keepalive for 1 s/);
+      // Nor do empty binary frames: only frames that carry audio are audio.
+      const e = await openSession(g, { model: 'local-stt', api_key: g.key });
+      const empty = setInterval(() => e.ws.readyState === e.ws.OPEN && e.ws.send(Buffer.alloc(0)), 200);
+      const emptyClosed = await e.closed;
+      clearInterval(empty);
+      expect(emptyClosed.reason).toBe('idle_timeout');
     } finally {
       await g.close();
     }

@@ -6,6 +6,7 @@ import { newId } from '../server/db/ids.js';
 import { ServiceError } from '../server/services/errors.js';
 import { presentedKey, type RequestAuth } from './core/gateway-core.js';
 import type { Ticket } from './core/admission.js';
+import { onResponseClose } from './client-gone.js';
 import type { GatewayContext } from './context.js';
 import { answerClientError, drainRequest, sendError, toServiceError } from './errors.js';
 import { registerAgentAuthRoutes } from './routes/agent-auth.js';
@@ -138,7 +139,7 @@ export async function buildGateway(ctx: GatewayContext, options: { logger?: bool
     if (routeConfig.metered && !routeConfig.session) {
       const ticket = ctx.admission.enterRequest(request.auth);
       request.ticket = ticket;
-      reply.raw.on('close', ticket.release);
+      onResponseClose(reply, ticket.release);
     }
   });
 

@@ -8,10 +8,20 @@ import type { Lifecycle } from './lifecycle.js';
  */
 export function onClientGone(reply: FastifyReply): AbortSignal {
   const controller = new AbortController();
-  reply.raw.on('close', () => {
+  onResponseClose(reply, () => {
     if (!reply.raw.writableFinished) controller.abort();
   });
   return controller.signal;
+}
+
+/**
+ * Runs `fn` when the response closes, or at once if it already has: a response closes once,
+ * so a listener added after a client left during an await would never run (a reservation or
+ * an admission ticket would then be held for good).
+ */
+export function onResponseClose(reply: FastifyReply, fn: () => void): void {
+  if (reply.raw.destroyed) fn();
+  else reply.raw.on('close', fn);
 }
 
 /** A signal aborted (reason: 401 api_key_disabled) if the request's key is revoked while it runs. */
@@ -62,7 +72,7 @@ class EngineCallHandle implements EngineCall {
     this.release = lifecycle.holdEngineCall(this.controller);
     ticket?.bind(this.controller);
     // `on`, not `once`: a response closes once, and `once` wraps the listener per request.
-    reply.raw.on('close', this.onClose);
+    onResponseClose(reply, this.onClose);
   }
 
   get signal(): AbortSignal {

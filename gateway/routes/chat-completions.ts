@@ -13,7 +13,7 @@ import { SseSplitter, sseData } from '../sse.js';
 import type { ChatRequest, ChatResponse } from '../upstreams/chat-types.js';
 import { isTimeout, upstreamErrorFromResponse, upstreamTimeout } from '../upstreams/upstream-errors.js';
 import { tryUpstreams, type UpstreamCall } from '../upstreams/try-upstreams.js';
-import { engineCall, type EngineCall } from '../client-gone.js';
+import { engineCall, onResponseClose, type EngineCall } from '../client-gone.js';
 import { envelope } from '../errors.js';
 import { sendStream } from '../metrics/metrics-http.js';
 
@@ -41,7 +41,10 @@ export function registerChatCompletionRoutes(app: FastifyInstance, ctx: GatewayC
     // The most the request can cost, reserved before the engine runs (402 if the balance, less
     // what the org's running requests reserved, cannot cover it); the debit settles it.
     const hold = await ctx.core.reserve(request.auth, reservationFor(model, body, raw?.length ?? 0, ctx.config.limits.llmReserveMaxTokens));
-    reply.raw.on('close', hold.release);
+    // Given back when the response closes, unless a stream has started: the stream settles it
+    // itself after its debit (released before that debit, its credit would be free for a moment).
+    const settling = { byStream: false };
+    onResponseClose(reply, () => settling.byStream || hold.release());
 
     // No overall deadline here: a long stream is fine as long as the engine keeps sending.
     // The 300 s deadline is the engine's silence (undici's headers and body timeouts). A
@@ -104,7 +107,11 @@ export function registerChatCompletionRoutes(app: FastifyInstance, ctx: GatewayC
     // (the cost is unknown until the stream ends).
     setSpendHeaders(reply, null, request.auth.balanceMicros);
     reply.code(200).headers({ 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', 'x-accel-buffering': 'no' });
-    const observed = { upstream: answered!, firstToken: () => ctx.metrics.firstOutput('llm_first_token', model.id, reply.elapsedTime / 1000) };
+    const observed = {
+      upstream: answered!,
+      firstToken: () => ctx.metrics.firstOutput('llm_first_token', model.id, reply.elapsedTime / 1000),
+      started: () => (settling.byStream = true),
+    };
     return sendStream(reply, ctx.metrics, relayStream(ctx, request, model, res, clientWantsUsage, promptBytes, engine, observed, hold));
   });
 }
@@ -134,9 +141,10 @@ async function* relayStream(
   clientWantsUsage: boolean,
   promptBytes: number,
   engine: EngineCall,
-  observed: { upstream: UpstreamEntry; firstToken: () => void },
+  observed: { upstream: UpstreamEntry; firstToken: () => void; started: () => void },
   hold: CreditHold,
 ): AsyncGenerator<string> {
+  observed.started();
   const splitter = new SseSplitter();
   let usage: Usage | undefined;
   let deltas = 0;
@@ -181,7 +189,8 @@ async function* relayStream(
     const cost = llmCostMicros(model.prices, input, output);
     await ctx.core
       .charge(request.auth, request.id, cost, { modelId: model.id, modality: 'llm', route: 'chat.completions', inputTokens: input, outputTokens: output }, hold)
-      .catch((err: unknown) => request.log.error({ err }, 'failed to record usage of a stream'));
+      .catch((err: unknown) => request.log.error({ err }, 'failed to record usage of a stream'))
+      .finally(hold.release);
   }
 }
 

@@ -9,6 +9,7 @@ import type { GatewayContext } from '../context.js';
 import { acceptMultipart, readUpload } from '../multipart-upload.js';
 import { decodeUploadedAudio, parseSampleRateParam } from '../stt/decode-upload.js';
 import { transcribeWithUpstreams } from '../stt/transcribe.js';
+import { onResponseClose } from '../client-gone.js';
 
 export const TRANSCRIPTION_BODY_LIMIT = 25 * 1024 * 1024;
 
@@ -38,7 +39,7 @@ export async function registerTranscriptionRoutes(app: FastifyInstance, ctx: Gat
     const audioMillis = Math.round(audio.durationSeconds * 1000);
     const cost = perSecondCostMicros(model.prices.picoPerSecond, audioMillis);
     const hold = await ctx.core.reserve(request.auth, cost);
-    reply.raw.on('close', hold.release);
+    onResponseClose(reply, hold.release);
     const transcript = await transcribeWithUpstreams(ctx, request, reply, model, {
       samples: audio.samples,
       sampleRate: audio.sampleRate,

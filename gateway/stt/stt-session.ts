@@ -169,7 +169,6 @@ export function runSttSession(socket: WebSocket, o: SessionOptions): void {
     close(1013, 'backlog', { code: 'backlog', message: `More than ${MAX_BACKLOG_SECONDS} s of audio is waiting for the recognizer; send audio no faster than real time.` });
 
   const acceptAudio = (frame: Buffer) => {
-    lastAudioAt = performance.now();
     if (waiting.length === 0 && covered(frame)) return handleAudio(frame);
     waiting.push(frame);
     waitingBytes += frame.length;
@@ -327,7 +326,11 @@ export function runSttSession(socket: WebSocket, o: SessionOptions): void {
     if (closed) return;
     const buf = Array.isArray(data) ? Buffer.concat(data) : Buffer.isBuffer(data) ? data : Buffer.from(data);
     if (isBinary) {
-      touch();
+      // Only frames that complete a sample are audio: empty frames keep nothing open.
+      if (samplesIn(buf) > 0) {
+        lastAudioAt = performance.now();
+        touch();
+      }
       acceptAudio(buf);
     } else if (waiting.length > 0) {
       waiting.push(buf.toString('utf8'));

@@ -13,7 +13,7 @@ import type { ModelEntry } from '../registry/model-registry.js';
 import type { PcmSamples } from '../audio/pcm.js';
 import { tryUpstreams, upstreamCall } from '../upstreams/try-upstreams.js';
 import { isTimeout, upstreamTimeout } from '../upstreams/upstream-errors.js';
-import { onClientGone, onKeyRevoked } from '../client-gone.js';
+import { onClientGone, onKeyRevoked, onResponseClose } from '../client-gone.js';
 import type { CreditHold } from '../core/gateway-core.js';
 import type { TtsRequest } from './tts-request.js';
 
@@ -78,7 +78,7 @@ export async function startSynthesis(ctx: GatewayContext, request: FastifyReques
   // what the org's running requests reserved, cannot cover it; before any lookup, so a flood of
   // unaffordable requests costs little), so a synthesis never overdraws.
   const hold = await ctx.core.reserve(request.auth, perUnitCostMicros(model.prices.picoPerChar, billedCharacters(tts.transcript)));
-  reply.raw.on('close', hold.release);
+  onResponseClose(reply, hold.release);
   const { prisma } = ctx.db;
   const orgId = request.auth.orgId;
   const [profile, dict] = await Promise.all([

@@ -14,8 +14,11 @@ export function createPostgresHotStore(connectionString: string, ownerId = holdO
   const releaseNow = (orgId: string, amountMicros: bigint) =>
     pool.query({
       name: 'svc_release',
-      text: `WITH h AS (UPDATE "CreditHold" SET "amountMicros" = "amountMicros" - $2::bigint WHERE "ownerId" = $3 AND "orgId" = $1)
-             UPDATE "Org" SET "heldMicros" = "heldMicros" - $2::bigint WHERE id = $1`,
+      // Only what this process's row still holds is given back: a row that expired and was
+      // released by another gateway (this one could not renew it) is not released twice.
+      text: `WITH cur AS (SELECT LEAST("amountMicros", $2::bigint) AS taken FROM "CreditHold" WHERE "ownerId" = $3 AND "orgId" = $1 FOR UPDATE),
+                  h AS (UPDATE "CreditHold" SET "amountMicros" = "amountMicros" - (SELECT taken FROM cur) WHERE "ownerId" = $3 AND "orgId" = $1)
+             UPDATE "Org" SET "heldMicros" = "heldMicros" - COALESCE((SELECT taken FROM cur), 0) WHERE id = $1`,
       values: [orgId, amountMicros.toString(), ownerId],
     });
 
@@ -50,11 +53,15 @@ export function createPostgresHotStore(connectionString: string, ownerId = holdO
       const u = c.usage;
       const { rows } = await pool.query<{ b: string }>({
         name: 'svc_ledger',
-        text: `WITH o AS (
-                 UPDATE "Org" SET "balanceMicros" = "balanceMicros" + $2::bigint, "heldMicros" = "heldMicros" - $16::bigint, "updatedAt" = $8::timestamp
+        text: `WITH cur AS (
+                 SELECT LEAST("amountMicros", $16::bigint) AS taken FROM "CreditHold"
+                  WHERE $16::bigint <> 0 AND "ownerId" = $17 AND "orgId" = $1 FOR UPDATE),
+               o AS (
+                 UPDATE "Org" SET "balanceMicros" = "balanceMicros" + $2::bigint, "heldMicros" = "heldMicros" - COALESCE((SELECT taken FROM cur), 0),
+                        "updatedAt" = $8::timestamp
                   WHERE id = $1 RETURNING "balanceMicros"),
                h AS (
-                 UPDATE "CreditHold" SET "amountMicros" = "amountMicros" - $16::bigint
+                 UPDATE "CreditHold" SET "amountMicros" = "amountMicros" - (SELECT taken FROM cur)
                   WHERE $16::bigint <> 0 AND "ownerId" = $17 AND "orgId" = $1),
                l AS (
                  INSERT INTO "LedgerEntry" (id, "orgId", kind, "amountMicros", "balanceAfterMicros", description, "apiKeyId", "requestId",
@@ -83,11 +90,11 @@ export function createPostgresHotStore(connectionString: string, ownerId = holdO
                  UPDATE "Org" SET "heldMicros" = "heldMicros" + $2::bigint
                   WHERE id = $1 AND "balanceMicros" - "heldMicros" >= $2::bigint RETURNING id)
                INSERT INTO "CreditHold" ("ownerId", "orgId", "amountMicros", "expiresAt")
-               SELECT $3, id, $2::bigint, $4::timestamp FROM o
+               SELECT $3, id, $2::bigint, (now() AT TIME ZONE 'UTC') + $4::int * interval '1 millisecond' FROM o
                ON CONFLICT ("ownerId", "orgId") DO UPDATE
                  SET "amountMicros" = "CreditHold"."amountMicros" + EXCLUDED."amountMicros", "expiresAt" = EXCLUDED."expiresAt"
                RETURNING 1`,
-        values: [orgId, amountMicros.toString(), ownerId, ts(new Date(Date.now() + holdTtlMs))],
+        values: [orgId, amountMicros.toString(), ownerId, holdTtlMs],
       });
       return rows.length === 1;
     },
@@ -104,13 +111,17 @@ export function createPostgresHotStore(connectionString: string, ownerId = holdO
         unreleased.delete(orgId);
         store.release(orgId, amount);
       }
-      const now = new Date();
-      await pool.query(`UPDATE "CreditHold" SET "expiresAt" = $2::timestamp WHERE "ownerId" = $1`, [ownerId, ts(new Date(now.getTime() + ttlMs))]);
+      // Expiry by the database's clock, which every replica shares.
       await pool.query(
-        `WITH gone AS (DELETE FROM "CreditHold" WHERE "expiresAt" < $1::timestamp RETURNING "orgId", "amountMicros"),
+        `WITH renewed AS (UPDATE "CreditHold" SET "expiresAt" = (now() AT TIME ZONE 'UTC') + $2::int * interval '1 millisecond'
+                            WHERE "ownerId" = $1 AND "amountMicros" <> 0)
+         DELETE FROM "CreditHold" WHERE "ownerId" = $1 AND "amountMicros" = 0`,
+        [ownerId, ttlMs],
+      );
+      await pool.query(
+        `WITH gone AS (DELETE FROM "CreditHold" WHERE "expiresAt" < (now() AT TIME ZONE 'UTC') RETURNING "orgId", "amountMicros"),
               s AS (SELECT "orgId", SUM("amountMicros") AS a FROM gone GROUP BY "orgId")
          UPDATE "Org" o SET "heldMicros" = o."heldMicros" - s.a FROM s WHERE o.id = s."orgId"`,
-        [ts(now)],
       );
     },
     async keyStatuses(keyIds) {

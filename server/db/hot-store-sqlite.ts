@@ -41,6 +41,7 @@ export function createSqliteHotStore(path: string, ownerId = holdOwnerId()): Hot
     `UPDATE "Org" SET balanceMicros = balanceMicros + ?, heldMicros = heldMicros + ?, updatedAt = ? WHERE id = ?
      RETURNING balanceMicros AS b, heldMicros AS h`,
   );
+  const ownHold = db.prepare<[string, string], { a: bigint }>(`SELECT amountMicros AS a FROM "CreditHold" WHERE ownerId = ? AND orgId = ?`);
   const upsertHold = db.prepare<[string, string, bigint, string]>(
     `INSERT INTO "CreditHold" (ownerId, orgId, amountMicros, expiresAt) VALUES (?, ?, ?, ?)
      ON CONFLICT (ownerId, orgId) DO UPDATE SET amountMicros = amountMicros + excluded.amountMicros, expiresAt = excluded.expiresAt`,
@@ -107,10 +108,17 @@ export function createSqliteHotStore(path: string, ownerId = holdOwnerId()): Hot
     const running = new Map<string, bigint | null>();
     const held = new Map<string, bigint>();
     for (const [orgId, total] of totals) {
-      const row = updateBalance.get(total.amount, total.held, now, orgId);
+      // A release gives back only what this process's row still holds: a row that expired and
+      // was released by another gateway (this one could not renew it) is not released twice.
+      let heldMove = total.held;
+      if (heldMove < 0n) {
+        const own = ownHold.get(ownerId, orgId)?.a ?? 0n;
+        heldMove = own < -heldMove ? -own : heldMove;
+      }
+      const row = updateBalance.get(total.amount, heldMove, now, orgId);
       running.set(orgId, row ? row.b - total.amount : null);
       if (row) held.set(orgId, row.h);
-      if (row && total.held !== 0n) upsertHold.run(ownerId, orgId, total.held, holdExpiry);
+      if (row && heldMove !== 0n) upsertHold.run(ownerId, orgId, heldMove, holdExpiry);
     }
     const results: (bigint | null)[] = [];
     const values: unknown[] = [];
@@ -266,7 +274,8 @@ export function createSqliteHotStore(path: string, ownerId = holdOwnerId()): Hot
     return b;
   };
   // Renew ours; release the reservations of processes that stopped renewing theirs (dead).
-  const renewHolds = db.prepare<[string, string]>(`UPDATE "CreditHold" SET expiresAt = ? WHERE ownerId = ?`);
+  const renewHolds = db.prepare<[string, string]>(`UPDATE "CreditHold" SET expiresAt = ? WHERE ownerId = ? AND amountMicros <> 0`);
+  const dropEmptyHolds = db.prepare<[string]>(`DELETE FROM "CreditHold" WHERE ownerId = ? AND amountMicros = 0`);
   const releaseExpiredHolds = db.prepare<{ now: string }>(
     `UPDATE "Org" SET heldMicros = heldMicros - (SELECT SUM(h.amountMicros) FROM "CreditHold" h WHERE h.orgId = "Org".id AND h.expiresAt < @now)
       WHERE id IN (SELECT orgId FROM "CreditHold" WHERE expiresAt < @now)`,
@@ -274,6 +283,7 @@ export function createSqliteHotStore(path: string, ownerId = holdOwnerId()): Hot
   const deleteExpiredHolds = db.prepare<[string]>(`DELETE FROM "CreditHold" WHERE expiresAt < ?`);
   const maintain = db.transaction((now: string, expiresAt: string) => {
     renewHolds.run(expiresAt, ownerId);
+    dropEmptyHolds.run(ownerId);
     if (releaseExpiredHolds.run({ now }).changes > 0) deleteExpiredHolds.run(now);
   });
   const releaseOwnHolds = db.transaction(() => {

@@ -194,13 +194,14 @@ export async function createRecognizer(options: RecognizerOptions): Promise<Reco
   const grammar = options.grammar?.map((s) => normalizeWords(String(s))).filter((s) => s.length > 0);
   if (options.grammar && !grammar?.length) throw new TypeError('grammar has no words');
   const releaseSlot = await decoderSlots.acquire({ wait: options.waitForDecoder ?? true, signal: options.signal });
-  const w = pickWorker();
+  let w: PoolWorker | undefined;
   const sid = nextSid++;
-  w.sessions++;
   try {
+    w = pickWorker();
+    w.sessions++;
     await w.request<OpenResult>({ op: 'open', sid, sampleRate: options.sampleRate, grammar, keyterms });
   } catch (err) {
-    w.sessions--;
+    if (w) w.sessions--;
     releaseSlot();
     throw err;
   }
