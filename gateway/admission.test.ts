@@ -29,6 +29,7 @@ beforeAll(async () => {
       SVC_MAX_STREAMS_PER_ORG: '4',
       SVC_MAX_STREAMS: '6',
       SVC_STT_MAX_DECODERS: '2',
+      SVC_STT_MAX_DECODERS_PER_ORG: '1',
       SVC_LLM_RESERVE_MAX_TOKENS: '50',
     },
   });
@@ -207,6 +208,33 @@ describe('admission caps', () => {
     idle[0]!.ws.close();
     idle[1]!.ws.close();
     await Promise.all(idle.map((s) => s.closed));
+    await expect.poll(openDecoders).toBe(0);
+  });
+
+  it("one org holds at most its share of the recognizers (here 1 of 2): its next session's first audio is told to retry", async () => {
+    const a = await account(1_000_000n);
+    const first = await openSession(h, query(a.key));
+    const second = await openSession(h, query(a.key));
+    const audio = s16le((await speech('Please call Stella.')).samples);
+    await first.stream(audio.subarray(0, 16000), { frameBytes: 3200, intervalMs: 0 });
+    first.command({ type: 'finalize' });
+    await first.until((e) => e.type === 'flush_done');
+    await second.stream(audio.subarray(0, 3200), { frameBytes: 3200, intervalMs: 0 });
+    const { code, reason } = await second.closed;
+    expect(code).toBe(1013);
+    expect(reason).toBe('capacity');
+    expect(String(second.ofType('error')[0]!.message)).toMatch(/organization already holds 1 speech recognizers/);
+    expect(openDecoders()).toBe(1);
+    // Another org still gets the free one.
+    const b = await account(1_000_000n);
+    const other = await openSession(h, query(b.key));
+    await other.stream(audio.subarray(0, 16000), { frameBytes: 3200, intervalMs: 0 });
+    other.command({ type: 'finalize' });
+    await other.until((e) => e.type === 'flush_done');
+    expect(openDecoders()).toBe(2);
+    first.ws.close();
+    other.ws.close();
+    await Promise.all([first.closed, other.closed]);
     await expect.poll(openDecoders).toBe(0);
   });
 

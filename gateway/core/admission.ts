@@ -6,7 +6,10 @@ import type { LimitsConfig } from '../../server/config/env.js';
 import type { RequestAuth } from './gateway-core.js';
 
 /** Metered HTTP requests in flight per key; open streaming sessions per key, org and process. */
-export type AdmissionCaps = Pick<LimitsConfig, 'requestsPerKey' | 'trialRequestsPerKey' | 'streamsPerKey' | 'trialStreamsPerKey' | 'streamsPerOrg' | 'streamsPerProcess'>;
+export type AdmissionCaps = Pick<
+  LimitsConfig,
+  'requestsPerKey' | 'trialRequestsPerKey' | 'streamsPerKey' | 'trialStreamsPerKey' | 'streamsPerOrg' | 'streamsPerProcess' | 'sttDecodersPerOrg'
+>;
 
 /** What one key has running in this process. */
 class KeyLoad {
@@ -56,6 +59,7 @@ export function keyRevokedError(): ServiceError {
 export class Admission {
   private readonly keys = new Map<string, KeyLoad>();
   private readonly orgStreams = new Map<string, number>();
+  private readonly orgDecoders = new Map<string, number>();
   private streams = 0;
   private timer: NodeJS.Timeout | undefined;
   private checking = false;
@@ -110,6 +114,28 @@ export class Admission {
     this.streams++;
     this.watch();
     return new Ticket(this, load, auth.keyId, true);
+  }
+
+  /**
+   * A streaming session's recognizer (engine state that costs real memory): one org may hold
+   * only its share of the process's pool (a trial org one), so that it cannot keep the rest out.
+   * Past it: 503 temporarily_unavailable (the session closes with 1013). Returns the release.
+   */
+  takeDecoder(auth: RequestAuth): () => void {
+    const orgId = auth.orgId;
+    const held = this.orgDecoders.get(orgId) ?? 0;
+    if (held >= (auth.isTrial ? 1 : this.caps.sttDecodersPerOrg)) {
+      throw new ServiceError('temporarily_unavailable', `This organization already holds ${held} speech recognizers on this server, its share; close a session that is not sending audio.`, null, { 'retry-after': '1' });
+    }
+    this.orgDecoders.set(orgId, held + 1);
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      const left = (this.orgDecoders.get(orgId) ?? 1) - 1;
+      if (left > 0) this.orgDecoders.set(orgId, left);
+      else this.orgDecoders.delete(orgId);
+    };
   }
 
   /** Called by Ticket.release. */

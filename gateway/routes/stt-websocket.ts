@@ -123,7 +123,16 @@ export async function registerSttWebSocketRoutes(app: FastifyInstance, ctx: Gate
         auth: request.auth,
         core: ctx.core,
         hold,
-        openRecognizer: () => plan.adapter.open(plan.upstream, { keyterms: plan.keyterms, language: plan.language, sampleRate: plan.sampleRate }),
+        openRecognizer: async () => {
+          const releaseShare = ctx.admission.takeDecoder(request.auth);
+          try {
+            const recognizer = await plan.adapter.open(plan.upstream, { keyterms: plan.keyterms, language: plan.language, sampleRate: plan.sampleRate });
+            return { push: (s) => recognizer.push(s), finalize: () => recognizer.finalize(), close: () => (recognizer.close(), releaseShare()) };
+          } catch (err) {
+            releaseShare();
+            throw err;
+          }
+        },
         revoked: revoked.signal,
         log: request.log,
         idleTimeoutMs: ctx.config.limits.sttIdleMs,

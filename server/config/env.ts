@@ -54,6 +54,8 @@ const EnvSchema = z.object({
   SVC_MAX_STREAMS: z.coerce.number().int().min(1).max(1_000_000).default(2000),
   // Engine state with a real cost, pooled: local recognizer decoders and TTS engine processes.
   SVC_STT_MAX_DECODERS: z.coerce.number().int().min(1).max(10_000).default(16),
+  // Decoders one org may hold at once (unset: the whole pool; trial orgs always one).
+  SVC_STT_MAX_DECODERS_PER_ORG: z.coerce.number().int().min(1).max(10_000).optional(),
   SVC_TTS_MAX_ENGINES: z.coerce.number().int().min(1).max(10_000).default(8),
   // Streaming STT: closed without audio or keepalive this long; without audio this long even with keepalives.
   SVC_STT_IDLE_SECONDS: z.coerce.number().min(0.1).max(3600).default(15),
@@ -139,6 +141,7 @@ export interface LimitsConfig {
   streamsPerOrg: number;
   streamsPerProcess: number;
   sttDecoders: number;
+  sttDecodersPerOrg: number;
   ttsEngines: number;
   sttIdleMs: number;
   sttMaxSilenceMs: number;
@@ -226,6 +229,7 @@ export function loadConfig(source: Readonly<Record<string, string | undefined>> 
       streamsPerOrg: env.SVC_MAX_STREAMS_PER_ORG,
       streamsPerProcess: env.SVC_MAX_STREAMS,
       sttDecoders: env.SVC_STT_MAX_DECODERS,
+      sttDecodersPerOrg: env.SVC_STT_MAX_DECODERS_PER_ORG ?? env.SVC_STT_MAX_DECODERS,
       ttsEngines: env.SVC_TTS_MAX_ENGINES,
       sttIdleMs: env.SVC_STT_IDLE_SECONDS * 1000,
       sttMaxSilenceMs: env.SVC_STT_MAX_SILENCE_SECONDS * 1000,
