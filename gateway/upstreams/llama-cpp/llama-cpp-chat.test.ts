@@ -77,8 +77,9 @@ describe('local llama.cpp engine through the gateway', () => {
     const events = (await res.text()).split('\n\n').filter((e) => e.startsWith('data: {')).map((e) => JSON.parse(e.slice(6)) as { usage?: { prompt_tokens: number; completion_tokens: number }; choices: unknown[] });
     const usage = events.at(-1)!.usage!;
     expect(events.at(-1)!.choices).toEqual([]);
+    // On SQLite a debit is committed just after its answer (README, "Credits"): wait for both.
+    await expect.poll(async () => (await rows()).length, { timeout: 5_000 }).toBe(n + 2);
     const after = await rows();
-    expect(after).toHaveLength(n + 2);
     const withoutUsage = after.find((r) => r.requestId === firstId);
     const withUsage = after.find((r) => r.requestId === secondId);
     expect(withUsage!.inputTokens).toBe(usage.prompt_tokens);
