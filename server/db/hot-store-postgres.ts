@@ -16,7 +16,11 @@ export function createPostgresHotStore(connectionString: string, ownerId = holdO
       name: 'svc_release',
       // Only what this process's row still holds is given back: a row that expired and was
       // released by another gateway (this one could not renew it) is not released twice.
-      text: `WITH cur AS (SELECT LEAST("amountMicros", $2::bigint) AS taken FROM "CreditHold" WHERE "ownerId" = $3 AND "orgId" = $1 FOR UPDATE),
+      // The org's row is locked before the reservation's, in the order a reservation takes
+      // them (the other order deadlocked a reservation against a release of the same org).
+      text: `WITH org AS (SELECT id FROM "Org" WHERE id = $1 FOR UPDATE),
+                  cur AS (SELECT LEAST("amountMicros", $2::bigint) AS taken FROM "CreditHold"
+                           WHERE "ownerId" = $3 AND "orgId" = (SELECT id FROM org) FOR UPDATE),
                   h AS (UPDATE "CreditHold" SET "amountMicros" = "amountMicros" - (SELECT taken FROM cur) WHERE "ownerId" = $3 AND "orgId" = $1)
              UPDATE "Org" SET "heldMicros" = "heldMicros" - COALESCE((SELECT taken FROM cur), 0) WHERE id = $1`,
       values: [orgId, amountMicros.toString(), ownerId],
@@ -53,9 +57,11 @@ export function createPostgresHotStore(connectionString: string, ownerId = holdO
       const u = c.usage;
       const { rows } = await pool.query<{ b: string }>({
         name: 'svc_ledger',
-        text: `WITH cur AS (
+        // The org's row is locked before the reservation's, in the order a reservation takes them.
+        text: `WITH org AS (SELECT id FROM "Org" WHERE id = $1 FOR UPDATE),
+               cur AS (
                  SELECT LEAST("amountMicros", $16::bigint) AS taken FROM "CreditHold"
-                  WHERE $16::bigint <> 0 AND "ownerId" = $17 AND "orgId" = $1 FOR UPDATE),
+                  WHERE $16::bigint <> 0 AND "ownerId" = $17 AND "orgId" = (SELECT id FROM org) FOR UPDATE),
                o AS (
                  UPDATE "Org" SET "balanceMicros" = "balanceMicros" + $2::bigint, "heldMicros" = "heldMicros" - COALESCE((SELECT taken FROM cur), 0),
                         "updatedAt" = $8::timestamp
