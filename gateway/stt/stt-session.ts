@@ -17,9 +17,6 @@ import type { ModelEntry } from '../registry/model-registry.js';
 import type { StreamingRecognizer, Transcript } from '../upstreams/transcription-types.js';
 import { TurnDetector, type TurnDetection } from './turn-detector.js';
 
-/** Defaults of the idle limits (SVC_STT_IDLE_SECONDS, SVC_STT_MAX_SILENCE_SECONDS). */
-export const IDLE_TIMEOUT_MS = 15_000;
-export const MAX_SILENCE_MS = 60_000;
 export const MAX_SESSION_MS = 60 * 60_000;
 export const PING_INTERVAL_MS = 20_000;
 /** Audio is debited every time this much more has arrived (and at the end). */

@@ -20,8 +20,6 @@ export function limitEngines(processes: number): void {
   engineSlots.resize(processes);
 }
 
-/** Engine processes running now (tests, metrics). */
-export const runningEngines = () => engineSlots.inUse;
 
 export interface EngineRun {
   stdout: AsyncIterable<Buffer>;
