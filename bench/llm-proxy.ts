@@ -9,6 +9,7 @@ import { request, Agent } from 'undici';
 import { benchFixture, CHAT_BODY } from './lib/bench-fixture.js';
 import { maxThroughput, median, openLoop, percentile, table } from './lib/load.js';
 import { rssMb, startBundled, startTs } from './lib/processes.js';
+import { checkProtocol } from '../gateway/upstreams/protocols/index.js';
 
 const { values } = parseArgs({ options: { rounds: { type: 'string', default: '5' }, seconds: { type: 'string', default: '3' }, streams: { type: 'string', default: '1000' } } });
 const rounds = Number(values.rounds);
@@ -28,7 +29,7 @@ const bareStream = await startBundled('bench/bare-proxy.ts', { BARE_PROXY_TARGET
 const { openDatabase } = await import('../server/db/database.js');
 const { upsertModel } = await import('../server/services/models/upsert-model.js');
 const db = openDatabase(fx.databaseUrl);
-await upsertModel(db.prisma, { id: 'bench-stream', modality: 'llm', prices: { outputPicoPerToken: 600_000n }, upstream: { url: slowStream.url, protocol: 'openai' } });
+await upsertModel(db.prisma, checkProtocol, { id: 'bench-stream', modality: 'llm', prices: { outputPicoPerToken: 600_000n }, upstream: { url: slowStream.url, protocol: 'openai' } });
 await db.close();
 await new Promise((r) => setTimeout(r, 2500)); // registry refresh
 

@@ -13,6 +13,9 @@ import { createOrg } from '../server/services/orgs/create-org.js';
 import { listModels, upsertModel, removeUpstream } from '../server/services/models/upsert-model.js';
 import { perMTokToPico } from '../server/services/models/seed-registry.js';
 import { runProcesses } from './run-processes.js';
+import { checkProtocol, PROTOCOLS, ProtocolRuntimes } from '../gateway/upstreams/protocols/index.js';
+import { listEngineVoices } from '../gateway/voices/engine-catalogue.js';
+import { importEngineVoices, mapVoiceToEngine } from '../server/services/voices/engine-voices.js';
 
 class UsageError extends Error {}
 
@@ -130,13 +133,28 @@ key
     print({ id: r.id, status: r.status }, `revoked key ${r.id}`);
   });
 
+/** `--setting key=value`, repeatable: values are JSON where they parse (numbers, booleans), else text. */
+function collectSetting(pair: string, settings: Record<string, unknown> = {}): Record<string, unknown> {
+  const at = pair.indexOf('=');
+  if (at < 1) throw new UsageError(`--setting takes key=value (got ${JSON.stringify(pair)})`);
+  const raw = pair.slice(at + 1);
+  let value: unknown = raw;
+  try {
+    value = JSON.parse(raw);
+  } catch {
+    // plain text
+  }
+  return { ...settings, [pair.slice(0, at)]: value };
+}
+
 const model = program.command('model').description('model registry');
 model
   .command('upsert')
   .requiredOption('--id <id>', 'model id clients send')
   .addOption(new Option('--modality <m>', 'llm, tts or stt').choices(['llm', 'tts', 'stt']).makeOptionMandatory())
   .option('--upstream <url>', 'engine URL (OpenAI-compatible servers: the base URL including /v1) or local:<engine>')
-  .option('--protocol <name>', 'adapter: openai, ...', 'openai')
+  .option('--protocol <name>', `how to talk to the engine: ${PROTOCOLS.map((p) => p.name).join(', ')} (\`svc model protocols\` lists what each serves)`, 'openai')
+  .option('--setting <key=value>', 'a protocol setting of this upstream (repeatable; values are JSON where they parse, else text)', collectSetting, undefined)
   .option('--upstream-model <name>', 'model name to send upstream (default: the id)')
   .option('--weight <n>', 'load-balancing weight of this upstream', '1')
   .option('--api-key-env <VAR>', 'environment variable holding the upstream API key')
@@ -148,12 +166,12 @@ model
   .option('--sample-rates <list>', 'stt: comma-separated sample rates the model accepts')
   .option('--max-output-tokens <n>', 'llm: output reserved for a request without max_tokens (default SVC_LLM_RESERVE_MAX_TOKENS)')
   .addOption(new Option('--status <s>', 'active or disabled').choices(['active', 'disabled']))
-  .action(async (o: Record<string, string | undefined>) => {
+  .action(async (o: Record<string, string | undefined> & { setting?: Record<string, unknown> }) => {
     const weight = Number(o.weight);
     if (!Number.isInteger(weight) || weight < 0) throw new UsageError('--weight must be a non-negative integer');
     const sampleRates = o.sampleRates?.split(',').map((s) => positiveInt(s.trim(), '--sample-rates'));
     const m = await withDb((db) =>
-      upsertModel(db.prisma, {
+      upsertModel(db.prisma, checkProtocol, {
         id: o.id!,
         modality: o.modality as 'llm' | 'tts' | 'stt',
         ...(o.displayName !== undefined && { displayName: o.displayName }),
@@ -167,7 +185,7 @@ model
           picoPerSecond: price(o.pricePerSecond, '--price-per-second'),
         },
         ...(o.upstream && {
-          upstream: { url: o.upstream, protocol: o.protocol ?? 'openai', upstreamModel: o.upstreamModel ?? null, weight, apiKeyEnv: o.apiKeyEnv ?? null },
+          upstream: { url: o.upstream, protocol: o.protocol ?? 'openai', upstreamModel: o.upstreamModel ?? null, weight, apiKeyEnv: o.apiKeyEnv ?? null, ...(o.setting && { settings: o.setting }) },
         }),
       }),
     );
@@ -181,10 +199,43 @@ model
     await withDb((db) => removeUpstream(db.prisma, { modelId: o.id, url: o.upstream }));
     print({ id: o.id, removed: o.upstream }, `removed ${o.upstream} from ${o.id}`);
   });
+model
+  .command('protocols')
+  .description('the upstream protocols and what each serves')
+  .action(() => {
+    const rows = PROTOCOLS.map((p) => ({ name: p.name, capabilities: [...p.capabilities], settings: Object.keys((p.settings as unknown as { shape?: object }).shape ?? {}), summary: p.summary }));
+    print({ protocols: rows }, rows.map((r) => `${r.name}\t${r.capabilities.join(',')}\t${r.summary}`).join('\n'));
+  });
 model.command('list').action(async () => {
   const models = await withDb((db) => listModels(db.prisma));
   print({ models: models.map(modelJson) }, models.map((m) => `${m.id}\t${m.modality}\t${m.status}\t${m.upstreams.map((u) => `${u.url}(${u.health})`).join(' ')}`).join('\n') || 'no models');
 });
+
+const voices = program.command('voices').description('voices of engines');
+voices
+  .command('import')
+  .description("imports a TTS model's engine voice catalogue as platform voices with ready profiles for the model")
+  .requiredOption('--model <id>', 'the TTS model whose engine lists its voices (protocols cartesia, elevenlabs, deepgram)')
+  .option('--dry-run', 'list what would be imported, change nothing')
+  .action(async (o: { model: string; dryRun?: boolean }) => {
+    const config = loadConfig();
+    const result = await withDb(async (db) => {
+      const listed = await listEngineVoices(db.prisma, new ProtocolRuntimes(config.engines), o.model);
+      if (o.dryRun) return { listed: listed.length, created: 0, updated: 0, voices: listed };
+      return { listed: listed.length, ...(await importEngineVoices(db.prisma, { modelId: o.model, voices: listed })) };
+    });
+    print(result, o.dryRun ? `${result.listed} voices listed by the engine of ${o.model} (dry run)` : `${result.listed} voices listed: ${result.created} imported, ${result.updated} updated`);
+  });
+voices
+  .command('map')
+  .description("makes a voice speak through a TTS model as one of its engine's voices")
+  .requiredOption('--voice <id>', 'voice id (a platform or org voice)')
+  .requiredOption('--model <id>', 'TTS model id')
+  .requiredOption('--upstream-id <engine voice id>', "the engine's own voice id")
+  .action(async (o: { voice: string; model: string; upstreamId: string }) => {
+    await withDb((db) => mapVoiceToEngine(db.prisma, { voiceId: o.voice, modelId: o.model, upstreamId: o.upstreamId }));
+    print({ voice_id: o.voice, model: o.model, upstream_id: o.upstreamId }, `${o.voice} speaks through ${o.model} as ${o.upstreamId}`);
+  });
 
 function modelJson(m: Awaited<ReturnType<typeof listModels>>[number]) {
   return {
@@ -199,7 +250,7 @@ function modelJson(m: Awaited<ReturnType<typeof listModels>>[number]) {
       per_second_usd: formatPico(m.pricePicoPerSecond),
     },
     sample_rates: m.sampleRates ?? null,
-    upstreams: m.upstreams.map((u) => ({ id: u.id, url: u.url, protocol: u.protocol, upstream_model: u.upstreamModel, weight: u.weight, api_key_env: u.apiKeyEnv, health: u.health, last_checked_at: u.lastCheckedAt?.toISOString() ?? null, latency_ms: u.latencyMs, last_error: u.lastError })),
+    upstreams: m.upstreams.map((u) => ({ id: u.id, url: u.url, protocol: u.protocol, upstream_model: u.upstreamModel, weight: u.weight, api_key_env: u.apiKeyEnv, settings: u.settings ?? null, health: u.health, last_checked_at: u.lastCheckedAt?.toISOString() ?? null, latency_ms: u.latencyMs, last_error: u.lastError })),
   };
 }
 

@@ -14,6 +14,7 @@ import { openSession, refusedUpgrade, s16le, speech, startSttGateway, transcribe
 import { FLITE_PRICE, costOf, expectError, post, sseReader, ttsBody } from '../test/support/tts-routes.js';
 import { seedPlatformVoices } from '../server/services/voices/seed-platform-voices.js';
 import { newId } from '../server/db/ids.js';
+import { checkProtocol } from './upstreams/protocols/index.js';
 
 vi.setConfig({ testTimeout: 60_000 });
 
@@ -34,13 +35,13 @@ beforeAll(async () => {
     },
   });
   const prisma = h.testDb.db.prisma;
-  await upsertModel(prisma, { id: 'local-flite', modality: 'tts', prices: { picoPerChar: FLITE_PRICE }, upstream: { url: 'local:flite', protocol: 'flite' } });
-  await upsertModel(prisma, { id: 'local-espeak', modality: 'tts', prices: { picoPerChar: FLITE_PRICE }, upstream: { url: 'local:espeak-ng', protocol: 'espeak-ng' } });
+  await upsertModel(prisma, checkProtocol, { id: 'local-flite', modality: 'tts', prices: { picoPerChar: FLITE_PRICE }, upstream: { url: 'local:flite', protocol: 'flite' } });
+  await upsertModel(prisma, checkProtocol, { id: 'local-espeak', modality: 'tts', prices: { picoPerChar: FLITE_PRICE }, upstream: { url: 'local:espeak-ng', protocol: 'espeak-ng' } });
   // An engine that cannot be reached: its failure must give the reservation back.
-  await upsertModel(prisma, { id: 'dead-tts', modality: 'tts', prices: { picoPerChar: FLITE_PRICE }, upstream: { url: 'http://127.0.0.1:9/v1', protocol: 'openai' } });
+  await upsertModel(prisma, checkProtocol, { id: 'dead-tts', modality: 'tts', prices: { picoPerChar: FLITE_PRICE }, upstream: { url: 'http://127.0.0.1:9/v1', protocol: 'openai' } });
   // 1 micro-USD per token, in and out.
-  await upsertModel(prisma, { id: 'priced-llm', modality: 'llm', prices: { inputPicoPerToken: 1_000_000n, outputPicoPerToken: 1_000_000n }, upstream: { url: upstream.baseUrl, protocol: 'openai' } });
-  await upsertModel(prisma, { id: 'capped-llm', modality: 'llm', maxOutputTokens: 10, prices: { inputPicoPerToken: 1_000_000n, outputPicoPerToken: 1_000_000n }, upstream: { url: upstream.baseUrl, protocol: 'openai' } });
+  await upsertModel(prisma, checkProtocol, { id: 'priced-llm', modality: 'llm', prices: { inputPicoPerToken: 1_000_000n, outputPicoPerToken: 1_000_000n }, upstream: { url: upstream.baseUrl, protocol: 'openai' } });
+  await upsertModel(prisma, checkProtocol, { id: 'capped-llm', modality: 'llm', maxOutputTokens: 10, prices: { inputPicoPerToken: 1_000_000n, outputPicoPerToken: 1_000_000n }, upstream: { url: upstream.baseUrl, protocol: 'openai' } });
   await seedPlatformVoices(prisma);
   await prisma.voiceProfile.create({ data: { id: newId('vpr'), voiceId: 'flite-slt', modelId: 'dead-tts', upstreamId: 'alloy' } });
   await h.runtime.ctx.registry.refresh();
@@ -243,7 +244,7 @@ describe('admission caps', () => {
     const hanging = await startScriptedUpstream({ kind: 'hang' });
     const g = await startSttGateway({ env: { SVC_MAX_REQUESTS_PER_KEY: '2', SVC_TRIAL_MAX_REQUESTS_PER_KEY: '1' } });
     try {
-      await upsertModel(g.testDb.db.prisma, { id: 'hanging-llm', modality: 'llm', upstream: { url: hanging.baseUrl, protocol: 'openai' } });
+      await upsertModel(g.testDb.db.prisma, checkProtocol, { id: 'hanging-llm', modality: 'llm', upstream: { url: hanging.baseUrl, protocol: 'openai' } });
       await g.runtime.ctx.registry.refresh();
       await g.runtime.ctx.health.checkAll();
       const keyOn = async (trial: boolean) => {
@@ -309,7 +310,7 @@ describe('revocation reaches running work', () => {
   it('an open STT session, a streaming synthesis and a streaming chat each end with api_key_disabled', async () => {
     const streaming = await startScriptedUpstream({ kind: 'stream', chunks: Array.from({ length: 200 }, (_, i) => `w${i} `), delayMs: 100 });
     try {
-      await upsertModel(h.testDb.db.prisma, { id: 'slow-llm', modality: 'llm', upstream: { url: streaming.baseUrl, protocol: 'openai' } });
+      await upsertModel(h.testDb.db.prisma, checkProtocol, { id: 'slow-llm', modality: 'llm', upstream: { url: streaming.baseUrl, protocol: 'openai' } });
       await h.runtime.ctx.registry.refresh();
       await h.runtime.ctx.health.checkAll();
       const a = await account(1_000_000n);

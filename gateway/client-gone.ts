@@ -39,19 +39,23 @@ export interface EngineCall {
    * the end of its grace period, api_key_disabled when the request's key is revoked.
    */
   readonly signal: AbortSignal;
+  /** The longest the engine may stay silent (headers, between chunks). */
+  readonly timeoutMs: number;
   /** True once the client went away before its response was complete. */
   readonly clientGone: boolean;
 }
 
 /**
- * One AbortController per engine request, ended by whichever comes first: the client going
- * away, or the shutdown's grace deadline (the lifecycle aborts the controllers it holds,
- * with the shutdown error as reason). Done with one controller and a Set entry rather than
- * linked signals or AbortSignal.any: per-request EventTarget listeners on the process-long
- * shutdown signal showed up in profiles of the chat hot path.
+ * The one cancellation of a request's engine work: one AbortController, ended by whichever
+ * comes first -- the client going away, the shutdown's grace deadline (the lifecycle aborts the
+ * controllers it holds, with the shutdown error as reason), the request's key being revoked
+ * (reason api_key_disabled) or, when `deadlineMs` is given, the overall deadline (reason a
+ * TimeoutError). Done with one controller and a Set entry rather than linked signals or
+ * AbortSignal.any: per-request EventTarget listeners on the process-long shutdown signal showed
+ * up in profiles of the chat hot path.
  */
-export function engineCall(reply: FastifyReply, lifecycle: Lifecycle, ticket: Ticket | null): EngineCall {
-  return new EngineCallHandle(reply, lifecycle, ticket);
+export function engineCall(reply: FastifyReply, lifecycle: Lifecycle, ticket: Ticket | null, timeoutMs: number, deadlineMs?: number): EngineCall {
+  return new EngineCallHandle(reply, lifecycle, ticket, timeoutMs, deadlineMs);
 }
 
 // A class, not an object literal with a `get clientGone()`: such a literal gets a new getter
@@ -63,14 +67,18 @@ class EngineCallHandle implements EngineCall {
   private readonly controller = new AbortController();
   private gone = false;
   private readonly release: () => void;
+  private deadline: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly reply: FastifyReply,
     lifecycle: Lifecycle,
     ticket: Ticket | null,
+    readonly timeoutMs: number,
+    deadlineMs: number | undefined,
   ) {
     this.release = lifecycle.holdEngineCall(this.controller);
     ticket?.bind(this.controller);
+    if (deadlineMs !== undefined) this.deadline = setTimeout(this.onDeadline, deadlineMs);
     // `on`, not `once`: a response closes once, and `once` wraps the listener per request.
     onResponseClose(reply, this.onClose);
   }
@@ -83,7 +91,12 @@ class EngineCallHandle implements EngineCall {
     return this.gone;
   }
 
+  private readonly onDeadline = (): void => {
+    this.controller.abort(new DOMException('The engine call reached its deadline.', 'TimeoutError'));
+  };
+
   private readonly onClose = (): void => {
+    clearTimeout(this.deadline);
     this.release();
     if (!this.reply.raw.writableFinished) {
       this.gone = true;

@@ -9,7 +9,7 @@ import type { GatewayMetrics } from './metrics/gateway-metrics.js';
 import type { HealthChecker } from './registry/health-checker.js';
 import type { GatewayTracing } from './tracing/gateway-tracing.js';
 import type { ModelRegistry } from './registry/model-registry.js';
-import type { UpstreamAdapters } from './upstreams/registry.js';
+import type { ProtocolRuntimes } from './upstreams/protocols/index.js';
 
 /** Everything a route needs, built once per process and handed to every route module. */
 export interface GatewayContext {
@@ -22,7 +22,8 @@ export interface GatewayContext {
   limiter: RateLimiter;
   registry: ModelRegistry;
   health: HealthChecker;
-  adapters: UpstreamAdapters;
+  /** The upstream protocols as this process runs them (gateway/upstreams/protocols). */
+  protocols: ProtocolRuntimes;
   /** Prometheus metrics of this process (GET /metrics). */
   metrics: GatewayMetrics;
   /** Draining and shutdown state (SIGTERM). */

@@ -64,6 +64,7 @@ import {
   type Body,
   type Sent,
 } from '../test/support/fuzz-http.js';
+import { checkProtocol } from './upstreams/protocols/index.js';
 
 const METRICS_TOKEN = 'fuzz-metrics-token-0123456789';
 /** Per property; fast-check stops drawing new inputs 30 s before it (see runProperty). */
@@ -113,12 +114,12 @@ beforeAll(async () => {
     },
   });
   const prisma = h.testDb.db.prisma;
-  await upsertModel(prisma, { id: 'local-flite', modality: 'tts', prices: { picoPerChar: 2_000_000n }, upstream: { url: 'local:flite', protocol: 'flite' } });
-  await upsertModel(prisma, { id: 'local-espeak', modality: 'tts', prices: { picoPerChar: 1_000_000n }, upstream: { url: 'local:espeak-ng', protocol: 'espeak-ng' } });
-  await upsertModel(prisma, { id: 'local-stt', modality: 'stt', prices: { picoPerSecond: 100_000_000n }, upstream: { url: 'local:pocketsphinx', protocol: 'pocketsphinx' } });
-  await upsertModel(prisma, { id: 'chat-scripted', modality: 'llm', prices: { inputPicoPerToken: 1_000n, outputPicoPerToken: 1_000n }, upstream: { url: llm.baseUrl, protocol: 'openai' } });
+  await upsertModel(prisma, checkProtocol, { id: 'local-flite', modality: 'tts', prices: { picoPerChar: 2_000_000n }, upstream: { url: 'local:flite', protocol: 'flite' } });
+  await upsertModel(prisma, checkProtocol, { id: 'local-espeak', modality: 'tts', prices: { picoPerChar: 1_000_000n }, upstream: { url: 'local:espeak-ng', protocol: 'espeak-ng' } });
+  await upsertModel(prisma, checkProtocol, { id: 'local-stt', modality: 'stt', prices: { picoPerSecond: 100_000_000n }, upstream: { url: 'local:pocketsphinx', protocol: 'pocketsphinx' } });
+  await upsertModel(prisma, checkProtocol, { id: 'chat-scripted', modality: 'llm', prices: { inputPicoPerToken: 1_000n, outputPicoPerToken: 1_000n }, upstream: { url: llm.baseUrl, protocol: 'openai' } });
   // The embedded LLM without its GGUF file: offline, 503 model_offline (README, "Local engine").
-  await upsertModel(prisma, { id: 'local-llm', modality: 'llm', prices: { inputPicoPerToken: 1_000n, outputPicoPerToken: 1_000n }, upstream: { url: 'local:llama-cpp', protocol: 'llama-cpp' } });
+  await upsertModel(prisma, checkProtocol, { id: 'local-llm', modality: 'llm', prices: { inputPicoPerToken: 1_000n, outputPicoPerToken: 1_000n }, upstream: { url: 'local:llama-cpp', protocol: 'llama-cpp' } });
   await h.runtime.ctx.registry.refresh();
   await h.runtime.ctx.health.checkAll();
 

@@ -252,6 +252,13 @@ afterAll(async () => {
 }, 60_000);
 
 describe('svc CLI', () => {
+  it('model protocols lists every protocol with what it serves', async () => {
+    const { protocols } = await cliOk('model', 'protocols');
+    const byName = Object.fromEntries(protocols.map((p: { name: string; capabilities: string[] }) => [p.name, p.capabilities]));
+    expect(byName.openai).toEqual(expect.arrayContaining(['chat', 'speech', 'transcription', 'streaming_transcription']));
+    expect(byName.pocketsphinx).toEqual(['transcription', 'streaming_transcription']);
+  });
+
   it('model list prints one JSON object with the registered models', async () => {
     const list = await cliOk('model', 'list');
     expect(list.models.map((m: { id: string }) => m.id)).toEqual(expect.arrayContaining(['bb-llm', 'bb-tts']));
@@ -270,6 +277,17 @@ describe('svc CLI', () => {
     { name: '--rpm 0', args: ['key', 'create', '--org', 'org_x', '--rpm', '0'], stderr: /--rpm must be a positive integer/ },
     { name: 'upstream that is not http(s)', args: ['model', 'upsert', '--id', 'bad', '--modality', 'llm', '--upstream', 'ftp://example.com/v1'], stderr: /http\(s\)/ },
     { name: 'missing required option', args: ['org', 'create'], stderr: /--name/ },
+    {
+      name: 'an unknown protocol',
+      args: ['model', 'upsert', '--id', 'bad', '--modality', 'stt', '--upstream', 'http://127.0.0.1:9', '--protocol', 'nonsense'],
+      stderr: /Unknown protocol "nonsense"; a stt model can use: openai, .*pocketsphinx/,
+    },
+    {
+      name: 'a protocol that lacks the modality',
+      args: ['model', 'upsert', '--id', 'bad', '--modality', 'llm', '--upstream', 'local:flite', '--protocol', 'flite'],
+      stderr: /Protocol 'flite' cannot serve a llm model \(it has speech, clone\); a llm model can use: openai, llama-cpp/,
+    },
+    { name: 'a setting the protocol does not have', args: ['model', 'upsert', '--id', 'bad', '--modality', 'llm', '--upstream', 'http://127.0.0.1:9', '--setting', 'colour=blue'], stderr: /Invalid settings for protocol 'openai'/ },
   ])('$name: exits non-zero, nothing on stdout', async ({ args, stderr }) => {
     const r = await cli(...args);
     expect(r.code).not.toBe(0);

@@ -27,10 +27,10 @@ import { startMetricsServer } from './metrics/metrics-http.js';
 import { HealthChecker } from './registry/health-checker.js';
 import { createTracing } from './tracing/gateway-tracing.js';
 import { ModelRegistry } from './registry/model-registry.js';
-import { createUpstreamAdapters } from './upstreams/registry.js';
 import { unloadAll as unloadLocalModels } from './upstreams/llama-cpp/llama-engine.js';
 import { limitDecoders, shutdownRecognizers } from './upstreams/pocketsphinx/recognizer.js';
 import { limitEngines, stopEngineSpawner } from './upstreams/local-tts/run-engine.js';
+import { checkProtocol, ProtocolRuntimes } from './upstreams/protocols/index.js';
 
 export interface GatewayRuntime {
   app: FastifyInstance;
@@ -118,7 +118,7 @@ export async function createGatewayRuntime(config: Config, options: { logger?: b
   ensureDataDir(config);
   await migrate(config.databaseUrl);
   const db = openDatabase(config.databaseUrl);
-  await seedRegistry(db.prisma);
+  await seedRegistry(db.prisma, checkProtocol);
   await seedPlatformVoices(db.prisma);
 
   const redis = config.redisUrl ? new Redis(config.redisUrl, { maxRetriesPerRequest: 1, enableOfflineQueue: false, lazyConnect: false }) : null;
@@ -143,15 +143,15 @@ export async function createGatewayRuntime(config: Config, options: { logger?: b
 
   const registry = new ModelRegistry(db.prisma);
   await registry.refresh();
-  const adapters = createUpstreamAdapters({ dataDir: config.dataDir });
+  const protocols = new ProtocolRuntimes(config.engines);
   limitDecoders(config.limits.sttDecoders);
   limitEngines(config.limits.ttsEngines);
-  const health = new HealthChecker(registry, db.prisma, adapters.healthCheck, (upstream, ok, fromCheck) => metrics.upstreamHealth(upstream, ok, fromCheck));
+  const health = new HealthChecker(registry, db.prisma, (name) => protocols.get(name)?.health, (upstream, ok, fromCheck) => metrics.upstreamHealth(upstream, ok, fromCheck));
   const upstreamStats = new UpstreamStatsRecorder(db.prisma);
   // Checks for revoked keys go through the hot store; a failed check is retried by the next tick.
   let logCheckError: (err: unknown) => void = () => {};
   const admission = new Admission(config.limits, (ids) => db.hot.keyStatuses(ids), 500, (err) => logCheckError(err));
-  const ctx: GatewayContext = { config, db, core, admission, limiter, registry, health, adapters, metrics, lifecycle, tracing, upstreamStats };
+  const ctx: GatewayContext = { config, db, core, admission, limiter, registry, health, protocols, metrics, lifecycle, tracing, upstreamStats };
   const app = await buildGateway(ctx, { logger: options.logger });
   logCheckError = (err) => app.log.warn({ err }, 'revocation check of running sessions failed');
   // Reservations of this process are renewed, and those of dead processes released, a few

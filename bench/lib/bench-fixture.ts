@@ -8,6 +8,7 @@ import { migrate } from '../../server/db/migrate.js';
 import { createApiKey } from '../../server/services/keys/create-api-key.js';
 import { upsertModel } from '../../server/services/models/upsert-model.js';
 import { createOrg } from '../../server/services/orgs/create-org.js';
+import { checkProtocol } from '../../gateway/upstreams/protocols/index.js';
 
 export async function benchFixture(upstreamUrl: string) {
   const dataDir = mkdtempSync(join(tmpdir(), 'svc-bench-'));
@@ -16,7 +17,7 @@ export async function benchFixture(upstreamUrl: string) {
   const db = openDatabase(databaseUrl);
   const org = await createOrg(db, { name: 'bench', creditsMicros: 1_000_000_000_000n });
   const key = await createApiKey(db.prisma, { orgId: org.id, name: 'bench', rateLimitRpm: 1_000_000_000 });
-  await upsertModel(db.prisma, {
+  await upsertModel(db.prisma, checkProtocol, {
     id: 'bench-llm',
     modality: 'llm',
     prices: { inputPicoPerToken: 150_000n, outputPicoPerToken: 600_000n },

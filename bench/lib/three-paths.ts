@@ -9,6 +9,7 @@ import { upsertModel } from '../../server/services/models/upsert-model.js';
 import { benchFixture, CHAT_BODY } from './bench-fixture.js';
 import type { RequestSpec } from './load.js';
 import { startBundled, startTs } from './processes.js';
+import { checkProtocol } from '../../gateway/upstreams/protocols/index.js';
 
 export interface BenchPath {
   name: string;
@@ -28,9 +29,9 @@ export async function startThreePaths(options: { metricsPort?: number } = {}) {
 
   // The speech models, a streaming LLM, and a platform voice whose profile names the upstream's voice.
   const db = openDatabase(fx.databaseUrl);
-  await upsertModel(db.prisma, { id: 'bench-stream', modality: 'llm', prices: { inputPicoPerToken: 150_000n, outputPicoPerToken: 600_000n }, upstream: { url: llmStream.url, protocol: 'openai' } });
-  await upsertModel(db.prisma, { id: 'bench-tts', modality: 'tts', prices: { picoPerChar: 1_000_000n }, upstream: { url: tts.url, protocol: 'openai' } });
-  await upsertModel(db.prisma, { id: 'bench-stt', modality: 'stt', prices: { picoPerSecond: 100_000_000n }, upstream: { url: stt.url, protocol: 'openai' } });
+  await upsertModel(db.prisma, checkProtocol, { id: 'bench-stream', modality: 'llm', prices: { inputPicoPerToken: 150_000n, outputPicoPerToken: 600_000n }, upstream: { url: llmStream.url, protocol: 'openai' } });
+  await upsertModel(db.prisma, checkProtocol, { id: 'bench-tts', modality: 'tts', prices: { picoPerChar: 1_000_000n }, upstream: { url: tts.url, protocol: 'openai' } });
+  await upsertModel(db.prisma, checkProtocol, { id: 'bench-stt', modality: 'stt', prices: { picoPerSecond: 100_000_000n }, upstream: { url: stt.url, protocol: 'openai' } });
   const voiceId = newId('voice');
   await db.prisma.voice.create({ data: { id: voiceId, orgId: null, name: 'bench voice', tags: [], profiles: { create: { id: newId('vpr'), modelId: 'bench-tts', upstreamId: 'alloy', status: 'ready' } } } });
   await db.close();

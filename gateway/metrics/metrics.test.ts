@@ -11,6 +11,7 @@ import { startScriptedUpstream, type ScriptedUpstream } from '../../test/support
 import { sseReader } from '../../test/support/sse-client.js';
 import { freePort } from '../../test/support/svc-process.js';
 import { openSession, s16le, settleRecognizers, speech } from '../../test/support/stt-routes.js';
+import { checkProtocol } from '../upstreams/protocols/index.js';
 
 const TOKEN = 'metrics-token-0123456789abcdef';
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -61,10 +62,10 @@ beforeAll(async () => {
   h = await startGateway({ env: { SVC_HEALTH_CHECK_SECONDS: '3600', SVC_METRICS_TOKEN: TOKEN, SVC_METRICS_PORT: String(metricsPort) } });
   up = await startScriptedUpstream({ kind: 'ok', usage: { prompt_tokens: 1000, completion_tokens: 1000 } });
   const prisma = h.testDb.db.prisma;
-  await upsertModel(prisma, { id: 'm-llm', modality: 'llm', prices: { inputPicoPerToken: 1_000_000n, outputPicoPerToken: 2_000_000n }, upstream: { url: up.baseUrl, protocol: 'openai' } });
-  await upsertModel(prisma, { id: 'm-dead', modality: 'llm', prices: { inputPicoPerToken: 1n, outputPicoPerToken: 1n }, upstream: { url: 'http://127.0.0.1:9/v1', protocol: 'openai' } });
-  await upsertModel(prisma, { id: 'local-flite', modality: 'tts', prices: { picoPerChar: 1_000_000n }, upstream: { url: 'local:flite', protocol: 'flite' } });
-  await upsertModel(prisma, { id: 'local-stt', modality: 'stt', prices: { picoPerSecond: 100_000_000n }, upstream: { url: 'local:pocketsphinx', protocol: 'pocketsphinx' } });
+  await upsertModel(prisma, checkProtocol, { id: 'm-llm', modality: 'llm', prices: { inputPicoPerToken: 1_000_000n, outputPicoPerToken: 2_000_000n }, upstream: { url: up.baseUrl, protocol: 'openai' } });
+  await upsertModel(prisma, checkProtocol, { id: 'm-dead', modality: 'llm', prices: { inputPicoPerToken: 1n, outputPicoPerToken: 1n }, upstream: { url: 'http://127.0.0.1:9/v1', protocol: 'openai' } });
+  await upsertModel(prisma, checkProtocol, { id: 'local-flite', modality: 'tts', prices: { picoPerChar: 1_000_000n }, upstream: { url: 'local:flite', protocol: 'flite' } });
+  await upsertModel(prisma, checkProtocol, { id: 'local-stt', modality: 'stt', prices: { picoPerSecond: 100_000_000n }, upstream: { url: 'local:pocketsphinx', protocol: 'pocketsphinx' } });
   await seedPlatformVoices(prisma);
   await h.runtime.ctx.registry.refresh();
   await h.runtime.ctx.health.checkAll();

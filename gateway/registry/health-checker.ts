@@ -1,10 +1,9 @@
 // Checks every upstream on an interval, marks it up or down in the registry at once, and
 // records changes in the database so the dashboard, the CLI and other replicas see them.
 import type { Prisma } from '../../server/db/database.js';
-import type { HealthResult } from '../upstreams/types.js';
+import type { HealthCheck, HealthResult } from '../upstreams/contract.js';
 import type { ModelRegistry, UpstreamEntry } from './model-registry.js';
 
-export type HealthCheck = (upstream: UpstreamEntry, signal: AbortSignal) => Promise<HealthResult>;
 /** Told every health observation (metrics): `fromCheck` false when a request found the upstream unreachable. */
 export type HealthObserver = (upstream: UpstreamEntry, ok: boolean, fromCheck: boolean) => void;
 
@@ -39,7 +38,7 @@ export class HealthChecker {
     const check = this.checks(upstream.protocol);
     const result: HealthResult = check
       ? await check(upstream, AbortSignal.timeout(this.timeoutMs))
-      : { ok: false, latencyMs: 0, error: `no adapter for protocol '${upstream.protocol}'` };
+      : { ok: false, latencyMs: 0, error: `unknown protocol '${upstream.protocol}'` };
     this.registry.setHealth(upstream.id, result.ok ? 'up' : 'down', result.error);
     this.observe(upstream, result.ok, true);
     await this.prisma.upstream

@@ -4,15 +4,18 @@
 import type { Prisma } from '../../server/db/database.js';
 import type { Modality } from '../../server/db/generated/sqlite/enums.js';
 import { ServiceError } from '../../server/services/errors.js';
+import type { UpstreamTarget } from '../upstreams/contract.js';
+import { protocolNamed } from '../upstreams/protocols/index.js';
 
-export interface UpstreamEntry {
-  id: string;
-  modelId: string;
-  url: string;
-  protocol: string;
-  upstreamModel: string;
+export interface UpstreamEntry extends UpstreamTarget {
   weight: number;
   apiKeyEnv: string | null;
+}
+
+/** An upstream's settings through its protocol's schema (defaults filled in); stored values were checked when registered. */
+function settingsOf(protocol: string, stored: unknown): Record<string, unknown> {
+  const parsed = protocolNamed(protocol)?.settings.safeParse(stored ?? {});
+  return parsed?.success ? parsed.data : {};
 }
 
 export interface ModelEntry {
@@ -62,6 +65,11 @@ export class ModelRegistry {
           upstreamModel: u.upstreamModel ?? m.id,
           weight: Math.max(0, u.weight),
           apiKeyEnv: u.apiKeyEnv,
+          settings: settingsOf(u.protocol, u.settings),
+          // Read when used: the key is never copied into the snapshot or anything logged.
+          get apiKey() {
+            return this.apiKeyEnv ? process.env[this.apiKeyEnv] : undefined;
+          },
         })),
       });
       // Health first seen from the database (another replica's checker), then our own.

@@ -11,6 +11,7 @@ import { createOrg } from '../../server/services/orgs/create-org.js';
 import { startGateway, type GatewayHarness } from '../../test/support/gateway-harness.js';
 import { startScriptedUpstream, type Behaviour, type ScriptedUpstream } from '../../test/support/scripted-openai-upstream.js';
 import { usageRows } from '../../test/support/usage-rows.js';
+import { checkProtocol } from '../upstreams/protocols/index.js';
 
 // Prices chosen so that costs are not whole micro-dollars: every cost below is rounded up.
 const PRICE_IN = 150_001n; // pico-USD per input token
@@ -67,7 +68,7 @@ async function model(
 ): Promise<string> {
   const id = options.id ?? `chat-${++seq}`;
   for (const u of ups) {
-    await upsertModel(g.testDb.db.prisma, {
+    await upsertModel(g.testDb.db.prisma, checkProtocol, {
       id,
       modality: options.modality ?? 'llm',
       status: options.status,

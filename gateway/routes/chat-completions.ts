@@ -10,10 +10,11 @@ import type { GatewayContext } from '../context.js';
 import { parseJsonObject, type JsonObject } from '../json-body.js';
 import type { ModelEntry, UpstreamEntry } from '../registry/model-registry.js';
 import { SseSplitter, sseData } from '../sse.js';
-import type { ChatRequest, ChatResponse } from '../upstreams/chat-types.js';
-import { isTimeout, upstreamErrorFromResponse, upstreamTimeout } from '../upstreams/upstream-errors.js';
-import { tryUpstreams, type UpstreamCall } from '../upstreams/try-upstreams.js';
-import { engineCall, onResponseClose, type EngineCall } from '../client-gone.js';
+import type { ChatRequest, ChatResponse } from '../upstreams/contract.js';
+import { isTimeout, statusError } from '../upstreams/engine-http.js';
+import { clientErrorFor, tryUpstreams, upstreamCall, type UpstreamCall } from '../upstreams/try-upstreams.js';
+import { upstreamEnvelope } from '../upstream-envelope.js';
+import { onResponseClose, type EngineCall } from '../client-gone.js';
 import { envelope } from '../errors.js';
 import { sendStream } from '../metrics/metrics-http.js';
 
@@ -49,16 +50,15 @@ export function registerChatCompletionRoutes(app: FastifyInstance, ctx: GatewayC
     // No overall deadline here: a long stream is fine as long as the engine keeps sending.
     // The 300 s deadline is the engine's silence (undici's headers and body timeouts). A
     // shutdown whose grace period is over ends the engine request too.
-    const engine = engineCall(reply, ctx.lifecycle, request.ticket);
-    const call = { signal: engine.signal, timeoutMs: ctx.config.upstreamTimeoutMs };
+    const engine = upstreamCall(ctx, reply, request.ticket, { deadline: false });
     let res: ChatResponse;
     let answered: UpstreamEntry | undefined;
     try {
-      res = await tryUpstreams(ctx, model, call, (upstream) => {
-        const adapter = ctx.adapters.chat(upstream.protocol);
-        if (!adapter) throw new ServiceError('upstream_error', `No chat adapter for protocol '${upstream.protocol}'.`);
+      res = await tryUpstreams(ctx, model, engine, (upstream) => {
+        const chat = ctx.protocols.get(upstream.protocol)?.chat;
+        if (!chat) throw new ServiceError('model_offline', `The upstream of '${model.id}' (protocol ${upstream.protocol}) cannot chat.`);
         answered = upstream;
-        return adapter(upstream, requestFor(upstream, model, raw!, body, stream && !clientWantsUsage, call));
+        return chat(upstream, requestFor(upstream, model, raw!, body, stream && !clientWantsUsage, engine));
       });
     } catch (e) {
       if (engine.clientGone) return reply; // the client left before the engine answered
@@ -67,11 +67,12 @@ export function registerChatCompletionRoutes(app: FastifyInstance, ctx: GatewayC
 
     if (res.statusCode >= 300) {
       // An engine refusing a bad request is the caller's error; anything else is the engine's.
+      const failure = statusError(res.statusCode, await res.text().catch(() => ''), answered!.apiKey);
       if (![400, 413, 422].includes(res.statusCode)) {
         ctx.metrics.upstreamError(answered!, 'http_status');
         ctx.upstreamStats?.failedAfterAnswer(answered!.id);
       }
-      throw await upstreamErrorFromResponse(res);
+      throw upstreamEnvelope(failure, engine.timeoutMs);
     }
     const promptBytes = raw?.length ?? 0;
     const contentType = res.contentType;
@@ -84,8 +85,7 @@ export function registerChatCompletionRoutes(app: FastifyInstance, ctx: GatewayC
       } catch (e) {
         // The engine stalled or dropped the connection after sending its headers.
         if (engine.clientGone) return reply;
-        if (isTimeout(e)) throw upstreamTimeout(ctx.config.upstreamTimeoutMs / 1000);
-        throw new ServiceError('upstream_error', `The model upstream broke off its response: ${(e as Error).message}`);
+        throw clientErrorFor(e, engine);
       }
       let usage: Usage | undefined;
       try {

@@ -9,6 +9,7 @@ import { upsertModel } from '../../server/services/models/upsert-model.js';
 import { createOrg } from '../../server/services/orgs/create-org.js';
 import { startGateway, type GatewayHarness } from '../../test/support/gateway-harness.js';
 import { startScriptedUpstream, type Behaviour, type ScriptedUpstream } from '../../test/support/scripted-openai-upstream.js';
+import { checkProtocol } from '../upstreams/protocols/index.js';
 
 let h: GatewayHarness;
 let client: OpenAI;
@@ -64,7 +65,7 @@ async function addModel(id: string, target: Behaviour | string, status: 'active'
     ups[id] = up;
     url = up.baseUrl;
   }
-  await upsertModel(h.testDb.db.prisma, {
+  await upsertModel(h.testDb.db.prisma, checkProtocol, {
     id,
     modality: 'llm',
     status,

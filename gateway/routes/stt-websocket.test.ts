@@ -37,6 +37,7 @@ import {
 import { awayFromMinuteBoundary } from '../../test/support/rate-window.js';
 import { usd } from '../../test/support/tts-routes.js';
 import { recognizerStats, shutdownRecognizers } from '../upstreams/pocketsphinx/recognizer.js';
+import { checkProtocol } from '../upstreams/protocols/index.js';
 
 type Encoding = 'pcm_s16le' | 'pcm_f32le' | 'pcm_mulaw' | 'pcm_alaw';
 const BYTES: Record<Encoding, number> = { pcm_s16le: 2, pcm_f32le: 4, pcm_mulaw: 1, pcm_alaw: 1 };
@@ -58,9 +59,9 @@ beforeAll(async () => {
   await revokeApiKey(prisma, { id: revoked.id });
   keys.revoked = revoked.key;
   keys.limited = (await createApiKey(prisma, { orgId: h.orgId, name: 'one per minute', rateLimitRpm: 1 })).key;
-  // A batch-only stt model (OpenAI-compatible upstreams have no streaming here).
-  await upsertModel(prisma, { id: 'remote-stt', modality: 'stt', prices: { picoPerSecond: STT_PRICE }, upstream: { url: 'http://127.0.0.1:9/v1', protocol: 'openai' } });
-  await upsertModel(prisma, { id: 'local-stt-8k', modality: 'stt', prices: { picoPerSecond: STT_PRICE }, sampleRates: [8000], upstream: { url: 'local:pocketsphinx', protocol: 'pocketsphinx' } });
+  // A batch-only stt model (ElevenLabs' Scribe: its protocol has no streaming transcription).
+  await upsertModel(prisma, checkProtocol, { id: 'remote-stt', modality: 'stt', prices: { picoPerSecond: STT_PRICE }, upstream: { url: 'http://127.0.0.1:9', protocol: 'elevenlabs', upstreamModel: 'scribe_v1' } });
+  await upsertModel(prisma, checkProtocol, { id: 'local-stt-8k', modality: 'stt', prices: { picoPerSecond: STT_PRICE }, sampleRates: [8000], upstream: { url: 'local:pocketsphinx', protocol: 'pocketsphinx' } });
   await h.runtime.ctx.registry.refresh();
   await Promise.all([FOX, CALL, TABLE, WEATHER].flatMap((t) => [speech(t, 'slt'), speech(t, 'rms'), speech(t, 'awb')]));
 }, 120_000);

@@ -10,21 +10,25 @@ import { ServiceError } from '../../server/services/errors.js';
 import type { GatewayContext } from '../context.js';
 import type { ModelEntry, UpstreamEntry } from '../registry/model-registry.js';
 import { parseSampleRateParam } from '../stt/decode-upload.js';
-import { METER_EVERY_MS, runSttSession } from '../stt/stt-session.js';
+import { METER_EVERY_MS, runSttSession, type OpenedStream } from '../stt/stt-session.js';
 import { perSecondCostMicros } from '../../server/services/credits/pricing.js';
 import type { Ticket } from '../core/admission.js';
 import type { CreditHold } from '../core/gateway-core.js';
 import type { TurnDetection } from '../stt/turn-detector.js';
-import type { TranscriptionAdapter } from '../upstreams/transcription-types.js';
+import { tryUpstreams, recordAnswerFailure } from '../upstreams/try-upstreams.js';
+import type { StreamingTranscriptionCapability } from '../upstreams/contract.js';
 import { parseKeyterms } from './transcriptions.js';
 
 const TURN_DETECTION = ['balanced', 'patient', 'responsive'] as const;
 
+const TURN_SOURCES = ['auto', 'gateway'] as const;
+
 interface SessionPlan {
+  /** The model, with only its upstreams whose protocol streams (tried in order at open). */
   model: ModelEntry;
-  upstream: UpstreamEntry;
-  adapter: Required<TranscriptionAdapter>['stream'];
   sampleRate: number;
+  /** auto: an engine that finds turns reports its own; gateway: the gateway's detector always. */
+  turnSource: (typeof TURN_SOURCES)[number];
   encoding: Encoding;
   turnDetection: TurnDetection;
   keyterms: string[];
@@ -53,11 +57,56 @@ function planSession(ctx: GatewayContext, request: FastifyRequest): SessionPlan 
   const encoding = (one('encoding') ?? 'pcm_s16le') as Encoding;
   if (!ENCODINGS.includes(encoding)) throw new ServiceError('invalid_request', `encoding must be one of ${ENCODINGS.join(', ')}.`, 'encoding');
   const keyterms = Array.isArray(q.keyterms) ? q.keyterms.flatMap(parseKeyterms) : parseKeyterms(one('keyterms'));
-  for (const upstream of ctx.registry.upstreamOrder(model)) {
-    const adapter = ctx.adapters.transcription(upstream.protocol)?.stream;
-    if (adapter) return { model, upstream, adapter, sampleRate, encoding, turnDetection, keyterms, language: one('language') };
+  const turnSource = (one('turn_source') ?? 'auto') as SessionPlan['turnSource'];
+  if (!TURN_SOURCES.includes(turnSource)) throw new ServiceError('invalid_request', `turn_source must be auto or gateway (got ${JSON.stringify(turnSource)}).`, 'turn_source');
+  const streaming = { ...model, upstreams: model.upstreams.filter((u) => streamingOf(ctx, u)) };
+  // Refused before the upgrade when nothing can serve it (upstreamOrder: 503 model_offline when none is healthy).
+  if (streaming.upstreams.length === 0) {
+    throw new ServiceError('model_offline', `The model '${model.id}' has no upstream that can stream transcription; use POST /v1/audio/transcriptions.`);
   }
-  throw new ServiceError('model_offline', `The model '${model.id}' has no healthy upstream that supports streaming; use POST /v1/audio/transcriptions.`);
+  ctx.registry.upstreamOrder(streaming);
+  return { model: streaming, sampleRate, turnSource, encoding, turnDetection, keyterms, language: one('language') };
+}
+
+const streamingOf = (ctx: GatewayContext, upstream: UpstreamEntry): StreamingTranscriptionCapability | undefined => ctx.protocols.get(upstream.protocol)?.streamingTranscription;
+
+/**
+ * Opens the engine's stream on the first upstream that accepts it (an unreachable one is skipped
+ * and marked down). Local engines hold a recognizer decoder per session: an org holds at most its share.
+ */
+async function openEngineStream(ctx: GatewayContext, request: FastifyRequest, plan: SessionPlan, sessionGone: AbortSignal): Promise<OpenedStream & { upstream: UpstreamEntry }> {
+  const timeoutMs = ctx.config.upstreamTimeoutMs;
+  // The call bounds the opening only: once open, the stream lives as long as the session (which
+  // ends it with close()), however long past the deadline that is.
+  const opening = new AbortController();
+  const onGone = () => opening.abort(sessionGone.reason);
+  if (sessionGone.aborted) onGone();
+  else sessionGone.addEventListener('abort', onGone, { once: true });
+  const deadline = setTimeout(() => opening.abort(new DOMException('The engine did not open the stream in time.', 'TimeoutError')), timeoutMs);
+  const call = { signal: opening.signal, timeoutMs };
+  try {
+    return await openOnFirstUpstream(ctx, request, plan, call);
+  } finally {
+    clearTimeout(deadline);
+    sessionGone.removeEventListener('abort', onGone);
+  }
+}
+
+function openOnFirstUpstream(ctx: GatewayContext, request: FastifyRequest, plan: SessionPlan, call: { signal: AbortSignal; timeoutMs: number }): Promise<OpenedStream & { upstream: UpstreamEntry }> {
+  const { timeoutMs } = call;
+  return tryUpstreams(ctx, plan.model, call, async (upstream) => {
+    const capability = streamingOf(ctx, upstream)!;
+    const engineRate = capability.engineRate(plan.sampleRate);
+    const engineTurns = plan.turnSource === 'auto' && capability.findsTurns(upstream);
+    const release = upstream.url.startsWith('local:') ? ctx.admission.takeDecoder(request.auth) : undefined;
+    try {
+      const stream = await capability.open(upstream, { sampleRate: engineRate, language: plan.language, keyterms: plan.keyterms, engineTurns, signal: call.signal, timeoutMs });
+      return { stream, engineRate, engineTurns, release, upstream };
+    } catch (err) {
+      release?.();
+      throw err;
+    }
+  });
 }
 
 export async function registerSttWebSocketRoutes(app: FastifyInstance, ctx: GatewayContext): Promise<void> {
@@ -112,6 +161,10 @@ export async function registerSttWebSocketRoutes(app: FastifyInstance, ctx: Gate
       ctx.lifecycle.trackSocket(socket);
       const revoked = new AbortController();
       ticket.bind(revoked);
+      // Aborts an engine still opening when the session ends first.
+      const sessionGone = new AbortController();
+      socket.once('close', () => sessionGone.abort());
+      let engineUpstream: UpstreamEntry | undefined;
       runSttSession(socket, {
         sessionId: `stt_${randomBytes(10).toString('hex')}`,
         requestId: request.id,
@@ -119,20 +172,16 @@ export async function registerSttWebSocketRoutes(app: FastifyInstance, ctx: Gate
         sampleRate: plan.sampleRate,
         encoding: plan.encoding,
         turnDetection: plan.turnDetection,
-        engineSampleRate: plan.adapter.engineRate(plan.sampleRate),
         auth: request.auth,
         core: ctx.core,
         hold,
-        openRecognizer: async () => {
-          const releaseShare = ctx.admission.takeDecoder(request.auth);
-          try {
-            const recognizer = await plan.adapter.open(plan.upstream, { keyterms: plan.keyterms, language: plan.language, sampleRate: plan.sampleRate });
-            return { push: (s) => recognizer.push(s), finalize: () => recognizer.finalize(), close: () => (recognizer.close(), releaseShare()) };
-          } catch (err) {
-            releaseShare();
-            throw err;
-          }
+        openStream: async () => {
+          const opened = await openEngineStream(ctx, request, plan, sessionGone.signal);
+          engineUpstream = opened.upstream;
+          return opened;
         },
+        onEngineFailure: (error) => engineUpstream && recordAnswerFailure(ctx, engineUpstream, error),
+        engineTimeoutMs: ctx.config.upstreamTimeoutMs,
         revoked: revoked.signal,
         log: request.log,
         idleTimeoutMs: ctx.config.limits.sttIdleMs,

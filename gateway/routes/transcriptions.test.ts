@@ -38,6 +38,7 @@ import {
 } from '../../test/support/stt-routes.js';
 import { awayFromMinuteBoundary } from '../../test/support/rate-window.js';
 import { expectError, usd } from '../../test/support/tts-routes.js';
+import { checkProtocol } from '../upstreams/protocols/index.js';
 
 let h: GatewayHarness;
 const keys = { zero: '', revoked: '', limited: '' };
@@ -59,7 +60,7 @@ beforeAll(async () => {
   await revokeApiKey(prisma, { id: revoked.id });
   keys.revoked = revoked.key;
   keys.limited = (await createApiKey(prisma, { orgId: h.orgId, name: 'one per minute', rateLimitRpm: 1 })).key;
-  await upsertModel(prisma, { id: 'stt-disabled', modality: 'stt', status: 'disabled', prices: { picoPerSecond: STT_PRICE }, upstream: { url: 'local:pocketsphinx', protocol: 'pocketsphinx' } });
+  await upsertModel(prisma, checkProtocol, { id: 'stt-disabled', modality: 'stt', status: 'disabled', prices: { picoPerSecond: STT_PRICE }, upstream: { url: 'local:pocketsphinx', protocol: 'pocketsphinx' } });
   await h.runtime.ctx.registry.refresh();
   // Speech made up front, in parallel.
   await Promise.all([speech(FOX), speech(CALL), ...SENTENCES.map(([text, voice]) => speech(text, voice))]);
@@ -615,7 +616,7 @@ describe('an OpenAI-compatible transcription upstream', () => {
         ],
       },
     });
-    await upsertModel(h.testDb.db.prisma, { id: 'remote-stt', modality: 'stt', prices: { picoPerSecond: PRICE }, upstream: { url: server.baseUrl, protocol: 'openai', upstreamModel: 'whisper-large' } });
+    await upsertModel(h.testDb.db.prisma, checkProtocol, { id: 'remote-stt', modality: 'stt', prices: { picoPerSecond: PRICE }, upstream: { url: server.baseUrl, protocol: 'openai', upstreamModel: 'whisper-large' } });
     await h.runtime.ctx.registry.refresh();
     await h.runtime.ctx.health.checkAll();
   });

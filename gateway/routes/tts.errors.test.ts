@@ -31,6 +31,7 @@ import {
   usd,
   type SpeechServer,
 } from '../../test/support/tts-routes.js';
+import { checkProtocol } from '../upstreams/protocols/index.js';
 
 let h: GatewayHarness; // default 300 s deadline
 let hd: GatewayHarness; // SVC_UPSTREAM_TIMEOUT_SECONDS=1
@@ -78,7 +79,7 @@ async function dict(g: GatewayHarness, orgId: string, entries: { grapheme: strin
 
 /** A tts model served by a scripted speech server, with a ready org-A voice for it. */
 async function scriptedModel(g: GatewayHarness, server: SpeechServer, modelId: string) {
-  await upsertModel(prisma(g), { id: modelId, modality: 'tts', prices: { picoPerChar: FLITE_PRICE }, upstream: { url: server.baseUrl, protocol: 'openai', upstreamModel: `${modelId}-upstream` } });
+  await upsertModel(prisma(g), checkProtocol, { id: modelId, modality: 'tts', prices: { picoPerChar: FLITE_PRICE }, upstream: { url: server.baseUrl, protocol: 'openai', upstreamModel: `${modelId}-upstream` } });
   const voiceId = await voice(g, g.orgId, { modelId, upstreamId: 'alloy' });
   await g.runtime.ctx.registry.refresh();
   return voiceId;
@@ -114,8 +115,8 @@ beforeAll(async () => {
   ids.edgeDict = await dict(h, h.orgId, [{ grapheme: 'x', alias: 'y'.repeat(7) }]);
 
   // An llm model (wrong modality) and a disabled tts model.
-  await upsertModel(db.prisma, { id: 'some-llm', modality: 'llm', upstream: { url: await deadUrl(), protocol: 'openai' } });
-  await upsertModel(db.prisma, { id: 'disabled-tts', modality: 'tts', status: 'disabled', upstream: { url: 'local:flite', protocol: 'flite' } });
+  await upsertModel(db.prisma, checkProtocol, { id: 'some-llm', modality: 'llm', upstream: { url: await deadUrl(), protocol: 'openai' } });
+  await upsertModel(db.prisma, checkProtocol, { id: 'disabled-tts', modality: 'tts', status: 'disabled', upstream: { url: 'local:flite', protocol: 'flite' } });
 
   const start = async (b: Parameters<typeof startSpeechServer>[0]) => {
     const s = await startSpeechServer(b);
@@ -134,7 +135,7 @@ beforeAll(async () => {
   stalling = { server: stall, voiceId: await scriptedModel(hd, stall, 'stalling-tts') };
 
   // model_offline: the only upstream is down after a health check.
-  await upsertModel(db.prisma, { id: 'offline-tts', modality: 'tts', upstream: { url: await deadUrl(), protocol: 'openai' } });
+  await upsertModel(db.prisma, checkProtocol, { id: 'offline-tts', modality: 'tts', upstream: { url: await deadUrl(), protocol: 'openai' } });
   offlineVoice = await voice(h, h.orgId, { modelId: 'offline-tts', upstreamId: 'alloy' });
   await h.runtime.ctx.registry.refresh();
   await h.runtime.ctx.health.checkAll();
@@ -143,7 +144,7 @@ beforeAll(async () => {
 /** A fresh tts model whose upstream refuses connections and was never health-checked (unknown counts as usable). */
 async function unreachableModel(): Promise<{ modelId: string; voiceId: string }> {
   const modelId = newId('unreachable').replace('_', '-');
-  await upsertModel(prisma(), { id: modelId, modality: 'tts', upstream: { url: await deadUrl(), protocol: 'openai' } });
+  await upsertModel(prisma(), checkProtocol, { id: modelId, modality: 'tts', upstream: { url: await deadUrl(), protocol: 'openai' } });
   const voiceId = await voice(h, h.orgId, { modelId, upstreamId: 'alloy' });
   await h.runtime.ctx.registry.refresh();
   return { modelId, voiceId };

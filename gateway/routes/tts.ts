@@ -93,7 +93,7 @@ async function* sseEvents(s: StartedSynthesis, tts: TtsRequest, requestId: strin
     for await (const bytes of progressiveBytes(s, tts.output, tts.volume)) yield chunkEvent(bytes);
     yield sse({ type: 'done', done: true, status_code: 200 });
   } catch (e) {
-    if (s.clientGone.aborted) return;
+    if (s.call.clientGone) return;
     const err = e instanceof ServiceError ? e : new ServiceError('upstream_error', 'The speech engine failed mid-stream.');
     yield sse({ type: 'error', done: true, status_code: ERROR_TABLE[err.code].status, title: err.code, error_code: err.code, message: err.message, request_id: requestId });
   }

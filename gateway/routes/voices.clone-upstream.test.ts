@@ -10,6 +10,7 @@ import { upsertModel } from '../../server/services/models/upsert-model.js';
 import type { GatewayHarness } from '../../test/support/gateway-harness.js';
 import { deadUrl, expectError, pcmTone, post, startTtsGateway, ttsBody } from '../../test/support/tts-routes.js';
 import { call, cloneMultipart, speak, waitForJob } from '../../test/support/voice-routes.js';
+import { checkProtocol } from '../upstreams/protocols/index.js';
 
 let h: GatewayHarness;
 let server: Server;
@@ -42,8 +43,8 @@ beforeAll(async () => {
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   h = await startTtsGateway({ env: { SVC_JOB_POLL_MS: '50', SVC_JOB_OFFLINE_GIVE_UP_SECONDS: '1' } });
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`;
-  await upsertModel(h.testDb.db.prisma, { id: 'xtts', modality: 'tts', prices: { picoPerChar: 1_000_000n }, upstream: { url, protocol: 'openai' } });
-  await upsertModel(h.testDb.db.prisma, { id: 'xtts-offline', modality: 'tts', prices: { picoPerChar: 1_000_000n }, upstream: { url: await deadUrl(), protocol: 'openai' } });
+  await upsertModel(h.testDb.db.prisma, checkProtocol, { id: 'xtts', modality: 'tts', prices: { picoPerChar: 1_000_000n }, upstream: { url, protocol: 'openai' } });
+  await upsertModel(h.testDb.db.prisma, checkProtocol, { id: 'xtts-offline', modality: 'tts', prices: { picoPerChar: 1_000_000n }, upstream: { url: await deadUrl(), protocol: 'openai' } });
   await h.runtime.ctx.registry.refresh();
   await h.runtime.ctx.health.checkAll();
   clip = speak('flite', 'slt');

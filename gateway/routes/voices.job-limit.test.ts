@@ -11,6 +11,7 @@ import type { GatewayHarness } from '../../test/support/gateway-harness.js';
 import { deadUrl, startTtsGateway } from '../../test/support/tts-routes.js';
 import { call, cloneMultipart, otherOrg, speak, uploadBlob, type OtherOrg } from '../../test/support/voice-routes.js';
 import { createGatewayRuntime, type GatewayRuntime } from '../runtime.js';
+import { checkProtocol } from '../upstreams/protocols/index.js';
 
 const MAX_JOBS = 3;
 const env = { SVC_WORKER: 'off', SVC_MAX_JOBS_PER_ORG: String(MAX_JOBS) };
@@ -23,7 +24,7 @@ let clip: Buffer;
 
 beforeAll(async () => {
   h = await startTtsGateway({ env });
-  await upsertModel(h.testDb.db.prisma, { id: 'xtts-offline', modality: 'tts', prices: { picoPerChar: 1_000_000n }, upstream: { url: await deadUrl(), protocol: 'openai' } });
+  await upsertModel(h.testDb.db.prisma, checkProtocol, { id: 'xtts-offline', modality: 'tts', prices: { picoPerChar: 1_000_000n }, upstream: { url: await deadUrl(), protocol: 'openai' } });
   await h.runtime.ctx.registry.refresh();
   await h.runtime.ctx.health.checkAll();
   // A second gateway on the same database, as another replica would be.

@@ -167,9 +167,15 @@ export async function registerVoiceRoutes(app: FastifyInstance, ctx: GatewayCont
     };
     const payload: VoiceJobPayload = { modelId: model.id, mode: input.mode, profileVersion: input.profile_version, apiKind: 'instant_clone' };
 
+    // The clip uploaded with this request is a blob nobody knows of until a voice refers to it:
+    // deleted again if the request fails before that.
+    const dropUploadedClip = async (err: unknown) => {
+      if (storedBlobId) await deleteBlob(prisma, ctx.config.dataDir, orgId, storedBlobId).catch(() => undefined);
+      throw err;
+    };
     if (canCloneNow(ctx, model)) {
       const clientGone = onClientGone(reply);
-      const prepared = await prepareWithEngine(ctx, model, clip, { name: input.name, language: input.language, transcript: input.transcript ?? null }, input.mode, clientGone);
+      const prepared = await prepareWithEngine(ctx, model, clip, { name: input.name, language: input.language, transcript: input.transcript ?? null }, input.mode, clientGone).catch(dropUploadedClip);
       const voiceId = await createVoiceRow(prisma, {
         ...newVoice,
         description: input.description || prepared.description,
@@ -180,11 +186,8 @@ export async function registerVoiceRoutes(app: FastifyInstance, ctx: GatewayCont
       await storeVoiceSample(ctx, voiceId, clientGone);
       return reply.code(201).send(await getVoice(prisma, orgId, voiceId));
     }
-    const queued = await queueVoiceJob(ctx, { orgId, voice: newVoice, kind: 'instant_clone', model, payload }).catch(async (err: unknown) => {
-      // Refused (too many jobs): the clip uploaded with the request would be a blob nobody knows of.
-      if (storedBlobId) await deleteBlob(prisma, ctx.config.dataDir, orgId, storedBlobId).catch(() => undefined);
-      throw err;
-    });
+    // Refused (too many jobs): the uploaded clip goes too.
+    const queued = await queueVoiceJob(ctx, { orgId, voice: newVoice, kind: 'instant_clone', model, payload }).catch(dropUploadedClip);
     return reply.code(202).send(queued);
   });
 

@@ -1,9 +1,10 @@
 // One streaming-transcription session over a WebSocket: audio frames in, JSON events out.
 // The protocol is documented in the README ("Streaming STT"). Audio is decoded from the
-// session's encoding, resampled to the engine's rate, fed to the recognizer in order, and
-// metered as it arrives; the turn detector ends utterances at pauses. The recognizer (the
-// costly part) is opened at the first audio, not at connect, and each next second of audio
-// is paid for (reserved) before it is accepted.
+// session's encoding, resampled to the engine's rate, written to the engine's transcription
+// stream in order (gateway/upstreams/contract.ts), and metered as it arrives. Turns: an engine
+// that finds them itself reports them; otherwise the gateway's turn detector finds pauses and
+// finalizes each utterance. The engine (the costly part) is opened at the first audio, not at
+// connect, and each next second of audio is paid for (reserved) before it is accepted.
 import type { RawData, WebSocket } from 'ws';
 import { decodeSamples } from '../audio/sample-encoding.js';
 import { floatToS16 } from '../audio/pcm.js';
@@ -14,7 +15,8 @@ import { perSecondCostMicros } from '../../server/services/credits/pricing.js';
 import type { CreditHold, RequestAuth, GatewayCore } from '../core/gateway-core.js';
 import { isServiceError } from '../../server/services/errors.js';
 import type { ModelEntry } from '../registry/model-registry.js';
-import type { StreamingRecognizer, Transcript } from '../upstreams/transcription-types.js';
+import { UpstreamError, type TranscriptionStream, type Word } from '../upstreams/contract.js';
+import { upstreamEnvelope } from '../upstream-envelope.js';
 import { TurnDetector, type TurnDetection } from './turn-detector.js';
 
 export const MAX_SESSION_MS = 60 * 60_000;
@@ -31,7 +33,6 @@ export interface SessionOptions {
   sampleRate: number;
   encoding: Encoding;
   turnDetection: TurnDetection;
-  engineSampleRate: number;
   auth: RequestAuth;
   core: GatewayCore;
   /**
@@ -39,8 +40,13 @@ export interface SessionOptions {
    * before the upgrade; the session reserves each next one before accepting its audio.
    */
   hold: CreditHold;
-  /** Opens the recognizer, at the session's first audio. */
-  openRecognizer: () => Promise<StreamingRecognizer>;
+  /**
+   * Opens the engine's stream at the session's first audio: the stream, the rate it takes, and
+   * whether its own turns are reported (else the gateway's turn detector finalizes utterances).
+   */
+  openStream: () => Promise<OpenedStream>;
+  /** An engine failure after the stream opened (metrics). */
+  onEngineFailure?: (error: UpstreamError) => void;
   /** Aborted (reason: a ServiceError such as api_key_disabled) when the session must end at once. */
   revoked?: AbortSignal;
   log: { warn(obj: unknown, msg: string): void };
@@ -48,6 +54,8 @@ export interface SessionOptions {
   idleTimeoutMs: number;
   /** No audio for this long: closed even if keepalives keep coming (an open session is not free to hold). */
   maxSilenceMs: number;
+  /** How long the engine may stay silent (for the timeout error's message). */
+  engineTimeoutMs: number;
   /** Aborted when a shutdown's grace period is over: the session closes with 1001; the reason is the error to show. */
   shutdown?: AbortSignal;
   /** Handed the session's lifetime up to its last debit, so a shutdown waits for it before closing the database. */
@@ -56,14 +64,25 @@ export interface SessionOptions {
   onFirstTranscript?: (seconds: number) => void;
 }
 
+export interface OpenedStream {
+  stream: TranscriptionStream;
+  engineRate: number;
+  engineTurns: boolean;
+  /** Run when the session ends (releases what opening took). */
+  release?: () => void;
+}
+
 export function runSttSession(socket: WebSocket, o: SessionOptions): void {
-  let recognizer: StreamingRecognizer | null = null;
+  let engine: OpenedStream | null = null;
   let resampler: Resampler | null = null;
   const turns = new TurnDetector(o.sampleRate, o.turnDetection);
+  /** Run, in order, as the engine reports each finalize done. */
+  const afterFinalized: (() => void)[] = [];
   const bytesPerSample = o.encoding === 'pcm_f32le' ? 4 : o.encoding === 'pcm_s16le' ? 2 : 1;
   let carry: Buffer = Buffer.alloc(0);
   let queue: Promise<void> = Promise.resolve();
-  let backlogSamples = 0;
+  /** Audio accepted but not yet written to the engine (it waits while the engine opens). */
+  let queuedSamples = 0;
   // Counted in samples (exact); milliseconds are derived from it.
   let receivedSamples = 0;
   const receivedMillis = () => Math.round((receivedSamples * 1000) / o.sampleRate);
@@ -93,13 +112,14 @@ export function runSttSession(socket: WebSocket, o: SessionOptions): void {
   };
   let firstAudioAt: number | undefined;
   let firstTranscriptSent = false;
-  const transcriptEvent = (t: Transcript, isFinal: boolean) => {
+  const sendTranscript = (t: { text: string; words: Word[] }, isFinal: boolean) => {
     if (!firstTranscriptSent && firstAudioAt !== undefined) {
       firstTranscriptSent = true;
       o.onFirstTranscript?.((performance.now() - firstAudioAt) / 1000);
     }
-    return { type: 'transcript', is_final: isFinal, text: t.text, words: t.words };
+    send({ type: 'transcript', is_final: isFinal, text: t.text, words: t.words });
   };
+  const turnEvent = (type: 'turn.start' | 'turn.end', atSeconds: number) => send({ type, at: Math.round(atSeconds * 1000) / 1000 });
   let billed: () => void = () => {};
   o.track?.(new Promise<void>((resolve) => (billed = resolve)));
 
@@ -110,7 +130,7 @@ export function runSttSession(socket: WebSocket, o: SessionOptions): void {
     // No audio counts after this; the end-of-session debit (socket 'close') brings the ledger
     // to exactly this cost, including audio that arrived while the last debit was written.
     const millis = receivedMillis();
-    send({ type: 'session.closed', reason, audio_seconds: millis / 1000, cost_usd: formatUsd(owedFor(millis)) });
+    send({ type: 'session.closed', reason, audio_seconds: millis / 1000, cost_usd: formatUsd(engine ? owedFor(millis) : 0n) });
     socket.close(code, reason.slice(0, 120));
   };
 
@@ -131,22 +151,78 @@ export function runSttSession(socket: WebSocket, o: SessionOptions): void {
     }
   };
 
-  /** The recognizer, opened at the first audio (steps run in order, so it is opened once). */
-  const engine = async (): Promise<StreamingRecognizer> => {
-    if (recognizer) return recognizer;
-    recognizer = await o.openRecognizer();
-    if (o.engineSampleRate !== o.sampleRate) resampler = createResampler(o.sampleRate, o.engineSampleRate);
-    // Closed while it opened: free it now (the socket's close handler ran before it existed).
-    if (closed && socketClosed) recognizer.close();
-    return recognizer;
+  /** The engine's events, as client events, until its stream ends. */
+  const relay = async (opened: OpenedStream) => {
+    try {
+      for await (const event of opened.stream.events) {
+        if (closed) continue;
+        switch (event.type) {
+          case 'transcript':
+            if (event.isFinal) {
+              lastPartial = '';
+              if (event.text) sendTranscript(event, true);
+            } else if (event.text && event.text !== lastPartial) {
+              lastPartial = event.text;
+              sendTranscript(event, false);
+            }
+            break;
+          case 'speech_started':
+            if (opened.engineTurns) turnEvent('turn.start', event.atSeconds);
+            break;
+          case 'end_of_turn':
+            if (opened.engineTurns) turnEvent('turn.end', event.atSeconds);
+            break;
+          case 'finalized':
+            afterFinalized.shift()?.();
+            break;
+        }
+      }
+      // The engine ended the stream by itself while the session goes on.
+      if (!closed) throw new UpstreamError('broken', 'The engine ended the transcription stream.');
+    } catch (err) {
+      if (closed) return;
+      if (err instanceof UpstreamError) o.onEngineFailure?.(err);
+      fail(err);
+    }
   };
 
-  const finalize = async (): Promise<void> => {
-    // Nothing was heard yet: nothing to finalize (and no recognizer to open for it).
-    if (!recognizer) return;
-    const final = await recognizer.finalize();
-    lastPartial = '';
-    if (final.text) send(transcriptEvent(final, true));
+  /** The engine's stream, opened at the first audio (steps run in order, so it is opened once). */
+  const openEngine = async (): Promise<OpenedStream> => {
+    if (engine) return engine;
+    const opened = await o.openStream();
+    engine = opened;
+    if (opened.engineRate !== o.sampleRate) resampler = createResampler(o.sampleRate, opened.engineRate);
+    // Closed while it opened: free it now (the socket's close handler ran before it existed).
+    if (closed && socketClosed) closeEngine();
+    else void relay(opened);
+    return opened;
+  };
+
+  const closeEngine = () => {
+    engine?.stream.close();
+    engine?.release?.();
+  };
+
+  /**
+   * Ends the current utterance; `then` runs once the engine reported its final transcript (in
+   * order with earlier finalizes). Audio after it goes on to the engine at once (a new utterance).
+   */
+  /** Runs `fn` once the finalizes asked for so far are done (a new turn.start after the last turn.end). */
+  const afterPendingFinals = (fn: () => void) => {
+    const last = afterFinalized.length - 1;
+    if (last < 0) return fn();
+    const before = afterFinalized[last]!;
+    afterFinalized[last] = () => {
+      before();
+      fn();
+    };
+  };
+
+  const finalize = (then: () => void) => {
+    // Nothing was heard yet: nothing to finalize (and no engine to open for it).
+    if (!engine) return then();
+    afterFinalized.push(then);
+    engine.stream.finalize();
   };
 
   // Work for the recognizer runs in arrival order; while any is pending the session is not idle.
@@ -213,25 +289,19 @@ export function runSttSession(socket: WebSocket, o: SessionOptions): void {
     const input = decodeSamples(bytes.subarray(0, usable), o.encoding);
     firstAudioAt ??= performance.now();
     receivedSamples += input.length;
-    const turnEvents = turns.push(input);
-    backlogSamples += input.length;
-    if (backlogSamples / o.sampleRate > MAX_BACKLOG_SECONDS) return backlogError();
+    queuedSamples += input.length;
+    if (queuedSamples / o.sampleRate > MAX_BACKLOG_SECONDS) return backlogError();
     enqueue(async () => {
       if (closed) return;
-      const r = await engine();
-      const engineSamples = resampler ? resampler.push(input) : input;
-      const partial = await r.push(floatToS16(engineSamples));
-      backlogSamples -= input.length;
-      if (partial.text && partial.text !== lastPartial) {
-        lastPartial = partial.text;
-        send(transcriptEvent(partial, false));
-      }
-      for (const t of turnEvents) {
-        const at = Math.round(t.atSeconds * 1000) / 1000;
-        if (t.type === 'turn.start') send({ type: 'turn.start', at });
-        else {
-          await finalize();
-          send({ type: 'turn.end', at });
+      const opened = await openEngine();
+      if (closed) return;
+      queuedSamples -= input.length;
+      opened.stream.write(floatToS16(resampler ? resampler.push(input) : input));
+      if (opened.stream.pendingSamples / opened.engineRate > MAX_BACKLOG_SECONDS) return backlogError();
+      if (!opened.engineTurns) {
+        for (const t of turns.push(input)) {
+          if (t.type === 'turn.start') afterPendingFinals(() => turnEvent('turn.start', t.atSeconds));
+          else finalize(() => turnEvent('turn.end', t.atSeconds));
         }
       }
       await meter(false);
@@ -239,9 +309,14 @@ export function runSttSession(socket: WebSocket, o: SessionOptions): void {
   };
 
   const fail = (err: unknown) => {
+    const error = err instanceof UpstreamError ? upstreamEnvelope(err, o.engineTimeoutMs) : err;
     // The server has no recognizer to spare: the client may retry (1013 "try again later").
-    if (isServiceError(err) && err.code === 'temporarily_unavailable') return close(1013, 'capacity', { code: err.code, message: err.message });
+    if (isServiceError(error) && error.code === 'temporarily_unavailable') return close(1013, 'capacity', { code: error.code, message: error.message });
     o.log.warn({ err }, 'stt session failed');
+    if (isServiceError(error)) {
+      // The engine refused or failed: its message (never its key) tells the client why.
+      return close(1011, 'engine_error', { code: error.code, message: `${error.message} Reconnect to start a new session.` });
+    }
     close(1011, 'engine_error', { code: 'upstream_error', message: 'The speech recognizer failed; reconnect to start a new session.' });
   };
 
@@ -264,17 +339,15 @@ export function runSttSession(socket: WebSocket, o: SessionOptions): void {
     }
     touch();
     if (type === 'finalize') {
-      enqueue(async () => {
-        await finalize();
-        send({ type: 'flush_done' });
-      });
+      enqueue(async () => finalize(() => send({ type: 'flush_done' })));
       return;
     }
     if (type === 'close' || type === 'closestream') {
       enqueue(async () => {
-        await finalize();
-        await meter(true);
-        close(1000, 'client_close');
+        // The resampler's last samples (its filter delay) go to the engine too: no audio is left out.
+        if (engine && resampler) engine.stream.write(floatToS16(resampler.end()));
+        resampler = null;
+        finalize(() => void endSession('client_close'));
       });
       return;
     }
@@ -285,7 +358,7 @@ export function runSttSession(socket: WebSocket, o: SessionOptions): void {
   // (a client waiting for a slow final transcript is not idle). Keepalives count only within
   // maxSilenceMs of the last audio; other text messages do not count.
   const onIdle = () => {
-    if (pendingSteps > 0 || extending) return touch();
+    if (pendingSteps > 0 || extending || afterFinalized.length > 0) return touch();
     const silentFor = performance.now() - lastAudioAt;
     const message =
       silentFor >= o.maxSilenceMs
@@ -298,12 +371,15 @@ export function runSttSession(socket: WebSocket, o: SessionOptions): void {
     clearTimeout(idle);
     idle = setTimeout(onIdle, o.idleTimeoutMs);
   };
+  /** A clean end: everything heard is transcribed, billed, then the socket closes. */
+  const endSession = async (reason: string, error?: { code: string; message: string }) => {
+    await meter(true).catch((err: unknown) => o.log.warn({ err }, 'failed to bill an stt session'));
+    close(1000, reason, error);
+  };
   const maxLength = setTimeout(() => {
-    enqueue(async () => {
-      await finalize();
-      await meter(true);
-      close(1000, 'max_duration', { code: 'max_duration', message: `Sessions last at most ${MAX_SESSION_MS / 60_000} minutes; reconnect to continue.` });
-    });
+    enqueue(async () =>
+      finalize(() => void endSession('max_duration', { code: 'max_duration', message: `Sessions last at most ${MAX_SESSION_MS / 60_000} minutes; reconnect to continue.` })),
+    );
   }, MAX_SESSION_MS);
   const ping = setInterval(() => socket.readyState === socket.OPEN && socket.ping(), PING_INTERVAL_MS);
   // 1001 "going away": the client should reconnect (to another replica). Audio received so
@@ -350,11 +426,12 @@ export function runSttSession(socket: WebSocket, o: SessionOptions): void {
     // nothing keeps running for a gone client.
     void queue
       .catch(() => {})
-      .then(() => meter(true))
+      // No engine ever took the audio (it refused us, or none had room): nothing to bill.
+      .then(() => (engine ? meter(true) : undefined))
       .catch((err: unknown) => o.log.warn({ err }, 'failed to bill the end of an stt session'))
       .finally(() => {
         o.hold.release();
-        recognizer?.close();
+        closeEngine();
         resampler?.close();
         billed();
       });

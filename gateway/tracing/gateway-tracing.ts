@@ -32,7 +32,8 @@ import { isServiceError } from '../../server/services/errors.js';
 import type { GatewayCore, RequestAuth } from '../core/gateway-core.js';
 import { upstreamLabel } from '../metrics/gateway-metrics.js';
 import type { UpstreamEntry } from '../registry/model-registry.js';
-import { isTimeout } from '../upstreams/upstream-errors.js';
+import { isTimeout } from '../upstreams/engine-http.js';
+import { UpstreamError } from '../upstreams/contract.js';
 
 /** What became of an upstream attempt (attribute `svc.upstream.outcome`). */
 export type AttemptOutcome = 'ok' | 'http_error' | 'connect_failed' | 'timeout' | 'broken' | 'stream_broken' | 'cancelled' | 'error' | 'unfinished';
@@ -175,6 +176,8 @@ export class AttemptTrace {
 /** A short, secret-free name for an error: the service error code, undici's code, or the class name. */
 function errorType(e: unknown): string {
   if (isServiceError(e)) return e.code;
+  // An engine failure: what went wrong underneath (ECONNREFUSED...) when known, else its kind.
+  if (e instanceof UpstreamError) return e.details.cause === undefined ? `upstream_${e.kind}` : errorType(e.details.cause);
   const err = e as { code?: unknown; name?: unknown } | null;
   if (typeof err?.code === 'string') return err.code;
   return typeof err?.name === 'string' ? err.name : 'error';

@@ -14,6 +14,7 @@ import { startGateway, type GatewayHarness } from '../../test/support/gateway-ha
 import { startOtlpCollector, type CollectedSpan, type OtlpCollector } from '../../test/support/otlp-collector.js';
 import { startScriptedUpstream, type ScriptedUpstream } from '../../test/support/scripted-openai-upstream.js';
 import { openSession, s16le, settleRecognizers, speech } from '../../test/support/stt-routes.js';
+import { checkProtocol } from '../upstreams/protocols/index.js';
 
 const SERVER = 2;
 const CLIENT = 3;
@@ -25,7 +26,7 @@ const PARENT_ID = '00f067aa0ba902b7';
 
 async function registerModels(h: GatewayHarness, up: ScriptedUpstream): Promise<void> {
   const prisma = h.testDb.db.prisma;
-  await upsertModel(prisma, { id: 'm-llm', modality: 'llm', prices: { inputPicoPerToken: 1_000_000n, outputPicoPerToken: 2_000_000n }, upstream: { url: up.baseUrl, protocol: 'openai' } });
+  await upsertModel(prisma, checkProtocol, { id: 'm-llm', modality: 'llm', prices: { inputPicoPerToken: 1_000_000n, outputPicoPerToken: 2_000_000n }, upstream: { url: up.baseUrl, protocol: 'openai' } });
   await h.runtime.ctx.registry.refresh();
   await h.runtime.ctx.health.checkAll();
 }
@@ -107,7 +108,7 @@ describe('tracing on', () => {
     h = await startGateway({ env: { SVC_HEALTH_CHECK_SECONDS: '3600', OTEL_EXPORTER_OTLP_ENDPOINT: collector.url, OTEL_SERVICE_NAME: 'svc-test-gateway' } });
     up = await startScriptedUpstream({ kind: 'ok', usage: { prompt_tokens: 1000, completion_tokens: 1000 } });
     await registerModels(h, up);
-    await upsertModel(h.testDb.db.prisma, { id: 'local-stt', modality: 'stt', prices: { picoPerSecond: 100_000_000n }, upstream: { url: 'local:pocketsphinx', protocol: 'pocketsphinx' } });
+    await upsertModel(h.testDb.db.prisma, checkProtocol, { id: 'local-stt', modality: 'stt', prices: { picoPerSecond: 100_000_000n }, upstream: { url: 'local:pocketsphinx', protocol: 'pocketsphinx' } });
     await h.runtime.ctx.registry.refresh();
   });
   afterAll(async () => {
@@ -270,7 +271,7 @@ describe('tracing on', () => {
   });
 
   it('an unreachable upstream: the attempt span says connect_failed, the request 502 upstream_unavailable', async () => {
-    await upsertModel(h.testDb.db.prisma, { id: 'm-dead', modality: 'llm', prices: { inputPicoPerToken: 1n, outputPicoPerToken: 1n }, upstream: { url: 'http://127.0.0.1:9/v1', protocol: 'openai' } });
+    await upsertModel(h.testDb.db.prisma, checkProtocol, { id: 'm-dead', modality: 'llm', prices: { inputPicoPerToken: 1n, outputPicoPerToken: 1n }, upstream: { url: 'http://127.0.0.1:9/v1', protocol: 'openai' } });
     await h.runtime.ctx.registry.refresh();
     const res = await chat(h, { model: 'm-dead', messages: [{ role: 'user', content: 'hi' }] }, { 'x-request-id': 'req_trace_dead_1' });
     expect(res.status).toBe(502);

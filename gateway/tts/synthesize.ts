@@ -11,9 +11,8 @@ import { resolveVoiceProfile } from '../../server/services/voices/resolve-voice-
 import type { GatewayContext } from '../context.js';
 import type { ModelEntry } from '../registry/model-registry.js';
 import type { PcmSamples } from '../audio/pcm.js';
-import { tryUpstreams, upstreamCall } from '../upstreams/try-upstreams.js';
-import { isTimeout, upstreamTimeout } from '../upstreams/upstream-errors.js';
-import { onClientGone, onKeyRevoked, onResponseClose } from '../client-gone.js';
+import { clientErrorFor, tryUpstreams, upstreamCall, type UpstreamCall } from '../upstreams/try-upstreams.js';
+import { onResponseClose } from '../client-gone.js';
 import type { CreditHold } from '../core/gateway-core.js';
 import type { TtsRequest } from './tts-request.js';
 
@@ -23,11 +22,8 @@ export interface StartedSynthesis {
   /** The first chunk already pulled (so engine failures before any audio are HTTP errors). */
   first: PcmSamples;
   rest: AsyncIterator<PcmSamples>;
-  /** Aborted if the client went away. */
-  clientGone: AbortSignal;
-  /** The client's abort and the upstream deadline together. */
-  signal: AbortSignal;
-  timeoutMs: number;
+  /** The engine call: the client leaving, the deadline, a shutdown or the key's revocation end it. */
+  call: UpstreamCall & { readonly clientGone: boolean };
   /** The request's cost, reserved until the debit (released when the response closes, whatever happened). */
   hold: CreditHold;
 }
@@ -88,13 +84,12 @@ export async function startSynthesis(ctx: GatewayContext, request: FastifyReques
     tts.dictId ? getDictMatcher(prisma, { orgId, dictId: tts.dictId }) : Promise.resolve(null),
   ]);
 
-  const clientGone = onClientGone(reply);
-  const call = upstreamCall(ctx, clientGone, onKeyRevoked(request.ticket));
+  const call = upstreamCall(ctx, reply, request.ticket);
   const { stream, iterator, first } = await tryUpstreams(ctx, model, call, async (upstream) => {
-    const adapter = ctx.adapters.speech(upstream.protocol);
-    if (!adapter) throw new ServiceError('upstream_error', `No speech adapter for protocol '${upstream.protocol}'.`);
-    const text = dict ? applyPronunciation(tts.transcript, dict, adapter.formatPhoneme) : tts.transcript;
-    const stream = await adapter.synthesize(upstream, { text, voice: profile, language: tts.language ?? profile.language, speed: tts.speed, ...call });
+    const speech = ctx.protocols.get(upstream.protocol)?.speech;
+    if (!speech) throw new ServiceError('model_offline', `The upstream of '${model.id}' (protocol ${upstream.protocol}) cannot synthesize speech.`);
+    const text = dict ? applyPronunciation(tts.transcript, dict, speech.formatPhoneme) : tts.transcript;
+    const stream = await speech.synthesize(upstream, { text, voice: profile, language: tts.language ?? profile.language, speed: tts.speed, signal: call.signal, timeoutMs: call.timeoutMs });
     const iterator = stream.chunks[Symbol.asyncIterator]();
     // "First audio" means samples: skip empty chunks.
     let first = await iterator.next();
@@ -104,7 +99,7 @@ export async function startSynthesis(ctx: GatewayContext, request: FastifyReques
   if (first.done) throw new ServiceError('upstream_error', 'The speech engine produced no audio for this transcript.');
   ctx.metrics.firstOutput('tts_first_audio', model.id, reply.elapsedTime / 1000);
 
-  return { model, sampleRate: stream.sampleRate, first: first.value, rest: iterator, clientGone, signal: call.signal, timeoutMs: call.timeoutMs, hold };
+  return { model, sampleRate: stream.sampleRate, first: first.value, rest: iterator, call, hold };
 }
 
 /**
@@ -125,15 +120,11 @@ export async function* allChunks(s: StartedSynthesis): AsyncGenerator<PcmSamples
     try {
       next = await s.rest.next();
     } catch (e) {
-      if (isServiceError(e) || s.clientGone.aborted) throw e;
-      // A shutdown whose grace period is over: its reason is the error to end with.
-      if (s.signal.aborted && isServiceError(s.signal.reason)) throw s.signal.reason;
-      if (s.signal.aborted || isTimeout(e)) throw upstreamTimeout(s.timeoutMs / 1000);
-      throw new ServiceError('upstream_error', `The speech engine failed mid-stream: ${(e as Error).message}`);
+      throw clientErrorFor(e, s.call);
     }
     if (next.done) return;
     // Revoked key or shutdown: stop relaying audio the engine already made, too.
-    if (s.signal.aborted && isServiceError(s.signal.reason)) throw s.signal.reason;
+    if (s.call.signal.aborted && isServiceError(s.call.signal.reason)) throw s.call.signal.reason;
     if (next.value.length) yield next.value;
   }
 }

@@ -5,7 +5,7 @@ import { Agent } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort } from '../../test/support/svc-process.js';
 import { dispatchCall, dispatchTarget } from './dispatch-call.js';
-import { isConnectFailure, isTimeout } from './upstream-errors.js';
+import { isConnectFailure, isTimeout } from './engine-http.js';
 
 const dispatcher = new Agent({ connections: 8 });
 let server: Server;

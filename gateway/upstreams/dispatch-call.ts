@@ -20,7 +20,7 @@ export interface DispatchResponse {
 export interface DispatchOptions {
   origin: string;
   path: string;
-  method: 'GET' | 'POST';
+  method: 'GET' | 'POST' | 'DELETE';
   headers: Record<string, string>;
   body: Buffer | string | null;
   signal: AbortSignal;

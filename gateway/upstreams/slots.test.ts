@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { isServiceError } from '../../server/services/errors.js';
+import { isUpstreamError } from './contract.js';
 import { Slots } from './slots.js';
 
 describe('Slots: a bound on engine state', () => {
@@ -24,15 +24,15 @@ describe('Slots: a bound on engine state', () => {
     expect(slots.inUse).toBe(0);
   });
 
-  it('refuses with 503 temporarily_unavailable (Retry-After) when full and not waiting, or when the waiting line is full', async () => {
+  it('refuses as busy (503 temporarily_unavailable with Retry-After at the edge) when full and not waiting, or when the waiting line is full', async () => {
     const slots = new Slots(1, 1, 'speech engine processes');
     const held = await slots.acquire({ wait: false });
     const refused = await slots.acquire({ wait: false }).catch((e: unknown) => e);
-    expect(isServiceError(refused) && refused.code).toBe('temporarily_unavailable');
-    expect(isServiceError(refused) && refused.headers['retry-after']).toBe('1');
+    expect(isUpstreamError(refused) && refused.kind).toBe('busy');
+    expect(isUpstreamError(refused) && refused.details.retryAfterSeconds).toBe(1);
     expect(String((refused as Error).message)).toMatch(/as many speech engine processes as it can \(1\)/);
     const waiting = slots.acquire({ wait: true });
-    await expect(slots.acquire({ wait: true })).rejects.toMatchObject({ code: 'temporarily_unavailable' });
+    await expect(slots.acquire({ wait: true })).rejects.toMatchObject({ kind: 'busy' });
     held();
     (await waiting)();
     expect(slots.inUse).toBe(0);

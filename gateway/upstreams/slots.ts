@@ -1,7 +1,7 @@
 // A bound on engine state that costs real memory or CPU (local recognizer decoders, TTS engine
 // processes): at most `size` in use at once, and at most `maxWaiting` callers waiting for one.
-// Past that the caller gets 503 temporarily_unavailable before any engine work starts.
-import { ServiceError } from '../../server/services/errors.js';
+// Past that the caller gets UpstreamError 'busy' (503 temporarily_unavailable) before any engine work starts.
+import { UpstreamError } from './contract.js';
 
 interface Waiter {
   grant: (release: () => void) => void;
@@ -71,12 +71,7 @@ export class Slots {
     while (this.used < this.size && this.waiters.length > 0) this.waiters.shift()!.grant(this.take());
   }
 
-  private full(): ServiceError {
-    return new ServiceError(
-      'temporarily_unavailable',
-      `This server is running as many ${this.what} as it can (${this.size}); retry shortly.`,
-      null,
-      { 'retry-after': '1' },
-    );
+  private full(): UpstreamError {
+    return new UpstreamError('busy', `This server is running as many ${this.what} as it can (${this.size}); retry shortly.`, { retryAfterSeconds: 1 });
   }
 }

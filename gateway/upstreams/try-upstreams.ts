@@ -1,27 +1,58 @@
 // One way to call a model's engines, for every route: healthy upstreams in weighted order;
 // a failure to connect (the request never reached the engine) marks that upstream down and
-// tries the next; the deadline becomes 504 upstream_timeout; any other failure 502.
-// With tracing on, each attempt is a span (gateway/tracing/gateway-tracing.ts).
-import { isServiceError } from '../../server/services/errors.js';
+// tries the next; every other engine failure becomes the client's error through the one
+// translation (gateway/upstream-envelope.ts). With tracing on, each attempt is a span
+// (gateway/tracing/gateway-tracing.ts).
+import { isServiceError, type ServiceError } from '../../server/services/errors.js';
+import type { FastifyReply } from 'fastify';
+import { engineCall, type EngineCall } from '../client-gone.js';
+import type { Ticket } from '../core/admission.js';
 import type { GatewayContext } from '../context.js';
 import type { ModelEntry, UpstreamEntry } from '../registry/model-registry.js';
-import { isConnectFailure, isTimeout, upstreamTimeout, upstreamUnavailable } from './upstream-errors.js';
+import { upstreamEnvelope } from '../upstream-envelope.js';
+import { UpstreamError, type CallOptions } from './contract.js';
+import { isConnectFailure, isTimeout } from './engine-http.js';
 
-export interface UpstreamCall {
-  /** Aborted when the client goes away or the deadline passes; hand it to the engine. */
-  signal: AbortSignal;
-  timeoutMs: number;
+export type UpstreamCall = CallOptions;
+
+/**
+ * A request's engine call (gateway/client-gone.ts `engineCall`): ended by the client leaving, a
+ * shutdown, the key's revocation or the deadline. `deadline: false` (streams that may run long,
+ * e.g. chat): no overall deadline, only the engine's silence is bounded (timeoutMs between chunks).
+ */
+export function upstreamCall(ctx: GatewayContext, reply: FastifyReply, ticket: Ticket | null, options: { deadline?: boolean } = {}): EngineCall {
+  const timeoutMs = ctx.config.upstreamTimeoutMs;
+  return engineCall(reply, ctx.lifecycle, ticket, timeoutMs, options.deadline === false ? undefined : timeoutMs);
+}
+
+/** Engine work no client waits on (voice jobs): the job's own signal and the deadline. */
+export function backgroundCall(ctx: GatewayContext, signal: AbortSignal): UpstreamCall {
+  const timeoutMs = ctx.config.upstreamTimeoutMs;
+  return { signal: AbortSignal.any([signal, AbortSignal.timeout(timeoutMs)]), timeoutMs };
+}
+
+/** Any failure thrown by a protocol as an UpstreamError (protocols throw them; anything else is an engine bug seen from here). */
+function asUpstreamError(e: unknown): UpstreamError {
+  if (e instanceof UpstreamError) return e;
+  const message = (e as Error | null)?.message ?? String(e);
+  if (isTimeout(e)) return new UpstreamError('timeout', message, { cause: e });
+  return new UpstreamError(isConnectFailure(e) ? 'connect' : 'broken', message, { cause: e });
 }
 
 /**
- * The client-gone controller, the deadline, the end of a shutdown's grace period and, when
- * given, the revocation of the request's key, for one request.
+ * What an engine failure means for the client, once the call is known not to be over on our side:
+ * the call's own end (client gone: rethrown as it is; shutdown or revocation: its reason; the
+ * deadline: 504) or the engine's error in the envelope.
  */
-export function upstreamCall(ctx: GatewayContext, clientGone: AbortSignal, keyRevoked?: AbortSignal): UpstreamCall {
-  const timeoutMs = ctx.config.upstreamTimeoutMs;
-  const signals = [clientGone, AbortSignal.timeout(timeoutMs), ctx.lifecycle.streamsEnded];
-  if (keyRevoked) signals.push(keyRevoked);
-  return { signal: AbortSignal.any(signals), timeoutMs };
+export function clientErrorFor(e: unknown, call: UpstreamCall): unknown {
+  if (isServiceError(e)) return e;
+  if (call.signal.aborted) {
+    const reason = call.signal.reason as Error | ServiceError | undefined;
+    if (isServiceError(reason)) return reason;
+    if (reason?.name === 'TimeoutError') return upstreamEnvelope(new UpstreamError('timeout', 'deadline'), call.timeoutMs);
+    return e; // the client left: nothing to answer
+  }
+  return upstreamEnvelope(asUpstreamError(e), call.timeoutMs);
 }
 
 export async function tryUpstreams<T>(
@@ -41,43 +72,28 @@ export async function tryUpstreams<T>(
       return result;
     } catch (e) {
       if (isServiceError(e)) {
-        // An engine's error answer (its 4xx for a bad request is the caller's, not counted).
-        if (e.code === 'upstream_error') recordFailure(ctx, upstream, 'http_status');
-        traced?.failed(e.code === 'upstream_error' ? 'http_error' : 'error', e);
+        traced?.failed('error', e);
         throw e;
       }
-      // A shutdown that reached its deadline: the reason is the error to answer with.
-      if (call.signal.aborted && isServiceError(call.signal.reason)) {
-        traced?.failed('cancelled', call.signal.reason);
-        throw call.signal.reason;
-      }
-      const reason = (call.signal.reason as Error | undefined)?.name;
-      if (call.signal.aborted && reason === 'TimeoutError') {
-        recordFailure(ctx, upstream, 'timeout');
-        traced?.failed('timeout', e);
-        throw upstreamTimeout(call.timeoutMs / 1000);
-      }
       if (call.signal.aborted) {
-        traced?.failed('cancelled', e);
-        throw e; // the client left: nothing to answer
+        const timedOut = (call.signal.reason as Error | undefined)?.name === 'TimeoutError';
+        if (timedOut) recordFailure(ctx, upstream, 'timeout');
+        traced?.failed(timedOut ? 'timeout' : 'cancelled', e);
+        throw clientErrorFor(e, call);
       }
-      if (isTimeout(e)) {
-        recordFailure(ctx, upstream, 'timeout');
-        traced?.failed('timeout', e);
-        throw upstreamTimeout(call.timeoutMs / 1000);
-      }
-      if (!isConnectFailure(e)) {
-        recordFailure(ctx, upstream, 'broken');
-        traced?.failed('broken', e);
-        throw upstreamUnavailable((e as Error).message);
+      const failure = asUpstreamError(e);
+      if (failure.kind !== 'connect') {
+        recordAnswerFailure(ctx, upstream, failure);
+        traced?.failed(failure.kind === 'status' ? 'http_error' : failure.kind === 'timeout' ? 'timeout' : failure.kind === 'broken' ? 'broken' : 'error', failure);
+        throw upstreamEnvelope(failure, call.timeoutMs);
       }
       recordFailure(ctx, upstream, 'connect');
-      traced?.failed('connect_failed', e);
-      ctx.health.record(upstream, { ok: false, error: `connection failed: ${(e as Error).message}` });
-      lastError = (e as Error).message;
+      traced?.failed('connect_failed', failure);
+      ctx.health.record(upstream, { ok: false, error: `connection failed: ${failure.message}` });
+      lastError = failure.message;
     }
   }
-  throw upstreamUnavailable(lastError);
+  throw upstreamEnvelope(new UpstreamError('connect', lastError), call.timeoutMs);
 }
 
 type UpstreamErrorKind = Parameters<GatewayContext['metrics']['upstreamError']>[1];
@@ -85,4 +101,14 @@ type UpstreamErrorKind = Parameters<GatewayContext['metrics']['upstreamError']>[
 function recordFailure(ctx: GatewayContext, upstream: UpstreamEntry, kind: UpstreamErrorKind): void {
   ctx.metrics.upstreamError(upstream, kind);
   ctx.upstreamStats?.record(upstream.id, false);
+}
+
+/**
+ * An engine that answered with a failure. Refusing the caller's bad request (400, 413, 422) is
+ * the engine working, not failing; a full local pool is load, not a fault.
+ */
+export function recordAnswerFailure(ctx: GatewayContext, upstream: UpstreamEntry, failure: UpstreamError): void {
+  if (failure.kind === 'busy' || failure.kind === 'unavailable') return;
+  if (failure.kind === 'status' && [400, 413, 422].includes(failure.details.status ?? 0)) return;
+  recordFailure(ctx, upstream, failure.kind === 'status' ? 'http_status' : failure.kind === 'timeout' ? 'timeout' : 'broken');
 }

@@ -5,6 +5,7 @@ import { upsertModel } from '../../server/services/models/upsert-model.js';
 import { listModelHealth } from '../../server/services/models/list-model-health.js';
 import { startGateway, type GatewayHarness } from '../../test/support/gateway-harness.js';
 import { startScriptedUpstream, type ScriptedUpstream } from '../../test/support/scripted-openai-upstream.js';
+import { checkProtocol } from './protocols/index.js';
 
 let h: GatewayHarness;
 let up: ScriptedUpstream;
@@ -12,7 +13,7 @@ let up: ScriptedUpstream;
 beforeAll(async () => {
   h = await startGateway();
   up = await startScriptedUpstream({ kind: 'ok', usage: { prompt_tokens: 3, completion_tokens: 2 } });
-  await upsertModel(h.testDb.db.prisma, { id: 'counted', modality: 'llm', prices: {}, upstream: { url: up.baseUrl, protocol: 'openai' } });
+  await upsertModel(h.testDb.db.prisma, checkProtocol, { id: 'counted', modality: 'llm', prices: {}, upstream: { url: up.baseUrl, protocol: 'openai' } });
   await h.runtime.ctx.registry.refresh();
 });
 afterAll(async () => {

@@ -1,10 +1,9 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { toFloat32 } from '../audio/pcm.js';
 import { analyzeVoice, type VoiceAnalysis } from '../audio/voice-analysis.js';
-import type { UpstreamEntry } from '../registry/model-registry.js';
-import type { SpeechAdapter } from '../upstreams/speech-types.js';
-import { espeakAdapter } from '../upstreams/local-tts/espeak.js';
-import { fliteAdapter } from '../upstreams/local-tts/flite.js';
+import type { SpeechCapability, UpstreamTarget } from '../upstreams/contract.js';
+import { espeakSpeech } from '../upstreams/local-tts/espeak.js';
+import { fliteSpeech } from '../upstreams/local-tts/flite.js';
 import { stopEngineSpawner } from '../upstreams/local-tts/run-engine.js';
 import { deriveLocalVoice, espeakLanguageVoice } from './derive-local-voice.js';
 
@@ -121,7 +120,7 @@ describe('deriveLocalVoice mapping', () => {
 // The property that makes local "cloning" honest: a clip re-synthesised with the voice derived
 // from it measures like the clip.
 describe('round trip through the real engines', () => {
-  const upstream: UpstreamEntry = { id: 'test', modelId: 'test', url: 'local:test', protocol: 'test', upstreamModel: 'test', weight: 1, apiKeyEnv: null };
+  const upstream: UpstreamTarget = { id: 'test', modelId: 'test', url: 'local:test', protocol: 'flite', upstreamModel: 'test', apiKey: undefined, settings: {} };
   const clipText =
     'The quick brown fox jumps over the lazy dog. Yesterday afternoon we walked along the river and talked about the weather, ' +
     'the garden, and the long summer holidays that were coming. Nobody expected the rain to stop before evening.';
@@ -130,7 +129,7 @@ describe('round trip through the real engines', () => {
     'Please call me back when you get this message. The meeting moved to Thursday at half past ten, in the small room on the ' +
     'second floor, and we still need someone to bring the projector and a few extra chairs.';
 
-  async function speak(adapter: SpeechAdapter, upstreamId: string, params: Record<string, number> | null, text: string, speed = 1): Promise<VoiceAnalysis> {
+  async function speak(adapter: SpeechCapability, upstreamId: string, params: Record<string, number> | null, text: string, speed = 1): Promise<VoiceAnalysis> {
     const stream = await adapter.synthesize(upstream, { text, voice: { upstreamId, params }, language: 'en', speed, signal: new AbortController().signal, timeoutMs: 30_000 });
     const parts: Float32Array[] = [];
     for await (const chunk of stream.chunks) parts.push(toFloat32(chunk));
@@ -140,14 +139,14 @@ describe('round trip through the real engines', () => {
     return analyzeVoice(samples, stream.sampleRate);
   }
 
-  const clips: { name: string; adapter: SpeechAdapter; id: string; params: Record<string, number> | null }[] = [
-    { name: 'flite slt', adapter: fliteAdapter, id: 'slt', params: null },
-    { name: 'flite slt at 220 Hz, slow', adapter: fliteAdapter, id: 'slt', params: { pitchHz: 220, durationStretch: 1.3 } },
-    { name: 'flite rms', adapter: fliteAdapter, id: 'rms', params: null },
-    { name: 'flite awb at 145 Hz, fast', adapter: fliteAdapter, id: 'awb', params: { pitchHz: 145, durationStretch: 0.8 } },
-    { name: 'espeak-ng en-us+f3', adapter: espeakAdapter, id: 'en-us+f3', params: null },
-    { name: 'espeak-ng en-us at -p 75', adapter: espeakAdapter, id: 'en-us', params: { pitch: 75 } },
-    { name: 'espeak-ng fr+f2', adapter: espeakAdapter, id: 'fr+f2', params: null },
+  const clips: { name: string; adapter: SpeechCapability; id: string; params: Record<string, number> | null }[] = [
+    { name: 'flite slt', adapter: fliteSpeech, id: 'slt', params: null },
+    { name: 'flite slt at 220 Hz, slow', adapter: fliteSpeech, id: 'slt', params: { pitchHz: 220, durationStretch: 1.3 } },
+    { name: 'flite rms', adapter: fliteSpeech, id: 'rms', params: null },
+    { name: 'flite awb at 145 Hz, fast', adapter: fliteSpeech, id: 'awb', params: { pitchHz: 145, durationStretch: 0.8 } },
+    { name: 'espeak-ng en-us+f3', adapter: espeakSpeech, id: 'en-us+f3', params: null },
+    { name: 'espeak-ng en-us at -p 75', adapter: espeakSpeech, id: 'en-us', params: { pitch: 75 } },
+    { name: 'espeak-ng fr+f2', adapter: espeakSpeech, id: 'fr+f2', params: null },
   ];
 
   it.each(clips)('$name -> derived flite and espeak-ng voices reproduce its median pitch within 15%', async ({ adapter, id, params }) => {
@@ -156,7 +155,7 @@ describe('round trip through the real engines', () => {
     expect(clip.medianF0Hz).not.toBeNull();
     for (const engine of ['flite', 'espeak-ng'] as const) {
       const derived = deriveLocalVoice(engine, clip, { language: 'en', mode: 'similarity' });
-      const again = await speak(engine === 'flite' ? fliteAdapter : espeakAdapter, derived.upstreamId, derived.params, otherText);
+      const again = await speak(engine === 'flite' ? fliteSpeech : espeakSpeech, derived.upstreamId, derived.params, otherText);
       const f0Error = Math.abs(again.medianF0Hz! - clip.medianF0Hz!) / clip.medianF0Hz!;
       expect(f0Error, `${engine} ${derived.upstreamId} ${JSON.stringify(derived.params)}: ${again.medianF0Hz} vs ${clip.medianF0Hz} Hz`).toBeLessThan(0.15);
       expect(again.gender === 'unknown' || clip.gender === 'unknown' || again.gender === clip.gender).toBe(true);
@@ -167,9 +166,9 @@ describe('round trip through the real engines', () => {
   });
 
   it('espeak-ng wordsPerMinute is the voice’s rate and the request speed multiplies it', async () => {
-    const slow = await speak(espeakAdapter, 'en-us', { wordsPerMinute: 120 }, otherText);
-    const fast = await speak(espeakAdapter, 'en-us', { wordsPerMinute: 240 }, otherText);
-    const fastBySpeed = await speak(espeakAdapter, 'en-us', { wordsPerMinute: 160 }, otherText, 1.5);
+    const slow = await speak(espeakSpeech, 'en-us', { wordsPerMinute: 120 }, otherText);
+    const fast = await speak(espeakSpeech, 'en-us', { wordsPerMinute: 240 }, otherText);
+    const fastBySpeed = await speak(espeakSpeech, 'en-us', { wordsPerMinute: 160 }, otherText, 1.5);
     expect(fast.syllablesPerSecond! / slow.syllablesPerSecond!).toBeGreaterThan(1.4);
     expect(Math.abs(fastBySpeed.speechMs - fast.speechMs) / fast.speechMs).toBeLessThan(0.1);
     expect(slow.speechMs / fast.speechMs).toBeGreaterThan(1.6);

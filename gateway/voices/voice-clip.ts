@@ -4,7 +4,7 @@ import { ServiceError } from '../../server/services/errors.js';
 import { floatToS16, s16leBytes } from '../audio/pcm.js';
 import { wavHeader } from '../audio/wav.js';
 import { decodeUploadedAudio, measureUploadedAudio } from '../stt/decode-upload.js';
-import type { VoiceClip } from '../upstreams/clone-types.js';
+import type { VoiceClip } from '../upstreams/contract.js';
 
 export const MIN_CLIP_SECONDS = 10;
 export const MIN_PRO_CLIP_SECONDS = 30;

@@ -9,8 +9,8 @@ import { presentProfile, type VoiceProfileRecord } from '../../server/services/v
 import { voiceSearchFields } from '../../server/services/voices/voice-search.js';
 import type { GatewayContext } from '../context.js';
 import type { ModelEntry, UpstreamEntry } from '../registry/model-registry.js';
-import type { PreparedVoice } from '../upstreams/clone-types.js';
-import { tryUpstreams } from '../upstreams/try-upstreams.js';
+import type { PreparedVoice } from '../upstreams/contract.js';
+import { backgroundCall, tryUpstreams } from '../upstreams/try-upstreams.js';
 import { toFloat32 } from '../audio/pcm.js';
 import { decodeClip, joinClips, type MeasuredClip } from './voice-clip.js';
 
@@ -30,7 +30,7 @@ export interface VoiceJobPayload {
 
 /** Upstreams of the model whose engine can make voices, healthy first; none = not clone-capable. */
 function cloneUpstreams(ctx: GatewayContext, model: ModelEntry): UpstreamEntry[] {
-  return model.upstreams.filter((u) => ctx.adapters.clone(u.protocol));
+  return model.upstreams.filter((u) => ctx.protocols.get(u.protocol)?.clone);
 }
 
 export function requireCloneCapable(ctx: GatewayContext, model: ModelEntry, param = 'model_id'): void {
@@ -65,11 +65,10 @@ export async function prepareWithEngine(
   mode: CloneMode,
   signal: AbortSignal,
 ): Promise<PreparedVoice> {
-  const timeoutMs = ctx.config.upstreamTimeoutMs;
-  const call = { signal: AbortSignal.any([signal, AbortSignal.timeout(timeoutMs)]), timeoutMs };
+  const call = backgroundCall(ctx, signal);
   const capable = { ...model, upstreams: cloneUpstreams(ctx, model) };
   return tryUpstreams(ctx, capable, call, (upstream) =>
-    ctx.adapters.clone(upstream.protocol)!.clone(upstream, { clip, name: voice.name, language: voice.language, transcript: voice.transcript, mode, ...call }),
+    ctx.protocols.get(upstream.protocol)!.clone!.clone(upstream, { clip, name: voice.name, language: voice.language, transcript: voice.transcript, mode, ...call }),
   );
 }
 
@@ -141,12 +140,11 @@ async function speakWithProfiles(ctx: GatewayContext, profiles: ProfileRow[], te
   for (const profile of profiles) {
     const model = ctx.registry.all().find((m) => m.id === profile.modelId);
     if (!model || !ctx.registry.isServing(model)) continue;
-    const timeoutMs = ctx.config.upstreamTimeoutMs;
-    const call = { signal: AbortSignal.any([signal, AbortSignal.timeout(timeoutMs)]), timeoutMs };
+    const call = backgroundCall(ctx, signal);
     const pcm = await tryUpstreams(ctx, model, call, async (upstream) => {
-      const adapter = ctx.adapters.speech(upstream.protocol);
-      if (!adapter) throw new ServiceError('upstream_error', `No speech adapter for protocol '${upstream.protocol}'.`);
-      const stream = await adapter.synthesize(upstream, {
+      const speech = ctx.protocols.get(upstream.protocol)?.speech;
+      if (!speech) throw new ServiceError('model_offline', `The upstream of '${model.id}' (protocol ${upstream.protocol}) cannot synthesize speech.`);
+      const stream = await speech.synthesize(upstream, {
         text,
         voice: { upstreamId: profile.upstreamId, params: (profile.params as Record<string, unknown> | null) ?? null },
         language,

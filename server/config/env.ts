@@ -1,6 +1,7 @@
 // Process configuration, validated once at start-up. A bad value stops the process with a
 // message that names the variable (see loadConfig).
 import { mkdirSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
 import { isAbsolute, join, resolve } from 'node:path';
 import { z } from 'zod';
 import { parseUsdToMicros } from '../services/credits/money.js';
@@ -57,6 +58,11 @@ const EnvSchema = z.object({
   // Decoders one org may hold at once (unset: the whole pool; trial orgs always one).
   SVC_STT_MAX_DECODERS_PER_ORG: z.coerce.number().int().min(1).max(10_000).optional(),
   SVC_TTS_MAX_ENGINES: z.coerce.number().int().min(1).max(10_000).default(8),
+  // The in-process llama.cpp engine (protocol llama-cpp): parallel requests per model, threads
+  // (default: cores - 1, since llama.cpp threads contend badly with other load), context tokens.
+  SVC_LLAMA_SEQUENCES: z.coerce.number().int().min(1).max(256).default(4),
+  SVC_LLAMA_THREADS: z.coerce.number().int().min(1).max(1024).optional(),
+  SVC_LLAMA_CONTEXT_SIZE: z.coerce.number().int().min(256).max(1_048_576).default(4096),
   // Streaming STT: closed without audio or keepalive this long; without audio this long even with keepalives.
   SVC_STT_IDLE_SECONDS: z.coerce.number().min(0.1).max(3600).default(15),
   SVC_STT_MAX_SILENCE_SECONDS: z.coerce.number().min(0.1).max(86400).default(60),
@@ -118,6 +124,8 @@ export interface Config {
   /** Bearer token for GET /metrics on the public port; undefined: not served there. */
   metricsToken: string | undefined;
   shutdownGraceMs: number;
+  /** Settings of the engines the process runs itself (the shape of gateway/upstreams/contract.ts EngineConfig). */
+  engines: { dataDir: string; llama: { sequences: number; threads: number; contextSize: number } };
   /** Admission caps and engine pools (gateway/core/admission.ts). */
   limits: LimitsConfig;
   /** SVC_TRUSTED_PROXIES: how far X-Forwarded-For is believed (server/config/client-address.ts). */
@@ -221,6 +229,10 @@ export function loadConfig(source: Readonly<Record<string, string | undefined>> 
     metricsHost: env.SVC_METRICS_HOST,
     metricsToken: env.SVC_METRICS_TOKEN,
     shutdownGraceMs: env.SVC_SHUTDOWN_GRACE_SECONDS * 1000,
+    engines: {
+      dataDir,
+      llama: { sequences: env.SVC_LLAMA_SEQUENCES, threads: env.SVC_LLAMA_THREADS ?? Math.max(1, availableParallelism() - 1), contextSize: env.SVC_LLAMA_CONTEXT_SIZE },
+    },
     limits: {
       requestsPerKey: env.SVC_MAX_REQUESTS_PER_KEY,
       trialRequestsPerKey: env.SVC_TRIAL_MAX_REQUESTS_PER_KEY,

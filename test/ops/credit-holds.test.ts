@@ -9,6 +9,7 @@ import { startGateway, type GatewayHarness } from '../support/gateway-harness.js
 import { createTestDatabase, type TestDatabase } from '../support/test-database.js';
 import { orgWithKey } from '../support/ops-fixture.js';
 import { startSvcGateway, type SvcProcess } from '../support/svc-process.js';
+import { checkProtocol } from '../../gateway/upstreams/protocols/index.js';
 
 vi.setConfig({ testTimeout: 120_000 });
 
@@ -19,7 +20,7 @@ let survivor: GatewayHarness | undefined;
 beforeAll(async () => {
   t = await createTestDatabase();
   // 0.0001 USD per second of audio: a session reserves 100 micro-USD before its upgrade.
-  await upsertModel(t.db.prisma, { id: 'local-stt', modality: 'stt', prices: { picoPerSecond: 100_000_000n }, upstream: { url: 'local:pocketsphinx', protocol: 'pocketsphinx' } });
+  await upsertModel(t.db.prisma, checkProtocol, { id: 'local-stt', modality: 'stt', prices: { picoPerSecond: 100_000_000n }, upstream: { url: 'local:pocketsphinx', protocol: 'pocketsphinx' } });
 });
 
 afterAll(async () => {

@@ -27,6 +27,7 @@ import { createTestDatabase, type TestDatabase } from '../support/test-database.
 import { chatBody, expectLedgerConsistent, orgWithKey } from '../support/ops-fixture.js';
 import { freePort, sleep } from '../support/svc-process.js';
 import { usageRows } from '../support/usage-rows.js';
+import { checkProtocol } from '../../gateway/upstreams/protocols/index.js';
 
 vi.setConfig({ testTimeout: 120_000 });
 
@@ -106,8 +107,8 @@ describe('upstreams answering garbage', () => {
     });
     await new Promise<void>((r) => stt.listen(0, '127.0.0.1', () => r()));
     const prisma = h.testDb.db.prisma;
-    await upsertModel(prisma, { id: 'junk-llm', modality: 'llm', prices: { inputPicoPerToken: 1_000_000n, outputPicoPerToken: 1_000_000n }, upstream: { url: chatUp.baseUrl, protocol: 'openai' } });
-    await upsertModel(prisma, { id: 'junk-stt', modality: 'stt', prices: { picoPerSecond: 1_000_000n }, upstream: { url: `http://127.0.0.1:${(stt.address() as AddressInfo).port}/v1`, protocol: 'openai' } });
+    await upsertModel(prisma, checkProtocol, { id: 'junk-llm', modality: 'llm', prices: { inputPicoPerToken: 1_000_000n, outputPicoPerToken: 1_000_000n }, upstream: { url: chatUp.baseUrl, protocol: 'openai' } });
+    await upsertModel(prisma, checkProtocol, { id: 'junk-stt', modality: 'stt', prices: { picoPerSecond: 1_000_000n }, upstream: { url: `http://127.0.0.1:${(stt.address() as AddressInfo).port}/v1`, protocol: 'openai' } });
     await h.runtime.ctx.registry.refresh();
     await h.runtime.ctx.health.checkAll();
   });
@@ -299,7 +300,7 @@ describe('PostgreSQL unreachable and back under load', () => {
   beforeAll(async () => {
     t = await createTestDatabase('postgresql');
     upstream = await startScriptedUpstream({ kind: 'ok', usage: { prompt_tokens: 3, completion_tokens: 4 } });
-    await upsertModel(t.db.prisma, { id: 'pg-llm', modality: 'llm', prices: { inputPicoPerToken: 1_000_000n, outputPicoPerToken: 1_000_000n }, upstream: { url: upstream.baseUrl, protocol: 'openai' } });
+    await upsertModel(t.db.prisma, checkProtocol, { id: 'pg-llm', modality: 'llm', prices: { inputPicoPerToken: 1_000_000n, outputPicoPerToken: 1_000_000n }, upstream: { url: upstream.baseUrl, protocol: 'openai' } });
     const direct = new URL(t.url);
     proxy = await pgProxy({ host: direct.hostname, port: Number(direct.port || 5432) });
     const viaProxy = new URL(t.url);

@@ -19,6 +19,7 @@ import { newId } from '../../server/db/ids.js';
 import { chatBody, expectLedgerConsistent, orgWithKey } from '../support/ops-fixture.js';
 import { connectionRefused, sleep, startSvcGateway, stopSvc, type SvcProcess } from '../support/svc-process.js';
 import { usageRows } from '../support/usage-rows.js';
+import { checkProtocol } from '../../gateway/upstreams/protocols/index.js';
 
 vi.setConfig({ testTimeout: 90_000 });
 
@@ -32,13 +33,13 @@ beforeAll(async () => {
   t = await createTestDatabase();
   upstream = await startScriptedUpstream();
   // 1 micro-USD per token either way, so costs are token counts.
-  await upsertModel(t.db.prisma, { id: 'slow-llm', modality: 'llm', prices: { inputPicoPerToken: 1_000_000n, outputPicoPerToken: 1_000_000n }, upstream: { url: upstream.baseUrl, protocol: 'openai' } });
+  await upsertModel(t.db.prisma, checkProtocol, { id: 'slow-llm', modality: 'llm', prices: { inputPicoPerToken: 1_000_000n, outputPicoPerToken: 1_000_000n }, upstream: { url: upstream.baseUrl, protocol: 'openai' } });
   // A speech engine that sends its first audio, then nothing more (a long synthesis in progress).
   speechServer = await startSpeechServer({ kind: 'pcm', pcm: pcmTone(2), stopAfterBytes: 9600, then: 'hang' });
-  await upsertModel(t.db.prisma, { id: 'slow-tts', modality: 'tts', prices: { picoPerChar: 1_000_000n }, upstream: { url: speechServer.baseUrl, protocol: 'openai' } });
+  await upsertModel(t.db.prisma, checkProtocol, { id: 'slow-tts', modality: 'tts', prices: { picoPerChar: 1_000_000n }, upstream: { url: speechServer.baseUrl, protocol: 'openai' } });
   ttsVoice = newId('voice');
   await t.db.prisma.voice.create({ data: { id: ttsVoice, orgId: null, name: 'shutdown voice', tags: [], profiles: { create: { id: newId('vpr'), modelId: 'slow-tts', upstreamId: 'alloy', status: 'ready' } } } });
-  await upsertModel(t.db.prisma, { id: 'local-stt', modality: 'stt', prices: { picoPerSecond: 100_000_000n }, upstream: { url: 'local:pocketsphinx', protocol: 'pocketsphinx' } });
+  await upsertModel(t.db.prisma, checkProtocol, { id: 'local-stt', modality: 'stt', prices: { picoPerSecond: 100_000_000n }, upstream: { url: 'local:pocketsphinx', protocol: 'pocketsphinx' } });
 }, 60_000);
 
 afterAll(async () => {

@@ -19,6 +19,7 @@ import { chatBody, expectLedgerConsistent, orgWithKey } from '../support/ops-fix
 import { sleep, startSvcGateway, stopSvc, type SvcProcess } from '../support/svc-process.js';
 import { usageRows } from '../support/usage-rows.js';
 import { awayFromMinuteBoundary } from '../support/rate-window.js';
+import { checkProtocol } from '../../gateway/upstreams/protocols/index.js';
 
 vi.setConfig({ testTimeout: 120_000 });
 
@@ -38,7 +39,7 @@ beforeAll(async () => {
   });
   upstream = await startScriptedUpstream({ kind: 'ok', usage: { prompt_tokens: 3, completion_tokens: 4 } });
   // 1 micro-USD per token: a default answer (3 + 4 tokens) costs 7 micro-USD.
-  await upsertModel(t.db.prisma, { id: 'rep-llm', modality: 'llm', prices: { inputPicoPerToken: 1_000_000n, outputPicoPerToken: 1_000_000n }, upstream: { url: upstream.baseUrl, protocol: 'openai' } });
+  await upsertModel(t.db.prisma, checkProtocol, { id: 'rep-llm', modality: 'llm', prices: { inputPicoPerToken: 1_000_000n, outputPicoPerToken: 1_000_000n }, upstream: { url: upstream.baseUrl, protocol: 'openai' } });
   const env = { DATABASE_URL: t.url, SVC_DATA_DIR: t.dataDir, REDIS_URL, SVC_SHUTDOWN_GRACE_SECONDS: '2' };
   replicas = await Promise.all(['a', 'b', 'c'].map((n) => startSvcGateway(`replica-${n}`, env)));
 }, 120_000);

@@ -1,8 +1,14 @@
 // A scripted OpenAI-compatible server for what a real engine cannot show on demand: exact
 // bodies received, tool calls, errors, slow first tokens, streams that die, timeouts.
 // Also the fast loopback upstream of the benchmarks.
+// With `transcription` set it also answers POST /v1/audio/transcriptions as an OpenAI-compatible
+// batch engine would (platform.openai.com/docs/api-reference/audio/createTranscription:
+// multipart `file`, `model`, `response_format=verbose_json`, `timestamp_granularities[]=word`
+// -> {task, language, duration, text, words:[{word,start,end}]}), words derived from the audio.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { zeroCrossingFrequency } from '../../gateway/audio/test-signals.js';
+import { parseWav } from '../../gateway/audio/wav.js';
 
 export type Behaviour =
   | { kind: 'ok'; text?: string; usage?: { prompt_tokens: number; completion_tokens: number } | null }
@@ -12,6 +18,30 @@ export type Behaviour =
   | { kind: 'raw'; status: number; contentType: string; body: string }
   /** Headers and the start of a body, then nothing more ('hang') or a dropped connection ('die'). */
   | { kind: 'partial'; status: number; contentType: string; body: string; then: 'hang' | 'die' };
+
+/**
+ * How POST /v1/audio/transcriptions answers when `transcription` is set. 'energy': one word per
+ * voiced burst of the uploaded WAV (20 ms frames above an RMS of 0.05), named after the burst's
+ * pitch to the nearest 100 Hz (`tone300`), timed by its place in the file; `hold(call)` true
+ * keeps that call's answer (0-based) until its record's release().
+ */
+export type TranscriptionBehaviour =
+  | { kind: 'energy'; hold?: (call: number) => boolean }
+  | { kind: 'error'; status: number; body: unknown }
+  | { kind: 'hang' };
+
+/** One transcription request, as the peer received it. */
+export interface TranscriptionRecord {
+  headers: IncomingMessage['headers'];
+  fields: Record<string, string[]>;
+  /** The uploaded WAV's rate and length in samples. */
+  sampleRate: number;
+  samples: number;
+  /** Settles when the answer's connection is done with; closedEarly: it closed before the answer was complete (client gone). */
+  done: Promise<{ closedEarly: boolean }>;
+  /** Lets a held answer go. */
+  release(): void;
+}
 
 /** One streamed answer: events written so far, and whether its connection closed before the end (peer gone, or dieAfter). */
 export interface StreamRecord {
@@ -29,6 +59,11 @@ export interface ScriptedUpstream {
   streams: StreamRecord[];
   behaviour: Behaviour;
   modelsStatus: number;
+  /** Unset: /v1/audio/transcriptions gets the behaviour above, like any path. */
+  transcription: TranscriptionBehaviour | null;
+  transcriptions: TranscriptionRecord[];
+  /** The first `count` transcription requests, once they have arrived. */
+  waitForTranscriptions(count: number): Promise<TranscriptionRecord[]>;
   openConnections(): number;
   close(): Promise<void>;
 }
@@ -52,6 +87,13 @@ export async function startScriptedUpstream(initial: Behaviour = { kind: 'ok' },
     streams: [],
     behaviour: initial,
     modelsStatus: 200,
+    transcription: null,
+    transcriptions: [],
+    waitForTranscriptions: (count) =>
+      new Promise((resolve) => {
+        arrivalWaiters.push({ count, resolve });
+        noteArrival();
+      }),
     openConnections: () => sockets.size,
     close: async () => {
       for (const s of sockets) s.destroy();
@@ -59,6 +101,14 @@ export async function startScriptedUpstream(initial: Behaviour = { kind: 'ok' },
     },
   };
   const sockets = new Set<import('node:net').Socket>();
+  const arrivalWaiters: { count: number; resolve: (records: TranscriptionRecord[]) => void }[] = [];
+  const noteArrival = () => {
+    for (const waiter of [...arrivalWaiters]) {
+      if (state.transcriptions.length < waiter.count) continue;
+      arrivalWaiters.splice(arrivalWaiters.indexOf(waiter), 1);
+      waiter.resolve(state.transcriptions.slice(0, waiter.count));
+    }
+  };
   const server: Server = createServer((req: IncomingMessage, res: ServerResponse) => {
     const parts: Buffer[] = [];
     req.on('data', (c: Buffer) => parts.push(c));
@@ -75,6 +125,10 @@ export async function startScriptedUpstream(initial: Behaviour = { kind: 'ok' },
     if (req.method === 'GET' && path === '/v1/models') {
       res.writeHead(state.modelsStatus, { 'content-type': 'application/json' });
       res.end(JSON.stringify({ object: 'list', data: [{ id: 'scripted', object: 'model' }] }));
+      return;
+    }
+    if (req.method === 'POST' && path === '/v1/audio/transcriptions' && state.transcription) {
+      await transcribe(state.transcription, req, res, body);
       return;
     }
     state.received.push({ path, headers: req.headers, body });
@@ -145,6 +199,44 @@ export async function startScriptedUpstream(initial: Behaviour = { kind: 'ok' },
     }
   }
 
+  async function transcribe(b: TranscriptionBehaviour, req: IncomingMessage, res: ServerResponse, body: Buffer) {
+    const json = (status: number, payload: unknown) => {
+      res.writeHead(status, { 'content-type': 'application/json' });
+      res.end(JSON.stringify(payload));
+    };
+    const invalid = (message: string, param: string) => json(400, { error: { message, type: 'invalid_request_error', param, code: null } });
+    const done = new Promise<{ closedEarly: boolean }>((resolve) => res.on('close', () => resolve({ closedEarly: !res.writableFinished })));
+    const form = await new Request('http://peer.invalid/', { method: 'POST', headers: { 'content-type': req.headers['content-type'] ?? '' }, body: new Uint8Array(body) }).formData().catch(() => null);
+    const file = form?.get('file');
+    if (!form || !(file instanceof Blob)) return invalid('Missing file.', 'file');
+    let wav: ReturnType<typeof parseWav>;
+    try {
+      wav = parseWav(new Uint8Array(await file.arrayBuffer()));
+    } catch {
+      return invalid('Invalid file format.', 'file');
+    }
+    const fields: Record<string, string[]> = {};
+    for (const [name, value] of form.entries()) if (typeof value === 'string') (fields[name] ??= []).push(value);
+    let release = () => {};
+    const released = new Promise<void>((r) => (release = r));
+    const call = state.transcriptions.length;
+    state.transcriptions.push({ headers: req.headers, fields, sampleRate: wav.sampleRate, samples: wav.samples.length, done, release });
+    noteArrival();
+    if (b.kind === 'hang') return;
+    if (b.kind === 'error') return json(b.status, b.body);
+    if (b.hold?.(call)) await Promise.race([released, done]);
+    if (res.destroyed) return;
+    const words = toneWords(wav.samples, wav.sampleRate);
+    const wantsWords = fields['timestamp_granularities[]']?.includes('word') && fields.response_format?.[0] === 'verbose_json';
+    json(200, {
+      task: 'transcribe',
+      language: 'english',
+      duration: wav.samples.length / wav.sampleRate,
+      text: words.map((w) => w.word).join(' '),
+      ...(wantsWords ? { words } : {}),
+    });
+  }
+
   await new Promise<void>((r) => server.listen(port, '127.0.0.1', () => r()));
   const { port: actual } = server.address() as AddressInfo;
   state.url = `http://127.0.0.1:${actual}`;
@@ -153,3 +245,26 @@ export async function startScriptedUpstream(initial: Behaviour = { kind: 'ok' },
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** One word per run of voiced 20 ms frames, named after its pitch, timed in seconds from the start of `samples`. */
+function toneWords(samples: Float32Array, sampleRate: number): { word: string; start: number; end: number }[] {
+  const frame = Math.round(sampleRate * 0.02);
+  const seconds = (at: number) => Math.round((at / sampleRate) * 1000) / 1000;
+  const words: { word: string; start: number; end: number }[] = [];
+  let burstStart = -1;
+  const endBurst = (end: number) => {
+    const hz = Math.round(zeroCrossingFrequency(samples.subarray(burstStart, end), sampleRate) / 100) * 100;
+    words.push({ word: `tone${hz}`, start: seconds(burstStart), end: seconds(end) });
+    burstStart = -1;
+  };
+  for (let at = 0; at < samples.length; at += frame) {
+    const chunk = samples.subarray(at, at + frame);
+    let energy = 0;
+    for (const v of chunk) energy += v * v;
+    const voiced = Math.sqrt(energy / chunk.length) > 0.05;
+    if (voiced && burstStart < 0) burstStart = at;
+    if (!voiced && burstStart >= 0) endBurst(at);
+  }
+  if (burstStart >= 0) endBurst(samples.length);
+  return words;
+}

@@ -17,6 +17,7 @@ import { recognizerStats } from '../../gateway/upstreams/pocketsphinx/recognizer
 import { upsertModel } from '../../server/services/models/upsert-model.js';
 import { startGateway, type GatewayHarness } from './gateway-harness.js';
 import { usageRows } from './usage-rows.js';
+import { checkProtocol } from '../../gateway/upstreams/protocols/index.js';
 
 /** 0.0001 USD per second of audio (100 micro-USD), in pico-USD. */
 export const STT_PRICE = 100_000_000n;
@@ -33,15 +34,15 @@ export interface SttGatewayOptions {
 export async function startSttGateway(options: SttGatewayOptions = {}): Promise<GatewayHarness> {
   const h = await startGateway({ creditsMicros: options.creditsMicros ?? 100_000_000n, env: { SVC_HEALTH_CHECK_SECONDS: '3600', ...options.env } });
   const prisma = h.testDb.db.prisma;
-  await upsertModel(prisma, { id: 'local-stt', modality: 'stt', prices: { picoPerSecond: STT_PRICE }, upstream: { url: 'local:pocketsphinx', protocol: 'pocketsphinx' } });
-  await upsertModel(prisma, {
+  await upsertModel(prisma, checkProtocol, { id: 'local-stt', modality: 'stt', prices: { picoPerSecond: STT_PRICE }, upstream: { url: 'local:pocketsphinx', protocol: 'pocketsphinx' } });
+  await upsertModel(prisma, checkProtocol, {
     id: 'local-stt-16k',
     modality: 'stt',
     prices: { picoPerSecond: STT_PRICE },
     sampleRates: [16000],
     upstream: { url: 'local:pocketsphinx', protocol: 'pocketsphinx' },
   });
-  await upsertModel(prisma, { id: 'chat-model', modality: 'llm', prices: { inputPicoPerToken: 1n, outputPicoPerToken: 1n }, upstream: { url: 'http://127.0.0.1:9/v1', protocol: 'openai' } });
+  await upsertModel(prisma, checkProtocol, { id: 'chat-model', modality: 'llm', prices: { inputPicoPerToken: 1n, outputPicoPerToken: 1n }, upstream: { url: 'http://127.0.0.1:9/v1', protocol: 'openai' } });
   await h.runtime.ctx.registry.refresh();
   await h.runtime.ctx.health.checkAll();
   return h;

@@ -15,6 +15,7 @@ import { upsertModel } from '../../server/services/models/upsert-model.js';
 import { seedPlatformVoices } from '../../server/services/voices/seed-platform-voices.js';
 import { startGateway, type GatewayHarness } from './gateway-harness.js';
 import { usageRows } from './usage-rows.js';
+import { checkProtocol } from '../../gateway/upstreams/protocols/index.js';
 
 /** pico-USD per character: flite a whole 2 micro-USD, espeak a price that needs rounding up. */
 export const FLITE_PRICE = 2_000_000n;
@@ -23,8 +24,8 @@ export const ESPEAK_PRICE = 1_000_001n;
 export async function startTtsGateway(options: { creditsMicros?: bigint; env?: Record<string, string> } = {}): Promise<GatewayHarness> {
   const h = await startGateway({ creditsMicros: options.creditsMicros ?? 100_000_000n, env: { SVC_HEALTH_CHECK_SECONDS: '3600', ...options.env } });
   const prisma = h.testDb.db.prisma;
-  await upsertModel(prisma, { id: 'local-flite', modality: 'tts', prices: { picoPerChar: FLITE_PRICE }, upstream: { url: 'local:flite', protocol: 'flite' } });
-  await upsertModel(prisma, { id: 'local-espeak', modality: 'tts', prices: { picoPerChar: ESPEAK_PRICE }, upstream: { url: 'local:espeak-ng', protocol: 'espeak-ng' } });
+  await upsertModel(prisma, checkProtocol, { id: 'local-flite', modality: 'tts', prices: { picoPerChar: FLITE_PRICE }, upstream: { url: 'local:flite', protocol: 'flite' } });
+  await upsertModel(prisma, checkProtocol, { id: 'local-espeak', modality: 'tts', prices: { picoPerChar: ESPEAK_PRICE }, upstream: { url: 'local:espeak-ng', protocol: 'espeak-ng' } });
   await seedPlatformVoices(prisma);
   await h.runtime.ctx.registry.refresh();
   await h.runtime.ctx.health.checkAll();

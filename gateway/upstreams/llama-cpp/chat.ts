@@ -5,24 +5,23 @@ import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { isAbsolute, join } from 'node:path';
 import type { ChatHistoryItem } from 'node-llama-cpp';
-import { ServiceError } from '../../../server/services/errors.js';
-import type { JsonObject } from '../../json-body.js';
-import type { UpstreamEntry } from '../../registry/model-registry.js';
 import { AsyncQueue } from '../async-queue.js';
-import type { ChatAdapter, ChatResponse } from '../chat-types.js';
-import type { HealthResult } from '../types.js';
+import { UpstreamError, type ChatCapability, type ChatResponse, type HealthResult, type UpstreamTarget } from '../contract.js';
 import { acquireSequence, loadModel } from './llama-engine.js';
 
 const encoder = new TextEncoder();
 
 /** The GGUF file of an upstream: its upstream model name as a path (relative to the data dir). */
-export function ggufPath(upstream: UpstreamEntry, dataDir: string): string {
+export function ggufPath(upstream: UpstreamTarget, dataDir: string): string {
   const name = upstream.upstreamModel.endsWith('.gguf') ? upstream.upstreamModel : `models/${upstream.upstreamModel}.gguf`;
   return isAbsolute(name) ? name : join(dataDir, name);
 }
 
-function invalid(message: string, param: string): ServiceError {
-  return new ServiceError('invalid_request', message, param);
+type JsonObject = Record<string, unknown>;
+
+/** The engine refusing a request it cannot honour: the caller's error (400), as an HTTP engine would answer. */
+function invalid(message: string, param: string): UpstreamError {
+  return new UpstreamError('status', message, { status: 400, engineMessage: message, param });
 }
 
 function textOf(content: unknown, index: number): string {
@@ -96,7 +95,7 @@ export function parseLocalRequest(body: JsonObject): LocalRequest {
   };
 }
 
-export function createLlamaCppChat(dataDir: string): ChatAdapter {
+export function createLlamaCppChat(dataDir: string): ChatCapability {
   return async (upstream, req): Promise<ChatResponse> => {
     const local = parseLocalRequest(req.body);
     const path = ggufPath(upstream, dataDir);
@@ -170,7 +169,7 @@ export function createLlamaCppChat(dataDir: string): ChatAdapter {
 }
 
 export function createLlamaCppHealthCheck(dataDir: string) {
-  return async (upstream: UpstreamEntry): Promise<HealthResult> => {
+  return async (upstream: UpstreamTarget): Promise<HealthResult> => {
     const started = performance.now();
     const path = ggufPath(upstream, dataDir);
     if (!existsSync(path)) {

@@ -10,6 +10,7 @@ import { formatUsd } from '../../../server/services/credits/money.js';
 import { startGateway, type GatewayHarness } from '../../../test/support/gateway-harness.js';
 import { writeTinyGguf, type TinyGguf } from '../../../test/support/tiny-gguf.js';
 import { usageRows } from '../../../test/support/usage-rows.js';
+import { checkProtocol } from '../protocols/index.js';
 
 const PRICES = { inputPicoPerToken: 50_000n, outputPicoPerToken: 100_000_000n };
 
@@ -22,8 +23,8 @@ describe('local llama.cpp engine through the gateway', () => {
     h = await startGateway({ env: { SVC_LLAMA_THREADS: '1' } });
     mkdirSync(join(h.testDb.dataDir, 'models'), { recursive: true });
     tiny = await writeTinyGguf(join(h.testDb.dataDir, 'models', 'local-llm.gguf'));
-    await upsertModel(h.testDb.db.prisma, { id: 'local-llm', modality: 'llm', prices: PRICES, upstream: { url: 'local:llama-cpp', protocol: 'llama-cpp' } });
-    await upsertModel(h.testDb.db.prisma, { id: 'missing-llm', modality: 'llm', upstream: { url: 'local:llama-cpp', protocol: 'llama-cpp', upstreamModel: 'models/nope.gguf' } });
+    await upsertModel(h.testDb.db.prisma, checkProtocol, { id: 'local-llm', modality: 'llm', prices: PRICES, upstream: { url: 'local:llama-cpp', protocol: 'llama-cpp' } });
+    await upsertModel(h.testDb.db.prisma, checkProtocol, { id: 'missing-llm', modality: 'llm', upstream: { url: 'local:llama-cpp', protocol: 'llama-cpp', upstreamModel: 'models/nope.gguf' } });
     await h.runtime.ctx.registry.refresh();
     await h.runtime.ctx.health.checkAll();
     client = new OpenAI({ baseURL: `${h.url}/v1`, apiKey: h.key, maxRetries: 0 });

@@ -2,17 +2,20 @@
 // llama.cpp's own native threads, so the gateway's event loop only sees the callbacks.
 // One loaded model per GGUF file, one context with a few sequences; requests wait for a free
 // sequence rather than oversubscribing the (small) machine.
-import { availableParallelism } from 'node:os';
+import type { EngineConfig } from '../contract.js';
 import type { ChatWrapper, Llama, LlamaContext, LlamaContextSequence, LlamaModel } from 'node-llama-cpp';
 
 // node-llama-cpp (~45 MB, ~0.6 s to import) is loaded on first use, so gateways that serve no
 // local LLM never pay for it.
 const engine = () => import('node-llama-cpp');
 
-const SEQUENCES = Number(process.env.SVC_LLAMA_SEQUENCES ?? 4);
-// llama.cpp threads contend badly with other load on a small machine: leave a core free.
-const THREADS = Number(process.env.SVC_LLAMA_THREADS ?? Math.max(1, availableParallelism() - 1));
-const CONTEXT_SIZE = Number(process.env.SVC_LLAMA_CONTEXT_SIZE ?? 4096);
+/** From the validated configuration (SVC_LLAMA_*), set by the protocol when the gateway creates it. */
+let settings: EngineConfig['llama'] = { sequences: 4, threads: 1, contextSize: 4096 };
+
+/** Takes effect for models loaded afterwards (the process configures it once, at start). */
+export function configureLlama(next: EngineConfig['llama']): void {
+  settings = next;
+}
 
 interface LoadedModel {
   model: LlamaModel;
@@ -34,7 +37,7 @@ let llamaPromise: Promise<Llama> | null = null;
 const models = new Map<string, Promise<LoadedModel>>();
 
 function llama(): Promise<Llama> {
-  llamaPromise ??= engine().then(({ getLlama, LlamaLogLevel }) => getLlama({ gpu: false, build: 'never', maxThreads: THREADS, logLevel: LlamaLogLevel.error }));
+  llamaPromise ??= engine().then(({ getLlama, LlamaLogLevel }) => getLlama({ gpu: false, build: 'never', maxThreads: settings.threads, logLevel: LlamaLogLevel.error }));
   return llamaPromise;
 }
 
@@ -44,8 +47,8 @@ export function loadModel(path: string): Promise<LoadedModel> {
     loaded = (async () => {
       const l = await llama();
       const model = await l.loadModel({ modelPath: path });
-      const context = await model.createContext({ sequences: SEQUENCES, contextSize: { max: CONTEXT_SIZE }, threads: THREADS });
-      const free = Array.from({ length: SEQUENCES }, () => context.getSequence());
+      const context = await model.createContext({ sequences: settings.sequences, contextSize: { max: settings.contextSize }, threads: settings.threads });
+      const free = Array.from({ length: settings.sequences }, () => context.getSequence());
       const chatWrapper = (await engine()).resolveChatWrapper(model);
       return { model, chatWrapper, context, free, waiters: [] };
     })();

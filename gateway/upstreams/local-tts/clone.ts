@@ -3,9 +3,9 @@
 // and gateway/voices/derive-local-voice.ts). The README says exactly this.
 import { analyzeVoiceInChunks } from '../../audio/voice-analysis.js';
 import { deriveLocalVoice } from '../../voices/derive-local-voice.js';
-import type { VoiceCloneAdapter } from '../clone-types.js';
+import type { CloneCapability } from '../contract.js';
 
-export function localCloneAdapter(engine: 'flite' | 'espeak-ng'): VoiceCloneAdapter {
+export function localClone(engine: 'flite' | 'espeak-ng'): CloneCapability {
   return {
     async clone(_upstream, req) {
       // In slices: minutes of audio must not hold the gateway's event loop.

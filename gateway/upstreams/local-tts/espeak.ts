@@ -1,6 +1,6 @@
 // eSpeak NG: 100+ languages, formant synthesis, 22050 Hz; streams WAV to stdout as it
 // synthesises, so the first audio leaves before the whole text is done.
-import type { SpeechAdapter } from '../speech-types.js';
+import type { SpeechCapability } from '../contract.js';
 import { runEngine } from './run-engine.js';
 import { pcmFromWavStream } from './wav-stream.js';
 
@@ -9,7 +9,7 @@ const NATURAL_WPM = 175;
 const MIN_WPM = 80;
 const MAX_WPM = 450;
 
-export const espeakAdapter: SpeechAdapter = {
+export const espeakSpeech: SpeechCapability = {
   // eSpeak reads phoneme mnemonics inline between double brackets.
   formatPhoneme: (phoneme) => `[[${phoneme.replace(/[[\]]/g, '')}]]`,
   async synthesize(_upstream, req) {

@@ -4,7 +4,7 @@
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { SpeechAdapter } from '../speech-types.js';
+import type { SpeechCapability } from '../contract.js';
 import { runEngine } from './run-engine.js';
 import { parseWav } from '../../audio/wav.js';
 
@@ -25,7 +25,7 @@ export function sentences(text: string): string[] {
   return out.length ? out : [text];
 }
 
-export const fliteAdapter: SpeechAdapter = {
+export const fliteSpeech: SpeechCapability = {
   formatPhoneme: null,
   async synthesize(_upstream, req) {
     const dir = await mkdtemp(join(tmpdir(), 'svc-flite-'));

@@ -5,7 +5,7 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import { PROJECT_ROOT } from '../../../server/project-root.js';
-import { ServiceError } from '../../../server/services/errors.js';
+import { UpstreamError } from '../contract.js';
 import { AsyncQueue } from '../async-queue.js';
 import { Slots } from '../slots.js';
 
@@ -104,11 +104,11 @@ function spawnRun(id: number, stdout: AsyncQueue<Buffer>, command: string, args:
         stdout.end();
         if (info.error) {
           reject(info.error.code === 'ENOENT'
-            ? new ServiceError('model_offline', `The speech engine '${command}' is not installed; run \`npm run setup\` (it installs it from Debian packages).`)
-            : new ServiceError('upstream_error', `The speech engine '${command}' failed to start: ${info.error.message}`));
+            ? new UpstreamError('unavailable', `The speech engine '${command}' is not installed; run \`npm run setup\` (it installs it from Debian packages).`)
+            : new UpstreamError('broken', `The speech engine '${command}' failed to start: ${info.error.message}`));
         } else if (info.code === 0) resolve();
         else if (signal.aborted) reject(signal.reason);
-        else reject(new ServiceError('upstream_error', `The speech engine '${command}' failed (${info.signal ?? `exit ${info.code}`}): ${info.stderr.trim().slice(0, 300)}`));
+        else reject(new UpstreamError('broken', `The speech engine '${command}' failed (${info.signal ?? `exit ${info.code}`}): ${info.stderr.trim().slice(0, 300)}`));
       },
     });
     signal.addEventListener('abort', kill, { once: true });

@@ -3,7 +3,7 @@
 import { AudioFormatError } from '../../audio/audio-format-error.js';
 import { s16leToS16 } from '../../audio/pcm.js';
 import { readWavInfo } from '../../audio/wav.js';
-import { ServiceError } from '../../../server/services/errors.js';
+import { UpstreamError } from '../contract.js';
 
 const MAX_HEADER_BYTES = 64 * 1024;
 
@@ -15,13 +15,13 @@ export async function* pcmFromWavStream(stdout: AsyncIterable<Buffer>, done: Pro
     if (!inData) {
       try {
         const info = readWavInfo(pending);
-        if (info.format !== 'pcm_s16le' || info.channels !== 1) throw new ServiceError('upstream_error', `The speech engine produced ${info.format} with ${info.channels} channels; expected 16-bit mono.`);
+        if (info.format !== 'pcm_s16le' || info.channels !== 1) throw new UpstreamError('protocol', `The speech engine produced ${info.format} with ${info.channels} channels; expected 16-bit mono.`);
         pending = pending.subarray(info.dataOffset);
         inData = true;
       } catch (e) {
         if (e instanceof AudioFormatError && e.reason === 'truncated' && pending.length < MAX_HEADER_BYTES) continue;
-        if (e instanceof ServiceError && !(e instanceof AudioFormatError)) throw e;
-        throw new ServiceError('upstream_error', `The speech engine's output is not WAV: ${(e as Error).message}`);
+        if (e instanceof UpstreamError) throw e;
+        throw new UpstreamError('protocol', `The speech engine's output is not WAV: ${(e as Error).message}`);
       }
     }
     const even = pending.length & ~1;
@@ -31,5 +31,5 @@ export async function* pcmFromWavStream(stdout: AsyncIterable<Buffer>, done: Pro
     }
   }
   await done;
-  if (!inData) throw new ServiceError('upstream_error', 'The speech engine produced no audio.');
+  if (!inData) throw new UpstreamError('protocol', 'The speech engine produced no audio.');
 }

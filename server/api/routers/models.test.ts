@@ -3,6 +3,7 @@ import { displayUrl } from '../../services/models/list-model-health.js';
 import { seedRegistry } from '../../services/models/seed-registry.js';
 import { upsertModel } from '../../services/models/upsert-model.js';
 import { createApiHarness, type ApiHarness, type TestUser } from '../test-harness.js';
+import { checkProtocol } from '../../../gateway/upstreams/protocols/index.js';
 
 let h: ApiHarness;
 let admin: TestUser;
@@ -11,15 +12,15 @@ const checkedAt = new Date('2026-01-02T03:04:05.678Z');
 
 beforeAll(async () => {
   h = await createApiHarness();
-  await seedRegistry(h.db.prisma);
-  await upsertModel(h.db.prisma, {
+  await seedRegistry(h.db.prisma, checkProtocol);
+  await upsertModel(h.db.prisma, checkProtocol, {
     id: 'remote-llm',
     modality: 'llm',
     displayName: 'vLLM',
     upstream: { url: 'https://llm.internal:8443/v1?token=abc123', protocol: 'openai', apiKeyEnv: 'REMOTE_LLM_KEY', weight: 3 },
   });
   await h.db.prisma.upstream.updateMany({ where: { modelId: 'remote-llm' }, data: { health: 'down', latencyMs: 1234, lastError: 'connect ECONNREFUSED', lastCheckedAt: checkedAt } });
-  await upsertModel(h.db.prisma, { id: 'old-tts', modality: 'tts', status: 'disabled', upstream: { url: 'local:flite', protocol: 'flite' } });
+  await upsertModel(h.db.prisma, checkProtocol, { id: 'old-tts', modality: 'tts', status: 'disabled', upstream: { url: 'local:flite', protocol: 'flite' } });
   admin = await h.signUpUser('admin@example.com');
   alice = await h.signUpUser('alice@example.com');
 });

@@ -5,6 +5,7 @@ import { enqueueJob } from '../../services/jobs/job-queue.js';
 import { seedRegistry } from '../../services/models/seed-registry.js';
 import { seedPlatformVoices } from '../../services/voices/seed-platform-voices.js';
 import { createApiHarness, type ApiHarness, type TestUser } from '../test-harness.js';
+import { checkProtocol } from '../../../gateway/upstreams/protocols/index.js';
 
 let h: ApiHarness;
 let alice: TestUser;
@@ -31,7 +32,7 @@ async function ownVoice(orgId: string, name: string, extra: { tags?: string[]; d
 
 beforeAll(async () => {
   h = await createApiHarness();
-  await seedRegistry(h.db.prisma);
+  await seedRegistry(h.db.prisma, checkProtocol);
   await seedPlatformVoices(h.db.prisma);
   await h.signUpUser('admin@example.com');
   alice = await h.signUpUser('alice@example.com');

@@ -6,7 +6,7 @@ import { z } from 'zod';
 import type { Prisma } from '../../db/database.js';
 import { PROJECT_ROOT } from '../../project-root.js';
 import { parseUsdToPico } from '../credits/money.js';
-import { upsertModel } from './upsert-model.js';
+import { upsertModel, type CheckProtocol } from './upsert-model.js';
 
 const ModelSeed = z.object({
   id: z.string(),
@@ -17,7 +17,7 @@ const ModelSeed = z.object({
   price_per_char: z.string().optional(),
   price_per_second: z.string().optional(),
   sample_rates: z.array(z.number().int()).optional(),
-  upstreams: z.array(z.object({ url: z.string(), protocol: z.string(), upstream_model: z.string().optional(), weight: z.number().int().min(0).optional(), api_key_env: z.string().optional() })),
+  upstreams: z.array(z.object({ url: z.string(), protocol: z.string(), upstream_model: z.string().optional(), weight: z.number().int().min(0).optional(), api_key_env: z.string().optional(), settings: z.record(z.string(), z.unknown()).optional() })),
 });
 const SeedFile = z.object({ models: z.array(ModelSeed) });
 
@@ -33,14 +33,14 @@ export function perMTokToPico(usdPerMTok: string): bigint {
   return picoPerMTok / 1_000_000n;
 }
 
-export async function seedRegistry(prisma: Prisma, file = process.env.SVC_MODELS_FILE ?? DEFAULT_MODELS_FILE): Promise<string[]> {
+export async function seedRegistry(prisma: Prisma, checkProtocol: CheckProtocol, file = process.env.SVC_MODELS_FILE ?? DEFAULT_MODELS_FILE): Promise<string[]> {
   if (!existsSync(file)) return [];
   const seed = SeedFile.parse(JSON.parse(readFileSync(file, 'utf8')));
   const created: string[] = [];
   for (const m of seed.models) {
     if (await prisma.model.findUnique({ where: { id: m.id }, select: { id: true } })) continue;
     for (const [i, u] of m.upstreams.entries()) {
-      await upsertModel(prisma, {
+      await upsertModel(prisma, checkProtocol, {
         id: m.id,
         modality: m.modality,
         ...(i === 0 && {
@@ -53,7 +53,7 @@ export async function seedRegistry(prisma: Prisma, file = process.env.SVC_MODELS
             ...(m.price_per_second && { picoPerSecond: parseUsdToPico(m.price_per_second) }),
           },
         }),
-        upstream: { url: u.url, protocol: u.protocol, upstreamModel: u.upstream_model ?? null, weight: u.weight ?? 1, apiKeyEnv: u.api_key_env ?? null },
+        upstream: { url: u.url, protocol: u.protocol, upstreamModel: u.upstream_model ?? null, weight: u.weight ?? 1, apiKeyEnv: u.api_key_env ?? null, settings: u.settings ?? null },
       });
     }
     created.push(m.id);

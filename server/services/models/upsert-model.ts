@@ -19,8 +19,19 @@ export interface UpsertModelInput {
   sampleRates?: number[] | null;
   /** LLM: the most output reserved for a request that sets no max_tokens (stored as capabilities.max_output_tokens). */
   maxOutputTokens?: number;
-  upstream?: { url: string; protocol: string; upstreamModel?: string | null; weight?: number; apiKeyEnv?: string | null };
+  /** `settings`: the protocol's settings for this upstream; on an update, absent keeps the stored ones. */
+  upstream?: { url: string; protocol: string; upstreamModel?: string | null; weight?: number; apiKeyEnv?: string | null; settings?: Record<string, unknown> | null };
 }
+
+/**
+ * Whether an upstream may use a protocol, with what settings, for a model of a modality: the
+ * gateway's protocol registry (gateway/upstreams/protocols `checkProtocol`), handed in by the caller.
+ */
+export type CheckProtocol = (
+  protocol: string,
+  modality: Modality,
+  settings: unknown,
+) => { ok: true; settings: Record<string, unknown> } | { ok: false; message: string; param: string };
 
 const MODEL_ID = /^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$/;
 const ENV_NAME = /^[A-Z_][A-Z0-9_]*$/;
@@ -42,7 +53,7 @@ export function validateUpstreamUrl(url: string): void {
 }
 
 /** Creates or updates a model and, when given, adds or updates one of its upstreams (by URL). */
-export async function upsertModel(prisma: Prisma, input: UpsertModelInput) {
+export async function upsertModel(prisma: Prisma, checkProtocol: CheckProtocol, input: UpsertModelInput) {
   if (!MODEL_ID.test(input.id)) throw new ServiceError('invalid_request', 'Model id must be 1-128 characters of letters, digits and ._:/-', 'id');
   if (input.upstream) {
     validateUpstreamUrl(input.upstream.url);
@@ -53,6 +64,16 @@ export async function upsertModel(prisma: Prisma, input: UpsertModelInput) {
   const existing = await prisma.model.findUnique({ where: { id: input.id } });
   if (existing && existing.modality !== input.modality) {
     throw new ServiceError('conflict', `Model ${input.id} exists with modality ${existing.modality}.`, 'modality');
+  }
+  let settings: Record<string, unknown> | undefined;
+  if (input.upstream) {
+    const stored = input.upstream.settings === undefined
+      ? (await prisma.upstream.findUnique({ where: { modelId_url: { modelId: input.id, url: input.upstream.url } }, select: { settings: true, protocol: true } }))
+      : null;
+    const given = input.upstream.settings !== undefined ? input.upstream.settings : stored?.protocol === input.upstream.protocol ? stored.settings : null;
+    const checked = checkProtocol(input.upstream.protocol, input.modality, given);
+    if (!checked.ok) throw new ServiceError('invalid_request', checked.message, checked.param);
+    settings = checked.settings;
   }
   const p = input.prices ?? {};
   const prices = {
@@ -82,9 +103,10 @@ export async function upsertModel(prisma: Prisma, input: UpsertModelInput) {
     const u = input.upstream;
     await prisma.upstream.upsert({
       where: { modelId_url: { modelId: input.id, url: u.url } },
-      create: { id: newId('ups'), modelId: input.id, url: u.url, protocol: u.protocol, upstreamModel: u.upstreamModel ?? null, weight: u.weight ?? 1, apiKeyEnv: u.apiKeyEnv ?? null },
+      create: { id: newId('ups'), modelId: input.id, url: u.url, protocol: u.protocol, settings: settings as object, upstreamModel: u.upstreamModel ?? null, weight: u.weight ?? 1, apiKeyEnv: u.apiKeyEnv ?? null },
       update: {
         protocol: u.protocol,
+        settings: settings as object,
         ...(u.upstreamModel !== undefined && { upstreamModel: u.upstreamModel }),
         ...(u.weight !== undefined && { weight: u.weight }),
         ...(u.apiKeyEnv !== undefined && { apiKeyEnv: u.apiKeyEnv }),

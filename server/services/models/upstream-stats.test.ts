@@ -4,13 +4,14 @@ import { createTestDatabase, type TestDatabase } from '../../../test/support/tes
 import { listModelHealth } from './list-model-health.js';
 import { upsertModel } from './upsert-model.js';
 import { recentUpstreamCounts, UpstreamStatsRecorder } from './upstream-stats.js';
+import { checkProtocol } from '../../../gateway/upstreams/protocols/index.js';
 
 let t: TestDatabase;
 let upstreamId: string;
 
 beforeAll(async () => {
   t = await createTestDatabase();
-  await upsertModel(t.db.prisma, { id: 'm', modality: 'llm', prices: {}, upstream: { url: 'http://127.0.0.1:9/v1', protocol: 'openai' } });
+  await upsertModel(t.db.prisma, checkProtocol, { id: 'm', modality: 'llm', prices: {}, upstream: { url: 'http://127.0.0.1:9/v1', protocol: 'openai' } });
   upstreamId = (await t.db.prisma.upstream.findFirstOrThrow({ where: { modelId: 'm' } })).id;
 });
 afterAll(async () => t?.drop());

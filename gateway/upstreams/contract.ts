@@ -1,0 +1,287 @@
+// The upstream contract: what the gateway asks of an engine, and how an engine fails. Every
+// protocol module (gateway/upstreams/protocols/*) implements these interfaces and nothing else;
+// this module imports nothing from the edge (routes, the error envelope, the gateway context)
+// or the database, so a protocol can be written and tested against a scripted peer alone.
+// How to add one: docs/adding-a-protocol.md.
+import type { ZodType } from 'zod';
+import type { PcmSamples } from '../audio/pcm.js';
+
+// ---------------------------------------------------------------------------------------------
+// The target and the call
+
+/** One engine endpoint of a model, as the registry hands it to a protocol. */
+export interface UpstreamTarget {
+  id: string;
+  /** The gateway's model this upstream serves (for messages). */
+  modelId: string;
+  /** Base URL without a trailing slash (`https://api.deepgram.com`), or `local:<engine>`. */
+  url: string;
+  protocol: string;
+  /** The engine's name for the model. */
+  upstreamModel: string;
+  /** The engine's API key (read from the environment variable the registry names), if any. */
+  readonly apiKey: string | undefined;
+  /** This upstream's settings, as parsed by its protocol's `settings` schema. */
+  settings: Record<string, unknown>;
+}
+
+/** Every engine call carries one: aborted when the client leaves, the key is revoked or the deadline passes. */
+export interface CallOptions {
+  signal: AbortSignal;
+  /** The longest the engine may stay silent (connect, headers, between chunks). */
+  timeoutMs: number;
+}
+
+// ---------------------------------------------------------------------------------------------
+// How an engine fails: one error type, translated into the client's envelope in one place
+// (gateway/upstream-envelope.ts).
+
+export type UpstreamFailure =
+  /** The request never reached the engine (refused, unresolvable, TLS): another upstream may be tried. */
+  | 'connect'
+  /** The engine stayed silent past the deadline. */
+  | 'timeout'
+  /** The engine answered with an error status (HTTP, or a WebSocket handshake or close code). */
+  | 'status'
+  /** The engine answered something the protocol does not allow (not JSON, no transcript, no voice id). */
+  | 'protocol'
+  /** The engine's stream broke after it had started (connection dropped, engine crashed). */
+  | 'broken'
+  /** The engine is not installed or cannot run here (local engines). */
+  | 'unavailable'
+  /** The engine is at capacity (local engines' bounded pools): retry shortly. */
+  | 'busy';
+
+export class UpstreamError extends Error {
+  override readonly name = 'UpstreamError';
+  constructor(
+    readonly kind: UpstreamFailure,
+    message: string,
+    readonly details: {
+      /** The engine's status: HTTP status, or a WebSocket close code. */
+      status?: number;
+      /** `status`: the engine's own message, as it gave it (without the key). */
+      engineMessage?: string;
+      /** The request field the engine blamed (an OpenAI-style `param`). */
+      param?: string | null;
+      /** `busy`: when to retry. */
+      retryAfterSeconds?: number;
+      cause?: unknown;
+    } = {},
+  ) {
+    super(message, details.cause === undefined ? undefined : { cause: details.cause });
+  }
+}
+
+export function isUpstreamError(e: unknown): e is UpstreamError {
+  return e instanceof UpstreamError;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Capabilities
+
+export interface HealthResult {
+  ok: boolean;
+  latencyMs: number;
+  error?: string;
+}
+
+export type HealthCheck = (target: UpstreamTarget, signal: AbortSignal) => Promise<HealthResult>;
+
+/**
+ * An engine's answer to a chat completion, shaped like an HTTP response from an
+ * OpenAI-compatible server: local engines produce the same bytes (JSON or SSE), so the route
+ * relays and meters every engine the same way.
+ */
+export interface ChatResponse {
+  statusCode: number;
+  contentType: string;
+  body: AsyncIterable<Uint8Array>;
+  text(): Promise<string>;
+}
+
+export interface ChatRequest extends CallOptions {
+  /** The client's bytes, forwarded unchanged where the engine speaks HTTP. */
+  raw: Buffer;
+  body: Record<string, unknown>;
+}
+
+export type ChatCapability = (target: UpstreamTarget, request: ChatRequest) => Promise<ChatResponse>;
+
+export interface SpeechRequest extends CallOptions {
+  /** Text after pronunciation-dictionary expansion. */
+  text: string;
+  /** The voice as the engine knows it (the profile's upstream id) and profile parameters. */
+  voice: { upstreamId: string; params: Record<string, unknown> | null };
+  language: string | undefined;
+  /** 0.6-1.5; 1 is the engine's natural rate. */
+  speed: number;
+}
+
+/** Mono PCM (float or 16-bit) at `sampleRate`, produced progressively; the iterator throws UpstreamError. */
+export interface SpeechStream {
+  sampleRate: number;
+  chunks: AsyncIterable<PcmSamples>;
+}
+
+export interface SpeechCapability {
+  /** Resolves once the engine has accepted the request (its headers), before any audio. */
+  synthesize(target: UpstreamTarget, request: SpeechRequest): Promise<SpeechStream>;
+  /** How the engine wants inline phonemes from pronunciation dictionaries; null if it takes none. */
+  formatPhoneme: ((phoneme: string) => string) | null;
+}
+
+export interface Word {
+  word: string;
+  /** Seconds from the start of the audio (of the session, for streams). */
+  start: number;
+  end: number;
+}
+
+export interface Transcript {
+  text: string;
+  words: Word[];
+}
+
+export interface TranscriptionRequest extends CallOptions {
+  /** Mono samples in [-1, 1]. */
+  samples: Float32Array;
+  sampleRate: number;
+  language: string | undefined;
+  keyterms: string[];
+}
+
+export interface TranscriptionCapability {
+  transcribe(target: UpstreamTarget, request: TranscriptionRequest): Promise<Transcript>;
+}
+
+export interface StreamingTranscriptionOptions extends CallOptions {
+  /** The rate of the audio that will be written (what `engineRate` asked for). */
+  sampleRate: number;
+  language: string | undefined;
+  keyterms: string[];
+  /**
+   * Whether the engine should find turns itself (`findsTurns` engines). False when the gateway's
+   * own turn detection drives `finalize()`.
+   */
+  engineTurns: boolean;
+}
+
+/** What a streaming transcription reports, in order. */
+export type TranscriptionEvent =
+  /**
+   * Interim: the words heard since the last final, as the engine currently hears them (each
+   * interim replaces the previous one). Final: those words settled; the next interim starts after them.
+   */
+  | { type: 'transcript'; isFinal: boolean; text: string; words: Word[] }
+  /** The engine heard speech begin (engines that find turns). Seconds from the session's start. */
+  | { type: 'speech_started'; atSeconds: number }
+  /** The engine decided the speaker's turn is over (engines that find turns); its final came before. */
+  | { type: 'end_of_turn'; atSeconds: number }
+  /** Everything written before a `finalize()` has been transcribed and reported: one per call, in order. */
+  | { type: 'finalized' };
+
+/**
+ * A live transcription. `events` ends when the stream is closed, or throws an UpstreamError when
+ * the engine fails (the stream is then over).
+ */
+export interface TranscriptionStream {
+  /** 16-bit mono PCM at the opened sample rate. Never blocks: see `pendingSamples`. */
+  write(samples: Int16Array): void;
+  /** Samples written but not yet taken by the engine (the gateway refuses to buffer without bound). */
+  readonly pendingSamples: number;
+  /** Ends the current utterance: its final transcript, then `finalized`. Later audio starts a new one. */
+  finalize(): void;
+  /** Frees the engine's side at once (closes its connection); `events` ends. Idempotent. */
+  close(): void;
+  events: AsyncIterable<TranscriptionEvent>;
+}
+
+export interface StreamingTranscriptionCapability {
+  /** The sample rate the engine wants written, for audio arriving at `inputRate`. */
+  engineRate(inputRate: number): number;
+  /** True when the engine (as this upstream is set up) finds turns itself and reports `speech_started` / `end_of_turn`. */
+  findsTurns(target: UpstreamTarget): boolean;
+  /** Resolves once the engine has accepted the session (rejects with UpstreamError otherwise). */
+  open(target: UpstreamTarget, options: StreamingTranscriptionOptions): Promise<TranscriptionStream>;
+}
+
+/** A measured clip: mono float PCM, and the same as a 16-bit WAV for engines that take files. */
+export interface VoiceClip {
+  samples: Float32Array;
+  sampleRate: number;
+  wav: Buffer;
+}
+
+export interface VoiceCloneRequest extends CallOptions {
+  clip: VoiceClip;
+  name: string;
+  language: string;
+  transcript: string | null;
+  /** stability trades likeness for consistency; similarity tracks the speaker closely. */
+  mode: 'stability' | 'similarity';
+}
+
+/** What a voice profile keeps: the engine's voice id, its parameters, and when it lapses. */
+export interface PreparedVoice {
+  upstreamId: string;
+  params: Record<string, unknown> | null;
+  expiresAt: Date | null;
+  /** Measurements or engine facts worth showing in the voice's source_metadata. */
+  metadata: Record<string, unknown>;
+  /** Set when the engine itself measured the gender (local engines). */
+  gender?: string;
+  description?: string;
+}
+
+export interface CloneCapability {
+  clone(target: UpstreamTarget, request: VoiceCloneRequest): Promise<PreparedVoice>;
+}
+
+/** One voice of an engine's own catalogue, importable as a platform voice. */
+export interface EngineVoice {
+  /** The engine's voice id (becomes the profile's upstream id). */
+  id: string;
+  name: string;
+  /** BCP-47 or ISO 639-1 as the engine gives it; 'en' when it gives none. */
+  language: string;
+  gender: 'male' | 'female' | 'neutral' | null;
+  description: string;
+}
+
+export interface VoiceCatalogueCapability {
+  listVoices(target: UpstreamTarget, call: CallOptions): Promise<EngineVoice[]>;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The protocol definition: one per module, the registry is a list of them.
+
+export type Capability = 'chat' | 'speech' | 'transcription' | 'streaming_transcription' | 'clone' | 'voice_catalogue';
+
+/** Settings of the process's own engines (server/config/env.ts `engines`), for local protocols. */
+export interface EngineConfig {
+  dataDir: string;
+  llama: { sequences: number; threads: number; contextSize: number };
+}
+
+export interface ProtocolRuntime {
+  health: HealthCheck;
+  chat?: ChatCapability;
+  speech?: SpeechCapability;
+  transcription?: TranscriptionCapability;
+  streamingTranscription?: StreamingTranscriptionCapability;
+  clone?: CloneCapability;
+  voiceCatalogue?: VoiceCatalogueCapability;
+}
+
+export interface ProtocolDefinition {
+  /** The registry's `protocol` value. */
+  name: string;
+  /** One line for `svc model upsert --help`, the README's table and refusals. */
+  summary: string;
+  /** The upstream's `settings` (`svc model upsert --setting k=v`), validated when registered. */
+  settings: ZodType<Record<string, unknown>>;
+  /** What `create` provides, known without creating it (the registry checks models against it). */
+  capabilities: readonly Capability[];
+  create(engines: EngineConfig): ProtocolRuntime;
+}

@@ -1,0 +1,76 @@
+// Opening a WebSocket to an engine (Deepgram's /v1/listen, Cartesia's /stt/websocket, OpenAI's
+// /v1/realtime): the handshake bounded by the call's deadline and signal, and every way it can
+// fail as an UpstreamError -- a refused upgrade carries the engine's status and message.
+import WebSocket from 'ws';
+import { engineFailure, statusError } from './engine-http.js';
+import { UpstreamError, type CallOptions } from './contract.js';
+
+export { WebSocket };
+
+export interface EngineSocketOptions {
+  headers?: Record<string, string>;
+  protocols?: string[];
+  /** Cut out of error messages should the engine echo it. */
+  apiKey: string | undefined;
+  /** Largest message accepted from the engine. */
+  maxPayload?: number;
+}
+
+/** Resolves with the open socket; the call's signal aborting before then closes it. */
+export function connectEngine(url: string, options: EngineSocketOptions, call: CallOptions): Promise<WebSocket> {
+  return new Promise((resolve, reject) => {
+    if (call.signal.aborted) {
+      reject(engineFailure(call.signal.reason, call, false));
+      return;
+    }
+    const socket = new WebSocket(url, options.protocols ?? [], {
+      headers: options.headers,
+      handshakeTimeout: call.timeoutMs,
+      maxPayload: options.maxPayload ?? 16 * 1024 * 1024,
+      perMessageDeflate: false,
+    });
+    let settled = false;
+    // Messages the engine sends as it accepts (often in the same packet as its 101) are emitted
+    // before the caller can listen: kept, and emitted again once the caller had its turn.
+    const early: [WebSocket.RawData, boolean][] = [];
+    const keep = (data: WebSocket.RawData, isBinary: boolean) => early.push([data, isBinary]);
+    socket.on('message', keep);
+    const settle = (error: unknown | null) => {
+      if (settled) return;
+      settled = true;
+      call.signal.removeEventListener('abort', onAbort);
+      socket.off('message', keep);
+      if (error === null) {
+        resolve(socket);
+        if (early.length) setImmediate(() => early.forEach(([data, isBinary]) => socket.emit('message', data, isBinary)));
+      } else {
+        socket.removeAllListeners();
+        socket.on('error', () => {});
+        socket.terminate();
+        reject(error);
+      }
+    };
+    const onAbort = () => settle(engineFailure(call.signal.reason, call, false));
+    call.signal.addEventListener('abort', onAbort, { once: true });
+    socket.once('open', () => settle(null));
+    socket.once('unexpected-response', (_req, res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.length < 64 && chunks.push(c));
+      res.on('end', () => settle(statusError(res.statusCode ?? 502, Buffer.concat(chunks).toString('utf8'), options.apiKey)));
+      res.on('error', () => settle(statusError(res.statusCode ?? 502, '', options.apiKey)));
+    });
+    socket.once('error', (e) => {
+      const timedOut = /handshake has timed out/i.test(e.message);
+      settle(timedOut ? new UpstreamError('timeout', `The engine did not accept the connection within ${call.timeoutMs / 1000} s.`) : engineFailure(e, call, false));
+    });
+  });
+}
+
+/** How an engine's close of an open socket reads as an error (1000/1005 are normal ends). */
+export function closeError(code: number, reason: Buffer | string, apiKey: string | undefined): UpstreamError | null {
+  if (code === 1000 || code === 1005) return null;
+  const text = reason.toString().slice(0, 300);
+  if (code === 1006) return new UpstreamError('broken', 'The engine dropped the connection.');
+  const err = statusError(code, text, apiKey);
+  return new UpstreamError(code === 1008 || (code >= 4000 && code < 5000) ? 'status' : 'broken', `The engine closed the stream (${code}${text ? `: ${err.message.replace(/^The engine answered \d+: ?/, '')}` : ''}).`, { status: code });
+}

@@ -1,0 +1,48 @@
+// An engine's audio bytes as PCM chunks: raw 16-bit little-endian, or a streamed WAV (placeholder
+// sizes) whose header is read first. Odd bytes are carried to the next chunk.
+import { AudioFormatError } from '../audio/audio-format-error.js';
+import { s16leToS16 } from '../audio/pcm.js';
+import { readWavInfo } from '../audio/wav.js';
+import { UpstreamError } from './contract.js';
+
+const MAX_HEADER_BYTES = 64 * 1024;
+
+/** Raw 16-bit little-endian mono PCM, as Int16Array chunks. */
+export async function* s16Chunks(body: AsyncIterable<Buffer>): AsyncGenerator<Int16Array> {
+  let carry: Buffer | null = null;
+  for await (const chunk of body) {
+    const bytes: Buffer = carry ? Buffer.concat([carry, chunk]) : chunk;
+    const even = bytes.length & ~1;
+    carry = even < bytes.length ? bytes.subarray(even) : null;
+    if (even === 0) continue;
+    yield s16leToS16(bytes.subarray(0, even));
+  }
+}
+
+/** A streamed 16-bit mono WAV: the sample rate once the header is in, then its samples. */
+export async function wavStream(body: AsyncIterable<Buffer>): Promise<{ sampleRate: number; chunks: AsyncGenerator<Int16Array> }> {
+  const iterator = body[Symbol.asyncIterator]();
+  let pending: Buffer = Buffer.alloc(0);
+  for (;;) {
+    const next = await iterator.next();
+    if (next.done) throw new UpstreamError('protocol', pending.length ? 'The speech engine\'s output ended inside its WAV header.' : 'The speech engine produced no audio.');
+    pending = pending.length ? Buffer.concat([pending, next.value]) : next.value;
+    try {
+      const info = readWavInfo(pending);
+      if (info.format !== 'pcm_s16le' || info.channels !== 1) throw new UpstreamError('protocol', `The speech engine produced ${info.format} with ${info.channels} channels; expected 16-bit mono.`);
+      const rest = pending.subarray(info.dataOffset);
+      async function* afterHeader(): AsyncGenerator<Buffer> {
+        if (rest.length) yield rest;
+        for (let n = await iterator.next(); !n.done; n = await iterator.next()) yield n.value;
+      }
+      return { sampleRate: info.sampleRate, chunks: s16Chunks(afterHeader()) };
+    } catch (e) {
+      if (e instanceof AudioFormatError && e.reason === 'truncated' && pending.length < MAX_HEADER_BYTES) continue;
+      if (e instanceof UpstreamError) throw e;
+      throw new UpstreamError('protocol', `The speech engine's output is not WAV: ${(e as Error).message}`);
+    }
+  }
+}
+
+/** Whether bytes start a RIFF/WAVE file (an engine that ignored the raw format it was asked for). */
+export const isWavStart = (bytes: Uint8Array) => bytes.length >= 4 && bytes[0] === 0x52 && bytes[1] === 0x49 && bytes[2] === 0x46 && bytes[3] === 0x46;

@@ -1,0 +1,2 @@
+-- AlterTable
+ALTER TABLE "Upstream" ADD COLUMN "settings" JSONB;

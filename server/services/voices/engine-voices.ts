@@ -1,0 +1,78 @@
+// Voices of an engine's own catalogue made usable without cloning: imported as platform voices
+// (every org sees them, none may change them), each with a ready profile for the model whose
+// engine has it; or an existing voice mapped to an engine voice id. Re-importing updates what
+// was imported before (matched by the model and the engine's voice id), never duplicates it.
+import type { Prisma } from '../../db/database.js';
+import { newId } from '../../db/ids.js';
+import { ServiceError } from '../errors.js';
+import { voiceSearchFields } from './voice-search.js';
+
+/** One voice as the engine lists it (gateway/upstreams/contract.ts EngineVoice). */
+export interface CatalogueVoice {
+  id: string;
+  name: string;
+  language: string;
+  gender: 'male' | 'female' | 'neutral' | null;
+  description: string;
+}
+
+const MAX_IMPORT = 5_000;
+
+export async function importEngineVoices(prisma: Prisma, input: { modelId: string; voices: CatalogueVoice[] }): Promise<{ created: number; updated: number }> {
+  const model = await prisma.model.findUnique({ where: { id: input.modelId }, select: { modality: true } });
+  if (!model) throw new ServiceError('model_not_found', `The model '${input.modelId}' does not exist.`);
+  if (model.modality !== 'tts') throw new ServiceError('invalid_request', `Voices belong to TTS models; '${input.modelId}' is ${model.modality}.`, 'model');
+  if (input.voices.length > MAX_IMPORT) throw new ServiceError('invalid_request', `At most ${MAX_IMPORT} voices are imported at once.`, 'voices');
+  const existing = await prisma.voiceProfile.findMany({
+    where: { modelId: input.modelId, voice: { orgId: null } },
+    select: { voiceId: true, upstreamId: true },
+  });
+  const voiceOf = new Map(existing.map((p) => [p.upstreamId, p.voiceId]));
+  let created = 0;
+  let updated = 0;
+  for (const v of input.voices) {
+    const language = (v.language || 'en').slice(0, 35);
+    const tags = ['imported', input.modelId];
+    const data = {
+      name: v.name.slice(0, 200) || v.id,
+      description: v.description.slice(0, 1000),
+      language,
+      gender: v.gender ?? '',
+      tags,
+      modelFamily: input.modelId,
+      sourceMetadata: { imported_from: input.modelId, upstream_voice_id: v.id },
+      ...voiceSearchFields({ name: v.name, description: v.description, tags }),
+    };
+    const voiceId = voiceOf.get(v.id);
+    if (voiceId) {
+      await prisma.voice.update({ where: { id: voiceId }, data });
+      updated++;
+      continue;
+    }
+    const id = newId('voice');
+    await prisma.$transaction([
+      prisma.voice.create({ data: { id, orgId: null, kind: 'library', ...data } }),
+      prisma.voiceProfile.create({ data: { id: newId('vpr'), voiceId: id, modelId: input.modelId, upstreamId: v.id, status: 'ready' } }),
+    ]);
+    voiceOf.set(v.id, id);
+    created++;
+  }
+  return { created, updated };
+}
+
+/** Makes a voice speak through a model's engine as that engine's voice `upstreamId` (a ready profile). */
+export async function mapVoiceToEngine(prisma: Prisma, input: { voiceId: string; modelId: string; upstreamId: string }): Promise<void> {
+  if (!input.upstreamId || input.upstreamId.length > 512) throw new ServiceError('invalid_request', 'The engine voice id must be 1-512 characters.', 'upstream_id');
+  const [voice, model] = await Promise.all([
+    prisma.voice.findUnique({ where: { id: input.voiceId }, select: { id: true } }),
+    prisma.model.findUnique({ where: { id: input.modelId }, select: { modality: true } }),
+  ]);
+  if (!voice) throw new ServiceError('voice_not_found', `The voice '${input.voiceId}' does not exist.`);
+  if (!model) throw new ServiceError('model_not_found', `The model '${input.modelId}' does not exist.`);
+  if (model.modality !== 'tts') throw new ServiceError('invalid_request', `Voices belong to TTS models; '${input.modelId}' is ${model.modality}.`, 'model');
+  // Replaced whole: parameters of a previous profile (a clone's latents) belong to another engine voice.
+  await prisma.$transaction([
+    prisma.voiceProfile.deleteMany({ where: { voiceId: input.voiceId, modelId: input.modelId } }),
+    prisma.voiceProfile.create({ data: { id: newId('vpr'), voiceId: input.voiceId, modelId: input.modelId, upstreamId: input.upstreamId, status: 'ready' } }),
+  ]);
+}
