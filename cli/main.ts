@@ -13,9 +13,9 @@ import { createOrg } from '../server/services/orgs/create-org.js';
 import { listModels, upsertModel, removeUpstream } from '../server/services/models/upsert-model.js';
 import { perMTokToPico } from '../server/services/models/seed-registry.js';
 import { runProcesses } from './run-processes.js';
-import { checkProtocol, PROTOCOLS, ProtocolRuntimes } from '../gateway/upstreams/protocols/index.js';
-import { listEngineVoices } from '../gateway/voices/engine-catalogue.js';
-import { importEngineVoices, mapVoiceToEngine } from '../server/services/voices/engine-voices.js';
+import { checkProtocol, PROTOCOLS } from '../gateway/upstreams/protocols/index.js';
+import { importVoicesFromEngine } from '../gateway/voices/engine-catalogue.js';
+import { mapVoiceToEngine } from '../server/services/voices/engine-voices.js';
 
 class UsageError extends Error {}
 
@@ -219,11 +219,7 @@ voices
   .option('--dry-run', 'list what would be imported, change nothing')
   .action(async (o: { model: string; dryRun?: boolean }) => {
     const config = loadConfig();
-    const result = await withDb(async (db) => {
-      const listed = await listEngineVoices(db.prisma, new ProtocolRuntimes(config.engines), o.model);
-      if (o.dryRun) return { listed: listed.length, created: 0, updated: 0, voices: listed };
-      return { listed: listed.length, ...(await importEngineVoices(db.prisma, { modelId: o.model, voices: listed })) };
-    });
+    const result = await withDb((db) => importVoicesFromEngine(db.prisma, config.engines, o.model, { dryRun: o.dryRun }));
     print(result, o.dryRun ? `${result.listed} voices listed by the engine of ${o.model} (dry run)` : `${result.listed} voices listed: ${result.created} imported, ${result.updated} updated`);
   });
 voices

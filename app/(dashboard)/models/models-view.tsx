@@ -1,7 +1,8 @@
 'use client';
-import { useQuery } from '@tanstack/react-query';
+import { useMutation, useQuery } from '@tanstack/react-query';
 import { Alert } from '@/app/_components/alert';
 import { Badge } from '@/app/_components/badge';
+import { Button } from '@/app/_components/button';
 import { Card, EmptyState, PageHeader } from '@/app/_components/card';
 import { LoadingBlock } from '@/app/_components/spinner';
 import type { RouterOutputs } from '@/app/_lib/api-types';
@@ -66,7 +67,28 @@ function ModelCard({ model: m }: { model: Model }) {
           ))}
         </ul>
       )}
+      {m.modality === 'tts' && m.upstreams.length > 0 && <ImportVoices modelId={m.id} />}
     </Card>
+  );
+}
+
+/** The engine's own voices (Cartesia, ElevenLabs, Deepgram Aura) as platform voices of this model. */
+function ImportVoices({ modelId }: { modelId: string }) {
+  const trpc = useTRPC();
+  const importVoices = useMutation(trpc.models.importVoices.mutationOptions());
+  return (
+    <div className="mt-3 flex flex-wrap items-center gap-3 border-t border-zinc-100 pt-3 text-sm">
+      <Button variant="secondary" pending={importVoices.isPending} onClick={() => importVoices.mutate({ modelId })}>
+        Import the engine&apos;s voices
+      </Button>
+      <span className="text-zinc-600" role="status">
+        {importVoices.isSuccess
+          ? `${importVoices.data.listed} listed by the engine: ${importVoices.data.created} imported, ${importVoices.data.updated} updated. Every org sees them in Voices.`
+          : importVoices.isError
+            ? errorMessage(importVoices.error)
+            : 'Lists the voices of this model\'s engine and makes each a platform voice with a ready profile (again: updates them).'}
+      </span>
+    </div>
   );
 }
 

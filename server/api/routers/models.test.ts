@@ -4,6 +4,7 @@ import { seedRegistry } from '../../services/models/seed-registry.js';
 import { upsertModel } from '../../services/models/upsert-model.js';
 import { createApiHarness, type ApiHarness, type TestUser } from '../test-harness.js';
 import { checkProtocol } from '../../../gateway/upstreams/protocols/index.js';
+import { startScriptedCartesia, type ScriptedCartesia } from '../../../test/support/scripted-cartesia.js';
 
 let h: ApiHarness;
 let admin: TestUser;
@@ -67,5 +68,44 @@ describe('models.catalog (any member)', () => {
   it('rejects an unknown modality and needs a session', async () => {
     await expect(alice.caller.models.catalog({ modality: 'video' } as never)).rejects.toMatchObject({ code: 'BAD_REQUEST' });
     await expect(h.callerFor(null).models.catalog({})).rejects.toMatchObject({ code: 'UNAUTHORIZED' });
+  });
+});
+
+describe('models.importVoices (platform admins)', () => {
+  let peer: ScriptedCartesia;
+  const KEY_ENV = 'MODELS_ROUTER_TEST_CARTESIA_KEY';
+
+  beforeAll(async () => {
+    peer = await startScriptedCartesia({
+      voices: [
+        { id: 'cv-ava', name: 'Ava', description: 'Warm and clear.', language: 'en', gender: 'feminine' },
+        { id: 'cv-lars', name: 'Lars', description: 'Calm narrator.', language: 'de', gender: 'masculine' },
+      ],
+    });
+    process.env[KEY_ENV] = peer.apiKey;
+    await upsertModel(h.db.prisma, checkProtocol, { id: 'cartesia-tts', modality: 'tts', upstream: { url: peer.url, protocol: 'cartesia', upstreamModel: 'sonic-2', apiKeyEnv: KEY_ENV } });
+  });
+  afterAll(async () => {
+    delete process.env[KEY_ENV];
+    await peer?.close();
+  });
+
+  it("imports the engine's catalogue as platform voices with ready profiles; again, updates them", async () => {
+    expect(await admin.caller.models.importVoices({ modelId: 'cartesia-tts' })).toEqual({ listed: 2, created: 2, updated: 0 });
+    const profiles = await h.db.prisma.voiceProfile.findMany({ where: { modelId: 'cartesia-tts' }, include: { voice: true }, orderBy: { upstreamId: 'asc' } });
+    expect(profiles.map((p) => [p.upstreamId, p.status, p.voice.orgId, p.voice.name, p.voice.language, p.voice.gender])).toEqual([
+      ['cv-ava', 'ready', null, 'Ava', 'en', 'female'],
+      ['cv-lars', 'ready', null, 'Lars', 'de', 'male'],
+    ]);
+    // The engine was asked with our key.
+    expect(peer.received.some((r) => r.path === '/voices' && r.headers.authorization === `Bearer ${peer.apiKey}`)).toBe(true);
+    peer.voices[0]!.name = 'Ava 2';
+    expect(await admin.caller.models.importVoices({ modelId: 'cartesia-tts' })).toEqual({ listed: 2, created: 0, updated: 2 });
+    expect((await h.db.prisma.voiceProfile.findFirstOrThrow({ where: { modelId: 'cartesia-tts', upstreamId: 'cv-ava' }, include: { voice: true } })).voice.name).toBe('Ava 2');
+  });
+
+  it('a model whose engine lists no voices is a clear BAD_REQUEST; members are FORBIDDEN', async () => {
+    await expect(admin.caller.models.importVoices({ modelId: 'local-flite' })).rejects.toMatchObject({ code: 'BAD_REQUEST', message: expect.stringContaining('svc voices map') });
+    await expect(alice.caller.models.importVoices({ modelId: 'cartesia-tts' })).rejects.toMatchObject({ code: 'FORBIDDEN' });
   });
 });

@@ -3,10 +3,12 @@
 import { z } from 'zod';
 import { listActiveModels } from '../../services/models/list-active-models.js';
 import { listModelHealth } from '../../services/models/list-model-health.js';
+import { loadConfig } from '../../config/env.js';
 import { inputOf } from '../input-parser.js';
 import { createTRPCRouter, orgProcedure, platformAdminProcedure } from '../trpc.js';
 
 const Catalog = z.strictObject({ modality: z.enum(['llm', 'tts', 'stt']).optional() });
+const ImportVoices = z.strictObject({ modelId: z.string().min(1).max(128) });
 const iso = (d: Date | null) => d?.toISOString() ?? null;
 
 export const modelsRouter = createTRPCRouter({
@@ -17,5 +19,15 @@ export const modelsRouter = createTRPCRouter({
   health: platformAdminProcedure.query(async ({ ctx }) => {
     const models = await listModelHealth(ctx.db.prisma);
     return models.map((m) => ({ ...m, upstreams: m.upstreams.map((u) => ({ ...u, lastCheckedAt: iso(u.lastCheckedAt) })) }));
+  }),
+
+  /**
+   * Platform admins: a TTS model's engine voice catalogue imported as platform voices with ready
+   * profiles (what `svc voices import` does). Loaded on use: the engines' code is the gateway's.
+   */
+  importVoices: platformAdminProcedure.input(inputOf(ImportVoices)).mutation(async ({ ctx, input }) => {
+    const { importVoicesFromEngine } = await import('../../../gateway/voices/engine-catalogue.js');
+    const { listed, created, updated } = await importVoicesFromEngine(ctx.db.prisma, loadConfig().engines, input.modelId);
+    return { listed, created, updated };
   }),
 });
