@@ -27,6 +27,8 @@ const nextConfig = {
     '@prisma/driver-adapter-utils',
     'bcryptjs',
     'koffi',
+    // The engines' code reached by the Models page's voice import (the gateway's protocols).
+    'node-llama-cpp',
   ],
   turbopack: {
     root,

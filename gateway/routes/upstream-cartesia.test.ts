@@ -83,7 +83,7 @@ beforeAll(async () => {
   await h.runtime.ctx.registry.refresh();
 
   // The engine's catalogue, imported as platform voices with ready profiles for cartesia-sonic.
-  imported = await importEngineVoices(prisma, { modelId: 'cartesia-sonic', voices: await listEngineVoices(prisma, h.runtime.ctx.protocols, 'cartesia-sonic') });
+  imported = await importEngineVoices(prisma, { modelId: 'cartesia-sonic', voices: await listEngineVoices(prisma, h.runtime.ctx.config.engines, 'cartesia-sonic') });
   for (const p of await prisma.voiceProfile.findMany({ where: { modelId: 'cartesia-sonic' } })) voices[p.upstreamId] = p.voiceId;
   // A second voice, mapped by hand to an engine voice id; Katie also speaks through the other tts models.
   mappedVoice = await orgVoice(h, 'Mapped to Cartesia');
@@ -257,7 +257,7 @@ describe('voice catalogue and voices', () => {
     // The engine renames a voice: importing again updates it, adds nothing.
     peer.voices.find((v) => v.id === 'cv-ronald')!.name = 'Ronald Deep';
     const prisma = h.testDb.db.prisma;
-    expect(await importEngineVoices(prisma, { modelId: 'cartesia-sonic', voices: await listEngineVoices(prisma, h.runtime.ctx.protocols, 'cartesia-sonic') })).toEqual({ created: 0, updated: 3 });
+    expect(await importEngineVoices(prisma, { modelId: 'cartesia-sonic', voices: await listEngineVoices(prisma, h.runtime.ctx.config.engines, 'cartesia-sonic') })).toEqual({ created: 0, updated: 3 });
     const again = await call(h, 'GET', `/voices/${voices['cv-ronald']}`);
     expect(again.body.name).toBe('Ronald Deep');
     expect((await call(h, 'GET', '/voices?tag=cartesia-sonic&limit=100')).body.voices).toHaveLength(3);

@@ -264,7 +264,7 @@ const controlsOf = (s: ListenSocket) => s.controls.map((m) => m.type).filter((t)
 describe('voices: Deepgram\u2019s model list imported, and a voice mapped by hand', () => {
   it('listEngineVoices reads GET /v1/models with our key; importEngineVoices makes them platform voices that GET /voices lists with ready profiles; a re-import updates them', async () => {
     const before = peer.received.length;
-    const catalogue = await listEngineVoices(prisma(), h.runtime.ctx.protocols, 'dg-aura');
+    const catalogue = await listEngineVoices(prisma(), h.runtime.ctx.config.engines, 'dg-aura');
     expect(catalogue).toEqual([
       { id: 'aura-2-thalia-en', name: 'thalia', language: 'en', gender: 'female', description: 'American accent; Casual chat, Customer service' },
       { id: 'aura-2-apollo-en', name: 'apollo', language: 'en', gender: 'male', description: 'American accent; Interview' },

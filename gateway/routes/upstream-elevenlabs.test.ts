@@ -196,7 +196,7 @@ beforeAll(async () => {
   await registerModels(hd);
 
   // The engine's catalogue, imported through the protocol as an operator does (`svc voices import`).
-  const listed = await listEngineVoices(prisma(), h.runtime.ctx.protocols, TTS);
+  const listed = await listEngineVoices(prisma(), h.runtime.ctx.config.engines, TTS);
   catalogueRequests = [...peer.received];
   expect(await importEngineVoices(prisma(), { modelId: TTS, voices: listed })).toEqual({ created: 3, updated: 0 });
   voices.george = await gatewayVoiceFor(h, TTS, GEORGE);
@@ -470,7 +470,7 @@ describe('the engine refusing our key', () => {
   });
 
   it('the catalogue import fails as upstream_error, without the key', async () => {
-    const error = await listEngineVoices(prisma(), h.runtime.ctx.protocols, TTS_BAD_KEY).then(
+    const error = await listEngineVoices(prisma(), h.runtime.ctx.config.engines, TTS_BAD_KEY).then(
       () => null,
       (e: unknown) => e,
     );

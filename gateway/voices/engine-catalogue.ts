@@ -1,34 +1,44 @@
-// Reads a TTS model's engine voice catalogue (Cartesia GET /voices, ElevenLabs GET /v1/voices,
-// Deepgram's model list...) through the first of its upstreams whose protocol lists voices.
+// Reads a TTS model's engine voice catalogue (Cartesia GET /voices, ElevenLabs GET /v2/voices,
+// Deepgram's Aura models) through the first of its upstreams whose protocol lists voices, and
+// imports it (`svc voices import`, the dashboard's Models page).
 import type { Prisma } from '../../server/db/database.js';
 import { ServiceError } from '../../server/services/errors.js';
 import { importEngineVoices, type CatalogueVoice } from '../../server/services/voices/engine-voices.js';
-import { ModelRegistry } from '../registry/model-registry.js';
 import { upstreamEnvelope } from '../upstream-envelope.js';
-import { UpstreamError } from '../upstreams/contract.js';
-import type { EngineConfig } from '../upstreams/contract.js';
-import { ProtocolRuntimes } from '../upstreams/protocols/index.js';
+import { UpstreamError, type EngineConfig, type UpstreamTarget } from '../upstreams/contract.js';
+import { CATALOGUE_PROTOCOLS } from '../upstreams/protocols/catalogues.js';
 
-export async function listEngineVoices(prisma: Prisma, protocols: ProtocolRuntimes, modelId: string, timeoutMs = 30_000): Promise<CatalogueVoice[]> {
-  const registry = new ModelRegistry(prisma);
-  await registry.refresh();
-  const model = registry.all().find((m) => m.id === modelId);
+export async function listEngineVoices(prisma: Prisma, engines: EngineConfig, modelId: string, timeoutMs = 30_000): Promise<CatalogueVoice[]> {
+  const model = await prisma.model.findUnique({ where: { id: modelId }, include: { upstreams: { orderBy: { createdAt: 'asc' } } } });
   if (!model) throw new ServiceError('model_not_found', `The model '${modelId}' does not exist.`);
-  const upstream = model.upstreams.find((u) => protocols.get(u.protocol)?.voiceCatalogue);
-  if (!upstream) {
-    const used = [...new Set(model.upstreams.map((u) => u.protocol))].join(', ') || 'none';
-    throw new ServiceError('invalid_request', `No upstream of '${modelId}' can list its engine's voices (protocols: ${used}); map voices one by one with \`svc voices map\`.`, 'model');
+  for (const u of model.upstreams) {
+    const protocol = CATALOGUE_PROTOCOLS.find((p) => p.name === u.protocol);
+    if (!protocol) continue;
+    const apiKeyEnv = u.apiKeyEnv;
+    const target: UpstreamTarget = {
+      id: u.id,
+      modelId,
+      url: u.url.replace(/\/+$/, ''),
+      protocol: u.protocol,
+      upstreamModel: u.upstreamModel ?? modelId,
+      settings: protocol.settings.parse(u.settings ?? {}),
+      get apiKey() {
+        return apiKeyEnv ? process.env[apiKeyEnv] : undefined;
+      },
+    };
+    try {
+      return await protocol.create(engines).voiceCatalogue!.listVoices(target, { signal: AbortSignal.timeout(timeoutMs), timeoutMs });
+    } catch (e) {
+      throw upstreamEnvelope(e instanceof UpstreamError ? e : new UpstreamError('timeout', String(e)), timeoutMs);
+    }
   }
-  try {
-    return await protocols.get(upstream.protocol)!.voiceCatalogue!.listVoices(upstream, { signal: AbortSignal.timeout(timeoutMs), timeoutMs });
-  } catch (e) {
-    throw upstreamEnvelope(e instanceof UpstreamError ? e : new UpstreamError('timeout', String(e)), timeoutMs);
-  }
+  const used = [...new Set(model.upstreams.map((u) => u.protocol))].join(', ') || 'none';
+  throw new ServiceError('invalid_request', `No upstream of '${modelId}' can list its engine's voices (protocols: ${used}); map voices one by one with \`svc voices map\`.`, 'model');
 }
 
-/** The whole import (`svc voices import`, the dashboard's Models page): list, then create or update. */
+/** The whole import: list, then create or update. */
 export async function importVoicesFromEngine(prisma: Prisma, engines: EngineConfig, modelId: string, options: { dryRun?: boolean } = {}) {
-  const listed = await listEngineVoices(prisma, new ProtocolRuntimes(engines), modelId);
+  const listed = await listEngineVoices(prisma, engines, modelId);
   if (options.dryRun) return { listed: listed.length, created: 0, updated: 0, voices: listed };
   return { listed: listed.length, ...(await importEngineVoices(prisma, { modelId, voices: listed })) };
 }
