@@ -428,6 +428,31 @@ describe('OpenAI-compatible speech upstream', () => {
     expect(usage[0]).toMatchObject({ modelId: 'scripted-tts', characters: codePoints(FOX), costMicros: cost });
   });
 
+  it('an engine that sends a WAV whatever was asked (Kokoro-FastAPI): its header is read, not played; its own rate is used', async () => {
+    // 22.05 kHz in a streamed WAV (placeholder sizes, as a streaming server writes them), in odd-sized chunks.
+    const pcm = pcmTone(1.5);
+    const header = Buffer.alloc(44);
+    header.write('RIFF', 0, 'latin1');
+    header.writeUInt32LE(0xffffffff, 4);
+    header.write('WAVEfmt ', 8, 'latin1');
+    header.writeUInt32LE(16, 16);
+    header.writeUInt16LE(1, 20);
+    header.writeUInt16LE(1, 22);
+    header.writeUInt32LE(22050, 24);
+    header.writeUInt32LE(44100, 28);
+    header.writeUInt16LE(2, 32);
+    header.writeUInt16LE(16, 34);
+    header.write('data', 36, 'latin1');
+    header.writeUInt32LE(0xffffffff, 40);
+    const wavServer = await startSpeechServer({ kind: 'pcm', pcm: Buffer.concat([header, pcm]), chunkBytes: 31, contentType: 'audio/wav' });
+    servers.push(wavServer);
+    const voiceId = await scriptedModel(h, wavServer, 'wav-tts');
+    const res = await post(h, '/tts/bytes', ttsBody({ model_id: 'wav-tts', voice: { mode: 'id', id: voiceId }, output_format: { container: 'raw', sample_rate: 22050, encoding: 'pcm_s16le' } }));
+    expect(res.status).toBe(200);
+    // At the engine's own rate nothing is resampled: exactly the samples after the header.
+    expect(Buffer.from(await res.arrayBuffer()).equals(pcm)).toBe(true);
+  });
+
   it('resampled to 8 kHz mu-law: a third of the samples, the same tone', async () => {
     const res = await post(h, '/tts/bytes', ttsBody({ model_id: 'scripted-tts', voice: { mode: 'id', id: scripted.voiceId }, output_format: { container: 'raw', sample_rate: 8000, encoding: 'pcm_mulaw' } }));
     expect(res.status).toBe(200);

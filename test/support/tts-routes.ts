@@ -285,7 +285,11 @@ export async function expectNotBilled(h: GatewayHarness, id: string) {
 // ---------------------------------------------------------------------------------------
 // A scripted OpenAI-compatible speech server: GET /v1/models, POST /v1/audio/speech.
 
-export type SpeechBehaviour = { kind: 'pcm'; pcm: Buffer; chunkBytes?: number; stopAfterBytes?: number; then?: 'die' | 'hang' } | { kind: 'error'; status: number; body: unknown } | { kind: 'hang' };
+export type SpeechBehaviour =
+  /** `contentType`: what the answer says it is ('audio/pcm' unless given; an engine that sends a WAV whatever was asked says 'audio/wav'). */
+  | { kind: 'pcm'; pcm: Buffer; chunkBytes?: number; stopAfterBytes?: number; then?: 'die' | 'hang'; contentType?: string }
+  | { kind: 'error'; status: number; body: unknown }
+  | { kind: 'hang' };
 
 export interface SpeechServer {
   baseUrl: string;
@@ -328,7 +332,7 @@ export async function startSpeechServer(initial: SpeechBehaviour): Promise<Speec
         res.end(JSON.stringify(b.body));
         return;
       }
-      res.writeHead(200, { 'content-type': 'audio/pcm' });
+      res.writeHead(200, { 'content-type': b.contentType ?? 'audio/pcm' });
       const step = b.chunkBytes ?? 4801; // odd on purpose: samples split across writes
       const end = b.stopAfterBytes ?? b.pcm.length;
       for (let at = 0; at < end; at += step) res.write(b.pcm.subarray(at, Math.min(end, at + step)));
