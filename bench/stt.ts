@@ -46,7 +46,8 @@ import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import WebSocket from 'ws';
-import { createRecognizer, shutdownRecognizers } from '../gateway/upstreams/pocketsphinx/recognizer.js';
+import { configureRecognizer, createRecognizer, shutdownRecognizers } from '../gateway/upstreams/pocketsphinx/recognizer.js';
+import { loadConfig } from '../server/config/env.js';
 import { median, percentile, table } from './lib/load.js';
 import { rssMb, startBundled } from './lib/processes.js';
 import { voiceFixture } from './lib/voice-fixture.js';
@@ -206,6 +207,8 @@ process.once('SIGINT', () => {
 
 try {
   // ---------- (a) gateway-added latency ----------
+  // The engine alone gets the recognizer settings the gateway's configuration gives it.
+  configureRecognizer(loadConfig({ ...process.env, ...fx.env }).engines.pocketsphinx);
   let gateway = await startBundled('bench/gateway-server.ts', fx.env);
   procs.push(gateway);
   const framesA = frames(clipA);

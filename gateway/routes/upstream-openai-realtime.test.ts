@@ -364,9 +364,7 @@ describe('dialect speaches: GET /stt/websocket', () => {
     expect(socket.audioBytes).toBe(bytesAt24k(THREE_WORDS_MS));
   });
 
-  it('turn_source=auto: the module lets speaches\u2019 server VAD find the turns (findsTurns is true for speaches); its partials are the interims', async () => {
-    // The brief of these tests expected the gateway's detector for speaches whatever
-    // turn_source says (see the report): this test records what the product does.
+  it('turn_source=auto: speaches times its VAD from its own buffer, so its turns are not used: the gateway\u2019s detector finds them (turn_detection null)', async () => {
     const peer = peers.speaches;
     const before = peer.sockets.length;
     const c = await openSession(h, sttQuery(h, 'rt-speaches'));
@@ -374,13 +372,10 @@ describe('dialect speaches: GET /stt/websocket', () => {
     const socket = await engineSocket(peer, before);
     await c.until((e) => e.type === 'turn.end' && (e.at as number) > 2);
     await closeSession(c);
-    expect(socket.sessionConfig).toEqual({ type: 'session.update', session: { input_audio_transcription: { model: UPSTREAM_MODEL }, turn_detection: { type: 'server_vad', threshold: 0.5, silence_duration_ms: 500 } } });
+    expect(socket.sessionConfig).toEqual({ type: 'session.update', session: { input_audio_transcription: { model: UPSTREAM_MODEL }, turn_detection: null } });
     expect(c.ofType('error')).toEqual([]);
-    expect([...c.ofType('turn.start'), ...c.ofType('turn.end')].map((e) => `${e.type} ${String(e.at)}`)).toEqual(['turn.start 0', 'turn.start 1.7', 'turn.end 1.7', 'turn.end 2.9']);
-    expect(interimTexts(c)).toEqual(['alpha', 'alpha bravo', 'charlie']);
-    const [one, two] = finals(c);
-    expect(one).toEqual(transcriptEvent(true, 'alpha bravo', [['alpha', 0, 0.85], ['bravo', 0.85, 1.7]]));
-    expect(two).toEqual(transcriptEvent(true, 'charlie', [['charlie', 1.7, 2.9]]));
+    expect([...c.ofType('turn.start'), ...c.ofType('turn.end')].map((e) => `${e.type} ${String(e.at)}`)).toEqual(['turn.start 0.3', 'turn.start 2', 'turn.end 1.2', 'turn.end 2.4']);
+    expect(finals(c).map((e) => e.text)).toEqual(['alpha bravo', 'charlie']);
     await expectSessionBilled(h, c, THREE_WORDS_MS, 'client_close', 'rt-speaches');
   });
 });

@@ -262,6 +262,8 @@ export type Capability = 'chat' | 'speech' | 'transcription' | 'streaming_transc
 export interface EngineConfig {
   dataDir: string;
   llama: { sequences: number; threads: number; contextSize: number };
+  /** The local speech recognizer (SVC_STT_WORKERS, SVC_STT_SPARE_DECODERS, SVC_POCKETSPHINX_*). */
+  pocketsphinx: { workers: number; spareDecoders: number; modelDir: string; logFile: string; extraArgs: string; keytermBonus: number };
 }
 
 export interface ProtocolRuntime {

@@ -20,6 +20,7 @@ import {
 } from './contract.js';
 import { engineJson, engineRequest } from './engine-http.js';
 import { segmentedStreaming, type SegmentLimits } from './segmented-streaming.js';
+import { probeModels } from './protocols/openai.js';
 
 const RATE = 16_000;
 const API_KEY = 'sk-segmented-test-key-0123456789';
@@ -99,7 +100,7 @@ async function open(
   limits: SegmentLimits = {},
   options: { signal?: AbortSignal; timeoutMs?: number; capability?: TranscriptionCapability; url?: string } = {},
 ): Promise<Opened> {
-  const streaming = segmentedStreaming(options.capability ?? whisperApi, limits);
+  const streaming = segmentedStreaming(options.capability ?? whisperApi, probeModels, limits);
   const stream = await streaming.open(target(options.url), {
     signal: options.signal ?? new AbortController().signal,
     timeoutMs: options.timeoutMs ?? 10_000,
@@ -178,7 +179,7 @@ async function closedPort(): Promise<number> {
 
 describe('segmentedStreaming', () => {
   it('asks for 16 kHz and leaves turns to the gateway', () => {
-    const streaming = segmentedStreaming(whisperApi);
+    const streaming = segmentedStreaming(whisperApi, probeModels);
     expect([8000, 16000, 24000, 48000].map((r) => streaming.engineRate(r))).toEqual([16000, 16000, 16000, 16000]);
     expect(streaming.findsTurns(target())).toBe(false);
   });
@@ -407,11 +408,17 @@ describe('segmentedStreaming', () => {
     expect((await call!.done).closedEarly).toBe(true);
   });
 
-  it('turns a refused connection into UpstreamError connect', async () => {
-    const s = await open({ interimEverySeconds: 100 }, { url: `http://127.0.0.1:${await closedPort()}/v1` });
-    writeFrames(s.stream, audio(0.5));
-    s.stream.finalize();
-    await expect(s.ended).rejects.toMatchObject({ name: 'UpstreamError', kind: 'connect' });
+  it('an engine that cannot be reached fails the open (UpstreamError connect: the gateway tries the next upstream)', async () => {
+    await expect(open({ interimEverySeconds: 100 }, { url: `http://127.0.0.1:${await closedPort()}/v1` })).rejects.toMatchObject({ name: 'UpstreamError', kind: 'connect' });
+  });
+
+  it('an engine that refuses our key fails the open with its status and message, before any audio is taken', async () => {
+    peer.modelsStatus = 401;
+    try {
+      await expect(open()).rejects.toMatchObject({ name: 'UpstreamError', kind: 'status', details: { status: 401 } });
+    } finally {
+      peer.modelsStatus = 200;
+    }
   });
 
   it('on abort, closes the engine call in flight and ends events', async () => {

@@ -28,6 +28,7 @@ import {
   type TranscriptionEvent,
   type TranscriptionStream,
   type UpstreamTarget,
+  type CallOptions,
 } from './contract.js';
 import { engineFailure } from './engine-http.js';
 
@@ -42,11 +43,24 @@ export interface SegmentLimits {
   maxUtteranceSeconds?: number;
 }
 
-export function segmentedStreaming(transcription: TranscriptionCapability, limits: SegmentLimits = {}): StreamingTranscriptionCapability {
+/**
+ * `probe`: asks the engine at open whether it is there and takes our key (throws UpstreamError
+ * otherwise), since nothing else reaches it before the first utterance ends: without it an
+ * unreachable upstream would be found only then (no failover at open), and a refused key after
+ * the audio was taken.
+ */
+export function segmentedStreaming(
+  transcription: TranscriptionCapability,
+  probe: (target: UpstreamTarget, call: CallOptions) => Promise<void>,
+  limits: SegmentLimits = {},
+): StreamingTranscriptionCapability {
   return {
     engineRate: () => WHISPER_RATE,
     findsTurns: () => false,
-    open: async (target, options) => new SegmentedStream(transcription, target, options, limits),
+    open: async (target, options) => {
+      await probe(target, options);
+      return new SegmentedStream(transcription, target, options, limits);
+    },
   };
 }
 

@@ -63,6 +63,22 @@ const EnvSchema = z.object({
   SVC_LLAMA_SEQUENCES: z.coerce.number().int().min(1).max(256).default(4),
   SVC_LLAMA_THREADS: z.coerce.number().int().min(1).max(1024).optional(),
   SVC_LLAMA_CONTEXT_SIZE: z.coerce.number().int().min(256).max(1_048_576).default(4096),
+  // The local speech recognizer (protocol pocketsphinx): worker threads (default: cores - 1),
+  // fresh decoders each thread keeps loaded ahead (~100 MB each), the model directory, where
+  // pocketsphinx logs, extra "-name value" decoder arguments, the keyterm log-probability bonus.
+  SVC_STT_WORKERS: z.coerce.number().int().min(1).max(1024).optional(),
+  SVC_STT_SPARE_DECODERS: z.coerce.number().int().min(0).max(64).default(1),
+  SVC_POCKETSPHINX_MODEL: z.string().min(1).default('/usr/share/pocketsphinx/model/en-us'),
+  SVC_POCKETSPHINX_LOG: z.string().min(1).default('/dev/null'),
+  SVC_POCKETSPHINX_ARGS: z
+    .string()
+    .max(4096)
+    .refine((s) => {
+      const words = s.trim().split(/\s+/).filter(Boolean);
+      return words.length % 2 === 0 && words.every((w, i) => i % 2 === 1 || (w.length > 1 && w.startsWith('-')));
+    }, 'must be pairs of "-name value", e.g. "-maxhmmpf 5000 -beam 1e-50"')
+    .default(''),
+  SVC_POCKETSPHINX_KEYTERM_BONUS: z.coerce.number().int().min(0).max(1_000_000).default(20000),
   // Streaming STT: closed without audio or keepalive this long; without audio this long even with keepalives.
   SVC_STT_IDLE_SECONDS: z.coerce.number().min(0.1).max(3600).default(15),
   SVC_STT_MAX_SILENCE_SECONDS: z.coerce.number().min(0.1).max(86400).default(60),
@@ -125,7 +141,11 @@ export interface Config {
   metricsToken: string | undefined;
   shutdownGraceMs: number;
   /** Settings of the engines the process runs itself (the shape of gateway/upstreams/contract.ts EngineConfig). */
-  engines: { dataDir: string; llama: { sequences: number; threads: number; contextSize: number } };
+  engines: {
+    dataDir: string;
+    llama: { sequences: number; threads: number; contextSize: number };
+    pocketsphinx: { workers: number; spareDecoders: number; modelDir: string; logFile: string; extraArgs: string; keytermBonus: number };
+  };
   /** Admission caps and engine pools (gateway/core/admission.ts). */
   limits: LimitsConfig;
   /** SVC_TRUSTED_PROXIES: how far X-Forwarded-For is believed (server/config/client-address.ts). */
@@ -232,6 +252,14 @@ export function loadConfig(source: Readonly<Record<string, string | undefined>> 
     engines: {
       dataDir,
       llama: { sequences: env.SVC_LLAMA_SEQUENCES, threads: env.SVC_LLAMA_THREADS ?? Math.max(1, availableParallelism() - 1), contextSize: env.SVC_LLAMA_CONTEXT_SIZE },
+      pocketsphinx: {
+        workers: env.SVC_STT_WORKERS ?? Math.max(1, availableParallelism() - 1),
+        spareDecoders: env.SVC_STT_SPARE_DECODERS,
+        modelDir: env.SVC_POCKETSPHINX_MODEL,
+        logFile: env.SVC_POCKETSPHINX_LOG,
+        extraArgs: env.SVC_POCKETSPHINX_ARGS,
+        keytermBonus: env.SVC_POCKETSPHINX_KEYTERM_BONUS,
+      },
     },
     limits: {
       requestsPerKey: env.SVC_MAX_REQUESTS_PER_KEY,

@@ -2,12 +2,16 @@
 // 100 ms chunks as fast as the pool takes them. Prints decoder memory, start-up time and the
 // pool's real-time factor (CPU seconds per audio second, wall-clock, and per session).
 //   npx tsx gateway/upstreams/pocketsphinx/bench.ts [sessions=20] [seconds of audio each=20]
-// SVC_STT_WORKERS sets the number of worker threads (default: cores - 1).
+// Configured as the gateway is (server/config/env.ts): SVC_STT_WORKERS sets the number of worker
+// threads (default: cores - 1), SVC_STT_SPARE_DECODERS and SVC_POCKETSPHINX_* the rest.
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createRecognizer, recognizerStats, shutdownRecognizers, type Recognizer } from './recognizer.ts';
+import { loadConfig } from '../../../server/config/env.ts';
+import { configureRecognizer, createRecognizer, recognizerStats, shutdownRecognizers, type Recognizer } from './recognizer.ts';
+
+configureRecognizer(loadConfig().engines.pocketsphinx);
 
 const SESSIONS = Number(process.argv[2] ?? 20);
 const SECONDS = Number(process.argv[3] ?? 20);

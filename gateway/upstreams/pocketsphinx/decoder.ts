@@ -29,6 +29,26 @@ export interface Pronunciation {
   phones: string;
 }
 
+/**
+ * The process's decoder settings (SVC_POCKETSPHINX_*, validated in server/config/env.ts), which
+ * the worker thread receives from the pool (recognizer.ts) in its workerData.
+ */
+export interface DecoderSettings {
+  /** The model directory (en-us/, en-us.lm.bin, cmudict-en-us.dict). */
+  modelDir: string;
+  /** Where pocketsphinx writes its log (-logfn). */
+  logFile: string;
+  /** More pocketsphinx arguments, "-name value ...", over the ones set here. */
+  extraArgs: string;
+  /**
+   * Log-probability bonus per keyterm found in an n-best hypothesis (see keytermBest; log base
+   * 1.0001: 10000 * ln(x)). The default, 20000, is set from the test sentences: large enough to
+   * prefer "sunny" over "sunday" when it is a keyterm, small enough not to put a keyterm in an
+   * utterance that does not say it.
+   */
+  keytermBonus: number;
+}
+
 export interface DecoderSetup {
   /** Normalized sentences: recognize only these (a JSGF grammar search instead of the n-gram). */
   grammar?: string[][];
@@ -45,7 +65,7 @@ export interface DecoderSetup {
  * Search settings. The n-gram defaults of this pocketsphinx (maxhmmpf 30000, no word cap) cost
  * ~0.3 s of CPU per second of audio; capping the active HMMs and word exits halves that for one
  * word more in error on the test sentences (6.2 % -> 6.9 % WER, measured on flite voices).
- * SVC_POCKETSPHINX_ARGS ("-name value ...") overrides any of them.
+ * The configured extra arguments (SVC_POCKETSPHINX_ARGS, "-name value ...") override any of them.
  */
 const SEARCH_ARGS: Record<string, string> = {
   // Silence removal drops frames, and word times are frame counts: after a pause of 0.5 s or
@@ -84,18 +104,18 @@ function narrowbandFeatParams(hmm: string): string {
   return file;
 }
 
-function configArgs(narrowband: boolean): string[] {
-  const model = modelPaths();
+function configArgs(settings: DecoderSettings, narrowband: boolean): string[] {
+  const model = modelPaths(settings.modelDir);
   const args: Record<string, string> = {
     '-hmm': model.hmm,
     '-lm': model.lm,
     '-dict': model.dict,
     // pocketsphinx logs a few hundred lines per decoder; failures are reported by return codes.
-    '-logfn': process.env.SVC_POCKETSPHINX_LOG ?? '/dev/null',
+    '-logfn': settings.logFile,
     ...SEARCH_ARGS,
     ...(narrowband ? { '-featparams': narrowbandFeatParams(model.hmm) } : {}),
   };
-  const extra = (process.env.SVC_POCKETSPHINX_ARGS ?? '').trim().split(/\s+/).filter(Boolean);
+  const extra = settings.extraArgs.trim().split(/\s+/).filter(Boolean);
   for (let i = 0; i + 1 < extra.length; i += 2) args[extra[i]!] = extra[i + 1]!;
   // cmd_ln_parse_r skips argv[0], like main()'s.
   return ['pocketsphinx', ...Object.entries(args).flat()];
@@ -116,11 +136,13 @@ export class Decoder {
   private utteranceStart = 0;
   /** Word sequences whose presence earns an n-best hypothesis a bonus at finalize. */
   keyterms: string[][] = [];
+  private readonly keytermBonus: number;
 
-  constructor(setup: DecoderSetup = {}) {
+  constructor(settings: DecoderSettings, setup: DecoderSetup = {}) {
+    this.keytermBonus = settings.keytermBonus;
     this.lib = pocketsphinx();
     const lib = this.lib;
-    const argv = configArgs(!!setup.narrowband);
+    const argv = configArgs(settings, !!setup.narrowband);
     const config = lib.cmd_ln_parse_r(null, lib.ps_args(), argv.length, argv, 1);
     if (!config) throw new Error(`pocketsphinx rejected its configuration (${argv.slice(1).join(' ')})`);
     const ps = lib.ps_init(config);
@@ -229,7 +251,7 @@ export class Decoder {
 
   /**
    * Keyterm bias for words the dictionary already has: among the N best hypotheses of the
-   * utterance's lattice, the one with the best path score plus KEYTERM_BONUS per keyterm it
+   * utterance's lattice, the one with the best path score plus keytermBonus per keyterm it
    * contains. Null when the lattice has no n-best list (grammar search, no speech).
    */
   private keytermBest(): Hypothesis | null {
@@ -240,7 +262,7 @@ export class Decoder {
       const hyp = this.lib.ps_nbest_hyp(nbest, score);
       if (hyp !== null) {
         const words = hyp.split(/\s+/).map(transcriptWord).filter((w): w is string => w !== null);
-        candidates.push({ score: score[0]! + KEYTERM_BONUS * countKeyterms(words, this.keyterms), words, nbest: i });
+        candidates.push({ score: score[0]! + this.keytermBonus * countKeyterms(words, this.keyterms), words, nbest: i });
       }
       nbest = this.lib.ps_nbest_next(nbest);
     }
@@ -258,12 +280,6 @@ export class Decoder {
 }
 
 const NBEST = 20;
-/**
- * Log-probability bonus per keyterm found (pocketsphinx's log base 1.0001: 10000 * ln(x)). Set
- * from the test sentences: large enough to prefer "sunny" over "sunday" when it is a keyterm, small
- * enough not to put a keyterm in an utterance that does not say it.
- */
-const KEYTERM_BONUS = Number(process.env.SVC_POCKETSPHINX_KEYTERM_BONUS ?? 20000);
 
 function countKeyterms(words: string[], keyterms: string[][]): number {
   let n = 0;

@@ -89,9 +89,11 @@ export interface ModelPaths {
   dict: string;
 }
 
-/** The en-us model of Debian's pocketsphinx-en-us (or SVC_POCKETSPHINX_MODEL, same layout). */
-export function modelPaths(): ModelPaths {
-  const dir = process.env.SVC_POCKETSPHINX_MODEL ?? '/usr/share/pocketsphinx/model/en-us';
+/**
+ * The model files in `dir`, the configured model directory (SVC_POCKETSPHINX_MODEL; by default
+ * Debian's pocketsphinx-en-us, /usr/share/pocketsphinx/model/en-us, whose layout it must have).
+ */
+export function modelPaths(dir: string): ModelPaths {
   const paths = { hmm: join(dir, 'en-us'), lm: join(dir, 'en-us.lm.bin'), dict: join(dir, 'cmudict-en-us.dict') };
   for (const p of Object.values(paths)) {
     if (!existsSync(p)) throw new Error(`${NOT_INSTALLED} (missing model file ${p})`);

@@ -326,13 +326,6 @@ describe('pocketsphinx helpers', () => {
   });
 
   it('says how to install pocketsphinx when its model is missing', () => {
-    const saved = process.env.SVC_POCKETSPHINX_MODEL;
-    process.env.SVC_POCKETSPHINX_MODEL = '/nonexistent';
-    try {
-      expect(() => modelPaths()).toThrow(NOT_INSTALLED);
-    } finally {
-      if (saved === undefined) delete process.env.SVC_POCKETSPHINX_MODEL;
-      else process.env.SVC_POCKETSPHINX_MODEL = saved;
-    }
+    expect(() => modelPaths('/nonexistent')).toThrow(NOT_INSTALLED);
   });
 });

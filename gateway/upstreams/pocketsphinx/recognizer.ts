@@ -1,13 +1,14 @@
 // Local speech-to-text: pocketsphinx (Debian's libpocketsphinx3 + pocketsphinx-en-us) through
 // koffi, in a small pool of worker threads so decoding never runs on the gateway's event loop.
 //
-// Pool: SVC_STT_WORKERS threads (default: cores - 1, at least 1), started on first use. Each holds
-// many decoders, one per session (~100 MB each: this pocketsphinx cannot share a loaded model
-// between decoders); a new session goes to the thread with the fewest sessions. A thread handles
-// its sessions' requests in arrival order, chunk by chunk, so they share its core fairly.
+// Pool: SVC_STT_WORKERS threads (default: cores - 1, at least 1; see configureRecognizer), started
+// on first use, each handed the configured decoder settings in its workerData. Each holds many
+// decoders, one per session (~100 MB each: this pocketsphinx cannot share a loaded model between
+// decoders); a new session goes to the thread with the fewest sessions. A thread handles its
+// sessions' requests in arrival order, chunk by chunk, so they share its core fairly.
 import { availableParallelism } from 'node:os';
 import { Worker } from 'node:worker_threads';
-import type { OpenResult, WorkerReply, WorkerRequest, WorkerStats } from './worker.ts';
+import type { OpenResult, WorkerReply, WorkerRequest, WorkerSettings, WorkerStats } from './worker.ts';
 import { normalizeWords } from './words.ts';
 import { Slots } from '../slots.ts';
 
@@ -47,7 +48,42 @@ export interface Recognizer {
   close(): void; // frees the decoder in the worker; idempotent; must be called when the client disconnects
 }
 
-const POOL_SIZE = Math.max(1, Number(process.env.SVC_STT_WORKERS ?? availableParallelism() - 1) || 1);
+/** The recognizer's settings: Config.engines.pocketsphinx (gateway/upstreams/contract.ts EngineConfig). */
+export interface RecognizerSettings extends WorkerSettings {
+  /** Worker threads in the pool (SVC_STT_WORKERS). */
+  workers: number;
+}
+
+/**
+ * From the validated configuration (SVC_STT_WORKERS, SVC_STT_SPARE_DECODERS, SVC_POCKETSPHINX_*,
+ * server/config/env.ts), set by the protocol when the gateway creates it. Until then, the same
+ * defaults as the configuration's (benches and tests that configure nothing).
+ */
+let settings: RecognizerSettings = {
+  workers: Math.max(1, availableParallelism() - 1),
+  spareDecoders: 1,
+  modelDir: '/usr/share/pocketsphinx/model/en-us',
+  logFile: '/dev/null',
+  extraArgs: '',
+  keytermBonus: 20000,
+};
+
+/**
+ * Takes effect for worker threads started afterwards: the process configures it once, at start,
+ * before the pool's first thread. Threads already running keep the settings they started with
+ * (until shutdownRecognizers ends them).
+ */
+export function configureRecognizer(next: RecognizerSettings): void {
+  if (!Number.isInteger(next.workers) || next.workers < 1) throw new TypeError(`workers must be a positive integer (got ${String(next.workers)})`);
+  if (!Number.isInteger(next.spareDecoders) || next.spareDecoders < 0) throw new TypeError(`spareDecoders must be a non-negative integer (got ${String(next.spareDecoders)})`);
+  settings = { ...next };
+}
+
+/** The settings in effect (the protocol's health check uses the model directory). */
+export function recognizerSettings(): RecognizerSettings {
+  return { ...settings };
+}
+
 /**
  * Decoders open at once in this process (SVC_STT_MAX_DECODERS, set at start by limitDecoders):
  * each holds ~100 MB, so this bounds the recognizer's memory, whatever clients do.
@@ -83,8 +119,16 @@ class PoolWorker {
   dead: Error | null = null;
 
   constructor(onExit: (w: PoolWorker) => void) {
+    // What the thread needs of the settings; it reads them from workerData (worker.ts).
+    const workerData: WorkerSettings = {
+      spareDecoders: settings.spareDecoders,
+      modelDir: settings.modelDir,
+      logFile: settings.logFile,
+      extraArgs: settings.extraArgs,
+      keytermBonus: settings.keytermBonus,
+    };
     // No execArgv: worker-entry.mjs registers tsx itself (a parent's `--import tsx` would load it twice).
-    this.worker = new Worker(WORKER_ENTRY, { execArgv: [], name: 'pocketsphinx' });
+    this.worker = new Worker(WORKER_ENTRY, { workerData, execArgv: [], name: 'pocketsphinx' });
     this.worker.unref();
     this.worker.on('message', (reply: WorkerReply) => {
       const p = this.pending.get(reply.rid);
@@ -123,7 +167,7 @@ let nextSid = 1;
 function pickWorker(): PoolWorker {
   const live = pool.filter((w) => !w.dead);
   const least = live.reduce<PoolWorker | null>((a, w) => (a && a.sessions <= w.sessions ? a : w), null);
-  if (least && (least.sessions === 0 || live.length >= POOL_SIZE)) return least;
+  if (least && (least.sessions === 0 || live.length >= settings.workers)) return least;
   const w = new PoolWorker((gone) => {
     pool = pool.filter((x) => x !== gone);
   });

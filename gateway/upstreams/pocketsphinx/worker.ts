@@ -1,10 +1,16 @@
 // A recognizer worker thread (started through worker-entry.mjs): holds one pocketsphinx decoder
 // per session and runs every native call, so the gateway's event loop never does. Requests are
 // handled one at a time in arrival order; sessions interleave chunk by chunk.
-import { parentPort } from 'node:worker_threads';
-import { Decoder, type Hypothesis } from './decoder.ts';
+import { parentPort, workerData } from 'node:worker_threads';
+import { Decoder, type DecoderSettings, type Hypothesis } from './decoder.ts';
 import { releaseFreedMemory } from '../../../server/native/libc.ts';
 import { Upsampler2x } from './resample.ts';
+
+/** What the pool hands each thread in its workerData: the configured settings it needs. */
+export interface WorkerSettings extends DecoderSettings {
+  /** Fresh decoders kept loaded ahead (SVC_STT_SPARE_DECODERS). */
+  spareDecoders: number;
+}
 
 export type WorkerRequest =
   | { op: 'open'; rid: number; sid: number; sampleRate: 16000 | 8000; grammar?: string[][]; keyterms?: string[][] }
@@ -37,13 +43,31 @@ interface Session {
   upsampler: Upsampler2x | null;
 }
 
+if (!parentPort) throw new Error('worker.ts runs in a worker thread (see recognizer.ts)');
+const port = parentPort;
+
+/** The settings the pool started this thread with (recognizer.ts, from the validated configuration). */
+function settingsFromWorkerData(data: unknown): WorkerSettings {
+  const d = (data ?? {}) as Partial<Record<keyof WorkerSettings, unknown>>;
+  const wellFormed =
+    typeof d.modelDir === 'string' &&
+    typeof d.logFile === 'string' &&
+    typeof d.extraArgs === 'string' &&
+    Number.isFinite(d.keytermBonus) &&
+    Number.isInteger(d.spareDecoders) &&
+    (d.spareDecoders as number) >= 0;
+  if (!wellFormed) throw new Error(`speech recognizer worker started without its settings in workerData (got ${JSON.stringify(data)}; see recognizer.ts)`);
+  return d as WorkerSettings;
+}
+const settings = settingsFromWorkerData(workerData);
+
 /**
  * Fresh decoders loaded ahead of need while the thread is otherwise idle: a new session takes one
  * instead of spending ~0.4 s loading the model at open. Never reused after a session: pocketsphinx
  * keeps adapting its cepstral mean across utterances, so a used decoder would carry something of
  * the previous caller into the next session and make its results depend on it.
  */
-const SPARES = Math.max(0, Number(process.env.SVC_STT_SPARE_DECODERS ?? 1) || 0);
+const SPARES = settings.spareDecoders;
 
 const sessions = new Map<number, Session>();
 const spares: Decoder[] = [];
@@ -57,7 +81,7 @@ function scheduleSpare(): void {
   spareTimer = setTimeout(() => {
     spareTimer = null;
     try {
-      spares.push(new Decoder());
+      spares.push(new Decoder(settings));
     } catch {
       return; // not installed: open reports it
     }
@@ -77,7 +101,7 @@ function open(req: Extract<WorkerRequest, { op: 'open' }>): OpenResult {
   const spare = grammar || narrowband ? undefined : spares.pop();
   if (spare && vocabulary.every((w) => spare.knows(w))) decoder = spare;
   else if (spare) spares.push(spare);
-  decoder ??= new Decoder({ grammar, vocabulary, narrowband });
+  decoder ??= new Decoder(settings, { grammar, vocabulary, narrowband });
   decoder.keyterms = keyterms;
   sessions.set(req.sid, { decoder, upsampler: narrowband ? new Upsampler2x() : null });
   scheduleSpare();
@@ -131,8 +155,6 @@ function handle(req: WorkerRequest): Hypothesis | OpenResult | WorkerStats | nul
   }
 }
 
-if (!parentPort) throw new Error('worker.ts runs in a worker thread (see recognizer.ts)');
-const port = parentPort;
 port.on('message', (req: WorkerRequest) => {
   let reply: WorkerReply;
   try {

@@ -7,8 +7,9 @@ import { encodeWav } from '../../audio/wav.js';
 import { startScriptedCartesia, TONE_HZ, type CatalogueVoice, type ScriptedCartesia } from '../../../test/support/scripted-cartesia.js';
 import { UpstreamError, type CallOptions, type TranscriptionEvent, type TranscriptionStream, type UpstreamTarget } from '../contract.js';
 import { cartesia } from './cartesia/index.js';
+import { loadConfig } from '../../../server/config/env.js';
 
-const runtime = cartesia.create({ dataDir: '/tmp', llama: { sequences: 1, threads: 1, contextSize: 512 } });
+const runtime = cartesia.create(loadConfig({ SVC_DATA_DIR: '/tmp' }).engines);
 const speech = runtime.speech!;
 const batch = runtime.transcription!;
 const live = runtime.streamingTranscription!;

@@ -7,8 +7,9 @@ import { scriptedToneSample, startScriptedDeepgram, type ScriptedDeepgram } from
 import { parseWav } from '../../audio/wav.js';
 import { UpstreamError, type CallOptions, type TranscriptionEvent, type TranscriptionStream, type UpstreamTarget } from '../contract.js';
 import { deepgram } from './deepgram.js';
+import { loadConfig } from '../../../server/config/env.js';
 
-const engines = { dataDir: '/tmp', llama: { sequences: 1, threads: 1, contextSize: 512 } };
+const engines = loadConfig({ SVC_DATA_DIR: '/tmp' }).engines;
 const runtime = deepgram.create(engines);
 const live = runtime.streamingTranscription!;
 const KEY = 'dg_secret_key';

@@ -5,9 +5,10 @@ import { tone, zeroCrossingFrequency } from '../../audio/test-signals.js';
 import { peerVoice, startScriptedElevenLabs, type ElevenLabsBehaviour, type ScriptedElevenLabs } from '../../../test/support/scripted-elevenlabs.js';
 import { UpstreamError, type CallOptions, type ProtocolRuntime, type UpstreamTarget } from '../contract.js';
 import { elevenlabs } from './elevenlabs.js';
+import { loadConfig } from '../../../server/config/env.js';
 
 const API_KEY = 'xi_secret_key';
-const runtime: ProtocolRuntime = elevenlabs.create({ dataDir: '/tmp', llama: { sequences: 1, threads: 1, contextSize: 512 } });
+const runtime: ProtocolRuntime = elevenlabs.create(loadConfig({ SVC_DATA_DIR: '/tmp' }).engines);
 const speech = runtime.speech!;
 const transcription = runtime.transcription!;
 const clone = runtime.clone!;

@@ -8,8 +8,9 @@ import { floatToS16 } from '../../audio/pcm.js';
 import { tone } from '../../audio/test-signals.js';
 import { UpstreamError, type StreamingTranscriptionOptions, type TranscriptionEvent, type TranscriptionStream, type UpstreamTarget, type Word } from '../contract.js';
 import { openaiRealtime } from './openai-realtime/index.js';
+import { loadConfig } from '../../../server/config/env.js';
 
-const runtime = openaiRealtime.create({ dataDir: '/tmp', llama: { sequences: 1, threads: 1, contextSize: 512 } });
+const runtime = openaiRealtime.create(loadConfig({ SVC_DATA_DIR: '/tmp' }).engines);
 const stt = runtime.streamingTranscription!;
 const KEY = 'sk-secret-realtime-key';
 const RATE = 24000;
@@ -141,7 +142,8 @@ describe.each(['ga', 'beta', 'speaches'] as const)('dialect %s', (dialect) => {
   });
 
   it('reports server-VAD turns: speech_started, the final, then end_of_turn, with words inside the turn', async () => {
-    expect(stt.findsTurns(target(peer.url, dialect))).toBe(true);
+    // speaches times its VAD from its buffer, not the session: the gateway finds its turns (the module still speaks its VAD when asked).
+    expect(stt.findsTurns(target(peer.url, dialect))).toBe(dialect !== 'speaches');
     const stream = await stt.open(target(peer.url, dialect, { prompt: 'Radio alphabet.' }), call({ keyterms: ['Kubernetes', 'Istio'] }));
     const pcm = audio(['silence', 300], ['tone', 400], ['silence', 200], ['tone', 300], ['silence', 800], ['tone', 400], ['silence', 800]);
     speak(stream, pcm);

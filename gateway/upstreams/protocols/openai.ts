@@ -6,7 +6,7 @@
 import { z } from 'zod';
 import { floatToS16, s16leBytes } from '../../audio/pcm.js';
 import { wavHeader } from '../../audio/wav.js';
-import { UpstreamError, type ChatCapability, type CloneCapability, type ProtocolDefinition, type SpeechCapability, type TranscriptionCapability, type UpstreamTarget, type Word } from '../contract.js';
+import { UpstreamError, type CallOptions, type ChatCapability, type CloneCapability, type ProtocolDefinition, type SpeechCapability, type TranscriptionCapability, type UpstreamTarget, type Word } from '../contract.js';
 import { dispatchCall, dispatchTarget } from '../dispatch-call.js';
 import { checkHttpHealth, engineBody, engineFailure, engineJson, engineRequest, httpDispatcher } from '../engine-http.js';
 import { isWavStart, s16Chunks, wavStream } from '../pcm-streams.js';
@@ -131,6 +131,14 @@ const clone: CloneCapability = {
   },
 };
 
+/** The engine is there and takes our key: GET {url}/models answers 2xx (before a streamed transcription starts taking audio). */
+export async function probeModels(target: UpstreamTarget, call: CallOptions): Promise<void> {
+  const res = await engineRequest(target.url, target.apiKey, { method: 'GET', path: '/models', headers: bearer(target) }, call);
+  for await (const _ of engineBody(res, call)) {
+    // drained: the connection goes back to the pool
+  }
+}
+
 export const openai: ProtocolDefinition = {
   name: 'openai',
   summary: 'any OpenAI-compatible server: /chat/completions, /audio/speech, /audio/transcriptions (streamed by the gateway), /audio/voices',
@@ -142,7 +150,7 @@ export const openai: ProtocolDefinition = {
     chat,
     speech,
     transcription,
-    streamingTranscription: segmentedStreaming(transcription),
+    streamingTranscription: segmentedStreaming(transcription, probeModels),
     clone,
   }),
 };

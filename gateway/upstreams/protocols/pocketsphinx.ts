@@ -7,7 +7,7 @@ import { floatToS16 } from '../../audio/pcm.js';
 import { resample } from '../../audio/resample.js';
 import { UpstreamError, type ProtocolDefinition, type StreamingTranscriptionCapability, type TranscriptionCapability } from '../contract.js';
 import { modelPaths, pocketsphinx as loadLibrary } from '../pocketsphinx/ffi.js';
-import { createRecognizer } from '../pocketsphinx/recognizer.js';
+import { configureRecognizer, createRecognizer, recognizerSettings } from '../pocketsphinx/recognizer.js';
 import { recognizerStream } from '../recognizer-stream.js';
 
 const MODEL_RATE = 16000;
@@ -49,19 +49,24 @@ export const pocketsphinx: ProtocolDefinition = {
   summary: 'CMU pocketsphinx (en-us), run by the gateway (upstream URL local:pocketsphinx)',
   settings: z.object({}).strict(),
   capabilities: ['transcription', 'streaming_transcription'],
-  create: () => ({
-    // Healthy when the library loads and the model files are where Debian puts them.
-    async health() {
-      const started = performance.now();
-      try {
-        loadLibrary();
-        modelPaths();
-        return { ok: true, latencyMs: Math.round(performance.now() - started) };
-      } catch (e) {
-        return { ok: false, latencyMs: 0, error: (e as Error).message };
-      }
-    },
-    transcription,
-    streamingTranscription,
-  }),
+  create: (engines) => {
+    // The configured settings (SVC_STT_WORKERS, SVC_POCKETSPHINX_*), for the pool's threads.
+    configureRecognizer(engines.pocketsphinx);
+    return {
+      // Healthy when the library loads and the model files are in the configured directory
+      // (by default where Debian puts them).
+      async health() {
+        const started = performance.now();
+        try {
+          loadLibrary();
+          modelPaths(recognizerSettings().modelDir);
+          return { ok: true, latencyMs: Math.round(performance.now() - started) };
+        } catch (e) {
+          return { ok: false, latencyMs: 0, error: (e as Error).message };
+        }
+      },
+      transcription,
+      streamingTranscription,
+    };
+  },
 };

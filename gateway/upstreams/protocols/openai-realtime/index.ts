@@ -22,7 +22,8 @@ const streamingTranscription: StreamingTranscriptionCapability = {
   // (16 kHz) resamples what it is given itself (as every dialect does for another written rate).
   engineRate: () => OPENAI_PCM_RATE,
   // Server VAD finds turns; vLLM has none (the gateway's turn detection drives finalize()).
-  findsTurns: (target) => settingsOf(target).dialect !== 'vllm',
+  // speaches times its VAD from the start of its current buffer, not the session: its turns would come out early.
+  findsTurns: (target) => ['ga', 'beta'].includes(settingsOf(target).dialect),
   async open(target, options) {
     const settings = settingsOf(target);
     const plan = sessionPlan(target, settings, options);
