@@ -9,8 +9,11 @@ import { engineFailure, redactKey } from '../../engine-http.js';
 import { closeError, connectEngine, type WebSocket } from '../../engine-ws.js';
 import type { SessionPlan } from './dialects.js';
 
-/** Audio goes out in appends of at least this much (a 20 ms frame per event is needless overhead). */
-const APPEND_MS = 40;
+/**
+ * Audio goes out in appends of at least this much: 10 ms, so the usual 20 ms client frames go out
+ * as they come (a frame held back for the next one delays the engine's end of speech by a frame).
+ */
+const APPEND_MS = 10;
 /** After close(), how long the engine gets to answer the closing handshake before the socket is cut. */
 const CLOSE_GRACE_MS = 1000;
 
