@@ -25,8 +25,9 @@
 //       audio: deepgram the first silent frame after the burst, cartesia the burst's first frame,
 //       realtime the frame that completes 500 ms of silence -- server VAD commits, then deltas)
 //       to the first interim (gateway `transcript` is_final:false; peer Results/transcript/
-//       input_audio_transcription.delta). openai-realtime twice: the trigger frame as the second
-//       of a 40 ms append the gateway batches (link.ts APPEND_MS), and as the first of one.
+//       input_audio_transcription.delta). openai-realtime twice: the trigger frame at an odd and
+//       at an even frame index (the gateway once batched appends by 40 ms, which delayed the
+//       second case by a frame; link.ts APPEND_MS is now 10 ms: both should match).
 //     - final after finalize: 0.1 s of silence after the burst, then {"type":"finalize"} right
 //       after the last frame (peer: Finalize / finalize / input_audio_buffer.commit) to the final
 //       transcript. openai (a batch engine the gateway streams, segmented-streaming.ts): the
@@ -658,8 +659,8 @@ async function openaiLeave(path: Path): Promise<void> {
   else record(LEAVE_METRIC, label, path, ms);
 }
 
-const REALTIME_ALIGNED = 'openai-realtime (ga; trigger frame completes a 40 ms append)';
-const REALTIME_SPLIT = 'openai-realtime (ga; trigger frame starts a 40 ms append)';
+const REALTIME_ALIGNED = 'openai-realtime (ga; trigger at an odd frame)';
+const REALTIME_SPLIT = 'openai-realtime (ga; trigger at an even frame)';
 
 async function sttRound(samples: number, leaves: number): Promise<void> {
   for (let i = 0; i < samples; i++) {
@@ -667,8 +668,7 @@ async function sttRound(samples: number, leaves: number): Promise<void> {
     for (const path of paths) {
       await attempt(`first deepgram ${path}`, () => firstTranscript('deepgram', path, LEAD_FRAMES, 'deepgram', true));
       await attempt(`first cartesia ${path}`, () => firstTranscript('cartesia', path, LEAD_FRAMES, 'cartesia', true));
-      // Realtime's trigger with 10 lead frames is frame 49, the second of the gateway's 40 ms
-      // appends (frames 48+49); with 9 it is frame 48, the first of one.
+      // Realtime's trigger with 10 lead frames is frame 49; with 9 it is frame 48 (see the header).
       await attempt(`first realtime ${path}`, () => firstTranscript('openai-realtime', path, LEAD_FRAMES, REALTIME_ALIGNED, true));
       await attempt(`first realtime-split ${path}`, () => firstTranscript('openai-realtime', path, LEAD_FRAMES - 1, REALTIME_SPLIT, false));
       for (const p of ['deepgram', 'cartesia', 'openai-realtime'] as const) await attempt(`final ${p} ${path}`, () => finalAfterFinalize(p, path));
