@@ -71,6 +71,8 @@ export function closeError(code: number, reason: Buffer | string, apiKey: string
   if (code === 1000 || code === 1005) return null;
   const text = reason.toString().slice(0, 300);
   if (code === 1006) return new UpstreamError('broken', 'The engine dropped the connection.');
-  const err = statusError(code, text, apiKey);
-  return new UpstreamError(code === 1008 || (code >= 4000 && code < 5000) ? 'status' : 'broken', `The engine closed the stream (${code}${text ? `: ${err.message.replace(/^The engine answered \d+: ?/, '')}` : ''}).`, { status: code });
+  // The reason may be JSON or text, and may echo the key: read as an error answer would be.
+  const engineMessage = text ? statusError(code, text, apiKey).details.engineMessage : undefined;
+  const kind = code === 1008 || (code >= 4000 && code < 5000) ? 'status' : 'broken';
+  return new UpstreamError(kind, `The engine closed the stream (${code}${engineMessage ? `: ${engineMessage}` : ''}).`, { status: code, engineMessage });
 }
