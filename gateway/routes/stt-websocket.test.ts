@@ -332,6 +332,18 @@ describe('session', () => {
     expect(wer(WEATHER, pw.slice(firstOfB).map((w) => w.word).join(' '))).toBeLessThanOrEqual(0.25);
   });
 
+  it('audio sent after close is not taken: neither transcribed nor billed (the session bills what came before it)', async () => {
+    const a = trimSilence((await speech(FOX)).samples);
+    const c = await openSession(h, query({ sample_rate: '22050' }));
+    const at22k = toRate(a, 22050);
+    await c.stream(s16le(at22k), FAST(22050));
+    c.command({ type: 'close' });
+    c.ws.send(s16le(silence(1, 22050)));
+    const { code } = await c.closed;
+    expect(code).toBe(1000);
+    await expectClosedAndBilled(c, millisOf(at22k.length, 22050), 'client_close');
+  });
+
   it('finalize sends the final transcript then flush_done, without a turn.end; the session carries on and times continue', async () => {
     const a = trimSilence((await speech(FOX)).samples);
     const b = trimSilence((await speech(CALL)).samples);

@@ -93,6 +93,8 @@ export function runSttSession(socket: WebSocket, o: SessionOptions): void {
   let recordedMs = 0;
   let lastPartial = '';
   let closed = false;
+  /** The session is ending cleanly (close, max duration): audio that comes after is not taken. */
+  let closing = false;
   const started = Date.now();
   let lastAudioAt = performance.now();
 
@@ -203,10 +205,6 @@ export function runSttSession(socket: WebSocket, o: SessionOptions): void {
     engine?.release?.();
   };
 
-  /**
-   * Ends the current utterance; `then` runs once the engine reported its final transcript (in
-   * order with earlier finalizes). Audio after it goes on to the engine at once (a new utterance).
-   */
   /** Runs `fn` once the finalizes asked for so far are done (a new turn.start after the last turn.end). */
   const afterPendingFinals = (fn: () => void) => {
     const last = afterFinalized.length - 1;
@@ -218,6 +216,10 @@ export function runSttSession(socket: WebSocket, o: SessionOptions): void {
     };
   };
 
+  /**
+   * Ends the current utterance; `then` runs once the engine reported its final transcript (in
+   * order with earlier finalizes). Audio after it goes on to the engine at once (a new utterance).
+   */
   const finalize = (then: () => void) => {
     // Nothing was heard yet: nothing to finalize (and no engine to open for it).
     if (!engine) return then();
@@ -282,6 +284,7 @@ export function runSttSession(socket: WebSocket, o: SessionOptions): void {
   };
 
   const handleAudio = (frame: Buffer) => {
+    if (closing) return;
     const bytes: Buffer = carry.length ? Buffer.concat([carry, frame]) : frame;
     const usable = bytes.length - (bytes.length % bytesPerSample);
     carry = bytes.subarray(usable);
@@ -343,6 +346,7 @@ export function runSttSession(socket: WebSocket, o: SessionOptions): void {
       return;
     }
     if (type === 'close' || type === 'closestream') {
+      closing = true;
       enqueue(async () => {
         // The resampler's last samples (its filter delay) go to the engine too: no audio is left out.
         if (engine && resampler) engine.stream.write(floatToS16(resampler.end()));
@@ -377,6 +381,7 @@ export function runSttSession(socket: WebSocket, o: SessionOptions): void {
     close(1000, reason, error);
   };
   const maxLength = setTimeout(() => {
+    closing = true;
     enqueue(async () =>
       finalize(() => void endSession('max_duration', { code: 'max_duration', message: `Sessions last at most ${MAX_SESSION_MS / 60_000} minutes; reconnect to continue.` })),
     );
