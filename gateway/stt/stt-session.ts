@@ -95,6 +95,8 @@ export function runSttSession(socket: WebSocket, o: SessionOptions): void {
   let closed = false;
   /** The session is ending cleanly (close, max duration): audio that comes after is not taken. */
   let closing = false;
+  /** No engine would take the audio (it refused us, or none had room) while the session was live: nothing is billed. */
+  let engineRefused = false;
   const started = Date.now();
   let lastAudioAt = performance.now();
 
@@ -132,7 +134,7 @@ export function runSttSession(socket: WebSocket, o: SessionOptions): void {
     // No audio counts after this; the end-of-session debit (socket 'close') brings the ledger
     // to exactly this cost, including audio that arrived while the last debit was written.
     const millis = receivedMillis();
-    send({ type: 'session.closed', reason, audio_seconds: millis / 1000, cost_usd: formatUsd(engine ? owedFor(millis) : 0n) });
+    send({ type: 'session.closed', reason, audio_seconds: millis / 1000, cost_usd: formatUsd(engineRefused ? 0n : owedFor(millis)) });
     socket.close(code, reason.slice(0, 120));
   };
 
@@ -296,7 +298,14 @@ export function runSttSession(socket: WebSocket, o: SessionOptions): void {
     if (queuedSamples / o.sampleRate > MAX_BACKLOG_SECONDS) return backlogError();
     enqueue(async () => {
       if (closed) return;
-      const opened = await openEngine();
+      let opened: OpenedStream;
+      try {
+        opened = await openEngine();
+      } catch (err) {
+        // Refused while the session was live (not cut short by its own end: that audio is billed as always).
+        if (!closed) engineRefused = true;
+        throw err;
+      }
       if (closed) return;
       queuedSamples -= input.length;
       opened.stream.write(floatToS16(resampler ? resampler.push(input) : input));
@@ -431,8 +440,8 @@ export function runSttSession(socket: WebSocket, o: SessionOptions): void {
     // nothing keeps running for a gone client.
     void queue
       .catch(() => {})
-      // No engine ever took the audio (it refused us, or none had room): nothing to bill.
-      .then(() => (engine ? meter(true) : undefined))
+      // No engine would take the audio (it refused us, or none had room): nothing to bill.
+      .then(() => (engineRefused ? undefined : meter(true)))
       .catch((err: unknown) => o.log.warn({ err }, 'failed to bill the end of an stt session'))
       .finally(() => {
         o.hold.release();
