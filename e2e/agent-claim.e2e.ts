@@ -7,7 +7,10 @@
 //   2. service_auth: the code entered from the wrong account gets the answer any wrong code gets
 //      (nothing says it is live for someone else), the user switches to (signs up) the right
 //      account from the page and confirms; key works;
-//   3. a user denies a claim: the agent's poll ends with invalid_grant.
+//   3. a user denies a claim: the agent's poll ends with invalid_grant;
+//   4. five wrong entries lock a code: the page counts the tries down, then says the code is
+//      locked (even the right one) and to ask the agent for a new code, which works.
+// The keys page names an agent's key by its agent and who authorised it.
 //
 //   npx next build && npx tsx e2e/agent-claim.e2e.ts      (E2E_BUILD=1 rebuilds first)
 //
@@ -138,10 +141,18 @@ await runE2E({ stepTimeoutMs: 60_000 }, async () => {
     assert(again.status === 200 && again.body.access_token === key, `second poll: ${JSON.stringify(again)}`);
   });
 
-  step("the new key is listed on the user's API keys page", async () => {
+  step("the new key is listed on the user's API keys page with its agent and who authorised it, its name whole", async () => {
     await page.getByRole('link', { name: 'Go to API keys' }).click();
     await page.waitForURL(`${dash}/keys`);
-    await page.getByTestId('key-row').filter({ hasText: `agent (${anon!.registrationId})` }).waitFor();
+    const row = page.getByTestId('key-row').filter({ hasText: `agent (${anon!.registrationId})` });
+    await row.waitFor();
+    const origin = (await row.getByTestId('key-origin').textContent()) ?? '';
+    assert(origin.includes(`Anonymous agent for ${ANON_EMAIL}; authorised by ${ANON_EMAIL} on `) && origin.includes(anon!.registrationId), `the key's origin reads: ${origin}`);
+    // The whole name shows (it used to be cut: "agent (reg_5a65…").
+    const name = row.getByTestId('key-name');
+    assert((await name.textContent()) === `agent (${anon!.registrationId})`, `name: ${await name.textContent()}`);
+    assert(await name.evaluate((el) => el.scrollWidth <= el.clientWidth + 1 && getComputedStyle(el).textOverflow !== 'ellipsis'), 'the name is cut');
+    await shot('keys-agent');
   });
 
   step('service_auth agent: registers with a login_hint and gets the code in the registration record', async () => {
@@ -182,6 +193,40 @@ await runE2E({ stepTimeoutMs: 60_000 }, async () => {
     const res = await token({ grant_type: GRANT_CLAIM, claim_token: svc!.claimToken });
     assert(res.status === 200, `poll: ${JSON.stringify(res)}`);
     assert((await models(res.body.access_token as string)).status === 200, 'the key is refused');
+  });
+
+  step('five wrong entries lock the code: the page counts the tries down, then says it is locked (even for the right code); a new code works', async () => {
+    // An anonymous agent whose claim is for the signed-in user's address.
+    const reg = await postJson('/agent/identity', { type: 'anonymous' });
+    const claim = await postJson('/agent/identity/claim', { claim_token: reg.body.claim_token as string, email: SVC_EMAIL });
+    const code = (claim.body.claim_attempt as { user_code: string }).user_code;
+    await page.goto(verificationUri);
+    const input = page.getByLabel('Code from the agent');
+    const tries = page.getByTestId('claim-tries');
+    const counted: string[] = [];
+    for (let i = 1; i <= 5; i++) {
+      await input.fill(String((Number(code) + i) % 1_000_000).padStart(6, '0'));
+      await page.getByRole('button', { name: 'Continue' }).click();
+      const expected = i < 5 ? `${5 - i} wrong ${5 - i === 1 ? 'entry' : 'entries'} left before the code waiting for ${SVC_EMAIL} is locked.` : `That was the last try: the code waiting for ${SVC_EMAIL} is now locked.`;
+      await tries.getByText(expected).waitFor();
+      counted.push(expected);
+    }
+    await shot('claim-last-try');
+    // The right code now: locked, and what to do, not "try again in N minutes".
+    await input.fill(code);
+    await page.getByRole('button', { name: 'Continue' }).click();
+    await tries.getByText(`The code waiting for ${SVC_EMAIL} is locked after 5 wrong entries, so no code works now, not even the right one.`).waitFor();
+    await page.getByText('Ask the agent for a new code: it works at once.').waitFor();
+    assert(!((await page.getByRole('alert').filter({ hasText: 'is locked' }).textContent()) ?? '').includes('Try again in'), 'the page says to wait');
+    await shot('claim-locked');
+    // The agent asks for a new code (same registration): it works at once.
+    const again = await postJson('/agent/identity/claim', { claim_token: reg.body.claim_token as string });
+    const fresh = (again.body.claim_attempt as { user_code: string }).user_code;
+    await input.fill(fresh);
+    await page.getByRole('button', { name: 'Continue' }).click();
+    await page.getByRole('heading', { name: 'Authorise this agent?' }).waitFor();
+    await page.getByTestId('claim-details').getByText(reg.body.registration_id as string).waitFor();
+    await page.getByRole('button', { name: 'Back' }).click();
   });
 
   step("a denied claim ends the agent's registration (invalid_grant)", async () => {

@@ -1,19 +1,24 @@
 // Black-box test of the dashboard with the gateway, as a user would drive them: a migrated
 // throw-away SQLite database, `next start` and `svc gateway` on free ports against it, and
-// Debian's Chromium through playwright-core. Sign up, create a key, use it on the gateway,
+// Debian's Chromium through playwright-core. First the first user of a fresh install goes from
+// $0 to a first successful request by following the overview alone (grant credit there, make
+// a key from its link, paste the request the page shows into a shell). Then: create a key, use it on the gateway,
 // revoke it in the page, see the gateway refuse it; give a key its own rate limit in the page
 // (the first user is platform admin) and see the gateway apply it; then credits; then roles:
 // a second user (another browser, a password account whose email nobody proved) is invited
 // with a link, opens it and joins, acts for the owner's org, sees its keys but can neither
 // create nor revoke them (in the page, nor by calling the server); then phone width,
-// sign-out, and a sign-in whose callbackUrl points elsewhere stays on the dashboard.
+// sign-out, and a sign-in whose callbackUrl points elsewhere stays on the dashboard; the member
+// switches orgs by choosing one and sees the way to credit a non-admin has at $0; a real 404
+// page; a favicon and no failed request on a page load.
 //
 //   npx next build && npx tsx e2e/dashboard.e2e.ts      (E2E_BUILD=1 rebuilds first)
 //
 // Prints one line per step and "N passed, N failed" last; exits non-zero on any failure.
 // Processes and temporary directories are removed on exit, including on failure and Ctrl-C
 // (e2e/support/).
-import { mkdirSync, statSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { createApiKey, fillSignUp, PASSWORD, signUp, submitSignUp, type Account } from './support/accounts.js';
 import { assertPagesFitPhone, mainNav, openBrowser } from './support/browser.js';
@@ -62,6 +67,60 @@ await runE2E({ stepTimeoutMs: 60_000 }, async () => {
     await shot('overview');
   });
 
+  step('$0: the overview lays out the way to a first request, and says honestly what works at $0', async () => {
+    const start = page.getByTestId('getting-started');
+    await start.getByRole('heading', { name: 'Get started: from $0 to your first request' }).waitFor();
+    for (const id of ['step-credit', 'step-key', 'step-request']) assert((await start.getByTestId(id).getAttribute('data-done')) === 'false', `${id} is marked done at $0`);
+    // The first account is platform admin: it adds credit itself, right here.
+    await start.getByTestId('step-credit').getByRole('form', { name: 'Grant credit to this organization' }).waitFor();
+    const hint = (await page.getByTestId('zero-balance-hint').textContent()) ?? '';
+    assert(hint.includes('only for GET /v1/models') && hint.includes('voices') && hint.includes('402 insufficient_quota'), `the $0 hint says: ${hint}`);
+    await shot('overview-zero');
+  });
+
+  step('grants credit from the overview; the amount clears, so a second click grants nothing more', async () => {
+    const form = page.getByTestId('step-credit').getByRole('form', { name: 'Grant credit to this organization' });
+    await form.getByLabel('Amount (USD)').fill('5');
+    await form.getByRole('button', { name: 'Grant credit' }).click();
+    await page.getByTestId('balance').getByText('$5.000000').waitFor();
+    await page.getByTestId('step-credit').and(page.locator('[data-done="true"]')).waitFor();
+    await shot('overview-granted');
+    // The grant form is gone with the step done; on the credits page the amount is empty too (below).
+    assert((await page.getByRole('form', { name: 'Grant credit to this organization' }).count()) === 0, 'the grant form stays after the credit arrived');
+  });
+
+  let firstKey = '';
+  step('follows "Create a key" from the overview; the new key comes with a first request to paste', async () => {
+    await page.getByTestId('step-key').getByRole('link', { name: 'Create a key' }).click();
+    await page.waitForURL(`${dash}/keys`);
+    firstKey = await createApiKey(page, 'first key', { dismiss: false });
+    const request = page.getByTestId('new-key-request');
+    await request.waitFor();
+    assert(((await request.textContent()) ?? '').includes(firstKey), 'the first request does not carry the new key');
+    await shot('keys-first-request');
+  });
+
+  step('the first request, pasted into a shell exactly as the page shows it, succeeds: a WAV file', async () => {
+    const command = (await page.getByTestId('new-key-request').textContent()) ?? '';
+    const work = join(tmp, 'first-request');
+    mkdirSync(work, { recursive: true });
+    execFileSync('bash', ['-c', command], { cwd: work, stdio: 'pipe', timeout: 30_000 });
+    const wav = readFileSync(join(work, 'hello.wav'));
+    assert(wav.subarray(0, 4).toString('latin1') === 'RIFF' && wav.length > 8_000, `hello.wav is ${wav.length} bytes: ${wav.subarray(0, 120).toString('utf8')}`);
+    await page.getByRole('button', { name: 'Done, I have stored it' }).click();
+  });
+
+  step('back on the overview: the list is done, and the usage shows the request', async () => {
+    await mainNav(page, 'Overview').click();
+    await page.waitForURL(`${dash}/`);
+    const total = page.getByTestId('overview-usage-total');
+    await total.waitFor();
+    assert(/^\$0\.\d{6}$/.test(((await total.textContent()) ?? '').trim()) && (await total.textContent())?.trim() !== '$0.000000', `overview usage: ${await total.textContent()}`);
+    assert((await page.getByTestId('getting-started').count()) === 0, 'the get-started list is still shown after the first request');
+    assert((await page.getByTestId('overview-usage').getByTestId('usage-bar').count()) >= 1, 'no bar in the overview chart');
+    await shot('overview-started');
+  });
+
   step('the generated session secret is stored with mode 0600', async () => {
     const mode = statSync(join(dataDir, 'nextauth-secret')).mode & 0o777;
     assert(mode === 0o600, `nextauth-secret has mode ${mode.toString(8)}`);
@@ -77,7 +136,6 @@ await runE2E({ stepTimeoutMs: 60_000 }, async () => {
   step('creates a key and shows the full key once', async () => {
     await mainNav(page, 'API keys').click();
     await page.waitForURL(`${dash}/keys`);
-    await page.getByText('No keys yet').waitFor();
     apiKey = await createApiKey(page, KEY_NAME, { dismiss: false });
     const row = page.getByTestId('key-row').filter({ hasText: KEY_NAME });
     await row.getByText(`${apiKey.slice(0, 11)}…`).waitFor();
@@ -106,6 +164,8 @@ await runE2E({ stepTimeoutMs: 60_000 }, async () => {
     await dialog.getByRole('button', { name: 'Revoke key' }).click();
     await dialog.waitFor({ state: 'hidden' });
     await row.getByTestId('key-status').getByText('Revoked', { exact: true }).waitFor();
+    // The date it was revoked sits with its status, not in the Actions column.
+    await row.getByTestId('key-status').getByTestId('key-revoked-at').waitFor();
     await shot('keys-revoked');
   });
 
@@ -189,21 +249,30 @@ await runE2E({ stepTimeoutMs: 60_000 }, async () => {
     assert(res.status === 200, `status ${res.status}: ${await res.text()}`);
   });
 
-  step('the first user is platform admin: grants credit, balance and ledger follow', async () => {
+  step('the first user is platform admin: grants credit, balance and ledger follow; the form clears, so a second click grants nothing', async () => {
     await mainNav(page, 'Credits').click();
     await page.waitForURL(`${dash}/credits`);
-    await page.getByText('No ledger entries yet').waitFor();
+    // The overview's grant and the first request are in the ledger already.
+    await page.getByTestId('ledger-row').filter({ hasText: 'first credit (from the overview)' }).waitFor();
     const grant = page.getByRole('region', { name: 'Grant credits' });
     await grant.getByLabel('Amount (USD)').fill('5.25');
     await grant.getByLabel('Note (optional)').fill('e2e grant');
     await grant.getByRole('button', { name: 'Grant credits' }).click();
-    await grant.getByText('New balance: $5.250000').waitFor();
-    await page.getByTestId('credits-balance').getByText('$5.250000').waitFor();
+    const done = grant.getByText(/^Granted \$5\.25 to E2E Tester's org\. New balance: \$(\d+\.\d{6})\.$/);
+    await done.waitFor();
+    const balance = /New balance: (\$\d+\.\d{6})/.exec((await done.textContent()) ?? '')![1]!;
+    await page.getByTestId('credits-balance').getByText(balance).waitFor();
     const row = page.getByTestId('ledger-row').filter({ hasText: 'e2e grant' });
     await row.getByText('+$5.250000').waitFor();
+    assert((await grant.getByLabel('Amount (USD)').inputValue()) === '', 'the amount stays filled after the grant');
+    assert((await grant.getByLabel('Note (optional)').inputValue()) === '', 'the note stays filled after the grant');
     await shot('credits');
+    // A second click has no amount to send: the form stops it (the field is required).
+    await grant.getByRole('button', { name: 'Grant credits' }).click();
+    assert(await grant.getByLabel('Amount (USD)').evaluate((el) => (el as HTMLInputElement).validity.valueMissing), 'the empty amount is not what stopped the second grant');
+    assert((await page.getByTestId('ledger-row').filter({ hasText: 'e2e grant' }).count()) === 1, 'a second click granted again');
     await mainNav(page, 'Overview').click();
-    await page.getByTestId('balance').getByText('$5.250000').waitFor();
+    await page.getByTestId('balance').getByText(balance).waitFor();
   });
 
   step('the owner sees themselves as the only member and cannot demote or remove the last owner', async () => {
@@ -298,6 +367,31 @@ await runE2E({ stepTimeoutMs: 60_000 }, async () => {
     assert((await page.getByTestId('key-row').filter({ hasText: 'sneaky' }).count()) === 0, 'the member created a key');
   });
 
+  step('choosing an org in the switcher switches at once: the header and the page name the same org', async () => {
+    const m = member!.page;
+    await m.goto(`${dash}/`);
+    await m.getByRole('heading', { level: 1, name: "E2E Tester's org" }).waitFor();
+    await m.getByTestId('org-switcher').selectOption({ label: "E2E Member's org (owner)" });
+    // No separate "Switch" button: the page reloads for the chosen org.
+    await m.getByRole('heading', { level: 1, name: "E2E Member's org" }).waitFor();
+    assert((await m.getByTestId('org-switcher').locator('option:checked').textContent()) === "E2E Member's org (owner)", 'the header names another org than the page');
+    assert((await m.getByRole('button', { name: 'Switch' }).count()) === 0, 'a Switch button is still there');
+    await member!.shot('org-switched');
+  });
+
+  step('a non-admin at $0 is told who adds credit and what to send them', async () => {
+    const m = member!.page;
+    const path = m.getByTestId('no-credit-path');
+    await path.getByText('Credit is added by an operator of this instance (a platform admin)').waitFor();
+    const orgId = await path.getByTestId('org-id').inputValue();
+    assert(/^org_/.test(orgId), `the org id shown is ${orgId}`);
+    assert((await m.getByRole('form', { name: 'Grant credit to this organization' }).count()) === 0, 'a non-admin is offered a grant form');
+    await member!.shot('overview-zero-non-admin');
+    // Back to the owner's org for what follows.
+    await m.getByTestId('org-switcher').selectOption({ label: "E2E Tester's org (member)" });
+    await m.getByRole('heading', { level: 1, name: "E2E Tester's org" }).waitFor();
+  });
+
   step('the member sees the members page without the owner controls', async () => {
     const m = member!.page;
     await mainNav(m, 'Members').click();
@@ -308,6 +402,34 @@ await runE2E({ stepTimeoutMs: 60_000 }, async () => {
     assert((await m.getByRole('button', { name: /^(Remove|Make) / }).count()) === 0, 'a member is offered role or removal buttons');
     await member!.shot('members');
     assert(member!.errors.length === 0, member!.errors.join('\n'));
+  });
+
+  step('an unknown address is a real 404 page with the way back', async () => {
+    const res = await page.goto(`${dash}/no-such-page`);
+    assert(res?.status() === 404, `status ${res?.status()}`);
+    await page.getByRole('heading', { level: 1, name: 'Page not found' }).waitFor();
+    const pages = page.getByRole('navigation', { name: 'Pages' });
+    await pages.getByRole('link', { name: 'Voices →' }).waitFor();
+    await shot('not-found');
+    await pages.getByRole('link', { name: 'API keys →' }).click();
+    await page.waitForURL(`${dash}/keys`);
+  });
+
+  step('a favicon: the page names it, it is served, and loading a page fails no request', async () => {
+    const failed: string[] = [];
+    const onResponse = (r: { status(): number; url(): string }) => void (r.status() >= 400 && failed.push(`${r.status()} ${r.url()}`));
+    page.on('response', onResponse);
+    await page.goto(`${dash}/`);
+    await page.waitForLoadState('networkidle');
+    page.off('response', onResponse);
+    assert(failed.length === 0, `failed requests: ${failed.join(', ')}`);
+    const icons = await page.locator('link[rel="icon"]').evaluateAll((links) => links.map((l) => (l as HTMLLinkElement).href));
+    assert(icons.some((h) => h.endsWith('/favicon.svg')) && icons.some((h) => h.endsWith('/favicon.ico')), `icons: ${icons.join(', ')}`);
+    for (const [path, type] of [['/favicon.ico', /^image\/(x-icon|vnd\.microsoft\.icon)/], ['/favicon.svg', /^image\/svg\+xml/]] as const) {
+      const res = await fetch(`${dash}${path}`);
+      assert(res.status === 200 && type.test(res.headers.get('content-type') ?? ''), `${path}: ${res.status} ${res.headers.get('content-type')}`);
+    }
+    await shot('favicon-overview');
   });
 
   step('pages fit a phone-width screen', async () => {

@@ -106,13 +106,22 @@ await runE2E({ stepTimeoutMs: 60_000 }, async () => {
     assert(JSON.stringify(d.entries) === JSON.stringify(want), `entries: ${JSON.stringify(d.entries)}`);
   });
 
-  step('an invalid cell is pointed at and nothing is saved; fixed, the edit is saved', async () => {
+  step('an invalid cell is pointed at, marked and explained in the table\'s words, and nothing is saved; fixed, the edit is saved', async () => {
     await editor().getByLabel('Say as, entry 1').fill('   ');
     await editor().getByRole('button', { name: 'Save dictionary' }).click();
-    await editor().getByText('Entry 1, replacement: must not be only spaces').waitFor();
     const cell = editor().getByLabel('Say as, entry 1');
+    // Under the cell, named as its column is ("Say as", not the API's "replacement"/"alias").
+    const message = rows().nth(0).getByTestId('cell-error');
+    await message.getByText('Entry 1, Say as: must not be only spaces.', { exact: true }).waitFor();
     assert((await cell.getAttribute('aria-invalid')) === 'true', 'the invalid cell is not marked');
+    assert((await cell.getAttribute('aria-describedby')) === (await message.getAttribute('id')), 'the message is not tied to the cell');
     assert(await cell.evaluate((el) => el === document.activeElement), 'focus did not move to the invalid cell');
+    // Marked while it has the focus too (the focus ring used to paint over the red).
+    const ring = await cell.evaluate((el) => getComputedStyle(el).boxShadow);
+    const valid = editor().getByLabel('Word, entry 2');
+    await valid.focus();
+    const validRing = await valid.evaluate((el) => getComputedStyle(el).boxShadow);
+    assert(ring !== validRing, `a focused invalid cell looks like a focused valid one (${ring})`);
     assert((await apiDict()).entries?.[0]?.alias === 'the agency', 'an invalid edit reached the server');
     await shot('invalid-cell');
     await cell.fill('National Aeronautics and Space Administration');
@@ -120,6 +129,19 @@ await runE2E({ stepTimeoutMs: 60_000 }, async () => {
     await editor().getByTestId('dict-editor-status').getByText('Saved.').waitFor();
     const d = await apiDict();
     assert(d.entries?.[0]?.alias === 'National Aeronautics and Space Administration', `after the edit: ${JSON.stringify(d.entries)}`);
+  });
+
+  step('a word entered twice is refused with entries numbered as the rows are (from 1) and the table\'s words', async () => {
+    await editor().getByRole('button', { name: 'Add entry' }).click();
+    await editor().getByLabel('Word, entry 3').fill('nasa');
+    await editor().getByLabel('Say as, entry 3').fill('the agency again');
+    await editor().getByRole('button', { name: 'Save dictionary' }).click();
+    await rows().nth(2).getByTestId('cell-error').getByText('Entry 3, Word: the same word as entry 1 (words are compared ignoring case).', { exact: true }).waitFor();
+    assert(!((await editor().textContent()) ?? '').match(/entries\[|grapheme/), 'the API\'s words are shown');
+    assert((await editor().getByLabel('Word, entry 3').getAttribute('aria-invalid')) === 'true', 'the duplicate word is not marked');
+    await shot('duplicate-word');
+    await editor().getByRole('button', { name: 'Discard changes' }).click();
+    await editor().getByText('Changes discarded.').waitFor();
   });
 
   step('the keyboard adds and removes a row, with focus where the next keystroke belongs', async () => {

@@ -5,7 +5,12 @@
 // local TTS engine (upload through the dashboard proxy), see it listed, prepare it for a second
 // model and watch the job, rename it, synthesize with it in the playground and check the page's
 // <audio> holds real audio, transcribe the recording, then usage, keys (the dashboard key),
-// models, phone width.
+// models, phone width. Also: a Play button on every library card and on a voice's page (the
+// time from the click to the sample playing is printed), files that are not audio refused as
+// such, the source recording's player (length, seeking through byte ranges), human
+// validation messages, the playground's autoplay, cleared results and character counter, the
+// usage chart's axes and tooltip, the models page's labelled figures and full errors, and the
+// confirmation after a voice is deleted.
 //
 //   npx next build && npx tsx e2e/voices-playground.e2e.ts      (E2E_BUILD=1 rebuilds first)
 //
@@ -13,7 +18,7 @@
 // Screenshots go to e2e/screenshots/voices-*.png, playground*.png, usage.png, models.png.
 // Processes, browser and accounts: e2e/support/.
 import { spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { grantCredits, PASSWORD, signUp, type Account } from './support/accounts.js';
 import { assertPagesFitPhone, audioSeconds, mainNav, openBrowser } from './support/browser.js';
@@ -54,10 +59,43 @@ await runE2E({ stepTimeoutMs: 90_000 }, async () => {
   const clipSeconds = wavSeconds(readFileSync(clip));
   if (clipSeconds < 10) throw new Error(`the generated clip is only ${clipSeconds.toFixed(1)} s`);
 
+  // A text file, named as if it were a recording.
+  const notes = join(tmp, 'notes.wav');
+  writeFileSync(notes, 'Meeting notes: bring the slides on Monday.\n');
+
   const browser = await openBrowser({ tmp }, { actionTimeoutMs: 20_000, autoplay: true });
   const { page, shot } = browser;
   const nav = (label: string) => mainNav(page, label);
   let voiceId = '';
+  const openCloneForm = async () => {
+    const form = page.getByRole('form', { name: 'Clone a voice' });
+    if (!(await form.isVisible())) await page.getByRole('button', { name: 'Clone a voice' }).click();
+    await form.waitFor();
+    return form;
+  };
+  /**
+   * Clicks a Play button and returns the milliseconds from the click to the sample playing,
+   * measured in the page (the click's event time to the <audio>'s "playing" event).
+   */
+  const playSample = async (button: ReturnType<typeof page.getByRole>) => {
+    await button.waitFor();
+    await page.evaluate(() => {
+      const w = window as unknown as { __sample: Promise<number> };
+      const audio = document.querySelector('[data-testid="voice-sample-audio"]')!;
+      w.__sample = new Promise<number>((resolve, reject) => {
+        let clicked = 0;
+        document.addEventListener('click', (e) => (clicked = e.timeStamp), { capture: true, once: true });
+        audio.addEventListener('playing', (e) => resolve(e.timeStamp - clicked), { once: true });
+        audio.addEventListener('error', () => reject(new Error('the sample could not be played')), { once: true });
+      });
+    });
+    await button.click();
+    const ms = await page.evaluate(() => (window as unknown as { __sample: Promise<number> }).__sample);
+    // Of which the request through the proxy and the gateway (the rest: the page, decoding, starting the audio).
+    const request = await page.evaluate(() => performance.getEntriesByType('resource').filter((e) => e.name.endsWith('/api/gateway/tts/bytes')).at(-1)?.duration ?? -1);
+    return { ms, request };
+  };
+  const sampleTimes: Array<[string, number]> = [];
 
   step('signs up as the first user (platform admin) and grants the org credit in the page', async () => {
     await signUp(page, dash, USER);
@@ -69,6 +107,13 @@ await runE2E({ stepTimeoutMs: 90_000 }, async () => {
     await page.waitForURL(`${dash}/voices`);
     await page.getByRole('heading', { level: 1, name: 'Voices' }).waitFor();
     await page.getByTestId('voice-card').filter({ hasText: 'Sally' }).waitFor();
+    // The library comes first, in the platform list's order (English first, not Hindi); the
+    // clone form waits behind its button.
+    const first = await page.getByTestId('voice-card').first().getAttribute('data-voice-id');
+    assert(first === 'flite-slt', `the library starts with ${first}`);
+    assert((await page.getByRole('form', { name: 'Clone a voice' }).count()) === 0, 'the clone form is open before it was asked for');
+    const top = await page.getByRole('region', { name: 'Voice library' }).evaluate((el) => el.getBoundingClientRect().top);
+    assert(top < 300, `the library starts ${top}px down the page`);
     const library = page.getByRole('region', { name: 'Voice library' });
     await library.getByRole('button', { name: 'Mine', exact: true }).click();
     await library.getByText('You have no voices of your own yet').waitFor();
@@ -82,10 +127,46 @@ await runE2E({ stepTimeoutMs: 90_000 }, async () => {
     await shot('voices');
   });
 
+  step('Play on a library card plays a sample of the voice (flite and eSpeak); the time from the click is printed', async () => {
+    for (const [voice, name] of [['flite-slt', 'Sally'], ['espeak-en-us-m', 'Ethan']] as const) {
+      const card = page.locator(`[data-testid="voice-card"][data-voice-id="${voice}"]`);
+      const play = card.getByRole('button', { name: `Play a sample of ${name} on ${voice.startsWith('flite') ? 'local-flite' : 'local-espeak'}` });
+      const { ms, request } = await playSample(play);
+      sampleTimes.push([voice, ms]);
+      console.log(`      sample of ${voice}: playing ${ms.toFixed(0)} ms after the click (the request took ${request.toFixed(0)} ms)`);
+      await card.locator('[data-testid="play-sample"][data-state="playing"]').or(card.locator('[data-testid="play-sample"][data-state="idle"]')).waitFor();
+    }
+    await page.locator('[data-testid="voice-card"][data-voice-id="flite-slt"]').getByTestId('play-sample').click();
+    await shot('voices-play');
+  });
+
+  step('a platform voice\'s page plays its sample too', async () => {
+    await page.locator('[data-testid="voice-card"][data-voice-id="flite-rms"]').getByRole('link', { name: 'Rob' }).click();
+    await page.waitForURL(`${dash}/voices/flite-rms`);
+    const actions = page.getByRole('region', { name: 'Actions' });
+    const { ms, request } = await playSample(actions.getByRole('button', { name: 'Play a sample of Rob on local-flite' }));
+    sampleTimes.push(['flite-rms (voice page)', ms]);
+    console.log(`      sample of flite-rms on its page: playing ${ms.toFixed(0)} ms after the click (the request took ${request.toFixed(0)} ms)`);
+    await shot('voice-detail-platform');
+    await page.getByRole('link', { name: '← All voices' }).click();
+    await page.waitForURL(`${dash}/voices`);
+  });
+
+  step('a text file is refused as "not a WAV file" by the clone form, as the gateway says', async () => {
+    const form = await openCloneForm();
+    await form.getByLabel('Recording (WAV)').setInputFiles(notes);
+    await form.getByLabel('Voice name').fill('Not a voice');
+    await form.getByRole('button', { name: 'Upload and clone' }).click();
+    const alert = form.getByRole('alert').filter({ hasText: 'The clone was not made' });
+    await alert.getByText('The file is not a WAV file: it is text, not audio.', { exact: false }).waitFor();
+    assert(!((await alert.textContent()) ?? '').includes('0.0 s'), `the answer still measures the text: ${await alert.textContent()}`);
+    await shot('clone-not-audio');
+  });
+
   step('a clip shorter than 10 s is refused in the page before uploading', async () => {
     const short = join(tmp, 'short.wav');
     spawnSync('flite', ['-voice', 'rms', '-o', short, 'Too short.']);
-    const form = page.getByRole('form', { name: 'Clone a voice' });
+    const form = await openCloneForm();
     await form.getByLabel('Recording (WAV)').setInputFiles(short);
     await form.getByLabel('Voice name').fill(VOICE_NAME);
     await form.getByRole('button', { name: 'Upload and clone' }).click();
@@ -93,7 +174,7 @@ await runE2E({ stepTimeoutMs: 90_000 }, async () => {
   });
 
   step(`clones "${VOICE_NAME}" from a ${Math.round(clipSeconds)} s recording through the dashboard proxy, with an upload progress bar`, async () => {
-    const form = page.getByRole('form', { name: 'Clone a voice' });
+    const form = await openCloneForm();
     // Record every value the upload progress bar shows (it can be brief on loopback).
     await page.evaluate(() => {
       const w = window as unknown as { __progress: string[] };
@@ -144,6 +225,39 @@ await runE2E({ stepTimeoutMs: 90_000 }, async () => {
     await shot('voice-detail');
   });
 
+  step('the source recording\'s player knows its length and seeks (the proxy answers byte ranges)', async () => {
+    const ranged = page.waitForResponse((r) => r.url().includes('/api/gateway/blobs/') && r.status() === 206);
+    await page.reload();
+    const audio = page.getByTestId('source-audio');
+    const seconds = await audioSeconds(audio);
+    assert(Math.abs(seconds - clipSeconds) < 0.5, `the player says ${seconds} s, the clip is ${clipSeconds.toFixed(1)} s`);
+    const res = await ranged;
+    assert(/^bytes \d+-\d+\/\d+$/.test(res.headers()['content-range'] ?? ''), `Content-Range: ${res.headers()['content-range']}`);
+    const seeked = await audio.evaluate(
+      (el: HTMLAudioElement) =>
+        new Promise<number>((resolve, reject) => {
+          el.addEventListener('seeked', () => resolve(el.currentTime), { once: true });
+          el.addEventListener('error', () => reject(new Error('the player failed')), { once: true });
+          el.currentTime = 5;
+        }),
+    );
+    assert(Math.abs(seeked - 5) < 0.1, `seeked to ${seeked} s`);
+    await shot('voice-source-player');
+  });
+
+  step('a refused edit is worded for people and marks its field ("Name must not be empty.")', async () => {
+    const edit = page.getByRole('form', { name: 'Edit voice' });
+    const name = edit.getByLabel('Name');
+    await name.fill('   ');
+    await edit.getByRole('button', { name: 'Save changes' }).click();
+    await edit.getByText('Name must not be empty.', { exact: true }).waitFor();
+    assert((await name.getAttribute('aria-invalid')) === 'true', 'the name field is not marked');
+    assert(await name.evaluate((el) => el === document.activeElement), 'the name field does not have the focus');
+    assert(!((await edit.textContent()) ?? '').includes('changes.name'), 'the API\'s field path is shown');
+    await shot('voice-edit-error');
+    await name.fill(VOICE_NAME);
+  });
+
   step('renames the voice; the heading and the library follow', async () => {
     const edit = page.getByRole('form', { name: 'Edit voice' });
     await edit.getByLabel('Name').fill(RENAMED);
@@ -162,15 +276,67 @@ await runE2E({ stepTimeoutMs: 90_000 }, async () => {
     await page.waitForFunction((id) => [...document.querySelectorAll('form[aria-label="Synthesize speech"] select')].some((s) => (s as HTMLSelectElement).value === id), voiceId);
     assert((await voice.inputValue()) === voiceId, `the playground picked ${await voice.inputValue()}, not the cloned voice`);
     await form.getByLabel('Text').fill('Hello from the cloned voice. The dashboard plays this in the page.');
+    // Which media elements start playing (capture: media events do not bubble).
+    await page.evaluate(() => {
+      const w = window as unknown as { __played: string[] };
+      w.__played = [];
+      document.addEventListener('playing', (e) => w.__played.push((e.target as HTMLElement).dataset.testid ?? '?'), true);
+    });
     await form.getByRole('button', { name: 'Synthesize' }).click();
     const audio = page.getByTestId('tts-audio');
     await audio.waitFor();
     const duration = await audioSeconds(audio);
     assert(duration > 1, `the <audio> element holds ${duration} s of audio`);
+    // It plays by itself.
+    await page.waitForFunction(() => (window as unknown as { __played: string[] }).__played.includes('tts-audio'));
     const cost = (await page.getByTestId('request-cost').textContent()) ?? '';
     assert(/Cost \$0\.\d{6}/.test(cost) && !cost.includes('$0.000000 ·'), `cost line: ${cost}`);
     assert(/credits left \$4\.\d{6}/.test(cost), `remaining credits: ${cost}`);
     await shot('playground');
+  });
+
+  step('a new synthesis clears the previous take while it runs, then plays the new one', async () => {
+    const form = page.getByRole('form', { name: 'Synthesize speech' });
+    const before = await page.getByTestId('tts-audio').getAttribute('src');
+    await form.getByLabel('Text').fill('A second take, different from the first.');
+    // From the click on, record in order what the result area holds: "Synthesizing…" and which take.
+    await page.evaluate(() => {
+      const w = window as unknown as { __seen: string[]; __played: string[] };
+      w.__seen = [];
+      w.__played = [];
+      new MutationObserver(() => {
+        const pending = document.querySelector('[data-testid="tts-pending"]') ? 'pending' : '';
+        const state = `${pending}|${document.querySelector('[data-testid="tts-audio"]')?.getAttribute('src') ?? ''}`;
+        if (w.__seen.at(-1) !== state) w.__seen.push(state);
+      }).observe(document.body, { subtree: true, childList: true, attributes: true });
+    });
+    await form.getByRole('button', { name: 'Synthesize' }).click();
+    await page.waitForFunction((old) => {
+      const src = document.querySelector('[data-testid="tts-audio"]')?.getAttribute('src');
+      return src && src !== old;
+    }, before);
+    await page.waitForFunction(() => (window as unknown as { __played: string[] }).__played.includes('tts-audio'));
+    const seen = await page.evaluate(() => (window as unknown as { __seen: string[] }).__seen);
+    const srcOf = (state: string) => state.slice(state.indexOf('|') + 1);
+    const firstNew = seen.findIndex((x) => srcOf(x) !== '' && srcOf(x) !== before);
+    assert(firstNew >= 0, `the new take never showed: ${seen.join(' → ')}`);
+    assert(!seen.slice(0, firstNew).some((x) => srcOf(x) === before), `the old take stayed while the new one ran: ${seen.join(' → ')}`);
+    assert(seen.slice(0, firstNew).some((x) => x.startsWith('pending|')), `no "Synthesizing…" while it ran: ${seen.join(' → ')}`);
+    await shot('playground-second-take');
+  });
+
+  step('the text counts its characters up to 5,000 and says when it is over, instead of cutting it', async () => {
+    const form = page.getByRole('form', { name: 'Synthesize speech' });
+    const text = form.getByLabel('Text');
+    const long = 'a'.repeat(5001);
+    await text.fill(long);
+    assert((await text.inputValue()).length === 5001, 'the field cut the text');
+    await page.getByTestId('char-counter').getByText('5,001 / 5,000 characters').waitFor();
+    await form.getByText('1 character over the 5,000-character limit of one request: shorten the text.').waitFor();
+    assert(await form.getByRole('button', { name: 'Synthesize' }).isDisabled(), 'Synthesize is offered over the limit');
+    await shot('playground-counter');
+    await text.fill('Back under the limit.');
+    await page.getByTestId('char-counter').getByText('21 / 5,000 characters').waitFor();
   });
 
   step('a voice without a profile for the model is not offered, and the page says so', async () => {
@@ -192,6 +358,16 @@ await runE2E({ stepTimeoutMs: 90_000 }, async () => {
     await shot('playground-transcribed');
   });
 
+  step('a text file to transcribe is refused as "not a WAV file", and the previous transcript goes', async () => {
+    const form = page.getByRole('form', { name: 'Transcribe a recording' });
+    await form.getByLabel('Recording (WAV or raw 16-bit PCM)').setInputFiles(notes);
+    await form.getByRole('button', { name: 'Transcribe' }).click();
+    const alert = form.getByRole('alert').filter({ hasText: 'Transcription failed' });
+    await alert.getByText('The file is not a WAV file: it is text, not audio.', { exact: false }).waitFor();
+    assert((await page.getByTestId('transcript').count()) === 0, 'the previous transcript is still shown');
+    await shot('playground-not-audio');
+  });
+
   step('usage shows the spend per day, per model and per key (the dashboard key)', async () => {
     await nav('Usage').click();
     await page.waitForURL(`${dash}/usage`);
@@ -204,9 +380,29 @@ await runE2E({ stepTimeoutMs: 90_000 }, async () => {
     await shot('usage');
   });
 
-  step('the dashboard key is a real key in the keys list', async () => {
+  step('the usage chart has a y-axis in dollars with gridlines, dates along the bottom, and a tooltip at once', async () => {
+    const chart = page.getByTestId('usage-chart');
+    const ticks = await chart.getByTestId('usage-y-tick').allTextContents();
+    assert(ticks.length >= 3 && /^\$0(\.0+)?$/.test(ticks[0]!) && ticks.slice(1).every((t) => /^\$\d+(\.\d+)?$/.test(t) && Number(t.slice(1)) > 0), `y-axis: ${ticks.join(', ')}`);
+    assert((await chart.locator('[data-testid="usage-y-tick"] line').count()) === ticks.length, 'no gridline per tick');
+    const dates = await chart.getByTestId('usage-x-label').allTextContents();
+    assert(dates.length >= 4 && dates.every((d) => /^[A-Z][a-z]{2} \d{1,2}$/.test(d)), `x-axis: ${dates.join(', ')}`);
+    // Today's bars are the last; pointing at them shows the day's figures (no native title delay).
+    await chart.getByTestId('usage-bar').last().hover();
+    const tip = page.getByTestId('usage-tooltip');
+    await tip.waitFor({ timeout: 1_000 });
+    const text = (await tip.textContent()) ?? '';
+    assert(text.includes('local-flite') && text.includes('local-stt') && /\$0\.\d{6}/.test(text), `tooltip: ${text}`);
+    assert((await chart.locator('title').count()) === 0, 'the slow native tooltips are still there');
+    await shot('usage-tooltip');
+  });
+
+  step('the dashboard key is a real key in the keys list, and says what it is', async () => {
     await nav('API keys').click();
-    await page.getByTestId('key-row').filter({ hasText: 'Dashboard (playground)' }).getByTestId('key-status').getByText('Active', { exact: true }).waitFor();
+    const row = page.getByTestId('key-row').filter({ hasText: 'Dashboard (playground)' });
+    await row.getByTestId('key-status').getByText('Active', { exact: true }).waitFor();
+    await row.getByTestId('key-origin').getByText('Made by the dashboard for the playground', { exact: false }).waitFor();
+    await shot('keys-dashboard-key');
   });
 
   step('the platform admin sees each model with its upstreams and health', async () => {
@@ -215,12 +411,34 @@ await runE2E({ stepTimeoutMs: 90_000 }, async () => {
     const flite = page.getByRole('region', { name: 'local-flite' });
     await flite.getByTestId('upstream-row').getByText('local:flite').waitFor();
     await flite.getByTestId('upstream-row').getByText('Up', { exact: true }).waitFor({ timeout: 30_000 });
+    // Each figure under its label, and an engine's message whole: local-llm has no GGUF here,
+    // and its message ends with the command that fixes it.
+    await flite.getByText('Latency', { exact: true }).waitFor();
+    await flite.getByText('Errors, last 15 min', { exact: true }).waitFor();
+    const error = page.getByRole('region', { name: 'local-llm' }).getByTestId('upstream-last-error');
+    const text = ((await error.textContent()) ?? '').trim();
+    assert(text.includes('no GGUF model file at') && text.includes('svc model upsert --id local-llm') && text.endsWith('.gguf'), `local-llm's error reads: ${text}`);
     await shot('models');
   });
 
   step('pages fit a phone-width screen', async () => {
     const paths = ['/voices', `/voices/${voiceId}`, '/playground', '/usage', '/models'];
     await assertPagesFitPhone(browser, dash, paths, (path) => `phone${path.startsWith('/voices/') ? '-voice-detail' : path.replace('/', '-')}`);
+  });
+
+  step('deletes the cloned voice after a confirmation; the library says it was deleted', async () => {
+    await page.goto(`${dash}/voices/${voiceId}`);
+    await page.getByRole('button', { name: 'Delete voice' }).click();
+    const dialog = page.getByRole('dialog', { name: 'Delete this voice?' });
+    await dialog.getByRole('button', { name: 'Delete voice' }).click();
+    await page.waitForURL(/\/voices\?deleted=/);
+    await page.getByTestId('voice-deleted').getByText(`Voice “${RENAMED}” deleted`).waitFor();
+    await shot('voices-deleted');
+  });
+
+  step('the sample times (click to playing) were printed above', async () => {
+    console.log(`      samples: ${sampleTimes.map(([v, ms]) => `${v} ${ms.toFixed(0)} ms`).join(', ')}`);
+    assert(sampleTimes.length === 3, 'a sample was not measured');
   });
 
   step('no uncaught errors in the browser', async () => {

@@ -4,18 +4,22 @@ import Fastify, { LogController, type FastifyInstance, type FastifyReply, type F
 import { pino, type DestinationStream } from 'pino';
 import { newId } from '../server/db/ids.js';
 import { ServiceError } from '../server/services/errors.js';
-import { presentedKey, type RequestAuth } from './core/gateway-core.js';
+import { missingKeyError, presentedKey, type RequestAuth } from './core/gateway-core.js';
 import type { Ticket } from './core/admission.js';
 import { onResponseClose } from './client-gone.js';
 import type { GatewayContext } from './context.js';
 import { answerClientError, drainRequest, sendError, toServiceError } from './errors.js';
 import { registerAgentAuthRoutes } from './routes/agent-auth.js';
 import { registerChatCompletionRoutes } from './routes/chat-completions.js';
+import { registerResponsesRoutes } from './routes/responses.js';
 import { registerHealthRoutes } from './routes/health.js';
 import { registerModelRoutes } from './routes/models.js';
 import { registerTtsRoutes } from './routes/tts.js';
 import { registerTranscriptionRoutes } from './routes/transcriptions.js';
 import { registerSttWebSocketRoutes } from './routes/stt-websocket.js';
+import { registerSttTurnsWebSocketRoutes } from './routes/stt-turns-websocket.js';
+import { registerTtsWebSocketRoutes } from './routes/tts-websocket.js';
+import { registerListenRoutes } from './routes/listen.js';
 import { registerVoiceRoutes } from './routes/voices.js';
 import { registerBlobRoutes } from './routes/blobs.js';
 import { registerJobRoutes } from './routes/jobs.js';
@@ -32,7 +36,7 @@ declare module 'fastify' {
     public?: boolean;
     /** Metered route: admitted only with a positive balance. */
     metered?: boolean;
-    /** Accept the key as `?api_key=` (WebSocket upgrades). */
+    /** A WebSocket upgrade: the key may also come in the query or a subprotocol (presentedKey). */
     keyInQuery?: boolean;
     /** A streaming-session route (WebSocket): admitted by the session caps, not as a request in flight. */
     session?: boolean;
@@ -67,13 +71,17 @@ class AccessLog extends LogController {
 /**
  * Standard output, written in batches: a line per request written at once would be a
  * syscall per request (5-20 us each on a loaded VM). Lines wait at most 100 ms, or until
- * 4 KB are pending; pino flushes what is left synchronously when the process exits (also
- * on a crash), so only a SIGKILL can lose the last 100 ms of lines. Each batch is written
+ * 4 KB are pending; what is left is written synchronously when the process exits (also on
+ * a crash), so only a SIGKILL can lose the last 100 ms of lines. Each batch is written
  * from the event loop (pino's default), not handed to libuv's thread pool: that handover
  * cost ~3 % of maximum throughput on 2 cores (bench/ab-gateway.ts, two runs).
  */
 function logDestination() {
-  return pino.destination({ dest: 1, sync: true, minLength: 4096, periodicFlush: 100 });
+  const destination = pino.destination({ dest: 1, sync: true, minLength: 4096, periodicFlush: 100 });
+  // pino flushes at exit only the destinations it writes asynchronously; without this the lines
+  // of a shutdown ("shut down" included) were lost whenever the process exited within 100 ms.
+  process.once('exit', () => destination.flushSync());
+  return destination;
 }
 
 /** The gateway's pino options (exported for request-logger.test.ts). */
@@ -89,8 +97,15 @@ export function gatewayLoggerOptions(level: string, stream: DestinationStream) {
   };
 }
 
-export async function buildGateway(ctx: GatewayContext, options: { logger?: boolean } = {}): Promise<FastifyInstance> {
+/**
+ * `tls`: serve HTTPS (HTTP/1.1) and WSS on the same listener with this PEM certificate and key
+ * (SVC_TLS_CERT / SVC_TLS_KEY, read by the runtime).
+ */
+export async function buildGateway(ctx: GatewayContext, options: { logger?: boolean; tls?: { cert: Buffer; key: Buffer } } = {}): Promise<FastifyInstance> {
+  // Typed as the plain HTTP instance either way: what the routes use of the server (upgrade
+  // events, closing connections) is the same on node:https's, which extends node:tls's.
   const app = Fastify({
+    https: options.tls ?? null,
     logger: options.logger === false ? false : gatewayLoggerOptions(ctx.config.logLevel, logDestination()),
     logController: new AccessLog(),
     childLoggerFactory: lazyRequestLoggers,
@@ -132,9 +147,7 @@ export async function buildGateway(ctx: GatewayContext, options: { logger?: bool
     const routeConfig = request.routeOptions.config;
     if (routeConfig.public || request.is404) return;
     const key = presentedKey(request, routeConfig.keyInQuery ?? false);
-    if (!key && routeConfig.keyInQuery) {
-      throw new ServiceError('invalid_api_key', 'You did not provide an API key. Pass it in the Authorization header as "Bearer sk_svc_..." or as the api_key query parameter.');
-    }
+    if (!key) throw missingKeyError(routeConfig.keyInQuery ?? false);
     request.auth = await ctx.core.admit(key, routeConfig.metered ?? false);
     if (routeConfig.metered && !routeConfig.session) {
       const ticket = ctx.admission.enterRequest(request.auth);
@@ -176,10 +189,17 @@ export async function buildGateway(ctx: GatewayContext, options: { logger?: bool
   registerPronunciationDictRoutes(app, ctx);
   await app.register((scope, _opts, done) => {
     registerChatCompletionRoutes(scope, ctx);
+    registerResponsesRoutes(scope, ctx);
     done();
   });
   await app.register((scope) => registerTranscriptionRoutes(scope, ctx));
-  await app.register((scope) => registerSttWebSocketRoutes(scope, ctx));
+  // One scope for the WebSocket routes: @fastify/websocket is registered in it (by the STT routes).
+  await app.register(async (scope) => {
+    await registerSttWebSocketRoutes(scope, ctx);
+    registerSttTurnsWebSocketRoutes(scope, ctx);
+    registerTtsWebSocketRoutes(scope, ctx);
+    await registerListenRoutes(scope, ctx);
+  });
   await app.register((scope) => registerAgentAuthRoutes(scope, ctx));
   // Voices, blobs and jobs share a scope: clone and blob upload take multipart and raw audio.
   await app.register(async (scope) => {

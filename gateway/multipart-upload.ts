@@ -42,8 +42,13 @@ export interface UploadOptions {
   fieldNames: string;
 }
 
-export async function readUpload(request: FastifyRequest, options: UploadOptions): Promise<{ file: Buffer | undefined; fields: Record<string, string> }> {
+/**
+ * `fields`: each text field's last value; `values`: every value of each, in order (for fields a
+ * client repeats, like OpenAI's `timestamp_granularities[]`).
+ */
+export async function readUpload(request: FastifyRequest, options: UploadOptions): Promise<{ file: Buffer | undefined; fields: Record<string, string>; values: Record<string, string[]> }> {
   const fields: Record<string, string> = {};
+  const values: Record<string, string[]> = {};
   let file: Buffer | undefined;
   try {
     for await (const part of request.parts()) {
@@ -63,11 +68,13 @@ export async function readUpload(request: FastifyRequest, options: UploadOptions
         file = Buffer.concat(chunks);
       } else {
         fields[part.fieldname] = String(part.value);
+        (values[part.fieldname] ??= []).push(fields[part.fieldname]!);
       }
     }
   } catch (err) {
     throw multipartError(err, options);
   }
   refuseNul(fields);
-  return { file, fields };
+  refuseNul(values);
+  return { file, fields, values };
 }

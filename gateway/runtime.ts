@@ -6,7 +6,7 @@ import type { Server } from 'node:http';
 import { Redis } from 'ioredis';
 import type { FastifyInstance } from 'fastify';
 import type { Config } from '../server/config/env.js';
-import { ensureDataDir } from '../server/config/env.js';
+import { ensureDataDir, readTlsFiles } from '../server/config/env.js';
 import { openDatabase } from '../server/db/database.js';
 import { migrate } from '../server/db/migrate.js';
 import { seedRegistry } from '../server/services/models/seed-registry.js';
@@ -115,6 +115,8 @@ const RELEASE_FREED_MEMORY_MS = 10_000;
 const TRACE_FLUSH_MS = 5_000;
 
 export async function createGatewayRuntime(config: Config, options: { logger?: boolean; passThroughCore?: boolean } = {}): Promise<GatewayRuntime> {
+  // First: a wrong certificate or key stops the start before anything else is touched.
+  const tls = config.tls ? readTlsFiles(config.tls) : undefined;
   ensureDataDir(config);
   await migrate(config.databaseUrl);
   const db = openDatabase(config.databaseUrl);
@@ -152,7 +154,7 @@ export async function createGatewayRuntime(config: Config, options: { logger?: b
   let logCheckError: (err: unknown) => void = () => {};
   const admission = new Admission(config.limits, (ids) => db.hot.keyStatuses(ids), 500, (err) => logCheckError(err));
   const ctx: GatewayContext = { config, db, core, admission, limiter, registry, health, protocols, metrics, lifecycle, tracing, upstreamStats };
-  const app = await buildGateway(ctx, { logger: options.logger });
+  const app = await buildGateway(ctx, { logger: options.logger, tls });
   logCheckError = (err) => app.log.warn({ err }, 'revocation check of running sessions failed');
   // Reservations of this process are renewed, and those of dead processes released, a few
   // times per time-to-live.

@@ -1,7 +1,7 @@
 'use client';
 import { useQuery } from '@tanstack/react-query';
 import { useId, useState } from 'react';
-import { Button } from '@/app/_components/button';
+import { Spinner } from '@/app/_components/spinner';
 import { useTRPC } from '@/app/_lib/trpc';
 import { ORG_COOKIE } from '@/server/api/org-cookie';
 
@@ -13,16 +13,15 @@ export function chooseOrg(orgId: string) {
 
 /**
  * The org the dashboard acts for, and a switch between the user's orgs when there are several.
- * Choosing is separate from switching (a button), so arrowing through the list with the
- * keyboard does not switch at every step. Switching reloads the page: every query, server
+ * Choosing an org switches to it at once (a separate "Switch" click left the header naming one
+ * org while the page showed another). Switching reloads the page: every query, server
  * component and the gateway proxy then act for the new org, nothing of the old one cached.
  */
 export function OrgSwitcher() {
   const trpc = useTRPC();
   const mine = useQuery(trpc.orgs.mine.queryOptions());
   const id = useId();
-  const [switching, setSwitching] = useState(false);
-  const [chosen, setChosen] = useState<string | null>(null);
+  const [switchingTo, setSwitchingTo] = useState<string | null>(null);
   if (!mine.data) return null;
   const { orgs, activeOrgId } = mine.data;
   const active = orgs.find((o) => o.id === activeOrgId);
@@ -33,29 +32,25 @@ export function OrgSwitcher() {
       </span>
     ) : null;
   }
-  const selected = chosen ?? activeOrgId ?? '';
+  const target = orgs.find((o) => o.id === switchingTo);
   return (
-    <form
-      className="flex min-w-0 items-center gap-2"
-      aria-label="Switch organization"
-      onSubmit={(e) => {
-        e.preventDefault();
-        if (!selected || selected === activeOrgId) return;
-        setSwitching(true);
-        chooseOrg(selected);
-        window.location.reload();
-      }}
-    >
+    <div className="flex min-w-0 items-center gap-2">
       <label htmlFor={id} className="sr-only">
         Organization
       </label>
       <select
         id={id}
-        value={selected}
-        disabled={switching}
+        value={switchingTo ?? activeOrgId ?? ''}
+        disabled={switchingTo !== null}
         data-testid="org-switcher"
-        onChange={(e) => setChosen(e.target.value)}
-        className="max-w-44 min-w-0 truncate rounded-md border-0 bg-white py-1.5 pr-8 pl-2 text-sm font-medium text-zinc-900 ring-1 ring-zinc-300 ring-inset focus:ring-2 focus:ring-indigo-600 focus:outline-none sm:max-w-64"
+        onChange={(e) => {
+          const chosen = e.target.value;
+          if (!chosen || chosen === activeOrgId) return;
+          setSwitchingTo(chosen);
+          chooseOrg(chosen);
+          window.location.reload();
+        }}
+        className="max-w-44 min-w-0 truncate rounded-md border-0 bg-white py-1.5 pr-8 pl-2 text-sm font-medium text-zinc-900 ring-1 ring-zinc-300 ring-inset focus:ring-2 focus:ring-indigo-600 focus:outline-none disabled:text-zinc-500 sm:max-w-64"
       >
         {orgs.map((o) => (
           <option key={o.id} value={o.id}>
@@ -63,11 +58,12 @@ export function OrgSwitcher() {
           </option>
         ))}
       </select>
-      {selected !== activeOrgId && (
-        <Button type="submit" variant="secondary" pending={switching} className="min-h-8 px-3 py-1" data-testid="org-switch">
-          Switch
-        </Button>
+      {target && (
+        <span role="status" className="flex items-center gap-1 text-xs text-zinc-600">
+          <Spinner className="size-3.5" />
+          <span className="sr-only">Switching to {target.name}…</span>
+        </span>
       )}
-    </form>
+    </div>
   );
 }

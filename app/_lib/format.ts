@@ -28,3 +28,25 @@ export function withCallback(path: string, callbackPath: string): string {
 export function plural(n: number, word: string): string {
   return `${n.toLocaleString('en')} ${word}${n === 1 ? '' : 's'}`;
 }
+
+/** The field a refused input names (the server's tRPC error data, e.g. "changes.name"), or null. */
+export function errorParam(error: unknown): string | null {
+  const data = (error as { data?: { serviceParam?: unknown } } | null)?.data;
+  return typeof data?.serviceParam === 'string' ? data.serviceParam : null;
+}
+
+/**
+ * A refused input worded for people rather than API clients: with labels
+ * {'changes.name': 'name'}, "changes.name: must not be empty" becomes "Name must not be empty."
+ * and `field` is "name" (the form field to mark). Messages about other fields, or none, are
+ * returned as they are, with `field` null.
+ */
+export function humanError(error: unknown, labels: Record<string, string>): { field: string | null; message: string } {
+  const message = errorMessage(error);
+  const param = errorParam(error) ?? /^([A-Za-z_][\w.[\]]*): /.exec(message)?.[1] ?? null;
+  const label = param === null ? undefined : labels[param];
+  if (!param || label === undefined || !message.startsWith(`${param}: `)) return { field: null, message };
+  const rest = message.slice(param.length + 2).replace(/\.$/, '');
+  const sentence = /^(must|is|are|should|cannot|can)\b/.test(rest) ? `${label} ${rest}` : /^an? /.test(rest) ? `${label} must be ${rest}` : `${label}: ${rest}`;
+  return { field: param.split('.').at(-1)!.replace(/\[\d+\]$/, ''), message: `${sentence[0]!.toUpperCase()}${sentence.slice(1)}.` };
+}

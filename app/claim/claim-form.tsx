@@ -160,9 +160,25 @@ export function ClaimForm({ initialCode, email, returnTo }: { initialCode: strin
  */
 function ClaimError({ error, onSwitchAccount }: { error: unknown; onSwitchAccount: () => void }) {
   if (serviceCode(error) === 'invalid_grant') {
+    // What is left to try (or that nothing is: the code is locked) stands out from the rest.
+    const sentences = errorMessage(error).split(/(?<=\.) (?=[A-Z0-9])/);
     return (
       <Alert>
-        {errorMessage(error)}{' '}
+        {sentences.map((sentence, i) => {
+          const key = /wrong entr(y|ies) left|locked/.test(sentence);
+          return (
+            <span key={i}>
+              {i > 0 && ' '}
+              {key ? (
+                <strong className="font-semibold" data-testid="claim-tries">
+                  {sentence}
+                </strong>
+              ) : (
+                sentence
+              )}
+            </span>
+          );
+        })}{' '}
         <button type="button" onClick={onSwitchAccount} className="font-semibold underline">
           Sign in with another account
         </button>

@@ -3,7 +3,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { encodeMp3 } from './mp3.js';
 import { floatToS16, s16leBytes } from './pcm.js';
-import { sniffAudioFormat, type SniffedAudioFormat } from './sniff.js';
+import { sniffAudioFormat, sniffNonAudio, type SniffedAudioFormat } from './sniff.js';
 import { speechLike, tone } from './test-signals.js';
 import { encodeWav, wavHeader } from './wav.js';
 
@@ -87,5 +87,60 @@ describe('sniffAudioFormat', () => {
       if (!hasEncoder(encoder)) return;
       expect(sniffAudioFormat(make(args))).toBe(expected);
     });
+  });
+});
+
+describe('sniffNonAudio', () => {
+  it.each<[string, Uint8Array, string]>([
+    ['a .txt', Buffer.from('Hello, this is a note about the meeting on Monday.\nSee you there.\n'), 'text'],
+    ['UTF-8 text with accents and emoji', Buffer.from('Grüße aus Köln — 東京 🎧\r\n'), 'text'],
+    ['JSON', Buffer.from('{"model":"local-flite","input":"hi"}'), 'text'],
+    ['a long text cut inside a multi-byte character at the sample end', Buffer.from(`${'a'.repeat(4095)}é and more`), 'text'],
+    ['PNG', Buffer.from('\x89PNG\r\n\x1a\n\0\0\0\rIHDR', 'latin1'), 'a PNG image'],
+    ['JPEG', Buffer.from([0xff, 0xd8, 0xff, 0xe0, 0, 0x10, 0x4a, 0x46]), 'a JPEG image'],
+    ['GIF', Buffer.from('GIF89a\x01\0\x01\0', 'latin1'), 'a GIF image'],
+    ['PDF', Buffer.from('%PDF-1.7\n%\xe2\xe3\xcf\xd3', 'latin1'), 'a PDF document'],
+    ['ZIP / docx', Buffer.from('PK\x03\x04\x14\0\x06\0', 'latin1'), 'a ZIP archive (or an Office document)'],
+    ['gzip', Buffer.from([0x1f, 0x8b, 0x08, 0, 0, 0, 0, 0]), 'a gzip archive'],
+    ['AVI', Buffer.from('RIFF\0\0\0\0AVI LIST', 'latin1'), 'an AVI video'],
+    ['WebP', Buffer.from('RIFF\0\0\0\0WEBPVP8 ', 'latin1'), 'a WebP image'],
+  ])('%s -> %s', (_name, bytes, expected) => {
+    expect(sniffNonAudio(bytes)).toBe(expected);
+  });
+
+  it.each<[string, Uint8Array]>([
+    ['empty', new Uint8Array(0)],
+    ['our WAV', encodeWav(tone(440, 16000, 0.01), 16000, 'pcm_s16le')],
+    ['raw PCM16 tone', s16leBytes(floatToS16(tone(440, 16000, 0.1)))],
+    ['raw PCM16 speech-like', s16leBytes(floatToS16(speechLike(16000, 1)))],
+    ['raw PCM16 silence', new Uint8Array(3200)],
+    ['text followed by a NUL (a binary file with a text header)', Buffer.from('header text\0\x01\x02')],
+    ['invalid UTF-8 (a lone continuation byte)', Buffer.from([0x41, 0x42, 0x80, 0x43])],
+  ])('%s may be audio (null)', (_name, bytes) => {
+    expect(sniffNonAudio(bytes)).toBeNull();
+  });
+
+  it('property: loud random PCM16 of a tenth of a second or more is never taken for text', () => {
+    fc.assert(
+      fc.property(fc.integer(), (seed) => {
+        const pcm = new Int16Array(1600);
+        let r = seed;
+        for (let i = 0; i < pcm.length; i++) {
+          r = (Math.imul(r, 1103515245) + 12345) | 0;
+          pcm[i] = r >> 16;
+        }
+        expect(sniffNonAudio(s16leBytes(pcm))).toBeNull();
+      }),
+      { numRuns: 2000 },
+    );
+  });
+
+  it('property: any printable text is text', () => {
+    fc.assert(
+      fc.property(fc.string({ unit: 'grapheme', minLength: 1, maxLength: 300 }).filter((s) => !/[\u0000-\u0008\u000b\u000e-\u001f\u007f]/.test(s)), (text) => {
+        expect(sniffNonAudio(Buffer.from(text))).toBe('text');
+      }),
+      { numRuns: 2000 },
+    );
   });
 });

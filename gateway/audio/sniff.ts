@@ -52,3 +52,51 @@ export function sniffAudioFormat(bytes: Uint8Array): SniffedAudioFormat {
   if (isMpegAudio(b, 0)) return 'mp3';
   return 'unknown';
 }
+
+// How much of a file the non-audio check reads: enough to tell text from PCM with certainty
+// (PCM16 of any real sound has NUL or control bytes within a few samples), little enough that
+// a 25 MB upload costs nothing to check.
+const TEXT_SAMPLE_BYTES = 4096;
+
+/**
+ * What a file that is certainly not audio looks like, named for an error message ("text",
+ * "a PNG image"...); null when it may be audio. Raw PCM has no magic, so the upload routes
+ * take whatever no format claims as PCM: without this, a .txt or an image renamed .wav was
+ * "0.0 s of audio" or noise instead of a refusal.
+ */
+export function sniffNonAudio(bytes: Uint8Array): string | null {
+  const b = bytes;
+  if (b.length === 0) return null;
+  if (tag(b, 0, 'RIFF') && !tag(b, 8, 'WAVE')) return tag(b, 8, 'WEBP') ? 'a WebP image' : tag(b, 8, 'AVI ') ? 'an AVI video' : 'a RIFF file that is not WAVE';
+  if (tag(b, 0, '\x89PNG\r\n\x1a\n')) return 'a PNG image';
+  if (b.length >= 3 && b[0] === 0xff && b[1] === 0xd8 && b[2] === 0xff) return 'a JPEG image';
+  if (tag(b, 0, 'GIF87a') || tag(b, 0, 'GIF89a')) return 'a GIF image';
+  if (tag(b, 0, '%PDF-')) return 'a PDF document';
+  if (tag(b, 0, 'PK\x03\x04')) return 'a ZIP archive (or an Office document)';
+  if (b.length >= 3 && b[0] === 0x1f && b[1] === 0x8b && b[2] === 0x08) return 'a gzip archive';
+  return isText(b.subarray(0, TEXT_SAMPLE_BYTES), b.length > TEXT_SAMPLE_BYTES) ? 'text' : null;
+}
+
+/**
+ * Printable UTF-8 (tabs, line breaks and form feeds allowed; no other control byte, no DEL):
+ * what text files are and PCM16 never is beyond a handful of bytes. `cut`: the sample ends
+ * inside the file, so a multi-byte character may be cut at its end.
+ */
+function isText(b: Uint8Array, cut: boolean): boolean {
+  let i = 0;
+  while (i < b.length) {
+    const c = b[i]!;
+    if (c < 0x80) {
+      if ((c < 0x20 && c !== 0x09 && c !== 0x0a && c !== 0x0c && c !== 0x0d) || c === 0x7f) return false;
+      i++;
+      continue;
+    }
+    // Lead byte of a 2-, 3- or 4-byte sequence (overlong C0/C1 and past-U+10FFFF F5+ are not UTF-8).
+    const length = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+    if (length === 0) return false;
+    if (i + length > b.length) return cut;
+    for (let k = 1; k < length; k++) if ((b[i + k]! & 0xc0) !== 0x80) return false;
+    i += length;
+  }
+  return true;
+}

@@ -153,10 +153,51 @@ describe('presentedKey', () => {
     expect(from(header)).toBe(key);
   });
 
-  it('reads ?api_key= only where the route allows it, and the header first', () => {
+  it.each([
+    ['Token sk_svc_abc', 'sk_svc_abc'],
+    ['token   sk_svc_abc ', 'sk_svc_abc'],
+    ['Token', undefined],
+  ])('Authorization %j -> %j (Deepgram\'s scheme)', (header, key) => {
+    expect(from(header)).toBe(key);
+  });
+
+  it('reads ?api_key= and ?access_token= only where the route allows it (WebSocket upgrades)', () => {
     expect(from(undefined, { api_key: 'sk_svc_q' })).toBeUndefined();
+    expect(from(undefined, { access_token: 'sk_svc_q' })).toBeUndefined();
     expect(from(undefined, { api_key: 'sk_svc_q' }, true)).toBe('sk_svc_q');
-    expect(from('Bearer sk_svc_h', { api_key: 'sk_svc_q' }, true)).toBe('sk_svc_h');
+    expect(from(undefined, { access_token: 'sk_svc_q' }, true)).toBe('sk_svc_q');
+    expect(from(undefined, { api_key: '' }, true)).toBeUndefined();
+  });
+
+  it('takes X-API-Key, and the openai-insecure-api-key subprotocol on upgrades only', () => {
+    const req = (headers: Record<string, string>, onUpgrade = false) => presentedKey({ headers, query: {} } as unknown as FastifyRequest, onUpgrade);
+    expect(req({ 'x-api-key': ' sk_svc_x ' })).toBe('sk_svc_x');
+    expect(req({ 'x-api-key': '' })).toBeUndefined();
+    const protocols = { 'sec-websocket-protocol': 'realtime, openai-insecure-api-key.sk_svc_p, openai-beta.realtime-v1' };
+    expect(req(protocols)).toBeUndefined();
+    expect(req(protocols, true)).toBe('sk_svc_p');
+    expect(req({ 'sec-websocket-protocol': 'openai-insecure-api-key.' }, true)).toBeUndefined();
+  });
+
+  it('the same key given several ways counts once; two different keys are refused (401), not one picked', () => {
+    expect(from('Bearer sk_svc_h', { api_key: 'sk_svc_h', access_token: 'sk_svc_h' }, true)).toBe('sk_svc_h');
+    const conflicts: [string | undefined, Record<string, unknown>, string][] = [
+      ['Bearer sk_svc_h', { api_key: 'sk_svc_q' }, 'in the Authorization header and in the api_key query parameter'],
+      [undefined, { api_key: 'sk_svc_a', access_token: 'sk_svc_b' }, 'in the api_key query parameter and in the access_token query parameter'],
+      [undefined, { api_key: ['sk_svc_a', 'sk_svc_b'] }, 'in the api_key query parameter and in the api_key query parameter'],
+    ];
+    for (const [authorization, query, where] of conflicts) {
+      const call = () => presentedKey({ headers: { authorization }, query } as unknown as FastifyRequest, true);
+      expect(call).toThrow(ServiceError);
+      expect(call).toThrow(where);
+      try {
+        call();
+      } catch (e) {
+        expect((e as ServiceError).code).toBe('invalid_api_key');
+        expect((e as ServiceError).message).not.toContain('sk_svc_');
+      }
+    }
+    expect(() => presentedKey({ headers: { authorization: 'Token sk_svc_a', 'x-api-key': 'sk_svc_b' }, query: {} } as unknown as FastifyRequest)).toThrow('in the Authorization header and in the X-API-Key header');
   });
 });
 

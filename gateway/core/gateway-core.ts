@@ -181,23 +181,85 @@ export function createPassThroughCore(): GatewayCore {
   };
 }
 
-/** Reads the key from `Authorization: Bearer`, or from `api_key` where a route allows it (WebSocket upgrades). */
-export function presentedKey(request: FastifyRequest, allowQuery = false): string | undefined {
-  const header = request.headers.authorization;
-  if (header) {
-    // The usual form, without a regular expression's match array.
-    if (header.startsWith('Bearer ') && header.charCodeAt(7) > 32 && header.charCodeAt(header.length - 1) > 32) return header.slice(7);
-    const value = header.trim();
-    // "Bearer" alone is no key at all; a bare key without the scheme is accepted.
-    if (/^Bearer$/i.test(value)) return undefined;
-    const m = /^Bearer\s+(.+)$/i.exec(value);
-    return m ? m[1]!.trim() : value;
+// Where a request may carry its API key: the one place for the rule (README, "Keys and
+// authentication"). Every client's way is taken: `Authorization: Bearer` (OpenAI, most SDKs),
+// `Authorization: Token` (Deepgram's clients), `X-API-Key` (Cartesia's), and on WebSocket
+// upgrades, which browsers cannot give headers, `?api_key=` / `?access_token=`, the
+// subprotocol `openai-insecure-api-key.<key>` (OpenAI's browser realtime client) and the
+// subprotocols `token, <key>` (Deepgram's browser clients).
+
+/** The subprotocol prefix that carries a key (the offered protocol is `openai-insecure-api-key.<key>`). */
+const KEY_SUBPROTOCOL = 'openai-insecure-api-key.';
+
+/**
+ * Reads the key a request presents; `onUpgrade`: the route is a WebSocket upgrade, which may
+ * also carry it in its query or subprotocols. A key given twice the same way counts once; two
+ * different keys are refused (401) rather than one picked: which one a client meant to spend
+ * is not for the gateway to guess.
+ */
+export function presentedKey(request: Pick<FastifyRequest, 'headers' | 'query'>, onUpgrade = false): string | undefined {
+  const { authorization } = request.headers;
+  const apiKeyHeader = request.headers['x-api-key'];
+  // The usual form, without a regular expression's match array.
+  if (!onUpgrade && apiKeyHeader === undefined && authorization?.startsWith('Bearer ') && authorization.charCodeAt(7) > 32 && authorization.charCodeAt(authorization.length - 1) > 32) {
+    return authorization.slice(7);
   }
-  if (allowQuery) {
-    const q = (request.query as Record<string, unknown> | undefined)?.api_key;
-    if (typeof q === 'string' && q) return q;
+  const found: { key: string; where: string }[] = [];
+  const add = (key: string | undefined, where: string) => {
+    if (key) found.push({ key, where });
+  };
+  if (authorization) add(keyOfAuthorization(authorization), 'the Authorization header');
+  if (typeof apiKeyHeader === 'string') add(apiKeyHeader.trim(), 'the X-API-Key header');
+  if (onUpgrade) {
+    const query = request.query as Record<string, unknown> | undefined;
+    for (const name of ['api_key', 'access_token']) {
+      const value = query?.[name];
+      for (const one of Array.isArray(value) ? value : [value]) if (typeof one === 'string') add(one, `the ${name} query parameter`);
+    }
+    const protocols = request.headers['sec-websocket-protocol'];
+    if (protocols) {
+      const offered = protocols.split(',').map((p) => p.trim());
+      offered.forEach((protocol, i) => {
+        if (protocol.startsWith(KEY_SUBPROTOCOL)) add(protocol.slice(KEY_SUBPROTOCOL.length), `the ${KEY_SUBPROTOCOL}… subprotocol`);
+        // Deepgram's browser clients offer the key as the protocol after `token` (or `bearer`).
+        else if (/^(?:token|bearer)$/i.test(protocol)) add(offered[i + 1], `the ${protocol} subprotocol`);
+      });
+    }
   }
-  return undefined;
+  const first = found[0];
+  const other = found.find((f) => f.key !== first?.key);
+  if (first && other) {
+    throw new ServiceError('invalid_api_key', `Two different API keys were sent, in ${first.where} and in ${other.where}; send one key (it may be repeated, but not differ).`);
+  }
+  return first?.key;
+}
+
+/** `Bearer <key>` or `Token <key>` (any case); a bare key without a scheme is taken as it is; the scheme alone is no key. */
+function keyOfAuthorization(header: string): string | undefined {
+  const value = header.trim();
+  if (/^(?:Bearer|Token)$/i.test(value)) return undefined;
+  const m = /^(?:Bearer|Token)\s+(.+)$/i.exec(value);
+  return m ? m[1]!.trim() : value;
+}
+
+/** The 401 for a request that presents no key: names every way the route takes one. */
+export function missingKeyError(onUpgrade: boolean): ServiceError {
+  const ways = onUpgrade
+    ? 'in the Authorization header ("Bearer sk_svc_..." or "Token sk_svc_..."), the X-API-Key header, the api_key or access_token query parameter, or the WebSocket subprotocol "openai-insecure-api-key.sk_svc_..."'
+    : 'in the Authorization header ("Bearer sk_svc_..." or "Token sk_svc_...") or the X-API-Key header';
+  return new ServiceError('invalid_api_key', `You did not provide an API key. Pass it ${ways}.`);
+}
+
+/**
+ * The subprotocol a WebSocket route answers with (`ws`'s handleProtocols; called only when the
+ * client offered some). A browser fails a handshake whose answer names none of the protocols it
+ * offered, so one is always chosen: `realtime` when offered (OpenAI's clients), else the first
+ * that is not a key, else the key's own (echoed to the client that sent it, never logged).
+ */
+export function selectSubprotocol(offered: Set<string>): string | false {
+  if (offered.has('realtime')) return 'realtime';
+  for (const protocol of offered) if (!protocol.startsWith(KEY_SUBPROTOCOL)) return protocol;
+  return offered.values().next().value ?? false;
 }
 
 export function setSpendHeaders(reply: FastifyReply, costMicros: bigint | null, remainingMicros: bigint): void {

@@ -26,7 +26,7 @@ interface Usage {
 }
 
 /** Rough token count for text whose usage the engine never reported (about 4 bytes a token). */
-const estimateTokens = (bytes: number) => Math.ceil(bytes / 4);
+export const estimateTokens = (bytes: number) => Math.ceil(bytes / 4);
 
 export function registerChatCompletionRoutes(app: FastifyInstance, ctx: GatewayContext): void {
   // Keep the raw bytes: they are forwarded as they are.

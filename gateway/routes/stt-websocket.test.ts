@@ -167,6 +167,20 @@ describe('refusals before the upgrade (raw HTTP responses in the error envelope)
     }
   });
 
+  it('400 invalid_request for turn parameters out of range, naming the parameter', async () => {
+    const cases: [Record<string, string>, string][] = [
+      [{ turn_end_threshold: '2' }, 'turn_end_threshold'],
+      [{ turn_start_threshold: '-0.1' }, 'turn_start_threshold'],
+      [{ turn_eager_end_threshold: 'high' }, 'turn_eager_end_threshold'],
+      [{ turn_end_timeout_ms: '50' }, 'turn_end_timeout_ms'],
+      [{ turn_end_timeout_ms: '1.5' }, 'turn_end_timeout_ms'],
+      [{ eager_end: 'yes' }, 'eager_end'],
+      // An eager end above the end threshold could never come first.
+      [{ turn_eager_end_threshold: '0.9', turn_end_threshold: '0.5' }, 'turn_eager_end_threshold'],
+    ];
+    for (const [params, param] of cases) await refused(query(params), {}, { status: 400, code: 'invalid_request', param });
+  });
+
   it('400 invalid_sample_rate outside the six rates and outside the model allowlist', async () => {
     for (const value of ['11025', '96000', '7999', 'abc', '16000.0x', '-16000']) {
       await refused(query({ sample_rate: value }), {}, { status: 400, code: 'invalid_sample_rate', param: 'sample_rate' });
@@ -300,13 +314,13 @@ describe('session', () => {
     expect(s2!.at as number).toBeLessThan(e2!.at as number);
   });
 
-  it('a 0.6 s pause ends a turn for responsive (two turns) but not for patient (one turn with both sentences)', async () => {
+  it('a 0.6 s pause ends a turn for responsive (two turns) but not for patient asking for more certainty (one turn with both sentences)', async () => {
     const a = trimSilence((await speech(TABLE)).samples);
     const b = trimSilence((await speech(WEATHER)).samples);
     const audio = concat(silence(0.3), a, silence(0.6), b, silence(2));
     const bytes = s16le(audio);
     const responsive = await openSession(h, query({ turn_detection: 'responsive' }));
-    const patient = await openSession(h, query({ turn_detection: 'patient' }));
+    const patient = await openSession(h, query({ turn_detection: 'patient', turn_end_threshold: '0.9' }));
     await Promise.all([responsive.stream(bytes, FAST(16000)), patient.stream(bytes, FAST(16000))]);
     // Every turn has ended once the patient session has its (only) turn.end and the responsive one its second.
     await Promise.all([responsive.until((e) => e.type === 'turn.end' && (e.at as number) > 1 + a.length / 16000), patient.until((e) => e.type === 'turn.end')]);
@@ -330,6 +344,35 @@ describe('session', () => {
     expect(firstOfB, JSON.stringify(pw)).toBeGreaterThan(0);
     expect(pw.slice(0, firstOfB).every((w) => w.end <= pauseEnds)).toBe(true);
     expect(wer(WEATHER, pw.slice(firstOfB).map((w) => w.word).join(' '))).toBeLessThanOrEqual(0.25);
+  });
+
+  it('eager_end=true: a pause gets turn.eager_end with the transcript so far, speech after it turn.resume, the end of the sentence an eager end then turn.end', async () => {
+    const a = trimSilence((await speech(TABLE)).samples);
+    const b = trimSilence((await speech(WEATHER)).samples);
+    const audio = concat(silence(0.3), a, silence(0.5), b, silence(2));
+    // A low eager threshold and a high end threshold: the pause is surely eager, surely not the end.
+    const c = await openSession(h, query({ eager_end: 'true', turn_eager_end_threshold: '0.2', turn_end_threshold: '0.97' }));
+    // In real time, as a caller speaks: the transcript then keeps up with the audio (faster, the
+    // detector would reach the pause before the recognizer has heard the words before it).
+    await c.stream(s16le(audio), { frameBytes: 3200, intervalMs: 100 });
+    await c.until((e) => e.type === 'turn.end');
+    await closeAndCheck(c, millisOf(audio.length, 16000));
+    const turnEvents = c.events.filter((e) => e.type.startsWith('turn.'));
+    expect(turnEvents.map((e) => e.type).join(' '), summary(c.events)).toMatch(/^turn\.start( turn\.eager_end turn\.resume)+ turn\.eager_end turn\.end$/);
+    const pauseStarts = (0.3 * 16000 + a.length) / 16000;
+    const eagerInPause = turnEvents.find((e) => e.type === 'turn.eager_end' && Math.abs((e.at as number) - pauseStarts) < 0.2)!;
+    expect(eagerInPause, summary(c.events)).toBeDefined();
+    // What was heard before the pause goes with it: the first sentence's words.
+    expect(wer(TABLE, eagerInPause.transcript as string), eagerInPause.transcript as string).toBeLessThanOrEqual(0.4);
+    const resume = turnEvents[turnEvents.indexOf(eagerInPause) + 1]!;
+    expect(resume.type).toBe('turn.resume');
+    expect(resume.at as number).toBeGreaterThan(pauseStarts + 0.3);
+    const [lastEager, end] = turnEvents.slice(-2);
+    expect(lastEager!.at).toBe(end!.at);
+    expect(wer(`${TABLE} ${WEATHER}`, lastEager!.transcript as string), lastEager!.transcript as string).toBeLessThanOrEqual(0.4);
+    // One utterance: a single final, before turn.end.
+    expect(finals(c)).toHaveLength(1);
+    expect(indexOf(c, finals(c)[0]!)).toBeLessThan(indexOf(c, end!));
   });
 
   it('audio sent after close is not taken: neither transcribed nor billed (the session bills what came before it)', async () => {

@@ -1,6 +1,7 @@
 // POST /v1/audio/transcriptions (OpenAI-compatible, multipart). The file is read with a
 // 25 MB cap enforced while it streams in (413 body_too_large as soon as it is exceeded);
-// fields may come before or after the file.
+// fields may come before or after the file. `response_format` picks the answer's shape
+// (transcription-formats.ts); the default (json) is the spec's {text, words, duration_seconds}.
 import type { FastifyInstance } from 'fastify';
 import { perSecondCostMicros } from '../../server/services/credits/pricing.js';
 import { ServiceError } from '../../server/services/errors.js';
@@ -10,6 +11,7 @@ import { acceptMultipart, readUpload } from '../multipart-upload.js';
 import { decodeUploadedAudio, parseSampleRateParam } from '../stt/decode-upload.js';
 import { transcribeWithUpstreams } from '../stt/transcribe.js';
 import { onResponseClose } from '../client-gone.js';
+import { parseGranularities, parseResponseFormat, segmentsOf, srt, verboseJson, vtt } from './transcription-formats.js';
 
 export const TRANSCRIPTION_BODY_LIMIT = 25 * 1024 * 1024;
 
@@ -19,16 +21,31 @@ export function parseKeyterms(value: string | undefined): string[] {
   return value.split(/[\n,]/).map((t) => t.trim()).filter(Boolean).slice(0, 100);
 }
 
+/**
+ * The recognition hints of a request: `keyterms`, and OpenAI's `prompt` read the same way (the
+ * gateway's own `openai` upstream protocol sends keyterms as the prompt, comma separated, so a
+ * gateway behind a gateway keeps them). A prompt in prose is a phrase per comma-separated part.
+ */
+function hintsOf(fields: Record<string, string>): string[] {
+  return [...new Set([...parseKeyterms(fields.keyterms), ...parseKeyterms(fields.prompt)])].slice(0, 100);
+}
+
 export async function registerTranscriptionRoutes(app: FastifyInstance, ctx: GatewayContext): Promise<void> {
   await acceptMultipart(app, TRANSCRIPTION_BODY_LIMIT);
 
   app.post('/v1/audio/transcriptions', { bodyLimit: TRANSCRIPTION_BODY_LIMIT + 1024 * 1024, config: { metered: true } }, async (request, reply) => {
     if (!request.isMultipart()) throw new ServiceError('unsupported_media_type', 'Send the audio as multipart/form-data with a file field.');
-    const upload = await readUpload(request, { fileField: 'file', sizeLabel: '25 MB', fieldNames: 'file, model, language, keyterms and sample_rate' });
+    const upload = await readUpload(request, {
+      fileField: 'file',
+      sizeLabel: '25 MB',
+      fieldNames: 'file, model, language, keyterms, prompt, sample_rate, response_format and timestamp_granularities[]',
+    });
     const fields = upload.fields;
     let file = upload.file;
     if (!file) throw new ServiceError('invalid_request', "Missing the audio: send it in the multipart field 'file'.", 'file');
     const model = ctx.registry.resolve(fields.model, 'stt');
+    const format = parseResponseFormat(fields.response_format);
+    const granularities = parseGranularities([...(upload.values['timestamp_granularities[]'] ?? []), ...(upload.values.timestamp_granularities ?? [])]);
     request.modelId = model.id;
     const declaredRate = parseSampleRateParam(fields.sample_rate, model.sampleRates);
     const audio = decodeUploadedAudio(file, declaredRate, model.sampleRates);
@@ -44,10 +61,22 @@ export async function registerTranscriptionRoutes(app: FastifyInstance, ctx: Gat
       samples: audio.samples,
       sampleRate: audio.sampleRate,
       language: fields.language || undefined,
-      keyterms: parseKeyterms(fields.keyterms),
+      keyterms: hintsOf(fields),
     });
     const remaining = await ctx.core.charge(request.auth, request.id, cost, { modelId: model.id, modality: 'stt', route: 'audio.transcriptions', audioMillis }, hold);
     setSpendHeaders(reply, cost, remaining);
-    return { text: transcript.text, words: transcript.words, duration_seconds: Math.round(audio.durationSeconds * 1000) / 1000 };
+    const seconds = audio.durationSeconds;
+    switch (format) {
+      case 'json':
+        return { text: transcript.text, words: transcript.words, duration_seconds: Math.round(seconds * 1000) / 1000 };
+      case 'verbose_json':
+        return verboseJson(transcript, seconds, fields.language || undefined, granularities);
+      case 'text':
+        return reply.type('text/plain; charset=utf-8').send(transcript.text);
+      case 'srt':
+        return reply.type('application/x-subrip; charset=utf-8').send(srt(segmentsOf(transcript, seconds)));
+      case 'vtt':
+        return reply.type('text/vtt; charset=utf-8').send(vtt(segmentsOf(transcript, seconds)));
+    }
   });
 }

@@ -347,6 +347,36 @@ describe('streaming-only rules', () => {
   });
 });
 
+describe('Content-Type on /tts/bytes and /tts/sse', () => {
+  // A Buffer body: fetch gives it no Content-Type of its own (a string would be text/plain).
+  const send = (path: string, body: string, contentType?: string) =>
+    fetch(`${h.url}${path}`, { method: 'POST', headers: { authorization: `Bearer ${h.key}`, ...(contentType ? { 'content-type': contentType } : {}) }, body: Buffer.from(body) });
+
+  it.each(NATIVE)('%s: a JSON body without a Content-Type is read as JSON (LiveKit\u2019s Cartesia plugin sends none) and billed as usual', async (path) => {
+    const transcript = 'Sent without a content type.';
+    const before = await h.balanceMicros();
+    const res = await send(path, JSON.stringify(ttsBody({ transcript })));
+    expect(res.status, await res.clone().text()).toBe(200);
+    const cost = costOf(codePoints(transcript), FLITE_PRICE);
+    expect(res.headers.get('x-svc-request-cost-usd')).toBe(usd(cost));
+    if (path === '/tts/bytes') {
+      expect(res.headers.get('content-type')).toBe('audio/wav');
+      const wav = Buffer.from(await res.arrayBuffer());
+      expect(wav.subarray(0, 4).toString('latin1')).toBe('RIFF');
+      expect(wav.length).toBeGreaterThan(44 + 16000); // more than half a second at 16 kHz
+    } else {
+      expect(checkTtsEvents(await res.text()).audio.length).toBeGreaterThan(16000);
+    }
+    expect(await h.balanceMicros()).toBe(before - cost);
+  });
+
+  it.each(NATIVE)('%s: without a Content-Type a body that is not JSON is 400 invalid_json; a type that is not JSON keeps its 415', async (path) => {
+    await expectError(await send(path, 'model_id=local-flite'), E(400, 'invalid_json'));
+    await expectError(await send(path, JSON.stringify(ttsBody()), 'application/x-www-form-urlencoded'), E(415, 'unsupported_media_type'));
+    await expectError(await send(path, JSON.stringify(ttsBody()), 'audio/wav'), E(415, 'unsupported_media_type'));
+  });
+});
+
 describe('429 rate_limit_exceeded', () => {
   it.each(NATIVE)('%s: over the key\u2019s limit, with Retry-After', async (path) => {
     const key = await createApiKey(prisma(), { orgId: h.orgId, name: 'slow', rateLimitRpm: 1 });

@@ -1,11 +1,11 @@
 // POST /tts/sse, POST /tts/bytes (native, Cartesia-shaped) and POST /v1/audio/speech
 // (OpenAI-shaped), all on one pipeline: gateway/tts/synthesize.ts -> gateway/audio.
-import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest, RequestPayload } from 'fastify';
 import { ServiceError } from '../../server/services/errors.js';
 import { contentTypeFor, convertAll, createAudioConverter } from '../audio/convert.js';
 import { setSpendHeaders } from '../core/gateway-core.js';
 import type { GatewayContext } from '../context.js';
-import { ERROR_TABLE } from '../errors.js';
+import { ERROR_TABLE, envelope } from '../errors.js';
 import { allChunks, chargeSynthesis, startSynthesis, type Charge, type StartedSynthesis } from '../tts/synthesize.js';
 import { parseTtsRequest, type TtsRequest } from '../tts/tts-request.js';
 import type { OutputFormat } from '../audio/output-format.js';
@@ -13,8 +13,18 @@ import { toFloat32, type PcmSamples } from '../audio/pcm.js';
 import { sendStream } from '../metrics/metrics-http.js';
 import { parseOpenAiSpeechRequest } from '../tts/openai-speech-request.js';
 
+/**
+ * A body without a Content-Type is read as JSON on the Cartesia-shaped routes: LiveKit's Cartesia
+ * plugin posts its JSON to /tts/bytes without one. Any type that is given keeps its own answer
+ * (415 for what is not JSON).
+ */
+const jsonWithoutContentType = async (request: FastifyRequest, _reply: FastifyReply, payload: RequestPayload) => {
+  if (request.headers['content-type'] === undefined) request.raw.headers['content-type'] = 'application/json';
+  return payload;
+};
+
 export function registerTtsRoutes(app: FastifyInstance, ctx: GatewayContext): void {
-  app.post('/tts/sse', { config: { metered: true } }, async (request, reply) => {
+  app.post('/tts/sse', { config: { metered: true }, preParsing: jsonWithoutContentType }, async (request, reply) => {
     const tts = parseTtsRequest(request.body, 'sse');
     const s = await startSynthesis(ctx, request, reply, tts, 'tts.sse');
     const charge = await chargeSynthesis(ctx, request, s, tts, 'tts.sse');
@@ -23,7 +33,7 @@ export function registerTtsRoutes(app: FastifyInstance, ctx: GatewayContext): vo
     return sendStream(reply, ctx.metrics, sseEvents(s, tts, request.id));
   });
 
-  app.post('/tts/bytes', { config: { metered: true } }, async (request, reply) => {
+  app.post('/tts/bytes', { config: { metered: true }, preParsing: jsonWithoutContentType }, async (request, reply) => {
     const tts = parseTtsRequest(request.body, 'bytes');
     const s = await startSynthesis(ctx, request, reply, tts, 'tts.bytes');
     return sendAudio(ctx, reply, s, tts, () => chargeSynthesis(ctx, request, s, tts, 'tts.bytes'));
@@ -36,15 +46,20 @@ export function registerTtsRoutes(app: FastifyInstance, ctx: GatewayContext): vo
     if (sse) {
       const c = await charge();
       setSpendHeaders(reply, c.costMicros, c.remainingMicros);
-      reply.code(200).headers({ 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' });
-      return sendStream(reply, ctx.metrics, openAiSseEvents(s, tts));
+      reply.code(200).headers({ 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', 'x-accel-buffering': 'no' });
+      return sendStream(reply, ctx.metrics, openAiSseEvents(s, tts, request.id));
     }
-    return sendAudio(ctx, reply, s, tts, charge);
+    return sendAudio(ctx, reply, s, tts, charge, openAiContentType(tts.output));
   });
 }
 
+/** The Content-Type of OpenAI's formats: its `pcm` is raw 16-bit little-endian mono at 24 kHz, said so rather than as bare octets. */
+function openAiContentType(output: OutputFormat): string {
+  return output.container === 'raw' ? `audio/pcm;rate=${output.sampleRate};channels=1` : contentTypeFor(output);
+}
+
 /** Whole file (exact WAV sizes, MP3 at the asked bit rate), or progressive bytes when streaming. */
-async function sendAudio(ctx: GatewayContext, reply: FastifyReply, s: StartedSynthesis, tts: TtsRequest, charge: () => Promise<Charge>) {
+async function sendAudio(ctx: GatewayContext, reply: FastifyReply, s: StartedSynthesis, tts: TtsRequest, charge: () => Promise<Charge>, contentType = contentTypeFor(tts.output)) {
   const { output, volume } = tts;
   if (!tts.stream) {
     const parts: PcmSamples[] = [];
@@ -52,11 +67,11 @@ async function sendAudio(ctx: GatewayContext, reply: FastifyReply, s: StartedSyn
     const audio = convertAll(concatFloat(parts), s.sampleRate, output, volume);
     const c = await charge();
     setSpendHeaders(reply, c.costMicros, c.remainingMicros);
-    return reply.code(200).header('content-type', contentTypeFor(output)).send(audio);
+    return reply.code(200).header('content-type', contentType).send(audio);
   }
   const c = await charge();
   setSpendHeaders(reply, c.costMicros, c.remainingMicros);
-  return sendStream(reply.code(200).header('content-type', contentTypeFor(output)), ctx.metrics, progressiveBytes(s, output, volume));
+  return sendStream(reply.code(200).header('content-type', contentType), ctx.metrics, progressiveBytes(s, output, volume));
 }
 
 async function* progressiveBytes(s: StartedSynthesis, output: OutputFormat, volume: number): AsyncGenerator<Buffer> {
@@ -99,9 +114,21 @@ async function* sseEvents(s: StartedSynthesis, tts: TtsRequest, requestId: strin
   }
 }
 
-/** OpenAI's stream_format "sse": speech.audio.delta events, then speech.audio.done. */
-async function* openAiSseEvents(s: StartedSynthesis, tts: TtsRequest): AsyncGenerator<string> {
-  for await (const bytes of progressiveBytes(s, tts.output, tts.volume)) yield sse({ type: 'speech.audio.delta', audio: bytes.toString('base64') });
+/**
+ * OpenAI's stream_format "sse" (platform.openai.com/docs/api-reference/audio/speech-audio-delta-event):
+ * speech.audio.delta events with base64 audio, then speech.audio.done whose usage counts the
+ * characters billed (no tokenizer here). An engine failing mid-stream ends it with OpenAI's
+ * stream error event, `{"error": {message, type, code, param}}`, which OpenAI's SDKs raise.
+ */
+async function* openAiSseEvents(s: StartedSynthesis, tts: TtsRequest, requestId: string): AsyncGenerator<string> {
+  try {
+    for await (const bytes of progressiveBytes(s, tts.output, tts.volume)) yield sse({ type: 'speech.audio.delta', audio: bytes.toString('base64') });
+  } catch (e) {
+    if (s.call.clientGone) return;
+    const err = e instanceof ServiceError ? e : new ServiceError('upstream_error', 'The speech engine failed mid-stream.');
+    yield sse({ ...envelope(err).body, request_id: requestId });
+    return;
+  }
   const characters = [...tts.transcript].length;
   yield sse({ type: 'speech.audio.done', usage: { input_tokens: characters, output_tokens: 0, total_tokens: characters } });
 }

@@ -3,7 +3,7 @@
 // by their magic bytes. Sample rates are checked against the spec's range and the model's list.
 import { SAMPLE_RATES } from '../audio/output-format.js';
 import { s16leToFloat } from '../audio/pcm.js';
-import { sniffAudioFormat } from '../audio/sniff.js';
+import { sniffAudioFormat, sniffNonAudio } from '../audio/sniff.js';
 import { parseWav, readWavInfo } from '../audio/wav.js';
 import { ServiceError } from '../../server/services/errors.js';
 
@@ -35,13 +35,19 @@ function checkModelRate(rate: number, allowed: readonly number[] | null): void {
   }
 }
 
-/** WAV, or raw 16-bit mono PCM (anything not recognised); compressed formats are refused by their magic bytes. */
+/**
+ * WAV, or raw 16-bit mono PCM (anything not recognised); compressed formats are refused by
+ * their magic bytes, and so are files that are certainly not audio (text, images, documents),
+ * which would otherwise pass as raw PCM: "0.0 s of audio" for a .txt, noise for a PNG.
+ */
 function uploadKind(bytes: Buffer): 'wav' | 'raw' {
   if (bytes.length === 0) throw new ServiceError('invalid_request', 'The uploaded file is empty.', 'file');
   const format = sniffAudioFormat(bytes);
   if (format === 'wav') return 'wav';
-  if (format === 'unknown') return 'raw';
-  throw new ServiceError('unsupported_audio_format', `The file is ${format}; send WAV or raw 16-bit mono PCM (compressed formats are not accepted).`, 'file');
+  if (format !== 'unknown') throw new ServiceError('unsupported_audio_format', `The file is ${format}; send WAV or raw 16-bit mono PCM (compressed formats are not accepted).`, 'file');
+  const other = sniffNonAudio(bytes);
+  if (other) throw new ServiceError('unsupported_audio_format', `The file is not a WAV file: it is ${other}, not audio. Send a WAV file or raw 16-bit mono PCM.`, 'file');
+  return 'raw';
 }
 
 /**

@@ -17,7 +17,8 @@ import { isServiceError } from '../../server/services/errors.js';
 import type { ModelEntry } from '../registry/model-registry.js';
 import { UpstreamError, type TranscriptionStream, type Word } from '../upstreams/contract.js';
 import { upstreamEnvelope } from '../upstream-envelope.js';
-import { TurnDetector, type TurnDetection } from './turn-detector.js';
+import { TurnDetector, type TurnSettings } from './turn-detector.js';
+import { svcDialect, type FinalCause, type SttDialect } from './dialect.js';
 
 export const MAX_SESSION_MS = 60 * 60_000;
 export const PING_INTERVAL_MS = 20_000;
@@ -32,7 +33,12 @@ export interface SessionOptions {
   model: ModelEntry;
   sampleRate: number;
   encoding: Encoding;
-  turnDetection: TurnDetection;
+  /** The gateway's turn detection (used unless the engine reports its own turns). */
+  turns: TurnSettings;
+  /** The protocol's events and commands (default: the gateway's own). */
+  dialect?: SttDialect;
+  /** The usage records' `route` (default: stt.websocket). */
+  usageRoute?: string;
   auth: RequestAuth;
   core: GatewayCore;
   /**
@@ -75,9 +81,10 @@ export interface OpenedStream {
 export function runSttSession(socket: WebSocket, o: SessionOptions): void {
   let engine: OpenedStream | null = null;
   let resampler: Resampler | null = null;
-  const turns = new TurnDetector(o.sampleRate, o.turnDetection);
-  /** Run, in order, as the engine reports each finalize done. */
-  const afterFinalized: (() => void)[] = [];
+  const dialect = o.dialect ?? svcDialect;
+  const turns = new TurnDetector(o.sampleRate, o.turns);
+  /** The finalizes asked of the engine, in order: why, and what runs once the engine reports it done. */
+  const afterFinalized: { cause: FinalCause; then: () => void }[] = [];
   const bytesPerSample = o.encoding === 'pcm_f32le' ? 4 : o.encoding === 'pcm_s16le' ? 2 : 1;
   let carry: Buffer = Buffer.alloc(0);
   let queue: Promise<void> = Promise.resolve();
@@ -111,8 +118,8 @@ export function runSttSession(socket: WebSocket, o: SessionOptions): void {
   let extending = false;
   const maxBacklogBytes = MAX_BACKLOG_SECONDS * o.sampleRate * bytesPerSample;
 
-  const send = (event: Record<string, unknown>) => {
-    if (socket.readyState === socket.OPEN) socket.send(JSON.stringify(event));
+  const send = (events: object[]) => {
+    for (const event of events) if (socket.readyState === socket.OPEN) socket.send(JSON.stringify(event));
   };
   let firstAudioAt: number | undefined;
   let firstTranscriptSent = false;
@@ -121,20 +128,20 @@ export function runSttSession(socket: WebSocket, o: SessionOptions): void {
       firstTranscriptSent = true;
       o.onFirstTranscript?.((performance.now() - firstAudioAt) / 1000);
     }
-    send({ type: 'transcript', is_final: isFinal, text: t.text, words: t.words });
+    send(dialect.transcript({ text: t.text, words: t.words, isFinal, cause: isFinal ? afterFinalized[0]?.cause : undefined, audioSeconds: receivedMillis() / 1000 }));
   };
-  const turnEvent = (type: 'turn.start' | 'turn.end', atSeconds: number) => send({ type, at: Math.round(atSeconds * 1000) / 1000 });
   let billed: () => void = () => {};
   o.track?.(new Promise<void>((resolve) => (billed = resolve)));
 
   const close = (code: number, reason: string, error?: { code: string; message: string }) => {
     if (closed) return;
     closed = true;
-    if (error) send({ type: 'error', ...error });
+    if (error) send(dialect.error(error));
     // No audio counts after this; the end-of-session debit (socket 'close') brings the ledger
     // to exactly this cost, including audio that arrived while the last debit was written.
     const millis = receivedMillis();
-    send({ type: 'session.closed', reason, audio_seconds: millis / 1000, cost_usd: formatUsd(engineRefused ? 0n : owedFor(millis)) });
+    const costUsd = formatUsd(engineRefused ? 0n : owedFor(millis));
+    send(dialect.closed({ reason, audioSeconds: millis / 1000, costUsd, clientRequested: reason === 'client_close' }));
     socket.close(code, reason.slice(0, 120));
   };
 
@@ -149,7 +156,7 @@ export function runSttSession(socket: WebSocket, o: SessionOptions): void {
     billedMicros = owed;
     const audioMillis = millis - recordedMs;
     recordedMs = millis;
-    const remaining = await o.core.charge(o.auth, o.requestId, delta, { modelId: o.model.id, modality: 'stt', route: 'stt.websocket', audioMillis }, o.hold, delta);
+    const remaining = await o.core.charge(o.auth, o.requestId, delta, { modelId: o.model.id, modality: 'stt', route: o.usageRoute ?? 'stt.websocket', audioMillis }, o.hold, delta);
     if (remaining <= 0n && !closed) {
       close(1008, 'insufficient_quota', { code: 'insufficient_quota', message: `The organization's credit ran out (balance ${formatUsd(remaining)} USD); add credits to continue.` });
     }
@@ -167,17 +174,18 @@ export function runSttSession(socket: WebSocket, o: SessionOptions): void {
               if (event.text) sendTranscript(event, true);
             } else if (event.text && event.text !== lastPartial) {
               lastPartial = event.text;
+              turns.hint(event.text);
               sendTranscript(event, false);
             }
             break;
           case 'speech_started':
-            if (opened.engineTurns) turnEvent('turn.start', event.atSeconds);
+            if (opened.engineTurns) send(dialect.turn({ type: 'turn.start', atSeconds: event.atSeconds }));
             break;
           case 'end_of_turn':
-            if (opened.engineTurns) turnEvent('turn.end', event.atSeconds);
+            if (opened.engineTurns) send(dialect.turn({ type: 'turn.end', atSeconds: event.atSeconds }));
             break;
           case 'finalized':
-            afterFinalized.shift()?.();
+            afterFinalized.shift()?.then();
             break;
         }
       }
@@ -211,8 +219,9 @@ export function runSttSession(socket: WebSocket, o: SessionOptions): void {
   const afterPendingFinals = (fn: () => void) => {
     const last = afterFinalized.length - 1;
     if (last < 0) return fn();
-    const before = afterFinalized[last]!;
-    afterFinalized[last] = () => {
+    const entry = afterFinalized[last]!;
+    const before = entry.then;
+    entry.then = () => {
       before();
       fn();
     };
@@ -222,10 +231,10 @@ export function runSttSession(socket: WebSocket, o: SessionOptions): void {
    * Ends the current utterance; `then` runs once the engine reported its final transcript (in
    * order with earlier finalizes). Audio after it goes on to the engine at once (a new utterance).
    */
-  const finalize = (then: () => void) => {
+  const finalize = (cause: FinalCause, then: () => void) => {
     // Nothing was heard yet: nothing to finalize (and no engine to open for it).
     if (!engine) return then();
-    afterFinalized.push(then);
+    afterFinalized.push({ cause, then });
     engine.stream.finalize();
   };
 
@@ -311,9 +320,13 @@ export function runSttSession(socket: WebSocket, o: SessionOptions): void {
       opened.stream.write(floatToS16(resampler ? resampler.push(input) : input));
       if (opened.stream.pendingSamples / opened.engineRate > MAX_BACKLOG_SECONDS) return backlogError();
       if (!opened.engineTurns) {
-        for (const t of turns.push(input)) {
-          if (t.type === 'turn.start') afterPendingFinals(() => turnEvent('turn.start', t.atSeconds));
-          else finalize(() => turnEvent('turn.end', t.atSeconds));
+        const found = await turns.push(input);
+        if (closed) return;
+        for (const t of found) {
+          if (t.type === 'turn.end') finalize('turn', () => send(dialect.turn(t)));
+          // What was heard so far goes with an eager end: an agent may start its answer on it.
+          else if (t.type === 'turn.eager_end') afterPendingFinals(() => send(dialect.turn({ ...t, transcript: lastPartial })));
+          else afterPendingFinals(() => send(dialect.turn(t)));
         }
       }
       await meter(false);
@@ -333,38 +346,24 @@ export function runSttSession(socket: WebSocket, o: SessionOptions): void {
   };
 
   const handleCommand = (text: string) => {
-    let msg: { type?: unknown } | null;
-    try {
-      msg = JSON.parse(text) as { type?: unknown } | null;
-    } catch {
-      msg = null;
-    }
-    if (msg === null || typeof msg !== 'object' || Array.isArray(msg)) {
-      send({ type: 'error', code: 'invalid_message', message: 'Text messages must be JSON objects like {"type":"finalize"}.' });
-      return;
-    }
-    const type = typeof msg.type === 'string' ? msg.type.toLowerCase() : '';
-    if (type === 'keepalive') {
+    const command = dialect.command(text);
+    if ('error' in command) return send(dialect.error(command.error));
+    if (command.type === 'keepalive') {
       // Keeps a quiet session open, but not forever without audio (maxSilenceMs).
       if (performance.now() - lastAudioAt < o.maxSilenceMs) touch();
       return;
     }
+    // New turn settings apply from the audio after the message (in order with the audio before it).
+    if (command.type === 'configure') return enqueue(async () => turns.configure(command.turns));
     touch();
-    if (type === 'finalize') {
-      enqueue(async () => finalize(() => send({ type: 'flush_done' })));
-      return;
-    }
-    if (type === 'close' || type === 'closestream') {
-      closing = true;
-      enqueue(async () => {
-        // The resampler's last samples (its filter delay) go to the engine too: no audio is left out.
-        if (engine && resampler) engine.stream.write(floatToS16(resampler.end()));
-        resampler = null;
-        finalize(() => void endSession('client_close'));
-      });
-      return;
-    }
-    send({ type: 'error', code: 'invalid_message', message: `Unknown message type ${JSON.stringify(msg.type)}; use finalize, keepalive or close.` });
+    if (command.type === 'finalize') return enqueue(async () => finalize('finalize', () => send(dialect.flushed())));
+    closing = true;
+    enqueue(async () => {
+      // The resampler's last samples (its filter delay) go to the engine too: no audio is left out.
+      if (engine && resampler) engine.stream.write(floatToS16(resampler.end()));
+      resampler = null;
+      finalize('close', () => void endSession('client_close'));
+    });
   };
 
   // Idle means: no audio or keepalive from the client AND nothing left for the recognizer
@@ -392,7 +391,7 @@ export function runSttSession(socket: WebSocket, o: SessionOptions): void {
   const maxLength = setTimeout(() => {
     closing = true;
     enqueue(async () =>
-      finalize(() => void endSession('max_duration', { code: 'max_duration', message: `Sessions last at most ${MAX_SESSION_MS / 60_000} minutes; reconnect to continue.` })),
+      finalize('close', () => void endSession('max_duration', { code: 'max_duration', message: `Sessions last at most ${MAX_SESSION_MS / 60_000} minutes; reconnect to continue.` })),
     );
   }, MAX_SESSION_MS);
   const ping = setInterval(() => socket.readyState === socket.OPEN && socket.ping(), PING_INTERVAL_MS);
@@ -447,23 +446,25 @@ export function runSttSession(socket: WebSocket, o: SessionOptions): void {
         o.hold.release();
         closeEngine();
         resampler?.close();
+        turns.close();
         billed();
       });
   });
   socket.on('error', () => {});
 
-  send({
-    type: 'session.started',
-    session_id: o.sessionId,
-    request_id: o.requestId,
-    model: o.model.id,
-    sample_rate: o.sampleRate,
-    encoding: o.encoding,
-    turn_detection: o.turnDetection,
-    idle_timeout_seconds: o.idleTimeoutMs / 1000,
-    max_session_seconds: MAX_SESSION_MS / 1000,
-    started_at: new Date(started).toISOString(),
-  });
+  send(
+    dialect.started({
+      sessionId: o.sessionId,
+      requestId: o.requestId,
+      model: o.model.id,
+      sampleRate: o.sampleRate,
+      encoding: o.encoding,
+      turns: o.turns,
+      idleTimeoutSeconds: o.idleTimeoutMs / 1000,
+      maxSessionSeconds: MAX_SESSION_MS / 1000,
+      startedAt: new Date(started),
+    }),
+  );
   if (o.shutdown?.aborted) onShutdown();
   else o.shutdown?.addEventListener('abort', onShutdown, { once: true });
   if (o.revoked?.aborted) onRevoked();

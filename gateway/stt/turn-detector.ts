@@ -1,82 +1,289 @@
-// End-of-turn detection from the audio itself: an energy voice-activity detector over 20 ms
-// frames with an adaptive noise floor, and a silence hangover that depends on the session's
-// `turn_detection` eagerness. A turn starts at the first voiced frame and ends after the
-// hangover of continuous silence.
+// End-of-turn detection from the audio (and the transcript so far), used by every streaming
+// route whose engine does not find turns itself (and by any session that asks for ours).
+//
+// Speech: Silero VAD's probability per 32 ms frame (gateway/stt/silero-vad.ts). A turn starts
+// after START_FRAMES speech frames in a row that also stand out from the background by
+// START_OVER_BACKGROUND_DB (babble and TV are speech to a VAD, but steady; a speaker is louder).
+//
+// End of turn: once speech stops, the chance that the turn is over grows with the silence,
+// P(end) = 1 - 0.5^(silence / halfLife), and the half-life depends on cheap, real evidence:
+// - the transcript so far (engines that punctuate) ends in a comma, a dash or "...": longer; in
+//   . ? !: shorter; or ends in a word that rarely ends a turn ("and", "the", "um"): longer;
+// - the pitch of the last voiced frames fell below the speaker's median in this turn (a
+//   statement's final fall): shorter.
+// `turn.eager_end` is sent when P(end) reaches the eager threshold (an agent may start its LLM),
+// `turn.resume` if speech comes back before the end, `turn.end` at the end threshold (or the
+// timeout). The presets set the half-life; clients may set the thresholds as Deepgram Flux
+// (eot_threshold, eager_eot_threshold, eot_timeout_ms), Cartesia (turn_*_threshold,
+// turn_end_timeout_ms) and OpenAI (server_vad threshold and silence_duration_ms) let them.
+import { createResampler, type Resampler } from '../audio/resample.js';
+import { SileroVad, VAD_FRAME_SECONDS, VAD_FRAME_SAMPLES, VAD_RATE } from './silero-vad.js';
 
 export type TurnDetection = 'responsive' | 'balanced' | 'patient';
 
-/** Silence (ms) that ends a turn: responsive answers fast, patient lets people pause to think. */
-export const END_OF_TURN_SILENCE_MS: Record<TurnDetection, number> = {
-  responsive: 350,
-  balanced: 700,
-  patient: 1400,
+export interface TurnSettings {
+  preset: TurnDetection;
+  /** Speech probability (0-1) that counts as speech (OpenAI server_vad `threshold`). */
+  speechThreshold: number;
+  /** P(end) at which `turn.eager_end` is sent; null: no eager events. */
+  eagerEndThreshold: number | null;
+  /** P(end) at which the turn ends. */
+  endThreshold: number;
+  /** Silence that ends a turn whatever the evidence (ms). */
+  endTimeoutMs: number;
+  /** OpenAI server_vad `silence_duration_ms`: a fixed silence ends the turn, no evidence weighed. */
+  fixedSilenceMs?: number;
+}
+
+/** Silence (ms) after which P(end) is one half, when nothing tells either way. */
+export const HALF_LIFE_MS: Record<TurnDetection, number> = { responsive: 120, balanced: 250, patient: 500 };
+const EAGER_END_THRESHOLD: Record<TurnDetection, number> = { responsive: 0.35, balanced: 0.25, patient: 0.15 };
+
+export function turnSettings(preset: TurnDetection, overrides: Partial<Omit<TurnSettings, 'preset'>> = {}): TurnSettings {
+  return {
+    preset,
+    speechThreshold: 0.5,
+    eagerEndThreshold: EAGER_END_THRESHOLD[preset],
+    endThreshold: 0.7,
+    endTimeoutMs: 5_000,
+    ...overrides,
+  };
+}
+
+/** Half-life factor per kind of evidence at the pause. */
+const EVIDENCE_FACTOR = { complete: 0.55, neutral: 1, incomplete: 3 } as const;
+type Evidence = keyof typeof EVIDENCE_FACTOR;
+
+const START_FRAMES = 3;
+const START_OVER_BACKGROUND_DB = 9;
+/** Background level: this percentile of the frame levels over the last BACKGROUND_FRAMES. */
+const BACKGROUND_PERCENTILE = 0.1;
+const BACKGROUND_FRAMES = 250;
+const BACKGROUND_REFRESH_FRAMES = 16;
+/** Inside a turn, a frame is speech only this far above the background (less than to start one). */
+const CONTINUE_OVER_BACKGROUND_DB = 6;
+/** Speech frames in a row that end a pause (one is a click or a breath). */
+const RESUME_FRAMES = 2;
+/** Below the speech threshold by this much, a frame inside a turn is silence (hysteresis). */
+const SILENCE_MARGIN = 0.15;
+/** Continuation rise: the last voiced frames' pitch over this share of the turn's median. */
+const RISING_PITCH = 1.07;
+const RECENT_PITCH_FRAMES = 5;
+
+/** Words after which people pause mid-turn (fillers, conjunctions, articles, prepositions). */
+const CONTINUATION_WORDS = new Set(
+  'um uh er erm hmm and or but so because the a an to of with for from in on at by that which who if when while then my your our their his her its is are was were i we you like about than as into'.split(' '),
+);
+
+const SUBORDINATORS = new Set('when if because although though while since after before unless once whenever'.split(' '));
+const QUESTION_STARTS = new Set('can could would will do does did is are was were should shall may have has what who why how which'.split(' '));
+
+export type TurnEvent = {
+  type: 'turn.start' | 'turn.eager_end' | 'turn.resume' | 'turn.end';
+  /** Audio time of the event: speech start (start, resume) or the last speech (eager_end, end). */
+  atSeconds: number;
 };
 
-const FRAME_MS = 20;
-// Below this RMS a frame is silence whatever the noise floor (about -50 dBFS).
-const ABSOLUTE_FLOOR = 0.003;
-// A frame is voiced when its RMS is this many times above the noise floor (~12 dB).
-const SNR_FACTOR = 4;
-// Voiced frames needed in a row to start a turn (filters clicks).
-const START_FRAMES = 3;
-
-export type TurnEvent = { type: 'turn.start'; atSeconds: number } | { type: 'turn.end'; atSeconds: number };
-
 export class TurnDetector {
-  private readonly frameSamples: number;
-  private readonly hangoverFrames: number;
-  private carry: Float32Array = new Float32Array(0);
-  private framesSeen = 0;
-  private noiseFloor = ABSOLUTE_FLOOR;
+  private readonly vad = new SileroVad();
+  private readonly resampler: Resampler | null;
+  private frames = 0;
+  private readonly levels = new Float32Array(BACKGROUND_FRAMES);
+  private background = -Infinity;
+  private backgroundUntil = 0;
   private inTurn = false;
-  private voicedRun = 0;
-  private silentRun = 0;
+  private speechRun = 0;
+  private silentFrames = 0;
+  private eagerSent = false;
+  private lastSpeechEnd = 0;
+  private transcript = '';
+  private turnPitch: number[] = [];
+  private recentPitch: number[] = [];
 
-  constructor(sampleRate: number, mode: TurnDetection) {
-    this.frameSamples = Math.round((sampleRate * FRAME_MS) / 1000);
-    this.hangoverFrames = Math.ceil(END_OF_TURN_SILENCE_MS[mode] / FRAME_MS);
+  constructor(
+    sampleRate: number,
+    private current: TurnSettings,
+  ) {
+    this.resampler = sampleRate === VAD_RATE ? null : createResampler(sampleRate, VAD_RATE);
+  }
+
+  get settings(): TurnSettings {
+    return this.current;
+  }
+
+  /** Changes thresholds mid-session (Cartesia's `config` message): they apply from the next frame. */
+  configure(changes: Partial<TurnSettings>): void {
+    this.current = { ...this.current, ...changes };
   }
 
   get speaking(): boolean {
     return this.inTurn;
   }
 
-  /** Feeds samples in [-1, 1]; returns the turn events they complete, in order. */
-  push(samples: Float32Array): TurnEvent[] {
+  /** The transcript of the current turn so far (interim or final), as evidence for its end. */
+  hint(transcript: string): void {
+    if (this.inTurn) this.transcript = transcript;
+  }
+
+  /** Feeds samples in [-1, 1] at the session's rate; resolves with the turn events they complete, in order. */
+  async push(samples: Float32Array): Promise<TurnEvent[]> {
+    const at16k = this.resampler ? this.resampler.push(samples) : samples;
     const events: TurnEvent[] = [];
-    let buf = samples;
-    if (this.carry.length) {
-      buf = new Float32Array(this.carry.length + samples.length);
-      buf.set(this.carry);
-      buf.set(samples, this.carry.length);
-    }
-    let at = 0;
-    for (; at + this.frameSamples <= buf.length; at += this.frameSamples) {
-      let sum = 0;
-      for (let i = at; i < at + this.frameSamples; i++) sum += buf[i]! * buf[i]!;
-      const rms = Math.sqrt(sum / this.frameSamples);
-      this.framesSeen++;
-      const voiced = rms > Math.max(ABSOLUTE_FLOOR, this.noiseFloor * SNR_FACTOR);
-      // The floor follows quiet frames quickly and loud ones very slowly.
-      this.noiseFloor = voiced ? this.noiseFloor * 1.001 : Math.max(ABSOLUTE_FLOOR / SNR_FACTOR, 0.9 * this.noiseFloor + 0.1 * rms);
-      const now = (this.framesSeen * FRAME_MS) / 1000;
-      if (voiced) {
-        this.voicedRun++;
-        this.silentRun = 0;
-        if (!this.inTurn && this.voicedRun >= START_FRAMES) {
-          this.inTurn = true;
-          events.push({ type: 'turn.start', atSeconds: now - (START_FRAMES * FRAME_MS) / 1000 });
-        }
-      } else {
-        this.voicedRun = 0;
-        this.silentRun++;
-        if (this.inTurn && this.silentRun >= this.hangoverFrames) {
-          this.inTurn = false;
-          events.push({ type: 'turn.end', atSeconds: now - (this.silentRun * FRAME_MS) / 1000 });
-        }
-      }
-    }
-    this.carry = buf.slice(at);
+    for (const { probability, frame } of await this.vad.push(at16k)) this.frame(probability, frame, events);
     return events;
   }
+
+  close(): void {
+    this.resampler?.close();
+  }
+
+  private frame(p: number, frame: Float32Array, events: TurnEvent[]): void {
+    const index = this.frames++;
+    this.levels[index % BACKGROUND_FRAMES] = levelDb(frame);
+    const start = index * VAD_FRAME_SECONDS;
+    const end = start + VAD_FRAME_SECONDS;
+    const s = this.settings;
+    if (!this.inTurn) {
+      this.speechRun = p >= s.speechThreshold ? this.speechRun + 1 : 0;
+      if (this.speechRun >= START_FRAMES && this.standsOut(index)) {
+        this.inTurn = true;
+        this.silentFrames = 0;
+        this.eagerSent = false;
+        this.lastSpeechEnd = end;
+        events.push({ type: 'turn.start', atSeconds: end - START_FRAMES * VAD_FRAME_SECONDS });
+      }
+    } else if (p >= s.speechThreshold - SILENCE_MARGIN && (this.silentFrames === 0 || p >= s.speechThreshold) && this.audible(index)) {
+      // Speech goes on, or comes back after a pause (RESUME_FRAMES in a row).
+      this.speechRun = p >= s.speechThreshold ? this.speechRun + 1 : 0;
+      if (this.silentFrames === 0 || this.speechRun >= RESUME_FRAMES) {
+        if (this.silentFrames > 0 && this.eagerSent) {
+          events.push({ type: 'turn.resume', atSeconds: end - this.speechRun * VAD_FRAME_SECONDS });
+          this.eagerSent = false;
+        }
+        this.silentFrames = 0;
+        this.lastSpeechEnd = end;
+        this.trackPitch(frame);
+      }
+    } else {
+      this.speechRun = 0;
+      this.silentFrames++;
+      const silenceMs = (end - this.lastSpeechEnd) * 1000;
+      const pEnd = this.endProbability(silenceMs);
+      if (s.eagerEndThreshold !== null && !this.eagerSent && pEnd >= s.eagerEndThreshold) {
+        this.eagerSent = true;
+        events.push({ type: 'turn.eager_end', atSeconds: this.lastSpeechEnd });
+      }
+      if (pEnd >= s.endThreshold || silenceMs >= s.endTimeoutMs) {
+        events.push({ type: 'turn.end', atSeconds: this.lastSpeechEnd });
+        this.inTurn = false;
+        this.transcript = '';
+        this.turnPitch = [];
+        this.recentPitch = [];
+      }
+    }
+  }
+
+  /** Inside a turn, speech must be a little louder than the background (babble goes on after the speaker stops). */
+  private audible(index: number): boolean {
+    if (index >= this.backgroundUntil) {
+      this.backgroundUntil = index + BACKGROUND_REFRESH_FRAMES;
+      const seen = Math.min(index + 1, BACKGROUND_FRAMES);
+      const sorted = this.levels.slice(0, seen).sort();
+      this.background = sorted[Math.floor(seen * BACKGROUND_PERCENTILE)]!;
+    }
+    return this.levels[index % BACKGROUND_FRAMES]! >= this.background + CONTINUE_OVER_BACKGROUND_DB;
+  }
+
+  /** Whether the last START_FRAMES frames are louder than the background before them by the margin. */
+  private standsOut(index: number): boolean {
+    const level = (k: number) => this.levels[k % BACKGROUND_FRAMES]!;
+    const first = index - START_FRAMES + 1;
+    const history: number[] = [];
+    for (let k = Math.max(0, index - BACKGROUND_FRAMES + 1); k < first; k++) history.push(level(k));
+    // Speech from the very first frames: nothing to compare with, the VAD alone decides.
+    if (history.length === 0) return true;
+    history.sort((a, b) => a - b);
+    const background = history[Math.floor(history.length * BACKGROUND_PERCENTILE)]!;
+    let speech = 0;
+    for (let k = first; k <= index; k++) speech += level(k);
+    return speech / START_FRAMES >= background + START_OVER_BACKGROUND_DB;
+  }
+
+  private endProbability(silenceMs: number): number {
+    const s = this.settings;
+    if (s.fixedSilenceMs !== undefined) return silenceMs >= s.fixedSilenceMs ? 1 : 0;
+    const halfLife = HALF_LIFE_MS[s.preset] * EVIDENCE_FACTOR[this.evidence()];
+    return 1 - 0.5 ** (silenceMs / halfLife);
+  }
+
+  private evidence(): Evidence {
+    const text = this.transcript.trim().toLowerCase();
+    // Engines that punctuate say it best: a clause mark means more is coming, a full stop the end.
+    if (/([,;:\-–—]|\.\.\.|…)$/.test(text)) return 'incomplete';
+    if (/[.?!]$/.test(text)) return 'complete';
+    const words = text.split(/\s+/).map((w) => w.replace(/[^a-z']/g, '')).filter(Boolean);
+    const last = words.at(-1);
+    if (last && CONTINUATION_WORDS.has(last)) return 'incomplete';
+    // "When I got home, ..." / "If you can, ...": a dependent clause waits for its main clause.
+    if (words[0] && SUBORDINATORS.has(words[0]) && words.length < 8) return 'incomplete';
+    if (this.recentPitch.length >= 3 && this.turnPitch.length >= 8) {
+      // A rise ends a question; anywhere else it says "more is coming". (A final fall is no
+      // evidence: speakers fall at commas too, and synthetic voices often do.)
+      const ratio = median(this.recentPitch) / median(this.turnPitch);
+      if (ratio > RISING_PITCH && !(words[0] && QUESTION_STARTS.has(words[0]))) return 'incomplete';
+    }
+    return 'neutral';
+  }
+
+  private trackPitch(frame: Float32Array): void {
+    const f0 = pitchHz(frame);
+    if (f0 === 0) return;
+    // Octave slips of the estimator are not intonation.
+    if (this.turnPitch.length >= 8) {
+      const typical = median(this.turnPitch);
+      if (f0 < typical * 0.6 || f0 > typical * 1.6) return;
+    }
+    if (this.turnPitch.length < 1000) this.turnPitch.push(f0);
+    this.recentPitch.push(f0);
+    if (this.recentPitch.length > RECENT_PITCH_FRAMES) this.recentPitch.shift();
+  }
+}
+
+function levelDb(frame: Float32Array): number {
+  let sum = 0;
+  for (let i = 0; i < frame.length; i++) sum += frame[i]! * frame[i]!;
+  return 10 * Math.log10(sum / frame.length + 1e-12);
+}
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[sorted.length >> 1]!;
+}
+
+/**
+ * Pitch of a voiced 16 kHz frame by normalized autocorrelation (60-400 Hz), 0 when unvoiced.
+ * Coarse on purpose: only its trend at the end of a turn is used.
+ */
+export function pitchHz(frame: Float32Array): number {
+  let bestR = 0;
+  let bestLag = 0;
+  const n = VAD_FRAME_SAMPLES;
+  for (let lag = 40; lag <= 266; lag++) {
+    let c = 0;
+    let e1 = 0;
+    let e2 = 0;
+    for (let i = 0; i + lag < n; i += 2) {
+      const a = frame[i]!;
+      const b = frame[i + lag]!;
+      c += a * b;
+      e1 += a * a;
+      e2 += b * b;
+    }
+    const r = c / Math.sqrt(e1 * e2 + 1e-12);
+    if (r > bestR) {
+      bestR = r;
+      bestLag = lag;
+    }
+  }
+  return bestR > 0.6 ? VAD_RATE / bestLag : 0;
 }

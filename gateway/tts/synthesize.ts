@@ -16,12 +16,8 @@ import { onResponseClose } from '../client-gone.js';
 import type { CreditHold } from '../core/gateway-core.js';
 import type { TtsRequest } from './tts-request.js';
 
-export interface StartedSynthesis {
+export interface StartedSynthesis extends EngineAudio {
   model: ModelEntry;
-  sampleRate: number;
-  /** The first chunk already pulled (so engine failures before any audio are HTTP errors). */
-  first: PcmSamples;
-  rest: AsyncIterator<PcmSamples>;
   /** The engine call: the client leaving, the deadline, a shutdown or the key's revocation end it. */
   call: UpstreamCall & { readonly clientGone: boolean };
   /** The request's cost, reserved until the debit (released when the response closes, whatever happened). */
@@ -62,34 +58,73 @@ export async function chargeSynthesis(ctx: GatewayContext, request: FastifyReque
 }
 
 export async function startSynthesis(ctx: GatewayContext, request: FastifyRequest, reply: FastifyReply, tts: TtsRequest, route: string): Promise<StartedSynthesis> {
-  const fields = FIELDS[route] ?? NATIVE_FIELDS;
-  let model: ModelEntry;
-  try {
-    model = ctx.registry.resolve(tts.modelId, 'tts');
-  } catch (e) {
-    throw withParam(e, fields.model);
-  }
+  const model = resolveTtsModel(ctx, tts.modelId, route);
   request.modelId = model.id;
   // The whole cost is known before anything runs: reserved first (402 if the balance, less
   // what the org's running requests reserved, cannot cover it; before any lookup, so a flood of
   // unaffordable requests costs little), so a synthesis never overdraws.
   const hold = await ctx.core.reserve(request.auth, perUnitCostMicros(model.prices.picoPerChar, billedCharacters(tts.transcript)));
   onResponseClose(reply, hold.release);
+  const voice = await resolveVoice(ctx, request.auth.orgId, model, tts, route);
+  const call = upstreamCall(ctx, reply, request.ticket);
+  const engine = await startEngine(ctx, model, voice, tts, tts.transcript, call);
+  ctx.metrics.firstOutput('tts_first_audio', model.id, reply.elapsedTime / 1000);
+  return { model, ...engine, call, hold };
+}
+
+/** The tts model of a request (404 model_not_found naming the route's field). */
+export function resolveTtsModel(ctx: GatewayContext, modelId: string, route: string): ModelEntry {
+  try {
+    return ctx.registry.resolve(modelId, 'tts');
+  } catch (e) {
+    throw withParam(e, (FIELDS[route] ?? NATIVE_FIELDS).model);
+  }
+}
+
+/** What a request's voice and dictionary resolve to, once per request (or WebSocket context). */
+export interface ResolvedVoice {
+  profile: Awaited<ReturnType<typeof resolveVoiceProfile>>;
+  dict: Awaited<ReturnType<typeof getDictMatcher>> | null;
+}
+
+/** The voice's profile for the model and the pronunciation dictionary (errors name the route's field). */
+export async function resolveVoice(ctx: GatewayContext, orgId: string, model: ModelEntry, tts: Pick<TtsRequest, 'voiceId' | 'dictId'>, route: string): Promise<ResolvedVoice> {
   const { prisma } = ctx.db;
-  const orgId = request.auth.orgId;
   const [profile, dict] = await Promise.all([
     resolveVoiceProfile(prisma, { orgId, voiceId: tts.voiceId, modelId: model.id }).catch((e: unknown) => {
-      throw withParam(e, fields.voice);
+      throw withParam(e, (FIELDS[route] ?? NATIVE_FIELDS).voice);
     }),
     tts.dictId ? getDictMatcher(prisma, { orgId, dictId: tts.dictId }) : Promise.resolve(null),
   ]);
+  return { profile, dict };
+}
 
-  const call = upstreamCall(ctx, reply, request.ticket);
+/** An engine's audio for one text: its first chunk already pulled, the rest to come. */
+export interface EngineAudio {
+  sampleRate: number;
+  first: PcmSamples;
+  rest: AsyncIterator<PcmSamples>;
+  call: UpstreamCall;
+}
+
+/**
+ * Runs the engine on `text` (expanded by the dictionary) until its first audio, trying the next
+ * upstream when one cannot be reached.
+ */
+export async function startEngine(
+  ctx: GatewayContext,
+  model: ModelEntry,
+  voice: ResolvedVoice,
+  tts: Pick<TtsRequest, 'language' | 'speed'>,
+  text: string,
+  call: UpstreamCall,
+): Promise<Omit<EngineAudio, 'call'>> {
+  const { profile, dict } = voice;
   const { stream, iterator, first } = await tryUpstreams(ctx, model, call, async (upstream) => {
     const speech = ctx.protocols.get(upstream.protocol)?.speech;
     if (!speech) throw new ServiceError('model_offline', `The upstream of '${model.id}' (protocol ${upstream.protocol}) cannot synthesize speech.`);
-    const text = dict ? applyPronunciation(tts.transcript, dict, speech.formatPhoneme) : tts.transcript;
-    const stream = await speech.synthesize(upstream, { text, voice: profile, language: tts.language ?? profile.language, speed: tts.speed, signal: call.signal, timeoutMs: call.timeoutMs });
+    const expanded = dict ? applyPronunciation(text, dict, speech.formatPhoneme) : text;
+    const stream = await speech.synthesize(upstream, { text: expanded, voice: profile, language: tts.language ?? profile.language, speed: tts.speed, signal: call.signal, timeoutMs: call.timeoutMs });
     const iterator = stream.chunks[Symbol.asyncIterator]();
     // "First audio" means samples: skip empty chunks.
     let first = await iterator.next();
@@ -97,9 +132,7 @@ export async function startSynthesis(ctx: GatewayContext, request: FastifyReques
     return { stream, iterator, first };
   });
   if (first.done) throw new ServiceError('upstream_error', 'The speech engine produced no audio for this transcript.');
-  ctx.metrics.firstOutput('tts_first_audio', model.id, reply.elapsedTime / 1000);
-
-  return { model, sampleRate: stream.sampleRate, first: first.value, rest: iterator, call, hold };
+  return { sampleRate: stream.sampleRate, first: first.value, rest: iterator };
 }
 
 /**
@@ -107,7 +140,7 @@ export async function startSynthesis(ctx: GatewayContext, request: FastifyReques
  * its first audio (a dropped connection, a crash, the deadline) is the upstream's error
  * (502 upstream_error, 504 upstream_timeout), never the gateway's 500.
  */
-export async function* allChunks(s: StartedSynthesis): AsyncGenerator<PcmSamples> {
+export async function* allChunks(s: EngineAudio): AsyncGenerator<PcmSamples> {
   // An engine that makes whole sentences (flite) hands over seconds of audio at once: the
   // first 100 ms go out on their own, so converting and encoding the rest does not delay them.
   const lead = Math.round(s.sampleRate / 10);

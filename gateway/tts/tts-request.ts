@@ -16,12 +16,19 @@ const OutputFormatSchema = z.object({
   bit_rate: oneOf(MP3_BIT_RATES).optional(),
 });
 
+// Characters are Unicode code points (what is billed), not UTF-16 units.
+const atMost5000 = (s: string) => [...s].length <= 5000;
+const TOO_LONG = 'must be at most 5000 characters';
+
 const TtsRequestSchema = z.object({
   model_id: z.string().min(1),
-  // Characters are Unicode code points (what is billed), not UTF-16 units.
-  transcript: z.string().min(1, 'must not be empty').refine((s) => [...s].length <= 5000, 'must be at most 5000 characters'),
-  // Cartesia's clients also send a voice as its id alone ("voice": "flite-slt"): same as mode id.
-  voice: z.preprocess((v) => (typeof v === 'string' ? { mode: 'id', id: v } : v), z.object({ mode: z.literal('id'), id: z.string().min(1) })),
+  transcript: z.string().min(1, 'must not be empty').refine(atMost5000, TOO_LONG),
+  // Cartesia's clients also send a voice as its id alone ("voice": "flite-slt") or as {id}
+  // without a mode (cartesia-js 4 types allow it): both are mode id.
+  voice: z.preprocess(
+    (v) => (typeof v === 'string' ? { mode: 'id', id: v } : v !== null && typeof v === 'object' && !('mode' in v) ? { mode: 'id', ...v } : v),
+    z.object({ mode: z.literal('id'), id: z.string().min(1) }),
+  ),
   language: z.string().regex(/^[a-zA-Z]{2,3}(-[a-zA-Z0-9]{2,8})?$/, 'must be a language tag like en or en-US').optional(),
   output_format: OutputFormatSchema,
   generation_config: z
@@ -30,6 +37,9 @@ const TtsRequestSchema = z.object({
   pronunciation_dict_id: z.string().min(1).optional(),
   stream: z.boolean().optional(),
 });
+
+/** WS /tts/websocket: a piece of a context's text may be empty (a flush, or the end of the context). */
+const SocketRequestSchema = TtsRequestSchema.extend({ transcript: z.string().refine(atMost5000, TOO_LONG).default('') });
 
 export interface TtsRequest {
   modelId: string;
@@ -49,19 +59,26 @@ function codeFor(path: PropertyKey[]): 'invalid_output_format' | 'invalid_genera
   return 'invalid_request';
 }
 
-/** `streaming`: /tts/sse always, /tts/bytes with stream:true — no mp3, speed must be 1. */
-export function parseTtsRequest(body: unknown, route: 'sse' | 'bytes'): TtsRequest {
+/**
+ * `streaming`: /tts/sse and WS /tts/websocket always, /tts/bytes with stream:true — no mp3, speed
+ * must be 1. The WebSocket (a generation request of Cartesia's protocol) sends raw audio only,
+ * as Cartesia's does, and takes an empty transcript.
+ */
+export function parseTtsRequest(body: unknown, route: 'sse' | 'bytes' | 'websocket'): TtsRequest {
   if (body === null || typeof body !== 'object' || Array.isArray(body)) throw new ServiceError('invalid_json', 'The request body must be a JSON object.');
   refuseNul(body);
-  const parsed = TtsRequestSchema.safeParse(body);
+  const parsed = (route === 'websocket' ? SocketRequestSchema : TtsRequestSchema).safeParse(body);
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
     const param = issue.path.join('.') || null;
     throw new ServiceError(codeFor(issue.path), `${param ?? 'body'}: ${issue.message}`, param);
   }
   const r = parsed.data;
-  const streaming = route === 'sse' || r.stream === true;
+  const streaming = route !== 'bytes' || r.stream === true;
   const f = r.output_format;
+  if (route === 'websocket' && f.container !== 'raw') {
+    throw new ServiceError('invalid_output_format', 'The WebSocket sends raw audio only: use output_format.container "raw" (and an encoding).', 'output_format.container');
+  }
   if (f.container === 'mp3') {
     if (streaming) throw new ServiceError('invalid_output_format', 'Streaming TTS does not support mp3; use the wav or raw container, or /tts/bytes without stream.', 'output_format.container');
     if (f.encoding !== undefined) throw new ServiceError('invalid_output_format', 'output_format.encoding applies to wav and raw only, not mp3.', 'output_format.encoding');

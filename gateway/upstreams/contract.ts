@@ -269,6 +269,12 @@ export interface EngineConfig {
 export interface ProtocolRuntime {
   health: HealthCheck;
   chat?: ChatCapability;
+  /**
+   * OpenAI's Responses API (`POST /responses`), for engines that may serve it: the client's bytes
+   * forwarded, the engine's answer as it is. Without it (or when the engine answers that it has
+   * no such route) the gateway translates the request to `chat` (gateway/llm/responses-via-chat.ts).
+   */
+  responses?: ChatCapability;
   speech?: SpeechCapability;
   transcription?: TranscriptionCapability;
   streamingTranscription?: StreamingTranscriptionCapability;

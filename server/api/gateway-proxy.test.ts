@@ -7,7 +7,7 @@ import { startTtsGateway, ttsBody } from '../../test/support/tts-routes.js';
 import { createOrg } from '../services/orgs/create-org.js';
 import { DASHBOARD_KEY_NAME, getOrCreateDashboardKey } from '../services/keys/get-dashboard-key.js';
 import { revokeApiKey } from '../services/keys/revoke-api-key.js';
-import { gatewayInternalUrl, MAX_PROXY_BODY_BYTES, proxyToGateway, type GatewayProxyDeps } from './gateway-proxy.js';
+import { gatewayInternalUrl, MAX_PROXY_BODY_BYTES, parseByteRange, proxyToGateway, type GatewayProxyDeps } from './gateway-proxy.js';
 
 let h: GatewayHarness;
 let otherOrg: string;
@@ -110,6 +110,117 @@ describe('gateway proxy: forwarding', () => {
     expect(res.status).toBe(200);
     await res.arrayBuffer();
     expect(await h.testDb.db.prisma.apiKey.count({ where: { orgId: h.orgId, name: DASHBOARD_KEY_NAME, status: 'active' } })).toBe(1);
+  });
+});
+
+describe('gateway proxy: byte ranges of a stored recording (what <audio> asks to learn the length and seek)', () => {
+  let blobId = '';
+  let clip: Buffer;
+  const get = (range?: string) => call(['blobs', blobId, 'content'], { method: 'GET', headers: range === undefined ? {} : { range } });
+
+  beforeAll(async () => {
+    // A real WAV stored through the gateway as the org (the dashboard's clone form does the same).
+    const res = await call(['tts', 'bytes'], json(ttsBody({ transcript: 'A recording to seek in, long enough to have a few kilobytes.' })));
+    clip = Buffer.from(await res.arrayBuffer());
+    const stored = await fetch(`${h.url}/blobs`, { method: 'POST', headers: { authorization: `Bearer ${h.key}`, 'content-type': 'audio/wav' }, body: new Uint8Array(clip) });
+    expect(stored.status).toBe(201);
+    blobId = ((await stored.json()) as { id: string }).id;
+  });
+
+  it('without Range: 200, the whole file, its Content-Length and Accept-Ranges: bytes', async () => {
+    const res = await get();
+    expect(res.status).toBe(200);
+    expect(res.headers.get('accept-ranges')).toBe('bytes');
+    expect(res.headers.get('content-length')).toBe(String(clip.length));
+    expect(res.headers.get('content-type')).toMatch(/^audio\/wav/);
+    expect(Buffer.from(await res.arrayBuffer()).equals(clip)).toBe(true);
+  });
+
+  it.each([
+    ['bytes=0-', 0, null],
+    ['bytes=100-199', 100, 199],
+    ['bytes=1000-', 1000, null],
+    ['bytes=-50', -50, null],
+    ['bytes=10-99999999', 10, null],
+  ])('%s: 206 with exactly those bytes, Content-Range and Content-Length', async (range, from, to) => {
+    const start = from < 0 ? clip.length + from : from;
+    const end = to ?? clip.length - 1;
+    const res = await get(range);
+    expect(res.status).toBe(206);
+    expect(res.headers.get('content-range')).toBe(`bytes ${start}-${end}/${clip.length}`);
+    expect(res.headers.get('content-length')).toBe(String(end - start + 1));
+    expect(res.headers.get('accept-ranges')).toBe('bytes');
+    expect(Buffer.from(await res.arrayBuffer()).equals(clip.subarray(start, end + 1))).toBe(true);
+  });
+
+  it('a range that starts past the end is 416 with Content-Range: bytes */size', async () => {
+    const res = await get(`bytes=${clip.length}-`);
+    expect(res.status).toBe(416);
+    expect(res.headers.get('content-range')).toBe(`bytes */${clip.length}`);
+    expect((await res.arrayBuffer()).byteLength).toBe(0);
+  });
+
+  it('a Range it does not take (several ranges, other units, reversed) gets the whole file with 200', async () => {
+    for (const range of ['bytes=0-10,20-30', 'items=0-5', 'bytes=9-3', 'bytes=abc']) {
+      const res = await get(range);
+      expect(res.status, range).toBe(200);
+      expect(Buffer.from(await res.arrayBuffer()).length, range).toBe(clip.length);
+    }
+  });
+
+  it('stops reading the gateway’s answer once the range has passed', async () => {
+    let pulled = 0;
+    let cancelled = false;
+    const endless: typeof fetch = async () =>
+      new Response(
+        new ReadableStream<Uint8Array>({
+          pull(controller) {
+            pulled++;
+            controller.enqueue(new Uint8Array(1024).fill(pulled));
+          },
+          cancel() {
+            cancelled = true;
+          },
+        }),
+        { status: 200, headers: { 'content-type': 'audio/wav', 'content-length': String(1024 * 1024 * 1024) } },
+      );
+    const res = await call(['blobs', 'blob_big', 'content'], { method: 'GET', headers: { range: 'bytes=1500-2600' } }, { fetch: endless });
+    expect(res.status).toBe(206);
+    const body = Buffer.from(await res.arrayBuffer());
+    expect(body.length).toBe(1101);
+    // Bytes 1500..2047 come from the 2nd chunk (filled with 2), 2048..2600 from the 3rd.
+    expect(body[0]).toBe(2);
+    expect(body.at(-1)).toBe(3);
+    expect(cancelled).toBe(true);
+    expect(pulled).toBeLessThan(10);
+  });
+
+  it('ranges only where the allowlist says so: a TTS answer ignores Range', async () => {
+    const res = await call(['tts', 'bytes'], { ...json(ttsBody({ transcript: 'Whole.' })), headers: { 'content-type': 'application/json', range: 'bytes=0-10' } });
+    expect(res.status).toBe(200);
+    expect(res.headers.get('accept-ranges')).toBeNull();
+    expect((await res.arrayBuffer()).byteLength).toBeGreaterThan(11);
+  });
+});
+
+describe('parseByteRange', () => {
+  it.each<[string | null, number, ReturnType<typeof parseByteRange>]>([
+    [null, 100, null],
+    ['bytes=0-', 100, { start: 0, end: 99 }],
+    ['bytes=0-0', 100, { start: 0, end: 0 }],
+    ['bytes=99-', 100, { start: 99, end: 99 }],
+    ['bytes=100-', 100, 'unsatisfiable'],
+    ['bytes=-1', 100, { start: 99, end: 99 }],
+    ['bytes=-500', 100, { start: 0, end: 99 }],
+    ['bytes=-0', 100, 'unsatisfiable'],
+    ['bytes=5-1', 100, null],
+    ['bytes=-', 100, null],
+    ['bytes=0-5,7-9', 100, null],
+    ['bytes=0-', 0, null],
+    [' bytes=3-4 ', 100, { start: 3, end: 4 }],
+    ['bytes=1234567890123456-', 100, null],
+  ])('%j of %d -> %j', (header, size, expected) => {
+    expect(parseByteRange(header, size)).toEqual(expected);
   });
 });
 

@@ -20,6 +20,8 @@ interface AllowedRoute {
   method: 'GET' | 'POST';
   /** Path segments; null matches one id segment. */
   segments: readonly (string | null)[];
+  /** Answered in byte ranges when asked (Range: bytes=...): audio players seek with them. */
+  ranges?: boolean;
 }
 
 export const ALLOWED_ROUTES: readonly AllowedRoute[] = [
@@ -28,7 +30,7 @@ export const ALLOWED_ROUTES: readonly AllowedRoute[] = [
   { method: 'POST', segments: ['voices', 'clone'] },
   { method: 'POST', segments: ['voices', null, 'profiles'] },
   { method: 'GET', segments: ['jobs', null] },
-  { method: 'GET', segments: ['blobs', null, 'content'] },
+  { method: 'GET', segments: ['blobs', null, 'content'], ranges: true },
 ];
 
 // Request headers the gateway needs; never cookies (the dashboard session stays here) and never
@@ -45,8 +47,14 @@ export interface GatewayProxyDeps {
   fetch?: typeof fetch;
 }
 
-/** Where the dashboard server reaches the gateway: loopback when the gateway listens there, else its public URL. */
-export function gatewayInternalUrl(config: Pick<Config, 'gatewayHost' | 'gatewayPort' | 'publicBaseUrl'>): string {
+/**
+ * Where the dashboard server reaches the gateway: loopback when the gateway listens there, else
+ * its public URL. A gateway serving TLS (SVC_TLS_CERT) is reached at its public URL, the name its
+ * certificate is issued for (127.0.0.1 seldom is one), and the certificate is verified as any
+ * client would: a private or self-signed one needs NODE_EXTRA_CA_CERTS in the dashboard's environment.
+ */
+export function gatewayInternalUrl(config: Pick<Config, 'gatewayHost' | 'gatewayPort' | 'publicBaseUrl'> & Partial<Pick<Config, 'tls'>>): string {
+  if (config.tls) return config.publicBaseUrl;
   const host = config.gatewayHost.trim();
   const local = ['0.0.0.0', '::', '[::]', '127.0.0.1', 'localhost', '::1', '[::1]', ''].includes(host);
   return local ? `http://127.0.0.1:${config.gatewayPort}` : config.publicBaseUrl;
@@ -117,7 +125,76 @@ async function forward(request: Request, path: readonly string[], deps: GatewayP
   upstream.headers.forEach((value, name) => {
     if (FORWARDED_RESPONSE_HEADERS.test(name)) out.set(name, value);
   });
+  if (upstream.status === 200 && matches.some((r) => r.method === method && r.ranges)) return withRanges(request, upstream, out);
   return new Response(upstream.body, { status: upstream.status, headers: out });
+}
+
+/**
+ * A whole answer of known length as the browser asked for it: 200 with Content-Length and
+ * Accept-Ranges, or 206 with the one byte range of a `Range: bytes=` header (what <audio>
+ * sends to learn the length and to seek; without it the source recording showed 0:00 / 0:00
+ * and could not seek). The gateway sends the whole blob; the proxy skips to the range and
+ * stops reading after it. A range past the end is 416; a header it does not understand (or
+ * several ranges) gets the whole answer, as RFC 9110 allows.
+ *
+ * Next's route handlers drop Content-Length on the way out (next/dist/server/send-response.js,
+ * FORBIDDEN_HEADERS), so in the browser the length arrives in Content-Range: the player's
+ * first request is always `Range: bytes=0-`.
+ */
+function withRanges(request: Request, upstream: Response, headers: Headers): Response {
+  const size = Number(upstream.headers.get('content-length'));
+  if (!upstream.body || !Number.isSafeInteger(size) || size < 0) return new Response(upstream.body, { status: upstream.status, headers });
+  headers.set('accept-ranges', 'bytes');
+  const range = parseByteRange(request.headers.get('range'), size);
+  if (range === 'unsatisfiable') {
+    void upstream.body.cancel().catch(() => undefined);
+    headers.delete('content-type');
+    headers.set('content-range', `bytes */${size}`);
+    headers.set('content-length', '0');
+    return new Response(null, { status: 416, headers });
+  }
+  if (range === null) {
+    headers.set('content-length', String(size));
+    return new Response(upstream.body, { status: 200, headers });
+  }
+  headers.set('content-range', `bytes ${range.start}-${range.end}/${size}`);
+  headers.set('content-length', String(range.end - range.start + 1));
+  return new Response(sliceBytes(upstream.body, range.start, range.end), { status: 206, headers });
+}
+
+/**
+ * One range of `Range: bytes=a-b`, `bytes=a-` or `bytes=-n` (the last n bytes), clamped to the
+ * size; null for no header, one this does not take (other units, several ranges, malformed),
+ * or an empty answer; 'unsatisfiable' for a range that starts past the end.
+ */
+export function parseByteRange(header: string | null, size: number): { start: number; end: number } | 'unsatisfiable' | null {
+  const m = header === null ? null : /^bytes=(\d{0,15})-(\d{0,15})$/.exec(header.trim());
+  if (!m || (m[1] === '' && m[2] === '') || size === 0) return null;
+  if (m[1] === '') {
+    const suffix = Number(m[2]);
+    return suffix === 0 ? 'unsatisfiable' : { start: Math.max(0, size - suffix), end: size - 1 };
+  }
+  const start = Number(m[1]);
+  const end = m[2] === '' ? size - 1 : Math.min(Number(m[2]), size - 1);
+  if (start >= size) return 'unsatisfiable';
+  return end < start ? null : { start, end };
+}
+
+/** Bytes start..end (inclusive) of a stream; the source is cancelled once they have passed. */
+function sliceBytes(body: ReadableStream<Uint8Array>, start: number, end: number): ReadableStream<Uint8Array> {
+  let offset = 0;
+  return body.pipeThrough(
+    new TransformStream<Uint8Array, Uint8Array>({
+      transform(chunk, controller) {
+        const from = Math.max(start - offset, 0);
+        const to = Math.min(end + 1 - offset, chunk.byteLength);
+        offset += chunk.byteLength;
+        if (from < to) controller.enqueue(chunk.subarray(from, to));
+        // Past the range: ending the output cancels the rest of the gateway's answer.
+        if (offset > end) controller.terminate();
+      },
+    }),
+  );
 }
 
 function matchesPath(route: AllowedRoute, path: readonly string[]): boolean {

@@ -39,6 +39,11 @@ function serviceErrorCode(cause: unknown): string | null {
   return isServiceError(cause) ? cause.code : null;
 }
 
+/** The field a refused input names (`changes.name`, `entries[3].alias`), so a page can mark it and word the message for people. */
+function serviceErrorParam(cause: unknown): string | null {
+  return isServiceError(cause) ? cause.param : null;
+}
+
 const t = initTRPC.context<TrpcContext>().create({
   errorFormatter({ shape, error }) {
     // Unexpected errors keep their details in the server log, not in the browser.
@@ -46,7 +51,7 @@ const t = initTRPC.context<TrpcContext>().create({
     return {
       ...shape,
       message: hidden ? 'Something went wrong on the server. Try again.' : shape.message,
-      data: { code: shape.data.code, httpStatus: shape.data.httpStatus, path: shape.data.path, serviceCode: serviceErrorCode(error.cause) },
+      data: { code: shape.data.code, httpStatus: shape.data.httpStatus, path: shape.data.path, serviceCode: serviceErrorCode(error.cause), serviceParam: serviceErrorParam(error.cause) },
     };
   },
 });

@@ -1,6 +1,7 @@
 // Process configuration, validated once at start-up. A bad value stops the process with a
 // message that names the variable (see loadConfig).
-import { mkdirSync } from 'node:fs';
+import { accessSync, constants as fsConstants, mkdirSync, readFileSync } from 'node:fs';
+import { createSecureContext } from 'node:tls';
 import { availableParallelism } from 'node:os';
 import { isAbsolute, join, resolve } from 'node:path';
 import { z } from 'zod';
@@ -20,6 +21,9 @@ const EnvSchema = z.object({
   REDIS_URL: z.string().regex(/^rediss?:\/\//, 'must start with redis:// or rediss://').optional(),
   GATEWAY_HOST: z.string().min(1).default('0.0.0.0'),
   GATEWAY_PORT: port.default(8080),
+  // TLS served by the gateway itself (HTTPS and WSS on GATEWAY_PORT): PEM files, both or neither.
+  SVC_TLS_CERT: z.preprocess(emptyIsUnset, z.string().optional()),
+  SVC_TLS_KEY: z.preprocess(emptyIsUnset, z.string().optional()),
   DASHBOARD_PORT: port.default(3000),
   PUBLIC_BASE_URL: url.optional(),
   AUTH_URL: url.optional(),
@@ -124,6 +128,8 @@ export interface Config {
   redisUrl: string | undefined;
   gatewayHost: string;
   gatewayPort: number;
+  /** SVC_TLS_CERT and SVC_TLS_KEY; undefined: the gateway speaks plain HTTP. */
+  tls: TlsConfig | undefined;
   dashboardPort: number;
   publicBaseUrl: string;
   authUrl: string;
@@ -186,6 +192,13 @@ export interface TracingConfig {
   samplerRatio: number;
 }
 
+export interface TlsConfig {
+  /** PEM certificate (chain) file. */
+  certPath: string;
+  /** PEM private key file. */
+  keyPath: string;
+}
+
 export interface MailConfig {
   smtpUrl: string;
   from: string;
@@ -221,13 +234,15 @@ export function loadConfig(source: Readonly<Record<string, string | undefined>> 
   }
   const env = parsed.data;
   const dataDir = isAbsolute(env.SVC_DATA_DIR) ? env.SVC_DATA_DIR : resolve(env.SVC_DATA_DIR);
-  const publicBaseUrl = stripSlash(env.PUBLIC_BASE_URL ?? `http://localhost:${env.GATEWAY_PORT}`);
+  const tls = tlsConfig(env);
+  const publicBaseUrl = stripSlash(env.PUBLIC_BASE_URL ?? `${tls ? 'https' : 'http'}://localhost:${env.GATEWAY_PORT}`);
   return {
     dataDir,
     databaseUrl: env.DATABASE_URL ?? `file:${join(dataDir, 'svc.db')}`,
     redisUrl: env.REDIS_URL,
     gatewayHost: env.GATEWAY_HOST,
     gatewayPort: env.GATEWAY_PORT,
+    tls,
     dashboardPort: env.DASHBOARD_PORT,
     publicBaseUrl,
     authUrl: stripSlash(env.AUTH_URL ?? publicBaseUrl),
@@ -299,6 +314,53 @@ function tracingConfig(env: Env): TracingConfig | undefined {
   const tracesUrl = env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ?? (env.OTEL_EXPORTER_OTLP_ENDPOINT ? `${stripSlash(env.OTEL_EXPORTER_OTLP_ENDPOINT)}/v1/traces` : undefined);
   if (!tracesUrl) return undefined;
   return { tracesUrl, serviceName: env.OTEL_SERVICE_NAME, sampler: env.OTEL_TRACES_SAMPLER, samplerRatio: env.OTEL_TRACES_SAMPLER_ARG ?? 1 };
+}
+
+/**
+ * Both files or neither (one alone is a mistake, not a wish for plain HTTP), each readable now:
+ * a path that cannot be read stops the process at start rather than at the first connection.
+ * Paths are resolved from the working directory.
+ */
+function tlsConfig(env: Env): TlsConfig | undefined {
+  if (!env.SVC_TLS_CERT && !env.SVC_TLS_KEY) return undefined;
+  const missing = !env.SVC_TLS_CERT ? 'SVC_TLS_CERT' : !env.SVC_TLS_KEY ? 'SVC_TLS_KEY' : null;
+  if (missing) {
+    const given = missing === 'SVC_TLS_CERT' ? 'SVC_TLS_KEY' : 'SVC_TLS_CERT';
+    throw new ConfigError(`invalid configuration:\n  ${missing}: required when ${given} is set (TLS needs both SVC_TLS_CERT and SVC_TLS_KEY, PEM file paths; set neither for plain HTTP)`);
+  }
+  const tls = { certPath: resolve(env.SVC_TLS_CERT!), keyPath: resolve(env.SVC_TLS_KEY!) };
+  for (const [name, path] of [['SVC_TLS_CERT', tls.certPath], ['SVC_TLS_KEY', tls.keyPath]] as const) {
+    try {
+      accessSync(path, fsConstants.R_OK);
+    } catch (e) {
+      throw new ConfigError(`invalid configuration:\n  ${name}: cannot read ${path} (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
+    }
+  }
+  return tls;
+}
+
+/**
+ * The PEM contents of the TLS files, checked to be a certificate and the key that goes with it
+ * (read once, when the gateway starts): a wrong file is a start-up error naming the variables,
+ * not an OpenSSL code at the first handshake.
+ */
+export function readTlsFiles(tls: TlsConfig): { cert: Buffer; key: Buffer } {
+  let cert: Buffer;
+  let key: Buffer;
+  try {
+    cert = readFileSync(tls.certPath);
+    key = readFileSync(tls.keyPath);
+  } catch (e) {
+    throw new ConfigError(`invalid configuration:\n  SVC_TLS_CERT / SVC_TLS_KEY: cannot read ${(e as NodeJS.ErrnoException).path ?? 'a file'} (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
+  }
+  try {
+    createSecureContext({ cert, key });
+  } catch (e) {
+    throw new ConfigError(
+      `invalid configuration:\n  SVC_TLS_CERT / SVC_TLS_KEY: ${tls.certPath} and ${tls.keyPath} must be a PEM certificate and its PEM private key (${(e as Error).message})`,
+    );
+  }
+  return { cert, key };
 }
 
 /** Mail needs both variables: a From address is not something to guess for an operator. */

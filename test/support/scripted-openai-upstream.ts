@@ -5,6 +5,13 @@
 // batch engine would (platform.openai.com/docs/api-reference/audio/createTranscription:
 // multipart `file`, `model`, `response_format=verbose_json`, `timestamp_granularities[]=word`
 // -> {task, language, duration, text, words:[{word,start,end}]}), words derived from the audio.
+// POST /v1/responses answers the same behaviours in the shape of OpenAI's Responses API
+// (platform.openai.com/docs/api-reference/responses/create: the Response object, `usage` with
+// input_tokens/output_tokens; .../responses-streaming: response.created, response.in_progress,
+// response.output_item.added, response.content_part.added, response.output_text.delta...,
+// response.output_text.done, response.content_part.done, response.output_item.done,
+// response.completed, each with its `event:` line and sequence_number), or 404 as a server
+// without that API does when `responsesApi` is false.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { zeroCrossingFrequency } from '../../gateway/audio/test-signals.js';
@@ -22,8 +29,10 @@ export type Behaviour =
 /**
  * How POST /v1/audio/transcriptions answers when `transcription` is set. 'energy': one word per
  * voiced burst of the uploaded WAV (20 ms frames above an RMS of 0.05), named after the burst's
- * pitch to the nearest 100 Hz (`tone300`), timed by its place in the file; `hold(call)` true
- * keeps that call's answer (0-based) until its record's release().
+ * pitch (zero-crossing frequency) to the nearest 10 Hz (`tone300`, or `tone120` for a voiced
+ * burst at 120 Hz: the gateway's voice-activity detector hears speech only at 100-160 Hz), timed
+ * by its place in the file; `hold(call)` true keeps that call's answer (0-based) until its
+ * record's release().
  */
 export type TranscriptionBehaviour =
   | { kind: 'energy'; hold?: (call: number) => boolean }
@@ -61,6 +70,8 @@ export interface ScriptedUpstream {
   modelsStatus: number;
   /** Unset: /v1/audio/transcriptions gets the behaviour above, like any path. */
   transcription: TranscriptionBehaviour | null;
+  /** False: POST /v1/responses is 404, as on a server with chat completions only (default true). */
+  responsesApi: boolean;
   transcriptions: TranscriptionRecord[];
   /** The first `count` transcription requests, once they have arrived. */
   waitForTranscriptions(count: number): Promise<TranscriptionRecord[]>;
@@ -88,6 +99,7 @@ export async function startScriptedUpstream(initial: Behaviour = { kind: 'ok' },
     behaviour: initial,
     modelsStatus: 200,
     transcription: null,
+    responsesApi: true,
     transcriptions: [],
     waitForTranscriptions: (count) =>
       new Promise((resolve) => {
@@ -132,6 +144,12 @@ export async function startScriptedUpstream(initial: Behaviour = { kind: 'ok' },
       return;
     }
     state.received.push({ path, headers: req.headers, body });
+    const responsesApi = req.method === 'POST' && path === '/v1/responses';
+    if (responsesApi && !state.responsesApi) {
+      res.writeHead(404, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ error: { code: 404, message: 'File Not Found', type: 'not_found_error' } }));
+      return;
+    }
     let model = 'scripted';
     let wantsUsage = false;
     try {
@@ -144,6 +162,13 @@ export async function startScriptedUpstream(initial: Behaviour = { kind: 'ok' },
     const b = state.behaviour;
     switch (b.kind) {
       case 'ok': {
+        if (responsesApi) {
+          const usage = b.usage === undefined ? { prompt_tokens: 12, completion_tokens: 7 } : b.usage;
+          const payload = JSON.stringify(responseObject(model, b.text ?? 'Hello from the scripted upstream.', usage));
+          res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) });
+          res.end(payload);
+          return;
+        }
         const payload = JSON.stringify(completion(model, b.text ?? 'Hello from the scripted upstream.', b.usage === undefined ? { prompt_tokens: 12, completion_tokens: 7 } : b.usage));
         res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) });
         res.end(payload);
@@ -177,6 +202,10 @@ export async function startScriptedUpstream(initial: Behaviour = { kind: 'ok' },
           return res.write(`data: ${JSON.stringify(obj)}\n\n`);
         };
         if (b.firstDelayMs) await sleep(b.firstDelayMs);
+        if (responsesApi) {
+          await streamResponse(res, record, model, b);
+          return;
+        }
         for (const [i, text] of b.chunks.entries()) {
           if (res.destroyed) return;
           if (b.dieAfter !== undefined && i >= b.dieAfter) {
@@ -246,6 +275,83 @@ export async function startScriptedUpstream(initial: Behaviour = { kind: 'ok' },
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+type Usage = { prompt_tokens: number; completion_tokens: number } | null;
+
+/** A Response object as OpenAI's reference shows it (status completed, one assistant message). */
+function responseObject(model: string, text: string | null, usage: Usage, status: 'in_progress' | 'completed' = 'completed') {
+  return {
+    id: 'resp_scripted',
+    object: 'response',
+    created_at: 1_700_000_000,
+    status,
+    error: null,
+    incomplete_details: null,
+    instructions: null,
+    max_output_tokens: null,
+    model,
+    output: text === null ? [] : [messageItem(text, 'completed')],
+    parallel_tool_calls: true,
+    previous_response_id: null,
+    reasoning: { effort: null, summary: null },
+    store: true,
+    temperature: 1,
+    text: { format: { type: 'text' } },
+    tool_choice: 'auto',
+    tools: [],
+    top_p: 1,
+    truncation: 'disabled',
+    usage: status === 'completed' && usage ? responsesUsage(usage) : null,
+    user: null,
+    metadata: {},
+  };
+}
+
+const messageItem = (text: string, status: 'in_progress' | 'completed') => ({
+  type: 'message',
+  id: 'msg_scripted',
+  status,
+  role: 'assistant',
+  content: status === 'completed' ? [{ type: 'output_text', text, annotations: [] }] : [],
+});
+
+const responsesUsage = (u: { prompt_tokens: number; completion_tokens: number }) => ({
+  input_tokens: u.prompt_tokens,
+  input_tokens_details: { cached_tokens: 0 },
+  output_tokens: u.completion_tokens,
+  output_tokens_details: { reasoning_tokens: 0 },
+  total_tokens: u.prompt_tokens + u.completion_tokens,
+});
+
+/** The Responses stream of a 'stream' behaviour: one output_text.delta per chunk, usage in response.completed. */
+async function streamResponse(res: ServerResponse, record: StreamRecord, model: string, b: Extract<Behaviour, { kind: 'stream' }>): Promise<void> {
+  let sequence = 0;
+  const send = (type: string, payload: object) => {
+    record.sent += 1;
+    return res.write(`event: ${type}\ndata: ${JSON.stringify({ type, ...payload, sequence_number: sequence++ })}\n\n`);
+  };
+  const usage = b.usage === undefined ? { prompt_tokens: 10, completion_tokens: b.chunks.length } : b.usage;
+  send('response.created', { response: responseObject(model, null, usage, 'in_progress') });
+  send('response.in_progress', { response: responseObject(model, null, usage, 'in_progress') });
+  send('response.output_item.added', { output_index: 0, item: messageItem('', 'in_progress') });
+  send('response.content_part.added', { item_id: 'msg_scripted', output_index: 0, content_index: 0, part: { type: 'output_text', text: '', annotations: [] } });
+  for (const [i, delta] of b.chunks.entries()) {
+    if (res.destroyed) return;
+    if (b.dieAfter !== undefined && i >= b.dieAfter) {
+      res.socket?.destroy();
+      return;
+    }
+    send('response.output_text.delta', { item_id: 'msg_scripted', output_index: 0, content_index: 0, delta });
+    if (b.delayMs) await sleep(b.delayMs);
+  }
+  const text = b.chunks.join('');
+  send('response.output_text.done', { item_id: 'msg_scripted', output_index: 0, content_index: 0, text });
+  send('response.content_part.done', { item_id: 'msg_scripted', output_index: 0, content_index: 0, part: { type: 'output_text', text, annotations: [] } });
+  send('response.output_item.done', { output_index: 0, item: messageItem(text, 'completed') });
+  send('response.completed', { response: responseObject(model, text, usage) });
+  res.end();
+  record.ended = true;
+}
+
 /** One word per run of voiced 20 ms frames, named after its pitch, timed in seconds from the start of `samples`. */
 function toneWords(samples: Float32Array, sampleRate: number): { word: string; start: number; end: number }[] {
   const frame = Math.round(sampleRate * 0.02);
@@ -253,7 +359,7 @@ function toneWords(samples: Float32Array, sampleRate: number): { word: string; s
   const words: { word: string; start: number; end: number }[] = [];
   let burstStart = -1;
   const endBurst = (end: number) => {
-    const hz = Math.round(zeroCrossingFrequency(samples.subarray(burstStart, end), sampleRate) / 100) * 100;
+    const hz = Math.round(zeroCrossingFrequency(samples.subarray(burstStart, end), sampleRate) / 10) * 10;
     words.push({ word: `tone${hz}`, start: seconds(burstStart), end: seconds(end) });
     burstStart = -1;
   };

@@ -290,10 +290,11 @@ export const requestId = (label: string) => `stt-${label}-${++rid}-${Date.now()}
 
 export type SttEvent = { type: string; [k: string]: unknown };
 
-export function wsUrl(h: GatewayHarness, query: Record<string, string | string[]>): string {
+/** The URL of a streaming STT route (`path`, default /stt/websocket) with `query`. */
+export function wsUrl(h: GatewayHarness, query: Record<string, string | string[]>, path = '/stt/websocket'): string {
   const q = new URLSearchParams();
   for (const [k, v] of Object.entries(query)) for (const one of Array.isArray(v) ? v : [v]) q.append(k, one);
-  return `${h.url.replace(/^http/, 'ws')}/stt/websocket?${q}`;
+  return `${h.url.replace(/^http/, 'ws')}${path}?${q}`;
 }
 
 export interface SttClient {
@@ -310,8 +311,8 @@ export interface SttClient {
 }
 
 /** Opens a session (query includes the key as api_key unless headers carry it) and waits for the upgrade. */
-export async function openSession(h: GatewayHarness, query: Record<string, string | string[]>, options: { headers?: Record<string, string> } = {}): Promise<SttClient> {
-  const ws = new WebSocket(wsUrl(h, query), { headers: options.headers });
+export async function openSession(h: GatewayHarness, query: Record<string, string | string[]>, options: { headers?: Record<string, string>; path?: string } = {}): Promise<SttClient> {
+  const ws = new WebSocket(wsUrl(h, query, options.path), { headers: options.headers });
   const events: SttEvent[] = [];
   const waiters = new Set<() => void>();
   let closeInfo: { code: number; reason: string } | null = null;
@@ -389,9 +390,14 @@ export function summary(events: SttEvent[]): string {
 }
 
 /** An upgrade the gateway must refuse: the raw HTTP response (status, headers, JSON body). */
-export function refusedUpgrade(h: GatewayHarness, query: Record<string, string | string[]>, headers: Record<string, string> = {}): Promise<{ status: number; headers: IncomingMessage['headers']; body: string }> {
+export function refusedUpgrade(
+  h: GatewayHarness,
+  query: Record<string, string | string[]>,
+  headers: Record<string, string> = {},
+  path?: string,
+): Promise<{ status: number; headers: IncomingMessage['headers']; body: string }> {
   return new Promise((resolve, reject) => {
-    const ws = new WebSocket(wsUrl(h, query), { headers });
+    const ws = new WebSocket(wsUrl(h, query, path), { headers });
     ws.on('open', () => {
       ws.terminate();
       reject(new Error('the upgrade was accepted'));

@@ -1,6 +1,6 @@
 'use client';
 import { keepPreviousData, useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
-import { useState } from 'react';
+import { useRef, useState } from 'react';
 import { Alert } from '@/app/_components/alert';
 import { Badge } from '@/app/_components/badge';
 import { Button } from '@/app/_components/button';
@@ -123,10 +123,14 @@ function GrantCredits({ currentOrg }: { currentOrg: { id: string; name: string }
   const [search, setSearch] = useState('');
   const [orgId, setOrgId] = useState(currentOrg.id);
   const [done, setDone] = useState<string | null>(null);
+  const formRef = useRef<HTMLFormElement>(null);
   const orgs = useQuery({ ...trpc.credits.orgs.queryOptions({ query: search.trim() || undefined }), placeholderData: keepPreviousData });
   const grant = useMutation(
     trpc.credits.grant.mutationOptions({
       onSuccess: (result, input) => {
+        // Amount and note are cleared, so a second click cannot grant the same credit again
+        // (the organization stays chosen: it is React's state, not the form's).
+        clearFields(formRef.current, ['amount', 'description']);
         const name = orgs.data?.find((o) => o.id === result.orgId)?.name ?? result.orgId;
         const amount = input.amountUsd;
         setDone(`${amount.startsWith('-') ? `Removed ${usd(amount.slice(1))} from` : `Granted ${usd(amount)} to`} ${name}. New balance: ${usd(result.balanceUsd)}.`);
@@ -141,7 +145,9 @@ function GrantCredits({ currentOrg }: { currentOrg: { id: string; name: string }
   return (
     <Card title="Grant credits" description={<>Platform admin: add credit to any organization (a negative amount removes it).</>} actions={<Badge tone="indigo">Admin</Badge>}>
       <form
-        className="grid gap-4 sm:grid-cols-2"
+        ref={formRef}
+        id="grant"
+        className="grid scroll-mt-4 gap-4 sm:grid-cols-2"
         onSubmit={(event) => {
           event.preventDefault();
           const form = new FormData(event.currentTarget);
@@ -186,4 +192,12 @@ function GrantCredits({ currentOrg }: { currentOrg: { id: string; name: string }
       </form>
     </Card>
   );
+}
+
+/** Empties the named inputs of a form whose other fields React controls (form.reset() would fight them). */
+export function clearFields(form: HTMLFormElement | null, names: string[]): void {
+  for (const name of names) {
+    const field = form?.elements.namedItem(name);
+    if (field instanceof HTMLInputElement) field.value = '';
+  }
 }

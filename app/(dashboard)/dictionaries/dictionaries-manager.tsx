@@ -302,7 +302,20 @@ function toEntries(rows: Row[]): { entries: DictEntryInput[]; rowOf: number[] } 
 }
 
 const FIELD_OF: Record<string, Field> = { grapheme: 'grapheme', alias: 'value', phoneme: 'value', case_sensitive: 'caseSensitive' };
-const FIELD_LABEL: Record<Field, string> = { grapheme: 'word', kind: 'type', value: 'replacement', caseSensitive: 'case-sensitive' };
+/** The column a field is in, as the table heads it ("Say as" or "Phonemes" by the row's type). */
+const fieldLabel = (field: Field, row: Row | undefined) => (field === 'value' ? (row?.kind === 'phoneme' ? 'Phonemes' : 'Say as') : { grapheme: 'Word', kind: 'Type', caseSensitive: 'Case-sensitive' }[field]);
+
+/**
+ * The schema's words for API clients (dict-input.ts: graphemes, aliases, 0-based entries[i])
+ * in the table's words: entries numbered as the rows are, from 1, and the columns' names.
+ */
+function tableWords(message: string, rowOf: number[]): string {
+  return message
+    .replace(/same grapheme as entries\[(\d+)\]/, (_m, i: string) => `the same word as entry ${(rowOf[Number(i)] ?? Number(i)) + 1}`)
+    .replace('graphemes are compared ignoring case', 'words are compared ignoring case')
+    .replace('give either alias or phoneme, not both', 'give either text to say or phonemes, not both')
+    .replace('give an alias (replacement text) or a phoneme', 'give the text to say (or phonemes)');
+}
 
 function EntryForm({
   dict,
@@ -356,13 +369,13 @@ function EntryForm({
     if (m) {
       const row = rowOf[Number(m[1])] ?? null;
       const field = FIELD_OF[m[2] ?? 'grapheme'] ?? 'grapheme';
-      setError({ row, field, message: `Entry ${row === null ? '?' : row + 1}, ${FIELD_LABEL[field]}: ${rest}` });
+      setError({ row, field, message: `Entry ${row === null ? '?' : row + 1}, ${fieldLabel(field, row === null ? undefined : rows[row])}: ${tableWords(rest, rowOf)}.` });
       if (row !== null && rows[row]) setFocusTarget(cellId(rows[row]!, field));
     } else if (e.param === 'name') {
-      setError({ row: null, field: 'name', message: `Name ${rest}` });
+      setError({ row: null, field: 'name', message: `Name ${rest}.` });
       setFocusTarget(`${idPrefix}-name`);
     } else {
-      setError({ row: null, field: null, message: e.param === 'entries' ? `Entries: ${rest}` : e.message });
+      setError({ row: null, field: null, message: e.param === 'entries' ? `Entries: ${tableWords(rest, rowOf)}.` : e.message });
     }
   }
 
@@ -455,7 +468,7 @@ function EntryForm({
             <ol className="divide-y divide-zinc-100" aria-label="Entries">
               {rows.map((row, i) => (
                 <li key={row.key} data-testid="entry-row" className={`grid grid-cols-1 gap-2 py-3 sm:grid-cols-2 md:items-center md:gap-3 ${grid}`}>
-                  <Cell id={cellId(row, 'grapheme')} label={`Word, entry ${i + 1}`} shortLabel="Word" invalid={invalid(i, 'grapheme')}>
+                  <Cell id={cellId(row, 'grapheme')} label={`Word, entry ${i + 1}`} shortLabel="Word" error={invalid(i, 'grapheme') ? error!.message : null}>
                     <input
                       id={cellId(row, 'grapheme')}
                       value={row.grapheme}
@@ -463,7 +476,7 @@ function EntryForm({
                       placeholder="e.g. SQL"
                       autoComplete="off"
                       aria-invalid={invalid(i, 'grapheme') || undefined}
-                      aria-describedby={invalid(i, 'grapheme') ? `${idPrefix}-error` : undefined}
+                      aria-describedby={invalid(i, 'grapheme') ? `${cellId(row, 'grapheme')}-error` : undefined}
                       className={inputClass(invalid(i, 'grapheme'))}
                     />
                   </Cell>
@@ -473,7 +486,7 @@ function EntryForm({
                       <option value="phoneme">Phonemes</option>
                     </select>
                   </Cell>
-                  <Cell id={cellId(row, 'value')} label={`${row.kind === 'alias' ? 'Say as' : 'Phonemes'}, entry ${i + 1}`} shortLabel={row.kind === 'alias' ? 'Say as' : 'Phonemes'} invalid={invalid(i, 'value')}>
+                  <Cell id={cellId(row, 'value')} label={`${row.kind === 'alias' ? 'Say as' : 'Phonemes'}, entry ${i + 1}`} shortLabel={row.kind === 'alias' ? 'Say as' : 'Phonemes'} error={invalid(i, 'value') ? error!.message : null}>
                     <input
                       id={cellId(row, 'value')}
                       value={row.value}
@@ -482,7 +495,7 @@ function EntryForm({
                       autoComplete="off"
                       spellCheck={row.kind === 'alias'}
                       aria-invalid={invalid(i, 'value') || undefined}
-                      aria-describedby={invalid(i, 'value') ? `${idPrefix}-error` : undefined}
+                      aria-describedby={invalid(i, 'value') ? `${cellId(row, 'value')}-error` : undefined}
                       className={`${inputClass(invalid(i, 'value'))} ${row.kind === 'phoneme' ? 'font-mono' : ''}`}
                     />
                   </Cell>
@@ -528,11 +541,13 @@ function EntryForm({
         {full && <p className="mt-1 text-xs text-zinc-500">A dictionary holds at most {MAX_ENTRIES_PER_DICT.toLocaleString('en')} entries.</p>}
       </div>
 
-      {error && error.field !== 'name' && (
+      {/* A cell's error is shown under the cell, which gets the focus and is described by it; here, the others. */}
+      {error && error.field !== 'name' && error.row === null && (
         <div id={`${idPrefix}-error`}>
           <Alert>{error.message}</Alert>
         </div>
       )}
+
       <div className="flex flex-col gap-2 border-t border-zinc-100 pt-4 sm:flex-row sm:items-center">
         <Button type="submit" pending={save.isPending}>
           Save dictionary
@@ -545,19 +560,28 @@ function EntryForm({
   );
 }
 
+/** An invalid cell stays red while it has the focus (the focus ring used to paint over the mark). */
 function inputClass(invalid: boolean): string {
-  return `block w-full min-w-0 rounded-md border-0 bg-white px-3 py-2 text-base text-zinc-900 ring-1 ring-inset placeholder:text-zinc-400 focus:ring-2 focus:ring-inset focus:ring-indigo-600 focus:outline-none sm:text-sm ${invalid ? 'ring-red-400' : 'ring-zinc-300'}`;
+  return `block w-full min-w-0 rounded-md border-0 px-3 py-2 text-base text-zinc-900 ring-inset placeholder:text-zinc-400 focus:ring-2 focus:ring-inset focus:outline-none sm:text-sm ${invalid ? 'bg-red-50 ring-2 ring-red-500 focus:ring-red-600' : 'bg-white ring-1 ring-zinc-300 focus:ring-indigo-600'}`;
 }
 
-/** A table cell with a label that is visible on narrow screens (no header row there) and read out everywhere. */
-function Cell({ id, label, shortLabel, invalid, children }: { id: string; label: string; shortLabel: string; invalid?: boolean; children: React.ReactNode }) {
+/**
+ * A table cell with a label that is visible on narrow screens (no header row there) and read
+ * out everywhere; an invalid cell shows its message right under it.
+ */
+function Cell({ id, label, shortLabel, error, children }: { id: string; label: string; shortLabel: string; error?: string | null; children: React.ReactNode }) {
   return (
-    <div className="min-w-0">
-      <label htmlFor={id} className={`mb-1 block text-xs font-medium md:sr-only ${invalid ? 'text-red-700' : 'text-zinc-600'}`}>
+    <div className="min-w-0" data-invalid={error ? true : undefined}>
+      <label htmlFor={id} className={`mb-1 block text-xs font-medium md:sr-only ${error ? 'text-red-700' : 'text-zinc-600'}`}>
         <span aria-hidden="true">{shortLabel}</span>
         <span className="sr-only">{label}</span>
       </label>
       {children}
+      {error && (
+        <p id={`${id}-error`} className="mt-1 text-xs text-red-700" data-testid="cell-error">
+          {error}
+        </p>
+      )}
     </div>
   );
 }

@@ -10,22 +10,12 @@ import { ConfirmDialog } from '@/app/_components/confirm-dialog';
 import { CopyButton } from '@/app/_components/copy-button';
 import { LoadingBlock } from '@/app/_components/spinner';
 import { TextField } from '@/app/_components/text-field';
+import type { RouterOutputs } from '@/app/_lib/api-types';
 import { errorMessage, formatDateTime } from '@/app/_lib/format';
 import { useTRPC } from '@/app/_lib/trpc';
+import { FirstRequest } from '../overview';
 
-interface KeyRow {
-  id: string;
-  name: string;
-  prefix: string;
-  status: 'active' | 'revoked';
-  isTrial: boolean;
-  /** The key's own limit in requests per minute; null = the gateway default. */
-  rateLimitRpm: number | null;
-  defaultRateLimitRpm: number;
-  createdAt: string;
-  lastUsedAt: string | null;
-  revokedAt: string | null;
-}
+type KeyRow = RouterOutputs['keys']['list'][number];
 
 export function KeysManager() {
   const trpc = useTRPC();
@@ -63,6 +53,7 @@ function CreateKey() {
   // The full key lives only here, in this component's state, until "Done": it is never
   // stored, and cannot be fetched again.
   const [created, setCreated] = useState<{ name: string; key: string } | null>(null);
+  const gatewayUrl = useQuery(trpc.account.overview.queryOptions()).data?.gatewayUrl;
   const create = useMutation(
     trpc.keys.create.mutationOptions({
       onSuccess: (data) => {
@@ -115,6 +106,11 @@ function CreateKey() {
             />
             <CopyButton value={created.key} fallbackTarget={() => keyInput.current} />
           </div>
+          <div className="mt-4 border-t border-emerald-200 pt-3 text-sm text-emerald-900" data-testid="try-new-key">
+            <p className="font-semibold">Try it: your first request</p>
+            <p className="mt-1">Paste this into a terminal. It speaks a sentence into hello.wav with this key (a metered request: the organization needs credit).</p>
+            {gatewayUrl && <FirstRequest gatewayUrl={gatewayUrl} apiKey={created.key} testId="new-key-request" />}
+          </div>
           <Button variant="ghost" className="mt-2 -ml-2" onClick={() => setCreated(null)}>
             Done, I have stored it
           </Button>
@@ -124,7 +120,9 @@ function CreateKey() {
   );
 }
 
-const GRID_COLUMNS = 'md:grid-cols-[minmax(0,1.3fr)_minmax(0,1fr)_5.5rem_minmax(0,1.1fr)_minmax(0,1fr)_minmax(0,1fr)_6rem]';
+// The name has the room it needs (it wraps rather than being cut); the status column holds the
+// revocation date, so Actions holds only actions.
+const GRID_COLUMNS = 'md:grid-cols-[minmax(0,3fr)_7rem_6.5rem_minmax(0,1.2fr)_minmax(0,1fr)_minmax(0,1fr)_5.5rem]';
 const MAX_RPM = 1_000_000;
 
 /** "600/min (default)" or "2/min". */
@@ -235,16 +233,25 @@ function KeyListItem({
 
   return (
     <li data-testid="key-row" data-key-id={k.id} className={`grid grid-cols-[minmax(0,1fr)_auto] items-center gap-x-4 gap-y-1 py-3 ${GRID_COLUMNS}`}>
-      <span className="truncate font-medium text-zinc-900" title={k.name}>
-        {k.name || <span className="text-zinc-500">(unnamed)</span>}
+      <span className="min-w-0">
+        <span className="font-medium break-words text-zinc-900" data-testid="key-name">
+          {k.name || <span className="text-zinc-500">(unnamed)</span>}
+        </span>
         {k.isTrial && <span className="ml-2 align-middle"><Badge tone="amber">Trial</Badge></span>}
+        {k.origin !== 'api' && <span className="ml-2 align-middle"><Badge tone="indigo">{k.origin === 'dashboard' ? 'Dashboard' : 'Agent'}</Badge></span>}
+        <KeyOrigin k={k} />
       </span>
       <span className="order-3 col-span-2 font-mono text-sm text-zinc-700 md:order-none md:col-span-1">
         <span className="sr-only">Key prefix </span>
         {k.prefix}…
       </span>
-      <span className="justify-self-end md:justify-self-start" data-testid="key-status">
+      <span className="flex flex-col items-end gap-0.5 justify-self-end md:items-start md:justify-self-start" data-testid="key-status">
         <Badge tone={k.status === 'active' ? 'green' : 'gray'}>{k.status === 'active' ? 'Active' : 'Revoked'}</Badge>
+        {k.status === 'revoked' && k.revokedAt && (
+          <span className="text-xs text-zinc-500" data-testid="key-revoked-at">
+            {formatDateTime(k.revokedAt)}
+          </span>
+        )}
       </span>
       <span className="order-4 col-span-2 flex flex-wrap items-center gap-x-2 text-sm text-zinc-600 md:order-none md:col-span-1">
         <span>
@@ -274,14 +281,10 @@ function KeyListItem({
         {formatDateTime(k.lastUsedAt, 'Never')}
       </span>
       <span className="order-6 justify-self-end md:order-none">
-        {k.status === 'active' ? (
-          canRevoke && (
-            <Button variant="secondary" className="min-h-8 px-3 py-1" onClick={onRevoke} aria-label={`Revoke key ${label}`}>
-              Revoke
-            </Button>
-          )
-        ) : (
-          <span className="text-xs text-zinc-500">{k.revokedAt ? `Revoked ${formatDateTime(k.revokedAt)}` : ''}</span>
+        {k.status === 'active' && canRevoke && (
+          <Button variant="secondary" className="min-h-8 px-3 py-1" onClick={onRevoke} aria-label={`Revoke key ${label}`}>
+            Revoke
+          </Button>
         )}
       </span>
       {canSetRateLimit && editing && (
@@ -298,6 +301,28 @@ function KeyListItem({
       )}
     </li>
   );
+}
+
+/** What made a key that this page did not: the dashboard itself, or an agent someone authorised. */
+function KeyOrigin({ k }: { k: KeyRow }) {
+  if (k.origin === 'dashboard') {
+    return (
+      <span className="mt-0.5 block text-xs text-zinc-500" data-testid="key-origin">
+        Made by the dashboard for the playground, voice cloning and samples; billed like any key. Revoking it is harmless: the next use makes a new one.
+      </span>
+    );
+  }
+  if (k.origin === 'agent' && k.agent) {
+    const a = k.agent;
+    return (
+      <span className="mt-0.5 block text-xs text-zinc-500" data-testid="key-origin">
+        {a.registrationType === 'anonymous' ? 'Anonymous agent' : 'Agent registered'}
+        {a.claimedFor ? ` for ${a.claimedFor}` : ''}; authorised by {a.confirmedBy ?? 'a former member'}
+        {a.confirmedAt ? ` on ${formatDateTime(a.confirmedAt)}` : ''}. Registration <span className="font-mono break-all">{a.registrationId}</span>.
+      </span>
+    );
+  }
+  return null;
 }
 
 /** Parses what an operator typed: a whole number of requests per minute, or a reason it is not one. */

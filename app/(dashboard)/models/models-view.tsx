@@ -92,33 +92,68 @@ function ImportVoices({ modelId }: { modelId: string }) {
   );
 }
 
+/** An engine's message, with the `commands` it quotes set as code (the local-llm one says how to fix itself). */
+function ErrorText({ text }: { text: string }) {
+  return (
+    <>
+      {text.split(/(`[^`]+`)/).map((part, i) =>
+        part.startsWith('`') && part.endsWith('`') && part.length > 2 ? (
+          <code key={i} className="rounded bg-red-100 px-1 py-0.5 font-mono text-[0.8rem] break-words text-red-900">
+            {part.slice(1, -1)}
+          </code>
+        ) : (
+          <span key={i}>{part}</span>
+        ),
+      )}
+    </>
+  );
+}
+
+/**
+ * One upstream: where it is and how it is reached, then each figure with its label (they used
+ * to wrap unlabelled in a narrow column), then the last error in full.
+ */
 function UpstreamRow({ u }: { u: Upstream }) {
   const health = HEALTH[u.health];
   return (
-    <li className="grid gap-1 py-3 sm:grid-cols-[minmax(0,2fr)_minmax(0,1fr)_minmax(0,1fr)]" data-testid="upstream-row">
-      <div className="min-w-0">
-        <p className="font-mono text-sm break-all text-zinc-900">{u.url}</p>
-        <p className="text-xs text-zinc-500">
-          {u.protocol}
-          {u.upstreamModel ? ` · as ${u.upstreamModel}` : ''} · weight {u.weight}
-          {u.apiKeyEnv ? ` · key from $${u.apiKeyEnv}` : ''}
-        </p>
-      </div>
-      <div className="flex items-center gap-2 text-sm">
-        <Badge tone={health.tone}>{health.label}</Badge>
-        <span className="text-zinc-700">{u.latencyMs === null ? '—' : `${u.latencyMs.toLocaleString('en')} ms`}</span>
-        <span className="text-zinc-700" data-testid="upstream-error-rate" title={`${u.recentErrors} of ${u.recentRequests} calls failed in the last 15 minutes`}>
-          {u.errorRate === null ? 'no calls (15 min)' : `${(u.errorRate * 100).toFixed(1)}% errors (15 min)`}
-        </span>
-      </div>
-      <div className="text-xs text-zinc-500">
-        <p>Checked {formatDateTime(u.lastCheckedAt, 'never')}</p>
-        {u.lastError && (
-          <p className="mt-0.5 break-words text-red-700" title={u.lastError}>
-            {u.lastError.length > 200 ? `${u.lastError.slice(0, 200)}…` : u.lastError}
+    <li className="py-4" data-testid="upstream-row">
+      <div className="flex flex-wrap items-start justify-between gap-2">
+        <div className="min-w-0">
+          <p className="font-mono text-sm break-all text-zinc-900">{u.url}</p>
+          <p className="text-xs text-zinc-500">
+            {u.protocol}
+            {u.upstreamModel ? ` · as ${u.upstreamModel}` : ''} · weight {u.weight}
+            {u.apiKeyEnv ? ` · key from $${u.apiKeyEnv}` : ''}
           </p>
-        )}
+        </div>
+        <Badge tone={health.tone}>{health.label}</Badge>
       </div>
+      <dl className="mt-3 grid grid-cols-2 gap-x-6 gap-y-2 text-sm sm:grid-cols-3">
+        <div>
+          <dt className="text-xs text-zinc-500">Latency</dt>
+          <dd className="whitespace-nowrap text-zinc-900" data-testid="upstream-latency">
+            {u.latencyMs === null ? '—' : `${u.latencyMs.toLocaleString('en')} ms`}
+          </dd>
+        </div>
+        <div>
+          <dt className="text-xs text-zinc-500">Errors, last 15 min</dt>
+          <dd className="whitespace-nowrap text-zinc-900" data-testid="upstream-error-rate">
+            {u.errorRate === null ? 'No calls' : `${(u.errorRate * 100).toFixed(1)}% (${u.recentErrors} of ${u.recentRequests})`}
+          </dd>
+        </div>
+        <div>
+          <dt className="text-xs text-zinc-500">Last checked</dt>
+          <dd className="text-zinc-900">{formatDateTime(u.lastCheckedAt, 'Never')}</dd>
+        </div>
+      </dl>
+      {u.lastError && (
+        <div className="mt-3 rounded-md border border-red-200 bg-red-50 px-3 py-2 text-sm text-red-800" data-testid="upstream-last-error">
+          <p className="text-xs font-semibold">Last error</p>
+          <p className="mt-0.5 break-words whitespace-pre-wrap">
+            <ErrorText text={u.lastError} />
+          </p>
+        </div>
+      )}
     </li>
   );
 }

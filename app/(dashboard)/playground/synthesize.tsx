@@ -7,7 +7,7 @@ import { Button } from '@/app/_components/button';
 import { Card } from '@/app/_components/card';
 import { CostLine } from '@/app/_components/cost-line';
 import { SelectField, TextAreaField } from '@/app/_components/fields';
-import { LoadingBlock } from '@/app/_components/spinner';
+import { LoadingBlock, Spinner } from '@/app/_components/spinner';
 import { errorMessage } from '@/app/_lib/format';
 import { chargeOf, gatewayFetch, type Charge } from '@/app/_lib/gateway';
 import { useTRPC } from '@/app/_lib/trpc';
@@ -76,13 +76,25 @@ export function Synthesize({ initialVoiceId }: { initialVoiceId: string | null }
       const blob = await res.blob();
       return { url: URL.createObjectURL(new Blob([blob], { type: contentType })), contentType, bytes: blob.size, container, charge: chargeOf(res.headers) };
     },
-    onSuccess: (r) => {
+    // The previous take goes as soon as a new one is asked for: it must not pass for the answer.
+    onMutate: () => {
       setPlayError(false);
-      setResult(r);
+      setResult(null);
     },
+    onSuccess: (r) => setResult(r),
   });
 
-  const textError = text.trim().length === 0 ? 'Enter some text to speak.' : [...text].length > MAX_CHARS ? `At most ${MAX_CHARS.toLocaleString('en')} characters.` : null;
+  // A new take plays on its own: the click on Synthesize is the gesture browsers ask for.
+  useEffect(() => {
+    if (result && result.container !== 'raw') void audioRef.current?.play().catch(() => undefined);
+  }, [result]);
+
+  // Counted in characters (code points), as the API bills and limits them. No maxLength on the
+  // field: it would cut a paste at 5,000 UTF-16 units without a word; over the limit, the
+  // counter turns red and Synthesize waits.
+  const chars = [...text].length;
+  const over = chars - MAX_CHARS;
+  const textError = text.trim().length === 0 ? 'Enter some text to speak.' : over > 0 ? `${over.toLocaleString('en')} ${over === 1 ? 'character' : 'characters'} over the ${MAX_CHARS.toLocaleString('en')}-character limit of one request: shorten the text.` : null;
   const missingVoice = initialVoiceId && voiceId !== initialVoiceId && voices.data && modelId ? !voices.data.some((v) => v.id === initialVoiceId) : false;
 
   if (models.isPending) return <LoadingBlock label="Loading models" />;
@@ -129,16 +141,12 @@ export function Synthesize({ initialVoiceId }: { initialVoiceId: string | null }
             ))
           )}
         </SelectField>
-        <TextAreaField
-          label="Text"
-          value={text}
-          onChange={(e) => setText(e.target.value)}
-          rows={4}
-          maxLength={MAX_CHARS}
-          error={text.length > 0 ? textError : null}
-          hint={`${[...text].length.toLocaleString('en')} / ${MAX_CHARS.toLocaleString('en')} characters`}
-          className="sm:col-span-2"
-        />
+        <div className="sm:col-span-2">
+          <TextAreaField label="Text" value={text} onChange={(e) => setText(e.target.value)} rows={4} error={text.length > 0 ? textError : null} />
+          <p className={`mt-1 text-right text-xs tabular-nums ${over > 0 ? 'font-semibold text-red-700' : chars > MAX_CHARS * 0.9 ? 'text-amber-800' : 'text-zinc-500'}`} data-testid="char-counter" aria-live="polite">
+            {chars.toLocaleString('en')} / {MAX_CHARS.toLocaleString('en')} characters
+          </p>
+        </div>
         <SelectField label="Container" value={container} onChange={(e) => setContainer(e.target.value)} hint={container === 'raw' ? 'Raw PCM has no header: browsers cannot play it; download it instead.' : undefined}>
           <option value="wav">WAV</option>
           <option value="mp3">MP3</option>
@@ -188,13 +196,18 @@ export function Synthesize({ initialVoiceId }: { initialVoiceId: string | null }
           </Button>
         </div>
       </form>
+      {synth.isPending && (
+        <p className="mt-5 flex items-center gap-2 border-t border-zinc-100 pt-4 text-sm text-zinc-600" role="status" data-testid="tts-pending">
+          <Spinner className="size-4" /> Synthesizing…
+        </p>
+      )}
       {result && (
         <div className="mt-5 space-y-2 border-t border-zinc-100 pt-4" aria-live="polite">
           <CostLine charge={result.charge} />
           {result.container === 'raw' || playError ? (
             <p className="text-sm text-zinc-600">{playError ? 'This browser cannot play this format.' : 'Raw PCM cannot be played in the browser.'}</p>
           ) : (
-            <audio ref={audioRef} controls autoPlay={false} src={result.url} data-testid="tts-audio" onError={() => setPlayError(true)} className="w-full" aria-label="Synthesized speech" />
+            <audio ref={audioRef} controls src={result.url} data-testid="tts-audio" onError={() => setPlayError(true)} className="w-full" aria-label="Synthesized speech" />
           )}
           <a href={result.url} download={`speech.${result.container === 'raw' ? 'pcm' : result.container}`} className="text-sm font-medium text-indigo-700 underline">
             Download ({(result.bytes / 1024).toFixed(1)} KB, {result.contentType})

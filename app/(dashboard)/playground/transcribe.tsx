@@ -39,6 +39,8 @@ export function Transcribe() {
     if (file.size > MAX_BYTES) return setFileError(`The file is ${(file.size / 1024 / 1024).toFixed(1)} MB; the limit is 25 MB.`);
     setFileError(null);
     for (const name of ['sample_rate', 'language', 'keyterms']) if (!String(form.get(name) ?? '').trim()) form.delete(name);
+    // The previous transcript goes while the new one runs: it must not pass for the answer.
+    setResult(null);
     setProgress(0);
     try {
       const res = await uploadForm<Transcription>('v1/audio/transcriptions', form, (f) => setProgress(f));

@@ -1,6 +1,6 @@
 'use client';
 import { keepPreviousData, useQuery } from '@tanstack/react-query';
-import { useState } from 'react';
+import { useEffect, useRef, useState } from 'react';
 import { Alert } from '@/app/_components/alert';
 import { Badge } from '@/app/_components/badge';
 import { Card, EmptyState, PageHeader } from '@/app/_components/card';
@@ -66,48 +66,10 @@ export function UsageView() {
 
 function DailyChart({ summary }: { summary: Summary }) {
   const models = summary.models.map((m) => m.modelId);
-  const color = (modelId: string) => PALETTE[models.indexOf(modelId) % PALETTE.length]!;
-  const max = Math.max(...summary.days.map((d) => micros(d.costUsd)), 1);
-  const width = summary.days.length * 10;
-  const height = 100;
-  const busiest = summary.days.reduce((a, b) => (micros(b.costUsd) > micros(a.costUsd) ? b : a));
-  const first = summary.days[0]!.day;
-  const last = summary.days.at(-1)!.day;
+  const color = colorOf(models);
   return (
-    <Card title="Spend per day" description="Stacked by model.">
-      <figure>
-        <svg
-          viewBox={`0 0 ${width} ${height}`}
-          preserveAspectRatio="none"
-          className="h-40 w-full"
-          role="img"
-          aria-label={`Spend per day from ${first} to ${last}; the busiest day was ${busiest.day} with ${usd(busiest.costUsd)}. The same figures are in the table below.`}
-          data-testid="usage-chart"
-        >
-          <line x1="0" y1={height} x2={width} y2={height} stroke="#e4e4e7" strokeWidth="0.5" />
-          {summary.days.map((d, i) => {
-            let y = height;
-            return (
-              <g key={d.day}>
-                {d.byModel.map((m) => {
-                  const h = (micros(m.costUsd) / max) * (height - 4);
-                  y -= h;
-                  return (
-                    <rect key={m.modelId} x={i * 10 + 1} y={y} width={8} height={Math.max(h, 0.5)} fill={color(m.modelId)} data-testid="usage-bar">
-                      <title>{`${d.day} · ${m.modelId}: ${usd(m.costUsd)} (${plural(m.requests, 'request')})`}</title>
-                    </rect>
-                  );
-                })}
-              </g>
-            );
-          })}
-        </svg>
-        <figcaption className="mt-1 flex justify-between text-xs text-zinc-500">
-          <span>{first}</span>
-          <span>max {usd((max / 1e6).toFixed(6))}/day</span>
-          <span>{last}</span>
-        </figcaption>
-      </figure>
+    <Card title="Spend per day" description="Stacked by model. Point at a day (or focus the chart and use the arrow keys) for its figures.">
+      <SpendChart summary={summary} height={220} />
       <ul className="mt-3 flex flex-wrap gap-x-4 gap-y-1 text-xs text-zinc-700" aria-label="Legend">
         {models.map((m) => (
           <li key={m} className="flex items-center gap-1.5">
@@ -143,6 +105,154 @@ function DailyChart({ summary }: { summary: Summary }) {
         </div>
       </details>
     </Card>
+  );
+}
+
+const colorOf = (models: string[]) => (modelId: string) => PALETTE[Math.max(models.indexOf(modelId), 0) % PALETTE.length]!;
+
+/** 1, 2 or 5 times a power of ten: a step for about `count` gridlines up to `max`. */
+function niceStep(max: number, count: number): number {
+  const raw = max / count;
+  const power = 10 ** Math.floor(Math.log10(raw));
+  const unit = [1, 2, 5, 10].find((m) => m * power >= raw)!;
+  return unit * power;
+}
+
+/** A tick in micro-USD as dollars with as many decimals as the step needs ($0.0004, $1.5, $20). */
+function tickLabel(micros: number, stepMicros: number): string {
+  if (micros === 0) return '$0';
+  const decimals = Math.min(6, Math.max(0, 6 - Math.floor(Math.log10(stepMicros))));
+  return `$${(micros / 1e6).toFixed(decimals)}`;
+}
+
+const dayLabel = new Intl.DateTimeFormat('en', { month: 'short', day: 'numeric', timeZone: 'UTC' });
+const dayLong = new Intl.DateTimeFormat('en', { weekday: 'short', month: 'short', day: 'numeric', year: 'numeric', timeZone: 'UTC' });
+const asDate = (day: string) => new Date(`${day}T00:00:00Z`);
+
+/** The width of an element, following it as it resizes (the chart draws in real pixels, so its text stays legible on a phone). */
+function useWidth<T extends HTMLElement>(): [React.RefObject<T | null>, number] {
+  const ref = useRef<T>(null);
+  const [width, setWidth] = useState(0);
+  useEffect(() => {
+    const el = ref.current;
+    if (!el) return;
+    const observer = new ResizeObserver(([entry]) => setWidth(Math.floor(entry!.contentRect.width)));
+    observer.observe(el);
+    setWidth(Math.floor(el.getBoundingClientRect().width));
+    return () => observer.disconnect();
+  }, []);
+  return [ref, width];
+}
+
+/**
+ * Spend per UTC day, bars stacked by model, with a y-axis in dollars and its gridlines, dates
+ * along the bottom, and a tooltip that follows the pointer at once (the browser's own title
+ * tooltip took a second to show). The tooltip also follows the arrow keys.
+ */
+export function SpendChart({ summary, height }: { summary: Summary; height: number }) {
+  const models = summary.models.map((m) => m.modelId);
+  const color = colorOf(models);
+  const [box, width] = useWidth<HTMLDivElement>();
+  const [active, setActive] = useState<number | null>(null);
+  const days = summary.days;
+  const max = Math.max(...days.map((d) => micros(d.costUsd)), 1);
+  const step = Math.max(1, niceStep(max, 4));
+  const top = Math.ceil(max / step) * step;
+  const ticks = Array.from({ length: Math.round(top / step) + 1 }, (_, i) => i * step);
+  const left = Math.max(...ticks.map((t) => tickLabel(t, step).length)) * 6.5 + 10;
+  const bottom = 20;
+  const plotW = Math.max(width - left - 4, 10);
+  const plotH = height - bottom - 8;
+  const slot = plotW / days.length;
+  const barW = Math.max(Math.min(slot * 0.7, 28), 1);
+  const y = (v: number) => 8 + plotH - (v / top) * plotH;
+  // About one date label per 70 px, always the first and last day.
+  const every = Math.max(1, Math.ceil(70 / slot));
+  const labelled = (i: number) => i === days.length - 1 || (i % every === 0 && days.length - 1 - i >= every);
+  const busiest = days.reduce((a, b) => (micros(b.costUsd) > micros(a.costUsd) ? b : a));
+  const shown = active === null ? null : days[active];
+  const pick = (clientX: number, rect: DOMRect) => setActive(Math.min(days.length - 1, Math.max(0, Math.floor((clientX - rect.left - left) / slot))));
+
+  return (
+    <figure className="mt-2">
+      <div ref={box} className="relative">
+        {width > 0 && (
+          <svg
+            width={width}
+            height={height}
+            role="img"
+            tabIndex={0}
+            aria-label={`Spend per day from ${days[0]!.day} to ${days.at(-1)!.day}; the busiest day was ${busiest.day} with ${usd(busiest.costUsd)}. The same figures are in the table.`}
+            data-testid="usage-chart"
+            className="block touch-none focus-visible:outline-2 focus-visible:outline-indigo-600"
+            onPointerMove={(e) => pick(e.clientX, e.currentTarget.getBoundingClientRect())}
+            onPointerDown={(e) => pick(e.clientX, e.currentTarget.getBoundingClientRect())}
+            onPointerLeave={() => setActive(null)}
+            onBlur={() => setActive(null)}
+            onKeyDown={(e) => {
+              if (e.key !== 'ArrowLeft' && e.key !== 'ArrowRight') return;
+              e.preventDefault();
+              setActive((a) => Math.min(days.length - 1, Math.max(0, (a ?? days.length) + (e.key === 'ArrowLeft' ? -1 : 1))));
+            }}
+          >
+            {ticks.map((t) => (
+              <g key={t} data-testid="usage-y-tick">
+                <line x1={left} x2={width} y1={y(t)} y2={y(t)} stroke={t === 0 ? '#a1a1aa' : '#e4e4e7'} strokeWidth={1} shapeRendering="crispEdges" />
+                <text x={left - 6} y={y(t)} dy="0.32em" textAnchor="end" className="fill-zinc-500 text-[11px]">
+                  {tickLabel(t, step)}
+                </text>
+              </g>
+            ))}
+            {days.map((d, i) => {
+              let stacked = 0;
+              const x = left + i * slot + (slot - barW) / 2;
+              return (
+                <g key={d.day}>
+                  {active === i && <rect x={left + i * slot} y={8} width={slot} height={plotH} className="fill-indigo-50" />}
+                  {d.byModel.map((m) => {
+                    const from = stacked;
+                    stacked += micros(m.costUsd);
+                    const h = Math.max(y(from) - y(stacked), 1);
+                    return <rect key={m.modelId} x={x} y={y(stacked)} width={barW} height={h} fill={color(m.modelId)} data-testid="usage-bar" />;
+                  })}
+                  {labelled(i) && (
+                    <text x={left + i * slot + slot / 2} y={height - 4} textAnchor={i === days.length - 1 ? 'end' : i === 0 ? 'start' : 'middle'} className="fill-zinc-500 text-[11px]" data-testid="usage-x-label">
+                      {dayLabel.format(asDate(d.day))}
+                    </text>
+                  )}
+                </g>
+              );
+            })}
+          </svg>
+        )}
+        {shown && active !== null && (
+          <div
+            role="status"
+            data-testid="usage-tooltip"
+            className="pointer-events-none absolute top-0 z-10 w-56 rounded-md border border-zinc-200 bg-white px-3 py-2 text-xs text-zinc-700 shadow-lg"
+            style={{ left: Math.min(Math.max(left + active * slot + slot / 2 - 112, 0), Math.max(width - 224, 0)) }}
+          >
+            <p className="font-semibold text-zinc-900">{dayLong.format(asDate(shown.day))}</p>
+            <p className="mt-0.5">
+              <span className="font-mono font-semibold">{usd(shown.costUsd)}</span> · {plural(shown.requests, 'request')}
+            </p>
+            {shown.byModel.length > 0 && (
+              <ul className="mt-1 space-y-0.5">
+                {shown.byModel.map((m) => (
+                  <li key={m.modelId} className="flex items-center justify-between gap-2">
+                    <span className="flex min-w-0 items-center gap-1.5">
+                      <span aria-hidden="true" className="inline-block size-2.5 shrink-0 rounded-sm" style={{ background: color(m.modelId) }} />
+                      <span className="truncate font-mono">{m.modelId}</span>
+                    </span>
+                    <span className="font-mono">{usd(m.costUsd)}</span>
+                  </li>
+                ))}
+              </ul>
+            )}
+          </div>
+        )}
+      </div>
+    </figure>
   );
 }
 

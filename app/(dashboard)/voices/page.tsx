@@ -1,18 +1,10 @@
 import type { Metadata } from 'next';
-import { PageHeader } from '@/app/_components/card';
-import { CloneVoice } from './clone-voice';
-import { VoicesBrowser } from './voices-browser';
+import { VoicesView } from './voices-view';
 
 export const metadata: Metadata = { title: 'Voices' };
 
-export default function VoicesPage() {
-  return (
-    <>
-      <PageHeader title="Voices" description="Browse the voice library, clone a voice from a recording, and manage your own voices." />
-      <div className="space-y-6">
-        <CloneVoice />
-        <VoicesBrowser />
-      </div>
-    </>
-  );
+export default async function VoicesPage({ searchParams }: { searchParams: Promise<Record<string, string | string[] | undefined>> }) {
+  // Set by a voice's page after it deleted the voice, so this page can confirm it.
+  const { deleted } = await searchParams;
+  return <VoicesView deletedName={typeof deleted === 'string' ? deleted.slice(0, 100) : null} />;
 }

@@ -12,6 +12,7 @@ import { TextField } from '@/app/_components/text-field';
 import type { RouterOutputs } from '@/app/_lib/api-types';
 import { errorMessage } from '@/app/_lib/format';
 import { useTRPC } from '@/app/_lib/trpc';
+import { PlaySampleButton, VoiceSamplesProvider } from './voice-samples';
 
 type ListedVoice = RouterOutputs['voices']['list']['voices'][number];
 
@@ -37,7 +38,10 @@ function useDebounced<T>(value: T, ms = 300): T {
   return settled;
 }
 
-export function VoicesBrowser() {
+/** The first model the voice can speak on (a ready profile), for its sample; null when none. */
+export const sampleModelOf = (voice: { profiles: { model_id: string; status: string }[] }) => voice.profiles.find((p) => p.status === 'ready')?.model_id ?? null;
+
+export function VoicesBrowser({ onCloneRequested }: { onCloneRequested?: () => void }) {
   const trpc = useTRPC();
   const [scope, setScope] = useState<Scope>('all');
   const [gender, setGender] = useState('');
@@ -59,7 +63,7 @@ export function VoicesBrowser() {
   const filtered = Boolean(gender || input.language || input.tag || input.q);
 
   return (
-    <Card title="Voice library" description="Platform voices and your organization's own. The same filters as GET /voices.">
+    <Card title="Voice library" description="Platform voices and your organization's own, newest first. Play hears a short sample. The same filters as GET /voices.">
       <div className="space-y-4">
         <div role="group" aria-label="Which voices" className="flex flex-wrap gap-2">
           {SCOPES.map((s) => (
@@ -94,18 +98,32 @@ export function VoicesBrowser() {
           </Alert>
         ) : all.length === 0 ? (
           <EmptyState title={filtered ? 'No voices match these filters' : scope === 'mine' ? 'You have no voices of your own yet' : scope === 'saved' ? 'No saved voices yet' : 'No voices'}>
-            {filtered ? 'Clear a filter or search for something else.' : scope === 'mine' ? 'Clone one from a recording above.' : scope === 'saved' ? 'Save voices you use often with the Save button.' : null}
+            {filtered ? (
+              'Clear a filter or search for something else.'
+            ) : scope === 'mine' ? (
+              onCloneRequested ? (
+                <button type="button" onClick={onCloneRequested} className="font-semibold text-indigo-700 underline">
+                  Clone one from a recording.
+                </button>
+              ) : (
+                'Clone one from a recording.'
+              )
+            ) : scope === 'saved' ? (
+              'Save voices you use often with the Save button.'
+            ) : null}
           </EmptyState>
         ) : (
           <>
             <p className="sr-only" role="status" aria-live="polite">
               {all.length} voices shown{voices.hasNextPage ? ', more available' : ''}.
             </p>
-            <ul className="grid gap-3 sm:grid-cols-2" aria-label="Voices" aria-busy={voices.isFetching || undefined}>
-              {all.map((v) => (
-                <VoiceCard key={v.id} voice={v} />
-              ))}
-            </ul>
+            <VoiceSamplesProvider>
+              <ul className="grid gap-3 sm:grid-cols-2" aria-label="Voices" aria-busy={voices.isFetching || undefined}>
+                {all.map((v) => (
+                  <VoiceCard key={v.id} voice={v} />
+                ))}
+              </ul>
+            </VoiceSamplesProvider>
             {voices.hasNextPage && (
               <div className="flex justify-center">
                 <Button variant="secondary" pending={voices.isFetchingNextPage} onClick={() => void voices.fetchNextPage()}>
@@ -161,6 +179,8 @@ function VoiceCard({ voice }: { voice: ListedVoice }) {
         <span className="text-xs text-zinc-500">
           {voice.profiles.filter((p) => p.status === 'ready').map((p) => p.model_id).join(', ') || 'No ready profile'}
         </span>
+        <span className="flex flex-wrap items-center gap-2">
+        <PlaySampleButton voice={voice} modelId={sampleModelOf(voice)} />
         <Button
           variant="secondary"
           className="min-h-8 px-3 py-1"
@@ -171,6 +191,7 @@ function VoiceCard({ voice }: { voice: ListedVoice }) {
         >
           {voice.saved ? 'Saved ✓' : 'Save'}
         </Button>
+        </span>
       </div>
       {save.error && <Alert>{errorMessage(save.error)}</Alert>}
     </li>

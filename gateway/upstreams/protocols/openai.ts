@@ -1,5 +1,6 @@
 // `openai`: any OpenAI-compatible server. Chat completions (vLLM, SGLang, llama.cpp server,
-// Ollama, TGI), speech (`/audio/speech`: Kokoro-FastAPI, speaches, LocalAI), transcription
+// Ollama, TGI) and the Responses API where the server has it (vLLM, Ollama, OpenAI), speech
+// (`/audio/speech`: Kokoro-FastAPI, speaches, LocalAI), transcription
 // (`/audio/transcriptions`: whisper.cpp server, speaches, vLLM) -- also streamed, the gateway
 // cutting the audio into utterances (gateway/upstreams/segmented-streaming.ts) -- and cloning
 // (`/audio/voices`). Reference: platform.openai.com/docs/api-reference (audio, chat).
@@ -34,6 +35,29 @@ const chat: ChatCapability = (upstream, req) => {
   return dispatchCall(httpDispatcher, {
     origin,
     path,
+    method: 'POST',
+    headers: key ? { ...JSON_HEADERS, authorization: `Bearer ${key}` } : JSON_HEADERS,
+    body: req.raw,
+    signal: req.signal,
+    timeoutMs: req.timeoutMs,
+  }).catch((e: unknown) => {
+    throw engineFailure(e, req, false);
+  });
+};
+
+/** Where an upstream's Responses API requests go (worked out once per registry entry). */
+const responsesTargets = new WeakMap<UpstreamTarget, { origin: string; path: string }>();
+
+// OpenAI's Responses API, forwarded like chat: the client's bytes as they are, the engine's
+// answer (any status) as the ChatResponse. Servers without it answer 404 and the route
+// translates to chat completions instead.
+const responses: ChatCapability = (upstream, req) => {
+  let target = responsesTargets.get(upstream);
+  if (!target) responsesTargets.set(upstream, (target = dispatchTarget(`${upstream.url}/responses`)));
+  const key = upstream.apiKey;
+  return dispatchCall(httpDispatcher, {
+    origin: target.origin,
+    path: target.path,
     method: 'POST',
     headers: key ? { ...JSON_HEADERS, authorization: `Bearer ${key}` } : JSON_HEADERS,
     body: req.raw,
@@ -141,13 +165,14 @@ export async function probeModels(target: UpstreamTarget, call: CallOptions): Pr
 
 export const openai: ProtocolDefinition = {
   name: 'openai',
-  summary: 'any OpenAI-compatible server: /chat/completions, /audio/speech, /audio/transcriptions (streamed by the gateway), /audio/voices',
+  summary: 'any OpenAI-compatible server: /chat/completions, /responses, /audio/speech, /audio/transcriptions (streamed by the gateway), /audio/voices',
   settings: z.object({}).strict(),
   capabilities: ['chat', 'speech', 'transcription', 'streaming_transcription', 'clone'],
   create: () => ({
     // Healthy when GET {url}/models answers 2xx.
     health: (target, signal) => checkHttpHealth(target.url, '/models', bearer(target), signal, target.apiKey),
     chat,
+    responses,
     speech,
     transcription,
     streamingTranscription: segmentedStreaming(transcription, probeModels),

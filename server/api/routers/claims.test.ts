@@ -98,11 +98,35 @@ describe('claims: errors', () => {
     await expect(owner.caller.claims.confirm({ code: reg.claim.userCode })).resolves.toMatchObject({ orgId: owner.orgId });
   });
 
-  it('throttled: after 10 wrong codes the user gets TOO_MANY_REQUESTS, even with the right code', async () => {
+  it('throttled: after 10 wrong codes the user gets TOO_MANY_REQUESTS, even with the right code of a live claim', async () => {
     const eve = await newUser();
-    const reg = await serviceAuthFor(eve);
     for (let i = 0; i < 10; i++) await expect(eve.caller.claims.check({ code: String(300000 + i) })).rejects.toMatchObject({ code: 'BAD_REQUEST' });
+    // Made after the wrong entries, so they locked nothing: only the throttle stands in the way.
+    const reg = await serviceAuthFor(eve);
     await expect(eve.caller.claims.confirm({ code: reg.claim.userCode })).rejects.toMatchObject({ code: 'TOO_MANY_REQUESTS', message: expect.stringContaining('Too many wrong codes') });
+  });
+
+  it('locked: after 5 wrong entries even the right code says the code is locked and to ask for a new one; once throttled too, not "try again in N minutes"', async () => {
+    const frank = await newUser();
+    const reg = await serviceAuthFor(frank);
+    const messages: string[] = [];
+    for (let i = 1; i <= 5; i++) messages.push(await frank.caller.claims.check({ code: String((Number(reg.claim.userCode) + i) % 1_000_000).padStart(6, '0') }).then(() => 'resolved', (e: Error) => e.message));
+    expect(messages.map((m) => m.slice(WRONG_CODE.length + 1))).toEqual([
+      `4 wrong entries left before the code waiting for ${frank.user.email} is locked.`,
+      `3 wrong entries left before the code waiting for ${frank.user.email} is locked.`,
+      `2 wrong entries left before the code waiting for ${frank.user.email} is locked.`,
+      `1 wrong entry left before the code waiting for ${frank.user.email} is locked.`,
+      `That was the last try: the code waiting for ${frank.user.email} is now locked. Ask the agent for a new code.`,
+    ]);
+    const locked = { code: 'BAD_REQUEST', message: expect.stringMatching(/^The code waiting for .* is locked after 5 wrong entries, so no code works now, not even the right one\. Ask the agent for a new code/) };
+    await expect(frank.caller.claims.check({ code: reg.claim.userCode })).rejects.toMatchObject(locked);
+    // More wrong entries up to the per-user throttle (10 in 10 minutes), then the right code:
+    // throttled, but waiting would not help, so the answer stays "locked, ask for a new code".
+    for (let i = 0; i < 4; i++) await expect(frank.caller.claims.check({ code: String(600000 + i) })).rejects.toMatchObject(locked);
+    await expect(frank.caller.claims.confirm({ code: reg.claim.userCode })).rejects.toMatchObject(locked);
+    // With a new code from the agent there is something to try again: now the wait is the honest answer.
+    await startClaim(deps, { claimToken: reg.claimToken });
+    await expect(frank.caller.claims.check({ code: '600009' })).rejects.toMatchObject({ code: 'TOO_MANY_REQUESTS', message: expect.stringContaining('Try again in') });
   });
 
   it('throttled per IP across accounts (the address from the request context)', async () => {

@@ -1,5 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '../../config/env.js';
+import { getOrCreateDashboardKey } from '../../services/keys/get-dashboard-key.js';
 import { setKeyRateLimit } from '../../services/keys/set-key-rate-limit.js';
+import { pollClaim } from '../../services/registrations/poll-claim.js';
+import { registrationSettings } from '../../services/registrations/registration-rules.js';
+import { startRegistration } from '../../services/registrations/start-registration.js';
 import { verifyApiKey } from '../../services/keys/verify-api-key.js';
 import { createApiHarness, type ApiHarness, type TestUser } from '../test-harness.js';
 
@@ -48,6 +53,31 @@ describe('keys: happy path', () => {
     const second = await alice.caller.keys.create({ name: 'second' });
     const ids = (await alice.caller.keys.list()).map((k) => k.id);
     expect(ids.indexOf(second.id)).toBeLessThan(ids.indexOf(first.id));
+  });
+});
+
+describe('keys: where each key came from', () => {
+  it('the playground key is "dashboard", a claimed agent\'s key is "agent" with its registration and who authorised it, the rest "api"', async () => {
+    const deps = { db: h.db, settings: registrationSettings(loadConfig()), now: () => new Date() };
+    const reg = await startRegistration(deps, { type: 'service_auth', loginHint: bob.user.email });
+    await bob.caller.claims.confirm({ code: reg.claim.userCode });
+    const agentKey = await pollClaim(deps, { claimToken: reg.claimToken });
+    await getOrCreateDashboardKey(h.db, bob.orgId);
+    const mine = await bob.caller.keys.create({ name: 'made on the page' });
+
+    const listed = await bob.caller.keys.list();
+    const agent = listed.find((k) => k.id === agentKey.keyId);
+    expect(agent).toMatchObject({
+      name: `agent (${reg.registrationId})`,
+      origin: 'agent',
+      agent: { registrationId: reg.registrationId, registrationType: 'service_auth', claimedFor: bob.user.email, confirmedBy: bob.user.email },
+    });
+    expect(new Date(agent!.agent!.confirmedAt!).getTime()).toBeGreaterThan(Date.now() - 60_000);
+    expect(listed.find((k) => k.name === 'Dashboard (playground)')).toMatchObject({ origin: 'dashboard', agent: null });
+    expect(listed.find((k) => k.id === mine.id)).toMatchObject({ origin: 'api', agent: null });
+    // A key merely named like the dashboard's is not it.
+    const lookalike = await bob.caller.keys.create({ name: 'Dashboard (playground)' });
+    expect((await bob.caller.keys.list()).find((k) => k.id === lookalike.id)).toMatchObject({ origin: 'api' });
   });
 });
 

@@ -2,7 +2,9 @@ import { TRPCError } from '@trpc/server';
 import { z } from 'zod';
 import { loadConfig } from '../../config/env.js';
 import { createApiKey } from '../../services/keys/create-api-key.js';
+import { findDashboardKeyId } from '../../services/keys/get-dashboard-key.js';
 import { listApiKeys } from '../../services/keys/list-api-keys.js';
+import { listAgentKeyOrigins } from '../../services/registrations/list-agent-keys.js';
 import { revokeApiKey } from '../../services/keys/revoke-api-key.js';
 import { MAX_KEY_RATE_LIMIT_RPM, setKeyRateLimit } from '../../services/keys/set-key-rate-limit.js';
 import { getUser } from '../../services/users/get-user.js';
@@ -20,11 +22,28 @@ const rateLimitRpm = z
   .nullable();
 
 export const keysRouter = createTRPCRouter({
-  /** Each key with its own limit (rateLimitRpm, null = default) and the gateway default it falls back to. */
+  /**
+   * Each key with its own limit (rateLimitRpm, null = default) and the gateway default it falls
+   * back to, and what made it: `dashboard` (the playground's key, made by the dashboard),
+   * `agent` (issued to a claimed agent registration: `agent` says which and who authorised it)
+   * or `api` (created on this page).
+   */
   list: orgProcedure.query(async ({ ctx }) => {
     const keys = await listApiKeys(ctx.db.prisma, { orgId: ctx.org.id });
+    const [dashboardKeyId, agents] = await Promise.all([findDashboardKeyId(ctx.db.prisma, ctx.org.id), listAgentKeyOrigins(ctx.db.prisma, keys.map((k) => k.id))]);
     const defaultRateLimitRpm = loadConfig().defaultRpm;
-    return keys.map((k) => ({ ...k, defaultRateLimitRpm, createdAt: k.createdAt.toISOString(), lastUsedAt: iso(k.lastUsedAt), revokedAt: iso(k.revokedAt) }));
+    return keys.map((k) => {
+      const agent = agents.get(k.id);
+      return {
+        ...k,
+        defaultRateLimitRpm,
+        createdAt: k.createdAt.toISOString(),
+        lastUsedAt: iso(k.lastUsedAt),
+        revokedAt: iso(k.revokedAt),
+        origin: k.id === dashboardKeyId ? ('dashboard' as const) : agent ? ('agent' as const) : ('api' as const),
+        agent: agent ? { ...agent, confirmedAt: iso(agent.confirmedAt) } : null,
+      };
+    });
   }),
 
   /**

@@ -69,6 +69,12 @@ async function resolveKey(prisma: Prisma, orgId: string): Promise<string> {
   throw new Error('could not settle the dashboard key after several concurrent replacements');
 }
 
+/** The id of the org's current dashboard key (the keys page explains it); null before the playground first needed one. */
+export async function findDashboardKeyId(prisma: Prisma, orgId: string): Promise<string | null> {
+  const row = await prisma.serverSecret.findUnique({ where: { name: dashboardKeySecretName(orgId) }, select: { value: true } });
+  return row ? storedKeyId(row.value) : null;
+}
+
 async function isActiveKeyOf(prisma: Prisma, orgId: string, stored: { keyId: string; key: string }): Promise<boolean> {
   const row = await prisma.apiKey.findUnique({ where: { id: stored.keyId }, select: { orgId: true, status: true, hash: true } });
   return !!row && row.orgId === orgId && row.status === 'active' && hashesEqual(row.hash, hashApiKey(stored.key));

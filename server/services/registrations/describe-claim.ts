@@ -11,7 +11,7 @@
 // expired, used, locked, or issued for another email), so the page tells nobody whether a
 // code is live for someone else. It adds how many wrong entries the user's own pending codes
 // have left, which is theirs to know and the same whatever code they typed.
-import { ServiceError } from '../errors.js';
+import { ServiceError, isServiceError } from '../errors.js';
 import { hashUserCode, userCodeHashesEqual } from './registration-crypto.js';
 import { CODE_TTL_MS, MAX_FAILED_GUESSES, POST_CLAIM_SCOPES, assertEnabled, withStore, type RegistrationDeps } from './registration-rules.js';
 import type { GuessThrottle } from './guess-throttle.js';
@@ -40,6 +40,7 @@ export interface ClaimDescription {
 }
 
 const CODE = /^\d{6}$/;
+const OPEN_CODES_READ = 50;
 
 /** Digits only: "123 456" and "123-456" are the code 123456. */
 export function normalizeUserCode(code: string): string {
@@ -61,14 +62,28 @@ export async function findClaimForUser(deps: RegistrationDeps, entry: CodeEntry)
   const now = deps.now();
   const code = normalizeUserCode(entry.code);
   const subjects = { userId: entry.user.id, ip: entry.ip };
-  entry.throttle.take(subjects, now);
-  let wrongCode = false;
   const email = entry.user.email.trim().toLowerCase();
   const { prisma } = deps.db;
+  const open = { status: 'pending' as const, expiresAt: { gt: now }, registration: { status: 'pending' as const, expiresAt: { gt: now } } };
+  try {
+    entry.throttle.take(subjects, now);
+  } catch (e) {
+    // "Try again in N minutes" would be a false promise when every code of the user is
+    // locked: waiting unlocks nothing, only a new code from the agent helps.
+    // One small read: a user's open codes are a handful (a new code ends the older ones of its
+    // registration); past OPEN_CODES_READ the answer stays the wait.
+    if (isServiceError(e) && e.code === 'slow_down') {
+      const codes = await withStore('agent_auth_unavailable', () => prisma.claimAttempt.findMany({ where: { email, ...open }, select: { failedGuesses: true }, take: OPEN_CODES_READ }));
+      const locked = codes.filter((c) => c.failedGuesses >= MAX_FAILED_GUESSES).length;
+      if (locked > 0 && locked === codes.length && codes.length < OPEN_CODES_READ) throw new ServiceError('invalid_grant', lockedMessage(email, locked), 'code');
+    }
+    throw e;
+  }
+  let wrongCode = false;
   try {
     return await withStore('agent_auth_unavailable', async () => {
       const hash = await hashUserCode(prisma, code);
-      const live = { status: 'pending' as const, expiresAt: { gt: now }, failedGuesses: { lt: MAX_FAILED_GUESSES }, registration: { status: 'pending' as const, expiresAt: { gt: now } } };
+      const live = { ...open, failedGuesses: { lt: MAX_FAILED_GUESSES } };
       const reserved = await prisma.claimAttempt.updateManyAndReturn({ where: { email, ...live }, data: { failedGuesses: { increment: 1 } }, include: { registration: true } });
       // Constant-time comparison against every candidate (no early exit).
       let match: (typeof reserved)[number] | undefined;
@@ -79,7 +94,10 @@ export async function findClaimForUser(deps: RegistrationDeps, entry: CodeEntry)
       }
 
       wrongCode = true;
-      throw new ServiceError('invalid_grant', wrongCodeMessage(email, reserved), 'code');
+      // Nothing left to try: say so when wrong entries locked the user's code (the right code
+      // gets this answer too, which is the point: it cannot work any more).
+      const locked = reserved.length === 0 ? await prisma.claimAttempt.count({ where: { email, ...open, failedGuesses: { gte: MAX_FAILED_GUESSES } } }) : 0;
+      throw new ServiceError('invalid_grant', locked > 0 ? lockedMessage(email, locked) : wrongCodeMessage(email, reserved), 'code');
     });
   } finally {
     // Only wrong codes count against the user and the address (not the right code, nor a
@@ -96,8 +114,14 @@ function wrongCodeMessage(email: string, charged: Array<{ failedGuesses: number 
   if (charged.length === 0) return WRONG_CODE;
   const left = Math.min(...charged.map((c) => MAX_FAILED_GUESSES - c.failedGuesses));
   const which = charged.length === 1 ? `the code waiting for ${email}` : `one of the codes waiting for ${email}`;
-  if (left <= 0) return `${WRONG_CODE} That was the last try: ${which} is now locked.`;
+  if (left <= 0) return `${WRONG_CODE} That was the last try: ${which} is now locked. Ask the agent for a new code.`;
   return `${WRONG_CODE} ${left} wrong ${left === 1 ? 'entry' : 'entries'} left before ${which} is locked.`;
+}
+
+/** The answer once the user's codes are all locked: no count down, no wait, only the way out. */
+function lockedMessage(email: string, locked: number): string {
+  const which = locked === 1 ? `The code waiting for ${email} is` : `The codes waiting for ${email} are`;
+  return `${which} locked after ${MAX_FAILED_GUESSES} wrong entries, so no code works now, not even the right one. Ask the agent for a new code: it works at once.`;
 }
 
 export async function describeClaim(deps: RegistrationDeps, entry: CodeEntry): Promise<ClaimDescription> {

@@ -569,9 +569,12 @@ describe('guessing codes on the verification page', () => {
       `3 wrong entries left before the code waiting for ${user.email} is locked.`,
       `2 wrong entries left before the code waiting for ${user.email} is locked.`,
       `1 wrong entry left before the code waiting for ${user.email} is locked.`,
-      `That was the last try: the code waiting for ${user.email} is now locked.`,
+      `That was the last try: the code waiting for ${user.email} is now locked. Ask the agent for a new code.`,
     ]);
-    await expect(confirmClaim(deps, { ...entry(user, reg.claim.userCode), throttle: createGuessThrottle() })).rejects.toMatchObject({ code: 'invalid_grant', message: WRONG_CODE });
+    // After the lock, the right code gets the honest answer too: locked, ask for a new code.
+    const locked = `The code waiting for ${user.email} is locked after 5 wrong entries, so no code works now, not even the right one. Ask the agent for a new code: it works at once.`;
+    await expect(confirmClaim(deps, { ...entry(user, reg.claim.userCode), throttle: createGuessThrottle() })).rejects.toMatchObject({ code: 'invalid_grant', message: locked });
+    await expect(describeClaim(deps, { ...entry(user, wrong), throttle: createGuessThrottle() })).rejects.toMatchObject({ code: 'invalid_grant', message: locked });
     await expect(pollLater(reg.claimToken)).rejects.toMatchObject({ code: 'expired_token', message: expect.stringContaining('locked') });
     // A new code works.
     const fresh = await startClaim(deps, { claimToken: reg.claimToken });
@@ -586,7 +589,7 @@ describe('guessing codes on the verification page', () => {
     const results = await Promise.allSettled(wrongCodes.map((c) => describeClaim(deps, { ...entry(user, c), throttle: createGuessThrottle() })));
     expect(results.every((r) => r.status === 'rejected')).toBe(true);
     expect((await t.db.prisma.claimAttempt.findFirstOrThrow({ where: { registrationId: reg.registrationId } })).failedGuesses).toBe(5);
-    await expect(confirmClaim(deps, { ...entry(user, reg.claim.userCode), throttle: createGuessThrottle() })).rejects.toMatchObject({ code: 'invalid_grant', message: WRONG_CODE });
+    await expect(confirmClaim(deps, { ...entry(user, reg.claim.userCode), throttle: createGuessThrottle() })).rejects.toMatchObject({ code: 'invalid_grant', message: expect.stringContaining('is locked after 5 wrong entries') });
   });
 
   it('a right code gives its try back: four wrong entries, then check and confirm with the right one still work', async () => {

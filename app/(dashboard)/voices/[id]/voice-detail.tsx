@@ -2,7 +2,7 @@
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import Link from 'next/link';
 import { useRouter } from 'next/navigation';
-import { useCallback, useState } from 'react';
+import { useCallback, useRef, useState } from 'react';
 import { Alert } from '@/app/_components/alert';
 import { Badge } from '@/app/_components/badge';
 import { Button } from '@/app/_components/button';
@@ -13,10 +13,11 @@ import { JobProgress } from '@/app/_components/job-progress';
 import { LoadingBlock } from '@/app/_components/spinner';
 import { TextField } from '@/app/_components/text-field';
 import type { Voice } from '@/app/_lib/api-types';
-import { errorMessage, formatDateTime } from '@/app/_lib/format';
+import { errorMessage, formatDateTime, humanError } from '@/app/_lib/format';
 import { GATEWAY_PROXY, gatewayJson } from '@/app/_lib/gateway';
 import { useTRPC } from '@/app/_lib/trpc';
-import { KIND_LABELS } from '../voices-browser';
+import { KIND_LABELS, sampleModelOf } from '../voices-browser';
+import { PlaySampleButton, VoiceSamplesProvider } from '../voice-samples';
 
 const isNotFound = (error: unknown) => (error as { data?: { code?: string } } | null)?.data?.code === 'NOT_FOUND';
 
@@ -50,12 +51,14 @@ export function VoiceDetail({ id }: { id: string }) {
           {v.featured && <Badge tone="amber">Featured</Badge>}
         </div>
       </PageHeader>
-      <div className="space-y-6">
-        <Details voice={v} />
-        <Profiles voice={v} />
-        {v.is_owner && <EditVoice voice={v} />}
-        <Actions voice={v} />
-      </div>
+      <VoiceSamplesProvider>
+        <div className="space-y-6">
+          <Details voice={v} />
+          <Profiles voice={v} />
+          {v.is_owner && <EditVoice voice={v} />}
+          <Actions voice={v} />
+        </div>
+      </VoiceSamplesProvider>
     </>
   );
 }
@@ -97,7 +100,8 @@ function Details({ voice: v }: { voice: Voice }) {
           <p className="text-sm font-medium text-zinc-900" id="source-clip-label">
             Source recording
           </p>
-          <audio controls preload="none" aria-labelledby="source-clip-label" className="mt-1 w-full" src={`${GATEWAY_PROXY}/blobs/${encodeURIComponent(v.source_audio_blob_id)}/content`} />
+          {/* metadata: the length shows before Play; the proxy answers the player's byte ranges, so it can seek. */}
+          <audio controls preload="metadata" aria-labelledby="source-clip-label" data-testid="source-audio" className="mt-1 w-full" src={`${GATEWAY_PROXY}/blobs/${encodeURIComponent(v.source_audio_blob_id)}/content`} />
         </div>
       )}
     </Card>
@@ -152,7 +156,10 @@ function Profiles({ voice: v }: { voice: Voice }) {
                 <th scope="col" className="py-2 pr-4 font-semibold">Status</th>
                 <th scope="col" className="hidden py-2 pr-4 font-semibold sm:table-cell">Version</th>
                 <th scope="col" className="hidden py-2 pr-4 font-semibold sm:table-cell">Prepared</th>
-                <th scope="col" className="hidden py-2 font-semibold md:table-cell">Expires</th>
+                <th scope="col" className="hidden py-2 pr-4 font-semibold md:table-cell">Expires</th>
+                <th scope="col" className="py-2 font-semibold">
+                  <span className="sr-only">Sample</span>
+                </th>
               </tr>
             </thead>
             <tbody className="divide-y divide-zinc-100">
@@ -164,7 +171,8 @@ function Profiles({ voice: v }: { voice: Voice }) {
                   </td>
                   <td className="hidden py-2 pr-4 sm:table-cell">{p.profile_version}</td>
                   <td className="hidden py-2 pr-4 whitespace-nowrap sm:table-cell">{formatDateTime(p.cached_at)}</td>
-                  <td className="hidden py-2 whitespace-nowrap md:table-cell">{formatDateTime(p.expires_at, 'Never')}</td>
+                  <td className="hidden py-2 pr-4 whitespace-nowrap md:table-cell">{formatDateTime(p.expires_at, 'Never')}</td>
+                  <td className="py-2 text-right">{p.status === 'ready' && <PlaySampleButton voice={v} modelId={p.model_id} compact />}</td>
                 </tr>
               ))}
             </tbody>
@@ -233,17 +241,27 @@ function EditVoice({ voice: v }: { voice: Voice }) {
   const trpc = useTRPC();
   const queryClient = useQueryClient();
   const [saved, setSaved] = useState(false);
+  const refused = useRef<HTMLFormElement>(null);
   const update = useMutation(
     trpc.voices.update.mutationOptions({
       onSuccess: () => {
         setSaved(true);
         void queryClient.invalidateQueries({ queryKey: trpc.voices.pathKey() });
       },
+      // The field the server refused gets the keyboard, as its message is shown under it.
+      onError: (e) => {
+        const field = humanError(e, EDIT_LABELS).field;
+        if (field) refused.current?.querySelector<HTMLElement>(`[name="${field}"]`)?.focus();
+      },
     }),
   );
+  const problem = update.error ? humanError(update.error, EDIT_LABELS) : null;
+  const fieldError = (name: string) => (problem?.field === name ? problem.message : null);
   return (
     <Card title="Edit" description="Rename, retag or re-describe your voice. API clients see the change at once.">
       <form
+        ref={refused}
+        noValidate
         key={`${v.name}|${v.tags.join(',')}|${v.description}|${v.gender}|${v.language}`}
         aria-label="Edit voice"
         className="grid gap-4 sm:grid-cols-2"
@@ -264,18 +282,19 @@ function EditVoice({ voice: v }: { voice: Voice }) {
           });
         }}
       >
-        <TextField label="Name" name="name" defaultValue={v.name} required maxLength={100} />
-        <TextField label="Tags" name="tags" defaultValue={v.tags.join(', ')} maxLength={900} hint="Comma-separated, up to 20." />
-        <SelectField label="Gender" name="gender" defaultValue={['female', 'male', 'neutral'].includes(v.gender) ? v.gender : ''}>
+        <TextField label="Name" name="name" defaultValue={v.name} required maxLength={100} error={fieldError('name')} />
+        <TextField label="Tags" name="tags" defaultValue={v.tags.join(', ')} maxLength={900} hint="Comma-separated, up to 20." error={fieldError('tags')} />
+        <SelectField label="Gender" name="gender" defaultValue={['female', 'male', 'neutral'].includes(v.gender) ? v.gender : ''} error={fieldError('gender')}>
           <option value="">Not set</option>
           <option value="female">Female</option>
           <option value="male">Male</option>
           <option value="neutral">Neutral</option>
         </SelectField>
-        <TextField label="Language" name="language" defaultValue={v.language} required maxLength={12} />
-        <TextAreaField label="Description" name="description" defaultValue={v.description} rows={3} maxLength={1000} className="sm:col-span-2" />
+        <TextField label="Language" name="language" defaultValue={v.language} required maxLength={12} error={fieldError('language')} />
+        <TextAreaField label="Description" name="description" defaultValue={v.description} rows={3} maxLength={1000} className="sm:col-span-2" error={fieldError('description')} />
         <div className="space-y-3 sm:col-span-2">
-          {update.error && <Alert>{errorMessage(update.error)}</Alert>}
+          {problem && !problem.field && <Alert>{problem.message}</Alert>}
+
           {saved && !update.isPending && <Alert tone="success">Saved.</Alert>}
           <Button type="submit" pending={update.isPending}>
             Save changes
@@ -285,6 +304,9 @@ function EditVoice({ voice: v }: { voice: Voice }) {
     </Card>
   );
 }
+
+/** The edit form's fields as the API names them (changes.<field>), with the labels the form shows. */
+const EDIT_LABELS: Record<string, string> = { 'changes.name': 'name', 'changes.tags': 'tags', 'changes.gender': 'gender', 'changes.language': 'language', 'changes.description': 'description' };
 
 function Actions({ voice: v }: { voice: Voice }) {
   const trpc = useTRPC();
@@ -297,13 +319,15 @@ function Actions({ voice: v }: { voice: Voice }) {
       onSuccess: () => {
         setConfirming(false);
         void queryClient.invalidateQueries({ queryKey: trpc.voices.pathKey() });
-        router.push('/voices');
+        // The library says it was deleted (a page that just vanished would leave the user guessing).
+        router.push(`/voices?deleted=${encodeURIComponent(v.name)}`);
       },
     }),
   );
   return (
     <Card title="Actions">
-      <div className="flex flex-wrap gap-3">
+      <div className="flex flex-wrap items-start gap-3">
+        <PlaySampleButton voice={v} modelId={sampleModelOf(v)} label="Play a sample" className="self-center" />
         <Link
           href={`/playground?voice=${encodeURIComponent(v.id)}`}
           className="inline-flex min-h-10 items-center rounded-md bg-indigo-600 px-4 py-2 text-sm font-semibold text-white hover:bg-indigo-500 focus-visible:outline-2 focus-visible:outline-offset-2 focus-visible:outline-indigo-600"

@@ -1,0 +1,161 @@
+// The words a streaming-transcription session speaks with its client. One session
+// (gateway/stt/stt-session.ts) does the work -- audio, engine, turns, metering, limits -- and a
+// dialect turns what happens into the events of the route's protocol and reads the client's text
+// messages: ours on /stt/websocket (README "Streaming STT protocol"), Deepgram's on /v1/listen,
+// Cartesia's on /stt/turns/websocket.
+import type { Word } from '../upstreams/contract.js';
+import type { TurnEvent, TurnSettings } from './turn-detector.js';
+import type { Encoding } from '../audio/output-format.js';
+import { ERROR_TABLE } from '../errors.js';
+import type { ErrorCode } from '../../server/services/errors.js';
+
+/**
+ * What the client may ask with a text message. `configure` changes the turn detection from the
+ * next audio on (Cartesia's `config` message); the dialect has checked the result.
+ */
+export type SttCommand = { type: 'finalize' } | { type: 'close' } | { type: 'keepalive' } | { type: 'configure'; turns: Partial<TurnSettings> };
+
+/** Why a final transcript came: the end of a turn, the client's finalize, or the session's end. */
+export type FinalCause = 'turn' | 'finalize' | 'close';
+
+export interface SessionInfo {
+  sessionId: string;
+  requestId: string;
+  model: string;
+  sampleRate: number;
+  encoding: Encoding;
+  turns: TurnSettings;
+  idleTimeoutSeconds: number;
+  maxSessionSeconds: number;
+  startedAt: Date;
+}
+
+export interface TranscriptUpdate {
+  text: string;
+  words: Word[];
+  isFinal: boolean;
+  /** For finals: what asked for it (undefined: the engine finalized by itself). */
+  cause?: FinalCause;
+  /** Seconds of audio the session had received when the transcript came. */
+  audioSeconds: number;
+}
+
+export interface SessionEnd {
+  reason: string;
+  audioSeconds: number;
+  costUsd: string;
+  /** The client asked for the end (close / CloseStream). */
+  clientRequested: boolean;
+}
+
+/** Each returns the events to send (JSON objects), in order. */
+export interface SttDialect {
+  started(info: SessionInfo): object[];
+  transcript(t: TranscriptUpdate): object[];
+  turn(e: { type: TurnEvent['type']; atSeconds: number; transcript?: string }): object[];
+  /** The client's finalize is done (its final, if any, was sent before). */
+  flushed(): object[];
+  error(e: { code: string; message: string }): object[];
+  /** The last events before the socket closes. */
+  closed(e: SessionEnd): object[];
+  /** A client's text message: a command, or an error event to answer with (the session carries on). */
+  command(text: string): SttCommand | { error: { code: string; message: string } };
+}
+
+const round3 = (seconds: number) => Math.round(seconds * 1000) / 1000;
+
+/**
+ * A client's text message as a command word: JSON `{"type":"finalize"}` (ours, Deepgram's
+ * `Finalize` / `CloseStream` / `KeepAlive`) or Cartesia's plain text `finalize`, `close` and
+ * `done` (what pipecat sends to close). Lower-cased; null when it is neither.
+ */
+export function commandWord(text: string): { word: string; json: Record<string, unknown> | null } | null {
+  const plain = text.trim().toLowerCase();
+  if (plain === 'finalize' || plain === 'close' || plain === 'done') return { word: plain, json: null };
+  let msg: unknown;
+  try {
+    msg = JSON.parse(text);
+  } catch {
+    return null;
+  }
+  if (msg === null || typeof msg !== 'object' || Array.isArray(msg)) return null;
+  const type = (msg as { type?: unknown }).type;
+  return { word: typeof type === 'string' ? type.toLowerCase() : '', json: msg as Record<string, unknown> };
+}
+
+/** HTTP-like statuses of the session's own error codes (Cartesia's `status_code`); the rest are in ERROR_TABLE. */
+const SESSION_ERROR_STATUS: Record<string, number> = { invalid_message: 400, idle_timeout: 408, max_duration: 408, backlog: 429 };
+
+/**
+ * An error event with Cartesia's fields (`title`, `message`, `error_code`, `status_code`,
+ * `request_id`, and the older `error` string LiveKit's plugins read) as well as ours (`code`,
+ * `message`). LiveKit's Cartesia STT reconnects on a `status_code` of 500 or more.
+ */
+export function cartesiaError(e: { code: string; message: string }, requestId: string): object {
+  const status = ERROR_TABLE[e.code as ErrorCode]?.status ?? SESSION_ERROR_STATUS[e.code] ?? 500;
+  return { type: 'error', code: e.code, message: e.message, request_id: requestId, title: e.code, error_code: e.code, status_code: status, error: e.message };
+}
+
+/** The gateway's own protocol (README, "Streaming STT protocol"). */
+export const svcDialect: SttDialect = {
+  started: (i) => [
+    {
+      type: 'session.started',
+      session_id: i.sessionId,
+      request_id: i.requestId,
+      model: i.model,
+      sample_rate: i.sampleRate,
+      encoding: i.encoding,
+      turn_detection: i.turns.preset,
+      idle_timeout_seconds: i.idleTimeoutSeconds,
+      max_session_seconds: i.maxSessionSeconds,
+      started_at: i.startedAt.toISOString(),
+    },
+  ],
+  transcript: (t) => [{ type: 'transcript', is_final: t.isFinal, text: t.text, words: t.words }],
+  turn: (e) => [{ type: e.type, at: round3(e.atSeconds), ...(e.transcript !== undefined ? { transcript: e.transcript } : {}) }],
+  flushed: () => [{ type: 'flush_done' }],
+  error: (e) => [{ type: 'error', ...e }],
+  closed: (e) => [{ type: 'session.closed', reason: e.reason, audio_seconds: e.audioSeconds, cost_usd: e.costUsd }],
+  command(text) {
+    const c = commandWord(text);
+    if (c === null) {
+      return { error: { code: 'invalid_message', message: 'Text messages must be JSON objects like {"type":"finalize"}, or the plain text finalize, close or done.' } };
+    }
+    if (c.word === 'keepalive') return { type: 'keepalive' };
+    if (c.word === 'finalize') return { type: 'finalize' };
+    if (c.word === 'close' || c.word === 'closestream' || c.word === 'done') return { type: 'close' };
+    return { error: { code: 'invalid_message', message: `Unknown message type ${JSON.stringify(c.json?.type)}; use finalize, keepalive or close.` } };
+  },
+};
+
+/**
+ * The gateway's protocol as Cartesia's clients read it (the route picks it when the upgrade
+ * carries `Cartesia-Version` or `cartesia_version`, as cartesia-js, LiveKit and pipecat send):
+ * the same events and commands, plus `request_id` on every event, `duration` (s) on transcripts,
+ * a transcript's text led by a space after an earlier final (Cartesia's clients join the finals'
+ * texts as they are), error events with Cartesia's fields, and `{"type":"done"}` after
+ * `session.closed` when the client asked for the close.
+ */
+export function cartesiaSttDialect(requestId: string): SttDialect {
+  let spokeBefore = false;
+  let audioAtLastFinal = 0;
+  const tagged = (events: object[]) => events.map((e) => ({ ...e, request_id: requestId }));
+  return {
+    ...svcDialect,
+    started: (i) => tagged(svcDialect.started(i)),
+    transcript(t) {
+      const text = spokeBefore && t.text ? ` ${t.text}` : t.text;
+      const duration = round3(t.audioSeconds - audioAtLastFinal);
+      if (t.isFinal) {
+        audioAtLastFinal = t.audioSeconds;
+        spokeBefore ||= t.text !== '';
+      }
+      return [{ type: 'transcript', is_final: t.isFinal, text, words: t.words, duration, request_id: requestId }];
+    },
+    turn: (e) => tagged(svcDialect.turn(e)),
+    flushed: () => [{ type: 'flush_done', request_id: requestId }],
+    error: (e) => [cartesiaError(e, requestId)],
+    closed: (e) => [...tagged(svcDialect.closed(e)), ...(e.clientRequested ? [{ type: 'done', request_id: requestId }] : [])],
+  };
+}

@@ -1,0 +1,180 @@
+// What every streaming-transcription route does around its session (gateway/stt/stt-session.ts),
+// whatever protocol it speaks: /stt/websocket (ours), /v1/listen (Deepgram's). A route only reads
+// its own parameters into a SessionPlan; the rest is here, once: everything is checked before the
+// upgrade is accepted (key, rate limit and balance in the admission hook; the plan, the session
+// caps and the first second's credit in preValidation), so a refusal is a plain HTTP response
+// carrying the error envelope; then the session runs with the plan's dialect, and the engine is
+// opened on the first upstream that accepts it, at the first audio.
+import { randomBytes } from 'node:crypto';
+import type { FastifyRequest, RouteOptions } from 'fastify';
+import type { WebSocket } from 'ws';
+import type { Encoding } from '../audio/output-format.js';
+import { ServiceError } from '../../server/services/errors.js';
+import { perSecondCostMicros } from '../../server/services/credits/pricing.js';
+import type { GatewayContext } from '../context.js';
+import type { Ticket } from '../core/admission.js';
+import type { CreditHold } from '../core/gateway-core.js';
+import type { ModelEntry, UpstreamEntry } from '../registry/model-registry.js';
+import type { StreamingTranscriptionCapability } from '../upstreams/contract.js';
+import { recordAnswerFailure, tryUpstreams } from '../upstreams/try-upstreams.js';
+import type { SttDialect } from './dialect.js';
+import { METER_EVERY_MS, runSttSession, type OpenedStream } from './stt-session.js';
+import type { TurnSettings } from './turn-detector.js';
+
+export interface SessionPlan {
+  /** The model, with only its upstreams whose protocol streams (tried in order at open). */
+  model: ModelEntry;
+  sampleRate: number;
+  encoding: Encoding;
+  /** auto: an engine that finds turns reports its own; gateway: the gateway's detector always. */
+  turnSource: 'auto' | 'gateway';
+  turns: TurnSettings;
+  keyterms: string[];
+  language: string | undefined;
+  /** The session's events and commands (default: the gateway's own); one per session, it may keep state. */
+  dialect?: SttDialect;
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    sttPlan?: SessionPlan;
+    /** The session's place under the caps and its first second of credit, both held until the socket closes. */
+    sttAdmission?: { ticket: Ticket; hold: CreditHold };
+  }
+}
+
+const streamingOf = (ctx: GatewayContext, upstream: UpstreamEntry): StreamingTranscriptionCapability | undefined => ctx.protocols.get(upstream.protocol)?.streamingTranscription;
+
+/**
+ * The stt model `modelId` with only its upstreams that stream: 404 model_not_found (unknown or
+ * not stt), 503 model_offline when none streams or none is healthy -- refused before the upgrade.
+ */
+export function streamingModel(ctx: GatewayContext, modelId: unknown): ModelEntry {
+  const model = ctx.registry.resolve(modelId, 'stt');
+  const streaming = { ...model, upstreams: model.upstreams.filter((u) => streamingOf(ctx, u)) };
+  if (streaming.upstreams.length === 0) {
+    throw new ServiceError('model_offline', `The model '${model.id}' has no upstream that can stream transcription; use POST /v1/audio/transcriptions.`);
+  }
+  ctx.registry.upstreamOrder(streaming);
+  return streaming;
+}
+
+const upgradeRequired = () => new ServiceError('upgrade_required', 'This is a WebSocket route: connect with a WebSocket client (Upgrade: websocket).');
+
+/**
+ * The route of a streaming-transcription session at `url`: `plan` reads the route's parameters
+ * (throwing ServiceErrors, answered before the upgrade). Must be added in the scope where
+ * @fastify/websocket is registered (registerSttWebSocketRoutes).
+ */
+export function sttSessionRoute(
+  ctx: GatewayContext,
+  spec: { url: string; plan: (request: FastifyRequest) => SessionPlan; /** The usage records' `route`. */ usageRoute: string },
+): RouteOptions {
+  return {
+    method: 'GET',
+    url: spec.url,
+    config: { metered: true, keyInQuery: true, session: true },
+    preValidation: async (request) => {
+      if (request.headers.upgrade?.toLowerCase() !== 'websocket') throw upgradeRequired();
+      const plan = spec.plan(request);
+      request.sttPlan = plan;
+      request.modelId = plan.model.id;
+      // Held until the connection closes, however it ends (refused upgrade, client gone, session over).
+      const connection = request.raw.socket;
+      const ticket = ctx.admission.openStream(request.auth);
+      connection.once('close', ticket.release);
+      const hold = await ctx.core.reserve(request.auth, perSecondCostMicros(plan.model.prices.picoPerSecond, METER_EVERY_MS));
+      connection.once('close', hold.release);
+      if (connection.destroyed) {
+        ticket.release();
+        hold.release();
+      }
+      request.sttAdmission = { ticket, hold };
+    },
+    handler: async () => {
+      throw upgradeRequired();
+    },
+    wsHandler: (socket: WebSocket, request: FastifyRequest) => startSession(ctx, socket, request, spec.url, spec.usageRoute),
+  };
+}
+
+function startSession(ctx: GatewayContext, socket: WebSocket, request: FastifyRequest, url: string, usageRoute: string): void {
+  const plan = request.sttPlan!;
+  const { ticket, hold } = request.sttAdmission!;
+  // From here the session settles the hold: it gives back what is left only after its last
+  // debit (released earlier, the credit for that audio would be free for a moment).
+  request.raw.socket.off('close', hold.release);
+  if (socket.readyState !== socket.OPEN) {
+    hold.release(); // gone during the upgrade: no session will settle it
+    return;
+  }
+  socket.once('close', ctx.metrics.webSocketOpened(url));
+  ctx.lifecycle.trackSocket(socket);
+  const revoked = new AbortController();
+  ticket.bind(revoked);
+  // Aborts an engine still opening when the session ends first.
+  const sessionGone = new AbortController();
+  socket.once('close', () => sessionGone.abort());
+  let engineUpstream: UpstreamEntry | undefined;
+  runSttSession(socket, {
+    sessionId: `stt_${randomBytes(10).toString('hex')}`,
+    requestId: request.id,
+    model: plan.model,
+    sampleRate: plan.sampleRate,
+    encoding: plan.encoding,
+    turns: plan.turns,
+    dialect: plan.dialect,
+    usageRoute,
+    auth: request.auth,
+    core: ctx.core,
+    hold,
+    openStream: async () => {
+      const opened = await openEngineStream(ctx, request, plan, sessionGone.signal);
+      engineUpstream = opened.upstream;
+      return opened;
+    },
+    onEngineFailure: (error) => engineUpstream && recordAnswerFailure(ctx, engineUpstream, error),
+    engineTimeoutMs: ctx.config.upstreamTimeoutMs,
+    revoked: revoked.signal,
+    log: request.log,
+    idleTimeoutMs: ctx.config.limits.sttIdleMs,
+    maxSilenceMs: ctx.config.limits.sttMaxSilenceMs,
+    shutdown: ctx.lifecycle.streamsEnded,
+    track: (untilBilled) => ctx.lifecycle.track(untilBilled),
+    onFirstTranscript: (seconds) => ctx.metrics.firstOutput('stt_first_transcript', plan.model.id, seconds),
+  });
+}
+
+/**
+ * Opens the engine's stream on the first upstream that accepts it (an unreachable one is skipped
+ * and marked down). Local engines hold a recognizer decoder per session: an org holds at most its share.
+ */
+async function openEngineStream(ctx: GatewayContext, request: FastifyRequest, plan: SessionPlan, sessionGone: AbortSignal): Promise<OpenedStream & { upstream: UpstreamEntry }> {
+  const timeoutMs = ctx.config.upstreamTimeoutMs;
+  // The call bounds the opening only: once open, the stream lives as long as the session (which
+  // ends it with close()), however long past the deadline that is.
+  const opening = new AbortController();
+  const onGone = () => opening.abort(sessionGone.reason);
+  if (sessionGone.aborted) onGone();
+  else sessionGone.addEventListener('abort', onGone, { once: true });
+  const deadline = setTimeout(() => opening.abort(new DOMException('The engine did not open the stream in time.', 'TimeoutError')), timeoutMs);
+  const call = { signal: opening.signal, timeoutMs };
+  try {
+    return await tryUpstreams(ctx, plan.model, call, async (upstream) => {
+      const capability = streamingOf(ctx, upstream)!;
+      const engineRate = capability.engineRate(plan.sampleRate);
+      const engineTurns = plan.turnSource === 'auto' && capability.findsTurns(upstream);
+      const release = upstream.url.startsWith('local:') ? ctx.admission.takeDecoder(request.auth) : undefined;
+      try {
+        const stream = await capability.open(upstream, { sampleRate: engineRate, language: plan.language, keyterms: plan.keyterms, engineTurns, signal: call.signal, timeoutMs });
+        return { stream, engineRate, engineTurns, release, upstream };
+      } catch (err) {
+        release?.();
+        throw err;
+      }
+    });
+  } finally {
+    clearTimeout(deadline);
+    sessionGone.removeEventListener('abort', onGone);
+  }
+}

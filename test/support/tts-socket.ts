@@ -1,0 +1,119 @@
+// A raw `ws` client of WS /tts/websocket (Cartesia's TTS WebSocket protocol) for the route tests
+// and the benchmark: it records every event, waits on events (never on time), and decodes each
+// context's audio.
+import type { IncomingMessage } from 'node:http';
+import WebSocket from 'ws';
+import type { GatewayHarness } from './gateway-harness.js';
+
+export interface TtsEvent {
+  type: string;
+  context_id?: string;
+  [k: string]: unknown;
+}
+
+export interface TtsSocket {
+  ws: WebSocket;
+  events: TtsEvent[];
+  /** Resolves with the close code and reason (the socket closed, by either side). */
+  closed: Promise<{ code: number; reason: string }>;
+  send(message: unknown): void;
+  /** The first event (from index `from`) matching `pred`; rejects if the socket closes first. */
+  until(pred: (e: TtsEvent) => boolean, options?: { from?: number; timeoutMs?: number }): Promise<TtsEvent>;
+  /** The context's `done` or `error` event (the first from index `from`). */
+  end(contextId: string, from?: number): Promise<TtsEvent>;
+  of(contextId: string): TtsEvent[];
+  /** The context's audio: its chunks' data, decoded from base64 and joined. */
+  audio(contextId: string): Buffer;
+}
+
+export function ttsSocketUrl(h: Pick<GatewayHarness, 'url'>, query: Record<string, string> = {}): string {
+  return `${h.url.replace(/^http/, 'ws')}/tts/websocket?${new URLSearchParams(query)}`;
+}
+
+/** Opens a session and waits for the upgrade (the key goes in the headers or the query, as the caller says). */
+export async function openTtsSocket(h: Pick<GatewayHarness, 'url'>, options: { query?: Record<string, string>; headers?: Record<string, string> } = {}): Promise<TtsSocket> {
+  const ws = new WebSocket(ttsSocketUrl(h, options.query), { headers: options.headers });
+  const events: TtsEvent[] = [];
+  const waiters = new Set<() => void>();
+  let closeInfo: { code: number; reason: string } | null = null;
+  const closed = new Promise<{ code: number; reason: string }>((resolve) => {
+    ws.on('close', (code, reason) => {
+      closeInfo = { code, reason: reason.toString() };
+      resolve(closeInfo);
+      for (const w of waiters) w();
+    });
+  });
+  ws.on('message', (data, isBinary) => {
+    if (isBinary) throw new Error('the server sends only JSON text frames');
+    events.push(JSON.parse(data.toString()) as TtsEvent);
+    for (const w of waiters) w();
+  });
+  ws.on('error', () => {});
+  await new Promise<void>((resolve, reject) => {
+    ws.once('open', () => resolve());
+    ws.once('unexpected-response', (req, res) => {
+      req.destroy();
+      reject(new Error(`upgrade refused: ${res.statusCode}`));
+    });
+    ws.once('error', reject);
+  });
+  const until: TtsSocket['until'] = (pred, { from = 0, timeoutMs = 30_000 } = {}) =>
+    new Promise<TtsEvent>((resolve, reject) => {
+      const check = () => {
+        const found = events.slice(from).find(pred);
+        if (found) {
+          done();
+          resolve(found);
+        } else if (closeInfo) {
+          done();
+          reject(new Error(`socket closed (${closeInfo.code} ${closeInfo.reason}) before the awaited event; events: ${summary(events)}`));
+        }
+      };
+      const timer = setTimeout(() => {
+        done();
+        reject(new Error(`no such event within ${timeoutMs} ms; events: ${summary(events)}`));
+      }, timeoutMs);
+      const done = () => {
+        clearTimeout(timer);
+        waiters.delete(check);
+      };
+      waiters.add(check);
+      check();
+    });
+  return {
+    ws,
+    events,
+    closed,
+    send: (message) => ws.send(typeof message === 'string' ? message : JSON.stringify(message)),
+    until,
+    end: (contextId, from = 0) => until((e) => e.context_id === contextId && (e.type === 'done' || e.type === 'error'), { from }),
+    of: (contextId) => events.filter((e) => e.context_id === contextId),
+    audio: (contextId) => Buffer.concat(events.filter((e) => e.context_id === contextId && e.type === 'chunk').map((e) => Buffer.from(e.data as string, 'base64'))),
+  };
+}
+
+/** The events in short, for failure messages. */
+export function summary(events: TtsEvent[]): string {
+  return events.map((e) => `${e.type}${e.context_id ? `(${e.context_id})` : ''}${e.code ? `:${String(e.code)}` : ''}`).join(' ');
+}
+
+/** An upgrade the gateway refuses: the HTTP status, headers and body it answered with. */
+export function refusedTtsUpgrade(h: Pick<GatewayHarness, 'url'>, query: Record<string, string>, headers: Record<string, string> = {}): Promise<{ status: number; headers: IncomingMessage['headers']; body: string }> {
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(ttsSocketUrl(h, query), { headers });
+    ws.on('open', () => {
+      ws.terminate();
+      reject(new Error('the upgrade was accepted'));
+    });
+    ws.on('unexpected-response', (req, res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => (body += c));
+      res.on('end', () => {
+        req.destroy();
+        resolve({ status: res.statusCode ?? 0, headers: res.headers, body });
+      });
+    });
+    ws.on('error', (err) => reject(err));
+  });
+}
