@@ -32,6 +32,13 @@ interface GatewayProcess {
   base: string;
   child: ChildProcess;
   output: () => string;
+  /**
+   * Resolves with what `find` returns once it finds something in the output, looked for as
+   * each piece arrives: the gateway writes its log in batches (at most 100 ms apart).
+   */
+  outputWhere<T>(find: (output: string) => T | undefined): Promise<T>;
+  /** Resolves once the process has exited and every line it wrote has been read (the rest of a batch is written at exit). */
+  outputClosed: Promise<void>;
 }
 
 const children = new Set<ChildProcess>();
@@ -110,18 +117,39 @@ async function startGateway(name: string, extraEnv: Record<string, string> = {})
   });
   children.add(child);
   let output = '';
-  child.stdout!.on('data', (d: Buffer) => (output += d.toString()));
-  child.stderr!.on('data', (d: Buffer) => (output += d.toString()));
+  const lookers = new Set<() => void>();
+  const append = (d: Buffer) => {
+    output += d.toString();
+    for (const look of lookers) look();
+  };
+  child.stdout!.on('data', append);
+  child.stderr!.on('data', append);
   let exited: number | null | undefined;
   child.on('exit', (code) => {
     exited = code;
     children.delete(child);
   });
-  const gw: GatewayProcess = { name, base: `http://127.0.0.1:${port}`, child, output: () => output };
+  const outputClosed = new Promise<void>((resolve) => child.once('close', () => resolve()));
+  const outputWhere = <T,>(find: (out: string) => T | undefined) =>
+    new Promise<T>((resolve, reject) => {
+      const look = () => {
+        const found = find(output);
+        if (found === undefined) return;
+        lookers.delete(look);
+        resolve(found);
+      };
+      lookers.add(look);
+      look();
+      void outputClosed.then(() => reject(new Error(`gateway ${name} exited without writing what was looked for:\n${output}`)));
+    });
+  const gw: GatewayProcess = { name, base: `http://127.0.0.1:${port}`, child, output: () => output, outputWhere, outputClosed };
   gateways.push(gw);
   const deadline = Date.now() + START_TIMEOUT_MS;
   for (;;) {
-    if (exited !== undefined) throw new Error(`gateway ${name} exited with ${exited} before it answered /health:\n${output}`);
+    if (exited !== undefined) {
+      await outputClosed; // the reason it gave may still be in the pipe
+      throw new Error(`gateway ${name} exited with ${exited} before it answered /health:\n${output}`);
+    }
     if (Date.now() > deadline) throw new Error(`gateway ${name} did not answer /health within ${START_TIMEOUT_MS} ms:\n${output}`);
     const ok = await fetch(`${gw.base}/health`, { signal: AbortSignal.timeout(1_000) })
       .then((r) => r.status === 200)
@@ -332,12 +360,11 @@ describe('HTTP edge', () => {
     const ids = ['access-log-1', 'access-log-2'];
     expect((await call(gw, 'GET', '/v1/models', { key, headers: { 'x-request-id': ids[0]! } })).status).toBe(200);
     expect((await call(gw, 'GET', '/v1/nope', { key, headers: { 'x-request-id': ids[1]! } })).status).toBe(404);
-    // Lines are written in batches, at most 100 ms apart.
-    const lines = await vi.waitFor(() => {
-      const found = gw.output().split('\n').filter((l) => ids.some((id) => l.includes(`"reqId":"${id}"`)));
-      expect(found).toHaveLength(2);
-      return found.map((l) => JSON.parse(l) as Record<string, any>);
-    }, { timeout: 3_000, interval: 50 });
+    const lines = await gw.outputWhere((out) => {
+      const whole = out.slice(0, out.lastIndexOf('\n')); // complete lines only
+      const found = whole.split('\n').filter((l) => ids.some((id) => l.includes(`"reqId":"${id}"`)));
+      return found.length === 2 ? found.map((l) => JSON.parse(l) as Record<string, any>) : undefined;
+    });
     expect(lines.map((l) => [l.reqId, l.msg, l.level, l.req.method, l.req.url, l.res.statusCode])).toEqual([
       [ids[0], 'request completed', 30, 'GET', '/v1/models', 200],
       [ids[1], 'request completed', 30, 'GET', '/v1/nope', 404],
@@ -627,7 +654,12 @@ describe('secrets in logs (runs last)', () => {
     await call(gw, 'GET', `/nowhere?api_key=${key}`, { key });
     await call(gw, 'GET', `/v1/chat/completions?api_key=${key}`, { key });
     await chat(gw, `${key}x`, { model: 'bb-llm', messages: [] }); // malformed variant of a real key
-    await sleep(300); // let the last log lines be written
+    // Every line is read once the gateways have exited: lines are written in batches while a
+    // gateway runs, and the rest at exit.
+    for (const g of gateways) {
+      await stopProcess(g.child);
+      await g.outputClosed;
+    }
 
     const out = gw.output();
     // The logs are there (info level) and show the URL with the key removed.

@@ -236,6 +236,8 @@ describe('errors arrive as the SDK errors', () => {
   it('a zero balance: 402 insufficient_quota, nothing billed', async () => {
     const broke = provider(zeroKey);
     const wav = (await fliteSpeech(CALL)).wav;
+    // Every earlier test's debits are written first (on SQLite they commit just after their answer).
+    await h.settled();
     const before = await h.testDb.db.prisma.ledgerEntry.count();
     for (const call of [
       () => generateText({ model: broke('chat-only'), prompt: 'x', maxRetries: 0 }),
@@ -247,6 +249,7 @@ describe('errors arrive as the SDK errors', () => {
       expect(e.statusCode).toBe(402);
       expect(JSON.parse(e.responseBody!).error.code).toBe('insufficient_quota');
     }
+    await h.settled();
     expect(await h.testDb.db.prisma.ledgerEntry.count()).toBe(before);
   });
 

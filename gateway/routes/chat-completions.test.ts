@@ -116,6 +116,7 @@ async function billingOf(requestId: string, g: GatewayHarness = h) {
 }
 
 async function expectNotBilled(requestId: string, g: GatewayHarness = h) {
+  await g.settled();
   expect(await prisma(g).ledgerEntry.count({ where: { requestId } })).toBe(0);
 }
 

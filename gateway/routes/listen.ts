@@ -29,7 +29,7 @@ import { decodeUploadedAudio, measureUploadedAudio, parseSampleRateParam, type D
 import { deepgramDialect, deepgramErrorFields, deepgramTranscript, deepgramWords } from '../stt/dialects/deepgram.js';
 import { streamingModel, sttSessionRoute, type SessionPlan } from '../stt/open-session.js';
 import { transcribeBilled } from '../stt/transcribe-billed.js';
-import { MAX_END_TIMEOUT_MS, parseMillis, settingsFrom } from '../stt/turn-params.js';
+import { MAX_END_TIMEOUT_MS, parseMillis, presetSettings } from '../stt/turn-params.js';
 import type { Word } from '../upstreams/contract.js';
 import { TRANSCRIPTION_BODY_LIMIT } from './transcriptions.js';
 
@@ -146,7 +146,7 @@ function planLive(ctx: GatewayContext, request: FastifyRequest): SessionPlan {
   // MIN_ENDPOINTING_MS); with endpointing off, after utterance_end_ms of it if given, else when the
   // gateway's own detection (the balanced preset) says so.
   const fixedSilenceMs = endpointing === false ? utteranceEndMs : Math.max(endpointing, MIN_ENDPOINTING_MS);
-  const turns = settingsFrom({ preset: 'balanced', eager: false, fixedSilenceMs }, 'endpointing');
+  const turns = presetSettings('balanced', { eager: false, fixedSilenceMs });
   upgradeIds.set(request.raw, request.id);
   return {
     model,

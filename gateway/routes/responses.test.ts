@@ -113,6 +113,7 @@ async function usageOf(id: string) {
 }
 
 async function expectNotBilled(id: string) {
+  await h.settled();
   expect(await h.testDb.db.prisma.ledgerEntry.count({ where: { requestId: id } })).toBe(0);
 }
 
@@ -342,6 +343,8 @@ describe('the local llama.cpp engine: translated', () => {
     expect(final.output_text).toBe(tiny.reply);
     expect(deltas).toBeGreaterThanOrEqual(tiny.replyTokens - 1);
     expect(final.usage!.output_tokens).toBeGreaterThanOrEqual(tiny.replyTokens);
+    // The stream was read to its end, so it was debited; on SQLite the row commits just after.
+    await h.settled();
     const row = (await usageRows(h.testDb.db.prisma, { orgId: h.orgId })).filter((r) => r.modelId === 'local-llm').at(-1)!;
     expect(row).toMatchObject({ inputTokens: final.usage!.input_tokens, outputTokens: final.usage!.output_tokens });
   });

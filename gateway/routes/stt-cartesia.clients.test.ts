@@ -27,13 +27,14 @@ type Closed = { code: number; reason: string };
 
 const FOX = 'the quick brown fox jumps over the lazy dog';
 const CALL = 'please call me tomorrow morning about the meeting';
+const WEATHER = 'the weather today is sunny with a light breeze';
 
 let h: GatewayHarness;
 
 beforeAll(async () => {
   initializeLogger({ pretty: false, level: 'warn' });
   h = await startSttGateway();
-  await Promise.all([speech(FOX), speech(CALL, 'rms')]);
+  await Promise.all([speech(FOX), speech(CALL, 'rms'), speech(WEATHER)]);
 }, 120_000);
 
 afterAll(async () => {
@@ -123,6 +124,20 @@ describe('@cartesia/cartesia-js stt.manualFinalize (CommonJS build) on /stt/webs
     expect(r.events.indexOf(finals[0]!)).toBeLessThan(flush);
     expect(r.events.indexOf(finals[1]!)).toBeGreaterThan(flush);
     await expectDebited(h, id, audioCost(millisOf(a.length + b.length)));
+  });
+
+  it('keyterm, as the client sends it (repeated), reaches the recogniser: "sunny" rather than "sunday"', async () => {
+    const audio = trimSilence((await speech(WEATHER)).samples);
+    const client = new Cartesia({ apiKey: h.key, baseURL: h.url, maxRetries: 0 });
+    const ws = client.stt.manualFinalize.websocket({ model: 'local-stt', encoding: 'pcm_s16le', sample_rate: 16000, keyterm: ['light breeze', 'sunny'] });
+    const r = record(ws);
+    await sendAudio(ws, audio);
+    ws.send('close');
+    await r.until((e) => e.type === 'done');
+    const text = r.events.filter((e) => e.type === 'transcript' && e.is_final).map((e) => e.text as string).join('');
+    expect(text).toMatch(/\bsunny\b/);
+    expect(text).not.toMatch(/\bsunday\b/);
+    expect(wer(WEATHER, text), text).toBeLessThanOrEqual(0.25);
   });
 
   it('a bad key and a zero balance: the client reports the refused upgrade (401, 402) and closes', async () => {

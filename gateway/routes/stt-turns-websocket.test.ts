@@ -35,6 +35,7 @@ import {
 const PATH = '/stt/turns/websocket';
 const FOX = 'the quick brown fox jumps over the lazy dog';
 const CALL = 'please call me tomorrow morning about the meeting';
+const WEATHER = 'the weather today is sunny with a light breeze';
 const TURN_EVENTS = ['turn.start', 'turn.update', 'turn.eager_end', 'turn.resume', 'turn.end'];
 
 let h: GatewayHarness;
@@ -49,7 +50,7 @@ beforeAll(async () => {
   await revokeApiKey(prisma, { id: revoked.id });
   keys.revoked = revoked.key;
   keys.limited = (await createApiKey(prisma, { orgId: h.orgId, name: 'one per minute', rateLimitRpm: 1 })).key;
-  await Promise.all([speech(FOX), speech(CALL), speech(CALL, 'rms')]);
+  await Promise.all([speech(FOX), speech(CALL), speech(CALL, 'rms'), speech(WEATHER)]);
 }, 120_000);
 
 afterAll(async () => {
@@ -264,6 +265,25 @@ describe('the session', () => {
     expect(wer(FOX, endOf(turns[1]!)), endOf(turns[1]!)).toBeLessThanOrEqual(0.25);
     expect(wer(CALL, endOf(turns[2]!)), endOf(turns[2]!)).toBeLessThanOrEqual(0.25);
     await expectDebited(h, id, audioCost(millisOf(phrase.length * 2)));
+  }, 60_000);
+
+  it('keyterm (Cartesia’s repeated parameter) reaches the recogniser: "sunny", heard as "sunday" without it', async () => {
+    const audio = concat(silence(0.3), trimSilence((await speech(WEATHER)).samples), silence(2));
+    const heard: string[] = [];
+    for (const keyterm of [[], ['sunny'], ['light breeze', 'sunny']]) {
+      const c = await turnsSession(requestId('turns-keyterm'), { keyterm });
+      await c.stream(s16le(audio), FAST);
+      c.command({ type: 'close' });
+      expect((await c.closed).code).toBe(1000);
+      const turns = checkTurns(c.events);
+      expect(turns, summary(c.events)).toHaveLength(1);
+      heard.push(endOf(turns[0]!));
+    }
+    expect(words(heard[0]!), heard[0]).toContain('sunday');
+    for (const text of heard.slice(1)) {
+      expect(words(text), text).toContain('sunny');
+      expect(words(text), text).not.toContain('sunday');
+    }
   }, 60_000);
 
   it('bad messages get error events with Cartesia\u2019s fields (a bad config changes nothing); the session carries on', async () => {

@@ -11,10 +11,10 @@ import { ENCODINGS, type Encoding } from '../audio/output-format.js';
 import { ServiceError } from '../../server/services/errors.js';
 import type { GatewayContext } from '../context.js';
 import { parseSampleRateParam } from '../stt/decode-upload.js';
-import { applyCartesiaTurns, cartesiaTurnsDialect } from '../stt/dialects/cartesia-turns.js';
+import { cartesiaTurnsDialect } from '../stt/dialects/cartesia-turns.js';
 import { streamingModel, sttSessionRoute, type SessionPlan } from '../stt/open-session.js';
-import { parsePreset, settingsFrom } from '../stt/turn-params.js';
-import { parseKeyterms } from './transcriptions.js';
+import { applyTurnThresholds, parsePreset, presetSettings } from '../stt/turn-params.js';
+import { queryKeyterms } from './transcriptions.js';
 
 /** Cartesia's API version: a date (every version is served alike; anything else is a client's mistake worth naming). */
 const VERSION = /^\d{4}-\d{2}-\d{2}$/;
@@ -22,14 +22,13 @@ const VERSION = /^\d{4}-\d{2}-\d{2}$/;
 function planTurnsSession(ctx: GatewayContext, request: FastifyRequest): SessionPlan {
   const q = request.query as Record<string, string | string[] | undefined>;
   const one = (name: string) => (Array.isArray(q[name]) ? q[name][0] : q[name]);
-  const all = (name: string) => (q[name] === undefined ? [] : Array.isArray(q[name]) ? q[name] : [q[name]]);
   // The query wins over the header, as on Cartesia's sockets.
   const version = one('cartesia_version') ?? request.headers['cartesia-version'];
   if (version !== undefined && (typeof version !== 'string' || !VERSION.test(version))) {
     throw new ServiceError('invalid_request', 'Cartesia-Version (or cartesia_version) must be a date like 2026-03-01.', 'cartesia_version');
   }
-  const base = settingsFrom({ preset: parsePreset(one('turn_detection'), 'turn_detection'), eager: true }, 'turn_eager_end_threshold');
-  const turns = applyCartesiaTurns(
+  const base = presetSettings(parsePreset(one('turn_detection'), 'turn_detection'), { eager: true });
+  const turns = applyTurnThresholds(
     base,
     { start_threshold: one('turn_start_threshold'), eager_end_threshold: one('turn_eager_end_threshold'), end_threshold: one('turn_end_threshold'), end_timeout_ms: one('turn_end_timeout_ms') },
     'turn_',
@@ -39,8 +38,7 @@ function planTurnsSession(ctx: GatewayContext, request: FastifyRequest): Session
   const sampleRate = parseSampleRateParam(rawRate === undefined || rawRate === '' ? '16000' : rawRate, model.sampleRates)!;
   const encoding = (one('encoding') ?? 'pcm_s16le') as Encoding;
   if (!ENCODINGS.includes(encoding)) throw new ServiceError('invalid_request', `encoding must be one of ${ENCODINGS.join(', ')}.`, 'encoding');
-  const keyterms = [...all('keyterm'), ...all('keyterms')].flatMap((k) => parseKeyterms(k)).slice(0, 100);
-  return { model, sampleRate, encoding, turnSource: 'gateway', turns, keyterms, language: one('language'), dialect: cartesiaTurnsDialect(request.id, turns) };
+  return { model, sampleRate, encoding, turnSource: 'gateway', turns, keyterms: queryKeyterms(q), language: one('language'), dialect: cartesiaTurnsDialect(request.id, turns) };
 }
 
 /** Must be registered in the scope where @fastify/websocket is (registerSttWebSocketRoutes). */

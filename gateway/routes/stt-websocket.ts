@@ -12,8 +12,8 @@ import { parseSampleRateParam } from '../stt/decode-upload.js';
 import { selectSubprotocol } from '../core/gateway-core.js';
 import { streamingModel, sttSessionRoute, type SessionPlan } from '../stt/open-session.js';
 import { cartesiaSttDialect } from '../stt/dialect.js';
-import { MAX_END_TIMEOUT_MS, parseMillis, parsePreset, parseThreshold, settingsFrom } from '../stt/turn-params.js';
-import { parseKeyterms } from './transcriptions.js';
+import { applyTurnThresholds, parsePreset, presetSettings } from '../stt/turn-params.js';
+import { queryKeyterms } from './transcriptions.js';
 
 const TURN_SOURCES = ['auto', 'gateway'] as const;
 
@@ -22,16 +22,12 @@ function planSession(ctx: GatewayContext, request: FastifyRequest): SessionPlan 
   const one = (name: string) => (Array.isArray(q[name]) ? q[name][0] : q[name]);
   const eager = one('eager_end');
   if (eager !== undefined && eager !== 'true' && eager !== 'false') throw new ServiceError('invalid_request', `eager_end must be true or false (got ${JSON.stringify(eager)}).`, 'eager_end');
-  const turns = settingsFrom(
-    {
-      preset: parsePreset(one('turn_detection'), 'turn_detection'),
-      eager: eager === 'true',
-      speechThreshold: parseThreshold(one('turn_start_threshold'), 'turn_start_threshold'),
-      eagerEndThreshold: parseThreshold(one('turn_eager_end_threshold'), 'turn_eager_end_threshold'),
-      endThreshold: parseThreshold(one('turn_end_threshold'), 'turn_end_threshold'),
-      endTimeoutMs: parseMillis(one('turn_end_timeout_ms'), 'turn_end_timeout_ms', 100, MAX_END_TIMEOUT_MS),
-    },
-    'turn_eager_end_threshold',
+  // Cartesia's threshold names and meaning (gateway/stt/turn-params.ts); an eager threshold turns eager ends on.
+  const base = presetSettings(parsePreset(one('turn_detection'), 'turn_detection'), { eager: eager === 'true' || one('turn_eager_end_threshold') !== undefined });
+  const turns = applyTurnThresholds(
+    base,
+    { start_threshold: one('turn_start_threshold'), eager_end_threshold: one('turn_eager_end_threshold'), end_threshold: one('turn_end_threshold'), end_timeout_ms: one('turn_end_timeout_ms') },
+    'turn_',
   );
   const model = streamingModel(ctx, one('model'));
   // Absent or empty (as a batch form field) is the default, checked like a given rate.
@@ -39,7 +35,7 @@ function planSession(ctx: GatewayContext, request: FastifyRequest): SessionPlan 
   const sampleRate = parseSampleRateParam(rawRate === undefined || rawRate === '' ? '16000' : rawRate, model.sampleRates)!;
   const encoding = (one('encoding') ?? 'pcm_s16le') as Encoding;
   if (!ENCODINGS.includes(encoding)) throw new ServiceError('invalid_request', `encoding must be one of ${ENCODINGS.join(', ')}.`, 'encoding');
-  const keyterms = Array.isArray(q.keyterms) ? q.keyterms.flatMap(parseKeyterms) : parseKeyterms(one('keyterms'));
+  const keyterms = queryKeyterms(q);
   const turnSource = (one('turn_source') ?? 'auto') as SessionPlan['turnSource'];
   if (!TURN_SOURCES.includes(turnSource)) throw new ServiceError('invalid_request', `turn_source must be auto or gateway (got ${JSON.stringify(turnSource)}).`, 'turn_source');
   // Cartesia's clients send their API version: they get Cartesia's fields too (gateway/stt/dialect.ts).

@@ -21,6 +21,11 @@ export function parseKeyterms(value: string | undefined): string[] {
   return value.split(/[\n,]/).map((t) => t.trim()).filter(Boolean).slice(0, 100);
 }
 
+/** A streaming route's keyterms from its query: ours (`keyterms`) and Cartesia's (`keyterm`), each repeatable. */
+export function queryKeyterms(query: Record<string, string | string[] | undefined>): string[] {
+  return (['keyterms', 'keyterm'] as const).flatMap((name) => [query[name] ?? []].flat().flatMap((value) => parseKeyterms(value))).slice(0, 100);
+}
+
 /**
  * The recognition hints of a request: `keyterms`, and OpenAI's `prompt` read the same way (the
  * gateway's own `openai` upstream protocol sends keyterms as the prompt, comma separated, so a

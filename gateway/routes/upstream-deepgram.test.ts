@@ -10,6 +10,8 @@
 // The scripted peer makes one word per tone burst it hears ("alpha", "bravo", ...) with times
 // from the burst's place in the audio it received, and speaks a 440 Hz tone of 10 ms per
 // character of the text it got, so every transcript, time and sample here is known exactly.
+// Where the gateway's own detector (Silero VAD) must find the turns, the bursts are voiced
+// (test/support/speech-bursts.ts): a tone is no speech to it.
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { encodeSamples } from '../audio/sample-encoding.js';
 import { newId } from '../../server/db/ids.js';
@@ -17,6 +19,7 @@ import { getModel, upsertModel } from '../../server/services/models/upsert-model
 import { importEngineVoices, mapVoiceToEngine } from '../../server/services/voices/engine-voices.js';
 import { startGateway, type GatewayHarness } from '../../test/support/gateway-harness.js';
 import { scriptedToneSample, startScriptedDeepgram, type ListenSocket, type ReceivedRequest, type ScriptedDeepgram } from '../../test/support/scripted-deepgram.js';
+import { speechBursts } from '../../test/support/speech-bursts.js';
 import { audioCost, expectDebited, ledgerOf, openSession, summary, transcribe, wavFile, type SttClient } from '../../test/support/stt-routes.js';
 import { checkTtsEvents, costOf, expectError, expectNotBilled, post, sseData, sseReader, usd } from '../../test/support/tts-routes.js';
 import { checkProtocol } from '../upstreams/protocols/index.js';
@@ -744,7 +747,9 @@ describe('streaming transcription: GET /stt/websocket', () => {
   it('turn_source=gateway: Deepgram\u2019s endpointing is off (endpointing=false), the gateway\u2019s detector finds the turn and finalizes it; the final precedes turn.end', async () => {
     const before = peer.sockets.length;
     const c = await openSession(h, sttQuery(h, { turn_source: 'gateway' }));
-    const audio = twoWords();
+    // Two spoken words 100 ms apart: one turn (Deepgram's "Alpha." between them is a full stop,
+    // which shortens the pause that ends a turn).
+    const audio = pcm16(speechBursts(16000, [[0.2, 0.5], [0.6, 0.9]], 2.4));
     await c.stream(audio, frames(16000));
     const socket = await listenSocket(before);
     expect(socket.query.get('endpointing')).toBe('false');
@@ -754,12 +759,13 @@ describe('streaming transcription: GET /stt/websocket', () => {
     await closeSession(c);
 
     expect(eventsAfterStart(c), summary(c.events)).toEqual([
-      // balanced: the turn starts at the first voiced frame, ends after 700 ms of silence at the last word's end.
-      { type: 'turn.start', at: 0.2 },
+      // balanced: the turn starts where the first word does and ends, in the silence after the
+      // last, at that word's end (both within about a VAD frame).
+      { type: 'turn.start', at: expect.closeTo(0.2, 1) },
       transcriptEvent(false, 'Alpha.', [['Alpha.', 0.2, 0.5]]),
-      transcriptEvent(false, 'Alpha bravo.', [['Alpha', 0.2, 0.5], ['bravo.', 0.7, 1.0]]),
-      transcriptEvent(true, 'Alpha bravo.', [['Alpha', 0.2, 0.5], ['bravo.', 0.7, 1.0]]),
-      { type: 'turn.end', at: 1.0 },
+      transcriptEvent(false, 'Alpha bravo.', [['Alpha', 0.2, 0.5], ['bravo.', 0.6, 0.9]]),
+      transcriptEvent(true, 'Alpha bravo.', [['Alpha', 0.2, 0.5], ['bravo.', 0.6, 0.9]]),
+      { type: 'turn.end', at: expect.closeTo(0.9, 1) },
       { type: 'session.closed', reason: 'client_close', audio_seconds: 2.4, cost_usd: usd(audioCost(2400, STT_PRICE)) },
     ]);
     // Deepgram sent no speech events of its own: the final came from the gateway's Finalize.

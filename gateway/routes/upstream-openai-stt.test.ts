@@ -4,9 +4,11 @@
 // and gateway/upstreams/segmented-streaming.ts sends each one whole for its final transcript (and
 // re-sends the growing utterance now and then for an interim one). Against the scripted OpenAI
 // server (test/support/scripted-openai-upstream.ts, `transcription: 'energy'`): one word per
-// voiced burst of each uploaded WAV, named after its pitch (`tone300`), timed within that file
-// -- so word times in the session show each utterance's offset, and the peer's records show
-// every engine call made.
+// voiced burst of each uploaded WAV, named after its pitch (`tone120` for 120 Hz), timed within
+// that file -- so word times in the session show each utterance's offset, and the peer's records
+// show every engine call made. The bursts are speech to the gateway's detector
+// (test/support/speech-bursts.ts); the words of one turn fall in pitch, as a statement does (a
+// rise would tell the detector that more is coming).
 //
 // The point of the metering tests: interims re-send audio to the engine (more calls, more audio
 // uploaded than spoken), yet the session bills the audio the client sent, once.
@@ -14,6 +16,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest
 import { getModel, upsertModel } from '../../server/services/models/upsert-model.js';
 import { startGateway, type GatewayHarness } from '../../test/support/gateway-harness.js';
 import { startScriptedUpstream, type ScriptedUpstream } from '../../test/support/scripted-openai-upstream.js';
+import { speechBursts } from '../../test/support/speech-bursts.js';
 import { audioCost, expectDebited, ledgerOf, openSession, refusedUpgrade, summary, type SttClient, type SttEvent } from '../../test/support/stt-routes.js';
 import { usd } from '../../test/support/tts-routes.js';
 import { checkProtocol } from '../upstreams/protocols/index.js';
@@ -70,14 +73,11 @@ afterAll(async () => {
 // ---------------------------------------------------------------------------------------
 // Helpers
 
-/** Tone bursts [start, end, hz] (one word each, named after the pitch), silence elsewhere, at 16 kHz. */
-function bursts(spans: [number, number, number][], totalSeconds: number): Float32Array {
-  const out = new Float32Array(Math.round(RATE * totalSeconds));
-  for (const [start, end, hz] of spans) {
-    for (let i = Math.round(start * RATE); i < Math.round(end * RATE); i++) out[i] = 0.45 * Math.sin((2 * Math.PI * hz * (i - start * RATE)) / RATE);
-  }
-  return out;
-}
+/** Voiced bursts [start, end, hz] (one word each, named after the pitch), silence elsewhere, at 16 kHz. */
+const bursts = (spans: [number, number, number][], totalSeconds: number): Float32Array => speechBursts(RATE, spans, totalSeconds);
+
+/** A time the detector reports: where the audio says, within about a VAD frame (32 ms). */
+const near = (seconds: number) => expect.closeTo(seconds, 1);
 
 /** 16-bit little-endian PCM written here. */
 function pcm16(samples: Float32Array): Buffer {
@@ -140,25 +140,36 @@ async function expectSessionNotBilled(g: GatewayHarness, c: SttClient, millis: n
   expect((await ledgerOf(g, c.events[0]!.request_id as string)).ledger).toHaveLength(0);
 }
 
-/** `expected` appears in `list` in order (other items may come between). */
-function expectSubsequence(list: number[], expected: number[]): void {
-  let at = 0;
-  for (const item of list) if (item === expected[at]) at++;
-  expect(at, `${JSON.stringify(expected)} in order within ${JSON.stringify(list)}`).toBe(expected.length);
+/**
+ * The engine calls (their lengths in samples, in order) include each utterance sent whole, once:
+ * calls that add up to all `totalSeconds`, the k-th ending (from the session's start) within
+ * `cuts[k]` -- the silence where that turn ended -- and the last one the close's rest. Interim
+ * calls (each a prefix of its utterance) may come between.
+ */
+function expectUtterances(lengths: number[], cuts: [from: number, to: number][], totalSeconds: number): void {
+  const total = Math.round(totalSeconds * RATE);
+  const found = (from: number, sent: number, k: number): boolean =>
+    lengths.slice(from).some((length, i) => {
+      const end = sent + length;
+      if (k === cuts.length) return end === total;
+      return end > cuts[k]![0] * RATE && end <= cuts[k]![1] * RATE && found(from + i + 1, end, k + 1);
+    });
+  expect(found(0, 0, 0), `utterances cut within ${JSON.stringify(cuts)} of ${totalSeconds} s among the calls ${JSON.stringify(lengths)}`).toBe(true);
 }
 
-const short = (e: SttEvent) => (e.type === 'transcript' ? `${e.is_final ? 'final' : 'interim'} ${String(e.text)}` : e.type.startsWith('turn') ? `${e.type} ${String(e.at)}` : e.type);
+/** Events in short; turn events without their time (checked on their own where it matters). */
+const short = (e: SttEvent) => (e.type === 'transcript' ? `${e.is_final ? 'final' : 'interim'} ${String(e.text)}` : e.type);
 
 // ---------------------------------------------------------------------------------------
 
 describe('streaming over a batch engine: GET /stt/websocket', () => {
-  it('the gateway\u2019s detector cuts the utterances (responsive: 350 ms of silence); each is sent whole, once, for a final with session times, then turn.end; billed exactly the audio sent', async () => {
+  it('the gateway\u2019s detector cuts the utterances (responsive: in the silence after each word); each is sent whole, once, for a final with session times, then turn.end; billed exactly the audio sent', async () => {
     const before = peer.transcriptions.length;
     const c = await openSession(h, sttQuery(h, { language: 'en', keyterms: 'Kubernetes,Istio' }));
-    // Three words, more than a second apart.
-    const audio = pcm16(bursts([[0.2, 0.5, 300], [1.9, 2.2, 500], [3.6, 3.9, 700]], 4.5));
+    // Three words, 0.8 s apart: a responsive turn ends ~0.2 s into the silence.
+    const audio = pcm16(bursts([[0.2, 0.5, 100], [1.3, 1.6, 120], [2.4, 2.7, 140]], 3.5));
     expect(await c.stream(audio, FRAMES)).toBe(audio.length);
-    await c.until((e) => e.type === 'turn.end' && (e.at as number) > 3);
+    await c.until((e) => e.type === 'turn.end' && (e.at as number) > 2);
     await closeSession(c);
 
     // An interim (one call at most in flight, one due per second of utterance) may show a word
@@ -169,24 +180,32 @@ describe('streaming over a batch engine: GET /stt/websocket', () => {
       expect(String(next?.text).startsWith(String(interim.text)), summary(c.events)).toBe(true);
     }
     expect(settled, summary(c.events)).toEqual([
-      { type: 'turn.start', at: 0.2 },
-      transcriptEvent(true, 'tone300', [['tone300', 0.2, 0.5]]),
-      { type: 'turn.end', at: 0.5 },
-      { type: 'turn.start', at: 1.9 },
-      transcriptEvent(true, 'tone500', [['tone500', 1.9, 2.2]]),
-      { type: 'turn.end', at: 2.2 },
-      { type: 'turn.start', at: 3.6 },
-      transcriptEvent(true, 'tone700', [['tone700', 3.6, 3.9]]),
-      { type: 'turn.end', at: 3.9 },
-      { type: 'session.closed', reason: 'client_close', audio_seconds: 4.5, cost_usd: usd(audioCost(4500, STT_PRICE)) },
+      { type: 'turn.start', at: near(0.2) },
+      transcriptEvent(true, 'tone100', [['tone100', 0.2, 0.5]]),
+      { type: 'turn.end', at: near(0.5) },
+      { type: 'turn.start', at: near(1.3) },
+      transcriptEvent(true, 'tone120', [['tone120', 1.3, 1.6]]),
+      { type: 'turn.end', at: near(1.6) },
+      { type: 'turn.start', at: near(2.4) },
+      transcriptEvent(true, 'tone140', [['tone140', 2.4, 2.7]]),
+      { type: 'turn.end', at: near(2.7) },
+      { type: 'session.closed', reason: 'client_close', audio_seconds: 3.5, cost_usd: usd(audioCost(3500, STT_PRICE)) },
     ]);
-    await expectSessionBilled(h, c, 4500, 'client_close');
+    await expectSessionBilled(h, c, 3500, 'client_close');
 
-    // The utterances as cut (each turn found within the 100 ms frame where 360 ms of silence
-    // ran out): [0, 0.9), [0.9, 2.6), [2.6, 4.3), and the close's [4.3, 4.5) -- every sample
-    // sent once as a final; interim calls (of silence) may come between.
+    // The utterances as cut (each where its turn was found, in the silence before the next
+    // word, at a 100 ms frame) and the close's rest: every sample sent once as a final; interim
+    // calls may come between.
     const calls = peer.transcriptions.slice(before);
-    expectSubsequence(calls.map((r) => r.samples), [0.9 * RATE, 1.7 * RATE, 1.7 * RATE, 0.2 * RATE]);
+    expectUtterances(
+      calls.map((r) => r.samples),
+      [
+        [0.5, 1.3],
+        [1.6, 2.4],
+        [2.7, 3.4],
+      ],
+      3.5,
+    );
     for (const call of calls) {
       expect(call.sampleRate).toBe(RATE);
       expect(call.headers.authorization).toBe(`Bearer ${OA_KEY}`);
@@ -197,12 +216,12 @@ describe('streaming over a batch engine: GET /stt/websocket', () => {
   it('a long utterance: interims while it grows (each a prefix of the final, words in session time), then one final; more engine calls than utterances and more audio uploaded than spoken, yet billed exactly the audio sent, once', async () => {
     const before = peer.transcriptions.length;
     const c = await openSession(h, sttQuery(h));
-    // Four words 300 ms apart (one turn under responsive), then silence: 3 s.
-    const audio = pcm16(bursts([[0.3, 0.7, 300], [1.0, 1.3, 400], [1.6, 1.9, 500], [2.2, 2.5, 600]], 3.0));
+    // Four words 100 ms apart (one turn under responsive), then silence: 3 s.
+    const audio = pcm16(bursts([[0.3, 0.9, 130], [1.0, 1.3, 120], [1.4, 1.7, 110], [1.8, 2.1, 100]], 3.0));
     // The first second: the utterance reaches 1 s, an interim call goes out; its answer is awaited.
     await c.stream(audio.subarray(0, 2 * RATE), FRAMES);
     const first = await c.until((e) => e.type === 'transcript' && e.is_final === false);
-    expect(first).toEqual(transcriptEvent(false, 'tone300', [['tone300', 0.3, 0.7]]));
+    expect(first).toEqual(transcriptEvent(false, 'tone130', [['tone130', 0.3, 0.9]]));
     await c.stream(audio.subarray(2 * RATE), FRAMES);
     await c.until((e) => e.type === 'turn.end');
     await closeSession(c);
@@ -210,39 +229,47 @@ describe('streaming over a batch engine: GET /stt/websocket', () => {
     const [final, ...moreFinals] = finals(c);
     expect(moreFinals).toEqual([]);
     expect(final).toEqual(
-      transcriptEvent(true, 'tone300 tone400 tone500 tone600', [
-        ['tone300', 0.3, 0.7],
-        ['tone400', 1.0, 1.3],
-        ['tone500', 1.6, 1.9],
-        ['tone600', 2.2, 2.5],
+      transcriptEvent(true, 'tone130 tone120 tone110 tone100', [
+        ['tone130', 0.3, 0.9],
+        ['tone120', 1.0, 1.3],
+        ['tone110', 1.4, 1.7],
+        ['tone100', 1.8, 2.1],
       ]),
     );
     for (const interim of interims(c)) expect(String(final!.text).startsWith(String(interim.text))).toBe(true);
-    // The final precedes turn.end; turn.end is at the last word's end.
-    expect(eventsAfterStart(c).filter((e) => !(e.type === 'transcript' && !e.is_final)).map(short)).toEqual(['turn.start 0.3', 'final tone300 tone400 tone500 tone600', 'turn.end 2.5', 'session.closed']);
+    // The final precedes turn.end; turn.start is at the first word's start, turn.end at the last word's end.
+    expect(eventsAfterStart(c).filter((e) => !(e.type === 'transcript' && !e.is_final)).map(short)).toEqual(['turn.start', 'final tone130 tone120 tone110 tone100', 'turn.end', 'session.closed']);
+    expect([c.ofType('turn.start')[0]!.at, c.ofType('turn.end')[0]!.at]).toEqual([near(0.3), near(2.1)]);
 
     const calls = peer.transcriptions.slice(before);
     const uploaded = calls.reduce((n, r) => n + r.samples, 0);
-    // One utterance (and the close's 0.1 s), but at least one interim call besides.
+    // One utterance (and the close's rest), but at least one interim call besides: the first,
+    // of the utterance's first second.
     expect(calls.length).toBeGreaterThan(2);
     expect(uploaded).toBeGreaterThan(3 * RATE);
-    // The final call took the whole utterance [0, 2.9) once.
-    expectSubsequence(calls.map((r) => r.samples), [1 * RATE, 2.9 * RATE, 0.1 * RATE]);
+    expect(calls[0]!.samples).toBe(1 * RATE);
+    // The final call took the whole utterance, cut in the silence after the last word, once.
+    expectUtterances(
+      calls.map((r) => r.samples),
+      [[2.1, 2.9]],
+      3.0,
+    );
     await expectSessionBilled(h, c, 3000, 'client_close');
   });
 
   it('{"type":"finalize"} mid-utterance: the final of what was sent, then flush_done; the turn goes on and ends later', async () => {
     const c = await openSession(h, sttQuery(h));
-    await c.stream(pcm16(bursts([[0.2, 0.5, 300]], 0.6)), FRAMES);
+    await c.stream(pcm16(bursts([[0.2, 0.5, 110]], 0.6)), FRAMES);
     c.command({ type: 'finalize' });
     const flush = await c.until((e) => e.type === 'flush_done');
-    expect(eventsAfterStart(c).slice(0, c.events.indexOf(flush))).toEqual([{ type: 'turn.start', at: 0.2 }, transcriptEvent(true, 'tone300', [['tone300', 0.2, 0.5]]), { type: 'flush_done' }]);
-    // More speech in the same turn, then the silence that ends it.
-    await c.stream(pcm16(bursts([[0.0, 0.2, 400]], 0.7)), FRAMES);
+    expect(eventsAfterStart(c).slice(0, c.events.indexOf(flush))).toEqual([{ type: 'turn.start', at: near(0.2) }, transcriptEvent(true, 'tone110', [['tone110', 0.2, 0.5]]), { type: 'flush_done' }]);
+    // More speech in the same turn (100 ms later), then the silence that ends it.
+    await c.stream(pcm16(bursts([[0.0, 0.2, 100]], 0.7)), FRAMES);
     await c.until((e) => e.type === 'turn.end');
     await closeSession(c);
-    expect(eventsAfterStart(c).map(short)).toEqual(['turn.start 0.2', 'final tone300', 'flush_done', 'final tone400', 'turn.end 0.8', 'session.closed']);
-    expect(finals(c)[1]).toEqual(transcriptEvent(true, 'tone400', [['tone400', 0.6, 0.8]]));
+    expect(eventsAfterStart(c).map(short)).toEqual(['turn.start', 'final tone110', 'flush_done', 'final tone100', 'turn.end', 'session.closed']);
+    expect(c.ofType('turn.end')[0]!.at).toEqual(near(0.8));
+    expect(finals(c)[1]).toEqual(transcriptEvent(true, 'tone100', [['tone100', 0.6, 0.8]]));
     await expectSessionBilled(h, c, 1300, 'client_close');
   });
 });
@@ -254,7 +281,7 @@ describe('failures', () => {
     peer.transcription = { kind: 'error', status: 401, body: refusal };
     const before = peer.transcriptions.length;
     const c = await openSession(h, sttQuery(h));
-    await c.stream(pcm16(bursts([[0.2, 0.5, 300]], 0.6)), FRAMES);
+    await c.stream(pcm16(bursts([[0.2, 0.5, 120]], 0.6)), FRAMES);
     c.command({ type: 'finalize' });
     expect(await c.closed).toEqual({ code: 1011, reason: 'engine_error' });
     expect(c.events.map((e) => e.type)).toEqual(['session.started', 'turn.start', 'error', 'session.closed']);
@@ -271,7 +298,7 @@ describe('failures', () => {
     peer.modelsStatus = 401;
     peer.transcription = { kind: 'error', status: 401, body: refusal };
     const c = await openSession(h, sttQuery(h));
-    await c.stream(pcm16(bursts([[0.2, 0.5, 300]], 0.6)), FRAMES);
+    await c.stream(pcm16(bursts([[0.2, 0.5, 120]], 0.6)), FRAMES);
     c.command({ type: 'finalize' });
     expect(await c.closed).toEqual({ code: 1011, reason: 'engine_error' });
     await expectSessionNotBilled(h, c, 600, 'engine_error');
@@ -279,14 +306,15 @@ describe('failures', () => {
 
   it('a 5xx answer to a final: upstream_error with the engine\u2019s status and message; billed for the audio received (the engine had transcribed before)', async () => {
     const c = await openSession(h, sttQuery(h));
-    await c.stream(pcm16(bursts([[0.2, 0.5, 300]], 0.6)), FRAMES);
+    await c.stream(pcm16(bursts([[0.2, 0.5, 120]], 0.6)), FRAMES);
     c.command({ type: 'finalize' });
     await c.until((e) => e.type === 'flush_done');
     peer.transcription = { kind: 'error', status: 500, body: { error: { message: 'CUDA out of memory', type: 'server_error', param: null, code: null } } };
-    await c.stream(pcm16(bursts([[0.1, 0.3, 400]], 0.4)), FRAMES);
+    // The next word 100 ms later: the same turn (whether its end or the finalize asks next, the engine answers 500).
+    await c.stream(pcm16(bursts([[0.0, 0.2, 100]], 0.4)), FRAMES);
     c.command({ type: 'finalize' });
     expect(await c.closed).toEqual({ code: 1011, reason: 'engine_error' });
-    expect(eventsAfterStart(c).map(short)).toEqual(['turn.start 0.2', 'final tone300', 'flush_done', 'error', 'session.closed']);
+    expect(eventsAfterStart(c).map(short)).toEqual(['turn.start', 'final tone120', 'flush_done', 'error', 'session.closed']);
     expect(c.ofType('error')[0]).toMatchObject({ code: 'upstream_error' });
     expect(c.ofType('error')[0]!.message).toContain('500: CUDA out of memory');
     await expectSessionBilled(h, c, 1000, 'engine_error');
@@ -296,7 +324,7 @@ describe('failures', () => {
     peer.transcription = { kind: 'hang' };
     const before = peer.transcriptions.length;
     const c = await openSession(hs, sttQuery(hs));
-    await c.stream(pcm16(bursts([[0.2, 0.5, 300]], 0.6)), FRAMES);
+    await c.stream(pcm16(bursts([[0.2, 0.5, 120]], 0.6)), FRAMES);
     c.command({ type: 'finalize' });
     expect(await c.closed).toEqual({ code: 1011, reason: 'engine_error' });
     expect(c.ofType('error')[0]).toMatchObject({ code: 'upstream_timeout' });
@@ -309,7 +337,7 @@ describe('failures', () => {
     const before = peer.transcriptions.length;
     const c = await openSession(h, sttQuery(h));
     // 0.5 s: no interim is due before the finalize, so the one call is the final.
-    await c.stream(pcm16(bursts([[0.2, 0.4, 300]], 0.5)), FRAMES);
+    await c.stream(pcm16(bursts([[0.2, 0.4, 120]], 0.5)), FRAMES);
     c.command({ type: 'finalize' });
     const [call] = (await peer.waitForTranscriptions(before + 1)).slice(before);
     expect(call!.samples).toBe(0.5 * RATE);
@@ -326,7 +354,7 @@ describe('failures', () => {
     vi.spyOn(Math, 'random').mockReturnValue(0.5);
     const before = peer.transcriptions.length;
     const c = await openSession(h, sttQuery(h, { model: 'oa-whisper-failover' }));
-    await c.stream(pcm16(bursts([[0.2, 0.5, 300]], 0.6)), FRAMES);
+    await c.stream(pcm16(bursts([[0.2, 0.5, 120]], 0.6)), FRAMES);
     c.command({ type: 'finalize' });
     const outcome = await c.until((e) => e.type === 'flush_done' || e.type === 'error');
     vi.restoreAllMocks();
@@ -334,7 +362,7 @@ describe('failures', () => {
     // reaching the engine, so the dead upstream is not skipped, and its connect failure
     // mid-session does not mark it down either).
     expect.soft(outcome, summary(c.events)).toEqual({ type: 'flush_done' });
-    expect.soft(finals(c).map((e) => e.text)).toEqual(['tone300']);
+    expect.soft(finals(c).map((e) => e.text)).toEqual(['tone120']);
     expect.soft(h.runtime.ctx.registry.healthOf(deadId), 'the unreachable upstream marked down').toBe('down');
     expect.soft(peer.transcriptions.length).toBe(before + 1);
     c.ws.terminate();
@@ -365,10 +393,10 @@ describe('health (GET {url}/models) and GET /v1/models', () => {
     expect(h.runtime.ctx.registry.healthOf(id)).toBe('up');
     expect(await listed()).toContain('oa-health');
     const c = await openSession(h, sttQuery(h, { model: 'oa-health' }));
-    await c.stream(pcm16(bursts([[0.2, 0.5, 300]], 0.6)), FRAMES);
+    await c.stream(pcm16(bursts([[0.2, 0.5, 120]], 0.6)), FRAMES);
     c.command({ type: 'finalize' });
     await c.until((e) => e.type === 'flush_done');
     await closeSession(c);
-    expect(finals(c).map((e) => e.text)).toEqual(['tone300']);
+    expect(finals(c).map((e) => e.text)).toEqual(['tone120']);
   });
 });

@@ -28,31 +28,64 @@ export function parseMillis(raw: string | number | undefined, param: string, min
   return value;
 }
 
-export interface TurnParams {
-  preset: TurnDetection;
-  /** Send turn.eager_end / turn.resume (with the preset's eager threshold unless one is given). */
-  eager: boolean;
-  speechThreshold?: number;
-  eagerEndThreshold?: number;
-  endThreshold?: number;
-  endTimeoutMs?: number;
-  fixedSilenceMs?: number;
-}
-
 export const MAX_END_TIMEOUT_MS = 60_000;
 
-/** The detector's settings; an eager threshold above the end threshold would never fire before the end. */
-export function settingsFrom(p: TurnParams, eagerParam: string): TurnSettings {
-  const base = turnSettings(p.preset);
-  const endThreshold = p.endThreshold ?? base.endThreshold;
-  const eager = p.eagerEndThreshold ?? (p.eager ? Math.min(base.eagerEndThreshold!, endThreshold) : undefined);
-  if (eager !== undefined && eager > endThreshold) throw new ServiceError('invalid_request', `${eagerParam} (${eager}) must not be above the end threshold (${endThreshold}).`, eagerParam);
+/**
+ * A preset's settings; `eager`: send turn.eager_end / turn.resume at the preset's threshold;
+ * `fixedSilenceMs`: a fixed silence ends turns (Deepgram's endpointing, OpenAI server_vad).
+ */
+export function presetSettings(preset: TurnDetection, options: { eager: boolean; fixedSilenceMs?: number }): TurnSettings {
+  const base = turnSettings(preset);
   return {
     ...base,
-    speechThreshold: p.speechThreshold ?? base.speechThreshold,
-    eagerEndThreshold: eager ?? null,
-    endThreshold,
-    endTimeoutMs: p.endTimeoutMs ?? base.endTimeoutMs,
-    ...(p.fixedSilenceMs !== undefined ? { fixedSilenceMs: p.fixedSilenceMs } : {}),
+    eagerEndThreshold: options.eager ? base.eagerEndThreshold : null,
+    ...(options.fixedSilenceMs !== undefined ? { fixedSilenceMs: options.fixedSilenceMs } : {}),
   };
 }
+
+/**
+ * The turn thresholds as Cartesia names them -- the query's `turn_start_threshold`, ... (our
+ * /stt/websocket and /stt/turns/websocket) or a config message's `turn.start_threshold`, ... --
+ * and means them: on the likelihood that the user is still in a turn. A turn starts above
+ * `start_threshold` (the speech probability a frame needs), eagerly ends below
+ * `eager_end_threshold` and ends below `end_threshold` (start > eager end > end). The detector
+ * weighs P(end of turn) = 1 - that likelihood: the end thresholds are mirrored (1 - x).
+ */
+export interface TurnThresholdParams {
+  start_threshold?: string | number;
+  eager_end_threshold?: string | number;
+  end_threshold?: string | number;
+  end_timeout_ms?: string | number;
+}
+
+export const TURN_KEYS = ['start_threshold', 'eager_end_threshold', 'end_threshold', 'end_timeout_ms'] as const;
+
+/**
+ * `base` with Cartesia's turn settings applied (absent ones keep the base's); `prefix` is how
+ * the parameters are named in errors (`turn_` in the query, `turn.` in a config message).
+ * Throws invalid_request naming the parameter when a value is out of range or the eager end
+ * would not come before the end.
+ */
+export function applyTurnThresholds(base: TurnSettings, p: TurnThresholdParams, prefix: string): TurnSettings {
+  const name = (key: (typeof TURN_KEYS)[number]) => `${prefix}${key}`;
+  const start = parseThreshold(p.start_threshold, name('start_threshold'));
+  const eagerEnd = parseThreshold(p.eager_end_threshold, name('eager_end_threshold'));
+  const end = parseThreshold(p.end_threshold, name('end_threshold'));
+  const endTimeoutMs = parseMillis(p.end_timeout_ms, name('end_timeout_ms'), 100, MAX_END_TIMEOUT_MS);
+  const next: TurnSettings = {
+    ...base,
+    speechThreshold: start ?? base.speechThreshold,
+    eagerEndThreshold: eagerEnd !== undefined ? 1 - eagerEnd : base.eagerEndThreshold,
+    endThreshold: end !== undefined ? 1 - end : base.endThreshold,
+    endTimeoutMs: endTimeoutMs ?? base.endTimeoutMs,
+  };
+  // In Cartesia's terms: the eager end must be reached (going down) before the end.
+  if (next.eagerEndThreshold !== null && next.eagerEndThreshold >= next.endThreshold) {
+    const [eagerIn, endIn] = [round(1 - next.eagerEndThreshold), round(1 - next.endThreshold)];
+    const param = eagerEnd !== undefined ? name('eager_end_threshold') : name('end_threshold');
+    throw new ServiceError('invalid_request', `${name('eager_end_threshold')} (${eagerIn}) must be above ${name('end_threshold')} (${endIn}): a turn eagerly ends before it ends.`, param);
+  }
+  return next;
+}
+
+const round = (x: number) => Math.round(x * 1000) / 1000;

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { expect, it } from 'vitest';
-import { startCheckpointer } from './sqlite-checkpointer.js';
+import { startCheckpointer, type CheckpointDone } from './sqlite-checkpointer.js';
 
 it('checkpoints the WAL into the database file from its worker thread', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'svc-ckpt-'));
@@ -20,10 +20,17 @@ it('checkpoints the WAL into the database file from its worker thread', async ()
       for (let i = 0; i < 2000; i++) insert.run('x'.repeat(200));
     })();
     const before = statSync(path).size;
-    const checkpointer = startCheckpointer(path, 20);
-    await new Promise((r) => setTimeout(r, 300));
-    await checkpointer.close();
+    // The first periodic checkpoint that found the whole WAL moved into the file (close() runs
+    // one more, so the size is read before it).
+    let checkpointed!: (done: CheckpointDone) => void;
+    const whole = new Promise<CheckpointDone>((r) => (checkpointed = r));
+    const checkpointer = startCheckpointer(path, 20, (done) => {
+      if (done.walPages > 0 && done.checkpointedPages === done.walPages) checkpointed(done);
+    });
+    const done = await whole;
+    expect(done.walPages).toBeGreaterThan(75); // 2,000 rows of 200 bytes: > 300 kB of 4 kB pages
     expect(statSync(path).size).toBeGreaterThan(before + 300_000);
+    await checkpointer.close();
     db.close();
   } finally {
     rmSync(dir, { recursive: true, force: true });

@@ -12,7 +12,12 @@ const { workerData, parentPort } = require('node:worker_threads');
 const Database = require('node:module').createRequire(workerData.from)('better-sqlite3');
 const db = new Database(workerData.path, { timeout: 5000 });
 const checkpoint = db.prepare('PRAGMA wal_checkpoint(PASSIVE)');
-const timer = setInterval(() => { try { checkpoint.run(); } catch {} }, workerData.intervalMs);
+const timer = setInterval(() => {
+  try {
+    const done = checkpoint.get();
+    if (workerData.report) parentPort.postMessage({ walPages: done.log, checkpointedPages: done.checkpointed });
+  } catch {}
+}, workerData.intervalMs);
 parentPort.on('message', () => { clearInterval(timer); try { checkpoint.run(); } catch {} db.close(); process.exit(0); });
 `;
 
@@ -20,11 +25,19 @@ export interface Checkpointer {
   close(): Promise<void>;
 }
 
-export function startCheckpointer(path: string, intervalMs = 500): Checkpointer {
+/** What one periodic checkpoint did: pages in the WAL, and how many of them are now in the database file. */
+export interface CheckpointDone {
+  walPages: number;
+  checkpointedPages: number;
+}
+
+/** `onCheckpoint`: told after each periodic checkpoint (tests wait on it rather than on the clock). */
+export function startCheckpointer(path: string, intervalMs = 500, onCheckpoint?: (done: CheckpointDone) => void): Checkpointer {
   const worker = new Worker(WORKER_SOURCE, {
     eval: true,
-    workerData: { path, intervalMs, from: import.meta.url },
+    workerData: { path, intervalMs, from: import.meta.url, report: onCheckpoint !== undefined },
   });
+  if (onCheckpoint) worker.on('message', onCheckpoint);
   worker.unref();
   return {
     close: () =>

@@ -47,18 +47,31 @@ async function ask(url: string, key: string, init: { method?: string; body?: str
   return { status: res.status, code: body.error?.code };
 }
 
-/** Requests in a loop, `concurrency` at a time, until stop() is called; returns every answer. */
-function loadLoop(concurrency: number, request: () => Promise<Answer>): { answers: Answer[]; stop: () => Promise<Answer[]> } {
+/**
+ * Requests in a loop, `concurrency` at a time, until stop() is called; returns every answer.
+ * `answered(n)` resolves once `n` answers have come back in all (the test's steps wait on the
+ * load's progress, not on the clock).
+ */
+function loadLoop(concurrency: number, request: () => Promise<Answer>) {
   const answers: Answer[] = [];
+  const waiting: { count: number; resolve: () => void }[] = [];
   let running = true;
   const workers = Array.from({ length: concurrency }, async () => {
     while (running) {
       answers.push(await request().catch((e: Error) => ({ status: 0, code: `client error: ${e.message}` })));
-      await sleep(5);
+      for (const w of waiting.filter((w) => answers.length >= w.count)) {
+        waiting.splice(waiting.indexOf(w), 1);
+        w.resolve();
+      }
+      await sleep(5); // pacing (about 200 requests/s per worker), not a wait for anything
     }
   });
   return {
     answers,
+    answered(count: number): Promise<void> {
+      if (answers.length >= count) return Promise.resolve();
+      return new Promise((resolve) => waiting.push({ count, resolve }));
+    },
     async stop() {
       running = false;
       await Promise.all(workers);
@@ -127,7 +140,8 @@ describe('upstreams answering garbage', () => {
     const res = await fetch(`${h.url}/v1/chat/completions`, { method: 'POST', headers: { ...h.headers, 'x-request-id': 'junk-stream-1' }, body });
     expect(res.status).toBe(200);
     expect(await res.text()).toBe(garbage);
-    const usage = await until('the stream to be billed', async () => (await usageRows(h.testDb.db.prisma, { requestId: 'junk-stream-1' }))[0]);
+    await h.settled();
+    const [usage] = await usageRows(h.testDb.db.prisma, { requestId: 'junk-stream-1' });
     // No usage and no content chunks from the engine: the prompt at 4 bytes a token, no output.
     expect(usage).toMatchObject({ inputTokens: Math.ceil(Buffer.byteLength(body) / 4), outputTokens: 0, costMicros: BigInt(Math.ceil(Buffer.byteLength(body) / 4)) });
     await expectLedgerConsistent(h.testDb.db, h.orgId);
@@ -147,6 +161,7 @@ describe('upstreams answering garbage', () => {
     const res = await fetch(`${h.url}/v1/audio/transcriptions`, { method: 'POST', headers: { authorization: h.headers.authorization!, 'x-request-id': `junk-stt-${contentType}-${body.length}` }, body: form });
     const answer = (await res.json()) as { error?: { code: string; type: string } };
     expect({ status: res.status, code: answer.error?.code, type: answer.error?.type }).toEqual({ status: 502, code: 'upstream_error', type: 'api_error' });
+    await h.settled();
     expect(await usageRows(h.testDb.db.prisma, { requestId: `junk-stt-${contentType}-${body.length}` })).toEqual([]);
   });
 });
@@ -205,9 +220,13 @@ describe('Redis stopped and restarted under load', () => {
 
     const { key } = await orgWithKey(h.testDb.db, 1_000_000n);
     const load = loadLoop(4, () => ask(`${h.url}/v1/models`, key));
-    await sleep(300);
+    await load.answered(20); // counted while Redis is there
+    const limiterErrors = async () => Number(/^svc_rate_limiter_errors_total (\d+)/m.exec((await h.runtime.ctx.metrics.render()).body)?.[1] ?? 0);
+    expect(await limiterErrors()).toBe(0);
     await killRedis();
-    await sleep(1_000);
+    // The gateway has noticed once a request was admitted uncounted; the load runs on through the outage.
+    await until('a request admitted without Redis', async () => ((await limiterErrors()) > 0 ? true : undefined));
+    await load.answered(load.answers.length + 20);
     // With Redis gone, a limited key is not limited (and nothing fails).
     expect(await window(3, 5)).toEqual([200, 200, 200, 200, 200]);
     await startRedis();
@@ -216,15 +235,29 @@ describe('Redis stopped and restarted under load', () => {
     const answers = await load.stop();
     expect(tally(answers)).toEqual({ '200': answers.length });
     expect(answers.length).toBeGreaterThan(10);
-    // The outage shows in the metrics.
-    const text = await h.runtime.ctx.metrics.render();
-    expect(Number(/^svc_rate_limiter_errors_total (\d+)/m.exec(text.body)?.[1])).toBeGreaterThan(0);
   });
 
   it('a gateway starting while Redis is down waits for it and counts from its first request', async () => {
     await killRedis();
-    const starting = startGateway({ env: { REDIS_URL: `redis://127.0.0.1:${port}` } }).then((g) => ({ g, listeningAt: Date.now() }));
-    await sleep(1_500);
+    // Meanwhile Redis's port takes connections and cuts each at once: nothing a client can use.
+    // The gateway is waiting for Redis once it has tried several times (ioredis backs off 50,
+    // 100, 150... ms between tries: eight take about 1.4 s), and by then it must not be listening.
+    let tries = 0;
+    let triedEnough!: () => void;
+    const enoughTries = new Promise<void>((r) => (triedEnough = r));
+    const cutter = createServer((socket) => {
+      socket.destroy();
+      if (++tries === 8) triedEnough();
+    });
+    await new Promise<void>((r) => cutter.listen(port, '127.0.0.1', () => r()));
+    let listening = false;
+    const starting = startGateway({ env: { REDIS_URL: `redis://127.0.0.1:${port}` } }).then((g) => {
+      listening = true;
+      return { g, listeningAt: Date.now() };
+    });
+    await enoughTries;
+    expect(listening).toBe(false);
+    await new Promise((r) => cutter.close(r));
     const redisStartedAt = Date.now();
     await startRedis();
     const { g, listeningAt } = await starting;
@@ -331,7 +364,7 @@ describe('PostgreSQL unreachable and back under load', () => {
     expect(await chat()).toEqual({ status: 200, code: undefined });
 
     const load = loadLoop(4, chat);
-    await sleep(500);
+    await load.answered(20); // served while the database is there
     await proxy.down();
     // While it is away: every request is refused with the spec's retryable 503.
     const during = await until('503 verify_unavailable', async () => {
@@ -342,7 +375,7 @@ describe('PostgreSQL unreachable and back under load', () => {
     const ready = await fetch(`${url}/ready`);
     expect(ready.status).toBe(503);
     expect(((await ready.json()) as { database: string }).database).toBe('down');
-    await sleep(1_000);
+    await load.answered(load.answers.length + 20); // the load runs on through the outage
 
     await proxy.up();
     await until('chat to succeed again', async () => ((await chat()).status === 200 ? true : undefined));

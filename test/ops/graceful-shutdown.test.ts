@@ -102,6 +102,7 @@ describe('SIGTERM on svc gateway', () => {
     const usage = await usageRows(t.db.prisma, { orgId });
     expect(usage.map((u) => [u.requestId, u.inputTokens, u.outputTokens, u.costMicros])).toEqual([['shutdown-complete-1', 10, 8, 18n]]);
     expect(await expectLedgerConsistent(t.db, orgId)).toBe(1_000_000n - 18n);
+    await gw.outputClosed; // every line, the last batch (written at exit) included
     expect(gw.output()).not.toMatch(/"level":(50|60)/); // no error or fatal log lines
   });
 

@@ -16,7 +16,7 @@ import { startScriptedUpstream, type ScriptedUpstream } from '../support/scripte
 import { sseReader } from '../support/sse-client.js';
 import { TEST_DIALECT, createTestDatabase, type TestDatabase } from '../support/test-database.js';
 import { chatBody, expectLedgerConsistent, orgWithKey } from '../support/ops-fixture.js';
-import { sleep, startSvcGateway, stopSvc, type SvcProcess } from '../support/svc-process.js';
+import { startSvcGateway, stopSvc, type SvcProcess } from '../support/svc-process.js';
 import { usageRows } from '../support/usage-rows.js';
 import { awayFromMinuteBoundary } from '../support/rate-window.js';
 import { checkProtocol } from '../../gateway/upstreams/protocols/index.js';
@@ -153,9 +153,8 @@ describe(`three replicas on one ${process.env.TEST_DB === 'postgresql' ? 'Postgr
     expect(await victim.exited).toEqual({ code: null, signal: 'SIGKILL' });
     // The connection ends: reading the rest fails (no [DONE]) instead of hanging.
     await expect(events.rest()).rejects.toThrow();
-    // The engine's request was dropped with the process.
-    await sleep(200);
-    expect(upstream.streams[streamsBefore]!.closedEarly).toBe(true);
+    // The engine's request was dropped with the process (the upstream sees its socket close a moment later).
+    await vi.waitFor(() => expect(upstream.streams[streamsBefore]!.closedEarly).toBe(true), { timeout: 10_000, interval: 20 });
 
     // The stream was not billed (its debit comes at the end, which never happened); the
     // ledger still sums to the balance.

@@ -58,20 +58,21 @@ describe('svc gateway', () => {
     const pid = p.child.pid!;
     expect(commandLine(pid).slice(1)).toEqual(['--heap-growing-percent=30', join(ROOT, 'bin/svc.mjs'), 'gateway']);
     expect(environment(pid).get('MALLOC_ARENA_MAX')).toBe('2');
-    // The gateway's own log lines carry the pid of the process that listens: the one started.
-    // Lines are written in batches (at most 100 ms apart): /health may answer before this one is out.
-    const listening = () =>
-      p
-        .output()
-        .split('\n')
-        .filter((l) => l.startsWith('{') && l.endsWith('}'))
-        .map((l) => JSON.parse(l) as { msg?: string; pid?: number })
-        .find((l) => l.msg === 'gateway listening');
-    await expect.poll(() => listening()?.pid, { timeout: 5_000 }).toBe(pid);
     expect(childrenOf(pid)).toEqual([]);
 
     await stopSvc(p);
     expect(await p.exited).toEqual({ code: 0, signal: null });
+    // The gateway's own log lines carry the pid of the process that listened: the one started.
+    // Lines are written in batches while it runs (at most 100 ms apart) and the rest at exit,
+    // so they are read once its output has closed, not polled for while it runs.
+    await p.outputClosed;
+    const lines = p
+      .output()
+      .split('\n')
+      .filter((l) => l.startsWith('{') && l.endsWith('}'))
+      .map((l) => JSON.parse(l) as { msg?: string; pid?: number });
+    expect(lines.find((l) => l.msg === 'gateway listening')?.pid).toBe(pid);
+    expect(lines.at(-1)).toMatchObject({ msg: 'shut down', pid });
   });
 
   it('keeps a heap-growing setting and MALLOC_ARENA_MAX the operator set', async () => {

@@ -14,6 +14,13 @@ export interface GatewayHarness {
   runtime: GatewayRuntime;
   testDb: TestDatabase;
   headers: Record<string, string>;
+  /**
+   * Resolves once every debit the gateway has made so far is in the database. On SQLite a
+   * usage debit is committed just after its answer is written (README, "Credits"), so a read
+   * through another connection (testDb) right after a response must wait for this first.
+   */
+  settled(): Promise<void>;
+  /** The org's balance as stored, after settled(). */
   balanceMicros(): Promise<bigint>;
   close(): Promise<void>;
 }
@@ -42,7 +49,9 @@ export async function startGateway(options: { creditsMicros?: bigint; env?: Reco
     runtime,
     testDb,
     headers: { authorization: `Bearer ${key.key}`, 'content-type': 'application/json' },
+    settled: () => runtime.ctx.db.hot.settle(),
     async balanceMicros() {
+      await runtime.ctx.db.hot.settle();
       return (await testDb.db.prisma.org.findUniqueOrThrow({ where: { id: org.id } })).balanceMicros;
     },
     async close() {

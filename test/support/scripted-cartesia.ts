@@ -65,6 +65,8 @@ export interface SttSocketRecord {
   query: URLSearchParams;
   headers: IncomingHttpHeaders;
   audioBytes: number;
+  /** Resolves once at least `bytes` of audio have arrived on this socket. */
+  audioReached(bytes: number): Promise<void>;
   commands: string[];
   closed: Promise<{ code: number; reason: string }>;
 }
@@ -331,10 +333,20 @@ export async function startScriptedCartesia(options: ScriptedCartesiaOptions = {
 
   function transcribeLive(ws: WebSocket, req: IncomingMessage, query: URLSearchParams, rate: number): void {
     const requestId = randomUUID();
+    const audioWaiters: (() => boolean)[] = [];
     const record: SttSocketRecord = {
       query,
       headers: req.headers,
       audioBytes: 0,
+      audioReached: (bytes) =>
+        new Promise((resolve) => {
+          const check = () => {
+            if (record.audioBytes < bytes) return false;
+            resolve();
+            return true;
+          };
+          if (!check()) audioWaiters.push(check);
+        }),
       commands: [],
       closed: new Promise((resolve) => ws.on('close', (code, reason) => resolve({ code, reason: reason.toString() }))),
     };
@@ -371,6 +383,7 @@ export async function startScriptedCartesia(options: ScriptedCartesiaOptions = {
         clearTimeout(idle);
         idle = setTimeout(() => ws.close(1000), idleMs);
         record.audioBytes += data.length;
+        notify(audioWaiters);
         const bytes: Buffer = carry ? Buffer.concat([carry, data]) : data;
         const even = bytes.length & ~1;
         carry = even < bytes.length ? bytes.subarray(even) : null;

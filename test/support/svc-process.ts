@@ -48,6 +48,12 @@ export interface SvcProcess {
   output(): string;
   /** Resolves with the exit code (null when killed by a signal) and the signal. */
   exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  /**
+   * Resolves once the process has exited and its stdout and stderr are closed: output() then
+   * holds every line it wrote. The gateway writes its log in batches and the rest at exit, so
+   * a line may be missing from output() while the process runs and even just after `exited`.
+   */
+  outputClosed: Promise<void>;
 }
 
 /**
@@ -82,12 +88,16 @@ export async function startSvcGateway(name: string, env: Record<string, string>)
       resolve({ code, signal });
     }),
   );
+  const outputClosed = new Promise<void>((resolve) => child.once('close', () => resolve()));
   let gone = false;
   void exited.then(() => (gone = true));
-  const proc: SvcProcess = { name, port, base: `http://127.0.0.1:${port}`, child, output: () => output, exited };
+  const proc: SvcProcess = { name, port, base: `http://127.0.0.1:${port}`, child, output: () => output, exited, outputClosed };
   const deadline = Date.now() + START_TIMEOUT_MS;
   for (;;) {
-    if (gone) throw new Error(`gateway ${name} exited before it answered /health:\n${output}`);
+    if (gone) {
+      await outputClosed; // the reason it gave may still be in the pipe
+      throw new Error(`gateway ${name} exited before it answered /health:\n${output}`);
+    }
     if (Date.now() > deadline) {
       child.kill('SIGKILL');
       throw new Error(`gateway ${name} did not answer /health within ${START_TIMEOUT_MS} ms:\n${output}`);

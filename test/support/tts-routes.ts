@@ -279,6 +279,7 @@ export async function billingOf(h: GatewayHarness, id: string) {
 
 export async function expectNotBilled(h: GatewayHarness, id: string) {
   const prisma = h.testDb.db.prisma;
+  await h.settled();
   expect(await prisma.ledgerEntry.count({ where: { requestId: id } })).toBe(0);
 }
 

@@ -17,47 +17,8 @@
 import { ServiceError } from '../../../server/services/errors.js';
 import { cartesiaError, commandWord, type SttDialect } from '../dialect.js';
 import type { TurnSettings } from '../turn-detector.js';
-import { MAX_END_TIMEOUT_MS, parseMillis, parseThreshold } from '../turn-params.js';
+import { applyTurnThresholds, TURN_KEYS, type TurnThresholdParams } from '../turn-params.js';
 
-/** Cartesia's turn settings, as the query (`turn_start_threshold`, ...) or a config message's `turn` (`start_threshold`, ...) names them. */
-export interface CartesiaTurnParams {
-  start_threshold?: string | number;
-  eager_end_threshold?: string | number;
-  end_threshold?: string | number;
-  end_timeout_ms?: string | number;
-}
-
-const TURN_KEYS = ['start_threshold', 'eager_end_threshold', 'end_threshold', 'end_timeout_ms'] as const;
-
-/**
- * `base` with Cartesia's turn settings applied (absent ones keep the base's); `prefix` is how
- * the parameters are named in errors (`turn_` in the query, `turn.` in a config message).
- * Throws invalid_request naming the parameter when a value is out of range or the eager end
- * would not come before the end.
- */
-export function applyCartesiaTurns(base: TurnSettings, p: CartesiaTurnParams, prefix: string): TurnSettings {
-  const name = (key: (typeof TURN_KEYS)[number]) => `${prefix}${key}`;
-  const start = parseThreshold(p.start_threshold, name('start_threshold'));
-  const eagerEnd = parseThreshold(p.eager_end_threshold, name('eager_end_threshold'));
-  const end = parseThreshold(p.end_threshold, name('end_threshold'));
-  const endTimeoutMs = parseMillis(p.end_timeout_ms, name('end_timeout_ms'), 100, MAX_END_TIMEOUT_MS);
-  const next: TurnSettings = {
-    ...base,
-    speechThreshold: start ?? base.speechThreshold,
-    eagerEndThreshold: eagerEnd !== undefined ? 1 - eagerEnd : base.eagerEndThreshold,
-    endThreshold: end !== undefined ? 1 - end : base.endThreshold,
-    endTimeoutMs: endTimeoutMs ?? base.endTimeoutMs,
-  };
-  // In Cartesia's terms: the eager end must be reached (going down) before the end.
-  if (next.eagerEndThreshold !== null && next.eagerEndThreshold >= next.endThreshold) {
-    const [eagerIn, endIn] = [round(1 - next.eagerEndThreshold), round(1 - next.endThreshold)];
-    const param = eagerEnd !== undefined ? name('eager_end_threshold') : name('end_threshold');
-    throw new ServiceError('invalid_request', `${name('eager_end_threshold')} (${eagerIn}) must be above ${name('end_threshold')} (${endIn}): a turn eagerly ends before it ends.`, param);
-  }
-  return next;
-}
-
-const round = (x: number) => Math.round(x * 1000) / 1000;
 
 /** The session's events in Cartesia's auto-finalize protocol; `turns` are the session's settings at the start (config messages change them). */
 export function cartesiaTurnsDialect(requestId: string, turns: TurnSettings): SttDialect {
@@ -145,7 +106,7 @@ export function cartesiaTurnsDialect(requestId: string, turns: TurnSettings): St
     for (const [k, v] of Object.entries(turn)) {
       if (typeof v !== 'number') throw new ServiceError('invalid_request', `turn.${k} must be a number (got ${JSON.stringify(v)}).`);
     }
-    settings = applyCartesiaTurns(settings, turn as CartesiaTurnParams, 'turn.');
+    settings = applyTurnThresholds(settings, turn as TurnThresholdParams, 'turn.');
     return { speechThreshold: settings.speechThreshold, eagerEndThreshold: settings.eagerEndThreshold, endThreshold: settings.endThreshold, endTimeoutMs: settings.endTimeoutMs };
   }
 }
