@@ -29,7 +29,7 @@ import { createTracing } from './tracing/gateway-tracing.js';
 import { ModelRegistry } from './registry/model-registry.js';
 import { unloadAll as unloadLocalModels } from './upstreams/llama-cpp/llama-engine.js';
 import { limitDecoders, shutdownRecognizers } from './upstreams/pocketsphinx/recognizer.js';
-import { limitEngines, stopEngineSpawner } from './upstreams/local-tts/run-engine.js';
+import { limitEngines, stopEngineSpawner, warmUpEngineSpawner } from './upstreams/local-tts/run-engine.js';
 import { checkProtocol, ProtocolRuntimes } from './upstreams/protocols/index.js';
 
 export interface GatewayRuntime {
@@ -176,6 +176,7 @@ export async function createGatewayRuntime(config: Config, options: { logger?: b
     : null;
 
   registry.start(config.registryRefreshMs, (err) => app.log.warn({ err }, 'registry refresh failed'));
+  if (registry.upstreams().some((u) => u.protocol === 'flite' || u.protocol === 'espeak-ng')) warmUpEngineSpawner();
   health.start(config.healthCheckMs);
   upstreamStats.start(5_000, (err) => app.log.warn({ err }, 'upstream stats flush failed'));
   // glibc keeps what malloc freed: ~1 s after start V8 peaks at ~80 MB of malloc (compiling),

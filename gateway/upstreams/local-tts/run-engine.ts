@@ -71,6 +71,14 @@ function getSpawner(): ChildProcess {
   return child;
 }
 
+/**
+ * Starts the spawner now (gateway start, when a local speech engine is registered): the first
+ * synthesis then does not wait for a Node process to boot.
+ */
+export function warmUpEngineSpawner(): void {
+  getSpawner();
+}
+
 /** Stops the spawner (graceful shutdown, tests); engines still running are killed. */
 export function stopEngineSpawner(): void {
   spawner?.disconnect();
