@@ -89,7 +89,11 @@ async function aUsageSince(before: number, count: number): Promise<UsageRow[]> {
   );
   return rows;
 }
-const aUsageCount = async () => (await usageRows(a.testDb.db.prisma, { orgId: a.orgId })).length;
+/** A's usage rows so far, its own requests' included (on SQLite a debit commits just after its answer). */
+const aUsageCount = async () => {
+  await a.settled();
+  return (await usageRows(a.testDb.db.prisma, { orgId: a.orgId })).length;
+};
 
 function s16(bytes: Buffer): Int16Array {
   expect(bytes.length % 2).toBe(0);
