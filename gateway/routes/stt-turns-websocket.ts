@@ -7,13 +7,11 @@
 // and Cartesia-Version (header) or cartesia_version (query). Turns are always the gateway's
 // detector's: it gives the eager ends and resumes, and follows `config` messages.
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { ENCODINGS, type Encoding } from '../audio/output-format.js';
 import { ServiceError } from '../../server/services/errors.js';
 import type { GatewayContext } from '../context.js';
-import { parseSampleRateParam } from '../stt/decode-upload.js';
 import { cartesiaTurnsDialect } from '../stt/dialects/cartesia-turns.js';
-import { streamingModel, sttSessionRoute, type SessionPlan } from '../stt/open-session.js';
-import { applyTurnThresholds, parsePreset, presetSettings } from '../stt/turn-params.js';
+import { audioFormatFromQuery, streamingModel, sttSessionRoute, type SessionPlan } from '../stt/open-session.js';
+import { turnSettingsFromQuery } from '../stt/turn-params.js';
 import { queryKeyterms } from './transcriptions.js';
 
 /** Cartesia's API version: a date (every version is served alike; anything else is a client's mistake worth naming). */
@@ -27,17 +25,9 @@ function planTurnsSession(ctx: GatewayContext, request: FastifyRequest): Session
   if (version !== undefined && (typeof version !== 'string' || !VERSION.test(version))) {
     throw new ServiceError('invalid_request', 'Cartesia-Version (or cartesia_version) must be a date like 2026-03-01.', 'cartesia_version');
   }
-  const base = presetSettings(parsePreset(one('turn_detection'), 'turn_detection'), { eager: true });
-  const turns = applyTurnThresholds(
-    base,
-    { start_threshold: one('turn_start_threshold'), eager_end_threshold: one('turn_eager_end_threshold'), end_threshold: one('turn_end_threshold'), end_timeout_ms: one('turn_end_timeout_ms') },
-    'turn_',
-  );
+  const turns = turnSettingsFromQuery(one, true);
   const model = streamingModel(ctx, one('model'));
-  const rawRate = one('sample_rate');
-  const sampleRate = parseSampleRateParam(rawRate === undefined || rawRate === '' ? '16000' : rawRate, model.sampleRates)!;
-  const encoding = (one('encoding') ?? 'pcm_s16le') as Encoding;
-  if (!ENCODINGS.includes(encoding)) throw new ServiceError('invalid_request', `encoding must be one of ${ENCODINGS.join(', ')}.`, 'encoding');
+  const { sampleRate, encoding } = audioFormatFromQuery(one, model);
   return { model, sampleRate, encoding, turnSource: 'gateway', turns, keyterms: queryKeyterms(q), language: one('language'), dialect: cartesiaTurnsDialect(request.id, turns) };
 }
 

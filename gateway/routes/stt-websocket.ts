@@ -5,14 +5,12 @@
 // the error envelope. What every streaming-transcription route shares is gateway/stt/open-session.ts.
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import websocket from '@fastify/websocket';
-import { ENCODINGS, type Encoding } from '../audio/output-format.js';
 import { ServiceError } from '../../server/services/errors.js';
 import type { GatewayContext } from '../context.js';
-import { parseSampleRateParam } from '../stt/decode-upload.js';
 import { selectSubprotocol } from '../core/gateway-core.js';
-import { streamingModel, sttSessionRoute, type SessionPlan } from '../stt/open-session.js';
+import { audioFormatFromQuery, streamingModel, sttSessionRoute, type SessionPlan } from '../stt/open-session.js';
 import { cartesiaSttDialect } from '../stt/dialect.js';
-import { applyTurnThresholds, parsePreset, presetSettings } from '../stt/turn-params.js';
+import { turnSettingsFromQuery } from '../stt/turn-params.js';
 import { queryKeyterms } from './transcriptions.js';
 
 const TURN_SOURCES = ['auto', 'gateway'] as const;
@@ -23,18 +21,9 @@ function planSession(ctx: GatewayContext, request: FastifyRequest): SessionPlan 
   const eager = one('eager_end');
   if (eager !== undefined && eager !== 'true' && eager !== 'false') throw new ServiceError('invalid_request', `eager_end must be true or false (got ${JSON.stringify(eager)}).`, 'eager_end');
   // Cartesia's threshold names and meaning (gateway/stt/turn-params.ts); an eager threshold turns eager ends on.
-  const base = presetSettings(parsePreset(one('turn_detection'), 'turn_detection'), { eager: eager === 'true' || one('turn_eager_end_threshold') !== undefined });
-  const turns = applyTurnThresholds(
-    base,
-    { start_threshold: one('turn_start_threshold'), eager_end_threshold: one('turn_eager_end_threshold'), end_threshold: one('turn_end_threshold'), end_timeout_ms: one('turn_end_timeout_ms') },
-    'turn_',
-  );
+  const turns = turnSettingsFromQuery(one, eager === 'true' || one('turn_eager_end_threshold') !== undefined);
   const model = streamingModel(ctx, one('model'));
-  // Absent or empty (as a batch form field) is the default, checked like a given rate.
-  const rawRate = one('sample_rate');
-  const sampleRate = parseSampleRateParam(rawRate === undefined || rawRate === '' ? '16000' : rawRate, model.sampleRates)!;
-  const encoding = (one('encoding') ?? 'pcm_s16le') as Encoding;
-  if (!ENCODINGS.includes(encoding)) throw new ServiceError('invalid_request', `encoding must be one of ${ENCODINGS.join(', ')}.`, 'encoding');
+  const { sampleRate, encoding } = audioFormatFromQuery(one, model);
   const keyterms = queryKeyterms(q);
   const turnSource = (one('turn_source') ?? 'auto') as SessionPlan['turnSource'];
   if (!TURN_SOURCES.includes(turnSource)) throw new ServiceError('invalid_request', `turn_source must be auto or gateway (got ${JSON.stringify(turnSource)}).`, 'turn_source');

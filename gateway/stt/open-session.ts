@@ -8,7 +8,8 @@
 import { randomBytes } from 'node:crypto';
 import type { FastifyRequest, RouteOptions } from 'fastify';
 import type { WebSocket } from 'ws';
-import type { Encoding } from '../audio/output-format.js';
+import { ENCODINGS, type Encoding } from '../audio/output-format.js';
+import { parseSampleRateParam } from './decode-upload.js';
 import { ServiceError } from '../../server/services/errors.js';
 import { perSecondCostMicros } from '../../server/services/credits/pricing.js';
 import type { GatewayContext } from '../context.js';
@@ -57,6 +58,16 @@ export function streamingModel(ctx: GatewayContext, modelId: unknown): ModelEntr
   }
   ctx.registry.upstreamOrder(streaming);
   return streaming;
+}
+
+/** The audio a socket's query announces: `sample_rate` (default 16000, within the model's rates) and `encoding` (default pcm_s16le). */
+export function audioFormatFromQuery(one: (name: string) => string | undefined, model: ModelEntry): { sampleRate: number; encoding: Encoding } {
+  // Absent or empty (as a batch form field) is the default, checked like a given rate.
+  const rawRate = one('sample_rate');
+  const sampleRate = parseSampleRateParam(rawRate === undefined || rawRate === '' ? '16000' : rawRate, model.sampleRates)!;
+  const encoding = (one('encoding') ?? 'pcm_s16le') as Encoding;
+  if (!ENCODINGS.includes(encoding)) throw new ServiceError('invalid_request', `encoding must be one of ${ENCODINGS.join(', ')}.`, 'encoding');
+  return { sampleRate, encoding };
 }
 
 const upgradeRequired = () => new ServiceError('upgrade_required', 'This is a WebSocket route: connect with a WebSocket client (Upgrade: websocket).');

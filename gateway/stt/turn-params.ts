@@ -89,3 +89,12 @@ export function applyTurnThresholds(base: TurnSettings, p: TurnThresholdParams, 
 }
 
 const round = (x: number) => Math.round(x * 1000) / 1000;
+
+/** The turn settings of a socket's query: `turn_detection` and Cartesia's `turn_*` thresholds. */
+export function turnSettingsFromQuery(one: (name: string) => string | undefined, eager: boolean): TurnSettings {
+  return applyTurnThresholds(
+    presetSettings(parsePreset(one('turn_detection'), 'turn_detection'), { eager }),
+    { start_threshold: one('turn_start_threshold'), eager_end_threshold: one('turn_eager_end_threshold'), end_threshold: one('turn_end_threshold'), end_timeout_ms: one('turn_end_timeout_ms') },
+    'turn_',
+  );
+}
