@@ -3,14 +3,11 @@
 // fields may come before or after the file. `response_format` picks the answer's shape
 // (transcription-formats.ts); the default (json) is the spec's {text, words, duration_seconds}.
 import type { FastifyInstance } from 'fastify';
-import { perSecondCostMicros } from '../../server/services/credits/pricing.js';
 import { ServiceError } from '../../server/services/errors.js';
-import { setSpendHeaders } from '../core/gateway-core.js';
 import type { GatewayContext } from '../context.js';
 import { acceptMultipart, readUpload } from '../multipart-upload.js';
 import { decodeUploadedAudio, parseSampleRateParam } from '../stt/decode-upload.js';
-import { transcribeWithUpstreams } from '../stt/transcribe.js';
-import { onResponseClose } from '../client-gone.js';
+import { transcribeBilled } from '../stt/transcribe-billed.js';
 import { parseGranularities, parseResponseFormat, segmentsOf, srt, verboseJson, vtt } from './transcription-formats.js';
 
 export const TRANSCRIPTION_BODY_LIMIT = 25 * 1024 * 1024;
@@ -56,20 +53,7 @@ export async function registerTranscriptionRoutes(app: FastifyInstance, ctx: Gat
     const audio = decodeUploadedAudio(file, declaredRate, model.sampleRates);
     file = undefined;
 
-    // The decoded duration is the cost: reserved before the engine runs (402 if the balance,
-    // less what the org's running requests reserved, cannot cover it).
-    const audioMillis = Math.round(audio.durationSeconds * 1000);
-    const cost = perSecondCostMicros(model.prices.picoPerSecond, audioMillis);
-    const hold = await ctx.core.reserve(request.auth, cost);
-    onResponseClose(reply, hold.release);
-    const transcript = await transcribeWithUpstreams(ctx, request, reply, model, {
-      samples: audio.samples,
-      sampleRate: audio.sampleRate,
-      language: fields.language || undefined,
-      keyterms: hintsOf(fields),
-    });
-    const remaining = await ctx.core.charge(request.auth, request.id, cost, { modelId: model.id, modality: 'stt', route: 'audio.transcriptions', audioMillis }, hold);
-    setSpendHeaders(reply, cost, remaining);
+    const transcript = await transcribeBilled(ctx, request, reply, model, audio, { language: fields.language || undefined, keyterms: hintsOf(fields), usageRoute: 'audio.transcriptions' });
     const seconds = audio.durationSeconds;
     switch (format) {
       case 'json':

@@ -1,7 +1,7 @@
 // A whole-file transcription billed the way every batch STT route bills it: the decoded audio's
 // duration is the cost, reserved before the engine runs (402 when the balance, less what the
 // org's running requests reserved, cannot cover it), debited once the transcript is in, and the
-// spend headers set. Used by POST /v1/listen; POST /v1/audio/transcriptions does the same steps.
+// spend headers set. Used by POST /v1/audio/transcriptions and POST /v1/listen.
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { perSecondCostMicros } from '../../server/services/credits/pricing.js';
 import { onResponseClose } from '../client-gone.js';
