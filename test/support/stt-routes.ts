@@ -291,7 +291,7 @@ export const requestId = (label: string) => `stt-${label}-${++rid}-${Date.now()}
 export type SttEvent = { type: string; [k: string]: unknown };
 
 /** The URL of a streaming STT route (`path`, default /stt/websocket) with `query`. */
-export function wsUrl(h: GatewayHarness, query: Record<string, string | string[]>, path = '/stt/websocket'): string {
+export function wsUrl(h: Pick<GatewayHarness, 'url'>, query: Record<string, string | string[]>, path = '/stt/websocket'): string {
   const q = new URLSearchParams();
   for (const [k, v] of Object.entries(query)) for (const one of Array.isArray(v) ? v : [v]) q.append(k, one);
   return `${h.url.replace(/^http/, 'ws')}${path}?${q}`;
@@ -391,7 +391,7 @@ export function summary(events: SttEvent[]): string {
 
 /** An upgrade the gateway must refuse: the raw HTTP response (status, headers, JSON body). */
 export function refusedUpgrade(
-  h: GatewayHarness,
+  h: Pick<GatewayHarness, 'url'>,
   query: Record<string, string | string[]>,
   headers: Record<string, string> = {},
   path?: string,

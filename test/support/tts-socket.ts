@@ -1,9 +1,10 @@
-// A raw `ws` client of WS /tts/websocket (Cartesia's TTS WebSocket protocol) for the route tests
-// and the benchmark: it records every event, waits on events (never on time), and decodes each
+// A raw `ws` client of WS /tts/websocket (Cartesia's TTS WebSocket protocol) for the route
+// tests: it records every event, waits on events (never on time), and decodes each
 // context's audio.
 import type { IncomingMessage } from 'node:http';
 import WebSocket from 'ws';
 import type { GatewayHarness } from './gateway-harness.js';
+import { refusedUpgrade } from './stt-routes.js';
 
 export interface TtsEvent {
   type: string;
@@ -99,21 +100,5 @@ export function summary(events: TtsEvent[]): string {
 
 /** An upgrade the gateway refuses: the HTTP status, headers and body it answered with. */
 export function refusedTtsUpgrade(h: Pick<GatewayHarness, 'url'>, query: Record<string, string>, headers: Record<string, string> = {}): Promise<{ status: number; headers: IncomingMessage['headers']; body: string }> {
-  return new Promise((resolve, reject) => {
-    const ws = new WebSocket(ttsSocketUrl(h, query), { headers });
-    ws.on('open', () => {
-      ws.terminate();
-      reject(new Error('the upgrade was accepted'));
-    });
-    ws.on('unexpected-response', (req, res) => {
-      let body = '';
-      res.setEncoding('utf8');
-      res.on('data', (c: string) => (body += c));
-      res.on('end', () => {
-        req.destroy();
-        resolve({ status: res.statusCode ?? 0, headers: res.headers, body });
-      });
-    });
-    ws.on('error', (err) => reject(err));
-  });
+  return refusedUpgrade(h, query, headers, '/tts/websocket');
 }
