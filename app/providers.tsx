@@ -7,11 +7,12 @@ import type { AppRouter } from '@/server/api/root';
 // imported, so the browser bundle does not pull in the server's tRPC handler.
 const MAX_BATCH_CALLS = 10;
 import { isUnauthorized } from './_lib/format';
+import { isSigningOut } from './_lib/sign-out';
 import { TRPCProvider } from './_lib/trpc';
 
 /** A session that expires while a page is open sends the user to sign in, then back. */
 function toSignIn(error: unknown) {
-  if (!isUnauthorized(error) || window.location.pathname.startsWith('/signin')) return;
+  if (!isUnauthorized(error) || isSigningOut() || window.location.pathname.startsWith('/signin')) return;
   window.location.assign(`/signin?callbackUrl=${encodeURIComponent(window.location.pathname + window.location.search)}`);
 }
 
