@@ -287,15 +287,16 @@ export function responseObject(meta: ResponseMeta, status: Status, output: JsonO
 /** A finish reason of chat that means the answer was cut (Responses: status incomplete). */
 const statusFor = (finish: string | null): Status => (finish === 'length' || finish === 'content_filter' ? 'incomplete' : 'completed');
 
+// In progress (output_item.added), the item has no parts yet: content_part.added brings them.
 const messageItem = (id: string, text: string, status: 'in_progress' | 'completed' | 'incomplete', refusal?: string): JsonObject => ({
   type: 'message',
   id,
   status,
   role: 'assistant',
-  content: [
-    ...(text || !refusal ? [{ type: 'output_text', text, annotations: [], logprobs: [] }] : []),
-    ...(refusal ? [{ type: 'refusal', refusal }] : []),
-  ],
+  content:
+    status === 'in_progress'
+      ? []
+      : [...(text || !refusal ? [{ type: 'output_text', text, annotations: [], logprobs: [] }] : []), ...(refusal ? [{ type: 'refusal', refusal }] : [])],
 });
 
 const functionCallItem = (id: string, callId: string, name: string, args: string, status: 'in_progress' | 'completed'): JsonObject => ({
