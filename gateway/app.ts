@@ -20,6 +20,7 @@ import { registerSttWebSocketRoutes } from './routes/stt-websocket.js';
 import { registerSttTurnsWebSocketRoutes } from './routes/stt-turns-websocket.js';
 import { registerTtsWebSocketRoutes } from './routes/tts-websocket.js';
 import { registerListenRoutes } from './routes/listen.js';
+import { registerRealtimeRoutes } from './routes/realtime.js';
 import { registerVoiceRoutes } from './routes/voices.js';
 import { registerBlobRoutes } from './routes/blobs.js';
 import { registerJobRoutes } from './routes/jobs.js';
@@ -199,6 +200,7 @@ export async function buildGateway(ctx: GatewayContext, options: { logger?: bool
     registerSttTurnsWebSocketRoutes(scope, ctx);
     registerTtsWebSocketRoutes(scope, ctx);
     await registerListenRoutes(scope, ctx);
+    registerRealtimeRoutes(scope, ctx);
   });
   await app.register((scope) => registerAgentAuthRoutes(scope, ctx));
   // Voices, blobs and jobs share a scope: clone and blob upload take multipart and raw audio.

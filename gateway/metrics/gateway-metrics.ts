@@ -91,6 +91,25 @@ export class GatewayMetrics {
     registers: [this.registry],
   });
 
+  private readonly realtimeResponses = new Counter({
+    name: 'svc_realtime_responses_total',
+    help: '/v1/realtime responses, by how they ended: completed, cancelled (response.cancel or barge-in), incomplete, failed.',
+    labelNames: ['status'] as const,
+    registers: [this.registry],
+  });
+  private readonly realtimeBargeIns = new Counter({
+    name: 'svc_realtime_barge_ins_total',
+    help: '/v1/realtime responses interrupted by the user speaking over them.',
+    registers: [this.registry],
+  });
+  private readonly realtimeLegSeconds = new Histogram({
+    name: 'svc_realtime_leg_seconds',
+    help: '/v1/realtime responses: response start to the LLM first token (llm_first_token) and to the first audio sent (tts_first_audio).',
+    labelNames: ['leg'] as const,
+    buckets: FIRST_OUTPUT_BUCKETS,
+    registers: [this.registry],
+  });
+
   private readonly firstOutputChild = childCache((...v) => this.firstOutputSeconds.labels(...v));
   private readonly debitChild = childCache((...v) => this.debitedMicros.labels(...v));
   private readonly streamChild = childCache((...v) => this.activeStreams.labels(...v));
@@ -117,6 +136,16 @@ export class GatewayMetrics {
       if (open) gauge.dec();
       open = false;
     };
+  }
+
+  realtimeResponse(status: string, legs: { llmFirstToken?: number; ttsFirstAudio?: number }): void {
+    this.realtimeResponses.labels(status).inc();
+    if (legs.llmFirstToken !== undefined) this.realtimeLegSeconds.labels('llm_first_token').observe(legs.llmFirstToken / 1000);
+    if (legs.ttsFirstAudio !== undefined) this.realtimeLegSeconds.labels('tts_first_audio').observe(legs.ttsFirstAudio / 1000);
+  }
+
+  realtimeBargeIn(): void {
+    this.realtimeBargeIns.inc();
   }
 
   webSocketOpened(route: string): () => void {

@@ -114,6 +114,14 @@ export class ModelRegistry {
     return model.status === 'active' && this.healthyUpstreams(model).length > 0;
   }
 
+  /** The ids of the active models of a modality, in id order. */
+  activeIds(modality: Modality): string[] {
+    return this.all()
+      .filter((m) => m.modality === modality && m.status === 'active')
+      .map((m) => m.id)
+      .sort();
+  }
+
   /** The active model of this modality, or 404 model_not_found. */
   resolve(modelId: unknown, modality: Modality): ModelEntry {
     if (typeof modelId !== 'string' || modelId === '') {

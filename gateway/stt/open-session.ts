@@ -6,7 +6,7 @@
 // carrying the error envelope; then the session runs with the plan's dialect, and the engine is
 // opened on the first upstream that accepts it, at the first audio.
 import { randomBytes } from 'node:crypto';
-import type { FastifyRequest, RouteOptions } from 'fastify';
+import type { FastifyBaseLogger, FastifyRequest, RouteOptions } from 'fastify';
 import type { WebSocket } from 'ws';
 import { ENCODINGS, type Encoding } from '../audio/output-format.js';
 import { parseSampleRateParam } from './decode-upload.js';
@@ -14,7 +14,7 @@ import { ServiceError } from '../../server/services/errors.js';
 import { perSecondCostMicros } from '../../server/services/credits/pricing.js';
 import type { GatewayContext } from '../context.js';
 import type { Ticket } from '../core/admission.js';
-import type { CreditHold } from '../core/gateway-core.js';
+import type { CreditHold, RequestAuth } from '../core/gateway-core.js';
 import type { ModelEntry, UpstreamEntry } from '../registry/model-registry.js';
 import type { StreamingTranscriptionCapability } from '../upstreams/contract.js';
 import { recordAnswerFailure, tryUpstreams } from '../upstreams/try-upstreams.js';
@@ -110,7 +110,6 @@ export function sttSessionRoute(
 }
 
 function startSession(ctx: GatewayContext, socket: WebSocket, request: FastifyRequest, url: string, usageRoute: string): void {
-  const plan = request.sttPlan!;
   const { ticket, hold } = request.sttAdmission!;
   // From here the session settles the hold: it gives back what is left only after its last
   // debit (released earlier, the credit for that audio would be free for a moment).
@@ -123,31 +122,41 @@ function startSession(ctx: GatewayContext, socket: WebSocket, request: FastifyRe
   ctx.lifecycle.trackSocket(socket);
   const revoked = new AbortController();
   ticket.bind(revoked);
+  runPlannedSession(ctx, socket, { plan: request.sttPlan!, auth: request.auth, requestId: request.id, log: request.log, hold, revoked: revoked.signal, usageRoute });
+}
+
+/** A planned session, its first interval of credit held, on `socket` (a client's, or a realtime session's in-process leg). */
+export function runPlannedSession(
+  ctx: GatewayContext,
+  socket: WebSocket,
+  s: { plan: SessionPlan; auth: RequestAuth; requestId: string; log: FastifyBaseLogger; hold: CreditHold; revoked: AbortSignal; usageRoute: string },
+): void {
+  const { plan } = s;
   // Aborts an engine still opening when the session ends first.
   const sessionGone = new AbortController();
   socket.once('close', () => sessionGone.abort());
   let engineUpstream: UpstreamEntry | undefined;
   runSttSession(socket, {
     sessionId: `stt_${randomBytes(10).toString('hex')}`,
-    requestId: request.id,
+    requestId: s.requestId,
     model: plan.model,
     sampleRate: plan.sampleRate,
     encoding: plan.encoding,
     turns: plan.turns,
     dialect: plan.dialect,
-    usageRoute,
-    auth: request.auth,
+    usageRoute: s.usageRoute,
+    auth: s.auth,
     core: ctx.core,
-    hold,
+    hold: s.hold,
     openStream: async () => {
-      const opened = await openEngineStream(ctx, request, plan, sessionGone.signal);
+      const opened = await openEngineStream(ctx, s.auth, plan, sessionGone.signal);
       engineUpstream = opened.upstream;
       return opened;
     },
     onEngineFailure: (error) => engineUpstream && recordAnswerFailure(ctx, engineUpstream, error),
     engineTimeoutMs: ctx.config.upstreamTimeoutMs,
-    revoked: revoked.signal,
-    log: request.log,
+    revoked: s.revoked,
+    log: s.log,
     idleTimeoutMs: ctx.config.limits.sttIdleMs,
     maxSilenceMs: ctx.config.limits.sttMaxSilenceMs,
     shutdown: ctx.lifecycle.streamsEnded,
@@ -160,7 +169,7 @@ function startSession(ctx: GatewayContext, socket: WebSocket, request: FastifyRe
  * Opens the engine's stream on the first upstream that accepts it (an unreachable one is skipped
  * and marked down). Local engines hold a recognizer decoder per session: an org holds at most its share.
  */
-async function openEngineStream(ctx: GatewayContext, request: FastifyRequest, plan: SessionPlan, sessionGone: AbortSignal): Promise<OpenedStream & { upstream: UpstreamEntry }> {
+async function openEngineStream(ctx: GatewayContext, auth: RequestAuth, plan: SessionPlan, sessionGone: AbortSignal): Promise<OpenedStream & { upstream: UpstreamEntry }> {
   const timeoutMs = ctx.config.upstreamTimeoutMs;
   // The call bounds the opening only: once open, the stream lives as long as the session (which
   // ends it with close()), however long past the deadline that is.
@@ -175,7 +184,7 @@ async function openEngineStream(ctx: GatewayContext, request: FastifyRequest, pl
       const capability = streamingOf(ctx, upstream)!;
       const engineRate = capability.engineRate(plan.sampleRate);
       const engineTurns = plan.turnSource === 'auto' && capability.findsTurns(upstream);
-      const release = upstream.url.startsWith('local:') ? ctx.admission.takeDecoder(request.auth) : undefined;
+      const release = upstream.url.startsWith('local:') ? ctx.admission.takeDecoder(auth) : undefined;
       try {
         const stream = await capability.open(upstream, { sampleRate: engineRate, language: plan.language, keyterms: plan.keyterms, engineTurns, signal: call.signal, timeoutMs });
         return { stream, engineRate, engineTurns, release, upstream };

@@ -86,6 +86,10 @@ const EnvSchema = z.object({
   // Streaming STT: closed without audio or keepalive this long; without audio this long even with keepalives.
   SVC_STT_IDLE_SECONDS: z.coerce.number().min(0.1).max(3600).default(15),
   SVC_STT_MAX_SILENCE_SECONDS: z.coerce.number().min(0.1).max(86400).default(60),
+  // /v1/realtime: the profiles `?model=` may name (docs/realtime.md); a missing file: none but the LLMs.
+  SVC_REALTIME_PROFILES_FILE: z.string().min(1).optional(),
+  // /v1/realtime: closed when nothing comes from the client and nothing is being answered this long.
+  SVC_REALTIME_IDLE_SECONDS: z.coerce.number().min(0.1).max(3600).default(300),
   // What an LLM request reserves for its output when it sets no max_tokens (README, "Credits").
   SVC_LLM_RESERVE_MAX_TOKENS: z.coerce.number().int().min(1).max(10_000_000).default(4096),
   // A process's credit reservations outlive it (a crash) by at most this long.
@@ -139,6 +143,8 @@ export interface Config {
   registryRefreshMs: number;
   healthCheckMs: number;
   upstreamTimeoutMs: number;
+  /** SVC_REALTIME_PROFILES_FILE; undefined: the shipped config/realtime-profiles.json. */
+  realtimeProfilesFile: string | undefined;
   jobs: { worker: boolean; concurrency: number; pollMs: number; leaseMs: number; offlineGiveUpMs: number; maxPerOrg: number };
   /** Separate metrics listener; undefined: none. */
   metricsPort: number | undefined;
@@ -179,6 +185,7 @@ export interface LimitsConfig {
   ttsEngines: number;
   sttIdleMs: number;
   sttMaxSilenceMs: number;
+  realtimeIdleMs: number;
   llmReserveMaxTokens: number;
   creditHoldTtlMs: number;
 }
@@ -252,6 +259,7 @@ export function loadConfig(source: Readonly<Record<string, string | undefined>> 
     registryRefreshMs: env.SVC_REGISTRY_REFRESH_SECONDS * 1000,
     healthCheckMs: env.SVC_HEALTH_CHECK_SECONDS * 1000,
     upstreamTimeoutMs: env.SVC_UPSTREAM_TIMEOUT_SECONDS * 1000,
+    realtimeProfilesFile: env.SVC_REALTIME_PROFILES_FILE,
     jobs: {
       worker: env.SVC_WORKER === 'on',
       concurrency: env.SVC_WORKER_CONCURRENCY,
@@ -288,6 +296,7 @@ export function loadConfig(source: Readonly<Record<string, string | undefined>> 
       ttsEngines: env.SVC_TTS_MAX_ENGINES,
       sttIdleMs: env.SVC_STT_IDLE_SECONDS * 1000,
       sttMaxSilenceMs: env.SVC_STT_MAX_SILENCE_SECONDS * 1000,
+      realtimeIdleMs: env.SVC_REALTIME_IDLE_SECONDS * 1000,
       llmReserveMaxTokens: env.SVC_LLM_RESERVE_MAX_TOKENS,
       creditHoldTtlMs: env.SVC_CREDIT_HOLD_TTL_SECONDS * 1000,
     },
