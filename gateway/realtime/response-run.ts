@@ -393,8 +393,9 @@ class Speaker {
     if (this.failed && !this.signal.aborted) throw this.failed;
   }
 
-  private enqueue(span: string): void {
-    if (!isSpeakable(span)) return;
+  private enqueue(text: string): void {
+    if (!isSpeakable(text)) return;
+    const span = text.trim();
     this.queue = this.queue.then(() => this.speak(span)).catch((e: unknown) => {
       this.failed ??= e;
     });

@@ -9,7 +9,8 @@ import { seedPlatformVoices } from '../../server/services/voices/seed-platform-v
 import type { GatewayHarness } from '../../test/support/gateway-harness.js';
 import { appendAudio, openRealtime, responseAudio, spokenPcm24, type RealtimeEvent } from '../../test/support/realtime-client.js';
 import { startScriptedUpstream, type ScriptedUpstream } from '../../test/support/scripted-openai-upstream.js';
-import { STT_PRICE, audioCost, settleRecognizers, startSttGateway, transcribe, wavFile } from '../../test/support/stt-routes.js';
+import { STT_PRICE, audioCost, concat, settleRecognizers, silence, speech, startSttGateway, toRate, transcribe, wavFile } from '../../test/support/stt-routes.js';
+import { encodeSamples } from '../audio/sample-encoding.js';
 import { FLITE_PRICE, costOf } from '../../test/support/tts-routes.js';
 import { usageRows } from '../../test/support/usage-rows.js';
 import { checkProtocol } from '../upstreams/protocols/index.js';
@@ -21,6 +22,19 @@ const REPLY_TEXT = REPLY.join('');
 
 let h: GatewayHarness;
 let llm: ScriptedUpstream;
+/** A long answer, slowly streamed: a response still running when the user speaks again. */
+let slowLlm: ScriptedUpstream;
+let toolLlm: ScriptedUpstream;
+
+const sseChunk = (body: object) => `data: ${JSON.stringify({ id: 'chatcmpl-tool', object: 'chat.completion.chunk', created: 1, model: 'rt-tools', ...body })}\n\n`;
+/** A tool call streamed as OpenAI streams one (platform.openai.com/docs/api-reference/chat-streaming). */
+const TOOL_STREAM =
+  sseChunk({ choices: [{ index: 0, delta: { role: 'assistant', content: null, tool_calls: [{ index: 0, id: 'call_7', type: 'function', function: { name: 'get_weather', arguments: '' } }] }, finish_reason: null }] }) +
+  sseChunk({ choices: [{ index: 0, delta: { tool_calls: [{ index: 0, function: { arguments: '{"city":' } }] }, finish_reason: null }] }) +
+  sseChunk({ choices: [{ index: 0, delta: { tool_calls: [{ index: 0, function: { arguments: '"Oslo"}' } }] }, finish_reason: null }] }) +
+  sseChunk({ choices: [{ index: 0, delta: {}, finish_reason: 'tool_calls' }] }) +
+  sseChunk({ choices: [], usage: { prompt_tokens: 30, completion_tokens: 9, total_tokens: 39 } }) +
+  'data: [DONE]\n\n';
 
 beforeAll(async () => {
   h = await startSttGateway();
@@ -28,12 +42,17 @@ beforeAll(async () => {
   await upsertModel(prisma, checkProtocol, { id: 'local-flite', modality: 'tts', prices: { picoPerChar: FLITE_PRICE }, upstream: { url: 'local:flite', protocol: 'flite' } });
   await seedPlatformVoices(prisma);
   llm = await startScriptedUpstream({ kind: 'stream', chunks: REPLY, usage: { prompt_tokens: 40, completion_tokens: 6 } });
-  await upsertModel(prisma, checkProtocol, { id: 'rt-llm', modality: 'llm', prices: { inputPicoPerToken: PRICE_IN, outputPicoPerToken: PRICE_OUT }, upstream: { url: llm.baseUrl, protocol: 'openai' } });
+  slowLlm = await startScriptedUpstream({ kind: 'stream', chunks: Array.from({ length: 40 }, (_, i) => `Sentence number ${i} is here. `), delayMs: 100, usage: { prompt_tokens: 40, completion_tokens: 200 } });
+  toolLlm = await startScriptedUpstream({ kind: 'raw', status: 200, contentType: 'text/event-stream', body: TOOL_STREAM });
+  const prices = { inputPicoPerToken: PRICE_IN, outputPicoPerToken: PRICE_OUT };
+  await upsertModel(prisma, checkProtocol, { id: 'rt-llm', modality: 'llm', prices, upstream: { url: llm.baseUrl, protocol: 'openai' } });
+  await upsertModel(prisma, checkProtocol, { id: 'rt-slow', modality: 'llm', prices, upstream: { url: slowLlm.baseUrl, protocol: 'openai' } });
+  await upsertModel(prisma, checkProtocol, { id: 'rt-tools', modality: 'llm', prices, upstream: { url: toolLlm.baseUrl, protocol: 'openai' } });
   await h.runtime.ctx.registry.refresh();
 }, 60_000);
 
 afterAll(async () => {
-  await llm?.close();
+  await Promise.allSettled([llm?.close(), slowLlm?.close(), toolLlm?.close()]);
   await settleRecognizers();
   await h?.close();
 });
@@ -70,5 +89,157 @@ describe('a conversation session', () => {
     const transcript = answer.filter((e) => e.type === 'response.output_audio_transcript.delta').map((e) => e.delta).join('');
     expect(transcript).toBe(REPLY_TEXT);
     await c.close();
+  }, 60_000);
+});
+
+const llmCost = (input: number, output: number): bigint => (BigInt(input) * PRICE_IN + BigInt(output) * PRICE_OUT + 999_999n) / 1_000_000n;
+
+describe('conversation events', () => {
+  it('a text-only response to a typed message, out of band and in the conversation', async () => {
+    const { key, orgId } = await orgWithKey();
+    const c = await openRealtime(h, key, { model: 'rt-llm' });
+    await c.next('session.created');
+    c.send({ type: 'conversation.item.create', item: { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'How is the weather?' }] } });
+    const added = await c.next('conversation.item.added');
+    c.send({ type: 'response.create', response: { output_modalities: ['text'], instructions: 'Be brief.' } });
+    const answer = await c.until('response.done');
+    expect(answer.some((e) => e.type === 'response.output_audio.delta')).toBe(false);
+    expect(answer.filter((e) => e.type === 'response.output_text.delta').map((e) => e.delta).join('')).toBe(REPLY_TEXT);
+    const done = answer.at(-1)!.response as { status: string; output: { role: string; content: { text: string }[] }[] };
+    expect(done.status).toBe('completed');
+    expect(done.output[0]!.content[0]!.text).toBe(REPLY_TEXT);
+    // What the LLM got: the instructions, then the typed message.
+    const body = JSON.parse(llm.received.at(-1)!.body.toString()) as { messages: { role: string; content: string }[] };
+    expect(body.messages).toEqual([
+      { role: 'system', content: 'Be brief.' },
+      { role: 'user', content: 'How is the weather?' },
+    ]);
+    // Out of band: not added to the conversation; the next in-band answer sees only the conversation.
+    c.send({ type: 'response.create', response: { conversation: 'none', output_modalities: ['text'], input: [{ type: 'message', role: 'user', content: [{ type: 'input_text', text: 'Classify: positive?' }] }] } });
+    const oob = await c.until('response.done');
+    expect(oob.some((e) => e.type === 'conversation.item.added')).toBe(false);
+    expect((JSON.parse(llm.received.at(-1)!.body.toString()) as { messages: unknown[] }).messages).toEqual([{ role: 'user', content: 'Classify: positive?' }]);
+    c.send({ type: 'conversation.item.retrieve', item_id: (added.item as { id: string }).id });
+    expect(((await c.next('conversation.item.retrieved')).item as { id: string }).id).toBe((added.item as { id: string }).id);
+    await c.close();
+    await h.settled();
+    const rows = await usageRows(h.testDb.db.prisma, { orgId });
+    expect(rows.map((r) => [r.modality, r.route, r.inputTokens, r.outputTokens, r.costMicros])).toEqual([
+      ['llm', 'realtime', 40, 6, llmCost(40, 6)],
+      ['llm', 'realtime', 40, 6, llmCost(40, 6)],
+    ]);
+  }, 30_000);
+
+  it('a tool call round trip: the call streamed, its output sent back, a second answer', async () => {
+    const { key } = await orgWithKey();
+    const c = await openRealtime(h, key, { model: 'rt-tools' });
+    await c.next('session.created');
+    c.send({ type: 'session.update', session: { type: 'realtime', output_modalities: ['text'], tools: [{ type: 'function', name: 'get_weather', description: 'Weather by city', parameters: { type: 'object', properties: { city: { type: 'string' } } } }] } });
+    await c.next('session.updated');
+    c.send({ type: 'conversation.item.create', item: { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'Weather in Oslo?' }] } });
+    c.send({ type: 'response.create' });
+    const answer = await c.until('response.done');
+    const args = answer.filter((e) => e.type === 'response.function_call_arguments.delta').map((e) => e.delta).join('');
+    expect(args).toBe('{"city":"Oslo"}');
+    const argsDone = answer.find((e) => e.type === 'response.function_call_arguments.done')!;
+    expect(argsDone).toMatchObject({ call_id: 'call_7', name: 'get_weather', arguments: '{"city":"Oslo"}' });
+    const sent = JSON.parse(toolLlm.received.at(-1)!.body.toString()) as { tools: unknown[]; tool_choice: unknown };
+    expect(sent.tools).toEqual([{ type: 'function', function: { name: 'get_weather', description: 'Weather by city', parameters: { type: 'object', properties: { city: { type: 'string' } } } } }]);
+    c.send({ type: 'conversation.item.create', item: { type: 'function_call_output', call_id: 'call_7', output: '{"sky":"clear"}' } });
+    c.send({ type: 'response.create' });
+    await c.until('response.done');
+    const second = JSON.parse(toolLlm.received.at(-1)!.body.toString()) as { messages: unknown[] };
+    expect(second.messages).toEqual([
+      { role: 'user', content: 'Weather in Oslo?' },
+      { role: 'assistant', content: null, tool_calls: [{ id: 'call_7', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Oslo"}' } }] },
+      { role: 'tool', tool_call_id: 'call_7', content: '{"sky":"clear"}' },
+    ]);
+    await c.close();
+  }, 30_000);
+
+  it('barge-in: speech over an answer stops it, truncates its item to what was played, bills what was made', async () => {
+    const { key, orgId } = await orgWithKey();
+    const c = await openRealtime(h, key, { model: 'rt-slow' });
+    await c.next('session.created');
+    c.send({ type: 'conversation.item.create', item: { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'Talk for a while.' }] } });
+    c.send({ type: 'response.create' });
+    const before = await c.until('response.output_audio.delta');
+    appendAudio(c, await spokenPcm24('stop please'));
+    const events = [...before, ...(await c.until('response.done'))];
+    const done = events.at(-1)!.response as { status: string; status_details: { reason: string }; output: { id: string }[]; usage: { output_tokens: number; svc: { tts_characters: number } } };
+    expect(events.some((e) => e.type === 'input_audio_buffer.speech_started')).toBe(true);
+    expect(done.status).toBe('cancelled');
+    expect(done.status_details.reason).toBe('turn_detected');
+    const truncated = await c.next('conversation.item.truncated');
+    expect(truncated.item_id).toBe(done.output[0]!.id);
+    c.send({ type: 'conversation.item.retrieve', item_id: done.output[0]!.id });
+    const item = (await c.next('conversation.item.retrieved')).item as { status: string; content: { transcript: string }[] };
+    expect(item.status).toBe('incomplete');
+    const spoken = events.filter((e) => e.type === 'response.output_audio_transcript.delta').map((e) => e.delta).join('');
+    // What was heard is a prefix of what was said, which is a prefix of the whole answer.
+    expect(spoken.startsWith(item.content[0]!.transcript), `${JSON.stringify(spoken)} vs ${JSON.stringify(item.content[0]!.transcript)}`).toBe(true);
+    expect(slowLlm.streams.at(-1)!.closedEarly).toBe(true);
+    // Billed for what was made: fewer tokens than the whole answer, the spans that were spoken.
+    expect(done.usage.output_tokens).toBeLessThan(40);
+    await c.close();
+    await h.settled();
+    const rows = await usageRows(h.testDb.db.prisma, { orgId });
+    const llmRows = rows.filter((r) => r.modality === 'llm');
+    expect(llmRows.map((r) => r.outputTokens)).toEqual([done.usage.output_tokens]);
+    const ttsRows = rows.filter((r) => r.modality === 'tts');
+    expect(ttsRows.reduce((n, r) => n + r.characters, 0)).toBe(done.usage.svc.tts_characters);
+    expect(ttsRows.reduce((n, r) => n + r.costMicros, 0n)).toBe(ttsRows.reduce((n, r) => n + costOf(r.characters, FLITE_PRICE), 0n));
+  }, 60_000);
+
+  it('errors name the event and the field, and the session goes on', async () => {
+    const { key } = await orgWithKey();
+    const c = await openRealtime(h, key, { model: 'rt-llm' });
+    await c.next('session.created');
+    c.send({ type: 'session.update', event_id: 'ev1', session: { audio: { input: { format: { type: 'audio/flac' } } } } });
+    expect((await c.next('error')).error).toMatchObject({ type: 'invalid_request_error', code: 'invalid_request', param: 'session.audio.input.format.type', event_id: 'ev1' });
+    c.send({ type: 'session.update', session: { audio: { output: { voice: 'no-such-voice' } } } });
+    expect((await c.next('error')).error).toMatchObject({ code: 'voice_not_found' });
+    c.send({ type: 'input_audio_buffer.commit' });
+    expect((await c.next('error')).error).toMatchObject({ code: 'invalid_request', param: 'input_audio_buffer' });
+    c.send({ type: 'response.cancel' });
+    expect((await c.next('error')).error).toMatchObject({ param: 'response_id' });
+    c.send({ type: 'input_audio_buffer.append', audio: 'not base64!' });
+    expect((await c.next('error')).error).toMatchObject({ param: 'audio' });
+    c.ws.send('not json');
+    expect((await c.next('error')).error).toMatchObject({ code: 'invalid_message' });
+    c.send({ type: 'no.such.event' });
+    expect((await c.next('error')).error).toMatchObject({ param: 'type' });
+    // Still answering.
+    c.send({ type: 'session.update', session: { instructions: 'Hello.' } });
+    expect(((await c.next('session.updated')).session as { instructions: string }).instructions).toBe('Hello.');
+    await c.close();
+  }, 30_000);
+});
+
+describe('a transcription session', () => {
+  it('manual commits of G.711 audio: a transcript per commit, billed by the second', async () => {
+    const { key, orgId } = await orgWithKey();
+    const c = await openRealtime(h, key, { intent: 'transcription' });
+    const created = await c.next('session.created');
+    expect(created.session).toMatchObject({ type: 'transcription' });
+    c.send({ type: 'session.update', session: { type: 'transcription', audio: { input: { format: { type: 'audio/pcmu' }, transcription: { model: 'gpt-4o-transcribe' }, turn_detection: null } } } });
+    const updated = await c.next('session.updated');
+    expect(updated.session).toMatchObject({ audio: { input: { format: { type: 'audio/pcmu' }, transcription: { model: 'local-stt' }, turn_detection: null } } });
+    // Telephone audio: flite's speech at 8 kHz, mu-law.
+    const samples = toRate(concat(silence(0.3), (await speech('the weather is sunny today')).samples, silence(0.3)), 8000);
+    const ulaw = encodeSamples(samples, 'pcm_mulaw');
+    for (let at = 0; at < ulaw.length; at += 800) c.send({ type: 'input_audio_buffer.append', audio: ulaw.subarray(at, at + 800).toString('base64') });
+    c.send({ type: 'input_audio_buffer.commit' });
+    const heard = await c.until('conversation.item.input_audio_transcription.completed');
+    expect(heard.some((e) => e.type === 'input_audio_buffer.committed')).toBe(true);
+    expect(heard.some((e) => e.type === 'input_audio_buffer.speech_started')).toBe(false);
+    expect(heard.at(-1)!.transcript).toMatch(/weather/);
+    await c.close();
+    await h.settled();
+    const rows = await usageRows(h.testDb.db.prisma, { orgId });
+    const millis = Math.round((samples.length * 1000) / 8000);
+    expect(rows.every((r) => r.modality === 'stt' && r.route === 'realtime')).toBe(true);
+    expect(rows.reduce((n, r) => n + r.audioMillis, 0)).toBe(millis);
+    expect(rows.reduce((n, r) => n + r.costMicros, 0n)).toBe(audioCost(millis, STT_PRICE));
   }, 60_000);
 });
