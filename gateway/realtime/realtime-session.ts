@@ -563,6 +563,8 @@ export class RealtimeSession {
       { id: `resp_${randomBytes(10).toString('hex')}`, chat, legs, conversation, metadata: r.metadata, newItemId: this.newItemId },
     );
     if (conversation === 'auto') this.response = run;
+    // A shutdown waits for its debits before the database closes.
+    this.o.ctx.lifecycle.track(run.done);
     void run.done.then(() => {
       if (run.assistantItemId) this.spans.set(run.assistantItemId, run.spans);
       if (this.response === run) this.response = null;

@@ -7,9 +7,10 @@ import { upsertModel } from '../../server/services/models/upsert-model.js';
 import { createOrg } from '../../server/services/orgs/create-org.js';
 import { seedPlatformVoices } from '../../server/services/voices/seed-platform-voices.js';
 import type { GatewayHarness } from '../../test/support/gateway-harness.js';
-import { appendAudio, openRealtime, responseAudio, spokenPcm24, type RealtimeEvent } from '../../test/support/realtime-client.js';
+import WebSocket from 'ws';
+import { appendAudio, openRealtime, realtimeUrl, responseAudio, spokenPcm24, type RealtimeEvent } from '../../test/support/realtime-client.js';
 import { startScriptedUpstream, type ScriptedUpstream } from '../../test/support/scripted-openai-upstream.js';
-import { STT_PRICE, audioCost, concat, settleRecognizers, silence, speech, startSttGateway, toRate, transcribe, wavFile } from '../../test/support/stt-routes.js';
+import { STT_PRICE, audioCost, concat, refusedUpgrade, settleRecognizers, silence, speech, startSttGateway, toRate, transcribe, wavFile } from '../../test/support/stt-routes.js';
 import { encodeSamples } from '../audio/sample-encoding.js';
 import { FLITE_PRICE, costOf } from '../../test/support/tts-routes.js';
 import { usageRows } from '../../test/support/usage-rows.js';
@@ -63,15 +64,22 @@ async function orgWithKey(credit = 10_000_000n) {
   return { orgId: org.id, key };
 }
 
+/** Every session's last debit written (an audio leg bills after its socket closes) and committed. */
+async function billed(): Promise<void> {
+  expect(await h.runtime.ctx.lifecycle.settled(10_000)).toBe(true);
+  await h.settled();
+}
+
 const types = (events: RealtimeEvent[]) => events.map((e) => e.type);
 
 describe('a conversation session', () => {
   it('hears a spoken question, answers it in speech, and bills each leg', async () => {
-    const { key } = await orgWithKey();
+    const { key, orgId } = await orgWithKey();
     const c = await openRealtime(h, key, { model: 'rt-llm' });
     const created = await c.next('session.created');
     expect(created.session).toMatchObject({ type: 'realtime', models: { stt: 'local-stt', llm: 'rt-llm', tts: 'local-flite' } });
-    appendAudio(c, await spokenPcm24('what is the weather like today'));
+    const question = await spokenPcm24('what is the weather like today');
+    appendAudio(c, question);
     const heard = await c.until('conversation.item.input_audio_transcription.completed');
     expect(types(heard)).toEqual(expect.arrayContaining(['input_audio_buffer.speech_started', 'input_audio_buffer.speech_stopped', 'input_audio_buffer.committed']));
     const completed = heard.at(-1)!;
@@ -89,7 +97,84 @@ describe('a conversation session', () => {
     const transcript = answer.filter((e) => e.type === 'response.output_audio_transcript.delta').map((e) => e.delta).join('');
     expect(transcript).toBe(REPLY_TEXT);
     await c.close();
+    await billed();
+    // Each leg on the ledger at its own price: the audio by the second, the tokens, the characters spoken.
+    const rows = await usageRows(h.testDb.db.prisma, { orgId });
+    const stt = rows.filter((r) => r.modality === 'stt');
+    const millis = Math.round((question.length / 2 / 24_000) * 1000);
+    expect(stt.reduce((n, r) => n + r.audioMillis, 0)).toBe(millis);
+    expect(stt.reduce((n, r) => n + r.costMicros, 0n)).toBe(audioCost(millis, STT_PRICE));
+    expect(rows.filter((r) => r.modality === 'llm').map((r) => [r.inputTokens, r.outputTokens, r.costMicros])).toEqual([[40, 6, llmCost(40, 6)]]);
+    const tts = rows.filter((r) => r.modality === 'tts');
+    expect(tts.reduce((n, r) => n + r.characters, 0)).toBe(done.usage.svc.tts_characters);
+    expect(tts.reduce((n, r) => n + r.characters, 0)).toBe(REPLY_TEXT.length);
+    expect(tts.reduce((n, r) => n + r.costMicros, 0n)).toBe(tts.reduce((n, r) => n + costOf(r.characters, FLITE_PRICE), 0n));
+    expect(rows.every((r) => r.route === 'realtime')).toBe(true);
   }, 60_000);
+});
+
+describe('before the upgrade', () => {
+  it('refuses a bad key (401), an unknown model (404), no model (400), and a zero balance (402) with the envelope', async () => {
+    const { key } = await orgWithKey();
+    const bad = await refusedUpgrade(h, { model: 'rt-llm' }, { authorization: 'Bearer sk-nope' }, '/v1/realtime');
+    expect(bad.status).toBe(401);
+    expect(JSON.parse(bad.body)).toMatchObject({ error: { code: 'invalid_api_key' } });
+    const unknown = await refusedUpgrade(h, { model: 'no-such-model' }, { authorization: `Bearer ${key}` }, '/v1/realtime');
+    expect(unknown.status).toBe(404);
+    expect(JSON.parse(unknown.body)).toMatchObject({ error: { code: 'model_not_found' } });
+    const none = await refusedUpgrade(h, {}, { authorization: `Bearer ${key}` }, '/v1/realtime');
+    expect(none.status).toBe(400);
+    expect(JSON.parse(none.body)).toMatchObject({ error: { param: 'model' } });
+    const broke = await orgWithKey(0n);
+    const zero = await refusedUpgrade(h, { model: 'rt-llm' }, { authorization: `Bearer ${broke.key}` }, '/v1/realtime');
+    expect(zero.status).toBe(402);
+    expect(JSON.parse(zero.body)).toMatchObject({ error: { code: 'insufficient_quota' } });
+    // The browser's way: the key in a subprotocol.
+    const ws = new WebSocket(realtimeUrl(h, { model: 'rt-llm' }), ['realtime', `openai-insecure-api-key.${key}`]);
+    const first = await new Promise<RealtimeEvent>((resolve, reject) => {
+      ws.once('message', (d) => resolve(JSON.parse(d.toString()) as RealtimeEvent));
+      ws.once('error', reject);
+    });
+    expect(first.type).toBe('session.created');
+    expect(ws.protocol).toBe('realtime');
+    ws.close();
+  }, 30_000);
+
+  it('zero balance during a session: an error event, then 1008, and the ledger holds exactly the audio heard', async () => {
+    // 1.5 s of audio at 100 micro-USD a second: the first second is paid for, the next cannot be.
+    const { key, orgId } = await orgWithKey(150n);
+    const c = await openRealtime(h, key, { intent: 'transcription' });
+    await c.next('session.created');
+    appendAudio(c, await spokenPcm24('the weather is sunny today and tomorrow'));
+    const error = await c.next('error');
+    expect(error.error).toMatchObject({ code: 'insufficient_quota' });
+    expect((await c.closed).code).toBe(1008);
+    await billed();
+    const rows = await usageRows(h.testDb.db.prisma, { orgId });
+    expect(rows.map((r) => [r.modality, r.route, r.audioMillis, r.costMicros])).toEqual([['stt', 'realtime', 1000, 100n]]);
+    expect((await h.testDb.db.prisma.org.findUniqueOrThrow({ where: { id: orgId } })).balanceMicros).toBe(50n);
+  }, 30_000);
+});
+
+describe('the beta protocol', () => {
+  it('reads beta fields and names its events as the beta did, for clients that ask for it', async () => {
+    const { key } = await orgWithKey();
+    const c = await openRealtime(h, key, { model: 'rt-llm' }, { 'openai-beta': 'realtime=v1' });
+    await c.next('session.created');
+    c.send({ type: 'session.update', session: { modalities: ['text', 'audio'], voice: 'alloy', input_audio_format: 'pcm16', output_audio_format: 'g711_alaw', turn_detection: { type: 'semantic_vad', eagerness: 'high' }, input_audio_transcription: { model: 'whisper-1' } } });
+    const updated = await c.next('session.updated');
+    expect(updated.session).toMatchObject({ audio: { output: { format: { type: 'audio/pcma' }, voice: expect.stringMatching(/^flite-/) }, input: { turn_detection: { type: 'semantic_vad', eagerness: 'high' } } } });
+    c.send({ type: 'conversation.item.create', item: { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'Hi' }] } });
+    expect((await c.next('conversation.item.created')).item).toMatchObject({ role: 'user' });
+    c.send({ type: 'response.create' });
+    const answer = await c.until('response.done');
+    const audio = responseAudio(answer, 'response.audio.delta');
+    // G.711 at 8 kHz: a byte a sample, more than half a second of it.
+    expect(audio.length).toBeGreaterThan(4000);
+    expect(answer.some((e) => e.type === 'response.audio_transcript.delta')).toBe(true);
+    expect(answer.some((e) => e.type === 'response.output_audio.delta')).toBe(false);
+    await c.close();
+  }, 30_000);
 });
 
 const llmCost = (input: number, output: number): bigint => (BigInt(input) * PRICE_IN + BigInt(output) * PRICE_OUT + 999_999n) / 1_000_000n;
@@ -122,7 +207,7 @@ describe('conversation events', () => {
     c.send({ type: 'conversation.item.retrieve', item_id: (added.item as { id: string }).id });
     expect(((await c.next('conversation.item.retrieved')).item as { id: string }).id).toBe((added.item as { id: string }).id);
     await c.close();
-    await h.settled();
+    await billed();
     const rows = await usageRows(h.testDb.db.prisma, { orgId });
     expect(rows.map((r) => [r.modality, r.route, r.inputTokens, r.outputTokens, r.costMicros])).toEqual([
       ['llm', 'realtime', 40, 6, llmCost(40, 6)],
@@ -182,7 +267,7 @@ describe('conversation events', () => {
     // Billed for what was made: fewer tokens than the whole answer, the spans that were spoken.
     expect(done.usage.output_tokens).toBeLessThan(40);
     await c.close();
-    await h.settled();
+    await billed();
     const rows = await usageRows(h.testDb.db.prisma, { orgId });
     const llmRows = rows.filter((r) => r.modality === 'llm');
     expect(llmRows.map((r) => r.outputTokens)).toEqual([done.usage.output_tokens]);
@@ -235,7 +320,7 @@ describe('a transcription session', () => {
     expect(heard.some((e) => e.type === 'input_audio_buffer.speech_started')).toBe(false);
     expect(heard.at(-1)!.transcript).toMatch(/weather/);
     await c.close();
-    await h.settled();
+    await billed();
     const rows = await usageRows(h.testDb.db.prisma, { orgId });
     const millis = Math.round((samples.length * 1000) / 8000);
     expect(rows.every((r) => r.modality === 'stt' && r.route === 'realtime')).toBe(true);
