@@ -8,6 +8,7 @@
 // LLM and the TTS at once and is billed for what was generated: the tokens streamed so far, the
 // spans whose audio started.
 import { randomBytes } from 'node:crypto';
+import type { Attributes, Context, Span } from '@opentelemetry/api';
 import { llmCostMicros, perUnitCostMicros } from '../../server/services/credits/pricing.js';
 import { ServiceError, isServiceError } from '../../server/services/errors.js';
 import { formatUsd } from '../../server/services/credits/money.js';
@@ -71,6 +72,8 @@ interface SpokenSpan {
   endMs: number;
 }
 
+const round1 = (ms: number | undefined) => (ms === undefined ? null : Math.round(ms * 10) / 10);
+
 type Status = 'completed' | 'cancelled' | 'incomplete' | 'failed';
 
 /** Idle span cutting: words waiting this long without a sentence's end are spoken anyway. */
@@ -99,7 +102,33 @@ export class ResponseRun {
     private readonly host: ResponseHost,
     private readonly spec: ResponseSpec,
   ) {
-    this.done = this.run().catch((e: unknown) => this.host.log.warn({ err: e }, 'realtime response failed'));
+    // One trace per response, a span per leg (the LLM's, each spoken span's) with their upstream attempts under them.
+    const tracing = host.ctx.tracing;
+    this.trace = tracing?.startInternal('realtime.response', { 'svc.response_id': spec.id, 'svc.org_id': host.auth.orgId, 'svc.request_id': host.requestId, 'svc.model': spec.legs.llm.id });
+    const running = this.trace ? tracing!.run(this.trace.context, () => this.run()) : this.run();
+    this.done = running
+      .catch((e: unknown) => this.host.log.warn({ err: e }, 'realtime response failed'))
+      .finally(() => {
+        this.trace?.span.setAttributes({ 'svc.status': this.status, 'svc.output_tokens': this.usage.outputTokens, 'svc.tts_characters': this.usage.ttsCharacters });
+        this.trace?.span.end();
+      });
+  }
+
+  private readonly trace: { span: Span; context: Context } | undefined;
+
+  /** Runs `fn` under a leg's span (a child of the response's), ended when `fn` settles. */
+  async leg<T>(name: string, attributes: Attributes, fn: () => Promise<T>): Promise<T> {
+    const tracing = this.host.ctx.tracing;
+    if (!tracing || !this.trace) return fn();
+    const { span, context } = tracing.startInternal(name, attributes, this.trace.context);
+    try {
+      return await tracing.run(context, fn);
+    } catch (e) {
+      span.setStatus({ code: 2, message: e instanceof Error ? e.message : String(e) });
+      throw e;
+    } finally {
+      span.end();
+    }
   }
 
   get id(): string {
@@ -141,6 +170,8 @@ export class ResponseRun {
       audio: legs.tts ? { output: { format: FORMAT_AUDIO[legs.tts.format], voice: legs.tts.voiceId } } : null,
       metadata: this.spec.metadata ?? null,
       usage: status === 'in_progress' ? null : this.usageWire(),
+      // Ours: ms from the response's start to the LLM's first token and to the first audio sent (latency per leg).
+      ...(status === 'in_progress' ? {} : { svc_timings: { llm_first_token_ms: round1(this.timings.llmFirstToken), first_audio_ms: round1(this.timings.ttsFirstAudio) } }),
     };
   }
 
@@ -168,7 +199,7 @@ export class ResponseRun {
       const raw = Buffer.from(JSON.stringify(body));
       llmHold = await ctx.core.reserve(auth, reservationFor(spec.legs.llm, body, raw.length, ctx.config.limits.llmReserveMaxTokens));
       if (spec.legs.tts) ttsHold = await ctx.core.reserve(auth, 0n);
-      await this.stream(body, raw, llmHold, ttsHold);
+      await this.leg('realtime.llm', { 'svc.model': spec.legs.llm.id }, () => this.stream(body, raw, llmHold!, ttsHold));
     } catch (e) {
       if (!this.cancelReason) {
         this.status = 'failed';
@@ -396,7 +427,7 @@ class Speaker {
   private enqueue(text: string): void {
     if (!isSpeakable(text)) return;
     const span = text.trim();
-    this.queue = this.queue.then(() => this.speak(span)).catch((e: unknown) => {
+    this.queue = this.queue.then(() => this.run.leg('realtime.tts', { 'svc.model': this.tts.model.id, 'svc.characters': billedCharacters(span) }, () => this.speak(span))).catch((e: unknown) => {
       this.failed ??= e;
     });
   }

@@ -9,6 +9,7 @@ import { seedPlatformVoices } from '../../server/services/voices/seed-platform-v
 import type { GatewayHarness } from '../../test/support/gateway-harness.js';
 import WebSocket from 'ws';
 import { appendAudio, openRealtime, realtimeUrl, responseAudio, spokenPcm24, type RealtimeEvent } from '../../test/support/realtime-client.js';
+import { startOtlpCollector } from '../../test/support/otlp-collector.js';
 import { startScriptedUpstream, type ScriptedUpstream } from '../../test/support/scripted-openai-upstream.js';
 import { STT_PRICE, audioCost, concat, refusedUpgrade, settleRecognizers, silence, speech, startSttGateway, toRate, transcribe, wavFile } from '../../test/support/stt-routes.js';
 import { encodeSamples } from '../audio/sample-encoding.js';
@@ -327,4 +328,35 @@ describe('a transcription session', () => {
     expect(rows.reduce((n, r) => n + r.audioMillis, 0)).toBe(millis);
     expect(rows.reduce((n, r) => n + r.costMicros, 0n)).toBe(audioCost(millis, STT_PRICE));
   }, 60_000);
+});
+
+describe('tracing', () => {
+  it('one trace per response: a span per leg, the upstream attempts under them', async () => {
+    const collector = await startOtlpCollector();
+    const traced = await startSttGateway({ env: { OTEL_EXPORTER_OTLP_ENDPOINT: collector.url } });
+    try {
+      const prisma = traced.testDb.db.prisma;
+      await upsertModel(prisma, checkProtocol, { id: 'local-flite', modality: 'tts', prices: { picoPerChar: FLITE_PRICE }, upstream: { url: 'local:flite', protocol: 'flite' } });
+      await seedPlatformVoices(prisma);
+      await upsertModel(prisma, checkProtocol, { id: 'rt-llm', modality: 'llm', prices: { inputPicoPerToken: PRICE_IN, outputPicoPerToken: PRICE_OUT }, upstream: { url: llm.baseUrl, protocol: 'openai' } });
+      await traced.runtime.ctx.registry.refresh();
+      const c = await openRealtime(traced, traced.key, { model: 'rt-llm' });
+      await c.next('session.created');
+      c.send({ type: 'conversation.item.create', item: { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'Weather?' }] } });
+      c.send({ type: 'response.create' });
+      const done = (await c.next('response.done')).response as { id: string };
+      await c.close();
+      await traced.runtime.ctx.tracing!.flush();
+      const root = collector.spans.find((s) => s.name === 'realtime.response')!;
+      expect(root).toMatchObject({ parentSpanId: '', attributes: { 'svc.response_id': done.id, 'svc.status': 'completed' } });
+      const legs = collector.spans.filter((s) => s.traceId === root.traceId && s.parentSpanId === root.spanId);
+      const llmLeg = legs.find((s) => s.name === 'realtime.llm')!;
+      expect(llmLeg.attributes['svc.model']).toBe('rt-llm');
+      expect(legs.filter((s) => s.name === 'realtime.tts').length).toBeGreaterThan(0);
+      expect(collector.spans.some((s) => s.parentSpanId === llmLeg.spanId && s.name === 'upstream openai')).toBe(true);
+    } finally {
+      await traced.close();
+      await collector.close();
+    }
+  }, 30_000);
 });

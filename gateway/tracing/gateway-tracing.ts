@@ -1,5 +1,5 @@
 // OpenTelemetry traces of one gateway runtime, built only when an OTLP endpoint is configured
-// (README, "Tracing"); otherwise nothing here is constructed and the request path has no
+// (docs/operations.md, "Tracing"); otherwise nothing here is constructed and the request path has no
 // hooks, no span objects and no diagnostics-channel subscribers.
 //
 // Nothing is registered globally (no global tracer provider, context manager or propagator):
@@ -262,6 +262,15 @@ export class GatewayTracing {
     if (end.errorMessage !== undefined) rt.span.setStatus({ code: SpanStatusCode.ERROR, message: end.errorMessage });
     rt.span.end();
     for (const attempt of rt.openAttempts) attempt.abandon(end.clientGone ? 'cancelled' : 'unfinished');
+  }
+
+  /**
+   * An internal span: the root of a trace of its own (a realtime response) or, with `parent`, a
+   * child (one of its legs). Work run in its context (`run`) nests under it: upstream attempts too.
+   */
+  startInternal(name: string, attributes: Attributes, parent: Context = ROOT_CONTEXT): { span: Span; context: Context } {
+    const span = this.tracer.startSpan(name, { kind: SpanKind.INTERNAL, attributes }, parent);
+    return { span, context: trace.setSpan(parent, span) };
   }
 
   /** A span for one attempt at one upstream, child of whatever span is active (the request's). */
