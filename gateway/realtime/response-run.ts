@@ -13,6 +13,7 @@ import { llmCostMicros, perUnitCostMicros } from '../../server/services/credits/
 import { ServiceError, isServiceError } from '../../server/services/errors.js';
 import { formatUsd } from '../../server/services/credits/money.js';
 import { createAudioConverter } from '../audio/convert.js';
+import { ERROR_TABLE } from '../errors.js';
 import type { CreditHold, RequestAuth } from '../core/gateway-core.js';
 import type { GatewayContext } from '../context.js';
 import type { ModelEntry } from '../registry/model-registry.js';
@@ -24,7 +25,7 @@ import { statusError } from '../upstreams/engine-http.js';
 import { clientErrorFor, tryUpstreams } from '../upstreams/try-upstreams.js';
 import { upstreamEnvelope } from '../upstream-envelope.js';
 import type { ConversationItem } from './conversation.js';
-import { FORMAT_AUDIO, type RealtimeAudioFormat } from './session-config.js';
+import { FORMAT_AUDIO, GA_FORMAT, type RealtimeAudioFormat } from './session-config.js';
 
 export interface ResponseLegs {
   llm: ModelEntry;
@@ -167,7 +168,7 @@ export class ResponseRun {
       conversation_id: this.spec.conversation === 'auto' ? 'conv_default' : null,
       output_modalities: legs.tts ? ['audio'] : ['text'],
       max_output_tokens: this.spec.chat.max_tokens ?? 'inf',
-      audio: legs.tts ? { output: { format: FORMAT_AUDIO[legs.tts.format], voice: legs.tts.voiceId } } : null,
+      audio: legs.tts ? { output: { format: GA_FORMAT[legs.tts.format], voice: legs.tts.voiceId } } : null,
       metadata: this.spec.metadata ?? null,
       usage: status === 'in_progress' ? null : this.usageWire(),
       // Ours: ms from the response's start to the LLM's first token and to the first audio sent (latency per leg).
@@ -203,7 +204,9 @@ export class ResponseRun {
     } catch (e) {
       if (!this.cancelReason) {
         this.status = 'failed';
-        const error = isServiceError(e) ? { type: 'invalid_request_error', code: e.code, message: e.message } : { type: 'server_error', code: 'server_error', message: 'The response failed.' };
+        const error = isServiceError(e)
+          ? { type: ERROR_TABLE[e.code].status >= 500 ? 'server_error' : 'invalid_request_error', code: e.code, message: e.message }
+          : { type: 'server_error', code: 'server_error', message: 'The response failed.' };
         if (!isServiceError(e)) host.log.warn({ err: e }, 'realtime response failed');
         this.statusDetails = { type: 'failed', error };
         host.send({ type: 'error', error: { ...error, param: null, event_id: null } });

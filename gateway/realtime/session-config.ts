@@ -16,7 +16,8 @@ export const FORMAT_AUDIO: Record<RealtimeAudioFormat, { sampleRate: SampleRate;
   g711_alaw: { sampleRate: 8_000, encoding: 'pcm_alaw' },
 };
 
-const GA_FORMAT: Record<RealtimeAudioFormat, object> = {
+/** A format as GA events write it. */
+export const GA_FORMAT: Record<RealtimeAudioFormat, object> = {
   pcm16: { type: 'audio/pcm', rate: 24_000 },
   g711_ulaw: { type: 'audio/pcmu' },
   g711_alaw: { type: 'audio/pcma' },

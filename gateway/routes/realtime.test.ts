@@ -1,7 +1,10 @@
 // WS /v1/realtime on the wire (a bare `ws` client; the real clients are in
 // realtime.clients.test.ts): the real gateway runtime, the local recognizer (pocketsphinx), flite
 // for the answers' speech, and a scripted OpenAI-compatible LLM.
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { writeTinyGguf, type TinyGguf } from '../../test/support/tiny-gguf.js';
 import { createApiKey } from '../../server/services/keys/create-api-key.js';
 import { upsertModel } from '../../server/services/models/upsert-model.js';
 import { createOrg } from '../../server/services/orgs/create-org.js';
@@ -23,6 +26,7 @@ const REPLY = ['The ', 'weather ', 'is ', 'sunny', '.'];
 const REPLY_TEXT = REPLY.join('');
 
 let h: GatewayHarness;
+let tiny: TinyGguf;
 let llm: ScriptedUpstream;
 /** A long answer, slowly streamed: a response still running when the user speaks again. */
 let slowLlm: ScriptedUpstream;
@@ -39,8 +43,12 @@ const TOOL_STREAM =
   'data: [DONE]\n\n';
 
 beforeAll(async () => {
-  h = await startSttGateway();
+  h = await startSttGateway({ env: { SVC_LLAMA_THREADS: '1' } });
   const prisma = h.testDb.db.prisma;
+  // The shipped profile local-realtime: local-stt, local-llm (llama.cpp, here the tiny GGUF), local-flite.
+  mkdirSync(join(h.testDb.dataDir, 'models'), { recursive: true });
+  tiny = await writeTinyGguf(join(h.testDb.dataDir, 'models', 'local-llm.gguf'));
+  await upsertModel(prisma, checkProtocol, { id: 'local-llm', modality: 'llm', prices: { inputPicoPerToken: PRICE_IN, outputPicoPerToken: PRICE_OUT }, upstream: { url: 'local:llama-cpp', protocol: 'llama-cpp' } });
   await upsertModel(prisma, checkProtocol, { id: 'local-flite', modality: 'tts', prices: { picoPerChar: FLITE_PRICE }, upstream: { url: 'local:flite', protocol: 'flite' } });
   await seedPlatformVoices(prisma);
   llm = await startScriptedUpstream({ kind: 'stream', chunks: REPLY, usage: { prompt_tokens: 40, completion_tokens: 6 } });
@@ -51,6 +59,7 @@ beforeAll(async () => {
   await upsertModel(prisma, checkProtocol, { id: 'rt-slow', modality: 'llm', prices, upstream: { url: slowLlm.baseUrl, protocol: 'openai' } });
   await upsertModel(prisma, checkProtocol, { id: 'rt-tools', modality: 'llm', prices, upstream: { url: toolLlm.baseUrl, protocol: 'openai' } });
   await h.runtime.ctx.registry.refresh();
+  await h.runtime.ctx.health.checkAll();
 }, 60_000);
 
 afterAll(async () => {
@@ -112,6 +121,30 @@ describe('a conversation session', () => {
     expect(tts.reduce((n, r) => n + r.costMicros, 0n)).toBe(tts.reduce((n, r) => n + costOf(r.characters, FLITE_PRICE), 0n));
     expect(rows.every((r) => r.route === 'realtime')).toBe(true);
   }, 60_000);
+});
+
+describe('the shipped profile, all local engines', () => {
+  it('local-realtime: the local recognizer, llama.cpp and flite answer a spoken question', async () => {
+    const { key, orgId } = await orgWithKey();
+    const c = await openRealtime(h, key, { model: 'local-realtime' });
+    const created = await c.next('session.created');
+    expect(created.session).toMatchObject({ model: 'local-realtime', models: { stt: 'local-stt', llm: 'local-llm', tts: 'local-flite' } });
+    expect((created.session as { instructions: string }).instructions).toMatch(/voice assistant/);
+    appendAudio(c, await spokenPcm24('what is the weather like today'));
+    const answer = await c.until('response.done');
+    const done = answer.at(-1)!.response as { status: string; output: { content: { transcript: string }[] }[] };
+    expect(done.status, JSON.stringify(done)).toBe('completed');
+    expect(done.output[0]!.content[0]!.transcript).toBe(tiny.reply);
+    const audio = responseAudio(answer);
+    const samples = new Float32Array(audio.length / 2);
+    for (let i = 0; i < samples.length; i++) samples[i] = audio.readInt16LE(i * 2) / 32768;
+    const res = await transcribe(h, wavFile([samples], 24_000), { model: 'local-stt' });
+    expect(((await res.json()) as { text: string }).text).toMatch(/hello/);
+    await c.close();
+    await billed();
+    const rows = await usageRows(h.testDb.db.prisma, { orgId });
+    expect(new Set(rows.map((r) => r.modelId))).toEqual(new Set(['local-stt', 'local-llm', 'local-flite']));
+  }, 120_000);
 });
 
 describe('before the upgrade', () => {
