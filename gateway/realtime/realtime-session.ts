@@ -34,6 +34,8 @@ const OPENAI_VOICES = new Set(['alloy', 'ash', 'ballad', 'coral', 'echo', 'fable
 /** Audio the leg has not taken yet (it is opening): at most this many bytes wait. */
 const MAX_WAITING_AUDIO = 4 * 1024 * 1024;
 const PING_INTERVAL_MS = 20_000;
+/** Client events waiting to be handled, in bytes (audio included). */
+const MAX_QUEUED_BYTES = 8 * 1024 * 1024;
 /** GA name -> beta name, for clients on the beta protocol. */
 const BETA_NAMES: Record<string, string> = {
   'response.output_audio.delta': 'response.audio.delta',
@@ -96,6 +98,10 @@ export class RealtimeSession {
   private idle: NodeJS.Timeout | undefined;
   private readonly maxLength: NodeJS.Timeout;
   private readonly ping: NodeJS.Timeout;
+  private queue: Promise<void> = Promise.resolve();
+  private queuedBytes = 0;
+  /** The last legs resolved, and for what (a model lookup per update or response is not repeated). */
+  private legsCache: { key: string; legs: Promise<ResponseLegs>; at: number } | null = null;
   private itemCounter = 0;
   private readonly itemPrefix = randomBytes(6).toString('hex');
 
@@ -184,8 +190,22 @@ export class RealtimeSession {
     return resolveProfile(this.o.profiles, this.o.ctx.registry, model);
   }
 
-  /** The LLM and (audio answers) the TTS model and voice a response uses now. */
-  private async legs(textOnly: boolean, voiceOverride?: string): Promise<ResponseLegs> {
+  /** The LLM and (audio answers) the TTS model and voice a response uses now (looked up again only when one of them changed). */
+  private legs(textOnly: boolean, voiceOverride?: string): Promise<ResponseLegs> {
+    const c = this.config;
+    const key = JSON.stringify([c.model, textOnly, voiceOverride ?? c.voice, c.ttsModel, c.dictId, c.speed, c.language, c.outputFormat]);
+    // Kept as long as the registry's own snapshot: a price or an upstream changed there is seen as soon.
+    if (this.legsCache?.key !== key || performance.now() - this.legsCache.at > this.o.ctx.config.registryRefreshMs) {
+      const legs = this.lookUpLegs(textOnly, voiceOverride);
+      this.legsCache = { key, legs, at: performance.now() };
+      legs.catch(() => {
+        if (this.legsCache?.legs === legs) this.legsCache = null;
+      });
+    }
+    return this.legsCache!.legs;
+  }
+
+  private async lookUpLegs(textOnly: boolean, voiceOverride?: string): Promise<ResponseLegs> {
     const { ctx, auth } = this.o;
     const profile = this.profile();
     const llm = ctx.registry.resolve(profile.llm, 'llm');
@@ -238,11 +258,22 @@ export class RealtimeSession {
       return this.sendError({ code: 'invalid_message', message: 'Each message must be a JSON object with a string "type".' });
     }
     const eventId = typeof event.event_id === 'string' ? event.event_id : null;
-    this.handle(event).catch((e: unknown) => {
-      if (isServiceError(e)) return this.sendError({ code: e.code, message: e.message, param: e.param }, eventId);
-      this.o.log.warn({ err: e }, 'realtime event failed');
-      this.sendError({ code: 'server_error', message: 'The event could not be handled.', type: 'server_error' }, eventId);
-    });
+    // Events are handled in order (an update applies to the events after it), one at a time; what
+    // waits behind a slow one (a model lookup) is bounded.
+    if (this.queuedBytes + text.length > MAX_QUEUED_BYTES) {
+      return this.sendError({ code: 'rate_limit_exceeded', message: 'Events arrive faster than they can be handled; this one was dropped. Send audio no faster than real time.' }, eventId);
+    }
+    this.queuedBytes += text.length;
+    this.queue = this.queue
+      .then(() => (this.closed ? undefined : this.handle(event)))
+      .catch((e: unknown) => {
+        if (isServiceError(e)) return this.sendError({ code: e.code, message: e.message, param: e.param }, eventId);
+        this.o.log.warn({ err: e }, 'realtime event failed');
+        this.sendError({ code: 'server_error', message: 'The event could not be handled.', type: 'server_error' }, eventId);
+      })
+      .finally(() => {
+        this.queuedBytes -= text.length;
+      });
   }
 
   private async handle(event: Record<string, unknown>): Promise<void> {
@@ -364,7 +395,7 @@ export class RealtimeSession {
   private commitBuffer(): void {
     const leg = this.leg;
     if (!leg || leg.bufferBytes === 0) {
-      if (this.waitingBytes > 0) return void this.openLeg().then(() => this.commitBuffer());
+      if (this.waitingBytes > 0) return void this.openLeg().then(() => this.commitBuffer()).catch((e: unknown) => this.failed(e));
       throw new ServiceError('invalid_request', 'input_audio_buffer: the buffer is empty; append audio before committing.', 'input_audio_buffer');
     }
     leg.afterFlush.push('commit');
