@@ -490,7 +490,12 @@ export class RealtimeSession {
     }
     this.send({ type: 'conversation.item.input_audio_transcription.completed', item_id: itemId, content_index: 0, transcript, usage: { type: 'duration', seconds: this.inputMs() / 1000 } });
     // A turn with no words heard (a cough, noise) is not answered.
-    if (respond && this.o.kind === 'realtime' && transcript && !this.response) this.createResponse(undefined).catch((e: unknown) => this.failed(e));
+    if (!respond || this.o.kind !== 'realtime' || !transcript) return;
+    const answer = () => this.createResponse(undefined).catch((e: unknown) => this.failed(e));
+    const active = this.response;
+    // The answer the user spoke over ends in a moment (it was cancelled): this turn's follows it.
+    if (active?.cancelled) void active.done.then(answer);
+    else if (!active) void answer();
   }
 
   private failed(e: unknown): void {

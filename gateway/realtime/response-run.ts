@@ -140,6 +140,10 @@ export class ResponseRun {
     return this.message?.id ?? null;
   }
 
+  get cancelled(): boolean {
+    return this.cancelReason !== null;
+  }
+
   /** Stops the LLM and the TTS now; the response ends `cancelled`. */
   cancel(reason: 'turn_detected' | 'client_cancelled'): void {
     if (this.cancelReason || this.abort.signal.aborted) return;

