@@ -51,6 +51,9 @@ export function loadRealtimeProfiles(file = DEFAULT_PROFILES_FILE): Map<string, 
 /** OpenAI's transcription model names (what LiveKit's and OpenAI's clients send by default): they get the session's own stt model. */
 export const isOpenAiSttName = (model: string): boolean => /^(whisper-1|gpt-4o(-mini)?-transcribe.*|gpt-realtime.*|gpt-live-transcribe.*)$/.test(model);
 
+/** OpenAI's realtime model names (the clients' defaults): they get the default profile. */
+export const isOpenAiRealtimeName = (model: string): boolean => /^(gpt-realtime.*|gpt-4o(-mini)?-realtime.*)$/.test(model);
+
 /** Preferred when a session names no model of a leg: the engines the gateway ships. */
 const DEFAULTS = { stt: 'local-stt', tts: 'local-flite' } as const;
 
@@ -66,6 +69,9 @@ export function defaultModel(registry: ModelRegistry, modality: 'stt' | 'tts'): 
 export function resolveProfile(profiles: Map<string, RealtimeProfile>, registry: ModelRegistry, model: string): RealtimeProfile {
   const profile = profiles.get(model);
   if (profile) return profile;
+  // A client left at its default model (only its base URL changed) gets the first profile.
+  const first = profiles.values().next().value;
+  if (first && isOpenAiRealtimeName(model) && !registry.all().some((m) => m.id === model)) return first;
   registry.resolve(model, 'llm');
   return { id: model, llm: model };
 }

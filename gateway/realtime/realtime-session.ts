@@ -24,7 +24,7 @@ import { presetSettings } from '../stt/turn-params.js';
 import type { TurnSettings } from '../stt/turn-detector.js';
 import { resolveTtsModel, resolveVoice } from '../tts/synthesize.js';
 import { Conversation, chatMessages, chatToolChoice, chatTools, parseClientItem, type ConversationItem } from './conversation.js';
-import { defaultModel, isOpenAiSttName, resolveProfile, type RealtimeProfile } from './profiles.js';
+import { defaultModel, isOpenAiRealtimeName, isOpenAiSttName, resolveProfile, type RealtimeProfile } from './profiles.js';
 import { ResponseRun, type ResponseLegs } from './response-run.js';
 import { applySessionUpdate, defaultConfig, FORMAT_AUDIO, sessionWire, type RealtimeConfig } from './session-config.js';
 import { LegPipe, legDialect, type LegEvent } from './stt-leg.js';
@@ -186,7 +186,8 @@ export class RealtimeSession {
 
   private profile(): RealtimeProfile {
     const model = this.config.model;
-    if (!model || model === this.o.profile?.id) return this.o.profile!;
+    // An OpenAI model name in session.update (a client's default) keeps the session's profile.
+    if (!model || model === this.o.profile?.id || (isOpenAiRealtimeName(model) && !this.o.ctx.registry.all().some((m) => m.id === model))) return this.o.profile!;
     return resolveProfile(this.o.profiles, this.o.ctx.registry, model);
   }
 

@@ -24,7 +24,7 @@ import { isSpeakable, takeSpans, takeWords } from '../tts/text-spans.js';
 import { statusError } from '../upstreams/engine-http.js';
 import { clientErrorFor, tryUpstreams } from '../upstreams/try-upstreams.js';
 import { upstreamEnvelope } from '../upstream-envelope.js';
-import type { ConversationItem } from './conversation.js';
+import type { ContentPart, ConversationItem } from './conversation.js';
 import { FORMAT_AUDIO, GA_FORMAT, type RealtimeAudioFormat } from './session-config.js';
 
 export interface ResponseLegs {
@@ -72,6 +72,9 @@ interface SpokenSpan {
   startMs: number;
   endMs: number;
 }
+
+/** A content part as response.content_part.* name it ("text" / "audio"; items call them output_text / output_audio). */
+const partWire = (part: ContentPart): object => (part.type === 'output_audio' ? { type: 'audio', transcript: part.transcript } : { type: 'text', text: 'text' in part ? part.text : '' });
 
 const round1 = (ms: number | undefined) => (ms === undefined ? null : Math.round(ms * 10) / 10);
 
@@ -299,7 +302,7 @@ export class ResponseRun {
         content_index: 0,
         ...(speaker ? { transcript: full } : { text: full }),
       });
-      host.send({ type: 'response.content_part.done', ...this.base(), item_id: this.message.id, output_index: this.output.indexOf(this.message), content_index: 0, part });
+      host.send({ type: 'response.content_part.done', ...this.base(), item_id: this.message.id, output_index: this.output.indexOf(this.message), content_index: 0, part: partWire(part) });
     }
     for (const item of calls.values()) {
       item.status = 'completed';
@@ -324,7 +327,7 @@ export class ResponseRun {
       this.addItem(this.message);
       const part = speaker ? ({ type: 'output_audio', transcript: '' } as const) : ({ type: 'output_text', text: '' } as const);
       this.message.content.push({ ...part });
-      this.host.send({ type: 'response.content_part.added', ...this.base(), item_id: this.message.id, output_index: this.output.indexOf(this.message), content_index: 0, part });
+      this.host.send({ type: 'response.content_part.added', ...this.base(), item_id: this.message.id, output_index: this.output.indexOf(this.message), content_index: 0, part: partWire(part) });
     }
     if (speaker) return speaker.push(content);
     const part = this.message.content[0] as { type: 'output_text'; text: string };

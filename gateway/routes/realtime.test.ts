@@ -147,6 +147,17 @@ describe('the shipped profile, all local engines', () => {
   }, 120_000);
 });
 
+describe('OpenAI model names', () => {
+  it('a client left at its default model gets the first profile, in the URL and in session.update', async () => {
+    const { key } = await orgWithKey();
+    const c = await openRealtime(h, key, { model: 'gpt-realtime' });
+    expect((await c.next('session.created')).session).toMatchObject({ models: { llm: 'local-llm', stt: 'local-stt', tts: 'local-flite' } });
+    c.send({ type: 'session.update', session: { type: 'realtime', model: 'gpt-realtime-2.1', instructions: 'Be brief.' } });
+    expect((await c.next('session.updated')).session).toMatchObject({ instructions: 'Be brief.', models: { llm: 'local-llm' } });
+    await c.close();
+  }, 30_000);
+});
+
 describe('before the upgrade', () => {
   it('refuses a bad key (401), an unknown model (404), no model (400), and a zero balance (402) with the envelope', async () => {
     const { key } = await orgWithKey();

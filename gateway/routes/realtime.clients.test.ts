@@ -1,0 +1,599 @@
+// WS /v1/realtime with the real clients from npm, unmodified but for base URL and key, against the
+// real gateway runtime (throw-away database) serving TLS: the local recogniser hears the user,
+// a scripted OpenAI-compatible LLM answers, flite speaks the answer.
+// - openai's OpenAIRealtimeWS (openai 7.59.0; it always connects with wss:, trusting the test's
+//   certificate through its own `ws` options): a spoken question streamed at real time, its
+//   transcript, the answer as audio that the local recogniser hears back; a tool call round trip;
+//   a text-only response; content parts typed as the API types them; the ledger exact per leg;
+// - @openai/agents-realtime's RealtimeSession over its WebSocket transport (0.20.0): a spoken
+//   question, an audio answer and both transcripts in the session's history; a function tool
+//   called, its result sent back by the session and a second answer; the SDK's default model
+//   name in its session.update;
+// - LiveKit's openai.STT in its default realtime mode (@livekit/agents-plugin-openai 1.8.1):
+//   /v1/realtime?intent=transcription, speech events and the spoken words;
+// - a bad key (401) and a zero balance (402), refused before the upgrade, as OpenAIRealtimeWS
+//   reports them.
+// The agents SDK and LiveKit take no CA option: the process trusts the test certificate as
+// NODE_EXTRA_CA_CERTS would make it (tls.setDefaultCACertificates, undone after).
+import { setTimeout as sleep } from 'node:timers/promises';
+import tls from 'node:tls';
+import { initializeLogger, stt as agentsStt } from '@livekit/agents';
+import * as livekitOpenai from '@livekit/agents-plugin-openai';
+import { AudioFrame } from '@livekit/rtc-node';
+import { RealtimeAgent, RealtimeSession, tool, type RealtimeItem } from '@openai/agents-realtime';
+import OpenAI from 'openai';
+import { OpenAIRealtimeWS } from 'openai/realtime/ws';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { z } from 'zod';
+import { createApiKey } from '../../server/services/keys/create-api-key.js';
+import { upsertModel } from '../../server/services/models/upsert-model.js';
+import { createOrg } from '../../server/services/orgs/create-org.js';
+import { defaultVoiceFor } from '../../server/services/voices/default-voice.js';
+import { seedPlatformVoices } from '../../server/services/voices/seed-platform-voices.js';
+import type { GatewayHarness } from '../../test/support/gateway-harness.js';
+import { spokenPcm24 } from '../../test/support/realtime-client.js';
+import { startScriptedUpstream, type Behaviour, type ScriptedUpstream } from '../../test/support/scripted-openai-upstream.js';
+import { audioCost, settleRecognizers, startSttGateway, transcribe, wavFile, wer } from '../../test/support/stt-routes.js';
+import { FLITE_PRICE, codePoints, costOf } from '../../test/support/tts-routes.js';
+import { makeTestCertificate, type TestCertificate } from '../../test/support/tls.js';
+import { usageRows, type UsageRow } from '../../test/support/usage-rows.js';
+import { checkProtocol } from '../upstreams/protocols/index.js';
+
+const PRICE_IN = 150_001n;
+const PRICE_OUT = 600_003n;
+const llmCost = (input: number, output: number): bigint => (BigInt(input) * PRICE_IN + BigInt(output) * PRICE_OUT + 999_999n) / 1_000_000n;
+const CREDIT = 10_000_000n;
+
+const QUESTION = 'what is the weather like today';
+/** The scripted LLM's answer, as it streams it: two sentences, so two spans of speech. */
+const REPLY = ['The ', 'weather ', 'is ', 'sunny ', 'today', '. ', 'Please ', 'call ', 'me ', 'tomorrow ', 'morning', '.'];
+const REPLY_TEXT = REPLY.join('');
+const REPLY_SPANS = ['The weather is sunny today.', 'Please call me tomorrow morning.'];
+const REPLY_USAGE = { prompt_tokens: 40, completion_tokens: REPLY.length };
+/** The answer after the tool's result. */
+const AFTER_TOOL = ['It ', 'is ', 'four ', 'degrees ', 'in ', 'Oslo', '.'];
+const AFTER_TOOL_TEXT = AFTER_TOOL.join('');
+const AFTER_TOOL_USAGE = { prompt_tokens: 52, completion_tokens: AFTER_TOOL.length };
+const afterTool: Behaviour = { kind: 'stream', chunks: AFTER_TOOL, usage: AFTER_TOOL_USAGE };
+
+/** A streamed tool call as OpenAI streams one (the call's id and name first, its arguments in pieces, finish_reason tool_calls), then the usage chunk. */
+const sseChunk = (body: object) => `data: ${JSON.stringify({ id: 'chatcmpl-tool', object: 'chat.completion.chunk', created: 1, model: 'rt-llm-tools', ...body })}\n\n`;
+const TOOL_STREAM =
+  sseChunk({ choices: [{ index: 0, delta: { role: 'assistant', content: null, tool_calls: [{ index: 0, id: 'call_7', type: 'function', function: { name: 'get_weather', arguments: '' } }] }, finish_reason: null }] }) +
+  sseChunk({ choices: [{ index: 0, delta: { tool_calls: [{ index: 0, function: { arguments: '{"city":' } }] }, finish_reason: null }] }) +
+  sseChunk({ choices: [{ index: 0, delta: { tool_calls: [{ index: 0, function: { arguments: '"Oslo"}' } }] }, finish_reason: null }] }) +
+  sseChunk({ choices: [{ index: 0, delta: {}, finish_reason: 'tool_calls' }] }) +
+  sseChunk({ choices: [], usage: { prompt_tokens: 30, completion_tokens: 9, total_tokens: 39 } }) +
+  'data: [DONE]\n\n';
+const toolCall: Behaviour = { kind: 'raw', status: 200, contentType: 'text/event-stream', body: TOOL_STREAM };
+const WEATHER_TOOL = { type: 'function', name: 'get_weather', description: 'Current weather in a city', parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } } as const;
+
+let cert: TestCertificate;
+let defaultCAs: string[];
+let h: GatewayHarness;
+let llm: ScriptedUpstream;
+let toolLlm: ScriptedUpstream;
+let question: Buffer;
+
+beforeAll(async () => {
+  initializeLogger({ pretty: false, level: 'warn' });
+  cert = await makeTestCertificate();
+  defaultCAs = tls.getCACertificates('default');
+  tls.setDefaultCACertificates([...defaultCAs, cert.ca]);
+  h = await startSttGateway({ env: { SVC_TLS_CERT: cert.certPath, SVC_TLS_KEY: cert.keyPath } });
+  const prisma = h.testDb.db.prisma;
+  await upsertModel(prisma, checkProtocol, { id: 'local-flite', modality: 'tts', prices: { picoPerChar: FLITE_PRICE }, upstream: { url: 'local:flite', protocol: 'flite' } });
+  await seedPlatformVoices(prisma);
+  llm = await startScriptedUpstream({ kind: 'stream', chunks: REPLY, usage: REPLY_USAGE });
+  toolLlm = await startScriptedUpstream(toolCall);
+  const prices = { inputPicoPerToken: PRICE_IN, outputPicoPerToken: PRICE_OUT };
+  await upsertModel(prisma, checkProtocol, { id: 'rt-llm', modality: 'llm', prices, upstream: { url: llm.baseUrl, protocol: 'openai' } });
+  await upsertModel(prisma, checkProtocol, { id: 'rt-llm-tools', modality: 'llm', prices, upstream: { url: toolLlm.baseUrl, protocol: 'openai' } });
+  await h.runtime.ctx.registry.refresh();
+  question = await spokenPcm24(QUESTION);
+}, 60_000);
+
+afterAll(async () => {
+  await Promise.allSettled([llm?.close(), toolLlm?.close()]);
+  await settleRecognizers();
+  await h?.close();
+  if (defaultCAs) tls.setDefaultCACertificates(defaultCAs);
+  await cert?.remove();
+});
+
+/** An org of its own with `credit`, and its key: each test reads a ledger nobody else writes. */
+async function orgWithKey(credit = CREDIT) {
+  const org = await createOrg(h.testDb.db, { name: 'realtime clients', creditsMicros: credit });
+  const key = (await createApiKey(h.testDb.db.prisma, { orgId: org.id, name: 'k' })).key;
+  return { orgId: org.id, key };
+}
+
+// ---------------------------------------------------------------------------------------
+// Audio
+
+/** 100 ms of pcm16 at 24 kHz. */
+const FRAME_BYTES = 4_800;
+const FRAME_MS = 100;
+const millisOf = (pcm: Buffer) => Math.round(pcm.length / 48);
+
+/** `pcm` in 100 ms frames, one every 100 ms (a microphone's pace), each frame a buffer of its own. */
+async function atRealTime(pcm: Buffer, send: (frame: Buffer) => void): Promise<void> {
+  const started = performance.now();
+  for (let at = 0, n = 0; at < pcm.length; at += FRAME_BYTES, n++) {
+    const wait = started + n * FRAME_MS - performance.now();
+    if (wait > 0) await sleep(wait);
+    send(Buffer.from(pcm.subarray(at, at + FRAME_BYTES)));
+  }
+}
+
+/** What the local recogniser hears in pcm16 at 24 kHz (POST /v1/audio/transcriptions, the harness's own org). */
+async function heardIn(pcm: Buffer): Promise<string> {
+  const samples = new Float32Array(pcm.length / 2);
+  for (let i = 0; i < samples.length; i++) samples[i] = pcm.readInt16LE(i * 2) / 32768;
+  const res = await transcribe(h, wavFile([samples], 24_000), { model: 'local-stt' });
+  expect(res.status).toBe(200);
+  return ((await res.json()) as { text: string }).text;
+}
+
+// ---------------------------------------------------------------------------------------
+// Events as a client receives them
+
+type ServerEvent = { type: string; [k: string]: unknown };
+
+/** A client's server events in arrival order, and waiting on the next of a type. */
+class EventLog {
+  readonly events: ServerEvent[] = [];
+  private taken = 0;
+  private wake: () => void = () => {};
+  private ended: string | null = null;
+
+  readonly push = (event: { type: string }): void => {
+    this.events.push(event as ServerEvent);
+    this.wake();
+  };
+
+  end(why: string): void {
+    this.ended = why;
+    this.wake();
+  }
+
+  /** Every event up to and including the next of `type` after those already taken. */
+  async until(type: string, timeoutMs = 30_000): Promise<ServerEvent[]> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const i = this.events.findIndex((e, n) => n >= this.taken && e.type === type);
+      if (i >= 0) {
+        const out = this.events.slice(this.taken, i + 1);
+        this.taken = i + 1;
+        return out;
+      }
+      const got = this.events.slice(this.taken).map((e) => (e.type === 'error' ? `error(${JSON.stringify(e.error)})` : e.type));
+      if (this.ended) throw new Error(`${this.ended} before ${type}; got ${got.join(', ')}`);
+      const left = deadline - Date.now();
+      if (left <= 0) throw new Error(`no ${type} within ${timeoutMs} ms; got ${got.join(', ')}`);
+      await new Promise<void>((resolve) => {
+        const t = setTimeout(resolve, left);
+        this.wake = () => {
+          clearTimeout(t);
+          resolve();
+        };
+      });
+    }
+  }
+
+  async next(type: string, timeoutMs?: number): Promise<ServerEvent> {
+    return (await this.until(type, timeoutMs)).at(-1)!;
+  }
+}
+
+const ofType = (events: ServerEvent[], type: string) => events.filter((e) => e.type === type);
+const deltas = (events: ServerEvent[], type: string) => ofType(events, type).map((e) => e.delta as string);
+const audioOf = (events: ServerEvent[]) => Buffer.concat(deltas(events, 'response.output_audio.delta').map((d) => Buffer.from(d, 'base64')));
+
+// ---------------------------------------------------------------------------------------
+// The ledger
+
+interface ExpectedLedger {
+  /** Token counts of each LLM call, in order. */
+  llm: { model: string; input: number; output: number }[];
+  /** The text of each span spoken. */
+  ttsSpans: string[];
+  /** Audio the user sent, in ms. */
+  sttMillis: number;
+}
+
+/**
+ * The org's usage rows once the session's legs are all billed and its holds given back: one
+ * realtime row per LLM call at its token price, one per spoken span at its code points' price,
+ * and the user's audio at its per-second price (cumulative, rounded up once per debit); the
+ * balance is the credit less exactly their sum.
+ */
+async function expectLedger(orgId: string, expected: ExpectedLedger): Promise<UsageRow[]> {
+  const prisma = h.testDb.db.prisma;
+  const byModality = (rows: UsageRow[], modality: string) => rows.filter((r) => r.modality === modality);
+  await vi.waitFor(
+    async () => {
+      const rows = await usageRows(prisma, { orgId });
+      expect(byModality(rows, 'llm')).toHaveLength(expected.llm.length);
+      expect(byModality(rows, 'tts')).toHaveLength(expected.ttsSpans.length);
+      expect(byModality(rows, 'stt').reduce((n, r) => n + r.audioMillis, 0)).toBe(expected.sttMillis);
+      expect((await prisma.org.findUniqueOrThrow({ where: { id: orgId } })).heldMicros).toBe(0n);
+    },
+    { timeout: 10_000, interval: 25 },
+  );
+  const rows = await usageRows(prisma, { orgId });
+  expect(rows.every((r) => r.route === 'realtime')).toBe(true);
+  expect(rows.map((r) => r.modality).filter((m) => m !== 'llm' && m !== 'tts' && m !== 'stt')).toEqual([]);
+
+  // Debits of one session may share a timestamp: compared in a fixed order, not the ledger's.
+  const llmRow = (modelId: string | null, inputTokens: number, outputTokens: number, costMicros: bigint) => `${modelId} ${inputTokens}+${outputTokens} tokens: ${costMicros}`;
+  expect(byModality(rows, 'llm').map((r) => llmRow(r.modelId, r.inputTokens, r.outputTokens, r.costMicros)).sort()).toEqual(expected.llm.map((c) => llmRow(c.model, c.input, c.output, llmCost(c.input, c.output))).sort());
+
+  const ttsRow = (modelId: string | null, characters: number, costMicros: bigint) => `${modelId} ${characters} chars: ${costMicros}`;
+  expect(byModality(rows, 'tts').map((r) => ttsRow(r.modelId, r.characters, r.costMicros)).sort()).toEqual(expected.ttsSpans.map((span) => ttsRow('local-flite', codePoints(span), costOf(codePoints(span), FLITE_PRICE))).sort());
+
+  let heard = 0;
+  for (const r of byModality(rows, 'stt')) {
+    expect(r.modelId).toBe('local-stt');
+    expect(r.costMicros).toBe(audioCost(heard + r.audioMillis) - audioCost(heard));
+    heard += r.audioMillis;
+  }
+  expect(byModality(rows, 'stt').reduce((n, r) => n + r.costMicros, 0n)).toBe(audioCost(expected.sttMillis));
+
+  const org = await prisma.org.findUniqueOrThrow({ where: { id: orgId } });
+  expect(org.balanceMicros).toBe(CREDIT - rows.reduce((n, r) => n + r.costMicros, 0n));
+  return rows;
+}
+
+// ---------------------------------------------------------------------------------------
+// openai: OpenAIRealtimeWS
+
+/** An OpenAIRealtimeWS session on `?model=`, its events recorded from the first. */
+function openaiRealtime(key: string, model: string) {
+  const client = new OpenAI({ apiKey: key, baseURL: `${h.url}/v1` });
+  // The client turns the base URL into wss: whatever its scheme; `options` are the `ws` socket's own.
+  const rt = new OpenAIRealtimeWS({ model, options: { ca: cert.ca } }, client);
+  const log = new EventLog();
+  const errors: Error[] = [];
+  rt.on('event', log.push);
+  rt.on('error', (e) => errors.push(e));
+  const closed = new Promise<number>((resolve) =>
+    rt.socket.once('close', (code: number) => {
+      log.end(`closed (${code})`);
+      resolve(code);
+    }),
+  );
+  return { rt, log, errors, closed };
+}
+
+describe('openai OpenAIRealtimeWS', { timeout: 60_000 }, () => {
+  it('a spoken question streamed at real time: its transcript, the answer in speech that the recogniser hears back; the ledger exact per leg', async () => {
+    const { orgId, key } = await orgWithKey();
+    const { rt, log, errors, closed } = openaiRealtime(key, 'rt-llm');
+    expect(rt.url.toString()).toMatch(/^wss:\/\/127\.0\.0\.1:\d+\/v1\/realtime\?model=rt-llm$/);
+    const created = await log.next('session.created');
+    expect(created.session).toMatchObject({ type: 'realtime', models: { stt: 'local-stt', llm: 'rt-llm', tts: 'local-flite' } });
+    // An OpenAI voice name: the gateway speaks with the tts model's first platform voice.
+    rt.send({ type: 'session.update', session: { type: 'realtime', audio: { output: { voice: 'alloy' } } } });
+    const updated = await log.next('session.updated');
+    const platformVoice = await defaultVoiceFor(h.testDb.db.prisma, 'local-flite');
+    expect(platformVoice).toMatch(/^flite-/);
+    expect(updated.session).toMatchObject({ audio: { output: { voice: platformVoice } } });
+
+    await atRealTime(question, (frame) => rt.send({ type: 'input_audio_buffer.append', audio: frame.toString('base64') }));
+    const heard = await log.until('conversation.item.input_audio_transcription.completed');
+    expect(ofType(heard, 'input_audio_buffer.speech_started')).toHaveLength(1);
+    expect(ofType(heard, 'input_audio_buffer.speech_stopped')).toHaveLength(1);
+    const transcript = heard.at(-1)!.transcript as string;
+    expect(wer(QUESTION, transcript), transcript).toBeLessThanOrEqual(0.5);
+
+    const answer = await log.until('response.done');
+    const done = answer.at(-1)!.response as { status: string; output_modalities: string[]; usage: { input_tokens: number; output_tokens: number } };
+    expect(done).toMatchObject({ status: 'completed', output_modalities: ['audio'], usage: { input_tokens: REPLY_USAGE.prompt_tokens, output_tokens: REPLY_USAGE.completion_tokens } });
+    // The question reached the LLM as its transcript.
+    const sent = JSON.parse(llm.received.at(-1)!.body.toString()) as { messages: { role: string; content: string }[] };
+    expect(sent.messages.at(-1)).toEqual({ role: 'user', content: transcript });
+    const spoken = deltas(answer, 'response.output_audio_transcript.delta');
+    expect(spoken.join('')).toBe(REPLY_TEXT);
+    expect(ofType(answer, 'response.output_audio_transcript.done').map((e) => e.transcript)).toEqual([REPLY_TEXT]);
+    const audio = audioOf(answer);
+    expect(audio.length).toBeGreaterThan(2 * 48_000); // over two seconds of speech
+    const back = await heardIn(audio);
+    expect(wer(REPLY_TEXT, back), back).toBeLessThanOrEqual(0.5);
+
+    rt.close();
+    expect(await closed).toBe(1000);
+    expect(errors).toEqual([]);
+    await expectLedger(orgId, {
+      llm: [{ model: 'rt-llm', input: REPLY_USAGE.prompt_tokens, output: REPLY_USAGE.completion_tokens }],
+      ttsSpans: REPLY_SPANS,
+      sttMillis: millisOf(question),
+    });
+  });
+
+  it('a tool call round trip: the call arrives whole, its output goes back with response.create, the second answer follows; the tool message reached the LLM', async () => {
+    const { orgId, key } = await orgWithKey();
+    toolLlm.behaviour = toolCall;
+    const before = toolLlm.received.length;
+    const { rt, log, errors, closed } = openaiRealtime(key, 'rt-llm-tools');
+    await log.next('session.created');
+    rt.send({ type: 'session.update', session: { type: 'realtime', tools: [WEATHER_TOOL], tool_choice: 'auto' } });
+    expect((await log.next('session.updated')).session).toMatchObject({ tools: [WEATHER_TOOL] });
+    rt.send({ type: 'conversation.item.create', item: { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'What is the weather in Oslo?' }] } });
+    rt.send({ type: 'response.create' });
+
+    const first = await log.until('response.done');
+    const args = ofType(first, 'response.function_call_arguments.done');
+    expect(args).toEqual([expect.objectContaining({ call_id: 'call_7', name: 'get_weather', arguments: '{"city":"Oslo"}' })]);
+    expect(deltas(first, 'response.function_call_arguments.delta').join('')).toBe('{"city":"Oslo"}');
+    expect(first.at(-1)!.response).toMatchObject({ status: 'completed', output: [{ type: 'function_call', call_id: 'call_7', name: 'get_weather', arguments: '{"city":"Oslo"}' }] });
+
+    // The scripted engine's next answer is the one after the tool's result.
+    toolLlm.behaviour = afterTool;
+    rt.send({ type: 'conversation.item.create', item: { type: 'function_call_output', call_id: 'call_7', output: '{"temperature_c":4}' } });
+    rt.send({ type: 'response.create' });
+    const second = await log.until('response.done');
+    expect(second.at(-1)!.response).toMatchObject({ status: 'completed', usage: { input_tokens: AFTER_TOOL_USAGE.prompt_tokens, output_tokens: AFTER_TOOL_USAGE.completion_tokens } });
+    const spoken = deltas(second, 'response.output_audio_transcript.delta');
+    expect(spoken.join('')).toBe(AFTER_TOOL_TEXT);
+    expect(audioOf(second).length).toBeGreaterThan(48_000);
+
+    const requests = toolLlm.received.slice(before).map((r) => JSON.parse(r.body.toString()) as { messages: unknown[]; tools?: unknown[] });
+    expect(requests).toHaveLength(2);
+    expect(requests[0]!.tools).toEqual([{ type: 'function', function: { name: 'get_weather', description: WEATHER_TOOL.description, parameters: WEATHER_TOOL.parameters } }]);
+    expect(requests[1]!.messages).toEqual([
+      { role: 'user', content: 'What is the weather in Oslo?' },
+      { role: 'assistant', content: null, tool_calls: [{ id: 'call_7', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Oslo"}' } }] },
+      { role: 'tool', tool_call_id: 'call_7', content: '{"temperature_c":4}' },
+    ]);
+
+    rt.close();
+    expect(await closed).toBe(1000);
+    expect(errors).toEqual([]);
+    await expectLedger(orgId, {
+      llm: [
+        { model: 'rt-llm-tools', input: 30, output: 9 },
+        { model: 'rt-llm-tools', input: AFTER_TOOL_USAGE.prompt_tokens, output: AFTER_TOOL_USAGE.completion_tokens },
+      ],
+      ttsSpans: [AFTER_TOOL_TEXT],
+      sttMillis: 0,
+    });
+  });
+
+  it('a text-only response (output_modalities ["text"]): the text streamed, no audio; only the LLM billed', async () => {
+    const { orgId, key } = await orgWithKey();
+    const { rt, log, errors, closed } = openaiRealtime(key, 'rt-llm');
+    await log.next('session.created');
+    rt.send({ type: 'conversation.item.create', item: { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'How is the weather?' }] } });
+    rt.send({ type: 'response.create', response: { output_modalities: ['text'] } });
+    const answer = await log.until('response.done');
+    expect(answer.at(-1)!.response).toMatchObject({ status: 'completed', output_modalities: ['text'], output: [{ type: 'message', role: 'assistant', content: [{ type: 'output_text', text: REPLY_TEXT }] }] });
+    expect(deltas(answer, 'response.output_text.delta')).toEqual(REPLY);
+    expect(ofType(answer, 'response.output_text.done').map((e) => e.text)).toEqual([REPLY_TEXT]);
+    expect(ofType(answer, 'response.output_audio.delta')).toEqual([]);
+    expect(ofType(answer, 'response.output_audio_transcript.delta')).toEqual([]);
+
+    rt.close();
+    expect(await closed).toBe(1000);
+    expect(errors).toEqual([]);
+    await expectLedger(orgId, { llm: [{ model: 'rt-llm', input: REPLY_USAGE.prompt_tokens, output: REPLY_USAGE.completion_tokens }], ttsSpans: [], sttMillis: 0 });
+  });
+
+  // openai's own types (resources/realtime/realtime.d.ts, ResponseContentPartAddedEvent.Part and
+  // ResponseContentPartDoneEvent.Part) and @openai/agents-realtime's event schema
+  // (openaiRealtimeEvents: responseContentPartAddedEventSchema) type a part 'text' or 'audio';
+  // the item's content says output_text / output_audio.
+  it('response.content_part.added / done name the part as the API types it: audio for speech, text for text', async () => {
+    const { orgId, key } = await orgWithKey();
+    const { rt, log, closed } = openaiRealtime(key, 'rt-llm');
+    await log.next('session.created');
+    rt.send({ type: 'conversation.item.create', item: { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'How is the weather?' }] } });
+    rt.send({ type: 'response.create' });
+    const spoken = await log.until('response.done');
+    rt.send({ type: 'response.create', response: { output_modalities: ['text'] } });
+    const written = await log.until('response.done');
+    rt.close();
+    await closed;
+    const reply = { model: 'rt-llm', input: REPLY_USAGE.prompt_tokens, output: REPLY_USAGE.completion_tokens };
+    await expectLedger(orgId, { llm: [reply, reply], ttsSpans: REPLY_SPANS, sttMillis: 0 });
+    expect(ofType(spoken, 'response.content_part.added').map((e) => e.part)).toEqual([{ type: 'audio', transcript: '' }]);
+    expect(ofType(spoken, 'response.content_part.done').map((e) => e.part)).toEqual([{ type: 'audio', transcript: REPLY_TEXT }]);
+    expect(ofType(written, 'response.content_part.added').map((e) => e.part)).toEqual([{ type: 'text', text: '' }]);
+    expect(ofType(written, 'response.content_part.done').map((e) => e.part)).toEqual([{ type: 'text', text: REPLY_TEXT }]);
+  });
+
+  it.each([
+    ['a bad key', 401, async () => ({ key: 'sk_svc_not_a_real_key_0000000000000000000' })],
+    ['a zero balance', 402, async () => orgWithKey(0n)],
+  ] as const)('%s: refused before the upgrade with %i, reported as the client\u2019s error; nothing billed', async (_name, status, keyFor) => {
+    const { key } = await keyFor();
+    const ledgerBefore = await h.testDb.db.prisma.ledgerEntry.count();
+    const { log, errors, closed } = openaiRealtime(key, 'rt-llm');
+    expect(await closed).toBe(1006);
+    expect(errors.map((e) => e.message)).toEqual([`Unexpected server response: ${status}`]);
+    expect(log.events).toEqual([]);
+    expect(await h.testDb.db.prisma.ledgerEntry.count()).toBe(ledgerBefore);
+  });
+});
+
+// ---------------------------------------------------------------------------------------
+// @openai/agents-realtime: RealtimeSession over its WebSocket transport
+
+/** The session's history once `pred` holds of it (checked at each history_updated). */
+function historyWhere(session: RealtimeSession, pred: (history: RealtimeItem[]) => boolean, timeoutMs = 30_000): Promise<RealtimeItem[]> {
+  return new Promise((resolve, reject) => {
+    const check = (history: RealtimeItem[]) => {
+      if (!pred(history)) return;
+      clearTimeout(timer);
+      session.off('history_updated', check);
+      resolve(history);
+    };
+    const timer = setTimeout(() => {
+      session.off('history_updated', check);
+      reject(new Error(`history not reached within ${timeoutMs} ms: ${JSON.stringify(session.history)}`));
+    }, timeoutMs);
+    session.on('history_updated', check);
+    check(session.history);
+  });
+}
+
+type MessageItem = Extract<RealtimeItem, { type: 'message'; role: 'user' | 'assistant' }>;
+const messages = (history: RealtimeItem[], role: 'user' | 'assistant') => history.filter((i): i is MessageItem => i.type === 'message' && i.role === role);
+const transcriptOf = (item: MessageItem | undefined): string | null => {
+  const part = item?.content[0] as { transcript?: string | null; text?: string } | undefined;
+  return part?.transcript ?? part?.text ?? null;
+};
+
+/**
+ * A RealtimeSession for `agent` connected to the gateway at `?model=` (an LLM of the registry),
+ * its errors and server events recorded. `sessionModel`: what the session names in its
+ * session.update (null: the SDK's default, an OpenAI model).
+ */
+async function agentSession(agent: RealtimeAgent, key: string, model: string, sessionModel: string | null = model) {
+  const session = new RealtimeSession(agent, { transport: 'websocket', apiKey: key, ...(sessionModel ? { model: sessionModel } : {}) });
+  const errors: unknown[] = [];
+  const events: ServerEvent[] = [];
+  session.on('error', (e) => errors.push(e.error));
+  session.on('transport_event', (e) => events.push(e as ServerEvent));
+  await session.connect({ apiKey: key, url: `${h.url.replace(/^https:/, 'wss:')}/v1/realtime?model=${model}` });
+  return { session, errors, events };
+}
+
+describe('@openai/agents-realtime RealtimeSession over WebSocket', { timeout: 60_000 }, () => {
+  it('a spoken question (sendAudio at real time) gets a spoken answer; the history holds both transcripts', async () => {
+    const { orgId, key } = await orgWithKey();
+    const agent = new RealtimeAgent({ name: 'Weather', instructions: 'Answer in one sentence.' });
+    const { session, errors, events } = await agentSession(agent, key, 'rt-llm');
+    const audio: Buffer[] = [];
+    session.on('audio', (e) => audio.push(Buffer.from(e.data)));
+    const answered = new Promise<string>((resolve) => session.once('agent_end', (_ctx, _agent, text) => resolve(text)));
+
+    await atRealTime(question, (frame) => session.sendAudio(frame.buffer.slice(frame.byteOffset, frame.byteOffset + frame.length) as ArrayBuffer));
+    expect(await answered).toBe(REPLY_TEXT);
+    const history = await historyWhere(session, (h) => transcriptOf(messages(h, 'user')[0]) !== null && messages(h, 'assistant')[0]?.status === 'completed');
+    const user = transcriptOf(messages(history, 'user')[0])!;
+    expect(wer(QUESTION, user), user).toBeLessThanOrEqual(0.5);
+    expect(messages(history, 'assistant')).toHaveLength(1);
+    expect(transcriptOf(messages(history, 'assistant')[0])).toBe(REPLY_TEXT);
+    // The session's own instructions reached the LLM.
+    const sent = JSON.parse(llm.received.at(-1)!.body.toString()) as { messages: { role: string; content: string }[] };
+    expect(sent.messages[0]).toEqual({ role: 'system', content: 'Answer in one sentence.' });
+
+    const pcm = Buffer.concat(audio);
+    expect(pcm.length).toBeGreaterThan(2 * 48_000);
+    const back = await heardIn(pcm);
+    expect(wer(REPLY_TEXT, back), back).toBeLessThanOrEqual(0.5);
+
+    session.close();
+    expect(errors).toEqual([]);
+    expect(ofType(events, 'error')).toEqual([]);
+    await expectLedger(orgId, {
+      llm: [{ model: 'rt-llm', input: REPLY_USAGE.prompt_tokens, output: REPLY_USAGE.completion_tokens }],
+      ttsSpans: REPLY_SPANS,
+      sttMillis: millisOf(question),
+    });
+  });
+
+  it('a function tool (zod parameters): called with the engine\u2019s arguments, its result sent back by the session, a second answer follows', async () => {
+    const { key } = await orgWithKey();
+    toolLlm.behaviour = toolCall;
+    const before = toolLlm.received.length;
+    const calls: string[] = [];
+    const getWeather = tool({
+      name: 'get_weather',
+      description: 'Current weather in a city',
+      parameters: z.object({ city: z.string() }),
+      execute: async ({ city }) => {
+        calls.push(city);
+        // The scripted engine's next answer is the one after the tool's result.
+        toolLlm.behaviour = afterTool;
+        return `${city}: 4 degrees`;
+      },
+    });
+    const agent = new RealtimeAgent({ name: 'Weather', instructions: 'Use the tool.', tools: [getWeather] });
+    const { session, errors, events } = await agentSession(agent, key, 'rt-llm-tools');
+    session.sendMessage('What is the weather in Oslo?');
+    const history = await historyWhere(session, (h) => messages(h, 'assistant').some((m) => m.status === 'completed' && transcriptOf(m) === AFTER_TOOL_TEXT));
+    expect(calls).toEqual(['Oslo']);
+    expect(history.filter((i) => i.type === 'function_call')).toEqual([expect.objectContaining({ name: 'get_weather', arguments: '{"city":"Oslo"}', output: 'Oslo: 4 degrees', status: 'completed' })]);
+
+    const requests = toolLlm.received.slice(before).map((r) => JSON.parse(r.body.toString()) as { messages: { role: string; content?: unknown; tool_call_id?: string }[]; tools?: { function: { name: string; parameters: unknown } }[] });
+    expect(requests).toHaveLength(2);
+    expect(requests[0]!.tools).toEqual([{ type: 'function', function: expect.objectContaining({ name: 'get_weather', parameters: expect.objectContaining({ properties: { city: { type: 'string' } } }) }) }]);
+    expect(requests[1]!.messages.at(-1)).toEqual({ role: 'tool', tool_call_id: 'call_7', content: 'Oslo: 4 degrees' });
+
+    session.close();
+    expect(errors).toEqual([]);
+    expect(ofType(events, 'error')).toEqual([]);
+  });
+
+  it('left at the SDK\u2019s default model (its session.update names gpt-realtime-2.1): the session keeps the URL\u2019s model and takes the rest of the update', async () => {
+    const { key } = await orgWithKey();
+    const agent = new RealtimeAgent({ name: 'Weather', instructions: 'Answer in one sentence.' });
+    const { session, events } = await agentSession(agent, key, 'rt-llm', null);
+    const answered = new Promise<string>((resolve) => session.once('agent_end', (_ctx, _agent, text) => resolve(text)));
+    session.sendMessage('How is the weather?');
+    expect(await answered).toBe(REPLY_TEXT);
+    session.close();
+    // The update's model is OpenAI's name for a speech-to-speech model: like OpenAI's transcription and voice names, it stands for the gateway's own.
+    expect(ofType(events, 'error')).toEqual([]);
+    const sent = JSON.parse(llm.received.at(-1)!.body.toString()) as { messages: { role: string; content: string }[] };
+    expect(sent.messages[0]).toEqual({ role: 'system', content: 'Answer in one sentence.' });
+  });
+});
+
+// ---------------------------------------------------------------------------------------
+// LiveKit: openai.STT in its default realtime mode
+
+/** `pcm` (pcm16, 24 kHz) as the 100 ms frames an agent pushes, each on its own buffer (the plugin sends `frame.data.buffer` whole). */
+function framesOf(pcm: Buffer): AudioFrame[] {
+  const frames: AudioFrame[] = [];
+  for (let at = 0; at < pcm.length; at += FRAME_BYTES) {
+    const part = pcm.subarray(at, Math.min(pcm.length, at + FRAME_BYTES));
+    const data = new Int16Array(part.length / 2);
+    for (let i = 0; i < data.length; i++) data[i] = part.readInt16LE(i * 2);
+    frames.push(new AudioFrame(data, 24_000, 1, data.length));
+  }
+  return frames;
+}
+
+describe('LiveKit openai.STT, realtime mode (/v1/realtime?intent=transcription)', { timeout: 60_000 }, () => {
+  it.each([
+    ['local-stt', 'a model of the registry'],
+    ['gpt-4o-transcribe', 'an OpenAI transcription model: the gateway\u2019s default'],
+  ])('model %s (%s): start of speech, end of speech, the final transcript with the words; the audio billed', async (model) => {
+    const { orgId, key } = await orgWithKey();
+    const recognizer = new livekitOpenai.STT({ baseURL: `${h.url}/v1`, apiKey: key, model });
+    expect(recognizer.capabilities.streaming).toBe(true);
+    const stream = recognizer.stream();
+    const pushing = (async () => {
+      const frames = framesOf(question);
+      const started = performance.now();
+      for (const [n, frame] of frames.entries()) {
+        const wait = started + n * FRAME_MS - performance.now();
+        if (wait > 0) await sleep(wait);
+        stream.pushFrame(frame);
+      }
+    })();
+    const { START_OF_SPEECH, END_OF_SPEECH, FINAL_TRANSCRIPT } = agentsStt.SpeechEventType;
+    const received: agentsStt.SpeechEvent[] = [];
+    for await (const event of stream) {
+      received.push(event);
+      // Input ended once the words are in: the plugin sends what it holds, then closes its socket and the stream ends.
+      if (event.type === FINAL_TRANSCRIPT) {
+        await pushing;
+        stream.endInput();
+      }
+    }
+    await recognizer.close();
+    expect(received.map((e) => e.type).filter((t) => t === START_OF_SPEECH || t === END_OF_SPEECH || t === FINAL_TRANSCRIPT)).toEqual([START_OF_SPEECH, END_OF_SPEECH, FINAL_TRANSCRIPT]);
+    const text = received.find((e) => e.type === FINAL_TRANSCRIPT)!.alternatives![0]!.text;
+    expect(wer(QUESTION, text), text).toBeLessThanOrEqual(0.5);
+    // The plugin's usage is the speech's span, from speech_started's audio_start_ms to speech_stopped's audio_end_ms.
+    const usage = received.filter((e) => e.type === agentsStt.SpeechEventType.RECOGNITION_USAGE).map((e) => e.recognitionUsage!.audioDuration);
+    expect(usage).toHaveLength(1);
+    expect(usage[0]).toBeGreaterThan(1);
+    expect(usage[0]).toBeLessThan(millisOf(question) / 1000);
+    await expectLedger(orgId, { llm: [], ttsSpans: [], sttMillis: millisOf(question) });
+  });
+});
