@@ -36,6 +36,8 @@ const MAX_WAITING_AUDIO = 4 * 1024 * 1024;
 const PING_INTERVAL_MS = 20_000;
 /** Client events waiting to be handled, in bytes (audio included). */
 const MAX_QUEUED_BYTES = 8 * 1024 * 1024;
+/** Answer audio not yet taken by the client beyond this: the answer waits. */
+const HIGH_WATER_BYTES = 1024 * 1024;
 /** GA name -> beta name, for clients on the beta protocol. */
 const BETA_NAMES: Record<string, string> = {
   'response.output_audio.delta': 'response.audio.delta',
@@ -150,10 +152,22 @@ export class RealtimeSession {
 
   // ---- sending
 
-  private send(event: Record<string, unknown>): void {
-    if (this.socket.readyState !== this.socket.OPEN) return;
+  /** An event as sent: its name in the client's protocol version, an event id. */
+  private wire(event: Record<string, unknown>): string {
     const type = this.o.beta ? (BETA_NAMES[event.type as string] ?? event.type) : event.type;
-    this.socket.send(JSON.stringify({ ...event, type, event_id: `event_${randomBytes(8).toString('hex')}` }));
+    return JSON.stringify({ ...event, type, event_id: `event_${randomBytes(8).toString('hex')}` });
+  }
+
+  private send(event: Record<string, unknown>): void {
+    if (this.socket.readyState === this.socket.OPEN) this.socket.send(this.wire(event));
+  }
+
+  /** Audio: waits while the client has not taken the megabyte sent before it (a reader that stalls holds the answer, not the memory). */
+  private async sendPaced(event: Record<string, unknown>): Promise<void> {
+    if (this.socket.readyState !== this.socket.OPEN) return;
+    if (this.socket.bufferedAmount < HIGH_WATER_BYTES) return this.send(event);
+    // The callback runs once this message (and all before it) is handed to the OS, or the socket closed.
+    await new Promise<void>((resolve) => this.socket.send(this.wire(event), () => resolve()));
   }
 
   private sendError(e: { code: string; message: string; param?: string | null; type?: string }, eventId: string | null = null): void {
@@ -588,6 +602,7 @@ export class RealtimeSession {
         requestId: this.o.requestId,
         log: this.o.log,
         send: (e) => this.send(e),
+        sendPaced: (e) => this.sendPaced(e),
         onItem: (item, previous) => {
           if (conversation !== 'auto') return;
           this.conversation.add(item);

@@ -50,6 +50,8 @@ export interface ResponseHost {
   auth: RequestAuth;
   requestId: string;
   send(event: Record<string, unknown>): void;
+  /** Sends, and waits while the client has not taken what was sent before (backpressure for audio). */
+  sendPaced(event: Record<string, unknown>): Promise<void>;
   /** An output item was added (to the conversation, when the response writes there). */
   onItem(item: ConversationItem, previousId: string | null): void;
   /** The balance after a debit (a zero balance ends the session). */
@@ -350,8 +352,8 @@ export class ResponseRun {
     this.host.send({ type: 'response.function_call_arguments.delta', ...this.base(), item_id: item.id, output_index: this.output.indexOf(item), call_id: item.call_id, delta: piece });
   }
 
-  /** The spoken span's audio and transcript went out (Speaker). */
-  spoke(span: string, audio: Buffer, millis: number): void {
+  /** Sends a span's transcript (with its first audio) and its audio (Speaker); waits while the client is behind. */
+  async spoke(span: string, audio: Buffer, millis: number): Promise<void> {
     const m = this.message!;
     const part = m.content[0] as { type: 'output_audio'; transcript: string };
     const index = this.output.indexOf(m);
@@ -368,7 +370,7 @@ export class ResponseRun {
     }
     this.audioMs += millis;
     this.spans.at(-1)!.endMs = this.audioMs;
-    this.host.send({ type: 'response.output_audio.delta', ...this.base(), item_id: m.id, output_index: index, content_index: 0, delta: audio.toString('base64') });
+    await this.host.sendPaced({ type: 'response.output_audio.delta', ...this.base(), item_id: m.id, output_index: index, content_index: 0, delta: audio.toString('base64') });
   }
 
   /** Item statuses at the end, and conversation.item.done for each (in the conversation's order). */
@@ -472,12 +474,12 @@ class Speaker {
       for await (const pcm of allChunks({ ...engine, call })) {
         if (this.signal.aborted) return;
         const out = converter.push(pcm);
-        this.run.spoke(first ? span : '', out, out.length / bytesPerMs);
+        await this.run.spoke(first ? span : '', out, out.length / bytesPerMs);
         first = false;
       }
       converted = true;
       const tail = converter.end();
-      if (tail.length && !this.signal.aborted) this.run.spoke('', tail, tail.length / bytesPerMs);
+      if (tail.length && !this.signal.aborted) await this.run.spoke('', tail, tail.length / bytesPerMs);
     } catch (e) {
       if (!this.signal.aborted) throw clientErrorFor(e, call);
     } finally {

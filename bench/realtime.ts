@@ -1,0 +1,444 @@
+// End of the user's speech to the answer's first audio on WS /v1/realtime (issue #21), broken
+// down by leg, against the same loop composed by a client over the gateway's separate routes
+// (what a pipecat-style app does without /v1/realtime). One gateway process
+// (bench/gateway-server.ts, bundled and run as `svc gateway` runs, on a fresh SQLite fixture: key
+// auth, rate limit, reservations and debits on), the local engines (pocketsphinx, the Silero
+// turn detector, flite) and a scripted LLM in a process of its own (bench/upstream-server.ts:
+// --reply short, "Sure, I can help with that." in six chunks; --reply long, two sentences a word a
+// chunk; --token-ms between chunks; with usage).
+//
+// A turn: a short question spoken by flite (eight, cycling) after 0.5 s of silence, streamed at
+// real time (20 ms pcm16 frames at 24 kHz, paced by the clock), then silence at real time until
+// the answer's first audio arrives; the next turn starts once the answer is done. E is when the
+// frame holding the question's last voiced sample was sent (flite's audio trimmed of its
+// silence). All times are the client's, at receipt, except svc_timings.
+// - realtime (one socket per setting, `?model=bench-llm`, the session's default voice):
+//   turn detection = E → `input_audio_buffer.speech_stopped` (the final transcript comes before
+//   it); LLM first token and first audio as the gateway measures them from the response's start
+//   (`response.done.response.svc_timings`); TTS first audio = first_audio_ms − llm_first_token_ms;
+//   gateway-added = (first `response.output_audio.delta` − speech_stopped) − first_audio_ms: from
+//   the turn's end to the response's start, plus the delivery of the events.
+// - routes: WS /stt/websocket (the same detector settings) → at `turn.end`, POST
+//   /v1/chat/completions stream:true with the turn's final transcript → each token as it arrives
+//   to WS /tts/websocket with continue:true, as LiveKit's and pipecat's Cartesia TTS stream (a
+//   socket opened beforehand, a context per turn, the realtime session's voice, pcm_s16le at
+//   24 kHz). Turn detection = E → turn.end; LLM first token = turn.end → first
+//   content delta; TTS first audio = first content delta → first chunk.
+// Settings: server_vad (a fixed 500 ms of silence; on /stt/websocket the same rule is
+// turn_end_threshold=0, i.e. never by the evidence, with turn_end_timeout_ms=500) and
+// semantic_vad eagerness high / auto / low (the presets responsive / balanced / patient, as
+// turn_detection= on /stt/websocket). The two paths alternate turn by turn (the order rotating),
+// each after --warmup turns of its own. A turn end before E (the question cut off at a pause) is
+// counted and not measured: the turn is measured at the end after E. Reported: p50 / p90 in ms;
+// realtime's speech_stopped → first audio against the routes' turn.end → first audio
+// (difference of p50s, median of the paired per-turn differences, ratio of p50s). Target (issue
+// #21): gateway-added ≤ 20 ms p50.
+//
+//   npx tsx bench/realtime.ts [--turns 20] [--warmup 2] [--reply short|long] [--token-ms 0]
+import { availableParallelism, loadavg } from 'node:os';
+import { parseArgs } from 'node:util';
+import { Agent, request } from 'undici';
+import WebSocket from 'ws';
+import { resample } from '../gateway/audio/resample.js';
+import { floatToS16, s16leBytes } from '../gateway/audio/pcm.js';
+import { checkProtocol } from '../gateway/upstreams/protocols/index.js';
+import { openDatabase } from '../server/db/database.js';
+import { upsertModel } from '../server/services/models/upsert-model.js';
+import { CORPUS_RATE, say } from '../test/support/turn-corpus.js';
+import { median, percentile, table } from './lib/load.js';
+import { startBundled, startTs } from './lib/processes.js';
+import { voiceFixture } from './lib/voice-fixture.js';
+
+const args = process.argv.slice(2);
+const { values } = parseArgs({ args, options: { turns: { type: 'string', default: '20' }, warmup: { type: 'string', default: '2' }, reply: { type: 'string', default: 'short' }, 'token-ms': { type: 'string', default: '0' } } });
+const turns = Number(values.turns);
+const warmup = Number(values.warmup);
+/** Between the LLM's streamed chunks (a real LLM streams some tens of tokens a second). */
+const tokenMs = Number(values['token-ms']);
+
+const QUESTIONS = [
+  'What time do you open tomorrow?',
+  'Can I change my delivery address?',
+  'Where is my package right now?',
+  'How much is the premium plan?',
+  'Is the store open on Sunday?',
+  'Can you book a table for two?',
+  'What will the weather be like?',
+  'Do you ship to Canada?',
+];
+const REPLIES: Record<string, string[]> = {
+  short: ['Sure', ',', ' I can', ' help', ' with that', '.'],
+  // Two sentences, a word a chunk: the first can be spoken while the rest streams.
+  long: 'Sure, I can help with that. Our store opens at nine in the morning and closes at six in the evening, every day but Sunday.'.split(/(?= )/),
+};
+const REPLY = REPLIES[values.reply!];
+if (!REPLY) throw new Error(`--reply must be one of ${Object.keys(REPLIES).join(', ')}`);
+const LLM = 'bench-llm';
+const TTS = 'local-flite';
+const RATE = 24_000;
+const FRAME_MS = 20;
+const FRAME_BYTES = ((RATE * FRAME_MS) / 1000) * 2;
+const SILENCE = Buffer.alloc(FRAME_BYTES);
+const LEAD_SECONDS = 0.5;
+/** From a turn's first frame: a turn not answered by then failed. */
+const TURN_TIMEOUT_MS = 20_000;
+
+interface Setting {
+  name: string;
+  realtime: Record<string, unknown>;
+  stt: Record<string, string>;
+}
+const SETTINGS: Setting[] = [
+  { name: 'server_vad, 500 ms', realtime: { type: 'server_vad', silence_duration_ms: 500 }, stt: { turn_detection: 'balanced', turn_end_threshold: '0', turn_end_timeout_ms: '500' } },
+  { name: 'semantic_vad high', realtime: { type: 'semantic_vad', eagerness: 'high' }, stt: { turn_detection: 'responsive' } },
+  { name: 'semantic_vad auto', realtime: { type: 'semantic_vad', eagerness: 'auto' }, stt: { turn_detection: 'balanced' } },
+  { name: 'semantic_vad low', realtime: { type: 'semantic_vad', eagerness: 'low' }, stt: { turn_detection: 'patient' } },
+];
+
+interface Question {
+  text: string;
+  /** The lead silence and the speech, pcm16 at 24 kHz, padded to whole frames. */
+  pcm: Buffer;
+  /** The frame holding the last voiced sample. */
+  lastVoicedFrame: number;
+}
+
+async function question(text: string): Promise<Question> {
+  const speech = resample(await say(text, 'flite:slt'), CORPUS_RATE, RATE);
+  const lead = Math.round(LEAD_SECONDS * RATE);
+  const end = lead + speech.length;
+  const frameSamples = FRAME_BYTES / 2;
+  const samples = new Float32Array(Math.ceil(end / frameSamples) * frameSamples);
+  samples.set(speech, lead);
+  return { text, pcm: s16leBytes(floatToS16(samples)), lastVoicedFrame: Math.floor((end - 1) / frameSamples) };
+}
+
+/** A question's frames then silence, one frame every FRAME_MS by the clock (a late timer does not delay the frames after it), until stopped. */
+class PacedAudio {
+  /** When the frame holding the last voiced sample was sent (E). */
+  voicedSentAt = NaN;
+  private timer: NodeJS.Timeout | undefined;
+  private stopped = false;
+
+  constructor(q: Question, send: (frame: Buffer) => void) {
+    const start = performance.now();
+    const tick = (i: number) => {
+      if (this.stopped) return;
+      const at = i * FRAME_BYTES;
+      send(at < q.pcm.length ? q.pcm.subarray(at, at + FRAME_BYTES) : SILENCE);
+      if (i === q.lastVoicedFrame) this.voicedSentAt = performance.now();
+      this.timer = setTimeout(() => tick(i + 1), Math.max(0, start + (i + 1) * FRAME_MS - performance.now()));
+    };
+    tick(0);
+  }
+
+  stop(): void {
+    this.stopped = true;
+    clearTimeout(this.timer);
+  }
+}
+
+type Event = { type: string; [k: string]: unknown };
+
+/** A socket whose JSON events go to the current turn's handler, each with its receipt time (taken before parsing). */
+class EventSocket {
+  handler: ((e: Event, at: number) => void) | undefined;
+  private constructor(readonly ws: WebSocket) {
+    ws.on('message', (data, isBinary) => {
+      const at = performance.now();
+      if (!isBinary) this.handler?.(JSON.parse(data.toString()) as Event, at);
+    });
+  }
+
+  /** Resolves at the socket's first event (session.created, session.started), or at the open when `firstEvent` is false. */
+  static open(url: string, headers: Record<string, string>, firstEvent = true): Promise<{ socket: EventSocket; first: Event | null }> {
+    const ws = new WebSocket(url, { headers });
+    return new Promise((resolve, reject) => {
+      ws.once('unexpected-response', (_req, res) => reject(new Error(`${url}: upgrade refused with ${res.statusCode}`)));
+      ws.once('error', reject);
+      ws.once('open', () => {
+        const socket = new EventSocket(ws);
+        if (!firstEvent) return resolve({ socket, first: null });
+        socket.handler = (e) => {
+          socket.handler = undefined;
+          resolve({ socket, first: e });
+        };
+      });
+    });
+  }
+
+  /** The next event of `type` (an error event rejects). */
+  next(type: string): Promise<Event> {
+    return new Promise((resolve, reject) => {
+      this.handler = (e) => {
+        if (e.type === 'error') reject(new Error(`error event: ${JSON.stringify(e)}`));
+        if (e.type !== type) return;
+        this.handler = undefined;
+        resolve(e);
+      };
+    });
+  }
+}
+
+interface Turn {
+  turnDetection: number;
+  llmFirstToken: number;
+  ttsFirstAudio: number;
+  /** realtime only */
+  gatewayAdded: number;
+  /** speech_stopped / turn.end → first audio */
+  endToAudio: number;
+  total: number;
+  /** turn ends before the end of speech */
+  cutOffs: number;
+}
+
+/** Runs a turn: resolves with its figures, or rejects (after `cleanup`) on an error event or the timeout. */
+function withAudio<T>(send: (frame: Buffer) => void, q: Question, what: string, body: (audio: PacedAudio, settle: { resolve(t: T): void; reject(e: Error): void }) => void): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const audio = new PacedAudio(q, send);
+    const timer = setTimeout(() => settle.reject(new Error(`${what}: no answer within ${TURN_TIMEOUT_MS} ms ("${q.text}")`)), TURN_TIMEOUT_MS);
+    const settle = {
+      resolve: (t: T) => {
+        audio.stop();
+        clearTimeout(timer);
+        resolve(t);
+      },
+      reject: (e: Error) => {
+        audio.stop();
+        clearTimeout(timer);
+        reject(e);
+      },
+    };
+    body(audio, settle);
+  });
+}
+
+function realtimeTurn(s: EventSocket, q: Question): Promise<Turn> {
+  return withAudio<Turn>((frame) => s.ws.send(JSON.stringify({ type: 'input_audio_buffer.append', audio: frame.toString('base64') })), q, 'realtime', (audio, settle) => {
+    let stoppedAt = NaN;
+    let audioAt = NaN;
+    let responseId: string | undefined;
+    let cutOffs = 0;
+    s.handler = (e, at) => {
+      if (e.type === 'error') return settle.reject(new Error(`realtime error event: ${JSON.stringify(e.error)}`));
+      if (e.type === 'input_audio_buffer.speech_stopped') {
+        if (Number.isNaN(audio.voicedSentAt)) cutOffs++;
+        else if (Number.isNaN(stoppedAt)) stoppedAt = at;
+      }
+      const response = e.response as { id: string; status: string; svc_timings: { llm_first_token_ms: number; first_audio_ms: number } } | undefined;
+      if (e.type === 'response.created' && !Number.isNaN(stoppedAt) && !responseId) responseId = response!.id;
+      if (e.type === 'response.output_audio.delta' && e.response_id === responseId && Number.isNaN(audioAt)) {
+        audioAt = at;
+        audio.stop();
+      }
+      if (e.type === 'response.done' && response!.id === responseId) {
+        s.handler = undefined;
+        if (response!.status !== 'completed' || Number.isNaN(audioAt)) return settle.reject(new Error(`realtime response ${response!.status}${Number.isNaN(audioAt) ? ' without audio' : ''}`));
+        const { llm_first_token_ms: llm, first_audio_ms: firstAudio } = response!.svc_timings;
+        settle.resolve({
+          turnDetection: stoppedAt - audio.voicedSentAt,
+          llmFirstToken: llm,
+          ttsFirstAudio: firstAudio - llm,
+          gatewayAdded: audioAt - stoppedAt - firstAudio,
+          endToAudio: audioAt - stoppedAt,
+          total: audioAt - audio.voicedSentAt,
+          cutOffs,
+        });
+      }
+    };
+  });
+}
+
+interface Routes {
+  origin: string;
+  key: string;
+  agent: Agent;
+  tts: EventSocket;
+  voice: string;
+}
+let contexts = 0;
+
+/** The LLM streamed to its end, then its whole reply spoken; `onAudio` at the first chunk. */
+async function answerOverRoutes(r: Routes, transcript: string, onAudio: () => void): Promise<{ firstTokenAt: number; firstAudioAt: number }> {
+  // As a streaming client composes the routes (LiveKit's and pipecat's Cartesia TTS): each LLM
+  // token goes to the TTS socket as it arrives (continue: true), the context ends with the reply.
+  const id = `turn-${++contexts}`;
+  const generation = { model_id: TTS, voice: { mode: 'id', id: r.voice }, output_format: { container: 'raw', encoding: 'pcm_s16le', sample_rate: RATE }, language: 'en', context_id: id };
+  const firstAudio = new Promise<number>((resolve, reject) => {
+    let first = NaN;
+    r.tts.handler = (e, at) => {
+      if (e.context_id !== id) return;
+      if (e.type === 'chunk' && Number.isNaN(first)) {
+        first = at;
+        onAudio();
+      }
+      if (e.type === 'error') reject(new Error(`/tts/websocket error event: ${JSON.stringify(e)}`));
+      if (e.type === 'done') {
+        r.tts.handler = undefined;
+        if (Number.isNaN(first)) reject(new Error('/tts/websocket: done without audio'));
+        else resolve(first);
+      }
+    };
+  });
+  const res = await request(`${r.origin}/v1/chat/completions`, {
+    method: 'POST',
+    dispatcher: r.agent,
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${r.key}` },
+    body: JSON.stringify({ model: LLM, stream: true, stream_options: { include_usage: true }, messages: [{ role: 'user', content: transcript }] }),
+  });
+  let firstTokenAt = NaN;
+  let reply = '';
+  let buf = '';
+  for await (const piece of res.body) {
+    const at = performance.now();
+    buf += (piece as Buffer).toString('utf8');
+    let end: number;
+    while ((end = buf.indexOf('\n\n')) >= 0) {
+      const data = buf.slice(0, end).replace(/^data: /, '');
+      buf = buf.slice(end + 2);
+      if (data === '[DONE]' || !data.startsWith('{')) continue;
+      const content = (JSON.parse(data) as { choices?: { delta?: { content?: string } }[] }).choices?.[0]?.delta?.content;
+      if (!content) continue;
+      if (Number.isNaN(firstTokenAt)) firstTokenAt = at;
+      reply += content;
+      r.tts.ws.send(JSON.stringify({ ...generation, transcript: content, continue: true }));
+    }
+  }
+  if (res.statusCode !== 200 || !reply) throw new Error(`/v1/chat/completions answered ${res.statusCode} with "${reply}"`);
+  r.tts.ws.send(JSON.stringify({ ...generation, transcript: '', continue: false }));
+  return { firstTokenAt, firstAudioAt: await firstAudio };
+}
+
+function routesTurn(stt: EventSocket, r: Routes, q: Question): Promise<Turn> {
+  return withAudio<Turn>((frame) => stt.ws.send(frame), q, 'routes', (audio, settle) => {
+    let cutOffs = 0;
+    let endAt = NaN;
+    const finals: string[] = [];
+    stt.handler = (e, at) => {
+      if (e.type === 'error') return settle.reject(new Error(`/stt/websocket error event: ${JSON.stringify(e)}`));
+      if (e.type === 'transcript' && e.is_final && typeof e.text === 'string' && e.text) finals.push(e.text);
+      if (e.type !== 'turn.end') return;
+      if (Number.isNaN(audio.voicedSentAt)) return void cutOffs++;
+      if (!Number.isNaN(endAt)) return;
+      endAt = at;
+      answerOverRoutes(r, finals.join(' '), () => audio.stop()).then(({ firstTokenAt, firstAudioAt }) => {
+        settle.resolve({
+          turnDetection: endAt - audio.voicedSentAt,
+          llmFirstToken: firstTokenAt - endAt,
+          ttsFirstAudio: firstAudioAt - firstTokenAt,
+          gatewayAdded: NaN,
+          endToAudio: firstAudioAt - endAt,
+          total: firstAudioAt - audio.voicedSentAt,
+          cutOffs,
+        });
+      }, settle.reject);
+    };
+  });
+}
+
+// ---- the run
+
+const questions = await Promise.all(QUESTIONS.map(question));
+const upstream = await startTs('bench/upstream-server.ts', { BENCH_UPSTREAM_MODE: 'stream', BENCH_STREAM_CHUNKS: JSON.stringify(REPLY), BENCH_STREAM_DELAY_MS: String(tokenMs) });
+const fx = await voiceFixture();
+{
+  const db = openDatabase(fx.databaseUrl);
+  await upsertModel(db.prisma, checkProtocol, { id: LLM, modality: 'llm', prices: { inputPicoPerToken: 150_000n, outputPicoPerToken: 600_000n }, upstream: { url: upstream.url, protocol: 'openai' } });
+  await db.close();
+}
+// No periodic health checks against the scripted LLM while measuring.
+const gateway = await startBundled('bench/gateway-server.ts', { ...fx.env, SVC_HEALTH_CHECK_SECONDS: '3600' });
+const cleanup = () => {
+  gateway.child.kill('SIGTERM');
+  upstream.child.kill('SIGTERM');
+  fx.remove();
+};
+process.once('SIGINT', () => {
+  cleanup();
+  process.exit(130);
+});
+
+const sorted = (xs: number[]) => [...xs].sort((a, b) => a - b);
+const fmt = (x: number) => (Number.isNaN(x) ? '-' : Math.abs(x) < 100 ? x.toFixed(1) : x.toFixed(0));
+const p50 = (xs: number[]) => (xs.length ? median(xs) : NaN);
+const p90 = (xs: number[]) => percentile(sorted(xs), 90);
+const both = (xs: number[]) => `${fmt(p50(xs))} / ${fmt(p90(xs))}`;
+
+try {
+  const ws = gateway.url.replace(/^http/, 'ws');
+  const auth = { authorization: `Bearer ${fx.key}` };
+  const load = [loadavg()[0]!];
+  const started = performance.now();
+  const tts = (await EventSocket.open(`${ws}/tts/websocket`, { ...auth, 'cartesia-version': '2025-04-16' }, false)).socket;
+  const agent = new Agent({ connections: 2, keepAliveTimeout: 60_000 });
+  const rows: Record<string, string | number>[] = [];
+  const comparisons: Record<string, string | number>[] = [];
+  const verdicts: string[] = [];
+  for (const setting of SETTINGS) {
+    const rt = await EventSocket.open(`${ws}/v1/realtime?model=${LLM}`, auth);
+    if (rt.first?.type !== 'session.created') throw new Error(`/v1/realtime: first event ${JSON.stringify(rt.first)}`);
+    const voice = (rt.first.session as { audio: { output: { voice: string } } }).audio.output.voice;
+    const updated = rt.socket.next('session.updated');
+    rt.socket.ws.send(JSON.stringify({ type: 'session.update', session: { type: 'realtime', audio: { input: { turn_detection: setting.realtime } } } }));
+    await updated;
+    const query = new URLSearchParams({ model: 'local-stt', sample_rate: String(RATE), encoding: 'pcm_s16le', turn_source: 'gateway', ...setting.stt });
+    const stt = await EventSocket.open(`${ws}/stt/websocket?${query}`, auth);
+    if (stt.first?.type !== 'session.started') throw new Error(`/stt/websocket: first event ${JSON.stringify(stt.first)}`);
+    const routes: Routes = { origin: gateway.url, key: fx.key, agent, tts, voice };
+    const realtime: Turn[] = [];
+    const separate: Turn[] = [];
+    for (let i = 0; i < warmup + turns; i++) {
+      const q = questions[i % questions.length]!;
+      const steps = [async () => realtime.push(await realtimeTurn(rt.socket, q)), async () => separate.push(await routesTurn(stt.socket, routes, q))];
+      for (let k = 0; k < steps.length; k++) await steps[(k + i) % steps.length]!();
+      process.stderr.write('.');
+    }
+    rt.socket.ws.close();
+    stt.socket.ws.send(JSON.stringify({ type: 'close' }));
+    const r = realtime.slice(warmup);
+    const s = separate.slice(warmup);
+    const col = (ts: Turn[], k: keyof Turn) => ts.map((t) => t[k]);
+    const cutOffs = (ts: Turn[]) => ts.reduce((n, t) => n + t.cutOffs, 0);
+    const row = (path: string, ts: Turn[], endName: string) => ({
+      setting: setting.name,
+      path,
+      'end of speech → turn end': both(col(ts, 'turnDetection')),
+      'LLM first token': both(col(ts, 'llmFirstToken')),
+      'TTS first audio': both(col(ts, 'ttsFirstAudio')),
+      'gateway-added': both(col(ts, 'gatewayAdded')),
+      [`turn end → first audio`]: `${both(col(ts, 'endToAudio'))} (${endName})`,
+      'end of speech → first audio': both(col(ts, 'total')),
+      'cut-offs': cutOffs(ts),
+    });
+    rows.push(row('/v1/realtime', r, 'speech_stopped'));
+    rows.push(row('stt + chat + tts routes', s, 'turn.end'));
+    const rtEnd = col(r, 'endToAudio');
+    const sEnd = col(s, 'endToAudio');
+    comparisons.push({
+      setting: setting.name,
+      'realtime speech_stopped → first audio p50': fmt(p50(rtEnd)),
+      'routes turn.end → first audio p50': fmt(p50(sEnd)),
+      'realtime − routes p50': fmt(p50(rtEnd) - p50(sEnd)),
+      'paired diff p50': fmt(p50(rtEnd.map((x, i) => x - sEnd[i]!))),
+      'realtime / routes p50': (p50(rtEnd) / p50(sEnd)).toFixed(2),
+    });
+    const added = p50(col(r, 'gatewayAdded'));
+    verdicts.push(`${setting.name}: gateway-added ${fmt(added)} ms p50 (target ≤ 20 ms): ${added <= 20 ? 'met' : 'NOT met'}`);
+  }
+  tts.ws.close();
+  await agent.close();
+  load.push(loadavg()[0]!);
+  process.stderr.write('\n');
+  console.log(`\nRealtime loop, ${new Date().toISOString().slice(0, 10)}, \`npx tsx bench/realtime.ts${args.length ? ' ' + args.join(' ') : ''}\``);
+  console.log(
+    `${turns} turns per setting and path after ${warmup} warm-up, alternating; ${QUESTIONS.length} flite questions at real time in ${FRAME_MS} ms frames; scripted LLM "${REPLY.join('')}" in ${REPLY.length} chunks; ` +
+      `local-stt, ${TTS}, pcm16 24 kHz; ${Math.round((performance.now() - started) / 1000)} s; load average (1 min) ${load.map((l) => l.toFixed(1)).join(' → ')} on ${availableParallelism()} cores. ms, p50 / p90\n`,
+  );
+  console.log(table(rows));
+  console.log("\nLLM first token: on /v1/realtime from the response's start, in the gateway (svc_timings); on the routes from turn.end, at the client (the request's round trip included). TTS first audio: from the LLM's first token.");
+  console.log('\n' + table(comparisons));
+  console.log('\n' + verdicts.join('\n'));
+} finally {
+  cleanup();
+}
