@@ -5,7 +5,7 @@
 //   `next build --webpack` gets the equivalent `extensionAlias`.
 // - Native and driver packages stay out of the bundle and load from node_modules at run time.
 //   Nothing from the environment is read at build time: DATABASE_URL, SVC_DATA_DIR and the
-//   session secret are resolved by the server on first use (server/api/db.ts, server/auth/).
+//   session secret are resolved by the server on first use (server/db/dashboard-db.ts, server/auth/).
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 

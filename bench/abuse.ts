@@ -65,7 +65,6 @@ async function account(micros: bigint, keys = 1) {
   for (let i = 0; i < keys; i++) made.push(await createApiKey(db.prisma, { orgId: org.id, name: `k${i}`, rateLimitRpm: 1_000_000 }));
   return { orgId: org.id, keys: made };
 }
-const balanceOf = async (orgId: string) => (await db.prisma.org.findUniqueOrThrow({ where: { id: orgId } })).balanceMicros;
 const usd = (micros: bigint) => (Number(micros) / 1e6).toFixed(6);
 
 /** Polls /health every 20 ms until stopped: the latency any other client sees meanwhile. */

@@ -4,7 +4,7 @@ import { Command, Option } from 'commander';
 import { ConfigError, loadConfig, ensureDataDir } from '../server/config/env.js';
 import { openDatabase, type Database } from '../server/db/database.js';
 import { migrate } from '../server/db/migrate.js';
-import { formatPico, formatUsd, parseUsdToMicros, parseUsdToPico } from '../server/services/credits/money.js';
+import { formatPico, formatUsd, parseUsdToMicros, parseUsdToPico } from '../server/money.js';
 import { grantCredits } from '../server/services/credits/grant-credits.js';
 import { isServiceError } from '../server/services/errors.js';
 import { createApiKey } from '../server/services/keys/create-api-key.js';
@@ -257,6 +257,7 @@ try {
   if (err.code === 'commander.helpDisplayed' || err.code === 'commander.version') process.exit(0);
   if (err.code?.startsWith('commander.')) process.exit(err.exitCode ?? 2);
   const message = e instanceof ConfigError || e instanceof UsageError || isServiceError(e) ? err.message : `unexpected error: ${err.stack ?? err.message}`;
-  process.stderr.write(`svc: ${message}\n`);
+  const retry = isServiceError(e) && e.retryAfterSeconds !== undefined ? ` (retry in ${Math.ceil(e.retryAfterSeconds)} s)` : '';
+  process.stderr.write(`svc: ${message}${retry}\n`);
   process.exit(1);
 }

@@ -1,7 +1,7 @@
 // `svc start` / `svc gateway`: the gateway (with its job worker) in this process and, for
 // `start`, the dashboard (`next start`) as a child. SIGTERM/SIGINT: stop accepting at once,
 // let in-flight requests and streams run for SVC_SHUTDOWN_GRACE_SECONDS, end the rest cleanly,
-// flush metering, close the database, stop the dashboard, exit 0 (README "Operations").
+// flush metering, close the database, stop the dashboard, exit 0 (docs/operations.md, "Shutdown").
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';

@@ -1,5 +1,5 @@
 // Requests Node's HTTP parser refuses, sent over raw sockets to the real gateway: each is
-// answered in the error envelope (README "Errors") with its status and code, as a complete
+// answered in the error envelope (docs/api-conventions.md, "Errors") with its status and code, as a complete
 // HTTP response with a request id, and the connection is closed. A response already under way
 // on the connection is never followed by a second one.
 import { connect } from 'node:net';

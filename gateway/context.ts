@@ -1,4 +1,5 @@
 import type { UpstreamStatsRecorder } from '../server/services/models/upstream-stats.js';
+import type { Clock } from '../server/clock.js';
 import type { Config } from '../server/config/env.js';
 import type { Database } from '../server/db/database.js';
 import type { Admission } from './core/admission.js';
@@ -15,6 +16,8 @@ import type { ProtocolRuntimes } from './upstreams/protocols/index.js';
 export interface GatewayContext {
   config: Config;
   db: Database;
+  /** The time rate-limit windows and agent claims are decided by (tests hand in their own). */
+  clock: Clock;
   core: GatewayCore;
   /** What may run at once per key, org and process, and the revocation watch of running work. */
   admission: Admission;

@@ -1,48 +1,37 @@
-// The one place where error codes become HTTP responses: status and OpenAI error `type`
-// per code, and the envelope {error:{message,type,code,param}}.
+// The one place where errors become HTTP responses: framework, audio and unknown errors made
+// ServiceErrors, then answered in the envelope (the status and type table is
+// server/error-envelope.ts, which the dashboard's gateway proxy answers in too).
 import { STATUS_CODES, maxHeaderSize } from 'node:http';
 import type { Socket } from 'node:net';
 import type { ConnectionError, FastifyBaseLogger, FastifyError, FastifyReply, FastifyRequest } from 'fastify';
+import { ERROR_TABLE, envelope, errorHeaders } from '../server/error-envelope.js';
 import { newId } from '../server/db/ids.js';
 import { type ErrorCode, ServiceError, isServiceError } from '../server/services/errors.js';
+import { AudioError, type AudioErrorCode, type AudioSetting } from './audio/audio-error.js';
 
-type ErrorType = 'invalid_request_error' | 'insufficient_quota' | 'rate_limit_error' | 'api_error';
+export { ERROR_TABLE, envelope, type ErrorEnvelope } from '../server/error-envelope.js';
 
-const E = (status: number, type: ErrorType = 'invalid_request_error') => ({ status, type });
-
-export const ERROR_TABLE: Record<ErrorCode, { status: number; type: ErrorType }> = {
-  invalid_json: E(400), invalid_request: E(400), transcript_too_long: E(400), invalid_output_format: E(400),
-  invalid_generation_config: E(400), unsupported_audio_format: E(400), invalid_sample_rate: E(400),
-  invalid_turn_detection: E(400), upgrade_required: E(400), invalid_login_hint: E(400),
-  anonymous_not_enabled: E(400), identity_assertion_not_enabled: E(400), already_claimed: E(400),
-  authorization_pending: E(400), expired_token: E(400), invalid_grant: E(400), unsupported_grant_type: E(400), clip_too_short: E(400),
-  invalid_api_key: E(401), api_key_disabled: E(401),
-  insufficient_quota: E(402, 'insufficient_quota'),
-  voice_read_only: E(403), forbidden: E(403),
-  not_found: E(404), model_not_found: E(404), voice_not_found: E(404), dict_not_found: E(404),
-  job_not_found: E(404), blob_not_found: E(404), org_not_found: E(404), key_not_found: E(404),
-  method_not_allowed: E(405), voice_profile_missing: E(409), conflict: E(409), claim_expired: E(410),
-  body_too_large: E(413), storage_quota_exceeded: E(413), unsupported_media_type: E(415),
-  request_timeout: E(408), request_header_fields_too_large: E(431),
-  rate_limit_exceeded: E(429, 'rate_limit_error'), slow_down: E(429, 'rate_limit_error'),
-  internal_error: E(500, 'api_error'), upstream_unavailable: E(502, 'api_error'), upstream_error: E(502, 'api_error'),
-  verify_unavailable: E(503, 'api_error'), model_offline: E(503, 'api_error'), temporarily_unavailable: E(503, 'api_error'),
-  agent_auth_unavailable: E(503, 'api_error'), upstream_timeout: E(504, 'api_error'),
-  mail_unavailable: E(503, 'api_error'),
+/** The audio functions' refusals as the API's errors; the audio a client sends is its upload, field `file`. */
+const AUDIO_ERROR_CODES: Record<AudioErrorCode, ErrorCode> = {
+  unreadable_wav: 'unsupported_audio_format',
+  unsupported_output_format: 'invalid_output_format',
+  volume_out_of_range: 'invalid_generation_config',
+};
+const AUDIO_SETTING_PARAMS: Record<AudioSetting, string> = {
+  container: 'output_format.container',
+  sampleRate: 'output_format.sample_rate',
+  encoding: 'output_format.encoding',
+  bitRate: 'output_format.bit_rate',
+  volume: 'generation_config.volume',
 };
 
-export interface ErrorEnvelope {
-  error: { message: string; type: string; code: string; param: string | null };
-}
-
-export function envelope(err: ServiceError): { status: number; body: ErrorEnvelope } {
-  const { status, type } = ERROR_TABLE[err.code];
-  return { status, body: { error: { message: err.message, type, code: err.code, param: err.param } } };
-}
-
-/** Translates framework and unknown errors into ServiceErrors; internals never leak. */
+/** Translates framework, audio and unknown errors into ServiceErrors; internals never leak. */
 export function toServiceError(err: unknown): ServiceError {
   if (isServiceError(err)) return err;
+  if (err instanceof AudioError) {
+    const param = err.setting === null ? 'file' : AUDIO_SETTING_PARAMS[err.setting];
+    return new ServiceError(AUDIO_ERROR_CODES[err.code], err.message, param);
+  }
   const fe = err as Partial<FastifyError> & { type?: string };
   switch (fe.code) {
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
@@ -74,7 +63,7 @@ export function sendError(request: FastifyRequest, reply: FastifyReply, err: unk
   // A 503 made from a failure underneath (e.g. the registration store down): log what failed.
   else if (serviceError.cause !== undefined && ERROR_TABLE[serviceError.code].status >= 500) request.log.warn({ err: serviceError.cause }, serviceError.code);
   const { status, body } = envelope(serviceError);
-  for (const [name, value] of Object.entries(serviceError.headers)) reply.header(name, value);
+  reply.headers(errorHeaders(serviceError));
   return reply.code(status).type('application/json; charset=utf-8').send(body);
 }
 

@@ -18,7 +18,7 @@
 // {type:"error",code,message}, never closes with 1011, and ends on our close command with 1000.
 // Cases the fuzz found are kept as plain tests at the end, so that the properties keep exploring.
 //
-// Allowed 5xx: only 503 model_offline, and only for a chat request naming `local-llm` (README,
+// Allowed 5xx: only 503 model_offline, and only for a chat request naming `local-llm` (docs/llm.md,
 // "Local engine": without its GGUF the model is offline). Every other model here has a live
 // engine (the local ones, or a scripted upstream that always answers 200), so 502/504
 // upstream_* or 503 capacity answers would be bugs here, not documented outcomes.
@@ -118,7 +118,7 @@ beforeAll(async () => {
   await upsertModel(prisma, checkProtocol, { id: 'local-espeak', modality: 'tts', prices: { picoPerChar: 1_000_000n }, upstream: { url: 'local:espeak-ng', protocol: 'espeak-ng' } });
   await upsertModel(prisma, checkProtocol, { id: 'local-stt', modality: 'stt', prices: { picoPerSecond: 100_000_000n }, upstream: { url: 'local:pocketsphinx', protocol: 'pocketsphinx' } });
   await upsertModel(prisma, checkProtocol, { id: 'chat-scripted', modality: 'llm', prices: { inputPicoPerToken: 1_000n, outputPicoPerToken: 1_000n }, upstream: { url: llm.baseUrl, protocol: 'openai' } });
-  // The embedded LLM without its GGUF file: offline, 503 model_offline (README, "Local engine").
+  // The embedded LLM without its GGUF file: offline, 503 model_offline (docs/llm.md, "Local engine").
   await upsertModel(prisma, checkProtocol, { id: 'local-llm', modality: 'llm', prices: { inputPicoPerToken: 1_000n, outputPicoPerToken: 1_000n }, upstream: { url: 'local:llama-cpp', protocol: 'llama-cpp' } });
   await h.runtime.ctx.registry.refresh();
   await h.runtime.ctx.health.checkAll();
@@ -246,7 +246,7 @@ const HTTP_ROUTES: HttpRoute[] = [
         n: fc.oneof(anyNumber, fc.constantFrom(1, 2, 2 ** 53 - 1)),
         tools: anyJson,
       }),
-      // README, "Local engine": the embedded LLM without its GGUF is offline, 503 model_offline.
+      // docs/llm.md, "Local engine": the embedded LLM without its GGUF is offline, 503 model_offline.
       allowed5xx: (sent) => (chatModel(sent) === 'local-llm' ? ['model_offline'] : []),
     }),
   },
@@ -549,7 +549,7 @@ describe('HTTP routes: no 5xx, every error in the envelope, no hang', () => {
 // ---------------------------------------------------------------------------------------
 // GET /stt/websocket
 
-/** The commands of the protocol (README, "Streaming STT protocol"); any other text is garbage. */
+/** The commands of the protocol (docs/stt.md, "Streaming STT protocol"); any other text is garbage. */
 const COMMANDS = new Set(['keepalive', 'finalize', 'close', 'closestream']);
 function isCommand(text: string): boolean {
   try {
@@ -673,7 +673,7 @@ async function runSession(params: [string, string][], key: 'query' | 'header' | 
   }
 }
 
-/** Close codes the README documents for a session (1011 is engine failure, never the client's doing). */
+/** Close codes docs/stt.md documents for a session (1011 is engine failure, never the client's doing). */
 const DOCUMENTED_CLOSE_CODES = [1000, 1001, 1008, 1013];
 
 /**
@@ -725,7 +725,7 @@ describe('GET /stt/websocket: random query parameters and frames', () => {
 
   // Frames the WebSocket layer itself refuses (RFC 6455 §7.4.1): 1007 for text that is not
   // UTF-8, 1009 for a message over the 1 MB maxPayload. Not the gateway's codes, but not 1011 and
-  // not a crash. (README, "Streaming STT protocol", lists neither: reported.)
+  // not a crash. (docs/stt.md, "Streaming STT protocol", lists neither: reported.)
   it.each([
     ['a text frame that is not UTF-8', (ws: WebSocket) => ws.send(Buffer.from([0x7b, 0xff, 0xfe, 0x7d]), { binary: false }), 1007],
     ['a text message over 1 MB', (ws: WebSocket) => ws.send(`{"type":"${'x'.repeat(1024 * 1024)}"}`), 1009],
@@ -806,7 +806,7 @@ describe('cases the fuzz found', () => {
 
 // Last: what the properties noted without stopping (see softFindings in test/support/fuzz-http.ts).
 describe('findings noted along the way', () => {
-  it('every answer carried x-request-id (README, "Errors": every response carries it)', () => {
+  it('every answer carried x-request-id (docs/api-conventions.md, "Errors": every response carries it)', () => {
     expect(Object.fromEntries(softFindings)).toEqual({});
   });
 });

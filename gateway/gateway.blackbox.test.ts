@@ -10,8 +10,9 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../test/support/test-database.js';
 import { startScriptedUpstream, type ScriptedUpstream } from '../test/support/scripted-openai-upstream.js';
 import { usageRows } from '../test/support/usage-rows.js';
-import { awayFromMinuteBoundary } from '../test/support/rate-window.js';
+import { countedInOneMinute } from '../test/support/rate-window.js';
 import { freePort } from '../test/support/svc-process.js';
+import { openApiResponseChecker, type OpenApiResponseChecker } from '../test/support/openapi-responses.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const SVC = join(ROOT, 'bin/svc.mjs');
@@ -190,6 +191,8 @@ async function call(gw: GatewayProcess, method: string, path: string, opts: { ke
   } catch {
     json = undefined;
   }
+  // Every answer is as GET /openapi.json documents it (status, content type, JSON body).
+  expect(documented?.problems({ method, path, status: res.status, contentType: res.headers.get('content-type'), json }) ?? [], text.slice(0, 300)).toEqual([]);
   return { status: res.status, headers: res.headers, text, json };
 }
 
@@ -231,6 +234,8 @@ async function eventually<T>(what: string, check: () => Promise<T | undefined>, 
 
 let upstream: ScriptedUpstream;
 let gw: GatewayProcess;
+/** The gateway's own OpenAPI document, read once it is up; call() checks each answer against it. */
+let documented: OpenApiResponseChecker | undefined;
 /** Every full key created in this file: none may appear in any process's output. */
 const allKeys: string[] = [];
 
@@ -267,6 +272,9 @@ beforeAll(async () => {
   ({ key } = await newKey(orgId));
   // The main gateway logs every request (info), so that the secret check below has logs to read.
   gw = await startGateway('main', { LOG_LEVEL: 'info' });
+  const doc = await fetch(`${gw.base}/openapi.json`);
+  expect(doc.status).toBe(200);
+  documented = openApiResponseChecker((await doc.json()) as Record<string, unknown>);
   await eventually('bb-llm to be served', async () => {
     const r = await call(gw, 'GET', '/v1/models', { key });
     return r.json?.data?.some((d: { id: string }) => d.id === 'bb-llm') ? true : undefined;
@@ -572,11 +580,12 @@ describe('model registry while running', () => {
 describe('rate limit over HTTP', () => {
   it('a key created with --rpm 3 gets 3 x 200, then 429 with Retry-After and the wait at the end of the message', async () => {
     const org = await newOrg('1');
-    const k = await newKey(org, 3);
-    await awayFromMinuteBoundary(10_000);
-    const statuses: number[] = [];
-    for (let i = 0; i < 3; i++) statuses.push((await call(gw, 'GET', '/v1/models', { key: k.key })).status);
-    const refused = await call(gw, 'GET', '/v1/models', { key: k.key });
+    const { statuses, refused } = await countedInOneMinute(async () => {
+      const k = await newKey(org, 3);
+      const statuses: number[] = [];
+      for (let i = 0; i < 3; i++) statuses.push((await call(gw, 'GET', '/v1/models', { key: k.key })).status);
+      return { statuses, refused: await call(gw, 'GET', '/v1/models', { key: k.key }) };
+    });
     expect(statuses).toEqual([200, 200, 200]);
     expectError(refused, 429, 'rate_limit_exceeded');
     expect(refused.json.error.type).toBe('rate_limit_error');
@@ -616,15 +625,17 @@ describe('two gateway processes sharing Redis', () => {
 
   it('a key with --rpm 10: 20 requests alternated across both -> exactly 10 x 200 and 10 x 429', async () => {
     const org = await newOrg('1');
-    const k = await newKey(org, 10);
-    redisKeyIds.push(k.id);
-    await awayFromMinuteBoundary(10_000);
-    const results: { via: string; status: number; code?: string }[] = [];
-    for (let i = 0; i < 20; i++) {
-      const via = i % 2 === 0 ? a : b;
-      const r = await call(via, 'GET', '/v1/models', { key: k.key });
-      results.push({ via: via.name, status: r.status, code: r.json?.error?.code });
-    }
+    const results = await countedInOneMinute(async () => {
+      const k = await newKey(org, 10);
+      redisKeyIds.push(k.id);
+      const results: { via: string; status: number; code?: string }[] = [];
+      for (let i = 0; i < 20; i++) {
+        const via = i % 2 === 0 ? a : b;
+        const r = await call(via, 'GET', '/v1/models', { key: k.key });
+        results.push({ via: via.name, status: r.status, code: r.json?.error?.code });
+      }
+      return results;
+    });
     expect(results.filter((r) => r.status === 200)).toHaveLength(10);
     expect(results.filter((r) => r.status === 429 && r.code === 'rate_limit_exceeded')).toHaveLength(10);
     // Fixed window: the first ten pass, whichever process they went through.

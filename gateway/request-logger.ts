@@ -10,6 +10,14 @@ import { redactUrl } from './redact-url.js';
 
 type AnyLog = (...args: unknown[]) => void;
 
+/** The pino internals an access line is put together from (pino's `symbols`). */
+interface PinoInternals {
+  [symbols.streamSym]?: { write(line: string): void };
+  [symbols.lsCacheSym]: Record<number, string>;
+  [symbols.timeSym]: () => string;
+  [symbols.chindingsSym]: string;
+}
+
 export class LazyRequestLogger {
   #child: FastifyBaseLogger | undefined;
 
@@ -72,9 +80,10 @@ const INFO = 30;
  * of the gateway's CPU per request. Uses the logger's own level prefix, time and bindings.
  */
 export function writeAccessLine(log: FastifyBaseLogger, request: FastifyRequest, reply: FastifyReply): void {
-  const logger = log as unknown as Logger & Record<symbol, any>;
+  const logger = log as unknown as Logger & PinoInternals;
   // Fastify without a logger hands out a no-op one, which has no pino stream.
-  if (logger[symbols.streamSym] === undefined || !logger.isLevelEnabled('info')) return;
+  const stream = logger[symbols.streamSym];
+  if (stream === undefined || !logger.isLevelEnabled('info')) return;
   const line =
     `${logger[symbols.lsCacheSym][INFO]}${logger[symbols.timeSym]()}${logger[symbols.chindingsSym]}` +
     `,"reqId":${JSON.stringify(request.id)}` +
@@ -82,5 +91,5 @@ export function writeAccessLine(log: FastifyBaseLogger, request: FastifyRequest,
     // A socket already closed has no address: pino leaves an undefined member out.
     (request.ip === undefined ? '}' : `,"remoteAddress":${JSON.stringify(request.ip)}}`) +
     `,"res":{"statusCode":${reply.statusCode}},"responseTime":${reply.elapsedTime},"msg":"request completed"}\n`;
-  logger[symbols.streamSym].write(line);
+  stream.write(line);
 }

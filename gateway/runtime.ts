@@ -5,6 +5,7 @@
 import type { Server } from 'node:http';
 import { Redis } from 'ioredis';
 import type { FastifyInstance } from 'fastify';
+import { systemClock, type Clock } from '../server/clock.js';
 import type { Config } from '../server/config/env.js';
 import { ensureDataDir, readTlsFiles } from '../server/config/env.js';
 import { openDatabase } from '../server/db/database.js';
@@ -76,9 +77,9 @@ function meteredCore(core: GatewayCore, metrics: GatewayMetrics): GatewayCore {
 
 function countedLimiter(limiter: RateLimiter, metrics: GatewayMetrics): RateLimiter {
   return {
-    async consume(keyId, limit, now) {
+    async consume(keyId, limit) {
       try {
-        return await limiter.consume(keyId, limit, now);
+        return await limiter.consume(keyId, limit);
       } catch (e) {
         metrics.rateLimiterError();
         throw e;
@@ -114,7 +115,8 @@ const RELEASE_FREED_MEMORY_MS = 10_000;
 /** How long a shutdown waits for the last spans to reach the collector. */
 const TRACE_FLUSH_MS = 5_000;
 
-export async function createGatewayRuntime(config: Config, options: { logger?: boolean; passThroughCore?: boolean } = {}): Promise<GatewayRuntime> {
+/** `clock`: what rate-limit windows and agent claims read the time from (tests set one; the system's otherwise). */
+export async function createGatewayRuntime(config: Config, options: { logger?: boolean; passThroughCore?: boolean; clock?: Clock } = {}): Promise<GatewayRuntime> {
   // First: a wrong certificate or key stops the start before anything else is touched.
   const tls = config.tls ? readTlsFiles(config.tls) : undefined;
   ensureDataDir(config);
@@ -133,7 +135,8 @@ export async function createGatewayRuntime(config: Config, options: { logger?: b
   const redisReady = redis ? await connectedWithin(redis, REDIS_CONNECT_WAIT_MS) : true;
   const metrics = new GatewayMetrics();
   const lifecycle = new Lifecycle();
-  const limiter = countedLimiter(redis ? createRedisRateLimiter(redis) : createMemoryRateLimiter(), metrics);
+  const clock = options.clock ?? systemClock;
+  const limiter = countedLimiter(redis ? createRedisRateLimiter(redis, { clock }) : createMemoryRateLimiter(clock), metrics);
   const usage = createKeyUsageTracker(db.hot);
   const metered = meteredCore(
     options.passThroughCore ? createPassThroughCore() : createGatewayCore({ store: db.hot, limiter, defaultRpm: config.defaultRpm, onKeyUsed: usage.mark }),
@@ -153,7 +156,7 @@ export async function createGatewayRuntime(config: Config, options: { logger?: b
   // Checks for revoked keys go through the hot store; a failed check is retried by the next tick.
   let logCheckError: (err: unknown) => void = () => {};
   const admission = new Admission(config.limits, (ids) => db.hot.keyStatuses(ids), 500, (err) => logCheckError(err));
-  const ctx: GatewayContext = { config, db, core, admission, limiter, registry, health, protocols, metrics, lifecycle, tracing, upstreamStats };
+  const ctx: GatewayContext = { config, db, clock, core, admission, limiter, registry, health, protocols, metrics, lifecycle, tracing, upstreamStats };
   const app = await buildGateway(ctx, { logger: options.logger, tls });
   logCheckError = (err) => app.log.warn({ err }, 'revocation check of running sessions failed');
   // Reservations of this process are renewed, and those of dead processes released, a few

@@ -16,7 +16,7 @@ export function upstreamEnvelope(e: UpstreamError, timeoutMs: number): ServiceEr
     case 'unavailable':
       return new ServiceError('model_offline', e.message);
     case 'busy':
-      return new ServiceError('temporarily_unavailable', e.message, null, { 'retry-after': String(e.details.retryAfterSeconds ?? 1) });
+      return new ServiceError('temporarily_unavailable', e.message, null, { retryAfterSeconds: e.details.retryAfterSeconds ?? 1 });
     case 'status': {
       const status = e.details.status;
       const message = e.details.engineMessage;

@@ -31,6 +31,8 @@ apt_install ffmpeg sox
 status=0
 echo "==> type check"
 npx tsc --noEmit -p . || status=1
+echo "==> lint"
+npx eslint . || status=1
 echo "==> tests on SQLite"
 npx vitest run || status=1
 echo "==> tests on PostgreSQL"

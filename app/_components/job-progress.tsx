@@ -1,7 +1,9 @@
 'use client';
+import { useQuery } from '@tanstack/react-query';
 import { useEffect, useRef } from 'react';
+import type { JobRecord } from '@/app/_lib/api-types';
 import { errorMessage } from '@/app/_lib/format';
-import { useJob, type JobRecord } from '@/app/_lib/gateway';
+import { useTRPC } from '@/app/_lib/trpc';
 import { Alert } from './alert';
 import { ProgressBar } from './progress-bar';
 
@@ -18,13 +20,16 @@ const OPERATION_TEXT: Record<JobRecord['operation'], string> = {
   prepare_profile: 'Preparing the voice',
 };
 
-/** Follows a voice job (GET /jobs/{id} through the proxy) until it ends; calls onDone once. */
+const ended = (job: JobRecord | undefined) => job?.status === 'succeeded' || job?.status === 'failed';
+
+/** Follows a voice job (voices.job, polled every second) until it ends; calls onDone once. */
 export function JobProgress({ jobId, onDone }: { jobId: string; onDone?: (job: JobRecord) => void }) {
-  const job = useJob(jobId);
+  const trpc = useTRPC();
+  const job = useQuery({ ...trpc.voices.job.queryOptions({ id: jobId }), refetchInterval: (query) => (ended(query.state.data) ? false : 1000), retry: 2 });
   const reported = useRef<string | null>(null);
   const status = job.data?.status;
   useEffect(() => {
-    if (job.data && (status === 'succeeded' || status === 'failed') && reported.current !== jobId) {
+    if (job.data && ended(job.data) && reported.current !== jobId) {
       reported.current = jobId;
       onDone?.(job.data);
     }

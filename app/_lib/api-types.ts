@@ -3,3 +3,4 @@ import type { AppRouter } from '@/server/api/root';
 
 export type RouterOutputs = inferRouterOutputs<AppRouter>;
 export type Voice = RouterOutputs['voices']['get'];
+export type JobRecord = RouterOutputs['voices']['job'];

@@ -2,8 +2,6 @@
 // Calls from the browser to the gateway, through the dashboard's proxy (/api/gateway/...,
 // app/api/gateway/[...path]/route.ts), which adds the org's dashboard key. Errors arrive in
 // the API's envelope {error:{message,type,code,param}} and are thrown as GatewayError.
-import { useQuery } from '@tanstack/react-query';
-
 export const GATEWAY_PROXY = '/api/gateway';
 
 export class GatewayError extends Error {
@@ -82,29 +80,5 @@ export function uploadForm<T>(path: string, form: FormData, onProgress: (fractio
     };
     signal?.addEventListener('abort', () => xhr.abort(), { once: true });
     xhr.send(form);
-  });
-}
-
-export interface JobRecord {
-  id: string;
-  kind: string;
-  operation: 'clone' | 'localize' | 'prepare_profile';
-  status: 'queued' | 'running' | 'succeeded' | 'failed';
-  voice_id: string | null;
-  model_id: string | null;
-  created_at: string;
-  updated_at: string;
-  result?: { voice_id?: string; profile?: { model_id: string; status: string } };
-  error?: string;
-}
-
-/** Polls GET /jobs/{id} every second until the job succeeds or fails. */
-export function useJob(jobId: string | null) {
-  return useQuery({
-    queryKey: ['gateway', 'job', jobId],
-    enabled: jobId !== null,
-    queryFn: async () => (await gatewayJson<JobRecord>(`jobs/${encodeURIComponent(jobId!)}`)).body,
-    refetchInterval: (query) => (query.state.data && (query.state.data.status === 'succeeded' || query.state.data.status === 'failed') ? false : 1000),
-    retry: 2,
   });
 }

@@ -1,6 +1,6 @@
-// {dashboard_url}/claim: the verification page of agent registration (README, "Agent
-// registration"). Outside the dashboard layout: a visitor who is not signed in is offered
-// sign-in or sign-up and comes back here (with the code, when the link carried one).
+// {dashboard_url}/claim: the verification page of agent registration
+// (docs/agent-registration.md). Outside the dashboard layout: a visitor who is not signed in is
+// offered sign-in or sign-up and comes back here (with the code, when the link carried one).
 import type { Metadata } from 'next';
 import { LinkCard, LinkPage, SignInChoices } from '@/app/_components/link-page';
 import { getSessionUser } from '@/server/auth/session';

@@ -1,7 +1,7 @@
-// Input audio the gateway cannot read (a malformed or unsupported WAV). A ServiceError, so
+// Input audio the gateway cannot read (a malformed or unsupported WAV). An AudioError, so
 // the routes need no try/catch: the gateway's one error handler answers 400
 // unsupported_audio_format. `reason` says what was wrong, for tests and logs.
-import { ServiceError } from '../../server/services/errors.js';
+import { AudioError } from './audio-error.js';
 
 export type AudioFormatErrorReason =
   | 'not_riff'
@@ -11,12 +11,12 @@ export type AudioFormatErrorReason =
   | 'bad_fmt'
   | 'unsupported_encoding';
 
-export class AudioFormatError extends ServiceError {
+export class AudioFormatError extends AudioError {
   constructor(
     readonly reason: AudioFormatErrorReason,
     detail: string,
   ) {
-    super('unsupported_audio_format', `Unreadable WAV audio: ${detail}`, 'file');
+    super('unreadable_wav', `Unreadable WAV audio: ${detail}`);
     this.name = 'AudioFormatError';
   }
 }

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { ServiceError } from '../../server/services/errors.js';
+import { AudioError } from './audio-error.js';
 import { contentTypeFor, convertAll, createAudioConverter, sniffAudioFormat, type OutputFormat } from './convert.js';
 import { mp3BitRate } from './mp3.js';
 import { scanMpegFrames } from './mp3-frames.js';
@@ -155,7 +155,7 @@ describe('errors and content types', () => {
     try {
       fn();
     } catch (err) {
-      return err instanceof ServiceError ? err.code : `not a ServiceError: ${String(err)}`;
+      return err instanceof AudioError ? err.code : `not an AudioError: ${String(err)}`;
     }
     return 'no error';
   };
@@ -165,12 +165,12 @@ describe('errors and content types', () => {
     ['sample rate', { container: 'wav', sampleRate: 11025 as 8000 }],
     ['encoding', { container: 'raw', sampleRate: 16000, encoding: 'pcm_s24le' as Encoding }],
     ['mp3 bit rate', { container: 'mp3', sampleRate: 16000, bitRate: 100000 }],
-  ])('unsupported %s -> invalid_output_format', (_name, output) => {
-    expect(codeOf(() => createAudioConverter({ inputSampleRate: 16000, output }))).toBe('invalid_output_format');
+  ])('unsupported %s -> unsupported_output_format', (_name, output) => {
+    expect(codeOf(() => createAudioConverter({ inputSampleRate: 16000, output }))).toBe('unsupported_output_format');
   });
 
-  it.each([0.49, 2.01, Number.NaN])('volume %d -> invalid_generation_config', (volume) => {
-    expect(codeOf(() => convertAll(TONE, INPUT_RATE, { container: 'raw', sampleRate: 8000 }, volume))).toBe('invalid_generation_config');
+  it.each([0.49, 2.01, Number.NaN])('volume %d -> volume_out_of_range', (volume) => {
+    expect(codeOf(() => convertAll(TONE, INPUT_RATE, { container: 'raw', sampleRate: 8000 }, volume))).toBe('volume_out_of_range');
   });
 
   it('a bad input rate is a programming error (TypeError)', () => {

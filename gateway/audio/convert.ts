@@ -112,7 +112,7 @@ class Converter implements AudioConverter {
 }
 
 /**
- * A streaming converter. Throws ServiceError invalid_output_format / invalid_generation_config
+ * A streaming converter. Throws AudioError unsupported_output_format / volume_out_of_range
  * for formats or volumes outside the spec; a TypeError for a bad inputSampleRate.
  */
 export function createAudioConverter(options: AudioConverterOptions): AudioConverter {

@@ -1,6 +1,6 @@
 // The output formats the TTS routes accept (spec: TtsRequest.output_format), as data that both
 // the routes' validation and the converter read, so the two lists cannot drift apart.
-import { ServiceError } from '../../server/services/errors.js';
+import { AudioError } from './audio-error.js';
 
 export const CONTAINERS = ['wav', 'mp3', 'raw'] as const;
 export const ENCODINGS = ['pcm_f32le', 'pcm_s16le', 'pcm_mulaw', 'pcm_alaw'] as const;
@@ -32,10 +32,10 @@ export type ResolvedOutputFormat =
 export const VOLUME_MIN = 0.5;
 export const VOLUME_MAX = 2;
 
-const bad = (message: string, param: string) => new ServiceError('invalid_output_format', message, param);
+const bad = (setting: keyof OutputFormat, message: string) => new AudioError('unsupported_output_format', message, setting);
 
 /**
- * Fills defaults and checks values against the lists (400 invalid_output_format otherwise).
+ * Fills defaults and checks values against the lists (AudioError unsupported_output_format otherwise).
  * The field that does not apply to the container (encoding for mp3, bitRate for wav/raw) is
  * ignored here, so callers may pass a format with every default filled in: rejecting a field
  * the client sent where it does not belong is the request validation's job, which alone
@@ -43,28 +43,28 @@ const bad = (message: string, param: string) => new ServiceError('invalid_output
  */
 export function resolveOutputFormat(output: OutputFormat): ResolvedOutputFormat {
   if (!(CONTAINERS as readonly string[]).includes(output.container)) {
-    throw bad(`output_format.container must be one of ${CONTAINERS.join(', ')}.`, 'output_format.container');
+    throw bad('container', `The output container must be one of ${CONTAINERS.join(', ')}.`);
   }
   if (!(SAMPLE_RATES as readonly number[]).includes(output.sampleRate)) {
-    throw bad(`output_format.sample_rate must be one of ${SAMPLE_RATES.join(', ')}.`, 'output_format.sample_rate');
+    throw bad('sampleRate', `The output sample rate must be one of ${SAMPLE_RATES.join(', ')}.`);
   }
   if (output.container === 'mp3') {
     const bitRate = output.bitRate ?? DEFAULT_MP3_BIT_RATE;
     if (!(MP3_BIT_RATES as readonly number[]).includes(bitRate)) {
-      throw bad(`output_format.bit_rate must be one of ${MP3_BIT_RATES.join(', ')}.`, 'output_format.bit_rate');
+      throw bad('bitRate', `The MP3 bit rate must be one of ${MP3_BIT_RATES.join(', ')}.`);
     }
     return { container: 'mp3', sampleRate: output.sampleRate, bitRate: bitRate as Mp3BitRate };
   }
   const encoding = output.encoding ?? DEFAULT_ENCODING;
   if (!(ENCODINGS as readonly string[]).includes(encoding)) {
-    throw bad(`output_format.encoding must be one of ${ENCODINGS.join(', ')}.`, 'output_format.encoding');
+    throw bad('encoding', `The output encoding must be one of ${ENCODINGS.join(', ')}.`);
   }
   return { container: output.container, sampleRate: output.sampleRate, encoding };
 }
 
 export function checkVolume(volume: number): number {
   if (!Number.isFinite(volume) || volume < VOLUME_MIN || volume > VOLUME_MAX) {
-    throw new ServiceError('invalid_generation_config', `generation_config.volume must be between ${VOLUME_MIN} and ${VOLUME_MAX}.`, 'generation_config.volume');
+    throw new AudioError('volume_out_of_range', `The volume must be between ${VOLUME_MIN} and ${VOLUME_MAX}.`, 'volume');
   }
   return volume;
 }

@@ -206,7 +206,7 @@ describe('analyzeVoice on real speech from the local engines', () => {
 });
 
 // Minutes of audio take seconds to measure: the gateway measures in slices so that its event
-// loop keeps serving other requests (README, "Voices").
+// loop keeps serving other requests (docs/voices.md).
 describe('analyzeVoiceInChunks', () => {
   it.each([
     { f0: 110, sampleRate: 16000 },

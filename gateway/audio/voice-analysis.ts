@@ -346,7 +346,7 @@ function* measure(samples: Float32Array, sampleRate: number, slicer: Slicer): St
     }
     let end = f;
     let voiced = false;
-    while (end < frames && active[end]) voiced ||= f0[end]! > 0, end++;
+    for (; end < frames && active[end]; end++) voiced ||= f0[end]! > 0;
     if (!voiced) active.fill(0, f, end);
     f = end;
   }

@@ -58,7 +58,7 @@ function expectError(bytes: Uint8Array, reason: AudioFormatErrorReason): void {
   }
   expect(caught).toBeInstanceOf(AudioFormatError);
   expect((caught as AudioFormatError).reason).toBe(reason);
-  expect((caught as AudioFormatError).code).toBe('unsupported_audio_format');
+  expect((caught as AudioFormatError).code).toBe('unreadable_wav');
 }
 
 /** Parses, and lets only AudioFormatError through: anything else fails the test. */

@@ -15,6 +15,7 @@ import type { FastifyRequest } from 'fastify';
 import { createGatewayCore, presentedKey, type GatewayCore } from './gateway-core.js';
 import { WINDOW_MS, createMemoryRateLimiter, type RateLimiter } from './rate-limiter.js';
 import { usageRows } from '../../test/support/usage-rows.js';
+import { manualClock } from '../../test/support/manual-clock.js';
 
 let t: TestDatabase;
 const limiters: RateLimiter[] = [];
@@ -29,9 +30,9 @@ afterAll(async () => {
 
 /** A memory limiter pinned to one instant in the middle of a window: no test depends on the clock. */
 function pinnedLimiter(now = 29_000_000 * WINDOW_MS + 30_000): RateLimiter {
-  const inner = createMemoryRateLimiter();
-  limiters.push(inner);
-  return { consume: (keyId, limit) => inner.consume(keyId, limit, now), close: () => inner.close() };
+  const limiter = createMemoryRateLimiter(manualClock(now));
+  limiters.push(limiter);
+  return limiter;
 }
 
 function makeCore(opts: { defaultRpm?: number; limiter?: RateLimiter; used?: string[]; store?: TestDatabase['db']['hot'] } = {}): GatewayCore {
@@ -259,7 +260,7 @@ describe('rate limit (429)', () => {
     expect(status).toBe(429);
     expect(body.error).toMatchObject({ code: 'rate_limit_exceeded', type: 'rate_limit_error', param: null });
     // The pinned clock is 30 s into the window.
-    expect(err.headers).toEqual({ 'retry-after': '30' });
+    expect(err.retryAfterSeconds).toBe(30);
     expect(body.error.message).toMatch(/try again in 30s$/);
     expect(body.error.message).toContain(`${expected} requests per minute`);
   });

@@ -5,7 +5,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { HotStore, UsageRecord } from '../../server/db/hot-store.js';
 import { chargeUsage } from '../../server/services/credits/charge-usage.js';
-import { formatUsd } from '../../server/services/credits/money.js';
+import { formatUsd } from '../../server/money.js';
 import { ServiceError } from '../../server/services/errors.js';
 import { verifyApiKey } from '../../server/services/keys/verify-api-key.js';
 import type { RateLimiter } from './rate-limiter.js';
@@ -108,7 +108,7 @@ export function createGatewayCore(deps: {
         decision = await deps.limiter.consume(key.keyId, limit);
       } catch {
         // A shared limiter that is down must not take the API down with it: admit and let
-        // the next request try again (README, "Rate limits").
+        // the next request try again (docs/api-conventions.md, "Rate limits").
         decision = { allowed: true, retryAfterSeconds: 0, remaining: limit };
       }
       if (!decision.allowed) {
@@ -117,7 +117,7 @@ export function createGatewayCore(deps: {
           'rate_limit_exceeded',
           `Rate limit reached: ${limit} requests per minute for this key. Please try again in ${wait}s`,
           null,
-          { 'retry-after': String(wait) },
+          { retryAfterSeconds: wait },
         );
       }
       if (metered && deps.store.debitsFailing()) {
@@ -181,10 +181,10 @@ export function createPassThroughCore(): GatewayCore {
   };
 }
 
-// Where a request may carry its API key: the one place for the rule (README, "Keys and
-// authentication"). Every client's way is taken: `Authorization: Bearer` (OpenAI, most SDKs),
-// `Authorization: Token` (Deepgram's clients), `X-API-Key` (Cartesia's), and on WebSocket
-// upgrades, which browsers cannot give headers, `?api_key=` / `?access_token=`, the
+// Where a request may carry its API key: the one place for the rule (docs/api-conventions.md,
+// "Keys and authentication"). Every client's way is taken: `Authorization: Bearer` (OpenAI,
+// most SDKs), `Authorization: Token` (Deepgram's clients), `X-API-Key` (Cartesia's), and on
+// WebSocket upgrades, which browsers cannot give headers, `?api_key=` / `?access_token=`, the
 // subprotocol `openai-insecure-api-key.<key>` (OpenAI's browser realtime client) and the
 // subprotocols `token, <key>` (Deepgram's browser clients).
 

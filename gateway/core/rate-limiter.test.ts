@@ -1,23 +1,32 @@
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { manualClock } from '../../test/support/manual-clock.js';
 import { WINDOW_MS, createMemoryRateLimiter, createRedisRateLimiter, type RateLimiter } from './rate-limiter.js';
 
 const REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
 
-// A fixed window start far from "now", so that no test depends on the wall clock.
+// A fixed window start far from "now", so that no test depends on the wall clock: the
+// limiters read a clock the tests set.
 const W = 29_000_000 * WINDOW_MS;
+const clock = manualClock(W);
 
-async function consumeN(limiter: RateLimiter, key: string, limit: number, n: number, now: number) {
+async function consumeN(limiter: RateLimiter, key: string, limit: number, n: number) {
   const out = [];
-  for (let i = 0; i < n; i++) out.push(await limiter.consume(key, limit, now));
+  for (let i = 0; i < n; i++) out.push(await limiter.consume(key, limit));
   return out;
+}
+
+/** The decision of one consume at `at` on the tests' clock. */
+function consumeAt(limiter: RateLimiter, key: string, limit: number, at: number) {
+  clock.set(at);
+  return limiter.consume(key, limit);
 }
 
 describe('memory rate limiter: fixed one-minute windows', () => {
   const limiters: RateLimiter[] = [];
   const make = () => {
-    const l = createMemoryRateLimiter();
+    const l = createMemoryRateLimiter(clock);
     limiters.push(l);
     return l;
   };
@@ -26,7 +35,8 @@ describe('memory rate limiter: fixed one-minute windows', () => {
   });
 
   it('allows exactly `limit` requests in a window, then refuses', async () => {
-    const decisions = await consumeN(make(), 'k', 3, 5, W + 1_000);
+    clock.set(W + 1_000);
+    const decisions = await consumeN(make(), 'k', 3, 5);
     expect(decisions.map((d) => d.allowed)).toEqual([true, true, true, false, false]);
     expect(decisions.map((d) => d.remaining)).toEqual([2, 1, 0, 0, 0]);
   });
@@ -43,22 +53,23 @@ describe('memory rate limiter: fixed one-minute windows', () => {
     [59_999, 1], // 1 ms left still says 1 s, never 0
   ])('at %i ms into the window Retry-After is %i s', async (offset, seconds) => {
     const limiter = make();
-    const d = await limiter.consume('k', 1, W + offset);
+    clock.set(W + offset);
+    const d = await limiter.consume('k', 1);
     expect(d.allowed).toBe(true);
-    const refused = await limiter.consume('k', 1, W + offset);
+    const refused = await limiter.consume('k', 1);
     expect(refused.allowed).toBe(false);
     expect(refused.retryAfterSeconds).toBe(seconds);
   });
 
   it('counts the last millisecond of a window in that window and starts afresh at the next', async () => {
     const limiter = make();
-    expect((await limiter.consume('k', 2, W)).allowed).toBe(true);
-    expect((await limiter.consume('k', 2, W + WINDOW_MS - 1)).allowed).toBe(true);
-    expect((await limiter.consume('k', 2, W + WINDOW_MS - 1)).allowed).toBe(false);
-    const next = await limiter.consume('k', 2, W + WINDOW_MS);
+    expect((await consumeAt(limiter, 'k', 2, W)).allowed).toBe(true);
+    expect((await consumeAt(limiter, 'k', 2, W + WINDOW_MS - 1)).allowed).toBe(true);
+    expect((await consumeAt(limiter, 'k', 2, W + WINDOW_MS - 1)).allowed).toBe(false);
+    const next = await consumeAt(limiter, 'k', 2, W + WINDOW_MS);
     expect(next).toEqual({ allowed: true, retryAfterSeconds: 60, remaining: 1 });
-    expect((await limiter.consume('k', 2, W + WINDOW_MS + 10)).allowed).toBe(true);
-    expect((await limiter.consume('k', 2, W + WINDOW_MS + 20)).allowed).toBe(false);
+    expect((await consumeAt(limiter, 'k', 2, W + WINDOW_MS + 10)).allowed).toBe(true);
+    expect((await consumeAt(limiter, 'k', 2, W + WINDOW_MS + 20)).allowed).toBe(false);
   });
 
   it('is a fixed window aligned to the clock minute, not a sliding one', async () => {
@@ -66,34 +77,37 @@ describe('memory rate limiter: fixed one-minute windows', () => {
     // Two requests at the very end of one window and two at the very start of the next
     // are all allowed with limit 2.
     const decisions = [
-      await limiter.consume('k', 2, W + WINDOW_MS - 2),
-      await limiter.consume('k', 2, W + WINDOW_MS - 1),
-      await limiter.consume('k', 2, W + WINDOW_MS),
-      await limiter.consume('k', 2, W + WINDOW_MS + 1),
+      await consumeAt(limiter, 'k', 2, W + WINDOW_MS - 2),
+      await consumeAt(limiter, 'k', 2, W + WINDOW_MS - 1),
+      await consumeAt(limiter, 'k', 2, W + WINDOW_MS),
+      await consumeAt(limiter, 'k', 2, W + WINDOW_MS + 1),
     ];
     expect(decisions.map((d) => d.allowed)).toEqual([true, true, true, true]);
   });
 
   it('keeps separate counters per key', async () => {
     const limiter = make();
-    expect((await consumeN(limiter, 'a', 2, 3, W)).map((d) => d.allowed)).toEqual([true, true, false]);
-    expect((await consumeN(limiter, 'b', 2, 3, W)).map((d) => d.allowed)).toEqual([true, true, false]);
-    expect((await consumeN(limiter, 'c', 5, 1, W))[0]).toEqual({ allowed: true, retryAfterSeconds: 60, remaining: 4 });
+    clock.set(W);
+    expect((await consumeN(limiter, 'a', 2, 3)).map((d) => d.allowed)).toEqual([true, true, false]);
+    expect((await consumeN(limiter, 'b', 2, 3)).map((d) => d.allowed)).toEqual([true, true, false]);
+    expect((await consumeN(limiter, 'c', 5, 1))[0]).toEqual({ allowed: true, retryAfterSeconds: 60, remaining: 4 });
   });
 
   it('applies the limit passed with each call (per-key overrides)', async () => {
     const limiter = make();
-    await consumeN(limiter, 'k', 10, 3, W);
-    expect((await limiter.consume('k', 3, W)).allowed).toBe(false); // 4th with limit 3
-    expect((await limiter.consume('k', 10, W)).allowed).toBe(true); // 5th with limit 10
+    clock.set(W);
+    await consumeN(limiter, 'k', 10, 3);
+    expect((await limiter.consume('k', 3)).allowed).toBe(false); // 4th with limit 3
+    expect((await limiter.consume('k', 10)).allowed).toBe(true); // 5th with limit 10
   });
 
   it('does not share counters between two memory limiter instances', async () => {
     const a = make();
     const b = make();
-    await consumeN(a, 'k', 1, 1, W);
-    expect((await a.consume('k', 1, W)).allowed).toBe(false);
-    expect((await b.consume('k', 1, W)).allowed).toBe(true);
+    clock.set(W);
+    await consumeN(a, 'k', 1, 1);
+    expect((await a.consume('k', 1)).allowed).toBe(false);
+    expect((await b.consume('k', 1)).allowed).toBe(true);
   });
 });
 
@@ -108,8 +122,8 @@ describe('Redis rate limiter (real Redis)', () => {
     redisA = new Redis(REDIS_URL, { maxRetriesPerRequest: 1, connectTimeout: 5_000, lazyConnect: true });
     redisB = new Redis(REDIS_URL, { maxRetriesPerRequest: 1, connectTimeout: 5_000, lazyConnect: true });
     await Promise.all([redisA.connect(), redisB.connect()]);
-    a = createRedisRateLimiter(redisA, prefix);
-    b = createRedisRateLimiter(redisB, prefix);
+    a = createRedisRateLimiter(redisA, { prefix, clock });
+    b = createRedisRateLimiter(redisB, { prefix, clock });
   });
 
   async function keysUnderPrefix(): Promise<string[]> {
@@ -135,38 +149,39 @@ describe('Redis rate limiter (real Redis)', () => {
   });
 
   it('two limiters on two connections share one window exactly: 2 x 300 concurrent consumes, limit 500 -> 500 allowed', async () => {
-    const now = Date.now();
+    clock.set(W + 30_000);
     const attempts = [
-      ...Array.from({ length: 300 }, () => a.consume('key_shared', 500, now)),
-      ...Array.from({ length: 300 }, () => b.consume('key_shared', 500, now)),
+      ...Array.from({ length: 300 }, () => a.consume('key_shared', 500)),
+      ...Array.from({ length: 300 }, () => b.consume('key_shared', 500)),
     ];
     const decisions = await Promise.all(attempts);
     expect(decisions.filter((d) => d.allowed)).toHaveLength(500);
     expect(decisions.filter((d) => !d.allowed)).toHaveLength(100);
     // The counter in Redis saw every one of the 600 consumes.
-    const window = Math.floor(now / WINDOW_MS);
-    expect(await redisA.get(`${prefix}key_shared:${window}`)).toBe('600');
+    expect(await redisA.get(`${prefix}key_shared:${W / WINDOW_MS}`)).toBe('600');
   });
 
   it('refusals from either instance carry Retry-After = seconds to the end of the shared window', async () => {
-    const now = W + 45_200; // 14.8 s left
-    expect((await a.consume('key_ra', 1, now)).allowed).toBe(true);
-    const fromA = await a.consume('key_ra', 1, now);
-    const fromB = await b.consume('key_ra', 1, now);
+    clock.set(W + 45_200); // 14.8 s left
+    expect((await a.consume('key_ra', 1)).allowed).toBe(true);
+    const fromA = await a.consume('key_ra', 1);
+    const fromB = await b.consume('key_ra', 1);
     expect(fromA).toEqual({ allowed: false, retryAfterSeconds: 15, remaining: 0 });
     expect(fromB).toEqual({ allowed: false, retryAfterSeconds: 15, remaining: 0 });
   });
 
   it('starts a new counter in the next window and keeps keys apart', async () => {
-    expect((await consumeN(a, 'key_w', 2, 3, W)).map((d) => d.allowed)).toEqual([true, true, false]);
-    expect((await b.consume('key_w', 2, W + WINDOW_MS)).allowed).toBe(true);
-    expect((await b.consume('key_other', 2, W)).allowed).toBe(true);
+    clock.set(W);
+    expect((await consumeN(a, 'key_w', 2, 3)).map((d) => d.allowed)).toEqual([true, true, false]);
+    expect((await consumeAt(b, 'key_w', 2, W + WINDOW_MS)).allowed).toBe(true);
+    expect((await consumeAt(b, 'key_other', 2, W)).allowed).toBe(true);
     expect(await redisA.get(`${prefix}key_w:${W / WINDOW_MS}`)).toBe('3');
     expect(await redisA.get(`${prefix}key_w:${W / WINDOW_MS + 1}`)).toBe('1');
   });
 
   it('never leaves a window counter without an expiry (at most two windows)', async () => {
-    await Promise.all(Array.from({ length: 20 }, () => a.consume('key_ttl', 5, Date.now())));
+    clock.set(W);
+    await Promise.all(Array.from({ length: 20 }, () => a.consume('key_ttl', 5)));
     const keys = await keysUnderPrefix();
     expect(keys.length).toBeGreaterThanOrEqual(1);
     for (const k of keys) {
@@ -180,8 +195,8 @@ describe('Redis rate limiter (real Redis)', () => {
     const dead = new Redis('redis://127.0.0.1:1', { maxRetriesPerRequest: 0, enableOfflineQueue: false, lazyConnect: true, retryStrategy: () => null });
     dead.on('error', () => {});
     try {
-      const limiter = createRedisRateLimiter(dead, prefix);
-      await expect(limiter.consume('key_dead', 5, W)).rejects.toThrow();
+      const limiter = createRedisRateLimiter(dead, { prefix, clock });
+      await expect(limiter.consume('key_dead', 5)).rejects.toThrow();
     } finally {
       dead.disconnect();
     }

@@ -1,12 +1,14 @@
 // The job worker of a gateway (or of `svc worker`): voice jobs run with the gateway's engines.
 import type { FastifyBaseLogger } from 'fastify';
 import type { GatewayContext } from '../context.js';
-import { runVoiceJob } from '../voices/voice-operations.js';
+import { runVoiceJob } from '../../server/services/voices/run-voice-job.js';
+import { voiceDeps } from '../voices/voice-engines.js';
 import { JobWorker } from './job-worker.js';
 
 export function startJobWorker(ctx: GatewayContext, log: FastifyBaseLogger): JobWorker {
   const { jobs } = ctx.config;
-  const worker = new JobWorker(ctx, async (job, signal) => ({ ...(await runVoiceJob(ctx, job, signal)) }), {
+  const deps = voiceDeps(ctx);
+  const worker = new JobWorker(ctx, async (job, signal) => ({ ...(await runVoiceJob(deps, job, signal)) }), {
     pollMs: jobs.pollMs,
     leaseMs: jobs.leaseMs,
     concurrency: jobs.concurrency,

@@ -2,7 +2,7 @@
 // pattern (never the raw URL: ids in paths would make a series per request), sendStream
 // counts streaming responses while they are open, and GET /metrics serves the registry,
 // either on the public port behind SVC_METRICS_TOKEN or on a separate listener
-// (SVC_METRICS_PORT, loopback by default). See README "Operations".
+// (SVC_METRICS_PORT, loopback by default). See docs/operations.md, "Metrics".
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import { Readable } from 'node:stream';

@@ -11,7 +11,7 @@ import { randomBytes } from 'node:crypto';
 import type { Attributes, Context, Span } from '@opentelemetry/api';
 import { llmCostMicros, perUnitCostMicros } from '../../server/services/credits/pricing.js';
 import { ServiceError, isServiceError } from '../../server/services/errors.js';
-import { formatUsd } from '../../server/services/credits/money.js';
+import { formatUsd } from '../../server/money.js';
 import { createAudioConverter } from '../audio/convert.js';
 import { ERROR_TABLE } from '../errors.js';
 import type { CreditHold, RequestAuth } from '../core/gateway-core.js';

@@ -6,6 +6,7 @@
 import { createServer } from 'node:net';
 import * as oauth from 'oauth4webapi';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Clock } from '../../server/clock.js';
 import type { Database } from '../../server/db/database.js';
 import { redactUrl } from '../redact-url.js';
 import { wavHeader } from '../audio/wav.js';
@@ -14,9 +15,11 @@ import { createGuessThrottle } from '../../server/services/registrations/guess-t
 import { GRANT_CLAIM, GRANT_JWT_BEARER, registrationSettings } from '../../server/services/registrations/registration-rules.js';
 import { signUp } from '../../server/services/users/sign-up.js';
 import { startGateway, type GatewayHarness } from '../../test/support/gateway-harness.js';
-import { awayFromMinuteBoundary } from '../../test/support/rate-window.js';
+import { A_WINDOW_START, manualClock } from '../../test/support/manual-clock.js';
 
 let h: GatewayHarness;
+/** A clock held 15 s into a minute, for the per-IP limit: its requests all count in one window, 45 s from its end. */
+const inOneWindow = () => manualClock(A_WINDOW_START + 15_000);
 
 function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -29,11 +32,14 @@ function freePort(): Promise<number> {
   });
 }
 
-/** A gateway whose configured URLs are the ones it listens on (the issuer must equal them). */
-async function gatewayAtItsOwnUrl(env: Record<string, string> = {}) {
+/**
+ * A gateway whose configured URLs are the ones it listens on (the issuer must equal them).
+ * `clock`: the per-IP limit's windows and the claims' time; the system's unless given.
+ */
+async function gatewayAtItsOwnUrl(env: Record<string, string> = {}, clock?: Clock) {
   const port = await freePort();
   const base = `http://127.0.0.1:${port}`;
-  return startGateway({ port, env: { PUBLIC_BASE_URL: base, DASHBOARD_URL: 'http://dash.example.test', SVC_AGENT_AUTH_IP_RPM: '100000', SVC_TRIAL_MAX_PER_ADDRESS_PER_HOUR: '100000', ...env } });
+  return startGateway({ port, clock, env: { PUBLIC_BASE_URL: base, DASHBOARD_URL: 'http://dash.example.test', SVC_AGENT_AUTH_IP_RPM: '100000', SVC_TRIAL_MAX_PER_ADDRESS_PER_HOUR: '100000', ...env } });
 }
 
 beforeAll(async () => {
@@ -323,9 +329,8 @@ describe('errors', () => {
   });
 
   it('per-IP limit without trusted proxies: a client cannot escape it by writing X-Forwarded-For', async () => {
-    const limited = await gatewayAtItsOwnUrl({ SVC_AGENT_AUTH_IP_RPM: '3' });
+    const limited = await gatewayAtItsOwnUrl({ SVC_AGENT_AUTH_IP_RPM: '3' }, inOneWindow());
     try {
-      await awayFromMinuteBoundary();
       for (let i = 0; i < 3; i++) {
         expect((await fetch(`${limited.url}/.well-known/oauth-authorization-server`, { headers: { 'x-forwarded-for': `203.0.113.${i}` } })).status).toBe(200);
       }
@@ -336,9 +341,8 @@ describe('errors', () => {
   });
 
   it('per-IP limit behind one trusted proxy (SVC_TRUSTED_PROXIES=1): the address the proxy appended, not what the client wrote before it', async () => {
-    const limited = await gatewayAtItsOwnUrl({ SVC_AGENT_AUTH_IP_RPM: '2', SVC_TRUSTED_PROXIES: '1' });
+    const limited = await gatewayAtItsOwnUrl({ SVC_AGENT_AUTH_IP_RPM: '2', SVC_TRUSTED_PROXIES: '1' }, inOneWindow());
     try {
-      await awayFromMinuteBoundary();
       const from = (xff: string) => fetch(`${limited.url}/.well-known/oauth-authorization-server`, { headers: { 'x-forwarded-for': xff } });
       expect((await from('1.1.1.1, 203.0.113.5')).status).toBe(200);
       expect((await from('2.2.2.2, 203.0.113.5')).status).toBe(200);
@@ -351,9 +355,8 @@ describe('errors', () => {
   });
 
   it('per-IP limit behind two trusted proxies with a one-entry X-Forwarded-For: the request skipped a proxy, so the peer counts, not the entry', async () => {
-    const limited = await gatewayAtItsOwnUrl({ SVC_AGENT_AUTH_IP_RPM: '2', SVC_TRUSTED_PROXIES: '2' });
+    const limited = await gatewayAtItsOwnUrl({ SVC_AGENT_AUTH_IP_RPM: '2', SVC_TRUSTED_PROXIES: '2' }, inOneWindow());
     try {
-      await awayFromMinuteBoundary();
       const from = (xff: string) => fetch(`${limited.url}/.well-known/oauth-authorization-server`, { headers: { 'x-forwarded-for': xff } });
       expect((await from('203.0.113.1')).status).toBe(200);
       expect((await from('203.0.113.2')).status).toBe(200);
@@ -387,12 +390,11 @@ describe('errors', () => {
   });
 
   it('per-IP limit: 429 slow_down with Retry-After on every registration route; keyed routes are not affected', async () => {
-    const limited = await gatewayAtItsOwnUrl({ SVC_AGENT_AUTH_IP_RPM: '3' });
+    const limited = await gatewayAtItsOwnUrl({ SVC_AGENT_AUTH_IP_RPM: '3' }, inOneWindow());
     try {
-      await awayFromMinuteBoundary();
       for (let i = 0; i < 3; i++) expect((await fetch(`${limited.url}/.well-known/oauth-authorization-server`)).status).toBe(200);
       const { res } = await expectError(postJson('/agent/identity', { type: 'anonymous' }, limited.url), 429, 'slow_down');
-      expect(Number(res.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+      expect(res.headers.get('retry-after')).toBe('45');
       await expectError(postForm({ grant_type: GRANT_CLAIM, claim_token: 'x' }, limited.url), 429, 'slow_down');
       await expectError(fetch(`${limited.url}/.well-known/oauth-protected-resource`), 429, 'slow_down');
       expect((await fetch(`${limited.url}/v1/models`, { headers: limited.headers })).status).toBe(200);

@@ -1,4 +1,4 @@
-// The {auth_url} routes of agent self-registration (README, "Agent registration"), served by
+// The {auth_url} routes of agent self-registration (docs/agent-registration.md), served by
 // the gateway process: discovery (RFC 8414 authorization-server metadata with the `agent_auth`
 // block; RFC 9728 protected-resource metadata for {base_url}/v1), registration, claim
 // attempts and the token endpoint (jwt-bearer and claim grants). All public; every request
@@ -40,13 +40,13 @@ const MIN_SWEEP_GAP_MS = 100;
 // refused with the spec's identity_assertion_not_enabled rather than "unknown type".
 const ASSERTION_TYPES = new Set(['identity_assertion', 'id_jag', 'id-jag', 'urn:ietf:params:oauth:token-type:id-jag', 'jwt_bearer']);
 
-const IdentityBody = z.object({ type: z.string().max(200).optional(), login_hint: z.unknown().optional(), assertion: z.unknown().optional(), identity_assertion: z.unknown().optional() });
-const ClaimBody = z.object({ claim_token: z.unknown(), email: z.unknown().optional() });
+export const IdentityBody = z.object({ type: z.string().max(200).optional(), login_hint: z.unknown().optional(), assertion: z.unknown().optional(), identity_assertion: z.unknown().optional() });
+export const ClaimBody = z.object({ claim_token: z.unknown(), email: z.unknown().optional() });
 
 export async function registerAgentAuthRoutes(app: FastifyInstance, ctx: GatewayContext): Promise<void> {
   const settings = registrationSettings(ctx.config);
   // ctx.db is read per request (not captured) so that a test can take the store away.
-  const deps = (): RegistrationDeps => ({ db: ctx.db, settings, now: () => new Date() });
+  const deps = (): RegistrationDeps => ({ db: ctx.db, settings, now: () => new Date(ctx.clock.now()) });
   const publicRoute = { config: { public: true }, bodyLimit: AUTH_BODY_LIMIT };
 
   // RFC 6749 token requests are form-encoded. Parameters must not repeat (RFC 6749 §3.2).
@@ -76,7 +76,7 @@ export async function registerAgentAuthRoutes(app: FastifyInstance, ctx: Gateway
     const decision = await ctx.limiter.consume(`agent-auth:ip:${ip}`, settings.ipRpm).catch(() => null);
     if (decision && !decision.allowed) {
       const wait = decision.retryAfterSeconds;
-      throw new ServiceError('slow_down', `Too many registration requests from this address (${settings.ipRpm} per minute). Try again in ${wait}s.`, null, { 'retry-after': String(wait) });
+      throw new ServiceError('slow_down', `Too many registration requests from this address (${settings.ipRpm} per minute). Try again in ${wait}s.`, null, { retryAfterSeconds: wait });
     }
   });
 
@@ -197,7 +197,7 @@ export async function registerAgentAuthRoutes(app: FastifyInstance, ctx: Gateway
     if (settings.enabled) {
       try {
         const { nextDueAt } = await eraseExpiredRegistrationSecrets(deps());
-        if (nextDueAt) delay = Math.min(SWEEP_MS, Math.max(MIN_SWEEP_GAP_MS, nextDueAt.getTime() - Date.now()));
+        if (nextDueAt) delay = Math.min(SWEEP_MS, Math.max(MIN_SWEEP_GAP_MS, nextDueAt.getTime() - ctx.clock.now()));
       } catch (err) {
         app.log.warn({ err }, 'erasing expired registration secrets failed');
       }

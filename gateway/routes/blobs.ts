@@ -12,8 +12,8 @@ import { readUpload } from '../multipart-upload.js';
 import { parseSampleRateParam } from '../stt/decode-upload.js';
 import { measureClipFile } from '../voices/voice-clip.js';
 
-const BlobIdParams = z.object({ id: z.string().min(1).max(100) });
-const UploadQuery = z.strictObject({ sample_rate: z.string().optional() });
+export const BlobIdParams = z.object({ id: z.string().min(1).max(100) });
+export const UploadQuery = z.strictObject({ sample_rate: z.string().optional() });
 
 /** Must be registered in the same scope as acceptMultipart (the voice routes' scope). */
 export function registerBlobRoutes(app: FastifyInstance, ctx: GatewayContext): void {

@@ -22,7 +22,6 @@ const MiB = 1024 * 1024;
 /** Independent of the product's pricing code: exact pico total, rounded up to a micro-dollar. */
 const costOf = (input: number, output: number): bigint => (BigInt(input) * PRICE_IN + BigInt(output) * PRICE_OUT + 999_999n) / 1_000_000n;
 const usd = (micros: bigint): string => `${micros / 1_000_000n}.${(micros % 1_000_000n).toString().padStart(6, '0')}`;
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 let h: GatewayHarness; // default deadline (300 s); health checks only when a test runs them
 let hd: GatewayHarness; // 1 s upstream deadline
@@ -447,7 +446,9 @@ describe('POST /v1/chat/completions: streaming', () => {
     expect(up.streams[0]!.ended).toBe(false);
     expect(up.streams[0]!.sent).toBeLessThan(20);
     const { ledger, usage } = await billingOf(id1);
-    await sleep(500); // a second debit, if there were one, would have landed by now
+    // Everything the request does, its stream's debit included, is done: a second debit would be in.
+    expect(await h.runtime.ctx.lifecycle.settled(10_000)).toBe(true);
+    await h.settled();
     expect(await prisma().ledgerEntry.count({ where: { requestId: id1 } })).toBe(1);
     expect(await usageRows(prisma(), { requestId: id1 })).toHaveLength(1);
     const input = Math.ceil(Buffer.byteLength(raw) / 4);
@@ -465,7 +466,8 @@ describe('POST /v1/chat/completions: streaming', () => {
     abort.abort();
     await expect(pending).rejects.toThrow();
     await vi.waitFor(() => expect(up.openConnections()).toBeLessThan(connections), { timeout: 10_000, interval: 20 });
-    await sleep(200);
+    // The handler has returned: nothing it could still bill is left.
+    expect(await h.runtime.ctx.lifecycle.settled(10_000)).toBe(true);
     await expectNotBilled(id1);
   });
 });

@@ -2,7 +2,7 @@
 // when the upstream knows the model by another name, and `stream_options.include_usage` is
 // added to streams so that usage is always metered); the answer comes back as the engine
 // produced it, streamed chunk by chunk.
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { llmCostMicros } from '../../server/services/credits/pricing.js';
 import { ServiceError, isServiceError } from '../../server/services/errors.js';
 import { setSpendHeaders, type CreditHold } from '../core/gateway-core.js';
@@ -32,7 +32,7 @@ export function registerChatCompletionRoutes(app: FastifyInstance, ctx: GatewayC
   // Keep the raw bytes: they are forwarded as they are.
   app.addContentTypeParser('application/json', { parseAs: 'buffer', bodyLimit: LLM_BODY_LIMIT }, (_req, body, done) => done(null, body));
 
-  app.post('/v1/chat/completions', { bodyLimit: LLM_BODY_LIMIT, config: { metered: true } }, async (request, reply) => {
+  const chatCompletion = async (request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> => {
     const raw = request.body as Buffer | undefined;
     const body = parseJsonObject(raw ?? '');
     const model = ctx.registry.resolve(body.model, 'llm');
@@ -113,6 +113,14 @@ export function registerChatCompletionRoutes(app: FastifyInstance, ctx: GatewayC
       started: () => (settling.byStream = true),
     };
     return sendStream(reply, ctx.metrics, relayStream(ctx, request, model, res, clientWantsUsage, promptBytes, engine, observed, hold));
+  };
+
+  app.post('/v1/chat/completions', { bodyLimit: LLM_BODY_LIMIT, config: { metered: true } }, (request, reply) => {
+    // Held by the lifecycle until it is done: once its client has gone, its connection no longer
+    // keeps a shutdown from closing the database under a debit still being written.
+    const handled = chatCompletion(request, reply);
+    ctx.lifecycle.track(handled);
+    return handled;
   });
 }
 
@@ -145,6 +153,9 @@ async function* relayStream(
   hold: CreditHold,
 ): AsyncGenerator<string> {
   observed.started();
+  // The stream outlives its handler: the lifecycle holds it until its debit is written.
+  let billed!: () => void;
+  ctx.lifecycle.track(new Promise<void>((resolve) => (billed = resolve)));
   const splitter = new SseSplitter();
   let usage: Usage | undefined;
   let deltas = 0;
@@ -191,6 +202,7 @@ async function* relayStream(
       .charge(request.auth, request.id, cost, { modelId: model.id, modality: 'llm', route: 'chat.completions', inputTokens: input, outputTokens: output }, hold)
       .catch((err: unknown) => request.log.error({ err }, 'failed to record usage of a stream'))
       .finally(hold.release);
+    billed();
   }
 }
 

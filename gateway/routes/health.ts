@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { GatewayContext } from '../context.js';
 import { upstreamLabel } from '../metrics/gateway-metrics.js';
+import { registerOpenApiRoute } from '../openapi/openapi-document.js';
 
 export function registerHealthRoutes(app: FastifyInstance, ctx: GatewayContext): void {
   // Liveness: the process answers. Unauthenticated, no database.
@@ -22,4 +23,7 @@ export function registerHealthRoutes(app: FastifyInstance, ctx: GatewayContext):
     }));
     return reply.code(database === 'ok' ? 200 : 503).send({ status: database === 'ok' ? 'ok' : 'unavailable', database, models });
   });
+
+  // The API's description (gateway/openapi/): public and unmetered like these two.
+  registerOpenApiRoute(app, ctx);
 }

@@ -5,8 +5,8 @@ import { getJob, listJobs } from '../../server/services/jobs/job-queue.js';
 import { parseInput } from '../../server/services/parse-input.js';
 import type { GatewayContext } from '../context.js';
 
-const JobIdParams = z.object({ id: z.string().min(1).max(100) });
-const ListJobsQuery = z.strictObject({ voice_id: z.string().min(1).max(100).optional(), limit: z.coerce.number().int().min(1).max(100).default(20) });
+export const JobIdParams = z.object({ id: z.string().min(1).max(100) });
+export const ListJobsQuery = z.strictObject({ voice_id: z.string().min(1).max(100).optional(), limit: z.coerce.number().int().min(1).max(100).default(20) });
 
 export function registerJobRoutes(app: FastifyInstance, ctx: GatewayContext): void {
   const keyed = { config: { metered: true } };

@@ -1,4 +1,4 @@
-// Every way a client may present its API key (README, "Keys and authentication"), on a real
+// Every way a client may present its API key (docs/api-conventions.md, "Keys and authentication"), on a real
 // gateway over real HTTP and WebSocket: `Authorization: Bearer` / `Token`, `X-API-Key`, and on
 // WebSocket upgrades `?api_key=`, `?access_token=` and the `openai-insecure-api-key.<key>`
 // subprotocol. Each is accepted on an HTTP route (GET /v1/models) and on GET /stt/websocket,

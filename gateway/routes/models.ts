@@ -3,7 +3,7 @@ import type { GatewayContext } from '../context.js';
 
 export function registerModelRoutes(app: FastifyInstance, ctx: GatewayContext): void {
   // Every active model with a healthy upstream, of all modalities: the same ids work on the
-  // chat, speech and transcription routes, as on OpenAI's /v1/models (README, "Models").
+  // chat, speech and transcription routes, as on OpenAI's /v1/models (docs/api-conventions.md, "Models").
   app.get('/v1/models', async () => ({
     object: 'list',
     data: ctx.registry

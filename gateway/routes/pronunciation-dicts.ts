@@ -1,4 +1,4 @@
-// Pronunciation dictionaries (README, "Pronunciation dictionaries"): list, create, get,
+// Pronunciation dictionaries (docs/pronunciation-dicts.md): list, create, get,
 // update (rename and/or replace the entries) and soft-delete, scoped to the key's org.
 // Metered like the other native keyed routes (the spec lists 402 for GET /pronunciation-dicts):
 // admitted only with a positive balance, never debited.
@@ -48,8 +48,10 @@ export function registerPronunciationDictRoutes(app: FastifyInstance, ctx: Gatew
     method: ['POST', 'PUT'],
     url: ITEM,
     config: { public: true },
-    handler: async (request) => {
-      throw new ServiceError('method_not_allowed', `Method ${request.method} is not allowed on ${COLLECTION}/{id}; use GET, PATCH or DELETE.`, null, { allow: 'GET, PATCH, DELETE' });
+    handler: async (request, reply) => {
+      // Kept by the error handler, which answers the error.
+      reply.header('allow', 'GET, PATCH, DELETE');
+      throw new ServiceError('method_not_allowed', `Method ${request.method} is not allowed on ${COLLECTION}/{id}; use GET, PATCH or DELETE.`);
     },
   });
 }

@@ -5,14 +5,18 @@
 //   certificate through its own `ws` options): a spoken question streamed at real time, its
 //   transcript, the answer as audio that the local recogniser hears back; a tool call round trip;
 //   a text-only response; content parts typed as the API types them; the ledger exact per leg;
+//   barge-in over a long slow answer (the LLM stopped, the item cut to what was played, then to
+//   what the app says it played, the words spoken over it answered); the credit running out
+//   mid-session (the answer stops at the speech it cannot pay for, the next words end the
+//   session with 1008, each leg exact on the ledger);
 // - @openai/agents-realtime's RealtimeSession over its WebSocket transport (0.20.0): a spoken
 //   question, an audio answer and both transcripts in the session's history; a function tool
 //   called, its result sent back by the session and a second answer; the SDK's default model
 //   name in its session.update;
 // - LiveKit's openai.STT in its default realtime mode (@livekit/agents-plugin-openai 1.8.1):
 //   /v1/realtime?intent=transcription, speech events and the spoken words;
-// - a bad key (401) and a zero balance (402), refused before the upgrade, as OpenAIRealtimeWS
-//   reports them.
+// - a bad key (401), a zero balance (402) and a trial key at its cap of open sessions (429),
+//   refused before the upgrade, as OpenAIRealtimeWS reports them.
 // The agents SDK and LiveKit take no CA option: the process trusts the test certificate as
 // NODE_EXTRA_CA_CERTS would make it (tls.setDefaultCACertificates, undone after).
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -22,6 +26,7 @@ import * as livekitOpenai from '@livekit/agents-plugin-openai';
 import { AudioFrame } from '@livekit/rtc-node';
 import { RealtimeAgent, RealtimeSession, tool, type RealtimeItem } from '@openai/agents-realtime';
 import OpenAI from 'openai';
+import type { OpenAIRealtimeError } from 'openai/realtime/index';
 import { OpenAIRealtimeWS } from 'openai/realtime/ws';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { z } from 'zod';
@@ -66,6 +71,12 @@ const TOOL_STREAM =
   sseChunk({ choices: [], usage: { prompt_tokens: 30, completion_tokens: 9, total_tokens: 39 } }) +
   'data: [DONE]\n\n';
 const toolCall: Behaviour = { kind: 'raw', status: 200, contentType: 'text/event-stream', body: TOOL_STREAM };
+
+/** A long answer streamed slowly (a sentence every 100 ms): still running when the user speaks over it. */
+const SLOW: Behaviour = { kind: 'stream', chunks: Array.from({ length: 40 }, (_, i) => `Sentence number ${i} is here. `), delayMs: 100, usage: { prompt_tokens: 40, completion_tokens: 200 } };
+/** The answer to the words spoken over the slow one. */
+const STOPPED = ['Okay, ', 'I ', 'will ', 'stop', '.'];
+const STOPPED_USAGE = { prompt_tokens: 60, completion_tokens: STOPPED.length };
 const WEATHER_TOOL = { type: 'function', name: 'get_weather', description: 'Current weather in a city', parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } } as const;
 
 let cert: TestCertificate;
@@ -73,6 +84,7 @@ let defaultCAs: string[];
 let h: GatewayHarness;
 let llm: ScriptedUpstream;
 let toolLlm: ScriptedUpstream;
+let slowLlm: ScriptedUpstream;
 let question: Buffer;
 
 beforeAll(async () => {
@@ -86,15 +98,17 @@ beforeAll(async () => {
   await seedPlatformVoices(prisma);
   llm = await startScriptedUpstream({ kind: 'stream', chunks: REPLY, usage: REPLY_USAGE });
   toolLlm = await startScriptedUpstream(toolCall);
+  slowLlm = await startScriptedUpstream(SLOW);
   const prices = { inputPicoPerToken: PRICE_IN, outputPicoPerToken: PRICE_OUT };
   await upsertModel(prisma, checkProtocol, { id: 'rt-llm', modality: 'llm', prices, upstream: { url: llm.baseUrl, protocol: 'openai' } });
   await upsertModel(prisma, checkProtocol, { id: 'rt-llm-tools', modality: 'llm', prices, upstream: { url: toolLlm.baseUrl, protocol: 'openai' } });
+  await upsertModel(prisma, checkProtocol, { id: 'rt-slow', modality: 'llm', prices, upstream: { url: slowLlm.baseUrl, protocol: 'openai' } });
   await h.runtime.ctx.registry.refresh();
   question = await spokenPcm24(QUESTION);
 }, 60_000);
 
 afterAll(async () => {
-  await Promise.allSettled([llm?.close(), toolLlm?.close()]);
+  await Promise.allSettled([llm?.close(), toolLlm?.close(), slowLlm?.close()]);
   await settleRecognizers();
   await h?.close();
   if (defaultCAs) tls.setDefaultCACertificates(defaultCAs);
@@ -116,15 +130,19 @@ const FRAME_BYTES = 4_800;
 const FRAME_MS = 100;
 const millisOf = (pcm: Buffer) => Math.round(pcm.length / 48);
 
-/** `pcm` in 100 ms frames, one every 100 ms (a microphone's pace), each frame a buffer of its own. */
-async function atRealTime(pcm: Buffer, send: (frame: Buffer) => void): Promise<void> {
+/** `pcm` in 100 ms frames, one every 100 ms (a microphone's pace), each frame a buffer of its own; none once `stopped()`. */
+async function atRealTime(pcm: Buffer, send: (frame: Buffer) => void, stopped: () => boolean = () => false): Promise<void> {
   const started = performance.now();
   for (let at = 0, n = 0; at < pcm.length; at += FRAME_BYTES, n++) {
     const wait = started + n * FRAME_MS - performance.now();
     if (wait > 0) await sleep(wait);
+    if (stopped()) return;
     send(Buffer.from(pcm.subarray(at, at + FRAME_BYTES)));
   }
 }
+
+/** `pcm` with silence added up to a whole number of seconds. */
+const toWholeSeconds = (pcm: Buffer) => Buffer.concat([pcm, Buffer.alloc((48_000 - (pcm.length % 48_000)) % 48_000)]);
 
 /** What the local recogniser hears in pcm16 at 24 kHz (POST /v1/audio/transcriptions, the harness's own org). */
 async function heardIn(pcm: Buffer): Promise<string> {
@@ -190,6 +208,45 @@ const ofType = (events: ServerEvent[], type: string) => events.filter((e) => e.t
 const deltas = (events: ServerEvent[], type: string) => ofType(events, type).map((e) => e.delta as string);
 const audioOf = (events: ServerEvent[]) => Buffer.concat(deltas(events, 'response.output_audio.delta').map((d) => Buffer.from(d, 'base64')));
 
+interface SpokenSpan {
+  text: string;
+  startMs: number;
+  endMs: number;
+}
+
+/**
+ * A response's spoken spans as the client received them: a transcript delta starts one, the
+ * audio deltas after it make its audio (ms of pcm16 at 24 kHz, added delta by delta).
+ */
+function spokenSpans(events: ServerEvent[]): SpokenSpan[] {
+  const spans: SpokenSpan[] = [];
+  let ms = 0;
+  for (const e of events) {
+    if (e.type === 'response.output_audio_transcript.delta') spans.push({ text: (e.delta as string).trim(), startMs: ms, endMs: ms });
+    if (e.type === 'response.output_audio.delta') {
+      ms += Buffer.from(e.delta as string, 'base64').length / 48;
+      spans.at(-1)!.endMs = ms;
+    }
+  }
+  return spans;
+}
+
+/** What the user heard of `spans` by `ms` (docs/realtime.md, "Barge-in and truncation"): the spans played whole, and of the span being played its share of the words. */
+function heardBy(spans: SpokenSpan[], ms: number): string {
+  const heard: string[] = [];
+  for (const s of spans) {
+    if (s.startMs >= ms) break;
+    if (s.endMs <= ms) {
+      heard.push(s.text);
+      continue;
+    }
+    const words = s.text.split(/\s+/);
+    heard.push(...words.slice(0, Math.floor((words.length * (ms - s.startMs)) / (s.endMs - s.startMs))));
+    break;
+  }
+  return heard.join(' ');
+}
+
 // ---------------------------------------------------------------------------------------
 // The ledger
 
@@ -200,6 +257,14 @@ interface ExpectedLedger {
   ttsSpans: string[];
   /** Audio the user sent, in ms. */
   sttMillis: number;
+  /** What the org was given (default CREDIT). */
+  credit?: bigint;
+}
+
+/** Every session's last debit written (an audio leg bills after its socket closes) and committed. */
+async function billed(): Promise<void> {
+  expect(await h.runtime.ctx.lifecycle.settled(10_000)).toBe(true);
+  await h.settled();
 }
 
 /**
@@ -241,7 +306,7 @@ async function expectLedger(orgId: string, expected: ExpectedLedger): Promise<Us
   expect(byModality(rows, 'stt').reduce((n, r) => n + r.costMicros, 0n)).toBe(audioCost(expected.sttMillis));
 
   const org = await prisma.org.findUniqueOrThrow({ where: { id: orgId } });
-  expect(org.balanceMicros).toBe(CREDIT - rows.reduce((n, r) => n + r.costMicros, 0n));
+  expect(org.balanceMicros).toBe((expected.credit ?? CREDIT) - rows.reduce((n, r) => n + r.costMicros, 0n));
   return rows;
 }
 
@@ -254,7 +319,7 @@ function openaiRealtime(key: string, model: string) {
   // The client turns the base URL into wss: whatever its scheme; `options` are the `ws` socket's own.
   const rt = new OpenAIRealtimeWS({ model, options: { ca: cert.ca } }, client);
   const log = new EventLog();
-  const errors: Error[] = [];
+  const errors: OpenAIRealtimeError[] = [];
   rt.on('event', log.push);
   rt.on('error', (e) => errors.push(e));
   const closed = new Promise<number>((resolve) =>
@@ -402,6 +467,141 @@ describe('openai OpenAIRealtimeWS', { timeout: 60_000 }, () => {
     expect(ofType(written, 'response.content_part.done').map((e) => e.part)).toEqual([{ type: 'text', text: REPLY_TEXT }]);
   });
 
+  it('barge-in: the user speaks over a long answer; it stops, the LLM too; its item is cut to what was played, then to what the app says it played; the words spoken over it are answered; billed for what was made', async () => {
+    const { orgId, key } = await orgWithKey();
+    slowLlm.behaviour = SLOW;
+    const requestsBefore = slowLlm.received.length;
+    const streamsBefore = slowLlm.streams.length;
+    // Whole seconds: its last frame needs no second of its own reserved, so the gateway has taken
+    // it by the time the client closes (audio still waiting for its reservation then is dropped, and not billed).
+    const stop = toWholeSeconds(await spokenPcm24('stop please'));
+    const { rt, log, errors, closed } = openaiRealtime(key, 'rt-slow');
+    await log.next('session.created');
+    rt.send({ type: 'conversation.item.create', item: { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'Talk for a while.' }] } });
+    rt.send({ type: 'response.create' });
+    const playing = await log.until('response.output_audio.delta');
+    // The next answer, to the words spoken over this one, is a short one.
+    slowLlm.behaviour = { kind: 'stream', chunks: STOPPED, usage: STOPPED_USAGE };
+    const speaking = atRealTime(stop, (frame) => rt.send({ type: 'input_audio_buffer.append', audio: frame.toString('base64') }));
+
+    const first = [...playing, ...(await log.until('response.done'))];
+    expect(ofType(first, 'input_audio_buffer.speech_started')).toHaveLength(1);
+    type Done = { id: string; status: string; output: { id: string }[]; usage: { input_tokens: number; output_tokens: number; svc: { tts_characters: number } } };
+    const done = first.at(-1)!.response as Done;
+    expect(done).toMatchObject({ status: 'cancelled', status_details: { type: 'cancelled', reason: 'turn_detected' }, output: [{ type: 'message', role: 'assistant', status: 'incomplete' }] });
+    const itemId = done.output[0]!.id;
+    const spans = spokenSpans(first);
+    const spoken = deltas(first, 'response.output_audio_transcript.delta').join('');
+    expect(spans.map((s) => s.text).join(' ')).toBe(spoken);
+    expect((SLOW as { chunks: string[] }).chunks.join('').startsWith(spoken), spoken).toBe(true);
+
+    // Cut by the gateway to what the client can have played: the audio sent, at most the time since the first of it.
+    const truncated = await log.next('conversation.item.truncated');
+    expect(truncated).toMatchObject({ item_id: itemId, content_index: 0 });
+    const playedMs = truncated.audio_end_ms as number;
+    expect(Number.isInteger(playedMs)).toBe(true);
+    expect(playedMs).toBeGreaterThan(0);
+    expect(playedMs).toBeLessThanOrEqual(Math.round(spans.at(-1)!.endMs));
+    // The app's player was behind what it had been sent: it says what it played.
+    const appPlayedMs = Math.floor(playedMs / 2);
+    rt.send({ type: 'conversation.item.retrieve', item_id: itemId });
+    rt.send({ type: 'conversation.item.truncate', item_id: itemId, content_index: 0, audio_end_ms: appPlayedMs });
+    rt.send({ type: 'conversation.item.retrieve', item_id: itemId });
+    type Item = { status: string; content: { type: string; transcript: string }[] };
+    const cutByGateway = (await log.next('conversation.item.retrieved')).item as Item;
+    expect(await log.next('conversation.item.truncated')).toMatchObject({ item_id: itemId, content_index: 0, audio_end_ms: appPlayedMs });
+    const cutByApp = (await log.next('conversation.item.retrieved')).item as Item;
+    expect(cutByGateway).toMatchObject({ status: 'incomplete', content: [{ type: 'output_audio', transcript: heardBy(spans, playedMs) }] });
+    expect(cutByApp).toMatchObject({ status: 'incomplete', content: [{ type: 'output_audio', transcript: heardBy(spans, appPlayedMs) }] });
+    const [byGateway, byApp] = [cutByGateway.content[0]!.transcript, cutByApp.content[0]!.transcript];
+    expect(spoken.startsWith(byGateway), `${JSON.stringify(spoken)} vs ${JSON.stringify(byGateway)}`).toBe(true);
+    expect(byGateway.startsWith(byApp), `${JSON.stringify(byGateway)} vs ${JSON.stringify(byApp)}`).toBe(true);
+
+    // The LLM was stopped: its stream closed before its end.
+    const stream = slowLlm.streams[streamsBefore]!;
+    await vi.waitFor(() => expect(stream.closedEarly).toBe(true));
+    expect(stream.ended).toBe(false);
+    expect(done.usage.output_tokens).toBeGreaterThan(0);
+    expect(done.usage.output_tokens).toBeLessThanOrEqual(stream.sent);
+
+    // The words spoken over the answer are answered once it has ended; that LLM saw the answer as the app cut it.
+    const secondDone = (await log.next('response.done')).response as Done;
+    expect(secondDone).toMatchObject({ status: 'completed', usage: { input_tokens: STOPPED_USAGE.prompt_tokens, output_tokens: STOPPED_USAGE.completion_tokens } });
+    const second = log.events.filter((e) => e.response_id === secondDone.id);
+    expect(deltas(second, 'response.output_audio_transcript.delta').join('')).toBe(STOPPED.join(''));
+    const stopHeard = ofType(log.events, 'conversation.item.input_audio_transcription.completed').map((e) => e.transcript as string);
+    expect(stopHeard).toHaveLength(1);
+    const requests = slowLlm.received.slice(requestsBefore).map((r) => JSON.parse(r.body.toString()) as { messages: unknown[] });
+    expect(requests).toHaveLength(2);
+    expect(requests[1]!.messages).toEqual([{ role: 'user', content: 'Talk for a while.' }, ...(byApp ? [{ role: 'assistant', content: byApp }] : []), { role: 'user', content: stopHeard[0] }]);
+
+    await speaking;
+    rt.close();
+    expect(await closed).toBe(1000);
+    expect(errors).toEqual([]);
+    await billed();
+    // The cancelled answer: the tokens streamed until it stopped (its usage), the spans whose audio had started.
+    expect(spans.reduce((n, s) => n + codePoints(s.text), 0)).toBe(done.usage.svc.tts_characters);
+    await expectLedger(orgId, {
+      llm: [
+        { model: 'rt-slow', input: done.usage.input_tokens, output: done.usage.output_tokens },
+        { model: 'rt-slow', input: STOPPED_USAGE.prompt_tokens, output: STOPPED_USAGE.completion_tokens },
+      ],
+      ttsSpans: [...spans, ...spokenSpans(second)].map((s) => s.text),
+      sttMillis: millisOf(stop),
+    });
+  });
+
+  it('the credit runs out mid-session: the answer stops at the speech it cannot pay for (insufficient_quota, response failed), the next words cannot be paid for (error, then 1008); each leg exact on the ledger, the balance never below zero', async () => {
+    // Push-to-talk (no turn detection), whole seconds of audio: the question is paid for to the
+    // micro-USD before the answer starts, so the legs draw on the credit in a fixed order. The
+    // credit: the question, the answer's tokens, its first sentence's speech, and LEFT, which is
+    // less than the second sentence's speech and than a second of audio, and more than the LLM's
+    // reservation (max_output_tokens, the prompt's estimate) beyond what it costs.
+    const pcm = toWholeSeconds(question);
+    const LEFT = 40n;
+    const [firstSpan, secondSpan] = REPLY_SPANS as [string, string];
+    const credit = audioCost(millisOf(pcm)) + llmCost(REPLY_USAGE.prompt_tokens, REPLY_USAGE.completion_tokens) + costOf(codePoints(firstSpan), FLITE_PRICE) + LEFT;
+    expect(LEFT).toBeLessThan(costOf(codePoints(secondSpan), FLITE_PRICE));
+    expect(LEFT).toBeLessThan(audioCost(1000));
+    const again = await spokenPcm24('are you still there');
+    const { orgId, key } = await orgWithKey(credit);
+    const { rt, log, errors, closed } = openaiRealtime(key, 'rt-llm');
+    await log.next('session.created');
+    rt.send({ type: 'session.update', session: { type: 'realtime', instructions: 'Answer in one sentence.', max_output_tokens: REPLY.length, audio: { input: { turn_detection: null } } } });
+    expect((await log.next('session.updated')).session).toMatchObject({ max_output_tokens: REPLY.length, audio: { input: { turn_detection: null } } });
+
+    const append = (frame: Buffer) => rt.send({ type: 'input_audio_buffer.append', audio: frame.toString('base64') });
+    await atRealTime(pcm, append);
+    rt.send({ type: 'input_audio_buffer.commit' });
+    await log.next('conversation.item.input_audio_transcription.completed');
+    rt.send({ type: 'response.create' });
+    const answer = await log.until('response.done');
+    expect(ofType(answer, 'error').map((e) => e.error)).toEqual([expect.objectContaining({ code: 'insufficient_quota' })]);
+    expect(answer.at(-1)!.response).toMatchObject({
+      status: 'failed',
+      status_details: { type: 'failed', error: { code: 'insufficient_quota' } },
+      output: [{ type: 'message', role: 'assistant', status: 'incomplete', content: [{ type: 'output_audio', transcript: firstSpan }] }],
+      usage: { input_tokens: REPLY_USAGE.prompt_tokens, output_tokens: REPLY_USAGE.completion_tokens, svc: { tts_characters: codePoints(firstSpan) } },
+    });
+    expect(deltas(answer, 'response.output_audio_transcript.delta')).toEqual([firstSpan]);
+    expect(audioOf(answer).length).toBeGreaterThan(0);
+
+    // The user speaks again: the first frame past the paid-for seconds cannot be paid for.
+    const speaking = atRealTime(again, append, () => rt.socket.readyState !== rt.socket.OPEN);
+    expect((await log.next('error')).error).toMatchObject({ type: 'invalid_request_error', code: 'insufficient_quota' });
+    expect(await closed).toBe(1008);
+    await speaking;
+    expect(errors.map((e) => e.error?.code)).toEqual(['insufficient_quota', 'insufficient_quota']);
+
+    await billed();
+    await expectLedger(orgId, { credit, llm: [{ model: 'rt-llm', input: REPLY_USAGE.prompt_tokens, output: REPLY_USAGE.completion_tokens }], ttsSpans: [firstSpan], sttMillis: millisOf(pcm) });
+    const prisma = h.testDb.db.prisma;
+    expect((await prisma.org.findUniqueOrThrow({ where: { id: orgId } })).balanceMicros).toBe(LEFT);
+    const entries = await prisma.ledgerEntry.findMany({ where: { orgId } });
+    expect(entries.map((e) => e.balanceAfterMicros).filter((b) => b < 0n)).toEqual([]);
+  });
+
   it.each([
     ['a bad key', 401, async () => ({ key: 'sk_svc_not_a_real_key_0000000000000000000' })],
     ['a zero balance', 402, async () => orgWithKey(0n)],
@@ -413,6 +613,36 @@ describe('openai OpenAIRealtimeWS', { timeout: 60_000 }, () => {
     expect(errors.map((e) => e.message)).toEqual([`Unexpected server response: ${status}`]);
     expect(log.events).toEqual([]);
     expect(await h.testDb.db.prisma.ledgerEntry.count()).toBe(ledgerBefore);
+  });
+
+  it('a trial key at its cap of open sessions: the next one refused before the upgrade with 429, reported as the client\u2019s error; a session closed makes room', async () => {
+    const prisma = h.testDb.db.prisma;
+    const org = await createOrg(h.testDb.db, { name: 'realtime trial', creditsMicros: CREDIT, isTrial: true });
+    const key = (await createApiKey(prisma, { orgId: org.id, name: 'trial', isTrial: true })).key;
+    const admission = h.runtime.ctx.admission;
+    // The sessions of the tests before are gone (the server sees their sockets close a moment after their clients do).
+    await vi.waitFor(() => expect(admission.openStreams).toBe(0));
+    const cap = h.runtime.ctx.config.limits.trialStreamsPerKey;
+    const open = Array.from({ length: cap }, () => openaiRealtime(key, 'rt-llm'));
+    for (const s of open) await s.log.next('session.created');
+
+    const refused = openaiRealtime(key, 'rt-llm');
+    expect(await refused.closed).toBe(1006);
+    expect(refused.errors.map((e) => e.message)).toEqual(['Unexpected server response: 429']);
+    expect(refused.log.events).toEqual([]);
+
+    open[0]!.rt.close();
+    expect(await open[0]!.closed).toBe(1000);
+    await vi.waitFor(() => expect(admission.openStreams).toBe(cap - 1));
+    const next = openaiRealtime(key, 'rt-llm');
+    expect((await next.log.next('session.created')).session).toMatchObject({ models: { llm: 'rt-llm' } });
+    for (const s of [...open.slice(1), next]) {
+      s.rt.close();
+      expect(await s.closed).toBe(1000);
+    }
+    expect([...open, next].flatMap((s) => s.errors)).toEqual([]);
+    await billed();
+    expect(await usageRows(prisma, { orgId: org.id })).toEqual([]);
   });
 });
 

@@ -1,5 +1,5 @@
-// GET /stt/websocket: streaming transcription in the gateway's own protocol (README, "Streaming
-// STT protocol"). Everything is checked before the upgrade is accepted (key, rate limit, balance in
+// GET /stt/websocket: streaming transcription in the gateway's own protocol (docs/stt.md).
+// Everything is checked before the upgrade is accepted (key, rate limit, balance in
 // the admission hook; model, sample_rate, encoding, turn_detection, the session caps and the first
 // second's credit in the route's preValidation), and a rejection is a plain HTTP response carrying
 // the error envelope. What every streaming-transcription route shares is gateway/stt/open-session.ts.

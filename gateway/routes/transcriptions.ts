@@ -43,15 +43,15 @@ export async function registerTranscriptionRoutes(app: FastifyInstance, ctx: Gat
       fieldNames: 'file, model, language, keyterms, prompt, sample_rate, response_format and timestamp_granularities[]',
     });
     const fields = upload.fields;
-    let file = upload.file;
-    if (!file) throw new ServiceError('invalid_request', "Missing the audio: send it in the multipart field 'file'.", 'file');
+    if (!upload.file) throw new ServiceError('invalid_request', "Missing the audio: send it in the multipart field 'file'.", 'file');
     const model = ctx.registry.resolve(fields.model, 'stt');
     const format = parseResponseFormat(fields.response_format);
     const granularities = parseGranularities([...(upload.values['timestamp_granularities[]'] ?? []), ...(upload.values.timestamp_granularities ?? [])]);
     request.modelId = model.id;
     const declaredRate = parseSampleRateParam(fields.sample_rate, model.sampleRates);
-    const audio = decodeUploadedAudio(file, declaredRate, model.sampleRates);
-    file = undefined;
+    const audio = decodeUploadedAudio(upload.file, declaredRate, model.sampleRates);
+    // The upload (up to 25 MB) is not needed while the engine transcribes: let it be collected.
+    upload.file = undefined;
 
     const transcript = await transcribeBilled(ctx, request, reply, model, audio, { language: fields.language || undefined, keyterms: hintsOf(fields), usageRoute: 'audio.transcriptions' });
     const seconds = audio.durationSeconds;

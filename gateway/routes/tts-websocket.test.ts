@@ -11,7 +11,7 @@ import { createApiKey } from '../../server/services/keys/create-api-key.js';
 import { revokeApiKey } from '../../server/services/keys/revoke-api-key.js';
 import { createOrg } from '../../server/services/orgs/create-org.js';
 import type { GatewayHarness } from '../../test/support/gateway-harness.js';
-import { awayFromMinuteBoundary } from '../../test/support/rate-window.js';
+import { A_WINDOW_START, manualClock } from '../../test/support/manual-clock.js';
 import { FLITE_PRICE, FOX, codePoints, costOf, decodeRaw, expectSpeechLevel, expectWithin, natural, post, startTtsGateway, type Encoding } from '../../test/support/tts-routes.js';
 import { openTtsSocket, refusedTtsUpgrade, summary, type TtsEvent, type TtsSocket } from '../../test/support/tts-socket.js';
 import { usageRows } from '../../test/support/usage-rows.js';
@@ -22,9 +22,12 @@ const TABLE = 'I would like to book a table for two people tonight.';
 
 let h: GatewayHarness;
 const keys = { zero: '', limited: '', trial: '' };
+// Rate-limit windows read a clock held 15 s into a minute: the one-request-a-minute key is
+// refused with 45 s to wait whenever the test runs.
+const clock = manualClock(A_WINDOW_START + 15_000);
 
 beforeAll(async () => {
-  h = await startTtsGateway();
+  h = await startTtsGateway({ clock });
   const prisma = h.testDb.db.prisma;
   const zeroOrg = await createOrg(h.testDb.db, { name: 'broke', creditsMicros: 0n });
   keys.zero = (await createApiKey(prisma, { orgId: zeroOrg.id, name: 'zero' })).key;
@@ -142,12 +145,11 @@ describe('refusals before the upgrade (HTTP responses in the error envelope), an
   });
 
   it('429 rate_limit_exceeded with Retry-After once the key has used its one request of the minute', async () => {
-    await awayFromMinuteBoundary();
     const s = await openTtsSocket(h, { query: { api_key: keys.limited } });
     s.ws.close();
     await s.closed;
     const res = await refused({ api_key: keys.limited }, {}, { status: 429, code: 'rate_limit_exceeded', param: null, type: 'rate_limit_error' });
-    expect(Number(res.headers['retry-after'])).toBeGreaterThanOrEqual(1);
+    expect(res.headers['retry-after']).toBe('45');
   });
 
   it('429 rate_limit_exceeded past the key\u2019s cap of open sessions (a trial key: 2), and a place again once one closes', async () => {

@@ -136,7 +136,7 @@ function s16(bytes: Buffer): Int16Array {
 
 /**
  * A WAV file read here (not by the product's parser): its format and 16-bit samples. `streaming`:
- * the sizes are 0xFFFFFFFF (README: a streamed WAV's header), the data runs to the end.
+ * the sizes are 0xFFFFFFFF (docs/tts.md: a streamed WAV's header), the data runs to the end.
  */
 function readWav(buf: Buffer, streaming = false): { format: number; channels: number; rate: number; bits: number; samples: Int16Array } {
   expect(buf.toString('latin1', 0, 4)).toBe('RIFF');

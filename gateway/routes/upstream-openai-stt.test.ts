@@ -294,7 +294,7 @@ describe('failures', () => {
     expect(c.events.at(-1)).toMatchObject({ type: 'session.closed', reason: 'engine_error', audio_seconds: 0.6 });
   });
 
-  it('the engine refusing our key (found at open, by GET /models): not billed, as README says of a session whose engine refused the gateway\u2019s key (no engine ever took the audio)', async () => {
+  it('the engine refusing our key (found at open, by GET /models): not billed, as docs/stt.md says of a session whose engine refused the gateway\u2019s key (no engine ever took the audio)', async () => {
     peer.modelsStatus = 401;
     peer.transcription = { kind: 'error', status: 401, body: refusal };
     const c = await openSession(h, sttQuery(h));

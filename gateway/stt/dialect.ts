@@ -1,7 +1,7 @@
 // The words a streaming-transcription session speaks with its client. One session
 // (gateway/stt/stt-session.ts) does the work -- audio, engine, turns, metering, limits -- and a
 // dialect turns what happens into the events of the route's protocol and reads the client's text
-// messages: ours on /stt/websocket (README "Streaming STT protocol"), Deepgram's on /v1/listen,
+// messages: ours on /stt/websocket (docs/stt.md, "Streaming STT protocol"), Deepgram's on /v1/listen,
 // Cartesia's on /stt/turns/websocket.
 import type { Word } from '../upstreams/contract.js';
 import type { TurnEvent, TurnSettings } from './turn-detector.js';
@@ -96,7 +96,7 @@ export function cartesiaError(e: { code: string; message: string }, requestId: s
   return { type: 'error', code: e.code, message: e.message, request_id: requestId, title: e.code, error_code: e.code, status_code: status, error: e.message };
 }
 
-/** The gateway's own protocol (README, "Streaming STT protocol"). */
+/** The gateway's own protocol (docs/stt.md, "Streaming STT protocol"). */
 export const svcDialect: SttDialect = {
   started: (i) => [
     {

@@ -1,5 +1,5 @@
 // One streaming-transcription session over a WebSocket: audio frames in, JSON events out.
-// The protocol is documented in the README ("Streaming STT"). Audio is decoded from the
+// The protocol is documented in docs/stt.md ("Streaming STT protocol"). Audio is decoded from the
 // session's encoding, resampled to the engine's rate, written to the engine's transcription
 // stream in order (gateway/upstreams/contract.ts), and metered as it arrives. Turns: an engine
 // that finds them itself reports them; otherwise the gateway's turn detector finds pauses and
@@ -10,7 +10,7 @@ import { decodeSamples } from '../audio/sample-encoding.js';
 import { floatToS16 } from '../audio/pcm.js';
 import { createResampler, type Resampler } from '../audio/resample.js';
 import type { Encoding } from '../audio/output-format.js';
-import { formatUsd } from '../../server/services/credits/money.js';
+import { formatUsd } from '../../server/money.js';
 import { perSecondCostMicros } from '../../server/services/credits/pricing.js';
 import type { CreditHold, RequestAuth, GatewayCore } from '../core/gateway-core.js';
 import { isServiceError } from '../../server/services/errors.js';

@@ -8,7 +8,7 @@ import { z } from 'zod';
 import { ServiceError } from '../../server/services/errors.js';
 import type { TtsRequest } from './tts-request.js';
 
-const Schema = z.object({
+export const OpenAiSpeechRequestSchema = z.object({
   model: z.string().min(1),
   input: z.string().min(1, 'must not be empty').refine((s) => [...s].length <= 5000, 'must be at most 5000 characters'),
   voice: z.union([z.string().min(1), z.object({ id: z.string().min(1) })]),
@@ -23,7 +23,7 @@ const Schema = z.object({
 export function parseOpenAiSpeechRequest(body: unknown): { tts: TtsRequest; sse: boolean } {
   if (body === null || typeof body !== 'object' || Array.isArray(body)) throw new ServiceError('invalid_json', 'The request body must be a JSON object.');
   refuseNul(body);
-  const parsed = Schema.safeParse(body);
+  const parsed = OpenAiSpeechRequestSchema.safeParse(body);
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
     const param = issue.path.join('.') || null;

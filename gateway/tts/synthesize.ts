@@ -32,7 +32,7 @@ const NATIVE_FIELDS = { model: 'model_id', voice: 'voice.id' };
 
 /** The same error, naming the request field the caller sent on this route. */
 function withParam(e: unknown, param: string): unknown {
-  return isServiceError(e) && e.param !== null && e.param !== param ? new ServiceError(e.code, e.message, param, e.headers) : e;
+  return isServiceError(e) && e.param !== null && e.param !== param ? new ServiceError(e.code, e.message, param, { retryAfterSeconds: e.retryAfterSeconds }) : e;
 }
 
 /** Billed characters: Unicode code points of the submitted transcript, before expansion. */

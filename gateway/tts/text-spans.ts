@@ -24,7 +24,7 @@ export const isSpeakable = (text: string): boolean => SPEAKABLE.test(text);
 function wordBefore(text: string, end: number): string {
   let start = end;
   while (start > 0 && !WHITESPACE.test(text[start - 1]!)) start--;
-  return text.slice(start, end).replace(/^["'“‘(\[«]+/, '');
+  return text.slice(start, end).replace(/^["'“‘([«]+/, '');
 }
 
 /**

@@ -20,7 +20,7 @@ const OutputFormatSchema = z.object({
 const atMost5000 = (s: string) => [...s].length <= 5000;
 const TOO_LONG = 'must be at most 5000 characters';
 
-const TtsRequestSchema = z.object({
+export const TtsRequestSchema = z.object({
   model_id: z.string().min(1),
   transcript: z.string().min(1, 'must not be empty').refine(atMost5000, TOO_LONG),
   // Cartesia's clients also send a voice as its id alone ("voice": "flite-slt") or as {id}

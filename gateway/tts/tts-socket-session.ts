@@ -478,7 +478,7 @@ class TtsSocketSession {
     const fromSpare = this.spare < cost ? this.spare : cost;
     this.spare -= fromSpare;
     const more = cost - fromSpare;
-    let ok = true;
+    let ok: boolean;
     try {
       ok = more === 0n || (await this.o.hold.extend(more));
     } catch (e) {

@@ -285,7 +285,7 @@ export interface ProtocolRuntime {
 export interface ProtocolDefinition {
   /** The registry's `protocol` value. */
   name: string;
-  /** One line for `svc model upsert --help`, the README's table and refusals. */
+  /** One line for `svc model upsert --help`, the table in docs/engines-and-protocols.md and refusals. */
   summary: string;
   /** The upstream's `settings` (`svc model upsert --setting k=v`), validated when registered. */
   settings: ZodType<Record<string, unknown>>;

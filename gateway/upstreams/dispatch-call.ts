@@ -87,7 +87,7 @@ class DispatchCall implements Dispatcher.DispatchHandler, DispatchResponse {
    * The abort listener. A function, not this object with a handleEvent method: Node's
    * EventTarget wraps a listener object in a new async closure, which V8 came to allocate in
    * the old generation after a burst, and that kept everything the request touched alive
-   * through young-generation GCs (README Performance, "LLM proxy").
+   * through young-generation GCs (docs/performance.md, "Memory").
    */
   readonly onAbort = (): void => {
     this.controller?.abort(this.signal.reason as Error);

@@ -135,7 +135,10 @@ describe('round trip through the real engines', () => {
     for await (const chunk of stream.chunks) parts.push(toFloat32(chunk));
     const samples = new Float32Array(parts.reduce((n, p) => n + p.length, 0));
     let at = 0;
-    for (const p of parts) samples.set(p, at), (at += p.length);
+    for (const p of parts) {
+      samples.set(p, at);
+      at += p.length;
+    }
     return analyzeVoice(samples, stream.sampleRate);
   }
 

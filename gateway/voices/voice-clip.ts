@@ -1,4 +1,5 @@
 // A clone clip: WAV or raw 16-bit mono PCM (at `sample_rate`), measured from the audio itself.
+// How long clips must be is the voice services' rule (server/services/voices/clone-voice.ts, pro-clone-voice.ts).
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { ServiceError } from '../../server/services/errors.js';
 import { floatToS16, s16leBytes } from '../audio/pcm.js';
@@ -6,11 +7,6 @@ import { wavHeader } from '../audio/wav.js';
 import { decodeUploadedAudio, measureUploadedAudio } from '../stt/decode-upload.js';
 import type { VoiceClip } from '../upstreams/contract.js';
 
-export const MIN_CLIP_SECONDS = 10;
-export const MIN_PRO_CLIP_SECONDS = 30;
-/** A professional clone's clips: at most this many, and this much audio in all (decoding and measuring them is the gateway's work). */
-export const MAX_PRO_CLIPS = 10;
-export const MAX_PRO_CLIP_SECONDS = 600;
 /** Samples converted between two pauses when joining clips: ~5 ms of work, so other requests run in between. */
 const JOIN_SLICE = 1 << 18;
 
@@ -45,12 +41,6 @@ export function measureClipFile(bytes: Buffer, declaredRate: number | undefined)
     durationMs: Math.round(audio.durationSeconds * 1000),
     wav: isWav ? bytes : Buffer.concat([wavHeader({ sampleRate: audio.sampleRate, encoding: 'pcm_s16le', dataByteLength: pcm.length }), pcm]),
   };
-}
-
-export function requireClipLength(clip: MeasuredClip, minSeconds: number, param = 'file'): void {
-  if (clip.durationMs < minSeconds * 1000) {
-    throw new ServiceError('clip_too_short', `The clip is ${(clip.durationMs / 1000).toFixed(1)} s long (measured from the audio); a voice needs at least ${minSeconds} s of audio.`, param);
-  }
 }
 
 /**

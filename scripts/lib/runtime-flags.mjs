@@ -5,7 +5,7 @@
 // - --heap-growing-percent=30: a full GC once the old generation has grown 30 % past what was
 //   live. By default V8 lets it grow to ~4x under sustained load and the process keeps that
 //   RSS afterwards (~330-370 MB measured while requests were still promoted; 194-224 MB now).
-//   A bound for bursts, at ~3 % of maximum throughput (README Performance, "LLM proxy"). A
+//   A bound for bursts, at ~3 % of maximum throughput (docs/performance.md, "Memory"). A
 //   smaller young generation (--max-semi-space-size=4) cost 8-15 % of maximum throughput.
 // - MALLOC_ARENA_MAX=2: glibc otherwise gives the process's threads (libuv's pool, V8's GC
 //   helpers, worker threads) up to 8 malloc arenas per core, each keeping memory once freed.

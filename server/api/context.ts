@@ -2,7 +2,7 @@ import { sharedCredentialThrottle } from '../auth/credential-throttle.js';
 import { getSessionUser } from '../auth/session.js';
 import { clientAddress } from '../config/client-address.js';
 import { loadConfig } from '../config/env.js';
-import { getDb } from './db.js';
+import { getDb } from '../db/dashboard-db.js';
 import { getMailer } from './mailer.js';
 import { ORG_COOKIE } from './org-cookie.js';
 import type { TrpcContext } from './trpc.js';

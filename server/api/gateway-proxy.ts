@@ -9,7 +9,7 @@
 // real gateway.
 import type { Config } from '../config/env.js';
 import { ServiceError } from '../services/errors.js';
-import { envelope } from '../../gateway/errors.js';
+import { envelope, errorHeaders } from '../error-envelope.js';
 
 /** The gateway's own cap per upload is 25 MB; multipart framing and form fields need a little more. */
 export const MAX_PROXY_BODY_BYTES = 26 * 1024 * 1024;
@@ -85,7 +85,8 @@ async function forward(request: Request, path: readonly string[], deps: GatewayP
   const matches = ALLOWED_ROUTES.filter((r) => matchesPath(r, path));
   if (matches.length === 0) throw new ServiceError('not_found', 'The dashboard does not forward this gateway route.');
   if (!matches.some((r) => r.method === method)) {
-    throw new ServiceError('method_not_allowed', `Use ${matches.map((r) => r.method).join(' or ')} on this route.`, null, { allow: matches.map((r) => r.method).join(', ') });
+    const allowed = matches.map((r) => r.method);
+    return errorResponse(new ServiceError('method_not_allowed', `Use ${allowed.join(' or ')} on this route.`), { allow: allowed.join(', ') });
   }
 
   const declared = request.headers.get('content-length');
@@ -232,8 +233,8 @@ function limitBytes(body: ReadableStream<Uint8Array>, max: number): { stream: Re
 
 const tooLarge = () => new ServiceError('body_too_large', 'The upload is larger than 25 MB.', 'file');
 
-function errorResponse(error: ServiceError): Response {
+function errorResponse(error: ServiceError, extraHeaders: Record<string, string> = {}): Response {
   const { status, body } = envelope(error);
-  const headers = new Headers({ 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store', ...error.headers });
+  const headers = new Headers({ 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store', ...errorHeaders(error), ...extraHeaders });
   return new Response(JSON.stringify(body), { status, headers });
 }

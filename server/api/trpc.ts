@@ -8,6 +8,7 @@
 // as 6-decimal USD strings, dates as ISO strings). Service errors are mapped in one place.
 import { initTRPC, TRPCError } from '@trpc/server';
 import { sharedCredentialThrottle, type CredentialThrottle } from '../auth/credential-throttle.js';
+import type { SessionUser } from '../auth/session.js';
 import type { Database } from '../db/database.js';
 import { isServiceError } from '../services/errors.js';
 import type { Mailer } from '../services/users/mailer.js';
@@ -16,11 +17,7 @@ import { getUser } from '../services/users/get-user.js';
 import { toTrpcError } from './errors.js';
 import { getMailer } from './mailer.js';
 
-export interface SessionUser {
-  id: string;
-  email: string;
-  name: string | null;
-}
+export type { SessionUser };
 
 export interface TrpcContext {
   db: Database;
@@ -44,6 +41,11 @@ function serviceErrorParam(cause: unknown): string | null {
   return isServiceError(cause) ? cause.param : null;
 }
 
+/** When a refusal that passes with time may be retried, so a page can say when (or wait that long). */
+function serviceRetryAfter(cause: unknown): number | null {
+  return isServiceError(cause) ? (cause.retryAfterSeconds ?? null) : null;
+}
+
 const t = initTRPC.context<TrpcContext>().create({
   errorFormatter({ shape, error }) {
     // Unexpected errors keep their details in the server log, not in the browser.
@@ -51,7 +53,7 @@ const t = initTRPC.context<TrpcContext>().create({
     return {
       ...shape,
       message: hidden ? 'Something went wrong on the server. Try again.' : shape.message,
-      data: { code: shape.data.code, httpStatus: shape.data.httpStatus, path: shape.data.path, serviceCode: serviceErrorCode(error.cause), serviceParam: serviceErrorParam(error.cause) },
+      data: { code: shape.data.code, httpStatus: shape.data.httpStatus, path: shape.data.path, serviceCode: serviceErrorCode(error.cause), serviceParam: serviceErrorParam(error.cause), retryAfterSeconds: serviceRetryAfter(error.cause) },
     };
   },
 });

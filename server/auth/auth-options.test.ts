@@ -5,6 +5,7 @@ import type { Account, AuthOptions, Profile, User } from 'next-auth';
 import type { JWT } from 'next-auth/jwt';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createMemoryRateLimiter, WINDOW_MS } from '../../gateway/core/rate-limiter.js';
+import { manualClock } from '../../test/support/manual-clock.js';
 import { createTestDatabase, type TestDatabase } from '../../test/support/test-database.js';
 import { signUp } from '../services/users/sign-up.js';
 import { OAUTH_REFUSALS, SESSION_MAX_AGE_SECONDS, SIGN_IN_THROTTLED, buildAuthOptions, type AuthDeps } from './auth-options.js';
@@ -15,13 +16,13 @@ let t: TestDatabase;
 let options: AuthOptions;
 let n = 0;
 // A clock held inside one window, moved on by hand: no test depends on the wall clock.
-let clock = 30_000_000 * WINDOW_MS;
+const clock = manualClock(30_000_000 * WINDOW_MS);
 
 const deps = (): AuthDeps => ({
   db: () => t.db,
   secret: 'test-secret',
   oauth: oauthSetupFromEnv({ GITHUB_ID: 'id', GITHUB_SECRET: 'secret', GOOGLE_CLIENT_ID: 'id', GOOGLE_CLIENT_SECRET: 'secret' }),
-  throttle: createCredentialThrottle(createMemoryRateLimiter(), { clock: () => clock }),
+  throttle: createCredentialThrottle(createMemoryRateLimiter(clock)),
   trustedProxies: 1,
 });
 
@@ -185,19 +186,19 @@ describe('email and password sign-in', () => {
   });
 
   it('is throttled per email before the password is checked: the 6th attempt in a minute is refused, even with the right password', async () => {
-    clock += WINDOW_MS;
+    clock.advance(WINDOW_MS);
     const address = email('throttled');
     const created = await signUp(t.db, { email: address, password: 'correct horse battery' });
     const from = (i: number) => ({ 'x-forwarded-for': `203.0.113.${i}` });
     for (let i = 0; i < CREDENTIAL_LIMITS.sign_in.perEmail; i++) await expect(authorize({ email: address, password: `wrong password ${i}` }, from(i))).resolves.toBeNull();
     // Another address, another case: still this email's bucket.
     await expect(authorize({ email: ` ${address.toUpperCase()}`, password: 'correct horse battery' }, from(99))).rejects.toThrow(SIGN_IN_THROTTLED);
-    clock += WINDOW_MS;
+    clock.advance(WINDOW_MS);
     await expect(authorize({ email: address, password: 'correct horse battery' }, from(99))).resolves.toMatchObject({ id: created.userId });
   });
 
   it('is throttled per client address (X-Forwarded-For through the trusted proxy) across emails', async () => {
-    clock += WINDOW_MS;
+    clock.advance(WINDOW_MS);
     const proxied = { 'x-forwarded-for': 'made-up, 198.51.100.23' };
     for (let i = 0; i < CREDENTIAL_LIMITS.sign_in.perAddress; i++) await expect(authorize({ email: email('spray'), password: 'guess guess' }, proxied)).resolves.toBeNull();
     await expect(authorize({ email: email('spray'), password: 'guess guess' }, proxied)).rejects.toThrow(SIGN_IN_THROTTLED);

@@ -11,7 +11,7 @@ import type { AuthOptions, DefaultSession } from 'next-auth';
 import CredentialsProviderModule from 'next-auth/providers/credentials';
 import { clientAddress } from '../config/client-address.js';
 import { loadConfig } from '../config/env.js';
-import { getDb } from '../api/db.js';
+import { getDb } from '../db/dashboard-db.js';
 import type { Database } from '../db/database.js';
 import { isServiceError } from '../services/errors.js';
 import { acceptPendingInvitations } from '../services/orgs/invitations.js';
@@ -72,7 +72,7 @@ export function buildAuthOptions(deps: AuthDeps): AuthOptions {
             await deps.throttle.take('sign_in', { address: clientAddress({ socketAddress: null, forwardedFor, trustedProxies: deps.trustedProxies }), email: credentials.email });
           } catch (e) {
             // next-auth hands a thrown error's message to the page as `error`.
-            if (isServiceError(e) && e.code === 'rate_limit_exceeded') throw new Error(SIGN_IN_THROTTLED);
+            if (isServiceError(e) && e.code === 'rate_limit_exceeded') throw new Error(SIGN_IN_THROTTLED, { cause: e });
             throw e;
           }
           const prisma = deps.db().prisma;

@@ -5,6 +5,7 @@ import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
 import { WINDOW_MS, createMemoryRateLimiter, createRedisRateLimiter } from '../../gateway/core/rate-limiter.js';
+import { manualClock } from '../../test/support/manual-clock.js';
 import { CREDENTIAL_LIMITS, createCredentialThrottle, redisWithFallback, type CredentialThrottle } from './credential-throttle.js';
 
 const REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
@@ -27,21 +28,21 @@ const allowed = (results: string[]) => results.filter((r) => r === 'ok').length;
 
 describe('credential throttle', () => {
   it('per email, whatever its case and spaces, across addresses', async () => {
-    const throttle = createCredentialThrottle(createMemoryRateLimiter(), { clock: () => W + 1_000 });
+    const throttle = createCredentialThrottle(createMemoryRateLimiter(manualClock(W + 1_000)));
     const results = await attempts(throttle, 8, (i) => ({ address: `192.0.2.${i}`, email: i % 2 ? ' Ada@Example.com' : 'ada@example.com' }));
     expect(allowed(results)).toBe(CREDENTIAL_LIMITS.sign_in.perEmail);
     expect(results.slice(CREDENTIAL_LIMITS.sign_in.perEmail).every((r) => r === 'rate_limit_exceeded')).toBe(true);
   });
 
   it('per address, across emails; another address has its own count', async () => {
-    const throttle = createCredentialThrottle(createMemoryRateLimiter(), { clock: () => W + 1_000 });
+    const throttle = createCredentialThrottle(createMemoryRateLimiter(manualClock(W + 1_000)));
     const results = await attempts(throttle, 30, (i) => ({ address: '198.51.100.5', email: `u${i}@example.com` }), 'sign_up');
     expect(allowed(results)).toBe(CREDENTIAL_LIMITS.sign_up.perAddress);
     await expect(throttle.take('sign_up', { address: '198.51.100.6', email: 'other@example.com' })).resolves.toBeUndefined();
   });
 
   it('unknown addresses share one larger bucket', async () => {
-    const throttle = createCredentialThrottle(createMemoryRateLimiter(), { clock: () => W + 1_000 });
+    const throttle = createCredentialThrottle(createMemoryRateLimiter(manualClock(W + 1_000)));
     const results = await attempts(throttle, 40, (i) => ({ address: null, email: `u${i}@example.com` }), 'sign_up');
     expect(allowed(results)).toBe(CREDENTIAL_LIMITS.sign_up.unknownAddresses);
     // A known address is not in that bucket.
@@ -49,18 +50,18 @@ describe('credential throttle', () => {
   });
 
   it('says when to come back (Retry-After) and lets the next window in', async () => {
-    let now = W + 45_500;
-    const throttle = createCredentialThrottle(createMemoryRateLimiter(), { clock: () => now });
+    const clock = manualClock(W + 45_500);
+    const throttle = createCredentialThrottle(createMemoryRateLimiter(clock));
     const subjects = { address: '192.0.2.1', email: 'ada@example.com' };
     for (let i = 0; i < CREDENTIAL_LIMITS.sign_in.perEmail; i++) await throttle.take('sign_in', subjects);
     await expect(throttle.take('sign_in', subjects)).rejects.toMatchObject({
       code: 'rate_limit_exceeded',
       message: 'Too many sign-in attempts. Try again in 15 seconds.',
-      headers: { 'retry-after': '15' },
+      retryAfterSeconds: 15,
     });
     // Sign-in and sign-up count apart.
     await expect(throttle.take('sign_up', subjects)).resolves.toBeUndefined();
-    now = W + WINDOW_MS;
+    clock.set(W + WINDOW_MS);
     await expect(throttle.take('sign_in', subjects)).resolves.toBeUndefined();
   });
 
@@ -74,8 +75,9 @@ describe('credential throttle', () => {
       const prefix = `svc:test:${randomBytes(6).toString('hex')}:`;
       const [a, b] = [new Redis(REDIS_URL), new Redis(REDIS_URL)];
       clients.push(a, b);
-      const processA = createCredentialThrottle(createRedisRateLimiter(a, prefix), { clock: () => W });
-      const processB = createCredentialThrottle(createRedisRateLimiter(b, prefix), { clock: () => W });
+      const clock = manualClock(W);
+      const processA = createCredentialThrottle(createRedisRateLimiter(a, { prefix, clock }));
+      const processB = createCredentialThrottle(createRedisRateLimiter(b, { prefix, clock }));
       const subjects = () => ({ address: '192.0.2.9', email: 'shared@example.com' });
       const results = [...(await attempts(processA, 3, subjects)), ...(await attempts(processB, 3, subjects))];
       expect(results).toEqual(['ok', 'ok', 'ok', 'ok', 'ok', 'rate_limit_exceeded']);
@@ -85,8 +87,8 @@ describe('credential throttle', () => {
       // A port nothing listens on; without the offline queue every command fails at once.
       const down = new Redis('redis://127.0.0.1:1', { maxRetriesPerRequest: 0, enableOfflineQueue: false, lazyConnect: true, retryStrategy: () => null });
       down.on('error', () => {});
-      const limiter = redisWithFallback(down);
-      const throttle = createCredentialThrottle(limiter, { clock: () => W });
+      const limiter = redisWithFallback(down, manualClock(W));
+      const throttle = createCredentialThrottle(limiter);
       const results = await attempts(throttle, 7, () => ({ address: null, email: 'offline@example.com' }));
       expect(allowed(results)).toBe(CREDENTIAL_LIMITS.sign_in.perEmail);
       await limiter.close();

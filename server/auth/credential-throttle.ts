@@ -10,6 +10,7 @@
 // can take, at the price that a flood also slows honest sign-ins until the minute turns.
 import { Redis } from 'ioredis';
 import { createMemoryRateLimiter, createRedisRateLimiter, type RateLimiter } from '../../gateway/core/rate-limiter.js';
+import { systemClock, type Clock } from '../clock.js';
 import { loadConfig } from '../config/env.js';
 import { ServiceError } from '../services/errors.js';
 
@@ -50,34 +51,32 @@ export interface CredentialThrottle {
 
 export function createCredentialThrottle(
   limiter: RateLimiter,
-  options: { limits?: Record<CredentialAction, ActionLimits>; clock?: () => number } = {},
+  options: { limits?: Record<CredentialAction, ActionLimits> } = {},
 ): CredentialThrottle {
   const limits = options.limits ?? CREDENTIAL_LIMITS;
-  const clock = options.clock ?? Date.now;
   return {
     async take(action, subjects) {
-      const now = clock();
       const l = limits[action];
       const email = subjects.email.trim().toLowerCase().slice(0, 254);
       const checks: Array<[string, number]> = [
         [`${action}:email:${email}`, l.perEmail],
         subjects.address ? [`${action}:address:${subjects.address}`, l.perAddress] : [`${action}:address:unknown`, l.unknownAddresses],
       ];
-      const decisions = await Promise.all(checks.map(([key, limit]) => limiter.consume(key, limit, now)));
+      const decisions = await Promise.all(checks.map(([key, limit]) => limiter.consume(key, limit)));
       const refused = decisions.filter((d) => !d.allowed);
       if (refused.length === 0) return;
       const wait = Math.max(...refused.map((d) => d.retryAfterSeconds));
-      throw new ServiceError('rate_limit_exceeded', `${MESSAGES[action]} Try again in ${wait} second${wait === 1 ? '' : 's'}.`, 'email', { 'retry-after': String(wait) });
+      throw new ServiceError('rate_limit_exceeded', `${MESSAGES[action]} Try again in ${wait} second${wait === 1 ? '' : 's'}.`, 'email', { retryAfterSeconds: wait });
     },
   };
 }
 
 /** Redis when it answers; this process's memory when it does not (a limit that holds per process beats none). */
-export function redisWithFallback(redis: Redis): RateLimiter {
-  const shared = createRedisRateLimiter(redis, 'svc:auth:');
-  const local = createMemoryRateLimiter();
+export function redisWithFallback(redis: Redis, clock: Clock = systemClock): RateLimiter {
+  const shared = createRedisRateLimiter(redis, { prefix: 'svc:auth:', clock });
+  const local = createMemoryRateLimiter(clock);
   return {
-    consume: (key, limit, now) => shared.consume(key, limit, now).catch(() => local.consume(key, limit, now)),
+    consume: (key, limit) => shared.consume(key, limit).catch(() => local.consume(key, limit)),
     close: async () => {
       await local.close();
       redis.disconnect();

@@ -22,7 +22,7 @@ export function resolveNextAuthSecret(env: { NEXTAUTH_SECRET?: string | undefine
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
     const raced = readSecret(path);
-    if (!raced) throw new Error(`${path} exists but is empty; delete it or set NEXTAUTH_SECRET`);
+    if (!raced) throw new Error(`${path} exists but is empty; delete it or set NEXTAUTH_SECRET`, { cause: e });
     return raced;
   }
 }

@@ -1,6 +1,12 @@
 import { getServerSession } from 'next-auth';
-import type { SessionUser } from '../api/trpc.js';
 import { getAuthOptions } from './auth-options.js';
+
+/** Who is signed in, as the dashboard's procedures and pages see them. */
+export interface SessionUser {
+  id: string;
+  email: string;
+  name: string | null;
+}
 
 /** The signed-in user of the current request (server components, route handlers), or null. */
 export async function getSessionUser(): Promise<SessionUser | null> {

@@ -5,7 +5,7 @@ import { createSecureContext } from 'node:tls';
 import { availableParallelism } from 'node:os';
 import { isAbsolute, join, resolve } from 'node:path';
 import { z } from 'zod';
-import { parseUsdToMicros } from '../services/credits/money.js';
+import { parseUsdToMicros } from '../money.js';
 
 const port = z.coerce.number().int().min(0).max(65535);
 const url = z.url({ protocol: /^https?$/ });
@@ -50,7 +50,7 @@ const EnvSchema = z.object({
   SVC_METRICS_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
   // How long SIGTERM/SIGINT let in-flight requests and streams run before ending them.
   SVC_SHUTDOWN_GRACE_SECONDS: z.coerce.number().min(0).max(3600).default(25),
-  // Admission control (README, "Limits"): what may run at once, per process.
+  // Admission control (docs/api-conventions.md, "Limits"): what may run at once, per process.
   SVC_MAX_REQUESTS_PER_KEY: z.coerce.number().int().min(1).max(1_000_000).default(256),
   SVC_TRIAL_MAX_REQUESTS_PER_KEY: z.coerce.number().int().min(1).max(1_000_000).default(4),
   SVC_MAX_STREAMS_PER_KEY: z.coerce.number().int().min(1).max(1_000_000).default(32),
@@ -90,11 +90,11 @@ const EnvSchema = z.object({
   SVC_REALTIME_PROFILES_FILE: z.string().min(1).optional(),
   // /v1/realtime: closed when nothing comes from the client and nothing is being answered this long.
   SVC_REALTIME_IDLE_SECONDS: z.coerce.number().min(0.1).max(3600).default(300),
-  // What an LLM request reserves for its output when it sets no max_tokens (README, "Credits").
+  // What an LLM request reserves for its output when it sets no max_tokens (docs/api-conventions.md, "Credits").
   SVC_LLM_RESERVE_MAX_TOKENS: z.coerce.number().int().min(1).max(10_000_000).default(4096),
   // A process's credit reservations outlive it (a crash) by at most this long.
   SVC_CREDIT_HOLD_TTL_SECONDS: z.coerce.number().min(1).max(3600).default(60),
-  // Agent self-registration (README, "Agent registration").
+  // Agent self-registration (docs/agent-registration.md).
   SVC_AGENT_AUTH: onOff.default('on'),
   SVC_AGENT_ANONYMOUS: onOff.default('on'),
   SVC_TRIAL_CREDITS_USD: z
@@ -111,7 +111,7 @@ const EnvSchema = z.object({
   // Outgoing mail (email verification links); unset: the dashboard sends none. The URL may hold credentials.
   SVC_SMTP_URL: z.preprocess(emptyIsUnset, z.string().regex(/^smtps?:\/\/[^/\s]/, 'must be an smtp:// or smtps:// URL, e.g. smtps://user:password@mail.example.com:465').optional()),
   SVC_MAIL_FROM: z.preprocess(emptyIsUnset, z.string().trim().min(3).max(320).optional()),
-  // OpenTelemetry traces (README, "Tracing"): the standard variables; no endpoint, no tracing.
+  // OpenTelemetry traces (docs/operations.md, "Tracing"): the standard variables; no endpoint, no tracing.
   // Empty means unset, as the OpenTelemetry specification says.
   OTEL_EXPORTER_OTLP_ENDPOINT: z.preprocess(emptyIsUnset, url.optional()),
   OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: z.preprocess(emptyIsUnset, url.optional()),

@@ -11,7 +11,7 @@ import { hashApiKey } from '../services/keys/api-key-format.js';
 import { createApiKey } from '../services/keys/create-api-key.js';
 import type { ServiceError } from '../services/errors.js';
 import { createOrg } from '../services/orgs/create-org.js';
-import { envelope } from '../../gateway/errors.js';
+import { envelope } from '../error-envelope.js';
 import { createTestDatabase, type TestDatabase } from '../../test/support/test-database.js';
 import { sqlitePath } from './dialect.js';
 import { newId } from './ids.js';

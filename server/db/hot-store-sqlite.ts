@@ -155,7 +155,7 @@ export function createSqliteHotStore(path: string, ownerId = holdOwnerId()): Hot
   // once with the balance as this process tracks it (the cached balance, kept exact below),
   // so the answer that carries it is written to its socket first, and the commit follows at
   // the end of the turn, or under load at most COALESCE_MS later (below). That takes the write off every
-  // metered request's latency. The price, documented in README "Credits": a process killed
+  // metered request's latency. The price, documented in docs/api-conventions.md, "Credits": a process killed
   // before the commit loses those debits. A commit that fails keeps its changes queued and
   // retries them in order; until they are written, `debitsFailing()` is true and the core
   // refuses metered requests (503).
@@ -187,7 +187,7 @@ export function createSqliteHotStore(path: string, ownerId = holdOwnerId()): Hot
   // syscalls cost 5-20 us each on this VM): at 1,000 debits/s, SQLite's share of the main
   // thread was ~45 us per request (profiled) committing most turns, ~25 us 10 ms apart.
   // Answered debits do not wait for it, so the spacing costs no latency; it bounds what a
-  // killed process loses (README "Credits").
+  // killed process loses (docs/api-conventions.md, "Credits").
   const COALESCE_MS = 10;
   let lastCommitAt = -Infinity;
   const schedule = () => {

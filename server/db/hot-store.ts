@@ -51,7 +51,7 @@ export interface HotStore {
   /**
    * A usage debit, with the same atomicity as applyLedgerChange. PostgreSQL: exactly that.
    * SQLite: resolves at once with the balance after the debit as this process tracks it;
-   * the row is committed later in the same event-loop turn (README, "Credits").
+   * the row is committed later in the same event-loop turn (docs/api-conventions.md, "Credits").
    */
   applyUsageDebit(change: LedgerChange): Promise<bigint | null>;
   /**
@@ -59,7 +59,7 @@ export interface HotStore {
    * reserved (by every process) covers `amountMicros`, which is then reserved too.
    * PostgreSQL: one conditional statement, exact across replicas. SQLite: decided from this
    * process's tracked balance and reservations, and committed with the debits of the turn
-   * (other processes on the same file see it within ~10 ms; README, "Credits").
+   * (other processes on the same file see it within ~10 ms; docs/api-conventions.md, "Credits").
    */
   reserve(orgId: string, amountMicros: bigint): Promise<boolean>;
   /** Gives back reserved credit that no debit settles (the request failed or ended). */

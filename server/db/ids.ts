@@ -16,7 +16,7 @@ export function newId(prefix: string): string {
  * sort by creation) and 11 random ones follow (~57 bits per millisecond). For rows written on
  * every request (ledger entries): each new key lands at the end of the primary-key index
  * instead of on a random page, so a commit of N rows dirties a few pages rather than N,
- * which more than halves the cost of a debit's INSERT (bench/README "Performance").
+ * which more than halves the cost of a debit's INSERT (docs/performance.md, "Gateway core").
  */
 export function newTimeOrderedId(prefix: string): string {
   return `${prefix}_${Date.now().toString(36).padStart(TIME_CHARS, '0')}${randomChars(ID_CHARS - TIME_CHARS)}`;

@@ -29,15 +29,18 @@ export const ERROR_CODES = [
 export type ErrorCode = (typeof ERROR_CODES)[number];
 
 export class ServiceError extends Error {
+  /** Seconds after which a refusal that passes with time (a rate window, a full queue) may be retried; each edge says it its own way (HTTP: Retry-After). */
+  readonly retryAfterSeconds: number | undefined;
+
   constructor(
     readonly code: ErrorCode,
     message: string,
     readonly param: string | null = null,
-    /** Extra response headers the edge should send (e.g. Retry-After). */
-    readonly headers: Record<string, string> = {},
+    details: { retryAfterSeconds?: number } = {},
   ) {
     super(message);
     this.name = 'ServiceError';
+    this.retryAfterSeconds = details.retryAfterSeconds;
   }
 }
 

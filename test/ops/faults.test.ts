@@ -26,6 +26,7 @@ import { startScriptedUpstream, type ScriptedUpstream } from '../support/scripte
 import { createTestDatabase, type TestDatabase } from '../support/test-database.js';
 import { chatBody, expectLedgerConsistent, orgWithKey } from '../support/ops-fixture.js';
 import { freePort, sleep } from '../support/svc-process.js';
+import { A_WINDOW_START, manualClock } from '../support/manual-clock.js';
 import { usageRows } from '../support/usage-rows.js';
 import { checkProtocol } from '../../gateway/upstreams/protocols/index.js';
 
@@ -89,13 +90,17 @@ const tally = (answers: Answer[]) => {
   return out;
 };
 
-async function until<T>(what: string, check: () => Promise<T | undefined>, timeoutMs = 20_000): Promise<T> {
+/**
+ * Runs `check` again after each answer of the running load (its progress is the tick, not a
+ * timer) until it gives a value; fails after `timeoutMs`.
+ */
+async function until<T>(what: string, load: ReturnType<typeof loadLoop>, check: () => Promise<T | undefined>, timeoutMs = 20_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const v = await check().catch(() => undefined);
     if (v !== undefined) return v;
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(100);
+    await load.answered(load.answers.length + 1);
   }
 }
 
@@ -172,19 +177,30 @@ describe('Redis stopped and restarted under load', () => {
   let port: number;
   let server: ChildProcess | undefined;
   let h: GatewayHarness;
+  // The gateways' rate-limit windows read this clock, held inside one minute: each counting
+  // step below stays in one window however long the outage takes.
+  const clock = manualClock(A_WINDOW_START + 15_000);
 
+  /** Resolves once redis-server has logged that it takes commands. */
   async function startRedis(): Promise<void> {
-    server = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
-    const probe = new Redis(port, '127.0.0.1', { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
-    probe.on('error', () => {});
-    try {
-      await until('the private redis-server to answer PING', async () => {
-        if (probe.status !== 'ready') await probe.connect();
-        return (await probe.ping()) === 'PONG' ? true : undefined;
+    const s = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: ['ignore', 'pipe', 'ignore'] });
+    server = s;
+    await new Promise<void>((resolve, reject) => {
+      let log = '';
+      let ready = false;
+      const onExit = (code: number | null) => reject(new Error(`redis-server exited (${code}) before it was ready:\n${log}`));
+      s.once('exit', onExit);
+      // Read on after that line too, so that the pipe never fills.
+      s.stdout!.on('data', (chunk: Buffer) => {
+        if (ready) return;
+        log += chunk.toString();
+        if (log.includes('Ready to accept connections')) {
+          ready = true;
+          s.off('exit', onExit);
+          resolve();
+        }
       });
-    } finally {
-      probe.disconnect();
-    }
+    });
   }
 
   async function killRedis(): Promise<void> {
@@ -197,7 +213,7 @@ describe('Redis stopped and restarted under load', () => {
   beforeAll(async () => {
     port = await freePort();
     await startRedis();
-    h = await startGateway({ env: { REDIS_URL: `redis://127.0.0.1:${port}` } });
+    h = await startGateway({ env: { REDIS_URL: `redis://127.0.0.1:${port}` }, clock });
   }, 60_000);
 
   afterAll(async () => {
@@ -214,8 +230,6 @@ describe('Redis stopped and restarted under load', () => {
   }
 
   it('admits every request while Redis is away, then limits again by itself once it is back', async () => {
-    // Windows are clock minutes: keep each counting step inside one.
-    if (Date.now() % 60_000 > 40_000) await sleep(60_000 - (Date.now() % 60_000) + 250);
     expect(await window(3, 5)).toEqual([200, 200, 200, 429, 429]);
 
     const { key } = await orgWithKey(h.testDb.db, 1_000_000n);
@@ -225,13 +239,13 @@ describe('Redis stopped and restarted under load', () => {
     expect(await limiterErrors()).toBe(0);
     await killRedis();
     // The gateway has noticed once a request was admitted uncounted; the load runs on through the outage.
-    await until('a request admitted without Redis', async () => ((await limiterErrors()) > 0 ? true : undefined));
+    await until('a request admitted without Redis', load, async () => ((await limiterErrors()) > 0 ? true : undefined));
     await load.answered(load.answers.length + 20);
     // With Redis gone, a limited key is not limited (and nothing fails).
     expect(await window(3, 5)).toEqual([200, 200, 200, 200, 200]);
     await startRedis();
     // ioredis reconnects with backoff; the first limited window after that counts again.
-    await until('the limiter to count again', async () => ((await window(3, 4)).join() === '200,200,200,429' ? true : undefined));
+    await until('the limiter to count again', load, async () => ((await window(3, 4)).join() === '200,200,200,429' ? true : undefined));
     const answers = await load.stop();
     expect(tally(answers)).toEqual({ '200': answers.length });
     expect(answers.length).toBeGreaterThan(10);
@@ -251,7 +265,7 @@ describe('Redis stopped and restarted under load', () => {
     });
     await new Promise<void>((r) => cutter.listen(port, '127.0.0.1', () => r()));
     let listening = false;
-    const starting = startGateway({ env: { REDIS_URL: `redis://127.0.0.1:${port}` } }).then((g) => {
+    const starting = startGateway({ env: { REDIS_URL: `redis://127.0.0.1:${port}` }, clock }).then((g) => {
       listening = true;
       return { g, listeningAt: Date.now() };
     });
@@ -264,7 +278,6 @@ describe('Redis stopped and restarted under load', () => {
     try {
       // It did not listen before Redis was there (it would have admitted uncounted requests).
       expect(listeningAt).toBeGreaterThanOrEqual(redisStartedAt);
-      if (Date.now() % 60_000 > 50_000) await sleep(60_000 - (Date.now() % 60_000) + 250);
       const { key } = await orgWithKey(g.testDb.db, 1_000_000n, 2);
       const statuses: number[] = [];
       for (let i = 0; i < 3; i++) statuses.push((await ask(`${g.url}/v1/models`, key)).status);
@@ -367,7 +380,7 @@ describe('PostgreSQL unreachable and back under load', () => {
     await load.answered(20); // served while the database is there
     await proxy.down();
     // While it is away: every request is refused with the spec's retryable 503.
-    const during = await until('503 verify_unavailable', async () => {
+    const during = await until('503 verify_unavailable', load, async () => {
       const a = await chat();
       return a.status === 503 && a.code === 'verify_unavailable' ? a : undefined;
     });
@@ -378,7 +391,7 @@ describe('PostgreSQL unreachable and back under load', () => {
     await load.answered(load.answers.length + 20); // the load runs on through the outage
 
     await proxy.up();
-    await until('chat to succeed again', async () => ((await chat()).status === 200 ? true : undefined));
+    await until('chat to succeed again', load, async () => ((await chat()).status === 200 ? true : undefined));
     const answers = await load.stop();
 
     const counts = tally(answers);

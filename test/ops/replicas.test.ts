@@ -18,7 +18,7 @@ import { TEST_DIALECT, createTestDatabase, type TestDatabase } from '../support/
 import { chatBody, expectLedgerConsistent, orgWithKey } from '../support/ops-fixture.js';
 import { startSvcGateway, stopSvc, type SvcProcess } from '../support/svc-process.js';
 import { usageRows } from '../support/usage-rows.js';
-import { awayFromMinuteBoundary } from '../support/rate-window.js';
+import { countedInOneMinute } from '../support/rate-window.js';
 import { checkProtocol } from '../../gateway/upstreams/protocols/index.js';
 
 vi.setConfig({ testTimeout: 120_000 });
@@ -100,9 +100,10 @@ const count = (answers: Answer[], status: number, code?: string) => answers.filt
 
 describe(`three replicas on one ${process.env.TEST_DB === 'postgresql' ? 'PostgreSQL database' : 'SQLite file'} and Redis`, () => {
   it('a 30 rpm key hit 90 times concurrently through all three: exactly 30 pass, 60 get 429', async () => {
-    const { key } = await newKey(10_000_000n, 30);
-    await awayFromMinuteBoundary(15_000);
-    const answers = await drive(90, 15, (r) => models(r, key));
+    const answers = await countedInOneMinute(async () => {
+      const { key } = await newKey(10_000_000n, 30);
+      return drive(90, 15, (r) => models(r, key));
+    });
     expect(count(answers, 200)).toBe(30);
     expect(count(answers, 429, 'rate_limit_exceeded')).toBe(60);
   });
@@ -130,7 +131,7 @@ describe(`three replicas on one ${process.env.TEST_DB === 'postgresql' ? 'Postgr
     const balance = await expectLedgerConsistent(t.db, orgId);
     // The org was drained: what is left cannot pay for one more reservation.
     expect(balance).toBeLessThan(CHAT_RESERVATION);
-    // The documented bound (README, "Credits"): reservations are exact across replicas on
+    // The documented bound (docs/api-conventions.md, "Credits"): reservations are exact across replicas on
     // PostgreSQL; on one SQLite file, processes see each other's reservations with their
     // commits (~10 ms), so admissions in that window may share credit -- never more than what
     // is in flight.

@@ -1,5 +1,5 @@
 // `npx svc start` as an operator runs it: npm runs `svc` under `sh -c`, and `svc start` runs
-// the gateway in that process and the dashboard as its child (README "Processes"). Whichever
+// the gateway in that process and the dashboard as its child (docs/operations.md, "Processes"). Whichever
 // process of the chain is stopped, none is left running: SIGTERM at the npx wrapper (npm passes
 // it to its `sh`, which dies without passing it on), with the pinned Node on PATH and with the
 // machine's own (older) Node, where svc re-runs itself as a child; and SIGKILL at the gateway,

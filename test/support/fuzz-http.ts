@@ -484,7 +484,7 @@ function soft(kind: string, example: string): void {
  * What every answer must be: below 500, or 5xx with a code the route documents (`allowed5xx`);
  * at 400 and over, exactly {"error":{"message","type","code","param"}} as JSON, with the status
  * and type that ERROR_TABLE gives the code (a HEAD answer has no body to check). Every answer
- * should also carry x-request-id (README, "Errors"): a soft finding, see softFindings.
+ * should also carry x-request-id (docs/api-conventions.md, "Errors"): a soft finding, see softFindings.
  */
 export interface ErrorEnvelope {
   error: { message: string; type: string; code: string; param: string | null };

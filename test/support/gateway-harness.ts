@@ -1,5 +1,6 @@
 // The real gateway runtime in this process, on a throw-away database, listening on a free
 // loopback port, with one org (credit as asked) and one key. For route tests over real HTTP.
+import type { Clock } from '../../server/clock.js';
 import { loadConfig } from '../../server/config/env.js';
 import { createApiKey } from '../../server/services/keys/create-api-key.js';
 import { createOrg } from '../../server/services/orgs/create-org.js';
@@ -16,7 +17,7 @@ export interface GatewayHarness {
   headers: Record<string, string>;
   /**
    * Resolves once every debit the gateway has made so far is in the database. On SQLite a
-   * usage debit is committed just after its answer is written (README, "Credits"), so a read
+   * usage debit is committed just after its answer is written (docs/api-conventions.md, "Credits"), so a read
    * through another connection (testDb) right after a response must wait for this first.
    */
   settled(): Promise<void>;
@@ -25,8 +26,11 @@ export interface GatewayHarness {
   close(): Promise<void>;
 }
 
-/** `port`: listen there instead of a free one, for tests whose config must name the gateway's own URL. */
-export async function startGateway(options: { creditsMicros?: bigint; env?: Record<string, string>; rpm?: number; port?: number } = {}): Promise<GatewayHarness> {
+/**
+ * `port`: listen there instead of a free one, for tests whose config must name the gateway's own URL.
+ * `clock`: the time of rate-limit windows and agent claims (test/support/manual-clock.ts); the system's otherwise.
+ */
+export async function startGateway(options: { creditsMicros?: bigint; env?: Record<string, string>; rpm?: number; port?: number; clock?: Clock } = {}): Promise<GatewayHarness> {
   const testDb = await createTestDatabase();
   const config = loadConfig({
     SVC_DATA_DIR: testDb.dataDir,
@@ -39,7 +43,7 @@ export async function startGateway(options: { creditsMicros?: bigint; env?: Reco
   });
   const org = await createOrg(testDb.db, { name: 'test org', creditsMicros: options.creditsMicros ?? 10_000_000n });
   const key = await createApiKey(testDb.db.prisma, { orgId: org.id, name: 'test', rateLimitRpm: options.rpm ?? 100_000 });
-  const runtime = await createGatewayRuntime(config, { logger: false });
+  const runtime = await createGatewayRuntime(config, { logger: false, clock: options.clock });
   const url = await runtime.app.listen({ host: '127.0.0.1', port: options.port ?? 0 });
   return {
     url,

@@ -14,6 +14,7 @@ import WebSocket from 'ws';
 import { resample } from '../../gateway/audio/resample.js';
 import { parseWav } from '../../gateway/audio/wav.js';
 import { recognizerStats } from '../../gateway/upstreams/pocketsphinx/recognizer.js';
+import type { Clock } from '../../server/clock.js';
 import { upsertModel } from '../../server/services/models/upsert-model.js';
 import { startGateway, type GatewayHarness } from './gateway-harness.js';
 import { usageRows } from './usage-rows.js';
@@ -25,6 +26,7 @@ export const STT_PRICE = 100_000_000n;
 export interface SttGatewayOptions {
   creditsMicros?: bigint;
   env?: Record<string, string>;
+  clock?: Clock;
 }
 
 /**
@@ -32,7 +34,7 @@ export interface SttGatewayOptions {
  * sampleRates [16000]) and `chat-model` (an llm, for "not an stt model").
  */
 export async function startSttGateway(options: SttGatewayOptions = {}): Promise<GatewayHarness> {
-  const h = await startGateway({ creditsMicros: options.creditsMicros ?? 100_000_000n, env: { SVC_HEALTH_CHECK_SECONDS: '3600', ...options.env } });
+  const h = await startGateway({ creditsMicros: options.creditsMicros ?? 100_000_000n, env: { SVC_HEALTH_CHECK_SECONDS: '3600', ...options.env }, clock: options.clock });
   const prisma = h.testDb.db.prisma;
   await upsertModel(prisma, checkProtocol, { id: 'local-stt', modality: 'stt', prices: { picoPerSecond: STT_PRICE }, upstream: { url: 'local:pocketsphinx', protocol: 'pocketsphinx' } });
   await upsertModel(prisma, checkProtocol, {

@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect, vi } from 'vitest';
 import { parseWav } from '../../gateway/audio/wav.js';
+import type { Clock } from '../../server/clock.js';
 import { upsertModel } from '../../server/services/models/upsert-model.js';
 import { seedPlatformVoices } from '../../server/services/voices/seed-platform-voices.js';
 import { startGateway, type GatewayHarness } from './gateway-harness.js';
@@ -21,8 +22,8 @@ import { checkProtocol } from '../../gateway/upstreams/protocols/index.js';
 export const FLITE_PRICE = 2_000_000n;
 export const ESPEAK_PRICE = 1_000_001n;
 
-export async function startTtsGateway(options: { creditsMicros?: bigint; env?: Record<string, string> } = {}): Promise<GatewayHarness> {
-  const h = await startGateway({ creditsMicros: options.creditsMicros ?? 100_000_000n, env: { SVC_HEALTH_CHECK_SECONDS: '3600', ...options.env } });
+export async function startTtsGateway(options: { creditsMicros?: bigint; env?: Record<string, string>; clock?: Clock } = {}): Promise<GatewayHarness> {
+  const h = await startGateway({ creditsMicros: options.creditsMicros ?? 100_000_000n, env: { SVC_HEALTH_CHECK_SECONDS: '3600', ...options.env }, clock: options.clock });
   const prisma = h.testDb.db.prisma;
   await upsertModel(prisma, checkProtocol, { id: 'local-flite', modality: 'tts', prices: { picoPerChar: FLITE_PRICE }, upstream: { url: 'local:flite', protocol: 'flite' } });
   await upsertModel(prisma, checkProtocol, { id: 'local-espeak', modality: 'tts', prices: { picoPerChar: ESPEAK_PRICE }, upstream: { url: 'local:espeak-ng', protocol: 'espeak-ng' } });

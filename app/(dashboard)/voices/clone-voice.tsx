@@ -9,9 +9,9 @@ import { FileField, SelectField, TextAreaField } from '@/app/_components/fields'
 import { JobProgress } from '@/app/_components/job-progress';
 import { ProgressBar } from '@/app/_components/progress-bar';
 import { TextField } from '@/app/_components/text-field';
-import type { Voice } from '@/app/_lib/api-types';
+import type { JobRecord, Voice } from '@/app/_lib/api-types';
 import { errorMessage } from '@/app/_lib/format';
-import { uploadForm, type JobRecord } from '@/app/_lib/gateway';
+import { uploadForm } from '@/app/_lib/gateway';
 import { useTRPC } from '@/app/_lib/trpc';
 
 const MAX_BYTES = 25 * 1024 * 1024;

@@ -1,5 +1,5 @@
-// {dashboard_url}/invite/<token>: an invite link an owner shared (README, "Roles, members and
-// organizations"). Signed in, the page shows what it offers and accepts it on a click.
+// {dashboard_url}/invite/<token>: an invite link an owner shared (docs/dashboard.md, "Roles,
+// members and organizations"). Signed in, the page shows what it offers and accepts it on a click.
 import type { Metadata } from 'next';
 import { LinkCard, LinkPage, SignInChoices } from '@/app/_components/link-page';
 import { getSessionUser } from '@/server/auth/session';

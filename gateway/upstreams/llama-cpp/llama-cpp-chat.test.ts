@@ -6,7 +6,7 @@ import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { upsertModel } from '../../../server/services/models/upsert-model.js';
 import { llmCostMicros } from '../../../server/services/credits/pricing.js';
-import { formatUsd } from '../../../server/services/credits/money.js';
+import { formatUsd } from '../../../server/money.js';
 import { startGateway, type GatewayHarness } from '../../../test/support/gateway-harness.js';
 import { writeTinyGguf, type TinyGguf } from '../../../test/support/tiny-gguf.js';
 import { usageRows } from '../../../test/support/usage-rows.js';
@@ -78,7 +78,7 @@ describe('local llama.cpp engine through the gateway', () => {
     const events = (await res.text()).split('\n\n').filter((e) => e.startsWith('data: {')).map((e) => JSON.parse(e.slice(6)) as { usage?: { prompt_tokens: number; completion_tokens: number }; choices: unknown[] });
     const usage = events.at(-1)!.usage!;
     expect(events.at(-1)!.choices).toEqual([]);
-    // On SQLite a debit is committed just after its answer (README, "Credits"): wait for both.
+    // On SQLite a debit is committed just after its answer (docs/api-conventions.md, "Credits"): wait for both.
     await expect.poll(async () => (await rows()).length, { timeout: 5_000 }).toBe(n + 2);
     const after = await rows();
     const withoutUsage = after.find((r) => r.requestId === firstId);

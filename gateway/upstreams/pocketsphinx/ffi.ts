@@ -44,7 +44,7 @@ function loadLibrary(name: string): IKoffiLib {
   try {
     return koffi.load(name);
   } catch (err) {
-    throw new Error(`${NOT_INSTALLED} (${name}: ${(err as Error).message})`);
+    throw new Error(`${NOT_INSTALLED} (${name}: ${(err as Error).message})`, { cause: err });
   }
 }
 

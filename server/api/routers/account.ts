@@ -1,7 +1,7 @@
 import { TRPCError } from '@trpc/server';
 import { z } from 'zod';
 import { loadConfig } from '../../config/env.js';
-import { formatUsd } from '../../services/credits/money.js';
+import { formatUsd } from '../../money.js';
 import { ServiceError } from '../../services/errors.js';
 import { listApiKeys } from '../../services/keys/list-api-keys.js';
 import { getUser } from '../../services/users/get-user.js';

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WINDOW_MS, createMemoryRateLimiter } from '../../../gateway/core/rate-limiter.js';
+import { manualClock } from '../../../test/support/manual-clock.js';
 import { createCredentialThrottle } from '../../auth/credential-throttle.js';
 import { authenticateUser } from '../../services/users/authenticate-user.js';
 import { FIRST_ADMIN_MARKER } from '../../services/users/sign-up.js';
@@ -94,13 +95,13 @@ describe('sign-up: errors', () => {
 
 describe('sign-up: throttled before the password is hashed', () => {
   // Its own throttle on a clock held inside one window, moved on by hand.
-  let clock = 32_000_000 * WINDOW_MS;
-  const throttle = createCredentialThrottle(createMemoryRateLimiter(), { clock: () => clock });
+  const clock = manualClock(32_000_000 * WINDOW_MS);
+  const throttle = createCredentialThrottle(createMemoryRateLimiter(clock));
   const from = (clientIp: string | null) => createCaller({ db: h.db, session: null, requestedOrgId: null, clientIp, credentialThrottle: throttle, mailer: null });
   const outcomes = (calls: Array<Promise<unknown>>) => Promise.all(calls.map((c) => c.then(() => 'created', (e: { code: string }) => e.code)));
 
   it('per client address: the 6th sign-up in a minute is TOO_MANY_REQUESTS and creates nothing; other addresses go on', async () => {
-    clock += WINDOW_MS;
+    clock.advance(WINDOW_MS);
     const results = [];
     for (let i = 0; i < 7; i++) results.push(await outcomes([from('192.0.2.50').auth.signUp({ email: `flood-${i}@example.com`, password: TEST_PASSWORD })]));
     expect(results.flat()).toEqual(['created', 'created', 'created', 'created', 'created', 'TOO_MANY_REQUESTS', 'TOO_MANY_REQUESTS']);
@@ -113,13 +114,13 @@ describe('sign-up: throttled before the password is hashed', () => {
   });
 
   it('per email, from any address', async () => {
-    clock += WINDOW_MS;
+    clock.advance(WINDOW_MS);
     const results = await outcomes(Array.from({ length: 4 }, (_, i) => from(`198.51.100.${i}`).auth.signUp({ email: 'Same@Example.com', password: 'short' })));
     expect(results).toEqual(['BAD_REQUEST', 'BAD_REQUEST', 'BAD_REQUEST', 'TOO_MANY_REQUESTS']);
   });
 
   it('clients whose address the dashboard cannot know (no trusted proxy) share one bucket', async () => {
-    clock += WINDOW_MS;
+    clock.advance(WINDOW_MS);
     const results = await outcomes(Array.from({ length: 22 }, (_, i) => from(null).auth.signUp({ email: `unknown-${i}@example.com`, password: 'short' })));
     expect(results.filter((r) => r === 'BAD_REQUEST')).toHaveLength(20);
     expect(results.filter((r) => r === 'TOO_MANY_REQUESTS')).toHaveLength(2);

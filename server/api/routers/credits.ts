@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { grantCredits } from '../../services/credits/grant-credits.js';
 import { listLedger } from '../../services/credits/list-ledger.js';
 import { listOrgBalances } from '../../services/credits/list-org-balances.js';
-import { formatUsd, parseUsdToMicros } from '../../services/credits/money.js';
+import { formatUsd, parseUsdToMicros } from '../../money.js';
 import { createTRPCRouter, orgProcedure, platformAdminProcedure } from '../trpc.js';
 
 export const LEDGER_PAGE_SIZE = 20;

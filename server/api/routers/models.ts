@@ -26,6 +26,7 @@ export const modelsRouter = createTRPCRouter({
    * profiles (what `svc voices import` does). Loaded on use: the engines' code is the gateway's.
    */
   importVoices: platformAdminProcedure.input(inputOf(ImportVoices)).mutation(async ({ ctx, input }) => {
+    // eslint-disable-next-line import-x/no-restricted-paths -- the engines' code is the gateway's until the catalogue import is a service (issue #23)
     const { importVoicesFromEngine } = await import('../../../gateway/voices/engine-catalogue.js');
     const { listed, created, updated } = await importVoicesFromEngine(ctx.db.prisma, loadConfig().engines, input.modelId);
     return { listed, created, updated };

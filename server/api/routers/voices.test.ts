@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createVoiceRow } from '../../../gateway/voices/voice-operations.js';
 import { newId } from '../../db/ids.js';
 import { enqueueJob } from '../../services/jobs/job-queue.js';
+import { createVoice } from '../../services/voices/create-voice.js';
 import { seedRegistry } from '../../services/models/seed-registry.js';
 import { seedPlatformVoices } from '../../services/voices/seed-platform-voices.js';
 import { createApiHarness, type ApiHarness, type TestUser } from '../test-harness.js';
@@ -14,7 +14,7 @@ let aliceVoice: string;
 let bobVoice: string;
 
 async function ownVoice(orgId: string, name: string, extra: { tags?: string[]; description?: string; language?: string } = {}): Promise<string> {
-  return createVoiceRow(h.db.prisma, {
+  return createVoice(h.db.prisma, {
     orgId,
     name,
     language: extra.language ?? 'en',

@@ -1,9 +1,11 @@
 // The voice library on the dashboard: the same services and validation as the gateway's
-// /voices routes (list with filters, get, rename/retag/re-describe, delete, save), called
-// directly. Cloning and profile preparation need the engines, so the pages send those to the
-// gateway through the dashboard proxy (app/api/gateway/[...path]/route.ts).
+// /voices routes (list with filters, get, rename/retag/re-describe, delete, save) and GET
+// /jobs/{id}, called directly. Cloning and profile preparation need what only the gateway has
+// (which models can clone, decoding the clip, the engines: the VoiceEngines the voice services
+// take), so the pages send those to the gateway through the dashboard proxy
+// (app/api/gateway/[...path]/route.ts).
 import { z } from 'zod';
-import { listJobs } from '../../services/jobs/job-queue.js';
+import { getJob, listJobs } from '../../services/jobs/job-queue.js';
 import { deleteVoice } from '../../services/voices/delete-voice.js';
 import { getOwnedVoiceOrThrow, getVisibleVoiceOrThrow, getVoice } from '../../services/voices/get-voice.js';
 import { ListVoicesQuery, listVoices } from '../../services/voices/list-voices.js';
@@ -21,6 +23,7 @@ const Update = z.strictObject({ id: VoiceId, changes: UpdateVoiceInput });
 const ListInput = ListVoicesQuery.extend({ direction: z.enum(['forward', 'backward']).optional() });
 const ForModel = z.strictObject({ modelId: z.string().min(1).max(200) });
 const VoiceJobs = z.strictObject({ id: VoiceId, limit: z.number().int().min(1).max(50).default(10) });
+const JobId = z.strictObject({ id: z.string().min(1).max(100) });
 
 export const voicesRouter = createTRPCRouter({
   /** GET /voices: platform voices and the org's own, newest first, with the API's filters and cursor. */
@@ -46,6 +49,9 @@ export const voicesRouter = createTRPCRouter({
 
   /** The playground's picker: voices with a ready profile for the model. */
   forModel: orgProcedure.input(inputOf(ForModel)).query(({ ctx, input }) => listVoicesForModel(ctx.db.prisma, { orgId: ctx.org.id, modelId: input.modelId })),
+
+  /** One job of the org (a clone, a localization, a profile), as GET /jobs/{id} answers it: the pages follow the jobs they start. */
+  job: orgProcedure.input(inputOf(JobId)).query(({ ctx, input }) => getJob(ctx.db.prisma, ctx.org.id, input.id)),
 
   /** Recent jobs on a visible voice (clone, profile preparation), newest first. */
   jobs: orgProcedure

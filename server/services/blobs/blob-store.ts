@@ -1,6 +1,6 @@
 // Blobs: uploaded audio (clone clips) and generated samples, stored as files under the data
 // directory (`<dataDir>/blobs/<org>/<blob>`) with their record in the database. Several gateway
-// hosts must share that directory (see README, "Deployment"). Caps: 25 MB per blob, 250 MB per
+// hosts must share that directory (see docs/operations.md, "Processes"). Caps: 25 MB per blob, 250 MB per
 // org (live blobs); over either is 413 with a message saying which.
 //
 // The org quota is a counter, Org.blobBytes = the sizes of the org's live blobs. An upload

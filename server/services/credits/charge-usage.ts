@@ -3,7 +3,7 @@ import type { HotStore, UsageRecord } from '../../db/hot-store.js';
 /**
  * Debits a metered request after its cost is known, releasing the credit it had reserved
  * (`releaseMicros`) in the same write: requests reserve their cost before running, so the
- * balance stays at or above zero but for what a reservation could not bound (README, "Credits").
+ * balance stays at or above zero but for what a reservation could not bound (docs/api-conventions.md, "Credits").
  * The debit itself is one atomic statement/transaction: concurrent debits never lose or
  * double an amount. On SQLite the returned balance comes before the commit, which follows
  * within about 10 ms (HotStore.applyUsageDebit).

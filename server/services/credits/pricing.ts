@@ -1,4 +1,4 @@
-import { picoToMicrosCeil } from './money.js';
+import { picoToMicrosCeil } from '../../money.js';
 
 export interface TokenPrices {
   inputPicoPerToken: bigint;

@@ -1,6 +1,5 @@
 // The PronunciationDict record as both edges return it (spec, "PronunciationDict"): snake_case
 // fields, ISO 8601 timestamps; an entry has exactly one of alias and phoneme, the other null.
-import type { Prisma } from '../../db/database.js';
 import { ServiceError } from '../errors.js';
 
 export interface DictEntryRecord {

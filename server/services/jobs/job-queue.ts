@@ -79,7 +79,7 @@ export async function admitJob(tx: Tx, orgId: string, maxInFlight: number): Prom
       'rate_limit_exceeded',
       `This organization has ${inFlight} voice jobs queued or running, the most it may have at once (${maxInFlight}); wait for one to finish (GET /jobs) and try again.`,
       null,
-      { 'retry-after': String(JOB_RETRY_AFTER_SECONDS) },
+      { retryAfterSeconds: JOB_RETRY_AFTER_SECONDS },
     );
   }
 }

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { z } from 'zod';
 import type { Prisma } from '../../db/database.js';
 import { PROJECT_ROOT } from '../../project-root.js';
-import { parseUsdToPico } from '../credits/money.js';
+import { parseUsdToPico } from '../../money.js';
 import { upsertModel, type CheckProtocol } from './upsert-model.js';
 
 const ModelSeed = z.object({

@@ -3,7 +3,7 @@
 // Idempotent: repeating the exchange while the assertion is valid returns the same key (kept
 // sealed until the assertion expires), never a second one, also when two exchanges race.
 import { newId, newTimeOrderedId } from '../../db/ids.js';
-import { formatUsd } from '../credits/money.js';
+import { formatUsd } from '../../money.js';
 import { ServiceError } from '../errors.js';
 import { unsealKey, sealKey, verifyIdentityAssertion } from './registration-crypto.js';
 import { LostIssueRace, insertApiKey, newApiKey } from './registration-keys.js';
@@ -42,7 +42,7 @@ export async function exchangeAssertion(deps: RegistrationDeps, input: { asserti
     // it by how many run at once).
     const recent = await db.prisma.org.count({ where: { isTrial: true, createdAt: { gt: new Date(now.getTime() - HOUR_MS) } } });
     if (recent >= settings.trialMaxPerHour) {
-      throw new ServiceError('slow_down', 'No trial capacity is left on this server for the current hour. Try again later, or register with type "service_auth".', null, { 'retry-after': '600' });
+      throw new ServiceError('slow_down', 'No trial capacity is left on this server for the current hour. Try again later, or register with type "service_auth".', null, { retryAfterSeconds: 600 });
     }
 
     const orgId = newId('org');

@@ -44,7 +44,7 @@ export async function pollClaim(deps: RegistrationDeps, input: { claimToken: str
       if (current.status === 'claimed') return deliver(deps, current);
       await prisma.agentRegistration.updateMany({ where: { id: registration.id, status: 'pending' }, data: { lastPollAt: now } });
       // The spec's table: slow_down means "wait a minute" (then back to every `interval` seconds).
-      throw new ServiceError('slow_down', `Polling too fast: wait a minute, then poll at most every ${POLL_INTERVAL_S} seconds.`, null, { 'retry-after': String(SLOW_DOWN_WAIT_S) });
+      throw new ServiceError('slow_down', `Polling too fast: wait a minute, then poll at most every ${POLL_INTERVAL_S} seconds.`, null, { retryAfterSeconds: SLOW_DOWN_WAIT_S });
     }
 
     const attempt = await prisma.claimAttempt.findFirst({ where: { registrationId: registration.id }, orderBy: { createdAt: 'desc' } });

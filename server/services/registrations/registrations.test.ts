@@ -162,7 +162,7 @@ describe('anonymous registration and the jwt-bearer grant', () => {
     settings.trialMaxPerHour = existing + 1;
     await anonymousWithTrial();
     const second = await startRegistration(deps, { type: 'anonymous' });
-    await expect(exchangeAssertion(deps, { assertion: second.identityAssertion })).rejects.toMatchObject({ code: 'slow_down', headers: { 'retry-after': '600' } });
+    await expect(exchangeAssertion(deps, { assertion: second.identityAssertion })).rejects.toMatchObject({ code: 'slow_down', retryAfterSeconds: 600 });
     settings.trialMaxPerHour = 0;
     await expect(exchangeAssertion(deps, { assertion: second.identityAssertion })).rejects.toMatchObject({ code: 'slow_down' });
     settings.trialMaxPerHour = existing + 1;
@@ -180,7 +180,7 @@ describe('anonymous registration and the jwt-bearer grant', () => {
     await startRegistration(deps, { type: 'anonymous', clientAddress: address });
     advance(5 * MINUTE);
     // The fourth waits until the first has left the hour: 60 - 15 minutes.
-    await expect(startRegistration(deps, { type: 'anonymous', clientAddress: address })).rejects.toMatchObject({ code: 'slow_down', headers: { 'retry-after': String(45 * 60) } });
+    await expect(startRegistration(deps, { type: 'anonymous', clientAddress: address })).rejects.toMatchObject({ code: 'slow_down', retryAfterSeconds: 45 * 60 });
     // The refused one left no row behind (it would count against the address).
     expect(await t.db.prisma.agentRegistration.count({ where: { clientAddress: address } })).toBe(3);
     // Another address, an unknown one, and service_auth (no trial) are not held by it.
@@ -188,7 +188,7 @@ describe('anonymous registration and the jwt-bearer grant', () => {
     await expect(startRegistration(deps, { type: 'anonymous', clientAddress: null })).resolves.toMatchObject({ registrationType: 'anonymous' });
     await expect(startRegistration(deps, { type: 'service_auth', loginHint: 'cap@example.com', clientAddress: address })).resolves.toMatchObject({ registrationType: 'service_auth' });
     advance(45 * MINUTE - 1);
-    await expect(startRegistration(deps, { type: 'anonymous', clientAddress: address })).rejects.toMatchObject({ code: 'slow_down', headers: { 'retry-after': '1' } });
+    await expect(startRegistration(deps, { type: 'anonymous', clientAddress: address })).rejects.toMatchObject({ code: 'slow_down', retryAfterSeconds: 1 });
     advance(1);
     await expect(startRegistration(deps, { type: 'anonymous', clientAddress: address })).resolves.toMatchObject({ registrationType: 'anonymous' });
   });
@@ -289,7 +289,7 @@ describe('the claim state table (anonymous registration)', () => {
     await expect(pollLater(token)).rejects.toMatchObject({ code: 'authorization_pending' });
     // pending | poll | polling too fast -> 429 slow_down (a too-fast poll also restarts the wait)
     advance(1 * SECOND);
-    await expect(pollClaim(deps, { claimToken: token })).rejects.toMatchObject({ code: 'slow_down', headers: { 'retry-after': '60' }, message: expect.stringContaining('wait a minute') });
+    await expect(pollClaim(deps, { claimToken: token })).rejects.toMatchObject({ code: 'slow_down', retryAfterSeconds: 60, message: expect.stringContaining('wait a minute') });
     advance(3 * SECOND);
     await expect(pollClaim(deps, { claimToken: token })).rejects.toMatchObject({ code: 'slow_down' });
     await expect(pollLater(token)).rejects.toMatchObject({ code: 'authorization_pending' });

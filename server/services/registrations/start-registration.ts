@@ -99,6 +99,6 @@ async function withinAddressCap(deps: RegistrationDeps, id: string, clientAddres
     'slow_down',
     `Too many anonymous registrations from this address (${cap} per hour). Try again in ${wait}s, or register with type "service_auth".`,
     null,
-    { 'retry-after': String(wait) },
+    { retryAfterSeconds: wait },
   );
 }

@@ -2,7 +2,7 @@
 // its dashboard key, an allowlist of routes, bodies streamed both ways.
 import { loadConfig } from '@/server/config/env';
 import { ORG_COOKIE } from '@/server/api/context';
-import { getDb } from '@/server/api/db';
+import { getDb } from '@/server/db/dashboard-db';
 import { gatewayInternalUrl, proxyToGateway } from '@/server/api/gateway-proxy';
 import { getSessionUser } from '@/server/auth/session';
 import { getOrCreateDashboardKey } from '@/server/services/keys/get-dashboard-key';

@@ -1,0 +1,361 @@
+// Every route the gateway serves, described once: method, path, what it takes (the zod schemas the
+// routes validate with, or request-schemas.ts for those that read their input by hand), what it
+// answers (response-schemas.ts) and which errors. openapi-document.ts turns this list into the
+// OpenAPI 3.1 document at GET /openapi.json; openapi.test.ts checks that it names every route
+// Fastify registers. A new route is added here in the same change.
+import type { z } from 'zod';
+import { ListVoicesQuery } from '../../server/services/voices/list-voices.js';
+import { UpdateVoiceInput } from '../../server/services/voices/update-voice.js';
+import { CreateDictSchema, UpdateDictSchema } from '../../server/services/dicts/dict-input.js';
+import { OpenAiSpeechRequestSchema } from '../tts/openai-speech-request.js';
+import { TtsRequestSchema } from '../tts/tts-request.js';
+import { ClaimBody, IdentityBody } from '../routes/agent-auth.js';
+import { BlobIdParams, UploadQuery } from '../routes/blobs.js';
+import { JobIdParams, ListJobsQuery } from '../routes/jobs.js';
+import { CloneJson, Localize, PrepareProfile, ProClone, VoiceIdParams } from '../routes/voices.js';
+import * as req from './request-schemas.js';
+import * as res from './response-schemas.js';
+
+export type Auth = 'key' | 'socket' | 'public' | 'metrics';
+export type Method = 'get' | 'post' | 'put' | 'patch' | 'delete';
+
+export interface Answer {
+  description: string;
+  /** application/json, a schema of RESPONSE_COMPONENTS. */
+  json?: z.ZodType;
+  /** text/event-stream: what its events are. */
+  sse?: string;
+  /** Other content types (audio, text), by type: what the bytes are. */
+  media?: Record<string, string>;
+  /** Carries the spend headers (x-svc-request-cost-usd, x-svc-credits-remaining-usd). */
+  spend?: boolean;
+}
+
+export interface Operation {
+  method: Method;
+  /** OpenAPI's form: /voices/{id}. */
+  path: string;
+  operationId: string;
+  summary: string;
+  description?: string;
+  tag: Tag;
+  auth: Auth;
+  /** Admitted only with a positive balance (402 insufficient_quota). */
+  metered?: boolean;
+  pathParams?: z.ZodObject;
+  query?: z.ZodObject;
+  /** Request bodies by content type; json/multipart/form are schemas of REQUEST_COMPONENTS; raw lists the binary types taken. */
+  body?: { json?: z.ZodType; multipart?: z.ZodType; form?: z.ZodType; raw?: string[]; description?: string };
+  answers: Record<number, Answer>;
+  /** Statuses answered with the error envelope, beyond what auth, metering and a body bring. */
+  errors: number[];
+  /** A WebSocket upgrade: the protocol page (repository path) of its session. */
+  websocket?: string;
+  /** /v1/listen answers errors in the envelope with Deepgram's fields added. */
+  deepgramErrors?: boolean;
+}
+
+export const TAGS = {
+  System: { description: 'Liveness, readiness, metrics and this document: no key.', doc: 'docs/operations.md' },
+  Models: { description: 'The models this gateway serves.', doc: 'docs/api-conventions.md' },
+  'Text to speech': { description: "Native (Cartesia-shaped) and OpenAI's speech routes.", doc: 'docs/tts.md' },
+  'Speech to text': { description: "Batch transcription, the gateway's and Cartesia's streaming sockets, Deepgram's /v1/listen.", doc: 'docs/stt.md' },
+  LLM: { description: "OpenAI's chat completions and Responses, relayed to the engines.", doc: 'docs/llm.md' },
+  Realtime: { description: "OpenAI's Realtime API over a WebSocket.", doc: 'docs/realtime.md' },
+  Voices: { description: 'The voice library, cloning, localization and profiles.', doc: 'docs/voices.md' },
+  Blobs: { description: 'Uploaded audio clips for cloning.', doc: 'docs/voices.md' },
+  Jobs: { description: 'Asynchronous voice jobs.', doc: 'docs/voices.md' },
+  'Pronunciation dictionaries': { description: 'Word replacements and phonemes applied at synthesis.', doc: 'docs/pronunciation-dicts.md' },
+  'Agent registration': { description: 'Agents that register themselves and are claimed by a user (OAuth metadata, identity, token).', doc: 'docs/agent-registration.md' },
+} as const;
+export type Tag = keyof typeof TAGS;
+
+/** Named request bodies: components/schemas, read as what a client may send (defaults optional). */
+export const REQUEST_COMPONENTS = {
+  TtsRequest: TtsRequestSchema,
+  OpenAiSpeechRequest: OpenAiSpeechRequestSchema,
+  ChatCompletionRequest: req.ChatCompletionRequestSchema,
+  ResponsesRequest: req.ResponsesRequestSchema,
+  TranscriptionForm: req.TranscriptionFormSchema,
+  UpdateVoiceRequest: UpdateVoiceInput,
+  CloneVoiceForm: req.CloneFormSchema,
+  CloneVoiceRequest: CloneJson,
+  ProCloneRequest: ProClone,
+  LocalizeVoiceRequest: Localize,
+  PrepareProfileRequest: PrepareProfile,
+  BlobForm: req.BlobFormSchema,
+  CreateDictRequest: CreateDictSchema,
+  UpdateDictRequest: UpdateDictSchema,
+  IdentityRequest: IdentityBody,
+  ClaimRequest: ClaimBody,
+  TokenRequest: req.TokenRequestSchema,
+} satisfies Record<string, z.ZodType>;
+
+/** Named answers: components/schemas, read as what the gateway sends. */
+export const RESPONSE_COMPONENTS = {
+  ErrorEnvelope: res.ErrorEnvelopeSchema,
+  DeepgramErrorEnvelope: res.DeepgramErrorEnvelopeSchema,
+  Health: res.HealthSchema,
+  Ready: res.ReadySchema,
+  OpenApiDocument: res.OpenApiDocumentSchema,
+  ModelList: res.ModelListSchema,
+  ChatCompletion: res.ChatCompletionSchema,
+  Response: res.ResponseObjectSchema,
+  Transcription: res.TranscriptionSchema,
+  VerboseTranscription: res.VerboseTranscriptionSchema,
+  TranscriptionResult: res.TranscriptionResultSchema,
+  DeepgramTranscription: res.DeepgramListenSchema,
+  Voice: res.VoiceSchema,
+  VoiceList: res.VoiceListSchema,
+  VoiceProfile: res.VoiceProfileSchema,
+  VoiceProfileReady: res.VoiceProfileReadySchema,
+  VoiceJobQueued: res.VoiceJobQueuedSchema,
+  Deleted: res.DeletedSchema,
+  Blob: res.BlobSchema,
+  Job: res.JobSchema,
+  JobList: res.JobListSchema,
+  DictSummary: res.DictSummarySchema,
+  Dict: res.DictSchema,
+  DictList: res.DictListSchema,
+  AuthorizationServerMetadata: res.AuthorizationServerMetadataSchema,
+  ProtectedResourceMetadata: res.ProtectedResourceMetadataSchema,
+  Registration: res.RegistrationSchema,
+  ClaimStarted: res.ClaimStartedSchema,
+  Token: res.TokenSchema,
+} satisfies Record<string, z.ZodType>;
+
+const AUDIO_FILE = 'The audio file.';
+const RAW_AUDIO = 'Raw audio in the requested encoding and rate, streamed as it is synthesized when `stream` is true.';
+const ENGINE_ERRORS = [404, 502, 503, 504];
+const VOICE_ID = { pathParams: VoiceIdParams };
+const json = (schema: z.ZodType, description: string): Answer => ({ description, json: schema });
+
+/** A WebSocket route: GET that upgrades; everything is checked before the upgrade, a refusal is plain HTTP in the envelope. */
+function socket(o: Pick<Operation, 'path' | 'operationId' | 'summary' | 'tag' | 'query'> & { doc: string; errors?: number[]; description: string }): Operation {
+  return {
+    method: 'get',
+    path: o.path,
+    operationId: o.operationId,
+    summary: o.summary,
+    description:
+      `${o.description}\n\nA WebSocket: connect with Upgrade: websocket (a plain GET is 400 upgrade_required). The key, the rate limit, the balance and the ` +
+      'parameters are checked before the upgrade; a refusal is a plain HTTP answer in the error envelope. Browsers may give the key as `?api_key=`, ' +
+      '`?access_token=`, or the subprotocol `openai-insecure-api-key.<key>` (or `token, <key>`). The messages of the session are on the protocol page: ' +
+      `${o.doc}.`,
+    tag: o.tag,
+    auth: 'socket',
+    metered: true,
+    query: o.query,
+    answers: { 101: { description: `Switching Protocols: the session runs over the WebSocket (protocol: ${o.doc}).` } },
+    errors: [400, ...(o.errors ?? [])],
+    websocket: o.doc,
+  };
+}
+
+export const OPERATIONS: Operation[] = [
+  // System
+  { method: 'get', path: '/health', operationId: 'getHealth', summary: 'Liveness: the process answers', tag: 'System', auth: 'public', answers: { 200: json(res.HealthSchema, 'Alive.') }, errors: [] },
+  {
+    method: 'get', path: '/ready', operationId: 'getReady', summary: 'Readiness: the database and which models have a healthy upstream', tag: 'System', auth: 'public',
+    answers: { 200: json(res.ReadySchema, 'Ready.'), 503: json(res.ReadySchema, 'The database does not answer (the same body, status unavailable).') },
+    errors: [],
+  },
+  {
+    method: 'get', path: '/metrics', operationId: 'getMetrics', summary: 'Prometheus metrics', tag: 'System', auth: 'metrics',
+    description: 'Served on this port only when SVC_METRICS_TOKEN is set (otherwise 404, or on the separate SVC_METRICS_PORT listener); API keys are not accepted here.',
+    answers: { 200: { description: 'The Prometheus text exposition.', media: { 'text/plain': 'Prometheus text format.' } } },
+    errors: [401],
+  },
+  {
+    method: 'get', path: '/openapi.json', operationId: 'getOpenApiDocument', summary: 'This document', tag: 'System', auth: 'public',
+    answers: { 200: json(res.OpenApiDocumentSchema, 'The OpenAPI 3.1 document of every HTTP and WebSocket route.') },
+    errors: [],
+  },
+
+  // Models
+  { method: 'get', path: '/v1/models', operationId: 'listModels', summary: 'The models served (a healthy upstream), of every modality', tag: 'Models', auth: 'key', answers: { 200: json(res.ModelListSchema, 'OpenAI\'s model list, with `modality`.') }, errors: [] },
+
+  // Text to speech
+  {
+    method: 'post', path: '/tts/bytes', operationId: 'synthesizeBytes', summary: 'Speech as one audio body (Cartesia-shaped)', tag: 'Text to speech', auth: 'key', metered: true,
+    description: 'A body without a Content-Type is read as JSON (LiveKit\'s Cartesia plugin sends none).',
+    body: { json: TtsRequestSchema },
+    answers: { 200: { description: 'The audio.', spend: true, media: { 'audio/wav': 'WAV.', 'audio/mpeg': 'MP3 (not with stream).', 'application/octet-stream': RAW_AUDIO } } },
+    errors: [409, ...ENGINE_ERRORS],
+  },
+  {
+    method: 'post', path: '/tts/sse', operationId: 'synthesizeSse', summary: 'Speech as server-sent events (Cartesia-shaped)', tag: 'Text to speech', auth: 'key', metered: true,
+    body: { json: TtsRequestSchema },
+    answers: { 200: { description: 'The audio in events.', spend: true, sse: '`data: {"type":"chunk","data":<base64 audio>,"done":false,"status_code":206,"step_time":<ms>}` ..., then `{"type":"done","done":true,"status_code":200}`; an engine failing mid-stream ends it with `{"type":"error","done":true,"status_code","title","error_code","message","request_id"}`.' } },
+    errors: [409, ...ENGINE_ERRORS],
+  },
+  {
+    method: 'post', path: '/v1/audio/speech', operationId: 'createSpeech', summary: "Speech, OpenAI's route", tag: 'Text to speech', auth: 'key', metered: true,
+    body: { json: OpenAiSpeechRequestSchema },
+    answers: {
+      200: {
+        description: 'The audio at 24 kHz; with stream_format sse, events.',
+        spend: true,
+        media: { 'audio/mpeg': 'MP3 (response_format mp3, the default).', 'audio/wav': 'WAV, relayed as it is synthesized.', 'audio/pcm': 'response_format pcm: raw 16-bit little-endian mono (`audio/pcm;rate=24000;channels=1`).' },
+        sse: '`data: {"type":"speech.audio.delta","audio":<base64>}` ..., then `{"type":"speech.audio.done","usage":{input_tokens,output_tokens,total_tokens}}`; an engine failing mid-stream ends it with the error envelope as an event.',
+      },
+    },
+    errors: [409, ...ENGINE_ERRORS],
+  },
+  socket({
+    path: '/tts/websocket', operationId: 'ttsWebSocket', summary: "Streaming speech over a WebSocket (Cartesia's protocol)", tag: 'Text to speech', query: req.TtsSocketQuerySchema,
+    doc: 'docs/tts-websocket.md', description: 'Model, voice and format come with each context\'s first message: their errors are error events on that context.',
+  }),
+
+  // Speech to text
+  {
+    method: 'post', path: '/v1/audio/transcriptions', operationId: 'createTranscription', summary: "Batch transcription, OpenAI's route", tag: 'Speech to text', auth: 'key', metered: true,
+    body: { multipart: req.TranscriptionFormSchema },
+    answers: {
+      200: {
+        description: 'The transcript, in the shape `response_format` asks for.',
+        spend: true,
+        json: res.TranscriptionResultSchema,
+        media: { 'text/plain': 'response_format text.', 'application/x-subrip': 'response_format srt.', 'text/vtt': 'response_format vtt.' },
+      },
+    },
+    errors: ENGINE_ERRORS,
+  },
+  socket({
+    path: '/stt/websocket', operationId: 'sttWebSocket', summary: "Streaming transcription in the gateway's protocol", tag: 'Speech to text', query: req.SttSocketQuerySchema,
+    doc: 'docs/stt.md#streaming-stt-protocol-get-sttwebsocket', description: 'Audio in binary frames; transcripts and turn events out.', errors: [404, 503],
+  }),
+  socket({
+    path: '/stt/turns/websocket', operationId: 'sttTurnsWebSocket', summary: "Streaming transcription in Cartesia's auto-finalize protocol", tag: 'Speech to text', query: req.SttTurnsSocketQuerySchema,
+    doc: 'docs/stt.md#cartesias-turns-socket-get-sttturnswebsocket', description: "As LiveKit's Cartesia STT and cartesia-js `stt.autoFinalize` speak it; turns are the gateway's detector's.", errors: [404, 503],
+  }),
+  {
+    ...socket({
+      path: '/v1/listen', operationId: 'listenWebSocket', summary: "Live transcription, Deepgram's protocol", tag: 'Speech to text', query: req.ListenQuerySchema,
+      doc: 'docs/stt.md#deepgram-compatible-v1listen-websocket-and-pre-recorded', description: "Deepgram's live /v1/listen: its clients work by changing their base URL. The 101 answer carries `dg-request-id`.", errors: [404, 503],
+    }),
+    deepgramErrors: true,
+  },
+  {
+    method: 'post', path: '/v1/listen', operationId: 'listenPreRecorded', summary: "Pre-recorded transcription, Deepgram's route", tag: 'Speech to text', auth: 'key', metered: true,
+    description: 'The audio is the body: WAV (its header says how to read it), else raw audio in `encoding` at `sample_rate`. Errors carry Deepgram\'s fields too (and the `dg-error` header).',
+    query: req.ListenQuerySchema,
+    body: { raw: ['audio/*', 'application/octet-stream'], description: 'The audio (any Content-Type but JSON).' },
+    answers: { 200: { ...json(res.DeepgramListenSchema, "Deepgram's pre-recorded response."), spend: true } },
+    errors: ENGINE_ERRORS,
+    deepgramErrors: true,
+  },
+
+  // LLM
+  {
+    method: 'post', path: '/v1/chat/completions', operationId: 'createChatCompletion', summary: "Chat completions, OpenAI's route", tag: 'LLM', auth: 'key', metered: true,
+    description: 'The body goes to the engine as sent (only `model` may be rewritten); credit is reserved first (prompt estimate + max tokens).',
+    body: { json: req.ChatCompletionRequestSchema },
+    answers: { 200: { ...json(res.ChatCompletionSchema, "The engine's answer, relayed."), spend: true, sse: 'With `stream: true`: the engine\'s `chat.completion.chunk` events, then `data: [DONE]`.' } },
+    errors: ENGINE_ERRORS,
+  },
+  {
+    method: 'post', path: '/v1/responses', operationId: 'createResponse', summary: "Responses, OpenAI's route", tag: 'LLM', auth: 'key', metered: true,
+    description: 'Relayed to an engine that serves it, or translated to a chat completion and back for one that does not.',
+    body: { json: req.ResponsesRequestSchema },
+    answers: { 200: { ...json(res.ResponseObjectSchema, 'The Response object.'), spend: true, sse: 'With `stream: true`: OpenAI\'s Responses stream events (response.created ... response.completed).' } },
+    errors: ENGINE_ERRORS,
+  },
+
+  // Realtime
+  socket({
+    path: '/v1/realtime', operationId: 'realtimeWebSocket', summary: "OpenAI's Realtime API over a WebSocket", tag: 'Realtime', query: req.RealtimeQuerySchema,
+    doc: 'docs/realtime.md', description: 'A conversation (`?model=` a realtime profile or an LLM) or a transcription session (`?intent=transcription`). The handshake answers with the `realtime` subprotocol when offered.', errors: [404, 503],
+  }),
+
+  // Voices
+  { method: 'get', path: '/voices', operationId: 'listVoices', summary: "Platform voices and the org's own, newest first, paginated", tag: 'Voices', auth: 'key', metered: true, query: ListVoicesQuery, answers: { 200: json(res.VoiceListSchema, 'A page of voices.') }, errors: [400] },
+  { method: 'get', path: '/voices/{id}', operationId: 'getVoice', summary: 'A voice', tag: 'Voices', auth: 'key', metered: true, ...VOICE_ID, answers: { 200: json(res.VoiceSchema, 'The voice.') }, errors: [404] },
+  { method: 'patch', path: '/voices/{id}', operationId: 'updateVoice', summary: "Rename, retag, re-describe one of the org's voices", tag: 'Voices', auth: 'key', metered: true, ...VOICE_ID, body: { json: UpdateVoiceInput }, answers: { 200: json(res.VoiceSchema, 'The voice as updated.') }, errors: [403, 404] },
+  { method: 'delete', path: '/voices/{id}', operationId: 'deleteVoice', summary: "Delete one of the org's voices", tag: 'Voices', auth: 'key', metered: true, ...VOICE_ID, answers: { 200: json(res.DeletedSchema, 'Deleted.') }, errors: [403, 404] },
+  { method: 'post', path: '/voices/{id}/save', operationId: 'saveVoice', summary: 'Bookmark a voice for the org', tag: 'Voices', auth: 'key', metered: true, ...VOICE_ID, answers: { 200: json(res.VoiceSchema, 'The voice, saved.') }, errors: [404] },
+  { method: 'delete', path: '/voices/{id}/save', operationId: 'unsaveVoice', summary: 'Remove the bookmark', tag: 'Voices', auth: 'key', metered: true, ...VOICE_ID, answers: { 200: json(res.VoiceSchema, 'The voice, not saved.') }, errors: [404] },
+  {
+    method: 'post', path: '/voices/clone', operationId: 'cloneVoice', summary: 'Instant clone from one clip', tag: 'Voices', auth: 'key', metered: true,
+    description: 'The clip as multipart `file`, or an uploaded blob (`blob_id`) in JSON. 201 with the voice when an engine that can clone is online, else 202 with a job.',
+    body: { multipart: req.CloneFormSchema, json: CloneJson },
+    answers: { 201: json(res.VoiceSchema, 'The new voice.'), 202: json(res.VoiceJobQueuedSchema, 'Queued.') },
+    errors: [404, 502, 503],
+  },
+  {
+    method: 'post', path: '/voices/pro-clone', operationId: 'proCloneVoice', summary: 'Professional clone from uploaded clips (a job)', tag: 'Voices', auth: 'key', metered: true,
+    body: { json: ProClone }, answers: { 202: json(res.VoiceJobQueuedSchema, 'Queued.') }, errors: [404, 503],
+  },
+  {
+    method: 'post', path: '/voices/{id}/localize', operationId: 'localizeVoice', summary: 'A new voice that keeps this one\'s character in another language (a job)', tag: 'Voices', auth: 'key', metered: true,
+    ...VOICE_ID, body: { json: Localize }, answers: { 202: json(res.VoiceJobQueuedSchema, 'Queued.') }, errors: [404, 503],
+  },
+  {
+    method: 'post', path: '/voices/{id}/profiles', operationId: 'prepareVoiceProfile', summary: 'Prepare a voice for a model', tag: 'Voices', auth: 'key', metered: true,
+    ...VOICE_ID, body: { json: PrepareProfile },
+    answers: { 200: json(res.VoiceProfileReadySchema, 'A ready cached profile.'), 202: json(res.VoiceJobQueuedSchema, 'Queued.') },
+    errors: [403, 404, 503],
+  },
+
+  // Blobs
+  {
+    method: 'post', path: '/blobs', operationId: 'uploadBlob', summary: 'Upload an audio clip (25 MB per blob, 250 MB per org)', tag: 'Blobs', auth: 'key', metered: true,
+    query: UploadQuery,
+    body: { multipart: req.BlobFormSchema, raw: ['audio/wav', 'application/octet-stream'], description: 'WAV, or raw 16-bit mono PCM (application/octet-stream) with `?sample_rate=`.' },
+    answers: { 201: json(res.BlobSchema, 'The stored blob.') },
+    errors: [],
+  },
+  { method: 'get', path: '/blobs/{id}', operationId: 'getBlob', summary: 'A blob', tag: 'Blobs', auth: 'key', metered: true, pathParams: BlobIdParams, answers: { 200: json(res.BlobSchema, 'The blob.') }, errors: [404] },
+  {
+    method: 'get', path: '/blobs/{id}/content', operationId: 'getBlobContent', summary: "A blob's bytes", tag: 'Blobs', auth: 'key', metered: true, pathParams: BlobIdParams,
+    answers: { 200: { description: 'The stored audio.', media: { 'audio/wav': AUDIO_FILE } } }, errors: [404],
+  },
+  { method: 'delete', path: '/blobs/{id}', operationId: 'deleteBlob', summary: 'Delete a blob', tag: 'Blobs', auth: 'key', metered: true, pathParams: BlobIdParams, answers: { 200: json(res.DeletedSchema, 'Deleted.') }, errors: [404] },
+
+  // Jobs
+  { method: 'get', path: '/jobs', operationId: 'listJobs', summary: "The org's recent jobs", tag: 'Jobs', auth: 'key', metered: true, query: ListJobsQuery, answers: { 200: json(res.JobListSchema, 'Newest first.') }, errors: [400] },
+  { method: 'get', path: '/jobs/{id}', operationId: 'getJob', summary: 'A job', tag: 'Jobs', auth: 'key', metered: true, pathParams: JobIdParams, answers: { 200: json(res.JobSchema, 'The job.') }, errors: [404] },
+
+  // Pronunciation dictionaries
+  { method: 'get', path: '/pronunciation-dicts', operationId: 'listDicts', summary: "The org's dictionaries", tag: 'Pronunciation dictionaries', auth: 'key', metered: true, answers: { 200: json(res.DictListSchema, 'Without their entries.') }, errors: [] },
+  { method: 'post', path: '/pronunciation-dicts', operationId: 'createDict', summary: 'Create a dictionary', tag: 'Pronunciation dictionaries', auth: 'key', metered: true, body: { json: CreateDictSchema }, answers: { 201: json(res.DictSchema, 'The new dictionary.') }, errors: [409] },
+  { method: 'get', path: '/pronunciation-dicts/{id}', operationId: 'getDict', summary: 'A dictionary with its entries', tag: 'Pronunciation dictionaries', auth: 'key', metered: true, pathParams: req.DictIdParams, answers: { 200: json(res.DictSchema, 'The dictionary.') }, errors: [404] },
+  {
+    method: 'patch', path: '/pronunciation-dicts/{id}', operationId: 'updateDict', summary: 'Rename and/or replace the entries', tag: 'Pronunciation dictionaries', auth: 'key', metered: true, pathParams: req.DictIdParams,
+    body: { json: UpdateDictSchema }, answers: { 200: json(res.DictSchema, 'The dictionary as updated.') }, errors: [404, 409],
+  },
+  { method: 'delete', path: '/pronunciation-dicts/{id}', operationId: 'deleteDict', summary: 'Delete a dictionary', tag: 'Pronunciation dictionaries', auth: 'key', metered: true, pathParams: req.DictIdParams, answers: { 200: json(res.DeletedSchema, 'Deleted.') }, errors: [404] },
+  ...(['post', 'put'] as const).map(
+    (method): Operation => ({
+      method, path: '/pronunciation-dicts/{id}', operationId: `${method}DictNotAllowed`, summary: 'Not allowed: use GET, PATCH or DELETE', tag: 'Pronunciation dictionaries', auth: 'public',
+      description: 'Registered so that the answer names the methods that are allowed (405 with `Allow: GET, PATCH, DELETE`), whatever the key.',
+      pathParams: req.DictIdParams, answers: {}, errors: [405],
+    }),
+  ),
+
+  // Agent registration
+  ...(
+    [
+      ['/.well-known/oauth-authorization-server', 'getAuthorizationServerMetadata', 'Authorization-server metadata (RFC 8414) with the agent_auth block', res.AuthorizationServerMetadataSchema],
+      ['/.well-known/oauth-protected-resource', 'getProtectedResourceMetadata', 'Protected-resource metadata (RFC 9728) of {base_url}/v1', res.ProtectedResourceMetadataSchema],
+      ['/.well-known/oauth-protected-resource/v1', 'getProtectedResourceMetadataV1', 'The same, at the path of the resource (RFC 9728 §3.1)', res.ProtectedResourceMetadataSchema],
+    ] as const
+  ).map(
+    ([path, operationId, summary, schema]): Operation => ({
+      method: 'get', path, operationId, summary, tag: 'Agent registration', auth: 'public', answers: { 200: json(schema, 'Cacheable for 60 s.') }, errors: [429, 503],
+    }),
+  ),
+  {
+    method: 'post', path: '/agent/identity', operationId: 'registerAgent', summary: 'Register an agent (anonymous or service_auth)', tag: 'Agent registration', auth: 'public',
+    body: { json: IdentityBody }, answers: { 200: json(res.RegistrationSchema, 'The registration, with its claim token.') }, errors: [429, 503],
+  },
+  {
+    method: 'post', path: '/agent/identity/claim', operationId: 'startClaim', summary: "Start a user's claim of an agent", tag: 'Agent registration', auth: 'public',
+    body: { json: ClaimBody }, answers: { 200: json(res.ClaimStartedSchema, 'The claim attempt: a user code to show.') }, errors: [404, 410, 429, 503],
+  },
+  {
+    method: 'post', path: '/oauth2/token', operationId: 'issueToken', summary: 'Token endpoint: jwt-bearer (trial key) and claim (key once claimed) grants', tag: 'Agent registration', auth: 'public',
+    description: 'RFC 6749 form-encoded (JSON is accepted too). Polling before the claim completes is 400 authorization_pending; too often, 429 slow_down.',
+    body: { form: req.TokenRequestSchema, json: req.TokenRequestSchema }, answers: { 200: json(res.TokenSchema, 'The API key as an access token (never cached: Cache-Control no-store).') }, errors: [410, 429, 503],
+  },
+];

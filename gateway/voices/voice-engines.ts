@@ -1,0 +1,103 @@
+// The gateway's side of the voice operations (server/services/voices): which models can make
+// voices, decoding clips, and the engines that clone and speak. The routes and the job worker
+// hand these to the services as VoiceDeps; nothing here touches the database.
+import type { ModelEntry, UpstreamEntry } from '../registry/model-registry.js';
+import { ServiceError } from '../../server/services/errors.js';
+import type { ReadyProfile, VoiceDeps, VoiceEngines } from '../../server/services/voices/voice-deps.js';
+import { toFloat32 } from '../audio/pcm.js';
+import type { GatewayContext } from '../context.js';
+import { backgroundCall, tryUpstreams } from '../upstreams/try-upstreams.js';
+import { decodeClip, joinClips, type MeasuredClip } from './voice-clip.js';
+
+/** Upstreams of the model whose engine can make voices, healthy first; none = not clone-capable. */
+function cloneUpstreams(ctx: GatewayContext, model: ModelEntry): UpstreamEntry[] {
+  return model.upstreams.filter((u) => ctx.protocols.get(u.protocol)?.clone);
+}
+
+function requireCloneCapable(ctx: GatewayContext, model: ModelEntry): void {
+  if (cloneUpstreams(ctx, model).length === 0) {
+    throw new ServiceError('invalid_request', `The model '${model.id}' cannot make voices from audio: none of its engines supports cloning.`, 'model_id');
+  }
+}
+
+/** Online = a clone-capable upstream that is not known to be down. */
+function canCloneNow(ctx: GatewayContext, model: ModelEntry): boolean {
+  const healthy = new Set(ctx.registry.healthyUpstreams(model).map((u) => u.id));
+  return model.status === 'active' && cloneUpstreams(ctx, model).some((u) => healthy.has(u.id));
+}
+
+/** The TTS model to clone for when the caller names none: the first clone-capable one, online first. */
+function defaultCloneModel(ctx: GatewayContext): ModelEntry {
+  const capable = ctx.registry
+    .all()
+    .filter((m) => m.modality === 'tts' && m.status === 'active' && cloneUpstreams(ctx, m).length > 0)
+    .sort((a, b) => Number(canCloneNow(ctx, b)) - Number(canCloneNow(ctx, a)) || a.id.localeCompare(b.id));
+  const model = capable[0];
+  if (!model) throw new ServiceError('model_not_found', 'No TTS model here can clone voices; name one with model_id.', 'model_id');
+  return model;
+}
+
+/** The voice speaking `text` through one of its ready profiles (the first whose model is online). */
+async function speakWithProfiles(ctx: GatewayContext, profiles: ReadyProfile[], text: string, language: string, signal: AbortSignal): Promise<MeasuredClip | null> {
+  for (const profile of profiles) {
+    const model = ctx.registry.all().find((m) => m.id === profile.modelId);
+    if (!model || !ctx.registry.isServing(model)) continue;
+    const call = backgroundCall(ctx, signal);
+    const pcm = await tryUpstreams(ctx, model, call, async (upstream) => {
+      const speech = ctx.protocols.get(upstream.protocol)?.speech;
+      if (!speech) throw new ServiceError('model_offline', `The upstream of '${model.id}' (protocol ${upstream.protocol}) cannot synthesize speech.`);
+      const stream = await speech.synthesize(upstream, {
+        text,
+        voice: { upstreamId: profile.upstreamId, params: (profile.params as Record<string, unknown> | null) ?? null },
+        language,
+        speed: 1,
+        ...call,
+      });
+      const parts: Float32Array[] = [];
+      for await (const chunk of stream.chunks) parts.push(toFloat32(chunk));
+      return { sampleRate: stream.sampleRate, parts };
+    });
+    // joinClips measures the joined audio and encodes it as WAV.
+    return joinClips(pcm.parts.map((samples) => ({ samples, sampleRate: pcm.sampleRate, durationMs: 0, wav: Buffer.alloc(0) })));
+  }
+  return null;
+}
+
+export function voiceEngines(ctx: GatewayContext): VoiceEngines {
+  const tts = (modelId: string) => ctx.registry.resolve(modelId, 'tts');
+  return {
+    chooseCloneModel(modelId) {
+      if (modelId === undefined) return defaultCloneModel(ctx).id;
+      const model = tts(modelId);
+      requireCloneCapable(ctx, model);
+      return model.id;
+    },
+    resolveModel: (modelId) => tts(modelId).id,
+    requireCloneCapable: (modelId) => requireCloneCapable(ctx, tts(modelId)),
+    canCloneNow: (modelId) => canCloneNow(ctx, tts(modelId)),
+    decodeClip: (wav) => decodeClip(wav, undefined),
+    joinClips: (clips) => joinClips(clips),
+    // Runs the model's clone engine on the clip, retrying other upstreams on connection failure.
+    prepare(modelId, clip, voice, mode, signal) {
+      const model = tts(modelId);
+      const call = backgroundCall(ctx, signal);
+      const capable = { ...model, upstreams: cloneUpstreams(ctx, model) };
+      return tryUpstreams(ctx, capable, call, (upstream) =>
+        ctx.protocols.get(upstream.protocol)!.clone!.clone(upstream, { clip, name: voice.name, language: voice.language, transcript: voice.transcript, mode, ...call }),
+      );
+    },
+    speak: (profiles, text, language, signal) => speakWithProfiles(ctx, profiles, text, language, signal),
+  };
+}
+
+/** What the voice services run with in this gateway. */
+export function voiceDeps(ctx: GatewayContext): VoiceDeps {
+  return {
+    prisma: ctx.db.prisma,
+    dataDir: ctx.config.dataDir,
+    maxJobsPerOrg: ctx.config.jobs.maxPerOrg,
+    // The worker starts after the routes are registered: looked up when a job is queued.
+    jobQueued: () => ctx.jobs?.notify(),
+    engines: voiceEngines(ctx),
+  };
+}
