@@ -291,7 +291,9 @@ export class ResponseRun {
       const remaining = await ctx.core.charge(host.auth, host.requestId, this.usage.llmMicros, { modelId: spec.legs.llm.id, modality: 'llm', route: 'realtime', inputTokens: this.usage.inputTokens, outputTokens: this.usage.outputTokens }, llmHold);
       host.onBalance(remaining);
     }
-    if (speaker) await speaker.end(this.cancelReason !== null);
+    // The parts already out are closed with their .done events even when the speech failed (no credit for the next span).
+    let speechError: unknown;
+    if (speaker) await speaker.end(this.cancelReason !== null).catch((e: unknown) => (speechError = e));
     if (this.message) {
       const part = this.message.content[0]!;
       const full = part.type === 'output_audio' ? part.transcript : text;
@@ -310,6 +312,7 @@ export class ResponseRun {
       item.status = 'completed';
       host.send({ type: 'response.function_call_arguments.done', ...this.base(), item_id: item.id, output_index: this.output.indexOf(item), call_id: item.call_id, name: item.name, arguments: item.arguments });
     }
+    if (speechError) throw speechError;
     if (finish === 'length' && !this.cancelReason) {
       this.status = 'incomplete';
       this.statusDetails = { type: 'incomplete', reason: 'max_output_tokens' };

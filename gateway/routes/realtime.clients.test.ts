@@ -73,7 +73,8 @@ const TOOL_STREAM =
 const toolCall: Behaviour = { kind: 'raw', status: 200, contentType: 'text/event-stream', body: TOOL_STREAM };
 
 /** A long answer streamed slowly (a sentence every 100 ms): still running when the user speaks over it. */
-const SLOW: Behaviour = { kind: 'stream', chunks: Array.from({ length: 40 }, (_, i) => `Sentence number ${i} is here. `), delayMs: 100, usage: { prompt_tokens: 40, completion_tokens: 200 } };
+const SLOW_CHUNKS = Array.from({ length: 40 }, (_, i) => `Sentence number ${i} is here. `);
+const SLOW: Behaviour = { kind: 'stream', chunks: SLOW_CHUNKS, delayMs: 100, usage: { prompt_tokens: 40, completion_tokens: 200 } };
 /** The answer to the words spoken over the slow one. */
 const STOPPED = ['Okay, ', 'I ', 'will ', 'stop', '.'];
 const STOPPED_USAGE = { prompt_tokens: 60, completion_tokens: STOPPED.length };
@@ -493,7 +494,7 @@ describe('openai OpenAIRealtimeWS', { timeout: 60_000 }, () => {
     const spans = spokenSpans(first);
     const spoken = deltas(first, 'response.output_audio_transcript.delta').join('');
     expect(spans.map((s) => s.text).join(' ')).toBe(spoken);
-    expect((SLOW as { chunks: string[] }).chunks.join('').startsWith(spoken), spoken).toBe(true);
+    expect(SLOW_CHUNKS.join('').startsWith(spoken), spoken).toBe(true);
 
     // Cut by the gateway to what the client can have played: the audio sent, at most the time since the first of it.
     const truncated = await log.next('conversation.item.truncated');
@@ -519,7 +520,7 @@ describe('openai OpenAIRealtimeWS', { timeout: 60_000 }, () => {
 
     // The LLM was stopped: its stream closed before its end.
     const stream = slowLlm.streams[streamsBefore]!;
-    await vi.waitFor(() => expect(stream.closedEarly).toBe(true));
+    await vi.waitFor(() => expect(stream.closedEarly).toBe(true), { timeout: 5_000 });
     expect(stream.ended).toBe(false);
     expect(done.usage.output_tokens).toBeGreaterThan(0);
     expect(done.usage.output_tokens).toBeLessThanOrEqual(stream.sent);
@@ -621,7 +622,7 @@ describe('openai OpenAIRealtimeWS', { timeout: 60_000 }, () => {
     const key = (await createApiKey(prisma, { orgId: org.id, name: 'trial', isTrial: true })).key;
     const admission = h.runtime.ctx.admission;
     // The sessions of the tests before are gone (the server sees their sockets close a moment after their clients do).
-    await vi.waitFor(() => expect(admission.openStreams).toBe(0));
+    await vi.waitFor(() => expect(admission.openStreams).toBe(0), { timeout: 5_000 });
     const cap = h.runtime.ctx.config.limits.trialStreamsPerKey;
     const open = Array.from({ length: cap }, () => openaiRealtime(key, 'rt-llm'));
     for (const s of open) await s.log.next('session.created');
@@ -633,7 +634,7 @@ describe('openai OpenAIRealtimeWS', { timeout: 60_000 }, () => {
 
     open[0]!.rt.close();
     expect(await open[0]!.closed).toBe(1000);
-    await vi.waitFor(() => expect(admission.openStreams).toBe(cap - 1));
+    await vi.waitFor(() => expect(admission.openStreams).toBe(cap - 1), { timeout: 5_000 });
     const next = openaiRealtime(key, 'rt-llm');
     expect((await next.log.next('session.created')).session).toMatchObject({ models: { llm: 'rt-llm' } });
     for (const s of [...open.slice(1), next]) {
