@@ -27,6 +27,7 @@ const UNIT = [
   'server/auth/oauth-providers.test.ts',
   'server/config/client-address.test.ts',
   'server/db/ids.test.ts',
+  'server/error-envelope.test.ts',
   'server/money.test.ts',
   'server/services/dicts/apply-pronunciation.test.ts',
   'server/services/dicts/case-fold.test.ts',

@@ -174,7 +174,7 @@ function Step({ n, title, done, testId, children }: { n: number; title: string; 
 }
 
 /** A platform admin at $0 (the first account of an instance is one): credit for this org, here. */
-function QuickGrant({ org }: { org: { id: string; name: string } }) {
+function QuickGrant({ org }: { org: OverviewData['org'] }) {
   const trpc = useTRPC();
   const queryClient = useQueryClient();
   const form = useRef<HTMLFormElement>(null);

@@ -45,6 +45,8 @@ function conversion(io: Io) {
     // no output has one.
     unrepresentable: 'any' as const,
     override: (ctx: { zodSchema: unknown; jsonSchema: JsonSchema }) => {
+      // The format says it; zod's equivalent pattern would repeat 500 characters per timestamp.
+      if (ctx.jsonSchema.format === 'date-time') delete ctx.jsonSchema.pattern;
       const replacement = io === 'input' ? INPUT_OVERRIDES.get(ctx.zodSchema as z.ZodType) : undefined;
       if (!replacement) return;
       for (const key of Object.keys(ctx.jsonSchema)) delete ctx.jsonSchema[key];
@@ -79,7 +81,7 @@ function parameters(schema: z.ZodObject | undefined, where: 'path' | 'query'): J
   });
 }
 
-const ERROR_HEADERS = { 'x-request-id': { $ref: '#/components/headers/RequestId' } };
+const REQUEST_ID_HEADER = { 'x-request-id': { $ref: '#/components/headers/RequestId' } };
 
 /** The codes of a status, from the one table the error handler answers with. */
 function codesOf(status: number): string[] {
@@ -90,7 +92,7 @@ function codesOf(status: number): string[] {
 
 function errorResponse(status: number, envelope: string): JsonSchema {
   const codes = codesOf(status);
-  const headers: Record<string, unknown> = { ...ERROR_HEADERS };
+  const headers: Record<string, unknown> = { ...REQUEST_ID_HEADER };
   if (status === 429 || status === 503) headers['retry-after'] = { $ref: '#/components/headers/RetryAfter' };
   if (status === 405) headers.allow = { $ref: '#/components/headers/Allow' };
   return {
@@ -100,19 +102,20 @@ function errorResponse(status: number, envelope: string): JsonSchema {
   };
 }
 
-function answer(a: Answer, names: Map<z.ZodType, string>): JsonSchema {
+function answer(status: number, a: Answer, names: Map<z.ZodType, string>): JsonSchema {
   const content: Record<string, unknown> = {};
   if (a.json) content['application/json'] = { schema: ref(nameOf(a.json, names, 'a response')) };
   if (a.sse) content['text/event-stream'] = { schema: { type: 'string', description: a.sse } };
   for (const [type, description] of Object.entries(a.media ?? {})) {
     content[type] = type.startsWith('text/') ? { schema: { type: 'string', description } } : { schema: { description, contentMediaType: type } };
   }
-  const headers: Record<string, unknown> = { ...ERROR_HEADERS };
+  // A 101 is written by the WebSocket server, not the HTTP route: no x-request-id on it.
+  const headers: Record<string, unknown> = status === 101 ? {} : { ...REQUEST_ID_HEADER };
   if (a.spend) {
     headers[COST_HEADER] = { $ref: '#/components/headers/RequestCost' };
     headers[REMAINING_HEADER] = { $ref: '#/components/headers/CreditsRemaining' };
   }
-  return { description: a.description, headers, ...(Object.keys(content).length ? { content } : {}) };
+  return { description: a.description, ...(Object.keys(headers).length ? { headers } : {}), ...(Object.keys(content).length ? { content } : {}) };
 }
 
 function nameOf(schema: z.ZodType, names: Map<z.ZodType, string>, what: string): string {
@@ -135,9 +138,9 @@ function operation(op: Operation, requestNames: Map<z.ZodType, string>, response
   if (op.metered) statuses.add(402);
   if (op.body) [400, 413, 415].forEach((s) => statuses.add(s));
   const responses: Record<string, unknown> = {};
-  for (const [status, a] of Object.entries(op.answers)) responses[status] = answer(a, responseNames);
-  for (const status of [...statuses].sort((a, b) => a - b)) responses[String(status)] ??= errorResponse(status, envelope);
-  responses.default = { description: 'Any other error (500 internal_error...), in the same envelope.', headers: ERROR_HEADERS, content: { 'application/json': { schema: ref(envelope) } } };
+  for (const [status, a] of Object.entries(op.answers)) responses[status] = answer(Number(status), a, responseNames);
+  for (const status of [...statuses].sort((a, b) => a - b)) responses[String(status)] ??= { $ref: `#/components/responses/${envelope}${status}` };
+  responses.default = { $ref: `#/components/responses/${envelope}` };
 
   let requestBody: JsonSchema | undefined;
   if (op.body) {
@@ -155,7 +158,9 @@ function operation(op: Operation, requestNames: Map<z.ZodType, string>, response
     ...(op.description ? { description: op.description } : {}),
     tags: [op.tag],
     security: SECURITY[op.auth],
-    ...(op.websocket ? { externalDocs: { description: `The WebSocket protocol: ${op.websocket} in the repository.`, url: op.websocket }, 'x-websocket': true } : {}),
+    ...(op.websocket
+      ? { externalDocs: { description: `The WebSocket protocol: ${op.websocket} in the repository.`, url: op.websocket }, 'x-websocket': true }
+      : {}),
     parameters: [...parameters(op.pathParams, 'path'), ...parameters(op.query, 'query')],
     ...(requestBody ? { requestBody } : {}),
     responses,
@@ -168,6 +173,18 @@ export function buildOpenApiDocument() {
   const responses = components(RESPONSE_COMPONENTS, 'output');
   const clash = Object.keys(requests.schemas).filter((name) => name in responses.schemas);
   if (clash.length) throw new Error(`openapi: component names used for both requests and responses: ${clash.join(', ')}`);
+  // One error answer per status and envelope, referred to by every operation that may give it.
+  const errorResponses: Record<string, JsonSchema> = {};
+  for (const status of new Set(Object.values(ERROR_TABLE).map((e) => e.status))) {
+    for (const envelope of ['ErrorEnvelope', 'DeepgramErrorEnvelope']) errorResponses[`${envelope}${status}`] = errorResponse(status, envelope);
+  }
+  for (const envelope of ['ErrorEnvelope', 'DeepgramErrorEnvelope']) {
+    errorResponses[envelope] = {
+      description: 'Any other error (500 internal_error...), in the same envelope.',
+      headers: REQUEST_ID_HEADER,
+      content: { 'application/json': { schema: ref(envelope) } },
+    };
+  }
   const paths: Record<string, Record<string, unknown>> = {};
   for (const op of OPERATIONS) {
     const item = (paths[op.path] ??= {});
@@ -184,11 +201,16 @@ export function buildOpenApiDocument() {
         'Every error is `{"error":{"message","type","code","param"}}`; every answer carries `x-request-id`.',
     },
     jsonSchemaDialect: 'https://json-schema.org/draft/2020-12/schema',
-    tags: Object.entries(TAGS).map(([name, t]) => ({ name, description: t.description, externalDocs: { url: t.doc, description: `${t.doc} in the repository` } })),
+    tags: Object.entries(TAGS).map(([name, t]) => ({
+      name,
+      description: t.description,
+      externalDocs: { url: t.doc, description: `${t.doc} in the repository` },
+    })),
     security: SECURITY.key,
     paths,
     components: {
       schemas: { ...requests.schemas, ...responses.schemas },
+      responses: errorResponses,
       securitySchemes: {
         bearer: { type: 'http', scheme: 'bearer', description: '`Authorization: Bearer sk_svc_…` (OpenAI and most SDKs).' },
         token: { type: 'apiKey', in: 'header', name: 'Authorization', description: "`Authorization: Token sk_svc_…` (Deepgram's clients)." },
@@ -199,7 +221,10 @@ export function buildOpenApiDocument() {
       },
       headers: {
         RequestId: { description: 'The request id: yours if you sent a well-formed one, else a new one.', schema: { type: 'string' } },
-        RequestCost: { description: 'What the request cost, USD with 6 decimals (absent on streams whose cost is known only at their end).', schema: { type: 'string' } },
+        RequestCost: {
+          description: 'What the request cost, USD with 6 decimals (absent on streams whose cost is known only at their end).',
+          schema: { type: 'string' },
+        },
         CreditsRemaining: { description: "The org's balance after the request, USD with 6 decimals.", schema: { type: 'string' } },
         RetryAfter: { description: 'Seconds to wait before retrying.', schema: { type: 'string' } },
         Allow: { description: 'The methods the path takes.', schema: { type: 'string' } },

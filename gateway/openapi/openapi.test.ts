@@ -22,7 +22,12 @@ beforeAll(async () => {
   // With a metrics token, so that GET /metrics is registered on this port too; the local
   // engines speak (flite, espeak-ng) and transcribe (pocketsphinx).
   h = await startTtsGateway({ env: { SVC_METRICS_TOKEN: 'metrics-token-of-the-openapi-test' } });
-  await upsertModel(h.testDb.db.prisma, checkProtocol, { id: 'local-stt', modality: 'stt', prices: { picoPerSecond: 100_000_000n }, upstream: { url: 'local:pocketsphinx', protocol: 'pocketsphinx' } });
+  await upsertModel(h.testDb.db.prisma, checkProtocol, {
+    id: 'local-stt',
+    modality: 'stt',
+    prices: { picoPerSecond: 100_000_000n },
+    upstream: { url: 'local:pocketsphinx', protocol: 'pocketsphinx' },
+  });
   await h.runtime.ctx.registry.refresh();
   await h.runtime.ctx.health.checkAll();
   const res = await fetch(`${h.url}/openapi.json`);
@@ -51,7 +56,10 @@ function registeredRoutes(): { method: string; path: string }[] {
 }
 
 const openApiPath = (fastifyPath: string) => fastifyPath.replace(/:(\w+)/g, '{$1}');
-const documented = () => Object.entries(doc.paths as Record<string, Record<string, any>>).flatMap(([path, item]) => Object.entries(item).map(([method, op]) => ({ method: method.toUpperCase(), path, op })));
+const documented = () =>
+  Object.entries(doc.paths as Record<string, Record<string, any>>).flatMap(([path, item]) =>
+    Object.entries(item).map(([method, op]) => ({ method: method.toUpperCase(), path, op })),
+  );
 
 async function answer(method: string, path: string, init: RequestInit = {}) {
   const res = await fetch(`${h.url}${path}`, { method, ...init });
@@ -62,7 +70,13 @@ async function answer(method: string, path: string, init: RequestInit = {}) {
   } catch {
     json = undefined;
   }
-  return { status: res.status, contentType: res.headers.get('content-type'), json, text, problems: checker.problems({ method, path, status: res.status, contentType: res.headers.get('content-type'), json }) };
+  return {
+    status: res.status,
+    contentType: res.headers.get('content-type'),
+    json,
+    text,
+    problems: checker.problems({ method, path, status: res.status, contentType: res.headers.get('content-type'), json }),
+  };
 }
 
 describe('GET /openapi.json', () => {
@@ -93,7 +107,11 @@ describe('GET /openapi.json', () => {
       .map((r) => `${r.method} ${openApiPath(r.path)}`)
       .sort();
     expect(registered.length).toBeGreaterThan(40);
-    expect(documented().map((d) => `${d.method} ${d.path}`).sort()).toEqual(registered);
+    expect(
+      documented()
+        .map((d) => `${d.method} ${d.path}`)
+        .sort(),
+    ).toEqual(registered);
   });
 
   it('marks exactly the WebSocket routes as such, each with its protocol page and a 101 answer', async () => {
@@ -126,15 +144,32 @@ describe('answers match the document', () => {
 
   it('the checker refuses what drifts from the document', () => {
     expect(checker.problems({ method: 'GET', path: '/health', status: 200, contentType: 'application/json', json: { status: 'ok' } })).toEqual([]);
-    expect(checker.problems({ method: 'GET', path: '/health', status: 200, contentType: 'application/json', json: { status: 'ok', uptime: 1 } })).toHaveLength(1);
+    expect(checker.problems({ method: 'GET', path: '/health', status: 200, contentType: 'application/json', json: { status: 'ok', uptime: 1 } })).toHaveLength(
+      1,
+    );
     expect(checker.problems({ method: 'GET', path: '/health', status: 200, contentType: 'text/html', json: undefined })).toHaveLength(1);
     expect(checker.problems({ method: 'GET', path: '/v1/models', status: 201, contentType: 'application/json', json: {} })).toHaveLength(1);
     expect(checker.problems({ method: 'GET', path: '/nowhere', status: 200, contentType: 'application/json', json: {} })).toHaveLength(1);
-    expect(checker.problems({ method: 'GET', path: '/nowhere', status: 404, contentType: 'application/json', json: { error: { message: 'x', type: 'invalid_request_error', code: 'not_found' } } })).toHaveLength(1);
+    expect(
+      checker.problems({
+        method: 'GET',
+        path: '/nowhere',
+        status: 404,
+        contentType: 'application/json',
+        json: { error: { message: 'x', type: 'invalid_request_error', code: 'not_found' } },
+      }),
+    ).toHaveLength(1);
   });
 
   it('system, models and discovery routes', async () => {
-    for (const path of ['/health', '/ready', '/v1/models', '/.well-known/oauth-authorization-server', '/.well-known/oauth-protected-resource', '/.well-known/oauth-protected-resource/v1']) {
+    for (const path of [
+      '/health',
+      '/ready',
+      '/v1/models',
+      '/.well-known/oauth-authorization-server',
+      '/.well-known/oauth-protected-resource',
+      '/.well-known/oauth-protected-resource/v1',
+    ]) {
       const r = await answer('GET', path, { headers: keyed() });
       expect(r.status, path).toBeLessThan(500);
       expect(r.problems, r.text.slice(0, 300)).toEqual([]);
@@ -166,7 +201,10 @@ describe('answers match the document', () => {
     );
 
     const tone = new Float32Array(8000).map((_, i) => 0.3 * Math.sin((2 * Math.PI * 440 * i) / 16000));
-    const blob = await answer('POST', '/blobs', { headers: { ...keyed(), 'content-type': 'audio/wav' }, body: new Uint8Array(encodeWav(tone, 16000, 'pcm_s16le')) });
+    const blob = await answer('POST', '/blobs', {
+      headers: { ...keyed(), 'content-type': 'audio/wav' },
+      body: new Uint8Array(encodeWav(tone, 16000, 'pcm_s16le')),
+    });
     const blobId = (blob.json as { id: string }).id;
     results.push(
       blob,
@@ -181,7 +219,16 @@ describe('answers match the document', () => {
     const results = [];
     const speech = await fetch(`${h.url}/tts/bytes`, { method: 'POST', headers: h.headers, body: JSON.stringify(ttsBody()) });
     const wav = Buffer.from(await speech.arrayBuffer());
-    results.push({ status: speech.status, problems: checker.problems({ method: 'POST', path: '/tts/bytes', status: speech.status, contentType: speech.headers.get('content-type'), json: undefined }) });
+    results.push({
+      status: speech.status,
+      problems: checker.problems({
+        method: 'POST',
+        path: '/tts/bytes',
+        status: speech.status,
+        contentType: speech.headers.get('content-type'),
+        json: undefined,
+      }),
+    });
     results.push(await answer('POST', '/tts/sse', jsonBody(ttsBody())));
     for (const format of [{ response_format: 'mp3' }, { response_format: 'pcm' }, { response_format: 'wav', stream_format: 'sse' }]) {
       results.push(await answer('POST', '/v1/audio/speech', jsonBody({ model: 'local-flite', input: FOX, voice: 'flite-slt', ...format })));
@@ -198,7 +245,10 @@ describe('answers match the document', () => {
       await transcribe({}),
       await transcribe({ response_format: 'verbose_json', 'timestamp_granularities[]': 'word,segment', language: 'en' }),
       await transcribe({ response_format: 'srt' }),
-      await answer('POST', '/v1/listen?model=local-stt&utterances=true&punctuate=true', { headers: { ...keyed(), 'content-type': 'audio/wav' }, body: new Uint8Array(wav) }),
+      await answer('POST', '/v1/listen?model=local-stt&utterances=true&punctuate=true', {
+        headers: { ...keyed(), 'content-type': 'audio/wav' },
+        body: new Uint8Array(wav),
+      }),
       await answer('POST', '/v1/listen?model=nope', { headers: { ...keyed(), 'content-type': 'audio/wav' }, body: new Uint8Array(wav) }),
     ];
     expect(transcripts.map((r) => r.status)).toEqual([200, 200, 200, 200, 404]);

@@ -12,7 +12,11 @@ import { GRANT_CLAIM, GRANT_JWT_BEARER } from '../../server/services/registratio
 /** A file part of a multipart form (or a raw body): bytes, not JSON. */
 export const audioFile = (description: string) => z.string().meta({ contentMediaType: 'application/octet-stream', description });
 
-const model = (modality: string) => z.string().min(1).meta({ description: `The id of a ${modality} model of this gateway (GET /v1/models).` });
+const model = (modality: string) =>
+  z
+    .string()
+    .min(1)
+    .meta({ description: `The id of a ${modality} model of this gateway (GET /v1/models).` });
 const sampleRate = z.string().meta({ description: `Hz; one of ${SAMPLE_RATES.join(', ')} within the model's rates (default 16000).` });
 const boolText = z.enum(['true', 'false']);
 const probability = z.string().meta({ description: 'A number from 0 to 1.' });
@@ -53,7 +57,10 @@ export const TranscriptionFormSchema = z.object({
   prompt: z.string().optional().meta({ description: 'Read as hints too: a phrase per comma-separated part.' }),
   sample_rate: sampleRate.optional(),
   response_format: z.enum(RESPONSE_FORMATS).default('json'),
-  'timestamp_granularities[]': z.array(z.enum(['word', 'segment'])).optional().meta({ description: 'verbose_json only (default segment).' }),
+  'timestamp_granularities[]': z
+    .array(z.enum(['word', 'segment']))
+    .optional()
+    .meta({ description: 'verbose_json only (default segment).' }),
 });
 
 /** The multipart form of POST /voices/clone (voices.ts reads it into CloneFields; tags come comma separated). */
@@ -100,7 +107,11 @@ const turnThresholds = {
   turn_end_threshold: probability.optional(),
   turn_end_timeout_ms: z.string().optional().meta({ description: '100 to 60000.' }),
 };
-const cartesiaVersion = z.string().regex(/^\d{4}-\d{2}-\d{2}$/).optional().meta({ description: "Cartesia's API version (or the Cartesia-Version header); every version is served alike." });
+const cartesiaVersion = z
+  .string()
+  .regex(/^\d{4}-\d{2}-\d{2}$/)
+  .optional()
+  .meta({ description: "Cartesia's API version (or the Cartesia-Version header); every version is served alike." });
 
 /** WS /stt/websocket (stt-websocket.ts planSession). */
 export const SttSocketQuerySchema = z.object({

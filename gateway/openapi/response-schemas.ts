@@ -32,7 +32,7 @@ export const DeepgramErrorEnvelopeSchema = ErrorEnvelopeSchema.extend({
   err_code: z.string(),
   err_msg: z.string(),
   request_id: z.string(),
-}).meta({ description: 'The error envelope with Deepgram\'s `err_code`, `err_msg` and `request_id` (on /v1/listen only).' });
+}).meta({ description: "The error envelope with Deepgram's `err_code`, `err_msg` and `request_id` (on /v1/listen only)." });
 
 // ---------------------------------------------------------------------------------------------
 // System
@@ -47,16 +47,27 @@ export const ReadySchema = z.object({
       id: z.string(),
       modality: z.enum(['llm', 'tts', 'stt']),
       serving: z.boolean(),
-      upstreams: z.array(z.object({ url: z.string().meta({ description: 'The upstream as its metrics label: no credentials, query or fragment.' }), health: z.enum(['unknown', 'up', 'down']) })),
+      upstreams: z.array(
+        z.object({
+          url: z.string().meta({ description: 'The upstream as its metrics label: no credentials, query or fragment.' }),
+          health: z.enum(['unknown', 'up', 'down']),
+        }),
+      ),
     }),
   ),
 });
 
-export const OpenApiDocumentSchema = z.looseObject({ openapi: z.string().regex(/^3\.1\./), info: z.looseObject({ title: z.string(), version: z.string() }), paths: z.record(z.string(), z.unknown()) });
+export const OpenApiDocumentSchema = z.looseObject({
+  openapi: z.string().regex(/^3\.1\./),
+  info: z.looseObject({ title: z.string(), version: z.string() }),
+  paths: z.record(z.string(), z.unknown()),
+});
 
 export const ModelListSchema = z.object({
   object: z.literal('list'),
-  data: z.array(z.object({ id: z.string(), object: z.literal('model'), created: z.int(), owned_by: z.literal('svc'), modality: z.enum(['llm', 'tts', 'stt']) })),
+  data: z.array(
+    z.object({ id: z.string(), object: z.literal('model'), created: z.int(), owned_by: z.literal('svc'), modality: z.enum(['llm', 'tts', 'stt']) }),
+  ),
 });
 
 // ---------------------------------------------------------------------------------------------
@@ -67,7 +78,13 @@ export const ChatCompletionSchema = z
     id: z.string().optional(),
     object: z.string().optional(),
     model: z.string().optional(),
-    choices: z.array(z.looseObject({ index: z.int().optional(), message: z.looseObject({ role: z.string().optional(), content: z.string().nullable().optional() }).optional(), finish_reason: z.string().nullable().optional() })),
+    choices: z.array(
+      z.looseObject({
+        index: z.int().optional(),
+        message: z.looseObject({ role: z.string().optional(), content: z.string().nullable().optional() }).optional(),
+        finish_reason: z.string().nullable().optional(),
+      }),
+    ),
     usage: z.looseObject({ prompt_tokens: z.int().optional(), completion_tokens: z.int().optional() }).optional(),
   })
   .meta({ description: "The engine's chat.completion object, relayed as the engine sent it." });
@@ -88,7 +105,9 @@ export const ResponseObjectSchema = z
 
 const WordSchema = z.object({ word: z.string(), start: z.number().meta({ description: 'Seconds from the start of the audio.' }), end: z.number() });
 
-export const TranscriptionSchema = z.object({ text: z.string(), words: z.array(WordSchema), duration_seconds: z.number() }).meta({ description: '`response_format` json (the default).' });
+export const TranscriptionSchema = z
+  .object({ text: z.string(), words: z.array(WordSchema), duration_seconds: z.number() })
+  .meta({ description: '`response_format` json (the default).' });
 
 export const VerboseTranscriptionSchema = z
   .object({
@@ -121,7 +140,9 @@ export const DeepgramListenSchema = z.object({
   results: z.object({
     channels: z.array(z.object({ alternatives: z.array(z.object({ transcript: z.string(), confidence: z.number(), words: z.array(DeepgramWordSchema) })) })),
     utterances: z
-      .array(z.object({ start: z.number(), end: z.number(), confidence: z.number(), channel: z.int(), transcript: z.string(), words: z.array(DeepgramWordSchema) }))
+      .array(
+        z.object({ start: z.number(), end: z.number(), confidence: z.number(), channel: z.int(), transcript: z.string(), words: z.array(DeepgramWordSchema) }),
+      )
       .optional(),
   }),
 });
@@ -163,9 +184,14 @@ export const VoiceSchema = z.object({
   created_at: isoTime,
 });
 
-export const VoiceListSchema = z.object({ voices: z.array(VoiceSchema), next_cursor: z.string().nullable().meta({ description: 'Pass as `cursor` for the next page; null on the last.' }) });
+export const VoiceListSchema = z.object({
+  voices: z.array(VoiceSchema),
+  next_cursor: z.string().nullable().meta({ description: 'Pass as `cursor` for the next page; null on the last.' }),
+});
 
-export const VoiceJobQueuedSchema = z.object({ job_id: z.string(), voice_id: z.string(), status: z.literal('queued') }).meta({ description: 'The work was queued: follow it with GET /jobs/{job_id}.' });
+export const VoiceJobQueuedSchema = z
+  .object({ job_id: z.string(), voice_id: z.string(), status: z.literal('queued') })
+  .meta({ description: 'The work was queued: follow it with GET /jobs/{job_id}.' });
 
 export const VoiceProfileReadySchema = z.object({ voice_id: z.string(), status: z.literal('ready'), profile: VoiceProfileSchema });
 
@@ -217,7 +243,13 @@ export const AuthorizationServerMetadataSchema = z
     response_types_supported: z.array(z.string()),
     token_endpoint_auth_methods_supported: z.array(z.string()),
     scopes_supported: z.array(z.string()),
-    agent_auth: z.looseObject({ identity_endpoint: z.string(), claim_endpoint: z.string(), token_endpoint: z.string(), verification_uri: z.string(), resource: z.string() }),
+    agent_auth: z.looseObject({
+      identity_endpoint: z.string(),
+      claim_endpoint: z.string(),
+      token_endpoint: z.string(),
+      verification_uri: z.string(),
+      resource: z.string(),
+    }),
   })
   .meta({ description: 'RFC 8414 authorization-server metadata with the `agent_auth` block.' });
 

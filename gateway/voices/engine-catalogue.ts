@@ -3,14 +3,14 @@
 // imports it (`svc voices import`, the dashboard's Models page).
 import type { Prisma } from '../../server/db/database.js';
 import { ServiceError } from '../../server/services/errors.js';
+import { getModel } from '../../server/services/models/upsert-model.js';
 import { importEngineVoices, type CatalogueVoice } from '../../server/services/voices/engine-voices.js';
 import { upstreamEnvelope } from '../upstream-envelope.js';
 import { UpstreamError, type EngineConfig, type UpstreamTarget } from '../upstreams/contract.js';
 import { CATALOGUE_PROTOCOLS } from '../upstreams/protocols/catalogues.js';
 
 export async function listEngineVoices(prisma: Prisma, engines: EngineConfig, modelId: string, timeoutMs = 30_000): Promise<CatalogueVoice[]> {
-  const model = await prisma.model.findUnique({ where: { id: modelId }, include: { upstreams: { orderBy: { createdAt: 'asc' } } } });
-  if (!model) throw new ServiceError('model_not_found', `The model '${modelId}' does not exist.`);
+  const model = await getModel(prisma, modelId);
   for (const u of model.upstreams) {
     const protocol = CATALOGUE_PROTOCOLS.find((p) => p.name === u.protocol);
     if (!protocol) continue;

@@ -2,7 +2,8 @@
 // app/api/trpc/[trpc]/route.ts, fed real Requests), against a real database: batches beyond
 // 10 calls and bodies beyond 1 MiB are refused before any procedure runs.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createMemoryRateLimiter } from '../../gateway/core/rate-limiter.js';
+import { WINDOW_MS, createMemoryRateLimiter } from '../../gateway/core/rate-limiter.js';
+import { manualClock } from '../../test/support/manual-clock.js';
 import { createTestDatabase, type TestDatabase } from '../../test/support/test-database.js';
 import { createCredentialThrottle } from '../auth/credential-throttle.js';
 import { MAX_BATCH_CALLS, MAX_BODY_BYTES, handleTrpcRequest } from './trpc-http.js';
@@ -86,5 +87,23 @@ describe('tRPC body size', () => {
     const res = await post('dicts.update', JSON.stringify({ id: 'dict_x', entries: [{ grapheme: 'a', alias: 'b'.repeat(2 * MAX_BODY_BYTES) }] }));
     // No session: the procedure's own answer, not the size refusal.
     expect(res.status).toBe(401);
+  });
+});
+
+describe('tRPC refusals that pass with time', () => {
+  it('say when to retry in the error data (retryAfterSeconds), the tRPC edge\u2019s way of Retry-After', async () => {
+    // 45.5 s into a one-minute window: the next window opens in 15 s (rounded up).
+    const clock = manualClock(31_000_000 * WINDOW_MS + 45_500);
+    const oneSignUp = { perEmail: 1, perAddress: 1000, unknownAddresses: 1000 };
+    const credentialThrottle = createCredentialThrottle(createMemoryRateLimiter(clock), { limits: { sign_in: oneSignUp, sign_up: oneSignUp, verification_mail: oneSignUp } });
+    const throttled = async (): Promise<TrpcContext> => ({ ...(await context()), credentialThrottle });
+    const signUp = () =>
+      handleTrpcRequest(new Request(`${BASE}/auth.signUp`, { method: 'POST', body: JSON.stringify({ email: 'hasty@example.com', password: 'correct horse battery' }), headers: { 'content-type': 'application/json' } }), throttled);
+    expect((await signUp()).status).toBe(200);
+    const refused = await signUp();
+    expect(refused.status).toBe(429);
+    expect(await refused.json()).toMatchObject({
+      error: { message: 'Too many sign-ups. Try again in 15 seconds.', data: { code: 'TOO_MANY_REQUESTS', serviceCode: 'rate_limit_exceeded', serviceParam: 'email', retryAfterSeconds: 15 } },
+    });
   });
 });

@@ -45,7 +45,7 @@ export interface CredentialSubjects {
 }
 
 export interface CredentialThrottle {
-  /** Counts one attempt; throws rate_limit_exceeded (with Retry-After) when any subject is over its limit. */
+  /** Counts one attempt; throws rate_limit_exceeded (with the seconds to wait) when any subject is over its limit. */
   take(action: CredentialAction, subjects: CredentialSubjects): Promise<void>;
 }
 

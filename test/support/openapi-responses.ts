@@ -27,7 +27,9 @@ const DOC_ID = 'https://svc.invalid/openapi.json';
 function absoluteRefs(value: unknown): unknown {
   if (Array.isArray(value)) return value.map(absoluteRefs);
   if (value === null || typeof value !== 'object') return value;
-  return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, k === '$ref' && typeof v === 'string' && v.startsWith('#') ? `${DOC_ID}${v}` : absoluteRefs(v)]));
+  return Object.fromEntries(
+    Object.entries(value).map(([k, v]) => [k, k === '$ref' && typeof v === 'string' && v.startsWith('#') ? `${DOC_ID}${v}` : absoluteRefs(v)]),
+  );
 }
 
 export function openApiResponseChecker(doc: Json) {
@@ -43,7 +45,11 @@ export function openApiResponseChecker(doc: Json) {
 
   // Static paths before templated ones (/voices/clone before /voices/{id}); fewer parameters first.
   const templates = Object.keys(doc.paths as Json)
-    .map((template) => ({ template, params: (template.match(/\{/g) ?? []).length, re: new RegExp(`^${template.replace(/[.*+?^$()|[\]\\]/g, '\\$&').replace(/\{[^}]+\}/g, '[^/]+')}$`) }))
+    .map((template) => ({
+      template,
+      params: (template.match(/\{/g) ?? []).length,
+      re: new RegExp(`^${template.replace(/[.*+?^$()|[\]\\]/g, '\\$&').replace(/\{[^}]+\}/g, '[^/]+')}$`),
+    }))
     .sort((a, b) => a.params - b.params);
 
   function operationOf(method: string, path: string): { template: string; op: Json } | undefined {
@@ -53,6 +59,10 @@ export function openApiResponseChecker(doc: Json) {
     }
     return undefined;
   }
+
+  /** A response object, or the one its $ref names (#/components/responses/...). */
+  const resolve = (object: Json): Json =>
+    typeof object.$ref === 'string' ? (object.$ref as string).slice(2).split('/').reduce((at: Json, part) => at[part.replace(/~1/g, '/').replace(/~0/g, '~')], doc) : object;
 
   const envelope = compile('ErrorEnvelope', { $ref: '#/components/schemas/ErrorEnvelope' });
   const explain = (v: ValidateFunction) => ajv.errorsText(v.errors, { separator: '; ' });
@@ -69,9 +79,10 @@ export function openApiResponseChecker(doc: Json) {
     }
     const responses = found.op.responses as Json;
     const status = String(a.status);
-    const key = status in responses ? status : `${status[0]}XX` in responses ? `${status[0]}XX` : 'default' in responses && a.status >= 400 ? 'default' : undefined;
+    const key =
+      status in responses ? status : `${status[0]}XX` in responses ? `${status[0]}XX` : 'default' in responses && a.status >= 400 ? 'default' : undefined;
     if (!key) return [`${what}: status ${status} is not documented for ${a.method} ${found.template}`];
-    const content = (responses[key] as Json).content as Json | undefined;
+    const content = resolve(responses[key] as Json).content as Json | undefined;
     const type = (a.contentType ?? '').split(';')[0]!.trim().toLowerCase();
     if (!content) return type ? [`${what}: documented without a body, answered ${type}`] : [];
     if (!type) return [`${what}: answered without a Content-Type`];

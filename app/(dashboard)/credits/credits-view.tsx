@@ -7,6 +7,7 @@ import { Button } from '@/app/_components/button';
 import { Card, EmptyState, PageHeader } from '@/app/_components/card';
 import { LoadingBlock } from '@/app/_components/spinner';
 import { TextField } from '@/app/_components/text-field';
+import type { RouterOutputs } from '@/app/_lib/api-types';
 import { errorMessage, formatDateTime, usd } from '@/app/_lib/format';
 import { useTRPC } from '@/app/_lib/trpc';
 
@@ -117,7 +118,7 @@ function Ledger() {
   );
 }
 
-function GrantCredits({ currentOrg }: { currentOrg: { id: string; name: string } }) {
+function GrantCredits({ currentOrg }: { currentOrg: RouterOutputs['account']['me']['org'] }) {
   const trpc = useTRPC();
   const queryClient = useQueryClient();
   const [search, setSearch] = useState('');

@@ -13,23 +13,15 @@ import { ConfirmDialog } from '@/app/_components/confirm-dialog';
 import { CopyButton } from '@/app/_components/copy-button';
 import { LoadingBlock, Spinner } from '@/app/_components/spinner';
 import { TextField } from '@/app/_components/text-field';
+import type { RouterOutputs } from '@/app/_lib/api-types';
 import { errorMessage, formatDateTime } from '@/app/_lib/format';
 import { useTRPC } from '@/app/_lib/trpc';
 import { MAX_DICT_NAME, MAX_ENTRIES_PER_DICT, parseCreateDict, parseUpdateDict, type DictEntryInput } from '@/server/services/dicts/dict-input';
 import { isServiceError } from '@/server/services/errors';
 import { HearResult, HearSettings, useHearing, type Hearing } from './hear-entry';
 
-interface DictSummary {
-  id: string;
-  name: string;
-  entry_count: number;
-  created_at: string;
-  updated_at: string;
-}
-
-interface DictFull extends DictSummary {
-  entries: { grapheme: string; alias: string | null; phoneme: string | null; case_sensitive: boolean }[];
-}
+type DictSummary = RouterOutputs['dicts']['list'][number];
+type DictFull = RouterOutputs['dicts']['get'];
 
 /** A row of the entry table as edited; `key` keeps React's identity across inserts and removals. */
 interface Row {

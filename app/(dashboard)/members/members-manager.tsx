@@ -10,19 +10,14 @@ import { CopyButton } from '@/app/_components/copy-button';
 import { SelectField } from '@/app/_components/fields';
 import { LoadingBlock } from '@/app/_components/spinner';
 import { TextField } from '@/app/_components/text-field';
+import type { RouterOutputs } from '@/app/_lib/api-types';
 import { errorMessage, formatDateTime } from '@/app/_lib/format';
 import { useTRPC } from '@/app/_lib/trpc';
 
-type Role = 'owner' | 'member';
-
-interface MemberRow {
-  userId: string;
-  email: string;
-  name: string | null;
-  role: Role;
-  joinedAt: string;
-  isYou: boolean;
-}
+type OrgMembers = RouterOutputs['orgs']['members'];
+type MemberRow = OrgMembers['members'][number];
+type InvitationRow = OrgMembers['invitations'][number];
+type Role = MemberRow['role'];
 
 const ROLE_LABEL: Record<Role, string> = { owner: 'Owner', member: 'Member' };
 
@@ -328,14 +323,6 @@ function MemberListItem({
       )}
     </li>
   );
-}
-
-interface InvitationRow {
-  id: string;
-  email: string;
-  role: Role;
-  createdAt: string;
-  expiresAt: string;
 }
 
 function Invitations({ invitations, canManage }: { invitations: InvitationRow[]; canManage: boolean }) {

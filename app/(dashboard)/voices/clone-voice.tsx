@@ -13,11 +13,12 @@ import type { JobRecord, Voice } from '@/app/_lib/api-types';
 import { errorMessage } from '@/app/_lib/format';
 import { uploadForm } from '@/app/_lib/gateway';
 import { useTRPC } from '@/app/_lib/trpc';
+// The gateway's 202 answer is the job the service queued, sent as it is.
+import type { QueuedVoiceJob } from '@/server/services/jobs/queue-voice-job';
 
 const MAX_BYTES = 25 * 1024 * 1024;
 const MIN_SECONDS = 10;
 
-type Queued = { job_id: string; voice_id: string; status: 'queued' };
 type Outcome = { kind: 'created'; voice: Voice } | { kind: 'queued'; jobId: string; voiceId: string; name: string };
 
 /** The clip's length as the browser measures it; null when it cannot tell (then the gateway decides). */
@@ -66,9 +67,9 @@ export function CloneVoice() {
     const name = String(form.get('name') ?? '').trim();
     setProgress(0);
     try {
-      const res = await uploadForm<Voice | Queued>('voices/clone', form, setProgress);
+      const res = await uploadForm<Voice | QueuedVoiceJob>('voices/clone', form, setProgress);
       if (res.status === 202) {
-        const queued = res.body as Queued;
+        const queued = res.body as QueuedVoiceJob;
         setOutcome({ kind: 'queued', jobId: queued.job_id, voiceId: queued.voice_id, name });
       } else {
         setOutcome({ kind: 'created', voice: res.body as Voice });

@@ -8,6 +8,7 @@
 import Link from 'next/link';
 import { createContext, useCallback, useContext, useEffect, useRef, useState } from 'react';
 import { Spinner } from '@/app/_components/spinner';
+import type { Voice } from '@/app/_lib/api-types';
 import { errorMessage } from '@/app/_lib/format';
 import { GatewayError, gatewayFetch } from '@/app/_lib/gateway';
 
@@ -30,11 +31,8 @@ const SAMPLE_TEXT: Record<string, string> = {
 
 export const sampleTextFor = (language: string) => SAMPLE_TEXT[language.toLowerCase().split('-')[0] ?? ''] ?? SAMPLE_TEXT.en!;
 
-export interface SampleVoice {
-  id: string;
-  name: string;
-  language: string;
-}
+/** What a sample needs of a voice, whether it comes from the library list or a voice's page. */
+export type SampleVoice = Pick<Voice, 'id' | 'name' | 'language'>;
 
 type State = { kind: 'idle' } | { kind: 'loading'; key: string } | { kind: 'playing'; key: string } | { kind: 'error'; key: string; message: string; noCredit: boolean };
 

@@ -39,7 +39,7 @@ function useDebounced<T>(value: T, ms = 300): T {
 }
 
 /** The first model the voice can speak on (a ready profile), for its sample; null when none. */
-export const sampleModelOf = (voice: { profiles: { model_id: string; status: string }[] }) => voice.profiles.find((p) => p.status === 'ready')?.model_id ?? null;
+export const sampleModelOf = (voice: Pick<ListedVoice, 'profiles'>) => voice.profiles.find((p) => p.status === 'ready')?.model_id ?? null;
 
 export function VoicesBrowser({ onCloneRequested }: { onCloneRequested?: () => void }) {
   const trpc = useTRPC();

@@ -122,6 +122,11 @@ describe('voices: happy path', () => {
     expect(jobs[0]).toMatchObject({ id: job.id, status: 'queued', operation: 'prepare_profile', model_id: 'local-espeak' });
   });
 
+  it('follows one job, as GET /jobs/{id} answers it', async () => {
+    const job = await enqueueJob(h.db.prisma, { orgId: alice.orgId, kind: 'localize', voiceId: aliceVoice, payload: { modelId: 'local-flite', apiKind: 'localize' } });
+    expect(await alice.caller.voices.job({ id: job.id })).toMatchObject({ id: job.id, object: 'job', kind: 'localize', operation: 'localize', status: 'queued', voice_id: aliceVoice, model_id: 'local-flite' });
+  });
+
   it('deletes an own voice: gone from lists and lookups', async () => {
     const doomed = await ownVoice(alice.orgId, 'Short lived');
     await expect(alice.caller.voices.delete({ id: doomed })).resolves.toEqual({ id: doomed, deleted: true });
@@ -171,6 +176,8 @@ describe('voices: other orgs', () => {
     await expect(alice.caller.voices.delete({ id: bobVoice })).rejects.toMatchObject({ code: 'NOT_FOUND' });
     await expect(alice.caller.voices.setSaved({ id: bobVoice, saved: true })).rejects.toMatchObject({ code: 'NOT_FOUND' });
     await expect(alice.caller.voices.jobs({ id: bobVoice })).rejects.toMatchObject({ code: 'NOT_FOUND' });
+    const bobJob = await enqueueJob(h.db.prisma, { orgId: bob.orgId, kind: 'prepare_profile', voiceId: bobVoice, payload: { modelId: 'local-espeak' } });
+    await expect(alice.caller.voices.job({ id: bobJob.id })).rejects.toMatchObject({ code: 'NOT_FOUND', cause: { code: 'job_not_found' } });
     expect(await bob.caller.voices.get({ id: bobVoice })).toMatchObject({ name: 'Bob Secret', saved: false });
   });
 

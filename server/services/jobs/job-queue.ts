@@ -66,7 +66,7 @@ export async function enqueueJob(
 }
 
 /**
- * Refuses a new job (429 rate_limit_exceeded, Retry-After) when the org already has
+ * Refuses a new job (rate_limit_exceeded, retry after JOB_RETRY_AFTER_SECONDS) when the org already has
  * `maxInFlight` jobs queued or running. Call it first in the transaction that enqueues: it
  * write-locks the org's row, so concurrent enqueues of one org, from any gateway, count one
  * after another (PostgreSQL's row lock; SQLite has one writer) and the cap is exact.

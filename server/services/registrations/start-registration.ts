@@ -78,7 +78,7 @@ export async function startRegistration(deps: RegistrationDeps, input: StartRegi
  * the database). The row is written first and counted after, so registrations racing from
  * one address never pass the cap together: the last of them to count sees every one admitted
  * before it (a burst may get fewer than the cap, never more). A refused registration is
- * deleted; Retry-After says when enough of those counted have left the hour.
+ * deleted; retryAfterSeconds says when enough of those counted have left the hour.
  */
 async function withinAddressCap(deps: RegistrationDeps, id: string, clientAddress: string, now: Date): Promise<void> {
   const { prisma } = deps.db;

@@ -16,6 +16,8 @@ import type { Voice } from '@/app/_lib/api-types';
 import { errorMessage, formatDateTime, humanError } from '@/app/_lib/format';
 import { GATEWAY_PROXY, gatewayJson } from '@/app/_lib/gateway';
 import { useTRPC } from '@/app/_lib/trpc';
+// POST /voices/{id}/profiles answers with what the service prepared, as it is.
+import type { PreparedVoiceProfile } from '@/server/services/voices/prepare-voice-profile';
 import { KIND_LABELS, sampleModelOf } from '../voices-browser';
 import { PlaySampleButton, VoiceSamplesProvider } from '../voice-samples';
 
@@ -108,8 +110,6 @@ function Details({ voice: v }: { voice: Voice }) {
   );
 }
 
-type PrepareAnswer = { voice_id: string; status: 'ready' } | { job_id: string; voice_id: string; status: 'queued' };
-
 function Profiles({ voice: v }: { voice: Voice }) {
   const trpc = useTRPC();
   const queryClient = useQueryClient();
@@ -130,7 +130,7 @@ function Profiles({ voice: v }: { voice: Voice }) {
   }, [queryClient, trpc]);
   const prepare = useMutation({
     mutationFn: (modelId: string) =>
-      gatewayJson<PrepareAnswer>(`voices/${encodeURIComponent(v.id)}/profiles`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model_id: modelId }) }),
+      gatewayJson<PreparedVoiceProfile>(`voices/${encodeURIComponent(v.id)}/profiles`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model_id: modelId }) }),
     onSuccess: (res, modelId) => {
       if ('job_id' in res.body) {
         setJobId(res.body.job_id);
