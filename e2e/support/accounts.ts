@@ -1,8 +1,8 @@
 // Getting a signed-in user with what a test needs, through the pages as a user would: sign up,
 // an API key, credit (the first user of a fresh stack is platform admin and may grant it).
-import type { Page } from 'playwright-core';
+import assert from 'node:assert/strict';
+import type { Page } from '@playwright/test';
 import { mainNav } from './browser.js';
-import { assert } from './runner.js';
 
 export interface Account {
   /** The optional display name; the personal org is called "<name>'s org". */

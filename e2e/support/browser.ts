@@ -1,25 +1,26 @@
-// Debian's Chromium through playwright-core: one page in a throw-away profile at desktop size,
-// the page's uncaught errors collected, screenshots into e2e/screenshots/ (gitignored; one is
-// taken of the page when a step fails), and the checks every page gets (fits a phone screen).
-import { existsSync, mkdirSync } from 'node:fs';
+// A page of its own for a story, in a fresh context of the worker's Chromium (Debian's, as
+// playwright.config.ts launches it) at desktop size: the page's uncaught errors collected,
+// screenshots into e2e/screenshots/ (gitignored) and attached to the step in the report, and
+// the checks every page gets (fits a phone screen).
+import assert from 'node:assert/strict';
+import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { chromium, type BrowserContext, type Locator, type Page } from 'playwright-core';
-import { ROOT, type Stack } from './processes.js';
-import { assert, onCleanup, onFailure } from './runner.js';
+import { test, type Browser, type BrowserContext, type Locator, type Page } from '@playwright/test';
+import { ROOT } from './processes.js';
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const SCREENSHOTS = join(ROOT, 'e2e/screenshots');
 
 export const DESKTOP = { width: 1280, height: 900 };
 export const PHONE = { width: 390, height: 844 };
 
-export interface Browser {
+export interface BrowserSession {
   context: BrowserContext;
   page: Page;
   /** Uncaught errors in the page, in order. */
   errors: string[];
-  /** A full-page screenshot as e2e/screenshots/<prefix><name>.png */
+  /** A full-page screenshot as e2e/screenshots/<prefix><name>.png, attached to the running step. */
   shot(name: string): Promise<void>;
+  close(): Promise<void>;
 }
 
 export interface BrowserOptions {
@@ -27,26 +28,22 @@ export interface BrowserOptions {
   screenshotPrefix?: string;
   /** Playwright's default timeout for each action and wait; 15 s unless given. */
   actionTimeoutMs?: number;
-  /** Let <audio> play without a click first (tests that check audio in the page). */
-  autoplay?: boolean;
 }
 
-export async function openBrowser(stack: Pick<Stack, 'tmp'>, options: BrowserOptions = {}): Promise<Browser> {
-  if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} not found: install it with \`apt-get install -y chromium\` (or set CHROMIUM_PATH)`);
+/** A new context (its own cookies: another user) with one page; close it when the story ends. */
+export async function openBrowser(browser: Browser, options: BrowserOptions = {}): Promise<BrowserSession> {
   mkdirSync(SCREENSHOTS, { recursive: true });
-  const args = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
-  if (options.autoplay) args.push('--autoplay-policy=no-user-gesture-required');
-  const context = await chromium.launchPersistentContext(join(stack.tmp, 'chromium-profile'), { executablePath: CHROMIUM, headless: true, args, viewport: DESKTOP });
-  onCleanup(() => context.close());
+  const context = await browser.newContext({ viewport: DESKTOP });
   context.setDefaultTimeout(options.actionTimeoutMs ?? 15_000);
-  const page = context.pages()[0] ?? (await context.newPage());
+  const page = await context.newPage();
   const errors: string[] = [];
   page.on('pageerror', (e) => errors.push(e.message));
   const shot = async (name: string) => {
-    await page.screenshot({ path: join(SCREENSHOTS, `${options.screenshotPrefix ?? ''}${name}.png`), fullPage: true });
+    const file = `${options.screenshotPrefix ?? ''}${name}.png`;
+    await page.screenshot({ path: join(SCREENSHOTS, file), fullPage: true });
+    await test.info().attach(file, { path: join(SCREENSHOTS, file), contentType: 'image/png' });
   };
-  onFailure((label) => page.screenshot({ path: join(SCREENSHOTS, `${label}.png`), fullPage: true }));
-  return { context, page, errors, shot };
+  return { context, page, errors, shot, close: () => context.close() };
 }
 
 /** A link of the dashboard's main navigation. */
@@ -76,7 +73,7 @@ export async function assertFitsWidth(page: Page, what: string): Promise<void> {
  * At phone width: opens each path, waits for its heading and for the network to settle, checks
  * it fits, and screenshots it as shotName(path). Back at desktop width afterwards.
  */
-export async function assertPagesFitPhone(browser: Browser, base: string, paths: string[], shotName: (path: string) => string): Promise<void> {
+export async function assertPagesFitPhone(browser: BrowserSession, base: string, paths: string[], shotName: (path: string) => string): Promise<void> {
   const { page } = browser;
   await page.setViewportSize(PHONE);
   try {

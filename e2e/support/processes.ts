@@ -1,14 +1,14 @@
-// The stack a browser test drives: a migrated throw-away SQLite database in a temporary
+// The stack a browser story drives: a migrated throw-away SQLite database in a temporary
 // directory, `next start` and `svc gateway` on free loopback ports against it, each logging to
-// a file there. Stopped (whole process groups) and removed by the runner's cleanup, also on
-// failure and Ctrl-C; on failure the log tails are printed.
+// a file there. `stop()` ends both (whole process groups) and removes the directory; a worker
+// that exits without it (a crash) still kills them on the way out.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
-import { onCleanup, onFailure, sleep } from './runner.js';
 
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '../..');
 // Children run under the project's pinned Node (native modules are built for it), whatever runs the test.
@@ -29,6 +29,10 @@ export interface Stack {
   tmp: string;
   /** SVC_DATA_DIR of both processes (the SQLite database, generated secrets). */
   dataDir: string;
+  /** The last lines of each process's log, by process name ("dashboard", "gateway"). */
+  logTails(): Record<string, string>;
+  /** Stops both processes and removes `tmp` (E2E_KEEP=1 keeps it); safe to call twice. */
+  stop(): Promise<void>;
 }
 
 export interface StackOptions {
@@ -41,7 +45,7 @@ export interface StackOptions {
 }
 
 /** Builds the dashboard when there is no build yet or E2E_BUILD=1 asks for a new one. */
-function buildDashboardIfNeeded(): void {
+export function buildDashboardIfNeeded(): void {
   if (process.env.E2E_BUILD !== '1' && existsSync(join(ROOT, '.next/BUILD_ID'))) return;
   console.log('building the dashboard (next build)...');
   const build = spawnSync(NODE, [NEXT, 'build'], { cwd: ROOT, stdio: 'inherit' });
@@ -63,21 +67,23 @@ export function freePort(): Promise<number> {
 /** SIGTERM to the child's whole process group, SIGKILL if it is still there after 5 s. */
 function stopGroup(child: ChildProcess): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null || !child.pid) return Promise.resolve();
+  const pid = child.pid;
   return new Promise((resolve) => {
-    const kill = (signal: NodeJS.Signals) => {
-      try {
-        process.kill(-child.pid!, signal);
-      } catch {
-        // already gone
-      }
-    };
-    const timer = setTimeout(() => kill('SIGKILL'), 5_000);
+    const timer = setTimeout(() => killGroup(pid, 'SIGKILL'), 5_000);
     child.once('exit', () => {
       clearTimeout(timer);
       resolve();
     });
-    kill('SIGTERM');
+    killGroup(pid, 'SIGTERM');
   });
+}
+
+function killGroup(pid: number, signal: NodeJS.Signals): void {
+  try {
+    process.kill(-pid, signal);
+  } catch {
+    // already gone
+  }
 }
 
 async function waitForHttp(url: string, child: ChildProcess, name: string, timeoutMs = 60_000): Promise<void> {
@@ -103,24 +109,26 @@ function tail(path: string, lines = 30): string {
   }
 }
 
-/** Builds the dashboard if needed, migrates a fresh database, starts both processes and waits until they answer. */
+/** Migrates a fresh database, starts both processes and waits until they answer (the dashboard must be built: e2e/support/global-setup.ts). */
 export async function startStack(options: StackOptions): Promise<Stack> {
-  buildDashboardIfNeeded();
   const tmp = mkdtempSync(join(tmpdir(), `svc-e2e-${options.name}-`));
   const children: ChildProcess[] = [];
   const logs: Record<string, string> = {};
   let stopping = false;
-  onCleanup(async () => {
+  const killOnExit = () => {
+    for (const child of children) if (child.exitCode === null && child.signalCode === null && child.pid) killGroup(child.pid, 'SIGKILL');
+  };
+  process.once('exit', killOnExit);
+  const logTails = () => Object.fromEntries(Object.entries(logs).map(([name, path]) => [name, tail(path)]));
+  const stop = async () => {
+    if (stopping) return;
     stopping = true;
     await Promise.all(children.map(stopGroup));
+    process.off('exit', killOnExit);
     // E2E_KEEP=1 keeps the directory (logs, database) to look at after the run.
     if (process.env.E2E_KEEP === '1') console.log(`kept ${tmp}`);
     else rmSync(tmp, { recursive: true, force: true });
-  });
-  onFailure(() => {
-    for (const [name, path] of Object.entries(logs)) console.log(`\n--- ${name} log (tail) ---\n${tail(path)}`);
-    console.log('');
-  });
+  };
 
   const dataDir = join(tmp, 'data');
   const [dashboardPort, gatewayPort] = [await freePort(), await freePort()];
@@ -131,7 +139,10 @@ export async function startStack(options: StackOptions): Promise<Stack> {
   Object.assign(env, { SVC_DATA_DIR: dataDir, GATEWAY_PORT: String(gatewayPort), DASHBOARD_PORT: String(dashboardPort), LOG_LEVEL: 'warn' }, options.env?.({ dash, api }));
 
   const migrated = spawnSync(NODE, ['bin/svc.mjs', 'migrate'], { cwd: ROOT, env, encoding: 'utf8' });
-  if (migrated.status !== 0) throw new Error(`svc migrate failed:\n${migrated.stderr.trimEnd()}`);
+  if (migrated.status !== 0) {
+    await stop();
+    throw new Error(`svc migrate failed:\n${migrated.stderr.trimEnd()}`);
+  }
 
   const start = (name: string, args: string[], childEnv: NodeJS.ProcessEnv): ChildProcess => {
     logs[name] = join(tmp, `${name}.log`);
@@ -147,6 +158,12 @@ export async function startStack(options: StackOptions): Promise<Stack> {
   const dashboard = start('dashboard', [NEXT, 'start', '-p', String(dashboardPort), '-H', '127.0.0.1'], { ...env, NODE_ENV: 'production' });
   // The gateway listens on loopback only; the dashboard's proxy reaches it there.
   const gateway = start('gateway', ['bin/svc.mjs', 'gateway'], { ...env, GATEWAY_HOST: '127.0.0.1', ...options.gatewayEnv });
-  await Promise.all([waitForHttp(`${dash}/signin`, dashboard, 'dashboard'), waitForHttp(`${api}/health`, gateway, 'gateway')]);
-  return { dash, api, tmp, dataDir };
+  try {
+    await Promise.all([waitForHttp(`${dash}/signin`, dashboard, 'dashboard'), waitForHttp(`${api}/health`, gateway, 'gateway')]);
+  } catch (e) {
+    const tails = Object.entries(logTails()).map(([name, text]) => `--- ${name} log (tail) ---\n${text}`);
+    await stop();
+    throw new Error([(e as Error).message, ...tails].join('\n\n'));
+  }
+  return { dash, api, tmp, dataDir, logTails, stop };
 }

@@ -11,6 +11,7 @@ import type { JobRecord } from '../../server/services/jobs/job-queue.js';
 import type { VoiceRecord } from '../../server/services/voices/present-voice.js';
 import type { listVoices } from '../../server/services/voices/list-voices.js';
 import type { queueVoiceJob } from '../../server/services/jobs/queue-voice-job.js';
+import type { PreparedVoiceProfile } from '../../server/services/voices/prepare-voice-profile.js';
 import type { verboseJson } from '../routes/transcription-formats.js';
 
 const ERROR_CODES = Object.keys(ERROR_TABLE) as [keyof typeof ERROR_TABLE, ...(keyof typeof ERROR_TABLE)[]];
@@ -315,6 +316,7 @@ function fits<T extends true>(): T | undefined {
 fits<Fits<VoiceRecord, z.output<typeof VoiceSchema>>>();
 fits<Fits<Awaited<ReturnType<typeof listVoices>>, z.output<typeof VoiceListSchema>>>();
 fits<Fits<Awaited<ReturnType<typeof queueVoiceJob>>, z.output<typeof VoiceJobQueuedSchema>>>();
+fits<Fits<PreparedVoiceProfile, z.output<typeof VoiceProfileReadySchema> | z.output<typeof VoiceJobQueuedSchema>>>();
 fits<Fits<BlobRecord, z.output<typeof BlobSchema>>>();
 fits<Fits<JobRecord, z.output<typeof JobSchema>>>();
 fits<Fits<DictRecord, z.output<typeof DictSchema>>>();
