@@ -1,6 +1,6 @@
 // Black-box test of agent self-registration as an agent and its user would go through it: a
 // migrated throw-away SQLite database, `next start` and `svc gateway` on free ports, Debian's
-// Chromium through playwright-core. The agent side speaks HTTP to the gateway's {auth_url}
+// Chromium through @playwright/test. The agent side speaks HTTP to the gateway's {auth_url}
 // routes; the user side is the real dashboard page at the verification_uri.
 //   1. anonymous: register, trial key, start a claim, the user signs up from the claim page and
 //      confirms the code, the poll gets a new key, the trial key is refused, the new one works;
@@ -12,15 +12,17 @@
 //      locked (even the right one) and to ask the agent for a new code, which works.
 // The keys page names an agent's key by its agent and who authorised it.
 //
-//   npx next build && npx tsx e2e/agent-claim.e2e.ts      (E2E_BUILD=1 rebuilds first)
+//   npx playwright test e2e/agent-claim.e2e.ts      (builds the dashboard when there is no build; E2E_BUILD=1 rebuilds)
 //
-// Prints one line per step and "N passed, N failed" last; exits non-zero on any failure.
-// Processes and temporary directories are removed on exit, including on failure and Ctrl-C
-// (e2e/support/).
+// Each step is a test of one serial chain: after a failure the rest are skipped.
+// Processes and temporary directories are removed at the end, also after a failure and on
+// Ctrl-C (e2e/support/).
+import assert from 'node:assert/strict';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { test, type Page } from '@playwright/test';
 import { fillSignUp, PASSWORD, submitSignUp } from './support/accounts.js';
-import { assertFitsWidth, DESKTOP, openBrowser, PHONE } from './support/browser.js';
-import { startStack } from './support/processes.js';
-import { assert, runE2E, sleep, step } from './support/runner.js';
+import { assertFitsWidth, DESKTOP, PHONE, type BrowserSession } from './support/browser.js';
+import { setUpStory } from './support/story.js';
 
 const GRANT_JWT_BEARER = 'urn:ietf:params:oauth:grant-type:jwt-bearer';
 const GRANT_CLAIM = 'urn:vendor:agent-auth:grant-type:claim';
@@ -31,12 +33,20 @@ interface Json {
   [key: string]: unknown;
 }
 
-await runE2E({ stepTimeoutMs: 60_000 }, async () => {
+test.describe.serial('agent claim', () => {
   // The URLs the services announce are the ones this test reaches them at: the issuer must
   // equal the discovery URL, and verification_uri must open the real dashboard page.
-  const { dash, api, tmp } = await startStack({ name: 'claim', env: ({ dash, api }) => ({ PUBLIC_BASE_URL: api, DASHBOARD_URL: dash }) });
-  const browser = await openBrowser({ tmp });
-  const { page, shot } = browser;
+  const story = setUpStory({ name: 'claim', env: ({ dash, api }) => ({ PUBLIC_BASE_URL: api, DASHBOARD_URL: dash }) });
+  let dash = '';
+  let api = '';
+  let browser: BrowserSession;
+  let page: Page;
+  let shot: BrowserSession['shot'];
+  test.beforeAll(() => {
+    ({ dash, api } = story.stack);
+    ({ browser } = story);
+    ({ page, shot } = browser);
+  });
 
   // The agent's side: plain HTTP, as any agent would do it.
   const postJson = async (path: string, body: Json) => {
@@ -61,7 +71,7 @@ await runE2E({ stepTimeoutMs: 60_000 }, async () => {
   let anon: { claimToken: string; trialKey: string; code: string; registrationId: string } | undefined;
   let svc: { claimToken: string; code: string } | undefined;
 
-  step('discovery names the dashboard claim page and both identity types', async () => {
+  test('discovery names the dashboard claim page and both identity types', async () => {
     const res = await fetch(`${api}/.well-known/oauth-authorization-server`);
     const body = (await res.json()) as { issuer: string; agent_auth: { verification_uri: string; identity_types_supported: string[] } };
     assert(res.status === 200, `status ${res.status}`);
@@ -71,7 +81,7 @@ await runE2E({ stepTimeoutMs: 60_000 }, async () => {
     verificationUri = body.agent_auth.verification_uri;
   });
 
-  step('anonymous agent: registers, exchanges the assertion for a trial key that works, starts a claim', async () => {
+  test('anonymous agent: registers, exchanges the assertion for a trial key that works, starts a claim', async () => {
     const reg = await postJson('/agent/identity', { type: 'anonymous' });
     assert(reg.status === 200, `register: ${JSON.stringify(reg)}`);
     const trial = await token({ grant_type: GRANT_JWT_BEARER, assertion: reg.body.identity_assertion as string });
@@ -86,7 +96,7 @@ await runE2E({ stepTimeoutMs: 60_000 }, async () => {
     assert(pending.status === 400 && errorCode(pending.body) === 'authorization_pending', `poll: ${JSON.stringify(pending)}`);
   });
 
-  step('the user opens verification_uri signed out and is offered sign-in or sign-up', async () => {
+  test('the user opens verification_uri signed out and is offered sign-in or sign-up', async () => {
     await page.goto(verificationUri);
     await page.getByRole('heading', { name: 'Authorise an agent' }).waitFor();
     await page.getByRole('link', { name: 'Sign in' }).waitFor();
@@ -95,21 +105,21 @@ await runE2E({ stepTimeoutMs: 60_000 }, async () => {
     await page.waitForURL(`${dash}/signup?callbackUrl=%2Fclaim`);
   });
 
-  step('signs up with the claim email and comes back to the claim page', async () => {
+  test('signs up with the claim email and comes back to the claim page', async () => {
     await fillSignUp(page, { name: 'Agent Owner', email: ANON_EMAIL, password: PASSWORD });
     await submitSignUp(page);
     await page.waitForURL(`${dash}/claim`);
     await page.getByText(`Signed in as ${ANON_EMAIL}`).waitFor();
   });
 
-  step('a wrong code is refused with a clear message', async () => {
+  test('a wrong code is refused with a clear message', async () => {
     await page.getByLabel('Code from the agent').fill(String((Number(anon!.code) + 1) % 1_000_000).padStart(6, '0'));
     await page.getByRole('button', { name: 'Continue' }).click();
     await page.getByText('That code does not open a claim for your account.', { exact: false }).waitFor();
     await page.getByText('4 wrong entries left before the code waiting for', { exact: false }).waitFor();
   });
 
-  step('enters the code and sees what is authorised: agent, trial registration, email, access, the trial key that stops', async () => {
+  test('enters the code and sees what is authorised: agent, trial registration, email, access, the trial key that stops', async () => {
     await page.getByLabel('Code from the agent').fill(`${anon!.code.slice(0, 3)} ${anon!.code.slice(3)}`);
     await page.getByRole('button', { name: 'Continue' }).click();
     await page.getByRole('heading', { name: 'Authorise this agent?' }).waitFor();
@@ -122,13 +132,13 @@ await runE2E({ stepTimeoutMs: 60_000 }, async () => {
     await shot('claim-review');
   });
 
-  step('confirms; the page says the agent gets its key', async () => {
+  test('confirms; the page says the agent gets its key', async () => {
     await page.getByRole('button', { name: 'Authorise agent' }).click();
     await page.getByRole('heading', { name: 'Agent authorised' }).waitFor();
     await shot('claim-confirmed');
   });
 
-  step("the agent's poll gets a new key that works; the trial key is refused with 401 api_key_disabled", async () => {
+  test("the agent's poll gets a new key that works; the trial key is refused with 401 api_key_disabled", async () => {
     const res = await token({ grant_type: GRANT_CLAIM, claim_token: anon!.claimToken });
     assert(res.status === 200, `poll: ${JSON.stringify(res)}`);
     const key = res.body.access_token as string;
@@ -141,7 +151,7 @@ await runE2E({ stepTimeoutMs: 60_000 }, async () => {
     assert(again.status === 200 && again.body.access_token === key, `second poll: ${JSON.stringify(again)}`);
   });
 
-  step("the new key is listed on the user's API keys page with its agent and who authorised it, its name whole", async () => {
+  test("the new key is listed on the user's API keys page with its agent and who authorised it, its name whole", async () => {
     await page.getByRole('link', { name: 'Go to API keys' }).click();
     await page.waitForURL(`${dash}/keys`);
     const row = page.getByTestId('key-row').filter({ hasText: `agent (${anon!.registrationId})` });
@@ -155,7 +165,7 @@ await runE2E({ stepTimeoutMs: 60_000 }, async () => {
     await shot('keys-agent');
   });
 
-  step('service_auth agent: registers with a login_hint and gets the code in the registration record', async () => {
+  test('service_auth agent: registers with a login_hint and gets the code in the registration record', async () => {
     const reg = await postJson('/agent/identity', { type: 'service_auth', login_hint: SVC_EMAIL });
     const claim = reg.body.claim as { user_code: string; verification_uri: string };
     assert(reg.status === 200 && reg.body.registration_type === 'service_auth' && /^\d{6}$/.test(claim.user_code), JSON.stringify(reg));
@@ -163,7 +173,7 @@ await runE2E({ stepTimeoutMs: 60_000 }, async () => {
     svc = { claimToken: reg.body.claim_token as string, code: claim.user_code };
   });
 
-  step('the right code from the wrong account gets the uniform wrong-code answer and a way to switch', async () => {
+  test('the right code from the wrong account gets the uniform wrong-code answer and a way to switch', async () => {
     await page.goto(`${verificationUri}?code=${svc!.code}`);
     const input = page.getByLabel('Code from the agent');
     assert((await input.inputValue()) === svc!.code, 'the code from the link is not filled in');
@@ -175,7 +185,7 @@ await runE2E({ stepTimeoutMs: 60_000 }, async () => {
     await page.waitForURL(`${dash}/signin?callbackUrl=${encodeURIComponent(`/claim?code=${svc!.code}`)}`);
   });
 
-  step('signs up with the login_hint address from the sign-in page and returns with the code filled in', async () => {
+  test('signs up with the login_hint address from the sign-in page and returns with the code filled in', async () => {
     await page.getByRole('link', { name: 'Create one' }).click();
     await page.waitForURL(`${dash}/signup?callbackUrl=${encodeURIComponent(`/claim?code=${svc!.code}`)}`);
     await fillSignUp(page, { email: SVC_EMAIL, password: PASSWORD });
@@ -185,7 +195,7 @@ await runE2E({ stepTimeoutMs: 60_000 }, async () => {
     assert((await page.getByLabel('Code from the agent').inputValue()) === svc!.code, 'the code is not filled in');
   });
 
-  step('confirms the service_auth claim; the poll gets a key that works', async () => {
+  test('confirms the service_auth claim; the poll gets a key that works', async () => {
     await page.getByRole('button', { name: 'Continue' }).click();
     await page.getByTestId('claim-details').getByText('Agent registered for your email address').waitFor();
     await page.getByRole('button', { name: 'Authorise agent' }).click();
@@ -195,7 +205,7 @@ await runE2E({ stepTimeoutMs: 60_000 }, async () => {
     assert((await models(res.body.access_token as string)).status === 200, 'the key is refused');
   });
 
-  step('five wrong entries lock the code: the page counts the tries down, then says it is locked (even for the right code); a new code works', async () => {
+  test('five wrong entries lock the code: the page counts the tries down, then says it is locked (even for the right code); a new code works', async () => {
     // An anonymous agent whose claim is for the signed-in user's address.
     const reg = await postJson('/agent/identity', { type: 'anonymous' });
     const claim = await postJson('/agent/identity/claim', { claim_token: reg.body.claim_token as string, email: SVC_EMAIL });
@@ -229,7 +239,7 @@ await runE2E({ stepTimeoutMs: 60_000 }, async () => {
     await page.getByRole('button', { name: 'Back' }).click();
   });
 
-  step("a denied claim ends the agent's registration (invalid_grant)", async () => {
+  test("a denied claim ends the agent's registration (invalid_grant)", async () => {
     const reg = await postJson('/agent/identity', { type: 'service_auth', login_hint: SVC_EMAIL });
     const code = (reg.body.claim as { user_code: string }).user_code;
     await page.goto(verificationUri);
@@ -241,7 +251,7 @@ await runE2E({ stepTimeoutMs: 60_000 }, async () => {
     assert(res.status === 400 && errorCode(res.body) === 'invalid_grant', `poll: ${JSON.stringify(res)}`);
   });
 
-  step('the claim page fits a phone-width screen', async () => {
+  test('the claim page fits a phone-width screen', async () => {
     await page.setViewportSize(PHONE);
     const reg = await postJson('/agent/identity', { type: 'service_auth', login_hint: SVC_EMAIL });
     await page.goto(`${verificationUri}?code=${(reg.body.claim as { user_code: string }).user_code}`);
@@ -252,7 +262,7 @@ await runE2E({ stepTimeoutMs: 60_000 }, async () => {
     await page.setViewportSize(DESKTOP);
   });
 
-  step('no uncaught errors in the browser', async () => {
+  test('no uncaught errors in the browser', async () => {
     assert(browser.errors.length === 0, browser.errors.join('\n'));
   });
 });

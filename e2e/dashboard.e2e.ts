@@ -1,6 +1,6 @@
 // Black-box test of the dashboard with the gateway, as a user would drive them: a migrated
 // throw-away SQLite database, `next start` and `svc gateway` on free ports against it, and
-// Debian's Chromium through playwright-core. First the first user of a fresh install goes from
+// Debian's Chromium through @playwright/test. First the first user of a fresh install goes from
 // $0 to a first successful request by following the overview alone (grant credit there, make
 // a key from its link, paste the request the page shows into a shell). Then: create a key, use it on the gateway,
 // revoke it in the page, see the gateway refuse it; give a key its own rate limit in the page
@@ -12,18 +12,20 @@
 // switches orgs by choosing one and sees the way to credit a non-admin has at $0; a real 404
 // page; a favicon and no failed request on a page load.
 //
-//   npx next build && npx tsx e2e/dashboard.e2e.ts      (E2E_BUILD=1 rebuilds first)
+//   npx playwright test e2e/dashboard.e2e.ts      (builds the dashboard when there is no build; E2E_BUILD=1 rebuilds)
 //
-// Prints one line per step and "N passed, N failed" last; exits non-zero on any failure.
-// Processes and temporary directories are removed on exit, including on failure and Ctrl-C
-// (e2e/support/).
+// Each step is a test of one serial chain: after a failure the rest are skipped.
+// Processes and temporary directories are removed at the end, also after a failure and on
+// Ctrl-C (e2e/support/).
+import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { test, type Page } from '@playwright/test';
 import { createApiKey, fillSignUp, PASSWORD, signUp, submitSignUp, type Account } from './support/accounts.js';
-import { assertPagesFitPhone, mainNav, openBrowser } from './support/browser.js';
-import { startStack } from './support/processes.js';
-import { assert, runE2E, sleep, step } from './support/runner.js';
+import { assertPagesFitPhone, mainNav, openBrowser, type BrowserSession } from './support/browser.js';
+import { setUpStory } from './support/story.js';
 
 const USER: Account = { name: 'E2E Tester', email: 'e2e.tester@example.com', password: PASSWORD };
 const MEMBER: Account = { name: 'E2E Member', email: 'e2e.member@example.com', password: PASSWORD };
@@ -31,23 +33,33 @@ const INVITEE = 'e2e.invitee@example.com';
 const KEY_NAME = 'e2e voice agent';
 const LIMITED_KEY_NAME = 'e2e rate limited';
 
-await runE2E({ stepTimeoutMs: 60_000 }, async () => {
+test.describe.serial('dashboard', () => {
   // DASHBOARD_URL: the invite links the members page shows must open the dashboard this test reaches.
-  const { dash, api, dataDir, tmp } = await startStack({ name: 'dashboard', env: ({ dash }) => ({ DASHBOARD_URL: dash }) });
-  const browser = await openBrowser({ tmp });
-  const { page, shot } = browser;
+  const story = setUpStory({ name: 'dashboard', env: ({ dash }) => ({ DASHBOARD_URL: dash }) });
+  let dash = '';
+  let api = '';
+  let dataDir = '';
+  let tmp = '';
+  let browser: BrowserSession;
+  let page: Page;
+  let shot: BrowserSession['shot'];
+  test.beforeAll(() => {
+    ({ dash, api, dataDir, tmp } = story.stack);
+    ({ browser } = story);
+    ({ page, shot } = browser);
+  });
   const gatewayModels = (key: string) => fetch(`${api}/v1/models`, { headers: { authorization: `Bearer ${key}` } });
   let apiKey = '';
   let limitedKey = '';
 
-  step('a signed-out visitor is sent to /signin', async () => {
+  test('a signed-out visitor is sent to /signin', async () => {
     await page.goto(`${dash}/keys`);
     await page.waitForURL(`${dash}/signin`);
     await page.getByRole('heading', { name: 'Sign in' }).waitFor();
     await shot('signin');
   });
 
-  step('sign-up refuses a short password before sending it', async () => {
+  test('sign-up refuses a short password before sending it', async () => {
     await page.goto(`${dash}/signup`);
     await fillSignUp(page, { email: USER.email, password: 'short' });
     await submitSignUp(page);
@@ -55,7 +67,7 @@ await runE2E({ stepTimeoutMs: 60_000 }, async () => {
     assert(page.url().endsWith('/signup'), 'left the sign-up page');
   });
 
-  step('signs up and lands on the overview of a personal org with 0.000000 USD', async () => {
+  test('signs up and lands on the overview of a personal org with 0.000000 USD', async () => {
     await page.goto(`${dash}/signup`);
     await fillSignUp(page, USER);
     await shot('signup');
@@ -67,7 +79,7 @@ await runE2E({ stepTimeoutMs: 60_000 }, async () => {
     await shot('overview');
   });
 
-  step('$0: the overview lays out the way to a first request, and says honestly what works at $0', async () => {
+  test('$0: the overview lays out the way to a first request, and says honestly what works at $0', async () => {
     const start = page.getByTestId('getting-started');
     await start.getByRole('heading', { name: 'Get started: from $0 to your first request' }).waitFor();
     for (const id of ['step-credit', 'step-key', 'step-request']) assert((await start.getByTestId(id).getAttribute('data-done')) === 'false', `${id} is marked done at $0`);
@@ -78,7 +90,7 @@ await runE2E({ stepTimeoutMs: 60_000 }, async () => {
     await shot('overview-zero');
   });
 
-  step('grants credit from the overview; the amount clears, so a second click grants nothing more', async () => {
+  test('grants credit from the overview; the amount clears, so a second click grants nothing more', async () => {
     const form = page.getByTestId('step-credit').getByRole('form', { name: 'Grant credit to this organization' });
     await form.getByLabel('Amount (USD)').fill('5');
     await form.getByRole('button', { name: 'Grant credit' }).click();
@@ -90,7 +102,7 @@ await runE2E({ stepTimeoutMs: 60_000 }, async () => {
   });
 
   let firstKey = '';
-  step('follows "Create a key" from the overview; the new key comes with a first request to paste', async () => {
+  test('follows "Create a key" from the overview; the new key comes with a first request to paste', async () => {
     await page.getByTestId('step-key').getByRole('link', { name: 'Create a key' }).click();
     await page.waitForURL(`${dash}/keys`);
     firstKey = await createApiKey(page, 'first key', { dismiss: false });
@@ -100,7 +112,7 @@ await runE2E({ stepTimeoutMs: 60_000 }, async () => {
     await shot('keys-first-request');
   });
 
-  step('the first request, pasted into a shell exactly as the page shows it, succeeds: a WAV file', async () => {
+  test('the first request, pasted into a shell exactly as the page shows it, succeeds: a WAV file', async () => {
     const command = (await page.getByTestId('new-key-request').textContent()) ?? '';
     const work = join(tmp, 'first-request');
     mkdirSync(work, { recursive: true });
@@ -110,7 +122,7 @@ await runE2E({ stepTimeoutMs: 60_000 }, async () => {
     await page.getByRole('button', { name: 'Done, I have stored it' }).click();
   });
 
-  step('back on the overview: the list is done, and the usage shows the request', async () => {
+  test('back on the overview: the list is done, and the usage shows the request', async () => {
     await mainNav(page, 'Overview').click();
     await page.waitForURL(`${dash}/`);
     const total = page.getByTestId('overview-usage-total');
@@ -121,19 +133,19 @@ await runE2E({ stepTimeoutMs: 60_000 }, async () => {
     await shot('overview-started');
   });
 
-  step('the generated session secret is stored with mode 0600', async () => {
+  test('the generated session secret is stored with mode 0600', async () => {
     const mode = statSync(join(dataDir, 'nextauth-secret')).mode & 0o777;
     assert(mode === 0o600, `nextauth-secret has mode ${mode.toString(8)}`);
   });
 
-  step('a duplicate sign-up is refused with a clear message', async () => {
+  test('a duplicate sign-up is refused with a clear message', async () => {
     const res = await fetch(`${dash}/api/trpc/auth.signUp`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email: USER.email.toUpperCase(), password: USER.password }) });
     const body = (await res.json()) as { error?: { message?: string } };
     assert(res.status === 409, `status ${res.status}`);
     assert(body.error?.message?.includes('already exists'), `message: ${body.error?.message}`);
   });
 
-  step('creates a key and shows the full key once', async () => {
+  test('creates a key and shows the full key once', async () => {
     await mainNav(page, 'API keys').click();
     await page.waitForURL(`${dash}/keys`);
     apiKey = await createApiKey(page, KEY_NAME, { dismiss: false });
@@ -148,14 +160,14 @@ await runE2E({ stepTimeoutMs: 60_000 }, async () => {
     assert(!html.includes(apiKey), 'the full key is still on the page after it was dismissed');
   });
 
-  step('the gateway accepts the key: GET /v1/models answers 200', async () => {
+  test('the gateway accepts the key: GET /v1/models answers 200', async () => {
     const res = await gatewayModels(apiKey);
     const body = (await res.json()) as { object?: string };
     assert(res.status === 200, `status ${res.status}: ${JSON.stringify(body)}`);
     assert(body.object === 'list', `body ${JSON.stringify(body)}`);
   });
 
-  step('revokes the key in the page after a confirmation', async () => {
+  test('revokes the key in the page after a confirmation', async () => {
     const row = page.getByTestId('key-row').filter({ hasText: KEY_NAME });
     await row.getByRole('button', { name: `Revoke key ${KEY_NAME}` }).click();
     const dialog = page.getByRole('dialog', { name: 'Revoke this key?' });
@@ -169,14 +181,14 @@ await runE2E({ stepTimeoutMs: 60_000 }, async () => {
     await shot('keys-revoked');
   });
 
-  step('the gateway refuses the revoked key: 401 api_key_disabled', async () => {
+  test('the gateway refuses the revoked key: 401 api_key_disabled', async () => {
     const res = await gatewayModels(apiKey);
     const body = (await res.json()) as { error?: { code?: string; type?: string } };
     assert(res.status === 401, `status ${res.status}: ${JSON.stringify(body)}`);
     assert(body.error?.code === 'api_key_disabled', `body ${JSON.stringify(body)}`);
   });
 
-  step('a new key is listed on the gateway default rate limit, 600/min (default)', async () => {
+  test('a new key is listed on the gateway default rate limit, 600/min (default)', async () => {
     limitedKey = await createApiKey(page, LIMITED_KEY_NAME);
     assert(limitedKey !== apiKey, 'the same key twice');
     const row = page.getByTestId('key-row').filter({ hasText: LIMITED_KEY_NAME });
@@ -187,7 +199,7 @@ await runE2E({ stepTimeoutMs: 60_000 }, async () => {
     assert((await revoked.getByRole('button', { name: /Change rate limit/ }).count()) === 0, 'a revoked key offers a rate limit control');
   });
 
-  step('the platform admin sets the key to 2/min in the page, by keyboard, after an invalid value is refused', async () => {
+  test('the platform admin sets the key to 2/min in the page, by keyboard, after an invalid value is refused', async () => {
     const row = page.getByTestId('key-row').filter({ hasText: LIMITED_KEY_NAME });
     const change = row.getByRole('button', { name: `Change rate limit of key ${LIMITED_KEY_NAME}` });
     await change.focus();
@@ -218,7 +230,7 @@ await runE2E({ stepTimeoutMs: 60_000 }, async () => {
     await shot('keys-rate-limit-set');
   });
 
-  step('the gateway applies 2/min to the key: the 3rd request within the minute is 429 rate_limit_exceeded', async () => {
+  test('the gateway applies 2/min to the key: the 3rd request within the minute is 429 rate_limit_exceeded', async () => {
     // The gateway counts fixed windows aligned to the clock minute: keep all three requests
     // inside one window by starting at least 10 s before it ends.
     const left = 60_000 - (Date.now() % 60_000);
@@ -237,7 +249,7 @@ await runE2E({ stepTimeoutMs: 60_000 }, async () => {
     assert(Number(results[2].retryAfter) >= 1 && Number(results[2].retryAfter) <= 60, `Retry-After: ${results[2].retryAfter}`);
   });
 
-  step('resetting the key to the default in the page lifts the limit on its next request', async () => {
+  test('resetting the key to the default in the page lifts the limit on its next request', async () => {
     const row = page.getByTestId('key-row').filter({ hasText: LIMITED_KEY_NAME });
     await row.getByRole('button', { name: `Change rate limit of key ${LIMITED_KEY_NAME}` }).click();
     const editor = row.getByRole('form', { name: `Rate limit of key ${LIMITED_KEY_NAME}` });
@@ -249,7 +261,7 @@ await runE2E({ stepTimeoutMs: 60_000 }, async () => {
     assert(res.status === 200, `status ${res.status}: ${await res.text()}`);
   });
 
-  step('the first user is platform admin: grants credit, balance and ledger follow; the form clears, so a second click grants nothing', async () => {
+  test('the first user is platform admin: grants credit, balance and ledger follow; the form clears, so a second click grants nothing', async () => {
     await mainNav(page, 'Credits').click();
     await page.waitForURL(`${dash}/credits`);
     // The overview's grant and the first request are in the ledger already.
@@ -275,7 +287,7 @@ await runE2E({ stepTimeoutMs: 60_000 }, async () => {
     await page.getByTestId('balance').getByText(balance).waitFor();
   });
 
-  step('the owner sees themselves as the only member and cannot demote or remove the last owner', async () => {
+  test('the owner sees themselves as the only member and cannot demote or remove the last owner', async () => {
     await mainNav(page, 'Members').click();
     await page.waitForURL(`${dash}/members`);
     const self = page.getByTestId('member-row').filter({ hasText: USER.email });
@@ -285,11 +297,10 @@ await runE2E({ stepTimeoutMs: 60_000 }, async () => {
     assert(await self.getByRole('button', { name: 'Leave this organization' }).isDisabled(), 'the last owner can leave in the page');
   });
 
-  let member: Awaited<ReturnType<typeof openBrowser>> | undefined;
-  step('a second user signs up in another browser, with a personal org of their own', async () => {
-    const second = join(tmp, 'second-browser');
-    mkdirSync(second, { recursive: true });
-    member = await openBrowser({ tmp: second }, { screenshotPrefix: 'member-' });
+  let member: BrowserSession | undefined;
+  test.afterAll(() => member?.close());
+  test('a second user signs up in another browser, with a personal org of their own', async ({ browser: chromium }) => {
+    member = await openBrowser(chromium, { screenshotPrefix: 'member-' });
     await signUp(member.page, dash, MEMBER);
     await member.page.getByRole('heading', { level: 1, name: "E2E Member's org" }).waitFor();
     // One org: its name, no switch.
@@ -297,7 +308,7 @@ await runE2E({ stepTimeoutMs: 60_000 }, async () => {
   });
 
   let inviteUrl = '';
-  step('the owner adds the second user by email: their address is unproven, so they get an invite link, not a membership', async () => {
+  test('the owner adds the second user by email: their address is unproven, so they get an invite link, not a membership', async () => {
     const add = page.getByRole('region', { name: 'Add a member' });
     await add.getByLabel('Email').fill(MEMBER.email.toUpperCase());
     await add.getByLabel('Role').selectOption('member');
@@ -317,7 +328,7 @@ await runE2E({ stepTimeoutMs: 60_000 }, async () => {
     await shot('members');
   });
 
-  step('the second user opens the link signed in, sees the offer and joins', async () => {
+  test('the second user opens the link signed in, sees the offer and joins', async () => {
     const m = member!.page;
     await m.goto(inviteUrl);
     await m.getByTestId('invitation-offer').getByText("E2E Tester's org").waitFor();
@@ -335,7 +346,7 @@ await runE2E({ stepTimeoutMs: 60_000 }, async () => {
   });
 
   let ownerKeyId = '';
-  step('the member acts for the owner\'s org (joining switched to it) and sees its keys, without create or revoke', async () => {
+  test('the member acts for the owner\'s org (joining switched to it) and sees its keys, without create or revoke', async () => {
     const m = member!.page;
     await m.goto(`${dash}/keys`);
     const switcher = m.getByTestId('org-switcher');
@@ -352,7 +363,7 @@ await runE2E({ stepTimeoutMs: 60_000 }, async () => {
     await member!.shot('keys');
   });
 
-  step('the server refuses the member as well: keys.create and keys.revoke answer 403, the key keeps working', async () => {
+  test('the server refuses the member as well: keys.create and keys.revoke answer 403, the key keeps working', async () => {
     // The member's own browser session and org cookie, calling the procedures the page hides.
     const request = member!.context.request;
     for (const [procedure, input] of [['keys.create', { name: 'sneaky' }], ['keys.revoke', { id: ownerKeyId }]] as const) {
@@ -367,7 +378,7 @@ await runE2E({ stepTimeoutMs: 60_000 }, async () => {
     assert((await page.getByTestId('key-row').filter({ hasText: 'sneaky' }).count()) === 0, 'the member created a key');
   });
 
-  step('choosing an org in the switcher switches at once: the header and the page name the same org', async () => {
+  test('choosing an org in the switcher switches at once: the header and the page name the same org', async () => {
     const m = member!.page;
     await m.goto(`${dash}/`);
     await m.getByRole('heading', { level: 1, name: "E2E Tester's org" }).waitFor();
@@ -379,7 +390,7 @@ await runE2E({ stepTimeoutMs: 60_000 }, async () => {
     await member!.shot('org-switched');
   });
 
-  step('a non-admin at $0 is told who adds credit and what to send them', async () => {
+  test('a non-admin at $0 is told who adds credit and what to send them', async () => {
     const m = member!.page;
     const path = m.getByTestId('no-credit-path');
     await path.getByText('Credit is added by an operator of this instance (a platform admin)').waitFor();
@@ -392,7 +403,7 @@ await runE2E({ stepTimeoutMs: 60_000 }, async () => {
     await m.getByRole('heading', { level: 1, name: "E2E Tester's org" }).waitFor();
   });
 
-  step('the member sees the members page without the owner controls', async () => {
+  test('the member sees the members page without the owner controls', async () => {
     const m = member!.page;
     await mainNav(m, 'Members').click();
     await m.waitForURL(`${dash}/members`);
@@ -404,7 +415,7 @@ await runE2E({ stepTimeoutMs: 60_000 }, async () => {
     assert(member!.errors.length === 0, member!.errors.join('\n'));
   });
 
-  step('an unknown address is a real 404 page with the way back', async () => {
+  test('an unknown address is a real 404 page with the way back', async () => {
     const res = await page.goto(`${dash}/no-such-page`);
     assert(res?.status() === 404, `status ${res?.status()}`);
     await page.getByRole('heading', { level: 1, name: 'Page not found' }).waitFor();
@@ -415,7 +426,7 @@ await runE2E({ stepTimeoutMs: 60_000 }, async () => {
     await page.waitForURL(`${dash}/keys`);
   });
 
-  step('a favicon: the page names it, it is served, and loading a page fails no request', async () => {
+  test('a favicon: the page names it, it is served, and loading a page fails no request', async () => {
     const failed: string[] = [];
     const onResponse = (r: { status(): number; url(): string }) => void (r.status() >= 400 && failed.push(`${r.status()} ${r.url()}`));
     page.on('response', onResponse);
@@ -432,11 +443,11 @@ await runE2E({ stepTimeoutMs: 60_000 }, async () => {
     await shot('favicon-overview');
   });
 
-  step('pages fit a phone-width screen', async () => {
+  test('pages fit a phone-width screen', async () => {
     await assertPagesFitPhone(browser, dash, ['/', '/keys', '/credits', '/members'], (path) => `phone${path === '/' ? '-overview' : path.replace('/', '-')}`);
   });
 
-  step('signs out, and the dashboard is closed again', async () => {
+  test('signs out, and the dashboard is closed again', async () => {
     await page.goto(`${dash}/`);
     await page.getByRole('button', { name: 'Sign out' }).click();
     await page.waitForURL(`${dash}/signin`);
@@ -444,7 +455,7 @@ await runE2E({ stepTimeoutMs: 60_000 }, async () => {
     await page.waitForURL(`${dash}/signin`);
   });
 
-  step('a wrong password is refused; the right one signs in, and a callbackUrl to another site lands on the dashboard', async () => {
+  test('a wrong password is refused; the right one signs in, and a callbackUrl to another site lands on the dashboard', async () => {
     // %2F%09%2Fevil.example is "/<tab>/evil.example": a browser drops the tab and reads //evil.example.
     await page.goto(`${dash}/signin?callbackUrl=%2F%09%2Fevil.example`);
     await page.getByLabel('Email').fill(USER.email);
@@ -457,7 +468,7 @@ await runE2E({ stepTimeoutMs: 60_000 }, async () => {
     await page.getByRole('heading', { level: 1, name: "E2E Tester's org" }).waitFor();
   });
 
-  step('no uncaught errors in the browser', async () => {
+  test('no uncaught errors in the browser', async () => {
     assert(browser.errors.length === 0, browser.errors.join('\n'));
   });
 });

@@ -1,19 +1,20 @@
 // Black-box test of the pronunciation dictionary page with the gateway, as a user would drive
 // them: a migrated throw-away SQLite database, `next start` and `svc gateway` on free ports
-// against it, and Debian's Chromium through playwright-core. Sign up, make a key and give the
+// against it, and Debian's Chromium through @playwright/test. Sign up, make a key and give the
 // org credit (the dictionary routes are metered), create a dictionary in the page, edit its
 // entries in the table (mouse and keyboard, an invalid cell pointed at), see every change
 // through the API and in synthesis, hear an entry in the page (Hear: only saved rows, cost as
 // the gateway reported it, the gateway's error), delete it after a confirmation, phone width.
 //
-//   npx next build && npx tsx e2e/dictionaries.e2e.ts      (E2E_BUILD=1 rebuilds first)
+//   npx playwright test e2e/dictionaries.e2e.ts      (builds the dashboard when there is no build; E2E_BUILD=1 rebuilds)
 //
-// Prints one line per step and "N passed, N failed" last; exits non-zero on any failure.
+// Each step is a test of one serial chain: after a failure the rest are skipped.
 // Screenshots go to e2e/screenshots/dict-*.png. Processes, browser and accounts: e2e/support/.
+import assert from 'node:assert/strict';
+import { test, type Page } from '@playwright/test';
 import { createApiKey, grantCredits, PASSWORD, signUp } from './support/accounts.js';
-import { assertFitsWidth, audioSeconds, DESKTOP, mainNav, openBrowser, PHONE } from './support/browser.js';
-import { startStack } from './support/processes.js';
-import { assert, runE2E, step } from './support/runner.js';
+import { assertFitsWidth, audioSeconds, DESKTOP, mainNav, PHONE, type BrowserSession } from './support/browser.js';
+import { setUpStory } from './support/story.js';
 
 const DICT_NAME = 'E2E brand names';
 
@@ -24,10 +25,18 @@ interface ApiDict {
   entries?: { grapheme: string; alias: string | null; phoneme: string | null; case_sensitive: boolean }[];
 }
 
-await runE2E({ stepTimeoutMs: 60_000 }, async () => {
-  const { dash, api, tmp } = await startStack({ name: 'dicts' });
-  const browser = await openBrowser({ tmp }, { screenshotPrefix: 'dict-' });
-  const { page, shot } = browser;
+test.describe.serial('pronunciation dictionaries', () => {
+  const story = setUpStory({ name: 'dicts' }, { screenshotPrefix: 'dict-' });
+  let dash = '';
+  let api = '';
+  let browser: BrowserSession;
+  let page: Page;
+  let shot: BrowserSession['shot'];
+  test.beforeAll(() => {
+    ({ dash, api } = story.stack);
+    ({ browser } = story);
+    ({ page, shot } = browser);
+  });
   const nav = (label: string) => mainNav(page, label).click();
 
   let apiKey = '';
@@ -44,14 +53,14 @@ await runE2E({ stepTimeoutMs: 60_000 }, async () => {
   const editor = () => page.getByTestId('dict-editor');
   const rows = () => editor().getByTestId('entry-row');
 
-  step('signs up, makes an API key and grants the org credit', async () => {
+  test('signs up, makes an API key and grants the org credit', async () => {
     await signUp(page, dash, { email: 'dicts.e2e@example.com', password: PASSWORD });
     await nav('API keys');
     apiKey = await createApiKey(page, 'dictionaries');
     await grantCredits(page, '1');
   });
 
-  step('the dictionaries page starts empty, and the API agrees', async () => {
+  test('the dictionaries page starts empty, and the API agrees', async () => {
     await nav('Dictionaries');
     await page.waitForURL(`${dash}/dictionaries`);
     await page.getByRole('heading', { level: 1, name: 'Pronunciation dictionaries' }).waitFor();
@@ -61,13 +70,13 @@ await runE2E({ stepTimeoutMs: 60_000 }, async () => {
     await shot('empty');
   });
 
-  step('an empty name is refused in the page, before anything is sent', async () => {
+  test('an empty name is refused in the page, before anything is sent', async () => {
     await page.getByRole('button', { name: 'Create dictionary' }).click();
     await page.getByText('Name must not be empty').waitFor();
     assert((await page.getByLabel('Dictionary name').getAttribute('aria-invalid')) === 'true', 'the name field is not marked invalid');
   });
 
-  step('creates a dictionary: it is listed and its editor opens', async () => {
+  test('creates a dictionary: it is listed and its editor opens', async () => {
     await page.getByLabel('Dictionary name').fill(DICT_NAME);
     await page.getByRole('button', { name: 'Create dictionary' }).click();
     const row = page.getByTestId('dict-row').filter({ hasText: DICT_NAME });
@@ -78,7 +87,7 @@ await runE2E({ stepTimeoutMs: 60_000 }, async () => {
     await editor().getByText('No entries yet').waitFor();
   });
 
-  step('adds two entries in the table (an alias, and case-sensitive phonemes) and saves', async () => {
+  test('adds two entries in the table (an alias, and case-sensitive phonemes) and saves', async () => {
     await editor().getByRole('button', { name: 'Add entry' }).click();
     await editor().getByLabel('Word, entry 1').fill('NASA');
     await editor().getByLabel('Say as, entry 1').fill('the agency');
@@ -94,7 +103,7 @@ await runE2E({ stepTimeoutMs: 60_000 }, async () => {
     await page.getByTestId('dict-row').filter({ hasText: DICT_NAME }).getByTestId('dict-entry-count').getByText('2 entries').waitFor();
   });
 
-  step('the API lists the dictionary and returns the entries as saved', async () => {
+  test('the API lists the dictionary and returns the entries as saved', async () => {
     const { status, body } = await apiGet('/pronunciation-dicts');
     const listed = (body.dicts as ApiDict[] | undefined)?.find((d) => d.id === dictId);
     assert(status === 200 && listed?.name === DICT_NAME && listed.entry_count === 2, `listed: ${JSON.stringify(body)}`);
@@ -106,7 +115,7 @@ await runE2E({ stepTimeoutMs: 60_000 }, async () => {
     assert(JSON.stringify(d.entries) === JSON.stringify(want), `entries: ${JSON.stringify(d.entries)}`);
   });
 
-  step('an invalid cell is pointed at, marked and explained in the table\'s words, and nothing is saved; fixed, the edit is saved', async () => {
+  test('an invalid cell is pointed at, marked and explained in the table\'s words, and nothing is saved; fixed, the edit is saved', async () => {
     await editor().getByLabel('Say as, entry 1').fill('   ');
     await editor().getByRole('button', { name: 'Save dictionary' }).click();
     const cell = editor().getByLabel('Say as, entry 1');
@@ -131,7 +140,7 @@ await runE2E({ stepTimeoutMs: 60_000 }, async () => {
     assert(d.entries?.[0]?.alias === 'National Aeronautics and Space Administration', `after the edit: ${JSON.stringify(d.entries)}`);
   });
 
-  step('a word entered twice is refused with entries numbered as the rows are (from 1) and the table\'s words', async () => {
+  test('a word entered twice is refused with entries numbered as the rows are (from 1) and the table\'s words', async () => {
     await editor().getByRole('button', { name: 'Add entry' }).click();
     await editor().getByLabel('Word, entry 3').fill('nasa');
     await editor().getByLabel('Say as, entry 3').fill('the agency again');
@@ -144,7 +153,7 @@ await runE2E({ stepTimeoutMs: 60_000 }, async () => {
     await editor().getByText('Changes discarded.').waitFor();
   });
 
-  step('the keyboard adds and removes a row, with focus where the next keystroke belongs', async () => {
+  test('the keyboard adds and removes a row, with focus where the next keystroke belongs', async () => {
     await editor().getByRole('button', { name: 'Add entry' }).focus();
     await page.keyboard.press('Enter');
     const word = editor().getByLabel('Word, entry 3');
@@ -161,7 +170,7 @@ await runE2E({ stepTimeoutMs: 60_000 }, async () => {
     await editor().getByText('Changes discarded.').waitFor();
   });
 
-  step('TTS through the gateway uses the dictionary as edited', async () => {
+  test('TTS through the gateway uses the dictionary as edited', async () => {
     const tts = (dict?: string) =>
       fetch(`${api}/tts/bytes`, {
         method: 'POST',
@@ -175,7 +184,7 @@ await runE2E({ stepTimeoutMs: 60_000 }, async () => {
     assert(b > 2 * a, `audio with the dictionary is ${b} bytes, without ${a}`);
   });
 
-  step('Hear plays a saved entry in the page, through the dictionary, at the cost the gateway reported', async () => {
+  test('Hear plays a saved entry in the page, through the dictionary, at the cost the gateway reported', async () => {
     const settings = editor().getByTestId('hear-settings');
     // eSpeak by default (the engine that honours phonemes), with an English voice.
     assert((await settings.getByLabel('Hear with model').inputValue()) === 'local-espeak', 'Hear does not default to local-espeak');
@@ -200,7 +209,7 @@ await runE2E({ stepTimeoutMs: 60_000 }, async () => {
     await shot('hear');
   });
 
-  step('an edited or new row cannot be heard until it is saved, and the page says why', async () => {
+  test('an edited or new row cannot be heard until it is saved, and the page says why', async () => {
     const note = editor().getByTestId('hear-unsaved-note');
     assert((await note.count()) === 0, 'the unsaved note shows with nothing unsaved');
     await editor().getByLabel('Say as, entry 1').fill('the space agency');
@@ -217,7 +226,7 @@ await runE2E({ stepTimeoutMs: 60_000 }, async () => {
     assert(await hear1.isEnabled(), 'Hear is still off after the changes were discarded');
   });
 
-  step('deletes the dictionary after a confirmation: gone from the page, the API and TTS', async () => {
+  test('deletes the dictionary after a confirmation: gone from the page, the API and TTS', async () => {
     const row = page.getByTestId('dict-row').filter({ hasText: DICT_NAME });
     await row.getByRole('button', { name: `Delete dictionary ${DICT_NAME}` }).click();
     const dialog = page.getByRole('dialog', { name: 'Delete this dictionary?' });
@@ -235,7 +244,7 @@ await runE2E({ stepTimeoutMs: 60_000 }, async () => {
     assert(status === 404 && (body.error as { code?: string }).code === 'dict_not_found', `after delete: ${status} ${JSON.stringify(body)}`);
   });
 
-  step('fits a phone-width screen with the editor open', async () => {
+  test('fits a phone-width screen with the editor open', async () => {
     await page.getByLabel('Dictionary name').fill('Phone');
     await page.getByRole('button', { name: 'Create dictionary' }).click();
     await editor().getByRole('button', { name: 'Add entry' }).click();
@@ -250,7 +259,7 @@ await runE2E({ stepTimeoutMs: 60_000 }, async () => {
     await page.setViewportSize(DESKTOP);
   });
 
-  step("Hear shows the gateway's error: the dictionary was deleted elsewhere", async () => {
+  test("Hear shows the gateway's error: the dictionary was deleted elsewhere", async () => {
     await editor().getByRole('button', { name: 'Save dictionary' }).click();
     await editor().getByTestId('dict-editor-status').getByText('Saved.').waitFor();
     const phoneId = (await page.getByTestId('dict-row').filter({ hasText: 'Phone' }).getAttribute('data-dict-id')) ?? '';
@@ -267,7 +276,7 @@ await runE2E({ stepTimeoutMs: 60_000 }, async () => {
     await shot('hear-error');
   });
 
-  step('no uncaught errors in the browser', async () => {
+  test('no uncaught errors in the browser', async () => {
     assert(browser.errors.length === 0, browser.errors.join('\n'));
   });
 });

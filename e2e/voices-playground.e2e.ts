@@ -1,6 +1,6 @@
 // Black-box test of the voices, playground, usage and models pages with the gateway, as a user
 // would drive them: a migrated throw-away SQLite database, `next start` and `svc gateway` on
-// free ports against it, and Debian's Chromium through playwright-core. Sign up (the first
+// free ports against it, and Debian's Chromium through @playwright/test. Sign up (the first
 // user is platform admin), grant credit in the page, clone a voice from a recording made by the
 // local TTS engine (upload through the dashboard proxy), see it listed, prepare it for a second
 // model and watch the job, rename it, synthesize with it in the playground and check the page's
@@ -12,18 +12,20 @@
 // usage chart's axes and tooltip, the models page's labelled figures and full errors, and the
 // confirmation after a voice is deleted.
 //
-//   npx next build && npx tsx e2e/voices-playground.e2e.ts      (E2E_BUILD=1 rebuilds first)
+//   npx playwright test e2e/voices-playground.e2e.ts      (builds the dashboard when there is no build; E2E_BUILD=1 rebuilds)
 //
-// Prints one line per step and "N passed, N failed" last; exits non-zero on any failure.
+// Each step is a test of one serial chain: after a failure the rest are skipped.
 // Screenshots go to e2e/screenshots/voices-*.png, playground*.png, usage.png, models.png.
 // Processes, browser and accounts: e2e/support/.
+import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { test, type Page } from '@playwright/test';
 import { grantCredits, PASSWORD, signUp, type Account } from './support/accounts.js';
-import { assertPagesFitPhone, audioSeconds, mainNav, openBrowser } from './support/browser.js';
-import { startStack } from './support/processes.js';
-import { assert, runE2E, step } from './support/runner.js';
+import { assertPagesFitPhone, audioSeconds, mainNav, type BrowserSession } from './support/browser.js';
+import { setUpStory } from './support/story.js';
 
 const USER: Account = { name: 'Voice Tester', email: 'e2e.voices@example.com', password: PASSWORD };
 const VOICE_NAME = 'E2E Clone';
@@ -48,23 +50,48 @@ function wavSeconds(bytes: Buffer): number {
   return 0;
 }
 
-await runE2E({ stepTimeoutMs: 90_000 }, async () => {
+/** A WAV of `text` in flite's rms voice (flite writes only to a file). */
+function speak(text: string): Buffer {
+  const dir = mkdtempSync(join(tmpdir(), 'svc-e2e-flite-'));
+  try {
+    const flite = spawnSync('flite', ['-voice', 'rms', '-o', join(dir, 'clip.wav'), text], { encoding: 'utf8' });
+    if (flite.status !== 0) throw new Error(`flite failed: ${flite.stderr}`);
+    return readFileSync(join(dir, 'clip.wav'));
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+// The recording to clone, made by the local engine (as the test's own fixture, not the product);
+// made as the file loads, because a step's title gives its length.
+const CLIP = speak(CLIP_TEXT);
+const clipSeconds = wavSeconds(CLIP);
+if (clipSeconds < 10) throw new Error(`the generated clip is only ${clipSeconds.toFixed(1)} s`);
+
+// The playground plays its result by itself. A launch option: this file gets a browser of its own.
+test.use({ launchOptions: [async ({ launchOptions }, use) => use({ ...launchOptions, args: [...(launchOptions.args ?? []), '--autoplay-policy=no-user-gesture-required'] }), { scope: 'worker' }] });
+
+test.describe.serial('voices and playground', () => {
+  test.describe.configure({ timeout: 90_000 });
   // SVC_HEALTH_CHECK_SECONDS: the models page shows an upstream up within the test's patience.
-  const { dash, tmp } = await startStack({ name: 'voices', gatewayEnv: { SVC_HEALTH_CHECK_SECONDS: '2' } });
-
-  // The recording to clone, made by the local engine (as the test's own fixture, not the product).
-  const clip = join(tmp, 'clip.wav');
-  const flite = spawnSync('flite', ['-voice', 'rms', '-o', clip, CLIP_TEXT], { encoding: 'utf8' });
-  if (flite.status !== 0) throw new Error(`flite failed: ${flite.stderr}`);
-  const clipSeconds = wavSeconds(readFileSync(clip));
-  if (clipSeconds < 10) throw new Error(`the generated clip is only ${clipSeconds.toFixed(1)} s`);
-
-  // A text file, named as if it were a recording.
-  const notes = join(tmp, 'notes.wav');
-  writeFileSync(notes, 'Meeting notes: bring the slides on Monday.\n');
-
-  const browser = await openBrowser({ tmp }, { actionTimeoutMs: 20_000, autoplay: true });
-  const { page, shot } = browser;
+  const story = setUpStory({ name: 'voices', gatewayEnv: { SVC_HEALTH_CHECK_SECONDS: '2' } }, { actionTimeoutMs: 20_000 });
+  let dash = '';
+  let tmp = '';
+  let clip = '';
+  let notes = '';
+  let browser: BrowserSession;
+  let page: Page;
+  let shot: BrowserSession['shot'];
+  test.beforeAll(() => {
+    ({ dash, tmp } = story.stack);
+    ({ browser } = story);
+    ({ page, shot } = browser);
+    clip = join(tmp, 'clip.wav');
+    writeFileSync(clip, CLIP);
+    // A text file, named as if it were a recording.
+    notes = join(tmp, 'notes.wav');
+    writeFileSync(notes, 'Meeting notes: bring the slides on Monday.\n');
+  });
   const nav = (label: string) => mainNav(page, label);
   let voiceId = '';
   const openCloneForm = async () => {
@@ -97,12 +124,12 @@ await runE2E({ stepTimeoutMs: 90_000 }, async () => {
   };
   const sampleTimes: Array<[string, number]> = [];
 
-  step('signs up as the first user (platform admin) and grants the org credit in the page', async () => {
+  test('signs up as the first user (platform admin) and grants the org credit in the page', async () => {
     await signUp(page, dash, USER);
     await grantCredits(page, '5');
   });
 
-  step('the voices page lists platform voices; the Mine scope is empty', async () => {
+  test('the voices page lists platform voices; the Mine scope is empty', async () => {
     await nav('Voices').click();
     await page.waitForURL(`${dash}/voices`);
     await page.getByRole('heading', { level: 1, name: 'Voices' }).waitFor();
@@ -127,7 +154,7 @@ await runE2E({ stepTimeoutMs: 90_000 }, async () => {
     await shot('voices');
   });
 
-  step('Play on a library card plays a sample of the voice (flite and eSpeak); the time from the click is printed', async () => {
+  test('Play on a library card plays a sample of the voice (flite and eSpeak); the time from the click is printed', async () => {
     for (const [voice, name] of [['flite-slt', 'Sally'], ['espeak-en-us-m', 'Ethan']] as const) {
       const card = page.locator(`[data-testid="voice-card"][data-voice-id="${voice}"]`);
       const play = card.getByRole('button', { name: `Play a sample of ${name} on ${voice.startsWith('flite') ? 'local-flite' : 'local-espeak'}` });
@@ -140,7 +167,7 @@ await runE2E({ stepTimeoutMs: 90_000 }, async () => {
     await shot('voices-play');
   });
 
-  step('a platform voice\'s page plays its sample too', async () => {
+  test('a platform voice\'s page plays its sample too', async () => {
     await page.locator('[data-testid="voice-card"][data-voice-id="flite-rms"]').getByRole('link', { name: 'Rob' }).click();
     await page.waitForURL(`${dash}/voices/flite-rms`);
     const actions = page.getByRole('region', { name: 'Actions' });
@@ -152,7 +179,7 @@ await runE2E({ stepTimeoutMs: 90_000 }, async () => {
     await page.waitForURL(`${dash}/voices`);
   });
 
-  step('a text file is refused as "not a WAV file" by the clone form, as the gateway says', async () => {
+  test('a text file is refused as "not a WAV file" by the clone form, as the gateway says', async () => {
     const form = await openCloneForm();
     await form.getByLabel('Recording (WAV)').setInputFiles(notes);
     await form.getByLabel('Voice name').fill('Not a voice');
@@ -163,7 +190,7 @@ await runE2E({ stepTimeoutMs: 90_000 }, async () => {
     await shot('clone-not-audio');
   });
 
-  step('a clip shorter than 10 s is refused in the page before uploading', async () => {
+  test('a clip shorter than 10 s is refused in the page before uploading', async () => {
     const short = join(tmp, 'short.wav');
     spawnSync('flite', ['-voice', 'rms', '-o', short, 'Too short.']);
     const form = await openCloneForm();
@@ -173,7 +200,7 @@ await runE2E({ stepTimeoutMs: 90_000 }, async () => {
     await form.getByText(/a clone needs at least 10 s of speech/).waitFor();
   });
 
-  step(`clones "${VOICE_NAME}" from a ${Math.round(clipSeconds)} s recording through the dashboard proxy, with an upload progress bar`, async () => {
+  test(`clones "${VOICE_NAME}" from a ${Math.round(clipSeconds)} s recording through the dashboard proxy, with an upload progress bar`, async () => {
     const form = await openCloneForm();
     // Record every value the upload progress bar shows (it can be brief on loopback).
     await page.evaluate(() => {
@@ -202,7 +229,7 @@ await runE2E({ stepTimeoutMs: 90_000 }, async () => {
     await shot('voices-cloned');
   });
 
-  step('the new voice is listed under Mine', async () => {
+  test('the new voice is listed under Mine', async () => {
     const library = page.getByRole('region', { name: 'Voice library' });
     await library.getByRole('button', { name: 'Mine', exact: true }).click();
     const card = page.locator(`[data-testid="voice-card"][data-voice-id="${voiceId}"]`);
@@ -211,7 +238,7 @@ await runE2E({ stepTimeoutMs: 90_000 }, async () => {
     await card.getByText('local-flite').waitFor();
   });
 
-  step('the voice page prepares the voice for local-espeak and follows the job to the end', async () => {
+  test('the voice page prepares the voice for local-espeak and follows the job to the end', async () => {
     await page.locator(`[data-testid="voice-card"][data-voice-id="${voiceId}"]`).getByRole('link', { name: VOICE_NAME }).click();
     await page.waitForURL(`${dash}/voices/${voiceId}`);
     await page.getByRole('heading', { level: 1, name: VOICE_NAME }).waitFor();
@@ -225,7 +252,7 @@ await runE2E({ stepTimeoutMs: 90_000 }, async () => {
     await shot('voice-detail');
   });
 
-  step('the source recording\'s player knows its length and seeks (the proxy answers byte ranges)', async () => {
+  test('the source recording\'s player knows its length and seeks (the proxy answers byte ranges)', async () => {
     const ranged = page.waitForResponse((r) => r.url().includes('/api/gateway/blobs/') && r.status() === 206);
     await page.reload();
     const audio = page.getByTestId('source-audio');
@@ -245,7 +272,7 @@ await runE2E({ stepTimeoutMs: 90_000 }, async () => {
     await shot('voice-source-player');
   });
 
-  step('a refused edit is worded for people and marks its field ("Name must not be empty.")', async () => {
+  test('a refused edit is worded for people and marks its field ("Name must not be empty.")', async () => {
     const edit = page.getByRole('form', { name: 'Edit voice' });
     const name = edit.getByLabel('Name');
     await name.fill('   ');
@@ -258,7 +285,7 @@ await runE2E({ stepTimeoutMs: 90_000 }, async () => {
     await name.fill(VOICE_NAME);
   });
 
-  step('renames the voice; the heading and the library follow', async () => {
+  test('renames the voice; the heading and the library follow', async () => {
     const edit = page.getByRole('form', { name: 'Edit voice' });
     await edit.getByLabel('Name').fill(RENAMED);
     await edit.getByRole('button', { name: 'Save changes' }).click();
@@ -266,7 +293,7 @@ await runE2E({ stepTimeoutMs: 90_000 }, async () => {
     await page.getByText('Saved.').waitFor();
   });
 
-  step('synthesizes with the cloned voice in the playground: the page plays real audio and shows the cost', async () => {
+  test('synthesizes with the cloned voice in the playground: the page plays real audio and shows the cost', async () => {
     await page.getByRole('link', { name: 'Try in the playground' }).click();
     await page.waitForURL(`${dash}/playground?voice=${voiceId}`);
     const form = page.getByRole('form', { name: 'Synthesize speech' });
@@ -295,7 +322,7 @@ await runE2E({ stepTimeoutMs: 90_000 }, async () => {
     await shot('playground');
   });
 
-  step('a new synthesis clears the previous take while it runs, then plays the new one', async () => {
+  test('a new synthesis clears the previous take while it runs, then plays the new one', async () => {
     const form = page.getByRole('form', { name: 'Synthesize speech' });
     const before = await page.getByTestId('tts-audio').getAttribute('src');
     await form.getByLabel('Text').fill('A second take, different from the first.');
@@ -325,7 +352,7 @@ await runE2E({ stepTimeoutMs: 90_000 }, async () => {
     await shot('playground-second-take');
   });
 
-  step('the text counts its characters up to 5,000 and says when it is over, instead of cutting it', async () => {
+  test('the text counts its characters up to 5,000 and says when it is over, instead of cutting it', async () => {
     const form = page.getByRole('form', { name: 'Synthesize speech' });
     const text = form.getByLabel('Text');
     const long = 'a'.repeat(5001);
@@ -339,7 +366,7 @@ await runE2E({ stepTimeoutMs: 90_000 }, async () => {
     await page.getByTestId('char-counter').getByText('21 / 5,000 characters').waitFor();
   });
 
-  step('a voice without a profile for the model is not offered, and the page says so', async () => {
+  test('a voice without a profile for the model is not offered, and the page says so', async () => {
     const form = page.getByRole('form', { name: 'Synthesize speech' });
     await form.getByLabel('TTS model').selectOption('local-espeak');
     await form.getByLabel('Voice').locator('option[value="espeak-fr-f"]').waitFor({ state: 'attached' });
@@ -347,7 +374,7 @@ await runE2E({ stepTimeoutMs: 90_000 }, async () => {
     await form.getByText(/Only voices with a ready profile for local-espeak are listed/).waitFor();
   });
 
-  step('transcribes the recording with the STT model', async () => {
+  test('transcribes the recording with the STT model', async () => {
     const form = page.getByRole('form', { name: 'Transcribe a recording' });
     await form.getByLabel('Recording (WAV or raw 16-bit PCM)').setInputFiles(clip);
     await form.getByRole('button', { name: 'Transcribe' }).click();
@@ -358,7 +385,7 @@ await runE2E({ stepTimeoutMs: 90_000 }, async () => {
     await shot('playground-transcribed');
   });
 
-  step('a text file to transcribe is refused as "not a WAV file", and the previous transcript goes', async () => {
+  test('a text file to transcribe is refused as "not a WAV file", and the previous transcript goes', async () => {
     const form = page.getByRole('form', { name: 'Transcribe a recording' });
     await form.getByLabel('Recording (WAV or raw 16-bit PCM)').setInputFiles(notes);
     await form.getByRole('button', { name: 'Transcribe' }).click();
@@ -368,7 +395,7 @@ await runE2E({ stepTimeoutMs: 90_000 }, async () => {
     await shot('playground-not-audio');
   });
 
-  step('usage shows the spend per day, per model and per key (the dashboard key)', async () => {
+  test('usage shows the spend per day, per model and per key (the dashboard key)', async () => {
     await nav('Usage').click();
     await page.waitForURL(`${dash}/usage`);
     const total = (await page.getByTestId('usage-total').textContent()) ?? '';
@@ -380,7 +407,7 @@ await runE2E({ stepTimeoutMs: 90_000 }, async () => {
     await shot('usage');
   });
 
-  step('the usage chart has a y-axis in dollars with gridlines, dates along the bottom, and a tooltip at once', async () => {
+  test('the usage chart has a y-axis in dollars with gridlines, dates along the bottom, and a tooltip at once', async () => {
     const chart = page.getByTestId('usage-chart');
     const ticks = await chart.getByTestId('usage-y-tick').allTextContents();
     assert(ticks.length >= 3 && /^\$0(\.0+)?$/.test(ticks[0]!) && ticks.slice(1).every((t) => /^\$\d+(\.\d+)?$/.test(t) && Number(t.slice(1)) > 0), `y-axis: ${ticks.join(', ')}`);
@@ -397,7 +424,7 @@ await runE2E({ stepTimeoutMs: 90_000 }, async () => {
     await shot('usage-tooltip');
   });
 
-  step('the dashboard key is a real key in the keys list, and says what it is', async () => {
+  test('the dashboard key is a real key in the keys list, and says what it is', async () => {
     await nav('API keys').click();
     const row = page.getByTestId('key-row').filter({ hasText: 'Dashboard (playground)' });
     await row.getByTestId('key-status').getByText('Active', { exact: true }).waitFor();
@@ -405,7 +432,7 @@ await runE2E({ stepTimeoutMs: 90_000 }, async () => {
     await shot('keys-dashboard-key');
   });
 
-  step('the platform admin sees each model with its upstreams and health', async () => {
+  test('the platform admin sees each model with its upstreams and health', async () => {
     await nav('Models').click();
     await page.waitForURL(`${dash}/models`);
     const flite = page.getByRole('region', { name: 'local-flite' });
@@ -421,12 +448,12 @@ await runE2E({ stepTimeoutMs: 90_000 }, async () => {
     await shot('models');
   });
 
-  step('pages fit a phone-width screen', async () => {
+  test('pages fit a phone-width screen', async () => {
     const paths = ['/voices', `/voices/${voiceId}`, '/playground', '/usage', '/models'];
     await assertPagesFitPhone(browser, dash, paths, (path) => `phone${path.startsWith('/voices/') ? '-voice-detail' : path.replace('/', '-')}`);
   });
 
-  step('deletes the cloned voice after a confirmation; the library says it was deleted', async () => {
+  test('deletes the cloned voice after a confirmation; the library says it was deleted', async () => {
     await page.goto(`${dash}/voices/${voiceId}`);
     await page.getByRole('button', { name: 'Delete voice' }).click();
     const dialog = page.getByRole('dialog', { name: 'Delete this voice?' });
@@ -436,12 +463,12 @@ await runE2E({ stepTimeoutMs: 90_000 }, async () => {
     await shot('voices-deleted');
   });
 
-  step('the sample times (click to playing) were printed above', async () => {
+  test('the sample times (click to playing) were printed above', async () => {
     console.log(`      samples: ${sampleTimes.map(([v, ms]) => `${v} ${ms.toFixed(0)} ms`).join(', ')}`);
     assert(sampleTimes.length === 3, 'a sample was not measured');
   });
 
-  step('no uncaught errors in the browser', async () => {
+  test('no uncaught errors in the browser', async () => {
     assert(browser.errors.length === 0, browser.errors.join('\n'));
   });
 });

@@ -163,7 +163,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
   } catch (e) {
     const tails = Object.entries(logTails()).map(([name, text]) => `--- ${name} log (tail) ---\n${text}`);
     await stop();
-    throw new Error([(e as Error).message, ...tails].join('\n\n'));
+    throw new Error([(e as Error).message, ...tails].join('\n\n'), { cause: e });
   }
   return { dash, api, tmp, dataDir, logTails, stop };
 }

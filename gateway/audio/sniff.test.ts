@@ -76,7 +76,7 @@ describe('sniffAudioFormat', () => {
       try {
         encoders = execFileSync('ffmpeg', ['-v', 'error', '-encoders'], { encoding: 'utf8' });
       } catch (e) {
-        throw new Error(`these tests need ffmpeg (scripts/test.sh installs it: apt-get install ffmpeg): ${(e as Error).message}`);
+        throw new Error('these tests need ffmpeg (scripts/test.sh installs it: apt-get install ffmpeg)', { cause: e });
       }
     });
     const make = (args: string[]) => execFileSync('ffmpeg', ['-v', 'error', '-f', 'lavfi', '-i', 'sine=f=440:d=0.5:r=44100', ...args, '-'], { maxBuffer: 1 << 24 });

@@ -16,7 +16,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer as createHttpServer } from 'node:http';
 import { createServer, connect, type AddressInfo, type Server, type Socket } from 'node:net';
-import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { loadConfig } from '../../server/config/env.js';
 import { upsertModel } from '../../server/services/models/upsert-model.js';
