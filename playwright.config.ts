@@ -24,6 +24,7 @@ export default defineConfig({
   use: {
     browserName: 'chromium',
     headless: true,
+    // Playwright adds --headless, --no-sandbox, --no-first-run and the background switches itself.
     launchOptions: { executablePath: CHROMIUM, args: ['--disable-gpu', '--disable-quic'] },
     trace: 'retain-on-failure',
     screenshot: 'only-on-failure',

@@ -37,8 +37,6 @@ echo "==> tests on SQLite"
 npx vitest run || status=1
 echo "==> tests on PostgreSQL"
 TEST_DB=postgresql npx vitest run || status=1
-for e2e in e2e/*.e2e.ts; do
-  echo "==> browser end-to-end: $e2e"
-  npx tsx "$e2e" || status=1
-done
+echo "==> browser end-to-end (e2e/*.e2e.ts; report in e2e/report/)"
+npx playwright test || status=1
 exit $status
