@@ -15,9 +15,9 @@ import { existsSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { benchFixture, CHAT_BODY } from './lib/bench-fixture.js';
-import { maxThroughput, median, openLoop } from './lib/load.js';
-import { ROOT, startBundled, startTs } from './lib/processes.js';
+import { benchFixture, CHAT_BODY } from './lib/bench-fixture.ts';
+import { maxThroughput, median, openLoop } from './lib/load.ts';
+import { ROOT, startBundled, startTs } from './lib/processes.ts';
 
 const { values } = parseArgs({ options: { base: { type: 'string' }, rounds: { type: 'string', default: '8' }, seconds: { type: 'string', default: '3' }, rate: { type: 'string', default: '1000' }, 'base-env': { type: 'string', default: '' }, 'tree-env': { type: 'string', default: '' } } });
 if (!values.base) throw new Error('usage: npx tsx bench/ab-gateway.ts --base <commit> [--rounds 8] [--seconds 3] [--rate 1000]');

@@ -7,12 +7,12 @@
 //   npx tsx bench/audio-pipeline.ts [--runs 5] [--seconds 60]
 import { loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
-import { convertAll, createAudioConverter, type OutputFormat } from '../gateway/audio/convert.js';
-import type { Encoding, SampleRate } from '../gateway/audio/output-format.js';
-import { floatToS16 } from '../gateway/audio/pcm.js';
-import { resample } from '../gateway/audio/resample.js';
-import { speechLike } from '../gateway/audio/test-signals.js';
-import { median, table } from './lib/load.js';
+import { convertAll, createAudioConverter, type OutputFormat } from '../gateway/audio/convert.ts';
+import type { Encoding, SampleRate } from '../gateway/audio/output-format.ts';
+import { floatToS16 } from '../gateway/audio/pcm.ts';
+import { resample } from '../gateway/audio/resample.ts';
+import { speechLike } from '../gateway/audio/test-signals.ts';
+import { median, table } from './lib/load.ts';
 
 const { values } = parseArgs({ options: { runs: { type: 'string', default: '5' }, seconds: { type: 'string', default: '60' } } });
 const runs = Number(values.runs);

@@ -6,9 +6,9 @@
 // pair alike, so it cancels out of a difference where it would not out of two medians.
 //   npx tsx bench/gateway-core.ts [--rounds 12] [--seconds 2] [--rate 1000]
 import { parseArgs } from 'node:util';
-import { benchFixture, CHAT_BODY } from './lib/bench-fixture.js';
-import { maxThroughput, median, openLoop, table } from './lib/load.js';
-import { startBundled, startTs } from './lib/processes.js';
+import { benchFixture, CHAT_BODY } from './lib/bench-fixture.ts';
+import { maxThroughput, median, openLoop, table } from './lib/load.ts';
+import { startBundled, startTs } from './lib/processes.ts';
 
 const { values } = parseArgs({ options: { rounds: { type: 'string', default: '12' }, seconds: { type: 'string', default: '2' }, rate: { type: 'string', default: '1000' } } });
 const rounds = Number(values.rounds);

@@ -1,8 +1,8 @@
 // The gateway for the benchmarks: the real runtime, optionally with the core replaced by the
 // pass-through core (no auth, no rate limit, no metering) to measure what the core costs.
 // Bench-only: the product has no switch that turns the core off.
-import { loadConfig } from '../server/config/env.js';
-import { createGatewayRuntime } from '../gateway/runtime.js';
+import { loadConfig } from '../server/config/env.ts';
+import { createGatewayRuntime } from '../gateway/runtime.ts';
 
 // Logging as `svc gateway` logs (LOG_LEVEL, info by default: an access-log line per request).
 const runtime = await createGatewayRuntime(loadConfig(), {

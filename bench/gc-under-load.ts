@@ -8,9 +8,9 @@ import { readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { benchFixture, CHAT_BODY } from './lib/bench-fixture.js';
-import { maxThroughput, openLoop } from './lib/load.js';
-import { ROOT, startBundled, startTs } from './lib/processes.js';
+import { benchFixture, CHAT_BODY } from './lib/bench-fixture.ts';
+import { maxThroughput, openLoop } from './lib/load.ts';
+import { ROOT, startBundled, startTs } from './lib/processes.ts';
 
 const { values } = parseArgs({ options: { rate: { type: 'string', default: '1000' }, seconds: { type: 'string', default: '8' } } });
 const rate = Number(values.rate);

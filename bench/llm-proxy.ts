@@ -6,10 +6,10 @@
 //   npx tsx bench/llm-proxy.ts [--rounds 5] [--seconds 3] [--streams 1000]
 import { parseArgs } from 'node:util';
 import { request, Agent } from 'undici';
-import { benchFixture, CHAT_BODY } from './lib/bench-fixture.js';
-import { maxThroughput, median, openLoop, percentile, table } from './lib/load.js';
-import { rssMb, startBundled, startTs } from './lib/processes.js';
-import { checkProtocol } from '../gateway/upstreams/protocols/index.js';
+import { benchFixture, CHAT_BODY } from './lib/bench-fixture.ts';
+import { maxThroughput, median, openLoop, percentile, table } from './lib/load.ts';
+import { rssMb, startBundled, startTs } from './lib/processes.ts';
+import { checkProtocol } from '../gateway/upstreams/protocols/index.ts';
 
 const { values } = parseArgs({ options: { rounds: { type: 'string', default: '5' }, seconds: { type: 'string', default: '3' }, streams: { type: 'string', default: '1000' } } });
 const rounds = Number(values.rounds);
@@ -26,8 +26,8 @@ const bare = await startBundled('bench/bare-proxy.ts', { BARE_PROXY_TARGET: upst
 const bareStream = await startBundled('bench/bare-proxy.ts', { BARE_PROXY_TARGET: slowStream.url }, 'node');
 
 // The gateway's stream model points at the streaming upstream.
-const { openDatabase } = await import('../server/db/database.js');
-const { upsertModel } = await import('../server/services/models/upsert-model.js');
+const { openDatabase } = await import('../server/db/database.ts');
+const { upsertModel } = await import('../server/services/models/upsert-model.ts');
 const db = openDatabase(fx.databaseUrl);
 await upsertModel(db.prisma, checkProtocol, { id: 'bench-stream', modality: 'llm', prices: { outputPicoPerToken: 600_000n }, upstream: { url: slowStream.url, protocol: 'openai' } });
 await db.close();

@@ -8,9 +8,9 @@
 //   npx tsx bench/load.ts [--seconds 10] [--rate 200] [--connections 32]
 import { parseArgs } from 'node:util';
 import autocannon from 'autocannon';
-import { openLoop, table, type RequestSpec } from './lib/load.js';
-import { rssMb } from './lib/processes.js';
-import { checkPath, startThreePaths } from './lib/three-paths.js';
+import { openLoop, table, type RequestSpec } from './lib/load.ts';
+import { rssMb } from './lib/processes.ts';
+import { checkPath, startThreePaths } from './lib/three-paths.ts';
 
 const { values } = parseArgs({ options: { seconds: { type: 'string', default: '10' }, rate: { type: 'string', default: '200' }, connections: { type: 'string', default: '32' } } });
 const seconds = Number(values.seconds);

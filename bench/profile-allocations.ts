@@ -4,10 +4,10 @@
 // open loop at --rate). Prints the bytes allocated per request by function and by package.
 //   npx tsx bench/profile-allocations.ts [--seconds 5] [--rate N] [--core off] [--live | --promoted] [--top 40]
 import { parseArgs } from 'node:util';
-import { benchFixture, CHAT_BODY } from './lib/bench-fixture.js';
-import { maxThroughput, openLoop } from './lib/load.js';
-import { attachInspector } from './lib/inspector.js';
-import { startBundled, startTs } from './lib/processes.js';
+import { benchFixture, CHAT_BODY } from './lib/bench-fixture.ts';
+import { maxThroughput, openLoop } from './lib/load.ts';
+import { attachInspector } from './lib/inspector.ts';
+import { startBundled, startTs } from './lib/processes.ts';
 
 const { values } = parseArgs({ options: { seconds: { type: 'string', default: '5' }, core: { type: 'string', default: 'on' }, top: { type: 'string', default: '40' }, live: { type: 'boolean', default: false }, promoted: { type: 'boolean', default: false }, rate: { type: 'string' } } });
 

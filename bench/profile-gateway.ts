@@ -7,10 +7,10 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { benchFixture, CHAT_BODY } from './lib/bench-fixture.js';
-import { attachInspector } from './lib/inspector.js';
-import { maxThroughput, openLoop, table } from './lib/load.js';
-import { startBundled, startTs } from './lib/processes.js';
+import { benchFixture, CHAT_BODY } from './lib/bench-fixture.ts';
+import { attachInspector } from './lib/inspector.ts';
+import { maxThroughput, openLoop, table } from './lib/load.ts';
+import { startBundled, startTs } from './lib/processes.ts';
 
 const { values } = parseArgs({ options: { rate: { type: 'string', default: '1000' }, seconds: { type: 'string', default: '6' }, top: { type: 'string', default: '40' }, save: { type: 'string' } } });
 const rate = Number(values.rate);

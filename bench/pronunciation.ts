@@ -12,9 +12,9 @@
 // them with the transcript at every position, so each position walks the whole length (the
 // old expression is not run on it: it would take minutes).
 import { parseArgs } from 'node:util';
-import { applyPronunciationByRegex } from '../test/support/regex-pronunciation.js';
-import { applyPronunciation, compilePronunciation, type PronunciationEntry } from '../server/services/dicts/apply-pronunciation.js';
-import { median, table } from './lib/load.js';
+import { applyPronunciationByRegex } from '../test/support/regex-pronunciation.ts';
+import { applyPronunciation, compilePronunciation, type PronunciationEntry } from '../server/services/dicts/apply-pronunciation.ts';
+import { median, table } from './lib/load.ts';
 
 const { values } = parseArgs({ options: { runs: { type: 'string', default: '21' } } });
 const runs = Number(values.runs);

@@ -3,9 +3,9 @@
 // expression backtrack. Event-loop time per call; medians over --runs, after warm-up.
 //   npx tsx bench/redact-url.ts [--runs 21]
 import { parseArgs } from 'node:util';
-import { redactUrl } from '../gateway/redact-url.js';
-import { redactUrlByRegex } from '../test/support/regex-redact-url.js';
-import { median, table } from './lib/load.js';
+import { redactUrl } from '../gateway/redact-url.ts';
+import { redactUrlByRegex } from '../test/support/regex-redact-url.ts';
+import { median, table } from './lib/load.ts';
 
 const { values } = parseArgs({ options: { runs: { type: 'string', default: '21' } } });
 const runs = Number(values.runs);

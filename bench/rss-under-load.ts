@@ -3,9 +3,9 @@
 // gateway as `svc` would) trade memory for speed.
 //   SVC_NODE_FLAGS=--heap-growing-percent=50 npx tsx bench/rss-under-load.ts [--seconds 8]
 import { parseArgs } from 'node:util';
-import { benchFixture, CHAT_BODY } from './lib/bench-fixture.js';
-import { maxThroughput } from './lib/load.js';
-import { rssMb, startBundled, startTs } from './lib/processes.js';
+import { benchFixture, CHAT_BODY } from './lib/bench-fixture.ts';
+import { maxThroughput } from './lib/load.ts';
+import { rssMb, startBundled, startTs } from './lib/processes.ts';
 
 const { values } = parseArgs({ options: { seconds: { type: 'string', default: '8' } } });
 const upstream = await startTs('bench/upstream-server.ts');

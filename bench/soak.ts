@@ -8,9 +8,9 @@
 import { parseArgs } from 'node:util';
 import { createServer } from 'node:net';
 import { Pool } from 'undici';
-import { table } from './lib/load.js';
-import { rssMb } from './lib/processes.js';
-import { checkPath, startThreePaths, type BenchPath } from './lib/three-paths.js';
+import { table } from './lib/load.ts';
+import { rssMb } from './lib/processes.ts';
+import { checkPath, startThreePaths, type BenchPath } from './lib/three-paths.ts';
 
 const { values } = parseArgs({ options: { minutes: { type: 'string', default: '10' }, rate: { type: 'string', default: '100' }, only: { type: 'string' } } });
 const minutes = Number(values.minutes);

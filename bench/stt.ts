@@ -46,11 +46,11 @@ import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import WebSocket from 'ws';
-import { configureRecognizer, createRecognizer, shutdownRecognizers } from '../gateway/upstreams/pocketsphinx/recognizer.js';
-import { loadConfig } from '../server/config/env.js';
-import { median, percentile, table } from './lib/load.js';
-import { rssMb, startBundled } from './lib/processes.js';
-import { voiceFixture } from './lib/voice-fixture.js';
+import { configureRecognizer, createRecognizer, shutdownRecognizers } from '../gateway/upstreams/pocketsphinx/recognizer.ts';
+import { loadConfig } from '../server/config/env.ts';
+import { median, percentile, table } from './lib/load.ts';
+import { rssMb, startBundled } from './lib/processes.ts';
+import { voiceFixture } from './lib/voice-fixture.ts';
 
 const { values } = parseArgs({
   options: {

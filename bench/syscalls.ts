@@ -5,9 +5,9 @@
 //   npx tsx bench/syscalls.ts [--rate 500] [--seconds 4]     (needs Debian's strace)
 import { execFileSync, spawn } from 'node:child_process';
 import { parseArgs } from 'node:util';
-import { benchFixture, CHAT_BODY } from './lib/bench-fixture.js';
-import { maxThroughput, openLoop, table } from './lib/load.js';
-import { startBundled, startTs } from './lib/processes.js';
+import { benchFixture, CHAT_BODY } from './lib/bench-fixture.ts';
+import { maxThroughput, openLoop, table } from './lib/load.ts';
+import { startBundled, startTs } from './lib/processes.ts';
 
 const { values } = parseArgs({ options: { rate: { type: 'string', default: '500' }, seconds: { type: 'string', default: '4' } } });
 try {

@@ -7,9 +7,9 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { parseArgs } from 'node:util';
-import { benchFixture, CHAT_BODY } from './lib/bench-fixture.js';
-import { maxThroughput, median, openLoop, table } from './lib/load.js';
-import { rssMb, startBundled, startTs } from './lib/processes.js';
+import { benchFixture, CHAT_BODY } from './lib/bench-fixture.ts';
+import { maxThroughput, median, openLoop, table } from './lib/load.ts';
+import { rssMb, startBundled, startTs } from './lib/processes.ts';
 
 const { values } = parseArgs({ options: { rounds: { type: 'string', default: '12' }, seconds: { type: 'string', default: '2' }, rate: { type: 'string', default: '1000' }, sampler: { type: 'string', default: 'always_on' } } });
 const rounds = Number(values.rounds);

@@ -25,9 +25,9 @@ import { loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
 import { Agent, request } from 'undici';
 import WebSocket from 'ws';
-import { median, percentile, table } from './lib/load.js';
-import { startBundled } from './lib/processes.js';
-import { voiceFixture } from './lib/voice-fixture.js';
+import { median, percentile, table } from './lib/load.ts';
+import { startBundled } from './lib/processes.ts';
+import { voiceFixture } from './lib/voice-fixture.ts';
 
 const { values } = parseArgs({ options: { runs: { type: 'string', default: '30' }, warmup: { type: 'string', default: '3' }, interval: { type: 'string', default: '20' } } });
 const runs = Number(values.runs);

@@ -36,10 +36,10 @@ import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { Agent, request } from 'undici';
-import { sentences } from '../gateway/upstreams/local-tts/flite.js';
-import { median, percentile, table } from './lib/load.js';
-import { rssMb, startBundled } from './lib/processes.js';
-import { voiceFixture } from './lib/voice-fixture.js';
+import { sentences } from '../gateway/upstreams/local-tts/flite.ts';
+import { median, percentile, table } from './lib/load.ts';
+import { rssMb, startBundled } from './lib/processes.ts';
+import { voiceFixture } from './lib/voice-fixture.ts';
 
 const { values } = parseArgs({ options: { runs: { type: 'string', default: '30' }, concurrency: { type: 'string', default: '50' }, rounds: { type: 'string', default: '3' } } });
 const runs = Number(values.runs);

@@ -1,5 +1,5 @@
 // A fast loopback OpenAI-compatible upstream for the benchmarks (the scripted server).
-import { startScriptedUpstream } from '../test/support/scripted-openai-upstream.js';
+import { startScriptedUpstream } from '../test/support/scripted-openai-upstream.ts';
 
 const mode = process.env.BENCH_UPSTREAM_MODE ?? 'ok';
 const upstream = await startScriptedUpstream(

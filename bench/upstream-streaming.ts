@@ -56,17 +56,17 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { Agent, request } from 'undici';
 import WebSocket from 'ws';
-import { checkProtocol } from '../gateway/upstreams/protocols/index.js';
-import { openDatabase } from '../server/db/database.js';
-import { newId } from '../server/db/ids.js';
-import { migrate } from '../server/db/migrate.js';
-import { createApiKey } from '../server/services/keys/create-api-key.js';
-import { upsertModel } from '../server/services/models/upsert-model.js';
-import { createOrg } from '../server/services/orgs/create-org.js';
-import { mapVoiceToEngine } from '../server/services/voices/engine-voices.js';
-import type { ConnectionTimes, PeerKind, Peers } from './lib/upstream-peers.js';
-import { median, percentile, table } from './lib/load.js';
-import { startBundled, startTs } from './lib/processes.js';
+import { checkProtocol } from '../gateway/upstreams/protocols/index.ts';
+import { openDatabase } from '../server/db/database.ts';
+import { newId } from '../server/db/ids.ts';
+import { migrate } from '../server/db/migrate.ts';
+import { createApiKey } from '../server/services/keys/create-api-key.ts';
+import { upsertModel } from '../server/services/models/upsert-model.ts';
+import { createOrg } from '../server/services/orgs/create-org.ts';
+import { mapVoiceToEngine } from '../server/services/voices/engine-voices.ts';
+import type { ConnectionTimes, PeerKind, Peers } from './lib/upstream-peers.ts';
+import { median, percentile, table } from './lib/load.ts';
+import { startBundled, startTs } from './lib/processes.ts';
 
 const { values } = parseArgs({
   options: {

@@ -14,9 +14,9 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { analyzeVoice, type VoiceAnalysis } from '../gateway/audio/voice-analysis.js';
-import { toFloat32 } from '../gateway/audio/pcm.js';
-import { parseWav } from '../gateway/audio/wav.js';
+import { analyzeVoice, type VoiceAnalysis } from '../gateway/audio/voice-analysis.ts';
+import { toFloat32 } from '../gateway/audio/pcm.ts';
+import { parseWav } from '../gateway/audio/wav.ts';
 
 const TEXT =
   'The quick brown fox jumps over the lazy dog. Yesterday afternoon we walked along the river and talked about the weather, ' +

@@ -1,21 +1,21 @@
 // `svc`: the operator interface. With --json every command prints exactly one JSON object
 // on stdout and exits 0, or prints an error on stderr and exits non-zero.
 import { Command, Option } from 'commander';
-import { ConfigError, loadConfig, ensureDataDir } from '../server/config/env.js';
-import { openDatabase, type Database } from '../server/db/database.js';
-import { migrate } from '../server/db/migrate.js';
-import { formatPico, formatUsd, parseUsdToMicros, parseUsdToPico } from '../server/money.js';
-import { grantCredits } from '../server/services/credits/grant-credits.js';
-import { isServiceError } from '../server/services/errors.js';
-import { createApiKey } from '../server/services/keys/create-api-key.js';
-import { revokeApiKey } from '../server/services/keys/revoke-api-key.js';
-import { createOrg } from '../server/services/orgs/create-org.js';
-import { listModels, upsertModel, removeUpstream } from '../server/services/models/upsert-model.js';
-import { perMTokToPico } from '../server/services/models/seed-registry.js';
-import { runProcesses } from './run-processes.js';
-import { checkProtocol, PROTOCOLS } from '../gateway/upstreams/protocols/index.js';
-import { importVoicesFromEngine } from '../gateway/voices/engine-catalogue.js';
-import { mapVoiceToEngine } from '../server/services/voices/engine-voices.js';
+import { ConfigError, loadConfig, ensureDataDir } from '../server/config/env.ts';
+import { openDatabase, type Database } from '../server/db/database.ts';
+import { migrate } from '../server/db/migrate.ts';
+import { formatPico, formatUsd, parseUsdToMicros, parseUsdToPico } from '../server/money.ts';
+import { grantCredits } from '../server/services/credits/grant-credits.ts';
+import { isServiceError } from '../server/services/errors.ts';
+import { createApiKey } from '../server/services/keys/create-api-key.ts';
+import { revokeApiKey } from '../server/services/keys/revoke-api-key.ts';
+import { createOrg } from '../server/services/orgs/create-org.ts';
+import { listModels, upsertModel, removeUpstream } from '../server/services/models/upsert-model.ts';
+import { perMTokToPico } from '../server/services/models/seed-registry.ts';
+import { runProcesses } from './run-processes.ts';
+import { checkProtocol, PROTOCOLS } from '../gateway/upstreams/protocols/index.ts';
+import { importVoicesFromEngine } from '../gateway/voices/engine-catalogue.ts';
+import { mapVoiceToEngine } from '../server/services/voices/engine-voices.ts';
 
 class UsageError extends Error {}
 

@@ -5,9 +5,9 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { loadConfig } from '../server/config/env.js';
-import { createGatewayRuntime } from '../gateway/runtime.js';
-import { PROJECT_ROOT } from '../server/project-root.js';
+import { loadConfig } from '../server/config/env.ts';
+import { createGatewayRuntime } from '../gateway/runtime.ts';
+import { PROJECT_ROOT } from '../server/project-root.ts';
 
 export async function runProcesses(options: { dashboard: boolean; workerOnly?: boolean }): Promise<void> {
   const config = loadConfig();

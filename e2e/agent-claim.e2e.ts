@@ -20,9 +20,9 @@
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { test, type Page } from '@playwright/test';
-import { fillSignUp, PASSWORD, submitSignUp } from './support/accounts.js';
-import { assertFitsWidth, DESKTOP, PHONE, type BrowserSession } from './support/browser.js';
-import { setUpStory } from './support/story.js';
+import { fillSignUp, PASSWORD, submitSignUp } from './support/accounts.ts';
+import { assertFitsWidth, DESKTOP, PHONE, type BrowserSession } from './support/browser.ts';
+import { setUpStory } from './support/story.ts';
 
 const GRANT_JWT_BEARER = 'urn:ietf:params:oauth:grant-type:jwt-bearer';
 const GRANT_CLAIM = 'urn:vendor:agent-auth:grant-type:claim';

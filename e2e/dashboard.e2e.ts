@@ -23,9 +23,9 @@ import { mkdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { test, type Page } from '@playwright/test';
-import { createApiKey, fillSignUp, PASSWORD, signUp, submitSignUp, type Account } from './support/accounts.js';
-import { assertPagesFitPhone, mainNav, openBrowser, type BrowserSession } from './support/browser.js';
-import { setUpStory } from './support/story.js';
+import { createApiKey, fillSignUp, PASSWORD, signUp, submitSignUp, type Account } from './support/accounts.ts';
+import { assertPagesFitPhone, mainNav, openBrowser, type BrowserSession } from './support/browser.ts';
+import { setUpStory } from './support/story.ts';
 
 const USER: Account = { name: 'E2E Tester', email: 'e2e.tester@example.com', password: PASSWORD };
 const MEMBER: Account = { name: 'E2E Member', email: 'e2e.member@example.com', password: PASSWORD };

@@ -12,9 +12,9 @@
 // Screenshots go to e2e/screenshots/dict-*.png. Processes, browser and accounts: e2e/support/.
 import assert from 'node:assert/strict';
 import { test, type Page } from '@playwright/test';
-import { createApiKey, grantCredits, PASSWORD, signUp } from './support/accounts.js';
-import { assertFitsWidth, audioSeconds, DESKTOP, mainNav, PHONE, type BrowserSession } from './support/browser.js';
-import { setUpStory } from './support/story.js';
+import { createApiKey, grantCredits, PASSWORD, signUp } from './support/accounts.ts';
+import { assertFitsWidth, audioSeconds, DESKTOP, mainNav, PHONE, type BrowserSession } from './support/browser.ts';
+import { setUpStory } from './support/story.ts';
 
 const DICT_NAME = 'E2E brand names';
 

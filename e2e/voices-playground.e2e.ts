@@ -23,9 +23,9 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test, type Page } from '@playwright/test';
-import { grantCredits, PASSWORD, signUp, type Account } from './support/accounts.js';
-import { assertPagesFitPhone, audioSeconds, mainNav, type BrowserSession } from './support/browser.js';
-import { setUpStory } from './support/story.js';
+import { grantCredits, PASSWORD, signUp, type Account } from './support/accounts.ts';
+import { assertPagesFitPhone, audioSeconds, mainNav, type BrowserSession } from './support/browser.ts';
+import { setUpStory } from './support/story.ts';
 
 const USER: Account = { name: 'Voice Tester', email: 'e2e.voices@example.com', password: PASSWORD };
 const VOICE_NAME = 'E2E Clone';

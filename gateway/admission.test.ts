@@ -3,18 +3,18 @@
 // by the debit; caps on what one key, one org and the process may run at once; engine state
 // allocated only when used; revocation reaching work that is already running.
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { createApiKey } from '../server/services/keys/create-api-key.js';
-import { revokeApiKey } from '../server/services/keys/revoke-api-key.js';
-import { createOrg } from '../server/services/orgs/create-org.js';
-import { upsertModel } from '../server/services/models/upsert-model.js';
-import { openDecoders } from './upstreams/pocketsphinx/recognizer.js';
-import { startScriptedUpstream, type ScriptedUpstream } from '../test/support/scripted-openai-upstream.js';
-import type { GatewayHarness } from '../test/support/gateway-harness.js';
-import { openSession, refusedUpgrade, s16le, speech, startSttGateway, transcribe, wavFile, type SttClient } from '../test/support/stt-routes.js';
-import { FLITE_PRICE, costOf, expectError, post, sseReader, ttsBody } from '../test/support/tts-routes.js';
-import { seedPlatformVoices } from '../server/services/voices/seed-platform-voices.js';
-import { newId } from '../server/db/ids.js';
-import { checkProtocol } from './upstreams/protocols/index.js';
+import { createApiKey } from '../server/services/keys/create-api-key.ts';
+import { revokeApiKey } from '../server/services/keys/revoke-api-key.ts';
+import { createOrg } from '../server/services/orgs/create-org.ts';
+import { upsertModel } from '../server/services/models/upsert-model.ts';
+import { openDecoders } from './upstreams/pocketsphinx/recognizer.ts';
+import { startScriptedUpstream, type ScriptedUpstream } from '../test/support/scripted-openai-upstream.ts';
+import type { GatewayHarness } from '../test/support/gateway-harness.ts';
+import { openSession, refusedUpgrade, s16le, speech, startSttGateway, transcribe, wavFile, type SttClient } from '../test/support/stt-routes.ts';
+import { FLITE_PRICE, costOf, expectError, post, sseReader, ttsBody } from '../test/support/tts-routes.ts';
+import { seedPlatformVoices } from '../server/services/voices/seed-platform-voices.ts';
+import { newId } from '../server/db/ids.ts';
+import { checkProtocol } from './upstreams/protocols/index.ts';
 
 vi.setConfig({ testTimeout: 60_000 });
 

@@ -4,7 +4,7 @@
 // on the connection is never followed by a second one.
 import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startGateway, type GatewayHarness } from '../test/support/gateway-harness.js';
+import { startGateway, type GatewayHarness } from '../test/support/gateway-harness.ts';
 
 let h: GatewayHarness;
 let port: number;

@@ -1,6 +1,6 @@
 import type { FastifyReply } from 'fastify';
-import type { Ticket } from './core/admission.js';
-import type { Lifecycle } from './lifecycle.js';
+import type { Ticket } from './core/admission.ts';
+import type { Lifecycle } from './lifecycle.ts';
 
 /**
  * A signal aborted when the client goes away before its response is complete, so engine

@@ -1,16 +1,16 @@
-import type { UpstreamStatsRecorder } from '../server/services/models/upstream-stats.js';
-import type { Clock } from '../server/clock.js';
-import type { Config } from '../server/config/env.js';
-import type { Database } from '../server/db/database.js';
-import type { Admission } from './core/admission.js';
-import type { GatewayCore } from './core/gateway-core.js';
-import type { RateLimiter } from './core/rate-limiter.js';
-import type { Lifecycle } from './lifecycle.js';
-import type { GatewayMetrics } from './metrics/gateway-metrics.js';
-import type { HealthChecker } from './registry/health-checker.js';
-import type { GatewayTracing } from './tracing/gateway-tracing.js';
-import type { ModelRegistry } from './registry/model-registry.js';
-import type { ProtocolRuntimes } from './upstreams/protocols/index.js';
+import type { UpstreamStatsRecorder } from '../server/services/models/upstream-stats.ts';
+import type { Clock } from '../server/clock.ts';
+import type { Config } from '../server/config/env.ts';
+import type { Database } from '../server/db/database.ts';
+import type { Admission } from './core/admission.ts';
+import type { GatewayCore } from './core/gateway-core.ts';
+import type { RateLimiter } from './core/rate-limiter.ts';
+import type { Lifecycle } from './lifecycle.ts';
+import type { GatewayMetrics } from './metrics/gateway-metrics.ts';
+import type { HealthChecker } from './registry/health-checker.ts';
+import type { GatewayTracing } from './tracing/gateway-tracing.ts';
+import type { ModelRegistry } from './registry/model-registry.ts';
+import type { ProtocolRuntimes } from './upstreams/protocols/index.ts';
 
 /** Everything a route needs, built once per process and handed to every route module. */
 export interface GatewayContext {

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { createAudioConverter } from './audio/convert.js';
-import { parseWav } from './audio/wav.js';
-import { envelope, toServiceError } from './errors.js';
+import { createAudioConverter } from './audio/convert.ts';
+import { parseWav } from './audio/wav.ts';
+import { envelope, toServiceError } from './errors.ts';
 
 const thrown = (fn: () => unknown): unknown => {
   try {

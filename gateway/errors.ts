@@ -4,12 +4,12 @@
 import { STATUS_CODES, maxHeaderSize } from 'node:http';
 import type { Socket } from 'node:net';
 import type { ConnectionError, FastifyBaseLogger, FastifyError, FastifyReply, FastifyRequest } from 'fastify';
-import { ERROR_TABLE, envelope, errorHeaders } from '../server/error-envelope.js';
-import { newId } from '../server/db/ids.js';
-import { type ErrorCode, ServiceError, isServiceError } from '../server/services/errors.js';
-import { AudioError, type AudioErrorCode, type AudioSetting } from './audio/audio-error.js';
+import { ERROR_TABLE, envelope, errorHeaders } from '../server/error-envelope.ts';
+import { newId } from '../server/db/ids.ts';
+import { type ErrorCode, ServiceError, isServiceError } from '../server/services/errors.ts';
+import { AudioError, type AudioErrorCode, type AudioSetting } from './audio/audio-error.ts';
 
-export { ERROR_TABLE, envelope, type ErrorEnvelope } from '../server/error-envelope.js';
+export { ERROR_TABLE, envelope, type ErrorEnvelope } from '../server/error-envelope.ts';
 
 /** The audio functions' refusals as the API's errors; the audio a client sends is its upload, field `file`. */
 const AUDIO_ERROR_CODES: Record<AudioErrorCode, ErrorCode> = {

@@ -30,13 +30,13 @@
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
-import { ENCODINGS } from './audio/output-format.js';
-import { GRANT_CLAIM, GRANT_JWT_BEARER } from '../server/services/registrations/registration-rules.js';
-import { upsertModel } from '../server/services/models/upsert-model.js';
-import { startGateway, type GatewayHarness } from '../test/support/gateway-harness.js';
-import { startScriptedUpstream, type ScriptedUpstream } from '../test/support/scripted-openai-upstream.js';
-import { settleRecognizers, speech } from '../test/support/stt-routes.js';
-import { speak } from '../test/support/voice-routes.js';
+import { ENCODINGS } from './audio/output-format.ts';
+import { GRANT_CLAIM, GRANT_JWT_BEARER } from '../server/services/registrations/registration-rules.ts';
+import { upsertModel } from '../server/services/models/upsert-model.ts';
+import { startGateway, type GatewayHarness } from '../test/support/gateway-harness.ts';
+import { startScriptedUpstream, type ScriptedUpstream } from '../test/support/scripted-openai-upstream.ts';
+import { settleRecognizers, speech } from '../test/support/stt-routes.ts';
+import { speak } from '../test/support/voice-routes.ts';
 import {
   FUZZ_SEED,
   FuzzStats,
@@ -63,8 +63,8 @@ import {
   summarize as show,
   type Body,
   type Sent,
-} from '../test/support/fuzz-http.js';
-import { checkProtocol } from './upstreams/protocols/index.js';
+} from '../test/support/fuzz-http.ts';
+import { checkProtocol } from './upstreams/protocols/index.ts';
 
 const METRICS_TOKEN = 'fuzz-metrics-token-0123456789';
 /** Per property; fast-check stops drawing new inputs 30 s before it (see runProperty). */

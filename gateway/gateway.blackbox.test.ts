@@ -7,12 +7,12 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { createTestDatabase, type TestDatabase } from '../test/support/test-database.js';
-import { startScriptedUpstream, type ScriptedUpstream } from '../test/support/scripted-openai-upstream.js';
-import { usageRows } from '../test/support/usage-rows.js';
-import { countedInOneMinute } from '../test/support/rate-window.js';
-import { freePort } from '../test/support/svc-process.js';
-import { openApiResponseChecker, type OpenApiResponseChecker } from '../test/support/openapi-responses.js';
+import { createTestDatabase, type TestDatabase } from '../test/support/test-database.ts';
+import { startScriptedUpstream, type ScriptedUpstream } from '../test/support/scripted-openai-upstream.ts';
+import { usageRows } from '../test/support/usage-rows.ts';
+import { countedInOneMinute } from '../test/support/rate-window.ts';
+import { freePort } from '../test/support/svc-process.ts';
+import { openApiResponseChecker, type OpenApiResponseChecker } from '../test/support/openapi-responses.ts';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const SVC = join(ROOT, 'bin/svc.mjs');

@@ -1,4 +1,4 @@
-import { ServiceError } from '../server/services/errors.js';
+import { ServiceError } from '../server/services/errors.ts';
 
 export type JsonObject = Record<string, unknown>;
 

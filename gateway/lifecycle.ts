@@ -4,7 +4,7 @@
 // 1001) with `streamsEnded`, whose reason is the error to show. `track` holds work that must
 // finish before the database closes (the last debit of a WebSocket session).
 import type { FastifyReply } from 'fastify';
-import { ServiceError } from '../server/services/errors.js';
+import { ServiceError } from '../server/services/errors.ts';
 
 export function shuttingDownError(): ServiceError {
   return new ServiceError('temporarily_unavailable', 'This gateway is shutting down; retry the request (another replica, or this one once restarted, will serve it).');

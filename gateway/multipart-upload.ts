@@ -1,10 +1,10 @@
 // One multipart reader for the upload routes (transcriptions, clone, blobs): one file in a
 // named field plus text fields, the file's cap enforced while it streams in (413 as soon as it
 // is exceeded, not after the whole upload), and every busboy failure as an envelope code.
-import { refuseNul } from '../server/services/parse-input.js';
+import { refuseNul } from '../server/services/parse-input.ts';
 import multipart from '@fastify/multipart';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { ServiceError } from '../server/services/errors.js';
+import { ServiceError } from '../server/services/errors.ts';
 
 /** Registers multipart parsing on a route scope; other content types reach the route drained. */
 export async function acceptMultipart(app: FastifyInstance, maxFileBytes: number): Promise<void> {

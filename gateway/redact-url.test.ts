@@ -4,8 +4,8 @@
 // (test/support/regex-redact-url.ts).
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { redactUrlByRegex as regexRedactUrl } from '../test/support/regex-redact-url.js';
-import { redactUrl } from './redact-url.js';
+import { redactUrlByRegex as regexRedactUrl } from '../test/support/regex-redact-url.ts';
+import { redactUrl } from './redact-url.ts';
 
 // Ordinary URLs: a path, then at most one '?' and '&'-separated parameters whose names hold
 // no '?', '&' or '=' and whose values hold no '?' or '&' (a value may hold '=').

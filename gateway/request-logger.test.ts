@@ -4,8 +4,8 @@ import { Writable } from 'node:stream';
 import Fastify, { LogController, type FastifyBaseLogger } from 'fastify';
 import { pino } from 'pino';
 import { describe, expect, it, vi } from 'vitest';
-import { gatewayLoggerOptions } from './app.js';
-import { LazyRequestLogger, lazyRequestLoggers, writeAccessLine } from './request-logger.js';
+import { gatewayLoggerOptions } from './app.ts';
+import { LazyRequestLogger, lazyRequestLoggers, writeAccessLine } from './request-logger.ts';
 
 function captured(level = 'info') {
   const lines: Record<string, unknown>[] = [];

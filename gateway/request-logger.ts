@@ -6,7 +6,7 @@
 import type { FastifyBaseLogger, FastifyReply, FastifyRequest } from 'fastify';
 import type { FastifyChildLoggerFactory } from 'fastify/types/logger.js';
 import { symbols, type Bindings, type ChildLoggerOptions, type LevelWithSilentOrString, type Logger } from 'pino';
-import { redactUrl } from './redact-url.js';
+import { redactUrl } from './redact-url.ts';
 
 type AnyLog = (...args: unknown[]) => void;
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { SseSplitter, sseData } from './sse.js';
+import { SseSplitter, sseData } from './sse.ts';
 
 const enc = new TextEncoder();
 

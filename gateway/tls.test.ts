@@ -12,14 +12,14 @@ import { join } from 'node:path';
 import { Agent, fetch as undiciFetch } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
-import { ConfigError, loadConfig } from '../server/config/env.js';
-import { gatewayInternalUrl, proxyToGateway } from '../server/api/gateway-proxy.js';
-import { getOrCreateDashboardKey } from '../server/services/keys/get-dashboard-key.js';
-import type { GatewayHarness } from '../test/support/gateway-harness.js';
-import { settleRecognizers, s16le, speech, startSttGateway, trimSilence, wavFile, wer, wsUrl, type SttEvent } from '../test/support/stt-routes.js';
-import { ROOT } from '../test/support/svc-process.js';
-import { makeTestCertificate, type TestCertificate } from '../test/support/tls.js';
-import { createGatewayRuntime } from './runtime.js';
+import { ConfigError, loadConfig } from '../server/config/env.ts';
+import { gatewayInternalUrl, proxyToGateway } from '../server/api/gateway-proxy.ts';
+import { getOrCreateDashboardKey } from '../server/services/keys/get-dashboard-key.ts';
+import type { GatewayHarness } from '../test/support/gateway-harness.ts';
+import { settleRecognizers, s16le, speech, startSttGateway, trimSilence, wavFile, wer, wsUrl, type SttEvent } from '../test/support/stt-routes.ts';
+import { ROOT } from '../test/support/svc-process.ts';
+import { makeTestCertificate, type TestCertificate } from '../test/support/tls.ts';
+import { createGatewayRuntime } from './runtime.ts';
 
 const FOX = 'the quick brown fox jumps over the lazy dog';
 

@@ -2,8 +2,8 @@
 // the client's error envelope. An engine refusing a bad request (400, 413, 422) is the caller's
 // error and keeps the engine's message; everything else (auth to the engine, unknown model at the
 // engine, 5xx, a broken stream) is the gateway's problem: 502, 504 or 503.
-import { ServiceError } from '../server/services/errors.js';
-import type { UpstreamError } from './upstreams/contract.js';
+import { ServiceError } from '../server/services/errors.ts';
+import type { UpstreamError } from './upstreams/contract.ts';
 
 const CALLERS_FAULT = new Set([400, 413, 422]);
 

@@ -2,8 +2,8 @@
 // refusal passes with time, Retry-After in whole seconds, rounded up so that a client waiting
 // that long is never early.
 import { describe, expect, it } from 'vitest';
-import { envelope, errorHeaders } from './error-envelope.js';
-import { ServiceError } from './services/errors.js';
+import { envelope, errorHeaders } from './error-envelope.ts';
+import { ServiceError } from './services/errors.ts';
 
 describe('errorHeaders', () => {
   it.each([

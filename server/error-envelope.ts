@@ -2,7 +2,7 @@
 // envelope {error:{message,type,code,param}}. Shared by the two HTTP edges that answer in it:
 // the gateway (gateway/errors.ts) and the dashboard's gateway proxy (server/api/gateway-proxy.ts).
 // Services never read it: they throw a ServiceError with a code.
-import type { ErrorCode, ServiceError } from './services/errors.js';
+import type { ErrorCode, ServiceError } from './services/errors.ts';
 
 type ErrorType = 'invalid_request_error' | 'insufficient_quota' | 'rate_limit_error' | 'api_error';
 

@@ -1,8 +1,8 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { formatPico, formatUsd, parseUsdToMicros, parseUsdToPico, picoToMicrosCeil } from './money.js';
-import { llmCostMicros } from './services/credits/pricing.js';
-import { perMTokToPico } from './services/models/seed-registry.js';
+import { formatPico, formatUsd, parseUsdToMicros, parseUsdToPico, picoToMicrosCeil } from './money.ts';
+import { llmCostMicros } from './services/credits/pricing.ts';
+import { perMTokToPico } from './services/models/seed-registry.ts';
 
 describe('formatUsd', () => {
   it.each([

@@ -3,12 +3,12 @@
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { openDatabase } from '../../server/db/database.js';
-import { migrate } from '../../server/db/migrate.js';
-import { createApiKey } from '../../server/services/keys/create-api-key.js';
-import { upsertModel } from '../../server/services/models/upsert-model.js';
-import { createOrg } from '../../server/services/orgs/create-org.js';
-import { checkProtocol } from '../../gateway/upstreams/protocols/index.js';
+import { openDatabase } from '../../server/db/database.ts';
+import { migrate } from '../../server/db/migrate.ts';
+import { createApiKey } from '../../server/services/keys/create-api-key.ts';
+import { upsertModel } from '../../server/services/models/upsert-model.ts';
+import { createOrg } from '../../server/services/orgs/create-org.ts';
+import { checkProtocol } from '../../gateway/upstreams/protocols/index.ts';
 
 export async function benchFixture(upstreamUrl: string) {
   const dataDir = mkdtempSync(join(tmpdir(), 'svc-bench-'));

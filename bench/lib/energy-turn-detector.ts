@@ -4,7 +4,7 @@
 // `turn_detection` eagerness. A turn starts at the first voiced frame and ends after the
 // hangover of continuous silence.
 
-import type { TurnDetection } from '../../gateway/stt/turn-detector.js';
+import type { TurnDetection } from '../../gateway/stt/turn-detector.ts';
 
 /** Silence (ms) that ends a turn: responsive answers fast, patient lets people pause to think. */
 export const END_OF_TURN_SILENCE_MS: Record<TurnDetection, number> = {

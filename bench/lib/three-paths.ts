@@ -2,14 +2,14 @@
 // with its own fast loopback upstream in its own process, for bench/load.ts and bench/soak.ts.
 // Every path is given twice: straight to its upstream, and through the gateway.
 import { randomBytes } from 'node:crypto';
-import { wavHeader } from '../../gateway/audio/wav.js';
-import { openDatabase } from '../../server/db/database.js';
-import { newId } from '../../server/db/ids.js';
-import { upsertModel } from '../../server/services/models/upsert-model.js';
-import { benchFixture, CHAT_BODY } from './bench-fixture.js';
-import type { RequestSpec } from './load.js';
-import { startBundled, startTs } from './processes.js';
-import { checkProtocol } from '../../gateway/upstreams/protocols/index.js';
+import { wavHeader } from '../../gateway/audio/wav.ts';
+import { openDatabase } from '../../server/db/database.ts';
+import { newId } from '../../server/db/ids.ts';
+import { upsertModel } from '../../server/services/models/upsert-model.ts';
+import { benchFixture, CHAT_BODY } from './bench-fixture.ts';
+import type { RequestSpec } from './load.ts';
+import { startBundled, startTs } from './processes.ts';
+import { checkProtocol } from '../../gateway/upstreams/protocols/index.ts';
 
 export interface BenchPath {
   name: string;

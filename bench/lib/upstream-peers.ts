@@ -21,11 +21,11 @@
 // Prints "listening <control url>" (bench/lib/processes.ts startTs).
 import { createServer, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { startScriptedCartesia } from '../../test/support/scripted-cartesia.js';
-import { startScriptedDeepgram } from '../../test/support/scripted-deepgram.js';
-import { startScriptedElevenLabs } from '../../test/support/scripted-elevenlabs.js';
-import { startScriptedRealtime } from '../../test/support/scripted-openai-realtime.js';
-import { startScriptedUpstream } from '../../test/support/scripted-openai-upstream.js';
+import { startScriptedCartesia } from '../../test/support/scripted-cartesia.ts';
+import { startScriptedDeepgram } from '../../test/support/scripted-deepgram.ts';
+import { startScriptedElevenLabs } from '../../test/support/scripted-elevenlabs.ts';
+import { startScriptedRealtime } from '../../test/support/scripted-openai-realtime.ts';
+import { startScriptedUpstream } from '../../test/support/scripted-openai-upstream.ts';
 
 export const PEER_KINDS = ['deepgram-speak', 'deepgram-listen', 'cartesia-tts', 'cartesia-stt', 'elevenlabs-tts', 'realtime', 'openai-transcription'] as const;
 export type PeerKind = (typeof PEER_KINDS)[number];

@@ -2,7 +2,7 @@
 // an API key, credit (the first user of a fresh stack is platform admin and may grant it).
 import assert from 'node:assert/strict';
 import type { Page } from '@playwright/test';
-import { mainNav } from './browser.js';
+import { mainNav } from './browser.ts';
 
 export interface Account {
   /** The optional display name; the personal org is called "<name>'s org". */

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { test, type Browser, type BrowserContext, type Locator, type Page } from '@playwright/test';
-import { ROOT } from './processes.js';
+import { ROOT } from './processes.ts';
 
 const SCREENSHOTS = join(ROOT, 'e2e/screenshots');
 

@@ -2,8 +2,8 @@
 // after a failed step, both processes' log tails (printed, and attached to the report); after
 // the last, both stopped. Playwright runs the afterAll hooks after a failure and on Ctrl-C too.
 import { test } from '@playwright/test';
-import { openBrowser, type BrowserOptions, type BrowserSession } from './browser.js';
-import { startStack, type Stack, type StackOptions } from './processes.js';
+import { openBrowser, type BrowserOptions, type BrowserSession } from './browser.ts';
+import { startStack, type Stack, type StackOptions } from './processes.ts';
 
 // Migrating and starting both processes takes longer than a step on a busy machine.
 const SETUP_TIMEOUT_MS = 180_000;

@@ -1,7 +1,7 @@
 // What the audio functions refuse, in their own terms: they know neither HTTP nor the API's
 // field names. The gateway turns an AudioError into the API's error in its one error handler
 // (gateway/errors.ts, toServiceError), so the routes need no try/catch.
-import type { OutputFormat } from './output-format.js';
+import type { OutputFormat } from './output-format.ts';
 
 export type AudioErrorCode =
   /** Input bytes that are not a WAV file parseWav can read (AudioFormatError says why). */

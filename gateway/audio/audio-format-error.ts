@@ -1,7 +1,7 @@
 // Input audio the gateway cannot read (a malformed or unsupported WAV). An AudioError, so
 // the routes need no try/catch: the gateway's one error handler answers 400
 // unsupported_audio_format. `reason` says what was wrong, for tests and logs.
-import { AudioError } from './audio-error.js';
+import { AudioError } from './audio-error.ts';
 
 export type AudioFormatErrorReason =
   | 'not_riff'

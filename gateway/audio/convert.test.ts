@@ -1,13 +1,13 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { AudioError } from './audio-error.js';
-import { contentTypeFor, convertAll, createAudioConverter, sniffAudioFormat, type OutputFormat } from './convert.js';
-import { mp3BitRate } from './mp3.js';
-import { scanMpegFrames } from './mp3-frames.js';
-import { ENCODINGS, SAMPLE_RATES, type Encoding } from './output-format.js';
-import { BYTES_PER_SAMPLE, decodeSamples } from './sample-encoding.js';
-import { rms, tone, zeroCrossingFrequency } from './test-signals.js';
-import { parseWav, readWavInfo } from './wav.js';
+import { AudioError } from './audio-error.ts';
+import { contentTypeFor, convertAll, createAudioConverter, sniffAudioFormat, type OutputFormat } from './convert.ts';
+import { mp3BitRate } from './mp3.ts';
+import { scanMpegFrames } from './mp3-frames.ts';
+import { ENCODINGS, SAMPLE_RATES, type Encoding } from './output-format.ts';
+import { BYTES_PER_SAMPLE, decodeSamples } from './sample-encoding.ts';
+import { rms, tone, zeroCrossingFrequency } from './test-signals.ts';
+import { parseWav, readWavInfo } from './wav.ts';
 
 const INPUT_RATE = 22050;
 const TONE = tone(440, INPUT_RATE, 1); // 1 s, 440 Hz, amplitude 0.5 (RMS 0.354)

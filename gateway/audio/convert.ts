@@ -9,16 +9,16 @@
 // Per chunk: resample (speex, state kept across chunks) -> volume with soft limiting ->
 // encode (s16 / f32 / mu-law / A-law bytes, or LAME frames). Chunked output is byte-for-byte
 // the output of convertAll() minus the header, for any chunking.
-import { createMp3Encoder, type Mp3Encoder } from './mp3.js';
-import { checkVolume, resolveOutputFormat, type OutputFormat, type ResolvedOutputFormat } from './output-format.js';
-import { toFloat32, type PcmSamples } from './pcm.js';
-import { createResampler, type Resampler } from './resample.js';
-import { encodeSamples } from './sample-encoding.js';
-import { applyVolume } from './volume.js';
-import { wavHeader } from './wav.js';
+import { createMp3Encoder, type Mp3Encoder } from './mp3.ts';
+import { checkVolume, resolveOutputFormat, type OutputFormat, type ResolvedOutputFormat } from './output-format.ts';
+import { toFloat32, type PcmSamples } from './pcm.ts';
+import { createResampler, type Resampler } from './resample.ts';
+import { encodeSamples } from './sample-encoding.ts';
+import { applyVolume } from './volume.ts';
+import { wavHeader } from './wav.ts';
 
-export { sniffAudioFormat, type SniffedAudioFormat } from './sniff.js';
-export type { OutputFormat, ResolvedOutputFormat } from './output-format.js';
+export { sniffAudioFormat, type SniffedAudioFormat } from './sniff.ts';
+export type { OutputFormat, ResolvedOutputFormat } from './output-format.ts';
 
 export interface AudioConverterOptions {
   /** Sample rate of the samples that will be pushed (the engine's rate). */

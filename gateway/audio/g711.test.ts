@@ -1,7 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { alawToLinear, decodeAlaw, decodeMulaw, encodeAlaw, encodeMulaw, linearToAlaw, linearToMulaw, mulawToLinear } from './g711.js';
+import { alawToLinear, decodeAlaw, decodeMulaw, encodeAlaw, encodeMulaw, linearToAlaw, linearToMulaw, mulawToLinear } from './g711.ts';
 
 const ALL_S16 = Int16Array.from({ length: 65536 }, (_, i) => i - 32768);
 

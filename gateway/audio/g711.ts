@@ -7,7 +7,7 @@
 // its thresholds midway between output levels, which differs at segment edges.)
 // The scalar functions define the mapping; encoding and decoding run on tables built from
 // them once (64 KiB per law for encoding, indexed by the s16 value).
-import { type PcmSamples } from './pcm.js';
+import { type PcmSamples } from './pcm.ts';
 
 const SEG_UEND = [0x3f, 0x7f, 0xff, 0x1ff, 0x3ff, 0x7ff, 0xfff, 0x1fff];
 const SEG_AEND = [0x1f, 0x3f, 0x7f, 0xff, 0x1ff, 0x3ff, 0x7ff, 0xfff];

@@ -1,11 +1,11 @@
 import { execFileSync } from 'node:child_process';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { createMp3Encoder, encodeMp3, mp3BitRate } from './mp3.js';
-import { scanMpegFrames } from './mp3-frames.js';
-import { MP3_BIT_RATES, SAMPLE_RATES } from './output-format.js';
-import { s16leToFloat } from './pcm.js';
-import { rms, tone, zeroCrossingFrequency } from './test-signals.js';
+import { createMp3Encoder, encodeMp3, mp3BitRate } from './mp3.ts';
+import { scanMpegFrames } from './mp3-frames.ts';
+import { MP3_BIT_RATES, SAMPLE_RATES } from './output-format.ts';
+import { s16leToFloat } from './pcm.ts';
+import { rms, tone, zeroCrossingFrequency } from './test-signals.ts';
 
 /** LAME's encoder delay (576 + 529 samples) plus up to two frames of flush padding. */
 const maxExtraSeconds = (rate: number, samplesPerFrame: number) => (1105 + 2 * samplesPerFrame) / rate;

@@ -1,6 +1,6 @@
 // The output formats the TTS routes accept (spec: TtsRequest.output_format), as data that both
 // the routes' validation and the converter read, so the two lists cannot drift apart.
-import { AudioError } from './audio-error.js';
+import { AudioError } from './audio-error.ts';
 
 export const CONTAINERS = ['wav', 'mp3', 'raw'] as const;
 export const ENCODINGS = ['pcm_f32le', 'pcm_s16le', 'pcm_mulaw', 'pcm_alaw'] as const;

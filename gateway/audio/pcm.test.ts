@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { FrameAligner, f32leBytes, f32leToFloat, floatToS16, s16ToFloat, s16leBytes, s16leToFloat, s16leToS16 } from './pcm.js';
+import { FrameAligner, f32leBytes, f32leToFloat, floatToS16, s16ToFloat, s16leBytes, s16leToFloat, s16leToS16 } from './pcm.ts';
 
 describe('pcm', () => {
   it('s16 -> float -> s16 is exact for every s16 value', () => {

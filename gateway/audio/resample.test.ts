@@ -1,8 +1,8 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { SAMPLE_RATES } from './output-format.js';
-import { createResampler, resample } from './resample.js';
-import { rms, tone, zeroCrossingFrequency } from './test-signals.js';
+import { SAMPLE_RATES } from './output-format.ts';
+import { createResampler, resample } from './resample.ts';
+import { rms, tone, zeroCrossingFrequency } from './test-signals.ts';
 
 const RATES = [...SAMPLE_RATES];
 const PAIRS = RATES.flatMap((a) => RATES.filter((b) => b !== a).map((b) => [a, b] as const));

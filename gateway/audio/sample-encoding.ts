@@ -1,7 +1,7 @@
 // The four sample encodings of output_format.encoding, by name: float samples to bytes and back.
-import { decodeAlaw, decodeMulaw, encodeAlaw, encodeMulaw } from './g711.js';
-import type { Encoding } from './output-format.js';
-import { f32leBytes, f32leToFloat, floatToS16, s16ToFloat, s16leBytes, s16leToFloat } from './pcm.js';
+import { decodeAlaw, decodeMulaw, encodeAlaw, encodeMulaw } from './g711.ts';
+import type { Encoding } from './output-format.ts';
+import { f32leBytes, f32leToFloat, floatToS16, s16ToFloat, s16leBytes, s16leToFloat } from './pcm.ts';
 
 export const BYTES_PER_SAMPLE: Record<Encoding, 1 | 2 | 4> = {
   pcm_f32le: 4,

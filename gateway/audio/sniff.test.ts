@@ -1,11 +1,11 @@
 import { execFileSync } from 'node:child_process';
 import fc from 'fast-check';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { encodeMp3 } from './mp3.js';
-import { floatToS16, s16leBytes } from './pcm.js';
-import { sniffAudioFormat, sniffNonAudio, type SniffedAudioFormat } from './sniff.js';
-import { speechLike, tone } from './test-signals.js';
-import { encodeWav, wavHeader } from './wav.js';
+import { encodeMp3 } from './mp3.ts';
+import { floatToS16, s16leBytes } from './pcm.ts';
+import { sniffAudioFormat, sniffNonAudio, type SniffedAudioFormat } from './sniff.ts';
+import { speechLike, tone } from './test-signals.ts';
+import { encodeWav, wavHeader } from './wav.ts';
 
 const id3 = (inner: Uint8Array) => Buffer.concat([Buffer.from([0x49, 0x44, 0x33, 4, 0, 0, 0, 0, 0, 10]), Buffer.alloc(10), inner]);
 /** Two ADTS frames of 16 bytes each (AAC-LC, 44.1 kHz, mono). */

@@ -4,7 +4,7 @@
 // FF Fx are one small negative sample), so a bare frame header counts only when confirmed:
 // the next frame's header follows where the first one says it ends, or the first frame ends
 // exactly at the end of the bytes. (Files with an ID3v2 tag, most MP3s, need no such luck.)
-import { id3v2Length, parseMpegFrameHeader } from './mp3-frames.js';
+import { id3v2Length, parseMpegFrameHeader } from './mp3-frames.ts';
 
 export type SniffedAudioFormat = 'wav' | 'mp3' | 'aac' | 'ogg' | 'flac' | 'mp4' | 'webm' | 'unknown';
 

@@ -3,9 +3,9 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { toFloat32 } from './pcm.js';
-import { analyzeVoice, analyzeVoiceInChunks, type VoiceAnalysis } from './voice-analysis.js';
-import { parseWav } from './wav.js';
+import { toFloat32 } from './pcm.ts';
+import { analyzeVoice, analyzeVoiceInChunks, type VoiceAnalysis } from './voice-analysis.ts';
+import { parseWav } from './wav.ts';
 
 /** Deterministic noise in [-1, 1). */
 function noiseSource(seed: number): () => number {

@@ -30,7 +30,7 @@
 // milliseconds of work (WORK_PER_SLICE): analyzeVoiceInChunks lets other requests run at each
 // pause, analyzeVoice runs it straight through. Both compute exactly the same numbers.
 import { setImmediate as nextTurn } from 'node:timers/promises';
-import { createResampler } from './resample.js';
+import { createResampler } from './resample.ts';
 
 export interface VoiceAnalysis {
   /** The whole clip. */

@@ -1,8 +1,8 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { floatToS16 } from './pcm.js';
-import { tone } from './test-signals.js';
-import { applyVolume, softLimit } from './volume.js';
+import { floatToS16 } from './pcm.ts';
+import { tone } from './test-signals.ts';
+import { applyVolume, softLimit } from './volume.ts';
 
 describe('volume', () => {
   it('property: output never exceeds full scale, for any gain in [0.5, 2] and any input', () => {

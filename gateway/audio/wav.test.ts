@@ -1,11 +1,11 @@
 import { execFileSync } from 'node:child_process';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { AudioFormatError, type AudioFormatErrorReason } from './audio-format-error.js';
-import { ENCODINGS, SAMPLE_RATES, type Encoding } from './output-format.js';
-import { encodeSamples } from './sample-encoding.js';
-import { tone, zeroCrossingFrequency } from './test-signals.js';
-import { encodeWav, parseWav, readWavInfo, wavHeader, type WavSampleFormat } from './wav.js';
+import { AudioFormatError, type AudioFormatErrorReason } from './audio-format-error.ts';
+import { ENCODINGS, SAMPLE_RATES, type Encoding } from './output-format.ts';
+import { encodeSamples } from './sample-encoding.ts';
+import { tone, zeroCrossingFrequency } from './test-signals.ts';
+import { encodeWav, parseWav, readWavInfo, wavHeader, type WavSampleFormat } from './wav.ts';
 
 // --- building WAV files by hand --------------------------------------------------------------
 

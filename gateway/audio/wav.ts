@@ -13,11 +13,11 @@
 // the fact chunk the RIFF spec asks of non-PCM formats (58 bytes). Without a known length
 // the RIFF and data sizes are 0xFFFFFFFF (fact: 0), the "streaming" convention ffmpeg and
 // sox accept (sox warns of a premature EOF and reads every sample).
-import { AudioFormatError } from './audio-format-error.js';
-import { decodeAlaw, decodeMulaw } from './g711.js';
-import type { Encoding } from './output-format.js';
-import { f32leToFloat, s16leToS16 } from './pcm.js';
-import { BYTES_PER_SAMPLE, encodeSamples } from './sample-encoding.js';
+import { AudioFormatError } from './audio-format-error.ts';
+import { decodeAlaw, decodeMulaw } from './g711.ts';
+import type { Encoding } from './output-format.ts';
+import { f32leToFloat, s16leToS16 } from './pcm.ts';
+import { BYTES_PER_SAMPLE, encodeSamples } from './sample-encoding.ts';
 
 export type WavSampleFormat = 'pcm_u8' | 'pcm_s16le' | 'pcm_s24le' | 'pcm_s32le' | 'pcm_f32le' | 'pcm_f64le' | 'pcm_mulaw' | 'pcm_alaw';
 

@@ -1,9 +1,9 @@
 // Admission control of one gateway process: how much may run at once per key, per org and in
 // the process, decided before any engine work, and the revocation watch that ends what a
 // revoked key still has running. Caps are per process (each replica enforces its own).
-import { ServiceError } from '../../server/services/errors.js';
-import type { LimitsConfig } from '../../server/config/env.js';
-import type { RequestAuth } from './gateway-core.js';
+import { ServiceError } from '../../server/services/errors.ts';
+import type { LimitsConfig } from '../../server/config/env.ts';
+import type { RequestAuth } from './gateway-core.ts';
 
 /** Metered HTTP requests in flight per key; open streaming sessions per key, org and process. */
 export type AdmissionCaps = Pick<

@@ -1,21 +1,21 @@
 // The gateway core against a real, migrated database (SQLite by default, PostgreSQL with
 // TEST_DB=postgresql): key verification, rate limit, credit check and atomic debits.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createPostgresHotStore } from '../../server/db/hot-store-postgres.js';
-import type { UsageRecord } from '../../server/db/hot-store.js';
-import { grantCredits } from '../../server/services/credits/grant-credits.js';
-import { ServiceError } from '../../server/services/errors.js';
-import { generateApiKey } from '../../server/services/keys/api-key-format.js';
-import { createApiKey } from '../../server/services/keys/create-api-key.js';
-import { revokeApiKey } from '../../server/services/keys/revoke-api-key.js';
-import { createOrg } from '../../server/services/orgs/create-org.js';
-import { createTestDatabase, type TestDatabase } from '../../test/support/test-database.js';
-import { envelope } from '../errors.js';
+import { createPostgresHotStore } from '../../server/db/hot-store-postgres.ts';
+import type { UsageRecord } from '../../server/db/hot-store.ts';
+import { grantCredits } from '../../server/services/credits/grant-credits.ts';
+import { ServiceError } from '../../server/services/errors.ts';
+import { generateApiKey } from '../../server/services/keys/api-key-format.ts';
+import { createApiKey } from '../../server/services/keys/create-api-key.ts';
+import { revokeApiKey } from '../../server/services/keys/revoke-api-key.ts';
+import { createOrg } from '../../server/services/orgs/create-org.ts';
+import { createTestDatabase, type TestDatabase } from '../../test/support/test-database.ts';
+import { envelope } from '../errors.ts';
 import type { FastifyRequest } from 'fastify';
-import { createGatewayCore, presentedKey, type GatewayCore } from './gateway-core.js';
-import { WINDOW_MS, createMemoryRateLimiter, type RateLimiter } from './rate-limiter.js';
-import { usageRows } from '../../test/support/usage-rows.js';
-import { manualClock } from '../../test/support/manual-clock.js';
+import { createGatewayCore, presentedKey, type GatewayCore } from './gateway-core.ts';
+import { WINDOW_MS, createMemoryRateLimiter, type RateLimiter } from './rate-limiter.ts';
+import { usageRows } from '../../test/support/usage-rows.ts';
+import { manualClock } from '../../test/support/manual-clock.ts';
 
 let t: TestDatabase;
 const limiters: RateLimiter[] = [];

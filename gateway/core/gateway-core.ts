@@ -3,12 +3,12 @@
 // route knows it, and the debit that settles it. Routes receive it through the context; the
 // benchmark swaps in `createPassThroughCore` to measure it.
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import type { HotStore, UsageRecord } from '../../server/db/hot-store.js';
-import { chargeUsage } from '../../server/services/credits/charge-usage.js';
-import { formatUsd } from '../../server/money.js';
-import { ServiceError } from '../../server/services/errors.js';
-import { verifyApiKey } from '../../server/services/keys/verify-api-key.js';
-import type { RateLimiter } from './rate-limiter.js';
+import type { HotStore, UsageRecord } from '../../server/db/hot-store.ts';
+import { chargeUsage } from '../../server/services/credits/charge-usage.ts';
+import { formatUsd } from '../../server/money.ts';
+import { ServiceError } from '../../server/services/errors.ts';
+import { verifyApiKey } from '../../server/services/keys/verify-api-key.ts';
+import type { RateLimiter } from './rate-limiter.ts';
 
 export interface RequestAuth {
   keyId: string;

@@ -1,4 +1,4 @@
-import type { HotStore } from '../../server/db/hot-store.js';
+import type { HotStore } from '../../server/db/hot-store.ts';
 
 /**
  * Collects "last used" stamps in memory and writes them in one batch every few seconds,

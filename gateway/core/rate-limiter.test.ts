@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { manualClock } from '../../test/support/manual-clock.js';
-import { WINDOW_MS, createMemoryRateLimiter, createRedisRateLimiter, type RateLimiter } from './rate-limiter.js';
+import { manualClock } from '../../test/support/manual-clock.ts';
+import { WINDOW_MS, createMemoryRateLimiter, createRedisRateLimiter, type RateLimiter } from './rate-limiter.ts';
 
 const REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
 

@@ -2,12 +2,12 @@
 // (no worker) queues a profile job, a worker claims it and dies; gateway B starts on the same
 // database, reclaims the job when the dead worker's lease runs out, and completes it.
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { loadConfig } from '../../server/config/env.js';
-import { claimNextJob } from '../../server/services/jobs/job-queue.js';
-import type { GatewayHarness } from '../../test/support/gateway-harness.js';
-import { startTtsGateway } from '../../test/support/tts-routes.js';
-import { call, cloneMultipart, speak, waitForJob } from '../../test/support/voice-routes.js';
-import { createGatewayRuntime, type GatewayRuntime } from '../runtime.js';
+import { loadConfig } from '../../server/config/env.ts';
+import { claimNextJob } from '../../server/services/jobs/job-queue.ts';
+import type { GatewayHarness } from '../../test/support/gateway-harness.ts';
+import { startTtsGateway } from '../../test/support/tts-routes.ts';
+import { call, cloneMultipart, speak, waitForJob } from '../../test/support/voice-routes.ts';
+import { createGatewayRuntime, type GatewayRuntime } from '../runtime.ts';
 
 let a: GatewayHarness;
 let b: GatewayRuntime | undefined;

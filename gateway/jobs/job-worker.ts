@@ -3,10 +3,10 @@
 // queue with a growing delay until SVC_JOB_OFFLINE_GIVE_UP_SECONDS after it was created, then
 // fail it with `model_offline`. Other errors fail the job with their code.
 import { hostname } from 'node:os';
-import { newId } from '../../server/db/ids.js';
-import { isServiceError } from '../../server/services/errors.js';
-import { claimNextJob, completeJob, failJob, renewJobLease, retryJobLater, type Job } from '../../server/services/jobs/job-queue.js';
-import type { GatewayContext } from '../context.js';
+import { newId } from '../../server/db/ids.ts';
+import { isServiceError } from '../../server/services/errors.ts';
+import { claimNextJob, completeJob, failJob, renewJobLease, retryJobLater, type Job } from '../../server/services/jobs/job-queue.ts';
+import type { GatewayContext } from '../context.ts';
 
 export type JobHandler = (job: Job, signal: AbortSignal) => Promise<Record<string, unknown>>;
 

@@ -1,9 +1,9 @@
 // The job worker of a gateway (or of `svc worker`): voice jobs run with the gateway's engines.
 import type { FastifyBaseLogger } from 'fastify';
-import type { GatewayContext } from '../context.js';
-import { runVoiceJob } from '../../server/services/voices/run-voice-job.js';
-import { voiceDeps } from '../voices/voice-engines.js';
-import { JobWorker } from './job-worker.js';
+import type { GatewayContext } from '../context.ts';
+import { runVoiceJob } from '../../server/services/voices/run-voice-job.ts';
+import { voiceDeps } from '../voices/voice-engines.ts';
+import { JobWorker } from './job-worker.ts';
 
 export function startJobWorker(ctx: GatewayContext, log: FastifyBaseLogger): JobWorker {
   const { jobs } = ctx.config;

@@ -3,10 +3,10 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import type { GatewayHarness } from '../../test/support/gateway-harness.js';
-import { ROOT } from '../../test/support/svc-process.js';
-import { startTtsGateway } from '../../test/support/tts-routes.js';
-import { call, cloneMultipart, speak, waitForJob } from '../../test/support/voice-routes.js';
+import type { GatewayHarness } from '../../test/support/gateway-harness.ts';
+import { ROOT } from '../../test/support/svc-process.ts';
+import { startTtsGateway } from '../../test/support/tts-routes.ts';
+import { call, cloneMultipart, speak, waitForJob } from '../../test/support/voice-routes.ts';
 
 let h: GatewayHarness;
 const workers: ChildProcess[] = [];

@@ -3,7 +3,7 @@
 // assistant's earlier text when `store` is on (its default). In memory, per org, bounded by
 // bytes and by age: a reference to an item this replica no longer has is refused with a 400
 // that says to send the item itself. Engines that serve the Responses API keep their own.
-import type { JsonObject } from './responses-via-chat.js';
+import type { JsonObject } from './responses-via-chat.ts';
 
 export interface ItemStoreLimits {
   /** Total JSON bytes kept; the oldest items go first. */

@@ -2,9 +2,9 @@
 // resolves item_reference. The route over real HTTP is tested in gateway/routes/responses.test.ts.
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { ServiceError } from '../../server/services/errors.js';
-import { ResponseItemStore } from './response-item-store.js';
-import { ResponsesStreamTranslator, chatRequestFor, responseFromChat, responseMeta, responsesUsage, type JsonObject } from './responses-via-chat.js';
+import { ServiceError } from '../../server/services/errors.ts';
+import { ResponseItemStore } from './response-item-store.ts';
+import { ResponsesStreamTranslator, chatRequestFor, responseFromChat, responseMeta, responsesUsage, type JsonObject } from './responses-via-chat.ts';
 
 const none = () => undefined;
 

@@ -10,8 +10,8 @@
 // What a chat completion can express is translated; what it cannot (stored responses,
 // hosted tools, log-probabilities) is refused with a 400 naming the field. Bookkeeping fields
 // that change nothing the engine does (store, metadata, include, reasoning...) are not sent.
-import { ServiceError } from '../../server/services/errors.js';
-import { newId } from '../../server/db/ids.js';
+import { ServiceError } from '../../server/services/errors.ts';
+import { newId } from '../../server/db/ids.ts';
 
 export type JsonObject = Record<string, unknown>;
 

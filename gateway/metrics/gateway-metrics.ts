@@ -4,9 +4,9 @@
 // prom-client's `inc(labels)` hashes a label object on every call, Map lookups on the
 // label strings are cheaper on the per-request path.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import type { UpstreamEntry } from '../registry/model-registry.js';
-import { LabelTree } from './label-tree.js';
-import { RequestSeries } from './request-series.js';
+import type { UpstreamEntry } from '../registry/model-registry.ts';
+import { LabelTree } from './label-tree.ts';
+import { RequestSeries } from './request-series.ts';
 
 /** The moment a stream first gives the client something useful. */
 export type FirstOutputKind = 'llm_first_token' | 'tts_first_audio' | 'stt_first_transcript';

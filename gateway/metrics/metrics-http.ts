@@ -7,9 +7,9 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { ServiceError } from '../../server/services/errors.js';
-import type { GatewayContext } from '../context.js';
-import type { GatewayMetrics } from './gateway-metrics.js';
+import { ServiceError } from '../../server/services/errors.ts';
+import type { GatewayContext } from '../context.ts';
+import type { GatewayMetrics } from './gateway-metrics.ts';
 
 declare module 'fastify' {
   interface FastifyRequest {

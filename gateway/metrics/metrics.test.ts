@@ -4,14 +4,14 @@
 // streams and WebSocket sessions, upstream health and errors, credits debited.
 import { WebSocket } from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { upsertModel } from '../../server/services/models/upsert-model.js';
-import { seedPlatformVoices } from '../../server/services/voices/seed-platform-voices.js';
-import { startGateway, type GatewayHarness } from '../../test/support/gateway-harness.js';
-import { startScriptedUpstream, type ScriptedUpstream } from '../../test/support/scripted-openai-upstream.js';
-import { sseReader } from '../../test/support/sse-client.js';
-import { freePort } from '../../test/support/svc-process.js';
-import { openSession, s16le, settleRecognizers, speech } from '../../test/support/stt-routes.js';
-import { checkProtocol } from '../upstreams/protocols/index.js';
+import { upsertModel } from '../../server/services/models/upsert-model.ts';
+import { seedPlatformVoices } from '../../server/services/voices/seed-platform-voices.ts';
+import { startGateway, type GatewayHarness } from '../../test/support/gateway-harness.ts';
+import { startScriptedUpstream, type ScriptedUpstream } from '../../test/support/scripted-openai-upstream.ts';
+import { sseReader } from '../../test/support/sse-client.ts';
+import { freePort } from '../../test/support/svc-process.ts';
+import { openSession, s16le, settleRecognizers, speech } from '../../test/support/stt-routes.ts';
+import { checkProtocol } from '../upstreams/protocols/index.ts';
 
 const TOKEN = 'metrics-token-0123456789abcdef';
 

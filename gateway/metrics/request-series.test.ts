@@ -2,7 +2,7 @@
 // Counter and Histogram would expose the same observations.
 import { Counter, Histogram, Registry, type MetricObjectWithValues, type MetricValue } from 'prom-client';
 import { describe, expect, it } from 'vitest';
-import { RequestSeries } from './request-series.js';
+import { RequestSeries } from './request-series.ts';
 
 const BUCKETS = [0.001, 0.01, 0.1, 1];
 const observations: [string, string, string, string, number][] = [

@@ -5,7 +5,7 @@
 // of the gateway's maximum throughput on the chat route, bench/ab-gateway.ts). prom-client's
 // registry still formats the exposition, so the output is the same as with its own metrics.
 import type { Registry } from 'prom-client';
-import { LabelTree } from './label-tree.js';
+import { LabelTree } from './label-tree.ts';
 
 interface CountEntry {
   labels: Record<string, string>;

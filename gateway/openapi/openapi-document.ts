@@ -3,12 +3,12 @@
 // /health (no key, not metered, outside the keys' rate limits).
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import { COST_HEADER, REMAINING_HEADER } from '../core/gateway-core.js';
-import { ERROR_TABLE } from '../errors.js';
-import type { GatewayContext } from '../context.js';
-import { MP3_BIT_RATES, SAMPLE_RATES } from '../audio/output-format.js';
-import { TtsRequestSchema } from '../tts/tts-request.js';
-import { OPERATIONS, REQUEST_COMPONENTS, RESPONSE_COMPONENTS, TAGS, type Answer, type Operation } from './operations.js';
+import { COST_HEADER, REMAINING_HEADER } from '../core/gateway-core.ts';
+import { ERROR_TABLE } from '../errors.ts';
+import type { GatewayContext } from '../context.ts';
+import { MP3_BIT_RATES, SAMPLE_RATES } from '../audio/output-format.ts';
+import { TtsRequestSchema } from '../tts/tts-request.ts';
+import { OPERATIONS, REQUEST_COMPONENTS, RESPONSE_COMPONENTS, TAGS, type Answer, type Operation } from './operations.ts';
 
 type JsonSchema = Record<string, unknown>;
 type Io = 'input' | 'output';

@@ -4,15 +4,15 @@
 // describing what the routes really answer.
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { GatewayHarness } from '../../test/support/gateway-harness.js';
-import { openApiResponseChecker, type OpenApiResponseChecker } from '../../test/support/openapi-responses.js';
-import { settleRecognizers } from '../../test/support/stt-routes.js';
-import { FOX, startTtsGateway, ttsBody } from '../../test/support/tts-routes.js';
-import { LONG_TEXT } from '../../test/support/voice-routes.js';
-import { upsertModel } from '../../server/services/models/upsert-model.js';
-import { encodeWav } from '../audio/wav.js';
-import { checkProtocol } from '../upstreams/protocols/index.js';
-import { buildOpenApiDocument } from './openapi-document.js';
+import type { GatewayHarness } from '../../test/support/gateway-harness.ts';
+import { openApiResponseChecker, type OpenApiResponseChecker } from '../../test/support/openapi-responses.ts';
+import { settleRecognizers } from '../../test/support/stt-routes.ts';
+import { FOX, startTtsGateway, ttsBody } from '../../test/support/tts-routes.ts';
+import { LONG_TEXT } from '../../test/support/voice-routes.ts';
+import { upsertModel } from '../../server/services/models/upsert-model.ts';
+import { encodeWav } from '../audio/wav.ts';
+import { checkProtocol } from '../upstreams/protocols/index.ts';
+import { buildOpenApiDocument } from './openapi-document.ts';
 
 let h: GatewayHarness;
 let doc: Record<string, any>;

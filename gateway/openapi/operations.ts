@@ -4,17 +4,17 @@
 // OpenAPI 3.1 document at GET /openapi.json; openapi.test.ts checks that it names every route
 // Fastify registers. A new route is added here in the same change.
 import type { z } from 'zod';
-import { ListVoicesQuery } from '../../server/services/voices/list-voices.js';
-import { UpdateVoiceInput } from '../../server/services/voices/update-voice.js';
-import { CreateDictSchema, UpdateDictSchema } from '../../server/services/dicts/dict-input.js';
-import { OpenAiSpeechRequestSchema } from '../tts/openai-speech-request.js';
-import { TtsRequestSchema } from '../tts/tts-request.js';
-import { ClaimBody, IdentityBody } from '../routes/agent-auth.js';
-import { BlobIdParams, UploadQuery } from '../routes/blobs.js';
-import { JobIdParams, ListJobsQuery } from '../routes/jobs.js';
-import { CloneJson, Localize, PrepareProfile, ProClone, VoiceIdParams } from '../routes/voices.js';
-import * as req from './request-schemas.js';
-import * as res from './response-schemas.js';
+import { ListVoicesQuery } from '../../server/services/voices/list-voices.ts';
+import { UpdateVoiceInput } from '../../server/services/voices/update-voice.ts';
+import { CreateDictSchema, UpdateDictSchema } from '../../server/services/dicts/dict-input.ts';
+import { OpenAiSpeechRequestSchema } from '../tts/openai-speech-request.ts';
+import { TtsRequestSchema } from '../tts/tts-request.ts';
+import { ClaimBody, IdentityBody } from '../routes/agent-auth.ts';
+import { BlobIdParams, UploadQuery } from '../routes/blobs.ts';
+import { JobIdParams, ListJobsQuery } from '../routes/jobs.ts';
+import { CloneJson, Localize, PrepareProfile, ProClone, VoiceIdParams } from '../routes/voices.ts';
+import * as req from './request-schemas.ts';
+import * as res from './response-schemas.ts';
 
 export type Auth = 'key' | 'socket' | 'public' | 'metrics';
 export type Method = 'get' | 'post' | 'put' | 'patch' | 'delete';

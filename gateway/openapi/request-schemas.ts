@@ -4,10 +4,10 @@
 // each bad field their own way); each schema here names the parser it describes, which is the
 // one to change first. Routes that validate with zod export their schemas where they live.
 import { z } from 'zod';
-import { ENCODINGS, SAMPLE_RATES } from '../audio/output-format.js';
-import { RESPONSE_FORMATS } from '../routes/transcription-formats.js';
-import { CloneFields } from '../routes/voices.js';
-import { GRANT_CLAIM, GRANT_JWT_BEARER } from '../../server/services/registrations/registration-rules.js';
+import { ENCODINGS, SAMPLE_RATES } from '../audio/output-format.ts';
+import { RESPONSE_FORMATS } from '../routes/transcription-formats.ts';
+import { CloneFields } from '../routes/voices.ts';
+import { GRANT_CLAIM, GRANT_JWT_BEARER } from '../../server/services/registrations/registration-rules.ts';
 
 /** A file part of a multipart form (or a raw body): bytes, not JSON. */
 export const audioFile = (description: string) => z.string().meta({ contentMediaType: 'application/octet-stream', description });

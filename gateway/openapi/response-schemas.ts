@@ -4,15 +4,15 @@
 // so a field added to a record and not here fails the type check. Bodies relayed from an engine
 // (chat completions, responses) are loose objects: the gateway does not reshape them.
 import { z } from 'zod';
-import { ERROR_TABLE } from '../errors.js';
-import type { BlobRecord } from '../../server/services/blobs/blob-store.js';
-import type { DictRecord, DictSummaryRecord } from '../../server/services/dicts/dict-record.js';
-import type { JobRecord } from '../../server/services/jobs/job-queue.js';
-import type { VoiceRecord } from '../../server/services/voices/present-voice.js';
-import type { listVoices } from '../../server/services/voices/list-voices.js';
-import type { queueVoiceJob } from '../../server/services/jobs/queue-voice-job.js';
-import type { PreparedVoiceProfile } from '../../server/services/voices/prepare-voice-profile.js';
-import type { verboseJson } from '../routes/transcription-formats.js';
+import { ERROR_TABLE } from '../errors.ts';
+import type { BlobRecord } from '../../server/services/blobs/blob-store.ts';
+import type { DictRecord, DictSummaryRecord } from '../../server/services/dicts/dict-record.ts';
+import type { JobRecord } from '../../server/services/jobs/job-queue.ts';
+import type { VoiceRecord } from '../../server/services/voices/present-voice.ts';
+import type { listVoices } from '../../server/services/voices/list-voices.ts';
+import type { queueVoiceJob } from '../../server/services/jobs/queue-voice-job.ts';
+import type { PreparedVoiceProfile } from '../../server/services/voices/prepare-voice-profile.ts';
+import type { verboseJson } from '../routes/transcription-formats.ts';
 
 const ERROR_CODES = Object.keys(ERROR_TABLE) as [keyof typeof ERROR_TABLE, ...(keyof typeof ERROR_TABLE)[]];
 const isoTime = z.iso.datetime({ offset: true });

@@ -2,8 +2,8 @@
 // assistant's answers; function calls and their outputs), as the client sees them in
 // conversation.item.* events, and as chat messages for the LLM. Bounded: past MAX_ITEMS or
 // MAX_TEXT the oldest items are dropped (OpenAI's truncation "auto" drops the oldest too).
-import { ServiceError } from '../../server/services/errors.js';
-import type { RealtimeTool } from './session-config.js';
+import { ServiceError } from '../../server/services/errors.ts';
+import type { RealtimeTool } from './session-config.ts';
 
 export type ContentPart =
   | { type: 'input_text'; text: string }

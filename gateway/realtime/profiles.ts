@@ -5,9 +5,9 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
-import { PROJECT_ROOT } from '../../server/project-root.js';
-import { ServiceError } from '../../server/services/errors.js';
-import type { ModelRegistry } from '../registry/model-registry.js';
+import { PROJECT_ROOT } from '../../server/project-root.ts';
+import { ServiceError } from '../../server/services/errors.ts';
+import type { ModelRegistry } from '../registry/model-registry.ts';
 
 export interface RealtimeProfile {
   id: string;

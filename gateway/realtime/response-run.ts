@@ -9,23 +9,23 @@
 // spans whose audio started.
 import { randomBytes } from 'node:crypto';
 import type { Attributes, Context, Span } from '@opentelemetry/api';
-import { llmCostMicros, perUnitCostMicros } from '../../server/services/credits/pricing.js';
-import { ServiceError, isServiceError } from '../../server/services/errors.js';
-import { formatUsd } from '../../server/money.js';
-import { createAudioConverter } from '../audio/convert.js';
-import { ERROR_TABLE } from '../errors.js';
-import type { CreditHold, RequestAuth } from '../core/gateway-core.js';
-import type { GatewayContext } from '../context.js';
-import type { ModelEntry } from '../registry/model-registry.js';
-import { estimateTokens, reservationFor } from '../routes/chat-completions.js';
-import { SseSplitter, sseData } from '../sse.js';
-import { allChunks, billedCharacters, startEngine, type ResolvedVoice } from '../tts/synthesize.js';
-import { isSpeakable, takeSpans, takeWords } from '../tts/text-spans.js';
-import { statusError } from '../upstreams/engine-http.js';
-import { clientErrorFor, tryUpstreams } from '../upstreams/try-upstreams.js';
-import { upstreamEnvelope } from '../upstream-envelope.js';
-import type { ContentPart, ConversationItem } from './conversation.js';
-import { FORMAT_AUDIO, GA_FORMAT, type RealtimeAudioFormat } from './session-config.js';
+import { llmCostMicros, perUnitCostMicros } from '../../server/services/credits/pricing.ts';
+import { ServiceError, isServiceError } from '../../server/services/errors.ts';
+import { formatUsd } from '../../server/money.ts';
+import { createAudioConverter } from '../audio/convert.ts';
+import { ERROR_TABLE } from '../errors.ts';
+import type { CreditHold, RequestAuth } from '../core/gateway-core.ts';
+import type { GatewayContext } from '../context.ts';
+import type { ModelEntry } from '../registry/model-registry.ts';
+import { estimateTokens, reservationFor } from '../routes/chat-completions.ts';
+import { SseSplitter, sseData } from '../sse.ts';
+import { allChunks, billedCharacters, startEngine, type ResolvedVoice } from '../tts/synthesize.ts';
+import { isSpeakable, takeSpans, takeWords } from '../tts/text-spans.ts';
+import { statusError } from '../upstreams/engine-http.ts';
+import { clientErrorFor, tryUpstreams } from '../upstreams/try-upstreams.ts';
+import { upstreamEnvelope } from '../upstream-envelope.ts';
+import type { ContentPart, ConversationItem } from './conversation.ts';
+import { FORMAT_AUDIO, GA_FORMAT, type RealtimeAudioFormat } from './session-config.ts';
 
 export interface ResponseLegs {
   llm: ModelEntry;

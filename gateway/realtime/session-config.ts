@@ -3,9 +3,9 @@
 // `session.created` / `session.updated` (GA shape). Fields of OpenAI's we do not act on
 // (tracing, noise_reduction, include, prompt...) are accepted and ignored; the ones we act on
 // are checked and named in errors by their path in the event.
-import { ServiceError } from '../../server/services/errors.js';
-import type { Encoding, SampleRate } from '../audio/output-format.js';
-import type { TurnDetection } from '../stt/turn-detector.js';
+import { ServiceError } from '../../server/services/errors.ts';
+import type { Encoding, SampleRate } from '../audio/output-format.ts';
+import type { TurnDetection } from '../stt/turn-detector.ts';
 
 /** OpenAI's audio formats: pcm16 at 24 kHz, or G.711 at 8 kHz (telephony). */
 export type RealtimeAudioFormat = 'pcm16' | 'g711_ulaw' | 'g711_alaw';

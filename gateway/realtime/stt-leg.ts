@@ -5,8 +5,8 @@
 // session's events back as plain objects (the leg's dialect below), never as wire JSON.
 import { EventEmitter } from 'node:events';
 import type { WebSocket } from 'ws';
-import type { SttDialect } from '../stt/dialect.js';
-import type { TurnEvent, TurnSettings } from '../stt/turn-detector.js';
+import type { SttDialect } from '../stt/dialect.ts';
+import type { TurnEvent, TurnSettings } from '../stt/turn-detector.ts';
 
 /** What the leg reports to the realtime session. */
 export type LegEvent =

@@ -1,8 +1,8 @@
 // Checks every upstream on an interval, marks it up or down in the registry at once, and
 // records changes in the database so the dashboard, the CLI and other replicas see them.
-import type { Prisma } from '../../server/db/database.js';
-import type { HealthCheck, HealthResult } from '../upstreams/contract.js';
-import type { ModelRegistry, UpstreamEntry } from './model-registry.js';
+import type { Prisma } from '../../server/db/database.ts';
+import type { HealthCheck, HealthResult } from '../upstreams/contract.ts';
+import type { ModelRegistry, UpstreamEntry } from './model-registry.ts';
 
 /** Told every health observation (metrics): `fromCheck` false when a request found the upstream unreachable. */
 export type HealthObserver = (upstream: UpstreamEntry, ok: boolean, fromCheck: boolean) => void;

@@ -1,11 +1,11 @@
 // The gateway's view of the model registry: an in-memory snapshot of models and upstreams,
 // reloaded from the database every few seconds (so CLI and dashboard changes reach running
 // gateways without a restart) and combined with this process's own health observations.
-import type { Prisma } from '../../server/db/database.js';
-import type { Modality } from '../../server/db/generated/sqlite/enums.js';
-import { ServiceError } from '../../server/services/errors.js';
-import type { UpstreamTarget } from '../upstreams/contract.js';
-import { protocolNamed } from '../upstreams/protocols/index.js';
+import type { Prisma } from '../../server/db/database.ts';
+import type { Modality } from '../../server/db/generated/sqlite/enums.ts';
+import { ServiceError } from '../../server/services/errors.ts';
+import type { UpstreamTarget } from '../upstreams/contract.ts';
+import { protocolNamed } from '../upstreams/protocols/index.ts';
 
 export interface UpstreamEntry extends UpstreamTarget {
   weight: number;

@@ -6,16 +6,16 @@
 import { createServer } from 'node:net';
 import * as oauth from 'oauth4webapi';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Clock } from '../../server/clock.js';
-import type { Database } from '../../server/db/database.js';
-import { redactUrl } from '../redact-url.js';
-import { wavHeader } from '../audio/wav.js';
-import { confirmClaim } from '../../server/services/registrations/confirm-claim.js';
-import { createGuessThrottle } from '../../server/services/registrations/guess-throttle.js';
-import { GRANT_CLAIM, GRANT_JWT_BEARER, registrationSettings } from '../../server/services/registrations/registration-rules.js';
-import { signUp } from '../../server/services/users/sign-up.js';
-import { startGateway, type GatewayHarness } from '../../test/support/gateway-harness.js';
-import { A_WINDOW_START, manualClock } from '../../test/support/manual-clock.js';
+import type { Clock } from '../../server/clock.ts';
+import type { Database } from '../../server/db/database.ts';
+import { redactUrl } from '../redact-url.ts';
+import { wavHeader } from '../audio/wav.ts';
+import { confirmClaim } from '../../server/services/registrations/confirm-claim.ts';
+import { createGuessThrottle } from '../../server/services/registrations/guess-throttle.ts';
+import { GRANT_CLAIM, GRANT_JWT_BEARER, registrationSettings } from '../../server/services/registrations/registration-rules.ts';
+import { signUp } from '../../server/services/users/sign-up.ts';
+import { startGateway, type GatewayHarness } from '../../test/support/gateway-harness.ts';
+import { A_WINDOW_START, manualClock } from '../../test/support/manual-clock.ts';
 
 let h: GatewayHarness;
 /** A clock held 15 s into a minute, for the per-IP limit: its requests all count in one window, 45 s from its end. */

@@ -6,11 +6,11 @@
 // other route, with the spec's names in `code`.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
-import { clientAddress } from '../../server/config/client-address.js';
-import { ServiceError } from '../../server/services/errors.js';
-import { eraseExpiredRegistrationSecrets } from '../../server/services/registrations/erase-expired-registration-secrets.js';
-import { exchangeAssertion, type IssuedToken } from '../../server/services/registrations/exchange-assertion.js';
-import { pollClaim } from '../../server/services/registrations/poll-claim.js';
+import { clientAddress } from '../../server/config/client-address.ts';
+import { ServiceError } from '../../server/services/errors.ts';
+import { eraseExpiredRegistrationSecrets } from '../../server/services/registrations/erase-expired-registration-secrets.ts';
+import { exchangeAssertion, type IssuedToken } from '../../server/services/registrations/exchange-assertion.ts';
+import { pollClaim } from '../../server/services/registrations/poll-claim.ts';
 import {
   CODE_TTL_MS,
   GRANT_CLAIM,
@@ -26,10 +26,10 @@ import {
   tokenUrl,
   verificationUri,
   type RegistrationDeps,
-} from '../../server/services/registrations/registration-rules.js';
-import { startClaim, type ClaimAttemptGrant } from '../../server/services/registrations/start-claim.js';
-import { startRegistration, type StartRegistrationInput } from '../../server/services/registrations/start-registration.js';
-import type { GatewayContext } from '../context.js';
+} from '../../server/services/registrations/registration-rules.ts';
+import { startClaim, type ClaimAttemptGrant } from '../../server/services/registrations/start-claim.ts';
+import { startRegistration, type StartRegistrationInput } from '../../server/services/registrations/start-registration.ts';
+import type { GatewayContext } from '../context.ts';
 
 /** Registration bodies are a few hundred bytes; nothing legitimate comes near this. */
 const AUTH_BODY_LIMIT = 16 * 1024;

@@ -5,11 +5,11 @@
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { newId } from '../../server/db/ids.js';
-import { MAX_ORG_BLOB_BYTES } from '../../server/services/blobs/blob-store.js';
-import { startGateway, type GatewayHarness } from '../../test/support/gateway-harness.js';
-import { call, otherOrg, uploadBlob } from '../../test/support/voice-routes.js';
-import { encodeWav } from '../audio/wav.js';
+import { newId } from '../../server/db/ids.ts';
+import { MAX_ORG_BLOB_BYTES } from '../../server/services/blobs/blob-store.ts';
+import { startGateway, type GatewayHarness } from '../../test/support/gateway-harness.ts';
+import { call, otherOrg, uploadBlob } from '../../test/support/voice-routes.ts';
+import { encodeWav } from '../audio/wav.ts';
 
 let h: GatewayHarness;
 

@@ -4,13 +4,13 @@
 // decoded later without its rate. 25 MB per blob, 250 MB per org.
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import { blobTooLarge, deleteBlob, getBlobOrThrow, MAX_BLOB_BYTES, presentBlob, readBlobBytes, storeBlob } from '../../server/services/blobs/blob-store.js';
-import { ServiceError } from '../../server/services/errors.js';
-import { parseInput } from '../../server/services/parse-input.js';
-import type { GatewayContext } from '../context.js';
-import { readUpload } from '../multipart-upload.js';
-import { parseSampleRateParam } from '../stt/decode-upload.js';
-import { measureClipFile } from '../voices/voice-clip.js';
+import { blobTooLarge, deleteBlob, getBlobOrThrow, MAX_BLOB_BYTES, presentBlob, readBlobBytes, storeBlob } from '../../server/services/blobs/blob-store.ts';
+import { ServiceError } from '../../server/services/errors.ts';
+import { parseInput } from '../../server/services/parse-input.ts';
+import type { GatewayContext } from '../context.ts';
+import { readUpload } from '../multipart-upload.ts';
+import { parseSampleRateParam } from '../stt/decode-upload.ts';
+import { measureClipFile } from '../voices/voice-clip.ts';
 
 export const BlobIdParams = z.object({ id: z.string().min(1).max(100) });
 export const UploadQuery = z.strictObject({ sample_rate: z.string().optional() });

@@ -4,14 +4,14 @@
 // bytes they receive and misbehave on demand.
 import { createServer } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { sseData, sseReader } from '../../test/support/sse-client.js';
-import { upsertModel } from '../../server/services/models/upsert-model.js';
-import { createApiKey } from '../../server/services/keys/create-api-key.js';
-import { createOrg } from '../../server/services/orgs/create-org.js';
-import { startGateway, type GatewayHarness } from '../../test/support/gateway-harness.js';
-import { startScriptedUpstream, type Behaviour, type ScriptedUpstream } from '../../test/support/scripted-openai-upstream.js';
-import { usageRows } from '../../test/support/usage-rows.js';
-import { checkProtocol } from '../upstreams/protocols/index.js';
+import { sseData, sseReader } from '../../test/support/sse-client.ts';
+import { upsertModel } from '../../server/services/models/upsert-model.ts';
+import { createApiKey } from '../../server/services/keys/create-api-key.ts';
+import { createOrg } from '../../server/services/orgs/create-org.ts';
+import { startGateway, type GatewayHarness } from '../../test/support/gateway-harness.ts';
+import { startScriptedUpstream, type Behaviour, type ScriptedUpstream } from '../../test/support/scripted-openai-upstream.ts';
+import { usageRows } from '../../test/support/usage-rows.ts';
+import { checkProtocol } from '../upstreams/protocols/index.ts';
 
 // Prices chosen so that costs are not whole micro-dollars: every cost below is rounded up.
 const PRICE_IN = 150_001n; // pico-USD per input token

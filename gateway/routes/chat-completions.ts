@@ -3,20 +3,20 @@
 // added to streams so that usage is always metered); the answer comes back as the engine
 // produced it, streamed chunk by chunk.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { llmCostMicros } from '../../server/services/credits/pricing.js';
-import { ServiceError, isServiceError } from '../../server/services/errors.js';
-import { setSpendHeaders, type CreditHold } from '../core/gateway-core.js';
-import type { GatewayContext } from '../context.js';
-import { parseJsonObject, type JsonObject } from '../json-body.js';
-import type { ModelEntry, UpstreamEntry } from '../registry/model-registry.js';
-import { SseSplitter, sseData } from '../sse.js';
-import type { ChatRequest, ChatResponse } from '../upstreams/contract.js';
-import { isTimeout, statusError } from '../upstreams/engine-http.js';
-import { clientErrorFor, tryUpstreams, upstreamCall, type UpstreamCall } from '../upstreams/try-upstreams.js';
-import { upstreamEnvelope } from '../upstream-envelope.js';
-import { onResponseClose, type EngineCall } from '../client-gone.js';
-import { envelope } from '../errors.js';
-import { sendStream } from '../metrics/metrics-http.js';
+import { llmCostMicros } from '../../server/services/credits/pricing.ts';
+import { ServiceError, isServiceError } from '../../server/services/errors.ts';
+import { setSpendHeaders, type CreditHold } from '../core/gateway-core.ts';
+import type { GatewayContext } from '../context.ts';
+import { parseJsonObject, type JsonObject } from '../json-body.ts';
+import type { ModelEntry, UpstreamEntry } from '../registry/model-registry.ts';
+import { SseSplitter, sseData } from '../sse.ts';
+import type { ChatRequest, ChatResponse } from '../upstreams/contract.ts';
+import { isTimeout, statusError } from '../upstreams/engine-http.ts';
+import { clientErrorFor, tryUpstreams, upstreamCall, type UpstreamCall } from '../upstreams/try-upstreams.ts';
+import { upstreamEnvelope } from '../upstream-envelope.ts';
+import { onResponseClose, type EngineCall } from '../client-gone.ts';
+import { envelope } from '../errors.ts';
+import { sendStream } from '../metrics/metrics-http.ts';
 
 export const LLM_BODY_LIMIT = 10 * 1024 * 1024;
 

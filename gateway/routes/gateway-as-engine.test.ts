@@ -7,12 +7,12 @@
 // turn detector). What B's clients get is made by A's engines; each gateway bills its own org at
 // its own price.
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { parseWav } from '../audio/wav.js';
-import { newId } from '../../server/db/ids.js';
-import { getModel, upsertModel } from '../../server/services/models/upsert-model.js';
-import { mapVoiceToEngine } from '../../server/services/voices/engine-voices.js';
-import { seedPlatformVoices } from '../../server/services/voices/seed-platform-voices.js';
-import { startGateway, type GatewayHarness } from '../../test/support/gateway-harness.js';
+import { parseWav } from '../audio/wav.ts';
+import { newId } from '../../server/db/ids.ts';
+import { getModel, upsertModel } from '../../server/services/models/upsert-model.ts';
+import { mapVoiceToEngine } from '../../server/services/voices/engine-voices.ts';
+import { seedPlatformVoices } from '../../server/services/voices/seed-platform-voices.ts';
+import { startGateway, type GatewayHarness } from '../../test/support/gateway-harness.ts';
 import {
   STT_PRICE as A_STT_PRICE,
   audioCost,
@@ -26,10 +26,10 @@ import {
   summary,
   transcribe,
   wer,
-} from '../../test/support/stt-routes.js';
-import { FLITE_PRICE as A_TTS_PRICE, costOf, expectSpeechLevel, expectWithin, natural, post, usd } from '../../test/support/tts-routes.js';
-import { usageRows, type UsageRow } from '../../test/support/usage-rows.js';
-import { checkProtocol } from '../upstreams/protocols/index.js';
+} from '../../test/support/stt-routes.ts';
+import { FLITE_PRICE as A_TTS_PRICE, costOf, expectSpeechLevel, expectWithin, natural, post, usd } from '../../test/support/tts-routes.ts';
+import { usageRows, type UsageRow } from '../../test/support/usage-rows.ts';
+import { checkProtocol } from '../upstreams/protocols/index.ts';
 
 const A_KEY_ENV = 'GATEWAY_A_ROUTE_TEST_KEY';
 /** B's prices differ from A's: each ledger shows its own gateway's price. */

@@ -2,9 +2,9 @@
 // TEST_DB=postgresql). Both answer without a key, so /ready must not show what an operator may
 // have put in an upstream's URL (userinfo, a token in the query or fragment).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { upsertModel } from '../../server/services/models/upsert-model.js';
-import { startGateway, type GatewayHarness } from '../../test/support/gateway-harness.js';
-import { checkProtocol } from '../upstreams/protocols/index.js';
+import { upsertModel } from '../../server/services/models/upsert-model.ts';
+import { startGateway, type GatewayHarness } from '../../test/support/gateway-harness.ts';
+import { checkProtocol } from '../upstreams/protocols/index.ts';
 
 let h: GatewayHarness;
 

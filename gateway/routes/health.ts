@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
-import type { GatewayContext } from '../context.js';
-import { upstreamLabel } from '../metrics/gateway-metrics.js';
-import { registerOpenApiRoute } from '../openapi/openapi-document.js';
+import type { GatewayContext } from '../context.ts';
+import { upstreamLabel } from '../metrics/gateway-metrics.ts';
+import { registerOpenApiRoute } from '../openapi/openapi-document.ts';
 
 export function registerHealthRoutes(app: FastifyInstance, ctx: GatewayContext): void {
   // Liveness: the process answers. Unauthenticated, no database.

@@ -1,9 +1,9 @@
 // Async voice jobs: GET /jobs/{id} (the spec), and GET /jobs to list the org's recent jobs.
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import { getJob, listJobs } from '../../server/services/jobs/job-queue.js';
-import { parseInput } from '../../server/services/parse-input.js';
-import type { GatewayContext } from '../context.js';
+import { getJob, listJobs } from '../../server/services/jobs/job-queue.ts';
+import { parseInput } from '../../server/services/parse-input.ts';
+import type { GatewayContext } from '../context.ts';
 
 export const JobIdParams = z.object({ id: z.string().min(1).max(100) });
 export const ListJobsQuery = z.strictObject({ voice_id: z.string().min(1).max(100).optional(), limit: z.coerce.number().int().min(1).max(100).default(20) });

@@ -8,11 +8,11 @@
 import type { IncomingMessage } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
-import { createApiKey } from '../../server/services/keys/create-api-key.js';
-import { revokeApiKey } from '../../server/services/keys/revoke-api-key.js';
-import type { GatewayHarness } from '../../test/support/gateway-harness.js';
-import { settleRecognizers, startSttGateway, wsUrl } from '../../test/support/stt-routes.js';
-import { startSvcGateway, stopSvc, type SvcProcess } from '../../test/support/svc-process.js';
+import { createApiKey } from '../../server/services/keys/create-api-key.ts';
+import { revokeApiKey } from '../../server/services/keys/revoke-api-key.ts';
+import type { GatewayHarness } from '../../test/support/gateway-harness.ts';
+import { settleRecognizers, startSttGateway, wsUrl } from '../../test/support/stt-routes.ts';
+import { startSvcGateway, stopSvc, type SvcProcess } from '../../test/support/svc-process.ts';
 
 let h: GatewayHarness;
 const keys = { revoked: '', other: '' };

@@ -7,12 +7,12 @@
 import { spawn } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DeepgramClient } from '@deepgram/sdk';
-import { createApiKey } from '../../server/services/keys/create-api-key.js';
-import { upsertModel } from '../../server/services/models/upsert-model.js';
-import { createOrg } from '../../server/services/orgs/create-org.js';
-import type { GatewayHarness } from '../../test/support/gateway-harness.js';
-import { STT_PRICE, audioCost, concat, expectDebited, s16le, settleRecognizers, silence, speech, startSttGateway, wer, words } from '../../test/support/stt-routes.js';
-import { checkProtocol } from '../upstreams/protocols/index.js';
+import { createApiKey } from '../../server/services/keys/create-api-key.ts';
+import { upsertModel } from '../../server/services/models/upsert-model.ts';
+import { createOrg } from '../../server/services/orgs/create-org.ts';
+import type { GatewayHarness } from '../../test/support/gateway-harness.ts';
+import { STT_PRICE, audioCost, concat, expectDebited, s16le, settleRecognizers, silence, speech, startSttGateway, wer, words } from '../../test/support/stt-routes.ts';
+import { checkProtocol } from '../upstreams/protocols/index.ts';
 
 const FOX = 'the quick brown fox jumps over the lazy dog';
 const CALL = 'please call me tomorrow morning about the meeting';

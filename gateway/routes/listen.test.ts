@@ -8,13 +8,13 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import WebSocket from 'ws';
 import type { IncomingMessage } from 'node:http';
-import { encodeSamples } from '../audio/sample-encoding.js';
-import { createApiKey } from '../../server/services/keys/create-api-key.js';
-import { revokeApiKey } from '../../server/services/keys/revoke-api-key.js';
-import { upsertModel } from '../../server/services/models/upsert-model.js';
-import { createOrg } from '../../server/services/orgs/create-org.js';
-import type { GatewayHarness } from '../../test/support/gateway-harness.js';
-import { A_WINDOW_START, manualClock } from '../../test/support/manual-clock.js';
+import { encodeSamples } from '../audio/sample-encoding.ts';
+import { createApiKey } from '../../server/services/keys/create-api-key.ts';
+import { revokeApiKey } from '../../server/services/keys/revoke-api-key.ts';
+import { upsertModel } from '../../server/services/models/upsert-model.ts';
+import { createOrg } from '../../server/services/orgs/create-org.ts';
+import type { GatewayHarness } from '../../test/support/gateway-harness.ts';
+import { A_WINDOW_START, manualClock } from '../../test/support/manual-clock.ts';
 import {
   STT_PRICE,
   audioCost,
@@ -31,9 +31,9 @@ import {
   trimSilence,
   wavFile,
   wer,
-} from '../../test/support/stt-routes.js';
-import { usd } from '../../test/support/tts-routes.js';
-import { checkProtocol } from '../upstreams/protocols/index.js';
+} from '../../test/support/stt-routes.ts';
+import { usd } from '../../test/support/tts-routes.ts';
+import { checkProtocol } from '../upstreams/protocols/index.ts';
 
 const FOX = 'the quick brown fox jumps over the lazy dog';
 const CALL = 'please call me tomorrow morning about the meeting';

@@ -19,19 +19,19 @@
 import { createHash } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { ServiceError, isServiceError } from '../../server/services/errors.js';
-import type { Encoding } from '../audio/output-format.js';
-import { decodeSamples } from '../audio/sample-encoding.js';
-import { sniffAudioFormat } from '../audio/sniff.js';
-import type { GatewayContext } from '../context.js';
-import type { ModelEntry } from '../registry/model-registry.js';
-import { decodeUploadedAudio, measureUploadedAudio, parseSampleRateParam, type DecodedAudio } from '../stt/decode-upload.js';
-import { deepgramDialect, deepgramErrorFields, deepgramTranscript, deepgramWords } from '../stt/dialects/deepgram.js';
-import { streamingModel, sttSessionRoute, type SessionPlan } from '../stt/open-session.js';
-import { transcribeBilled } from '../stt/transcribe-billed.js';
-import { MAX_END_TIMEOUT_MS, parseMillis, presetSettings } from '../stt/turn-params.js';
-import type { Word } from '../upstreams/contract.js';
-import { TRANSCRIPTION_BODY_LIMIT } from './transcriptions.js';
+import { ServiceError, isServiceError } from '../../server/services/errors.ts';
+import type { Encoding } from '../audio/output-format.ts';
+import { decodeSamples } from '../audio/sample-encoding.ts';
+import { sniffAudioFormat } from '../audio/sniff.ts';
+import type { GatewayContext } from '../context.ts';
+import type { ModelEntry } from '../registry/model-registry.ts';
+import { decodeUploadedAudio, measureUploadedAudio, parseSampleRateParam, type DecodedAudio } from '../stt/decode-upload.ts';
+import { deepgramDialect, deepgramErrorFields, deepgramTranscript, deepgramWords } from '../stt/dialects/deepgram.ts';
+import { streamingModel, sttSessionRoute, type SessionPlan } from '../stt/open-session.ts';
+import { transcribeBilled } from '../stt/transcribe-billed.ts';
+import { MAX_END_TIMEOUT_MS, parseMillis, presetSettings } from '../stt/turn-params.ts';
+import type { Word } from '../upstreams/contract.ts';
+import { TRANSCRIPTION_BODY_LIMIT } from './transcriptions.ts';
 
 /** Deepgram's encodings of raw audio that the gateway decodes (the others are codecs or containers it does not). */
 const ENCODINGS: Record<string, Encoding> = { linear16: 'pcm_s16le', mulaw: 'pcm_mulaw', alaw: 'pcm_alaw' };

@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import type { GatewayContext } from '../context.js';
+import type { GatewayContext } from '../context.ts';
 
 export function registerModelRoutes(app: FastifyInstance, ctx: GatewayContext): void {
   // Every active model with a healthy upstream, of all modalities: the same ids work on the

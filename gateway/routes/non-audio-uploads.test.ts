@@ -4,10 +4,10 @@
 // before, a .txt was transcribed as "0.00 s of audio" and a clone said "the clip is 0.0 s long".)
 // Real gateway over HTTP, local engines, throw-away database (TEST_DB=postgresql for PostgreSQL).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { GatewayHarness } from '../../test/support/gateway-harness.js';
-import { ledgerRowCount, settleRecognizers, startSttGateway, transcribe } from '../../test/support/stt-routes.js';
-import { expectError, startTtsGateway } from '../../test/support/tts-routes.js';
-import { cloneMultipart, speak } from '../../test/support/voice-routes.js';
+import type { GatewayHarness } from '../../test/support/gateway-harness.ts';
+import { ledgerRowCount, settleRecognizers, startSttGateway, transcribe } from '../../test/support/stt-routes.ts';
+import { expectError, startTtsGateway } from '../../test/support/tts-routes.ts';
+import { cloneMultipart, speak } from '../../test/support/voice-routes.ts';
 
 const NOTES = Buffer.from('Meeting notes\nBring the slides for Monday and the budget for the new studio microphones.\n');
 const PNG = Buffer.concat([Buffer.from('\x89PNG\r\n\x1a\n\0\0\0\rIHDR', 'latin1'), Buffer.alloc(64, 7)]);

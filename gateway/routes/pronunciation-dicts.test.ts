@@ -3,12 +3,12 @@
 // two orgs on every route, the limits, and TTS reading a dictionary as it is after a PATCH or
 // a DELETE (local flite engine, audio compared with what flite makes of the expected text).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { newId } from '../../server/db/ids.js';
-import { MAX_DICTS_PER_ORG, MAX_ENTRIES_PER_DICT, MAX_ENTRIES_PER_ORG } from '../../server/services/dicts/dict-input.js';
-import { createApiKey } from '../../server/services/keys/create-api-key.js';
-import { createOrg } from '../../server/services/orgs/create-org.js';
-import type { GatewayHarness } from '../../test/support/gateway-harness.js';
-import { bytesOf, expectError, natural, startTtsGateway, ttsBody } from '../../test/support/tts-routes.js';
+import { newId } from '../../server/db/ids.ts';
+import { MAX_DICTS_PER_ORG, MAX_ENTRIES_PER_DICT, MAX_ENTRIES_PER_ORG } from '../../server/services/dicts/dict-input.ts';
+import { createApiKey } from '../../server/services/keys/create-api-key.ts';
+import { createOrg } from '../../server/services/orgs/create-org.ts';
+import type { GatewayHarness } from '../../test/support/gateway-harness.ts';
+import { bytesOf, expectError, natural, startTtsGateway, ttsBody } from '../../test/support/tts-routes.ts';
 
 let h: GatewayHarness;
 /** Keys of the harness org (A), another org (B), an org with no credit, and a fresh org per limit test. */

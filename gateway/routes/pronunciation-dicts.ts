@@ -3,14 +3,14 @@
 // Metered like the other native keyed routes (the spec lists 402 for GET /pronunciation-dicts):
 // admitted only with a positive balance, never debited.
 import type { FastifyInstance } from 'fastify';
-import { ServiceError } from '../../server/services/errors.js';
-import { createDict } from '../../server/services/dicts/create-dict.js';
-import { deleteDict } from '../../server/services/dicts/delete-dict.js';
-import { parseCreateDict, parseUpdateDict } from '../../server/services/dicts/dict-input.js';
-import { getDict } from '../../server/services/dicts/get-dict.js';
-import { listDicts } from '../../server/services/dicts/list-dicts.js';
-import { updateDict } from '../../server/services/dicts/update-dict.js';
-import type { GatewayContext } from '../context.js';
+import { ServiceError } from '../../server/services/errors.ts';
+import { createDict } from '../../server/services/dicts/create-dict.ts';
+import { deleteDict } from '../../server/services/dicts/delete-dict.ts';
+import { parseCreateDict, parseUpdateDict } from '../../server/services/dicts/dict-input.ts';
+import { getDict } from '../../server/services/dicts/get-dict.ts';
+import { listDicts } from '../../server/services/dicts/list-dicts.ts';
+import { updateDict } from '../../server/services/dicts/update-dict.ts';
+import type { GatewayContext } from '../context.ts';
 
 /**
  * Room for 10,000 entries of ~800 bytes (dict-input.ts): at every per-entry maximum a full

@@ -10,15 +10,15 @@
 //
 // Must be registered in the scope where @fastify/websocket is (registerSttWebSocketRoutes).
 import type { FastifyInstance } from 'fastify';
-import { perSecondCostMicros } from '../../server/services/credits/pricing.js';
-import { ServiceError } from '../../server/services/errors.js';
-import type { GatewayContext } from '../context.js';
-import type { Ticket } from '../core/admission.js';
-import type { CreditHold } from '../core/gateway-core.js';
-import { defaultModel, isOpenAiSttName, loadRealtimeProfiles, resolveProfile, type RealtimeProfile } from '../realtime/profiles.js';
-import { RealtimeSession } from '../realtime/realtime-session.js';
-import { streamingModel } from '../stt/open-session.js';
-import { METER_EVERY_MS } from '../stt/stt-session.js';
+import { perSecondCostMicros } from '../../server/services/credits/pricing.ts';
+import { ServiceError } from '../../server/services/errors.ts';
+import type { GatewayContext } from '../context.ts';
+import type { Ticket } from '../core/admission.ts';
+import type { CreditHold } from '../core/gateway-core.ts';
+import { defaultModel, isOpenAiSttName, loadRealtimeProfiles, resolveProfile, type RealtimeProfile } from '../realtime/profiles.ts';
+import { RealtimeSession } from '../realtime/realtime-session.ts';
+import { streamingModel } from '../stt/open-session.ts';
+import { METER_EVERY_MS } from '../stt/stt-session.ts';
 
 const upgradeRequired = () => new ServiceError('upgrade_required', 'This is a WebSocket route: connect with a WebSocket client (Upgrade: websocket).');
 

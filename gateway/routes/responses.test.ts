@@ -9,16 +9,16 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { createApiKey } from '../../server/services/keys/create-api-key.js';
-import { upsertModel } from '../../server/services/models/upsert-model.js';
-import { createOrg } from '../../server/services/orgs/create-org.js';
-import { startGateway, type GatewayHarness } from '../../test/support/gateway-harness.js';
-import { startScriptedUpstream, type Behaviour, type ScriptedUpstream } from '../../test/support/scripted-openai-upstream.js';
-import { writeTinyGguf, type TinyGguf } from '../../test/support/tiny-gguf.js';
-import { A_WINDOW_START, manualClock } from '../../test/support/manual-clock.js';
-import { expectError } from '../../test/support/tts-routes.js';
-import { usageRows } from '../../test/support/usage-rows.js';
-import { checkProtocol } from '../upstreams/protocols/index.js';
+import { createApiKey } from '../../server/services/keys/create-api-key.ts';
+import { upsertModel } from '../../server/services/models/upsert-model.ts';
+import { createOrg } from '../../server/services/orgs/create-org.ts';
+import { startGateway, type GatewayHarness } from '../../test/support/gateway-harness.ts';
+import { startScriptedUpstream, type Behaviour, type ScriptedUpstream } from '../../test/support/scripted-openai-upstream.ts';
+import { writeTinyGguf, type TinyGguf } from '../../test/support/tiny-gguf.ts';
+import { A_WINDOW_START, manualClock } from '../../test/support/manual-clock.ts';
+import { expectError } from '../../test/support/tts-routes.ts';
+import { usageRows } from '../../test/support/usage-rows.ts';
+import { checkProtocol } from '../upstreams/protocols/index.ts';
 
 const PRICE_IN = 150_001n; // pico-USD per input token
 const PRICE_OUT = 600_003n; // pico-USD per output token

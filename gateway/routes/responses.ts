@@ -11,21 +11,21 @@
 // engine's own token counts settled after, the same errors (401, 402, 429, 404 model_not_found).
 // Chat's own route (chat-completions.ts) is untouched: this one only reuses its helpers.
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { llmCostMicros } from '../../server/services/credits/pricing.js';
-import { ServiceError, isServiceError } from '../../server/services/errors.js';
-import { setSpendHeaders, type CreditHold } from '../core/gateway-core.js';
-import type { GatewayContext } from '../context.js';
-import { parseJsonObject, type JsonObject } from '../json-body.js';
-import type { ModelEntry, UpstreamEntry } from '../registry/model-registry.js';
-import { SseSplitter, sseData } from '../sse.js';
-import type { ChatResponse } from '../upstreams/contract.js';
-import { isTimeout, statusError } from '../upstreams/engine-http.js';
-import { clientErrorFor, tryUpstreams, upstreamCall } from '../upstreams/try-upstreams.js';
-import { upstreamEnvelope } from '../upstream-envelope.js';
-import { onResponseClose, type EngineCall } from '../client-gone.js';
-import { envelope } from '../errors.js';
-import { sendStream } from '../metrics/metrics-http.js';
-import { LLM_BODY_LIMIT, estimateTokens, patchTopLevelMembers, reservationFor } from './chat-completions.js';
+import { llmCostMicros } from '../../server/services/credits/pricing.ts';
+import { ServiceError, isServiceError } from '../../server/services/errors.ts';
+import { setSpendHeaders, type CreditHold } from '../core/gateway-core.ts';
+import type { GatewayContext } from '../context.ts';
+import { parseJsonObject, type JsonObject } from '../json-body.ts';
+import type { ModelEntry, UpstreamEntry } from '../registry/model-registry.ts';
+import { SseSplitter, sseData } from '../sse.ts';
+import type { ChatResponse } from '../upstreams/contract.ts';
+import { isTimeout, statusError } from '../upstreams/engine-http.ts';
+import { clientErrorFor, tryUpstreams, upstreamCall } from '../upstreams/try-upstreams.ts';
+import { upstreamEnvelope } from '../upstream-envelope.ts';
+import { onResponseClose, type EngineCall } from '../client-gone.ts';
+import { envelope } from '../errors.ts';
+import { sendStream } from '../metrics/metrics-http.ts';
+import { LLM_BODY_LIMIT, estimateTokens, patchTopLevelMembers, reservationFor } from './chat-completions.ts';
 import {
   ResponsesStreamTranslator,
   chatRequestFor,
@@ -35,8 +35,8 @@ import {
   streamErrorEvent,
   type ChatUsage,
   type ResponseMeta,
-} from '../llm/responses-via-chat.js';
-import { ResponseItemStore } from '../llm/response-item-store.js';
+} from '../llm/responses-via-chat.ts';
+import { ResponseItemStore } from '../llm/response-item-store.ts';
 
 /** How an engine without the Responses API answers POST /responses: no such route (or method). */
 const NO_SUCH_ROUTE = new Set([404, 405, 501]);

@@ -4,13 +4,13 @@
 // (speech.audio.delta with base64 audio, speech.audio.done with usage) whose audio, read back by
 // the local recogniser, says the words; an engine dying mid-stream ends the stream with OpenAI's
 // error event.
-import { newId } from '../../server/db/ids.js';
-import { upsertModel } from '../../server/services/models/upsert-model.js';
+import { newId } from '../../server/db/ids.ts';
+import { upsertModel } from '../../server/services/models/upsert-model.ts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { scanMpegFrames } from '../audio/mp3-frames.js';
-import { parseWav } from '../audio/wav.js';
-import type { GatewayHarness } from '../../test/support/gateway-harness.js';
-import { STT_PRICE, settleRecognizers, transcribe, wavFile, wer } from '../../test/support/stt-routes.js';
+import { scanMpegFrames } from '../audio/mp3-frames.ts';
+import { parseWav } from '../audio/wav.ts';
+import type { GatewayHarness } from '../../test/support/gateway-harness.ts';
+import { STT_PRICE, settleRecognizers, transcribe, wavFile, wer } from '../../test/support/stt-routes.ts';
 import {
   FLITE_PRICE,
   FOX,
@@ -31,8 +31,8 @@ import {
   startTtsGateway,
   usd,
   type SpeechServer,
-} from '../../test/support/tts-routes.js';
-import { checkProtocol } from '../upstreams/protocols/index.js';
+} from '../../test/support/tts-routes.ts';
+import { checkProtocol } from '../upstreams/protocols/index.ts';
 
 /** A sentence the local recogniser hears well from flite (the fox sentence loses a word or three). */
 const SAID = 'Please call me tomorrow morning about the meeting.';

@@ -14,10 +14,10 @@ import { initializeLogger, stt as agentsStt, type APIConnectOptions } from '@liv
 import * as livekitCartesia from '@livekit/agents-plugin-cartesia';
 import { AudioFrame } from '@livekit/rtc-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createApiKey } from '../../server/services/keys/create-api-key.js';
-import { createOrg } from '../../server/services/orgs/create-org.js';
-import type { GatewayHarness } from '../../test/support/gateway-harness.js';
-import { audioCost, concat, expectDebited, s16le, settleRecognizers, silence, speech, startSttGateway, trimSilence, wer } from '../../test/support/stt-routes.js';
+import { createApiKey } from '../../server/services/keys/create-api-key.ts';
+import { createOrg } from '../../server/services/orgs/create-org.ts';
+import type { GatewayHarness } from '../../test/support/gateway-harness.ts';
+import { audioCost, concat, expectDebited, s16le, settleRecognizers, silence, speech, startSttGateway, trimSilence, wer } from '../../test/support/stt-routes.ts';
 
 // The CommonJS build, as ENVIRONMENT.md says (its ESM build's bare require('ws') fails under import).
 const require = createRequire(import.meta.url);

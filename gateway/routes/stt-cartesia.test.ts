@@ -7,9 +7,9 @@
 // the version the events are the gateway's own, unchanged. Real gateway runtime, throw-away
 // database, the local recogniser, speech by flite; metering exact.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createApiKey } from '../../server/services/keys/create-api-key.js';
-import { createOrg } from '../../server/services/orgs/create-org.js';
-import type { GatewayHarness } from '../../test/support/gateway-harness.js';
+import { createApiKey } from '../../server/services/keys/create-api-key.ts';
+import { createOrg } from '../../server/services/orgs/create-org.ts';
+import type { GatewayHarness } from '../../test/support/gateway-harness.ts';
 import {
   audioCost,
   concat,
@@ -27,8 +27,8 @@ import {
   wer,
   type SttClient,
   type SttEvent,
-} from '../../test/support/stt-routes.js';
-import { usd } from '../../test/support/tts-routes.js';
+} from '../../test/support/stt-routes.ts';
+import { usd } from '../../test/support/tts-routes.ts';
 
 const FOX = 'the quick brown fox jumps over the lazy dog';
 const CALL = 'please call me tomorrow morning about the meeting';

@@ -7,11 +7,11 @@
 // balance with the ledger exact. Real gateway runtime, throw-away database, the local
 // recogniser, speech by flite.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createApiKey } from '../../server/services/keys/create-api-key.js';
-import { revokeApiKey } from '../../server/services/keys/revoke-api-key.js';
-import { createOrg } from '../../server/services/orgs/create-org.js';
-import type { GatewayHarness } from '../../test/support/gateway-harness.js';
-import { A_WINDOW_START, manualClock } from '../../test/support/manual-clock.js';
+import { createApiKey } from '../../server/services/keys/create-api-key.ts';
+import { revokeApiKey } from '../../server/services/keys/revoke-api-key.ts';
+import { createOrg } from '../../server/services/orgs/create-org.ts';
+import type { GatewayHarness } from '../../test/support/gateway-harness.ts';
+import { A_WINDOW_START, manualClock } from '../../test/support/manual-clock.ts';
 import {
   audioCost,
   concat,
@@ -30,7 +30,7 @@ import {
   words,
   type SttClient,
   type SttEvent,
-} from '../../test/support/stt-routes.js';
+} from '../../test/support/stt-routes.ts';
 
 const PATH = '/stt/turns/websocket';
 const FOX = 'the quick brown fox jumps over the lazy dog';

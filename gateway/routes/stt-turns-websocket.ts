@@ -7,12 +7,12 @@
 // and Cartesia-Version (header) or cartesia_version (query). Turns are always the gateway's
 // detector's: it gives the eager ends and resumes, and follows `config` messages.
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { ServiceError } from '../../server/services/errors.js';
-import type { GatewayContext } from '../context.js';
-import { cartesiaTurnsDialect } from '../stt/dialects/cartesia-turns.js';
-import { audioFormatFromQuery, streamingModel, sttSessionRoute, type SessionPlan } from '../stt/open-session.js';
-import { turnSettingsFromQuery } from '../stt/turn-params.js';
-import { queryKeyterms } from './transcriptions.js';
+import { ServiceError } from '../../server/services/errors.ts';
+import type { GatewayContext } from '../context.ts';
+import { cartesiaTurnsDialect } from '../stt/dialects/cartesia-turns.ts';
+import { audioFormatFromQuery, streamingModel, sttSessionRoute, type SessionPlan } from '../stt/open-session.ts';
+import { turnSettingsFromQuery } from '../stt/turn-params.ts';
+import { queryKeyterms } from './transcriptions.ts';
 
 /** Cartesia's API version: a date (every version is served alike; anything else is a client's mistake worth naming). */
 const VERSION = /^\d{4}-\d{2}-\d{2}$/;

@@ -4,12 +4,12 @@
 // the envelope; the session protocol of docs/stt.md (events, commands, turns, encodings, frame
 // splitting); metering, the 1008 close at zero balance, abrupt disconnects and concurrency.
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { encodeSamples } from '../audio/sample-encoding.js';
-import { createApiKey } from '../../server/services/keys/create-api-key.js';
-import { revokeApiKey } from '../../server/services/keys/revoke-api-key.js';
-import { upsertModel } from '../../server/services/models/upsert-model.js';
-import { createOrg } from '../../server/services/orgs/create-org.js';
-import type { GatewayHarness } from '../../test/support/gateway-harness.js';
+import { encodeSamples } from '../audio/sample-encoding.ts';
+import { createApiKey } from '../../server/services/keys/create-api-key.ts';
+import { revokeApiKey } from '../../server/services/keys/revoke-api-key.ts';
+import { upsertModel } from '../../server/services/models/upsert-model.ts';
+import { createOrg } from '../../server/services/orgs/create-org.ts';
+import type { GatewayHarness } from '../../test/support/gateway-harness.ts';
 import {
   STT_PRICE,
   audioCost,
@@ -33,11 +33,11 @@ import {
   type SttClient,
   type SttEvent,
   type TimedWord,
-} from '../../test/support/stt-routes.js';
-import { A_WINDOW_START, manualClock } from '../../test/support/manual-clock.js';
-import { usd } from '../../test/support/tts-routes.js';
-import { recognizerStats, shutdownRecognizers } from '../upstreams/pocketsphinx/recognizer.js';
-import { checkProtocol } from '../upstreams/protocols/index.js';
+} from '../../test/support/stt-routes.ts';
+import { A_WINDOW_START, manualClock } from '../../test/support/manual-clock.ts';
+import { usd } from '../../test/support/tts-routes.ts';
+import { recognizerStats, shutdownRecognizers } from '../upstreams/pocketsphinx/recognizer.ts';
+import { checkProtocol } from '../upstreams/protocols/index.ts';
 
 type Encoding = 'pcm_s16le' | 'pcm_f32le' | 'pcm_mulaw' | 'pcm_alaw';
 const BYTES: Record<Encoding, number> = { pcm_s16le: 2, pcm_f32le: 4, pcm_mulaw: 1, pcm_alaw: 1 };

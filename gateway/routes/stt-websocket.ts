@@ -5,13 +5,13 @@
 // the error envelope. What every streaming-transcription route shares is gateway/stt/open-session.ts.
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import websocket from '@fastify/websocket';
-import { ServiceError } from '../../server/services/errors.js';
-import type { GatewayContext } from '../context.js';
-import { selectSubprotocol } from '../core/gateway-core.js';
-import { audioFormatFromQuery, streamingModel, sttSessionRoute, type SessionPlan } from '../stt/open-session.js';
-import { cartesiaSttDialect } from '../stt/dialect.js';
-import { turnSettingsFromQuery } from '../stt/turn-params.js';
-import { queryKeyterms } from './transcriptions.js';
+import { ServiceError } from '../../server/services/errors.ts';
+import type { GatewayContext } from '../context.ts';
+import { selectSubprotocol } from '../core/gateway-core.ts';
+import { audioFormatFromQuery, streamingModel, sttSessionRoute, type SessionPlan } from '../stt/open-session.ts';
+import { cartesiaSttDialect } from '../stt/dialect.ts';
+import { turnSettingsFromQuery } from '../stt/turn-params.ts';
+import { queryKeyterms } from './transcriptions.ts';
 
 const TURN_SOURCES = ['auto', 'gateway'] as const;
 

@@ -1,8 +1,8 @@
 // Unit tests of the transcription answer shapes (segments from word times, SRT/WebVTT, the
 // parameters). The route over real HTTP: transcriptions.formats.test.ts.
 import { describe, expect, it } from 'vitest';
-import { ServiceError } from '../../server/services/errors.js';
-import { compressionRatio, parseGranularities, parseResponseFormat, segmentsOf, srt, timestamp, verboseJson, vtt } from './transcription-formats.js';
+import { ServiceError } from '../../server/services/errors.ts';
+import { compressionRatio, parseGranularities, parseResponseFormat, segmentsOf, srt, timestamp, verboseJson, vtt } from './transcription-formats.ts';
 
 const w = (word: string, start: number, end: number) => ({ word, start, end });
 

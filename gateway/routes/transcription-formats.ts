@@ -9,8 +9,8 @@
 // out rather than made up; `compression_ratio` is a property of the text (Whisper's own formula)
 // and is given.
 import { deflateSync } from 'node:zlib';
-import { ServiceError } from '../../server/services/errors.js';
-import type { Transcript, Word } from '../upstreams/contract.js';
+import { ServiceError } from '../../server/services/errors.ts';
+import type { Transcript, Word } from '../upstreams/contract.ts';
 
 export const RESPONSE_FORMATS = ['json', 'text', 'srt', 'verbose_json', 'vtt'] as const;
 export type ResponseFormat = (typeof RESPONSE_FORMATS)[number];

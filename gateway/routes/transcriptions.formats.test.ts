@@ -6,8 +6,8 @@
 import OpenAI from 'openai';
 import { toFile } from 'openai/uploads';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { upsertModel } from '../../server/services/models/upsert-model.js';
-import type { GatewayHarness } from '../../test/support/gateway-harness.js';
+import { upsertModel } from '../../server/services/models/upsert-model.ts';
+import type { GatewayHarness } from '../../test/support/gateway-harness.ts';
 import {
   STT_PRICE,
   audioCost,
@@ -24,9 +24,9 @@ import {
   wavFile,
   wer,
   words,
-} from '../../test/support/stt-routes.js';
-import { expectError, usd } from '../../test/support/tts-routes.js';
-import { checkProtocol } from '../upstreams/protocols/index.js';
+} from '../../test/support/stt-routes.ts';
+import { expectError, usd } from '../../test/support/tts-routes.ts';
+import { checkProtocol } from '../upstreams/protocols/index.ts';
 
 const FIRST = 'please call me tomorrow morning about the meeting';
 const SECOND = 'she bought three apples and a loaf of bread';

@@ -7,12 +7,12 @@ import { request as httpRequest } from 'node:http';
 import OpenAI from 'openai';
 import { toFile } from 'openai/uploads';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { encodeMp3 } from '../audio/mp3.js';
-import { createApiKey } from '../../server/services/keys/create-api-key.js';
-import { revokeApiKey } from '../../server/services/keys/revoke-api-key.js';
-import { upsertModel } from '../../server/services/models/upsert-model.js';
-import { createOrg } from '../../server/services/orgs/create-org.js';
-import type { GatewayHarness } from '../../test/support/gateway-harness.js';
+import { encodeMp3 } from '../audio/mp3.ts';
+import { createApiKey } from '../../server/services/keys/create-api-key.ts';
+import { revokeApiKey } from '../../server/services/keys/revoke-api-key.ts';
+import { upsertModel } from '../../server/services/models/upsert-model.ts';
+import { createOrg } from '../../server/services/orgs/create-org.ts';
+import type { GatewayHarness } from '../../test/support/gateway-harness.ts';
 import {
   STT_PRICE,
   audioCost,
@@ -35,10 +35,10 @@ import {
   words,
   type TranscriptionServer,
   type Voice,
-} from '../../test/support/stt-routes.js';
-import { A_WINDOW_START, manualClock } from '../../test/support/manual-clock.js';
-import { expectError, usd } from '../../test/support/tts-routes.js';
-import { checkProtocol } from '../upstreams/protocols/index.js';
+} from '../../test/support/stt-routes.ts';
+import { A_WINDOW_START, manualClock } from '../../test/support/manual-clock.ts';
+import { expectError, usd } from '../../test/support/tts-routes.ts';
+import { checkProtocol } from '../upstreams/protocols/index.ts';
 
 let h: GatewayHarness;
 const keys = { zero: '', revoked: '', limited: '' };

@@ -3,12 +3,12 @@
 // fields may come before or after the file. `response_format` picks the answer's shape
 // (transcription-formats.ts); the default (json) is the spec's {text, words, duration_seconds}.
 import type { FastifyInstance } from 'fastify';
-import { ServiceError } from '../../server/services/errors.js';
-import type { GatewayContext } from '../context.js';
-import { acceptMultipart, readUpload } from '../multipart-upload.js';
-import { decodeUploadedAudio, parseSampleRateParam } from '../stt/decode-upload.js';
-import { transcribeBilled } from '../stt/transcribe-billed.js';
-import { parseGranularities, parseResponseFormat, segmentsOf, srt, verboseJson, vtt } from './transcription-formats.js';
+import { ServiceError } from '../../server/services/errors.ts';
+import type { GatewayContext } from '../context.ts';
+import { acceptMultipart, readUpload } from '../multipart-upload.ts';
+import { decodeUploadedAudio, parseSampleRateParam } from '../stt/decode-upload.ts';
+import { transcribeBilled } from '../stt/transcribe-billed.ts';
+import { parseGranularities, parseResponseFormat, segmentsOf, srt, verboseJson, vtt } from './transcription-formats.ts';
 
 export const TRANSCRIPTION_BODY_LIMIT = 25 * 1024 * 1024;
 

@@ -10,12 +10,12 @@ import { createRequire } from 'node:module';
 import { initializeLogger, tts as agentsTts } from '@livekit/agents';
 import * as livekitCartesia from '@livekit/agents-plugin-cartesia';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { createApiKey } from '../../server/services/keys/create-api-key.js';
-import { createOrg } from '../../server/services/orgs/create-org.js';
-import type { GatewayHarness } from '../../test/support/gateway-harness.js';
-import { makeTestCertificate, type TestCertificate } from '../../test/support/tls.js';
-import { FLITE_PRICE, FOX, codePoints, costOf, decodeRaw, expectSpeechLevel, expectWithin, natural, startTtsGateway } from '../../test/support/tts-routes.js';
-import { usageRows } from '../../test/support/usage-rows.js';
+import { createApiKey } from '../../server/services/keys/create-api-key.ts';
+import { createOrg } from '../../server/services/orgs/create-org.ts';
+import type { GatewayHarness } from '../../test/support/gateway-harness.ts';
+import { makeTestCertificate, type TestCertificate } from '../../test/support/tls.ts';
+import { FLITE_PRICE, FOX, codePoints, costOf, decodeRaw, expectSpeechLevel, expectWithin, natural, startTtsGateway } from '../../test/support/tts-routes.ts';
+import { usageRows } from '../../test/support/usage-rows.ts';
 
 // The CommonJS build, as ENVIRONMENT.md says (its ESM build's bare require('ws') fails under import).
 const require = createRequire(import.meta.url);

@@ -7,15 +7,15 @@
 // balance runs out. The official clients are in tts-websocket.clients.test.ts.
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { createApiKey } from '../../server/services/keys/create-api-key.js';
-import { revokeApiKey } from '../../server/services/keys/revoke-api-key.js';
-import { createOrg } from '../../server/services/orgs/create-org.js';
-import type { GatewayHarness } from '../../test/support/gateway-harness.js';
-import { A_WINDOW_START, manualClock } from '../../test/support/manual-clock.js';
-import { FLITE_PRICE, FOX, codePoints, costOf, decodeRaw, expectSpeechLevel, expectWithin, natural, post, startTtsGateway, type Encoding } from '../../test/support/tts-routes.js';
-import { openTtsSocket, refusedTtsUpgrade, summary, type TtsEvent, type TtsSocket } from '../../test/support/tts-socket.js';
-import { usageRows } from '../../test/support/usage-rows.js';
-import { ttsSocketLimits } from '../tts/tts-socket-session.js';
+import { createApiKey } from '../../server/services/keys/create-api-key.ts';
+import { revokeApiKey } from '../../server/services/keys/revoke-api-key.ts';
+import { createOrg } from '../../server/services/orgs/create-org.ts';
+import type { GatewayHarness } from '../../test/support/gateway-harness.ts';
+import { A_WINDOW_START, manualClock } from '../../test/support/manual-clock.ts';
+import { FLITE_PRICE, FOX, codePoints, costOf, decodeRaw, expectSpeechLevel, expectWithin, natural, post, startTtsGateway, type Encoding } from '../../test/support/tts-routes.ts';
+import { openTtsSocket, refusedTtsUpgrade, summary, type TtsEvent, type TtsSocket } from '../../test/support/tts-socket.ts';
+import { usageRows } from '../../test/support/usage-rows.ts';
+import { ttsSocketLimits } from '../tts/tts-socket-session.ts';
 
 const CALL = 'Please call me tomorrow morning about the meeting.';
 const TABLE = 'I would like to book a table for two people tonight.';

@@ -8,11 +8,11 @@
 //
 // Must be registered in the scope where @fastify/websocket is (registerSttWebSocketRoutes).
 import type { FastifyInstance } from 'fastify';
-import { ServiceError } from '../../server/services/errors.js';
-import type { GatewayContext } from '../context.js';
-import type { Ticket } from '../core/admission.js';
-import type { CreditHold } from '../core/gateway-core.js';
-import { runTtsSocketSession, ttsSocketLimits } from '../tts/tts-socket-session.js';
+import { ServiceError } from '../../server/services/errors.ts';
+import type { GatewayContext } from '../context.ts';
+import type { Ticket } from '../core/admission.ts';
+import type { CreditHold } from '../core/gateway-core.ts';
+import { runTtsSocketSession, ttsSocketLimits } from '../tts/tts-socket-session.ts';
 
 /** Cartesia's API version (`Cartesia-Version: 2025-04-16`, or `?cartesia_version=`; the query wins): a date. */
 const VERSION = /^\d{4}-\d{2}-\d{2}$/;

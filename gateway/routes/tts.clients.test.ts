@@ -9,9 +9,9 @@ import { join } from 'node:path';
 import Cartesia from '@cartesia/cartesia-js';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { scanMpegFrames } from '../audio/mp3-frames.js';
-import { parseWav } from '../audio/wav.js';
-import type { GatewayHarness } from '../../test/support/gateway-harness.js';
+import { scanMpegFrames } from '../audio/mp3-frames.ts';
+import { parseWav } from '../audio/wav.ts';
+import type { GatewayHarness } from '../../test/support/gateway-harness.ts';
 import {
   ESPEAK_PRICE,
   FLITE_PRICE,
@@ -33,7 +33,7 @@ import {
   startTtsGateway,
   ttsBody,
   usd,
-} from '../../test/support/tts-routes.js';
+} from '../../test/support/tts-routes.ts';
 
 let h: GatewayHarness;
 let scratch: string;

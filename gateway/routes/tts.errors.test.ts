@@ -3,13 +3,13 @@
 // routes answer with, with its exact status, code and param, and no debit for any of them.
 // Upstream failures come from a scripted OpenAI-compatible speech server.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { newId } from '../../server/db/ids.js';
-import { createApiKey } from '../../server/services/keys/create-api-key.js';
-import { revokeApiKey } from '../../server/services/keys/revoke-api-key.js';
-import { upsertModel } from '../../server/services/models/upsert-model.js';
-import { createOrg } from '../../server/services/orgs/create-org.js';
-import type { GatewayHarness } from '../../test/support/gateway-harness.js';
-import { A_WINDOW_START, manualClock } from '../../test/support/manual-clock.js';
+import { newId } from '../../server/db/ids.ts';
+import { createApiKey } from '../../server/services/keys/create-api-key.ts';
+import { revokeApiKey } from '../../server/services/keys/revoke-api-key.ts';
+import { upsertModel } from '../../server/services/models/upsert-model.ts';
+import { createOrg } from '../../server/services/orgs/create-org.ts';
+import type { GatewayHarness } from '../../test/support/gateway-harness.ts';
+import { A_WINDOW_START, manualClock } from '../../test/support/manual-clock.ts';
 import {
   FLITE_PRICE,
   FOX,
@@ -30,8 +30,8 @@ import {
   ttsBody,
   usd,
   type SpeechServer,
-} from '../../test/support/tts-routes.js';
-import { checkProtocol } from '../upstreams/protocols/index.js';
+} from '../../test/support/tts-routes.ts';
+import { checkProtocol } from '../upstreams/protocols/index.ts';
 
 let h: GatewayHarness; // default 300 s deadline
 let hd: GatewayHarness; // SVC_UPSTREAM_TIMEOUT_SECONDS=1

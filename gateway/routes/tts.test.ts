@@ -5,10 +5,10 @@
 // compared with what the engine itself makes of the same text.
 // Errors: tts.errors.test.ts. Official clients, intelligibility, concurrency: tts.clients.test.ts.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { scanMpegFrames } from '../audio/mp3-frames.js';
-import { parseWav, type ParsedWav } from '../audio/wav.js';
-import { newId } from '../../server/db/ids.js';
-import type { GatewayHarness } from '../../test/support/gateway-harness.js';
+import { scanMpegFrames } from '../audio/mp3-frames.ts';
+import { parseWav, type ParsedWav } from '../audio/wav.ts';
+import { newId } from '../../server/db/ids.ts';
+import type { GatewayHarness } from '../../test/support/gateway-harness.ts';
 import {
   BYTES_PER_SAMPLE,
   ESPEAK_PRICE,
@@ -31,7 +31,7 @@ import {
   ttsBody,
   usd,
   type Encoding,
-} from '../../test/support/tts-routes.js';
+} from '../../test/support/tts-routes.ts';
 
 let h: GatewayHarness;
 

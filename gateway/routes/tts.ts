@@ -1,17 +1,17 @@
 // POST /tts/sse, POST /tts/bytes (native, Cartesia-shaped) and POST /v1/audio/speech
 // (OpenAI-shaped), all on one pipeline: gateway/tts/synthesize.ts -> gateway/audio.
 import type { FastifyInstance, FastifyReply, FastifyRequest, RequestPayload } from 'fastify';
-import { ServiceError } from '../../server/services/errors.js';
-import { contentTypeFor, convertAll, createAudioConverter } from '../audio/convert.js';
-import { setSpendHeaders } from '../core/gateway-core.js';
-import type { GatewayContext } from '../context.js';
-import { ERROR_TABLE, envelope } from '../errors.js';
-import { allChunks, chargeSynthesis, startSynthesis, type Charge, type StartedSynthesis } from '../tts/synthesize.js';
-import { parseTtsRequest, type TtsRequest } from '../tts/tts-request.js';
-import type { OutputFormat } from '../audio/output-format.js';
-import { toFloat32, type PcmSamples } from '../audio/pcm.js';
-import { sendStream } from '../metrics/metrics-http.js';
-import { parseOpenAiSpeechRequest } from '../tts/openai-speech-request.js';
+import { ServiceError } from '../../server/services/errors.ts';
+import { contentTypeFor, convertAll, createAudioConverter } from '../audio/convert.ts';
+import { setSpendHeaders } from '../core/gateway-core.ts';
+import type { GatewayContext } from '../context.ts';
+import { ERROR_TABLE, envelope } from '../errors.ts';
+import { allChunks, chargeSynthesis, startSynthesis, type Charge, type StartedSynthesis } from '../tts/synthesize.ts';
+import { parseTtsRequest, type TtsRequest } from '../tts/tts-request.ts';
+import type { OutputFormat } from '../audio/output-format.ts';
+import { toFloat32, type PcmSamples } from '../audio/pcm.ts';
+import { sendStream } from '../metrics/metrics-http.ts';
+import { parseOpenAiSpeechRequest } from '../tts/openai-speech-request.ts';
 
 /**
  * A body without a Content-Type is read as JSON on the Cartesia-shaped routes: LiveKit's Cartesia

@@ -9,19 +9,19 @@
 // gateway's detector (Silero VAD, which takes no pure tone for speech) must find the turns, the
 // bursts are voiced (test/support/speech-bursts.ts).
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
-import { newId } from '../../server/db/ids.js';
-import { upsertModel } from '../../server/services/models/upsert-model.js';
-import { importEngineVoices, mapVoiceToEngine } from '../../server/services/voices/engine-voices.js';
-import { startGateway, type GatewayHarness } from '../../test/support/gateway-harness.js';
-import { startScriptedCartesia, TONE_HZ, type CatalogueVoice, type ScriptedCartesia } from '../../test/support/scripted-cartesia.js';
-import { speechBurst } from '../../test/support/speech-bursts.js';
-import { sseReader } from '../../test/support/sse-client.js';
-import { audioCost, expectDebited, ledgerOf, openSession, s16le, summary, transcribe, wavFile, type SttClient, type SttEvent } from '../../test/support/stt-routes.js';
-import { FOX, codePoints, costOf, decodeRaw, expectError, post, requestId, sseData, usd } from '../../test/support/tts-routes.js';
-import { call, cloneMultipart } from '../../test/support/voice-routes.js';
-import { tone, zeroCrossingFrequency } from '../audio/test-signals.js';
-import { checkProtocol } from '../upstreams/protocols/index.js';
-import { listEngineVoices } from '../voices/engine-catalogue.js';
+import { newId } from '../../server/db/ids.ts';
+import { upsertModel } from '../../server/services/models/upsert-model.ts';
+import { importEngineVoices, mapVoiceToEngine } from '../../server/services/voices/engine-voices.ts';
+import { startGateway, type GatewayHarness } from '../../test/support/gateway-harness.ts';
+import { startScriptedCartesia, TONE_HZ, type CatalogueVoice, type ScriptedCartesia } from '../../test/support/scripted-cartesia.ts';
+import { speechBurst } from '../../test/support/speech-bursts.ts';
+import { sseReader } from '../../test/support/sse-client.ts';
+import { audioCost, expectDebited, ledgerOf, openSession, s16le, summary, transcribe, wavFile, type SttClient, type SttEvent } from '../../test/support/stt-routes.ts';
+import { FOX, codePoints, costOf, decodeRaw, expectError, post, requestId, sseData, usd } from '../../test/support/tts-routes.ts';
+import { call, cloneMultipart } from '../../test/support/voice-routes.ts';
+import { tone, zeroCrossingFrequency } from '../audio/test-signals.ts';
+import { checkProtocol } from '../upstreams/protocols/index.ts';
+import { listEngineVoices } from '../voices/engine-catalogue.ts';
 
 const KEY = 'sk_car_route_secret_4b1d9e';
 const BAD_KEY = 'sk_car_route_wrong_77aa3c';

@@ -13,17 +13,17 @@
 // Where the gateway's own detector (Silero VAD) must find the turns, the bursts are voiced
 // (test/support/speech-bursts.ts): a tone is no speech to it.
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
-import { encodeSamples } from '../audio/sample-encoding.js';
-import { newId } from '../../server/db/ids.js';
-import { getModel, upsertModel } from '../../server/services/models/upsert-model.js';
-import { importEngineVoices, mapVoiceToEngine } from '../../server/services/voices/engine-voices.js';
-import { startGateway, type GatewayHarness } from '../../test/support/gateway-harness.js';
-import { scriptedToneSample, startScriptedDeepgram, type ListenSocket, type ReceivedRequest, type ScriptedDeepgram } from '../../test/support/scripted-deepgram.js';
-import { speechBursts } from '../../test/support/speech-bursts.js';
-import { audioCost, expectDebited, ledgerOf, openSession, summary, transcribe, wavFile, type SttClient } from '../../test/support/stt-routes.js';
-import { checkTtsEvents, costOf, expectError, expectNotBilled, post, sseData, sseReader, usd } from '../../test/support/tts-routes.js';
-import { checkProtocol } from '../upstreams/protocols/index.js';
-import { listEngineVoices } from '../voices/engine-catalogue.js';
+import { encodeSamples } from '../audio/sample-encoding.ts';
+import { newId } from '../../server/db/ids.ts';
+import { getModel, upsertModel } from '../../server/services/models/upsert-model.ts';
+import { importEngineVoices, mapVoiceToEngine } from '../../server/services/voices/engine-voices.ts';
+import { startGateway, type GatewayHarness } from '../../test/support/gateway-harness.ts';
+import { scriptedToneSample, startScriptedDeepgram, type ListenSocket, type ReceivedRequest, type ScriptedDeepgram } from '../../test/support/scripted-deepgram.ts';
+import { speechBursts } from '../../test/support/speech-bursts.ts';
+import { audioCost, expectDebited, ledgerOf, openSession, summary, transcribe, wavFile, type SttClient } from '../../test/support/stt-routes.ts';
+import { checkTtsEvents, costOf, expectError, expectNotBilled, post, sseData, sseReader, usd } from '../../test/support/tts-routes.ts';
+import { checkProtocol } from '../upstreams/protocols/index.ts';
+import { listEngineVoices } from '../voices/engine-catalogue.ts';
 
 const KEY_ENV = 'DEEPGRAM_ROUTE_TEST_KEY';
 const WRONG_KEY_ENV = 'DEEPGRAM_ROUTE_TEST_WRONG_KEY';

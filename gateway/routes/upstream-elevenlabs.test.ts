@@ -6,17 +6,17 @@
 // transcription here). Then how each route fails: the engine refusing our key, its 4xx and 5xx,
 // a stream dying or stalling, the client leaving, failover at open, and health checks.
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
-import { newId } from '../../server/db/ids.js';
-import { isServiceError } from '../../server/services/errors.js';
-import { upsertModel } from '../../server/services/models/upsert-model.js';
-import { importEngineVoices, mapVoiceToEngine } from '../../server/services/voices/engine-voices.js';
-import { startGateway, type GatewayHarness } from '../../test/support/gateway-harness.js';
-import { peerTone, peerVoice, startScriptedElevenLabs, type ElevenLabsBehaviour, type ScriptedElevenLabs } from '../../test/support/scripted-elevenlabs.js';
-import { audioCost, expectDebited, ledgerOf, refusedUpgrade, transcribe, wavFile } from '../../test/support/stt-routes.js';
-import { checkTtsEvents, codePoints, costOf, expectError, FOX, post, sseData, sseReader, ttsBody, usd } from '../../test/support/tts-routes.js';
-import { call } from '../../test/support/voice-routes.js';
-import { checkProtocol } from '../upstreams/protocols/index.js';
-import { listEngineVoices } from '../voices/engine-catalogue.js';
+import { newId } from '../../server/db/ids.ts';
+import { isServiceError } from '../../server/services/errors.ts';
+import { upsertModel } from '../../server/services/models/upsert-model.ts';
+import { importEngineVoices, mapVoiceToEngine } from '../../server/services/voices/engine-voices.ts';
+import { startGateway, type GatewayHarness } from '../../test/support/gateway-harness.ts';
+import { peerTone, peerVoice, startScriptedElevenLabs, type ElevenLabsBehaviour, type ScriptedElevenLabs } from '../../test/support/scripted-elevenlabs.ts';
+import { audioCost, expectDebited, ledgerOf, refusedUpgrade, transcribe, wavFile } from '../../test/support/stt-routes.ts';
+import { checkTtsEvents, codePoints, costOf, expectError, FOX, post, sseData, sseReader, ttsBody, usd } from '../../test/support/tts-routes.ts';
+import { call } from '../../test/support/voice-routes.ts';
+import { checkProtocol } from '../upstreams/protocols/index.ts';
+import { listEngineVoices } from '../voices/engine-catalogue.ts';
 
 const KEY_ENV = 'ELEVENLABS_ROUTE_TEST_KEY';
 const WRONG_KEY_ENV = 'ELEVENLABS_ROUTE_TEST_WRONG_KEY';

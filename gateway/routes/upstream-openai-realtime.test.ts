@@ -14,13 +14,13 @@
 // detector too (test/support/speech-bursts.ts: Silero VAD takes no pure tone for speech), which
 // finds the turns where the engine does not.
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
-import { getModel, upsertModel } from '../../server/services/models/upsert-model.js';
-import { startGateway, type GatewayHarness } from '../../test/support/gateway-harness.js';
-import { startScriptedRealtime, type PeerSocket, type RealtimeDialect, type ScriptedRealtime } from '../../test/support/scripted-openai-realtime.js';
-import { speechBursts as bursts } from '../../test/support/speech-bursts.js';
-import { audioCost, expectDebited, ledgerOf, openSession, refusedUpgrade, summary, type SttClient, type SttEvent } from '../../test/support/stt-routes.js';
-import { usd } from '../../test/support/tts-routes.js';
-import { checkProtocol } from '../upstreams/protocols/index.js';
+import { getModel, upsertModel } from '../../server/services/models/upsert-model.ts';
+import { startGateway, type GatewayHarness } from '../../test/support/gateway-harness.ts';
+import { startScriptedRealtime, type PeerSocket, type RealtimeDialect, type ScriptedRealtime } from '../../test/support/scripted-openai-realtime.ts';
+import { speechBursts as bursts } from '../../test/support/speech-bursts.ts';
+import { audioCost, expectDebited, ledgerOf, openSession, refusedUpgrade, summary, type SttClient, type SttEvent } from '../../test/support/stt-routes.ts';
+import { usd } from '../../test/support/tts-routes.ts';
+import { checkProtocol } from '../upstreams/protocols/index.ts';
 
 const KEY_ENV = 'REALTIME_ROUTE_TEST_KEY';
 const WRONG_KEY_ENV = 'REALTIME_ROUTE_TEST_WRONG_KEY';

@@ -13,13 +13,13 @@
 // The point of the metering tests: interims re-send audio to the engine (more calls, more audio
 // uploaded than spoken), yet the session bills the audio the client sent, once.
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
-import { getModel, upsertModel } from '../../server/services/models/upsert-model.js';
-import { startGateway, type GatewayHarness } from '../../test/support/gateway-harness.js';
-import { startScriptedUpstream, type ScriptedUpstream } from '../../test/support/scripted-openai-upstream.js';
-import { speechBursts } from '../../test/support/speech-bursts.js';
-import { audioCost, expectDebited, ledgerOf, openSession, refusedUpgrade, summary, type SttClient, type SttEvent } from '../../test/support/stt-routes.js';
-import { usd } from '../../test/support/tts-routes.js';
-import { checkProtocol } from '../upstreams/protocols/index.js';
+import { getModel, upsertModel } from '../../server/services/models/upsert-model.ts';
+import { startGateway, type GatewayHarness } from '../../test/support/gateway-harness.ts';
+import { startScriptedUpstream, type ScriptedUpstream } from '../../test/support/scripted-openai-upstream.ts';
+import { speechBursts } from '../../test/support/speech-bursts.ts';
+import { audioCost, expectDebited, ledgerOf, openSession, refusedUpgrade, summary, type SttClient, type SttEvent } from '../../test/support/stt-routes.ts';
+import { usd } from '../../test/support/tts-routes.ts';
+import { checkProtocol } from '../upstreams/protocols/index.ts';
 
 const KEY_ENV = 'OPENAI_STT_ROUTE_TEST_KEY';
 const OA_KEY = 'sk-oa-stt-route-secret-5e1d77b2c0';

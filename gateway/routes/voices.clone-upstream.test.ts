@@ -6,11 +6,11 @@
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { upsertModel } from '../../server/services/models/upsert-model.js';
-import type { GatewayHarness } from '../../test/support/gateway-harness.js';
-import { deadUrl, expectError, pcmTone, post, startTtsGateway, ttsBody } from '../../test/support/tts-routes.js';
-import { call, cloneMultipart, speak, waitForJob } from '../../test/support/voice-routes.js';
-import { checkProtocol } from '../upstreams/protocols/index.js';
+import { upsertModel } from '../../server/services/models/upsert-model.ts';
+import type { GatewayHarness } from '../../test/support/gateway-harness.ts';
+import { deadUrl, expectError, pcmTone, post, startTtsGateway, ttsBody } from '../../test/support/tts-routes.ts';
+import { call, cloneMultipart, speak, waitForJob } from '../../test/support/voice-routes.ts';
+import { checkProtocol } from '../upstreams/protocols/index.ts';
 
 let h: GatewayHarness;
 let server: Server;

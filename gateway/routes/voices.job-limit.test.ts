@@ -4,14 +4,14 @@
 // no job, no orphan clip). Counted in the database: two gateways on one database share the cap.
 // The worker is off here, so jobs stay queued until the test finishes them.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../../server/config/env.js';
-import { claimNextJob, completeJob } from '../../server/services/jobs/job-queue.js';
-import { upsertModel } from '../../server/services/models/upsert-model.js';
-import type { GatewayHarness } from '../../test/support/gateway-harness.js';
-import { deadUrl, startTtsGateway } from '../../test/support/tts-routes.js';
-import { call, cloneMultipart, otherOrg, speak, uploadBlob, type OtherOrg } from '../../test/support/voice-routes.js';
-import { createGatewayRuntime, type GatewayRuntime } from '../runtime.js';
-import { checkProtocol } from '../upstreams/protocols/index.js';
+import { loadConfig } from '../../server/config/env.ts';
+import { claimNextJob, completeJob } from '../../server/services/jobs/job-queue.ts';
+import { upsertModel } from '../../server/services/models/upsert-model.ts';
+import type { GatewayHarness } from '../../test/support/gateway-harness.ts';
+import { deadUrl, startTtsGateway } from '../../test/support/tts-routes.ts';
+import { call, cloneMultipart, otherOrg, speak, uploadBlob, type OtherOrg } from '../../test/support/voice-routes.ts';
+import { createGatewayRuntime, type GatewayRuntime } from '../runtime.ts';
+import { checkProtocol } from '../upstreams/protocols/index.ts';
 
 const MAX_JOBS = 3;
 const env = { SVC_WORKER: 'off', SVC_MAX_JOBS_PER_ORG: String(MAX_JOBS) };

@@ -5,11 +5,11 @@
 // and the greeting is a fixed sentence that no client input reaches.
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { GatewayHarness } from '../../test/support/gateway-harness.js';
-import { expectError, post, startTtsGateway } from '../../test/support/tts-routes.js';
-import { call, cloneMultipart, speak, uploadBlob, waitForJob } from '../../test/support/voice-routes.js';
-import { toFloat32 } from '../audio/pcm.js';
-import { encodeWav, parseWav } from '../audio/wav.js';
+import type { GatewayHarness } from '../../test/support/gateway-harness.ts';
+import { expectError, post, startTtsGateway } from '../../test/support/tts-routes.ts';
+import { call, cloneMultipart, speak, uploadBlob, waitForJob } from '../../test/support/voice-routes.ts';
+import { toFloat32 } from '../audio/pcm.ts';
+import { encodeWav, parseWav } from '../audio/wav.ts';
 
 let h: GatewayHarness;
 let clip: Buffer;

@@ -3,12 +3,12 @@
 // a local engine (then used to synthesize), blobs, profiles, localize, pro clone, jobs.
 // Isolation between two orgs on every resource. Errors in the envelope with exact codes.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parseWav } from '../audio/wav.js';
-import type { GatewayHarness } from '../../test/support/gateway-harness.js';
-import { expectError, post, startTtsGateway, ttsBody } from '../../test/support/tts-routes.js';
-import { call, cloneMultipart, otherOrg, speak, uploadBlob, waitForJob, type OtherOrg } from '../../test/support/voice-routes.js';
-import { PLATFORM_VOICES } from '../../server/services/voices/platform-voices.js';
-import { newId } from '../../server/db/ids.js';
+import { parseWav } from '../audio/wav.ts';
+import type { GatewayHarness } from '../../test/support/gateway-harness.ts';
+import { expectError, post, startTtsGateway, ttsBody } from '../../test/support/tts-routes.ts';
+import { call, cloneMultipart, otherOrg, speak, uploadBlob, waitForJob, type OtherOrg } from '../../test/support/voice-routes.ts';
+import { PLATFORM_VOICES } from '../../server/services/voices/platform-voices.ts';
+import { newId } from '../../server/db/ids.ts';
 
 let h: GatewayHarness;
 let other: OtherOrg;

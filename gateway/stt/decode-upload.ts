@@ -1,11 +1,11 @@
 // Uploaded audio for transcription: WAV (any PCM/float width, any channel count, downmixed)
 // or raw 16-bit little-endian mono PCM at the declared rate. Compressed formats are refused
 // by their magic bytes. Sample rates are checked against the spec's range and the model's list.
-import { SAMPLE_RATES } from '../audio/output-format.js';
-import { s16leToFloat } from '../audio/pcm.js';
-import { sniffAudioFormat, sniffNonAudio } from '../audio/sniff.js';
-import { parseWav, readWavInfo } from '../audio/wav.js';
-import { ServiceError } from '../../server/services/errors.js';
+import { SAMPLE_RATES } from '../audio/output-format.ts';
+import { s16leToFloat } from '../audio/pcm.ts';
+import { sniffAudioFormat, sniffNonAudio } from '../audio/sniff.ts';
+import { parseWav, readWavInfo } from '../audio/wav.ts';
+import { ServiceError } from '../../server/services/errors.ts';
 
 export interface DecodedAudio {
   samples: Float32Array;

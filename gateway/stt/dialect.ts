@@ -3,11 +3,11 @@
 // dialect turns what happens into the events of the route's protocol and reads the client's text
 // messages: ours on /stt/websocket (docs/stt.md, "Streaming STT protocol"), Deepgram's on /v1/listen,
 // Cartesia's on /stt/turns/websocket.
-import type { Word } from '../upstreams/contract.js';
-import type { TurnEvent, TurnSettings } from './turn-detector.js';
-import type { Encoding } from '../audio/output-format.js';
-import { ERROR_TABLE } from '../errors.js';
-import type { ErrorCode } from '../../server/services/errors.js';
+import type { Word } from '../upstreams/contract.ts';
+import type { TurnEvent, TurnSettings } from './turn-detector.ts';
+import type { Encoding } from '../audio/output-format.ts';
+import { ERROR_TABLE } from '../errors.ts';
+import type { ErrorCode } from '../../server/services/errors.ts';
 
 /**
  * What the client may ask with a text message. `configure` changes the turn detection from the

@@ -8,19 +8,19 @@
 import { randomBytes } from 'node:crypto';
 import type { FastifyBaseLogger, FastifyRequest, RouteOptions } from 'fastify';
 import type { WebSocket } from 'ws';
-import { ENCODINGS, type Encoding } from '../audio/output-format.js';
-import { parseSampleRateParam } from './decode-upload.js';
-import { ServiceError } from '../../server/services/errors.js';
-import { perSecondCostMicros } from '../../server/services/credits/pricing.js';
-import type { GatewayContext } from '../context.js';
-import type { Ticket } from '../core/admission.js';
-import type { CreditHold, RequestAuth } from '../core/gateway-core.js';
-import type { ModelEntry, UpstreamEntry } from '../registry/model-registry.js';
-import type { StreamingTranscriptionCapability } from '../upstreams/contract.js';
-import { recordAnswerFailure, tryUpstreams } from '../upstreams/try-upstreams.js';
-import type { SttDialect } from './dialect.js';
-import { METER_EVERY_MS, runSttSession, type OpenedStream } from './stt-session.js';
-import type { TurnSettings } from './turn-detector.js';
+import { ENCODINGS, type Encoding } from '../audio/output-format.ts';
+import { parseSampleRateParam } from './decode-upload.ts';
+import { ServiceError } from '../../server/services/errors.ts';
+import { perSecondCostMicros } from '../../server/services/credits/pricing.ts';
+import type { GatewayContext } from '../context.ts';
+import type { Ticket } from '../core/admission.ts';
+import type { CreditHold, RequestAuth } from '../core/gateway-core.ts';
+import type { ModelEntry, UpstreamEntry } from '../registry/model-registry.ts';
+import type { StreamingTranscriptionCapability } from '../upstreams/contract.ts';
+import { recordAnswerFailure, tryUpstreams } from '../upstreams/try-upstreams.ts';
+import type { SttDialect } from './dialect.ts';
+import { METER_EVERY_MS, runSttSession, type OpenedStream } from './stt-session.ts';
+import type { TurnSettings } from './turn-detector.ts';
 
 export interface SessionPlan {
   /** The model, with only its upstreams whose protocol streams (tried in order at open). */

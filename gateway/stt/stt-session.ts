@@ -6,19 +6,19 @@
 // finalizes each utterance. The engine (the costly part) is opened at the first audio, not at
 // connect, and each next second of audio is paid for (reserved) before it is accepted.
 import type { RawData, WebSocket } from 'ws';
-import { decodeSamples } from '../audio/sample-encoding.js';
-import { floatToS16 } from '../audio/pcm.js';
-import { createResampler, type Resampler } from '../audio/resample.js';
-import type { Encoding } from '../audio/output-format.js';
-import { formatUsd } from '../../server/money.js';
-import { perSecondCostMicros } from '../../server/services/credits/pricing.js';
-import type { CreditHold, RequestAuth, GatewayCore } from '../core/gateway-core.js';
-import { isServiceError } from '../../server/services/errors.js';
-import type { ModelEntry } from '../registry/model-registry.js';
-import { UpstreamError, type TranscriptionStream, type Word } from '../upstreams/contract.js';
-import { upstreamEnvelope } from '../upstream-envelope.js';
-import { TurnDetector, type TurnSettings } from './turn-detector.js';
-import { svcDialect, type FinalCause, type SttDialect } from './dialect.js';
+import { decodeSamples } from '../audio/sample-encoding.ts';
+import { floatToS16 } from '../audio/pcm.ts';
+import { createResampler, type Resampler } from '../audio/resample.ts';
+import type { Encoding } from '../audio/output-format.ts';
+import { formatUsd } from '../../server/money.ts';
+import { perSecondCostMicros } from '../../server/services/credits/pricing.ts';
+import type { CreditHold, RequestAuth, GatewayCore } from '../core/gateway-core.ts';
+import { isServiceError } from '../../server/services/errors.ts';
+import type { ModelEntry } from '../registry/model-registry.ts';
+import { UpstreamError, type TranscriptionStream, type Word } from '../upstreams/contract.ts';
+import { upstreamEnvelope } from '../upstream-envelope.ts';
+import { TurnDetector, type TurnSettings } from './turn-detector.ts';
+import { svcDialect, type FinalCause, type SttDialect } from './dialect.ts';
 
 export const MAX_SESSION_MS = 60 * 60_000;
 export const PING_INTERVAL_MS = 20_000;

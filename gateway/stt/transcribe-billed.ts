@@ -3,14 +3,14 @@
 // org's running requests reserved, cannot cover it), debited once the transcript is in, and the
 // spend headers set. Used by POST /v1/audio/transcriptions and POST /v1/listen.
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { perSecondCostMicros } from '../../server/services/credits/pricing.js';
-import { onResponseClose } from '../client-gone.js';
-import type { GatewayContext } from '../context.js';
-import { setSpendHeaders } from '../core/gateway-core.js';
-import type { ModelEntry } from '../registry/model-registry.js';
-import type { Transcript } from '../upstreams/contract.js';
-import type { DecodedAudio } from './decode-upload.js';
-import { transcribeWithUpstreams } from './transcribe.js';
+import { perSecondCostMicros } from '../../server/services/credits/pricing.ts';
+import { onResponseClose } from '../client-gone.ts';
+import type { GatewayContext } from '../context.ts';
+import { setSpendHeaders } from '../core/gateway-core.ts';
+import type { ModelEntry } from '../registry/model-registry.ts';
+import type { Transcript } from '../upstreams/contract.ts';
+import type { DecodedAudio } from './decode-upload.ts';
+import { transcribeWithUpstreams } from './transcribe.ts';
 
 export async function transcribeBilled(
   ctx: GatewayContext,

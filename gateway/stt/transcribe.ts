@@ -1,9 +1,9 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { ServiceError } from '../../server/services/errors.js';
-import type { GatewayContext } from '../context.js';
-import type { ModelEntry } from '../registry/model-registry.js';
-import type { Transcript, TranscriptionRequest } from '../upstreams/contract.js';
-import { tryUpstreams, upstreamCall } from '../upstreams/try-upstreams.js';
+import { ServiceError } from '../../server/services/errors.ts';
+import type { GatewayContext } from '../context.ts';
+import type { ModelEntry } from '../registry/model-registry.ts';
+import type { Transcript, TranscriptionRequest } from '../upstreams/contract.ts';
+import { tryUpstreams, upstreamCall } from '../upstreams/try-upstreams.ts';
 
 /** Runs a batch transcription on the model's healthy upstreams. */
 export async function transcribeWithUpstreams(

@@ -1,9 +1,9 @@
 // The turn detector on real speech (flite and eSpeak NG, test/support/turn-corpus.ts) and the
 // real Silero model: event sequences, evidence, noise, presets, many turns, other rates.
 import { describe, expect, it } from 'vitest';
-import { resample } from '../audio/resample.js';
-import { TurnDetector, turnSettings, type TurnDetection, type TurnEvent, type TurnSettings } from './turn-detector.js';
-import { babble, clicks, concat, CORPUS_RATE, PLAIN_SENTENCES, say, utterance, whiteNoise } from '../../test/support/turn-corpus.js';
+import { resample } from '../audio/resample.ts';
+import { TurnDetector, turnSettings, type TurnDetection, type TurnEvent, type TurnSettings } from './turn-detector.ts';
+import { babble, clicks, concat, CORPUS_RATE, PLAIN_SENTENCES, say, utterance, whiteNoise } from '../../test/support/turn-corpus.ts';
 
 const RATE = CORPUS_RATE;
 const quiet = (seconds: number) => new Float32Array(Math.round(seconds * RATE));

@@ -16,8 +16,8 @@
 // timeout). The presets set the half-life; clients may set the thresholds as Deepgram Flux
 // (eot_threshold, eager_eot_threshold, eot_timeout_ms), Cartesia (turn_*_threshold,
 // turn_end_timeout_ms) and OpenAI (server_vad threshold and silence_duration_ms) let them.
-import { createResampler, type Resampler } from '../audio/resample.js';
-import { SileroVad, VAD_FRAME_SECONDS, VAD_FRAME_SAMPLES, VAD_RATE } from './silero-vad.js';
+import { createResampler, type Resampler } from '../audio/resample.ts';
+import { SileroVad, VAD_FRAME_SECONDS, VAD_FRAME_SAMPLES, VAD_RATE } from './silero-vad.ts';
 
 export type TurnDetection = 'responsive' | 'balanced' | 'patient';
 

@@ -1,8 +1,8 @@
 // Turn-detection settings from request parameters: each route names them as its clients do
 // (ours and Cartesia's turn_*_threshold, Deepgram Flux's eot_*, OpenAI's server_vad fields) and
 // maps them here, so the ranges and messages are the same everywhere.
-import { ServiceError } from '../../server/services/errors.js';
-import { turnSettings, type TurnDetection, type TurnSettings } from './turn-detector.js';
+import { ServiceError } from '../../server/services/errors.ts';
+import { turnSettings, type TurnDetection, type TurnSettings } from './turn-detector.ts';
 
 export const TURN_PRESETS: readonly TurnDetection[] = ['balanced', 'patient', 'responsive'];
 

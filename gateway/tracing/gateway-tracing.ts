@@ -27,13 +27,13 @@ import {
   type SpanExporter,
 } from '@opentelemetry/sdk-trace';
 import { ATTR_HTTP_RESPONSE_STATUS_CODE, ATTR_SERVICE_NAME } from '@opentelemetry/semantic-conventions';
-import type { TraceSampler, TracingConfig } from '../../server/config/env.js';
-import { isServiceError } from '../../server/services/errors.js';
-import type { GatewayCore, RequestAuth } from '../core/gateway-core.js';
-import { upstreamLabel } from '../metrics/gateway-metrics.js';
-import type { UpstreamEntry } from '../registry/model-registry.js';
-import { isTimeout } from '../upstreams/engine-http.js';
-import { UpstreamError } from '../upstreams/contract.js';
+import type { TraceSampler, TracingConfig } from '../../server/config/env.ts';
+import { isServiceError } from '../../server/services/errors.ts';
+import type { GatewayCore, RequestAuth } from '../core/gateway-core.ts';
+import { upstreamLabel } from '../metrics/gateway-metrics.ts';
+import type { UpstreamEntry } from '../registry/model-registry.ts';
+import { isTimeout } from '../upstreams/engine-http.ts';
+import { UpstreamError } from '../upstreams/contract.ts';
 
 /** What became of an upstream attempt (attribute `svc.upstream.outcome`). */
 export type AttemptOutcome = 'ok' | 'http_error' | 'connect_failed' | 'timeout' | 'broken' | 'stream_broken' | 'cancelled' | 'error' | 'unfinished';

@@ -8,8 +8,8 @@
 // that: `done` runs the rest of the chain synchronously, inside the context.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ATTR_HTTP_REQUEST_METHOD, ATTR_HTTP_RESPONSE_STATUS_CODE, ATTR_HTTP_ROUTE, ATTR_URL_PATH } from '@opentelemetry/semantic-conventions';
-import { toServiceError } from '../errors.js';
-import type { GatewayTracing, RequestTrace } from './gateway-tracing.js';
+import { toServiceError } from '../errors.ts';
+import type { GatewayTracing, RequestTrace } from './gateway-tracing.ts';
 
 declare module 'fastify' {
   interface FastifyRequest {

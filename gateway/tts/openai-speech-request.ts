@@ -3,10 +3,10 @@
 //   (mp3 | wav | pcm; default mp3), speed (0.6-1.5 here), stream_format (audio | sse),
 //   plus our extensions language and pronunciation_dict_id.
 // pcm is OpenAI's raw 24 kHz 16-bit little-endian mono; wav and mp3 are 24 kHz too.
-import { refuseNul } from '../../server/services/parse-input.js';
+import { refuseNul } from '../../server/services/parse-input.ts';
 import { z } from 'zod';
-import { ServiceError } from '../../server/services/errors.js';
-import type { TtsRequest } from './tts-request.js';
+import { ServiceError } from '../../server/services/errors.ts';
+import type { TtsRequest } from './tts-request.ts';
 
 export const OpenAiSpeechRequestSchema = z.object({
   model: z.string().min(1),

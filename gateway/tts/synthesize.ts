@@ -3,18 +3,18 @@
 // upstream when one cannot be reached); wait for its first audio; debit; relay. The cost is
 // reserved before the engine starts and settled by the debit.
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { applyPronunciation } from '../../server/services/dicts/apply-pronunciation.js';
-import { getDictMatcher } from '../../server/services/dicts/get-dict-matcher.js';
-import { perUnitCostMicros } from '../../server/services/credits/pricing.js';
-import { ServiceError, isServiceError } from '../../server/services/errors.js';
-import { resolveVoiceProfile } from '../../server/services/voices/resolve-voice-profile.js';
-import type { GatewayContext } from '../context.js';
-import type { ModelEntry } from '../registry/model-registry.js';
-import type { PcmSamples } from '../audio/pcm.js';
-import { clientErrorFor, tryUpstreams, upstreamCall, type UpstreamCall } from '../upstreams/try-upstreams.js';
-import { onResponseClose } from '../client-gone.js';
-import type { CreditHold } from '../core/gateway-core.js';
-import type { TtsRequest } from './tts-request.js';
+import { applyPronunciation } from '../../server/services/dicts/apply-pronunciation.ts';
+import { getDictMatcher } from '../../server/services/dicts/get-dict-matcher.ts';
+import { perUnitCostMicros } from '../../server/services/credits/pricing.ts';
+import { ServiceError, isServiceError } from '../../server/services/errors.ts';
+import { resolveVoiceProfile } from '../../server/services/voices/resolve-voice-profile.ts';
+import type { GatewayContext } from '../context.ts';
+import type { ModelEntry } from '../registry/model-registry.ts';
+import type { PcmSamples } from '../audio/pcm.ts';
+import { clientErrorFor, tryUpstreams, upstreamCall, type UpstreamCall } from '../upstreams/try-upstreams.ts';
+import { onResponseClose } from '../client-gone.ts';
+import type { CreditHold } from '../core/gateway-core.ts';
+import type { TtsRequest } from './tts-request.ts';
 
 export interface StartedSynthesis extends EngineAudio {
   model: ModelEntry;

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { MIN_CLAUSE_WORDS, isSpeakable, takeSpans, takeWords } from './text-spans.js';
+import { MIN_CLAUSE_WORDS, isSpeakable, takeSpans, takeWords } from './text-spans.ts';
 
 /** Feeds `pieces` one by one, as a session does, and returns the spans cut along the way. */
 function feed(pieces: string[]): { spans: string[]; rest: string } {

@@ -1,11 +1,11 @@
 // The TtsRequest of the spec, validated once for /tts/sse and /tts/bytes, with the spec's
 // error codes: output_format problems -> invalid_output_format, generation_config problems
 // -> invalid_generation_config, everything else -> invalid_request with the field as param.
-import { refuseNul } from '../../server/services/parse-input.js';
+import { refuseNul } from '../../server/services/parse-input.ts';
 import { z } from 'zod';
-import { ServiceError } from '../../server/services/errors.js';
+import { ServiceError } from '../../server/services/errors.ts';
 
-import { CONTAINERS, ENCODINGS, MP3_BIT_RATES, SAMPLE_RATES, type OutputFormat } from '../audio/output-format.js';
+import { CONTAINERS, ENCODINGS, MP3_BIT_RATES, SAMPLE_RATES, type OutputFormat } from '../audio/output-format.ts';
 
 const oneOf = <T extends number>(values: readonly T[]) => z.number().refine((v): v is T => (values as readonly number[]).includes(v), { message: `must be one of ${values.join(', ')}` });
 

@@ -15,17 +15,17 @@
 import type { RawData, WebSocket } from 'ws';
 import { z } from 'zod';
 import { randomBytes } from 'node:crypto';
-import { perUnitCostMicros } from '../../server/services/credits/pricing.js';
-import { ServiceError, isServiceError } from '../../server/services/errors.js';
-import { refuseNul } from '../../server/services/parse-input.js';
-import { createAudioConverter } from '../audio/convert.js';
-import type { CreditHold, RequestAuth } from '../core/gateway-core.js';
-import type { GatewayContext } from '../context.js';
-import { ERROR_TABLE } from '../errors.js';
-import type { ModelEntry } from '../registry/model-registry.js';
-import { allChunks, billedCharacters, resolveTtsModel, resolveVoice, startEngine, type ResolvedVoice } from './synthesize.js';
-import { isSpeakable, takeSpans, takeWords } from './text-spans.js';
-import { parseTtsRequest, type TtsRequest } from './tts-request.js';
+import { perUnitCostMicros } from '../../server/services/credits/pricing.ts';
+import { ServiceError, isServiceError } from '../../server/services/errors.ts';
+import { refuseNul } from '../../server/services/parse-input.ts';
+import { createAudioConverter } from '../audio/convert.ts';
+import type { CreditHold, RequestAuth } from '../core/gateway-core.ts';
+import type { GatewayContext } from '../context.ts';
+import { ERROR_TABLE } from '../errors.ts';
+import type { ModelEntry } from '../registry/model-registry.ts';
+import { allChunks, billedCharacters, resolveTtsModel, resolveVoice, startEngine, type ResolvedVoice } from './synthesize.ts';
+import { isSpeakable, takeSpans, takeWords } from './text-spans.ts';
+import { parseTtsRequest, type TtsRequest } from './tts-request.ts';
 
 export interface TtsSocketLimits {
   /** Nothing received and nothing being synthesized for this long: the socket is closed (Cartesia: 5 minutes). */

@@ -4,7 +4,7 @@
 // or the database, so a protocol can be written and tested against a scripted peer alone.
 // How to add one: docs/adding-a-protocol.md.
 import type { ZodType } from 'zod';
-import type { PcmSamples } from '../audio/pcm.js';
+import type { PcmSamples } from '../audio/pcm.ts';
 
 // ---------------------------------------------------------------------------------------------
 // The target and the call

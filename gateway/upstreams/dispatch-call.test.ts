@@ -3,9 +3,9 @@
 import { createServer, type Server, type ServerResponse } from 'node:http';
 import { Agent } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort } from '../../test/support/svc-process.js';
-import { dispatchCall, dispatchTarget } from './dispatch-call.js';
-import { isConnectFailure, isTimeout } from './engine-http.js';
+import { freePort } from '../../test/support/svc-process.ts';
+import { dispatchCall, dispatchTarget } from './dispatch-call.ts';
+import { isConnectFailure, isTimeout } from './engine-http.ts';
 
 const dispatcher = new Agent({ connections: 8 });
 let server: Server;

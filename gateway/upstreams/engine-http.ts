@@ -3,10 +3,10 @@
 // failure as an UpstreamError. A non-2xx answer carries the engine's own message, with the
 // engine's key cut out should the engine echo it.
 import { Agent } from 'undici';
-import { dispatchCall, dispatchTarget, type DispatchResponse } from './dispatch-call.js';
-import { UpstreamError, type CallOptions } from './contract.js';
+import { dispatchCall, dispatchTarget, type DispatchResponse } from './dispatch-call.ts';
+import { UpstreamError, type CallOptions } from './contract.ts';
 
-export type { DispatchResponse } from './dispatch-call.js';
+export type { DispatchResponse } from './dispatch-call.ts';
 
 // One keep-alive pool per upstream origin, shared by all requests of the process.
 export const httpDispatcher = new Agent({ keepAliveTimeout: 30_000, connections: 256, pipelining: 1 });

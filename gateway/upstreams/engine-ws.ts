@@ -2,8 +2,8 @@
 // /v1/realtime): the handshake bounded by the call's deadline and signal, and every way it can
 // fail as an UpstreamError -- a refused upgrade carries the engine's status and message.
 import WebSocket from 'ws';
-import { engineFailure, statusError } from './engine-http.js';
-import { UpstreamError, type CallOptions } from './contract.js';
+import { engineFailure, statusError } from './engine-http.ts';
+import { UpstreamError, type CallOptions } from './contract.ts';
 
 export { WebSocket };
 

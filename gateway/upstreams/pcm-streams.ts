@@ -1,9 +1,9 @@
 // An engine's audio bytes as PCM chunks: raw 16-bit little-endian, or a streamed WAV (placeholder
 // sizes) whose header is read first. Odd bytes are carried to the next chunk.
-import { AudioFormatError } from '../audio/audio-format-error.js';
-import { s16leToS16 } from '../audio/pcm.js';
-import { readWavInfo } from '../audio/wav.js';
-import { UpstreamError } from './contract.js';
+import { AudioFormatError } from '../audio/audio-format-error.ts';
+import { s16leToS16 } from '../audio/pcm.ts';
+import { readWavInfo } from '../audio/wav.ts';
+import { UpstreamError } from './contract.ts';
 
 const MAX_HEADER_BYTES = 64 * 1024;
 

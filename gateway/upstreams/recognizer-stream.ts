@@ -1,8 +1,8 @@
 // A recognizer the gateway drives frame by frame (push audio -> the current partial; finalize ->
 // the utterance's final) as the contract's event stream: writes and finalizes run in order on the
 // recognizer, interim transcripts are reported when they change.
-import { AsyncQueue } from './async-queue.js';
-import { UpstreamError, type Transcript, type TranscriptionEvent, type TranscriptionStream } from './contract.js';
+import { AsyncQueue } from './async-queue.ts';
+import { UpstreamError, type Transcript, type TranscriptionEvent, type TranscriptionStream } from './contract.ts';
 
 export interface PushRecognizer {
   push(samples: Int16Array): Promise<Transcript>;

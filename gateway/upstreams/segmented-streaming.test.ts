@@ -5,10 +5,10 @@
 // that each utterance went to the engine exactly once.
 import { createServer } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { floatToS16, s16leBytes } from '../audio/pcm.js';
-import { tone } from '../audio/test-signals.js';
-import { wavHeader } from '../audio/wav.js';
-import { startScriptedUpstream, type ScriptedUpstream } from '../../test/support/scripted-openai-upstream.js';
+import { floatToS16, s16leBytes } from '../audio/pcm.ts';
+import { tone } from '../audio/test-signals.ts';
+import { wavHeader } from '../audio/wav.ts';
+import { startScriptedUpstream, type ScriptedUpstream } from '../../test/support/scripted-openai-upstream.ts';
 import {
   UpstreamError,
   type Transcript,
@@ -17,10 +17,10 @@ import {
   type TranscriptionRequest,
   type TranscriptionStream,
   type UpstreamTarget,
-} from './contract.js';
-import { engineJson, engineRequest } from './engine-http.js';
-import { segmentedStreaming, type SegmentLimits } from './segmented-streaming.js';
-import { probeModels } from './protocols/openai.js';
+} from './contract.ts';
+import { engineJson, engineRequest } from './engine-http.ts';
+import { segmentedStreaming, type SegmentLimits } from './segmented-streaming.ts';
+import { probeModels } from './protocols/openai.ts';
 
 const RATE = 16_000;
 const API_KEY = 'sk-segmented-test-key-0123456789';

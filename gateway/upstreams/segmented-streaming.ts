@@ -17,8 +17,8 @@
 // References: platform.openai.com/docs/api-reference/audio/createTranscription (verbose_json with
 // word timestamps, relative to the uploaded file); github.com/ggml-org/whisper.cpp
 // examples/server (16 kHz WAV); speaches.ai (faster-whisper behind the same API).
-import { s16ToFloat } from '../audio/pcm.js';
-import { AsyncQueue } from './async-queue.js';
+import { s16ToFloat } from '../audio/pcm.ts';
+import { AsyncQueue } from './async-queue.ts';
 import {
   UpstreamError,
   type StreamingTranscriptionCapability,
@@ -29,8 +29,8 @@ import {
   type TranscriptionStream,
   type UpstreamTarget,
   type CallOptions,
-} from './contract.js';
-import { engineFailure } from './engine-http.js';
+} from './contract.ts';
+import { engineFailure } from './engine-http.ts';
 
 const WHISPER_RATE = 16_000;
 /** Shorter utterances are not sent: Whisper invents text for near-silence ("Thank you."). */

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { isUpstreamError } from './contract.js';
-import { Slots } from './slots.js';
+import { isUpstreamError } from './contract.ts';
+import { Slots } from './slots.ts';
 
 describe('Slots: a bound on engine state', () => {
   it('hands out at most `size` slots; waiters get them in order as slots are released', async () => {

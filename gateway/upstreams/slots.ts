@@ -1,7 +1,7 @@
 // A bound on engine state that costs real memory or CPU (local recognizer decoders, TTS engine
 // processes): at most `size` in use at once, and at most `maxWaiting` callers waiting for one.
 // Past that the caller gets UpstreamError 'busy' (503 temporarily_unavailable) before any engine work starts.
-import { UpstreamError } from './contract.js';
+import { UpstreamError } from './contract.ts';
 
 interface Waiter {
   grant: (release: () => void) => void;

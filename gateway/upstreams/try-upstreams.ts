@@ -3,15 +3,15 @@
 // tries the next; every other engine failure becomes the client's error through the one
 // translation (gateway/upstream-envelope.ts). With tracing on, each attempt is a span
 // (gateway/tracing/gateway-tracing.ts).
-import { isServiceError, type ServiceError } from '../../server/services/errors.js';
+import { isServiceError, type ServiceError } from '../../server/services/errors.ts';
 import type { FastifyReply } from 'fastify';
-import { engineCall, type EngineCall } from '../client-gone.js';
-import type { Ticket } from '../core/admission.js';
-import type { GatewayContext } from '../context.js';
-import type { ModelEntry, UpstreamEntry } from '../registry/model-registry.js';
-import { upstreamEnvelope } from '../upstream-envelope.js';
-import { UpstreamError, type CallOptions } from './contract.js';
-import { isConnectFailure, isTimeout } from './engine-http.js';
+import { engineCall, type EngineCall } from '../client-gone.ts';
+import type { Ticket } from '../core/admission.ts';
+import type { GatewayContext } from '../context.ts';
+import type { ModelEntry, UpstreamEntry } from '../registry/model-registry.ts';
+import { upstreamEnvelope } from '../upstream-envelope.ts';
+import { UpstreamError, type CallOptions } from './contract.ts';
+import { isConnectFailure, isTimeout } from './engine-http.ts';
 
 export type UpstreamCall = CallOptions;
 

@@ -1,11 +1,11 @@
 // The gateway counts each upstream call and failure (for the dashboard's error rate): two good
 // answers and one engine error through the real chat route give 3 calls, 1 error.
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { upsertModel } from '../../server/services/models/upsert-model.js';
-import { listModelHealth } from '../../server/services/models/list-model-health.js';
-import { startGateway, type GatewayHarness } from '../../test/support/gateway-harness.js';
-import { startScriptedUpstream, type ScriptedUpstream } from '../../test/support/scripted-openai-upstream.js';
-import { checkProtocol } from './protocols/index.js';
+import { upsertModel } from '../../server/services/models/upsert-model.ts';
+import { listModelHealth } from '../../server/services/models/list-model-health.ts';
+import { startGateway, type GatewayHarness } from '../../test/support/gateway-harness.ts';
+import { startScriptedUpstream, type ScriptedUpstream } from '../../test/support/scripted-openai-upstream.ts';
+import { checkProtocol } from './protocols/index.ts';
 
 let h: GatewayHarness;
 let up: ScriptedUpstream;

@@ -1,11 +1,11 @@
 import { afterAll, describe, expect, it } from 'vitest';
-import { toFloat32 } from '../audio/pcm.js';
-import { analyzeVoice, type VoiceAnalysis } from '../audio/voice-analysis.js';
-import type { SpeechCapability, UpstreamTarget } from '../upstreams/contract.js';
-import { espeakSpeech } from '../upstreams/local-tts/espeak.js';
-import { fliteSpeech } from '../upstreams/local-tts/flite.js';
-import { stopEngineSpawner } from '../upstreams/local-tts/run-engine.js';
-import { deriveLocalVoice, espeakLanguageVoice } from './derive-local-voice.js';
+import { toFloat32 } from '../audio/pcm.ts';
+import { analyzeVoice, type VoiceAnalysis } from '../audio/voice-analysis.ts';
+import type { SpeechCapability, UpstreamTarget } from '../upstreams/contract.ts';
+import { espeakSpeech } from '../upstreams/local-tts/espeak.ts';
+import { fliteSpeech } from '../upstreams/local-tts/flite.ts';
+import { stopEngineSpawner } from '../upstreams/local-tts/run-engine.ts';
+import { deriveLocalVoice, espeakLanguageVoice } from './derive-local-voice.ts';
 
 afterAll(() => stopEngineSpawner());
 

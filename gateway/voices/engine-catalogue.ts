@@ -1,13 +1,13 @@
 // Reads a TTS model's engine voice catalogue (Cartesia GET /voices, ElevenLabs GET /v2/voices,
 // Deepgram's Aura models) through the first of its upstreams whose protocol lists voices, and
 // imports it (`svc voices import`, the dashboard's Models page).
-import type { Prisma } from '../../server/db/database.js';
-import { ServiceError } from '../../server/services/errors.js';
-import { getModel } from '../../server/services/models/upsert-model.js';
-import { importEngineVoices, type CatalogueVoice } from '../../server/services/voices/engine-voices.js';
-import { upstreamEnvelope } from '../upstream-envelope.js';
-import { UpstreamError, type EngineConfig, type UpstreamTarget } from '../upstreams/contract.js';
-import { CATALOGUE_PROTOCOLS } from '../upstreams/protocols/catalogues.js';
+import type { Prisma } from '../../server/db/database.ts';
+import { ServiceError } from '../../server/services/errors.ts';
+import { getModel } from '../../server/services/models/upsert-model.ts';
+import { importEngineVoices, type CatalogueVoice } from '../../server/services/voices/engine-voices.ts';
+import { upstreamEnvelope } from '../upstream-envelope.ts';
+import { UpstreamError, type EngineConfig, type UpstreamTarget } from '../upstreams/contract.ts';
+import { CATALOGUE_PROTOCOLS } from '../upstreams/protocols/catalogues.ts';
 
 export async function listEngineVoices(prisma: Prisma, engines: EngineConfig, modelId: string, timeoutMs = 30_000): Promise<CatalogueVoice[]> {
   const model = await getModel(prisma, modelId);

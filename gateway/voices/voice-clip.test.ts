@@ -2,8 +2,8 @@
 // several clips joined in slices (the event loop runs between them) into the same WAV that
 // encoding the whole at once gives.
 import { describe, expect, it } from 'vitest';
-import { encodeWav, parseWav } from '../audio/wav.js';
-import { decodeClip, joinClips, type MeasuredClip } from './voice-clip.js';
+import { encodeWav, parseWav } from '../audio/wav.ts';
+import { decodeClip, joinClips, type MeasuredClip } from './voice-clip.ts';
 
 function tone(seconds: number, rate: number, hz: number): Float32Array {
   return Float32Array.from({ length: Math.round(seconds * rate) }, (_, i) => 0.5 * Math.sin((2 * Math.PI * hz * i) / rate));

@@ -1,11 +1,11 @@
 // A clone clip: WAV or raw 16-bit mono PCM (at `sample_rate`), measured from the audio itself.
 // How long clips must be is the voice services' rule (server/services/voices/clone-voice.ts, pro-clone-voice.ts).
 import { setImmediate as nextTurn } from 'node:timers/promises';
-import { ServiceError } from '../../server/services/errors.js';
-import { floatToS16, s16leBytes } from '../audio/pcm.js';
-import { wavHeader } from '../audio/wav.js';
-import { decodeUploadedAudio, measureUploadedAudio } from '../stt/decode-upload.js';
-import type { VoiceClip } from '../upstreams/contract.js';
+import { ServiceError } from '../../server/services/errors.ts';
+import { floatToS16, s16leBytes } from '../audio/pcm.ts';
+import { wavHeader } from '../audio/wav.ts';
+import { decodeUploadedAudio, measureUploadedAudio } from '../stt/decode-upload.ts';
+import type { VoiceClip } from '../upstreams/contract.ts';
 
 /** Samples converted between two pauses when joining clips: ~5 ms of work, so other requests run in between. */
 const JOIN_SLICE = 1 << 18;

@@ -1,13 +1,13 @@
 // The gateway's side of the voice operations (server/services/voices): which models can make
 // voices, decoding clips, and the engines that clone and speak. The routes and the job worker
 // hand these to the services as VoiceDeps; nothing here touches the database.
-import type { ModelEntry, UpstreamEntry } from '../registry/model-registry.js';
-import { ServiceError } from '../../server/services/errors.js';
-import type { ReadyProfile, VoiceDeps, VoiceEngines } from '../../server/services/voices/voice-deps.js';
-import { toFloat32 } from '../audio/pcm.js';
-import type { GatewayContext } from '../context.js';
-import { backgroundCall, tryUpstreams } from '../upstreams/try-upstreams.js';
-import { decodeClip, joinClips, type MeasuredClip } from './voice-clip.js';
+import type { ModelEntry, UpstreamEntry } from '../registry/model-registry.ts';
+import { ServiceError } from '../../server/services/errors.ts';
+import type { ReadyProfile, VoiceDeps, VoiceEngines } from '../../server/services/voices/voice-deps.ts';
+import { toFloat32 } from '../audio/pcm.ts';
+import type { GatewayContext } from '../context.ts';
+import { backgroundCall, tryUpstreams } from '../upstreams/try-upstreams.ts';
+import { decodeClip, joinClips, type MeasuredClip } from './voice-clip.ts';
 
 /** Upstreams of the model whose engine can make voices, healthy first; none = not clone-capable. */
 function cloneUpstreams(ctx: GatewayContext, model: ModelEntry): UpstreamEntry[] {

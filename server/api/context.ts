@@ -1,11 +1,11 @@
-import { sharedCredentialThrottle } from '../auth/credential-throttle.js';
-import { getSessionUser } from '../auth/session.js';
-import { clientAddress } from '../config/client-address.js';
-import { loadConfig } from '../config/env.js';
-import { getDb } from '../db/dashboard-db.js';
-import { getMailer } from './mailer.js';
-import { ORG_COOKIE } from './org-cookie.js';
-import type { TrpcContext } from './trpc.js';
+import { sharedCredentialThrottle } from '../auth/credential-throttle.ts';
+import { getSessionUser } from '../auth/session.ts';
+import { clientAddress } from '../config/client-address.ts';
+import { loadConfig } from '../config/env.ts';
+import { getDb } from '../db/dashboard-db.ts';
+import { getMailer } from './mailer.ts';
+import { ORG_COOKIE } from './org-cookie.ts';
+import type { TrpcContext } from './trpc.ts';
 
 export { ORG_COOKIE };
 

@@ -2,9 +2,9 @@
 // page can mark that field and word the message for people: the tRPC endpoint as the browser
 // reaches it (real Requests, real database), read by the pages' own humanError.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { humanError } from '../../app/_lib/format.js';
-import { handleTrpcRequest } from './trpc-http.js';
-import { createApiHarness, type ApiHarness, type TestUser } from './test-harness.js';
+import { humanError } from '../../app/_lib/format.ts';
+import { handleTrpcRequest } from './trpc-http.ts';
+import { createApiHarness, type ApiHarness, type TestUser } from './test-harness.ts';
 
 let h: ApiHarness;
 let user: TestUser;

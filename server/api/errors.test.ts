@@ -2,9 +2,9 @@
 // statuses compare with the gateway's for the same codes.
 import { getHTTPStatusCodeFromError } from '@trpc/server/http';
 import { describe, expect, it } from 'vitest';
-import { ERROR_TABLE } from '../error-envelope.js';
-import { ERROR_CODES, ServiceError, type ErrorCode } from '../services/errors.js';
-import { toTrpcError, trpcCodeFor } from './errors.js';
+import { ERROR_TABLE } from '../error-envelope.ts';
+import { ERROR_CODES, ServiceError, type ErrorCode } from '../services/errors.ts';
+import { toTrpcError, trpcCodeFor } from './errors.ts';
 
 const EXPECTED: Record<ErrorCode, ReturnType<typeof trpcCodeFor>> = {
   invalid_json: 'BAD_REQUEST',

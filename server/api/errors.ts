@@ -1,7 +1,7 @@
 // The one table from domain error codes to tRPC codes (and so HTTP statuses) on the dashboard
 // edge; the gateway has its own table for the OpenAI envelope.
 import { TRPCError } from '@trpc/server';
-import type { ErrorCode, ServiceError } from '../services/errors.js';
+import type { ErrorCode, ServiceError } from '../services/errors.ts';
 
 type TrpcCode = TRPCError['code'];
 

@@ -1,13 +1,13 @@
 // The dashboard's gateway proxy against a real gateway with the local engines: allowlist,
 // session, cross-site refusal, size cap, streaming, and the gateway's answers passed through.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parseWav } from '../../gateway/audio/wav.js';
-import type { GatewayHarness } from '../../test/support/gateway-harness.js';
-import { startTtsGateway, ttsBody } from '../../test/support/tts-routes.js';
-import { createOrg } from '../services/orgs/create-org.js';
-import { DASHBOARD_KEY_NAME, getOrCreateDashboardKey } from '../services/keys/get-dashboard-key.js';
-import { revokeApiKey } from '../services/keys/revoke-api-key.js';
-import { gatewayInternalUrl, MAX_PROXY_BODY_BYTES, parseByteRange, proxyToGateway, type GatewayProxyDeps } from './gateway-proxy.js';
+import { parseWav } from '../../gateway/audio/wav.ts';
+import type { GatewayHarness } from '../../test/support/gateway-harness.ts';
+import { startTtsGateway, ttsBody } from '../../test/support/tts-routes.ts';
+import { createOrg } from '../services/orgs/create-org.ts';
+import { DASHBOARD_KEY_NAME, getOrCreateDashboardKey } from '../services/keys/get-dashboard-key.ts';
+import { revokeApiKey } from '../services/keys/revoke-api-key.ts';
+import { gatewayInternalUrl, MAX_PROXY_BODY_BYTES, parseByteRange, proxyToGateway, type GatewayProxyDeps } from './gateway-proxy.ts';
 
 let h: GatewayHarness;
 let otherOrg: string;

@@ -7,9 +7,9 @@
 //
 // Used by app/api/gateway/[...path]/route.ts; kept free of Next so it can be tested against a
 // real gateway.
-import type { Config } from '../config/env.js';
-import { ServiceError } from '../services/errors.js';
-import { envelope, errorHeaders } from '../error-envelope.js';
+import type { Config } from '../config/env.ts';
+import { ServiceError } from '../services/errors.ts';
+import { envelope, errorHeaders } from '../error-envelope.ts';
 
 /** The gateway's own cap per upload is 25 MB; multipart framing and form fields need a little more. */
 export const MAX_PROXY_BODY_BYTES = 26 * 1024 * 1024;

@@ -3,7 +3,7 @@
 // and the procedure's input type is the schema's input (fields with defaults stay optional).
 // tRPC reads the types from `_input`/`_output` (its zod-like parser shape) and calls `parse`.
 import type { z } from 'zod';
-import { parseInput } from '../services/parse-input.js';
+import { parseInput } from '../services/parse-input.ts';
 
 export function inputOf<S extends z.ZodType>(schema: S): { _input: z.input<S>; _output: z.output<S>; parse: (raw: unknown) => z.output<S> } {
   return {

@@ -1,14 +1,14 @@
-import { accountRouter } from './routers/account.js';
-import { authRouter } from './routers/auth.js';
-import { claimsRouter } from './routers/claims.js';
-import { creditsRouter } from './routers/credits.js';
-import { dictsRouter } from './routers/dicts.js';
-import { keysRouter } from './routers/keys.js';
-import { modelsRouter } from './routers/models.js';
-import { orgsRouter } from './routers/orgs.js';
-import { usageRouter } from './routers/usage.js';
-import { voicesRouter } from './routers/voices.js';
-import { createCallerFactory, createTRPCRouter } from './trpc.js';
+import { accountRouter } from './routers/account.ts';
+import { authRouter } from './routers/auth.ts';
+import { claimsRouter } from './routers/claims.ts';
+import { creditsRouter } from './routers/credits.ts';
+import { dictsRouter } from './routers/dicts.ts';
+import { keysRouter } from './routers/keys.ts';
+import { modelsRouter } from './routers/models.ts';
+import { orgsRouter } from './routers/orgs.ts';
+import { usageRouter } from './routers/usage.ts';
+import { voicesRouter } from './routers/voices.ts';
+import { createCallerFactory, createTRPCRouter } from './trpc.ts';
 
 export const appRouter = createTRPCRouter({
   auth: authRouter,

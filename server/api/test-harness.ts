@@ -2,12 +2,12 @@
 // TEST_DB=postgresql), users made through the real sign-up service, and callers that carry
 // those users' sessions exactly as the HTTP context would. Each harness has its own
 // sign-up throttle and no mailer, so tests neither share limits nor send mail.
-import { createMemoryRateLimiter } from '../../gateway/core/rate-limiter.js';
-import { createTestDatabase, type TestDatabase } from '../../test/support/test-database.js';
-import { createCredentialThrottle } from '../auth/credential-throttle.js';
-import { signUp } from '../services/users/sign-up.js';
-import { createCaller } from './root.js';
-import type { SessionUser } from './trpc.js';
+import { createMemoryRateLimiter } from '../../gateway/core/rate-limiter.ts';
+import { createTestDatabase, type TestDatabase } from '../../test/support/test-database.ts';
+import { createCredentialThrottle } from '../auth/credential-throttle.ts';
+import { signUp } from '../services/users/sign-up.ts';
+import { createCaller } from './root.ts';
+import type { SessionUser } from './trpc.ts';
 
 export const TEST_PASSWORD = 'correct horse battery';
 

@@ -2,12 +2,12 @@
 // app/api/trpc/[trpc]/route.ts, fed real Requests), against a real database: batches beyond
 // 10 calls and bodies beyond 1 MiB are refused before any procedure runs.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { WINDOW_MS, createMemoryRateLimiter } from '../../gateway/core/rate-limiter.js';
-import { manualClock } from '../../test/support/manual-clock.js';
-import { createTestDatabase, type TestDatabase } from '../../test/support/test-database.js';
-import { createCredentialThrottle } from '../auth/credential-throttle.js';
-import { MAX_BATCH_CALLS, MAX_BODY_BYTES, handleTrpcRequest } from './trpc-http.js';
-import type { TrpcContext } from './trpc.js';
+import { WINDOW_MS, createMemoryRateLimiter } from '../../gateway/core/rate-limiter.ts';
+import { manualClock } from '../../test/support/manual-clock.ts';
+import { createTestDatabase, type TestDatabase } from '../../test/support/test-database.ts';
+import { createCredentialThrottle } from '../auth/credential-throttle.ts';
+import { MAX_BATCH_CALLS, MAX_BODY_BYTES, handleTrpcRequest } from './trpc-http.ts';
+import type { TrpcContext } from './trpc.ts';
 
 let t: TestDatabase;
 let context: () => Promise<TrpcContext>;

@@ -4,8 +4,8 @@
 // refused before the body is parsed, with a tRPC-shaped error that says which bound.
 import type { TRPCError } from '@trpc/server';
 import { fetchRequestHandler } from '@trpc/server/adapters/fetch';
-import { appRouter } from './root.js';
-import type { TrpcContext } from './trpc.js';
+import { appRouter } from './root.ts';
+import type { TrpcContext } from './trpc.ts';
 
 export const TRPC_ENDPOINT = '/api/trpc';
 /** The client batches at most this many calls too (app/providers.tsx). */

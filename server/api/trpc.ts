@@ -7,15 +7,15 @@
 // Procedures validate input with zod, call one service, and return JSON-safe values (money
 // as 6-decimal USD strings, dates as ISO strings). Service errors are mapped in one place.
 import { initTRPC, TRPCError } from '@trpc/server';
-import { sharedCredentialThrottle, type CredentialThrottle } from '../auth/credential-throttle.js';
-import type { SessionUser } from '../auth/session.js';
-import type { Database } from '../db/database.js';
-import { isServiceError } from '../services/errors.js';
-import type { Mailer } from '../services/users/mailer.js';
-import { getActiveMembership } from '../services/users/get-active-membership.js';
-import { getUser } from '../services/users/get-user.js';
-import { toTrpcError } from './errors.js';
-import { getMailer } from './mailer.js';
+import { sharedCredentialThrottle, type CredentialThrottle } from '../auth/credential-throttle.ts';
+import type { SessionUser } from '../auth/session.ts';
+import type { Database } from '../db/database.ts';
+import { isServiceError } from '../services/errors.ts';
+import type { Mailer } from '../services/users/mailer.ts';
+import { getActiveMembership } from '../services/users/get-active-membership.ts';
+import { getUser } from '../services/users/get-user.ts';
+import { toTrpcError } from './errors.ts';
+import { getMailer } from './mailer.ts';
 
 export type { SessionUser };
 

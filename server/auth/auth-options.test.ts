@@ -4,13 +4,13 @@
 import type { Account, AuthOptions, Profile, User } from 'next-auth';
 import type { JWT } from 'next-auth/jwt';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createMemoryRateLimiter, WINDOW_MS } from '../../gateway/core/rate-limiter.js';
-import { manualClock } from '../../test/support/manual-clock.js';
-import { createTestDatabase, type TestDatabase } from '../../test/support/test-database.js';
-import { signUp } from '../services/users/sign-up.js';
-import { OAUTH_REFUSALS, SESSION_MAX_AGE_SECONDS, SIGN_IN_THROTTLED, buildAuthOptions, type AuthDeps } from './auth-options.js';
-import { CREDENTIAL_LIMITS, createCredentialThrottle } from './credential-throttle.js';
-import { oauthSetupFromEnv } from './oauth-providers.js';
+import { createMemoryRateLimiter, WINDOW_MS } from '../../gateway/core/rate-limiter.ts';
+import { manualClock } from '../../test/support/manual-clock.ts';
+import { createTestDatabase, type TestDatabase } from '../../test/support/test-database.ts';
+import { signUp } from '../services/users/sign-up.ts';
+import { OAUTH_REFUSALS, SESSION_MAX_AGE_SECONDS, SIGN_IN_THROTTLED, buildAuthOptions, type AuthDeps } from './auth-options.ts';
+import { CREDENTIAL_LIMITS, createCredentialThrottle } from './credential-throttle.ts';
+import { oauthSetupFromEnv } from './oauth-providers.ts';
 
 let t: TestDatabase;
 let options: AuthOptions;

@@ -9,18 +9,18 @@
 // every procedure reads them from the database, so removing a member is effective at once.
 import type { AuthOptions, DefaultSession } from 'next-auth';
 import CredentialsProviderModule from 'next-auth/providers/credentials';
-import { clientAddress } from '../config/client-address.js';
-import { loadConfig } from '../config/env.js';
-import { getDb } from '../db/dashboard-db.js';
-import type { Database } from '../db/database.js';
-import { isServiceError } from '../services/errors.js';
-import { acceptPendingInvitations } from '../services/orgs/invitations.js';
-import { authenticateUser } from '../services/users/authenticate-user.js';
-import { signInWithOAuth } from '../services/users/sign-in-with-oauth.js';
-import { sameOriginRedirect } from './callback-url.js';
-import { sharedCredentialThrottle, type CredentialThrottle } from './credential-throttle.js';
-import { resolveNextAuthSecret } from './nextauth-secret.js';
-import { processOAuthSetup, profileEmailVerified, type OAuthSetup } from './oauth-providers.js';
+import { clientAddress } from '../config/client-address.ts';
+import { loadConfig } from '../config/env.ts';
+import { getDb } from '../db/dashboard-db.ts';
+import type { Database } from '../db/database.ts';
+import { isServiceError } from '../services/errors.ts';
+import { acceptPendingInvitations } from '../services/orgs/invitations.ts';
+import { authenticateUser } from '../services/users/authenticate-user.ts';
+import { signInWithOAuth } from '../services/users/sign-in-with-oauth.ts';
+import { sameOriginRedirect } from './callback-url.ts';
+import { sharedCredentialThrottle, type CredentialThrottle } from './credential-throttle.ts';
+import { resolveNextAuthSecret } from './nextauth-secret.ts';
+import { processOAuthSetup, profileEmailVerified, type OAuthSetup } from './oauth-providers.ts';
 
 declare module 'next-auth' {
   interface Session {

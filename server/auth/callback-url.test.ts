@@ -2,7 +2,7 @@
 // write). The property that matters: whatever comes out, a browser on the dashboard
 // resolves it to the dashboard. Each case is checked that way, not only against a string.
 import { describe, expect, it } from 'vitest';
-import { sameOriginPath } from './callback-url.js';
+import { sameOriginPath } from './callback-url.ts';
 
 const DASHBOARD = 'https://dash.example.com';
 /** Where a browser on the dashboard goes for `path` (WHATWG parsing, as window.location.assign). */

@@ -4,9 +4,9 @@
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
-import { WINDOW_MS, createMemoryRateLimiter, createRedisRateLimiter } from '../../gateway/core/rate-limiter.js';
-import { manualClock } from '../../test/support/manual-clock.js';
-import { CREDENTIAL_LIMITS, createCredentialThrottle, redisWithFallback, type CredentialThrottle } from './credential-throttle.js';
+import { WINDOW_MS, createMemoryRateLimiter, createRedisRateLimiter } from '../../gateway/core/rate-limiter.ts';
+import { manualClock } from '../../test/support/manual-clock.ts';
+import { CREDENTIAL_LIMITS, createCredentialThrottle, redisWithFallback, type CredentialThrottle } from './credential-throttle.ts';
 
 const REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
 const W = 31_000_000 * WINDOW_MS;

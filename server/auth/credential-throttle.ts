@@ -9,10 +9,10 @@
 // all such clients share one bucket, larger than one address's: it bounds the CPU a flood
 // can take, at the price that a flood also slows honest sign-ins until the minute turns.
 import { Redis } from 'ioredis';
-import { createMemoryRateLimiter, createRedisRateLimiter, type RateLimiter } from '../../gateway/core/rate-limiter.js';
-import { systemClock, type Clock } from '../clock.js';
-import { loadConfig } from '../config/env.js';
-import { ServiceError } from '../services/errors.js';
+import { createMemoryRateLimiter, createRedisRateLimiter, type RateLimiter } from '../../gateway/core/rate-limiter.ts';
+import { systemClock, type Clock } from '../clock.ts';
+import { loadConfig } from '../config/env.ts';
+import { ServiceError } from '../services/errors.ts';
 
 export type CredentialAction = 'sign_in' | 'sign_up' | 'verification_mail';
 

@@ -2,7 +2,7 @@ import { chmodSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync }
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { SECRET_FILE, resolveNextAuthSecret } from './nextauth-secret.js';
+import { SECRET_FILE, resolveNextAuthSecret } from './nextauth-secret.ts';
 
 const dirs: string[] = [];
 const tempDir = () => {

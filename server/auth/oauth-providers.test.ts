@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { ConfigError } from '../config/env.js';
-import { githubPrimaryEmail, oauthSetupFromEnv, profileEmailVerified } from './oauth-providers.js';
+import { ConfigError } from '../config/env.ts';
+import { githubPrimaryEmail, oauthSetupFromEnv, profileEmailVerified } from './oauth-providers.ts';
 
 const GITHUB = { GITHUB_ID: 'gh-id', GITHUB_SECRET: 'gh-secret' };
 const GOOGLE = { GOOGLE_CLIENT_ID: 'g-id', GOOGLE_CLIENT_SECRET: 'g-secret' };

@@ -10,7 +10,7 @@ import type { OAuthConfig } from 'next-auth/providers/oauth';
 import GitHubProviderModule from 'next-auth/providers/github';
 import GoogleProviderModule from 'next-auth/providers/google';
 import { z } from 'zod';
-import { ConfigError } from '../config/env.js';
+import { ConfigError } from '../config/env.ts';
 
 // The providers are CommonJS modules with `exports.default`; depending on the loader (Next's
 // bundler, Node's ESM interop, vitest) the default import is the function or the exports object.

@@ -1,5 +1,5 @@
 import { getServerSession } from 'next-auth';
-import { getAuthOptions } from './auth-options.js';
+import { getAuthOptions } from './auth-options.ts';
 
 /** Who is signed in, as the dashboard's procedures and pages see them. */
 export interface SessionUser {

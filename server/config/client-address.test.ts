@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { clientAddress } from './client-address.js';
+import { clientAddress } from './client-address.ts';
 
 describe('clientAddress', () => {
   it('without trusted proxies: the TCP peer, whatever X-Forwarded-For says', () => {

@@ -5,7 +5,7 @@ import { createSecureContext } from 'node:tls';
 import { availableParallelism } from 'node:os';
 import { isAbsolute, join, resolve } from 'node:path';
 import { z } from 'zod';
-import { parseUsdToMicros } from '../money.js';
+import { parseUsdToMicros } from '../money.ts';
 
 const port = z.coerce.number().int().min(0).max(65535);
 const url = z.url({ protocol: /^https?$/ });

@@ -1,9 +1,9 @@
 // Credit reservations in the hot store, on the test database (SQLite, or PostgreSQL with
 // TEST_DB=postgresql), with two stores standing for two gateway processes.
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { createOrg } from '../services/orgs/create-org.js';
-import { openDatabase, type Database } from './database.js';
-import { createTestDatabase, type TestDatabase } from '../../test/support/test-database.js';
+import { createOrg } from '../services/orgs/create-org.ts';
+import { openDatabase, type Database } from './database.ts';
+import { createTestDatabase, type TestDatabase } from '../../test/support/test-database.ts';
 
 let t: TestDatabase;
 let other: Database;

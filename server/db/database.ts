@@ -2,12 +2,12 @@
 // hot store for per-request paths, both chosen from DATABASE_URL's scheme.
 import { PrismaBetterSqlite3 } from '@prisma/adapter-better-sqlite3';
 import { PrismaPg } from '@prisma/adapter-pg';
-import { PrismaClient as SqliteClient } from './generated/sqlite/client.js';
-import { PrismaClient as PostgresClient } from './generated/postgresql/client.js';
-import { dialectOf, sqlitePath, type Dialect } from './dialect.js';
-import type { HotStore } from './hot-store.js';
-import { createSqliteHotStore } from './hot-store-sqlite.js';
-import { createPostgresHotStore } from './hot-store-postgres.js';
+import { PrismaClient as SqliteClient } from './generated/sqlite/client.ts';
+import { PrismaClient as PostgresClient } from './generated/postgresql/client.ts';
+import { dialectOf, sqlitePath, type Dialect } from './dialect.ts';
+import type { HotStore } from './hot-store.ts';
+import { createSqliteHotStore } from './hot-store-sqlite.ts';
+import { createPostgresHotStore } from './hot-store-postgres.ts';
 
 /**
  * Both generated clients have the same model API (they come from one schema source), so

@@ -1,7 +1,7 @@
 import pg from 'pg';
-import { sqlTimestamp } from './dialect.js';
-import type { HotStore, KeyAuthRecord } from './hot-store.js';
-import { holdOwnerId, newTimeOrderedId } from './ids.js';
+import { sqlTimestamp } from './dialect.ts';
+import type { HotStore, KeyAuthRecord } from './hot-store.ts';
+import { holdOwnerId, newTimeOrderedId } from './ids.ts';
 
 export function createPostgresHotStore(connectionString: string, ownerId = holdOwnerId()): HotStore {
   const pool = new pg.Pool({ connectionString, max: 10, connectionTimeoutMillis: 5_000 });

@@ -5,16 +5,16 @@
 // commits before it answers).
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { createGatewayCore } from '../../gateway/core/gateway-core.js';
-import { createMemoryRateLimiter } from '../../gateway/core/rate-limiter.js';
-import { hashApiKey } from '../services/keys/api-key-format.js';
-import { createApiKey } from '../services/keys/create-api-key.js';
-import type { ServiceError } from '../services/errors.js';
-import { createOrg } from '../services/orgs/create-org.js';
-import { envelope } from '../error-envelope.js';
-import { createTestDatabase, type TestDatabase } from '../../test/support/test-database.js';
-import { sqlitePath } from './dialect.js';
-import { newId } from './ids.js';
+import { createGatewayCore } from '../../gateway/core/gateway-core.ts';
+import { createMemoryRateLimiter } from '../../gateway/core/rate-limiter.ts';
+import { hashApiKey } from '../services/keys/api-key-format.ts';
+import { createApiKey } from '../services/keys/create-api-key.ts';
+import type { ServiceError } from '../services/errors.ts';
+import { createOrg } from '../services/orgs/create-org.ts';
+import { envelope } from '../error-envelope.ts';
+import { createTestDatabase, type TestDatabase } from '../../test/support/test-database.ts';
+import { sqlitePath } from './dialect.ts';
+import { newId } from './ids.ts';
 
 let t: TestDatabase;
 /** Another connection to the same file, as the dashboard, the CLI or a replica would have. */

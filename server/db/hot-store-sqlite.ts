@@ -1,9 +1,9 @@
 import Database from 'better-sqlite3';
-import { sqlTimestamp } from './dialect.js';
-import type { HotStore, KeyAuthRecord, LedgerChange } from './hot-store.js';
-import { holdOwnerId, newTimeOrderedId } from './ids.js';
-import { startCheckpointer } from './sqlite-checkpointer.js';
-import { watchCommits } from './sqlite-commit-watch.js';
+import { sqlTimestamp } from './dialect.ts';
+import type { HotStore, KeyAuthRecord, LedgerChange } from './hot-store.ts';
+import { holdOwnerId, newTimeOrderedId } from './ids.ts';
+import { startCheckpointer } from './sqlite-checkpointer.ts';
+import { watchCommits } from './sqlite-commit-watch.ts';
 
 interface KeyRow {
   keyId: string;

@@ -1,7 +1,7 @@
 // The per-request paths (key verification, balance checks, debits) in raw SQL, one
 // implementation per dialect, because they run on every request and an ORM round adds
 // more than the whole gateway core's latency budget. Everything else goes through Prisma.
-import type { Modality } from './generated/sqlite/enums.js';
+import type { Modality } from './generated/sqlite/enums.ts';
 
 export interface KeyAuthRecord {
   keyId: string;

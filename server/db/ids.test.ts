@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { newId, newTimeOrderedId } from './ids.js';
+import { newId, newTimeOrderedId } from './ids.ts';
 
 describe('ids', () => {
   it('are <prefix>_ and 20 base-36 characters, unique', () => {

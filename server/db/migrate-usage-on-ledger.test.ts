@@ -5,11 +5,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { POSTGRES_ADMIN_URL, TEST_DIALECT } from '../../test/support/test-database.js';
-import { openDatabase, type Database } from './database.js';
-import { openSqlite } from './hot-store-sqlite.js';
-import { newId } from './ids.js';
-import { listMigrations, migrate } from './migrate.js';
+import { POSTGRES_ADMIN_URL, TEST_DIALECT } from '../../test/support/test-database.ts';
+import { openDatabase, type Database } from './database.ts';
+import { openSqlite } from './hot-store-sqlite.ts';
+import { newId } from './ids.ts';
+import { listMigrations, migrate } from './migrate.ts';
 
 const BEFORE = '0004_usage_on_ledger';
 

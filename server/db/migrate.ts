@@ -5,9 +5,9 @@
 import { readdirSync, readFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
-import { dialectOf, sqlitePath, type Dialect } from './dialect.js';
-import { openSqlite } from './hot-store-sqlite.js';
-import { PROJECT_ROOT } from '../project-root.js';
+import { dialectOf, sqlitePath, type Dialect } from './dialect.ts';
+import { openSqlite } from './hot-store-sqlite.ts';
+import { PROJECT_ROOT } from '../project-root.ts';
 
 const MIGRATIONS_ROOT = join(PROJECT_ROOT, 'prisma/migrations');
 

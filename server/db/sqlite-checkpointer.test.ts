@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { expect, it } from 'vitest';
-import { startCheckpointer, type CheckpointDone } from './sqlite-checkpointer.js';
+import { startCheckpointer, type CheckpointDone } from './sqlite-checkpointer.ts';
 
 it('checkpoints the WAL into the database file from its worker thread', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'svc-ckpt-'));

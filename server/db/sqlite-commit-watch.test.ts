@@ -6,8 +6,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { openSqlite } from './hot-store-sqlite.js';
-import { watchCommits } from './sqlite-commit-watch.js';
+import { openSqlite } from './hot-store-sqlite.ts';
+import { watchCommits } from './sqlite-commit-watch.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'svc-commit-watch-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));

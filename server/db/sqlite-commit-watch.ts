@@ -23,7 +23,7 @@
 import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
 import type Database from 'better-sqlite3';
 import koffi from 'koffi';
-import { libc, MAP_FAILED, MAP_SHARED, PROT_READ } from '../native/libc.js';
+import { libc, MAP_FAILED, MAP_SHARED, PROT_READ } from '../native/libc.ts';
 
 const HEADER_BYTES = 48;
 const PAGE_BYTES = 4096;

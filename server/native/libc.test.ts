@@ -3,7 +3,7 @@
 // malloc memory back.
 import { execFileSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
-import { libc } from './libc.js';
+import { libc } from './libc.ts';
 
 describe('libc', () => {
   it('loads on glibc Linux', () => {

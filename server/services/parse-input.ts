@@ -1,7 +1,7 @@
 // One way to turn a zod failure into the envelope's invalid_request: the first issue, with
 // `param` naming the field as clients write it (`entries[3].alias`, `tags[0]`).
 import type { z } from 'zod';
-import { ServiceError } from './errors.js';
+import { ServiceError } from './errors.ts';
 
 /** `entries[3].alias` from ['entries', 3, 'alias']. */
 export function paramOf(path: readonly PropertyKey[]): string | null {

@@ -4,12 +4,12 @@
 // only by a living owner). SQLite and PostgreSQL (TEST_DB).
 import { afterAll, beforeAll, expect, it, vi } from 'vitest';
 import WebSocket from 'ws';
-import { upsertModel } from '../../server/services/models/upsert-model.js';
-import { startGateway, type GatewayHarness } from '../support/gateway-harness.js';
-import { createTestDatabase, type TestDatabase } from '../support/test-database.js';
-import { orgWithKey } from '../support/ops-fixture.js';
-import { startSvcGateway, type SvcProcess } from '../support/svc-process.js';
-import { checkProtocol } from '../../gateway/upstreams/protocols/index.js';
+import { upsertModel } from '../../server/services/models/upsert-model.ts';
+import { startGateway, type GatewayHarness } from '../support/gateway-harness.ts';
+import { createTestDatabase, type TestDatabase } from '../support/test-database.ts';
+import { orgWithKey } from '../support/ops-fixture.ts';
+import { startSvcGateway, type SvcProcess } from '../support/svc-process.ts';
+import { checkProtocol } from '../../gateway/upstreams/protocols/index.ts';
 
 vi.setConfig({ testTimeout: 120_000 });
 

@@ -17,17 +17,17 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer as createHttpServer } from 'node:http';
 import { createServer, connect, type AddressInfo, type Server, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { loadConfig } from '../../server/config/env.js';
-import { upsertModel } from '../../server/services/models/upsert-model.js';
-import { createGatewayRuntime, type GatewayRuntime } from '../../gateway/runtime.js';
-import { startGateway, type GatewayHarness } from '../support/gateway-harness.js';
-import { startScriptedUpstream, type ScriptedUpstream } from '../support/scripted-openai-upstream.js';
-import { createTestDatabase, type TestDatabase } from '../support/test-database.js';
-import { chatBody, expectLedgerConsistent, orgWithKey } from '../support/ops-fixture.js';
-import { freePort, sleep } from '../support/svc-process.js';
-import { A_WINDOW_START, manualClock } from '../support/manual-clock.js';
-import { usageRows } from '../support/usage-rows.js';
-import { checkProtocol } from '../../gateway/upstreams/protocols/index.js';
+import { loadConfig } from '../../server/config/env.ts';
+import { upsertModel } from '../../server/services/models/upsert-model.ts';
+import { createGatewayRuntime, type GatewayRuntime } from '../../gateway/runtime.ts';
+import { startGateway, type GatewayHarness } from '../support/gateway-harness.ts';
+import { startScriptedUpstream, type ScriptedUpstream } from '../support/scripted-openai-upstream.ts';
+import { createTestDatabase, type TestDatabase } from '../support/test-database.ts';
+import { chatBody, expectLedgerConsistent, orgWithKey } from '../support/ops-fixture.ts';
+import { freePort, sleep } from '../support/svc-process.ts';
+import { A_WINDOW_START, manualClock } from '../support/manual-clock.ts';
+import { usageRows } from '../support/usage-rows.ts';
+import { checkProtocol } from '../../gateway/upstreams/protocols/index.ts';
 
 vi.setConfig({ testTimeout: 120_000 });
 

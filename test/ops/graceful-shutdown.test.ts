@@ -8,18 +8,18 @@
 //   close 1001, and its audio is billed;
 // - a request reaching a draining gateway is refused with 503 in the envelope.
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { upsertModel } from '../../server/services/models/upsert-model.js';
-import { startGateway, type GatewayHarness } from '../support/gateway-harness.js';
-import { startScriptedUpstream, type ScriptedUpstream } from '../support/scripted-openai-upstream.js';
-import { sseReader } from '../support/sse-client.js';
-import { createTestDatabase, type TestDatabase } from '../support/test-database.js';
-import { openSession, s16le, speech } from '../support/stt-routes.js';
-import { pcmTone, startSpeechServer, type SpeechServer } from '../support/tts-routes.js';
-import { newId } from '../../server/db/ids.js';
-import { chatBody, expectLedgerConsistent, orgWithKey } from '../support/ops-fixture.js';
-import { connectionRefused, sleep, startSvcGateway, stopSvc, type SvcProcess } from '../support/svc-process.js';
-import { usageRows } from '../support/usage-rows.js';
-import { checkProtocol } from '../../gateway/upstreams/protocols/index.js';
+import { upsertModel } from '../../server/services/models/upsert-model.ts';
+import { startGateway, type GatewayHarness } from '../support/gateway-harness.ts';
+import { startScriptedUpstream, type ScriptedUpstream } from '../support/scripted-openai-upstream.ts';
+import { sseReader } from '../support/sse-client.ts';
+import { createTestDatabase, type TestDatabase } from '../support/test-database.ts';
+import { openSession, s16le, speech } from '../support/stt-routes.ts';
+import { pcmTone, startSpeechServer, type SpeechServer } from '../support/tts-routes.ts';
+import { newId } from '../../server/db/ids.ts';
+import { chatBody, expectLedgerConsistent, orgWithKey } from '../support/ops-fixture.ts';
+import { connectionRefused, sleep, startSvcGateway, stopSvc, type SvcProcess } from '../support/svc-process.ts';
+import { usageRows } from '../support/usage-rows.ts';
+import { checkProtocol } from '../../gateway/upstreams/protocols/index.ts';
 
 vi.setConfig({ testTimeout: 90_000 });
 

@@ -10,16 +10,16 @@
 //   replicas keep serving.
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { upsertModel } from '../../server/services/models/upsert-model.js';
-import { revokeApiKey } from '../../server/services/keys/revoke-api-key.js';
-import { startScriptedUpstream, type ScriptedUpstream } from '../support/scripted-openai-upstream.js';
-import { sseReader } from '../support/sse-client.js';
-import { TEST_DIALECT, createTestDatabase, type TestDatabase } from '../support/test-database.js';
-import { chatBody, expectLedgerConsistent, orgWithKey } from '../support/ops-fixture.js';
-import { startSvcGateway, stopSvc, type SvcProcess } from '../support/svc-process.js';
-import { usageRows } from '../support/usage-rows.js';
-import { countedInOneMinute } from '../support/rate-window.js';
-import { checkProtocol } from '../../gateway/upstreams/protocols/index.js';
+import { upsertModel } from '../../server/services/models/upsert-model.ts';
+import { revokeApiKey } from '../../server/services/keys/revoke-api-key.ts';
+import { startScriptedUpstream, type ScriptedUpstream } from '../support/scripted-openai-upstream.ts';
+import { sseReader } from '../support/sse-client.ts';
+import { TEST_DIALECT, createTestDatabase, type TestDatabase } from '../support/test-database.ts';
+import { chatBody, expectLedgerConsistent, orgWithKey } from '../support/ops-fixture.ts';
+import { startSvcGateway, stopSvc, type SvcProcess } from '../support/svc-process.ts';
+import { usageRows } from '../support/usage-rows.ts';
+import { countedInOneMinute } from '../support/rate-window.ts';
+import { checkProtocol } from '../../gateway/upstreams/protocols/index.ts';
 
 vi.setConfig({ testTimeout: 120_000 });
 

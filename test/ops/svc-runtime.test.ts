@@ -5,8 +5,8 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { createTestDatabase, type TestDatabase } from '../support/test-database.js';
-import { ROOT, startSvcGateway, stopSvc, type SvcProcess } from '../support/svc-process.js';
+import { createTestDatabase, type TestDatabase } from '../support/test-database.ts';
+import { ROOT, startSvcGateway, stopSvc, type SvcProcess } from '../support/svc-process.ts';
 
 vi.setConfig({ testTimeout: 90_000 });
 

@@ -8,8 +8,8 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
-import { createTestDatabase, type TestDatabase } from '../support/test-database.js';
-import { ROOT, freePort, sleep } from '../support/svc-process.js';
+import { createTestDatabase, type TestDatabase } from '../support/test-database.ts';
+import { ROOT, freePort, sleep } from '../support/svc-process.ts';
 
 vi.setConfig({ testTimeout: 120_000 });
 

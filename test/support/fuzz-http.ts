@@ -5,7 +5,7 @@
 // that prints the seed, the replay path and a readable counterexample when a property fails.
 import fc from 'fast-check';
 import { Client } from 'undici';
-import { ERROR_TABLE } from '../../gateway/errors.js';
+import { ERROR_TABLE } from '../../gateway/errors.ts';
 
 /** No answer within this is a hang. */
 export const REQUEST_TIMEOUT_MS = 10_000;

@@ -1,11 +1,11 @@
 // The real gateway runtime in this process, on a throw-away database, listening on a free
 // loopback port, with one org (credit as asked) and one key. For route tests over real HTTP.
-import type { Clock } from '../../server/clock.js';
-import { loadConfig } from '../../server/config/env.js';
-import { createApiKey } from '../../server/services/keys/create-api-key.js';
-import { createOrg } from '../../server/services/orgs/create-org.js';
-import { createGatewayRuntime, type GatewayRuntime } from '../../gateway/runtime.js';
-import { createTestDatabase, type TestDatabase } from './test-database.js';
+import type { Clock } from '../../server/clock.ts';
+import { loadConfig } from '../../server/config/env.ts';
+import { createApiKey } from '../../server/services/keys/create-api-key.ts';
+import { createOrg } from '../../server/services/orgs/create-org.ts';
+import { createGatewayRuntime, type GatewayRuntime } from '../../gateway/runtime.ts';
+import { createTestDatabase, type TestDatabase } from './test-database.ts';
 
 export interface GatewayHarness {
   url: string;

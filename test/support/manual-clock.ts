@@ -1,6 +1,6 @@
 // A Clock (server/clock.ts) that moves only when the test moves it: a rate-limit window, an
 // expiry or a lockout is reached by setting the time, not by waiting for it.
-import type { Clock } from '../../server/clock.js';
+import type { Clock } from '../../server/clock.ts';
 
 export interface ManualClock extends Clock {
   set(ms: number): void;

@@ -1,9 +1,9 @@
 // Shared pieces of the operations tests: orgs and keys written straight into the test
 // database, and the ledger invariant (every balance change is one ledger row).
 import { expect } from 'vitest';
-import type { Database } from '../../server/db/database.js';
-import { createApiKey } from '../../server/services/keys/create-api-key.js';
-import { createOrg } from '../../server/services/orgs/create-org.js';
+import type { Database } from '../../server/db/database.ts';
+import { createApiKey } from '../../server/services/keys/create-api-key.ts';
+import { createOrg } from '../../server/services/orgs/create-org.ts';
 
 export async function orgWithKey(db: Database, creditsMicros: bigint, rpm = 1_000_000): Promise<{ orgId: string; keyId: string; key: string }> {
   const org = await createOrg(db, { name: `ops ${creditsMicros}`, creditsMicros });

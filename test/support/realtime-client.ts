@@ -2,8 +2,8 @@
 // gateway sends, in order, and waiting on the next event of a type. The real clients' tests use
 // the clients themselves; this one shows the wire.
 import WebSocket from 'ws';
-import type { GatewayHarness } from './gateway-harness.js';
-import { concat, silence, speech, toRate } from './stt-routes.js';
+import type { GatewayHarness } from './gateway-harness.ts';
+import { concat, silence, speech, toRate } from './stt-routes.ts';
 
 export type RealtimeEvent = { type: string; [k: string]: unknown };
 

@@ -3,8 +3,8 @@
 // uses the compiled matcher of server/services/dicts/apply-pronunciation.ts; this stays as the
 // definition that matcher is tested against (apply-pronunciation.test.ts) and benchmarked
 // against (bench/pronunciation.ts). Kept as it was, transcript_too_long check included.
-import { ServiceError } from '../../server/services/errors.js';
-import { MAX_EXPANDED_TRANSCRIPT, type PhonemeFormatter, type PronunciationEntry } from '../../server/services/dicts/apply-pronunciation.js';
+import { ServiceError } from '../../server/services/errors.ts';
+import { MAX_EXPANDED_TRANSCRIPT, type PhonemeFormatter, type PronunciationEntry } from '../../server/services/dicts/apply-pronunciation.ts';
 
 const escapeRegExp = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 

@@ -23,8 +23,8 @@ import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { WebSocketServer, type WebSocket } from 'ws';
-import { floatToS16, s16leBytes, s16leToS16 } from '../../gateway/audio/pcm.js';
-import { parseWav } from '../../gateway/audio/wav.js';
+import { floatToS16, s16leBytes, s16leToS16 } from '../../gateway/audio/pcm.ts';
+import { parseWav } from '../../gateway/audio/wav.ts';
 
 export type CartesiaBehaviour =
   | { kind: 'ok' }

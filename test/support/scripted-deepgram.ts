@@ -23,7 +23,7 @@ import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { WebSocketServer, type WebSocket } from 'ws';
-import { parseWav } from '../../gateway/audio/wav.js';
+import { parseWav } from '../../gateway/audio/wav.ts';
 
 export type DeepgramBehaviour =
   | { kind: 'ok' }

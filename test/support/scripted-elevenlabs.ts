@@ -15,7 +15,7 @@
 import { EventEmitter } from 'node:events';
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
-import { parseWav } from '../../gateway/audio/wav.js';
+import { parseWav } from '../../gateway/audio/wav.ts';
 
 export type ElevenLabsBehaviour =
   | { kind: 'ok' }

@@ -14,8 +14,8 @@
 // without that API does when `responsesApi` is false.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { zeroCrossingFrequency } from '../../gateway/audio/test-signals.js';
-import { parseWav } from '../../gateway/audio/wav.js';
+import { zeroCrossingFrequency } from '../../gateway/audio/test-signals.ts';
+import { parseWav } from '../../gateway/audio/wav.ts';
 
 export type Behaviour =
   | { kind: 'ok'; text?: string; usage?: { prompt_tokens: number; completion_tokens: number } | null }

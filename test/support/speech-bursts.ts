@@ -2,7 +2,7 @@
 // engines hear as words: voiced bursts (gateway/audio/test-signals.ts voicedBurst) at known
 // places, silence elsewhere. A pure tone is no speech to the VAD, so route tests whose turns the
 // gateway finds speak in these.
-import { voicedBurst } from '../../gateway/audio/test-signals.js';
+import { voicedBurst } from '../../gateway/audio/test-signals.ts';
 
 /**
  * Full amplitude (peak ~0.8): the scripted engines count a 20 ms frame as voiced above 5 % of

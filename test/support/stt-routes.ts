@@ -11,14 +11,14 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { expect, vi } from 'vitest';
 import WebSocket from 'ws';
-import { resample } from '../../gateway/audio/resample.js';
-import { parseWav } from '../../gateway/audio/wav.js';
-import { recognizerStats } from '../../gateway/upstreams/pocketsphinx/recognizer.js';
-import type { Clock } from '../../server/clock.js';
-import { upsertModel } from '../../server/services/models/upsert-model.js';
-import { startGateway, type GatewayHarness } from './gateway-harness.js';
-import { usageRows } from './usage-rows.js';
-import { checkProtocol } from '../../gateway/upstreams/protocols/index.js';
+import { resample } from '../../gateway/audio/resample.ts';
+import { parseWav } from '../../gateway/audio/wav.ts';
+import { recognizerStats } from '../../gateway/upstreams/pocketsphinx/recognizer.ts';
+import type { Clock } from '../../server/clock.ts';
+import { upsertModel } from '../../server/services/models/upsert-model.ts';
+import { startGateway, type GatewayHarness } from './gateway-harness.ts';
+import { usageRows } from './usage-rows.ts';
+import { checkProtocol } from '../../gateway/upstreams/protocols/index.ts';
 
 /** 0.0001 USD per second of audio (100 micro-USD), in pico-USD. */
 export const STT_PRICE = 100_000_000n;

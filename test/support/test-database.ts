@@ -4,10 +4,10 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
-import { openDatabase, type Database } from '../../server/db/database.js';
-import type { Dialect } from '../../server/db/dialect.js';
-import { migrate } from '../../server/db/migrate.js';
-import { newId } from '../../server/db/ids.js';
+import { openDatabase, type Database } from '../../server/db/database.ts';
+import type { Dialect } from '../../server/db/dialect.ts';
+import { migrate } from '../../server/db/migrate.ts';
+import { newId } from '../../server/db/ids.ts';
 
 export const TEST_DIALECT: Dialect = process.env.TEST_DB === 'postgresql' ? 'postgresql' : 'sqlite';
 export const POSTGRES_ADMIN_URL = process.env.TEST_POSTGRES_URL ?? 'postgresql://postgres@127.0.0.1:5432/postgres';

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { getLlama, LlamaChatSession, LlamaLogLevel, type Llama, type LlamaContext, type LlamaModel } from 'node-llama-cpp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TINY_GGUF_DEFAULT_REPLY, writeTinyGguf, type TinyGguf } from './tiny-gguf.js';
+import { TINY_GGUF_DEFAULT_REPLY, writeTinyGguf, type TinyGguf } from './tiny-gguf.ts';
 
 describe('tiny GGUF model', () => {
   let dir: string;

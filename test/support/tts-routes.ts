@@ -2,7 +2,7 @@
 // local engines registered, request helpers, SSE parsing, decoders for the raw encodings that
 // do not use the product's own code, the engines' natural output for comparison, and a tiny
 // scripted OpenAI-compatible speech server.
-import { sseData } from './sse-client.js';
+import { sseData } from './sse-client.ts';
 import { execFile, execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
@@ -10,13 +10,13 @@ import type { AddressInfo, Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect, vi } from 'vitest';
-import { parseWav } from '../../gateway/audio/wav.js';
-import type { Clock } from '../../server/clock.js';
-import { upsertModel } from '../../server/services/models/upsert-model.js';
-import { seedPlatformVoices } from '../../server/services/voices/seed-platform-voices.js';
-import { startGateway, type GatewayHarness } from './gateway-harness.js';
-import { usageRows } from './usage-rows.js';
-import { checkProtocol } from '../../gateway/upstreams/protocols/index.js';
+import { parseWav } from '../../gateway/audio/wav.ts';
+import type { Clock } from '../../server/clock.ts';
+import { upsertModel } from '../../server/services/models/upsert-model.ts';
+import { seedPlatformVoices } from '../../server/services/voices/seed-platform-voices.ts';
+import { startGateway, type GatewayHarness } from './gateway-harness.ts';
+import { usageRows } from './usage-rows.ts';
+import { checkProtocol } from '../../gateway/upstreams/protocols/index.ts';
 
 /** pico-USD per character: flite a whole 2 micro-USD, espeak a price that needs rounding up. */
 export const FLITE_PRICE = 2_000_000n;
@@ -106,7 +106,7 @@ export async function expectError(res: Response, expected: { status: number; cod
 // ---------------------------------------------------------------------------------------
 // Server-sent events
 
-export { sseData, sseReader } from './sse-client.js';
+export { sseData, sseReader } from './sse-client.ts';
 
 export interface ChunkEvent {
   type: 'chunk';

@@ -3,8 +3,8 @@
 // context's audio.
 import type { IncomingMessage } from 'node:http';
 import WebSocket from 'ws';
-import type { GatewayHarness } from './gateway-harness.js';
-import { refusedUpgrade } from './stt-routes.js';
+import type { GatewayHarness } from './gateway-harness.ts';
+import { refusedUpgrade } from './stt-routes.ts';
 
 export interface TtsEvent {
   type: string;

@@ -8,8 +8,8 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { parseWav } from '../../gateway/audio/wav.js';
-import { resample } from '../../gateway/audio/resample.js';
+import { parseWav } from '../../gateway/audio/wav.ts';
+import { resample } from '../../gateway/audio/resample.ts';
 
 export const CORPUS_RATE = 16_000;
 const run = promisify(execFile);

@@ -1,6 +1,6 @@
 // What a metered request consumed, as the tests read it: the usage debits of the ledger
 // (kind usage; usage is stored on the debit's row), with the cost as a positive amount.
-import type { Prisma } from '../../server/db/database.js';
+import type { Prisma } from '../../server/db/database.ts';
 
 export interface UsageRow {
   id: string;

@@ -4,9 +4,9 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createApiKey } from '../../server/services/keys/create-api-key.js';
-import { createOrg } from '../../server/services/orgs/create-org.js';
-import type { GatewayHarness } from './gateway-harness.js';
+import { createApiKey } from '../../server/services/keys/create-api-key.ts';
+import { createOrg } from '../../server/services/orgs/create-org.ts';
+import type { GatewayHarness } from './gateway-harness.ts';
 
 export const LONG_TEXT =
   'Good morning, and thank you for calling the support line. My name is Alex, and I will help you today. ' +

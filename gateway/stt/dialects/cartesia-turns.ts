@@ -14,10 +14,10 @@
 // `end_threshold` (start > eager end > end). The gateway's detector (turn-detector.ts) weighs
 // P(end of turn) = 1 - that likelihood, so the end thresholds are mirrored (1 - x) and the start
 // threshold is the speech probability a frame needs.
-import { ServiceError } from '../../../server/services/errors.js';
-import { cartesiaError, commandWord, type SttDialect } from '../dialect.js';
-import type { TurnSettings } from '../turn-detector.js';
-import { applyTurnThresholds, TURN_KEYS, type TurnThresholdParams } from '../turn-params.js';
+import { ServiceError } from '../../../server/services/errors.ts';
+import { cartesiaError, commandWord, type SttDialect } from '../dialect.ts';
+import type { TurnSettings } from '../turn-detector.ts';
+import { applyTurnThresholds, TURN_KEYS, type TurnThresholdParams } from '../turn-params.ts';
 
 
 /** The session's events in Cartesia's auto-finalize protocol; `turns` are the session's settings at the start (config messages change them). */

@@ -15,9 +15,9 @@
 // client turned endpointing off; a final answering Finalize is `from_finalize`. `start` and
 // `duration` cover the audio received since the previous final. The engines give no confidence:
 // it is 1 for every word and transcript.
-import type { ErrorCode } from '../../../server/services/errors.js';
-import type { Word } from '../../upstreams/contract.js';
-import { commandWord, type SttDialect } from '../dialect.js';
+import type { ErrorCode } from '../../../server/services/errors.ts';
+import type { Word } from '../../upstreams/contract.ts';
+import { commandWord, type SttDialect } from '../dialect.ts';
 
 export interface DeepgramListenOptions {
   /** interim_results: send non-final Results too (Deepgram's default: false). */

@@ -5,9 +5,9 @@ import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { isAbsolute, join } from 'node:path';
 import type { ChatHistoryItem } from 'node-llama-cpp';
-import { AsyncQueue } from '../async-queue.js';
-import { UpstreamError, type ChatCapability, type ChatResponse, type HealthResult, type UpstreamTarget } from '../contract.js';
-import { acquireSequence, loadModel } from './llama-engine.js';
+import { AsyncQueue } from '../async-queue.ts';
+import { UpstreamError, type ChatCapability, type ChatResponse, type HealthResult, type UpstreamTarget } from '../contract.ts';
+import { acquireSequence, loadModel } from './llama-engine.ts';
 
 const encoder = new TextEncoder();
 

@@ -4,13 +4,13 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { upsertModel } from '../../../server/services/models/upsert-model.js';
-import { llmCostMicros } from '../../../server/services/credits/pricing.js';
-import { formatUsd } from '../../../server/money.js';
-import { startGateway, type GatewayHarness } from '../../../test/support/gateway-harness.js';
-import { writeTinyGguf, type TinyGguf } from '../../../test/support/tiny-gguf.js';
-import { usageRows } from '../../../test/support/usage-rows.js';
-import { checkProtocol } from '../protocols/index.js';
+import { upsertModel } from '../../../server/services/models/upsert-model.ts';
+import { llmCostMicros } from '../../../server/services/credits/pricing.ts';
+import { formatUsd } from '../../../server/money.ts';
+import { startGateway, type GatewayHarness } from '../../../test/support/gateway-harness.ts';
+import { writeTinyGguf, type TinyGguf } from '../../../test/support/tiny-gguf.ts';
+import { usageRows } from '../../../test/support/usage-rows.ts';
+import { checkProtocol } from '../protocols/index.ts';
 
 const PRICES = { inputPicoPerToken: 50_000n, outputPicoPerToken: 100_000_000n };
 

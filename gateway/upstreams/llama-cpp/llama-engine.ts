@@ -2,7 +2,7 @@
 // llama.cpp's own native threads, so the gateway's event loop only sees the callbacks.
 // One loaded model per GGUF file, one context with a few sequences; requests wait for a free
 // sequence rather than oversubscribing the (small) machine.
-import type { EngineConfig } from '../contract.js';
+import type { EngineConfig } from '../contract.ts';
 import type { ChatWrapper, Llama, LlamaContext, LlamaContextSequence, LlamaModel } from 'node-llama-cpp';
 
 // node-llama-cpp (~45 MB, ~0.6 s to import) is loaded on first use, so gateways that serve no

@@ -1,9 +1,9 @@
 // "Cloning" with the local engines is measurement, not a neural voice: the clip's pitch,
 // speaking rate and gender pick and tune an engine voice (see gateway/audio/voice-analysis.ts
 // and gateway/voices/derive-local-voice.ts). docs/voices.md says exactly this.
-import { analyzeVoiceInChunks } from '../../audio/voice-analysis.js';
-import { deriveLocalVoice } from '../../voices/derive-local-voice.js';
-import type { CloneCapability } from '../contract.js';
+import { analyzeVoiceInChunks } from '../../audio/voice-analysis.ts';
+import { deriveLocalVoice } from '../../voices/derive-local-voice.ts';
+import type { CloneCapability } from '../contract.ts';
 
 export function localClone(engine: 'flite' | 'espeak-ng'): CloneCapability {
   return {

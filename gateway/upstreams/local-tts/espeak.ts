@@ -1,8 +1,8 @@
 // eSpeak NG: 100+ languages, formant synthesis, 22050 Hz; streams WAV to stdout as it
 // synthesises, so the first audio leaves before the whole text is done.
-import type { SpeechCapability } from '../contract.js';
-import { runEngine } from './run-engine.js';
-import { pcmFromWavStream } from './wav-stream.js';
+import type { SpeechCapability } from '../contract.ts';
+import { runEngine } from './run-engine.ts';
+import { pcmFromWavStream } from './wav-stream.ts';
 
 const NATURAL_WPM = 175;
 /** espeak-ng's own range for -s; faster is its "sonic" speed-up, which voices do not use here. */

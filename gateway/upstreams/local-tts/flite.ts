@@ -4,9 +4,9 @@
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { SpeechCapability } from '../contract.js';
-import { runEngine } from './run-engine.js';
-import { parseWav } from '../../audio/wav.js';
+import type { SpeechCapability } from '../contract.ts';
+import { runEngine } from './run-engine.ts';
+import { parseWav } from '../../audio/wav.ts';
 
 /** Splits text after sentence ends, keeping pieces of a useful size (~200+ characters joined). */
 export function sentences(text: string): string[] {

@@ -4,10 +4,10 @@
 // whole gateway; it is killed when the request is aborted or times out.
 import { fork, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
-import { PROJECT_ROOT } from '../../../server/project-root.js';
-import { UpstreamError } from '../contract.js';
-import { AsyncQueue } from '../async-queue.js';
-import { Slots } from '../slots.js';
+import { PROJECT_ROOT } from '../../../server/project-root.ts';
+import { UpstreamError } from '../contract.ts';
+import { AsyncQueue } from '../async-queue.ts';
+import { Slots } from '../slots.ts';
 
 /**
  * Engine processes running at once (SVC_TTS_MAX_ENGINES, set at start by limitEngines): each

@@ -1,9 +1,9 @@
 // An engine's WAV output, streamed (placeholder sizes), as PCM chunks: waits for the header,
 // then yields mono s16 samples as they arrive, keeping an odd byte for the next chunk.
-import { AudioFormatError } from '../../audio/audio-format-error.js';
-import { s16leToS16 } from '../../audio/pcm.js';
-import { readWavInfo } from '../../audio/wav.js';
-import { UpstreamError } from '../contract.js';
+import { AudioFormatError } from '../../audio/audio-format-error.ts';
+import { s16leToS16 } from '../../audio/pcm.ts';
+import { readWavInfo } from '../../audio/wav.ts';
+import { UpstreamError } from '../contract.ts';
 
 const MAX_HEADER_BYTES = 64 * 1024;
 

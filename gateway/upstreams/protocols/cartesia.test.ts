@@ -1,13 +1,13 @@
 // The `cartesia` protocol against a scripted Cartesia (test/support/scripted-cartesia.ts): what
 // goes on the wire, what comes back, and every way the engine can fail.
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { floatToS16, s16ToFloat, type PcmSamples } from '../../audio/pcm.js';
-import { tone, zeroCrossingFrequency } from '../../audio/test-signals.js';
-import { encodeWav } from '../../audio/wav.js';
-import { startScriptedCartesia, TONE_HZ, type CatalogueVoice, type ScriptedCartesia } from '../../../test/support/scripted-cartesia.js';
-import { UpstreamError, type CallOptions, type TranscriptionEvent, type TranscriptionStream, type UpstreamTarget } from '../contract.js';
-import { cartesia } from './cartesia/index.js';
-import { loadConfig } from '../../../server/config/env.js';
+import { floatToS16, s16ToFloat, type PcmSamples } from '../../audio/pcm.ts';
+import { tone, zeroCrossingFrequency } from '../../audio/test-signals.ts';
+import { encodeWav } from '../../audio/wav.ts';
+import { startScriptedCartesia, TONE_HZ, type CatalogueVoice, type ScriptedCartesia } from '../../../test/support/scripted-cartesia.ts';
+import { UpstreamError, type CallOptions, type TranscriptionEvent, type TranscriptionStream, type UpstreamTarget } from '../contract.ts';
+import { cartesia } from './cartesia/index.ts';
+import { loadConfig } from '../../../server/config/env.ts';
 
 const runtime = cartesia.create(loadConfig({ SVC_DATA_DIR: '/tmp' }).engines);
 const speech = runtime.speech!;

@@ -3,11 +3,11 @@
 // can fail. The peer derives its words from the audio it receives (one word per tone burst).
 import { createServer } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
-import { scriptedToneSample, startScriptedDeepgram, type ScriptedDeepgram } from '../../../test/support/scripted-deepgram.js';
-import { parseWav } from '../../audio/wav.js';
-import { UpstreamError, type CallOptions, type TranscriptionEvent, type TranscriptionStream, type UpstreamTarget } from '../contract.js';
-import { deepgram } from './deepgram.js';
-import { loadConfig } from '../../../server/config/env.js';
+import { scriptedToneSample, startScriptedDeepgram, type ScriptedDeepgram } from '../../../test/support/scripted-deepgram.ts';
+import { parseWav } from '../../audio/wav.ts';
+import { UpstreamError, type CallOptions, type TranscriptionEvent, type TranscriptionStream, type UpstreamTarget } from '../contract.ts';
+import { deepgram } from './deepgram.ts';
+import { loadConfig } from '../../../server/config/env.ts';
 
 const engines = loadConfig({ SVC_DATA_DIR: '/tmp' }).engines;
 const runtime = deepgram.create(engines);

@@ -11,8 +11,8 @@
 //   https://developers.deepgram.com/reference/manage/models/list  https://developers.deepgram.com/reference/manage/projects/list
 //   message types: github.com/deepgram/deepgram-js-sdk src/api/resources/listen/resources/v1/types
 import { z } from 'zod';
-import { s16leBytes } from '../../audio/pcm.js';
-import { AsyncQueue } from '../async-queue.js';
+import { s16leBytes } from '../../audio/pcm.ts';
+import { AsyncQueue } from '../async-queue.ts';
 import {
   UpstreamError,
   type EngineVoice,
@@ -26,11 +26,11 @@ import {
   type UpstreamTarget,
   type VoiceCatalogueCapability,
   type Word,
-} from '../contract.js';
-import { checkHttpHealth, engineBody, engineJson, engineRequest } from '../engine-http.js';
-import { closeError, connectEngine, WebSocket } from '../engine-ws.js';
-import { s16Chunks } from '../pcm-streams.js';
-import { wavOf } from './openai.js';
+} from '../contract.ts';
+import { checkHttpHealth, engineBody, engineJson, engineRequest } from '../engine-http.ts';
+import { closeError, connectEngine, WebSocket } from '../engine-ws.ts';
+import { s16Chunks } from '../pcm-streams.ts';
+import { wavOf } from './openai.ts';
 
 const LISTEN_RATES = [8000, 16000, 24000, 44100, 48000];
 const TTS_RATES = [8000, 16000, 24000, 48000] as const;

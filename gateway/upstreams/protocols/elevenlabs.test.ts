@@ -1,11 +1,11 @@
 import { createServer } from 'node:net';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { encodeWav } from '../../audio/wav.js';
-import { tone, zeroCrossingFrequency } from '../../audio/test-signals.js';
-import { peerVoice, startScriptedElevenLabs, type ElevenLabsBehaviour, type ScriptedElevenLabs } from '../../../test/support/scripted-elevenlabs.js';
-import { UpstreamError, type CallOptions, type ProtocolRuntime, type UpstreamTarget } from '../contract.js';
-import { elevenlabs } from './elevenlabs.js';
-import { loadConfig } from '../../../server/config/env.js';
+import { encodeWav } from '../../audio/wav.ts';
+import { tone, zeroCrossingFrequency } from '../../audio/test-signals.ts';
+import { peerVoice, startScriptedElevenLabs, type ElevenLabsBehaviour, type ScriptedElevenLabs } from '../../../test/support/scripted-elevenlabs.ts';
+import { UpstreamError, type CallOptions, type ProtocolRuntime, type UpstreamTarget } from '../contract.ts';
+import { elevenlabs } from './elevenlabs.ts';
+import { loadConfig } from '../../../server/config/env.ts';
 
 const API_KEY = 'xi_secret_key';
 const runtime: ProtocolRuntime = elevenlabs.create(loadConfig({ SVC_DATA_DIR: '/tmp' }).engines);

@@ -21,10 +21,10 @@
 //   only, and need the word; dictionaries give the phoneme alone, so none are sent.
 // - Keyterms exist from Scribe v2 on (at most 1,000 of 50 characters): not sent to scribe_v1.
 import { z } from 'zod';
-import { encodeWav } from '../../audio/wav.js';
-import { UpstreamError, type CallOptions, type CloneCapability, type EngineVoice, type ProtocolDefinition, type SpeechCapability, type TranscriptionCapability, type UpstreamTarget, type VoiceCatalogueCapability, type Word } from '../contract.js';
-import { checkHttpHealth, engineBody, engineJson, engineRequest } from '../engine-http.js';
-import { s16Chunks } from '../pcm-streams.js';
+import { encodeWav } from '../../audio/wav.ts';
+import { UpstreamError, type CallOptions, type CloneCapability, type EngineVoice, type ProtocolDefinition, type SpeechCapability, type TranscriptionCapability, type UpstreamTarget, type VoiceCatalogueCapability, type Word } from '../contract.ts';
+import { checkHttpHealth, engineBody, engineJson, engineRequest } from '../engine-http.ts';
+import { s16Chunks } from '../pcm-streams.ts';
 
 const settings = z
   .object({

@@ -2,15 +2,15 @@
 // (docs/adding-a-protocol.md). An upstream's `protocol` names one of these; a model's modality
 // needs the capability below, checked when the upstream is registered (`svc model upsert`, the
 // seed file), so a typo is refused there rather than found as a 502 at request time.
-import type { Capability, EngineConfig, ProtocolDefinition, ProtocolRuntime } from '../contract.js';
-import { cartesia } from './cartesia/index.js';
-import { deepgram } from './deepgram.js';
-import { elevenlabs } from './elevenlabs.js';
-import { llamaCpp } from './llama-cpp.js';
-import { espeakNg, flite } from './local-tts.js';
-import { openai } from './openai.js';
-import { openaiRealtime } from './openai-realtime/index.js';
-import { pocketsphinx } from './pocketsphinx.js';
+import type { Capability, EngineConfig, ProtocolDefinition, ProtocolRuntime } from '../contract.ts';
+import { cartesia } from './cartesia/index.ts';
+import { deepgram } from './deepgram.ts';
+import { elevenlabs } from './elevenlabs.ts';
+import { llamaCpp } from './llama-cpp.ts';
+import { espeakNg, flite } from './local-tts.ts';
+import { openai } from './openai.ts';
+import { openaiRealtime } from './openai-realtime/index.ts';
+import { pocketsphinx } from './pocketsphinx.ts';
 
 export const PROTOCOLS: readonly ProtocolDefinition[] = [openai, llamaCpp, flite, espeakNg, pocketsphinx, openaiRealtime, deepgram, cartesia, elevenlabs];
 

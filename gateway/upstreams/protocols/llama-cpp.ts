@@ -1,9 +1,9 @@
 // `llama-cpp`: chat completions from a GGUF model run in this process (node-llama-cpp); the
 // upstream model is the GGUF file (relative to the data directory, or absolute).
 import { z } from 'zod';
-import type { ProtocolDefinition } from '../contract.js';
-import { createLlamaCppChat, createLlamaCppHealthCheck } from '../llama-cpp/chat.js';
-import { configureLlama } from '../llama-cpp/llama-engine.js';
+import type { ProtocolDefinition } from '../contract.ts';
+import { createLlamaCppChat, createLlamaCppHealthCheck } from '../llama-cpp/chat.ts';
+import { configureLlama } from '../llama-cpp/llama-engine.ts';
 
 export const llamaCpp: ProtocolDefinition = {
   name: 'llama-cpp',

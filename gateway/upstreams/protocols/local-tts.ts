@@ -3,10 +3,10 @@
 // "Cloning" picks and tunes an engine voice from the clip's measurements (local-tts/clone.ts).
 import { execFile } from 'node:child_process';
 import { z } from 'zod';
-import type { HealthCheck, ProtocolDefinition } from '../contract.js';
-import { localClone } from '../local-tts/clone.js';
-import { espeakSpeech } from '../local-tts/espeak.js';
-import { fliteSpeech } from '../local-tts/flite.js';
+import type { HealthCheck, ProtocolDefinition } from '../contract.ts';
+import { localClone } from '../local-tts/clone.ts';
+import { espeakSpeech } from '../local-tts/espeak.ts';
+import { fliteSpeech } from '../local-tts/flite.ts';
 
 /** A local engine is healthy when its binary runs. */
 function binaryRuns(command: string, args: string[]): HealthCheck {

@@ -3,12 +3,12 @@
 // (one scripted word per tone burst), turn events and their order, finalize, and every failure.
 import { createServer } from 'node:net';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { startScriptedRealtime, type RealtimeDialect, type ScriptedRealtime } from '../../../test/support/scripted-openai-realtime.js';
-import { floatToS16 } from '../../audio/pcm.js';
-import { tone } from '../../audio/test-signals.js';
-import { UpstreamError, type StreamingTranscriptionOptions, type TranscriptionEvent, type TranscriptionStream, type UpstreamTarget, type Word } from '../contract.js';
-import { openaiRealtime } from './openai-realtime/index.js';
-import { loadConfig } from '../../../server/config/env.js';
+import { startScriptedRealtime, type RealtimeDialect, type ScriptedRealtime } from '../../../test/support/scripted-openai-realtime.ts';
+import { floatToS16 } from '../../audio/pcm.ts';
+import { tone } from '../../audio/test-signals.ts';
+import { UpstreamError, type StreamingTranscriptionOptions, type TranscriptionEvent, type TranscriptionStream, type UpstreamTarget, type Word } from '../contract.ts';
+import { openaiRealtime } from './openai-realtime/index.ts';
+import { loadConfig } from '../../../server/config/env.ts';
 
 const runtime = openaiRealtime.create(loadConfig({ SVC_DATA_DIR: '/tmp' }).engines);
 const stt = runtime.streamingTranscription!;

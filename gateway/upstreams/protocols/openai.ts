@@ -5,13 +5,13 @@
 // cutting the audio into utterances (gateway/upstreams/segmented-streaming.ts) -- and cloning
 // (`/audio/voices`). Reference: platform.openai.com/docs/api-reference (audio, chat).
 import { z } from 'zod';
-import { floatToS16, s16leBytes } from '../../audio/pcm.js';
-import { wavHeader } from '../../audio/wav.js';
-import { UpstreamError, type CallOptions, type ChatCapability, type CloneCapability, type ProtocolDefinition, type SpeechCapability, type TranscriptionCapability, type UpstreamTarget, type Word } from '../contract.js';
-import { dispatchCall, dispatchTarget } from '../dispatch-call.js';
-import { checkHttpHealth, engineBody, engineFailure, engineJson, engineRequest, httpDispatcher } from '../engine-http.js';
-import { isWavStart, s16Chunks, wavStream } from '../pcm-streams.js';
-import { segmentedStreaming } from '../segmented-streaming.js';
+import { floatToS16, s16leBytes } from '../../audio/pcm.ts';
+import { wavHeader } from '../../audio/wav.ts';
+import { UpstreamError, type CallOptions, type ChatCapability, type CloneCapability, type ProtocolDefinition, type SpeechCapability, type TranscriptionCapability, type UpstreamTarget, type Word } from '../contract.ts';
+import { dispatchCall, dispatchTarget } from '../dispatch-call.ts';
+import { checkHttpHealth, engineBody, engineFailure, engineJson, engineRequest, httpDispatcher } from '../engine-http.ts';
+import { isWavStart, s16Chunks, wavStream } from '../pcm-streams.ts';
+import { segmentedStreaming } from '../segmented-streaming.ts';
 
 /** OpenAI's `pcm` response format: raw 24 kHz 16-bit mono. */
 const OPENAI_PCM_RATE = 24000;

@@ -3,12 +3,12 @@
 // 16 kHz, while 8 kHz telephone audio goes to the recognizer as it is (it upsamples it itself and
 // starts from a baseline measured on 8 kHz speech: ~25 % WER instead of ~80 % from a plain resample).
 import { z } from 'zod';
-import { floatToS16 } from '../../audio/pcm.js';
-import { resample } from '../../audio/resample.js';
-import { UpstreamError, type ProtocolDefinition, type StreamingTranscriptionCapability, type TranscriptionCapability } from '../contract.js';
-import { modelPaths, pocketsphinx as loadLibrary } from '../pocketsphinx/ffi.js';
-import { configureRecognizer, createRecognizer, recognizerSettings } from '../pocketsphinx/recognizer.js';
-import { recognizerStream } from '../recognizer-stream.js';
+import { floatToS16 } from '../../audio/pcm.ts';
+import { resample } from '../../audio/resample.ts';
+import { UpstreamError, type ProtocolDefinition, type StreamingTranscriptionCapability, type TranscriptionCapability } from '../contract.ts';
+import { modelPaths, pocketsphinx as loadLibrary } from '../pocketsphinx/ffi.ts';
+import { configureRecognizer, createRecognizer, recognizerSettings } from '../pocketsphinx/recognizer.ts';
+import { recognizerStream } from '../recognizer-stream.ts';
 
 const MODEL_RATE = 16000;
 const engineRate = (inputRate: number): 8000 | 16000 => (inputRate === 8000 ? 8000 : MODEL_RATE);

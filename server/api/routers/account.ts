@@ -1,12 +1,12 @@
 import { TRPCError } from '@trpc/server';
 import { z } from 'zod';
-import { loadConfig } from '../../config/env.js';
-import { formatUsd } from '../../money.js';
-import { ServiceError } from '../../services/errors.js';
-import { listApiKeys } from '../../services/keys/list-api-keys.js';
-import { getUser } from '../../services/users/get-user.js';
-import { sendVerificationEmail, verifyEmail } from '../../services/users/verify-email.js';
-import { createTRPCRouter, credentialThrottleOf, mailerOf, orgProcedure, protectedProcedure } from '../trpc.js';
+import { loadConfig } from '../../config/env.ts';
+import { formatUsd } from '../../money.ts';
+import { ServiceError } from '../../services/errors.ts';
+import { listApiKeys } from '../../services/keys/list-api-keys.ts';
+import { getUser } from '../../services/users/get-user.ts';
+import { sendVerificationEmail, verifyEmail } from '../../services/users/verify-email.ts';
+import { createTRPCRouter, credentialThrottleOf, mailerOf, orgProcedure, protectedProcedure } from '../trpc.ts';
 
 const Token = z.object({ token: z.string({ error: 'The link is incomplete: open it again from the email.' }).max(100, 'The link is not valid.') });
 

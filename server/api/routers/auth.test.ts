@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { WINDOW_MS, createMemoryRateLimiter } from '../../../gateway/core/rate-limiter.js';
-import { manualClock } from '../../../test/support/manual-clock.js';
-import { createCredentialThrottle } from '../../auth/credential-throttle.js';
-import { authenticateUser } from '../../services/users/authenticate-user.js';
-import { FIRST_ADMIN_MARKER } from '../../services/users/sign-up.js';
-import { createCaller } from '../root.js';
-import { createApiHarness, TEST_PASSWORD, type ApiHarness } from '../test-harness.js';
+import { WINDOW_MS, createMemoryRateLimiter } from '../../../gateway/core/rate-limiter.ts';
+import { manualClock } from '../../../test/support/manual-clock.ts';
+import { createCredentialThrottle } from '../../auth/credential-throttle.ts';
+import { authenticateUser } from '../../services/users/authenticate-user.ts';
+import { FIRST_ADMIN_MARKER } from '../../services/users/sign-up.ts';
+import { createCaller } from '../root.ts';
+import { createApiHarness, TEST_PASSWORD, type ApiHarness } from '../test-harness.ts';
 
 let h: ApiHarness;
 
@@ -129,7 +129,7 @@ describe('sign-up: throttled before the password is hashed', () => {
 
 describe('sign-up: concurrency', () => {
   it('makes exactly one platform admin when the first sign-ups race', async () => {
-    const fresh = await (await import('../test-harness.js')).createApiHarness();
+    const fresh = await (await import('../test-harness.ts')).createApiHarness();
     try {
       const results = await Promise.allSettled(
         ['r1@example.com', 'r2@example.com', 'r3@example.com'].map((email) => fresh.callerFor(null).auth.signUp({ email, password: TEST_PASSWORD })),

@@ -1,7 +1,7 @@
 import { z } from 'zod';
-import { loadConfig } from '../../config/env.js';
-import { signUp } from '../../services/users/sign-up.js';
-import { createTRPCRouter, credentialThrottleOf, mailerOf, publicProcedure } from '../trpc.js';
+import { loadConfig } from '../../config/env.ts';
+import { signUp } from '../../services/users/sign-up.ts';
+import { createTRPCRouter, credentialThrottleOf, mailerOf, publicProcedure } from '../trpc.ts';
 
 export const authRouter = createTRPCRouter({
   /**

@@ -1,14 +1,14 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../../config/env.js';
-import { verifyApiKey } from '../../services/keys/verify-api-key.js';
-import { exchangeAssertion } from '../../services/registrations/exchange-assertion.js';
-import { pollClaim } from '../../services/registrations/poll-claim.js';
-import { WRONG_CODE } from '../../services/registrations/describe-claim.js';
-import { MAX_FAILED_GUESSES, registrationSettings, type RegistrationDeps } from '../../services/registrations/registration-rules.js';
-import { startClaim } from '../../services/registrations/start-claim.js';
-import { startRegistration } from '../../services/registrations/start-registration.js';
-import { createCaller } from '../root.js';
-import { createApiHarness, type ApiHarness, type TestUser } from '../test-harness.js';
+import { loadConfig } from '../../config/env.ts';
+import { verifyApiKey } from '../../services/keys/verify-api-key.ts';
+import { exchangeAssertion } from '../../services/registrations/exchange-assertion.ts';
+import { pollClaim } from '../../services/registrations/poll-claim.ts';
+import { WRONG_CODE } from '../../services/registrations/describe-claim.ts';
+import { MAX_FAILED_GUESSES, registrationSettings, type RegistrationDeps } from '../../services/registrations/registration-rules.ts';
+import { startClaim } from '../../services/registrations/start-claim.ts';
+import { startRegistration } from '../../services/registrations/start-registration.ts';
+import { createCaller } from '../root.ts';
+import { createApiHarness, type ApiHarness, type TestUser } from '../test-harness.ts';
 
 let h: ApiHarness;
 let deps: RegistrationDeps;

@@ -4,13 +4,13 @@
 // calls); wrong codes count against the per-code, per-user and per-IP limits
 // (server/services/registrations/describe-claim.ts).
 import { z } from 'zod';
-import { loadConfig } from '../../config/env.js';
-import { confirmClaim } from '../../services/registrations/confirm-claim.js';
-import { denyClaim } from '../../services/registrations/deny-claim.js';
-import { describeClaim, type CodeEntry } from '../../services/registrations/describe-claim.js';
-import { sharedGuessThrottle } from '../../services/registrations/guess-throttle.js';
-import { registrationSettings, type RegistrationDeps } from '../../services/registrations/registration-rules.js';
-import { canManageOrg, createTRPCRouter, orgProcedure, ownerProcedure, type TrpcContext, type SessionUser } from '../trpc.js';
+import { loadConfig } from '../../config/env.ts';
+import { confirmClaim } from '../../services/registrations/confirm-claim.ts';
+import { denyClaim } from '../../services/registrations/deny-claim.ts';
+import { describeClaim, type CodeEntry } from '../../services/registrations/describe-claim.ts';
+import { sharedGuessThrottle } from '../../services/registrations/guess-throttle.ts';
+import { registrationSettings, type RegistrationDeps } from '../../services/registrations/registration-rules.ts';
+import { canManageOrg, createTRPCRouter, orgProcedure, ownerProcedure, type TrpcContext, type SessionUser } from '../trpc.ts';
 
 const CodeInput = z.object({ code: z.string({ error: 'Enter the 6-digit code the agent showed you.' }).max(32, 'Enter the 6-digit code the agent showed you.') });
 

@@ -1,10 +1,10 @@
 import { TRPCError } from '@trpc/server';
 import { z } from 'zod';
-import { grantCredits } from '../../services/credits/grant-credits.js';
-import { listLedger } from '../../services/credits/list-ledger.js';
-import { listOrgBalances } from '../../services/credits/list-org-balances.js';
-import { formatUsd, parseUsdToMicros } from '../../money.js';
-import { createTRPCRouter, orgProcedure, platformAdminProcedure } from '../trpc.js';
+import { grantCredits } from '../../services/credits/grant-credits.ts';
+import { listLedger } from '../../services/credits/list-ledger.ts';
+import { listOrgBalances } from '../../services/credits/list-org-balances.ts';
+import { formatUsd, parseUsdToMicros } from '../../money.ts';
+import { createTRPCRouter, orgProcedure, platformAdminProcedure } from '../trpc.ts';
 
 export const LEDGER_PAGE_SIZE = 20;
 

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { getDict } from '../../services/dicts/get-dict.js';
-import { createApiHarness, type ApiHarness, type TestUser } from '../test-harness.js';
+import { getDict } from '../../services/dicts/get-dict.ts';
+import { createApiHarness, type ApiHarness, type TestUser } from '../test-harness.ts';
 
 let h: ApiHarness;
 let alice: TestUser;

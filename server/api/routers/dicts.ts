@@ -2,14 +2,14 @@
 // (server/services/dicts/dict-input.ts) as the gateway's /pronunciation-dicts routes, so a
 // dictionary edited here is exactly what TTS applies and what the API returns.
 import { z } from 'zod';
-import { createDict } from '../../services/dicts/create-dict.js';
-import { deleteDict } from '../../services/dicts/delete-dict.js';
-import { parseCreateDict, parseUpdateDict, type UpdateDictInput } from '../../services/dicts/dict-input.js';
-import { getDict } from '../../services/dicts/get-dict.js';
-import { listDicts } from '../../services/dicts/list-dicts.js';
-import { updateDict } from '../../services/dicts/update-dict.js';
-import { parseInput } from '../../services/parse-input.js';
-import { createTRPCRouter, orgProcedure } from '../trpc.js';
+import { createDict } from '../../services/dicts/create-dict.ts';
+import { deleteDict } from '../../services/dicts/delete-dict.ts';
+import { parseCreateDict, parseUpdateDict, type UpdateDictInput } from '../../services/dicts/dict-input.ts';
+import { getDict } from '../../services/dicts/get-dict.ts';
+import { listDicts } from '../../services/dicts/list-dicts.ts';
+import { updateDict } from '../../services/dicts/update-dict.ts';
+import { parseInput } from '../../services/parse-input.ts';
+import { createTRPCRouter, orgProcedure } from '../trpc.ts';
 
 const ById = z.strictObject({ id: z.string().min(1).max(200) });
 

@@ -3,16 +3,16 @@
 // the message received and follows it as the browser's page does (account.verifyEmail).
 // Against a real database (SQLite, or PostgreSQL with TEST_DB=postgresql).
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { createMemoryRateLimiter } from '../../../gateway/core/rate-limiter.js';
-import { startSmtpPeer, type SmtpPeer } from '../../../test/support/smtp-peer.js';
-import { createCredentialThrottle } from '../../auth/credential-throttle.js';
-import { ConfigError, loadConfig } from '../../config/env.js';
-import { createSmtpMailer, type Mailer } from '../../services/users/mailer.js';
-import { hashLinkToken } from '../../services/users/link-token.js';
-import { EMAIL_VERIFICATION_TTL_MS, sendVerificationEmail, verifyEmail } from '../../services/users/verify-email.js';
-import { createCaller } from '../root.js';
-import { createApiHarness, TEST_PASSWORD, type ApiHarness } from '../test-harness.js';
-import type { SessionUser } from '../trpc.js';
+import { createMemoryRateLimiter } from '../../../gateway/core/rate-limiter.ts';
+import { startSmtpPeer, type SmtpPeer } from '../../../test/support/smtp-peer.ts';
+import { createCredentialThrottle } from '../../auth/credential-throttle.ts';
+import { ConfigError, loadConfig } from '../../config/env.ts';
+import { createSmtpMailer, type Mailer } from '../../services/users/mailer.ts';
+import { hashLinkToken } from '../../services/users/link-token.ts';
+import { EMAIL_VERIFICATION_TTL_MS, sendVerificationEmail, verifyEmail } from '../../services/users/verify-email.ts';
+import { createCaller } from '../root.ts';
+import { createApiHarness, TEST_PASSWORD, type ApiHarness } from '../test-harness.ts';
+import type { SessionUser } from '../trpc.ts';
 
 let h: ApiHarness;
 let smtp: SmtpPeer;

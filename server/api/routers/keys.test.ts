@@ -1,12 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../../config/env.js';
-import { getOrCreateDashboardKey } from '../../services/keys/get-dashboard-key.js';
-import { setKeyRateLimit } from '../../services/keys/set-key-rate-limit.js';
-import { pollClaim } from '../../services/registrations/poll-claim.js';
-import { registrationSettings } from '../../services/registrations/registration-rules.js';
-import { startRegistration } from '../../services/registrations/start-registration.js';
-import { verifyApiKey } from '../../services/keys/verify-api-key.js';
-import { createApiHarness, type ApiHarness, type TestUser } from '../test-harness.js';
+import { loadConfig } from '../../config/env.ts';
+import { getOrCreateDashboardKey } from '../../services/keys/get-dashboard-key.ts';
+import { setKeyRateLimit } from '../../services/keys/set-key-rate-limit.ts';
+import { pollClaim } from '../../services/registrations/poll-claim.ts';
+import { registrationSettings } from '../../services/registrations/registration-rules.ts';
+import { startRegistration } from '../../services/registrations/start-registration.ts';
+import { verifyApiKey } from '../../services/keys/verify-api-key.ts';
+import { createApiHarness, type ApiHarness, type TestUser } from '../test-harness.ts';
 
 let h: ApiHarness;
 let admin: TestUser;

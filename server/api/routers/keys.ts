@@ -1,14 +1,14 @@
 import { TRPCError } from '@trpc/server';
 import { z } from 'zod';
-import { loadConfig } from '../../config/env.js';
-import { createApiKey } from '../../services/keys/create-api-key.js';
-import { findDashboardKeyId } from '../../services/keys/get-dashboard-key.js';
-import { listApiKeys } from '../../services/keys/list-api-keys.js';
-import { listAgentKeyOrigins } from '../../services/registrations/list-agent-keys.js';
-import { revokeApiKey } from '../../services/keys/revoke-api-key.js';
-import { MAX_KEY_RATE_LIMIT_RPM, setKeyRateLimit } from '../../services/keys/set-key-rate-limit.js';
-import { getUser } from '../../services/users/get-user.js';
-import { createTRPCRouter, orgProcedure, ownerProcedure, platformAdminProcedure } from '../trpc.js';
+import { loadConfig } from '../../config/env.ts';
+import { createApiKey } from '../../services/keys/create-api-key.ts';
+import { findDashboardKeyId } from '../../services/keys/get-dashboard-key.ts';
+import { listApiKeys } from '../../services/keys/list-api-keys.ts';
+import { listAgentKeyOrigins } from '../../services/registrations/list-agent-keys.ts';
+import { revokeApiKey } from '../../services/keys/revoke-api-key.ts';
+import { MAX_KEY_RATE_LIMIT_RPM, setKeyRateLimit } from '../../services/keys/set-key-rate-limit.ts';
+import { getUser } from '../../services/users/get-user.ts';
+import { createTRPCRouter, orgProcedure, ownerProcedure, platformAdminProcedure } from '../trpc.ts';
 
 const iso = (d: Date | null) => d?.toISOString() ?? null;
 

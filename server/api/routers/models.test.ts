@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { displayUrl } from '../../services/models/list-model-health.js';
-import { seedRegistry } from '../../services/models/seed-registry.js';
-import { upsertModel } from '../../services/models/upsert-model.js';
-import { createApiHarness, type ApiHarness, type TestUser } from '../test-harness.js';
-import { checkProtocol } from '../../../gateway/upstreams/protocols/index.js';
-import { startScriptedCartesia, type ScriptedCartesia } from '../../../test/support/scripted-cartesia.js';
+import { displayUrl } from '../../services/models/list-model-health.ts';
+import { seedRegistry } from '../../services/models/seed-registry.ts';
+import { upsertModel } from '../../services/models/upsert-model.ts';
+import { createApiHarness, type ApiHarness, type TestUser } from '../test-harness.ts';
+import { checkProtocol } from '../../../gateway/upstreams/protocols/index.ts';
+import { startScriptedCartesia, type ScriptedCartesia } from '../../../test/support/scripted-cartesia.ts';
 
 let h: ApiHarness;
 let admin: TestUser;

@@ -1,11 +1,11 @@
 // Models on the dashboard: the catalog an org can pick from (playground, clone form), and the
 // operators' health view of every model's upstreams (platform admins only).
 import { z } from 'zod';
-import { listActiveModels } from '../../services/models/list-active-models.js';
-import { listModelHealth } from '../../services/models/list-model-health.js';
-import { loadConfig } from '../../config/env.js';
-import { inputOf } from '../input-parser.js';
-import { createTRPCRouter, orgProcedure, platformAdminProcedure } from '../trpc.js';
+import { listActiveModels } from '../../services/models/list-active-models.ts';
+import { listModelHealth } from '../../services/models/list-model-health.ts';
+import { loadConfig } from '../../config/env.ts';
+import { inputOf } from '../input-parser.ts';
+import { createTRPCRouter, orgProcedure, platformAdminProcedure } from '../trpc.ts';
 
 const Catalog = z.strictObject({ modality: z.enum(['llm', 'tts', 'stt']).optional() });
 const ImportVoices = z.strictObject({ modelId: z.string().min(1).max(128) });
@@ -27,7 +27,7 @@ export const modelsRouter = createTRPCRouter({
    */
   importVoices: platformAdminProcedure.input(inputOf(ImportVoices)).mutation(async ({ ctx, input }) => {
     // eslint-disable-next-line import-x/no-restricted-paths -- the engines' code is the gateway's until the catalogue import is a service (issue #23)
-    const { importVoicesFromEngine } = await import('../../../gateway/voices/engine-catalogue.js');
+    const { importVoicesFromEngine } = await import('../../../gateway/voices/engine-catalogue.ts');
     const { listed, created, updated } = await importVoicesFromEngine(ctx.db.prisma, loadConfig().engines, input.modelId);
     return { listed, created, updated };
   }),

@@ -1,12 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { addMember } from '../../services/orgs/add-member.js';
-import { acceptPendingInvitations, INVITATION_TTL_DAYS } from '../../services/orgs/invitations.js';
-import { changeMemberRole } from '../../services/orgs/change-member-role.js';
-import { removeMember } from '../../services/orgs/remove-member.js';
-import { hashLinkToken } from '../../services/users/link-token.js';
-import { signInWithOAuth } from '../../services/users/sign-in-with-oauth.js';
-import { signUp } from '../../services/users/sign-up.js';
-import { createApiHarness, TEST_PASSWORD, type ApiHarness, type TestUser } from '../test-harness.js';
+import { addMember } from '../../services/orgs/add-member.ts';
+import { acceptPendingInvitations, INVITATION_TTL_DAYS } from '../../services/orgs/invitations.ts';
+import { changeMemberRole } from '../../services/orgs/change-member-role.ts';
+import { removeMember } from '../../services/orgs/remove-member.ts';
+import { hashLinkToken } from '../../services/users/link-token.ts';
+import { signInWithOAuth } from '../../services/users/sign-in-with-oauth.ts';
+import { signUp } from '../../services/users/sign-up.ts';
+import { createApiHarness, TEST_PASSWORD, type ApiHarness, type TestUser } from '../test-harness.ts';
 
 let h: ApiHarness;
 let n = 0;

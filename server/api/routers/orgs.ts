@@ -1,17 +1,17 @@
 // The org the user acts for: its members and pending invitations, its name, and the list of
 // orgs the user can switch between (the switch itself is the svc_org cookie, context.ts).
 import { z } from 'zod';
-import { loadConfig } from '../../config/env.js';
-import { acceptInvitation, describeInvitation } from '../../services/orgs/accept-invitation.js';
-import { addMember } from '../../services/orgs/add-member.js';
-import { changeMemberRole } from '../../services/orgs/change-member-role.js';
-import { listMembers } from '../../services/orgs/list-members.js';
-import { removeMember } from '../../services/orgs/remove-member.js';
-import { MAX_ORG_NAME, renameOrg } from '../../services/orgs/rename-org.js';
-import { revokeInvitation } from '../../services/orgs/revoke-invitation.js';
-import { getActiveMembership } from '../../services/users/get-active-membership.js';
-import { listUserOrgs } from '../../services/users/list-user-orgs.js';
-import { createTRPCRouter, orgProcedure, ownerProcedure, protectedProcedure } from '../trpc.js';
+import { loadConfig } from '../../config/env.ts';
+import { acceptInvitation, describeInvitation } from '../../services/orgs/accept-invitation.ts';
+import { addMember } from '../../services/orgs/add-member.ts';
+import { changeMemberRole } from '../../services/orgs/change-member-role.ts';
+import { listMembers } from '../../services/orgs/list-members.ts';
+import { removeMember } from '../../services/orgs/remove-member.ts';
+import { MAX_ORG_NAME, renameOrg } from '../../services/orgs/rename-org.ts';
+import { revokeInvitation } from '../../services/orgs/revoke-invitation.ts';
+import { getActiveMembership } from '../../services/users/get-active-membership.ts';
+import { listUserOrgs } from '../../services/users/list-user-orgs.ts';
+import { createTRPCRouter, orgProcedure, ownerProcedure, protectedProcedure } from '../trpc.ts';
 
 const Role = z.enum(['owner', 'member'], { error: 'The role must be owner or member.' });
 const UserId = z.object({ userId: z.string().min(1).max(100) });

@@ -1,13 +1,13 @@
 // Roles: what only owners of the acting org may do (ownerProcedure), what members may do, and
 // that an outsider asking to act for the org (the svc_org cookie) never reaches it.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../../config/env.js';
-import { addMember } from '../../services/orgs/add-member.js';
-import { verifyApiKey } from '../../services/keys/verify-api-key.js';
-import { registrationSettings, type RegistrationDeps } from '../../services/registrations/registration-rules.js';
-import { startRegistration } from '../../services/registrations/start-registration.js';
-import type { createCaller } from '../root.js';
-import { createApiHarness, type ApiHarness, type TestUser } from '../test-harness.js';
+import { loadConfig } from '../../config/env.ts';
+import { addMember } from '../../services/orgs/add-member.ts';
+import { verifyApiKey } from '../../services/keys/verify-api-key.ts';
+import { registrationSettings, type RegistrationDeps } from '../../services/registrations/registration-rules.ts';
+import { startRegistration } from '../../services/registrations/start-registration.ts';
+import type { createCaller } from '../root.ts';
+import { createApiHarness, type ApiHarness, type TestUser } from '../test-harness.ts';
 
 type Caller = ReturnType<typeof createCaller>;
 

@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { newId } from '../../db/ids.js';
-import { chargeUsage } from '../../services/credits/charge-usage.js';
-import { createApiKey } from '../../services/keys/create-api-key.js';
-import { revokeApiKey } from '../../services/keys/revoke-api-key.js';
-import { createApiHarness, type ApiHarness, type TestUser } from '../test-harness.js';
+import { newId } from '../../db/ids.ts';
+import { chargeUsage } from '../../services/credits/charge-usage.ts';
+import { createApiKey } from '../../services/keys/create-api-key.ts';
+import { revokeApiKey } from '../../services/keys/revoke-api-key.ts';
+import { createApiHarness, type ApiHarness, type TestUser } from '../test-harness.ts';
 
 let h: ApiHarness;
 let alice: TestUser;

@@ -1,10 +1,10 @@
 // Usage on the dashboard: spend per UTC day and model (the chart), per model with units, and
 // per key, over the last N days. Money as 6-decimal USD strings, as everywhere on this edge.
 import { z } from 'zod';
-import { formatUsd } from '../../money.js';
-import { DEFAULT_USAGE_DAYS, MAX_USAGE_DAYS, usageSummary } from '../../services/credits/usage-summary.js';
-import { inputOf } from '../input-parser.js';
-import { createTRPCRouter, orgProcedure } from '../trpc.js';
+import { formatUsd } from '../../money.ts';
+import { DEFAULT_USAGE_DAYS, MAX_USAGE_DAYS, usageSummary } from '../../services/credits/usage-summary.ts';
+import { inputOf } from '../input-parser.ts';
+import { createTRPCRouter, orgProcedure } from '../trpc.ts';
 
 const SummaryInput = z.strictObject({ days: z.number().int().min(1).max(MAX_USAGE_DAYS).default(DEFAULT_USAGE_DAYS) });
 

@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { newId } from '../../db/ids.js';
-import { enqueueJob } from '../../services/jobs/job-queue.js';
-import { createVoice } from '../../services/voices/create-voice.js';
-import { seedRegistry } from '../../services/models/seed-registry.js';
-import { seedPlatformVoices } from '../../services/voices/seed-platform-voices.js';
-import { createApiHarness, type ApiHarness, type TestUser } from '../test-harness.js';
-import { checkProtocol } from '../../../gateway/upstreams/protocols/index.js';
+import { newId } from '../../db/ids.ts';
+import { enqueueJob } from '../../services/jobs/job-queue.ts';
+import { createVoice } from '../../services/voices/create-voice.ts';
+import { seedRegistry } from '../../services/models/seed-registry.ts';
+import { seedPlatformVoices } from '../../services/voices/seed-platform-voices.ts';
+import { createApiHarness, type ApiHarness, type TestUser } from '../test-harness.ts';
+import { checkProtocol } from '../../../gateway/upstreams/protocols/index.ts';
 
 let h: ApiHarness;
 let alice: TestUser;

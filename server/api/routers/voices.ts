@@ -5,15 +5,15 @@
 // take), so the pages send those to the gateway through the dashboard proxy
 // (app/api/gateway/[...path]/route.ts).
 import { z } from 'zod';
-import { getJob, listJobs } from '../../services/jobs/job-queue.js';
-import { deleteVoice } from '../../services/voices/delete-voice.js';
-import { getOwnedVoiceOrThrow, getVisibleVoiceOrThrow, getVoice } from '../../services/voices/get-voice.js';
-import { ListVoicesQuery, listVoices } from '../../services/voices/list-voices.js';
-import { listVoicesForModel } from '../../services/voices/list-voices-for-model.js';
-import { setVoiceSaved } from '../../services/voices/save-voice.js';
-import { UpdateVoiceInput, updateVoice } from '../../services/voices/update-voice.js';
-import { inputOf } from '../input-parser.js';
-import { createTRPCRouter, orgProcedure } from '../trpc.js';
+import { getJob, listJobs } from '../../services/jobs/job-queue.ts';
+import { deleteVoice } from '../../services/voices/delete-voice.ts';
+import { getOwnedVoiceOrThrow, getVisibleVoiceOrThrow, getVoice } from '../../services/voices/get-voice.ts';
+import { ListVoicesQuery, listVoices } from '../../services/voices/list-voices.ts';
+import { listVoicesForModel } from '../../services/voices/list-voices-for-model.ts';
+import { setVoiceSaved } from '../../services/voices/save-voice.ts';
+import { UpdateVoiceInput, updateVoice } from '../../services/voices/update-voice.ts';
+import { inputOf } from '../input-parser.ts';
+import { createTRPCRouter, orgProcedure } from '../trpc.ts';
 
 const VoiceId = z.string().min(1).max(100);
 const ById = z.strictObject({ id: VoiceId });

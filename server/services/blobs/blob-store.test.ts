@@ -4,9 +4,9 @@
 import { mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestDatabase, type TestDatabase } from '../../../test/support/test-database.js';
-import { createOrg } from '../orgs/create-org.js';
-import { deleteBlob, MAX_ORG_BLOB_BYTES, storeBlob } from './blob-store.js';
+import { createTestDatabase, type TestDatabase } from '../../../test/support/test-database.ts';
+import { createOrg } from '../orgs/create-org.ts';
+import { deleteBlob, MAX_ORG_BLOB_BYTES, storeBlob } from './blob-store.ts';
 
 let t: TestDatabase;
 

@@ -10,9 +10,9 @@
 import { webcrypto } from 'node:crypto';
 import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { Prisma } from '../../db/database.js';
-import { newId } from '../../db/ids.js';
-import { ServiceError } from '../errors.js';
+import type { Prisma } from '../../db/database.ts';
+import { newId } from '../../db/ids.ts';
+import { ServiceError } from '../errors.ts';
 
 export const MAX_BLOB_BYTES = 25 * 1024 * 1024;
 export const MAX_ORG_BLOB_BYTES = 250 * 1024 * 1024;

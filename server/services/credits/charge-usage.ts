@@ -1,4 +1,4 @@
-import type { HotStore, UsageRecord } from '../../db/hot-store.js';
+import type { HotStore, UsageRecord } from '../../db/hot-store.ts';
 
 /**
  * Debits a metered request after its cost is known, releasing the credit it had reserved

@@ -1,5 +1,5 @@
-import type { Database } from '../../db/database.js';
-import { ServiceError } from '../errors.js';
+import type { Database } from '../../db/database.ts';
+import { ServiceError } from '../errors.ts';
 
 /** Adds (or, with a negative amount, removes) credit, with its ledger row, atomically. */
 export async function grantCredits(

@@ -1,4 +1,4 @@
-import type { Prisma } from '../../db/database.js';
+import type { Prisma } from '../../db/database.ts';
 
 export interface OrgBalance {
   id: string;

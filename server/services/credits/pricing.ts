@@ -1,4 +1,4 @@
-import { picoToMicrosCeil } from '../../money.js';
+import { picoToMicrosCeil } from '../../money.ts';
 
 export interface TokenPrices {
   inputPicoPerToken: bigint;

@@ -6,8 +6,8 @@
 // Aggregation runs in the database. Prisma's groupBy cannot bucket timestamps by day, so the
 // per-day query is SQL per dialect (timestamps are stored as UTC text on SQLite and as UTC
 // wall-clock `timestamp` on PostgreSQL, see db/dialect.ts); the rest is portable groupBy.
-import type { Database } from '../../db/database.js';
-import { sqlTimestamp } from '../../db/dialect.js';
+import type { Database } from '../../db/database.ts';
+import { sqlTimestamp } from '../../db/dialect.ts';
 
 export const MAX_USAGE_DAYS = 90;
 export const DEFAULT_USAGE_DAYS = 30;

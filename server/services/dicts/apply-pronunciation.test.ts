@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { applyPronunciationByRegex } from '../../../test/support/regex-pronunciation.js';
-import { applyPronunciation, compilePronunciation, type PhonemeFormatter, type PronunciationEntry } from './apply-pronunciation.js';
+import { applyPronunciationByRegex } from '../../../test/support/regex-pronunciation.ts';
+import { applyPronunciation, compilePronunciation, type PhonemeFormatter, type PronunciationEntry } from './apply-pronunciation.ts';
 
 const e = (grapheme: string, over: Partial<PronunciationEntry> = {}): PronunciationEntry => ({ grapheme, alias: null, phoneme: null, caseSensitive: false, ...over });
 const espeak = (p: string) => `[[${p}]]`;

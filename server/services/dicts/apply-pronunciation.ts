@@ -20,8 +20,8 @@
 // character. The cost is at most transcript length x grapheme length (200 code points), one
 // comparison per UTF-16 unit, whatever the number of entries; memory is linear in the
 // graphemes' length.
-import { ServiceError } from '../errors.js';
-import { foldCodePoint, foldString, isWordCodePoint } from './case-fold.js';
+import { ServiceError } from '../errors.ts';
+import { foldCodePoint, foldString, isWordCodePoint } from './case-fold.ts';
 
 export interface PronunciationEntry {
   grapheme: string;

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { foldCodePoint, foldString, isWordCodePoint } from './case-fold.js';
+import { foldCodePoint, foldString, isWordCodePoint } from './case-fold.ts';
 
 // Exhaustive over Unicode: the folds must be exactly the classes of the regular expression
 // engine this process runs on (a Node upgrade with new Unicode data is checked here).

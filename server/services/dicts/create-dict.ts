@@ -1,9 +1,9 @@
-import type { Prisma } from '../../db/database.js';
-import { newId } from '../../db/ids.js';
-import type { CreateDictInput } from './dict-input.js';
-import { DICT_TX_OPTIONS, checkDictCount, checkEntryCount } from './dict-limits.js';
-import { entryRows } from './dict-entry-rows.js';
-import { DICT_SELECT, toDictRecord, type DictRecord } from './dict-record.js';
+import type { Prisma } from '../../db/database.ts';
+import { newId } from '../../db/ids.ts';
+import type { CreateDictInput } from './dict-input.ts';
+import { DICT_TX_OPTIONS, checkDictCount, checkEntryCount } from './dict-limits.ts';
+import { entryRows } from './dict-entry-rows.ts';
+import { DICT_SELECT, toDictRecord, type DictRecord } from './dict-record.ts';
 
 /** Creates a dictionary for the org from validated input (parseCreateDict / CreateDictSchema). */
 export async function createDict(prisma: Prisma, input: { orgId: string; dict: CreateDictInput }): Promise<DictRecord> {

@@ -1,5 +1,5 @@
-import type { Prisma } from '../../db/database.js';
-import { dictNotFound } from './dict-record.js';
+import type { Prisma } from '../../db/database.ts';
+import { dictNotFound } from './dict-record.ts';
 
 /**
  * Soft-deletes one of the org's dictionaries: from then on it is 404 dict_not_found on every

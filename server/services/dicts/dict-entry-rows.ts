@@ -1,5 +1,5 @@
-import { newId } from '../../db/ids.js';
-import type { DictEntryInput } from './dict-input.js';
+import { newId } from '../../db/ids.ts';
+import type { DictEntryInput } from './dict-input.ts';
 
 /** Entry rows in the order given: position is the index, which is the order TTS reads them in. */
 export function entryRows(dictId: string, entries: readonly DictEntryInput[]) {

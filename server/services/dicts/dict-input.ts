@@ -3,7 +3,7 @@
 // one set of limits, one error shape (400 invalid_request whose param names the field, e.g.
 // `entries[3].alias`). How entries are applied at synthesis time is apply-pronunciation.ts.
 import { z } from 'zod';
-import { parseInput } from '../parse-input.js';
+import { parseInput } from '../parse-input.ts';
 
 export const MAX_DICT_NAME = 100;
 export const MAX_GRAPHEME = 200;

@@ -2,9 +2,9 @@
 // lock, two requests racing can each pass and overshoot by one request's worth; these are
 // bounds against abuse, not money, so that is accepted rather than serialising every write
 // of an org.
-import type { Prisma } from '../../db/database.js';
-import { ServiceError } from '../errors.js';
-import { MAX_DICTS_PER_ORG, MAX_ENTRIES_PER_ORG } from './dict-input.js';
+import type { Prisma } from '../../db/database.ts';
+import { ServiceError } from '../errors.ts';
+import { MAX_DICTS_PER_ORG, MAX_ENTRIES_PER_ORG } from './dict-input.ts';
 
 type Tx = Parameters<Parameters<Prisma['$transaction']>[0]>[0];
 

@@ -1,6 +1,6 @@
 // The PronunciationDict record as both edges return it (spec, "PronunciationDict"): snake_case
 // fields, ISO 8601 timestamps; an entry has exactly one of alias and phoneme, the other null.
-import { ServiceError } from '../errors.js';
+import { ServiceError } from '../errors.ts';
 
 export interface DictEntryRecord {
   grapheme: string;

@@ -3,14 +3,14 @@
 // entries is seen by the next request however quickly it follows, and the org and deletion
 // checks are made on every request, cached or not.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestDatabase, type TestDatabase } from '../../../test/support/test-database.js';
-import { createOrg } from '../orgs/create-org.js';
-import { applyPronunciation, compilePronunciation, type CompiledPronunciation } from './apply-pronunciation.js';
-import { createDict } from './create-dict.js';
-import { deleteDict } from './delete-dict.js';
-import type { DictEntryInput } from './dict-input.js';
-import { DictMatcherCache, getDictMatcher } from './get-dict-matcher.js';
-import { updateDict } from './update-dict.js';
+import { createTestDatabase, type TestDatabase } from '../../../test/support/test-database.ts';
+import { createOrg } from '../orgs/create-org.ts';
+import { applyPronunciation, compilePronunciation, type CompiledPronunciation } from './apply-pronunciation.ts';
+import { createDict } from './create-dict.ts';
+import { deleteDict } from './delete-dict.ts';
+import type { DictEntryInput } from './dict-input.ts';
+import { DictMatcherCache, getDictMatcher } from './get-dict-matcher.ts';
+import { updateDict } from './update-dict.ts';
 
 let t: TestDatabase;
 let orgId: string;

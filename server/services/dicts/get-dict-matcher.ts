@@ -7,9 +7,9 @@
 // PATCH that replaces the list) with fresh random ids, so a new list always has a new first
 // id. That holds even for two edits in the same millisecond, which updatedAt would not tell
 // apart. An empty dictionary's version is ''.
-import type { Prisma } from '../../db/database.js';
-import { compilePronunciation, type CompiledPronunciation } from './apply-pronunciation.js';
-import { dictNotFound } from './dict-record.js';
+import type { Prisma } from '../../db/database.ts';
+import { compilePronunciation, type CompiledPronunciation } from './apply-pronunciation.ts';
+import { dictNotFound } from './dict-record.ts';
 
 /**
  * Least recently used first out, bounded by count and by weight (UTF-16 units of the

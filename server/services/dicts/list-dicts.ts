@@ -1,6 +1,6 @@
-import type { Prisma } from '../../db/database.js';
-import { MAX_DICTS_PER_ORG } from './dict-input.js';
-import type { DictSummaryRecord } from './dict-record.js';
+import type { Prisma } from '../../db/database.ts';
+import { MAX_DICTS_PER_ORG } from './dict-input.ts';
+import type { DictSummaryRecord } from './dict-record.ts';
 
 /**
  * The org's live dictionaries without their entries, newest first (ties by id, so the order

@@ -1,8 +1,8 @@
-import type { Prisma } from '../../db/database.js';
-import type { UpdateDictInput } from './dict-input.js';
-import { DICT_TX_OPTIONS, checkEntryCount } from './dict-limits.js';
-import { entryRows } from './dict-entry-rows.js';
-import { DICT_SELECT, dictNotFound, toDictRecord, type DictRecord } from './dict-record.js';
+import type { Prisma } from '../../db/database.ts';
+import type { UpdateDictInput } from './dict-input.ts';
+import { DICT_TX_OPTIONS, checkEntryCount } from './dict-limits.ts';
+import { entryRows } from './dict-entry-rows.ts';
+import { DICT_SELECT, dictNotFound, toDictRecord, type DictRecord } from './dict-record.ts';
 
 /**
  * Renames a dictionary and/or replaces all of its entries, in one transaction: a synthesis

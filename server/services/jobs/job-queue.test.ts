@@ -2,9 +2,9 @@
 // workers claim each job exactly once; a job whose worker died (its lease ran out) is claimed
 // again and the dead worker can no longer finish it; after MAX_JOB_ATTEMPTS deaths it fails.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestDatabase, type TestDatabase } from '../../../test/support/test-database.js';
-import { createOrg } from '../orgs/create-org.js';
-import { claimNextJob, completeJob, enqueueJob, failJob, getJob, MAX_JOB_ATTEMPTS, presentJob, renewJobLease, retryJobLater } from './job-queue.js';
+import { createTestDatabase, type TestDatabase } from '../../../test/support/test-database.ts';
+import { createOrg } from '../orgs/create-org.ts';
+import { claimNextJob, completeJob, enqueueJob, failJob, getJob, MAX_JOB_ATTEMPTS, presentJob, renewJobLease, retryJobLater } from './job-queue.ts';
 
 let t: TestDatabase;
 let orgId: string;

@@ -3,9 +3,9 @@
 // racing workers sees its update succeed) and holds a lease it renews while it works; a job
 // whose lease ran out (its worker died) is claimed again, up to MAX_JOB_ATTEMPTS, then failed.
 // Never stuck in `running`.
-import type { Prisma } from '../../db/database.js';
-import { newId } from '../../db/ids.js';
-import { ServiceError } from '../errors.js';
+import type { Prisma } from '../../db/database.ts';
+import { newId } from '../../db/ids.ts';
+import { ServiceError } from '../errors.ts';
 
 export const MAX_JOB_ATTEMPTS = 3;
 

@@ -1,10 +1,10 @@
 // Queues the making of a voice's profile for a model (clone, localize, prepare a profile): a
 // queued profile row and a job, with the new voice when the job makes one.
-import type { Prisma } from '../../db/database.js';
-import { newId } from '../../db/ids.js';
-import { createVoice, type NewVoice } from '../voices/create-voice.js';
-import { isUsableProfile } from '../voices/usable-profile.js';
-import { admitJob, enqueueJob, type ApiJobKind, type JobKind } from './job-queue.js';
+import type { Prisma } from '../../db/database.ts';
+import { newId } from '../../db/ids.ts';
+import { createVoice, type NewVoice } from '../voices/create-voice.ts';
+import { isUsableProfile } from '../voices/usable-profile.ts';
+import { admitJob, enqueueJob, type ApiJobKind, type JobKind } from './job-queue.ts';
 
 export interface JobQueueDeps {
   prisma: Prisma;

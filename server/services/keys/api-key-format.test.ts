@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { KEY_PREFIX, displayPrefix, generateApiKey, hashApiKey, hashesEqual, isWellFormedApiKey } from './api-key-format.js';
-import { redactKey } from './verify-api-key.js';
+import { KEY_PREFIX, displayPrefix, generateApiKey, hashApiKey, hashesEqual, isWellFormedApiKey } from './api-key-format.ts';
+import { redactKey } from './verify-api-key.ts';
 
 const FORMAT = /^sk_svc_[A-Za-z0-9_-]{43}$/;
 

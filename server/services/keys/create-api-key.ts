@@ -1,7 +1,7 @@
-import type { Prisma } from '../../db/database.js';
-import { newId } from '../../db/ids.js';
-import { ServiceError } from '../errors.js';
-import { displayPrefix, generateApiKey, hashApiKey } from './api-key-format.js';
+import type { Prisma } from '../../db/database.ts';
+import { newId } from '../../db/ids.ts';
+import { ServiceError } from '../errors.ts';
+import { displayPrefix, generateApiKey, hashApiKey } from './api-key-format.ts';
 
 export interface CreatedApiKey {
   id: string;

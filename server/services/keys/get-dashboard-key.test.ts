@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestDatabase, type TestDatabase } from '../../../test/support/test-database.js';
-import { createOrg } from '../orgs/create-org.js';
-import { verifyApiKey } from './verify-api-key.js';
-import { hashApiKey } from './api-key-format.js';
-import { DASHBOARD_KEY_NAME, dashboardKeySecretName, getOrCreateDashboardKey } from './get-dashboard-key.js';
-import { revokeApiKey } from './revoke-api-key.js';
+import { createTestDatabase, type TestDatabase } from '../../../test/support/test-database.ts';
+import { createOrg } from '../orgs/create-org.ts';
+import { verifyApiKey } from './verify-api-key.ts';
+import { hashApiKey } from './api-key-format.ts';
+import { DASHBOARD_KEY_NAME, dashboardKeySecretName, getOrCreateDashboardKey } from './get-dashboard-key.ts';
+import { revokeApiKey } from './revoke-api-key.ts';
 
 let t: TestDatabase;
 

@@ -8,11 +8,11 @@
 // to the org by the authenticated data) in the ServerSecret row `dashboard-key:<orgId>`. The
 // key shows in the org's key list; revoking it there makes the next dashboard call make a new one.
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
-import type { Database, Prisma } from '../../db/database.js';
-import { getServerSecret } from '../secrets/get-server-secret.js';
-import { hashApiKey, hashesEqual } from './api-key-format.js';
-import { createApiKey } from './create-api-key.js';
-import { revokeApiKey } from './revoke-api-key.js';
+import type { Database, Prisma } from '../../db/database.ts';
+import { getServerSecret } from '../secrets/get-server-secret.ts';
+import { hashApiKey, hashesEqual } from './api-key-format.ts';
+import { createApiKey } from './create-api-key.ts';
+import { revokeApiKey } from './revoke-api-key.ts';
 
 export const DASHBOARD_KEY_NAME = 'Dashboard (playground)';
 const SEALING_SECRET = 'dashboard-key-sealing';

@@ -1,5 +1,5 @@
-import type { Prisma } from '../../db/database.js';
-import { ServiceError } from '../errors.js';
+import type { Prisma } from '../../db/database.ts';
+import { ServiceError } from '../errors.ts';
 
 /**
  * Revokes a key. Effective on the gateway's very next request from any process: the gateway

@@ -1,5 +1,5 @@
-import type { Prisma } from '../../db/database.js';
-import { ServiceError } from '../errors.js';
+import type { Prisma } from '../../db/database.ts';
+import { ServiceError } from '../errors.ts';
 
 /** The highest per-key limit the dashboard lets an operator set, in requests per minute. */
 export const MAX_KEY_RATE_LIMIT_RPM = 1_000_000;

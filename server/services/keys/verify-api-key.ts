@@ -1,6 +1,6 @@
-import type { HotStore, KeyAuthRecord } from '../../db/hot-store.js';
-import { ServiceError } from '../errors.js';
-import { hashApiKey, isWellFormedApiKey } from './api-key-format.js';
+import type { HotStore, KeyAuthRecord } from '../../db/hot-store.ts';
+import { ServiceError } from '../errors.ts';
+import { hashApiKey, isWellFormedApiKey } from './api-key-format.ts';
 
 /**
  * Verifies a presented key against the database's current state on every call: the store

@@ -1,7 +1,7 @@
 // The models an org can call, for pickers (the dashboard's playground and clone form): active
 // models with their display name and, for STT, the sample rates they accept.
-import type { Prisma } from '../../db/database.js';
-import { byModality } from './list-model-health.js';
+import type { Prisma } from '../../db/database.ts';
+import { byModality } from './list-model-health.ts';
 
 export interface ActiveModel {
   id: string;

@@ -2,8 +2,8 @@
 // checker last recorded for each (health, latency, last error, when) and its error rate over the
 // last 15 minutes (upstream-stats.ts). Nothing secret leaves here: upstream keys live in
 // environment variables (only the variable's name is stored), and URLs are shown without userinfo, query or fragment in case an operator put a token there.
-import type { Prisma } from '../../db/database.js';
-import { recentUpstreamCounts } from './upstream-stats.js';
+import type { Prisma } from '../../db/database.ts';
+import { recentUpstreamCounts } from './upstream-stats.ts';
 
 export interface UpstreamHealthRecord {
   id: string;

@@ -3,10 +3,10 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
-import type { Prisma } from '../../db/database.js';
-import { PROJECT_ROOT } from '../../project-root.js';
-import { parseUsdToPico } from '../../money.js';
-import { upsertModel, type CheckProtocol } from './upsert-model.js';
+import type { Prisma } from '../../db/database.ts';
+import { PROJECT_ROOT } from '../../project-root.ts';
+import { parseUsdToPico } from '../../money.ts';
+import { upsertModel, type CheckProtocol } from './upsert-model.ts';
 
 const ModelSeed = z.object({
   id: z.string(),

@@ -1,7 +1,7 @@
-import type { Prisma } from '../../db/database.js';
-import type { Modality } from '../../db/generated/sqlite/enums.js';
-import { newId } from '../../db/ids.js';
-import { ServiceError } from '../errors.js';
+import type { Prisma } from '../../db/database.ts';
+import type { Modality } from '../../db/generated/sqlite/enums.ts';
+import { newId } from '../../db/ids.ts';
+import { ServiceError } from '../errors.ts';
 
 export interface ModelPrices {
   inputPicoPerToken?: bigint;

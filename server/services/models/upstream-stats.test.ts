@@ -1,10 +1,10 @@
 // Counts from several gateways add up per minute; the health view shows the rate over 15 min.
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { createTestDatabase, type TestDatabase } from '../../../test/support/test-database.js';
-import { listModelHealth } from './list-model-health.js';
-import { upsertModel } from './upsert-model.js';
-import { recentUpstreamCounts, UpstreamStatsRecorder } from './upstream-stats.js';
-import { checkProtocol } from '../../../gateway/upstreams/protocols/index.js';
+import { createTestDatabase, type TestDatabase } from '../../../test/support/test-database.ts';
+import { listModelHealth } from './list-model-health.ts';
+import { upsertModel } from './upsert-model.ts';
+import { recentUpstreamCounts, UpstreamStatsRecorder } from './upstream-stats.ts';
+import { checkProtocol } from '../../../gateway/upstreams/protocols/index.ts';
 
 let t: TestDatabase;
 let upstreamId: string;

@@ -1,7 +1,7 @@
 // Per-upstream call and failure counts. Each gateway counts in memory and adds its counts to
 // the per-minute rows every few seconds (an upsert that increments, so replicas add up); the
 // dashboard reads the error rate over a recent window. Rows older than a week are dropped.
-import type { Prisma } from '../../db/database.js';
+import type { Prisma } from '../../db/database.ts';
 
 const MINUTE = 60_000;
 export const STATS_RETENTION_MS = 7 * 24 * 60 * MINUTE;

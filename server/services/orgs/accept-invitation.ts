@@ -2,10 +2,10 @@
 // the owner shared joins with the invited role, whatever email their account has (holding the
 // link is the proof). Single use; a newer link for the same email and org, a withdrawal or
 // the 30 days end it.
-import type { Database, Prisma } from '../../db/database.js';
-import { ServiceError } from '../errors.js';
-import { hashLinkToken, isLinkToken } from '../users/link-token.js';
-import { lockOrg } from './org-lock.js';
+import type { Database, Prisma } from '../../db/database.ts';
+import { ServiceError } from '../errors.ts';
+import { hashLinkToken, isLinkToken } from '../users/link-token.ts';
+import { lockOrg } from './org-lock.ts';
 
 export interface InvitationByLink {
   orgId: string;

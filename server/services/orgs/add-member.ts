@@ -1,11 +1,11 @@
-import type { Database } from '../../db/database.js';
-import { newId } from '../../db/ids.js';
-import { ServiceError } from '../errors.js';
-import { newLinkToken } from '../users/link-token.js';
-import { normalizeEmail } from '../users/normalize-email.js';
-import { acceptPendingInvitations, invitationExpiry } from './invitations.js';
-import type { OrgMember, PendingInvitation } from './list-members.js';
-import { lockOrg } from './org-lock.js';
+import type { Database } from '../../db/database.ts';
+import { newId } from '../../db/ids.ts';
+import { ServiceError } from '../errors.ts';
+import { newLinkToken } from '../users/link-token.ts';
+import { normalizeEmail } from '../users/normalize-email.ts';
+import { acceptPendingInvitations, invitationExpiry } from './invitations.ts';
+import type { OrgMember, PendingInvitation } from './list-members.ts';
+import { lockOrg } from './org-lock.ts';
 
 export type AddMemberResult =
   | { status: 'added'; member: OrgMember }

@@ -1,7 +1,7 @@
-import type { Database } from '../../db/database.js';
-import { newId } from '../../db/ids.js';
-import { ServiceError } from '../errors.js';
-import { grantCredits } from '../credits/grant-credits.js';
+import type { Database } from '../../db/database.ts';
+import { newId } from '../../db/ids.ts';
+import { ServiceError } from '../errors.ts';
+import { grantCredits } from '../credits/grant-credits.ts';
 
 export async function createOrg(
   db: Database,

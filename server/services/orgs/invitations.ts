@@ -5,7 +5,7 @@
 // (users/verify-email.ts, or an OAuth provider that vouches for it), never for an address
 // that was merely typed into a sign-up form. Never applied after it expires. Stored one per
 // org and email (adding the email again replaces it, and its link).
-import type { Prisma } from '../../db/database.js';
+import type { Prisma } from '../../db/database.ts';
 
 export type Tx = Parameters<Parameters<Prisma['$transaction']>[0]>[0];
 

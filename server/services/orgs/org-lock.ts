@@ -1,5 +1,5 @@
-import { ServiceError } from '../errors.js';
-import type { Tx } from './invitations.js';
+import { ServiceError } from '../errors.ts';
+import type { Tx } from './invitations.ts';
 
 /**
  * Serializes changes to an org's memberships. Touching the org row first takes its row lock

@@ -1,6 +1,6 @@
-import type { Database } from '../../db/database.js';
-import { ServiceError } from '../errors.js';
-import { countOwners, lockOrg, memberNotFound } from './org-lock.js';
+import type { Database } from '../../db/database.ts';
+import { ServiceError } from '../errors.ts';
+import { countOwners, lockOrg, memberNotFound } from './org-lock.ts';
 
 /**
  * Takes a user out of an org; effective on their next request (every dashboard procedure reads

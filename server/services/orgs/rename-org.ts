@@ -1,5 +1,5 @@
-import type { Prisma } from '../../db/database.js';
-import { ServiceError } from '../errors.js';
+import type { Prisma } from '../../db/database.ts';
+import { ServiceError } from '../errors.ts';
 
 export const MAX_ORG_NAME = 200;
 

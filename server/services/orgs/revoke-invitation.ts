@@ -1,5 +1,5 @@
-import type { Prisma } from '../../db/database.js';
-import { ServiceError } from '../errors.js';
+import type { Prisma } from '../../db/database.ts';
+import { ServiceError } from '../errors.ts';
 
 /** Withdraws a pending invitation; another org's invitation id is "not found". */
 export async function revokeInvitation(prisma: Prisma, input: { orgId: string; id: string }): Promise<{ id: string; revoked: true }> {

@@ -7,9 +7,9 @@
 // it uses keep working with the new key; the trial org's remaining credit is NOT transferred
 // (trial credit is the operator's gift per registration: moving it would let anyone farm
 // trials into one account); it stays, unusable, on the closed trial org with its ledger.
-import { ServiceError } from '../errors.js';
-import { findClaimForUser, type CodeEntry } from './describe-claim.js';
-import { MAX_FAILED_GUESSES, withStore, type RegistrationDeps, type Tx } from './registration-rules.js';
+import { ServiceError } from '../errors.ts';
+import { findClaimForUser, type CodeEntry } from './describe-claim.ts';
+import { MAX_FAILED_GUESSES, withStore, type RegistrationDeps, type Tx } from './registration-rules.ts';
 
 export interface ConfirmedClaim {
   registrationId: string;

@@ -1,9 +1,9 @@
 // The user declines the code ("this is not my agent"). The registration ends at once: the
 // agent's poll answers invalid_grant and a new code is refused with 410 claim_expired. An
 // anonymous registration's trial key is not the user's business and keeps its trial budget.
-import { ServiceError } from '../errors.js';
-import { findClaimForUser, type CodeEntry } from './describe-claim.js';
-import { withStore, type RegistrationDeps } from './registration-rules.js';
+import { ServiceError } from '../errors.ts';
+import { findClaimForUser, type CodeEntry } from './describe-claim.ts';
+import { withStore, type RegistrationDeps } from './registration-rules.ts';
 
 export async function denyClaim(deps: RegistrationDeps, entry: CodeEntry): Promise<{ registrationId: string }> {
   const { attempt, registration } = await findClaimForUser(deps, entry);

@@ -11,10 +11,10 @@
 // expired, used, locked, or issued for another email), so the page tells nobody whether a
 // code is live for someone else. It adds how many wrong entries the user's own pending codes
 // have left, which is theirs to know and the same whatever code they typed.
-import { ServiceError, isServiceError } from '../errors.js';
-import { hashUserCode, userCodeHashesEqual } from './registration-crypto.js';
-import { CODE_TTL_MS, MAX_FAILED_GUESSES, POST_CLAIM_SCOPES, assertEnabled, withStore, type RegistrationDeps } from './registration-rules.js';
-import type { GuessThrottle } from './guess-throttle.js';
+import { ServiceError, isServiceError } from '../errors.ts';
+import { hashUserCode, userCodeHashesEqual } from './registration-crypto.ts';
+import { CODE_TTL_MS, MAX_FAILED_GUESSES, POST_CLAIM_SCOPES, assertEnabled, withStore, type RegistrationDeps } from './registration-rules.ts';
+import type { GuessThrottle } from './guess-throttle.ts';
 
 export interface ClaimingUser {
   id: string;

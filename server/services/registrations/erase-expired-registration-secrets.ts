@@ -2,7 +2,7 @@
 // ends even if the agent never polls again (polls erase lazily too), and deletes
 // registrations a week after they ended. The gateway runs it when the next window ends (the
 // `nextDueAt` it returns), and at least every minute.
-import { PURGE_AFTER_MS, REDELIVERY_MS, type RegistrationDeps } from './registration-rules.js';
+import { PURGE_AFTER_MS, REDELIVERY_MS, type RegistrationDeps } from './registration-rules.ts';
 
 export interface ErasedSecrets {
   erased: number;

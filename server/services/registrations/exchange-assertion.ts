@@ -2,12 +2,12 @@
 // identity assertion for an `sk_svc_` trial key on a new trial org with a small budget.
 // Idempotent: repeating the exchange while the assertion is valid returns the same key (kept
 // sealed until the assertion expires), never a second one, also when two exchanges race.
-import { newId, newTimeOrderedId } from '../../db/ids.js';
-import { formatUsd } from '../../money.js';
-import { ServiceError } from '../errors.js';
-import { unsealKey, sealKey, verifyIdentityAssertion } from './registration-crypto.js';
-import { LostIssueRace, insertApiKey, newApiKey } from './registration-keys.js';
-import { PRE_CLAIM_SCOPES, assertEnabled, withStore, type RegistrationDeps } from './registration-rules.js';
+import { newId, newTimeOrderedId } from '../../db/ids.ts';
+import { formatUsd } from '../../money.ts';
+import { ServiceError } from '../errors.ts';
+import { unsealKey, sealKey, verifyIdentityAssertion } from './registration-crypto.ts';
+import { LostIssueRace, insertApiKey, newApiKey } from './registration-keys.ts';
+import { PRE_CLAIM_SCOPES, assertEnabled, withStore, type RegistrationDeps } from './registration-rules.ts';
 
 export interface IssuedToken {
   accessToken: string;

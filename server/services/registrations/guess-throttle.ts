@@ -2,7 +2,7 @@
 // address, in fixed 10-minute windows. The hard bound is per code and lives in the database
 // (MAX_FAILED_GUESSES); these counters slow down guessing across many codes. They are kept in
 // the memory of the dashboard process (one per instance in the shipped setup).
-import { ServiceError } from '../errors.js';
+import { ServiceError } from '../errors.ts';
 
 export const GUESS_WINDOW_MS = 600_000;
 export const MAX_WRONG_CODES_PER_USER = 10;

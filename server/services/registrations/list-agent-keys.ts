@@ -2,7 +2,7 @@
 // "agent (reg_…)" when it was made, poll-claim.ts), with the agent's registration, the email it
 // was claimed for and who authorised it on the claim page, and when. For the keys page, which
 // otherwise could only show the registration id in the key's name.
-import type { Prisma } from '../../db/database.js';
+import type { Prisma } from '../../db/database.ts';
 
 export interface AgentKeyOrigin {
   registrationId: string;

@@ -2,11 +2,11 @@
 // state table. The key is created on the first poll after the user confirmed (so a claim
 // the agent never collects leaves no key behind), sealed for the 10-minute redelivery
 // window, and then erased; a conditional update makes sure that racing polls issue one key.
-import { ServiceError } from '../errors.js';
-import { hashClaimToken, sealKey, unsealKey } from './registration-crypto.js';
-import { LostIssueRace, insertApiKey, newApiKey } from './registration-keys.js';
-import { MAX_FAILED_GUESSES, MIN_POLL_GAP_MS, POLL_INTERVAL_S, POST_CLAIM_SCOPES, REDELIVERY_MS, assertEnabled, withStore, type RegistrationDeps } from './registration-rules.js';
-import type { IssuedToken } from './exchange-assertion.js';
+import { ServiceError } from '../errors.ts';
+import { hashClaimToken, sealKey, unsealKey } from './registration-crypto.ts';
+import { LostIssueRace, insertApiKey, newApiKey } from './registration-keys.ts';
+import { MAX_FAILED_GUESSES, MIN_POLL_GAP_MS, POLL_INTERVAL_S, POST_CLAIM_SCOPES, REDELIVERY_MS, assertEnabled, withStore, type RegistrationDeps } from './registration-rules.ts';
+import type { IssuedToken } from './exchange-assertion.ts';
 
 type Registration = NonNullable<Awaited<ReturnType<RegistrationDeps['db']['prisma']['agentRegistration']['findUnique']>>>;
 

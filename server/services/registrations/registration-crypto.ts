@@ -8,9 +8,9 @@
 //   bound to the registration and purpose, erased when the window ends.
 import { createCipheriv, createDecipheriv, createHash, createHmac, randomBytes, randomInt } from 'node:crypto';
 import { SignJWT, jwtVerify } from 'jose';
-import type { Prisma } from '../../db/database.js';
-import { hashesEqual } from '../keys/api-key-format.js';
-import { getServerSecret } from '../secrets/get-server-secret.js';
+import type { Prisma } from '../../db/database.ts';
+import { hashesEqual } from '../keys/api-key-format.ts';
+import { getServerSecret } from '../secrets/get-server-secret.ts';
 
 const SIGNING_SECRET = 'agent-auth:assertion-signing-key';
 const CODE_SECRET = 'agent-auth:user-code-hmac-key';

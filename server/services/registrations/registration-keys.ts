@@ -1,6 +1,6 @@
-import { newId } from '../../db/ids.js';
-import { displayPrefix, generateApiKey, hashApiKey } from '../keys/api-key-format.js';
-import type { Tx } from './registration-rules.js';
+import { newId } from '../../db/ids.ts';
+import { displayPrefix, generateApiKey, hashApiKey } from '../keys/api-key-format.ts';
+import type { Tx } from './registration-rules.ts';
 
 export interface NewKey {
   id: string;

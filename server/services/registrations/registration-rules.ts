@@ -1,9 +1,9 @@
 // What every registration operation shares: the spec's numbers, the settings and clock the
 // operations run with, and the two guards (registration switched off; its store down).
-import type { AgentAuthConfig, Config } from '../../config/env.js';
-import type { Database } from '../../db/database.js';
-import { ServiceError, isServiceError } from '../errors.js';
-import { normalizeEmail } from '../users/normalize-email.js';
+import type { AgentAuthConfig, Config } from '../../config/env.ts';
+import type { Database } from '../../db/database.ts';
+import { ServiceError, isServiceError } from '../errors.ts';
+import { normalizeEmail } from '../users/normalize-email.ts';
 
 // The spec's Limits: code lifetime 600 s, polling interval 5 s, registration lifetime 24 h,
 // key redelivery window 10 minutes.

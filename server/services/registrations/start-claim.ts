@@ -1,10 +1,10 @@
 // POST {auth_url}/agent/identity/claim: starts (or restarts) a claim attempt, i.e. a fresh
 // 6-digit code the user enters on the dashboard's verification page. Only the newest code of
 // a registration works: starting a new attempt ends the earlier ones.
-import { newId } from '../../db/ids.js';
-import { ServiceError } from '../errors.js';
-import { generateUserCode, hashClaimToken, hashUserCode } from './registration-crypto.js';
-import { CODE_TTL_MS, POLL_INTERVAL_S, addMs, assertEnabled, claimEmail, tokenUrl, verificationUri, withStore, type RegistrationDeps, type Tx } from './registration-rules.js';
+import { newId } from '../../db/ids.ts';
+import { ServiceError } from '../errors.ts';
+import { generateUserCode, hashClaimToken, hashUserCode } from './registration-crypto.ts';
+import { CODE_TTL_MS, POLL_INTERVAL_S, addMs, assertEnabled, claimEmail, tokenUrl, verificationUri, withStore, type RegistrationDeps, type Tx } from './registration-rules.ts';
 
 export interface ClaimAttemptGrant {
   attemptId: string;

@@ -1,9 +1,9 @@
 // POST {auth_url}/agent/identity: starts an anonymous or a service_auth registration.
-import { newId } from '../../db/ids.js';
-import { ServiceError } from '../errors.js';
-import { generateClaimToken, hashClaimToken, signIdentityAssertion } from './registration-crypto.js';
-import { ASSERTION_TTL_MS, REGISTRATION_TTL_MS, addMs, assertEnabled, claimEmail, withStore, type RegistrationDeps } from './registration-rules.js';
-import { createClaimAttempt, prepareUserCode, type ClaimAttemptGrant } from './start-claim.js';
+import { newId } from '../../db/ids.ts';
+import { ServiceError } from '../errors.ts';
+import { generateClaimToken, hashClaimToken, signIdentityAssertion } from './registration-crypto.ts';
+import { ASSERTION_TTL_MS, REGISTRATION_TTL_MS, addMs, assertEnabled, claimEmail, withStore, type RegistrationDeps } from './registration-rules.ts';
+import { createClaimAttempt, prepareUserCode, type ClaimAttemptGrant } from './start-claim.ts';
 
 const HOUR_MS = 3600_000;
 

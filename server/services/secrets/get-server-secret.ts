@@ -2,7 +2,7 @@
 // ServerSecret table, so every gateway and dashboard process of an instance shares them and
 // they survive restarts. Never logged, never returned by any API.
 import { randomBytes } from 'node:crypto';
-import type { Prisma } from '../../db/database.js';
+import type { Prisma } from '../../db/database.ts';
 
 const cache = new WeakMap<Prisma, Map<string, Promise<Buffer>>>();
 

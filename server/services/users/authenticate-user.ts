@@ -1,7 +1,7 @@
-import type { Prisma } from '../../db/database.js';
-import { ServiceError } from '../errors.js';
-import { normalizeEmail } from './normalize-email.js';
-import { dummyPasswordHash, verifyPassword } from './password.js';
+import type { Prisma } from '../../db/database.ts';
+import { ServiceError } from '../errors.ts';
+import { normalizeEmail } from './normalize-email.ts';
+import { dummyPasswordHash, verifyPassword } from './password.ts';
 
 export interface AuthenticatedUser {
   id: string;

@@ -1,8 +1,8 @@
-import type { Database } from '../../db/database.js';
-import { sqlTimestamp } from '../../db/dialect.js';
-import { newId } from '../../db/ids.js';
-import { ServiceError } from '../errors.js';
-import { acceptInvitations } from '../orgs/invitations.js';
+import type { Database } from '../../db/database.ts';
+import { sqlTimestamp } from '../../db/dialect.ts';
+import { newId } from '../../db/ids.ts';
+import { ServiceError } from '../errors.ts';
+import { acceptInvitations } from '../orgs/invitations.ts';
 
 // Marker row in ServerSecret: the first account on an instance becomes platform admin. The
 // row's primary key makes the claim atomic on both databases (see createAccount).

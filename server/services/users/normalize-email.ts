@@ -1,4 +1,4 @@
-import { ServiceError } from '../errors.js';
+import { ServiceError } from '../errors.ts';
 
 // Deliberately loose: the address only has to look like one; it is never mailed to here.
 const EMAIL = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;

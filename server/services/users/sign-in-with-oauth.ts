@@ -1,8 +1,8 @@
-import type { Database } from '../../db/database.js';
-import { isServiceError } from '../errors.js';
-import { acceptPendingInvitations } from '../orgs/invitations.js';
-import { createAccount } from './create-account.js';
-import { normalizeEmail } from './normalize-email.js';
+import type { Database } from '../../db/database.ts';
+import { isServiceError } from '../errors.ts';
+import { acceptPendingInvitations } from '../orgs/invitations.ts';
+import { createAccount } from './create-account.ts';
+import { normalizeEmail } from './normalize-email.ts';
 
 export interface OAuthIdentity {
   /** The email the provider reports for the account (GitHub: the primary one). */

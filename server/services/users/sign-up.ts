@@ -1,11 +1,11 @@
-import type { Database } from '../../db/database.js';
-import { ServiceError, isServiceError } from '../errors.js';
-import { createAccount } from './create-account.js';
-import { normalizeEmail } from './normalize-email.js';
-import { MAX_PASSWORD_BYTES, MIN_PASSWORD_LENGTH, hashPassword } from './password.js';
-import { sendVerificationEmail, type VerificationMailDeps } from './verify-email.js';
+import type { Database } from '../../db/database.ts';
+import { ServiceError, isServiceError } from '../errors.ts';
+import { createAccount } from './create-account.ts';
+import { normalizeEmail } from './normalize-email.ts';
+import { MAX_PASSWORD_BYTES, MIN_PASSWORD_LENGTH, hashPassword } from './password.ts';
+import { sendVerificationEmail, type VerificationMailDeps } from './verify-email.ts';
 
-export { FIRST_ADMIN_MARKER } from './create-account.js';
+export { FIRST_ADMIN_MARKER } from './create-account.ts';
 
 export interface SignUpInput {
   email: string;

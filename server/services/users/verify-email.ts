@@ -3,12 +3,12 @@
 // sets User.emailVerifiedAt and applies the invitations waiting for the address. The link
 // needs the account's session too: a link that reached the real owner of an address someone
 // else signed up with must not verify that other person's account.
-import type { Database } from '../../db/database.js';
-import { newId } from '../../db/ids.js';
-import { ServiceError } from '../errors.js';
-import { acceptInvitations } from '../orgs/invitations.js';
-import { hashLinkToken, isLinkToken, newLinkToken } from './link-token.js';
-import type { Mailer } from './mailer.js';
+import type { Database } from '../../db/database.ts';
+import { newId } from '../../db/ids.ts';
+import { ServiceError } from '../errors.ts';
+import { acceptInvitations } from '../orgs/invitations.ts';
+import { hashLinkToken, isLinkToken, newLinkToken } from './link-token.ts';
+import type { Mailer } from './mailer.ts';
 
 export const VERIFY_EMAIL_PURPOSE = 'verify_email';
 /** A day: long enough for a mail that arrives late, short enough that an old mailbox leak is stale. */

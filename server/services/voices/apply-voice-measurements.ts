@@ -1,6 +1,6 @@
-import type { Prisma } from '../../db/database.js';
-import type { PreparedProfile } from './voice-deps.js';
-import { voiceSearchFields } from './voice-search.js';
+import type { Prisma } from '../../db/database.ts';
+import type { PreparedProfile } from './voice-deps.ts';
+import { voiceSearchFields } from './voice-search.ts';
 
 /** What the engine measured fills what the caller left empty (gender, description); its facts join source_metadata. */
 export async function applyVoiceMeasurements(prisma: Prisma, voiceId: string, prepared: PreparedProfile): Promise<void> {

@@ -1,15 +1,15 @@
 // Instant clone (POST /voices/clone): a voice from one clip of at least MIN_CLIP_SECONDS, made
 // now when an engine that can clone is online (the voice), else by a job (the job).
 import { createHash } from 'node:crypto';
-import { deleteBlob, storeBlob } from '../blobs/blob-store.js';
-import { ServiceError } from '../errors.js';
-import { queueVoiceJob, type QueuedVoiceJob, type VoiceJobPayload } from '../jobs/queue-voice-job.js';
-import { createVoice, type NewVoice } from './create-voice.js';
-import { getVoice } from './get-voice.js';
-import type { VoiceRecord } from './present-voice.js';
-import { saveVoiceProfile } from './save-voice-profile.js';
-import { storeVoiceSample } from './store-voice-sample.js';
-import type { CloneMode, VoiceClip, VoiceDeps } from './voice-deps.js';
+import { deleteBlob, storeBlob } from '../blobs/blob-store.ts';
+import { ServiceError } from '../errors.ts';
+import { queueVoiceJob, type QueuedVoiceJob, type VoiceJobPayload } from '../jobs/queue-voice-job.ts';
+import { createVoice, type NewVoice } from './create-voice.ts';
+import { getVoice } from './get-voice.ts';
+import type { VoiceRecord } from './present-voice.ts';
+import { saveVoiceProfile } from './save-voice-profile.ts';
+import { storeVoiceSample } from './store-voice-sample.ts';
+import type { CloneMode, VoiceClip, VoiceDeps } from './voice-deps.ts';
 
 export const MIN_CLIP_SECONDS = 10;
 

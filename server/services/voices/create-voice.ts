@@ -1,8 +1,8 @@
 // A new voice of an org (a clone, a localization), written with its search fields.
-import type { Prisma } from '../../db/database.js';
-import { newId } from '../../db/ids.js';
-import type { Tx } from '../jobs/job-queue.js';
-import { voiceSearchFields } from './voice-search.js';
+import type { Prisma } from '../../db/database.ts';
+import { newId } from '../../db/ids.ts';
+import type { Tx } from '../jobs/job-queue.ts';
+import { voiceSearchFields } from './voice-search.ts';
 
 export interface NewVoice {
   orgId: string;

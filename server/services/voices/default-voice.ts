@@ -1,4 +1,4 @@
-import type { Prisma } from '../../db/database.js';
+import type { Prisma } from '../../db/database.ts';
 
 /** A platform voice with a ready profile for `modelId` (featured first, then by id), for clients that name no voice of ours; null: none. */
 export async function defaultVoiceFor(prisma: Prisma, modelId: string): Promise<string | null> {

@@ -1,5 +1,5 @@
-import type { Prisma } from '../../db/database.js';
-import { getOwnedVoiceOrThrow } from './get-voice.js';
+import type { Prisma } from '../../db/database.ts';
+import { getOwnedVoiceOrThrow } from './get-voice.ts';
 
 /** Soft delete: the voice disappears from every listing and lookup; its rows stay for audit. */
 export async function deleteVoice(prisma: Prisma, orgId: string, voiceId: string): Promise<{ id: string; deleted: true }> {

@@ -2,10 +2,10 @@
 // (every org sees them, none may change them), each with a ready profile for the model whose
 // engine has it; or an existing voice mapped to an engine voice id. Re-importing updates what
 // was imported before (matched by the model and the engine's voice id), never duplicates it.
-import type { Prisma } from '../../db/database.js';
-import { newId } from '../../db/ids.js';
-import { ServiceError } from '../errors.js';
-import { voiceSearchFields } from './voice-search.js';
+import type { Prisma } from '../../db/database.ts';
+import { newId } from '../../db/ids.ts';
+import { ServiceError } from '../errors.ts';
+import { voiceSearchFields } from './voice-search.ts';
 
 /** One voice as the engine lists it (gateway/upstreams/contract.ts EngineVoice). */
 export interface CatalogueVoice {

@@ -1,7 +1,7 @@
-import type { Prisma } from '../../db/database.js';
-import { ServiceError } from '../errors.js';
-import { presentVoice, voiceInclude, type VoiceRecord, type VoiceWithRelations } from './present-voice.js';
-import { visibleVoiceWhere } from './resolve-voice-profile.js';
+import type { Prisma } from '../../db/database.ts';
+import { ServiceError } from '../errors.ts';
+import { presentVoice, voiceInclude, type VoiceRecord, type VoiceWithRelations } from './present-voice.ts';
+import { visibleVoiceWhere } from './resolve-voice-profile.ts';
 
 export const voiceNotFound = (voiceId: string) =>
   new ServiceError('voice_not_found', `No voice with id '${voiceId}' is visible to this organization.`, 'id');

@@ -1,8 +1,8 @@
 // The voices an org can synthesize with on one TTS model right now: visible (platform or own,
 // not deleted) with a ready, unexpired profile for that model, the same rule as
 // resolveVoiceProfile applies to a TTS request. For pickers (the dashboard's playground).
-import type { Prisma } from '../../db/database.js';
-import { visibleVoiceWhere } from './resolve-voice-profile.js';
+import type { Prisma } from '../../db/database.ts';
+import { visibleVoiceWhere } from './resolve-voice-profile.ts';
 
 export const MAX_PICKER_VOICES = 500;
 

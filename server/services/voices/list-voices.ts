@@ -2,10 +2,10 @@
 // The cursor is the (created_at, id) of the last voice of the page, so a page never repeats or
 // skips a voice however many are added or removed meanwhile (new ones sort before the cursor).
 import { z } from 'zod';
-import type { Prisma } from '../../db/database.js';
-import { ServiceError } from '../errors.js';
-import { presentVoice, voiceInclude, type VoiceRecord } from './present-voice.js';
-import { visibleVoiceWhere } from './resolve-voice-profile.js';
+import type { Prisma } from '../../db/database.ts';
+import { ServiceError } from '../errors.ts';
+import { presentVoice, voiceInclude, type VoiceRecord } from './present-voice.ts';
+import { visibleVoiceWhere } from './resolve-voice-profile.ts';
 
 export const VOICE_SCOPES = ['featured', 'all', 'mine', 'saved'] as const;
 export const DEFAULT_VOICE_PAGE = 50;

@@ -1,8 +1,8 @@
 // Localize (POST /voices/{id}/localize): a new voice of the org that keeps a visible voice's
 // character in another language, made by a job.
-import { queueVoiceJob, type QueuedVoiceJob, type VoiceJobPayload } from '../jobs/queue-voice-job.js';
-import { getVisibleVoiceOrThrow } from './get-voice.js';
-import type { VoiceDeps } from './voice-deps.js';
+import { queueVoiceJob, type QueuedVoiceJob, type VoiceJobPayload } from '../jobs/queue-voice-job.ts';
+import { getVisibleVoiceOrThrow } from './get-voice.ts';
+import type { VoiceDeps } from './voice-deps.ts';
 
 export interface LocalizeVoiceInput {
   orgId: string;

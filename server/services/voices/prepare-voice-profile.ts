@@ -1,11 +1,11 @@
 // Prepare a voice for a model (POST /voices/{id}/profiles): its ready cached profile when it has
 // one (of the version asked for), else a job that makes it from the voice's source.
-import { ServiceError } from '../errors.js';
-import { queueVoiceJob, type QueuedVoiceJob, type VoiceJobPayload } from '../jobs/queue-voice-job.js';
-import { getVisibleVoiceOrThrow } from './get-voice.js';
-import { presentProfile, type VoiceProfileRecord } from './present-voice.js';
-import { isUsableProfile } from './usable-profile.js';
-import type { CloneMode, VoiceDeps } from './voice-deps.js';
+import { ServiceError } from '../errors.ts';
+import { queueVoiceJob, type QueuedVoiceJob, type VoiceJobPayload } from '../jobs/queue-voice-job.ts';
+import { getVisibleVoiceOrThrow } from './get-voice.ts';
+import { presentProfile, type VoiceProfileRecord } from './present-voice.ts';
+import { isUsableProfile } from './usable-profile.ts';
+import type { CloneMode, VoiceDeps } from './voice-deps.ts';
 
 export interface PrepareVoiceProfileInput {
   orgId: string;

@@ -1,5 +1,5 @@
 // The API's Voice record (snake_case, ISO timestamps), one shape for the gateway and dashboard.
-import type { Prisma } from '../../db/database.js';
+import type { Prisma } from '../../db/database.ts';
 
 /** What to load with a voice to present it to an org. */
 export const voiceInclude = (orgId: string) => ({

@@ -2,10 +2,10 @@
 // MIN_PRO_CLIP_SECONDS and MAX_PRO_CLIP_SECONDS in all (their stored durations: nothing is
 // decoded here), always made by a job.
 import { createHash } from 'node:crypto';
-import { getBlobOrThrow } from '../blobs/blob-store.js';
-import { ServiceError } from '../errors.js';
-import { queueVoiceJob, type QueuedVoiceJob } from '../jobs/queue-voice-job.js';
-import type { VoiceDeps } from './voice-deps.js';
+import { getBlobOrThrow } from '../blobs/blob-store.ts';
+import { ServiceError } from '../errors.ts';
+import { queueVoiceJob, type QueuedVoiceJob } from '../jobs/queue-voice-job.ts';
+import type { VoiceDeps } from './voice-deps.ts';
 
 export const MIN_PRO_CLIP_SECONDS = 30;
 export const MAX_PRO_CLIP_SECONDS = 600;

@@ -1,5 +1,5 @@
-import type { Prisma } from '../../db/database.js';
-import { ServiceError } from '../errors.js';
+import type { Prisma } from '../../db/database.ts';
+import { ServiceError } from '../errors.ts';
 
 /** Where a voice is visible: platform voices (no org) and the caller's org's own, not deleted. */
 export const visibleVoiceWhere = (orgId: string) => ({ deletedAt: null, OR: [{ orgId: null }, { orgId }] });

@@ -1,14 +1,14 @@
 // The worker's side of every voice job: make the profile from the voice's source, fill in what
 // the engine measured, give a new voice its sample, report.
-import { getBlobOrThrow, readBlobBytes } from '../blobs/blob-store.js';
-import { ServiceError } from '../errors.js';
-import type { Job } from '../jobs/job-queue.js';
-import type { VoiceJobPayload } from '../jobs/queue-voice-job.js';
-import { applyVoiceMeasurements } from './apply-voice-measurements.js';
-import type { VoiceProfileRecord } from './present-voice.js';
-import { saveVoiceProfile } from './save-voice-profile.js';
-import { storeVoiceSample } from './store-voice-sample.js';
-import type { VoiceClip, VoiceDeps } from './voice-deps.js';
+import { getBlobOrThrow, readBlobBytes } from '../blobs/blob-store.ts';
+import { ServiceError } from '../errors.ts';
+import type { Job } from '../jobs/job-queue.ts';
+import type { VoiceJobPayload } from '../jobs/queue-voice-job.ts';
+import { applyVoiceMeasurements } from './apply-voice-measurements.ts';
+import type { VoiceProfileRecord } from './present-voice.ts';
+import { saveVoiceProfile } from './save-voice-profile.ts';
+import { storeVoiceSample } from './store-voice-sample.ts';
+import type { VoiceClip, VoiceDeps } from './voice-deps.ts';
 
 const SAMPLE_TEXT =
   'The quick brown fox jumps over the lazy dog. She sells sea shells by the sea shore, and the shells she sells are surely sea shells. ' +

@@ -1,7 +1,7 @@
-import type { Prisma } from '../../db/database.js';
-import { newId } from '../../db/ids.js';
-import { presentProfile, type VoiceProfileRecord } from './present-voice.js';
-import type { PreparedProfile } from './voice-deps.js';
+import type { Prisma } from '../../db/database.ts';
+import { newId } from '../../db/ids.ts';
+import { presentProfile, type VoiceProfileRecord } from './present-voice.ts';
+import type { PreparedProfile } from './voice-deps.ts';
 
 /** Stores what an engine prepared as the voice's ready profile for the model (replacing any other). */
 export async function saveVoiceProfile(

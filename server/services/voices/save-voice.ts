@@ -1,7 +1,7 @@
 // Saving bookmarks a visible voice (platform or own) for the org: the `saved` scope of GET /voices.
-import type { Prisma } from '../../db/database.js';
-import { getVisibleVoiceOrThrow, getVoice } from './get-voice.js';
-import type { VoiceRecord } from './present-voice.js';
+import type { Prisma } from '../../db/database.ts';
+import { getVisibleVoiceOrThrow, getVoice } from './get-voice.ts';
+import type { VoiceRecord } from './present-voice.ts';
 
 export async function setVoiceSaved(prisma: Prisma, orgId: string, voiceId: string, saved: boolean): Promise<VoiceRecord> {
   const voice = await getVisibleVoiceOrThrow(prisma, orgId, voiceId);

@@ -1,7 +1,7 @@
-import type { Prisma } from '../../db/database.js';
-import { newId } from '../../db/ids.js';
-import { PLATFORM_VOICES } from './platform-voices.js';
-import { voiceSearchFields } from './voice-search.js';
+import type { Prisma } from '../../db/database.ts';
+import { newId } from '../../db/ids.ts';
+import { PLATFORM_VOICES } from './platform-voices.ts';
+import { voiceSearchFields } from './voice-search.ts';
 
 // Lists are newest first: seeded voices get fixed creation times a second apart, in the order
 // of PLATFORM_VOICES, so the library reads as that list does (English first, not Hindi) and

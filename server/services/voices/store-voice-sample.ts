@@ -1,5 +1,5 @@
-import { storeBlob } from '../blobs/blob-store.js';
-import type { VoiceDeps } from './voice-deps.js';
+import { storeBlob } from '../blobs/blob-store.ts';
+import type { VoiceDeps } from './voice-deps.ts';
 
 /**
  * The greeting every new voice speaks for its sample: fixed, never built from what the client

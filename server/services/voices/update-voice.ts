@@ -1,10 +1,10 @@
 // Rename, retag, re-describe an owned voice (PATCH /voices/{id}).
 import { z } from 'zod';
-import type { Prisma } from '../../db/database.js';
-import { getOwnedVoiceOrThrow } from './get-voice.js';
-import { canonicalLanguage } from './list-voices.js';
-import { presentVoice, voiceInclude, type VoiceRecord } from './present-voice.js';
-import { MAX_TAG_LENGTH, MAX_TAGS, normalizeTags, voiceSearchFields } from './voice-search.js';
+import type { Prisma } from '../../db/database.ts';
+import { getOwnedVoiceOrThrow } from './get-voice.ts';
+import { canonicalLanguage } from './list-voices.ts';
+import { presentVoice, voiceInclude, type VoiceRecord } from './present-voice.ts';
+import { MAX_TAG_LENGTH, MAX_TAGS, normalizeTags, voiceSearchFields } from './voice-search.ts';
 
 export const VoiceName = z.string().trim().min(1, 'must not be empty').max(100);
 export const VoiceDescription = z.string().trim().max(1000);

@@ -2,7 +2,7 @@
 // do it) run with. They keep the rules and the records; which models can make voices and the
 // work on audio belong to the process that runs the engines (the gateway), which hands them in
 // as VoiceEngines.
-import type { JobQueueDeps } from '../jobs/queue-voice-job.js';
+import type { JobQueueDeps } from '../jobs/queue-voice-job.ts';
 
 export type CloneMode = 'stability' | 'similarity';
 

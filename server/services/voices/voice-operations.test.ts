@@ -2,20 +2,20 @@
 // that does the work) on a real database (SQLite; PostgreSQL with TEST_DB=postgresql), with
 // stand-in engines: the rules and the records are the services', whatever runs the engines.
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { createTestDatabase, type TestDatabase } from '../../../test/support/test-database.js';
-import { newId } from '../../db/ids.js';
-import { storeBlob } from '../blobs/blob-store.js';
-import { ServiceError } from '../errors.js';
-import { JOB_RETRY_AFTER_SECONDS } from '../jobs/job-queue.js';
-import type { VoiceJobPayload } from '../jobs/queue-voice-job.js';
-import { createOrg } from '../orgs/create-org.js';
-import { cloneVoice, type CloneVoiceInput } from './clone-voice.js';
-import { localizeVoice } from './localize-voice.js';
-import { prepareVoiceProfile } from './prepare-voice-profile.js';
-import { proCloneVoice } from './pro-clone-voice.js';
-import { runVoiceJob } from './run-voice-job.js';
-import { GREETING_TEXT } from './store-voice-sample.js';
-import type { VoiceClip, VoiceDeps, VoiceEngines } from './voice-deps.js';
+import { createTestDatabase, type TestDatabase } from '../../../test/support/test-database.ts';
+import { newId } from '../../db/ids.ts';
+import { storeBlob } from '../blobs/blob-store.ts';
+import { ServiceError } from '../errors.ts';
+import { JOB_RETRY_AFTER_SECONDS } from '../jobs/job-queue.ts';
+import type { VoiceJobPayload } from '../jobs/queue-voice-job.ts';
+import { createOrg } from '../orgs/create-org.ts';
+import { cloneVoice, type CloneVoiceInput } from './clone-voice.ts';
+import { localizeVoice } from './localize-voice.ts';
+import { prepareVoiceProfile } from './prepare-voice-profile.ts';
+import { proCloneVoice } from './pro-clone-voice.ts';
+import { runVoiceJob } from './run-voice-job.ts';
+import { GREETING_TEXT } from './store-voice-sample.ts';
+import type { VoiceClip, VoiceDeps, VoiceEngines } from './voice-deps.ts';
 
 const CLONER = 'tts-cloner';
 const SPEAKER_ONLY = 'tts-speaker';

@@ -22,11 +22,11 @@
 // - Clones take `clip`, `name`, `language`; `mode` only for versions up to 2024-11-13.
 // - Health is `GET /voices?limit=1`: cheap, and it needs the key, so a revoked key shows as down
 //   (the API status `GET /` says only that the service is up).
-import type { ProtocolDefinition } from '../../contract.js';
-import { checkHttpHealth } from '../../engine-http.js';
-import { clone, speech, transcription, voiceCatalogue } from './rest.js';
-import { streamingTranscription } from './stt-stream.js';
-import { cartesiaHeaders, settings } from './wire.js';
+import type { ProtocolDefinition } from '../../contract.ts';
+import { checkHttpHealth } from '../../engine-http.ts';
+import { clone, speech, transcription, voiceCatalogue } from './rest.ts';
+import { streamingTranscription } from './stt-stream.ts';
+import { cartesiaHeaders, settings } from './wire.ts';
 
 export const cartesia: ProtocolDefinition = {
   name: 'cartesia',

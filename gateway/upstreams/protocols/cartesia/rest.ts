@@ -1,12 +1,12 @@
 // Cartesia's HTTP endpoints: speech (/tts/bytes, streamed raw PCM), batch transcription (/stt),
 // cloning (/voices/clone) and the voice catalogue (GET /voices, cursor-paged). References in
 // ./index.ts.
-import { encodeWav } from '../../../audio/wav.js';
-import { UpstreamError, type CloneCapability, type EngineVoice, type SpeechCapability, type TranscriptionCapability, type VoiceCatalogueCapability } from '../../contract.js';
-import { engineBody, engineJson, engineRequest } from '../../engine-http.js';
-import { s16Chunks } from '../../pcm-streams.js';
-import { cartesiaPhonemes } from './phonemes.js';
-import { cartesiaHeaders, parseWords, primaryLanguage, settingsOf } from './wire.js';
+import { encodeWav } from '../../../audio/wav.ts';
+import { UpstreamError, type CloneCapability, type EngineVoice, type SpeechCapability, type TranscriptionCapability, type VoiceCatalogueCapability } from '../../contract.ts';
+import { engineBody, engineJson, engineRequest } from '../../engine-http.ts';
+import { s16Chunks } from '../../pcm-streams.ts';
+import { cartesiaPhonemes } from './phonemes.ts';
+import { cartesiaHeaders, parseWords, primaryLanguage, settingsOf } from './wire.ts';
 
 /** `generation_config.speed` takes 0.6-1.5, the contract's own range. */
 const MIN_SPEED = 0.6;

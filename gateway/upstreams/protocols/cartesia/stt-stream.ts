@@ -6,12 +6,12 @@
 // Cartesia closes a socket that gets no audio for 20 s; the gateway closes idle sessions earlier,
 // so no keep-alive is sent, and an unasked close is reported as a broken stream.
 // References in ./index.ts.
-import { s16leBytes } from '../../../audio/pcm.js';
-import { AsyncQueue } from '../../async-queue.js';
-import { UpstreamError, type CallOptions, type StreamingTranscriptionCapability, type TranscriptionEvent, type TranscriptionStream } from '../../contract.js';
-import { engineFailure, statusError } from '../../engine-http.js';
-import { closeError, connectEngine, WebSocket } from '../../engine-ws.js';
-import { CARTESIA_RATES, cartesiaHeaders, parseWords, primaryLanguage } from './wire.js';
+import { s16leBytes } from '../../../audio/pcm.ts';
+import { AsyncQueue } from '../../async-queue.ts';
+import { UpstreamError, type CallOptions, type StreamingTranscriptionCapability, type TranscriptionEvent, type TranscriptionStream } from '../../contract.ts';
+import { engineFailure, statusError } from '../../engine-http.ts';
+import { closeError, connectEngine, WebSocket } from '../../engine-ws.ts';
+import { CARTESIA_RATES, cartesiaHeaders, parseWords, primaryLanguage } from './wire.ts';
 
 /** What Cartesia's STT recommends when the input's rate is not one it takes. */
 const DEFAULT_RATE = 16000;

@@ -1,7 +1,7 @@
 // What every Cartesia call shares: the upstream's settings, the headers, language tags and word
 // timings as Cartesia writes them. References in ./index.ts.
 import { z } from 'zod';
-import type { UpstreamTarget, Word } from '../../contract.js';
+import type { UpstreamTarget, Word } from '../../contract.ts';
 
 /** The output rates Cartesia's raw formats and STT sockets take. */
 export const CARTESIA_RATES = [8000, 16000, 22050, 24000, 44100, 48000] as const;

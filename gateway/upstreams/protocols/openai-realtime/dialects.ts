@@ -24,8 +24,8 @@
 //   model; confirmed by nothing, refused by an `error` event), PCM16 at 16 kHz. The session counts
 //   as set up once the socket is open: `session.created` says nothing more, and connectEngine
 //   resolves after ws has already emitted a message the server sends on accept (it is lost).
-import type { StreamingTranscriptionOptions, UpstreamTarget } from '../../contract.js';
-import type { RealtimeSettings } from './settings.js';
+import type { StreamingTranscriptionOptions, UpstreamTarget } from '../../contract.ts';
+import type { RealtimeSettings } from './settings.ts';
 
 /** OpenAI's only PCM input rate (audio/pcm, pcm16). */
 export const OPENAI_PCM_RATE = 24000;

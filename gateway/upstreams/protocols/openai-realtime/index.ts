@@ -7,13 +7,13 @@
 // `openai` npm package's resources/realtime/realtime.d.ts (6.x), speaches-ai/speaches
 // src/speaches/realtime/*, mudler/LocalAI core/http/endpoints/openai/realtime*.go, vLLM's
 // vllm/entrypoints/speech_to_text/realtime/{connection,protocol}.py.
-import type { ProtocolDefinition, StreamingTranscriptionCapability, UpstreamTarget } from '../../contract.js';
-import { checkHttpHealth } from '../../engine-http.js';
-import { OPENAI_PCM_RATE, sessionPlan } from './dialects.js';
-import { openLink } from './link.js';
-import { openaiStream } from './openai-stream.js';
-import { realtimeSettings, settingsOf } from './settings.js';
-import { vllmStream } from './vllm-stream.js';
+import type { ProtocolDefinition, StreamingTranscriptionCapability, UpstreamTarget } from '../../contract.ts';
+import { checkHttpHealth } from '../../engine-http.ts';
+import { OPENAI_PCM_RATE, sessionPlan } from './dialects.ts';
+import { openLink } from './link.ts';
+import { openaiStream } from './openai-stream.ts';
+import { realtimeSettings, settingsOf } from './settings.ts';
+import { vllmStream } from './vllm-stream.ts';
 
 const bearer = (target: UpstreamTarget): Record<string, string> => (target.apiKey ? { authorization: `Bearer ${target.apiKey}` } : {});
 

@@ -1,13 +1,13 @@
 // The socket to a Realtime engine, shared by the dialects: opening it (the handshake, the session
 // configuration, the engine's confirmation, all within the call's deadline and signal), sending
 // audio as `input_audio_buffer.append` events, and every way it can end as an UpstreamError.
-import { floatToS16, s16leBytes, s16ToFloat } from '../../../audio/pcm.js';
-import { createResampler, type Resampler } from '../../../audio/resample.js';
-import { AsyncQueue } from '../../async-queue.js';
-import { UpstreamError, type StreamingTranscriptionOptions, type TranscriptionEvent, type Word } from '../../contract.js';
-import { engineFailure, redactKey } from '../../engine-http.js';
-import { closeError, connectEngine, type WebSocket } from '../../engine-ws.js';
-import type { SessionPlan } from './dialects.js';
+import { floatToS16, s16leBytes, s16ToFloat } from '../../../audio/pcm.ts';
+import { createResampler, type Resampler } from '../../../audio/resample.ts';
+import { AsyncQueue } from '../../async-queue.ts';
+import { UpstreamError, type StreamingTranscriptionOptions, type TranscriptionEvent, type Word } from '../../contract.ts';
+import { engineFailure, redactKey } from '../../engine-http.ts';
+import { closeError, connectEngine, type WebSocket } from '../../engine-ws.ts';
+import type { SessionPlan } from './dialects.ts';
 
 /**
  * Audio goes out in appends of at least this much: 10 ms, so the usual 20 ms client frames go out

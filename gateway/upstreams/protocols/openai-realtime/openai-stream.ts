@@ -11,8 +11,8 @@
 //   committing input audio buffer: …") answers a commit of an empty (< 100 ms) buffer: the
 //   finalize is then done; any other error fails the stream ('status').
 // Items complete in any order (transcription runs per item): finals are reported in commit order.
-import type { TranscriptionStream } from '../../contract.js';
-import { errorEventFailure, eventError, spreadWords, type EngineLink, type ServerEvent } from './link.js';
+import type { TranscriptionStream } from '../../contract.ts';
+import { errorEventFailure, eventError, spreadWords, type EngineLink, type ServerEvent } from './link.ts';
 
 interface Item {
   id: string;

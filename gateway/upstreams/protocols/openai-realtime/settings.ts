@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import type { UpstreamTarget } from '../../contract.js';
+import type { UpstreamTarget } from '../../contract.ts';
 
 export const realtimeSettings = z
   .object({

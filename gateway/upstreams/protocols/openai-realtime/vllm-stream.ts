@@ -9,8 +9,8 @@
 // - `done` → the final transcript, then `finalized`. A `done` nobody asked for (the generation hit
 //   the model's token limit) is a final too; the next audio starts a new generation.
 // Errors are `{type:'error', error:"…", code}`: every one fails the stream ('status').
-import type { TranscriptionStream } from '../../contract.js';
-import { errorEventFailure, spreadWords, type EngineLink, type ServerEvent } from './link.js';
+import type { TranscriptionStream } from '../../contract.ts';
+import { errorEventFailure, spreadWords, type EngineLink, type ServerEvent } from './link.ts';
 
 export function vllmStream(link: EngineLink, apiKey: string | undefined): TranscriptionStream & { onEvent(event: ServerEvent): void } {
   const { events } = link;
