@@ -27,7 +27,11 @@ const zones = [
     message: 'The tRPC edge does not import the gateway; what both need lives under server/ (e.g. server/error-envelope.ts).',
   },
   { target: 'server/auth', from: 'server/api', message: 'Auth sits below the tRPC edge, which imports it, not the other way round.' },
-  { target: 'server/config', from: 'server/services', message: 'Config is read by the services, so it imports none of them (neutral helpers live beside it, e.g. server/money.ts).' },
+  {
+    target: 'server/config',
+    from: 'server/services',
+    message: 'Config is read by the services, so it imports none of them (neutral helpers live beside it, e.g. server/money.ts).',
+  },
   // gateway/audio is pure functions over buffers and streams: only its own folder.
   {
     target: 'gateway/audio',
@@ -35,7 +39,11 @@ const zones = [
     except: ['./audio'],
     message: 'gateway/audio is pure functions over buffers: it imports no other gateway module. Throw an AudioError; the gateway maps it.',
   },
-  { target: 'gateway/audio', from: 'server', message: 'gateway/audio is pure functions over buffers: it imports nothing from server/. Throw an AudioError; the gateway maps it.' },
+  {
+    target: 'gateway/audio',
+    from: 'server',
+    message: 'gateway/audio is pure functions over buffers: it imports nothing from server/. Throw an AudioError; the gateway maps it.',
+  },
   // The seam an upstream protocol module may use: its own folder, the adapter toolkit in
   // gateway/upstreams/ (contract.ts, engine-http/ws, pcm-streams, async-queue, the local
   // engines' folders...) and gateway/audio. Not try-upstreams.ts, which is the gateway's side
@@ -49,9 +57,13 @@ const zones = [
   {
     target: 'gateway/upstreams/protocols',
     from: 'gateway/upstreams/try-upstreams.ts',
-    message: 'try-upstreams is the gateway\'s side of the seam; a protocol module does not call back into it.',
+    message: "try-upstreams is the gateway's side of the seam; a protocol module does not call back into it.",
   },
-  { target: 'gateway/upstreams/protocols', from: 'server', message: 'A protocol module knows no server: settings arrive through its zod schema, failures leave as UpstreamError.' },
+  {
+    target: 'gateway/upstreams/protocols',
+    from: 'server',
+    message: 'A protocol module knows no server: settings arrive through its zod schema, failures leave as UpstreamError.',
+  },
 ];
 
 export default defineConfig(
@@ -64,7 +76,10 @@ export default defineConfig(
     linterOptions: { reportUnusedDisableDirectives: 'error' },
     rules: {
       // `_` names what is left out on purpose (`const { secret: _, ...rest } = row`).
-      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_', destructuredArrayIgnorePattern: '^_', ignoreRestSiblings: true }],
+      '@typescript-eslint/no-unused-vars': [
+        'error',
+        { argsIgnorePattern: '^_', varsIgnorePattern: '^_', destructuredArrayIgnorePattern: '^_', ignoreRestSiblings: true },
+      ],
       // Refusing control characters in names and entries is done with a regex on purpose.
       'no-control-regex': 'off',
     },

@@ -7,7 +7,12 @@ export const metadata: Metadata = {
   description: 'API keys and credits for the voice-agent inference gateway.',
   // public/: the SVG for browsers that take one, the ICO for the rest (and for /favicon.ico,
   // which browsers ask for when a page names no icon).
-  icons: { icon: [{ url: '/favicon.svg', type: 'image/svg+xml' }, { url: '/favicon.ico', sizes: '32x32' }] },
+  icons: {
+    icon: [
+      { url: '/favicon.svg', type: 'image/svg+xml' },
+      { url: '/favicon.ico', sizes: '32x32' },
+    ],
+  },
 };
 
 export const viewport: Viewport = { width: 'device-width', initialScale: 1, themeColor: '#4f46e5' };

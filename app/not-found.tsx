@@ -9,7 +9,12 @@ export const metadata: Metadata = { title: 'Page not found' };
 
 export default async function NotFound() {
   const user = await getSessionUser().catch(() => null);
-  const links = user ? NAV_ITEMS.filter((item) => !item.adminOnly) : [{ href: '/signin', label: 'Sign in' }, { href: '/signup', label: 'Create an account' }];
+  const links = user
+    ? NAV_ITEMS.filter((item) => !item.adminOnly)
+    : [
+        { href: '/signin', label: 'Sign in' },
+        { href: '/signup', label: 'Create an account' },
+      ];
   return (
     <div className="min-h-dvh">
       <header className="border-b border-zinc-200 bg-white">
@@ -24,7 +29,8 @@ export default async function NotFound() {
         <p className="text-sm font-semibold text-indigo-700">404</p>
         <h1 className="mt-1 text-2xl font-bold tracking-tight text-zinc-900">Page not found</h1>
         <p className="mt-2 max-w-xl text-sm text-zinc-600">
-          There is no page at this address: the link may be mistyped, or what it pointed to was deleted. {user ? 'Go on from one of these:' : 'Sign in to reach the dashboard:'}
+          There is no page at this address: the link may be mistyped, or what it pointed to was deleted.{' '}
+          {user ? 'Go on from one of these:' : 'Sign in to reach the dashboard:'}
         </p>
         <nav aria-label="Pages" className="mt-6">
           <ul className="grid max-w-xl gap-2 sm:grid-cols-2">

@@ -26,7 +26,8 @@ export function Providers({ children }: { children: React.ReactNode }) {
           queries: {
             staleTime: 5_000,
             // Do not retry what cannot succeed by retrying.
-            retry: (count, error) => count < 2 && !['UNAUTHORIZED', 'FORBIDDEN', 'NOT_FOUND', 'BAD_REQUEST'].includes((error as { data?: { code?: string } }).data?.code ?? ''),
+            retry: (count, error) =>
+              count < 2 && !['UNAUTHORIZED', 'FORBIDDEN', 'NOT_FOUND', 'BAD_REQUEST'].includes((error as { data?: { code?: string } }).data?.code ?? ''),
           },
         },
       }),

@@ -19,13 +19,28 @@ import { benchFixture, CHAT_BODY } from './lib/bench-fixture.ts';
 import { maxThroughput, median, openLoop } from './lib/load.ts';
 import { ROOT, startBundled, startTs } from './lib/processes.ts';
 
-const { values } = parseArgs({ options: { base: { type: 'string' }, rounds: { type: 'string', default: '8' }, seconds: { type: 'string', default: '3' }, rate: { type: 'string', default: '1000' }, 'base-env': { type: 'string', default: '' }, 'tree-env': { type: 'string', default: '' } } });
+const { values } = parseArgs({
+  options: {
+    base: { type: 'string' },
+    rounds: { type: 'string', default: '8' },
+    seconds: { type: 'string', default: '3' },
+    rate: { type: 'string', default: '1000' },
+    'base-env': { type: 'string', default: '' },
+    'tree-env': { type: 'string', default: '' },
+  },
+});
 if (!values.base) throw new Error('usage: npx tsx bench/ab-gateway.ts --base <commit> [--rounds 8] [--seconds 3] [--rate 1000]');
 const rounds = Number(values.rounds);
 const seconds = Number(values.seconds);
 const rate = Number(values.rate);
 
-const envOption = (text: string) => Object.fromEntries(text.split(',').filter(Boolean).map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]));
+const envOption = (text: string) =>
+  Object.fromEntries(
+    text
+      .split(',')
+      .filter(Boolean)
+      .map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]),
+  );
 const commit = values.base === '.' ? 'this tree' : execFileSync('git', ['rev-parse', '--short', values.base], { cwd: ROOT, encoding: 'utf8' }).trim();
 const baseRoot = values.base === '.' ? ROOT : join(tmpdir(), `svc-ab-${commit}`);
 if (!existsSync(baseRoot)) {
@@ -37,8 +52,21 @@ if (!existsSync(baseRoot)) {
 const upstream = await startTs('bench/upstream-server.ts');
 const start = async (root: string, env: Record<string, string>) => {
   const fx = await benchFixture(upstream.url);
-  const gw = await startBundled('bench/gateway-server.ts', { SVC_DATA_DIR: fx.dataDir, DATABASE_URL: fx.databaseUrl, SVC_MODELS_FILE: '/nonexistent', ...env }, 'gateway', root);
-  return { ...gw, spec: { path: '/v1/chat/completions', method: 'POST' as const, headers: { 'content-type': 'application/json', authorization: `Bearer ${fx.key}` }, body: CHAT_BODY } };
+  const gw = await startBundled(
+    'bench/gateway-server.ts',
+    { SVC_DATA_DIR: fx.dataDir, DATABASE_URL: fx.databaseUrl, SVC_MODELS_FILE: '/nonexistent', ...env },
+    'gateway',
+    root,
+  );
+  return {
+    ...gw,
+    spec: {
+      path: '/v1/chat/completions',
+      method: 'POST' as const,
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${fx.key}` },
+      body: CHAT_BODY,
+    },
+  };
 };
 const sides = { base: await start(baseRoot, envOption(values['base-env']!)), tree: await start(ROOT, envOption(values['tree-env']!)) };
 type Side = keyof typeof sides;
@@ -54,11 +82,17 @@ try {
       acc[s].p50.push(l.p50);
       acc[s].p99.push(l.p99);
     }
-    console.log(`round ${r + 1}: max ${Math.round(acc.base.max[r]!)} -> ${Math.round(acc.tree.max[r]!)} req/s; p50 ${acc.base.p50[r]!.toFixed(3)} -> ${acc.tree.p50[r]!.toFixed(3)} ms; p99 ${acc.base.p99[r]!.toFixed(2)} -> ${acc.tree.p99[r]!.toFixed(2)} ms`);
+    console.log(
+      `round ${r + 1}: max ${Math.round(acc.base.max[r]!)} -> ${Math.round(acc.tree.max[r]!)} req/s; p50 ${acc.base.p50[r]!.toFixed(3)} -> ${acc.tree.p50[r]!.toFixed(3)} ms; p99 ${acc.base.p99[r]!.toFixed(2)} -> ${acc.tree.p99[r]!.toFixed(2)} ms`,
+    );
   }
   const ratio = (k: 'max' | 'p50' | 'p99') => median(acc.tree[k].map((v, i) => v / acc.base[k][i]!));
-  console.log(`\nthis tree vs ${commit}, medians of ${rounds} per-round ratios: max throughput ${ratio('max').toFixed(3)}x, p50 @${rate}/s ${ratio('p50').toFixed(3)}x, p99 @${rate}/s ${ratio('p99').toFixed(3)}x`);
-  console.log(`medians: max ${Math.round(median(acc.base.max))} -> ${Math.round(median(acc.tree.max))} req/s, p50 ${median(acc.base.p50).toFixed(3)} -> ${median(acc.tree.p50).toFixed(3)} ms, p99 ${median(acc.base.p99).toFixed(2)} -> ${median(acc.tree.p99).toFixed(2)} ms`);
+  console.log(
+    `\nthis tree vs ${commit}, medians of ${rounds} per-round ratios: max throughput ${ratio('max').toFixed(3)}x, p50 @${rate}/s ${ratio('p50').toFixed(3)}x, p99 @${rate}/s ${ratio('p99').toFixed(3)}x`,
+  );
+  console.log(
+    `medians: max ${Math.round(median(acc.base.max))} -> ${Math.round(median(acc.tree.max))} req/s, p50 ${median(acc.base.p50).toFixed(3)} -> ${median(acc.tree.p50).toFixed(3)} ms, p99 ${median(acc.base.p99).toFixed(2)} -> ${median(acc.tree.p99).toFixed(2)} ms`,
+  );
 } finally {
   for (const p of [sides.base, sides.tree, upstream]) p.child.kill('SIGTERM');
 }

@@ -31,7 +31,9 @@ import { wavHeader } from '../gateway/audio/wav.ts';
 import { startBundled } from './lib/processes.ts';
 import { voiceFixture } from './lib/voice-fixture.ts';
 
-const { values } = parseArgs({ options: { sockets: { type: 'string', default: '1000' }, only: { type: 'string', default: 'idle,money,regex,quota,proclone,revoke' } } });
+const { values } = parseArgs({
+  options: { sockets: { type: 'string', default: '1000' }, only: { type: 'string', default: 'idle,money,regex,quota,proclone,revoke' } },
+});
 const SOCKETS = Number(values.sockets);
 const ONLY = new Set(values.only.split(','));
 
@@ -102,7 +104,8 @@ function openStt(key: string): Promise<{ ws: WebSocket; status: number; closed: 
   });
 }
 
-const wavOf = (bytes: number) => Buffer.concat([wavHeader({ sampleRate: 16000, channels: 1, encoding: 'pcm_s16le', dataByteLength: bytes }), randomBytes(bytes)]);
+const wavOf = (bytes: number) =>
+  Buffer.concat([wavHeader({ sampleRate: 16000, channels: 1, encoding: 'pcm_s16le', dataByteLength: bytes }), randomBytes(bytes)]);
 
 console.log(`abuse probes against one gateway (SQLite, 2 cores); caps: ${JSON.stringify(limits)}`);
 console.log(`idle gateway RSS ${rssMb().toFixed(0)} MB\n`);
@@ -134,7 +137,9 @@ if (ONLY.has('idle')) {
   clearInterval(keepalive);
   const health = await stop();
   for (const ws of open) ws.close();
-  console.log(`idle: ${open.length} idle sessions open (keepalives only); past a full key refused ${refusedKey}/${orgs} (429), past a full org ${refusedOrg} (429)`);
+  console.log(
+    `idle: ${open.length} idle sessions open (keepalives only); past a full key refused ${refusedKey}/${orgs} (429), past a full org ${refusedOrg} (429)`,
+  );
   console.log(`      RSS ${rssBefore.toFixed(0)} MB before, ${rssOpen.toFixed(0)} MB with them open (target <= 500 MB); ${health}\n`);
   await new Promise((r) => setTimeout(r, 2_000));
 }
@@ -156,7 +161,12 @@ if (ONLY.has('money')) {
         dispatcher: agent,
         method: 'POST',
         headers: { authorization: `Bearer ${a.keys[0]!.key}`, 'content-type': 'application/json' },
-        body: JSON.stringify({ model_id: 'local-flite', transcript: text, voice: { mode: 'id', id: 'flite-slt' }, output_format: { container: 'wav', sample_rate: 16000, encoding: 'pcm_s16le' } }),
+        body: JSON.stringify({
+          model_id: 'local-flite',
+          transcript: text,
+          voice: { mode: 'id', id: 'flite-slt' },
+          output_format: { container: 'wav', sample_rate: 16000, encoding: 'pcm_s16le' },
+        }),
       });
       await res.body.dump();
       return res.statusCode;
@@ -166,8 +176,12 @@ if (ONLY.has('money')) {
   const health = await stop();
   const count = (s: number) => statuses.filter((x) => x === s).length;
   const org = await db.prisma.org.findUniqueOrThrow({ where: { id: a.orgId } });
-  console.log(`money: $0.01 org, 200 concurrent 5,000-character syntheses ($0.01 each): ${count(200)} served, ${count(402)} refused 402, ${count(429)} refused 429, other ${200 - count(200) - count(402) - count(429)}`);
-  console.log(`       balance $${usd(org.balanceMicros)} (held ${usd(org.heldMicros)}), peak engine processes ${peakEngines}, RSS ${rssBefore.toFixed(0)} -> peak ${peakRss.toFixed(0)} MB; ${health}\n`);
+  console.log(
+    `money: $0.01 org, 200 concurrent 5,000-character syntheses ($0.01 each): ${count(200)} served, ${count(402)} refused 402, ${count(429)} refused 429, other ${200 - count(200) - count(402) - count(429)}`,
+  );
+  console.log(
+    `       balance $${usd(org.balanceMicros)} (held ${usd(org.heldMicros)}), peak engine processes ${peakEngines}, RSS ${rssBefore.toFixed(0)} -> peak ${peakRss.toFixed(0)} MB; ${health}\n`,
+  );
 }
 
 if (ONLY.has('regex')) {
@@ -189,7 +203,12 @@ if (ONLY.has('quota')) {
   const stop = watchHealth();
   const statuses = await Promise.all(
     Array.from({ length: 30 }, async () => {
-      const res = await request(`${base}/blobs`, { dispatcher: agent, method: 'POST', headers: { authorization: `Bearer ${a.keys[0]!.key}`, 'content-type': 'audio/wav' }, body: clip });
+      const res = await request(`${base}/blobs`, {
+        dispatcher: agent,
+        method: 'POST',
+        headers: { authorization: `Bearer ${a.keys[0]!.key}`, 'content-type': 'audio/wav' },
+        body: clip,
+      });
       await res.body.dump();
       return res.statusCode;
     }),
@@ -197,22 +216,37 @@ if (ONLY.has('quota')) {
   const health = await stop();
   const stored = await db.prisma.blob.aggregate({ where: { orgId: a.orgId, deletedAt: null }, _sum: { sizeBytes: true } });
   const bytes = stored._sum.sizeBytes ?? 0;
-  console.log(`quota: 30 concurrent 10 MB uploads: ${statuses.filter((s) => s === 201).length} stored (201), ${statuses.filter((s) => s === 413).length} refused (413); ${(bytes / 1024 / 1024).toFixed(1)} MiB stored against the 250 MiB quota; ${health}; RSS ${rssMb().toFixed(0)} MB\n`);
+  console.log(
+    `quota: 30 concurrent 10 MB uploads: ${statuses.filter((s) => s === 201).length} stored (201), ${statuses.filter((s) => s === 413).length} refused (413); ${(bytes / 1024 / 1024).toFixed(1)} MiB stored against the 250 MiB quota; ${health}; RSS ${rssMb().toFixed(0)} MB\n`,
+  );
 }
 
 if (ONLY.has('proclone')) {
   const a = await account(1_000_000n);
   const auth = { authorization: `Bearer ${a.keys[0]!.key}` };
   const upload = async () => {
-    const res = await request(`${base}/blobs`, { dispatcher: agent, method: 'POST', headers: { ...auth, 'content-type': 'audio/wav' }, body: wavOf(10 * 1000 * 1000) });
+    const res = await request(`${base}/blobs`, {
+      dispatcher: agent,
+      method: 'POST',
+      headers: { ...auth, 'content-type': 'audio/wav' },
+      body: wavOf(10 * 1000 * 1000),
+    });
     return ((await res.body.json()) as { id: string }).id;
   };
   const one = await upload();
   const many = [one];
   for (let i = 1; i < 10; i++) many.push(await upload());
-  for (const [label, ids] of [['one 10 MB clip listed 20 times', Array(20).fill(one)], ['10 distinct 10 MB clips', many]] as const) {
+  for (const [label, ids] of [
+    ['one 10 MB clip listed 20 times', Array(20).fill(one)],
+    ['10 distinct 10 MB clips', many],
+  ] as const) {
     const stop = watchHealth();
-    const res = await request(`${base}/voices/pro-clone`, { dispatcher: agent, method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify({ name: 'probe', blob_ids: ids }) });
+    const res = await request(`${base}/voices/pro-clone`, {
+      dispatcher: agent,
+      method: 'POST',
+      headers: { ...auth, 'content-type': 'application/json' },
+      body: JSON.stringify({ name: 'probe', blob_ids: ids }),
+    });
     const body = await res.body.text();
     await new Promise((r) => setTimeout(r, 500));
     console.log(`proclone: ${label}: ${res.statusCode} ${body.slice(0, 140)}; ${await stop()}; RSS ${rssMb().toFixed(0)} MB`);
@@ -228,7 +262,9 @@ if (ONLY.has('revoke')) {
   const revokedAt = performance.now();
   const closes = await Promise.all(sessions.map((s) => s.closed));
   const after = closes.map((c) => c.at - revokedAt);
-  console.log(`revoke: ${sessions.filter((s) => s.status === 101).length} open sessions, close codes ${[...new Set(closes.map((c) => c.code))].join(',')}; closed ${Math.min(...after).toFixed(0)}-${Math.max(...after).toFixed(0)} ms after the revocation committed (target <= 1000 ms)\n`);
+  console.log(
+    `revoke: ${sessions.filter((s) => s.status === 101).length} open sessions, close codes ${[...new Set(closes.map((c) => c.code))].join(',')}; closed ${Math.min(...after).toFixed(0)}-${Math.max(...after).toFixed(0)} ms after the revocation committed (target <= 1000 ms)\n`,
+  );
 }
 
 await db.close();

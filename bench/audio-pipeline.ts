@@ -82,6 +82,8 @@ const resampleRows = ([8000, 16000, 24000, 44100, 48000] as SampleRate[]).map((r
 });
 
 const [load1] = loadavg();
-console.log(`\nAudio pipeline: ${seconds} s of 22050 Hz speech-like s16 audio, one thread, median of ${runs} runs (node ${process.version}, load average ${load1!.toFixed(1)})\n`);
+console.log(
+  `\nAudio pipeline: ${seconds} s of 22050 Hz speech-like s16 audio, one thread, median of ${runs} runs (node ${process.version}, load average ${load1!.toFixed(1)})\n`,
+);
 console.log(table(rows));
 console.log('\n' + table(resampleRows));

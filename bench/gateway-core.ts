@@ -10,7 +10,9 @@ import { benchFixture, CHAT_BODY } from './lib/bench-fixture.ts';
 import { maxThroughput, median, openLoop, table } from './lib/load.ts';
 import { startBundled, startTs } from './lib/processes.ts';
 
-const { values } = parseArgs({ options: { rounds: { type: 'string', default: '12' }, seconds: { type: 'string', default: '2' }, rate: { type: 'string', default: '1000' } } });
+const { values } = parseArgs({
+  options: { rounds: { type: 'string', default: '12' }, seconds: { type: 'string', default: '2' }, rate: { type: 'string', default: '1000' } },
+});
 const rounds = Number(values.rounds);
 const seconds = Number(values.seconds);
 const rate = Number(values.rate);
@@ -20,7 +22,12 @@ const fx = await benchFixture(upstream.url);
 const env = { SVC_DATA_DIR: fx.dataDir, DATABASE_URL: fx.databaseUrl, SVC_MODELS_FILE: '/nonexistent' };
 const on = await startBundled('bench/gateway-server.ts', { ...env, BENCH_CORE: 'on' });
 const off = await startBundled('bench/gateway-server.ts', { ...env, BENCH_CORE: 'off' });
-const spec = { path: '/v1/chat/completions', method: 'POST' as const, headers: { 'content-type': 'application/json', authorization: `Bearer ${fx.key}` }, body: CHAT_BODY };
+const spec = {
+  path: '/v1/chat/completions',
+  method: 'POST' as const,
+  headers: { 'content-type': 'application/json', authorization: `Bearer ${fx.key}` },
+  body: CHAT_BODY,
+};
 
 try {
   type Side = { p50: number[]; p99: number[]; rps: number[]; errors: number };
@@ -50,11 +57,15 @@ try {
   const paired = (k: 'p50' | 'p99') => median(res.on[k].map((v, i) => v - res.off[k][i]!));
   const kept = median(res.on.rps.map((v, i) => v / res.off.rps[i]!));
   console.log(`\nGateway core, POST /v1/chat/completions (non-streaming), ${rounds} paired rounds x ${seconds}s, open loop at ${rate} req/s; medians\n`);
-  console.log(table([
-    { core: 'off (pass-through)', 'p50 ms': m('off', 'p50'), 'p99 ms': m('off', 'p99'), 'max req/s': Math.round(m('off', 'rps')), errors: res.off.errors },
-    { core: 'on (auth+limit+metering)', 'p50 ms': m('on', 'p50'), 'p99 ms': m('on', 'p99'), 'max req/s': Math.round(m('on', 'rps')), errors: res.on.errors },
-  ]));
-  console.log(`\nadded by the core (median of per-round differences): p50 ${paired('p50').toFixed(3)} ms (target <= 0.2), p99 ${paired('p99').toFixed(3)} ms (target <= 1), max throughput kept ${(100 * kept).toFixed(1)} % (target >= 70 %)`);
+  console.log(
+    table([
+      { core: 'off (pass-through)', 'p50 ms': m('off', 'p50'), 'p99 ms': m('off', 'p99'), 'max req/s': Math.round(m('off', 'rps')), errors: res.off.errors },
+      { core: 'on (auth+limit+metering)', 'p50 ms': m('on', 'p50'), 'p99 ms': m('on', 'p99'), 'max req/s': Math.round(m('on', 'rps')), errors: res.on.errors },
+    ]),
+  );
+  console.log(
+    `\nadded by the core (median of per-round differences): p50 ${paired('p50').toFixed(3)} ms (target <= 0.2), p99 ${paired('p99').toFixed(3)} ms (target <= 1), max throughput kept ${(100 * kept).toFixed(1)} % (target >= 70 %)`,
+  );
 } finally {
   for (const p of [on, off, upstream]) p.child.kill('SIGTERM');
 }

@@ -16,7 +16,15 @@ const { values } = parseArgs({ options: { rate: { type: 'string', default: '1000
 const rate = Number(values.rate);
 const seconds = Number(values.seconds);
 
-interface GcTotals { minor: number; minorMs: number; minorMaxMs: number; major: number; majorMs: number; majorMaxMs: number; oldGrowthBytes: number }
+interface GcTotals {
+  minor: number;
+  minorMs: number;
+  minorMaxMs: number;
+  major: number;
+  majorMs: number;
+  majorMaxMs: number;
+  oldGrowthBytes: number;
+}
 
 const upstream = await startTs('bench/upstream-server.ts');
 const fx = await benchFixture(upstream.url);
@@ -29,10 +37,16 @@ const rows: string[] = [];
 try {
   for (const target of ['bare proxy', 'gateway'] as const) {
     const p = probe(target.replace(' ', '-'));
-    const server = target === 'gateway'
-      ? await startBundled('bench/gateway-server.ts', { SVC_DATA_DIR: fx.dataDir, DATABASE_URL: fx.databaseUrl, SVC_MODELS_FILE: '/nonexistent', ...p.env })
-      : await startBundled('bench/bare-proxy.ts', { BARE_PROXY_TARGET: upstream.url, ...p.env }, 'node');
-    const spec = { path: '/v1/chat/completions', method: 'POST' as const, headers: { 'content-type': 'application/json', authorization: `Bearer ${fx.key}` }, body: CHAT_BODY };
+    const server =
+      target === 'gateway'
+        ? await startBundled('bench/gateway-server.ts', { SVC_DATA_DIR: fx.dataDir, DATABASE_URL: fx.databaseUrl, SVC_MODELS_FILE: '/nonexistent', ...p.env })
+        : await startBundled('bench/bare-proxy.ts', { BARE_PROXY_TARGET: upstream.url, ...p.env }, 'node');
+    const spec = {
+      path: '/v1/chat/completions',
+      method: 'POST' as const,
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${fx.key}` },
+      body: CHAT_BODY,
+    };
     try {
       await maxThroughput(server.url, spec, 2);
       await settle();
@@ -43,7 +57,9 @@ try {
       const minor = after.minor - before.minor;
       const major = after.major - before.major;
       const promotedPerRequest = (after.oldGrowthBytes - before.oldGrowthBytes) / load.ok;
-      rows.push(`| ${target} | ${load.ok} | ${minor} | ${((after.minorMs - before.minorMs) / Math.max(1, minor)).toFixed(2)} | ${after.minorMaxMs.toFixed(1)} | ${(promotedPerRequest / 1024).toFixed(2)} | ${major} | ${((after.majorMs - before.majorMs) / Math.max(1, major)).toFixed(1)} | ${load.p50.toFixed(3)} | ${load.p99.toFixed(2)} |`);
+      rows.push(
+        `| ${target} | ${load.ok} | ${minor} | ${((after.minorMs - before.minorMs) / Math.max(1, minor)).toFixed(2)} | ${after.minorMaxMs.toFixed(1)} | ${(promotedPerRequest / 1024).toFixed(2)} | ${major} | ${((after.majorMs - before.majorMs) / Math.max(1, major)).toFixed(1)} | ${load.p50.toFixed(3)} | ${load.p99.toFixed(2)} |`,
+      );
     } finally {
       server.child.kill('SIGTERM');
     }

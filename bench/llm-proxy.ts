@@ -11,7 +11,9 @@ import { maxThroughput, median, openLoop, percentile, table } from './lib/load.t
 import { rssMb, startBundled, startTs } from './lib/processes.ts';
 import { checkProtocol } from '../gateway/upstreams/protocols/index.ts';
 
-const { values } = parseArgs({ options: { rounds: { type: 'string', default: '5' }, seconds: { type: 'string', default: '3' }, streams: { type: 'string', default: '1000' } } });
+const { values } = parseArgs({
+  options: { rounds: { type: 'string', default: '5' }, seconds: { type: 'string', default: '3' }, streams: { type: 'string', default: '1000' } },
+});
 const rounds = Number(values.rounds);
 const seconds = Number(values.seconds);
 const streams = Number(values.streams);
@@ -29,7 +31,12 @@ const bareStream = await startBundled('bench/bare-proxy.ts', { BARE_PROXY_TARGET
 const { openDatabase } = await import('../server/db/database.ts');
 const { upsertModel } = await import('../server/services/models/upsert-model.ts');
 const db = openDatabase(fx.databaseUrl);
-await upsertModel(db.prisma, checkProtocol, { id: 'bench-stream', modality: 'llm', prices: { outputPicoPerToken: 600_000n }, upstream: { url: slowStream.url, protocol: 'openai' } });
+await upsertModel(db.prisma, checkProtocol, {
+  id: 'bench-stream',
+  modality: 'llm',
+  prices: { outputPicoPerToken: 600_000n },
+  upstream: { url: slowStream.url, protocol: 'openai' },
+});
 await db.close();
 await new Promise((r) => setTimeout(r, 2500)); // registry refresh
 
@@ -46,7 +53,12 @@ async function ttfb(origin: string, path: string, model: string, n: number): Pro
   const agent = new Agent({ connections: 8 });
   for (let i = 0; i < n; i++) {
     const t = performance.now();
-    const res = await request(origin + path, { method: 'POST', headers, dispatcher: agent, body: JSON.stringify({ model, stream: true, messages: [{ role: 'user', content: 'hi' }] }) });
+    const res = await request(origin + path, {
+      method: 'POST',
+      headers,
+      dispatcher: agent,
+      body: JSON.stringify({ model, stream: true, messages: [{ role: 'user', content: 'hi' }] }),
+    });
     for await (const _ of res.body) {
       out.push(performance.now() - t);
       break;
@@ -76,7 +88,15 @@ try {
   }
   for (const p of Object.keys(paths) as PathName[]) {
     const a = acc[p];
-    rows.push({ path: p, 'p50 ms @500/s': median(a['p50@500']!), 'p99 ms @500/s': median(a['p99@500']!), 'p50 ms @1000/s': median(a['p50@1000']!), 'p99 ms @1000/s': median(a['p99@1000']!), 'max req/s': Math.round(median(a.max!)), errors: a.errors!.reduce((s, x) => s + x, 0) });
+    rows.push({
+      path: p,
+      'p50 ms @500/s': median(a['p50@500']!),
+      'p99 ms @500/s': median(a['p99@500']!),
+      'p50 ms @1000/s': median(a['p50@1000']!),
+      'p99 ms @1000/s': median(a['p99@1000']!),
+      'max req/s': Math.round(median(a.max!)),
+      errors: a.errors!.reduce((s, x) => s + x, 0),
+    });
   }
   console.log(`\nLLM proxy, non-streaming POST /v1/chat/completions, ${rounds} rounds x ${seconds}s, medians\n`);
   console.log(table(rows));
@@ -86,25 +106,34 @@ try {
   const added = (p: PathName, k: string, r: number) => acc[p][k]![r]! - acc.direct[k]![r]!;
   const perRound = (f: (r: number) => number) => median(Array.from({ length: rounds }, (_v, r) => f(r)));
   for (const rate of [500, 1000]) {
-    const k50 = `p50@${rate}`, k99 = `p99@${rate}`;
-    const b50 = perRound((r) => added('bare proxy', k50, r)), g50 = perRound((r) => added('gateway', k50, r));
-    const b99 = perRound((r) => added('bare proxy', k99, r)), g99 = perRound((r) => added('gateway', k99, r));
+    const k50 = `p50@${rate}`,
+      k99 = `p99@${rate}`;
+    const b50 = perRound((r) => added('bare proxy', k50, r)),
+      g50 = perRound((r) => added('gateway', k50, r));
+    const b99 = perRound((r) => added('bare proxy', k99, r)),
+      g99 = perRound((r) => added('gateway', k99, r));
     const r50 = perRound((r) => added('gateway', k50, r) / added('bare proxy', k50, r));
     const r99 = perRound((r) => added('gateway', k99, r) / added('bare proxy', k99, r));
-    console.log(`@${rate}/s added over direct: bare p50 ${b50.toFixed(3)} / p99 ${b99.toFixed(3)} ms; gateway p50 ${g50.toFixed(3)} / p99 ${g99.toFixed(3)} ms; ratio p50 ${r50.toFixed(2)}x, p99 ${r99.toFixed(2)}x (median of per-round ratios; target <= 1.5x)`);
+    console.log(
+      `@${rate}/s added over direct: bare p50 ${b50.toFixed(3)} / p99 ${b99.toFixed(3)} ms; gateway p50 ${g50.toFixed(3)} / p99 ${g99.toFixed(3)} ms; ratio p50 ${r50.toFixed(2)}x, p99 ${r99.toFixed(2)}x (median of per-round ratios; target <= 1.5x)`,
+    );
   }
-  console.log(`max throughput: gateway ${(100 * perRound((r) => acc.gateway.max![r]! / acc['bare proxy'].max![r]!)).toFixed(1)} % of the bare proxy (median of per-round ratios; target >= 60 %)`);
+  console.log(
+    `max throughput: gateway ${(100 * perRound((r) => acc.gateway.max![r]! / acc['bare proxy'].max![r]!)).toFixed(1)} % of the bare proxy (median of per-round ratios; target >= 60 %)`,
+  );
 
   const n = 200;
   const tDirect = await ttfb(slowStream.url.replace(/\/v1$/, ''), '/v1/chat/completions', 'bench-stream', n);
   const tBare = await ttfb(bareStream.url, '/v1/chat/completions', 'bench-stream', n);
   const tGw = await ttfb(gateway.url, '/v1/chat/completions', 'bench-stream', n);
   console.log(`\nStreaming time to first chunk (${n} sequential streams), p50 / p99 ms:`);
-  console.log(table([
-    { path: 'direct', p50: percentile(tDirect, 50), p99: percentile(tDirect, 99) },
-    { path: 'bare proxy', p50: percentile(tBare, 50), p99: percentile(tBare, 99) },
-    { path: 'gateway', p50: percentile(tGw, 50), p99: percentile(tGw, 99) },
-  ]));
+  console.log(
+    table([
+      { path: 'direct', p50: percentile(tDirect, 50), p99: percentile(tDirect, 99) },
+      { path: 'bare proxy', p50: percentile(tBare, 50), p99: percentile(tBare, 99) },
+      { path: 'gateway', p50: percentile(tGw, 50), p99: percentile(tGw, 99) },
+    ]),
+  );
   console.log(`gateway - bare proxy, p50: ${(percentile(tGw, 50) - percentile(tBare, 50)).toFixed(3)} ms (target <= 1 ms)`);
 
   // Many concurrent open streams: each upstream stream lasts ~3 s (3 chunks, 1 s apart).
@@ -116,15 +145,26 @@ try {
   let firstChunks = 0;
   await Promise.all(
     Array.from({ length: streams }, async () => {
-      const res = await request(gateway.url + '/v1/chat/completions', { method: 'POST', headers, dispatcher: agent, body: JSON.stringify({ model: 'bench-stream', stream: true, messages: [{ role: 'user', content: 'hi' }] }) });
+      const res = await request(gateway.url + '/v1/chat/completions', {
+        method: 'POST',
+        headers,
+        dispatcher: agent,
+        body: JSON.stringify({ model: 'bench-stream', stream: true, messages: [{ role: 'user', content: 'hi' }] }),
+      });
       let first = true;
-      for await (const _ of res.body) if (first) { first = false; firstChunks++; }
+      for await (const _ of res.body)
+        if (first) {
+          first = false;
+          firstChunks++;
+        }
       if (res.statusCode === 200) completed++;
     }),
   );
   clearInterval(sampler);
   await agent.close();
-  console.log(`\n${streams} concurrent streams through the gateway: ${completed} completed (${firstChunks} got a first chunk), RSS ${rssBefore.toFixed(0)} MB before, peak ${peak.toFixed(0)} MB (target < 250 MB)`);
+  console.log(
+    `\n${streams} concurrent streams through the gateway: ${completed} completed (${firstChunks} got a first chunk), RSS ${rssBefore.toFixed(0)} MB before, peak ${peak.toFixed(0)} MB (target < 250 MB)`,
+  );
 } finally {
   for (const p of [gateway, bare, bareStream, upstream, slowStream]) p.child.kill('SIGTERM');
 }

@@ -12,7 +12,9 @@ import { openLoop, table, type RequestSpec } from './lib/load.ts';
 import { rssMb } from './lib/processes.ts';
 import { checkPath, startThreePaths } from './lib/three-paths.ts';
 
-const { values } = parseArgs({ options: { seconds: { type: 'string', default: '10' }, rate: { type: 'string', default: '200' }, connections: { type: 'string', default: '32' } } });
+const { values } = parseArgs({
+  options: { seconds: { type: 'string', default: '10' }, rate: { type: 'string', default: '200' }, connections: { type: 'string', default: '32' } },
+});
 const seconds = Number(values.seconds);
 const rate = Number(values.rate);
 const connections = Number(values.connections);

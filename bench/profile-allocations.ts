@@ -9,25 +9,52 @@ import { maxThroughput, openLoop } from './lib/load.ts';
 import { attachInspector } from './lib/inspector.ts';
 import { startBundled, startTs } from './lib/processes.ts';
 
-const { values } = parseArgs({ options: { seconds: { type: 'string', default: '5' }, core: { type: 'string', default: 'on' }, top: { type: 'string', default: '40' }, live: { type: 'boolean', default: false }, promoted: { type: 'boolean', default: false }, rate: { type: 'string' } } });
+const { values } = parseArgs({
+  options: {
+    seconds: { type: 'string', default: '5' },
+    core: { type: 'string', default: 'on' },
+    top: { type: 'string', default: '40' },
+    live: { type: 'boolean', default: false },
+    promoted: { type: 'boolean', default: false },
+    rate: { type: 'string' },
+  },
+});
 
-interface ProfileNode { callFrame: { functionName: string; url: string; lineNumber: number }; selfSize: number; children: ProfileNode[] }
+interface ProfileNode {
+  callFrame: { functionName: string; url: string; lineNumber: number };
+  selfSize: number;
+  children: ProfileNode[];
+}
 
 const upstream = await startTs('bench/upstream-server.ts');
 const fx = await benchFixture(upstream.url);
 const gateway = await startBundled('bench/gateway-server.ts', {
-  SVC_DATA_DIR: fx.dataDir, DATABASE_URL: fx.databaseUrl, SVC_MODELS_FILE: '/nonexistent', BENCH_CORE: values.core === 'off' ? 'off' : 'on',
+  SVC_DATA_DIR: fx.dataDir,
+  DATABASE_URL: fx.databaseUrl,
+  SVC_MODELS_FILE: '/nonexistent',
+  BENCH_CORE: values.core === 'off' ? 'off' : 'on',
   NODE_OPTIONS: '--inspect=127.0.0.1:0', // the gateway's own Node flags stay as svc sets them
 });
-const spec = { path: '/v1/chat/completions', method: 'POST' as const, headers: { 'content-type': 'application/json', authorization: `Bearer ${fx.key}` }, body: CHAT_BODY };
+const spec = {
+  path: '/v1/chat/completions',
+  method: 'POST' as const,
+  headers: { 'content-type': 'application/json', authorization: `Bearer ${fx.key}` },
+  body: CHAT_BODY,
+};
 try {
   await maxThroughput(gateway.url, spec, 2); // warm up
   const ws = await attachInspector(gateway.child.pid!);
   // --live: only what is still alive when sampling stops; --promoted: what outlived the young
   // generation (collected by a full GC or still alive), which is what makes scavenges slow.
-  await ws.call('HeapProfiler.startSampling', { samplingInterval: 1024, includeObjectsCollectedByMajorGC: !values.live, includeObjectsCollectedByMinorGC: !values.live && !values.promoted });
+  await ws.call('HeapProfiler.startSampling', {
+    samplingInterval: 1024,
+    includeObjectsCollectedByMajorGC: !values.live,
+    includeObjectsCollectedByMinorGC: !values.live && !values.promoted,
+  });
   // Closed loop at maximum throughput (64 connections), or open loop at --rate requests/s.
-  const load = values.rate ? { rps: (await openLoop(gateway.url, spec, Number(values.rate), Number(values.seconds), 0)).ok / Number(values.seconds) } : await maxThroughput(gateway.url, spec, Number(values.seconds));
+  const load = values.rate
+    ? { rps: (await openLoop(gateway.url, spec, Number(values.rate), Number(values.seconds), 0)).ok / Number(values.seconds) }
+    : await maxThroughput(gateway.url, spec, Number(values.seconds));
   const { profile } = await ws.call<{ profile: { head: ProfileNode } }>('HeapProfiler.stopSampling');
   ws.close();
   const requests = load.rps * Number(values.seconds);

@@ -12,7 +12,14 @@ import { attachInspector } from './lib/inspector.ts';
 import { maxThroughput, openLoop, table } from './lib/load.ts';
 import { startBundled, startTs } from './lib/processes.ts';
 
-const { values } = parseArgs({ options: { rate: { type: 'string', default: '1000' }, seconds: { type: 'string', default: '6' }, top: { type: 'string', default: '40' }, save: { type: 'string' } } });
+const { values } = parseArgs({
+  options: {
+    rate: { type: 'string', default: '1000' },
+    seconds: { type: 'string', default: '6' },
+    top: { type: 'string', default: '40' },
+    save: { type: 'string' },
+  },
+});
 const rate = Number(values.rate);
 const seconds = Number(values.seconds);
 
@@ -25,13 +32,26 @@ interface CpuProfile {
 const upstream = await startTs('bench/upstream-server.ts');
 const fx = await benchFixture(upstream.url);
 const inspect = { NODE_OPTIONS: '--inspect=127.0.0.1:0' };
-const gateway = await startBundled('bench/gateway-server.ts', { SVC_DATA_DIR: fx.dataDir, DATABASE_URL: fx.databaseUrl, SVC_MODELS_FILE: '/nonexistent', ...inspect });
+const gateway = await startBundled('bench/gateway-server.ts', {
+  SVC_DATA_DIR: fx.dataDir,
+  DATABASE_URL: fx.databaseUrl,
+  SVC_MODELS_FILE: '/nonexistent',
+  ...inspect,
+});
 const bare = await startBundled('bench/bare-proxy.ts', { BARE_PROXY_TARGET: upstream.url, ...inspect }, 'node');
-const spec = { path: '/v1/chat/completions', method: 'POST' as const, headers: { 'content-type': 'application/json', authorization: `Bearer ${fx.key}` }, body: CHAT_BODY };
+const spec = {
+  path: '/v1/chat/completions',
+  method: 'POST' as const,
+  headers: { 'content-type': 'application/json', authorization: `Bearer ${fx.key}` },
+  body: CHAT_BODY,
+};
 
 try {
   const results: Record<string, { profile: CpuProfile; requests: number }> = {};
-  for (const [name, proc] of [['gateway', gateway], ['bare proxy', bare]] as const) {
+  for (const [name, proc] of [
+    ['gateway', gateway],
+    ['bare proxy', bare],
+  ] as const) {
     await maxThroughput(proc.url, spec, 2); // warm up (JIT)
     const session = await attachInspector(proc.child.pid!);
     await session.call('Profiler.enable');
@@ -58,13 +78,24 @@ try {
     .map((k) => ({ where: k, 'gateway us/req': perRequest(gp.get(k), g.requests), 'bare proxy us/req': perRequest(bp.get(k), b.requests) }))
     .sort((x, y) => y['gateway us/req'] - x['gateway us/req'])
     .filter((r) => r['gateway us/req'] >= 0.5 || r['bare proxy us/req'] >= 0.5);
-  const busy = (m: Map<string, number>, n: number) => perRequest([...m].filter(([k]) => k !== '(idle)').reduce((s, [, v]) => s + v, 0), n);
+  const busy = (m: Map<string, number>, n: number) =>
+    perRequest(
+      [...m].filter(([k]) => k !== '(idle)').reduce((s, [, v]) => s + v, 0),
+      n,
+    );
   rows.unshift({ where: 'total (not idle)', 'gateway us/req': busy(gp, g.requests), 'bare proxy us/req': busy(bp, b.requests) });
   console.log(`\nCPU of the main thread per request, open loop at ${rate}/s for ${seconds}s (${g.requests} and ${b.requests} requests answered 200)\n`);
   console.log(table(rows));
   console.log(`\ngateway, by function (self time):\n`);
   const fns = selfTimes(g.profile, (url, fn, line) => `${fn || '(anonymous)'} ${shortUrl(url)}:${line + 1}`);
-  console.log(table([...fns].sort((x, y) => y[1] - x[1]).slice(0, Number(values.top)).map(([k, v]) => ({ function: k, 'us/req': perRequest(v, g.requests) }))));
+  console.log(
+    table(
+      [...fns]
+        .sort((x, y) => y[1] - x[1])
+        .slice(0, Number(values.top))
+        .map(([k, v]) => ({ function: k, 'us/req': perRequest(v, g.requests) })),
+    ),
+  );
 } finally {
   for (const p of [gateway, bare, upstream]) p.child.kill('SIGTERM');
 }

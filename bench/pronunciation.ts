@@ -89,7 +89,12 @@ for (const size of [100, 1_000, 10_000]) {
 
 {
   const prefix = 'a '.repeat(95);
-  const entries = Array.from({ length: 10_000 }, (_, i) => ({ grapheme: prefix + i.toString(36).padStart(10, 'z'), alias: 'x', phoneme: null, caseSensitive: false }));
+  const entries = Array.from({ length: 10_000 }, (_, i) => ({
+    grapheme: prefix + i.toString(36).padStart(10, 'z'),
+    alias: 'x',
+    phoneme: null,
+    caseSensitive: false,
+  }));
   const text = 'a '.repeat(2_500);
   const compiled = compilePronunciation(entries);
   rows.push({

@@ -50,7 +50,15 @@ import { startBundled, startTs } from './lib/processes.ts';
 import { voiceFixture } from './lib/voice-fixture.ts';
 
 const args = process.argv.slice(2);
-const { values } = parseArgs({ args, options: { turns: { type: 'string', default: '20' }, warmup: { type: 'string', default: '2' }, reply: { type: 'string', default: 'short' }, 'token-ms': { type: 'string', default: '0' } } });
+const { values } = parseArgs({
+  args,
+  options: {
+    turns: { type: 'string', default: '20' },
+    warmup: { type: 'string', default: '2' },
+    reply: { type: 'string', default: 'short' },
+    'token-ms': { type: 'string', default: '0' },
+  },
+});
 const turns = Number(values.turns);
 const warmup = Number(values.warmup);
 /** Between the LLM's streamed chunks (a real LLM streams some tens of tokens a second). */
@@ -89,7 +97,11 @@ interface Setting {
   stt: Record<string, string>;
 }
 const SETTINGS: Setting[] = [
-  { name: 'server_vad, 500 ms', realtime: { type: 'server_vad', silence_duration_ms: 500 }, stt: { turn_detection: 'balanced', turn_end_threshold: '0', turn_end_timeout_ms: '500' } },
+  {
+    name: 'server_vad, 500 ms',
+    realtime: { type: 'server_vad', silence_duration_ms: 500 },
+    stt: { turn_detection: 'balanced', turn_end_threshold: '0', turn_end_timeout_ms: '500' },
+  },
   { name: 'semantic_vad high', realtime: { type: 'semantic_vad', eagerness: 'high' }, stt: { turn_detection: 'responsive' } },
   { name: 'semantic_vad auto', realtime: { type: 'semantic_vad', eagerness: 'auto' }, stt: { turn_detection: 'balanced' } },
   { name: 'semantic_vad low', realtime: { type: 'semantic_vad', eagerness: 'low' }, stt: { turn_detection: 'patient' } },
@@ -194,7 +206,12 @@ interface Turn {
 }
 
 /** Runs a turn: resolves with its figures, or rejects (after `cleanup`) on an error event or the timeout. */
-function withAudio<T>(send: (frame: Buffer) => void, q: Question, what: string, body: (audio: PacedAudio, settle: { resolve(t: T): void; reject(e: Error): void }) => void): Promise<T> {
+function withAudio<T>(
+  send: (frame: Buffer) => void,
+  q: Question,
+  what: string,
+  body: (audio: PacedAudio, settle: { resolve(t: T): void; reject(e: Error): void }) => void,
+): Promise<T> {
   return new Promise<T>((resolve, reject) => {
     const audio = new PacedAudio(q, send);
     const timer = setTimeout(() => settle.reject(new Error(`${what}: no answer within ${TURN_TIMEOUT_MS} ms ("${q.text}")`)), TURN_TIMEOUT_MS);
@@ -215,39 +232,45 @@ function withAudio<T>(send: (frame: Buffer) => void, q: Question, what: string, 
 }
 
 function realtimeTurn(s: EventSocket, q: Question): Promise<Turn> {
-  return withAudio<Turn>((frame) => s.ws.send(JSON.stringify({ type: 'input_audio_buffer.append', audio: frame.toString('base64') })), q, 'realtime', (audio, settle) => {
-    let stoppedAt = NaN;
-    let audioAt = NaN;
-    let responseId: string | undefined;
-    let cutOffs = 0;
-    s.handler = (e, at) => {
-      if (e.type === 'error') return settle.reject(new Error(`realtime error event: ${JSON.stringify(e.error)}`));
-      if (e.type === 'input_audio_buffer.speech_stopped') {
-        if (Number.isNaN(audio.voicedSentAt)) cutOffs++;
-        else if (Number.isNaN(stoppedAt)) stoppedAt = at;
-      }
-      const response = e.response as { id: string; status: string; svc_timings: { llm_first_token_ms: number; first_audio_ms: number } } | undefined;
-      if (e.type === 'response.created' && !Number.isNaN(stoppedAt) && !responseId) responseId = response!.id;
-      if (e.type === 'response.output_audio.delta' && e.response_id === responseId && Number.isNaN(audioAt)) {
-        audioAt = at;
-        audio.stop();
-      }
-      if (e.type === 'response.done' && response!.id === responseId) {
-        s.handler = undefined;
-        if (response!.status !== 'completed' || Number.isNaN(audioAt)) return settle.reject(new Error(`realtime response ${response!.status}${Number.isNaN(audioAt) ? ' without audio' : ''}`));
-        const { llm_first_token_ms: llm, first_audio_ms: firstAudio } = response!.svc_timings;
-        settle.resolve({
-          turnDetection: stoppedAt - audio.voicedSentAt,
-          llmFirstToken: llm,
-          ttsFirstAudio: firstAudio - llm,
-          gatewayAdded: audioAt - stoppedAt - firstAudio,
-          endToAudio: audioAt - stoppedAt,
-          total: audioAt - audio.voicedSentAt,
-          cutOffs,
-        });
-      }
-    };
-  });
+  return withAudio<Turn>(
+    (frame) => s.ws.send(JSON.stringify({ type: 'input_audio_buffer.append', audio: frame.toString('base64') })),
+    q,
+    'realtime',
+    (audio, settle) => {
+      let stoppedAt = NaN;
+      let audioAt = NaN;
+      let responseId: string | undefined;
+      let cutOffs = 0;
+      s.handler = (e, at) => {
+        if (e.type === 'error') return settle.reject(new Error(`realtime error event: ${JSON.stringify(e.error)}`));
+        if (e.type === 'input_audio_buffer.speech_stopped') {
+          if (Number.isNaN(audio.voicedSentAt)) cutOffs++;
+          else if (Number.isNaN(stoppedAt)) stoppedAt = at;
+        }
+        const response = e.response as { id: string; status: string; svc_timings: { llm_first_token_ms: number; first_audio_ms: number } } | undefined;
+        if (e.type === 'response.created' && !Number.isNaN(stoppedAt) && !responseId) responseId = response!.id;
+        if (e.type === 'response.output_audio.delta' && e.response_id === responseId && Number.isNaN(audioAt)) {
+          audioAt = at;
+          audio.stop();
+        }
+        if (e.type === 'response.done' && response!.id === responseId) {
+          s.handler = undefined;
+          if (response!.status !== 'completed' || Number.isNaN(audioAt))
+            return settle.reject(new Error(`realtime response ${response!.status}${Number.isNaN(audioAt) ? ' without audio' : ''}`));
+          const { llm_first_token_ms: llm, first_audio_ms: firstAudio } = response!.svc_timings;
+          settle.resolve({
+            turnDetection: stoppedAt - audio.voicedSentAt,
+            llmFirstToken: llm,
+            ttsFirstAudio: firstAudio - llm,
+            gatewayAdded: audioAt - stoppedAt - firstAudio,
+            endToAudio: audioAt - stoppedAt,
+            total: audioAt - audio.voicedSentAt,
+            cutOffs,
+          });
+        }
+      };
+    },
+  );
 }
 
 interface Routes {
@@ -264,7 +287,13 @@ async function answerOverRoutes(r: Routes, transcript: string, onAudio: () => vo
   // As a streaming client composes the routes (LiveKit's and pipecat's Cartesia TTS): each LLM
   // token goes to the TTS socket as it arrives (continue: true), the context ends with the reply.
   const id = `turn-${++contexts}`;
-  const generation = { model_id: TTS, voice: { mode: 'id', id: r.voice }, output_format: { container: 'raw', encoding: 'pcm_s16le', sample_rate: RATE }, language: 'en', context_id: id };
+  const generation = {
+    model_id: TTS,
+    voice: { mode: 'id', id: r.voice },
+    output_format: { container: 'raw', encoding: 'pcm_s16le', sample_rate: RATE },
+    language: 'en',
+    context_id: id,
+  };
   const firstAudio = new Promise<number>((resolve, reject) => {
     let first = NaN;
     r.tts.handler = (e, at) => {
@@ -311,40 +340,54 @@ async function answerOverRoutes(r: Routes, transcript: string, onAudio: () => vo
 }
 
 function routesTurn(stt: EventSocket, r: Routes, q: Question): Promise<Turn> {
-  return withAudio<Turn>((frame) => stt.ws.send(frame), q, 'routes', (audio, settle) => {
-    let cutOffs = 0;
-    let endAt = NaN;
-    const finals: string[] = [];
-    stt.handler = (e, at) => {
-      if (e.type === 'error') return settle.reject(new Error(`/stt/websocket error event: ${JSON.stringify(e)}`));
-      if (e.type === 'transcript' && e.is_final && typeof e.text === 'string' && e.text) finals.push(e.text);
-      if (e.type !== 'turn.end') return;
-      if (Number.isNaN(audio.voicedSentAt)) return void cutOffs++;
-      if (!Number.isNaN(endAt)) return;
-      endAt = at;
-      answerOverRoutes(r, finals.join(' '), () => audio.stop()).then(({ firstTokenAt, firstAudioAt }) => {
-        settle.resolve({
-          turnDetection: endAt - audio.voicedSentAt,
-          llmFirstToken: firstTokenAt - endAt,
-          ttsFirstAudio: firstAudioAt - firstTokenAt,
-          gatewayAdded: NaN,
-          endToAudio: firstAudioAt - endAt,
-          total: firstAudioAt - audio.voicedSentAt,
-          cutOffs,
-        });
-      }, settle.reject);
-    };
-  });
+  return withAudio<Turn>(
+    (frame) => stt.ws.send(frame),
+    q,
+    'routes',
+    (audio, settle) => {
+      let cutOffs = 0;
+      let endAt = NaN;
+      const finals: string[] = [];
+      stt.handler = (e, at) => {
+        if (e.type === 'error') return settle.reject(new Error(`/stt/websocket error event: ${JSON.stringify(e)}`));
+        if (e.type === 'transcript' && e.is_final && typeof e.text === 'string' && e.text) finals.push(e.text);
+        if (e.type !== 'turn.end') return;
+        if (Number.isNaN(audio.voicedSentAt)) return void cutOffs++;
+        if (!Number.isNaN(endAt)) return;
+        endAt = at;
+        answerOverRoutes(r, finals.join(' '), () => audio.stop()).then(({ firstTokenAt, firstAudioAt }) => {
+          settle.resolve({
+            turnDetection: endAt - audio.voicedSentAt,
+            llmFirstToken: firstTokenAt - endAt,
+            ttsFirstAudio: firstAudioAt - firstTokenAt,
+            gatewayAdded: NaN,
+            endToAudio: firstAudioAt - endAt,
+            total: firstAudioAt - audio.voicedSentAt,
+            cutOffs,
+          });
+        }, settle.reject);
+      };
+    },
+  );
 }
 
 // ---- the run
 
 const questions = await Promise.all(QUESTIONS.map(question));
-const upstream = await startTs('bench/upstream-server.ts', { BENCH_UPSTREAM_MODE: 'stream', BENCH_STREAM_CHUNKS: JSON.stringify(REPLY), BENCH_STREAM_DELAY_MS: String(tokenMs) });
+const upstream = await startTs('bench/upstream-server.ts', {
+  BENCH_UPSTREAM_MODE: 'stream',
+  BENCH_STREAM_CHUNKS: JSON.stringify(REPLY),
+  BENCH_STREAM_DELAY_MS: String(tokenMs),
+});
 const fx = await voiceFixture();
 {
   const db = openDatabase(fx.databaseUrl);
-  await upsertModel(db.prisma, checkProtocol, { id: LLM, modality: 'llm', prices: { inputPicoPerToken: 150_000n, outputPicoPerToken: 600_000n }, upstream: { url: upstream.url, protocol: 'openai' } });
+  await upsertModel(db.prisma, checkProtocol, {
+    id: LLM,
+    modality: 'llm',
+    prices: { inputPicoPerToken: 150_000n, outputPicoPerToken: 600_000n },
+    upstream: { url: upstream.url, protocol: 'openai' },
+  });
   await db.close();
 }
 // No periodic health checks against the scripted LLM while measuring.
@@ -436,7 +479,9 @@ try {
       `local-stt, ${TTS}, pcm16 24 kHz; ${Math.round((performance.now() - started) / 1000)} s; load average (1 min) ${load.map((l) => l.toFixed(1)).join(' → ')} on ${availableParallelism()} cores. ms, p50 / p90\n`,
   );
   console.log(table(rows));
-  console.log("\nLLM first token: on /v1/realtime from the response's start, in the gateway (svc_timings); on the routes from turn.end, at the client (the request's round trip included). TTS first audio: from the LLM's first token.");
+  console.log(
+    "\nLLM first token: on /v1/realtime from the response's start, in the gateway (svc_timings); on the routes from turn.end, at the client (the request's round trip included). TTS first audio: from the LLM's first token.",
+  );
   console.log('\n' + table(comparisons));
   console.log('\n' + verdicts.join('\n'));
 } finally {

@@ -41,6 +41,6 @@ const rows = URLS.map(([label, url]) => {
   };
   const regex = sample(redactUrlByRegex);
   const scan = sample(redactUrl);
-  return { url: label, 'length': url.length, 'regex µs': regex * 1000, 'scan µs': scan * 1000 };
+  return { url: label, length: url.length, 'regex µs': regex * 1000, 'scan µs': scan * 1000 };
 });
 console.log(table(rows));

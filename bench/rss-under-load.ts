@@ -11,7 +11,12 @@ const { values } = parseArgs({ options: { seconds: { type: 'string', default: '8
 const upstream = await startTs('bench/upstream-server.ts');
 const fx = await benchFixture(upstream.url);
 const gateway = await startBundled('bench/gateway-server.ts', { SVC_DATA_DIR: fx.dataDir, DATABASE_URL: fx.databaseUrl, SVC_MODELS_FILE: '/nonexistent' });
-const spec = { path: '/v1/chat/completions', method: 'POST' as const, headers: { 'content-type': 'application/json', authorization: `Bearer ${fx.key}` }, body: CHAT_BODY };
+const spec = {
+  path: '/v1/chat/completions',
+  method: 'POST' as const,
+  headers: { 'content-type': 'application/json', authorization: `Bearer ${fx.key}` },
+  body: CHAT_BODY,
+};
 const pid = gateway.child.pid!;
 try {
   const idle = rssMb(pid);
@@ -21,7 +26,9 @@ try {
   clearInterval(sampler);
   const after = rssMb(pid);
   await new Promise((resolve) => setTimeout(resolve, 8_000));
-  console.log(`SVC_NODE_FLAGS=${JSON.stringify(process.env.SVC_NODE_FLAGS ?? '(default)')}: RSS idle ${idle.toFixed(0)} MB, peak ${peak.toFixed(0)} MB under ${Math.round(load.rps)} req/s, ${after.toFixed(0)} MB at the end of the load, ${rssMb(pid).toFixed(0)} MB 8 s later`);
+  console.log(
+    `SVC_NODE_FLAGS=${JSON.stringify(process.env.SVC_NODE_FLAGS ?? '(default)')}: RSS idle ${idle.toFixed(0)} MB, peak ${peak.toFixed(0)} MB under ${Math.round(load.rps)} req/s, ${after.toFixed(0)} MB at the end of the load, ${rssMb(pid).toFixed(0)} MB 8 s later`,
+  );
 } finally {
   gateway.child.kill('SIGTERM');
   upstream.child.kill('SIGTERM');

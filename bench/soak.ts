@@ -35,7 +35,9 @@ async function memoryMb(): Promise<{ heap: number; external: number }> {
 const { gateway, paths } = setup;
 // The mix, per 10 requests: 4 chat, 2 chat streams, 2 TTS, 2 STT.
 const only = { llm: paths.llm, stream: paths.llmStream, tts: paths.tts, stt: paths.stt }[values.only ?? ''];
-const mix: BenchPath[] = only ? [only] : [paths.llm, paths.llm, paths.llm, paths.llm, paths.llmStream, paths.llmStream, paths.tts, paths.tts, paths.stt, paths.stt];
+const mix: BenchPath[] = only
+  ? [only]
+  : [paths.llm, paths.llm, paths.llm, paths.llm, paths.llmStream, paths.llmStream, paths.tts, paths.tts, paths.stt, paths.stt];
 
 /** Least-squares slope of y over x. */
 function slope(points: { x: number; y: number }[]): number {
@@ -56,7 +58,11 @@ try {
   const start = performance.now();
   const end = start + minutes * 60_000;
   const sample = async () => {
-    const s = { minute: (performance.now() - start) / 60_000, rss: rssMb(gateway.child.pid!), ...(await memoryMb().catch(() => ({ heap: NaN, external: NaN }))) };
+    const s = {
+      minute: (performance.now() - start) / 60_000,
+      rss: rssMb(gateway.child.pid!),
+      ...(await memoryMb().catch(() => ({ heap: NaN, external: NaN }))),
+    };
     samples.push(s);
     console.error(`${s.minute.toFixed(1)} min: RSS ${s.rss.toFixed(1)} MB, heap used ${s.heap.toFixed(1)} MB, external ${s.external.toFixed(1)} MB`);
   };
@@ -103,12 +109,16 @@ try {
   const rss = samples.map((s) => ({ x: s.minute, y: s.rss }));
   const heap = samples.map((s) => ({ x: s.minute, y: s.heap }));
   const secondHalf = (points: { x: number; y: number }[]) => points.filter((p) => p.x >= minutes / 2);
-  console.log(`\nSoak: ${minutes} min of ${only ? only.name : 'mixed'} traffic at ${rate} req/s through the gateway (${skipped} sends skipped at ${MAX_IN_FLIGHT} in flight)\n`);
+  console.log(
+    `\nSoak: ${minutes} min of ${only ? only.name : 'mixed'} traffic at ${rate} req/s through the gateway (${skipped} sends skipped at ${MAX_IN_FLIGHT} in flight)\n`,
+  );
   console.log(table([...counts].map(([path, c]) => ({ path, ok: c.ok, errors: c.errors }))));
   console.log(`\nRSS samples (MB, every ${SAMPLE_MS / 1000} s): ${samples.map((s) => s.rss.toFixed(0)).join(' ')}`);
   console.log(`heap used samples (MB): ${samples.map((s) => s.heap.toFixed(0)).join(' ')}`);
   console.log(`external samples (MB): ${samples.map((s) => s.external.toFixed(0)).join(' ')}`);
-  console.log(`RSS start ${samples[0]!.rss.toFixed(1)} MB, end ${samples.at(-1)!.rss.toFixed(1)} MB, max ${Math.max(...samples.map((s) => s.rss)).toFixed(1)} MB`);
+  console.log(
+    `RSS start ${samples[0]!.rss.toFixed(1)} MB, end ${samples.at(-1)!.rss.toFixed(1)} MB, max ${Math.max(...samples.map((s) => s.rss)).toFixed(1)} MB`,
+  );
   console.log(`RSS slope: ${slope(rss).toFixed(2)} MB/min over the whole run, ${slope(secondHalf(rss)).toFixed(2)} MB/min over the second half`);
   console.log(`heap used slope: ${slope(heap).toFixed(2)} MB/min over the whole run, ${slope(secondHalf(heap)).toFixed(2)} MB/min over the second half`);
 } finally {

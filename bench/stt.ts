@@ -100,7 +100,11 @@ function concat(parts: Int16Array[]): Int16Array {
   }
   return out;
 }
-const clipA = concat([quiet(0.3, 1), flite('slt', 'Hello, I would like to check on my order. It was supposed to arrive yesterday. Can you tell me where it is now and when it will be delivered?'), quiet(0.3, 2)]);
+const clipA = concat([
+  quiet(0.3, 1),
+  flite('slt', 'Hello, I would like to check on my order. It was supposed to arrive yesterday. Can you tell me where it is now and when it will be delivered?'),
+  quiet(0.3, 2),
+]);
 const SENTENCES: [string, string][] = [
   ['slt', 'Please call me tomorrow morning about the meeting.'],
   ['rms', 'The weather today is sunny with a light breeze.'],
@@ -132,7 +136,10 @@ class Session {
   onEvent: ((e: Event & { at: number }) => void) | null = null;
 
   constructor(url: string, key: string, turnDetection: string) {
-    this.ws = new WebSocket(`${url.replace(/^http/, 'ws')}/stt/websocket?model=local-stt&sample_rate=${RATE}&encoding=pcm_s16le&turn_detection=${turnDetection}`, { headers: { authorization: `Bearer ${key}` } });
+    this.ws = new WebSocket(
+      `${url.replace(/^http/, 'ws')}/stt/websocket?model=local-stt&sample_rate=${RATE}&encoding=pcm_s16le&turn_detection=${turnDetection}`,
+      { headers: { authorization: `Bearer ${key}` } },
+    );
     this.ws.on('message', (data, isBinary) => {
       if (isBinary) return;
       const e = { ...(JSON.parse(data.toString()) as Event), at: performance.now() };
@@ -273,22 +280,51 @@ try {
   const allDirect = direct.flatMap((d) => d.ms).sort((a, b) => a - b);
   dMs.sort((a, b) => a - b);
   gMs.sort((a, b) => a - b);
-  console.log(`\nSTT gateway-added latency: ${rounds} rounds after a warm-up, ${(clipA.length / RATE).toFixed(1)} s clip in ${framesA.length} frames of 100 ms; ` +
-    `${dMs.length} of ${changedFrames} changed-partial frames compared (${mismatched} without the same partial from the gateway for that frame); load average ${loadavg()[0]!.toFixed(1)}\n`);
-  console.log(table([
-    { path: 'engine alone: push() round trip, all frames', frames: allDirect.length, 'p50 ms': median(allDirect), 'p90 ms': percentile(allDirect, 90), 'max ms': allDirect.at(-1)! },
-    { path: 'engine alone: push() round trip, compared frames', frames: dMs.length, 'p50 ms': median(dMs), 'p90 ms': percentile(dMs, 90), 'max ms': dMs.at(-1)! },
-    { path: 'gateway: frame sent -> transcript event, compared frames', frames: gMs.length, 'p50 ms': median(gMs), 'p90 ms': percentile(gMs, 90), 'max ms': gMs.at(-1)! },
-  ]));
+  console.log(
+    `\nSTT gateway-added latency: ${rounds} rounds after a warm-up, ${(clipA.length / RATE).toFixed(1)} s clip in ${framesA.length} frames of 100 ms; ` +
+      `${dMs.length} of ${changedFrames} changed-partial frames compared (${mismatched} without the same partial from the gateway for that frame); load average ${loadavg()[0]!.toFixed(1)}\n`,
+  );
+  console.log(
+    table([
+      {
+        path: 'engine alone: push() round trip, all frames',
+        frames: allDirect.length,
+        'p50 ms': median(allDirect),
+        'p90 ms': percentile(allDirect, 90),
+        'max ms': allDirect.at(-1)!,
+      },
+      {
+        path: 'engine alone: push() round trip, compared frames',
+        frames: dMs.length,
+        'p50 ms': median(dMs),
+        'p90 ms': percentile(dMs, 90),
+        'max ms': dMs.at(-1)!,
+      },
+      {
+        path: 'gateway: frame sent -> transcript event, compared frames',
+        frames: gMs.length,
+        'p50 ms': median(gMs),
+        'p90 ms': percentile(gMs, 90),
+        'max ms': gMs.at(-1)!,
+      },
+    ]),
+  );
   const addedA = median(gMs) - median(dMs);
-  console.log(`\ngateway adds ${addedA.toFixed(2)} ms at the median (paired per frame: ${median(paired).toFixed(2)} ms, p90 ${percentile([...paired].sort((a, b) => a - b), 90).toFixed(2)} ms); target <= 5 ms: ${addedA <= 5 ? 'met' : 'NOT met'}`);
+  console.log(
+    `\ngateway adds ${addedA.toFixed(2)} ms at the median (paired per frame: ${median(paired).toFixed(2)} ms, p90 ${percentile(
+      [...paired].sort((a, b) => a - b),
+      90,
+    ).toFixed(2)} ms); target <= 5 ms: ${addedA <= 5 ? 'met' : 'NOT met'}`,
+  );
   gateway.child.kill('SIGTERM');
   procs.length = 0;
 
   // ---------- (b) concurrency ----------
   const framesB = frames(clipB);
   const framesPerSession = Math.round(streamSeconds * 10);
-  console.log(`\nSTT concurrency: N sessions each streaming in real time for ${streamSeconds} s (a ${(clipB.length / RATE).toFixed(1)} s clip of ${SENTENCES.length} sentences with ${PAUSE_S} s pauses, looped), then finalize; keeps up = flush_done within ${KEEP_UP_MS} ms of the finalize; ${availableParallelism()} cores\n`);
+  console.log(
+    `\nSTT concurrency: N sessions each streaming in real time for ${streamSeconds} s (a ${(clipB.length / RATE).toFixed(1)} s clip of ${SENTENCES.length} sentences with ${PAUSE_S} s pauses, looped), then finalize; keeps up = flush_done within ${KEEP_UP_MS} ms of the finalize; ${availableParallelism()} cores\n`,
+  );
   const rowsB: Record<string, string | number>[] = [];
   const verdicts: string[] = [];
   for (const workers of workerSettings) {
@@ -317,27 +353,30 @@ try {
         };
       });
       const t0 = performance.now() + 50;
-      const lags = await Promise.all(sessions.map(async (s, k) => {
-        const offset = Math.floor((k * framesB.length) / n);
-        const phase = (k * 100) / n;
-        for (let i = 0; i < framesPerSession && !s.closed; i++) {
-          await sleep(t0 + phase + i * 100 - performance.now());
-          s.ws.send(bytesOf(framesB[(offset + i) % framesB.length]!));
-          sent[k]!++;
-        }
-        if (s.closed) return NaN;
-        const t = performance.now();
-        s.ws.send(JSON.stringify({ type: 'finalize' }));
-        // A waiting client keeps the session alive (the gateway's idle timer counts client
-        // messages only, also while it is still decoding a backlog).
-        const keepalive = setInterval(() => s.ws.readyState === WebSocket.OPEN && s.ws.send(JSON.stringify({ type: 'keepalive' })), 5000);
-        const e = await s.next(FINALIZE_TIMEOUT_MS, 'flush_done');
-        clearInterval(keepalive);
-        return e ? e.at - t : s.closed ? NaN : Infinity;
-      }));
+      const lags = await Promise.all(
+        sessions.map(async (s, k) => {
+          const offset = Math.floor((k * framesB.length) / n);
+          const phase = (k * 100) / n;
+          for (let i = 0; i < framesPerSession && !s.closed; i++) {
+            await sleep(t0 + phase + i * 100 - performance.now());
+            s.ws.send(bytesOf(framesB[(offset + i) % framesB.length]!));
+            sent[k]!++;
+          }
+          if (s.closed) return NaN;
+          const t = performance.now();
+          s.ws.send(JSON.stringify({ type: 'finalize' }));
+          // A waiting client keeps the session alive (the gateway's idle timer counts client
+          // messages only, also while it is still decoding a backlog).
+          const keepalive = setInterval(() => s.ws.readyState === WebSocket.OPEN && s.ws.send(JSON.stringify({ type: 'keepalive' })), 5000);
+          const e = await s.next(FINALIZE_TIMEOUT_MS, 'flush_done');
+          clearInterval(keepalive);
+          return e ? e.at - t : s.closed ? NaN : Infinity;
+        }),
+      );
       clearInterval(sampler);
       const closedEarly = new Map<string, number>();
-      for (const s of sessions) if (s.closed) closedEarly.set(`${s.closed.code} ${s.closed.reason}`, (closedEarly.get(`${s.closed.code} ${s.closed.reason}`) ?? 0) + 1);
+      for (const s of sessions)
+        if (s.closed) closedEarly.set(`${s.closed.code} ${s.closed.reason}`, (closedEarly.get(`${s.closed.code} ${s.closed.reason}`) ?? 0) + 1);
       await Promise.all(sessions.map((s) => s.close()));
       const ok = lags.filter((l) => l <= KEEP_UP_MS).length;
       if (ok === n) largestOk = Math.max(largestOk, n);
@@ -352,8 +391,12 @@ try {
           finite.length ? `${median(finite).toFixed(0)} / ${Math.max(...finite).toFixed(0)}` : '',
           late ? `${late} over ${FINALIZE_TIMEOUT_MS / 1000} s` : '',
           n - finite.length - late ? `${n - finite.length - late} closed before` : '',
-        ].filter(Boolean).join('; '),
-        'interim lag p50 / p95 / max s': interimAll.length ? `${median(interimAll).toFixed(2)} / ${percentile(interimAll, 95).toFixed(2)} / ${interimAll.at(-1)!.toFixed(2)}` : '-',
+        ]
+          .filter(Boolean)
+          .join('; '),
+        'interim lag p50 / p95 / max s': interimAll.length
+          ? `${median(interimAll).toFixed(2)} / ${percentile(interimAll, 95).toFixed(2)} / ${interimAll.at(-1)!.toFixed(2)}`
+          : '-',
         'open all ms': Math.round(openMs),
         'closed by gateway': closedEarly.size ? [...closedEarly].map(([r, c]) => `${c}x ${r}`).join(', ') : 0,
         'RSS before -> peak MB': `${rssBefore.toFixed(0)} -> ${peak.toFixed(0)}`,

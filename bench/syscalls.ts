@@ -21,7 +21,12 @@ const upstream = await startTs('bench/upstream-server.ts');
 const fx = await benchFixture(upstream.url);
 const gateway = await startBundled('bench/gateway-server.ts', { SVC_DATA_DIR: fx.dataDir, DATABASE_URL: fx.databaseUrl, SVC_MODELS_FILE: '/nonexistent' });
 const bare = await startBundled('bench/bare-proxy.ts', { BARE_PROXY_TARGET: upstream.url }, 'node');
-const spec = { path: '/v1/chat/completions', method: 'POST' as const, headers: { 'content-type': 'application/json', authorization: `Bearer ${fx.key}` }, body: CHAT_BODY };
+const spec = {
+  path: '/v1/chat/completions',
+  method: 'POST' as const,
+  headers: { 'content-type': 'application/json', authorization: `Bearer ${fx.key}` },
+  body: CHAT_BODY,
+};
 
 /** strace -c's summary as calls per syscall name. */
 function parseSummary(text: string): Map<string, number> {
@@ -35,7 +40,10 @@ function parseSummary(text: string): Map<string, number> {
 
 try {
   const counted: Record<string, { calls: Map<string, number>; requests: number }> = {};
-  for (const [name, proc] of [['gateway', gateway], ['bare proxy', bare]] as const) {
+  for (const [name, proc] of [
+    ['gateway', gateway],
+    ['bare proxy', bare],
+  ] as const) {
     await maxThroughput(proc.url, spec, 2); // warm up (JIT, connection pools)
     const strace = spawn('strace', ['-f', '-c', '-p', String(proc.child.pid)], { stdio: ['ignore', 'ignore', 'pipe'] });
     let summary = '';
@@ -52,7 +60,9 @@ try {
     .map((call) => ({ syscall: call, 'gateway per request': perRequest('gateway', call), 'bare proxy per request': perRequest('bare proxy', call) }))
     .filter((r) => r['gateway per request'] >= 0.01 || r['bare proxy per request'] >= 0.01)
     .sort((a, b) => b['gateway per request'] - a['gateway per request']);
-  console.log(`\nSystem calls per request (all threads), open loop at ${values.rate}/s for ${values.seconds}s: ${counted.gateway!.requests} and ${counted['bare proxy']!.requests} requests answered 200\n`);
+  console.log(
+    `\nSystem calls per request (all threads), open loop at ${values.rate}/s for ${values.seconds}s: ${counted.gateway!.requests} and ${counted['bare proxy']!.requests} requests answered 200\n`,
+  );
   console.log(table(rows));
 } finally {
   for (const p of [gateway, bare, upstream]) p.child.kill('SIGTERM');

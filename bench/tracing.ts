@@ -11,7 +11,14 @@ import { benchFixture, CHAT_BODY } from './lib/bench-fixture.ts';
 import { maxThroughput, median, openLoop, table } from './lib/load.ts';
 import { rssMb, startBundled, startTs } from './lib/processes.ts';
 
-const { values } = parseArgs({ options: { rounds: { type: 'string', default: '12' }, seconds: { type: 'string', default: '2' }, rate: { type: 'string', default: '1000' }, sampler: { type: 'string', default: 'always_on' } } });
+const { values } = parseArgs({
+  options: {
+    rounds: { type: 'string', default: '12' },
+    seconds: { type: 'string', default: '2' },
+    rate: { type: 'string', default: '1000' },
+    sampler: { type: 'string', default: 'always_on' },
+  },
+});
 const rounds = Number(values.rounds);
 const seconds = Number(values.seconds);
 const rate = Number(values.rate);
@@ -34,7 +41,12 @@ const fx = await benchFixture(upstream.url);
 const env = { SVC_DATA_DIR: fx.dataDir, DATABASE_URL: fx.databaseUrl, SVC_MODELS_FILE: '/nonexistent' };
 const off = await startBundled('bench/gateway-server.ts', env);
 const on = await startBundled('bench/gateway-server.ts', { ...env, OTEL_EXPORTER_OTLP_ENDPOINT: sinkUrl, OTEL_TRACES_SAMPLER: values.sampler! });
-const spec = { path: '/v1/chat/completions', method: 'POST' as const, headers: { 'content-type': 'application/json', authorization: `Bearer ${fx.key}` }, body: CHAT_BODY };
+const spec = {
+  path: '/v1/chat/completions',
+  method: 'POST' as const,
+  headers: { 'content-type': 'application/json', authorization: `Bearer ${fx.key}` },
+  body: CHAT_BODY,
+};
 
 try {
   type Side = { p50: number[]; p99: number[]; rps: number[]; errors: number };
@@ -60,14 +72,32 @@ try {
   const m = (n: 'on' | 'off', k: 'p50' | 'p99' | 'rps') => median(res[n][k]);
   const paired = (k: 'p50' | 'p99') => median(res.on[k].map((v, i) => v - res.off[k][i]!));
   const kept = median(res.on.rps.map((v, i) => v / res.off.rps[i]!));
-  console.log(`\nTracing (${values.sampler}), POST /v1/chat/completions (non-streaming), ${rounds} paired rounds x ${seconds}s, open loop at ${rate} req/s; medians\n`);
+  console.log(
+    `\nTracing (${values.sampler}), POST /v1/chat/completions (non-streaming), ${rounds} paired rounds x ${seconds}s, open loop at ${rate} req/s; medians\n`,
+  );
   console.log(
     table([
-      { tracing: 'off (no endpoint)', 'p50 ms': m('off', 'p50'), 'p99 ms': m('off', 'p99'), 'max req/s': Math.round(m('off', 'rps')), 'RSS MB': Math.round(rssMb(off.child.pid!)), errors: res.off.errors },
-      { tracing: `on (sampler ${values.sampler})`, 'p50 ms': m('on', 'p50'), 'p99 ms': m('on', 'p99'), 'max req/s': Math.round(m('on', 'rps')), 'RSS MB': Math.round(rssMb(on.child.pid!)), errors: res.on.errors },
+      {
+        tracing: 'off (no endpoint)',
+        'p50 ms': m('off', 'p50'),
+        'p99 ms': m('off', 'p99'),
+        'max req/s': Math.round(m('off', 'rps')),
+        'RSS MB': Math.round(rssMb(off.child.pid!)),
+        errors: res.off.errors,
+      },
+      {
+        tracing: `on (sampler ${values.sampler})`,
+        'p50 ms': m('on', 'p50'),
+        'p99 ms': m('on', 'p99'),
+        'max req/s': Math.round(m('on', 'rps')),
+        'RSS MB': Math.round(rssMb(on.child.pid!)),
+        errors: res.on.errors,
+      },
     ]),
   );
-  console.log(`\nadded by tracing (median of per-round differences): p50 ${paired('p50').toFixed(3)} ms, p99 ${paired('p99').toFixed(3)} ms, max throughput kept ${(100 * kept).toFixed(1)} %`);
+  console.log(
+    `\nadded by tracing (median of per-round differences): p50 ${paired('p50').toFixed(3)} ms, p99 ${paired('p99').toFixed(3)} ms, max throughput kept ${(100 * kept).toFixed(1)} %`,
+  );
   console.log(`collector received ${exports} exports, ${(exportedBytes / 1e6).toFixed(1)} MB`);
 } finally {
   for (const p of [on, off, upstream]) p.child.kill('SIGTERM');

@@ -29,7 +29,9 @@ import { median, percentile, table } from './lib/load.ts';
 import { startBundled } from './lib/processes.ts';
 import { voiceFixture } from './lib/voice-fixture.ts';
 
-const { values } = parseArgs({ options: { runs: { type: 'string', default: '30' }, warmup: { type: 'string', default: '3' }, interval: { type: 'string', default: '20' } } });
+const { values } = parseArgs({
+  options: { runs: { type: 'string', default: '30' }, warmup: { type: 'string', default: '3' }, interval: { type: 'string', default: '20' } },
+});
 const runs = Number(values.runs);
 const warmup = Number(values.warmup);
 const intervalMs = Number(values.interval);
@@ -40,9 +42,9 @@ const TEXT =
 /** The transcript as LLM-sized pieces: 3-6 characters each, the same split every run (seeded). */
 function tokens(text: string, seed = 7): string[] {
   let state = seed;
-  const next = () => ((state = (state * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+  const next = () => (state = (state * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
   const out: string[] = [];
-  for (let at = 0; at < text.length; ) {
+  for (let at = 0; at < text.length;) {
     const n = 3 + Math.floor(next() * 4);
     out.push(text.slice(at, at + n));
     at += n;
@@ -68,7 +70,12 @@ async function sse(agent: Agent, origin: string, key: string, e: Engine): Promis
     method: 'POST',
     dispatcher: agent,
     headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
-    body: JSON.stringify({ model_id: e.model, transcript: TEXT, voice: { mode: 'id', id: e.voice }, output_format: { container: 'raw', encoding: 'pcm_s16le', sample_rate: e.rate } }),
+    body: JSON.stringify({
+      model_id: e.model,
+      transcript: TEXT,
+      voice: { mode: 'id', id: e.voice },
+      output_format: { container: 'raw', encoding: 'pcm_s16le', sample_rate: e.rate },
+    }),
   });
   let first = NaN;
   let done = false;
@@ -98,7 +105,9 @@ class Socket {
   }
 
   static open(origin: string, key: string): Promise<Socket> {
-    const ws = new WebSocket(`${origin.replace(/^http/, 'ws')}/tts/websocket`, { headers: { authorization: `Bearer ${key}`, 'cartesia-version': '2025-04-16' } });
+    const ws = new WebSocket(`${origin.replace(/^http/, 'ws')}/tts/websocket`, {
+      headers: { authorization: `Bearer ${key}`, 'cartesia-version': '2025-04-16' },
+    });
     return new Promise((resolve, reject) => {
       ws.once('open', () => resolve(new Socket(ws)));
       ws.once('error', reject);
@@ -113,7 +122,13 @@ class Socket {
    */
   run(e: Engine, pieces: string[], completesFirst: number, holdRest: boolean): Promise<{ fromSentence: number; fromFirstPiece: number }> {
     const id = `run-${++this.seq}`;
-    const base = { model_id: e.model, voice: { mode: 'id', id: e.voice }, output_format: { container: 'raw', encoding: 'pcm_s16le', sample_rate: e.rate }, language: 'en', context_id: id };
+    const base = {
+      model_id: e.model,
+      voice: { mode: 'id', id: e.voice },
+      output_format: { container: 'raw', encoding: 'pcm_s16le', sample_rate: e.rate },
+      language: 'en',
+      context_id: id,
+    };
     return new Promise((resolve, reject) => {
       let firstPieceAt = NaN;
       let sentenceAt = NaN;
@@ -210,7 +225,16 @@ try {
     const sorted = (xs: number[]) => [...xs].sort((a, b) => a - b);
     const paired = wsMs.map((x, i) => x - sseMs[i]!);
     const diff = median(wsMs) - median(sseMs);
-    rows.push({ engine: e.name, route: '/tts/sse (whole text)', 'first audio from': 'request sent', 'p50 ms': median(sseMs), 'p90 ms': percentile(sorted(sseMs), 90), 'socket - sse p50 ms': '', 'paired diff p50 ms': '', 'socket / sse p50': '' });
+    rows.push({
+      engine: e.name,
+      route: '/tts/sse (whole text)',
+      'first audio from': 'request sent',
+      'p50 ms': median(sseMs),
+      'p90 ms': percentile(sorted(sseMs), 90),
+      'socket - sse p50 ms': '',
+      'paired diff p50 ms': '',
+      'socket / sse p50': '',
+    });
     rows.push({
       engine: e.name,
       route: '/tts/websocket (pieces)',
@@ -231,8 +255,19 @@ try {
       'paired diff p50 ms': median(wsHeld.map((x, i) => x - sseMs[i]!)),
       'socket / sse p50': median(wsHeld) / median(sseMs),
     });
-    rows.push({ engine: e.name, route: '/tts/websocket (pieces)', 'first audio from': 'first piece sent (LLM pacing included)', 'p50 ms': median(wsFromStart), 'p90 ms': percentile(sorted(wsFromStart), 90), 'socket - sse p50 ms': '', 'paired diff p50 ms': '', 'socket / sse p50': '' });
-    verdicts.push(`${e.name}: the socket's first audio is ${diff.toFixed(2)} ms ${diff >= 0 ? 'after' : 'before'} /tts/sse's at the median (target: within 5 ms): ${diff <= 5 ? 'met' : 'NOT met'}`);
+    rows.push({
+      engine: e.name,
+      route: '/tts/websocket (pieces)',
+      'first audio from': 'first piece sent (LLM pacing included)',
+      'p50 ms': median(wsFromStart),
+      'p90 ms': percentile(sorted(wsFromStart), 90),
+      'socket - sse p50 ms': '',
+      'paired diff p50 ms': '',
+      'socket / sse p50': '',
+    });
+    verdicts.push(
+      `${e.name}: the socket's first audio is ${diff.toFixed(2)} ms ${diff >= 0 ? 'after' : 'before'} /tts/sse's at the median (target: within 5 ms): ${diff <= 5 ? 'met' : 'NOT met'}`,
+    );
   }
   socket.ws.close();
   await agent.close();

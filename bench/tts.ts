@@ -41,7 +41,9 @@ import { median, percentile, table } from './lib/load.ts';
 import { rssMb, startBundled } from './lib/processes.ts';
 import { voiceFixture } from './lib/voice-fixture.ts';
 
-const { values } = parseArgs({ options: { runs: { type: 'string', default: '30' }, concurrency: { type: 'string', default: '50' }, rounds: { type: 'string', default: '3' } } });
+const { values } = parseArgs({
+  options: { runs: { type: 'string', default: '30' }, concurrency: { type: 'string', default: '50' }, rounds: { type: 'string', default: '3' } },
+});
 const runs = Number(values.runs);
 const concurrency = Number(values.concurrency);
 const rounds = Number(values.rounds);
@@ -113,7 +115,12 @@ async function ttsStream(agent: Agent, origin: string, key: string, body: object
   let firstAt = NaN;
   let lastAt = NaN;
   try {
-    const res = await request(origin + '/tts/sse', { method: 'POST', dispatcher: agent, headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` }, body: JSON.stringify(body) });
+    const res = await request(origin + '/tts/sse', {
+      method: 'POST',
+      dispatcher: agent,
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
+      body: JSON.stringify(body),
+    });
     r.status = res.statusCode;
     let buf = '';
     for await (const piece of res.body) {
@@ -221,12 +228,18 @@ try {
   };
   let failures = 0;
   const gw = async (e: Engine, rate: number) => {
-    const s = await ttsStream(agent, gateway.url, fx.key, {
-      model_id: e.model,
-      transcript: SHORT_TEXT,
-      voice: { mode: 'id', id: e.voice },
-      output_format: { container: 'raw', encoding: 'pcm_s16le', sample_rate: rate },
-    }, rate * 2);
+    const s = await ttsStream(
+      agent,
+      gateway.url,
+      fx.key,
+      {
+        model_id: e.model,
+        transcript: SHORT_TEXT,
+        voice: { mode: 'id', id: e.voice },
+        output_format: { container: 'raw', encoding: 'pcm_s16le', sample_rate: rate },
+      },
+      rate * 2,
+    );
     if (s.status !== 200 || !s.done) {
       failures++;
       if (failures <= 3) console.error(`stream failed: ${s.status} ${s.error ?? 'no done event'}`);
@@ -252,7 +265,16 @@ try {
   for (const e of engines) {
     const base = samples.get(`${e.name}|engine alone`)!;
     const sb = [...base].sort((a, b) => a - b);
-    rowsA.push({ engine: e.name, path: 'engine alone', 'output': e.name === 'flite' ? 'first sentence WAV written' : 'first byte past header', 'p50 ms': median(base), 'p90 ms': percentile(sb, 90), 'added p50 ms': '', 'added p90 ms': '', 'paired added p50 ms': '' });
+    rowsA.push({
+      engine: e.name,
+      path: 'engine alone',
+      output: e.name === 'flite' ? 'first sentence WAV written' : 'first byte past header',
+      'p50 ms': median(base),
+      'p90 ms': percentile(sb, 90),
+      'added p50 ms': '',
+      'added p90 ms': '',
+      'paired added p50 ms': '',
+    });
     for (const path of ['gateway native', 'gateway 24 kHz'] as const) {
       const xs = samples.get(`${e.name}|${path}`)!;
       const sx = [...xs].sort((a, b) => a - b);
@@ -271,13 +293,20 @@ try {
       verdicts.push(`${e.name}, ${path}: adds ${added.toFixed(2)} ms at the median (target <= 5 ms): ${added <= 5 ? 'met' : 'NOT met'}`);
     }
   }
-  console.log(`\nTTS time to first audio, ${runs} sequential runs per path after ${WARMUP} warm-up, interleaved; transcript ${SHORT_TEXT.length} chars; load average ${loadavg()[0]!.toFixed(1)}\n`);
+  console.log(
+    `\nTTS time to first audio, ${runs} sequential runs per path after ${WARMUP} warm-up, interleaved; transcript ${SHORT_TEXT.length} chars; load average ${loadavg()[0]!.toFixed(1)}\n`,
+  );
   console.log(table(rowsA));
   console.log('\n' + verdicts.join('\n'));
   if (failures) console.log(`(${failures} gateway streams did not end with a done event)`);
 
   // ---------- (b) concurrent streams ----------
-  const longBody = { model_id: 'local-espeak', transcript: LONG_TEXT, voice: { mode: 'id', id: 'espeak-en-us-m' }, output_format: { container: 'raw', encoding: 'pcm_s16le', sample_rate: 22050 } };
+  const longBody = {
+    model_id: 'local-espeak',
+    transcript: LONG_TEXT,
+    voice: { mode: 'id', id: 'espeak-en-us-m' },
+    output_format: { container: 'raw', encoding: 'pcm_s16le', sample_rate: 22050 },
+  };
   const BPS = 22050 * 2;
   const alone: StreamResult[] = [];
   for (let i = 0; i < 6; i++) {
@@ -319,24 +348,34 @@ try {
     clearInterval(sampler);
     rowsB.push(summarize(`gateway, ${concurrency} concurrent, round ${r + 1}`, lastBurst, `${before.toFixed(0)} -> peak ${peak.toFixed(0)}`));
   }
-  console.log(`\nConcurrent /tts/sse streams, espeak-ng (local-espeak, espeak-en-us-m), ${LONG_TEXT.length}-char transcript, raw s16 22050 Hz; load average ${loadavg()[0]!.toFixed(1)}\n`);
+  console.log(
+    `\nConcurrent /tts/sse streams, espeak-ng (local-espeak, espeak-en-us-m), ${LONG_TEXT.length}-char transcript, raw s16 22050 Hz; load average ${loadavg()[0]!.toFixed(1)}\n`,
+  );
   console.log(table(rowsB));
   console.log(`\nPer stream, last round of ${concurrency} (sorted by first chunk):\n`);
-  console.log(table([...lastBurst].sort((a, b) => a.firstChunk - b.firstChunk).map((s, i) => ({
-    '#': i + 1,
-    status: s.status,
-    done: s.done ? 'yes' : `NO ${s.error ?? ''}`,
-    'first chunk ms': s.firstChunk,
-    'largest gap ms': s.maxGap,
-    'total ms': s.total,
-    chunks: s.chunks,
-    'audio s': s.audioSeconds,
-    'min lead s': s.minLead,
-  }))));
+  console.log(
+    table(
+      [...lastBurst]
+        .sort((a, b) => a.firstChunk - b.firstChunk)
+        .map((s, i) => ({
+          '#': i + 1,
+          status: s.status,
+          done: s.done ? 'yes' : `NO ${s.error ?? ''}`,
+          'first chunk ms': s.firstChunk,
+          'largest gap ms': s.maxGap,
+          'total ms': s.total,
+          chunks: s.chunks,
+          'audio s': s.audioSeconds,
+          'min lead s': s.minLead,
+        })),
+    ),
+  );
   const aloneGap = median(alone.map((s) => s.maxGap));
   const burstGap = Math.max(...lastBurst.map((s) => s.maxGap));
-  console.log(`\nlargest gap between chunks: alone ${aloneGap.toFixed(1)} ms (median of 5), with ${concurrency} concurrent at most ${burstGap.toFixed(1)} ms (last round); ` +
-    `every gateway stream completed with done: ${rowsB.slice(3).every((r) => r['done ok'] === concurrency) ? 'yes' : 'NO'}`);
+  console.log(
+    `\nlargest gap between chunks: alone ${aloneGap.toFixed(1)} ms (median of 5), with ${concurrency} concurrent at most ${burstGap.toFixed(1)} ms (last round); ` +
+      `every gateway stream completed with done: ${rowsB.slice(3).every((r) => r['done ok'] === concurrency) ? 'yes' : 'NO'}`,
+  );
   await agent.close();
 } finally {
   cleanup();

@@ -84,7 +84,8 @@ async function detect(samples: Float32Array, detector: Detector, preset: TurnDet
   const events: Timed[] = [];
   if (detector === 'energy') {
     const d = new EnergyTurnDetector(CORPUS_RATE, preset);
-    for (let at = 0; at < samples.length; at += CHUNK) for (const e of d.push(samples.subarray(at, at + CHUNK))) events.push({ type: e.type, at: Math.min(at + CHUNK, samples.length) / CORPUS_RATE });
+    for (let at = 0; at < samples.length; at += CHUNK)
+      for (const e of d.push(samples.subarray(at, at + CHUNK))) events.push({ type: e.type, at: Math.min(at + CHUNK, samples.length) / CORPUS_RATE });
     return events;
   }
   const d = new TurnDetector(CORPUS_RATE, turnSettings(preset));
@@ -132,8 +133,15 @@ function punctuatedTimeline(u: Utterance): string[] {
   });
 }
 
-async function evaluate(detector: Detector, preset: TurnDetection, corpus: Utterance[], timelines: (string[] | undefined)[], noise: Record<string, Float32Array>): Promise<Row> {
-  const timelineOf = (u: Utterance, i: number) => (detector === 'local STT' ? timelines[i] : detector === 'punctuating STT' ? punctuatedTimeline(u) : undefined);
+async function evaluate(
+  detector: Detector,
+  preset: TurnDetection,
+  corpus: Utterance[],
+  timelines: (string[] | undefined)[],
+  noise: Record<string, Float32Array>,
+): Promise<Row> {
+  const timelineOf = (u: Utterance, i: number) =>
+    detector === 'local STT' ? timelines[i] : detector === 'punctuating STT' ? punctuatedTimeline(u) : undefined;
   const results = await pool(corpus, CONCURRENCY, (u, i) => detect(u.samples, detector, preset, timelineOf(u, i)));
   const ends: number[] = [];
   const eagers: number[] = [];
@@ -148,7 +156,9 @@ async function evaluate(detector: Detector, preset: TurnDetection, corpus: Utter
     if (cut && u.pause) cutPaused++;
     if (cut && explain && detector !== 'energy') {
       const k = Math.floor((u.pause?.start ?? u.speechEnd) * 50) + 10;
-      console.error(`cut-off ${preset} ${detector}: ${u.name} pause ${u.pause ? Math.round((u.pause.end - u.pause.start) * 1000) : '-'} ms; heard at the pause: "${timelineOf(u, i)?.[k] ?? ''}"`);
+      console.error(
+        `cut-off ${preset} ${detector}: ${u.name} pause ${u.pause ? Math.round((u.pause.end - u.pause.start) * 1000) : '-'} ms; heard at the pause: "${timelineOf(u, i)?.[k] ?? ''}"`,
+      );
     }
     const end = events.find((e) => e.type === 'turn.end' && e.at >= u.speechEnd);
     if (!end) missed++;
@@ -215,11 +225,19 @@ const cpu1 = await cpuPerSession(clip, 1);
 const cpu32 = await cpuPerSession(clip, 32);
 
 console.log(`\nTurn detection, ${new Date().toISOString().slice(0, 10)}, \`npx tsx bench/turn-detection.ts${args.length ? ' ' + args.join(' ') : ''}\``);
-console.log(`${corpus.length} utterances (${corpus.filter((u) => u.pause).length} with a 300-800 ms pause), transcript evidence ${useTranscript ? 'on' : 'off'}; ms after the end of speech\n`);
-console.log('| preset | detector | end of turn p50 | p90 | eager end p50 | false cut-offs, paused sentences | all | no end | false starts/min: babble, white, clicks |');
+console.log(
+  `${corpus.length} utterances (${corpus.filter((u) => u.pause).length} with a 300-800 ms pause), transcript evidence ${useTranscript ? 'on' : 'off'}; ms after the end of speech\n`,
+);
+console.log(
+  '| preset | detector | end of turn p50 | p90 | eager end p50 | false cut-offs, paused sentences | all | no end | false starts/min: babble, white, clicks |',
+);
 console.log('|---|---|---|---|---|---|---|---|---|');
 for (const r of rows) {
   const fs = `${r.noiseStarts.babble!.toFixed(1)}, ${r.noiseStarts.white!.toFixed(1)}, ${r.noiseStarts.clicks!.toFixed(1)}`;
-  console.log(`| ${r.preset} | ${r.detector === 'energy' ? 'energy VAD (before)' : `Silero VAD, ${r.detector}`} | ${ms(r.endP50)} | ${ms(r.endP90)} | ${ms(r.eagerP50)} | ${r.cutoffsPaused.toFixed(1)} % | ${r.cutoffsAll.toFixed(1)} % | ${r.missed} | ${fs} |`);
+  console.log(
+    `| ${r.preset} | ${r.detector === 'energy' ? 'energy VAD (before)' : `Silero VAD, ${r.detector}`} | ${ms(r.endP50)} | ${ms(r.endP90)} | ${ms(r.eagerP50)} | ${r.cutoffsPaused.toFixed(1)} % | ${r.cutoffsAll.toFixed(1)} % | ${r.missed} | ${fs} |`,
+  );
 }
-console.log(`\nCPU per real-time session (Silero, balanced): ${(cpu1 * 100).toFixed(2)} % of a core alone, ${(cpu32 * 100).toFixed(2)} % each with 32 sessions batched`);
+console.log(
+  `\nCPU per real-time session (Silero, balanced): ${(cpu1 * 100).toFixed(2)} % of a core alone, ${(cpu32 * 100).toFixed(2)} % each with 32 sessions batched`,
+);

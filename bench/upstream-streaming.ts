@@ -123,10 +123,21 @@ const openaiSpeech = await startTs('bench/voice-upstream-server.ts', { BENCH_VOI
 watch('the openai speech server (bench/voice-upstream-server.ts)', openaiSpeech);
 
 const TTS_MODELS = { deepgram: 'bench-deepgram-tts', cartesia: 'bench-cartesia-tts', elevenlabs: 'bench-elevenlabs-tts', openai: 'bench-openai-tts' } as const;
-const STT_MODELS = { deepgram: 'bench-deepgram-stt', cartesia: 'bench-cartesia-stt', 'openai-realtime': 'bench-realtime-stt', openai: 'bench-openai-stt' } as const;
+const STT_MODELS = {
+  deepgram: 'bench-deepgram-stt',
+  cartesia: 'bench-cartesia-stt',
+  'openai-realtime': 'bench-realtime-stt',
+  openai: 'bench-openai-stt',
+} as const;
 /** The engine voice of each TTS model (the peers take any id). */
 const ENGINE_VOICES = { deepgram: 'aura-2-thalia-en', cartesia: 'bench-cartesia-voice', elevenlabs: 'JBFqnCBsd6RMkjVDRZzb', openai: 'alloy' } as const;
-const KEY_ENVS = { deepgram: 'BENCH_DEEPGRAM_KEY', cartesia: 'BENCH_CARTESIA_KEY', elevenlabs: 'BENCH_ELEVENLABS_KEY', realtime: 'BENCH_REALTIME_KEY', openai: 'BENCH_OPENAI_KEY' } as const;
+const KEY_ENVS = {
+  deepgram: 'BENCH_DEEPGRAM_KEY',
+  cartesia: 'BENCH_CARTESIA_KEY',
+  elevenlabs: 'BENCH_ELEVENLABS_KEY',
+  realtime: 'BENCH_REALTIME_KEY',
+  openai: 'BENCH_OPENAI_KEY',
+} as const;
 
 /** A throw-away SQLite database: one org and key, the eight models on the peers, a platform voice per TTS model. */
 async function fixture() {
@@ -138,15 +149,61 @@ async function fixture() {
   const key = await createApiKey(db.prisma, { orgId: org.id, name: 'bench', rateLimitRpm: 1_000_000_000 });
   const tts = { picoPerChar: 1_000_000n };
   const stt = { picoPerSecond: 100_000_000n };
-  const up = (url: string, protocol: string, upstreamModel: string, apiKeyEnv: string, settings?: Record<string, unknown>) => ({ url, protocol, upstreamModel, apiKeyEnv, ...(settings ? { settings } : {}) });
-  await upsertModel(db.prisma, checkProtocol, { id: TTS_MODELS.deepgram, modality: 'tts', prices: tts, upstream: up(peers.deepgram.url, 'deepgram', 'aura-2', KEY_ENVS.deepgram) });
-  await upsertModel(db.prisma, checkProtocol, { id: TTS_MODELS.cartesia, modality: 'tts', prices: tts, upstream: up(peers.cartesia.url, 'cartesia', 'sonic-3', KEY_ENVS.cartesia) });
-  await upsertModel(db.prisma, checkProtocol, { id: TTS_MODELS.elevenlabs, modality: 'tts', prices: tts, upstream: up(peers.elevenlabs.url, 'elevenlabs', 'eleven_flash_v2_5', KEY_ENVS.elevenlabs) });
-  await upsertModel(db.prisma, checkProtocol, { id: TTS_MODELS.openai, modality: 'tts', prices: tts, upstream: up(openaiSpeech.url, 'openai', 'bench-tts', KEY_ENVS.openai) });
-  await upsertModel(db.prisma, checkProtocol, { id: STT_MODELS.deepgram, modality: 'stt', prices: stt, upstream: up(peers.deepgram.url, 'deepgram', 'nova-3', KEY_ENVS.deepgram) });
-  await upsertModel(db.prisma, checkProtocol, { id: STT_MODELS.cartesia, modality: 'stt', prices: stt, upstream: up(peers.cartesia.url, 'cartesia', 'ink-whisper', KEY_ENVS.cartesia) });
-  await upsertModel(db.prisma, checkProtocol, { id: STT_MODELS['openai-realtime'], modality: 'stt', prices: stt, upstream: up(peers.realtime.url, 'openai-realtime', 'gpt-4o-transcribe', KEY_ENVS.realtime, { dialect: 'ga' }) });
-  await upsertModel(db.prisma, checkProtocol, { id: STT_MODELS.openai, modality: 'stt', prices: stt, upstream: up(peers.openai.url, 'openai', 'whisper-1', KEY_ENVS.openai) });
+  const up = (url: string, protocol: string, upstreamModel: string, apiKeyEnv: string, settings?: Record<string, unknown>) => ({
+    url,
+    protocol,
+    upstreamModel,
+    apiKeyEnv,
+    ...(settings ? { settings } : {}),
+  });
+  await upsertModel(db.prisma, checkProtocol, {
+    id: TTS_MODELS.deepgram,
+    modality: 'tts',
+    prices: tts,
+    upstream: up(peers.deepgram.url, 'deepgram', 'aura-2', KEY_ENVS.deepgram),
+  });
+  await upsertModel(db.prisma, checkProtocol, {
+    id: TTS_MODELS.cartesia,
+    modality: 'tts',
+    prices: tts,
+    upstream: up(peers.cartesia.url, 'cartesia', 'sonic-3', KEY_ENVS.cartesia),
+  });
+  await upsertModel(db.prisma, checkProtocol, {
+    id: TTS_MODELS.elevenlabs,
+    modality: 'tts',
+    prices: tts,
+    upstream: up(peers.elevenlabs.url, 'elevenlabs', 'eleven_flash_v2_5', KEY_ENVS.elevenlabs),
+  });
+  await upsertModel(db.prisma, checkProtocol, {
+    id: TTS_MODELS.openai,
+    modality: 'tts',
+    prices: tts,
+    upstream: up(openaiSpeech.url, 'openai', 'bench-tts', KEY_ENVS.openai),
+  });
+  await upsertModel(db.prisma, checkProtocol, {
+    id: STT_MODELS.deepgram,
+    modality: 'stt',
+    prices: stt,
+    upstream: up(peers.deepgram.url, 'deepgram', 'nova-3', KEY_ENVS.deepgram),
+  });
+  await upsertModel(db.prisma, checkProtocol, {
+    id: STT_MODELS.cartesia,
+    modality: 'stt',
+    prices: stt,
+    upstream: up(peers.cartesia.url, 'cartesia', 'ink-whisper', KEY_ENVS.cartesia),
+  });
+  await upsertModel(db.prisma, checkProtocol, {
+    id: STT_MODELS['openai-realtime'],
+    modality: 'stt',
+    prices: stt,
+    upstream: up(peers.realtime.url, 'openai-realtime', 'gpt-4o-transcribe', KEY_ENVS.realtime, { dialect: 'ga' }),
+  });
+  await upsertModel(db.prisma, checkProtocol, {
+    id: STT_MODELS.openai,
+    modality: 'stt',
+    prices: stt,
+    upstream: up(peers.openai.url, 'openai', 'whisper-1', KEY_ENVS.openai),
+  });
   // Platform voices (every org sees them).
   const voices = {} as Record<keyof typeof TTS_MODELS, string>;
   for (const p of Object.keys(TTS_MODELS) as (keyof typeof TTS_MODELS)[]) {
@@ -246,7 +303,7 @@ async function attempt(what: string, fn: () => Promise<void>): Promise<void> {
 // (1) TTS first byte
 
 const TEXT = 'Hello, thanks for calling Acme support. How can I help you today?';
-const LONG_TEXT = ('Thanks for waiting. I found your order from last Tuesday and it should arrive on Friday before noon. ').repeat(60).slice(0, 5000);
+const LONG_TEXT = 'Thanks for waiting. I found your order from last Tuesday and it should arrive on Friday before noon. '.repeat(60).slice(0, 5000);
 const OTHER_RATE = 16000;
 type TtsProtocol = keyof typeof TTS_MODELS;
 
@@ -267,7 +324,12 @@ function directSpeech(p: TtsProtocol, rate: number, text: string): HttpCall {
       return {
         url: `${peers.cartesia.url}/tts/bytes`,
         headers: { ...json, authorization: `Bearer ${peers.cartesia.key}`, 'cartesia-version': '2026-03-01' },
-        body: JSON.stringify({ model_id: 'sonic-3', transcript: text, voice: { mode: 'id', id: ENGINE_VOICES.cartesia }, output_format: { container: 'raw', encoding: 'pcm_s16le', sample_rate: rate } }),
+        body: JSON.stringify({
+          model_id: 'sonic-3',
+          transcript: text,
+          voice: { mode: 'id', id: ENGINE_VOICES.cartesia },
+          output_format: { container: 'raw', encoding: 'pcm_s16le', sample_rate: rate },
+        }),
       };
     case 'elevenlabs':
       return {
@@ -276,7 +338,11 @@ function directSpeech(p: TtsProtocol, rate: number, text: string): HttpCall {
         body: JSON.stringify({ text, model_id: 'eleven_flash_v2_5' }),
       };
     case 'openai':
-      return { url: `${openaiSpeech.url}/audio/speech`, headers: { ...json, authorization: `Bearer ${peers.openai.key}` }, body: JSON.stringify({ model: 'bench-tts', input: text, voice: ENGINE_VOICES.openai, response_format: 'pcm' }) };
+      return {
+        url: `${openaiSpeech.url}/audio/speech`,
+        headers: { ...json, authorization: `Bearer ${peers.openai.key}` },
+        body: JSON.stringify({ model: 'bench-tts', input: text, voice: ENGINE_VOICES.openai, response_format: 'pcm' }),
+      };
   }
 }
 
@@ -284,7 +350,13 @@ function gatewaySpeech(p: TtsProtocol, rate: number, text: string): HttpCall {
   return {
     url: `${GW}/tts/bytes`,
     headers: { 'content-type': 'application/json', ...GW_AUTH },
-    body: JSON.stringify({ model_id: TTS_MODELS[p], transcript: text, voice: { mode: 'id', id: fx.voices[p] }, output_format: { container: 'raw', encoding: 'pcm_s16le', sample_rate: rate }, stream: true }),
+    body: JSON.stringify({
+      model_id: TTS_MODELS[p],
+      transcript: text,
+      voice: { mode: 'id', id: fx.voices[p] },
+      output_format: { container: 'raw', encoding: 'pcm_s16le', sample_rate: rate },
+      stream: true,
+    }),
   };
 }
 
@@ -312,11 +384,21 @@ const TTS_CASES: { p: TtsProtocol; rate: number; label: string }[] = (['deepgram
 async function ttsFirstBytes(samples: number): Promise<void> {
   for (let i = 0; i < samples; i++) {
     // Every case, peer and gateway back to back, in an order that rotates each sample.
-    const order = TTS_CASES.flatMap((c) => [{ c, path: 'peer' as Path }, { c, path: 'gateway' as Path }]);
+    const order = TTS_CASES.flatMap((c) => [
+      { c, path: 'peer' as Path },
+      { c, path: 'gateway' as Path },
+    ]);
     const start = (i * 3) % order.length;
     for (const { c, path } of [...order.slice(start), ...order.slice(0, start)]) {
       const peerRate = c.p === 'openai' ? 24000 : c.rate;
-      await attempt(`tts ${c.label} ${path}`, async () => record('first audio byte (TTS, POST /tts/bytes stream:true)', c.label, path, await firstByte(path === 'peer' ? directSpeech(c.p, peerRate, TEXT) : gatewaySpeech(c.p, c.rate, TEXT))));
+      await attempt(`tts ${c.label} ${path}`, async () =>
+        record(
+          'first audio byte (TTS, POST /tts/bytes stream:true)',
+          c.label,
+          path,
+          await firstByte(path === 'peer' ? directSpeech(c.p, peerRate, TEXT) : gatewaySpeech(c.p, c.rate, TEXT)),
+        ),
+      );
     }
   }
 }
@@ -441,7 +523,7 @@ class Wire {
   /** The first message from index `from` on that matches, waiting up to timeoutMs; null if none. */
   async find(match: (m: Msg) => boolean, timeoutMs: number, from = 0): Promise<Received | null> {
     const deadline = performance.now() + timeoutMs;
-    for (let i = from; ; ) {
+    for (let i = from; ;) {
       for (; i < this.events.length; i++) if (match(this.events[i]!.msg)) return this.events[i]!;
       const left = deadline - performance.now();
       if (this.closed || left <= 0) return null;
@@ -477,7 +559,18 @@ const STT: Record<SttProtocol, SttDirect> = {
     kind: 'deepgram-listen',
     open: () => {
       // What gateway/upstreams/protocols/deepgram.ts asks for (engine turns on).
-      const q = new URLSearchParams({ model: 'nova-3', punctuate: 'true', smart_format: 'true', encoding: 'linear16', sample_rate: '16000', channels: '1', interim_results: 'true', vad_events: 'true', endpointing: '300', utterance_end_ms: '1000' });
+      const q = new URLSearchParams({
+        model: 'nova-3',
+        punctuate: 'true',
+        smart_format: 'true',
+        encoding: 'linear16',
+        sample_rate: '16000',
+        channels: '1',
+        interim_results: 'true',
+        vad_events: 'true',
+        endpointing: '300',
+        utterance_end_ms: '1000',
+      });
       return Wire.open(`${peers.deepgram.url.replace(/^http/, 'ws')}/v1/listen?${q}`, { authorization: `Token ${peers.deepgram.key}` });
     },
     audio: (w, f) => w.ws.send(f),
@@ -490,7 +583,11 @@ const STT: Record<SttProtocol, SttDirect> = {
   cartesia: {
     rate: 16000,
     kind: 'cartesia-stt',
-    open: () => Wire.open(`${peers.cartesia.url.replace(/^http/, 'ws')}/stt/websocket?model=ink-whisper&encoding=pcm_s16le&sample_rate=16000`, { authorization: `Bearer ${peers.cartesia.key}`, 'cartesia-version': '2026-03-01' }),
+    open: () =>
+      Wire.open(`${peers.cartesia.url.replace(/^http/, 'ws')}/stt/websocket?model=ink-whisper&encoding=pcm_s16le&sample_rate=16000`, {
+        authorization: `Bearer ${peers.cartesia.key}`,
+        'cartesia-version': '2026-03-01',
+      }),
     audio: (w, f) => w.ws.send(f),
     finalize: (w) => w.ws.send('finalize'),
     interim: (m) => m.type === 'transcript' && m.is_final === false && typeof m.text === 'string' && m.text.trim() !== '',
@@ -502,12 +599,25 @@ const STT: Record<SttProtocol, SttDirect> = {
     rate: 24000,
     kind: 'realtime',
     open: async () => {
-      const w = await Wire.open(`${peers.realtime.url.replace(/^http/, 'ws')}/realtime?intent=transcription`, { authorization: `Bearer ${peers.realtime.key}` });
+      const w = await Wire.open(`${peers.realtime.url.replace(/^http/, 'ws')}/realtime?intent=transcription`, {
+        authorization: `Bearer ${peers.realtime.key}`,
+      });
       // What the protocol's GA dialect sends (openai-realtime/dialects.ts), server VAD on.
-      w.ws.send(JSON.stringify({
-        type: 'session.update',
-        session: { type: 'transcription', audio: { input: { format: { type: 'audio/pcm', rate: 24000 }, transcription: { model: 'gpt-4o-transcribe' }, turn_detection: { type: 'server_vad', threshold: 0.5, prefix_padding_ms: 300, silence_duration_ms: REALTIME_SILENCE_MS } } } },
-      }));
+      w.ws.send(
+        JSON.stringify({
+          type: 'session.update',
+          session: {
+            type: 'transcription',
+            audio: {
+              input: {
+                format: { type: 'audio/pcm', rate: 24000 },
+                transcription: { model: 'gpt-4o-transcribe' },
+                turn_detection: { type: 'server_vad', threshold: 0.5, prefix_padding_ms: 300, silence_duration_ms: REALTIME_SILENCE_MS },
+              },
+            },
+          },
+        }),
+      );
       if (!(await w.find((m) => m.type === 'session.updated', 5000))) throw new Error('the realtime peer did not confirm the session');
       return w;
     },
@@ -587,7 +697,13 @@ async function finalAfterFinalize(p: SttProtocol, path: Path): Promise<void> {
     if (path === 'peer') d.finalize(w);
     else w.ws.send(JSON.stringify({ type: 'finalize' }));
     const e = await w.find(path === 'peer' ? d.final : gwFinal, 5000, from);
-    if (!e) throw new Error(`no final transcript after finalize (${w.events.slice(from).map((x) => x.msg.type).join(',')})`);
+    if (!e)
+      throw new Error(
+        `no final transcript after finalize (${w.events
+          .slice(from)
+          .map((x) => x.msg.type)
+          .join(',')})`,
+      );
     record(FINAL_METRIC, p, path, e.at - t0);
   } finally {
     w.ws.terminate();
@@ -607,7 +723,10 @@ const openaiForm = await (async () => {
   const encoded = new Response(form);
   return { contentType: encoded.headers.get('content-type')!, body: Buffer.from(await encoded.arrayBuffer()) };
 })();
-const openaiTranscriptionCall = () => ({ url: `${peers.openai.url}/audio/transcriptions`, headers: { 'content-type': openaiForm.contentType, authorization: `Bearer ${peers.openai.key}` } });
+const openaiTranscriptionCall = () => ({
+  url: `${peers.openai.url}/audio/transcriptions`,
+  headers: { 'content-type': openaiForm.contentType, authorization: `Bearer ${peers.openai.key}` },
+});
 
 async function openaiFinal(path: Path): Promise<void> {
   if (path === 'peer') {
@@ -626,7 +745,13 @@ async function openaiFinal(path: Path): Promise<void> {
     const t0 = performance.now();
     w.ws.send(JSON.stringify({ type: 'finalize' }));
     const e = await w.find(gwFinal, 5000, from);
-    if (!e) throw new Error(`no final transcript after finalize (${w.events.slice(from).map((x) => x.msg.type).join(',')})`);
+    if (!e)
+      throw new Error(
+        `no final transcript after finalize (${w.events
+          .slice(from)
+          .map((x) => x.msg.type)
+          .join(',')})`,
+      );
     record(FINAL_METRIC, 'openai (batch engine, segmented by the gateway)', path, e.at - t0);
   } finally {
     w.ws.terminate();
@@ -677,7 +802,8 @@ async function sttRound(samples: number, leaves: number): Promise<void> {
   }
   await control('/openai-hold?on=1', 'POST');
   try {
-    for (let i = 0; i < leaves; i++) for (const path of (i % 2 ? ['gateway', 'peer'] : ['peer', 'gateway']) as Path[]) await attempt(`leave openai ${path}`, () => openaiLeave(path));
+    for (let i = 0; i < leaves; i++)
+      for (const path of (i % 2 ? ['gateway', 'peer'] : ['peer', 'gateway']) as Path[]) await attempt(`leave openai ${path}`, () => openaiLeave(path));
   } finally {
     await control('/openai-hold?on=0', 'POST');
   }
@@ -710,10 +836,18 @@ try {
   console.log(`\n# Gateway-added latency per upstream protocol (bench/upstream-streaming.ts)\n`);
   console.log(`- date: ${started.toISOString()}`);
   console.log(`- command: \`${command}\``);
-  console.log(`- machine: ${availableParallelism()} cores (${cpus()[0]?.model ?? 'unknown cpu'}), load average at the end ${loadavg().map((l) => l.toFixed(2)).join(' ')}; Node ${process.version}`);
+  console.log(
+    `- machine: ${availableParallelism()} cores (${cpus()[0]?.model ?? 'unknown cpu'}), load average at the end ${loadavg()
+      .map((l) => l.toFixed(2))
+      .join(' ')}; Node ${process.version}`,
+  );
   console.log('- gateway: key auth, rate limit, credit reservation, debits (SQLite); processes: this client, the gateway, the peers, the openai speech server');
-  console.log(`- ${ROUNDS} rounds after a warm-up; per round: ${TTS_SAMPLES} first-byte samples per case, ${STT_SAMPLES} STT sessions per case and path, ${LEAVE_SAMPLES} client-leaving samples per case and path`);
-  console.log(`- peer clock offset ${offsets.map((o) => o.toFixed(3)).join(' / ')} ms (min RTT ${clockRtt.toFixed(3)} ms): client-leaving times are +/- half that RTT`);
+  console.log(
+    `- ${ROUNDS} rounds after a warm-up; per round: ${TTS_SAMPLES} first-byte samples per case, ${STT_SAMPLES} STT sessions per case and path, ${LEAVE_SAMPLES} client-leaving samples per case and path`,
+  );
+  console.log(
+    `- peer clock offset ${offsets.map((o) => o.toFixed(3)).join(' / ')} ms (min RTT ${clockRtt.toFixed(3)} ms): client-leaving times are +/- half that RTT`,
+  );
   console.log(`- p50/p90: over all samples of all rounds; added p50: median over rounds of (gateway p50 - peer p50); x: median of per-round p50 ratios`);
   const metrics = [...new Set([...rows.values()].map((r) => r.metric))];
   for (const metric of metrics) {
@@ -727,7 +861,14 @@ try {
       const gw = all('gateway');
       const rounds = Math.min(r.samples.peer.length, r.samples.gateway.length);
       const perRound = (f: (p: number[], g: number[]) => number) =>
-        median(Array.from({ length: rounds }, (_, k) => f([...(r.samples.peer[k] ?? [])].sort((a, b) => a - b), [...(r.samples.gateway[k] ?? [])].sort((a, b) => a - b))).filter(Number.isFinite));
+        median(
+          Array.from({ length: rounds }, (_, k) =>
+            f(
+              [...(r.samples.peer[k] ?? [])].sort((a, b) => a - b),
+              [...(r.samples.gateway[k] ?? [])].sort((a, b) => a - b),
+            ),
+          ).filter(Number.isFinite),
+        );
       const added = perRound((p, g) => median(g) - median(p));
       const ratio = perRound((p, g) => median(g) / median(p));
       const fmt = (x: number) => (Number.isFinite(x) ? x.toFixed(2) : '-');

@@ -34,15 +34,29 @@ function measure(command: string, args: (out: string) => string[]): VoiceAnalysi
 
 function flite(voice: string, settings: { pitchHz?: number; stretch?: number }): VoiceAnalysis {
   return measure('flite', (out) => [
-    '-voice', voice,
-    '--setf', `duration_stretch=${(settings.stretch ?? 1).toFixed(4)}`,
+    '-voice',
+    voice,
+    '--setf',
+    `duration_stretch=${(settings.stretch ?? 1).toFixed(4)}`,
     ...(settings.pitchHz === undefined ? [] : ['--setf', `int_f0_target_mean=${settings.pitchHz.toFixed(1)}`]),
-    '-t', TEXT, '-o', out,
+    '-t',
+    TEXT,
+    '-o',
+    out,
   ]);
 }
 
 function espeak(voice: string, settings: { pitch?: number; wpm?: number }): VoiceAnalysis {
-  return measure('espeak-ng', (out) => ['-v', voice, '-s', String(settings.wpm ?? 175), ...(settings.pitch === undefined ? [] : ['-p', String(settings.pitch)]), '-w', out, TEXT]);
+  return measure('espeak-ng', (out) => [
+    '-v',
+    voice,
+    '-s',
+    String(settings.wpm ?? 175),
+    ...(settings.pitch === undefined ? [] : ['-p', String(settings.pitch)]),
+    '-w',
+    out,
+    TEXT,
+  ]);
 }
 
 function fitLine(points: [number, number][]): { a: number; b: number; maxResidual: number } {
@@ -58,10 +72,22 @@ function fitLine(points: [number, number][]): { a: number; b: number; maxResidua
 }
 
 const rows: string[] = [];
-function report(name: string, natural: VoiceAnalysis, pitch: ReturnType<typeof fitLine> | null, rate: ReturnType<typeof fitLine>, pitchPoints: [number, number][], ratePoints: [number, number][]): void {
+function report(
+  name: string,
+  natural: VoiceAnalysis,
+  pitch: ReturnType<typeof fitLine> | null,
+  rate: ReturnType<typeof fitLine>,
+  pitchPoints: [number, number][],
+  ratePoints: [number, number][],
+): void {
   rows.push(`${name}: natural median F0 ${natural.medianF0Hz} Hz, ${natural.syllablesPerSecond} syllables/s, gender ${natural.gender}`);
-  if (pitch) rows.push(`  pitch: F0 = ${pitch.a.toFixed(2)} + ${pitch.b.toFixed(4)} * setting   (max residual ${pitch.maxResidual.toFixed(1)} Hz; points ${pitchPoints.map(([x, y]) => `${x}->${y.toFixed(1)}`).join(' ')})`);
-  rows.push(`  rate: ln(syl/s) = ${rate.a.toFixed(4)} + ${rate.b.toFixed(4)} * ln(x)  i.e. r0 ${Math.exp(rate.a).toFixed(3)}, exponent ${rate.b.toFixed(3)}   (max residual ${rate.maxResidual.toFixed(3)}; points ${ratePoints.map(([x, y]) => `${Math.exp(x).toFixed(2)}->${Math.exp(y).toFixed(2)}`).join(' ')})`);
+  if (pitch)
+    rows.push(
+      `  pitch: F0 = ${pitch.a.toFixed(2)} + ${pitch.b.toFixed(4)} * setting   (max residual ${pitch.maxResidual.toFixed(1)} Hz; points ${pitchPoints.map(([x, y]) => `${x}->${y.toFixed(1)}`).join(' ')})`,
+    );
+  rows.push(
+    `  rate: ln(syl/s) = ${rate.a.toFixed(4)} + ${rate.b.toFixed(4)} * ln(x)  i.e. r0 ${Math.exp(rate.a).toFixed(3)}, exponent ${rate.b.toFixed(3)}   (max residual ${rate.maxResidual.toFixed(3)}; points ${ratePoints.map(([x, y]) => `${Math.exp(x).toFixed(2)}->${Math.exp(y).toFixed(2)}`).join(' ')})`,
+  );
 }
 
 try {
@@ -83,7 +109,9 @@ try {
     const natural = flite(voice, {});
     const pitchSettings = voice === 'slt' ? [120, 150, 180, 210, 240, 270] : [70, 90, 110, 130, 150, 170];
     const pitchPoints = pitchSettings.map((p) => [p, flite(voice, { pitchHz: p }).medianF0Hz!] as [number, number]);
-    const ratePoints = [0.6, 0.75, 0.9, 1, 1.15, 1.3, 1.5].map((s) => [Math.log(s), Math.log(flite(voice, { stretch: s }).syllablesPerSecond!)] as [number, number]);
+    const ratePoints = [0.6, 0.75, 0.9, 1, 1.15, 1.3, 1.5].map(
+      (s) => [Math.log(s), Math.log(flite(voice, { stretch: s }).syllablesPerSecond!)] as [number, number],
+    );
     // rms ignores int_f0_target_mean (its output is byte-identical at any setting): no pitch fit.
     const pitchFit = voice === 'rms' ? null : fitLine(pitchPoints);
     report(`flite ${voice}`, natural, pitchFit, fitLine(ratePoints), pitchPoints, ratePoints);
@@ -93,7 +121,9 @@ try {
     const pitchPoints = [0, 10, 20, 30, 40, 50, 60, 70, 80, 90, 99].map((p) => [p, espeak(voice, { pitch: p }).medianF0Hz!] as [number, number]);
     // Above ~250 wpm the analysis starts merging syllables (espeak-ng's fastest speech), so the
     // fit stops there; derive-local-voice.ts clamps its output accordingly.
-    const ratePoints = [100, 125, 150, 175, 200, 225, 250].map((w) => [Math.log(w / 175), Math.log(espeak(voice, { wpm: w }).syllablesPerSecond!)] as [number, number]);
+    const ratePoints = [100, 125, 150, 175, 200, 225, 250].map(
+      (w) => [Math.log(w / 175), Math.log(espeak(voice, { wpm: w }).syllablesPerSecond!)] as [number, number],
+    );
     report(`espeak-ng ${voice}`, natural, null, fitLine(ratePoints), pitchPoints, ratePoints);
     rows.push(`  pitch table (-p 0, 10, ..., 90, 99 -> median F0 Hz): [${pitchPoints.map(([, y]) => y.toFixed(1)).join(', ')}]`);
   }

@@ -10,7 +10,13 @@ const mode = process.env.BENCH_VOICE === 'stt' ? 'stt' : 'tts';
 const seconds = Number(process.env.BENCH_TTS_SECONDS ?? 0.5);
 const pcm = Buffer.alloc(Math.round(24000 * seconds) * 2);
 for (let i = 0; i < pcm.length / 2; i++) pcm.writeInt16LE(Math.round(0.3 * 32767 * Math.sin((2 * Math.PI * 220 * i) / 24000)), i * 2);
-const transcript = JSON.stringify({ text: 'hello world', words: [{ word: 'hello', start: 0.1, end: 0.4 }, { word: 'world', start: 0.5, end: 0.9 }] });
+const transcript = JSON.stringify({
+  text: 'hello world',
+  words: [
+    { word: 'hello', start: 0.1, end: 0.4 },
+    { word: 'world', start: 0.5, end: 0.9 },
+  ],
+});
 
 const server = createServer((req, res) => {
   req.resume();

@@ -73,7 +73,10 @@ program
     const config = loadConfig();
     ensureDataDir(config);
     const applied = await migrate(config.databaseUrl);
-    print({ applied, database: config.databaseUrl.startsWith('file:') ? 'sqlite' : 'postgresql' }, applied.length ? `applied: ${applied.join(', ')}` : 'database is up to date');
+    print(
+      { applied, database: config.databaseUrl.startsWith('file:') ? 'sqlite' : 'postgresql' },
+      applied.length ? `applied: ${applied.join(', ')}` : 'database is up to date',
+    );
   });
 
 program
@@ -99,7 +102,10 @@ org
   .action(async (o: { name: string; creditsUsd?: string }) => {
     const credits = o.creditsUsd === undefined ? 0n : usd(o.creditsUsd, '--credits-usd');
     const created = await withDb((db) => createOrg(db, { name: o.name, creditsMicros: credits }));
-    print({ id: created.id, name: created.name, balance_usd: formatUsd(created.balanceMicros) }, `created org ${created.id} (${created.name}), balance ${formatUsd(created.balanceMicros)} USD`);
+    print(
+      { id: created.id, name: created.name, balance_usd: formatUsd(created.balanceMicros) },
+      `created org ${created.id} (${created.name}), balance ${formatUsd(created.balanceMicros)} USD`,
+    );
   });
 
 program
@@ -153,7 +159,11 @@ model
   .requiredOption('--id <id>', 'model id clients send')
   .addOption(new Option('--modality <m>', 'llm, tts or stt').choices(['llm', 'tts', 'stt']).makeOptionMandatory())
   .option('--upstream <url>', 'engine URL (OpenAI-compatible servers: the base URL including /v1) or local:<engine>')
-  .option('--protocol <name>', `how to talk to the engine: ${PROTOCOLS.map((p) => p.name).join(', ')} (\`svc model protocols\` lists what each serves)`, 'openai')
+  .option(
+    '--protocol <name>',
+    `how to talk to the engine: ${PROTOCOLS.map((p) => p.name).join(', ')} (\`svc model protocols\` lists what each serves)`,
+    'openai',
+  )
   .option('--setting <key=value>', 'a protocol setting of this upstream (repeatable; values are JSON where they parse, else text)', collectSetting, undefined)
   .option('--upstream-model <name>', 'model name to send upstream (default: the id)')
   .option('--weight <n>', 'load-balancing weight of this upstream', '1')
@@ -185,7 +195,14 @@ model
           picoPerSecond: price(o.pricePerSecond, '--price-per-second'),
         },
         ...(o.upstream && {
-          upstream: { url: o.upstream, protocol: o.protocol ?? 'openai', upstreamModel: o.upstreamModel ?? null, weight, apiKeyEnv: o.apiKeyEnv ?? null, ...(o.setting && { settings: o.setting }) },
+          upstream: {
+            url: o.upstream,
+            protocol: o.protocol ?? 'openai',
+            upstreamModel: o.upstreamModel ?? null,
+            weight,
+            apiKeyEnv: o.apiKeyEnv ?? null,
+            ...(o.setting && { settings: o.setting }),
+          },
         }),
       }),
     );
@@ -203,12 +220,20 @@ model
   .command('protocols')
   .description('the upstream protocols and what each serves')
   .action(() => {
-    const rows = PROTOCOLS.map((p) => ({ name: p.name, capabilities: [...p.capabilities], settings: Object.keys((p.settings as unknown as { shape?: object }).shape ?? {}), summary: p.summary }));
+    const rows = PROTOCOLS.map((p) => ({
+      name: p.name,
+      capabilities: [...p.capabilities],
+      settings: Object.keys((p.settings as unknown as { shape?: object }).shape ?? {}),
+      summary: p.summary,
+    }));
     print({ protocols: rows }, rows.map((r) => `${r.name}\t${r.capabilities.join(',')}\t${r.summary}`).join('\n'));
   });
 model.command('list').action(async () => {
   const models = await withDb((db) => listModels(db.prisma));
-  print({ models: models.map(modelJson) }, models.map((m) => `${m.id}\t${m.modality}\t${m.status}\t${m.upstreams.map((u) => `${u.url}(${u.health})`).join(' ')}`).join('\n') || 'no models');
+  print(
+    { models: models.map(modelJson) },
+    models.map((m) => `${m.id}\t${m.modality}\t${m.status}\t${m.upstreams.map((u) => `${u.url}(${u.health})`).join(' ')}`).join('\n') || 'no models',
+  );
 });
 
 const voices = program.command('voices').description('voices of engines');
@@ -220,7 +245,12 @@ voices
   .action(async (o: { model: string; dryRun?: boolean }) => {
     const config = loadConfig();
     const result = await withDb((db) => importVoicesFromEngine(db.prisma, config.engines, o.model, { dryRun: o.dryRun }));
-    print(result, o.dryRun ? `${result.listed} voices listed by the engine of ${o.model} (dry run)` : `${result.listed} voices listed: ${result.created} imported, ${result.updated} updated`);
+    print(
+      result,
+      o.dryRun
+        ? `${result.listed} voices listed by the engine of ${o.model} (dry run)`
+        : `${result.listed} voices listed: ${result.created} imported, ${result.updated} updated`,
+    );
   });
 voices
   .command('map')
@@ -246,7 +276,19 @@ function modelJson(m: Awaited<ReturnType<typeof listModels>>[number]) {
       per_second_usd: formatPico(m.pricePicoPerSecond),
     },
     sample_rates: m.sampleRates ?? null,
-    upstreams: m.upstreams.map((u) => ({ id: u.id, url: u.url, protocol: u.protocol, upstream_model: u.upstreamModel, weight: u.weight, api_key_env: u.apiKeyEnv, settings: u.settings ?? null, health: u.health, last_checked_at: u.lastCheckedAt?.toISOString() ?? null, latency_ms: u.latencyMs, last_error: u.lastError })),
+    upstreams: m.upstreams.map((u) => ({
+      id: u.id,
+      url: u.url,
+      protocol: u.protocol,
+      upstream_model: u.upstreamModel,
+      weight: u.weight,
+      api_key_env: u.apiKeyEnv,
+      settings: u.settings ?? null,
+      health: u.health,
+      last_checked_at: u.lastCheckedAt?.toISOString() ?? null,
+      latency_ms: u.latencyMs,
+      last_error: u.lastError,
+    })),
   };
 }
 

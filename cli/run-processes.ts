@@ -22,16 +22,24 @@ export async function runProcesses(options: { dashboard: boolean; workerOnly?: b
   const keepAlive = options.workerOnly ? setInterval(() => {}, 60_000) : undefined;
   if (options.workerOnly) runtime.app.log.info('job worker running');
   else await runtime.app.listen({ host: config.gatewayHost, port: config.gatewayPort });
-  if (!options.workerOnly) runtime.app.log.info({ publicBaseUrl: config.publicBaseUrl, database: config.databaseUrl.startsWith('file:') ? 'sqlite' : 'postgresql', redis: Boolean(config.redisUrl) }, 'gateway listening');
+  if (!options.workerOnly)
+    runtime.app.log.info(
+      { publicBaseUrl: config.publicBaseUrl, database: config.databaseUrl.startsWith('file:') ? 'sqlite' : 'postgresql', redis: Boolean(config.redisUrl) },
+      'gateway listening',
+    );
 
   if (options.dashboard) {
     // The dashboard stops when this process goes away, however it ends (SIGKILL, a crash).
     const exitWithParent = join(PROJECT_ROOT, 'cli/exit-with-parent.cjs');
-    dashboard = spawn(process.execPath, ['--require', exitWithParent, join(PROJECT_ROOT, 'node_modules/next/dist/bin/next'), 'start', '-p', String(config.dashboardPort)], {
-      cwd: PROJECT_ROOT,
-      stdio: 'inherit',
-      env: { ...process.env, DATABASE_URL: config.databaseUrl, SVC_DATA_DIR: config.dataDir, NODE_ENV: 'production', SVC_PARENT_PID: String(process.pid) },
-    });
+    dashboard = spawn(
+      process.execPath,
+      ['--require', exitWithParent, join(PROJECT_ROOT, 'node_modules/next/dist/bin/next'), 'start', '-p', String(config.dashboardPort)],
+      {
+        cwd: PROJECT_ROOT,
+        stdio: 'inherit',
+        env: { ...process.env, DATABASE_URL: config.databaseUrl, SVC_DATA_DIR: config.dataDir, NODE_ENV: 'production', SVC_PARENT_PID: String(process.pid) },
+      },
+    );
     dashboard.on('exit', (code, signal) => {
       if (!stopping) {
         runtime.app.log.error({ code, signal }, 'dashboard exited; stopping');

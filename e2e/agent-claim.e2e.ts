@@ -61,7 +61,11 @@ test.describe.serial('agent claim', () => {
       if (wait > 0) await sleep(wait);
       lastPoll.set(params.claim_token!, Date.now());
     }
-    const res = await fetch(`${api}/oauth2/token`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams(params).toString() });
+    const res = await fetch(`${api}/oauth2/token`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams(params).toString(),
+    });
     return { status: res.status, body: (await res.json()) as Json };
   };
   const models = (key: string) => fetch(`${api}/v1/models`, { headers: { authorization: `Bearer ${key}` } });
@@ -91,7 +95,12 @@ test.describe.serial('agent claim', () => {
     const attempt = claim.body.claim_attempt as { user_code: string; verification_uri: string; interval: number; expires_in: number };
     assert(claim.status === 200 && /^\d{6}$/.test(attempt.user_code), `claim: ${JSON.stringify(claim)}`);
     assert(attempt.verification_uri === verificationUri && attempt.interval === 5 && attempt.expires_in === 600, JSON.stringify(attempt));
-    anon = { claimToken: reg.body.claim_token as string, trialKey: trial.body.access_token as string, code: attempt.user_code, registrationId: reg.body.registration_id as string };
+    anon = {
+      claimToken: reg.body.claim_token as string,
+      trialKey: trial.body.access_token as string,
+      code: attempt.user_code,
+      registrationId: reg.body.registration_id as string,
+    };
     const pending = await token({ grant_type: GRANT_CLAIM, claim_token: anon.claimToken });
     assert(pending.status === 400 && errorCode(pending.body) === 'authorization_pending', `poll: ${JSON.stringify(pending)}`);
   });
@@ -157,7 +166,10 @@ test.describe.serial('agent claim', () => {
     const row = page.getByTestId('key-row').filter({ hasText: `agent (${anon!.registrationId})` });
     await row.waitFor();
     const origin = (await row.getByTestId('key-origin').textContent()) ?? '';
-    assert(origin.includes(`Anonymous agent for ${ANON_EMAIL}; authorised by ${ANON_EMAIL} on `) && origin.includes(anon!.registrationId), `the key's origin reads: ${origin}`);
+    assert(
+      origin.includes(`Anonymous agent for ${ANON_EMAIL}; authorised by ${ANON_EMAIL} on `) && origin.includes(anon!.registrationId),
+      `the key's origin reads: ${origin}`,
+    );
     // The whole name shows (it used to be cut: "agent (reg_5a65…").
     const name = row.getByTestId('key-name');
     assert((await name.textContent()) === `agent (${anon!.registrationId})`, `name: ${await name.textContent()}`);
@@ -217,7 +229,10 @@ test.describe.serial('agent claim', () => {
     for (let i = 1; i <= 5; i++) {
       await input.fill(String((Number(code) + i) % 1_000_000).padStart(6, '0'));
       await page.getByRole('button', { name: 'Continue' }).click();
-      const expected = i < 5 ? `${5 - i} wrong ${5 - i === 1 ? 'entry' : 'entries'} left before the code waiting for ${SVC_EMAIL} is locked.` : `That was the last try: the code waiting for ${SVC_EMAIL} is now locked.`;
+      const expected =
+        i < 5
+          ? `${5 - i} wrong ${5 - i === 1 ? 'entry' : 'entries'} left before the code waiting for ${SVC_EMAIL} is locked.`
+          : `That was the last try: the code waiting for ${SVC_EMAIL} is now locked.`;
       await tries.getByText(expected).waitFor();
       counted.push(expected);
     }
@@ -235,7 +250,10 @@ test.describe.serial('agent claim', () => {
     await input.fill(fresh);
     await page.getByRole('button', { name: 'Continue' }).click();
     await page.getByRole('heading', { name: 'Authorise this agent?' }).waitFor();
-    await page.getByTestId('claim-details').getByText(reg.body.registration_id as string).waitFor();
+    await page
+      .getByTestId('claim-details')
+      .getByText(reg.body.registration_id as string)
+      .waitFor();
     await page.getByRole('button', { name: 'Back' }).click();
   });
 

@@ -82,7 +82,8 @@ test.describe.serial('dashboard', () => {
   test('$0: the overview lays out the way to a first request, and says honestly what works at $0', async () => {
     const start = page.getByTestId('getting-started');
     await start.getByRole('heading', { name: 'Get started: from $0 to your first request' }).waitFor();
-    for (const id of ['step-credit', 'step-key', 'step-request']) assert((await start.getByTestId(id).getAttribute('data-done')) === 'false', `${id} is marked done at $0`);
+    for (const id of ['step-credit', 'step-key', 'step-request'])
+      assert((await start.getByTestId(id).getAttribute('data-done')) === 'false', `${id} is marked done at $0`);
     // The first account is platform admin: it adds credit itself, right here.
     await start.getByTestId('step-credit').getByRole('form', { name: 'Grant credit to this organization' }).waitFor();
     const hint = (await page.getByTestId('zero-balance-hint').textContent()) ?? '';
@@ -118,7 +119,10 @@ test.describe.serial('dashboard', () => {
     mkdirSync(work, { recursive: true });
     execFileSync('bash', ['-c', command], { cwd: work, stdio: 'pipe', timeout: 30_000 });
     const wav = readFileSync(join(work, 'hello.wav'));
-    assert(wav.subarray(0, 4).toString('latin1') === 'RIFF' && wav.length > 8_000, `hello.wav is ${wav.length} bytes: ${wav.subarray(0, 120).toString('utf8')}`);
+    assert(
+      wav.subarray(0, 4).toString('latin1') === 'RIFF' && wav.length > 8_000,
+      `hello.wav is ${wav.length} bytes: ${wav.subarray(0, 120).toString('utf8')}`,
+    );
     await page.getByRole('button', { name: 'Done, I have stored it' }).click();
   });
 
@@ -127,7 +131,10 @@ test.describe.serial('dashboard', () => {
     await page.waitForURL(`${dash}/`);
     const total = page.getByTestId('overview-usage-total');
     await total.waitFor();
-    assert(/^\$0\.\d{6}$/.test(((await total.textContent()) ?? '').trim()) && (await total.textContent())?.trim() !== '$0.000000', `overview usage: ${await total.textContent()}`);
+    assert(
+      /^\$0\.\d{6}$/.test(((await total.textContent()) ?? '').trim()) && (await total.textContent())?.trim() !== '$0.000000',
+      `overview usage: ${await total.textContent()}`,
+    );
     assert((await page.getByTestId('getting-started').count()) === 0, 'the get-started list is still shown after the first request');
     assert((await page.getByTestId('overview-usage').getByTestId('usage-bar').count()) >= 1, 'no bar in the overview chart');
     await shot('overview-started');
@@ -139,7 +146,11 @@ test.describe.serial('dashboard', () => {
   });
 
   test('a duplicate sign-up is refused with a clear message', async () => {
-    const res = await fetch(`${dash}/api/trpc/auth.signUp`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email: USER.email.toUpperCase(), password: USER.password }) });
+    const res = await fetch(`${dash}/api/trpc/auth.signUp`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ email: USER.email.toUpperCase(), password: USER.password }),
+    });
     const body = (await res.json()) as { error?: { message?: string } };
     assert(res.status === 409, `status ${res.status}`);
     assert(body.error?.message?.includes('already exists'), `message: ${body.error?.message}`);
@@ -281,7 +292,10 @@ test.describe.serial('dashboard', () => {
     await shot('credits');
     // A second click has no amount to send: the form stops it (the field is required).
     await grant.getByRole('button', { name: 'Grant credits' }).click();
-    assert(await grant.getByLabel('Amount (USD)').evaluate((el) => (el as HTMLInputElement).validity.valueMissing), 'the empty amount is not what stopped the second grant');
+    assert(
+      await grant.getByLabel('Amount (USD)').evaluate((el) => (el as HTMLInputElement).validity.valueMissing),
+      'the empty amount is not what stopped the second grant',
+    );
     assert((await page.getByTestId('ledger-row').filter({ hasText: 'e2e grant' }).count()) === 1, 'a second click granted again');
     await mainNav(page, 'Overview').click();
     await page.getByTestId('balance').getByText(balance).waitFor();
@@ -346,7 +360,7 @@ test.describe.serial('dashboard', () => {
   });
 
   let ownerKeyId = '';
-  test('the member acts for the owner\'s org (joining switched to it) and sees its keys, without create or revoke', async () => {
+  test("the member acts for the owner's org (joining switched to it) and sees its keys, without create or revoke", async () => {
     const m = member!.page;
     await m.goto(`${dash}/keys`);
     const switcher = m.getByTestId('org-switcher');
@@ -366,7 +380,10 @@ test.describe.serial('dashboard', () => {
   test('the server refuses the member as well: keys.create and keys.revoke answer 403, the key keeps working', async () => {
     // The member's own browser session and org cookie, calling the procedures the page hides.
     const request = member!.context.request;
-    for (const [procedure, input] of [['keys.create', { name: 'sneaky' }], ['keys.revoke', { id: ownerKeyId }]] as const) {
+    for (const [procedure, input] of [
+      ['keys.create', { name: 'sneaky' }],
+      ['keys.revoke', { id: ownerKeyId }],
+    ] as const) {
       const res = await request.post(`${dash}/api/trpc/${procedure}`, { data: input, headers: { 'content-type': 'application/json' } });
       const body = (await res.json()) as { error?: { message?: string; data?: { code?: string } } };
       assert(res.status() === 403 && body.error?.data?.code === 'FORBIDDEN', `${procedure}: ${res.status()} ${JSON.stringify(body)}`);
@@ -385,7 +402,10 @@ test.describe.serial('dashboard', () => {
     await m.getByTestId('org-switcher').selectOption({ label: "E2E Member's org (owner)" });
     // No separate "Switch" button: the page reloads for the chosen org.
     await m.getByRole('heading', { level: 1, name: "E2E Member's org" }).waitFor();
-    assert((await m.getByTestId('org-switcher').locator('option:checked').textContent()) === "E2E Member's org (owner)", 'the header names another org than the page');
+    assert(
+      (await m.getByTestId('org-switcher').locator('option:checked').textContent()) === "E2E Member's org (owner)",
+      'the header names another org than the page',
+    );
     assert((await m.getByRole('button', { name: 'Switch' }).count()) === 0, 'a Switch button is still there');
     await member!.shot('org-switched');
   });
@@ -436,7 +456,10 @@ test.describe.serial('dashboard', () => {
     assert(failed.length === 0, `failed requests: ${failed.join(', ')}`);
     const icons = await page.locator('link[rel="icon"]').evaluateAll((links) => links.map((l) => (l as HTMLLinkElement).href));
     assert(icons.some((h) => h.endsWith('/favicon.svg')) && icons.some((h) => h.endsWith('/favicon.ico')), `icons: ${icons.join(', ')}`);
-    for (const [path, type] of [['/favicon.ico', /^image\/(x-icon|vnd\.microsoft\.icon)/], ['/favicon.svg', /^image\/svg\+xml/]] as const) {
+    for (const [path, type] of [
+      ['/favicon.ico', /^image\/(x-icon|vnd\.microsoft\.icon)/],
+      ['/favicon.svg', /^image\/svg\+xml/],
+    ] as const) {
       const res = await fetch(`${dash}${path}`);
       assert(res.status === 200 && type.test(res.headers.get('content-type') ?? ''), `${path}: ${res.status} ${res.headers.get('content-type')}`);
     }

@@ -83,7 +83,9 @@ test.describe.serial('pronunciation dictionaries', () => {
     await row.waitFor();
     dictId = (await row.getAttribute('data-dict-id')) ?? '';
     assert(/^pdict_[a-z0-9]{20}$/.test(dictId), `dictionary id ${dictId}`);
-    await editor().getByRole('heading', { name: `Edit “${DICT_NAME}”` }).waitFor();
+    await editor()
+      .getByRole('heading', { name: `Edit “${DICT_NAME}”` })
+      .waitFor();
     await editor().getByText('No entries yet').waitFor();
   });
 
@@ -115,7 +117,7 @@ test.describe.serial('pronunciation dictionaries', () => {
     assert(JSON.stringify(d.entries) === JSON.stringify(want), `entries: ${JSON.stringify(d.entries)}`);
   });
 
-  test('an invalid cell is pointed at, marked and explained in the table\'s words, and nothing is saved; fixed, the edit is saved', async () => {
+  test("an invalid cell is pointed at, marked and explained in the table's words, and nothing is saved; fixed, the edit is saved", async () => {
     await editor().getByLabel('Say as, entry 1').fill('   ');
     await editor().getByRole('button', { name: 'Save dictionary' }).click();
     const cell = editor().getByLabel('Say as, entry 1');
@@ -140,13 +142,17 @@ test.describe.serial('pronunciation dictionaries', () => {
     assert(d.entries?.[0]?.alias === 'National Aeronautics and Space Administration', `after the edit: ${JSON.stringify(d.entries)}`);
   });
 
-  test('a word entered twice is refused with entries numbered as the rows are (from 1) and the table\'s words', async () => {
+  test("a word entered twice is refused with entries numbered as the rows are (from 1) and the table's words", async () => {
     await editor().getByRole('button', { name: 'Add entry' }).click();
     await editor().getByLabel('Word, entry 3').fill('nasa');
     await editor().getByLabel('Say as, entry 3').fill('the agency again');
     await editor().getByRole('button', { name: 'Save dictionary' }).click();
-    await rows().nth(2).getByTestId('cell-error').getByText('Entry 3, Word: the same word as entry 1 (words are compared ignoring case).', { exact: true }).waitFor();
-    assert(!((await editor().textContent()) ?? '').match(/entries\[|grapheme/), 'the API\'s words are shown');
+    await rows()
+      .nth(2)
+      .getByTestId('cell-error')
+      .getByText('Entry 3, Word: the same word as entry 1 (words are compared ignoring case).', { exact: true })
+      .waitFor();
+    assert(!((await editor().textContent()) ?? '').match(/entries\[|grapheme/), "the API's words are shown");
     assert((await editor().getByLabel('Word, entry 3').getAttribute('aria-invalid')) === 'true', 'the duplicate word is not marked');
     await shot('duplicate-word');
     await editor().getByRole('button', { name: 'Discard changes' }).click();
@@ -175,10 +181,19 @@ test.describe.serial('pronunciation dictionaries', () => {
       fetch(`${api}/tts/bytes`, {
         method: 'POST',
         headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
-        body: JSON.stringify({ model_id: 'local-flite', transcript: 'NASA launched it.', voice: { mode: 'id', id: 'flite-slt' }, output_format: { container: 'raw', sample_rate: 16000, encoding: 'pcm_s16le' }, ...(dict ? { pronunciation_dict_id: dict } : {}) }),
+        body: JSON.stringify({
+          model_id: 'local-flite',
+          transcript: 'NASA launched it.',
+          voice: { mode: 'id', id: 'flite-slt' },
+          output_format: { container: 'raw', sample_rate: 16000, encoding: 'pcm_s16le' },
+          ...(dict ? { pronunciation_dict_id: dict } : {}),
+        }),
       });
     const [plain, expanded] = await Promise.all([tts(), tts(dictId)]);
-    assert(plain.status === 200 && expanded.status === 200, `TTS: ${plain.status} ${await plain.clone().text()} / ${expanded.status} ${await expanded.clone().text()}`);
+    assert(
+      plain.status === 200 && expanded.status === 200,
+      `TTS: ${plain.status} ${await plain.clone().text()} / ${expanded.status} ${await expanded.clone().text()}`,
+    );
     const [a, b] = [(await plain.arrayBuffer()).byteLength, (await expanded.arrayBuffer()).byteLength];
     // "National Aeronautics and Space Administration" takes far longer to say than "NASA".
     assert(b > 2 * a, `audio with the dictionary is ${b} bytes, without ${a}`);
@@ -195,9 +210,17 @@ test.describe.serial('pronunciation dictionaries', () => {
       page.waitForResponse((r) => r.url().endsWith('/api/gateway/tts/bytes') && r.request().method() === 'POST'),
       editor().getByRole('button', { name: 'Hear entry 1 (NASA)' }).click(),
     ]);
-    const sent = JSON.parse(response.request().postData() ?? '{}') as { transcript?: string; pronunciation_dict_id?: string; model_id?: string; voice?: { id?: string } };
+    const sent = JSON.parse(response.request().postData() ?? '{}') as {
+      transcript?: string;
+      pronunciation_dict_id?: string;
+      model_id?: string;
+      voice?: { id?: string };
+    };
     assert(response.status() === 200, `POST /api/gateway/tts/bytes: ${response.status()} ${await response.text()}`);
-    assert(sent.transcript === 'NASA' && sent.pronunciation_dict_id === dictId && sent.model_id === 'local-espeak' && sent.voice?.id === voice, `request: ${JSON.stringify(sent)}`);
+    assert(
+      sent.transcript === 'NASA' && sent.pronunciation_dict_id === dictId && sent.model_id === 'local-espeak' && sent.voice?.id === voice,
+      `request: ${JSON.stringify(sent)}`,
+    );
     const result = rows().nth(0).getByTestId('hear-result');
     // "National Aeronautics and Space Administration", not "NASA": well over a second.
     const seconds = await audioSeconds(result.getByTestId('hear-audio'));
@@ -270,7 +293,10 @@ test.describe.serial('pronunciation dictionaries', () => {
       editor().getByRole('button', { name: 'Hear entry 1 (svc)' }).click(),
     ]);
     const envelope = (await response.json()) as { error?: { code?: string; message?: string } };
-    assert(response.status() === 404 && envelope.error?.code === 'dict_not_found' && envelope.error.message, `the proxy answered ${response.status()} ${JSON.stringify(envelope)}`);
+    assert(
+      response.status() === 404 && envelope.error?.code === 'dict_not_found' && envelope.error.message,
+      `the proxy answered ${response.status()} ${JSON.stringify(envelope)}`,
+    );
     const alert = rows().nth(0).getByRole('alert').filter({ hasText: 'Could not hear “svc”' });
     await alert.getByText(envelope.error.message, { exact: true }).waitFor();
     await shot('hear-error');

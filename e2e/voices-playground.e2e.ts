@@ -69,7 +69,12 @@ const clipSeconds = wavSeconds(CLIP);
 if (clipSeconds < 10) throw new Error(`the generated clip is only ${clipSeconds.toFixed(1)} s`);
 
 // The playground plays its result by itself. A launch option: this file gets a browser of its own.
-test.use({ launchOptions: [async ({ launchOptions }, use) => use({ ...launchOptions, args: [...(launchOptions.args ?? []), '--autoplay-policy=no-user-gesture-required'] }), { scope: 'worker' }] });
+test.use({
+  launchOptions: [
+    async ({ launchOptions }, use) => use({ ...launchOptions, args: [...(launchOptions.args ?? []), '--autoplay-policy=no-user-gesture-required'] }),
+    { scope: 'worker' },
+  ],
+});
 
 test.describe.serial('voices and playground', () => {
   test.describe.configure({ timeout: 90_000 });
@@ -119,7 +124,13 @@ test.describe.serial('voices and playground', () => {
     await button.click();
     const ms = await page.evaluate(() => (window as unknown as { __sample: Promise<number> }).__sample);
     // Of which the request through the proxy and the gateway (the rest: the page, decoding, starting the audio).
-    const request = await page.evaluate(() => performance.getEntriesByType('resource').filter((e) => e.name.endsWith('/api/gateway/tts/bytes')).at(-1)?.duration ?? -1);
+    const request = await page.evaluate(
+      () =>
+        performance
+          .getEntriesByType('resource')
+          .filter((e) => e.name.endsWith('/api/gateway/tts/bytes'))
+          .at(-1)?.duration ?? -1,
+    );
     return { ms, request };
   };
   const sampleTimes: Array<[string, number]> = [];
@@ -155,7 +166,10 @@ test.describe.serial('voices and playground', () => {
   });
 
   test('Play on a library card plays a sample of the voice (flite and eSpeak); the time from the click is printed', async () => {
-    for (const [voice, name] of [['flite-slt', 'Sally'], ['espeak-en-us-m', 'Ethan']] as const) {
+    for (const [voice, name] of [
+      ['flite-slt', 'Sally'],
+      ['espeak-en-us-m', 'Ethan'],
+    ] as const) {
       const card = page.locator(`[data-testid="voice-card"][data-voice-id="${voice}"]`);
       const play = card.getByRole('button', { name: `Play a sample of ${name} on ${voice.startsWith('flite') ? 'local-flite' : 'local-espeak'}` });
       const { ms, request } = await playSample(play);
@@ -167,7 +181,7 @@ test.describe.serial('voices and playground', () => {
     await shot('voices-play');
   });
 
-  test('a platform voice\'s page plays its sample too', async () => {
+  test("a platform voice's page plays its sample too", async () => {
     await page.locator('[data-testid="voice-card"][data-voice-id="flite-rms"]').getByRole('link', { name: 'Rob' }).click();
     await page.waitForURL(`${dash}/voices/flite-rms`);
     const actions = page.getByRole('region', { name: 'Actions' });
@@ -252,7 +266,7 @@ test.describe.serial('voices and playground', () => {
     await shot('voice-detail');
   });
 
-  test('the source recording\'s player knows its length and seeks (the proxy answers byte ranges)', async () => {
+  test("the source recording's player knows its length and seeks (the proxy answers byte ranges)", async () => {
     const ranged = page.waitForResponse((r) => r.url().includes('/api/gateway/blobs/') && r.status() === 206);
     await page.reload();
     const audio = page.getByTestId('source-audio');
@@ -280,7 +294,7 @@ test.describe.serial('voices and playground', () => {
     await edit.getByText('Name must not be empty.', { exact: true }).waitFor();
     assert((await name.getAttribute('aria-invalid')) === 'true', 'the name field is not marked');
     assert(await name.evaluate((el) => el === document.activeElement), 'the name field does not have the focus');
-    assert(!((await edit.textContent()) ?? '').includes('changes.name'), 'the API\'s field path is shown');
+    assert(!((await edit.textContent()) ?? '').includes('changes.name'), "the API's field path is shown");
     await shot('voice-edit-error');
     await name.fill(VOICE_NAME);
   });
@@ -300,7 +314,10 @@ test.describe.serial('voices and playground', () => {
     const voice = form.getByLabel('Voice');
     await voice.locator(`option[value="${voiceId}"]`).waitFor({ state: 'attached' });
     // The page picks the first model the voice is ready on, then the voice itself.
-    await page.waitForFunction((id) => [...document.querySelectorAll('form[aria-label="Synthesize speech"] select')].some((s) => (s as HTMLSelectElement).value === id), voiceId);
+    await page.waitForFunction(
+      (id) => [...document.querySelectorAll('form[aria-label="Synthesize speech"] select')].some((s) => (s as HTMLSelectElement).value === id),
+      voiceId,
+    );
     assert((await voice.inputValue()) === voiceId, `the playground picked ${await voice.inputValue()}, not the cloned voice`);
     await form.getByLabel('Text').fill('Hello from the cloned voice. The dashboard plays this in the page.');
     // Which media elements start playing (capture: media events do not bubble).
@@ -348,7 +365,10 @@ test.describe.serial('voices and playground', () => {
     const firstNew = seen.findIndex((x) => srcOf(x) !== '' && srcOf(x) !== before);
     assert(firstNew >= 0, `the new take never showed: ${seen.join(' → ')}`);
     assert(!seen.slice(0, firstNew).some((x) => srcOf(x) === before), `the old take stayed while the new one ran: ${seen.join(' → ')}`);
-    assert(seen.slice(0, firstNew).some((x) => x.startsWith('pending|')), `no "Synthesizing…" while it ran: ${seen.join(' → ')}`);
+    assert(
+      seen.slice(0, firstNew).some((x) => x.startsWith('pending|')),
+      `no "Synthesizing…" while it ran: ${seen.join(' → ')}`,
+    );
     await shot('playground-second-take');
   });
 
@@ -410,7 +430,10 @@ test.describe.serial('voices and playground', () => {
   test('the usage chart has a y-axis in dollars with gridlines, dates along the bottom, and a tooltip at once', async () => {
     const chart = page.getByTestId('usage-chart');
     const ticks = await chart.getByTestId('usage-y-tick').allTextContents();
-    assert(ticks.length >= 3 && /^\$0(\.0+)?$/.test(ticks[0]!) && ticks.slice(1).every((t) => /^\$\d+(\.\d+)?$/.test(t) && Number(t.slice(1)) > 0), `y-axis: ${ticks.join(', ')}`);
+    assert(
+      ticks.length >= 3 && /^\$0(\.0+)?$/.test(ticks[0]!) && ticks.slice(1).every((t) => /^\$\d+(\.\d+)?$/.test(t) && Number(t.slice(1)) > 0),
+      `y-axis: ${ticks.join(', ')}`,
+    );
     assert((await chart.locator('[data-testid="usage-y-tick"] line').count()) === ticks.length, 'no gridline per tick');
     const dates = await chart.getByTestId('usage-x-label').allTextContents();
     assert(dates.length >= 4 && dates.every((d) => /^[A-Z][a-z]{2} \d{1,2}$/.test(d)), `x-axis: ${dates.join(', ')}`);
@@ -444,7 +467,10 @@ test.describe.serial('voices and playground', () => {
     await flite.getByText('Errors, last 15 min', { exact: true }).waitFor();
     const error = page.getByRole('region', { name: 'local-llm' }).getByTestId('upstream-last-error');
     const text = ((await error.textContent()) ?? '').trim();
-    assert(text.includes('no GGUF model file at') && text.includes('svc model upsert --id local-llm') && text.endsWith('.gguf'), `local-llm's error reads: ${text}`);
+    assert(
+      text.includes('no GGUF model file at') && text.includes('svc model upsert --id local-llm') && text.endsWith('.gguf'),
+      `local-llm's error reads: ${text}`,
+    );
     await shot('models');
   });
 

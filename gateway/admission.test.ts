@@ -35,13 +35,39 @@ beforeAll(async () => {
     },
   });
   const prisma = h.testDb.db.prisma;
-  await upsertModel(prisma, checkProtocol, { id: 'local-flite', modality: 'tts', prices: { picoPerChar: FLITE_PRICE }, upstream: { url: 'local:flite', protocol: 'flite' } });
-  await upsertModel(prisma, checkProtocol, { id: 'local-espeak', modality: 'tts', prices: { picoPerChar: FLITE_PRICE }, upstream: { url: 'local:espeak-ng', protocol: 'espeak-ng' } });
+  await upsertModel(prisma, checkProtocol, {
+    id: 'local-flite',
+    modality: 'tts',
+    prices: { picoPerChar: FLITE_PRICE },
+    upstream: { url: 'local:flite', protocol: 'flite' },
+  });
+  await upsertModel(prisma, checkProtocol, {
+    id: 'local-espeak',
+    modality: 'tts',
+    prices: { picoPerChar: FLITE_PRICE },
+    upstream: { url: 'local:espeak-ng', protocol: 'espeak-ng' },
+  });
   // An engine that cannot be reached: its failure must give the reservation back.
-  await upsertModel(prisma, checkProtocol, { id: 'dead-tts', modality: 'tts', prices: { picoPerChar: FLITE_PRICE }, upstream: { url: 'http://127.0.0.1:9/v1', protocol: 'openai' } });
+  await upsertModel(prisma, checkProtocol, {
+    id: 'dead-tts',
+    modality: 'tts',
+    prices: { picoPerChar: FLITE_PRICE },
+    upstream: { url: 'http://127.0.0.1:9/v1', protocol: 'openai' },
+  });
   // 1 micro-USD per token, in and out.
-  await upsertModel(prisma, checkProtocol, { id: 'priced-llm', modality: 'llm', prices: { inputPicoPerToken: 1_000_000n, outputPicoPerToken: 1_000_000n }, upstream: { url: upstream.baseUrl, protocol: 'openai' } });
-  await upsertModel(prisma, checkProtocol, { id: 'capped-llm', modality: 'llm', maxOutputTokens: 10, prices: { inputPicoPerToken: 1_000_000n, outputPicoPerToken: 1_000_000n }, upstream: { url: upstream.baseUrl, protocol: 'openai' } });
+  await upsertModel(prisma, checkProtocol, {
+    id: 'priced-llm',
+    modality: 'llm',
+    prices: { inputPicoPerToken: 1_000_000n, outputPicoPerToken: 1_000_000n },
+    upstream: { url: upstream.baseUrl, protocol: 'openai' },
+  });
+  await upsertModel(prisma, checkProtocol, {
+    id: 'capped-llm',
+    modality: 'llm',
+    maxOutputTokens: 10,
+    prices: { inputPicoPerToken: 1_000_000n, outputPicoPerToken: 1_000_000n },
+    upstream: { url: upstream.baseUrl, protocol: 'openai' },
+  });
   await seedPlatformVoices(prisma);
   await prisma.voiceProfile.create({ data: { id: newId('vpr'), voiceId: 'flite-slt', modelId: 'dead-tts', upstreamId: 'alloy' } });
   await h.runtime.ctx.registry.refresh();
@@ -76,7 +102,9 @@ describe('cost reserved at admission', () => {
     const cost = costOf(1000, FLITE_PRICE);
     expect(cost).toBe(2_000n);
     const results = await Promise.all(
-      Array.from({ length: 40 }, () => post(h, '/tts/bytes', ttsBody({ transcript: text }), { headers: a.headers }).then(async (res) => ({ status: res.status, body: await res.text() }))),
+      Array.from({ length: 40 }, () =>
+        post(h, '/tts/bytes', ttsBody({ transcript: text }), { headers: a.headers }).then(async (res) => ({ status: res.status, body: await res.text() })),
+      ),
     );
     const served = results.filter((r) => r.status === 200).length;
     const refused = results.filter((r) => r.status === 402);
@@ -119,10 +147,19 @@ describe('cost reserved at admission', () => {
   it('chat reserves the prompt estimate and max_tokens (or the model or gateway ceiling without it), before the engine is called', async () => {
     const a = await account(60n);
     const chat = (body: Record<string, unknown>) =>
-      fetch(`${h.url}/v1/chat/completions`, { method: 'POST', headers: a.headers, body: JSON.stringify({ messages: [{ role: 'user', content: 'Hi' }], ...body }) });
+      fetch(`${h.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: a.headers,
+        body: JSON.stringify({ messages: [{ role: 'user', content: 'Hi' }], ...body }),
+      });
     const before = upstream.received.length;
     // max_tokens 1000 at 1 micro-USD a token: more than the 60 micro-USD there are.
-    await expectError(await chat({ model: 'priced-llm', max_tokens: 1000 }), { status: 402, code: 'insufficient_quota', param: null, type: 'insufficient_quota' });
+    await expectError(await chat({ model: 'priced-llm', max_tokens: 1000 }), {
+      status: 402,
+      code: 'insufficient_quota',
+      param: null,
+      type: 'insufficient_quota',
+    });
     // No max_tokens: the gateway's ceiling (SVC_LLM_RESERVE_MAX_TOKENS=50) plus the prompt is over 60 too.
     await expectError(await chat({ model: 'priced-llm' }), { status: 402, code: 'insufficient_quota', param: null, type: 'insufficient_quota' });
     expect(upstream.received.length).toBe(before);
@@ -253,7 +290,12 @@ describe('admission caps', () => {
       };
       const a = await keyOn(false);
       const chat = (headers: Record<string, string>, signal?: AbortSignal) =>
-        fetch(`${g.url}/v1/chat/completions`, { method: 'POST', headers, signal, body: JSON.stringify({ model: 'hanging-llm', messages: [{ role: 'user', content: 'Hi' }] }) });
+        fetch(`${g.url}/v1/chat/completions`, {
+          method: 'POST',
+          headers,
+          signal,
+          body: JSON.stringify({ model: 'hanging-llm', messages: [{ role: 'user', content: 'Hi' }] }),
+        });
       const stop = new AbortController();
       const running = [chat(a.headers, stop.signal).catch(() => null), chat(a.headers, stop.signal).catch(() => null)];
       await expect.poll(() => hanging.received.length).toBe(2);
@@ -327,7 +369,17 @@ describe('revocation reaches running work', () => {
       await chatEvents.next();
 
       // eSpeak streams as it synthesises: a long text is still running when the key goes.
-      const tts = await post(h, '/tts/sse', ttsBody({ model_id: 'local-espeak', voice: 'espeak-en-us-f', transcript: sentence(5_000), output_format: { container: 'raw', sample_rate: 22050, encoding: 'pcm_s16le' } }), { headers: a.headers });
+      const tts = await post(
+        h,
+        '/tts/sse',
+        ttsBody({
+          model_id: 'local-espeak',
+          voice: 'espeak-en-us-f',
+          transcript: sentence(5_000),
+          output_format: { container: 'raw', sample_rate: 22050, encoding: 'pcm_s16le' },
+        }),
+        { headers: a.headers },
+      );
       expect(tts.status).toBe(200);
       const ttsEvents = sseReader(tts);
       await ttsEvents.next();

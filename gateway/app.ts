@@ -178,7 +178,11 @@ export async function buildGateway(ctx: GatewayContext, options: { logger?: bool
     const otherMethods = (['GET', 'POST', 'PUT', 'PATCH', 'DELETE'] as const).filter((method) => method !== request.method && routeExists(app, method, path));
     if (otherMethods.length > 0) {
       reply.header('allow', otherMethods.join(', '));
-      return sendError(request, reply, new ServiceError('method_not_allowed', `Method ${request.method} is not allowed on ${path}; use ${otherMethods.join(' or ')}.`));
+      return sendError(
+        request,
+        reply,
+        new ServiceError('method_not_allowed', `Method ${request.method} is not allowed on ${path}; use ${otherMethods.join(' or ')}.`),
+      );
     }
     return sendError(request, reply, new ServiceError('not_found', `Unknown route: ${request.method} ${path}.`));
   });

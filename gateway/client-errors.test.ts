@@ -68,14 +68,34 @@ function expectEnvelope(res: RawResponse, status: number, code: string) {
 }
 
 const CASES: [string, number, string, string][] = [
-  ['bad chunked encoding', 400, 'invalid_request', 'POST /agent/identity HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n'],
-  ['a body shorter than its Content-Length', 400, 'invalid_request', 'POST /agent/identity HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"type":"anonymous"}'],
-  ['Content-Length with Transfer-Encoding', 400, 'invalid_request', 'POST /agent/identity HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n'],
+  [
+    'bad chunked encoding',
+    400,
+    'invalid_request',
+    'POST /agent/identity HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n',
+  ],
+  [
+    'a body shorter than its Content-Length',
+    400,
+    'invalid_request',
+    'POST /agent/identity HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"type":"anonymous"}',
+  ],
+  [
+    'Content-Length with Transfer-Encoding',
+    400,
+    'invalid_request',
+    'POST /agent/identity HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n',
+  ],
   ['a garbage request line', 400, 'invalid_request', 'GARBAGE\r\n\r\n'],
   ['a bad HTTP version', 400, 'invalid_request', 'GET /health HTTP/9.9\r\nHost: x\r\n\r\n'],
   ['a header line without a colon', 400, 'invalid_request', 'GET /health HTTP/1.1\r\nHost: x\r\nnot a header\r\n\r\n'],
   ['one header over 16 KiB', 431, 'request_header_fields_too_large', `GET /health HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`],
-  ['many headers over 16 KiB in all', 431, 'request_header_fields_too_large', `GET /health HTTP/1.1\r\nHost: x\r\n${Array.from({ length: 200 }, (_, i) => `X-H${i}: ${'b'.repeat(100)}\r\n`).join('')}\r\n`],
+  [
+    'many headers over 16 KiB in all',
+    431,
+    'request_header_fields_too_large',
+    `GET /health HTTP/1.1\r\nHost: x\r\n${Array.from({ length: 200 }, (_, i) => `X-H${i}: ${'b'.repeat(100)}\r\n`).join('')}\r\n`,
+  ],
 ];
 
 describe('requests the HTTP parser refuses', () => {
@@ -86,7 +106,11 @@ describe('requests the HTTP parser refuses', () => {
   });
 
   it('the message names the fault, never the request bytes', async () => {
-    const [answer] = responses(await exchange('POST /agent/identity HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\nAuthorization: Bearer sk_svc_secret\r\n\r\n0\r\n\r\n'));
+    const [answer] = responses(
+      await exchange(
+        'POST /agent/identity HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\nAuthorization: Bearer sk_svc_secret\r\n\r\n0\r\n\r\n',
+      ),
+    );
     expect(answer!.body).not.toContain('sk_svc_secret');
     expect((JSON.parse(answer!.body) as { error: { message: string } }).error.message).toContain('Transfer-Encoding');
   });

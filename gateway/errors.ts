@@ -97,14 +97,20 @@ export function drainRequest(raw: NodeJS.ReadableStream & { complete?: boolean }
 export function parserError(err: ConnectionError & { reason?: unknown }): ServiceError {
   switch (err.code) {
     case 'HPE_HEADER_OVERFLOW':
-      return new ServiceError('request_header_fields_too_large', `The request line and headers are larger than this server accepts (${Math.floor(maxHeaderSize / 1024)} KiB in all).`);
+      return new ServiceError(
+        'request_header_fields_too_large',
+        `The request line and headers are larger than this server accepts (${Math.floor(maxHeaderSize / 1024)} KiB in all).`,
+      );
     case 'HPE_CHUNK_EXTENSIONS_OVERFLOW':
       return new ServiceError('body_too_large', 'The chunk extensions of the request body are too large.');
     case 'ERR_HTTP_REQUEST_TIMEOUT':
       return new ServiceError('request_timeout', 'The request did not arrive in time.');
   }
   const reason = typeof err.reason === 'string' && err.reason ? ` (${err.reason.slice(0, 200)})` : '';
-  return new ServiceError('invalid_request', `The request is not valid HTTP/1.1${reason}: check the request line, headers, Content-Length or chunked encoding.`);
+  return new ServiceError(
+    'invalid_request',
+    `The request is not valid HTTP/1.1${reason}: check the request line, headers, Content-Length or chunked encoding.`,
+  );
 }
 
 /** Connections already being answered for a parse error (the dead parser reports each further chunk). */

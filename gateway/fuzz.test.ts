@@ -92,7 +92,11 @@ let f: Fixtures;
 const stats = new FuzzStats();
 
 async function post(path: string, body: unknown, contentType = 'application/json'): Promise<any> {
-  const res = await fetch(`${h.url}${path}`, { method: 'POST', headers: { authorization: `Bearer ${h.key}`, 'content-type': contentType }, body: Buffer.isBuffer(body) ? new Uint8Array(body) : JSON.stringify(body) });
+  const res = await fetch(`${h.url}${path}`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${h.key}`, 'content-type': contentType },
+    body: Buffer.isBuffer(body) ? new Uint8Array(body) : JSON.stringify(body),
+  });
   const json = (await res.json()) as any;
   if (res.status >= 300) throw new Error(`fixture ${path}: ${res.status} ${JSON.stringify(json)}`);
   return json;
@@ -114,12 +118,37 @@ beforeAll(async () => {
     },
   });
   const prisma = h.testDb.db.prisma;
-  await upsertModel(prisma, checkProtocol, { id: 'local-flite', modality: 'tts', prices: { picoPerChar: 2_000_000n }, upstream: { url: 'local:flite', protocol: 'flite' } });
-  await upsertModel(prisma, checkProtocol, { id: 'local-espeak', modality: 'tts', prices: { picoPerChar: 1_000_000n }, upstream: { url: 'local:espeak-ng', protocol: 'espeak-ng' } });
-  await upsertModel(prisma, checkProtocol, { id: 'local-stt', modality: 'stt', prices: { picoPerSecond: 100_000_000n }, upstream: { url: 'local:pocketsphinx', protocol: 'pocketsphinx' } });
-  await upsertModel(prisma, checkProtocol, { id: 'chat-scripted', modality: 'llm', prices: { inputPicoPerToken: 1_000n, outputPicoPerToken: 1_000n }, upstream: { url: llm.baseUrl, protocol: 'openai' } });
+  await upsertModel(prisma, checkProtocol, {
+    id: 'local-flite',
+    modality: 'tts',
+    prices: { picoPerChar: 2_000_000n },
+    upstream: { url: 'local:flite', protocol: 'flite' },
+  });
+  await upsertModel(prisma, checkProtocol, {
+    id: 'local-espeak',
+    modality: 'tts',
+    prices: { picoPerChar: 1_000_000n },
+    upstream: { url: 'local:espeak-ng', protocol: 'espeak-ng' },
+  });
+  await upsertModel(prisma, checkProtocol, {
+    id: 'local-stt',
+    modality: 'stt',
+    prices: { picoPerSecond: 100_000_000n },
+    upstream: { url: 'local:pocketsphinx', protocol: 'pocketsphinx' },
+  });
+  await upsertModel(prisma, checkProtocol, {
+    id: 'chat-scripted',
+    modality: 'llm',
+    prices: { inputPicoPerToken: 1_000n, outputPicoPerToken: 1_000n },
+    upstream: { url: llm.baseUrl, protocol: 'openai' },
+  });
   // The embedded LLM without its GGUF file: offline, 503 model_offline (docs/llm.md, "Local engine").
-  await upsertModel(prisma, checkProtocol, { id: 'local-llm', modality: 'llm', prices: { inputPicoPerToken: 1_000n, outputPicoPerToken: 1_000n }, upstream: { url: 'local:llama-cpp', protocol: 'llama-cpp' } });
+  await upsertModel(prisma, checkProtocol, {
+    id: 'local-llm',
+    modality: 'llm',
+    prices: { inputPicoPerToken: 1_000n, outputPicoPerToken: 1_000n },
+    upstream: { url: 'local:llama-cpp', protocol: 'llama-cpp' },
+  });
   await h.runtime.ctx.registry.refresh();
   await h.runtime.ctx.health.checkAll();
 
@@ -132,7 +161,11 @@ beforeAll(async () => {
   const job = (await post(`/voices/${voices[0]}/localize`, { language: 'fr' })).job_id;
   const dicts: string[] = [];
   for (let i = 0; i < 3; i++) dicts.push((await post('/pronunciation-dicts', { name: `Fixture ${i}`, entries: [{ grapheme: 'svc', alias: 'service' }] })).id);
-  const registration = (await fetch(`${h.url}/agent/identity`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"type":"anonymous"}' }).then((r) => r.json())) as any;
+  const registration = (await fetch(`${h.url}/agent/identity`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: '{"type":"anonymous"}',
+  }).then((r) => r.json())) as any;
   f = {
     voice: voices[0]!,
     spareVoices: voices.slice(1),
@@ -166,23 +199,75 @@ async function expectHealthy(): Promise<void> {
 // ---------------------------------------------------------------------------------------
 // Plausible values, mixed with hostile ones by the arbitraries
 
-const modelIds = (...good: string[]) => fc.oneof({ weight: 4, arbitrary: fc.constantFrom(...good) }, { weight: 1, arbitrary: fc.constantFrom('local-flite', 'local-espeak', 'local-stt', 'chat-scripted', 'local-llm', 'nope', '') }, { weight: 1, arbitrary: shortString });
+const modelIds = (...good: string[]) =>
+  fc.oneof(
+    { weight: 4, arbitrary: fc.constantFrom(...good) },
+    { weight: 1, arbitrary: fc.constantFrom('local-flite', 'local-espeak', 'local-stt', 'chat-scripted', 'local-llm', 'nope', '') },
+    { weight: 1, arbitrary: shortString },
+  );
 const languages = fc.oneof(fc.constantFrom('en', 'fr', 'en-US', 'EN-gb', 'de', 'xx', 'e', 'english', 'en-', 'zh-Hant-TW', ''), shortString);
-const voiceIds = () => fc.oneof({ weight: 6, arbitrary: fc.constantFrom('flite-slt', 'flite-rms', 'espeak-en-us-f', 'espeak-fr-m', f.voice) }, { weight: 1, arbitrary: fc.constantFrom('flite-slt\u0000', 'FLITE-SLT', '') }, { weight: 1, arbitrary: shortString });
+const voiceIds = () =>
+  fc.oneof(
+    { weight: 6, arbitrary: fc.constantFrom('flite-slt', 'flite-rms', 'espeak-en-us-f', 'espeak-fr-m', f.voice) },
+    { weight: 1, arbitrary: fc.constantFrom('flite-slt\u0000', 'FLITE-SLT', '') },
+    { weight: 1, arbitrary: shortString },
+  );
 const transcripts = fc.oneof(
-  { weight: 3, arbitrary: fc.constantFrom('Hello there.', 'The quick brown fox jumps over the lazy dog.', 'a', '1 2 3', 'Dr. Smith paid $1,000.50 on 2024-01-02.', '...', '?!', 'svc svc', 'ÉLAN naïve café', '日本語のテキスト', 'مرحبا', '🙂🙂🙂', '[[h@l\'oU]]', '<speak>hi</speak>') },
+  {
+    weight: 3,
+    arbitrary: fc.constantFrom(
+      'Hello there.',
+      'The quick brown fox jumps over the lazy dog.',
+      'a',
+      '1 2 3',
+      'Dr. Smith paid $1,000.50 on 2024-01-02.',
+      '...',
+      '?!',
+      'svc svc',
+      'ÉLAN naïve café',
+      '日本語のテキスト',
+      'مرحبا',
+      '🙂🙂🙂',
+      "[[h@l'oU]]",
+      '<speak>hi</speak>',
+    ),
+  },
   { weight: 2, arbitrary: fc.string({ maxLength: 60 }) },
   { weight: 1, arbitrary: fc.string({ unit: 'binary', maxLength: 40 }) },
   { weight: 1, arbitrary: fc.string({ unit: fc.integer({ min: 0, max: 0x1f }).map((c) => String.fromCharCode(c)), minLength: 1, maxLength: 10 }) },
 );
 const sampleRates = fc.constantFrom(8000, 16000, 22050, 24000, 44100, 48000, 11025, 0, -1, 16000.5, 1e9);
-const sampleRateStrings = fc.constantFrom('8000', '16000', '22050', '24000', '44100', '48000', '11025', '0', '-16000', '16000.0', '1e4', ' 16000', '0x3e80', 'abc', '');
+const sampleRateStrings = fc.constantFrom(
+  '8000',
+  '16000',
+  '22050',
+  '24000',
+  '44100',
+  '48000',
+  '11025',
+  '0',
+  '-16000',
+  '16000.0',
+  '1e4',
+  ' 16000',
+  '0x3e80',
+  'abc',
+  '',
+);
 const outputFormats = objectLike(
   { container: 'wav', sample_rate: 16000, encoding: 'pcm_s16le' },
-  { container: fc.constantFrom('wav', 'raw', 'mp3', 'ogg', 'WAV'), sample_rate: sampleRates, encoding: fc.constantFrom(...ENCODINGS, 'pcm_u8', 'mp3'), bit_rate: fc.constantFrom(32000, 128000, 320000, 7, 0) },
+  {
+    container: fc.constantFrom('wav', 'raw', 'mp3', 'ogg', 'WAV'),
+    sample_rate: sampleRates,
+    encoding: fc.constantFrom(...ENCODINGS, 'pcm_u8', 'mp3'),
+    bit_rate: fc.constantFrom(32000, 128000, 320000, 7, 0),
+  },
 );
 const tags = fc.oneof(fc.array(shortString, { maxLength: 4 }), fc.array(fc.constantFrom('calm', 'Calm', 'warm', ' x ', 'a|b'), { maxLength: 12 }), anyJson);
-const emails = fc.oneof(fc.constantFrom('alice@example.com', 'ALICE@EXAMPLE.COM', 'a@b', '@', 'alice@example.com\u0000', ' alice@example.com ', 'x'.repeat(300) + '@example.com', ''), shortString);
+const emails = fc.oneof(
+  fc.constantFrom('alice@example.com', 'ALICE@EXAMPLE.COM', 'a@b', '@', 'alice@example.com\u0000', ' alice@example.com ', 'x'.repeat(300) + '@example.com', ''),
+  shortString,
+);
 
 // ---------------------------------------------------------------------------------------
 // The routes
@@ -214,14 +299,22 @@ function chatModel(sent: Sent): unknown {
 }
 
 const chatBase = { model: 'chat-scripted', messages: [{ role: 'user', content: 'Hi' }] };
-const ttsBase = () => ({ model_id: 'local-flite', transcript: 'Hello there.', voice: { mode: 'id', id: 'flite-slt' }, output_format: { container: 'wav', sample_rate: 16000, encoding: 'pcm_s16le' } });
+const ttsBase = () => ({
+  model_id: 'local-flite',
+  transcript: 'Hello there.',
+  voice: { mode: 'id', id: 'flite-slt' },
+  output_format: { container: 'wav', sample_rate: 16000, encoding: 'pcm_s16le' },
+});
 const ttsFields = () => ({
   model_id: modelIds('local-flite', 'local-espeak'),
   transcript: transcripts,
   voice: fc.oneof(voiceIds(), objectLike({ mode: 'id', id: 'flite-slt' }, { mode: fc.constantFrom('id', 'embedding', ''), id: voiceIds() })),
   language: languages,
   output_format: outputFormats,
-  generation_config: objectLike({ speed: 1, volume: 1 }, { speed: fc.oneof(anyNumber, fc.constantFrom(0.6, 1, 1.5, 0.59)), volume: fc.oneof(anyNumber, fc.constantFrom(0.5, 2, 2.01)) }),
+  generation_config: objectLike(
+    { speed: 1, volume: 1 },
+    { speed: fc.oneof(anyNumber, fc.constantFrom(0.6, 1, 1.5, 0.59)), volume: fc.oneof(anyNumber, fc.constantFrom(0.5, 2, 2.01)) },
+  ),
   pronunciation_dict_id: fc.oneof(fc.constantFrom(f.dict, f.spareDicts[0]!, `${f.dict}\u0000`), shortString),
   stream: fc.oneof(fc.boolean(), anyJson),
 });
@@ -238,7 +331,12 @@ const HTTP_ROUTES: HttpRoute[] = [
       path: fixed('/v1/chat/completions'),
       body: jsonBodies(chatBase, {
         model: modelIds('chat-scripted', 'local-llm'),
-        messages: fc.oneof(fc.array(objectLike({ role: 'user', content: 'Hi' }, { role: fc.constantFrom('user', 'system', 'assistant', 'tool', 'x'), content: anyJson }), { maxLength: 3 }), anyJson),
+        messages: fc.oneof(
+          fc.array(objectLike({ role: 'user', content: 'Hi' }, { role: fc.constantFrom('user', 'system', 'assistant', 'tool', 'x'), content: anyJson }), {
+            maxLength: 3,
+          }),
+          anyJson,
+        ),
         stream: fc.oneof(fc.boolean(), anyJson),
         stream_options: objectLike({ include_usage: true }, { include_usage: fc.oneof(fc.boolean(), anyJson) }),
         max_tokens: fc.oneof(anyNumber, anyJson),
@@ -284,7 +382,14 @@ const HTTP_ROUTES: HttpRoute[] = [
           arbitrary: multipartBodies(
             'file',
             { model: 'local-stt' },
-            { model: modelIds('local-stt'), language: languages, keyterms: fc.oneof(fc.constantFrom('fox,dog', 'a\nb', ',,,', ''), shortString), sample_rate: sampleRateStrings, response_format: fc.constantFrom('json', 'text', 'srt'), prompt: shortString },
+            {
+              model: modelIds('local-stt'),
+              language: languages,
+              keyterms: fc.oneof(fc.constantFrom('fox,dog', 'a\nb', ',,,', ''), shortString),
+              sample_rate: sampleRateStrings,
+              response_format: fc.constantFrom('json', 'text', 'srt'),
+              prompt: shortString,
+            },
             fileBytes([f.shortClip]),
           ),
         },
@@ -320,11 +425,22 @@ const HTTP_ROUTES: HttpRoute[] = [
     make: () => ({
       method: fc.constant('PATCH'),
       path: idPath('/voices', () => [f.voice, f.voice, 'flite-slt']),
-      body: jsonBodies({ name: 'Renamed' }, { name: anyString, description: anyString, tags, gender: fc.constantFrom('female', 'male', 'neutral', '', 'other'), language: languages }),
+      body: jsonBodies(
+        { name: 'Renamed' },
+        { name: anyString, description: anyString, tags, gender: fc.constantFrom('female', 'male', 'neutral', '', 'other'), language: languages },
+      ),
     }),
   },
-  { name: 'POST /voices/{id}/save', runs: 50, make: () => ({ method: fc.constant('POST'), path: idPath('/voices', () => [f.voice, 'flite-slt'], '/save'), body: sometimesBody }) },
-  { name: 'DELETE /voices/{id}/save', runs: 50, make: () => ({ method: fc.constant('DELETE'), path: idPath('/voices', () => [f.voice, 'flite-slt'], '/save'), body: sometimesBody }) },
+  {
+    name: 'POST /voices/{id}/save',
+    runs: 50,
+    make: () => ({ method: fc.constant('POST'), path: idPath('/voices', () => [f.voice, 'flite-slt'], '/save'), body: sometimesBody }),
+  },
+  {
+    name: 'DELETE /voices/{id}/save',
+    runs: 50,
+    make: () => ({ method: fc.constant('DELETE'), path: idPath('/voices', () => [f.voice, 'flite-slt'], '/save'), body: sometimesBody }),
+  },
   {
     name: 'POST /voices/clone',
     runs: 80,
@@ -345,7 +461,13 @@ const HTTP_ROUTES: HttpRoute[] = [
         path: fixed('/voices/clone'),
         body: fc.oneof(
           { weight: 3, arbitrary: multipartBodies('file', { name: 'Fuzz voice' }, fields, fileBytes([f.longClip])) },
-          { weight: 2, arbitrary: jsonBodies({ name: 'Fuzz voice', blob_id: f.blobs[0] }, { ...fields, tags, blob_id: fc.oneof(fc.constantFrom(...f.blobs), shortString) }) },
+          {
+            weight: 2,
+            arbitrary: jsonBodies(
+              { name: 'Fuzz voice', blob_id: f.blobs[0] },
+              { ...fields, tags, blob_id: fc.oneof(fc.constantFrom(...f.blobs), shortString) },
+            ),
+          },
         ),
       };
     },
@@ -377,7 +499,10 @@ const HTTP_ROUTES: HttpRoute[] = [
     make: () => ({
       method: fc.constant('POST'),
       path: idPath('/voices', () => [f.voice, 'flite-slt', 'espeak-de-m'], '/localize'),
-      body: jsonBodies({ language: 'fr' }, { language: languages, name: anyString, model_id: modelIds('local-espeak', 'local-flite'), profile_version: fc.constantFrom('1', '2', '') }),
+      body: jsonBodies(
+        { language: 'fr' },
+        { language: languages, name: anyString, model_id: modelIds('local-espeak', 'local-flite'), profile_version: fc.constantFrom('1', '2', '') },
+      ),
     }),
   },
   {
@@ -409,7 +534,13 @@ const HTTP_ROUTES: HttpRoute[] = [
   {
     name: 'GET /jobs',
     runs: 60,
-    make: () => ({ path: fixed('/jobs'), query: queryStrings({ voice_id: fc.oneof(fc.constant(f.voice), shortString), limit: fc.constantFrom('1', '20', '100', '101', '0', '-5', '2.5', 'x', '') }) }),
+    make: () => ({
+      path: fixed('/jobs'),
+      query: queryStrings({
+        voice_id: fc.oneof(fc.constant(f.voice), shortString),
+        limit: fc.constantFrom('1', '20', '100', '101', '0', '-5', '2.5', 'x', ''),
+      }),
+    }),
   },
   { name: 'GET /pronunciation-dicts', runs: 40, make: () => ({ path: fixed('/pronunciation-dicts'), query: queryStrings() }) },
   {
@@ -426,7 +557,12 @@ const HTTP_ROUTES: HttpRoute[] = [
             fc.array(
               objectLike(
                 { grapheme: 'svc', alias: 'service' },
-                { grapheme: anyString, alias: fc.oneof(anyString, fc.constant(null)), phoneme: fc.oneof(fc.constantFrom("h@l'oU", '[[x]]', 'w\'Ib'), anyString), case_sensitive: fc.oneof(fc.boolean(), anyJson) },
+                {
+                  grapheme: anyString,
+                  alias: fc.oneof(anyString, fc.constant(null)),
+                  phoneme: fc.oneof(fc.constantFrom("h@l'oU", '[[x]]', "w'Ib"), anyString),
+                  case_sensitive: fc.oneof(fc.boolean(), anyJson),
+                },
               ),
               { maxLength: 5 },
             ),
@@ -445,12 +581,30 @@ const HTTP_ROUTES: HttpRoute[] = [
       path: idPath('/pronunciation-dicts', () => [f.dict]),
       body: jsonBodies(
         { name: 'Renamed dict' },
-        { name: anyString, entries: fc.oneof(fc.array(objectLike({ grapheme: 'svc', alias: 'service' }, { grapheme: anyString, alias: anyString, phoneme: anyString }), { maxLength: 3 }), anyJson) },
+        {
+          name: anyString,
+          entries: fc.oneof(
+            fc.array(objectLike({ grapheme: 'svc', alias: 'service' }, { grapheme: anyString, alias: anyString, phoneme: anyString }), { maxLength: 3 }),
+            anyJson,
+          ),
+        },
       ),
     }),
   },
-  { name: 'POST|PUT /pronunciation-dicts/{id}', runs: 40, make: () => ({ method: fc.constantFrom('POST', 'PUT'), path: idPath('/pronunciation-dicts', () => [f.dict]), body: jsonBodies({ name: 'x' }) }) },
-  { name: 'GET /.well-known/*', runs: 60, make: () => ({ path: fc.constantFrom('/.well-known/oauth-authorization-server', '/.well-known/oauth-protected-resource', '/.well-known/oauth-protected-resource/v1'), query: queryStrings(), body: sometimesBody }) },
+  {
+    name: 'POST|PUT /pronunciation-dicts/{id}',
+    runs: 40,
+    make: () => ({ method: fc.constantFrom('POST', 'PUT'), path: idPath('/pronunciation-dicts', () => [f.dict]), body: jsonBodies({ name: 'x' }) }),
+  },
+  {
+    name: 'GET /.well-known/*',
+    runs: 60,
+    make: () => ({
+      path: fc.constantFrom('/.well-known/oauth-authorization-server', '/.well-known/oauth-protected-resource', '/.well-known/oauth-protected-resource/v1'),
+      query: queryStrings(),
+      body: sometimesBody,
+    }),
+  },
   {
     name: 'POST /agent/identity',
     runs: 80,
@@ -462,7 +616,12 @@ const HTTP_ROUTES: HttpRoute[] = [
           weight: 5,
           arbitrary: jsonBodies(
             { type: 'service_auth', login_hint: 'alice@example.com' },
-            { type: fc.constantFrom('anonymous', 'service_auth', 'identity_assertion', 'ID-JAG', 'jwt_bearer', 'Anonymous', ''), login_hint: fc.oneof(emails, anyJson), assertion: anyJson, identity_assertion: anyJson },
+            {
+              type: fc.constantFrom('anonymous', 'service_auth', 'identity_assertion', 'ID-JAG', 'jwt_bearer', 'Anonymous', ''),
+              login_hint: fc.oneof(emails, anyJson),
+              assertion: anyJson,
+              identity_assertion: anyJson,
+            },
           ),
         },
         { weight: 1, arbitrary: fc.array(fc.tuple(shortString, shortString), { maxLength: 3 }).map((params) => ({ kind: 'form' as const, params })) },
@@ -475,7 +634,10 @@ const HTTP_ROUTES: HttpRoute[] = [
     make: () => ({
       method: fc.constant('POST'),
       path: fixed('/agent/identity/claim'),
-      body: jsonBodies({ claim_token: f.claimToken, email: 'alice@example.com' }, { claim_token: fc.oneof(fc.constant(f.claimToken), anyString), email: fc.oneof(emails, anyJson) }),
+      body: jsonBodies(
+        { claim_token: f.claimToken, email: 'alice@example.com' },
+        { claim_token: fc.oneof(fc.constant(f.claimToken), anyString), email: fc.oneof(emails, anyJson) },
+      ),
     }),
   },
   {
@@ -483,66 +645,131 @@ const HTTP_ROUTES: HttpRoute[] = [
     runs: 80,
     make: () => {
       const value = fc.oneof(fc.constantFrom(GRANT_JWT_BEARER, GRANT_CLAIM, f.claimToken, f.assertion, 'a.b.c', ''), shortString);
-      const name = fc.oneof({ weight: 4, arbitrary: fc.constantFrom('grant_type', 'assertion', 'claim_token', 'scope') }, { weight: 1, arbitrary: shortString });
+      const name = fc.oneof(
+        { weight: 4, arbitrary: fc.constantFrom('grant_type', 'assertion', 'claim_token', 'scope') },
+        { weight: 1, arbitrary: shortString },
+      );
       return {
         method: fc.constant('POST'),
         path: fixed('/oauth2/token'),
         body: fc.oneof(
           { weight: 3, arbitrary: fc.array(fc.tuple(name, value), { maxLength: 5 }).map((params) => ({ kind: 'form' as const, params })) },
-          { weight: 2, arbitrary: jsonBodies({ grant_type: GRANT_CLAIM, claim_token: f.claimToken }, { grant_type: fc.constantFrom(GRANT_JWT_BEARER, GRANT_CLAIM, 'password', ''), assertion: fc.oneof(fc.constant(f.assertion), anyJson), claim_token: fc.oneof(fc.constant(f.claimToken), anyJson) }) },
+          {
+            weight: 2,
+            arbitrary: jsonBodies(
+              { grant_type: GRANT_CLAIM, claim_token: f.claimToken },
+              {
+                grant_type: fc.constantFrom(GRANT_JWT_BEARER, GRANT_CLAIM, 'password', ''),
+                assertion: fc.oneof(fc.constant(f.assertion), anyJson),
+                claim_token: fc.oneof(fc.constant(f.claimToken), anyJson),
+              },
+            ),
+          },
         ),
       };
     },
   },
-  { name: 'GET /stt/websocket (plain HTTP)', runs: 40, make: () => ({ path: fixed('/stt/websocket'), query: queryStrings({ model: modelIds('local-stt'), sample_rate: sampleRateStrings, api_key: fc.constant(h.key) }) }) },
+  {
+    name: 'GET /stt/websocket (plain HTTP)',
+    runs: 40,
+    make: () => ({
+      path: fixed('/stt/websocket'),
+      query: queryStrings({ model: modelIds('local-stt'), sample_rate: sampleRateStrings, api_key: fc.constant(h.key) }),
+    }),
+  },
   {
     name: 'any method, any path',
     runs: 100,
     make: () => ({
       method: fc.constantFrom('GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS', 'HEAD', 'TRACE', 'PROPFIND', 'SEARCH', 'get'),
       path: fc.oneof(
-        fc.constantFrom('/', '/v1', '/v1/', '/v1/models/', '/voices/', '/tts', '/tts/bytes/', '//health', '/health/', '/HEALTH', '/v1/audio', '/.well-known/', '/jobs/', '/agent', '/oauth2/token/', '/metrics/', '/stt/websocket/', '/pronunciation-dicts/', '/blobs/x/content/y'),
-        fc.tuple(fc.constantFrom('/voices', '/blobs', '/jobs', '/pronunciation-dicts', '/v1', '/tts', '/agent/identity', '/x'), fc.array(pathIds(['a', 'flite-slt']), { minLength: 1, maxLength: 3 })).map(([p, segs]) => `${p}/${segs.join('/')}`),
+        fc.constantFrom(
+          '/',
+          '/v1',
+          '/v1/',
+          '/v1/models/',
+          '/voices/',
+          '/tts',
+          '/tts/bytes/',
+          '//health',
+          '/health/',
+          '/HEALTH',
+          '/v1/audio',
+          '/.well-known/',
+          '/jobs/',
+          '/agent',
+          '/oauth2/token/',
+          '/metrics/',
+          '/stt/websocket/',
+          '/pronunciation-dicts/',
+          '/blobs/x/content/y',
+        ),
+        fc
+          .tuple(
+            fc.constantFrom('/voices', '/blobs', '/jobs', '/pronunciation-dicts', '/v1', '/tts', '/agent/identity', '/x'),
+            fc.array(pathIds(['a', 'flite-slt']), { minLength: 1, maxLength: 3 }),
+          )
+          .map(([p, segs]) => `${p}/${segs.join('/')}`),
       ),
       query: queryStrings(),
       body: fc.oneof(noBody, jsonBodies({})),
     }),
   },
   // DELETE last: they remove the spare fixtures for good.
-  { name: 'DELETE /voices/{id}', runs: 50, make: () => ({ method: fc.constant('DELETE'), path: idPath('/voices', () => [...f.spareVoices, 'flite-slt']), body: sometimesBody }) },
+  {
+    name: 'DELETE /voices/{id}',
+    runs: 50,
+    make: () => ({ method: fc.constant('DELETE'), path: idPath('/voices', () => [...f.spareVoices, 'flite-slt']), body: sometimesBody }),
+  },
   { name: 'DELETE /blobs/{id}', runs: 50, make: () => ({ method: fc.constant('DELETE'), path: idPath('/blobs', () => f.spareBlobs), body: sometimesBody }) },
-  { name: 'DELETE /pronunciation-dicts/{id}', runs: 50, make: () => ({ method: fc.constant('DELETE'), path: idPath('/pronunciation-dicts', () => f.spareDicts), body: sometimesBody }) },
+  {
+    name: 'DELETE /pronunciation-dicts/{id}',
+    runs: 50,
+    make: () => ({ method: fc.constant('DELETE'), path: idPath('/pronunciation-dicts', () => f.spareDicts), body: sometimesBody }),
+  },
 ];
 
 describe('HTTP routes: no 5xx, every error in the envelope, no hang', () => {
   for (const route of HTTP_ROUTES) {
-    it(route.name, async () => {
-      const r = route.make();
-      const method = r.method ?? fc.constant(route.name.split(' ')[0]!);
-      const key = r.key ?? h.key;
-      await runProperty(
-        route.name,
-        fc.asyncProperty(method, r.path, r.query ?? fc.constant(''), r.body ?? noBody, contentTypeChoice, keyChoice, async (m, path, query, body, ct, keyed) => {
-          const started = performance.now();
-          const input = () => show([m, path + query, body, ct, keyed]);
-          let result: Awaited<ReturnType<typeof send>>;
-          try {
-            result = await send(h.url, m, path + query, body, ct, authorization(keyed, key));
-          } catch (e) {
-            stats.record(route.name, /hang/.test((e as Error).message) ? 'HANG' : 'DROPPED', performance.now() - started, input);
-            if (process.env.FUZZ_DEBUG) console.log(`${Math.round(performance.now() - started)} ms FAILED ${input().slice(0, 400)}`);
-            throw e;
-          }
-          const { sent, answer } = result;
-          const code = answer.status >= 400 && m !== 'HEAD' ? errorCode(answer.text) : '';
-          stats.record(route.name, `${answer.status}${code ? `/${code}` : ''}`, performance.now() - started, input);
-          if (process.env.FUZZ_DEBUG) console.log(`${Math.round(performance.now() - started)} ms ${answer.status} ${input().slice(0, 400)}`);
-          checkAnswer(answer, r.allowed5xx?.(sent) ?? [], sent);
-        }),
-        route.runs,
-      );
-      await expectHealthy();
-    }, PROPERTY_TIMEOUT_MS);
+    it(
+      route.name,
+      async () => {
+        const r = route.make();
+        const method = r.method ?? fc.constant(route.name.split(' ')[0]!);
+        const key = r.key ?? h.key;
+        await runProperty(
+          route.name,
+          fc.asyncProperty(
+            method,
+            r.path,
+            r.query ?? fc.constant(''),
+            r.body ?? noBody,
+            contentTypeChoice,
+            keyChoice,
+            async (m, path, query, body, ct, keyed) => {
+              const started = performance.now();
+              const input = () => show([m, path + query, body, ct, keyed]);
+              let result: Awaited<ReturnType<typeof send>>;
+              try {
+                result = await send(h.url, m, path + query, body, ct, authorization(keyed, key));
+              } catch (e) {
+                stats.record(route.name, /hang/.test((e as Error).message) ? 'HANG' : 'DROPPED', performance.now() - started, input);
+                if (process.env.FUZZ_DEBUG) console.log(`${Math.round(performance.now() - started)} ms FAILED ${input().slice(0, 400)}`);
+                throw e;
+              }
+              const { sent, answer } = result;
+              const code = answer.status >= 400 && m !== 'HEAD' ? errorCode(answer.text) : '';
+              stats.record(route.name, `${answer.status}${code ? `/${code}` : ''}`, performance.now() - started, input);
+              if (process.env.FUZZ_DEBUG) console.log(`${Math.round(performance.now() - started)} ms ${answer.status} ${input().slice(0, 400)}`);
+              checkAnswer(answer, r.allowed5xx?.(sent) ?? [], sent);
+            },
+          ),
+          route.runs,
+        );
+        await expectHealthy();
+      },
+      PROPERTY_TIMEOUT_MS,
+    );
   }
 });
 
@@ -567,8 +794,16 @@ const garbageText = fc
     { weight: 3, arbitrary: fc.string({ maxLength: 40 }) },
     { weight: 2, arbitrary: fc.string({ unit: 'binary', maxLength: 40 }) },
     { weight: 3, arbitrary: anyJson.map((v) => JSON.stringify(v) ?? 'undefined') },
-    { weight: 3, arbitrary: objectLike({ type: 'finalize' }, { type: fc.oneof(anyJson, fc.constantFrom('FINALIZE ', 'flush', 'Results', 'close_stream', '')) }).map((v) => JSON.stringify(v)) },
-    { weight: 2, arbitrary: fc.constantFrom('null', '[]', '{}', '""', '0', 'true', '{"type":null}', '{"type":{}}', '{"type":["close"]}', '{"type":"keepalive"', ' ', '') },
+    {
+      weight: 3,
+      arbitrary: objectLike({ type: 'finalize' }, { type: fc.oneof(anyJson, fc.constantFrom('FINALIZE ', 'flush', 'Results', 'close_stream', '')) }).map((v) =>
+        JSON.stringify(v),
+      ),
+    },
+    {
+      weight: 2,
+      arbitrary: fc.constantFrom('null', '[]', '{}', '""', '0', 'true', '{"type":null}', '{"type":{}}', '{"type":["close"]}', '{"type":"keepalive"', ' ', ''),
+    },
     { weight: 1, arbitrary: fc.constantFrom(100_001, 500_000).map((n) => `{"type":"${'x'.repeat(n)}"}`) },
   )
   .filter((t) => !isCommand(t));
@@ -577,7 +812,10 @@ const frames: fc.Arbitrary<Frame[]> = fc.array(
   fc.oneof(
     { weight: 4, arbitrary: garbageText.map((text) => ({ kind: 'garbage' as const, text })) },
     { weight: 3, arbitrary: fc.uint8Array({ maxLength: 3200 }).map((bytes) => ({ kind: 'audio' as const, bytes })) },
-    { weight: 1, arbitrary: fc.constantFrom('keepalive' as const, 'finalize' as const, 'KeepAlive' as const).map((type) => ({ kind: 'command' as const, type })) },
+    {
+      weight: 1,
+      arbitrary: fc.constantFrom('keepalive' as const, 'finalize' as const, 'KeepAlive' as const).map((type) => ({ kind: 'command' as const, type })),
+    },
   ),
   { maxLength: 12 },
 );
@@ -588,14 +826,31 @@ const param = (valid: fc.Arbitrary<string>, hostile: fc.Arbitrary<string> = shor
 
 const wsQuery = fc
   .record({
-    model: fc.oneof({ weight: 8, arbitrary: fc.constant('local-stt') }, { weight: 1, arbitrary: fc.constant(undefined) }, { weight: 1, arbitrary: modelIds('chat-scripted', 'local-flite') }),
+    model: fc.oneof(
+      { weight: 8, arbitrary: fc.constant('local-stt') },
+      { weight: 1, arbitrary: fc.constant(undefined) },
+      { weight: 1, arbitrary: modelIds('chat-scripted', 'local-flite') },
+    ),
     sample_rate: param(fc.constantFrom('8000', '16000', '22050', '24000', '44100', '48000'), sampleRateStrings),
     encoding: param(fc.constantFrom(...ENCODINGS), fc.constantFrom('PCM_S16LE', 'opus', '')),
     turn_detection: param(fc.constantFrom('balanced', 'patient', 'responsive'), fc.constantFrom('eager', 'BALANCED', '')),
     language: param(fc.constantFrom('en', 'en-US'), languages),
     keyterms: param(fc.constantFrom('fox,dog', 'hello\nworld'), fc.oneof(shortString, fc.constant('a,'.repeat(2000)))),
-    extra: fc.oneof({ weight: 4, arbitrary: fc.constant([] as [string, string][]) }, { weight: 1, arbitrary: fc.array(fc.tuple(fc.oneof(fc.constantFrom('model', 'sample_rate', 'encoding', 'keyterms', 'api_key'), shortString), shortString), { minLength: 1, maxLength: 3 }) }),
-    key: fc.oneof({ weight: 8, arbitrary: fc.constant('query' as const) }, { weight: 2, arbitrary: fc.constant('header' as const) }, { weight: 1, arbitrary: fc.constantFrom('none' as const, 'garbage' as const) }),
+    extra: fc.oneof(
+      { weight: 4, arbitrary: fc.constant([] as [string, string][]) },
+      {
+        weight: 1,
+        arbitrary: fc.array(fc.tuple(fc.oneof(fc.constantFrom('model', 'sample_rate', 'encoding', 'keyterms', 'api_key'), shortString), shortString), {
+          minLength: 1,
+          maxLength: 3,
+        }),
+      },
+    ),
+    key: fc.oneof(
+      { weight: 8, arbitrary: fc.constant('query' as const) },
+      { weight: 2, arbitrary: fc.constant('header' as const) },
+      { weight: 1, arbitrary: fc.constantFrom('none' as const, 'garbage' as const) },
+    ),
   })
   .map(({ extra, key, ...known }) => ({ params: [...Object.entries(known).filter((e): e is [string, string] => e[1] !== undefined), ...extra], key }));
 
@@ -647,11 +902,14 @@ async function runSession(params: [string, string][], key: 'query' | 'header' | 
   });
   if (opened) return opened.refused;
   try {
-    await deadline(new Promise<void>((resolve) => {
-      const check = () => events.length > 0 && resolve();
-      wake = check;
-      check();
-    }), 'session.started');
+    await deadline(
+      new Promise<void>((resolve) => {
+        const check = () => events.length > 0 && resolve();
+        wake = check;
+        check();
+      }),
+      'session.started',
+    );
     let garbage = 0;
     let finalizes = 0;
     for (const frame of sendFrames) {
@@ -702,26 +960,37 @@ function checkSession(out: WsOutcome): void {
     expect(Object.keys(e).sort(), summary).toEqual(['code', 'message', 'type']);
     expect(typeof e.code === 'string' && typeof e.message === 'string' && (e.message as string).length > 0, summary).toBe(true);
   }
-  expect(out.events.filter((e) => e.type === 'error' && e.code === 'invalid_message').length, `every garbage text frame gets an invalid_message error; ${summary}`).toBe(out.garbage);
+  expect(
+    out.events.filter((e) => e.type === 'error' && e.code === 'invalid_message').length,
+    `every garbage text frame gets an invalid_message error; ${summary}`,
+  ).toBe(out.garbage);
   expect(out.events.filter((e) => e.type === 'flush_done').length, summary).toBe(out.finalizes);
 }
 
 describe('GET /stt/websocket: random query parameters and frames', () => {
-  it('refusals are envelopes; sessions answer garbage with error events and end on the close command', async () => {
-    await runProperty(
-      'WS /stt/websocket',
-      fc.asyncProperty(wsQuery, frames, async ({ params, key }, sendFrames) => {
-        const started = performance.now();
-        const out = await runSession(params, key, sendFrames);
-        stats.record('WS /stt/websocket', out.kind === 'refused' ? `refused ${out.status}` : `close ${out.code} ${out.reason}`, performance.now() - started, () => show([params, key, sendFrames]));
-        checkSession(out);
-      }),
-      60,
-    );
-    await settleRecognizers();
-    await expectHealthy();
-  }, PROPERTY_TIMEOUT_MS);
-
+  it(
+    'refusals are envelopes; sessions answer garbage with error events and end on the close command',
+    async () => {
+      await runProperty(
+        'WS /stt/websocket',
+        fc.asyncProperty(wsQuery, frames, async ({ params, key }, sendFrames) => {
+          const started = performance.now();
+          const out = await runSession(params, key, sendFrames);
+          stats.record(
+            'WS /stt/websocket',
+            out.kind === 'refused' ? `refused ${out.status}` : `close ${out.code} ${out.reason}`,
+            performance.now() - started,
+            () => show([params, key, sendFrames]),
+          );
+          checkSession(out);
+        }),
+        60,
+      );
+      await settleRecognizers();
+      await expectHealthy();
+    },
+    PROPERTY_TIMEOUT_MS,
+  );
 
   // Frames the WebSocket layer itself refuses (RFC 6455 §7.4.1): 1007 for text that is not
   // UTF-8, 1009 for a message over the 1 MB maxPayload. Not the gateway's codes, but not 1011 and
@@ -739,7 +1008,10 @@ describe('GET /stt/websocket: random query parameters and frames', () => {
       ws.once('close', () => reject(new Error('closed before session.started')));
     });
     act(ws);
-    const code = await Promise.race([closed, new Promise<number>((_, reject) => setTimeout(() => reject(new Error('no close within 10 s')), REQUEST_TIMEOUT_MS).unref())]);
+    const code = await Promise.race([
+      closed,
+      new Promise<number>((_, reject) => setTimeout(() => reject(new Error('no close within 10 s')), REQUEST_TIMEOUT_MS).unref()),
+    ]);
     expect(code).toBe(expected);
     await expectHealthy();
   });
@@ -754,11 +1026,22 @@ describe('cases the fuzz found', () => {
   // (the fuzz hit it with the ~480 KB clip; 4 MB here, well under the 25 MB cap, so that it
   // does not depend on buffer sizes) the keep-alive connection stalls: the next request on it
   // never gets an answer.
-  it.each(['/voices/clone', '/v1/audio/transcriptions', '/blobs'])('POST %s, multipart without a boundary: the connection serves the next request', async (path) => {
-    const body: Body = { kind: 'multipart', form: { parts: [{ name: 'file', filename: 'clip.wav', contentType: 'audio/wav', data: Buffer.alloc(4 * 1024 * 1024, 1) }], ending: 'ok', header: 'none' } };
-    const { sent, answer } = await send(h.url, 'POST', path, body, 'natural', `Bearer ${h.key}`);
-    expect(checkAnswer(answer, [], sent)?.error.code).toBe('invalid_request');
-  }, 30_000);
+  it.each(['/voices/clone', '/v1/audio/transcriptions', '/blobs'])(
+    'POST %s, multipart without a boundary: the connection serves the next request',
+    async (path) => {
+      const body: Body = {
+        kind: 'multipart',
+        form: {
+          parts: [{ name: 'file', filename: 'clip.wav', contentType: 'audio/wav', data: Buffer.alloc(4 * 1024 * 1024, 1) }],
+          ending: 'ok',
+          header: 'none',
+        },
+      };
+      const { sent, answer } = await send(h.url, 'POST', path, body, 'natural', `Bearer ${h.key}`);
+      expect(checkAnswer(answer, [], sent)?.error.code).toBe('invalid_request');
+    },
+    30_000,
+  );
 
   // The text frame `null` (JSON, but not an object) throws a TypeError in the session's message
   // handler: an uncaught exception of the gateway process, and the frames after it in the same
@@ -794,11 +1077,16 @@ describe('cases the fuzz found', () => {
     ['PATCH', '/voices/{voice}', { name: 'a\u0000b' }],
     ['POST', '/voices/{voice}/localize', { language: 'fr', name: 'a\u0000b' }],
     ['POST', '/voices/pro-clone', { name: 'x', description: '\u0000', blob_ids: '{blobs}' }],
-    ['POST', '/tts/bytes', { model_id: 'local-flite', transcript: 'Hi.', voice: 'flite-slt\u0000', output_format: { container: 'wav', sample_rate: 16000, encoding: 'pcm_s16le' } }],
+    [
+      'POST',
+      '/tts/bytes',
+      { model_id: 'local-flite', transcript: 'Hi.', voice: 'flite-slt\u0000', output_format: { container: 'wav', sample_rate: 16000, encoding: 'pcm_s16le' } },
+    ],
     ['POST', '/v1/audio/speech', { model: 'local-flite', input: 'Hi.', voice: 'flite-slt\u0000', response_format: 'wav' }],
   ] as const)('%s %s with NUL (%j): no 5xx', async (method, template, value) => {
     const path = template.replace('{voice}', f.voice);
-    const body: Body = value === null ? { kind: 'none' } : { kind: 'json', value: JSON.parse(JSON.stringify(value).replace('"{blobs}"', JSON.stringify(f.blobs))) };
+    const body: Body =
+      value === null ? { kind: 'none' } : { kind: 'json', value: JSON.parse(JSON.stringify(value).replace('"{blobs}"', JSON.stringify(f.blobs))) };
     const { sent, answer } = await send(h.url, method, path, body, 'natural', `Bearer ${h.key}`);
     checkAnswer(answer, [], sent);
   });

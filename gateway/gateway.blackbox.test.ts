@@ -49,7 +49,6 @@ process.once('exit', () => {
   for (const c of children) c.kill('SIGKILL');
 });
 
-
 let t: TestDatabase;
 /** A minimal environment for the processes (cast: the dashboard's types require NODE_ENV in ProcessEnv). */
 const processEnv = (vars: Record<string, string>) => vars as unknown as NodeJS.ProcessEnv;
@@ -131,7 +130,7 @@ async function startGateway(name: string, extraEnv: Record<string, string> = {})
     children.delete(child);
   });
   const outputClosed = new Promise<void>((resolve) => child.once('close', () => resolve()));
-  const outputWhere = <T,>(find: (out: string) => T | undefined) =>
+  const outputWhere = <T>(find: (out: string) => T | undefined) =>
     new Promise<T>((resolve, reject) => {
       const look = () => {
         const found = find(output);
@@ -179,7 +178,12 @@ interface Res {
   json: any;
 }
 
-async function call(gw: GatewayProcess, method: string, path: string, opts: { key?: string; body?: string; headers?: Record<string, string> } = {}): Promise<Res> {
+async function call(
+  gw: GatewayProcess,
+  method: string,
+  path: string,
+  opts: { key?: string; body?: string; headers?: Record<string, string> } = {},
+): Promise<Res> {
   const headers: Record<string, string> = { ...opts.headers };
   if (opts.key !== undefined) headers.authorization = `Bearer ${opts.key}`;
   if (opts.body !== undefined && !Object.keys(headers).some((h) => h.toLowerCase() === 'content-type')) headers['content-type'] = 'application/json';
@@ -261,8 +265,20 @@ beforeAll(async () => {
   t = await createTestDatabase();
   upstream = await startScriptedUpstream();
   const m = await cliOk(
-    'model', 'upsert', '--id', 'bb-llm', '--modality', 'llm', '--upstream', upstream.baseUrl, '--protocol', 'openai',
-    '--price-input-per-mtok', '0.15', '--price-output-per-mtok', '0.6',
+    'model',
+    'upsert',
+    '--id',
+    'bb-llm',
+    '--modality',
+    'llm',
+    '--upstream',
+    upstream.baseUrl,
+    '--protocol',
+    'openai',
+    '--price-input-per-mtok',
+    '0.15',
+    '--price-output-per-mtok',
+    '0.6',
   );
   expect(m).toMatchObject({ id: 'bb-llm', modality: 'llm', status: 'active', prices: { input_per_mtok_usd: '0.15', output_per_mtok_usd: '0.6' } });
   expect(m.upstreams).toHaveLength(1);
@@ -311,7 +327,11 @@ describe('svc CLI', () => {
     { name: 'revoking a key that does not exist', args: ['key', 'revoke', '--id', 'key_doesnotexist'], stderr: /No API key with id key_doesnotexist/ },
     { name: 'credits with seven decimals', args: ['credits', 'grant', '--org', 'org_x', '--usd', '0.0000001'], stderr: /--usd must be a USD amount/ },
     { name: '--rpm 0', args: ['key', 'create', '--org', 'org_x', '--rpm', '0'], stderr: /--rpm must be a positive integer/ },
-    { name: 'upstream that is not http(s)', args: ['model', 'upsert', '--id', 'bad', '--modality', 'llm', '--upstream', 'ftp://example.com/v1'], stderr: /http\(s\)/ },
+    {
+      name: 'upstream that is not http(s)',
+      args: ['model', 'upsert', '--id', 'bad', '--modality', 'llm', '--upstream', 'ftp://example.com/v1'],
+      stderr: /http\(s\)/,
+    },
     { name: 'missing required option', args: ['org', 'create'], stderr: /--name/ },
     {
       name: 'an unknown protocol',
@@ -323,7 +343,11 @@ describe('svc CLI', () => {
       args: ['model', 'upsert', '--id', 'bad', '--modality', 'llm', '--upstream', 'local:flite', '--protocol', 'flite'],
       stderr: /Protocol 'flite' cannot serve a llm model \(it has speech, clone\); a llm model can use: openai, llama-cpp/,
     },
-    { name: 'a setting the protocol does not have', args: ['model', 'upsert', '--id', 'bad', '--modality', 'llm', '--upstream', 'http://127.0.0.1:9', '--setting', 'colour=blue'], stderr: /Invalid settings for protocol 'openai'/ },
+    {
+      name: 'a setting the protocol does not have',
+      args: ['model', 'upsert', '--id', 'bad', '--modality', 'llm', '--upstream', 'http://127.0.0.1:9', '--setting', 'colour=blue'],
+      stderr: /Invalid settings for protocol 'openai'/,
+    },
   ])('$name: exits non-zero, nothing on stdout', async ({ args, stderr }) => {
     const r = await cli(...args);
     expect(r.code).not.toBe(0);
@@ -458,7 +482,8 @@ describe('POST /v1/chat/completions: proxying and metering', () => {
     const org = await newOrg('5');
     const k = await newKey(org);
     // Unusual but valid formatting, so that any re-serialisation would show.
-    const upstreamBody = '{ "id":"chatcmpl-bb", "object":"chat.completion", "model":"bb-llm",\n  "choices":[{"index":0,"message":{"role":"assistant","content":"hi ✓"},"finish_reason":"stop"}],\n  "usage":{"prompt_tokens":12,"completion_tokens":7,"total_tokens":19}, "x_extra": [1.50, 2e3] }';
+    const upstreamBody =
+      '{ "id":"chatcmpl-bb", "object":"chat.completion", "model":"bb-llm",\n  "choices":[{"index":0,"message":{"role":"assistant","content":"hi ✓"},"finish_reason":"stop"}],\n  "usage":{"prompt_tokens":12,"completion_tokens":7,"total_tokens":19}, "x_extra": [1.50, 2e3] }';
     upstream.behaviour = { kind: 'raw', status: 200, contentType: 'application/json', body: upstreamBody };
     // Sent as-is: odd spacing and a parameter the gateway knows nothing about.
     const requestBody = '{"model":"bb-llm",  "messages":[{"role":"user","content":"hello"}], "temperature":0.2, "vendor_knob":{"a":[1,2]}}';
@@ -545,7 +570,20 @@ describe('model registry while running', () => {
     expect(before.status).toBe(200);
     expect(before.json.object).toBe('list');
     expect(before.json.data.map((d: { id: string }) => d.id)).not.toContain('bb-added-late');
-    await cliOk('model', 'upsert', '--id', 'bb-added-late', '--modality', 'llm', '--upstream', upstream.baseUrl, '--price-input-per-mtok', '1', '--price-output-per-mtok', '2');
+    await cliOk(
+      'model',
+      'upsert',
+      '--id',
+      'bb-added-late',
+      '--modality',
+      'llm',
+      '--upstream',
+      upstream.baseUrl,
+      '--price-input-per-mtok',
+      '1',
+      '--price-output-per-mtok',
+      '2',
+    );
     const entry = await eventually('bb-added-late in /v1/models', async () => {
       const r = await call(gw, 'GET', '/v1/models', { key });
       return r.json?.data?.find((d: { id: string }) => d.id === 'bb-added-late');
@@ -559,7 +597,20 @@ describe('model registry while running', () => {
     const doomed = await startScriptedUpstream();
     let closed = false;
     try {
-      await cliOk('model', 'upsert', '--id', 'bb-doomed', '--modality', 'llm', '--upstream', doomed.baseUrl, '--price-input-per-mtok', '0.1', '--price-output-per-mtok', '0.1');
+      await cliOk(
+        'model',
+        'upsert',
+        '--id',
+        'bb-doomed',
+        '--modality',
+        'llm',
+        '--upstream',
+        doomed.baseUrl,
+        '--price-input-per-mtok',
+        '0.1',
+        '--price-output-per-mtok',
+        '0.1',
+      );
       await eventually('bb-doomed to answer 200', async () => ((await chat(gw, key, { model: 'bb-doomed', messages: [] })).status === 200 ? true : undefined));
       await doomed.close();
       closed = true;

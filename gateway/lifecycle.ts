@@ -7,7 +7,10 @@ import type { FastifyReply } from 'fastify';
 import { ServiceError } from '../server/services/errors.ts';
 
 export function shuttingDownError(): ServiceError {
-  return new ServiceError('temporarily_unavailable', 'This gateway is shutting down; retry the request (another replica, or this one once restarted, will serve it).');
+  return new ServiceError(
+    'temporarily_unavailable',
+    'This gateway is shutting down; retry the request (another replica, or this one once restarted, will serve it).',
+  );
 }
 
 /** A socket the lifecycle can end at the very last step (WebSocket sessions that did not close). */

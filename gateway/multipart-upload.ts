@@ -46,7 +46,10 @@ export interface UploadOptions {
  * `fields`: each text field's last value; `values`: every value of each, in order (for fields a
  * client repeats, like OpenAI's `timestamp_granularities[]`).
  */
-export async function readUpload(request: FastifyRequest, options: UploadOptions): Promise<{ file: Buffer | undefined; fields: Record<string, string>; values: Record<string, string[]> }> {
+export async function readUpload(
+  request: FastifyRequest,
+  options: UploadOptions,
+): Promise<{ file: Buffer | undefined; fields: Record<string, string>; values: Record<string, string[]> }> {
   const fields: Record<string, string> = {};
   const values: Record<string, string[]> = {};
   let file: Buffer | undefined;

@@ -12,11 +12,34 @@ import { redactUrl } from './redact-url.ts';
 const pathChar = fc.constantFrom(...'abcxyz0129-_./%~'.split(''));
 const path = fc.array(fc.string({ unit: pathChar, maxLength: 8 }), { maxLength: 4 }).map((parts) => `/${parts.join('/')}`);
 const name = fc.oneof(
-  fc.constantFrom('api_key', 'API_KEY', 'api%5Fkey', 'api%5fkey', 'Code', 'code', '+code', 'code+', 'claim_token', 'assertion', 'access_token', 'user_code', '%', '%zz', '', 'model', 'sample_rate', 'apikey', 'codes'),
+  fc.constantFrom(
+    'api_key',
+    'API_KEY',
+    'api%5Fkey',
+    'api%5fkey',
+    'Code',
+    'code',
+    '+code',
+    'code+',
+    'claim_token',
+    'assertion',
+    'access_token',
+    'user_code',
+    '%',
+    '%zz',
+    '',
+    'model',
+    'sample_rate',
+    'apikey',
+    'codes',
+  ),
   fc.string({ unit: fc.constantFrom(...'abcdek_%+ 5F'.split('')), maxLength: 10 }),
 );
 const value = fc.string({ unit: fc.constantFrom(...'abc123-_.~%+=/:'.split('')), maxLength: 12 });
-const param = fc.oneof(fc.tuple(name, value).map(([n, v]) => `${n}=${v}`), name);
+const param = fc.oneof(
+  fc.tuple(name, value).map(([n, v]) => `${n}=${v}`),
+  name,
+);
 const query = fc.array(param, { minLength: 1, maxLength: 5 }).map((params) => params.join('&'));
 const ordinaryUrl = fc.tuple(path, fc.option(query, { nil: undefined })).map(([p, q]) => (q === undefined ? p : `${p}?${q}`));
 

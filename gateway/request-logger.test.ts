@@ -48,7 +48,7 @@ describe('LazyRequestLogger', () => {
     expect(lines.map((l) => [l.reqId, l.msg])).toEqual([['req_3', 'written at the route level']]);
   });
 
-  it("a child of it carries both bindings", async () => {
+  it('a child of it carries both bindings', async () => {
     const { logger, lines } = captured();
     new LazyRequestLogger(logger, { reqId: 'req_4' }, {}).child({ session: 's1' }).info('from a child');
     await settled();
@@ -77,7 +77,12 @@ describe('writeAccessLine', () => {
       expect(out).toHaveLength(2);
       const [ours, pinos] = out.map((line) => line.replace(/"time":\d+/, '"time":0').replace(/"responseTime":[\d.e-]+/, '"responseTime":0'));
       expect(ours).toBe(pinos);
-      expect(JSON.parse(out[0]!)).toMatchObject({ level: 30, req: { method: 'GET', remoteAddress: '10.1.2.3' }, res: { statusCode: 200 }, msg: 'request completed' });
+      expect(JSON.parse(out[0]!)).toMatchObject({
+        level: 30,
+        req: { method: 'GET', remoteAddress: '10.1.2.3' },
+        res: { statusCode: 200 },
+        msg: 'request completed',
+      });
     }
     expect(out[0]).not.toContain('sk_svc_secret');
     await app.close();
@@ -102,7 +107,11 @@ describe('writeAccessLine', () => {
 
   it('writes nothing when info is off', async () => {
     const out: string[] = [];
-    const app = Fastify({ logger: gatewayLoggerOptions('warn', { write: (line: string) => void out.push(line) }), childLoggerFactory: lazyRequestLoggers, logController: quiet() });
+    const app = Fastify({
+      logger: gatewayLoggerOptions('warn', { write: (line: string) => void out.push(line) }),
+      childLoggerFactory: lazyRequestLoggers,
+      logController: quiet(),
+    });
     app.get('/', async () => 'ok');
     app.addHook('onResponse', (request, reply, done) => {
       writeAccessLine((reply.log as unknown as LazyRequestLogger).parent, request, reply);

@@ -69,7 +69,10 @@ function meteredCore(core: GatewayCore, metrics: GatewayMetrics): GatewayCore {
     } catch (e) {
       metrics.debitFailed(usage.modality, usage.modelId);
       if (isServiceError(e)) throw e;
-      throw new ServiceError('temporarily_unavailable', 'The usage of this request could not be recorded (the database is unreachable), so it was not billed and its result is withheld; retry within a few seconds.');
+      throw new ServiceError(
+        'temporarily_unavailable',
+        'The usage of this request could not be recorded (the database is unreachable), so it was not billed and its result is withheld; retry within a few seconds.',
+      );
     }
   };
   return wrapped;
@@ -116,7 +119,10 @@ const RELEASE_FREED_MEMORY_MS = 10_000;
 const TRACE_FLUSH_MS = 5_000;
 
 /** `clock`: what rate-limit windows and agent claims read the time from (tests set one; the system's otherwise). */
-export async function createGatewayRuntime(config: Config, options: { logger?: boolean; passThroughCore?: boolean; clock?: Clock } = {}): Promise<GatewayRuntime> {
+export async function createGatewayRuntime(
+  config: Config,
+  options: { logger?: boolean; passThroughCore?: boolean; clock?: Clock } = {},
+): Promise<GatewayRuntime> {
   // First: a wrong certificate or key stops the start before anything else is touched.
   const tls = config.tls ? readTlsFiles(config.tls) : undefined;
   ensureDataDir(config);
@@ -151,28 +157,43 @@ export async function createGatewayRuntime(config: Config, options: { logger?: b
   const protocols = new ProtocolRuntimes(config.engines);
   limitDecoders(config.limits.sttDecoders);
   limitEngines(config.limits.ttsEngines);
-  const health = new HealthChecker(registry, db.prisma, (name) => protocols.get(name)?.health, (upstream, ok, fromCheck) => metrics.upstreamHealth(upstream, ok, fromCheck));
+  const health = new HealthChecker(
+    registry,
+    db.prisma,
+    (name) => protocols.get(name)?.health,
+    (upstream, ok, fromCheck) => metrics.upstreamHealth(upstream, ok, fromCheck),
+  );
   const upstreamStats = new UpstreamStatsRecorder(db.prisma);
   // Checks for revoked keys go through the hot store; a failed check is retried by the next tick.
   let logCheckError: (err: unknown) => void = () => {};
-  const admission = new Admission(config.limits, (ids) => db.hot.keyStatuses(ids), 500, (err) => logCheckError(err));
+  const admission = new Admission(
+    config.limits,
+    (ids) => db.hot.keyStatuses(ids),
+    500,
+    (err) => logCheckError(err),
+  );
   const ctx: GatewayContext = { config, db, clock, core, admission, limiter, registry, health, protocols, metrics, lifecycle, tracing, upstreamStats };
   const app = await buildGateway(ctx, { logger: options.logger, tls });
   logCheckError = (err) => app.log.warn({ err }, 'revocation check of running sessions failed');
   // Reservations of this process are renewed, and those of dead processes released, a few
   // times per time-to-live.
-  const maintainHolds = () => db.hot.maintainHolds(config.limits.creditHoldTtlMs).catch((err: unknown) => app.log.warn({ err }, 'credit reservation upkeep failed'));
+  const maintainHolds = () =>
+    db.hot.maintainHolds(config.limits.creditHoldTtlMs).catch((err: unknown) => app.log.warn({ err }, 'credit reservation upkeep failed'));
   await maintainHolds();
   const holdUpkeep = setInterval(maintainHolds, Math.max(1_000, config.limits.creditHoldTtlMs / 6));
   holdUpkeep.unref();
   if (tracing) {
     tracing.onExportStateChange = (failing, err) =>
       failing
-        ? app.log.warn({ err, url: upstreamLabel(config.tracing?.tracesUrl ?? '') }, 'trace export failed; spans are dropped until the collector accepts them again')
+        ? app.log.warn(
+            { err, url: upstreamLabel(config.tracing?.tracesUrl ?? '') },
+            'trace export failed; spans are dropped until the collector accepts them again',
+          )
         : app.log.info('trace export works again');
   }
   if (!redisReady) app.log.warn({ waitedMs: REDIS_CONNECT_WAIT_MS }, 'Redis (REDIS_URL) is not reachable: rate limits are not counted until it is');
-  db.hot.onDeferredWriteError = (err, queued) => app.log.error({ err, queued }, 'usage debits could not be written; retrying them (metered requests get 503 until they are)');
+  db.hot.onDeferredWriteError = (err, queued) =>
+    app.log.error({ err, queued }, 'usage debits could not be written; retrying them (metered requests get 503 until they are)');
   const worker = config.jobs.worker ? startJobWorker(ctx, app.log) : null;
   const metricsServer = config.metricsPort
     ? await startMetricsServer(metrics, { host: config.metricsHost, port: config.metricsPort, token: config.metricsToken })

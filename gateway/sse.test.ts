@@ -97,10 +97,7 @@ describe('sseData', () => {
     expect(sseData(event)).toBe(data);
   });
 
-  it.each([['event: ping\n\n'], [': just a comment\n\n'], ['id: 3\n\n'], ['database: not a data field\n\n'], ['']])(
-    '%j has no data -> null',
-    (event) => {
-      expect(sseData(event)).toBeNull();
-    },
-  );
+  it.each([['event: ping\n\n'], [': just a comment\n\n'], ['id: 3\n\n'], ['database: not a data field\n\n'], ['']])('%j has no data -> null', (event) => {
+    expect(sseData(event)).toBeNull();
+  });
 });

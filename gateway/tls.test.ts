@@ -131,8 +131,12 @@ describe('a gateway with SVC_TLS_CERT and SVC_TLS_KEY', () => {
 describe('TLS configuration errors stop the start, naming the variables', () => {
   it('one variable without the other', () => {
     expect(() => loadConfig({ SVC_TLS_CERT: cert.certPath })).toThrow(ConfigError);
-    expect(() => loadConfig({ SVC_TLS_CERT: cert.certPath })).toThrow(/SVC_TLS_KEY: required when SVC_TLS_CERT is set \(TLS needs both SVC_TLS_CERT and SVC_TLS_KEY/);
-    expect(() => loadConfig({ SVC_TLS_KEY: cert.keyPath })).toThrow(/SVC_TLS_CERT: required when SVC_TLS_KEY is set \(TLS needs both SVC_TLS_CERT and SVC_TLS_KEY/);
+    expect(() => loadConfig({ SVC_TLS_CERT: cert.certPath })).toThrow(
+      /SVC_TLS_KEY: required when SVC_TLS_CERT is set \(TLS needs both SVC_TLS_CERT and SVC_TLS_KEY/,
+    );
+    expect(() => loadConfig({ SVC_TLS_KEY: cert.keyPath })).toThrow(
+      /SVC_TLS_CERT: required when SVC_TLS_KEY is set \(TLS needs both SVC_TLS_CERT and SVC_TLS_KEY/,
+    );
     // Empty is unset: neither is plain HTTP.
     expect(loadConfig({ SVC_TLS_CERT: '', SVC_TLS_KEY: '' }).tls).toBeUndefined();
   });
@@ -148,8 +152,16 @@ describe('TLS configuration errors stop the start, naming the variables', () => 
   });
 
   it.each([
-    ['a key that does not belong to the certificate', () => ({ certPath: cert.certPath, keyPath: other.keyPath }), /SVC_TLS_CERT \/ SVC_TLS_KEY: .* must be a PEM certificate and its PEM private key/],
-    ['the certificate and key swapped', () => ({ certPath: cert.keyPath, keyPath: cert.certPath }), /SVC_TLS_CERT \/ SVC_TLS_KEY: .* must be a PEM certificate and its PEM private key/],
+    [
+      'a key that does not belong to the certificate',
+      () => ({ certPath: cert.certPath, keyPath: other.keyPath }),
+      /SVC_TLS_CERT \/ SVC_TLS_KEY: .* must be a PEM certificate and its PEM private key/,
+    ],
+    [
+      'the certificate and key swapped',
+      () => ({ certPath: cert.keyPath, keyPath: cert.certPath }),
+      /SVC_TLS_CERT \/ SVC_TLS_KEY: .* must be a PEM certificate and its PEM private key/,
+    ],
     ['a directory as the key', () => ({ certPath: cert.certPath, keyPath: tmpdir() }), /SVC_TLS_CERT \/ SVC_TLS_KEY: cannot read .* \(EISDIR\)/],
   ])('%s: the runtime refuses to start', async (_name, paths, message) => {
     const config = loadConfig({ SVC_DATA_DIR: join(tmpdir(), 'svc-tls-unused') });
@@ -163,7 +175,12 @@ describe('TLS configuration errors stop the start, naming the variables', () => 
     try {
       const child = spawn(process.execPath, [join(ROOT, 'bin/svc.mjs'), 'gateway'], {
         cwd: ROOT,
-        env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', SVC_DATA_DIR: dataDir, SVC_TLS_CERT: cert.certPath } as unknown as NodeJS.ProcessEnv,
+        env: {
+          PATH: process.env.PATH ?? '',
+          HOME: process.env.HOME ?? '/tmp',
+          SVC_DATA_DIR: dataDir,
+          SVC_TLS_CERT: cert.certPath,
+        } as unknown as NodeJS.ProcessEnv,
         stdio: ['ignore', 'pipe', 'pipe'],
       });
       let stderr = '';

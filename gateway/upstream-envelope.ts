@@ -20,7 +20,8 @@ export function upstreamEnvelope(e: UpstreamError, timeoutMs: number): ServiceEr
     case 'status': {
       const status = e.details.status;
       const message = e.details.engineMessage;
-      if (status !== undefined && CALLERS_FAULT.has(status)) return new ServiceError('invalid_request', message || `The model rejected the request (${status}).`, e.details.param ?? null);
+      if (status !== undefined && CALLERS_FAULT.has(status))
+        return new ServiceError('invalid_request', message || `The model rejected the request (${status}).`, e.details.param ?? null);
       // An error event on an engine's stream has no status of its own.
       if (status === undefined) return new ServiceError('upstream_error', `The model upstream refused: ${message ?? e.message}`);
       return new ServiceError('upstream_error', `The model upstream returned ${status}${message ? `: ${message}` : ''}`);

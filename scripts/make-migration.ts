@@ -101,7 +101,10 @@ export async function diffSchemas(provider: Provider, fromSchema: string | null,
 }
 
 async function main(rawName: string | undefined): Promise<void> {
-  const name = (rawName ?? '').toLowerCase().replace(/[^a-z0-9]+/g, '_').replace(/^_+|_+$/g, '');
+  const name = (rawName ?? '')
+    .toLowerCase()
+    .replace(/[^a-z0-9]+/g, '_')
+    .replace(/^_+|_+$/g, '');
   if (!name) throw new Error('usage: tsx scripts/make-migration.ts <name>');
   for (const provider of PROVIDERS) {
     const schemaPath = join(root, 'prisma/generated', provider, 'schema.prisma');
@@ -114,9 +117,7 @@ async function main(rawName: string | undefined): Promise<void> {
       console.log(`no changes for ${provider}`);
       continue;
     }
-    const taken = existsSync(dir)
-      ? readdirSync(dir).flatMap((entry) => (/^(\d{4})_/.exec(entry) ? [Number(entry.slice(0, 4))] : []))
-      : [];
+    const taken = existsSync(dir) ? readdirSync(dir).flatMap((entry) => (/^(\d{4})_/.exec(entry) ? [Number(entry.slice(0, 4))] : [])) : [];
     const folder = join(dir, `${String(Math.max(0, ...taken) + 1).padStart(4, '0')}_${name}`);
     mkdirSync(folder, { recursive: true });
     writeFileSync(join(folder, 'migration.sql'), sql);

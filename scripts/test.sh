@@ -33,6 +33,8 @@ echo "==> type check"
 npx tsc --noEmit -p . || status=1
 echo "==> lint"
 npx eslint . || status=1
+echo "==> format"
+npm run --silent format:check || status=1
 echo "==> tests on SQLite"
 npx vitest run || status=1
 echo "==> tests on PostgreSQL"

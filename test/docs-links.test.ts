@@ -117,10 +117,7 @@ describe('documentation links', () => {
     });
 
     it('skips the pages it is told are not written yet', () => {
-      expect(brokenLinks(root, ['docs/missing.md'])).toEqual([
-        'README.md: docs/a.md#keys (no such heading)',
-        'README.md: #nothing (no such heading)',
-      ]);
+      expect(brokenLinks(root, ['docs/missing.md'])).toEqual(['README.md: docs/a.md#keys (no such heading)', 'README.md: #nothing (no such heading)']);
     });
   });
 });

@@ -23,18 +23,68 @@ async function boundaryErrors(path: string, code: string): Promise<string[]> {
 
 describe('import boundaries', () => {
   it.each([
-    ['a service importing the gateway', 'server/services/keys/probe.ts', "import { envelope as probe } from '../../../gateway/errors.ts';", /no-restricted-paths.*Services know no edge/],
-    ['a service importing a tRPC router through the alias', 'server/services/probe.ts', "import { appRouter as probe } from '@/server/api/root';", /no-restricted-paths.*Services know no edge/],
+    [
+      'a service importing the gateway',
+      'server/services/keys/probe.ts',
+      "import { envelope as probe } from '../../../gateway/errors.ts';",
+      /no-restricted-paths.*Services know no edge/,
+    ],
+    [
+      'a service importing a tRPC router through the alias',
+      'server/services/probe.ts',
+      "import { appRouter as probe } from '@/server/api/root';",
+      /no-restricted-paths.*Services know no edge/,
+    ],
     ['a service importing Fastify', 'server/services/probe.ts', "import probe from 'fastify';", /no-restricted-imports.*Fastify/],
     ['a service importing tRPC', 'server/services/probe.ts', "import { TRPCError as probe } from '@trpc/server';", /no-restricted-imports.*tRPC/],
-    ['the tRPC edge importing the gateway', 'server/api/probe.ts', "import { envelope as probe } from '../../gateway/errors.ts';", /no-restricted-paths.*does not import the gateway/],
-    ['auth importing the tRPC edge', 'server/auth/probe.ts', "import { createTRPCRouter as probe } from '../api/trpc.ts';", /no-restricted-paths.*Auth sits below/],
-    ['config importing a service', 'server/config/probe.ts', "import { ServiceError as probe } from '../services/errors.ts';", /no-restricted-paths.*Config is read by the services/],
-    ['audio importing ServiceError', 'gateway/audio/probe.ts', "import { ServiceError as probe } from '../../server/services/errors.ts';", /no-restricted-paths.*imports nothing from server/],
-    ['audio importing the gateway', 'gateway/audio/probe.ts', "import { toServiceError as probe } from '../errors.ts';", /no-restricted-paths.*no other gateway module/],
-    ['a protocol importing a route', 'gateway/upstreams/protocols/probe.ts', "import { registerTtsRoutes as probe } from '../../routes/tts.ts';", /no-restricted-paths.*only the seam/],
-    ['a protocol importing try-upstreams', 'gateway/upstreams/protocols/cartesia/probe.ts', "import { tryUpstreams as probe } from '../../try-upstreams.ts';", /no-restricted-paths.*gateway's side of the seam/],
-    ['a protocol importing the server', 'gateway/upstreams/protocols/probe.ts', "import { loadConfig as probe } from '../../../server/config/env.ts';", /no-restricted-paths.*knows no server/],
+    [
+      'the tRPC edge importing the gateway',
+      'server/api/probe.ts',
+      "import { envelope as probe } from '../../gateway/errors.ts';",
+      /no-restricted-paths.*does not import the gateway/,
+    ],
+    [
+      'auth importing the tRPC edge',
+      'server/auth/probe.ts',
+      "import { createTRPCRouter as probe } from '../api/trpc.ts';",
+      /no-restricted-paths.*Auth sits below/,
+    ],
+    [
+      'config importing a service',
+      'server/config/probe.ts',
+      "import { ServiceError as probe } from '../services/errors.ts';",
+      /no-restricted-paths.*Config is read by the services/,
+    ],
+    [
+      'audio importing ServiceError',
+      'gateway/audio/probe.ts',
+      "import { ServiceError as probe } from '../../server/services/errors.ts';",
+      /no-restricted-paths.*imports nothing from server/,
+    ],
+    [
+      'audio importing the gateway',
+      'gateway/audio/probe.ts',
+      "import { toServiceError as probe } from '../errors.ts';",
+      /no-restricted-paths.*no other gateway module/,
+    ],
+    [
+      'a protocol importing a route',
+      'gateway/upstreams/protocols/probe.ts',
+      "import { registerTtsRoutes as probe } from '../../routes/tts.ts';",
+      /no-restricted-paths.*only the seam/,
+    ],
+    [
+      'a protocol importing try-upstreams',
+      'gateway/upstreams/protocols/cartesia/probe.ts',
+      "import { tryUpstreams as probe } from '../../try-upstreams.ts';",
+      /no-restricted-paths.*gateway's side of the seam/,
+    ],
+    [
+      'a protocol importing the server',
+      'gateway/upstreams/protocols/probe.ts',
+      "import { loadConfig as probe } from '../../../server/config/env.ts';",
+      /no-restricted-paths.*knows no server/,
+    ],
   ])('refuses %s', async (_name, path, code, expected) => {
     const errors = await boundaryErrors(path, code);
     expect(errors).toHaveLength(1);

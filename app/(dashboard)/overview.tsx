@@ -23,7 +23,8 @@ type OverviewData = RouterOutputs['account']['overview'];
 type Me = RouterOutputs['account']['me'];
 
 /** What an org can do at $0: the one route the gateway does not meter. */
-export const FREE_AT_ZERO = 'At $0 a key works only for GET /v1/models (the model list). Every other request (speech, transcription, chat, voices, dictionaries) is refused with 402 insufficient_quota until credit is added.';
+export const FREE_AT_ZERO =
+  'At $0 a key works only for GET /v1/models (the model list). Every other request (speech, transcription, chat, voices, dictionaries) is refused with 402 insufficient_quota until credit is added.';
 
 const isZero = (amount: string) => amount.replace(/[-0.]/g, '') === '';
 
@@ -106,7 +107,11 @@ function GetStarted({ overview, me }: { overview: OverviewData; me: Me }) {
   const hasCredit = !isZero(overview.balanceUsd) && !overview.balanceUsd.startsWith('-');
   const hasKey = overview.keys.active > 0;
   return (
-    <section aria-labelledby="get-started" className="rounded-lg border border-indigo-200 bg-indigo-50/60 px-4 py-4 shadow-xs sm:px-6" data-testid="getting-started">
+    <section
+      aria-labelledby="get-started"
+      className="rounded-lg border border-indigo-200 bg-indigo-50/60 px-4 py-4 shadow-xs sm:px-6"
+      data-testid="getting-started"
+    >
       <h2 id="get-started" className="text-base font-semibold text-zinc-900">
         Get started: from $0 to your first request
       </h2>
@@ -148,7 +153,10 @@ function GetStarted({ overview, me }: { overview: OverviewData; me: Me }) {
           )}
         </Step>
         <Step n={3} title="Make your first request" done={false} testId="step-request">
-          <p>With credit and a key, paste this into a terminal (put your key in SVC_API_KEY first). It speaks a sentence into hello.wav and costs a few hundredths of a cent.</p>
+          <p>
+            With credit and a key, paste this into a terminal (put your key in SVC_API_KEY first). It speaks a sentence into hello.wav and costs a few
+            hundredths of a cent.
+          </p>
           <FirstRequest gatewayUrl={overview.gatewayUrl} apiKey="$SVC_API_KEY" />
         </Step>
       </ol>
@@ -159,7 +167,10 @@ function GetStarted({ overview, me }: { overview: OverviewData; me: Me }) {
 function Step({ n, title, done, testId, children }: { n: number; title: string; done: boolean; testId: string; children: React.ReactNode }) {
   return (
     <li className="flex gap-3" data-testid={testId} data-done={done}>
-      <span aria-hidden="true" className={`flex size-7 shrink-0 items-center justify-center rounded-full text-sm font-semibold ${done ? 'bg-emerald-600 text-white' : 'bg-white text-indigo-700 ring-1 ring-indigo-300'}`}>
+      <span
+        aria-hidden="true"
+        className={`flex size-7 shrink-0 items-center justify-center rounded-full text-sm font-semibold ${done ? 'bg-emerald-600 text-white' : 'bg-white text-indigo-700 ring-1 ring-indigo-300'}`}
+      >
         {done ? '✓' : n}
       </span>
       <div className="min-w-0 flex-1 text-sm text-zinc-700">
@@ -197,7 +208,11 @@ function QuickGrant({ org }: { org: OverviewData['org'] }) {
         className="mt-2 flex flex-col gap-3 sm:flex-row sm:items-start"
         onSubmit={(e) => {
           e.preventDefault();
-          grant.mutate({ orgId: org.id, amountUsd: String(new FormData(e.currentTarget).get('amount') ?? '').trim(), description: 'first credit (from the overview)' });
+          grant.mutate({
+            orgId: org.id,
+            amountUsd: String(new FormData(e.currentTarget).get('amount') ?? '').trim(),
+            description: 'first credit (from the overview)',
+          });
         }}
       >
         <TextField label="Amount (USD)" name="amount" inputMode="decimal" placeholder="5.00" required className="sm:w-40" />
@@ -227,8 +242,8 @@ function NoCreditPath({ overview }: { overview: OverviewData }) {
   return (
     <div data-testid="no-credit-path">
       <p>
-        Credit is added by an operator of this instance (a platform admin), on their Credits page. Ask them to grant credit to <strong>{overview.org.name}</strong> and send them this
-        organization id:
+        Credit is added by an operator of this instance (a platform admin), on their Credits page. Ask them to grant credit to{' '}
+        <strong>{overview.org.name}</strong> and send them this organization id:
       </p>
       <div className="mt-2 flex flex-col gap-2 sm:flex-row">
         <label htmlFor="org-id" className="sr-only">
@@ -266,7 +281,12 @@ export function FirstRequest({ gatewayUrl, apiKey, testId = 'first-request' }: {
   if (!modelId || !voice) return <p className="mt-2 text-sm text-zinc-600">No TTS model with a ready voice on this instance: try GET /v1/models above.</p>;
   const body = JSON.stringify({ model: modelId, voice: voice.id, input: 'Hello! My first request to the gateway.', response_format: 'wav' });
   const auth = apiKey.startsWith('$') ? `"Authorization: Bearer ${apiKey}"` : `'Authorization: Bearer ${apiKey}'`;
-  return <CodeBlock testId={testId} copy>{`curl ${gatewayUrl}/v1/audio/speech \\\n  -H ${auth} \\\n  -H 'Content-Type: application/json' \\\n  -d '${body}' \\\n  -o hello.wav`}</CodeBlock>;
+  return (
+    <CodeBlock
+      testId={testId}
+      copy
+    >{`curl ${gatewayUrl}/v1/audio/speech \\\n  -H ${auth} \\\n  -H 'Content-Type: application/json' \\\n  -d '${body}' \\\n  -o hello.wav`}</CodeBlock>
+  );
 }
 
 export function CodeBlock({ children, testId, copy = false }: { children: string; testId?: string; copy?: boolean }) {
@@ -306,7 +326,12 @@ function RecentUsage({ summary, loading, error }: { summary: RouterOutputs['usag
               {usd(summary.totalUsd)}
             </span>{' '}
             for {plural(summary.totalRequests, 'metered request')}
-            {summary.models.length > 0 && <> · most on <span className="font-mono">{summary.models[0]!.modelId}</span></>}
+            {summary.models.length > 0 && (
+              <>
+                {' '}
+                · most on <span className="font-mono">{summary.models[0]!.modelId}</span>
+              </>
+            )}
           </p>
           <SpendChart summary={summary} height={120} />
         </div>

@@ -18,7 +18,8 @@ export function VerifyEmailBanner() {
     <div className="mb-6" data-testid="verify-email-banner">
       <Alert tone="warning" title="Verify your email address">
         <p>
-          We emailed a link to <strong className="break-all">{me.data.user.email}</strong>. Open it while signed in here; until then, invitations sent to this address wait.
+          We emailed a link to <strong className="break-all">{me.data.user.email}</strong>. Open it while signed in here; until then, invitations sent to this
+          address wait.
         </p>
         <div className="mt-2 flex flex-wrap items-center gap-3">
           <Button variant="secondary" className="min-h-8 px-3 py-1" pending={send.isPending} disabled={send.isSuccess} onClick={() => send.mutate()}>

@@ -7,9 +7,22 @@ const TONES = {
   warning: 'border-amber-200 bg-amber-50 text-amber-900',
 } as const;
 
-export function Alert({ tone = 'error', title, children, onRetry }: { tone?: keyof typeof TONES; title?: string; children?: React.ReactNode; onRetry?: () => void }) {
+export function Alert({
+  tone = 'error',
+  title,
+  children,
+  onRetry,
+}: {
+  tone?: keyof typeof TONES;
+  title?: string;
+  children?: React.ReactNode;
+  onRetry?: () => void;
+}) {
   return (
-    <div role={tone === 'error' ? 'alert' : 'status'} className={`flex flex-wrap items-start justify-between gap-3 rounded-md border px-4 py-3 text-sm ${TONES[tone]}`}>
+    <div
+      role={tone === 'error' ? 'alert' : 'status'}
+      className={`flex flex-wrap items-start justify-between gap-3 rounded-md border px-4 py-3 text-sm ${TONES[tone]}`}
+    >
       <div className="min-w-0 flex-1">
         {title && <p className="font-semibold">{title}</p>}
         {children && <div className={title ? 'mt-1' : ''}>{children}</div>}

@@ -1,4 +1,16 @@
-export function Card({ title, description, actions, children, className = '' }: { title?: string; description?: React.ReactNode; actions?: React.ReactNode; children: React.ReactNode; className?: string }) {
+export function Card({
+  title,
+  description,
+  actions,
+  children,
+  className = '',
+}: {
+  title?: string;
+  description?: React.ReactNode;
+  actions?: React.ReactNode;
+  children: React.ReactNode;
+  className?: string;
+}) {
   const headingId = title ? `card-${title.toLowerCase().replace(/[^a-z0-9]+/g, '-')}` : undefined;
   return (
     <section aria-labelledby={headingId} className={`rounded-lg border border-zinc-200 bg-white shadow-xs ${className}`}>

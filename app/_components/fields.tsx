@@ -21,7 +21,8 @@ function Described({ id, hint, error }: { id: string; hint?: React.ReactNode; er
   );
 }
 
-const describedBy = (id: string, hint: unknown, error: unknown) => [hint ? `${id}-hint` : '', error ? `${id}-error` : ''].filter(Boolean).join(' ') || undefined;
+const describedBy = (id: string, hint: unknown, error: unknown) =>
+  [hint ? `${id}-hint` : '', error ? `${id}-error` : ''].filter(Boolean).join(' ') || undefined;
 
 export interface SelectFieldProps extends SelectHTMLAttributes<HTMLSelectElement> {
   label: string;
@@ -38,7 +39,13 @@ export function SelectField({ label, hint, error, id, className = '', children, 
       <label htmlFor={selectId} className="block text-sm font-medium text-zinc-900">
         {label}
       </label>
-      <select id={selectId} aria-invalid={error ? true : undefined} aria-describedby={describedBy(selectId, hint, error)} className={`${CONTROL} ${error ? 'ring-red-400' : 'ring-zinc-300'}`} {...rest}>
+      <select
+        id={selectId}
+        aria-invalid={error ? true : undefined}
+        aria-describedby={describedBy(selectId, hint, error)}
+        className={`${CONTROL} ${error ? 'ring-red-400' : 'ring-zinc-300'}`}
+        {...rest}
+      >
         {children}
       </select>
       <Described id={selectId} hint={hint} error={error} />
@@ -60,7 +67,13 @@ export function TextAreaField({ label, hint, error, id, className = '', ...rest 
       <label htmlFor={areaId} className="block text-sm font-medium text-zinc-900">
         {label}
       </label>
-      <textarea id={areaId} aria-invalid={error ? true : undefined} aria-describedby={describedBy(areaId, hint, error)} className={`${CONTROL} ${error ? 'ring-red-400' : 'ring-zinc-300'}`} {...rest} />
+      <textarea
+        id={areaId}
+        aria-invalid={error ? true : undefined}
+        aria-describedby={describedBy(areaId, hint, error)}
+        className={`${CONTROL} ${error ? 'ring-red-400' : 'ring-zinc-300'}`}
+        {...rest}
+      />
       <Described id={areaId} hint={hint} error={error} />
     </div>
   );

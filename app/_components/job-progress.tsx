@@ -35,7 +35,12 @@ export function JobProgress({ jobId, onDone }: { jobId: string; onDone?: (job: J
     }
   }, [job.data, status, jobId, onDone]);
 
-  if (job.isError) return <Alert title="Could not follow the job" onRetry={() => void job.refetch()}>{errorMessage(job.error)}</Alert>;
+  if (job.isError)
+    return (
+      <Alert title="Could not follow the job" onRetry={() => void job.refetch()}>
+        {errorMessage(job.error)}
+      </Alert>
+    );
   const data = job.data;
   const label = data ? `${OPERATION_TEXT[data.operation]}${data.model_id ? ` for ${data.model_id}` : ''}` : 'Starting the job';
   return (

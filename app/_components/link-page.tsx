@@ -28,7 +28,10 @@ export function LinkCard({ title, children }: { title: string; children: React.R
 export function SignInChoices({ returnTo }: { returnTo: string }) {
   return (
     <div className="mt-6 flex flex-col gap-3 sm:flex-row">
-      <Link href={withCallback('/signin', returnTo)} className="inline-flex min-h-10 flex-1 items-center justify-center rounded-md bg-indigo-600 px-4 py-2 text-sm font-semibold text-white shadow-xs hover:bg-indigo-500">
+      <Link
+        href={withCallback('/signin', returnTo)}
+        className="inline-flex min-h-10 flex-1 items-center justify-center rounded-md bg-indigo-600 px-4 py-2 text-sm font-semibold text-white shadow-xs hover:bg-indigo-500"
+      >
         Sign in
       </Link>
       <Link

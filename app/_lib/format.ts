@@ -48,5 +48,11 @@ export function humanError(error: unknown, labels: Record<string, string>): { fi
   if (!param || label === undefined || !message.startsWith(`${param}: `)) return { field: null, message };
   const rest = message.slice(param.length + 2).replace(/\.$/, '');
   const sentence = /^(must|is|are|should|cannot|can)\b/.test(rest) ? `${label} ${rest}` : /^an? /.test(rest) ? `${label} must be ${rest}` : `${label}: ${rest}`;
-  return { field: param.split('.').at(-1)!.replace(/\[\d+\]$/, ''), message: `${sentence[0]!.toUpperCase()}${sentence.slice(1)}.` };
+  return {
+    field: param
+      .split('.')
+      .at(-1)!
+      .replace(/\[\d+\]$/, ''),
+    message: `${sentence[0]!.toUpperCase()}${sentence.slice(1)}.`,
+  };
 }

@@ -31,7 +31,12 @@ function errorFrom(status: number, text: string): GatewayError {
   try {
     const body = JSON.parse(text) as { error?: { message?: unknown; code?: unknown; param?: unknown } };
     if (body.error && typeof body.error.message === 'string') {
-      return new GatewayError(body.error.message, status, typeof body.error.code === 'string' ? body.error.code : null, typeof body.error.param === 'string' ? body.error.param : null);
+      return new GatewayError(
+        body.error.message,
+        status,
+        typeof body.error.code === 'string' ? body.error.code : null,
+        typeof body.error.param === 'string' ? body.error.param : null,
+      );
     }
   } catch {
     // not JSON: fall through
@@ -61,7 +66,12 @@ export async function gatewayJson<T>(path: string, init: RequestInit = {}): Prom
  * POSTs a form with upload progress (fetch cannot report it): XMLHttpRequest through the proxy.
  * onProgress gets a fraction 0..1, or null when the size is unknown.
  */
-export function uploadForm<T>(path: string, form: FormData, onProgress: (fraction: number | null) => void, signal?: AbortSignal): Promise<{ status: number; body: T; charge: Charge }> {
+export function uploadForm<T>(
+  path: string,
+  form: FormData,
+  onProgress: (fraction: number | null) => void,
+  signal?: AbortSignal,
+): Promise<{ status: number; body: T; charge: Charge }> {
   return new Promise((resolve, reject) => {
     const xhr = new XMLHttpRequest();
     xhr.open('POST', `${GATEWAY_PROXY}/${path}`);

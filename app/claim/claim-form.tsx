@@ -42,7 +42,8 @@ export function ClaimForm({ initialCode, email, returnTo }: { initialCode: strin
     return (
       <LinkCard title="Agent authorised">
         <Alert tone="success">
-          The agent receives its API key on its next poll, within a few seconds. The key belongs to <strong>{confirm.data.orgName}</strong> and is listed on the API keys page, where you can revoke it at any time.
+          The agent receives its API key on its next poll, within a few seconds. The key belongs to <strong>{confirm.data.orgName}</strong> and is listed on the
+          API keys page, where you can revoke it at any time.
         </Alert>
         <div className="mt-4 flex gap-3">
           <Link href="/keys" className="font-semibold text-indigo-700 hover:text-indigo-600">
@@ -105,11 +106,15 @@ export function ClaimForm({ initialCode, email, returnTo }: { initialCode: strin
             <Row label="Agent">
               <span className="font-mono break-all">{claim.registrationId}</span>
             </Row>
-            <Row label="Registration">{claim.registrationType === 'anonymous' ? 'Anonymous agent on a trial key' : 'Agent registered for your email address'}</Row>
+            <Row label="Registration">
+              {claim.registrationType === 'anonymous' ? 'Anonymous agent on a trial key' : 'Agent registered for your email address'}
+            </Row>
             <Row label="Claimed for">
               <span className="break-all">{claim.email}</span>
             </Row>
-            <Row label="Access">Full API access ({claim.scopes.join(', ')}), billed to {claim.org.name}</Row>
+            <Row label="Access">
+              Full API access ({claim.scopes.join(', ')}), billed to {claim.org.name}
+            </Row>
             <Row label="Registered">{formatDateTime(claim.registeredAt)}</Row>
             <Row label="Code valid until">{formatDateTime(claim.codeExpiresAt)}</Row>
           </dl>
@@ -118,7 +123,8 @@ export function ClaimForm({ initialCode, email, returnTo }: { initialCode: strin
             {claim.trialKeyPrefix && (
               <>
                 {' '}
-                Its trial key <span className="font-mono">{claim.trialKeyPrefix}…</span> stops working; what it made during the trial (voices, dictionaries) moves to your organization. The rest of the trial credit is not transferred.
+                Its trial key <span className="font-mono">{claim.trialKeyPrefix}…</span> stops working; what it made during the trial (voices, dictionaries)
+                moves to your organization. The rest of the trial credit is not transferred.
               </>
             )}{' '}
             Only continue if you started this agent.
@@ -127,8 +133,8 @@ export function ClaimForm({ initialCode, email, returnTo }: { initialCode: strin
             <div data-testid="claim-needs-owner">
               <Alert tone="info" title="Only owners can authorise an agent">
                 <p>
-                  You are a member of <strong>{claim.org.name}</strong>, not an owner, and authorising gives the agent a key on it. Switch to an organization you own and enter the
-                  code again, or ask an owner of {claim.org.name}.
+                  You are a member of <strong>{claim.org.name}</strong>, not an owner, and authorising gives the agent a key on it. Switch to an organization
+                  you own and enter the code again, or ask an owner of {claim.org.name}.
                 </p>
                 <div className="mt-3">
                   <OrgSwitcher />
@@ -141,10 +147,19 @@ export function ClaimForm({ initialCode, email, returnTo }: { initialCode: strin
             <Button variant="secondary" onClick={restart} disabled={confirm.isPending || deny.isPending}>
               Back
             </Button>
-            <Button variant="danger" pending={deny.isPending} disabled={confirm.isPending} onClick={() => deny.mutate({ code }, { onSuccess: () => setOutcome('denied') })}>
+            <Button
+              variant="danger"
+              pending={deny.isPending}
+              disabled={confirm.isPending}
+              onClick={() => deny.mutate({ code }, { onSuccess: () => setOutcome('denied') })}
+            >
               Deny
             </Button>
-            <Button pending={confirm.isPending} disabled={deny.isPending || !claim.canConfirm} onClick={() => confirm.mutate({ code }, { onSuccess: () => setOutcome('confirmed') })}>
+            <Button
+              pending={confirm.isPending}
+              disabled={deny.isPending || !claim.canConfirm}
+              onClick={() => confirm.mutate({ code }, { onSuccess: () => setOutcome('confirmed') })}
+            >
               Authorise agent
             </Button>
           </div>

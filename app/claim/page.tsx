@@ -21,7 +21,8 @@ export default async function ClaimPage({ searchParams }: { searchParams: Promis
       ) : (
         <LinkCard title="Authorise an agent">
           <p className="text-sm text-zinc-600">
-            An AI agent asked for an API key on your account. Sign in, or create an account, with the email address you gave the agent; then enter the 6-digit code it showed you.
+            An AI agent asked for an API key on your account. Sign in, or create an account, with the email address you gave the agent; then enter the 6-digit
+            code it showed you.
           </p>
           <SignInChoices returnTo={returnTo} />
         </LinkCard>

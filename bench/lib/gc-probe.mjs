@@ -9,7 +9,8 @@ import { getHeapSpaceStatistics } from 'node:v8';
 
 const file = process.env.GC_PROBE_FILE;
 if (file) {
-  const oldBytes = () => getHeapSpaceStatistics().reduce((sum, s) => (s.space_name === 'old_space' || s.space_name === 'large_object_space' ? sum + s.space_used_size : sum), 0);
+  const oldBytes = () =>
+    getHeapSpaceStatistics().reduce((sum, s) => (s.space_name === 'old_space' || s.space_name === 'large_object_space' ? sum + s.space_used_size : sum), 0);
   const totals = { minor: 0, minorMs: 0, minorMaxMs: 0, major: 0, majorMs: 0, majorMaxMs: 0, oldGrowthBytes: 0 };
   let lastOld = oldBytes();
   new PerformanceObserver((list) => {

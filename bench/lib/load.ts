@@ -60,7 +60,14 @@ export async function openLoop(origin: string, spec: RequestSpec, ratePerSecond:
   if (tally.pending > 0) await answered;
   await pool.close();
   const measured = Array.from(latencies.subarray(0, tally.measured)).sort((a, b) => a - b);
-  return { sent: total - warmup, ok: tally.ok, errors: tally.errors, p50: percentile(measured, 50), p99: percentile(measured, 99), mean: measured.reduce((s, x) => s + x, 0) / measured.length };
+  return {
+    sent: total - warmup,
+    ok: tally.ok,
+    errors: tally.errors,
+    p50: percentile(measured, 50),
+    p99: percentile(measured, 99),
+    mean: measured.reduce((s, x) => s + x, 0) / measured.length,
+  };
 }
 
 /**
@@ -96,7 +103,12 @@ class TimedRequest implements Dispatcher.DispatchHandler {
   }
 }
 
-export async function maxThroughput(origin: string, spec: RequestSpec, seconds: number, connections = 64): Promise<{ rps: number; errors: number; non2xx: number }> {
+export async function maxThroughput(
+  origin: string,
+  spec: RequestSpec,
+  seconds: number,
+  connections = 64,
+): Promise<{ rps: number; errors: number; non2xx: number }> {
   const result = await autocannon({
     url: origin + spec.path,
     method: spec.method ?? 'GET',
@@ -117,9 +129,5 @@ export function median(xs: number[]): number {
 export function table(rows: Record<string, string | number>[]): string {
   const cols = Object.keys(rows[0] ?? {});
   const fmt = (v: string | number) => (typeof v === 'number' ? (Number.isInteger(v) ? String(v) : v.toFixed(3)) : v);
-  return [
-    `| ${cols.join(' | ')} |`,
-    `|${cols.map(() => '---').join('|')}|`,
-    ...rows.map((r) => `| ${cols.map((c) => fmt(r[c]!)).join(' | ')} |`),
-  ].join('\n');
+  return [`| ${cols.join(' | ')} |`, `|${cols.map(() => '---').join('|')}|`, ...rows.map((r) => `| ${cols.map((c) => fmt(r[c]!)).join(' | ')} |`)].join('\n');
 }

@@ -23,7 +23,12 @@ export function startTs(entry: string, env: Record<string, string> = {}): Promis
  * - runtime 'node' (the bare proxy, the baseline): with Node's defaults.
  * `root`: another checkout's tree for the gateway (bench/ab-gateway.ts).
  */
-export function startBundled(entry: string, env: Record<string, string> = {}, runtime: 'gateway' | 'node' = 'gateway', root = ROOT): Promise<{ child: ChildProcess; url: string }> {
+export function startBundled(
+  entry: string,
+  env: Record<string, string> = {},
+  runtime: 'gateway' | 'node' = 'gateway',
+  root = ROOT,
+): Promise<{ child: ChildProcess; url: string }> {
   const name = entry.replace(/\.ts$/, '').replaceAll('/', '-');
   if (runtime === 'node') return startListening(entry, [bundle(ROOT, { [name]: entry })[name]!], { ...process.env, LOG_LEVEL: 'warn', ...env });
   // The gateway logs as svc does (LOG_LEVEL info: an access-log line per request; set
@@ -32,7 +37,13 @@ export function startBundled(entry: string, env: Record<string, string> = {}, ru
   // listens on stderr (bench/gateway-server.ts).
   // The benchmarks drive one key far past what one key may run at once in production (and
   // bench/stt.ts more sessions than the default decoder pool): the caps are lifted, not measured.
-  const uncapped = { SVC_MAX_REQUESTS_PER_KEY: '1000000', SVC_MAX_STREAMS_PER_KEY: '1000000', SVC_MAX_STREAMS_PER_ORG: '1000000', SVC_MAX_STREAMS: '1000000', SVC_STT_MAX_DECODERS: '10000' };
+  const uncapped = {
+    SVC_MAX_REQUESTS_PER_KEY: '1000000',
+    SVC_MAX_STREAMS_PER_KEY: '1000000',
+    SVC_MAX_STREAMS_PER_ORG: '1000000',
+    SVC_MAX_STREAMS: '1000000',
+    SVC_STT_MAX_DECODERS: '10000',
+  };
   const childEnv: NodeJS.ProcessEnv = { ...process.env, LOG_LEVEL: process.env.BENCH_GATEWAY_LOG_LEVEL ?? 'info', ...uncapped, ...env };
   const script = bundleGateway(root, name, entry);
   const logFile = join(tmpdir(), `svc-bench-${name}-${process.pid}-${++gatewaysStarted}.log`);

@@ -29,11 +29,34 @@ export async function startThreePaths(options: { metricsPort?: number } = {}) {
 
   // The speech models, a streaming LLM, and a platform voice whose profile names the upstream's voice.
   const db = openDatabase(fx.databaseUrl);
-  await upsertModel(db.prisma, checkProtocol, { id: 'bench-stream', modality: 'llm', prices: { inputPicoPerToken: 150_000n, outputPicoPerToken: 600_000n }, upstream: { url: llmStream.url, protocol: 'openai' } });
-  await upsertModel(db.prisma, checkProtocol, { id: 'bench-tts', modality: 'tts', prices: { picoPerChar: 1_000_000n }, upstream: { url: tts.url, protocol: 'openai' } });
-  await upsertModel(db.prisma, checkProtocol, { id: 'bench-stt', modality: 'stt', prices: { picoPerSecond: 100_000_000n }, upstream: { url: stt.url, protocol: 'openai' } });
+  await upsertModel(db.prisma, checkProtocol, {
+    id: 'bench-stream',
+    modality: 'llm',
+    prices: { inputPicoPerToken: 150_000n, outputPicoPerToken: 600_000n },
+    upstream: { url: llmStream.url, protocol: 'openai' },
+  });
+  await upsertModel(db.prisma, checkProtocol, {
+    id: 'bench-tts',
+    modality: 'tts',
+    prices: { picoPerChar: 1_000_000n },
+    upstream: { url: tts.url, protocol: 'openai' },
+  });
+  await upsertModel(db.prisma, checkProtocol, {
+    id: 'bench-stt',
+    modality: 'stt',
+    prices: { picoPerSecond: 100_000_000n },
+    upstream: { url: stt.url, protocol: 'openai' },
+  });
   const voiceId = newId('voice');
-  await db.prisma.voice.create({ data: { id: voiceId, orgId: null, name: 'bench voice', tags: [], profiles: { create: { id: newId('vpr'), modelId: 'bench-tts', upstreamId: 'alloy', status: 'ready' } } } });
+  await db.prisma.voice.create({
+    data: {
+      id: voiceId,
+      orgId: null,
+      name: 'bench voice',
+      tags: [],
+      profiles: { create: { id: newId('vpr'), modelId: 'bench-tts', upstreamId: 'alloy', status: 'ready' } },
+    },
+  });
   await db.close();
 
   const gateway = await startBundled('bench/gateway-server.ts', {
@@ -51,7 +74,9 @@ export async function startThreePaths(options: { metricsPort?: number } = {}) {
   const wav = Buffer.concat([wavHeader({ sampleRate: 16000, channels: 1, encoding: 'pcm_s16le', dataByteLength: pcm.length }), pcm]);
   const boundary = `----svcbench${randomBytes(8).toString('hex')}`;
   const multipart = Buffer.concat([
-    Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="model"\r\n\r\nbench-stt\r\n--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="a.wav"\r\nContent-Type: audio/wav\r\n\r\n`),
+    Buffer.from(
+      `--${boundary}\r\nContent-Disposition: form-data; name="model"\r\n\r\nbench-stt\r\n--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="a.wav"\r\nContent-Type: audio/wav\r\n\r\n`,
+    ),
     wav,
     Buffer.from(`\r\n--${boundary}--\r\n`),
   ]);
@@ -72,8 +97,24 @@ export async function startThreePaths(options: { metricsPort?: number } = {}) {
     },
     tts: {
       name: 'TTS speech (pcm)',
-      direct: { origin: origin(tts.url), spec: { path: '/v1/audio/speech', method: 'POST', headers: json, body: JSON.stringify({ model: 'bench-tts', input: SPEECH_TEXT, voice: 'alloy', response_format: 'pcm' }) } },
-      gateway: { origin: gateway.url, spec: { path: '/v1/audio/speech', method: 'POST', headers: { ...json, ...auth }, body: JSON.stringify({ model: 'bench-tts', input: SPEECH_TEXT, voice: voiceId, response_format: 'pcm' }) } },
+      direct: {
+        origin: origin(tts.url),
+        spec: {
+          path: '/v1/audio/speech',
+          method: 'POST',
+          headers: json,
+          body: JSON.stringify({ model: 'bench-tts', input: SPEECH_TEXT, voice: 'alloy', response_format: 'pcm' }),
+        },
+      },
+      gateway: {
+        origin: gateway.url,
+        spec: {
+          path: '/v1/audio/speech',
+          method: 'POST',
+          headers: { ...json, ...auth },
+          body: JSON.stringify({ model: 'bench-tts', input: SPEECH_TEXT, voice: voiceId, response_format: 'pcm' }),
+        },
+      },
     },
     stt: {
       name: 'STT batch (1 s WAV)',
@@ -95,7 +136,11 @@ export async function startThreePaths(options: { metricsPort?: number } = {}) {
 /** One request, to check a path works before it is measured. */
 export async function checkPath(name: string, side: BenchPath['direct']): Promise<void> {
   const { spec } = side;
-  const res = await fetch(side.origin + spec.path, { method: spec.method, headers: spec.headers, body: typeof spec.body === 'string' ? spec.body : spec.body && new Uint8Array(spec.body) });
+  const res = await fetch(side.origin + spec.path, {
+    method: spec.method,
+    headers: spec.headers,
+    body: typeof spec.body === 'string' ? spec.body : spec.body && new Uint8Array(spec.body),
+  });
   const text = await res.text();
   if (res.status !== 200) throw new Error(`${name}: ${side.origin} answered ${res.status}: ${text.slice(0, 300)}`);
 }

@@ -71,7 +71,13 @@ function onPush<T>(list: T[], fn: (item: T) => void): void {
   };
 }
 
-const KEYS = { deepgram: 'dg_bench_peer_key', cartesia: 'sk_car_bench_peer', elevenlabs: 'xi_bench_peer_key', realtime: 'sk-bench-realtime-peer', openai: 'sk-bench-openai-peer' };
+const KEYS = {
+  deepgram: 'dg_bench_peer_key',
+  cartesia: 'sk_car_bench_peer',
+  elevenlabs: 'xi_bench_peer_key',
+  realtime: 'sk-bench-realtime-peer',
+  openai: 'sk-bench-openai-peer',
+};
 
 const [deepgram, cartesia, elevenlabs, realtime, openai] = await Promise.all([
   // 40 ms of tone per character (its default is 10), as ElevenLabs' peer: a 5,000-character answer
@@ -86,18 +92,46 @@ let holdTranscriptions = false;
 openai.transcription = { kind: 'energy', hold: () => holdTranscriptions };
 
 onPush(deepgram.received, (r) => {
-  if (r.method === 'POST' && r.path === '/v1/speak') track('deepgram-speak', r.closed.then(() => r.closedEarly));
+  if (r.method === 'POST' && r.path === '/v1/speak')
+    track(
+      'deepgram-speak',
+      r.closed.then(() => r.closedEarly),
+    );
 });
-onPush(deepgram.sockets, (s) => track('deepgram-listen', s.closed.then(() => null)));
+onPush(deepgram.sockets, (s) =>
+  track(
+    'deepgram-listen',
+    s.closed.then(() => null),
+  ),
+);
 onPush(cartesia.received, (r) => {
-  if (r.method === 'POST' && r.path === '/tts/bytes') track('cartesia-tts', r.closed.then(() => null));
+  if (r.method === 'POST' && r.path === '/tts/bytes')
+    track(
+      'cartesia-tts',
+      r.closed.then(() => null),
+    );
 });
-onPush(cartesia.sttSockets, (s) => track('cartesia-stt', s.closed.then(() => null)));
+onPush(cartesia.sttSockets, (s) =>
+  track(
+    'cartesia-stt',
+    s.closed.then(() => null),
+  ),
+);
 onPush(elevenlabs.received, (r) => {
   if (r.method === 'POST' && r.path.startsWith('/v1/text-to-speech/')) track('elevenlabs-tts', r.closed);
 });
-onPush(realtime.sockets, (s) => track('realtime', s.closed.then(() => null)));
-onPush(openai.transcriptions, (t) => track('openai-transcription', t.done.then((d) => d.closedEarly)));
+onPush(realtime.sockets, (s) =>
+  track(
+    'realtime',
+    s.closed.then(() => null),
+  ),
+);
+onPush(openai.transcriptions, (t) =>
+  track(
+    'openai-transcription',
+    t.done.then((d) => d.closedEarly),
+  ),
+);
 
 const peers: Peers = {
   deepgram: { url: deepgram.url, key: KEYS.deepgram },
@@ -142,7 +176,9 @@ const control = createServer((req, res) => {
     const index = Number(url.searchParams.get('index'));
     const what = url.searchParams.get('what') === 'close' ? 'close' : 'open';
     const timeoutMs = Number(url.searchParams.get('timeoutMs') ?? 5000);
-    void waitFor(kind, index, what, timeoutMs).then((times) => (times ? json(res, 200, times) : json(res, 408, { error: `no ${kind} connection #${index} within ${timeoutMs} ms` })));
+    void waitFor(kind, index, what, timeoutMs).then((times) =>
+      times ? json(res, 200, times) : json(res, 408, { error: `no ${kind} connection #${index} within ${timeoutMs} ms` }),
+    );
     return;
   }
   json(res, 404, { error: 'not found' });

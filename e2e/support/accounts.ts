@@ -56,5 +56,8 @@ export async function grantCredits(page: Page, amountUsd: string): Promise<void>
   const grant = page.getByRole('region', { name: 'Grant credits' });
   await grant.getByLabel('Amount (USD)').fill(amountUsd);
   await grant.getByRole('button', { name: 'Grant credits' }).click();
-  await page.getByTestId('credits-balance').getByText(`$${Number(amountUsd).toFixed(6)}`).waitFor();
+  await page
+    .getByTestId('credits-balance')
+    .getByText(`$${Number(amountUsd).toFixed(6)}`)
+    .waitFor();
 }

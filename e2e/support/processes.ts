@@ -18,7 +18,19 @@ const NEXT = join(ROOT, 'node_modules/next/dist/bin/next');
 
 // Nothing the caller's shell configures reaches the stack: no database, secret or URLs of its
 // own, no feature switches (every SVC_* variable); a test sets what it needs in `env`.
-const INHERITED_CONFIG = ['DATABASE_URL', 'NEXTAUTH_SECRET', 'NEXTAUTH_URL', 'PUBLIC_BASE_URL', 'AUTH_URL', 'DASHBOARD_URL', 'REDIS_URL', 'NODE_OPTIONS', 'GATEWAY_HOST', 'GATEWAY_PORT', 'DASHBOARD_PORT'];
+const INHERITED_CONFIG = [
+  'DATABASE_URL',
+  'NEXTAUTH_SECRET',
+  'NEXTAUTH_URL',
+  'PUBLIC_BASE_URL',
+  'AUTH_URL',
+  'DASHBOARD_URL',
+  'REDIS_URL',
+  'NODE_OPTIONS',
+  'GATEWAY_HOST',
+  'GATEWAY_PORT',
+  'DASHBOARD_PORT',
+];
 
 export interface Stack {
   /** The dashboard's base URL, e.g. http://127.0.0.1:41234 */
@@ -136,7 +148,11 @@ export async function startStack(options: StackOptions): Promise<Stack> {
   const api = `http://127.0.0.1:${gatewayPort}`;
   const env: NodeJS.ProcessEnv = { ...process.env };
   for (const name of Object.keys(env)) if (name.startsWith('SVC_') || INHERITED_CONFIG.includes(name)) delete env[name];
-  Object.assign(env, { SVC_DATA_DIR: dataDir, GATEWAY_PORT: String(gatewayPort), DASHBOARD_PORT: String(dashboardPort), LOG_LEVEL: 'warn' }, options.env?.({ dash, api }));
+  Object.assign(
+    env,
+    { SVC_DATA_DIR: dataDir, GATEWAY_PORT: String(gatewayPort), DASHBOARD_PORT: String(dashboardPort), LOG_LEVEL: 'warn' },
+    options.env?.({ dash, api }),
+  );
 
   const migrated = spawnSync(NODE, ['bin/svc.mjs', 'migrate'], { cwd: ROOT, env, encoding: 'utf8' });
   if (migrated.status !== 0) {

@@ -3,13 +3,7 @@
 // unsupported_audio_format. `reason` says what was wrong, for tests and logs.
 import { AudioError } from './audio-error.ts';
 
-export type AudioFormatErrorReason =
-  | 'not_riff'
-  | 'truncated'
-  | 'missing_fmt'
-  | 'missing_data'
-  | 'bad_fmt'
-  | 'unsupported_encoding';
+export type AudioFormatErrorReason = 'not_riff' | 'truncated' | 'missing_fmt' | 'missing_data' | 'bad_fmt' | 'unsupported_encoding';
 
 export class AudioFormatError extends AudioError {
   constructor(

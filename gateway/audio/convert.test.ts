@@ -33,7 +33,9 @@ function streamed(output: OutputFormat, input: Float32Array | Int16Array, cuts: 
   return { header: conv.header(), body: Buffer.concat(parts) };
 }
 
-const PCM_MATRIX = (['wav', 'raw'] as const).flatMap((container) => ENCODINGS.flatMap((encoding) => SAMPLE_RATES.map((sampleRate) => [container, encoding, sampleRate] as const)));
+const PCM_MATRIX = (['wav', 'raw'] as const).flatMap((container) =>
+  ENCODINGS.flatMap((encoding) => SAMPLE_RATES.map((sampleRate) => [container, encoding, sampleRate] as const)),
+);
 const MP3_MATRIX = SAMPLE_RATES.flatMap((sampleRate) => [32000, 128000, 320000].map((bitRate) => [sampleRate, bitRate] as const));
 
 describe('convertAll: 1 s of 440 Hz at 22050 Hz to every output format', () => {
@@ -72,7 +74,11 @@ describe('convertAll: 1 s of 440 Hz at 22050 Hz to every output format', () => {
 describe('streaming converter', () => {
   it('property: header + pushes + end == convertAll, for every format and any chunking', () => {
     const formats: OutputFormat[] = [
-      ...PCM_MATRIX.filter(([, , r]) => r === 8000 || r === 48000 || r === 22050).map(([container, encoding, sampleRate]) => ({ container, encoding, sampleRate })),
+      ...PCM_MATRIX.filter(([, , r]) => r === 8000 || r === 48000 || r === 22050).map(([container, encoding, sampleRate]) => ({
+        container,
+        encoding,
+        sampleRate,
+      })),
       { container: 'mp3', sampleRate: 24000, bitRate: 128000 },
       { container: 'mp3', sampleRate: 44100, bitRate: 64000 },
     ];
@@ -80,7 +86,12 @@ describe('streaming converter', () => {
     fc.assert(
       fc.property(fc.constantFrom(...formats), fc.array(fc.nat(input.length), { maxLength: 8 }), fc.constantFrom(0.5, 1, 2), (output, cuts, volume) => {
         const whole = convertAll(input, INPUT_RATE, output, volume);
-        const { header, body } = streamed(output, input, cuts.sort((a, b) => a - b), volume);
+        const { header, body } = streamed(
+          output,
+          input,
+          cuts.sort((a, b) => a - b),
+          volume,
+        );
         if (output.container === 'wav') {
           const info = readWavInfo(whole);
           expect(body.equals(whole.subarray(info.dataOffset, info.dataOffset + info.dataByteLength))).toBe(true);
@@ -104,7 +115,10 @@ describe('streaming converter', () => {
   it('Int16Array input converts like the equivalent float input', () => {
     const s16 = Int16Array.from(TONE, (v) => Math.round(v * 32767));
     const f32 = Float32Array.from(s16, (v) => v / 32768);
-    for (const output of [{ container: 'raw', sampleRate: 16000, encoding: 'pcm_s16le' }, { container: 'mp3', sampleRate: 24000 }] as OutputFormat[]) {
+    for (const output of [
+      { container: 'raw', sampleRate: 16000, encoding: 'pcm_s16le' },
+      { container: 'mp3', sampleRate: 24000 },
+    ] as OutputFormat[]) {
       expect(convertAll(s16, INPUT_RATE, output).equals(convertAll(f32, INPUT_RATE, output))).toBe(true);
     }
   });
@@ -116,24 +130,45 @@ describe('streaming converter', () => {
   });
 
   it('volume scales the level, soft-limited below full scale', () => {
-    const level = (volume: number, input = TONE) => rms(decodeSamples(convertAll(input, INPUT_RATE, { container: 'raw', sampleRate: 24000, encoding: 'pcm_f32le' }, volume), 'pcm_f32le'));
+    const level = (volume: number, input = TONE) =>
+      rms(decodeSamples(convertAll(input, INPUT_RATE, { container: 'raw', sampleRate: 24000, encoding: 'pcm_f32le' }, volume), 'pcm_f32le'));
     expect(level(0.5)).toBeCloseTo(TONE_RMS / 2, 2);
     expect(level(1.5)).toBeCloseTo(TONE_RMS * 1.5, 2);
-    const loud = decodeSamples(convertAll(tone(440, INPUT_RATE, 1, 0.9), INPUT_RATE, { container: 'raw', sampleRate: 24000, encoding: 'pcm_f32le' }, 2), 'pcm_f32le');
+    const loud = decodeSamples(
+      convertAll(tone(440, INPUT_RATE, 1, 0.9), INPUT_RATE, { container: 'raw', sampleRate: 24000, encoding: 'pcm_f32le' }, 2),
+      'pcm_f32le',
+    );
     expect(Math.max(...Array.from(loud, Math.abs))).toBeLessThanOrEqual(1);
   });
 
   it('header(): streaming WAV header for wav, nothing for raw and mp3', () => {
     const wav = createAudioConverter({ inputSampleRate: 16000, output: { container: 'wav', sampleRate: 8000, encoding: 'pcm_mulaw' } });
-    expect(readWavInfo(Buffer.concat([wav.header(), Buffer.alloc(8)]))).toMatchObject({ format: 'pcm_mulaw', sampleRate: 8000, sizeUnknown: true, frameCount: 8 });
+    expect(readWavInfo(Buffer.concat([wav.header(), Buffer.alloc(8)]))).toMatchObject({
+      format: 'pcm_mulaw',
+      sampleRate: 8000,
+      sizeUnknown: true,
+      frameCount: 8,
+    });
     expect(createAudioConverter({ inputSampleRate: 16000, output: { container: 'raw', sampleRate: 8000 } }).header().length).toBe(0);
     expect(createAudioConverter({ inputSampleRate: 16000, output: { container: 'mp3', sampleRate: 8000 } }).header().length).toBe(0);
   });
 
   it('defaults: encoding pcm_s16le, bit rate 128 kb/s; the field that does not apply is ignored', () => {
-    expect(createAudioConverter({ inputSampleRate: 16000, output: { container: 'raw', sampleRate: 8000 } }).format).toEqual({ container: 'raw', sampleRate: 8000, encoding: 'pcm_s16le' });
-    expect(createAudioConverter({ inputSampleRate: 16000, output: { container: 'mp3', sampleRate: 44100, encoding: 'pcm_s16le' } }).format).toEqual({ container: 'mp3', sampleRate: 44100, bitRate: 128000 });
-    expect(createAudioConverter({ inputSampleRate: 16000, output: { container: 'wav', sampleRate: 8000, bitRate: 128000 } }).format).toEqual({ container: 'wav', sampleRate: 8000, encoding: 'pcm_s16le' });
+    expect(createAudioConverter({ inputSampleRate: 16000, output: { container: 'raw', sampleRate: 8000 } }).format).toEqual({
+      container: 'raw',
+      sampleRate: 8000,
+      encoding: 'pcm_s16le',
+    });
+    expect(createAudioConverter({ inputSampleRate: 16000, output: { container: 'mp3', sampleRate: 44100, encoding: 'pcm_s16le' } }).format).toEqual({
+      container: 'mp3',
+      sampleRate: 44100,
+      bitRate: 128000,
+    });
+    expect(createAudioConverter({ inputSampleRate: 16000, output: { container: 'wav', sampleRate: 8000, bitRate: 128000 } }).format).toEqual({
+      container: 'wav',
+      sampleRate: 8000,
+      encoding: 'pcm_s16le',
+    });
   });
 
   it('end() and close(): later pushes throw, close is idempotent', () => {

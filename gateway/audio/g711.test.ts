@@ -108,14 +108,20 @@ describe('G.711', () => {
 
   it('cross-check: ffmpeg decodes every code to the same s16 value', () => {
     const codes = Buffer.from(Uint8Array.from({ length: 256 }, (_, i) => i));
-    for (const [fmt, ours] of [['mulaw', decodeMulaw(codes)], ['alaw', decodeAlaw(codes)]] as const) {
+    for (const [fmt, ours] of [
+      ['mulaw', decodeMulaw(codes)],
+      ['alaw', decodeAlaw(codes)],
+    ] as const) {
       const out = ffmpeg(['-f', fmt, '-ar', '8000', '-ac', '1', '-i', '-', '-f', 's16le', '-'], codes);
       expect(Array.from(new Int16Array(out.buffer, out.byteOffset, 256))).toEqual(Array.from(ours));
     }
   });
 
   it('cross-check: ffmpeg encodes to the same or the neighbouring level (its thresholds sit midway between levels)', () => {
-    for (const [fmt, ours, dec] of [['mulaw', encodeMulaw(ALL_S16), mulawToLinear], ['alaw', encodeAlaw(ALL_S16), alawToLinear]] as const) {
+    for (const [fmt, ours, dec] of [
+      ['mulaw', encodeMulaw(ALL_S16), mulawToLinear],
+      ['alaw', encodeAlaw(ALL_S16), alawToLinear],
+    ] as const) {
       const theirs = ffmpeg(['-f', 's16le', '-ar', '8000', '-ac', '1', '-i', '-', '-f', fmt, '-'], Buffer.from(ALL_S16.buffer));
       const levels = [...new Set(Array.from({ length: 256 }, (_, c) => dec(c)))].sort((x, y) => x - y);
       let differing = 0;

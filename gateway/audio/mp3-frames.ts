@@ -35,11 +35,20 @@ export function parseMpegFrameHeader(b: Uint8Array, offset = 0): MpegFrameHeader
   if (versionBits === 1 || layerBits === 0 || rateIndex === 0 || rateIndex === 15 || srIndex === 3) return null;
   const version = versionBits === 3 ? 1 : versionBits === 2 ? 2 : 2.5;
   const layer = (4 - layerBits) as 1 | 2 | 3;
-  const table = version === 1 ? (layer === 1 ? BIT_RATES_KBPS.v1l1 : layer === 2 ? BIT_RATES_KBPS.v1l2 : BIT_RATES_KBPS.v1l3) : layer === 1 ? BIT_RATES_KBPS.v2l1 : BIT_RATES_KBPS.v2l23;
+  const table =
+    version === 1
+      ? layer === 1
+        ? BIT_RATES_KBPS.v1l1
+        : layer === 2
+          ? BIT_RATES_KBPS.v1l2
+          : BIT_RATES_KBPS.v1l3
+      : layer === 1
+        ? BIT_RATES_KBPS.v2l1
+        : BIT_RATES_KBPS.v2l23;
   const bitRate = table[rateIndex]! * 1000;
   const sampleRate = SAMPLE_RATES[version][srIndex]!;
   const padding = ((b2 >> 1) & 1) === 1;
-  const channels = (b[offset + 3]! >> 6) === 3 ? 1 : 2;
+  const channels = b[offset + 3]! >> 6 === 3 ? 1 : 2;
   let frameLength: number;
   let samplesPerFrame: number;
   if (layer === 1) {
@@ -47,7 +56,7 @@ export function parseMpegFrameHeader(b: Uint8Array, offset = 0): MpegFrameHeader
     samplesPerFrame = 384;
   } else {
     samplesPerFrame = layer === 3 && version !== 1 ? 576 : 1152;
-    frameLength = Math.floor((samplesPerFrame / 8) * bitRate / sampleRate) + (padding ? 1 : 0);
+    frameLength = Math.floor(((samplesPerFrame / 8) * bitRate) / sampleRate) + (padding ? 1 : 0);
   }
   return { version, layer, bitRate, sampleRate, padding, channels, frameLength, samplesPerFrame };
 }

@@ -20,21 +20,24 @@ describe('mp3', () => {
     expect(mp3BitRate(16000, 128000)).toBe(128000);
   });
 
-  it.each(SAMPLE_RATES.flatMap((rate) => MP3_BIT_RATES.map((bitRate) => [rate, bitRate] as const)))('%i Hz at %i b/s: well-formed CBR frames of the right duration', (rate, bitRate) => {
-    const bytes = encodeMp3(tone(440, rate, 1), rate, bitRate);
-    const scan = scanMpegFrames(bytes);
-    expect(scan.leadingBytes).toBe(0);
-    expect(scan.trailingBytes).toBe(0);
-    expect(scan.frames.length).toBeGreaterThan(10);
-    const effective = mp3BitRate(rate, bitRate);
-    for (const f of scan.frames) {
-      expect(f).toMatchObject({ layer: 3, sampleRate: rate, bitRate: effective, channels: 1, version: rate >= 32000 ? 1 : rate >= 16000 ? 2 : 2.5 });
-    }
-    expect(scan.durationSeconds).toBeGreaterThanOrEqual(1);
-    expect(scan.durationSeconds).toBeLessThanOrEqual(1 + maxExtraSeconds(rate, scan.frames[0]!.samplesPerFrame));
-    // CBR: the byte count follows from the bit rate and the duration.
-    expect(bytes.length).toBeCloseTo((effective / 8) * scan.durationSeconds, -2);
-  });
+  it.each(SAMPLE_RATES.flatMap((rate) => MP3_BIT_RATES.map((bitRate) => [rate, bitRate] as const)))(
+    '%i Hz at %i b/s: well-formed CBR frames of the right duration',
+    (rate, bitRate) => {
+      const bytes = encodeMp3(tone(440, rate, 1), rate, bitRate);
+      const scan = scanMpegFrames(bytes);
+      expect(scan.leadingBytes).toBe(0);
+      expect(scan.trailingBytes).toBe(0);
+      expect(scan.frames.length).toBeGreaterThan(10);
+      const effective = mp3BitRate(rate, bitRate);
+      for (const f of scan.frames) {
+        expect(f).toMatchObject({ layer: 3, sampleRate: rate, bitRate: effective, channels: 1, version: rate >= 32000 ? 1 : rate >= 16000 ? 2 : 2.5 });
+      }
+      expect(scan.durationSeconds).toBeGreaterThanOrEqual(1);
+      expect(scan.durationSeconds).toBeLessThanOrEqual(1 + maxExtraSeconds(rate, scan.frames[0]!.samplesPerFrame));
+      // CBR: the byte count follows from the bit rate and the duration.
+      expect(bytes.length).toBeCloseTo((effective / 8) * scan.durationSeconds, -2);
+    },
+  );
 
   it('property: chunked encoding gives the same bytes as one-shot', () => {
     const input = tone(440, 24000, 0.5);
@@ -87,7 +90,11 @@ describe('mp3', () => {
   });
 
   it('ffmpeg decodes it back to the tone (optional cross-check)', () => {
-    for (const [rate, bitRate] of [[8000, 32000], [24000, 128000], [44100, 320000]] as const) {
+    for (const [rate, bitRate] of [
+      [8000, 32000],
+      [24000, 128000],
+      [44100, 320000],
+    ] as const) {
       const pcm = execFileSync('ffmpeg', ['-v', 'error', '-f', 'mp3', '-i', '-', '-f', 's16le', '-'], { input: encodeMp3(tone(440, rate, 1), rate, bitRate) });
       const x = s16leToFloat(pcm);
       expect(x.length / rate).toBeGreaterThanOrEqual(1);

@@ -90,7 +90,10 @@ class LameEncoder implements Mp3Encoder {
   private readonly token = {};
   readonly bitRate: number;
 
-  constructor(readonly sampleRate: number, requestedBitRate: number) {
+  constructor(
+    readonly sampleRate: number,
+    requestedBitRate: number,
+  ) {
     this.bitRate = mp3BitRate(sampleRate, requestedBitRate);
     const e = (this.e = lameInstance());
     // Parameter block: u32 channels, u32 input rate; i32 kb/s, f32 VBR quality (-1: CBR), i32 output rate.

@@ -26,8 +26,7 @@ export interface OutputFormat {
 
 /** An OutputFormat with its defaults filled in and checked. */
 export type ResolvedOutputFormat =
-  | { container: 'wav' | 'raw'; sampleRate: SampleRate; encoding: Encoding }
-  | { container: 'mp3'; sampleRate: SampleRate; bitRate: Mp3BitRate };
+  { container: 'wav' | 'raw'; sampleRate: SampleRate; encoding: Encoding } | { container: 'mp3'; sampleRate: SampleRate; bitRate: Mp3BitRate };
 
 export const VOLUME_MIN = 0.5;
 export const VOLUME_MAX = 2;

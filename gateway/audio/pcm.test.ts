@@ -33,7 +33,9 @@ describe('pcm', () => {
   });
 
   it('clamps full scale and beyond, and maps NaN to 0', () => {
-    expect(Array.from(floatToS16(Float32Array.of(1, -1, 1.5, -1.5, Infinity, -Infinity, NaN, 0.5)))).toEqual([32767, -32768, 32767, -32768, 32767, -32768, 0, 16384]);
+    expect(Array.from(floatToS16(Float32Array.of(1, -1, 1.5, -1.5, Infinity, -Infinity, NaN, 0.5)))).toEqual([
+      32767, -32768, 32767, -32768, 32767, -32768, 0, 16384,
+    ]);
   });
 
   it('f32le bytes round trip, also from an unaligned buffer', () => {

@@ -79,12 +79,22 @@ function leView<T extends Int16Array | Float32Array | Int32Array>(
 
 /** s16le bytes to samples (whole samples only; may share memory with `bytes`). */
 export function s16leToS16(bytes: Uint8Array): Int16Array {
-  return leView(bytes, 2, (b, o, n) => new Int16Array(b, o, n), (dv, o) => dv.getInt16(o, true));
+  return leView(
+    bytes,
+    2,
+    (b, o, n) => new Int16Array(b, o, n),
+    (dv, o) => dv.getInt16(o, true),
+  );
 }
 
 /** f32le bytes to samples (whole samples only; may share memory with `bytes`). */
 export function f32leToFloat(bytes: Uint8Array): Float32Array {
-  return leView(bytes, 4, (b, o, n) => new Float32Array(b, o, n), (dv, o) => dv.getFloat32(o, true));
+  return leView(
+    bytes,
+    4,
+    (b, o, n) => new Float32Array(b, o, n),
+    (dv, o) => dv.getFloat32(o, true),
+  );
 }
 
 /** s16le bytes straight to float (whole samples only). */

@@ -102,7 +102,7 @@ class SpeexResampler implements Resampler {
     const outCapacity = Math.ceil(BLOCK * this.ratio) + 16;
     const outPtr = outputScratch(outCapacity);
     const lens = scratch.lens >> 2;
-    for (let off = 0; off < input.length; ) {
+    for (let off = 0; off < input.length;) {
       const n = Math.min(BLOCK, input.length - off);
       speex.HEAPF32.set(input.subarray(off, off + n), scratch.input >> 2);
       speex.HEAPU32[lens] = n;

@@ -36,16 +36,23 @@ describe('sniffAudioFormat', () => {
     ['raw PCM16 tone', s16leBytes(floatToS16(tone(440, 16000, 0.1))), 'unknown'],
     ['raw PCM16 speech-like', s16leBytes(floatToS16(speechLike(16000, 1))), 'unknown'],
     ['raw PCM16 starting with -1 samples (FF FF ...)', s16leBytes(Int16Array.of(-1, -1, -1, 5, 7)), 'unknown'],
-    ['one MPEG-looking header in PCM, no second frame where it should be', Buffer.concat([Buffer.from([0xff, 0xfb, 0x90, 0x64]), Buffer.alloc(2000, 0x11)]), 'unknown'],
+    [
+      'one MPEG-looking header in PCM, no second frame where it should be',
+      Buffer.concat([Buffer.from([0xff, 0xfb, 0x90, 0x64]), Buffer.alloc(2000, 0x11)]),
+      'unknown',
+    ],
   ])('%s -> %s', (_name, bytes, expected) => {
     expect(sniffAudioFormat(bytes)).toBe(expected);
   });
 
   it('property: any bytes give one of the known answers, without throwing', () => {
     const answers = new Set(['wav', 'mp3', 'aac', 'ogg', 'flac', 'mp4', 'webm', 'unknown']);
-    fc.assert(fc.property(fc.uint8Array({ maxLength: 64 }), (b) => {
-      expect(answers.has(sniffAudioFormat(b))).toBe(true);
-    }), { numRuns: 5000 });
+    fc.assert(
+      fc.property(fc.uint8Array({ maxLength: 64 }), (b) => {
+        expect(answers.has(sniffAudioFormat(b))).toBe(true);
+      }),
+      { numRuns: 5000 },
+    );
   });
 
   it('property: PCM16 with any first samples, then quiet noise, is not mistaken for a compressed format', () => {
@@ -79,7 +86,8 @@ describe('sniffAudioFormat', () => {
         throw new Error('these tests need ffmpeg (scripts/test.sh installs it: apt-get install ffmpeg)', { cause: e });
       }
     });
-    const make = (args: string[]) => execFileSync('ffmpeg', ['-v', 'error', '-f', 'lavfi', '-i', 'sine=f=440:d=0.5:r=44100', ...args, '-'], { maxBuffer: 1 << 24 });
+    const make = (args: string[]) =>
+      execFileSync('ffmpeg', ['-v', 'error', '-f', 'lavfi', '-i', 'sine=f=440:d=0.5:r=44100', ...args, '-'], { maxBuffer: 1 << 24 });
     it.each<[string, string, string[], SniffedAudioFormat]>([
       ['flac', 'flac', ['-f', 'flac'], 'flac'],
       ['vorbis', 'libvorbis', ['-c:a', 'libvorbis', '-f', 'ogg'], 'ogg'],
@@ -144,9 +152,12 @@ describe('sniffNonAudio', () => {
 
   it('property: any printable text is text', () => {
     fc.assert(
-      fc.property(fc.string({ unit: 'grapheme', minLength: 1, maxLength: 300 }).filter((s) => !/[\u0000-\u0008\u000b\u000e-\u001f\u007f]/.test(s)), (text) => {
-        expect(sniffNonAudio(Buffer.from(text))).toBe('text');
-      }),
+      fc.property(
+        fc.string({ unit: 'grapheme', minLength: 1, maxLength: 300 }).filter((s) => !/[\u0000-\u0008\u000b\u000e-\u001f\u007f]/.test(s)),
+        (text) => {
+          expect(sniffNonAudio(Buffer.from(text))).toBe('text');
+        },
+      ),
       { numRuns: 2000 },
     );
   });

@@ -77,4 +77,3 @@ export function zeroCrossingFrequency(x: Float32Array, sampleRate: number): numb
   }
   return crossings < 2 ? 0 : ((crossings - 1) * sampleRate) / (last - first);
 }
-

@@ -21,7 +21,15 @@ function noiseSource(seed: number): () => number {
  * at 1/h², i.e. a smooth pulse shape rather than a bare sine), amplitude-modulated at
  * `syllableRate` by a raised-cosine envelope, with a 1 s pause every `phraseSeconds` of speech.
  */
-function syllables(opts: { f0: number; syllableRate: number; sampleRate: number; seconds: number; amplitude?: number; phraseSeconds?: number; noise?: number }): Float32Array {
+function syllables(opts: {
+  f0: number;
+  syllableRate: number;
+  sampleRate: number;
+  seconds: number;
+  amplitude?: number;
+  phraseSeconds?: number;
+  noise?: number;
+}): Float32Array {
   const { f0, syllableRate, sampleRate, seconds, amplitude = 0.4, phraseSeconds = 3, noise = 0 } = opts;
   const out = new Float32Array(Math.round(sampleRate * seconds));
   const rand = noiseSource(7);
@@ -72,17 +80,26 @@ describe('analyzeVoice on synthetic signals', () => {
     expect(a.medianF0Hz!).toBeCloseTo(200, -1);
     // A steady tone is one voiced stretch: all of it is speech.
     expect(a.speechMs).toBeGreaterThan(2800);
-    const quieter = analyzeVoice(sine.map((v) => v * 0.1), 16000);
+    const quieter = analyzeVoice(
+      sine.map((v) => v * 0.1),
+      16000,
+    );
     expect(quieter.loudnessDbfs).toBeCloseTo(-23, 0);
   });
 
   it('is unaffected by a DC offset and by clipping', () => {
     const clean = syllables({ f0: 140, syllableRate: 4, sampleRate: 16000, seconds: 10 });
     const reference = analyzeVoice(clean, 16000);
-    const offset = analyzeVoice(clean.map((v) => v + 0.3), 16000);
+    const offset = analyzeVoice(
+      clean.map((v) => v + 0.3),
+      16000,
+    );
     expect(Math.abs(offset.medianF0Hz! - reference.medianF0Hz!)).toBeLessThan(2);
     expect(Math.abs(offset.speechMs - reference.speechMs)).toBeLessThan(300);
-    const clipped = analyzeVoice(clean.map((v) => Math.max(-0.1, Math.min(0.1, v * 3))), 16000);
+    const clipped = analyzeVoice(
+      clean.map((v) => Math.max(-0.1, Math.min(0.1, v * 3))),
+      16000,
+    );
     expect(Math.abs(clipped.medianF0Hz! - 140) / 140).toBeLessThan(0.05);
     expect(clipped.syllablesPerSecond).not.toBeNull();
     // Samples beyond ±1 (a float file with overs) and NaN are clamped / zeroed, not propagated.
@@ -110,7 +127,10 @@ describe('analyzeVoice on inputs without speech', () => {
   it('white noise, at any level: no voiced speech', () => {
     for (const level of [0.001, 0.1, 0.9]) {
       const rand = noiseSource(42);
-      const a = analyzeVoice(Float32Array.from({ length: 16000 * 10 }, () => level * rand()), 16000);
+      const a = analyzeVoice(
+        Float32Array.from({ length: 16000 * 10 }, () => level * rand()),
+        16000,
+      );
       expect(a).toMatchObject(nothing);
       expect(a.durationMs).toBe(10000);
       expectFinite(a);
@@ -125,7 +145,10 @@ describe('analyzeVoice on inputs without speech', () => {
 
   it('empty, very short, and nonsense sample rates: nulls, never a throw or NaN', () => {
     expect(analyzeVoice(new Float32Array(0), 16000)).toMatchObject({ durationMs: 0, ...nothing });
-    const short = analyzeVoice(Float32Array.from({ length: 100 }, (_, i) => Math.sin(i / 5)), 16000);
+    const short = analyzeVoice(
+      Float32Array.from({ length: 100 }, (_, i) => Math.sin(i / 5)),
+      16000,
+    );
     expect(short).toMatchObject({ durationMs: 6, ...nothing });
     // 200 ms of voice: a pitch, but too little speech for a rate.
     const brief = analyzeVoice(syllables({ f0: 120, syllableRate: 4, sampleRate: 16000, seconds: 0.2, phraseSeconds: 10 }), 16000);

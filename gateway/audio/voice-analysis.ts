@@ -260,7 +260,11 @@ export function analyzeVoice(samples: Float32Array, sampleRate: number): VoiceAn
  * so that measuring minutes of audio never holds the gateway's other requests for longer.
  * `onSlice` is called at each pause; an aborted `signal` stops the work at the next one.
  */
-export async function analyzeVoiceInChunks(samples: Float32Array, sampleRate: number, options: { signal?: AbortSignal; onSlice?: () => void } = {}): Promise<VoiceAnalysis> {
+export async function analyzeVoiceInChunks(
+  samples: Float32Array,
+  sampleRate: number,
+  options: { signal?: AbortSignal; onSlice?: () => void } = {},
+): Promise<VoiceAnalysis> {
   const steps = measure(samples, sampleRate, new Slicer());
   for (;;) {
     const step = steps.next();
@@ -328,7 +332,7 @@ function* measure(samples: Float32Array, sampleRate: number, slicer: Slicer): St
   }
   // Drop voiced runs shorter than 3 frames (30 ms): a real vowel lasts longer; noise makes
   // single-frame false detections.
-  for (let f = 0; f < frames; ) {
+  for (let f = 0; f < frames;) {
     if (!f0[f]) {
       f++;
       continue;
@@ -339,7 +343,7 @@ function* measure(samples: Float32Array, sampleRate: number, slicer: Slicer): St
     f = end;
   }
   // Speech = active stretches that hold at least one voiced frame.
-  for (let f = 0; f < frames; ) {
+  for (let f = 0; f < frames;) {
     if (!active[f]) {
       f++;
       continue;

@@ -139,7 +139,12 @@ describe('wavHeader / encodeWav', () => {
           for (let i = 0; i < samples.length; i++) {
             const x = samples[i]!;
             const err = Math.abs(parsed.samples[i]! - x);
-            const tol = encoding === 'pcm_f32le' ? 0 : encoding === 'pcm_s16le' ? 1 / 32768 + 1e-9 /* rounding, or clamping at +1 */ : Math.max(8.5, (Math.abs(x) * 32768) / 16 + 1) / 32768;
+            const tol =
+              encoding === 'pcm_f32le'
+                ? 0
+                : encoding === 'pcm_s16le'
+                  ? 1 / 32768 + 1e-9 /* rounding, or clamping at +1 */
+                  : Math.max(8.5, (Math.abs(x) * 32768) / 16 + 1) / 32768;
             if (err > tol) throw new Error(`${encoding} sample ${i}: ${x} came back as ${parsed.samples[i]}`);
           }
         },
@@ -253,7 +258,18 @@ describe('parseWav', () => {
     ['12-bit PCM', riff([fmt(1, 1, 8000, 12), chunk('data', s16(1))]), 'unsupported_encoding'],
     ['MS ADPCM', riff([fmt(2, 1, 8000, 4), chunk('data', s16(1))]), 'unsupported_encoding'],
     ['MP3 in WAV', riff([fmt(0x55, 1, 8000, 0), chunk('data', s16(1))]), 'unsupported_encoding'],
-    ['extensible, unknown GUID', riff([(() => { const f = extensible(1, 1, 8000, 16); f[8 + 24 + 4] = 0x99; return f; })(), chunk('data', s16(1))]), 'unsupported_encoding'],
+    [
+      'extensible, unknown GUID',
+      riff([
+        (() => {
+          const f = extensible(1, 1, 8000, 16);
+          f[8 + 24 + 4] = 0x99;
+          return f;
+        })(),
+        chunk('data', s16(1)),
+      ]),
+      'unsupported_encoding',
+    ],
     ['extensible too short', riff([fmt(0xfffe, 1, 8000, 16), chunk('data', s16(1))]), 'bad_fmt'],
   ])('rejects %s with a typed error', (_name, bytes, reason) => expectError(bytes, reason));
 
@@ -275,12 +291,17 @@ describe('parseWav fuzz: only AudioFormatError, never a hang', () => {
   ];
 
   it('random bytes', () => {
-    fc.assert(fc.property(fc.uint8Array({ maxLength: 256 }), (b) => parseOrTypedError(b)), { numRuns: 2000 });
+    fc.assert(
+      fc.property(fc.uint8Array({ maxLength: 256 }), (b) => parseOrTypedError(b)),
+      { numRuns: 2000 },
+    );
   });
 
   it('random bytes after a RIFF/WAVE preamble', () => {
     fc.assert(
-      fc.property(fc.constantFrom('RIFF', 'RF64'), fc.uint8Array({ maxLength: 256 }), (form, b) => parseOrTypedError(Buffer.concat([Buffer.from(`${form}\xff\xff\xff\xffWAVE`, 'latin1'), b]))),
+      fc.property(fc.constantFrom('RIFF', 'RF64'), fc.uint8Array({ maxLength: 256 }), (form, b) =>
+        parseOrTypedError(Buffer.concat([Buffer.from(`${form}\xff\xff\xff\xffWAVE`, 'latin1'), b])),
+      ),
       { numRuns: 3000 },
     );
   });
@@ -289,7 +310,10 @@ describe('parseWav fuzz: only AudioFormatError, never a hang', () => {
     const ids = fc.constantFrom('fmt ', 'data', 'LIST', 'fact', 'ds64', 'junk', '\0\0\0\0');
     const sizes = fc.oneof(fc.nat(64), fc.constantFrom(0, 1, 15, 16, 18, 40, 0x7fffffff, 0xfffffff0, 0xffffffff));
     const chunkArb = fc.tuple(ids, sizes, fc.uint8Array({ maxLength: 48 })).map(([id, size, body]) => chunk(id, body, size));
-    fc.assert(fc.property(fc.array(chunkArb, { maxLength: 8 }), fc.constantFrom('RIFF', 'RF64'), (cs, form) => parseOrTypedError(riff(cs, form))), { numRuns: 3000 });
+    fc.assert(
+      fc.property(fc.array(chunkArb, { maxLength: 8 }), fc.constantFrom('RIFF', 'RF64'), (cs, form) => parseOrTypedError(riff(cs, form))),
+      { numRuns: 3000 },
+    );
   });
 
   it('every truncation of valid files', () => {
@@ -332,7 +356,7 @@ describe('interop with ffmpeg (optional)', () => {
     ['pcm_alaw', []],
     ['pcm_s24le', ['-ac', '6']], // 6 channels: WAVE_FORMAT_EXTENSIBLE
     ['pcm_s16le', ['-rf64', 'always']],
-  ])('reads ffmpeg\'s piped (streaming) %s %j', (codec, extra) => {
+  ])("reads ffmpeg's piped (streaming) %s %j", (codec, extra) => {
     const bytes = run(['-f', 'lavfi', '-i', 'sine=f=440:d=0.5:r=16000', ...extra, '-c:a', codec, '-f', 'wav', '-']);
     const parsed = parseWav(bytes);
     expect(parsed.sampleRate).toBe(16000);
@@ -357,7 +381,7 @@ describe('interop with sox (optional)', () => {
     }
   });
 
-  it('reads sox\'s piped 32-bit WAV (extensible, sizes guessed too large)', () => {
+  it("reads sox's piped 32-bit WAV (extensible, sizes guessed too large)", () => {
     const bytes = execFileSync('sox', ['-n', '-r', '16000', '-t', 'wav', '-', 'synth', '0.5', 'sine', '440'], { stdio: ['ignore', 'pipe', 'ignore'] });
     const parsed = parseWav(bytes);
     expect(parsed.format).toBe('pcm_s32le');

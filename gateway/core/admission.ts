@@ -100,10 +100,14 @@ export class Admission {
     const keyCap = auth.isTrial ? this.caps.trialStreamsPerKey : this.caps.streamsPerKey;
     const orgOpen = this.orgStreams.get(auth.orgId) ?? 0;
     let refusal: ServiceError | undefined;
-    if (load.streams >= keyCap) refusal = tooMany(`This key already has ${keyCap} streaming sessions open${auth.isTrial ? ' (a trial key)' : ''}; close one first.`);
-    else if (orgOpen >= this.caps.streamsPerOrg) refusal = tooMany(`This organization already has ${this.caps.streamsPerOrg} streaming sessions open on this server; close one first.`);
+    if (load.streams >= keyCap)
+      refusal = tooMany(`This key already has ${keyCap} streaming sessions open${auth.isTrial ? ' (a trial key)' : ''}; close one first.`);
+    else if (orgOpen >= this.caps.streamsPerOrg)
+      refusal = tooMany(`This organization already has ${this.caps.streamsPerOrg} streaming sessions open on this server; close one first.`);
     else if (this.streams >= this.caps.streamsPerProcess) {
-      refusal = new ServiceError('temporarily_unavailable', 'This server has as many streaming sessions as it can take; retry shortly.', null, { retryAfterSeconds: 1 });
+      refusal = new ServiceError('temporarily_unavailable', 'This server has as many streaming sessions as it can take; retry shortly.', null, {
+        retryAfterSeconds: 1,
+      });
     }
     if (refusal) {
       this.dropIfIdle(auth.keyId, load);
@@ -125,7 +129,12 @@ export class Admission {
     const orgId = auth.orgId;
     const held = this.orgDecoders.get(orgId) ?? 0;
     if (held >= (auth.isTrial ? 1 : this.caps.sttDecodersPerOrg)) {
-      throw new ServiceError('temporarily_unavailable', `This organization already holds ${held} speech recognizers on this server, its share; close a session that is not sending audio.`, null, { retryAfterSeconds: 1 });
+      throw new ServiceError(
+        'temporarily_unavailable',
+        `This organization already holds ${held} speech recognizers on this server, its share; close a session that is not sending audio.`,
+        null,
+        { retryAfterSeconds: 1 },
+      );
     }
     this.orgDecoders.set(orgId, held + 1);
     let released = false;

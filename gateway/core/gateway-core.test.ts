@@ -158,7 +158,7 @@ describe('presentedKey', () => {
     ['Token sk_svc_abc', 'sk_svc_abc'],
     ['token   sk_svc_abc ', 'sk_svc_abc'],
     ['Token', undefined],
-  ])('Authorization %j -> %j (Deepgram\'s scheme)', (header, key) => {
+  ])("Authorization %j -> %j (Deepgram's scheme)", (header, key) => {
     expect(from(header)).toBe(key);
   });
 
@@ -198,7 +198,9 @@ describe('presentedKey', () => {
         expect((e as ServiceError).message).not.toContain('sk_svc_');
       }
     }
-    expect(() => presentedKey({ headers: { authorization: 'Token sk_svc_a', 'x-api-key': 'sk_svc_b' }, query: {} } as unknown as FastifyRequest)).toThrow('in the Authorization header and in the X-API-Key header');
+    expect(() => presentedKey({ headers: { authorization: 'Token sk_svc_a', 'x-api-key': 'sk_svc_b' }, query: {} } as unknown as FastifyRequest)).toThrow(
+      'in the Authorization header and in the X-API-Key header',
+    );
   });
 });
 
@@ -348,7 +350,14 @@ describe('concurrent debits', () => {
     expect(events.reduce((s, e) => s + e.costMicros, 0n)).toBe(total);
     const byRequest = new Map(events.map((e) => [e.requestId, e]));
     costs.forEach((c, i) => {
-      expect(byRequest.get(`req_conc_${i}`)).toMatchObject({ costMicros: c, inputTokens: i, outputTokens: 1, modelId: 'test-llm', modality: 'llm', apiKeyId: keyId });
+      expect(byRequest.get(`req_conc_${i}`)).toMatchObject({
+        costMicros: c,
+        inputTokens: i,
+        outputTokens: 1,
+        modelId: 'test-llm',
+        modality: 'llm',
+        apiKeyId: keyId,
+      });
     });
   });
 

@@ -93,12 +93,7 @@ export interface GatewayCore {
 export const COST_HEADER = 'x-svc-request-cost-usd';
 export const REMAINING_HEADER = 'x-svc-credits-remaining-usd';
 
-export function createGatewayCore(deps: {
-  store: HotStore;
-  limiter: RateLimiter;
-  defaultRpm: number;
-  onKeyUsed: (keyId: string) => void;
-}): GatewayCore {
+export function createGatewayCore(deps: { store: HotStore; limiter: RateLimiter; defaultRpm: number; onKeyUsed: (keyId: string) => void }): GatewayCore {
   return {
     async admit(presentedKey, metered) {
       const key = await verifyApiKey(deps.store, presentedKey);
@@ -113,17 +108,17 @@ export function createGatewayCore(deps: {
       }
       if (!decision.allowed) {
         const wait = decision.retryAfterSeconds;
-        throw new ServiceError(
-          'rate_limit_exceeded',
-          `Rate limit reached: ${limit} requests per minute for this key. Please try again in ${wait}s`,
-          null,
-          { retryAfterSeconds: wait },
-        );
+        throw new ServiceError('rate_limit_exceeded', `Rate limit reached: ${limit} requests per minute for this key. Please try again in ${wait}s`, null, {
+          retryAfterSeconds: wait,
+        });
       }
       if (metered && deps.store.debitsFailing()) {
         // Answered requests whose debits the database has not taken yet: serve no more
         // metered work until they are written (this bounds what a write failure leaves unbilled).
-        throw new ServiceError('temporarily_unavailable', 'Usage cannot be recorded right now (the database refuses writes), so metered requests are paused; retry within a few seconds.');
+        throw new ServiceError(
+          'temporarily_unavailable',
+          'Usage cannot be recorded right now (the database refuses writes), so metered requests are paused; retry within a few seconds.',
+        );
       }
       if (metered && key.balanceMicros - key.heldMicros <= 0n) throw insufficientQuota(key.balanceMicros, key.heldMicros, 0n);
       deps.onKeyUsed(key.keyId);
@@ -153,7 +148,10 @@ export function createGatewayCore(deps: {
 }
 
 const reserveUnavailable = () =>
-  new ServiceError('temporarily_unavailable', 'Credit cannot be reserved right now (the database is unreachable), so nothing more is started; retry within a few seconds.');
+  new ServiceError(
+    'temporarily_unavailable',
+    'Credit cannot be reserved right now (the database is unreachable), so nothing more is started; retry within a few seconds.',
+  );
 
 function insufficientQuota(balance: bigint, held: bigint, needed: bigint): ServiceError {
   const reserved = held > 0n ? `, of which ${formatUsd(held)} USD is reserved by requests still running` : '';
@@ -201,7 +199,13 @@ export function presentedKey(request: Pick<FastifyRequest, 'headers' | 'query'>,
   const { authorization } = request.headers;
   const apiKeyHeader = request.headers['x-api-key'];
   // The usual form, without a regular expression's match array.
-  if (!onUpgrade && apiKeyHeader === undefined && authorization?.startsWith('Bearer ') && authorization.charCodeAt(7) > 32 && authorization.charCodeAt(authorization.length - 1) > 32) {
+  if (
+    !onUpgrade &&
+    apiKeyHeader === undefined &&
+    authorization?.startsWith('Bearer ') &&
+    authorization.charCodeAt(7) > 32 &&
+    authorization.charCodeAt(authorization.length - 1) > 32
+  ) {
     return authorization.slice(7);
   }
   const found: { key: string; where: string }[] = [];
@@ -229,7 +233,10 @@ export function presentedKey(request: Pick<FastifyRequest, 'headers' | 'query'>,
   const first = found[0];
   const other = found.find((f) => f.key !== first?.key);
   if (first && other) {
-    throw new ServiceError('invalid_api_key', `Two different API keys were sent, in ${first.where} and in ${other.where}; send one key (it may be repeated, but not differ).`);
+    throw new ServiceError(
+      'invalid_api_key',
+      `Two different API keys were sent, in ${first.where} and in ${other.where}; send one key (it may be repeated, but not differ).`,
+    );
   }
   return first?.key;
 }

@@ -150,10 +150,7 @@ describe('Redis rate limiter (real Redis)', () => {
 
   it('two limiters on two connections share one window exactly: 2 x 300 concurrent consumes, limit 500 -> 500 allowed', async () => {
     clock.set(W + 30_000);
-    const attempts = [
-      ...Array.from({ length: 300 }, () => a.consume('key_shared', 500)),
-      ...Array.from({ length: 300 }, () => b.consume('key_shared', 500)),
-    ];
+    const attempts = [...Array.from({ length: 300 }, () => a.consume('key_shared', 500)), ...Array.from({ length: 300 }, () => b.consume('key_shared', 500))];
     const decisions = await Promise.all(attempts);
     expect(decisions.filter((d) => d.allowed)).toHaveLength(500);
     expect(decisions.filter((d) => !d.allowed)).toHaveLength(100);

@@ -74,11 +74,14 @@ export class JobWorker {
     const { prisma } = this.ctx.db;
     const abort = new AbortController();
     this.inFlight.set(job.id, abort);
-    const renew = setInterval(() => {
-      renewJobLease(prisma, job.id, this.id, this.options.leaseMs)
-        .then((mine) => mine || abort.abort(new Error('lease lost')))
-        .catch(() => {});
-    }, Math.max(50, this.options.leaseMs / 3));
+    const renew = setInterval(
+      () => {
+        renewJobLease(prisma, job.id, this.id, this.options.leaseMs)
+          .then((mine) => mine || abort.abort(new Error('lease lost')))
+          .catch(() => {});
+      },
+      Math.max(50, this.options.leaseMs / 3),
+    );
     try {
       const result = await this.handle(job, abort.signal);
       await completeJob(prisma, job.id, this.id, result);

@@ -34,14 +34,23 @@ it('two svc worker processes run each queued job exactly once', async () => {
   for (let i = 0; i < 2; i++) {
     const child = spawn(process.execPath, [join(ROOT, 'bin/svc.mjs'), 'worker'], {
       cwd: ROOT,
-      env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', DATABASE_URL: h.testDb.url, SVC_DATA_DIR: h.testDb.dataDir, SVC_MODELS_FILE: '/nonexistent', LOG_LEVEL: 'warn', SVC_JOB_POLL_MS: '50' } as unknown as NodeJS.ProcessEnv,
+      env: {
+        PATH: process.env.PATH ?? '',
+        HOME: process.env.HOME ?? '/tmp',
+        DATABASE_URL: h.testDb.url,
+        SVC_DATA_DIR: h.testDb.dataDir,
+        SVC_MODELS_FILE: '/nonexistent',
+        LOG_LEVEL: 'warn',
+        SVC_JOB_POLL_MS: '50',
+      } as unknown as NodeJS.ProcessEnv,
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     child.stdout!.on('data', (d: Buffer) => (output += d.toString()));
     child.stderr!.on('data', (d: Buffer) => (output += d.toString()));
     workers.push(child);
   }
-  for (const id of jobs) expect((await waitForJob(h, id, h.headers, 30_000).catch((e: Error) => ({ status: `${e.message}\n${output}` }))).status).toBe('succeeded');
+  for (const id of jobs)
+    expect((await waitForJob(h, id, h.headers, 30_000).catch((e: Error) => ({ status: `${e.message}\n${output}` }))).status).toBe('succeeded');
   const rows = await h.testDb.db.prisma.job.findMany({ where: { id: { in: jobs } } });
   expect(rows.map((r) => r.attempts)).toEqual(jobs.map(() => 1));
   expect(new Set(rows.map((r) => r.status))).toEqual(new Set(['succeeded']));

@@ -34,7 +34,21 @@ function events(text: string): JsonObject[] {
 
 describe('chatRequestFor: the request', () => {
   it('string input with instructions and sampling settings; a stream asks for the usage chunk', () => {
-    const chat = chatRequestFor({ model: 'm', instructions: 'Be brief.', input: 'Hi there', max_output_tokens: 50, temperature: 0.3, top_p: 0.9, stream: true, store: true, metadata: { a: '1' }, user: 'u1' }, none);
+    const chat = chatRequestFor(
+      {
+        model: 'm',
+        instructions: 'Be brief.',
+        input: 'Hi there',
+        max_output_tokens: 50,
+        temperature: 0.3,
+        top_p: 0.9,
+        stream: true,
+        store: true,
+        metadata: { a: '1' },
+        user: 'u1',
+      },
+      none,
+    );
     expect(chat).toEqual({
       messages: [
         { role: 'system', content: 'Be brief.' },
@@ -55,14 +69,26 @@ describe('chatRequestFor: the request', () => {
         input: [
           { role: 'system', content: 'You are terse.' },
           { role: 'developer', content: 'Use metric units.' },
-          { role: 'user', content: [{ type: 'input_text', text: 'What is the weather ' }, { type: 'input_text', text: 'in Oslo?' }] },
+          {
+            role: 'user',
+            content: [
+              { type: 'input_text', text: 'What is the weather ' },
+              { type: 'input_text', text: 'in Oslo?' },
+            ],
+          },
           { role: 'assistant', content: [{ type: 'output_text', text: 'Checking.' }], id: 'msg_1' },
           { type: 'function_call', call_id: 'call_1', name: 'weather', arguments: '{"city":"Oslo"}' },
           { type: 'function_call', call_id: 'call_2', name: 'time', arguments: '{}' },
           { type: 'function_call_output', call_id: 'call_1', output: '{"c":4}' },
           { type: 'function_call_output', call_id: 'call_2', output: [{ type: 'input_text', text: '12:00' }] },
           { type: 'reasoning', id: 'rs_1', summary: [] },
-          { role: 'user', content: [{ type: 'input_text', text: 'Thanks' }, { type: 'input_image', image_url: 'data:image/png;base64,AAAA', detail: 'low' }] },
+          {
+            role: 'user',
+            content: [
+              { type: 'input_text', text: 'Thanks' },
+              { type: 'input_image', image_url: 'data:image/png;base64,AAAA', detail: 'low' },
+            ],
+          },
         ],
       },
       none,
@@ -92,14 +118,41 @@ describe('chatRequestFor: the request', () => {
   });
 
   it('item_reference is resolved through the lookup; an unknown one is refused, naming the item', () => {
-    const stored: Record<string, JsonObject> = { msg_a: { type: 'message', id: 'msg_a', role: 'assistant', status: 'completed', content: [{ type: 'output_text', text: 'Earlier answer.', annotations: [] }] } };
-    const chat = chatRequestFor({ input: [{ role: 'user', content: 'Q1' }, { type: 'item_reference', id: 'msg_a' }, { role: 'user', content: 'Q2' }] }, (id) => stored[id]);
+    const stored: Record<string, JsonObject> = {
+      msg_a: {
+        type: 'message',
+        id: 'msg_a',
+        role: 'assistant',
+        status: 'completed',
+        content: [{ type: 'output_text', text: 'Earlier answer.', annotations: [] }],
+      },
+    };
+    const chat = chatRequestFor(
+      {
+        input: [
+          { role: 'user', content: 'Q1' },
+          { type: 'item_reference', id: 'msg_a' },
+          { role: 'user', content: 'Q2' },
+        ],
+      },
+      (id) => stored[id],
+    );
     expect(chat.messages).toEqual([
       { role: 'user', content: 'Q1' },
       { role: 'assistant', content: 'Earlier answer.' },
       { role: 'user', content: 'Q2' },
     ]);
-    const err = refusal(() => chatRequestFor({ input: [{ role: 'user', content: 'Q' }, { type: 'item_reference', id: 'msg_gone' }] }, none));
+    const err = refusal(() =>
+      chatRequestFor(
+        {
+          input: [
+            { role: 'user', content: 'Q' },
+            { type: 'item_reference', id: 'msg_gone' },
+          ],
+        },
+        none,
+      ),
+    );
     expect(err.code).toBe('invalid_request');
     expect(err.param).toBe('input[1]');
     expect(err.message).toContain('msg_gone');
@@ -176,20 +229,43 @@ describe('responseFromChat: a whole answer', () => {
       instructions: 'Be nice.',
       max_output_tokens: 20,
       model: 'chat-1',
-      usage: { input_tokens: 12, input_tokens_details: { cached_tokens: 3 }, output_tokens: 7, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: 19 },
+      usage: {
+        input_tokens: 12,
+        input_tokens_details: { cached_tokens: 3 },
+        output_tokens: 7,
+        output_tokens_details: { reasoning_tokens: 0 },
+        total_tokens: 19,
+      },
     });
     expect(r.id).toMatch(/^resp_/);
-    expect(r.output).toEqual([{ type: 'message', id: expect.stringMatching(/^msg_/), status: 'completed', role: 'assistant', content: [{ type: 'output_text', text: 'Hello there.', annotations: [], logprobs: [] }] }]);
+    expect(r.output).toEqual([
+      {
+        type: 'message',
+        id: expect.stringMatching(/^msg_/),
+        status: 'completed',
+        role: 'assistant',
+        content: [{ type: 'output_text', text: 'Hello there.', annotations: [], logprobs: [] }],
+      },
+    ]);
   });
 
   it('tool calls become function_call items; a length stop is incomplete (max_output_tokens)', () => {
     const tools = responseFromChat(
       meta(),
-      { choices: [{ message: { content: null, tool_calls: [{ id: 'call_9', function: { name: 'weather', arguments: '{"city":"Bern"}' } }] }, finish_reason: 'tool_calls' }] },
+      {
+        choices: [
+          {
+            message: { content: null, tool_calls: [{ id: 'call_9', function: { name: 'weather', arguments: '{"city":"Bern"}' } }] },
+            finish_reason: 'tool_calls',
+          },
+        ],
+      },
       responsesUsage(5, 4),
     );
     expect(tools.status).toBe('completed');
-    expect(tools.output).toEqual([{ type: 'function_call', id: expect.stringMatching(/^fc_/), call_id: 'call_9', name: 'weather', arguments: '{"city":"Bern"}', status: 'completed' }]);
+    expect(tools.output).toEqual([
+      { type: 'function_call', id: expect.stringMatching(/^fc_/), call_id: 'call_9', name: 'weather', arguments: '{"city":"Bern"}', status: 'completed' },
+    ]);
     const cut = responseFromChat(meta(), { choices: [{ message: { content: 'Once upon' }, finish_reason: 'length' }] }, responsesUsage(5, 20));
     expect(cut).toMatchObject({ status: 'incomplete', incomplete_details: { reason: 'max_output_tokens' } });
     expect(() => responseFromChat(meta(), { choices: [] }, responsesUsage(1, 1))).toThrow(ServiceError);
@@ -202,7 +278,14 @@ describe('ResponsesStreamTranslator: a streamed answer', () => {
   it('text: the events of OpenAI reference, in order, numbered from 0; usage in response.completed', () => {
     const t = new ResponsesStreamTranslator(responseMeta({ model: 'm', input: 'hi' }, 'm'));
     let text = t.start().join('');
-    for (const c of [chunk({ role: 'assistant', content: '' }), chunk({ content: 'Hel' }), chunk({ content: 'lo.' }), chunk({}, 'stop'), { choices: [], usage: { prompt_tokens: 9, completion_tokens: 2 } }]) text += t.push(c).join('');
+    for (const c of [
+      chunk({ role: 'assistant', content: '' }),
+      chunk({ content: 'Hel' }),
+      chunk({ content: 'lo.' }),
+      chunk({}, 'stop'),
+      { choices: [], usage: { prompt_tokens: 9, completion_tokens: 2 } },
+    ])
+      text += t.push(c).join('');
     expect(t.chatUsage).toEqual({ prompt_tokens: 9, completion_tokens: 2 });
     expect(t.deltas).toBe(2);
     text += t.finishEvents(responsesUsage(9, 2)).join('');
@@ -228,7 +311,15 @@ describe('ResponsesStreamTranslator: a streamed answer', () => {
     expect(all[6]).toMatchObject({ text: 'Hello.', item_id: itemId });
     const done = all.at(-1)!.response as JsonObject;
     expect(done).toMatchObject({ status: 'completed', usage: { input_tokens: 9, output_tokens: 2, total_tokens: 11 } });
-    expect(done.output).toEqual([{ type: 'message', id: itemId, status: 'completed', role: 'assistant', content: [{ type: 'output_text', text: 'Hello.', annotations: [], logprobs: [] }] }]);
+    expect(done.output).toEqual([
+      {
+        type: 'message',
+        id: itemId,
+        status: 'completed',
+        role: 'assistant',
+        content: [{ type: 'output_text', text: 'Hello.', annotations: [], logprobs: [] }],
+      },
+    ]);
     expect((all[0]!.response as JsonObject).status).toBe('in_progress');
   });
 
@@ -258,7 +349,15 @@ describe('ResponsesStreamTranslator: a streamed answer', () => {
 
     const empty = new ResponsesStreamTranslator(responseMeta({ model: 'm', input: 'hi' }, 'm'));
     const e2 = events([...empty.start(), ...empty.push(chunk({}, 'stop')), ...empty.finishEvents(responsesUsage(1, 0))].join(''));
-    expect((e2.at(-1)!.response as JsonObject).output).toEqual([{ type: 'message', id: expect.any(String), status: 'completed', role: 'assistant', content: [{ type: 'output_text', text: '', annotations: [], logprobs: [] }] }]);
+    expect((e2.at(-1)!.response as JsonObject).output).toEqual([
+      {
+        type: 'message',
+        id: expect.any(String),
+        status: 'completed',
+        role: 'assistant',
+        content: [{ type: 'output_text', text: '', annotations: [], logprobs: [] }],
+      },
+    ]);
 
     const broken = new ResponsesStreamTranslator(responseMeta({ model: 'm', input: 'hi' }, 'm'));
     const e3 = events([...broken.start(), ...broken.push(chunk({ content: 'par' })), broken.errorEvent('upstream_error', 'gone')].join(''));

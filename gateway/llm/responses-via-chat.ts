@@ -55,7 +55,8 @@ export function chatRequestFor(body: JsonObject, lookup: ItemLookup): JsonObject
   const messages: ChatMessage[] = [];
   if (typeof body.instructions === 'string' && body.instructions) messages.push({ role: 'system', content: body.instructions });
   else if (Array.isArray(body.instructions)) addItems(messages, body.instructions, 'instructions', lookup);
-  else if (body.instructions !== undefined && body.instructions !== null && body.instructions !== '') throw invalid('instructions must be a string.', 'instructions');
+  else if (body.instructions !== undefined && body.instructions !== null && body.instructions !== '')
+    throw invalid('instructions must be a string.', 'instructions');
 
   const input = body.input;
   if (typeof input === 'string') messages.push({ role: 'user', content: input });
@@ -168,7 +169,10 @@ function toolsFor(body: JsonObject): JsonObject {
   if (!Array.isArray(body.tools)) throw invalid('tools must be an array.', 'tools');
   let tools = body.tools.map((tool, i) => {
     if (!isObject(tool) || tool.type !== 'function' || typeof tool.name !== 'string') {
-      throw invalid(`tools[${i}]: only function tools can be used with this engine (got '${isObject(tool) ? String(tool.type) : typeof tool}').`, `tools[${i}]`);
+      throw invalid(
+        `tools[${i}]: only function tools can be used with this engine (got '${isObject(tool) ? String(tool.type) : typeof tool}').`,
+        `tools[${i}]`,
+      );
     }
     const fn: JsonObject = { name: tool.name };
     for (const k of ['description', 'parameters', 'strict']) if (tool[k] !== undefined && tool[k] !== null) fn[k] = tool[k];
@@ -177,7 +181,8 @@ function toolsFor(body: JsonObject): JsonObject {
   const out: JsonObject = {};
   const choice = body.tool_choice;
   if (choice === 'auto' || choice === 'none' || choice === 'required') out.tool_choice = choice;
-  else if (isObject(choice) && choice.type === 'function' && typeof choice.name === 'string') out.tool_choice = { type: 'function', function: { name: choice.name } };
+  else if (isObject(choice) && choice.type === 'function' && typeof choice.name === 'string')
+    out.tool_choice = { type: 'function', function: { name: choice.name } };
   else if (isObject(choice) && choice.type === 'allowed_tools' && Array.isArray(choice.tools)) {
     // The allowed subset, as the only tools offered.
     const allowed = new Set(choice.tools.map((t) => (isObject(t) ? t.name : undefined)));
@@ -253,7 +258,14 @@ export function responseMeta(request: JsonObject, model: string): ResponseMeta {
 type Status = 'in_progress' | 'completed' | 'incomplete' | 'failed';
 
 /** A Response object (the fields of OpenAI's reference, echoing the request where it says so). */
-export function responseObject(meta: ResponseMeta, status: Status, output: JsonObject[], usage: Usage | null, finish: string | null, error: JsonObject | null = null): JsonObject {
+export function responseObject(
+  meta: ResponseMeta,
+  status: Status,
+  output: JsonObject[],
+  usage: Usage | null,
+  finish: string | null,
+  error: JsonObject | null = null,
+): JsonObject {
   const r = meta.request;
   const incomplete = finish === 'length' ? { reason: 'max_output_tokens' } : finish === 'content_filter' ? { reason: 'content_filter' } : null;
   return {
@@ -309,7 +321,10 @@ const functionCallItem = (id: string, callId: string, name: string, args: string
 });
 
 interface ChatCompletion {
-  choices?: { message?: { content?: string | null; refusal?: string | null; tool_calls?: { id?: string; function?: { name?: string; arguments?: string } }[] }; finish_reason?: string | null }[];
+  choices?: {
+    message?: { content?: string | null; refusal?: string | null; tool_calls?: { id?: string; function?: { name?: string; arguments?: string } }[] };
+    finish_reason?: string | null;
+  }[];
   usage?: ChatUsage;
 }
 
@@ -323,7 +338,8 @@ export function responseFromChat(meta: ResponseMeta, completion: unknown, usage:
   const text = typeof message.content === 'string' ? message.content : '';
   const refusal = typeof message.refusal === 'string' && message.refusal ? message.refusal : undefined;
   const status = statusFor(finish);
-  if (text || refusal || !message.tool_calls?.length) output.push(messageItem(newId('msg'), text, status === 'completed' ? 'completed' : 'incomplete', refusal));
+  if (text || refusal || !message.tool_calls?.length)
+    output.push(messageItem(newId('msg'), text, status === 'completed' ? 'completed' : 'incomplete', refusal));
   for (const call of message.tool_calls ?? []) {
     output.push(functionCallItem(newId('fc'), call.id ?? newId('call'), call.function?.name ?? '', call.function?.arguments ?? '', 'completed'));
   }
@@ -335,7 +351,11 @@ export function responseFromChat(meta: ResponseMeta, completion: unknown, usage:
 
 interface ChatChunk {
   choices?: {
-    delta?: { content?: string | null; refusal?: string | null; tool_calls?: { index?: number; id?: string; function?: { name?: string; arguments?: string } }[] };
+    delta?: {
+      content?: string | null;
+      refusal?: string | null;
+      tool_calls?: { index?: number; id?: string; function?: { name?: string; arguments?: string } }[];
+    };
     finish_reason?: string | null;
   }[];
   usage?: ChatUsage | null;
@@ -399,10 +419,22 @@ export class ResponsesStreamTranslator {
       const index = tc.index ?? 0;
       let call = this.calls.get(index);
       if (!call) {
-        call = { outputIndex: this.items.length, id: newId('fc'), kind: 'function_call', text: '', callId: tc.id ?? newId('call'), name: tc.function?.name ?? '' };
+        call = {
+          outputIndex: this.items.length,
+          id: newId('fc'),
+          kind: 'function_call',
+          text: '',
+          callId: tc.id ?? newId('call'),
+          name: tc.function?.name ?? '',
+        };
         this.calls.set(index, call);
         this.items.push(call);
-        out.push(this.event('response.output_item.added', { output_index: call.outputIndex, item: functionCallItem(call.id, call.callId, call.name, '', 'in_progress') }));
+        out.push(
+          this.event('response.output_item.added', {
+            output_index: call.outputIndex,
+            item: functionCallItem(call.id, call.callId, call.name, '', 'in_progress'),
+          }),
+        );
       }
       const args = tc.function?.arguments;
       if (args) {
@@ -421,14 +453,23 @@ export class ResponsesStreamTranslator {
     this.message = m;
     this.items.push(m);
     out.push(this.event('response.output_item.added', { output_index: m.outputIndex, item: messageItem(m.id, '', 'in_progress') }));
-    out.push(this.event('response.content_part.added', { item_id: m.id, output_index: m.outputIndex, content_index: 0, part: { type: 'output_text', text: '', annotations: [], logprobs: [] } }));
+    out.push(
+      this.event('response.content_part.added', {
+        item_id: m.id,
+        output_index: m.outputIndex,
+        content_index: 0,
+        part: { type: 'output_text', text: '', annotations: [], logprobs: [] },
+      }),
+    );
     return m;
   }
 
   /** The output items as they stand (complete once finish() has run). */
   output(): JsonObject[] {
     const status = statusFor(this.finish) === 'completed' ? 'completed' : 'incomplete';
-    return this.items.map((it) => (it.kind === 'message' ? messageItem(it.id, it.text, status) : functionCallItem(it.id, it.callId, it.name, it.text, 'completed')));
+    return this.items.map((it) =>
+      it.kind === 'message' ? messageItem(it.id, it.text, status) : functionCallItem(it.id, it.callId, it.name, it.text, 'completed'),
+    );
   }
 
   /** Closes every item and ends with response.completed / response.incomplete carrying `usage` (what is billed). */
@@ -441,14 +482,25 @@ export class ResponsesStreamTranslator {
       const item = items[it.outputIndex]!;
       if (it.kind === 'message') {
         out.push(this.event('response.output_text.done', { item_id: it.id, output_index: it.outputIndex, content_index: 0, text: it.text, logprobs: [] }));
-        out.push(this.event('response.content_part.done', { item_id: it.id, output_index: it.outputIndex, content_index: 0, part: { type: 'output_text', text: it.text, annotations: [], logprobs: [] } }));
+        out.push(
+          this.event('response.content_part.done', {
+            item_id: it.id,
+            output_index: it.outputIndex,
+            content_index: 0,
+            part: { type: 'output_text', text: it.text, annotations: [], logprobs: [] },
+          }),
+        );
       } else {
         out.push(this.event('response.function_call_arguments.done', { item_id: it.id, output_index: it.outputIndex, arguments: it.text }));
       }
       out.push(this.event('response.output_item.done', { output_index: it.outputIndex, item }));
     }
     const status = statusFor(this.finish);
-    out.push(this.event(status === 'completed' ? 'response.completed' : 'response.incomplete', { response: responseObject(this.meta, status, items, usage, this.finish) }));
+    out.push(
+      this.event(status === 'completed' ? 'response.completed' : 'response.incomplete', {
+        response: responseObject(this.meta, status, items, usage, this.finish),
+      }),
+    );
     return out;
   }
 

@@ -54,7 +54,10 @@ export function registerMetricsRoute(app: FastifyInstance, ctx: GatewayContext):
   if (!token) return;
   app.get('/metrics', { config: { public: true } }, async (request, reply) => {
     if (!hasMetricsToken(request.headers.authorization, token)) {
-      throw new ServiceError('invalid_api_key', 'GET /metrics needs the metrics token (SVC_METRICS_TOKEN) as "Authorization: Bearer <token>"; API keys are not accepted here.');
+      throw new ServiceError(
+        'invalid_api_key',
+        'GET /metrics needs the metrics token (SVC_METRICS_TOKEN) as "Authorization: Bearer <token>"; API keys are not accepted here.',
+      );
     }
     const { contentType, body } = await ctx.metrics.render();
     return reply.header('content-type', contentType).header('cache-control', 'no-store').send(body);

@@ -15,7 +15,6 @@ import { checkProtocol } from '../upstreams/protocols/index.ts';
 
 const TOKEN = 'metrics-token-0123456789abcdef';
 
-
 interface Sample {
   name: string;
   labels: Record<string, string>;
@@ -61,10 +60,30 @@ beforeAll(async () => {
   h = await startGateway({ env: { SVC_HEALTH_CHECK_SECONDS: '3600', SVC_METRICS_TOKEN: TOKEN, SVC_METRICS_PORT: String(metricsPort) } });
   up = await startScriptedUpstream({ kind: 'ok', usage: { prompt_tokens: 1000, completion_tokens: 1000 } });
   const prisma = h.testDb.db.prisma;
-  await upsertModel(prisma, checkProtocol, { id: 'm-llm', modality: 'llm', prices: { inputPicoPerToken: 1_000_000n, outputPicoPerToken: 2_000_000n }, upstream: { url: up.baseUrl, protocol: 'openai' } });
-  await upsertModel(prisma, checkProtocol, { id: 'm-dead', modality: 'llm', prices: { inputPicoPerToken: 1n, outputPicoPerToken: 1n }, upstream: { url: 'http://127.0.0.1:9/v1', protocol: 'openai' } });
-  await upsertModel(prisma, checkProtocol, { id: 'local-flite', modality: 'tts', prices: { picoPerChar: 1_000_000n }, upstream: { url: 'local:flite', protocol: 'flite' } });
-  await upsertModel(prisma, checkProtocol, { id: 'local-stt', modality: 'stt', prices: { picoPerSecond: 100_000_000n }, upstream: { url: 'local:pocketsphinx', protocol: 'pocketsphinx' } });
+  await upsertModel(prisma, checkProtocol, {
+    id: 'm-llm',
+    modality: 'llm',
+    prices: { inputPicoPerToken: 1_000_000n, outputPicoPerToken: 2_000_000n },
+    upstream: { url: up.baseUrl, protocol: 'openai' },
+  });
+  await upsertModel(prisma, checkProtocol, {
+    id: 'm-dead',
+    modality: 'llm',
+    prices: { inputPicoPerToken: 1n, outputPicoPerToken: 1n },
+    upstream: { url: 'http://127.0.0.1:9/v1', protocol: 'openai' },
+  });
+  await upsertModel(prisma, checkProtocol, {
+    id: 'local-flite',
+    modality: 'tts',
+    prices: { picoPerChar: 1_000_000n },
+    upstream: { url: 'local:flite', protocol: 'flite' },
+  });
+  await upsertModel(prisma, checkProtocol, {
+    id: 'local-stt',
+    modality: 'stt',
+    prices: { picoPerSecond: 100_000_000n },
+    upstream: { url: 'local:pocketsphinx', protocol: 'pocketsphinx' },
+  });
   await seedPlatformVoices(prisma);
   await h.runtime.ctx.registry.refresh();
   await h.runtime.ctx.health.checkAll();
@@ -184,7 +203,12 @@ describe('series after traffic', () => {
     const res = await fetch(`${h.url}/tts/sse`, {
       method: 'POST',
       headers: h.headers,
-      body: JSON.stringify({ model_id: 'local-flite', transcript: 'Hello there.', voice: { mode: 'id', id: 'flite-slt' }, output_format: { container: 'raw', sample_rate: 16000, encoding: 'pcm_s16le' } }),
+      body: JSON.stringify({
+        model_id: 'local-flite',
+        transcript: 'Hello there.',
+        voice: { mode: 'id', id: 'flite-slt' },
+        output_format: { container: 'raw', sample_rate: 16000, encoding: 'pcm_s16le' },
+      }),
     });
     expect(res.status).toBe(200);
     const events = await sseReader(res).rest();

@@ -19,8 +19,19 @@ describe('RequestSeries', () => {
     const ours = new Registry();
     const series = new RequestSeries(ours, BUCKETS);
     const theirs = new Registry();
-    const counter = new Counter({ name: 'svc_http_requests_total', help: 'HTTP requests answered, by route pattern, method, status and model (empty when none was resolved).', labelNames: ['route', 'method', 'status', 'model'], registers: [theirs] });
-    const histogram = new Histogram({ name: 'svc_http_request_duration_seconds', help: 'Time from request arrival to the end of the response (whole stream for streaming responses).', labelNames: ['route', 'method', 'status'], buckets: BUCKETS, registers: [theirs] });
+    const counter = new Counter({
+      name: 'svc_http_requests_total',
+      help: 'HTTP requests answered, by route pattern, method, status and model (empty when none was resolved).',
+      labelNames: ['route', 'method', 'status', 'model'],
+      registers: [theirs],
+    });
+    const histogram = new Histogram({
+      name: 'svc_http_request_duration_seconds',
+      help: 'Time from request arrival to the end of the response (whole stream for streaming responses).',
+      labelNames: ['route', 'method', 'status'],
+      buckets: BUCKETS,
+      registers: [theirs],
+    });
     for (const [route, method, status, model, seconds] of observations) {
       series.observe(route, method, status, model, seconds);
       counter.labels(route, method, status, model).inc();

@@ -33,7 +33,12 @@ export class RequestSeries {
     registry: Registry,
     private readonly buckets: readonly number[],
   ) {
-    this.durations = new LabelTree((values) => ({ labels: labelsOf(['route', 'method', 'status'], values), buckets: new Array<number>(buckets.length + 1).fill(0), sum: 0, count: 0 }));
+    this.durations = new LabelTree((values) => ({
+      labels: labelsOf(['route', 'method', 'status'], values),
+      buckets: new Array<number>(buckets.length + 1).fill(0),
+      sum: 0,
+      count: 0,
+    }));
     const counts = this.counts;
     const durations = this.durations;
     // Objects prom-client's registry accepts as metrics: a name, get() and reset().

@@ -675,20 +675,18 @@ export const OPERATIONS: Operation[] = [
     answers: { 200: json(res.DeletedSchema, 'Deleted.') },
     errors: [404],
   },
-  ...(['post', 'put'] as const).map(
-    (method): Operation => ({
-      method,
-      path: '/pronunciation-dicts/{id}',
-      operationId: `${method}DictNotAllowed`,
-      summary: 'Not allowed: use GET, PATCH or DELETE',
-      tag: 'Pronunciation dictionaries',
-      auth: 'public',
-      description: 'Registered so that the answer names the methods that are allowed (405 with `Allow: GET, PATCH, DELETE`), whatever the key.',
-      pathParams: req.DictIdParams,
-      answers: {},
-      errors: [405],
-    }),
-  ),
+  ...(['post', 'put'] as const).map((method): Operation => ({
+    method,
+    path: '/pronunciation-dicts/{id}',
+    operationId: `${method}DictNotAllowed`,
+    summary: 'Not allowed: use GET, PATCH or DELETE',
+    tag: 'Pronunciation dictionaries',
+    auth: 'public',
+    description: 'Registered so that the answer names the methods that are allowed (405 with `Allow: GET, PATCH, DELETE`), whatever the key.',
+    pathParams: req.DictIdParams,
+    answers: {},
+    errors: [405],
+  })),
 
   // Agent registration
   ...(
@@ -712,18 +710,16 @@ export const OPERATIONS: Operation[] = [
         res.ProtectedResourceMetadataSchema,
       ],
     ] as const
-  ).map(
-    ([path, operationId, summary, schema]): Operation => ({
-      method: 'get',
-      path,
-      operationId,
-      summary,
-      tag: 'Agent registration',
-      auth: 'public',
-      answers: { 200: json(schema, 'Cacheable for 60 s.') },
-      errors: [429, 503],
-    }),
-  ),
+  ).map(([path, operationId, summary, schema]): Operation => ({
+    method: 'get',
+    path,
+    operationId,
+    summary,
+    tag: 'Agent registration',
+    auth: 'public',
+    answers: { 200: json(schema, 'Cacheable for 60 s.') },
+    errors: [429, 503],
+  })),
   {
     method: 'post',
     path: '/agent/identity',

@@ -12,7 +12,14 @@ export type ContentPart =
   | { type: 'output_audio'; transcript: string };
 
 export type ConversationItem =
-  | { id: string; object: 'realtime.item'; type: 'message'; role: 'user' | 'assistant' | 'system'; status: 'completed' | 'incomplete' | 'in_progress'; content: ContentPart[] }
+  | {
+      id: string;
+      object: 'realtime.item';
+      type: 'message';
+      role: 'user' | 'assistant' | 'system';
+      status: 'completed' | 'incomplete' | 'in_progress';
+      content: ContentPart[];
+    }
   | { id: string; object: 'realtime.item'; type: 'function_call'; status: 'completed' | 'in_progress'; call_id: string; name: string; arguments: string }
   | { id: string; object: 'realtime.item'; type: 'function_call_output'; status: 'completed'; call_id: string; output: string };
 
@@ -98,12 +105,16 @@ export function chatMessages(instructions: string, items: readonly ConversationI
 }
 
 export function chatTools(tools: RealtimeTool[]): object[] {
-  return tools.map((t) => ({ type: 'function', function: { name: t.name, ...(t.description ? { description: t.description } : {}), ...(t.parameters ? { parameters: t.parameters } : {}) } }));
+  return tools.map((t) => ({
+    type: 'function',
+    function: { name: t.name, ...(t.description ? { description: t.description } : {}), ...(t.parameters ? { parameters: t.parameters } : {}) },
+  }));
 }
 
 /** Realtime's tool_choice (`auto`, `none`, `required`, `{type: "function", name}`) as chat's. */
 export function chatToolChoice(choice: unknown): unknown {
-  if (choice !== null && typeof choice === 'object' && (choice as { name?: unknown }).name) return { type: 'function', function: { name: (choice as { name: string }).name } };
+  if (choice !== null && typeof choice === 'object' && (choice as { name?: unknown }).name)
+    return { type: 'function', function: { name: (choice as { name: string }).name } };
   return choice;
 }
 
@@ -139,7 +150,15 @@ export function parseClientItem(v: unknown, newId: () => string, path = 'item'):
   }
   if (type === 'function_call') {
     if (typeof v.call_id !== 'string' || typeof v.name !== 'string') throw bad(path, 'a function_call needs call_id and name');
-    return { id, object: 'realtime.item', type, status: 'completed', call_id: v.call_id, name: v.name, arguments: typeof v.arguments === 'string' ? v.arguments : '' };
+    return {
+      id,
+      object: 'realtime.item',
+      type,
+      status: 'completed',
+      call_id: v.call_id,
+      name: v.name,
+      arguments: typeof v.arguments === 'string' ? v.arguments : '',
+    };
   }
   if (type === 'function_call_output') {
     if (typeof v.call_id !== 'string') throw bad(`${path}.call_id`, 'must be a string');

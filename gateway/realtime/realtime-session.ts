@@ -119,7 +119,11 @@ export class RealtimeSession {
     socket.on('close', () => this.onSocketClose());
     socket.on('error', () => {});
     this.touch();
-    this.maxLength = setTimeout(() => this.close(1000, 'max_duration', { code: 'max_duration', message: `Sessions last at most ${MAX_SESSION_MS / 60_000} minutes; reconnect to continue.` }), MAX_SESSION_MS);
+    this.maxLength = setTimeout(
+      () =>
+        this.close(1000, 'max_duration', { code: 'max_duration', message: `Sessions last at most ${MAX_SESSION_MS / 60_000} minutes; reconnect to continue.` }),
+      MAX_SESSION_MS,
+    );
     this.ping = setInterval(() => socket.readyState === socket.OPEN && socket.ping(), PING_INTERVAL_MS);
     const { lifecycle } = o.ctx;
     const onShutdown = () => this.close(1001, 'shutdown', { code: 'temporarily_unavailable', message: 'The gateway is shutting down; reconnect.' });
@@ -127,7 +131,10 @@ export class RealtimeSession {
     else lifecycle.streamsEnded.addEventListener('abort', onShutdown, { once: true });
     const onRevoked = () => {
       const reason = o.revoked.reason as { code?: string; message?: string } | undefined;
-      this.close(1008, reason?.code ?? 'api_key_disabled', { code: reason?.code ?? 'api_key_disabled', message: reason?.message ?? 'This API key has been disabled.' });
+      this.close(1008, reason?.code ?? 'api_key_disabled', {
+        code: reason?.code ?? 'api_key_disabled',
+        message: reason?.message ?? 'This API key has been disabled.',
+      });
     };
     if (o.revoked.aborted) onRevoked();
     else o.revoked.addEventListener('abort', onRevoked, { once: true });
@@ -201,7 +208,8 @@ export class RealtimeSession {
   private profile(): RealtimeProfile {
     const model = this.config.model;
     // An OpenAI model name in session.update (a client's default) keeps the session's profile.
-    if (!model || model === this.o.profile?.id || (isOpenAiRealtimeName(model) && !this.o.ctx.registry.all().some((m) => m.id === model))) return this.o.profile!;
+    if (!model || model === this.o.profile?.id || (isOpenAiRealtimeName(model) && !this.o.ctx.registry.all().some((m) => m.id === model)))
+      return this.o.profile!;
     return resolveProfile(this.o.profiles, this.o.ctx.registry, model);
   }
 
@@ -228,7 +236,12 @@ export class RealtimeSession {
     const ttsModel = resolveTtsModel(ctx, this.config.ttsModel ?? profile.tts ?? defaultModel(ctx.registry, 'tts'), 'realtime');
     const asked = voiceOverride ?? this.config.voice;
     let voiceId = asked && !OPENAI_VOICES.has(asked) ? asked : (profile.voice ?? (await defaultVoiceFor(ctx.db.prisma, ttsModel.id)));
-    if (!voiceId) throw new ServiceError('voice_not_found', `No voice has a ready profile for '${ttsModel.id}'; name one in session.audio.output.voice.`, 'session.audio.output.voice');
+    if (!voiceId)
+      throw new ServiceError(
+        'voice_not_found',
+        `No voice has a ready profile for '${ttsModel.id}'; name one in session.audio.output.voice.`,
+        'session.audio.output.voice',
+      );
     const voice = await resolveVoice(ctx, auth.orgId, ttsModel, { voiceId, dictId: this.config.dictId }, 'realtime');
     voiceId = voice.profile.voiceId;
     return { llm, tts: { model: ttsModel, voice, voiceId, speed: this.config.speed, language: this.config.language, format: this.config.outputFormat } };
@@ -245,7 +258,8 @@ export class RealtimeSession {
   private turnSettings(): TurnSettings {
     const t = this.config.turnDetection;
     if (!t) return presetSettings('balanced', { eager: false });
-    if (t.type === 'server_vad') return { ...presetSettings('balanced', { eager: false, fixedSilenceMs: t.silenceDurationMs }), speechThreshold: t.threshold ?? 0.5 };
+    if (t.type === 'server_vad')
+      return { ...presetSettings('balanced', { eager: false, fixedSilenceMs: t.silenceDurationMs }), speechThreshold: t.threshold ?? 0.5 };
     return presetSettings(t.preset, { eager: false });
   }
 
@@ -262,12 +276,14 @@ export class RealtimeSession {
   private onMessage(data: RawData, isBinary: boolean): void {
     if (this.closed) return;
     this.touch();
-    if (isBinary) return this.sendError({ code: 'invalid_message', message: 'Send JSON events as text messages; audio goes in input_audio_buffer.append as base64.' });
+    if (isBinary)
+      return this.sendError({ code: 'invalid_message', message: 'Send JSON events as text messages; audio goes in input_audio_buffer.append as base64.' });
     const text = (Array.isArray(data) ? Buffer.concat(data) : Buffer.isBuffer(data) ? data : Buffer.from(data)).toString('utf8');
     let event: Record<string, unknown>;
     try {
       const parsed: unknown = JSON.parse(text);
-      if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed) || typeof (parsed as { type?: unknown }).type !== 'string') throw new Error('not an event');
+      if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed) || typeof (parsed as { type?: unknown }).type !== 'string')
+        throw new Error('not an event');
       event = parsed as Record<string, unknown>;
     } catch {
       return this.sendError({ code: 'invalid_message', message: 'Each message must be a JSON object with a string "type".' });
@@ -276,7 +292,10 @@ export class RealtimeSession {
     // Events are handled in order (an update applies to the events after it), one at a time; what
     // waits behind a slow one (a model lookup) is bounded.
     if (this.queuedBytes + text.length > MAX_QUEUED_BYTES) {
-      return this.sendError({ code: 'rate_limit_exceeded', message: 'Events arrive faster than they can be handled; this one was dropped. Send audio no faster than real time.' }, eventId);
+      return this.sendError(
+        { code: 'rate_limit_exceeded', message: 'Events arrive faster than they can be handled; this one was dropped. Send audio no faster than real time.' },
+        eventId,
+      );
     }
     this.queuedBytes += text.length;
     this.queue = this.queue
@@ -325,7 +344,12 @@ export class RealtimeSession {
   }
 
   private async updateSession(session: unknown, type: string): Promise<void> {
-    if (this.o.kind === 'realtime' && type === 'transcription_session.update') throw new ServiceError('invalid_request', 'transcription_session.update is for transcription sessions (?intent=transcription); use session.update.', 'type');
+    if (this.o.kind === 'realtime' && type === 'transcription_session.update')
+      throw new ServiceError(
+        'invalid_request',
+        'transcription_session.update is for transcription sessions (?intent=transcription); use session.update.',
+        'type',
+      );
     const before = this.config;
     const next = applySessionUpdate(before, session);
     this.config = next;
@@ -335,7 +359,8 @@ export class RealtimeSession {
       this.sttModel();
       const wire = await this.sessionObject();
       if (next.inputFormat !== before.inputFormat || next.transcriptionModel !== before.transcriptionModel || next.language !== before.language) this.endLeg();
-      else if (JSON.stringify(next.turnDetection) !== JSON.stringify(before.turnDetection)) this.leg?.pipe.command({ type: 'configure', turns: this.turnSettings() });
+      else if (JSON.stringify(next.turnDetection) !== JSON.stringify(before.turnDetection))
+        this.leg?.pipe.command({ type: 'configure', turns: this.turnSettings() });
       this.send({ type: type === 'transcription_session.update' ? 'transcription_session.updated' : 'session.updated', session: wire });
     } catch (e) {
       this.config = before;
@@ -346,7 +371,8 @@ export class RealtimeSession {
   // ---- the user's audio
 
   private append(audio: unknown): void {
-    if (typeof audio !== 'string' || !/^[A-Za-z0-9+/]*={0,2}$/.test(audio)) throw new ServiceError('invalid_request', 'audio: must be base64-encoded audio.', 'audio');
+    if (typeof audio !== 'string' || !/^[A-Za-z0-9+/]*={0,2}$/.test(audio))
+      throw new ServiceError('invalid_request', 'audio: must be base64-encoded audio.', 'audio');
     const bytes = Buffer.from(audio, 'base64');
     if (bytes.length === 0) return;
     const { encoding } = FORMAT_AUDIO[this.config.inputFormat];
@@ -357,7 +383,8 @@ export class RealtimeSession {
       return this.leg.pipe.audio(bytes);
     }
     this.waitingBytes += bytes.length;
-    if (this.waitingBytes > MAX_WAITING_AUDIO) throw new ServiceError('invalid_request', 'Too much audio arrived while the transcription was starting; send audio no faster than real time.', 'audio');
+    if (this.waitingBytes > MAX_WAITING_AUDIO)
+      throw new ServiceError('invalid_request', 'Too much audio arrived while the transcription was starting; send audio no faster than real time.', 'audio');
     this.waitingAudio.push(bytes);
     void this.openLeg().catch((e: unknown) => {
       this.waitingAudio = [];
@@ -380,13 +407,30 @@ export class RealtimeSession {
       const { sampleRate, encoding } = FORMAT_AUDIO[this.config.inputFormat];
       const hold = this.firstHold ?? (await ctx.core.reserve(auth, perSecondCostMicros(model.prices.picoPerSecond, METER_EVERY_MS)));
       this.firstHold = null;
-      const plan: SessionPlan = { model, sampleRate, encoding, turnSource: 'gateway', turns: this.turnSettings(), keyterms: [], language: this.config.language, dialect: legDialect };
+      const plan: SessionPlan = {
+        model,
+        sampleRate,
+        encoding,
+        turnSource: 'gateway',
+        turns: this.turnSettings(),
+        keyterms: [],
+        language: this.config.language,
+        dialect: legDialect,
+      };
       const leg: Leg = { pipe: new LegPipe((e) => this.onLegEvent(leg, e)), bufferBytes: 0, finals: [], sentDelta: '', afterFlush: [] };
       if (this.closed) {
         hold.release();
         return leg;
       }
-      runPlannedSession(ctx, leg.pipe.asSocket(), { plan, auth, requestId: this.o.requestId, log: this.o.log, hold, revoked: this.o.revoked, usageRoute: 'realtime' });
+      runPlannedSession(ctx, leg.pipe.asSocket(), {
+        plan,
+        auth,
+        requestId: this.o.requestId,
+        log: this.o.log,
+        hold,
+        revoked: this.o.revoked,
+        usageRoute: 'realtime',
+      });
       this.leg = leg;
       for (const bytes of this.waitingAudio) {
         leg.bufferBytes += bytes.length;
@@ -410,7 +454,10 @@ export class RealtimeSession {
   private commitBuffer(): void {
     const leg = this.leg;
     if (!leg || leg.bufferBytes === 0) {
-      if (this.waitingBytes > 0) return void this.openLeg().then(() => this.commitBuffer()).catch((e: unknown) => this.failed(e));
+      if (this.waitingBytes > 0)
+        return void this.openLeg()
+          .then(() => this.commitBuffer())
+          .catch((e: unknown) => this.failed(e));
       throw new ServiceError('invalid_request', 'input_audio_buffer: the buffer is empty; append audio before committing.', 'input_audio_buffer');
     }
     leg.afterFlush.push('commit');
@@ -498,12 +545,25 @@ export class RealtimeSession {
     const previous = this.conversation.lastId();
     this.send({ type: 'input_audio_buffer.committed', previous_item_id: previous, item_id: itemId });
     if (this.o.kind === 'realtime') {
-      const item: ConversationItem = { id: itemId, object: 'realtime.item', type: 'message', role: 'user', status: 'completed', content: [{ type: 'input_audio', transcript }] };
+      const item: ConversationItem = {
+        id: itemId,
+        object: 'realtime.item',
+        type: 'message',
+        role: 'user',
+        status: 'completed',
+        content: [{ type: 'input_audio', transcript }],
+      };
       this.conversation.add(item);
       this.send({ type: 'conversation.item.added', previous_item_id: previous, item: { ...item, content: [{ type: 'input_audio', transcript: null }] } });
       this.send({ type: 'conversation.item.done', previous_item_id: previous, item });
     }
-    this.send({ type: 'conversation.item.input_audio_transcription.completed', item_id: itemId, content_index: 0, transcript, usage: { type: 'duration', seconds: this.inputMs() / 1000 } });
+    this.send({
+      type: 'conversation.item.input_audio_transcription.completed',
+      item_id: itemId,
+      content_index: 0,
+      transcript,
+      usage: { type: 'duration', seconds: this.inputMs() / 1000 },
+    });
     // A turn with no words heard (a cough, noise) is not answered.
     if (!respond || this.o.kind !== 'realtime' || !transcript) return;
     const answer = () => this.createResponse(undefined).catch((e: unknown) => this.failed(e));
@@ -545,22 +605,34 @@ export class RealtimeSession {
   /** The assistant's audio item cut at `audio_end_ms` (what the user heard): its transcript keeps the words spoken by then. */
   private truncate(id: unknown, contentIndex: unknown, audioEndMs: unknown): void {
     const item = this.conversationItem(id);
-    if (item.type !== 'message' || item.role !== 'assistant' || item.content[0]?.type !== 'output_audio') throw new ServiceError('invalid_request', 'item_id: only an assistant message with audio can be truncated.', 'item_id');
-    if (typeof audioEndMs !== 'number' || !Number.isFinite(audioEndMs) || audioEndMs < 0) throw new ServiceError('invalid_request', 'audio_end_ms: must be a number of milliseconds, 0 or more.', 'audio_end_ms');
+    if (item.type !== 'message' || item.role !== 'assistant' || item.content[0]?.type !== 'output_audio')
+      throw new ServiceError('invalid_request', 'item_id: only an assistant message with audio can be truncated.', 'item_id');
+    if (typeof audioEndMs !== 'number' || !Number.isFinite(audioEndMs) || audioEndMs < 0)
+      throw new ServiceError('invalid_request', 'audio_end_ms: must be a number of milliseconds, 0 or more.', 'audio_end_ms');
     const spans = this.spans.get(item.id) ?? [];
     const total = spans.at(-1)?.endMs ?? 0;
     if (audioEndMs > total + 1) throw new ServiceError('invalid_request', `audio_end_ms: the item has ${Math.round(total)} ms of audio.`, 'audio_end_ms');
     item.content[0].transcript = transcriptUpTo(spans, audioEndMs);
     item.status = 'incomplete';
     this.conversation.recount();
-    this.send({ type: 'conversation.item.truncated', item_id: item.id, content_index: typeof contentIndex === 'number' ? contentIndex : 0, audio_end_ms: audioEndMs });
+    this.send({
+      type: 'conversation.item.truncated',
+      item_id: item.id,
+      content_index: typeof contentIndex === 'number' ? contentIndex : 0,
+      audio_end_ms: audioEndMs,
+    });
   }
 
   // ---- responses
 
   private async createResponse(options: unknown): Promise<void> {
     if (this.o.kind !== 'realtime') throw new ServiceError('invalid_request', 'A transcription session makes no responses.', 'type');
-    if (this.response) throw new ServiceError('invalid_request', `The conversation already has an active response (${this.response.id}); cancel it or wait for response.done.`, 'response');
+    if (this.response)
+      throw new ServiceError(
+        'invalid_request',
+        `The conversation already has an active response (${this.response.id}); cancel it or wait for response.done.`,
+        'response',
+      );
     const r = (options ?? {}) as Record<string, unknown>;
     if (typeof r !== 'object' || Array.isArray(r)) throw new ServiceError('invalid_request', 'response: must be an object.', 'response');
     // Per-response overrides, read as session fields are.
@@ -570,10 +642,19 @@ export class RealtimeSession {
       ...(r.tools !== undefined ? { tools: r.tools } : {}),
       ...(r.tool_choice !== undefined ? { tool_choice: r.tool_choice } : {}),
       ...(r.temperature !== undefined ? { temperature: r.temperature } : {}),
-      ...(r.max_output_tokens !== undefined ? { max_output_tokens: r.max_output_tokens } : r.max_response_output_tokens !== undefined ? { max_response_output_tokens: r.max_response_output_tokens } : {}),
+      ...(r.max_output_tokens !== undefined
+        ? { max_output_tokens: r.max_output_tokens }
+        : r.max_response_output_tokens !== undefined
+          ? { max_response_output_tokens: r.max_response_output_tokens }
+          : {}),
     });
     const conversation = r.conversation === 'none' ? 'none' : 'auto';
-    const voice = typeof (r.audio as { output?: { voice?: unknown } } | undefined)?.output?.voice === 'string' ? ((r.audio as { output: { voice: string } }).output.voice) : typeof r.voice === 'string' ? r.voice : undefined;
+    const voice =
+      typeof (r.audio as { output?: { voice?: unknown } } | undefined)?.output?.voice === 'string'
+        ? (r.audio as { output: { voice: string } }).output.voice
+        : typeof r.voice === 'string'
+          ? r.voice
+          : undefined;
     let input: readonly ConversationItem[] = this.conversation.all();
     if (r.input !== undefined) {
       if (!Array.isArray(r.input)) throw new ServiceError('invalid_request', 'response.input: must be an array of items.', 'response.input');
@@ -609,7 +690,8 @@ export class RealtimeSession {
           this.send({ type: 'conversation.item.added', previous_item_id: previous ?? this.previousOf(item.id), item: { ...item } });
         },
         onBalance: (remaining) => {
-          if (remaining <= 0n) this.close(1008, 'insufficient_quota', { code: 'insufficient_quota', message: "The organization's credit ran out; add credits to continue." });
+          if (remaining <= 0n)
+            this.close(1008, 'insufficient_quota', { code: 'insufficient_quota', message: "The organization's credit ran out; add credits to continue." });
         },
       },
       { id: `resp_${randomBytes(10).toString('hex')}`, chat, legs, conversation, metadata: r.metadata, newItemId: this.newItemId },
@@ -634,7 +716,8 @@ export class RealtimeSession {
 
   private cancelResponse(responseId: unknown): void {
     const run = this.response;
-    if (!run || (typeof responseId === 'string' && responseId !== run.id)) throw new ServiceError('invalid_request', 'response_id: there is no active response to cancel.', 'response_id');
+    if (!run || (typeof responseId === 'string' && responseId !== run.id))
+      throw new ServiceError('invalid_request', 'response_id: there is no active response to cancel.', 'response_id');
     run.cancel('client_cancelled');
   }
 

@@ -76,7 +76,8 @@ interface SpokenSpan {
 }
 
 /** A content part as response.content_part.* name it ("text" / "audio"; items call them output_text / output_audio). */
-const partWire = (part: ContentPart): object => (part.type === 'output_audio' ? { type: 'audio', transcript: part.transcript } : { type: 'text', text: 'text' in part ? part.text : '' });
+const partWire = (part: ContentPart): object =>
+  part.type === 'output_audio' ? { type: 'audio', transcript: part.transcript } : { type: 'text', text: 'text' in part ? part.text : '' };
 
 const round1 = (ms: number | undefined) => (ms === undefined ? null : Math.round(ms * 10) / 10);
 
@@ -110,12 +111,21 @@ export class ResponseRun {
   ) {
     // One trace per response, a span per leg (the LLM's, each spoken span's) with their upstream attempts under them.
     const tracing = host.ctx.tracing;
-    this.trace = tracing?.startInternal('realtime.response', { 'svc.response_id': spec.id, 'svc.org_id': host.auth.orgId, 'svc.request_id': host.requestId, 'svc.model': spec.legs.llm.id });
+    this.trace = tracing?.startInternal('realtime.response', {
+      'svc.response_id': spec.id,
+      'svc.org_id': host.auth.orgId,
+      'svc.request_id': host.requestId,
+      'svc.model': spec.legs.llm.id,
+    });
     const running = this.trace ? tracing!.run(this.trace.context, () => this.run()) : this.run();
     this.done = running
       .catch((e: unknown) => this.host.log.warn({ err: e }, 'realtime response failed'))
       .finally(() => {
-        this.trace?.span.setAttributes({ 'svc.status': this.status, 'svc.output_tokens': this.usage.outputTokens, 'svc.tts_characters': this.usage.ttsCharacters });
+        this.trace?.span.setAttributes({
+          'svc.status': this.status,
+          'svc.output_tokens': this.usage.outputTokens,
+          'svc.tts_characters': this.usage.ttsCharacters,
+        });
         this.trace?.span.end();
       });
   }
@@ -181,7 +191,9 @@ export class ResponseRun {
       metadata: this.spec.metadata ?? null,
       usage: status === 'in_progress' ? null : this.usageWire(),
       // Ours: ms from the response's start to the LLM's first token and to the first audio sent (latency per leg).
-      ...(status === 'in_progress' ? {} : { svc_timings: { llm_first_token_ms: round1(this.timings.llmFirstToken), first_audio_ms: round1(this.timings.ttsFirstAudio) } }),
+      ...(status === 'in_progress'
+        ? {}
+        : { svc_timings: { llm_first_token_ms: round1(this.timings.llmFirstToken), first_audio_ms: round1(this.timings.ttsFirstAudio) } }),
     };
   }
 
@@ -191,10 +203,22 @@ export class ResponseRun {
       total_tokens: u.inputTokens + u.outputTokens,
       input_tokens: u.inputTokens,
       output_tokens: u.outputTokens,
-      input_token_details: { text_tokens: u.inputTokens, audio_tokens: 0, cached_tokens: 0, image_tokens: 0, cached_tokens_details: { text_tokens: 0, audio_tokens: 0, image_tokens: 0 } },
+      input_token_details: {
+        text_tokens: u.inputTokens,
+        audio_tokens: 0,
+        cached_tokens: 0,
+        image_tokens: 0,
+        cached_tokens_details: { text_tokens: 0, audio_tokens: 0, image_tokens: 0 },
+      },
       output_token_details: { text_tokens: u.outputTokens, audio_tokens: 0 },
       // Ours: what each leg of this response used and cost (the speech-to-text of the user's audio is metered by the second, apart).
-      svc: { llm_model: this.spec.legs.llm.id, tts_model: this.spec.legs.tts?.model.id ?? null, tts_characters: u.ttsCharacters, llm_cost_usd: formatUsd(u.llmMicros), tts_cost_usd: formatUsd(u.ttsMicros) },
+      svc: {
+        llm_model: this.spec.legs.llm.id,
+        tts_model: this.spec.legs.tts?.model.id ?? null,
+        tts_characters: u.ttsCharacters,
+        llm_cost_usd: formatUsd(u.llmMicros),
+        tts_cost_usd: formatUsd(u.ttsMicros),
+      },
     };
   }
 
@@ -241,7 +265,12 @@ export class ResponseRun {
       const chat = ctx.protocols.get(upstream.protocol)?.chat;
       if (!chat) throw new ServiceError('model_offline', `The upstream of '${spec.legs.llm.id}' (protocol ${upstream.protocol}) cannot chat.`);
       const sent = { ...body, model: upstream.upstreamModel };
-      const res = await chat(upstream, { raw: upstream.upstreamModel === spec.legs.llm.id ? raw : Buffer.from(JSON.stringify(sent)), body: sent, signal: call.signal, timeoutMs: call.timeoutMs });
+      const res = await chat(upstream, {
+        raw: upstream.upstreamModel === spec.legs.llm.id ? raw : Buffer.from(JSON.stringify(sent)),
+        body: sent,
+        signal: call.signal,
+        timeoutMs: call.timeoutMs,
+      });
       return { res, upstream };
     });
     const { res, upstream } = answer;
@@ -259,7 +288,10 @@ export class ResponseRun {
         for (const event of splitter.push(chunk as Buffer)) {
           const data = sseData(event);
           if (data === null || data === '[DONE]') continue;
-          let parsed: { choices?: { delta?: { content?: string | null; tool_calls?: ToolCallDelta[] }; finish_reason?: string | null }[]; usage?: typeof usage };
+          let parsed: {
+            choices?: { delta?: { content?: string | null; tool_calls?: ToolCallDelta[] }; finish_reason?: string | null }[];
+            usage?: typeof usage;
+          };
           try {
             parsed = JSON.parse(data) as typeof parsed;
           } catch {
@@ -288,7 +320,13 @@ export class ResponseRun {
       this.usage.inputTokens = usage?.prompt_tokens ?? estimateTokens(raw.length);
       this.usage.outputTokens = usage?.completion_tokens ?? deltas;
       this.usage.llmMicros = llmCostMicros(spec.legs.llm.prices, this.usage.inputTokens, this.usage.outputTokens);
-      const remaining = await ctx.core.charge(host.auth, host.requestId, this.usage.llmMicros, { modelId: spec.legs.llm.id, modality: 'llm', route: 'realtime', inputTokens: this.usage.inputTokens, outputTokens: this.usage.outputTokens }, llmHold);
+      const remaining = await ctx.core.charge(
+        host.auth,
+        host.requestId,
+        this.usage.llmMicros,
+        { modelId: spec.legs.llm.id, modality: 'llm', route: 'realtime', inputTokens: this.usage.inputTokens, outputTokens: this.usage.outputTokens },
+        llmHold,
+      );
       host.onBalance(remaining);
     }
     // The parts already out are closed with their .done events even when the speech failed (no credit for the next span).
@@ -297,7 +335,14 @@ export class ResponseRun {
     if (this.message) {
       const part = this.message.content[0]!;
       const full = part.type === 'output_audio' ? part.transcript : text;
-      if (speaker) host.send({ type: 'response.output_audio.done', ...this.base(), item_id: this.message.id, output_index: this.output.indexOf(this.message), content_index: 0 });
+      if (speaker)
+        host.send({
+          type: 'response.output_audio.done',
+          ...this.base(),
+          item_id: this.message.id,
+          output_index: this.output.indexOf(this.message),
+          content_index: 0,
+        });
       host.send({
         type: speaker ? 'response.output_audio_transcript.done' : 'response.output_text.done',
         ...this.base(),
@@ -306,11 +351,26 @@ export class ResponseRun {
         content_index: 0,
         ...(speaker ? { transcript: full } : { text: full }),
       });
-      host.send({ type: 'response.content_part.done', ...this.base(), item_id: this.message.id, output_index: this.output.indexOf(this.message), content_index: 0, part: partWire(part) });
+      host.send({
+        type: 'response.content_part.done',
+        ...this.base(),
+        item_id: this.message.id,
+        output_index: this.output.indexOf(this.message),
+        content_index: 0,
+        part: partWire(part),
+      });
     }
     for (const item of calls.values()) {
       item.status = 'completed';
-      host.send({ type: 'response.function_call_arguments.done', ...this.base(), item_id: item.id, output_index: this.output.indexOf(item), call_id: item.call_id, name: item.name, arguments: item.arguments });
+      host.send({
+        type: 'response.function_call_arguments.done',
+        ...this.base(),
+        item_id: item.id,
+        output_index: this.output.indexOf(item),
+        call_id: item.call_id,
+        name: item.name,
+        arguments: item.arguments,
+      });
     }
     if (speechError) throw speechError;
     if (finish === 'length' && !this.cancelReason) {
@@ -332,12 +392,26 @@ export class ResponseRun {
       this.addItem(this.message);
       const part = speaker ? ({ type: 'output_audio', transcript: '' } as const) : ({ type: 'output_text', text: '' } as const);
       this.message.content.push({ ...part });
-      this.host.send({ type: 'response.content_part.added', ...this.base(), item_id: this.message.id, output_index: this.output.indexOf(this.message), content_index: 0, part: partWire(part) });
+      this.host.send({
+        type: 'response.content_part.added',
+        ...this.base(),
+        item_id: this.message.id,
+        output_index: this.output.indexOf(this.message),
+        content_index: 0,
+        part: partWire(part),
+      });
     }
     if (speaker) return speaker.push(content);
     const part = this.message.content[0] as { type: 'output_text'; text: string };
     part.text += content;
-    this.host.send({ type: 'response.output_text.delta', ...this.base(), item_id: this.message.id, output_index: this.output.indexOf(this.message), content_index: 0, delta: content });
+    this.host.send({
+      type: 'response.output_text.delta',
+      ...this.base(),
+      item_id: this.message.id,
+      output_index: this.output.indexOf(this.message),
+      content_index: 0,
+      delta: content,
+    });
   }
 
   private toolCallDelta(calls: Map<number, ConversationItem & { type: 'function_call' }>, t: ToolCallDelta): void {
@@ -345,14 +419,29 @@ export class ResponseRun {
     let item = calls.get(index);
     if (!item) {
       if (calls.size >= MAX_TOOL_CALLS) return;
-      item = { id: this.spec.newItemId(), object: 'realtime.item', type: 'function_call', status: 'in_progress', call_id: t.id ?? `call_${randomBytes(8).toString('hex')}`, name: t.function?.name ?? '', arguments: '' };
+      item = {
+        id: this.spec.newItemId(),
+        object: 'realtime.item',
+        type: 'function_call',
+        status: 'in_progress',
+        call_id: t.id ?? `call_${randomBytes(8).toString('hex')}`,
+        name: t.function?.name ?? '',
+        arguments: '',
+      };
       calls.set(index, item);
       this.addItem(item);
     }
     const piece = t.function?.arguments ?? '';
     if (!piece) return;
     item.arguments += piece;
-    this.host.send({ type: 'response.function_call_arguments.delta', ...this.base(), item_id: item.id, output_index: this.output.indexOf(item), call_id: item.call_id, delta: piece });
+    this.host.send({
+      type: 'response.function_call_arguments.delta',
+      ...this.base(),
+      item_id: item.id,
+      output_index: this.output.indexOf(item),
+      call_id: item.call_id,
+      delta: piece,
+    });
   }
 
   /** Sends a span's transcript (with its first audio) and its audio (Speaker); waits while the client is behind. */
@@ -373,7 +462,14 @@ export class ResponseRun {
     }
     this.audioMs += millis;
     this.spans.at(-1)!.endMs = this.audioMs;
-    await this.host.sendPaced({ type: 'response.output_audio.delta', ...this.base(), item_id: m.id, output_index: index, content_index: 0, delta: audio.toString('base64') });
+    await this.host.sendPaced({
+      type: 'response.output_audio.delta',
+      ...this.base(),
+      item_id: m.id,
+      output_index: index,
+      content_index: 0,
+      delta: audio.toString('base64'),
+    });
   }
 
   /** Item statuses at the end, and conversation.item.done for each (in the conversation's order). */
@@ -442,9 +538,11 @@ class Speaker {
   private enqueue(text: string): void {
     if (!isSpeakable(text)) return;
     const span = text.trim();
-    this.queue = this.queue.then(() => this.run.leg('realtime.tts', { 'svc.model': this.tts.model.id, 'svc.characters': billedCharacters(span) }, () => this.speak(span))).catch((e: unknown) => {
-      this.failed ??= e;
-    });
+    this.queue = this.queue
+      .then(() => this.run.leg('realtime.tts', { 'svc.model': this.tts.model.id, 'svc.characters': billedCharacters(span) }, () => this.speak(span)))
+      .catch((e: unknown) => {
+        this.failed ??= e;
+      });
   }
 
   private async speak(span: string): Promise<void> {

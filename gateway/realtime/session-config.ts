@@ -201,7 +201,8 @@ export function applySessionUpdate(current: RealtimeConfig, session: unknown): R
   const modalities = session.output_modalities ?? session.modalities;
   if (modalities !== undefined && modalities !== null) {
     const param = session.output_modalities !== undefined ? 'session.output_modalities' : 'session.modalities';
-    if (!Array.isArray(modalities) || modalities.length === 0 || modalities.some((m) => m !== 'audio' && m !== 'text')) throw bad(param, 'must be ["audio"] or ["text"]');
+    if (!Array.isArray(modalities) || modalities.length === 0 || modalities.some((m) => m !== 'audio' && m !== 'text'))
+      throw bad(param, 'must be ["audio"] or ["text"]');
     // GA: audio includes its transcript; a beta ["text","audio"] means the same.
     next.outputModalities = modalities.includes('audio') ? ['audio'] : ['text'];
   }
@@ -235,7 +236,8 @@ export function applySessionUpdate(current: RealtimeConfig, session: unknown): R
   const max = session.max_output_tokens ?? session.max_response_output_tokens;
   if (max !== undefined && max !== null) {
     const param = session.max_output_tokens !== undefined ? 'session.max_output_tokens' : 'session.max_response_output_tokens';
-    if (max !== 'inf' && (typeof max !== 'number' || !Number.isInteger(max) || max < 1 || max > 4096)) throw bad(param, 'must be an integer from 1 to 4096, or "inf"');
+    if (max !== 'inf' && (typeof max !== 'number' || !Number.isInteger(max) || max < 1 || max > 4096))
+      throw bad(param, 'must be an integer from 1 to 4096, or "inf"');
     next.maxOutputTokens = max;
   }
   return next;

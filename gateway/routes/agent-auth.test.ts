@@ -39,7 +39,17 @@ function freePort(): Promise<number> {
 async function gatewayAtItsOwnUrl(env: Record<string, string> = {}, clock?: Clock) {
   const port = await freePort();
   const base = `http://127.0.0.1:${port}`;
-  return startGateway({ port, clock, env: { PUBLIC_BASE_URL: base, DASHBOARD_URL: 'http://dash.example.test', SVC_AGENT_AUTH_IP_RPM: '100000', SVC_TRIAL_MAX_PER_ADDRESS_PER_HOUR: '100000', ...env } });
+  return startGateway({
+    port,
+    clock,
+    env: {
+      PUBLIC_BASE_URL: base,
+      DASHBOARD_URL: 'http://dash.example.test',
+      SVC_AGENT_AUTH_IP_RPM: '100000',
+      SVC_TRIAL_MAX_PER_ADDRESS_PER_HOUR: '100000',
+      ...env,
+    },
+  });
 }
 
 beforeAll(async () => {
@@ -56,7 +66,11 @@ interface Envelope {
 const postJson = (path: string, body: unknown, base = h.url) =>
   fetch(`${base}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: typeof body === 'string' ? body : JSON.stringify(body) });
 const postForm = (params: Record<string, string>, base = h.url) =>
-  fetch(`${base}/oauth2/token`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams(params).toString() });
+  fetch(`${base}/oauth2/token`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    body: new URLSearchParams(params).toString(),
+  });
 
 async function expectError(res: Response | Promise<Response>, status: number, code: string) {
   const r = await res;
@@ -117,7 +131,10 @@ describe('discovery', () => {
   it('identity_types_supported follows configuration: anonymous off lists service_auth only', async () => {
     const off = await gatewayAtItsOwnUrl({ SVC_AGENT_ANONYMOUS: 'off' });
     try {
-      const as = (await (await fetch(`${off.url}/.well-known/oauth-authorization-server`)).json()) as { grant_types_supported: string[]; agent_auth: Record<string, unknown> };
+      const as = (await (await fetch(`${off.url}/.well-known/oauth-authorization-server`)).json()) as {
+        grant_types_supported: string[];
+        agent_auth: Record<string, unknown>;
+      };
       expect(as.agent_auth.identity_types_supported).toEqual(['service_auth']);
       expect(as.grant_types_supported).toEqual([GRANT_CLAIM]);
       await expectError(postJson('/agent/identity', { type: 'anonymous' }, off.url), 400, 'anonymous_not_enabled');
@@ -135,15 +152,30 @@ describe('anonymous registration, end to end', () => {
     const res = await postJson('/agent/identity', { type: 'anonymous' });
     expect(res.status).toBe(200);
     const reg = (await res.json()) as Record<string, string>;
-    expect(reg).toMatchObject({ registration_type: 'anonymous', claim_url: `${h.url}/agent/identity/claim`, pre_claim_scopes: ['api:trial'], post_claim_scopes: ['api'] });
+    expect(reg).toMatchObject({
+      registration_type: 'anonymous',
+      claim_url: `${h.url}/agent/identity/claim`,
+      pre_claim_scopes: ['api:trial'],
+      post_claim_scopes: ['api'],
+    });
     expect(reg.identity_assertion).toMatch(/^[\w-]+\.[\w-]+\.[\w-]+$/);
     expect(reg.claim_token).toMatch(/^claim_/);
     expect(new Date(reg.claim_token_expires!).getTime() - Date.now()).toBeGreaterThan(23.9 * 3600_000);
 
     // jwt-bearer through oauth4webapi's generic token request: form-encoded, Bearer token back.
-    const as = await oauth.processDiscoveryResponse(new URL(h.url), await oauth.discoveryRequest(new URL(h.url), { algorithm: 'oauth2', [oauth.allowInsecureRequests]: true }));
+    const as = await oauth.processDiscoveryResponse(
+      new URL(h.url),
+      await oauth.discoveryRequest(new URL(h.url), { algorithm: 'oauth2', [oauth.allowInsecureRequests]: true }),
+    );
     const client = { client_id: 'agent' };
-    const tokenResponse = await oauth.genericTokenEndpointRequest(as, client, oauth.None(), GRANT_JWT_BEARER, { assertion: reg.identity_assertion! }, { [oauth.allowInsecureRequests]: true });
+    const tokenResponse = await oauth.genericTokenEndpointRequest(
+      as,
+      client,
+      oauth.None(),
+      GRANT_JWT_BEARER,
+      { assertion: reg.identity_assertion! },
+      { [oauth.allowInsecureRequests]: true },
+    );
     expect(tokenResponse.headers.get('cache-control')).toBe('no-store');
     const trial = await oauth.processGenericTokenEndpointResponse(as, client, tokenResponse);
     expect(trial).toMatchObject({ token_type: 'bearer', scope: 'api:trial' });
@@ -151,7 +183,11 @@ describe('anonymous registration, end to end', () => {
     expect((await models(trial.access_token)).status).toBe(200);
     // A clip the agent uploads during its trial (it moves to the user's org at the claim).
     const clip = Buffer.concat([wavHeader({ sampleRate: 16000, channels: 1, encoding: 'pcm_s16le', dataByteLength: 32000 }), Buffer.alloc(32000)]);
-    const uploaded = await fetch(`${h.url}/blobs`, { method: 'POST', headers: { authorization: `Bearer ${trial.access_token}`, 'content-type': 'audio/wav' }, body: clip });
+    const uploaded = await fetch(`${h.url}/blobs`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${trial.access_token}`, 'content-type': 'audio/wav' },
+      body: clip,
+    });
     expect(uploaded.status).toBe(201);
     const blob = (await uploaded.json()) as { id: string; size_bytes: number };
 
@@ -164,7 +200,12 @@ describe('anonymous registration, end to end', () => {
     expect(claimRes.status).toBe(200);
     const claim = (await claimRes.json()) as { claim_attempt: { user_code: string; expires_in: number; verification_uri: string; interval: number } };
     expect(claim).toMatchObject({ registration_id: reg.registration_id, registration_type: 'anonymous' });
-    expect(claim.claim_attempt).toEqual({ user_code: expect.stringMatching(/^\d{6}$/), expires_in: 600, verification_uri: 'http://dash.example.test/claim', interval: 5 });
+    expect(claim.claim_attempt).toEqual({
+      user_code: expect.stringMatching(/^\d{6}$/),
+      expires_in: 600,
+      verification_uri: 'http://dash.example.test/claim',
+      interval: 5,
+    });
 
     await expectError(postForm({ grant_type: GRANT_CLAIM, claim_token: reg.claim_token! }), 400, 'authorization_pending');
     const tooFast = await expectError(postForm({ grant_type: GRANT_CLAIM, claim_token: reg.claim_token! }), 429, 'slow_down');
@@ -203,11 +244,17 @@ describe('anonymous registration, end to end', () => {
 
   it('concurrent exchanges of one assertion get one key; concurrent polls at confirmation get one key', async () => {
     const reg = (await (await postJson('/agent/identity', { type: 'anonymous' })).json()) as Record<string, string>;
-    const exchanges = await Promise.all(Array.from({ length: 5 }, () => postForm({ grant_type: GRANT_JWT_BEARER, assertion: reg.identity_assertion! }).then((r) => r.json() as Promise<Record<string, string>>)));
+    const exchanges = await Promise.all(
+      Array.from({ length: 5 }, () =>
+        postForm({ grant_type: GRANT_JWT_BEARER, assertion: reg.identity_assertion! }).then((r) => r.json() as Promise<Record<string, string>>),
+      ),
+    );
     expect(new Set(exchanges.map((e) => e.access_token)).size).toBe(1);
 
     const user = await newUser(h.testDb.db);
-    const claim = (await (await postJson('/agent/identity/claim', { claim_token: reg.claim_token, email: user.email })).json()) as { claim_attempt: { user_code: string } };
+    const claim = (await (await postJson('/agent/identity/claim', { claim_token: reg.claim_token, email: user.email })).json()) as {
+      claim_attempt: { user_code: string };
+    };
     await userConfirms(h, user, claim.claim_attempt.user_code);
     const polls = await Promise.all(Array.from({ length: 6 }, () => postForm({ grant_type: GRANT_CLAIM, claim_token: reg.claim_token! })));
     expect(polls.map((p) => p.status)).toEqual([200, 200, 200, 200, 200, 200]);
@@ -223,13 +270,25 @@ describe('service_auth registration, end to end', () => {
     const res = await postJson('/agent/identity', { type: 'service_auth', login_hint: user.email.toUpperCase() });
     expect(res.status).toBe(200);
     const reg = (await res.json()) as Record<string, unknown> & { claim: { user_code: string } };
-    expect(Object.keys(reg).sort()).toEqual(['claim', 'claim_token', 'claim_token_expires', 'claim_url', 'post_claim_scopes', 'registration_id', 'registration_type', 'token_endpoint'].sort());
+    expect(Object.keys(reg).sort()).toEqual(
+      ['claim', 'claim_token', 'claim_token_expires', 'claim_url', 'post_claim_scopes', 'registration_id', 'registration_type', 'token_endpoint'].sort(),
+    );
     expect(reg).toMatchObject({ registration_type: 'service_auth', claim_url: `${h.url}/agent/identity/claim`, post_claim_scopes: ['api'] });
-    expect(reg.claim).toEqual({ user_code: expect.stringMatching(/^\d{6}$/), expires_in: 600, verification_uri: 'http://dash.example.test/claim', interval: 5 });
+    expect(reg.claim).toEqual({
+      user_code: expect.stringMatching(/^\d{6}$/),
+      expires_in: 600,
+      verification_uri: 'http://dash.example.test/claim',
+      interval: 5,
+    });
     expect(new Date(reg.claim_token_expires as string).toISOString()).toBe(reg.claim_token_expires);
 
     const renewed = (await (await postJson('/agent/identity/claim', { claim_token: reg.claim_token })).json()) as typeof reg;
-    expect(renewed).toMatchObject({ registration_id: reg.registration_id, registration_type: 'service_auth', claim_token: reg.claim_token, claim_url: reg.claim_url });
+    expect(renewed).toMatchObject({
+      registration_id: reg.registration_id,
+      registration_type: 'service_auth',
+      claim_token: reg.claim_token,
+      claim_url: reg.claim_url,
+    });
     expect(renewed.claim.user_code).toMatch(/^\d{6}$/);
 
     await userConfirms(h, user, renewed.claim.user_code);
@@ -281,14 +340,22 @@ describe('errors', () => {
     await expectError(postForm({ grant_type: GRANT_CLAIM }), 400, 'invalid_request');
     await expectError(postForm({ grant_type: GRANT_JWT_BEARER }), 400, 'invalid_request');
     await expectError(postForm({ grant_type: GRANT_JWT_BEARER, assertion: 'a.b.c' }), 400, 'invalid_grant');
-    const repeated = await fetch(`${h.url}/oauth2/token`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: `grant_type=${encodeURIComponent(GRANT_CLAIM)}&claim_token=a&claim_token=b` });
+    const repeated = await fetch(`${h.url}/oauth2/token`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: `grant_type=${encodeURIComponent(GRANT_CLAIM)}&claim_token=a&claim_token=b`,
+    });
     await expectError(repeated, 400, 'invalid_request');
   });
 
   it('malformed bodies are invalid_json; oversized ones 413; wrong methods 405', async () => {
     for (const body of ['[]', '"anonymous"', '{', 'null']) await expectError(postJson('/agent/identity', body), 400, 'invalid_json');
     await expectError(fetch(`${h.url}/agent/identity`, { method: 'POST' }), 400, 'invalid_json');
-    await expectError(fetch(`${h.url}/agent/identity`, { method: 'POST', headers: { 'content-type': 'text/plain' }, body: 'type=anonymous' }), 400, 'invalid_json');
+    await expectError(
+      fetch(`${h.url}/agent/identity`, { method: 'POST', headers: { 'content-type': 'text/plain' }, body: 'type=anonymous' }),
+      400,
+      'invalid_json',
+    );
     await expectError(postJson('/agent/identity', { type: 'anonymous', pad: 'x'.repeat(20_000) }), 413, 'body_too_large');
     await expectError(postForm({ grant_type: GRANT_CLAIM, claim_token: 'x'.repeat(20_000) }), 413, 'body_too_large');
     await expectError(postForm({ grant_type: GRANT_CLAIM, claim_token: 'x'.repeat(5_000) }), 400, 'invalid_request');
@@ -297,7 +364,12 @@ describe('errors', () => {
   });
 
   it('responses that carry secrets, and every error, are Cache-Control: no-store; discovery may be cached', async () => {
-    const noStore = (r: Response) => expect({ url: r.url, cacheControl: r.headers.get('cache-control'), pragma: r.headers.get('pragma') }).toEqual({ url: r.url, cacheControl: 'no-store', pragma: 'no-cache' });
+    const noStore = (r: Response) =>
+      expect({ url: r.url, cacheControl: r.headers.get('cache-control'), pragma: r.headers.get('pragma') }).toEqual({
+        url: r.url,
+        cacheControl: 'no-store',
+        pragma: 'no-cache',
+      });
     const anonymous = await postJson('/agent/identity', { type: 'anonymous' });
     noStore(anonymous);
     const reg = (await anonymous.json()) as Record<string, string>;
@@ -306,24 +378,44 @@ describe('errors', () => {
     noStore(await postForm({ grant_type: GRANT_JWT_BEARER, assertion: reg.identity_assertion! }));
     noStore((await expectError(postForm({ grant_type: GRANT_CLAIM, claim_token: reg.claim_token! }), 400, 'authorization_pending')).res);
     noStore((await expectError(postJson('/agent/identity', { type: 'robot' }), 400, 'invalid_request')).res);
-    noStore((await expectError(fetch(`${h.url}/oauth2/token`, { method: 'POST', headers: { 'content-type': 'application/xml' }, body: '<x/>' }), 415, 'unsupported_media_type')).res);
+    noStore(
+      (
+        await expectError(
+          fetch(`${h.url}/oauth2/token`, { method: 'POST', headers: { 'content-type': 'application/xml' }, body: '<x/>' }),
+          415,
+          'unsupported_media_type',
+        )
+      ).res,
+    );
     expect((await fetch(`${h.url}/.well-known/oauth-authorization-server`)).headers.get('cache-control')).toBe('public, max-age=60');
   });
 
   it('other body types are 415 naming what the routes take; form parameters named like Object members are plain names', async () => {
     for (const type of ['application/xml', 'multipart/form-data; boundary=x', 'application/octet-stream']) {
-      const { body } = await expectError(fetch(`${h.url}/oauth2/token`, { method: 'POST', headers: { 'content-type': type }, body: '--x--' }), 415, 'unsupported_media_type');
+      const { body } = await expectError(
+        fetch(`${h.url}/oauth2/token`, { method: 'POST', headers: { 'content-type': type }, body: '--x--' }),
+        415,
+        'unsupported_media_type',
+      );
       expect(body.error.message).toContain('application/x-www-form-urlencoded');
     }
     for (const name of ['constructor', '__proto__', 'toString', 'hasOwnProperty']) {
-      const res = await fetch(`${h.url}/oauth2/token`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: `${name}=1&grant_type=client_credentials` });
+      const res = await fetch(`${h.url}/oauth2/token`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        body: `${name}=1&grant_type=client_credentials`,
+      });
       await expectError(res, 400, 'unsupported_grant_type');
     }
   });
 
   it('claim tokens, assertions and codes put in a query string are redacted from the logged URL', () => {
-    expect(redactUrl('/oauth2/token?grant_type=x&claim_token=claim_secret&assertion=eyJ.a.b')).toBe('/oauth2/token?grant_type=x&claim_token=[redacted]&assertion=[redacted]');
-    expect(redactUrl('/claim?Code=123456&access%5Ftoken=sk_svc_x&user_code=654321')).toBe('/claim?Code=[redacted]&access%5Ftoken=[redacted]&user_code=[redacted]');
+    expect(redactUrl('/oauth2/token?grant_type=x&claim_token=claim_secret&assertion=eyJ.a.b')).toBe(
+      '/oauth2/token?grant_type=x&claim_token=[redacted]&assertion=[redacted]',
+    );
+    expect(redactUrl('/claim?Code=123456&access%5Ftoken=sk_svc_x&user_code=654321')).toBe(
+      '/claim?Code=[redacted]&access%5Ftoken=[redacted]&user_code=[redacted]',
+    );
     expect(redactUrl('/v1/models&api_key=sk_svc_x')).toBe('/v1/models&api_key=[redacted]'); // no '?', still a parameter
     expect(redactUrl('/v1/models')).toBe('/v1/models');
   });
@@ -370,7 +462,11 @@ describe('errors', () => {
     const capped = await gatewayAtItsOwnUrl({ SVC_TRIAL_MAX_PER_ADDRESS_PER_HOUR: '2', SVC_TRUSTED_PROXIES: '1' });
     try {
       const register = (xff: string) =>
-        fetch(`${capped.url}/agent/identity`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-forwarded-for': xff }, body: '{"type":"anonymous"}' });
+        fetch(`${capped.url}/agent/identity`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'x-forwarded-for': xff },
+          body: '{"type":"anonymous"}',
+        });
       const first = (await (await register('spoofed, 203.0.113.7')).json()) as Record<string, string>;
       expect((await register('other-spoof, 203.0.113.7')).status).toBe(200);
       const { res, body } = await expectError(register('203.0.113.7'), 429, 'slow_down');
@@ -382,7 +478,15 @@ describe('errors', () => {
       const row = await capped.testDb.db.prisma.agentRegistration.findUniqueOrThrow({ where: { id: first.registration_id } });
       expect(row.clientAddress).toBe('203.0.113.7');
       // service_auth gives no trial: not capped.
-      expect((await fetch(`${capped.url}/agent/identity`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-forwarded-for': '203.0.113.7' }, body: '{"type":"service_auth","login_hint":"cap@example.com"}' })).status).toBe(200);
+      expect(
+        (
+          await fetch(`${capped.url}/agent/identity`, {
+            method: 'POST',
+            headers: { 'content-type': 'application/json', 'x-forwarded-for': '203.0.113.7' },
+            body: '{"type":"service_auth","login_hint":"cap@example.com"}',
+          })
+        ).status,
+      ).toBe(200);
       expect((await register('203.0.113.8')).status).toBe(200);
     } finally {
       await capped.close();

@@ -40,7 +40,12 @@ const MIN_SWEEP_GAP_MS = 100;
 // refused with the spec's identity_assertion_not_enabled rather than "unknown type".
 const ASSERTION_TYPES = new Set(['identity_assertion', 'id_jag', 'id-jag', 'urn:ietf:params:oauth:token-type:id-jag', 'jwt_bearer']);
 
-export const IdentityBody = z.object({ type: z.string().max(200).optional(), login_hint: z.unknown().optional(), assertion: z.unknown().optional(), identity_assertion: z.unknown().optional() });
+export const IdentityBody = z.object({
+  type: z.string().max(200).optional(),
+  login_hint: z.unknown().optional(),
+  assertion: z.unknown().optional(),
+  identity_assertion: z.unknown().optional(),
+});
 export const ClaimBody = z.object({ claim_token: z.unknown(), email: z.unknown().optional() });
 
 export async function registerAgentAuthRoutes(app: FastifyInstance, ctx: GatewayContext): Promise<void> {
@@ -54,14 +59,21 @@ export async function registerAgentAuthRoutes(app: FastifyInstance, ctx: Gateway
   app.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string', bodyLimit: AUTH_BODY_LIMIT }, (_request, body, done) => {
     const out: Record<string, string> = Object.create(null);
     for (const [name, value] of new URLSearchParams(body as string)) {
-      if (Object.hasOwn(out, name)) return done(new ServiceError('invalid_request', `Parameter ${name.slice(0, 100)} is included more than once.`, name.slice(0, 100)), undefined);
+      if (Object.hasOwn(out, name))
+        return done(new ServiceError('invalid_request', `Parameter ${name.slice(0, 100)} is included more than once.`, name.slice(0, 100)), undefined);
       out[name] = value;
     }
     done(null, out);
   });
   // Any other body type: say what these routes take (the gateway-wide message names JSON only).
   app.addContentTypeParser('*', { bodyLimit: AUTH_BODY_LIMIT }, (request, _payload, done) => {
-    done(new ServiceError('unsupported_media_type', `Content-Type ${String(request.headers['content-type'] ?? '(none)').slice(0, 100)} is not accepted here: send application/json, or application/x-www-form-urlencoded to the token endpoint.`), undefined);
+    done(
+      new ServiceError(
+        'unsupported_media_type',
+        `Content-Type ${String(request.headers['content-type'] ?? '(none)').slice(0, 100)} is not accepted here: send application/json, or application/x-www-form-urlencoded to the token endpoint.`,
+      ),
+      undefined,
+    );
   });
 
   // Off means off everywhere, discovery included; then the per-IP limit (shared across
@@ -76,7 +88,9 @@ export async function registerAgentAuthRoutes(app: FastifyInstance, ctx: Gateway
     const decision = await ctx.limiter.consume(`agent-auth:ip:${ip}`, settings.ipRpm).catch(() => null);
     if (decision && !decision.allowed) {
       const wait = decision.retryAfterSeconds;
-      throw new ServiceError('slow_down', `Too many registration requests from this address (${settings.ipRpm} per minute). Try again in ${wait}s.`, null, { retryAfterSeconds: wait });
+      throw new ServiceError('slow_down', `Too many registration requests from this address (${settings.ipRpm} per minute). Try again in ${wait}s.`, null, {
+        retryAfterSeconds: wait,
+      });
     }
   });
 
@@ -155,10 +169,16 @@ export async function registerAgentAuthRoutes(app: FastifyInstance, ctx: Gateway
   app.post('/agent/identity/claim', publicRoute, async (request) => {
     const body = parseBody(ClaimBody, request.body);
     const claimToken = requiredString(body.claim_token, 'claim_token');
-    if (body.email != null && typeof body.email !== 'string') throw new ServiceError('invalid_login_hint', 'email must be a string: the email address of the account that will claim this agent.', 'email');
+    if (body.email != null && typeof body.email !== 'string')
+      throw new ServiceError('invalid_login_hint', 'email must be a string: the email address of the account that will claim this agent.', 'email');
     const started = await startClaim(deps(), { claimToken, email: (body.email as string | undefined) ?? null });
     if (started.registrationType === 'anonymous') {
-      return { registration_id: started.registrationId, registration_type: 'anonymous', claim_token_expires: started.claimTokenExpiresAt.toISOString(), claim_attempt: claimBlock(started.claim) };
+      return {
+        registration_id: started.registrationId,
+        registration_type: 'anonymous',
+        claim_token_expires: started.claimTokenExpiresAt.toISOString(),
+        claim_attempt: claimBlock(started.claim),
+      };
     }
     // service_auth: the spec's full registration record, with the token the agent just sent.
     return {
@@ -221,7 +241,8 @@ function identityInput(body: z.infer<typeof IdentityBody>): StartRegistrationInp
   }
   if (type === 'anonymous') return { type: 'anonymous' };
   if (type === 'service_auth') {
-    if (typeof body.login_hint !== 'string') throw new ServiceError('invalid_login_hint', 'service_auth needs login_hint: the email address of the account that will claim this agent.', 'login_hint');
+    if (typeof body.login_hint !== 'string')
+      throw new ServiceError('invalid_login_hint', 'service_auth needs login_hint: the email address of the account that will claim this agent.', 'login_hint');
     return { type: 'service_auth', loginHint: body.login_hint };
   }
   throw new ServiceError('invalid_request', 'type must be "anonymous" or "service_auth".', 'type');

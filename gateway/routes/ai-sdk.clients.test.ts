@@ -41,7 +41,17 @@ const TOOL_CALL = {
   object: 'chat.completion',
   created: 1_700_000_000,
   model: 'x',
-  choices: [{ index: 0, message: { role: 'assistant', content: null, tool_calls: [{ id: 'call_42', type: 'function', function: { name: 'weather', arguments: '{"city":"Zürich"}' } }] }, finish_reason: 'tool_calls' }],
+  choices: [
+    {
+      index: 0,
+      message: {
+        role: 'assistant',
+        content: null,
+        tool_calls: [{ id: 'call_42', type: 'function', function: { name: 'weather', arguments: '{"city":"Zürich"}' } }],
+      },
+      finish_reason: 'tool_calls',
+    },
+  ],
   usage: { prompt_tokens: 30, completion_tokens: 9, total_tokens: 39 },
 };
 
@@ -60,8 +70,18 @@ beforeAll(async () => {
   mkdirSync(join(h.testDb.dataDir, 'models'), { recursive: true });
   tiny = await writeTinyGguf(join(h.testDb.dataDir, 'models', 'local-llm.gguf'));
   await upsertModel(prisma, checkProtocol, { id: 'local-llm', modality: 'llm', prices: PRICES, upstream: { url: 'local:llama-cpp', protocol: 'llama-cpp' } });
-  await upsertModel(prisma, checkProtocol, { id: 'local-stt', modality: 'stt', prices: { picoPerSecond: STT_PRICE }, upstream: { url: 'local:pocketsphinx', protocol: 'pocketsphinx' } });
-  await upsertModel(prisma, checkProtocol, { id: 'local-flite', modality: 'tts', prices: { picoPerChar: FLITE_PRICE }, upstream: { url: 'local:flite', protocol: 'flite' } });
+  await upsertModel(prisma, checkProtocol, {
+    id: 'local-stt',
+    modality: 'stt',
+    prices: { picoPerSecond: STT_PRICE },
+    upstream: { url: 'local:pocketsphinx', protocol: 'pocketsphinx' },
+  });
+  await upsertModel(prisma, checkProtocol, {
+    id: 'local-flite',
+    modality: 'tts',
+    prices: { picoPerChar: FLITE_PRICE },
+    upstream: { url: 'local:flite', protocol: 'flite' },
+  });
   await seedPlatformVoices(prisma);
   await h.runtime.ctx.registry.refresh();
   await h.runtime.ctx.health.checkAll();
@@ -101,7 +121,13 @@ describe('generateText and streamText with openai(model): the Responses API', ()
     expect(result.finishReason).toBe('stop');
     expect(result.usage.inputTokens).toBe(input);
     expect(result.usage.outputTokens).toBe(output);
-    expect(await rowOf(result.response.headers)).toMatchObject({ modelId: model, route: 'responses', inputTokens: input, outputTokens: output, costMicros: llmCost(input, output) });
+    expect(await rowOf(result.response.headers)).toMatchObject({
+      modelId: model,
+      route: 'responses',
+      inputTokens: input,
+      outputTokens: output,
+      costMicros: llmCost(input, output),
+    });
   });
 
   it('generateText on the local llama.cpp engine: exactly the model reply, the engine token counts billed', async () => {
@@ -109,7 +135,12 @@ describe('generateText and streamText with openai(model): the Responses API', ()
     expect(result.text).toBe(tiny.reply);
     expect(result.usage.outputTokens).toBeGreaterThanOrEqual(tiny.replyTokens);
     const row = await rowOf(result.response.headers);
-    expect(row).toMatchObject({ route: 'responses', inputTokens: result.usage.inputTokens, outputTokens: result.usage.outputTokens, costMicros: llmCost(result.usage.inputTokens!, result.usage.outputTokens!) });
+    expect(row).toMatchObject({
+      route: 'responses',
+      inputTokens: result.usage.inputTokens,
+      outputTokens: result.usage.outputTokens,
+      costMicros: llmCost(result.usage.inputTokens!, result.usage.outputTokens!),
+    });
   });
 
   it.each([
@@ -135,7 +166,11 @@ describe('generateText and streamText with openai(model): the Responses API', ()
 
   it('a second turn that carries the first answer (the SDK sends it as an item_reference) reaches the chat-only engine as the assistant message', async () => {
     const first = await generateText({ model: provider()('chat-only'), prompt: 'Q1', maxRetries: 0 });
-    const second = await generateText({ model: provider()('chat-only'), messages: [{ role: 'user', content: 'Q1' }, ...first.response.messages, { role: 'user', content: 'Q2' }], maxRetries: 0 });
+    const second = await generateText({
+      model: provider()('chat-only'),
+      messages: [{ role: 'user', content: 'Q1' }, ...first.response.messages, { role: 'user', content: 'Q2' }],
+      maxRetries: 0,
+    });
     expect(second.text).toBe('Translated hello.');
     expect(JSON.parse(ups['chat-only']!.received.at(-1)!.body.toString()).messages).toEqual([
       { role: 'user', content: 'Q1' },
@@ -197,7 +232,12 @@ describe('transcription and speech', { timeout: 120_000 }, () => {
   });
 
   it('generateSpeech: mp3 by default; wav whose words the recogniser hears back through transcribe; billed per character', async () => {
-    const mp3 = await generateSpeech({ model: provider().speech('local-flite'), text: 'Please call me tomorrow morning about the meeting.', voice: 'flite-slt', maxRetries: 0 });
+    const mp3 = await generateSpeech({
+      model: provider().speech('local-flite'),
+      text: 'Please call me tomorrow morning about the meeting.',
+      voice: 'flite-slt',
+      maxRetries: 0,
+    });
     expect(mp3.audio.mediaType).toBe('audio/mpeg');
     expect(scanMpegFrames(mp3.audio.uint8Array).frames.length).toBeGreaterThan(10);
 
@@ -205,7 +245,11 @@ describe('transcription and speech', { timeout: 120_000 }, () => {
     const wav = await generateSpeech({ model: provider().speech('local-flite'), text, voice: 'flite-slt', outputFormat: 'wav', maxRetries: 0 });
     expect(wav.audio.mediaType).toBe('audio/wav');
     expect(parseWav(wav.audio.uint8Array).sampleRate).toBe(24000);
-    expect(await rowOf(wav.responses[0]!.headers)).toMatchObject({ route: 'audio.speech', characters: codePoints(text), costMicros: ttsCost(codePoints(text), FLITE_PRICE) });
+    expect(await rowOf(wav.responses[0]!.headers)).toMatchObject({
+      route: 'audio.speech',
+      characters: codePoints(text),
+      costMicros: ttsCost(codePoints(text), FLITE_PRICE),
+    });
     const heard = await transcribe({ model: provider().transcription('local-stt'), audio: wav.audio.uint8Array, maxRetries: 0 });
     expect(wer(CALL, heard.text)).toBeLessThanOrEqual(0.2);
   });
@@ -222,7 +266,10 @@ describe('errors arrive as the SDK errors', () => {
       () => generateSpeech({ model: bad.speech('local-flite'), text: 'x', voice: 'flite-slt', maxRetries: 0 }),
     ];
     for (const call of calls) {
-      const e = await call().then(() => null, (err: unknown) => err);
+      const e = await call().then(
+        () => null,
+        (err: unknown) => err,
+      );
       expect(APICallError.isInstance(e), String(e)).toBe(true);
       expect((e as APICallError).statusCode).toBe(401);
     }
@@ -244,7 +291,10 @@ describe('errors arrive as the SDK errors', () => {
       () => transcribe({ model: broke.transcription('local-stt'), audio: wav, maxRetries: 0 }),
       () => generateSpeech({ model: broke.speech('local-flite'), text: 'x', voice: 'flite-slt', maxRetries: 0 }),
     ]) {
-      const e = (await call().then(() => null, (err: unknown) => err)) as APICallError;
+      const e = (await call().then(
+        () => null,
+        (err: unknown) => err,
+      )) as APICallError;
       expect(APICallError.isInstance(e)).toBe(true);
       expect(e.statusCode).toBe(402);
       expect(JSON.parse(e.responseBody!).error.code).toBe('insufficient_quota');
@@ -254,7 +304,10 @@ describe('errors arrive as the SDK errors', () => {
   });
 
   it('an unknown model: 404 model_not_found', async () => {
-    const e = (await generateText({ model: provider()('no-such-model'), prompt: 'x', maxRetries: 0 }).then(() => null, (err: unknown) => err)) as APICallError;
+    const e = (await generateText({ model: provider()('no-such-model'), prompt: 'x', maxRetries: 0 }).then(
+      () => null,
+      (err: unknown) => err,
+    )) as APICallError;
     expect(e.statusCode).toBe(404);
     expect(JSON.parse(e.responseBody!).error.code).toBe('model_not_found');
   });

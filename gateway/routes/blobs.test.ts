@@ -31,12 +31,18 @@ describe('POST /blobs under concurrency', () => {
   it('40 racing uploads with room for 10: exactly 10 are stored, the rest 413, never over the quota', async () => {
     const org = await otherOrg(h);
     // ~1 MB of 16 kHz audio.
-    const wav = encodeWav(Float32Array.from({ length: 500_000 }, (_, i) => 0.3 * Math.sin(i / 9)), 16000, 'pcm_s16le');
+    const wav = encodeWav(
+      Float32Array.from({ length: 500_000 }, (_, i) => 0.3 * Math.sin(i / 9)),
+      16000,
+      'pcm_s16le',
+    );
     const size = wav.length;
     const fits = 10;
     // A live blob taking all but room for 10 uploads and a bit (not 11).
     const used = MAX_ORG_BLOB_BYTES - fits * size - (size - 1);
-    await h.testDb.db.prisma.blob.create({ data: { id: newId('blob'), orgId: org.orgId, contentType: 'audio/wav', sizeBytes: used, sha256: 'x', storageKey: 'none' } });
+    await h.testDb.db.prisma.blob.create({
+      data: { id: newId('blob'), orgId: org.orgId, contentType: 'audio/wav', sizeBytes: used, sha256: 'x', storageKey: 'none' },
+    });
     await h.testDb.db.prisma.org.update({ where: { id: org.orgId }, data: { blobBytes: used } });
 
     const results = await Promise.all(Array.from({ length: 40 }, () => uploadBlob(h, wav, org.headers)));

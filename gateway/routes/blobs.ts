@@ -37,16 +37,29 @@ export function registerBlobRoutes(app: FastifyInstance, ctx: GatewayContext): v
       bytes = request.body;
     }
     if (!bytes || bytes.length === 0) {
-      throw new ServiceError('invalid_request', "Send the audio as multipart/form-data in the field 'file', or as the request body with Content-Type audio/wav (or application/octet-stream for raw 16-bit PCM with ?sample_rate=).", 'file');
+      throw new ServiceError(
+        'invalid_request',
+        "Send the audio as multipart/form-data in the field 'file', or as the request body with Content-Type audio/wav (or application/octet-stream for raw 16-bit PCM with ?sample_rate=).",
+        'file',
+      );
     }
     if (bytes.length > MAX_BLOB_BYTES) throw blobTooLarge();
     if (declaredWav && bytes.subarray(0, 4).toString('latin1') !== 'RIFF') {
-      throw new ServiceError('unsupported_audio_format', 'The body is declared audio/wav but is not a WAV file; send raw PCM as application/octet-stream with ?sample_rate=.', 'file');
+      throw new ServiceError(
+        'unsupported_audio_format',
+        'The body is declared audio/wav but is not a WAV file; send raw PCM as application/octet-stream with ?sample_rate=.',
+        'file',
+      );
     }
     // Measured from the header: a stored blob is decoded only when a clone uses it.
     const clip = measureClipFile(bytes, parseSampleRateParam(rate, null));
     if (clip.frames === 0) throw new ServiceError('invalid_request', 'The audio holds no samples.', 'file');
-    const blob = await storeBlob(prisma, ctx.config.dataDir, { orgId: request.auth.orgId, contentType: 'audio/wav', bytes: clip.wav, durationMs: clip.durationMs });
+    const blob = await storeBlob(prisma, ctx.config.dataDir, {
+      orgId: request.auth.orgId,
+      contentType: 'audio/wav',
+      bytes: clip.wav,
+      durationMs: clip.durationMs,
+    });
     return reply.code(201).send(blob);
   });
 
@@ -58,7 +71,10 @@ export function registerBlobRoutes(app: FastifyInstance, ctx: GatewayContext): v
   app.get('/blobs/:id/content', keyed, async (request, reply) => {
     const { id } = parseInput(BlobIdParams, request.params, { body: false });
     const blob = await getBlobOrThrow(prisma, request.auth.orgId, id);
-    return reply.type(blob.contentType).header('content-length', blob.sizeBytes).send(await readBlobBytes(ctx.config.dataDir, blob));
+    return reply
+      .type(blob.contentType)
+      .header('content-length', blob.sizeBytes)
+      .send(await readBlobBytes(ctx.config.dataDir, blob));
   });
 
   app.delete('/blobs/:id', keyed, async (request) => {

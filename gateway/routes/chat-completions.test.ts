@@ -281,7 +281,11 @@ describe('POST /v1/chat/completions: forwarding', () => {
     const chunk = (delta: unknown, finish: string | null = null) =>
       `data: ${JSON.stringify({ id: 'c', object: 'chat.completion.chunk', created: 1, model: 'm', choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
     const sse =
-      chunk({ role: 'assistant', content: null, tool_calls: [{ index: 0, id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '' } }] }) +
+      chunk({
+        role: 'assistant',
+        content: null,
+        tool_calls: [{ index: 0, id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '' } }],
+      }) +
       chunk({ tool_calls: [{ index: 0, function: { arguments: '{"city":' } }] }) +
       chunk({ tool_calls: [{ index: 0, function: { arguments: '"Paris"}' } }] }) +
       chunk({}, 'tool_calls') +
@@ -295,10 +299,25 @@ describe('POST /v1/chat/completions: forwarding', () => {
 
 describe('POST /v1/chat/completions: engine errors', () => {
   it.each([
-    { status: 400, body: { error: { message: 'max_tokens must be at least 1, got 0.', type: 'BadRequestError', param: 'max_tokens', code: 400 } }, message: 'max_tokens must be at least 1, got 0.', param: 'max_tokens' },
-    { status: 400, body: { object: 'error', message: "This model's maximum context length is 4096 tokens.", type: 'BadRequestError', param: null, code: 400 }, message: "This model's maximum context length is 4096 tokens.", param: null },
+    {
+      status: 400,
+      body: { error: { message: 'max_tokens must be at least 1, got 0.', type: 'BadRequestError', param: 'max_tokens', code: 400 } },
+      message: 'max_tokens must be at least 1, got 0.',
+      param: 'max_tokens',
+    },
+    {
+      status: 400,
+      body: { object: 'error', message: "This model's maximum context length is 4096 tokens.", type: 'BadRequestError', param: null, code: 400 },
+      message: "This model's maximum context length is 4096 tokens.",
+      param: null,
+    },
     { status: 422, body: { error: { message: 'messages: field required' } }, message: 'messages: field required', param: null },
-    { status: 422, body: { detail: 'Unprocessable: tools[0].function.name is missing' }, message: 'Unprocessable: tools[0].function.name is missing', param: null },
+    {
+      status: 422,
+      body: { detail: 'Unprocessable: tools[0].function.name is missing' },
+      message: 'Unprocessable: tools[0].function.name is missing',
+      param: null,
+    },
     { status: 413, body: { error: 'prompt too long' }, message: 'prompt too long', param: null },
   ])('engine $status -> 400 invalid_request with the engine message ($message)', async ({ status, body, message, param }) => {
     for (const stream of [false, true]) {
@@ -486,9 +505,29 @@ describe('POST /v1/chat/completions: billing', () => {
     const requestId = res.headers.get('x-request-id')!;
     const { ledger, usage } = await billingOf(requestId);
     expect(ledger).toHaveLength(1);
-    expect(ledger[0]).toMatchObject({ orgId: h.orgId, kind: 'usage', amountMicros: -7n, balanceAfterMicros: before - 7n, apiKeyId: h.keyId, requestId, description: `llm ${id}` });
+    expect(ledger[0]).toMatchObject({
+      orgId: h.orgId,
+      kind: 'usage',
+      amountMicros: -7n,
+      balanceAfterMicros: before - 7n,
+      apiKeyId: h.keyId,
+      requestId,
+      description: `llm ${id}`,
+    });
     expect(usage).toHaveLength(1);
-    expect(usage[0]).toMatchObject({ orgId: h.orgId, apiKeyId: h.keyId, modelId: id, modality: 'llm', route: 'chat.completions', requestId, inputTokens: 12, outputTokens: 7, characters: 0, audioMillis: 0, costMicros: 7n });
+    expect(usage[0]).toMatchObject({
+      orgId: h.orgId,
+      apiKeyId: h.keyId,
+      modelId: id,
+      modality: 'llm',
+      route: 'chat.completions',
+      requestId,
+      inputTokens: 12,
+      outputTokens: 7,
+      characters: 0,
+      audioMillis: 0,
+      costMicros: 7n,
+    });
     expect(await h.balanceMicros()).toBe(before - 7n);
   });
 
@@ -550,7 +589,10 @@ describe('POST /v1/chat/completions: upstream choice', () => {
     const live = await upstream({ kind: 'ok', text: 'from live' });
     const dead = await deadUrl();
     // The dead upstream is the weighted pick (weight 1000 against 1, Math.random fixed at 0.5).
-    const id = await model(h, [{ url: dead, weight: 1000 }, { url: live.baseUrl, weight: 1 }]);
+    const id = await model(h, [
+      { url: dead, weight: 1000 },
+      { url: live.baseUrl, weight: 1 },
+    ]);
     const entries = h.runtime.ctx.registry.all().find((m) => m.id === id)!.upstreams;
     const deadEntry = entries.find((u) => u.url === dead)!;
     const liveEntry = entries.find((u) => u.url === live.baseUrl)!;
@@ -626,7 +668,13 @@ describe('POST /v1/chat/completions: admission and request errors', () => {
 
   it.each([
     { name: 'no key', headers: { authorization: '' }, body: () => ({ model: 'x', messages: [] }), status: 401, code: 'invalid_api_key' },
-    { name: 'unknown key', headers: { authorization: 'Bearer sk_svc_doesnotexist' }, body: () => ({ model: 'x', messages: [] }), status: 401, code: 'invalid_api_key' },
+    {
+      name: 'unknown key',
+      headers: { authorization: 'Bearer sk_svc_doesnotexist' },
+      body: () => ({ model: 'x', messages: [] }),
+      status: 401,
+      code: 'invalid_api_key',
+    },
     { name: 'malformed JSON', headers: {}, body: () => '{"model":', status: 400, code: 'invalid_json' },
     { name: 'a JSON array', headers: {}, body: () => '[1,2]', status: 400, code: 'invalid_json' },
     { name: 'no model', headers: {}, body: () => ({ messages: [] }), status: 400, code: 'invalid_request', param: 'model' },

@@ -96,11 +96,24 @@ export function registerChatCompletionRoutes(app: FastifyInstance, ctx: GatewayC
       const input = usage?.prompt_tokens ?? estimateTokens(promptBytes);
       const output = usage?.completion_tokens ?? 0;
       const cost = llmCostMicros(model.prices, input, output);
-      const remaining = await ctx.core.charge(request.auth, request.id, cost, {
-        modelId: model.id, modality: 'llm', route: 'chat.completions', inputTokens: input, outputTokens: output,
-      }, hold);
+      const remaining = await ctx.core.charge(
+        request.auth,
+        request.id,
+        cost,
+        {
+          modelId: model.id,
+          modality: 'llm',
+          route: 'chat.completions',
+          inputTokens: input,
+          outputTokens: output,
+        },
+        hold,
+      );
       setSpendHeaders(reply, cost, remaining);
-      return reply.code(200).type(contentType || 'application/json').send(text);
+      return reply
+        .code(200)
+        .type(contentType || 'application/json')
+        .send(text);
     }
 
     // Streaming: relay events as they arrive. The spend header is the pre-request balance
@@ -286,7 +299,7 @@ function valueEnd(text: string, i: number): number {
   if (c === '"') return stringEnd(text, i);
   if (c === '{' || c === '[') {
     let depth = 0;
-    for (let j = i; j < text.length; ) {
+    for (let j = i; j < text.length;) {
       const d = text[j];
       if (d === '"') {
         j = stringEnd(text, j);

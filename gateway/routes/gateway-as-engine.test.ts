@@ -46,8 +46,18 @@ let bVoice = '';
 beforeAll(async () => {
   a = await startGateway({ creditsMicros: 100_000_000n, env: { SVC_HEALTH_CHECK_SECONDS: '3600' } });
   const pa = a.testDb.db.prisma;
-  await upsertModel(pa, checkProtocol, { id: 'local-flite', modality: 'tts', prices: { picoPerChar: A_TTS_PRICE }, upstream: { url: 'local:flite', protocol: 'flite' } });
-  await upsertModel(pa, checkProtocol, { id: 'local-stt', modality: 'stt', prices: { picoPerSecond: A_STT_PRICE }, upstream: { url: 'local:pocketsphinx', protocol: 'pocketsphinx' } });
+  await upsertModel(pa, checkProtocol, {
+    id: 'local-flite',
+    modality: 'tts',
+    prices: { picoPerChar: A_TTS_PRICE },
+    upstream: { url: 'local:flite', protocol: 'flite' },
+  });
+  await upsertModel(pa, checkProtocol, {
+    id: 'local-stt',
+    modality: 'stt',
+    prices: { picoPerSecond: A_STT_PRICE },
+    upstream: { url: 'local:pocketsphinx', protocol: 'pocketsphinx' },
+  });
   await seedPlatformVoices(pa);
   await a.runtime.ctx.registry.refresh();
   await a.runtime.ctx.health.checkAll();
@@ -55,8 +65,18 @@ beforeAll(async () => {
   process.env[A_KEY_ENV] = a.key;
   b = await startGateway({ creditsMicros: 100_000_000n, env: { SVC_HEALTH_CHECK_SECONDS: '3600' } });
   const pb = b.testDb.db.prisma;
-  await upsertModel(pb, checkProtocol, { id: 'b-tts', modality: 'tts', prices: { picoPerChar: B_TTS_PRICE }, upstream: { url: a.url, protocol: 'cartesia', upstreamModel: 'local-flite', apiKeyEnv: A_KEY_ENV } });
-  await upsertModel(pb, checkProtocol, { id: 'b-stt', modality: 'stt', prices: { picoPerSecond: B_STT_PRICE }, upstream: { url: `${a.url}/v1`, protocol: 'openai', upstreamModel: 'local-stt', apiKeyEnv: A_KEY_ENV } });
+  await upsertModel(pb, checkProtocol, {
+    id: 'b-tts',
+    modality: 'tts',
+    prices: { picoPerChar: B_TTS_PRICE },
+    upstream: { url: a.url, protocol: 'cartesia', upstreamModel: 'local-flite', apiKeyEnv: A_KEY_ENV },
+  });
+  await upsertModel(pb, checkProtocol, {
+    id: 'b-stt',
+    modality: 'stt',
+    prices: { picoPerSecond: B_STT_PRICE },
+    upstream: { url: `${a.url}/v1`, protocol: 'openai', upstreamModel: 'local-stt', apiKeyEnv: A_KEY_ENV },
+  });
   await b.runtime.ctx.registry.refresh();
   bVoice = newId('voice');
   await pb.voice.create({ data: { id: bVoice, orgId: b.orgId, name: 'through gateway A', tags: [] } });
@@ -142,7 +162,15 @@ async function expectBothBilledTts(id: string, aBefore: number, route: string): 
   const [aRow, ...more] = await aUsageSince(aBefore, 1);
   expect(more).toEqual([]);
   // A billed its own org, for its model, at its price: the cartesia module calls /tts/bytes.
-  expect(aRow).toMatchObject({ orgId: a.orgId, apiKeyId: a.keyId, modelId: 'local-flite', modality: 'tts', route: 'tts.bytes', characters, costMicros: costOf(characters, A_TTS_PRICE) });
+  expect(aRow).toMatchObject({
+    orgId: a.orgId,
+    apiKeyId: a.keyId,
+    modelId: 'local-flite',
+    modality: 'tts',
+    route: 'tts.bytes',
+    characters,
+    costMicros: costOf(characters, A_TTS_PRICE),
+  });
 }
 
 // ---------------------------------------------------------------------------------------
@@ -248,11 +276,20 @@ describe('B\u2019s transcription through A (protocol openai at ${A}/v1, A\u2019s
     expect(body.duration_seconds).toBe(millis / 1000);
     const bCost = audioCost(millis, B_STT_PRICE);
     const billed = await expectDebited(b, id, bCost);
-    expect(billed.usage).toEqual([expect.objectContaining({ orgId: b.orgId, modelId: 'b-stt', modality: 'stt', route: 'audio.transcriptions', audioMillis: millis, costMicros: bCost })]);
+    expect(billed.usage).toEqual([
+      expect.objectContaining({ orgId: b.orgId, modelId: 'b-stt', modality: 'stt', route: 'audio.transcriptions', audioMillis: millis, costMicros: bCost }),
+    ]);
     // B sent A the same audio (a 16 kHz WAV): A billed its org for exactly that.
     const [aRow, ...more] = await aUsageSince(aBefore, 1);
     expect(more).toEqual([]);
-    expect(aRow).toMatchObject({ orgId: a.orgId, modelId: 'local-stt', modality: 'stt', route: 'audio.transcriptions', audioMillis: millis, costMicros: audioCost(millis, A_STT_PRICE) });
+    expect(aRow).toMatchObject({
+      orgId: a.orgId,
+      modelId: 'local-stt',
+      modality: 'stt',
+      route: 'audio.transcriptions',
+      audioMillis: millis,
+      costMicros: audioCost(millis, A_STT_PRICE),
+    });
   });
 
   it('GET /stt/websocket on B: the speech in 100 ms frames, then silence: B\u2019s detector ends the turn, A transcribes the utterance, the final has the words; B bills exactly the audio sent, A the audio B uploaded', async () => {
@@ -288,7 +325,9 @@ describe('B\u2019s transcription through A (protocol openai at ${A}/v1, A\u2019s
     // price for the audio of that call.
     expect(await b.runtime.ctx.lifecycle.settled(10_000)).toBe(true);
     const aRows = await aUsageSince(aBefore, 1);
-    expect(aRows.every((r) => r.modelId === 'local-stt' && r.route === 'audio.transcriptions' && r.costMicros === audioCost(r.audioMillis, A_STT_PRICE))).toBe(true);
+    expect(aRows.every((r) => r.modelId === 'local-stt' && r.route === 'audio.transcriptions' && r.costMicros === audioCost(r.audioMillis, A_STT_PRICE))).toBe(
+      true,
+    );
     // The final calls cover every sample once (interim calls, if any completed, come on top).
     expect(aRows.reduce((n, r) => n + r.audioMillis, 0)).toBeGreaterThanOrEqual(millis);
     expect(aRows.some((r) => r.audioMillis >= millisOf(foxSamples.length))).toBe(true);

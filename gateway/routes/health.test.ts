@@ -11,7 +11,12 @@ let h: GatewayHarness;
 beforeAll(async () => {
   h = await startGateway({ env: { SVC_HEALTH_CHECK_SECONDS: '3600' } });
   const prisma = h.testDb.db.prisma;
-  await upsertModel(prisma, checkProtocol, { id: 'tokened-llm', modality: 'llm', prices: {}, upstream: { url: 'http://127.0.0.1:9/v1?token=tok_secret&x=1#frag_secret', protocol: 'openai' } });
+  await upsertModel(prisma, checkProtocol, {
+    id: 'tokened-llm',
+    modality: 'llm',
+    prices: {},
+    upstream: { url: 'http://127.0.0.1:9/v1?token=tok_secret&x=1#frag_secret', protocol: 'openai' },
+  });
   // Credentials in the URL are refused by upsert today; a row may hold them from before.
   await upsertModel(prisma, checkProtocol, { id: 'old-llm', modality: 'llm', prices: {}, upstream: { url: 'http://127.0.0.1:10/v1', protocol: 'openai' } });
   await prisma.upstream.updateMany({ where: { modelId: 'old-llm' }, data: { url: 'http://agent:hunter2@127.0.0.1:10/v1' } });

@@ -142,12 +142,16 @@ describe('HTTP route (GET /v1/models)', () => {
   ] as [string, Carried][])('%s: 401 naming the header ways only', async (_name, carried) => {
     const query = carried.query ? Object.fromEntries(Object.entries(carried.query).map(([k]) => [k, h.key])) : undefined;
     const message = await expect401(await getModels({ ...carried, query }), 'invalid_api_key');
-    expect(message).toBe('You did not provide an API key. Pass it in the Authorization header ("Bearer sk_svc_..." or "Token sk_svc_...") or the X-API-Key header.');
+    expect(message).toBe(
+      'You did not provide an API key. Pass it in the Authorization header ("Bearer sk_svc_..." or "Token sk_svc_...") or the X-API-Key header.',
+    );
   });
 
   it('two different keys (Authorization and X-API-Key) are refused, the same key twice is not', async () => {
     const message = await expect401(await getModels({ headers: { authorization: `Bearer ${h.key}`, 'x-api-key': keys.other } }), 'invalid_api_key');
-    expect(message).toBe('Two different API keys were sent, in the Authorization header and in the X-API-Key header; send one key (it may be repeated, but not differ).');
+    expect(message).toBe(
+      'Two different API keys were sent, in the Authorization header and in the X-API-Key header; send one key (it may be repeated, but not differ).',
+    );
     expect(message).not.toContain('sk_svc_');
     expect((await getModels({ headers: { authorization: `Token ${h.key}`, 'x-api-key': h.key } })).status).toBe(200);
   });
@@ -174,9 +178,21 @@ describe('WebSocket route (GET /stt/websocket)', () => {
   });
 
   it.each([
-    ['Authorization and ?api_key=', () => ({ headers: { authorization: `Bearer ${h.key}` }, query: { api_key: keys.other } }), 'in the Authorization header and in the api_key query parameter'],
-    ['?api_key= and ?access_token=', () => ({ query: { api_key: h.key, access_token: keys.other } }), 'in the api_key query parameter and in the access_token query parameter'],
-    ['X-API-Key and the subprotocol', () => ({ headers: { 'x-api-key': h.key }, protocols: ['realtime', `${KEY_PROTOCOL}${keys.other}`] }), 'in the X-API-Key header and in the openai-insecure-api-key.… subprotocol'],
+    [
+      'Authorization and ?api_key=',
+      () => ({ headers: { authorization: `Bearer ${h.key}` }, query: { api_key: keys.other } }),
+      'in the Authorization header and in the api_key query parameter',
+    ],
+    [
+      '?api_key= and ?access_token=',
+      () => ({ query: { api_key: h.key, access_token: keys.other } }),
+      'in the api_key query parameter and in the access_token query parameter',
+    ],
+    [
+      'X-API-Key and the subprotocol',
+      () => ({ headers: { 'x-api-key': h.key }, protocols: ['realtime', `${KEY_PROTOCOL}${keys.other}`] }),
+      'in the X-API-Key header and in the openai-insecure-api-key.… subprotocol',
+    ],
   ] as [string, () => Carried, string][])('two different keys (%s) are refused, naming where they came from', async (_name, carried, where) => {
     const message = await expectRefused(carried(), 'invalid_api_key');
     expect(message).toContain(where);
@@ -184,7 +200,11 @@ describe('WebSocket route (GET /stt/websocket)', () => {
   });
 
   it('the same key in several places is one key: the session opens', async () => {
-    await expectOpened({ headers: { authorization: `Token ${h.key}`, 'x-api-key': h.key }, query: { api_key: h.key, access_token: h.key }, protocols: [`${KEY_PROTOCOL}${h.key}`] });
+    await expectOpened({
+      headers: { authorization: `Token ${h.key}`, 'x-api-key': h.key },
+      query: { api_key: h.key, access_token: h.key },
+      protocols: [`${KEY_PROTOCOL}${h.key}`],
+    });
   });
 });
 

@@ -11,7 +11,19 @@ import { createApiKey } from '../../server/services/keys/create-api-key.ts';
 import { upsertModel } from '../../server/services/models/upsert-model.ts';
 import { createOrg } from '../../server/services/orgs/create-org.ts';
 import type { GatewayHarness } from '../../test/support/gateway-harness.ts';
-import { STT_PRICE, audioCost, concat, expectDebited, s16le, settleRecognizers, silence, speech, startSttGateway, wer, words } from '../../test/support/stt-routes.ts';
+import {
+  STT_PRICE,
+  audioCost,
+  concat,
+  expectDebited,
+  s16le,
+  settleRecognizers,
+  silence,
+  speech,
+  startSttGateway,
+  wer,
+  words,
+} from '../../test/support/stt-routes.ts';
 import { checkProtocol } from '../upstreams/protocols/index.ts';
 
 const FOX = 'the quick brown fox jumps over the lazy dog';
@@ -24,7 +36,12 @@ beforeAll(async () => {
   h = await startSttGateway();
   const prisma = h.testDb.db.prisma;
   // The SDK's and the plugins' default model, registered as a model of this gateway.
-  await upsertModel(prisma, checkProtocol, { id: 'nova-3', modality: 'stt', prices: { picoPerSecond: STT_PRICE }, upstream: { url: 'local:pocketsphinx', protocol: 'pocketsphinx' } });
+  await upsertModel(prisma, checkProtocol, {
+    id: 'nova-3',
+    modality: 'stt',
+    prices: { picoPerSecond: STT_PRICE },
+    upstream: { url: 'local:pocketsphinx', protocol: 'pocketsphinx' },
+  });
   await h.runtime.ctx.registry.refresh();
   const broke = await createOrg(h.testDb.db, { name: 'broke', creditsMicros: 0n });
   zeroKey = (await createApiKey(prisma, { orgId: broke.id, name: 'zero' })).key;
@@ -47,7 +64,9 @@ async function liveSession(apiKey: string, args: Parameters<DeepgramClient['list
   const messages: Message[] = [];
   const errors: Error[] = [];
   let onMessage: () => void = () => {};
-  const closed = new Promise<{ code: number; reason?: string }>((resolve) => connection.on('close', (event) => resolve({ code: event.code, reason: (event as { reason?: string }).reason })));
+  const closed = new Promise<{ code: number; reason?: string }>((resolve) =>
+    connection.on('close', (event) => resolve({ code: event.code, reason: (event as { reason?: string }).reason })),
+  );
   connection.on('message', (message) => {
     messages.push(message as unknown as Message);
     onMessage();
@@ -193,13 +212,19 @@ try {
 `;
 
 interface BatchOutcome {
-  data?: { metadata: { request_id: string; duration: number }; results: { channels: { alternatives: { transcript: string; words: unknown[] }[] }[]; utterances?: { transcript: string }[] } };
+  data?: {
+    metadata: { request_id: string; duration: number };
+    results: { channels: { alternatives: { transcript: string; words: unknown[] }[] }[]; utterances?: { transcript: string }[] };
+  };
   error?: { name: string; statusCode: number; body: Record<string, unknown>; requestId: string };
 }
 
 function transcribeFile(apiKey: string, audio: Buffer, options: Record<string, unknown>): Promise<BatchOutcome> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--input-type=module', '-e', BATCH_SCRIPT, '--', h.url, apiKey, JSON.stringify(options)], { cwd: process.cwd(), stdio: ['pipe', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, ['--input-type=module', '-e', BATCH_SCRIPT, '--', h.url, apiKey, JSON.stringify(options)], {
+      cwd: process.cwd(),
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
     let out = '';
     let err = '';
     child.stdout.on('data', (c: Buffer) => (out += c.toString()));

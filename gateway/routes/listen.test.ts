@@ -55,9 +55,19 @@ beforeAll(async () => {
   keys.revoked = revoked.key;
   keys.limited = (await createApiKey(prisma, { orgId: h.orgId, name: 'one per minute', rateLimitRpm: 1 })).key;
   // A Deepgram model name registered in the registry: Deepgram's clients work with their default model.
-  await upsertModel(prisma, checkProtocol, { id: 'nova-3', modality: 'stt', prices: { picoPerSecond: STT_PRICE }, upstream: { url: 'local:pocketsphinx', protocol: 'pocketsphinx' } });
+  await upsertModel(prisma, checkProtocol, {
+    id: 'nova-3',
+    modality: 'stt',
+    prices: { picoPerSecond: STT_PRICE },
+    upstream: { url: 'local:pocketsphinx', protocol: 'pocketsphinx' },
+  });
   // A batch-only stt model (ElevenLabs' Scribe: its protocol has no streaming transcription).
-  await upsertModel(prisma, checkProtocol, { id: 'remote-stt', modality: 'stt', prices: { picoPerSecond: STT_PRICE }, upstream: { url: 'http://127.0.0.1:9', protocol: 'elevenlabs', upstreamModel: 'scribe_v1' } });
+  await upsertModel(prisma, checkProtocol, {
+    id: 'remote-stt',
+    modality: 'stt',
+    prices: { picoPerSecond: STT_PRICE },
+    upstream: { url: 'http://127.0.0.1:9', protocol: 'elevenlabs', upstreamModel: 'scribe_v1' },
+  });
   await h.runtime.ctx.registry.refresh();
   await Promise.all([speech(FOX), speech(CALL), speech(CALL, 'rms'), speech(TABLE, 'awb')]);
 }, 120_000);
@@ -247,8 +257,12 @@ function expectResultsShape(r: DgResults, punctuate: boolean, requestId: string)
 
 // ---------------------------------------------------------------------------------------
 
-describe('refusals before the upgrade (HTTP answers with Deepgram\'s error fields added to the envelope)', () => {
-  function refusedUpgrade(query: Record<string, string>, headers: Record<string, string>, protocols: string[] = []): Promise<{ status: number; headers: IncomingMessage['headers']; body: string }> {
+describe("refusals before the upgrade (HTTP answers with Deepgram's error fields added to the envelope)", () => {
+  function refusedUpgrade(
+    query: Record<string, string>,
+    headers: Record<string, string>,
+    protocols: string[] = [],
+  ): Promise<{ status: number; headers: IncomingMessage['headers']; body: string }> {
     return new Promise((resolve, reject) => {
       const ws = new WebSocket(listenUrl(query), protocols, { headers });
       ws.on('open', () => {
@@ -268,13 +282,23 @@ describe('refusals before the upgrade (HTTP answers with Deepgram\'s error field
     });
   }
 
-  async function refused(q: Record<string, string>, headers: Record<string, string>, expected: { status: number; code: string; errCode: string; param: string | null }, protocols?: string[]) {
+  async function refused(
+    q: Record<string, string>,
+    headers: Record<string, string>,
+    expected: { status: number; code: string; errCode: string; param: string | null },
+    protocols?: string[],
+  ) {
     const before = await ledgerRowCount(h);
     const requestId = newRequestId('refused');
     const res = await refusedUpgrade(q, { 'x-request-id': requestId, ...headers }, protocols);
     expect(res.status, res.body).toBe(expected.status);
     expect(res.headers['content-type']).toMatch(/^application\/json/);
-    const body = JSON.parse(res.body) as { err_code: string; err_msg: string; request_id: string; error: { message: string; type: string; code: string; param: string | null } };
+    const body = JSON.parse(res.body) as {
+      err_code: string;
+      err_msg: string;
+      request_id: string;
+      error: { message: string; type: string; code: string; param: string | null };
+    };
     expect(Object.keys(body).sort()).toEqual(['err_code', 'err_msg', 'error', 'request_id']);
     expect({ code: body.error.code, param: body.error.param }, body.error.message).toEqual({ code: expected.code, param: expected.param });
     expect(body).toMatchObject({ err_code: expected.errCode, err_msg: body.error.message, request_id: requestId });
@@ -328,7 +352,12 @@ describe('refusals before the upgrade (HTTP answers with Deepgram\'s error field
   });
 
   it('404 for a model the registry does not hold (a Deepgram name not registered), saying how to use that name; 503 for a batch-only model', async () => {
-    const { body } = await refused({ model: 'nova-2-general' }, token(h.key), { status: 404, code: 'model_not_found', errCode: 'MODEL_NOT_FOUND', param: 'model' });
+    const { body } = await refused({ model: 'nova-2-general' }, token(h.key), {
+      status: 404,
+      code: 'model_not_found',
+      errCode: 'MODEL_NOT_FOUND',
+      param: 'model',
+    });
     expect(body.err_msg).toContain("register a model with the id 'nova-2-general'");
     await refused({ model: 'chat-model' }, token(h.key), { status: 404, code: 'model_not_found', errCode: 'MODEL_NOT_FOUND', param: 'model' });
     await refused({ model: 'remote-stt' }, token(h.key), { status: 503, code: 'model_offline', errCode: 'MODEL_OFFLINE', param: null });
@@ -343,7 +372,7 @@ describe('refusals before the upgrade (HTTP answers with Deepgram\'s error field
 });
 
 describe('live session', () => {
-  it('Authorization: Token, or the subprotocols token + key (Deepgram\'s browser clients); dg-request-id on the 101; nothing is sent before audio; CloseStream ends with Metadata, free without audio', async () => {
+  it("Authorization: Token, or the subprotocols token + key (Deepgram's browser clients); dg-request-id on the 101; nothing is sent before audio; CloseStream ends with Metadata, free without audio", async () => {
     const viaHeader = await connect({ model: 'local-stt' });
     const viaProtocol = await connect({ model: 'nova-3' }, { protocols: ['token', h.key] });
     expect(viaProtocol.ws.protocol).toBe('token');
@@ -357,53 +386,64 @@ describe('live session', () => {
     expect((await ledgerOf(h, viaHeader.requestId)).ledger).toHaveLength(0);
   });
 
-  it(
-    'what LiveKit sends (interim_results, vad_events, endpointing=300, utterance_end_ms, punctuate): SpeechStarted, interim then final Results, speech_final at the end of the utterance, UtteranceEnd; CloseStream bills exactly',
-    async () => {
-      const s = await speech(FOX);
-      const audio = concat(s.samples, silence(1.5));
-      const c = await connect({ model: 'local-stt', encoding: 'linear16', sample_rate: '16000', channels: '1', interim_results: 'true', vad_events: 'true', endpointing: '300', utterance_end_ms: '1000', punctuate: 'true', smart_format: 'true', no_delay: 'true', language: 'en-US' });
-      await c.stream(s16le(audio));
-      await c.until((e) => e.type === 'UtteranceEnd');
-      const metadata = await closeStream(c, millisOf(audio.length));
-      expect(metadata).toMatchObject({ models: ['local-stt'] });
+  it('what LiveKit sends (interim_results, vad_events, endpointing=300, utterance_end_ms, punctuate): SpeechStarted, interim then final Results, speech_final at the end of the utterance, UtteranceEnd; CloseStream bills exactly', async () => {
+    const s = await speech(FOX);
+    const audio = concat(s.samples, silence(1.5));
+    const c = await connect({
+      model: 'local-stt',
+      encoding: 'linear16',
+      sample_rate: '16000',
+      channels: '1',
+      interim_results: 'true',
+      vad_events: 'true',
+      endpointing: '300',
+      utterance_end_ms: '1000',
+      punctuate: 'true',
+      smart_format: 'true',
+      no_delay: 'true',
+      language: 'en-US',
+    });
+    await c.stream(s16le(audio));
+    await c.until((e) => e.type === 'UtteranceEnd');
+    const metadata = await closeStream(c, millisOf(audio.length));
+    expect(metadata).toMatchObject({ models: ['local-stt'] });
 
-      const started = c.ofType('SpeechStarted');
-      expect(started.length, summary(c.events)).toBeGreaterThanOrEqual(1);
-      expect(c.events.indexOf(started[0]!)).toBeLessThan(c.events.indexOf(finals(c)[0]!));
-      expect(Object.keys(started[0]!).sort()).toEqual(['channel', 'timestamp', 'type']);
-      expect(started[0]).toMatchObject({ channel: [0, 1] });
-      expect(started[0]!.timestamp as number).toBeLessThan(s.samples.length / 16000);
+    const started = c.ofType('SpeechStarted');
+    expect(started.length, summary(c.events)).toBeGreaterThanOrEqual(1);
+    expect(c.events.indexOf(started[0]!)).toBeLessThan(c.events.indexOf(finals(c)[0]!));
+    expect(Object.keys(started[0]!).sort()).toEqual(['channel', 'timestamp', 'type']);
+    expect(started[0]).toMatchObject({ channel: [0, 1] });
+    expect(started[0]!.timestamp as number).toBeLessThan(s.samples.length / 16000);
 
-      const interims = results(c).filter((r) => r.is_final === false);
-      expect(interims.length, summary(c.events)).toBeGreaterThanOrEqual(3);
-      for (const r of results(c)) expectResultsShape(r, true, c.requestId);
-      for (const r of interims) expect(r).toMatchObject({ speech_final: false, from_finalize: false });
+    const interims = results(c).filter((r) => r.is_final === false);
+    expect(interims.length, summary(c.events)).toBeGreaterThanOrEqual(3);
+    for (const r of results(c)) expectResultsShape(r, true, c.requestId);
+    for (const r of interims) expect(r).toMatchObject({ speech_final: false, from_finalize: false });
 
-      const speechFinal = finals(c).filter((r) => r.speech_final);
-      expect(speechFinal.length, summary(c.events)).toBeGreaterThanOrEqual(1);
-      expect(finals(c).every((r) => r.from_finalize === false)).toBe(true);
-      expect(wer(FOX, finalText(c)), finalText(c)).toBeLessThanOrEqual(0.25);
-      // Finals cover the audio in order, each starting where the one before ended.
-      let end = 0;
-      for (const r of finals(c)) {
-        expect(r.start).toBeCloseTo(end, 3);
-        end = r.start + r.duration;
-      }
-      // UtteranceEnd follows the last speech_final, at the end of the last word.
-      const utteranceEnd = c.ofType('UtteranceEnd');
-      expect(utteranceEnd).toHaveLength(1);
-      expect(Object.keys(utteranceEnd[0]!).sort()).toEqual(['channel', 'last_word_end', 'type']);
-      const lastSpeechFinal = speechFinal.at(-1)!;
-      expect(c.events.indexOf(lastSpeechFinal)).toBeLessThan(c.events.indexOf(utteranceEnd[0]!));
-      const lastWord = finals(c).flatMap((r) => r.channel.alternatives[0]!.words).at(-1)!;
-      expect(utteranceEnd[0]!.last_word_end).toBeCloseTo(lastWord.end, 3);
-      expect(c.ofType('Error')).toHaveLength(0);
-    },
-    60_000,
-  );
+    const speechFinal = finals(c).filter((r) => r.speech_final);
+    expect(speechFinal.length, summary(c.events)).toBeGreaterThanOrEqual(1);
+    expect(finals(c).every((r) => r.from_finalize === false)).toBe(true);
+    expect(wer(FOX, finalText(c)), finalText(c)).toBeLessThanOrEqual(0.25);
+    // Finals cover the audio in order, each starting where the one before ended.
+    let end = 0;
+    for (const r of finals(c)) {
+      expect(r.start).toBeCloseTo(end, 3);
+      end = r.start + r.duration;
+    }
+    // UtteranceEnd follows the last speech_final, at the end of the last word.
+    const utteranceEnd = c.ofType('UtteranceEnd');
+    expect(utteranceEnd).toHaveLength(1);
+    expect(Object.keys(utteranceEnd[0]!).sort()).toEqual(['channel', 'last_word_end', 'type']);
+    const lastSpeechFinal = speechFinal.at(-1)!;
+    expect(c.events.indexOf(lastSpeechFinal)).toBeLessThan(c.events.indexOf(utteranceEnd[0]!));
+    const lastWord = finals(c)
+      .flatMap((r) => r.channel.alternatives[0]!.words)
+      .at(-1)!;
+    expect(utteranceEnd[0]!.last_word_end).toBeCloseTo(lastWord.end, 3);
+    expect(c.ofType('Error')).toHaveLength(0);
+  }, 60_000);
 
-  it('Deepgram\'s defaults (no interim_results, vad_events, utterance_end_ms or punctuate; endpointing 10 ms, so 200 here): one speech_final final per sentence, plain words, no SpeechStarted or UtteranceEnd', async () => {
+  it("Deepgram's defaults (no interim_results, vad_events, utterance_end_ms or punctuate; endpointing 10 ms, so 200 here): one speech_final final per sentence, plain words, no SpeechStarted or UtteranceEnd", async () => {
     const s = await speech(CALL, 'rms');
     const audio = concat(s.samples, silence(1));
     const c = await connect({ model: 'local-stt' });
@@ -420,7 +460,7 @@ describe('live session', () => {
     expect(wer(CALL, finalText(c)), finalText(c)).toBeLessThanOrEqual(0.25);
   });
 
-  it('endpointing=false: finals come (the gateway\'s own turn detection cuts them) but none is speech_final; booleans in any case (Python clients send False)', async () => {
+  it("endpointing=false: finals come (the gateway's own turn detection cuts them) but none is speech_final; booleans in any case (Python clients send False)", async () => {
     const s = await speech(TABLE, 'awb');
     const audio = concat(s.samples, silence(1.5));
     const c = await connect({ model: 'local-stt', endpointing: 'False', interim_results: 'False' });
@@ -491,14 +531,21 @@ describe('live session', () => {
 
 describe('pre-recorded POST /v1/listen', () => {
   const post = (query: Record<string, string>, body: BodyInit | null, headers: Record<string, string> = {}) =>
-    fetch(`${h.url}/v1/listen?${new URLSearchParams(query)}`, { method: 'POST', headers: { authorization: `Token ${h.key}`, 'content-type': 'audio/wav', ...headers }, body });
+    fetch(`${h.url}/v1/listen?${new URLSearchParams(query)}`, {
+      method: 'POST',
+      headers: { authorization: `Token ${h.key}`, 'content-type': 'audio/wav', ...headers },
+      body,
+    });
 
   interface Prerecorded {
     metadata: Record<string, unknown>;
-    results: { channels: { alternatives: { transcript: string; confidence: number; words: DgWord[] }[] }[]; utterances?: { start: number; end: number; transcript: string; words: DgWord[]; channel: number }[] };
+    results: {
+      channels: { alternatives: { transcript: string; confidence: number; words: DgWord[] }[] }[];
+      utterances?: { start: number; end: number; transcript: string; words: DgWord[]; channel: number }[];
+    };
   }
 
-  it('a WAV body: Deepgram\'s answer (metadata, results.channels[0].alternatives[0] with words), the spend headers, the ledger exact', async () => {
+  it("a WAV body: Deepgram's answer (metadata, results.channels[0].alternatives[0] with words), the spend headers, the ledger exact", async () => {
     const s = await speech(FOX);
     const requestId = newRequestId('batch');
     const res = await post({ model: 'nova-3', punctuate: 'true' }, new Uint8Array(s.wav), { 'x-request-id': requestId });
@@ -525,12 +572,17 @@ describe('pre-recorded POST /v1/listen', () => {
     const a = trimSilence((await speech(FOX)).samples);
     const b = trimSilence((await speech(CALL, 'rms')).samples);
     const audio = concat(a, silence(1.5), b);
-    const res = await post({ model: 'local-stt', encoding: 'linear16', sample_rate: '16000', utterances: 'true' }, new Uint8Array(s16le(audio)), { 'content-type': 'application/octet-stream' });
+    const res = await post({ model: 'local-stt', encoding: 'linear16', sample_rate: '16000', utterances: 'true' }, new Uint8Array(s16le(audio)), {
+      'content-type': 'application/octet-stream',
+    });
     expect(res.status, await res.clone().text()).toBe(200);
     const body = (await res.json()) as Prerecorded;
     expect(body.metadata.duration).toBe(audio.length / 16000);
     const utterances = body.results.utterances!;
-    expect(utterances.map((u) => u.transcript), JSON.stringify(utterances)).toHaveLength(2);
+    expect(
+      utterances.map((u) => u.transcript),
+      JSON.stringify(utterances),
+    ).toHaveLength(2);
     expect(wer(FOX, utterances[0]!.transcript), utterances[0]!.transcript).toBeLessThanOrEqual(0.25);
     expect(wer(CALL, utterances[1]!.transcript), utterances[1]!.transcript).toBeLessThanOrEqual(0.25);
     expect(utterances[0]!.end).toBeLessThanOrEqual(a.length / 16000 + 0.05);
@@ -545,7 +597,10 @@ describe('pre-recorded POST /v1/listen', () => {
     const s = await speech(CALL);
     const audio = toRate(s.samples, 8000);
     const requestId = newRequestId('mulaw');
-    const res = await post({ model: 'local-stt', encoding: 'mulaw', sample_rate: '8000' }, new Uint8Array(encodeSamples(audio, 'pcm_mulaw')), { 'content-type': 'audio/basic', 'x-request-id': requestId });
+    const res = await post({ model: 'local-stt', encoding: 'mulaw', sample_rate: '8000' }, new Uint8Array(encodeSamples(audio, 'pcm_mulaw')), {
+      'content-type': 'audio/basic',
+      'x-request-id': requestId,
+    });
     expect(res.status, await res.clone().text()).toBe(200);
     const body = (await res.json()) as Prerecorded;
     expect(body.metadata.duration).toBe(audio.length / 8000);
@@ -554,13 +609,23 @@ describe('pre-recorded POST /v1/listen', () => {
     await expectDebited(h, requestId, audioCost(millisOf(audio.length, 8000)));
   });
 
-  it('refusals carry Deepgram\'s fields and cost nothing: a URL to fetch, no body, a compressed file, no key, a zero balance, an unknown model', async () => {
+  it("refusals carry Deepgram's fields and cost nothing: a URL to fetch, no body, a compressed file, no key, a zero balance, an unknown model", async () => {
     const before = await ledgerRowCount(h);
     const wav = new Uint8Array(wavFile([silence(0.5)], 16000));
     const cases: [Promise<Response>, number, string, string][] = [
-      [post({ model: 'local-stt' }, JSON.stringify({ url: 'https://example.com/a.wav' }), { 'content-type': 'application/json' }), 400, 'invalid_request', 'INVALID_REQUEST'],
+      [
+        post({ model: 'local-stt' }, JSON.stringify({ url: 'https://example.com/a.wav' }), { 'content-type': 'application/json' }),
+        400,
+        'invalid_request',
+        'INVALID_REQUEST',
+      ],
       [post({ model: 'local-stt' }, null), 400, 'invalid_request', 'INVALID_REQUEST'],
-      [post({ model: 'local-stt' }, new Uint8Array(Buffer.concat([Buffer.from('ID3'), Buffer.alloc(400)]))), 400, 'unsupported_audio_format', 'UNSUPPORTED_AUDIO_FORMAT'],
+      [
+        post({ model: 'local-stt' }, new Uint8Array(Buffer.concat([Buffer.from('ID3'), Buffer.alloc(400)]))),
+        400,
+        'unsupported_audio_format',
+        'UNSUPPORTED_AUDIO_FORMAT',
+      ],
       [post({ model: 'local-stt' }, wav, { authorization: 'Token sk_svc_nope' }), 401, 'invalid_api_key', 'INVALID_AUTH'],
       [post({ model: 'local-stt' }, wav, { authorization: `Token ${keys.zero}` }), 402, 'insufficient_quota', 'ASR_PAYMENT_REQUIRED'],
       [post({ model: 'nova-2' }, wav), 404, 'model_not_found', 'MODEL_NOT_FOUND'],

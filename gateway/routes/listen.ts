@@ -94,7 +94,11 @@ function listenParams(q: Query): ListenParams {
   const rawEncoding = one(q, 'encoding');
   const encoding = rawEncoding === undefined || rawEncoding === '' ? 'pcm_s16le' : ENCODINGS[rawEncoding];
   if (!encoding) {
-    throw new ServiceError('invalid_request', `encoding must be one of ${Object.keys(ENCODINGS).join(', ')} (got ${JSON.stringify(rawEncoding)}); the gateway decodes raw PCM and G.711 only.`, 'encoding');
+    throw new ServiceError(
+      'invalid_request',
+      `encoding must be one of ${Object.keys(ENCODINGS).join(', ')} (got ${JSON.stringify(rawEncoding)}); the gateway decodes raw PCM and G.711 only.`,
+      'encoding',
+    );
   }
   const channels = one(q, 'channels');
   if (channels !== undefined && channels !== '' && channels !== '1') {
@@ -118,7 +122,11 @@ function listenModel(modelId: string | undefined, resolve: (id: string | undefin
     return resolve(modelId);
   } catch (err) {
     if (isServiceError(err) && err.code === 'model_not_found') {
-      throw new ServiceError('model_not_found', `${err.message} Pass the id of one of this gateway's stt models (GET /v1/models), or register a model with the id '${modelId}' to use that name.`, 'model');
+      throw new ServiceError(
+        'model_not_found',
+        `${err.message} Pass the id of one of this gateway's stt models (GET /v1/models), or register a model with the id '${modelId}' to use that name.`,
+        'model',
+      );
     }
     throw err;
   }
@@ -196,7 +204,11 @@ function utterancesOf(words: Word[], split: number, punctuate: boolean) {
 
 function bodyMissing(body: unknown): ServiceError {
   if (body !== null && typeof body === 'object' && !Buffer.isBuffer(body) && 'url' in body) {
-    return new ServiceError('invalid_request', 'This gateway does not fetch audio from a URL: send the audio itself as the request body (Content-Type audio/wav, audio/* or application/octet-stream).', 'url');
+    return new ServiceError(
+      'invalid_request',
+      'This gateway does not fetch audio from a URL: send the audio itself as the request body (Content-Type audio/wav, audio/* or application/octet-stream).',
+      'url',
+    );
   }
   return new ServiceError('invalid_request', 'Send the audio as the request body (Content-Type audio/wav, audio/* or application/octet-stream).', 'file');
 }
@@ -238,7 +250,8 @@ export async function registerListenRoutes(app: FastifyInstance, ctx: GatewayCon
       const wantUtterances = bool(q, 'utterances', false);
       const rawSplit = one(q, 'utt_split');
       const split = rawSplit === undefined || rawSplit === '' ? DEFAULT_UTT_SPLIT : Number(rawSplit);
-      if (!Number.isFinite(split) || split < 0) throw new ServiceError('invalid_request', `utt_split must be a number of seconds (got ${JSON.stringify(rawSplit)}).`, 'utt_split');
+      if (!Number.isFinite(split) || split < 0)
+        throw new ServiceError('invalid_request', `utt_split must be a number of seconds (got ${JSON.stringify(rawSplit)}).`, 'utt_split');
       if (!Buffer.isBuffer(request.body) || request.body.length === 0) throw bodyMissing(request.body);
       const sha256 = createHash('sha256').update(request.body).digest('hex');
       const audio = decodeBody(request.body, p, model);

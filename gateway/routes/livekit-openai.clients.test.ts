@@ -39,9 +39,22 @@ const VOICE = 'flite-slt' as openai.TTSVoices;
 
 /** A streamed tool call as OpenAI streams one (platform.openai.com/docs/api-reference/chat-streaming: the
  * call's id and name first, its arguments in pieces, finish_reason tool_calls), then the usage chunk. */
-const sseChunk = (body: object) => `data: ${JSON.stringify({ id: 'chatcmpl-tool', object: 'chat.completion.chunk', created: 1, model: 'lk-llm-tools', ...body })}\n\n`;
+const sseChunk = (body: object) =>
+  `data: ${JSON.stringify({ id: 'chatcmpl-tool', object: 'chat.completion.chunk', created: 1, model: 'lk-llm-tools', ...body })}\n\n`;
 const TOOL_STREAM =
-  sseChunk({ choices: [{ index: 0, delta: { role: 'assistant', content: null, tool_calls: [{ index: 0, id: 'call_7', type: 'function', function: { name: 'get_weather', arguments: '' } }] }, finish_reason: null }] }) +
+  sseChunk({
+    choices: [
+      {
+        index: 0,
+        delta: {
+          role: 'assistant',
+          content: null,
+          tool_calls: [{ index: 0, id: 'call_7', type: 'function', function: { name: 'get_weather', arguments: '' } }],
+        },
+        finish_reason: null,
+      },
+    ],
+  }) +
   sseChunk({ choices: [{ index: 0, delta: { tool_calls: [{ index: 0, function: { arguments: '{"city":' } }] }, finish_reason: null }] }) +
   sseChunk({ choices: [{ index: 0, delta: { tool_calls: [{ index: 0, function: { arguments: '"Oslo"}' } }] }, finish_reason: null }] }) +
   sseChunk({ choices: [{ index: 0, delta: {}, finish_reason: 'tool_calls' }] }) +
@@ -56,7 +69,12 @@ beforeAll(async () => {
   initializeLogger({ pretty: false, level: 'warn' });
   h = await startSttGateway();
   const prisma = h.testDb.db.prisma;
-  await upsertModel(prisma, checkProtocol, { id: 'local-flite', modality: 'tts', prices: { picoPerChar: FLITE_PRICE }, upstream: { url: 'local:flite', protocol: 'flite' } });
+  await upsertModel(prisma, checkProtocol, {
+    id: 'local-flite',
+    modality: 'tts',
+    prices: { picoPerChar: FLITE_PRICE },
+    upstream: { url: 'local:flite', protocol: 'flite' },
+  });
   await seedPlatformVoices(prisma);
   upstream = await startScriptedUpstream({ kind: 'stream', chunks: ['Voice ', 'agents ', 'talk', '.'] });
   toolUpstream = await startScriptedUpstream({ kind: 'raw', status: 200, contentType: 'text/event-stream', body: TOOL_STREAM });
@@ -197,7 +215,14 @@ describe('openai.LLM: chat streams through /v1/chat/completions', () => {
     expect(sent).toMatchObject({ model: 'lk-llm', stream: true, stream_options: { include_usage: true } });
     expect(JSON.stringify(sent.messages)).toContain('Say hello');
     const rows = await settledRows(orgId, 1);
-    expect(rows[0]).toMatchObject({ modelId: 'lk-llm', modality: 'llm', route: 'chat.completions', inputTokens: 10, outputTokens: 4, costMicros: llmCost(10, 4) });
+    expect(rows[0]).toMatchObject({
+      modelId: 'lk-llm',
+      modality: 'llm',
+      route: 'chat.completions',
+      inputTokens: 10,
+      outputTokens: 4,
+      costMicros: llmCost(10, 4),
+    });
   });
 
   it('collect(): the whole answer and its usage', async () => {
@@ -213,7 +238,11 @@ describe('openai.LLM: chat streams through /v1/chat/completions', () => {
   it('a function tool: the engine\u2019s streamed call arrives whole as the plugin\u2019s tool call; the tool reached the engine', async () => {
     const { orgId, key } = await orgWithKey();
     const model = new openai.LLM({ baseURL: `${h.url}/v1`, apiKey: key, model: 'lk-llm-tools' });
-    const getWeather = agentsLlm.tool({ description: 'Current weather in a city', parameters: z.object({ city: z.string() }), execute: async ({ city }) => `${city}: 4 °C` });
+    const getWeather = agentsLlm.tool({
+      description: 'Current weather in a city',
+      parameters: z.object({ city: z.string() }),
+      execute: async ({ city }) => `${city}: 4 °C`,
+    });
     const response = await model.chat({ chatCtx: chatContext('Weather in Oslo?'), toolCtx: { get_weather: getWeather }, connOptions: noRetry }).collect();
     await model.aclose();
     expect(response.toolCalls).toEqual([expect.objectContaining({ callId: 'call_7', name: 'get_weather', args: '{"city":"Oslo"}' })]);
@@ -235,7 +264,13 @@ describe('openai.TTS: /v1/audio/speech in pcm', { timeout: 60_000 }, () => {
     expectSpeechLevel(samples);
     expectTtsLength(samples, FOX);
     const rows = await settledRows(orgId, 1);
-    expect(rows[0]).toMatchObject({ modelId: 'local-flite', modality: 'tts', route: 'audio.speech', characters: codePoints(FOX), costMicros: costOf(codePoints(FOX), FLITE_PRICE) });
+    expect(rows[0]).toMatchObject({
+      modelId: 'local-flite',
+      modality: 'tts',
+      route: 'audio.speech',
+      characters: codePoints(FOX),
+      costMicros: costOf(codePoints(FOX), FLITE_PRICE),
+    });
   });
 
   it('stream(), as an AgentSession streams it (StreamAdapter + sentence tokenizer): each sentence synthesized and billed once', async () => {

@@ -31,7 +31,11 @@ describe('POST /v1/audio/transcriptions with a file that is not audio', () => {
     ['a PNG renamed .wav', PNG, 'fake.wav', /not a WAV file: it is a PNG image, not audio/],
   ])('%s -> 400 unsupported_audio_format, nothing billed', async (_name, bytes, filename, message) => {
     const [balance, rows] = [await stt.balanceMicros(), await ledgerRowCount(stt)];
-    const error = await expectError(await transcribe(stt, bytes, { model: 'local-stt' }, { filename }), { status: 400, code: 'unsupported_audio_format', param: 'file' });
+    const error = await expectError(await transcribe(stt, bytes, { model: 'local-stt' }, { filename }), {
+      status: 400,
+      code: 'unsupported_audio_format',
+      param: 'file',
+    });
     expect(error.message).toMatch(message);
     expect(await stt.balanceMicros()).toBe(balance);
     expect(await ledgerRowCount(stt)).toBe(rows);
@@ -60,7 +64,11 @@ describe('POST /voices/clone and POST /blobs with a file that is not audio', () 
     const form = new FormData();
     form.set('file', new Blob([new Uint8Array(NOTES)]), 'notes.wav');
     const multipart = await fetch(`${tts.url}/blobs`, { method: 'POST', headers: { authorization: tts.headers.authorization! }, body: form });
-    const raw = await fetch(`${tts.url}/blobs?sample_rate=16000`, { method: 'POST', headers: { authorization: tts.headers.authorization!, 'content-type': 'application/octet-stream' }, body: new Uint8Array(NOTES) });
+    const raw = await fetch(`${tts.url}/blobs?sample_rate=16000`, {
+      method: 'POST',
+      headers: { authorization: tts.headers.authorization!, 'content-type': 'application/octet-stream' },
+      body: new Uint8Array(NOTES),
+    });
     for (const res of [multipart, raw]) {
       const error = await expectError(res, { status: 400, code: 'unsupported_audio_format', param: 'file' });
       expect(error.message).toMatch(/not a WAV file: it is text/);

@@ -81,7 +81,11 @@ beforeAll(async () => {
   await addModel('oa-dies', { kind: 'stream', chunks: ['par', 'tial', 'never'], dieAfter: 2, delayMs: 20 });
   await addModel('oa-tools', { kind: 'raw', status: 200, contentType: 'application/json', body: JSON.stringify(TOOL_ANSWER) });
   await addModel('oa-tools-stream', { kind: 'raw', status: 200, contentType: 'text/event-stream', body: TOOL_STREAM });
-  await addModel('oa-bad-request', { kind: 'error', status: 400, body: { error: { message: 'max_tokens must be at least 1, got -5.', type: 'BadRequestError', param: 'max_tokens', code: 400 } } });
+  await addModel('oa-bad-request', {
+    kind: 'error',
+    status: 400,
+    body: { error: { message: 'max_tokens must be at least 1, got -5.', type: 'BadRequestError', param: 'max_tokens', code: 400 } },
+  });
   await addModel('oa-engine-500', { kind: 'error', status: 500, body: { error: { message: 'CUDA out of memory' } } });
   await addModel('oa-down', await deadUrl());
   await addModel('oa-off', { kind: 'ok' }, 'disabled');

@@ -115,18 +115,40 @@ describe('happy paths', () => {
     const { dicts } = await json<{ dicts: Record<string, unknown>[] }>(await call('GET', '/pronunciation-dicts'), 200);
     const ids = dicts.map((d) => d.id);
     expect(ids.indexOf(newer.id)).toBeLessThan(ids.indexOf(older.id));
-    expect(dicts.find((d) => d.id === older.id)).toEqual({ id: older.id, name: 'older', entry_count: 1, created_at: older.created_at, updated_at: older.updated_at });
+    expect(dicts.find((d) => d.id === older.id)).toEqual({
+      id: older.id,
+      name: 'older',
+      entry_count: 1,
+      created_at: older.created_at,
+      updated_at: older.updated_at,
+    });
     for (const d of dicts) expect(Object.keys(d).sort()).toEqual(['created_at', 'entry_count', 'id', 'name', 'updated_at']);
   });
 
   it('PATCH renames and keeps the entries; PATCH entries replaces them all and keeps the name', async () => {
-    const d = await create({ name: 'v1', entries: [{ grapheme: 'one', alias: '1' }, { grapheme: 'two', alias: '2' }] });
+    const d = await create({
+      name: 'v1',
+      entries: [
+        { grapheme: 'one', alias: '1' },
+        { grapheme: 'two', alias: '2' },
+      ],
+    });
     await new Promise((r) => setTimeout(r, 5));
     const renamed = await json<Dict>(await call('PATCH', `/pronunciation-dicts/${d.id}`, { body: { name: 'v2' } }), 200);
     expect(renamed).toMatchObject({ id: d.id, name: 'v2', entry_count: 2, entries: d.entries, created_at: d.created_at });
     expect(Date.parse(renamed.updated_at)).toBeGreaterThan(Date.parse(d.updated_at));
 
-    const replaced = await json<Dict>(await call('PATCH', `/pronunciation-dicts/${d.id}`, { body: { entries: [{ grapheme: 'three', phoneme: 'Tri:' }, { grapheme: 'one', alias: 'uno' }] } }), 200);
+    const replaced = await json<Dict>(
+      await call('PATCH', `/pronunciation-dicts/${d.id}`, {
+        body: {
+          entries: [
+            { grapheme: 'three', phoneme: 'Tri:' },
+            { grapheme: 'one', alias: 'uno' },
+          ],
+        },
+      }),
+      200,
+    );
     expect(replaced).toMatchObject({
       name: 'v2',
       entry_count: 2,
@@ -157,7 +179,11 @@ describe('happy paths', () => {
 
   it('a full dictionary of large entries fits in one request (over the gateway\u2019s default 1 MB body cap)', async () => {
     // 10,000 entries at every per-entry maximum would be ~23 MB; the 8 MB body cap leaves ~800 bytes an entry.
-    const entries = Array.from({ length: MAX_ENTRIES_PER_DICT }, (_, i) => ({ grapheme: `${i}`.padEnd(100, 'g'), alias: 'é'.repeat(300), case_sensitive: i % 2 === 0 }));
+    const entries = Array.from({ length: MAX_ENTRIES_PER_DICT }, (_, i) => ({
+      grapheme: `${i}`.padEnd(100, 'g'),
+      alias: 'é'.repeat(300),
+      case_sensitive: i % 2 === 0,
+    }));
     const body = JSON.stringify({ name: 'n'.repeat(100), entries });
     expect(Buffer.byteLength(body)).toBeGreaterThan(7 * 1024 * 1024);
     expect(Buffer.byteLength(body)).toBeLessThan(8 * 1024 * 1024);
@@ -206,13 +232,21 @@ describe('errors', () => {
     ['case_sensitive a string', { name: 'n', entries: [valid({ case_sensitive: 'yes' })] }, E(400, 'invalid_request', 'entries[0].case_sensitive')],
     ['an unknown field', { name: 'n', entires: [] }, E(400, 'invalid_request', 'entires')],
     ['an unknown entry field', { name: 'n', entries: [valid({ sounds_like: 'x' })] }, E(400, 'invalid_request', 'entries[0].sounds_like')],
-    ['the same grapheme twice, ignoring case', { name: 'n', entries: [valid(), valid({ grapheme: 'sql', alias: 'S Q L' })] }, E(400, 'invalid_request', 'entries[1].grapheme')],
+    [
+      'the same grapheme twice, ignoring case',
+      { name: 'n', entries: [valid(), valid({ grapheme: 'sql', alias: 'S Q L' })] },
+      E(400, 'invalid_request', 'entries[1].grapheme'),
+    ],
     [
       'the fourth entry bad (the spec\u2019s param example)',
       { name: 'n', entries: [valid({ grapheme: 'a' }), valid({ grapheme: 'b' }), valid({ grapheme: 'c' }), valid({ grapheme: 'd', alias: '' })] },
       E(400, 'invalid_request', 'entries[3].alias'),
     ],
-    ['too many entries', { name: 'n', entries: Array.from({ length: MAX_ENTRIES_PER_DICT + 1 }, (_, i) => valid({ grapheme: `w${i}` })) }, E(400, 'invalid_request', 'entries')],
+    [
+      'too many entries',
+      { name: 'n', entries: Array.from({ length: MAX_ENTRIES_PER_DICT + 1 }, (_, i) => valid({ grapheme: `w${i}` })) },
+      E(400, 'invalid_request', 'entries'),
+    ],
   ];
 
   it.each(cases)('POST: %s', async (_label, body, expected) => {
@@ -228,8 +262,13 @@ describe('errors', () => {
 
   it('messages tell a missing field from one of the wrong type', async () => {
     expect((await expectError(await call('POST', '/pronunciation-dicts', { body: {} }), E(400, 'invalid_request', 'name'))).message).toBe('name: is required');
-    expect((await expectError(await call('POST', '/pronunciation-dicts', { body: { name: 1 } }), E(400, 'invalid_request', 'name'))).message).toBe('name: must be a string');
-    const neither = await expectError(await call('POST', '/pronunciation-dicts', { body: { name: 'n', entries: [{ grapheme: 'x' }] } }), E(400, 'invalid_request', 'entries[0].alias'));
+    expect((await expectError(await call('POST', '/pronunciation-dicts', { body: { name: 1 } }), E(400, 'invalid_request', 'name'))).message).toBe(
+      'name: must be a string',
+    );
+    const neither = await expectError(
+      await call('POST', '/pronunciation-dicts', { body: { name: 'n', entries: [{ grapheme: 'x' }] } }),
+      E(400, 'invalid_request', 'entries[0].alias'),
+    );
     expect(neither.message).toBe('entries[0].alias: give an alias (replacement text) or a phoneme');
   });
 
@@ -257,7 +296,10 @@ describe('errors', () => {
   });
 
   it('an unknown content type -> 415 unsupported_media_type', async () => {
-    await expectError(await call('POST', '/pronunciation-dicts', { raw: '<dict/>', headers: { 'content-type': 'application/xml' } }), E(415, 'unsupported_media_type'));
+    await expectError(
+      await call('POST', '/pronunciation-dicts', { raw: '<dict/>', headers: { 'content-type': 'application/xml' } }),
+      E(415, 'unsupported_media_type'),
+    );
   });
 
   it('a body over 8 MB -> 413 body_too_large', async () => {
@@ -346,7 +388,11 @@ describe('isolation between orgs', () => {
   it('another org\u2019s dictionary is indistinguishable from a missing one on every route, and is left untouched', async () => {
     const mine = await create({ name: 'A private', entries: [{ grapheme: 'fox', alias: 'wolf' }] });
     const missing = `pdict_${'0'.repeat(20)}`;
-    for (const [method, body] of [['GET', undefined], ['PATCH', { name: 'stolen', entries: [] }], ['DELETE', undefined]] as const) {
+    for (const [method, body] of [
+      ['GET', undefined],
+      ['PATCH', { name: 'stolen', entries: [] }],
+      ['DELETE', undefined],
+    ] as const) {
       const theirs = await call(method, `/pronunciation-dicts/${mine.id}`, { body, key: keyB });
       const none = await call(method, `/pronunciation-dicts/${missing}`, { body, key: keyB });
       const a = await expectError(theirs, E(404, 'dict_not_found'));
@@ -395,13 +441,18 @@ describe('org limits', () => {
     // tens of seconds on a busy PostgreSQL.
     const last = MAX_ENTRIES_PER_ORG - 2;
     const numbers =
-      h.testDb.dialect === 'postgresql' ? `SELECT g FROM generate_series(0, ${last}) AS g` : `WITH RECURSIVE n(g) AS (SELECT 0 UNION ALL SELECT g + 1 FROM n WHERE g < ${last}) SELECT g FROM n`;
+      h.testDb.dialect === 'postgresql'
+        ? `SELECT g FROM generate_series(0, ${last}) AS g`
+        : `WITH RECURSIVE n(g) AS (SELECT 0 UNION ALL SELECT g + 1 FROM n WHERE g < ${last}) SELECT g FROM n`;
     await prisma.$executeRawUnsafe(
       `INSERT INTO "PronunciationEntry" ("id", "dictId", "position", "grapheme", "alias", "caseSensitive") SELECT 'pent_filler_' || g, ${h.testDb.dialect === 'postgresql' ? '$1' : '?'}, g, 'g' || g, 'a', false FROM (${numbers}) AS numbers`,
       filler,
     );
     expect(await prisma.pronunciationEntry.count({ where: { dictId: filler } })).toBe(MAX_ENTRIES_PER_ORG - 1);
-    const two = [{ grapheme: 'a', alias: 'b' }, { grapheme: 'c', alias: 'd' }];
+    const two = [
+      { grapheme: 'a', alias: 'b' },
+      { grapheme: 'c', alias: 'd' },
+    ];
     await expectError(await call('POST', '/pronunciation-dicts', { body: { name: 'over', entries: two }, key }), E(400, 'invalid_request', 'entries'));
     const d = await create({ name: 'exactly at the cap', entries: two.slice(0, 1) }, key);
     // Replacing its one entry with one is fine (its own entries do not count twice); two are not.
@@ -420,17 +471,26 @@ describe('TTS reads the dictionary as it is now', () => {
     expect(res.status, res.status === 200 ? '' : await res.clone().text()).toBe(200);
     return (await bytesOf(res)).length / 2;
   };
-  const speak = (dictId: string, key = keyA) => call('POST', '/tts/bytes', { body: ttsBody({ transcript: NASA, output_format: raw16k, pronunciation_dict_id: dictId }), key });
+  const speak = (dictId: string, key = keyA) =>
+    call('POST', '/tts/bytes', { body: ttsBody({ transcript: NASA, output_format: raw16k, pronunciation_dict_id: dictId }), key });
 
   it('POST, then PATCH the alias: the next synthesis says the new alias; after DELETE it is 404 dict_not_found', async () => {
     const d = await create({ name: 'space', entries: [{ grapheme: 'nasa', alias: 'the agency' }] });
     expect(await samplesOf(await speak(d.id))).toBe(natural('flite', 'slt', 'the agency launched it.').samples.length);
 
-    await json(await call('PATCH', `/pronunciation-dicts/${d.id}`, { body: { entries: [{ grapheme: 'nasa', alias: 'National Aeronautics and Space Administration' }] } }), 200);
+    await json(
+      await call('PATCH', `/pronunciation-dicts/${d.id}`, {
+        body: { entries: [{ grapheme: 'nasa', alias: 'National Aeronautics and Space Administration' }] },
+      }),
+      200,
+    );
     expect(await samplesOf(await speak(d.id))).toBe(natural('flite', 'slt', 'National Aeronautics and Space Administration launched it.').samples.length);
 
     // case_sensitive set through the API: "nasa" no longer matches "NASA".
-    await json(await call('PATCH', `/pronunciation-dicts/${d.id}`, { body: { entries: [{ grapheme: 'nasa', alias: 'the agency', case_sensitive: true }] } }), 200);
+    await json(
+      await call('PATCH', `/pronunciation-dicts/${d.id}`, { body: { entries: [{ grapheme: 'nasa', alias: 'the agency', case_sensitive: true }] } }),
+      200,
+    );
     expect(await samplesOf(await speak(d.id))).toBe(natural('flite', 'slt', NASA).samples.length);
 
     await expectError(await speak(d.id, keyB), E(404, 'dict_not_found', 'pronunciation_dict_id'));

@@ -62,9 +62,22 @@ const AFTER_TOOL_USAGE = { prompt_tokens: 52, completion_tokens: AFTER_TOOL.leng
 const afterTool: Behaviour = { kind: 'stream', chunks: AFTER_TOOL, usage: AFTER_TOOL_USAGE };
 
 /** A streamed tool call as OpenAI streams one (the call's id and name first, its arguments in pieces, finish_reason tool_calls), then the usage chunk. */
-const sseChunk = (body: object) => `data: ${JSON.stringify({ id: 'chatcmpl-tool', object: 'chat.completion.chunk', created: 1, model: 'rt-llm-tools', ...body })}\n\n`;
+const sseChunk = (body: object) =>
+  `data: ${JSON.stringify({ id: 'chatcmpl-tool', object: 'chat.completion.chunk', created: 1, model: 'rt-llm-tools', ...body })}\n\n`;
 const TOOL_STREAM =
-  sseChunk({ choices: [{ index: 0, delta: { role: 'assistant', content: null, tool_calls: [{ index: 0, id: 'call_7', type: 'function', function: { name: 'get_weather', arguments: '' } }] }, finish_reason: null }] }) +
+  sseChunk({
+    choices: [
+      {
+        index: 0,
+        delta: {
+          role: 'assistant',
+          content: null,
+          tool_calls: [{ index: 0, id: 'call_7', type: 'function', function: { name: 'get_weather', arguments: '' } }],
+        },
+        finish_reason: null,
+      },
+    ],
+  }) +
   sseChunk({ choices: [{ index: 0, delta: { tool_calls: [{ index: 0, function: { arguments: '{"city":' } }] }, finish_reason: null }] }) +
   sseChunk({ choices: [{ index: 0, delta: { tool_calls: [{ index: 0, function: { arguments: '"Oslo"}' } }] }, finish_reason: null }] }) +
   sseChunk({ choices: [{ index: 0, delta: {}, finish_reason: 'tool_calls' }] }) +
@@ -78,7 +91,12 @@ const SLOW: Behaviour = { kind: 'stream', chunks: SLOW_CHUNKS, delayMs: 100, usa
 /** The answer to the words spoken over the slow one. */
 const STOPPED = ['Okay, ', 'I ', 'will ', 'stop', '.'];
 const STOPPED_USAGE = { prompt_tokens: 60, completion_tokens: STOPPED.length };
-const WEATHER_TOOL = { type: 'function', name: 'get_weather', description: 'Current weather in a city', parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } } as const;
+const WEATHER_TOOL = {
+  type: 'function',
+  name: 'get_weather',
+  description: 'Current weather in a city',
+  parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
+} as const;
 
 let cert: TestCertificate;
 let defaultCAs: string[];
@@ -95,7 +113,12 @@ beforeAll(async () => {
   tls.setDefaultCACertificates([...defaultCAs, cert.ca]);
   h = await startSttGateway({ env: { SVC_TLS_CERT: cert.certPath, SVC_TLS_KEY: cert.keyPath } });
   const prisma = h.testDb.db.prisma;
-  await upsertModel(prisma, checkProtocol, { id: 'local-flite', modality: 'tts', prices: { picoPerChar: FLITE_PRICE }, upstream: { url: 'local:flite', protocol: 'flite' } });
+  await upsertModel(prisma, checkProtocol, {
+    id: 'local-flite',
+    modality: 'tts',
+    prices: { picoPerChar: FLITE_PRICE },
+    upstream: { url: 'local:flite', protocol: 'flite' },
+  });
   await seedPlatformVoices(prisma);
   llm = await startScriptedUpstream({ kind: 'stream', chunks: REPLY, usage: REPLY_USAGE });
   toolLlm = await startScriptedUpstream(toolCall);
@@ -292,11 +315,20 @@ async function expectLedger(orgId: string, expected: ExpectedLedger): Promise<Us
   expect(rows.map((r) => r.modality).filter((m) => m !== 'llm' && m !== 'tts' && m !== 'stt')).toEqual([]);
 
   // Debits of one session may share a timestamp: compared in a fixed order, not the ledger's.
-  const llmRow = (modelId: string | null, inputTokens: number, outputTokens: number, costMicros: bigint) => `${modelId} ${inputTokens}+${outputTokens} tokens: ${costMicros}`;
-  expect(byModality(rows, 'llm').map((r) => llmRow(r.modelId, r.inputTokens, r.outputTokens, r.costMicros)).sort()).toEqual(expected.llm.map((c) => llmRow(c.model, c.input, c.output, llmCost(c.input, c.output))).sort());
+  const llmRow = (modelId: string | null, inputTokens: number, outputTokens: number, costMicros: bigint) =>
+    `${modelId} ${inputTokens}+${outputTokens} tokens: ${costMicros}`;
+  expect(
+    byModality(rows, 'llm')
+      .map((r) => llmRow(r.modelId, r.inputTokens, r.outputTokens, r.costMicros))
+      .sort(),
+  ).toEqual(expected.llm.map((c) => llmRow(c.model, c.input, c.output, llmCost(c.input, c.output))).sort());
 
   const ttsRow = (modelId: string | null, characters: number, costMicros: bigint) => `${modelId} ${characters} chars: ${costMicros}`;
-  expect(byModality(rows, 'tts').map((r) => ttsRow(r.modelId, r.characters, r.costMicros)).sort()).toEqual(expected.ttsSpans.map((span) => ttsRow('local-flite', codePoints(span), costOf(codePoints(span), FLITE_PRICE))).sort());
+  expect(
+    byModality(rows, 'tts')
+      .map((r) => ttsRow(r.modelId, r.characters, r.costMicros))
+      .sort(),
+  ).toEqual(expected.ttsSpans.map((span) => ttsRow('local-flite', codePoints(span), costOf(codePoints(span), FLITE_PRICE))).sort());
 
   let heard = 0;
   for (const r of byModality(rows, 'stt')) {
@@ -355,7 +387,11 @@ describe('openai OpenAIRealtimeWS', { timeout: 60_000 }, () => {
 
     const answer = await log.until('response.done');
     const done = answer.at(-1)!.response as { status: string; output_modalities: string[]; usage: { input_tokens: number; output_tokens: number } };
-    expect(done).toMatchObject({ status: 'completed', output_modalities: ['audio'], usage: { input_tokens: REPLY_USAGE.prompt_tokens, output_tokens: REPLY_USAGE.completion_tokens } });
+    expect(done).toMatchObject({
+      status: 'completed',
+      output_modalities: ['audio'],
+      usage: { input_tokens: REPLY_USAGE.prompt_tokens, output_tokens: REPLY_USAGE.completion_tokens },
+    });
     // The question reached the LLM as its transcript.
     const sent = JSON.parse(llm.received.at(-1)!.body.toString()) as { messages: { role: string; content: string }[] };
     expect(sent.messages.at(-1)).toEqual({ role: 'user', content: transcript });
@@ -385,28 +421,39 @@ describe('openai OpenAIRealtimeWS', { timeout: 60_000 }, () => {
     await log.next('session.created');
     rt.send({ type: 'session.update', session: { type: 'realtime', tools: [WEATHER_TOOL], tool_choice: 'auto' } });
     expect((await log.next('session.updated')).session).toMatchObject({ tools: [WEATHER_TOOL] });
-    rt.send({ type: 'conversation.item.create', item: { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'What is the weather in Oslo?' }] } });
+    rt.send({
+      type: 'conversation.item.create',
+      item: { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'What is the weather in Oslo?' }] },
+    });
     rt.send({ type: 'response.create' });
 
     const first = await log.until('response.done');
     const args = ofType(first, 'response.function_call_arguments.done');
     expect(args).toEqual([expect.objectContaining({ call_id: 'call_7', name: 'get_weather', arguments: '{"city":"Oslo"}' })]);
     expect(deltas(first, 'response.function_call_arguments.delta').join('')).toBe('{"city":"Oslo"}');
-    expect(first.at(-1)!.response).toMatchObject({ status: 'completed', output: [{ type: 'function_call', call_id: 'call_7', name: 'get_weather', arguments: '{"city":"Oslo"}' }] });
+    expect(first.at(-1)!.response).toMatchObject({
+      status: 'completed',
+      output: [{ type: 'function_call', call_id: 'call_7', name: 'get_weather', arguments: '{"city":"Oslo"}' }],
+    });
 
     // The scripted engine's next answer is the one after the tool's result.
     toolLlm.behaviour = afterTool;
     rt.send({ type: 'conversation.item.create', item: { type: 'function_call_output', call_id: 'call_7', output: '{"temperature_c":4}' } });
     rt.send({ type: 'response.create' });
     const second = await log.until('response.done');
-    expect(second.at(-1)!.response).toMatchObject({ status: 'completed', usage: { input_tokens: AFTER_TOOL_USAGE.prompt_tokens, output_tokens: AFTER_TOOL_USAGE.completion_tokens } });
+    expect(second.at(-1)!.response).toMatchObject({
+      status: 'completed',
+      usage: { input_tokens: AFTER_TOOL_USAGE.prompt_tokens, output_tokens: AFTER_TOOL_USAGE.completion_tokens },
+    });
     const spoken = deltas(second, 'response.output_audio_transcript.delta');
     expect(spoken.join('')).toBe(AFTER_TOOL_TEXT);
     expect(audioOf(second).length).toBeGreaterThan(48_000);
 
     const requests = toolLlm.received.slice(before).map((r) => JSON.parse(r.body.toString()) as { messages: unknown[]; tools?: unknown[] });
     expect(requests).toHaveLength(2);
-    expect(requests[0]!.tools).toEqual([{ type: 'function', function: { name: 'get_weather', description: WEATHER_TOOL.description, parameters: WEATHER_TOOL.parameters } }]);
+    expect(requests[0]!.tools).toEqual([
+      { type: 'function', function: { name: 'get_weather', description: WEATHER_TOOL.description, parameters: WEATHER_TOOL.parameters } },
+    ]);
     expect(requests[1]!.messages).toEqual([
       { role: 'user', content: 'What is the weather in Oslo?' },
       { role: 'assistant', content: null, tool_calls: [{ id: 'call_7', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Oslo"}' } }] },
@@ -433,7 +480,11 @@ describe('openai OpenAIRealtimeWS', { timeout: 60_000 }, () => {
     rt.send({ type: 'conversation.item.create', item: { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'How is the weather?' }] } });
     rt.send({ type: 'response.create', response: { output_modalities: ['text'] } });
     const answer = await log.until('response.done');
-    expect(answer.at(-1)!.response).toMatchObject({ status: 'completed', output_modalities: ['text'], output: [{ type: 'message', role: 'assistant', content: [{ type: 'output_text', text: REPLY_TEXT }] }] });
+    expect(answer.at(-1)!.response).toMatchObject({
+      status: 'completed',
+      output_modalities: ['text'],
+      output: [{ type: 'message', role: 'assistant', content: [{ type: 'output_text', text: REPLY_TEXT }] }],
+    });
     expect(deltas(answer, 'response.output_text.delta')).toEqual(REPLY);
     expect(ofType(answer, 'response.output_text.done').map((e) => e.text)).toEqual([REPLY_TEXT]);
     expect(ofType(answer, 'response.output_audio.delta')).toEqual([]);
@@ -442,7 +493,11 @@ describe('openai OpenAIRealtimeWS', { timeout: 60_000 }, () => {
     rt.close();
     expect(await closed).toBe(1000);
     expect(errors).toEqual([]);
-    await expectLedger(orgId, { llm: [{ model: 'rt-llm', input: REPLY_USAGE.prompt_tokens, output: REPLY_USAGE.completion_tokens }], ttsSpans: [], sttMillis: 0 });
+    await expectLedger(orgId, {
+      llm: [{ model: 'rt-llm', input: REPLY_USAGE.prompt_tokens, output: REPLY_USAGE.completion_tokens }],
+      ttsSpans: [],
+      sttMillis: 0,
+    });
   });
 
   // openai's own types (resources/realtime/realtime.d.ts, ResponseContentPartAddedEvent.Part and
@@ -487,9 +542,18 @@ describe('openai OpenAIRealtimeWS', { timeout: 60_000 }, () => {
 
     const first = [...playing, ...(await log.until('response.done'))];
     expect(ofType(first, 'input_audio_buffer.speech_started')).toHaveLength(1);
-    type Done = { id: string; status: string; output: { id: string }[]; usage: { input_tokens: number; output_tokens: number; svc: { tts_characters: number } } };
+    type Done = {
+      id: string;
+      status: string;
+      output: { id: string }[];
+      usage: { input_tokens: number; output_tokens: number; svc: { tts_characters: number } };
+    };
     const done = first.at(-1)!.response as Done;
-    expect(done).toMatchObject({ status: 'cancelled', status_details: { type: 'cancelled', reason: 'turn_detected' }, output: [{ type: 'message', role: 'assistant', status: 'incomplete' }] });
+    expect(done).toMatchObject({
+      status: 'cancelled',
+      status_details: { type: 'cancelled', reason: 'turn_detected' },
+      output: [{ type: 'message', role: 'assistant', status: 'incomplete' }],
+    });
     const itemId = done.output[0]!.id;
     const spans = spokenSpans(first);
     const spoken = deltas(first, 'response.output_audio_transcript.delta').join('');
@@ -527,14 +591,21 @@ describe('openai OpenAIRealtimeWS', { timeout: 60_000 }, () => {
 
     // The words spoken over the answer are answered once it has ended; that LLM saw the answer as the app cut it.
     const secondDone = (await log.next('response.done')).response as Done;
-    expect(secondDone).toMatchObject({ status: 'completed', usage: { input_tokens: STOPPED_USAGE.prompt_tokens, output_tokens: STOPPED_USAGE.completion_tokens } });
+    expect(secondDone).toMatchObject({
+      status: 'completed',
+      usage: { input_tokens: STOPPED_USAGE.prompt_tokens, output_tokens: STOPPED_USAGE.completion_tokens },
+    });
     const second = log.events.filter((e) => e.response_id === secondDone.id);
     expect(deltas(second, 'response.output_audio_transcript.delta').join('')).toBe(STOPPED.join(''));
     const stopHeard = ofType(log.events, 'conversation.item.input_audio_transcription.completed').map((e) => e.transcript as string);
     expect(stopHeard).toHaveLength(1);
     const requests = slowLlm.received.slice(requestsBefore).map((r) => JSON.parse(r.body.toString()) as { messages: unknown[] });
     expect(requests).toHaveLength(2);
-    expect(requests[1]!.messages).toEqual([{ role: 'user', content: 'Talk for a while.' }, ...(byApp ? [{ role: 'assistant', content: byApp }] : []), { role: 'user', content: stopHeard[0] }]);
+    expect(requests[1]!.messages).toEqual([
+      { role: 'user', content: 'Talk for a while.' },
+      ...(byApp ? [{ role: 'assistant', content: byApp }] : []),
+      { role: 'user', content: stopHeard[0] },
+    ]);
 
     await speaking;
     rt.close();
@@ -562,14 +633,18 @@ describe('openai OpenAIRealtimeWS', { timeout: 60_000 }, () => {
     const pcm = toWholeSeconds(question);
     const LEFT = 40n;
     const [firstSpan, secondSpan] = REPLY_SPANS as [string, string];
-    const credit = audioCost(millisOf(pcm)) + llmCost(REPLY_USAGE.prompt_tokens, REPLY_USAGE.completion_tokens) + costOf(codePoints(firstSpan), FLITE_PRICE) + LEFT;
+    const credit =
+      audioCost(millisOf(pcm)) + llmCost(REPLY_USAGE.prompt_tokens, REPLY_USAGE.completion_tokens) + costOf(codePoints(firstSpan), FLITE_PRICE) + LEFT;
     expect(LEFT).toBeLessThan(costOf(codePoints(secondSpan), FLITE_PRICE));
     expect(LEFT).toBeLessThan(audioCost(1000));
     const again = await spokenPcm24('are you still there');
     const { orgId, key } = await orgWithKey(credit);
     const { rt, log, errors, closed } = openaiRealtime(key, 'rt-llm');
     await log.next('session.created');
-    rt.send({ type: 'session.update', session: { type: 'realtime', instructions: 'Answer in one sentence.', max_output_tokens: REPLY.length, audio: { input: { turn_detection: null } } } });
+    rt.send({
+      type: 'session.update',
+      session: { type: 'realtime', instructions: 'Answer in one sentence.', max_output_tokens: REPLY.length, audio: { input: { turn_detection: null } } },
+    });
     expect((await log.next('session.updated')).session).toMatchObject({ max_output_tokens: REPLY.length, audio: { input: { turn_detection: null } } });
 
     const append = (frame: Buffer) => rt.send({ type: 'input_audio_buffer.append', audio: frame.toString('base64') });
@@ -596,7 +671,12 @@ describe('openai OpenAIRealtimeWS', { timeout: 60_000 }, () => {
     expect(errors.map((e) => e.error?.code)).toEqual(['insufficient_quota', 'insufficient_quota']);
 
     await billed();
-    await expectLedger(orgId, { credit, llm: [{ model: 'rt-llm', input: REPLY_USAGE.prompt_tokens, output: REPLY_USAGE.completion_tokens }], ttsSpans: [firstSpan], sttMillis: millisOf(pcm) });
+    await expectLedger(orgId, {
+      credit,
+      llm: [{ model: 'rt-llm', input: REPLY_USAGE.prompt_tokens, output: REPLY_USAGE.completion_tokens }],
+      ttsSpans: [firstSpan],
+      sttMillis: millisOf(pcm),
+    });
     const prisma = h.testDb.db.prisma;
     expect((await prisma.org.findUniqueOrThrow({ where: { id: orgId } })).balanceMicros).toBe(LEFT);
     const entries = await prisma.ledgerEntry.findMany({ where: { orgId } });
@@ -746,11 +826,24 @@ describe('@openai/agents-realtime RealtimeSession over WebSocket', { timeout: 60
     session.sendMessage('What is the weather in Oslo?');
     const history = await historyWhere(session, (h) => messages(h, 'assistant').some((m) => m.status === 'completed' && transcriptOf(m) === AFTER_TOOL_TEXT));
     expect(calls).toEqual(['Oslo']);
-    expect(history.filter((i) => i.type === 'function_call')).toEqual([expect.objectContaining({ name: 'get_weather', arguments: '{"city":"Oslo"}', output: 'Oslo: 4 degrees', status: 'completed' })]);
+    expect(history.filter((i) => i.type === 'function_call')).toEqual([
+      expect.objectContaining({ name: 'get_weather', arguments: '{"city":"Oslo"}', output: 'Oslo: 4 degrees', status: 'completed' }),
+    ]);
 
-    const requests = toolLlm.received.slice(before).map((r) => JSON.parse(r.body.toString()) as { messages: { role: string; content?: unknown; tool_call_id?: string }[]; tools?: { function: { name: string; parameters: unknown } }[] });
+    const requests = toolLlm.received.slice(before).map(
+      (r) =>
+        JSON.parse(r.body.toString()) as {
+          messages: { role: string; content?: unknown; tool_call_id?: string }[];
+          tools?: { function: { name: string; parameters: unknown } }[];
+        },
+    );
     expect(requests).toHaveLength(2);
-    expect(requests[0]!.tools).toEqual([{ type: 'function', function: expect.objectContaining({ name: 'get_weather', parameters: expect.objectContaining({ properties: { city: { type: 'string' } } }) }) }]);
+    expect(requests[0]!.tools).toEqual([
+      {
+        type: 'function',
+        function: expect.objectContaining({ name: 'get_weather', parameters: expect.objectContaining({ properties: { city: { type: 'string' } } }) }),
+      },
+    ]);
     expect(requests[1]!.messages.at(-1)).toEqual({ role: 'tool', tool_call_id: 'call_7', content: 'Oslo: 4 degrees' });
 
     session.close();
@@ -817,7 +910,11 @@ describe('LiveKit openai.STT, realtime mode (/v1/realtime?intent=transcription)'
       }
     }
     await recognizer.close();
-    expect(received.map((e) => e.type).filter((t) => t === START_OF_SPEECH || t === END_OF_SPEECH || t === FINAL_TRANSCRIPT)).toEqual([START_OF_SPEECH, END_OF_SPEECH, FINAL_TRANSCRIPT]);
+    expect(received.map((e) => e.type).filter((t) => t === START_OF_SPEECH || t === END_OF_SPEECH || t === FINAL_TRANSCRIPT)).toEqual([
+      START_OF_SPEECH,
+      END_OF_SPEECH,
+      FINAL_TRANSCRIPT,
+    ]);
     const text = received.find((e) => e.type === FINAL_TRANSCRIPT)!.alternatives![0]!.text;
     expect(wer(QUESTION, text), text).toBeLessThanOrEqual(0.5);
     // The plugin's usage is the speech's span, from speech_started's audio_start_ms to speech_stopped's audio_end_ms.

@@ -14,7 +14,19 @@ import WebSocket from 'ws';
 import { appendAudio, openRealtime, realtimeUrl, responseAudio, spokenPcm24, type RealtimeEvent } from '../../test/support/realtime-client.ts';
 import { startOtlpCollector } from '../../test/support/otlp-collector.ts';
 import { startScriptedUpstream, type ScriptedUpstream } from '../../test/support/scripted-openai-upstream.ts';
-import { STT_PRICE, audioCost, concat, refusedUpgrade, settleRecognizers, silence, speech, startSttGateway, toRate, transcribe, wavFile } from '../../test/support/stt-routes.ts';
+import {
+  STT_PRICE,
+  audioCost,
+  concat,
+  refusedUpgrade,
+  settleRecognizers,
+  silence,
+  speech,
+  startSttGateway,
+  toRate,
+  transcribe,
+  wavFile,
+} from '../../test/support/stt-routes.ts';
 import { encodeSamples } from '../audio/sample-encoding.ts';
 import { FLITE_PRICE, costOf } from '../../test/support/tts-routes.ts';
 import { usageRows } from '../../test/support/usage-rows.ts';
@@ -32,10 +44,23 @@ let llm: ScriptedUpstream;
 let slowLlm: ScriptedUpstream;
 let toolLlm: ScriptedUpstream;
 
-const sseChunk = (body: object) => `data: ${JSON.stringify({ id: 'chatcmpl-tool', object: 'chat.completion.chunk', created: 1, model: 'rt-tools', ...body })}\n\n`;
+const sseChunk = (body: object) =>
+  `data: ${JSON.stringify({ id: 'chatcmpl-tool', object: 'chat.completion.chunk', created: 1, model: 'rt-tools', ...body })}\n\n`;
 /** A tool call streamed as OpenAI streams one (platform.openai.com/docs/api-reference/chat-streaming). */
 const TOOL_STREAM =
-  sseChunk({ choices: [{ index: 0, delta: { role: 'assistant', content: null, tool_calls: [{ index: 0, id: 'call_7', type: 'function', function: { name: 'get_weather', arguments: '' } }] }, finish_reason: null }] }) +
+  sseChunk({
+    choices: [
+      {
+        index: 0,
+        delta: {
+          role: 'assistant',
+          content: null,
+          tool_calls: [{ index: 0, id: 'call_7', type: 'function', function: { name: 'get_weather', arguments: '' } }],
+        },
+        finish_reason: null,
+      },
+    ],
+  }) +
   sseChunk({ choices: [{ index: 0, delta: { tool_calls: [{ index: 0, function: { arguments: '{"city":' } }] }, finish_reason: null }] }) +
   sseChunk({ choices: [{ index: 0, delta: { tool_calls: [{ index: 0, function: { arguments: '"Oslo"}' } }] }, finish_reason: null }] }) +
   sseChunk({ choices: [{ index: 0, delta: {}, finish_reason: 'tool_calls' }] }) +
@@ -48,11 +73,26 @@ beforeAll(async () => {
   // The shipped profile local-realtime: local-stt, local-llm (llama.cpp, here the tiny GGUF), local-flite.
   mkdirSync(join(h.testDb.dataDir, 'models'), { recursive: true });
   tiny = await writeTinyGguf(join(h.testDb.dataDir, 'models', 'local-llm.gguf'));
-  await upsertModel(prisma, checkProtocol, { id: 'local-llm', modality: 'llm', prices: { inputPicoPerToken: PRICE_IN, outputPicoPerToken: PRICE_OUT }, upstream: { url: 'local:llama-cpp', protocol: 'llama-cpp' } });
-  await upsertModel(prisma, checkProtocol, { id: 'local-flite', modality: 'tts', prices: { picoPerChar: FLITE_PRICE }, upstream: { url: 'local:flite', protocol: 'flite' } });
+  await upsertModel(prisma, checkProtocol, {
+    id: 'local-llm',
+    modality: 'llm',
+    prices: { inputPicoPerToken: PRICE_IN, outputPicoPerToken: PRICE_OUT },
+    upstream: { url: 'local:llama-cpp', protocol: 'llama-cpp' },
+  });
+  await upsertModel(prisma, checkProtocol, {
+    id: 'local-flite',
+    modality: 'tts',
+    prices: { picoPerChar: FLITE_PRICE },
+    upstream: { url: 'local:flite', protocol: 'flite' },
+  });
   await seedPlatformVoices(prisma);
   llm = await startScriptedUpstream({ kind: 'stream', chunks: REPLY, usage: { prompt_tokens: 40, completion_tokens: 6 } });
-  slowLlm = await startScriptedUpstream({ kind: 'stream', chunks: Array.from({ length: 40 }, (_, i) => `Sentence number ${i} is here. `), delayMs: 100, usage: { prompt_tokens: 40, completion_tokens: 200 } });
+  slowLlm = await startScriptedUpstream({
+    kind: 'stream',
+    chunks: Array.from({ length: 40 }, (_, i) => `Sentence number ${i} is here. `),
+    delayMs: 100,
+    usage: { prompt_tokens: 40, completion_tokens: 200 },
+  });
   toolLlm = await startScriptedUpstream({ kind: 'raw', status: 200, contentType: 'text/event-stream', body: TOOL_STREAM });
   const prices = { inputPicoPerToken: PRICE_IN, outputPicoPerToken: PRICE_OUT };
   await upsertModel(prisma, checkProtocol, { id: 'rt-llm', modality: 'llm', prices, upstream: { url: llm.baseUrl, protocol: 'openai' } });
@@ -91,7 +131,9 @@ describe('a conversation session', () => {
     const question = await spokenPcm24('what is the weather like today');
     appendAudio(c, question);
     const heard = await c.until('conversation.item.input_audio_transcription.completed');
-    expect(types(heard)).toEqual(expect.arrayContaining(['input_audio_buffer.speech_started', 'input_audio_buffer.speech_stopped', 'input_audio_buffer.committed']));
+    expect(types(heard)).toEqual(
+      expect.arrayContaining(['input_audio_buffer.speech_started', 'input_audio_buffer.speech_stopped', 'input_audio_buffer.committed']),
+    );
     const completed = heard.at(-1)!;
     expect(completed.transcript).toMatch(/weather/);
     const answer = await c.until('response.done');
@@ -104,7 +146,10 @@ describe('a conversation session', () => {
     for (let i = 0; i < samples.length; i++) samples[i] = audio.readInt16LE(i * 2) / 32768;
     const res = await transcribe(h, wavFile([samples], 24_000), { model: 'local-stt' });
     expect(((await res.json()) as { text: string }).text).toMatch(/weather/);
-    const transcript = answer.filter((e) => e.type === 'response.output_audio_transcript.delta').map((e) => e.delta).join('');
+    const transcript = answer
+      .filter((e) => e.type === 'response.output_audio_transcript.delta')
+      .map((e) => e.delta)
+      .join('');
     expect(transcript).toBe(REPLY_TEXT);
     await c.close();
     await billed();
@@ -206,9 +251,24 @@ describe('the beta protocol', () => {
     const { key } = await orgWithKey();
     const c = await openRealtime(h, key, { model: 'rt-llm' }, { 'openai-beta': 'realtime=v1' });
     await c.next('session.created');
-    c.send({ type: 'session.update', session: { modalities: ['text', 'audio'], voice: 'alloy', input_audio_format: 'pcm16', output_audio_format: 'g711_alaw', turn_detection: { type: 'semantic_vad', eagerness: 'high' }, input_audio_transcription: { model: 'whisper-1' } } });
+    c.send({
+      type: 'session.update',
+      session: {
+        modalities: ['text', 'audio'],
+        voice: 'alloy',
+        input_audio_format: 'pcm16',
+        output_audio_format: 'g711_alaw',
+        turn_detection: { type: 'semantic_vad', eagerness: 'high' },
+        input_audio_transcription: { model: 'whisper-1' },
+      },
+    });
     const updated = await c.next('session.updated');
-    expect(updated.session).toMatchObject({ audio: { output: { format: { type: 'audio/pcma' }, voice: expect.stringMatching(/^flite-/) }, input: { turn_detection: { type: 'semantic_vad', eagerness: 'high' } } } });
+    expect(updated.session).toMatchObject({
+      audio: {
+        output: { format: { type: 'audio/pcma' }, voice: expect.stringMatching(/^flite-/) },
+        input: { turn_detection: { type: 'semantic_vad', eagerness: 'high' } },
+      },
+    });
     c.send({ type: 'conversation.item.create', item: { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'Hi' }] } });
     expect((await c.next('conversation.item.created')).item).toMatchObject({ role: 'user' });
     c.send({ type: 'response.create' });
@@ -234,7 +294,12 @@ describe('conversation events', () => {
     c.send({ type: 'response.create', response: { output_modalities: ['text'], instructions: 'Be brief.' } });
     const answer = await c.until('response.done');
     expect(answer.some((e) => e.type === 'response.output_audio.delta')).toBe(false);
-    expect(answer.filter((e) => e.type === 'response.output_text.delta').map((e) => e.delta).join('')).toBe(REPLY_TEXT);
+    expect(
+      answer
+        .filter((e) => e.type === 'response.output_text.delta')
+        .map((e) => e.delta)
+        .join(''),
+    ).toBe(REPLY_TEXT);
     const done = answer.at(-1)!.response as { status: string; output: { role: string; content: { text: string }[] }[] };
     expect(done.status).toBe('completed');
     expect(done.output[0]!.content[0]!.text).toBe(REPLY_TEXT);
@@ -245,7 +310,14 @@ describe('conversation events', () => {
       { role: 'user', content: 'How is the weather?' },
     ]);
     // Out of band: not added to the conversation; the next in-band answer sees only the conversation.
-    c.send({ type: 'response.create', response: { conversation: 'none', output_modalities: ['text'], input: [{ type: 'message', role: 'user', content: [{ type: 'input_text', text: 'Classify: positive?' }] }] } });
+    c.send({
+      type: 'response.create',
+      response: {
+        conversation: 'none',
+        output_modalities: ['text'],
+        input: [{ type: 'message', role: 'user', content: [{ type: 'input_text', text: 'Classify: positive?' }] }],
+      },
+    });
     const oob = await c.until('response.done');
     expect(oob.some((e) => e.type === 'conversation.item.added')).toBe(false);
     expect((JSON.parse(llm.received.at(-1)!.body.toString()) as { messages: unknown[] }).messages).toEqual([{ role: 'user', content: 'Classify: positive?' }]);
@@ -264,17 +336,34 @@ describe('conversation events', () => {
     const { key } = await orgWithKey();
     const c = await openRealtime(h, key, { model: 'rt-tools' });
     await c.next('session.created');
-    c.send({ type: 'session.update', session: { type: 'realtime', output_modalities: ['text'], tools: [{ type: 'function', name: 'get_weather', description: 'Weather by city', parameters: { type: 'object', properties: { city: { type: 'string' } } } }] } });
+    c.send({
+      type: 'session.update',
+      session: {
+        type: 'realtime',
+        output_modalities: ['text'],
+        tools: [
+          { type: 'function', name: 'get_weather', description: 'Weather by city', parameters: { type: 'object', properties: { city: { type: 'string' } } } },
+        ],
+      },
+    });
     await c.next('session.updated');
     c.send({ type: 'conversation.item.create', item: { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'Weather in Oslo?' }] } });
     c.send({ type: 'response.create' });
     const answer = await c.until('response.done');
-    const args = answer.filter((e) => e.type === 'response.function_call_arguments.delta').map((e) => e.delta).join('');
+    const args = answer
+      .filter((e) => e.type === 'response.function_call_arguments.delta')
+      .map((e) => e.delta)
+      .join('');
     expect(args).toBe('{"city":"Oslo"}');
     const argsDone = answer.find((e) => e.type === 'response.function_call_arguments.done')!;
     expect(argsDone).toMatchObject({ call_id: 'call_7', name: 'get_weather', arguments: '{"city":"Oslo"}' });
     const sent = JSON.parse(toolLlm.received.at(-1)!.body.toString()) as { tools: unknown[]; tool_choice: unknown };
-    expect(sent.tools).toEqual([{ type: 'function', function: { name: 'get_weather', description: 'Weather by city', parameters: { type: 'object', properties: { city: { type: 'string' } } } } }]);
+    expect(sent.tools).toEqual([
+      {
+        type: 'function',
+        function: { name: 'get_weather', description: 'Weather by city', parameters: { type: 'object', properties: { city: { type: 'string' } } } },
+      },
+    ]);
     c.send({ type: 'conversation.item.create', item: { type: 'function_call_output', call_id: 'call_7', output: '{"sky":"clear"}' } });
     c.send({ type: 'response.create' });
     await c.until('response.done');
@@ -296,7 +385,12 @@ describe('conversation events', () => {
     const before = await c.until('response.output_audio.delta');
     appendAudio(c, await spokenPcm24('stop please'));
     const events = [...before, ...(await c.until('response.done'))];
-    const done = events.at(-1)!.response as { status: string; status_details: { reason: string }; output: { id: string }[]; usage: { output_tokens: number; svc: { tts_characters: number } } };
+    const done = events.at(-1)!.response as {
+      status: string;
+      status_details: { reason: string };
+      output: { id: string }[];
+      usage: { output_tokens: number; svc: { tts_characters: number } };
+    };
     expect(events.some((e) => e.type === 'input_audio_buffer.speech_started')).toBe(true);
     expect(done.status).toBe('cancelled');
     expect(done.status_details.reason).toBe('turn_detected');
@@ -305,7 +399,10 @@ describe('conversation events', () => {
     c.send({ type: 'conversation.item.retrieve', item_id: done.output[0]!.id });
     const item = (await c.next('conversation.item.retrieved')).item as { status: string; content: { transcript: string }[] };
     expect(item.status).toBe('incomplete');
-    const spoken = events.filter((e) => e.type === 'response.output_audio_transcript.delta').map((e) => e.delta).join('');
+    const spoken = events
+      .filter((e) => e.type === 'response.output_audio_transcript.delta')
+      .map((e) => e.delta)
+      .join('');
     // What was heard is a prefix of what was said, which is a prefix of the whole answer.
     expect(spoken.startsWith(item.content[0]!.transcript), `${JSON.stringify(spoken)} vs ${JSON.stringify(item.content[0]!.transcript)}`).toBe(true);
     expect(slowLlm.streams.at(-1)!.closedEarly).toBe(true);
@@ -313,7 +410,12 @@ describe('conversation events', () => {
     const second = (await c.next('response.created')).response as { id: string };
     expect(second.id).not.toBe((events.at(-1)!.response as { id: string }).id);
     c.send({ type: 'response.cancel', response_id: second.id });
-    const secondDone = (await c.next('response.done')).response as { id: string; status: string; status_details: { reason: string }; usage: { output_tokens: number } };
+    const secondDone = (await c.next('response.done')).response as {
+      id: string;
+      status: string;
+      status_details: { reason: string };
+      usage: { output_tokens: number };
+    };
     expect(secondDone).toMatchObject({ id: second.id, status: 'cancelled', status_details: { reason: 'client_cancelled' } });
     // Billed for what was made: fewer tokens than the whole answer, the spans that were spoken.
     expect(done.usage.output_tokens).toBeLessThan(40);
@@ -333,7 +435,12 @@ describe('conversation events', () => {
     const c = await openRealtime(h, key, { model: 'rt-llm' });
     await c.next('session.created');
     c.send({ type: 'session.update', event_id: 'ev1', session: { audio: { input: { format: { type: 'audio/flac' } } } } });
-    expect((await c.next('error')).error).toMatchObject({ type: 'invalid_request_error', code: 'invalid_request', param: 'session.audio.input.format.type', event_id: 'ev1' });
+    expect((await c.next('error')).error).toMatchObject({
+      type: 'invalid_request_error',
+      code: 'invalid_request',
+      param: 'session.audio.input.format.type',
+      event_id: 'ev1',
+    });
     c.send({ type: 'session.update', session: { audio: { output: { voice: 'no-such-voice' } } } });
     expect((await c.next('error')).error).toMatchObject({ code: 'voice_not_found' });
     c.send({ type: 'input_audio_buffer.commit' });
@@ -359,9 +466,17 @@ describe('a transcription session', () => {
     const c = await openRealtime(h, key, { intent: 'transcription' });
     const created = await c.next('session.created');
     expect(created.session).toMatchObject({ type: 'transcription' });
-    c.send({ type: 'session.update', session: { type: 'transcription', audio: { input: { format: { type: 'audio/pcmu' }, transcription: { model: 'gpt-4o-transcribe' }, turn_detection: null } } } });
+    c.send({
+      type: 'session.update',
+      session: {
+        type: 'transcription',
+        audio: { input: { format: { type: 'audio/pcmu' }, transcription: { model: 'gpt-4o-transcribe' }, turn_detection: null } },
+      },
+    });
     const updated = await c.next('session.updated');
-    expect(updated.session).toMatchObject({ audio: { input: { format: { type: 'audio/pcmu' }, transcription: { model: 'local-stt' }, turn_detection: null } } });
+    expect(updated.session).toMatchObject({
+      audio: { input: { format: { type: 'audio/pcmu' }, transcription: { model: 'local-stt' }, turn_detection: null } },
+    });
     // Telephone audio: flite's speech at 8 kHz, mu-law.
     const samples = toRate(concat(silence(0.3), (await speech('the weather is sunny today')).samples, silence(0.3)), 8000);
     const ulaw = encodeSamples(samples, 'pcm_mulaw');
@@ -387,9 +502,19 @@ describe('tracing', () => {
     const traced = await startSttGateway({ env: { OTEL_EXPORTER_OTLP_ENDPOINT: collector.url } });
     try {
       const prisma = traced.testDb.db.prisma;
-      await upsertModel(prisma, checkProtocol, { id: 'local-flite', modality: 'tts', prices: { picoPerChar: FLITE_PRICE }, upstream: { url: 'local:flite', protocol: 'flite' } });
+      await upsertModel(prisma, checkProtocol, {
+        id: 'local-flite',
+        modality: 'tts',
+        prices: { picoPerChar: FLITE_PRICE },
+        upstream: { url: 'local:flite', protocol: 'flite' },
+      });
       await seedPlatformVoices(prisma);
-      await upsertModel(prisma, checkProtocol, { id: 'rt-llm', modality: 'llm', prices: { inputPicoPerToken: PRICE_IN, outputPicoPerToken: PRICE_OUT }, upstream: { url: llm.baseUrl, protocol: 'openai' } });
+      await upsertModel(prisma, checkProtocol, {
+        id: 'rt-llm',
+        modality: 'llm',
+        prices: { inputPicoPerToken: PRICE_IN, outputPicoPerToken: PRICE_OUT },
+        upstream: { url: llm.baseUrl, protocol: 'openai' },
+      });
       await traced.runtime.ctx.registry.refresh();
       const c = await openRealtime(traced, traced.key, { model: 'rt-llm' });
       await c.next('session.created');

@@ -39,7 +39,8 @@ export function registerRealtimeRoutes(app: FastifyInstance, ctx: GatewayContext
       const q = request.query as Record<string, unknown>;
       const one = (name: string) => (typeof q[name] === 'string' ? (q[name] as string) : undefined);
       const intent = one('intent');
-      if (intent !== undefined && intent !== 'transcription') throw new ServiceError('invalid_request', 'intent must be transcription (or absent, for a conversation).', 'intent');
+      if (intent !== undefined && intent !== 'transcription')
+        throw new ServiceError('invalid_request', 'intent must be transcription (or absent, for a conversation).', 'intent');
       let profile: RealtimeProfile | null = null;
       let sttModel: string | null = null;
       let sttId: string;
@@ -49,7 +50,12 @@ export function registerRealtimeRoutes(app: FastifyInstance, ctx: GatewayContext
         sttId = sttModel ?? defaultModel(ctx.registry, 'stt');
       } else {
         const model = one('model');
-        if (!model) throw new ServiceError('invalid_request', 'model is required: a realtime profile or an LLM of the registry (GET /v1/models), or intent=transcription.', 'model');
+        if (!model)
+          throw new ServiceError(
+            'invalid_request',
+            'model is required: a realtime profile or an LLM of the registry (GET /v1/models), or intent=transcription.',
+            'model',
+          );
         profile = resolveProfile(profiles, ctx.registry, model);
         ctx.registry.resolve(profile.llm, 'llm');
         sttId = profile.stt ?? defaultModel(ctx.registry, 'stt');
@@ -80,7 +86,9 @@ export function registerRealtimeRoutes(app: FastifyInstance, ctx: GatewayContext
       ctx.lifecycle.trackSocket(socket);
       const revoked = new AbortController();
       ticket.bind(revoked);
-      const beta = /realtime=v1/.test(String(request.headers['openai-beta'] ?? '')) || request.headers['sec-websocket-protocol']?.includes('openai-beta.realtime-v1') === true;
+      const beta =
+        /realtime=v1/.test(String(request.headers['openai-beta'] ?? '')) ||
+        request.headers['sec-websocket-protocol']?.includes('openai-beta.realtime-v1') === true;
       const session = new RealtimeSession(socket, {
         ctx,
         auth: request.auth,

@@ -53,7 +53,12 @@ async function scripted(id: string, behaviour: Behaviour, options: { responsesAp
   const up = await startScriptedUpstream(behaviour);
   up.responsesApi = options.responsesApi ?? true;
   ups[id] = up;
-  await upsertModel(h.testDb.db.prisma, checkProtocol, { id, modality: 'llm', prices: PRICES, upstream: { url: up.baseUrl, protocol: 'openai', upstreamModel: options.upstreamModel } });
+  await upsertModel(h.testDb.db.prisma, checkProtocol, {
+    id,
+    modality: 'llm',
+    prices: PRICES,
+    upstream: { url: up.baseUrl, protocol: 'openai', upstreamModel: options.upstreamModel },
+  });
 }
 
 beforeAll(async () => {
@@ -76,10 +81,15 @@ beforeAll(async () => {
   await scripted('chat-only-stream', { kind: 'stream', chunks: ['Spoken ', 'words ', 'flow', '.'] }, { responsesApi: false });
   await scripted('chat-only-dies', { kind: 'stream', chunks: ['one ', 'two ', 'three'], dieAfter: 2, delayMs: 20 }, { responsesApi: false });
   // A chat stream that ends with an error event (what a gateway relays when its engine dies).
-  const chunk = (content: string) => `data: ${JSON.stringify({ id: 'c', object: 'chat.completion.chunk', created: 1, model: 'x', choices: [{ index: 0, delta: { content }, finish_reason: null }] })}\n\n`;
+  const chunk = (content: string) =>
+    `data: ${JSON.stringify({ id: 'c', object: 'chat.completion.chunk', created: 1, model: 'x', choices: [{ index: 0, delta: { content }, finish_reason: null }] })}\n\n`;
   const errorStream = `${chunk('half ')}${chunk('said')}data: ${JSON.stringify({ error: { message: 'The model upstream closed the stream unexpectedly.', type: 'api_error', code: 'upstream_error', param: null } })}\n\ndata: [DONE]\n\n`;
   await scripted('chat-only-error-event', { kind: 'raw', status: 200, contentType: 'text/event-stream', body: errorStream }, { responsesApi: false });
-  await scripted('engine-400', { kind: 'error', status: 400, body: { error: { message: 'max_output_tokens must be at least 16', type: 'invalid_request_error', param: 'max_output_tokens', code: null } } });
+  await scripted('engine-400', {
+    kind: 'error',
+    status: 400,
+    body: { error: { message: 'max_output_tokens must be at least 16', type: 'invalid_request_error', param: 'max_output_tokens', code: null } },
+  });
   await scripted('engine-500', { kind: 'error', status: 500, body: { error: { message: 'CUDA out of memory' } } });
   // After the health check: its first request finds it unreachable (then it is marked down).
   await upsertModel(prisma, checkProtocol, { id: 'down', modality: 'llm', prices: PRICES, upstream: { url: await deadUrl(), protocol: 'openai' } });
@@ -104,7 +114,11 @@ const requestId = (label: string) => `resp-${label}-${++rid}-${Date.now()}`;
 function post(body: string | object, options: { key?: string; requestId?: string } = {}) {
   return fetch(`${h.url}/v1/responses`, {
     method: 'POST',
-    headers: { authorization: `Bearer ${options.key ?? h.key}`, 'content-type': 'application/json', ...(options.requestId ? { 'x-request-id': options.requestId } : {}) },
+    headers: {
+      authorization: `Bearer ${options.key ?? h.key}`,
+      'content-type': 'application/json',
+      ...(options.requestId ? { 'x-request-id': options.requestId } : {}),
+    },
     body: typeof body === 'string' ? body : JSON.stringify(body),
   });
 }
@@ -142,7 +156,11 @@ function streamEvents(text: string): StreamEvent[] {
     });
 }
 
-const textOf = (events: StreamEvent[]) => events.filter((e) => e.type === 'response.output_text.delta').map((e) => e.delta).join('');
+const textOf = (events: StreamEvent[]) =>
+  events
+    .filter((e) => e.type === 'response.output_text.delta')
+    .map((e) => e.delta)
+    .join('');
 
 // ---------------------------------------------------------------------------------------
 
@@ -224,7 +242,16 @@ describe('an engine with chat completions only: translated', () => {
     const up = ups['chat-only']!;
     const before = up.received.length;
     const id = requestId('chat-only');
-    const res = await post({ model: 'chat-only', instructions: 'Be brief.', input: [{ role: 'user', content: [{ type: 'input_text', text: 'Hi' }] }], max_output_tokens: 30, temperature: 0.5 }, { requestId: id });
+    const res = await post(
+      {
+        model: 'chat-only',
+        instructions: 'Be brief.',
+        input: [{ role: 'user', content: [{ type: 'input_text', text: 'Hi' }] }],
+        max_output_tokens: 30,
+        temperature: 0.5,
+      },
+      { requestId: id },
+    );
     expect(res.status).toBe(200);
     const body = (await res.json()) as Record<string, unknown>;
     expect(body).toMatchObject({
@@ -236,7 +263,13 @@ describe('an engine with chat completions only: translated', () => {
       temperature: 0.5,
       error: null,
       output: [{ type: 'message', role: 'assistant', status: 'completed', content: [{ type: 'output_text', text: 'Translated hello.', annotations: [] }] }],
-      usage: { input_tokens: 21, output_tokens: 3, total_tokens: 24, input_tokens_details: { cached_tokens: 0 }, output_tokens_details: { reasoning_tokens: 0 } },
+      usage: {
+        input_tokens: 21,
+        output_tokens: 3,
+        total_tokens: 24,
+        input_tokens_details: { cached_tokens: 0 },
+        output_tokens_details: { reasoning_tokens: 0 },
+      },
     });
     const sent = up.received.slice(before);
     expect(sent.map((r) => r.path)).toEqual(['/v1/responses', '/v1/chat/completions']);
@@ -295,7 +328,14 @@ describe('an engine with chat completions only: translated', () => {
   it('item_reference to an earlier answer is resolved for its own org only', async () => {
     const first = (await (await post({ model: 'chat-only', input: 'Q1' })).json()) as { output: { id: string }[] };
     const msgId = first.output[0]!.id;
-    const res = await post({ model: 'chat-only', input: [{ role: 'user', content: 'Q1' }, { type: 'item_reference', id: msgId }, { role: 'user', content: 'Q2' }] });
+    const res = await post({
+      model: 'chat-only',
+      input: [
+        { role: 'user', content: 'Q1' },
+        { type: 'item_reference', id: msgId },
+        { role: 'user', content: 'Q2' },
+      ],
+    });
     expect(res.status).toBe(200);
     expect(JSON.parse(ups['chat-only']!.received.at(-1)!.body.toString()).messages).toEqual([
       { role: 'user', content: 'Q1' },
@@ -303,7 +343,11 @@ describe('an engine with chat completions only: translated', () => {
       { role: 'user', content: 'Q2' },
     ]);
     const id = requestId('foreign-ref');
-    const err = await expectError(await post({ model: 'chat-only', input: [{ type: 'item_reference', id: msgId }] }, { key: keys.otherOrg, requestId: id }), { status: 400, code: 'invalid_request', param: 'input[0]' });
+    const err = await expectError(await post({ model: 'chat-only', input: [{ type: 'item_reference', id: msgId }] }, { key: keys.otherOrg, requestId: id }), {
+      status: 400,
+      code: 'invalid_request',
+      param: 'input[0]',
+    });
     expect(err.message).toContain(msgId);
     await expectNotBilled(id);
   });
@@ -335,7 +379,12 @@ describe('the local llama.cpp engine: translated', () => {
     expect(body.usage.input_tokens).toBeGreaterThan(5);
     const cost = costOf(body.usage.input_tokens, body.usage.output_tokens);
     expect(res.headers.get('x-svc-request-cost-usd')).toBe(usd(cost));
-    expect(await usageOf(id)).toMatchObject({ modelId: 'local-llm', inputTokens: body.usage.input_tokens, outputTokens: body.usage.output_tokens, costMicros: cost });
+    expect(await usageOf(id)).toMatchObject({
+      modelId: 'local-llm',
+      inputTokens: body.usage.input_tokens,
+      outputTokens: body.usage.output_tokens,
+      costMicros: cost,
+    });
   });
 
   it('streaming through the official openai client: the reply token by token, the same usage as billed', async () => {
@@ -354,7 +403,10 @@ describe('the local llama.cpp engine: translated', () => {
 
   it('the engine refusing what it cannot do (tools) is the caller 400, with its param', async () => {
     const id = requestId('llama-tools');
-    const err = await expectError(await post({ model: 'local-llm', input: 'x', tools: [{ type: 'function', name: 'f', parameters: { type: 'object' } }] }, { requestId: id }), { status: 400, code: 'invalid_request', param: 'tools' });
+    const err = await expectError(
+      await post({ model: 'local-llm', input: 'x', tools: [{ type: 'function', name: 'f', parameters: { type: 'object' } }] }, { requestId: id }),
+      { status: 400, code: 'invalid_request', param: 'tools' },
+    );
     expect(err.message).toMatch(/tools/);
     await expectNotBilled(id);
   });
@@ -362,11 +414,24 @@ describe('the local llama.cpp engine: translated', () => {
 
 describe('errors, as chat answers them', () => {
   it('401 without a key or with a bad one; 402 at zero balance; nothing billed', async () => {
-    const noKey = await fetch(`${h.url}/v1/responses`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'native', input: 'x' }) });
+    const noKey = await fetch(`${h.url}/v1/responses`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'native', input: 'x' }),
+    });
     await expectError(noKey, { status: 401, code: 'invalid_api_key', param: null, type: 'invalid_request_error' });
-    await expectError(await post({ model: 'native', input: 'x' }, { key: 'sk_svc_not_a_real_key_0000000000000000000' }), { status: 401, code: 'invalid_api_key', param: null });
+    await expectError(await post({ model: 'native', input: 'x' }, { key: 'sk_svc_not_a_real_key_0000000000000000000' }), {
+      status: 401,
+      code: 'invalid_api_key',
+      param: null,
+    });
     const id = requestId('zero');
-    await expectError(await post({ model: 'native', input: 'x' }, { key: keys.zero, requestId: id }), { status: 402, code: 'insufficient_quota', param: null, type: 'insufficient_quota' });
+    await expectError(await post({ model: 'native', input: 'x' }, { key: keys.zero, requestId: id }), {
+      status: 402,
+      code: 'insufficient_quota',
+      param: null,
+      type: 'insufficient_quota',
+    });
     await expectNotBilled(id);
   });
 

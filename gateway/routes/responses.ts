@@ -69,7 +69,10 @@ export function registerResponsesRoutes(app: FastifyInstance, ctx: GatewayContex
     const model = ctx.registry.resolve(body.model, 'llm');
     request.modelId = model.id;
     // max_output_tokens plays max_tokens' part in the reservation.
-    const hold = await ctx.core.reserve(request.auth, reservationFor(model, { max_tokens: body.max_output_tokens }, raw.length, ctx.config.limits.llmReserveMaxTokens));
+    const hold = await ctx.core.reserve(
+      request.auth,
+      reservationFor(model, { max_tokens: body.max_output_tokens }, raw.length, ctx.config.limits.llmReserveMaxTokens),
+    );
     const settling = { byStream: false };
     onResponseClose(reply, () => settling.byStream || hold.release());
 
@@ -80,7 +83,12 @@ export function registerResponsesRoutes(app: FastifyInstance, ctx: GatewayContex
       answer = await tryUpstreams(ctx, model, engine, async (upstream): Promise<Answer> => {
         const runtime = ctx.protocols.get(upstream.protocol);
         if (runtime?.responses && !chatOnly.has(chatOnlyKey(upstream))) {
-          const res = await runtime.responses(upstream, { raw: forwardedBytes(raw, body, upstream, model), body, signal: engine.signal, timeoutMs: engine.timeoutMs });
+          const res = await runtime.responses(upstream, {
+            raw: forwardedBytes(raw, body, upstream, model),
+            body,
+            signal: engine.signal,
+            timeoutMs: engine.timeoutMs,
+          });
           if (!NO_SUCH_ROUTE.has(res.statusCode)) return { res, upstream, via: null };
           await res.text().catch(() => '');
           const viaChat = await askThroughChat(upstream);
@@ -119,7 +127,16 @@ export function registerResponsesRoutes(app: FastifyInstance, ctx: GatewayContex
 
     const bill = (input: number, output: number) => {
       const cost = llmCostMicros(model.prices, input, output);
-      return { cost, charged: ctx.core.charge(request.auth, request.id, cost, { modelId: model.id, modality: 'llm', route: 'responses', inputTokens: input, outputTokens: output }, hold) };
+      return {
+        cost,
+        charged: ctx.core.charge(
+          request.auth,
+          request.id,
+          cost,
+          { modelId: model.id, modality: 'llm', route: 'responses', inputTokens: input, outputTokens: output },
+          hold,
+        ),
+      };
     };
 
     if (!res.contentType.includes('text/event-stream')) {
@@ -144,7 +161,10 @@ export function registerResponsesRoutes(app: FastifyInstance, ctx: GatewayContex
       const usage = (parsed as { usage?: ResponsesUsage } | null)?.usage;
       const { cost, charged } = bill(usage?.input_tokens ?? estimateTokens(raw.length), usage?.output_tokens ?? 0);
       setSpendHeaders(reply, cost, await charged);
-      return reply.code(200).type(res.contentType || 'application/json').send(text);
+      return reply
+        .code(200)
+        .type(res.contentType || 'application/json')
+        .send(text);
     }
 
     // Streaming: the spend header is the pre-request balance (the cost is unknown until the end).
@@ -254,7 +274,13 @@ async function* translatedStream(run: StreamRun, res: ChatResponse, meta: Respon
           // the answer is not complete, so it ends with the Responses error event, not response.completed.
           finished = true;
           const { code, message } = parsed.error;
-          yield out + translator.errorEvent(typeof code === 'string' ? code : 'upstream_error', typeof message === 'string' ? message : 'The model upstream failed mid-stream.');
+          yield (
+            out +
+            translator.errorEvent(
+              typeof code === 'string' ? code : 'upstream_error',
+              typeof message === 'string' ? message : 'The model upstream failed mid-stream.',
+            )
+          );
           return;
         }
         const before = translator.deltas;

@@ -44,13 +44,29 @@ let dyingVoice = '';
 beforeAll(async () => {
   h = await startTtsGateway();
   const prisma = h.testDb.db.prisma;
-  await upsertModel(prisma, checkProtocol, { id: 'local-stt', modality: 'stt', prices: { picoPerSecond: STT_PRICE }, upstream: { url: 'local:pocketsphinx', protocol: 'pocketsphinx' } });
+  await upsertModel(prisma, checkProtocol, {
+    id: 'local-stt',
+    modality: 'stt',
+    prices: { picoPerSecond: STT_PRICE },
+    upstream: { url: 'local:pocketsphinx', protocol: 'pocketsphinx' },
+  });
   // An OpenAI-compatible speech engine that sends part of the audio, then drops the connection.
   dying = await startSpeechServer({ kind: 'pcm', pcm: pcmTone(3), stopAfterBytes: 48_000, then: 'die' });
-  await upsertModel(prisma, checkProtocol, { id: 'dying-tts', modality: 'tts', prices: { picoPerChar: FLITE_PRICE }, upstream: { url: dying.baseUrl, protocol: 'openai' } });
+  await upsertModel(prisma, checkProtocol, {
+    id: 'dying-tts',
+    modality: 'tts',
+    prices: { picoPerChar: FLITE_PRICE },
+    upstream: { url: dying.baseUrl, protocol: 'openai' },
+  });
   dyingVoice = newId('voice');
   await prisma.voice.create({
-    data: { id: dyingVoice, orgId: h.orgId, name: 'dying', tags: [], profiles: { create: { id: newId('vpr'), modelId: 'dying-tts', upstreamId: 'alloy', status: 'ready' } } },
+    data: {
+      id: dyingVoice,
+      orgId: h.orgId,
+      name: 'dying',
+      tags: [],
+      profiles: { create: { id: newId('vpr'), modelId: 'dying-tts', upstreamId: 'alloy', status: 'ready' } },
+    },
   });
   await h.runtime.ctx.registry.refresh();
 }, 60_000);
@@ -105,41 +121,52 @@ describe('Content-Type names what the body is', { timeout: 120_000 }, () => {
 });
 
 describe('stream_format "sse"', { timeout: 120_000 }, () => {
-  it.each(['pcm', 'wav'] as const)('%s: speech.audio.delta events with base64 audio, then speech.audio.done with usage; the audio says the words', async (format) => {
-    const id = requestId(`sse-${format}`);
-    const res = await speech({ response_format: format, stream_format: 'sse', input: SAID }, id);
-    expect(res.status).toBe(200);
-    expect(res.headers.get('content-type')).toBe('text/event-stream; charset=utf-8');
-    const events = sseData(await res.text()).map((d) => JSON.parse(d) as { type: string; audio?: string; usage?: unknown });
-    const chars = codePoints(SAID);
-    expect(events.at(-1)).toEqual({ type: 'speech.audio.done', usage: { input_tokens: chars, output_tokens: 0, total_tokens: chars } });
-    const deltas = events.slice(0, -1);
-    expect(deltas.length).toBeGreaterThan(0);
-    for (const d of deltas) {
-      expect(Object.keys(d).sort()).toEqual(['audio', 'type']);
-      expect(d.type).toBe('speech.audio.delta');
-      expect(d.audio).toMatch(/^[A-Za-z0-9+/]+={0,2}$/);
-    }
-    const audio = Buffer.concat(deltas.map((d) => Buffer.from(d.audio!, 'base64')));
-    const samples = format === 'wav' ? parseWav(audio).samples : decodeRaw(audio, 'pcm_s16le');
-    expectSpeechLevel(samples);
-    const text = await heard(samples);
-    expect(wer(SAID, text), text).toBeLessThanOrEqual(0.2);
-    // Billed once, per character, before the audio went out.
-    const cost = costOf(chars, FLITE_PRICE);
-    expect(res.headers.get('x-svc-request-cost-usd')).toBe(usd(cost));
-    const billed = await billingOf(h, id);
-    expect(billed.usage).toEqual([expect.objectContaining({ route: 'audio.speech', characters: chars, costMicros: cost })]);
-  });
+  it.each(['pcm', 'wav'] as const)(
+    '%s: speech.audio.delta events with base64 audio, then speech.audio.done with usage; the audio says the words',
+    async (format) => {
+      const id = requestId(`sse-${format}`);
+      const res = await speech({ response_format: format, stream_format: 'sse', input: SAID }, id);
+      expect(res.status).toBe(200);
+      expect(res.headers.get('content-type')).toBe('text/event-stream; charset=utf-8');
+      const events = sseData(await res.text()).map((d) => JSON.parse(d) as { type: string; audio?: string; usage?: unknown });
+      const chars = codePoints(SAID);
+      expect(events.at(-1)).toEqual({ type: 'speech.audio.done', usage: { input_tokens: chars, output_tokens: 0, total_tokens: chars } });
+      const deltas = events.slice(0, -1);
+      expect(deltas.length).toBeGreaterThan(0);
+      for (const d of deltas) {
+        expect(Object.keys(d).sort()).toEqual(['audio', 'type']);
+        expect(d.type).toBe('speech.audio.delta');
+        expect(d.audio).toMatch(/^[A-Za-z0-9+/]+={0,2}$/);
+      }
+      const audio = Buffer.concat(deltas.map((d) => Buffer.from(d.audio!, 'base64')));
+      const samples = format === 'wav' ? parseWav(audio).samples : decodeRaw(audio, 'pcm_s16le');
+      expectSpeechLevel(samples);
+      const text = await heard(samples);
+      expect(wer(SAID, text), text).toBeLessThanOrEqual(0.2);
+      // Billed once, per character, before the audio went out.
+      const cost = costOf(chars, FLITE_PRICE);
+      expect(res.headers.get('x-svc-request-cost-usd')).toBe(usd(cost));
+      const billed = await billingOf(h, id);
+      expect(billed.usage).toEqual([expect.objectContaining({ route: 'audio.speech', characters: chars, costMicros: cost })]);
+    },
+  );
 
   it('mp3 is not streamed as events: the clear 400 it has always been', async () => {
     await expectError(await speech({ response_format: 'mp3', stream_format: 'sse' }), { status: 400, code: 'invalid_output_format', param: 'response_format' });
   });
 
   it('an engine that dies mid-stream: the audio so far, then OpenAI stream error event, and no speech.audio.done', async () => {
-    const res = await post(h, '/v1/audio/speech', { model: 'dying-tts', input: 'a long sentence', voice: dyingVoice, response_format: 'pcm', stream_format: 'sse' });
+    const res = await post(h, '/v1/audio/speech', {
+      model: 'dying-tts',
+      input: 'a long sentence',
+      voice: dyingVoice,
+      response_format: 'pcm',
+      stream_format: 'sse',
+    });
     expect(res.status).toBe(200);
-    const events = sseData(await res.text()).map((d) => JSON.parse(d) as { type?: string; audio?: string; error?: { code: string; type: string; message: string } });
+    const events = sseData(await res.text()).map(
+      (d) => JSON.parse(d) as { type?: string; audio?: string; error?: { code: string; type: string; message: string } },
+    );
     expect(events.length).toBeGreaterThan(1);
     for (const d of events.slice(0, -1)) expect(d.type).toBe('speech.audio.delta');
     expect(events.at(-1)!.error).toMatchObject({ code: 'upstream_error', type: 'api_error' });

@@ -17,7 +17,18 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApiKey } from '../../server/services/keys/create-api-key.ts';
 import { createOrg } from '../../server/services/orgs/create-org.ts';
 import type { GatewayHarness } from '../../test/support/gateway-harness.ts';
-import { audioCost, concat, expectDebited, s16le, settleRecognizers, silence, speech, startSttGateway, trimSilence, wer } from '../../test/support/stt-routes.ts';
+import {
+  audioCost,
+  concat,
+  expectDebited,
+  s16le,
+  settleRecognizers,
+  silence,
+  speech,
+  startSttGateway,
+  trimSilence,
+  wer,
+} from '../../test/support/stt-routes.ts';
 
 // The CommonJS build, as ENVIRONMENT.md says (its ESM build's bare require('ws') fails under import).
 const require = createRequire(import.meta.url);
@@ -134,7 +145,10 @@ describe('@cartesia/cartesia-js stt.manualFinalize (CommonJS build) on /stt/webs
     await sendAudio(ws, audio);
     ws.send('close');
     await r.until((e) => e.type === 'done');
-    const text = r.events.filter((e) => e.type === 'transcript' && e.is_final).map((e) => e.text as string).join('');
+    const text = r.events
+      .filter((e) => e.type === 'transcript' && e.is_final)
+      .map((e) => e.text as string)
+      .join('');
     expect(text).toMatch(/\bsunny\b/);
     expect(text).not.toMatch(/\bsunday\b/);
     expect(wer(WEATHER, text), text).toBeLessThanOrEqual(0.25);
@@ -163,7 +177,13 @@ describe('@cartesia/cartesia-js stt.autoFinalize (CommonJS build) on /stt/turns/
     const b = trimSilence((await speech(CALL, 'rms')).samples);
     const audio = concat(silence(0.3), a, silence(2), b, silence(2));
     const client = new Cartesia({ apiKey: h.key, baseURL: h.url, maxRetries: 0 });
-    const ws = client.stt.autoFinalize.websocket({ model: 'local-stt', encoding: 'pcm_s16le', sample_rate: 16000, turn_eager_end_threshold: 0.4, turn_end_threshold: 0.2 });
+    const ws = client.stt.autoFinalize.websocket({
+      model: 'local-stt',
+      encoding: 'pcm_s16le',
+      sample_rate: 16000,
+      turn_eager_end_threshold: 0.4,
+      turn_end_threshold: 0.2,
+    });
     const r = record(ws);
     await r.until((e) => e.type === 'connected');
     ws.send({ type: 'config', turn: { end_timeout_ms: 1500 } });

@@ -54,7 +54,11 @@ const indexOf = (c: SttClient, e: SttEvent) => c.events.indexOf(e);
 
 /** A session as a Cartesia client opens it: the version header, the key as X-API-Key, our request id. */
 async function cartesiaSession(id: string, query: Record<string, string> = {}, headers: Record<string, string> = VERSION): Promise<SttClient> {
-  return openSession(h, { model: 'local-stt', encoding: 'pcm_s16le', sample_rate: '16000', ...query }, { headers: { 'x-api-key': h.key, 'x-request-id': id, ...headers } });
+  return openSession(
+    h,
+    { model: 'local-stt', encoding: 'pcm_s16le', sample_rate: '16000', ...query },
+    { headers: { 'x-api-key': h.key, 'x-request-id': id, ...headers } },
+  );
 }
 
 describe('plain-text commands and the Cartesia events', () => {
@@ -175,7 +179,14 @@ describe('errors with Cartesia\u2019s fields', () => {
     expect(errors, summary(c.events)).toHaveLength(4);
     for (const e of errors) {
       expect(Object.keys(e).sort()).toEqual(['code', 'error', 'error_code', 'message', 'request_id', 'status_code', 'title', 'type']);
-      expect(e).toMatchObject({ type: 'error', code: 'invalid_message', error_code: 'invalid_message', title: 'invalid_message', status_code: 400, request_id: id });
+      expect(e).toMatchObject({
+        type: 'error',
+        code: 'invalid_message',
+        error_code: 'invalid_message',
+        title: 'invalid_message',
+        status_code: 400,
+        request_id: id,
+      });
       expect(e.error).toBe(e.message);
       expect(e.message as string).toMatch(/finalize/);
     }

@@ -67,7 +67,11 @@ const summary = (events: SttEvent[]) => events.map((e) => (e.transcript !== unde
 
 /** A session as LiveKit opens it: the key in X-API-Key, Cartesia-Version, our request id. */
 function turnsSession(id: string, query: Record<string, string | string[]> = {}): Promise<SttClient> {
-  return openSession(h, { model: 'local-stt', encoding: 'pcm_s16le', sample_rate: '16000', ...query }, { path: PATH, headers: { 'x-api-key': h.key, 'cartesia-version': '2026-03-01', 'x-request-id': id } });
+  return openSession(
+    h,
+    { model: 'local-stt', encoding: 'pcm_s16le', sample_rate: '16000', ...query },
+    { path: PATH, headers: { 'x-api-key': h.key, 'cartesia-version': '2026-03-01', 'x-request-id': id } },
+  );
 }
 
 /**
@@ -172,7 +176,13 @@ describe('refusals before the upgrade (raw HTTP responses in the error envelope)
 
   it('Cartesia\u2019s documented defaults (start 0.8, eager end 0.4, end 0.2, timeout 5600 ms) and repeated keyterm are taken', async () => {
     const id = requestId('turns-defaults');
-    const c = await turnsSession(id, { turn_start_threshold: '0.8', turn_eager_end_threshold: '0.4', turn_end_threshold: '0.2', turn_end_timeout_ms: '5600', keyterm: ['brown fox', 'lazy dog'] });
+    const c = await turnsSession(id, {
+      turn_start_threshold: '0.8',
+      turn_eager_end_threshold: '0.4',
+      turn_end_threshold: '0.2',
+      turn_end_timeout_ms: '5600',
+      keyterm: ['brown fox', 'lazy dog'],
+    });
     expect(await c.until((e) => e.type === 'connected')).toEqual({ type: 'connected', request_id: id });
     c.command({ type: 'close' });
     expect((await c.closed).code).toBe(1000);
@@ -196,7 +206,10 @@ describe('the session', () => {
     expect(c.events[0]).toEqual({ type: 'connected', request_id: id });
     for (const e of c.events) expect(e.request_id, JSON.stringify(e)).toBe(id);
     // Nothing outside Cartesia's protocol.
-    expect(c.events.every((e) => ['connected', ...TURN_EVENTS].includes(e.type)), summary(c.events)).toBe(true);
+    expect(
+      c.events.every((e) => ['connected', ...TURN_EVENTS].includes(e.type)),
+      summary(c.events),
+    ).toBe(true);
     const turns = checkTurns(c.events);
     expect(turns, summary(c.events)).toHaveLength(2);
     expect(wer(FOX, endOf(turns[0]!)), endOf(turns[0]!)).toBeLessThanOrEqual(0.25);
@@ -206,7 +219,10 @@ describe('the session', () => {
       expect(updates.length, summary(turn)).toBeGreaterThanOrEqual(2);
       // The last update is the turn's transcript: the end adds nothing the updates did not say.
       expect(updates.at(-1)!.transcript).toBe(endOf(turn));
-      for (const e of turn) expect(Object.keys(e).sort()).toEqual(e.type === 'turn.start' || e.type === 'turn.resume' ? ['request_id', 'type'] : ['request_id', 'transcript', 'type']);
+      for (const e of turn)
+        expect(Object.keys(e).sort()).toEqual(
+          e.type === 'turn.start' || e.type === 'turn.resume' ? ['request_id', 'type'] : ['request_id', 'transcript', 'type'],
+        );
     }
     await expectDebited(h, id, audioCost(millisOf(audio.length)));
   }, 60_000);
@@ -238,7 +254,10 @@ describe('the session', () => {
     // (the recogniser's hypothesis may still be revised).
     const inPause = turn.filter((e, i) => e.type === 'turn.eager_end' && turn.slice(i + 1).find((x) => x.type !== 'turn.update')?.type === 'turn.resume');
     const carriesFirst = inPause.filter((eager) => {
-      const before = turn.slice(0, turn.indexOf(eager)).filter((e) => e.type === 'turn.update').at(-1);
+      const before = turn
+        .slice(0, turn.indexOf(eager))
+        .filter((e) => e.type === 'turn.update')
+        .at(-1);
       const known = words(eager.transcript as string).filter((w) => words(FOX).includes(w)).length;
       return before !== undefined && eager.transcript === before.transcript && known >= 3;
     });

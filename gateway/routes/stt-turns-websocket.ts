@@ -28,7 +28,16 @@ function planTurnsSession(ctx: GatewayContext, request: FastifyRequest): Session
   const turns = turnSettingsFromQuery(one, true);
   const model = streamingModel(ctx, one('model'));
   const { sampleRate, encoding } = audioFormatFromQuery(one, model);
-  return { model, sampleRate, encoding, turnSource: 'gateway', turns, keyterms: queryKeyterms(q), language: one('language'), dialect: cartesiaTurnsDialect(request.id, turns) };
+  return {
+    model,
+    sampleRate,
+    encoding,
+    turnSource: 'gateway',
+    turns,
+    keyterms: queryKeyterms(q),
+    language: one('language'),
+    dialect: cartesiaTurnsDialect(request.id, turns),
+  };
 }
 
 /** Must be registered in the scope where @fastify/websocket is (registerSttWebSocketRoutes). */

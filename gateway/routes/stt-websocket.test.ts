@@ -63,8 +63,19 @@ beforeAll(async () => {
   keys.revoked = revoked.key;
   keys.limited = (await createApiKey(prisma, { orgId: h.orgId, name: 'one per minute', rateLimitRpm: 1 })).key;
   // A batch-only stt model (ElevenLabs' Scribe: its protocol has no streaming transcription).
-  await upsertModel(prisma, checkProtocol, { id: 'remote-stt', modality: 'stt', prices: { picoPerSecond: STT_PRICE }, upstream: { url: 'http://127.0.0.1:9', protocol: 'elevenlabs', upstreamModel: 'scribe_v1' } });
-  await upsertModel(prisma, checkProtocol, { id: 'local-stt-8k', modality: 'stt', prices: { picoPerSecond: STT_PRICE }, sampleRates: [8000], upstream: { url: 'local:pocketsphinx', protocol: 'pocketsphinx' } });
+  await upsertModel(prisma, checkProtocol, {
+    id: 'remote-stt',
+    modality: 'stt',
+    prices: { picoPerSecond: STT_PRICE },
+    upstream: { url: 'http://127.0.0.1:9', protocol: 'elevenlabs', upstreamModel: 'scribe_v1' },
+  });
+  await upsertModel(prisma, checkProtocol, {
+    id: 'local-stt-8k',
+    modality: 'stt',
+    prices: { picoPerSecond: STT_PRICE },
+    sampleRates: [8000],
+    upstream: { url: 'local:pocketsphinx', protocol: 'pocketsphinx' },
+  });
   await h.runtime.ctx.registry.refresh();
   await Promise.all([FOX, CALL, TABLE, WEATHER].flatMap((t) => [speech(t, 'slt'), speech(t, 'rms'), speech(t, 'awb')]));
 }, 120_000);
@@ -130,7 +141,11 @@ const END_TAIL = 2;
 // ---------------------------------------------------------------------------------------
 
 describe('refusals before the upgrade (raw HTTP responses in the error envelope)', () => {
-  async function refused(q: Record<string, string>, headers: Record<string, string>, expected: { status: number; code: string; param: string | null; type?: string }) {
+  async function refused(
+    q: Record<string, string>,
+    headers: Record<string, string>,
+    expected: { status: number; code: string; param: string | null; type?: string },
+  ) {
     const before = await ledgerRowCount(h);
     const res = await refusedUpgrade(h, q, headers);
     expect(res.status, res.body).toBe(expected.status);
@@ -192,7 +207,11 @@ describe('refusals before the upgrade (raw HTTP responses in the error envelope)
     for (const value of ['11025', '96000', '7999', 'abc', '16000.0x', '-16000']) {
       await refused(query({ sample_rate: value }), {}, { status: 400, code: 'invalid_sample_rate', param: 'sample_rate' });
     }
-    const { error } = await refused(query({ model: 'local-stt-16k', sample_rate: '8000' }), {}, { status: 400, code: 'invalid_sample_rate', param: 'sample_rate' });
+    const { error } = await refused(
+      query({ model: 'local-stt-16k', sample_rate: '8000' }),
+      {},
+      { status: 400, code: 'invalid_sample_rate', param: 'sample_rate' },
+    );
     expect(error.message).toContain('16000');
     // Empty is absent, as for the batch form field: the default 16000, checked against the list too.
     const c = await openSession(h, query({ sample_rate: '' }));
@@ -202,7 +221,8 @@ describe('refusals before the upgrade (raw HTTP responses in the error envelope)
   });
 
   it('400 invalid_request for an unknown encoding or no model; 404 model_not_found for an unknown or non-stt model; 503 for a batch-only model', async () => {
-    for (const value of ['opus', 'pcm_s24le', 'mp3']) await refused(query({ encoding: value }), {}, { status: 400, code: 'invalid_request', param: 'encoding' });
+    for (const value of ['opus', 'pcm_s24le', 'mp3'])
+      await refused(query({ encoding: value }), {}, { status: 400, code: 'invalid_request', param: 'encoding' });
     await refused({ api_key: h.key }, {}, { status: 400, code: 'invalid_request', param: 'model' });
     for (const model of ['no-such-model', 'chat-model']) {
       const { error } = await refused(query({ model }), {}, { status: 404, code: 'model_not_found', param: 'model' });
@@ -216,7 +236,11 @@ describe('refusals before the upgrade (raw HTTP responses in the error envelope)
     const before = await ledgerRowCount(h);
     const plain = await fetch(`${h.url}/stt/websocket?model=local-stt`, { headers: { authorization: `Bearer ${h.key}` } });
     expect(plain.status).toBe(400);
-    expect(((await plain.json()) as { error: { code: string; param: null } }).error).toMatchObject({ code: 'upgrade_required', param: null, type: 'invalid_request_error' });
+    expect(((await plain.json()) as { error: { code: string; param: null } }).error).toMatchObject({
+      code: 'upgrade_required',
+      param: null,
+      type: 'invalid_request_error',
+    });
     const viaQuery = await fetch(`${h.url}/stt/websocket?model=local-stt&api_key=${h.key}`);
     expect(viaQuery.status).toBe(400);
     expect(((await viaQuery.json()) as { error: { code: string } }).error.code).toBe('upgrade_required');
@@ -231,7 +255,11 @@ describe('refusals before the upgrade (raw HTTP responses in the error envelope)
 
 describe('session', () => {
   it('opens with the key in the Authorization header or the api_key query; session.started comes first and describes the session', async () => {
-    const viaHeader = await openSession(h, { model: 'local-stt', sample_rate: '22050', encoding: 'pcm_f32le', turn_detection: 'patient' }, { headers: { authorization: `Bearer ${h.key}` } });
+    const viaHeader = await openSession(
+      h,
+      { model: 'local-stt', sample_rate: '22050', encoding: 'pcm_f32le', turn_detection: 'patient' },
+      { headers: { authorization: `Bearer ${h.key}` } },
+    );
     const viaQuery = await openSession(h, query());
     for (const [c, expected] of [
       [viaHeader, { sample_rate: 22050, encoding: 'pcm_f32le', turn_detection: 'patient' }],
@@ -240,7 +268,18 @@ describe('session', () => {
       const started = await c.until((e) => e.type === 'session.started');
       expect(c.events[0]).toBe(started);
       expect(Object.keys(started).sort()).toEqual(
-        ['encoding', 'idle_timeout_seconds', 'max_session_seconds', 'model', 'request_id', 'sample_rate', 'session_id', 'started_at', 'turn_detection', 'type'].sort(),
+        [
+          'encoding',
+          'idle_timeout_seconds',
+          'max_session_seconds',
+          'model',
+          'request_id',
+          'sample_rate',
+          'session_id',
+          'started_at',
+          'turn_detection',
+          'type',
+        ].sort(),
       );
       expect(started).toMatchObject({ model: 'local-stt', idle_timeout_seconds: 15, max_session_seconds: 3600, ...expected });
       expect(started.session_id).toMatch(/^stt_[0-9a-f]{20}$/);
@@ -335,7 +374,16 @@ describe('session', () => {
     await Promise.all([closeAndCheck(responsive, ms), closeAndCheck(patient, ms)]);
 
     const shape = (c: SttClient) => c.events.filter((e) => e.type !== 'transcript' || e.is_final).map((e) => (e.type === 'transcript' ? 'final' : e.type));
-    expect(shape(responsive), summary(responsive.events)).toEqual(['session.started', 'turn.start', 'final', 'turn.end', 'turn.start', 'final', 'turn.end', 'session.closed']);
+    expect(shape(responsive), summary(responsive.events)).toEqual([
+      'session.started',
+      'turn.start',
+      'final',
+      'turn.end',
+      'turn.start',
+      'final',
+      'turn.end',
+      'session.closed',
+    ]);
     expect(shape(patient), summary(patient.events)).toEqual(['session.started', 'turn.start', 'final', 'turn.end', 'session.closed']);
     const [r1, r2] = finals(responsive);
     expect(wer(TABLE, r1!.text as string), r1!.text as string).toBeLessThanOrEqual(0.25);
@@ -350,7 +398,15 @@ describe('session', () => {
     const firstOfB = pw.findIndex((w) => w.start >= pauseEnds - 0.05);
     expect(firstOfB, JSON.stringify(pw)).toBeGreaterThan(0);
     expect(pw.slice(0, firstOfB).every((w) => w.end <= pauseEnds)).toBe(true);
-    expect(wer(WEATHER, pw.slice(firstOfB).map((w) => w.word).join(' '))).toBeLessThanOrEqual(0.25);
+    expect(
+      wer(
+        WEATHER,
+        pw
+          .slice(firstOfB)
+          .map((w) => w.word)
+          .join(' '),
+      ),
+    ).toBeLessThanOrEqual(0.25);
   });
 
   it('eager_end=true: a pause gets turn.eager_end with the transcript so far, speech after it turn.resume, the end of the sentence an eager end then turn.end', async () => {
@@ -373,7 +429,10 @@ describe('session', () => {
     expect(eagerInPause, summary(c.events)).toBeDefined();
     // What was heard before it goes with it: the last interim transcript sent before the event
     // (how far the recognizer got by then depends on its pace, not on the session).
-    const interimBefore = (e: SttEvent) => interims(c).filter((t) => indexOf(c, t) < indexOf(c, e)).at(-1)?.text ?? '';
+    const interimBefore = (e: SttEvent) =>
+      interims(c)
+        .filter((t) => indexOf(c, t) < indexOf(c, e))
+        .at(-1)?.text ?? '';
     expect(eagerInPause.transcript).toBe(interimBefore(eagerInPause));
     const resume = turnEvents[turnEvents.indexOf(eagerInPause) + 1]!;
     expect(resume.type).toBe('turn.resume');
@@ -446,34 +505,30 @@ describe('session', () => {
     expect(c.ofType('error')).toHaveLength(5);
   });
 
-  it(
-    'keepalive keeps a session without audio open past the 15 s idle timeout, which closes a silent one (error idle_timeout, then 1000)',
-    async () => {
-      const kept = await openSession(h, query());
-      await kept.until((e) => e.type === 'session.started');
-      const timer = setInterval(() => kept.command({ type: 'keepalive' }), 3000);
-      try {
-        const idle = await openSession(h, query());
-        const { code, reason } = await idle.closed;
-        expect(code).toBe(1000);
-        expect(reason).toBe('idle_timeout');
-        expect(idle.events.map((e) => e.type)).toEqual(['session.started', 'error', 'session.closed']);
-        expect(idle.events[1]).toMatchObject({ code: 'idle_timeout' });
-        await expectClosedAndBilled(idle, 0, 'idle_timeout');
-        // The kept session, older than the idle one, is still open and still works.
-        expect(kept.ws.readyState).toBe(kept.ws.OPEN);
-        expect(kept.events.map((e) => e.type)).toEqual(['session.started']);
-      } finally {
-        clearInterval(timer);
-      }
-      const s = await speech(FOX);
-      await kept.stream(s16le(concat(s.samples, silence(END_TAIL))), FAST(16000));
-      await kept.until((e) => e.type === 'turn.end');
-      await closeAndCheck(kept, millisOf(s.samples.length + END_TAIL * 16000, 16000));
-      expect(wer(FOX, finals(kept)[0]!.text as string)).toBeLessThanOrEqual(0.25);
-    },
-    60_000,
-  );
+  it('keepalive keeps a session without audio open past the 15 s idle timeout, which closes a silent one (error idle_timeout, then 1000)', async () => {
+    const kept = await openSession(h, query());
+    await kept.until((e) => e.type === 'session.started');
+    const timer = setInterval(() => kept.command({ type: 'keepalive' }), 3000);
+    try {
+      const idle = await openSession(h, query());
+      const { code, reason } = await idle.closed;
+      expect(code).toBe(1000);
+      expect(reason).toBe('idle_timeout');
+      expect(idle.events.map((e) => e.type)).toEqual(['session.started', 'error', 'session.closed']);
+      expect(idle.events[1]).toMatchObject({ code: 'idle_timeout' });
+      await expectClosedAndBilled(idle, 0, 'idle_timeout');
+      // The kept session, older than the idle one, is still open and still works.
+      expect(kept.ws.readyState).toBe(kept.ws.OPEN);
+      expect(kept.events.map((e) => e.type)).toEqual(['session.started']);
+    } finally {
+      clearInterval(timer);
+    }
+    const s = await speech(FOX);
+    await kept.stream(s16le(concat(s.samples, silence(END_TAIL))), FAST(16000));
+    await kept.until((e) => e.type === 'turn.end');
+    await closeAndCheck(kept, millisOf(s.samples.length + END_TAIL * 16000, 16000));
+    expect(wer(FOX, finals(kept)[0]!.text as string)).toBeLessThanOrEqual(0.25);
+  }, 60_000);
 
   it('pcm_mulaw and pcm_alaw at 8 kHz, pcm_f32le at 48 kHz and pcm_s16le at 22.05 kHz all transcribe the words', async () => {
     const cases: { encoding: Encoding; rate: number; text: string; voice: 'slt' | 'rms' | 'awb' }[] = [

@@ -19,14 +19,16 @@ function planSession(ctx: GatewayContext, request: FastifyRequest): SessionPlan 
   const q = request.query as Record<string, string | string[] | undefined>;
   const one = (name: string) => (Array.isArray(q[name]) ? q[name][0] : q[name]);
   const eager = one('eager_end');
-  if (eager !== undefined && eager !== 'true' && eager !== 'false') throw new ServiceError('invalid_request', `eager_end must be true or false (got ${JSON.stringify(eager)}).`, 'eager_end');
+  if (eager !== undefined && eager !== 'true' && eager !== 'false')
+    throw new ServiceError('invalid_request', `eager_end must be true or false (got ${JSON.stringify(eager)}).`, 'eager_end');
   // Cartesia's threshold names and meaning (gateway/stt/turn-params.ts); an eager threshold turns eager ends on.
   const turns = turnSettingsFromQuery(one, eager === 'true' || one('turn_eager_end_threshold') !== undefined);
   const model = streamingModel(ctx, one('model'));
   const { sampleRate, encoding } = audioFormatFromQuery(one, model);
   const keyterms = queryKeyterms(q);
   const turnSource = (one('turn_source') ?? 'auto') as SessionPlan['turnSource'];
-  if (!TURN_SOURCES.includes(turnSource)) throw new ServiceError('invalid_request', `turn_source must be auto or gateway (got ${JSON.stringify(turnSource)}).`, 'turn_source');
+  if (!TURN_SOURCES.includes(turnSource))
+    throw new ServiceError('invalid_request', `turn_source must be auto or gateway (got ${JSON.stringify(turnSource)}).`, 'turn_source');
   // Cartesia's clients send their API version: they get Cartesia's fields too (gateway/stt/dialect.ts).
   const dialect = request.headers['cartesia-version'] !== undefined || one('cartesia_version') !== undefined ? cartesiaSttDialect(request.id) : undefined;
   return { model, sampleRate, turnSource, encoding, turns, keyterms, language: one('language'), dialect };

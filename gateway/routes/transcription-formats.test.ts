@@ -33,7 +33,9 @@ describe('segmentsOf', () => {
   });
 
   it('text without word times is one segment over the whole audio; nothing heard is no segment', () => {
-    expect(segmentsOf({ text: ' Hello world. ', words: [] }, 3.2004)).toEqual([{ id: 0, start: 0, end: 3.2, text: 'Hello world.', compression_ratio: compressionRatio('Hello world.') }]);
+    expect(segmentsOf({ text: ' Hello world. ', words: [] }, 3.2004)).toEqual([
+      { id: 0, start: 0, end: 3.2, text: 'Hello world.', compression_ratio: compressionRatio('Hello world.') },
+    ]);
     expect(segmentsOf({ text: '', words: [] }, 3)).toEqual([]);
   });
 });
@@ -93,7 +95,13 @@ describe('parameters', () => {
 
   it('verbose_json: language only when given, words and segments only when asked, duration and usage in seconds', () => {
     const t = { text: 'hi there', words: [w('hi', 0, 0.2), w('there', 0.3, 0.6)] };
-    expect(verboseJson(t, 1.23456, undefined, new Set(['word']))).toEqual({ task: 'transcribe', duration: 1.235, text: 'hi there', words: t.words, usage: { type: 'duration', seconds: 1.235 } });
+    expect(verboseJson(t, 1.23456, undefined, new Set(['word']))).toEqual({
+      task: 'transcribe',
+      duration: 1.235,
+      text: 'hi there',
+      words: t.words,
+      usage: { type: 'duration', seconds: 1.235 },
+    });
     const both = verboseJson(t, 1, 'en', new Set(['word', 'segment']));
     expect(Object.keys(both)).toEqual(['task', 'language', 'duration', 'text', 'segments', 'words', 'usage']);
   });

@@ -34,7 +34,11 @@ export function parseResponseFormat(value: string | undefined): ResponseFormat {
   if (value === undefined || value === '') return 'json';
   if ((RESPONSE_FORMATS as readonly string[]).includes(value)) return value as ResponseFormat;
   const hint = value === 'diarized_json' ? ' (no engine here tells speakers apart)' : '';
-  throw new ServiceError('invalid_request', `response_format '${value}' is not supported${hint}; use one of ${RESPONSE_FORMATS.join(', ')}.`, 'response_format');
+  throw new ServiceError(
+    'invalid_request',
+    `response_format '${value}' is not supported${hint}; use one of ${RESPONSE_FORMATS.join(', ')}.`,
+    'response_format',
+  );
 }
 
 /**
@@ -43,9 +47,16 @@ export function parseResponseFormat(value: string | undefined): ResponseFormat {
  */
 export function parseGranularities(values: readonly string[]): Set<Granularity> {
   const out = new Set<Granularity>();
-  for (const value of values.flatMap((v) => v.split(',')).map((v) => v.trim()).filter(Boolean)) {
+  for (const value of values
+    .flatMap((v) => v.split(','))
+    .map((v) => v.trim())
+    .filter(Boolean)) {
     if (value !== 'word' && value !== 'segment') {
-      throw new ServiceError('invalid_request', `timestamp_granularities[]: '${value}' is not a granularity; use word, segment or both.`, 'timestamp_granularities[]');
+      throw new ServiceError(
+        'invalid_request',
+        `timestamp_granularities[]: '${value}' is not a granularity; use word, segment or both.`,
+        'timestamp_granularities[]',
+      );
     }
     out.add(value);
   }

@@ -65,7 +65,12 @@ beforeAll(async () => {
   h = await startSttGateway();
   // The gateway as its own engine: an stt model over protocol `openai` at its own /v1.
   process.env[HOP_KEY_ENV] = h.key;
-  await upsertModel(h.testDb.db.prisma, checkProtocol, { id: 'hop-stt', modality: 'stt', prices: { picoPerSecond: STT_PRICE }, upstream: { url: `${h.url}/v1`, protocol: 'openai', upstreamModel: 'local-stt', apiKeyEnv: HOP_KEY_ENV } });
+  await upsertModel(h.testDb.db.prisma, checkProtocol, {
+    id: 'hop-stt',
+    modality: 'stt',
+    prices: { picoPerSecond: STT_PRICE },
+    upstream: { url: `${h.url}/v1`, protocol: 'openai', upstreamModel: 'local-stt', apiKeyEnv: HOP_KEY_ENV },
+  });
   await h.runtime.ctx.registry.refresh();
   const [a, b] = await Promise.all([speech(FIRST), speech(SECOND, 'rms'), speech(WEATHER)]);
   const samples = concat(a!.samples, silence(1), b!.samples);
@@ -136,7 +141,12 @@ describe('response_format', { timeout: 120_000 }, () => {
     const res = await send({ response_format: 'verbose_json', language: 'en' }, id);
     const body = (await res.json()) as Verbose;
     expect(Object.keys(body).sort()).toEqual(['duration', 'language', 'segments', 'task', 'text', 'usage']);
-    expect(body).toMatchObject({ task: 'transcribe', language: 'en', duration: twoSentences.millis / 1000, usage: { type: 'duration', seconds: twoSentences.millis / 1000 } });
+    expect(body).toMatchObject({
+      task: 'transcribe',
+      language: 'en',
+      duration: twoSentences.millis / 1000,
+      usage: { type: 'duration', seconds: twoSentences.millis / 1000 },
+    });
     expect(wer(`${FIRST} ${SECOND}`, body.text)).toBeLessThanOrEqual(0.25);
     const segments = expectSegments(body.segments, body.text, body.duration);
     // The second of silence separates the sentences: a segment ends before it and the next starts after.
@@ -153,7 +163,9 @@ describe('response_format', { timeout: 120_000 }, () => {
     const timed = expectTimedWords(wordsOnly.words, 0, twoSentences.seconds);
     expect(timed.map((w) => w.word).join(' ')).toBe(wordsOnly.text);
 
-    const unbracketed = (await (await send({ response_format: 'verbose_json' }, requestId('ws'), [['timestamp_granularities', 'segment,word']])).json()) as Verbose;
+    const unbracketed = (await (
+      await send({ response_format: 'verbose_json' }, requestId('ws'), [['timestamp_granularities', 'segment,word']])
+    ).json()) as Verbose;
     for (const both of [await referenceAnswer(), unbracketed]) {
       expect(both.words).toEqual(timed);
       const segments = expectSegments(both.segments, both.text, both.duration);
@@ -199,12 +211,20 @@ describe('response_format', { timeout: 120_000 }, () => {
     ['an unknown format', { response_format: 'xml' }, [], 'response_format'],
     ['diarized_json', { response_format: 'diarized_json' }, [], 'response_format'],
     ['an unknown granularity', { response_format: 'verbose_json' }, [['timestamp_granularities[]', 'sentence']], 'timestamp_granularities[]'],
-  ] as [string, Record<string, string>, [string, string][], string][])('%s: 400 invalid_request naming the param, nothing billed', async (_name, fields, extra, param) => {
-    const before = await ledgerRowCount(h);
-    const err = await expectError(await send(fields, requestId('bad'), extra), { status: 400, code: 'invalid_request', param, type: 'invalid_request_error' });
-    expect(err.message).toMatch(/json|granularit/);
-    expect(await ledgerRowCount(h)).toBe(before);
-  });
+  ] as [string, Record<string, string>, [string, string][], string][])(
+    '%s: 400 invalid_request naming the param, nothing billed',
+    async (_name, fields, extra, param) => {
+      const before = await ledgerRowCount(h);
+      const err = await expectError(await send(fields, requestId('bad'), extra), {
+        status: 400,
+        code: 'invalid_request',
+        param,
+        type: 'invalid_request_error',
+      });
+      expect(err.message).toMatch(/json|granularit/);
+      expect(await ledgerRowCount(h)).toBe(before);
+    },
+  );
 });
 
 describe('hints: OpenAI prompt is read as keyterms', { timeout: 120_000 }, () => {
@@ -234,12 +254,21 @@ describe('the official openai client', { timeout: 120_000 }, () => {
 
   it('verbose_json with word and segment granularities, text and srt', async () => {
     const file = await toFile(twoSentences.wav, 'speech.wav', { type: 'audio/wav' });
-    const verbose = await client().audio.transcriptions.create({ model: 'local-stt', file, response_format: 'verbose_json', timestamp_granularities: ['word', 'segment'] });
+    const verbose = await client().audio.transcriptions.create({
+      model: 'local-stt',
+      file,
+      response_format: 'verbose_json',
+      timestamp_granularities: ['word', 'segment'],
+    });
     expect(verbose.duration).toBe(twoSentences.millis / 1000);
     expect(verbose.text).toBe((await referenceAnswer()).text);
     expect(verbose.words!.length).toBeGreaterThan(10);
     expectSegments(verbose.segments as unknown as Segment[], verbose.text, verbose.duration);
-    const text = await client().audio.transcriptions.create({ model: 'local-stt', file: await toFile(twoSentences.wav, 'speech.wav'), response_format: 'text' });
+    const text = await client().audio.transcriptions.create({
+      model: 'local-stt',
+      file: await toFile(twoSentences.wav, 'speech.wav'),
+      response_format: 'text',
+    });
     expect(text).toBe(verbose.text);
     const srt = await client().audio.transcriptions.create({ model: 'local-stt', file: await toFile(twoSentences.wav, 'speech.wav'), response_format: 'srt' });
     expect(srt).toMatch(/^1\n00:00:0\d,\d{3} --> 00:00:0\d,\d{3}\n\S/);

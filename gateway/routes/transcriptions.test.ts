@@ -63,7 +63,13 @@ beforeAll(async () => {
   await revokeApiKey(prisma, { id: revoked.id });
   keys.revoked = revoked.key;
   keys.limited = (await createApiKey(prisma, { orgId: h.orgId, name: 'one per minute', rateLimitRpm: 1 })).key;
-  await upsertModel(prisma, checkProtocol, { id: 'stt-disabled', modality: 'stt', status: 'disabled', prices: { picoPerSecond: STT_PRICE }, upstream: { url: 'local:pocketsphinx', protocol: 'pocketsphinx' } });
+  await upsertModel(prisma, checkProtocol, {
+    id: 'stt-disabled',
+    modality: 'stt',
+    status: 'disabled',
+    prices: { picoPerSecond: STT_PRICE },
+    upstream: { url: 'local:pocketsphinx', protocol: 'pocketsphinx' },
+  });
   await h.runtime.ctx.registry.refresh();
   // Speech made up front, in parallel.
   await Promise.all([speech(FOX), speech(CALL), ...SENTENCES.map(([text, voice]) => speech(text, voice))]);
@@ -75,7 +81,13 @@ afterAll(async () => {
 });
 
 /** A 200 from the local model: shape, word times inside the audio, exact duration and billing. */
-async function expectTranscription(res: Response, audio: { frames: number; sampleRate: number }, id: string, picoPerSecond = STT_PRICE, options: { wordTimes?: boolean } = {}): Promise<TranscriptionBody> {
+async function expectTranscription(
+  res: Response,
+  audio: { frames: number; sampleRate: number },
+  id: string,
+  picoPerSecond = STT_PRICE,
+  options: { wordTimes?: boolean } = {},
+): Promise<TranscriptionBody> {
   const text = await res.text();
   expect(res.status, text).toBe(200);
   expect(res.headers.get('content-type')).toMatch(/^application\/json/);
@@ -93,7 +105,15 @@ async function expectTranscription(res: Response, audio: { frames: number; sampl
   const billed = await expectDebited(h, id, cost);
   expect(billed.ledger).toHaveLength(1);
   expect(billed.usage).toHaveLength(1);
-  expect(billed.usage[0]).toMatchObject({ modality: 'stt', route: 'audio.transcriptions', audioMillis: millis, costMicros: cost, inputTokens: 0, outputTokens: 0, characters: 0 });
+  expect(billed.usage[0]).toMatchObject({
+    modality: 'stt',
+    route: 'audio.transcriptions',
+    audioMillis: millis,
+    costMicros: cost,
+    inputTokens: 0,
+    outputTokens: 0,
+    characters: 0,
+  });
   expect(billed.ledger[0]!.amountMicros).toBe(-cost);
   expect(res.headers.get('x-svc-credits-remaining-usd')).toBe(usd(billed.ledger[0]!.balanceAfterMicros));
   return body;
@@ -117,20 +137,42 @@ describe('errors', () => {
 
   it('401 without a key, with an unknown key, and with a revoked key', async () => {
     const wav = (await speech(FOX)).wav;
-    const { err } = await rejected((id) => transcribe(h, wav, { model: 'local-stt' }, { key: null, requestId: id }), { status: 401, code: 'invalid_api_key', param: null, type: 'invalid_request_error' });
+    const { err } = await rejected((id) => transcribe(h, wav, { model: 'local-stt' }, { key: null, requestId: id }), {
+      status: 401,
+      code: 'invalid_api_key',
+      param: null,
+      type: 'invalid_request_error',
+    });
     expect(err.message).toMatch(/key/i);
-    await rejected((id) => transcribe(h, wav, { model: 'local-stt' }, { key: 'sk_svc_not_a_real_key_at_all_0000000000000', requestId: id }), { status: 401, code: 'invalid_api_key', param: null });
-    await rejected((id) => transcribe(h, wav, { model: 'local-stt' }, { key: keys.revoked, requestId: id }), { status: 401, code: 'api_key_disabled', param: null });
+    await rejected((id) => transcribe(h, wav, { model: 'local-stt' }, { key: 'sk_svc_not_a_real_key_at_all_0000000000000', requestId: id }), {
+      status: 401,
+      code: 'invalid_api_key',
+      param: null,
+    });
+    await rejected((id) => transcribe(h, wav, { model: 'local-stt' }, { key: keys.revoked, requestId: id }), {
+      status: 401,
+      code: 'api_key_disabled',
+      param: null,
+    });
   });
 
   it('402 insufficient_quota for an org with a zero balance', async () => {
     const wav = (await speech(FOX)).wav;
-    await rejected((id) => transcribe(h, wav, { model: 'local-stt' }, { key: keys.zero, requestId: id }), { status: 402, code: 'insufficient_quota', param: null, type: 'insufficient_quota' });
+    await rejected((id) => transcribe(h, wav, { model: 'local-stt' }, { key: keys.zero, requestId: id }), {
+      status: 402,
+      code: 'insufficient_quota',
+      param: null,
+      type: 'insufficient_quota',
+    });
   });
 
   it('429 rate_limit_exceeded past the key own limit, with Retry-After', async () => {
     // The first request of the minute is admitted (and fails for its missing file), the second is not.
-    await rejected((id) => transcribe(h, null, { model: 'local-stt' }, { key: keys.limited, requestId: id }), { status: 400, code: 'invalid_request', param: 'file' });
+    await rejected((id) => transcribe(h, null, { model: 'local-stt' }, { key: keys.limited, requestId: id }), {
+      status: 400,
+      code: 'invalid_request',
+      param: 'file',
+    });
     const wav = (await speech(FOX)).wav;
     const { err, res } = await rejected((id) => transcribe(h, wav, { model: 'local-stt' }, { key: keys.limited, requestId: id }), {
       status: 429,
@@ -185,11 +227,26 @@ describe('errors', () => {
     const files: Record<string, Buffer> = {
       'mp3 (LAME frames, no tag)': mp3,
       'mp3 with an ID3v2 tag': Buffer.concat([id3, mp3]),
-      'ogg (Vorbis)': Buffer.concat([Buffer.from('OggS', 'latin1'), Buffer.from([0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 30]), Buffer.from('\x01vorbis', 'latin1'), random(23, 7)]),
-      'flac': Buffer.concat([Buffer.from('fLaC', 'latin1'), Buffer.from([0x80, 0, 0, 34]), random(34, 3), random(500, 4)]),
-      'mp4 (ftyp isom)': Buffer.concat([box('ftyp', Buffer.concat([Buffer.from('isom', 'latin1'), Buffer.from([0, 0, 2, 0]), Buffer.from('isomiso2mp41', 'latin1')])), box('mdat', random(400, 5))]),
-      'm4a (ftyp M4A)': Buffer.concat([box('ftyp', Buffer.concat([Buffer.from('M4A ', 'latin1'), Buffer.from([0, 0, 0, 0]), Buffer.from('M4A mp42isom', 'latin1')])), box('mdat', random(400, 6))]),
-      'webm (EBML)': Buffer.concat([Buffer.from([0x1a, 0x45, 0xdf, 0xa3, 0x9f, 0x42, 0x86, 0x81, 0x01, 0x42, 0x82, 0x84]), Buffer.from('webm', 'latin1'), random(300, 8)]),
+      'ogg (Vorbis)': Buffer.concat([
+        Buffer.from('OggS', 'latin1'),
+        Buffer.from([0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 30]),
+        Buffer.from('\x01vorbis', 'latin1'),
+        random(23, 7),
+      ]),
+      flac: Buffer.concat([Buffer.from('fLaC', 'latin1'), Buffer.from([0x80, 0, 0, 34]), random(34, 3), random(500, 4)]),
+      'mp4 (ftyp isom)': Buffer.concat([
+        box('ftyp', Buffer.concat([Buffer.from('isom', 'latin1'), Buffer.from([0, 0, 2, 0]), Buffer.from('isomiso2mp41', 'latin1')])),
+        box('mdat', random(400, 5)),
+      ]),
+      'm4a (ftyp M4A)': Buffer.concat([
+        box('ftyp', Buffer.concat([Buffer.from('M4A ', 'latin1'), Buffer.from([0, 0, 0, 0]), Buffer.from('M4A mp42isom', 'latin1')])),
+        box('mdat', random(400, 6)),
+      ]),
+      'webm (EBML)': Buffer.concat([
+        Buffer.from([0x1a, 0x45, 0xdf, 0xa3, 0x9f, 0x42, 0x86, 0x81, 0x01, 0x42, 0x82, 0x84]),
+        Buffer.from('webm', 'latin1'),
+        random(300, 8),
+      ]),
       'aac (ADTS frames)': Buffer.concat([adtsFrame(200), adtsFrame(180), adtsFrame(190)]),
     };
 
@@ -201,7 +258,11 @@ describe('errors', () => {
 
     for (const [name, bytes] of Object.entries(files)) {
       it(name, async () => {
-        const { err } = await rejected((id) => transcribe(h, bytes, { model: 'local-stt' }, { requestId: id, filename: 'audio.bin' }), { status: 400, code: 'unsupported_audio_format', param: 'file' });
+        const { err } = await rejected((id) => transcribe(h, bytes, { model: 'local-stt' }, { requestId: id, filename: 'audio.bin' }), {
+          status: 400,
+          code: 'unsupported_audio_format',
+          param: 'file',
+        });
         expect(err.message.length).toBeGreaterThan(10);
       });
     }
@@ -211,28 +272,52 @@ describe('errors', () => {
     const fox = await speech(FOX);
     const pcm = s16le(fox.samples);
     for (const rate of ['11025', '96000', '7999', 'abc', '16000.5', '-16000']) {
-      await rejected((id) => transcribe(h, pcm, { model: 'local-stt', sample_rate: rate }, { requestId: id }), { status: 400, code: 'invalid_sample_rate', param: 'sample_rate' });
+      await rejected((id) => transcribe(h, pcm, { model: 'local-stt', sample_rate: rate }, { requestId: id }), {
+        status: 400,
+        code: 'invalid_sample_rate',
+        param: 'sample_rate',
+      });
     }
     for (const rate of [11025, 96000, 32000, 4000]) {
       const wav = wavFile([fox.samples.subarray(0, 8000)], rate);
-      const { err } = await rejected((id) => transcribe(h, wav, { model: 'local-stt' }, { requestId: id }), { status: 400, code: 'invalid_sample_rate', param: 'sample_rate' });
+      const { err } = await rejected((id) => transcribe(h, wav, { model: 'local-stt' }, { requestId: id }), {
+        status: 400,
+        code: 'invalid_sample_rate',
+        param: 'sample_rate',
+      });
       expect(err.message).toContain(String(rate));
     }
     // local-stt-16k accepts only 16000: 8 kHz audio is refused as a WAV and as raw PCM.
     const wav8k = wavFile([toRate(fox.samples, 8000)], 8000);
-    const { err } = await rejected((id) => transcribe(h, wav8k, { model: 'local-stt-16k' }, { requestId: id }), { status: 400, code: 'invalid_sample_rate', param: 'sample_rate' });
+    const { err } = await rejected((id) => transcribe(h, wav8k, { model: 'local-stt-16k' }, { requestId: id }), {
+      status: 400,
+      code: 'invalid_sample_rate',
+      param: 'sample_rate',
+    });
     expect(err.message).toContain('16000');
-    await rejected((id) => transcribe(h, s16le(toRate(fox.samples, 8000)), { model: 'local-stt-16k', sample_rate: '8000' }, { requestId: id }), { status: 400, code: 'invalid_sample_rate', param: 'sample_rate' });
+    await rejected((id) => transcribe(h, s16le(toRate(fox.samples, 8000)), { model: 'local-stt-16k', sample_rate: '8000' }, { requestId: id }), {
+      status: 400,
+      code: 'invalid_sample_rate',
+      param: 'sample_rate',
+    });
     // ...and its own rate is fine.
     const id = requestId('16k');
-    await expectTranscription(await transcribe(h, fox.wav, { model: 'local-stt-16k' }, { requestId: id }), { frames: fox.samples.length, sampleRate: 16000 }, id);
+    await expectTranscription(
+      await transcribe(h, fox.wav, { model: 'local-stt-16k' }, { requestId: id }),
+      { frames: fox.samples.length, sampleRate: 16000 },
+      id,
+    );
   });
 
   it('400 invalid_request without a file, with an empty file, with the file under another name, and with two files', async () => {
     await rejected((id) => transcribe(h, null, { model: 'local-stt' }, { requestId: id }), { status: 400, code: 'invalid_request', param: 'file' });
     await rejected((id) => transcribe(h, Buffer.alloc(0), { model: 'local-stt' }, { requestId: id }), { status: 400, code: 'invalid_request', param: 'file' });
     const wav = (await speech(FOX)).wav;
-    await rejected((id) => transcribe(h, wav, { model: 'local-stt' }, { requestId: id, fileField: 'audio' }), { status: 400, code: 'invalid_request', param: 'audio' });
+    await rejected((id) => transcribe(h, wav, { model: 'local-stt' }, { requestId: id, fileField: 'audio' }), {
+      status: 400,
+      code: 'invalid_request',
+      param: 'audio',
+    });
     await rejected(
       (id) => {
         const form = new FormData();
@@ -254,13 +339,26 @@ describe('errors', () => {
       });
     const wav = (await speech(FOX)).wav;
     for (const type of ['application/json', 'audio/wav', 'application/octet-stream', 'text/plain', 'application/x-www-form-urlencoded']) {
-      const body = type === 'application/json' ? JSON.stringify({ model: 'local-stt', file: 'x' }) : type.startsWith('audio') || type.includes('octet') ? wav : 'model=local-stt';
+      const body =
+        type === 'application/json'
+          ? JSON.stringify({ model: 'local-stt', file: 'x' })
+          : type.startsWith('audio') || type.includes('octet')
+            ? wav
+            : 'model=local-stt';
       const { err } = await rejected((id) => post(body, type, id), { status: 415, code: 'unsupported_media_type', param: null });
       expect(err.message).toMatch(/multipart\/form-data/);
     }
     await rejected((id) => post(wav, null, id), { status: 415, code: 'unsupported_media_type', param: null });
-    await rejected((id) => post('--x\r\nContent-Disposition: form-data; name="model"\r\n\r\nlocal-stt\r\n--x--\r\n', 'multipart/form-data', id), { status: 400, code: 'invalid_request', param: null });
-    await rejected((id) => post('--x\r\nContent-Disposition: form-data; name="file"; filename="a.wav"\r\n\r\nRIFF', 'multipart/form-data; boundary=x', id), { status: 400, code: 'invalid_request', param: null });
+    await rejected((id) => post('--x\r\nContent-Disposition: form-data; name="model"\r\n\r\nlocal-stt\r\n--x--\r\n', 'multipart/form-data', id), {
+      status: 400,
+      code: 'invalid_request',
+      param: null,
+    });
+    await rejected((id) => post('--x\r\nContent-Disposition: form-data; name="file"; filename="a.wav"\r\n\r\nRIFF', 'multipart/form-data; boundary=x', id), {
+      status: 400,
+      code: 'invalid_request',
+      param: null,
+    });
     expect((await fetch(`${h.url}/health`)).status).toBe(200);
   });
 
@@ -315,7 +413,9 @@ describe('errors', () => {
     expect(body.error).toMatchObject({ code: 'body_too_large', param: null, type: 'invalid_request_error' });
     expect(await ledgerOf(h, id)).toMatchObject({ debited: 0n, audioMillis: 0 });
     // Informational only: the process did not keep the upload around.
-    console.log(`RSS ${Math.round(rssBefore / 2 ** 20)} MB before, ${Math.round(process.memoryUsage().rss / 2 ** 20)} MB after a 27 MB upload refused at 25 MB`);
+    console.log(
+      `RSS ${Math.round(rssBefore / 2 ** 20)} MB before, ${Math.round(process.memoryUsage().rss / 2 ** 20)} MB after a 27 MB upload refused at 25 MB`,
+    );
     expect((await fetch(`${h.url}/health`)).status).toBe(200);
     const ok = requestId('after-413');
     const fox = await speech(FOX);
@@ -355,7 +455,11 @@ describe('transcription', () => {
     const fox = await speech(FOX);
     const id = requestId('wav16');
     const balance = await h.balanceMicros();
-    const body = await expectTranscription(await transcribe(h, fox.wav, { model: 'local-stt' }, { requestId: id }), { frames: fox.samples.length, sampleRate: 16000 }, id);
+    const body = await expectTranscription(
+      await transcribe(h, fox.wav, { model: 'local-stt' }, { requestId: id }),
+      { frames: fox.samples.length, sampleRate: 16000 },
+      id,
+    );
     expect(body.text).toBe(body.words.map((w) => w.word).join(' '));
     expect(wer(FOX, body.text)).toBeLessThanOrEqual(0.15);
     expect(words(body.text)).toEqual(expect.arrayContaining(['quick', 'brown', 'fox', 'lazy', 'dog']));
@@ -369,7 +473,11 @@ describe('transcription', () => {
     for (const rate of [8000, 22050, 24000, 44100, 48000]) {
       const samples = toRate(call.samples, rate);
       const id = requestId(`wav${rate}`);
-      const body = await expectTranscription(await transcribe(h, wavFile([samples], rate), { model: 'local-stt' }, { requestId: id }), { frames: samples.length, sampleRate: rate }, id);
+      const body = await expectTranscription(
+        await transcribe(h, wavFile([samples], rate), { model: 'local-stt' }, { requestId: id }),
+        { frames: samples.length, sampleRate: rate },
+        id,
+      );
       expect(wer(CALL, body.text), `${rate} Hz: "${body.text}"`).toBeLessThanOrEqual(rate === 8000 ? 0.35 : 0.2);
       expect(words(body.text), `${rate} Hz`).toEqual(expect.arrayContaining(['please', 'call', 'tomorrow', 'morning']));
     }
@@ -378,12 +486,20 @@ describe('transcription', () => {
   it('a stereo WAV is mixed down to mono (the mean of the channels), billed by its frames', async () => {
     const fox = await speech(FOX);
     const monoId = requestId('mono');
-    const mono = await expectTranscription(await transcribe(h, fox.wav, { model: 'local-stt' }, { requestId: monoId }), { frames: fox.samples.length, sampleRate: 16000 }, monoId);
+    const mono = await expectTranscription(
+      await transcribe(h, fox.wav, { model: 'local-stt' }, { requestId: monoId }),
+      { frames: fox.samples.length, sampleRate: 16000 },
+      monoId,
+    );
     // Both channels the same: the mix is the mono signal, so the same transcript.
     const id = requestId('stereo');
     const wav = wavFile([fox.samples, fox.samples], 16000);
     expect(wav.readUInt16LE(22)).toBe(2);
-    const body = await expectTranscription(await transcribe(h, wav, { model: 'local-stt' }, { requestId: id }), { frames: fox.samples.length, sampleRate: 16000 }, id);
+    const body = await expectTranscription(
+      await transcribe(h, wav, { model: 'local-stt' }, { requestId: id }),
+      { frames: fox.samples.length, sampleRate: 16000 },
+      id,
+    );
     expect(body).toEqual(mono);
     // Opposite channels cancel out: silence, not the left channel alone.
     const id2 = requestId('stereo-cancel');
@@ -398,12 +514,20 @@ describe('transcription', () => {
   it('a float32 WAV (format 3) and a 4-channel 48 kHz float WAV', async () => {
     const call = await speech(CALL);
     const id = requestId('f32');
-    const body = await expectTranscription(await transcribe(h, wavFile([call.samples], 16000, 'f32'), { model: 'local-stt' }, { requestId: id }), { frames: call.samples.length, sampleRate: 16000 }, id);
+    const body = await expectTranscription(
+      await transcribe(h, wavFile([call.samples], 16000, 'f32'), { model: 'local-stt' }, { requestId: id }),
+      { frames: call.samples.length, sampleRate: 16000 },
+      id,
+    );
     expect(wer(CALL, body.text), body.text).toBeLessThanOrEqual(0.15);
     const at48 = toRate(call.samples, 48000);
     const quiet = at48.map((v) => v * 0.25);
     const id2 = requestId('f32x4');
-    const body2 = await expectTranscription(await transcribe(h, wavFile([at48, at48, quiet, quiet], 48000, 'f32'), { model: 'local-stt' }, { requestId: id2 }), { frames: at48.length, sampleRate: 48000 }, id2);
+    const body2 = await expectTranscription(
+      await transcribe(h, wavFile([at48, at48, quiet, quiet], 48000, 'f32'), { model: 'local-stt' }, { requestId: id2 }),
+      { frames: at48.length, sampleRate: 48000 },
+      id2,
+    );
     expect(wer(CALL, body2.text), body2.text).toBeLessThanOrEqual(0.2);
   });
 
@@ -416,40 +540,52 @@ describe('transcription', () => {
       const pcm = c.extraByte ? Buffer.concat([s16le(samples), Buffer.from([0x7f])]) : s16le(samples);
       const id = requestId(`raw${rate}`);
       const fields: Record<string, string> = { model: 'local-stt', ...(c.rate ? { sample_rate: String(c.rate) } : {}) };
-      const body = await expectTranscription(await transcribe(h, pcm, fields, { requestId: id, filename: 'audio.pcm' }), { frames: samples.length, sampleRate: rate }, id);
+      const body = await expectTranscription(
+        await transcribe(h, pcm, fields, { requestId: id, filename: 'audio.pcm' }),
+        { frames: samples.length, sampleRate: rate },
+        id,
+      );
       expect(wer(FOX, body.text), `${JSON.stringify(c)}: ${body.text}`).toBeLessThanOrEqual(rate === 8000 ? 0.35 : 0.2);
     }
     // A WAV's own header wins over the field.
     const id = requestId('wav-wins');
-    await expectTranscription(await transcribe(h, fox.wav, { model: 'local-stt', sample_rate: '8000' }, { requestId: id }), { frames: fox.samples.length, sampleRate: 16000 }, id);
+    await expectTranscription(
+      await transcribe(h, fox.wav, { model: 'local-stt', sample_rate: '8000' }, { requestId: id }),
+      { frames: fox.samples.length, sampleRate: 16000 },
+      id,
+    );
   });
 
   it('silence gives an empty transcript, billed for its duration', async () => {
     const id = requestId('silence');
-    const body = await expectTranscription(await transcribe(h, wavFile([silence(1.5)], 16000), { model: 'local-stt' }, { requestId: id }), { frames: 24000, sampleRate: 16000 }, id);
+    const body = await expectTranscription(
+      await transcribe(h, wavFile([silence(1.5)], 16000), { model: 'local-stt' }, { requestId: id }),
+      { frames: 24000, sampleRate: 16000 },
+      id,
+    );
     expect(body).toEqual({ text: '', words: [], duration_seconds: 1.5 });
   });
 
-  it(
-    'word error rate at most 15 % over eight flite sentences in three voices',
-    async () => {
-      let errors = 0;
-      let total = 0;
-      const misses: string[] = [];
-      for (const [text, voice] of SENTENCES) {
-        const s = await speech(text, voice);
-        const id = requestId(`wer-${voice}`);
-        const body = await expectTranscription(await transcribe(h, s.wav, { model: 'local-stt' }, { requestId: id }), { frames: s.samples.length, sampleRate: 16000 }, id);
-        const e = Math.round(wer(text, body.text) * words(text).length);
-        if (e) misses.push(`${voice}: "${body.text}"`);
-        errors += e;
-        total += words(text).length;
-      }
-      console.log(`batch WER ${((100 * errors) / total).toFixed(1)} % over ${total} words; misses:\n  ${misses.join('\n  ')}`);
-      expect(errors / total).toBeLessThanOrEqual(0.15);
-    },
-    120_000,
-  );
+  it('word error rate at most 15 % over eight flite sentences in three voices', async () => {
+    let errors = 0;
+    let total = 0;
+    const misses: string[] = [];
+    for (const [text, voice] of SENTENCES) {
+      const s = await speech(text, voice);
+      const id = requestId(`wer-${voice}`);
+      const body = await expectTranscription(
+        await transcribe(h, s.wav, { model: 'local-stt' }, { requestId: id }),
+        { frames: s.samples.length, sampleRate: 16000 },
+        id,
+      );
+      const e = Math.round(wer(text, body.text) * words(text).length);
+      if (e) misses.push(`${voice}: "${body.text}"`);
+      errors += e;
+      total += words(text).length;
+    }
+    console.log(`batch WER ${((100 * errors) / total).toFixed(1)} % over ${total} words; misses:\n  ${misses.join('\n  ')}`);
+    expect(errors / total).toBeLessThanOrEqual(0.15);
+  }, 120_000);
 
   // A recording with a pause: the second sentence follows 1 s of silence.
   let twoSentences: { body: TranscriptionBody; secondStarts: number; duration: number } | null = null;
@@ -459,7 +595,13 @@ describe('transcription', () => {
     const b = await speech(CALL, 'rms');
     const samples = concat(a.samples, silence(1), b.samples);
     const id = requestId('two');
-    const body = await expectTranscription(await transcribe(h, wavFile([samples], 16000), { model: 'local-stt' }, { requestId: id }), { frames: samples.length, sampleRate: 16000 }, id, STT_PRICE, { wordTimes: false });
+    const body = await expectTranscription(
+      await transcribe(h, wavFile([samples], 16000), { model: 'local-stt' }, { requestId: id }),
+      { frames: samples.length, sampleRate: 16000 },
+      id,
+      STT_PRICE,
+      { wordTimes: false },
+    );
     expect(wer(`${FOX} ${CALL}`, body.text), body.text).toBeLessThanOrEqual(0.15);
     expect(body.words.map((w) => w.word).join(' ')).toBe(body.text);
     twoSentences = { body, secondStarts: (a.samples.length + 16000) / 16000, duration: samples.length / 16000 };
@@ -480,7 +622,9 @@ describe('transcription', () => {
   it('the official OpenAI client: audio.transcriptions.create with local-stt, and its errors', async () => {
     const fox = await speech(FOX);
     const client = new OpenAI({ apiKey: h.key, baseURL: `${h.url}/v1`, maxRetries: 0 });
-    const { data, response } = await client.audio.transcriptions.create({ file: await toFile(fox.wav, 'speech.wav', { type: 'audio/wav' }), model: 'local-stt' }).withResponse();
+    const { data, response } = await client.audio.transcriptions
+      .create({ file: await toFile(fox.wav, 'speech.wav', { type: 'audio/wav' }), model: 'local-stt' })
+      .withResponse();
     expect(response.status).toBe(200);
     expect(wer(FOX, data.text), data.text).toBeLessThanOrEqual(0.15);
     const body = data as unknown as TranscriptionBody;
@@ -492,7 +636,9 @@ describe('transcription', () => {
     const err = await client.audio.transcriptions.create({ file: await toFile(fox.wav, 'speech.wav'), model: 'whisper-1' }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(OpenAI.NotFoundError);
     expect((err as InstanceType<typeof OpenAI.APIError>).code).toBe('model_not_found');
-    const err2 = await client.audio.transcriptions.create({ file: await toFile(Buffer.from('ID3\x04\x00\x00\x00\x00\x00\x00', 'latin1'), 'x.mp3'), model: 'local-stt' }).catch((e: unknown) => e);
+    const err2 = await client.audio.transcriptions
+      .create({ file: await toFile(Buffer.from('ID3\x04\x00\x00\x00\x00\x00\x00', 'latin1'), 'x.mp3'), model: 'local-stt' })
+      .catch((e: unknown) => e);
     expect(err2).toBeInstanceOf(OpenAI.BadRequestError);
     expect((err2 as InstanceType<typeof OpenAI.APIError>).code).toBe('unsupported_audio_format');
   });
@@ -527,72 +673,75 @@ describe('malformed audio never crashes the route', () => {
     return res.status;
   }
 
-  it(
-    'fuzzed WAV headers, odd chunk sizes, truncations and odd-length PCM: 200 or 400, never 500; the process still answers',
-    async () => {
-      const fox = await speech(FOX);
-      const short = fox.samples.subarray(4000, 4000 + 6400); // 0.4 s of speech
-      const base = wavFile([short], 16000);
-      const statuses: number[] = [];
-      const rand = prng(20251122);
-      // Random bytes in the 44-byte header.
-      for (let i = 0; i < 24; i++) {
-        const f = Buffer.from(base);
-        const n = 1 + Math.floor(rand() * 4);
-        for (let k = 0; k < n; k++) f[Math.floor(rand() * 44)] = Math.floor(rand() * 256);
-        statuses.push(await expect200or400(f, `header fuzz ${i}`));
-      }
-      // Fields set to edge values.
-      const edits: [string, (b: Buffer) => void][] = [
-        ['data size 0 (streaming writer)', (b) => b.writeUInt32LE(0, 40)],
-        ['data size 0xFFFFFFFF', (b) => b.writeUInt32LE(0xffffffff, 40)],
-        ['data size past the end', (b) => b.writeUInt32LE(10_000_000, 40)],
-        ['fmt size 0', (b) => b.writeUInt32LE(0, 16)],
-        ['fmt size huge', (b) => b.writeUInt32LE(0xfffffff0, 16)],
-        ['channels 0', (b) => b.writeUInt16LE(0, 22)],
-        ['channels 65535', (b) => b.writeUInt16LE(65535, 22)],
-        ['sample rate 0', (b) => b.writeUInt32LE(0, 24)],
-        ['sample rate 0xFFFFFFFF', (b) => b.writeUInt32LE(0xffffffff, 24)],
-        ['block align 0', (b) => b.writeUInt16LE(0, 32)],
-        ['bits 0', (b) => b.writeUInt16LE(0, 34)],
-        ['bits 13', (b) => b.writeUInt16LE(13, 34)],
-        ['format code 0', (b) => b.writeUInt16LE(0, 20)],
-        ['format 0xFFFE with a 16-byte fmt', (b) => b.writeUInt16LE(0xfffe, 20)],
-        ['format 3 with 16 bits', (b) => b.writeUInt16LE(3, 20)],
-        ['RIFF size 0', (b) => b.writeUInt32LE(0, 4)],
-        ['RIFX', (b) => b.write('RIFX', 0, 'latin1')],
-        ['fmt renamed', (b) => b.write('fmx ', 12, 'latin1')],
-        ['data renamed', (b) => b.write('dada', 36, 'latin1')],
-      ];
-      for (const [label, edit] of edits) {
-        const f = Buffer.from(base);
-        edit(f);
-        statuses.push(await expect200or400(f, label));
-      }
-      // An odd-sized LIST chunk before data (with its pad byte), and one without the pad byte.
-      const list = (pad: boolean) => Buffer.concat([Buffer.from('LIST', 'latin1'), Buffer.from([5, 0, 0, 0]), Buffer.from('INFOx', 'latin1'), pad ? Buffer.from([0]) : Buffer.alloc(0)]);
-      for (const pad of [true, false]) statuses.push(await expect200or400(Buffer.concat([base.subarray(0, 36), list(pad), base.subarray(36)]), `odd LIST chunk, pad ${pad}`));
-      // Truncations: inside the header, and inside the samples (odd lengths too).
-      for (const cut of [1, 4, 11, 12, 20, 35, 36, 43, 44, 45, 1001, 4099]) statuses.push(await expect200or400(base.subarray(0, cut), `cut at ${cut}`));
-      // Raw PCM of odd lengths, including a single byte.
-      for (const n of [1, 3, 333, 6401]) statuses.push(await expect200or400(s16le(short).subarray(0, n), `raw PCM of ${n} bytes`, { model: 'local-stt', sample_rate: '16000' }));
-      // Pure noise bytes.
-      const noise = Buffer.alloc(9999);
-      for (let i = 0; i < noise.length; i++) noise[i] = Math.floor(rand() * 256);
-      statuses.push(await expect200or400(noise, 'noise'));
-      // Both outcomes occurred: the cases reach the recogniser as well as the format checks.
-      expect(statuses).toContain(200);
-      expect(statuses).toContain(400);
-      const health = await fetch(`${h.url}/health`);
-      expect(health.status).toBe(200);
-      expect(await health.json()).toEqual({ status: 'ok' });
-      // And the route still transcribes.
-      const id = requestId('after-fuzz');
-      const body = await expectTranscription(await transcribe(h, fox.wav, { model: 'local-stt' }, { requestId: id }), { frames: fox.samples.length, sampleRate: 16000 }, id);
-      expect(wer(FOX, body.text)).toBeLessThanOrEqual(0.15);
-    },
-    180_000,
-  );
+  it('fuzzed WAV headers, odd chunk sizes, truncations and odd-length PCM: 200 or 400, never 500; the process still answers', async () => {
+    const fox = await speech(FOX);
+    const short = fox.samples.subarray(4000, 4000 + 6400); // 0.4 s of speech
+    const base = wavFile([short], 16000);
+    const statuses: number[] = [];
+    const rand = prng(20251122);
+    // Random bytes in the 44-byte header.
+    for (let i = 0; i < 24; i++) {
+      const f = Buffer.from(base);
+      const n = 1 + Math.floor(rand() * 4);
+      for (let k = 0; k < n; k++) f[Math.floor(rand() * 44)] = Math.floor(rand() * 256);
+      statuses.push(await expect200or400(f, `header fuzz ${i}`));
+    }
+    // Fields set to edge values.
+    const edits: [string, (b: Buffer) => void][] = [
+      ['data size 0 (streaming writer)', (b) => b.writeUInt32LE(0, 40)],
+      ['data size 0xFFFFFFFF', (b) => b.writeUInt32LE(0xffffffff, 40)],
+      ['data size past the end', (b) => b.writeUInt32LE(10_000_000, 40)],
+      ['fmt size 0', (b) => b.writeUInt32LE(0, 16)],
+      ['fmt size huge', (b) => b.writeUInt32LE(0xfffffff0, 16)],
+      ['channels 0', (b) => b.writeUInt16LE(0, 22)],
+      ['channels 65535', (b) => b.writeUInt16LE(65535, 22)],
+      ['sample rate 0', (b) => b.writeUInt32LE(0, 24)],
+      ['sample rate 0xFFFFFFFF', (b) => b.writeUInt32LE(0xffffffff, 24)],
+      ['block align 0', (b) => b.writeUInt16LE(0, 32)],
+      ['bits 0', (b) => b.writeUInt16LE(0, 34)],
+      ['bits 13', (b) => b.writeUInt16LE(13, 34)],
+      ['format code 0', (b) => b.writeUInt16LE(0, 20)],
+      ['format 0xFFFE with a 16-byte fmt', (b) => b.writeUInt16LE(0xfffe, 20)],
+      ['format 3 with 16 bits', (b) => b.writeUInt16LE(3, 20)],
+      ['RIFF size 0', (b) => b.writeUInt32LE(0, 4)],
+      ['RIFX', (b) => b.write('RIFX', 0, 'latin1')],
+      ['fmt renamed', (b) => b.write('fmx ', 12, 'latin1')],
+      ['data renamed', (b) => b.write('dada', 36, 'latin1')],
+    ];
+    for (const [label, edit] of edits) {
+      const f = Buffer.from(base);
+      edit(f);
+      statuses.push(await expect200or400(f, label));
+    }
+    // An odd-sized LIST chunk before data (with its pad byte), and one without the pad byte.
+    const list = (pad: boolean) =>
+      Buffer.concat([Buffer.from('LIST', 'latin1'), Buffer.from([5, 0, 0, 0]), Buffer.from('INFOx', 'latin1'), pad ? Buffer.from([0]) : Buffer.alloc(0)]);
+    for (const pad of [true, false])
+      statuses.push(await expect200or400(Buffer.concat([base.subarray(0, 36), list(pad), base.subarray(36)]), `odd LIST chunk, pad ${pad}`));
+    // Truncations: inside the header, and inside the samples (odd lengths too).
+    for (const cut of [1, 4, 11, 12, 20, 35, 36, 43, 44, 45, 1001, 4099]) statuses.push(await expect200or400(base.subarray(0, cut), `cut at ${cut}`));
+    // Raw PCM of odd lengths, including a single byte.
+    for (const n of [1, 3, 333, 6401])
+      statuses.push(await expect200or400(s16le(short).subarray(0, n), `raw PCM of ${n} bytes`, { model: 'local-stt', sample_rate: '16000' }));
+    // Pure noise bytes.
+    const noise = Buffer.alloc(9999);
+    for (let i = 0; i < noise.length; i++) noise[i] = Math.floor(rand() * 256);
+    statuses.push(await expect200or400(noise, 'noise'));
+    // Both outcomes occurred: the cases reach the recogniser as well as the format checks.
+    expect(statuses).toContain(200);
+    expect(statuses).toContain(400);
+    const health = await fetch(`${h.url}/health`);
+    expect(health.status).toBe(200);
+    expect(await health.json()).toEqual({ status: 'ok' });
+    // And the route still transcribes.
+    const id = requestId('after-fuzz');
+    const body = await expectTranscription(
+      await transcribe(h, fox.wav, { model: 'local-stt' }, { requestId: id }),
+      { frames: fox.samples.length, sampleRate: 16000 },
+      id,
+    );
+    expect(wer(FOX, body.text)).toBeLessThanOrEqual(0.15);
+  }, 180_000);
 });
 
 // ---------------------------------------------------------------------------------------
@@ -617,7 +766,12 @@ describe('an OpenAI-compatible transcription upstream', () => {
         ],
       },
     });
-    await upsertModel(h.testDb.db.prisma, checkProtocol, { id: 'remote-stt', modality: 'stt', prices: { picoPerSecond: PRICE }, upstream: { url: server.baseUrl, protocol: 'openai', upstreamModel: 'whisper-large' } });
+    await upsertModel(h.testDb.db.prisma, checkProtocol, {
+      id: 'remote-stt',
+      modality: 'stt',
+      prices: { picoPerSecond: PRICE },
+      upstream: { url: server.baseUrl, protocol: 'openai', upstreamModel: 'whisper-large' },
+    });
     await h.runtime.ctx.registry.refresh();
     await h.runtime.ctx.health.checkAll();
   });
@@ -631,7 +785,12 @@ describe('an OpenAI-compatible transcription upstream', () => {
     const at22 = toRate(call.samples, 22050);
     const id = requestId('remote');
     server.received.length = 0;
-    const res = await transcribe(h, wavFile([at22, at22.map((v) => v * 0.5)], 22050, 'f32'), { model: 'remote-stt', language: 'en', keyterms: 'Kubernetes, Grafana\nPrometheus' }, { requestId: id });
+    const res = await transcribe(
+      h,
+      wavFile([at22, at22.map((v) => v * 0.5)], 22050, 'f32'),
+      { model: 'remote-stt', language: 'en', keyterms: 'Kubernetes, Grafana\nPrometheus' },
+      { requestId: id },
+    );
     const text = await res.text();
     expect(res.status, text).toBe(200);
     const body = JSON.parse(text) as TranscriptionBody;
@@ -685,11 +844,20 @@ describe('an OpenAI-compatible transcription upstream', () => {
     const wav = (await speech(FOX)).wav;
     server.behaviour = { kind: 'error', status: 500, body: { error: { message: 'GPU on fire' } } };
     let id = requestId('remote-500');
-    await expectError(await transcribe(h, wav, { model: 'remote-stt' }, { requestId: id }), { status: 502, code: 'upstream_error', param: null, type: 'api_error' });
+    await expectError(await transcribe(h, wav, { model: 'remote-stt' }, { requestId: id }), {
+      status: 502,
+      code: 'upstream_error',
+      param: null,
+      type: 'api_error',
+    });
     expect(await ledgerOf(h, id)).toMatchObject({ debited: 0n });
     server.behaviour = { kind: 'error', status: 400, body: { error: { message: 'language xx is not supported', param: 'language' } } };
     id = requestId('remote-400');
-    const err = await expectError(await transcribe(h, wav, { model: 'remote-stt', language: 'xx' }, { requestId: id }), { status: 400, code: 'invalid_request', param: 'language' });
+    const err = await expectError(await transcribe(h, wav, { model: 'remote-stt', language: 'xx' }, { requestId: id }), {
+      status: 400,
+      code: 'invalid_request',
+      param: 'language',
+    });
     expect(err.message).toContain('language xx');
     expect(await ledgerOf(h, id)).toMatchObject({ debited: 0n });
     server.behaviour = { kind: 'ok', body: { text: 'ok' } };

@@ -15,7 +15,11 @@ export const TRANSCRIPTION_BODY_LIMIT = 25 * 1024 * 1024;
 /** keyterms as a form field: one per line, or comma separated. */
 export function parseKeyterms(value: string | undefined): string[] {
   if (!value) return [];
-  return value.split(/[\n,]/).map((t) => t.trim()).filter(Boolean).slice(0, 100);
+  return value
+    .split(/[\n,]/)
+    .map((t) => t.trim())
+    .filter(Boolean)
+    .slice(0, 100);
 }
 
 /** A streaming route's keyterms from its query: ours (`keyterms`) and Cartesia's (`keyterm`), each repeatable. */
@@ -53,7 +57,11 @@ export async function registerTranscriptionRoutes(app: FastifyInstance, ctx: Gat
     // The upload (up to 25 MB) is not needed while the engine transcribes: let it be collected.
     upload.file = undefined;
 
-    const transcript = await transcribeBilled(ctx, request, reply, model, audio, { language: fields.language || undefined, keyterms: hintsOf(fields), usageRoute: 'audio.transcriptions' });
+    const transcript = await transcribeBilled(ctx, request, reply, model, audio, {
+      language: fields.language || undefined,
+      keyterms: hintsOf(fields),
+      usageRoute: 'audio.transcriptions',
+    });
     const seconds = audio.durationSeconds;
     switch (format) {
       case 'json':

@@ -68,7 +68,13 @@ async function expectOrgBilled(h: GatewayHarness, orgId: string, characters: num
 
 describe('@cartesia/cartesia-js tts.websocket() (CommonJS build, wss:)', () => {
   const context = (ws: InstanceType<typeof TTSWS>, contextId?: string) =>
-    ws.context({ model_id: 'local-flite', voice: { mode: 'id', id: 'flite-slt' }, output_format: { container: 'raw', encoding: 'pcm_s16le', sample_rate: 16000 }, language: 'en', contextId });
+    ws.context({
+      model_id: 'local-flite',
+      voice: { mode: 'id', id: 'flite-slt' },
+      output_format: { container: 'raw', encoding: 'pcm_s16le', sample_rate: 16000 },
+      language: 'en',
+      contextId,
+    });
 
   async function connect(key: string): Promise<{ ws: InstanceType<typeof TTSWS>; errors: Error[] }> {
     const client = new Cartesia({ apiKey: key, baseURL: tls.url, maxRetries: 0 });
@@ -131,12 +137,21 @@ describe('@cartesia/cartesia-js tts.websocket() (CommonJS build, wss:)', () => {
   it('an unknown voice: receive() throws with the gateway\u2019s message; the error listener gets the event; the socket serves the next context', async () => {
     const { key } = await orgWithKey(tls);
     const { ws, errors } = await connect(key);
-    const bad = ws.context({ model_id: 'local-flite', voice: { mode: 'id', id: 'no-such-voice' }, output_format: { container: 'raw', encoding: 'pcm_s16le', sample_rate: 16000 } });
+    const bad = ws.context({
+      model_id: 'local-flite',
+      voice: { mode: 'id', id: 'no-such-voice' },
+      output_format: { container: 'raw', encoding: 'pcm_s16le', sample_rate: 16000 },
+    });
     const failing = receiveAll(bad);
     await bad.push({ transcript: 'Hello.' });
     await expect(failing).rejects.toThrow(/no-such-voice/);
     expect(errors).toHaveLength(1);
-    expect((errors[0] as Error & { error?: Record<string, unknown> }).error).toMatchObject({ type: 'error', status_code: 404, error_code: 'voice_not_found', title: 'voice_not_found' });
+    expect((errors[0] as Error & { error?: Record<string, unknown> }).error).toMatchObject({
+      type: 'error',
+      status_code: 404,
+      error_code: 'voice_not_found',
+      title: 'voice_not_found',
+    });
     const good = context(ws);
     const events = receiveAll(good);
     await good.push({ transcript: 'Hello.' });

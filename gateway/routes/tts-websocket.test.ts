@@ -12,7 +12,19 @@ import { revokeApiKey } from '../../server/services/keys/revoke-api-key.ts';
 import { createOrg } from '../../server/services/orgs/create-org.ts';
 import type { GatewayHarness } from '../../test/support/gateway-harness.ts';
 import { A_WINDOW_START, manualClock } from '../../test/support/manual-clock.ts';
-import { FLITE_PRICE, FOX, codePoints, costOf, decodeRaw, expectSpeechLevel, expectWithin, natural, post, startTtsGateway, type Encoding } from '../../test/support/tts-routes.ts';
+import {
+  FLITE_PRICE,
+  FOX,
+  codePoints,
+  costOf,
+  decodeRaw,
+  expectSpeechLevel,
+  expectWithin,
+  natural,
+  post,
+  startTtsGateway,
+  type Encoding,
+} from '../../test/support/tts-routes.ts';
 import { openTtsSocket, refusedTtsUpgrade, summary, type TtsEvent, type TtsSocket } from '../../test/support/tts-socket.ts';
 import { usageRows } from '../../test/support/usage-rows.ts';
 import { ttsSocketLimits } from '../tts/tts-socket-session.ts';
@@ -43,9 +55,15 @@ let seq = 0;
 /** A request id of our own (x-request-id): every debit of the session carries it. */
 const newRequestId = (label: string) => `tts-ws-${label}-${++seq}-${Date.now()}`;
 
-async function open(label: string, options: { key?: string; headers?: Record<string, string>; query?: Record<string, string> } = {}): Promise<TtsSocket & { requestId: string }> {
+async function open(
+  label: string,
+  options: { key?: string; headers?: Record<string, string>; query?: Record<string, string> } = {},
+): Promise<TtsSocket & { requestId: string }> {
   const requestId = newRequestId(label);
-  const s = await openTtsSocket(h, { query: options.query, headers: { authorization: `Bearer ${options.key ?? h.key}`, 'x-request-id': requestId, ...options.headers } });
+  const s = await openTtsSocket(h, {
+    query: options.query,
+    headers: { authorization: `Bearer ${options.key ?? h.key}`, 'x-request-id': requestId, ...options.headers },
+  });
   return Object.assign(s, { requestId });
 }
 
@@ -53,7 +71,16 @@ const RAW16 = { container: 'raw', encoding: 'pcm_s16le', sample_rate: 16000 };
 
 /** A generation request with the context's settings (flite, slt, raw s16 at flite's own 16 kHz). */
 function gen(contextId: string, transcript: string, over: Record<string, unknown> = {}): Record<string, unknown> {
-  return { model_id: 'local-flite', voice: { mode: 'id', id: 'flite-slt' }, output_format: RAW16, language: 'en', context_id: contextId, transcript, continue: false, ...over };
+  return {
+    model_id: 'local-flite',
+    voice: { mode: 'id', id: 'flite-slt' },
+    output_format: RAW16,
+    language: 'en',
+    context_id: contextId,
+    transcript,
+    continue: false,
+    ...over,
+  };
 }
 
 /** `text` as LLM-sized pieces (4 characters). */
@@ -95,7 +122,13 @@ async function expectBilled(requestId: string, characters: number): Promise<void
   const rows = await usageRows(prisma, { requestId });
   // Each span is priced on its own: its characters at the per-character price, rounded up.
   expect(rows.reduce((n, r) => n + r.costMicros, 0n)).toBe(rows.reduce((n, r) => n + costOf(r.characters, FLITE_PRICE), 0n));
-  for (const r of rows) expect({ modality: r.modality, route: r.route, modelId: r.modelId, costMicros: r.costMicros }).toEqual({ modality: 'tts', route: 'tts.websocket', modelId: 'local-flite', costMicros: costOf(r.characters, FLITE_PRICE) });
+  for (const r of rows)
+    expect({ modality: r.modality, route: r.route, modelId: r.modelId, costMicros: r.costMicros }).toEqual({
+      modality: 'tts',
+      route: 'tts.websocket',
+      modelId: 'local-flite',
+      costMicros: costOf(r.characters, FLITE_PRICE),
+    });
   const ledger = await prisma.ledgerEntry.findMany({ where: { requestId } });
   expect(ledger.every((l) => l.kind === 'usage')).toBe(true);
 }
@@ -105,11 +138,36 @@ async function ledgerRowCount(): Promise<number> {
 }
 
 /** The error event of a context (or of no context): Cartesia's fields and our envelope's. */
-function expectErrorEvent(e: TtsEvent | undefined, expected: { status: number; code: string; param: string | null; contextId?: string }, requestId: string): void {
+function expectErrorEvent(
+  e: TtsEvent | undefined,
+  expected: { status: number; code: string; param: string | null; contextId?: string },
+  requestId: string,
+): void {
   expect(e, 'an error event').toBeDefined();
-  const keys = ['code', 'done', 'error', 'error_code', 'message', 'param', 'request_id', 'status_code', 'title', 'type', ...(expected.contextId === undefined ? [] : ['context_id'])];
+  const keys = [
+    'code',
+    'done',
+    'error',
+    'error_code',
+    'message',
+    'param',
+    'request_id',
+    'status_code',
+    'title',
+    'type',
+    ...(expected.contextId === undefined ? [] : ['context_id']),
+  ];
   expect(Object.keys(e!).sort()).toEqual(keys.sort());
-  expect(e).toMatchObject({ type: 'error', done: true, status_code: expected.status, code: expected.code, error_code: expected.code, title: expected.code, param: expected.param, request_id: requestId });
+  expect(e).toMatchObject({
+    type: 'error',
+    done: true,
+    status_code: expected.status,
+    code: expected.code,
+    error_code: expected.code,
+    title: expected.code,
+    param: expected.param,
+    request_id: requestId,
+  });
   expect(e!.error).toBe(e!.message);
   expect((e!.message as string).length).toBeGreaterThan(0);
   if (expected.contextId !== undefined) expect(e!.context_id).toBe(expected.contextId);
@@ -118,7 +176,11 @@ function expectErrorEvent(e: TtsEvent | undefined, expected: { status: number; c
 // ---------------------------------------------------------------------------------------
 
 describe('refusals before the upgrade (HTTP responses in the error envelope), and the ways in', () => {
-  async function refused(query: Record<string, string>, headers: Record<string, string>, expected: { status: number; code: string; param: string | null; type?: string }) {
+  async function refused(
+    query: Record<string, string>,
+    headers: Record<string, string>,
+    expected: { status: number; code: string; param: string | null; type?: string },
+  ) {
     const before = await ledgerRowCount();
     const res = await refusedTtsUpgrade(h, query, headers);
     expect(res.status, res.body).toBe(expected.status);
@@ -295,7 +357,8 @@ describe('generation: contexts, pieces, flush, timestamps', () => {
     const texts: Record<string, string> = { a: FOX, b: CALL, c: TABLE };
     const split = Object.fromEntries(Object.entries(texts).map(([id, t]) => [id, pieces(t)]));
     const longest = Math.max(...Object.values(split).map((p) => p.length));
-    for (let i = 0; i < longest; i++) for (const id of Object.keys(texts)) if (split[id]![i]) s.send(gen(id, split[id]![i]!, { continue: true, max_buffer_delay_ms: 5000 }));
+    for (let i = 0; i < longest; i++)
+      for (const id of Object.keys(texts)) if (split[id]![i]) s.send(gen(id, split[id]![i]!, { continue: true, max_buffer_delay_ms: 5000 }));
     for (const id of Object.keys(texts)) s.send(gen(id, '', { continue: false }));
     await Promise.all(Object.keys(texts).map((id) => s.end(id)));
     for (const [id, text] of Object.entries(texts)) {
@@ -370,7 +433,10 @@ describe('cancel', () => {
     s.send(gen('after', 'Hello.'));
     await s.end('after');
     const firstAfter = s.events.findIndex((e) => e.context_id === 'after');
-    expect(s.events.slice(firstAfter).filter((e) => e.context_id === 'long'), summary(s.events)).toEqual([]);
+    expect(
+      s.events.slice(firstAfter).filter((e) => e.context_id === 'long'),
+      summary(s.events),
+    ).toEqual([]);
     expect(s.of('long').every((e) => e.type === 'chunk')).toBe(true);
     // Text that never arrives is never spoken: a context in pieces cancelled before its end.
     s.send(gen('pieces', first, { continue: true }));
@@ -410,14 +476,54 @@ describe('cancel', () => {
 
 describe('error events (the socket goes on serving other contexts)', () => {
   const cases: { name: string; message: unknown; expected: { status: number; code: string; param: string | null }; context: boolean }[] = [
-    { name: 'an unknown voice', message: gen('e', 'Hi.', { voice: { mode: 'id', id: 'no-such-voice' } }), expected: { status: 404, code: 'voice_not_found', param: 'voice.id' }, context: true },
-    { name: 'an unknown model', message: gen('e', 'Hi.', { model_id: 'no-such-model' }), expected: { status: 404, code: 'model_not_found', param: 'model_id' }, context: true },
-    { name: 'a wav container', message: gen('e', 'Hi.', { output_format: { container: 'wav', encoding: 'pcm_s16le', sample_rate: 16000 } }), expected: { status: 400, code: 'invalid_output_format', param: 'output_format.container' }, context: true },
-    { name: 'an unknown sample rate', message: gen('e', 'Hi.', { output_format: { container: 'raw', encoding: 'pcm_s16le', sample_rate: 12345 } }), expected: { status: 400, code: 'invalid_output_format', param: 'output_format.sample_rate' }, context: true },
-    { name: 'speed other than 1 (a stream)', message: gen('e', 'Hi.', { generation_config: { speed: 1.2 } }), expected: { status: 400, code: 'invalid_generation_config', param: 'generation_config.speed' }, context: true },
-    { name: 'continue that is not a boolean', message: gen('e', 'Hi.', { continue: 'yes' }), expected: { status: 400, code: 'invalid_request', param: 'continue' }, context: true },
-    { name: 'max_buffer_delay_ms out of range', message: gen('e', 'Hi.', { max_buffer_delay_ms: 9000 }), expected: { status: 400, code: 'invalid_request', param: 'max_buffer_delay_ms' }, context: true },
-    { name: 'a transcript over 5000 characters', message: gen('e', 'a'.repeat(5001)), expected: { status: 400, code: 'invalid_request', param: 'transcript' }, context: true },
+    {
+      name: 'an unknown voice',
+      message: gen('e', 'Hi.', { voice: { mode: 'id', id: 'no-such-voice' } }),
+      expected: { status: 404, code: 'voice_not_found', param: 'voice.id' },
+      context: true,
+    },
+    {
+      name: 'an unknown model',
+      message: gen('e', 'Hi.', { model_id: 'no-such-model' }),
+      expected: { status: 404, code: 'model_not_found', param: 'model_id' },
+      context: true,
+    },
+    {
+      name: 'a wav container',
+      message: gen('e', 'Hi.', { output_format: { container: 'wav', encoding: 'pcm_s16le', sample_rate: 16000 } }),
+      expected: { status: 400, code: 'invalid_output_format', param: 'output_format.container' },
+      context: true,
+    },
+    {
+      name: 'an unknown sample rate',
+      message: gen('e', 'Hi.', { output_format: { container: 'raw', encoding: 'pcm_s16le', sample_rate: 12345 } }),
+      expected: { status: 400, code: 'invalid_output_format', param: 'output_format.sample_rate' },
+      context: true,
+    },
+    {
+      name: 'speed other than 1 (a stream)',
+      message: gen('e', 'Hi.', { generation_config: { speed: 1.2 } }),
+      expected: { status: 400, code: 'invalid_generation_config', param: 'generation_config.speed' },
+      context: true,
+    },
+    {
+      name: 'continue that is not a boolean',
+      message: gen('e', 'Hi.', { continue: 'yes' }),
+      expected: { status: 400, code: 'invalid_request', param: 'continue' },
+      context: true,
+    },
+    {
+      name: 'max_buffer_delay_ms out of range',
+      message: gen('e', 'Hi.', { max_buffer_delay_ms: 9000 }),
+      expected: { status: 400, code: 'invalid_request', param: 'max_buffer_delay_ms' },
+      context: true,
+    },
+    {
+      name: 'a transcript over 5000 characters',
+      message: gen('e', 'a'.repeat(5001)),
+      expected: { status: 400, code: 'invalid_request', param: 'transcript' },
+      context: true,
+    },
     { name: 'a NUL in the transcript', message: gen('e', 'Hi\u0000.'), expected: { status: 400, code: 'invalid_request', param: 'transcript' }, context: true },
     { name: 'text that is not JSON', message: '{"context_id": "e", nope', expected: { status: 400, code: 'invalid_json', param: null }, context: false },
     { name: 'a JSON array', message: '[1, 2]', expected: { status: 400, code: 'invalid_json', param: null }, context: false },
@@ -452,7 +558,11 @@ describe('error events (the socket goes on serving other contexts)', () => {
     const s = await open('too-much');
     const block = 'x'.repeat(2000); // no space, no punctuation: nothing can be cut from it
     for (let i = 0; i < 3; i++) s.send(gen('big', block, { continue: true }));
-    expectErrorEvent(await s.until((e) => e.type === 'error'), { status: 400, code: 'transcript_too_long', param: 'transcript', contextId: 'big' }, s.requestId);
+    expectErrorEvent(
+      await s.until((e) => e.type === 'error'),
+      { status: 400, code: 'transcript_too_long', param: 'transcript', contextId: 'big' },
+      s.requestId,
+    );
     expect(s.of('big').filter((e) => e.type === 'chunk')).toEqual([]);
     s.send(gen('ok', 'Hello.'));
     await s.end('ok');
@@ -495,7 +605,11 @@ describe('error events (the socket goes on serving other contexts)', () => {
     s.send(gen('one', 'Hello', { continue: true }));
     s.send(gen('two', 'Hello', { continue: true }));
     s.send(gen('three', 'Hello', { continue: true }));
-    expectErrorEvent(await s.until((e) => e.type === 'error'), { status: 429, code: 'rate_limit_exceeded', param: 'context_id', contextId: 'three' }, s.requestId);
+    expectErrorEvent(
+      await s.until((e) => e.type === 'error'),
+      { status: 429, code: 'rate_limit_exceeded', param: 'context_id', contextId: 'three' },
+      s.requestId,
+    );
     // Once one ends, there is room again.
     s.send(gen('one', '', { continue: false }));
     await s.end('one');
@@ -507,13 +621,28 @@ describe('error events (the socket goes on serving other contexts)', () => {
   });
 
   it('random messages (fields of every type, valid or not, contexts reused): every answer is a known event, the socket stays open (property)', async () => {
-    const anything = fc.oneof(fc.string({ maxLength: 12 }), fc.integer(), fc.boolean(), fc.constant(null), fc.array(fc.integer(), { maxLength: 2 }), fc.object({ maxDepth: 1 }));
+    const anything = fc.oneof(
+      fc.string({ maxLength: 12 }),
+      fc.integer(),
+      fc.boolean(),
+      fc.constant(null),
+      fc.array(fc.integer(), { maxLength: 2 }),
+      fc.object({ maxDepth: 1 }),
+    );
     const message = fc.record(
       {
         context_id: fc.oneof(fc.constantFrom('a', 'b', 'c'), anything),
         model_id: fc.oneof(fc.constant('local-flite'), anything),
         voice: fc.oneof(fc.constant({ mode: 'id', id: 'flite-slt' }), fc.constant('flite-slt'), anything),
-        output_format: fc.oneof(fc.constant(RAW16), fc.record({ container: fc.constantFrom('raw', 'wav', 'mp3', 1), encoding: fc.constantFrom('pcm_s16le', 'pcm_mulaw', 'x'), sample_rate: fc.constantFrom(8000, 16000, 0, '16000') }), anything),
+        output_format: fc.oneof(
+          fc.constant(RAW16),
+          fc.record({
+            container: fc.constantFrom('raw', 'wav', 'mp3', 1),
+            encoding: fc.constantFrom('pcm_s16le', 'pcm_mulaw', 'x'),
+            sample_rate: fc.constantFrom(8000, 16000, 0, '16000'),
+          }),
+          anything,
+        ),
         transcript: fc.oneof(fc.constantFrom('Hi.', 'Hello there, ', 'ok ', '', ' ', '...'), anything),
         continue: fc.oneof(fc.boolean(), anything),
         flush: fc.oneof(fc.boolean(), anything),
@@ -541,7 +670,8 @@ describe('error events (the socket goes on serving other contexts)', () => {
     );
     for (const e of s.events) {
       expect(['chunk', 'flush_done', 'done', 'error']).toContain(e.type);
-      if (e.type === 'error') expect(typeof e.code === 'string' && typeof e.status_code === 'number' && (e.status_code as number) < 500, JSON.stringify(e)).toBe(true);
+      if (e.type === 'error')
+        expect(typeof e.code === 'string' && typeof e.status_code === 'number' && (e.status_code as number) < 500, JSON.stringify(e)).toBe(true);
     }
     expect(s.ws.readyState).toBe(s.ws.OPEN);
     s.ws.close();
@@ -600,7 +730,11 @@ describe('metering and the session\u2019s end', () => {
     await revokeApiKey(prisma, { id: k.id });
     const { code, reason } = await s.closed;
     expect({ code, reason }).toEqual({ code: 1008, reason: 'api_key_disabled' });
-    expectErrorEvent(s.events.find((e) => e.type === 'error'), { status: 401, code: 'api_key_disabled', param: null, contextId: 'open' }, s.requestId);
+    expectErrorEvent(
+      s.events.find((e) => e.type === 'error'),
+      { status: 401, code: 'api_key_disabled', param: null, contextId: 'open' },
+      s.requestId,
+    );
   });
 
   it('an idle socket is closed (1000 idle_timeout), as Cartesia closes idle sockets', async () => {
@@ -619,7 +753,11 @@ describe('metering and the session\u2019s end', () => {
     const s = await open('max-length').finally(() => (ttsSocketLimits.maxSessionMs = saved));
     s.send(gen('m', 'Hello', { continue: true }));
     expect(await s.closed).toEqual({ code: 1000, reason: 'max_duration' });
-    expectErrorEvent(s.events.find((e) => e.type === 'error'), { status: 408, code: 'max_duration', param: null, contextId: 'm' }, s.requestId);
+    expectErrorEvent(
+      s.events.find((e) => e.type === 'error'),
+      { status: 408, code: 'max_duration', param: null, contextId: 'm' },
+      s.requestId,
+    );
   });
 
   it('a client that leaves mid-audio: the org holds no credit afterwards, and only what was begun is billed', async () => {

@@ -51,7 +51,15 @@ export function registerTtsWebSocketRoutes(app: FastifyInstance, ctx: GatewayCon
       ctx.lifecycle.trackSocket(socket);
       const revoked = new AbortController();
       ticket.bind(revoked);
-      runTtsSocketSession(socket, { ctx, auth: request.auth, requestId: request.id, hold, limits: { ...ttsSocketLimits }, revoked: revoked.signal, log: request.log });
+      runTtsSocketSession(socket, {
+        ctx,
+        auth: request.auth,
+        requestId: request.id,
+        hold,
+        limits: { ...ttsSocketLimits },
+        revoked: revoked.signal,
+        log: request.log,
+      });
     },
   });
 }

@@ -69,7 +69,14 @@ describe('the official openai client: audio.speech.create', () => {
   });
 
   it('response_format pcm, an espeak voice, speed 0.75, instructions (ignored)', async () => {
-    const res = await client().audio.speech.create({ model: 'local-espeak', voice: 'espeak-en-gb-m', input: FOX, response_format: 'pcm', speed: 0.75, instructions: 'Speak calmly.' });
+    const res = await client().audio.speech.create({
+      model: 'local-espeak',
+      voice: 'espeak-en-gb-m',
+      input: FOX,
+      response_format: 'pcm',
+      speed: 0.75,
+      instructions: 'Speak calmly.',
+    });
     const samples = decodeRaw(Buffer.from(await res.arrayBuffer()), 'pcm_s16le');
     expectWithin(samples.length / 24000, natural('espeak-ng', 'en-gb', FOX).seconds / 0.75, 0.2);
     expectSpeechLevel(samples);
@@ -128,11 +135,21 @@ describe('the official @cartesia/cartesia-js client', () => {
   });
 
   it('tts.generate with the voice as a plain id string, raw pcm_f32le and mp3', async () => {
-    const raw = await client().tts.generate({ model_id: 'local-espeak', transcript: FOX, voice: 'espeak-en-us-f', output_format: { container: 'raw', encoding: 'pcm_f32le', sample_rate: 22050 } });
+    const raw = await client().tts.generate({
+      model_id: 'local-espeak',
+      transcript: FOX,
+      voice: 'espeak-en-us-f',
+      output_format: { container: 'raw', encoding: 'pcm_f32le', sample_rate: 22050 },
+    });
     const samples = decodeRaw(Buffer.from(await raw.arrayBuffer()), 'pcm_f32le');
     expect(samples.length).toBe(natural('espeak-ng', 'en-us+f3', FOX).samples.length);
     expectSpeechLevel(samples);
-    const mp3 = await client().tts.generate({ model_id: 'local-flite', transcript: FOX, voice: 'flite-slt', output_format: { container: 'mp3', bit_rate: 64000, sample_rate: 22050 } });
+    const mp3 = await client().tts.generate({
+      model_id: 'local-flite',
+      transcript: FOX,
+      voice: 'flite-slt',
+      output_format: { container: 'mp3', bit_rate: 64000, sample_rate: 22050 },
+    });
     const frames = scanMpegFrames(Buffer.from(await mp3.arrayBuffer()));
     expect(new Set(frames.frames.map((f) => `${f.sampleRate}/${f.bitRate}`))).toEqual(new Set(['22050/64000']));
   });
@@ -164,13 +181,23 @@ describe('the official @cartesia/cartesia-js client', () => {
 
   it('errors arrive as the SDK\u2019s typed errors with our envelope', async () => {
     const notFound = await client()
-      .tts.generate({ model_id: 'local-flite', transcript: FOX, voice: 'nobody', output_format: { container: 'wav', encoding: 'pcm_s16le', sample_rate: 16000 } })
+      .tts.generate({
+        model_id: 'local-flite',
+        transcript: FOX,
+        voice: 'nobody',
+        output_format: { container: 'wav', encoding: 'pcm_s16le', sample_rate: 16000 },
+      })
       .catch((e: unknown) => e);
     expect(notFound).toBeInstanceOf(Cartesia.NotFoundError);
     expect((notFound as { status: number; error: unknown }).status).toBe(404);
     expect((notFound as { error: unknown }).error).toMatchObject({ error: { code: 'voice_not_found', param: 'voice.id' } });
     const mp3Stream = await client()
-      .tts.generateSSE({ model_id: 'local-flite', transcript: FOX, voice: 'flite-slt', output_format: { container: 'mp3', bit_rate: 128000, sample_rate: 44100 } as never })
+      .tts.generateSSE({
+        model_id: 'local-flite',
+        transcript: FOX,
+        voice: 'flite-slt',
+        output_format: { container: 'mp3', bit_rate: 128000, sample_rate: 44100 } as never,
+      })
       .catch((e: unknown) => e);
     expect(mp3Stream).toBeInstanceOf(Cartesia.BadRequestError);
     expect((mp3Stream as { error: unknown }).error).toMatchObject({ error: { code: 'invalid_output_format', param: 'output_format.container' } });
@@ -199,7 +226,12 @@ function recognise(file: string): Promise<string> {
   });
 }
 
-const words = (s: string) => s.toLowerCase().replace(/[^a-z' ]+/g, ' ').split(/\s+/).filter(Boolean);
+const words = (s: string) =>
+  s
+    .toLowerCase()
+    .replace(/[^a-z' ]+/g, ' ')
+    .split(/\s+/)
+    .filter(Boolean);
 
 /** Word-level edit distance. */
 function wordErrors(ref: string[], hyp: string[]): number {
@@ -290,7 +322,17 @@ describe('concurrency and disconnects', () => {
     const id = requestId('leave-espeak');
     const transcript = 'This answer is far too long to listen to until the end, so the client hangs up. '.repeat(60).trim();
     expect(codePoints(transcript)).toBeLessThanOrEqual(5000);
-    const res = await post(h, '/tts/sse', ttsBody({ model_id: 'local-espeak', transcript, voice: { mode: 'id', id: 'espeak-en-us-m' }, output_format: { container: 'raw', sample_rate: 22050, encoding: 'pcm_s16le' } }), { signal: controller.signal, requestId: id });
+    const res = await post(
+      h,
+      '/tts/sse',
+      ttsBody({
+        model_id: 'local-espeak',
+        transcript,
+        voice: { mode: 'id', id: 'espeak-en-us-m' },
+        output_format: { container: 'raw', sample_rate: 22050, encoding: 'pcm_s16le' },
+      }),
+      { signal: controller.signal, requestId: id },
+    );
     expect(res.status).toBe(200);
     const reader = sseReader(res);
     const first = JSON.parse((await reader.next())!) as { type: string };
@@ -318,7 +360,9 @@ describe('concurrency and disconnects', () => {
     // A short first sentence, then long ones flite needs a while for each.
     const transcript = ['Hello.', ...Array.from({ length: 3 }, (_, i) => `Part ${i + 1} ${Array(20).fill(long).join(' ')}.`)].join(' ');
     expect(codePoints(transcript)).toBeLessThanOrEqual(5000);
-    const res = await post(h, '/tts/sse', ttsBody({ transcript, output_format: { container: 'raw', sample_rate: 16000, encoding: 'pcm_s16le' } }), { signal: controller.signal });
+    const res = await post(h, '/tts/sse', ttsBody({ transcript, output_format: { container: 'raw', sample_rate: 16000, encoding: 'pcm_s16le' } }), {
+      signal: controller.signal,
+    });
     expect(res.status).toBe(200);
     const reader = sseReader(res);
     const first = JSON.parse((await reader.next())!) as { type: string; data: string };

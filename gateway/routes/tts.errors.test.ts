@@ -54,7 +54,12 @@ const ids = {
 
 const prisma = (g: GatewayHarness = h) => g.testDb.db.prisma;
 
-async function voice(g: GatewayHarness, orgId: string | null, profile: { modelId: string; upstreamId: string; status?: 'ready' | 'queued' | 'failed'; expiresAt?: Date } | null, extra: { deletedAt?: Date } = {}) {
+async function voice(
+  g: GatewayHarness,
+  orgId: string | null,
+  profile: { modelId: string; upstreamId: string; status?: 'ready' | 'queued' | 'failed'; expiresAt?: Date } | null,
+  extra: { deletedAt?: Date } = {},
+) {
   const id = newId('voice');
   await prisma(g).voice.create({
     data: {
@@ -63,7 +68,17 @@ async function voice(g: GatewayHarness, orgId: string | null, profile: { modelId
       name: `voice ${id}`,
       tags: [],
       ...extra,
-      ...(profile && { profiles: { create: { id: newId('vpr'), modelId: profile.modelId, upstreamId: profile.upstreamId, status: profile.status ?? 'ready', expiresAt: profile.expiresAt ?? null } } }),
+      ...(profile && {
+        profiles: {
+          create: {
+            id: newId('vpr'),
+            modelId: profile.modelId,
+            upstreamId: profile.upstreamId,
+            status: profile.status ?? 'ready',
+            expiresAt: profile.expiresAt ?? null,
+          },
+        },
+      }),
     },
   });
   return id;
@@ -72,14 +87,25 @@ async function voice(g: GatewayHarness, orgId: string | null, profile: { modelId
 async function dict(g: GatewayHarness, orgId: string, entries: { grapheme: string; alias: string }[], extra: { deletedAt?: Date } = {}) {
   const id = newId('pdict');
   await prisma(g).pronunciationDict.create({
-    data: { id, orgId, name: `dict ${id}`, ...extra, entries: { create: entries.map((e, position) => ({ id: newId('pent'), position, grapheme: e.grapheme, alias: e.alias })) } },
+    data: {
+      id,
+      orgId,
+      name: `dict ${id}`,
+      ...extra,
+      entries: { create: entries.map((e, position) => ({ id: newId('pent'), position, grapheme: e.grapheme, alias: e.alias })) },
+    },
   });
   return id;
 }
 
 /** A tts model served by a scripted speech server, with a ready org-A voice for it. */
 async function scriptedModel(g: GatewayHarness, server: SpeechServer, modelId: string) {
-  await upsertModel(prisma(g), checkProtocol, { id: modelId, modality: 'tts', prices: { picoPerChar: FLITE_PRICE }, upstream: { url: server.baseUrl, protocol: 'openai', upstreamModel: `${modelId}-upstream` } });
+  await upsertModel(prisma(g), checkProtocol, {
+    id: modelId,
+    modality: 'tts',
+    prices: { picoPerChar: FLITE_PRICE },
+    upstream: { url: server.baseUrl, protocol: 'openai', upstreamModel: `${modelId}-upstream` },
+  });
   const voiceId = await voice(g, g.orgId, { modelId, upstreamId: 'alloy' });
   await g.runtime.ctx.registry.refresh();
   return voiceId;
@@ -263,11 +289,31 @@ describe.each(NATIVE)('%s: request errors', (path) => {
     ['an unknown dictionary', { pronunciation_dict_id: 'pdict_nope' }, E(404, 'dict_not_found', 'pronunciation_dict_id')],
     ['another org\u2019s dictionary', () => ({ pronunciation_dict_id: ids.dictB }), E(404, 'dict_not_found', 'pronunciation_dict_id')],
     ['a deleted dictionary of the org', () => ({ pronunciation_dict_id: ids.deletedDict }), E(404, 'dict_not_found', 'pronunciation_dict_id')],
-    ['an espeak voice with the flite model', { voice: { mode: 'id', id: 'espeak-en-us-m' } }, E(409, 'voice_profile_missing', 'voice.id', 'invalid_request_error')],
-    ['a flite voice with the espeak model', { model_id: 'local-espeak', voice: { mode: 'id', id: 'flite-slt' } }, E(409, 'voice_profile_missing', 'voice.id', 'invalid_request_error')],
-    ['a voice whose profile is still queued', () => ({ voice: { mode: 'id', id: ids.queuedVoice } }), E(409, 'voice_profile_missing', 'voice.id', 'invalid_request_error')],
-    ['a voice whose profile expired', () => ({ voice: { mode: 'id', id: ids.expiredVoice } }), E(409, 'voice_profile_missing', 'voice.id', 'invalid_request_error')],
-    ['a model whose only upstream is down', () => ({ model_id: 'offline-tts', voice: { mode: 'id', id: offlineVoice } }), E(503, 'model_offline', null, 'api_error')],
+    [
+      'an espeak voice with the flite model',
+      { voice: { mode: 'id', id: 'espeak-en-us-m' } },
+      E(409, 'voice_profile_missing', 'voice.id', 'invalid_request_error'),
+    ],
+    [
+      'a flite voice with the espeak model',
+      { model_id: 'local-espeak', voice: { mode: 'id', id: 'flite-slt' } },
+      E(409, 'voice_profile_missing', 'voice.id', 'invalid_request_error'),
+    ],
+    [
+      'a voice whose profile is still queued',
+      () => ({ voice: { mode: 'id', id: ids.queuedVoice } }),
+      E(409, 'voice_profile_missing', 'voice.id', 'invalid_request_error'),
+    ],
+    [
+      'a voice whose profile expired',
+      () => ({ voice: { mode: 'id', id: ids.expiredVoice } }),
+      E(409, 'voice_profile_missing', 'voice.id', 'invalid_request_error'),
+    ],
+    [
+      'a model whose only upstream is down',
+      () => ({ model_id: 'offline-tts', voice: { mode: 'id', id: offlineVoice } }),
+      E(503, 'model_offline', null, 'api_error'),
+    ],
     ['an upstream answering 500', () => ({ model_id: 'failing-tts', voice: { mode: 'id', id: failing.voiceId } }), E(502, 'upstream_error', null, 'api_error')],
   ])('%s -> %j', async (_name, over, expected) => {
     await rejects(path, body(typeof over === 'function' ? over() : over), expected);
@@ -287,7 +333,9 @@ describe.each(NATIVE)('%s: request errors', (path) => {
 
   it('an upstream that does not answer within the deadline -> 504 upstream_timeout', async () => {
     const before = hanging.server.received.length;
-    await rejects(path, body({ model_id: 'hanging-tts', voice: { mode: 'id', id: hanging.voiceId } }), E(504, 'upstream_timeout', null, 'api_error'), { g: hd });
+    await rejects(path, body({ model_id: 'hanging-tts', voice: { mode: 'id', id: hanging.voiceId } }), E(504, 'upstream_timeout', null, 'api_error'), {
+      g: hd,
+    });
     expect(hanging.server.received.length).toBe(before + 1);
   });
 });
@@ -295,12 +343,20 @@ describe.each(NATIVE)('%s: request errors', (path) => {
 describe('boundaries that are accepted', () => {
   it('exactly 5000 code points (10,000 UTF-16 units) pass validation: the next check answers', async () => {
     // An unknown voice is checked after validation, so 404 proves the transcript was accepted.
-    await rejects('/tts/bytes', ttsBody({ transcript: '\u{1F600}'.repeat(5000), voice: { mode: 'id', id: 'voice_does_not_exist' } }), E(404, 'voice_not_found', 'voice.id'));
+    await rejects(
+      '/tts/bytes',
+      ttsBody({ transcript: '\u{1F600}'.repeat(5000), voice: { mode: 'id', id: 'voice_does_not_exist' } }),
+      E(404, 'voice_not_found', 'voice.id'),
+    );
   });
 
   it('expansion to exactly 20,000 characters is synthesised (the engine receives all of it)', async () => {
     const before = scripted.server.received.length;
-    const res = await post(h, '/tts/bytes', ttsBody({ model_id: 'scripted-tts', voice: { mode: 'id', id: scripted.voiceId }, transcript: 'x '.repeat(2500), pronunciation_dict_id: ids.edgeDict }));
+    const res = await post(
+      h,
+      '/tts/bytes',
+      ttsBody({ model_id: 'scripted-tts', voice: { mode: 'id', id: scripted.voiceId }, transcript: 'x '.repeat(2500), pronunciation_dict_id: ids.edgeDict }),
+    );
     expect(res.status).toBe(200);
     await res.arrayBuffer();
     const sent = JSON.parse(scripted.server.received[before]!.body) as { input: string };
@@ -310,7 +366,10 @@ describe('boundaries that are accepted', () => {
 
   it('voice as a plain id string (what Cartesia\u2019s clients may send) is the same as {mode: "id", id}', async () => {
     const output_format = { container: 'raw', sample_rate: 16000, encoding: 'pcm_s16le' };
-    const [a, b] = await Promise.all([post(h, '/tts/bytes', ttsBody({ voice: 'flite-rms', output_format })), post(h, '/tts/bytes', ttsBody({ voice: { mode: 'id', id: 'flite-rms' }, output_format }))]);
+    const [a, b] = await Promise.all([
+      post(h, '/tts/bytes', ttsBody({ voice: 'flite-rms', output_format })),
+      post(h, '/tts/bytes', ttsBody({ voice: { mode: 'id', id: 'flite-rms' }, output_format })),
+    ]);
     expect([a.status, b.status]).toEqual([200, 200]);
     const [x, y] = [Buffer.from(await a.arrayBuffer()), Buffer.from(await b.arrayBuffer())];
     expect(x.length).toBeGreaterThan(16000);
@@ -326,7 +385,9 @@ describe('boundaries that are accepted', () => {
   });
 
   it('org B itself can use its own voice and dictionary (the 404s above are about visibility)', async () => {
-    const res = await post(h, '/tts/bytes', ttsBody({ voice: { mode: 'id', id: ids.voiceB }, pronunciation_dict_id: ids.dictB }), { headers: { authorization: `Bearer ${ids.keyB}` } });
+    const res = await post(h, '/tts/bytes', ttsBody({ voice: { mode: 'id', id: ids.voiceB }, pronunciation_dict_id: ids.dictB }), {
+      headers: { authorization: `Bearer ${ids.keyB}` },
+    });
     expect(res.status).toBe(200);
     expect((await res.arrayBuffer()).byteLength).toBeGreaterThan(1000);
   });
@@ -340,7 +401,11 @@ describe('streaming-only rules', () => {
     ['/tts/sse', { generation_config: { speed: 0.8 } }, E(400, 'invalid_generation_config', 'generation_config.speed')],
     ['/tts/sse', { generation_config: { speed: 1.5 } }, E(400, 'invalid_generation_config', 'generation_config.speed')],
     ['/tts/bytes', { stream: true, generation_config: { speed: 1.2 } }, E(400, 'invalid_generation_config', 'generation_config.speed')],
-    ['/tts/bytes', { output_format: { container: 'mp3', sample_rate: 44100, encoding: 'pcm_s16le' } }, E(400, 'invalid_output_format', 'output_format.encoding')],
+    [
+      '/tts/bytes',
+      { output_format: { container: 'mp3', sample_rate: 44100, encoding: 'pcm_s16le' } },
+      E(400, 'invalid_output_format', 'output_format.encoding'),
+    ],
     ['/tts/bytes', { output_format: { container: 'mp3', sample_rate: 44100, bit_rate: 100000 } }, E(400, 'invalid_output_format', 'output_format.bit_rate')],
   ])('%s %j -> %j', async (path, over, expected) => {
     const { err } = await rejects(path, ttsBody(over), expected);
@@ -358,7 +423,11 @@ describe('streaming-only rules', () => {
 describe('Content-Type on /tts/bytes and /tts/sse', () => {
   // A Buffer body: fetch gives it no Content-Type of its own (a string would be text/plain).
   const send = (path: string, body: string, contentType?: string) =>
-    fetch(`${h.url}${path}`, { method: 'POST', headers: { authorization: `Bearer ${h.key}`, ...(contentType ? { 'content-type': contentType } : {}) }, body: Buffer.from(body) });
+    fetch(`${h.url}${path}`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${h.key}`, ...(contentType ? { 'content-type': contentType } : {}) },
+      body: Buffer.from(body),
+    });
 
   it.each(NATIVE)('%s: a JSON body without a Content-Type is read as JSON (LiveKit\u2019s Cartesia plugin sends none) and billed as usual', async (path) => {
     const transcript = 'Sent without a content type.';
@@ -445,7 +514,18 @@ describe('OpenAI-compatible speech upstream', () => {
     const dictId = await dict(h, h.orgId, [{ grapheme: 'fox', alias: 'wolf' }]);
     const before = scripted.server.received.length;
     const id = requestId('scripted');
-    const res = await post(h, '/tts/bytes', ttsBody({ model_id: 'scripted-tts', voice: { mode: 'id', id: scripted.voiceId }, language: 'en-US', pronunciation_dict_id: dictId, output_format: { container: 'raw', sample_rate: 24000, encoding: 'pcm_s16le' } }), { requestId: id });
+    const res = await post(
+      h,
+      '/tts/bytes',
+      ttsBody({
+        model_id: 'scripted-tts',
+        voice: { mode: 'id', id: scripted.voiceId },
+        language: 'en-US',
+        pronunciation_dict_id: dictId,
+        output_format: { container: 'raw', sample_rate: 24000, encoding: 'pcm_s16le' },
+      }),
+      { requestId: id },
+    );
     expect(res.status).toBe(200);
     const bytes = Buffer.from(await res.arrayBuffer());
     expect(bytes.equals(pcmTone(1.5))).toBe(true);
@@ -483,14 +563,26 @@ describe('OpenAI-compatible speech upstream', () => {
     const wavServer = await startSpeechServer({ kind: 'pcm', pcm: Buffer.concat([header, pcm]), chunkBytes: 31, contentType: 'audio/wav' });
     servers.push(wavServer);
     const voiceId = await scriptedModel(h, wavServer, 'wav-tts');
-    const res = await post(h, '/tts/bytes', ttsBody({ model_id: 'wav-tts', voice: { mode: 'id', id: voiceId }, output_format: { container: 'raw', sample_rate: 22050, encoding: 'pcm_s16le' } }));
+    const res = await post(
+      h,
+      '/tts/bytes',
+      ttsBody({ model_id: 'wav-tts', voice: { mode: 'id', id: voiceId }, output_format: { container: 'raw', sample_rate: 22050, encoding: 'pcm_s16le' } }),
+    );
     expect(res.status).toBe(200);
     // At the engine's own rate nothing is resampled: exactly the samples after the header.
     expect(Buffer.from(await res.arrayBuffer()).equals(pcm)).toBe(true);
   });
 
   it('resampled to 8 kHz mu-law: a third of the samples, the same tone', async () => {
-    const res = await post(h, '/tts/bytes', ttsBody({ model_id: 'scripted-tts', voice: { mode: 'id', id: scripted.voiceId }, output_format: { container: 'raw', sample_rate: 8000, encoding: 'pcm_mulaw' } }));
+    const res = await post(
+      h,
+      '/tts/bytes',
+      ttsBody({
+        model_id: 'scripted-tts',
+        voice: { mode: 'id', id: scripted.voiceId },
+        output_format: { container: 'raw', sample_rate: 8000, encoding: 'pcm_mulaw' },
+      }),
+    );
     expect(res.status).toBe(200);
     const samples = decodeRaw(Buffer.from(await res.arrayBuffer()), 'pcm_mulaw');
     expect(samples.length).toBe(12000);
@@ -501,7 +593,16 @@ describe('OpenAI-compatible speech upstream', () => {
 
   it('an upstream that drops the connection mid-stream: /tts/sse ends with an error event instead of done; the request was debited', async () => {
     const id = requestId('die');
-    const res = await post(h, '/tts/sse', ttsBody({ model_id: 'dying-tts', voice: { mode: 'id', id: dying.voiceId }, output_format: { container: 'raw', sample_rate: 24000, encoding: 'pcm_s16le' } }), { requestId: id });
+    const res = await post(
+      h,
+      '/tts/sse',
+      ttsBody({
+        model_id: 'dying-tts',
+        voice: { mode: 'id', id: dying.voiceId },
+        output_format: { container: 'raw', sample_rate: 24000, encoding: 'pcm_s16le' },
+      }),
+      { requestId: id },
+    );
     expect(res.status).toBe(200);
     const events = sseData(await res.text()).map((d) => JSON.parse(d) as Record<string, unknown>);
     const last = events.at(-1)!;
@@ -527,7 +628,11 @@ describe('OpenAI-compatible speech upstream', () => {
   });
 
   it('an upstream that stalls mid-stream past the deadline: an error event with 504 upstream_timeout on /tts/sse, a 504 on batch', async () => {
-    const body = ttsBody({ model_id: 'stalling-tts', voice: { mode: 'id', id: stalling.voiceId }, output_format: { container: 'raw', sample_rate: 24000, encoding: 'pcm_s16le' } });
+    const body = ttsBody({
+      model_id: 'stalling-tts',
+      voice: { mode: 'id', id: stalling.voiceId },
+      output_format: { container: 'raw', sample_rate: 24000, encoding: 'pcm_s16le' },
+    });
     const sse = await post(hd, '/tts/sse', body);
     expect(sse.status).toBe(200);
     const events = sseData(await sse.text()).map((d) => JSON.parse(d) as Record<string, unknown>);

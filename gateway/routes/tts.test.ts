@@ -209,7 +209,15 @@ describe('POST /tts/bytes: batch output in every container and encoding', () => 
 
   it('espeak-ng at its own rate (22050 Hz) is the engine audio, sample for sample', async () => {
     const ref = natural('espeak-ng', 'en-us', FOX);
-    const res = await post(h, '/tts/bytes', ttsBody({ model_id: 'local-espeak', voice: { mode: 'id', id: 'espeak-en-us-m' }, output_format: { container: 'wav', sample_rate: 22050, encoding: 'pcm_s16le' } }));
+    const res = await post(
+      h,
+      '/tts/bytes',
+      ttsBody({
+        model_id: 'local-espeak',
+        voice: { mode: 'id', id: 'espeak-en-us-m' },
+        output_format: { container: 'wav', sample_rate: 22050, encoding: 'pcm_s16le' },
+      }),
+    );
     expect(res.status).toBe(200);
     const w = checkBatchWav(await bytesOf(res), 22050, 'pcm_s16le');
     expect(w.frameCount).toBe(ref.samples.length);
@@ -219,7 +227,16 @@ describe('POST /tts/bytes: batch output in every container and encoding', () => 
   it('a French espeak voice speaks French (language from the voice)', async () => {
     const text = 'Bonjour, je suis une voix française.';
     const ref = natural('espeak-ng', 'fr+f2', text);
-    const res = await post(h, '/tts/bytes', ttsBody({ model_id: 'local-espeak', transcript: text, voice: { mode: 'id', id: 'espeak-fr-f' }, output_format: { container: 'wav', sample_rate: 22050 } }));
+    const res = await post(
+      h,
+      '/tts/bytes',
+      ttsBody({
+        model_id: 'local-espeak',
+        transcript: text,
+        voice: { mode: 'id', id: 'espeak-fr-f' },
+        output_format: { container: 'wav', sample_rate: 22050 },
+      }),
+    );
     expect(res.status).toBe(200);
     const w = parseWav(await bytesOf(res));
     expect(w.frameCount).toBe(ref.samples.length);
@@ -265,7 +282,12 @@ describe('POST /tts/bytes with stream: true', () => {
     expect(bytes.readUInt32LE(4)).toBe(0xffffffff);
     const w = parseWav(bytes);
     expect(bytes.readUInt32LE(w.dataOffset - 4)).toBe(0xffffffff);
-    expect({ sampleRate: w.sampleRate, format: w.format, channels: w.channels, sizeUnknown: w.sizeUnknown }).toEqual({ sampleRate: rate, format: encoding, channels: 1, sizeUnknown: true });
+    expect({ sampleRate: w.sampleRate, format: w.format, channels: w.channels, sizeUnknown: w.sizeUnknown }).toEqual({
+      sampleRate: rate,
+      format: encoding,
+      channels: 1,
+      sizeUnknown: true,
+    });
     const batchBytes = await bytesOf(batch);
     const b = checkBatchWav(batchBytes, rate, encoding);
     expect(w.dataByteLength).toBe(b.dataByteLength);
@@ -338,7 +360,16 @@ describe('POST /tts/sse', () => {
 
   it('espeak-ng streams its output as it is made (several chunks)', async () => {
     const transcript = 'Streaming speech from espeak arrives in pieces while the engine is still speaking. '.repeat(4);
-    const res = await post(h, '/tts/sse', ttsBody({ model_id: 'local-espeak', transcript, voice: { mode: 'id', id: 'espeak-en-gb-m' }, output_format: { container: 'raw', sample_rate: 22050, encoding: 'pcm_s16le' } }));
+    const res = await post(
+      h,
+      '/tts/sse',
+      ttsBody({
+        model_id: 'local-espeak',
+        transcript,
+        voice: { mode: 'id', id: 'espeak-en-gb-m' },
+        output_format: { container: 'raw', sample_rate: 22050, encoding: 'pcm_s16le' },
+      }),
+    );
     expect(res.status).toBe(200);
     const { chunks, audio } = checkTtsEvents(await res.text());
     expect(chunks.length).toBeGreaterThan(1);
@@ -363,7 +394,17 @@ describe('billing: per Unicode code point of the submitted transcript, debited o
     expect(ledger).toHaveLength(1);
     expect(ledger[0]).toMatchObject({ orgId: h.orgId, kind: 'usage', amountMicros: -cost, balanceAfterMicros: after, apiKeyId: h.keyId, requestId: id });
     expect(usage).toHaveLength(1);
-    expect(usage[0]).toMatchObject({ orgId: h.orgId, apiKeyId: h.keyId, modelId: model, modality: 'tts', route, characters: chars, costMicros: cost, inputTokens: 0, outputTokens: 0 });
+    expect(usage[0]).toMatchObject({
+      orgId: h.orgId,
+      apiKeyId: h.keyId,
+      modelId: model,
+      modality: 'tts',
+      route,
+      characters: chars,
+      costMicros: cost,
+      inputTokens: 0,
+      outputTokens: 0,
+    });
     return cost;
   }
 
@@ -387,12 +428,26 @@ describe('billing: per Unicode code point of the submitted transcript, debited o
 
   it('espeak-ng: a per-character price that is not a whole micro-dollar is rounded up once per request', async () => {
     const t = 'One two three \u{1F3B5}';
-    const cost = await billed('/tts/bytes', ttsBody({ model_id: 'local-espeak', transcript: t, voice: { mode: 'id', id: 'espeak-en-us-f' } }), 15, ESPEAK_PRICE, 'tts.bytes', 'local-espeak');
+    const cost = await billed(
+      '/tts/bytes',
+      ttsBody({ model_id: 'local-espeak', transcript: t, voice: { mode: 'id', id: 'espeak-en-us-f' } }),
+      15,
+      ESPEAK_PRICE,
+      'tts.bytes',
+      'local-espeak',
+    );
     expect(cost).toBe(16n); // 15 x 1.000001 micro-USD = 15.000015, rounded up
   });
 
   it('/v1/audio/speech bills the input the same way', async () => {
-    await billed('/v1/audio/speech', { model: 'local-flite', input: transcript, voice: 'flite-slt', response_format: 'wav' }, 47, FLITE_PRICE, 'audio.speech', 'local-flite');
+    await billed(
+      '/v1/audio/speech',
+      { model: 'local-flite', input: transcript, voice: 'flite-slt', response_format: 'wav' },
+      47,
+      FLITE_PRICE,
+      'audio.speech',
+      'local-flite',
+    );
   });
 
   it('a one-character transcript costs one character', async () => {
@@ -408,7 +463,16 @@ describe('pronunciation dictionaries', () => {
         id,
         orgId,
         name: `dict ${id}`,
-        entries: { create: entries.map((e, position) => ({ id: newId('pent'), position, grapheme: e.grapheme, alias: e.alias ?? null, phoneme: e.phoneme ?? null, caseSensitive: e.caseSensitive ?? false })) },
+        entries: {
+          create: entries.map((e, position) => ({
+            id: newId('pent'),
+            position,
+            grapheme: e.grapheme,
+            alias: e.alias ?? null,
+            phoneme: e.phoneme ?? null,
+            caseSensitive: e.caseSensitive ?? false,
+          })),
+        },
       },
     });
     return id;
@@ -446,10 +510,20 @@ describe('pronunciation dictionaries', () => {
 
   it('the dictionary applies on /tts/sse and /v1/audio/speech too', async () => {
     const dictId = await dict([{ grapheme: 'NASA', alias: 'National Aeronautics and Space Administration' }]);
-    const sse = await post(h, '/tts/sse', ttsBody({ transcript: NASA, pronunciation_dict_id: dictId, output_format: { container: 'raw', sample_rate: 16000, encoding: 'pcm_s16le' } }));
+    const sse = await post(
+      h,
+      '/tts/sse',
+      ttsBody({ transcript: NASA, pronunciation_dict_id: dictId, output_format: { container: 'raw', sample_rate: 16000, encoding: 'pcm_s16le' } }),
+    );
     expect(sse.status).toBe(200);
     expect(checkTtsEvents(await sse.text()).audio.length / 2).toBe(natural('flite', 'slt', EXPANDED).samples.length);
-    const speech = await post(h, '/v1/audio/speech', { model: 'local-flite', input: NASA, voice: 'flite-slt', response_format: 'pcm', pronunciation_dict_id: dictId });
+    const speech = await post(h, '/v1/audio/speech', {
+      model: 'local-flite',
+      input: NASA,
+      voice: 'flite-slt',
+      response_format: 'pcm',
+      pronunciation_dict_id: dictId,
+    });
     expect(speech.status).toBe(200);
     expectWithin((await bytesOf(speech)).length / 2 / 24000, natural('flite', 'slt', EXPANDED).seconds, 0.05);
   });
@@ -467,7 +541,12 @@ describe('pronunciation dictionaries', () => {
   it('phoneme entries reach espeak-ng as inline phonemes [[...]]', async () => {
     const text = 'I like the WWW format.';
     const dictId = await dict([{ grapheme: 'WWW', phoneme: 'wEb' }]);
-    const body = ttsBody({ model_id: 'local-espeak', transcript: text, voice: { mode: 'id', id: 'espeak-en-us-m' }, output_format: { container: 'wav', sample_rate: 22050 } });
+    const body = ttsBody({
+      model_id: 'local-espeak',
+      transcript: text,
+      voice: { mode: 'id', id: 'espeak-en-us-m' },
+      output_format: { container: 'wav', sample_rate: 22050 },
+    });
     const [plain, withDict] = await Promise.all([post(h, '/tts/bytes', body), post(h, '/tts/bytes', { ...body, pronunciation_dict_id: dictId })]);
     expect([plain.status, withDict.status]).toEqual([200, 200]);
     const p = parseWav(await bytesOf(plain));
@@ -493,7 +572,8 @@ describe('pronunciation dictionaries', () => {
 });
 
 describe('POST /v1/audio/speech (OpenAI-shaped)', () => {
-  const speech = (body: object, headers?: Record<string, string>) => post(h, '/v1/audio/speech', { model: 'local-flite', input: FOX, voice: 'flite-slt', ...body }, { headers });
+  const speech = (body: object, headers?: Record<string, string>) =>
+    post(h, '/v1/audio/speech', { model: 'local-flite', input: FOX, voice: 'flite-slt', ...body }, { headers });
 
   it('response_format wav: 24 kHz 16-bit mono WAV', async () => {
     const res = await speech({ response_format: 'wav' });

@@ -59,7 +59,14 @@ function openAiContentType(output: OutputFormat): string {
 }
 
 /** Whole file (exact WAV sizes, MP3 at the asked bit rate), or progressive bytes when streaming. */
-async function sendAudio(ctx: GatewayContext, reply: FastifyReply, s: StartedSynthesis, tts: TtsRequest, charge: () => Promise<Charge>, contentType = contentTypeFor(tts.output)) {
+async function sendAudio(
+  ctx: GatewayContext,
+  reply: FastifyReply,
+  s: StartedSynthesis,
+  tts: TtsRequest,
+  charge: () => Promise<Charge>,
+  contentType = contentTypeFor(tts.output),
+) {
   const { output, volume } = tts;
   if (!tts.stream) {
     const parts: PcmSamples[] = [];
@@ -110,7 +117,15 @@ async function* sseEvents(s: StartedSynthesis, tts: TtsRequest, requestId: strin
   } catch (e) {
     if (s.call.clientGone) return;
     const err = e instanceof ServiceError ? e : new ServiceError('upstream_error', 'The speech engine failed mid-stream.');
-    yield sse({ type: 'error', done: true, status_code: ERROR_TABLE[err.code].status, title: err.code, error_code: err.code, message: err.message, request_id: requestId });
+    yield sse({
+      type: 'error',
+      done: true,
+      status_code: ERROR_TABLE[err.code].status,
+      title: err.code,
+      error_code: err.code,
+      message: err.message,
+      request_id: requestId,
+    });
   }
 }
 

@@ -16,7 +16,18 @@ import { startGateway, type GatewayHarness } from '../../test/support/gateway-ha
 import { startScriptedCartesia, TONE_HZ, type CatalogueVoice, type ScriptedCartesia } from '../../test/support/scripted-cartesia.ts';
 import { speechBurst } from '../../test/support/speech-bursts.ts';
 import { sseReader } from '../../test/support/sse-client.ts';
-import { audioCost, expectDebited, ledgerOf, openSession, s16le, summary, transcribe, wavFile, type SttClient, type SttEvent } from '../../test/support/stt-routes.ts';
+import {
+  audioCost,
+  expectDebited,
+  ledgerOf,
+  openSession,
+  s16le,
+  summary,
+  transcribe,
+  wavFile,
+  type SttClient,
+  type SttEvent,
+} from '../../test/support/stt-routes.ts';
 import { FOX, codePoints, costOf, decodeRaw, expectError, post, requestId, sseData, usd } from '../../test/support/tts-routes.ts';
 import { call, cloneMultipart } from '../../test/support/voice-routes.ts';
 import { tone, zeroCrossingFrequency } from '../audio/test-signals.ts';
@@ -63,7 +74,12 @@ async function cartesiaModel(g: GatewayHarness, id: string, modality: 'tts' | 's
     id,
     modality,
     prices: modality === 'tts' ? { picoPerChar: TTS_PRICE } : { picoPerSecond: STT_PRICE },
-    upstream: { url, protocol: 'cartesia', upstreamModel: over.upstreamModel ?? (modality === 'tts' ? 'sonic-3' : 'ink-whisper'), apiKeyEnv: over.apiKeyEnv ?? 'CARTESIA_ROUTE_KEY' },
+    upstream: {
+      url,
+      protocol: 'cartesia',
+      upstreamModel: over.upstreamModel ?? (modality === 'tts' ? 'sonic-3' : 'ink-whisper'),
+      apiKeyEnv: over.apiKeyEnv ?? 'CARTESIA_ROUTE_KEY',
+    },
   });
 }
 
@@ -79,19 +95,26 @@ beforeAll(async () => {
   await cartesiaModel(h, 'cartesia-ink', 'stt', peer.url);
   await cartesiaModel(h, 'cartesia-sonic-badkey', 'tts', peer.url, { apiKeyEnv: 'CARTESIA_ROUTE_BAD_KEY' });
   await cartesiaModel(h, 'cartesia-ink-badkey', 'stt', peer.url, { apiKeyEnv: 'CARTESIA_ROUTE_BAD_KEY' });
-  for (const [id, modality] of [['cartesia-sonic-failover', 'tts'], ['cartesia-ink-failover', 'stt']] as const) {
+  for (const [id, modality] of [
+    ['cartesia-sonic-failover', 'tts'],
+    ['cartesia-ink-failover', 'stt'],
+  ] as const) {
     await cartesiaModel(h, id, modality, DEAD);
     await cartesiaModel(h, id, modality, peer.url);
   }
   await h.runtime.ctx.registry.refresh();
 
   // The engine's catalogue, imported as platform voices with ready profiles for cartesia-sonic.
-  imported = await importEngineVoices(prisma, { modelId: 'cartesia-sonic', voices: await listEngineVoices(prisma, h.runtime.ctx.config.engines, 'cartesia-sonic') });
+  imported = await importEngineVoices(prisma, {
+    modelId: 'cartesia-sonic',
+    voices: await listEngineVoices(prisma, h.runtime.ctx.config.engines, 'cartesia-sonic'),
+  });
   for (const p of await prisma.voiceProfile.findMany({ where: { modelId: 'cartesia-sonic' } })) voices[p.upstreamId] = p.voiceId;
   // A second voice, mapped by hand to an engine voice id; Katie also speaks through the other tts models.
   mappedVoice = await orgVoice(h, 'Mapped to Cartesia');
   await mapVoiceToEngine(prisma, { voiceId: mappedVoice, modelId: 'cartesia-sonic', upstreamId: 'cv-mapped-engine-voice' });
-  for (const modelId of ['cartesia-sonic-badkey', 'cartesia-sonic-failover']) await mapVoiceToEngine(prisma, { voiceId: voices['cv-katie']!, modelId, upstreamId: 'cv-katie' });
+  for (const modelId of ['cartesia-sonic-badkey', 'cartesia-sonic-failover'])
+    await mapVoiceToEngine(prisma, { voiceId: voices['cv-katie']!, modelId, upstreamId: 'cv-katie' });
 
   await cartesiaModel(hs, 'slow-sonic', 'tts', slow.url);
   await cartesiaModel(hs, 'slow-ink', 'stt', slow.url);
@@ -128,7 +151,9 @@ const engineSamples = (text: string, speed = 1) => Math.round((ENGINE_RATE * MS_
 
 /** Bursts (a tone, or voiced: speech to the gateway's detector) and silences, in order: the peer hears one word per burst. */
 function bursts(rate: number, parts: [kind: 'tone' | 'voice' | 'silence', seconds: number][]): Float32Array {
-  const pieces = parts.map(([kind, seconds]) => (kind === 'tone' ? tone(TONE_HZ, rate, seconds) : kind === 'voice' ? speechBurst(rate, seconds) : new Float32Array(Math.round(rate * seconds))));
+  const pieces = parts.map(([kind, seconds]) =>
+    kind === 'tone' ? tone(TONE_HZ, rate, seconds) : kind === 'voice' ? speechBurst(rate, seconds) : new Float32Array(Math.round(rate * seconds)),
+  );
   const out = new Float32Array(pieces.reduce((n, p) => n + p.length, 0));
   let at = 0;
   for (const p of pieces) {
@@ -154,7 +179,20 @@ const ttsBody = (over: Record<string, unknown> = {}) => ({
 
 /** The peer's speech requests from index `from` on, as the JSON bodies it received. */
 const speechRequests = (p: ScriptedCartesia, from = 0) =>
-  p.received.slice(from).filter((r) => r.path === '/tts/bytes').map((r) => JSON.parse(r.body.toString()) as { model_id: string; transcript: string; voice: { mode: string; id: string }; output_format: unknown; language?: string; generation_config?: { speed: number } });
+  p.received
+    .slice(from)
+    .filter((r) => r.path === '/tts/bytes')
+    .map(
+      (r) =>
+        JSON.parse(r.body.toString()) as {
+          model_id: string;
+          transcript: string;
+          voice: { mode: string; id: string };
+          output_format: unknown;
+          language?: string;
+          generation_config?: { speed: number };
+        },
+    );
 
 /** The request's debits: exactly the price of its characters, in one usage row of the route. */
 async function expectTtsBilled(g: GatewayHarness, id: string, transcript: string, route: string, modelId = 'cartesia-sonic') {
@@ -174,10 +212,23 @@ function readWav(bytes: Buffer): { rate: number; channels: number; bits: number;
   expect(bytes.subarray(0, 4).toString('latin1')).toBe('RIFF');
   expect(bytes.subarray(8, 12).toString('latin1')).toBe('WAVE');
   expect(bytes.subarray(36, 40).toString('latin1')).toBe('data');
-  return { channels: bytes.readUInt16LE(22), rate: bytes.readUInt32LE(24), bits: bytes.readUInt16LE(34), dataBytes: bytes.readUInt32LE(40), data: bytes.subarray(44) };
+  return {
+    channels: bytes.readUInt16LE(22),
+    rate: bytes.readUInt32LE(24),
+    bits: bytes.readUInt16LE(34),
+    dataBytes: bytes.readUInt32LE(40),
+    data: bytes.subarray(44),
+  };
 }
 
-const sttQuery = (g: GatewayHarness, over: Record<string, string> = {}) => ({ model: 'cartesia-ink', api_key: g.key, sample_rate: '16000', encoding: 'pcm_s16le', turn_detection: 'responsive', ...over });
+const sttQuery = (g: GatewayHarness, over: Record<string, string> = {}) => ({
+  model: 'cartesia-ink',
+  api_key: g.key,
+  sample_rate: '16000',
+  encoding: 'pcm_s16le',
+  turn_detection: 'responsive',
+  ...over,
+});
 const FRAMES = { frameBytes: 3200, intervalMs: 0 }; // 100 ms of 16 kHz s16, back to back
 const millisOf = (samples: number, rate: number) => Math.round((samples * 1000) / rate);
 const finals = (c: SttClient) => c.events.filter((e) => e.type === 'transcript' && e.is_final === true);
@@ -241,19 +292,68 @@ describe('voice catalogue and voices', () => {
 
     const list = await call(h, 'GET', '/voices?tag=cartesia-sonic&limit=100');
     expect(list.status).toBe(200);
-    const got = (list.body.voices as { id: string; name: string; description: string; language: string; gender: string; kind: string; is_owner: boolean; profiles: { model_id: string; upstream_id: string; status: string }[] }[])
-      .map((v) => ({ name: v.name, description: v.description, language: v.language, gender: v.gender, kind: v.kind, is_owner: v.is_owner, profile: v.profiles.find((p) => p.model_id === 'cartesia-sonic'), id: v.id }))
+    const got = (
+      list.body.voices as {
+        id: string;
+        name: string;
+        description: string;
+        language: string;
+        gender: string;
+        kind: string;
+        is_owner: boolean;
+        profiles: { model_id: string; upstream_id: string; status: string }[];
+      }[]
+    )
+      .map((v) => ({
+        name: v.name,
+        description: v.description,
+        language: v.language,
+        gender: v.gender,
+        kind: v.kind,
+        is_owner: v.is_owner,
+        profile: v.profiles.find((p) => p.model_id === 'cartesia-sonic'),
+        id: v.id,
+      }))
       .sort((a, b) => a.name.localeCompare(b.name));
     expect(got).toEqual([
-      { name: 'Katie', description: 'Friendly support agent', language: 'en', gender: 'female', kind: 'library', is_owner: false, profile: expect.objectContaining({ upstream_id: 'cv-katie', status: 'ready' }), id: voices['cv-katie'] },
-      { name: 'Ronald', description: 'Deep narrator', language: 'en', gender: 'male', kind: 'library', is_owner: false, profile: expect.objectContaining({ upstream_id: 'cv-ronald', status: 'ready' }), id: voices['cv-ronald'] },
-      { name: 'Sol', description: 'Calm and even', language: 'es', gender: 'neutral', kind: 'library', is_owner: false, profile: expect.objectContaining({ upstream_id: 'cv-sol', status: 'ready' }), id: voices['cv-sol'] },
+      {
+        name: 'Katie',
+        description: 'Friendly support agent',
+        language: 'en',
+        gender: 'female',
+        kind: 'library',
+        is_owner: false,
+        profile: expect.objectContaining({ upstream_id: 'cv-katie', status: 'ready' }),
+        id: voices['cv-katie'],
+      },
+      {
+        name: 'Ronald',
+        description: 'Deep narrator',
+        language: 'en',
+        gender: 'male',
+        kind: 'library',
+        is_owner: false,
+        profile: expect.objectContaining({ upstream_id: 'cv-ronald', status: 'ready' }),
+        id: voices['cv-ronald'],
+      },
+      {
+        name: 'Sol',
+        description: 'Calm and even',
+        language: 'es',
+        gender: 'neutral',
+        kind: 'library',
+        is_owner: false,
+        profile: expect.objectContaining({ upstream_id: 'cv-sol', status: 'ready' }),
+        id: voices['cv-sol'],
+      },
     ]);
 
     // The engine renames a voice: importing again updates it, adds nothing.
     peer.voices.find((v) => v.id === 'cv-ronald')!.name = 'Ronald Deep';
     const prisma = h.testDb.db.prisma;
-    expect(await importEngineVoices(prisma, { modelId: 'cartesia-sonic', voices: await listEngineVoices(prisma, h.runtime.ctx.config.engines, 'cartesia-sonic') })).toEqual({ created: 0, updated: 3 });
+    expect(
+      await importEngineVoices(prisma, { modelId: 'cartesia-sonic', voices: await listEngineVoices(prisma, h.runtime.ctx.config.engines, 'cartesia-sonic') }),
+    ).toEqual({ created: 0, updated: 3 });
     const again = await call(h, 'GET', `/voices/${voices['cv-ronald']}`);
     expect(again.body.name).toBe('Ronald Deep');
     expect((await call(h, 'GET', '/voices?tag=cartesia-sonic&limit=100')).body.voices).toHaveLength(3);
@@ -336,15 +436,28 @@ describe('speech: happy paths and exact metering', () => {
   it('/tts/bytes wav at 16 kHz (converted from the engine\u2019s 24 kHz), with speed 1.25 sent as generation_config', async () => {
     const id = requestId('wav');
     const from = peer.received.length;
-    const res = await post(h, '/tts/bytes', ttsBody({ output_format: { container: 'wav', sample_rate: 16000, encoding: 'pcm_s16le' }, generation_config: { speed: 1.25 } }), { requestId: id });
+    const res = await post(
+      h,
+      '/tts/bytes',
+      ttsBody({ output_format: { container: 'wav', sample_rate: 16000, encoding: 'pcm_s16le' }, generation_config: { speed: 1.25 } }),
+      { requestId: id },
+    );
     expect(res.status).toBe(200);
     expect(res.headers.get('content-type')).toBe('audio/wav');
     const wav = readWav(Buffer.from(await res.arrayBuffer()));
     const expected = Math.round((engineSamples(FOX, 1.25) * 16000) / ENGINE_RATE);
-    expect({ rate: wav.rate, channels: wav.channels, bits: wav.bits, dataBytes: wav.dataBytes, length: wav.data.length }).toEqual({ rate: 16000, channels: 1, bits: 16, dataBytes: expected * 2, length: expected * 2 });
+    expect({ rate: wav.rate, channels: wav.channels, bits: wav.bits, dataBytes: wav.dataBytes, length: wav.data.length }).toEqual({
+      rate: 16000,
+      channels: 1,
+      bits: 16,
+      dataBytes: expected * 2,
+      length: expected * 2,
+    });
     const samples = decodeRaw(wav.data, 'pcm_s16le');
     expect(zeroCrossingFrequency(samples.subarray(200, -200), 16000)).toBeCloseTo(TONE_HZ, 0);
-    expect(speechRequests(peer, from)).toEqual([expect.objectContaining({ generation_config: { speed: 1.25 }, output_format: { container: 'raw', encoding: 'pcm_s16le', sample_rate: ENGINE_RATE } })]);
+    expect(speechRequests(peer, from)).toEqual([
+      expect.objectContaining({ generation_config: { speed: 1.25 }, output_format: { container: 'raw', encoding: 'pcm_s16le', sample_rate: ENGINE_RATE } }),
+    ]);
     await expectTtsBilled(h, id, FOX, 'tts.bytes');
   });
 
@@ -370,15 +483,27 @@ describe('speech: happy paths and exact metering', () => {
   it('/v1/audio/speech: pcm is the engine\u2019s 24 kHz audio; speed reaches the engine; the sse stream ends with usage', async () => {
     const id = requestId('speech');
     const from = peer.received.length;
-    const res = await post(h, '/v1/audio/speech', { model: 'cartesia-sonic', input: FOX, voice: voices['cv-ronald'], response_format: 'pcm', speed: 1.25 }, { requestId: id });
+    const res = await post(
+      h,
+      '/v1/audio/speech',
+      { model: 'cartesia-sonic', input: FOX, voice: voices['cv-ronald'], response_format: 'pcm', speed: 1.25 },
+      { requestId: id },
+    );
     expect(res.status).toBe(200);
     const bytes = Buffer.from(await res.arrayBuffer());
     expect(bytes.equals(peerTone(ENGINE_RATE, engineSamples(FOX, 1.25)))).toBe(true);
-    expect(speechRequests(peer, from)).toEqual([expect.objectContaining({ transcript: FOX, voice: { mode: 'id', id: 'cv-ronald' }, generation_config: { speed: 1.25 } })]);
+    expect(speechRequests(peer, from)).toEqual([
+      expect.objectContaining({ transcript: FOX, voice: { mode: 'id', id: 'cv-ronald' }, generation_config: { speed: 1.25 } }),
+    ]);
     await expectTtsBilled(h, id, FOX, 'audio.speech');
 
     const sseId = requestId('speech-sse');
-    const sse = await post(h, '/v1/audio/speech', { model: 'cartesia-sonic', input: 'Hello there', voice: voices['cv-sol'], response_format: 'pcm', stream_format: 'sse' }, { requestId: sseId });
+    const sse = await post(
+      h,
+      '/v1/audio/speech',
+      { model: 'cartesia-sonic', input: 'Hello there', voice: voices['cv-sol'], response_format: 'pcm', stream_format: 'sse' },
+      { requestId: sseId },
+    );
     expect(sse.status).toBe(200);
     const events = sseData(await sse.text()).map((d) => JSON.parse(d) as Record<string, unknown>);
     expect(events.at(-1)).toEqual({ type: 'speech.audio.done', usage: { input_tokens: 11, output_tokens: 0, total_tokens: 11 } });
@@ -533,7 +658,13 @@ describe('speech: engine failures', () => {
 
 describe('batch transcription (POST /v1/audio/transcriptions)', () => {
   // 1.3 s at 24 kHz: two bursts, so two words.
-  const audio = bursts(24000, [['silence', 0.2], ['tone', 0.3], ['silence', 0.3], ['tone', 0.3], ['silence', 0.2]]);
+  const audio = bursts(24000, [
+    ['silence', 0.2],
+    ['tone', 0.3],
+    ['silence', 0.3],
+    ['tone', 0.3],
+    ['silence', 0.2],
+  ]);
   const wav = wavFile([audio], 24000);
 
   it('the words with their times, from a WAV sent as the reference says; billed per millisecond of audio', async () => {
@@ -604,7 +735,12 @@ describe('batch transcription (POST /v1/audio/transcriptions)', () => {
     form.append('model', 'cartesia-ink');
     form.append('file', new Blob([new Uint8Array(wav)]), 'audio.wav');
     const id = requestId('batch-gone');
-    const pending = fetch(`${h.url}/v1/audio/transcriptions`, { method: 'POST', headers: { authorization: `Bearer ${h.key}`, 'x-request-id': id }, body: form, signal: controller.signal });
+    const pending = fetch(`${h.url}/v1/audio/transcriptions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${h.key}`, 'x-request-id': id },
+      body: form,
+      signal: controller.signal,
+    });
     const engine = await peer.request(from + 1);
     expect(engine.path).toBe('/stt');
     controller.abort();
@@ -620,8 +756,17 @@ describe('streaming transcription (GET /stt/websocket)', () => {
   it('turns found by the gateway (responsive): turn.start, interims, the final with word times, turn.end; finalize -> final then flush_done; close bills the audio exactly once', async () => {
     // Two words 100 ms apart (one responsive turn), the silence that ends it; a third word, then
     // a finalize before its turn could end (2.3 s, then 0.5 s).
-    const first = bursts(16000, [['silence', 0.2], ['voice', 0.3], ['silence', 0.1], ['voice', 0.5], ['silence', 1.2]]);
-    const second = bursts(16000, [['voice', 0.4], ['silence', 0.1]]);
+    const first = bursts(16000, [
+      ['silence', 0.2],
+      ['voice', 0.3],
+      ['silence', 0.1],
+      ['voice', 0.5],
+      ['silence', 1.2],
+    ]);
+    const second = bursts(16000, [
+      ['voice', 0.4],
+      ['silence', 0.1],
+    ]);
     const n = peer.sttSockets.length + 1;
     const c = await openSession(h, sttQuery(h, { language: 'en-US', keyterms: 'Cartesia,Ink' }));
     await c.until((e) => e.type === 'session.started');
@@ -643,9 +788,20 @@ describe('streaming transcription (GET /stt/websocket)', () => {
     // The first may come before turn.start: the peer answers a word's first voiced frame, the
     // detector needs three of its 32 ms frames (and runs beside the engine). Each precedes its final.
     const [firstFinal, secondFinal] = finals(c);
-    expect(interims(c).map((e) => c.events.indexOf(e) < c.events.indexOf(e.text === 'charlie' ? secondFinal! : firstFinal!)), summary(c.events)).toEqual([true, true, true]);
+    expect(
+      interims(c).map((e) => c.events.indexOf(e) < c.events.indexOf(e.text === 'charlie' ? secondFinal! : firstFinal!)),
+      summary(c.events),
+    ).toEqual([true, true, true]);
     expect(finals(c)).toEqual([
-      { type: 'transcript', is_final: true, text: 'alpha bravo', words: [{ word: 'alpha', start: 0.2, end: 0.5 }, { word: 'bravo', start: 0.6, end: 1.1 }] },
+      {
+        type: 'transcript',
+        is_final: true,
+        text: 'alpha bravo',
+        words: [
+          { word: 'alpha', start: 0.2, end: 0.5 },
+          { word: 'bravo', start: 0.6, end: 1.1 },
+        ],
+      },
       { type: 'transcript', is_final: true, text: 'charlie', words: [{ word: 'charlie', start: 2.3, end: 2.7 }] },
     ]);
     expect(c.ofType('error')).toHaveLength(0);
@@ -669,7 +825,11 @@ describe('streaming transcription (GET /stt/websocket)', () => {
   });
 
   it('pcm_f32le at 48 kHz: the engine gets 16-bit PCM at 48 kHz; the turn ends and the audio is billed exactly', async () => {
-    const audio = bursts(48000, [['silence', 0.2], ['voice', 0.3], ['silence', 0.5]]); // 1.0 s
+    const audio = bursts(48000, [
+      ['silence', 0.2],
+      ['voice', 0.3],
+      ['silence', 0.5],
+    ]); // 1.0 s
     const n = peer.sttSockets.length + 1;
     const c = await openSession(h, sttQuery(h, { sample_rate: '48000', encoding: 'pcm_f32le' }));
     await c.stream(f32le(audio), { frameBytes: 4801, intervalMs: 0 }); // odd frames: samples split across them
@@ -687,7 +847,10 @@ describe('streaming transcription (GET /stt/websocket)', () => {
   });
 
   it('the engine refusing our key: an upstream_error event with its message and no key, close 1011; nothing billed (no engine took the audio)', async () => {
-    const audio = bursts(16000, [['tone', 0.3], ['silence', 0.2]]);
+    const audio = bursts(16000, [
+      ['tone', 0.3],
+      ['silence', 0.2],
+    ]);
     const c = await openSession(h, sttQuery(h, { model: 'cartesia-ink-badkey' }));
     await c.until((e) => e.type === 'session.started');
     c.ws.send(s16le(audio));
@@ -729,7 +892,11 @@ describe('streaming transcription (GET /stt/websocket)', () => {
 
   it('the engine dying mid-stream: an upstream_error event and close 1011; billed for exactly the audio received', async () => {
     peer.behaviour = { kind: 'die' };
-    const audio = bursts(16000, [['silence', 0.2], ['tone', 0.3], ['silence', 0.5]]); // 1.0 s, one frame
+    const audio = bursts(16000, [
+      ['silence', 0.2],
+      ['tone', 0.3],
+      ['silence', 0.5],
+    ]); // 1.0 s, one frame
     const n = peer.sttSockets.length + 1;
     const c = await openSession(h, sttQuery(h));
     await c.until((e) => e.type === 'session.started');
@@ -737,11 +904,19 @@ describe('streaming transcription (GET /stt/websocket)', () => {
     await expectEngineClose(c, 'upstream_error');
     expect(finals(c)).toHaveLength(0);
     await expectSessionBilled(h, c, 1000, 'engine_error');
-    await (await peer.sttSocket(n)).closed;
+    await (
+      await peer.sttSocket(n)
+    ).closed;
   });
 
   it('the client leaving mid-stream: the engine\u2019s socket is closed; what the client sent is billed', async () => {
-    const audio = bursts(16000, [['silence', 0.2], ['tone', 0.3], ['silence', 0.3], ['tone', 0.3], ['silence', 0.1]]); // 1.2 s
+    const audio = bursts(16000, [
+      ['silence', 0.2],
+      ['tone', 0.3],
+      ['silence', 0.3],
+      ['tone', 0.3],
+      ['silence', 0.1],
+    ]); // 1.2 s
     const n = peer.sttSockets.length + 1;
     const c = await openSession(h, sttQuery(h));
     await c.stream(s16le(audio), FRAMES);
@@ -761,7 +936,11 @@ describe('streaming transcription (GET /stt/websocket)', () => {
     const { dead, live, random } = deadFirst(h, 'cartesia-ink-failover');
     expect(h.runtime.ctx.registry.healthOf(dead.id)).toBe('unknown');
     vi.spyOn(Math, 'random').mockReturnValue(random);
-    const audio = bursts(16000, [['silence', 0.2], ['voice', 0.3], ['silence', 0.5]]);
+    const audio = bursts(16000, [
+      ['silence', 0.2],
+      ['voice', 0.3],
+      ['silence', 0.5],
+    ]);
     const c = await openSession(h, sttQuery(h, { model: 'cartesia-ink-failover' }));
     await c.stream(s16le(audio), FRAMES);
     await c.until((e) => e.type === 'turn.end');
@@ -815,12 +994,19 @@ describe('slow engine (SVC_UPSTREAM_TIMEOUT_SECONDS=0.5)', () => {
   it('batch transcription that never answers -> 504 upstream_timeout; nothing billed', async () => {
     slow.behaviour = { kind: 'hang' };
     const id = requestId('slow-batch');
-    await expectError(await transcribe(hs, wavFile([bursts(16000, [['tone', 0.3]])], 16000), { model: 'slow-ink' }, { requestId: id }), { status: 504, code: 'upstream_timeout', param: null });
+    await expectError(await transcribe(hs, wavFile([bursts(16000, [['tone', 0.3]])], 16000), { model: 'slow-ink' }, { requestId: id }), {
+      status: 504,
+      code: 'upstream_timeout',
+      param: null,
+    });
     await expectNotBilled(hs, id);
   });
 
   it('a socket the engine does not accept (nothing billed), or a finalize it does not answer (the audio it took billed): an upstream_timeout event, close 1011', async () => {
-    const audio = bursts(16000, [['tone', 0.3], ['silence', 0.2]]);
+    const audio = bursts(16000, [
+      ['tone', 0.3],
+      ['silence', 0.2],
+    ]);
     slow.behaviour = { kind: 'hang' };
     const never = await openSession(hs, sttQuery(hs, { model: 'slow-ink' }));
     await never.until((e) => e.type === 'session.started');
@@ -840,7 +1026,11 @@ describe('slow engine (SVC_UPSTREAM_TIMEOUT_SECONDS=0.5)', () => {
 
   it('a session that lasts longer than the deadline with an engine that answers runs on: the deadline bounds the opening and each silence, not the session', async () => {
     // 1.5 s of audio sent in real time (100 ms frames, 100 ms apart): three times the 0.5 s deadline.
-    const audio = bursts(16000, [['silence', 0.2], ['voice', 0.3], ['silence', 1.0]]);
+    const audio = bursts(16000, [
+      ['silence', 0.2],
+      ['voice', 0.3],
+      ['silence', 1.0],
+    ]);
     const n = slow.sttSockets.length + 1;
     const c = await openSession(hs, sttQuery(hs, { model: 'slow-ink' }));
     await c.stream(s16le(audio), { frameBytes: 3200, intervalMs: 100 });
@@ -859,9 +1049,16 @@ describe('slow engine (SVC_UPSTREAM_TIMEOUT_SECONDS=0.5)', () => {
 describe('health through the gateway', () => {
   it('an authenticated GET /voices?limit=1: up while it answers, down when the key is refused; GET /v1/models lists the models only while up', async () => {
     const registry = hs.runtime.ctx.registry;
-    const ups = registry.all().filter((m) => m.id.startsWith('slow-')).flatMap((m) => m.upstreams);
+    const ups = registry
+      .all()
+      .filter((m) => m.id.startsWith('slow-'))
+      .flatMap((m) => m.upstreams);
     expect(ups).toHaveLength(2);
-    const listed = async () => ((await call(hs, 'GET', '/v1/models')).body.data as { id: string }[]).map((m) => m.id).filter((id) => id.startsWith('slow-')).sort();
+    const listed = async () =>
+      ((await call(hs, 'GET', '/v1/models')).body.data as { id: string }[])
+        .map((m) => m.id)
+        .filter((id) => id.startsWith('slow-'))
+        .sort();
 
     const from = slow.received.length;
     await hs.runtime.ctx.health.checkAll();
@@ -875,7 +1072,11 @@ describe('health through the gateway', () => {
     await hs.runtime.ctx.health.checkAll();
     expect(ups.map((u) => registry.healthOf(u.id))).toEqual(['down', 'down']);
     expect(await listed()).toEqual([]);
-    await expectError(await post(hs, '/tts/bytes', { ...ttsBody(), model_id: 'slow-sonic', voice: { mode: 'id', id: slowVoice } }), { status: 503, code: 'model_offline', param: null });
+    await expectError(await post(hs, '/tts/bytes', { ...ttsBody(), model_id: 'slow-sonic', voice: { mode: 'id', id: slowVoice } }), {
+      status: 503,
+      code: 'model_offline',
+      param: null,
+    });
 
     slow.behaviour = { kind: 'ok' };
     await hs.runtime.ctx.health.checkAll();

@@ -18,7 +18,13 @@ import { newId } from '../../server/db/ids.ts';
 import { getModel, upsertModel } from '../../server/services/models/upsert-model.ts';
 import { importEngineVoices, mapVoiceToEngine } from '../../server/services/voices/engine-voices.ts';
 import { startGateway, type GatewayHarness } from '../../test/support/gateway-harness.ts';
-import { scriptedToneSample, startScriptedDeepgram, type ListenSocket, type ReceivedRequest, type ScriptedDeepgram } from '../../test/support/scripted-deepgram.ts';
+import {
+  scriptedToneSample,
+  startScriptedDeepgram,
+  type ListenSocket,
+  type ReceivedRequest,
+  type ScriptedDeepgram,
+} from '../../test/support/scripted-deepgram.ts';
 import { speechBursts } from '../../test/support/speech-bursts.ts';
 import { audioCost, expectDebited, ledgerOf, openSession, summary, transcribe, wavFile, type SttClient } from '../../test/support/stt-routes.ts';
 import { checkTtsEvents, costOf, expectError, expectNotBilled, post, sseData, sseReader, usd } from '../../test/support/tts-routes.ts';
@@ -51,7 +57,13 @@ const voices = { badKey: '', failover: '', slow: '' };
 const prisma = (g: GatewayHarness = h) => g.testDb.db.prisma;
 
 async function registerModels(g: GatewayHarness): Promise<void> {
-  const up = (upstreamModel: string, apiKeyEnv = KEY_ENV, url = peer.url, weight?: number) => ({ url, protocol: 'deepgram', upstreamModel, apiKeyEnv, ...(weight !== undefined && { weight }) });
+  const up = (upstreamModel: string, apiKeyEnv = KEY_ENV, url = peer.url, weight?: number) => ({
+    url,
+    protocol: 'deepgram',
+    upstreamModel,
+    apiKeyEnv,
+    ...(weight !== undefined && { weight }),
+  });
   await upsertModel(prisma(g), checkProtocol, { id: 'dg-aura', modality: 'tts', prices: { picoPerChar: TTS_PRICE }, upstream: up('aura-2') });
   await upsertModel(prisma(g), checkProtocol, { id: 'dg-nova', modality: 'stt', prices: { picoPerSecond: STT_PRICE }, upstream: up('nova-3') });
 }
@@ -67,10 +79,26 @@ beforeAll(async () => {
   ]);
   await Promise.all([registerModels(h), registerModels(hs)]);
   const db = prisma(h);
-  const upstream = (url: string, upstreamModel: string, apiKeyEnv = KEY_ENV, weight?: number) => ({ url, protocol: 'deepgram', upstreamModel, apiKeyEnv, ...(weight !== undefined && { weight }) });
+  const upstream = (url: string, upstreamModel: string, apiKeyEnv = KEY_ENV, weight?: number) => ({
+    url,
+    protocol: 'deepgram',
+    upstreamModel,
+    apiKeyEnv,
+    ...(weight !== undefined && { weight }),
+  });
   // Our key refused: the variable holds a key the engine does not know.
-  await upsertModel(db, checkProtocol, { id: 'dg-aura-badkey', modality: 'tts', prices: { picoPerChar: TTS_PRICE }, upstream: upstream(peer.url, 'aura-2', WRONG_KEY_ENV) });
-  await upsertModel(db, checkProtocol, { id: 'dg-nova-badkey', modality: 'stt', prices: { picoPerSecond: STT_PRICE }, upstream: upstream(peer.url, 'nova-3', WRONG_KEY_ENV) });
+  await upsertModel(db, checkProtocol, {
+    id: 'dg-aura-badkey',
+    modality: 'tts',
+    prices: { picoPerChar: TTS_PRICE },
+    upstream: upstream(peer.url, 'aura-2', WRONG_KEY_ENV),
+  });
+  await upsertModel(db, checkProtocol, {
+    id: 'dg-nova-badkey',
+    modality: 'stt',
+    prices: { picoPerSecond: STT_PRICE },
+    upstream: upstream(peer.url, 'nova-3', WRONG_KEY_ENV),
+  });
   // Two upstreams, the dead one weighted 99 to 1: with Math.random() at 0.5 it comes first
   // whatever order the database lists them in (upstreamOrder: weighted first pick).
   for (const id of ['dg-aura-failover', 'dg-nova-failover-ws', 'dg-nova-failover-batch']) {
@@ -143,10 +171,11 @@ function readWav(buf: Buffer, streaming = false): { format: number; channels: nu
   expect(buf.toString('latin1', 8, 12)).toBe('WAVE');
   expect(buf.readUInt32LE(4)).toBe(streaming ? 0xffffffff : buf.length - 8);
   let fmt: { format: number; channels: number; rate: number; bits: number } | null = null;
-  for (let at = 12; at + 8 <= buf.length; ) {
+  for (let at = 12; at + 8 <= buf.length;) {
     const id = buf.toString('latin1', at, at + 4);
     const size = buf.readUInt32LE(at + 4);
-    if (id === 'fmt ') fmt = { format: buf.readUInt16LE(at + 8), channels: buf.readUInt16LE(at + 10), rate: buf.readUInt32LE(at + 12), bits: buf.readUInt16LE(at + 22) };
+    if (id === 'fmt ')
+      fmt = { format: buf.readUInt16LE(at + 8), channels: buf.readUInt16LE(at + 10), rate: buf.readUInt32LE(at + 12), bits: buf.readUInt16LE(at + 22) };
     if (id === 'data') {
       expect(fmt).not.toBeNull();
       expect(size).toBe(streaming ? 0xffffffff : buf.length - at - 8);
@@ -169,7 +198,12 @@ const peak = (x: Int16Array) => x.reduce((m, v) => Math.max(m, Math.abs(v)), 0);
 /** The last request the peer got on `path` (the speak, listen or models endpoint). */
 const lastRequest = (path: string): ReceivedRequest => [...peer.received].reverse().find((r) => r.path === path)!;
 
-const ttsBody = (voiceId: string, transcript: string, output: Record<string, unknown> = { container: 'raw', sample_rate: 24000, encoding: 'pcm_s16le' }, over: Record<string, unknown> = {}) => ({
+const ttsBody = (
+  voiceId: string,
+  transcript: string,
+  output: Record<string, unknown> = { container: 'raw', sample_rate: 24000, encoding: 'pcm_s16le' },
+  over: Record<string, unknown> = {},
+) => ({
   model_id: 'dg-aura',
   transcript,
   voice: { mode: 'id', id: voiceId },
@@ -210,7 +244,13 @@ function pcm16(samples: Float32Array): Buffer {
 /** 100 ms frames, sent back to back (the gateway keeps their order; nothing here depends on pacing). */
 const frames = (rate: number, bytesPerSample = 2) => ({ frameBytes: (rate / 10) * bytesPerSample, intervalMs: 0 });
 
-const sttQuery = (g: GatewayHarness, over: Record<string, string> = {}) => ({ model: 'dg-nova', api_key: g.key, sample_rate: '16000', encoding: 'pcm_s16le', ...over });
+const sttQuery = (g: GatewayHarness, over: Record<string, string> = {}) => ({
+  model: 'dg-nova',
+  api_key: g.key,
+  sample_rate: '16000',
+  encoding: 'pcm_s16le',
+  ...over,
+});
 
 /** The Deepgram socket the gateway opened last (after `before` sockets). */
 async function listenSocket(before: number): Promise<ListenSocket> {
@@ -312,11 +352,18 @@ describe('voices: Deepgram\u2019s model list imported, and a voice mapped by han
   it('a voice of the org mapped with mapVoiceToEngine to an Aura model outside the list speaks as that model; before the mapping it is 409 voice_profile_missing', async () => {
     const voiceId = await orgVoice(h, 'our brand voice');
     const id = requestId('unmapped');
-    await expectError(await post(h, '/tts/bytes', ttsBody(voiceId, 'Hello.'), { requestId: id }), { status: 409, code: 'voice_profile_missing', param: 'voice.id' });
+    await expectError(await post(h, '/tts/bytes', ttsBody(voiceId, 'Hello.'), { requestId: id }), {
+      status: 409,
+      code: 'voice_profile_missing',
+      param: 'voice.id',
+    });
     await expectNotBilled(h, id);
 
     await mapVoiceToEngine(prisma(), { voiceId, modelId: 'dg-aura', upstreamId: 'aura-asteria-en' });
-    const got = (await (await fetch(`${h.url}/voices/${voiceId}`, { headers: { authorization: `Bearer ${h.key}` } })).json()) as { profiles: unknown[]; is_owner: boolean };
+    const got = (await (await fetch(`${h.url}/voices/${voiceId}`, { headers: { authorization: `Bearer ${h.key}` } })).json()) as {
+      profiles: unknown[];
+      is_owner: boolean;
+    };
     expect(got.is_owner).toBe(true);
     expect(got.profiles).toEqual([expect.objectContaining({ model_id: 'dg-aura', upstream_id: 'aura-asteria-en', status: 'ready' })]);
 
@@ -334,7 +381,13 @@ describe('voices: Deepgram\u2019s model list imported, and a voice mapped by han
     const again = await post(h, '/tts/bytes', ttsBody(voiceId, 'Hello.', undefined, { generation_config: { speed: 1.2 } }));
     expect(again.status).toBe(200);
     await again.arrayBuffer();
-    expect(Object.fromEntries(lastRequest('/v1/speak').query)).toEqual({ model: 'aura-2-apollo-en', encoding: 'linear16', sample_rate: '24000', container: 'none', speed: '1.2' });
+    expect(Object.fromEntries(lastRequest('/v1/speak').query)).toEqual({
+      model: 'aura-2-apollo-en',
+      encoding: 'linear16',
+      sample_rate: '24000',
+      container: 'none',
+      speed: '1.2',
+    });
   });
 });
 
@@ -470,7 +523,12 @@ describe('speech (Aura) on the TTS routes', () => {
         const text = await res.text();
         expectNoKey(text);
         expectNoKey(JSON.stringify([...res.headers]));
-        const err = await expectError(new Response(text, { status: res.status, headers: res.headers }), { status: 502, code: 'upstream_error', param: null, type: 'api_error' });
+        const err = await expectError(new Response(text, { status: res.status, headers: res.headers }), {
+          status: 502,
+          code: 'upstream_error',
+          param: null,
+          type: 'api_error',
+        });
         expect(err.message).toContain('401');
         expect(err.message).toContain('Invalid credentials.');
         await expectNotBilled(h, id);
@@ -522,7 +580,12 @@ describe('speech (Aura) on the TTS routes', () => {
 
     id = requestId('die-bytes');
     const before = await h.balanceMicros();
-    await expectError(await post(h, '/tts/bytes', ttsBody(thalia, TEXT), { requestId: id }), { status: 502, code: 'upstream_error', param: null, type: 'api_error' });
+    await expectError(await post(h, '/tts/bytes', ttsBody(thalia, TEXT), { requestId: id }), {
+      status: 502,
+      code: 'upstream_error',
+      param: null,
+      type: 'api_error',
+    });
     await expectNotBilled(h, id);
     expect(await h.balanceMicros()).toBe(before);
   });
@@ -601,7 +664,20 @@ describe('speech (Aura) on the TTS routes', () => {
 
 describe('batch transcription: POST /v1/audio/transcriptions', () => {
   const RATE = 24000;
-  const clip = () => wavFile([bursts(RATE, [[0.3, 0.6], [1.0, 1.2]], 1.5)], RATE);
+  const clip = () =>
+    wavFile(
+      [
+        bursts(
+          RATE,
+          [
+            [0.3, 0.6],
+            [1.0, 1.2],
+          ],
+          1.5,
+        ),
+      ],
+      RATE,
+    );
 
   it('posts the audio as a 16-bit WAV with the model, language and keyterms; returns Deepgram\u2019s words with their times; billed exactly', async () => {
     const id = requestId('batch');
@@ -628,7 +704,9 @@ describe('batch transcription: POST /v1/audio/transcriptions', () => {
     const cost = audioCost(1500, STT_PRICE);
     expect(res.headers.get('x-svc-request-cost-usd')).toBe(usd(cost));
     const billed = await expectDebited(h, id, cost);
-    expect(billed.usage).toEqual([expect.objectContaining({ modelId: 'dg-nova', modality: 'stt', route: 'audio.transcriptions', audioMillis: 1500, costMicros: cost })]);
+    expect(billed.usage).toEqual([
+      expect.objectContaining({ modelId: 'dg-nova', modality: 'stt', route: 'audio.transcriptions', audioMillis: 1500, costMicros: cost }),
+    ]);
   });
 
   it('the engine refusing our key: 502 upstream_error with its message and no key; 400 is the caller\u2019s 400 with its message; 5xx is 502; nothing billed', async () => {
@@ -636,7 +714,12 @@ describe('batch transcription: POST /v1/audio/transcriptions', () => {
     let res = await transcribe(h, clip(), { model: 'dg-nova-badkey' }, { requestId: id });
     let text = await res.text();
     expectNoKey(text);
-    let err = await expectError(new Response(text, { status: res.status, headers: res.headers }), { status: 502, code: 'upstream_error', param: null, type: 'api_error' });
+    let err = await expectError(new Response(text, { status: res.status, headers: res.headers }), {
+      status: 502,
+      code: 'upstream_error',
+      param: null,
+      type: 'api_error',
+    });
     expect(err.message).toBe('The model upstream returned 401: Invalid credentials.');
     expect(lastRequest('/v1/listen').headers.authorization).toBe(`Token ${WRONG_KEY}`);
     expect((await ledgerOf(h, id)).ledger).toHaveLength(0);
@@ -650,7 +733,11 @@ describe('batch transcription: POST /v1/audio/transcriptions', () => {
     expect(err.message).toContain('Invalid credentials.');
     expect((await ledgerOf(h, id)).ledger).toHaveLength(0);
 
-    peer.behaviour = { kind: 'error', status: 400, body: { err_code: 'Bad Request', err_msg: 'Bad Request: No such model/version/tier combination found.', request_id: 'r-2' } };
+    peer.behaviour = {
+      kind: 'error',
+      status: 400,
+      body: { err_code: 'Bad Request', err_msg: 'Bad Request: No such model/version/tier combination found.', request_id: 'r-2' },
+    };
     id = requestId('batch-400');
     err = await expectError(await transcribe(h, clip(), { model: 'dg-nova' }, { requestId: id }), { status: 400, code: 'invalid_request', param: null });
     expect(err.message).toBe('Bad Request: No such model/version/tier combination found.');
@@ -671,7 +758,12 @@ describe('batch transcription: POST /v1/audio/transcriptions', () => {
 
     peer.behaviour = { kind: 'hang' };
     id = requestId('batch-hang');
-    await expectError(await transcribe(hs, clip(), { model: 'dg-nova' }, { requestId: id }), { status: 504, code: 'upstream_timeout', param: null, type: 'api_error' });
+    await expectError(await transcribe(hs, clip(), { model: 'dg-nova' }, { requestId: id }), {
+      status: 504,
+      code: 'upstream_timeout',
+      param: null,
+      type: 'api_error',
+    });
     expect((await ledgerOf(hs, id)).ledger).toHaveLength(0);
     await lastRequest('/v1/listen').closed;
   });
@@ -692,7 +784,17 @@ describe('batch transcription: POST /v1/audio/transcriptions', () => {
 
 describe('streaming transcription: GET /stt/websocket', () => {
   /** Two words at [0.2, 0.5] and [0.7, 1.0], then 1.4 s of silence: 2.4 s at 16 kHz. */
-  const twoWords = () => pcm16(bursts(16000, [[0.2, 0.5], [0.7, 1.0]], 2.4));
+  const twoWords = () =>
+    pcm16(
+      bursts(
+        16000,
+        [
+          [0.2, 0.5],
+          [0.7, 1.0],
+        ],
+        2.4,
+      ),
+    );
 
   it('turn_source=auto (the default): Deepgram finds the turns (vad_events, endpointing, utterance_end_ms); finals with word times, turn.start/turn.end from SpeechStarted and speech_final; finalize gives flush_done after the final; close bills exactly the audio sent', async () => {
     const before = peer.sockets.length;
@@ -730,8 +832,14 @@ describe('streaming transcription: GET /stt/websocket', () => {
     expect(eventsAfterStart(c), summary(c.events)).toEqual([
       { type: 'turn.start', at: 0.2 },
       transcriptEvent(false, 'Alpha.', [['Alpha.', 0.2, 0.5]]),
-      transcriptEvent(false, 'Alpha bravo.', [['Alpha', 0.2, 0.5], ['bravo.', 0.7, 1.0]]),
-      transcriptEvent(true, 'Alpha bravo.', [['Alpha', 0.2, 0.5], ['bravo.', 0.7, 1.0]]),
+      transcriptEvent(false, 'Alpha bravo.', [
+        ['Alpha', 0.2, 0.5],
+        ['bravo.', 0.7, 1.0],
+      ]),
+      transcriptEvent(true, 'Alpha bravo.', [
+        ['Alpha', 0.2, 0.5],
+        ['bravo.', 0.7, 1.0],
+      ]),
       // speech_final after 300 ms of silence following the last word.
       { type: 'turn.end', at: 1.3 },
       { type: 'flush_done' },
@@ -749,7 +857,16 @@ describe('streaming transcription: GET /stt/websocket', () => {
     const c = await openSession(h, sttQuery(h, { turn_source: 'gateway' }));
     // Two spoken words 100 ms apart: one turn (Deepgram's "Alpha." between them is a full stop,
     // which shortens the pause that ends a turn).
-    const audio = pcm16(speechBursts(16000, [[0.2, 0.5], [0.6, 0.9]], 2.4));
+    const audio = pcm16(
+      speechBursts(
+        16000,
+        [
+          [0.2, 0.5],
+          [0.6, 0.9],
+        ],
+        2.4,
+      ),
+    );
     await c.stream(audio, frames(16000));
     const socket = await listenSocket(before);
     expect(socket.query.get('endpointing')).toBe('false');
@@ -763,8 +880,14 @@ describe('streaming transcription: GET /stt/websocket', () => {
       // last, at that word's end (both within about a VAD frame).
       { type: 'turn.start', at: expect.closeTo(0.2, 1) },
       transcriptEvent(false, 'Alpha.', [['Alpha.', 0.2, 0.5]]),
-      transcriptEvent(false, 'Alpha bravo.', [['Alpha', 0.2, 0.5], ['bravo.', 0.6, 0.9]]),
-      transcriptEvent(true, 'Alpha bravo.', [['Alpha', 0.2, 0.5], ['bravo.', 0.6, 0.9]]),
+      transcriptEvent(false, 'Alpha bravo.', [
+        ['Alpha', 0.2, 0.5],
+        ['bravo.', 0.6, 0.9],
+      ]),
+      transcriptEvent(true, 'Alpha bravo.', [
+        ['Alpha', 0.2, 0.5],
+        ['bravo.', 0.6, 0.9],
+      ]),
       { type: 'turn.end', at: expect.closeTo(0.9, 1) },
       { type: 'session.closed', reason: 'client_close', audio_seconds: 2.4, cost_usd: usd(audioCost(2400, STT_PRICE)) },
     ]);
@@ -812,14 +935,35 @@ describe('streaming transcription: GET /stt/websocket', () => {
   it('pcm_mulaw at 8 kHz goes to Deepgram as linear16 at 8 kHz (exact times); pcm_f32le at 22.05 kHz is resampled to 16 kHz', async () => {
     let before = peer.sockets.length;
     const mulaw = await openSession(h, sttQuery(h, { sample_rate: '8000', encoding: 'pcm_mulaw' }));
-    await mulaw.stream(encodeSamples(bursts(8000, [[0.1, 0.3], [0.5, 0.8]], 1.2), 'pcm_mulaw'), frames(8000, 1));
+    await mulaw.stream(
+      encodeSamples(
+        bursts(
+          8000,
+          [
+            [0.1, 0.3],
+            [0.5, 0.8],
+          ],
+          1.2,
+        ),
+        'pcm_mulaw',
+      ),
+      frames(8000, 1),
+    );
     await mulaw.until((e) => e.type === 'turn.end');
     await closeSession(mulaw);
     let socket = peer.sockets[before]!;
     expect([socket.query.get('encoding'), socket.query.get('sample_rate')]).toEqual(['linear16', '8000']);
     expect(socket.audioBytes).toBe(1.2 * 8000 * 2);
-    expect(mulaw.ofType('transcript').filter((e) => e.is_final)).toEqual([transcriptEvent(true, 'Alpha bravo.', [['Alpha', 0.1, 0.3], ['bravo.', 0.5, 0.8]])]);
-    expect([...mulaw.ofType('turn.start'), ...mulaw.ofType('turn.end')]).toEqual([{ type: 'turn.start', at: 0.1 }, { type: 'turn.end', at: 1.1 }]);
+    expect(mulaw.ofType('transcript').filter((e) => e.is_final)).toEqual([
+      transcriptEvent(true, 'Alpha bravo.', [
+        ['Alpha', 0.1, 0.3],
+        ['bravo.', 0.5, 0.8],
+      ]),
+    ]);
+    expect([...mulaw.ofType('turn.start'), ...mulaw.ofType('turn.end')]).toEqual([
+      { type: 'turn.start', at: 0.1 },
+      { type: 'turn.end', at: 1.1 },
+    ]);
     await expectSessionBilled(h, mulaw, 1200, 'client_close');
 
     before = peer.sockets.length;
@@ -887,7 +1031,11 @@ describe('streaming transcription: GET /stt/websocket', () => {
     // The interim that precedes the drop is made from the last 100 ms frame: all 0.4 s reached the gateway.
     await c.stream(pcm16(bursts(16000, [[0.1, 0.3]], 0.4)), frames(16000));
     expect(await c.closed).toEqual({ code: 1011, reason: 'engine_error' });
-    expect(eventsAfterStart(c).slice(0, 3)).toEqual([{ type: 'turn.start', at: 0.1 }, transcriptEvent(false, 'Alpha.', [['Alpha.', 0.1, 0.3]]), expect.objectContaining({ type: 'error', code: 'upstream_error' })]);
+    expect(eventsAfterStart(c).slice(0, 3)).toEqual([
+      { type: 'turn.start', at: 0.1 },
+      transcriptEvent(false, 'Alpha.', [['Alpha.', 0.1, 0.3]]),
+      expect.objectContaining({ type: 'error', code: 'upstream_error' }),
+    ]);
     expect(c.events).toHaveLength(5);
     expectNoKey(JSON.stringify(c.events));
     await expectSessionBilled(h, c, 400, 'engine_error');
@@ -925,7 +1073,19 @@ describe('streaming transcription: GET /stt/websocket', () => {
     // 2.2 s of audio sent in real time (a live source): two utterances, Deepgram answering throughout.
     const before = peer.sockets.length;
     const c = await openSession(hs, sttQuery(hs));
-    await c.stream(pcm16(bursts(16000, [[0.2, 0.4], [1.5, 1.7]], 2.2)), { frameBytes: 3200, intervalMs: 100 });
+    await c.stream(
+      pcm16(
+        bursts(
+          16000,
+          [
+            [0.2, 0.4],
+            [1.5, 1.7],
+          ],
+          2.2,
+        ),
+      ),
+      { frameBytes: 3200, intervalMs: 100 },
+    );
     await c.until((e) => e.type === 'turn.end' && (e.at as number) > 1);
     await closeSession(c);
     expect(eventsAfterStart(c), summary(c.events)).toEqual([
@@ -993,7 +1153,12 @@ describe('streaming transcription: GET /stt/websocket', () => {
     vi.restoreAllMocks();
     expect(h.runtime.ctx.registry.healthOf(deadId)).toBe('down');
     await closeSession(c);
-    expect(c.ofType('transcript').filter((e) => e.is_final).map((e) => e.text)).toEqual(['Alpha bravo.']);
+    expect(
+      c
+        .ofType('transcript')
+        .filter((e) => e.is_final)
+        .map((e) => e.text),
+    ).toEqual(['Alpha bravo.']);
     expect(peer.sockets.length).toBe(before + 1);
     await expectSessionBilled(h, c, 2400, 'client_close', 'dg-nova-failover-ws');
   });

@@ -63,7 +63,13 @@ async function registerModels(g: GatewayHarness): Promise<void> {
     id: TTS,
     modality: 'tts',
     prices: { picoPerChar: TTS_PRICE },
-    upstream: { url: peer.url, protocol: 'elevenlabs', upstreamModel: 'eleven_flash_v2_5', apiKeyEnv: KEY_ENV, settings: { output_sample_rate: ENGINE_RATE, stability: 0.4 } },
+    upstream: {
+      url: peer.url,
+      protocol: 'elevenlabs',
+      upstreamModel: 'eleven_flash_v2_5',
+      apiKeyEnv: KEY_ENV,
+      settings: { output_sample_rate: ENGINE_RATE, stability: 0.4 },
+    },
   });
   await upsertModel(prisma(g), checkProtocol, {
     id: STT,
@@ -108,11 +114,26 @@ function bursts(pieces: [number, boolean][], rate = 16000): Float32Array {
 }
 
 /** Two words for Scribe: voiced 0.3-0.7 s and 1.0-1.5 s of 1.7 s (boundaries on 20 ms frames). */
-const SPEECH = bursts([[0.3, false], [0.4, true], [0.3, false], [0.5, true], [0.2, false]]);
+const SPEECH = bursts([
+  [0.3, false],
+  [0.4, true],
+  [0.3, false],
+  [0.5, true],
+  [0.2, false],
+]);
 const SPEECH_WAV = wavFile([SPEECH], 16000);
 const SPEECH_MILLIS = 1700;
 /** A clone clip: 10.5 s (the gateway asks for at least 10). */
-const CLIP = wavFile([bursts([[0.25, false], [10, true], [0.25, false]])], 16000);
+const CLIP = wavFile(
+  [
+    bursts([
+      [0.25, false],
+      [10, true],
+      [0.25, false],
+    ]),
+  ],
+  16000,
+);
 
 function s16(bytes: Buffer): Int16Array {
   const out = new Int16Array(Math.floor(bytes.length / 2));
@@ -162,9 +183,22 @@ function clone(g: GatewayHarness, fields: Record<string, string>, signal?: Abort
 
 /** Every route the protocol serves, one request each; all fail before any audio is relayed when the engine does. */
 const OPS: { name: string; billed: boolean; run: (t: Target, id: string) => Promise<Response> }[] = [
-  { name: 'POST /tts/bytes', billed: true, run: (t, id) => post(t.g, '/tts/bytes', ttsBody({ model_id: t.tts, voice: { mode: 'id', id: t.voice }, output_format: RAW_ENGINE_RATE }), { requestId: id }) },
-  { name: 'POST /tts/sse', billed: true, run: (t, id) => post(t.g, '/tts/sse', ttsBody({ model_id: t.tts, voice: { mode: 'id', id: t.voice }, output_format: RAW_ENGINE_RATE }), { requestId: id }) },
-  { name: 'POST /v1/audio/speech', billed: true, run: (t, id) => post(t.g, '/v1/audio/speech', { model: t.tts, input: FOX, voice: t.voice, response_format: 'pcm' }, { requestId: id }) },
+  {
+    name: 'POST /tts/bytes',
+    billed: true,
+    run: (t, id) =>
+      post(t.g, '/tts/bytes', ttsBody({ model_id: t.tts, voice: { mode: 'id', id: t.voice }, output_format: RAW_ENGINE_RATE }), { requestId: id }),
+  },
+  {
+    name: 'POST /tts/sse',
+    billed: true,
+    run: (t, id) => post(t.g, '/tts/sse', ttsBody({ model_id: t.tts, voice: { mode: 'id', id: t.voice }, output_format: RAW_ENGINE_RATE }), { requestId: id }),
+  },
+  {
+    name: 'POST /v1/audio/speech',
+    billed: true,
+    run: (t, id) => post(t.g, '/v1/audio/speech', { model: t.tts, input: FOX, voice: t.voice, response_format: 'pcm' }, { requestId: id }),
+  },
   { name: 'POST /v1/audio/transcriptions', billed: true, run: (t, id) => transcribe(t.g, SPEECH_WAV, { model: t.stt }, { requestId: id }) },
   { name: 'POST /voices/clone', billed: false, run: (t) => clone(t.g, { name: 'Ada', model_id: t.tts, language: 'de' }) },
 ];
@@ -182,7 +216,11 @@ beforeAll(async () => {
     apiKey: API_KEY,
     voices: [
       peerVoice(GEORGE, { name: 'George', description: 'Warm British narrator', labels: { accent: 'british', gender: 'male', language: 'en-GB' } }),
-      peerVoice(SARAH, { name: 'Sarah', labels: { gender: 'female', accent: 'american', descriptive: 'soft', age: 'young' }, verified_languages: [{ language: 'pt', model_id: 'eleven_flash_v2_5', accent: null }] }),
+      peerVoice(SARAH, {
+        name: 'Sarah',
+        labels: { gender: 'female', accent: 'american', descriptive: 'soft', age: 'young' },
+        verified_languages: [{ language: 'pt', model_id: 'eleven_flash_v2_5', accent: null }],
+      }),
       peerVoice(LIAM, { name: 'Liam', labels: { gender: 'male' } }),
     ],
   });
@@ -237,19 +275,28 @@ describe('the voice catalogue import', () => {
     const res = await call(h, 'GET', `/voices?tag=${TTS}`);
     expect(res.status).toBe(200);
     const listed = (res.body.voices as Record<string, any>[]).sort((a, b) => a.name.localeCompare(b.name));
-    expect(listed.map((v) => ({ id: v.id, name: v.name, language: v.language, gender: v.gender, description: v.description, kind: v.kind, is_owner: v.is_owner }))).toEqual([
+    expect(
+      listed.map((v) => ({ id: v.id, name: v.name, language: v.language, gender: v.gender, description: v.description, kind: v.kind, is_owner: v.is_owner })),
+    ).toEqual([
       { id: voices.george, name: 'George', language: 'en-GB', gender: 'male', description: 'Warm British narrator', kind: 'library', is_owner: false },
       { id: voices.liam, name: 'Liam', language: 'en', gender: 'male', description: '', kind: 'library', is_owner: false },
       { id: voices.sarah, name: 'Sarah', language: 'pt', gender: 'female', description: 'american, soft, young', kind: 'library', is_owner: false },
     ]);
-    for (const [v, engineId] of [[listed[0]!, GEORGE], [listed[1]!, LIAM], [listed[2]!, SARAH]] as const) {
+    for (const [v, engineId] of [
+      [listed[0]!, GEORGE],
+      [listed[1]!, LIAM],
+      [listed[2]!, SARAH],
+    ] as const) {
       expect(v.profiles).toEqual([expect.objectContaining({ model_id: TTS, upstream_id: engineId, status: 'ready', expires_at: null })]);
       expect(v.source_metadata).toEqual({ imported_from: TTS, upstream_voice_id: engineId });
     }
   });
 
   it('synthesis with an imported voice and with a mapped one reaches the engine with that engine voice id', async () => {
-    for (const [voice, engineId] of [[voices.liam, LIAM], [voices.mapped, MAPPED]] as const) {
+    for (const [voice, engineId] of [
+      [voices.liam, LIAM],
+      [voices.mapped, MAPPED],
+    ] as const) {
       const res = await post(h, '/tts/bytes', ttsBody({ model_id: TTS, transcript: 'Hi.', voice: { mode: 'id', id: voice }, output_format: RAW_ENGINE_RATE }));
       expect(res.status).toBe(200);
       const bytes = Buffer.from(await res.arrayBuffer());
@@ -263,7 +310,9 @@ describe('the voice catalogue import', () => {
 describe('speech', () => {
   it('/tts/bytes raw at the engine\u2019s rate: the engine\u2019s PCM byte for byte, the request as ElevenLabs takes it, billed per character', async () => {
     const id = requestId('bytes');
-    const res = await post(h, '/tts/bytes', ttsBody({ model_id: TTS, voice: { mode: 'id', id: voices.george }, output_format: RAW_ENGINE_RATE }), { requestId: id });
+    const res = await post(h, '/tts/bytes', ttsBody({ model_id: TTS, voice: { mode: 'id', id: voices.george }, output_format: RAW_ENGINE_RATE }), {
+      requestId: id,
+    });
     expect(res.status).toBe(200);
     const bytes = Buffer.from(await res.arrayBuffer());
 
@@ -282,7 +331,9 @@ describe('speech', () => {
     const cost = costOf(codePoints(FOX), TTS_PRICE);
     expect(res.headers.get('x-svc-request-cost-usd')).toBe(usd(cost));
     const billed = await expectDebited(h, id, cost);
-    expect(billed.usage).toEqual([expect.objectContaining({ modelId: TTS, modality: 'tts', route: 'tts.bytes', characters: codePoints(FOX), costMicros: cost, audioMillis: 0 })]);
+    expect(billed.usage).toEqual([
+      expect.objectContaining({ modelId: TTS, modality: 'tts', route: 'tts.bytes', characters: codePoints(FOX), costMicros: cost, audioMillis: 0 }),
+    ]);
   });
 
   it('/tts/bytes wav at 16 kHz: resampled from the engine\u2019s 22.05 kHz; language and speed (clamped to 1.2) reach the engine', async () => {
@@ -291,7 +342,14 @@ describe('speech', () => {
     const res = await post(
       h,
       '/tts/bytes',
-      ttsBody({ model_id: TTS, transcript, voice: { mode: 'id', id: voices.sarah }, language: 'pt-BR', generation_config: { speed: 1.5 }, output_format: { container: 'wav', sample_rate: 16000, encoding: 'pcm_s16le' } }),
+      ttsBody({
+        model_id: TTS,
+        transcript,
+        voice: { mode: 'id', id: voices.sarah },
+        language: 'pt-BR',
+        generation_config: { speed: 1.5 },
+        output_format: { container: 'wav', sample_rate: 16000, encoding: 'pcm_s16le' },
+      }),
       { requestId: id },
     );
     expect(res.status).toBe(200);
@@ -313,7 +371,9 @@ describe('speech', () => {
 
   it('/tts/sse: chunk events carrying the engine\u2019s PCM, then done; billed once', async () => {
     const id = requestId('sse');
-    const res = await post(h, '/tts/sse', ttsBody({ model_id: TTS, voice: { mode: 'id', id: voices.mapped }, output_format: RAW_ENGINE_RATE }), { requestId: id });
+    const res = await post(h, '/tts/sse', ttsBody({ model_id: TTS, voice: { mode: 'id', id: voices.mapped }, output_format: RAW_ENGINE_RATE }), {
+      requestId: id,
+    });
     expect(res.status).toBe(200);
     expect(res.headers.get('content-type')).toMatch(/^text\/event-stream/);
     const { audio, chunks } = checkTtsEvents(await res.text());
@@ -360,7 +420,12 @@ describe('speech', () => {
     const transcript = 'The fox sends a GIF and writes SQL.';
     const expanded = 'The wolf sends a GIF and writes sequel.';
     const id = requestId('dict');
-    const res = await post(h, '/tts/bytes', ttsBody({ model_id: TTS, transcript, voice: { mode: 'id', id: voices.george }, pronunciation_dict_id: dictRes.body.id, output_format: RAW_ENGINE_RATE }), { requestId: id });
+    const res = await post(
+      h,
+      '/tts/bytes',
+      ttsBody({ model_id: TTS, transcript, voice: { mode: 'id', id: voices.george }, pronunciation_dict_id: dictRes.body.id, output_format: RAW_ENGINE_RATE }),
+      { requestId: id },
+    );
     expect(res.status).toBe(200);
     const bytes = Buffer.from(await res.arrayBuffer());
     expect((peer.received[0]!.json as { text: string }).text).toBe(expanded);
@@ -390,13 +455,21 @@ describe('batch transcription (Scribe)', () => {
     const req = peer.received[0]!;
     expect(`${req.method} ${req.path}`).toBe('POST /v1/speech-to-text');
     expect(req.headers['xi-api-key']).toBe(API_KEY);
-    expect(req.fields).toEqual({ model_id: ['scribe_v2'], timestamps_granularity: ['word'], tag_audio_events: ['false'], language_code: ['en'], keyterms: ['Acme', 'Zyxel router'] });
+    expect(req.fields).toEqual({
+      model_id: ['scribe_v2'],
+      timestamps_granularity: ['word'],
+      tag_audio_events: ['false'],
+      language_code: ['en'],
+      keyterms: ['Acme', 'Zyxel router'],
+    });
     expect(req.audio).toEqual({ sampleRate: 16000, samples: SPEECH.length });
 
     const cost = audioCost(SPEECH_MILLIS, STT_PRICE);
     expect(res.headers.get('x-svc-request-cost-usd')).toBe(usd(cost));
     const billed = await expectDebited(h, id, cost);
-    expect(billed.usage).toEqual([expect.objectContaining({ modelId: STT, modality: 'stt', route: 'audio.transcriptions', audioMillis: SPEECH_MILLIS, costMicros: cost, characters: 0 })]);
+    expect(billed.usage).toEqual([
+      expect.objectContaining({ modelId: STT, modality: 'stt', route: 'audio.transcriptions', audioMillis: SPEECH_MILLIS, costMicros: cost, characters: 0 }),
+    ]);
   });
 });
 
@@ -422,7 +495,11 @@ describe('cloning', () => {
     expect(body.sample_blob_id).toEqual(expect.any(String));
     expect(peer.received.slice(1).map((r) => r.path)).toEqual([`/v1/text-to-speech/${engineId}/stream`]);
 
-    const tts = await post(h, '/tts/bytes', ttsBody({ model_id: TTS, transcript: 'Guten Tag.', voice: { mode: 'id', id: body.id }, output_format: RAW_ENGINE_RATE }));
+    const tts = await post(
+      h,
+      '/tts/bytes',
+      ttsBody({ model_id: TTS, transcript: 'Guten Tag.', voice: { mode: 'id', id: body.id }, output_format: RAW_ENGINE_RATE }),
+    );
     expect(tts.status).toBe(200);
     const audio = Buffer.from(await tts.arrayBuffer());
     const req = peer.received.at(-1)!;
@@ -434,7 +511,11 @@ describe('cloning', () => {
 
 describe('no streaming transcription', () => {
   it('/stt/websocket for a model whose only upstream is ElevenLabs is refused before the upgrade: 503 model_offline, it cannot stream', async () => {
-    const refused = await refusedUpgrade(h, { model: STT, sample_rate: '16000', encoding: 'pcm_s16le', turn_detection: 'balanced' }, { authorization: `Bearer ${h.key}` });
+    const refused = await refusedUpgrade(
+      h,
+      { model: STT, sample_rate: '16000', encoding: 'pcm_s16le', turn_detection: 'balanced' },
+      { authorization: `Bearer ${h.key}` },
+    );
     expect(refused.status).toBe(503);
     const body = JSON.parse(refused.body) as { error: { code: string; message: string } };
     expect(body.error.code).toBe('model_offline');
@@ -448,8 +529,18 @@ describe('the engine refusing our key', () => {
   const bad = (): Target => ({ g: h, tts: TTS_BAD_KEY, voice: voices.badKey, stt: STT_BAD_KEY });
 
   beforeAll(async () => {
-    await upsertModel(prisma(), checkProtocol, { id: TTS_BAD_KEY, modality: 'tts', prices: { picoPerChar: TTS_PRICE }, upstream: { url: peer.url, protocol: 'elevenlabs', upstreamModel: 'eleven_flash_v2_5', apiKeyEnv: WRONG_KEY_ENV } });
-    await upsertModel(prisma(), checkProtocol, { id: STT_BAD_KEY, modality: 'stt', prices: { picoPerSecond: STT_PRICE }, upstream: { url: peer.url, protocol: 'elevenlabs', upstreamModel: 'scribe_v1', apiKeyEnv: WRONG_KEY_ENV } });
+    await upsertModel(prisma(), checkProtocol, {
+      id: TTS_BAD_KEY,
+      modality: 'tts',
+      prices: { picoPerChar: TTS_PRICE },
+      upstream: { url: peer.url, protocol: 'elevenlabs', upstreamModel: 'eleven_flash_v2_5', apiKeyEnv: WRONG_KEY_ENV },
+    });
+    await upsertModel(prisma(), checkProtocol, {
+      id: STT_BAD_KEY,
+      modality: 'stt',
+      prices: { picoPerSecond: STT_PRICE },
+      upstream: { url: peer.url, protocol: 'elevenlabs', upstreamModel: 'scribe_v1', apiKeyEnv: WRONG_KEY_ENV },
+    });
     voices.badKey = await mappedVoice(h, TTS_BAD_KEY, GEORGE);
     await h.runtime.ctx.registry.refresh();
   });
@@ -494,10 +585,26 @@ describe('the engine refusing our key', () => {
 
 describe('engine errors', () => {
   const cases: [string, ElevenLabsBehaviour, { status: number; code: string; message: string }][] = [
-    ['400', { kind: 'error', status: 400, body: { detail: { status: 'voice_not_found', message: 'A voice with the voice_id was not found.' } } }, { status: 400, code: 'invalid_request', message: 'A voice with the voice_id was not found.' }],
-    ['422 (a validation list)', { kind: 'error', status: 422, body: { detail: [{ loc: ['body', 'text'], msg: 'field required', type: 'value_error.missing' }] } }, { status: 400, code: 'invalid_request', message: 'field required' }],
-    ['500', { kind: 'error', status: 500, body: { detail: { status: 'internal_error', message: 'Something went wrong on our side.' } } }, { status: 502, code: 'upstream_error', message: 'The model upstream returned 500: Something went wrong on our side.' }],
-    ['503', { kind: 'error', status: 503, body: { detail: { status: 'system_busy', message: 'The system is experiencing heavy traffic.' } } }, { status: 502, code: 'upstream_error', message: 'The model upstream returned 503: The system is experiencing heavy traffic.' }],
+    [
+      '400',
+      { kind: 'error', status: 400, body: { detail: { status: 'voice_not_found', message: 'A voice with the voice_id was not found.' } } },
+      { status: 400, code: 'invalid_request', message: 'A voice with the voice_id was not found.' },
+    ],
+    [
+      '422 (a validation list)',
+      { kind: 'error', status: 422, body: { detail: [{ loc: ['body', 'text'], msg: 'field required', type: 'value_error.missing' }] } },
+      { status: 400, code: 'invalid_request', message: 'field required' },
+    ],
+    [
+      '500',
+      { kind: 'error', status: 500, body: { detail: { status: 'internal_error', message: 'Something went wrong on our side.' } } },
+      { status: 502, code: 'upstream_error', message: 'The model upstream returned 500: Something went wrong on our side.' },
+    ],
+    [
+      '503',
+      { kind: 'error', status: 503, body: { detail: { status: 'system_busy', message: 'The system is experiencing heavy traffic.' } } },
+      { status: 502, code: 'upstream_error', message: 'The model upstream returned 503: The system is experiencing heavy traffic.' },
+    ],
   ];
 
   describe.each(OPS)('$name', ({ run }) => {
@@ -530,7 +637,9 @@ describe('the engine dying mid-stream', () => {
   it('/tts/sse: the audio sent, then an error event 502 upstream_error instead of done; billed once, at the first audio', async () => {
     peer.behaviour = { kind: 'partial', afterBytes: AFTER, then: 'die' };
     const id = requestId('sse-die');
-    const res = await post(h, '/tts/sse', ttsBody({ model_id: TTS, voice: { mode: 'id', id: voices.george }, output_format: RAW_ENGINE_RATE }), { requestId: id });
+    const res = await post(h, '/tts/sse', ttsBody({ model_id: TTS, voice: { mode: 'id', id: voices.george }, output_format: RAW_ENGINE_RATE }), {
+      requestId: id,
+    });
     expect(res.status).toBe(200);
     const events = sseData(await res.text()).map((d) => JSON.parse(d) as Record<string, unknown>);
     expect(events.at(-1)).toMatchObject({ type: 'error', done: true, status_code: 502, error_code: 'upstream_error', request_id: id });
@@ -566,7 +675,11 @@ describe('the engine dying mid-stream', () => {
   it('/tts/bytes whole file: 502 upstream_error, nothing billed', async () => {
     peer.behaviour = { kind: 'partial', afterBytes: AFTER, then: 'die' };
     const id = requestId('bytes-die');
-    await expectError(await post(h, '/tts/bytes', ttsBody({ model_id: TTS, voice: { mode: 'id', id: voices.george } }), { requestId: id }), { status: 502, code: 'upstream_error', param: null });
+    await expectError(await post(h, '/tts/bytes', ttsBody({ model_id: TTS, voice: { mode: 'id', id: voices.george } }), { requestId: id }), {
+      status: 502,
+      code: 'upstream_error',
+      param: null,
+    });
     await notBilled(h, id);
   });
 
@@ -604,7 +717,9 @@ describe('the client leaving', () => {
   it('mid-stream on /tts/sse: the engine\u2019s connection is closed', async () => {
     peer.behaviour = { kind: 'partial', afterBytes: 4801, then: 'hang' };
     const controller = new AbortController();
-    const res = await post(h, '/tts/sse', ttsBody({ model_id: TTS, voice: { mode: 'id', id: voices.george }, output_format: RAW_ENGINE_RATE }), { signal: controller.signal });
+    const res = await post(h, '/tts/sse', ttsBody({ model_id: TTS, voice: { mode: 'id', id: voices.george }, output_format: RAW_ENGINE_RATE }), {
+      signal: controller.signal,
+    });
     expect(res.status).toBe(200);
     const first = await sseReader(res).next();
     expect(JSON.parse(first!)).toMatchObject({ type: 'chunk' });
@@ -619,7 +734,12 @@ describe('the client leaving', () => {
     const form = new FormData();
     form.append('model', STT);
     form.append('file', new Blob([new Uint8Array(SPEECH_WAV)]), 'audio.wav');
-    const pending = fetch(`${h.url}/v1/audio/transcriptions`, { method: 'POST', headers: { authorization: `Bearer ${h.key}`, 'x-request-id': id }, body: form, signal: controller.signal });
+    const pending = fetch(`${h.url}/v1/audio/transcriptions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${h.key}`, 'x-request-id': id },
+      body: form,
+      signal: controller.signal,
+    });
     await peer.requestsArrived(1);
     controller.abort();
     await expect(pending).rejects.toThrow();
@@ -647,7 +767,13 @@ describe('failover at open', () => {
   async function twoUpstreams(id: string, modality: 'tts' | 'stt') {
     const prices = modality === 'tts' ? { picoPerChar: TTS_PRICE } : { picoPerSecond: STT_PRICE };
     const upstreamModel = modality === 'tts' ? 'eleven_flash_v2_5' : 'scribe_v2';
-    for (const url of [DEAD, peer.url]) await upsertModel(prisma(), checkProtocol, { id, modality, prices, upstream: { url, protocol: 'elevenlabs', upstreamModel, apiKeyEnv: KEY_ENV, weight: 1 } });
+    for (const url of [DEAD, peer.url])
+      await upsertModel(prisma(), checkProtocol, {
+        id,
+        modality,
+        prices,
+        upstream: { url, protocol: 'elevenlabs', upstreamModel, apiKeyEnv: KEY_ENV, weight: 1 },
+      });
     await h.runtime.ctx.registry.refresh();
     const ups = upstreamsOf(h, id);
     expect(ups).toHaveLength(2);
@@ -664,7 +790,9 @@ describe('failover at open', () => {
     const { dead, live } = await twoUpstreams('eleven-tts-failover', 'tts');
     const voice = await mappedVoice(h, 'eleven-tts-failover', SARAH);
     const id = requestId('failover-tts');
-    const res = await post(h, '/tts/bytes', ttsBody({ model_id: 'eleven-tts-failover', voice: { mode: 'id', id: voice }, output_format: RAW_24K }), { requestId: id });
+    const res = await post(h, '/tts/bytes', ttsBody({ model_id: 'eleven-tts-failover', voice: { mode: 'id', id: voice }, output_format: RAW_24K }), {
+      requestId: id,
+    });
     expect(res.status).toBe(200);
     const bytes = Buffer.from(await res.arrayBuffer());
     expect(peer.received).toHaveLength(1);
@@ -695,7 +823,12 @@ describe('health checks through the gateway', () => {
 
   beforeAll(async () => {
     healthPeer = await startScriptedElevenLabs({ apiKey: API_KEY });
-    await upsertModel(prisma(), checkProtocol, { id: MODEL, modality: 'tts', prices: { picoPerChar: TTS_PRICE }, upstream: { url: healthPeer.url, protocol: 'elevenlabs', upstreamModel: 'eleven_flash_v2_5', apiKeyEnv: KEY_ENV } });
+    await upsertModel(prisma(), checkProtocol, {
+      id: MODEL,
+      modality: 'tts',
+      prices: { picoPerChar: TTS_PRICE },
+      upstream: { url: healthPeer.url, protocol: 'elevenlabs', upstreamModel: 'eleven_flash_v2_5', apiKeyEnv: KEY_ENV },
+    });
     await h.runtime.ctx.registry.refresh();
     upstreamId = upstreamsOf(h, MODEL)[0]!.id;
     voice = await mappedVoice(h, MODEL, GEORGE);

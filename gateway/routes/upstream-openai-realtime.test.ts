@@ -75,7 +75,12 @@ beforeAll(async () => {
   await upsertModel(prisma(), checkProtocol, { id: 'rt-ga-badkey', modality: 'stt', prices, upstream: upstream(peers.ga, 'ga', WRONG_KEY_ENV) });
   // Two upstreams, the dead one weighted 99 to 1: with Math.random() at 0.5 it comes first
   // whatever order the database lists them in (upstreamOrder: weighted first pick).
-  await upsertModel(prisma(), checkProtocol, { id: 'rt-ga-failover', modality: 'stt', prices, upstream: upstream({ url: `${DEAD_URL}/v1` }, 'ga', KEY_ENV, 99) });
+  await upsertModel(prisma(), checkProtocol, {
+    id: 'rt-ga-failover',
+    modality: 'stt',
+    prices,
+    upstream: upstream({ url: `${DEAD_URL}/v1` }, 'ga', KEY_ENV, 99),
+  });
   await upsertModel(prisma(), checkProtocol, { id: 'rt-ga-failover', modality: 'stt', prices, upstream: upstream(peers.ga, 'ga', KEY_ENV, 1) });
   await upsertModel(prisma(), checkProtocol, { id: 'rt-health', modality: 'stt', prices, upstream: upstream(peers.health, 'ga') });
   await Promise.all([h.runtime.ctx.registry.refresh(), hs.runtime.ctx.registry.refresh()]);
@@ -120,7 +125,18 @@ const LIVE = { frameBytes: 3200, intervalMs: 100 };
  * Three words: "alpha" [0.3, 0.7] and "bravo" [0.9, 1.2] (one turn: 200 ms apart), then
  * "charlie" [2.0, 2.4]; 3.2 s in all.
  */
-const threeWords = () => pcm16(bursts(16000, [[0.3, 0.7], [0.9, 1.2], [2.0, 2.4]], 3.2));
+const threeWords = () =>
+  pcm16(
+    bursts(
+      16000,
+      [
+        [0.3, 0.7],
+        [0.9, 1.2],
+        [2.0, 2.4],
+      ],
+      3.2,
+    ),
+  );
 const THREE_WORDS_MS = 3200;
 
 /**
@@ -129,14 +145,23 @@ const THREE_WORDS_MS = 3200;
  */
 function expectGatewayTurns(c: SttClient): void {
   const turns = c.events.filter((e) => e.type === 'turn.start' || e.type === 'turn.end');
-  expect(turns.map((e) => e.type), summary(c.events)).toEqual(['turn.start', 'turn.end', 'turn.start', 'turn.end']);
+  expect(
+    turns.map((e) => e.type),
+    summary(c.events),
+  ).toEqual(['turn.start', 'turn.end', 'turn.start', 'turn.end']);
   expect(turns.map((e) => e.at)).toEqual([0.3, 1.2, 2.0, 2.4].map((at) => expect.closeTo(at, 1)));
 }
 
 /** Events in short: transcripts as `final text` / `interim text`, others by type. */
 const short = (e: SttEvent) => (e.type === 'transcript' ? `${e.is_final ? 'final' : 'interim'} ${String(e.text)}` : e.type);
 
-const sttQuery = (g: GatewayHarness, model: string, over: Record<string, string> = {}) => ({ model, api_key: g.key, sample_rate: '16000', encoding: 'pcm_s16le', ...over });
+const sttQuery = (g: GatewayHarness, model: string, over: Record<string, string> = {}) => ({
+  model,
+  api_key: g.key,
+  sample_rate: '16000',
+  encoding: 'pcm_s16le',
+  ...over,
+});
 
 /** The engine socket the gateway opened after `before` sockets. */
 const engineSocket = (peer: ScriptedRealtime, before: number): Promise<PeerSocket> => peer.socketAt(before);
@@ -144,7 +169,11 @@ const engineSocket = (peer: ScriptedRealtime, before: number): Promise<PeerSocke
 /** Events without session.started (whose ids and times vary), as the client got them. */
 const eventsAfterStart = (c: SttClient) => c.events.slice(1);
 const finals = (c: SttClient) => c.ofType('transcript').filter((e) => e.is_final);
-const interimTexts = (c: SttClient) => c.ofType('transcript').filter((e) => !e.is_final).map((e) => e.text);
+const interimTexts = (c: SttClient) =>
+  c
+    .ofType('transcript')
+    .filter((e) => !e.is_final)
+    .map((e) => e.text);
 
 interface TimedWord {
   word: string;
@@ -265,8 +294,14 @@ describe('dialect ga (OpenAI GA): GET /stt/websocket', () => {
       // Turn 1: 300 ms of padding before "alpha" (0.3 s), 500 ms of silence after "bravo" (1.2 s).
       { type: 'turn.start', at: 0 },
       transcriptEvent(false, 'alpha', [['alpha', 0, 1.7]]),
-      transcriptEvent(false, 'alpha bravo', [['alpha', 0, 0.85], ['bravo', 0.85, 1.7]]),
-      transcriptEvent(true, 'alpha bravo', [['alpha', 0, 0.85], ['bravo', 0.85, 1.7]]),
+      transcriptEvent(false, 'alpha bravo', [
+        ['alpha', 0, 0.85],
+        ['bravo', 0.85, 1.7],
+      ]),
+      transcriptEvent(true, 'alpha bravo', [
+        ['alpha', 0, 0.85],
+        ['bravo', 0.85, 1.7],
+      ]),
       { type: 'turn.end', at: 1.7 },
       // Turn 2: "charlie" at 2.0 s; its padding reaches back to where turn 1 ended.
       { type: 'turn.start', at: 1.7 },
@@ -323,7 +358,12 @@ describe('dialect ga (OpenAI GA): GET /stt/websocket', () => {
     await socket.closed;
     expect(socket.audioBytes).toBe(bytesAt24k(THREE_WORDS_MS));
     // One commit per turn, and one at the close.
-    expect(controlsOf(socket).map((e) => e.type)).toEqual(['session.update', 'input_audio_buffer.commit', 'input_audio_buffer.commit', 'input_audio_buffer.commit']);
+    expect(controlsOf(socket).map((e) => e.type)).toEqual([
+      'session.update',
+      'input_audio_buffer.commit',
+      'input_audio_buffer.commit',
+      'input_audio_buffer.commit',
+    ]);
   });
 
   it('{"type":"finalize"} mid-utterance commits what was sent: the final, then flush_done; the session goes on', async () => {
@@ -363,7 +403,10 @@ describe('dialect speaches: GET /stt/websocket', () => {
 
     expect(socket.query).toEqual({ model: UPSTREAM_MODEL, intent: 'transcription' });
     expect(socket.headers.authorization).toBe(`Bearer ${RT_KEY}`);
-    expect(socket.sessionConfig).toEqual({ type: 'session.update', session: { input_audio_transcription: { model: UPSTREAM_MODEL, language: 'en' }, turn_detection: null } });
+    expect(socket.sessionConfig).toEqual({
+      type: 'session.update',
+      session: { input_audio_transcription: { model: UPSTREAM_MODEL, language: 'en' }, turn_detection: null },
+    });
     // speaches answers those two fields with error events, which would fail the session.
     expect(c.ofType('error')).toEqual([]);
     expect(c.events.filter((e) => e.type !== 'session.started' && e.type !== 'session.closed').map(short), summary(c.events)).toEqual([
@@ -413,21 +456,19 @@ describe('dialect vllm: GET /stt/websocket', () => {
     expect(socket.query).toEqual({});
     expect(socket.headers.authorization).toBe(`Bearer ${RT_KEY}`);
     expect(socket.sessionConfig).toEqual({ type: 'session.update', model: UPSTREAM_MODEL });
-    expect(c.events.filter((e) => e.type !== 'session.started' && e.type !== 'session.closed' && !(e.type === 'transcript' && !e.is_final)).map(short), summary(c.events)).toEqual([
-      'turn.start',
-      'final alpha bravo',
-      'turn.end',
-      'turn.start',
-      'final charlie',
-      'turn.end',
-    ]);
+    expect(
+      c.events.filter((e) => e.type !== 'session.started' && e.type !== 'session.closed' && !(e.type === 'transcript' && !e.is_final)).map(short),
+      summary(c.events),
+    ).toEqual(['turn.start', 'final alpha bravo', 'turn.end', 'turn.start', 'final charlie', 'turn.end']);
     expectGatewayTurns(c);
     expect(interimTexts(c)).toEqual(['alpha', 'alpha bravo', 'charlie']);
     expectTurnFinals(c);
     await expectSessionBilled(h, c, THREE_WORDS_MS, 'client_close', 'rt-vllm');
     await socket.closed;
     // Every commit {final:true} follows a plain one: utterance after utterance (the close's included).
-    const commits = controlsOf(socket).filter((e) => e.type === 'input_audio_buffer.commit').map((e) => e.final === true);
+    const commits = controlsOf(socket)
+      .filter((e) => e.type === 'input_audio_buffer.commit')
+      .map((e) => e.final === true);
     expect(commits.length % 2).toBe(0);
     expect(commits.length).toBeGreaterThanOrEqual(4);
     expect(commits).toEqual(commits.map((_, i) => i % 2 === 1));
@@ -465,9 +506,25 @@ describe('failures', () => {
 
   it('engine 400 at the upgrade: an invalid_request event with the engine\u2019s message; 503: upstream_error; an error event answering the configuration: upstream_error; none billed', async () => {
     for (const [behaviour, code, message] of [
-      [{ kind: 'http-error', status: 400, body: JSON.stringify({ error: { message: "Invalid value: 'intent'.", type: 'invalid_request_error', code: 'invalid_value' } }) }, 'invalid_request', "Invalid value: 'intent'."],
-      [{ kind: 'http-error', status: 503, body: JSON.stringify({ error: { message: 'The server is overloaded.', type: 'server_error' } }) }, 'upstream_error', '503: The server is overloaded.'],
-      [{ kind: 'error-event', at: 'session', message: "Invalid value: 'gpt-nope'. Supported values are: 'whisper-1'.", code: 'invalid_value' }, 'upstream_error', "Invalid value: 'gpt-nope'. Supported values are: 'whisper-1'."],
+      [
+        {
+          kind: 'http-error',
+          status: 400,
+          body: JSON.stringify({ error: { message: "Invalid value: 'intent'.", type: 'invalid_request_error', code: 'invalid_value' } }),
+        },
+        'invalid_request',
+        "Invalid value: 'intent'.",
+      ],
+      [
+        { kind: 'http-error', status: 503, body: JSON.stringify({ error: { message: 'The server is overloaded.', type: 'server_error' } }) },
+        'upstream_error',
+        '503: The server is overloaded.',
+      ],
+      [
+        { kind: 'error-event', at: 'session', message: "Invalid value: 'gpt-nope'. Supported values are: 'whisper-1'.", code: 'invalid_value' },
+        'upstream_error',
+        "Invalid value: 'gpt-nope'. Supported values are: 'whisper-1'.",
+      ],
     ] as const) {
       peers.ga.behaviour = behaviour;
       const c = await openSession(h, sttQuery(h, 'rt-ga'));
@@ -480,30 +537,32 @@ describe('failures', () => {
     }
   });
 
-  it.each(['ga', 'vllm'] as const)('%s: an error event mid-session: the final before it is relayed, then an upstream_error event with its message, session.closed and 1011; billed for exactly the audio received', async (dialect) => {
-    const peer = peers[dialect];
-    peer.behaviour = { kind: 'error-event', at: 'first-transcript', message: 'The server had an error while processing your request.', code: 'server_error' };
-    const before = peer.sockets.length;
-    const c = await openSession(h, sttQuery(h, `rt-${dialect}`, { turn_source: 'gateway' }));
-    await c.stream(pcm16(bursts(16000, [[0.2, 0.5]], 0.6)), FRAMES);
-    c.command({ type: 'finalize' });
-    expect(await c.closed).toEqual({ code: 1011, reason: 'engine_error' });
-    // The engine completed the item (so the finalize is done) before its error event.
-    expect(eventsAfterStart(c).filter((e) => e.type !== 'transcript' || e.is_final).map((e) => (e.type === 'transcript' ? `final ${String(e.text)}` : e.type)), summary(c.events)).toEqual([
-      'turn.start',
-      'final alpha',
-      'flush_done',
-      'error',
-      'session.closed',
-    ]);
-    expectFinal(finals(c)[0], 'alpha', 0, 0.6);
-    const [error] = c.ofType('error');
-    expect(error!.code).toBe('upstream_error');
-    expect(error!.message).toContain('The server had an error while processing your request.');
-    expectNoKey(JSON.stringify(c.events));
-    await expectSessionBilled(h, c, 600, 'engine_error', `rt-${dialect}`);
-    await peer.sockets[before]!.closed;
-  });
+  it.each(['ga', 'vllm'] as const)(
+    '%s: an error event mid-session: the final before it is relayed, then an upstream_error event with its message, session.closed and 1011; billed for exactly the audio received',
+    async (dialect) => {
+      const peer = peers[dialect];
+      peer.behaviour = { kind: 'error-event', at: 'first-transcript', message: 'The server had an error while processing your request.', code: 'server_error' };
+      const before = peer.sockets.length;
+      const c = await openSession(h, sttQuery(h, `rt-${dialect}`, { turn_source: 'gateway' }));
+      await c.stream(pcm16(bursts(16000, [[0.2, 0.5]], 0.6)), FRAMES);
+      c.command({ type: 'finalize' });
+      expect(await c.closed).toEqual({ code: 1011, reason: 'engine_error' });
+      // The engine completed the item (so the finalize is done) before its error event.
+      expect(
+        eventsAfterStart(c)
+          .filter((e) => e.type !== 'transcript' || e.is_final)
+          .map((e) => (e.type === 'transcript' ? `final ${String(e.text)}` : e.type)),
+        summary(c.events),
+      ).toEqual(['turn.start', 'final alpha', 'flush_done', 'error', 'session.closed']);
+      expectFinal(finals(c)[0], 'alpha', 0, 0.6);
+      const [error] = c.ofType('error');
+      expect(error!.code).toBe('upstream_error');
+      expect(error!.message).toContain('The server had an error while processing your request.');
+      expectNoKey(JSON.stringify(c.events));
+      await expectSessionBilled(h, c, 600, 'engine_error', `rt-${dialect}`);
+      await peer.sockets[before]!.closed;
+    },
+  );
 
   it('ga, server VAD: the engine dying right after its first transcript: the final and turn.end are relayed, then an upstream_error event and 1011; billed for exactly the audio received', async () => {
     const peer = peers.ga;
@@ -541,18 +600,23 @@ describe('failures', () => {
   it.each([
     ['ga', { kind: 'hang' }],
     ['vllm', { kind: 'hang-upgrade' }],
-  ] as const)('%s: a slow engine (0.5 s deadline) that never sets up the session: an upstream_timeout event, 1011; not billed; the engine connection is closed', async (dialect, behaviour) => {
-    const peer = peers[dialect];
-    peer.behaviour = behaviour;
-    const before = peer.sockets.length;
-    const c = await openSession(hs, sttQuery(hs, `rt-${dialect}`));
-    await c.stream(pcm16(new Float32Array(1600)), FRAMES);
-    expect(await c.closed).toEqual({ code: 1011, reason: 'engine_error' });
-    expect(c.events.map((e) => e.type)).toEqual(['session.started', 'error', 'session.closed']);
-    expect(c.events[1]!.code).toBe('upstream_timeout');
-    await expectSessionNotBilled(hs, c, 100, 'engine_error');
-    await (await peer.socketAt(before)).closed;
-  });
+  ] as const)(
+    '%s: a slow engine (0.5 s deadline) that never sets up the session: an upstream_timeout event, 1011; not billed; the engine connection is closed',
+    async (dialect, behaviour) => {
+      const peer = peers[dialect];
+      peer.behaviour = behaviour;
+      const before = peer.sockets.length;
+      const c = await openSession(hs, sttQuery(hs, `rt-${dialect}`));
+      await c.stream(pcm16(new Float32Array(1600)), FRAMES);
+      expect(await c.closed).toEqual({ code: 1011, reason: 'engine_error' });
+      expect(c.events.map((e) => e.type)).toEqual(['session.started', 'error', 'session.closed']);
+      expect(c.events[1]!.code).toBe('upstream_timeout');
+      await expectSessionNotBilled(hs, c, 100, 'engine_error');
+      await (
+        await peer.socketAt(before)
+      ).closed;
+    },
+  );
 
   it('a session outlives SVC_UPSTREAM_TIMEOUT_SECONDS (0.5 s here): 3.2 s sent in real time, server VAD turns throughout; the deadline bounds the engine\u2019s silence, not the session', async () => {
     const peer = peers.ga;
@@ -562,7 +626,13 @@ describe('failures', () => {
     await c.until((e) => e.type === 'turn.end' && (e.at as number) > 2);
     await closeSession(c);
     expect(c.ofType('error')).toEqual([]);
-    expect(finals(c)).toEqual([transcriptEvent(true, 'alpha bravo', [['alpha', 0, 0.85], ['bravo', 0.85, 1.7]]), transcriptEvent(true, 'charlie', [['charlie', 1.7, 2.9]])]);
+    expect(finals(c)).toEqual([
+      transcriptEvent(true, 'alpha bravo', [
+        ['alpha', 0, 0.85],
+        ['bravo', 0.85, 1.7],
+      ]),
+      transcriptEvent(true, 'charlie', [['charlie', 1.7, 2.9]]),
+    ]);
     expect([...c.ofType('turn.start'), ...c.ofType('turn.end')].map((e) => e.at)).toEqual([0, 1.7, 1.7, 2.9]);
     await expectSessionBilled(hs, c, THREE_WORDS_MS, 'client_close', 'rt-ga');
     const socket = peer.sockets[before]!;

@@ -38,7 +38,13 @@ let hs: GatewayHarness;
 
 const prisma = (g: GatewayHarness = h) => g.testDb.db.prisma;
 const prices = { picoPerSecond: STT_PRICE };
-const upstream = (url: string, weight?: number) => ({ url, protocol: 'openai', upstreamModel: 'whisper-1', apiKeyEnv: KEY_ENV, ...(weight !== undefined && { weight }) });
+const upstream = (url: string, weight?: number) => ({
+  url,
+  protocol: 'openai',
+  upstreamModel: 'whisper-1',
+  apiKeyEnv: KEY_ENV,
+  ...(weight !== undefined && { weight }),
+});
 
 beforeAll(async () => {
   [peer, healthPeer] = await Promise.all([startScriptedUpstream(), startScriptedUpstream()]);
@@ -167,7 +173,16 @@ describe('streaming over a batch engine: GET /stt/websocket', () => {
     const before = peer.transcriptions.length;
     const c = await openSession(h, sttQuery(h, { language: 'en', keyterms: 'Kubernetes,Istio' }));
     // Three words, 0.8 s apart: a responsive turn ends ~0.2 s into the silence.
-    const audio = pcm16(bursts([[0.2, 0.5, 100], [1.3, 1.6, 120], [2.4, 2.7, 140]], 3.5));
+    const audio = pcm16(
+      bursts(
+        [
+          [0.2, 0.5, 100],
+          [1.3, 1.6, 120],
+          [2.4, 2.7, 140],
+        ],
+        3.5,
+      ),
+    );
     expect(await c.stream(audio, FRAMES)).toBe(audio.length);
     await c.until((e) => e.type === 'turn.end' && (e.at as number) > 2);
     await closeSession(c);
@@ -209,7 +224,13 @@ describe('streaming over a batch engine: GET /stt/websocket', () => {
     for (const call of calls) {
       expect(call.sampleRate).toBe(RATE);
       expect(call.headers.authorization).toBe(`Bearer ${OA_KEY}`);
-      expect(call.fields).toMatchObject({ model: ['whisper-1'], response_format: ['verbose_json'], 'timestamp_granularities[]': ['word'], language: ['en'], prompt: ['Kubernetes, Istio'] });
+      expect(call.fields).toMatchObject({
+        model: ['whisper-1'],
+        response_format: ['verbose_json'],
+        'timestamp_granularities[]': ['word'],
+        language: ['en'],
+        prompt: ['Kubernetes, Istio'],
+      });
     }
   });
 
@@ -217,7 +238,17 @@ describe('streaming over a batch engine: GET /stt/websocket', () => {
     const before = peer.transcriptions.length;
     const c = await openSession(h, sttQuery(h));
     // Four words 100 ms apart (one turn under responsive), then silence: 3 s.
-    const audio = pcm16(bursts([[0.3, 0.9, 130], [1.0, 1.3, 120], [1.4, 1.7, 110], [1.8, 2.1, 100]], 3.0));
+    const audio = pcm16(
+      bursts(
+        [
+          [0.3, 0.9, 130],
+          [1.0, 1.3, 120],
+          [1.4, 1.7, 110],
+          [1.8, 2.1, 100],
+        ],
+        3.0,
+      ),
+    );
     // The first second: the utterance reaches 1 s, an interim call goes out; its answer is awaited.
     await c.stream(audio.subarray(0, 2 * RATE), FRAMES);
     const first = await c.until((e) => e.type === 'transcript' && e.is_final === false);
@@ -238,7 +269,11 @@ describe('streaming over a batch engine: GET /stt/websocket', () => {
     );
     for (const interim of interims(c)) expect(String(final!.text).startsWith(String(interim.text))).toBe(true);
     // The final precedes turn.end; turn.start is at the first word's start, turn.end at the last word's end.
-    expect(eventsAfterStart(c).filter((e) => !(e.type === 'transcript' && !e.is_final)).map(short)).toEqual(['turn.start', 'final tone130 tone120 tone110 tone100', 'turn.end', 'session.closed']);
+    expect(
+      eventsAfterStart(c)
+        .filter((e) => !(e.type === 'transcript' && !e.is_final))
+        .map(short),
+    ).toEqual(['turn.start', 'final tone130 tone120 tone110 tone100', 'turn.end', 'session.closed']);
     expect([c.ofType('turn.start')[0]!.at, c.ofType('turn.end')[0]!.at]).toEqual([near(0.3), near(2.1)]);
 
     const calls = peer.transcriptions.slice(before);
@@ -262,7 +297,11 @@ describe('streaming over a batch engine: GET /stt/websocket', () => {
     await c.stream(pcm16(bursts([[0.2, 0.5, 110]], 0.6)), FRAMES);
     c.command({ type: 'finalize' });
     const flush = await c.until((e) => e.type === 'flush_done');
-    expect(eventsAfterStart(c).slice(0, c.events.indexOf(flush))).toEqual([{ type: 'turn.start', at: near(0.2) }, transcriptEvent(true, 'tone110', [['tone110', 0.2, 0.5]]), { type: 'flush_done' }]);
+    expect(eventsAfterStart(c).slice(0, c.events.indexOf(flush))).toEqual([
+      { type: 'turn.start', at: near(0.2) },
+      transcriptEvent(true, 'tone110', [['tone110', 0.2, 0.5]]),
+      { type: 'flush_done' },
+    ]);
     // More speech in the same turn (100 ms later), then the silence that ends it.
     await c.stream(pcm16(bursts([[0.0, 0.2, 100]], 0.7)), FRAMES);
     await c.until((e) => e.type === 'turn.end');
@@ -275,7 +314,14 @@ describe('streaming over a batch engine: GET /stt/websocket', () => {
 });
 
 describe('failures', () => {
-  const refusal = { error: { message: `Incorrect API key provided: ${OA_KEY}. You can find your API key at https://platform.openai.com/account/api-keys.`, type: 'invalid_request_error', param: null, code: 'invalid_api_key' } };
+  const refusal = {
+    error: {
+      message: `Incorrect API key provided: ${OA_KEY}. You can find your API key at https://platform.openai.com/account/api-keys.`,
+      type: 'invalid_request_error',
+      param: null,
+      code: 'invalid_api_key',
+    },
+  };
 
   it('the engine answering 401 to a final: an upstream_error event with its message (the key cut out), session.closed and 1011', async () => {
     peer.transcription = { kind: 'error', status: 401, body: refusal };

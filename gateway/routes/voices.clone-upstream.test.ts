@@ -32,7 +32,9 @@ beforeAll(async () => {
     if (req.url === '/v1/models') return res.writeHead(200, { 'content-type': 'application/json' }).end('{"data":[]}');
     if (req.url === '/v1/audio/voices' && req.method === 'POST') {
       clones.push({ contentType: req.headers['content-type'] ?? '', bytes: body.length, body: body.toString('latin1') });
-      return res.writeHead(201, { 'content-type': 'application/json' }).end(JSON.stringify({ id: `spk_${++nextVoice}`, expires_at: Math.floor(Date.now() / 1000) + 3600 }));
+      return res
+        .writeHead(201, { 'content-type': 'application/json' })
+        .end(JSON.stringify({ id: `spk_${++nextVoice}`, expires_at: Math.floor(Date.now() / 1000) + 3600 }));
     }
     if (req.url === '/v1/audio/speech') {
       speechVoices.push((JSON.parse(body.toString()) as { voice: string }).voice);
@@ -43,8 +45,18 @@ beforeAll(async () => {
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   h = await startTtsGateway({ env: { SVC_JOB_POLL_MS: '50', SVC_JOB_OFFLINE_GIVE_UP_SECONDS: '1' } });
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`;
-  await upsertModel(h.testDb.db.prisma, checkProtocol, { id: 'xtts', modality: 'tts', prices: { picoPerChar: 1_000_000n }, upstream: { url, protocol: 'openai' } });
-  await upsertModel(h.testDb.db.prisma, checkProtocol, { id: 'xtts-offline', modality: 'tts', prices: { picoPerChar: 1_000_000n }, upstream: { url: await deadUrl(), protocol: 'openai' } });
+  await upsertModel(h.testDb.db.prisma, checkProtocol, {
+    id: 'xtts',
+    modality: 'tts',
+    prices: { picoPerChar: 1_000_000n },
+    upstream: { url, protocol: 'openai' },
+  });
+  await upsertModel(h.testDb.db.prisma, checkProtocol, {
+    id: 'xtts-offline',
+    modality: 'tts',
+    prices: { picoPerChar: 1_000_000n },
+    upstream: { url: await deadUrl(), protocol: 'openai' },
+  });
   await h.runtime.ctx.registry.refresh();
   await h.runtime.ctx.health.checkAll();
   clip = speak('flite', 'slt');
@@ -74,7 +86,11 @@ describe('cloning on an OpenAI-compatible cloning server', () => {
   it('re-prepares an expired profile: TTS says 409 until POST /voices/{id}/profiles has run', async () => {
     const r = await cloneMultipart(h, clip, { name: 'Expiring', model_id: 'xtts' });
     await h.testDb.db.prisma.voiceProfile.updateMany({ where: { voiceId: r.body.id }, data: { expiresAt: new Date(Date.now() - 1000) } });
-    await expectError(await post(h, '/tts/bytes', ttsBody({ model_id: 'xtts', voice: { mode: 'id', id: r.body.id } })), { status: 409, code: 'voice_profile_missing', param: 'voice.id' });
+    await expectError(await post(h, '/tts/bytes', ttsBody({ model_id: 'xtts', voice: { mode: 'id', id: r.body.id } })), {
+      status: 409,
+      code: 'voice_profile_missing',
+      param: 'voice.id',
+    });
     const prep = await call(h, 'POST', `/voices/${r.body.id}/profiles`, { model_id: 'xtts' });
     expect(prep.status).toBe(202);
     const job = await waitForJob(h, prep.body.job_id);

@@ -24,12 +24,24 @@ let clip: Buffer;
 
 beforeAll(async () => {
   h = await startTtsGateway({ env });
-  await upsertModel(h.testDb.db.prisma, checkProtocol, { id: 'xtts-offline', modality: 'tts', prices: { picoPerChar: 1_000_000n }, upstream: { url: await deadUrl(), protocol: 'openai' } });
+  await upsertModel(h.testDb.db.prisma, checkProtocol, {
+    id: 'xtts-offline',
+    modality: 'tts',
+    prices: { picoPerChar: 1_000_000n },
+    upstream: { url: await deadUrl(), protocol: 'openai' },
+  });
   await h.runtime.ctx.registry.refresh();
   await h.runtime.ctx.health.checkAll();
   // A second gateway on the same database, as another replica would be.
   replica = await createGatewayRuntime(
-    loadConfig({ SVC_DATA_DIR: h.testDb.dataDir, DATABASE_URL: h.testDb.url, LOG_LEVEL: 'silent', SVC_MODELS_FILE: '/nonexistent', SVC_HEALTH_CHECK_SECONDS: '3600', ...env }),
+    loadConfig({
+      SVC_DATA_DIR: h.testDb.dataDir,
+      DATABASE_URL: h.testDb.url,
+      LOG_LEVEL: 'silent',
+      SVC_MODELS_FILE: '/nonexistent',
+      SVC_HEALTH_CHECK_SECONDS: '3600',
+      ...env,
+    }),
     { logger: false },
   );
   replicaUrl = await replica.app.listen({ host: '127.0.0.1', port: 0 });

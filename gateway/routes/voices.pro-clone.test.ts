@@ -40,23 +40,43 @@ describe('POST /voices/pro-clone limits', () => {
     expect(blob.duration_seconds).toBeGreaterThan(15);
     expect(blob.duration_seconds).toBeLessThan(30);
     const jobs = await jobCount();
-    await expectError(await post(h, '/voices/pro-clone', { name: 'Echo', blob_ids: [blob.id, blob.id], model_id: 'local-flite' }), { status: 400, code: 'invalid_request', param: 'blob_ids' });
+    await expectError(await post(h, '/voices/pro-clone', { name: 'Echo', blob_ids: [blob.id, blob.id], model_id: 'local-flite' }), {
+      status: 400,
+      code: 'invalid_request',
+      param: 'blob_ids',
+    });
     const other = (await uploadBlob(h, clip)).body;
-    await expectError(await post(h, '/voices/pro-clone', { name: 'Echo', blob_ids: [blob.id, other.id, blob.id], model_id: 'local-flite' }), { status: 400, code: 'invalid_request', param: 'blob_ids' });
+    await expectError(await post(h, '/voices/pro-clone', { name: 'Echo', blob_ids: [blob.id, other.id, blob.id], model_id: 'local-flite' }), {
+      status: 400,
+      code: 'invalid_request',
+      param: 'blob_ids',
+    });
     expect(await jobCount()).toBe(jobs);
   });
 
   it('takes at most 10 clips and 10 minutes of audio in all', async () => {
     const ids = Array.from({ length: 11 }, (_, i) => `blob_${i}`);
-    const tooMany = await expectError(await post(h, '/voices/pro-clone', { name: 'Many', blob_ids: ids, model_id: 'local-flite' }), { status: 400, code: 'invalid_request', param: 'blob_ids' });
+    const tooMany = await expectError(await post(h, '/voices/pro-clone', { name: 'Many', blob_ids: ids, model_id: 'local-flite' }), {
+      status: 400,
+      code: 'invalid_request',
+      param: 'blob_ids',
+    });
     expect(tooMany.message).toContain('10');
     // Two clips of 5 min 1 s (8 kHz, stored with their measured durations): over 10 minutes.
-    const wav = encodeWav(Float32Array.from({ length: 8000 * 301 }, (_, i) => 0.2 * Math.sin(i / 5)), 8000, 'pcm_s16le');
+    const wav = encodeWav(
+      Float32Array.from({ length: 8000 * 301 }, (_, i) => 0.2 * Math.sin(i / 5)),
+      8000,
+      'pcm_s16le',
+    );
     const a = (await uploadBlob(h, wav)).body;
     const b = (await uploadBlob(h, wav)).body;
     expect(a.duration_seconds).toBe(301);
     const jobs = await jobCount();
-    const tooLong = await expectError(await post(h, '/voices/pro-clone', { name: 'Long', blob_ids: [a.id, b.id], model_id: 'local-flite' }), { status: 400, code: 'invalid_request', param: 'blob_ids' });
+    const tooLong = await expectError(await post(h, '/voices/pro-clone', { name: 'Long', blob_ids: [a.id, b.id], model_id: 'local-flite' }), {
+      status: 400,
+      code: 'invalid_request',
+      param: 'blob_ids',
+    });
     expect(tooLong.message).toContain('602.0 s');
     expect(await jobCount()).toBe(jobs);
   });

@@ -16,8 +16,25 @@ let maleClip: Buffer;
 let femaleClip: Buffer;
 
 const VOICE_FIELDS = [
-  'created_at', 'description', 'featured', 'gender', 'id', 'is_owner', 'kind', 'language', 'model_family', 'name', 'parent_voice_id',
-  'profiles', 'saved', 'sample_blob_id', 'source_audio_blob_id', 'source_metadata', 'source_transcript', 'source_version', 'tags',
+  'created_at',
+  'description',
+  'featured',
+  'gender',
+  'id',
+  'is_owner',
+  'kind',
+  'language',
+  'model_family',
+  'name',
+  'parent_voice_id',
+  'profiles',
+  'saved',
+  'sample_blob_id',
+  'source_audio_blob_id',
+  'source_metadata',
+  'source_transcript',
+  'source_version',
+  'tags',
 ];
 
 beforeAll(async () => {
@@ -113,17 +130,33 @@ describe('instant clone', () => {
   let voiceId: string;
 
   it('clones a real clip (multipart) synchronously: 201 with a ready profile, then synthesizes with it', async () => {
-    const { status, body } = await cloneMultipart(h, maleClip, { name: 'Support Alex', language: 'en', mode: 'similarity', transcript: 'Good morning', model_id: 'local-flite' });
+    const { status, body } = await cloneMultipart(h, maleClip, {
+      name: 'Support Alex',
+      language: 'en',
+      mode: 'similarity',
+      transcript: 'Good morning',
+      model_id: 'local-flite',
+    });
     expect(status, JSON.stringify(body)).toBe(201);
     expect(Object.keys(body).sort()).toEqual([...VOICE_FIELDS].sort());
-    expect(body).toMatchObject({ name: 'Support Alex', kind: 'instant_clone', is_owner: true, gender: 'male', language: 'en', source_transcript: 'Good morning', model_family: 'local-flite' });
+    expect(body).toMatchObject({
+      name: 'Support Alex',
+      kind: 'instant_clone',
+      is_owner: true,
+      gender: 'male',
+      language: 'en',
+      source_transcript: 'Good morning',
+      model_family: 'local-flite',
+    });
     expect(body.source_audio_blob_id).toMatch(/^blob_/);
     // A greeting in the new voice, to hear it before using it.
     expect(body.sample_blob_id).toMatch(/^blob_/);
     const sample = await fetch(`${h.url}/blobs/${body.sample_blob_id}/content`, { headers: h.headers });
     expect(parseWav(Buffer.from(await sample.arrayBuffer())).samples.length).toBeGreaterThan(8000);
     expect(body.source_metadata.analysis.median_f0_hz).toBeGreaterThan(60);
-    expect(body.profiles).toEqual([expect.objectContaining({ model_id: 'local-flite', status: 'ready', profile_version: '1', source_version: body.source_version })]);
+    expect(body.profiles).toEqual([
+      expect.objectContaining({ model_id: 'local-flite', status: 'ready', profile_version: '1', source_version: body.source_version }),
+    ]);
     voiceId = body.id;
 
     const res = await post(h, '/tts/bytes', ttsBody({ voice: { mode: 'id', id: voiceId } }));
@@ -144,10 +177,18 @@ describe('instant clone', () => {
       ['POST', `/voices/${voiceId}/profiles`, { model_id: 'local-espeak' }],
       ['POST', `/voices/${voiceId}/localize`, { language: 'fr' }],
     ] as const) {
-      const r = await fetch(`${h.url}${path}`, { method, headers: body ? other.headers : { authorization: other.headers.authorization! }, body: body ? JSON.stringify(body) : undefined });
+      const r = await fetch(`${h.url}${path}`, {
+        method,
+        headers: body ? other.headers : { authorization: other.headers.authorization! },
+        body: body ? JSON.stringify(body) : undefined,
+      });
       await expectError(r, { status: 404, code: 'voice_not_found', param: 'id' });
     }
-    const tts = await fetch(`${h.url}/tts/bytes`, { method: 'POST', headers: other.headers, body: JSON.stringify(ttsBody({ voice: { mode: 'id', id: voiceId } })) });
+    const tts = await fetch(`${h.url}/tts/bytes`, {
+      method: 'POST',
+      headers: other.headers,
+      body: JSON.stringify(ttsBody({ voice: { mode: 'id', id: voiceId } })),
+    });
     await expectError(tts, { status: 404, code: 'voice_not_found', param: 'voice.id' });
   });
 
@@ -177,10 +218,17 @@ describe('instant clone', () => {
     const shortBlob = await uploadBlob(h, short);
     await expectError(await post(h, '/voices/clone', { blob_id: shortBlob.body.id, name: 'Short' }), { status: 400, code: 'clip_too_short', param: 'blob_id' });
     // Another org's blob is not found.
-    await expectError(await fetch(`${h.url}/voices/clone`, { method: 'POST', headers: other.headers, body: JSON.stringify({ blob_id: blob.body.id, name: 'x' }) }), { status: 404, code: 'blob_not_found', param: 'blob_id' });
+    await expectError(
+      await fetch(`${h.url}/voices/clone`, { method: 'POST', headers: other.headers, body: JSON.stringify({ blob_id: blob.body.id, name: 'x' }) }),
+      { status: 404, code: 'blob_not_found', param: 'blob_id' },
+    );
     await expectError(await fetch(`${h.url}/blobs/${blob.body.id}`, { headers: other.headers }), { status: 404, code: 'blob_not_found', param: 'blob_id' });
     const content = await fetch(`${h.url}/blobs/${blob.body.id}/content`, { headers: h.headers });
-    expect(Buffer.from(await content.arrayBuffer()).subarray(0, 4).toString()).toBe('RIFF');
+    expect(
+      Buffer.from(await content.arrayBuffer())
+        .subarray(0, 4)
+        .toString(),
+    ).toBe('RIFF');
   });
 
   it('validates the clone request', async () => {
@@ -218,14 +266,34 @@ describe('owned voice changes', () => {
     expect((await allVoices('tag=front-desk')).map((v) => v.id)).toEqual([id]);
     expect((await allVoices('q=receptionist')).map((v) => v.id)).toEqual([id]);
     expect((await call(h, 'GET', `/voices/${id}`)).body.name).toBe('Receptionist');
-    await expectError(await fetch(`${h.url}/voices/${id}`, { method: 'PATCH', headers: h.headers, body: JSON.stringify({}) }), { status: 400, code: 'invalid_request', param: null });
-    await expectError(await fetch(`${h.url}/voices/${id}`, { method: 'PATCH', headers: h.headers, body: JSON.stringify({ name: '' }) }), { status: 400, code: 'invalid_request', param: 'name' });
-    await expectError(await fetch(`${h.url}/voices/${id}`, { method: 'PATCH', headers: h.headers, body: JSON.stringify({ owner: 'me' }) }), { status: 400, code: 'invalid_request', param: 'owner' });
+    await expectError(await fetch(`${h.url}/voices/${id}`, { method: 'PATCH', headers: h.headers, body: JSON.stringify({}) }), {
+      status: 400,
+      code: 'invalid_request',
+      param: null,
+    });
+    await expectError(await fetch(`${h.url}/voices/${id}`, { method: 'PATCH', headers: h.headers, body: JSON.stringify({ name: '' }) }), {
+      status: 400,
+      code: 'invalid_request',
+      param: 'name',
+    });
+    await expectError(await fetch(`${h.url}/voices/${id}`, { method: 'PATCH', headers: h.headers, body: JSON.stringify({ owner: 'me' }) }), {
+      status: 400,
+      code: 'invalid_request',
+      param: 'owner',
+    });
   });
 
   it('refuses to change platform voices with 403 voice_read_only', async () => {
-    await expectError(await fetch(`${h.url}/voices/flite-slt`, { method: 'PATCH', headers: h.headers, body: JSON.stringify({ name: 'Mine now' }) }), { status: 403, code: 'voice_read_only', param: 'id' });
-    await expectError(await fetch(`${h.url}/voices/flite-slt`, { method: 'DELETE', headers: { authorization: h.headers.authorization! } }), { status: 403, code: 'voice_read_only', param: 'id' });
+    await expectError(await fetch(`${h.url}/voices/flite-slt`, { method: 'PATCH', headers: h.headers, body: JSON.stringify({ name: 'Mine now' }) }), {
+      status: 403,
+      code: 'voice_read_only',
+      param: 'id',
+    });
+    await expectError(await fetch(`${h.url}/voices/flite-slt`, { method: 'DELETE', headers: { authorization: h.headers.authorization! } }), {
+      status: 403,
+      code: 'voice_read_only',
+      param: 'id',
+    });
     expect((await call(h, 'GET', '/voices/flite-slt')).body.name).toBe('Sally');
   });
 
@@ -244,7 +312,11 @@ describe('owned voice changes', () => {
     await expectError(await fetch(`${h.url}/voices/${id}`, { headers: h.headers }), { status: 404, code: 'voice_not_found', param: 'id' });
     expect((await allVoices('scope=all')).map((v) => v.id)).not.toContain(id);
     await expectError(await post(h, '/tts/bytes', ttsBody({ voice: { mode: 'id', id } })), { status: 404, code: 'voice_not_found', param: 'voice.id' });
-    await expectError(await fetch(`${h.url}/voices/${id}`, { method: 'DELETE', headers: { authorization: h.headers.authorization! } }), { status: 404, code: 'voice_not_found', param: 'id' });
+    await expectError(await fetch(`${h.url}/voices/${id}`, { method: 'DELETE', headers: { authorization: h.headers.authorization! } }), {
+      status: 404,
+      code: 'voice_not_found',
+      param: 'id',
+    });
     const row = await h.testDb.db.prisma.voice.findUniqueOrThrow({ where: { id } });
     expect(row.deletedAt).not.toBeNull();
   });
@@ -264,12 +336,21 @@ describe('profiles, localize, pro clone and jobs', () => {
   it('prepares an owned voice for another model with a job (202), which succeeds; TTS then works on that model', async () => {
     const clone = await cloneMultipart(h, maleClip, { name: 'Two engines', model_id: 'local-flite' });
     const id = clone.body.id;
-    await expectError(await post(h, '/tts/bytes', ttsBody({ model_id: 'local-espeak', voice: { mode: 'id', id } })), { status: 409, code: 'voice_profile_missing', param: 'voice.id' });
+    await expectError(await post(h, '/tts/bytes', ttsBody({ model_id: 'local-espeak', voice: { mode: 'id', id } })), {
+      status: 409,
+      code: 'voice_profile_missing',
+      param: 'voice.id',
+    });
     const r = await call(h, 'POST', `/voices/${id}/profiles`, { model_id: 'local-espeak', profile_version: '2' });
     expect(r.status).toBe(202);
     expect(r.body).toEqual({ job_id: expect.stringMatching(/^job_/), voice_id: id, status: 'queued' });
     const job = await waitForJob(h, r.body.job_id);
-    expect(job).toMatchObject({ id: r.body.job_id, kind: 'instant_clone', status: 'succeeded', result: { voice_id: id, profile: { model_id: 'local-espeak', profile_version: '2' } } });
+    expect(job).toMatchObject({
+      id: r.body.job_id,
+      kind: 'instant_clone',
+      status: 'succeeded',
+      result: { voice_id: id, profile: { model_id: 'local-espeak', profile_version: '2' } },
+    });
     expect(job.error).toBeUndefined();
     expect(Number.isNaN(Date.parse(job.updated_at))).toBe(false);
     expect((await post(h, '/tts/bytes', ttsBody({ model_id: 'local-espeak', voice: { mode: 'id', id } }))).status).toBe(200);
@@ -294,7 +375,11 @@ describe('profiles, localize, pro clone and jobs', () => {
   it('pro-clones from several uploaded clips (≥ 30 s in all) with a job', async () => {
     const blobs = [];
     for (const clip of [maleClip, maleClip, maleClip]) blobs.push((await uploadBlob(h, clip)).body.id);
-    await expectError(await post(h, '/voices/pro-clone', { name: 'Pro', blob_ids: blobs.slice(0, 1), model_id: 'local-flite' }), { status: 400, code: 'clip_too_short', param: 'blob_ids' });
+    await expectError(await post(h, '/voices/pro-clone', { name: 'Pro', blob_ids: blobs.slice(0, 1), model_id: 'local-flite' }), {
+      status: 400,
+      code: 'clip_too_short',
+      param: 'blob_ids',
+    });
     const r = await call(h, 'POST', '/voices/pro-clone', { name: 'Pro', blob_ids: blobs, model_id: 'local-flite' });
     expect(r.status).toBe(202);
     const job = await waitForJob(h, r.body.job_id);
@@ -307,9 +392,15 @@ describe('blobs', () => {
   it('enforces the per-org storage quota (250 MB) with 413 storage_quota_exceeded', async () => {
     const q = await otherOrg(h);
     // A live blob of almost the whole quota, counted as uploads count it (Org.blobBytes).
-    await h.testDb.db.prisma.blob.create({ data: { id: newId('blob'), orgId: q.orgId, contentType: 'audio/wav', sizeBytes: 250 * 1024 * 1024 - 1000, sha256: 'x', storageKey: 'none' } });
+    await h.testDb.db.prisma.blob.create({
+      data: { id: newId('blob'), orgId: q.orgId, contentType: 'audio/wav', sizeBytes: 250 * 1024 * 1024 - 1000, sha256: 'x', storageKey: 'none' },
+    });
     await h.testDb.db.prisma.org.update({ where: { id: q.orgId }, data: { blobBytes: 250 * 1024 * 1024 - 1000 } });
-    const r = await fetch(`${h.url}/blobs`, { method: 'POST', headers: { authorization: q.headers.authorization!, 'content-type': 'audio/wav' }, body: new Uint8Array(maleClip) });
+    const r = await fetch(`${h.url}/blobs`, {
+      method: 'POST',
+      headers: { authorization: q.headers.authorization!, 'content-type': 'audio/wav' },
+      body: new Uint8Array(maleClip),
+    });
     await expectError(r, { status: 413, code: 'storage_quota_exceeded', param: 'file' });
     expect(await h.testDb.db.prisma.blob.count({ where: { orgId: q.orgId } })).toBe(1);
   });
@@ -318,15 +409,31 @@ describe('blobs', () => {
     const wav = parseWav(maleClip);
     const pcm = Buffer.alloc(wav.samples.length * 2);
     wav.samples.forEach((s, i) => pcm.writeInt16LE(Math.round(Math.max(-1, Math.min(1, s)) * 32767), i * 2));
-    const r = await fetch(`${h.url}/blobs?sample_rate=${wav.sampleRate}`, { method: 'POST', headers: { authorization: h.headers.authorization!, 'content-type': 'application/octet-stream' }, body: new Uint8Array(pcm) });
+    const r = await fetch(`${h.url}/blobs?sample_rate=${wav.sampleRate}`, {
+      method: 'POST',
+      headers: { authorization: h.headers.authorization!, 'content-type': 'application/octet-stream' },
+      body: new Uint8Array(pcm),
+    });
     const blob = (await r.json()) as any;
     expect(r.status).toBe(201);
     expect(blob.duration_seconds).toBeCloseTo(wav.samples.length / wav.sampleRate, 2);
-    const ogg = await fetch(`${h.url}/blobs`, { method: 'POST', headers: { authorization: h.headers.authorization!, 'content-type': 'audio/wav' }, body: new Uint8Array(Buffer.concat([Buffer.from('OggS'), Buffer.alloc(100)])) });
+    const ogg = await fetch(`${h.url}/blobs`, {
+      method: 'POST',
+      headers: { authorization: h.headers.authorization!, 'content-type': 'audio/wav' },
+      body: new Uint8Array(Buffer.concat([Buffer.from('OggS'), Buffer.alloc(100)])),
+    });
     await expectError(ogg, { status: 400, code: 'unsupported_audio_format', param: 'file' });
-    const notWav = await fetch(`${h.url}/blobs`, { method: 'POST', headers: { authorization: h.headers.authorization!, 'content-type': 'audio/wav' }, body: 'xx' });
+    const notWav = await fetch(`${h.url}/blobs`, {
+      method: 'POST',
+      headers: { authorization: h.headers.authorization!, 'content-type': 'audio/wav' },
+      body: 'xx',
+    });
     await expectError(notWav, { status: 400, code: 'unsupported_audio_format', param: 'file' });
-    await expectError(await fetch(`${h.url}/blobs/${blob.id}`, { method: 'DELETE', headers: { authorization: other.headers.authorization! } }), { status: 404, code: 'blob_not_found', param: 'blob_id' });
+    await expectError(await fetch(`${h.url}/blobs/${blob.id}`, { method: 'DELETE', headers: { authorization: other.headers.authorization! } }), {
+      status: 404,
+      code: 'blob_not_found',
+      param: 'blob_id',
+    });
     expect((await call(h, 'DELETE', `/blobs/${blob.id}`)).body).toEqual({ id: blob.id, deleted: true });
     await expectError(await fetch(`${h.url}/blobs/${blob.id}`, { headers: h.headers }), { status: 404, code: 'blob_not_found', param: 'blob_id' });
   });

@@ -114,7 +114,11 @@ export async function registerVoiceRoutes(app: FastifyInstance, ctx: GatewayCont
     let clip: MeasuredClip;
     let blobId: string | null = null;
     if (request.isMultipart()) {
-      const upload = await readUpload(request, { fileField: 'file', sizeLabel: '25 MB', fieldNames: 'file, name, language, mode, transcript, model_id and profile_version' });
+      const upload = await readUpload(request, {
+        fileField: 'file',
+        sizeLabel: '25 MB',
+        fieldNames: 'file, name, language, mode, transcript, model_id and profile_version',
+      });
       input = parseInput(CloneFields, { ...upload.fields, ...(upload.fields.tags !== undefined ? { tags: upload.fields.tags.split(',') } : {}) });
       if (!upload.file) throw new ServiceError('invalid_request', "Missing the clip: send it in the multipart field 'file'.", 'file');
       clip = decodeClip(upload.file, parseSampleRateParam(input.sample_rate, null));
@@ -167,7 +171,14 @@ export async function registerVoiceRoutes(app: FastifyInstance, ctx: GatewayCont
   app.post('/voices/:id/localize', keyed, async (request, reply) => {
     const { id } = parseInput(VoiceIdParams, request.params, { body: false });
     const input = parseInput(Localize, request.body);
-    const queued = await localizeVoice(deps, { orgId: request.auth.orgId, voiceId: id, language: input.language, name: input.name, modelId: input.model_id, profileVersion: input.profile_version });
+    const queued = await localizeVoice(deps, {
+      orgId: request.auth.orgId,
+      voiceId: id,
+      language: input.language,
+      name: input.name,
+      modelId: input.model_id,
+      profileVersion: input.profile_version,
+    });
     return reply.code(202).send(queued);
   });
 
@@ -175,7 +186,12 @@ export async function registerVoiceRoutes(app: FastifyInstance, ctx: GatewayCont
   app.post('/voices/:id/profiles', keyed, async (request, reply) => {
     const { id } = parseInput(VoiceIdParams, request.params, { body: false });
     const input = parseInput(PrepareProfile, request.body);
-    const prepared = await prepareVoiceProfile(deps, { orgId: request.auth.orgId, voiceId: id, modelId: input.model_id, profileVersion: input.profile_version });
+    const prepared = await prepareVoiceProfile(deps, {
+      orgId: request.auth.orgId,
+      voiceId: id,
+      modelId: input.model_id,
+      profileVersion: input.profile_version,
+    });
     return prepared.status === 'ready' ? prepared : reply.code(202).send(prepared);
   });
 }

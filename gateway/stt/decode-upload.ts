@@ -44,9 +44,15 @@ function uploadKind(bytes: Buffer): 'wav' | 'raw' {
   if (bytes.length === 0) throw new ServiceError('invalid_request', 'The uploaded file is empty.', 'file');
   const format = sniffAudioFormat(bytes);
   if (format === 'wav') return 'wav';
-  if (format !== 'unknown') throw new ServiceError('unsupported_audio_format', `The file is ${format}; send WAV or raw 16-bit mono PCM (compressed formats are not accepted).`, 'file');
+  if (format !== 'unknown')
+    throw new ServiceError('unsupported_audio_format', `The file is ${format}; send WAV or raw 16-bit mono PCM (compressed formats are not accepted).`, 'file');
   const other = sniffNonAudio(bytes);
-  if (other) throw new ServiceError('unsupported_audio_format', `The file is not a WAV file: it is ${other}, not audio. Send a WAV file or raw 16-bit mono PCM.`, 'file');
+  if (other)
+    throw new ServiceError(
+      'unsupported_audio_format',
+      `The file is not a WAV file: it is ${other}, not audio. Send a WAV file or raw 16-bit mono PCM.`,
+      'file',
+    );
   return 'raw';
 }
 

@@ -120,7 +120,9 @@ export const svcDialect: SttDialect = {
   command(text) {
     const c = commandWord(text);
     if (c === null) {
-      return { error: { code: 'invalid_message', message: 'Text messages must be JSON objects like {"type":"finalize"}, or the plain text finalize, close or done.' } };
+      return {
+        error: { code: 'invalid_message', message: 'Text messages must be JSON objects like {"type":"finalize"}, or the plain text finalize, close or done.' },
+      };
     }
     if (c.word === 'keepalive') return { type: 'keepalive' };
     if (c.word === 'finalize') return { type: 'finalize' };

@@ -44,7 +44,8 @@ declare module 'fastify' {
   }
 }
 
-const streamingOf = (ctx: GatewayContext, upstream: UpstreamEntry): StreamingTranscriptionCapability | undefined => ctx.protocols.get(upstream.protocol)?.streamingTranscription;
+const streamingOf = (ctx: GatewayContext, upstream: UpstreamEntry): StreamingTranscriptionCapability | undefined =>
+  ctx.protocols.get(upstream.protocol)?.streamingTranscription;
 
 /**
  * The stt model `modelId` with only its upstreams that stream: 404 model_not_found (unknown or
@@ -122,7 +123,15 @@ function startSession(ctx: GatewayContext, socket: WebSocket, request: FastifyRe
   ctx.lifecycle.trackSocket(socket);
   const revoked = new AbortController();
   ticket.bind(revoked);
-  runPlannedSession(ctx, socket, { plan: request.sttPlan!, auth: request.auth, requestId: request.id, log: request.log, hold, revoked: revoked.signal, usageRoute });
+  runPlannedSession(ctx, socket, {
+    plan: request.sttPlan!,
+    auth: request.auth,
+    requestId: request.id,
+    log: request.log,
+    hold,
+    revoked: revoked.signal,
+    usageRoute,
+  });
 }
 
 /** A planned session, its first interval of credit held, on `socket` (a client's, or a realtime session's in-process leg). */
@@ -169,7 +178,12 @@ export function runPlannedSession(
  * Opens the engine's stream on the first upstream that accepts it (an unreachable one is skipped
  * and marked down). Local engines hold a recognizer decoder per session: an org holds at most its share.
  */
-async function openEngineStream(ctx: GatewayContext, auth: RequestAuth, plan: SessionPlan, sessionGone: AbortSignal): Promise<OpenedStream & { upstream: UpstreamEntry }> {
+async function openEngineStream(
+  ctx: GatewayContext,
+  auth: RequestAuth,
+  plan: SessionPlan,
+  sessionGone: AbortSignal,
+): Promise<OpenedStream & { upstream: UpstreamEntry }> {
   const timeoutMs = ctx.config.upstreamTimeoutMs;
   // The call bounds the opening only: once open, the stream lives as long as the session (which
   // ends it with close()), however long past the deadline that is.
@@ -186,7 +200,14 @@ async function openEngineStream(ctx: GatewayContext, auth: RequestAuth, plan: Se
       const engineTurns = plan.turnSource === 'auto' && capability.findsTurns(upstream);
       const release = upstream.url.startsWith('local:') ? ctx.admission.takeDecoder(auth) : undefined;
       try {
-        const stream = await capability.open(upstream, { sampleRate: engineRate, language: plan.language, keyterms: plan.keyterms, engineTurns, signal: call.signal, timeoutMs });
+        const stream = await capability.open(upstream, {
+          sampleRate: engineRate,
+          language: plan.language,
+          keyterms: plan.keyterms,
+          engineTurns,
+          signal: call.signal,
+          timeoutMs,
+        });
         return { stream, engineRate, engineTurns, release, upstream };
       } catch (err) {
         release?.();

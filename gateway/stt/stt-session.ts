@@ -128,7 +128,15 @@ export function runSttSession(socket: WebSocket, o: SessionOptions): void {
       firstTranscriptSent = true;
       o.onFirstTranscript?.((performance.now() - firstAudioAt) / 1000);
     }
-    send(dialect.transcript({ text: t.text, words: t.words, isFinal, cause: isFinal ? afterFinalized[0]?.cause : undefined, audioSeconds: receivedMillis() / 1000 }));
+    send(
+      dialect.transcript({
+        text: t.text,
+        words: t.words,
+        isFinal,
+        cause: isFinal ? afterFinalized[0]?.cause : undefined,
+        audioSeconds: receivedMillis() / 1000,
+      }),
+    );
   };
   let billed: () => void = () => {};
   o.track?.(new Promise<void>((resolve) => (billed = resolve)));
@@ -156,9 +164,19 @@ export function runSttSession(socket: WebSocket, o: SessionOptions): void {
     billedMicros = owed;
     const audioMillis = millis - recordedMs;
     recordedMs = millis;
-    const remaining = await o.core.charge(o.auth, o.requestId, delta, { modelId: o.model.id, modality: 'stt', route: o.usageRoute ?? 'stt.websocket', audioMillis }, o.hold, delta);
+    const remaining = await o.core.charge(
+      o.auth,
+      o.requestId,
+      delta,
+      { modelId: o.model.id, modality: 'stt', route: o.usageRoute ?? 'stt.websocket', audioMillis },
+      o.hold,
+      delta,
+    );
     if (remaining <= 0n && !closed) {
-      close(1008, 'insufficient_quota', { code: 'insufficient_quota', message: `The organization's credit ran out (balance ${formatUsd(remaining)} USD); add credits to continue.` });
+      close(1008, 'insufficient_quota', {
+        code: 'insufficient_quota',
+        message: `The organization's credit ran out (balance ${formatUsd(remaining)} USD); add credits to continue.`,
+      });
     }
   };
 
@@ -252,7 +270,10 @@ export function runSttSession(socket: WebSocket, o: SessionOptions): void {
   const covered = (frame: Buffer) => receivedSamples + samplesIn(frame) <= coveredSamples;
 
   const backlogError = () =>
-    close(1013, 'backlog', { code: 'backlog', message: `More than ${MAX_BACKLOG_SECONDS} s of audio is waiting for the recognizer; send audio no faster than real time.` });
+    close(1013, 'backlog', {
+      code: 'backlog',
+      message: `More than ${MAX_BACKLOG_SECONDS} s of audio is waiting for the recognizer; send audio no faster than real time.`,
+    });
 
   const acceptAudio = (frame: Buffer) => {
     if (waiting.length === 0 && covered(frame)) return handleAudio(frame);
@@ -277,7 +298,11 @@ export function runSttSession(socket: WebSocket, o: SessionOptions): void {
         }
         if (!covered(frame)) {
           if (!(await o.hold.extend(intervalMicros))) {
-            if (!closed) close(1008, 'insufficient_quota', { code: 'insufficient_quota', message: 'The organization\'s credit ran out: the next second of audio cannot be paid for; add credits to continue.' });
+            if (!closed)
+              close(1008, 'insufficient_quota', {
+                code: 'insufficient_quota',
+                message: "The organization's credit ran out: the next second of audio cannot be paid for; add credits to continue.",
+              });
             return;
           }
           coveredSamples += intervalSamples;
@@ -391,7 +416,14 @@ export function runSttSession(socket: WebSocket, o: SessionOptions): void {
   const maxLength = setTimeout(() => {
     closing = true;
     enqueue(async () =>
-      finalize('close', () => void endSession('max_duration', { code: 'max_duration', message: `Sessions last at most ${MAX_SESSION_MS / 60_000} minutes; reconnect to continue.` })),
+      finalize(
+        'close',
+        () =>
+          void endSession('max_duration', {
+            code: 'max_duration',
+            message: `Sessions last at most ${MAX_SESSION_MS / 60_000} minutes; reconnect to continue.`,
+          }),
+      ),
     );
   }, MAX_SESSION_MS);
   const ping = setInterval(() => socket.readyState === socket.OPEN && socket.ping(), PING_INTERVAL_MS);
@@ -405,7 +437,10 @@ export function runSttSession(socket: WebSocket, o: SessionOptions): void {
   // The key was revoked (or the session must end for another reason the gateway names).
   const onRevoked = () => {
     const reason = o.revoked?.reason as { code?: string; message?: string } | undefined;
-    close(1008, reason?.code ?? 'api_key_disabled', { code: reason?.code ?? 'api_key_disabled', message: reason?.message ?? 'This API key has been disabled.' });
+    close(1008, reason?.code ?? 'api_key_disabled', {
+      code: reason?.code ?? 'api_key_disabled',
+      message: reason?.message ?? 'This API key has been disabled.',
+    });
   };
 
   const onMessage = (data: RawData, isBinary: boolean) => {

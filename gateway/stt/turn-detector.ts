@@ -72,7 +72,9 @@ const RECENT_PITCH_FRAMES = 5;
 
 /** Words after which people pause mid-turn (fillers, conjunctions, articles, prepositions). */
 const CONTINUATION_WORDS = new Set(
-  'um uh er erm hmm and or but so because the a an to of with for from in on at by that which who if when while then my your our their his her its is are was were i we you like about than as into'.split(' '),
+  'um uh er erm hmm and or but so because the a an to of with for from in on at by that which who if when while then my your our their his her its is are was were i we you like about than as into'.split(
+    ' ',
+  ),
 );
 
 const SUBORDINATORS = new Set('when if because although though while since after before unless once whenever'.split(' '));
@@ -221,7 +223,10 @@ export class TurnDetector {
     // Engines that punctuate say it best: a clause mark means more is coming, a full stop the end.
     if (/([,;:\-–—]|\.\.\.|…)$/.test(text)) return 'incomplete';
     if (/[.?!]$/.test(text)) return 'complete';
-    const words = text.split(/\s+/).map((w) => w.replace(/[^a-z']/g, '')).filter(Boolean);
+    const words = text
+      .split(/\s+/)
+      .map((w) => w.replace(/[^a-z']/g, ''))
+      .filter(Boolean);
     const last = words.at(-1);
     if (last && CONTINUATION_WORDS.has(last)) return 'incomplete';
     // "When I got home, ..." / "If you can, ...": a dependent clause waits for its main clause.

@@ -8,7 +8,8 @@ export const TURN_PRESETS: readonly TurnDetection[] = ['balanced', 'patient', 'r
 
 export function parsePreset(raw: string | undefined, param: string): TurnDetection {
   const preset = (raw ?? 'balanced') as TurnDetection;
-  if (!TURN_PRESETS.includes(preset)) throw new ServiceError('invalid_turn_detection', `${param} must be balanced, patient or responsive (got ${JSON.stringify(raw)}).`, param);
+  if (!TURN_PRESETS.includes(preset))
+    throw new ServiceError('invalid_turn_detection', `${param} must be balanced, patient or responsive (got ${JSON.stringify(raw)}).`, param);
   return preset;
 }
 
@@ -16,7 +17,8 @@ export function parsePreset(raw: string | undefined, param: string): TurnDetecti
 export function parseThreshold(raw: string | number | undefined, param: string): number | undefined {
   if (raw === undefined || raw === '') return undefined;
   const value = typeof raw === 'number' ? raw : Number(raw);
-  if (!Number.isFinite(value) || value < 0 || value > 1) throw new ServiceError('invalid_request', `${param} must be a number from 0 to 1 (got ${JSON.stringify(raw)}).`, param);
+  if (!Number.isFinite(value) || value < 0 || value > 1)
+    throw new ServiceError('invalid_request', `${param} must be a number from 0 to 1 (got ${JSON.stringify(raw)}).`, param);
   return value;
 }
 
@@ -24,7 +26,8 @@ export function parseThreshold(raw: string | number | undefined, param: string):
 export function parseMillis(raw: string | number | undefined, param: string, min: number, max: number): number | undefined {
   if (raw === undefined || raw === '') return undefined;
   const value = typeof raw === 'number' ? raw : Number(raw);
-  if (!Number.isInteger(value) || value < min || value > max) throw new ServiceError('invalid_request', `${param} must be a whole number of milliseconds from ${min} to ${max} (got ${JSON.stringify(raw)}).`, param);
+  if (!Number.isInteger(value) || value < min || value > max)
+    throw new ServiceError('invalid_request', `${param} must be a whole number of milliseconds from ${min} to ${max} (got ${JSON.stringify(raw)}).`, param);
   return value;
 }
 
@@ -83,7 +86,11 @@ export function applyTurnThresholds(base: TurnSettings, p: TurnThresholdParams, 
   if (next.eagerEndThreshold !== null && next.eagerEndThreshold >= next.endThreshold) {
     const [eagerIn, endIn] = [round(1 - next.eagerEndThreshold), round(1 - next.endThreshold)];
     const param = eagerEnd !== undefined ? name('eager_end_threshold') : name('end_threshold');
-    throw new ServiceError('invalid_request', `${name('eager_end_threshold')} (${eagerIn}) must be above ${name('end_threshold')} (${endIn}): a turn eagerly ends before it ends.`, param);
+    throw new ServiceError(
+      'invalid_request',
+      `${name('eager_end_threshold')} (${eagerIn}) must be above ${name('end_threshold')} (${endIn}): a turn eagerly ends before it ends.`,
+      param,
+    );
   }
   return next;
 }
@@ -94,7 +101,12 @@ const round = (x: number) => Math.round(x * 1000) / 1000;
 export function turnSettingsFromQuery(one: (name: string) => string | undefined, eager: boolean): TurnSettings {
   return applyTurnThresholds(
     presetSettings(parsePreset(one('turn_detection'), 'turn_detection'), { eager }),
-    { start_threshold: one('turn_start_threshold'), eager_end_threshold: one('turn_eager_end_threshold'), end_threshold: one('turn_end_threshold'), end_timeout_ms: one('turn_end_timeout_ms') },
+    {
+      start_threshold: one('turn_start_threshold'),
+      eager_end_threshold: one('turn_eager_end_threshold'),
+      end_threshold: one('turn_end_threshold'),
+      end_timeout_ms: one('turn_end_timeout_ms'),
+    },
     'turn_',
   );
 }

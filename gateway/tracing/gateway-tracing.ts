@@ -223,7 +223,10 @@ export class GatewayTracing {
     this.contexts.enable();
     this.channels = [
       ['undici:request:create', (m) => this.onHttpCreate((m as { request: UndiciRequest }).request)],
-      ['undici:request:headers', (m) => this.attemptByHttp.get((m as { request: UndiciRequest }).request)?.httpHeaders((m as { response: { statusCode: number } }).response.statusCode)],
+      [
+        'undici:request:headers',
+        (m) => this.attemptByHttp.get((m as { request: UndiciRequest }).request)?.httpHeaders((m as { response: { statusCode: number } }).response.statusCode),
+      ],
       ['undici:request:trailers', (m) => this.attemptByHttp.get((m as { request: UndiciRequest }).request)?.httpDone()],
       ['undici:request:error', (m) => this.attemptByHttp.get((m as { request: UndiciRequest }).request)?.httpFailed((m as { error: unknown }).error)],
     ];
@@ -339,7 +342,13 @@ export class GatewayTracing {
       timer.unref();
     });
     try {
-      return await Promise.race([this.provider.shutdown().then(() => true, () => false), timedOut]);
+      return await Promise.race([
+        this.provider.shutdown().then(
+          () => true,
+          () => false,
+        ),
+        timedOut,
+      ]);
     } finally {
       clearTimeout(timer);
     }

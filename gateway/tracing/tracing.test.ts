@@ -26,7 +26,12 @@ const PARENT_ID = '00f067aa0ba902b7';
 
 async function registerModels(h: GatewayHarness, up: ScriptedUpstream): Promise<void> {
   const prisma = h.testDb.db.prisma;
-  await upsertModel(prisma, checkProtocol, { id: 'm-llm', modality: 'llm', prices: { inputPicoPerToken: 1_000_000n, outputPicoPerToken: 2_000_000n }, upstream: { url: up.baseUrl, protocol: 'openai' } });
+  await upsertModel(prisma, checkProtocol, {
+    id: 'm-llm',
+    modality: 'llm',
+    prices: { inputPicoPerToken: 1_000_000n, outputPicoPerToken: 2_000_000n },
+    upstream: { url: up.baseUrl, protocol: 'openai' },
+  });
   await h.runtime.ctx.registry.refresh();
   await h.runtime.ctx.health.checkAll();
 }
@@ -82,10 +87,18 @@ describe('tracing configuration', () => {
       sampler: 'parentbased_always_on',
       samplerRatio: 1,
     });
-    expect(loadConfig({ ...base, OTEL_EXPORTER_OTLP_ENDPOINT: 'http://a:4318/otlp', OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://b:4318/custom' }).tracing?.tracesUrl).toBe('http://b:4318/custom');
+    expect(
+      loadConfig({ ...base, OTEL_EXPORTER_OTLP_ENDPOINT: 'http://a:4318/otlp', OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://b:4318/custom' }).tracing?.tracesUrl,
+    ).toBe('http://b:4318/custom');
     expect(loadConfig({ ...base, OTEL_EXPORTER_OTLP_ENDPOINT: 'http://a:4318/otlp' }).tracing?.tracesUrl).toBe('http://a:4318/otlp/v1/traces');
     expect(
-      loadConfig({ ...base, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'https://b/v1/traces', OTEL_SERVICE_NAME: 'gw-eu', OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: '0.25' }).tracing,
+      loadConfig({
+        ...base,
+        OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'https://b/v1/traces',
+        OTEL_SERVICE_NAME: 'gw-eu',
+        OTEL_TRACES_SAMPLER: 'parentbased_traceidratio',
+        OTEL_TRACES_SAMPLER_ARG: '0.25',
+      }).tracing,
     ).toEqual({ tracesUrl: 'https://b/v1/traces', serviceName: 'gw-eu', sampler: 'parentbased_traceidratio', samplerRatio: 0.25 });
   });
   it.each([
@@ -108,7 +121,12 @@ describe('tracing on', () => {
     h = await startGateway({ env: { SVC_HEALTH_CHECK_SECONDS: '3600', OTEL_EXPORTER_OTLP_ENDPOINT: collector.url, OTEL_SERVICE_NAME: 'svc-test-gateway' } });
     up = await startScriptedUpstream({ kind: 'ok', usage: { prompt_tokens: 1000, completion_tokens: 1000 } });
     await registerModels(h, up);
-    await upsertModel(h.testDb.db.prisma, checkProtocol, { id: 'local-stt', modality: 'stt', prices: { picoPerSecond: 100_000_000n }, upstream: { url: 'local:pocketsphinx', protocol: 'pocketsphinx' } });
+    await upsertModel(h.testDb.db.prisma, checkProtocol, {
+      id: 'local-stt',
+      modality: 'stt',
+      prices: { picoPerSecond: 100_000_000n },
+      upstream: { url: 'local:pocketsphinx', protocol: 'pocketsphinx' },
+    });
     await h.runtime.ctx.registry.refresh();
   });
   afterAll(async () => {
@@ -138,7 +156,11 @@ describe('tracing on', () => {
   });
 
   it('a chat completion: server span continuing the caller traceparent, an upstream child span, a debit child span; the upstream gets the trace', async () => {
-    const res = await chat(h, { model: 'm-llm', messages: [{ role: 'user', content: 'hi' }] }, { traceparent: `00-${TRACE_ID}-${PARENT_ID}-01`, 'x-request-id': 'req_trace_chat_1' });
+    const res = await chat(
+      h,
+      { model: 'm-llm', messages: [{ role: 'user', content: 'hi' }] },
+      { traceparent: `00-${TRACE_ID}-${PARENT_ID}-01`, 'x-request-id': 'req_trace_chat_1' },
+    );
     expect(res.status).toBe(200);
     await res.text();
     const server = await spansUntil(serverSpanOf('req_trace_chat_1'));
@@ -175,7 +197,13 @@ describe('tracing on', () => {
 
     const debit = await spansUntil(() => childrenOf(server).find((s) => s.name === 'credits.debit'));
     // 1000 tokens in and out at 1 and 2 micro-USD.
-    expect(debit.attributes).toMatchObject({ 'svc.request_id': 'req_trace_chat_1', 'svc.org_id': h.orgId, 'svc.model': 'm-llm', 'svc.modality': 'llm', 'svc.cost_micros': 3000 });
+    expect(debit.attributes).toMatchObject({
+      'svc.request_id': 'req_trace_chat_1',
+      'svc.org_id': h.orgId,
+      'svc.model': 'm-llm',
+      'svc.modality': 'llm',
+      'svc.cost_micros': 3000,
+    });
   });
 
   it('without a traceparent: a new trace; a stream: the upstream span lasts until the body ends, the debit at its end is still a child', async () => {
@@ -271,7 +299,12 @@ describe('tracing on', () => {
   });
 
   it('an unreachable upstream: the attempt span says connect_failed, the request 502 upstream_unavailable', async () => {
-    await upsertModel(h.testDb.db.prisma, checkProtocol, { id: 'm-dead', modality: 'llm', prices: { inputPicoPerToken: 1n, outputPicoPerToken: 1n }, upstream: { url: 'http://127.0.0.1:9/v1', protocol: 'openai' } });
+    await upsertModel(h.testDb.db.prisma, checkProtocol, {
+      id: 'm-dead',
+      modality: 'llm',
+      prices: { inputPicoPerToken: 1n, outputPicoPerToken: 1n },
+      upstream: { url: 'http://127.0.0.1:9/v1', protocol: 'openai' },
+    });
     await h.runtime.ctx.registry.refresh();
     const res = await chat(h, { model: 'm-dead', messages: [{ role: 'user', content: 'hi' }] }, { 'x-request-id': 'req_trace_dead_1' });
     expect(res.status).toBe(502);
@@ -280,12 +313,20 @@ describe('tracing on', () => {
     expect(server.statusCode).toBe(ERROR);
     expect(server.statusMessage).toBe('upstream_unavailable');
     const upstream = await spansUntil(() => childrenOf(server).find((s) => s.kind === CLIENT));
-    expect(upstream.attributes).toMatchObject({ 'svc.upstream.outcome': 'connect_failed', 'error.type': 'ECONNREFUSED', 'svc.upstream.url': 'http://127.0.0.1:9/v1' });
+    expect(upstream.attributes).toMatchObject({
+      'svc.upstream.outcome': 'connect_failed',
+      'error.type': 'ECONNREFUSED',
+      'svc.upstream.url': 'http://127.0.0.1:9/v1',
+    });
   });
 
   it('a refused request (bad key in the query) is a span without org, status 401, not an error; the key is in no export', async () => {
     const badKey = 'sk_svc_thisKeyDoesNotExist0123456789';
-    const res2 = await fetch(`${h.url}/v1/chat/completions?api_key=${badKey}`, { method: 'POST', headers: { authorization: `Bearer ${badKey}`, 'content-type': 'application/json', 'x-request-id': 'req_trace_401b' }, body: '{}' });
+    const res2 = await fetch(`${h.url}/v1/chat/completions?api_key=${badKey}`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${badKey}`, 'content-type': 'application/json', 'x-request-id': 'req_trace_401b' },
+      body: '{}',
+    });
     expect(res2.status).toBe(401);
     await res2.text();
     const server = await spansUntil(serverSpanOf('req_trace_401b'));
@@ -327,7 +368,12 @@ describe('tracing on', () => {
     expect(server.name).toBe('GET /stt/websocket');
     expect(server.traceId).toBe(TRACE_ID);
     expect(server.endNs).toBeGreaterThanOrEqual(closeAskedNs - 20_000_000n);
-    expect(server.attributes).toMatchObject({ 'http.response.status_code': 101, 'svc.model': 'local-stt', 'svc.org_id': h.orgId, 'url.path': '/stt/websocket' });
+    expect(server.attributes).toMatchObject({
+      'http.response.status_code': 101,
+      'svc.model': 'local-stt',
+      'svc.org_id': h.orgId,
+      'url.path': '/stt/websocket',
+    });
     const debits = await spansUntil(() => {
       const found = childrenOf(server).filter((s) => s.name === 'credits.debit');
       return found.length > 0 ? found : undefined;
@@ -370,28 +416,34 @@ describe('GatewayTracing with a failing exporter', () => {
     expect(await tracing.shutdown(1000)).toBe(true);
   });
 
-  it.each(['garbage', `00-${'0'.repeat(32)}-${PARENT_ID}-01`, `ff-${TRACE_ID}-${PARENT_ID}-01`, `00-${TRACE_ID}-${PARENT_ID}`, `00-${TRACE_ID.toUpperCase()}-${PARENT_ID}-01`])(
-    'an invalid incoming traceparent (%s) starts a new trace',
-    async (traceparent) => {
-      const spans: { traceId: string; parent: string | undefined }[] = [];
-      const exporter = {
-        export: (batch: { spanContext(): { traceId: string }; parentSpanContext?: { spanId: string } }[], done: (r: { code: number }) => void) => {
-          for (const s of batch) spans.push({ traceId: s.spanContext().traceId, parent: s.parentSpanContext?.spanId });
-          done({ code: ExportResultCode.SUCCESS });
-        },
-        shutdown: async () => {},
-      };
-      const tracing = new GatewayTracing({ tracesUrl: 'http://127.0.0.1:9/v1/traces', serviceName: 't', sampler: 'parentbased_always_on', samplerRatio: 1 }, { exporter: exporter as never });
-      const rt = tracing.startRequest('GET /x', { traceparent }, {});
-      tracing.endRequest(rt, { attributes: {}, errorMessage: undefined, clientGone: false });
-      await tracing.flush();
-      await tracing.shutdown(1000);
-      expect(spans).toHaveLength(1);
-      expect(spans[0]!.traceId).not.toBe(TRACE_ID);
-      expect(spans[0]!.traceId).toMatch(/^[0-9a-f]{32}$/);
-      expect(spans[0]!.parent).toBeUndefined();
-    },
-  );
+  it.each([
+    'garbage',
+    `00-${'0'.repeat(32)}-${PARENT_ID}-01`,
+    `ff-${TRACE_ID}-${PARENT_ID}-01`,
+    `00-${TRACE_ID}-${PARENT_ID}`,
+    `00-${TRACE_ID.toUpperCase()}-${PARENT_ID}-01`,
+  ])('an invalid incoming traceparent (%s) starts a new trace', async (traceparent) => {
+    const spans: { traceId: string; parent: string | undefined }[] = [];
+    const exporter = {
+      export: (batch: { spanContext(): { traceId: string }; parentSpanContext?: { spanId: string } }[], done: (r: { code: number }) => void) => {
+        for (const s of batch) spans.push({ traceId: s.spanContext().traceId, parent: s.parentSpanContext?.spanId });
+        done({ code: ExportResultCode.SUCCESS });
+      },
+      shutdown: async () => {},
+    };
+    const tracing = new GatewayTracing(
+      { tracesUrl: 'http://127.0.0.1:9/v1/traces', serviceName: 't', sampler: 'parentbased_always_on', samplerRatio: 1 },
+      { exporter: exporter as never },
+    );
+    const rt = tracing.startRequest('GET /x', { traceparent }, {});
+    tracing.endRequest(rt, { attributes: {}, errorMessage: undefined, clientGone: false });
+    await tracing.flush();
+    await tracing.shutdown(1000);
+    expect(spans).toHaveLength(1);
+    expect(spans[0]!.traceId).not.toBe(TRACE_ID);
+    expect(spans[0]!.traceId).toMatch(/^[0-9a-f]{32}$/);
+    expect(spans[0]!.parent).toBeUndefined();
+  });
 });
 
 describe('tracing flush on shutdown', () => {
@@ -412,7 +464,12 @@ describe('tracing flush on shutdown', () => {
     }
     const server = collector.spans.find((s) => s.kind === SERVER && s.attributes['svc.request_id'] === 'req_trace_flush_1');
     expect(server?.resource['service.name']).toBe('svc-gateway');
-    expect(collector.spans.filter((s) => s.traceId === server!.traceId).map((s) => s.name).sort()).toEqual(['POST /v1/chat/completions', 'credits.debit', 'upstream openai']);
+    expect(
+      collector.spans
+        .filter((s) => s.traceId === server!.traceId)
+        .map((s) => s.name)
+        .sort(),
+    ).toEqual(['POST /v1/chat/completions', 'credits.debit', 'upstream openai']);
     await collector.close();
   });
 });

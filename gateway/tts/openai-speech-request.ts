@@ -10,13 +10,19 @@ import type { TtsRequest } from './tts-request.ts';
 
 export const OpenAiSpeechRequestSchema = z.object({
   model: z.string().min(1),
-  input: z.string().min(1, 'must not be empty').refine((s) => [...s].length <= 5000, 'must be at most 5000 characters'),
+  input: z
+    .string()
+    .min(1, 'must not be empty')
+    .refine((s) => [...s].length <= 5000, 'must be at most 5000 characters'),
   voice: z.union([z.string().min(1), z.object({ id: z.string().min(1) })]),
   response_format: z.enum(['mp3', 'wav', 'pcm', 'opus', 'aac', 'flac']).default('mp3'),
   speed: z.number().min(0.6, 'must be between 0.6 and 1.5 on this server').max(1.5, 'must be between 0.6 and 1.5 on this server').default(1),
   stream_format: z.enum(['audio', 'sse']).default('audio'),
   instructions: z.string().optional(),
-  language: z.string().regex(/^[a-zA-Z]{2,3}(-[a-zA-Z0-9]{2,8})?$/).optional(),
+  language: z
+    .string()
+    .regex(/^[a-zA-Z]{2,3}(-[a-zA-Z0-9]{2,8})?$/)
+    .optional(),
   pronunciation_dict_id: z.string().min(1).optional(),
 });
 
@@ -36,7 +42,11 @@ export function parseOpenAiSpeechRequest(body: unknown): { tts: TtsRequest; sse:
   const sse = r.stream_format === 'sse';
   const container = r.response_format === 'pcm' ? 'raw' : r.response_format;
   if (sse && container === 'mp3') {
-    throw new ServiceError('invalid_output_format', 'Streaming TTS does not support mp3; use response_format wav or pcm with stream_format sse.', 'response_format');
+    throw new ServiceError(
+      'invalid_output_format',
+      'Streaming TTS does not support mp3; use response_format wav or pcm with stream_format sse.',
+      'response_format',
+    );
   }
   if (sse && r.speed !== 1) throw new ServiceError('invalid_generation_config', 'Streaming TTS requires speed 1.', 'speed');
   return {

@@ -32,7 +32,9 @@ const NATIVE_FIELDS = { model: 'model_id', voice: 'voice.id' };
 
 /** The same error, naming the request field the caller sent on this route. */
 function withParam(e: unknown, param: string): unknown {
-  return isServiceError(e) && e.param !== null && e.param !== param ? new ServiceError(e.code, e.message, param, { retryAfterSeconds: e.retryAfterSeconds }) : e;
+  return isServiceError(e) && e.param !== null && e.param !== param
+    ? new ServiceError(e.code, e.message, param, { retryAfterSeconds: e.retryAfterSeconds })
+    : e;
 }
 
 /** Billed characters: Unicode code points of the submitted transcript, before expansion. */
@@ -57,7 +59,13 @@ export async function chargeSynthesis(ctx: GatewayContext, request: FastifyReque
   return { costMicros, remainingMicros };
 }
 
-export async function startSynthesis(ctx: GatewayContext, request: FastifyRequest, reply: FastifyReply, tts: TtsRequest, route: string): Promise<StartedSynthesis> {
+export async function startSynthesis(
+  ctx: GatewayContext,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  tts: TtsRequest,
+  route: string,
+): Promise<StartedSynthesis> {
   const model = resolveTtsModel(ctx, tts.modelId, route);
   request.modelId = model.id;
   // The whole cost is known before anything runs: reserved first (402 if the balance, less
@@ -88,7 +96,13 @@ export interface ResolvedVoice {
 }
 
 /** The voice's profile for the model and the pronunciation dictionary (errors name the route's field). */
-export async function resolveVoice(ctx: GatewayContext, orgId: string, model: ModelEntry, tts: Pick<TtsRequest, 'voiceId' | 'dictId'>, route: string): Promise<ResolvedVoice> {
+export async function resolveVoice(
+  ctx: GatewayContext,
+  orgId: string,
+  model: ModelEntry,
+  tts: Pick<TtsRequest, 'voiceId' | 'dictId'>,
+  route: string,
+): Promise<ResolvedVoice> {
   const { prisma } = ctx.db;
   const [profile, dict] = await Promise.all([
     resolveVoiceProfile(prisma, { orgId, voiceId: tts.voiceId, modelId: model.id }).catch((e: unknown) => {
@@ -124,7 +138,14 @@ export async function startEngine(
     const speech = ctx.protocols.get(upstream.protocol)?.speech;
     if (!speech) throw new ServiceError('model_offline', `The upstream of '${model.id}' (protocol ${upstream.protocol}) cannot synthesize speech.`);
     const expanded = dict ? applyPronunciation(text, dict, speech.formatPhoneme) : text;
-    const stream = await speech.synthesize(upstream, { text: expanded, voice: profile, language: tts.language ?? profile.language, speed: tts.speed, signal: call.signal, timeoutMs: call.timeoutMs });
+    const stream = await speech.synthesize(upstream, {
+      text: expanded,
+      voice: profile,
+      language: tts.language ?? profile.language,
+      speed: tts.speed,
+      signal: call.signal,
+      timeoutMs: call.timeoutMs,
+    });
     const iterator = stream.chunks[Symbol.asyncIterator]();
     // "First audio" means samples: skip empty chunks.
     let first = await iterator.next();

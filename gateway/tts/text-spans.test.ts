@@ -58,7 +58,12 @@ describe('takeSpans', () => {
     const text = 'Thanks for waiting. I found your order from last Tuesday: two boxes of printer paper. Would you like the link? ';
     const pieces = text.match(/.{1,4}/gs)!;
     expect(feed(pieces).spans).toEqual(takeSpans(text).spans);
-    expect(takeSpans(text).spans).toEqual(['Thanks for waiting. ', 'I found your order from last Tuesday: ', 'two boxes of printer paper. ', 'Would you like the link? ']);
+    expect(takeSpans(text).spans).toEqual([
+      'Thanks for waiting. ',
+      'I found your order from last Tuesday: ',
+      'two boxes of printer paper. ',
+      'Would you like the link? ',
+    ]);
   });
 
   it('spans and rest put back together are always the text, and every span is speakable (property)', () => {

@@ -16,7 +16,40 @@ const WHITESPACE = /\s/;
 /** A span must have something to say: a letter or a digit. */
 const SPEAKABLE = /[\p{L}\p{N}]/u;
 /** Abbreviations whose full stop ends no sentence (lower case, without their final dot). */
-const ABBREVIATIONS = new Set(['mr', 'mrs', 'ms', 'dr', 'prof', 'sr', 'jr', 'st', 'mt', 'vs', 'etc', 'e.g', 'i.e', 'no', 'inc', 'ltd', 'co', 'approx', 'dept', 'fig', 'jan', 'feb', 'mar', 'apr', 'jun', 'jul', 'aug', 'sep', 'sept', 'oct', 'nov', 'dec']);
+const ABBREVIATIONS = new Set([
+  'mr',
+  'mrs',
+  'ms',
+  'dr',
+  'prof',
+  'sr',
+  'jr',
+  'st',
+  'mt',
+  'vs',
+  'etc',
+  'e.g',
+  'i.e',
+  'no',
+  'inc',
+  'ltd',
+  'co',
+  'approx',
+  'dept',
+  'fig',
+  'jan',
+  'feb',
+  'mar',
+  'apr',
+  'jun',
+  'jul',
+  'aug',
+  'sep',
+  'sept',
+  'oct',
+  'nov',
+  'dec',
+]);
 
 export const isSpeakable = (text: string): boolean => SPEAKABLE.test(text);
 

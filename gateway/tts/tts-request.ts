@@ -7,7 +7,8 @@ import { ServiceError } from '../../server/services/errors.ts';
 
 import { CONTAINERS, ENCODINGS, MP3_BIT_RATES, SAMPLE_RATES, type OutputFormat } from '../audio/output-format.ts';
 
-const oneOf = <T extends number>(values: readonly T[]) => z.number().refine((v): v is T => (values as readonly number[]).includes(v), { message: `must be one of ${values.join(', ')}` });
+const oneOf = <T extends number>(values: readonly T[]) =>
+  z.number().refine((v): v is T => (values as readonly number[]).includes(v), { message: `must be one of ${values.join(', ')}` });
 
 const OutputFormatSchema = z.object({
   container: z.enum(CONTAINERS),
@@ -29,11 +30,12 @@ export const TtsRequestSchema = z.object({
     (v) => (typeof v === 'string' ? { mode: 'id', id: v } : v !== null && typeof v === 'object' && !('mode' in v) ? { mode: 'id', ...v } : v),
     z.object({ mode: z.literal('id'), id: z.string().min(1) }),
   ),
-  language: z.string().regex(/^[a-zA-Z]{2,3}(-[a-zA-Z0-9]{2,8})?$/, 'must be a language tag like en or en-US').optional(),
-  output_format: OutputFormatSchema,
-  generation_config: z
-    .object({ speed: z.number().min(0.6).max(1.5).optional(), volume: z.number().min(0.5).max(2).optional() })
+  language: z
+    .string()
+    .regex(/^[a-zA-Z]{2,3}(-[a-zA-Z0-9]{2,8})?$/, 'must be a language tag like en or en-US')
     .optional(),
+  output_format: OutputFormatSchema,
+  generation_config: z.object({ speed: z.number().min(0.6).max(1.5).optional(), volume: z.number().min(0.5).max(2).optional() }).optional(),
   pronunciation_dict_id: z.string().min(1).optional(),
   stream: z.boolean().optional(),
 });
@@ -77,17 +79,31 @@ export function parseTtsRequest(body: unknown, route: 'sse' | 'bytes' | 'websock
   const streaming = route !== 'bytes' || r.stream === true;
   const f = r.output_format;
   if (route === 'websocket' && f.container !== 'raw') {
-    throw new ServiceError('invalid_output_format', 'The WebSocket sends raw audio only: use output_format.container "raw" (and an encoding).', 'output_format.container');
+    throw new ServiceError(
+      'invalid_output_format',
+      'The WebSocket sends raw audio only: use output_format.container "raw" (and an encoding).',
+      'output_format.container',
+    );
   }
   if (f.container === 'mp3') {
-    if (streaming) throw new ServiceError('invalid_output_format', 'Streaming TTS does not support mp3; use the wav or raw container, or /tts/bytes without stream.', 'output_format.container');
-    if (f.encoding !== undefined) throw new ServiceError('invalid_output_format', 'output_format.encoding applies to wav and raw only, not mp3.', 'output_format.encoding');
+    if (streaming)
+      throw new ServiceError(
+        'invalid_output_format',
+        'Streaming TTS does not support mp3; use the wav or raw container, or /tts/bytes without stream.',
+        'output_format.container',
+      );
+    if (f.encoding !== undefined)
+      throw new ServiceError('invalid_output_format', 'output_format.encoding applies to wav and raw only, not mp3.', 'output_format.encoding');
   } else if (f.bit_rate !== undefined) {
     throw new ServiceError('invalid_output_format', 'output_format.bit_rate applies to mp3 only.', 'output_format.bit_rate');
   }
   const speed = r.generation_config?.speed ?? 1;
   if (streaming && speed !== 1) {
-    throw new ServiceError('invalid_generation_config', 'Streaming TTS requires generation_config.speed to be 1; use /tts/bytes without stream to change the speed.', 'generation_config.speed');
+    throw new ServiceError(
+      'invalid_generation_config',
+      'Streaming TTS requires generation_config.speed to be 1; use /tts/bytes without stream to change the speed.',
+      'generation_config.speed',
+    );
   }
   return {
     modelId: r.model_id,

@@ -75,7 +75,10 @@ const ControlSchema = z.object({
   add_phoneme_timestamps: optionalBool('add_phoneme_timestamps'),
   use_normalized_timestamps: optionalBool('use_normalized_timestamps'),
   max_buffer_delay_ms: z.number().int('must be an integer').min(0, 'must be between 0 and 5000').max(5000, 'must be between 0 and 5000').nullish(),
-  transcript: z.string().refine((t) => codePoints(t) <= 5000, 'must be at most 5000 characters').optional(),
+  transcript: z
+    .string()
+    .refine((t) => codePoints(t) <= 5000, 'must be at most 5000 characters')
+    .optional(),
 });
 type Control = z.infer<typeof ControlSchema>;
 
@@ -165,14 +168,23 @@ class TtsSocketSession {
     socket.on('error', () => {});
     this.touch();
     this.maxLength = setTimeout(
-      () => this.close(1000, 'max_duration', { code: 'max_duration', status: 408, message: `Sessions last at most ${o.limits.maxSessionMs / 60_000} minutes; reconnect to continue.` }),
+      () =>
+        this.close(1000, 'max_duration', {
+          code: 'max_duration',
+          status: 408,
+          message: `Sessions last at most ${o.limits.maxSessionMs / 60_000} minutes; reconnect to continue.`,
+        }),
       o.limits.maxSessionMs,
     );
     this.ping = setInterval(() => socket.readyState === socket.OPEN && socket.ping(), PING_INTERVAL_MS);
     const shutdown = o.ctx.lifecycle.streamsEnded;
     const onShutdown = () => {
       const reason = shutdown.reason as Partial<ServiceError> | undefined;
-      this.close(1001, 'shutdown', { code: reason?.code ?? 'temporarily_unavailable', status: 503, message: reason?.message ?? 'The gateway is shutting down; reconnect.' });
+      this.close(1001, 'shutdown', {
+        code: reason?.code ?? 'temporarily_unavailable',
+        status: 503,
+        message: reason?.message ?? 'The gateway is shutting down; reconnect.',
+      });
     };
     const onRevoked = () => {
       const reason = isServiceError(o.revoked.reason) ? o.revoked.reason : new ServiceError('api_key_disabled', 'This API key has been disabled.');
@@ -216,7 +228,15 @@ class TtsSocketSession {
   private async sendChunk(c: SocketContext, audio: Buffer, flushId: number): Promise<void> {
     if (c.gone || this.socket.readyState !== this.socket.OPEN) return;
     const now = performance.now();
-    const event = JSON.stringify({ type: 'chunk', data: audio.toString('base64'), done: false, status_code: 206, step_time: Math.round(now - c.lastChunkAt), context_id: c.id, flush_id: flushId });
+    const event = JSON.stringify({
+      type: 'chunk',
+      data: audio.toString('base64'),
+      done: false,
+      status_code: 206,
+      step_time: Math.round(now - c.lastChunkAt),
+      context_id: c.id,
+      flush_id: flushId,
+    });
     c.lastChunkAt = now;
     if (this.socket.bufferedAmount < HIGH_WATER_BYTES) return this.socket.send(event);
     // The callback runs once this message (and so all before it) is handed to the OS, or the socket closed.
@@ -230,7 +250,11 @@ class TtsSocketSession {
     if (this.closed) return;
     this.touch();
     if (isBinary) {
-      this.sendError(undefined, { code: 'invalid_request', status: 400, message: 'Send generation requests as JSON text messages; this socket takes no binary frames.' });
+      this.sendError(undefined, {
+        code: 'invalid_request',
+        status: 400,
+        message: 'Send generation requests as JSON text messages; this socket takes no binary frames.',
+      });
       return;
     }
     const text = (Array.isArray(data) ? Buffer.concat(data) : Buffer.isBuffer(data) ? data : Buffer.from(data)).toString('utf8');
@@ -241,7 +265,11 @@ class TtsSocketSession {
       msg = undefined;
     }
     if (msg === null || typeof msg !== 'object' || Array.isArray(msg)) {
-      this.sendError(undefined, { code: 'invalid_json', status: 400, message: 'Each message must be a JSON object: a generation request {"context_id", "transcript", "continue", ...} or {"context_id", "cancel": true}.' });
+      this.sendError(undefined, {
+        code: 'invalid_json',
+        status: 400,
+        message: 'Each message must be a JSON object: a generation request {"context_id", "transcript", "continue", ...} or {"context_id", "cancel": true}.',
+      });
       return;
     }
     const rawId = (msg as { context_id?: unknown }).context_id;
@@ -280,13 +308,21 @@ class TtsSocketSession {
 
   private internal(e: unknown): SessionError {
     this.o.log.error({ err: e }, 'tts websocket failed');
-    return { code: 'internal_error', status: 500, message: 'The server had an error while processing this context. Retry once; if it persists, report the request id.' };
+    return {
+      code: 'internal_error',
+      status: 500,
+      message: 'The server had an error while processing this context. Retry once; if it persists, report the request id.',
+    };
   }
 
   private openContext(id: string, msg: object, control: Control): void {
     if (this.creditOut) throw insufficientQuota();
     if (this.contexts.size >= this.o.limits.maxContexts) {
-      throw new ServiceError('rate_limit_exceeded', `This socket already has ${this.o.limits.maxContexts} contexts open; end one (continue: false) or cancel it first.`, 'context_id');
+      throw new ServiceError(
+        'rate_limit_exceeded',
+        `This socket already has ${this.o.limits.maxContexts} contexts open; end one (continue: false) or cancel it first.`,
+        'context_id',
+      );
     }
     // The first request of a context carries its settings, checked as POST /tts/sse checks them.
     const tts = parseTtsRequest(msg, 'websocket');
@@ -331,7 +367,10 @@ class TtsSocketSession {
     if (!c.early) return this.apply(c, control);
     c.earlyChars += codePoints(control.transcript ?? '');
     if (c.early.length >= MAX_EARLY_MESSAGES) {
-      return this.fail(c, new ServiceError('invalid_request', `More than ${MAX_EARLY_MESSAGES} messages arrived for context '${c.id}' before it was ready.`, 'context_id'));
+      return this.fail(
+        c,
+        new ServiceError('invalid_request', `More than ${MAX_EARLY_MESSAGES} messages arrived for context '${c.id}' before it was ready.`, 'context_id'),
+      );
     }
     if (c.earlyChars > this.o.limits.maxPendingChars) return this.fail(c, tooMuchText(this.o.limits.maxPendingChars));
     c.early.push(control);
@@ -341,7 +380,10 @@ class TtsSocketSession {
   private apply(c: SocketContext, control: Control): void {
     if (this.creditOut) return this.fail(c, insufficientQuota());
     if (c.ended) {
-      return this.fail(c, new ServiceError('invalid_request', `Context '${c.id}' already received its last input (continue: false); use a new context_id.`, 'context_id'));
+      return this.fail(
+        c,
+        new ServiceError('invalid_request', `Context '${c.id}' already received its last input (continue: false); use a new context_id.`, 'context_id'),
+      );
     }
     const text = control.transcript ?? '';
     const chars = codePoints(text);
@@ -365,13 +407,23 @@ class TtsSocketSession {
 
   private cancel(contextId: string | undefined): void {
     if (contextId === undefined) {
-      return this.sendError(undefined, { code: 'invalid_request', status: 400, param: 'context_id', message: 'A cancel request needs the context_id of the context to cancel.' });
+      return this.sendError(undefined, {
+        code: 'invalid_request',
+        status: 400,
+        param: 'context_id',
+        message: 'A cancel request needs the context_id of the context to cancel.',
+      });
     }
     const c = this.contexts.get(contextId);
     if (c) return this.remove(c);
     // Ended already (done, or an error): a cancel that crossed the end is nothing to report.
     if (this.endedIdSet.has(contextId)) return;
-    this.sendError(contextId, { code: 'not_found', status: 404, param: 'context_id', message: `No context '${contextId}' is open on this socket; nothing to cancel.` });
+    this.sendError(contextId, {
+      code: 'not_found',
+      status: 404,
+      param: 'context_id',
+      message: `No context '${contextId}' is open on this socket; nothing to cancel.`,
+    });
   }
 
   // ------------------------------------------------------------------------------------------
@@ -635,6 +687,11 @@ class TtsSocketSession {
   }
 }
 
-const insufficientQuota = () => new ServiceError('insufficient_quota', "The organization's credit ran out: this text cannot be paid for; add credits to continue.");
+const insufficientQuota = () =>
+  new ServiceError('insufficient_quota', "The organization's credit ran out: this text cannot be paid for; add credits to continue.");
 const tooMuchText = (max: number) =>
-  new ServiceError('transcript_too_long', `A context may hold at most ${max} characters not yet synthesized; send text no faster than it is spoken, or end the context and start another.`, 'transcript');
+  new ServiceError(
+    'transcript_too_long',
+    `A context may hold at most ${max} characters not yet synthesized; send text no faster than it is spoken, or end the context and start another.`,
+    'transcript',
+  );

@@ -121,12 +121,22 @@ describe('dispatchCall', () => {
     expect(isTimeout(timedOut)).toBe(true);
 
     const closedPort = await freePort();
-    const refused = await dispatchCall(dispatcher, { ...dispatchTarget(`http://127.0.0.1:${closedPort}/v1/chat/completions`), method: 'POST', headers: {}, body: '{}', signal: new AbortController().signal, timeoutMs: 1_000 }).catch((e: unknown) => e);
+    const refused = await dispatchCall(dispatcher, {
+      ...dispatchTarget(`http://127.0.0.1:${closedPort}/v1/chat/completions`),
+      method: 'POST',
+      headers: {},
+      body: '{}',
+      signal: new AbortController().signal,
+      timeoutMs: 1_000,
+    }).catch((e: unknown) => e);
     expect(isConnectFailure(refused)).toBe(true);
   });
 
   it('splits an engine URL into origin and path', () => {
     expect(dispatchTarget('http://10.0.0.5:8000/v1/chat/completions')).toEqual({ origin: 'http://10.0.0.5:8000', path: '/v1/chat/completions' });
-    expect(dispatchTarget('https://engine.example/openai/v1/chat/completions?api-version=2')).toEqual({ origin: 'https://engine.example', path: '/openai/v1/chat/completions?api-version=2' });
+    expect(dispatchTarget('https://engine.example/openai/v1/chat/completions?api-version=2')).toEqual({
+      origin: 'https://engine.example',
+      path: '/openai/v1/chat/completions?api-version=2',
+    });
   });
 });

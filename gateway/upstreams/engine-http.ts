@@ -12,8 +12,17 @@ export type { DispatchResponse } from './dispatch-call.ts';
 export const httpDispatcher = new Agent({ keepAliveTimeout: 30_000, connections: 256, pipelining: 1 });
 
 const CONNECT_FAILURES = new Set([
-  'ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'UND_ERR_CONNECT_TIMEOUT',
-  'ERR_TLS_CERT_ALTNAME_INVALID', 'DEPTH_ZERO_SELF_SIGNED_CERT', 'SELF_SIGNED_CERT_IN_CHAIN', 'UNABLE_TO_VERIFY_LEAF_SIGNATURE', 'CERT_HAS_EXPIRED',
+  'ECONNREFUSED',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'UND_ERR_CONNECT_TIMEOUT',
+  'ERR_TLS_CERT_ALTNAME_INVALID',
+  'DEPTH_ZERO_SELF_SIGNED_CERT',
+  'SELF_SIGNED_CERT_IN_CHAIN',
+  'UNABLE_TO_VERIFY_LEAF_SIGNATURE',
+  'CERT_HAS_EXPIRED',
 ]);
 
 /** True when the request certainly never reached the engine, so another upstream may be tried. */
@@ -38,7 +47,9 @@ export function engineFailure(e: unknown, call: CallOptions, started: boolean): 
   if (e instanceof UpstreamError) return e;
   if (call.signal.aborted) {
     const reason = call.signal.reason as Error | undefined;
-    return reason?.name === 'TimeoutError' ? new UpstreamError('timeout', `The engine did not answer within ${call.timeoutMs / 1000} s.`, { cause: e }) : reason;
+    return reason?.name === 'TimeoutError'
+      ? new UpstreamError('timeout', `The engine did not answer within ${call.timeoutMs / 1000} s.`, { cause: e })
+      : reason;
   }
   const message = (e as Error | null)?.message ?? String(e);
   if (isTimeout(e)) return new UpstreamError('timeout', `The engine did not answer within ${call.timeoutMs / 1000} s.`, { cause: e });
@@ -71,7 +82,12 @@ export function statusError(status: number, text: string, apiKey: string | undef
     else if (typeof parsed.err_msg === 'string') message = parsed.err_msg;
     else if (typeof detail === 'string') message = detail;
     // FastAPI's validation errors: a list of {loc, msg}.
-    else if (Array.isArray(detail)) message = detail.map((d) => (typeof d?.msg === 'string' ? d.msg : '')).filter(Boolean).join('; ') || message;
+    else if (Array.isArray(detail))
+      message =
+        detail
+          .map((d) => (typeof d?.msg === 'string' ? d.msg : ''))
+          .filter(Boolean)
+          .join('; ') || message;
     else if (detail && typeof detail.message === 'string') message = detail.message;
   } catch {
     // not JSON: keep the text
@@ -145,7 +161,13 @@ export async function* engineBody(res: DispatchResponse, call: CallOptions): Asy
 }
 
 /** GET {url}{path} answering 2xx means healthy. `apiKey`: cut out of the error should the engine echo it. */
-export async function checkHttpHealth(url: string, path: string, headers: Record<string, string>, signal: AbortSignal, apiKey?: string): Promise<{ ok: boolean; latencyMs: number; error?: string }> {
+export async function checkHttpHealth(
+  url: string,
+  path: string,
+  headers: Record<string, string>,
+  signal: AbortSignal,
+  apiKey?: string,
+): Promise<{ ok: boolean; latencyMs: number; error?: string }> {
   const started = performance.now();
   try {
     const res = await engineRequest(url, apiKey, { method: 'GET', path, headers }, { signal, timeoutMs: 10_000 });

@@ -61,7 +61,9 @@ export function connectEngine(url: string, options: EngineSocketOptions, call: C
     });
     socket.once('error', (e) => {
       const timedOut = /handshake has timed out/i.test(e.message);
-      settle(timedOut ? new UpstreamError('timeout', `The engine did not accept the connection within ${call.timeoutMs / 1000} s.`) : engineFailure(e, call, false));
+      settle(
+        timedOut ? new UpstreamError('timeout', `The engine did not accept the connection within ${call.timeoutMs / 1000} s.`) : engineFailure(e, call, false),
+      );
     });
   });
 }

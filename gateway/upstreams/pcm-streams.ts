@@ -25,11 +25,13 @@ export async function wavStream(body: AsyncIterable<Buffer>): Promise<{ sampleRa
   let pending: Buffer = Buffer.alloc(0);
   for (;;) {
     const next = await iterator.next();
-    if (next.done) throw new UpstreamError('protocol', pending.length ? 'The speech engine\'s output ended inside its WAV header.' : 'The speech engine produced no audio.');
+    if (next.done)
+      throw new UpstreamError('protocol', pending.length ? "The speech engine's output ended inside its WAV header." : 'The speech engine produced no audio.');
     pending = pending.length ? Buffer.concat([pending, next.value]) : next.value;
     try {
       const info = readWavInfo(pending);
-      if (info.format !== 'pcm_s16le' || info.channels !== 1) throw new UpstreamError('protocol', `The speech engine produced ${info.format} with ${info.channels} channels; expected 16-bit mono.`);
+      if (info.format !== 'pcm_s16le' || info.channels !== 1)
+        throw new UpstreamError('protocol', `The speech engine produced ${info.format} with ${info.channels} channels; expected 16-bit mono.`);
       const rest = pending.subarray(info.dataOffset);
       async function* afterHeader(): AsyncGenerator<Buffer> {
         if (rest.length) yield rest;

@@ -136,15 +136,19 @@ async function open(
 const isFinal = (e: TranscriptionEvent) => e.type === 'transcript' && e.isFinal;
 const isInterim = (e: TranscriptionEvent) => e.type === 'transcript' && !e.isFinal;
 const isFinalized = (e: TranscriptionEvent) => e.type === 'finalized';
-const finals = (events: TranscriptionEvent[]) => events.filter((e) => e.type === 'transcript' && e.isFinal) as Extract<TranscriptionEvent, { type: 'transcript' }>[];
-const interims = (events: TranscriptionEvent[]) => events.filter((e) => e.type === 'transcript' && !e.isFinal) as Extract<TranscriptionEvent, { type: 'transcript' }>[];
+const finals = (events: TranscriptionEvent[]) =>
+  events.filter((e) => e.type === 'transcript' && e.isFinal) as Extract<TranscriptionEvent, { type: 'transcript' }>[];
+const interims = (events: TranscriptionEvent[]) =>
+  events.filter((e) => e.type === 'transcript' && !e.isFinal) as Extract<TranscriptionEvent, { type: 'transcript' }>[];
 /** The events as short names: final, interim, finalized. */
 const kinds = (events: TranscriptionEvent[]) => events.map((e) => (e.type === 'transcript' ? (e.isFinal ? 'final' : 'interim') : e.type));
 
 /** Audio from parts: a number is that many seconds of silence, a pair a tone burst [hz, seconds]. */
 function audio(...parts: (number | [number, number])[]): Int16Array {
   return floatToS16(
-    Float32Array.from(parts.flatMap((p) => (typeof p === 'number' ? Array.from(new Float32Array(Math.round(p * RATE))) : Array.from(tone(p[0], RATE, p[1], 0.5))))),
+    Float32Array.from(
+      parts.flatMap((p) => (typeof p === 'number' ? Array.from(new Float32Array(Math.round(p * RATE))) : Array.from(tone(p[0], RATE, p[1], 0.5)))),
+    ),
   );
 }
 
@@ -206,7 +210,12 @@ describe('segmentedStreaming', () => {
       [RATE, first.length],
       [RATE, second.length],
     ]);
-    expect(peer.transcriptions[0]!.fields).toMatchObject({ model: ['whisper-1'], response_format: ['verbose_json'], 'timestamp_granularities[]': ['word'], language: ['en'] });
+    expect(peer.transcriptions[0]!.fields).toMatchObject({
+      model: ['whisper-1'],
+      response_format: ['verbose_json'],
+      'timestamp_granularities[]': ['word'],
+      language: ['en'],
+    });
     expect(peer.transcriptions[0]!.headers.authorization).toBe(`Bearer ${API_KEY}`);
   });
 
@@ -355,7 +364,10 @@ describe('segmentedStreaming', () => {
   });
 
   it.each([
-    { status: 401, body: { error: { message: `Incorrect API key provided: ${API_KEY}.`, type: 'invalid_request_error', param: null, code: 'invalid_api_key' } } },
+    {
+      status: 401,
+      body: { error: { message: `Incorrect API key provided: ${API_KEY}.`, type: 'invalid_request_error', param: null, code: 'invalid_api_key' } },
+    },
     { status: 400, body: { error: { message: 'Audio file is too short.', type: 'invalid_request_error', param: 'file', code: null } } },
     { status: 500, body: { error: { message: 'CUDA out of memory', type: 'server_error', param: null, code: null } } },
   ])('ends events with UpstreamError status when the engine answers $status to a final', async ({ status, body }) => {
@@ -409,7 +421,10 @@ describe('segmentedStreaming', () => {
   });
 
   it('an engine that cannot be reached fails the open (UpstreamError connect: the gateway tries the next upstream)', async () => {
-    await expect(open({ interimEverySeconds: 100 }, { url: `http://127.0.0.1:${await closedPort()}/v1` })).rejects.toMatchObject({ name: 'UpstreamError', kind: 'connect' });
+    await expect(open({ interimEverySeconds: 100 }, { url: `http://127.0.0.1:${await closedPort()}/v1` })).rejects.toMatchObject({
+      name: 'UpstreamError',
+      kind: 'connect',
+    });
   });
 
   it('an engine that refuses our key fails the open with its status and message, before any audio is taken', async () => {

@@ -235,7 +235,10 @@ class SegmentedStream implements TranscriptionStream {
       });
     } catch (e) {
       const error = engineFailure(e, call, true);
-      failure = error instanceof UpstreamError ? error : new UpstreamError('broken', `The transcription engine failed: ${(e as Error)?.message ?? String(e)}`, { cause: e });
+      failure =
+        error instanceof UpstreamError
+          ? error
+          : new UpstreamError('broken', `The transcription engine failed: ${(e as Error)?.message ?? String(e)}`, { cause: e });
     }
     // Stopped, or an interim superseded by its utterance's end: nobody wants this answer.
     if (this.inFlight !== flight) return;

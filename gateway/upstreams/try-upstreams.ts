@@ -84,7 +84,10 @@ export async function tryUpstreams<T>(
       const failure = asUpstreamError(e);
       if (failure.kind !== 'connect') {
         recordAnswerFailure(ctx, upstream, failure);
-        traced?.failed(failure.kind === 'status' ? 'http_error' : failure.kind === 'timeout' ? 'timeout' : failure.kind === 'broken' ? 'broken' : 'error', failure);
+        traced?.failed(
+          failure.kind === 'status' ? 'http_error' : failure.kind === 'timeout' ? 'timeout' : failure.kind === 'broken' ? 'broken' : 'error',
+          failure,
+        );
         throw upstreamEnvelope(failure, call.timeoutMs);
       }
       recordFailure(ctx, upstream, 'connect');

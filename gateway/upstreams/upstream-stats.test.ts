@@ -22,7 +22,12 @@ afterAll(async () => {
 });
 
 it('counts calls and engine failures per upstream and stores them', async () => {
-  const chat = () => fetch(`${h.url}/v1/chat/completions`, { method: 'POST', headers: h.headers, body: JSON.stringify({ model: 'counted', messages: [{ role: 'user', content: 'hi' }] }) });
+  const chat = () =>
+    fetch(`${h.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: h.headers,
+      body: JSON.stringify({ model: 'counted', messages: [{ role: 'user', content: 'hi' }] }),
+    });
   expect((await chat()).status).toBe(200);
   expect((await chat()).status).toBe(200);
   up.behaviour = { kind: 'error', status: 500, body: { error: { message: 'boom' } } };

@@ -10,7 +10,17 @@ import { deriveLocalVoice, espeakLanguageVoice } from './derive-local-voice.ts';
 afterAll(() => stopEngineSpawner());
 
 function analysis(overrides: Partial<VoiceAnalysis>): VoiceAnalysis {
-  return { durationMs: 14200, speechMs: 12000, medianF0Hz: 205, f0P10Hz: 180, f0P90Hz: 240, syllablesPerSecond: 4.1, gender: 'female', loudnessDbfs: -20, ...overrides };
+  return {
+    durationMs: 14200,
+    speechMs: 12000,
+    medianF0Hz: 205,
+    f0P10Hz: 180,
+    f0P90Hz: 240,
+    syllablesPerSecond: 4.1,
+    gender: 'female',
+    loudnessDbfs: -20,
+    ...overrides,
+  };
 }
 
 describe('espeakLanguageVoice', () => {
@@ -95,7 +105,12 @@ describe('deriveLocalVoice mapping', () => {
   });
 
   it('clamps extreme measurements to the engines’ safe ranges', () => {
-    for (const [medianF0Hz, syllablesPerSecond, gender] of [[40, 0.3, 'male'], [900, 25, 'female'], [170, 1e9, 'female'], [75, 1e-6, 'male']] as const) {
+    for (const [medianF0Hz, syllablesPerSecond, gender] of [
+      [40, 0.3, 'male'],
+      [900, 25, 'female'],
+      [170, 1e9, 'female'],
+      [75, 1e-6, 'male'],
+    ] as const) {
       const a = analysis({ medianF0Hz, syllablesPerSecond, gender });
       for (const mode of ['similarity', 'stability'] as const) {
         const flite = deriveLocalVoice('flite', a, { language: 'en', mode });
@@ -120,7 +135,15 @@ describe('deriveLocalVoice mapping', () => {
 // The property that makes local "cloning" honest: a clip re-synthesised with the voice derived
 // from it measures like the clip.
 describe('round trip through the real engines', () => {
-  const upstream: UpstreamTarget = { id: 'test', modelId: 'test', url: 'local:test', protocol: 'flite', upstreamModel: 'test', apiKey: undefined, settings: {} };
+  const upstream: UpstreamTarget = {
+    id: 'test',
+    modelId: 'test',
+    url: 'local:test',
+    protocol: 'flite',
+    upstreamModel: 'test',
+    apiKey: undefined,
+    settings: {},
+  };
   const clipText =
     'The quick brown fox jumps over the lazy dog. Yesterday afternoon we walked along the river and talked about the weather, ' +
     'the garden, and the long summer holidays that were coming. Nobody expected the rain to stop before evening.';
@@ -130,7 +153,14 @@ describe('round trip through the real engines', () => {
     'second floor, and we still need someone to bring the projector and a few extra chairs.';
 
   async function speak(adapter: SpeechCapability, upstreamId: string, params: Record<string, number> | null, text: string, speed = 1): Promise<VoiceAnalysis> {
-    const stream = await adapter.synthesize(upstream, { text, voice: { upstreamId, params }, language: 'en', speed, signal: new AbortController().signal, timeoutMs: 30_000 });
+    const stream = await adapter.synthesize(upstream, {
+      text,
+      voice: { upstreamId, params },
+      language: 'en',
+      speed,
+      signal: new AbortController().signal,
+      timeoutMs: 30_000,
+    });
     const parts: Float32Array[] = [];
     for await (const chunk of stream.chunks) parts.push(toFloat32(chunk));
     const samples = new Float32Array(parts.reduce((n, p) => n + p.length, 0));

@@ -65,8 +65,20 @@ const ESPEAK_PITCH_SETTINGS = [0, 10, 20, 30, 40, 50, 60, 70, 80, 90, 99];
 // residuals under 5%). Other languages measured close to these (de, fr+f3: pitch within 3%, rate
 // within 7%), so the English curves serve every language.
 const ESPEAK: Record<'male' | 'female', EspeakVariant> = {
-  male: { suffix: '', pitchTable: [69.6, 73.5, 79.1, 84.1, 91.8, 101.0, 111.0, 123.2, 137.3, 153.3, 169.5], naturalF0: 101.0, naturalRate: 4.683, rateExponent: 0.754 },
-  female: { suffix: '+f3', pitchTable: [144.5, 154.0, 164.3, 178.1, 192.0, 209.6, 228.7, 250.9, 276.3, 306.7, 335.4], naturalF0: 209.6, naturalRate: 4.855, rateExponent: 0.853 },
+  male: {
+    suffix: '',
+    pitchTable: [69.6, 73.5, 79.1, 84.1, 91.8, 101.0, 111.0, 123.2, 137.3, 153.3, 169.5],
+    naturalF0: 101.0,
+    naturalRate: 4.683,
+    rateExponent: 0.754,
+  },
+  female: {
+    suffix: '+f3',
+    pitchTable: [144.5, 154.0, 164.3, 178.1, 192.0, 209.6, 228.7, 250.9, 276.3, 306.7, 335.4],
+    naturalF0: 209.6,
+    naturalRate: 4.855,
+    rateExponent: 0.853,
+  },
 };
 const ESPEAK_NATURAL_WPM = 175;
 /** espeak-ng renders 80-450 wpm; past ~350 the analysis (and listeners) lose syllables. */
@@ -74,18 +86,43 @@ const ESPEAK_WPM = { min: 80, max: 350 };
 
 // `espeak-ng --voices` of espeak-ng 1.51 (Debian 12): the language voices a tag can map to.
 const ESPEAK_LANGUAGES = new Set(
-  ('af am an ar as az ba be bg bn bpy bs ca chr-us-qaaa-x-west cmn cmn-latn-pinyin cs cv cy da de el en-029 en-gb ' +
+  (
+    'af am an ar as az ba be bg bn bpy bs ca chr-us-qaaa-x-west cmn cmn-latn-pinyin cs cv cy da de el en-029 en-gb ' +
     'en-gb-scotland en-gb-x-gbclan en-gb-x-gbcwmd en-gb-x-rp en-us en-us-nyc eo es es-419 et eu fa fa-latn fi fr-be fr-ch ' +
     'fr-fr ga gd gn grc gu hak haw he hi hr ht hu hy hyw ia id io is it ja jbo ka kk kl kn ko kok ku ky la lb lfn lt ltg ' +
     'lv mi mk ml mr ms mt my nb nci ne nl nog om or pa pap piqd pl pt pt-br py qdb qu quc qya ro ru ru-lv sd shn si sjn ' +
-    'sk sl smj sq sr sv sw ta te th tk tn tr tt ug uk ur uz vi vi-vn-x-central vi-vn-x-south yue').split(' '),
+    'sk sl smj sq sr sv sw ta te th tk tn tr tt ug uk ur uz vi vi-vn-x-central vi-vn-x-south yue'
+  ).split(' '),
 );
 /** Common tags whose espeak-ng voice has another name. */
 const ESPEAK_ALIASES: Record<string, string> = {
-  en: 'en-us', 'en-au': 'en-gb', 'en-ie': 'en-gb', 'en-nz': 'en-gb', 'en-ca': 'en-us',
-  fr: 'fr-fr', 'fr-ca': 'fr-fr', 'pt-pt': 'pt', 'es-es': 'es', 'es-mx': 'es-419', 'es-us': 'es-419', 'es-ar': 'es-419',
-  zh: 'cmn', 'zh-cn': 'cmn', 'zh-hans': 'cmn', 'zh-tw': 'cmn', 'zh-hant': 'cmn', 'zh-hk': 'yue',
-  no: 'nb', 'nb-no': 'nb', iw: 'he', in: 'id', fil: 'id', 'de-de': 'de', 'de-at': 'de', 'de-ch': 'de', 'it-it': 'it',
+  en: 'en-us',
+  'en-au': 'en-gb',
+  'en-ie': 'en-gb',
+  'en-nz': 'en-gb',
+  'en-ca': 'en-us',
+  fr: 'fr-fr',
+  'fr-ca': 'fr-fr',
+  'pt-pt': 'pt',
+  'es-es': 'es',
+  'es-mx': 'es-419',
+  'es-us': 'es-419',
+  'es-ar': 'es-419',
+  zh: 'cmn',
+  'zh-cn': 'cmn',
+  'zh-hans': 'cmn',
+  'zh-tw': 'cmn',
+  'zh-hant': 'cmn',
+  'zh-hk': 'yue',
+  no: 'nb',
+  'nb-no': 'nb',
+  iw: 'he',
+  in: 'id',
+  fil: 'id',
+  'de-de': 'de',
+  'de-at': 'de',
+  'de-ch': 'de',
+  'it-it': 'it',
 };
 const ESPEAK_FALLBACK_LANGUAGE = 'en-us';
 

@@ -33,7 +33,11 @@ export async function listEngineVoices(prisma: Prisma, engines: EngineConfig, mo
     }
   }
   const used = [...new Set(model.upstreams.map((u) => u.protocol))].join(', ') || 'none';
-  throw new ServiceError('invalid_request', `No upstream of '${modelId}' can list its engine's voices (protocols: ${used}); map voices one by one with \`svc voices map\`.`, 'model');
+  throw new ServiceError(
+    'invalid_request',
+    `No upstream of '${modelId}' can list its engine's voices (protocols: ${used}); map voices one by one with \`svc voices map\`.`,
+    'model',
+  );
 }
 
 /** The whole import: list, then create or update. */

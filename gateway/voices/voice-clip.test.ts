@@ -9,7 +9,12 @@ function tone(seconds: number, rate: number, hz: number): Float32Array {
   return Float32Array.from({ length: Math.round(seconds * rate) }, (_, i) => 0.5 * Math.sin((2 * Math.PI * hz * i) / rate));
 }
 
-const clipOf = (samples: Float32Array, rate: number): MeasuredClip => ({ samples, sampleRate: rate, durationMs: Math.round((samples.length / rate) * 1000), wav: encodeWav(samples, rate, 'pcm_s16le') });
+const clipOf = (samples: Float32Array, rate: number): MeasuredClip => ({
+  samples,
+  sampleRate: rate,
+  durationMs: Math.round((samples.length / rate) * 1000),
+  wav: encodeWav(samples, rate, 'pcm_s16le'),
+});
 
 describe('decodeClip', () => {
   it('stores raw 16-bit PCM as the WAV file encoding its samples would make', () => {
@@ -34,7 +39,10 @@ describe('joinClips', () => {
       setImmediate(ticker);
     };
     setImmediate(ticker);
-    const joined = await joinClips(parts.map((p) => clipOf(p, 16000)), () => slices++);
+    const joined = await joinClips(
+      parts.map((p) => clipOf(p, 16000)),
+      () => slices++,
+    );
     done = true;
     const whole = new Float32Array(parts.reduce((n, p) => n + p.length, 0));
     parts.reduce((at, p) => (whole.set(p, at), at + p.length), 0);
@@ -48,6 +56,9 @@ describe('joinClips', () => {
   });
 
   it('refuses clips of different sample rates', async () => {
-    await expect(joinClips([clipOf(tone(1, 16000, 200), 16000), clipOf(tone(1, 8000, 200), 8000)])).rejects.toMatchObject({ code: 'invalid_request', param: 'blob_ids' });
+    await expect(joinClips([clipOf(tone(1, 16000, 200), 16000), clipOf(tone(1, 8000, 200), 8000)])).rejects.toMatchObject({
+      code: 'invalid_request',
+      param: 'blob_ids',
+    });
   });
 });

@@ -38,7 +38,13 @@ function defaultCloneModel(ctx: GatewayContext): ModelEntry {
 }
 
 /** The voice speaking `text` through one of its ready profiles (the first whose model is online). */
-async function speakWithProfiles(ctx: GatewayContext, profiles: ReadyProfile[], text: string, language: string, signal: AbortSignal): Promise<MeasuredClip | null> {
+async function speakWithProfiles(
+  ctx: GatewayContext,
+  profiles: ReadyProfile[],
+  text: string,
+  language: string,
+  signal: AbortSignal,
+): Promise<MeasuredClip | null> {
   for (const profile of profiles) {
     const model = ctx.registry.all().find((m) => m.id === profile.modelId);
     if (!model || !ctx.registry.isServing(model)) continue;
@@ -83,7 +89,9 @@ export function voiceEngines(ctx: GatewayContext): VoiceEngines {
       const call = backgroundCall(ctx, signal);
       const capable = { ...model, upstreams: cloneUpstreams(ctx, model) };
       return tryUpstreams(ctx, capable, call, (upstream) =>
-        ctx.protocols.get(upstream.protocol)!.clone!.clone(upstream, { clip, name: voice.name, language: voice.language, transcript: voice.transcript, mode, ...call }),
+        ctx.protocols
+          .get(upstream.protocol)!
+          .clone!.clone(upstream, { clip, name: voice.name, language: voice.language, transcript: voice.transcript, mode, ...call }),
       );
     },
     speak: (profiles, text, language, signal) => speakWithProfiles(ctx, profiles, text, language, signal),

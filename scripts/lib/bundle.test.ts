@@ -61,7 +61,10 @@ describe('bundle', () => {
     const script = `import { bundle } from ${JSON.stringify(bundler)}; bundle(${JSON.stringify(root)}, { app: 'main.ts' });`;
     writeLib(7);
     const codes = await Promise.all(
-      Array.from({ length: 4 }, () => new Promise<number | null>((resolve) => spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: 'inherit' }).on('exit', resolve))),
+      Array.from(
+        { length: 4 },
+        () => new Promise<number | null>((resolve) => spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: 'inherit' }).on('exit', resolve)),
+      ),
     );
     expect(codes).toEqual([0, 0, 0, 0]);
     expect(run(join(root, '.build/app.mjs')).trim()).toBe('7');

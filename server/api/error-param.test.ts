@@ -21,7 +21,11 @@ type RefusedData = { code: string; serviceCode: string | null; serviceParam: str
 
 /** The error as the page's tRPC client holds it: an Error with the answer's message and data (TRPCClientError). */
 async function refused(path: string, input: unknown): Promise<Error & { data: RefusedData }> {
-  const request = new Request(`http://dash.test/api/trpc/${path}`, { method: 'POST', body: JSON.stringify(input), headers: { 'content-type': 'application/json' } });
+  const request = new Request(`http://dash.test/api/trpc/${path}`, {
+    method: 'POST',
+    body: JSON.stringify(input),
+    headers: { 'content-type': 'application/json' },
+  });
   const res = await handleTrpcRequest(request, async () => ({ db: h.db, session: { user: user.user }, requestedOrgId: null, mailer: null }));
   expect(res.status).toBe(400);
   const { error } = (await res.json()) as { error: { message: string; data: RefusedData } };
@@ -31,14 +35,20 @@ async function refused(path: string, input: unknown): Promise<Error & { data: Re
 describe('refused input: the field it names, and the words a page shows', () => {
   it('voices.update with an empty name: serviceParam changes.name; the edit form says "Name must not be empty."', async () => {
     const error = await refused('voices.update', { id: 'voice_any', changes: { name: '   ' } });
-    expect(error).toMatchObject({ message: 'changes.name: must not be empty', data: { code: 'BAD_REQUEST', serviceCode: 'invalid_request', serviceParam: 'changes.name' } });
+    expect(error).toMatchObject({
+      message: 'changes.name: must not be empty',
+      data: { code: 'BAD_REQUEST', serviceCode: 'invalid_request', serviceParam: 'changes.name' },
+    });
     expect(humanError(error, { 'changes.name': 'name', 'changes.language': 'language' })).toEqual({ field: 'name', message: 'Name must not be empty.' });
   });
 
   it('a message that is a description gets "must be" ("Language must be a language tag such as en or en-US.")', async () => {
     const error = await refused('voices.update', { id: 'voice_any', changes: { language: 'english!' } });
     expect(error.data.serviceParam).toBe('changes.language');
-    expect(humanError(error, { 'changes.language': 'language' })).toEqual({ field: 'language', message: 'Language must be a language tag such as en or en-US.' });
+    expect(humanError(error, { 'changes.language': 'language' })).toEqual({
+      field: 'language',
+      message: 'Language must be a language tag such as en or en-US.',
+    });
   });
 
   it('a field the page has no label for, or an error without one, is left as it is', async () => {

@@ -28,7 +28,11 @@ function deps(over: Partial<GatewayProxyDeps> = {}): GatewayProxyDeps {
 function call(path: string[], init: RequestInit & { org?: string | null } = {}, over: Partial<GatewayProxyDeps> = {}) {
   const headers = new Headers(init.headers);
   if (init.org !== null) headers.set(SESSION, init.org ?? h.orgId);
-  const req = new Request(`${DASH}/api/gateway/${path.join('/')}`, { ...init, headers, ...(init.body instanceof ReadableStream ? { duplex: 'half' } : {}) } as RequestInit);
+  const req = new Request(`${DASH}/api/gateway/${path.join('/')}`, {
+    ...init,
+    headers,
+    ...(init.body instanceof ReadableStream ? { duplex: 'half' } : {}),
+  } as RequestInit);
   return proxyToGateway(req, path, deps(over));
 }
 
@@ -77,9 +81,20 @@ describe('gateway proxy: forwarding', () => {
     let seen: { url: string; headers: Headers; body: string } | undefined;
     const capture: typeof fetch = async (url, init) => {
       seen = { url: String(url), headers: new Headers(init?.headers), body: await new Response(init?.body as BodyInit).text() };
-      return new Response('{}', { status: 200, headers: { 'content-type': 'application/json', 'set-cookie': 'x=1', 'x-svc-request-cost-usd': '0.000001', server: 'fastify' } });
+      return new Response('{}', {
+        status: 200,
+        headers: { 'content-type': 'application/json', 'set-cookie': 'x=1', 'x-svc-request-cost-usd': '0.000001', server: 'fastify' },
+      });
     };
-    const res = await call(['v1', 'audio', 'transcriptions'], { method: 'POST', headers: { cookie: 'next-auth.session-token=secret', authorization: 'Bearer sk_svc_browser', 'content-type': 'text/plain', 'x-custom': '1' }, body: 'hello' }, { fetch: capture });
+    const res = await call(
+      ['v1', 'audio', 'transcriptions'],
+      {
+        method: 'POST',
+        headers: { cookie: 'next-auth.session-token=secret', authorization: 'Bearer sk_svc_browser', 'content-type': 'text/plain', 'x-custom': '1' },
+        body: 'hello',
+      },
+      { fetch: capture },
+    );
     expect(res.status).toBe(200);
     expect(seen!.url).toBe(`${h.url}/v1/audio/transcriptions`);
     expect(seen!.headers.get('cookie')).toBeNull();
@@ -122,7 +137,11 @@ describe('gateway proxy: byte ranges of a stored recording (what <audio> asks to
     // A real WAV stored through the gateway as the org (the dashboard's clone form does the same).
     const res = await call(['tts', 'bytes'], json(ttsBody({ transcript: 'A recording to seek in, long enough to have a few kilobytes.' })));
     clip = Buffer.from(await res.arrayBuffer());
-    const stored = await fetch(`${h.url}/blobs`, { method: 'POST', headers: { authorization: `Bearer ${h.key}`, 'content-type': 'audio/wav' }, body: new Uint8Array(clip) });
+    const stored = await fetch(`${h.url}/blobs`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${h.key}`, 'content-type': 'audio/wav' },
+      body: new Uint8Array(clip),
+    });
     expect(stored.status).toBe(201);
     blobId = ((await stored.json()) as { id: string }).id;
   });
@@ -196,7 +215,10 @@ describe('gateway proxy: byte ranges of a stored recording (what <audio> asks to
   });
 
   it('ranges only where the allowlist says so: a TTS answer ignores Range', async () => {
-    const res = await call(['tts', 'bytes'], { ...json(ttsBody({ transcript: 'Whole.' })), headers: { 'content-type': 'application/json', range: 'bytes=0-10' } });
+    const res = await call(['tts', 'bytes'], {
+      ...json(ttsBody({ transcript: 'Whole.' })),
+      headers: { 'content-type': 'application/json', range: 'bytes=0-10' },
+    });
     expect(res.status).toBe(200);
     expect(res.headers.get('accept-ranges')).toBeNull();
     expect((await res.arrayBuffer()).byteLength).toBeGreaterThan(11);
@@ -232,7 +254,19 @@ describe('gateway proxy: refusals', () => {
   });
 
   it('404 for routes outside the allowlist, including traversal and odd ids', async () => {
-    for (const path of [['voices'], ['voices', 'flite-slt'], ['v1', 'chat', 'completions'], ['keys'], ['voices', '..', 'profiles'], ['jobs', 'a/b'], ['jobs', '%2e%2e'], ['jobs', 'x'.repeat(101)], ['blobs', 'b1'], ['tts', 'bytes', 'extra'], []]) {
+    for (const path of [
+      ['voices'],
+      ['voices', 'flite-slt'],
+      ['v1', 'chat', 'completions'],
+      ['keys'],
+      ['voices', '..', 'profiles'],
+      ['jobs', 'a/b'],
+      ['jobs', '%2e%2e'],
+      ['jobs', 'x'.repeat(101)],
+      ['blobs', 'b1'],
+      ['tts', 'bytes', 'extra'],
+      [],
+    ]) {
       const res = await call(path, json({}));
       expect(res.status, path.join('/')).toBe(404);
       expect((await res.json()).error.code).toBe('not_found');
@@ -250,8 +284,13 @@ describe('gateway proxy: refusals', () => {
     const fromElsewhere = await call(['tts', 'bytes'], { ...json(ttsBody()), headers: { 'content-type': 'application/json', origin: 'https://evil.example' } });
     expect(fromElsewhere.status).toBe(403);
     expect((await fromElsewhere.json()).error.code).toBe('forbidden');
-    expect((await call(['tts', 'bytes'], { ...json(ttsBody()), headers: { 'content-type': 'application/json', 'sec-fetch-site': 'cross-site' } })).status).toBe(403);
-    const sameSite = await call(['tts', 'bytes'], { ...json(ttsBody({ transcript: 'Same.' })), headers: { 'content-type': 'application/json', origin: DASH, host: 'dash.example:3000', 'sec-fetch-site': 'same-origin' } });
+    expect((await call(['tts', 'bytes'], { ...json(ttsBody()), headers: { 'content-type': 'application/json', 'sec-fetch-site': 'cross-site' } })).status).toBe(
+      403,
+    );
+    const sameSite = await call(['tts', 'bytes'], {
+      ...json(ttsBody({ transcript: 'Same.' })),
+      headers: { 'content-type': 'application/json', origin: DASH, host: 'dash.example:3000', 'sec-fetch-site': 'same-origin' },
+    });
     expect(sameSite.status).toBe(200);
     await sameSite.arrayBuffer();
   });

@@ -25,7 +25,10 @@ afterAll(async () => {
 
 const BASE = 'http://dash.test/api/trpc';
 const post = (path: string, body: BodyInit, headers: Record<string, string> = {}) =>
-  handleTrpcRequest(new Request(`${BASE}/${path}`, { method: 'POST', body, headers: { 'content-type': 'application/json', ...headers }, duplex: 'half' } as RequestInit), context);
+  handleTrpcRequest(
+    new Request(`${BASE}/${path}`, { method: 'POST', body, headers: { 'content-type': 'application/json', ...headers }, duplex: 'half' } as RequestInit),
+    context,
+  );
 
 /** A batch of `n` signUp calls with distinct emails, as httpBatchLink would send it. */
 function signUpBatch(n: number) {
@@ -38,7 +41,10 @@ describe('tRPC batches', () => {
     const res = await signUpBatch(n);
     expect(res.status).toBe(400);
     expect(await res.json()).toMatchObject({
-      error: { message: `A request may carry at most ${MAX_BATCH_CALLS} calls; this one carries ${n}. Send them in several requests.`, data: { code: 'BAD_REQUEST', httpStatus: 400 } },
+      error: {
+        message: `A request may carry at most ${MAX_BATCH_CALLS} calls; this one carries ${n}. Send them in several requests.`,
+        data: { code: 'BAD_REQUEST', httpStatus: 400 },
+      },
     });
     expect(await t.db.prisma.user.count({ where: { email: { startsWith: `batch-${n}-` } } })).toBe(0);
   });
@@ -64,7 +70,9 @@ describe('tRPC body size', () => {
   it('a body declared larger than 1 MiB is refused with 413 before it is read', async () => {
     const res = await post('auth.signUp', big(MAX_BODY_BYTES));
     expect(res.status).toBe(413);
-    expect(await res.json()).toMatchObject({ error: { message: 'The request body is larger than 1 MiB, the most this endpoint reads.', data: { code: 'PAYLOAD_TOO_LARGE', httpStatus: 413 } } });
+    expect(await res.json()).toMatchObject({
+      error: { message: 'The request body is larger than 1 MiB, the most this endpoint reads.', data: { code: 'PAYLOAD_TOO_LARGE', httpStatus: 413 } },
+    });
   });
 
   it('a streamed body without Content-Length is cut off at 1 MiB too', async () => {
@@ -95,15 +103,27 @@ describe('tRPC refusals that pass with time', () => {
     // 45.5 s into a one-minute window: the next window opens in 15 s (rounded up).
     const clock = manualClock(31_000_000 * WINDOW_MS + 45_500);
     const oneSignUp = { perEmail: 1, perAddress: 1000, unknownAddresses: 1000 };
-    const credentialThrottle = createCredentialThrottle(createMemoryRateLimiter(clock), { limits: { sign_in: oneSignUp, sign_up: oneSignUp, verification_mail: oneSignUp } });
+    const credentialThrottle = createCredentialThrottle(createMemoryRateLimiter(clock), {
+      limits: { sign_in: oneSignUp, sign_up: oneSignUp, verification_mail: oneSignUp },
+    });
     const throttled = async (): Promise<TrpcContext> => ({ ...(await context()), credentialThrottle });
     const signUp = () =>
-      handleTrpcRequest(new Request(`${BASE}/auth.signUp`, { method: 'POST', body: JSON.stringify({ email: 'hasty@example.com', password: 'correct horse battery' }), headers: { 'content-type': 'application/json' } }), throttled);
+      handleTrpcRequest(
+        new Request(`${BASE}/auth.signUp`, {
+          method: 'POST',
+          body: JSON.stringify({ email: 'hasty@example.com', password: 'correct horse battery' }),
+          headers: { 'content-type': 'application/json' },
+        }),
+        throttled,
+      );
     expect((await signUp()).status).toBe(200);
     const refused = await signUp();
     expect(refused.status).toBe(429);
     expect(await refused.json()).toMatchObject({
-      error: { message: 'Too many sign-ups. Try again in 15 seconds.', data: { code: 'TOO_MANY_REQUESTS', serviceCode: 'rate_limit_exceeded', serviceParam: 'email', retryAfterSeconds: 15 } },
+      error: {
+        message: 'Too many sign-ups. Try again in 15 seconds.',
+        data: { code: 'TOO_MANY_REQUESTS', serviceCode: 'rate_limit_exceeded', serviceParam: 'email', retryAfterSeconds: 15 },
+      },
     });
   });
 });

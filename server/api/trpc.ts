@@ -53,7 +53,14 @@ const t = initTRPC.context<TrpcContext>().create({
     return {
       ...shape,
       message: hidden ? 'Something went wrong on the server. Try again.' : shape.message,
-      data: { code: shape.data.code, httpStatus: shape.data.httpStatus, path: shape.data.path, serviceCode: serviceErrorCode(error.cause), serviceParam: serviceErrorParam(error.cause), retryAfterSeconds: serviceRetryAfter(error.cause) },
+      data: {
+        code: shape.data.code,
+        httpStatus: shape.data.httpStatus,
+        path: shape.data.path,
+        serviceCode: serviceErrorCode(error.cause),
+        serviceParam: serviceErrorParam(error.cause),
+        retryAfterSeconds: serviceRetryAfter(error.cause),
+      },
     };
   },
 });

@@ -38,7 +38,11 @@ const email = (what: string) => `oauth-${what}-${++n}@example.com`;
 
 /** One OAuth sign-in as next-auth runs it: signIn callback, then (if allowed) the jwt callback. */
 async function oauthSignIn(provider: 'github' | 'google' | 'oidc', profile: Record<string, unknown>) {
-  const user: User = { id: String(profile.sub ?? profile.id ?? '12345'), email: (profile.email as string | undefined) ?? null, name: (profile.name as string | undefined) ?? null };
+  const user: User = {
+    id: String(profile.sub ?? profile.id ?? '12345'),
+    email: (profile.email as string | undefined) ?? null,
+    name: (profile.name as string | undefined) ?? null,
+  };
   const account: Account = { provider, type: 'oauth', providerAccountId: user.id };
   const allowed = await options.callbacks!.signIn!({ user, account, profile: profile as Profile });
   if (allowed !== true) return { allowed, token: null };
@@ -63,7 +67,9 @@ describe('OAuth sign-in', () => {
   it('a new verified email gets a new account (not admin), with pending invitations applied', async () => {
     const owner = await signUp(t.db, { email: email('owner'), password: 'correct horse battery' });
     const address = email('new');
-    await t.db.prisma.invitation.create({ data: { id: `inv_${n}`, orgId: owner.orgId, email: address, role: 'member', expiresAt: new Date(Date.now() + 86_400_000) } });
+    await t.db.prisma.invitation.create({
+      data: { id: `inv_${n}`, orgId: owner.orgId, email: address, role: 'member', expiresAt: new Date(Date.now() + 86_400_000) },
+    });
     const { allowed, token } = await oauthSignIn('oidc', { sub: 'oidc-7', email: address.toUpperCase(), email_verified: 'true' });
     expect(allowed).toBe(true);
     const user = await userByEmail(address);
@@ -94,7 +100,9 @@ describe('OAuth sign-in', () => {
     const squatted = email('squatted');
     const squatter = await signUp(t.db, { email: squatted, password: 'correct horse battery' });
     const inviter = await signUp(t.db, { email: email('inviter'), password: 'correct horse battery' });
-    await t.db.prisma.invitation.create({ data: { id: `inv_sq_${n}`, orgId: inviter.orgId, email: squatted, role: 'owner', expiresAt: new Date(Date.now() + 86_400_000) } });
+    await t.db.prisma.invitation.create({
+      data: { id: `inv_sq_${n}`, orgId: inviter.orgId, email: squatted, role: 'owner', expiresAt: new Date(Date.now() + 86_400_000) },
+    });
     for (const [provider, profile] of [
       ['google', { sub: 'g-sq', email: squatted, email_verified: true }],
       ['github', { id: 77, email: squatted.toUpperCase(), email_verified: true }],
@@ -140,7 +148,11 @@ describe('OAuth sign-in', () => {
 
   it('a profile without a usable email is refused', async () => {
     const users = await t.db.prisma.user.count();
-    for (const profile of [{ id: 5, email_verified: true }, { sub: 'x', email: 'not-an-email', email_verified: true }, { sub: 'y', email: 'nul\u0000@example.com', email_verified: true }]) {
+    for (const profile of [
+      { id: 5, email_verified: true },
+      { sub: 'x', email: 'not-an-email', email_verified: true },
+      { sub: 'y', email: 'nul\u0000@example.com', email_verified: true },
+    ]) {
       const { allowed } = await oauthSignIn('github', profile);
       expect(allowed).toBe('/signin?error=OAuthEmailMissing');
     }
@@ -149,7 +161,10 @@ describe('OAuth sign-in', () => {
 
   it('the same new email signing in twice at once makes one account', async () => {
     const address = email('twice');
-    const both = await Promise.all([oauthSignIn('google', { sub: 'a', email: address, email_verified: true }), oauthSignIn('google', { sub: 'a', email: address, email_verified: true })]);
+    const both = await Promise.all([
+      oauthSignIn('google', { sub: 'a', email: address, email_verified: true }),
+      oauthSignIn('google', { sub: 'a', email: address, email_verified: true }),
+    ]);
     expect(both.map((r) => r.allowed)).toEqual([true, true]);
     const user = await userByEmail(address);
     expect(both.map((r) => r.token?.sub)).toEqual([user!.id, user!.id]);
@@ -158,7 +173,12 @@ describe('OAuth sign-in', () => {
 
   it('the jwt callback refuses a provider account id that did not become one of our user ids', async () => {
     await expect(
-      (async () => options.callbacks!.jwt!({ token: {}, user: { id: '12345', email: 'x@example.com' }, account: { provider: 'github', type: 'oauth', providerAccountId: '12345' } }))(),
+      (async () =>
+        options.callbacks!.jwt!({
+          token: {},
+          user: { id: '12345', email: 'x@example.com' },
+          account: { provider: 'github', type: 'oauth', providerAccountId: '12345' },
+        }))(),
     ).rejects.toThrow(/did not resolve/);
   });
 });
@@ -175,7 +195,9 @@ describe('email and password sign-in', () => {
     const owner = await signUp(t.db, { email: email('inviter'), password: 'correct horse battery' });
     const address = email('pw');
     const created = await signUp(t.db, { email: address, password: 'correct horse battery' });
-    await t.db.prisma.invitation.create({ data: { id: `inv_pw_${n}`, orgId: owner.orgId, email: address, role: 'member', expiresAt: new Date(Date.now() + 86_400_000) } });
+    await t.db.prisma.invitation.create({
+      data: { id: `inv_pw_${n}`, orgId: owner.orgId, email: address, role: 'member', expiresAt: new Date(Date.now() + 86_400_000) },
+    });
     await expect(authorize({ email: address, password: 'wrong password!' })).resolves.toBeNull();
     // Signed in, but the address was only typed at sign-up: the invitation waits.
     await expect(authorize({ email: address, password: 'correct horse battery' })).resolves.toEqual({ id: created.userId, email: address, name: null });
@@ -190,7 +212,8 @@ describe('email and password sign-in', () => {
     const address = email('throttled');
     const created = await signUp(t.db, { email: address, password: 'correct horse battery' });
     const from = (i: number) => ({ 'x-forwarded-for': `203.0.113.${i}` });
-    for (let i = 0; i < CREDENTIAL_LIMITS.sign_in.perEmail; i++) await expect(authorize({ email: address, password: `wrong password ${i}` }, from(i))).resolves.toBeNull();
+    for (let i = 0; i < CREDENTIAL_LIMITS.sign_in.perEmail; i++)
+      await expect(authorize({ email: address, password: `wrong password ${i}` }, from(i))).resolves.toBeNull();
     // Another address, another case: still this email's bucket.
     await expect(authorize({ email: ` ${address.toUpperCase()}`, password: 'correct horse battery' }, from(99))).rejects.toThrow(SIGN_IN_THROTTLED);
     clock.advance(WINDOW_MS);
@@ -200,10 +223,13 @@ describe('email and password sign-in', () => {
   it('is throttled per client address (X-Forwarded-For through the trusted proxy) across emails', async () => {
     clock.advance(WINDOW_MS);
     const proxied = { 'x-forwarded-for': 'made-up, 198.51.100.23' };
-    for (let i = 0; i < CREDENTIAL_LIMITS.sign_in.perAddress; i++) await expect(authorize({ email: email('spray'), password: 'guess guess' }, proxied)).resolves.toBeNull();
+    for (let i = 0; i < CREDENTIAL_LIMITS.sign_in.perAddress; i++)
+      await expect(authorize({ email: email('spray'), password: 'guess guess' }, proxied)).resolves.toBeNull();
     await expect(authorize({ email: email('spray'), password: 'guess guess' }, proxied)).rejects.toThrow(SIGN_IN_THROTTLED);
     // The client-written entry on the left does not make a new bucket; another client is unaffected.
-    await expect(authorize({ email: email('spray'), password: 'guess guess' }, { 'x-forwarded-for': 'fresh-each-time, 198.51.100.23' })).rejects.toThrow(SIGN_IN_THROTTLED);
+    await expect(authorize({ email: email('spray'), password: 'guess guess' }, { 'x-forwarded-for': 'fresh-each-time, 198.51.100.23' })).rejects.toThrow(
+      SIGN_IN_THROTTLED,
+    );
     await expect(authorize({ email: email('spray'), password: 'guess guess' }, { 'x-forwarded-for': '198.51.100.24' })).resolves.toBeNull();
   });
 
@@ -215,7 +241,8 @@ describe('email and password sign-in', () => {
 });
 
 describe('redirect after sign-in', () => {
-  const redirect = (url: string) => (options.callbacks!.redirect as (p: { url: string; baseUrl: string }) => string)({ url, baseUrl: 'https://dash.example.com' });
+  const redirect = (url: string) =>
+    (options.callbacks!.redirect as (p: { url: string; baseUrl: string }) => string)({ url, baseUrl: 'https://dash.example.com' });
 
   it.each([
     // What arrives as callbackUrl=%2F%09%2Fevil.example: a browser drops the tab and reads //evil.example.

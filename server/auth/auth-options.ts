@@ -69,7 +69,10 @@ export function buildAuthOptions(deps: AuthDeps): AuthOptions {
           const forwardedFor = (req?.headers as Record<string, string | undefined> | undefined)?.['x-forwarded-for'];
           try {
             // Before bcrypt: a throttled attempt costs a counter, not a hash.
-            await deps.throttle.take('sign_in', { address: clientAddress({ socketAddress: null, forwardedFor, trustedProxies: deps.trustedProxies }), email: credentials.email });
+            await deps.throttle.take('sign_in', {
+              address: clientAddress({ socketAddress: null, forwardedFor, trustedProxies: deps.trustedProxies }),
+              email: credentials.email,
+            });
           } catch (e) {
             // next-auth hands a thrown error's message to the page as `error`.
             if (isServiceError(e) && e.code === 'rate_limit_exceeded') throw new Error(SIGN_IN_THROTTLED, { cause: e });

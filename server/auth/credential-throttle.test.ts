@@ -11,7 +11,12 @@ import { CREDENTIAL_LIMITS, createCredentialThrottle, redisWithFallback, type Cr
 const REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
 const W = 31_000_000 * WINDOW_MS;
 
-async function attempts(throttle: CredentialThrottle, n: number, subjects: (i: number) => { address: string | null; email: string }, action: 'sign_in' | 'sign_up' = 'sign_in') {
+async function attempts(
+  throttle: CredentialThrottle,
+  n: number,
+  subjects: (i: number) => { address: string | null; email: string },
+  action: 'sign_in' | 'sign_up' = 'sign_in',
+) {
   const out: string[] = [];
   for (let i = 0; i < n; i++) {
     out.push(

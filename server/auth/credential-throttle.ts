@@ -49,10 +49,7 @@ export interface CredentialThrottle {
   take(action: CredentialAction, subjects: CredentialSubjects): Promise<void>;
 }
 
-export function createCredentialThrottle(
-  limiter: RateLimiter,
-  options: { limits?: Record<CredentialAction, ActionLimits> } = {},
-): CredentialThrottle {
+export function createCredentialThrottle(limiter: RateLimiter, options: { limits?: Record<CredentialAction, ActionLimits> } = {}): CredentialThrottle {
   const limits = options.limits ?? CREDENTIAL_LIMITS;
   return {
     async take(action, subjects) {
@@ -66,7 +63,9 @@ export function createCredentialThrottle(
       const refused = decisions.filter((d) => !d.allowed);
       if (refused.length === 0) return;
       const wait = Math.max(...refused.map((d) => d.retryAfterSeconds));
-      throw new ServiceError('rate_limit_exceeded', `${MESSAGES[action]} Try again in ${wait} second${wait === 1 ? '' : 's'}.`, 'email', { retryAfterSeconds: wait });
+      throw new ServiceError('rate_limit_exceeded', `${MESSAGES[action]} Try again in ${wait} second${wait === 1 ? '' : 's'}.`, 'email', {
+        retryAfterSeconds: wait,
+      });
     },
   };
 }
@@ -90,6 +89,8 @@ const holder = globalThis as typeof globalThis & { __svcCredentialThrottle?: Cre
 export function sharedCredentialThrottle(): CredentialThrottle {
   if (holder.__svcCredentialThrottle) return holder.__svcCredentialThrottle;
   const { redisUrl } = loadConfig();
-  const limiter = redisUrl ? redisWithFallback(new Redis(redisUrl, { maxRetriesPerRequest: 1, enableOfflineQueue: false }).on('error', () => {})) : createMemoryRateLimiter();
+  const limiter = redisUrl
+    ? redisWithFallback(new Redis(redisUrl, { maxRetriesPerRequest: 1, enableOfflineQueue: false }).on('error', () => {}))
+    : createMemoryRateLimiter();
   return (holder.__svcCredentialThrottle = createCredentialThrottle(limiter));
 }

@@ -43,7 +43,12 @@ describe('OAuth providers from the environment', () => {
       checks: ['pkce', 'state'],
       authorization: { params: { scope: 'openid email profile' } },
     });
-    expect(oidc!.profile({ sub: 'abc', email: 'a@example.com', preferred_username: 'ann' }, {})).toEqual({ id: 'abc', name: 'ann', email: 'a@example.com', image: null });
+    expect(oidc!.profile({ sub: 'abc', email: 'a@example.com', preferred_username: 'ann' }, {})).toEqual({
+      id: 'abc',
+      name: 'ann',
+      email: 'a@example.com',
+      image: null,
+    });
   });
 
   it.each([

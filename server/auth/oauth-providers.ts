@@ -72,7 +72,8 @@ export function oauthSetupFromEnv(source: Readonly<Record<string, string | undef
   for (const group of GROUPS) {
     const set = group.vars.filter((v) => raw[v] !== undefined);
     if (set.length > 0 && set.length < group.vars.length) {
-      for (const missing of group.vars.filter((v) => raw[v] === undefined)) lines.push(`  ${missing}: required when ${set.join(' and ')} ${set.length > 1 ? 'are' : 'is'} set`);
+      for (const missing of group.vars.filter((v) => raw[v] === undefined))
+        lines.push(`  ${missing}: required when ${set.join(' and ')} ${set.length > 1 ? 'are' : 'is'} set`);
     }
   }
   if (raw.OIDC_NAME !== undefined && raw.OIDC_ISSUER === undefined) lines.push('  OIDC_NAME: set only with OIDC_ISSUER, OIDC_CLIENT_ID and OIDC_CLIENT_SECRET');
@@ -85,7 +86,9 @@ export function oauthSetupFromEnv(source: Readonly<Record<string, string | undef
   }
   if (env.GOOGLE_CLIENT_ID && env.GOOGLE_CLIENT_SECRET) {
     setup.info.push({ id: 'google', name: 'Google' });
-    setup.providers.push(GoogleProvider({ clientId: env.GOOGLE_CLIENT_ID, clientSecret: env.GOOGLE_CLIENT_SECRET }) as unknown as OAuthConfig<Record<string, unknown>>);
+    setup.providers.push(
+      GoogleProvider({ clientId: env.GOOGLE_CLIENT_ID, clientSecret: env.GOOGLE_CLIENT_SECRET }) as unknown as OAuthConfig<Record<string, unknown>>,
+    );
   }
   if (env.OIDC_ISSUER && env.OIDC_CLIENT_ID && env.OIDC_CLIENT_SECRET) {
     const name = env.OIDC_NAME ?? 'Single sign-on';

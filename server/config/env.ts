@@ -18,7 +18,10 @@ const EnvSchema = z.object({
     .string()
     .regex(/^(file:|postgres:\/\/|postgresql:\/\/)/, 'must start with file:, postgres:// or postgresql://')
     .optional(),
-  REDIS_URL: z.string().regex(/^rediss?:\/\//, 'must start with redis:// or rediss://').optional(),
+  REDIS_URL: z
+    .string()
+    .regex(/^rediss?:\/\//, 'must start with redis:// or rediss://')
+    .optional(),
   GATEWAY_HOST: z.string().min(1).default('0.0.0.0'),
   GATEWAY_PORT: port.default(8080),
   // TLS served by the gateway itself (HTTPS and WSS on GATEWAY_PORT): PEM files, both or neither.
@@ -40,7 +43,11 @@ const EnvSchema = z.object({
   SVC_WORKER_CONCURRENCY: z.coerce.number().int().min(1).max(64).default(2),
   SVC_JOB_POLL_MS: z.coerce.number().int().min(10).max(60_000).default(500),
   SVC_JOB_LEASE_SECONDS: z.coerce.number().min(0.1).max(3600).default(30),
-  SVC_JOB_OFFLINE_GIVE_UP_SECONDS: z.coerce.number().min(0).max(7 * 86400).default(1800),
+  SVC_JOB_OFFLINE_GIVE_UP_SECONDS: z.coerce
+    .number()
+    .min(0)
+    .max(7 * 86400)
+    .default(1800),
   // Voice jobs an org may have queued or running at once (counted in the database); past it 429.
   SVC_MAX_JOBS_PER_ORG: z.coerce.number().int().min(1).max(10_000).default(5),
   // Prometheus metrics: a separate listener (loopback by default) and/or GET /metrics on the
@@ -109,7 +116,13 @@ const EnvSchema = z.object({
   // address to X-Forwarded-For; 0 (none): the header is the client's own words and is ignored.
   SVC_TRUSTED_PROXIES: z.coerce.number().int().min(0).max(10).default(0),
   // Outgoing mail (email verification links); unset: the dashboard sends none. The URL may hold credentials.
-  SVC_SMTP_URL: z.preprocess(emptyIsUnset, z.string().regex(/^smtps?:\/\/[^/\s]/, 'must be an smtp:// or smtps:// URL, e.g. smtps://user:password@mail.example.com:465').optional()),
+  SVC_SMTP_URL: z.preprocess(
+    emptyIsUnset,
+    z
+      .string()
+      .regex(/^smtps?:\/\/[^/\s]/, 'must be an smtp:// or smtps:// URL, e.g. smtps://user:password@mail.example.com:465')
+      .optional(),
+  ),
   SVC_MAIL_FROM: z.preprocess(emptyIsUnset, z.string().trim().min(3).max(320).optional()),
   // OpenTelemetry traces (docs/operations.md, "Tracing"): the standard variables; no endpoint, no tracing.
   // Empty means unset, as the OpenTelemetry specification says.
@@ -119,7 +132,9 @@ const EnvSchema = z.object({
   OTEL_SERVICE_NAME: z.preprocess(emptyIsUnset, z.string().default('svc-gateway')),
   OTEL_TRACES_SAMPLER: z.preprocess(
     emptyIsUnset,
-    z.enum(['always_on', 'always_off', 'traceidratio', 'parentbased_always_on', 'parentbased_always_off', 'parentbased_traceidratio']).default('parentbased_always_on'),
+    z
+      .enum(['always_on', 'always_off', 'traceidratio', 'parentbased_always_on', 'parentbased_always_off', 'parentbased_traceidratio'])
+      .default('parentbased_always_on'),
   ),
   OTEL_TRACES_SAMPLER_ARG: z.preprocess(emptyIsUnset, z.coerce.number().min(0).max(1).optional()),
 });
@@ -274,7 +289,11 @@ export function loadConfig(source: Readonly<Record<string, string | undefined>> 
     shutdownGraceMs: env.SVC_SHUTDOWN_GRACE_SECONDS * 1000,
     engines: {
       dataDir,
-      llama: { sequences: env.SVC_LLAMA_SEQUENCES, threads: env.SVC_LLAMA_THREADS ?? Math.max(1, availableParallelism() - 1), contextSize: env.SVC_LLAMA_CONTEXT_SIZE },
+      llama: {
+        sequences: env.SVC_LLAMA_SEQUENCES,
+        threads: env.SVC_LLAMA_THREADS ?? Math.max(1, availableParallelism() - 1),
+        contextSize: env.SVC_LLAMA_CONTEXT_SIZE,
+      },
       pocketsphinx: {
         workers: env.SVC_STT_WORKERS ?? Math.max(1, availableParallelism() - 1),
         spareDecoders: env.SVC_STT_SPARE_DECODERS,
@@ -320,7 +339,8 @@ export function loadConfig(source: Readonly<Record<string, string | undefined>> 
  */
 function tracingConfig(env: Env): TracingConfig | undefined {
   if (env.OTEL_SDK_DISABLED?.toLowerCase() === 'true') return undefined;
-  const tracesUrl = env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ?? (env.OTEL_EXPORTER_OTLP_ENDPOINT ? `${stripSlash(env.OTEL_EXPORTER_OTLP_ENDPOINT)}/v1/traces` : undefined);
+  const tracesUrl =
+    env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ?? (env.OTEL_EXPORTER_OTLP_ENDPOINT ? `${stripSlash(env.OTEL_EXPORTER_OTLP_ENDPOINT)}/v1/traces` : undefined);
   if (!tracesUrl) return undefined;
   return { tracesUrl, serviceName: env.OTEL_SERVICE_NAME, sampler: env.OTEL_TRACES_SAMPLER, samplerRatio: env.OTEL_TRACES_SAMPLER_ARG ?? 1 };
 }
@@ -335,10 +355,15 @@ function tlsConfig(env: Env): TlsConfig | undefined {
   const missing = !env.SVC_TLS_CERT ? 'SVC_TLS_CERT' : !env.SVC_TLS_KEY ? 'SVC_TLS_KEY' : null;
   if (missing) {
     const given = missing === 'SVC_TLS_CERT' ? 'SVC_TLS_KEY' : 'SVC_TLS_CERT';
-    throw new ConfigError(`invalid configuration:\n  ${missing}: required when ${given} is set (TLS needs both SVC_TLS_CERT and SVC_TLS_KEY, PEM file paths; set neither for plain HTTP)`);
+    throw new ConfigError(
+      `invalid configuration:\n  ${missing}: required when ${given} is set (TLS needs both SVC_TLS_CERT and SVC_TLS_KEY, PEM file paths; set neither for plain HTTP)`,
+    );
   }
   const tls = { certPath: resolve(env.SVC_TLS_CERT!), keyPath: resolve(env.SVC_TLS_KEY!) };
-  for (const [name, path] of [['SVC_TLS_CERT', tls.certPath], ['SVC_TLS_KEY', tls.keyPath]] as const) {
+  for (const [name, path] of [
+    ['SVC_TLS_CERT', tls.certPath],
+    ['SVC_TLS_KEY', tls.keyPath],
+  ] as const) {
     try {
       accessSync(path, fsConstants.R_OK);
     } catch (e) {
@@ -360,7 +385,9 @@ export function readTlsFiles(tls: TlsConfig): { cert: Buffer; key: Buffer } {
     cert = readFileSync(tls.certPath);
     key = readFileSync(tls.keyPath);
   } catch (e) {
-    throw new ConfigError(`invalid configuration:\n  SVC_TLS_CERT / SVC_TLS_KEY: cannot read ${(e as NodeJS.ErrnoException).path ?? 'a file'} (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
+    throw new ConfigError(
+      `invalid configuration:\n  SVC_TLS_CERT / SVC_TLS_KEY: cannot read ${(e as NodeJS.ErrnoException).path ?? 'a file'} (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`,
+    );
   }
   try {
     createSecureContext({ cert, key });
@@ -376,7 +403,8 @@ export function readTlsFiles(tls: TlsConfig): { cert: Buffer; key: Buffer } {
 function mailConfig(env: Env): MailConfig | undefined {
   if (!env.SVC_SMTP_URL && !env.SVC_MAIL_FROM) return undefined;
   if (!env.SVC_SMTP_URL) throw new ConfigError('invalid configuration:\n  SVC_SMTP_URL: required when SVC_MAIL_FROM is set');
-  if (!env.SVC_MAIL_FROM) throw new ConfigError('invalid configuration:\n  SVC_MAIL_FROM: required when SVC_SMTP_URL is set, e.g. "svc <no-reply@example.com>"');
+  if (!env.SVC_MAIL_FROM)
+    throw new ConfigError('invalid configuration:\n  SVC_MAIL_FROM: required when SVC_SMTP_URL is set, e.g. "svc <no-reply@example.com>"');
   return { smtpUrl: env.SVC_SMTP_URL, from: env.SVC_MAIL_FROM };
 }
 

@@ -20,7 +20,7 @@ afterAll(async () => {
 
 const org = (id: string) => t.db.prisma.org.findUniqueOrThrow({ where: { id } });
 
-it('reserves only what balance minus every process\'s reservations covers; a debit settles its reservation', async () => {
+it("reserves only what balance minus every process's reservations covers; a debit settles its reservation", async () => {
   const { id } = await createOrg(t.db, { name: 'holds', creditsMicros: 1_000n });
   const a = t.db.hot;
   expect(await a.reserve(id, 600n)).toBe(true);

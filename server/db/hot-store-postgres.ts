@@ -29,7 +29,13 @@ export function createPostgresHotStore(connectionString: string, ownerId = holdO
   const store: HotStore = {
     async findKeyByHash(hash): Promise<KeyAuthRecord | null> {
       const { rows } = await pool.query<{
-        keyId: string; orgId: string; status: 'active' | 'revoked'; rateLimitRpm: number | null; isTrial: boolean; balanceMicros: string; heldMicros: string;
+        keyId: string;
+        orgId: string;
+        status: 'active' | 'revoked';
+        rateLimitRpm: number | null;
+        isTrial: boolean;
+        balanceMicros: string;
+        heldMicros: string;
       }>({
         name: 'svc_find_key',
         text: `SELECT k.id AS "keyId", k."orgId", k.status::text AS status, k."rateLimitRpm", k."isTrial",
@@ -76,9 +82,23 @@ export function createPostgresHotStore(connectionString: string, ownerId = holdO
                         $9, $10::"Modality", $11, $12, $13, $14, $15, $8::timestamp FROM o)
                SELECT "balanceMicros"::text AS b FROM o`,
         values: [
-          c.orgId, c.amountMicros.toString(), newTimeOrderedId('led'), c.kind, c.description, c.apiKeyId ?? null, c.requestId ?? null, now,
-          u?.modelId ?? null, u?.modality ?? null, u?.route ?? null, u?.inputTokens ?? 0, u?.outputTokens ?? 0, u?.characters ?? 0, u?.audioMillis ?? 0,
-          (c.releaseMicros ?? 0n).toString(), ownerId,
+          c.orgId,
+          c.amountMicros.toString(),
+          newTimeOrderedId('led'),
+          c.kind,
+          c.description,
+          c.apiKeyId ?? null,
+          c.requestId ?? null,
+          now,
+          u?.modelId ?? null,
+          u?.modality ?? null,
+          u?.route ?? null,
+          u?.inputTokens ?? 0,
+          u?.outputTokens ?? 0,
+          u?.characters ?? 0,
+          u?.audioMillis ?? 0,
+          (c.releaseMicros ?? 0n).toString(),
+          ownerId,
         ],
       });
       return rows[0] ? BigInt(rows[0].b) : null;
@@ -145,10 +165,7 @@ export function createPostgresHotStore(connectionString: string, ownerId = holdO
       if (lastUsed.size === 0) return;
       const ids = [...lastUsed.keys()];
       const times = [...lastUsed.values()].map(ts);
-      await pool.query(
-        `UPDATE "ApiKey" k SET "lastUsedAt" = v.t::timestamp FROM unnest($1::text[], $2::text[]) AS v(id, t) WHERE k.id = v.id`,
-        [ids, times],
-      );
+      await pool.query(`UPDATE "ApiKey" k SET "lastUsedAt" = v.t::timestamp FROM unnest($1::text[], $2::text[]) AS v(id, t) WHERE k.id = v.id`, [ids, times]);
     },
     async ping() {
       await pool.query('SELECT 1');

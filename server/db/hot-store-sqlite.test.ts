@@ -44,10 +44,16 @@ async function newOrg(credits: bigint) {
 
 /** A grant written by the other connection, ledger row and balance in one transaction. */
 function grantFromElsewhere(orgId: string, amount: bigint): void {
-  other.transaction(() => {
-    const { b } = other.prepare(`UPDATE "Org" SET balanceMicros = balanceMicros + ? WHERE id = ? RETURNING balanceMicros AS b`).get(amount, orgId) as { b: bigint };
-    other.prepare(`INSERT INTO "LedgerEntry" (id, orgId, kind, amountMicros, balanceAfterMicros, createdAt) VALUES (?, ?, 'grant', ?, ?, ?)`).run(newId('led'), orgId, amount, b, new Date().toISOString().replace('Z', '+00:00'));
-  }).immediate();
+  other
+    .transaction(() => {
+      const { b } = other.prepare(`UPDATE "Org" SET balanceMicros = balanceMicros + ? WHERE id = ? RETURNING balanceMicros AS b`).get(amount, orgId) as {
+        b: bigint;
+      };
+      other
+        .prepare(`INSERT INTO "LedgerEntry" (id, orgId, kind, amountMicros, balanceAfterMicros, createdAt) VALUES (?, ?, 'grant', ?, ?, ?)`)
+        .run(newId('led'), orgId, amount, b, new Date().toISOString().replace('Z', '+00:00'));
+    })
+    .immediate();
 }
 
 async function ledgerOf(orgId: string) {
@@ -112,10 +118,17 @@ describe('deferred usage debits (SQLite)', () => {
     const b = await newOrg(5_000n);
     // 70 debits in one turn (more than one multi-row INSERT), interleaved across two orgs and
     // one org that does not exist; answered before anything is committed.
-    const plan = Array.from({ length: 70 }, (_v, i) => ({ orgId: i % 7 === 3 ? 'org_missing' : i % 2 ? b.orgId : a.orgId, amount: BigInt(i + 1), requestId: `req_batch_${i}` }));
+    const plan = Array.from({ length: 70 }, (_v, i) => ({
+      orgId: i % 7 === 3 ? 'org_missing' : i % 2 ? b.orgId : a.orgId,
+      amount: BigInt(i + 1),
+      requestId: `req_batch_${i}`,
+    }));
     const answered = await Promise.all(plan.map((p) => debit(p.orgId, p.amount, p.requestId)));
     const expected: (bigint | null)[] = [];
-    const running = new Map([[a.orgId, 10_000n], [b.orgId, 5_000n]]);
+    const running = new Map([
+      [a.orgId, 10_000n],
+      [b.orgId, 5_000n],
+    ]);
     for (const p of plan) {
       const before = running.get(p.orgId);
       if (before === undefined) expected.push(null);
@@ -154,7 +167,9 @@ describe('deferred usage debits (SQLite)', () => {
     const errors: number[] = [];
     t.db.hot.onDeferredWriteError = (_err, queued) => errors.push(queued);
     // The database refuses this one request's row (as a full disk or an I/O error would).
-    other.exec(`CREATE TRIGGER refuse_debit BEFORE INSERT ON "LedgerEntry" WHEN NEW.requestId = 'req_refused' BEGIN SELECT RAISE(ABORT, 'refused by test'); END`);
+    other.exec(
+      `CREATE TRIGGER refuse_debit BEFORE INSERT ON "LedgerEntry" WHEN NEW.requestId = 'req_refused' BEGIN SELECT RAISE(ABORT, 'refused by test'); END`,
+    );
     try {
       const auth = await core.admit(key, true);
       expect(await core.charge(auth, 'req_refused', 200n, usage)).toBe(800n);
@@ -162,7 +177,10 @@ describe('deferred usage debits (SQLite)', () => {
       expect(errors[0]).toBe(1);
       await expect(t.db.hot.settle()).rejects.toThrow(/refused by test/);
       // Metered work is refused while it stays unwritten; the balance still counts it.
-      const refused = await core.admit(key, true).then(() => null, (e: unknown) => envelope(e as ServiceError));
+      const refused = await core.admit(key, true).then(
+        () => null,
+        (e: unknown) => envelope(e as ServiceError),
+      );
       expect(refused).toMatchObject({ status: 503, body: { error: { code: 'temporarily_unavailable' } } });
       expect((await core.admit(key, false)).balanceMicros).toBe(800n);
       expect(await t.db.prisma.ledgerEntry.count({ where: { requestId: 'req_refused' } })).toBe(0);
@@ -186,7 +204,11 @@ describe('key checks (SQLite)', () => {
     const { orgId, key } = await newOrg(100n);
     const hash = hashApiKey(key);
     const sameTurn = await Promise.all([1, 2, 3].map(() => t.db.hot.findKeyByHash(hash)));
-    expect(sameTurn.map((r) => [r?.status, r?.balanceMicros])).toEqual([['active', 100n], ['active', 100n], ['active', 100n]]);
+    expect(sameTurn.map((r) => [r?.status, r?.balanceMicros])).toEqual([
+      ['active', 100n],
+      ['active', 100n],
+      ['active', 100n],
+    ]);
     grantFromElsewhere(orgId, 50n);
     other.prepare(`UPDATE "ApiKey" SET status = 'revoked' WHERE hash = ?`).run(hash);
     expect(await t.db.hot.findKeyByHash(hash)).toMatchObject({ status: 'revoked', balanceMicros: 150n });

@@ -85,8 +85,24 @@ export function createSqliteHotStore(path: string, ownerId = holdOwnerId()): Hot
 
   const ledgerValues = (c: LedgerChange, balanceAfter: bigint, now: string): unknown[] => {
     const u = c.usage;
-    return [newTimeOrderedId('led'), c.orgId, c.kind, c.amountMicros, balanceAfter, c.description, c.apiKeyId ?? null, c.requestId ?? null,
-      u?.modelId ?? null, u?.modality ?? null, u?.route ?? null, u?.inputTokens ?? 0, u?.outputTokens ?? 0, u?.characters ?? 0, u?.audioMillis ?? 0, now];
+    return [
+      newTimeOrderedId('led'),
+      c.orgId,
+      c.kind,
+      c.amountMicros,
+      balanceAfter,
+      c.description,
+      c.apiKeyId ?? null,
+      c.requestId ?? null,
+      u?.modelId ?? null,
+      u?.modality ?? null,
+      u?.route ?? null,
+      u?.inputTokens ?? 0,
+      u?.outputTokens ?? 0,
+      u?.characters ?? 0,
+      u?.audioMillis ?? 0,
+      now,
+    ];
   };
   // BEGIN IMMEDIATE takes the write lock up front, so concurrent writers in other
   // processes wait (busy timeout) instead of failing on a read-to-write upgrade.
@@ -287,8 +303,10 @@ export function createSqliteHotStore(path: string, ownerId = holdOwnerId()): Hot
     if (releaseExpiredHolds.run({ now }).changes > 0) deleteExpiredHolds.run(now);
   });
   const releaseOwnHolds = db.transaction(() => {
-    db.prepare(`UPDATE "Org" SET heldMicros = heldMicros - (SELECT h.amountMicros FROM "CreditHold" h WHERE h.orgId = "Org".id AND h.ownerId = @owner)
-                 WHERE id IN (SELECT orgId FROM "CreditHold" WHERE ownerId = @owner)`).run({ owner: ownerId });
+    db.prepare(
+      `UPDATE "Org" SET heldMicros = heldMicros - (SELECT h.amountMicros FROM "CreditHold" h WHERE h.orgId = "Org".id AND h.ownerId = @owner)
+                 WHERE id IN (SELECT orgId FROM "CreditHold" WHERE ownerId = @owner)`,
+    ).run({ owner: ownerId });
     db.prepare(`DELETE FROM "CreditHold" WHERE ownerId = ?`).run(ownerId);
   });
   const touchAll = db.transaction((entries: [string, Date][]) => {
@@ -305,7 +323,10 @@ export function createSqliteHotStore(path: string, ownerId = holdOwnerId()): Hot
       const row = findKey.get(hash);
       if (!row) return null;
       const record = {
-        keyId: row.keyId, orgId: row.orgId, status: row.status, isTrial: row.isTrial !== 0n,
+        keyId: row.keyId,
+        orgId: row.orgId,
+        status: row.status,
+        isTrial: row.isTrial !== 0n,
         rateLimitRpm: row.rateLimitRpm === null ? null : Number(row.rateLimitRpm),
       };
       const current = row.balanceMicros + (deferredByOrg.get(row.orgId) ?? 0n);

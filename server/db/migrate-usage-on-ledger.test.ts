@@ -103,11 +103,24 @@ describe('migration 0004: usage on the ledger', () => {
 
   it('new debits carry their usage on the same row', async () => {
     const balance = await db.hot.applyLedgerChange({
-      orgId: 'org_m', amountMicros: -5n, kind: 'usage', description: 'tts t', requestId: 'req_c',
+      orgId: 'org_m',
+      amountMicros: -5n,
+      kind: 'usage',
+      description: 'tts t',
+      requestId: 'req_c',
       usage: { modelId: 't', modality: 'tts', route: 'tts.sse', characters: 42 },
     });
     expect(balance).toBe(995n);
     const row = await db.prisma.ledgerEntry.findFirstOrThrow({ where: { requestId: 'req_c' } });
-    expect(row).toMatchObject({ kind: 'usage', amountMicros: -5n, balanceAfterMicros: 995n, modelId: 't', modality: 'tts', route: 'tts.sse', characters: 42, inputTokens: 0 });
+    expect(row).toMatchObject({
+      kind: 'usage',
+      amountMicros: -5n,
+      balanceAfterMicros: 995n,
+      modelId: 't',
+      modality: 'tts',
+      route: 'tts.sse',
+      characters: 42,
+      inputTokens: 0,
+    });
   });
 });

@@ -77,10 +77,14 @@ async function migratePostgres(connectionString: string, migrations: Migration[]
     for (const m of migrations) {
       if (done.has(m.name)) continue;
       // Simple query protocol: the whole file in one round, inside one transaction.
-      await client.query(`BEGIN;\n${m.sql}\n;INSERT INTO "_svc_migrations" (name, applied_at) VALUES ('${m.name.replace(/'/g, "''")}', '${new Date().toISOString()}');\nCOMMIT;`).catch(async (e: unknown) => {
-        await client.query('ROLLBACK').catch(() => {});
-        throw e;
-      });
+      await client
+        .query(
+          `BEGIN;\n${m.sql}\n;INSERT INTO "_svc_migrations" (name, applied_at) VALUES ('${m.name.replace(/'/g, "''")}', '${new Date().toISOString()}');\nCOMMIT;`,
+        )
+        .catch(async (e: unknown) => {
+          await client.query('ROLLBACK').catch(() => {});
+          throw e;
+        });
       applied.push(m.name);
     }
     return applied;

@@ -20,7 +20,12 @@ let survivor: GatewayHarness | undefined;
 beforeAll(async () => {
   t = await createTestDatabase();
   // 0.0001 USD per second of audio: a session reserves 100 micro-USD before its upgrade.
-  await upsertModel(t.db.prisma, checkProtocol, { id: 'local-stt', modality: 'stt', prices: { picoPerSecond: 100_000_000n }, upstream: { url: 'local:pocketsphinx', protocol: 'pocketsphinx' } });
+  await upsertModel(t.db.prisma, checkProtocol, {
+    id: 'local-stt',
+    modality: 'stt',
+    prices: { picoPerSecond: 100_000_000n },
+    upstream: { url: 'local:pocketsphinx', protocol: 'pocketsphinx' },
+  });
 });
 
 afterAll(async () => {

@@ -124,8 +124,18 @@ describe('upstreams answering garbage', () => {
     });
     await new Promise<void>((r) => stt.listen(0, '127.0.0.1', () => r()));
     const prisma = h.testDb.db.prisma;
-    await upsertModel(prisma, checkProtocol, { id: 'junk-llm', modality: 'llm', prices: { inputPicoPerToken: 1_000_000n, outputPicoPerToken: 1_000_000n }, upstream: { url: chatUp.baseUrl, protocol: 'openai' } });
-    await upsertModel(prisma, checkProtocol, { id: 'junk-stt', modality: 'stt', prices: { picoPerSecond: 1_000_000n }, upstream: { url: `http://127.0.0.1:${(stt.address() as AddressInfo).port}/v1`, protocol: 'openai' } });
+    await upsertModel(prisma, checkProtocol, {
+      id: 'junk-llm',
+      modality: 'llm',
+      prices: { inputPicoPerToken: 1_000_000n, outputPicoPerToken: 1_000_000n },
+      upstream: { url: chatUp.baseUrl, protocol: 'openai' },
+    });
+    await upsertModel(prisma, checkProtocol, {
+      id: 'junk-stt',
+      modality: 'stt',
+      prices: { picoPerSecond: 1_000_000n },
+      upstream: { url: `http://127.0.0.1:${(stt.address() as AddressInfo).port}/v1`, protocol: 'openai' },
+    });
     await h.runtime.ctx.registry.refresh();
     await h.runtime.ctx.health.checkAll();
   });
@@ -147,7 +157,11 @@ describe('upstreams answering garbage', () => {
     await h.settled();
     const [usage] = await usageRows(h.testDb.db.prisma, { requestId: 'junk-stream-1' });
     // No usage and no content chunks from the engine: the prompt at 4 bytes a token, no output.
-    expect(usage).toMatchObject({ inputTokens: Math.ceil(Buffer.byteLength(body) / 4), outputTokens: 0, costMicros: BigInt(Math.ceil(Buffer.byteLength(body) / 4)) });
+    expect(usage).toMatchObject({
+      inputTokens: Math.ceil(Buffer.byteLength(body) / 4),
+      outputTokens: 0,
+      costMicros: BigInt(Math.ceil(Buffer.byteLength(body) / 4)),
+    });
     await expectLedgerConsistent(h.testDb.db, h.orgId);
   });
 
@@ -162,7 +176,11 @@ describe('upstreams answering garbage', () => {
     const pcm = new Uint8Array(32000); // 1 s of 16 kHz silence, raw
     form.set('file', new Blob([pcm], { type: 'application/octet-stream' }), 'a.raw');
     form.set('model', 'junk-stt');
-    const res = await fetch(`${h.url}/v1/audio/transcriptions`, { method: 'POST', headers: { authorization: h.headers.authorization!, 'x-request-id': `junk-stt-${contentType}-${body.length}` }, body: form });
+    const res = await fetch(`${h.url}/v1/audio/transcriptions`, {
+      method: 'POST',
+      headers: { authorization: h.headers.authorization!, 'x-request-id': `junk-stt-${contentType}-${body.length}` },
+      body: form,
+    });
     const answer = (await res.json()) as { error?: { code: string; type: string } };
     expect({ status: res.status, code: answer.error?.code, type: answer.error?.type }).toEqual({ status: 502, code: 'upstream_error', type: 'api_error' });
     await h.settled();
@@ -182,7 +200,9 @@ describe('Redis stopped and restarted under load', () => {
 
   /** Resolves once redis-server has logged that it takes commands. */
   async function startRedis(): Promise<void> {
-    const s = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: ['ignore', 'pipe', 'ignore'] });
+    const s = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
+      stdio: ['ignore', 'pipe', 'ignore'],
+    });
     server = s;
     await new Promise<void>((resolve, reject) => {
       let log = '';
@@ -345,7 +365,12 @@ describe('PostgreSQL unreachable and back under load', () => {
   beforeAll(async () => {
     t = await createTestDatabase('postgresql');
     upstream = await startScriptedUpstream({ kind: 'ok', usage: { prompt_tokens: 3, completion_tokens: 4 } });
-    await upsertModel(t.db.prisma, checkProtocol, { id: 'pg-llm', modality: 'llm', prices: { inputPicoPerToken: 1_000_000n, outputPicoPerToken: 1_000_000n }, upstream: { url: upstream.baseUrl, protocol: 'openai' } });
+    await upsertModel(t.db.prisma, checkProtocol, {
+      id: 'pg-llm',
+      modality: 'llm',
+      prices: { inputPicoPerToken: 1_000_000n, outputPicoPerToken: 1_000_000n },
+      upstream: { url: upstream.baseUrl, protocol: 'openai' },
+    });
     const direct = new URL(t.url);
     proxy = await pgProxy({ host: direct.hostname, port: Number(direct.port || 5432) });
     const viaProxy = new URL(t.url);
@@ -394,7 +419,10 @@ describe('PostgreSQL unreachable and back under load', () => {
     const answers = await load.stop();
 
     const counts = tally(answers);
-    expect(Object.keys(counts).every((k) => ['200', '503 verify_unavailable', '503 temporarily_unavailable'].includes(k)), JSON.stringify(counts)).toBe(true);
+    expect(
+      Object.keys(counts).every((k) => ['200', '503 verify_unavailable', '503 temporarily_unavailable'].includes(k)),
+      JSON.stringify(counts),
+    ).toBe(true);
     expect(counts['503 verify_unavailable']).toBeGreaterThan(0);
     expect(counts['200']).toBeGreaterThan(0);
 

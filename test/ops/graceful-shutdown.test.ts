@@ -33,13 +33,36 @@ beforeAll(async () => {
   t = await createTestDatabase();
   upstream = await startScriptedUpstream();
   // 1 micro-USD per token either way, so costs are token counts.
-  await upsertModel(t.db.prisma, checkProtocol, { id: 'slow-llm', modality: 'llm', prices: { inputPicoPerToken: 1_000_000n, outputPicoPerToken: 1_000_000n }, upstream: { url: upstream.baseUrl, protocol: 'openai' } });
+  await upsertModel(t.db.prisma, checkProtocol, {
+    id: 'slow-llm',
+    modality: 'llm',
+    prices: { inputPicoPerToken: 1_000_000n, outputPicoPerToken: 1_000_000n },
+    upstream: { url: upstream.baseUrl, protocol: 'openai' },
+  });
   // A speech engine that sends its first audio, then nothing more (a long synthesis in progress).
   speechServer = await startSpeechServer({ kind: 'pcm', pcm: pcmTone(2), stopAfterBytes: 9600, then: 'hang' });
-  await upsertModel(t.db.prisma, checkProtocol, { id: 'slow-tts', modality: 'tts', prices: { picoPerChar: 1_000_000n }, upstream: { url: speechServer.baseUrl, protocol: 'openai' } });
+  await upsertModel(t.db.prisma, checkProtocol, {
+    id: 'slow-tts',
+    modality: 'tts',
+    prices: { picoPerChar: 1_000_000n },
+    upstream: { url: speechServer.baseUrl, protocol: 'openai' },
+  });
   ttsVoice = newId('voice');
-  await t.db.prisma.voice.create({ data: { id: ttsVoice, orgId: null, name: 'shutdown voice', tags: [], profiles: { create: { id: newId('vpr'), modelId: 'slow-tts', upstreamId: 'alloy', status: 'ready' } } } });
-  await upsertModel(t.db.prisma, checkProtocol, { id: 'local-stt', modality: 'stt', prices: { picoPerSecond: 100_000_000n }, upstream: { url: 'local:pocketsphinx', protocol: 'pocketsphinx' } });
+  await t.db.prisma.voice.create({
+    data: {
+      id: ttsVoice,
+      orgId: null,
+      name: 'shutdown voice',
+      tags: [],
+      profiles: { create: { id: newId('vpr'), modelId: 'slow-tts', upstreamId: 'alloy', status: 'ready' } },
+    },
+  });
+  await upsertModel(t.db.prisma, checkProtocol, {
+    id: 'local-stt',
+    modality: 'stt',
+    prices: { picoPerSecond: 100_000_000n },
+    upstream: { url: 'local:pocketsphinx', protocol: 'pocketsphinx' },
+  });
 }, 60_000);
 
 afterAll(async () => {
@@ -145,7 +168,12 @@ describe('SIGTERM on svc gateway', () => {
     const res = await fetch(`${gw.base}/tts/sse`, {
       method: 'POST',
       headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ model_id: 'slow-tts', transcript, voice: { mode: 'id', id: ttsVoice }, output_format: { container: 'raw', sample_rate: 24000, encoding: 'pcm_s16le' } }),
+      body: JSON.stringify({
+        model_id: 'slow-tts',
+        transcript,
+        voice: { mode: 'id', id: ttsVoice },
+        output_format: { container: 'raw', sample_rate: 24000, encoding: 'pcm_s16le' },
+      }),
     });
     expect(res.status).toBe(200);
     const events = sseReader(res);

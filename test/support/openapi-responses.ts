@@ -62,7 +62,12 @@ export function openApiResponseChecker(doc: Json) {
 
   /** A response object, or the one its $ref names (#/components/responses/...). */
   const resolve = (object: Json): Json =>
-    typeof object.$ref === 'string' ? (object.$ref as string).slice(2).split('/').reduce((at: Json, part) => at[part.replace(/~1/g, '/').replace(/~0/g, '~')], doc) : object;
+    typeof object.$ref === 'string'
+      ? (object.$ref as string)
+          .slice(2)
+          .split('/')
+          .reduce((at: Json, part) => at[part.replace(/~1/g, '/').replace(/~0/g, '~')], doc)
+      : object;
 
   const envelope = compile('ErrorEnvelope', { $ref: '#/components/schemas/ErrorEnvelope' });
   const explain = (v: ValidateFunction) => ajv.errorsText(v.errors, { separator: '; ' });

@@ -23,7 +23,12 @@ export function realtimeUrl(h: Pick<GatewayHarness, 'url'>, query: Record<string
   return `${h.url.replace(/^http/, 'ws')}/v1/realtime?${new URLSearchParams(query).toString()}`;
 }
 
-export async function openRealtime(h: Pick<GatewayHarness, 'url'>, key: string, query: Record<string, string>, headers: Record<string, string> = {}): Promise<RealtimeClient> {
+export async function openRealtime(
+  h: Pick<GatewayHarness, 'url'>,
+  key: string,
+  query: Record<string, string>,
+  headers: Record<string, string> = {},
+): Promise<RealtimeClient> {
   const ws = new WebSocket(realtimeUrl(h, query), { headers: { authorization: `Bearer ${key}`, ...headers } });
   const events: RealtimeEvent[] = [];
   let taken = 0;
@@ -50,9 +55,21 @@ export async function openRealtime(h: Pick<GatewayHarness, 'url'>, key: string, 
         taken = i + 1;
         return out;
       }
-      if (isClosed) throw new Error(`closed before ${type}; got ${events.slice(taken).map((e) => e.type).join(', ')}`);
+      if (isClosed)
+        throw new Error(
+          `closed before ${type}; got ${events
+            .slice(taken)
+            .map((e) => e.type)
+            .join(', ')}`,
+        );
       const left = deadline - Date.now();
-      if (left <= 0) throw new Error(`no ${type} within ${timeoutMs} ms; got ${events.slice(taken).map((e) => e.type).join(', ')}`);
+      if (left <= 0)
+        throw new Error(
+          `no ${type} within ${timeoutMs} ms; got ${events
+            .slice(taken)
+            .map((e) => e.type)
+            .join(', ')}`,
+        );
       await new Promise<void>((resolve) => {
         const t = setTimeout(resolve, left);
         wake = () => {

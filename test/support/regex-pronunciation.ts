@@ -26,7 +26,11 @@ export function applyPronunciationByRegex(transcript: string, entries: readonly 
   // Characters are code points, as for the 5,000 cap and billing.
   const length = out.length > MAX_EXPANDED_TRANSCRIPT ? [...out].length : out.length;
   if (length > MAX_EXPANDED_TRANSCRIPT) {
-    throw new ServiceError('transcript_too_long', `The transcript is ${length} characters after pronunciation-dictionary expansion; the limit is ${MAX_EXPANDED_TRANSCRIPT}.`, 'pronunciation_dict_id');
+    throw new ServiceError(
+      'transcript_too_long',
+      `The transcript is ${length} characters after pronunciation-dictionary expansion; the limit is ${MAX_EXPANDED_TRANSCRIPT}.`,
+      'pronunciation_dict_id',
+    );
   }
   return out;
 }

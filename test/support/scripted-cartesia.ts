@@ -103,7 +103,8 @@ const TTS_CHUNK_BYTES = 4095;
 const RATES = new Set([8000, 16000, 22050, 24000, 44100, 48000]);
 const DEFAULT_WORDS = ['alpha', 'bravo', 'charlie', 'delta', 'echo', 'foxtrot'];
 
-const errorBody = (title: string, message: string, errorCode: string | null = null) => JSON.stringify({ error_code: errorCode, title, message, request_id: randomUUID() });
+const errorBody = (title: string, message: string, errorCode: string | null = null) =>
+  JSON.stringify({ error_code: errorCode, title, message, request_id: randomUUID() });
 
 /** Voiced bursts of 16-bit audio, found frame by frame as it arrives. */
 class BurstDetector {
@@ -199,7 +200,8 @@ export async function startScriptedCartesia(options: ScriptedCartesiaOptions = {
     const key = bearer ?? (headers['x-api-key'] as string | undefined) ?? query?.get('api_key') ?? query?.get('access_token') ?? undefined;
     if (key !== state.apiKey) return { status: 401, body: errorBody('Unauthorized', key ? 'Invalid API key.' : 'No API key was provided.') };
     const version = query?.get('cartesia_version') ?? headers['cartesia-version'];
-    if (typeof version !== 'string' || !/^\d{4}-\d{2}-\d{2}$/.test(version)) return { status: 400, body: errorBody('Invalid version', 'A Cartesia-Version header (YYYY-MM-DD) is required.') };
+    if (typeof version !== 'string' || !/^\d{4}-\d{2}-\d{2}$/.test(version))
+      return { status: 400, body: errorBody('Invalid version', 'A Cartesia-Version header (YYYY-MM-DD) is required.') };
     return null;
   }
 
@@ -216,7 +218,9 @@ export async function startScriptedCartesia(options: ScriptedCartesiaOptions = {
   async function handle(req: IncomingMessage, res: ServerResponse, body: Buffer): Promise<void> {
     const url = new URL(req.url ?? '/', 'http://peer');
     const type = req.headers['content-type'] ?? '';
-    const form = type.startsWith('multipart/form-data') ? await new Request(url, { method: 'POST', headers: { 'content-type': type }, body: new Uint8Array(body) }).formData().catch(() => null) : null;
+    const form = type.startsWith('multipart/form-data')
+      ? await new Request(url, { method: 'POST', headers: { 'content-type': type }, body: new Uint8Array(body) }).formData().catch(() => null)
+      : null;
     const closed = new Promise<void>((resolve) => res.on('close', () => resolve()));
     state.received.push({ method: req.method ?? 'GET', path: url.pathname, query: url.searchParams, headers: req.headers, body, form, closed });
     notify(requestWaiters);
@@ -239,7 +243,13 @@ export async function startScriptedCartesia(options: ScriptedCartesiaOptions = {
   }
 
   async function speak(raw: Buffer, res: ServerResponse): Promise<void> {
-    let request: { model_id?: unknown; transcript?: unknown; voice?: { id?: unknown }; output_format?: { container?: unknown; encoding?: unknown; sample_rate?: unknown }; generation_config?: { speed?: unknown } };
+    let request: {
+      model_id?: unknown;
+      transcript?: unknown;
+      voice?: { id?: unknown };
+      output_format?: { container?: unknown; encoding?: unknown; sample_rate?: unknown };
+      generation_config?: { speed?: unknown };
+    };
     try {
       request = JSON.parse(raw.toString()) as typeof request;
     } catch {
@@ -247,7 +257,14 @@ export async function startScriptedCartesia(options: ScriptedCartesiaOptions = {
     }
     const format = request.output_format;
     const rate = Number(format?.sample_rate);
-    if (typeof request.model_id !== 'string' || typeof request.transcript !== 'string' || typeof request.voice?.id !== 'string' || format?.container !== 'raw' || format.encoding !== 'pcm_s16le' || !RATES.has(rate)) {
+    if (
+      typeof request.model_id !== 'string' ||
+      typeof request.transcript !== 'string' ||
+      typeof request.voice?.id !== 'string' ||
+      format?.container !== 'raw' ||
+      format.encoding !== 'pcm_s16le' ||
+      !RATES.has(rate)
+    ) {
       res.writeHead(400, { 'content-type': 'application/json' });
       res.end(errorBody('Invalid request', 'model_id, transcript, voice.id and a raw pcm_s16le output_format are required.', 'invalid_request'));
       return;
@@ -281,7 +298,14 @@ export async function startScriptedCartesia(options: ScriptedCartesiaOptions = {
     detector.push(floatToS16(wav.samples));
     detector.settle();
     const heard = wordsOf(detector, 0, words);
-    const payload = JSON.stringify({ type: 'transcript', request_id: randomUUID(), text: heard.map((w) => w.word).join(' '), language: form!.get('language') ?? 'en', duration: wav.frameCount / wav.sampleRate, words: heard });
+    const payload = JSON.stringify({
+      type: 'transcript',
+      request_id: randomUUID(),
+      text: heard.map((w) => w.word).join(' '),
+      language: form!.get('language') ?? 'en',
+      duration: wav.frameCount / wav.sampleRate,
+      words: heard,
+    });
     res.writeHead(200, { 'content-type': 'application/json' });
     if (state.behaviour.kind === 'die') res.write(payload.slice(0, 20), () => res.socket?.destroy());
     else res.end(payload);
@@ -300,7 +324,19 @@ export async function startScriptedCartesia(options: ScriptedCartesiaOptions = {
     const voice: CatalogueVoice = { id: randomUUID(), name, description: typeof description === 'string' ? description : '', language, gender: null };
     state.voices.push(voice);
     res.writeHead(200, { 'content-type': 'application/json' });
-    res.end(JSON.stringify({ id: voice.id, user_id: 'user_scripted', name, description: voice.description, tagline: '', language, created_at: new Date().toISOString(), access: 'private', visibility: 'owner' }));
+    res.end(
+      JSON.stringify({
+        id: voice.id,
+        user_id: 'user_scripted',
+        name,
+        description: voice.description,
+        tagline: '',
+        language,
+        created_at: new Date().toISOString(),
+        access: 'private',
+        visibility: 'owner',
+      }),
+    );
   }
 
   function listVoices(query: URLSearchParams, res: ServerResponse): void {
@@ -310,13 +346,21 @@ export async function startScriptedCartesia(options: ScriptedCartesiaOptions = {
     const data = state.voices.slice(from, from + limit);
     const hasMore = from + limit < state.voices.length;
     res.writeHead(200, { 'content-type': 'application/json' });
-    res.end(JSON.stringify({ data: data.map((v) => ({ ...v, is_owner: false, is_public: true, created_at: '2026-01-01T00:00:00Z' })), has_more: hasMore, next_page: hasMore ? data.at(-1)!.id : null }));
+    res.end(
+      JSON.stringify({
+        data: data.map((v) => ({ ...v, is_owner: false, is_public: true, created_at: '2026-01-01T00:00:00Z' })),
+        has_more: hasMore,
+        next_page: hasMore ? data.at(-1)!.id : null,
+      }),
+    );
   }
 
   server.on('upgrade', (req: IncomingMessage, socket: Socket, head: Buffer) => {
     const url = new URL(req.url ?? '/', 'http://peer');
     const reject = (status: number, body: string) => {
-      socket.end(`HTTP/1.1 ${status} Refused\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
+      socket.end(
+        `HTTP/1.1 ${status} Refused\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+      );
     };
     const b = state.behaviour;
     if (b.kind === 'hang') return;
@@ -365,7 +409,15 @@ export async function startScriptedCartesia(options: ScriptedCartesiaOptions = {
       const heard = wordsOf(detector, settled, words);
       const text = (settled > 0 ? ' ' : '') + heard.map((w) => w.word).join(' ');
       const last = detector.bursts.at(-1);
-      send({ type: 'transcript', is_final: isFinal, request_id: requestId, text, duration: heard.length && last ? last.endFrame * FRAME_SECONDS : 0, language: query.get('language') ?? 'en', words: heard });
+      send({
+        type: 'transcript',
+        is_final: isFinal,
+        request_id: requestId,
+        text,
+        duration: heard.length && last ? last.endFrame * FRAME_SECONDS : 0,
+        language: query.get('language') ?? 'en',
+        words: heard,
+      });
     };
     const finalize = () => {
       detector.settle();
@@ -390,12 +442,23 @@ export async function startScriptedCartesia(options: ScriptedCartesiaOptions = {
         detector.push(s16leToS16(bytes.subarray(0, even)));
         if (b.kind === 'mute') return;
         if (b.kind === 'stream_error') {
-          send({ type: 'error', done: true, status_code: b.status, error_code: null, title: 'Transcription failed', message: b.message, request_id: requestId });
+          send({
+            type: 'error',
+            done: true,
+            status_code: b.status,
+            error_code: null,
+            title: 'Transcription failed',
+            message: b.message,
+            request_id: requestId,
+          });
           ws.close(1000);
           return;
         }
         dropAfterTranscript = b.kind === 'die';
-        const signature = detector.bursts.slice(settled).map((burst) => `${burst.startFrame}-${burst.closed}`).join(',');
+        const signature = detector.bursts
+          .slice(settled)
+          .map((burst) => `${burst.startFrame}-${burst.closed}`)
+          .join(',');
         if (signature && signature !== lastInterim) {
           lastInterim = signature;
           transcript(false);

@@ -94,7 +94,34 @@ export interface ScriptedDeepgram {
 const VOICED_RMS = 0.05 * 32768;
 const FRAME_SECONDS = 0.02;
 const TTS_TONE_HZ = 440;
-const NATO = ['alpha', 'bravo', 'charlie', 'delta', 'echo', 'foxtrot', 'golf', 'hotel', 'india', 'juliett', 'kilo', 'lima', 'mike', 'november', 'oscar', 'papa', 'quebec', 'romeo', 'sierra', 'tango', 'uniform', 'victor', 'whiskey', 'xray', 'yankee', 'zulu'];
+const NATO = [
+  'alpha',
+  'bravo',
+  'charlie',
+  'delta',
+  'echo',
+  'foxtrot',
+  'golf',
+  'hotel',
+  'india',
+  'juliett',
+  'kilo',
+  'lima',
+  'mike',
+  'november',
+  'oscar',
+  'papa',
+  'quebec',
+  'romeo',
+  'sierra',
+  'tango',
+  'uniform',
+  'victor',
+  'whiskey',
+  'xray',
+  'yankee',
+  'zulu',
+];
 const NET_0001 = 'NET-0001';
 const AUTH_REFUSED = () => ({ err_code: 'INVALID_AUTH', err_msg: 'Invalid credentials.', request_id: randomUUID() });
 
@@ -208,7 +235,15 @@ class ListenSession {
   closeStream(): void {
     this.flushPending();
     if (this.pos > this.segStart) this.final({ speechFinal: false, fromFinalize: false });
-    this.emit({ type: 'Metadata', transaction_key: 'deprecated', request_id: randomUUID(), sha256: 'scripted', created: new Date().toISOString(), duration: seconds(this.pos, this.rate), channels: 1 });
+    this.emit({
+      type: 'Metadata',
+      transaction_key: 'deprecated',
+      request_id: randomUUID(),
+      sha256: 'scripted',
+      created: new Date().toISOString(),
+      duration: seconds(this.pos, this.rate),
+      channels: 1,
+    });
   }
 
   private flushPending(): void {
@@ -271,7 +306,19 @@ class ListenSession {
 }
 
 const MODELS = {
-  stt: [{ name: 'general', canonical_name: 'nova-3-general', architecture: 'nova-3', languages: ['en', 'en-US'], version: '2025-01-09.0', uuid: randomUUID(), batch: true, streaming: true, formatted_output: true }],
+  stt: [
+    {
+      name: 'general',
+      canonical_name: 'nova-3-general',
+      architecture: 'nova-3',
+      languages: ['en', 'en-US'],
+      version: '2025-01-09.0',
+      uuid: randomUUID(),
+      batch: true,
+      streaming: true,
+      formatted_output: true,
+    },
+  ],
   tts: [
     {
       name: 'thalia',
@@ -280,7 +327,15 @@ const MODELS = {
       languages: ['en', 'en-US'],
       version: '2025-04-07.0',
       uuid: randomUUID(),
-      metadata: { accent: 'American', age: 'Adult', color: '#DB96F5', image: 'https://example.invalid/thalia.png', sample: 'https://example.invalid/thalia.wav', tags: ['feminine', 'Clear', 'Confident'], use_cases: ['Casual chat', 'Customer service'] },
+      metadata: {
+        accent: 'American',
+        age: 'Adult',
+        color: '#DB96F5',
+        image: 'https://example.invalid/thalia.png',
+        sample: 'https://example.invalid/thalia.wav',
+        tags: ['feminine', 'Clear', 'Confident'],
+        use_cases: ['Casual chat', 'Customer service'],
+      },
     },
     {
       name: 'apollo',
@@ -291,7 +346,15 @@ const MODELS = {
       uuid: randomUUID(),
       metadata: { accent: 'American', age: 'Adult', color: '#96F5DB', image: '', sample: '', tags: ['masculine', 'Comfortable'], use_cases: ['Interview'] },
     },
-    { name: 'celeste', canonical_name: 'aura-2-celeste-es', architecture: 'aura-2', languages: ['es', 'es-CO'], version: '2025-04-07.0', uuid: randomUUID(), metadata: { accent: 'Colombian', tags: [], use_cases: [] } },
+    {
+      name: 'celeste',
+      canonical_name: 'aura-2-celeste-es',
+      architecture: 'aura-2',
+      languages: ['es', 'es-CO'],
+      version: '2025-04-07.0',
+      uuid: randomUUID(),
+      metadata: { accent: 'Colombian', tags: [], use_cases: [] },
+    },
     { name: 'orion', canonical_name: 'aura-orion-en', architecture: 'aura', version: '2024-11-19.0', uuid: randomUUID() },
   ],
 };
@@ -328,7 +391,15 @@ export async function startScriptedDeepgram(options: ScriptedDeepgramOptions = {
 
   function handle(req: IncomingMessage, res: ServerResponse, body: Buffer): void {
     const url = new URL(req.url ?? '/', 'http://peer');
-    const record: ReceivedRequest = { method: req.method ?? 'GET', path: url.pathname, query: url.searchParams, headers: req.headers, body, closed: Promise.resolve(), closedEarly: false };
+    const record: ReceivedRequest = {
+      method: req.method ?? 'GET',
+      path: url.pathname,
+      query: url.searchParams,
+      headers: req.headers,
+      body,
+      closed: Promise.resolve(),
+      closedEarly: false,
+    };
     record.closed = new Promise((resolve) =>
       res.on('close', () => {
         record.closedEarly = !res.writableFinished;
@@ -368,20 +439,34 @@ export async function startScriptedDeepgram(options: ScriptedDeepgramOptions = {
       const words = wordObjects(wordsOfClip(samples, rate), punctuate);
       const transcript = words.map((w) => (punctuate ? w.punctuated_word : w.word)).join(' ');
       return json(200, {
-        metadata: { transaction_key: 'deprecated', request_id: randomUUID(), sha256: 'scripted', created: new Date().toISOString(), duration: samples.length / rate, channels: 1, models: ['scripted'] },
+        metadata: {
+          transaction_key: 'deprecated',
+          request_id: randomUUID(),
+          sha256: 'scripted',
+          created: new Date().toISOString(),
+          duration: samples.length / rate,
+          channels: 1,
+          models: ['scripted'],
+        },
         results: { channels: [{ alternatives: [{ transcript, confidence: 0.99, words }] }] },
       });
     }
     if (r.method === 'POST' && r.path === '/v1/speak') {
       const rate = Number(r.query.get('sample_rate') ?? 24000);
-      if (r.query.get('encoding') !== 'linear16' || r.query.get('container') !== 'none') return json(400, { err_code: 'INVALID_QUERY_PARAMETER', err_msg: 'The scripted peer speaks linear16 without a container only.', request_id: randomUUID() });
+      if (r.query.get('encoding') !== 'linear16' || r.query.get('container') !== 'none')
+        return json(400, {
+          err_code: 'INVALID_QUERY_PARAMETER',
+          err_msg: 'The scripted peer speaks linear16 without a container only.',
+          request_id: randomUUID(),
+        });
       let text: unknown;
       try {
         text = (JSON.parse(r.body.toString()) as { text?: unknown }).text;
       } catch {
         text = undefined;
       }
-      if (typeof text !== 'string' || !text) return json(400, { err_code: 'INVALID_TEXT', err_msg: 'Text must be a non-empty string.', request_id: randomUUID() });
+      if (typeof text !== 'string' || !text)
+        return json(400, { err_code: 'INVALID_TEXT', err_msg: 'Text must be a non-empty string.', request_id: randomUUID() });
       const count = Math.round((rate * text.length * peer.ttsMsPerChar) / 1000);
       const audio = Buffer.alloc(count * 2);
       for (let i = 0; i < count; i++) audio.writeInt16LE(scriptedToneSample(i, rate), i * 2);
@@ -410,11 +495,21 @@ export async function startScriptedDeepgram(options: ScriptedDeepgramOptions = {
 
   server.on('upgrade', (req: IncomingMessage, socket: Socket, head: Buffer) => {
     const url = new URL(req.url ?? '/', 'http://peer');
-    peer.received.push({ method: 'GET', path: url.pathname, query: url.searchParams, headers: req.headers, body: Buffer.alloc(0), closed: Promise.resolve(), closedEarly: false });
+    peer.received.push({
+      method: 'GET',
+      path: url.pathname,
+      query: url.searchParams,
+      headers: req.headers,
+      body: Buffer.alloc(0),
+      closed: Promise.resolve(),
+      closedEarly: false,
+    });
     const b = peer.behaviour;
     const refuse = (status: number, body: unknown) => {
       const text = typeof body === 'string' ? body : JSON.stringify(body);
-      socket.end(`HTTP/1.1 ${status} Refused\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(text)}\r\nconnection: close\r\n\r\n${text}`);
+      socket.end(
+        `HTTP/1.1 ${status} Refused\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(text)}\r\nconnection: close\r\n\r\n${text}`,
+      );
     };
     if (url.pathname !== '/v1/listen') return refuse(404, { err_code: 'NOT_FOUND', err_msg: 'Not found.' });
     if (!authorized(req.headers)) return refuse(401, AUTH_REFUSED());
@@ -436,8 +531,7 @@ export async function startScriptedDeepgram(options: ScriptedDeepgramOptions = {
       unansweredFinalizes: 0,
       isClosed: false,
       closed: new Promise((r) => (resolveClosed = r)),
-      waitForControl: (type) =>
-        record.controls.some((c) => c.type === type) ? Promise.resolve() : new Promise((resolve) => waiters.push({ type, resolve })),
+      waitForControl: (type) => (record.controls.some((c) => c.type === type) ? Promise.resolve() : new Promise((resolve) => waiters.push({ type, resolve }))),
     };
     peer.sockets.push(record);
     const limited = behaviour.kind === 'stall' || behaviour.kind === 'die' ? behaviour : null;

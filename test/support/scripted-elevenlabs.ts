@@ -199,7 +199,14 @@ export async function startScriptedElevenLabs(options: ScriptedElevenLabsOptions
     else if (route === 'POST /v1/voices/add') result = addVoice(record);
     else if (route === 'GET /v2/voices') result = searchVoices(record);
     else if (route === 'GET /v1/voices') result = { status: 200, body: { voices: peer.voices } };
-    else if (route === 'GET /v1/models') result = { status: 200, body: [{ model_id: 'eleven_flash_v2_5', can_do_text_to_speech: true }, { model_id: 'scribe_v1', can_do_text_to_speech: false }] };
+    else if (route === 'GET /v1/models')
+      result = {
+        status: 200,
+        body: [
+          { model_id: 'eleven_flash_v2_5', can_do_text_to_speech: true },
+          { model_id: 'scribe_v1', can_do_text_to_speech: false },
+        ],
+      };
     else result = { status: 404, body: { detail: 'Not Found' } };
     if (b.kind === 'partial' && result.status === 200) return partial(record, res, Buffer.from(JSON.stringify(result.body)), 'application/json', b);
     answer(res, result.status, result.body);
@@ -246,7 +253,13 @@ export async function startScriptedElevenLabs(options: ScriptedElevenLabsOptions
     writeFrom(0);
   }
 
-  function partial(record: ReceivedRequest, res: ServerResponse, full: Buffer, contentType: string, b: Extract<ElevenLabsBehaviour, { kind: 'partial' }>): void {
+  function partial(
+    record: ReceivedRequest,
+    res: ServerResponse,
+    full: Buffer,
+    contentType: string,
+    b: Extract<ElevenLabsBehaviour, { kind: 'partial' }>,
+  ): void {
     res.writeHead(200, { 'content-type': contentType });
     record.sent = full.subarray(0, b.afterBytes);
     res.write(record.sent, () => {
@@ -291,7 +304,10 @@ export async function startScriptedElevenLabs(options: ScriptedElevenLabsOptions
     const voices = peer.voices.slice(from, from + pageSize);
     const next = from + voices.length;
     const hasMore = next < peer.voices.length;
-    return { status: 200, body: { voices, has_more: hasMore, total_count: peer.voices.length, next_page_token: hasMore ? Buffer.from(String(next)).toString('base64url') : null } };
+    return {
+      status: 200,
+      body: { voices, has_more: hasMore, total_count: peer.voices.length, next_page_token: hasMore ? Buffer.from(String(next)).toString('base64url') : null },
+    };
   }
 
   function answer(res: ServerResponse, status: number, body: unknown): void {

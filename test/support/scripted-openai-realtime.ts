@@ -78,7 +78,9 @@ interface Vad {
   silenceDurationMs: number;
 }
 
-export async function startScriptedRealtime(options: { dialect?: RealtimeDialect; behaviour?: RealtimeBehaviour; apiKey?: string } = {}): Promise<ScriptedRealtime> {
+export async function startScriptedRealtime(
+  options: { dialect?: RealtimeDialect; behaviour?: RealtimeBehaviour; apiKey?: string } = {},
+): Promise<ScriptedRealtime> {
   const connections = new Set<Socket>();
   const http: Server = createServer((req, res) => {
     if (req.method === 'GET' && req.url === '/v1/models') {
@@ -120,14 +122,17 @@ export async function startScriptedRealtime(options: { dialect?: RealtimeDialect
   };
 
   const refuse = (socket: Socket, status: number, body: string) => {
-    socket.end(`HTTP/1.1 ${status} Refused\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+    socket.end(
+      `HTTP/1.1 ${status} Refused\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    );
   };
 
   http.on('upgrade', (req, socket: Socket, head) => {
     const url = new URL(req.url ?? '/', 'http://peer');
     const behaviour = peer.behaviour;
     const given = /^Bearer (.+)$/.exec(req.headers.authorization ?? '')?.[1] ?? '';
-    if (url.pathname !== '/v1/realtime') return refuse(socket, 404, JSON.stringify({ error: { message: `Unknown path ${url.pathname}`, type: 'invalid_request_error' } }));
+    if (url.pathname !== '/v1/realtime')
+      return refuse(socket, 404, JSON.stringify({ error: { message: `Unknown path ${url.pathname}`, type: 'invalid_request_error' } }));
     if (behaviour.kind === 'refuse-auth' || given !== peer.apiKey) {
       const message = `Incorrect API key provided: ${given}. You can find your API key at https://platform.openai.com/account/api-keys.`;
       return refuse(socket, 401, JSON.stringify({ error: { message, type: 'invalid_request_error', code: 'invalid_api_key', param: null } }));
@@ -168,7 +173,16 @@ function unanswered(url: URL, headers: IncomingHttpHeaders, socket: Socket): Pee
   const closed = new Promise<{ code: number }>((r) => socket.once('close', () => r({ code: 1006 })));
   // The upgrade's socket is half-open after the client leaves: end it so that it closes.
   socket.once('end', () => socket.destroy());
-  return { path: url.pathname, query: Object.fromEntries(url.searchParams), headers, sessionConfig: null, audioBytes: 0, received: [], configReceived: new Promise(() => {}), closed };
+  return {
+    path: url.pathname,
+    query: Object.fromEntries(url.searchParams),
+    headers,
+    sessionConfig: null,
+    audioBytes: 0,
+    received: [],
+    configReceived: new Promise(() => {}),
+    closed,
+  };
 }
 
 /** Voiced bursts of the audio received, one 20 ms frame at a time. */
@@ -313,10 +327,19 @@ class OpenAiSession extends PeerSessionBase {
     const session = (event.session ?? {}) as Record<string, any>;
     const b = this.peer.behaviour;
     if (b.kind === 'error-event' && b.at === 'session') return this.sendError(b.message, b.code, 'session.audio.input.transcription.model');
-    if (this.dialect === 'ga' && session.type !== 'transcription') return this.sendError("Invalid value: session.type must be 'transcription'.", 'invalid_value', 'session.type');
+    if (this.dialect === 'ga' && session.type !== 'transcription')
+      return this.sendError("Invalid value: session.type must be 'transcription'.", 'invalid_value', 'session.type');
     if (this.dialect === 'speaches') {
-      if (session.input_audio_format !== undefined) this.sendError('Specifying `session.input_audio_format` is not supported. The server either does not support this field or it is not configurable.', null);
-      if (session.turn_detection?.prefix_padding_ms !== undefined) this.sendError('Specifying `session.turn_detection.prefix_padding_ms` is not supported. The server either does not support this field or it is not configurable.', null);
+      if (session.input_audio_format !== undefined)
+        this.sendError(
+          'Specifying `session.input_audio_format` is not supported. The server either does not support this field or it is not configurable.',
+          null,
+        );
+      if (session.turn_detection?.prefix_padding_ms !== undefined)
+        this.sendError(
+          'Specifying `session.turn_detection.prefix_padding_ms` is not supported. The server either does not support this field or it is not configurable.',
+          null,
+        );
     }
     const td = this.dialect === 'ga' ? session.audio?.input?.turn_detection : session.turn_detection;
     if (td === null) this.vad = null;
@@ -341,12 +364,17 @@ class OpenAiSession extends PeerSessionBase {
       d.openBurstMs = null;
       this.bufferBursts++;
       // speaches re-transcribes the speech so far while it goes on.
-      if (this.dialect === 'speaches' && this.speech) this.send({ type: 'input_audio_buffer.partial_transcription', item_id: this.speech.itemId, transcript: this.peekWords(this.bufferBursts).join(' ') });
+      if (this.dialect === 'speaches' && this.speech)
+        this.send({ type: 'input_audio_buffer.partial_transcription', item_id: this.speech.itemId, transcript: this.peekWords(this.bufferBursts).join(' ') });
     }
     if (!this.vad) return;
     if (voiced && !this.speech) {
       this.speech = { itemId: this.newItemId() };
-      this.send({ type: 'input_audio_buffer.speech_started', item_id: this.speech.itemId, audio_start_ms: Math.max(this.bufferStartMs, atMs - this.vad.prefixPaddingMs) });
+      this.send({
+        type: 'input_audio_buffer.speech_started',
+        item_id: this.speech.itemId,
+        audio_start_ms: Math.max(this.bufferStartMs, atMs - this.vad.prefixPaddingMs),
+      });
     } else if (!voiced && this.speech && atMs + FRAME_MS - d.lastVoicedEndMs >= this.vad.silenceDurationMs) {
       const { itemId } = this.speech;
       const endMs = atMs + FRAME_MS;
@@ -386,9 +414,16 @@ class OpenAiSession extends PeerSessionBase {
     this.bufferStartMs = atMs;
     this.bufferBursts = 0;
     if (this.dialect !== 'speaches') {
-      for (const [i, word] of words.entries()) this.send({ type: 'conversation.item.input_audio_transcription.delta', item_id: itemId, content_index: 0, delta: i ? ` ${word}` : word });
+      for (const [i, word] of words.entries())
+        this.send({ type: 'conversation.item.input_audio_transcription.delta', item_id: itemId, content_index: 0, delta: i ? ` ${word}` : word });
     }
-    this.send({ type: 'conversation.item.input_audio_transcription.completed', item_id: itemId, content_index: 0, transcript: words.join(' '), usage: { type: 'duration', seconds } });
+    this.send({
+      type: 'conversation.item.input_audio_transcription.completed',
+      item_id: itemId,
+      content_index: 0,
+      transcript: words.join(' '),
+      usage: { type: 'duration', seconds },
+    });
     this.afterTranscript();
   }
 }
@@ -422,7 +457,8 @@ class VllmSession extends PeerSessionBase {
       return;
     }
     if (event.type !== 'input_audio_buffer.commit') return this.sendError(`Unknown event type: ${String(event.type)}`, 'unknown_event');
-    if (!this.validated) return this.sendError('Model not validated. Make sure to validate the model by sending a session.update event.', 'model_not_validated');
+    if (!this.validated)
+      return this.sendError('Model not validated. Make sure to validate the model by sending a session.update event.', 'model_not_validated');
     if (b.kind === 'ignore-commit') return;
     if (event.final === true) return this.endGeneration();
     if (this.generating) return;

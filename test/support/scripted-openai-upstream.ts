@@ -19,7 +19,14 @@ import { parseWav } from '../../gateway/audio/wav.ts';
 
 export type Behaviour =
   | { kind: 'ok'; text?: string; usage?: { prompt_tokens: number; completion_tokens: number } | null }
-  | { kind: 'stream'; chunks: string[]; delayMs?: number; firstDelayMs?: number; usage?: { prompt_tokens: number; completion_tokens: number } | null; dieAfter?: number }
+  | {
+      kind: 'stream';
+      chunks: string[];
+      delayMs?: number;
+      firstDelayMs?: number;
+      usage?: { prompt_tokens: number; completion_tokens: number } | null;
+      dieAfter?: number;
+    }
   | { kind: 'error'; status: number; body: unknown }
   | { kind: 'hang' }
   | { kind: 'raw'; status: number; contentType: string; body: string }
@@ -34,10 +41,7 @@ export type Behaviour =
  * by its place in the file; `hold(call)` true keeps that call's answer (0-based) until its
  * record's release().
  */
-export type TranscriptionBehaviour =
-  | { kind: 'energy'; hold?: (call: number) => boolean }
-  | { kind: 'error'; status: number; body: unknown }
-  | { kind: 'hang' };
+export type TranscriptionBehaviour = { kind: 'energy'; hold?: (call: number) => boolean } | { kind: 'error'; status: number; body: unknown } | { kind: 'hang' };
 
 /** One transcription request, as the peer received it. */
 export interface TranscriptionRecord {
@@ -169,7 +173,9 @@ export async function startScriptedUpstream(initial: Behaviour = { kind: 'ok' },
           res.end(payload);
           return;
         }
-        const payload = JSON.stringify(completion(model, b.text ?? 'Hello from the scripted upstream.', b.usage === undefined ? { prompt_tokens: 12, completion_tokens: 7 } : b.usage));
+        const payload = JSON.stringify(
+          completion(model, b.text ?? 'Hello from the scripted upstream.', b.usage === undefined ? { prompt_tokens: 12, completion_tokens: 7 } : b.usage),
+        );
         res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) });
         res.end(payload);
         return;
@@ -212,13 +218,26 @@ export async function startScriptedUpstream(initial: Behaviour = { kind: 'ok' },
             res.socket?.destroy();
             return;
           }
-          send({ id: 'chatcmpl-s', object: 'chat.completion.chunk', created: 1, model, choices: [{ index: 0, delta: { content: text }, finish_reason: null }] });
+          send({
+            id: 'chatcmpl-s',
+            object: 'chat.completion.chunk',
+            created: 1,
+            model,
+            choices: [{ index: 0, delta: { content: text }, finish_reason: null }],
+          });
           if (b.delayMs) await sleep(b.delayMs);
         }
         send({ id: 'chatcmpl-s', object: 'chat.completion.chunk', created: 1, model, choices: [{ index: 0, delta: {}, finish_reason: 'stop' }] });
         const usage = b.usage === undefined ? { prompt_tokens: 10, completion_tokens: b.chunks.length } : b.usage;
         if (wantsUsage && usage) {
-          send({ id: 'chatcmpl-s', object: 'chat.completion.chunk', created: 1, model, choices: [], usage: { ...usage, total_tokens: usage.prompt_tokens + usage.completion_tokens } });
+          send({
+            id: 'chatcmpl-s',
+            object: 'chat.completion.chunk',
+            created: 1,
+            model,
+            choices: [],
+            usage: { ...usage, total_tokens: usage.prompt_tokens + usage.completion_tokens },
+          });
         }
         record.sent += 1;
         res.end('data: [DONE]\n\n');
@@ -235,7 +254,13 @@ export async function startScriptedUpstream(initial: Behaviour = { kind: 'ok' },
     };
     const invalid = (message: string, param: string) => json(400, { error: { message, type: 'invalid_request_error', param, code: null } });
     const done = new Promise<{ closedEarly: boolean }>((resolve) => res.on('close', () => resolve({ closedEarly: !res.writableFinished })));
-    const form = await new Request('http://peer.invalid/', { method: 'POST', headers: { 'content-type': req.headers['content-type'] ?? '' }, body: new Uint8Array(body) }).formData().catch(() => null);
+    const form = await new Request('http://peer.invalid/', {
+      method: 'POST',
+      headers: { 'content-type': req.headers['content-type'] ?? '' },
+      body: new Uint8Array(body),
+    })
+      .formData()
+      .catch(() => null);
     const file = form?.get('file');
     if (!form || !(file instanceof Blob)) return invalid('Missing file.', 'file');
     let wav: ReturnType<typeof parseWav>;

@@ -34,9 +34,18 @@ export interface SttGatewayOptions {
  * sampleRates [16000]) and `chat-model` (an llm, for "not an stt model").
  */
 export async function startSttGateway(options: SttGatewayOptions = {}): Promise<GatewayHarness> {
-  const h = await startGateway({ creditsMicros: options.creditsMicros ?? 100_000_000n, env: { SVC_HEALTH_CHECK_SECONDS: '3600', ...options.env }, clock: options.clock });
+  const h = await startGateway({
+    creditsMicros: options.creditsMicros ?? 100_000_000n,
+    env: { SVC_HEALTH_CHECK_SECONDS: '3600', ...options.env },
+    clock: options.clock,
+  });
   const prisma = h.testDb.db.prisma;
-  await upsertModel(prisma, checkProtocol, { id: 'local-stt', modality: 'stt', prices: { picoPerSecond: STT_PRICE }, upstream: { url: 'local:pocketsphinx', protocol: 'pocketsphinx' } });
+  await upsertModel(prisma, checkProtocol, {
+    id: 'local-stt',
+    modality: 'stt',
+    prices: { picoPerSecond: STT_PRICE },
+    upstream: { url: 'local:pocketsphinx', protocol: 'pocketsphinx' },
+  });
   await upsertModel(prisma, checkProtocol, {
     id: 'local-stt-16k',
     modality: 'stt',
@@ -44,7 +53,12 @@ export async function startSttGateway(options: SttGatewayOptions = {}): Promise<
     sampleRates: [16000],
     upstream: { url: 'local:pocketsphinx', protocol: 'pocketsphinx' },
   });
-  await upsertModel(prisma, checkProtocol, { id: 'chat-model', modality: 'llm', prices: { inputPicoPerToken: 1n, outputPicoPerToken: 1n }, upstream: { url: 'http://127.0.0.1:9/v1', protocol: 'openai' } });
+  await upsertModel(prisma, checkProtocol, {
+    id: 'chat-model',
+    modality: 'llm',
+    prices: { inputPicoPerToken: 1n, outputPicoPerToken: 1n },
+    upstream: { url: 'http://127.0.0.1:9/v1', protocol: 'openai' },
+  });
   await h.runtime.ctx.registry.refresh();
   await h.runtime.ctx.health.checkAll();
   return h;
@@ -64,7 +78,6 @@ export async function settleRecognizers(openSessions = 0): Promise<void> {
     await new Promise((r) => setTimeout(r, 50));
   }
 }
-
 
 // ---------------------------------------------------------------------------------------
 // Money, independent of the product's pricing code
@@ -272,7 +285,12 @@ export interface TranscribeOptions {
 }
 
 /** POST /v1/audio/transcriptions as multipart; `file` null sends no file part. */
-export function transcribe(h: GatewayHarness, file: Buffer | null, fields: Record<string, string> = { model: 'local-stt' }, options: TranscribeOptions = {}): Promise<Response> {
+export function transcribe(
+  h: GatewayHarness,
+  file: Buffer | null,
+  fields: Record<string, string> = { model: 'local-stt' },
+  options: TranscribeOptions = {},
+): Promise<Response> {
   const form = new FormData();
   for (const [k, v] of Object.entries(fields)) form.append(k, v);
   if (file) form.append(options.fileField ?? 'file', new Blob([new Uint8Array(file)]), options.filename ?? 'audio.wav');
@@ -313,7 +331,11 @@ export interface SttClient {
 }
 
 /** Opens a session (query includes the key as api_key unless headers carry it) and waits for the upgrade. */
-export async function openSession(h: GatewayHarness, query: Record<string, string | string[]>, options: { headers?: Record<string, string>; path?: string } = {}): Promise<SttClient> {
+export async function openSession(
+  h: GatewayHarness,
+  query: Record<string, string | string[]>,
+  options: { headers?: Record<string, string>; path?: string } = {},
+): Promise<SttClient> {
   const ws = new WebSocket(wsUrl(h, query, options.path), { headers: options.headers });
   const events: SttEvent[] = [];
   const waiters = new Set<() => void>();
@@ -461,7 +483,11 @@ export async function startTranscriptionServer(initial: TranscriptionBehaviour):
         if (req.method === 'GET' && req.url === '/v1/models') return json(200, { object: 'list', data: [{ id: 'scripted-stt', object: 'model' }] });
         if (req.method !== 'POST' || req.url !== '/v1/audio/transcriptions') return json(404, { error: { message: 'not found' } });
         // The multipart body, parsed by the platform's own FormData reader.
-        const form = await new Request('http://upstream.invalid/', { method: 'POST', headers: req.headers as Record<string, string>, body: Buffer.concat(parts) }).formData();
+        const form = await new Request('http://upstream.invalid/', {
+          method: 'POST',
+          headers: req.headers as Record<string, string>,
+          body: Buffer.concat(parts),
+        }).formData();
         const fields: Record<string, string[]> = {};
         let file = Buffer.alloc(0);
         let filename = '';

@@ -23,10 +23,24 @@ export const FLITE_PRICE = 2_000_000n;
 export const ESPEAK_PRICE = 1_000_001n;
 
 export async function startTtsGateway(options: { creditsMicros?: bigint; env?: Record<string, string>; clock?: Clock } = {}): Promise<GatewayHarness> {
-  const h = await startGateway({ creditsMicros: options.creditsMicros ?? 100_000_000n, env: { SVC_HEALTH_CHECK_SECONDS: '3600', ...options.env }, clock: options.clock });
+  const h = await startGateway({
+    creditsMicros: options.creditsMicros ?? 100_000_000n,
+    env: { SVC_HEALTH_CHECK_SECONDS: '3600', ...options.env },
+    clock: options.clock,
+  });
   const prisma = h.testDb.db.prisma;
-  await upsertModel(prisma, checkProtocol, { id: 'local-flite', modality: 'tts', prices: { picoPerChar: FLITE_PRICE }, upstream: { url: 'local:flite', protocol: 'flite' } });
-  await upsertModel(prisma, checkProtocol, { id: 'local-espeak', modality: 'tts', prices: { picoPerChar: ESPEAK_PRICE }, upstream: { url: 'local:espeak-ng', protocol: 'espeak-ng' } });
+  await upsertModel(prisma, checkProtocol, {
+    id: 'local-flite',
+    modality: 'tts',
+    prices: { picoPerChar: FLITE_PRICE },
+    upstream: { url: 'local:flite', protocol: 'flite' },
+  });
+  await upsertModel(prisma, checkProtocol, {
+    id: 'local-espeak',
+    modality: 'tts',
+    prices: { picoPerChar: ESPEAK_PRICE },
+    upstream: { url: 'local:espeak-ng', protocol: 'espeak-ng' },
+  });
   await seedPlatformVoices(prisma);
   await h.runtime.ctx.registry.refresh();
   await h.runtime.ctx.health.checkAll();
@@ -35,7 +49,8 @@ export async function startTtsGateway(options: { creditsMicros?: bigint; env?: R
 
 /** Independent of the product's pricing code: exact pico total, rounded up to a micro-dollar. */
 export const costOf = (characters: number, picoPerChar: bigint): bigint => (BigInt(characters) * picoPerChar + 999_999n) / 1_000_000n;
-export const usd = (micros: bigint): string => `${micros < 0n ? '-' : ''}${(micros < 0n ? -micros : micros) / 1_000_000n}.${((micros < 0n ? -micros : micros) % 1_000_000n).toString().padStart(6, '0')}`;
+export const usd = (micros: bigint): string =>
+  `${micros < 0n ? '-' : ''}${(micros < 0n ? -micros : micros) / 1_000_000n}.${((micros < 0n ? -micros : micros) % 1_000_000n).toString().padStart(6, '0')}`;
 export const codePoints = (s: string) => Array.from(s).length;
 
 export interface TtsBody {
@@ -65,7 +80,12 @@ export function ttsBody(over: TtsBody = {}): TtsBody {
 let rid = 0;
 export const requestId = (label: string) => `tts-${label}-${++rid}-${Date.now()}`;
 
-export function post(h: GatewayHarness, path: string, body: unknown, options: { headers?: Record<string, string>; signal?: AbortSignal; requestId?: string } = {}) {
+export function post(
+  h: GatewayHarness,
+  path: string,
+  body: unknown,
+  options: { headers?: Record<string, string>; signal?: AbortSignal; requestId?: string } = {},
+) {
   const payload = typeof body === 'string' ? body : JSON.stringify(body);
   return fetch(`${h.url}${path}`, {
     method: 'POST',
@@ -95,7 +115,11 @@ export async function expectError(res: Response, expected: { status: number; cod
   } catch {
     throw new Error(`expected a JSON error envelope, got ${res.status}: ${text.slice(0, 300)}`);
   }
-  expect({ status: res.status, code: body.error?.code, param: body.error?.param }, body.error?.message).toEqual({ status: expected.status, code: expected.code, param: expected.param });
+  expect({ status: res.status, code: body.error?.code, param: body.error?.param }, body.error?.message).toEqual({
+    status: expected.status,
+    code: expected.code,
+    param: expected.param,
+  });
   expect(res.headers.get('content-type')).toMatch(/^application\/json/);
   expect(Object.keys(body.error).sort()).toEqual(['code', 'message', 'param', 'type']);
   expect(body.error.message.length).toBeGreaterThan(0);
@@ -136,7 +160,6 @@ export function checkTtsEvents(text: string): { audio: Buffer; chunks: Buffer[];
   }
   return { audio: Buffer.concat(chunks), chunks, events };
 }
-
 
 // ---------------------------------------------------------------------------------------
 // Decoding, written here rather than taken from gateway/audio so that an encoder bug cannot be
@@ -243,20 +266,29 @@ export function childPids(name: string): Promise<number[]> {
   return new Promise((resolve, reject) => {
     execFile('ps', ['-eo', 'pid=,ppid=,comm='], (err, stdout) => {
       if (err) return reject(err);
-      const rows = stdout.split('\n').filter(Boolean).map((line) => {
-        const [pid, ppid, ...comm] = line.trim().split(/\s+/);
-        return { pid: Number(pid), ppid: Number(ppid), comm: comm.join(' ') };
-      });
+      const rows = stdout
+        .split('\n')
+        .filter(Boolean)
+        .map((line) => {
+          const [pid, ppid, ...comm] = line.trim().split(/\s+/);
+          return { pid: Number(pid), ppid: Number(ppid), comm: comm.join(' ') };
+        });
       const mine = new Set([process.pid]);
       // Walk down the process tree from this process.
-      for (let grew = true; grew; ) {
+      for (let grew = true; grew;) {
         grew = false;
-        for (const r of rows) if (mine.has(r.ppid) && !mine.has(r.pid)) {
-          mine.add(r.pid);
-          grew = true;
-        }
+        for (const r of rows)
+          if (mine.has(r.ppid) && !mine.has(r.pid)) {
+            mine.add(r.pid);
+            grew = true;
+          }
       }
-      resolve(rows.filter((r) => r.pid !== process.pid && mine.has(r.pid) && r.comm === name).map((r) => r.pid).sort((a, b) => a - b));
+      resolve(
+        rows
+          .filter((r) => r.pid !== process.pid && mine.has(r.pid) && r.comm === name)
+          .map((r) => r.pid)
+          .sort((a, b) => a - b),
+      );
     });
   });
 }

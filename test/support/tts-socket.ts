@@ -32,7 +32,10 @@ export function ttsSocketUrl(h: Pick<GatewayHarness, 'url'>, query: Record<strin
 }
 
 /** Opens a session and waits for the upgrade (the key goes in the headers or the query, as the caller says). */
-export async function openTtsSocket(h: Pick<GatewayHarness, 'url'>, options: { query?: Record<string, string>; headers?: Record<string, string> } = {}): Promise<TtsSocket> {
+export async function openTtsSocket(
+  h: Pick<GatewayHarness, 'url'>,
+  options: { query?: Record<string, string>; headers?: Record<string, string> } = {},
+): Promise<TtsSocket> {
   const ws = new WebSocket(ttsSocketUrl(h, options.query), { headers: options.headers });
   const events: TtsEvent[] = [];
   const waiters = new Set<() => void>();
@@ -89,7 +92,8 @@ export async function openTtsSocket(h: Pick<GatewayHarness, 'url'>, options: { q
     until,
     end: (contextId, from = 0) => until((e) => e.context_id === contextId && (e.type === 'done' || e.type === 'error'), { from }),
     of: (contextId) => events.filter((e) => e.context_id === contextId),
-    audio: (contextId) => Buffer.concat(events.filter((e) => e.context_id === contextId && e.type === 'chunk').map((e) => Buffer.from(e.data as string, 'base64'))),
+    audio: (contextId) =>
+      Buffer.concat(events.filter((e) => e.context_id === contextId && e.type === 'chunk').map((e) => Buffer.from(e.data as string, 'base64'))),
   };
 }
 
@@ -99,6 +103,10 @@ export function summary(events: TtsEvent[]): string {
 }
 
 /** An upgrade the gateway refuses: the HTTP status, headers and body it answered with. */
-export function refusedTtsUpgrade(h: Pick<GatewayHarness, 'url'>, query: Record<string, string>, headers: Record<string, string> = {}): Promise<{ status: number; headers: IncomingMessage['headers']; body: string }> {
+export function refusedTtsUpgrade(
+  h: Pick<GatewayHarness, 'url'>,
+  query: Record<string, string>,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; headers: IncomingMessage['headers']; body: string }> {
   return refusedUpgrade(h, query, headers, '/tts/websocket');
 }

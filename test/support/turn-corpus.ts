@@ -103,7 +103,10 @@ function seeded(seed: number): () => number {
 
 export function whiteNoise(seconds: number, db: number, seed = 1): Float32Array {
   const rnd = seeded(seed);
-  return scaleTo(Float32Array.from({ length: Math.round(seconds * CORPUS_RATE) }, () => rnd() * 2 - 1), db);
+  return scaleTo(
+    Float32Array.from({ length: Math.round(seconds * CORPUS_RATE) }, () => rnd() * 2 - 1),
+    db,
+  );
 }
 
 /** Six voices talking at once, each a different text, at `db` dBFS overall. */

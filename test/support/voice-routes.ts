@@ -37,8 +37,18 @@ export async function otherOrg(h: GatewayHarness): Promise<OtherOrg> {
   return { orgId: org.id, headers: { authorization: `Bearer ${key.key}`, 'content-type': 'application/json' } };
 }
 
-export async function call(h: GatewayHarness, method: string, path: string, body?: unknown, headers: Record<string, string> = h.headers): Promise<{ status: number; body: any; res: Response }> {
-  const res = await fetch(`${h.url}${path}`, { method, headers: body === undefined ? { authorization: headers.authorization! } : headers, body: body === undefined ? undefined : JSON.stringify(body) });
+export async function call(
+  h: GatewayHarness,
+  method: string,
+  path: string,
+  body?: unknown,
+  headers: Record<string, string> = h.headers,
+): Promise<{ status: number; body: any; res: Response }> {
+  const res = await fetch(`${h.url}${path}`, {
+    method,
+    headers: body === undefined ? { authorization: headers.authorization! } : headers,
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
   const text = await res.text();
   let parsed: unknown = text;
   try {
@@ -59,7 +69,11 @@ export async function cloneMultipart(h: GatewayHarness, clip: Buffer, fields: Re
 }
 
 export async function uploadBlob(h: GatewayHarness, clip: Buffer, headers: Record<string, string> = h.headers) {
-  const res = await fetch(`${h.url}/blobs`, { method: 'POST', headers: { authorization: headers.authorization!, 'content-type': 'audio/wav' }, body: new Uint8Array(clip) });
+  const res = await fetch(`${h.url}/blobs`, {
+    method: 'POST',
+    headers: { authorization: headers.authorization!, 'content-type': 'audio/wav' },
+    body: new Uint8Array(clip),
+  });
   return { status: res.status, body: (await res.json()) as any };
 }
 

@@ -10,7 +10,15 @@ import type { OAuthProviderInfo } from '@/server/auth/oauth-providers';
 import { OAuthButtons } from '../oauth-buttons';
 import { signInErrorMessage } from '../sign-in-errors';
 
-export function SignInForm({ callbackPath, oauthProviders = [], initialError = null }: { callbackPath: string; oauthProviders?: OAuthProviderInfo[]; initialError?: string | null }) {
+export function SignInForm({
+  callbackPath,
+  oauthProviders = [],
+  initialError = null,
+}: {
+  callbackPath: string;
+  oauthProviders?: OAuthProviderInfo[];
+  initialError?: string | null;
+}) {
   const [pending, setPending] = useState(false);
   // initialError: an OAuth sign-in that came back refused (/signin?error=...).
   const [error, setError] = useState<string | null>(initialError);
@@ -25,7 +33,11 @@ export function SignInForm({ callbackPath, oauthProviders = [], initialError = n
       // which may name a different host than the one the browser is on.
       const result = await signIn('credentials', { email: String(form.get('email')), password: String(form.get('password')), redirect: false });
       if (!result || result.error) {
-        setError(result?.error === 'CredentialsSignin' || !result ? 'Incorrect email or password.' : (signInErrorMessage(result.error ?? undefined) ?? 'Sign-in failed. Try again.'));
+        setError(
+          result?.error === 'CredentialsSignin' || !result
+            ? 'Incorrect email or password.'
+            : (signInErrorMessage(result.error ?? undefined) ?? 'Sign-in failed. Try again.'),
+        );
         setPending(false);
         return;
       }

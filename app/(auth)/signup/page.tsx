@@ -8,5 +8,7 @@ export const metadata: Metadata = { title: 'Create account' };
 
 export default async function SignUpPage({ searchParams }: { searchParams: Promise<Record<string, string | string[] | undefined>> }) {
   const params = await searchParams;
-  return <SignUpForm callbackPath={sameOriginPath(params.callbackUrl)} oauthProviders={processOAuthSetup().info} initialError={signInErrorMessage(params.error)} />;
+  return (
+    <SignUpForm callbackPath={sameOriginPath(params.callbackUrl)} oauthProviders={processOAuthSetup().info} initialError={signInErrorMessage(params.error)} />
+  );
 }

@@ -14,7 +14,15 @@ import { OAuthButtons } from '../oauth-buttons';
 const MIN_PASSWORD = 8;
 
 /** callbackPath: where to go once signed in (a same-site path, e.g. back to the claim page). */
-export function SignUpForm({ callbackPath = '/', oauthProviders = [], initialError = null }: { callbackPath?: string; oauthProviders?: OAuthProviderInfo[]; initialError?: string | null }) {
+export function SignUpForm({
+  callbackPath = '/',
+  oauthProviders = [],
+  initialError = null,
+}: {
+  callbackPath?: string;
+  oauthProviders?: OAuthProviderInfo[];
+  initialError?: string | null;
+}) {
   const trpc = useTRPC();
   const signUp = useMutation(trpc.auth.signUp.mutationOptions());
   const [passwordError, setPasswordError] = useState<string | null>(null);

@@ -65,11 +65,21 @@ function Ledger() {
                 <caption className="sr-only">Ledger entries, newest first</caption>
                 <thead className="border-b border-zinc-200 text-xs tracking-wide text-zinc-500 uppercase">
                   <tr>
-                    <th scope="col" className="hidden py-2 pr-4 font-semibold sm:table-cell">Date</th>
-                    <th scope="col" className="hidden px-4 py-2 font-semibold md:table-cell">Type</th>
-                    <th scope="col" className="py-2 pr-4 font-semibold sm:px-4">Description</th>
-                    <th scope="col" className="py-2 pl-4 text-right font-semibold sm:px-4">Amount</th>
-                    <th scope="col" className="hidden py-2 pl-4 text-right font-semibold sm:table-cell">Balance after</th>
+                    <th scope="col" className="hidden py-2 pr-4 font-semibold sm:table-cell">
+                      Date
+                    </th>
+                    <th scope="col" className="hidden px-4 py-2 font-semibold md:table-cell">
+                      Type
+                    </th>
+                    <th scope="col" className="py-2 pr-4 font-semibold sm:px-4">
+                      Description
+                    </th>
+                    <th scope="col" className="py-2 pl-4 text-right font-semibold sm:px-4">
+                      Amount
+                    </th>
+                    <th scope="col" className="hidden py-2 pl-4 text-right font-semibold sm:table-cell">
+                      Balance after
+                    </th>
                   </tr>
                 </thead>
                 <tbody className="divide-y divide-zinc-100">
@@ -89,7 +99,9 @@ function Ledger() {
                         </p>
                         <p className="hidden text-xs text-zinc-500 sm:block md:hidden">{KIND_LABELS[e.kind]}</p>
                       </td>
-                      <td className={`py-2.5 pl-4 text-right font-mono whitespace-nowrap sm:px-4 ${e.amountUsd.startsWith('-') ? 'text-zinc-900' : 'text-emerald-700'}`}>
+                      <td
+                        className={`py-2.5 pl-4 text-right font-mono whitespace-nowrap sm:px-4 ${e.amountUsd.startsWith('-') ? 'text-zinc-900' : 'text-emerald-700'}`}
+                      >
                         {e.amountUsd.startsWith('-') ? usd(e.amountUsd) : `+${usd(e.amountUsd)}`}
                       </td>
                       <td className="hidden py-2.5 pl-4 text-right font-mono whitespace-nowrap text-zinc-700 sm:table-cell">{usd(e.balanceAfterUsd)}</td>
@@ -134,7 +146,9 @@ function GrantCredits({ currentOrg }: { currentOrg: RouterOutputs['account']['me
         clearFields(formRef.current, ['amount', 'description']);
         const name = orgs.data?.find((o) => o.id === result.orgId)?.name ?? result.orgId;
         const amount = input.amountUsd;
-        setDone(`${amount.startsWith('-') ? `Removed ${usd(amount.slice(1))} from` : `Granted ${usd(amount)} to`} ${name}. New balance: ${usd(result.balanceUsd)}.`);
+        setDone(
+          `${amount.startsWith('-') ? `Removed ${usd(amount.slice(1))} from` : `Granted ${usd(amount)} to`} ${name}. New balance: ${usd(result.balanceUsd)}.`,
+        );
         void queryClient.invalidateQueries({ queryKey: trpc.credits.pathKey() });
         void queryClient.invalidateQueries({ queryKey: trpc.account.overview.queryKey() });
       },
@@ -144,7 +158,11 @@ function GrantCredits({ currentOrg }: { currentOrg: RouterOutputs['account']['me
   const selectedKnown = options.some((o) => o.id === orgId);
 
   return (
-    <Card title="Grant credits" description={<>Platform admin: add credit to any organization (a negative amount removes it).</>} actions={<Badge tone="indigo">Admin</Badge>}>
+    <Card
+      title="Grant credits"
+      description={<>Platform admin: add credit to any organization (a negative amount removes it).</>}
+      actions={<Badge tone="indigo">Admin</Badge>}
+    >
       <form
         ref={formRef}
         id="grant"
@@ -157,7 +175,14 @@ function GrantCredits({ currentOrg }: { currentOrg: RouterOutputs['account']['me
           grant.mutate({ orgId, amountUsd: String(form.get('amount') ?? '').trim(), ...(description ? { description } : {}) });
         }}
       >
-        <TextField label="Find an organization" type="search" value={search} onChange={(e) => setSearch(e.target.value)} placeholder="Name or exact id" hint="Leave empty to list the newest organizations." />
+        <TextField
+          label="Find an organization"
+          type="search"
+          value={search}
+          onChange={(e) => setSearch(e.target.value)}
+          placeholder="Name or exact id"
+          hint="Leave empty to list the newest organizations."
+        />
         <div>
           <label htmlFor="grant-org" className="block text-sm font-medium text-zinc-900">
             Organization
@@ -179,7 +204,15 @@ function GrantCredits({ currentOrg }: { currentOrg: RouterOutputs['account']['me
           </select>
           {orgs.isError && <p className="mt-1 text-xs text-red-700">Could not load organizations: {errorMessage(orgs.error)}</p>}
         </div>
-        <TextField label="Amount (USD)" name="amount" inputMode="decimal" required placeholder="10.00" pattern="-?[0-9]{1,12}(\.[0-9]{1,6})?" hint="Up to 6 decimals." />
+        <TextField
+          label="Amount (USD)"
+          name="amount"
+          inputMode="decimal"
+          required
+          placeholder="10.00"
+          pattern="-?[0-9]{1,12}(\.[0-9]{1,6})?"
+          hint="Up to 6 decimals."
+        />
         <TextField label="Note (optional)" name="description" maxLength={200} placeholder="e.g. pilot credit" />
         <div className="flex flex-col gap-3 sm:col-span-2">
           {grant.error && <Alert>{errorMessage(grant.error)}</Alert>}

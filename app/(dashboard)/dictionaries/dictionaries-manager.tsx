@@ -64,7 +64,8 @@ export function DictionariesManager() {
         title="Pronunciation dictionaries"
         description={
           <>
-            Tell the voices how to say names, brands and abbreviations. Pass a dictionary&apos;s id as <code className="font-mono text-xs">pronunciation_dict_id</code> in a TTS request.
+            Tell the voices how to say names, brands and abbreviations. Pass a dictionary&apos;s id as{' '}
+            <code className="font-mono text-xs">pronunciation_dict_id</code> in a TTS request.
           </>
         }
       />
@@ -156,7 +157,12 @@ function DictList({ selectedId, onEdit, onDeleted }: { selectedId: string | null
       ) : (
         <ul className="divide-y divide-zinc-100" aria-label="Pronunciation dictionaries">
           {dicts.data.map((d) => (
-            <li key={d.id} data-testid="dict-row" data-dict-id={d.id} className={`flex flex-wrap items-center gap-x-4 gap-y-2 py-3 ${d.id === selectedId ? 'bg-indigo-50/60 -mx-2 px-2 rounded' : ''}`}>
+            <li
+              key={d.id}
+              data-testid="dict-row"
+              data-dict-id={d.id}
+              className={`flex flex-wrap items-center gap-x-4 gap-y-2 py-3 ${d.id === selectedId ? 'bg-indigo-50/60 -mx-2 px-2 rounded' : ''}`}
+            >
               <div className="min-w-0 flex-1">
                 <p className="truncate font-medium text-zinc-900" title={d.name}>
                   {d.name}
@@ -170,7 +176,13 @@ function DictList({ selectedId, onEdit, onDeleted }: { selectedId: string | null
                 </p>
               </div>
               <div className="flex gap-2">
-                <Button variant="secondary" className="min-h-8 px-3 py-1" onClick={() => onEdit(d.id)} aria-label={`Edit dictionary ${d.name}`} aria-pressed={d.id === selectedId}>
+                <Button
+                  variant="secondary"
+                  className="min-h-8 px-3 py-1"
+                  onClick={() => onEdit(d.id)}
+                  aria-label={`Edit dictionary ${d.name}`}
+                  aria-pressed={d.id === selectedId}
+                >
                   Edit
                 </Button>
                 <Button
@@ -199,8 +211,8 @@ function DictList({ selectedId, onEdit, onDeleted }: { selectedId: string | null
         onConfirm={() => target && remove.mutate({ id: target.id })}
       >
         <p>
-          <span className="font-semibold">{target?.name}</span> and its {target?.entry_count.toLocaleString('en')} entries will be deleted. TTS requests that name it will fail with{' '}
-          <code className="font-mono text-xs">dict_not_found</code> from then on.
+          <span className="font-semibold">{target?.name}</span> and its {target?.entry_count.toLocaleString('en')} entries will be deleted. TTS requests that
+          name it will fail with <code className="font-mono text-xs">dict_not_found</code> from then on.
         </p>
       </ConfirmDialog>
     </Card>
@@ -227,7 +239,9 @@ function DictEditor({ id, onClose, onDirtyChange }: { id: string; onClose: () =>
             {dict.data ? `Edit “${dict.data.name}”` : 'Edit dictionary'}
           </h2>
           <p className="mt-1 text-sm text-zinc-600">
-            An <strong>alias</strong> replaces the word with other text, for every voice. <strong>Phonemes</strong> are eSpeak NG mnemonics (e.g. <code className="font-mono text-xs">h@l&apos;oU</code>), used by eSpeak voices; other voices say the word as written. Whole words only; case is ignored unless the entry is case-sensitive.
+            An <strong>alias</strong> replaces the word with other text, for every voice. <strong>Phonemes</strong> are eSpeak NG mnemonics (e.g.{' '}
+            <code className="font-mono text-xs">h@l&apos;oU</code>), used by eSpeak voices; other voices say the word as written. Whole words only; case is
+            ignored unless the entry is case-sensitive.
           </p>
         </div>
         <div className="flex shrink-0 gap-2">
@@ -287,7 +301,12 @@ function toEntries(rows: Row[]): { entries: DictEntryInput[]; rowOf: number[] } 
   const rowOf: number[] = [];
   rows.forEach((r, i) => {
     if (r.grapheme.trim() === '' && r.value.trim() === '') return;
-    entries.push({ grapheme: r.grapheme, alias: r.kind === 'alias' ? r.value : null, phoneme: r.kind === 'phoneme' ? r.value : null, case_sensitive: r.caseSensitive });
+    entries.push({
+      grapheme: r.grapheme,
+      alias: r.kind === 'alias' ? r.value : null,
+      phoneme: r.kind === 'phoneme' ? r.value : null,
+      case_sensitive: r.caseSensitive,
+    });
     rowOf.push(i);
   });
   return { entries, rowOf };
@@ -295,7 +314,8 @@ function toEntries(rows: Row[]): { entries: DictEntryInput[]; rowOf: number[] } 
 
 const FIELD_OF: Record<string, Field> = { grapheme: 'grapheme', alias: 'value', phoneme: 'value', case_sensitive: 'caseSensitive' };
 /** The column a field is in, as the table heads it ("Say as" or "Phonemes" by the row's type). */
-const fieldLabel = (field: Field, row: Row | undefined) => (field === 'value' ? (row?.kind === 'phoneme' ? 'Phonemes' : 'Say as') : { grapheme: 'Word', kind: 'Type', caseSensitive: 'Case-sensitive' }[field]);
+const fieldLabel = (field: Field, row: Row | undefined) =>
+  field === 'value' ? (row?.kind === 'phoneme' ? 'Phonemes' : 'Say as') : { grapheme: 'Word', kind: 'Type', caseSensitive: 'Case-sensitive' }[field];
 
 /**
  * The schema's words for API clients (dict-input.ts: graphemes, aliases, 0-based entries[i])
@@ -361,7 +381,11 @@ function EntryForm({
     if (m) {
       const row = rowOf[Number(m[1])] ?? null;
       const field = FIELD_OF[m[2] ?? 'grapheme'] ?? 'grapheme';
-      setError({ row, field, message: `Entry ${row === null ? '?' : row + 1}, ${fieldLabel(field, row === null ? undefined : rows[row])}: ${tableWords(rest, rowOf)}.` });
+      setError({
+        row,
+        field,
+        message: `Entry ${row === null ? '?' : row + 1}, ${fieldLabel(field, row === null ? undefined : rows[row])}: ${tableWords(rest, rowOf)}.`,
+      });
       if (row !== null && rows[row]) setFocusTarget(cellId(rows[row]!, field));
     } else if (e.param === 'name') {
       setError({ row: null, field: 'name', message: `Name ${rest}.` });
@@ -450,7 +474,10 @@ function EntryForm({
           <p className="mt-2 rounded-md border border-dashed border-zinc-300 px-4 py-6 text-center text-sm text-zinc-600">No entries yet. Add one below.</p>
         ) : (
           <>
-            <div className={`mt-2 hidden gap-3 border-b border-zinc-100 pb-2 text-xs font-semibold tracking-wide text-zinc-500 uppercase md:grid ${grid}`} aria-hidden="true">
+            <div
+              className={`mt-2 hidden gap-3 border-b border-zinc-100 pb-2 text-xs font-semibold tracking-wide text-zinc-500 uppercase md:grid ${grid}`}
+              aria-hidden="true"
+            >
               <span>Word</span>
               <span>Type</span>
               <span>Say as / phonemes</span>
@@ -473,12 +500,22 @@ function EntryForm({
                     />
                   </Cell>
                   <Cell id={cellId(row, 'kind')} label={`Type, entry ${i + 1}`} shortLabel="Type">
-                    <select id={cellId(row, 'kind')} value={row.kind} onChange={(e) => setRow(i, { kind: e.target.value as Row['kind'] })} className={inputClass(false)}>
+                    <select
+                      id={cellId(row, 'kind')}
+                      value={row.kind}
+                      onChange={(e) => setRow(i, { kind: e.target.value as Row['kind'] })}
+                      className={inputClass(false)}
+                    >
                       <option value="alias">Alias (text)</option>
                       <option value="phoneme">Phonemes</option>
                     </select>
                   </Cell>
-                  <Cell id={cellId(row, 'value')} label={`${row.kind === 'alias' ? 'Say as' : 'Phonemes'}, entry ${i + 1}`} shortLabel={row.kind === 'alias' ? 'Say as' : 'Phonemes'} error={invalid(i, 'value') ? error!.message : null}>
+                  <Cell
+                    id={cellId(row, 'value')}
+                    label={`${row.kind === 'alias' ? 'Say as' : 'Phonemes'}, entry ${i + 1}`}
+                    shortLabel={row.kind === 'alias' ? 'Say as' : 'Phonemes'}
+                    error={invalid(i, 'value') ? error!.message : null}
+                  >
                     <input
                       id={cellId(row, 'value')}
                       value={row.value}
@@ -517,7 +554,13 @@ function EntryForm({
                       {hearing.pendingRow === row.key && <Spinner className="size-4" />}
                       Hear
                     </Button>
-                    <Button id={`${idPrefix}-${row.key}-remove`} variant="ghost" className="min-h-9 px-3 py-1.5 text-red-700" onClick={() => removeRow(i)} aria-label={`Remove entry ${i + 1}${row.grapheme ? ` (${row.grapheme})` : ''}`}>
+                    <Button
+                      id={`${idPrefix}-${row.key}-remove`}
+                      variant="ghost"
+                      className="min-h-9 px-3 py-1.5 text-red-700"
+                      onClick={() => removeRow(i)}
+                      aria-label={`Remove entry ${i + 1}${row.grapheme ? ` (${row.grapheme})` : ''}`}
+                    >
                       Remove
                     </Button>
                   </div>

@@ -120,7 +120,8 @@ export function HearSettings({ hearing }: { hearing: Hearing }) {
         )}
       </SelectField>
       <p className="text-xs text-zinc-600 sm:col-span-2">
-        <strong>Hear</strong> speaks an entry&apos;s word with this voice and the saved dictionary, billed like any TTS request. Phonemes are used by eSpeak models only.
+        <strong>Hear</strong> speaks an entry&apos;s word with this voice and the saved dictionary, billed like any TTS request. Phonemes are used by eSpeak
+        models only.
       </p>
     </fieldset>
   );

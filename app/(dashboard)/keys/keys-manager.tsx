@@ -108,7 +108,9 @@ function CreateKey() {
           </div>
           <div className="mt-4 border-t border-emerald-200 pt-3 text-sm text-emerald-900" data-testid="try-new-key">
             <p className="font-semibold">Try it: your first request</p>
-            <p className="mt-1">Paste this into a terminal. It speaks a sentence into hello.wav with this key (a metered request: the organization needs credit).</p>
+            <p className="mt-1">
+              Paste this into a terminal. It speaks a sentence into hello.wav with this key (a metered request: the organization needs credit).
+            </p>
             {gatewayUrl && <FirstRequest gatewayUrl={gatewayUrl} apiKey={created.key} testId="new-key-request" />}
           </div>
           <Button variant="ghost" className="mt-2 -ml-2" onClick={() => setCreated(null)}>
@@ -158,10 +160,15 @@ function KeyList({ canRevoke }: { canRevoke: boolean }) {
           {errorMessage(keys.error)}
         </Alert>
       ) : keys.data.length === 0 ? (
-        <EmptyState title="No keys yet">{canRevoke ? 'Create one above to start calling the gateway.' : 'An owner of this organization can create one.'}</EmptyState>
+        <EmptyState title="No keys yet">
+          {canRevoke ? 'Create one above to start calling the gateway.' : 'An owner of this organization can create one.'}
+        </EmptyState>
       ) : (
         <>
-          <div className={`hidden gap-4 border-b border-zinc-100 pb-2 text-xs font-semibold tracking-wide text-zinc-500 uppercase md:grid ${GRID_COLUMNS}`} aria-hidden="true">
+          <div
+            className={`hidden gap-4 border-b border-zinc-100 pb-2 text-xs font-semibold tracking-wide text-zinc-500 uppercase md:grid ${GRID_COLUMNS}`}
+            aria-hidden="true"
+          >
             <span>Name</span>
             <span>Key</span>
             <span>Status</span>
@@ -181,7 +188,9 @@ function KeyList({ canRevoke }: { canRevoke: boolean }) {
                   revoke.reset();
                   setTarget(k);
                 }}
-                onRateLimitSaved={(saved) => setAnnouncement(`Rate limit of key ${k.name || k.prefix} is now ${formatRateLimit({ ...k, rateLimitRpm: saved })}.`)}
+                onRateLimitSaved={(saved) =>
+                  setAnnouncement(`Rate limit of key ${k.name || k.prefix} is now ${formatRateLimit({ ...k, rateLimitRpm: saved })}.`)
+                }
               />
             ))}
           </ul>
@@ -200,8 +209,8 @@ function KeyList({ canRevoke }: { canRevoke: boolean }) {
         onConfirm={() => target && revoke.mutate({ id: target.id })}
       >
         <p>
-          <span className="font-semibold">{target?.name || '(unnamed)'}</span> <span className="font-mono">({target?.prefix}…)</span> will stop working immediately: every request with it will
-          be refused. This cannot be undone.
+          <span className="font-semibold">{target?.name || '(unnamed)'}</span> <span className="font-mono">({target?.prefix}…)</span> will stop working
+          immediately: every request with it will be refused. This cannot be undone.
         </p>
       </ConfirmDialog>
     </Card>
@@ -237,8 +246,16 @@ function KeyListItem({
         <span className="font-medium break-words text-zinc-900" data-testid="key-name">
           {k.name || <span className="text-zinc-500">(unnamed)</span>}
         </span>
-        {k.isTrial && <span className="ml-2 align-middle"><Badge tone="amber">Trial</Badge></span>}
-        {k.origin !== 'api' && <span className="ml-2 align-middle"><Badge tone="indigo">{k.origin === 'dashboard' ? 'Dashboard' : 'Agent'}</Badge></span>}
+        {k.isTrial && (
+          <span className="ml-2 align-middle">
+            <Badge tone="amber">Trial</Badge>
+          </span>
+        )}
+        {k.origin !== 'api' && (
+          <span className="ml-2 align-middle">
+            <Badge tone="indigo">{k.origin === 'dashboard' ? 'Dashboard' : 'Agent'}</Badge>
+          </span>
+        )}
         <KeyOrigin k={k} />
       </span>
       <span className="order-3 col-span-2 font-mono text-sm text-zinc-700 md:order-none md:col-span-1">
@@ -337,7 +354,19 @@ function parseRpm(raw: string): { rpm: number } | { error: string } {
 }
 
 /** Platform admins: the inline form under a key row that sets or resets its rate limit. */
-function RateLimitEditor({ id, k, label, onCancel, onSaved }: { id: string; k: KeyRow; label: string; onCancel: () => void; onSaved: (rpm: number | null) => void }) {
+function RateLimitEditor({
+  id,
+  k,
+  label,
+  onCancel,
+  onSaved,
+}: {
+  id: string;
+  k: KeyRow;
+  label: string;
+  onCancel: () => void;
+  onSaved: (rpm: number | null) => void;
+}) {
   const trpc = useTRPC();
   const queryClient = useQueryClient();
   const form = useRef<HTMLFormElement>(null);
@@ -416,7 +445,12 @@ function RateLimitEditor({ id, k, label, onCancel, onSaved }: { id: string; k: K
           className="min-w-0 sm:w-72"
         />
         <div className="flex flex-wrap gap-2 sm:mt-6">
-          <Button type="submit" className="min-h-9 px-3 py-1.5" disabled={setRateLimit.isPending} pending={setRateLimit.isPending && setRateLimit.variables?.rpm !== null}>
+          <Button
+            type="submit"
+            className="min-h-9 px-3 py-1.5"
+            disabled={setRateLimit.isPending}
+            pending={setRateLimit.isPending && setRateLimit.variables?.rpm !== null}
+          >
             Save limit
           </Button>
           <Button

@@ -124,9 +124,9 @@ function InviteLink({ email, role, expiresAt, url }: { email: string; role: Role
   return (
     <Alert tone="info" title={`Invitation for ${email}`}>
       <p>
-        No account has proven it owns <strong className="break-all">{email}</strong>, so nobody joins by that address alone. Send them this link: opening it signed in (or after
-        signing up) makes that account {role === 'owner' ? 'an owner' : 'a member'}. It works once, until {formatDateTime(expiresAt)}, and is shown only now; adding the email again
-        makes a new link and ends this one. Nothing is emailed.
+        No account has proven it owns <strong className="break-all">{email}</strong>, so nobody joins by that address alone. Send them this link: opening it
+        signed in (or after signing up) makes that account {role === 'owner' ? 'an owner' : 'a member'}. It works once, until {formatDateTime(expiresAt)}, and
+        is shown only now; adding the email again makes a new link and ends this one. Nothing is emailed.
       </p>
       <div className="mt-2 flex gap-2">
         <input
@@ -189,7 +189,10 @@ function MemberList({ canManage }: { canManage: boolean }) {
   return (
     <>
       <Card title="People" description={`${members.length} ${members.length === 1 ? 'person' : 'people'} in ${list.data.org.name}.`}>
-        <div className={`hidden gap-4 border-b border-zinc-100 pb-2 text-xs font-semibold tracking-wide text-zinc-500 uppercase md:grid ${GRID}`} aria-hidden="true">
+        <div
+          className={`hidden gap-4 border-b border-zinc-100 pb-2 text-xs font-semibold tracking-wide text-zinc-500 uppercase md:grid ${GRID}`}
+          aria-hidden="true"
+        >
           <span>Member</span>
           <span>Role</span>
           <span>Joined</span>
@@ -232,8 +235,8 @@ function MemberList({ canManage }: { canManage: boolean }) {
           </p>
         ) : (
           <p>
-            <strong className="break-all">{removing?.email}</strong> loses access to <strong>{list.data.org.name}</strong> on their next request. The keys of the organization keep working;
-            revoke any they should no longer hold.
+            <strong className="break-all">{removing?.email}</strong> loses access to <strong>{list.data.org.name}</strong> on their next request. The keys of
+            the organization keep working; revoke any they should no longer hold.
           </p>
         )}
       </ConfirmDialog>
@@ -332,7 +335,9 @@ function Invitations({ invitations, canManage }: { invitations: InvitationRow[];
       description="Each waits for its invite link to be opened by a signed-in account, or for an account to verify that email, until it lapses. To get a new link, add the email again."
     >
       {invitations.length === 0 ? (
-        <EmptyState title="No pending invitations">{canManage ? 'Adding an email that no verified account uses invites it, with a link to share.' : undefined}</EmptyState>
+        <EmptyState title="No pending invitations">
+          {canManage ? 'Adding an email that no verified account uses invites it, with a link to share.' : undefined}
+        </EmptyState>
       ) : (
         <ul className="divide-y divide-zinc-100" aria-label="Pending invitations">
           {invitations.map((i) => (
@@ -357,7 +362,13 @@ function InvitationItem({ invitation: i, canManage }: { invitation: InvitationRo
         </span>
       </span>
       {canManage && (
-        <Button variant="secondary" className="min-h-8 px-3 py-1" pending={withdraw.isPending} aria-label={`Withdraw the invitation of ${i.email}`} onClick={() => withdraw.mutate({ id: i.id })}>
+        <Button
+          variant="secondary"
+          className="min-h-8 px-3 py-1"
+          pending={withdraw.isPending}
+          aria-label={`Withdraw the invitation of ${i.email}`}
+          onClick={() => withdraw.mutate({ id: i.id })}
+        >
           Withdraw
         </Button>
       )}

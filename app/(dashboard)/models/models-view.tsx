@@ -21,12 +21,17 @@ export function ModelsView() {
   const models = useQuery({ ...trpc.models.health.queryOptions(), refetchInterval: 10_000 });
   return (
     <>
-      <PageHeader title="Models" description="Every model of this instance with its upstreams, as the gateway's health checker last saw them. Platform admins only." />
+      <PageHeader
+        title="Models"
+        description="Every model of this instance with its upstreams, as the gateway's health checker last saw them. Platform admins only."
+      />
       {models.isPending ? (
         <LoadingBlock label="Loading models" lines={5} />
       ) : models.isError ? (
         isForbidden(models.error) ? (
-          <Alert tone="warning" title="Platform admins only">This page shows the operators' view of the instance.</Alert>
+          <Alert tone="warning" title="Platform admins only">
+            This page shows the operators' view of the instance.
+          </Alert>
         ) : (
           <Alert title="Could not load the models" onRetry={() => void models.refetch()}>
             {errorMessage(models.error)}
@@ -86,7 +91,7 @@ function ImportVoices({ modelId }: { modelId: string }) {
           ? `${importVoices.data.listed} listed by the engine: ${importVoices.data.created} imported, ${importVoices.data.updated} updated. Every org sees them in Voices.`
           : importVoices.isError
             ? errorMessage(importVoices.error)
-            : 'Lists the voices of this model\'s engine and makes each a platform voice with a ready profile (again: updates them).'}
+            : "Lists the voices of this model's engine and makes each a platform voice with a ready profile (again: updates them)."}
       </span>
     </div>
   );

@@ -70,7 +70,13 @@ export function Synthesize({ initialVoiceId }: { initialVoiceId: string | null }
       const res = await gatewayFetch('tts/bytes', {
         method: 'POST',
         headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ model_id: modelId, transcript: text, voice: { mode: 'id', id: voiceId }, output_format, ...(dictId ? { pronunciation_dict_id: dictId } : {}) }),
+        body: JSON.stringify({
+          model_id: modelId,
+          transcript: text,
+          voice: { mode: 'id', id: voiceId },
+          output_format,
+          ...(dictId ? { pronunciation_dict_id: dictId } : {}),
+        }),
       });
       const contentType = res.headers.get('content-type') ?? 'application/octet-stream';
       const blob = await res.blob();
@@ -94,12 +100,27 @@ export function Synthesize({ initialVoiceId }: { initialVoiceId: string | null }
   // counter turns red and Synthesize waits.
   const chars = [...text].length;
   const over = chars - MAX_CHARS;
-  const textError = text.trim().length === 0 ? 'Enter some text to speak.' : over > 0 ? `${over.toLocaleString('en')} ${over === 1 ? 'character' : 'characters'} over the ${MAX_CHARS.toLocaleString('en')}-character limit of one request: shorten the text.` : null;
+  const textError =
+    text.trim().length === 0
+      ? 'Enter some text to speak.'
+      : over > 0
+        ? `${over.toLocaleString('en')} ${over === 1 ? 'character' : 'characters'} over the ${MAX_CHARS.toLocaleString('en')}-character limit of one request: shorten the text.`
+        : null;
   const missingVoice = initialVoiceId && voiceId !== initialVoiceId && voices.data && modelId ? !voices.data.some((v) => v.id === initialVoiceId) : false;
 
   if (models.isPending) return <LoadingBlock label="Loading models" />;
-  if (models.isError) return <Alert title="Could not load the models" onRetry={() => void models.refetch()}>{errorMessage(models.error)}</Alert>;
-  if (models.data.length === 0) return <Alert tone="info" title="No TTS model is available">An operator has to add one (svc model upsert).</Alert>;
+  if (models.isError)
+    return (
+      <Alert title="Could not load the models" onRetry={() => void models.refetch()}>
+        {errorMessage(models.error)}
+      </Alert>
+    );
+  if (models.data.length === 0)
+    return (
+      <Alert tone="info" title="No TTS model is available">
+        An operator has to add one (svc model upsert).
+      </Alert>
+    );
 
   return (
     <Card title="Synthesize" description="Speak text with a model and voice, as POST /tts/bytes does, and hear it here. Billed per character like any request.">
@@ -125,7 +146,15 @@ export function Synthesize({ initialVoiceId }: { initialVoiceId: string | null }
           value={voiceId}
           onChange={(e) => setVoiceId(e.target.value)}
           disabled={!voices.data?.length}
-          hint={<>Only voices with a ready profile for {modelId || 'this model'} are listed. To use another voice, prepare a profile for this model on its <Link className="underline" href="/voices">voice page</Link>.</>}
+          hint={
+            <>
+              Only voices with a ready profile for {modelId || 'this model'} are listed. To use another voice, prepare a profile for this model on its{' '}
+              <Link className="underline" href="/voices">
+                voice page
+              </Link>
+              .
+            </>
+          }
           error={voices.isError ? errorMessage(voices.error) : missingVoice ? `Voice ${initialVoiceId} has no ready profile for ${modelId}.` : null}
         >
           {voices.isPending ? (
@@ -143,11 +172,20 @@ export function Synthesize({ initialVoiceId }: { initialVoiceId: string | null }
         </SelectField>
         <div className="sm:col-span-2">
           <TextAreaField label="Text" value={text} onChange={(e) => setText(e.target.value)} rows={4} error={text.length > 0 ? textError : null} />
-          <p className={`mt-1 text-right text-xs tabular-nums ${over > 0 ? 'font-semibold text-red-700' : chars > MAX_CHARS * 0.9 ? 'text-amber-800' : 'text-zinc-500'}`} data-testid="char-counter" aria-live="polite">
+          <p
+            className={`mt-1 text-right text-xs tabular-nums ${over > 0 ? 'font-semibold text-red-700' : chars > MAX_CHARS * 0.9 ? 'text-amber-800' : 'text-zinc-500'}`}
+            data-testid="char-counter"
+            aria-live="polite"
+          >
             {chars.toLocaleString('en')} / {MAX_CHARS.toLocaleString('en')} characters
           </p>
         </div>
-        <SelectField label="Container" value={container} onChange={(e) => setContainer(e.target.value)} hint={container === 'raw' ? 'Raw PCM has no header: browsers cannot play it; download it instead.' : undefined}>
+        <SelectField
+          label="Container"
+          value={container}
+          onChange={(e) => setContainer(e.target.value)}
+          hint={container === 'raw' ? 'Raw PCM has no header: browsers cannot play it; download it instead.' : undefined}
+        >
           <option value="wav">WAV</option>
           <option value="mp3">MP3</option>
           <option value="raw">Raw PCM</option>
@@ -180,7 +218,9 @@ export function Synthesize({ initialVoiceId }: { initialVoiceId: string | null }
           label="Pronunciation dictionary"
           value={dictId}
           onChange={(e) => setDictId(e.target.value)}
-          hint={dicts.isError ? `Could not load dictionaries: ${errorMessage(dicts.error)}` : dicts.data?.length === 0 ? 'You have no dictionaries yet.' : undefined}
+          hint={
+            dicts.isError ? `Could not load dictionaries: ${errorMessage(dicts.error)}` : dicts.data?.length === 0 ? 'You have no dictionaries yet.' : undefined
+          }
         >
           <option value="">None</option>
           {dicts.data?.map((d) => (
@@ -207,9 +247,21 @@ export function Synthesize({ initialVoiceId }: { initialVoiceId: string | null }
           {result.container === 'raw' || playError ? (
             <p className="text-sm text-zinc-600">{playError ? 'This browser cannot play this format.' : 'Raw PCM cannot be played in the browser.'}</p>
           ) : (
-            <audio ref={audioRef} controls src={result.url} data-testid="tts-audio" onError={() => setPlayError(true)} className="w-full" aria-label="Synthesized speech" />
+            <audio
+              ref={audioRef}
+              controls
+              src={result.url}
+              data-testid="tts-audio"
+              onError={() => setPlayError(true)}
+              className="w-full"
+              aria-label="Synthesized speech"
+            />
           )}
-          <a href={result.url} download={`speech.${result.container === 'raw' ? 'pcm' : result.container}`} className="text-sm font-medium text-indigo-700 underline">
+          <a
+            href={result.url}
+            download={`speech.${result.container === 'raw' ? 'pcm' : result.container}`}
+            className="text-sm font-medium text-indigo-700 underline"
+          >
             Download ({(result.bytes / 1024).toFixed(1)} KB, {result.contentType})
           </a>
         </div>

@@ -52,14 +52,29 @@ export function Transcribe() {
     }
   }
 
-  if (models.isError) return <Alert title="Could not load the models" onRetry={() => void models.refetch()}>{errorMessage(models.error)}</Alert>;
+  if (models.isError)
+    return (
+      <Alert title="Could not load the models" onRetry={() => void models.refetch()}>
+        {errorMessage(models.error)}
+      </Alert>
+    );
   return (
-    <Card title="Transcribe" description="Upload a recording and read what the STT model hears, as POST /v1/audio/transcriptions does. Billed per second of audio.">
+    <Card
+      title="Transcribe"
+      description="Upload a recording and read what the STT model hears, as POST /v1/audio/transcriptions does. Billed per second of audio."
+    >
       {models.data?.length === 0 ? (
         <Alert tone="info">No speech-to-text model is available.</Alert>
       ) : (
         <form aria-label="Transcribe a recording" noValidate onSubmit={onSubmit} className="grid gap-4 sm:grid-cols-2">
-          <FileField label="Recording (WAV or raw 16-bit PCM)" name="file" accept=".wav,.pcm,.raw,audio/wav,audio/x-wav" error={fileError} onChange={() => setFileError(null)} className="sm:col-span-2" />
+          <FileField
+            label="Recording (WAV or raw 16-bit PCM)"
+            name="file"
+            accept=".wav,.pcm,.raw,audio/wav,audio/x-wav"
+            error={fileError}
+            onChange={() => setFileError(null)}
+            className="sm:col-span-2"
+          />
           <SelectField label="STT model" name="model" disabled={!models.data}>
             {models.data?.map((m) => (
               <option key={m.id} value={m.id}>
@@ -100,7 +115,10 @@ export function Transcribe() {
               <ol className="mt-2 flex flex-wrap gap-1">
                 {result.body.words.map((w, i) => (
                   <li key={i} className="rounded bg-zinc-100 px-1.5 py-0.5 text-xs">
-                    {w.word} <span className="text-zinc-500">{w.start.toFixed(2)}–{w.end.toFixed(2)} s</span>
+                    {w.word}{' '}
+                    <span className="text-zinc-500">
+                      {w.start.toFixed(2)}–{w.end.toFixed(2)} s
+                    </span>
                   </li>
                 ))}
               </ol>

@@ -85,9 +85,15 @@ function DailyChart({ summary }: { summary: Summary }) {
             <caption className="sr-only">Spend per day</caption>
             <thead className="text-xs text-zinc-500 uppercase">
               <tr>
-                <th scope="col" className="py-1 pr-4">Day</th>
-                <th scope="col" className="py-1 pr-4 text-right">Requests</th>
-                <th scope="col" className="py-1 text-right">Spend</th>
+                <th scope="col" className="py-1 pr-4">
+                  Day
+                </th>
+                <th scope="col" className="py-1 pr-4 text-right">
+                  Requests
+                </th>
+                <th scope="col" className="py-1 text-right">
+                  Spend
+                </th>
               </tr>
             </thead>
             <tbody className="divide-y divide-zinc-100">
@@ -216,7 +222,13 @@ export function SpendChart({ summary, height }: { summary: Summary; height: numb
                     return <rect key={m.modelId} x={x} y={y(stacked)} width={barW} height={h} fill={color(m.modelId)} data-testid="usage-bar" />;
                   })}
                   {labelled(i) && (
-                    <text x={left + i * slot + slot / 2} y={height - 4} textAnchor={i === days.length - 1 ? 'end' : i === 0 ? 'start' : 'middle'} className="fill-zinc-500 text-[11px]" data-testid="usage-x-label">
+                    <text
+                      x={left + i * slot + slot / 2}
+                      y={height - 4}
+                      textAnchor={i === days.length - 1 ? 'end' : i === 0 ? 'start' : 'middle'}
+                      className="fill-zinc-500 text-[11px]"
+                      data-testid="usage-x-label"
+                    >
                       {dayLabel.format(asDate(d.day))}
                     </text>
                   )}

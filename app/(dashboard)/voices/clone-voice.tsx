@@ -60,7 +60,8 @@ export function CloneVoice() {
     if (!(file instanceof File) || file.size === 0) return setFileError('Choose a recording to clone (a WAV file of at least 10 seconds).');
     if (file.size > MAX_BYTES) return setFileError(`The file is ${(file.size / 1024 / 1024).toFixed(1)} MB; the limit is 25 MB.`);
     const seconds = await measureSeconds(file);
-    if (seconds !== null && seconds < MIN_SECONDS) return setFileError(`The recording is ${seconds.toFixed(1)} s long; a clone needs at least ${MIN_SECONDS} s of speech.`);
+    if (seconds !== null && seconds < MIN_SECONDS)
+      return setFileError(`The recording is ${seconds.toFixed(1)} s long; a clone needs at least ${MIN_SECONDS} s of speech.`);
     setFileError(null);
     // Optional fields the user left empty are not sent, so the API's defaults apply.
     for (const name of ['transcript', 'model_id', 'description', 'tags']) if (!String(form.get(name) ?? '').trim()) form.delete(name);
@@ -86,10 +87,31 @@ export function CloneVoice() {
   return (
     <Card title="Clone a voice" description="Upload one clear recording of a single speaker: a WAV file of at least 10 seconds, up to 25 MB.">
       <form ref={formRef} onSubmit={onSubmit} noValidate className="grid gap-4 sm:grid-cols-2" aria-label="Clone a voice">
-        <FileField label="Recording (WAV)" name="file" accept=".wav,audio/wav,audio/x-wav,audio/wave" required error={fileError} onChange={() => setFileError(null)} className="sm:col-span-2" />
+        <FileField
+          label="Recording (WAV)"
+          name="file"
+          accept=".wav,audio/wav,audio/x-wav,audio/wave"
+          required
+          error={fileError}
+          onChange={() => setFileError(null)}
+          className="sm:col-span-2"
+        />
         <TextField label="Voice name" name="name" required maxLength={100} placeholder="e.g. Support agent" />
-        <TextField label="Language" name="language" defaultValue="en" required maxLength={12} pattern="[a-zA-Z]{2,3}(-[a-zA-Z0-9]{2,8})?" hint="A language tag such as en or en-US." />
-        <SelectField label="Mode" name="mode" defaultValue="similarity" hint="Similarity follows the speaker closely; stability trades likeness for consistency.">
+        <TextField
+          label="Language"
+          name="language"
+          defaultValue="en"
+          required
+          maxLength={12}
+          pattern="[a-zA-Z]{2,3}(-[a-zA-Z0-9]{2,8})?"
+          hint="A language tag such as en or en-US."
+        />
+        <SelectField
+          label="Mode"
+          name="mode"
+          defaultValue="similarity"
+          hint="Similarity follows the speaker closely; stability trades likeness for consistency."
+        >
           <option value="similarity">Similarity</option>
           <option value="stability">Stability</option>
         </SelectField>
@@ -104,7 +126,14 @@ export function CloneVoice() {
         </SelectField>
         <TextField label="Tags (optional)" name="tags" maxLength={400} placeholder="calm, support" hint="Comma-separated." />
         <TextField label="Description (optional)" name="description" maxLength={1000} />
-        <TextAreaField label="Transcript (optional)" name="transcript" rows={3} maxLength={20000} hint="What is said in the recording; helps engines that use it." className="sm:col-span-2" />
+        <TextAreaField
+          label="Transcript (optional)"
+          name="transcript"
+          rows={3}
+          maxLength={20000}
+          hint="What is said in the recording; helps engines that use it."
+          className="sm:col-span-2"
+        />
         <div className="space-y-3 sm:col-span-2">
           {uploading && <ProgressBar label="Uploading the recording" value={progress ?? null} testId="upload-progress" />}
           {error && <Alert title="The clone was not made">{error}</Alert>}

@@ -34,7 +34,8 @@ export const sampleTextFor = (language: string) => SAMPLE_TEXT[language.toLowerC
 /** What a sample needs of a voice, whether it comes from the library list or a voice's page. */
 export type SampleVoice = Pick<Voice, 'id' | 'name' | 'language'>;
 
-type State = { kind: 'idle' } | { kind: 'loading'; key: string } | { kind: 'playing'; key: string } | { kind: 'error'; key: string; message: string; noCredit: boolean };
+type State =
+  { kind: 'idle' } | { kind: 'loading'; key: string } | { kind: 'playing'; key: string } | { kind: 'error'; key: string; message: string; noCredit: boolean };
 
 interface Samples {
   state: State;
@@ -122,7 +123,9 @@ export function VoiceSamplesProvider({ children }: { children: React.ReactNode }
         data-testid="voice-sample-audio"
         onPlaying={() => setState((s) => (s.kind === 'loading' ? { kind: 'playing', key: s.key } : s))}
         onEnded={() => setState({ kind: 'idle' })}
-        onError={() => setState((s) => (s.kind === 'loading' ? { kind: 'error', key: s.key, message: 'This browser could not play the sample.', noCredit: false } : s))}
+        onError={() =>
+          setState((s) => (s.kind === 'loading' ? { kind: 'error', key: s.key, message: 'This browser could not play the sample.', noCredit: false } : s))
+        }
       />
     </SamplesContext.Provider>
   );
@@ -132,7 +135,19 @@ export function VoiceSamplesProvider({ children }: { children: React.ReactNode }
  * Play / Stop for one voice on one model; `modelId` null: the voice has no ready profile, so
  * there is nothing it can say (the button says why).
  */
-export function PlaySampleButton({ voice, modelId, label, compact = false, className = '' }: { voice: SampleVoice; modelId: string | null; label?: string; compact?: boolean; className?: string }) {
+export function PlaySampleButton({
+  voice,
+  modelId,
+  label,
+  compact = false,
+  className = '',
+}: {
+  voice: SampleVoice;
+  modelId: string | null;
+  label?: string;
+  compact?: boolean;
+  className?: string;
+}) {
   const samples = useContext(SamplesContext);
   if (!samples) throw new Error('PlaySampleButton needs a VoiceSamplesProvider');
   const key = modelId ? keyOf(voice.id, modelId) : '';
@@ -145,7 +160,9 @@ export function PlaySampleButton({ voice, modelId, label, compact = false, class
       <button
         type="button"
         disabled={!modelId}
-        title={modelId ? `A short sample spoken by ${modelId} (a metered request; replays are free)` : 'No ready profile: this voice cannot speak on any model yet'}
+        title={
+          modelId ? `A short sample spoken by ${modelId} (a metered request; replays are free)` : 'No ready profile: this voice cannot speak on any model yet'
+        }
         aria-label={`${status === 'playing' ? 'Stop' : 'Play'} a sample of ${voice.name}${modelId ? ` on ${modelId}` : ''}`}
         aria-pressed={status === 'playing'}
         data-testid="play-sample"

@@ -24,7 +24,12 @@ const SCOPES = [
 ] as const;
 type Scope = (typeof SCOPES)[number]['value'];
 
-export const KIND_LABELS: Record<ListedVoice['kind'], string> = { library: 'Library', instant_clone: 'Instant clone', pro_clone: 'Pro clone', localized: 'Localized' };
+export const KIND_LABELS: Record<ListedVoice['kind'], string> = {
+  library: 'Library',
+  instant_clone: 'Instant clone',
+  pro_clone: 'Pro clone',
+  localized: 'Localized',
+};
 const LANGUAGE = /^[a-zA-Z]{2,3}(-[a-zA-Z0-9]{2,8})?$/;
 const PAGE_SIZE = 24;
 
@@ -63,7 +68,10 @@ export function VoicesBrowser({ onCloneRequested }: { onCloneRequested?: () => v
   const filtered = Boolean(gender || input.language || input.tag || input.q);
 
   return (
-    <Card title="Voice library" description="Platform voices and your organization's own, newest first. Play hears a short sample. The same filters as GET /voices.">
+    <Card
+      title="Voice library"
+      description="Platform voices and your organization's own, newest first. Play hears a short sample. The same filters as GET /voices."
+    >
       <div className="space-y-4">
         <div role="group" aria-label="Which voices" className="flex flex-wrap gap-2">
           {SCOPES.map((s) => (
@@ -86,7 +94,15 @@ export function VoicesBrowser({ onCloneRequested }: { onCloneRequested?: () => v
             <option value="male">Male</option>
             <option value="neutral">Neutral</option>
           </SelectField>
-          <TextField label="Language" value={language} onChange={(e) => setLanguage(e.target.value)} maxLength={12} placeholder="e.g. en or fr" error={languageError} autoComplete="off" />
+          <TextField
+            label="Language"
+            value={language}
+            onChange={(e) => setLanguage(e.target.value)}
+            maxLength={12}
+            placeholder="e.g. en or fr"
+            error={languageError}
+            autoComplete="off"
+          />
           <TextField label="Tag" value={tag} onChange={(e) => setTag(e.target.value)} maxLength={40} placeholder="e.g. calm" autoComplete="off" />
         </div>
 
@@ -97,7 +113,17 @@ export function VoicesBrowser({ onCloneRequested }: { onCloneRequested?: () => v
             {errorMessage(voices.error)}
           </Alert>
         ) : all.length === 0 ? (
-          <EmptyState title={filtered ? 'No voices match these filters' : scope === 'mine' ? 'You have no voices of your own yet' : scope === 'saved' ? 'No saved voices yet' : 'No voices'}>
+          <EmptyState
+            title={
+              filtered
+                ? 'No voices match these filters'
+                : scope === 'mine'
+                  ? 'You have no voices of your own yet'
+                  : scope === 'saved'
+                    ? 'No saved voices yet'
+                    : 'No voices'
+            }
+          >
             {filtered ? (
               'Clear a filter or search for something else.'
             ) : scope === 'mine' ? (
@@ -151,7 +177,10 @@ function VoiceCard({ voice }: { voice: ListedVoice }) {
     <li className="flex flex-col gap-2 rounded-md border border-zinc-200 p-3" data-testid="voice-card" data-voice-id={voice.id}>
       <div className="flex items-start justify-between gap-2">
         <div className="min-w-0">
-          <Link href={`/voices/${encodeURIComponent(voice.id)}`} className="block truncate font-semibold text-indigo-700 hover:underline focus-visible:outline-2 focus-visible:outline-offset-2 focus-visible:outline-indigo-600">
+          <Link
+            href={`/voices/${encodeURIComponent(voice.id)}`}
+            className="block truncate font-semibold text-indigo-700 hover:underline focus-visible:outline-2 focus-visible:outline-offset-2 focus-visible:outline-indigo-600"
+          >
             {voice.name}
           </Link>
           <p className="truncate text-xs text-zinc-500">
@@ -177,20 +206,23 @@ function VoiceCard({ voice }: { voice: ListedVoice }) {
       )}
       <div className="mt-auto flex flex-wrap items-center justify-between gap-2 pt-1">
         <span className="text-xs text-zinc-500">
-          {voice.profiles.filter((p) => p.status === 'ready').map((p) => p.model_id).join(', ') || 'No ready profile'}
+          {voice.profiles
+            .filter((p) => p.status === 'ready')
+            .map((p) => p.model_id)
+            .join(', ') || 'No ready profile'}
         </span>
         <span className="flex flex-wrap items-center gap-2">
-        <PlaySampleButton voice={voice} modelId={sampleModelOf(voice)} />
-        <Button
-          variant="secondary"
-          className="min-h-8 px-3 py-1"
-          aria-pressed={voice.saved}
-          aria-label={`${voice.saved ? 'Unsave' : 'Save'} voice ${voice.name}`}
-          pending={save.isPending}
-          onClick={() => save.mutate({ id: voice.id, saved: !voice.saved })}
-        >
-          {voice.saved ? 'Saved ✓' : 'Save'}
-        </Button>
+          <PlaySampleButton voice={voice} modelId={sampleModelOf(voice)} />
+          <Button
+            variant="secondary"
+            className="min-h-8 px-3 py-1"
+            aria-pressed={voice.saved}
+            aria-label={`${voice.saved ? 'Unsave' : 'Save'} voice ${voice.name}`}
+            pending={save.isPending}
+            onClick={() => save.mutate({ id: voice.id, saved: !voice.saved })}
+          >
+            {voice.saved ? 'Saved ✓' : 'Save'}
+          </Button>
         </span>
       </div>
       {save.error && <Alert>{errorMessage(save.error)}</Alert>}

@@ -26,7 +26,12 @@ export function VoicesView({ deletedName }: { deletedName: string | null }) {
   return (
     <>
       <PageHeader title="Voices" description="Browse the voice library and hear each voice, clone a voice from a recording, and manage your own voices.">
-        <Button variant={cloning ? 'secondary' : 'primary'} aria-expanded={cloning} aria-controls="clone-voice" onClick={() => (cloning ? setCloning(false) : openClone())}>
+        <Button
+          variant={cloning ? 'secondary' : 'primary'}
+          aria-expanded={cloning}
+          aria-controls="clone-voice"
+          onClick={() => (cloning ? setCloning(false) : openClone())}
+        >
           {cloning ? 'Close the clone form' : 'Clone a voice'}
         </Button>
       </PageHeader>

@@ -31,8 +31,10 @@ export function AcceptInvitation({ token, email, returnTo }: { token: string; em
     return (
       <LinkCard title={`You joined ${accept.data.org.name}`}>
         <Alert tone="success">
-          {accept.data.alreadyMember ? 'You were already a member; the invitation is used up.' : `You are now ${accept.data.role === 'owner' ? 'an owner' : 'a member'}.`} The dashboard now
-          acts for {accept.data.org.name}; switch organizations from the header.
+          {accept.data.alreadyMember
+            ? 'You were already a member; the invitation is used up.'
+            : `You are now ${accept.data.role === 'owner' ? 'an owner' : 'a member'}.`}{' '}
+          The dashboard now acts for {accept.data.org.name}; switch organizations from the header.
         </Alert>
         <Link href="/" className="mt-4 inline-block font-semibold text-indigo-700 hover:text-indigo-600">
           Go to the dashboard

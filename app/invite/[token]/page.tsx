@@ -19,7 +19,9 @@ export default async function InvitePage({ params }: { params: Promise<{ token: 
         <AcceptInvitation token={clean} email={user.email} returnTo={returnTo} />
       ) : (
         <LinkCard title="You are invited">
-          <p className="text-sm text-zinc-600">Someone invited you to their organization. Sign in, or create an account, to see the invitation and accept it.</p>
+          <p className="text-sm text-zinc-600">
+            Someone invited you to their organization. Sign in, or create an account, to see the invitation and accept it.
+          </p>
           <SignInChoices returnTo={returnTo} />
         </LinkCard>
       )}

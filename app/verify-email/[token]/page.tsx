@@ -17,7 +17,9 @@ export default async function VerifyEmailPage({ params }: { params: Promise<{ to
         <VerifyEmail token={clean} email={user.email} />
       ) : (
         <LinkCard title="Verify your email">
-          <p className="text-sm text-zinc-600">Sign in to the account that signed up with this address; the address is verified as soon as you are back here.</p>
+          <p className="text-sm text-zinc-600">
+            Sign in to the account that signed up with this address; the address is verified as soon as you are back here.
+          </p>
           <SignInChoices returnTo={`/verify-email/${clean}`} />
         </LinkCard>
       )}

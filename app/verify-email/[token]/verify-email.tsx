@@ -30,7 +30,8 @@ export function VerifyEmail({ token, email }: { token: string; email: string }) 
       ) : (
         <Alert tone="success" title="Email verified">
           <span className="break-all">{verify.data.email}</span> is verified.
-          {verify.data.joinedOrgs > 0 && ` You joined ${verify.data.joinedOrgs} organization${verify.data.joinedOrgs === 1 ? '' : 's'} that had invited this address.`}
+          {verify.data.joinedOrgs > 0 &&
+            ` You joined ${verify.data.joinedOrgs} organization${verify.data.joinedOrgs === 1 ? '' : 's'} that had invited this address.`}
         </Alert>
       )}
       <Link href="/" className="mt-4 inline-block font-semibold text-indigo-700 hover:text-indigo-600">

@@ -19,7 +19,6 @@ import { cartesiaError, commandWord, type SttDialect } from '../dialect.ts';
 import type { TurnSettings } from '../turn-detector.ts';
 import { applyTurnThresholds, TURN_KEYS, type TurnThresholdParams } from '../turn-params.ts';
 
-
 /** The session's events in Cartesia's auto-finalize protocol; `turns` are the session's settings at the start (config messages change them). */
 export function cartesiaTurnsDialect(requestId: string, turns: TurnSettings): SttDialect {
   let settings = turns;
@@ -29,7 +28,11 @@ export function cartesiaTurnsDialect(requestId: string, turns: TurnSettings): St
   let partial = '';
   let lastSent = '';
   const transcript = () => [...finals, partial].filter(Boolean).join(' ');
-  const event = (type: string, withTranscript?: string) => ({ type, request_id: requestId, ...(withTranscript !== undefined ? { transcript: withTranscript } : {}) });
+  const event = (type: string, withTranscript?: string) => ({
+    type,
+    request_id: requestId,
+    ...(withTranscript !== undefined ? { transcript: withTranscript } : {}),
+  });
   /** A turn.update when the turn's transcript changed. */
   const update = () => {
     const text = transcript();
@@ -91,7 +94,9 @@ export function cartesiaTurnsDialect(requestId: string, turns: TurnSettings): St
           throw err;
         }
       }
-      return { error: { code: 'invalid_message', message: 'Text messages are {"type":"close"} or {"type":"config","turn":{...}}; audio goes in binary frames.' } };
+      return {
+        error: { code: 'invalid_message', message: 'Text messages are {"type":"close"} or {"type":"config","turn":{...}}; audio goes in binary frames.' },
+      };
     },
   };
 
@@ -102,11 +107,17 @@ export function cartesiaTurnsDialect(requestId: string, turns: TurnSettings): St
     const turn = msg.turn ?? {};
     if (turn === null || typeof turn !== 'object' || Array.isArray(turn)) throw new ServiceError('invalid_request', 'config.turn must be an object.');
     const unknownTurn = Object.keys(turn).filter((k) => !(TURN_KEYS as readonly string[]).includes(k));
-    if (unknownTurn.length > 0) throw new ServiceError('invalid_request', `Unknown turn setting ${JSON.stringify(unknownTurn[0])}; use ${TURN_KEYS.join(', ')}.`);
+    if (unknownTurn.length > 0)
+      throw new ServiceError('invalid_request', `Unknown turn setting ${JSON.stringify(unknownTurn[0])}; use ${TURN_KEYS.join(', ')}.`);
     for (const [k, v] of Object.entries(turn)) {
       if (typeof v !== 'number') throw new ServiceError('invalid_request', `turn.${k} must be a number (got ${JSON.stringify(v)}).`);
     }
     settings = applyTurnThresholds(settings, turn as TurnThresholdParams, 'turn.');
-    return { speechThreshold: settings.speechThreshold, eagerEndThreshold: settings.eagerEndThreshold, endThreshold: settings.endThreshold, endTimeoutMs: settings.endTimeoutMs };
+    return {
+      speechThreshold: settings.speechThreshold,
+      eagerEndThreshold: settings.eagerEndThreshold,
+      endThreshold: settings.endThreshold,
+      endTimeoutMs: settings.endTimeoutMs,
+    };
   }
 }

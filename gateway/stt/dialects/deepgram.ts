@@ -127,7 +127,12 @@ export function deepgramDialect(o: DeepgramListenOptions): SttDialect {
         if (c.word === 'finalize') return { type: 'finalize' };
         if (c.word === 'closestream') return { type: 'close' };
       }
-      return { error: { code: 'invalid_message', message: 'Text messages are {"type":"KeepAlive"}, {"type":"Finalize"} or {"type":"CloseStream"}; audio goes in binary frames.' } };
+      return {
+        error: {
+          code: 'invalid_message',
+          message: 'Text messages are {"type":"KeepAlive"}, {"type":"Finalize"} or {"type":"CloseStream"}; audio goes in binary frames.',
+        },
+      };
     },
   };
 }

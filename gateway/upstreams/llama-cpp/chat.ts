@@ -79,9 +79,11 @@ export function parseLocalRequest(body: JsonObject): LocalRequest {
   if (maxTokens !== undefined && !Number.isInteger(maxTokens)) throw invalid('max_tokens must be an integer.', 'max_tokens');
   const n = num('n', 1, 128);
   if (n !== undefined && n !== 1) throw invalid('The local engine generates one choice per request (n must be 1).', 'n');
-  if (Array.isArray(body.tools) && body.tools.length > 0) throw invalid('The local engine does not support tools; use a model served by an engine that does.', 'tools');
+  if (Array.isArray(body.tools) && body.tools.length > 0)
+    throw invalid('The local engine does not support tools; use a model served by an engine that does.', 'tools');
   const stop = body.stop === undefined || body.stop === null ? [] : Array.isArray(body.stop) ? body.stop : [body.stop];
-  if (stop.length > 4 || !stop.every((s): s is string => typeof s === 'string' && s.length > 0)) throw invalid('stop must be a string or up to 4 non-empty strings.', 'stop');
+  if (stop.length > 4 || !stop.every((s): s is string => typeof s === 'string' && s.length > 0))
+    throw invalid('stop must be a string or up to 4 non-empty strings.', 'stop');
   const seed = num('seed', -(2 ** 53), 2 ** 53);
   return {
     history,
@@ -106,7 +108,13 @@ export function createLlamaCppChat(dataDir: string): ChatCapability {
     const model = String(req.body.model);
     const queue = new AsyncQueue<Uint8Array>();
     const sse = (obj: unknown) => queue.push(encoder.encode(`data: ${JSON.stringify(obj)}\n\n`));
-    const chunk = (delta: JsonObject, finish: string | null) => ({ id, object: 'chat.completion.chunk', created, model, choices: [{ index: 0, delta, finish_reason: finish }] });
+    const chunk = (delta: JsonObject, finish: string | null) => ({
+      id,
+      object: 'chat.completion.chunk',
+      created,
+      model,
+      choices: [{ index: 0, delta, finish_reason: finish }],
+    });
 
     const run = async () => {
       try {
@@ -128,7 +136,11 @@ export function createLlamaCppChat(dataDir: string): ChatCapability {
         });
         chat.dispose();
         const used = lease.sequence.tokenMeter.diff(meterBefore);
-        const usage = { prompt_tokens: used.usedInputTokens, completion_tokens: used.usedOutputTokens, total_tokens: used.usedInputTokens + used.usedOutputTokens };
+        const usage = {
+          prompt_tokens: used.usedInputTokens,
+          completion_tokens: used.usedOutputTokens,
+          total_tokens: used.usedInputTokens + used.usedOutputTokens,
+        };
         const finish = result.metadata.stopReason === 'maxTokens' ? 'length' : 'stop';
         if (signal.aborted) {
           // Timed out or the client left: report what was generated, then end.
@@ -141,11 +153,18 @@ export function createLlamaCppChat(dataDir: string): ChatCapability {
           if (local.includeUsage) sse({ id, object: 'chat.completion.chunk', created, model, choices: [], usage });
           queue.push(encoder.encode('data: [DONE]\n\n'));
         } else {
-          queue.push(encoder.encode(JSON.stringify({
-            id, object: 'chat.completion', created, model,
-            choices: [{ index: 0, message: { role: 'assistant', content: result.response }, logprobs: null, finish_reason: finish }],
-            usage,
-          })));
+          queue.push(
+            encoder.encode(
+              JSON.stringify({
+                id,
+                object: 'chat.completion',
+                created,
+                model,
+                choices: [{ index: 0, message: { role: 'assistant', content: result.response }, logprobs: null, finish_reason: finish }],
+                usage,
+              }),
+            ),
+          );
         }
         queue.end();
       } catch (e) {
@@ -173,7 +192,11 @@ export function createLlamaCppHealthCheck(dataDir: string) {
     const started = performance.now();
     const path = ggufPath(upstream, dataDir);
     if (!existsSync(path)) {
-      return { ok: false, latencyMs: 0, error: `no GGUF model file at ${path}; put one there, or point the model at one with \`svc model upsert --id ${upstream.modelId} --modality llm --upstream local:llama-cpp --protocol llama-cpp --upstream-model /path/to/model.gguf\`` };
+      return {
+        ok: false,
+        latencyMs: 0,
+        error: `no GGUF model file at ${path}; put one there, or point the model at one with \`svc model upsert --id ${upstream.modelId} --modality llm --upstream local:llama-cpp --protocol llama-cpp --upstream-model /path/to/model.gguf\``,
+      };
     }
     try {
       await loadModel(path);

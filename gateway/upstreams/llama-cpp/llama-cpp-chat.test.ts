@@ -23,8 +23,17 @@ describe('local llama.cpp engine through the gateway', () => {
     h = await startGateway({ env: { SVC_LLAMA_THREADS: '1' } });
     mkdirSync(join(h.testDb.dataDir, 'models'), { recursive: true });
     tiny = await writeTinyGguf(join(h.testDb.dataDir, 'models', 'local-llm.gguf'));
-    await upsertModel(h.testDb.db.prisma, checkProtocol, { id: 'local-llm', modality: 'llm', prices: PRICES, upstream: { url: 'local:llama-cpp', protocol: 'llama-cpp' } });
-    await upsertModel(h.testDb.db.prisma, checkProtocol, { id: 'missing-llm', modality: 'llm', upstream: { url: 'local:llama-cpp', protocol: 'llama-cpp', upstreamModel: 'models/nope.gguf' } });
+    await upsertModel(h.testDb.db.prisma, checkProtocol, {
+      id: 'local-llm',
+      modality: 'llm',
+      prices: PRICES,
+      upstream: { url: 'local:llama-cpp', protocol: 'llama-cpp' },
+    });
+    await upsertModel(h.testDb.db.prisma, checkProtocol, {
+      id: 'missing-llm',
+      modality: 'llm',
+      upstream: { url: 'local:llama-cpp', protocol: 'llama-cpp', upstreamModel: 'models/nope.gguf' },
+    });
     await h.runtime.ctx.registry.refresh();
     await h.runtime.ctx.health.checkAll();
     client = new OpenAI({ baseURL: `${h.url}/v1`, apiKey: h.key, maxRetries: 0 });
@@ -35,13 +44,20 @@ describe('local llama.cpp engine through the gateway', () => {
   });
 
   const chat = (body: Record<string, unknown>) =>
-    fetch(`${h.url}/v1/chat/completions`, { method: 'POST', headers: h.headers, body: JSON.stringify({ model: 'local-llm', messages: [{ role: 'user', content: 'Say something.' }], ...body }) });
+    fetch(`${h.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: h.headers,
+      body: JSON.stringify({ model: 'local-llm', messages: [{ role: 'user', content: 'Say something.' }], ...body }),
+    });
 
   it('answers exactly the model reply, with usage and the exact cost', async () => {
     const before = await h.balanceMicros();
     const res = await chat({ temperature: 0.8 });
     expect(res.status).toBe(200);
-    const body = (await res.json()) as { choices: { message: { content: string }; finish_reason: string }[]; usage: { prompt_tokens: number; completion_tokens: number } };
+    const body = (await res.json()) as {
+      choices: { message: { content: string }; finish_reason: string }[];
+      usage: { prompt_tokens: number; completion_tokens: number };
+    };
     expect(body.choices[0]!.message.content).toBe(tiny.reply);
     expect(body.choices[0]!.finish_reason).toBe('stop');
     // The reply's tokens plus the end-of-turn token.
@@ -59,7 +75,10 @@ describe('local llama.cpp engine through the gateway', () => {
     expect(res.status).toBe(200);
     expect(res.headers.get('x-svc-request-cost-usd')).toBeNull();
     const text = await res.text();
-    const events = text.split('\n\n').filter(Boolean).map((e) => e.replace(/^data: /, ''));
+    const events = text
+      .split('\n\n')
+      .filter(Boolean)
+      .map((e) => e.replace(/^data: /, ''));
     expect(events.at(-1)).toBe('[DONE]');
     const chunks = events.slice(0, -1).map((e) => JSON.parse(e) as { choices: { delta: { content?: string } }[]; usage?: unknown });
     expect(chunks.map((c) => c.choices[0]?.delta.content ?? '').join('')).toBe(tiny.reply);
@@ -75,7 +94,10 @@ describe('local llama.cpp engine through the gateway', () => {
     await first.text();
     const res = await chat({ stream: true, stream_options: { include_usage: true } });
     const secondId = res.headers.get('x-request-id');
-    const events = (await res.text()).split('\n\n').filter((e) => e.startsWith('data: {')).map((e) => JSON.parse(e.slice(6)) as { usage?: { prompt_tokens: number; completion_tokens: number }; choices: unknown[] });
+    const events = (await res.text())
+      .split('\n\n')
+      .filter((e) => e.startsWith('data: {'))
+      .map((e) => JSON.parse(e.slice(6)) as { usage?: { prompt_tokens: number; completion_tokens: number }; choices: unknown[] });
     const usage = events.at(-1)!.usage!;
     expect(events.at(-1)!.choices).toEqual([]);
     // On SQLite a debit is committed just after its answer (docs/api-conventions.md, "Credits"): wait for both.
@@ -90,7 +112,10 @@ describe('local llama.cpp engine through the gateway', () => {
   });
 
   it('honours max_tokens and stop', async () => {
-    const short = (await (await chat({ max_tokens: 3 })).json()) as { choices: { message: { content: string }; finish_reason: string }[]; usage: { completion_tokens: number } };
+    const short = (await (await chat({ max_tokens: 3 })).json()) as {
+      choices: { message: { content: string }; finish_reason: string }[];
+      usage: { completion_tokens: number };
+    };
     expect(short.choices[0]!.message.content).toBe(tiny.replyPieces.slice(0, 3).join(''));
     expect(short.choices[0]!.finish_reason).toBe('length');
     expect(short.usage.completion_tokens).toBe(3);
@@ -102,9 +127,20 @@ describe('local llama.cpp engine through the gateway', () => {
     const models = await client.models.list();
     expect(models.data.map((m) => m.id)).toContain('local-llm');
     expect(models.data.map((m) => m.id)).not.toContain('missing-llm');
-    const completion = await client.chat.completions.create({ model: 'local-llm', messages: [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'Hi' }] });
+    const completion = await client.chat.completions.create({
+      model: 'local-llm',
+      messages: [
+        { role: 'system', content: 'Be brief.' },
+        { role: 'user', content: 'Hi' },
+      ],
+    });
     expect(completion.choices[0]!.message.content).toBe(tiny.reply);
-    const stream = await client.chat.completions.create({ model: 'local-llm', messages: [{ role: 'user', content: 'Hi' }], stream: true, stream_options: { include_usage: true } });
+    const stream = await client.chat.completions.create({
+      model: 'local-llm',
+      messages: [{ role: 'user', content: 'Hi' }],
+      stream: true,
+      stream_options: { include_usage: true },
+    });
     let text = '';
     let usage: OpenAI.CompletionUsage | null | undefined;
     for await (const part of stream) {
@@ -133,7 +169,11 @@ describe('local llama.cpp engine through the gateway', () => {
   });
 
   it('is offline, saying how to configure it, when the GGUF file is missing', async () => {
-    const res = await fetch(`${h.url}/v1/chat/completions`, { method: 'POST', headers: h.headers, body: JSON.stringify({ model: 'missing-llm', messages: [{ role: 'user', content: 'x' }] }) });
+    const res = await fetch(`${h.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: h.headers,
+      body: JSON.stringify({ model: 'missing-llm', messages: [{ role: 'user', content: 'x' }] }),
+    });
     expect(res.status).toBe(503);
     const err = (await res.json()) as { error: { code: string; message: string } };
     expect(err.error.code).toBe('model_offline');
@@ -142,7 +182,9 @@ describe('local llama.cpp engine through the gateway', () => {
   });
 
   it('serves concurrent requests, each with the full reply', async () => {
-    const replies = await Promise.all(Array.from({ length: 8 }, () => chat({}).then((r) => r.json() as Promise<{ choices: { message: { content: string } }[] }>)));
+    const replies = await Promise.all(
+      Array.from({ length: 8 }, () => chat({}).then((r) => r.json() as Promise<{ choices: { message: { content: string } }[] }>)),
+    );
     for (const r of replies) expect(r.choices[0]!.message.content).toBe(tiny.reply);
   });
 });

@@ -37,7 +37,9 @@ let llamaPromise: Promise<Llama> | null = null;
 const models = new Map<string, Promise<LoadedModel>>();
 
 function llama(): Promise<Llama> {
-  llamaPromise ??= engine().then(({ getLlama, LlamaLogLevel }) => getLlama({ gpu: false, build: 'never', maxThreads: settings.threads, logLevel: LlamaLogLevel.error }));
+  llamaPromise ??= engine().then(({ getLlama, LlamaLogLevel }) =>
+    getLlama({ gpu: false, build: 'never', maxThreads: settings.threads, logLevel: LlamaLogLevel.error }),
+  );
   return llamaPromise;
 }
 

@@ -13,9 +13,13 @@ export const espeakSpeech: SpeechCapability = {
   // eSpeak reads phoneme mnemonics inline between double brackets.
   formatPhoneme: (phoneme) => `[[${phoneme.replace(/[[\]]/g, '')}]]`,
   async synthesize(_upstream, req) {
-    const pitch = typeof req.voice.params?.pitch === 'number' && Number.isFinite(req.voice.params.pitch) ? Math.round(Math.min(99, Math.max(0, req.voice.params.pitch))) : null;
+    const pitch =
+      typeof req.voice.params?.pitch === 'number' && Number.isFinite(req.voice.params.pitch)
+        ? Math.round(Math.min(99, Math.max(0, req.voice.params.pitch)))
+        : null;
     // A voice's own rate (params.wordsPerMinute, set by local cloning) times the request's speed.
-    const voiceWpm = typeof req.voice.params?.wordsPerMinute === 'number' && Number.isFinite(req.voice.params.wordsPerMinute) ? req.voice.params.wordsPerMinute : NATURAL_WPM;
+    const voiceWpm =
+      typeof req.voice.params?.wordsPerMinute === 'number' && Number.isFinite(req.voice.params.wordsPerMinute) ? req.voice.params.wordsPerMinute : NATURAL_WPM;
     const wpm = Math.round(Math.min(MAX_WPM, Math.max(MIN_WPM, voiceWpm * req.speed)));
     const args = ['-v', req.voice.upstreamId, '-s', String(wpm), '--stdout', '-b', '1', ...(pitch === null ? [] : ['-p', String(pitch)])];
     const run = runEngine('espeak-ng', args, req.signal, req.text);

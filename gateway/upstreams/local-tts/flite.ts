@@ -31,7 +31,13 @@ export const fliteSpeech: SpeechCapability = {
     const dir = await mkdtemp(join(tmpdir(), 'svc-flite-'));
     const pitch = typeof req.voice.params?.pitchHz === 'number' ? req.voice.params.pitchHz : null;
     const stretch = (typeof req.voice.params?.durationStretch === 'number' ? req.voice.params.durationStretch : 1) / req.speed;
-    const baseArgs = ['-voice', req.voice.upstreamId, '--setf', `duration_stretch=${stretch.toFixed(4)}`, ...(pitch === null ? [] : ['--setf', `int_f0_target_mean=${pitch.toFixed(1)}`])];
+    const baseArgs = [
+      '-voice',
+      req.voice.upstreamId,
+      '--setf',
+      `duration_stretch=${stretch.toFixed(4)}`,
+      ...(pitch === null ? [] : ['--setf', `int_f0_target_mean=${pitch.toFixed(1)}`]),
+    ];
     async function* chunks(): AsyncGenerator<Float32Array> {
       try {
         for (const [i, sentence] of sentences(req.text).entries()) {

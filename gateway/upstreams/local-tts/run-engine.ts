@@ -20,7 +20,6 @@ export function limitEngines(processes: number): void {
   engineSlots.resize(processes);
 }
 
-
 export interface EngineRun {
   stdout: AsyncIterable<Buffer>;
   done: Promise<void>;
@@ -111,12 +110,20 @@ function spawnRun(id: number, stdout: AsyncQueue<Buffer>, command: string, args:
         signal.removeEventListener('abort', kill);
         stdout.end();
         if (info.error) {
-          reject(info.error.code === 'ENOENT'
-            ? new UpstreamError('unavailable', `The speech engine '${command}' is not installed; run \`npm run setup\` (it installs it from Debian packages).`)
-            : new UpstreamError('broken', `The speech engine '${command}' failed to start: ${info.error.message}`));
+          reject(
+            info.error.code === 'ENOENT'
+              ? new UpstreamError(
+                  'unavailable',
+                  `The speech engine '${command}' is not installed; run \`npm run setup\` (it installs it from Debian packages).`,
+                )
+              : new UpstreamError('broken', `The speech engine '${command}' failed to start: ${info.error.message}`),
+          );
         } else if (info.code === 0) resolve();
         else if (signal.aborted) reject(signal.reason);
-        else reject(new UpstreamError('broken', `The speech engine '${command}' failed (${info.signal ?? `exit ${info.code}`}): ${info.stderr.trim().slice(0, 300)}`));
+        else
+          reject(
+            new UpstreamError('broken', `The speech engine '${command}' failed (${info.signal ?? `exit ${info.code}`}): ${info.stderr.trim().slice(0, 300)}`),
+          );
       },
     });
     signal.addEventListener('abort', kill, { once: true });

@@ -15,7 +15,8 @@ export async function* pcmFromWavStream(stdout: AsyncIterable<Buffer>, done: Pro
     if (!inData) {
       try {
         const info = readWavInfo(pending);
-        if (info.format !== 'pcm_s16le' || info.channels !== 1) throw new UpstreamError('protocol', `The speech engine produced ${info.format} with ${info.channels} channels; expected 16-bit mono.`);
+        if (info.format !== 'pcm_s16le' || info.channels !== 1)
+          throw new UpstreamError('protocol', `The speech engine produced ${info.format} with ${info.channels} channels; expected 16-bit mono.`);
         pending = pending.subarray(info.dataOffset);
         inData = true;
       } catch (e) {

@@ -91,7 +91,9 @@ let narrowbandParams: string | null = null;
 /** The model's feat.params with the narrowband starting mean, written once per process. */
 function narrowbandFeatParams(hmm: string): string {
   if (narrowbandParams) return narrowbandParams;
-  const params = readFileSync(join(hmm, 'feat.params'), 'utf8').split('\n').filter((l) => !l.startsWith('-cmninit'));
+  const params = readFileSync(join(hmm, 'feat.params'), 'utf8')
+    .split('\n')
+    .filter((l) => !l.startsWith('-cmninit'));
   const text = [...params.filter((l) => l.trim()), `-cmninit ${NARROWBAND_CMNINIT}`, ''].join('\n');
   // Named by content, so every worker and process shares one file; written whole, then renamed.
   const file = join(tmpdir(), `svc-pocketsphinx-narrowband-${createHash('sha256').update(text).digest('hex').slice(0, 16)}.params`);
@@ -261,7 +263,10 @@ export class Decoder {
     for (let i = 0; nbest && i < NBEST; i++) {
       const hyp = this.lib.ps_nbest_hyp(nbest, score);
       if (hyp !== null) {
-        const words = hyp.split(/\s+/).map(transcriptWord).filter((w): w is string => w !== null);
+        const words = hyp
+          .split(/\s+/)
+          .map(transcriptWord)
+          .filter((w): w is string => w !== null);
         candidates.push({ score: score[0]! + this.keytermBonus * countKeyterms(words, this.keyterms), words, nbest: i });
       }
       nbest = this.lib.ps_nbest_next(nbest);

@@ -27,7 +27,15 @@ it('rejects with "pocketsphinx is not installed; npm run setup installs it"', as
 });
 
 it('is unhealthy, saying so, when the configured model directory has no model', async () => {
-  const target: UpstreamTarget = { id: 'local-stt', modelId: 'local-stt', url: 'local:pocketsphinx', protocol: 'pocketsphinx', upstreamModel: '', apiKey: undefined, settings: {} };
+  const target: UpstreamTarget = {
+    id: 'local-stt',
+    modelId: 'local-stt',
+    url: 'local:pocketsphinx',
+    protocol: 'pocketsphinx',
+    upstreamModel: '',
+    apiKey: undefined,
+    settings: {},
+  };
   const health = await pocketsphinx.create(engines).health(target, new AbortController().signal);
   expect(health.ok).toBe(false);
   expect(health.error).toContain(NOT_INSTALLED);

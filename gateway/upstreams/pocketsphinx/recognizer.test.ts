@@ -118,30 +118,26 @@ afterAll(async () => {
 });
 
 describe('pocketsphinx recognizer', () => {
-  it(
-    'transcribes flite speech (slt, rms, awb) with at most 15 % word error rate, words timed within the audio',
-    async () => {
-      let errors = 0;
-      let words = 0;
-      const misses: string[] = [];
-      for (const voice of VOICES) {
-        for (const [i, sentence] of SENTENCES.entries()) {
-          const pcm = speech(i, voice);
-          const h = await transcribeAll(pcm, { sampleRate: 16000 });
-          expectSaneTimes(h, pcm.length / 16000);
-          const ref = sentence.split(' ');
-          const e = wordErrors(ref, h.text.split(' ').filter(Boolean));
-          if (e) misses.push(`${voice}: "${h.text}"`);
-          errors += e;
-          words += ref.length;
-        }
+  it('transcribes flite speech (slt, rms, awb) with at most 15 % word error rate, words timed within the audio', async () => {
+    let errors = 0;
+    let words = 0;
+    const misses: string[] = [];
+    for (const voice of VOICES) {
+      for (const [i, sentence] of SENTENCES.entries()) {
+        const pcm = speech(i, voice);
+        const h = await transcribeAll(pcm, { sampleRate: 16000 });
+        expectSaneTimes(h, pcm.length / 16000);
+        const ref = sentence.split(' ');
+        const e = wordErrors(ref, h.text.split(' ').filter(Boolean));
+        if (e) misses.push(`${voice}: "${h.text}"`);
+        errors += e;
+        words += ref.length;
       }
-      const wer = errors / words;
-      console.log(`16 kHz WER ${(100 * wer).toFixed(1)} % over ${words} words; misses:\n  ${misses.join('\n  ')}`);
-      expect(wer).toBeLessThanOrEqual(0.15);
-    },
-    300_000,
-  );
+    }
+    const wer = errors / words;
+    console.log(`16 kHz WER ${(100 * wer).toFixed(1)} % over ${words} words; misses:\n  ${misses.join('\n  ')}`);
+    expect(wer).toBeLessThanOrEqual(0.15);
+  }, 300_000);
 
   it('with a grammar of the sentences, gets each one exactly', async () => {
     for (const [i, sentence] of SENTENCES.entries()) {
@@ -277,7 +273,17 @@ describe('pocketsphinx recognizer', () => {
     expect(h.text).toContain('kubernetes');
     expectSaneTimes(h, k8s.length / 16000);
 
-    const odd = ['', '   ', '!!!', 'Zürich', '2024', "rock 'n' roll", 'x'.repeat(500), 'a b c d e f g h i j k', ...Array.from({ length: 150 }, (_, i) => `term${i}`)];
+    const odd = [
+      '',
+      '   ',
+      '!!!',
+      'Zürich',
+      '2024',
+      "rock 'n' roll",
+      'x'.repeat(500),
+      'a b c d e f g h i j k',
+      ...Array.from({ length: 150 }, (_, i) => `term${i}`),
+    ];
     const r = await createRecognizer({ sampleRate: 16000, keyterms: odd });
     await r.push(speech(0, 'awb'));
     expect((await r.finalize()).text.length).toBeGreaterThan(0);

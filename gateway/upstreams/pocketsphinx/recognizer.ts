@@ -75,7 +75,8 @@ let settings: RecognizerSettings = {
  */
 export function configureRecognizer(next: RecognizerSettings): void {
   if (!Number.isInteger(next.workers) || next.workers < 1) throw new TypeError(`workers must be a positive integer (got ${String(next.workers)})`);
-  if (!Number.isInteger(next.spareDecoders) || next.spareDecoders < 0) throw new TypeError(`spareDecoders must be a non-negative integer (got ${String(next.spareDecoders)})`);
+  if (!Number.isInteger(next.spareDecoders) || next.spareDecoders < 0)
+    throw new TypeError(`spareDecoders must be a non-negative integer (got ${String(next.spareDecoders)})`);
   settings = { ...next };
 }
 

@@ -11,7 +11,16 @@ import { ConfigError, loadConfig } from '../../../server/config/env.ts';
 import type { UpstreamTarget } from '../contract.ts';
 import { pocketsphinx } from '../protocols/pocketsphinx.ts';
 import { NOT_INSTALLED } from './ffi.ts';
-import { configureRecognizer, createRecognizer, recognizerSettings, recognizerStats, shutdownRecognizers, transcribeAll, type Recognizer, type RecognizerSettings } from './recognizer.ts';
+import {
+  configureRecognizer,
+  createRecognizer,
+  recognizerSettings,
+  recognizerStats,
+  shutdownRecognizers,
+  transcribeAll,
+  type Recognizer,
+  type RecognizerSettings,
+} from './recognizer.ts';
 
 const settingsFrom = (env: Record<string, string>) => loadConfig(env).engines.pocketsphinx;
 
@@ -64,7 +73,15 @@ describe('settings reach the worker threads', () => {
   let dir: string;
   const defaults = recognizerSettings();
   const configure = (s: Partial<RecognizerSettings>) => configureRecognizer({ ...defaults, ...s });
-  const target: UpstreamTarget = { id: 'local-stt', modelId: 'local-stt', url: 'local:pocketsphinx', protocol: 'pocketsphinx', upstreamModel: '', apiKey: undefined, settings: {} };
+  const target: UpstreamTarget = {
+    id: 'local-stt',
+    modelId: 'local-stt',
+    url: 'local:pocketsphinx',
+    protocol: 'pocketsphinx',
+    upstreamModel: '',
+    apiKey: undefined,
+    settings: {},
+  };
 
   /** Stats once the threads have loaded `spares` spare decoders each (in the background). */
   async function settled(spares: number) {

@@ -122,7 +122,7 @@ describe('speech (/tts/bytes)', () => {
     expect(body).not.toHaveProperty('language');
   });
 
-  it('reports a refused key with Cartesia\'s message and without the key', async () => {
+  it("reports a refused key with Cartesia's message and without the key", async () => {
     const error = await failure(speech.synthesize(tts({ apiKey: 'sk_car_wrong' }), { ...request, ...call() }));
     expect(error.kind).toBe('status');
     expect(error.details.status).toBe(401);
@@ -134,7 +134,7 @@ describe('speech (/tts/bytes)', () => {
     expect(echoed.message).not.toContain(KEY);
   });
 
-  it('reports 4xx and 5xx answers as status errors with the engine\'s message', async () => {
+  it("reports 4xx and 5xx answers as status errors with the engine's message", async () => {
     peer.behaviour = { kind: 'error', status: 422, message: 'Voice not found.' };
     const client = await failure(speech.synthesize(tts(), { ...request, ...call() }));
     expect([client.kind, client.details.status, client.details.engineMessage]).toEqual(['status', 422, 'Voice not found.']);
@@ -172,14 +172,20 @@ describe('speech (/tts/bytes)', () => {
     expect(error.kind).toBe('connect');
   });
 
-  it('writes dictionary phonemes (eSpeak mnemonics) as Cartesia\'s inline IPA', () => {
+  it("writes dictionary phonemes (eSpeak mnemonics) as Cartesia's inline IPA", () => {
     expect(speech.formatPhoneme!("h@l'oU w'3:ld")).toBe('<<h|ə|l|ˈ|oʊ>> <<w|ˈ|ɝ|l|d>>');
     expect(speech.formatPhoneme!("tS'Iz%")).toBe('<<tʃ|ˈ|ɪ|z>>');
   });
 });
 
 describe('transcription (/stt)', () => {
-  const audio = bursts(16000, [['silence', 0.2], ['tone', 0.3], ['silence', 0.3], ['tone', 0.3], ['silence', 0.2]]);
+  const audio = bursts(16000, [
+    ['silence', 0.2],
+    ['tone', 0.3],
+    ['silence', 0.3],
+    ['tone', 0.3],
+    ['silence', 0.2],
+  ]);
   const request = () => ({ samples: audio, sampleRate: 16000, language: 'en-GB', keyterms: [], ...call() });
 
   it('sends a WAV with word timestamps asked for and reads the words with their times', async () => {
@@ -234,7 +240,14 @@ function writeLive(stream: TranscriptionStream, audio: Float32Array): number {
   return pcm.length;
 }
 
-const liveOptions = (overrides: Partial<CallOptions> = {}) => ({ sampleRate: 16000, language: 'en-US', keyterms: [], engineTurns: false, ...call(), ...overrides });
+const liveOptions = (overrides: Partial<CallOptions> = {}) => ({
+  sampleRate: 16000,
+  language: 'en-US',
+  keyterms: [],
+  engineTurns: false,
+  ...call(),
+  ...overrides,
+});
 
 describe('streaming transcription (/stt/websocket)', () => {
   it('asks for a rate Cartesia takes and leaves turns to the gateway', () => {
@@ -251,7 +264,16 @@ describe('streaming transcription (/stt/websocket)', () => {
     expect(socket.headers.authorization).toBe(`Bearer ${KEY}`);
     expect(socket.headers['cartesia-version']).toBe('2026-03-01');
 
-    let written = writeLive(stream, bursts(16000, [['silence', 0.2], ['tone', 0.3], ['silence', 0.3], ['tone', 0.3], ['silence', 0.3]]));
+    let written = writeLive(
+      stream,
+      bursts(16000, [
+        ['silence', 0.2],
+        ['tone', 0.3],
+        ['silence', 0.3],
+        ['tone', 0.3],
+        ['silence', 0.3],
+      ]),
+    );
     stream.finalize();
     const first = await eventsUntil(stream, (e) => e.type === 'finalized');
     const interims = first.filter((e) => e.type === 'transcript' && !e.isFinal);
@@ -267,7 +289,13 @@ describe('streaming transcription (/stt/websocket)', () => {
     });
 
     // The next utterance: Cartesia's delta starts with a space, its words run on from the session's start.
-    written += writeLive(stream, bursts(16000, [['tone', 0.3], ['silence', 0.2]]));
+    written += writeLive(
+      stream,
+      bursts(16000, [
+        ['tone', 0.3],
+        ['silence', 0.2],
+      ]),
+    );
     stream.finalize();
     const second = await eventsUntil(stream, (e) => e.type === 'finalized');
     expect(second.filter((e) => e.type === 'transcript' && !e.isFinal).map((e) => e.type === 'transcript' && e.text)).toContain('charlie');
@@ -282,7 +310,7 @@ describe('streaming transcription (/stt/websocket)', () => {
     expect(socket.commands).toEqual(['finalize', 'finalize', 'close']);
   });
 
-  it('rejects the open with the engine\'s status when the key is refused or the engine fails', async () => {
+  it("rejects the open with the engine's status when the key is refused or the engine fails", async () => {
     const refused = await failure(live.open(target({ apiKey: 'sk_car_wrong' }), liveOptions()));
     expect([refused.kind, refused.details.status, refused.details.engineMessage]).toEqual(['status', 401, 'Invalid API key.']);
     expect(refused.message).not.toContain('sk_car_wrong');
@@ -292,7 +320,7 @@ describe('streaming transcription (/stt/websocket)', () => {
     expect((await failure(live.open(target(), liveOptions()))).details).toMatchObject({ status: 503, engineMessage: 'Unavailable.' });
   });
 
-  it('throws the engine\'s error event as a status error', async () => {
+  it("throws the engine's error event as a status error", async () => {
     peer.behaviour = { kind: 'stream_error', status: 400, message: 'The model is not valid.' };
     const stream = await live.open(target(), liveOptions());
     writeLive(stream, bursts(16000, [['tone', 0.1]]));
@@ -303,7 +331,13 @@ describe('streaming transcription (/stt/websocket)', () => {
   it('throws broken when the engine drops the connection mid-stream, or closes it unasked', async () => {
     peer.behaviour = { kind: 'die' };
     const dropped = await live.open(target(), liveOptions());
-    writeLive(dropped, bursts(16000, [['silence', 0.1], ['tone', 0.3]]));
+    writeLive(
+      dropped,
+      bursts(16000, [
+        ['silence', 0.1],
+        ['tone', 0.3],
+      ]),
+    );
     expect((await failure(eventsUntil(dropped, () => false))).kind).toBe('broken');
 
     await peer.close();
@@ -359,9 +393,15 @@ describe('clone (/voices/clone)', () => {
   });
 
   it('reports a refused key, and 4xx/5xx answers, as status errors', async () => {
-    expect((await failure(runtime.clone!.clone(tts({ apiKey: 'sk_car_wrong' }), { ...request, ...call() }))).details).toMatchObject({ status: 401, engineMessage: 'Invalid API key.' });
+    expect((await failure(runtime.clone!.clone(tts({ apiKey: 'sk_car_wrong' }), { ...request, ...call() }))).details).toMatchObject({
+      status: 401,
+      engineMessage: 'Invalid API key.',
+    });
     peer.behaviour = { kind: 'error', status: 400, message: 'The clip is too short.' };
-    expect((await failure(runtime.clone!.clone(tts(), { ...request, ...call() }))).details).toMatchObject({ status: 400, engineMessage: 'The clip is too short.' });
+    expect((await failure(runtime.clone!.clone(tts(), { ...request, ...call() }))).details).toMatchObject({
+      status: 400,
+      engineMessage: 'The clip is too short.',
+    });
     peer.behaviour = { kind: 'error', status: 502, message: 'Bad gateway.' };
     expect((await failure(runtime.clone!.clone(tts(), { ...request, ...call() }))).details).toMatchObject({ status: 502 });
   });
@@ -370,7 +410,13 @@ describe('clone (/voices/clone)', () => {
 describe('voice catalogue (GET /voices)', () => {
   const GENDERS = ['masculine', 'feminine', 'gender_neutral', null] as const;
   const catalogue = (n: number): CatalogueVoice[] =>
-    Array.from({ length: n }, (_, i) => ({ id: `voice-${i}`, name: `Voice ${i}`, description: `Described ${i}`, language: i % 2 ? 'fr' : 'en', gender: GENDERS[i % 4]! }));
+    Array.from({ length: n }, (_, i) => ({
+      id: `voice-${i}`,
+      name: `Voice ${i}`,
+      description: `Described ${i}`,
+      language: i % 2 ? 'fr' : 'en',
+      gender: GENDERS[i % 4]!,
+    }));
 
   it('follows the pages with starting_after and maps each voice', async () => {
     peer.voices.push(...catalogue(250));
@@ -397,7 +443,10 @@ describe('voice catalogue (GET /voices)', () => {
   });
 
   it('reports a refused key as a status error', async () => {
-    expect((await failure(runtime.voiceCatalogue!.listVoices(tts({ apiKey: 'sk_car_wrong' }), call()))).details).toMatchObject({ status: 401, engineMessage: 'Invalid API key.' });
+    expect((await failure(runtime.voiceCatalogue!.listVoices(tts({ apiKey: 'sk_car_wrong' }), call()))).details).toMatchObject({
+      status: 401,
+      engineMessage: 'Invalid API key.',
+    });
   });
 });
 

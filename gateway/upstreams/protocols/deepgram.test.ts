@@ -32,7 +32,16 @@ afterEach(() => {
 afterAll(() => peer.close());
 
 function target(overrides: Partial<UpstreamTarget> = {}, settings: Record<string, unknown> = {}): UpstreamTarget {
-  return { id: 'ups_test', modelId: 'stt-test', url: peer.url, protocol: 'deepgram', upstreamModel: 'nova-3', apiKey: KEY, settings: deepgram.settings.parse(settings), ...overrides };
+  return {
+    id: 'ups_test',
+    modelId: 'stt-test',
+    url: peer.url,
+    protocol: 'deepgram',
+    upstreamModel: 'nova-3',
+    apiKey: KEY,
+    settings: deepgram.settings.parse(settings),
+    ...overrides,
+  };
 }
 
 const call = (timeoutMs = 5000, signal = new AbortController().signal): CallOptions => ({ signal, timeoutMs });
@@ -97,21 +106,58 @@ describe('live transcription', () => {
     const stream = await openLive(target(), { language: 'en', keyterms: ['Acme', 'Zed Corp'] });
     const socket = peer.sockets.at(-1)!;
     expect(Object.fromEntries(socket.query)).toEqual({
-      model: 'nova-3', punctuate: 'true', smart_format: 'true', language: 'en', keyterm: 'Zed Corp', encoding: 'linear16', sample_rate: '16000',
-      channels: '1', interim_results: 'true', vad_events: 'true', endpointing: '300', utterance_end_ms: '1000',
+      model: 'nova-3',
+      punctuate: 'true',
+      smart_format: 'true',
+      language: 'en',
+      keyterm: 'Zed Corp',
+      encoding: 'linear16',
+      sample_rate: '16000',
+      channels: '1',
+      interim_results: 'true',
+      vad_events: 'true',
+      endpointing: '300',
+      utterance_end_ms: '1000',
     });
     expect(socket.query.getAll('keyterm')).toEqual(['Acme', 'Zed Corp']);
     expect(socket.headers.authorization).toBe(`Token ${KEY}`);
     expect(stream.pendingSamples).toBe(0);
 
-    writeLive(stream, bursts(16000, [[0.2, 0.5], [0.7, 1.0]], 2.4), 16000);
+    writeLive(
+      stream,
+      bursts(
+        16000,
+        [
+          [0.2, 0.5],
+          [0.7, 1.0],
+        ],
+        2.4,
+      ),
+      16000,
+    );
     stream.finalize();
     const events = await eventsUntil(stream, (e) => e.type === 'finalized');
     expect(events).toEqual([
       { type: 'speech_started', atSeconds: 0.2 },
       { type: 'transcript', isFinal: false, text: 'Alpha.', words: [{ word: 'Alpha.', start: 0.2, end: 0.5 }] },
-      { type: 'transcript', isFinal: false, text: 'Alpha bravo.', words: [{ word: 'Alpha', start: 0.2, end: 0.5 }, { word: 'bravo.', start: 0.7, end: 1.0 }] },
-      { type: 'transcript', isFinal: true, text: 'Alpha bravo.', words: [{ word: 'Alpha', start: 0.2, end: 0.5 }, { word: 'bravo.', start: 0.7, end: 1.0 }] },
+      {
+        type: 'transcript',
+        isFinal: false,
+        text: 'Alpha bravo.',
+        words: [
+          { word: 'Alpha', start: 0.2, end: 0.5 },
+          { word: 'bravo.', start: 0.7, end: 1.0 },
+        ],
+      },
+      {
+        type: 'transcript',
+        isFinal: true,
+        text: 'Alpha bravo.',
+        words: [
+          { word: 'Alpha', start: 0.2, end: 0.5 },
+          { word: 'bravo.', start: 0.7, end: 1.0 },
+        ],
+      },
       // speech_final after 300 ms of silence; the UtteranceEnd that followed ended no second turn.
       { type: 'end_of_turn', atSeconds: 1.3 },
       { type: 'finalized' },
@@ -131,11 +177,30 @@ describe('live transcription', () => {
     expect(socket.query.get('endpointing')).toBe('false');
     expect(socket.query.has('vad_events') || socket.query.has('utterance_end_ms')).toBe(false);
 
-    writeLive(stream, bursts(8000, [[0.1, 0.3], [0.5, 0.8]], 1.0), 8000);
+    writeLive(
+      stream,
+      bursts(
+        8000,
+        [
+          [0.1, 0.3],
+          [0.5, 0.8],
+        ],
+        1.0,
+      ),
+      8000,
+    );
     stream.finalize();
     const first = await eventsUntil(stream, (e) => e.type === 'finalized');
     expect(first.filter((e) => e.type === 'transcript' && e.isFinal)).toEqual([
-      { type: 'transcript', isFinal: true, text: 'Alpha bravo.', words: [{ word: 'Alpha', start: 0.1, end: 0.3 }, { word: 'bravo.', start: 0.5, end: 0.8 }] },
+      {
+        type: 'transcript',
+        isFinal: true,
+        text: 'Alpha bravo.',
+        words: [
+          { word: 'Alpha', start: 0.1, end: 0.3 },
+          { word: 'bravo.', start: 0.5, end: 0.8 },
+        ],
+      },
     ]);
     expect(first.at(-1)).toEqual({ type: 'finalized' });
 
@@ -230,7 +295,7 @@ describe('live transcription', () => {
     }
   });
 
-  it('fails the events with the engine\'s close code when Deepgram closes an idle stream (NET-0001)', async () => {
+  it("fails the events with the engine's close code when Deepgram closes an idle stream (NET-0001)", async () => {
     peer.idleTimeoutMs = 200;
     const stream = await openLive(target());
     const error = await failure(allEvents(stream));
@@ -242,7 +307,19 @@ describe('live transcription', () => {
   it('fails the events as broken when the engine drops the connection mid-stream', async () => {
     peer.behaviour = { kind: 'die', after: 2 };
     const stream = await openLive(target());
-    writeLive(stream, bursts(16000, [[0.1, 0.3], [0.5, 0.7], [0.9, 1.1]], 1.2), 16000);
+    writeLive(
+      stream,
+      bursts(
+        16000,
+        [
+          [0.1, 0.3],
+          [0.5, 0.7],
+          [0.9, 1.1],
+        ],
+        1.2,
+      ),
+      16000,
+    );
     const seen: TranscriptionEvent[] = [];
     const error = await failure(
       (async () => {
@@ -253,7 +330,7 @@ describe('live transcription', () => {
     expect(seen.map((e) => e.type)).toEqual(['speech_started', 'transcript']);
   });
 
-  it('rejects the open with the engine\'s message when the key is refused, without the key', async () => {
+  it("rejects the open with the engine's message when the key is refused, without the key", async () => {
     const wrong = await failure(openLive(target({ apiKey: 'dg_wrong_key' })));
     expect(wrong.kind).toBe('status');
     expect(wrong.details.status).toBe(401);
@@ -268,7 +345,11 @@ describe('live transcription', () => {
   });
 
   it('rejects the open with the status and message of a refused upgrade (4xx and 5xx)', async () => {
-    peer.behaviour = { kind: 'error', status: 400, body: { err_code: 'Bad Request', err_msg: 'Bad Request: No such model/version/tier combination found.', request_id: 'r1' } };
+    peer.behaviour = {
+      kind: 'error',
+      status: 400,
+      body: { err_code: 'Bad Request', err_msg: 'Bad Request: No such model/version/tier combination found.', request_id: 'r1' },
+    };
     const bad = await failure(openLive(target()));
     expect([bad.kind, bad.details.status, bad.details.engineMessage]).toEqual(['status', 400, 'Bad Request: No such model/version/tier combination found.']);
 
@@ -288,7 +369,7 @@ describe('live transcription', () => {
     expect(error.kind).toBe('connect');
   });
 
-  it('closes the engine\'s socket when the caller aborts, and ends the events', async () => {
+  it("closes the engine's socket when the caller aborts, and ends the events", async () => {
     const controller = new AbortController();
     const stream = await openLive(target(), call(5000, controller.signal));
     const socket = peer.sockets.at(-1)!;
@@ -303,13 +384,29 @@ describe('live transcription', () => {
 
 describe('pre-recorded transcription', () => {
   const transcribe = (t: UpstreamTarget, options: Partial<CallOptions> = {}) => {
-    const samples = Float32Array.from(bursts(24000, [[0.3, 0.6], [1.0, 1.2]], 1.5), (v) => v / 32768);
+    const samples = Float32Array.from(
+      bursts(
+        24000,
+        [
+          [0.3, 0.6],
+          [1.0, 1.2],
+        ],
+        1.5,
+      ),
+      (v) => v / 32768,
+    );
     return runtime.transcription!.transcribe(t, { ...call(), ...options, samples, sampleRate: 24000, language: 'en-US', keyterms: ['Acme', 'Zed'] });
   };
 
   it('posts the audio as a 16-bit WAV and returns the words with their times', async () => {
     const result = await transcribe(target());
-    expect(result).toEqual({ text: 'Alpha bravo.', words: [{ word: 'Alpha', start: 0.3, end: 0.6 }, { word: 'bravo.', start: 1.0, end: 1.2 }] });
+    expect(result).toEqual({
+      text: 'Alpha bravo.',
+      words: [
+        { word: 'Alpha', start: 0.3, end: 0.6 },
+        { word: 'bravo.', start: 1.0, end: 1.2 },
+      ],
+    });
     const sent = peer.received.at(-1)!;
     expect([sent.method, sent.path]).toEqual(['POST', '/v1/listen']);
     expect(Object.fromEntries(sent.query)).toMatchObject({ model: 'nova-3', punctuate: 'true', smart_format: 'true', language: 'en-US' });
@@ -332,13 +429,17 @@ describe('pre-recorded transcription', () => {
     expect((await failure(transcribe(target()))).kind).toBe('protocol');
   });
 
-  it('reports a refused key, 4xx and 5xx with the engine\'s message and never the key', async () => {
+  it("reports a refused key, 4xx and 5xx with the engine's message and never the key", async () => {
     peer.behaviour = { kind: 'auth_refused' };
     const refused = await failure(transcribe(target()));
     expect([refused.kind, refused.details.status, refused.details.engineMessage]).toEqual(['status', 401, 'Invalid credentials.']);
     expect(refused.message).not.toContain(KEY);
 
-    peer.behaviour = { kind: 'error', status: 400, body: { err_code: 'Bad Request', err_msg: 'Bad Request: failed to process audio: corrupt or unsupported data' } };
+    peer.behaviour = {
+      kind: 'error',
+      status: 400,
+      body: { err_code: 'Bad Request', err_msg: 'Bad Request: failed to process audio: corrupt or unsupported data' },
+    };
     const bad = await failure(transcribe(target()));
     expect([bad.details.status, bad.details.engineMessage]).toEqual([400, 'Bad Request: failed to process audio: corrupt or unsupported data']);
 
@@ -393,7 +494,7 @@ describe('speech (Aura)', () => {
     return out;
   }
 
-  it('asks for raw linear16 at the upstream\'s rate with the voice as the model, and streams every sample', async () => {
+  it("asks for raw linear16 at the upstream's rate with the voice as the model, and streams every sample", async () => {
     const stream = await synthesize(target());
     expect(stream.sampleRate).toBe(24000);
     const samples = await samplesOf(stream.chunks);
@@ -425,7 +526,7 @@ describe('speech (Aura)', () => {
     expect(await speedSent('aura-asteria-en', 1.2)).toBeNull();
   });
 
-  it('reports a refused key, 4xx and 5xx with the engine\'s message and never the key', async () => {
+  it("reports a refused key, 4xx and 5xx with the engine's message and never the key", async () => {
     peer.behaviour = { kind: 'auth_refused' };
     const refused = await failure(synthesize(target()));
     expect([refused.kind, refused.details.status, refused.details.engineMessage]).toEqual(['status', 401, 'Invalid credentials.']);
@@ -451,7 +552,7 @@ describe('speech (Aura)', () => {
     expect((await failure(synthesize(target({ url: refusedUrl })))).kind).toBe('connect');
   });
 
-  it('drops the engine\'s connection when the caller aborts mid-stream', async () => {
+  it("drops the engine's connection when the caller aborts mid-stream", async () => {
     peer.behaviour = { kind: 'stall', after: 1001 };
     const controller = new AbortController();
     const stream = await synthesize(target(), { signal: controller.signal });
@@ -479,7 +580,7 @@ describe('voice catalogue', () => {
     expect([sent.method, sent.path, sent.headers.authorization]).toEqual(['GET', '/v1/models', `Token ${KEY}`]);
   });
 
-  it('refuses a model list without a tts array, and reports the engine\'s errors', async () => {
+  it("refuses a model list without a tts array, and reports the engine's errors", async () => {
     peer.behaviour = { kind: 'raw', status: 200, contentType: 'application/json', body: JSON.stringify({ stt: [] }) };
     expect((await failure(runtime.voiceCatalogue!.listVoices(target(), call()))).kind).toBe('protocol');
     peer.behaviour = { kind: 'auth_refused' };

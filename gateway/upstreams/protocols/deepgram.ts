@@ -105,7 +105,8 @@ const transcription: TranscriptionCapability = {
     );
     const body = await engineJson<{ results?: { channels?: { alternatives?: DeepgramAlternative[] }[] } } | null>(res, req, 'the transcription');
     const best = body?.results?.channels?.[0]?.alternatives?.[0];
-    if (!best || typeof best.transcript !== 'string') throw new UpstreamError('protocol', 'Deepgram answered the transcription without results.channels[0].alternatives[0].transcript.');
+    if (!best || typeof best.transcript !== 'string')
+      throw new UpstreamError('protocol', 'Deepgram answered the transcription without results.channels[0].alternatives[0].transcript.');
     return { text: best.transcript.trim(), words: wordsOf(best.words) };
   },
 };
@@ -118,7 +119,12 @@ const speech: SpeechCapability = {
     const q = new URLSearchParams({ model: req.voice.upstreamId, encoding: 'linear16', sample_rate: String(rate), container: 'none' });
     // Only Aura-2 takes `speed` (0.7-1.5); Aura-1 voices have no rate control, so theirs is ignored.
     if (req.speed !== 1 && req.voice.upstreamId.startsWith('aura-2-')) q.set('speed', String(Math.min(1.5, Math.max(0.7, req.speed))));
-    const res = await engineRequest(target.url, target.apiKey, { method: 'POST', path: `/v1/speak?${q}`, headers: tokenAuth(target), json: { text: req.text } }, req);
+    const res = await engineRequest(
+      target.url,
+      target.apiKey,
+      { method: 'POST', path: `/v1/speak?${q}`, headers: tokenAuth(target), json: { text: req.text } },
+      req,
+    );
     return { sampleRate: rate, chunks: s16Chunks(engineBody(res, req)) };
   },
 };
@@ -259,7 +265,8 @@ class DeepgramStream implements TranscriptionStream {
    * as interim and never settled would be lost silently: that is the engine failing.
    */
   private finalizeUnanswered(atSeconds: number): void {
-    if (this.lastInterim) this.end(new UpstreamError('timeout', `Deepgram did not answer a Finalize within ${this.finalizeWaitMs / 1000} s with words still pending.`));
+    if (this.lastInterim)
+      this.end(new UpstreamError('timeout', `Deepgram did not answer a Finalize within ${this.finalizeWaitMs / 1000} s with words still pending.`));
     else this.settleFinalizes(atSeconds);
   }
 

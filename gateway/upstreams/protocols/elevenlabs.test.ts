@@ -23,7 +23,16 @@ afterEach(async () => {
 });
 
 function target(overrides: Partial<UpstreamTarget> = {}, settings: Record<string, unknown> = {}): UpstreamTarget {
-  return { id: 'ups_test', modelId: 'test-model', url: peer.url, protocol: 'elevenlabs', upstreamModel: 'eleven_flash_v2_5', apiKey: API_KEY, settings: elevenlabs.settings.parse(settings), ...overrides };
+  return {
+    id: 'ups_test',
+    modelId: 'test-model',
+    url: peer.url,
+    protocol: 'elevenlabs',
+    upstreamModel: 'eleven_flash_v2_5',
+    apiKey: API_KEY,
+    settings: elevenlabs.settings.parse(settings),
+    ...overrides,
+  };
 }
 
 const call = (overrides: Partial<CallOptions> = {}): CallOptions => ({ signal: new AbortController().signal, timeoutMs: 5000, ...overrides });
@@ -75,7 +84,11 @@ function bursts(pieces: [number, boolean][], rate = 16000): Float32Array {
 }
 
 function clip() {
-  const samples = bursts([[0.2, false], [1, true], [0.2, false]]);
+  const samples = bursts([
+    [0.2, false],
+    [1, true],
+    [0.2, false],
+  ]);
   return { samples, sampleRate: 16000, wav: encodeWav(samples, 16000, 'pcm_s16le') };
 }
 
@@ -90,7 +103,11 @@ async function closedPort(): Promise<number> {
 describe('elevenlabs: definition', () => {
   it('defaults to 24 kHz PCM and refuses unknown settings and rates', () => {
     expect(elevenlabs.settings.parse({})).toEqual({ output_sample_rate: 24000 });
-    expect(elevenlabs.settings.parse({ output_sample_rate: 44100, stability: 0.4, similarity_boost: 0.9 })).toEqual({ output_sample_rate: 44100, stability: 0.4, similarity_boost: 0.9 });
+    expect(elevenlabs.settings.parse({ output_sample_rate: 44100, stability: 0.4, similarity_boost: 0.9 })).toEqual({
+      output_sample_rate: 44100,
+      stability: 0.4,
+      similarity_boost: 0.9,
+    });
     expect(elevenlabs.settings.safeParse({ output_sample_rate: 48000 }).success).toBe(false);
     expect(elevenlabs.settings.safeParse({ stability: 1.5 }).success).toBe(false);
     // Deprecated in the API definition, so not offered.
@@ -107,7 +124,7 @@ describe('elevenlabs: definition', () => {
 });
 
 describe('elevenlabs: speech', () => {
-  it('streams the engine\'s PCM whole, at the rate asked for', async () => {
+  it("streams the engine's PCM whole, at the rate asked for", async () => {
     const text = 'Hello there, how are you?';
     const stream = await speech.synthesize(target({}, { output_sample_rate: 16000 }), speechRequest(text));
     expect(stream.sampleRate).toBe(16000);
@@ -124,14 +141,24 @@ describe('elevenlabs: speech', () => {
     expect(pcm.length).toBe(Math.round((16000 * text.length * 40) / 1000));
     expect(Buffer.from(pcm.buffer, pcm.byteOffset, pcm.byteLength).equals(req!.sent)).toBe(true);
     expect(chunkCount).toBeGreaterThan(1);
-    expect(zeroCrossingFrequency(Float32Array.from(pcm, (s) => s / 32768), 16000)).toBeCloseTo(440, 0);
+    expect(
+      zeroCrossingFrequency(
+        Float32Array.from(pcm, (s) => s / 32768),
+        16000,
+      ),
+    ).toBeCloseTo(440, 0);
   });
 
   it('sends the speed (clamped to 0.7-1.2), the voice settings and the language where the model takes one', async () => {
     const text = 'Olá, tudo bem?';
     const stream = await speech.synthesize(target({}, { stability: 0.3, similarity_boost: 0.8 }), speechRequest(text, { speed: 1.5, language: 'pt-BR' }));
     const { pcm } = await drain(stream.chunks);
-    expect(peer.received[0]!.json).toEqual({ text, model_id: 'eleven_flash_v2_5', voice_settings: { stability: 0.3, similarity_boost: 0.8, speed: 1.2 }, language_code: 'pt' });
+    expect(peer.received[0]!.json).toEqual({
+      text,
+      model_id: 'eleven_flash_v2_5',
+      voice_settings: { stability: 0.3, similarity_boost: 0.8, speed: 1.2 },
+      language_code: 'pt',
+    });
     expect(peer.received[0]!.query.output_format).toBe('pcm_24000');
     expect(stream.sampleRate).toBe(24000);
     expect(pcm.length).toBe(Math.round((24000 * text.length * 40) / 1000 / 1.2));
@@ -172,10 +199,22 @@ describe('elevenlabs: speech', () => {
 });
 
 describe('elevenlabs: transcription', () => {
-  const audio = bursts([[0.3, false], [0.4, true], [0.3, false], [0.5, true], [0.2, false]]);
+  const audio = bursts([
+    [0.3, false],
+    [0.4, true],
+    [0.3, false],
+    [0.5, true],
+    [0.2, false],
+  ]);
 
   it('returns the words with their times, from the whole audio', async () => {
-    const transcript = await transcription.transcribe(target({ upstreamModel: 'scribe_v1' }), { ...call(), samples: audio, sampleRate: 16000, language: 'en-US', keyterms: ['Acme'] });
+    const transcript = await transcription.transcribe(target({ upstreamModel: 'scribe_v1' }), {
+      ...call(),
+      samples: audio,
+      sampleRate: 16000,
+      language: 'en-US',
+      keyterms: ['Acme'],
+    });
     expect(transcript.text).toBe('alpha bravo');
     expect(transcript.words.map((w) => w.word)).toEqual(['alpha', 'bravo']);
     expect(transcript.words[0]!.start).toBeCloseTo(0.3, 2);
@@ -193,14 +232,23 @@ describe('elevenlabs: transcription', () => {
   });
 
   it('sends keyterms to Scribe v2, without the ones over 50 characters', async () => {
-    await transcription.transcribe(target({ upstreamModel: 'scribe_v2' }), { ...call(), samples: audio, sampleRate: 16000, language: undefined, keyterms: ['Acme', 'x'.repeat(51), 'Zyxel router'] });
+    await transcription.transcribe(target({ upstreamModel: 'scribe_v2' }), {
+      ...call(),
+      samples: audio,
+      sampleRate: 16000,
+      language: undefined,
+      keyterms: ['Acme', 'x'.repeat(51), 'Zyxel router'],
+    });
     expect(peer.received[0]!.fields.keyterms).toEqual(['Acme', 'Zyxel router']);
     expect(peer.received[0]!.fields.language_code).toBeUndefined();
   });
 
   it('refuses JSON without a transcript', async () => {
     peer.behaviour = { kind: 'error', status: 200, body: { status: 'ok' } };
-    await upstreamError(transcription.transcribe(target({ upstreamModel: 'scribe_v1' }), { ...call(), samples: audio, sampleRate: 16000, language: undefined, keyterms: [] }), 'protocol');
+    await upstreamError(
+      transcription.transcribe(target({ upstreamModel: 'scribe_v1' }), { ...call(), samples: audio, sampleRate: 16000, language: undefined, keyterms: [] }),
+      'protocol',
+    );
   });
 });
 
@@ -208,7 +256,12 @@ describe('elevenlabs: clone', () => {
   it('uploads the clip with its name and language, and keeps the voice id', async () => {
     const c = clip();
     const prepared = await clone.clone(target(), { ...call(), clip: c, name: 'Ada', language: 'de', transcript: 'Guten Tag.', mode: 'similarity' });
-    expect(prepared).toEqual({ upstreamId: 'cloned0001', params: null, expiresAt: null, metadata: { engine: 'elevenlabs', upstream_voice_id: 'cloned0001', requires_verification: false } });
+    expect(prepared).toEqual({
+      upstreamId: 'cloned0001',
+      params: null,
+      expiresAt: null,
+      metadata: { engine: 'elevenlabs', upstream_voice_id: 'cloned0001', requires_verification: false },
+    });
 
     const [req] = peer.received;
     expect(req!.path).toBe('/v1/voices/add');
@@ -238,7 +291,11 @@ describe('elevenlabs: voice catalogue', () => {
   it('maps language, gender and description from the labels, falling back sensibly', async () => {
     peer.voices = [
       peerVoice('v1', { name: 'George', description: 'Warm narrator', labels: { language: 'en-GB', gender: 'male', accent: 'british' } }),
-      peerVoice('v2', { name: 'Lea', labels: { gender: 'Female', accent: 'parisian', descriptive: 'calm', age: 'young' }, verified_languages: [{ language: 'fr', model_id: 'eleven_multilingual_v2', accent: 'parisian' }] }),
+      peerVoice('v2', {
+        name: 'Lea',
+        labels: { gender: 'Female', accent: 'parisian', descriptive: 'calm', age: 'young' },
+        verified_languages: [{ language: 'fr', model_id: 'eleven_multilingual_v2', accent: 'parisian' }],
+      }),
       peerVoice('v3', { name: 'Robo', labels: { gender: 'non-binary' } }),
     ];
     const voices = await catalogue.listVoices(target(), call());
@@ -272,13 +329,20 @@ describe('elevenlabs: voice catalogue', () => {
 // Every capability fails the same ways; `run` takes the call to the end (a stream drained).
 const operations: { name: string; run: (t: UpstreamTarget, c: CallOptions) => Promise<unknown> }[] = [
   { name: 'speech', run: async (t, c) => drain((await speech.synthesize(t, { ...speechRequest(), ...c })).chunks) },
-  { name: 'transcription', run: (t, c) => transcription.transcribe({ ...t, upstreamModel: 'scribe_v1' }, { ...c, samples: bursts([[0.2, true]]), sampleRate: 16000, language: undefined, keyterms: [] }) },
+  {
+    name: 'transcription',
+    run: (t, c) =>
+      transcription.transcribe(
+        { ...t, upstreamModel: 'scribe_v1' },
+        { ...c, samples: bursts([[0.2, true]]), sampleRate: 16000, language: undefined, keyterms: [] },
+      ),
+  },
   { name: 'clone', run: (t, c) => clone.clone(t, { ...c, clip: clip(), name: 'Ada', language: 'en', transcript: null, mode: 'stability' }) },
   { name: 'voice catalogue', run: (t, c) => catalogue.listVoices(t, c) },
 ];
 
 describe.each(operations)('elevenlabs: $name fails as an UpstreamError', ({ run }) => {
-  it('when the engine refuses the key (401, the engine\'s message, no key)', async () => {
+  it("when the engine refuses the key (401, the engine's message, no key)", async () => {
     const error = await upstreamError(run(target({ apiKey: 'xi_wrong_key' }), call()), 'status');
     expect(error.details.status).toBe(401);
     expect(error.details.engineMessage).toBe('Invalid API key');
@@ -313,7 +377,7 @@ describe.each(operations)('elevenlabs: $name fails as an UpstreamError', ({ run 
     await upstreamError(run(target({ url: `http://127.0.0.1:${await closedPort()}` }), call()), 'connect');
   });
 
-  it('and closes the engine\'s connection when the caller leaves', async () => {
+  it("and closes the engine's connection when the caller leaves", async () => {
     peer.behaviour = { kind: 'hang' };
     const controller = new AbortController();
     const pending = run(target(), call({ signal: controller.signal }));

@@ -22,7 +22,18 @@
 // - Keyterms exist from Scribe v2 on (at most 1,000 of 50 characters): not sent to scribe_v1.
 import { z } from 'zod';
 import { encodeWav } from '../../audio/wav.ts';
-import { UpstreamError, type CallOptions, type CloneCapability, type EngineVoice, type ProtocolDefinition, type SpeechCapability, type TranscriptionCapability, type UpstreamTarget, type VoiceCatalogueCapability, type Word } from '../contract.ts';
+import {
+  UpstreamError,
+  type CallOptions,
+  type CloneCapability,
+  type EngineVoice,
+  type ProtocolDefinition,
+  type SpeechCapability,
+  type TranscriptionCapability,
+  type UpstreamTarget,
+  type VoiceCatalogueCapability,
+  type Word,
+} from '../contract.ts';
 import { checkHttpHealth, engineBody, engineJson, engineRequest } from '../engine-http.ts';
 import { s16Chunks } from '../pcm-streams.ts';
 
@@ -121,7 +132,12 @@ const clone: CloneCapability = {
       throw new UpstreamError('protocol', 'ElevenLabs answered the clone request without a voice id.');
     }
     const requiresVerification = body?.requires_verification === true;
-    return { upstreamId: id, params: null, expiresAt: null, metadata: { engine: 'elevenlabs', upstream_voice_id: id, requires_verification: requiresVerification } };
+    return {
+      upstreamId: id,
+      params: null,
+      expiresAt: null,
+      metadata: { engine: 'elevenlabs', upstream_voice_id: id, requires_verification: requiresVerification },
+    };
   },
 };
 
@@ -177,7 +193,7 @@ const voiceCatalogue: VoiceCatalogueCapability = {
 
 export const elevenlabs: ProtocolDefinition = {
   name: 'elevenlabs',
-  summary: 'ElevenLabs API: streamed speech (raw PCM), Scribe transcription, instant voice cloning, the account\'s voices',
+  summary: "ElevenLabs API: streamed speech (raw PCM), Scribe transcription, instant voice cloning, the account's voices",
   settings,
   capabilities: ['speech', 'transcription', 'clone', 'voice_catalogue'],
   create: () => ({

@@ -40,7 +40,11 @@ export function checkProtocol(name: string, modality: Modality, settings: unknow
   const fitting = protocolsFor(modality).join(', ');
   if (!protocol) return { ok: false, message: `Unknown protocol ${JSON.stringify(name)}; a ${modality} model can use: ${fitting}.`, param: 'protocol' };
   if (!fits(protocol, modality)) {
-    return { ok: false, message: `Protocol '${name}' cannot serve a ${modality} model (it has ${protocol.capabilities.join(', ')}); a ${modality} model can use: ${fitting}.`, param: 'protocol' };
+    return {
+      ok: false,
+      message: `Protocol '${name}' cannot serve a ${modality} model (it has ${protocol.capabilities.join(', ')}); a ${modality} model can use: ${fitting}.`,
+      param: 'protocol',
+    };
   }
   const parsed = protocol.settings.safeParse(settings ?? {});
   if (!parsed.success) {

@@ -16,7 +16,8 @@ function binaryRuns(command: string, args: string[]): HealthCheck {
       execFile(command, args, { signal, timeout: 5_000 }, (err) => {
         const latencyMs = Math.round(performance.now() - started);
         if (!err) resolve({ ok: true, latencyMs });
-        else if ((err as NodeJS.ErrnoException).code === 'ENOENT') resolve({ ok: false, latencyMs, error: `${command} is not installed; \`npm run setup\` installs it (Debian package)` });
+        else if ((err as NodeJS.ErrnoException).code === 'ENOENT')
+          resolve({ ok: false, latencyMs, error: `${command} is not installed; \`npm run setup\` installs it (Debian package)` });
         else resolve({ ok: false, latencyMs, error: `${command} ${args.join(' ')} failed: ${err.message}` });
       });
     });

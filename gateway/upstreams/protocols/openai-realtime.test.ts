@@ -6,7 +6,14 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { startScriptedRealtime, type RealtimeDialect, type ScriptedRealtime } from '../../../test/support/scripted-openai-realtime.ts';
 import { floatToS16 } from '../../audio/pcm.ts';
 import { tone } from '../../audio/test-signals.ts';
-import { UpstreamError, type StreamingTranscriptionOptions, type TranscriptionEvent, type TranscriptionStream, type UpstreamTarget, type Word } from '../contract.ts';
+import {
+  UpstreamError,
+  type StreamingTranscriptionOptions,
+  type TranscriptionEvent,
+  type TranscriptionStream,
+  type UpstreamTarget,
+  type Word,
+} from '../contract.ts';
 import { openaiRealtime } from './openai-realtime/index.ts';
 import { loadConfig } from '../../../server/config/env.ts';
 
@@ -81,7 +88,8 @@ const settled = (events: TranscriptionEvent[]) =>
     return [`${e.type} ${e.atSeconds}`];
   });
 
-const finals = (events: TranscriptionEvent[]) => events.filter((e): e is Extract<TranscriptionEvent, { type: 'transcript' }> => e.type === 'transcript' && e.isFinal);
+const finals = (events: TranscriptionEvent[]) =>
+  events.filter((e): e is Extract<TranscriptionEvent, { type: 'transcript' }> => e.type === 'transcript' && e.isFinal);
 
 function expectWordsWithin(words: Word[], text: string, from: number, to: number) {
   expect(words.map((w) => w.word).join(' ')).toBe(text);
@@ -118,20 +126,36 @@ function expectSessionSetup(dialect: RealtimeDialect, engineTurns: boolean) {
     expect(socket.headers['openai-beta']).toBeUndefined();
     expect(socket.sessionConfig).toEqual({
       type: 'session.update',
-      session: { type: 'transcription', audio: { input: { format: { type: 'audio/pcm', rate: 24000 }, transcription: { model: 'gpt-4o-transcribe', language: 'en', prompt }, turn_detection: engineTurns ? vad : null } } },
+      session: {
+        type: 'transcription',
+        audio: {
+          input: {
+            format: { type: 'audio/pcm', rate: 24000 },
+            transcription: { model: 'gpt-4o-transcribe', language: 'en', prompt },
+            turn_detection: engineTurns ? vad : null,
+          },
+        },
+      },
     });
   } else if (dialect === 'beta') {
     expect(socket.query).toEqual({ intent: 'transcription' });
     expect(socket.headers['openai-beta']).toBe('realtime=v1');
     expect(socket.sessionConfig).toEqual({
       type: 'transcription_session.update',
-      session: { input_audio_format: 'pcm16', input_audio_transcription: { model: 'gpt-4o-transcribe', language: 'en', prompt }, turn_detection: engineTurns ? vad : null },
+      session: {
+        input_audio_format: 'pcm16',
+        input_audio_transcription: { model: 'gpt-4o-transcribe', language: 'en', prompt },
+        turn_detection: engineTurns ? vad : null,
+      },
     });
   } else {
     expect(socket.query).toEqual({ model: 'gpt-4o-transcribe', intent: 'transcription' });
     expect(socket.sessionConfig).toEqual({
       type: 'session.update',
-      session: { input_audio_transcription: { model: 'gpt-4o-transcribe', language: 'en' }, turn_detection: engineTurns ? { type: 'server_vad', threshold: 0.5, silence_duration_ms: 500 } : null },
+      session: {
+        input_audio_transcription: { model: 'gpt-4o-transcribe', language: 'en' },
+        turn_detection: engineTurns ? { type: 'server_vad', threshold: 0.5, silence_duration_ms: 500 } : null,
+      },
     });
   }
 }
@@ -152,7 +176,15 @@ describe.each(['ga', 'beta', 'speaches'] as const)('dialect %s', (dialect) => {
     stream.close();
 
     // Turn 1: speech from 300 ms (less 300 ms of padding) to 1200 ms (+500 ms of silence).
-    expect(settled(events)).toEqual(['speech_started 0', 'final alpha bravo', 'end_of_turn 1.7', 'speech_started 1.7', 'final charlie', 'end_of_turn 2.9', 'finalized']);
+    expect(settled(events)).toEqual([
+      'speech_started 0',
+      'final alpha bravo',
+      'end_of_turn 1.7',
+      'speech_started 1.7',
+      'final charlie',
+      'end_of_turn 2.9',
+      'finalized',
+    ]);
     const [first, second] = finals(events);
     expectWordsWithin(first!.words, 'alpha bravo', 0, 1.7);
     expectWordsWithin(second!.words, 'charlie', 1.7, 2.9);
@@ -242,7 +274,7 @@ describe('dialect vllm', () => {
     const commits = socket.received.filter((e) => e.type === 'input_audio_buffer.commit').map((e) => e.final === true);
     expect(commits).toEqual([false, true, false, true]);
     // 1.7 s resampled to 16 kHz, less the resampler's filter delay (a few ms).
-    const expected = (1.7 * 16000 * 2);
+    const expected = 1.7 * 16000 * 2;
     expect(socket.audioBytes).toBeLessThanOrEqual(expected);
     expect(socket.audioBytes).toBeGreaterThanOrEqual(expected - 2 * 64);
   });
@@ -355,7 +387,13 @@ describe('refusals and health', () => {
   });
 
   it('engine 4xx and 5xx at the upgrade: status with the engine message', async () => {
-    peer.behaviour = { kind: 'http-error', status: 403, body: JSON.stringify({ error: { message: 'Project does not have access to model gpt-4o-transcribe', type: 'invalid_request_error', code: 'model_not_found' } }) };
+    peer.behaviour = {
+      kind: 'http-error',
+      status: 403,
+      body: JSON.stringify({
+        error: { message: 'Project does not have access to model gpt-4o-transcribe', type: 'invalid_request_error', code: 'model_not_found' },
+      }),
+    };
     const forbidden = await upstreamError(stt.open(target(peer.url, 'ga'), call()));
     expect(forbidden).toMatchObject({ kind: 'status', details: { status: 403, engineMessage: 'Project does not have access to model gpt-4o-transcribe' } });
     peer.behaviour = { kind: 'http-error', status: 503, body: JSON.stringify({ error: { message: 'The server is overloaded.', type: 'server_error' } }) };
@@ -385,7 +423,13 @@ describe('refusals and health', () => {
   });
 
   it('settings: defaults, and unknown keys or bad values are refused', () => {
-    expect(openaiRealtime.settings.parse({})).toEqual({ dialect: 'ga', model_in_url: false, vad_threshold: 0.5, silence_duration_ms: 500, prefix_padding_ms: 300 });
+    expect(openaiRealtime.settings.parse({})).toEqual({
+      dialect: 'ga',
+      model_in_url: false,
+      vad_threshold: 0.5,
+      silence_duration_ms: 500,
+      prefix_padding_ms: 300,
+    });
     expect(openaiRealtime.settings.safeParse({ dialects: 'ga' }).success).toBe(false);
     expect(openaiRealtime.settings.safeParse({ dialect: 'azure' }).success).toBe(false);
     expect(openaiRealtime.settings.safeParse({ vad_threshold: 1.5 }).success).toBe(false);

@@ -7,7 +7,17 @@
 import { z } from 'zod';
 import { floatToS16, s16leBytes } from '../../audio/pcm.ts';
 import { wavHeader } from '../../audio/wav.ts';
-import { UpstreamError, type CallOptions, type ChatCapability, type CloneCapability, type ProtocolDefinition, type SpeechCapability, type TranscriptionCapability, type UpstreamTarget, type Word } from '../contract.ts';
+import {
+  UpstreamError,
+  type CallOptions,
+  type ChatCapability,
+  type CloneCapability,
+  type ProtocolDefinition,
+  type SpeechCapability,
+  type TranscriptionCapability,
+  type UpstreamTarget,
+  type Word,
+} from '../contract.ts';
 import { dispatchCall, dispatchTarget } from '../dispatch-call.ts';
 import { checkHttpHealth, engineBody, engineFailure, engineJson, engineRequest, httpDispatcher } from '../engine-http.ts';
 import { isWavStart, s16Chunks, wavStream } from '../pcm-streams.ts';
@@ -71,7 +81,14 @@ const responses: ChatCapability = (upstream, req) => {
 const speech: SpeechCapability = {
   formatPhoneme: null,
   async synthesize(upstream, req) {
-    const body = { model: upstream.upstreamModel, input: req.text, voice: req.voice.upstreamId, response_format: 'pcm', speed: req.speed, ...(req.language ? { language: req.language } : {}) };
+    const body = {
+      model: upstream.upstreamModel,
+      input: req.text,
+      voice: req.voice.upstreamId,
+      response_format: 'pcm',
+      speed: req.speed,
+      ...(req.language ? { language: req.language } : {}),
+    };
     const res = await engineRequest(upstream.url, upstream.apiKey, { method: 'POST', path: '/audio/speech', headers: bearer(upstream), json: body }, req);
     // Some servers (Kokoro-FastAPI among them) send a WAV whatever was asked: read its header.
     const iterator = engineBody(res, req);
@@ -105,7 +122,12 @@ const transcription: TranscriptionCapability = {
     form.append('timestamp_granularities[]', 'word');
     if (req.language) form.set('language', req.language);
     if (req.keyterms.length) form.set('prompt', req.keyterms.join(', '));
-    const res = await engineRequest(upstream.url, upstream.apiKey, { method: 'POST', path: '/audio/transcriptions', headers: bearer(upstream), body: form }, req);
+    const res = await engineRequest(
+      upstream.url,
+      upstream.apiKey,
+      { method: 'POST', path: '/audio/transcriptions', headers: bearer(upstream), body: form },
+      req,
+    );
     const body = await engineJson<VerboseJson | null>(res, req, 'the transcription');
     // JSON of another shape is an engine fault too, not an empty transcript to bill for.
     if (body === null || typeof body !== 'object' || (typeof body.text !== 'string' && !Array.isArray(body.words))) {

@@ -14,7 +14,10 @@ const MODEL_RATE = 16000;
 const engineRate = (inputRate: number): 8000 | 16000 => (inputRate === 8000 ? 8000 : MODEL_RATE);
 
 /** The recognizer's own failures (its worker died, the model would not load) as the engine's. */
-const asEngineError = (e: unknown) => (e instanceof UpstreamError || (e as Error | null)?.name === 'AbortError' ? e : new UpstreamError('broken', `The speech recognizer failed: ${(e as Error).message}`, { cause: e }));
+const asEngineError = (e: unknown) =>
+  e instanceof UpstreamError || (e as Error | null)?.name === 'AbortError'
+    ? e
+    : new UpstreamError('broken', `The speech recognizer failed: ${(e as Error).message}`, { cause: e });
 
 const transcription: TranscriptionCapability = {
   async transcribe(_target, req) {
@@ -41,7 +44,8 @@ const streamingTranscription: StreamingTranscriptionCapability = {
   engineRate,
   findsTurns: () => false,
   // A live session does not wait for a decoder: it is told at once that the server is full.
-  open: async (_target, options) => recognizerStream(await createRecognizer({ sampleRate: engineRate(options.sampleRate), keyterms: options.keyterms, waitForDecoder: false })),
+  open: async (_target, options) =>
+    recognizerStream(await createRecognizer({ sampleRate: engineRate(options.sampleRate), keyterms: options.keyterms, waitForDecoder: false })),
 };
 
 export const pocketsphinx: ProtocolDefinition = {

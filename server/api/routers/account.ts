@@ -41,7 +41,11 @@ export const accountRouter = createTRPCRouter({
   /** Mails a new verification link to the signed-in account's address. */
   sendVerificationEmail: protectedProcedure.mutation(async ({ ctx }) => {
     const mailer = mailerOf(ctx);
-    if (!mailer) throw new ServiceError('mail_unavailable', 'This server does not send email, so addresses cannot be verified by mail. Ask whoever invites you for an invite link.');
+    if (!mailer)
+      throw new ServiceError(
+        'mail_unavailable',
+        'This server does not send email, so addresses cannot be verified by mail. Ask whoever invites you for an invite link.',
+      );
     await credentialThrottleOf(ctx).take('verification_mail', { address: ctx.clientIp ?? null, email: ctx.session.user.email });
     const sent = await sendVerificationEmail({ db: ctx.db, mailer, dashboardUrl: loadConfig().dashboardUrl }, { userId: ctx.session.user.id });
     return { email: sent.email, expiresAt: sent.expiresAt.toISOString() };

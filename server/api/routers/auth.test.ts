@@ -20,7 +20,10 @@ const anonymous = () => h.callerFor(null);
 
 describe('sign-up: happy path', () => {
   it('creates the user (first one is platform admin), a personal org and an owner membership', async () => {
-    await expect(anonymous().auth.signUp({ email: '  First@Example.COM ', password: 'password-one', name: 'Ada' })).resolves.toEqual({ email: 'first@example.com', verificationEmail: 'off' });
+    await expect(anonymous().auth.signUp({ email: '  First@Example.COM ', password: 'password-one', name: 'Ada' })).resolves.toEqual({
+      email: 'first@example.com',
+      verificationEmail: 'off',
+    });
     const user = await h.db.prisma.user.findUniqueOrThrow({ where: { email: 'first@example.com' }, include: { memberships: { include: { org: true } } } });
     // The address was typed, not proven.
     expect(user).toMatchObject({ name: 'Ada', isPlatformAdmin: true, emailVerifiedAt: null });
@@ -40,7 +43,9 @@ describe('sign-up: happy path', () => {
   });
 
   it('signs in with the normalised email and the right password only', async () => {
-    await expect(authenticateUser(h.db.prisma, { email: 'SECOND@example.com ', password: 'password-two' })).resolves.toMatchObject({ email: 'second@example.com' });
+    await expect(authenticateUser(h.db.prisma, { email: 'SECOND@example.com ', password: 'password-two' })).resolves.toMatchObject({
+      email: 'second@example.com',
+    });
     await expect(authenticateUser(h.db.prisma, { email: 'second@example.com', password: 'password-TWO' })).resolves.toBeNull();
     await expect(authenticateUser(h.db.prisma, { email: 'nobody@example.com', password: 'password-two' })).resolves.toBeNull();
     await expect(authenticateUser(h.db.prisma, { email: 'not an email', password: 'password-two' })).resolves.toBeNull();
@@ -82,7 +87,10 @@ describe('sign-up: errors', () => {
       code: 'BAD_REQUEST',
       message: 'Password must be at least 8 characters.',
     });
-    await expect(anonymous().auth.signUp({ email: 'no-at-sign', password: TEST_PASSWORD })).rejects.toMatchObject({ code: 'BAD_REQUEST', message: 'Enter a valid email address.' });
+    await expect(anonymous().auth.signUp({ email: 'no-at-sign', password: TEST_PASSWORD })).rejects.toMatchObject({
+      code: 'BAD_REQUEST',
+      message: 'Enter a valid email address.',
+    });
     await expect(anonymous().auth.signUp({ email: 'long@example.com', password: 'é'.repeat(40) })).rejects.toMatchObject({ code: 'BAD_REQUEST' });
     expect(await h.db.prisma.user.count({ where: { email: { in: ['short@example.com', 'long@example.com'] } } })).toBe(0);
   });
@@ -97,8 +105,17 @@ describe('sign-up: throttled before the password is hashed', () => {
   // Its own throttle on a clock held inside one window, moved on by hand.
   const clock = manualClock(32_000_000 * WINDOW_MS);
   const throttle = createCredentialThrottle(createMemoryRateLimiter(clock));
-  const from = (clientIp: string | null) => createCaller({ db: h.db, session: null, requestedOrgId: null, clientIp, credentialThrottle: throttle, mailer: null });
-  const outcomes = (calls: Array<Promise<unknown>>) => Promise.all(calls.map((c) => c.then(() => 'created', (e: { code: string }) => e.code)));
+  const from = (clientIp: string | null) =>
+    createCaller({ db: h.db, session: null, requestedOrgId: null, clientIp, credentialThrottle: throttle, mailer: null });
+  const outcomes = (calls: Array<Promise<unknown>>) =>
+    Promise.all(
+      calls.map((c) =>
+        c.then(
+          () => 'created',
+          (e: { code: string }) => e.code,
+        ),
+      ),
+    );
 
   it('per client address: the 6th sign-up in a minute is TOO_MANY_REQUESTS and creates nothing; other addresses go on', async () => {
     clock.advance(WINDOW_MS);
@@ -106,7 +123,9 @@ describe('sign-up: throttled before the password is hashed', () => {
     for (let i = 0; i < 7; i++) results.push(await outcomes([from('192.0.2.50').auth.signUp({ email: `flood-${i}@example.com`, password: TEST_PASSWORD })]));
     expect(results.flat()).toEqual(['created', 'created', 'created', 'created', 'created', 'TOO_MANY_REQUESTS', 'TOO_MANY_REQUESTS']);
     expect(await h.db.prisma.user.count({ where: { email: { in: ['flood-5@example.com', 'flood-6@example.com'] } } })).toBe(0);
-    await expect(from('192.0.2.51').auth.signUp({ email: 'flood-5@example.com', password: TEST_PASSWORD })).resolves.toMatchObject({ email: 'flood-5@example.com' });
+    await expect(from('192.0.2.51').auth.signUp({ email: 'flood-5@example.com', password: TEST_PASSWORD })).resolves.toMatchObject({
+      email: 'flood-5@example.com',
+    });
     await expect(from('192.0.2.50').auth.signUp({ email: 'flood-7@example.com', password: TEST_PASSWORD })).rejects.toMatchObject({
       code: 'TOO_MANY_REQUESTS',
       message: expect.stringMatching(/^Too many sign-ups\. Try again in \d+ seconds?\.$/),

@@ -56,7 +56,10 @@ describe('claims: happy path', () => {
     const reg = await startRegistration(deps, { type: 'anonymous' });
     const trial = await exchangeAssertion(deps, { assertion: reg.identityAssertion });
     const attempt = await startClaim(deps, { claimToken: reg.claimToken, email: bob.user.email });
-    await expect(bob.caller.claims.check({ code: attempt.claim.userCode })).resolves.toMatchObject({ registrationType: 'anonymous', trialKeyPrefix: trial.accessToken.slice(0, 11) });
+    await expect(bob.caller.claims.check({ code: attempt.claim.userCode })).resolves.toMatchObject({
+      registrationType: 'anonymous',
+      trialKeyPrefix: trial.accessToken.slice(0, 11),
+    });
     await bob.caller.claims.confirm({ code: attempt.claim.userCode });
     await expect(verifyApiKey(h.db.hot, trial.accessToken)).rejects.toMatchObject({ code: 'api_key_disabled' });
   });
@@ -71,7 +74,7 @@ describe('claims: happy path', () => {
 });
 
 describe('claims: errors', () => {
-  it('a wrong code is BAD_REQUEST and says so, with the tries the user\'s pending code has left; a malformed one too', async () => {
+  it("a wrong code is BAD_REQUEST and says so, with the tries the user's pending code has left; a malformed one too", async () => {
     const dave = await newUser();
     const reg = await serviceAuthFor(dave);
     await expect(dave.caller.claims.check({ code: wrong(reg.claim.userCode) })).rejects.toMatchObject({
@@ -79,13 +82,16 @@ describe('claims: errors', () => {
       message: `${WRONG_CODE} ${MAX_FAILED_GUESSES - 1} wrong entries left before the code waiting for ${dave.user.email} is locked.`,
       cause: { code: 'invalid_grant' },
     });
-    await expect(dave.caller.claims.check({ code: 'abc' })).rejects.toMatchObject({ code: 'BAD_REQUEST', message: 'Enter the 6-digit code the agent showed you.' });
+    await expect(dave.caller.claims.check({ code: 'abc' })).rejects.toMatchObject({
+      code: 'BAD_REQUEST',
+      message: 'Enter the 6-digit code the agent showed you.',
+    });
     await expect(dave.caller.claims.check({ code: 'x'.repeat(33) })).rejects.toMatchObject({ code: 'BAD_REQUEST' });
     // The right code still works after one mistake.
     await expect(dave.caller.claims.confirm({ code: reg.claim.userCode })).resolves.toMatchObject({ orgId: dave.orgId });
   });
 
-  it('another account (email mismatch) gets the answer any wrong code gets, cannot confirm or deny, and spends none of the code\'s tries', async () => {
+  it("another account (email mismatch) gets the answer any wrong code gets, cannot confirm or deny, and spends none of the code's tries", async () => {
     const owner = await newUser();
     const other = await newUser();
     const reg = await serviceAuthFor(owner);
@@ -103,14 +109,23 @@ describe('claims: errors', () => {
     for (let i = 0; i < 10; i++) await expect(eve.caller.claims.check({ code: String(300000 + i) })).rejects.toMatchObject({ code: 'BAD_REQUEST' });
     // Made after the wrong entries, so they locked nothing: only the throttle stands in the way.
     const reg = await serviceAuthFor(eve);
-    await expect(eve.caller.claims.confirm({ code: reg.claim.userCode })).rejects.toMatchObject({ code: 'TOO_MANY_REQUESTS', message: expect.stringContaining('Too many wrong codes') });
+    await expect(eve.caller.claims.confirm({ code: reg.claim.userCode })).rejects.toMatchObject({
+      code: 'TOO_MANY_REQUESTS',
+      message: expect.stringContaining('Too many wrong codes'),
+    });
   });
 
   it('locked: after 5 wrong entries even the right code says the code is locked and to ask for a new one; once throttled too, not "try again in N minutes"', async () => {
     const frank = await newUser();
     const reg = await serviceAuthFor(frank);
     const messages: string[] = [];
-    for (let i = 1; i <= 5; i++) messages.push(await frank.caller.claims.check({ code: String((Number(reg.claim.userCode) + i) % 1_000_000).padStart(6, '0') }).then(() => 'resolved', (e: Error) => e.message));
+    for (let i = 1; i <= 5; i++)
+      messages.push(
+        await frank.caller.claims.check({ code: String((Number(reg.claim.userCode) + i) % 1_000_000).padStart(6, '0') }).then(
+          () => 'resolved',
+          (e: Error) => e.message,
+        ),
+      );
     expect(messages.map((m) => m.slice(WRONG_CODE.length + 1))).toEqual([
       `4 wrong entries left before the code waiting for ${frank.user.email} is locked.`,
       `3 wrong entries left before the code waiting for ${frank.user.email} is locked.`,
@@ -118,7 +133,12 @@ describe('claims: errors', () => {
       `1 wrong entry left before the code waiting for ${frank.user.email} is locked.`,
       `That was the last try: the code waiting for ${frank.user.email} is now locked. Ask the agent for a new code.`,
     ]);
-    const locked = { code: 'BAD_REQUEST', message: expect.stringMatching(/^The code waiting for .* is locked after 5 wrong entries, so no code works now, not even the right one\. Ask the agent for a new code/) };
+    const locked = {
+      code: 'BAD_REQUEST',
+      message: expect.stringMatching(
+        /^The code waiting for .* is locked after 5 wrong entries, so no code works now, not even the right one\. Ask the agent for a new code/,
+      ),
+    };
     await expect(frank.caller.claims.check({ code: reg.claim.userCode })).rejects.toMatchObject(locked);
     // More wrong entries up to the per-user throttle (10 in 10 minutes), then the right code:
     // throttled, but waiting would not help, so the answer stays "locked, ask for a new code".
@@ -126,7 +146,10 @@ describe('claims: errors', () => {
     await expect(frank.caller.claims.confirm({ code: reg.claim.userCode })).rejects.toMatchObject(locked);
     // With a new code from the agent there is something to try again: now the wait is the honest answer.
     await startClaim(deps, { claimToken: reg.claimToken });
-    await expect(frank.caller.claims.check({ code: '600009' })).rejects.toMatchObject({ code: 'TOO_MANY_REQUESTS', message: expect.stringContaining('Try again in') });
+    await expect(frank.caller.claims.check({ code: '600009' })).rejects.toMatchObject({
+      code: 'TOO_MANY_REQUESTS',
+      message: expect.stringContaining('Try again in'),
+    });
   });
 
   it('throttled per IP across accounts (the address from the request context)', async () => {

@@ -12,7 +12,9 @@ import { sharedGuessThrottle } from '../../services/registrations/guess-throttle
 import { registrationSettings, type RegistrationDeps } from '../../services/registrations/registration-rules.ts';
 import { canManageOrg, createTRPCRouter, orgProcedure, ownerProcedure, type TrpcContext, type SessionUser } from '../trpc.ts';
 
-const CodeInput = z.object({ code: z.string({ error: 'Enter the 6-digit code the agent showed you.' }).max(32, 'Enter the 6-digit code the agent showed you.') });
+const CodeInput = z.object({
+  code: z.string({ error: 'Enter the 6-digit code the agent showed you.' }).max(32, 'Enter the 6-digit code the agent showed you.'),
+});
 
 const deps = (ctx: TrpcContext): RegistrationDeps => ({ db: ctx.db, settings: registrationSettings(loadConfig()), now: () => new Date() });
 

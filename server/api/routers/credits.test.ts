@@ -32,7 +32,12 @@ describe('credits: happy path', () => {
     const ledger = await alice.caller.credits.ledger({});
     expect(ledger.balanceUsd).toBe('12.500000');
     expect(ledger.entries).toHaveLength(1);
-    expect(ledger.entries[0]).toMatchObject({ kind: 'grant', amountUsd: '12.500000', balanceAfterUsd: '12.500000', description: 'welcome (by admin@example.com)' });
+    expect(ledger.entries[0]).toMatchObject({
+      kind: 'grant',
+      amountUsd: '12.500000',
+      balanceAfterUsd: '12.500000',
+      description: 'welcome (by admin@example.com)',
+    });
   });
 
   it('accepts negative adjustments', async () => {
@@ -71,7 +76,10 @@ describe('credits: errors', () => {
     for (const amountUsd of ['ten', '1.1234567', '', '1e3']) {
       await expect(admin.caller.credits.grant({ orgId: alice.orgId, amountUsd })).rejects.toMatchObject({ code: 'BAD_REQUEST' });
     }
-    await expect(admin.caller.credits.grant({ orgId: alice.orgId, amountUsd: '0.000000' })).rejects.toMatchObject({ code: 'BAD_REQUEST', message: 'The amount must not be zero.' });
+    await expect(admin.caller.credits.grant({ orgId: alice.orgId, amountUsd: '0.000000' })).rejects.toMatchObject({
+      code: 'BAD_REQUEST',
+      message: 'The amount must not be zero.',
+    });
   });
 
   it('answers NOT_FOUND for an unknown org', async () => {

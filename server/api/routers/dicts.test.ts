@@ -19,7 +19,10 @@ const entry = (grapheme: string, alias: string) => ({ grapheme, alias, case_sens
 
 describe('dicts: happy path', () => {
   it('creates, lists, gets, edits and deletes a dictionary', async () => {
-    const created = await alice.caller.dicts.create({ name: ' Brands ', entries: [entry('SQL', 'sequel'), { grapheme: 'GIF', phoneme: "dZ'If", case_sensitive: true }] });
+    const created = await alice.caller.dicts.create({
+      name: ' Brands ',
+      entries: [entry('SQL', 'sequel'), { grapheme: 'GIF', phoneme: "dZ'If", case_sensitive: true }],
+    });
     expect(created).toMatchObject({
       name: 'Brands',
       entry_count: 2,
@@ -33,10 +36,15 @@ describe('dicts: happy path', () => {
     expect(listed).toContainEqual({ id: created.id, name: 'Brands', entry_count: 2, created_at: created.created_at, updated_at: created.updated_at });
 
     const edited = await alice.caller.dicts.update({ id: created.id, entries: [entry('SQL', 'S Q L'), entry('NASA', 'nasa')] });
-    expect(edited.entries.map((e) => [e.grapheme, e.alias])).toEqual([['SQL', 'S Q L'], ['NASA', 'nasa']]);
+    expect(edited.entries.map((e) => [e.grapheme, e.alias])).toEqual([
+      ['SQL', 'S Q L'],
+      ['NASA', 'nasa'],
+    ]);
     expect(edited.name).toBe('Brands');
     // What the API reads is what the dashboard saved.
-    expect((await getDict(h.db.prisma, { orgId: alice.orgId, dictId: created.id })).entries.map((e) => [e.grapheme, e.alias, e.phoneme, e.case_sensitive])).toEqual([
+    expect(
+      (await getDict(h.db.prisma, { orgId: alice.orgId, dictId: created.id })).entries.map((e) => [e.grapheme, e.alias, e.phoneme, e.case_sensitive]),
+    ).toEqual([
       ['SQL', 'S Q L', null, false],
       ['NASA', 'nasa', null, false],
     ]);
@@ -50,20 +58,33 @@ describe('dicts: happy path', () => {
 
 describe('dicts: errors', () => {
   it('names the bad field, with the same rules as the API', async () => {
-    await expect(alice.caller.dicts.create({ name: 'x', entries: [{ grapheme: 'a', alias: 'b', phoneme: 'c', case_sensitive: false }] })).rejects.toMatchObject({
-      code: 'BAD_REQUEST',
-      message: 'entries[0].phoneme: give either alias or phoneme, not both',
-    });
-    await expect(alice.caller.dicts.create({ name: 'x', entries: [entry('a', 'b'), entry('c', 'd'), { grapheme: ' ', alias: 'e', case_sensitive: false }] })).rejects.toMatchObject({
+    await expect(alice.caller.dicts.create({ name: 'x', entries: [{ grapheme: 'a', alias: 'b', phoneme: 'c', case_sensitive: false }] })).rejects.toMatchObject(
+      {
+        code: 'BAD_REQUEST',
+        message: 'entries[0].phoneme: give either alias or phoneme, not both',
+      },
+    );
+    await expect(
+      alice.caller.dicts.create({ name: 'x', entries: [entry('a', 'b'), entry('c', 'd'), { grapheme: ' ', alias: 'e', case_sensitive: false }] }),
+    ).rejects.toMatchObject({
       code: 'BAD_REQUEST',
       message: expect.stringMatching(/^entries\[2\]\.grapheme: /),
     });
-    await expect(alice.caller.dicts.create({ name: '', entries: [] })).rejects.toMatchObject({ code: 'BAD_REQUEST', message: expect.stringMatching(/^name: /) });
+    await expect(alice.caller.dicts.create({ name: '', entries: [] })).rejects.toMatchObject({
+      code: 'BAD_REQUEST',
+      message: expect.stringMatching(/^name: /),
+    });
     const d = await alice.caller.dicts.create({ name: 'target', entries: [] });
     await expect(alice.caller.dicts.update({ id: d.id })).rejects.toMatchObject({ code: 'BAD_REQUEST', message: 'Give name, entries or both.' });
-    await expect(alice.caller.dicts.update({ id: d.id, entries: [entry('A', 'x'), entry('a', 'y')] })).rejects.toMatchObject({ code: 'BAD_REQUEST', message: expect.stringMatching(/^entries\[1\]\.grapheme: same grapheme/) });
+    await expect(alice.caller.dicts.update({ id: d.id, entries: [entry('A', 'x'), entry('a', 'y')] })).rejects.toMatchObject({
+      code: 'BAD_REQUEST',
+      message: expect.stringMatching(/^entries\[1\]\.grapheme: same grapheme/),
+    });
     // Input the types forbid still arrives from a browser: it is refused, not trusted.
-    await expect(alice.caller.dicts.update({ id: d.id, entries: 'all' } as never)).rejects.toMatchObject({ code: 'BAD_REQUEST', message: 'entries: must be an array' });
+    await expect(alice.caller.dicts.update({ id: d.id, entries: 'all' } as never)).rejects.toMatchObject({
+      code: 'BAD_REQUEST',
+      message: 'entries: must be an array',
+    });
     await expect(alice.caller.dicts.get({ id: '' })).rejects.toMatchObject({ code: 'BAD_REQUEST' });
   });
 

@@ -34,7 +34,8 @@ afterAll(async () => {
 
 const email = (what: string) => `verify-${what}-${++n}@example.com`;
 const throttle = createCredentialThrottle(createMemoryRateLimiter());
-const withMail = (user: SessionUser | null) => createCaller({ db: h.db, session: user ? { user } : null, requestedOrgId: null, credentialThrottle: throttle, mailer });
+const withMail = (user: SessionUser | null) =>
+  createCaller({ db: h.db, session: user ? { user } : null, requestedOrgId: null, credentialThrottle: throttle, mailer });
 const userOf = async (address: string): Promise<SessionUser> => {
   const u = await h.db.prisma.user.findUniqueOrThrow({ where: { email: address } });
   return { id: u.id, email: u.email, name: u.name };
@@ -72,7 +73,10 @@ describe('email verification over SMTP', () => {
     await expect(withMail(user).account.me()).resolves.toMatchObject({ user: { emailVerified: true }, mailEnabled: true });
 
     // Single use.
-    await expect(withMail(user).account.verifyEmail({ token: token! })).rejects.toMatchObject({ code: 'BAD_REQUEST', message: expect.stringContaining('not valid') });
+    await expect(withMail(user).account.verifyEmail({ token: token! })).rejects.toMatchObject({
+      code: 'BAD_REQUEST',
+      message: expect.stringContaining('not valid'),
+    });
   });
 
   it('the link verifies only the account it was sent to: another signed-in account is refused and nothing changes', async () => {
@@ -80,7 +84,10 @@ describe('email verification over SMTP', () => {
     await withMail(null).auth.signUp({ email: address, password: TEST_PASSWORD });
     const token = tokenIn((await smtp.nextMail()).text)!;
     const stranger = await h.signUpUser(email('stranger'), { verified: false });
-    await expect(withMail(stranger.user).account.verifyEmail({ token })).rejects.toMatchObject({ code: 'FORBIDDEN', message: expect.stringContaining('another account') });
+    await expect(withMail(stranger.user).account.verifyEmail({ token })).rejects.toMatchObject({
+      code: 'FORBIDDEN',
+      message: expect.stringContaining('another account'),
+    });
     expect((await h.db.prisma.user.findUniqueOrThrow({ where: { id: stranger.user.id } })).emailVerifiedAt).toBeNull();
     // Still usable by its account.
     await expect(withMail(await userOf(address)).account.verifyEmail({ token })).resolves.toMatchObject({ email: address });
@@ -92,7 +99,10 @@ describe('email verification over SMTP', () => {
     const token = tokenIn((await smtp.nextMail()).text)!;
     const user = await userOf(address);
     const later = new Date(Date.now() + EMAIL_VERIFICATION_TTL_MS + 60_000);
-    await expect(verifyEmail(h.db, { token, userId: user.id, now: later })).rejects.toMatchObject({ code: 'expired_token', message: expect.stringContaining('Send a new one') });
+    await expect(verifyEmail(h.db, { token, userId: user.id, now: later })).rejects.toMatchObject({
+      code: 'expired_token',
+      message: expect.stringContaining('Send a new one'),
+    });
     for (const bad of ['x'.repeat(43), 'short', `${token}x`]) {
       await expect(withMail(user).account.verifyEmail({ token: bad })).rejects.toMatchObject({ code: 'BAD_REQUEST' });
     }
@@ -107,7 +117,10 @@ describe('email verification over SMTP', () => {
       await expect(withMail(null).auth.signUp({ email: address, password: TEST_PASSWORD })).resolves.toEqual({ email: address, verificationEmail: 'failed' });
       const user = await userOf(address);
       expect(await h.db.prisma.emailToken.count({ where: { userId: user.id } })).toBe(0);
-      await expect(withMail(user).account.sendVerificationEmail()).rejects.toMatchObject({ code: 'SERVICE_UNAVAILABLE', message: expect.stringContaining('could not be sent') });
+      await expect(withMail(user).account.sendVerificationEmail()).rejects.toMatchObject({
+        code: 'SERVICE_UNAVAILABLE',
+        message: expect.stringContaining('could not be sent'),
+      });
       expect(logged).toHaveBeenCalled();
       expect(logged.mock.calls.flat().join(' ')).not.toMatch(/s3cret-pass|verify-email\//);
 
@@ -116,8 +129,14 @@ describe('email verification over SMTP', () => {
       const token = tokenIn((await smtp.nextMail()).text)!;
       await expect(withMail(user).account.verifyEmail({ token })).resolves.toMatchObject({ email: address });
       // Verified now; and two link requests this minute were the most this address gets.
-      await expect(sendVerificationEmail({ db: h.db, mailer, dashboardUrl: 'http://dash.test' }, { userId: user.id })).rejects.toMatchObject({ code: 'conflict', message: 'Your email address is already verified.' });
-      await expect(withMail(user).account.sendVerificationEmail()).rejects.toMatchObject({ code: 'TOO_MANY_REQUESTS', message: expect.stringContaining('Too many verification emails') });
+      await expect(sendVerificationEmail({ db: h.db, mailer, dashboardUrl: 'http://dash.test' }, { userId: user.id })).rejects.toMatchObject({
+        code: 'conflict',
+        message: 'Your email address is already verified.',
+      });
+      await expect(withMail(user).account.sendVerificationEmail()).rejects.toMatchObject({
+        code: 'TOO_MANY_REQUESTS',
+        message: expect.stringContaining('Too many verification emails'),
+      });
     } finally {
       smtp.refuse = false;
       logged.mockRestore();
@@ -126,10 +145,14 @@ describe('email verification over SMTP', () => {
 
   it('without mail configured: sign-up sends nothing, and asking for a link says why it cannot', async () => {
     const received = smtp.received.length;
-    const noMail = (user: SessionUser | null) => createCaller({ db: h.db, session: user ? { user } : null, requestedOrgId: null, credentialThrottle: throttle, mailer: null });
+    const noMail = (user: SessionUser | null) =>
+      createCaller({ db: h.db, session: user ? { user } : null, requestedOrgId: null, credentialThrottle: throttle, mailer: null });
     const address = email('nomail');
     await expect(noMail(null).auth.signUp({ email: address, password: TEST_PASSWORD })).resolves.toEqual({ email: address, verificationEmail: 'off' });
-    await expect(noMail(await userOf(address)).account.sendVerificationEmail()).rejects.toMatchObject({ code: 'SERVICE_UNAVAILABLE', message: expect.stringContaining('does not send email') });
+    await expect(noMail(await userOf(address)).account.sendVerificationEmail()).rejects.toMatchObject({
+      code: 'SERVICE_UNAVAILABLE',
+      message: expect.stringContaining('does not send email'),
+    });
     expect(smtp.received.length).toBe(received);
   });
 });
@@ -143,7 +166,9 @@ describe('mail configuration', () => {
     });
     expect(() => loadConfig({ SVC_SMTP_URL: 'smtp://mail.example.com' })).toThrow(/SVC_MAIL_FROM: required when SVC_SMTP_URL is set/);
     expect(() => loadConfig({ SVC_MAIL_FROM: 'no-reply@example.com' })).toThrow(/SVC_SMTP_URL: required when SVC_MAIL_FROM is set/);
-    expect(() => loadConfig({ SVC_SMTP_URL: 'http://mail.example.com', SVC_MAIL_FROM: 'a@b.c' })).toThrow(/SVC_SMTP_URL: must be an smtp:\/\/ or smtps:\/\/ URL/);
+    expect(() => loadConfig({ SVC_SMTP_URL: 'http://mail.example.com', SVC_MAIL_FROM: 'a@b.c' })).toThrow(
+      /SVC_SMTP_URL: must be an smtp:\/\/ or smtps:\/\/ URL/,
+    );
     expect(() => loadConfig({ SVC_SMTP_URL: 'http://mail.example.com', SVC_MAIL_FROM: 'a@b.c' })).toThrow(ConfigError);
   });
 });

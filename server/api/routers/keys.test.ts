@@ -221,8 +221,12 @@ describe('keys: rate limits', () => {
 
   it('explains an out-of-range limit in one sentence', async () => {
     const key = await alice.caller.keys.create({ name: 'message target' });
-    await expect(admin.caller.keys.setRateLimit({ id: key.id, rpm: 0 })).rejects.toMatchObject({ message: 'The rate limit must be at least 1 request per minute.' });
-    await expect(admin.caller.keys.setRateLimit({ id: key.id, rpm: 1_000_001 })).rejects.toMatchObject({ message: 'The rate limit can be at most 1,000,000 requests per minute.' });
+    await expect(admin.caller.keys.setRateLimit({ id: key.id, rpm: 0 })).rejects.toMatchObject({
+      message: 'The rate limit must be at least 1 request per minute.',
+    });
+    await expect(admin.caller.keys.setRateLimit({ id: key.id, rpm: 1_000_001 })).rejects.toMatchObject({
+      message: 'The rate limit can be at most 1,000,000 requests per minute.',
+    });
   });
 
   it('the service itself refuses invalid limits, whoever calls it', async () => {
@@ -234,7 +238,10 @@ describe('keys: rate limits', () => {
   });
 
   it('answers NOT_FOUND (key_not_found) for an unknown key id', async () => {
-    await expect(admin.caller.keys.setRateLimit({ id: 'key_doesnotexist', rpm: 10 })).rejects.toMatchObject({ code: 'NOT_FOUND', cause: { code: 'key_not_found' } });
+    await expect(admin.caller.keys.setRateLimit({ id: 'key_doesnotexist', rpm: 10 })).rejects.toMatchObject({
+      code: 'NOT_FOUND',
+      cause: { code: 'key_not_found' },
+    });
     await expect(admin.caller.keys.setRateLimit({ id: 'key_doesnotexist', rpm: null })).rejects.toMatchObject({ code: 'NOT_FOUND' });
     await expect(setKeyRateLimit(h.db.prisma, { id: 'key_doesnotexist', rpm: 10 })).rejects.toMatchObject({ code: 'key_not_found' });
   });

@@ -30,7 +30,13 @@ export const keysRouter = createTRPCRouter({
    */
   list: orgProcedure.query(async ({ ctx }) => {
     const keys = await listApiKeys(ctx.db.prisma, { orgId: ctx.org.id });
-    const [dashboardKeyId, agents] = await Promise.all([findDashboardKeyId(ctx.db.prisma, ctx.org.id), listAgentKeyOrigins(ctx.db.prisma, keys.map((k) => k.id))]);
+    const [dashboardKeyId, agents] = await Promise.all([
+      findDashboardKeyId(ctx.db.prisma, ctx.org.id),
+      listAgentKeyOrigins(
+        ctx.db.prisma,
+        keys.map((k) => k.id),
+      ),
+    ]);
     const defaultRateLimitRpm = loadConfig().defaultRpm;
     return keys.map((k) => {
       const agent = agents.get(k.id);
@@ -76,9 +82,7 @@ export const keysRouter = createTRPCRouter({
    * Platform admins: a key's own rate limit (rpm null = back to the gateway default). Any
    * org's key by id, since operators manage the instance. Effective on the key's next request.
    */
-  setRateLimit: platformAdminProcedure
-    .input(z.object({ id: z.string().min(1).max(100), rpm: rateLimitRpm }))
-    .mutation(async ({ ctx, input }) => {
-      return setKeyRateLimit(ctx.db.prisma, { id: input.id, rpm: input.rpm });
-    }),
+  setRateLimit: platformAdminProcedure.input(z.object({ id: z.string().min(1).max(100), rpm: rateLimitRpm })).mutation(async ({ ctx, input }) => {
+    return setKeyRateLimit(ctx.db.prisma, { id: input.id, rpm: input.rpm });
+  }),
 });

@@ -20,7 +20,10 @@ beforeAll(async () => {
     displayName: 'vLLM',
     upstream: { url: 'https://llm.internal:8443/v1?token=abc123', protocol: 'openai', apiKeyEnv: 'REMOTE_LLM_KEY', weight: 3 },
   });
-  await h.db.prisma.upstream.updateMany({ where: { modelId: 'remote-llm' }, data: { health: 'down', latencyMs: 1234, lastError: 'connect ECONNREFUSED', lastCheckedAt: checkedAt } });
+  await h.db.prisma.upstream.updateMany({
+    where: { modelId: 'remote-llm' },
+    data: { health: 'down', latencyMs: 1234, lastError: 'connect ECONNREFUSED', lastCheckedAt: checkedAt },
+  });
   await upsertModel(h.db.prisma, checkProtocol, { id: 'old-tts', modality: 'tts', status: 'disabled', upstream: { url: 'local:flite', protocol: 'flite' } });
   admin = await h.signUpUser('admin@example.com');
   alice = await h.signUpUser('alice@example.com');
@@ -36,10 +39,24 @@ describe('models.health (platform admins)', () => {
     const remote = models.find((m) => m.id === 'remote-llm')!;
     expect(remote).toMatchObject({ modality: 'llm', displayName: 'vLLM', status: 'active' });
     expect(remote.upstreams).toEqual([
-      expect.objectContaining({ url: 'https://llm.internal:8443/v1', protocol: 'openai', apiKeyEnv: 'REMOTE_LLM_KEY', weight: 3, health: 'down', latencyMs: 1234, lastError: 'connect ECONNREFUSED', lastCheckedAt: checkedAt.toISOString() }),
+      expect.objectContaining({
+        url: 'https://llm.internal:8443/v1',
+        protocol: 'openai',
+        apiKeyEnv: 'REMOTE_LLM_KEY',
+        weight: 3,
+        health: 'down',
+        latencyMs: 1234,
+        lastError: 'connect ECONNREFUSED',
+        lastCheckedAt: checkedAt.toISOString(),
+      }),
     ]);
     expect(JSON.stringify(models)).not.toContain('abc123');
-    expect(models.find((m) => m.id === 'local-flite')!.upstreams[0]).toMatchObject({ url: 'local:flite', health: 'unknown', latencyMs: null, lastCheckedAt: null });
+    expect(models.find((m) => m.id === 'local-flite')!.upstreams[0]).toMatchObject({
+      url: 'local:flite',
+      health: 'unknown',
+      latencyMs: null,
+      lastCheckedAt: null,
+    });
     expect(models.find((m) => m.id === 'old-tts')!.status).toBe('disabled');
   });
 
@@ -83,7 +100,11 @@ describe('models.importVoices (platform admins)', () => {
       ],
     });
     process.env[KEY_ENV] = peer.apiKey;
-    await upsertModel(h.db.prisma, checkProtocol, { id: 'cartesia-tts', modality: 'tts', upstream: { url: peer.url, protocol: 'cartesia', upstreamModel: 'sonic-2', apiKeyEnv: KEY_ENV } });
+    await upsertModel(h.db.prisma, checkProtocol, {
+      id: 'cartesia-tts',
+      modality: 'tts',
+      upstream: { url: peer.url, protocol: 'cartesia', upstreamModel: 'sonic-2', apiKeyEnv: KEY_ENV },
+    });
   });
   afterAll(async () => {
     delete process.env[KEY_ENV];
@@ -101,11 +122,16 @@ describe('models.importVoices (platform admins)', () => {
     expect(peer.received.some((r) => r.path === '/voices' && r.headers.authorization === `Bearer ${peer.apiKey}`)).toBe(true);
     peer.voices[0]!.name = 'Ava 2';
     expect(await admin.caller.models.importVoices({ modelId: 'cartesia-tts' })).toEqual({ listed: 2, created: 0, updated: 2 });
-    expect((await h.db.prisma.voiceProfile.findFirstOrThrow({ where: { modelId: 'cartesia-tts', upstreamId: 'cv-ava' }, include: { voice: true } })).voice.name).toBe('Ava 2');
+    expect(
+      (await h.db.prisma.voiceProfile.findFirstOrThrow({ where: { modelId: 'cartesia-tts', upstreamId: 'cv-ava' }, include: { voice: true } })).voice.name,
+    ).toBe('Ava 2');
   });
 
   it('a model whose engine lists no voices is a clear BAD_REQUEST; members are FORBIDDEN', async () => {
-    await expect(admin.caller.models.importVoices({ modelId: 'local-flite' })).rejects.toMatchObject({ code: 'BAD_REQUEST', message: expect.stringContaining('svc voices map') });
+    await expect(admin.caller.models.importVoices({ modelId: 'local-flite' })).rejects.toMatchObject({
+      code: 'BAD_REQUEST',
+      message: expect.stringContaining('svc voices map'),
+    });
     await expect(alice.caller.models.importVoices({ modelId: 'cartesia-tts' })).rejects.toMatchObject({ code: 'FORBIDDEN' });
   });
 });

@@ -35,7 +35,11 @@ describe('members: happy path', () => {
   it('adding an existing account makes it a member at once; it can switch to the org', async () => {
     const alice = await newUser('alice');
     const bob = await newUser('bob');
-    await expect(alice.caller.orgs.addMember({ email: `  ${bob.user.email.toUpperCase()} ` })).resolves.toEqual({ status: 'added', email: bob.user.email, role: 'member' });
+    await expect(alice.caller.orgs.addMember({ email: `  ${bob.user.email.toUpperCase()} ` })).resolves.toEqual({
+      status: 'added',
+      email: bob.user.email,
+      role: 'member',
+    });
 
     const members = (await alice.caller.orgs.members()).members;
     expect(members.map((m) => [m.email, m.role])).toEqual([
@@ -94,12 +98,19 @@ describe('members: invitations', () => {
     const alice = await newUser('alice');
     const invitee = email('invitee');
     const invited = await alice.caller.orgs.addMember({ email: invitee, role: 'owner' });
-    expect(invited).toMatchObject({ status: 'invited', email: invitee, role: 'owner', inviteUrl: expect.stringMatching(/^https?:\/\/[^/]+\/invite\/[A-Za-z0-9_-]{43}$/) });
+    expect(invited).toMatchObject({
+      status: 'invited',
+      email: invitee,
+      role: 'owner',
+      inviteUrl: expect.stringMatching(/^https?:\/\/[^/]+\/invite\/[A-Za-z0-9_-]{43}$/),
+    });
     if (invited.status !== 'invited') throw new Error('unreachable');
     const days = (new Date(invited.expiresAt).getTime() - Date.now()) / 86_400_000;
     expect(days).toBeGreaterThan(INVITATION_TTL_DAYS - 1);
     expect(days).toBeLessThanOrEqual(INVITATION_TTL_DAYS);
-    expect((await alice.caller.orgs.members()).invitations).toEqual([{ id: expect.stringMatching(/^inv_/), email: invitee, role: 'owner', createdAt: expect.any(String), expiresAt: invited.expiresAt }]);
+    expect((await alice.caller.orgs.members()).invitations).toEqual([
+      { id: expect.stringMatching(/^inv_/), email: invitee, role: 'owner', createdAt: expect.any(String), expiresAt: invited.expiresAt },
+    ]);
     // Only the token's hash is kept.
     const token = invited.inviteUrl.split('/invite/')[1]!;
     const row = await h.db.prisma.invitation.findFirstOrThrow({ where: { email: invitee } });
@@ -113,8 +124,17 @@ describe('members: invitations', () => {
 
     // The person the owner sent the link to follows it signed in, with any account.
     const bob = await h.signUpUser(email('bob'), { verified: false });
-    await expect(bob.caller.orgs.invitation({ token })).resolves.toEqual({ org: { id: alice.orgId, name: expect.any(String) }, email: invitee, role: 'owner', expiresAt: invited.expiresAt });
-    await expect(bob.caller.orgs.acceptInvitation({ token })).resolves.toEqual({ org: { id: alice.orgId, name: expect.any(String) }, role: 'owner', alreadyMember: false });
+    await expect(bob.caller.orgs.invitation({ token })).resolves.toEqual({
+      org: { id: alice.orgId, name: expect.any(String) },
+      email: invitee,
+      role: 'owner',
+      expiresAt: invited.expiresAt,
+    });
+    await expect(bob.caller.orgs.acceptInvitation({ token })).resolves.toEqual({
+      org: { id: alice.orgId, name: expect.any(String) },
+      role: 'owner',
+      alreadyMember: false,
+    });
     const listed = await alice.caller.orgs.members();
     expect(listed.invitations).toEqual([]);
     expect(listed.members.find((m) => m.userId === bob.user.id)).toMatchObject({ role: 'owner' });
@@ -147,17 +167,27 @@ describe('members: invitations', () => {
     const first = tokenOf(await alice.caller.orgs.addMember({ email: invitee }));
     const second = tokenOf(await alice.caller.orgs.addMember({ email: invitee }));
     expect(second).not.toBe(first);
-    await expect(bob.caller.orgs.acceptInvitation({ token: first })).rejects.toMatchObject({ code: 'BAD_REQUEST', message: expect.stringContaining('replaced by a newer link') });
+    await expect(bob.caller.orgs.acceptInvitation({ token: first })).rejects.toMatchObject({
+      code: 'BAD_REQUEST',
+      message: expect.stringContaining('replaced by a newer link'),
+    });
     await alice.caller.orgs.revokeInvitation({ id: (await alice.caller.orgs.members()).invitations[0]!.id });
     await expect(bob.caller.orgs.invitation({ token: second })).rejects.toMatchObject({ code: 'BAD_REQUEST' });
 
     const longAgo = new Date(Date.now() - (INVITATION_TTL_DAYS + 1) * 86_400_000);
     const lapsed = await addMember(h.db, { orgId: alice.orgId, email: email('lapsed'), role: 'member', invitedByUserId: alice.user.id, now: longAgo });
     if (lapsed.status !== 'invited') throw new Error('unreachable');
-    await expect(bob.caller.orgs.acceptInvitation({ token: lapsed.token })).rejects.toMatchObject({ code: 'BAD_REQUEST', message: expect.stringContaining('expired') });
+    await expect(bob.caller.orgs.acceptInvitation({ token: lapsed.token })).rejects.toMatchObject({
+      code: 'BAD_REQUEST',
+      message: expect.stringContaining('expired'),
+    });
 
-    for (const token of ['', 'x'.repeat(43), `${second}!`]) await expect(bob.caller.orgs.acceptInvitation({ token })).rejects.toMatchObject({ code: 'BAD_REQUEST' });
-    await expect(bob.caller.orgs.acceptInvitation({ token: 'x'.repeat(101) })).rejects.toMatchObject({ code: 'BAD_REQUEST', message: 'The invite link is not valid.' });
+    for (const token of ['', 'x'.repeat(43), `${second}!`])
+      await expect(bob.caller.orgs.acceptInvitation({ token })).rejects.toMatchObject({ code: 'BAD_REQUEST' });
+    await expect(bob.caller.orgs.acceptInvitation({ token: 'x'.repeat(101) })).rejects.toMatchObject({
+      code: 'BAD_REQUEST',
+      message: 'The invite link is not valid.',
+    });
     expect((await bob.caller.orgs.mine()).orgs.map((o) => o.id)).toEqual([bob.orgId]);
     // Signed out, nothing.
     await expect(h.callerFor(null).orgs.acceptInvitation({ token: second })).rejects.toMatchObject({ code: 'UNAUTHORIZED' });
@@ -211,7 +241,9 @@ describe('members: invitations', () => {
     // for an account that already exists.
     const alice = await newUser('alice');
     const bob = await newUser('bob');
-    await h.db.prisma.invitation.create({ data: { id: 'inv_raced', orgId: alice.orgId, email: bob.user.email, role: 'member', expiresAt: new Date(Date.now() + 86_400_000) } });
+    await h.db.prisma.invitation.create({
+      data: { id: 'inv_raced', orgId: alice.orgId, email: bob.user.email, role: 'member', expiresAt: new Date(Date.now() + 86_400_000) },
+    });
     await expect(acceptPendingInvitations(h.db.prisma, { userId: bob.user.id })).resolves.toEqual([alice.orgId]);
     await expect(acceptPendingInvitations(h.db.prisma, { userId: bob.user.id })).resolves.toEqual([]);
     expect((await bob.caller.orgs.mine()).orgs.map((o) => o.id)).toContain(alice.orgId);
@@ -283,7 +315,10 @@ describe('members: errors', () => {
     const alice = await newUser('alice');
     const bob = await newUser('bob');
     await alice.caller.orgs.addMember({ email: bob.user.email });
-    await expect(alice.caller.orgs.addMember({ email: bob.user.email, role: 'owner' })).rejects.toMatchObject({ code: 'CONFLICT', message: `${bob.user.email} is already a member of this organization.` });
+    await expect(alice.caller.orgs.addMember({ email: bob.user.email, role: 'owner' })).rejects.toMatchObject({
+      code: 'CONFLICT',
+      message: `${bob.user.email} is already a member of this organization.`,
+    });
     await expect(alice.caller.orgs.addMember({ email: alice.user.email })).rejects.toMatchObject({ code: 'CONFLICT' });
     expect((await alice.caller.orgs.members()).members.find((m) => m.userId === bob.user.id)?.role).toBe('member');
   });

@@ -72,7 +72,9 @@ export const orgsRouter = createTRPCRouter({
   }),
 
   /** The last owner cannot be demoted (CONFLICT). */
-  changeRole: ownerProcedure.input(UserId.extend({ role: Role })).mutation(({ ctx, input }) => changeMemberRole(ctx.db, { orgId: ctx.org.id, userId: input.userId, role: input.role })),
+  changeRole: ownerProcedure
+    .input(UserId.extend({ role: Role }))
+    .mutation(({ ctx, input }) => changeMemberRole(ctx.db, { orgId: ctx.org.id, userId: input.userId, role: input.role })),
 
   /** The last owner cannot be removed (CONFLICT). Another org's member is NOT_FOUND. */
   removeMember: ownerProcedure.input(UserId).mutation(({ ctx, input }) => removeMember(ctx.db, { orgId: ctx.org.id, userId: input.userId })),

@@ -85,14 +85,19 @@ const OWNER_ONLY: OwnerOnlyCase[] = [
       // check refused here is the role in the org the key would land in.
       const codes = new Map<Caller, string>();
       const regs: string[] = [];
-      for (const [caller, user] of [[asOwner, owner], [asMember, member], [asOutsider, outsider]] as const) {
+      for (const [caller, user] of [
+        [asOwner, owner],
+        [asMember, member],
+        [asOutsider, outsider],
+      ] as const) {
         const reg = await startRegistration(deps, { type: 'service_auth', loginHint: user.user.email });
         codes.set(caller, reg.claim.userCode);
         if (caller !== asOutsider) regs.push(reg.registrationId);
       }
       return {
         run: (c) => c.claims.confirm({ code: codes.get(c)! }),
-        effect: async () => (await h.db.prisma.agentRegistration.findMany({ where: { id: { in: regs } }, orderBy: { id: 'asc' } })).map((r) => [r.status, r.claimedOrgId]),
+        effect: async () =>
+          (await h.db.prisma.agentRegistration.findMany({ where: { id: { in: regs } }, orderBy: { id: 'asc' } })).map((r) => [r.status, r.claimedOrgId]),
       };
     },
   },

@@ -22,8 +22,18 @@ const daysAgo = (n: number) => new Date(Date.now() - n * DAY);
 async function pastUsage(orgId: string, at: Date, modelId: string, costMicros: bigint, apiKeyId: string | null) {
   await h.db.prisma.ledgerEntry.create({
     data: {
-      id: newId('led'), orgId, kind: 'usage', amountMicros: -costMicros, balanceAfterMicros: 0n, apiKeyId, requestId: newId('req'),
-      modelId, modality: modelId.includes('stt') ? 'stt' : 'tts', route: '/tts/bytes', characters: 10, createdAt: at,
+      id: newId('led'),
+      orgId,
+      kind: 'usage',
+      amountMicros: -costMicros,
+      balanceAfterMicros: 0n,
+      apiKeyId,
+      requestId: newId('req'),
+      modelId,
+      modality: modelId.includes('stt') ? 'stt' : 'tts',
+      route: '/tts/bytes',
+      characters: 10,
+      createdAt: at,
     },
   });
 }
@@ -46,7 +56,13 @@ beforeAll(async () => {
       apiKeyId: key,
       requestId: newId('req'),
       costMicros: cost,
-      usage: { modelId: model, modality: model === 'local-stt' ? 'stt' : 'tts', route: '/tts/bytes', characters: chars, audioMillis: model === 'local-stt' ? 10_000 : 0 },
+      usage: {
+        modelId: model,
+        modality: model === 'local-stt' ? 'stt' : 'tts',
+        route: '/tts/bytes',
+        characters: chars,
+        audioMillis: model === 'local-stt' ? 10_000 : 0,
+      },
     });
   }
   await pastUsage(alice.orgId, daysAgo(2), 'local-espeak', 5n, server);

@@ -84,7 +84,10 @@ describe('voices: happy path', () => {
   });
 
   it('renames, retags and re-describes an own voice, and the search follows', async () => {
-    const updated = await alice.caller.voices.update({ id: aliceVoice, changes: { name: 'Alice Storyteller', tags: ['Calm', 'calm', 'bedtime'], description: 'for stories' } });
+    const updated = await alice.caller.voices.update({
+      id: aliceVoice,
+      changes: { name: 'Alice Storyteller', tags: ['Calm', 'calm', 'bedtime'], description: 'for stories' },
+    });
     expect(updated).toMatchObject({ name: 'Alice Storyteller', tags: ['calm', 'bedtime'], description: 'for stories' });
     expect((await alice.caller.voices.list({ q: 'storyteller' })).voices.map((v) => v.id)).toEqual([aliceVoice]);
     expect((await alice.caller.voices.list({ tag: 'bedtime' })).voices.map((v) => v.id)).toEqual([aliceVoice]);
@@ -111,20 +114,41 @@ describe('voices: happy path', () => {
     // A queued (not yet ready) or expired profile does not count.
     await h.db.prisma.voiceProfile.create({ data: { id: newId('vpr'), voiceId: aliceVoice, modelId: 'local-espeak', upstreamId: '', status: 'queued' } });
     expect((await alice.caller.voices.forModel({ modelId: 'local-espeak' })).map((v) => v.id)).not.toContain(aliceVoice);
-    await h.db.prisma.voiceProfile.updateMany({ where: { voiceId: aliceVoice, modelId: 'local-espeak' }, data: { status: 'ready', expiresAt: new Date(Date.now() - 1000) } });
+    await h.db.prisma.voiceProfile.updateMany({
+      where: { voiceId: aliceVoice, modelId: 'local-espeak' },
+      data: { status: 'ready', expiresAt: new Date(Date.now() - 1000) },
+    });
     expect((await alice.caller.voices.forModel({ modelId: 'local-espeak' })).map((v) => v.id)).not.toContain(aliceVoice);
     expect(await alice.caller.voices.forModel({ modelId: 'no-such-model' })).toEqual([]);
   });
 
   it('lists the jobs of a voice', async () => {
-    const job = await enqueueJob(h.db.prisma, { orgId: alice.orgId, kind: 'prepare_profile', voiceId: aliceVoice, payload: { modelId: 'local-espeak', apiKind: 'instant_clone' } });
+    const job = await enqueueJob(h.db.prisma, {
+      orgId: alice.orgId,
+      kind: 'prepare_profile',
+      voiceId: aliceVoice,
+      payload: { modelId: 'local-espeak', apiKind: 'instant_clone' },
+    });
     const jobs = await alice.caller.voices.jobs({ id: aliceVoice });
     expect(jobs[0]).toMatchObject({ id: job.id, status: 'queued', operation: 'prepare_profile', model_id: 'local-espeak' });
   });
 
   it('follows one job, as GET /jobs/{id} answers it', async () => {
-    const job = await enqueueJob(h.db.prisma, { orgId: alice.orgId, kind: 'localize', voiceId: aliceVoice, payload: { modelId: 'local-flite', apiKind: 'localize' } });
-    expect(await alice.caller.voices.job({ id: job.id })).toMatchObject({ id: job.id, object: 'job', kind: 'localize', operation: 'localize', status: 'queued', voice_id: aliceVoice, model_id: 'local-flite' });
+    const job = await enqueueJob(h.db.prisma, {
+      orgId: alice.orgId,
+      kind: 'localize',
+      voiceId: aliceVoice,
+      payload: { modelId: 'local-flite', apiKind: 'localize' },
+    });
+    expect(await alice.caller.voices.job({ id: job.id })).toMatchObject({
+      id: job.id,
+      object: 'job',
+      kind: 'localize',
+      operation: 'localize',
+      status: 'queued',
+      voice_id: aliceVoice,
+      model_id: 'local-flite',
+    });
   });
 
   it('deletes an own voice: gone from lists and lookups', async () => {
@@ -138,14 +162,28 @@ describe('voices: happy path', () => {
 
 describe('voices: errors', () => {
   it('rejects bad filters and changes with a readable message', async () => {
-    await expect(alice.caller.voices.list({ scope: 'everything' } as never)).rejects.toMatchObject({ code: 'BAD_REQUEST', message: expect.stringContaining('scope') });
-    await expect(alice.caller.voices.list({ language: 'english!' })).rejects.toMatchObject({ code: 'BAD_REQUEST', message: expect.stringContaining('language') });
+    await expect(alice.caller.voices.list({ scope: 'everything' } as never)).rejects.toMatchObject({
+      code: 'BAD_REQUEST',
+      message: expect.stringContaining('scope'),
+    });
+    await expect(alice.caller.voices.list({ language: 'english!' })).rejects.toMatchObject({
+      code: 'BAD_REQUEST',
+      message: expect.stringContaining('language'),
+    });
     await expect(alice.caller.voices.list({ limit: 0 })).rejects.toMatchObject({ code: 'BAD_REQUEST' });
     await expect(alice.caller.voices.list({ limit: 201 })).rejects.toMatchObject({ code: 'BAD_REQUEST' });
-    await expect(alice.caller.voices.list({ cursor: 'not-a-cursor' })).rejects.toMatchObject({ code: 'BAD_REQUEST', message: expect.stringContaining('cursor') });
+    await expect(alice.caller.voices.list({ cursor: 'not-a-cursor' })).rejects.toMatchObject({
+      code: 'BAD_REQUEST',
+      message: expect.stringContaining('cursor'),
+    });
     await expect(alice.caller.voices.update({ id: aliceVoice, changes: {} })).rejects.toMatchObject({ code: 'BAD_REQUEST' });
-    await expect(alice.caller.voices.update({ id: aliceVoice, changes: { name: '   ' } })).rejects.toMatchObject({ code: 'BAD_REQUEST', message: expect.stringContaining('name') });
-    await expect(alice.caller.voices.update({ id: aliceVoice, changes: { tags: Array.from({ length: 21 }, (_, i) => `t${i}`) } })).rejects.toMatchObject({ code: 'BAD_REQUEST' });
+    await expect(alice.caller.voices.update({ id: aliceVoice, changes: { name: '   ' } })).rejects.toMatchObject({
+      code: 'BAD_REQUEST',
+      message: expect.stringContaining('name'),
+    });
+    await expect(alice.caller.voices.update({ id: aliceVoice, changes: { tags: Array.from({ length: 21 }, (_, i) => `t${i}`) } })).rejects.toMatchObject({
+      code: 'BAD_REQUEST',
+    });
     await expect(alice.caller.voices.update({ id: aliceVoice, changes: { owner: 'x' } } as never)).rejects.toMatchObject({ code: 'BAD_REQUEST' });
     await expect(alice.caller.voices.get({ id: '' })).rejects.toMatchObject({ code: 'BAD_REQUEST' });
     await expect(alice.caller.voices.get({ id: 'x'.repeat(101) })).rejects.toMatchObject({ code: 'BAD_REQUEST' });
@@ -158,7 +196,10 @@ describe('voices: errors', () => {
   });
 
   it('platform voices are read-only: FORBIDDEN to change or delete', async () => {
-    await expect(alice.caller.voices.update({ id: 'flite-slt', changes: { name: 'Mine now' } })).rejects.toMatchObject({ code: 'FORBIDDEN', cause: { code: 'voice_read_only' } });
+    await expect(alice.caller.voices.update({ id: 'flite-slt', changes: { name: 'Mine now' } })).rejects.toMatchObject({
+      code: 'FORBIDDEN',
+      cause: { code: 'voice_read_only' },
+    });
     await expect(alice.caller.voices.delete({ id: 'flite-slt' })).rejects.toMatchObject({ code: 'FORBIDDEN' });
     expect((await alice.caller.voices.get({ id: 'flite-slt' })).name).toBe('Sally');
   });

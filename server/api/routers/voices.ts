@@ -33,13 +33,11 @@ export const voicesRouter = createTRPCRouter({
   get: orgProcedure.input(inputOf(ById)).query(({ ctx, input }) => getVoice(ctx.db.prisma, ctx.org.id, input.id)),
 
   /** Rename, retag, re-describe (and gender, language) an own voice; platform voices are FORBIDDEN. */
-  update: orgProcedure
-    .input(inputOf(Update))
-    .mutation(async ({ ctx, input }) => {
-      // Ownership first, as the API does: a platform voice is FORBIDDEN whatever the changes say.
-      await getOwnedVoiceOrThrow(ctx.db.prisma, ctx.org.id, input.id);
-      return updateVoice(ctx.db.prisma, ctx.org.id, input.id, input.changes);
-    }),
+  update: orgProcedure.input(inputOf(Update)).mutation(async ({ ctx, input }) => {
+    // Ownership first, as the API does: a platform voice is FORBIDDEN whatever the changes say.
+    await getOwnedVoiceOrThrow(ctx.db.prisma, ctx.org.id, input.id);
+    return updateVoice(ctx.db.prisma, ctx.org.id, input.id, input.changes);
+  }),
 
   /** Soft delete of an own voice. */
   delete: orgProcedure.input(inputOf(ById)).mutation(({ ctx, input }) => deleteVoice(ctx.db.prisma, ctx.org.id, input.id)),
@@ -54,10 +52,8 @@ export const voicesRouter = createTRPCRouter({
   job: orgProcedure.input(inputOf(JobId)).query(({ ctx, input }) => getJob(ctx.db.prisma, ctx.org.id, input.id)),
 
   /** Recent jobs on a visible voice (clone, profile preparation), newest first. */
-  jobs: orgProcedure
-    .input(inputOf(VoiceJobs))
-    .query(async ({ ctx, input }) => {
-      await getVisibleVoiceOrThrow(ctx.db.prisma, ctx.org.id, input.id);
-      return listJobs(ctx.db.prisma, ctx.org.id, { limit: input.limit, voiceId: input.id });
-    }),
+  jobs: orgProcedure.input(inputOf(VoiceJobs)).query(async ({ ctx, input }) => {
+    await getVisibleVoiceOrThrow(ctx.db.prisma, ctx.org.id, input.id);
+    return listJobs(ctx.db.prisma, ctx.org.id, { limit: input.limit, voiceId: input.id });
+  }),
 });

@@ -12,16 +12,18 @@ export function chargeUsage(
   store: HotStore,
   input: { orgId: string; apiKeyId: string; requestId: string; costMicros: bigint; usage: UsageRecord; releaseMicros?: bigint },
 ): Promise<bigint> {
-  return store.applyUsageDebit({
-    orgId: input.orgId,
-    amountMicros: -input.costMicros,
-    kind: 'usage',
-    description: `${input.usage.modality} ${input.usage.modelId}`,
-    apiKeyId: input.apiKeyId,
-    requestId: input.requestId,
-    usage: input.usage,
-    releaseMicros: input.releaseMicros,
-  }).then(zeroIfGone);
+  return store
+    .applyUsageDebit({
+      orgId: input.orgId,
+      amountMicros: -input.costMicros,
+      kind: 'usage',
+      description: `${input.usage.modality} ${input.usage.modelId}`,
+      apiKeyId: input.apiKeyId,
+      requestId: input.requestId,
+      usage: input.usage,
+      releaseMicros: input.releaseMicros,
+    })
+    .then(zeroIfGone);
 }
 
 // The org existed when the key was verified; it can only be gone if deleted meanwhile.

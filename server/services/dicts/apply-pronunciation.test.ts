@@ -2,9 +2,16 @@ import { describe, expect, it } from 'vitest';
 import { applyPronunciationByRegex } from '../../../test/support/regex-pronunciation.ts';
 import { applyPronunciation, compilePronunciation, type PhonemeFormatter, type PronunciationEntry } from './apply-pronunciation.ts';
 
-const e = (grapheme: string, over: Partial<PronunciationEntry> = {}): PronunciationEntry => ({ grapheme, alias: null, phoneme: null, caseSensitive: false, ...over });
+const e = (grapheme: string, over: Partial<PronunciationEntry> = {}): PronunciationEntry => ({
+  grapheme,
+  alias: null,
+  phoneme: null,
+  caseSensitive: false,
+  ...over,
+});
 const espeak = (p: string) => `[[${p}]]`;
-const apply = (transcript: string, entries: PronunciationEntry[], format: PhonemeFormatter) => applyPronunciation(transcript, compilePronunciation(entries), format);
+const apply = (transcript: string, entries: PronunciationEntry[], format: PhonemeFormatter) =>
+  applyPronunciation(transcript, compilePronunciation(entries), format);
 
 describe('applyPronunciation', () => {
   it.each([
@@ -16,7 +23,7 @@ describe('applyPronunciation', () => {
     ['New York, New Yorker', [e('New York', { alias: 'NYC' }), e('New', { alias: 'Old' })], 'NYC, Old Yorker'],
     ['Dr. Who', [e('Dr.', { alias: 'Doctor' })], 'Doctor Who'],
     ['café crème', [e('café', { alias: 'coffee' })], 'coffee crème'],
-    ['the gif', [e('gif', { phoneme: "dZIf" })], 'the [[dZIf]]'],
+    ['the gif', [e('gif', { phoneme: 'dZIf' })], 'the [[dZIf]]'],
     ['a+b', [e('a+b', { alias: 'a plus b' })], 'a plus b'],
     ['(x)', [e('x', { alias: 'ex' })], '(ex)'],
     ['no change here', [], 'no change here'],
@@ -27,7 +34,11 @@ describe('applyPronunciation', () => {
     // ...but a longer grapheme that does not end at a word boundary gives way to a shorter one.
     ['New Yorkers', [e('New York', { alias: 'NYC' }), e('New', { alias: 'Old' })], 'Old Yorkers'],
     // Simple case folding: the Kelvin sign is a k, a long s an s, final sigma a sigma; ß is not SS.
-    ['\u212aelvin ſQL ΟΔΟΣ STRASSE', [e('kelvin', { alias: 'K' }), e('SQL', { alias: 'sequel' }), e('οδος', { alias: 'road' }), e('straße', { alias: 'x' })], 'K sequel road STRASSE'],
+    [
+      '\u212aelvin ſQL ΟΔΟΣ STRASSE',
+      [e('kelvin', { alias: 'K' }), e('SQL', { alias: 'sequel' }), e('οδος', { alias: 'road' }), e('straße', { alias: 'x' })],
+      'K sequel road STRASSE',
+    ],
     // The first of two graphemes equal ignoring case wins, case-sensitive or not.
     ['Sql', [e('ſql', { alias: 'one', caseSensitive: true }), e('sql', { alias: 'two' })], 'Sql'],
     ['Sql', [e('sql', { alias: 'two' }), e('ſql', { alias: 'one', caseSensitive: true })], 'two'],
@@ -45,7 +56,9 @@ describe('applyPronunciation', () => {
 
   it('rejects expansion past 20,000 characters with transcript_too_long', () => {
     const transcript = 'x '.repeat(2500);
-    expect(() => apply(transcript, [e('x', { alias: 'y'.repeat(8) })], null)).toThrow(expect.objectContaining({ code: 'transcript_too_long', param: 'pronunciation_dict_id' }));
+    expect(() => apply(transcript, [e('x', { alias: 'y'.repeat(8) })], null)).toThrow(
+      expect.objectContaining({ code: 'transcript_too_long', param: 'pronunciation_dict_id' }),
+    );
     expect(apply(transcript, [e('x', { alias: 'y'.repeat(6) })], null).length).toBe(2500 * 7);
   });
 
@@ -87,7 +100,31 @@ describe('applyPronunciation agrees with the regular expression it replaced', ()
       return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
     };
   }
-  const LETTERS = [...'aAbBsSkKiIeé', 'ſ', '\u212a', 'ß', 'ẞ', 'µ', 'Μ', 'μ', 'İ', 'ı', 'Σ', 'σ', 'ς', 'ΐ', '\u1fd3', 'e\u0301', '\u0345', '中', '\u{10400}', '\u{10428}', '1', '٣', '_'];
+  const LETTERS = [
+    ...'aAbBsSkKiIeé',
+    'ſ',
+    '\u212a',
+    'ß',
+    'ẞ',
+    'µ',
+    'Μ',
+    'μ',
+    'İ',
+    'ı',
+    'Σ',
+    'σ',
+    'ς',
+    'ΐ',
+    '\u1fd3',
+    'e\u0301',
+    '\u0345',
+    '中',
+    '\u{10400}',
+    '\u{10428}',
+    '1',
+    '٣',
+    '_',
+  ];
   const PUNCT = [' ', ' ', ' ', '.', ',', '-', "'", '+', '(', ')', '*', '?', '[', ']', '\\', '|', '^', '$', '{', '}', '😀', '\u0301', '\n'];
   const LONE = ['\ud800', '\udc00'];
 
@@ -108,7 +145,12 @@ describe('applyPronunciation agrees with the regular expression it replaced', ()
     const grapheme = () => {
       const r = random();
       const other = graphemes.length ? [...pick(graphemes)] : [];
-      const g = r < 0.15 && other.length > 1 ? other.slice(0, 1 + Math.floor(random() * (other.length - 1))).join('') : r < 0.3 && other.length ? other.join('') + pick(PUNCT) + variant(pick(vocabulary)) : phrase(3);
+      const g =
+        r < 0.15 && other.length > 1
+          ? other.slice(0, 1 + Math.floor(random() * (other.length - 1))).join('')
+          : r < 0.3 && other.length
+            ? other.join('') + pick(PUNCT) + variant(pick(vocabulary))
+            : phrase(3);
       graphemes.push(g);
       return g;
     };
@@ -141,22 +183,32 @@ describe('applyPronunciation agrees with the regular expression it replaced', ()
   it.each([
     ['small dictionaries, short transcripts', 1, 2500, { entries: 12, words: 40 }],
     ['larger dictionaries, longer transcripts', 2, 200, { entries: 300, words: 600 }],
-  ])('%s', (_label, seed, trials, size) => {
-    const random = rng(seed);
-    let replaced = 0;
-    for (let t = 0; t < trials; t++) {
-      const { entries, transcript, format } = generate(random, size);
-      const expected = outcome(() => applyPronunciationByRegex(transcript, entries, format));
-      const actual = outcome(() => apply(transcript, entries, format));
-      if (JSON.stringify(actual) !== JSON.stringify(expected)) {
-        // A readable counter-example rather than a bare mismatch.
-        expect({ trial: t, entries, transcript, format: format !== null, actual }).toEqual({ trial: t, entries, transcript, format: format !== null, actual: expected });
+  ])(
+    '%s',
+    (_label, seed, trials, size) => {
+      const random = rng(seed);
+      let replaced = 0;
+      for (let t = 0; t < trials; t++) {
+        const { entries, transcript, format } = generate(random, size);
+        const expected = outcome(() => applyPronunciationByRegex(transcript, entries, format));
+        const actual = outcome(() => apply(transcript, entries, format));
+        if (JSON.stringify(actual) !== JSON.stringify(expected)) {
+          // A readable counter-example rather than a bare mismatch.
+          expect({ trial: t, entries, transcript, format: format !== null, actual }).toEqual({
+            trial: t,
+            entries,
+            transcript,
+            format: format !== null,
+            actual: expected,
+          });
+        }
+        if (expected.out !== undefined && expected.out !== transcript) replaced++;
       }
-      if (expected.out !== undefined && expected.out !== transcript) replaced++;
-    }
-    // The generator does make dictionaries that apply (the comparison is not vacuous).
-    expect(replaced).toBeGreaterThan(trials / 4);
-  }, 60_000);
+      // The generator does make dictionaries that apply (the comparison is not vacuous).
+      expect(replaced).toBeGreaterThan(trials / 4);
+    },
+    60_000,
+  );
 
   it('agrees on transcript_too_long and at the limit', () => {
     const random = rng(3);

@@ -123,7 +123,11 @@ export function applyPronunciation(transcript: string, dict: CompiledPronunciati
   // Characters are code points, as for the 5,000 cap and billing.
   const length = out.length > MAX_EXPANDED_TRANSCRIPT ? [...out].length : out.length;
   if (length > MAX_EXPANDED_TRANSCRIPT) {
-    throw new ServiceError('transcript_too_long', `The transcript is ${length} characters after pronunciation-dictionary expansion; the limit is ${MAX_EXPANDED_TRANSCRIPT}.`, 'pronunciation_dict_id');
+    throw new ServiceError(
+      'transcript_too_long',
+      `The transcript is ${length} characters after pronunciation-dictionary expansion; the limit is ${MAX_EXPANDED_TRANSCRIPT}.`,
+      'pronunciation_dict_id',
+    );
   }
   return out;
 }
@@ -150,7 +154,7 @@ function scan(text: string): { folded: Uint16Array; flags: Uint8Array } {
   const folded = new Uint16Array(n);
   const flags = new Uint8Array(n + 1);
   let previousIsWord = false;
-  for (let i = 0; i < n; ) {
+  for (let i = 0; i < n;) {
     const unit = text.charCodeAt(i);
     const pair = isHigh(unit) && i + 1 < n && isLow(text.charCodeAt(i + 1));
     const cp = pair ? text.codePointAt(i)! : unit;

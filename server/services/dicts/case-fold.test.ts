@@ -28,7 +28,8 @@ describe('foldCodePoint', () => {
     const wrong: string[] = [];
     for (const [f, members] of groups) {
       const found = [...haystack.matchAll(new RegExp(`\\u{${f.toString(16)}}`, 'giu'))].map((m) => m[0].codePointAt(0)!);
-      if (found.join() !== members.join()) wrong.push(`${f.toString(16)}: engine ${found.map((c) => c.toString(16))}, fold ${members.map((c) => c.toString(16))}`);
+      if (found.join() !== members.join())
+        wrong.push(`${f.toString(16)}: engine ${found.map((c) => c.toString(16))}, fold ${members.map((c) => c.toString(16))}`);
     }
     expect(wrong).toEqual([]);
     // The representative is the smallest member: a class without its representative is impossible.

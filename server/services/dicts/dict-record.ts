@@ -56,4 +56,3 @@ export function dictNotFound(id: string, param?: string): ServiceError {
   const shown = id.length > 100 ? `${id.slice(0, 100)}…` : id;
   return new ServiceError('dict_not_found', `No pronunciation dictionary with id '${shown}' in this organization.`, param);
 }
-

@@ -75,7 +75,8 @@ describe('getDictMatcher', () => {
 });
 
 describe('DictMatcherCache', () => {
-  const compiled = (size: number) => compilePronunciation(Array.from({ length: size }, (_, i) => ({ grapheme: `w${i}`, alias: 'x', phoneme: null, caseSensitive: false })));
+  const compiled = (size: number) =>
+    compilePronunciation(Array.from({ length: size }, (_, i) => ({ grapheme: `w${i}`, alias: 'x', phoneme: null, caseSensitive: false })));
 
   it('forgets the least recently used dictionary beyond its count', () => {
     const cache = new DictMatcherCache(2);

@@ -60,7 +60,11 @@ export class DictMatcherCache {
 const shared = new DictMatcherCache();
 
 /** One of the org's live dictionaries, compiled; 404 dict_not_found otherwise. */
-export async function getDictMatcher(prisma: Prisma, input: { orgId: string; dictId: string }, cache: DictMatcherCache = shared): Promise<CompiledPronunciation> {
+export async function getDictMatcher(
+  prisma: Prisma,
+  input: { orgId: string; dictId: string },
+  cache: DictMatcherCache = shared,
+): Promise<CompiledPronunciation> {
   const where = { id: input.dictId, orgId: input.orgId, deletedAt: null };
   const head = await prisma.pronunciationDict.findFirst({
     where,

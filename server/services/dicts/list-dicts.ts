@@ -13,5 +13,11 @@ export async function listDicts(prisma: Prisma, input: { orgId: string }): Promi
     take: MAX_DICTS_PER_ORG,
     select: { id: true, name: true, createdAt: true, updatedAt: true, _count: { select: { entries: true } } },
   });
-  return rows.map((r) => ({ id: r.id, name: r.name, entry_count: r._count.entries, created_at: r.createdAt.toISOString(), updated_at: r.updatedAt.toISOString() }));
+  return rows.map((r) => ({
+    id: r.id,
+    name: r.name,
+    entry_count: r._count.entries,
+    created_at: r.createdAt.toISOString(),
+    updated_at: r.updatedAt.toISOString(),
+  }));
 }

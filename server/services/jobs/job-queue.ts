@@ -61,7 +61,14 @@ export async function enqueueJob(
   input: { orgId: string; kind: JobKind; voiceId: string | null; payload: Record<string, unknown>; runAfter?: Date },
 ): Promise<JobRow> {
   return prisma.job.create({
-    data: { id: newId('job'), orgId: input.orgId, kind: input.kind, voiceId: input.voiceId, input: input.payload as object, runAfter: input.runAfter ?? new Date() },
+    data: {
+      id: newId('job'),
+      orgId: input.orgId,
+      kind: input.kind,
+      voiceId: input.voiceId,
+      input: input.payload as object,
+      runAfter: input.runAfter ?? new Date(),
+    },
   });
 }
 
@@ -106,7 +113,12 @@ export async function listJobs(prisma: Prisma, orgId: string, options: { limit: 
  */
 export async function claimNextJob(prisma: Prisma, workerId: string, leaseMs: number, now = new Date()): Promise<JobRow | null> {
   const candidates = await prisma.job.findMany({
-    where: { OR: [{ status: 'queued', runAfter: { lte: now } }, { status: 'running', lockedUntil: { lt: now } }] },
+    where: {
+      OR: [
+        { status: 'queued', runAfter: { lte: now } },
+        { status: 'running', lockedUntil: { lt: now } },
+      ],
+    },
     orderBy: [{ runAfter: 'asc' }, { id: 'asc' }],
     take: 8,
   });
@@ -123,7 +135,8 @@ export async function claimNextJob(prisma: Prisma, workerId: string, leaseMs: nu
     // The WHERE repeats what we saw: on PostgreSQL the row lock makes a racing worker's update
     // re-check it and match nothing; SQLite serializes writers.
     const claimed = await prisma.job.updateMany({
-      where: job.status === 'queued' ? { id: job.id, status: 'queued' } : { id: job.id, status: 'running', lockedBy: job.lockedBy, lockedUntil: job.lockedUntil },
+      where:
+        job.status === 'queued' ? { id: job.id, status: 'queued' } : { id: job.id, status: 'running', lockedBy: job.lockedBy, lockedUntil: job.lockedUntil },
       data: { status: 'running', lockedBy: workerId, lockedUntil: new Date(now.getTime() + leaseMs), attempts: { increment: 1 } },
     });
     if (claimed.count === 1) return prisma.job.findUnique({ where: { id: job.id } });

@@ -14,7 +14,11 @@ export const MAX_KEY_RATE_LIMIT_RPM = 1_000_000;
 export async function setKeyRateLimit(prisma: Prisma, input: { id: string; rpm: number | null }): Promise<{ id: string; rateLimitRpm: number | null }> {
   const { rpm } = input;
   if (rpm !== null && (!Number.isInteger(rpm) || rpm < 1 || rpm > MAX_KEY_RATE_LIMIT_RPM)) {
-    throw new ServiceError('invalid_request', `The rate limit must be a whole number of requests per minute from 1 to ${MAX_KEY_RATE_LIMIT_RPM.toLocaleString('en')}.`, 'rpm');
+    throw new ServiceError(
+      'invalid_request',
+      `The rate limit must be a whole number of requests per minute from 1 to ${MAX_KEY_RATE_LIMIT_RPM.toLocaleString('en')}.`,
+      'rpm',
+    );
   }
   const { count } = await prisma.apiKey.updateMany({ where: { id: input.id }, data: { rateLimitRpm: rpm } });
   if (count === 0) throw new ServiceError('key_not_found', `No API key with id ${input.id}.`);

@@ -12,10 +12,7 @@ import { hashApiKey, isWellFormedApiKey } from './api-key-format.ts';
  */
 export async function verifyApiKey(store: HotStore, presented: string | undefined): Promise<KeyAuthRecord> {
   if (!presented) {
-    throw new ServiceError(
-      'invalid_api_key',
-      'You did not provide an API key. Pass it in the Authorization header as "Bearer sk_svc_...".',
-    );
+    throw new ServiceError('invalid_api_key', 'You did not provide an API key. Pass it in the Authorization header as "Bearer sk_svc_...".');
   }
   if (!isWellFormedApiKey(presented)) throw incorrectKey(presented);
   let record: KeyAuthRecord | null;

@@ -17,7 +17,16 @@ const ModelSeed = z.object({
   price_per_char: z.string().optional(),
   price_per_second: z.string().optional(),
   sample_rates: z.array(z.number().int()).optional(),
-  upstreams: z.array(z.object({ url: z.string(), protocol: z.string(), upstream_model: z.string().optional(), weight: z.number().int().min(0).optional(), api_key_env: z.string().optional(), settings: z.record(z.string(), z.unknown()).optional() })),
+  upstreams: z.array(
+    z.object({
+      url: z.string(),
+      protocol: z.string(),
+      upstream_model: z.string().optional(),
+      weight: z.number().int().min(0).optional(),
+      api_key_env: z.string().optional(),
+      settings: z.record(z.string(), z.unknown()).optional(),
+    }),
+  ),
 });
 const SeedFile = z.object({ models: z.array(ModelSeed) });
 
@@ -53,7 +62,14 @@ export async function seedRegistry(prisma: Prisma, checkProtocol: CheckProtocol,
             ...(m.price_per_second && { picoPerSecond: parseUsdToPico(m.price_per_second) }),
           },
         }),
-        upstream: { url: u.url, protocol: u.protocol, upstreamModel: u.upstream_model ?? null, weight: u.weight ?? 1, apiKeyEnv: u.api_key_env ?? null, settings: u.settings ?? null },
+        upstream: {
+          url: u.url,
+          protocol: u.protocol,
+          upstreamModel: u.upstream_model ?? null,
+          weight: u.weight ?? 1,
+          apiKeyEnv: u.api_key_env ?? null,
+          settings: u.settings ?? null,
+        },
       });
     }
     created.push(m.id);

@@ -20,7 +20,14 @@ export interface UpsertModelInput {
   /** LLM: the most output reserved for a request that sets no max_tokens (stored as capabilities.max_output_tokens). */
   maxOutputTokens?: number;
   /** `settings`: the protocol's settings for this upstream; on an update, absent keeps the stored ones. */
-  upstream?: { url: string; protocol: string; upstreamModel?: string | null; weight?: number; apiKeyEnv?: string | null; settings?: Record<string, unknown> | null };
+  upstream?: {
+    url: string;
+    protocol: string;
+    upstreamModel?: string | null;
+    weight?: number;
+    apiKeyEnv?: string | null;
+    settings?: Record<string, unknown> | null;
+  };
 }
 
 /**
@@ -67,9 +74,13 @@ export async function upsertModel(prisma: Prisma, checkProtocol: CheckProtocol, 
   }
   let settings: Record<string, unknown> | undefined;
   if (input.upstream) {
-    const stored = input.upstream.settings === undefined
-      ? (await prisma.upstream.findUnique({ where: { modelId_url: { modelId: input.id, url: input.upstream.url } }, select: { settings: true, protocol: true } }))
-      : null;
+    const stored =
+      input.upstream.settings === undefined
+        ? await prisma.upstream.findUnique({
+            where: { modelId_url: { modelId: input.id, url: input.upstream.url } },
+            select: { settings: true, protocol: true },
+          })
+        : null;
     const given = input.upstream.settings !== undefined ? input.upstream.settings : stored?.protocol === input.upstream.protocol ? stored.settings : null;
     const checked = checkProtocol(input.upstream.protocol, input.modality, given);
     if (!checked.ok) throw new ServiceError('invalid_request', checked.message, checked.param);
@@ -90,7 +101,15 @@ export async function upsertModel(prisma: Prisma, checkProtocol: CheckProtocol, 
     input.maxOutputTokens === undefined ? {} : { capabilities: { ...capabilitiesOf(existing?.capabilities), max_output_tokens: input.maxOutputTokens } };
   await prisma.model.upsert({
     where: { id: input.id },
-    create: { id: input.id, modality: input.modality, displayName: input.displayName ?? '', status: input.status ?? 'active', ...prices, ...sampleRates, ...capabilities },
+    create: {
+      id: input.id,
+      modality: input.modality,
+      displayName: input.displayName ?? '',
+      status: input.status ?? 'active',
+      ...prices,
+      ...sampleRates,
+      ...capabilities,
+    },
     update: {
       ...(input.displayName !== undefined && { displayName: input.displayName }),
       ...(input.status !== undefined && { status: input.status }),
@@ -103,7 +122,16 @@ export async function upsertModel(prisma: Prisma, checkProtocol: CheckProtocol, 
     const u = input.upstream;
     await prisma.upstream.upsert({
       where: { modelId_url: { modelId: input.id, url: u.url } },
-      create: { id: newId('ups'), modelId: input.id, url: u.url, protocol: u.protocol, settings: settings as object, upstreamModel: u.upstreamModel ?? null, weight: u.weight ?? 1, apiKeyEnv: u.apiKeyEnv ?? null },
+      create: {
+        id: newId('ups'),
+        modelId: input.id,
+        url: u.url,
+        protocol: u.protocol,
+        settings: settings as object,
+        upstreamModel: u.upstreamModel ?? null,
+        weight: u.weight ?? 1,
+        apiKeyEnv: u.apiKeyEnv ?? null,
+      },
       update: {
         protocol: u.protocol,
         settings: settings as object,

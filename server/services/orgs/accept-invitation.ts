@@ -16,7 +16,11 @@ export interface InvitationByLink {
 }
 
 const invalidLink = () =>
-  new ServiceError('invalid_grant', 'This invite link is not valid: it was already used, withdrawn, or replaced by a newer link. Ask the owner who invited you for a new one.', 'token');
+  new ServiceError(
+    'invalid_grant',
+    'This invite link is not valid: it was already used, withdrawn, or replaced by a newer link. Ask the owner who invited you for a new one.',
+    'token',
+  );
 const expiredLink = () => new ServiceError('expired_token', 'This invite link has expired. Ask the owner who invited you for a new one.', 'token');
 
 async function findByLink(prisma: Prisma, token: string, now: Date) {

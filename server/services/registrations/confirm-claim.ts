@@ -60,7 +60,9 @@ async function moveTrialResources(tx: Tx, from: string, to: string): Promise<voi
   // Saves are keyed (voice, org): keep the user's own save where both saved the same voice.
   const saves = await tx.voiceSave.findMany({ where, select: { voiceId: true } });
   if (saves.length > 0) {
-    const existing = new Set((await tx.voiceSave.findMany({ where: { orgId: to, voiceId: { in: saves.map((s) => s.voiceId) } }, select: { voiceId: true } })).map((s) => s.voiceId));
+    const existing = new Set(
+      (await tx.voiceSave.findMany({ where: { orgId: to, voiceId: { in: saves.map((s) => s.voiceId) } }, select: { voiceId: true } })).map((s) => s.voiceId),
+    );
     const moving = saves.filter((s) => !existing.has(s.voiceId)).map((s) => s.voiceId);
     if (moving.length > 0) await tx.voiceSave.updateMany({ where: { orgId: from, voiceId: { in: moving } }, data });
     await tx.voiceSave.deleteMany({ where });

@@ -73,9 +73,12 @@ export async function findClaimForUser(deps: RegistrationDeps, entry: CodeEntry)
     // One small read: a user's open codes are a handful (a new code ends the older ones of its
     // registration); past OPEN_CODES_READ the answer stays the wait.
     if (isServiceError(e) && e.code === 'slow_down') {
-      const codes = await withStore('agent_auth_unavailable', () => prisma.claimAttempt.findMany({ where: { email, ...open }, select: { failedGuesses: true }, take: OPEN_CODES_READ }));
+      const codes = await withStore('agent_auth_unavailable', () =>
+        prisma.claimAttempt.findMany({ where: { email, ...open }, select: { failedGuesses: true }, take: OPEN_CODES_READ }),
+      );
       const locked = codes.filter((c) => c.failedGuesses >= MAX_FAILED_GUESSES).length;
-      if (locked > 0 && locked === codes.length && codes.length < OPEN_CODES_READ) throw new ServiceError('invalid_grant', lockedMessage(email, locked), 'code');
+      if (locked > 0 && locked === codes.length && codes.length < OPEN_CODES_READ)
+        throw new ServiceError('invalid_grant', lockedMessage(email, locked), 'code');
     }
     throw e;
   }
@@ -84,7 +87,11 @@ export async function findClaimForUser(deps: RegistrationDeps, entry: CodeEntry)
     return await withStore('agent_auth_unavailable', async () => {
       const hash = await hashUserCode(prisma, code);
       const live = { ...open, failedGuesses: { lt: MAX_FAILED_GUESSES } };
-      const reserved = await prisma.claimAttempt.updateManyAndReturn({ where: { email, ...live }, data: { failedGuesses: { increment: 1 } }, include: { registration: true } });
+      const reserved = await prisma.claimAttempt.updateManyAndReturn({
+        where: { email, ...live },
+        data: { failedGuesses: { increment: 1 } },
+        include: { registration: true },
+      });
       // Constant-time comparison against every candidate (no early exit).
       let match: (typeof reserved)[number] | undefined;
       for (const candidate of reserved) if (userCodeHashesEqual(candidate.userCodeHash, hash) && !match) match = candidate;

@@ -31,7 +31,11 @@ export async function exchangeAssertion(deps: RegistrationDeps, input: { asserti
     const registration = await db.prisma.agentRegistration.findUnique({ where: { id: registrationId } });
     if (!registration || registration.type !== 'anonymous') throw invalid('The assertion does not belong to a registration of this server.');
     if (registration.status === 'claimed') {
-      throw new ServiceError('invalid_grant', 'This registration has been claimed: its trial key was replaced by the key delivered to the claim grant.', 'assertion');
+      throw new ServiceError(
+        'invalid_grant',
+        'This registration has been claimed: its trial key was replaced by the key delivered to the claim grant.',
+        'assertion',
+      );
     }
     if (registration.trialKeyId) return redeliver(deps, registration.id, registration.trialKeyId, registration.trialKeySealed);
     // A declined registration has ended: it gets no trial org (one already issued stays).
@@ -42,7 +46,12 @@ export async function exchangeAssertion(deps: RegistrationDeps, input: { asserti
     // it by how many run at once).
     const recent = await db.prisma.org.count({ where: { isTrial: true, createdAt: { gt: new Date(now.getTime() - HOUR_MS) } } });
     if (recent >= settings.trialMaxPerHour) {
-      throw new ServiceError('slow_down', 'No trial capacity is left on this server for the current hour. Try again later, or register with type "service_auth".', null, { retryAfterSeconds: 600 });
+      throw new ServiceError(
+        'slow_down',
+        'No trial capacity is left on this server for the current hour. Try again later, or register with type "service_auth".',
+        null,
+        { retryAfterSeconds: 600 },
+      );
     }
 
     const orgId = newId('org');
@@ -54,7 +63,15 @@ export async function exchangeAssertion(deps: RegistrationDeps, input: { asserti
         await tx.org.create({ data: { id: orgId, name: `Agent trial (${registration.id})`, isTrial: true, balanceMicros: credits, createdAt: now } });
         if (credits > 0n) {
           await tx.ledgerEntry.create({
-            data: { id: newTimeOrderedId('led'), orgId, kind: 'grant', amountMicros: credits, balanceAfterMicros: credits, description: `agent trial credit (${formatUsd(credits)} USD)`, createdAt: now },
+            data: {
+              id: newTimeOrderedId('led'),
+              orgId,
+              kind: 'grant',
+              amountMicros: credits,
+              balanceAfterMicros: credits,
+              description: `agent trial credit (${formatUsd(credits)} USD)`,
+              createdAt: now,
+            },
           });
         }
         await insertApiKey(tx, key, { orgId, name: 'agent trial key', isTrial: true, createdAt: now });

@@ -40,7 +40,9 @@ export function createGuessThrottle(): GuessThrottle {
         const entry = counters.get(key);
         if (entry && entry.count >= limit) {
           const wait = Math.max(1, Math.ceil(((window + 1) * GUESS_WINDOW_MS - now.getTime()) / 1000));
-          throw new ServiceError('slow_down', `Too many wrong codes. Try again in ${Math.ceil(wait / 60)} minute${wait > 60 ? 's' : ''}.`, 'code', { retryAfterSeconds: wait });
+          throw new ServiceError('slow_down', `Too many wrong codes. Try again in ${Math.ceil(wait / 60)} minute${wait > 60 ? 's' : ''}.`, 'code', {
+            retryAfterSeconds: wait,
+          });
         }
       }
       for (const [key] of keys(subjects)) {

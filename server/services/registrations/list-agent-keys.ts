@@ -19,7 +19,14 @@ export async function listAgentKeyOrigins(prisma: Prisma, keyIds: readonly strin
   if (keyIds.length === 0) return new Map();
   const registrations = await prisma.agentRegistration.findMany({
     where: { issuedKeyId: { in: [...keyIds] } },
-    select: { id: true, type: true, loginHint: true, issuedKeyId: true, claimedByUserId: true, attempts: { where: { status: 'confirmed' }, select: { email: true, decidedAt: true, decidedByUserId: true }, take: 1 } },
+    select: {
+      id: true,
+      type: true,
+      loginHint: true,
+      issuedKeyId: true,
+      claimedByUserId: true,
+      attempts: { where: { status: 'confirmed' }, select: { email: true, decidedAt: true, decidedByUserId: true }, take: 1 },
+    },
   });
   const userIds = [...new Set(registrations.flatMap((r) => [r.claimedByUserId, r.attempts[0]?.decidedByUserId]).filter((id): id is string => Boolean(id)))];
   const users = new Map((await prisma.user.findMany({ where: { id: { in: userIds } }, select: { id: true, email: true } })).map((u) => [u.id, u.email]));

@@ -5,7 +5,16 @@
 import { ServiceError } from '../errors.ts';
 import { hashClaimToken, sealKey, unsealKey } from './registration-crypto.ts';
 import { LostIssueRace, insertApiKey, newApiKey } from './registration-keys.ts';
-import { MAX_FAILED_GUESSES, MIN_POLL_GAP_MS, POLL_INTERVAL_S, POST_CLAIM_SCOPES, REDELIVERY_MS, assertEnabled, withStore, type RegistrationDeps } from './registration-rules.ts';
+import {
+  MAX_FAILED_GUESSES,
+  MIN_POLL_GAP_MS,
+  POLL_INTERVAL_S,
+  POST_CLAIM_SCOPES,
+  REDELIVERY_MS,
+  assertEnabled,
+  withStore,
+  type RegistrationDeps,
+} from './registration-rules.ts';
 import type { IssuedToken } from './exchange-assertion.ts';
 
 type Registration = NonNullable<Awaited<ReturnType<RegistrationDeps['db']['prisma']['agentRegistration']['findUnique']>>>;
@@ -44,12 +53,18 @@ export async function pollClaim(deps: RegistrationDeps, input: { claimToken: str
       if (current.status === 'claimed') return deliver(deps, current);
       await prisma.agentRegistration.updateMany({ where: { id: registration.id, status: 'pending' }, data: { lastPollAt: now } });
       // The spec's table: slow_down means "wait a minute" (then back to every `interval` seconds).
-      throw new ServiceError('slow_down', `Polling too fast: wait a minute, then poll at most every ${POLL_INTERVAL_S} seconds.`, null, { retryAfterSeconds: SLOW_DOWN_WAIT_S });
+      throw new ServiceError('slow_down', `Polling too fast: wait a minute, then poll at most every ${POLL_INTERVAL_S} seconds.`, null, {
+        retryAfterSeconds: SLOW_DOWN_WAIT_S,
+      });
     }
 
     const attempt = await prisma.claimAttempt.findFirst({ where: { registrationId: registration.id }, orderBy: { createdAt: 'desc' } });
     if (!attempt) {
-      throw new ServiceError('authorization_pending', `No claim has been started: POST ${deps.settings.authUrl}/agent/identity/claim with the claim_token and the user's email.`, null);
+      throw new ServiceError(
+        'authorization_pending',
+        `No claim has been started: POST ${deps.settings.authUrl}/agent/identity/claim with the claim_token and the user's email.`,
+        null,
+      );
     }
     if (attempt.expiresAt <= now || attempt.failedGuesses >= MAX_FAILED_GUESSES) {
       const why = attempt.expiresAt <= now ? 'The code has expired.' : 'The code was locked after too many wrong entries.';
@@ -64,10 +79,18 @@ async function deliver(deps: RegistrationDeps, registration: Registration): Prom
   const { prisma } = deps.db;
   if (registration.issuedKeyId) {
     if (registration.deliveredAt && now.getTime() < registration.deliveredAt.getTime() + REDELIVERY_MS && registration.issuedKeySealed) {
-      return { accessToken: await unsealKey(prisma, registration.id, 'issued-key', registration.issuedKeySealed), keyId: registration.issuedKeyId, scope: SCOPE };
+      return {
+        accessToken: await unsealKey(prisma, registration.id, 'issued-key', registration.issuedKeySealed),
+        keyId: registration.issuedKeyId,
+        scope: SCOPE,
+      };
     }
     await eraseIssuedKey(deps, registration);
-    throw new ServiceError('invalid_grant', 'The key was delivered more than 10 minutes ago and cannot be fetched again. Find it where you stored it, or register again.', 'claim_token');
+    throw new ServiceError(
+      'invalid_grant',
+      'The key was delivered more than 10 minutes ago and cannot be fetched again. Find it where you stored it, or register again.',
+      'claim_token',
+    );
   }
   if (!registration.claimedOrgId) throw new Error(`claimed registration ${registration.id} has no org`);
 

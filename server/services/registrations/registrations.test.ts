@@ -144,14 +144,30 @@ describe('anonymous registration and the jwt-bearer grant', () => {
     const reg = await startRegistration(deps, { type: 'anonymous' });
     const key = await getServerSecret(t.db.prisma, 'agent-auth:assertion-signing-key');
     const iat = Math.floor(clock / 1000);
-    const claims = { registration_type: 'anonymous', iss: settings.authUrl, aud: settings.authUrl, sub: reg.registrationId, jti: reg.registrationId, iat, exp: iat + 600 };
-    const sign = (payload: Record<string, unknown>, header: { alg: string; typ?: string } = { alg: 'HS256', typ: 'JWT' }) => new SignJWT(payload).setProtectedHeader(header).sign(key);
+    const claims = {
+      registration_type: 'anonymous',
+      iss: settings.authUrl,
+      aud: settings.authUrl,
+      sub: reg.registrationId,
+      jti: reg.registrationId,
+      iat,
+      exp: iat + 600,
+    };
+    const sign = (payload: Record<string, unknown>, header: { alg: string; typ?: string } = { alg: 'HS256', typ: 'JWT' }) =>
+      new SignJWT(payload).setProtectedHeader(header).sign(key);
     // The control: this server's own shape verifies.
     await expect(exchangeAssertion(deps, { assertion: await sign(claims) })).resolves.toMatchObject({ scope: 'api:trial' });
     const { exp: _exp, ...noExp } = claims;
     const { iat: _iat, ...noIat } = claims;
     const unsigned = `${Buffer.from(JSON.stringify({ alg: 'none', typ: 'JWT' })).toString('base64url')}.${Buffer.from(JSON.stringify(claims)).toString('base64url')}.`;
-    for (const assertion of [await sign(noExp), await sign(noIat), await sign(claims, { alg: 'HS512', typ: 'JWT' }), await sign(claims, { alg: 'HS256', typ: 'at+jwt' }), await sign({ ...claims, aud: 'https://other.example.test' }), unsigned]) {
+    for (const assertion of [
+      await sign(noExp),
+      await sign(noIat),
+      await sign(claims, { alg: 'HS512', typ: 'JWT' }),
+      await sign(claims, { alg: 'HS256', typ: 'at+jwt' }),
+      await sign({ ...claims, aud: 'https://other.example.test' }),
+      unsigned,
+    ]) {
       await expect(exchangeAssertion(deps, { assertion })).rejects.toMatchObject({ code: 'invalid_grant', param: 'assertion' });
     }
   });
@@ -180,13 +196,20 @@ describe('anonymous registration and the jwt-bearer grant', () => {
     await startRegistration(deps, { type: 'anonymous', clientAddress: address });
     advance(5 * MINUTE);
     // The fourth waits until the first has left the hour: 60 - 15 minutes.
-    await expect(startRegistration(deps, { type: 'anonymous', clientAddress: address })).rejects.toMatchObject({ code: 'slow_down', retryAfterSeconds: 45 * 60 });
+    await expect(startRegistration(deps, { type: 'anonymous', clientAddress: address })).rejects.toMatchObject({
+      code: 'slow_down',
+      retryAfterSeconds: 45 * 60,
+    });
     // The refused one left no row behind (it would count against the address).
     expect(await t.db.prisma.agentRegistration.count({ where: { clientAddress: address } })).toBe(3);
     // Another address, an unknown one, and service_auth (no trial) are not held by it.
-    await expect(startRegistration(deps, { type: 'anonymous', clientAddress: `198.51.100.${++addressCount}` })).resolves.toMatchObject({ registrationType: 'anonymous' });
+    await expect(startRegistration(deps, { type: 'anonymous', clientAddress: `198.51.100.${++addressCount}` })).resolves.toMatchObject({
+      registrationType: 'anonymous',
+    });
     await expect(startRegistration(deps, { type: 'anonymous', clientAddress: null })).resolves.toMatchObject({ registrationType: 'anonymous' });
-    await expect(startRegistration(deps, { type: 'service_auth', loginHint: 'cap@example.com', clientAddress: address })).resolves.toMatchObject({ registrationType: 'service_auth' });
+    await expect(startRegistration(deps, { type: 'service_auth', loginHint: 'cap@example.com', clientAddress: address })).resolves.toMatchObject({
+      registrationType: 'service_auth',
+    });
     advance(45 * MINUTE - 1);
     await expect(startRegistration(deps, { type: 'anonymous', clientAddress: address })).rejects.toMatchObject({ code: 'slow_down', retryAfterSeconds: 1 });
     advance(1);
@@ -231,7 +254,17 @@ describe('registration errors', () => {
     await expect(startRegistration(deps, { type: 'identity_assertion' })).rejects.toMatchObject({ code: 'identity_assertion_not_enabled' });
   });
 
-  it.each(['', 'not-an-email', 'a@b', ' @example.com', 'x'.repeat(250) + '@example.com', 'two@@example.com', 'nul\u0000byte@example.com', 'bell\u0007@example.com', 'del\u007f@example.com'])('invalid_login_hint for %j', async (hint) => {
+  it.each([
+    '',
+    'not-an-email',
+    'a@b',
+    ' @example.com',
+    'x'.repeat(250) + '@example.com',
+    'two@@example.com',
+    'nul\u0000byte@example.com',
+    'bell\u0007@example.com',
+    'del\u007f@example.com',
+  ])('invalid_login_hint for %j', async (hint) => {
     await expect(startRegistration(deps, { type: 'service_auth', loginHint: hint })).rejects.toMatchObject({ code: 'invalid_login_hint', param: 'login_hint' });
     const reg = await startRegistration(deps, { type: 'anonymous' });
     await expect(startClaim(deps, { claimToken: reg.claimToken, email: hint })).rejects.toMatchObject({ code: 'invalid_login_hint', param: 'email' });
@@ -267,7 +300,7 @@ describe('registration errors', () => {
     await expect(exchangeAssertion(deps, { assertion: reg.identityAssertion })).resolves.toMatchObject({ accessToken: first.accessToken });
   });
 
-  it('an unknown claim token: 410 claim_expired on the claim endpoint, invalid_grant on the poll (the spec\'s claim table)', async () => {
+  it("an unknown claim token: 410 claim_expired on the claim endpoint, invalid_grant on the poll (the spec's claim table)", async () => {
     await expect(startClaim(deps, { claimToken: 'claim_nope', email: 'a@example.com' })).rejects.toMatchObject({ code: 'claim_expired' });
     await expect(pollClaim(deps, { claimToken: 'claim_nope' })).rejects.toMatchObject({ code: 'invalid_grant', param: 'claim_token' });
   });
@@ -289,7 +322,11 @@ describe('the claim state table (anonymous registration)', () => {
     await expect(pollLater(token)).rejects.toMatchObject({ code: 'authorization_pending' });
     // pending | poll | polling too fast -> 429 slow_down (a too-fast poll also restarts the wait)
     advance(1 * SECOND);
-    await expect(pollClaim(deps, { claimToken: token })).rejects.toMatchObject({ code: 'slow_down', retryAfterSeconds: 60, message: expect.stringContaining('wait a minute') });
+    await expect(pollClaim(deps, { claimToken: token })).rejects.toMatchObject({
+      code: 'slow_down',
+      retryAfterSeconds: 60,
+      message: expect.stringContaining('wait a minute'),
+    });
     advance(3 * SECOND);
     await expect(pollClaim(deps, { claimToken: token })).rejects.toMatchObject({ code: 'slow_down' });
     await expect(pollLater(token)).rejects.toMatchObject({ code: 'authorization_pending' });
@@ -307,7 +344,13 @@ describe('the claim state table (anonymous registration)', () => {
 
     // The page shows what is authorised.
     const described = await describeClaim(deps, entry(user, second.claim.userCode));
-    expect(described).toMatchObject({ registrationId: reg.registrationId, registrationType: 'anonymous', email: user.email, scopes: ['api'], trialKeyPrefix: trial.accessToken.slice(0, 11) });
+    expect(described).toMatchObject({
+      registrationId: reg.registrationId,
+      registrationType: 'anonymous',
+      email: user.email,
+      scopes: ['api'],
+      trialKeyPrefix: trial.accessToken.slice(0, 11),
+    });
 
     // pending | user enters the code | confirmed -> claimed; the trial key stops at once.
     await expect(confirmClaim(deps, entry(user, second.claim.userCode))).resolves.toEqual({ registrationId: reg.registrationId, orgId: user.orgId });
@@ -411,7 +454,10 @@ describe('the claim state table (anonymous registration)', () => {
   it('confirm and deny of one code at once: exactly one decision wins, and the registration follows it', async () => {
     const user = await newUser();
     const reg = await startRegistration(deps, { type: 'service_auth', loginHint: user.email });
-    const [confirmed, denied] = await Promise.allSettled([confirmClaim(deps, entry(user, reg.claim.userCode)), denyClaim(deps, entry(user, reg.claim.userCode))]);
+    const [confirmed, denied] = await Promise.allSettled([
+      confirmClaim(deps, entry(user, reg.claim.userCode)),
+      denyClaim(deps, entry(user, reg.claim.userCode)),
+    ]);
     expect([confirmed.status, denied.status].sort()).toEqual(['fulfilled', 'rejected']);
     const row = await t.db.prisma.agentRegistration.findUniqueOrThrow({ where: { id: reg.registrationId } });
     if (confirmed.status === 'fulfilled') {
@@ -510,7 +556,9 @@ describe('the claim state table (anonymous registration)', () => {
 
     expect((await t.db.prisma.voice.findUniqueOrThrow({ where: { id: voice.id } })).orgId).toBe(user.orgId);
     expect((await t.db.prisma.pronunciationDict.findUniqueOrThrow({ where: { id: dict.id } })).orgId).toBe(user.orgId);
-    expect((await t.db.prisma.voiceSave.findMany({ where: { orgId: user.orgId }, orderBy: { voiceId: 'asc' } })).map((s) => s.voiceId).sort()).toEqual([platformVoice.id, voice.id].sort());
+    expect((await t.db.prisma.voiceSave.findMany({ where: { orgId: user.orgId }, orderBy: { voiceId: 'asc' } })).map((s) => s.voiceId).sort()).toEqual(
+      [platformVoice.id, voice.id].sort(),
+    );
     expect(await t.db.prisma.voiceSave.count({ where: { orgId: trialOrgId } })).toBe(0);
     expect((await t.db.prisma.org.findUniqueOrThrow({ where: { id: trialOrgId } })).balanceMicros).toBe(100_000n);
     expect((await t.db.prisma.org.findUniqueOrThrow({ where: { id: user.orgId } })).balanceMicros).toBe(userBalance);
@@ -522,14 +570,20 @@ describe('service_auth registration', () => {
     const owner = await newUser();
     const other = await newUser();
     const reg = await startRegistration(deps, { type: 'service_auth', loginHint: `  ${owner.email.toUpperCase()} ` });
-    expect(reg).toMatchObject({ registrationType: 'service_auth', claim: { expiresIn: 600, interval: 5, email: owner.email, verificationUri: 'https://dash.example.test/claim' } });
+    expect(reg).toMatchObject({
+      registrationType: 'service_auth',
+      claim: { expiresIn: 600, interval: 5, email: owner.email, verificationUri: 'https://dash.example.test/claim' },
+    });
     await expect(pollLater(reg.claimToken)).rejects.toMatchObject({ code: 'authorization_pending' });
 
     // Another address on the claim endpoint is refused; the same one (any case) restarts.
     await expect(startClaim(deps, { claimToken: reg.claimToken, email: other.email })).rejects.toMatchObject({ code: 'invalid_login_hint' });
     const restarted = await startClaim(deps, { claimToken: reg.claimToken, email: owner.email.toUpperCase() });
     // The first code stopped working when the second was issued.
-    await expect(describeClaim(deps, entry(owner, reg.claim.userCode))).rejects.toMatchObject({ code: 'invalid_grant', message: expect.stringContaining(WRONG_CODE) });
+    await expect(describeClaim(deps, entry(owner, reg.claim.userCode))).rejects.toMatchObject({
+      code: 'invalid_grant',
+      message: expect.stringContaining(WRONG_CODE),
+    });
 
     // The right code from the wrong account: refused with the answer any wrong code gets.
     await expect(confirmClaim(deps, entry(other, restarted.claim.userCode))).rejects.toMatchObject({ code: 'invalid_grant', message: WRONG_CODE });
@@ -560,7 +614,9 @@ describe('guessing codes on the verification page', () => {
     // Each answer says how many wrong entries the user's code has left; the last says it is locked.
     const left = [];
     for (let i = 0; i < 5; i++) {
-      const error = await describeClaim(deps, { ...entry(user, wrong, `10.0.0.${i}`), throttle: createGuessThrottle() }).catch((e: { code: string; message: string }) => e);
+      const error = await describeClaim(deps, { ...entry(user, wrong, `10.0.0.${i}`), throttle: createGuessThrottle() }).catch(
+        (e: { code: string; message: string }) => e,
+      );
       expect(error).toMatchObject({ code: 'invalid_grant', message: expect.stringContaining(WRONG_CODE) });
       left.push((error as { message: string }).message.slice(WRONG_CODE.length + 1));
     }
@@ -573,8 +629,14 @@ describe('guessing codes on the verification page', () => {
     ]);
     // After the lock, the right code gets the honest answer too: locked, ask for a new code.
     const locked = `The code waiting for ${user.email} is locked after 5 wrong entries, so no code works now, not even the right one. Ask the agent for a new code: it works at once.`;
-    await expect(confirmClaim(deps, { ...entry(user, reg.claim.userCode), throttle: createGuessThrottle() })).rejects.toMatchObject({ code: 'invalid_grant', message: locked });
-    await expect(describeClaim(deps, { ...entry(user, wrong), throttle: createGuessThrottle() })).rejects.toMatchObject({ code: 'invalid_grant', message: locked });
+    await expect(confirmClaim(deps, { ...entry(user, reg.claim.userCode), throttle: createGuessThrottle() })).rejects.toMatchObject({
+      code: 'invalid_grant',
+      message: locked,
+    });
+    await expect(describeClaim(deps, { ...entry(user, wrong), throttle: createGuessThrottle() })).rejects.toMatchObject({
+      code: 'invalid_grant',
+      message: locked,
+    });
     await expect(pollLater(reg.claimToken)).rejects.toMatchObject({ code: 'expired_token', message: expect.stringContaining('locked') });
     // A new code works.
     const fresh = await startClaim(deps, { claimToken: reg.claimToken });
@@ -589,14 +651,19 @@ describe('guessing codes on the verification page', () => {
     const results = await Promise.allSettled(wrongCodes.map((c) => describeClaim(deps, { ...entry(user, c), throttle: createGuessThrottle() })));
     expect(results.every((r) => r.status === 'rejected')).toBe(true);
     expect((await t.db.prisma.claimAttempt.findFirstOrThrow({ where: { registrationId: reg.registrationId } })).failedGuesses).toBe(5);
-    await expect(confirmClaim(deps, { ...entry(user, reg.claim.userCode), throttle: createGuessThrottle() })).rejects.toMatchObject({ code: 'invalid_grant', message: expect.stringContaining('is locked after 5 wrong entries') });
+    await expect(confirmClaim(deps, { ...entry(user, reg.claim.userCode), throttle: createGuessThrottle() })).rejects.toMatchObject({
+      code: 'invalid_grant',
+      message: expect.stringContaining('is locked after 5 wrong entries'),
+    });
   });
 
   it('a right code gives its try back: four wrong entries, then check and confirm with the right one still work', async () => {
     const user = await newUser();
     const reg = await startRegistration(deps, { type: 'service_auth', loginHint: user.email });
     for (let i = 1; i <= 4; i++) {
-      await expect(describeClaim(deps, { ...entry(user, wrongCode(reg.claim.userCode, i)), throttle: createGuessThrottle() })).rejects.toMatchObject({ code: 'invalid_grant' });
+      await expect(describeClaim(deps, { ...entry(user, wrongCode(reg.claim.userCode, i)), throttle: createGuessThrottle() })).rejects.toMatchObject({
+        code: 'invalid_grant',
+      });
     }
     await expect(describeClaim(deps, entry(user, reg.claim.userCode))).resolves.toMatchObject({ registrationId: reg.registrationId });
     await expect(describeClaim(deps, entry(user, reg.claim.userCode))).resolves.toMatchObject({ registrationId: reg.registrationId });
@@ -622,7 +689,8 @@ describe('guessing codes on the verification page', () => {
       await expect(describeClaim(deps, entry(user, 'nope'))).rejects.toMatchObject({ code: 'invalid_request' });
       await expect(describeClaim(down, entry(user, reg.claim.userCode))).rejects.toMatchObject({ code: 'agent_auth_unavailable' });
     }
-    for (let i = 1; i <= 4; i++) await expect(describeClaim(deps, entry(user, wrongCode(reg.claim.userCode, i)))).rejects.toMatchObject({ code: 'invalid_grant' });
+    for (let i = 1; i <= 4; i++)
+      await expect(describeClaim(deps, entry(user, wrongCode(reg.claim.userCode, i)))).rejects.toMatchObject({ code: 'invalid_grant' });
     await expect(confirmClaim(deps, entry(user, reg.claim.userCode))).resolves.toMatchObject({ orgId: user.orgId });
   });
 

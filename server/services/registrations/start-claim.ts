@@ -4,7 +4,18 @@
 import { newId } from '../../db/ids.ts';
 import { ServiceError } from '../errors.ts';
 import { generateUserCode, hashClaimToken, hashUserCode } from './registration-crypto.ts';
-import { CODE_TTL_MS, POLL_INTERVAL_S, addMs, assertEnabled, claimEmail, tokenUrl, verificationUri, withStore, type RegistrationDeps, type Tx } from './registration-rules.ts';
+import {
+  CODE_TTL_MS,
+  POLL_INTERVAL_S,
+  addMs,
+  assertEnabled,
+  claimEmail,
+  tokenUrl,
+  verificationUri,
+  withStore,
+  type RegistrationDeps,
+  type Tx,
+} from './registration-rules.ts';
 
 export interface ClaimAttemptGrant {
   attemptId: string;
@@ -35,12 +46,20 @@ export async function startClaim(deps: RegistrationDeps, input: { claimToken: st
     if (registration.type === 'service_auth') {
       // The claim is for the login_hint given at registration; another address is a mistake.
       if (email && email !== registration.loginHint) {
-        throw new ServiceError('invalid_login_hint', 'email differs from the login_hint of this registration; omit it, or register again with the right login_hint.', 'email');
+        throw new ServiceError(
+          'invalid_login_hint',
+          'email differs from the login_hint of this registration; omit it, or register again with the right login_hint.',
+          'email',
+        );
       }
       email = registration.loginHint;
     } else if (!email) {
       // Restart with {claim_token} alone: the address of the previous attempt.
-      const previous = await prisma.claimAttempt.findFirst({ where: { registrationId: registration.id }, orderBy: { createdAt: 'desc' }, select: { email: true } });
+      const previous = await prisma.claimAttempt.findFirst({
+        where: { registrationId: registration.id },
+        orderBy: { createdAt: 'desc' },
+        select: { email: true },
+      });
       email = previous?.email ?? null;
       if (!email) throw new ServiceError('invalid_login_hint', 'email is required to start the first claim of an anonymous registration.', 'email');
     }
@@ -70,12 +89,20 @@ function assertOpenForClaims(deps: RegistrationDeps, registration: RegistrationR
     throw new ServiceError('claim_expired', 'This registration is gone (unknown, expired after 24 hours, or declined). Register again.', 'claim_token');
   }
   if (registration.status === 'claimed') {
-    throw new ServiceError('already_claimed', `This registration has been claimed. Poll ${tokenUrl(deps.settings)} with the claim grant to receive the key.`, 'claim_token');
+    throw new ServiceError(
+      'already_claimed',
+      `This registration has been claimed. Poll ${tokenUrl(deps.settings)} with the claim grant to receive the key.`,
+      'claim_token',
+    );
   }
 }
 
 /** Ends the registration's earlier pending attempts and creates a new one, inside `tx`. */
-export async function createClaimAttempt(deps: RegistrationDeps, tx: Tx, input: { registrationId: string; email: string; code: PreparedUserCode }): Promise<ClaimAttemptGrant> {
+export async function createClaimAttempt(
+  deps: RegistrationDeps,
+  tx: Tx,
+  input: { registrationId: string; email: string; code: PreparedUserCode },
+): Promise<ClaimAttemptGrant> {
   const now = deps.now();
   await tx.claimAttempt.updateMany({ where: { registrationId: input.registrationId, status: 'pending', expiresAt: { gt: now } }, data: { expiresAt: now } });
   // Checked again inside the transaction, after the update above: a confirm or deny that

@@ -7,11 +7,7 @@ import { createClaimAttempt, prepareUserCode, type ClaimAttemptGrant } from './s
 
 const HOUR_MS = 3600_000;
 
-export type StartRegistrationInput = (
-  | { type: 'anonymous' }
-  | { type: 'service_auth'; loginHint: string }
-  | { type: 'identity_assertion' }
-) & {
+export type StartRegistrationInput = ({ type: 'anonymous' } | { type: 'service_auth'; loginHint: string } | { type: 'identity_assertion' }) & {
   /** Who registers (server/config/client-address.ts); null when unknown: no per-address cap. */
   clientAddress?: string | null;
 };
@@ -34,17 +30,37 @@ export interface StartedServiceAuthRegistration extends Started {
   claim: ClaimAttemptGrant;
 }
 
-export async function startRegistration(deps: RegistrationDeps, input: { type: 'anonymous'; clientAddress?: string | null }): Promise<StartedAnonymousRegistration>;
-export async function startRegistration(deps: RegistrationDeps, input: { type: 'service_auth'; loginHint: string; clientAddress?: string | null }): Promise<StartedServiceAuthRegistration>;
-export async function startRegistration(deps: RegistrationDeps, input: StartRegistrationInput): Promise<StartedAnonymousRegistration | StartedServiceAuthRegistration>;
-export async function startRegistration(deps: RegistrationDeps, input: StartRegistrationInput): Promise<StartedAnonymousRegistration | StartedServiceAuthRegistration> {
+export async function startRegistration(
+  deps: RegistrationDeps,
+  input: { type: 'anonymous'; clientAddress?: string | null },
+): Promise<StartedAnonymousRegistration>;
+export async function startRegistration(
+  deps: RegistrationDeps,
+  input: { type: 'service_auth'; loginHint: string; clientAddress?: string | null },
+): Promise<StartedServiceAuthRegistration>;
+export async function startRegistration(
+  deps: RegistrationDeps,
+  input: StartRegistrationInput,
+): Promise<StartedAnonymousRegistration | StartedServiceAuthRegistration>;
+export async function startRegistration(
+  deps: RegistrationDeps,
+  input: StartRegistrationInput,
+): Promise<StartedAnonymousRegistration | StartedServiceAuthRegistration> {
   const { db, settings } = deps;
   assertEnabled(settings);
   if (input.type === 'identity_assertion') {
-    throw new ServiceError('identity_assertion_not_enabled', 'Identity assertions (ID-JAG) are not accepted yet; register with type "service_auth" and a login_hint.', 'type');
+    throw new ServiceError(
+      'identity_assertion_not_enabled',
+      'Identity assertions (ID-JAG) are not accepted yet; register with type "service_auth" and a login_hint.',
+      'type',
+    );
   }
   if (input.type === 'anonymous' && !settings.anonymousEnabled) {
-    throw new ServiceError('anonymous_not_enabled', 'Anonymous registration is turned off on this server; register with type "service_auth" and a login_hint.', 'type');
+    throw new ServiceError(
+      'anonymous_not_enabled',
+      'Anonymous registration is turned off on this server; register with type "service_auth" and a login_hint.',
+      'type',
+    );
   }
   const loginHint = input.type === 'service_auth' ? claimEmail(input.loginHint, 'login_hint') : null;
 
@@ -56,7 +72,12 @@ export async function startRegistration(deps: RegistrationDeps, input: StartRegi
   return withStore('agent_auth_unavailable', async () => {
     if (input.type === 'anonymous') {
       const assertionExpiresAt = addMs(now, ASSERTION_TTL_MS);
-      const identityAssertion = await signIdentityAssertion(db.prisma, { registrationId: id, issuer: settings.authUrl, issuedAt: now, expiresAt: assertionExpiresAt });
+      const identityAssertion = await signIdentityAssertion(db.prisma, {
+        registrationId: id,
+        issuer: settings.authUrl,
+        issuedAt: now,
+        expiresAt: assertionExpiresAt,
+      });
       await db.prisma.agentRegistration.create({
         data: { id, type: 'anonymous', claimTokenHash: hashClaimToken(claimToken), clientAddress, createdAt: now, expiresAt, assertionExpiresAt },
       });
@@ -65,7 +86,9 @@ export async function startRegistration(deps: RegistrationDeps, input: StartRegi
     }
     const code = await prepareUserCode(deps);
     const claim = await db.prisma.$transaction(async (tx) => {
-      await tx.agentRegistration.create({ data: { id, type: 'service_auth', loginHint, claimTokenHash: hashClaimToken(claimToken), clientAddress, createdAt: now, expiresAt } });
+      await tx.agentRegistration.create({
+        data: { id, type: 'service_auth', loginHint, claimTokenHash: hashClaimToken(claimToken), clientAddress, createdAt: now, expiresAt },
+      });
       return createClaimAttempt(deps, tx, { registrationId: id, email: loginHint!, code });
     });
     return { registrationId: id, registrationType: 'service_auth', claimToken, claimTokenExpiresAt: expiresAt, claim };

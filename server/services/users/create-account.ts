@@ -41,7 +41,8 @@ export async function createAccount(
       let admin = false;
       if ((await tx.user.count()) === 0) {
         // Two first sign-ups racing both see zero users; only one inserts the marker row.
-        const inserted = await tx.$executeRaw`INSERT INTO "ServerSecret" ("name", "value", "createdAt") VALUES (${FIRST_ADMIN_MARKER}, ${userId}, ${sqlTimestamp(db.dialect, now)}) ON CONFLICT DO NOTHING`;
+        const inserted =
+          await tx.$executeRaw`INSERT INTO "ServerSecret" ("name", "value", "createdAt") VALUES (${FIRST_ADMIN_MARKER}, ${userId}, ${sqlTimestamp(db.dialect, now)}) ON CONFLICT DO NOTHING`;
         admin = inserted === 1;
       }
       await tx.user.create({ data: { id: userId, email, name, passwordHash, isPlatformAdmin: admin, emailVerifiedAt: input.emailVerified ? now : null } });

@@ -10,7 +10,10 @@ export interface UserProfile {
 }
 
 export async function getUser(prisma: Prisma, userId: string): Promise<UserProfile | null> {
-  const user = await prisma.user.findUnique({ where: { id: userId }, select: { id: true, email: true, name: true, isPlatformAdmin: true, emailVerifiedAt: true } });
+  const user = await prisma.user.findUnique({
+    where: { id: userId },
+    select: { id: true, email: true, name: true, isPlatformAdmin: true, emailVerifiedAt: true },
+  });
   if (!user) return null;
   const { emailVerifiedAt, ...profile } = user;
   return { ...profile, emailVerified: emailVerifiedAt !== null };

@@ -39,7 +39,10 @@ export async function signInWithOAuth(db: Database, identity: OAuthIdentity): Pr
   }
   if (!identity.emailVerified) return { ok: false, reason: 'email_unverified' };
 
-  const existing = await db.prisma.user.findUnique({ where: { email }, select: { id: true, email: true, name: true, passwordHash: true, emailVerifiedAt: true } });
+  const existing = await db.prisma.user.findUnique({
+    where: { email },
+    select: { id: true, email: true, name: true, passwordHash: true, emailVerifiedAt: true },
+  });
   if (existing) {
     if (!existing.emailVerifiedAt) {
       if (existing.passwordHash) return { ok: false, reason: 'password_account_unverified' };

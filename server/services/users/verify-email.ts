@@ -71,10 +71,17 @@ export async function verifyEmail(db: Database, input: { token: string; userId: 
   const now = input.now ?? new Date();
   if (!isLinkToken(input.token)) throw invalidLink();
   const tokenHash = hashLinkToken(input.token);
-  const row = await db.prisma.emailToken.findUnique({ where: { tokenHash }, select: { id: true, userId: true, purpose: true, email: true, expiresAt: true, usedAt: true } });
+  const row = await db.prisma.emailToken.findUnique({
+    where: { tokenHash },
+    select: { id: true, userId: true, purpose: true, email: true, expiresAt: true, usedAt: true },
+  });
   if (!row || row.purpose !== VERIFY_EMAIL_PURPOSE || row.usedAt) throw invalidLink();
   if (row.userId !== input.userId) {
-    throw new ServiceError('forbidden', 'This link verifies the email of another account. Sign out, then sign in with the account that signed up with this address and open the link again.', 'token');
+    throw new ServiceError(
+      'forbidden',
+      'This link verifies the email of another account. Sign out, then sign in with the account that signed up with this address and open the link again.',
+      'token',
+    );
   }
   if (row.expiresAt <= now) throw new ServiceError('expired_token', 'This verification link has expired. Send a new one from the dashboard.', 'token');
   return db.prisma.$transaction(async (tx) => {

@@ -35,7 +35,11 @@ export type CloneVoiceResult = { status: 'created'; voice: VoiceRecord } | { sta
 
 export function requireClipLength(clip: { durationMs: number }, minSeconds: number, param: string): void {
   if (clip.durationMs < minSeconds * 1000) {
-    throw new ServiceError('clip_too_short', `The clip is ${(clip.durationMs / 1000).toFixed(1)} s long (measured from the audio); a voice needs at least ${minSeconds} s of audio.`, param);
+    throw new ServiceError(
+      'clip_too_short',
+      `The clip is ${(clip.durationMs / 1000).toFixed(1)} s long (measured from the audio); a voice needs at least ${minSeconds} s of audio.`,
+      param,
+    );
   }
 }
 
@@ -71,7 +75,9 @@ export async function cloneVoice(deps: VoiceDeps, input: CloneVoiceInput, signal
     throw err;
   };
   if (engines.canCloneNow(modelId)) {
-    const prepared = await engines.prepare(modelId, clip, { name: input.name, language: input.language, transcript: input.transcript }, input.mode, signal).catch(dropUploadedClip);
+    const prepared = await engines
+      .prepare(modelId, clip, { name: input.name, language: input.language, transcript: input.transcript }, input.mode, signal)
+      .catch(dropUploadedClip);
     const voiceId = await createVoice(prisma, {
       ...newVoice,
       description: input.description || prepared.description,

@@ -62,7 +62,8 @@ export async function importEngineVoices(prisma: Prisma, input: { modelId: strin
 
 /** Makes a voice speak through a model's engine as that engine's voice `upstreamId` (a ready profile). */
 export async function mapVoiceToEngine(prisma: Prisma, input: { voiceId: string; modelId: string; upstreamId: string }): Promise<void> {
-  if (!input.upstreamId || input.upstreamId.length > 512) throw new ServiceError('invalid_request', 'The engine voice id must be 1-512 characters.', 'upstream_id');
+  if (!input.upstreamId || input.upstreamId.length > 512)
+    throw new ServiceError('invalid_request', 'The engine voice id must be 1-512 characters.', 'upstream_id');
   const [voice, model] = await Promise.all([
     prisma.voice.findUnique({ where: { id: input.voiceId }, select: { id: true } }),
     prisma.model.findUnique({ where: { id: input.modelId }, select: { modality: true } }),

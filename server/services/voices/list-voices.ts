@@ -14,7 +14,11 @@ export const MAX_VOICE_PAGE = 200;
 export const ListVoicesQuery = z.strictObject({
   scope: z.enum(VOICE_SCOPES).default('all'),
   gender: z.string().trim().min(1).max(32).optional(),
-  language: z.string().trim().regex(/^[a-zA-Z]{2,3}(-[a-zA-Z0-9]{2,8})?$/, 'a language tag such as en or en-US').optional(),
+  language: z
+    .string()
+    .trim()
+    .regex(/^[a-zA-Z]{2,3}(-[a-zA-Z0-9]{2,8})?$/, 'a language tag such as en or en-US')
+    .optional(),
   tag: z.string().trim().min(1).max(40).optional(),
   q: z.string().trim().min(1).max(200).optional(),
   limit: z.coerce.number().int().min(1).max(MAX_VOICE_PAGE).default(DEFAULT_VOICE_PAGE),
@@ -50,7 +54,11 @@ export async function listVoices(prisma: Prisma, orgId: string, query: ListVoice
   if (query.language) {
     const lang = query.language;
     // "en" matches en, en-US, en-GB; "en-US" matches only itself. Stored tags are canonical case.
-    and.push(lang.includes('-') ? { language: canonicalLanguage(lang) } : { OR: [{ language: lang.toLowerCase() }, { language: { startsWith: `${lang.toLowerCase()}-` } }] });
+    and.push(
+      lang.includes('-')
+        ? { language: canonicalLanguage(lang) }
+        : { OR: [{ language: lang.toLowerCase() }, { language: { startsWith: `${lang.toLowerCase()}-` } }] },
+    );
   }
   const tag = query.tag ? `|${query.tag.toLowerCase().replace(/\|/g, '')}|` : null;
   const words = query.q ? query.q.toLowerCase().split(/\s+/).filter(Boolean).slice(0, 8) : [];

@@ -14,16 +14,56 @@ export interface PlatformVoice {
   engineVoice: string;
 }
 
-const flite = (id: string, name: string, engineVoice: string, gender: PlatformVoice['gender'], description: string, tags: string[], featured = false): PlatformVoice => ({
-  id: `flite-${id}`, name, description, language: 'en', gender, tags: ['flite', ...tags], featured, modelId: 'local-flite', engineVoice,
+const flite = (
+  id: string,
+  name: string,
+  engineVoice: string,
+  gender: PlatformVoice['gender'],
+  description: string,
+  tags: string[],
+  featured = false,
+): PlatformVoice => ({
+  id: `flite-${id}`,
+  name,
+  description,
+  language: 'en',
+  gender,
+  tags: ['flite', ...tags],
+  featured,
+  modelId: 'local-flite',
+  engineVoice,
 });
 
-const espeak = (id: string, name: string, language: string, engineVoice: string, gender: PlatformVoice['gender'], description: string, featured = false): PlatformVoice => ({
-  id: `espeak-${id}`, name, description, language, gender, tags: ['espeak-ng', 'multilingual', gender === 'female' ? 'bright' : 'deep'], featured, modelId: 'local-espeak', engineVoice,
+const espeak = (
+  id: string,
+  name: string,
+  language: string,
+  engineVoice: string,
+  gender: PlatformVoice['gender'],
+  description: string,
+  featured = false,
+): PlatformVoice => ({
+  id: `espeak-${id}`,
+  name,
+  description,
+  language,
+  gender,
+  tags: ['espeak-ng', 'multilingual', gender === 'female' ? 'bright' : 'deep'],
+  featured,
+  modelId: 'local-espeak',
+  engineVoice,
 });
 
 export const PLATFORM_VOICES: readonly PlatformVoice[] = [
-  flite('slt', 'Sally', 'slt', 'female', 'American English female voice; clear and calm. The most intelligible local voice.', ['american', 'clear', 'calm', 'support'], true),
+  flite(
+    'slt',
+    'Sally',
+    'slt',
+    'female',
+    'American English female voice; clear and calm. The most intelligible local voice.',
+    ['american', 'clear', 'calm', 'support'],
+    true,
+  ),
   flite('rms', 'Rob', 'rms', 'male', 'American English male voice; steady and neutral.', ['american', 'neutral', 'narration'], true),
   flite('awb', 'Alan', 'awb', 'male', 'Scottish English male voice; warm.', ['scottish', 'warm']),
   flite('kal', 'Kal', 'kal16', 'male', 'American English male diphone voice; robotic, very fast.', ['american', 'robotic', 'fast']),

@@ -27,7 +27,11 @@ export async function prepareVoiceProfile(deps: VoiceDeps, input: PrepareVoicePr
     return { voice_id: voice.id, status: 'ready', profile: presentProfile(cached) };
   }
   if (voice.orgId === null) {
-    throw new ServiceError('voice_read_only', `Voice '${voice.id}' is a platform voice: its profiles come with it and cannot be prepared for other models. Localize or clone it into your organization first.`, 'id');
+    throw new ServiceError(
+      'voice_read_only',
+      `Voice '${voice.id}' is a platform voice: its profiles come with it and cannot be prepared for other models. Localize or clone it into your organization first.`,
+      'id',
+    );
   }
   engines.requireCloneCapable(modelId);
   // The job reports the kind of work it does on the voice.

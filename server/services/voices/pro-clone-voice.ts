@@ -40,10 +40,18 @@ export async function proCloneVoice(deps: VoiceDeps, input: ProCloneVoiceInput):
     hash.update(blob.sha256);
   }
   if (totalMs < MIN_PRO_CLIP_SECONDS * 1000) {
-    throw new ServiceError('clip_too_short', `The clips hold ${(totalMs / 1000).toFixed(1)} s of audio; a professional clone needs at least ${MIN_PRO_CLIP_SECONDS} s.`, 'blob_ids');
+    throw new ServiceError(
+      'clip_too_short',
+      `The clips hold ${(totalMs / 1000).toFixed(1)} s of audio; a professional clone needs at least ${MIN_PRO_CLIP_SECONDS} s.`,
+      'blob_ids',
+    );
   }
   if (totalMs > MAX_PRO_CLIP_SECONDS * 1000) {
-    throw new ServiceError('invalid_request', `The clips hold ${(totalMs / 1000).toFixed(1)} s of audio; a professional clone takes at most ${MAX_PRO_CLIP_SECONDS / 60} minutes.`, 'blob_ids');
+    throw new ServiceError(
+      'invalid_request',
+      `The clips hold ${(totalMs / 1000).toFixed(1)} s of audio; a professional clone takes at most ${MAX_PRO_CLIP_SECONDS / 60} minutes.`,
+      'blob_ids',
+    );
   }
   return queueVoiceJob(deps, {
     orgId,

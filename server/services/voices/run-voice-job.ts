@@ -50,8 +50,20 @@ export async function runVoiceJob(deps: VoiceDeps, job: Job, signal: AbortSignal
   if (!voice) throw new ServiceError('voice_not_found', 'The voice was deleted before the job ran.');
   const modelId = engines.resolveModel(payload.modelId);
   const clip = await sourceClip(deps, voice, payload, signal);
-  const prepared = await engines.prepare(modelId, clip, { name: voice.name, language: voice.language, transcript: voice.sourceTranscript }, payload.mode, signal);
-  const profile = await saveVoiceProfile(prisma, { voiceId: voice.id, modelId, prepared, profileVersion: payload.profileVersion, sourceVersion: voice.sourceVersion });
+  const prepared = await engines.prepare(
+    modelId,
+    clip,
+    { name: voice.name, language: voice.language, transcript: voice.sourceTranscript },
+    payload.mode,
+    signal,
+  );
+  const profile = await saveVoiceProfile(prisma, {
+    voiceId: voice.id,
+    modelId,
+    prepared,
+    profileVersion: payload.profileVersion,
+    sourceVersion: voice.sourceVersion,
+  });
   if (job.kind !== 'prepare_profile') {
     await applyVoiceMeasurements(prisma, voice.id, prepared);
     await storeVoiceSample(deps, voice.id, signal);

@@ -18,7 +18,17 @@ export async function seedPlatformVoices(prisma: Prisma): Promise<number> {
   for (const [i, v] of PLATFORM_VOICES.entries()) {
     if (!models.has(v.modelId)) continue;
     const createdAt = new Date(SEEDED_AT - i * 1000);
-    const data = { name: v.name, description: v.description, language: v.language, gender: v.gender, tags: v.tags, featured: v.featured, modelFamily: v.modelId, createdAt, ...voiceSearchFields(v) };
+    const data = {
+      name: v.name,
+      description: v.description,
+      language: v.language,
+      gender: v.gender,
+      tags: v.tags,
+      featured: v.featured,
+      modelFamily: v.modelId,
+      createdAt,
+      ...voiceSearchFields(v),
+    };
     await prisma.voice.upsert({ where: { id: v.id }, create: { id: v.id, orgId: null, kind: 'library', ...data }, update: data });
     await prisma.voiceProfile.upsert({
       where: { voiceId_modelId: { voiceId: v.id, modelId: v.modelId } },

@@ -10,7 +10,11 @@ export const VoiceName = z.string().trim().min(1, 'must not be empty').max(100);
 export const VoiceDescription = z.string().trim().max(1000);
 export const VoiceTags = z.array(z.string().trim().min(1).max(MAX_TAG_LENGTH)).max(MAX_TAGS).transform(normalizeTags);
 export const VoiceGender = z.enum(['female', 'male', 'neutral', '']);
-export const VoiceLanguage = z.string().trim().regex(/^[a-zA-Z]{2,3}(-[a-zA-Z0-9]{2,8})?$/, 'a language tag such as en or en-US').transform(canonicalLanguage);
+export const VoiceLanguage = z
+  .string()
+  .trim()
+  .regex(/^[a-zA-Z]{2,3}(-[a-zA-Z0-9]{2,8})?$/, 'a language tag such as en or en-US')
+  .transform(canonicalLanguage);
 
 export const UpdateVoiceInput = z
   .strictObject({ name: VoiceName, description: VoiceDescription, tags: VoiceTags, gender: VoiceGender, language: VoiceLanguage })

@@ -47,7 +47,13 @@ export interface VoiceEngines {
   /** Several clips as one (professional clones). */
   joinClips(clips: VoiceClip[]): Promise<VoiceClip>;
   /** Runs the model's clone engine on the clip. */
-  prepare(modelId: string, clip: VoiceClip, voice: { name: string; language: string; transcript: string | null }, mode: CloneMode, signal: AbortSignal): Promise<PreparedProfile>;
+  prepare(
+    modelId: string,
+    clip: VoiceClip,
+    voice: { name: string; language: string; transcript: string | null },
+    mode: CloneMode,
+    signal: AbortSignal,
+  ): Promise<PreparedProfile>;
   /** The voice speaking `text` through the first of its profiles whose model is online; null when none is. */
   speak(profiles: ReadyProfile[], text: string, language: string, signal: AbortSignal): Promise<VoiceClip | null>;
 }

@@ -77,7 +77,12 @@ function BackLink() {
 
 function Details({ voice: v }: { voice: Voice }) {
   const rows: Array<[string, React.ReactNode]> = [
-    ['Id', <span key="id" className="font-mono break-all">{v.id}</span>],
+    [
+      'Id',
+      <span key="id" className="font-mono break-all">
+        {v.id}
+      </span>,
+    ],
     ['Kind', KIND_LABELS[v.kind]],
     ['Language', v.language],
     ['Gender', v.gender || '—'],
@@ -85,7 +90,13 @@ function Details({ voice: v }: { voice: Voice }) {
     ['Model family', v.model_family || '—'],
     ['Created', formatDateTime(v.created_at)],
   ];
-  if (v.parent_voice_id) rows.push(['Localized from', <Link key="p" className="text-indigo-700 underline" href={`/voices/${encodeURIComponent(v.parent_voice_id)}`}>{v.parent_voice_id}</Link>]);
+  if (v.parent_voice_id)
+    rows.push([
+      'Localized from',
+      <Link key="p" className="text-indigo-700 underline" href={`/voices/${encodeURIComponent(v.parent_voice_id)}`}>
+        {v.parent_voice_id}
+      </Link>,
+    ]);
   if (v.source_transcript) rows.push(['Transcript of the clip', v.source_transcript]);
   return (
     <Card title="Details">
@@ -103,7 +114,14 @@ function Details({ voice: v }: { voice: Voice }) {
             Source recording
           </p>
           {/* metadata: the length shows before Play; the proxy answers the player's byte ranges, so it can seek. */}
-          <audio controls preload="metadata" aria-labelledby="source-clip-label" data-testid="source-audio" className="mt-1 w-full" src={`${GATEWAY_PROXY}/blobs/${encodeURIComponent(v.source_audio_blob_id)}/content`} />
+          <audio
+            controls
+            preload="metadata"
+            aria-labelledby="source-clip-label"
+            data-testid="source-audio"
+            className="mt-1 w-full"
+            src={`${GATEWAY_PROXY}/blobs/${encodeURIComponent(v.source_audio_blob_id)}/content`}
+          />
         </div>
       )}
     </Card>
@@ -130,7 +148,11 @@ function Profiles({ voice: v }: { voice: Voice }) {
   }, [queryClient, trpc]);
   const prepare = useMutation({
     mutationFn: (modelId: string) =>
-      gatewayJson<PreparedVoiceProfile>(`voices/${encodeURIComponent(v.id)}/profiles`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model_id: modelId }) }),
+      gatewayJson<PreparedVoiceProfile>(`voices/${encodeURIComponent(v.id)}/profiles`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model_id: modelId }),
+      }),
     onSuccess: (res, modelId) => {
       if ('job_id' in res.body) {
         setJobId(res.body.job_id);
@@ -152,11 +174,21 @@ function Profiles({ voice: v }: { voice: Voice }) {
             <caption className="sr-only">Profiles of this voice per TTS model</caption>
             <thead className="border-b border-zinc-200 text-xs tracking-wide text-zinc-500 uppercase">
               <tr>
-                <th scope="col" className="py-2 pr-4 font-semibold">Model</th>
-                <th scope="col" className="py-2 pr-4 font-semibold">Status</th>
-                <th scope="col" className="hidden py-2 pr-4 font-semibold sm:table-cell">Version</th>
-                <th scope="col" className="hidden py-2 pr-4 font-semibold sm:table-cell">Prepared</th>
-                <th scope="col" className="hidden py-2 pr-4 font-semibold md:table-cell">Expires</th>
+                <th scope="col" className="py-2 pr-4 font-semibold">
+                  Model
+                </th>
+                <th scope="col" className="py-2 pr-4 font-semibold">
+                  Status
+                </th>
+                <th scope="col" className="hidden py-2 pr-4 font-semibold sm:table-cell">
+                  Version
+                </th>
+                <th scope="col" className="hidden py-2 pr-4 font-semibold sm:table-cell">
+                  Prepared
+                </th>
+                <th scope="col" className="hidden py-2 pr-4 font-semibold md:table-cell">
+                  Expires
+                </th>
                 <th scope="col" className="py-2 font-semibold">
                   <span className="sr-only">Sample</span>
                 </th>
@@ -189,7 +221,14 @@ function Profiles({ voice: v }: { voice: Voice }) {
             if (choice) prepare.mutate(choice);
           }}
         >
-          <SelectField label="Prepare for another model" name="model_id" className="flex-1" disabled={candidates.length === 0} value={choice} onChange={(e) => setPicked(e.target.value)}>
+          <SelectField
+            label="Prepare for another model"
+            name="model_id"
+            className="flex-1"
+            disabled={candidates.length === 0}
+            value={choice}
+            onChange={(e) => setPicked(e.target.value)}
+          >
             {candidates.length === 0 ? (
               <option value="">{models.isPending ? 'Loading models…' : 'Ready on every TTS model'}</option>
             ) : (
@@ -275,7 +314,10 @@ function EditVoice({ voice: v }: { voice: Voice }) {
             changes: {
               name: text('name'),
               description: text('description'),
-              tags: text('tags').split(',').map((t) => t.trim()).filter(Boolean),
+              tags: text('tags')
+                .split(',')
+                .map((t) => t.trim())
+                .filter(Boolean),
               gender: text('gender') as 'female' | 'male' | 'neutral' | '',
               language: text('language'),
             },
@@ -291,7 +333,15 @@ function EditVoice({ voice: v }: { voice: Voice }) {
           <option value="neutral">Neutral</option>
         </SelectField>
         <TextField label="Language" name="language" defaultValue={v.language} required maxLength={12} error={fieldError('language')} />
-        <TextAreaField label="Description" name="description" defaultValue={v.description} rows={3} maxLength={1000} className="sm:col-span-2" error={fieldError('description')} />
+        <TextAreaField
+          label="Description"
+          name="description"
+          defaultValue={v.description}
+          rows={3}
+          maxLength={1000}
+          className="sm:col-span-2"
+          error={fieldError('description')}
+        />
         <div className="space-y-3 sm:col-span-2">
           {problem && !problem.field && <Alert>{problem.message}</Alert>}
 
@@ -306,7 +356,13 @@ function EditVoice({ voice: v }: { voice: Voice }) {
 }
 
 /** The edit form's fields as the API names them (changes.<field>), with the labels the form shows. */
-const EDIT_LABELS: Record<string, string> = { 'changes.name': 'name', 'changes.tags': 'tags', 'changes.gender': 'gender', 'changes.language': 'language', 'changes.description': 'description' };
+const EDIT_LABELS: Record<string, string> = {
+  'changes.name': 'name',
+  'changes.tags': 'tags',
+  'changes.gender': 'gender',
+  'changes.language': 'language',
+  'changes.description': 'description',
+};
 
 function Actions({ voice: v }: { voice: Voice }) {
   const trpc = useTRPC();
@@ -338,12 +394,22 @@ function Actions({ voice: v }: { voice: Voice }) {
           {v.saved ? 'Unsave' : 'Save'}
         </Button>
         {v.is_owner && (
-          <Button variant="danger" onClick={() => { remove.reset(); setConfirming(true); }}>
+          <Button
+            variant="danger"
+            onClick={() => {
+              remove.reset();
+              setConfirming(true);
+            }}
+          >
             Delete voice
           </Button>
         )}
       </div>
-      {save.error && <div className="mt-3"><Alert>{errorMessage(save.error)}</Alert></div>}
+      {save.error && (
+        <div className="mt-3">
+          <Alert>{errorMessage(save.error)}</Alert>
+        </div>
+      )}
       <ConfirmDialog
         open={confirming}
         title="Delete this voice?"

@@ -72,7 +72,7 @@ const LONGEST = Math.max(...Object.keys(ESPEAK_TO_IPA).map((k) => k.length));
 
 function wordPhones(mnemonics: string): string[] {
   const phones: string[] = [];
-  for (let at = 0; at < mnemonics.length; ) {
+  for (let at = 0; at < mnemonics.length;) {
     let matched = 0;
     for (let len = Math.min(LONGEST, mnemonics.length - at); len > 0; len--) {
       const ipa = ESPEAK_TO_IPA[mnemonics.slice(at, at + len)];

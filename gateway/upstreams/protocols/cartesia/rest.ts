@@ -2,7 +2,14 @@
 // cloning (/voices/clone) and the voice catalogue (GET /voices, cursor-paged). References in
 // ./index.ts.
 import { encodeWav } from '../../../audio/wav.ts';
-import { UpstreamError, type CloneCapability, type EngineVoice, type SpeechCapability, type TranscriptionCapability, type VoiceCatalogueCapability } from '../../contract.ts';
+import {
+  UpstreamError,
+  type CloneCapability,
+  type EngineVoice,
+  type SpeechCapability,
+  type TranscriptionCapability,
+  type VoiceCatalogueCapability,
+} from '../../contract.ts';
 import { engineBody, engineJson, engineRequest } from '../../engine-http.ts';
 import { s16Chunks } from '../../pcm-streams.ts';
 import { cartesiaPhonemes } from './phonemes.ts';

@@ -73,7 +73,10 @@ function cartesiaStream(socket: WebSocket, apiKey: string | undefined, call: Cal
   // while, but not stay silent longer than the call's deadline.
   const watchFinalize = () => {
     if (finalizeTimer) clearTimeout(finalizeTimer);
-    finalizeTimer = finalizesPending > 0 ? setTimeout(() => end(new UpstreamError('timeout', `Cartesia did not answer a finalize within ${call.timeoutMs / 1000} s.`)), call.timeoutMs) : null;
+    finalizeTimer =
+      finalizesPending > 0
+        ? setTimeout(() => end(new UpstreamError('timeout', `Cartesia did not answer a finalize within ${call.timeoutMs / 1000} s.`)), call.timeoutMs)
+        : null;
   };
 
   const onTranscript = (message: CartesiaMessage) => {
@@ -118,7 +121,9 @@ function cartesiaStream(socket: WebSocket, apiKey: string | undefined, call: Cal
       // `done` answers `close`, which is only sent as the stream ends.
     }
   });
-  socket.on('close', (code, reason) => end(closeError(code, reason, apiKey) ?? new UpstreamError('broken', 'Cartesia ended the stream unasked (it closes streams that get no audio for 20 s).')));
+  socket.on('close', (code, reason) =>
+    end(closeError(code, reason, apiKey) ?? new UpstreamError('broken', 'Cartesia ended the stream unasked (it closes streams that get no audio for 20 s).')),
+  );
   socket.on('error', (e) => end(new UpstreamError('broken', `The connection to Cartesia failed: ${e.message}`, { cause: e })));
   call.signal.addEventListener('abort', onAbort, { once: true });
   if (call.signal.aborted) onAbort();

@@ -63,7 +63,12 @@ export function sessionPlan(target: UpstreamTarget, settings: RealtimeSettings, 
   const model = target.upstreamModel;
   const language = isoLanguage(options.language);
   const prompt = promptOf(settings, options.keyterms);
-  const vad = { type: 'server_vad', threshold: settings.vad_threshold, prefix_padding_ms: settings.prefix_padding_ms, silence_duration_ms: settings.silence_duration_ms };
+  const vad = {
+    type: 'server_vad',
+    threshold: settings.vad_threshold,
+    prefix_padding_ms: settings.prefix_padding_ms,
+    silence_duration_ms: settings.silence_duration_ms,
+  };
   const urlModel = settings.model_in_url ? model : undefined;
   switch (settings.dialect) {
     case 'ga':
@@ -114,7 +119,9 @@ export function sessionPlan(target: UpstreamTarget, settings: RealtimeSettings, 
             type: 'session.update',
             session: {
               input_audio_transcription: { model, ...(language ? { language } : {}) },
-              turn_detection: options.engineTurns ? { type: 'server_vad', threshold: settings.vad_threshold, silence_duration_ms: settings.silence_duration_ms } : null,
+              turn_detection: options.engineTurns
+                ? { type: 'server_vad', threshold: settings.vad_threshold, silence_duration_ms: settings.silence_duration_ms }
+                : null,
             },
           },
         ],

@@ -122,7 +122,10 @@ export class EngineLink {
     this.owedAnswer = null;
     if (!owed || this.closed) return;
     const seconds = this.options.timeoutMs / 1000;
-    this.owedAnswer = setTimeout(() => this.fail(new UpstreamError('timeout', `The engine did not finish the utterance within ${seconds} s.`)), this.options.timeoutMs);
+    this.owedAnswer = setTimeout(
+      () => this.fail(new UpstreamError('timeout', `The engine did not finish the utterance within ${seconds} s.`)),
+      this.options.timeoutMs,
+    );
   }
 
   /** Ends the stream with the engine's failure (after the events already queued). */
@@ -196,7 +199,10 @@ export async function openLink<T>(
       socket.terminate();
       reject(error);
     };
-    const deadline = setTimeout(() => settle(new UpstreamError('timeout', `The engine did not set up the session within ${options.timeoutMs / 1000} s.`)), options.timeoutMs);
+    const deadline = setTimeout(
+      () => settle(new UpstreamError('timeout', `The engine did not set up the session within ${options.timeoutMs / 1000} s.`)),
+      options.timeoutMs,
+    );
     const onAbort = () => settle(engineFailure(options.signal.reason, options, false));
     options.signal.addEventListener('abort', onAbort, { once: true });
     if (options.signal.aborted) return onAbort();
