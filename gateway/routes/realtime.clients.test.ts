@@ -1,7 +1,7 @@
 // WS /v1/realtime with the real clients from npm, unmodified but for base URL and key, against the
 // real gateway runtime (throw-away database) serving TLS: the local recogniser hears the user,
 // a scripted OpenAI-compatible LLM answers, flite speaks the answer.
-// - openai's OpenAIRealtimeWS (openai 7.59.0; it always connects with wss:, trusting the test's
+// - openai's OpenAIRealtimeWS (openai 6.49.0, the version LiveKit's agents share; it always connects with wss:, trusting the test's
 //   certificate through its own `ws` options): a spoken question streamed at real time, its
 //   transcript, the answer as audio that the local recogniser hears back; a tool call round trip;
 //   a text-only response; content parts typed as the API types them; the ledger exact per leg;
