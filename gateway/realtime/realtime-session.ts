@@ -23,7 +23,7 @@ import { MAX_SESSION_MS, METER_EVERY_MS } from '../stt/stt-session.ts';
 import { presetSettings } from '../stt/turn-params.ts';
 import type { TurnSettings } from '../stt/turn-detector.ts';
 import { resolveTtsModel, resolveVoice } from '../tts/synthesize.ts';
-import { Conversation, chatMessages, chatToolChoice, chatTools, parseClientItem, type ConversationItem } from './conversation.ts';
+import { Conversation, MAX_ITEMS, chatMessages, chatToolChoice, chatTools, parseClientItem, type ConversationItem } from './conversation.ts';
 import { defaultModel, isOpenAiRealtimeName, isOpenAiSttName, resolveProfile, type RealtimeProfile } from './profiles.ts';
 import { ResponseRun, type ResponseLegs } from './response-run.ts';
 import { applySessionUpdate, defaultConfig, FORMAT_AUDIO, sessionWire, type RealtimeConfig } from './session-config.ts';
@@ -701,6 +701,8 @@ export class RealtimeSession {
     this.o.ctx.lifecycle.track(run.done);
     void run.done.then(() => {
       if (run.assistantItemId) this.spans.set(run.assistantItemId, run.spans);
+      // Items the conversation dropped (its oldest, past its bounds) take their spans along.
+      if (this.spans.size > MAX_ITEMS) for (const id of this.spans.keys()) if (!this.conversation.get(id)) this.spans.delete(id);
       if (this.response === run) this.response = null;
       this.o.ctx.metrics.realtimeResponse(run.status, run.timings);
       this.o.onResponseDone?.(run, legs);
