@@ -146,8 +146,17 @@ export class RealtimeSession {
 
   /** Sends session.created once the models are known. */
   async start(): Promise<void> {
-    const wire = await this.sessionObject();
-    this.send({ type: this.o.kind === 'transcription' && this.o.beta ? 'transcription_session.created' : 'session.created', session: wire });
+    const type = this.o.kind === 'transcription' && this.o.beta ? 'transcription_session.created' : 'session.created';
+    try {
+      this.send({ type, session: await this.sessionObject() });
+    } catch (e) {
+      if (!isServiceError(e)) throw e;
+      // The profile's voice (or tts model) cannot be used: the session starts anyway, says why,
+      // and a session.update naming a usable one fixes it (text answers work meanwhile).
+      const expiresAt = Math.floor((this.started + MAX_SESSION_MS) / 1000);
+      this.send({ type, session: sessionWire(this.id, this.config, { stt: this.sttModelId(), expiresAt }) });
+      this.sendError({ code: e.code, message: e.message, param: e.param });
+    }
   }
 
   /** The session could not start: the client is told why, and the socket closes. */

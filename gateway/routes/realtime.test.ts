@@ -1,7 +1,8 @@
 // WS /v1/realtime on the wire (a bare `ws` client; the real clients are in
 // realtime.clients.test.ts): the real gateway runtime, the local recognizer (pocketsphinx), flite
 // for the answers' speech, and a scripted OpenAI-compatible LLM.
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { writeTinyGguf, type TinyGguf } from '../../test/support/tiny-gguf.ts';
@@ -31,6 +32,7 @@ import { encodeSamples } from '../audio/sample-encoding.ts';
 import { FLITE_PRICE, costOf } from '../../test/support/tts-routes.ts';
 import { usageRows } from '../../test/support/usage-rows.ts';
 import { checkProtocol } from '../upstreams/protocols/index.ts';
+import { DEFAULT_PROFILES_FILE } from '../realtime/profiles.ts';
 
 const PRICE_IN = 150_001n;
 const PRICE_OUT = 600_003n;
@@ -68,7 +70,14 @@ const TOOL_STREAM =
   'data: [DONE]\n\n';
 
 beforeAll(async () => {
-  h = await startSttGateway({ env: { SVC_LLAMA_THREADS: '1' } });
+  // The shipped profiles, and one whose voice does not exist.
+  const profilesFile = join(mkdtempSync(join(tmpdir(), 'rt-profiles-')), 'profiles.json');
+  const shipped = JSON.parse(readFileSync(DEFAULT_PROFILES_FILE, 'utf8')) as { profiles: object[] };
+  writeFileSync(
+    profilesFile,
+    JSON.stringify({ profiles: [...shipped.profiles, { id: 'no-voice', llm: 'rt-llm', tts: 'local-flite', voice: 'no-such-voice' }] }),
+  );
+  h = await startSttGateway({ env: { SVC_LLAMA_THREADS: '1', SVC_REALTIME_PROFILES_FILE: profilesFile } });
   const prisma = h.testDb.db.prisma;
   // The shipped profile local-realtime: local-stt, local-llm (llama.cpp, here the tiny GGUF), local-flite.
   mkdirSync(join(h.testDb.dataDir, 'models'), { recursive: true });
@@ -199,6 +208,21 @@ describe('OpenAI model names', () => {
     expect((await c.next('session.created')).session).toMatchObject({ models: { llm: 'local-llm', stt: 'local-stt', tts: 'local-flite' } });
     c.send({ type: 'session.update', session: { type: 'realtime', model: 'gpt-realtime-2.1', instructions: 'Be brief.' } });
     expect((await c.next('session.updated')).session).toMatchObject({ instructions: 'Be brief.', models: { llm: 'local-llm' } });
+    await c.close();
+  }, 30_000);
+});
+
+describe('a profile whose voice cannot be used', () => {
+  it('starts anyway, says why, answers in text, and takes a usable voice', async () => {
+    const { key } = await orgWithKey();
+    const c = await openRealtime(h, key, { model: 'no-voice' });
+    expect((await c.next('session.created')).session).toMatchObject({ model: 'no-voice' });
+    expect((await c.next('error')).error).toMatchObject({ code: 'voice_not_found' });
+    c.send({ type: 'conversation.item.create', item: { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'Hi' }] } });
+    c.send({ type: 'response.create', response: { output_modalities: ['text'] } });
+    expect(((await c.next('response.done')).response as { status: string }).status).toBe('completed');
+    c.send({ type: 'session.update', session: { audio: { output: { voice: 'flite-slt' } } } });
+    expect((await c.next('session.updated')).session).toMatchObject({ audio: { output: { voice: 'flite-slt' } } });
     await c.close();
   }, 30_000);
 });
