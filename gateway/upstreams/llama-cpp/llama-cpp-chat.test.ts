@@ -88,6 +88,12 @@ describe('local llama.cpp engine through the gateway', () => {
 
   it('meters a stream without include_usage exactly like one with it', async () => {
     const rows = async () => usageRows(h.testDb.db.prisma, { orgId: h.orgId });
+    // Every debit made so far (a stream's is written after its answer) in the database first: the earlier tests' too.
+    const settled = async () => {
+      expect(await h.runtime.ctx.lifecycle.settled(10_000)).toBe(true);
+      await h.settled();
+    };
+    await settled();
     const n = (await rows()).length;
     const first = await chat({ stream: true });
     const firstId = first.headers.get('x-request-id');
@@ -101,7 +107,8 @@ describe('local llama.cpp engine through the gateway', () => {
     const usage = events.at(-1)!.usage!;
     expect(events.at(-1)!.choices).toEqual([]);
     // On SQLite a debit is committed just after its answer (docs/api-conventions.md, "Credits"): wait for both.
-    await expect.poll(async () => (await rows()).length, { timeout: 5_000 }).toBe(n + 2);
+    await settled();
+    expect((await rows()).length).toBe(n + 2);
     const after = await rows();
     const withoutUsage = after.find((r) => r.requestId === firstId);
     const withUsage = after.find((r) => r.requestId === secondId);
