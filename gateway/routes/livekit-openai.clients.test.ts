@@ -20,7 +20,7 @@ import { upsertModel } from '../../server/services/models/upsert-model.ts';
 import { createOrg } from '../../server/services/orgs/create-org.ts';
 import { seedPlatformVoices } from '../../server/services/voices/seed-platform-voices.ts';
 import type { GatewayHarness } from '../../test/support/gateway-harness.ts';
-import { startScriptedUpstream, type ScriptedUpstream } from '../../test/support/scripted-openai-upstream.ts';
+import { startScriptedUpstream, toolCallStream, type ScriptedUpstream } from '../../test/support/scripted-openai-upstream.ts';
 import { audioCost, settleRecognizers, speech, startSttGateway, wer } from '../../test/support/stt-routes.ts';
 import { FLITE_PRICE, FOX, codePoints, costOf, expectSpeechLevel, natural } from '../../test/support/tts-routes.ts';
 import { usageRows, type UsageRow } from '../../test/support/usage-rows.ts';
@@ -37,29 +37,7 @@ const TTS_FRAME = TTS_RATE / 10;
 /** The plugin's typings allow only OpenAI's voice names (its model is `TTSModels | string`, its voice is not): a gateway voice needs the cast. */
 const VOICE = 'flite-slt' as openai.TTSVoices;
 
-/** A streamed tool call as OpenAI streams one (platform.openai.com/docs/api-reference/chat-streaming: the
- * call's id and name first, its arguments in pieces, finish_reason tool_calls), then the usage chunk. */
-const sseChunk = (body: object) =>
-  `data: ${JSON.stringify({ id: 'chatcmpl-tool', object: 'chat.completion.chunk', created: 1, model: 'lk-llm-tools', ...body })}\n\n`;
-const TOOL_STREAM =
-  sseChunk({
-    choices: [
-      {
-        index: 0,
-        delta: {
-          role: 'assistant',
-          content: null,
-          tool_calls: [{ index: 0, id: 'call_7', type: 'function', function: { name: 'get_weather', arguments: '' } }],
-        },
-        finish_reason: null,
-      },
-    ],
-  }) +
-  sseChunk({ choices: [{ index: 0, delta: { tool_calls: [{ index: 0, function: { arguments: '{"city":' } }] }, finish_reason: null }] }) +
-  sseChunk({ choices: [{ index: 0, delta: { tool_calls: [{ index: 0, function: { arguments: '"Oslo"}' } }] }, finish_reason: null }] }) +
-  sseChunk({ choices: [{ index: 0, delta: {}, finish_reason: 'tool_calls' }] }) +
-  sseChunk({ choices: [], usage: { prompt_tokens: 30, completion_tokens: 9, total_tokens: 39 } }) +
-  'data: [DONE]\n\n';
+const TOOL_STREAM = toolCallStream('lk-llm-tools');
 
 let h: GatewayHarness;
 let upstream: ScriptedUpstream;

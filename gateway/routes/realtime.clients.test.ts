@@ -37,7 +37,7 @@ import { defaultVoiceFor } from '../../server/services/voices/default-voice.ts';
 import { seedPlatformVoices } from '../../server/services/voices/seed-platform-voices.ts';
 import type { GatewayHarness } from '../../test/support/gateway-harness.ts';
 import { spokenPcm24 } from '../../test/support/realtime-client.ts';
-import { startScriptedUpstream, type Behaviour, type ScriptedUpstream } from '../../test/support/scripted-openai-upstream.ts';
+import { startScriptedUpstream, toolCallStream, type Behaviour, type ScriptedUpstream } from '../../test/support/scripted-openai-upstream.ts';
 import { audioCost, settleRecognizers, startSttGateway, transcribe, wavFile, wer } from '../../test/support/stt-routes.ts';
 import { FLITE_PRICE, codePoints, costOf } from '../../test/support/tts-routes.ts';
 import { makeTestCertificate, type TestCertificate } from '../../test/support/tls.ts';
@@ -61,28 +61,7 @@ const AFTER_TOOL_TEXT = AFTER_TOOL.join('');
 const AFTER_TOOL_USAGE = { prompt_tokens: 52, completion_tokens: AFTER_TOOL.length };
 const afterTool: Behaviour = { kind: 'stream', chunks: AFTER_TOOL, usage: AFTER_TOOL_USAGE };
 
-/** A streamed tool call as OpenAI streams one (the call's id and name first, its arguments in pieces, finish_reason tool_calls), then the usage chunk. */
-const sseChunk = (body: object) =>
-  `data: ${JSON.stringify({ id: 'chatcmpl-tool', object: 'chat.completion.chunk', created: 1, model: 'rt-llm-tools', ...body })}\n\n`;
-const TOOL_STREAM =
-  sseChunk({
-    choices: [
-      {
-        index: 0,
-        delta: {
-          role: 'assistant',
-          content: null,
-          tool_calls: [{ index: 0, id: 'call_7', type: 'function', function: { name: 'get_weather', arguments: '' } }],
-        },
-        finish_reason: null,
-      },
-    ],
-  }) +
-  sseChunk({ choices: [{ index: 0, delta: { tool_calls: [{ index: 0, function: { arguments: '{"city":' } }] }, finish_reason: null }] }) +
-  sseChunk({ choices: [{ index: 0, delta: { tool_calls: [{ index: 0, function: { arguments: '"Oslo"}' } }] }, finish_reason: null }] }) +
-  sseChunk({ choices: [{ index: 0, delta: {}, finish_reason: 'tool_calls' }] }) +
-  sseChunk({ choices: [], usage: { prompt_tokens: 30, completion_tokens: 9, total_tokens: 39 } }) +
-  'data: [DONE]\n\n';
+const TOOL_STREAM = toolCallStream('rt-llm-tools');
 const toolCall: Behaviour = { kind: 'raw', status: 200, contentType: 'text/event-stream', body: TOOL_STREAM };
 
 /** A long answer streamed slowly (a sentence every 100 ms): still running when the user speaks over it. */

@@ -14,7 +14,7 @@ import type { GatewayHarness } from '../../test/support/gateway-harness.ts';
 import WebSocket from 'ws';
 import { appendAudio, openRealtime, realtimeUrl, responseAudio, spokenPcm24, type RealtimeEvent } from '../../test/support/realtime-client.ts';
 import { startOtlpCollector } from '../../test/support/otlp-collector.ts';
-import { startScriptedUpstream, type ScriptedUpstream } from '../../test/support/scripted-openai-upstream.ts';
+import { startScriptedUpstream, toolCallStream, type ScriptedUpstream } from '../../test/support/scripted-openai-upstream.ts';
 import {
   STT_PRICE,
   audioCost,
@@ -46,28 +46,7 @@ let llm: ScriptedUpstream;
 let slowLlm: ScriptedUpstream;
 let toolLlm: ScriptedUpstream;
 
-const sseChunk = (body: object) =>
-  `data: ${JSON.stringify({ id: 'chatcmpl-tool', object: 'chat.completion.chunk', created: 1, model: 'rt-tools', ...body })}\n\n`;
-/** A tool call streamed as OpenAI streams one (platform.openai.com/docs/api-reference/chat-streaming). */
-const TOOL_STREAM =
-  sseChunk({
-    choices: [
-      {
-        index: 0,
-        delta: {
-          role: 'assistant',
-          content: null,
-          tool_calls: [{ index: 0, id: 'call_7', type: 'function', function: { name: 'get_weather', arguments: '' } }],
-        },
-        finish_reason: null,
-      },
-    ],
-  }) +
-  sseChunk({ choices: [{ index: 0, delta: { tool_calls: [{ index: 0, function: { arguments: '{"city":' } }] }, finish_reason: null }] }) +
-  sseChunk({ choices: [{ index: 0, delta: { tool_calls: [{ index: 0, function: { arguments: '"Oslo"}' } }] }, finish_reason: null }] }) +
-  sseChunk({ choices: [{ index: 0, delta: {}, finish_reason: 'tool_calls' }] }) +
-  sseChunk({ choices: [], usage: { prompt_tokens: 30, completion_tokens: 9, total_tokens: 39 } }) +
-  'data: [DONE]\n\n';
+const TOOL_STREAM = toolCallStream('rt-tools');
 
 beforeAll(async () => {
   // The shipped profiles, and one whose voice does not exist.

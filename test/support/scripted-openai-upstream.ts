@@ -17,6 +17,35 @@ import type { AddressInfo } from 'node:net';
 import { zeroCrossingFrequency } from '../../gateway/audio/test-signals.ts';
 import { parseWav } from '../../gateway/audio/wav.ts';
 
+/**
+ * A streamed tool call as OpenAI streams one (platform.openai.com/docs/api-reference/chat-streaming:
+ * the call's id and name first, its arguments in pieces, finish_reason tool_calls), then the usage
+ * chunk: get_weather({"city":"Oslo"}) as call_7, 30 prompt and 9 completion tokens.
+ */
+export function toolCallStream(model: string): string {
+  const chunk = (body: object) => `data: ${JSON.stringify({ id: 'chatcmpl-tool', object: 'chat.completion.chunk', created: 1, model, ...body })}\n\n`;
+  return (
+    chunk({
+      choices: [
+        {
+          index: 0,
+          delta: {
+            role: 'assistant',
+            content: null,
+            tool_calls: [{ index: 0, id: 'call_7', type: 'function', function: { name: 'get_weather', arguments: '' } }],
+          },
+          finish_reason: null,
+        },
+      ],
+    }) +
+    chunk({ choices: [{ index: 0, delta: { tool_calls: [{ index: 0, function: { arguments: '{"city":' } }] }, finish_reason: null }] }) +
+    chunk({ choices: [{ index: 0, delta: { tool_calls: [{ index: 0, function: { arguments: '"Oslo"}' } }] }, finish_reason: null }] }) +
+    chunk({ choices: [{ index: 0, delta: {}, finish_reason: 'tool_calls' }] }) +
+    chunk({ choices: [], usage: { prompt_tokens: 30, completion_tokens: 9, total_tokens: 39 } }) +
+    'data: [DONE]\n\n'
+  );
+}
+
 export type Behaviour =
   | { kind: 'ok'; text?: string; usage?: { prompt_tokens: number; completion_tokens: number } | null }
   | {
