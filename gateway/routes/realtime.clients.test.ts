@@ -64,8 +64,8 @@ const afterTool: Behaviour = { kind: 'stream', chunks: AFTER_TOOL, usage: AFTER_
 const TOOL_STREAM = toolCallStream('rt-llm-tools');
 const toolCall: Behaviour = { kind: 'raw', status: 200, contentType: 'text/event-stream', body: TOOL_STREAM };
 
-/** A long answer streamed slowly (a sentence every 100 ms): still running when the user speaks over it. */
-const SLOW_CHUNKS = Array.from({ length: 40 }, (_, i) => `Sentence number ${i} is here. `);
+/** A long answer streamed slowly (a sentence every 100 ms, a minute in all): still running when the user speaks over it, however busy the machine. */
+const SLOW_CHUNKS = Array.from({ length: 600 }, (_, i) => `Sentence number ${i} is here. `);
 const SLOW: Behaviour = { kind: 'stream', chunks: SLOW_CHUNKS, delayMs: 100, usage: { prompt_tokens: 40, completion_tokens: 200 } };
 /** The answer to the words spoken over the slow one. */
 const STOPPED = ['Okay, ', 'I ', 'will ', 'stop', '.'];

@@ -77,7 +77,7 @@ beforeAll(async () => {
   llm = await startScriptedUpstream({ kind: 'stream', chunks: REPLY, usage: { prompt_tokens: 40, completion_tokens: 6 } });
   slowLlm = await startScriptedUpstream({
     kind: 'stream',
-    chunks: Array.from({ length: 40 }, (_, i) => `Sentence number ${i} is here. `),
+    chunks: Array.from({ length: 600 }, (_, i) => `Sentence number ${i} is here. `),
     delayMs: 100,
     usage: { prompt_tokens: 40, completion_tokens: 200 },
   });
@@ -421,7 +421,7 @@ describe('conversation events', () => {
     };
     expect(secondDone).toMatchObject({ id: second.id, status: 'cancelled', status_details: { reason: 'client_cancelled' } });
     // Billed for what was made: fewer tokens than the whole answer, the spans that were spoken.
-    expect(done.usage.output_tokens).toBeLessThan(40);
+    expect(done.usage.output_tokens).toBeLessThan(600);
     await c.close();
     await billed();
     const rows = await usageRows(h.testDb.db.prisma, { orgId });
