@@ -1,0 +1,87 @@
+import { once } from 'node:events';
+import type { AddressInfo } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { WebSocket, WebSocketServer } from 'ws';
+import { manualClock } from '../../test/support/manual-clock.ts';
+import { OUTGOING_BUFFER_FULL, WebSocketLink } from './websocket-link.ts';
+
+const servers: WebSocketServer[] = [];
+afterEach(async () => {
+  for (const s of servers.splice(0)) {
+    for (const c of s.clients) c.terminate();
+    await new Promise((r) => s.close(r));
+  }
+});
+
+/** A server socket bound through a link, and a client that reads nothing until told to. */
+async function pair(limits: Partial<WebSocketLink['limits']> = {}) {
+  const server = new WebSocketServer({ port: 0, host: '127.0.0.1' });
+  servers.push(server);
+  await once(server, 'listening');
+  const client = new WebSocket(`ws://127.0.0.1:${(server.address() as AddressInfo).port}`);
+  const [socket] = (await once(server, 'connection')) as [WebSocket];
+  await once(client, 'open');
+  const received: Buffer[] = [];
+  let closed = false;
+  const link = new WebSocketLink(
+    socket,
+    manualClock(0),
+    { message: (data) => received.push(data), closed: () => (closed = true) },
+    { highWaterBytes: 64 * 1024, dropAboveBytes: 256 * 1024, closeAboveBytes: 1024 * 1024, pingIntervalMs: 20_000, ...limits },
+  );
+  return { client, socket, link, received, isClosed: () => closed };
+}
+
+describe('WebSocketLink', () => {
+  it('drops droppable events and then closes with 1008 when the peer stops reading, keeping the unread bytes bounded', async () => {
+    const { client, socket, link } = await pair();
+    // The client's side stops reading: the server's writes pile up in its buffer.
+    (client as unknown as { _socket: { pause(): void } })._socket.pause();
+    const event = 'x'.repeat(16 * 1024);
+    let sent = 0;
+    let dropped = 0;
+    for (let i = 0; i < 10_000 && link.open; i++) {
+      if (link.send(event, { droppable: i % 2 === 0 })) sent++;
+      else if (link.open) dropped++;
+      // Let the kernel take what it will, as a live session's sends are spread over time.
+      if (i % 16 === 0) await new Promise((r) => setImmediate(r));
+    }
+    expect(dropped).toBeGreaterThan(0);
+    expect(link.dropped).toBe(dropped);
+    expect(link.open).toBe(false);
+    expect(socket.bufferedAmount).toBeLessThanOrEqual(1024 * 1024);
+    expect(sent).toBeLessThan(10_000);
+    (client as unknown as { _socket: { resume(): void } })._socket.resume();
+    const [code, reason] = (await once(client, 'close')) as [number, Buffer];
+    expect(code).toBe(1008);
+    expect(reason.toString()).toBe(OUTGOING_BUFFER_FULL);
+  });
+
+  it('delivers messages both ways and reports the close once', async () => {
+    const { client, link, received, isClosed } = await pair();
+    const got = once(client, 'message');
+    link.send(JSON.stringify({ type: 'hello' }));
+    expect(JSON.parse(String((await got)[0]))).toEqual({ type: 'hello' });
+    client.send(Buffer.from([1, 2, 3]));
+    client.close(1000, 'bye');
+    await once(client, 'close');
+    await expect.poll(isClosed).toBe(true);
+    expect(received).toEqual([Buffer.from([1, 2, 3])]);
+    expect(link.send('after')).toBe(false);
+  });
+
+  it('resolves drained() once a backlog above the high-water mark is taken', async () => {
+    const { client, link } = await pair({ closeAboveBytes: 64 * 1024 * 1024 });
+    (client as unknown as { _socket: { pause(): void } })._socket.pause();
+    const chunk = Buffer.alloc(256 * 1024);
+    for (let i = 0; i < 16; i++) link.send(chunk);
+    expect(link.unreadBytes).toBeGreaterThan(link.limits.highWaterBytes);
+    let drained = false;
+    const waiting = link.drained().then(() => (drained = true));
+    await new Promise((r) => setImmediate(r));
+    expect(drained).toBe(false);
+    (client as unknown as { _socket: { resume(): void } })._socket.resume();
+    await waiting;
+    expect(drained).toBe(true);
+  });
+});
