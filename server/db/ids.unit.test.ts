@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { newId, newTimeOrderedId } from './ids.ts';
 
 describe('ids', () => {
@@ -8,12 +8,18 @@ describe('ids', () => {
     expect(new Set(ids).size).toBe(ids.length);
   });
 
-  it('time-ordered ids sort by the millisecond they were made in', async () => {
-    const first = newTimeOrderedId('led');
-    await new Promise((r) => setTimeout(r, 5));
-    const second = newTimeOrderedId('led');
-    expect(first < second).toBe(true);
-    expect(Number.parseInt(second.slice(4, 13), 36)).toBeGreaterThanOrEqual(Date.now() - 1_000);
-    expect(Number.parseInt(second.slice(4, 13), 36)).toBeLessThanOrEqual(Date.now());
+  it('time-ordered ids sort by the millisecond they were made in', () => {
+    const at = Date.UTC(2031, 0, 1);
+    vi.useFakeTimers({ now: at, toFake: ['Date'] });
+    try {
+      const first = newTimeOrderedId('led');
+      vi.setSystemTime(at + 1);
+      const second = newTimeOrderedId('led');
+      expect(first < second).toBe(true);
+      expect(Number.parseInt(first.slice(4, 13), 36)).toBe(at);
+      expect(Number.parseInt(second.slice(4, 13), 36)).toBe(at + 1);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });

@@ -77,7 +77,7 @@ export async function settleRecognizers(openSessions = 0): Promise<void> {
     'the recogniser threads to be idle',
     async () => {
       const stats = await recognizerStats();
-      return stats.reduce((n, w) => n + w.sessions, 0) === openSessions && stats.every((w) => w.spares >= 1);
+      return stats.reduce((n, w) => n + w.sessions, 0) === openSessions && stats.every((w) => !w.loadingSpare);
     },
     { timeoutMs: 10_000, intervalMs: 50 },
   ).catch(() => {}); // best effort: the caller goes on either way
