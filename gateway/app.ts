@@ -85,7 +85,7 @@ function logDestination() {
   return destination;
 }
 
-/** The gateway's pino options (exported for request-logger.test.ts). */
+/** The gateway's pino options (exported for request-logger.unit.test.ts). */
 export function gatewayLoggerOptions(level: string, stream: DestinationStream) {
   return {
     level,

@@ -35,6 +35,7 @@ import { GRANT_CLAIM, GRANT_JWT_BEARER } from '../server/services/registrations/
 import { upsertModel } from '../server/services/models/upsert-model.ts';
 import { startGateway, type GatewayHarness } from '../test/support/gateway-harness.ts';
 import { startScriptedUpstream, type ScriptedUpstream } from '../test/support/scripted-openai-upstream.ts';
+import { socketEvents } from '../test/support/socket-events.ts';
 import { settleRecognizers, speech } from '../test/support/stt-routes.ts';
 import { speak } from '../test/support/voice-routes.ts';
 import {
@@ -867,15 +868,15 @@ async function runSession(params: [string, string][], key: 'query' | 'header' | 
   if (key === 'garbage') q.append('api_key', 'sk_svc_garbage');
   const url = `${h.url.replace(/^http/, 'ws')}/stt/websocket?${q}`;
   const ws = new WebSocket(url, { headers: key === 'header' ? { authorization: `Bearer ${h.key}` } : {} });
-  const events: Record<string, unknown>[] = [];
   let binaryFromServer = 0;
-  let wake = () => {};
-  ws.on('message', (data, isBinary) => {
-    if (isBinary) binaryFromServer++;
-    else events.push(JSON.parse(data.toString()) as Record<string, unknown>);
-    wake();
+  const { log, closed } = socketEvents<Record<string, unknown>>(ws, {
+    parse: (data, isBinary) => {
+      if (!isBinary) return JSON.parse(data.toString()) as Record<string, unknown>;
+      binaryFromServer++;
+      return undefined;
+    },
   });
-  const closed = new Promise<{ code: number; reason: string }>((resolve) => ws.on('close', (code, reason) => resolve({ code, reason: reason.toString() })));
+  const { events } = log;
   ws.on('error', () => {});
   const deadline = <T>(p: Promise<T>, what: string, ms = REQUEST_TIMEOUT_MS) =>
     Promise.race([p, new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`${what}: nothing within ${ms} ms (hang)`)), ms).unref())]);
@@ -902,14 +903,7 @@ async function runSession(params: [string, string][], key: 'query' | 'header' | 
   });
   if (opened) return opened.refused;
   try {
-    await deadline(
-      new Promise<void>((resolve) => {
-        const check = () => events.length > 0 && resolve();
-        wake = check;
-        check();
-      }),
-      'session.started',
-    );
+    await log.first(() => true, { timeoutMs: REQUEST_TIMEOUT_MS }); // session.started
     let garbage = 0;
     let finalizes = 0;
     for (const frame of sendFrames) {

@@ -12,6 +12,7 @@ import { startScriptedUpstream, type ScriptedUpstream } from '../test/support/sc
 import { usageRows } from '../test/support/usage-rows.ts';
 import { countedInOneMinute } from '../test/support/rate-window.ts';
 import { freePort } from '../test/support/svc-process.ts';
+import { until } from '../test/support/poll.ts';
 import { openApiResponseChecker, type OpenApiResponseChecker } from '../test/support/openapi-responses.ts';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -22,8 +23,6 @@ const START_TIMEOUT_MS = 45_000;
 
 // Each test runs several CLI processes (about 1.5 s each, more on a loaded machine).
 vi.setConfig({ testTimeout: 120_000 });
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 // ---------------------------------------------------------------------------------------
 // Processes
@@ -144,19 +143,20 @@ async function startGateway(name: string, extraEnv: Record<string, string> = {})
     });
   const gw: GatewayProcess = { name, base: `http://127.0.0.1:${port}`, child, output: () => output, outputWhere, outputClosed };
   gateways.push(gw);
-  const deadline = Date.now() + START_TIMEOUT_MS;
-  for (;;) {
-    if (exited !== undefined) {
-      await outputClosed; // the reason it gave may still be in the pipe
-      throw new Error(`gateway ${name} exited with ${exited} before it answered /health:\n${output}`);
-    }
-    if (Date.now() > deadline) throw new Error(`gateway ${name} did not answer /health within ${START_TIMEOUT_MS} ms:\n${output}`);
-    const ok = await fetch(`${gw.base}/health`, { signal: AbortSignal.timeout(1_000) })
-      .then((r) => r.status === 200)
-      .catch(() => false);
-    if (ok) return gw;
-    await sleep(100);
-  }
+  await until(
+    `gateway ${name} to answer /health`,
+    async () => {
+      if (exited !== undefined) {
+        await outputClosed; // the reason it gave may still be in the pipe
+        throw new Error(`gateway ${name} exited with ${exited} before it answered /health:\n${output}`);
+      }
+      return fetch(`${gw.base}/health`, { signal: AbortSignal.timeout(1_000) })
+        .then((r) => r.status === 200)
+        .catch(() => false);
+    },
+    { timeoutMs: START_TIMEOUT_MS, seen: () => output },
+  );
+  return gw;
 }
 
 async function stopProcess(child: ChildProcess): Promise<void> {
@@ -214,26 +214,6 @@ function expectError(res: Res, status: number, code: string) {
   expect(res.headers.get('content-type')).toMatch(/^application\/json/);
 }
 
-/** Polls until `check` returns a value (not undefined) or the deadline passes. */
-async function eventually<T>(what: string, check: () => Promise<T | undefined>, timeoutMs = 15_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      const v = await check();
-      if (v !== undefined) return v;
-    } catch (e) {
-      last = e;
-    }
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? `: ${String(last)}` : ''}`);
-    await sleep(150);
-  }
-}
-
-/**
- * Rate-limit windows are fixed clock minutes; a test that counts requests in one window
- * starts only when enough of the current minute is left.
- */
 // ---------------------------------------------------------------------------------------
 
 let upstream: ScriptedUpstream;
@@ -291,9 +271,9 @@ beforeAll(async () => {
   const doc = await fetch(`${gw.base}/openapi.json`);
   expect(doc.status).toBe(200);
   documented = openApiResponseChecker((await doc.json()) as Record<string, unknown>);
-  await eventually('bb-llm to be served', async () => {
+  await until('bb-llm to be served', async () => {
     const r = await call(gw, 'GET', '/v1/models', { key });
-    return r.json?.data?.some((d: { id: string }) => d.id === 'bb-llm') ? true : undefined;
+    return r.json?.data?.some((d: { id: string }) => d.id === 'bb-llm');
   });
 }, 120_000);
 
@@ -552,7 +532,7 @@ describe('POST /v1/chat/completions: proxying and metering', () => {
     // The gateway asked the engine for usage on the client's behalf...
     expect(JSON.parse(upstream.received.at(-1)!.body.toString()).stream_options).toEqual({ include_usage: true });
     // ...and debited 10 x 0.15 + 2 x 0.6 = 2.7 -> 3 micro-USD.
-    await eventually('the stream to be debited', async () => ((await t.db.hot.getBalance(org)) === 1_999_997n ? true : undefined), 10_000);
+    await until('the stream to be debited', async () => (await t.db.hot.getBalance(org)) === 1_999_997n, { timeoutMs: 10_000 });
   });
 
   it('an upstream error becomes a 502 upstream_error in the envelope', async () => {
@@ -584,7 +564,7 @@ describe('model registry while running', () => {
       '--price-output-per-mtok',
       '2',
     );
-    const entry = await eventually('bb-added-late in /v1/models', async () => {
+    const entry = await until('bb-added-late in /v1/models', async () => {
       const r = await call(gw, 'GET', '/v1/models', { key });
       return r.json?.data?.find((d: { id: string }) => d.id === 'bb-added-late');
     });
@@ -611,10 +591,10 @@ describe('model registry while running', () => {
         '--price-output-per-mtok',
         '0.1',
       );
-      await eventually('bb-doomed to answer 200', async () => ((await chat(gw, key, { model: 'bb-doomed', messages: [] })).status === 200 ? true : undefined));
+      await until('bb-doomed to answer 200', async () => (await chat(gw, key, { model: 'bb-doomed', messages: [] })).status === 200);
       await doomed.close();
       closed = true;
-      const r = await eventually('503 model_offline', async () => {
+      const r = await until('503 model_offline', async () => {
         const res = await chat(gw, key, { model: 'bb-doomed', messages: [] });
         return res.status === 503 ? res : undefined;
       });

@@ -75,7 +75,7 @@ const INFO = 30;
 /**
  * The access line of an answered request, as pino would write it for
  * `log.info({ reqId, req, res, responseTime }, 'request completed')` with the gateway's
- * serializers (request-logger.test.ts compares the two), put together directly: it is written
+ * serializers (request-logger.unit.test.ts compares the two), put together directly: it is written
  * for every request, and pino's general path (serializers, a stringifier per value) was ~4 %
  * of the gateway's CPU per request. Uses the logger's own level prefix, time and bindings.
  */

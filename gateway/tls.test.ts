@@ -16,6 +16,7 @@ import { ConfigError, loadConfig } from '../server/config/env.ts';
 import { gatewayInternalUrl, proxyToGateway } from '../server/api/gateway-proxy.ts';
 import { getOrCreateDashboardKey } from '../server/services/keys/get-dashboard-key.ts';
 import type { GatewayHarness } from '../test/support/gateway-harness.ts';
+import { socketEvents } from '../test/support/socket-events.ts';
 import { settleRecognizers, s16le, speech, startSttGateway, trimSilence, wavFile, wer, wsUrl, type SttEvent } from '../test/support/stt-routes.ts';
 import { ROOT } from '../test/support/svc-process.ts';
 import { makeTestCertificate, type TestCertificate } from '../test/support/tls.ts';
@@ -77,30 +78,20 @@ describe('a gateway with SVC_TLS_CERT and SVC_TLS_KEY', () => {
     const audio = s16le(trimSilence((await speech(FOX)).samples));
     const ws = new WebSocket(wsUrl(h, { model: 'local-stt', sample_rate: '16000' }), { headers: { authorization: `Bearer ${h.key}` }, ca: cert.ca });
     expect(ws.url).toMatch(/^wss:/);
-    const events: SttEvent[] = [];
-    const flushed = new Promise<void>((resolve, reject) => {
-      ws.on('message', (data) => {
-        const event = JSON.parse(data.toString()) as SttEvent;
-        events.push(event);
-        if (event.type === 'flush_done') resolve();
-      });
-      ws.once('close', (code) => reject(new Error(`closed (${code}) before flush_done; events: ${JSON.stringify(events)}`)));
-      ws.once('error', reject);
-    });
+    const { log, closed } = socketEvents<SttEvent>(ws);
+    const { events } = log;
     await once(ws, 'open');
     // 100 ms frames, all at once: the session takes audio as fast as it comes.
     for (let at = 0; at < audio.length; at += 3200) ws.send(audio.subarray(at, at + 3200));
     ws.send(JSON.stringify({ type: 'finalize' }));
-    await flushed;
+    await log.first((e) => e.type === 'flush_done');
     const text = events
       .filter((e) => e.type === 'transcript' && e.is_final === true)
       .map((e) => e.text as string)
       .join(' ');
     expect(wer(FOX, text), text).toBeLessThanOrEqual(0.25);
-    const closed = once(ws, 'close');
     ws.send(JSON.stringify({ type: 'close' }));
-    const [code] = (await closed) as [number];
-    expect(code).toBe(1000);
+    expect((await closed).code).toBe(1000);
     expect(events[0]?.type).toBe('session.started');
   });
 

@@ -7,8 +7,8 @@ import { existsSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
+import { until } from '../../test/support/poll.ts';
 
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '../..');
 // Children run under the project's pinned Node (native modules are built for it), whatever runs the test.
@@ -99,18 +99,16 @@ function killGroup(pid: number, signal: NodeJS.Signals): void {
 }
 
 async function waitForHttp(url: string, child: ChildProcess, name: string, timeoutMs = 60_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (child.exitCode !== null) throw new Error(`${name} exited with code ${child.exitCode} before answering ${url}`);
-    try {
-      const res = await fetch(url, { redirect: 'manual', signal: AbortSignal.timeout(2_000) });
-      if (res.status < 500) return;
-    } catch {
-      // not listening yet
-    }
-    await sleep(250);
-  }
-  throw new Error(`${name} did not answer ${url} within ${timeoutMs / 1000} s`);
+  await until(
+    `${name} to answer ${url}`,
+    async () => {
+      if (child.exitCode !== null) throw new Error(`${name} exited with code ${child.exitCode} before answering ${url}`);
+      return fetch(url, { redirect: 'manual', signal: AbortSignal.timeout(2_000) })
+        .then((res) => res.status < 500)
+        .catch(() => false); // not listening yet
+    },
+    { timeoutMs, intervalMs: 250 },
+  );
 }
 
 function tail(path: string, lines = 30): string {

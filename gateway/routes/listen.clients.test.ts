@@ -11,6 +11,7 @@ import { createApiKey } from '../../server/services/keys/create-api-key.ts';
 import { upsertModel } from '../../server/services/models/upsert-model.ts';
 import { createOrg } from '../../server/services/orgs/create-org.ts';
 import type { GatewayHarness } from '../../test/support/gateway-harness.ts';
+import { EventLog } from '../../test/support/socket-events.ts';
 import {
   STT_PRICE,
   audioCost,
@@ -61,30 +62,20 @@ type Results = Message & { is_final?: boolean; speech_final?: boolean; channel: 
 /** A live connection with its messages, its errors and its close, as the SDK reports them. */
 async function liveSession(apiKey: string, args: Parameters<DeepgramClient['listen']['v1']['connect']>[0]) {
   const connection = await deepgram(apiKey).listen.v1.connect(args);
-  const messages: Message[] = [];
+  const log = new EventLog<Message>();
   const errors: Error[] = [];
-  let onMessage: () => void = () => {};
   const closed = new Promise<{ code: number; reason?: string }>((resolve) =>
-    connection.on('close', (event) => resolve({ code: event.code, reason: (event as { reason?: string }).reason })),
+    connection.on('close', (event) => {
+      log.end(`closed (${event.code})`);
+      resolve({ code: event.code, reason: (event as { reason?: string }).reason });
+    }),
   );
-  connection.on('message', (message) => {
-    messages.push(message as unknown as Message);
-    onMessage();
-  });
+  connection.on('message', (message) => log.push(message as unknown as Message));
   connection.on('error', (error) => errors.push(error));
   connection.connect();
   /** Resolves once a message matches (rejects if the connection closes first). */
-  const until = (pred: (m: Message) => boolean) =>
-    new Promise<Message>((resolve, reject) => {
-      const check = () => {
-        const found = messages.find(pred);
-        if (found) resolve(found);
-      };
-      onMessage = check;
-      check();
-      void closed.then(() => reject(new Error(`closed before the awaited message; got ${messages.map((m) => m.type).join(', ')}`)));
-    });
-  return { connection, messages, errors, closed, until };
+  const until = (pred: (m: Message) => boolean) => log.first(pred);
+  return { connection, messages: log.events, errors, closed, until };
 }
 
 /** Sends audio as LiveKit's Deepgram plugin does: 100 ms frames of 16 kHz linear16 (here twice as fast as real time). */

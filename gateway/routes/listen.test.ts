@@ -15,6 +15,7 @@ import { upsertModel } from '../../server/services/models/upsert-model.ts';
 import { createOrg } from '../../server/services/orgs/create-org.ts';
 import type { GatewayHarness } from '../../test/support/gateway-harness.ts';
 import { A_WINDOW_START, manualClock } from '../../test/support/manual-clock.ts';
+import { socketEvents } from '../../test/support/socket-events.ts';
 import {
   STT_PRICE,
   audioCost,
@@ -123,21 +124,8 @@ async function connect(query: Record<string, string | string[]>, options: { key?
   const headers: Record<string, string> = { 'x-request-id': requestId };
   if (!options.protocols) headers.authorization = `Token ${options.key ?? h.key}`;
   const ws = new WebSocket(listenUrl(query), options.protocols ?? [], { headers });
-  const events: DgEvent[] = [];
-  const waiters = new Set<() => void>();
-  let closeInfo: { code: number; reason: string } | null = null;
-  const closed = new Promise<{ code: number; reason: string }>((resolve) => {
-    ws.on('close', (code, reason) => {
-      closeInfo = { code, reason: reason.toString() };
-      resolve(closeInfo);
-      for (const w of waiters) w();
-    });
-  });
-  ws.on('message', (data, isBinary) => {
-    expect(isBinary, 'the server sends only JSON text frames').toBe(false);
-    events.push(JSON.parse(data.toString()) as DgEvent);
-    for (const w of waiters) w();
-  });
+  const { log, closed } = socketEvents<DgEvent>(ws, { describe: describeEvent });
+  const { events } = log;
   ws.on('error', () => {});
   const upgrade = await new Promise<IncomingMessage>((resolve, reject) => {
     ws.once('upgrade', resolve);
@@ -154,30 +142,7 @@ async function connect(query: Record<string, string | string[]>, options: { key?
     upgrade,
     events,
     closed,
-    until(pred, { from = 0, timeoutMs = 30_000 } = {}) {
-      return new Promise<DgEvent>((resolve, reject) => {
-        const check = () => {
-          const found = events.slice(from).find(pred);
-          if (found) {
-            done();
-            resolve(found);
-          } else if (closeInfo) {
-            done();
-            reject(new Error(`socket closed (${closeInfo.code} ${closeInfo.reason}) before the awaited event; events: ${summary(events)}`));
-          }
-        };
-        const timer = setTimeout(() => {
-          done();
-          reject(new Error(`timed out waiting for an event; events: ${summary(events)}`));
-        }, timeoutMs);
-        const done = () => {
-          clearTimeout(timer);
-          waiters.delete(check);
-        };
-        waiters.add(check);
-        check();
-      });
-    },
+    until: (pred, options) => log.first(pred, options),
     async stream(bytes, { frameBytes, intervalMs } = FAST) {
       for (let at = 0; at < bytes.length && ws.readyState === WebSocket.OPEN; at += frameBytes) {
         ws.send(bytes.subarray(at, Math.min(bytes.length, at + frameBytes)));
@@ -192,14 +157,14 @@ async function connect(query: Record<string, string | string[]>, options: { key?
 }
 
 function summary(events: DgEvent[]): string {
-  return events
-    .map((e) => {
-      if (e.type !== 'Results') return e.type;
-      const r = e as DgResults;
-      const flags = [r.is_final ? 'final' : 'interim', r.speech_final ? 'speech_final' : '', r.from_finalize ? 'from_finalize' : ''].filter(Boolean).join(',');
-      return `Results(${flags}: ${r.channel.alternatives[0]!.transcript})`;
-    })
-    .join(', ');
+  return events.map(describeEvent).join(', ');
+}
+
+function describeEvent(e: DgEvent): string {
+  if (e.type !== 'Results') return e.type;
+  const r = e as DgResults;
+  const flags = [r.is_final ? 'final' : 'interim', r.speech_final ? 'speech_final' : '', r.from_finalize ? 'from_finalize' : ''].filter(Boolean).join(',');
+  return `Results(${flags}: ${r.channel.alternatives[0]!.transcript})`;
 }
 
 const results = (c: DgClient) => c.ofType('Results') as DgResults[];

@@ -37,6 +37,7 @@ import { defaultVoiceFor } from '../../server/services/voices/default-voice.ts';
 import { seedPlatformVoices } from '../../server/services/voices/seed-platform-voices.ts';
 import type { GatewayHarness } from '../../test/support/gateway-harness.ts';
 import { spokenPcm24 } from '../../test/support/realtime-client.ts';
+import { EventLog } from '../../test/support/socket-events.ts';
 import { startScriptedUpstream, toolCallStream, type Behaviour, type ScriptedUpstream } from '../../test/support/scripted-openai-upstream.ts';
 import { audioCost, settleRecognizers, startSttGateway, transcribe, wavFile, wer } from '../../test/support/stt-routes.ts';
 import { FLITE_PRICE, codePoints, costOf } from '../../test/support/tts-routes.ts';
@@ -162,44 +163,14 @@ async function heardIn(pcm: Buffer): Promise<string> {
 type ServerEvent = { type: string; [k: string]: unknown };
 
 /** A client's server events in arrival order, and waiting on the next of a type. */
-class EventLog {
-  readonly events: ServerEvent[] = [];
-  private taken = 0;
-  private wake: () => void = () => {};
-  private ended: string | null = null;
-
-  readonly push = (event: { type: string }): void => {
-    this.events.push(event as ServerEvent);
-    this.wake();
-  };
-
-  end(why: string): void {
-    this.ended = why;
-    this.wake();
+class ServerEvents extends EventLog<ServerEvent> {
+  constructor() {
+    super((e) => (e.type === 'error' ? `error(${JSON.stringify(e.error)})` : e.type));
   }
 
   /** Every event up to and including the next of `type` after those already taken. */
-  async until(type: string, timeoutMs = 30_000): Promise<ServerEvent[]> {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const i = this.events.findIndex((e, n) => n >= this.taken && e.type === type);
-      if (i >= 0) {
-        const out = this.events.slice(this.taken, i + 1);
-        this.taken = i + 1;
-        return out;
-      }
-      const got = this.events.slice(this.taken).map((e) => (e.type === 'error' ? `error(${JSON.stringify(e.error)})` : e.type));
-      if (this.ended) throw new Error(`${this.ended} before ${type}; got ${got.join(', ')}`);
-      const left = deadline - Date.now();
-      if (left <= 0) throw new Error(`no ${type} within ${timeoutMs} ms; got ${got.join(', ')}`);
-      await new Promise<void>((resolve) => {
-        const t = setTimeout(resolve, left);
-        this.wake = () => {
-          clearTimeout(t);
-          resolve();
-        };
-      });
-    }
+  until(type: string, timeoutMs?: number): Promise<ServerEvent[]> {
+    return this.through((e) => e.type === type, timeoutMs);
   }
 
   async next(type: string, timeoutMs?: number): Promise<ServerEvent> {
@@ -330,9 +301,9 @@ function openaiRealtime(key: string, model: string) {
   const client = new OpenAI({ apiKey: key, baseURL: `${h.url}/v1` });
   // The client turns the base URL into wss: whatever its scheme; `options` are the `ws` socket's own.
   const rt = new OpenAIRealtimeWS({ model, options: { ca: cert.ca } }, client);
-  const log = new EventLog();
+  const log = new ServerEvents();
   const errors: OpenAIRealtimeError[] = [];
-  rt.on('event', log.push);
+  rt.on('event', (event: { type: string }) => log.push(event as ServerEvent));
   rt.on('error', (e) => errors.push(e));
   const closed = new Promise<number>((resolve) =>
     rt.socket.once('close', (code: number) => {

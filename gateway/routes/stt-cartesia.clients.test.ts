@@ -17,6 +17,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApiKey } from '../../server/services/keys/create-api-key.ts';
 import { createOrg } from '../../server/services/orgs/create-org.ts';
 import type { GatewayHarness } from '../../test/support/gateway-harness.ts';
+import { EventLog } from '../../test/support/socket-events.ts';
 import {
   audioCost,
   concat,
@@ -64,36 +65,20 @@ async function orgWithKey(credit: bigint) {
 
 /** What a cartesia-js socket reports: every API event, the errors it surfaces, and its close. */
 function record(ws: { on(event: string, fn: (...args: never[]) => void): unknown }) {
-  const events: Event[] = [];
+  const log = new EventLog<Event>();
   const errors: { message: string; error?: Event }[] = [];
-  const waiters = new Set<() => void>();
-  let closedWith: Closed | null = null;
   const closed = new Promise<Closed>((resolve) =>
     ws.on('close', (code: number, reason: string) => {
-      closedWith = { code, reason: String(reason) };
-      resolve(closedWith);
-      for (const w of waiters) w();
+      log.end(`closed (${code})`);
+      resolve({ code, reason: String(reason) });
     }),
   );
-  ws.on('event', (e: Event) => {
-    events.push(e);
-    for (const w of waiters) w();
-  });
+  ws.on('event', log.push);
   // Without a listener the client turns every error into an unhandled rejection.
   ws.on('error', (e: { message: string; error?: Event }) => errors.push(e));
   /** The first event matching `pred`; rejects if the socket closes first. */
-  const until = (pred: (e: Event) => boolean) =>
-    new Promise<Event>((resolve, reject) => {
-      const check = () => {
-        const found = events.find(pred);
-        if (found || closedWith) waiters.delete(check);
-        if (found) resolve(found);
-        else if (closedWith) reject(new Error(`closed (${closedWith.code}) before the event; got ${events.map((e) => e.type).join(', ')}`));
-      };
-      waiters.add(check);
-      check();
-    });
-  return { events, errors, closed, until };
+  const until = (pred: (e: Event) => boolean) => log.first(pred);
+  return { events: log.events, errors, closed, until };
 }
 
 /** Sends s16 audio in 100 ms frames through the client's sendRaw. */

@@ -12,6 +12,7 @@ import { upsertModel } from '../../server/services/models/upsert-model.ts';
 import { GatewayTracing } from './gateway-tracing.ts';
 import { startGateway, type GatewayHarness } from '../../test/support/gateway-harness.ts';
 import { startOtlpCollector, type CollectedSpan, type OtlpCollector } from '../../test/support/otlp-collector.ts';
+import { until } from '../../test/support/poll.ts';
 import { startScriptedUpstream, type ScriptedUpstream } from '../../test/support/scripted-openai-upstream.ts';
 import { openSession, s16le, settleRecognizers, speech } from '../../test/support/stt-routes.ts';
 import { checkProtocol } from '../upstreams/protocols/index.ts';
@@ -19,7 +20,6 @@ import { checkProtocol } from '../upstreams/protocols/index.ts';
 const SERVER = 2;
 const CLIENT = 3;
 const ERROR = 2;
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 const TRACE_ID = '4bf92f3577b34da6a3ce929d0e0e4736';
 const PARENT_ID = '00f067aa0ba902b7';
@@ -137,14 +137,15 @@ describe('tracing on', () => {
   });
 
   /** Flushes the gateway's spans until `pick` finds what it wants among them (spans end a moment after the client has the response). */
-  async function spansUntil<T>(pick: (spans: CollectedSpan[]) => T | undefined): Promise<T> {
-    for (let i = 0; i < 100; i++) {
-      await h.runtime.ctx.tracing!.flush();
-      const found = pick(collector.spans);
-      if (found !== undefined) return found;
-      await sleep(20);
-    }
-    throw new Error(`spans never showed up; have: ${collector.spans.map((s) => s.name).join(', ')}`);
+  function spansUntil<T>(pick: (spans: CollectedSpan[]) => T | undefined): Promise<T> {
+    return until(
+      'the spans',
+      async () => {
+        await h.runtime.ctx.tracing!.flush();
+        return pick(collector.spans);
+      },
+      { intervalMs: 20, seen: () => `have: ${collector.spans.map((s) => s.name).join(', ')}` },
+    );
   }
 
   const serverSpanOf = (requestId: string) => (spans: CollectedSpan[]) => spans.find((s) => s.kind === SERVER && s.attributes['svc.request_id'] === requestId);

@@ -9,6 +9,7 @@ import { floatToS16, s16leBytes } from '../audio/pcm.ts';
 import { tone } from '../audio/test-signals.ts';
 import { wavHeader } from '../audio/wav.ts';
 import { startScriptedUpstream, type ScriptedUpstream } from '../../test/support/scripted-openai-upstream.ts';
+import { EventLog } from '../../test/support/socket-events.ts';
 import {
   UpstreamError,
   type Transcript,
@@ -109,28 +110,17 @@ async function open(
     keyterms: [],
     engineTurns: false,
   });
-  const events: TranscriptionEvent[] = [];
-  let wake = () => {};
-  let over = false;
+  const log = new EventLog<TranscriptionEvent>((e) => JSON.stringify(e));
   const ended = (async () => {
     try {
-      for await (const event of stream.events) {
-        events.push(event);
-        wake();
-      }
+      for await (const event of stream.events) log.push(event);
     } finally {
-      over = true;
-      wake();
+      log.end('the stream ended');
     }
   })();
   ended.catch(() => {});
-  const until = async (test: (e: TranscriptionEvent) => boolean, count = 1) => {
-    while (events.filter(test).length < count) {
-      if (over) throw new Error(`the stream ended before the event came: ${JSON.stringify(events)}`);
-      await new Promise<void>((resolve) => (wake = resolve));
-    }
-  };
-  return { stream, events, ended, until };
+  const until = (test: (e: TranscriptionEvent) => boolean, count = 1) => log.count(test, count);
+  return { stream, events: log.events, ended, until };
 }
 
 const isFinal = (e: TranscriptionEvent) => e.type === 'transcript' && e.isFinal;

@@ -27,6 +27,7 @@ import { chatBody, expectLedgerConsistent, orgWithKey } from '../support/ops-fix
 import { freePort, sleep } from '../support/svc-process.ts';
 import { A_WINDOW_START, manualClock } from '../support/manual-clock.ts';
 import { usageRows } from '../support/usage-rows.ts';
+import { until } from '../support/poll.ts';
 import { checkProtocol } from '../../gateway/upstreams/protocols/index.ts';
 
 vi.setConfig({ testTimeout: 120_000 });
@@ -89,19 +90,9 @@ const tally = (answers: Answer[]) => {
   return out;
 };
 
-/**
- * Runs `check` again after each answer of the running load (its progress is the tick, not a
- * timer) until it gives a value; fails after `timeoutMs`.
- */
-async function until<T>(what: string, load: ReturnType<typeof loadLoop>, check: () => Promise<T | undefined>, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await check().catch(() => undefined);
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await load.answered(load.answers.length + 1);
-  }
-}
+/** Runs `check` again after each answer of the running load (its progress is the tick, not a timer) until it gives a value. */
+const underLoad = <T>(what: string, load: ReturnType<typeof loadLoop>, check: () => Promise<T | undefined>) =>
+  until(what, () => check().catch(() => undefined), { timeoutMs: 20_000, between: () => load.answered(load.answers.length + 1) });
 
 // ---------------------------------------------------------------------------------------
 
@@ -258,13 +249,13 @@ describe('Redis stopped and restarted under load', () => {
     expect(await limiterErrors()).toBe(0);
     await killRedis();
     // The gateway has noticed once a request was admitted uncounted; the load runs on through the outage.
-    await until('a request admitted without Redis', load, async () => ((await limiterErrors()) > 0 ? true : undefined));
+    await underLoad('a request admitted without Redis', load, async () => ((await limiterErrors()) > 0 ? true : undefined));
     await load.answered(load.answers.length + 20);
     // With Redis gone, a limited key is not limited (and nothing fails).
     expect(await window(3, 5)).toEqual([200, 200, 200, 200, 200]);
     await startRedis();
     // ioredis reconnects with backoff; the first limited window after that counts again.
-    await until('the limiter to count again', load, async () => ((await window(3, 4)).join() === '200,200,200,429' ? true : undefined));
+    await underLoad('the limiter to count again', load, async () => ((await window(3, 4)).join() === '200,200,200,429' ? true : undefined));
     const answers = await load.stop();
     expect(tally(answers)).toEqual({ '200': answers.length });
     expect(answers.length).toBeGreaterThan(10);
@@ -404,7 +395,7 @@ describe('PostgreSQL unreachable and back under load', () => {
     await load.answered(20); // served while the database is there
     await proxy.down();
     // While it is away: every request is refused with the spec's retryable 503.
-    const during = await until('503 verify_unavailable', load, async () => {
+    const during = await underLoad('503 verify_unavailable', load, async () => {
       const a = await chat();
       return a.status === 503 && a.code === 'verify_unavailable' ? a : undefined;
     });
@@ -415,7 +406,7 @@ describe('PostgreSQL unreachable and back under load', () => {
     await load.answered(load.answers.length + 20); // the load runs on through the outage
 
     await proxy.up();
-    await until('chat to succeed again', load, async () => ((await chat()).status === 200 ? true : undefined));
+    await underLoad('chat to succeed again', load, async () => ((await chat()).status === 200 ? true : undefined));
     const answers = await load.stop();
 
     const counts = tally(answers);

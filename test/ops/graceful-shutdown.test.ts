@@ -17,7 +17,8 @@ import { openSession, s16le, speech } from '../support/stt-routes.ts';
 import { pcmTone, startSpeechServer, type SpeechServer } from '../support/tts-routes.ts';
 import { newId } from '../../server/db/ids.ts';
 import { chatBody, expectLedgerConsistent, orgWithKey } from '../support/ops-fixture.ts';
-import { connectionRefused, sleep, startSvcGateway, stopSvc, type SvcProcess } from '../support/svc-process.ts';
+import { connectionRefused, startSvcGateway, stopSvc, type SvcProcess } from '../support/svc-process.ts';
+import { until } from '../support/poll.ts';
 import { usageRows } from '../support/usage-rows.ts';
 import { checkProtocol } from '../../gateway/upstreams/protocols/index.ts';
 
@@ -78,16 +79,6 @@ async function gateway(name: string, graceSeconds: number): Promise<SvcProcess> 
   return p;
 }
 
-async function until<T>(what: string, check: () => Promise<T | undefined>, timeoutMs = 10_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await check();
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(50);
-  }
-}
-
 const streamChat = (gw: SvcProcess, key: string, requestId: string) =>
   fetch(`${gw.base}/v1/chat/completions`, {
     method: 'POST',
@@ -114,7 +105,7 @@ describe('SIGTERM on svc gateway', () => {
 
     gw.child.kill('SIGTERM');
     // The listener closes at once: a new connection is refused while the stream still runs.
-    await until('the port to refuse connections', async () => ((await connectionRefused(gw.port)) ? true : undefined), 5_000);
+    await until('the port to refuse connections', () => connectionRefused(gw.port), { timeoutMs: 5_000 });
     const rest = await events.rest();
     expect(rest.at(-1)).toBe('[DONE]');
     expect(rest.some((e) => e.includes('"error"'))).toBe(false);

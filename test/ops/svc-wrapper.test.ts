@@ -9,7 +9,8 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../support/test-database.ts';
-import { ROOT, freePort, sleep } from '../support/svc-process.ts';
+import { ROOT, freePort } from '../support/svc-process.ts';
+import { until } from '../support/poll.ts';
 
 vi.setConfig({ testTimeout: 120_000 });
 
@@ -81,14 +82,6 @@ function alive(p: Proc): boolean {
   return s !== null && s.startTime === p.startTime && s.state !== 'Z';
 }
 
-async function until(what: string, check: () => Promise<boolean> | boolean, timeoutMs = 60_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(100);
-  }
-}
-
 const answers = (url: string) =>
   fetch(url, { signal: AbortSignal.timeout(2_000) })
     .then(() => true)
@@ -129,19 +122,27 @@ async function npxSvcStart(options: {
   npx.stdout!.on('data', (d: Buffer) => (output += d.toString()));
   npx.stderr!.on('data', (d: Buffer) => (output += d.toString()));
   leftovers.push({ pid: npx.pid!, startTime: stat(npx.pid!)!.startTime, command: 'npx' });
-  await until('the gateway and the dashboard to answer', async () => {
-    if (npx.exitCode !== null) throw new Error(`npx svc start exited early:\n${output}`);
-    return (await answers(`http://127.0.0.1:${gatewayPort}/health`)) && (await answers(`http://127.0.0.1:${dashboardPort}/`));
-  });
+  await until(
+    'the gateway and the dashboard to answer',
+    async () => {
+      if (npx.exitCode !== null) throw new Error(`npx svc start exited early:\n${output}`);
+      return (await answers(`http://127.0.0.1:${gatewayPort}/health`)) && (await answers(`http://127.0.0.1:${dashboardPort}/`));
+    },
+    { timeoutMs: 60_000, seen: () => output },
+  );
   const processes = tree(npx.pid!);
   leftovers.push(...processes);
   return { npx, processes, output: () => output, outputClosed };
 }
 
 async function expectAllGone(processes: Proc[], output: () => string) {
-  await until('every process of `npx svc start` to exit', () => processes.every((p) => !alive(p))).catch(() => {
-    const left = processes.filter(alive).map((p) => `${p.pid} ${p.command}`);
-    throw new Error(`still running:\n${left.join('\n')}\n--- output ---\n${output()}`);
+  await until('every process of `npx svc start` to exit', () => processes.every((p) => !alive(p)), {
+    timeoutMs: 60_000,
+    seen: () =>
+      `still running:\n${processes
+        .filter(alive)
+        .map((p) => `${p.pid} ${p.command}`)
+        .join('\n')}\n--- output ---\n${output()}`,
   });
 }
 

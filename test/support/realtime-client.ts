@@ -3,6 +3,7 @@
 // the clients themselves; this one shows the wire.
 import WebSocket from 'ws';
 import type { GatewayHarness } from './gateway-harness.ts';
+import { socketEvents } from './socket-events.ts';
 import { concat, silence, speech, toRate } from './stt-routes.ts';
 
 export type RealtimeEvent = { type: string; [k: string]: unknown };
@@ -30,58 +31,16 @@ export async function openRealtime(
   headers: Record<string, string> = {},
 ): Promise<RealtimeClient> {
   const ws = new WebSocket(realtimeUrl(h, query), { headers: { authorization: `Bearer ${key}`, ...headers } });
-  const events: RealtimeEvent[] = [];
-  let taken = 0;
-  let wake: () => void = () => {};
-  ws.on('message', (data) => {
-    events.push(JSON.parse(data.toString()) as RealtimeEvent);
-    wake();
-  });
-  const closed = new Promise<{ code: number; reason: string }>((resolve) => ws.on('close', (code, reason) => resolve({ code, reason: reason.toString() })));
-  closed.then(() => wake());
+  const { log, closed } = socketEvents<RealtimeEvent>(ws);
   await new Promise<void>((resolve, reject) => {
     ws.once('open', () => resolve());
     ws.once('error', reject);
     ws.once('unexpected-response', (_req, res) => reject(new Error(`upgrade refused: ${res.statusCode}`)));
   });
-  let isClosed = false;
-  void closed.then(() => (isClosed = true));
-  const until = async (type: string, timeoutMs = 30_000): Promise<RealtimeEvent[]> => {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const i = events.findIndex((e, n) => n >= taken && e.type === type);
-      if (i >= 0) {
-        const out = events.slice(taken, i + 1);
-        taken = i + 1;
-        return out;
-      }
-      if (isClosed)
-        throw new Error(
-          `closed before ${type}; got ${events
-            .slice(taken)
-            .map((e) => e.type)
-            .join(', ')}`,
-        );
-      const left = deadline - Date.now();
-      if (left <= 0)
-        throw new Error(
-          `no ${type} within ${timeoutMs} ms; got ${events
-            .slice(taken)
-            .map((e) => e.type)
-            .join(', ')}`,
-        );
-      await new Promise<void>((resolve) => {
-        const t = setTimeout(resolve, left);
-        wake = () => {
-          clearTimeout(t);
-          resolve();
-        };
-      });
-    }
-  };
+  const until = (type: string, timeoutMs?: number) => log.through((e) => e.type === type, timeoutMs);
   return {
     ws,
-    events,
+    events: log.events,
     send: (event) => ws.send(JSON.stringify(event)),
     next: async (type, timeoutMs) => (await until(type, timeoutMs)).at(-1)!,
     until,

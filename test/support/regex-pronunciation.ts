@@ -1,7 +1,7 @@
 // The pronunciation-dictionary rule as it was first written: one regular expression over all
 // graphemes, longest first. Its cost grows with entries x transcript length, so production
 // uses the compiled matcher of server/services/dicts/apply-pronunciation.ts; this stays as the
-// definition that matcher is tested against (apply-pronunciation.test.ts) and benchmarked
+// definition that matcher is tested against (apply-pronunciation.unit.test.ts) and benchmarked
 // against (bench/pronunciation.ts). Kept as it was, transcript_too_long check included.
 import { ServiceError } from '../../server/services/errors.ts';
 import { MAX_EXPANDED_TRANSCRIPT, type PhonemeFormatter, type PronunciationEntry } from '../../server/services/dicts/apply-pronunciation.ts';

@@ -25,6 +25,7 @@ import type { AddressInfo, Socket } from 'node:net';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { floatToS16, s16leBytes, s16leToS16 } from '../../gateway/audio/pcm.ts';
 import { parseWav } from '../../gateway/audio/wav.ts';
+import { EventLog } from './socket-events.ts';
 
 export type CartesiaBehaviour =
   | { kind: 'ok' }
@@ -162,18 +163,18 @@ export async function startScriptedCartesia(options: ScriptedCartesiaOptions = {
   const words = options.words ?? DEFAULT_WORDS;
   const msPerChar = options.msPerChar ?? 20;
   const connections = new Set<Socket>();
-  const requestWaiters: (() => boolean)[] = [];
-  const socketWaiters: (() => boolean)[] = [];
+  const requests = new EventLog<ReceivedRequest>((r) => `${r.method} ${r.path}`);
+  const sttSockets = new EventLog<SttSocketRecord>(() => 'socket');
   const wss = new WebSocketServer({ noServer: true, perMessageDeflate: false });
   const state: ScriptedCartesia = {
     url: '',
     apiKey: options.apiKey ?? 'sk_car_secret',
     behaviour: { kind: 'ok' },
-    received: [],
-    sttSockets: [],
+    received: requests.events,
+    sttSockets: sttSockets.events,
     voices: options.voices ?? [],
-    request: (n) => arrival(n, state.received, requestWaiters),
-    sttSocket: (n) => arrival(n, state.sttSockets, socketWaiters),
+    request: (n) => requests.first(() => true, { from: n - 1 }),
+    sttSocket: (n) => sttSockets.first(() => true, { from: n - 1 }),
     close: async () => {
       for (const c of connections) c.destroy();
       wss.close();
@@ -181,16 +182,6 @@ export async function startScriptedCartesia(options: ScriptedCartesiaOptions = {
     },
   };
 
-  function arrival<T>(n: number, list: T[], waiters: (() => boolean)[]): Promise<T> {
-    return new Promise((resolve) => {
-      const check = () => {
-        if (list.length < n) return false;
-        resolve(list[n - 1]!);
-        return true;
-      };
-      if (!check()) waiters.push(check);
-    });
-  }
   /** Runs the waiters, keeping those still waiting. */
   const notify = (waiters: (() => boolean)[]) => waiters.splice(0, waiters.length, ...waiters.filter((check) => !check()));
 
@@ -222,8 +213,7 @@ export async function startScriptedCartesia(options: ScriptedCartesiaOptions = {
       ? await new Request(url, { method: 'POST', headers: { 'content-type': type }, body: new Uint8Array(body) }).formData().catch(() => null)
       : null;
     const closed = new Promise<void>((resolve) => res.on('close', () => resolve()));
-    state.received.push({ method: req.method ?? 'GET', path: url.pathname, query: url.searchParams, headers: req.headers, body, form, closed });
-    notify(requestWaiters);
+    requests.push({ method: req.method ?? 'GET', path: url.pathname, query: url.searchParams, headers: req.headers, body, form, closed });
 
     const json = (status: number, payload: string) => {
       res.writeHead(status, { 'content-type': 'application/json' });
@@ -394,8 +384,7 @@ export async function startScriptedCartesia(options: ScriptedCartesiaOptions = {
       commands: [],
       closed: new Promise((resolve) => ws.on('close', (code, reason) => resolve({ code, reason: reason.toString() }))),
     };
-    state.sttSockets.push(record);
-    notify(socketWaiters);
+    sttSockets.push(record);
     const detector = new BurstDetector(rate);
     let carry: Buffer | null = null;
     let settled = 0; // bursts already reported final

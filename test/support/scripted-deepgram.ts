@@ -24,6 +24,7 @@ import { createServer, type IncomingHttpHeaders, type IncomingMessage, type Serv
 import type { AddressInfo, Socket } from 'node:net';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { parseWav } from '../../gateway/audio/wav.ts';
+import { EventLog } from './socket-events.ts';
 
 export type DeepgramBehaviour =
   | { kind: 'ok' }
@@ -520,18 +521,18 @@ export async function startScriptedDeepgram(options: ScriptedDeepgramOptions = {
 
   function listen(ws: WebSocket, query: URLSearchParams, headers: IncomingHttpHeaders): void {
     const behaviour = peer.behaviour;
-    const waiters: { type: string; resolve: () => void }[] = [];
+    const controls = new EventLog<{ type?: string }>();
     let resolveClosed!: (v: { code: number; reason: string }) => void;
     const record: ListenSocket = {
       query,
       headers,
       audioBytes: 0,
-      controls: [],
+      controls: controls.events,
       sent: [],
       unansweredFinalizes: 0,
       isClosed: false,
       closed: new Promise((r) => (resolveClosed = r)),
-      waitForControl: (type) => (record.controls.some((c) => c.type === type) ? Promise.resolve() : new Promise((resolve) => waiters.push({ type, resolve }))),
+      waitForControl: async (type) => void (await controls.first((c) => c.type === type)),
     };
     peer.sockets.push(record);
     const limited = behaviour.kind === 'stall' || behaviour.kind === 'die' ? behaviour : null;
@@ -570,8 +571,7 @@ export async function startScriptedDeepgram(options: ScriptedDeepgramOptions = {
         } catch {
           msg = { type: 'unparsable' };
         }
-        record.controls.push(msg);
-        for (const w of waiters.filter((w) => w.type === msg.type)) w.resolve();
+        controls.push(msg);
         if (!silenced && msg.type === 'Finalize' && !session.finalize()) record.unansweredFinalizes += 1;
         if (!silenced && msg.type === 'CloseStream') {
           session.closeStream();

@@ -17,6 +17,8 @@ import { recognizerStats } from '../../gateway/upstreams/pocketsphinx/recognizer
 import type { Clock } from '../../server/clock.ts';
 import { upsertModel } from '../../server/services/models/upsert-model.ts';
 import { startGateway, type GatewayHarness } from './gateway-harness.ts';
+import { until } from './poll.ts';
+import { socketEvents } from './socket-events.ts';
 import { usageRows } from './usage-rows.ts';
 import { checkProtocol } from '../../gateway/upstreams/protocols/index.ts';
 
@@ -71,12 +73,14 @@ export async function startSttGateway(options: SttGatewayOptions = {}): Promise<
  * when idle, including through the gateway's close.
  */
 export async function settleRecognizers(openSessions = 0): Promise<void> {
-  const deadline = Date.now() + 10_000;
-  while (Date.now() < deadline) {
-    const stats = await recognizerStats();
-    if (stats.reduce((n, w) => n + w.sessions, 0) === openSessions && stats.every((w) => w.spares >= 1)) return;
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  await until(
+    'the recogniser threads to be idle',
+    async () => {
+      const stats = await recognizerStats();
+      return stats.reduce((n, w) => n + w.sessions, 0) === openSessions && stats.every((w) => !w.loadingSpare);
+    },
+    { timeoutMs: 10_000, intervalMs: 50 },
+  ).catch(() => {}); // best effort: the caller goes on either way
 }
 
 // ---------------------------------------------------------------------------------------
@@ -337,21 +341,7 @@ export async function openSession(
   options: { headers?: Record<string, string>; path?: string } = {},
 ): Promise<SttClient> {
   const ws = new WebSocket(wsUrl(h, query, options.path), { headers: options.headers });
-  const events: SttEvent[] = [];
-  const waiters = new Set<() => void>();
-  let closeInfo: { code: number; reason: string } | null = null;
-  const closed = new Promise<{ code: number; reason: string }>((resolve) => {
-    ws.on('close', (code, reason) => {
-      closeInfo = { code, reason: reason.toString() };
-      resolve(closeInfo);
-      for (const w of waiters) w();
-    });
-  });
-  ws.on('message', (data, isBinary) => {
-    expect(isBinary, 'the server sends only JSON text frames').toBe(false);
-    events.push(JSON.parse(data.toString()) as SttEvent);
-    for (const w of waiters) w();
-  });
+  const { log, closed } = socketEvents<SttEvent>(ws, { describe: describeEvent });
   ws.on('error', () => {});
   await new Promise<void>((resolve, reject) => {
     ws.once('open', () => resolve());
@@ -361,34 +351,12 @@ export async function openSession(
     });
     ws.once('error', reject);
   });
+  const { events } = log;
   const client: SttClient = {
     ws,
     events,
     closed,
-    until(pred, { from = 0, timeoutMs = 20_000 } = {}) {
-      return new Promise<SttEvent>((resolve, reject) => {
-        const check = () => {
-          const found = events.slice(from).find(pred);
-          if (found) {
-            done();
-            resolve(found);
-          } else if (closeInfo) {
-            done();
-            reject(new Error(`socket closed (${closeInfo.code} ${closeInfo.reason}) before the awaited event; events: ${summary(events)}`));
-          }
-        };
-        const timer = setTimeout(() => {
-          done();
-          reject(new Error(`timed out waiting for an event; events: ${summary(events)}`));
-        }, timeoutMs);
-        const done = () => {
-          clearTimeout(timer);
-          waiters.delete(check);
-        };
-        waiters.add(check);
-        check();
-      });
-    },
+    until: (pred, { from = 0, timeoutMs = 20_000 } = {}) => log.first(pred, { from, timeoutMs }),
     async stream(bytes, { frameBytes, intervalMs }) {
       let sent = 0;
       for (let at = 0; at < bytes.length; at += frameBytes) {
@@ -408,9 +376,11 @@ export async function openSession(
   return client;
 }
 
+const describeEvent = (e: SttEvent) => (e.type === 'transcript' ? `transcript(${e.is_final ? 'final' : 'interim'}: ${String(e.text)})` : e.type);
+
 /** A compact view of the events, for failure messages. */
 export function summary(events: SttEvent[]): string {
-  return events.map((e) => (e.type === 'transcript' ? `transcript(${e.is_final ? 'final' : 'interim'}: ${String(e.text)})` : e.type)).join(', ');
+  return events.map(describeEvent).join(', ');
 }
 
 /** An upgrade the gateway must refuse: the raw HTTP response (status, headers, JSON body). */

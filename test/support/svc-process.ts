@@ -5,6 +5,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer, connect } from 'node:net';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { until } from './poll.ts';
 
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '../..');
 const SVC = join(ROOT, 'bin/svc.mjs');
@@ -92,22 +93,23 @@ export async function startSvcGateway(name: string, env: Record<string, string>)
   let gone = false;
   void exited.then(() => (gone = true));
   const proc: SvcProcess = { name, port, base: `http://127.0.0.1:${port}`, child, output: () => output, exited, outputClosed };
-  const deadline = Date.now() + START_TIMEOUT_MS;
-  for (;;) {
-    if (gone) {
-      await outputClosed; // the reason it gave may still be in the pipe
-      throw new Error(`gateway ${name} exited before it answered /health:\n${output}`);
-    }
-    if (Date.now() > deadline) {
-      child.kill('SIGKILL');
-      throw new Error(`gateway ${name} did not answer /health within ${START_TIMEOUT_MS} ms:\n${output}`);
-    }
-    const ok = await fetch(`${proc.base}/health`, { signal: AbortSignal.timeout(1_000) })
-      .then((r) => r.status === 200)
-      .catch(() => false);
-    if (ok) return proc;
-    await sleep(100);
-  }
+  await until(
+    `gateway ${name} to answer /health`,
+    async () => {
+      if (gone) {
+        await outputClosed; // the reason it gave may still be in the pipe
+        throw new Error(`gateway ${name} exited before it answered /health:\n${output}`);
+      }
+      return fetch(`${proc.base}/health`, { signal: AbortSignal.timeout(1_000) })
+        .then((r) => r.status === 200)
+        .catch(() => false);
+    },
+    { timeoutMs: START_TIMEOUT_MS, seen: () => output },
+  ).catch((e: unknown) => {
+    if (!gone) child.kill('SIGKILL');
+    throw e;
+  });
+  return proc;
 }
 
 /** SIGTERM, then SIGKILL if it has not exited after `killAfterMs`. */

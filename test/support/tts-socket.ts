@@ -4,6 +4,7 @@
 import type { IncomingMessage } from 'node:http';
 import WebSocket from 'ws';
 import type { GatewayHarness } from './gateway-harness.ts';
+import { socketEvents } from './socket-events.ts';
 import { refusedUpgrade } from './stt-routes.ts';
 
 export interface TtsEvent {
@@ -37,21 +38,8 @@ export async function openTtsSocket(
   options: { query?: Record<string, string>; headers?: Record<string, string> } = {},
 ): Promise<TtsSocket> {
   const ws = new WebSocket(ttsSocketUrl(h, options.query), { headers: options.headers });
-  const events: TtsEvent[] = [];
-  const waiters = new Set<() => void>();
-  let closeInfo: { code: number; reason: string } | null = null;
-  const closed = new Promise<{ code: number; reason: string }>((resolve) => {
-    ws.on('close', (code, reason) => {
-      closeInfo = { code, reason: reason.toString() };
-      resolve(closeInfo);
-      for (const w of waiters) w();
-    });
-  });
-  ws.on('message', (data, isBinary) => {
-    if (isBinary) throw new Error('the server sends only JSON text frames');
-    events.push(JSON.parse(data.toString()) as TtsEvent);
-    for (const w of waiters) w();
-  });
+  const { log, closed } = socketEvents<TtsEvent>(ws, { describe: describeEvent });
+  const { events } = log;
   ws.on('error', () => {});
   await new Promise<void>((resolve, reject) => {
     ws.once('open', () => resolve());
@@ -61,29 +49,7 @@ export async function openTtsSocket(
     });
     ws.once('error', reject);
   });
-  const until: TtsSocket['until'] = (pred, { from = 0, timeoutMs = 30_000 } = {}) =>
-    new Promise<TtsEvent>((resolve, reject) => {
-      const check = () => {
-        const found = events.slice(from).find(pred);
-        if (found) {
-          done();
-          resolve(found);
-        } else if (closeInfo) {
-          done();
-          reject(new Error(`socket closed (${closeInfo.code} ${closeInfo.reason}) before the awaited event; events: ${summary(events)}`));
-        }
-      };
-      const timer = setTimeout(() => {
-        done();
-        reject(new Error(`no such event within ${timeoutMs} ms; events: ${summary(events)}`));
-      }, timeoutMs);
-      const done = () => {
-        clearTimeout(timer);
-        waiters.delete(check);
-      };
-      waiters.add(check);
-      check();
-    });
+  const until: TtsSocket['until'] = (pred, options) => log.first(pred, options);
   return {
     ws,
     events,
@@ -97,9 +63,11 @@ export async function openTtsSocket(
   };
 }
 
+const describeEvent = (e: TtsEvent) => `${e.type}${e.context_id ? `(${e.context_id})` : ''}${e.code ? `:${String(e.code)}` : ''}`;
+
 /** The events in short, for failure messages. */
 export function summary(events: TtsEvent[]): string {
-  return events.map((e) => `${e.type}${e.context_id ? `(${e.context_id})` : ''}${e.code ? `:${String(e.code)}` : ''}`).join(' ');
+  return events.map(describeEvent).join(' ');
 }
 
 /** An upgrade the gateway refuses: the HTTP status, headers and body it answered with. */

@@ -1,4 +1,4 @@
-// Set up before every file of the unit project (vitest.config.ts): a unit test starts nothing.
+// Set up before every file of the unit project (`*.unit.test.ts`, vitest.config.ts): a unit test starts nothing.
 // Starting a process, listening on a socket or opening a connection (a database, Redis, an
 // engine, a server of the test's own) throws, naming the rule, instead of quietly making the
 // unit run slow and machine-dependent.
@@ -7,7 +7,7 @@ import { syncBuiltinESMExports } from 'node:module';
 import net from 'node:net';
 
 const refuse = (what: string) => () => {
-  throw new Error(`A unit test may not ${what}: list the file under the integration project instead (vitest.config.ts).`);
+  throw new Error(`A unit test may not ${what}: move the file to the integration project (name it '*.test.ts', not '*.unit.test.ts').`);
 };
 
 const mutableChildProcess = childProcess as unknown as Record<string, unknown>;

@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { createApiKey } from '../../server/services/keys/create-api-key.ts';
 import { createOrg } from '../../server/services/orgs/create-org.ts';
 import type { GatewayHarness } from './gateway-harness.ts';
+import { until } from './poll.ts';
 
 export const LONG_TEXT =
   'Good morning, and thank you for calling the support line. My name is Alex, and I will help you today. ' +
@@ -79,11 +80,14 @@ export async function uploadBlob(h: GatewayHarness, clip: Buffer, headers: Recor
 
 /** Polls GET /jobs/{id} until it is no longer queued or running. */
 export async function waitForJob(h: GatewayHarness, jobId: string, headers: Record<string, string> = h.headers, timeoutMs = 20_000): Promise<any> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const { body } = await call(h, 'GET', `/jobs/${jobId}`, undefined, headers);
-    if (body.status === 'succeeded' || body.status === 'failed') return body;
-    if (Date.now() > deadline) throw new Error(`job ${jobId} still ${body.status}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
+  let last = 'unseen';
+  return until(
+    `job ${jobId} to finish`,
+    async () => {
+      const { body } = await call(h, 'GET', `/jobs/${jobId}`, undefined, headers);
+      last = body.status;
+      return body.status === 'succeeded' || body.status === 'failed' ? body : undefined;
+    },
+    { timeoutMs, seen: () => `still ${last}` },
+  );
 }

@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { until } from '../../../test/support/poll.ts';
 import { modelPaths, NOT_INSTALLED } from './ffi.ts';
 import { createRecognizer, recognizerStats, shutdownRecognizers, transcribeAll, type Hypothesis } from './recognizer.ts';
 import { Upsampler2x } from './resample.ts';
@@ -209,14 +210,11 @@ describe('pocketsphinx recognizer', () => {
       await expect(r.push(pcm)).rejects.toThrow(/closed/);
     };
     /** Stats once the workers have loaded their spare decoder (in the background, after a session opens). */
-    const settled = async () => {
-      for (let t = 0; t < 100; t++) {
+    const settled = () =>
+      until('the spare decoders to load', async () => {
         const stats = await recognizerStats();
-        if (stats.every((s) => s.spares >= 1)) return stats;
-        await new Promise((r) => setTimeout(r, 100));
-      }
-      return recognizerStats();
-    };
+        return stats.every((s) => !s.loadingSpare) && stats;
+      });
     for (let k = 0; k < 5; k++) await cycle();
     const before = await settled();
     for (let k = 0; k < 50; k++) await cycle();

@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../../../server/config/env.ts';
+import { until } from '../../../test/support/poll.ts';
 import type { UpstreamTarget } from '../contract.ts';
 import { pocketsphinx } from '../protocols/pocketsphinx.ts';
 import { NOT_INSTALLED } from './ffi.ts';
@@ -83,15 +84,16 @@ describe('settings reach the worker threads', () => {
     settings: {},
   };
 
-  /** Stats once the threads have loaded `spares` spare decoders each (in the background). */
-  async function settled(spares: number) {
-    for (let t = 0; t < 200; t++) {
-      const stats = await recognizerStats();
-      if (stats.every((s) => s.spares === spares)) return stats;
-      await new Promise((r) => setTimeout(r, 50));
-    }
-    return recognizerStats();
-  }
+  /** Stats once the threads have loaded every spare decoder due (they load in the background). */
+  const settled = () =>
+    until(
+      'the spare decoders to load',
+      async () => {
+        const stats = await recognizerStats();
+        return stats.every((s) => !s.loadingSpare) && stats;
+      },
+      { timeoutMs: 20_000, intervalMs: 50 },
+    );
 
   beforeAll(() => {
     dir = mkdtempSync(join(tmpdir(), 'svc-stt-settings-'));
@@ -109,7 +111,7 @@ describe('settings reach the worker threads', () => {
     const recognizers: Recognizer[] = [];
     for (let k = 0; k < 3; k++) recognizers.push(await createRecognizer({ sampleRate: 16000 }));
     for (const r of recognizers) r.close();
-    const stats = await settled(2);
+    const stats = await settled();
     expect(stats).toHaveLength(2);
     expect(stats.map((s) => s.spares)).toEqual([2, 2]);
     // pocketsphinx's log of the decoders it loaded.
@@ -119,8 +121,8 @@ describe('settings reach the worker threads', () => {
   it('no spare decoders', async () => {
     configure({ workers: 1, spareDecoders: 0 });
     (await createRecognizer({ sampleRate: 16000 })).close();
-    await new Promise((r) => setTimeout(r, 500)); // a spare would be loading by now
-    expect((await recognizerStats()).map((s) => s.spares)).toEqual([0]);
+    // The thread answers in order: after the open and the close, none is loaded and none is due.
+    expect((await recognizerStats()).map(({ spares, loadingSpare }) => ({ spares, loadingSpare }))).toEqual([{ spares: 0, loadingSpare: false }]);
   }, 30_000);
 
   it('extra decoder arguments', async () => {
@@ -149,10 +151,10 @@ describe('settings reach the worker threads', () => {
     const pcm = new Int16Array(b.buffer.slice(b.byteOffset + 44, b.byteOffset + b.length - ((b.length - 44) % 2)));
     configure({ workers: 1, keytermBonus: 0 });
     expect((await transcribeAll(pcm, { sampleRate: 16000, keyterms: ['sunny'] })).text).toContain('sunday');
-    await settled(1);
+    await settled();
     await shutdownRecognizers();
     configure({ workers: 1 });
     expect((await transcribeAll(pcm, { sampleRate: 16000, keyterms: ['sunny'] })).text).toContain('sunny');
-    await settled(1);
+    await settled();
   }, 60_000);
 });

@@ -32,6 +32,8 @@ export interface WorkerStats {
   /** Decoders alive in the worker: one per session plus the spares. */
   decoders: number;
   spares: number;
+  /** A spare decoder is due to load (spares load only then: without one due, `spares` stays as it is until the next open). */
+  loadingSpare: boolean;
   rssBytes: number;
 }
 
@@ -149,7 +151,13 @@ function handle(req: WorkerRequest): Hypothesis | OpenResult | WorkerStats | nul
       for (const d of spares.splice(0)) d.free();
       return null;
     case 'stats':
-      return { sessions: sessions.size, decoders: sessions.size + spares.length, spares: spares.length, rssBytes: process.memoryUsage().rss };
+      return {
+        sessions: sessions.size,
+        decoders: sessions.size + spares.length,
+        spares: spares.length,
+        loadingSpare: spareTimer !== null,
+        rssBytes: process.memoryUsage().rss,
+      };
     default:
       throw new Error(`unknown request ${(req as { op: string }).op}`);
   }

@@ -10,7 +10,7 @@
 // Both are computed once per code point and remembered (BMP in typed arrays; astral code
 // points with case, a few hundred, in a Map).
 
-/** Code points that no casing operation changes are alone in their class (checked over all of Unicode in case-fold.test.ts). */
+/** Code points that no casing operation changes are alone in their class (checked over all of Unicode in case-fold.unit.test.ts). */
 const HAS_CASE = /[\p{Changes_When_Casemapped}\p{Changes_When_Casefolded}]/u;
 const WORD = /[\p{L}\p{N}_]/iu;
 

@@ -15,6 +15,9 @@ beforeAll(async () => {
 });
 afterAll(async () => t?.drop());
 
+/** The lease of the workers that die: the tests claim at times they choose, so no test waits for one to run out. */
+const LEASE_MS = 1_000;
+
 const enqueue = () => enqueueJob(t.db.prisma, { orgId, kind: 'instant_clone', voiceId: null, payload: { modelId: 'm' } });
 
 describe('job queue', () => {
@@ -45,11 +48,12 @@ describe('job queue', () => {
   it('re-runs a job whose worker died, and the dead worker cannot finish it', async () => {
     await t.db.prisma.job.deleteMany();
     const job = await enqueue();
-    const first = await claimNextJob(t.db.prisma, 'dead', 1);
+    const start = Date.now();
+    const first = await claimNextJob(t.db.prisma, 'dead', LEASE_MS, new Date(start));
     expect(first?.id).toBe(job.id);
     expect((await getJob(t.db.prisma, orgId, job.id)).status).toBe('running');
-    await new Promise((r) => setTimeout(r, 20));
-    const second = await claimNextJob(t.db.prisma, 'alive', 60_000);
+    expect(await claimNextJob(t.db.prisma, 'alive', 60_000, new Date(start + LEASE_MS))).toBeNull(); // not while the dead worker's lease holds
+    const second = await claimNextJob(t.db.prisma, 'alive', 60_000, new Date(start + LEASE_MS + 1));
     expect(second).toMatchObject({ id: job.id, lockedBy: 'alive', attempts: 2 });
     expect(await renewJobLease(t.db.prisma, job.id, 'dead', 60_000)).toBe(false);
     expect(await completeJob(t.db.prisma, job.id, 'dead', { from: 'dead' })).toBe(false);
@@ -62,11 +66,13 @@ describe('job queue', () => {
   it(`fails a job with worker_lost after ${MAX_JOB_ATTEMPTS} dead workers instead of running it forever`, async () => {
     await t.db.prisma.job.deleteMany();
     const job = await enqueue();
+    // Each worker claims it once the lease before it has run out, and dies.
+    let at = Date.now();
     for (let i = 0; i < MAX_JOB_ATTEMPTS; i++) {
-      expect((await claimNextJob(t.db.prisma, `dead-${i}`, 1))?.id).toBe(job.id);
-      await new Promise((r) => setTimeout(r, 10));
+      expect((await claimNextJob(t.db.prisma, `dead-${i}`, LEASE_MS, new Date(at)))?.id).toBe(job.id);
+      at += LEASE_MS + 1;
     }
-    expect(await claimNextJob(t.db.prisma, 'late', 60_000)).toBeNull();
+    expect(await claimNextJob(t.db.prisma, 'late', 60_000, new Date(at))).toBeNull();
     const failed = await getJob(t.db.prisma, orgId, job.id);
     expect(failed).toMatchObject({ status: 'failed', error: 'worker_lost' });
     expect(failed.result).toBeUndefined();
