@@ -12,6 +12,7 @@ const UNIT = [
   'gateway/audio/resample.test.ts',
   'gateway/audio/volume.test.ts',
   'gateway/errors.test.ts',
+  'gateway/llm/chat-stream.unit.test.ts',
   'gateway/llm/responses-via-chat.test.ts',
   'gateway/metrics/request-series.test.ts',
   'gateway/redact-url.test.ts',
