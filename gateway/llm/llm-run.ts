@@ -117,7 +117,7 @@ export class LlmRun {
   /** The one debit, settling the reservation; returns its cost and the balance after it. */
   async debit(): Promise<{ cost: bigint; remaining: bigint }> {
     const { input, output } = this.tokens();
-    const cost = this.cost();
+    const cost = llmCostMicros(this.model.prices, input, output);
     const usage = { modelId: this.model.id, modality: 'llm' as const, route: this.route, inputTokens: input, outputTokens: output };
     const remaining = await this.ctx.core.charge(this.payer.auth, this.payer.requestId, cost, usage, this.hold);
     return { cost, remaining };
@@ -164,9 +164,13 @@ export async function callChat(
   call: UpstreamCall,
   requestFor: (upstream: UpstreamEntry) => ChatRequest,
 ): Promise<EngineAnswer> {
-  const answer = await tryUpstreams(ctx, model, call, async (upstream) => ({ res: await askChat(ctx, model, upstream, requestFor(upstream)), upstream }));
-  await refuseFailedAnswer(ctx, answer, call.timeoutMs);
-  return answer;
+  let upstream!: UpstreamEntry; // the last one asked is the one that answered
+  const res = await tryUpstreams(ctx, model, call, (u) => {
+    upstream = u;
+    return askChat(ctx, model, u, requestFor(u));
+  });
+  if (res.statusCode >= 300) await refuseFailedAnswer(ctx, { res, upstream }, call.timeoutMs);
+  return { res, upstream };
 }
 
 /** An engine that answered with an HTTP failure: an engine refusing a bad request is the caller's error; anything else is the engine's. */
