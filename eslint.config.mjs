@@ -64,6 +64,15 @@ const zones = [
     from: 'server',
     message: 'A protocol module knows no server: settings arrive through its zod schema, failures leave as UpstreamError.',
   },
+  // A route parses the request, calls, and answers; what it calls lives in a room of its own, so
+  // nothing but the app that registers the routes imports one. The OpenAPI document describes the
+  // routes and reads their request schemas from them.
+  {
+    target: ['!(gateway)/**/*', 'gateway/!(routes|openapi)/**/*', 'gateway/!(app).ts'],
+    from: 'gateway/routes',
+    message:
+      'Nothing imports a route file (only gateway/app.ts registers them): move what both need out of gateway/routes/ into the room it belongs to (docs/architecture.md#the-rooms).',
+  },
 ];
 
 export default defineConfig(

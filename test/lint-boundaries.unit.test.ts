@@ -68,9 +68,9 @@ describe('import boundaries', () => {
       /no-restricted-paths.*no other gateway module/,
     ],
     [
-      'a protocol importing a route',
+      'a protocol importing the gateway outside the seam',
       'gateway/upstreams/protocols/probe.ts',
-      "import { registerTtsRoutes as probe } from '../../routes/tts.ts';",
+      "import { envelope as probe } from '../../errors.ts';",
       /no-restricted-paths.*only the seam/,
     ],
     [
@@ -84,6 +84,24 @@ describe('import boundaries', () => {
       'gateway/upstreams/protocols/probe.ts',
       "import { loadConfig as probe } from '../../../server/config/env.ts';",
       /no-restricted-paths.*knows no server/,
+    ],
+    [
+      'a gateway module importing a route',
+      'gateway/realtime/probe.ts',
+      "import { LLM_BODY_LIMIT as probe } from '../routes/chat-completions.ts';",
+      /no-restricted-paths.*Nothing imports a route file/,
+    ],
+    [
+      'a top-level gateway module importing a route',
+      'gateway/probe.ts',
+      "import { registerTtsRoutes as probe } from './routes/tts.ts';",
+      /Nothing imports a route file/,
+    ],
+    [
+      'a benchmark importing a route',
+      'bench/probe.ts',
+      "import { registerTtsRoutes as probe } from '../gateway/routes/tts.ts';",
+      /Nothing imports a route file/,
     ],
   ])('refuses %s', async (_name, path, code, expected) => {
     const errors = await boundaryErrors(path, code);
@@ -99,6 +117,10 @@ describe('import boundaries', () => {
     ['a protocol importing the contract', 'gateway/upstreams/protocols/cartesia/probe.ts', "import { UpstreamError as probe } from '../../contract.ts';"],
     ['a protocol importing an adapter helper', 'gateway/upstreams/protocols/probe.ts', "import { engineRequest as probe } from '../engine-http.ts';"],
     ['a protocol importing audio', 'gateway/upstreams/protocols/probe.ts', "import { encodeWav as probe } from '../../audio/wav.ts';"],
+    ['a route importing a route', 'gateway/routes/probe.ts', "import { LLM_BODY_LIMIT as probe } from './chat-completions.ts';"],
+    ['the app registering a route', 'gateway/app.ts', "import { registerTtsRoutes as probe } from './routes/tts.ts';"],
+    ['the OpenAPI document reading a route schema', 'gateway/openapi/probe.ts', "import { VoiceIdParams as probe } from '../routes/voices.ts';"],
+    ['a test importing a route', 'gateway/realtime/probe.test.ts', "import { LLM_BODY_LIMIT as probe } from '../routes/chat-completions.ts';"],
     ['a test wiring a service to the gateway', 'server/services/keys/probe.test.ts', "import { envelope as probe } from '../../../gateway/errors.ts';"],
   ])('allows %s', async (_name, path, code) => {
     expect(await boundaryErrors(path, code)).toEqual([]);

@@ -1,7 +1,7 @@
 // OpenAI's Responses API answered by an engine that only has chat completions (the local
 // llama.cpp engine, OpenAI-compatible servers without /responses): the request translated to a
 // chat completion, the engine's answer translated back, whole or as the Responses stream events.
-// Pure functions and one stream translator: no I/O here (gateway/routes/responses.ts calls them).
+// Pure functions and one stream translator: no I/O here (create-response.ts calls them).
 //
 // References: platform.openai.com/docs/api-reference/responses/create (request and Response
 // object), .../responses-streaming (events), .../chat/create (the chat side). What the Vercel AI
@@ -12,6 +12,7 @@
 // that change nothing the engine does (store, metadata, include, reasoning...) are not sent.
 import { ServiceError } from '../../server/services/errors.ts';
 import { newId } from '../../server/db/ids.ts';
+import type { ChatDelta, ChatUsage } from './chat-stream.ts';
 
 export type JsonObject = Record<string, unknown>;
 
@@ -223,13 +224,6 @@ export interface Usage {
   total_tokens: number;
 }
 
-export interface ChatUsage {
-  prompt_tokens?: number;
-  completion_tokens?: number;
-  prompt_tokens_details?: { cached_tokens?: number } | null;
-  completion_tokens_details?: { reasoning_tokens?: number } | null;
-}
-
 export function responsesUsage(input: number, output: number, chat?: ChatUsage | null): Usage {
   return {
     input_tokens: input,
@@ -349,18 +343,6 @@ export function responseFromChat(meta: ResponseMeta, completion: unknown, usage:
 // ---------------------------------------------------------------------------------------------
 // Stream: chat completion chunks -> Responses stream events
 
-interface ChatChunk {
-  choices?: {
-    delta?: {
-      content?: string | null;
-      refusal?: string | null;
-      tool_calls?: { index?: number; id?: string; function?: { name?: string; arguments?: string } }[];
-    };
-    finish_reason?: string | null;
-  }[];
-  usage?: ChatUsage | null;
-}
-
 interface OpenItem {
   outputIndex: number;
   id: string;
@@ -384,10 +366,8 @@ export class ResponsesStreamTranslator {
   private message: OpenItem | null = null;
   private readonly calls = new Map<number, OpenItem>();
   private finish: string | null = null;
-  /** The engine's usage chunk, if it sent one. */
+  /** The engine's usage chunk, if it sent one (its cached and reasoning token counts are shown). */
   chatUsage: ChatUsage | null = null;
-  /** Content chunks relayed (output text or tool-call arguments): the billing fallback without usage. */
-  deltas = 0;
 
   constructor(private readonly meta: ResponseMeta) {}
 
@@ -400,51 +380,41 @@ export class ResponsesStreamTranslator {
     return [this.event('response.created', { response: initial }), this.event('response.in_progress', { response: initial })];
   }
 
-  /** The events for one chat chunk (already parsed JSON). */
-  push(chunk: unknown): string[] {
-    const c = chunk as ChatChunk | null;
-    if (c?.usage) this.chatUsage = c.usage;
-    const choice = c?.choices?.[0];
-    if (!choice) return [];
+  /** The events for one chat stream event's deltas (chat-stream.ts). */
+  push(deltas: readonly ChatDelta[]): string[] {
     const out: string[] = [];
-    const delta = choice.delta ?? {};
-    const text = (typeof delta.content === 'string' ? delta.content : '') + (typeof delta.refusal === 'string' ? delta.refusal : '');
+    let text = '';
+    for (const d of deltas) if (d.type === 'text' || d.type === 'refusal') text += d.text;
     if (text) {
       const m = this.openMessage(out);
       m.text += text;
-      this.deltas++;
       out.push(this.event('response.output_text.delta', { item_id: m.id, output_index: m.outputIndex, content_index: 0, delta: text, logprobs: [] }));
     }
-    for (const tc of delta.tool_calls ?? []) {
-      const index = tc.index ?? 0;
-      let call = this.calls.get(index);
-      if (!call) {
-        call = {
-          outputIndex: this.items.length,
-          id: newId('fc'),
-          kind: 'function_call',
-          text: '',
-          callId: tc.id ?? newId('call'),
-          name: tc.function?.name ?? '',
-        };
-        this.calls.set(index, call);
-        this.items.push(call);
-        out.push(
-          this.event('response.output_item.added', {
-            output_index: call.outputIndex,
-            item: functionCallItem(call.id, call.callId, call.name, '', 'in_progress'),
-          }),
-        );
-      }
-      const args = tc.function?.arguments;
-      if (args) {
-        call.text += args;
-        this.deltas++;
-        out.push(this.event('response.function_call_arguments.delta', { item_id: call.id, output_index: call.outputIndex, delta: args }));
-      }
+    for (const d of deltas) {
+      if (d.type === 'tool_call') this.toolCall(d, out);
+      else if (d.type === 'finish') this.finish = d.reason;
+      else if (d.type === 'usage') this.chatUsage = d.usage;
     }
-    if (choice.finish_reason) this.finish = choice.finish_reason;
     return out;
+  }
+
+  private toolCall(tc: ChatDelta & { type: 'tool_call' }, out: string[]): void {
+    let call = this.calls.get(tc.index);
+    if (!call) {
+      call = { outputIndex: this.items.length, id: newId('fc'), kind: 'function_call', text: '', callId: tc.id ?? newId('call'), name: tc.name ?? '' };
+      this.calls.set(tc.index, call);
+      this.items.push(call);
+      out.push(
+        this.event('response.output_item.added', {
+          output_index: call.outputIndex,
+          item: functionCallItem(call.id, call.callId, call.name, '', 'in_progress'),
+        }),
+      );
+    }
+    if (tc.arguments) {
+      call.text += tc.arguments;
+      out.push(this.event('response.function_call_arguments.delta', { item_id: call.id, output_index: call.outputIndex, delta: tc.arguments }));
+    }
   }
 
   private openMessage(out: string[]): OpenItem {

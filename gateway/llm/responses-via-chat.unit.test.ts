@@ -3,6 +3,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { ServiceError } from '../../server/services/errors.ts';
+import { ChatStreamParser } from './chat-stream.ts';
 import { ResponseItemStore } from './response-item-store.ts';
 import { ResponsesStreamTranslator, chatRequestFor, responseFromChat, responseMeta, responsesUsage, type JsonObject } from './responses-via-chat.ts';
 
@@ -273,7 +274,9 @@ describe('responseFromChat: a whole answer', () => {
 });
 
 describe('ResponsesStreamTranslator: a streamed answer', () => {
-  const chunk = (delta: JsonObject, finish: string | null = null) => ({ choices: [{ index: 0, delta, finish_reason: finish }] });
+  /** The deltas of one chat chunk as the engine sends it, read by the one chat stream parser. */
+  const wire = (chunk: JsonObject) => new ChatStreamParser().push(Buffer.from(`data: ${JSON.stringify(chunk)}\n\n`))[0]!.deltas;
+  const chunk = (delta: JsonObject, finish: string | null = null) => wire({ choices: [{ index: 0, delta, finish_reason: finish }] });
 
   it('text: the events of OpenAI reference, in order, numbered from 0; usage in response.completed', () => {
     const t = new ResponsesStreamTranslator(responseMeta({ model: 'm', input: 'hi' }, 'm'));
@@ -283,11 +286,10 @@ describe('ResponsesStreamTranslator: a streamed answer', () => {
       chunk({ content: 'Hel' }),
       chunk({ content: 'lo.' }),
       chunk({}, 'stop'),
-      { choices: [], usage: { prompt_tokens: 9, completion_tokens: 2 } },
+      wire({ choices: [], usage: { prompt_tokens: 9, completion_tokens: 2 } }),
     ])
       text += t.push(c).join('');
     expect(t.chatUsage).toEqual({ prompt_tokens: 9, completion_tokens: 2 });
-    expect(t.deltas).toBe(2);
     text += t.finishEvents(responsesUsage(9, 2)).join('');
     const all = events(text);
     expect(all.map((e) => e.type)).toEqual([

@@ -9,7 +9,7 @@
 // spans whose audio started.
 import { randomBytes } from 'node:crypto';
 import type { Attributes, Context, Span } from '@opentelemetry/api';
-import { llmCostMicros, perUnitCostMicros } from '../../server/services/credits/pricing.ts';
+import { perUnitCostMicros } from '../../server/services/credits/pricing.ts';
 import { ServiceError, isServiceError } from '../../server/services/errors.ts';
 import { formatUsd } from '../../server/money.ts';
 import { createAudioConverter } from '../audio/convert.ts';
@@ -17,13 +17,11 @@ import { ERROR_TABLE } from '../errors.ts';
 import type { CreditHold, RequestAuth } from '../core/gateway-core.ts';
 import type { GatewayContext } from '../context.ts';
 import type { ModelEntry } from '../registry/model-registry.ts';
-import { estimateTokens, reservationFor } from '../routes/chat-completions.ts';
-import { SseSplitter, sseData } from '../sse.ts';
+import { chatStreamEvents, type ChatDelta } from '../llm/chat-stream.ts';
+import { LlmRun, callChat } from '../llm/llm-run.ts';
 import { allChunks, billedCharacters, startEngine, type ResolvedVoice } from '../tts/synthesize.ts';
 import { isSpeakable, takeSpans, takeWords } from '../tts/text-spans.ts';
-import { statusError } from '../upstreams/engine-http.ts';
-import { clientErrorFor, tryUpstreams } from '../upstreams/try-upstreams.ts';
-import { upstreamEnvelope } from '../upstream-envelope.ts';
+import { clientErrorFor } from '../upstreams/try-upstreams.ts';
 import type { ContentPart, ConversationItem } from './conversation.ts';
 import { FORMAT_AUDIO, GA_FORMAT, type RealtimeAudioFormat } from './session-config.ts';
 
@@ -225,15 +223,15 @@ export class ResponseRun {
   private async run(): Promise<void> {
     const { host, spec } = this;
     host.send({ type: 'response.created', response: this.responseObject('in_progress') });
-    let llmHold: CreditHold | null = null;
+    let llm: LlmRun | null = null;
     let ttsHold: CreditHold | null = null;
     try {
       const { ctx, auth } = host;
       const body = { ...spec.chat, stream: true, stream_options: { include_usage: true } };
       const raw = Buffer.from(JSON.stringify(body));
-      llmHold = await ctx.core.reserve(auth, reservationFor(spec.legs.llm, body, raw.length, ctx.config.limits.llmReserveMaxTokens));
+      llm = await LlmRun.reserve(ctx, { auth, requestId: host.requestId }, spec.legs.llm, 'realtime', body, raw.length);
       if (spec.legs.tts) ttsHold = await ctx.core.reserve(auth, 0n);
-      await this.leg('realtime.llm', { 'svc.model': spec.legs.llm.id }, () => this.stream(body, raw, llmHold!, ttsHold));
+      await this.leg('realtime.llm', { 'svc.model': spec.legs.llm.id }, () => this.stream(body, raw, llm!, ttsHold));
     } catch (e) {
       if (!this.cancelReason) {
         this.status = 'failed';
@@ -249,7 +247,7 @@ export class ResponseRun {
         this.status = 'cancelled';
         this.statusDetails = { type: 'cancelled', reason: this.cancelReason };
       }
-      llmHold?.release();
+      llm?.release();
       ttsHold?.release();
       this.finishItems();
       host.send({ type: 'response.done', response: this.responseObject(this.status) });
@@ -257,77 +255,44 @@ export class ResponseRun {
   }
 
   /** The LLM's stream: text deltas to the message (spoken when audio), tool calls to function_call items. */
-  private async stream(body: Record<string, unknown>, raw: Buffer, llmHold: CreditHold, ttsHold: CreditHold | null): Promise<void> {
+  private async stream(body: Record<string, unknown>, raw: Buffer, llm: LlmRun, ttsHold: CreditHold | null): Promise<void> {
     const { host, spec } = this;
     const { ctx } = host;
     const call = { signal: this.abort.signal, timeoutMs: ctx.config.upstreamTimeoutMs };
-    const answer = await tryUpstreams(ctx, spec.legs.llm, call, async (upstream) => {
-      const chat = ctx.protocols.get(upstream.protocol)?.chat;
-      if (!chat) throw new ServiceError('model_offline', `The upstream of '${spec.legs.llm.id}' (protocol ${upstream.protocol}) cannot chat.`);
+    const { res } = await callChat(ctx, spec.legs.llm, call, (upstream) => {
       const sent = { ...body, model: upstream.upstreamModel };
-      const res = await chat(upstream, {
+      return {
         raw: upstream.upstreamModel === spec.legs.llm.id ? raw : Buffer.from(JSON.stringify(sent)),
         body: sent,
         signal: call.signal,
         timeoutMs: call.timeoutMs,
-      });
-      return { res, upstream };
+      };
     });
-    const { res, upstream } = answer;
-    if (res.statusCode >= 300) throw upstreamEnvelope(statusError(res.statusCode, await res.text().catch(() => ''), upstream.apiKey), call.timeoutMs);
 
     const speaker = spec.legs.tts ? new Speaker(this, host, spec.legs.tts, ttsHold!, this.abort.signal) : null;
     const calls = new Map<number, ConversationItem & { type: 'function_call' }>();
     let text = '';
-    let deltas = 0;
-    let usage: { prompt_tokens?: number; completion_tokens?: number } | undefined;
     let finish: string | null = null;
-    const splitter = new SseSplitter();
     try {
-      for await (const chunk of res.body) {
-        for (const event of splitter.push(chunk as Buffer)) {
-          const data = sseData(event);
-          if (data === null || data === '[DONE]') continue;
-          let parsed: {
-            choices?: { delta?: { content?: string | null; tool_calls?: ToolCallDelta[] }; finish_reason?: string | null }[];
-            usage?: typeof usage;
-          };
-          try {
-            parsed = JSON.parse(data) as typeof parsed;
-          } catch {
-            continue;
-          }
-          if (parsed.usage) usage = parsed.usage;
-          const choice = parsed.choices?.[0];
-          if (!choice) continue;
-          if (choice.finish_reason) finish = choice.finish_reason;
-          const content = choice.delta?.content;
-          if (content) {
-            if (deltas++ === 0) this.timings.llmFirstToken = performance.now() - this.startedAt;
-            text += content;
-            this.textDelta(content, speaker);
-          }
-          for (const t of choice.delta?.tool_calls ?? []) {
-            if (deltas++ === 0) this.timings.llmFirstToken = performance.now() - this.startedAt;
-            this.toolCallDelta(calls, t);
-          }
+      for await (const event of chatStreamEvents(res.body)) {
+        if (llm.countChat(event)) this.timings.llmFirstToken = performance.now() - this.startedAt;
+        for (const d of event.deltas) {
+          if (d.type === 'finish') finish = d.reason;
+          else if (d.type === 'text') {
+            text += d.text;
+            this.textDelta(d.text, speaker);
+          } else if (d.type === 'tool_call') this.toolCallDelta(calls, d);
         }
       }
     } catch (e) {
       if (!this.cancelReason) throw clientErrorFor(e, call);
     } finally {
-      // Billed once, for what was generated: the engine's count, else one token per delta.
-      this.usage.inputTokens = usage?.prompt_tokens ?? estimateTokens(raw.length);
-      this.usage.outputTokens = usage?.completion_tokens ?? deltas;
-      this.usage.llmMicros = llmCostMicros(spec.legs.llm.prices, this.usage.inputTokens, this.usage.outputTokens);
-      const remaining = await ctx.core.charge(
-        host.auth,
-        host.requestId,
-        this.usage.llmMicros,
-        { modelId: spec.legs.llm.id, modality: 'llm', route: 'realtime', inputTokens: this.usage.inputTokens, outputTokens: this.usage.outputTokens },
-        llmHold,
-      );
-      host.onBalance(remaining);
+      // Billed once, for what was generated: the engine's count, else one token per output chunk.
+      const { input, output } = llm.tokens();
+      this.usage.inputTokens = input;
+      this.usage.outputTokens = output;
+      this.usage.llmMicros = llm.cost();
+      host.onBalance((await llm.debit()).remaining);
     }
     // The parts already out are closed with their .done events even when the speech failed (no credit for the next span).
     let speechError: unknown;
@@ -414,8 +379,8 @@ export class ResponseRun {
     });
   }
 
-  private toolCallDelta(calls: Map<number, ConversationItem & { type: 'function_call' }>, t: ToolCallDelta): void {
-    const index = t.index ?? 0;
+  private toolCallDelta(calls: Map<number, ConversationItem & { type: 'function_call' }>, t: ChatDelta & { type: 'tool_call' }): void {
+    const index = t.index;
     let item = calls.get(index);
     if (!item) {
       if (calls.size >= MAX_TOOL_CALLS) return;
@@ -425,13 +390,13 @@ export class ResponseRun {
         type: 'function_call',
         status: 'in_progress',
         call_id: t.id ?? `call_${randomBytes(8).toString('hex')}`,
-        name: t.function?.name ?? '',
+        name: t.name ?? '',
         arguments: '',
       };
       calls.set(index, item);
       this.addItem(item);
     }
-    const piece = t.function?.arguments ?? '';
+    const piece = t.arguments;
     if (!piece) return;
     item.arguments += piece;
     this.host.send({
@@ -480,12 +445,6 @@ export class ResponseRun {
       if (this.spec.conversation === 'auto') this.host.send({ type: 'conversation.item.done', item: { ...item } });
     }
   }
-}
-
-interface ToolCallDelta {
-  index?: number;
-  id?: string;
-  function?: { name?: string; arguments?: string };
 }
 
 /**
