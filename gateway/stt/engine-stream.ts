@@ -39,10 +39,6 @@ export class EngineStream {
     private readonly on: EngineStreamEvents,
   ) {}
 
-  get isOpen(): boolean {
-    return this.opened !== null;
-  }
-
   /** A finalize was asked and the engine has not reported it done yet. */
   get finalizing(): boolean {
     return this.finalizes.length > 0;

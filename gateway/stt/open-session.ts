@@ -143,6 +143,7 @@ function startSession(ctx: GatewayContext, socket: WebSocket, request: FastifyRe
   ticket.bind(revoked);
   const plan = request.sttPlan!;
   const dialect = plan.dialect ?? svcDialect;
+  // The link's handlers run only once this function has returned (socket events come later).
   const link = new WebSocketLink(socket, ctx.clock, {
     message: (data, isBinary) => (isBinary ? session.audio(data) : session.command(dialect.command(data.toString('utf8')))),
     closed: () => session.close(),
