@@ -394,16 +394,8 @@ export class SttSession {
 
   private onMaxDuration(): void {
     if (this.state === 'live') this.state = 'ending';
-    this.enqueue(async () =>
-      this.engine.finalize(
-        'close',
-        () =>
-          void this.endCleanly('max_duration', {
-            code: 'max_duration',
-            message: `Sessions last at most ${MAX_SESSION_MS / 60_000} minutes; reconnect to continue.`,
-          }),
-      ),
-    );
+    const error = { code: 'max_duration', message: `Sessions last at most ${MAX_SESSION_MS / 60_000} minutes; reconnect to continue.` };
+    this.enqueue(async () => this.engine.finalize('close', () => void this.endCleanly('max_duration', error)));
   }
 
   /** A clean end: everything heard is transcribed and billed, then the session closes. */
