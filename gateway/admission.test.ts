@@ -2,6 +2,7 @@
 // (SQLite, and PostgreSQL on the second pass): cost reserved before any engine work and settled
 // by the debit; caps on what one key, one org and the process may run at once; engine state
 // allocated only when used; revocation reaching work that is already running.
+import { once } from 'node:events';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createApiKey } from '../server/services/keys/create-api-key.ts';
 import { revokeApiKey } from '../server/services/keys/revoke-api-key.ts';
@@ -10,6 +11,7 @@ import { upsertModel } from '../server/services/models/upsert-model.ts';
 import { openDecoders } from './upstreams/pocketsphinx/recognizer.ts';
 import { startScriptedUpstream, type ScriptedUpstream } from '../test/support/scripted-openai-upstream.ts';
 import type { GatewayHarness } from '../test/support/gateway-harness.ts';
+import { A_WINDOW_START, manualClock } from '../test/support/manual-clock.ts';
 import { openSession, refusedUpgrade, s16le, speech, startSttGateway, transcribe, wavFile, type SttClient } from '../test/support/stt-routes.ts';
 import { FLITE_PRICE, costOf, expectError, post, sseReader, ttsBody } from '../test/support/tts-routes.ts';
 import { seedPlatformVoices } from '../server/services/voices/seed-platform-voices.ts';
@@ -318,29 +320,36 @@ describe('admission caps', () => {
   });
 
   it('a session that sends only keepalives is closed once it has been without audio for the silence limit', async () => {
-    // Far apart, so that a slow machine cannot blur which limit closed a session.
-    const g = await startSttGateway({ env: { SVC_STT_IDLE_SECONDS: '1', SVC_STT_MAX_SILENCE_SECONDS: '4' } });
+    // Far apart, so that it is clear which limit closed a session; the sessions' timers run on this clock.
+    const clock = manualClock(A_WINDOW_START + 15_000);
+    const g = await startSttGateway({ clock, env: { SVC_STT_IDLE_SECONDS: '1', SVC_STT_MAX_SILENCE_SECONDS: '4' } });
+    /** Sends a message every 0.2 s of the gateway's clock until the session closes (each handled before the clock moves: the pong of a ping after it comes later). */
+    const repeatUntilClosed = async (c: SttClient, send: () => void) => {
+      let closed = false;
+      void c.closed.then(() => (closed = true));
+      while (!closed) {
+        send();
+        c.ws.ping();
+        await Promise.race([once(c.ws, 'pong'), c.closed]);
+        clock.advance(200);
+      }
+      return c.closed;
+    };
     try {
       const c = await openSession(g, { model: 'local-stt', api_key: g.key });
-      const keepalives = setInterval(() => c.command({ type: 'keepalive' }), 200);
-      const { code, reason } = await c.closed;
-      clearInterval(keepalives);
+      const { code, reason } = await repeatUntilClosed(c, () => c.command({ type: 'keepalive' }));
       expect(code).toBe(1000);
       expect(reason).toBe('idle_timeout');
       expect(c.ofType('error')[0]).toMatchObject({ code: 'idle_timeout' });
       expect(String(c.ofType('error')[0]!.message)).toMatch(/No audio for 4 s/);
       // Text that is not a command does not keep a session open either.
       const d = await openSession(g, { model: 'local-stt', api_key: g.key });
-      const junk = setInterval(() => d.command('not json'), 200);
-      const closed = await d.closed;
-      clearInterval(junk);
+      const closed = await repeatUntilClosed(d, () => d.command('not json'));
       expect(closed.reason).toBe('idle_timeout');
       expect(String(d.ofType('error').at(-1)!.message)).toMatch(/No audio or keepalive for 1 s/);
       // Nor do empty binary frames: only frames that carry audio are audio.
       const e = await openSession(g, { model: 'local-stt', api_key: g.key });
-      const empty = setInterval(() => e.ws.readyState === e.ws.OPEN && e.ws.send(Buffer.alloc(0)), 200);
-      const emptyClosed = await e.closed;
-      clearInterval(empty);
+      const emptyClosed = await repeatUntilClosed(e, () => e.ws.send(Buffer.alloc(0)));
       expect(emptyClosed.reason).toBe('idle_timeout');
     } finally {
       await g.close();

@@ -18,8 +18,8 @@ import type { CreditHold, RequestAuth } from '../core/gateway-core.ts';
 import type { GatewayContext } from '../context.ts';
 import { ERROR_TABLE } from '../errors.ts';
 import type { ModelEntry } from '../registry/model-registry.ts';
-import { runPlannedSession, streamingModel, type SessionPlan } from '../stt/open-session.ts';
-import { MAX_SESSION_MS, METER_EVERY_MS } from '../stt/stt-session.ts';
+import { streamingModel, type SessionPlan } from '../stt/open-session.ts';
+import { MAX_SESSION_MS, METER_EVERY_MS, type SttSession } from '../stt/stt-session.ts';
 import { presetSettings } from '../stt/turn-params.ts';
 import type { TurnSettings } from '../stt/turn-detector.ts';
 import { resolveTtsModel, resolveVoice } from '../tts/synthesize.ts';
@@ -27,7 +27,7 @@ import { Conversation, MAX_ITEMS, chatMessages, chatToolChoice, chatTools, parse
 import { defaultModel, isOpenAiRealtimeName, isOpenAiSttName, resolveProfile, type RealtimeProfile } from './profiles.ts';
 import { ResponseRun, type ResponseLegs } from './response-run.ts';
 import { applySessionUpdate, defaultConfig, FORMAT_AUDIO, sessionWire, type RealtimeConfig } from './session-config.ts';
-import { LegPipe, legDialect, type LegEvent } from './stt-leg.ts';
+import { startSttLeg, type LegEvent } from './stt-leg.ts';
 
 /** OpenAI's voice names: a client that sends one gets the profile's voice. */
 const OPENAI_VOICES = new Set(['alloy', 'ash', 'ballad', 'coral', 'echo', 'fable', 'onyx', 'nova', 'sage', 'shimmer', 'verse', 'marin', 'cedar']);
@@ -69,7 +69,7 @@ export interface RealtimeSessionOptions {
 }
 
 interface Leg {
-  pipe: LegPipe;
+  stt: SttSession;
   /** Audio bytes sent since the last commit or clear. */
   bufferBytes: number;
   finals: string[];
@@ -369,7 +369,7 @@ export class RealtimeSession {
       const wire = await this.sessionObject();
       if (next.inputFormat !== before.inputFormat || next.transcriptionModel !== before.transcriptionModel || next.language !== before.language) this.endLeg();
       else if (JSON.stringify(next.turnDetection) !== JSON.stringify(before.turnDetection))
-        this.leg?.pipe.command({ type: 'configure', turns: this.turnSettings() });
+        this.leg?.stt.command({ type: 'configure', turns: this.turnSettings() });
       this.send({ type: type === 'transcription_session.update' ? 'transcription_session.updated' : 'session.updated', session: wire });
     } catch (e) {
       this.config = before;
@@ -389,7 +389,7 @@ export class RealtimeSession {
     this.inputItemId ??= this.newItemId();
     if (this.leg) {
       this.leg.bufferBytes += bytes.length;
-      return this.leg.pipe.audio(bytes);
+      return this.leg.stt.audio(bytes);
     }
     this.waitingBytes += bytes.length;
     if (this.waitingBytes > MAX_WAITING_AUDIO)
@@ -424,26 +424,25 @@ export class RealtimeSession {
         turns: this.turnSettings(),
         keyterms: [],
         language: this.config.language,
-        dialect: legDialect,
       };
-      const leg: Leg = { pipe: new LegPipe((e) => this.onLegEvent(leg, e)), bufferBytes: 0, finals: [], sentDelta: '', afterFlush: [] };
+      const leg: Leg = {
+        stt: startSttLeg(ctx, { plan, auth, requestId: this.o.requestId, log: this.o.log, hold, revoked: this.o.revoked, usageRoute: 'realtime' }, (e) =>
+          this.onLegEvent(leg, e),
+        ),
+        bufferBytes: 0,
+        finals: [],
+        sentDelta: '',
+        afterFlush: [],
+      };
+      // Closed while the credit was reserved: the leg ends at once (it bills nothing and gives the credit back).
       if (this.closed) {
-        hold.release();
+        leg.stt.close();
         return leg;
       }
-      runPlannedSession(ctx, leg.pipe.asSocket(), {
-        plan,
-        auth,
-        requestId: this.o.requestId,
-        log: this.o.log,
-        hold,
-        revoked: this.o.revoked,
-        usageRoute: 'realtime',
-      });
       this.leg = leg;
       for (const bytes of this.waitingAudio) {
         leg.bufferBytes += bytes.length;
-        leg.pipe.audio(bytes);
+        leg.stt.audio(bytes);
       }
       this.waitingAudio = [];
       this.waitingBytes = 0;
@@ -456,7 +455,7 @@ export class RealtimeSession {
 
   /** Ends the audio leg (its audio is billed); the next audio opens a new one. */
   private endLeg(): void {
-    this.leg?.pipe.close();
+    this.leg?.stt.close();
     this.leg = null;
   }
 
@@ -471,7 +470,7 @@ export class RealtimeSession {
     }
     leg.afterFlush.push('commit');
     leg.bufferBytes = 0;
-    leg.pipe.command({ type: 'finalize' });
+    leg.stt.command({ type: 'finalize' });
   }
 
   private clearBuffer(): void {
@@ -481,7 +480,7 @@ export class RealtimeSession {
     if (leg && leg.bufferBytes > 0) {
       leg.afterFlush.push('clear');
       leg.bufferBytes = 0;
-      leg.pipe.command({ type: 'finalize' });
+      leg.stt.command({ type: 'finalize' });
     }
     this.inputItemId = null;
     this.send({ type: 'input_audio_buffer.cleared' });
@@ -756,7 +755,7 @@ export class RealtimeSession {
     this.firstHold?.release();
     this.firstHold = null;
     this.endLeg();
-    void this.legOpening?.then((leg) => leg.pipe.close());
+    void this.legOpening?.then((leg) => leg.stt.close());
   }
 }
 

@@ -3,6 +3,7 @@
 // recogniser, speech made by flite): every refusal before the upgrade as a raw HTTP response in
 // the envelope; the session protocol of docs/stt.md (events, commands, turns, encodings, frame
 // splitting); metering, the 1008 close at zero balance, abrupt disconnects and concurrency.
+import type { Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { encodeSamples } from '../audio/sample-encoding.ts';
 import { createApiKey } from '../../server/services/keys/create-api-key.ts';
@@ -38,6 +39,7 @@ import { A_WINDOW_START, manualClock } from '../../test/support/manual-clock.ts'
 import { usd } from '../../test/support/tts-routes.ts';
 import { recognizerStats, shutdownRecognizers } from '../upstreams/pocketsphinx/recognizer.ts';
 import { checkProtocol } from '../upstreams/protocols/index.ts';
+import { DEFAULT_LINK_LIMITS, OUTGOING_BUFFER_FULL } from '../sessions/websocket-link.ts';
 
 type Encoding = 'pcm_s16le' | 'pcm_f32le' | 'pcm_mulaw' | 'pcm_alaw';
 const BYTES: Record<Encoding, number> = { pcm_s16le: 2, pcm_f32le: 4, pcm_mulaw: 1, pcm_alaw: 1 };
@@ -50,7 +52,8 @@ const WEATHER = 'the weather today is sunny with a light breeze';
 let h: GatewayHarness;
 const keys = { zero: '', revoked: '', limited: '' };
 // Rate-limit windows read a clock held 15 s into a minute: the one-request-a-minute key is
-// refused with 45 s to wait whenever the test runs.
+// refused with 45 s to wait whenever the test runs. The sessions' idle and maximum-duration
+// timers run on it too: a test that moves it stays within the minute.
 const clock = manualClock(A_WINDOW_START + 15_000);
 
 beforeAll(async () => {
@@ -507,28 +510,31 @@ describe('session', () => {
 
   it('keepalive keeps a session without audio open past the 15 s idle timeout, which closes a silent one (error idle_timeout, then 1000)', async () => {
     const kept = await openSession(h, query());
-    await kept.until((e) => e.type === 'session.started');
-    const timer = setInterval(() => kept.command({ type: 'keepalive' }), 3000);
-    try {
-      const idle = await openSession(h, query());
-      const { code, reason } = await idle.closed;
-      expect(code).toBe(1000);
-      expect(reason).toBe('idle_timeout');
-      expect(idle.events.map((e) => e.type)).toEqual(['session.started', 'error', 'session.closed']);
-      expect(idle.events[1]).toMatchObject({ code: 'idle_timeout' });
-      await expectClosedAndBilled(idle, 0, 'idle_timeout');
-      // The kept session, older than the idle one, is still open and still works.
-      expect(kept.ws.readyState).toBe(kept.ws.OPEN);
-      expect(kept.events.map((e) => e.type)).toEqual(['session.started']);
-    } finally {
-      clearInterval(timer);
-    }
+    const idle = await openSession(h, query());
+    await Promise.all([kept.until((e) => e.type === 'session.started'), idle.until((e) => e.type === 'session.started')]);
+    // The sessions' timers run on the gateway's clock: 10 s pass, the kept session sends a
+    // keepalive (handled once the unknown message after it is answered), 10 s more pass.
+    clock.advance(10_000);
+    kept.command({ type: 'keepalive' });
+    kept.command({ type: 'marker' });
+    await kept.until((e) => e.type === 'error');
+    clock.advance(10_000);
+    const { code, reason } = await idle.closed;
+    expect(code).toBe(1000);
+    expect(reason).toBe('idle_timeout');
+    expect(idle.events.map((e) => e.type)).toEqual(['session.started', 'error', 'session.closed']);
+    expect(idle.events[1]).toMatchObject({ code: 'idle_timeout', message: 'No audio or keepalive for 15 s.' });
+    await expectClosedAndBilled(idle, 0, 'idle_timeout');
+    // The kept session, as old as the idle one, is still open and still works.
+    expect(kept.ws.readyState).toBe(kept.ws.OPEN);
+    expect(kept.events.map((e) => e.type)).toEqual(['session.started', 'error']);
+    expect(kept.events[1]).toMatchObject({ code: 'invalid_message' });
     const s = await speech(FOX);
     await kept.stream(s16le(concat(s.samples, silence(END_TAIL))), FAST(16000));
     await kept.until((e) => e.type === 'turn.end');
     await closeAndCheck(kept, millisOf(s.samples.length + END_TAIL * 16000, 16000));
     expect(wer(FOX, finals(kept)[0]!.text as string)).toBeLessThanOrEqual(0.25);
-  }, 60_000);
+  });
 
   it('pcm_mulaw and pcm_alaw at 8 kHz, pcm_f32le at 48 kHz and pcm_s16le at 22.05 kHz all transcribe the words', async () => {
     const cases: { encoding: Encoding; rate: number; text: string; voice: 'slt' | 'rms' | 'awb' }[] = [
@@ -698,6 +704,33 @@ describe('metering and lifetime', () => {
     expect(c.events.map((e) => e.type)).toEqual(['session.started', 'error', 'session.closed']);
     expect(c.events[1]).toMatchObject({ code: 'backlog' });
     await expectClosedAndBilled(c, 0, 'backlog');
+  });
+
+  it('a client that stops reading and sends many small invalid frames is closed with 1008 outgoing_buffer_full; what waits unread stays bounded', async () => {
+    // The gateway's end of the connection, to read how much it holds unread (what ws calls bufferedAmount).
+    let gatewayEnd: Socket | undefined;
+    const onUpgrade = (_request: unknown, socket: Socket) => (gatewayEnd = socket);
+    h.runtime.app.server.once('upgrade', onUpgrade);
+    const c = await openSession(h, query());
+    const started = await c.until((e) => e.type === 'session.started');
+    // The client reads nothing more: every error event the gateway answers with waits in the buffers.
+    const client = (c.ws as unknown as { _socket: Socket })._socket;
+    client.pause();
+    let maxUnread = 0;
+    for (let sent = 0; sent < 300_000; sent += 1000) {
+      for (let i = 0; i < 1000; i++) c.ws.send('x');
+      // The gateway (in this process) handles what arrived.
+      await new Promise((r) => setImmediate(r));
+      maxUnread = Math.max(maxUnread, gatewayEnd!.writableLength);
+    }
+    expect(maxUnread).toBeGreaterThan(0);
+    // At most the link's cap, and the close frame behind it.
+    expect(maxUnread).toBeLessThanOrEqual(DEFAULT_LINK_LIMITS.closeAboveBytes + 128);
+    client.resume();
+    expect(await c.closed).toEqual({ code: 1008, reason: OUTGOING_BUFFER_FULL });
+    // What it read: error events only (no session.closed: the gateway could not send one), and nothing billed.
+    expect(new Set(c.events.slice(1).map((e) => e.code))).toEqual(new Set(['invalid_message']));
+    expect((await ledgerOf(h, started.request_id as string)).ledger).toHaveLength(0);
   });
 
   it('a recognizer that fails mid-session closes it with 1011 after an upstream_error event; a new session then works', async () => {

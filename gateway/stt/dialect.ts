@@ -1,66 +1,46 @@
 // The words a streaming-transcription session speaks with its client. One session
-// (gateway/stt/stt-session.ts) does the work -- audio, engine, turns, metering, limits -- and a
-// dialect turns what happens into the events of the route's protocol and reads the client's text
-// messages: ours on /stt/websocket (docs/stt.md, "Streaming STT protocol"), Deepgram's on /v1/listen,
-// Cartesia's on /stt/turns/websocket.
-import type { Word } from '../upstreams/contract.ts';
-import type { TurnEvent, TurnSettings } from './turn-detector.ts';
-import type { Encoding } from '../audio/output-format.ts';
+// (gateway/stt/stt-session.ts) does the work -- audio, engine, turns, metering, limits -- and says
+// what happens in typed events (stt-events.ts); a dialect writes those events in the route's
+// protocol and reads the client's text messages as commands: ours on /stt/websocket (docs/stt.md,
+// "Streaming STT protocol"), Deepgram's on /v1/listen, Cartesia's on /stt/turns/websocket.
 import { ERROR_TABLE } from '../errors.ts';
 import type { ErrorCode } from '../../server/services/errors.ts';
+import type { SttClosed, SttCommand, SttEvent, SttStarted, SttTranscript, SttTurn } from './stt-events.ts';
 
-/**
- * What the client may ask with a text message. `configure` changes the turn detection from the
- * next audio on (Cartesia's `config` message); the dialect has checked the result.
- */
-export type SttCommand = { type: 'finalize' } | { type: 'close' } | { type: 'keepalive' } | { type: 'configure'; turns: Partial<TurnSettings> };
-
-/** Why a final transcript came: the end of a turn, the client's finalize, or the session's end. */
-export type FinalCause = 'turn' | 'finalize' | 'close';
-
-export interface SessionInfo {
-  sessionId: string;
-  requestId: string;
-  model: string;
-  sampleRate: number;
-  encoding: Encoding;
-  turns: TurnSettings;
-  idleTimeoutSeconds: number;
-  maxSessionSeconds: number;
-  startedAt: Date;
-}
-
-export interface TranscriptUpdate {
-  text: string;
-  words: Word[];
-  isFinal: boolean;
-  /** For finals: what asked for it (undefined: the engine finalized by itself). */
-  cause?: FinalCause;
-  /** Seconds of audio the session had received when the transcript came. */
-  audioSeconds: number;
-}
-
-export interface SessionEnd {
-  reason: string;
-  audioSeconds: number;
-  costUsd: string;
-  /** The client asked for the end (close / CloseStream). */
-  clientRequested: boolean;
-}
-
-/** Each returns the events to send (JSON objects), in order. */
+/** Each event method returns the messages to send (JSON objects), in order; a dialect may keep state (one per session). */
 export interface SttDialect {
-  started(info: SessionInfo): object[];
-  transcript(t: TranscriptUpdate): object[];
-  turn(e: { type: TurnEvent['type']; atSeconds: number; transcript?: string }): object[];
+  started(e: SttStarted): object[];
+  transcript(e: SttTranscript): object[];
+  turn(e: SttTurn): object[];
   /** The client's finalize is done (its final, if any, was sent before). */
   flushed(): object[];
   error(e: { code: string; message: string }): object[];
-  /** The last events before the socket closes. */
-  closed(e: SessionEnd): object[];
-  /** A client's text message: a command, or an error event to answer with (the session carries on). */
-  command(text: string): SttCommand | { error: { code: string; message: string } };
+  /** The last messages before the socket closes. */
+  closed(e: SttClosed): object[];
+  /** A client's text message as a command (`invalid` when it is none: the session answers with an error and carries on). */
+  command(text: string): SttCommand;
 }
+
+/** The messages that carry `event` in `dialect`. */
+export function encodeSttEvent(dialect: SttDialect, event: SttEvent): object[] {
+  switch (event.type) {
+    case 'started':
+      return dialect.started(event);
+    case 'transcript':
+      return dialect.transcript(event);
+    case 'turn':
+      return dialect.turn(event);
+    case 'flushed':
+      return dialect.flushed();
+    case 'error':
+      return dialect.error(event);
+    case 'closed':
+      return dialect.closed(event);
+  }
+}
+
+/** A text message the dialect cannot read. */
+export const invalidMessage = (message: string): SttCommand => ({ type: 'invalid', code: 'invalid_message', message });
 
 const round3 = (seconds: number) => Math.round(seconds * 1000) / 1000;
 
@@ -113,21 +93,17 @@ export const svcDialect: SttDialect = {
     },
   ],
   transcript: (t) => [{ type: 'transcript', is_final: t.isFinal, text: t.text, words: t.words }],
-  turn: (e) => [{ type: e.type, at: round3(e.atSeconds), ...(e.transcript !== undefined ? { transcript: e.transcript } : {}) }],
+  turn: (e) => [{ type: e.turn, at: round3(e.atSeconds), ...(e.transcript !== undefined ? { transcript: e.transcript } : {}) }],
   flushed: () => [{ type: 'flush_done' }],
-  error: (e) => [{ type: 'error', ...e }],
+  error: (e) => [{ type: 'error', code: e.code, message: e.message }],
   closed: (e) => [{ type: 'session.closed', reason: e.reason, audio_seconds: e.audioSeconds, cost_usd: e.costUsd }],
   command(text) {
     const c = commandWord(text);
-    if (c === null) {
-      return {
-        error: { code: 'invalid_message', message: 'Text messages must be JSON objects like {"type":"finalize"}, or the plain text finalize, close or done.' },
-      };
-    }
+    if (c === null) return invalidMessage('Text messages must be JSON objects like {"type":"finalize"}, or the plain text finalize, close or done.');
     if (c.word === 'keepalive') return { type: 'keepalive' };
     if (c.word === 'finalize') return { type: 'finalize' };
     if (c.word === 'close' || c.word === 'closestream' || c.word === 'done') return { type: 'close' };
-    return { error: { code: 'invalid_message', message: `Unknown message type ${JSON.stringify(c.json?.type)}; use finalize, keepalive or close.` } };
+    return invalidMessage(`Unknown message type ${JSON.stringify(c.json?.type)}; use finalize, keepalive or close.`);
   },
 };
 

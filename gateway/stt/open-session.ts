@@ -1,10 +1,12 @@
 // What every streaming-transcription route does around its session (gateway/stt/stt-session.ts),
-// whatever protocol it speaks: /stt/websocket (ours), /v1/listen (Deepgram's). A route only reads
-// its own parameters into a SessionPlan; the rest is here, once: everything is checked before the
-// upgrade is accepted (key, rate limit and balance in the admission hook; the plan, the session
-// caps and the first second's credit in preValidation), so a refusal is a plain HTTP response
-// carrying the error envelope; then the session runs with the plan's dialect, and the engine is
-// opened on the first upstream that accepts it, at the first audio.
+// whatever protocol it speaks: /stt/websocket (ours), /stt/turns/websocket (Cartesia's),
+// /v1/listen (Deepgram's). A route only reads its own parameters into a SessionPlan; the rest is
+// here, once: everything is checked before the upgrade is accepted (key, rate limit and balance in
+// the admission hook; the plan, the session caps and the first second's credit in preValidation),
+// so a refusal is a plain HTTP response carrying the error envelope; then the socket is bound to
+// the session through a WebSocketLink (pings, the bounded outgoing buffer), the plan's dialect
+// writing the session's events and reading the client's text messages; and the engine is opened
+// on the first upstream that accepts it, at the first audio.
 import { randomBytes } from 'node:crypto';
 import type { FastifyBaseLogger, FastifyRequest, RouteOptions } from 'fastify';
 import type { WebSocket } from 'ws';
@@ -18,8 +20,12 @@ import type { CreditHold, RequestAuth } from '../core/gateway-core.ts';
 import type { ModelEntry, UpstreamEntry } from '../registry/model-registry.ts';
 import type { StreamingTranscriptionCapability } from '../upstreams/contract.ts';
 import { recordAnswerFailure, tryUpstreams } from '../upstreams/try-upstreams.ts';
-import type { SttDialect } from './dialect.ts';
-import { METER_EVERY_MS, runSttSession, type OpenedStream } from './stt-session.ts';
+import type { Outbox } from '../sessions/outbox.ts';
+import { WebSocketLink } from '../sessions/websocket-link.ts';
+import { encodeSttEvent, svcDialect, type SttDialect } from './dialect.ts';
+import type { OpenedStream } from './engine-stream.ts';
+import type { SttEvent } from './stt-events.ts';
+import { METER_EVERY_MS, SttSession } from './stt-session.ts';
 import type { TurnSettings } from './turn-detector.ts';
 
 export interface SessionPlan {
@@ -32,8 +38,20 @@ export interface SessionPlan {
   turns: TurnSettings;
   keyterms: string[];
   language: string | undefined;
-  /** The session's events and commands (default: the gateway's own); one per session, it may keep state. */
+  /** The socket's events and commands (default: the gateway's own); one per session, it may keep state. */
   dialect?: SttDialect;
+}
+
+/** A session to start: its plan, whose it is, its first interval of credit, and when it must end at once. */
+export interface PlannedSession {
+  plan: SessionPlan;
+  auth: RequestAuth;
+  requestId: string;
+  log: FastifyBaseLogger;
+  hold: CreditHold;
+  revoked: AbortSignal;
+  /** The usage records' `route`. */
+  usageRoute: string;
 }
 
 declare module 'fastify' {
@@ -123,55 +141,58 @@ function startSession(ctx: GatewayContext, socket: WebSocket, request: FastifyRe
   ctx.lifecycle.trackSocket(socket);
   const revoked = new AbortController();
   ticket.bind(revoked);
-  runPlannedSession(ctx, socket, {
-    plan: request.sttPlan!,
-    auth: request.auth,
-    requestId: request.id,
-    log: request.log,
-    hold,
-    revoked: revoked.signal,
-    usageRoute,
+  const plan = request.sttPlan!;
+  const dialect = plan.dialect ?? svcDialect;
+  // The link's handlers run only once this function has returned (socket events come later).
+  const link = new WebSocketLink(socket, ctx.clock, {
+    message: (data, isBinary) => (isBinary ? session.audio(data) : session.command(dialect.command(data.toString('utf8')))),
+    closed: () => session.close(),
   });
+  const session = startPlannedSession(
+    ctx,
+    link.outbox((event: SttEvent) => encodeSttEvent(dialect, event)),
+    { plan, auth: request.auth, requestId: request.id, log: request.log, hold, revoked: revoked.signal, usageRoute },
+  );
 }
 
-/** A planned session, its first interval of credit held, on `socket` (a client's, or a realtime session's in-process leg). */
-export function runPlannedSession(
-  ctx: GatewayContext,
-  socket: WebSocket,
-  s: { plan: SessionPlan; auth: RequestAuth; requestId: string; log: FastifyBaseLogger; hold: CreditHold; revoked: AbortSignal; usageRoute: string },
-): void {
+/**
+ * A planned session, its first interval of credit held, sending its events to `outbox` (a
+ * client's socket, or a realtime session in process). Whoever carries it feeds it audio and
+ * commands, and calls close() when the transport is gone.
+ */
+export function startPlannedSession(ctx: GatewayContext, outbox: Outbox<SttEvent>, s: PlannedSession): SttSession {
   const { plan } = s;
-  // Aborts an engine still opening when the session ends first.
-  const sessionGone = new AbortController();
-  socket.once('close', () => sessionGone.abort());
   let engineUpstream: UpstreamEntry | undefined;
-  runSttSession(socket, {
-    sessionId: `stt_${randomBytes(10).toString('hex')}`,
-    requestId: s.requestId,
-    model: plan.model,
-    sampleRate: plan.sampleRate,
-    encoding: plan.encoding,
-    turns: plan.turns,
-    dialect: plan.dialect,
-    usageRoute: s.usageRoute,
-    auth: s.auth,
-    core: ctx.core,
-    hold: s.hold,
-    openStream: async () => {
-      const opened = await openEngineStream(ctx, s.auth, plan, sessionGone.signal);
-      engineUpstream = opened.upstream;
-      return opened;
+  return new SttSession(
+    {
+      sessionId: `stt_${randomBytes(10).toString('hex')}`,
+      requestId: s.requestId,
+      model: plan.model,
+      sampleRate: plan.sampleRate,
+      encoding: plan.encoding,
+      turns: plan.turns,
+      usageRoute: s.usageRoute,
+      auth: s.auth,
+      core: ctx.core,
+      hold: s.hold,
+      openStream: async (sessionGone) => {
+        const opened = await openEngineStream(ctx, s.auth, plan, sessionGone);
+        engineUpstream = opened.upstream;
+        return opened;
+      },
+      onEngineFailure: (error) => engineUpstream && recordAnswerFailure(ctx, engineUpstream, error),
+      clock: ctx.clock,
+      engineTimeoutMs: ctx.config.upstreamTimeoutMs,
+      revoked: s.revoked,
+      log: s.log,
+      idleTimeoutMs: ctx.config.limits.sttIdleMs,
+      maxSilenceMs: ctx.config.limits.sttMaxSilenceMs,
+      shutdown: ctx.lifecycle.streamsEnded,
+      track: (untilBilled) => ctx.lifecycle.track(untilBilled),
+      onFirstTranscript: (seconds) => ctx.metrics.firstOutput('stt_first_transcript', plan.model.id, seconds),
     },
-    onEngineFailure: (error) => engineUpstream && recordAnswerFailure(ctx, engineUpstream, error),
-    engineTimeoutMs: ctx.config.upstreamTimeoutMs,
-    revoked: s.revoked,
-    log: s.log,
-    idleTimeoutMs: ctx.config.limits.sttIdleMs,
-    maxSilenceMs: ctx.config.limits.sttMaxSilenceMs,
-    shutdown: ctx.lifecycle.streamsEnded,
-    track: (untilBilled) => ctx.lifecycle.track(untilBilled),
-    onFirstTranscript: (seconds) => ctx.metrics.firstOutput('stt_first_transcript', plan.model.id, seconds),
-  });
+    outbox,
+  );
 }
 
 /**

@@ -1,33 +1,36 @@
-// One streaming-transcription session over a WebSocket: audio frames in, JSON events out.
-// The protocol is documented in docs/stt.md ("Streaming STT protocol"). Audio is decoded from the
-// session's encoding, resampled to the engine's rate, written to the engine's transcription
-// stream in order (gateway/upstreams/contract.ts), and metered as it arrives. Turns: an engine
-// that finds them itself reports them; otherwise the gateway's turn detector finds pauses and
-// finalizes each utterance. The engine (the costly part) is opened at the first audio, not at
-// connect, and each next second of audio is paid for (reserved) before it is accepted.
-import type { RawData, WebSocket } from 'ws';
+// One streaming-transcription session, whatever carries it: audio frames and commands in, typed
+// events (stt-events.ts) out through an Outbox. The WebSocket routes bind a socket to it
+// (open-session.ts, each route's dialect writing the events in its protocol: docs/stt.md); the
+// realtime session drives one in process (gateway/realtime/stt-leg.ts). Audio is decoded from the
+// session's encoding, written to the engine's stream in order (engine-stream.ts: opened at the
+// first audio, resampled to its rate) and metered as it arrives (audio-meter.ts: each next second
+// is paid for, reserved, before it is accepted). Turns: an engine that finds them itself reports
+// them; otherwise the gateway's turn detector finds pauses and finalizes each utterance. The idle
+// timeout, the maximum duration, the shutdown and the key's revocation come from SessionLife, on
+// the injected clock.
 import { decodeSamples } from '../audio/sample-encoding.ts';
-import { floatToS16 } from '../audio/pcm.ts';
-import { createResampler, type Resampler } from '../audio/resample.ts';
 import type { Encoding } from '../audio/output-format.ts';
+import type { Clock } from '../../server/clock.ts';
 import { formatUsd } from '../../server/money.ts';
-import { perSecondCostMicros } from '../../server/services/credits/pricing.ts';
-import type { CreditHold, RequestAuth, GatewayCore } from '../core/gateway-core.ts';
 import { isServiceError } from '../../server/services/errors.ts';
+import type { CreditHold, RequestAuth, GatewayCore } from '../core/gateway-core.ts';
 import type { ModelEntry } from '../registry/model-registry.ts';
-import { UpstreamError, type TranscriptionStream, type Word } from '../upstreams/contract.ts';
+import type { Outbox } from '../sessions/outbox.ts';
+import { SessionLife } from '../sessions/session-life.ts';
+import { UpstreamError, type TranscriptionEvent, type Word } from '../upstreams/contract.ts';
 import { upstreamEnvelope } from '../upstream-envelope.ts';
-import { TurnDetector, type TurnSettings } from './turn-detector.ts';
-import { svcDialect, type FinalCause, type SttDialect } from './dialect.ts';
+import { AudioMeter } from './audio-meter.ts';
+import { EngineStream, type OpenedStream } from './engine-stream.ts';
+import type { SttCommand, SttEvent, SttTranscript, SttTurn } from './stt-events.ts';
+import { TurnDetector, type TurnEvent, type TurnSettings } from './turn-detector.ts';
 
 export const MAX_SESSION_MS = 60 * 60_000;
-export const PING_INTERVAL_MS = 20_000;
-/** Audio is debited every time this much more has arrived (and at the end). */
+/** Audio is debited every time this much more has arrived (and at the end); credit is reserved this much at a time. */
 export const METER_EVERY_MS = 1_000;
 /** Audio waiting for the recognizer beyond this means the client sends faster than real time can be processed. */
 export const MAX_BACKLOG_SECONDS = 30;
 
-export interface SessionOptions {
+export interface SttSessionOptions {
   sessionId: string;
   requestId: string;
   model: ModelEntry;
@@ -35,27 +38,22 @@ export interface SessionOptions {
   encoding: Encoding;
   /** The gateway's turn detection (used unless the engine reports its own turns). */
   turns: TurnSettings;
-  /** The protocol's events and commands (default: the gateway's own). */
-  dialect?: SttDialect;
   /** The usage records' `route` (default: stt.websocket). */
   usageRoute?: string;
   auth: RequestAuth;
   core: GatewayCore;
   /**
    * Credit reserved for the session's audio: the route reserves the first metering interval
-   * before the upgrade; the session reserves each next one before accepting its audio.
+   * before the session starts; the session reserves each next one before accepting its audio.
+   * The session gives back what is left after its last debit.
    */
   hold: CreditHold;
-  /**
-   * Opens the engine's stream at the session's first audio: the stream, the rate it takes, and
-   * whether its own turns are reported (else the gateway's turn detector finalizes utterances).
-   */
-  openStream: () => Promise<OpenedStream>;
+  /** Opens the engine's stream at the session's first audio; `signal` is aborted when the session ends first. */
+  openStream: (signal: AbortSignal) => Promise<OpenedStream>;
   /** An engine failure after the stream opened (metrics). */
   onEngineFailure?: (error: UpstreamError) => void;
-  /** Aborted (reason: a ServiceError such as api_key_disabled) when the session must end at once. */
-  revoked?: AbortSignal;
-  log: { warn(obj: unknown, msg: string): void };
+  /** The session's timers (idle, maximum duration) and its idea of now. */
+  clock: Clock;
   /** No audio and no keepalive for this long: the session is closed (idle_timeout). */
   idleTimeoutMs: number;
   /** No audio for this long: closed even if keepalives keep coming (an open session is not free to hold). */
@@ -64,431 +62,102 @@ export interface SessionOptions {
   engineTimeoutMs: number;
   /** Aborted when a shutdown's grace period is over: the session closes with 1001; the reason is the error to show. */
   shutdown?: AbortSignal;
+  /** Aborted (reason: a ServiceError such as api_key_disabled) when the session must end at once. */
+  revoked?: AbortSignal;
+  log: { warn(obj: unknown, msg: string): void };
   /** Handed the session's lifetime up to its last debit, so a shutdown waits for it before closing the database. */
   track?: (untilBilled: Promise<void>) => void;
   /** Seconds from the first audio received to the first transcript sent (metrics). */
   onFirstTranscript?: (seconds: number) => void;
 }
 
-export interface OpenedStream {
-  stream: TranscriptionStream;
-  engineRate: number;
-  engineTurns: boolean;
-  /** Run when the session ends (releases what opening took). */
-  release?: () => void;
-}
+/**
+ * live: audio and commands are taken. ending: a clean end was asked (close, maximum duration):
+ * what was heard is being finalized, and audio that comes after is not taken. closed: the last
+ * event is out (or the transport is gone): nothing more is sent or taken; the audio received is
+ * being billed, then the engine and the credit left are given back.
+ */
+type State = 'live' | 'ending' | 'closed';
 
-export function runSttSession(socket: WebSocket, o: SessionOptions): void {
-  let engine: OpenedStream | null = null;
-  let resampler: Resampler | null = null;
-  const dialect = o.dialect ?? svcDialect;
-  const turns = new TurnDetector(o.sampleRate, o.turns);
-  /** The finalizes asked of the engine, in order: why, and what runs once the engine reports it done. */
-  const afterFinalized: { cause: FinalCause; then: () => void }[] = [];
-  const bytesPerSample = o.encoding === 'pcm_f32le' ? 4 : o.encoding === 'pcm_s16le' ? 2 : 1;
-  let carry: Buffer = Buffer.alloc(0);
-  let queue: Promise<void> = Promise.resolve();
+type Waiting = { frame: Buffer } | { command: SttCommand; bytes: number };
+
+export class SttSession {
+  private state: State = 'live';
+  private readonly life: SessionLife;
+  private readonly meter: AudioMeter;
+  private readonly engine: EngineStream;
+  private readonly turns: TurnDetector;
+  /** Aborted when the session ends (an engine still opening is given up). */
+  private readonly gone = new AbortController();
+  private readonly bytesPerSample: number;
+  private readonly maxBacklogBytes: number;
+  /** The bytes of a sample split across frames. */
+  private carry: Buffer = Buffer.alloc(0);
+  /** Work for the recognizer, in arrival order; while any is pending the session is not idle. */
+  private steps: Promise<void> = Promise.resolve();
+  private pendingSteps = 0;
   /** Audio accepted but not yet written to the engine (it waits while the engine opens). */
-  let queuedSamples = 0;
-  // Counted in samples (exact); milliseconds are derived from it.
-  let receivedSamples = 0;
-  const receivedMillis = () => Math.round((receivedSamples * 1000) / o.sampleRate);
-  const owedFor = (millis: number) => perSecondCostMicros(o.model.prices.picoPerSecond, millis);
-  let billedMicros = 0n;
-  let meteredMs = 0;
-  /** Audio already in a usage record (its sum over the records is the whole audio billed). */
-  let recordedMs = 0;
-  let lastPartial = '';
-  let closed = false;
-  /** The session is ending cleanly (close, max duration): audio that comes after is not taken. */
-  let closing = false;
-  /** No engine would take the audio (it refused us, or none had room) while the session was live: nothing is billed. */
-  let engineRefused = false;
-  const started = Date.now();
-  let lastAudioAt = performance.now();
-
-  // Audio is accepted only as far as reserved credit covers it (`coveredSamples`); frames past
-  // that wait, in order, while the next interval is reserved (none: the session ends, 1008).
-  // Commands sent after such frames wait behind them (a finalize applies to all audio before it).
-  const intervalMicros = owedFor(METER_EVERY_MS);
-  const intervalSamples = (o.sampleRate * METER_EVERY_MS) / 1000;
-  let coveredSamples = intervalMicros === 0n ? Infinity : intervalSamples;
-  const waiting: (Buffer | string)[] = [];
-  let waitingBytes = 0;
-  let extending = false;
-  const maxBacklogBytes = MAX_BACKLOG_SECONDS * o.sampleRate * bytesPerSample;
-
-  const send = (events: object[]) => {
-    for (const event of events) if (socket.readyState === socket.OPEN) socket.send(JSON.stringify(event));
-  };
-  let firstAudioAt: number | undefined;
-  let firstTranscriptSent = false;
-  const sendTranscript = (t: { text: string; words: Word[] }, isFinal: boolean) => {
-    if (!firstTranscriptSent && firstAudioAt !== undefined) {
-      firstTranscriptSent = true;
-      o.onFirstTranscript?.((performance.now() - firstAudioAt) / 1000);
-    }
-    send(
-      dialect.transcript({
-        text: t.text,
-        words: t.words,
-        isFinal,
-        cause: isFinal ? afterFinalized[0]?.cause : undefined,
-        audioSeconds: receivedMillis() / 1000,
-      }),
-    );
-  };
-  let billed: () => void = () => {};
-  o.track?.(new Promise<void>((resolve) => (billed = resolve)));
-
-  const close = (code: number, reason: string, error?: { code: string; message: string }) => {
-    if (closed) return;
-    closed = true;
-    if (error) send(dialect.error(error));
-    // No audio counts after this; the end-of-session debit (socket 'close') brings the ledger
-    // to exactly this cost, including audio that arrived while the last debit was written.
-    const millis = receivedMillis();
-    const costUsd = formatUsd(engineRefused ? 0n : owedFor(millis));
-    send(dialect.closed({ reason, audioSeconds: millis / 1000, costUsd, clientRequested: reason === 'client_close' }));
-    socket.close(code, reason.slice(0, 120));
-  };
-
-  /** Debits the audio received since the last debit (exact: cumulative pico-USD, rounded up once). */
-  const meter = async (force: boolean) => {
-    const millis = receivedMillis();
-    if (!force && millis - meteredMs < METER_EVERY_MS) return;
-    meteredMs = millis;
-    const owed = owedFor(millis);
-    const delta = owed - billedMicros;
-    if (delta <= 0n) return;
-    billedMicros = owed;
-    const audioMillis = millis - recordedMs;
-    recordedMs = millis;
-    const remaining = await o.core.charge(
-      o.auth,
-      o.requestId,
-      delta,
-      { modelId: o.model.id, modality: 'stt', route: o.usageRoute ?? 'stt.websocket', audioMillis },
-      o.hold,
-      delta,
-    );
-    if (remaining <= 0n && !closed) {
-      close(1008, 'insufficient_quota', {
-        code: 'insufficient_quota',
-        message: `The organization's credit ran out (balance ${formatUsd(remaining)} USD); add credits to continue.`,
-      });
-    }
-  };
-
-  /** The engine's events, as client events, until its stream ends. */
-  const relay = async (opened: OpenedStream) => {
-    try {
-      for await (const event of opened.stream.events) {
-        if (closed) continue;
-        switch (event.type) {
-          case 'transcript':
-            if (event.isFinal) {
-              lastPartial = '';
-              if (event.text) sendTranscript(event, true);
-            } else if (event.text && event.text !== lastPartial) {
-              lastPartial = event.text;
-              turns.hint(event.text);
-              sendTranscript(event, false);
-            }
-            break;
-          case 'speech_started':
-            if (opened.engineTurns) send(dialect.turn({ type: 'turn.start', atSeconds: event.atSeconds }));
-            break;
-          case 'end_of_turn':
-            if (opened.engineTurns) send(dialect.turn({ type: 'turn.end', atSeconds: event.atSeconds }));
-            break;
-          case 'finalized':
-            afterFinalized.shift()?.then();
-            break;
-        }
-      }
-      // The engine ended the stream by itself while the session goes on.
-      if (!closed) throw new UpstreamError('broken', 'The engine ended the transcription stream.');
-    } catch (err) {
-      if (closed) return;
-      if (err instanceof UpstreamError) o.onEngineFailure?.(err);
-      fail(err);
-    }
-  };
-
-  /** The engine's stream, opened at the first audio (steps run in order, so it is opened once). */
-  const openEngine = async (): Promise<OpenedStream> => {
-    if (engine) return engine;
-    const opened = await o.openStream();
-    engine = opened;
-    if (opened.engineRate !== o.sampleRate) resampler = createResampler(o.sampleRate, opened.engineRate);
-    // Closed while it opened: free it now (the socket's close handler ran before it existed).
-    if (closed && socketClosed) closeEngine();
-    else void relay(opened);
-    return opened;
-  };
-
-  const closeEngine = () => {
-    engine?.stream.close();
-    engine?.release?.();
-  };
-
-  /** Runs `fn` once the finalizes asked for so far are done (a new turn.start after the last turn.end). */
-  const afterPendingFinals = (fn: () => void) => {
-    const last = afterFinalized.length - 1;
-    if (last < 0) return fn();
-    const entry = afterFinalized[last]!;
-    const before = entry.then;
-    entry.then = () => {
-      before();
-      fn();
-    };
-  };
-
+  private queuedSamples = 0;
   /**
-   * Ends the current utterance; `then` runs once the engine reported its final transcript (in
-   * order with earlier finalizes). Audio after it goes on to the engine at once (a new utterance).
+   * Frames past what reserved credit covers wait here, in order, while the next interval is
+   * reserved; commands sent after such frames wait behind them (a finalize applies to all audio before it).
    */
-  const finalize = (cause: FinalCause, then: () => void) => {
-    // Nothing was heard yet: nothing to finalize (and no engine to open for it).
-    if (!engine) return then();
-    afterFinalized.push({ cause, then });
-    engine.stream.finalize();
-  };
+  private readonly waiting: Waiting[] = [];
+  private waitingBytes = 0;
+  private extending = false;
+  private lastPartial = '';
+  private lastAudioAt: number;
+  private firstAudioAt: number | undefined;
+  private firstTranscriptSent = false;
+  /** No engine would take the audio (it refused us, or none had room) while the session was live: nothing is billed. */
+  private engineRefused = false;
+  private billed: () => void = () => {};
 
-  // Work for the recognizer runs in arrival order; while any is pending the session is not idle.
-  let pendingSteps = 0;
-  const enqueue = (step: () => Promise<void>) => {
-    pendingSteps++;
-    queue = queue.then(step).finally(() => {
-      pendingSteps--;
+  constructor(
+    private readonly o: SttSessionOptions,
+    private readonly outbox: Outbox<SttEvent>,
+  ) {
+    this.bytesPerSample = o.encoding === 'pcm_f32le' ? 4 : o.encoding === 'pcm_s16le' ? 2 : 1;
+    this.maxBacklogBytes = MAX_BACKLOG_SECONDS * o.sampleRate * this.bytesPerSample;
+    this.turns = new TurnDetector(o.sampleRate, o.turns);
+    this.meter = new AudioMeter({
+      sampleRate: o.sampleRate,
+      picoPerSecond: o.model.prices.picoPerSecond,
+      intervalMs: METER_EVERY_MS,
+      hold: o.hold,
+      charge: (micros, audioMillis) =>
+        o.core.charge(
+          o.auth,
+          o.requestId,
+          micros,
+          { modelId: o.model.id, modality: 'stt', route: o.usageRoute ?? 'stt.websocket', audioMillis },
+          o.hold,
+          micros,
+        ),
     });
-    queue.catch(fail);
-  };
-
-  const samplesIn = (frame: Buffer) => Math.floor((carry.length + frame.length) / bytesPerSample);
-  const covered = (frame: Buffer) => receivedSamples + samplesIn(frame) <= coveredSamples;
-
-  const backlogError = () =>
-    close(1013, 'backlog', {
-      code: 'backlog',
-      message: `More than ${MAX_BACKLOG_SECONDS} s of audio is waiting for the recognizer; send audio no faster than real time.`,
+    this.engine = new EngineStream(o.sampleRate, () => o.openStream(this.gone.signal), {
+      event: (event, opened) => this.onEngineEvent(event, opened.engineTurns),
+      failed: (err) => {
+        if (err instanceof UpstreamError) o.onEngineFailure?.(err);
+        this.fail(err);
+      },
     });
-
-  const acceptAudio = (frame: Buffer) => {
-    if (waiting.length === 0 && covered(frame)) return handleAudio(frame);
-    waiting.push(frame);
-    waitingBytes += frame.length;
-    if (waitingBytes > maxBacklogBytes) return backlogError();
-    void extendCoverage();
-  };
-
-  /** Reserves interval after interval until the waiting frames are covered, handling them in order. */
-  const extendCoverage = async () => {
-    if (extending) return;
-    extending = true;
-    try {
-      while (waiting.length > 0 && !closed) {
-        const frame = waiting[0]!;
-        if (typeof frame === 'string') {
-          waiting.shift();
-          waitingBytes -= frame.length;
-          handleCommand(frame);
-          continue;
-        }
-        if (!covered(frame)) {
-          if (!(await o.hold.extend(intervalMicros))) {
-            if (!closed)
-              close(1008, 'insufficient_quota', {
-                code: 'insufficient_quota',
-                message: "The organization's credit ran out: the next second of audio cannot be paid for; add credits to continue.",
-              });
-            return;
-          }
-          coveredSamples += intervalSamples;
-          continue;
-        }
-        waiting.shift();
-        waitingBytes -= frame.length;
-        handleAudio(frame);
-      }
-    } catch (err) {
-      fail(err);
-    } finally {
-      extending = false;
-    }
-  };
-
-  const handleAudio = (frame: Buffer) => {
-    if (closing) return;
-    const bytes: Buffer = carry.length ? Buffer.concat([carry, frame]) : frame;
-    const usable = bytes.length - (bytes.length % bytesPerSample);
-    carry = bytes.subarray(usable);
-    if (usable === 0) return;
-    const input = decodeSamples(bytes.subarray(0, usable), o.encoding);
-    firstAudioAt ??= performance.now();
-    receivedSamples += input.length;
-    queuedSamples += input.length;
-    if (queuedSamples / o.sampleRate > MAX_BACKLOG_SECONDS) return backlogError();
-    enqueue(async () => {
-      if (closed) return;
-      let opened: OpenedStream;
-      try {
-        opened = await openEngine();
-      } catch (err) {
-        // Refused while the session was live (not cut short by its own end: that audio is billed as always).
-        if (!closed) engineRefused = true;
-        throw err;
-      }
-      if (closed) return;
-      queuedSamples -= input.length;
-      opened.stream.write(floatToS16(resampler ? resampler.push(input) : input));
-      if (opened.stream.pendingSamples / opened.engineRate > MAX_BACKLOG_SECONDS) return backlogError();
-      if (!opened.engineTurns) {
-        const found = await turns.push(input);
-        if (closed) return;
-        for (const t of found) {
-          if (t.type === 'turn.end') finalize('turn', () => send(dialect.turn(t)));
-          // What was heard so far goes with an eager end: an agent may start its answer on it.
-          else if (t.type === 'turn.eager_end') afterPendingFinals(() => send(dialect.turn({ ...t, transcript: lastPartial })));
-          else afterPendingFinals(() => send(dialect.turn(t)));
-        }
-      }
-      await meter(false);
-    });
-  };
-
-  const fail = (err: unknown) => {
-    const error = err instanceof UpstreamError ? upstreamEnvelope(err, o.engineTimeoutMs) : err;
-    // The server has no recognizer to spare: the client may retry (1013 "try again later").
-    if (isServiceError(error) && error.code === 'temporarily_unavailable') return close(1013, 'capacity', { code: error.code, message: error.message });
-    o.log.warn({ err }, 'stt session failed');
-    if (isServiceError(error)) {
-      // The engine refused or failed: its message (never its key) tells the client why.
-      return close(1011, 'engine_error', { code: error.code, message: `${error.message} Reconnect to start a new session.` });
-    }
-    close(1011, 'engine_error', { code: 'upstream_error', message: 'The speech recognizer failed; reconnect to start a new session.' });
-  };
-
-  const handleCommand = (text: string) => {
-    const command = dialect.command(text);
-    if ('error' in command) return send(dialect.error(command.error));
-    if (command.type === 'keepalive') {
-      // Keeps a quiet session open, but not forever without audio (maxSilenceMs).
-      if (performance.now() - lastAudioAt < o.maxSilenceMs) touch();
-      return;
-    }
-    // New turn settings apply from the audio after the message (in order with the audio before it).
-    if (command.type === 'configure') return enqueue(async () => turns.configure(command.turns));
-    touch();
-    if (command.type === 'finalize') return enqueue(async () => finalize('finalize', () => send(dialect.flushed())));
-    closing = true;
-    enqueue(async () => {
-      // The resampler's last samples (its filter delay) go to the engine too: no audio is left out.
-      if (engine && resampler) engine.stream.write(floatToS16(resampler.end()));
-      resampler = null;
-      finalize('close', () => void endSession('client_close'));
-    });
-  };
-
-  // Idle means: no audio or keepalive from the client AND nothing left for the recognizer
-  // (a client waiting for a slow final transcript is not idle). Keepalives count only within
-  // maxSilenceMs of the last audio; other text messages do not count.
-  const onIdle = () => {
-    if (pendingSteps > 0 || extending || afterFinalized.length > 0) return touch();
-    const silentFor = performance.now() - lastAudioAt;
-    const message =
-      silentFor >= o.maxSilenceMs
-        ? `No audio for ${o.maxSilenceMs / 1000} s (keepalives keep a session open only that long without audio).`
-        : `No audio or keepalive for ${o.idleTimeoutMs / 1000} s.`;
-    close(1000, 'idle_timeout', { code: 'idle_timeout', message });
-  };
-  let idle = setTimeout(onIdle, o.idleTimeoutMs);
-  const touch = () => {
-    clearTimeout(idle);
-    idle = setTimeout(onIdle, o.idleTimeoutMs);
-  };
-  /** A clean end: everything heard is transcribed, billed, then the socket closes. */
-  const endSession = async (reason: string, error?: { code: string; message: string }) => {
-    await meter(true).catch((err: unknown) => o.log.warn({ err }, 'failed to bill an stt session'));
-    close(1000, reason, error);
-  };
-  const maxLength = setTimeout(() => {
-    closing = true;
-    enqueue(async () =>
-      finalize(
-        'close',
-        () =>
-          void endSession('max_duration', {
-            code: 'max_duration',
-            message: `Sessions last at most ${MAX_SESSION_MS / 60_000} minutes; reconnect to continue.`,
-          }),
-      ),
+    o.track?.(new Promise<void>((resolve) => (this.billed = resolve)));
+    this.life = new SessionLife(
+      o.clock,
+      { idleMs: o.idleTimeoutMs, maxDurationMs: MAX_SESSION_MS },
+      { shutdown: o.shutdown, revoked: o.revoked },
+      {
+        idle: () => this.onIdle(),
+        maxDuration: () => this.onMaxDuration(),
+        // 1001 "going away": the client should reconnect (to another replica). Audio received so far is billed, as for any other ending.
+        shutdown: (error) => this.end(1001, 'shutdown', error),
+        revoked: (error) => this.end(1008, error.code, error),
+      },
     );
-  }, MAX_SESSION_MS);
-  const ping = setInterval(() => socket.readyState === socket.OPEN && socket.ping(), PING_INTERVAL_MS);
-  // 1001 "going away": the client should reconnect (to another replica). Audio received so
-  // far is billed on close, as for any other ending.
-  const onShutdown = () => {
-    const reason = o.shutdown?.reason as { code?: string; message?: string } | undefined;
-    close(1001, 'shutdown', { code: reason?.code ?? 'temporarily_unavailable', message: reason?.message ?? 'The gateway is shutting down; reconnect.' });
-  };
-
-  // The key was revoked (or the session must end for another reason the gateway names).
-  const onRevoked = () => {
-    const reason = o.revoked?.reason as { code?: string; message?: string } | undefined;
-    close(1008, reason?.code ?? 'api_key_disabled', {
-      code: reason?.code ?? 'api_key_disabled',
-      message: reason?.message ?? 'This API key has been disabled.',
-    });
-  };
-
-  const onMessage = (data: RawData, isBinary: boolean) => {
-    if (closed) return;
-    const buf = Array.isArray(data) ? Buffer.concat(data) : Buffer.isBuffer(data) ? data : Buffer.from(data);
-    if (isBinary) {
-      // Only frames that complete a sample are audio: empty frames keep nothing open.
-      if (samplesIn(buf) > 0) {
-        lastAudioAt = performance.now();
-        touch();
-      }
-      acceptAudio(buf);
-    } else if (waiting.length > 0) {
-      waiting.push(buf.toString('utf8'));
-      waitingBytes += buf.length;
-      if (waitingBytes > maxBacklogBytes) backlogError();
-    } else handleCommand(buf.toString('utf8'));
-  };
-  let socketClosed = false;
-  socket.on('message', onMessage);
-  socket.on('close', () => {
-    closed = true;
-    socketClosed = true;
-    clearTimeout(idle);
-    clearTimeout(maxLength);
-    clearInterval(ping);
-    o.shutdown?.removeEventListener('abort', onShutdown);
-    o.revoked?.removeEventListener('abort', onRevoked);
-    waiting.length = 0;
-    // Bill what arrived, give back the credit reserved beyond it, then free the decoder;
-    // nothing keeps running for a gone client.
-    void queue
-      .catch(() => {})
-      // No engine would take the audio (it refused us, or none had room): nothing to bill.
-      .then(() => (engineRefused ? undefined : meter(true)))
-      .catch((err: unknown) => o.log.warn({ err }, 'failed to bill the end of an stt session'))
-      .finally(() => {
-        o.hold.release();
-        closeEngine();
-        resampler?.close();
-        turns.close();
-        billed();
-      });
-  });
-  socket.on('error', () => {});
-
-  send(
-    dialect.started({
+    this.lastAudioAt = o.clock.now();
+    this.send({
+      type: 'started',
       sessionId: o.sessionId,
       requestId: o.requestId,
       model: o.model.id,
@@ -497,11 +166,281 @@ export function runSttSession(socket: WebSocket, o: SessionOptions): void {
       turns: o.turns,
       idleTimeoutSeconds: o.idleTimeoutMs / 1000,
       maxSessionSeconds: MAX_SESSION_MS / 1000,
-      startedAt: new Date(started),
-    }),
-  );
-  if (o.shutdown?.aborted) onShutdown();
-  else o.shutdown?.addEventListener('abort', onShutdown, { once: true });
-  if (o.revoked?.aborted) onRevoked();
-  else o.revoked?.addEventListener('abort', onRevoked, { once: true });
+      startedAt: new Date(this.life.started),
+    });
+  }
+
+  /** The last event is out, or the transport is gone (a getter: the state changes across awaits). */
+  private get closed(): boolean {
+    return this.state === 'closed';
+  }
+
+  /** A frame of audio in the session's encoding (a sample may be split across frames). */
+  audio(frame: Buffer): void {
+    if (this.closed) return;
+    // Only frames that complete a sample are audio: empty frames keep nothing open.
+    if (this.samplesIn(frame) > 0) {
+      this.lastAudioAt = this.o.clock.now();
+      this.life.touch();
+    }
+    if (this.waiting.length === 0 && this.meter.covers(this.samplesIn(frame))) return this.takeAudio(frame);
+    this.wait({ frame }, frame.length);
+    void this.extendCoverage();
+  }
+
+  command(command: SttCommand): void {
+    if (this.closed) return;
+    if (this.waiting.length === 0) return this.handleCommand(command);
+    const bytes = JSON.stringify(command).length;
+    this.wait({ command, bytes }, bytes);
+  }
+
+  /** The transport is gone: nothing more is sent; the audio received is billed, then the engine is freed. */
+  close(): void {
+    if (this.closed) return;
+    this.state = 'closed';
+    this.finish();
+  }
+
+  // ---- audio
+
+  private samplesIn(frame: Buffer): number {
+    return Math.floor((this.carry.length + frame.length) / this.bytesPerSample);
+  }
+
+  private wait(entry: Waiting, bytes: number): void {
+    this.waiting.push(entry);
+    this.waitingBytes += bytes;
+    if (this.waitingBytes > this.maxBacklogBytes) this.backlog();
+  }
+
+  /** Reserves interval after interval until the waiting frames are covered, handling them (and the commands between them) in order. */
+  private async extendCoverage(): Promise<void> {
+    if (this.extending) return;
+    this.extending = true;
+    try {
+      while (this.waiting.length > 0 && !this.closed) {
+        const next = this.waiting[0]!;
+        if ('frame' in next && !this.meter.covers(this.samplesIn(next.frame))) {
+          if (await this.meter.extend()) continue;
+          return this.end(1008, 'insufficient_quota', {
+            code: 'insufficient_quota',
+            message: "The organization's credit ran out: the next second of audio cannot be paid for; add credits to continue.",
+          });
+        }
+        this.waiting.shift();
+        if ('frame' in next) {
+          this.waitingBytes -= next.frame.length;
+          this.takeAudio(next.frame);
+        } else {
+          this.waitingBytes -= next.bytes;
+          this.handleCommand(next.command);
+        }
+      }
+    } catch (err) {
+      this.fail(err);
+    } finally {
+      this.extending = false;
+    }
+  }
+
+  /** Audio paid for: counted, then written to the engine (opened at the first) and to the turn detector, in order. */
+  private takeAudio(frame: Buffer): void {
+    if (this.state !== 'live') return;
+    const bytes: Buffer = this.carry.length ? Buffer.concat([this.carry, frame]) : frame;
+    const usable = bytes.length - (bytes.length % this.bytesPerSample);
+    this.carry = bytes.subarray(usable);
+    if (usable === 0) return;
+    const input = decodeSamples(bytes.subarray(0, usable), this.o.encoding);
+    this.firstAudioAt ??= performance.now();
+    this.meter.count(input.length);
+    this.queuedSamples += input.length;
+    if (this.queuedSamples / this.o.sampleRate > MAX_BACKLOG_SECONDS) return this.backlog();
+    this.enqueue(async () => {
+      if (this.closed) return;
+      let opened: OpenedStream;
+      try {
+        opened = await this.engine.open();
+      } catch (err) {
+        // Refused while the session was live (not cut short by its own end: that audio is billed as always).
+        if (!this.closed) this.engineRefused = true;
+        throw err;
+      }
+      if (this.closed) return;
+      this.queuedSamples -= input.length;
+      if (this.engine.write(input) > MAX_BACKLOG_SECONDS) return this.backlog();
+      if (!opened.engineTurns) {
+        const found = await this.turns.push(input);
+        if (this.closed) return;
+        for (const t of found) {
+          if (t.type === 'turn.end') this.engine.finalize('turn', () => this.send(turnEvent(t)));
+          // What was heard so far goes with an eager end: an agent may start its answer on it.
+          else if (t.type === 'turn.eager_end') this.engine.afterPendingFinals(() => this.send({ ...turnEvent(t), transcript: this.lastPartial }));
+          else this.engine.afterPendingFinals(() => this.send(turnEvent(t)));
+        }
+      }
+      await this.debit(false);
+    });
+  }
+
+  private enqueue(step: () => Promise<void>): void {
+    this.pendingSteps++;
+    this.steps = this.steps.then(step).finally(() => {
+      this.pendingSteps--;
+    });
+    this.steps.catch((err: unknown) => this.fail(err));
+  }
+
+  private backlog(): void {
+    this.end(1013, 'backlog', {
+      code: 'backlog',
+      message: `More than ${MAX_BACKLOG_SECONDS} s of audio is waiting for the recognizer; send audio no faster than real time.`,
+    });
+  }
+
+  /** Debits the audio received since the last debit (see AudioMeter); a balance at zero ends the session. */
+  private async debit(force: boolean): Promise<void> {
+    const remaining = await this.meter.debit(force);
+    if (remaining === null || remaining > 0n) return;
+    this.end(1008, 'insufficient_quota', {
+      code: 'insufficient_quota',
+      message: `The organization's credit ran out (balance ${formatUsd(remaining)} USD); add credits to continue.`,
+    });
+  }
+
+  // ---- the engine's events
+
+  private onEngineEvent(event: Exclude<TranscriptionEvent, { type: 'finalized' }>, engineTurns: boolean): void {
+    switch (event.type) {
+      case 'transcript':
+        if (event.isFinal) {
+          this.lastPartial = '';
+          if (event.text) this.sendTranscript(event, true);
+        } else if (event.text && event.text !== this.lastPartial) {
+          this.lastPartial = event.text;
+          this.turns.hint(event.text);
+          this.sendTranscript(event, false);
+        }
+        return;
+      case 'speech_started':
+        if (engineTurns) this.send({ type: 'turn', turn: 'turn.start', atSeconds: event.atSeconds });
+        return;
+      case 'end_of_turn':
+        if (engineTurns) this.send({ type: 'turn', turn: 'turn.end', atSeconds: event.atSeconds });
+        return;
+    }
+  }
+
+  private sendTranscript(t: { text: string; words: Word[] }, isFinal: boolean): void {
+    if (!this.firstTranscriptSent && this.firstAudioAt !== undefined) {
+      this.firstTranscriptSent = true;
+      this.o.onFirstTranscript?.((performance.now() - this.firstAudioAt) / 1000);
+    }
+    const event: SttTranscript = { type: 'transcript', text: t.text, words: t.words, isFinal, audioSeconds: this.meter.receivedMillis / 1000 };
+    if (isFinal) event.cause = this.engine.nextFinalCause;
+    // An interim is superseded by the next one: a client that does not keep up may miss it.
+    this.send(event, { droppable: !isFinal });
+  }
+
+  private fail(err: unknown): void {
+    const error = err instanceof UpstreamError ? upstreamEnvelope(err, this.o.engineTimeoutMs) : err;
+    // The server has no recognizer to spare: the client may retry (1013 "try again later").
+    if (isServiceError(error) && error.code === 'temporarily_unavailable') return this.end(1013, 'capacity', error);
+    this.o.log.warn({ err }, 'stt session failed');
+    // The engine refused or failed: its message (never its key) tells the client why.
+    if (isServiceError(error)) return this.end(1011, 'engine_error', { code: error.code, message: `${error.message} Reconnect to start a new session.` });
+    this.end(1011, 'engine_error', { code: 'upstream_error', message: 'The speech recognizer failed; reconnect to start a new session.' });
+  }
+
+  // ---- commands
+
+  private handleCommand(command: SttCommand): void {
+    switch (command.type) {
+      case 'invalid':
+        return this.send({ type: 'error', code: command.code, message: command.message });
+      case 'keepalive':
+        // Keeps a quiet session open, but not forever without audio (maxSilenceMs).
+        if (this.o.clock.now() - this.lastAudioAt < this.o.maxSilenceMs) this.life.touch();
+        return;
+      case 'configure':
+        // New turn settings apply from the audio after the message (in order with the audio before it).
+        return this.enqueue(async () => this.turns.configure(command.turns));
+      case 'finalize':
+        this.life.touch();
+        return this.enqueue(async () => this.engine.finalize('finalize', () => this.send({ type: 'flushed' })));
+      case 'close':
+        this.life.touch();
+        if (this.state === 'live') this.state = 'ending';
+        return this.enqueue(async () => {
+          this.engine.endAudio();
+          this.engine.finalize('close', () => void this.endCleanly('client_close'));
+        });
+    }
+  }
+
+  // ---- ends
+
+  // Idle means: no audio or keepalive from the client AND nothing left for the recognizer
+  // (a client waiting for a slow final transcript is not idle). Keepalives count only within
+  // maxSilenceMs of the last audio; other text messages do not count.
+  private onIdle(): void {
+    if (this.pendingSteps > 0 || this.extending || this.engine.finalizing) return this.life.touch();
+    const message =
+      this.o.clock.now() - this.lastAudioAt >= this.o.maxSilenceMs
+        ? `No audio for ${this.o.maxSilenceMs / 1000} s (keepalives keep a session open only that long without audio).`
+        : `No audio or keepalive for ${this.o.idleTimeoutMs / 1000} s.`;
+    this.end(1000, 'idle_timeout', { code: 'idle_timeout', message });
+  }
+
+  private onMaxDuration(): void {
+    if (this.state === 'live') this.state = 'ending';
+    const error = { code: 'max_duration', message: `Sessions last at most ${MAX_SESSION_MS / 60_000} minutes; reconnect to continue.` };
+    this.enqueue(async () => this.engine.finalize('close', () => void this.endCleanly('max_duration', error)));
+  }
+
+  /** A clean end: everything heard is transcribed and billed, then the session closes. */
+  private async endCleanly(reason: string, error?: { code: string; message: string }): Promise<void> {
+    await this.debit(true).catch((err: unknown) => this.o.log.warn({ err }, 'failed to bill an stt session'));
+    this.end(1000, reason, error);
+  }
+
+  /** Ends the session: the error (if any) and `closed` are its last events, then the transport is closed with `code`. */
+  private end(code: number, reason: string, error?: { code: string; message: string }): void {
+    if (this.closed) return;
+    this.state = 'closed';
+    if (error) this.send({ type: 'error', code: error.code, message: error.message });
+    // No audio counts after this; the end-of-session debit brings the ledger to exactly this cost,
+    // including audio that arrived while the last debit was written.
+    const millis = this.meter.receivedMillis;
+    const costUsd = formatUsd(this.engineRefused ? 0n : this.meter.costMicros);
+    this.send({ type: 'closed', reason, audioSeconds: millis / 1000, costUsd, clientRequested: reason === 'client_close' });
+    this.outbox.close(code, reason);
+    this.finish();
+  }
+
+  /** Bills what arrived, gives back the credit reserved beyond it, then frees the engine: nothing keeps running for a gone client. */
+  private finish(): void {
+    this.life.dispose();
+    this.gone.abort();
+    this.engine.detach();
+    this.waiting.length = 0;
+    this.waitingBytes = 0;
+    void this.steps
+      .catch(() => {})
+      // No engine would take the audio (it refused us, or none had room): nothing to bill.
+      .then(() => (this.engineRefused ? undefined : this.meter.debit(true)))
+      .catch((err: unknown) => this.o.log.warn({ err }, 'failed to bill the end of an stt session'))
+      .finally(() => {
+        this.o.hold.release();
+        this.engine.close();
+        this.turns.close();
+        this.billed();
+      });
+  }
+
+  private send(event: SttEvent, options?: { droppable: boolean }): void {
+    this.outbox.send(event, options);
+  }
 }
+
+const turnEvent = (t: TurnEvent): SttTurn => ({ type: 'turn', turn: t.type, atSeconds: t.atSeconds });

@@ -15,7 +15,7 @@
 // P(end of turn) = 1 - that likelihood, so the end thresholds are mirrored (1 - x) and the start
 // threshold is the speech probability a frame needs.
 import { ServiceError } from '../../../server/services/errors.ts';
-import { cartesiaError, commandWord, type SttDialect } from '../dialect.ts';
+import { cartesiaError, commandWord, invalidMessage, type SttDialect } from '../dialect.ts';
 import type { TurnSettings } from '../turn-detector.ts';
 import { applyTurnThresholds, TURN_KEYS, type TurnThresholdParams } from '../turn-params.ts';
 
@@ -64,7 +64,7 @@ export function cartesiaTurnsDialect(requestId: string, turns: TurnSettings): St
       return update();
     },
     turn(e) {
-      switch (e.type) {
+      switch (e.turn) {
         case 'turn.start':
           if (inTurn) return [];
           inTurn = true;
@@ -90,13 +90,11 @@ export function cartesiaTurnsDialect(requestId: string, turns: TurnSettings): St
         try {
           return { type: 'configure', turns: configure(c.json) };
         } catch (err) {
-          if (err instanceof ServiceError) return { error: { code: 'invalid_message', message: err.message } };
+          if (err instanceof ServiceError) return invalidMessage(err.message);
           throw err;
         }
       }
-      return {
-        error: { code: 'invalid_message', message: 'Text messages are {"type":"close"} or {"type":"config","turn":{...}}; audio goes in binary frames.' },
-      };
+      return invalidMessage('Text messages are {"type":"close"} or {"type":"config","turn":{...}}; audio goes in binary frames.');
     },
   };
 

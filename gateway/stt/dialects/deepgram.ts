@@ -17,7 +17,7 @@
 // it is 1 for every word and transcript.
 import type { ErrorCode } from '../../../server/services/errors.ts';
 import type { Word } from '../../upstreams/contract.ts';
-import { commandWord, type SttDialect } from '../dialect.ts';
+import { commandWord, invalidMessage, type SttDialect } from '../dialect.ts';
 
 export interface DeepgramListenOptions {
   /** interim_results: send non-final Results too (Deepgram's default: false). */
@@ -94,8 +94,8 @@ export function deepgramDialect(o: DeepgramListenOptions): SttDialect {
       return [event];
     },
     turn(e) {
-      if (e.type === 'turn.start') return o.vadEvents ? [{ type: 'SpeechStarted', channel: CHANNEL, timestamp: round3(e.atSeconds) }] : [];
-      if (e.type !== 'turn.end' || !o.utteranceEnd || !heardWords) return [];
+      if (e.turn === 'turn.start') return o.vadEvents ? [{ type: 'SpeechStarted', channel: CHANNEL, timestamp: round3(e.atSeconds) }] : [];
+      if (e.turn !== 'turn.end' || !o.utteranceEnd || !heardWords) return [];
       heardWords = false;
       return [{ type: 'UtteranceEnd', channel: CHANNEL, last_word_end: round3(lastWordEnd || e.atSeconds) }];
     },
@@ -127,12 +127,7 @@ export function deepgramDialect(o: DeepgramListenOptions): SttDialect {
         if (c.word === 'finalize') return { type: 'finalize' };
         if (c.word === 'closestream') return { type: 'close' };
       }
-      return {
-        error: {
-          code: 'invalid_message',
-          message: 'Text messages are {"type":"KeepAlive"}, {"type":"Finalize"} or {"type":"CloseStream"}; audio goes in binary frames.',
-        },
-      };
+      return invalidMessage('Text messages are {"type":"KeepAlive"}, {"type":"Finalize"} or {"type":"CloseStream"}; audio goes in binary frames.');
     },
   };
 }

@@ -1,0 +1,84 @@
+// What a streaming session's audio costs, and the credit that covers it. Audio is counted in
+// samples (exact; milliseconds derive from it) and debited each time an interval's worth more has
+// arrived, and at the end: the cumulative cost is rounded up once and each debit is the
+// difference, so the debits add up to exactly the cost of all the audio received. Audio is taken
+// only as far as reserved credit covers it: the session reserves each next interval (extend)
+// before it accepts the audio past what is covered.
+import { perSecondCostMicros } from '../../server/services/credits/pricing.ts';
+import type { CreditHold } from '../core/gateway-core.ts';
+
+export interface AudioMeterOptions {
+  sampleRate: number;
+  picoPerSecond: bigint;
+  /** Audio is debited every time this much more has arrived (and at the end); credit is reserved this much at a time. */
+  intervalMs: number;
+  /** The credit reserved for the session (its first interval reserved before it started). */
+  hold: CreditHold;
+  /** Debits `micros` for `audioMillis` more audio from the hold; resolves with the balance left. */
+  charge(micros: bigint, audioMillis: number): Promise<bigint>;
+}
+
+export class AudioMeter {
+  private receivedSamples = 0;
+  private billedMicros = 0n;
+  private meteredMs = 0;
+  /** Audio already in a usage record (its sum over the records is the whole audio billed). */
+  private recordedMs = 0;
+  private coveredSamples: number;
+  private readonly intervalMicros: bigint;
+  private readonly intervalSamples: number;
+
+  constructor(private readonly o: AudioMeterOptions) {
+    this.intervalMicros = this.costOf(o.intervalMs);
+    this.intervalSamples = (o.sampleRate * o.intervalMs) / 1000;
+    this.coveredSamples = this.intervalMicros === 0n ? Infinity : this.intervalSamples;
+  }
+
+  private costOf(millis: number): bigint {
+    return perSecondCostMicros(this.o.picoPerSecond, millis);
+  }
+
+  get receivedMillis(): number {
+    return Math.round((this.receivedSamples * 1000) / this.o.sampleRate);
+  }
+
+  /** The cost of all the audio received so far. */
+  get costMicros(): bigint {
+    return this.costOf(this.receivedMillis);
+  }
+
+  /** `samples` more were received (and so are owed for). */
+  count(samples: number): void {
+    this.receivedSamples += samples;
+  }
+
+  /** Whether `samples` more than those received are paid for (reserved). */
+  covers(samples: number): boolean {
+    return this.receivedSamples + samples <= this.coveredSamples;
+  }
+
+  /** Reserves the next interval; false when the credit cannot cover it. */
+  async extend(): Promise<boolean> {
+    if (!(await this.o.hold.extend(this.intervalMicros))) return false;
+    this.coveredSamples += this.intervalSamples;
+    return true;
+  }
+
+  /**
+   * Debits the audio received since the last debit once an interval's worth more has arrived
+   * (or whatever there is, with `force`). Resolves with the balance left, or null when nothing
+   * was debited.
+   */
+  async debit(force: boolean): Promise<bigint | null> {
+    const millis = this.receivedMillis;
+    if (!force && millis - this.meteredMs < this.o.intervalMs) return null;
+    this.meteredMs = millis;
+    const owed = this.costOf(millis);
+    const delta = owed - this.billedMicros;
+    if (delta <= 0n) return null;
+    this.billedMicros = owed;
+    const audioMillis = millis - this.recordedMs;
+    this.recordedMs = millis;
+    return this.o.charge(delta, audioMillis);
+  }
+}
