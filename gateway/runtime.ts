@@ -18,7 +18,7 @@ import { releaseFreedMemory } from '../server/native/libc.ts';
 import { Admission } from './core/admission.ts';
 import { createGatewayCore, createPassThroughCore, type GatewayCore } from './core/gateway-core.ts';
 import { createKeyUsageTracker } from './core/key-usage-tracker.ts';
-import { createMemoryRateLimiter, createRedisRateLimiter, type RateLimiter } from './core/rate-limiter.ts';
+import { createMemoryRateLimiter, createRedisRateLimiter, type RateLimiter } from '../server/rate-limit/rate-limiter.ts';
 import { ServiceError, isServiceError } from '../server/services/errors.ts';
 import { Lifecycle } from './lifecycle.ts';
 import { UpstreamStatsRecorder } from '../server/services/models/upstream-stats.ts';

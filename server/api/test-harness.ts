@@ -2,7 +2,7 @@
 // TEST_DB=postgresql), users made through the real sign-up service, and callers that carry
 // those users' sessions exactly as the HTTP context would. Each harness has its own
 // sign-up throttle and no mailer, so tests neither share limits nor send mail.
-import { createMemoryRateLimiter } from '../../gateway/core/rate-limiter.ts';
+import { createMemoryRateLimiter } from '../rate-limit/rate-limiter.ts';
 import { createTestDatabase, type TestDatabase } from '../../test/support/test-database.ts';
 import { createCredentialThrottle } from '../auth/credential-throttle.ts';
 import { signUp } from '../services/users/sign-up.ts';
