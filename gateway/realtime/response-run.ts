@@ -22,7 +22,7 @@ import { SseSplitter, sseData } from '../sse.ts';
 import { allChunks, billedCharacters, startEngine, type ResolvedVoice } from '../tts/synthesize.ts';
 import { isSpeakable, takeSpans, takeWords } from '../tts/text-spans.ts';
 import { statusError } from '../upstreams/engine-http.ts';
-import { clientErrorFor, tryUpstreams } from '../upstreams/try-upstreams.ts';
+import { clientErrorFor, tryUpstreams } from '../core/try-upstreams.ts';
 import { upstreamEnvelope } from '../upstream-envelope.ts';
 import type { ContentPart, ConversationItem } from './conversation.ts';
 import { FORMAT_AUDIO, GA_FORMAT, type RealtimeAudioFormat } from './session-config.ts';

@@ -12,7 +12,7 @@ import type { ModelEntry, UpstreamEntry } from '../registry/model-registry.ts';
 import { SseSplitter, sseData } from '../sse.ts';
 import type { ChatRequest, ChatResponse } from '../upstreams/contract.ts';
 import { isTimeout, statusError } from '../upstreams/engine-http.ts';
-import { clientErrorFor, tryUpstreams, upstreamCall, type UpstreamCall } from '../upstreams/try-upstreams.ts';
+import { clientErrorFor, tryUpstreams, upstreamCall, type UpstreamCall } from '../core/try-upstreams.ts';
 import { upstreamEnvelope } from '../upstream-envelope.ts';
 import { onResponseClose, type EngineCall } from '../client-gone.ts';
 import { envelope } from '../errors.ts';

@@ -17,7 +17,7 @@ import type { Ticket } from '../core/admission.ts';
 import type { CreditHold, RequestAuth } from '../core/gateway-core.ts';
 import type { ModelEntry, UpstreamEntry } from '../registry/model-registry.ts';
 import type { StreamingTranscriptionCapability } from '../upstreams/contract.ts';
-import { recordAnswerFailure, tryUpstreams } from '../upstreams/try-upstreams.ts';
+import { recordAnswerFailure, tryUpstreams } from '../core/try-upstreams.ts';
 import type { SttDialect } from './dialect.ts';
 import { METER_EVERY_MS, runSttSession, type OpenedStream } from './stt-session.ts';
 import type { TurnSettings } from './turn-detector.ts';

@@ -6,7 +6,8 @@ import { ServiceError } from '../../server/services/errors.ts';
 import { getModel } from '../../server/services/models/upsert-model.ts';
 import { importEngineVoices, type CatalogueVoice } from '../../server/services/voices/engine-voices.ts';
 import { upstreamEnvelope } from '../upstream-envelope.ts';
-import { UpstreamError, type EngineConfig, type UpstreamTarget } from '../upstreams/contract.ts';
+import type { EngineConfig, UpstreamTarget } from '../upstreams/contract.ts';
+import { asUpstreamError } from '../upstreams/engine-http.ts';
 import { CATALOGUE_PROTOCOLS } from '../upstreams/protocols/catalogues.ts';
 
 export async function listEngineVoices(prisma: Prisma, engines: EngineConfig, modelId: string, timeoutMs = 30_000): Promise<CatalogueVoice[]> {
@@ -29,7 +30,7 @@ export async function listEngineVoices(prisma: Prisma, engines: EngineConfig, mo
     try {
       return await protocol.create(engines).voiceCatalogue!.listVoices(target, { signal: AbortSignal.timeout(timeoutMs), timeoutMs });
     } catch (e) {
-      throw upstreamEnvelope(e instanceof UpstreamError ? e : new UpstreamError('timeout', String(e)), timeoutMs);
+      throw upstreamEnvelope(asUpstreamError(e, false), timeoutMs);
     }
   }
   const used = [...new Set(model.upstreams.map((u) => u.protocol))].join(', ') || 'none';

@@ -6,7 +6,7 @@ import { ServiceError } from '../../server/services/errors.ts';
 import type { ReadyProfile, VoiceDeps, VoiceEngines } from '../../server/services/voices/voice-deps.ts';
 import { toFloat32 } from '../audio/pcm.ts';
 import type { GatewayContext } from '../context.ts';
-import { backgroundCall, tryUpstreams } from '../upstreams/try-upstreams.ts';
+import { backgroundCall, tryUpstreams } from '../core/try-upstreams.ts';
 import { decodeClip, joinClips, type MeasuredClip } from './voice-clip.ts';
 
 /** Upstreams of the model whose engine can make voices, healthy first; none = not clone-capable. */
