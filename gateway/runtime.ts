@@ -14,7 +14,7 @@ import { seedRegistry } from '../server/services/models/seed-registry.ts';
 import { seedPlatformVoices } from '../server/services/voices/seed-platform-voices.ts';
 import { buildGateway } from './app.ts';
 import type { GatewayContext } from './context.ts';
-import { releaseFreedMemory } from '../server/native/libc.ts';
+import { releaseFreedMemory } from './upstreams/release-freed-memory.ts';
 import { Admission } from './core/admission.ts';
 import { createGatewayCore, createPassThroughCore, type GatewayCore } from './core/gateway-core.ts';
 import { createKeyUsageTracker } from './core/key-usage-tracker.ts';
