@@ -6,15 +6,15 @@ import { ServiceError } from '../../server/services/errors.ts';
 import { getModel } from '../../server/services/models/upsert-model.ts';
 import { importEngineVoices, type CatalogueVoice } from '../../server/services/voices/engine-voices.ts';
 import { upstreamEnvelope } from '../upstream-envelope.ts';
-import type { EngineConfig, UpstreamTarget } from '../upstreams/contract.ts';
+import { offers, type EngineConfig, type UpstreamTarget } from '../upstreams/contract.ts';
 import { asUpstreamError } from '../upstreams/engine-http.ts';
-import { CATALOGUE_PROTOCOLS } from '../upstreams/protocols/catalogues.ts';
+import { protocolNamed } from '../upstreams/protocols/index.ts';
 
 export async function listEngineVoices(prisma: Prisma, engines: EngineConfig, modelId: string, timeoutMs = 30_000): Promise<CatalogueVoice[]> {
   const model = await getModel(prisma, modelId);
   for (const u of model.upstreams) {
-    const protocol = CATALOGUE_PROTOCOLS.find((p) => p.name === u.protocol);
-    if (!protocol) continue;
+    const protocol = protocolNamed(u.protocol);
+    if (!protocol || !offers(protocol, 'voice_catalogue')) continue;
     const apiKeyEnv = u.apiKeyEnv;
     const target: UpstreamTarget = {
       id: u.id,
@@ -28,7 +28,7 @@ export async function listEngineVoices(prisma: Prisma, engines: EngineConfig, mo
       },
     };
     try {
-      return await protocol.create(engines).voiceCatalogue!.listVoices(target, { signal: AbortSignal.timeout(timeoutMs), timeoutMs });
+      return await protocol.create(engines).voiceCatalogue.listVoices(target, { signal: AbortSignal.timeout(timeoutMs), timeoutMs });
     } catch (e) {
       throw upstreamEnvelope(asUpstreamError(e, false), timeoutMs);
     }

@@ -88,11 +88,11 @@ export function voiceEngines(ctx: GatewayContext): VoiceEngines {
       const model = tts(modelId);
       const call = backgroundCall(ctx, signal);
       const capable = { ...model, upstreams: cloneUpstreams(ctx, model) };
-      return tryUpstreams(ctx, capable, call, (upstream) =>
-        ctx.protocols
-          .get(upstream.protocol)!
-          .clone!.clone(upstream, { clip, name: voice.name, language: voice.language, transcript: voice.transcript, mode, ...call }),
-      );
+      return tryUpstreams(ctx, capable, call, (upstream) => {
+        const engine = ctx.protocols.get(upstream.protocol)?.clone;
+        if (!engine) throw new ServiceError('model_offline', `The upstream of '${model.id}' (protocol ${upstream.protocol}) cannot clone voices.`);
+        return engine.clone(upstream, { clip, name: voice.name, language: voice.language, transcript: voice.transcript, mode, ...call });
+      });
     },
     speak: (profiles, text, language, signal) => speakWithProfiles(ctx, profiles, text, language, signal),
   };

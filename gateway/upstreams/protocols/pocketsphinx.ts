@@ -5,7 +5,7 @@
 import { z } from 'zod';
 import { floatToS16 } from '../../audio/pcm.ts';
 import { resample } from '../../audio/resample.ts';
-import type { ProtocolDefinition, StreamingTranscriptionCapability, TranscriptionCapability } from '../contract.ts';
+import { defineProtocol, type StreamingTranscriptionCapability, type TranscriptionCapability } from '../contract.ts';
 import { asUpstreamError } from '../engine-http.ts';
 import { modelPaths, pocketsphinx as loadLibrary } from '../pocketsphinx/ffi.ts';
 import { configureRecognizer, createRecognizer, recognizerSettings } from '../pocketsphinx/recognizer.ts';
@@ -44,7 +44,7 @@ const streamingTranscription: StreamingTranscriptionCapability = {
     recognizerStream(await createRecognizer({ sampleRate: engineRate(options.sampleRate), keyterms: options.keyterms, waitForDecoder: false })),
 };
 
-export const pocketsphinx: ProtocolDefinition = {
+export const pocketsphinx = defineProtocol({
   name: 'pocketsphinx',
   summary: 'CMU pocketsphinx (en-us), run by the gateway (upstream URL local:pocketsphinx)',
   settings: z.object({}).strict(),
@@ -69,4 +69,4 @@ export const pocketsphinx: ProtocolDefinition = {
       streamingTranscription,
     };
   },
-};
+});
