@@ -1,4 +1,4 @@
-// Lint, and the import boundaries of ../shared/STYLE.md ("The picture"), so that a wrong-way
+// Lint, and the import boundaries of docs/architecture.md ("The rooms"), so that a wrong-way
 // import fails `npm test` rather than waiting for a reviewer. Syntax-level rules only (no
 // type-aware ones): `tsc --noEmit` is the type check, and this stays fast.
 import js from '@eslint/js';
@@ -10,59 +10,59 @@ const root = import.meta.dirname;
 
 const TESTS = ['**/*.test.ts', '**/test-harness.ts', 'test/**', 'e2e/**'];
 
+/** Where every boundary message sends the reader: the rooms, what each may import, and why. */
+const ROOMS = 'docs/architecture.md#the-rooms';
+
 /**
  * Who may not import what. Paths are resolved (a relative `.js`, `.ts` or `@/` import all name
  * the same file), then matched against folders from the repository root. Tests are exempt: a
- * test may wire the layers together; the rules hold the code it tests.
+ * test may wire the layers together; the rules hold the code it tests. No two zones cover the
+ * same import, so a wrong one is reported once.
  */
 const zones = [
+  // server/ is below the gateway: the gateway imports it, never the other way round.
+  {
+    target: 'server',
+    from: 'gateway',
+    message: `server/ imports nothing from gateway/: what both need lives under server/ (server/error-envelope.ts, server/rate-limit/), and engine work is asked of the gateway over HTTP (server/api/gateway-proxy.ts). See ${ROOMS}.`,
+  },
   {
     target: 'server/services',
-    from: ['gateway', 'server/api', 'app', 'server/error-envelope.ts'],
-    message: 'Services know no edge: no gateway, tRPC router, dashboard page or HTTP status table (STYLE.md). Throw a ServiceError; each edge maps it.',
+    from: ['server/api', 'app', 'server/error-envelope.ts'],
+    message: `Services know no edge: no tRPC router, dashboard page or HTTP status table. Throw a ServiceError; each edge maps it. See ${ROOMS}.`,
   },
-  {
-    target: 'server/api',
-    from: 'gateway',
-    message: 'The tRPC edge does not import the gateway; what both need lives under server/ (e.g. server/error-envelope.ts).',
-  },
-  { target: 'server/auth', from: 'server/api', message: 'Auth sits below the tRPC edge, which imports it, not the other way round.' },
+  { target: 'server/auth', from: 'server/api', message: `Auth sits below the tRPC edge, which imports it, not the other way round. See ${ROOMS}.` },
   {
     target: 'server/config',
     from: 'server/services',
-    message: 'Config is read by the services, so it imports none of them (neutral helpers live beside it, e.g. server/money.ts).',
+    message: `Config is read by the services, so it imports none of them (neutral helpers live beside it, e.g. server/money.ts). See ${ROOMS}.`,
   },
   // gateway/audio is pure functions over buffers and streams: only its own folder.
   {
     target: 'gateway/audio',
     from: 'gateway',
     except: ['./audio'],
-    message: 'gateway/audio is pure functions over buffers: it imports no other gateway module. Throw an AudioError; the gateway maps it.',
+    message: `gateway/audio is pure functions over buffers: it imports no other gateway module. Throw an AudioError; the gateway maps it. See ${ROOMS}.`,
   },
   {
     target: 'gateway/audio',
     from: 'server',
-    message: 'gateway/audio is pure functions over buffers: it imports nothing from server/. Throw an AudioError; the gateway maps it.',
+    message: `gateway/audio is pure functions over buffers: it imports nothing from server/. Throw an AudioError; the gateway maps it. See ${ROOMS}.`,
   },
-  // The seam an upstream protocol module may use: its own folder, the adapter toolkit in
-  // gateway/upstreams/ (contract.ts, engine-http/ws, pcm-streams, async-queue, the local
-  // engines' folders...) and gateway/audio. Not try-upstreams.ts, which is the gateway's side
-  // of the seam (context, registry, admission), nor anything else of the gateway or server.
+  // The upstream seam: the protocols, the local engines and the adapter toolkit they share
+  // (contract.ts, engine-http/ws, pcm-streams, async-queue...) use only gateway/upstreams/ and
+  // gateway/audio. The gateway's side of the seam (try-upstreams, the registry, admission) is
+  // outside it and calls into it.
   {
-    target: 'gateway/upstreams/protocols',
+    target: 'gateway/upstreams',
     from: 'gateway',
     except: ['./upstreams', './audio'],
-    message: 'A protocol module uses only the seam: gateway/upstreams/ (contract.ts and its helpers) and gateway/audio.',
+    message: `The upstream seam uses only gateway/upstreams/ (contract.ts and its helpers) and gateway/audio; what an engine needs of the gateway is passed in. See ${ROOMS}.`,
   },
   {
-    target: 'gateway/upstreams/protocols',
-    from: 'gateway/upstreams/try-upstreams.ts',
-    message: "try-upstreams is the gateway's side of the seam; a protocol module does not call back into it.",
-  },
-  {
-    target: 'gateway/upstreams/protocols',
+    target: 'gateway/upstreams',
     from: 'server',
-    message: 'A protocol module knows no server: settings arrive through its zod schema, failures leave as UpstreamError.',
+    message: `The upstream seam knows no server: settings arrive through the protocol's zod schema, engine settings through create(engines), failures leave as UpstreamError. See ${ROOMS}.`,
   },
   // A route parses the request, calls, and answers; what it calls lives in a room of its own, so
   // nothing but the app that registers the routes imports one. The OpenAPI document describes the
@@ -70,8 +70,7 @@ const zones = [
   {
     target: ['!(gateway)/**/*', 'gateway/!(routes|openapi)/**/*', 'gateway/!(app).ts'],
     from: 'gateway/routes',
-    message:
-      'Nothing imports a route file (only gateway/app.ts registers them): move what both need out of gateway/routes/ into the room it belongs to (docs/architecture.md#the-rooms).',
+    message: `Nothing imports a route file (only gateway/app.ts registers them): move what both need out of gateway/routes/ into the room it belongs to. See ${ROOMS}.`,
   },
 ];
 
@@ -133,8 +132,8 @@ export default defineConfig(
       'no-restricted-imports': [
         'error',
         {
-          paths: ['fastify', 'next', 'next-auth'].map((name) => ({ name, message: 'Services know nothing of Next, tRPC or Fastify (STYLE.md).' })),
-          patterns: [{ group: ['@fastify/*', 'next/*', 'next-auth/*', '@trpc/*'], message: 'Services know nothing of Next, tRPC or Fastify (STYLE.md).' }],
+          paths: ['fastify', 'next', 'next-auth'].map((name) => ({ name, message: `Services know nothing of Next, tRPC or Fastify. See ${ROOMS}.` })),
+          patterns: [{ group: ['@fastify/*', 'next/*', 'next-auth/*', '@trpc/*'], message: `Services know nothing of Next, tRPC or Fastify. See ${ROOMS}.` }],
         },
       ],
     },

@@ -1,4 +1,4 @@
-// Calibrates the local "cloning" mapping (gateway/voices/derive-local-voice.ts): synthesises a
+// Calibrates the local "cloning" mapping (gateway/upstreams/local-tts/derive-local-voice.ts): synthesises a
 // fixed ~10 s English text with each base voice at several pitch and rate settings, measures the
 // results with analyzeVoice (gateway/audio/voice-analysis.ts), and fits
 //   - pitch: flite: measured median F0 = a + b · int_f0_target_mean (least squares; it is linear

@@ -4,7 +4,7 @@ import type { Config } from '../server/config/env.ts';
 import type { Database } from '../server/db/database.ts';
 import type { Admission } from './core/admission.ts';
 import type { GatewayCore } from './core/gateway-core.ts';
-import type { RateLimiter } from './core/rate-limiter.ts';
+import type { RateLimiter } from '../server/rate-limit/rate-limiter.ts';
 import type { Lifecycle } from './lifecycle.ts';
 import type { GatewayMetrics } from './metrics/gateway-metrics.ts';
 import type { HealthChecker } from './registry/health-checker.ts';

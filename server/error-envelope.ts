@@ -2,7 +2,7 @@
 // envelope {error:{message,type,code,param}}. Shared by the two HTTP edges that answer in it:
 // the gateway (gateway/errors.ts) and the dashboard's gateway proxy (server/api/gateway-proxy.ts).
 // Services never read it: they throw a ServiceError with a code.
-import type { ErrorCode, ServiceError } from './services/errors.ts';
+import { ServiceError, type ErrorCode } from './services/errors.ts';
 
 type ErrorType = 'invalid_request_error' | 'insufficient_quota' | 'rate_limit_error' | 'api_error';
 
@@ -69,6 +69,24 @@ export interface ErrorEnvelope {
 export function envelope(err: ServiceError): { status: number; body: ErrorEnvelope } {
   const { status, type } = ERROR_TABLE[err.code];
   return { status, body: { error: { message: err.message, type, code: err.code, param: err.param } } };
+}
+
+/**
+ * The ServiceError an answer in the envelope stands for (the dashboard server reading the
+ * gateway's answer), with its Retry-After; a body that is not the envelope, or names a code not
+ * in the table, is the gateway failing (upstream_error).
+ */
+export function serviceErrorOf(status: number, body: unknown, retryAfter: string | null): ServiceError {
+  const error = (body as { error?: Partial<Record<keyof ErrorEnvelope['error'], unknown>> } | null)?.error;
+  const code = typeof error?.code === 'string' && Object.hasOwn(ERROR_TABLE, error.code) ? (error.code as ErrorCode) : null;
+  if (!code || typeof error?.message !== 'string') return new ServiceError('upstream_error', `The gateway answered ${status} without an error envelope.`);
+  const seconds = retryAfter === null ? NaN : Number(retryAfter);
+  return new ServiceError(
+    code,
+    error.message,
+    typeof error.param === 'string' ? error.param : null,
+    Number.isFinite(seconds) ? { retryAfterSeconds: seconds } : {},
+  );
 }
 
 /** The response headers an error carries over HTTP: Retry-After, in whole seconds, when it passes with time. */

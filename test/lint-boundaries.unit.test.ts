@@ -1,12 +1,15 @@
 // The import boundaries of eslint.config.mjs, checked through ESLint's own API on one-line
-// files that are never written: a wrong-way import is reported, the same module imported from
-// where it belongs is not.
+// files that are never written: a wrong-way import is reported once, with a message that points
+// at a page of the repository; the same module imported from where it belongs is not.
+import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { ESLint } from 'eslint';
 import { beforeAll, describe, expect, it } from 'vitest';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const BOUNDARY_RULES = new Set(['import-x/no-restricted-paths', 'no-restricted-imports']);
+/** What every boundary message points at. */
+const ROOMS = 'docs/architecture.md#the-rooms';
 
 let eslint: ESLint;
 beforeAll(() => {
@@ -27,7 +30,7 @@ describe('import boundaries', () => {
       'a service importing the gateway',
       'server/services/keys/probe.ts',
       "import { envelope as probe } from '../../../gateway/errors.ts';",
-      /no-restricted-paths.*Services know no edge/,
+      /no-restricted-paths.*server\/ imports nothing from gateway\//,
     ],
     [
       'a service importing a tRPC router through the alias',
@@ -41,7 +44,19 @@ describe('import boundaries', () => {
       'the tRPC edge importing the gateway',
       'server/api/probe.ts',
       "import { envelope as probe } from '../../gateway/errors.ts';",
-      /no-restricted-paths.*does not import the gateway/,
+      /no-restricted-paths.*server\/ imports nothing from gateway\//,
+    ],
+    [
+      'the tRPC edge loading the engines on use',
+      'server/api/routers/probe.ts',
+      "const probe = () => import('../../../gateway/voices/engine-catalogue.ts');",
+      /no-restricted-paths.*server\/ imports nothing from gateway\//,
+    ],
+    [
+      'the sign-in throttle importing the gateway core',
+      'server/auth/probe.ts',
+      "import { createGatewayCore as probe } from '../../gateway/core/gateway-core.ts';",
+      /no-restricted-paths.*server\/ imports nothing from gateway\//,
     ],
     [
       'auth importing the tRPC edge',
@@ -71,13 +86,13 @@ describe('import boundaries', () => {
       'a protocol importing the gateway outside the seam',
       'gateway/upstreams/protocols/probe.ts',
       "import { envelope as probe } from '../../errors.ts';",
-      /no-restricted-paths.*only the seam/,
+      /no-restricted-paths.*uses only gateway\/upstreams\//,
     ],
     [
-      'a protocol importing try-upstreams',
+      "a protocol importing try-upstreams, the gateway's side of the seam",
       'gateway/upstreams/protocols/cartesia/probe.ts',
-      "import { tryUpstreams as probe } from '../../try-upstreams.ts';",
-      /no-restricted-paths.*gateway's side of the seam/,
+      "import { tryUpstreams as probe } from '../../../core/try-upstreams.ts';",
+      /no-restricted-paths.*uses only gateway\/upstreams\//,
     ],
     [
       'a protocol importing the server',
@@ -103,10 +118,29 @@ describe('import boundaries', () => {
       "import { registerTtsRoutes as probe } from '../gateway/routes/tts.ts';",
       /Nothing imports a route file/,
     ],
+    [
+      "a local engine importing the gateway's voices",
+      'gateway/upstreams/local-tts/probe.ts',
+      "import { voiceEngines as probe } from '../../voices/voice-engines.ts';",
+      /no-restricted-paths.*uses only gateway\/upstreams\//,
+    ],
+    [
+      'a local engine importing the server',
+      'gateway/upstreams/pocketsphinx/probe.ts',
+      "import { PROJECT_ROOT as probe } from '../../../server/project-root.ts';",
+      /no-restricted-paths.*knows no server/,
+    ],
+    [
+      'an adapter helper importing the gateway context',
+      'gateway/upstreams/probe.ts',
+      "import type { GatewayContext as probe } from '../context.ts';",
+      /no-restricted-paths.*uses only gateway\/upstreams\//,
+    ],
   ])('refuses %s', async (_name, path, code, expected) => {
     const errors = await boundaryErrors(path, code);
     expect(errors).toHaveLength(1);
     expect(errors[0]).toMatch(expected);
+    expect(errors[0]).toContain(`See ${ROOMS}.`);
   });
 
   it.each([
@@ -121,8 +155,22 @@ describe('import boundaries', () => {
     ['the app registering a route', 'gateway/app.ts', "import { registerTtsRoutes as probe } from './routes/tts.ts';"],
     ['the OpenAPI document reading a route schema', 'gateway/openapi/probe.ts', "import { VoiceIdParams as probe } from '../routes/voices.ts';"],
     ['a test importing a route', 'gateway/realtime/probe.test.ts', "import { LLM_BODY_LIMIT as probe } from '../routes/chat-completions.ts';"],
+    ["a local engine importing the seam's helpers", 'gateway/upstreams/local-tts/probe.ts', "import { Slots as probe } from '../slots.ts';"],
+    ['the gateway core calling into the seam', 'gateway/core/probe.ts', "import { asUpstreamError as probe } from '../upstreams/engine-http.ts';"],
+    ['the gateway using the rate limiter', 'gateway/core/probe.ts', "import { WINDOW_MS as probe } from '../../server/rate-limit/rate-limiter.ts';"],
+    ['auth using the rate limiter', 'server/auth/probe.ts', "import { WINDOW_MS as probe } from '../rate-limit/rate-limiter.ts';"],
     ['a test wiring a service to the gateway', 'server/services/keys/probe.test.ts', "import { envelope as probe } from '../../../gateway/errors.ts';"],
+    [
+      'a test of the tRPC edge starting a gateway',
+      'server/api/probe.test.ts',
+      "import { startGateway as probe } from '../../test/support/gateway-harness.ts';",
+    ],
   ])('allows %s', async (_name, path, code) => {
     expect(await boundaryErrors(path, code)).toEqual([]);
+  });
+
+  it('points at a page that is in the repository', () => {
+    const [file, anchor] = ROOMS.split('#');
+    expect(readFileSync(`${root}${file}`, 'utf8')).toMatch(new RegExp(`^## ${anchor!.replace(/-/g, ' ')}$`, 'im'));
   });
 });

@@ -1,7 +1,7 @@
 // Measures a voice clip: how long it speaks, its pitch (F0) distribution, its speaking rate,
 // a gender estimate from the pitch, and its level. This is what "cloning" means with the local
 // engines (flite, espeak-ng): the measurements pick and tune an engine voice
-// (gateway/voices/derive-local-voice.ts). Nothing here is learned; every step is a classic,
+// (gateway/upstreams/local-tts/derive-local-voice.ts). Nothing here is learned; every step is a classic,
 // documented method so that the numbers can be checked by hand:
 //
 //  1. Analysis signal: the clip resampled to 16 kHz, mean removed, then a one-pole DC blocker

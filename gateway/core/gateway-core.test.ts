@@ -13,7 +13,7 @@ import { createTestDatabase, type TestDatabase } from '../../test/support/test-d
 import { envelope } from '../errors.ts';
 import type { FastifyRequest } from 'fastify';
 import { createGatewayCore, presentedKey, type GatewayCore } from './gateway-core.ts';
-import { WINDOW_MS, createMemoryRateLimiter, type RateLimiter } from './rate-limiter.ts';
+import { WINDOW_MS, createMemoryRateLimiter, type RateLimiter } from '../../server/rate-limit/rate-limiter.ts';
 import { usageRows } from '../../test/support/usage-rows.ts';
 import { manualClock } from '../../test/support/manual-clock.ts';
 

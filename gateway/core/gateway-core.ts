@@ -8,7 +8,7 @@ import { chargeUsage } from '../../server/services/credits/charge-usage.ts';
 import { formatUsd } from '../../server/money.ts';
 import { ServiceError } from '../../server/services/errors.ts';
 import { verifyApiKey } from '../../server/services/keys/verify-api-key.ts';
-import type { RateLimiter } from './rate-limiter.ts';
+import type { RateLimiter } from '../../server/rate-limit/rate-limiter.ts';
 
 export interface RequestAuth {
   keyId: string;

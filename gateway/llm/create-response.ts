@@ -11,7 +11,7 @@ import type { JsonObject } from '../json-body.ts';
 import type { ModelEntry, UpstreamEntry } from '../registry/model-registry.ts';
 import { SseSplitter, sseData } from '../sse.ts';
 import type { ChatResponse } from '../upstreams/contract.ts';
-import { tryUpstreams } from '../upstreams/try-upstreams.ts';
+import { tryUpstreams } from '../core/try-upstreams.ts';
 import type { LlmAnswer, LlmAsk } from './chat-completion.ts';
 import { chatStreamEvents, type ChatUsage } from './chat-stream.ts';
 import { askChat, parseEngineJson, refuseFailedAnswer, streamEnding, wholeAnswer, type EngineAnswer, type LlmRun } from './llm-run.ts';

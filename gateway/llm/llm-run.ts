@@ -12,7 +12,7 @@ import { envelope, type ErrorEnvelope } from '../errors.ts';
 import type { ModelEntry, UpstreamEntry } from '../registry/model-registry.ts';
 import type { ChatRequest, ChatResponse } from '../upstreams/contract.ts';
 import { isTimeout, statusError } from '../upstreams/engine-http.ts';
-import { clientErrorFor, tryUpstreams, type UpstreamCall } from '../upstreams/try-upstreams.ts';
+import { clientErrorFor, tryUpstreams, type UpstreamCall } from '../core/try-upstreams.ts';
 import { upstreamEnvelope } from '../upstream-envelope.ts';
 import type { ChatStreamEvent } from './chat-stream.ts';
 
@@ -155,7 +155,7 @@ export function askChat(ctx: GatewayContext, model: ModelEntry, upstream: Upstre
 }
 
 /**
- * The model's chat engines asked in turn (gateway/upstreams/try-upstreams.ts), each with the
+ * The model's chat engines asked in turn (gateway/core/try-upstreams.ts), each with the
  * request made for it; an engine answering with an HTTP failure is thrown as the client's error.
  */
 export async function callChat(

@@ -12,7 +12,7 @@ import { TtsRequestSchema } from '../tts/tts-request.ts';
 import { ClaimBody, IdentityBody } from '../routes/agent-auth.ts';
 import { BlobIdParams, UploadQuery } from '../routes/blobs.ts';
 import { JobIdParams, ListJobsQuery } from '../routes/jobs.ts';
-import { CloneJson, Localize, PrepareProfile, ProClone, VoiceIdParams } from '../routes/voices.ts';
+import { CloneJson, EngineCatalogueQuery, Localize, PrepareProfile, ProClone, VoiceIdParams } from '../routes/voices.ts';
 import * as req from './request-schemas.ts';
 import * as res from './response-schemas.ts';
 
@@ -110,6 +110,7 @@ export const RESPONSE_COMPONENTS = {
   DeepgramTranscription: res.DeepgramListenSchema,
   Voice: res.VoiceSchema,
   VoiceList: res.VoiceListSchema,
+  EngineCatalogue: res.EngineCatalogueSchema,
   VoiceProfile: res.VoiceProfileSchema,
   VoiceProfileReady: res.VoiceProfileReadySchema,
   VoiceJobQueued: res.VoiceJobQueuedSchema,
@@ -418,6 +419,19 @@ export const OPERATIONS: Operation[] = [
     query: ListVoicesQuery,
     answers: { 200: json(res.VoiceListSchema, 'A page of voices.') },
     errors: [400],
+  },
+  {
+    method: 'get',
+    path: '/voices/engine-catalogue',
+    operationId: 'getEngineCatalogue',
+    summary: "The voices a TTS model's engine lists, to import as platform voices",
+    description:
+      "Read from the engine (Cartesia, ElevenLabs, Deepgram Aura) through the model's first upstream whose protocol lists voices; importing them is the operator's (`svc voices import`, the dashboard's Models page). Not metered.",
+    tag: 'Voices',
+    auth: 'key',
+    query: EngineCatalogueQuery,
+    answers: { 200: json(res.EngineCatalogueSchema, "The engine's voices.") },
+    errors: [400, ...ENGINE_ERRORS],
   },
   {
     method: 'get',

@@ -12,6 +12,7 @@ import type { VoiceRecord } from '../../server/services/voices/present-voice.ts'
 import type { listVoices } from '../../server/services/voices/list-voices.ts';
 import type { queueVoiceJob } from '../../server/services/jobs/queue-voice-job.ts';
 import type { PreparedVoiceProfile } from '../../server/services/voices/prepare-voice-profile.ts';
+import { EngineCatalogue } from '../../server/services/voices/engine-voices.ts';
 import type { verboseJson } from '../routes/transcription-formats.ts';
 
 const ERROR_CODES = Object.keys(ERROR_TABLE) as [keyof typeof ERROR_TABLE, ...(keyof typeof ERROR_TABLE)[]];
@@ -188,6 +189,10 @@ export const VoiceSchema = z.object({
 export const VoiceListSchema = z.object({
   voices: z.array(VoiceSchema),
   next_cursor: z.string().nullable().meta({ description: 'Pass as `cursor` for the next page; null on the last.' }),
+});
+
+export const EngineCatalogueSchema = EngineCatalogue.meta({
+  description: "The voices the model's engine lists; each `id` is the engine's voice id.",
 });
 
 export const VoiceJobQueuedSchema = z

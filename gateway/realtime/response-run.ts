@@ -21,7 +21,7 @@ import { chatStreamEvents, type ChatDelta } from '../llm/chat-stream.ts';
 import { LlmRun, callChat } from '../llm/llm-run.ts';
 import { allChunks, billedCharacters, startEngine, type ResolvedVoice } from '../tts/synthesize.ts';
 import { isSpeakable, takeSpans, takeWords } from '../tts/text-spans.ts';
-import { clientErrorFor } from '../upstreams/try-upstreams.ts';
+import { clientErrorFor } from '../core/try-upstreams.ts';
 import type { ContentPart, ConversationItem } from './conversation.ts';
 import { FORMAT_AUDIO, GA_FORMAT, type RealtimeAudioFormat } from './session-config.ts';
 

@@ -7,7 +7,7 @@ import type { GatewayContext } from '../context.ts';
 import { parseJsonObject } from '../json-body.ts';
 import { completeChat, type LlmAnswer } from '../llm/chat-completion.ts';
 import { LlmRun } from '../llm/llm-run.ts';
-import { upstreamCall } from '../upstreams/try-upstreams.ts';
+import { upstreamCall } from '../core/try-upstreams.ts';
 import { onResponseClose } from '../client-gone.ts';
 import { sendStream } from '../metrics/metrics-http.ts';
 

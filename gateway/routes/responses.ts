@@ -9,7 +9,7 @@ import { parseJsonObject } from '../json-body.ts';
 import type { LlmAnswer } from '../llm/chat-completion.ts';
 import { ResponseCreator } from '../llm/create-response.ts';
 import { LlmRun } from '../llm/llm-run.ts';
-import { upstreamCall } from '../upstreams/try-upstreams.ts';
+import { upstreamCall } from '../core/try-upstreams.ts';
 import { onResponseClose } from '../client-gone.ts';
 import { LLM_BODY_LIMIT, sendLlmAnswer } from './chat-completions.ts';
 

@@ -10,7 +10,9 @@
 // bursts are voiced (test/support/speech-bursts.ts).
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { newId } from '../../server/db/ids.ts';
+import { createApiKey } from '../../server/services/keys/create-api-key.ts';
 import { upsertModel } from '../../server/services/models/upsert-model.ts';
+import { createOrg } from '../../server/services/orgs/create-org.ts';
 import { importEngineVoices, mapVoiceToEngine } from '../../server/services/voices/engine-voices.ts';
 import { startGateway, type GatewayHarness } from '../../test/support/gateway-harness.ts';
 import { startScriptedCartesia, TONE_HZ, type CatalogueVoice, type ScriptedCartesia } from '../../test/support/scripted-cartesia.ts';
@@ -357,6 +359,36 @@ describe('voice catalogue and voices', () => {
     const again = await call(h, 'GET', `/voices/${voices['cv-ronald']}`);
     expect(again.body.name).toBe('Ronald Deep');
     expect((await call(h, 'GET', '/voices?tag=cartesia-sonic&limit=100')).body.voices).toHaveLength(3);
+  });
+
+  it("GET /voices/engine-catalogue: the engine's voices for any key, one of an org without credit too (not metered); an STT model, a model whose engine lists none, an unknown one and no key are refused", async () => {
+    const unfunded = await createOrg(h.testDb.db, { name: 'no credit', creditsMicros: 0n });
+    const key = await createApiKey(h.testDb.db.prisma, { orgId: unfunded.id, name: 'catalogue reader' });
+    const asUnfunded = { authorization: `Bearer ${key.key}` };
+    const from = peer.received.length;
+    const listed = await call(h, 'GET', '/voices/engine-catalogue?model=cartesia-sonic', undefined, asUnfunded);
+    expect(listed.status).toBe(200);
+    expect(listed.body.model).toBe('cartesia-sonic');
+    expect(listed.body.voices.map((v: { id: string; name: string }) => [v.id, v.name])).toEqual(peer.voices.map((v) => [v.id, v.name]));
+    expect(listed.body.voices[0]).toEqual({ id: 'cv-katie', name: 'Katie', language: 'en', gender: 'female', description: 'Friendly support agent' });
+    expect(peer.received.slice(from).filter((r) => r.path === '/voices')[0]?.headers.authorization).toBe(`Bearer ${KEY}`);
+
+    await upsertModel(h.testDb.db.prisma, checkProtocol, { id: 'catalogue-less-tts', modality: 'tts', upstream: { url: 'local:flite', protocol: 'flite' } });
+    const refused = [
+      await call(h, 'GET', '/voices/engine-catalogue?model=cartesia-ink'),
+      await call(h, 'GET', '/voices/engine-catalogue?model=catalogue-less-tts'),
+      await call(h, 'GET', '/voices/engine-catalogue?model=no-such-model'),
+      await call(h, 'GET', '/voices/engine-catalogue'),
+      await call(h, 'GET', '/voices/engine-catalogue?model=cartesia-sonic', undefined, { authorization: 'Bearer sk_svc_not_a_key' }),
+    ];
+    expect(refused.map((r) => [r.status, r.body.error.code, r.body.error.param])).toEqual([
+      [400, 'invalid_request', 'model'],
+      [400, 'invalid_request', 'model'],
+      [404, 'model_not_found', null],
+      [400, 'invalid_request', 'model'],
+      [401, 'invalid_api_key', null],
+    ]);
+    expect(refused[1]!.body.error.message).toContain('svc voices map');
   });
 
   it('synthesis with each imported voice, and with a voice mapped by hand, reaches the engine with that engine voice id', async () => {

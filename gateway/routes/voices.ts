@@ -1,6 +1,6 @@
 // The voice library: GET /voices, get/rename/retag/delete a voice, save/unsave, instant clone
-// (multipart or JSON with a blob), professional clone and localization (jobs), and profile
-// preparation for another model. Routes parse, call the voice services (server/services/voices)
+// (multipart or JSON with a blob), professional clone and localization (jobs), profile
+// preparation for another model, and a TTS model's engine catalogue. Routes parse, call the voice services (server/services/voices)
 // and answer; the engines' part is gateway/voices/voice-engines.ts, shared with the job worker.
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
@@ -21,6 +21,7 @@ import type { GatewayContext } from '../context.ts';
 import { acceptMultipart, readUpload } from '../multipart-upload.ts';
 import { parseSampleRateParam } from '../stt/decode-upload.ts';
 import { decodeClip, type MeasuredClip } from '../voices/voice-clip.ts';
+import { listEngineVoices } from '../voices/engine-catalogue.ts';
 import { voiceDeps } from '../voices/voice-engines.ts';
 
 export const VoiceIdParams = z.object({ id: z.string().min(1).max(100) });
@@ -65,6 +66,8 @@ export const Localize = z.strictObject({
   profile_version: ProfileVersion.default('1'),
 });
 
+export const EngineCatalogueQuery = z.strictObject({ model: z.string().min(1).max(200) });
+
 export const PrepareProfile = z.strictObject({ model_id: z.string().min(1).max(200), profile_version: ProfileVersion.optional() });
 
 export async function registerVoiceRoutes(app: FastifyInstance, ctx: GatewayContext): Promise<void> {
@@ -78,6 +81,15 @@ export async function registerVoiceRoutes(app: FastifyInstance, ctx: GatewayCont
   app.get('/voices', keyed, async (request) => {
     const query = parseInput(ListVoicesQuery, request.query, { body: false });
     return listVoices(prisma, request.auth.orgId, query);
+  });
+
+  // The voices a TTS model's engine lists (Cartesia, ElevenLabs, Deepgram Aura), for the
+  // dashboard's import (server/api/routers/models.ts): making them platform voices is an
+  // operator's decision, taken there or by `svc voices import`. Not metered: it costs the org nothing.
+  app.get('/voices/engine-catalogue', async (request, reply) => {
+    const { model } = parseInput(EngineCatalogueQuery, request.query, { body: false });
+    const voices = await listEngineVoices(prisma, ctx.config.engines, model, { signal: onClientGone(reply) });
+    return { model, voices };
   });
 
   app.get('/voices/:id', keyed, async (request) => {

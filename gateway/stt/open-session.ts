@@ -19,7 +19,7 @@ import type { Ticket } from '../core/admission.ts';
 import type { CreditHold, RequestAuth } from '../core/gateway-core.ts';
 import type { ModelEntry, UpstreamEntry } from '../registry/model-registry.ts';
 import type { StreamingTranscriptionCapability } from '../upstreams/contract.ts';
-import { recordAnswerFailure, tryUpstreams } from '../upstreams/try-upstreams.ts';
+import { recordAnswerFailure, tryUpstreams } from '../core/try-upstreams.ts';
 import type { Outbox } from '../sessions/outbox.ts';
 import { WebSocketLink } from '../sessions/websocket-link.ts';
 import { encodeSttEvent, svcDialect, type SttDialect } from './dialect.ts';

@@ -3,7 +3,7 @@ import { ServiceError } from '../../server/services/errors.ts';
 import type { GatewayContext } from '../context.ts';
 import type { ModelEntry } from '../registry/model-registry.ts';
 import type { Transcript, TranscriptionRequest } from '../upstreams/contract.ts';
-import { tryUpstreams, upstreamCall } from '../upstreams/try-upstreams.ts';
+import { tryUpstreams, upstreamCall } from '../core/try-upstreams.ts';
 
 /** Runs a batch transcription on the model's healthy upstreams. */
 export async function transcribeWithUpstreams(

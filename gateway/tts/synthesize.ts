@@ -11,7 +11,7 @@ import { resolveVoiceProfile } from '../../server/services/voices/resolve-voice-
 import type { GatewayContext } from '../context.ts';
 import type { ModelEntry } from '../registry/model-registry.ts';
 import type { PcmSamples } from '../audio/pcm.ts';
-import { clientErrorFor, tryUpstreams, upstreamCall, type UpstreamCall } from '../upstreams/try-upstreams.ts';
+import { clientErrorFor, tryUpstreams, upstreamCall, type UpstreamCall } from '../core/try-upstreams.ts';
 import { onResponseClose } from '../client-gone.ts';
 import type { CreditHold } from '../core/gateway-core.ts';
 import type { TtsRequest } from './tts-request.ts';

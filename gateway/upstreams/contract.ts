@@ -3,14 +3,20 @@
 // this module imports nothing from the edge (routes, the error envelope, the gateway context)
 // or the database, so a protocol can be written and tested against a scripted peer alone.
 // How to add one: docs/adding-a-protocol.md.
-import type { ZodType } from 'zod';
+import type { output, ZodType } from 'zod';
 import type { PcmSamples } from '../audio/pcm.ts';
 
 // ---------------------------------------------------------------------------------------------
 // The target and the call
 
-/** One engine endpoint of a model, as the registry hands it to a protocol. */
-export interface UpstreamTarget {
+/** An upstream's settings, as its protocol's schema parsed them. */
+export type UpstreamSettings = Record<string, unknown>;
+
+/**
+ * One engine endpoint of a model, as the registry hands it to a protocol. A protocol sees its
+ * own settings' type (`S`, from its schema: see defineProtocol); the gateway sees any.
+ */
+export interface UpstreamTarget<S = UpstreamSettings> {
   id: string;
   /** The gateway's model this upstream serves (for messages). */
   modelId: string;
@@ -22,7 +28,7 @@ export interface UpstreamTarget {
   /** The engine's API key (read from the environment variable the registry names), if any. */
   readonly apiKey: string | undefined;
   /** This upstream's settings, as parsed by its protocol's `settings` schema. */
-  settings: Record<string, unknown>;
+  settings: S;
 }
 
 /** Every engine call carries one: aborted when the client leaves, the key is revoked or the deadline passes. */
@@ -86,7 +92,7 @@ export interface HealthResult {
   error?: string;
 }
 
-export type HealthCheck = (target: UpstreamTarget, signal: AbortSignal) => Promise<HealthResult>;
+export type HealthCheck<S = UpstreamSettings> = (target: UpstreamTarget<S>, signal: AbortSignal) => Promise<HealthResult>;
 
 /**
  * An engine's answer to a chat completion, shaped like an HTTP response from an
@@ -106,7 +112,7 @@ export interface ChatRequest extends CallOptions {
   body: Record<string, unknown>;
 }
 
-export type ChatCapability = (target: UpstreamTarget, request: ChatRequest) => Promise<ChatResponse>;
+export type ChatCapability<S = UpstreamSettings> = (target: UpstreamTarget<S>, request: ChatRequest) => Promise<ChatResponse>;
 
 export interface SpeechRequest extends CallOptions {
   /** Text after pronunciation-dictionary expansion. */
@@ -124,9 +130,9 @@ export interface SpeechStream {
   chunks: AsyncIterable<PcmSamples>;
 }
 
-export interface SpeechCapability {
+export interface SpeechCapability<S = UpstreamSettings> {
   /** Resolves once the engine has accepted the request (its headers), before any audio. */
-  synthesize(target: UpstreamTarget, request: SpeechRequest): Promise<SpeechStream>;
+  synthesize(target: UpstreamTarget<S>, request: SpeechRequest): Promise<SpeechStream>;
   /** How the engine wants inline phonemes from pronunciation dictionaries; null if it takes none. */
   formatPhoneme: ((phoneme: string) => string) | null;
 }
@@ -151,8 +157,8 @@ export interface TranscriptionRequest extends CallOptions {
   keyterms: string[];
 }
 
-export interface TranscriptionCapability {
-  transcribe(target: UpstreamTarget, request: TranscriptionRequest): Promise<Transcript>;
+export interface TranscriptionCapability<S = UpstreamSettings> {
+  transcribe(target: UpstreamTarget<S>, request: TranscriptionRequest): Promise<Transcript>;
 }
 
 export interface StreamingTranscriptionOptions extends CallOptions {
@@ -197,13 +203,13 @@ export interface TranscriptionStream {
   events: AsyncIterable<TranscriptionEvent>;
 }
 
-export interface StreamingTranscriptionCapability {
+export interface StreamingTranscriptionCapability<S = UpstreamSettings> {
   /** The sample rate the engine wants written, for audio arriving at `inputRate`. */
   engineRate(inputRate: number): number;
   /** True when the engine (as this upstream is set up) finds turns itself and reports `speech_started` / `end_of_turn`. */
-  findsTurns(target: UpstreamTarget): boolean;
+  findsTurns(target: UpstreamTarget<S>): boolean;
   /** Resolves once the engine has accepted the session (rejects with UpstreamError otherwise). */
-  open(target: UpstreamTarget, options: StreamingTranscriptionOptions): Promise<TranscriptionStream>;
+  open(target: UpstreamTarget<S>, options: StreamingTranscriptionOptions): Promise<TranscriptionStream>;
 }
 
 /** A measured clip: mono float PCM, and the same as a 16-bit WAV for engines that take files. */
@@ -234,8 +240,8 @@ export interface PreparedVoice {
   description?: string;
 }
 
-export interface CloneCapability {
-  clone(target: UpstreamTarget, request: VoiceCloneRequest): Promise<PreparedVoice>;
+export interface CloneCapability<S = UpstreamSettings> {
+  clone(target: UpstreamTarget<S>, request: VoiceCloneRequest): Promise<PreparedVoice>;
 }
 
 /** One voice of an engine's own catalogue, importable as a platform voice. */
@@ -249,14 +255,44 @@ export interface EngineVoice {
   description: string;
 }
 
-export interface VoiceCatalogueCapability {
-  listVoices(target: UpstreamTarget, call: CallOptions): Promise<EngineVoice[]>;
+export interface VoiceCatalogueCapability<S = UpstreamSettings> {
+  listVoices(target: UpstreamTarget<S>, call: CallOptions): Promise<EngineVoice[]>;
 }
 
 // ---------------------------------------------------------------------------------------------
 // The protocol definition: one per module, the registry is a list of them.
 
-export type Capability = 'chat' | 'speech' | 'transcription' | 'streaming_transcription' | 'clone' | 'voice_catalogue';
+/** Where a runtime holds each capability, by its name in a protocol's `capabilities`. */
+interface RuntimeKeys {
+  chat: 'chat';
+  speech: 'speech';
+  transcription: 'transcription';
+  streaming_transcription: 'streamingTranscription';
+  clone: 'clone';
+  voice_catalogue: 'voiceCatalogue';
+}
+
+export type Capability = keyof RuntimeKeys;
+
+interface RuntimeCapabilities<S> {
+  chat: ChatCapability<S>;
+  speech: SpeechCapability<S>;
+  transcription: TranscriptionCapability<S>;
+  streamingTranscription: StreamingTranscriptionCapability<S>;
+  clone: CloneCapability<S>;
+  voiceCatalogue: VoiceCatalogueCapability<S>;
+}
+
+/** What every runtime has, whatever its capabilities. */
+interface RuntimeBase<S> {
+  health: HealthCheck<S>;
+  /**
+   * OpenAI's Responses API (`POST /responses`), for engines that may serve it: the client's bytes
+   * forwarded, the engine's answer as it is. Without it (or when the engine answers that it has
+   * no such route) the gateway translates the request to `chat` (gateway/llm/responses-via-chat.ts).
+   */
+  responses?: ChatCapability<S>;
+}
 
 /** Settings of the process's own engines (server/config/env.ts `engines`), for local protocols. */
 export interface EngineConfig {
@@ -266,30 +302,57 @@ export interface EngineConfig {
   pocketsphinx: { workers: number; spareDecoders: number; modelDir: string; logFile: string; extraArgs: string; keytermBonus: number };
 }
 
-export interface ProtocolRuntime {
-  health: HealthCheck;
-  chat?: ChatCapability;
-  /**
-   * OpenAI's Responses API (`POST /responses`), for engines that may serve it: the client's bytes
-   * forwarded, the engine's answer as it is. Without it (or when the engine answers that it has
-   * no such route) the gateway translates the request to `chat` (gateway/llm/responses-via-chat.ts).
-   */
-  responses?: ChatCapability;
-  speech?: SpeechCapability;
-  transcription?: TranscriptionCapability;
-  streamingTranscription?: StreamingTranscriptionCapability;
-  clone?: CloneCapability;
-  voiceCatalogue?: VoiceCatalogueCapability;
-}
+/** The runtime of a protocol that lists the capabilities C: each of them, and no other. */
+export type RuntimeWith<C extends Capability, S = UpstreamSettings> = RuntimeBase<S> & {
+  [K in C as RuntimeKeys[K]]: RuntimeCapabilities<S>[RuntimeKeys[K]];
+} & {
+  [K in Exclude<Capability, C> as RuntimeKeys[K]]?: never;
+};
 
-export interface ProtocolDefinition {
+/** Any protocol's runtime, as the gateway holds it: each capability there or not (its protocol's `capabilities` say which). */
+export type ProtocolRuntime = RuntimeBase<UpstreamSettings> & Partial<RuntimeCapabilities<UpstreamSettings>>;
+
+/** A protocol as its module defines it: its settings' type `S` (from the schema) and its capabilities `C`. */
+export interface ProtocolDefinition<S extends UpstreamSettings, C extends Capability> {
   /** The registry's `protocol` value. */
   name: string;
   /** One line for `svc model upsert --help`, the table in docs/engines-and-protocols.md and refusals. */
   summary: string;
   /** The upstream's `settings` (`svc model upsert --setting k=v`), validated when registered. */
-  settings: ZodType<Record<string, unknown>>;
+  settings: ZodType<S>;
   /** What `create` provides, known without creating it (the registry checks models against it). */
+  capabilities: readonly C[];
+  create(engines: EngineConfig): RuntimeWith<C, S>;
+}
+
+/** An upstream as a protocol's capabilities take it, its settings typed by that protocol's schema (tests build them). */
+export type TargetOf<P extends { settings: ZodType }> = UpstreamTarget<output<P['settings']>>;
+
+/** Any protocol, as the registry lists them: its settings and capabilities known at run time. */
+export interface Protocol {
+  name: string;
+  summary: string;
+  settings: ZodType<UpstreamSettings>;
   capabilities: readonly Capability[];
   create(engines: EngineConfig): ProtocolRuntime;
+}
+
+/** A protocol known to offer the capability C (see `offers`), whatever else it offers. */
+export interface ProtocolWith<C extends Capability> extends Protocol {
+  create(engines: EngineConfig): ProtocolRuntime & Pick<RuntimeCapabilities<UpstreamSettings>, RuntimeKeys[C]>;
+}
+
+/**
+ * One protocol module's definition: `capabilities` must list exactly what `create` returns, and
+ * the capabilities see their upstreams' settings as the schema's output type.
+ */
+export function defineProtocol<S extends UpstreamSettings, C extends Capability>(definition: ProtocolDefinition<S, C>): ProtocolDefinition<S, C> & Protocol {
+  // The one place the settings' type is let go of: the registry hands a protocol only upstreams
+  // whose settings this protocol's schema parsed (protocols/index.ts checkProtocol, the registry).
+  return definition as ProtocolDefinition<S, C> & Protocol;
+}
+
+/** Whether a protocol offers a capability; where it does, its runtime holds it (defineProtocol sees to that). */
+export function offers<C extends Capability>(protocol: Protocol, capability: C): protocol is ProtocolWith<C> {
+  return protocol.capabilities.includes(capability);
 }

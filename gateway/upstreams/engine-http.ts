@@ -39,9 +39,24 @@ export function isTimeout(e: unknown): boolean {
 }
 
 /**
- * Any failure of an engine call as an UpstreamError -- except the call's own abort (client gone,
- * key revoked, shutdown), whose reason is passed through for the caller to recognise.
- * `started`: the engine had begun answering (a failure now is a broken stream, not a refused connection).
+ * Any failure as an UpstreamError, by one rule for every caller: an UpstreamError as it is; a
+ * timeout; `connect` only when the request certainly never reached the engine (it had not begun
+ * answering and the error's code says the connection failed), because only then may another
+ * upstream be tried; anything else a broken answer.
+ * `started`: the engine had begun answering (a failure now is a broken stream, whatever its code).
+ */
+export function asUpstreamError(e: unknown, started: boolean): UpstreamError {
+  if (e instanceof UpstreamError) return e;
+  const message = (e as Error | null)?.message ?? String(e);
+  if (isTimeout(e)) return new UpstreamError('timeout', message, { cause: e });
+  if (!started && isConnectFailure(e)) return new UpstreamError('connect', message, { cause: e });
+  return new UpstreamError('broken', started ? `The engine broke off its answer: ${message}` : message, { cause: e });
+}
+
+/**
+ * A failure of an engine call: the call's own abort (client gone, key revoked, shutdown) passed
+ * through as its reason for the caller to recognise, the call's deadline as `timeout`, anything
+ * else as asUpstreamError says.
  */
 export function engineFailure(e: unknown, call: CallOptions, started: boolean): unknown {
   if (e instanceof UpstreamError) return e;
@@ -51,10 +66,7 @@ export function engineFailure(e: unknown, call: CallOptions, started: boolean): 
       ? new UpstreamError('timeout', `The engine did not answer within ${call.timeoutMs / 1000} s.`, { cause: e })
       : reason;
   }
-  const message = (e as Error | null)?.message ?? String(e);
-  if (isTimeout(e)) return new UpstreamError('timeout', `The engine did not answer within ${call.timeoutMs / 1000} s.`, { cause: e });
-  if (!started && isConnectFailure(e)) return new UpstreamError('connect', message, { cause: e });
-  return new UpstreamError(started ? 'broken' : 'connect', started ? `The engine broke off its answer: ${message}` : message, { cause: e });
+  return asUpstreamError(e, started);
 }
 
 /** The engine's key replaced where an engine echoes it back in an error message. */

@@ -2,7 +2,8 @@
 // the utterance's final) as the contract's event stream: writes and finalizes run in order on the
 // recognizer, interim transcripts are reported when they change.
 import { AsyncQueue } from './async-queue.ts';
-import { UpstreamError, type Transcript, type TranscriptionEvent, type TranscriptionStream } from './contract.ts';
+import type { Transcript, TranscriptionEvent, TranscriptionStream } from './contract.ts';
+import { asUpstreamError } from './engine-http.ts';
 
 export interface PushRecognizer {
   push(samples: Int16Array): Promise<Transcript>;
@@ -19,7 +20,7 @@ export function recognizerStream(recognizer: PushRecognizer): TranscriptionStrea
   const fail = (e: unknown) => {
     if (closed) return;
     close();
-    events.end(e instanceof UpstreamError ? e : new UpstreamError('broken', `The speech recognizer failed: ${(e as Error).message}`, { cause: e }));
+    events.end(asUpstreamError(e, false));
   };
   const step = (work: () => Promise<void>) => {
     chain = chain.then(() => (closed ? undefined : work())).catch(fail);

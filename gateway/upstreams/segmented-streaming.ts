@@ -30,7 +30,7 @@ import {
   type UpstreamTarget,
   type CallOptions,
 } from './contract.ts';
-import { engineFailure } from './engine-http.ts';
+import { asUpstreamError, engineFailure } from './engine-http.ts';
 
 const WHISPER_RATE = 16_000;
 /** Shorter utterances are not sent: Whisper invents text for near-silence ("Thank you."). */
@@ -234,11 +234,7 @@ class SegmentedStream implements TranscriptionStream {
         ...call,
       });
     } catch (e) {
-      const error = engineFailure(e, call, true);
-      failure =
-        error instanceof UpstreamError
-          ? error
-          : new UpstreamError('broken', `The transcription engine failed: ${(e as Error)?.message ?? String(e)}`, { cause: e });
+      failure = asUpstreamError(engineFailure(e, call, true), true);
     }
     // Stopped, or an interim superseded by its utterance's end: nobody wants this answer.
     if (this.inFlight !== flight) return;

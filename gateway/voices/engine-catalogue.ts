@@ -1,19 +1,29 @@
 // Reads a TTS model's engine voice catalogue (Cartesia GET /voices, ElevenLabs GET /v2/voices,
-// Deepgram's Aura models) through the first of its upstreams whose protocol lists voices, and
-// imports it (`svc voices import`, the dashboard's Models page).
+// Deepgram's Aura models) through the first of its upstreams whose protocol lists voices, for
+// `svc voices import` (which imports it here) and GET /voices/engine-catalogue (the dashboard's
+// Models page imports what that answers).
 import type { Prisma } from '../../server/db/database.ts';
 import { ServiceError } from '../../server/services/errors.ts';
 import { getModel } from '../../server/services/models/upsert-model.ts';
 import { importEngineVoices, type CatalogueVoice } from '../../server/services/voices/engine-voices.ts';
 import { upstreamEnvelope } from '../upstream-envelope.ts';
-import { UpstreamError, type EngineConfig, type UpstreamTarget } from '../upstreams/contract.ts';
-import { CATALOGUE_PROTOCOLS } from '../upstreams/protocols/catalogues.ts';
+import { offers, type EngineConfig, type UpstreamTarget } from '../upstreams/contract.ts';
+import { asUpstreamError } from '../upstreams/engine-http.ts';
+import { protocolNamed } from '../upstreams/protocols/index.ts';
 
-export async function listEngineVoices(prisma: Prisma, engines: EngineConfig, modelId: string, timeoutMs = 30_000): Promise<CatalogueVoice[]> {
+/** `signal`: ends the listing early (the client left); `timeoutMs` bounds it. */
+export async function listEngineVoices(
+  prisma: Prisma,
+  engines: EngineConfig,
+  modelId: string,
+  options: { timeoutMs?: number; signal?: AbortSignal } = {},
+): Promise<CatalogueVoice[]> {
+  const { timeoutMs = 30_000 } = options;
   const model = await getModel(prisma, modelId);
+  if (model.modality !== 'tts') throw new ServiceError('invalid_request', `Voices belong to TTS models; '${modelId}' is ${model.modality}.`, 'model');
   for (const u of model.upstreams) {
-    const protocol = CATALOGUE_PROTOCOLS.find((p) => p.name === u.protocol);
-    if (!protocol) continue;
+    const protocol = protocolNamed(u.protocol);
+    if (!protocol || !offers(protocol, 'voice_catalogue')) continue;
     const apiKeyEnv = u.apiKeyEnv;
     const target: UpstreamTarget = {
       id: u.id,
@@ -27,9 +37,11 @@ export async function listEngineVoices(prisma: Prisma, engines: EngineConfig, mo
       },
     };
     try {
-      return await protocol.create(engines).voiceCatalogue!.listVoices(target, { signal: AbortSignal.timeout(timeoutMs), timeoutMs });
+      const deadline = AbortSignal.timeout(timeoutMs);
+      const signal = options.signal ? AbortSignal.any([options.signal, deadline]) : deadline;
+      return await protocol.create(engines).voiceCatalogue.listVoices(target, { signal, timeoutMs });
     } catch (e) {
-      throw upstreamEnvelope(e instanceof UpstreamError ? e : new UpstreamError('timeout', String(e)), timeoutMs);
+      throw upstreamEnvelope(asUpstreamError(e, false), timeoutMs);
     }
   }
   const used = [...new Set(model.upstreams.map((u) => u.protocol))].join(', ') || 'none';

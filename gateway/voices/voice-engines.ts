@@ -6,7 +6,7 @@ import { ServiceError } from '../../server/services/errors.ts';
 import type { ReadyProfile, VoiceDeps, VoiceEngines } from '../../server/services/voices/voice-deps.ts';
 import { toFloat32 } from '../audio/pcm.ts';
 import type { GatewayContext } from '../context.ts';
-import { backgroundCall, tryUpstreams } from '../upstreams/try-upstreams.ts';
+import { backgroundCall, tryUpstreams } from '../core/try-upstreams.ts';
 import { decodeClip, joinClips, type MeasuredClip } from './voice-clip.ts';
 
 /** Upstreams of the model whose engine can make voices, healthy first; none = not clone-capable. */
@@ -88,11 +88,11 @@ export function voiceEngines(ctx: GatewayContext): VoiceEngines {
       const model = tts(modelId);
       const call = backgroundCall(ctx, signal);
       const capable = { ...model, upstreams: cloneUpstreams(ctx, model) };
-      return tryUpstreams(ctx, capable, call, (upstream) =>
-        ctx.protocols
-          .get(upstream.protocol)!
-          .clone!.clone(upstream, { clip, name: voice.name, language: voice.language, transcript: voice.transcript, mode, ...call }),
-      );
+      return tryUpstreams(ctx, capable, call, (upstream) => {
+        const engine = ctx.protocols.get(upstream.protocol)?.clone;
+        if (!engine) throw new ServiceError('model_offline', `The upstream of '${model.id}' (protocol ${upstream.protocol}) cannot clone voices.`);
+        return engine.clone(upstream, { clip, name: voice.name, language: voice.language, transcript: voice.transcript, mode, ...call });
+      });
     },
     speak: (profiles, text, language, signal) => speakWithProfiles(ctx, profiles, text, language, signal),
   };

@@ -3,13 +3,14 @@
 // browser calls /api/gateway/<path>, and the dashboard server forwards an ALLOWLIST of gateway
 // routes with the org's dashboard key (server/services/keys/get-dashboard-key.ts). Bodies stream
 // both ways (uploads up to 25 MB); the gateway's status, error envelope and x-svc-* headers come
-// back unchanged, so the pages see exactly what an API client would.
+// back unchanged, so the pages see exactly what an API client would. tRPC procedures whose work
+// is the engines' (the voice import) call the gateway the same way, with getFromGateway.
 //
 // Used by app/api/gateway/[...path]/route.ts; kept free of Next so it can be tested against a
 // real gateway.
 import type { Config } from '../config/env.ts';
 import { ServiceError } from '../services/errors.ts';
-import { envelope, errorHeaders } from '../error-envelope.ts';
+import { envelope, errorHeaders, serviceErrorOf } from '../error-envelope.ts';
 
 /** The gateway's own cap per upload is 25 MB; multipart framing and form fields need a little more. */
 export const MAX_PROXY_BODY_BYTES = 26 * 1024 * 1024;
@@ -69,6 +70,30 @@ export async function proxyToGateway(request: Request, path: readonly string[], 
   }
 }
 
+/**
+ * A GET the dashboard server makes itself, as the org whose dashboard key it is given: the
+ * gateway's JSON answer, or its error envelope as the ServiceError it stands for (so a tRPC
+ * procedure fails as if a service had thrown it).
+ */
+export async function getFromGateway(
+  deps: { gatewayUrl: string; key: string; fetch?: typeof fetch },
+  path: readonly string[],
+  query: Record<string, string>,
+): Promise<unknown> {
+  const url = `${deps.gatewayUrl.replace(/\/+$/, '')}/${path.map(encodeURIComponent).join('/')}?${new URLSearchParams(query)}`;
+  let answer: Response;
+  try {
+    answer = await (deps.fetch ?? fetch)(url, { headers: { authorization: `Bearer ${deps.key}`, accept: 'application/json' }, redirect: 'manual' });
+  } catch (e) {
+    throw gatewayUnreachable(e);
+  }
+  const body: unknown = await answer.json().catch(() => null);
+  if (answer.ok && body !== null) return body;
+  throw serviceErrorOf(answer.status, body, answer.headers.get('retry-after'));
+}
+
+const gatewayUnreachable = (e: unknown) => new ServiceError('upstream_unavailable', `The gateway did not answer (${(e as Error).message}). Is it running?`);
+
 async function forward(request: Request, path: readonly string[], deps: GatewayProxyDeps): Promise<Response> {
   // A cross-site page must not spend the org's credit through the user's cookie. The session
   // cookie is SameSite=Lax already; this refuses any cross-site request that still carries it.
@@ -117,7 +142,7 @@ async function forward(request: Request, path: readonly string[], deps: GatewayP
   } catch (e) {
     if (limited?.exceeded()) throw tooLarge();
     if (request.signal.aborted) return new Response(null, { status: 499 });
-    throw new ServiceError('upstream_unavailable', `The gateway did not answer (${(e as Error).message}). Is it running?`);
+    throw gatewayUnreachable(e);
   }
 
   // Answers are served from the dashboard's origin: whatever a gateway answer holds (a stored

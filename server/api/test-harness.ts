@@ -1,8 +1,9 @@
 // Test harness for tRPC procedures: a real migrated database (SQLite, or PostgreSQL with
 // TEST_DB=postgresql), users made through the real sign-up service, and callers that carry
 // those users' sessions exactly as the HTTP context would. Each harness has its own
-// sign-up throttle and no mailer, so tests neither share limits nor send mail.
-import { createMemoryRateLimiter } from '../../gateway/core/rate-limiter.ts';
+// sign-up throttle and no mailer, so tests neither share limits nor send mail. A harness may
+// share a gateway harness's database and call that gateway (procedures whose work is the engines').
+import { createMemoryRateLimiter } from '../rate-limit/rate-limiter.ts';
 import { createTestDatabase, type TestDatabase } from '../../test/support/test-database.ts';
 import { createCredentialThrottle } from '../auth/credential-throttle.ts';
 import { signUp } from '../services/users/sign-up.ts';
@@ -28,11 +29,13 @@ export interface ApiHarness extends TestDatabase {
   signUpUser(email: string, options?: { verified?: boolean }): Promise<TestUser>;
 }
 
-export async function createApiHarness(): Promise<ApiHarness> {
-  const database = await createTestDatabase();
+/** `database`: one the caller owns (a gateway harness's, dropped with it); `gatewayUrl`: where procedures reach the gateway. */
+export async function createApiHarness(options: { database?: TestDatabase; gatewayUrl?: string } = {}): Promise<ApiHarness> {
+  const database = options.database ?? (await createTestDatabase());
   const credentialThrottle = createCredentialThrottle(createMemoryRateLimiter());
+  const gateway = options.gatewayUrl === undefined ? {} : { gatewayUrl: options.gatewayUrl };
   const callerFor = (user: SessionUser | null, requestedOrgId: string | null = null) =>
-    createCaller({ db: database.db, session: user ? { user } : null, requestedOrgId, credentialThrottle, mailer: null });
+    createCaller({ db: database.db, session: user ? { user } : null, requestedOrgId, credentialThrottle, mailer: null, ...gateway });
   return {
     ...database,
     callerFor,

@@ -2,7 +2,7 @@
 // app/api/trpc/[trpc]/route.ts, fed real Requests), against a real database: batches beyond
 // 10 calls and bodies beyond 1 MiB are refused before any procedure runs.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { WINDOW_MS, createMemoryRateLimiter } from '../../gateway/core/rate-limiter.ts';
+import { WINDOW_MS, createMemoryRateLimiter } from '../rate-limit/rate-limiter.ts';
 import { manualClock } from '../../test/support/manual-clock.ts';
 import { createTestDatabase, type TestDatabase } from '../../test/support/test-database.ts';
 import { createCredentialThrottle } from '../auth/credential-throttle.ts';

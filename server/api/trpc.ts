@@ -1,20 +1,24 @@
 // The tRPC edge of the dashboard: the context and the procedure tiers, declared once.
-//   publicProcedure        anyone
-//   protectedProcedure     a signed-in session (ctx.session is non-null below it)
-//   orgProcedure           + the org the user acts for and their role in it (ctx.org, ctx.role)
-//   ownerProcedure         + the user is an owner of that org, or a platform admin
-//   platformAdminProcedure + the user is a platform admin (ctx.user)
+//   publicProcedure           anyone
+//   protectedProcedure        a signed-in session (ctx.session is non-null below it)
+//   orgProcedure              + the org the user acts for and their role in it (ctx.org, ctx.role)
+//   ownerProcedure            + the user is an owner of that org, or a platform admin
+//   platformAdminProcedure    protectedProcedure + the user is a platform admin (ctx.user)
+//   platformAdminOrgProcedure orgProcedure + the user is a platform admin: platform-wide work
+//                             the gateway does, asked for as the org the admin acts for
 // Procedures validate input with zod, call one service, and return JSON-safe values (money
 // as 6-decimal USD strings, dates as ISO strings). Service errors are mapped in one place.
 import { initTRPC, TRPCError } from '@trpc/server';
 import { sharedCredentialThrottle, type CredentialThrottle } from '../auth/credential-throttle.ts';
 import type { SessionUser } from '../auth/session.ts';
+import { loadConfig } from '../config/env.ts';
 import type { Database } from '../db/database.ts';
 import { isServiceError } from '../services/errors.ts';
 import type { Mailer } from '../services/users/mailer.ts';
 import { getActiveMembership } from '../services/users/get-active-membership.ts';
 import { getUser } from '../services/users/get-user.ts';
 import { toTrpcError } from './errors.ts';
+import { gatewayInternalUrl } from './gateway-proxy.ts';
 import { getMailer } from './mailer.ts';
 
 export type { SessionUser };
@@ -30,6 +34,8 @@ export interface TrpcContext {
   credentialThrottle?: CredentialThrottle;
   /** Outgoing mail; the process's (SVC_SMTP_URL) when absent, null: none. */
   mailer?: Mailer | null;
+  /** Where the dashboard server reaches the gateway; the configured one (gateway-proxy.ts gatewayInternalUrl) when absent. */
+  gatewayUrl?: string;
 }
 
 function serviceErrorCode(cause: unknown): string | null {
@@ -68,6 +74,7 @@ const t = initTRPC.context<TrpcContext>().create({
 /** The throttle and mailer a procedure uses: the context's, else the process's. */
 export const credentialThrottleOf = (ctx: TrpcContext): CredentialThrottle => ctx.credentialThrottle ?? sharedCredentialThrottle();
 export const mailerOf = (ctx: TrpcContext): Mailer | null => (ctx.mailer === undefined ? getMailer() : ctx.mailer);
+export const gatewayUrlOf = (ctx: TrpcContext): string => ctx.gatewayUrl ?? gatewayInternalUrl(loadConfig());
 
 export const createTRPCRouter = t.router;
 export const createCallerFactory = t.createCallerFactory;
@@ -103,13 +110,19 @@ export const orgProcedure = protectedProcedure.use(async ({ ctx, next }) => {
   return next({ ctx: { org: membership.org, role: membership.role } });
 });
 
-export const platformAdminProcedure = protectedProcedure.use(async ({ ctx, next }) => {
-  // Read from the database on every call, not from the session token, so that taking the
-  // role away is effective immediately.
+/**
+ * The signed-in user, when a platform admin. Read from the database on every call, not from the
+ * session token, so that taking the role away is effective immediately.
+ */
+async function platformAdmin(ctx: { db: Database; session: { user: SessionUser } }) {
   const user = await getUser(ctx.db.prisma, ctx.session.user.id);
   if (!user?.isPlatformAdmin) throw new TRPCError({ code: 'FORBIDDEN', message: 'Only platform admins can do this.' });
-  return next({ ctx: { user } });
-});
+  return user;
+}
+
+export const platformAdminProcedure = protectedProcedure.use(async ({ ctx, next }) => next({ ctx: { user: await platformAdmin(ctx) } }));
+
+export const platformAdminOrgProcedure = orgProcedure.use(async ({ ctx, next }) => next({ ctx: { user: await platformAdmin(ctx) } }));
 
 /**
  * Whether the user may do what only owners of the acting org may: an owner, or a platform

@@ -4,7 +4,7 @@
 import type { Account, AuthOptions, Profile, User } from 'next-auth';
 import type { JWT } from 'next-auth/jwt';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createMemoryRateLimiter, WINDOW_MS } from '../../gateway/core/rate-limiter.ts';
+import { createMemoryRateLimiter, WINDOW_MS } from '../rate-limit/rate-limiter.ts';
 import { manualClock } from '../../test/support/manual-clock.ts';
 import { createTestDatabase, type TestDatabase } from '../../test/support/test-database.ts';
 import { signUp } from '../services/users/sign-up.ts';

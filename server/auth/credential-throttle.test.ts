@@ -4,7 +4,7 @@
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
-import { WINDOW_MS, createMemoryRateLimiter, createRedisRateLimiter } from '../../gateway/core/rate-limiter.ts';
+import { WINDOW_MS, createMemoryRateLimiter, createRedisRateLimiter } from '../rate-limit/rate-limiter.ts';
 import { manualClock } from '../../test/support/manual-clock.ts';
 import { CREDENTIAL_LIMITS, createCredentialThrottle, redisWithFallback, type CredentialThrottle } from './credential-throttle.ts';
 

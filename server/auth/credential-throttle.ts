@@ -1,6 +1,6 @@
 // Throttling of what costs a bcrypt hash or sends mail: password sign-in, sign-up and the
 // verification mail, per client address and per email, in the gateway's fixed one-minute
-// windows (gateway/core/rate-limiter.ts: in memory, or shared through Redis when REDIS_URL is
+// windows (server/rate-limit/rate-limiter.ts: in memory, or shared through Redis when REDIS_URL is
 // set, so dashboard replicas count together). Every attempt counts, before any hashing, so a
 // flood costs the server a counter, not a bcrypt round.
 //
@@ -9,7 +9,7 @@
 // all such clients share one bucket, larger than one address's: it bounds the CPU a flood
 // can take, at the price that a flood also slows honest sign-ins until the minute turns.
 import { Redis } from 'ioredis';
-import { createMemoryRateLimiter, createRedisRateLimiter, type RateLimiter } from '../../gateway/core/rate-limiter.ts';
+import { createMemoryRateLimiter, createRedisRateLimiter, type RateLimiter } from '../rate-limit/rate-limiter.ts';
 import { systemClock, type Clock } from '../clock.ts';
 import { loadConfig } from '../config/env.ts';
 import { ServiceError } from '../services/errors.ts';

@@ -6,7 +6,7 @@
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createGatewayCore } from '../../gateway/core/gateway-core.ts';
-import { createMemoryRateLimiter } from '../../gateway/core/rate-limiter.ts';
+import { createMemoryRateLimiter } from '../rate-limit/rate-limiter.ts';
 import { hashApiKey } from '../services/keys/api-key-format.ts';
 import { createApiKey } from '../services/keys/create-api-key.ts';
 import type { ServiceError } from '../services/errors.ts';

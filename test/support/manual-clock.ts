@@ -58,5 +58,5 @@ export function manualClock(startMs: number): ManualClock {
   };
 }
 
-/** The start of a one-minute rate-limit window far from the wall clock's (gateway/core/rate-limiter.ts). */
+/** The start of a one-minute rate-limit window far from the wall clock's (server/rate-limit/rate-limiter.ts). */
 export const A_WINDOW_START = 29_000_000 * 60_000;

@@ -1,4 +1,4 @@
-// Rate-limit windows are clock minutes (gateway/core/rate-limiter.ts). In-process tests hand the
+// Rate-limit windows are clock minutes (server/rate-limit/rate-limiter.ts). In-process tests hand the
 // gateway a clock they set (test/support/manual-clock.ts); a gateway in a child process reads
 // the system's, so a test there that counts requests against a limit counts again, on a fresh
 // key, when the minute turned while it counted (the second window would have admitted more).

@@ -1,8 +1,8 @@
 // "Cloning" with the local engines is measurement, not a neural voice: the clip's pitch,
 // speaking rate and gender pick and tune an engine voice (see gateway/audio/voice-analysis.ts
-// and gateway/voices/derive-local-voice.ts). docs/voices.md says exactly this.
+// and ./derive-local-voice.ts). docs/voices.md says exactly this.
 import { analyzeVoiceInChunks } from '../../audio/voice-analysis.ts';
-import { deriveLocalVoice } from '../../voices/derive-local-voice.ts';
+import { deriveLocalVoice } from './derive-local-voice.ts';
 import type { CloneCapability } from '../contract.ts';
 
 export function localClone(engine: 'flite' | 'espeak-ng'): CloneCapability {

@@ -3,8 +3,7 @@
 // spawner (spawner.mjs), a small helper process, so that starting one does not fork the
 // whole gateway; it is killed when the request is aborted or times out.
 import { fork, type ChildProcess } from 'node:child_process';
-import { join } from 'node:path';
-import { PROJECT_ROOT } from '../../../server/project-root.ts';
+import { fileURLToPath } from 'node:url';
 import { UpstreamError } from '../contract.ts';
 import { AsyncQueue } from '../async-queue.ts';
 import { Slots } from '../slots.ts';
@@ -37,8 +36,9 @@ interface Run {
   exit: (info: ExitInfo) => void;
 }
 
-// Plain JavaScript run from its source file, whether the gateway runs from the sources or bundled.
-const SPAWNER = join(PROJECT_ROOT, 'gateway/upstreams/local-tts/spawner.mjs');
+// Plain JavaScript run from its source file, whether the gateway runs from the sources (beside
+// this module) or bundled (from .build/<name>.mjs at the project's root, scripts/lib/bundle.mjs).
+const SPAWNER = fileURLToPath(new URL(import.meta.url.endsWith('.ts') ? './spawner.mjs' : '../gateway/upstreams/local-tts/spawner.mjs', import.meta.url));
 let spawner: ChildProcess | null = null;
 const runs = new Map<number, Run>();
 let nextId = 1;

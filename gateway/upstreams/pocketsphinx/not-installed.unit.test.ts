@@ -2,7 +2,7 @@
 // a message that says what to do, and nothing is left running.
 import { afterAll, expect, it } from 'vitest';
 import { loadConfig } from '../../../server/config/env.ts';
-import type { UpstreamTarget } from '../contract.ts';
+import type { TargetOf } from '../contract.ts';
 import { pocketsphinx } from '../protocols/pocketsphinx.ts';
 import { NOT_INSTALLED } from './ffi.ts';
 import { configureRecognizer, createRecognizer, recognizerStats, shutdownRecognizers, transcribeAll } from './recognizer.ts';
@@ -27,7 +27,7 @@ it('rejects with "pocketsphinx is not installed; npm run setup installs it"', as
 });
 
 it('is unhealthy, saying so, when the configured model directory has no model', async () => {
-  const target: UpstreamTarget = {
+  const target: TargetOf<typeof pocketsphinx> = {
     id: 'local-stt',
     modelId: 'local-stt',
     url: 'local:pocketsphinx',

@@ -9,7 +9,7 @@ import { promisify } from 'node:util';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../../../server/config/env.ts';
 import { until } from '../../../test/support/poll.ts';
-import type { UpstreamTarget } from '../contract.ts';
+import type { TargetOf } from '../contract.ts';
 import { pocketsphinx } from '../protocols/pocketsphinx.ts';
 import { NOT_INSTALLED } from './ffi.ts';
 import {
@@ -74,7 +74,7 @@ describe('settings reach the worker threads', () => {
   let dir: string;
   const defaults = recognizerSettings();
   const configure = (s: Partial<RecognizerSettings>) => configureRecognizer({ ...defaults, ...s });
-  const target: UpstreamTarget = {
+  const target: TargetOf<typeof pocketsphinx> = {
     id: 'local-stt',
     modelId: 'local-stt',
     url: 'local:pocketsphinx',

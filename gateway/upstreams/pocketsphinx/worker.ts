@@ -3,7 +3,7 @@
 // handled one at a time in arrival order; sessions interleave chunk by chunk.
 import { parentPort, workerData } from 'node:worker_threads';
 import { Decoder, type DecoderSettings, type Hypothesis } from './decoder.ts';
-import { releaseFreedMemory } from '../../../server/native/libc.ts';
+import { releaseFreedMemory } from '../release-freed-memory.ts';
 import { Upsampler2x } from './resample.ts';
 
 /** What the pool hands each thread in its workerData: the configured settings it needs. */

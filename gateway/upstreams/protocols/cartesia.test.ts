@@ -5,14 +5,14 @@ import { floatToS16, s16ToFloat, type PcmSamples } from '../../audio/pcm.ts';
 import { tone, zeroCrossingFrequency } from '../../audio/test-signals.ts';
 import { encodeWav } from '../../audio/wav.ts';
 import { startScriptedCartesia, TONE_HZ, type CatalogueVoice, type ScriptedCartesia } from '../../../test/support/scripted-cartesia.ts';
-import { UpstreamError, type CallOptions, type TranscriptionEvent, type TranscriptionStream, type UpstreamTarget } from '../contract.ts';
+import { UpstreamError, type CallOptions, type TranscriptionEvent, type TargetOf, type TranscriptionStream, type UpstreamTarget } from '../contract.ts';
 import { cartesia } from './cartesia/index.ts';
 import { loadConfig } from '../../../server/config/env.ts';
 
 const runtime = cartesia.create(loadConfig({ SVC_DATA_DIR: '/tmp' }).engines);
-const speech = runtime.speech!;
-const batch = runtime.transcription!;
-const live = runtime.streamingTranscription!;
+const speech = runtime.speech;
+const batch = runtime.transcription;
+const live = runtime.streamingTranscription;
 const KEY = 'sk_car_secret';
 
 let peer: ScriptedCartesia;
@@ -23,7 +23,7 @@ afterEach(async () => {
   await peer.close();
 });
 
-function target(overrides: Partial<UpstreamTarget> & { settings?: Record<string, unknown> } = {}): UpstreamTarget {
+function target(overrides: Partial<UpstreamTarget> & { settings?: Record<string, unknown> } = {}): TargetOf<typeof cartesia> {
   return {
     id: 'ups_test',
     modelId: 'mdl_test',
@@ -377,7 +377,7 @@ describe('clone (/voices/clone)', () => {
   const request = { clip: { samples: clip, sampleRate: 16000, wav }, name: 'Narrator', language: 'en-US', transcript: null, mode: 'stability' as const };
 
   it('sends the clip, name and language, and keeps the voice id Cartesia answers', async () => {
-    const voice = await runtime.clone!.clone(tts(), { ...request, ...call() });
+    const voice = await runtime.clone.clone(tts(), { ...request, ...call() });
     const created = peer.voices.at(-1)!;
     expect(voice).toEqual({ upstreamId: created.id, params: null, expiresAt: null, metadata: { engine: 'cartesia', upstream_voice_id: created.id } });
     const form = peer.received[0]!.form!;
@@ -387,23 +387,23 @@ describe('clone (/voices/clone)', () => {
   });
 
   it('sends the mode to upstreams pinned to a version that reads it', async () => {
-    await runtime.clone!.clone(tts({ settings: { version: '2024-11-13' } }), { ...request, ...call() });
+    await runtime.clone.clone(tts({ settings: { version: '2024-11-13' } }), { ...request, ...call() });
     expect(peer.received[0]!.form!.get('mode')).toBe('stability');
     expect(peer.received[0]!.headers['cartesia-version']).toBe('2024-11-13');
   });
 
   it('reports a refused key, and 4xx/5xx answers, as status errors', async () => {
-    expect((await failure(runtime.clone!.clone(tts({ apiKey: 'sk_car_wrong' }), { ...request, ...call() }))).details).toMatchObject({
+    expect((await failure(runtime.clone.clone(tts({ apiKey: 'sk_car_wrong' }), { ...request, ...call() }))).details).toMatchObject({
       status: 401,
       engineMessage: 'Invalid API key.',
     });
     peer.behaviour = { kind: 'error', status: 400, message: 'The clip is too short.' };
-    expect((await failure(runtime.clone!.clone(tts(), { ...request, ...call() }))).details).toMatchObject({
+    expect((await failure(runtime.clone.clone(tts(), { ...request, ...call() }))).details).toMatchObject({
       status: 400,
       engineMessage: 'The clip is too short.',
     });
     peer.behaviour = { kind: 'error', status: 502, message: 'Bad gateway.' };
-    expect((await failure(runtime.clone!.clone(tts(), { ...request, ...call() }))).details).toMatchObject({ status: 502 });
+    expect((await failure(runtime.clone.clone(tts(), { ...request, ...call() }))).details).toMatchObject({ status: 502 });
   });
 });
 
@@ -420,7 +420,7 @@ describe('voice catalogue (GET /voices)', () => {
 
   it('follows the pages with starting_after and maps each voice', async () => {
     peer.voices.push(...catalogue(250));
-    const voices = await runtime.voiceCatalogue!.listVoices(tts(), call());
+    const voices = await runtime.voiceCatalogue.listVoices(tts(), call());
     expect(voices.map((v) => v.id)).toEqual(catalogue(250).map((v) => v.id));
     expect(voices.slice(0, 4)).toEqual([
       { id: 'voice-0', name: 'Voice 0', language: 'en', gender: 'male', description: 'Described 0' },
@@ -437,13 +437,13 @@ describe('voice catalogue (GET /voices)', () => {
 
   it('stops at 1,000 voices', async () => {
     peer.voices.push(...catalogue(1050));
-    const voices = await runtime.voiceCatalogue!.listVoices(tts(), call());
+    const voices = await runtime.voiceCatalogue.listVoices(tts(), call());
     expect(voices).toHaveLength(1000);
     expect(peer.received).toHaveLength(10);
   });
 
   it('reports a refused key as a status error', async () => {
-    expect((await failure(runtime.voiceCatalogue!.listVoices(tts({ apiKey: 'sk_car_wrong' }), call()))).details).toMatchObject({
+    expect((await failure(runtime.voiceCatalogue.listVoices(tts({ apiKey: 'sk_car_wrong' }), call()))).details).toMatchObject({
       status: 401,
       engineMessage: 'Invalid API key.',
     });

@@ -5,13 +5,13 @@ import { createServer } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { scriptedToneSample, startScriptedDeepgram, type ScriptedDeepgram } from '../../../test/support/scripted-deepgram.ts';
 import { parseWav } from '../../audio/wav.ts';
-import { UpstreamError, type CallOptions, type TranscriptionEvent, type TranscriptionStream, type UpstreamTarget } from '../contract.ts';
+import { UpstreamError, type CallOptions, type TranscriptionEvent, type TargetOf, type TranscriptionStream } from '../contract.ts';
 import { deepgram } from './deepgram.ts';
 import { loadConfig } from '../../../server/config/env.ts';
 
 const engines = loadConfig({ SVC_DATA_DIR: '/tmp' }).engines;
 const runtime = deepgram.create(engines);
-const live = runtime.streamingTranscription!;
+const live = runtime.streamingTranscription;
 const KEY = 'dg_secret_key';
 
 let peer: ScriptedDeepgram;
@@ -31,7 +31,9 @@ afterEach(() => {
 });
 afterAll(() => peer.close());
 
-function target(overrides: Partial<UpstreamTarget> = {}, settings: Record<string, unknown> = {}): UpstreamTarget {
+type Target = TargetOf<typeof deepgram>;
+
+function target(overrides: Partial<Target> = {}, settings: Record<string, unknown> = {}): Target {
   return {
     id: 'ups_test',
     modelId: 'stt-test',
@@ -82,7 +84,7 @@ async function failure(promise: Promise<unknown>): Promise<UpstreamError> {
   return error as UpstreamError;
 }
 
-const openLive = (t: UpstreamTarget, options: Partial<Parameters<typeof live.open>[1]> = {}) =>
+const openLive = (t: Target, options: Partial<Parameters<typeof live.open>[1]> = {}) =>
   live.open(t, { ...call(), sampleRate: 16000, language: undefined, keyterms: [], engineTurns: true, ...options });
 
 describe('settings and rates', () => {
@@ -383,7 +385,7 @@ describe('live transcription', () => {
 });
 
 describe('pre-recorded transcription', () => {
-  const transcribe = (t: UpstreamTarget, options: Partial<CallOptions> = {}) => {
+  const transcribe = (t: Target, options: Partial<CallOptions> = {}) => {
     const samples = Float32Array.from(
       bursts(
         24000,
@@ -395,7 +397,7 @@ describe('pre-recorded transcription', () => {
       ),
       (v) => v / 32768,
     );
-    return runtime.transcription!.transcribe(t, { ...call(), ...options, samples, sampleRate: 24000, language: 'en-US', keyterms: ['Acme', 'Zed'] });
+    return runtime.transcription.transcribe(t, { ...call(), ...options, samples, sampleRate: 24000, language: 'en-US', keyterms: ['Acme', 'Zed'] });
   };
 
   it('posts the audio as a 16-bit WAV and returns the words with their times', async () => {
@@ -470,8 +472,8 @@ describe('pre-recorded transcription', () => {
 });
 
 describe('speech (Aura)', () => {
-  const synthesize = (t: UpstreamTarget, options: { voice?: string; speed?: number; timeoutMs?: number; signal?: AbortSignal } = {}) =>
-    runtime.speech!.synthesize(t, {
+  const synthesize = (t: Target, options: { voice?: string; speed?: number; timeoutMs?: number; signal?: AbortSignal } = {}) =>
+    runtime.speech.synthesize(t, {
       ...call(options.timeoutMs, options.signal),
       text: 'Hello there',
       voice: { upstreamId: options.voice ?? 'aura-2-thalia-en', params: null },
@@ -506,7 +508,7 @@ describe('speech (Aura)', () => {
     expect(Object.fromEntries(sent.query)).toEqual({ model: 'aura-2-thalia-en', encoding: 'linear16', sample_rate: '24000', container: 'none' });
     expect(JSON.parse(sent.body.toString())).toEqual({ text: 'Hello there' });
     expect(sent.headers.authorization).toBe(`Token ${KEY}`);
-    expect(runtime.speech!.formatPhoneme).toBeNull();
+    expect(runtime.speech.formatPhoneme).toBeNull();
   });
 
   it('uses the tts_sample_rate setting', async () => {
@@ -569,7 +571,7 @@ describe('speech (Aura)', () => {
 
 describe('voice catalogue', () => {
   it('lists the Aura models as voices: id, language, gender from the tags, accent and use cases', async () => {
-    const voices = await runtime.voiceCatalogue!.listVoices(target(), call());
+    const voices = await runtime.voiceCatalogue.listVoices(target(), call());
     expect(voices).toEqual([
       { id: 'aura-2-thalia-en', name: 'thalia', language: 'en', gender: 'female', description: 'American accent; Casual chat, Customer service' },
       { id: 'aura-2-apollo-en', name: 'apollo', language: 'en', gender: 'male', description: 'American accent; Interview' },
@@ -582,17 +584,17 @@ describe('voice catalogue', () => {
 
   it("refuses a model list without a tts array, and reports the engine's errors", async () => {
     peer.behaviour = { kind: 'raw', status: 200, contentType: 'application/json', body: JSON.stringify({ stt: [] }) };
-    expect((await failure(runtime.voiceCatalogue!.listVoices(target(), call()))).kind).toBe('protocol');
+    expect((await failure(runtime.voiceCatalogue.listVoices(target(), call()))).kind).toBe('protocol');
     peer.behaviour = { kind: 'auth_refused' };
-    const refused = await failure(runtime.voiceCatalogue!.listVoices(target(), call()));
+    const refused = await failure(runtime.voiceCatalogue.listVoices(target(), call()));
     expect([refused.kind, refused.details.status]).toEqual(['status', 401]);
     peer.behaviour = { kind: 'error', status: 503, body: { err_code: 'SERVICE_UNAVAILABLE', err_msg: 'Try again later.' } };
-    expect((await failure(runtime.voiceCatalogue!.listVoices(target(), call()))).details.engineMessage).toBe('Try again later.');
+    expect((await failure(runtime.voiceCatalogue.listVoices(target(), call()))).details.engineMessage).toBe('Try again later.');
   });
 });
 
 describe('health', () => {
-  const health = (t: UpstreamTarget) => runtime.health(t, new AbortController().signal);
+  const health = (t: Target) => runtime.health(t, new AbortController().signal);
 
   it('is up when GET /v1/projects answers 2xx with the key', async () => {
     expect((await health(target())).ok).toBe(true);

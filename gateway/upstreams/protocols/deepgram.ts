@@ -16,7 +16,7 @@ import { AsyncQueue } from '../async-queue.ts';
 import {
   UpstreamError,
   type EngineVoice,
-  type ProtocolDefinition,
+  defineProtocol,
   type SpeechCapability,
   type StreamingTranscriptionCapability,
   type StreamingTranscriptionOptions,
@@ -48,6 +48,7 @@ const settings = z
   .strict();
 
 type DeepgramSettings = z.output<typeof settings>;
+type DeepgramTarget = UpstreamTarget<DeepgramSettings>;
 
 /** Deepgram closes a socket that got neither audio nor a text message for ~10 s (NET-0001); it asks for a KeepAlive every 3-5 s. */
 const KEEPALIVE_MS = 5000;
@@ -58,14 +59,13 @@ const FINALIZE_ANSWER_MS = 2000;
 /** A final ending this close to the audio written before a finalize() covers it (Deepgram's times are rounded). */
 const COVERED_SLACK_S = 0.02;
 
-const settingsOf = (target: UpstreamTarget) => target.settings as DeepgramSettings;
 const tokenAuth = (target: UpstreamTarget): Record<string, string> => (target.apiKey ? { authorization: `Token ${target.apiKey}` } : {});
 /** The WebSocket origin of an http(s) base URL. */
 const wsBase = (url: string) => url.replace(/^http/i, 'ws');
 
 /** The recognition parameters both /v1/listen endpoints take. */
-function listenQuery(target: UpstreamTarget, language: string | undefined, keyterms: string[]): URLSearchParams {
-  const q = new URLSearchParams({ model: target.upstreamModel, punctuate: 'true', smart_format: String(settingsOf(target).smart_format) });
+function listenQuery(target: DeepgramTarget, language: string | undefined, keyterms: string[]): URLSearchParams {
+  const q = new URLSearchParams({ model: target.upstreamModel, punctuate: 'true', smart_format: String(target.settings.smart_format) });
   if (language) q.set('language', language);
   for (const term of keyterms) q.append('keyterm', term);
   return q;
@@ -94,7 +94,7 @@ function wordsOf(words: unknown): Word[] {
   return out;
 }
 
-const transcription: TranscriptionCapability = {
+const transcription: TranscriptionCapability<DeepgramSettings> = {
   async transcribe(target, req) {
     const q = listenQuery(target, req.language, req.keyterms);
     const res = await engineRequest(
@@ -111,10 +111,10 @@ const transcription: TranscriptionCapability = {
   },
 };
 
-const speech: SpeechCapability = {
+const speech: SpeechCapability<DeepgramSettings> = {
   formatPhoneme: null,
   async synthesize(target, req) {
-    const rate = settingsOf(target).tts_sample_rate;
+    const rate = target.settings.tts_sample_rate;
     // Aura voices are models: the profile's upstream id (aura-2-thalia-en) is the model to ask for.
     const q = new URLSearchParams({ model: req.voice.upstreamId, encoding: 'linear16', sample_rate: String(rate), container: 'none' });
     // Only Aura-2 takes `speed` (0.7-1.5); Aura-1 voices have no rate control, so theirs is ignored.
@@ -152,7 +152,7 @@ function engineVoice(model: TtsModel): EngineVoice | null {
   };
 }
 
-const voiceCatalogue: VoiceCatalogueCapability = {
+const voiceCatalogue: VoiceCatalogueCapability<DeepgramSettings> = {
   async listVoices(target, call) {
     const res = await engineRequest(target.url, target.apiKey, { method: 'GET', path: '/v1/models', headers: tokenAuth(target) }, call);
     const body = await engineJson<{ tts?: unknown } | null>(res, call, 'the model list');
@@ -353,11 +353,11 @@ class DeepgramStream implements TranscriptionStream {
   }
 }
 
-const streamingTranscription: StreamingTranscriptionCapability = {
+const streamingTranscription: StreamingTranscriptionCapability<DeepgramSettings> = {
   engineRate: (inputRate) => (LISTEN_RATES.includes(inputRate) ? inputRate : 16000),
   findsTurns: () => true,
   async open(target, options) {
-    const s = settingsOf(target);
+    const s = target.settings;
     const q = listenQuery(target, options.language, options.keyterms);
     q.set('encoding', 'linear16');
     q.set('sample_rate', String(options.sampleRate));
@@ -373,7 +373,7 @@ const streamingTranscription: StreamingTranscriptionCapability = {
   },
 };
 
-export const deepgram: ProtocolDefinition = {
+export const deepgram = defineProtocol({
   name: 'deepgram',
   summary: 'Deepgram: live and pre-recorded speech-to-text (/v1/listen, Nova), Aura speech (/v1/speak) and its voice list (/v1/models)',
   settings,
@@ -386,4 +386,4 @@ export const deepgram: ProtocolDefinition = {
     speech,
     voiceCatalogue,
   }),
-};
+});

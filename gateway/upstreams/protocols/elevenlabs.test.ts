@@ -3,16 +3,16 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { encodeWav } from '../../audio/wav.ts';
 import { tone, zeroCrossingFrequency } from '../../audio/test-signals.ts';
 import { peerVoice, startScriptedElevenLabs, type ElevenLabsBehaviour, type ScriptedElevenLabs } from '../../../test/support/scripted-elevenlabs.ts';
-import { UpstreamError, type CallOptions, type ProtocolRuntime, type UpstreamTarget } from '../contract.ts';
+import { UpstreamError, type CallOptions, type TargetOf } from '../contract.ts';
 import { elevenlabs } from './elevenlabs.ts';
 import { loadConfig } from '../../../server/config/env.ts';
 
 const API_KEY = 'xi_secret_key';
-const runtime: ProtocolRuntime = elevenlabs.create(loadConfig({ SVC_DATA_DIR: '/tmp' }).engines);
-const speech = runtime.speech!;
-const transcription = runtime.transcription!;
-const clone = runtime.clone!;
-const catalogue = runtime.voiceCatalogue!;
+const runtime = elevenlabs.create(loadConfig({ SVC_DATA_DIR: '/tmp' }).engines);
+const speech = runtime.speech;
+const transcription = runtime.transcription;
+const clone = runtime.clone;
+const catalogue = runtime.voiceCatalogue;
 
 let peer: ScriptedElevenLabs;
 beforeEach(async () => {
@@ -22,7 +22,9 @@ afterEach(async () => {
   await peer.close();
 });
 
-function target(overrides: Partial<UpstreamTarget> = {}, settings: Record<string, unknown> = {}): UpstreamTarget {
+type Target = TargetOf<typeof elevenlabs>;
+
+function target(overrides: Partial<Target> = {}, settings: Record<string, unknown> = {}): Target {
   return {
     id: 'ups_test',
     modelId: 'test-model',
@@ -327,7 +329,7 @@ describe('elevenlabs: voice catalogue', () => {
 });
 
 // Every capability fails the same ways; `run` takes the call to the end (a stream drained).
-const operations: { name: string; run: (t: UpstreamTarget, c: CallOptions) => Promise<unknown> }[] = [
+const operations: { name: string; run: (t: Target, c: CallOptions) => Promise<unknown> }[] = [
   { name: 'speech', run: async (t, c) => drain((await speech.synthesize(t, { ...speechRequest(), ...c })).chunks) },
   {
     name: 'transcription',

@@ -27,7 +27,7 @@ import {
   type CallOptions,
   type CloneCapability,
   type EngineVoice,
-  type ProtocolDefinition,
+  defineProtocol,
   type SpeechCapability,
   type TranscriptionCapability,
   type UpstreamTarget,
@@ -58,14 +58,13 @@ const VOICES_PAGE_SIZE = 100;
 const MAX_CATALOGUE_VOICES = 1000;
 
 const keyHeader = (target: UpstreamTarget): Record<string, string> => (target.apiKey ? { 'xi-api-key': target.apiKey } : {});
-const settingsOf = (target: UpstreamTarget) => target.settings as Settings;
 /** ISO 639-1 from a BCP-47 tag ('pt-BR' -> 'pt'), as ElevenLabs takes it. */
 const primaryLanguage = (tag: string) => tag.split(/[-_]/)[0]!.toLowerCase();
 
-const speech: SpeechCapability = {
+const speech: SpeechCapability<Settings> = {
   formatPhoneme: null,
   async synthesize(target, req) {
-    const { output_sample_rate: rate, stability, similarity_boost } = settingsOf(target);
+    const { output_sample_rate: rate, stability, similarity_boost } = target.settings;
     const speed = Math.min(MAX_SPEED, Math.max(MIN_SPEED, req.speed));
     const voiceSettings = {
       ...(stability !== undefined ? { stability } : {}),
@@ -92,7 +91,7 @@ interface ScribeWord {
   type?: unknown;
 }
 
-const transcription: TranscriptionCapability = {
+const transcription: TranscriptionCapability<Settings> = {
   async transcribe(target, req) {
     const form = new FormData();
     form.set('model_id', target.upstreamModel);
@@ -119,7 +118,7 @@ const transcription: TranscriptionCapability = {
 
 // Instant voice cloning keeps the voice at ElevenLabs: the profile holds its id. IVC has no
 // counterpart to the request's `mode` (likeness is tuned per request by the upstream's settings).
-const clone: CloneCapability = {
+const clone: CloneCapability<Settings> = {
   async clone(target, req) {
     const form = new FormData();
     form.set('name', req.name);
@@ -172,7 +171,7 @@ function engineVoice(voice: ElevenLabsVoice): EngineVoice | null {
 
 // GET /v2/voices pages with `next_page_token` while `has_more` (GET /v1/voices, unpaged, is the
 // older form).
-const voiceCatalogue: VoiceCatalogueCapability = {
+const voiceCatalogue: VoiceCatalogueCapability<Settings> = {
   async listVoices(target, call: CallOptions) {
     const voices: EngineVoice[] = [];
     let pageToken: string | null = null;
@@ -191,7 +190,7 @@ const voiceCatalogue: VoiceCatalogueCapability = {
   },
 };
 
-export const elevenlabs: ProtocolDefinition = {
+export const elevenlabs = defineProtocol({
   name: 'elevenlabs',
   summary: "ElevenLabs API: streamed speech (raw PCM), Scribe transcription, instant voice cloning, the account's voices",
   settings,
@@ -204,4 +203,4 @@ export const elevenlabs: ProtocolDefinition = {
     clone,
     voiceCatalogue,
   }),
-};
+});

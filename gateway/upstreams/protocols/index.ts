@@ -2,7 +2,7 @@
 // (docs/adding-a-protocol.md). An upstream's `protocol` names one of these; a model's modality
 // needs the capability below, checked when the upstream is registered (`svc model upsert`, the
 // seed file), so a typo is refused there rather than found as a 502 at request time.
-import type { Capability, EngineConfig, ProtocolDefinition, ProtocolRuntime } from '../contract.ts';
+import { offers, type Capability, type EngineConfig, type Protocol, type ProtocolRuntime } from '../contract.ts';
 import { cartesia } from './cartesia/index.ts';
 import { deepgram } from './deepgram.ts';
 import { elevenlabs } from './elevenlabs.ts';
@@ -12,7 +12,7 @@ import { openai } from './openai.ts';
 import { openaiRealtime } from './openai-realtime/index.ts';
 import { pocketsphinx } from './pocketsphinx.ts';
 
-export const PROTOCOLS: readonly ProtocolDefinition[] = [openai, llamaCpp, flite, espeakNg, pocketsphinx, openaiRealtime, deepgram, cartesia, elevenlabs];
+export const PROTOCOLS: readonly Protocol[] = [openai, llamaCpp, flite, espeakNg, pocketsphinx, openaiRealtime, deepgram, cartesia, elevenlabs];
 
 type Modality = 'llm' | 'tts' | 'stt';
 
@@ -25,9 +25,9 @@ const NEEDS: Record<Modality, readonly Capability[]> = {
 
 const byName = new Map(PROTOCOLS.map((p) => [p.name, p]));
 
-export const protocolNamed = (name: string): ProtocolDefinition | undefined => byName.get(name);
+export const protocolNamed = (name: string): Protocol | undefined => byName.get(name);
 
-const fits = (p: ProtocolDefinition, modality: Modality) => NEEDS[modality].some((c) => p.capabilities.includes(c));
+const fits = (p: Protocol, modality: Modality) => NEEDS[modality].some((c) => offers(p, c));
 
 /** The protocols that can serve a modality, for messages and help. */
 export const protocolsFor = (modality: Modality): string[] => PROTOCOLS.filter((p) => fits(p, modality)).map((p) => p.name);

@@ -3,7 +3,7 @@
 // "Cloning" picks and tunes an engine voice from the clip's measurements (local-tts/clone.ts).
 import { execFile } from 'node:child_process';
 import { z } from 'zod';
-import type { HealthCheck, ProtocolDefinition } from '../contract.ts';
+import { defineProtocol, type HealthCheck } from '../contract.ts';
 import { localClone } from '../local-tts/clone.ts';
 import { espeakSpeech } from '../local-tts/espeak.ts';
 import { fliteSpeech } from '../local-tts/flite.ts';
@@ -24,18 +24,18 @@ function binaryRuns(command: string, args: string[]): HealthCheck {
   };
 }
 
-export const flite: ProtocolDefinition = {
+export const flite = defineProtocol({
   name: 'flite',
   summary: 'CMU Flite, run by the gateway (upstream URL local:flite)',
   settings: z.object({}).strict(),
   capabilities: ['speech', 'clone'],
   create: () => ({ health: binaryRuns('flite', ['-lv']), speech: fliteSpeech, clone: localClone('flite') }),
-};
+});
 
-export const espeakNg: ProtocolDefinition = {
+export const espeakNg = defineProtocol({
   name: 'espeak-ng',
   summary: 'eSpeak NG, run by the gateway (upstream URL local:espeak-ng)',
   settings: z.object({}).strict(),
   capabilities: ['speech', 'clone'],
   create: () => ({ health: binaryRuns('espeak-ng', ['--version']), speech: espeakSpeech, clone: localClone('espeak-ng') }),
-};
+});

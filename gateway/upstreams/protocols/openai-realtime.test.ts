@@ -6,23 +6,16 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { startScriptedRealtime, type RealtimeDialect, type ScriptedRealtime } from '../../../test/support/scripted-openai-realtime.ts';
 import { floatToS16 } from '../../audio/pcm.ts';
 import { tone } from '../../audio/test-signals.ts';
-import {
-  UpstreamError,
-  type StreamingTranscriptionOptions,
-  type TranscriptionEvent,
-  type TranscriptionStream,
-  type UpstreamTarget,
-  type Word,
-} from '../contract.ts';
+import { UpstreamError, type StreamingTranscriptionOptions, type TranscriptionEvent, type TranscriptionStream, type TargetOf, type Word } from '../contract.ts';
 import { openaiRealtime } from './openai-realtime/index.ts';
 import { loadConfig } from '../../../server/config/env.ts';
 
 const runtime = openaiRealtime.create(loadConfig({ SVC_DATA_DIR: '/tmp' }).engines);
-const stt = runtime.streamingTranscription!;
+const stt = runtime.streamingTranscription;
 const KEY = 'sk-secret-realtime-key';
 const RATE = 24000;
 
-const target = (url: string, dialect: RealtimeDialect, settings: Record<string, unknown> = {}): UpstreamTarget => ({
+const target = (url: string, dialect: RealtimeDialect, settings: Record<string, unknown> = {}): TargetOf<typeof openaiRealtime> => ({
   id: 'ups_test',
   modelId: 'stt-test',
   url,

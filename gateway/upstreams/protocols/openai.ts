@@ -12,7 +12,7 @@ import {
   type CallOptions,
   type ChatCapability,
   type CloneCapability,
-  type ProtocolDefinition,
+  defineProtocol,
   type SpeechCapability,
   type TranscriptionCapability,
   type UpstreamTarget,
@@ -185,7 +185,7 @@ export async function probeModels(target: UpstreamTarget, call: CallOptions): Pr
   }
 }
 
-export const openai: ProtocolDefinition = {
+export const openai = defineProtocol({
   name: 'openai',
   summary: 'any OpenAI-compatible server: /chat/completions, /responses, /audio/speech, /audio/transcriptions (streamed by the gateway), /audio/voices',
   settings: z.object({}).strict(),
@@ -200,4 +200,4 @@ export const openai: ProtocolDefinition = {
     streamingTranscription: segmentedStreaming(transcription, probeModels),
     clone,
   }),
-};
+});

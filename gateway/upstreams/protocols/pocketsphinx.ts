@@ -5,19 +5,14 @@
 import { z } from 'zod';
 import { floatToS16 } from '../../audio/pcm.ts';
 import { resample } from '../../audio/resample.ts';
-import { UpstreamError, type ProtocolDefinition, type StreamingTranscriptionCapability, type TranscriptionCapability } from '../contract.ts';
+import { defineProtocol, type StreamingTranscriptionCapability, type TranscriptionCapability } from '../contract.ts';
+import { asUpstreamError } from '../engine-http.ts';
 import { modelPaths, pocketsphinx as loadLibrary } from '../pocketsphinx/ffi.ts';
 import { configureRecognizer, createRecognizer, recognizerSettings } from '../pocketsphinx/recognizer.ts';
 import { recognizerStream } from '../recognizer-stream.ts';
 
 const MODEL_RATE = 16000;
 const engineRate = (inputRate: number): 8000 | 16000 => (inputRate === 8000 ? 8000 : MODEL_RATE);
-
-/** The recognizer's own failures (its worker died, the model would not load) as the engine's. */
-const asEngineError = (e: unknown) =>
-  e instanceof UpstreamError || (e as Error | null)?.name === 'AbortError'
-    ? e
-    : new UpstreamError('broken', `The speech recognizer failed: ${(e as Error).message}`, { cause: e });
 
 const transcription: TranscriptionCapability = {
   async transcribe(_target, req) {
@@ -33,7 +28,8 @@ const transcription: TranscriptionCapability = {
       }
       return await recognizer.finalize();
     } catch (e) {
-      throw req.signal.aborted ? e : asEngineError(e);
+      // The recognizer's own failures (its worker died, the model would not load) as the engine's.
+      throw req.signal.aborted ? e : asUpstreamError(e, false);
     } finally {
       recognizer.close();
     }
@@ -48,7 +44,7 @@ const streamingTranscription: StreamingTranscriptionCapability = {
     recognizerStream(await createRecognizer({ sampleRate: engineRate(options.sampleRate), keyterms: options.keyterms, waitForDecoder: false })),
 };
 
-export const pocketsphinx: ProtocolDefinition = {
+export const pocketsphinx = defineProtocol({
   name: 'pocketsphinx',
   summary: 'CMU pocketsphinx (en-us), run by the gateway (upstream URL local:pocketsphinx)',
   settings: z.object({}).strict(),
@@ -73,4 +69,4 @@ export const pocketsphinx: ProtocolDefinition = {
       streamingTranscription,
     };
   },
-};
+});

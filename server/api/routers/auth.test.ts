@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { WINDOW_MS, createMemoryRateLimiter } from '../../../gateway/core/rate-limiter.ts';
+import { WINDOW_MS, createMemoryRateLimiter } from '../../rate-limit/rate-limiter.ts';
 import { manualClock } from '../../../test/support/manual-clock.ts';
 import { createCredentialThrottle } from '../../auth/credential-throttle.ts';
 import { authenticateUser } from '../../services/users/authenticate-user.ts';

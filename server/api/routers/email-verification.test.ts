@@ -3,7 +3,7 @@
 // the message received and follows it as the browser's page does (account.verifyEmail).
 // Against a real database (SQLite, or PostgreSQL with TEST_DB=postgresql).
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { createMemoryRateLimiter } from '../../../gateway/core/rate-limiter.ts';
+import { createMemoryRateLimiter } from '../../rate-limit/rate-limiter.ts';
 import { startSmtpPeer, type SmtpPeer } from '../../../test/support/smtp-peer.ts';
 import { createCredentialThrottle } from '../../auth/credential-throttle.ts';
 import { ConfigError, loadConfig } from '../../config/env.ts';

@@ -2,8 +2,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { displayUrl } from '../../services/models/list-model-health.ts';
 import { seedRegistry } from '../../services/models/seed-registry.ts';
 import { upsertModel } from '../../services/models/upsert-model.ts';
+import { DASHBOARD_KEY_NAME } from '../../services/keys/get-dashboard-key.ts';
 import { createApiHarness, type ApiHarness, type TestUser } from '../test-harness.ts';
 import { checkProtocol } from '../../../gateway/upstreams/protocols/index.ts';
+import { startGateway, type GatewayHarness } from '../../../test/support/gateway-harness.ts';
 import { startScriptedCartesia, type ScriptedCartesia } from '../../../test/support/scripted-cartesia.ts';
 
 let h: ApiHarness;
@@ -88,8 +90,12 @@ describe('models.catalog (any member)', () => {
   });
 });
 
-describe('models.importVoices (platform admins)', () => {
+describe('models.importVoices (platform admins, through the gateway)', () => {
   let peer: ScriptedCartesia;
+  let g: GatewayHarness;
+  let api: ApiHarness;
+  let gAdmin: TestUser;
+  let gMember: TestUser;
   const KEY_ENV = 'MODELS_ROUTER_TEST_CARTESIA_KEY';
 
   beforeAll(async () => {
@@ -100,38 +106,58 @@ describe('models.importVoices (platform admins)', () => {
       ],
     });
     process.env[KEY_ENV] = peer.apiKey;
-    await upsertModel(h.db.prisma, checkProtocol, {
+    // The dashboard and the gateway share one database, as they do in production.
+    g = await startGateway();
+    api = await createApiHarness({ database: g.testDb, gatewayUrl: g.url });
+    const prisma = g.testDb.db.prisma;
+    await upsertModel(prisma, checkProtocol, {
       id: 'cartesia-tts',
       modality: 'tts',
       upstream: { url: peer.url, protocol: 'cartesia', upstreamModel: 'sonic-2', apiKeyEnv: KEY_ENV },
     });
+    await upsertModel(prisma, checkProtocol, { id: 'local-flite', modality: 'tts', upstream: { url: 'local:flite', protocol: 'flite' } });
+    // The first account is the platform admin; its org has no credit (reading a catalogue is not metered).
+    gAdmin = await api.signUpUser('admin@example.com');
+    gMember = await api.signUpUser('member@example.com');
   });
   afterAll(async () => {
     delete process.env[KEY_ENV];
+    await g?.close();
     await peer?.close();
   });
 
-  it("imports the engine's catalogue as platform voices with ready profiles; again, updates them", async () => {
-    expect(await admin.caller.models.importVoices({ modelId: 'cartesia-tts' })).toEqual({ listed: 2, created: 2, updated: 0 });
-    const profiles = await h.db.prisma.voiceProfile.findMany({ where: { modelId: 'cartesia-tts' }, include: { voice: true }, orderBy: { upstreamId: 'asc' } });
+  it("imports the engine's catalogue, read through the gateway with the org's dashboard key, as platform voices with ready profiles; again, updates them", async () => {
+    const prisma = g.testDb.db.prisma;
+    expect(await gAdmin.caller.models.importVoices({ modelId: 'cartesia-tts' })).toEqual({ listed: 2, created: 2, updated: 0 });
+    const profiles = await prisma.voiceProfile.findMany({ where: { modelId: 'cartesia-tts' }, include: { voice: true }, orderBy: { upstreamId: 'asc' } });
     expect(profiles.map((p) => [p.upstreamId, p.status, p.voice.orgId, p.voice.name, p.voice.language, p.voice.gender])).toEqual([
       ['cv-ava', 'ready', null, 'Ava', 'en', 'female'],
       ['cv-lars', 'ready', null, 'Lars', 'de', 'male'],
     ]);
-    // The engine was asked with our key.
+    // The engine was asked with our key, by the gateway, called with the admin's org's dashboard key.
     expect(peer.received.some((r) => r.path === '/voices' && r.headers.authorization === `Bearer ${peer.apiKey}`)).toBe(true);
+    expect(await prisma.apiKey.count({ where: { orgId: gAdmin.orgId, name: DASHBOARD_KEY_NAME, status: 'active' } })).toBe(1);
     peer.voices[0]!.name = 'Ava 2';
-    expect(await admin.caller.models.importVoices({ modelId: 'cartesia-tts' })).toEqual({ listed: 2, created: 0, updated: 2 });
+    expect(await gAdmin.caller.models.importVoices({ modelId: 'cartesia-tts' })).toEqual({ listed: 2, created: 0, updated: 2 });
     expect(
-      (await h.db.prisma.voiceProfile.findFirstOrThrow({ where: { modelId: 'cartesia-tts', upstreamId: 'cv-ava' }, include: { voice: true } })).voice.name,
+      (await prisma.voiceProfile.findFirstOrThrow({ where: { modelId: 'cartesia-tts', upstreamId: 'cv-ava' }, include: { voice: true } })).voice.name,
     ).toBe('Ava 2');
   });
 
-  it('a model whose engine lists no voices is a clear BAD_REQUEST; members are FORBIDDEN', async () => {
-    await expect(admin.caller.models.importVoices({ modelId: 'local-flite' })).rejects.toMatchObject({
+  it("the gateway's refusals are the procedure's: a model whose engine lists no voices is BAD_REQUEST, an unknown one NOT_FOUND; members are FORBIDDEN", async () => {
+    await expect(gAdmin.caller.models.importVoices({ modelId: 'local-flite' })).rejects.toMatchObject({
       code: 'BAD_REQUEST',
       message: expect.stringContaining('svc voices map'),
     });
-    await expect(alice.caller.models.importVoices({ modelId: 'cartesia-tts' })).rejects.toMatchObject({ code: 'FORBIDDEN' });
+    await expect(gAdmin.caller.models.importVoices({ modelId: 'no-such-model' })).rejects.toMatchObject({ code: 'NOT_FOUND' });
+    await expect(gMember.caller.models.importVoices({ modelId: 'cartesia-tts' })).rejects.toMatchObject({ code: 'FORBIDDEN' });
+  });
+
+  it('a gateway that does not answer is BAD_GATEWAY, saying so', async () => {
+    const down = await createApiHarness({ database: g.testDb, gatewayUrl: 'http://127.0.0.1:1' });
+    await expect(down.callerFor(gAdmin.user).models.importVoices({ modelId: 'cartesia-tts' })).rejects.toMatchObject({
+      code: 'BAD_GATEWAY',
+      message: expect.stringContaining('The gateway did not answer'),
+    });
   });
 });

@@ -1,11 +1,14 @@
-// Models on the dashboard: the catalog an org can pick from (playground, clone form), and the
-// operators' health view of every model's upstreams (platform admins only).
+// Models on the dashboard: the catalog an org can pick from (playground, clone form), the
+// operators' health view of every model's upstreams, and the import of an engine's voices
+// (platform admins only).
 import { z } from 'zod';
+import { getOrCreateDashboardKey } from '../../services/keys/get-dashboard-key.ts';
 import { listActiveModels } from '../../services/models/list-active-models.ts';
 import { listModelHealth } from '../../services/models/list-model-health.ts';
-import { loadConfig } from '../../config/env.ts';
+import { EngineCatalogue, importEngineVoices } from '../../services/voices/engine-voices.ts';
+import { getFromGateway } from '../gateway-proxy.ts';
 import { inputOf } from '../input-parser.ts';
-import { createTRPCRouter, orgProcedure, platformAdminProcedure } from '../trpc.ts';
+import { createTRPCRouter, gatewayUrlOf, orgProcedure, platformAdminOrgProcedure, platformAdminProcedure } from '../trpc.ts';
 
 const Catalog = z.strictObject({ modality: z.enum(['llm', 'tts', 'stt']).optional() });
 const ImportVoices = z.strictObject({ modelId: z.string().min(1).max(128) });
@@ -23,12 +26,14 @@ export const modelsRouter = createTRPCRouter({
 
   /**
    * Platform admins: a TTS model's engine voice catalogue imported as platform voices with ready
-   * profiles (what `svc voices import` does). Loaded on use: the engines' code is the gateway's.
+   * profiles (what `svc voices import` does). The engines are the gateway's: the catalogue is read
+   * through it (GET /voices/engine-catalogue, with the acting org's dashboard key), then imported here.
    */
-  importVoices: platformAdminProcedure.input(inputOf(ImportVoices)).mutation(async ({ ctx, input }) => {
-    // eslint-disable-next-line import-x/no-restricted-paths -- the engines' code is the gateway's until the catalogue import is a service (issue #23)
-    const { importVoicesFromEngine } = await import('../../../gateway/voices/engine-catalogue.ts');
-    const { listed, created, updated } = await importVoicesFromEngine(ctx.db.prisma, loadConfig().engines, input.modelId);
-    return { listed, created, updated };
+  importVoices: platformAdminOrgProcedure.input(inputOf(ImportVoices)).mutation(async ({ ctx, input }) => {
+    const key = await getOrCreateDashboardKey(ctx.db, ctx.org.id);
+    const answer = await getFromGateway({ gatewayUrl: gatewayUrlOf(ctx), key }, ['voices', 'engine-catalogue'], { model: input.modelId });
+    const { voices } = EngineCatalogue.parse(answer);
+    const { created, updated } = await importEngineVoices(ctx.db.prisma, { modelId: input.modelId, voices });
+    return { listed: voices.length, created, updated };
   }),
 });

@@ -2,19 +2,26 @@
 // (every org sees them, none may change them), each with a ready profile for the model whose
 // engine has it; or an existing voice mapped to an engine voice id. Re-importing updates what
 // was imported before (matched by the model and the engine's voice id), never duplicates it.
+import { z } from 'zod';
 import type { Prisma } from '../../db/database.ts';
 import { newId } from '../../db/ids.ts';
 import { ServiceError } from '../errors.ts';
 import { voiceSearchFields } from './voice-search.ts';
 
 /** One voice as the engine lists it (gateway/upstreams/contract.ts EngineVoice). */
-export interface CatalogueVoice {
-  id: string;
-  name: string;
-  language: string;
-  gender: 'male' | 'female' | 'neutral' | null;
-  description: string;
-}
+export const CatalogueVoice = z.object({
+  /** The engine's voice id (an imported voice's profile keeps it). */
+  id: z.string(),
+  name: z.string(),
+  language: z.string(),
+  gender: z.enum(['male', 'female', 'neutral']).nullable(),
+  description: z.string(),
+});
+export type CatalogueVoice = z.infer<typeof CatalogueVoice>;
+
+/** A model's engine catalogue, as GET /voices/engine-catalogue answers it and the dashboard's import reads it. */
+export const EngineCatalogue = z.object({ model: z.string(), voices: z.array(CatalogueVoice) });
+export type EngineCatalogue = z.infer<typeof EngineCatalogue>;
 
 const MAX_IMPORT = 5_000;
 

@@ -22,13 +22,13 @@
 // - Clones take `clip`, `name`, `language`; `mode` only for versions up to 2024-11-13.
 // - Health is `GET /voices?limit=1`: cheap, and it needs the key, so a revoked key shows as down
 //   (the API status `GET /` says only that the service is up).
-import type { ProtocolDefinition } from '../../contract.ts';
+import { defineProtocol } from '../../contract.ts';
 import { checkHttpHealth } from '../../engine-http.ts';
 import { clone, speech, transcription, voiceCatalogue } from './rest.ts';
 import { streamingTranscription } from './stt-stream.ts';
 import { cartesiaHeaders, settings } from './wire.ts';
 
-export const cartesia: ProtocolDefinition = {
+export const cartesia = defineProtocol({
   name: 'cartesia',
   summary: 'the Cartesia API: /tts/bytes (Sonic), /stt and the /stt/websocket stream (Ink), /voices/clone, /voices',
   settings,
@@ -41,4 +41,4 @@ export const cartesia: ProtocolDefinition = {
     clone,
     voiceCatalogue,
   }),
-};
+});

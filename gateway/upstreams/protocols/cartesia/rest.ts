@@ -13,7 +13,7 @@ import {
 import { engineBody, engineJson, engineRequest } from '../../engine-http.ts';
 import { s16Chunks } from '../../pcm-streams.ts';
 import { cartesiaPhonemes } from './phonemes.ts';
-import { cartesiaHeaders, parseWords, primaryLanguage, settingsOf } from './wire.ts';
+import { cartesiaHeaders, parseWords, primaryLanguage, type CartesiaSettings } from './wire.ts';
 
 /** `generation_config.speed` takes 0.6-1.5, the contract's own range. */
 const MIN_SPEED = 0.6;
@@ -27,10 +27,10 @@ const LAST_VERSION_WITH_CLONE_MODE = '2024-11-13';
 
 const wavBlob = (wav: Buffer) => new Blob([new Uint8Array(wav)], { type: 'audio/wav' });
 
-export const speech: SpeechCapability = {
+export const speech: SpeechCapability<CartesiaSettings> = {
   formatPhoneme: cartesiaPhonemes,
   async synthesize(target, req) {
-    const rate = settingsOf(target).tts_sample_rate;
+    const rate = target.settings.tts_sample_rate;
     const speed = Math.min(MAX_SPEED, Math.max(MIN_SPEED, req.speed));
     const body = {
       model_id: target.upstreamModel,
@@ -46,7 +46,7 @@ export const speech: SpeechCapability = {
   },
 };
 
-export const transcription: TranscriptionCapability = {
+export const transcription: TranscriptionCapability<CartesiaSettings> = {
   async transcribe(target, req) {
     const form = new FormData();
     form.set('file', wavBlob(encodeWav(req.samples, req.sampleRate, 'pcm_s16le')), 'audio.wav');
@@ -65,13 +65,13 @@ export const transcription: TranscriptionCapability = {
 
 // Current API versions clone for similarity only ("instant cloning uses high-similarity mode");
 // the stability trade-off exists only for upstreams pinned to 2024-11-13 or earlier.
-export const clone: CloneCapability = {
+export const clone: CloneCapability<CartesiaSettings> = {
   async clone(target, req) {
     const form = new FormData();
     form.set('clip', wavBlob(req.clip.wav), 'clip.wav');
     form.set('name', req.name);
     form.set('language', primaryLanguage(req.language));
-    if (settingsOf(target).version <= LAST_VERSION_WITH_CLONE_MODE) form.set('mode', req.mode);
+    if (target.settings.version <= LAST_VERSION_WITH_CLONE_MODE) form.set('mode', req.mode);
     const res = await engineRequest(target.url, target.apiKey, { method: 'POST', path: '/voices/clone', headers: cartesiaHeaders(target), body: form }, req);
     const body = await engineJson<{ id?: unknown } | null>(res, req, 'the clone request');
     const id = body?.id;
@@ -107,7 +107,7 @@ function engineVoice(voice: CartesiaVoice): EngineVoice | null {
 
 // Pages are `{data, has_more, next_page}`, the next one asked with `starting_after=<last id>`;
 // versions before cursors answered a plain array of every voice.
-export const voiceCatalogue: VoiceCatalogueCapability = {
+export const voiceCatalogue: VoiceCatalogueCapability<CartesiaSettings> = {
   async listVoices(target, call) {
     const voices: EngineVoice[] = [];
     let after: string | null = null;

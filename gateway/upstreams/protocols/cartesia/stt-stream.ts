@@ -11,7 +11,7 @@ import { AsyncQueue } from '../../async-queue.ts';
 import { UpstreamError, type CallOptions, type StreamingTranscriptionCapability, type TranscriptionEvent, type TranscriptionStream } from '../../contract.ts';
 import { engineFailure, statusError } from '../../engine-http.ts';
 import { closeError, connectEngine, WebSocket } from '../../engine-ws.ts';
-import { CARTESIA_RATES, cartesiaHeaders, parseWords, primaryLanguage } from './wire.ts';
+import { CARTESIA_RATES, cartesiaHeaders, parseWords, primaryLanguage, type CartesiaSettings } from './wire.ts';
 
 /** What Cartesia's STT recommends when the input's rate is not one it takes. */
 const DEFAULT_RATE = 16000;
@@ -150,7 +150,7 @@ function cartesiaStream(socket: WebSocket, apiKey: string | undefined, call: Cal
   };
 }
 
-export const streamingTranscription: StreamingTranscriptionCapability = {
+export const streamingTranscription: StreamingTranscriptionCapability<CartesiaSettings> = {
   engineRate: (inputRate) => ((CARTESIA_RATES as readonly number[]).includes(inputRate) ? inputRate : DEFAULT_RATE),
   // This is the manual-finalize socket: the gateway's turn detector calls finalize().
   findsTurns: () => false,

@@ -23,13 +23,13 @@ export const settings = z
   .strict();
 export type CartesiaSettings = z.infer<typeof settings>;
 
-/** The registry parsed the settings with the schema above before handing the target over. */
-export const settingsOf = (target: UpstreamTarget) => target.settings as CartesiaSettings;
+/** A Cartesia upstream, its settings as the schema above parsed them. */
+export type CartesiaTarget = UpstreamTarget<CartesiaSettings>;
 
 /** Bearer auth, as the API conventions ask of servers (X-API-Key is also taken), and the version. */
-export function cartesiaHeaders(target: UpstreamTarget): Record<string, string> {
+export function cartesiaHeaders(target: CartesiaTarget): Record<string, string> {
   return {
-    'cartesia-version': settingsOf(target).version,
+    'cartesia-version': target.settings.version,
     ...(target.apiKey ? { authorization: `Bearer ${target.apiKey}` } : {}),
   };
 }

@@ -1,5 +1,4 @@
 import { z } from 'zod';
-import type { UpstreamTarget } from '../../contract.ts';
 
 export const realtimeSettings = z
   .object({
@@ -19,11 +18,3 @@ export const realtimeSettings = z
   .strict();
 
 export type RealtimeSettings = z.infer<typeof realtimeSettings>;
-
-// Parsed once per registry entry: the registry hands over settings its schema already accepted.
-const parsed = new WeakMap<UpstreamTarget, RealtimeSettings>();
-export function settingsOf(target: UpstreamTarget): RealtimeSettings {
-  let settings = parsed.get(target);
-  if (!settings) parsed.set(target, (settings = realtimeSettings.parse(target.settings)));
-  return settings;
-}

@@ -1,15 +1,15 @@
 // Capacity of the local speech-to-text pool: N concurrent sessions each streaming flite speech in
 // 100 ms chunks as fast as the pool takes them. Prints decoder memory, start-up time and the
 // pool's real-time factor (CPU seconds per audio second, wall-clock, and per session).
-//   npx tsx gateway/upstreams/pocketsphinx/bench.ts [sessions=20] [seconds of audio each=20]
+//   npx tsx bench/stt-pool.ts [sessions=20] [seconds of audio each=20]
 // Configured as the gateway is (server/config/env.ts): SVC_STT_WORKERS sets the number of worker
 // threads (default: cores - 1), SVC_STT_SPARE_DECODERS and SVC_POCKETSPHINX_* the rest.
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { loadConfig } from '../../../server/config/env.ts';
-import { configureRecognizer, createRecognizer, recognizerStats, shutdownRecognizers, type Recognizer } from './recognizer.ts';
+import { loadConfig } from '../server/config/env.ts';
+import { configureRecognizer, createRecognizer, recognizerStats, shutdownRecognizers, type Recognizer } from '../gateway/upstreams/pocketsphinx/recognizer.ts';
 
 configureRecognizer(loadConfig().engines.pocketsphinx);
 

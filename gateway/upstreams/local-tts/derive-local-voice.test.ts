@@ -1,10 +1,10 @@
 import { afterAll, describe, expect, it } from 'vitest';
-import { toFloat32 } from '../audio/pcm.ts';
-import { analyzeVoice, type VoiceAnalysis } from '../audio/voice-analysis.ts';
-import type { SpeechCapability, UpstreamTarget } from '../upstreams/contract.ts';
-import { espeakSpeech } from '../upstreams/local-tts/espeak.ts';
-import { fliteSpeech } from '../upstreams/local-tts/flite.ts';
-import { stopEngineSpawner } from '../upstreams/local-tts/run-engine.ts';
+import { toFloat32 } from '../../audio/pcm.ts';
+import { analyzeVoice, type VoiceAnalysis } from '../../audio/voice-analysis.ts';
+import type { SpeechCapability, UpstreamTarget } from '../contract.ts';
+import { espeakSpeech } from './espeak.ts';
+import { fliteSpeech } from './flite.ts';
+import { stopEngineSpawner } from './run-engine.ts';
 import { deriveLocalVoice, espeakLanguageVoice } from './derive-local-voice.ts';
 
 afterAll(() => stopEngineSpawner());

@@ -6,12 +6,12 @@
 import { isServiceError, type ServiceError } from '../../server/services/errors.ts';
 import type { FastifyReply } from 'fastify';
 import { engineCall, type EngineCall } from '../client-gone.ts';
-import type { Ticket } from '../core/admission.ts';
 import type { GatewayContext } from '../context.ts';
 import type { ModelEntry, UpstreamEntry } from '../registry/model-registry.ts';
 import { upstreamEnvelope } from '../upstream-envelope.ts';
-import { UpstreamError, type CallOptions } from './contract.ts';
-import { isConnectFailure, isTimeout } from './engine-http.ts';
+import { UpstreamError, type CallOptions } from '../upstreams/contract.ts';
+import { asUpstreamError } from '../upstreams/engine-http.ts';
+import type { Ticket } from './admission.ts';
 
 export type UpstreamCall = CallOptions;
 
@@ -31,14 +31,6 @@ export function backgroundCall(ctx: GatewayContext, signal: AbortSignal): Upstre
   return { signal: AbortSignal.any([signal, AbortSignal.timeout(timeoutMs)]), timeoutMs };
 }
 
-/** Any failure thrown by a protocol as an UpstreamError (protocols throw them; anything else is an engine bug seen from here). */
-function asUpstreamError(e: unknown): UpstreamError {
-  if (e instanceof UpstreamError) return e;
-  const message = (e as Error | null)?.message ?? String(e);
-  if (isTimeout(e)) return new UpstreamError('timeout', message, { cause: e });
-  return new UpstreamError(isConnectFailure(e) ? 'connect' : 'broken', message, { cause: e });
-}
-
 /**
  * What an engine failure means for the client, once the call is known not to be over on our side:
  * the call's own end (client gone: rethrown as it is; shutdown or revocation: its reason; the
@@ -52,7 +44,7 @@ export function clientErrorFor(e: unknown, call: UpstreamCall): unknown {
     if (reason?.name === 'TimeoutError') return upstreamEnvelope(new UpstreamError('timeout', 'deadline'), call.timeoutMs);
     return e; // the client left: nothing to answer
   }
-  return upstreamEnvelope(asUpstreamError(e), call.timeoutMs);
+  return upstreamEnvelope(asUpstreamError(e, false), call.timeoutMs);
 }
 
 export async function tryUpstreams<T>(
@@ -81,7 +73,7 @@ export async function tryUpstreams<T>(
         traced?.failed(timedOut ? 'timeout' : 'cancelled', e);
         throw clientErrorFor(e, call);
       }
-      const failure = asUpstreamError(e);
+      const failure = asUpstreamError(e, false);
       if (failure.kind !== 'connect') {
         recordAnswerFailure(ctx, upstream, failure);
         traced?.failed(

@@ -10,7 +10,7 @@
 // geometric mean) from the base voice's natural pitch and rate toward them, which keeps the
 // engine nearer the settings it sounds best at. Everything is clamped to ranges the engines
 // render cleanly.
-import type { VoiceAnalysis } from '../audio/voice-analysis.ts';
+import type { VoiceAnalysis } from '../../audio/voice-analysis.ts';
 
 export interface DerivedVoice {
   upstreamId: string;

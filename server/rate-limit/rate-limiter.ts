@@ -3,7 +3,7 @@
 // because each key has its own limit and the whole thing is one counter per window. The
 // window is read from the clock the limiter is handed (the system's unless a test sets one).
 import type { Redis } from 'ioredis';
-import { systemClock, type Clock } from '../../server/clock.ts';
+import { systemClock, type Clock } from '../clock.ts';
 
 export const WINDOW_MS = 60_000;
 
