@@ -20,6 +20,7 @@ const UNIT = [
   'gateway/routes/transcription-formats.test.ts',
   'gateway/sse.test.ts',
   'gateway/tts/text-spans.test.ts',
+  'gateway/upstream-envelope.test.ts',
   'gateway/upstreams/slots.test.ts',
   'gateway/voices/voice-clip.test.ts',
   'server/api/errors.test.ts',
