@@ -122,6 +122,8 @@ export class BodyDeadlines {
       reason === 'body_idle'
         ? `The request body stopped arriving: nothing came for ${bodyIdleMs / 1000} s.`
         : `The request body arrived too slowly: it must arrive within ${bodyTimeoutMs / 1000} s, or at ${bodyMinBytesPerSecond} bytes a second on average.`;
+    // Its answer never goes through Fastify, so no access line is written for it: this line instead.
+    body.request.log.info({ req: body.request, res: { statusCode: 408 }, reason }, 'request dropped: its body did not arrive in time');
     answerOnSocket(new ServiceError('request_timeout', message), body.socket, this.log, body.request.id);
   }
 }
