@@ -70,14 +70,17 @@ interface ArrivingBody {
  */
 export class BodyDeadlines {
   private readonly arriving = new Map<FastifyRequest, ArrivingBody>();
+  private readonly intervalMs: number;
   private readonly timer: NodeJS.Timeout;
+  private lastCheckAt = performance.now();
 
   constructor(
     private readonly bounds: HttpBoundsConfig,
     private readonly log: FastifyBaseLogger,
     private readonly metrics: GatewayMetrics,
   ) {
-    this.timer = setInterval(this.check, checkIntervalMs(bounds));
+    this.intervalMs = checkIntervalMs(bounds);
+    this.timer = setInterval(this.check, this.intervalMs);
     this.timer.unref();
   }
 
@@ -97,6 +100,10 @@ export class BodyDeadlines {
 
   private readonly check = (): void => {
     const now = performance.now();
+    // Run late, the event loop was held up: what clients sent meanwhile is not read yet (timers
+    // run before sockets are read), so no body is judged silent or slow until the next check.
+    const late = now - this.lastCheckAt > 2 * this.intervalMs;
+    this.lastCheckAt = now;
     for (const body of this.arriving.values()) {
       if (body.request.raw.complete || body.request.raw.destroyed || body.socket.destroyed) {
         this.arriving.delete(body.request);
@@ -107,6 +114,7 @@ export class BodyDeadlines {
         body.lastBytes = bytes;
         body.lastByteAt = now;
       }
+      if (late) continue;
       const elapsed = now - body.startedAt;
       if (now - body.lastByteAt >= this.bounds.bodyIdleMs) this.drop(body, 'body_idle');
       else if (elapsed >= this.bounds.bodyTimeoutMs && bytes - body.startBytes < (this.bounds.bodyMinBytesPerSecond * elapsed) / 1000)
