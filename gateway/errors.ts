@@ -132,7 +132,7 @@ type InFlightResponse = { headersSent: boolean; writableFinished: boolean; req?:
  */
 export function answerClientError(err: ConnectionError, socket: Socket, log: FastifyBaseLogger): void {
   if (err.code === 'ECONNRESET') return;
-  answerOnSocket(parserError(err), socket, log);
+  answerOnSocket(parserError(err), socket, log, newId('req'), err.code);
 }
 
 /**
@@ -140,9 +140,9 @@ export function answerClientError(err: ConnectionError, socket: Socket, log: Fas
  * request whose parser cannot go on, or that is dropped before it has arrived whole. Requests
  * received whole before it on the same connection get their answers first; a request cut short
  * gets this answer instead of its own, unless its response has begun (then, as Node does, the
- * connection is just closed).
+ * connection is just closed). `cause`: what the debug line names (Node's parser code, say).
  */
-export function answerOnSocket(error: ServiceError, socket: Socket, log: FastifyBaseLogger, requestId = newId('req')): void {
+export function answerOnSocket(error: ServiceError, socket: Socket, log: FastifyBaseLogger, requestId = newId('req'), cause: string = error.code): void {
   if (socket.destroyed || refusedConnections.has(socket)) return;
   refusedConnections.add(socket);
   const answer = () => {
@@ -156,7 +156,7 @@ export function answerOnSocket(error: ServiceError, socket: Socket, log: Fastify
     if (socket.writable && !inFlight?.headersSent) {
       const { status, body } = envelope(error);
       const json = JSON.stringify(body);
-      log.debug({ reqId: requestId, code: error.code, status, remoteAddress: socket.remoteAddress }, 'request refused on its connection');
+      log.debug({ reqId: requestId, code: cause, status, remoteAddress: socket.remoteAddress }, 'request refused on its connection');
       socket.write(
         `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(json)}\r\n` +
           `x-request-id: ${requestId}\r\nConnection: close\r\n\r\n${json}`,
