@@ -3,7 +3,7 @@
 // refused, the gateway's RSS, balances where money is involved, and how /health answered
 // meanwhile (a client polling it every 20 ms: the latency everyone else sees).
 //
-//   npx tsx bench/abuse.ts [--sockets 1000] [--only idle,money,regex,quota,proclone,revoke]
+//   npx tsx bench/abuse.ts [--sockets 1000] [--only idle,money,regex,quota,proclone,revoke,slow,conns]
 //
 // Probes:
 //   idle      1,000 STT sessions that only send keepalives, spread over orgs and keys, plus
@@ -16,7 +16,14 @@
 //             answers, and the longest /health stall while they are handled.
 //   revoke    20 open STT sessions on one key; the key is revoked in the database: the time
 //             from the revocation's commit to each session's close (max).
-import { execFileSync } from 'node:child_process';
+//   slow      on a second gateway with every connection bound at its default: 150 connections
+//             that stop half-way through their headers, 150 anonymous POST /oauth2/token with 1
+//             byte of a 500-byte body then silence, 150 whose body trickles in a byte every 2 s:
+//             how each group is answered, when the last of each is closed, RSS, /health.
+//   conns     on that gateway: 2,000 connections from one address at once, held silent:
+//             how many are accepted and how many closed at once, RSS, /health.
+import { execFileSync, spawn } from 'node:child_process';
+import { connect, type Socket } from 'node:net';
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
@@ -32,7 +39,7 @@ import { startBundled } from './lib/processes.ts';
 import { voiceFixture } from './lib/voice-fixture.ts';
 
 const { values } = parseArgs({
-  options: { sockets: { type: 'string', default: '1000' }, only: { type: 'string', default: 'idle,money,regex,quota,proclone,revoke' } },
+  options: { sockets: { type: 'string', default: '1000' }, only: { type: 'string', default: 'idle,money,regex,quota,proclone,revoke,slow,conns' } },
 });
 const SOCKETS = Number(values.sockets);
 const ONLY = new Set(values.only.split(','));
@@ -52,7 +59,8 @@ const base = gateway.url;
 const db = openDatabase(fx.databaseUrl);
 const agent = new Agent({ connections: 64 });
 
-const rssMb = () => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${gateway.child.pid}/status`, 'utf8'))![1]) / 1024;
+const rssOf = (pid: number | undefined) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) / 1024;
+const rssMb = () => rssOf(gateway.child.pid);
 const engineProcesses = () => {
   try {
     return execFileSync('pgrep', ['-c', '-x', 'flite'], { encoding: 'utf8' }).trim();
@@ -70,13 +78,13 @@ async function account(micros: bigint, keys = 1) {
 const usd = (micros: bigint) => (Number(micros) / 1e6).toFixed(6);
 
 /** Polls /health every 20 ms until stopped: the latency any other client sees meanwhile. */
-function watchHealth() {
+function watchHealth(url = base, dispatcher = agent) {
   const latencies: number[] = [];
   let running = true;
   const loop = (async () => {
     while (running) {
       const t = performance.now();
-      const res = await request(`${base}/health`, { dispatcher: agent });
+      const res = await request(`${url}/health`, { dispatcher });
       await res.body.dump();
       latencies.push(performance.now() - t);
       await new Promise((r) => setTimeout(r, 20));
@@ -265,6 +273,109 @@ if (ONLY.has('revoke')) {
   console.log(
     `revoke: ${sessions.filter((s) => s.status === 101).length} open sessions, close codes ${[...new Set(closes.map((c) => c.code))].join(',')}; closed ${Math.min(...after).toFixed(0)}-${Math.max(...after).toFixed(0)} ms after the revocation committed (target <= 1000 ms)\n`,
   );
+}
+
+if (ONLY.has('slow') || ONLY.has('conns')) {
+  // Every connection bound at its default (bench/lib/processes.ts lifts the connection caps for the
+  // throughput benchmarks, and the first gateway keeps them lifted for the 1,000 idle sessions).
+  const defaults = loadConfig({}).http;
+  const METRICS_TOKEN = 'abuse-probe-metrics-token';
+  const bounded = await startBundled('bench/gateway-server.ts', {
+    ...fx.env,
+    // The registration routes' limit per address (60 a minute) would answer most probes 429 first.
+    SVC_AGENT_AUTH_IP_RPM: '1000000',
+    SVC_METRICS_TOKEN: METRICS_TOKEN,
+    SVC_MAX_CONNECTIONS: String(defaults.maxConnections),
+    SVC_MAX_CONNECTIONS_PER_ADDRESS: String(defaults.maxConnectionsPerAddress),
+  });
+  const { hostname, port } = new URL(bounded.url);
+  // Its own pool, opened before the probes: the poller's connection is one of the address's.
+  const poller = new Agent({ connections: 1 });
+  await request(`${bounded.url}/health`, { dispatcher: poller }).then((r) => r.body.dump());
+
+  /** A raw connection; resolves with what it received and when it closed. */
+  const rawConnection = (send: (socket: Socket) => void) =>
+    new Promise<{ socket: Socket; closed: Promise<{ text: string; at: number }> }>((resolve) => {
+      const socket = connect(Number(port), hostname);
+      let text = '';
+      socket.on('data', (d: Buffer) => (text += d.toString('latin1')));
+      socket.on('error', () => {});
+      const closed = new Promise<{ text: string; at: number }>((r) => socket.once('close', () => r({ text, at: performance.now() })));
+      socket.once('connect', () => send(socket));
+      resolve({ socket, closed });
+    });
+  /** The gateway's own count of connections it closed, by reason. */
+  const droppedConnections = async () => {
+    const res = await request(`${bounded.url}/metrics`, { dispatcher: poller, headers: { authorization: `Bearer ${METRICS_TOKEN}` } });
+    const text = await res.body.text();
+    return Object.fromEntries([...text.matchAll(/^svc_connections_dropped_total\{reason="(\w+)"\} (\d+)$/gm)].map((m) => [m[1]!, Number(m[2])]));
+  };
+  const statusOf = (text: string) => /^HTTP\/1\.1 (\d{3})/.exec(text)?.[1] ?? 'none';
+  const peakRss = (pid: number | undefined) => {
+    let peak = rssOf(pid);
+    const timer = setInterval(() => (peak = Math.max(peak, rssOf(pid))), 50);
+    return () => {
+      clearInterval(timer);
+      return peak;
+    };
+  };
+
+  if (ONLY.has('slow')) {
+    const token = 'POST /oauth2/token HTTP/1.1\r\nHost: gateway\r\nContent-Type: application/x-www-form-urlencoded\r\n';
+    const groups = {
+      'headers stop half-way': (s: Socket) => s.write(token),
+      '1 byte of a 500-byte body, then silence': (s: Socket) => s.write(`${token}Content-Length: 500\r\n\r\ng`),
+      'body trickles a byte every 2 s': (s: Socket) => {
+        s.write(`${token}Content-Length: 500\r\n\r\n`);
+        const timer = setInterval(() => s.write('x'), 2_000);
+        s.once('close', () => clearInterval(timer));
+      },
+    };
+    const rssBefore = rssOf(bounded.child.pid);
+    const peak = peakRss(bounded.child.pid);
+    const stop = watchHealth(bounded.url, poller);
+    const started = performance.now();
+    const results = await Promise.all(
+      Object.entries(groups).map(async ([name, send]) => {
+        const connections = await Promise.all(Array.from({ length: 150 }, () => rawConnection(send)));
+        const closes = await Promise.all(connections.map((c) => c.closed));
+        const statuses = [...new Set(closes.map((c) => statusOf(c.text)))].join(',');
+        return `${name}: ${closes.length} answered ${statuses}, last closed ${((Math.max(...closes.map((c) => c.at)) - started) / 1000).toFixed(1)} s after opening`;
+      }),
+    );
+    const health = await stop();
+    console.log(`slow: ${results.join('; ')}; the gateway's count: ${JSON.stringify(await droppedConnections())}`);
+    console.log(`      RSS ${rssBefore.toFixed(0)} MB before, peak ${peak().toFixed(0)} MB (target growth <= 50 MB); ${health} (target p99 <= 50 ms)\n`);
+  }
+
+  if (ONLY.has('conns')) {
+    const rssBefore = rssOf(bounded.child.pid);
+    const peak = peakRss(bounded.child.pid);
+    const stop = watchHealth(bounded.url, poller);
+    // From another process, so that opening them does not hold up this one's /health poller.
+    const flood = spawn(
+      process.execPath,
+      [
+        '-e',
+        `const net = require('node:net'); const sockets = [];
+         for (let i = 0; i < 2000; i++) { const s = net.connect(${port}, '${hostname}'); s.on('error', () => {}); sockets.push(s); }
+         setTimeout(() => { for (const s of sockets) s.destroy(); }, 6000);`,
+      ],
+      { stdio: ['ignore', 'pipe', 'inherit'] },
+    );
+    // Refused connections are closed at once; the accepted ones stay until their headers time out
+    // (10 s). Connections past the listen backlog are retried by the client's kernel for a few seconds.
+    await new Promise((r) => setTimeout(r, 5_000));
+    const rssHeld = rssOf(bounded.child.pid);
+    const refused = (await droppedConnections()).connections_per_address ?? 0;
+    await new Promise((r) => flood.once('exit', r));
+    const health = await stop();
+    console.log(
+      `conns: 2,000 connections from one address: ${refused} closed at once by the gateway, the rest held (cap ${defaults.maxConnectionsPerAddress} per address, the /health poller's included)`,
+    );
+    console.log(`       RSS ${rssBefore.toFixed(0)} MB before, ${rssHeld.toFixed(0)} MB with them held, peak ${peak().toFixed(0)} MB; ${health}\n`);
+  }
+  bounded.child.kill('SIGTERM');
 }
 
 await db.close();

@@ -6,6 +6,7 @@ import { newId } from '../server/db/ids.ts';
 import { ServiceError } from '../server/services/errors.ts';
 import { missingKeyError, presentedKey, type RequestAuth } from './core/gateway-core.ts';
 import type { Ticket } from './core/admission.ts';
+import { BodyDeadlines, boundConnections } from './client-bounds.ts';
 import { onResponseClose } from './client-gone.ts';
 import type { GatewayContext } from './context.ts';
 import { answerClientError, drainRequest, sendError, toServiceError } from './errors.ts';
@@ -116,9 +117,10 @@ export async function buildGateway(ctx: GatewayContext, options: { logger?: bool
       const incoming = req.headers['x-request-id'];
       return typeof incoming === 'string' && REQUEST_ID.test(incoming) ? incoming : newId('req');
     },
-    // Upstream deadline is 300 s; the socket must outlive it so the 504 can be sent.
+    // No inactivity timeout on sockets: an answer may be silent up to the upstream deadline
+    // (300 s) and must still reach the client. How long a request may take to arrive, and how many
+    // connections a client may hold, is gateway/client-bounds.ts's.
     connectionTimeout: 0,
-    requestTimeout: 0,
     keepAliveTimeout: 65_000,
     // Router errors (an over-long or malformed path segment) come before any hook or route;
     // without this Fastify answers them in its own shape instead of the envelope.
@@ -126,11 +128,17 @@ export async function buildGateway(ctx: GatewayContext, options: { logger?: bool
     // Requests the HTTP parser refuses never reach routing, and Fastify's own answer to them
     // is not the envelope. (Fastify calls this with the instance as `this`.)
     clientErrorHandler(this: FastifyInstance, err, socket) {
+      if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT') ctx.metrics.connectionDropped('headers_timeout');
       answerClientError(err, socket, this.log);
     },
     // Off: a closing gateway answers in the error envelope instead (refuseWhileDraining).
     return503OnClosing: false,
   });
+
+  boundConnections(app.server, ctx.config.http, ctx.config.trustedProxies, ctx.metrics);
+  const bodies = new BodyDeadlines(ctx.config.http, app.log, ctx.metrics);
+  // Once every connection has ended: slow bodies are timed through a shutdown's grace period too.
+  app.server.once('close', () => bodies.stop());
 
   app.decorateRequest('auth', null as unknown as RequestAuth);
   app.decorateRequest('ticket', null);
@@ -146,10 +154,12 @@ export async function buildGateway(ctx: GatewayContext, options: { logger?: bool
     // No id, name or text holds a NUL (and PostgreSQL cannot store one): refused before anything reads the URL.
     if (request.url.includes('%00')) throw new ServiceError('invalid_request', 'The URL contains a NUL character (%00); no path or query value may hold one.');
     const routeConfig = request.routeOptions.config;
-    if (routeConfig.public || request.is404) return;
+    if (routeConfig.public || request.is404) return bodies.watch(request);
     const key = presentedKey(request, routeConfig.keyInQuery ?? false);
     if (!key) throw missingKeyError(routeConfig.keyInQuery ?? false);
     request.auth = await ctx.core.admit(key, routeConfig.metered ?? false);
+    // After an await: a body that came with its headers has been read by now, and is not watched.
+    bodies.watch(request);
     if (routeConfig.metered && !routeConfig.session) {
       const ticket = ctx.admission.enterRequest(request.auth);
       request.ticket = ticket;
@@ -165,6 +175,8 @@ export async function buildGateway(ctx: GatewayContext, options: { logger?: bool
     // any small body, and an oversize upload so that it sees the 413 rather than a reset);
     // otherwise the connection ends after the answer.
     if (!request.raw.complete) {
+      // Refused before its body was read (no key, draining): the rest of it must still arrive in time.
+      bodies.watch(request);
       const declared = Number(request.headers['content-length']);
       const drain = declared > 0 && (declared <= DEFAULT_BODY_LIMIT || (toServiceError(err).code === 'body_too_large' && declared <= MAX_DRAIN_BYTES));
       if (drain) await drainRequest(request.raw, MAX_DRAIN_BYTES);

@@ -71,8 +71,13 @@ export function sendError(request: FastifyRequest, reply: FastifyReply, err: unk
  * Reads and discards the rest of a request body (up to a bound) before an early error is
  * sent, so that a client still uploading gets the 413 instead of a reset connection.
  */
-export function drainRequest(raw: NodeJS.ReadableStream & { complete?: boolean }, maxBytes = 64 * 1024 * 1024, timeoutMs = 10_000): Promise<void> {
-  if (raw.complete) return Promise.resolve();
+export function drainRequest(
+  raw: NodeJS.ReadableStream & { complete?: boolean; destroyed?: boolean },
+  maxBytes = 64 * 1024 * 1024,
+  timeoutMs = 10_000,
+): Promise<void> {
+  // A request dropped for its slowness (gateway/client-bounds.ts) has nothing more to read.
+  if (raw.complete || raw.destroyed) return Promise.resolve();
   return new Promise((resolve) => {
     let seen = 0;
     const done = () => {
@@ -104,7 +109,8 @@ export function parserError(err: ConnectionError & { reason?: unknown }): Servic
     case 'HPE_CHUNK_EXTENSIONS_OVERFLOW':
       return new ServiceError('body_too_large', 'The chunk extensions of the request body are too large.');
     case 'ERR_HTTP_REQUEST_TIMEOUT':
-      return new ServiceError('request_timeout', 'The request did not arrive in time.');
+      // Node's headersTimeout (its requestTimeout is off: bodies are timed by gateway/client-bounds.ts).
+      return new ServiceError('request_timeout', 'The request line and headers did not arrive in time.');
   }
   const reason = typeof err.reason === 'string' && err.reason ? ` (${err.reason.slice(0, 200)})` : '';
   return new ServiceError(
@@ -121,15 +127,23 @@ type InFlightResponse = { headersSent: boolean; writableFinished: boolean; req?:
 /**
  * Fastify's clientErrorHandler: requests Node's HTTP parser refuses (a malformed request line
  * or header, bad chunked encoding, Content-Length with Transfer-Encoding, a body shorter than
- * its Content-Length, headers over the size limit) never reach a route or the error handler,
- * so they are answered here, on the socket, in the envelope; then the connection is closed
- * (its parser cannot go on). Requests received whole before the bad one on the same
- * connection get their answers first; a request cut short by the fault gets this answer
- * instead of its own, unless its response has begun (then, as Node does, the connection is
- * just closed).
+ * its Content-Length, headers over the size limit, headers that did not arrive in time) never
+ * reach a route or the error handler, so they are answered on the socket (answerOnSocket).
  */
 export function answerClientError(err: ConnectionError, socket: Socket, log: FastifyBaseLogger): void {
-  if (err.code === 'ECONNRESET' || socket.destroyed || refusedConnections.has(socket)) return;
+  if (err.code === 'ECONNRESET') return;
+  answerOnSocket(parserError(err), socket, log, newId('req'), err.code);
+}
+
+/**
+ * Answers `error` on the socket itself, in the envelope, then closes the connection: for a
+ * request whose parser cannot go on, or that is dropped before it has arrived whole. Requests
+ * received whole before it on the same connection get their answers first; a request cut short
+ * gets this answer instead of its own, unless its response has begun (then, as Node does, the
+ * connection is just closed). `cause`: what the debug line names (Node's parser code, say).
+ */
+export function answerOnSocket(error: ServiceError, socket: Socket, log: FastifyBaseLogger, requestId = newId('req'), cause: string = error.code): void {
+  if (socket.destroyed || refusedConnections.has(socket)) return;
   refusedConnections.add(socket);
   const answer = () => {
     if (socket.destroyed) return;
@@ -140,10 +154,9 @@ export function answerClientError(err: ConnectionError, socket: Socket, log: Fas
       return;
     }
     if (socket.writable && !inFlight?.headersSent) {
-      const requestId = newId('req');
-      const { status, body } = envelope(parserError(err));
+      const { status, body } = envelope(error);
       const json = JSON.stringify(body);
-      log.debug({ reqId: requestId, code: err.code, status, remoteAddress: socket.remoteAddress }, 'request refused by the HTTP parser');
+      log.debug({ reqId: requestId, code: cause, status, remoteAddress: socket.remoteAddress }, 'request refused on its connection');
       socket.write(
         `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(json)}\r\n` +
           `x-request-id: ${requestId}\r\nConnection: close\r\n\r\n${json}`,

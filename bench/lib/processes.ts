@@ -35,9 +35,12 @@ export function startBundled(
   // BENCH_GATEWAY_LOG_LEVEL=warn for none) to a file, as a service's logs go to journald or a
   // file, rather than into a pipe that the load generator would have to read; it says where it
   // listens on stderr (bench/gateway-server.ts).
-  // The benchmarks drive one key far past what one key may run at once in production (and
-  // bench/stt.ts more sessions than the default decoder pool): the caps are lifted, not measured.
+  // The benchmarks drive one key far past what one key may run at once in production, from one
+  // address (and bench/stt.ts more sessions than the default decoder pool): the caps are lifted,
+  // not measured.
   const uncapped = {
+    SVC_MAX_CONNECTIONS: '1000000',
+    SVC_MAX_CONNECTIONS_PER_ADDRESS: '1000000',
     SVC_MAX_REQUESTS_PER_KEY: '1000000',
     SVC_MAX_STREAMS_PER_KEY: '1000000',
     SVC_MAX_STREAMS_PER_ORG: '1000000',

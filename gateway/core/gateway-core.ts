@@ -259,14 +259,21 @@ export function missingKeyError(onUpgrade: boolean): ServiceError {
 
 /**
  * The subprotocol a WebSocket route answers with (`ws`'s handleProtocols; called only when the
- * client offered some). A browser fails a handshake whose answer names none of the protocols it
- * offered, so one is always chosen: `realtime` when offered (OpenAI's clients), else the first
- * that is not a key, else the key's own (echoed to the client that sent it, never logged).
+ * client offered some): `realtime` when offered (OpenAI's clients), else the first that carries
+ * no key. Never one that carries a key (`openai-insecure-api-key.<key>`, or the value after
+ * `token`/`bearer`): the 101's headers are what proxies and tools log. A client that offered
+ * only its key gets no subprotocol; browsers and `ws` then fail the handshake (they want one of
+ * theirs back), so such a client offers one more, as OpenAI's clients offer `realtime`.
  */
 export function selectSubprotocol(offered: Set<string>): string | false {
   if (offered.has('realtime')) return 'realtime';
-  for (const protocol of offered) if (!protocol.startsWith(KEY_SUBPROTOCOL)) return protocol;
-  return offered.values().next().value ?? false;
+  let afterScheme = false;
+  for (const protocol of offered) {
+    const carriesKey = afterScheme || protocol.startsWith(KEY_SUBPROTOCOL);
+    afterScheme = /^(?:token|bearer)$/i.test(protocol);
+    if (!carriesKey) return protocol;
+  }
+  return false;
 }
 
 export function setSpendHeaders(reply: FastifyReply, costMicros: bigint | null, remainingMicros: bigint): void {

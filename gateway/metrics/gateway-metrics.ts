@@ -32,6 +32,8 @@ function childCache<C>(make: (...values: string[]) => C): (...values: string[]) 
   return (...values) => tree.get(values);
 }
 
+export type ConnectionDropReason = 'headers_timeout' | 'body_timeout' | 'body_idle' | 'connections' | 'connections_per_address';
+
 export class GatewayMetrics {
   readonly registry = new Registry();
 
@@ -83,6 +85,12 @@ export class GatewayMetrics {
     name: 'svc_credit_debit_failures_total',
     help: 'Debits that could not be written (the database was unreachable); the usage went unbilled.',
     labelNames: ['modality', 'model'] as const,
+    registers: [this.registry],
+  });
+  private readonly connectionsDropped = new Counter({
+    name: 'svc_connections_dropped_total',
+    help: 'Connections closed for what the client held (gateway/client-bounds.ts): headers_timeout, body_timeout, body_idle (answered 408 first), connections, connections_per_address (refused at once).',
+    labelNames: ['reason'] as const,
     registers: [this.registry],
   });
   private readonly rateLimiterErrors = new Counter({
@@ -174,6 +182,10 @@ export class GatewayMetrics {
 
   debitFailed(modality: string, model: string): void {
     this.debitFailures.labels(modality, model).inc();
+  }
+
+  connectionDropped(reason: ConnectionDropReason): void {
+    this.connectionsDropped.labels(reason).inc();
   }
 
   rateLimiterError(): void {

@@ -51,7 +51,9 @@ export const ReadySchema = z.object({
       serving: z.boolean(),
       upstreams: z.array(
         z.object({
-          url: z.string().meta({ description: 'The upstream as its metrics label: no credentials, query or fragment.' }),
+          host: z
+            .string()
+            .meta({ description: 'The upstream by its host alone (an in-process engine: `local:<engine>`): no credentials, port, path or query.' }),
           health: z.enum(['unknown', 'up', 'down']),
         }),
       ),

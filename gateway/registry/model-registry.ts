@@ -6,6 +6,7 @@ import type { Modality } from '../../server/db/generated/sqlite/enums.ts';
 import { ServiceError } from '../../server/services/errors.ts';
 import type { UpstreamTarget } from '../upstreams/contract.ts';
 import { protocolNamed } from '../upstreams/protocols/index.ts';
+import { withoutAddresses } from '../upstream-envelope.ts';
 
 export interface UpstreamEntry extends UpstreamTarget {
   weight: number;
@@ -141,8 +142,15 @@ export class ModelRegistry {
   upstreamOrder(model: ModelEntry): UpstreamEntry[] {
     const healthy = this.healthyUpstreams(model);
     if (healthy.length === 0) {
-      // Say why, when the health checks know (e.g. a local model without its model file).
-      const reasons = [...new Set(model.upstreams.map((u) => this.healthErrors.get(u.id)).filter(Boolean))];
+      // Say why, when the health checks know (e.g. a local model without its model file), naming no engine address.
+      const reasons = [
+        ...new Set(
+          model.upstreams
+            .map((u) => this.healthErrors.get(u.id))
+            .filter((e) => e !== undefined)
+            .map(withoutAddresses),
+        ),
+      ];
       const why = reasons.length ? ` Last health check: ${reasons.join('; ')}.` : '';
       throw new ServiceError('model_offline', `The model '${model.id}' has no healthy upstream at the moment; back off and retry in a few minutes.${why}`);
     }

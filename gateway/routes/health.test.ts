@@ -1,6 +1,7 @@
 // GET /health and GET /ready over real HTTP against the real gateway (SQLite, or PostgreSQL with
-// TEST_DB=postgresql). Both answer without a key, so /ready must not show what an operator may
-// have put in an upstream's URL (userinfo, a token in the query or fragment).
+// TEST_DB=postgresql). Both answer without a key, so /ready shows an upstream by its host alone:
+// not what an operator may have put in its URL (userinfo, a token in the query or fragment), nor
+// its port or path.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { upsertModel } from '../../server/services/models/upsert-model.ts';
 import { startGateway, type GatewayHarness } from '../../test/support/gateway-harness.ts';
@@ -28,17 +29,19 @@ afterAll(async () => {
 });
 
 describe('GET /ready', () => {
-  it('shows each upstream by its label only: no userinfo, query or fragment', async () => {
+  it('shows each upstream by its host only: no userinfo, port, path, query or fragment', async () => {
     const res = await fetch(`${h.url}/ready`);
     const text = await res.text();
     expect(res.status).toBe(200);
     for (const secret of ['hunter2', 'agent', 'tok_secret', 'token=', 'frag_secret']) expect(text).not.toContain(secret);
-    const body = JSON.parse(text) as { status: string; database: string; models: { id: string; upstreams: { url: string; health: string }[] }[] };
+    for (const detail of [':9', ':10', '/v1', 'http:']) expect(text).not.toContain(detail);
+    const body = JSON.parse(text) as { status: string; database: string; models: { id: string; upstreams: { host: string; health: string }[] }[] };
     expect(body).toMatchObject({ status: 'ok', database: 'ok' });
-    const upstreams = Object.fromEntries(body.models.map((m) => [m.id, m.upstreams.map((u) => u.url)]));
-    expect(upstreams['tokened-llm']).toEqual(['http://127.0.0.1:9/v1']);
-    expect(upstreams['old-llm']).toEqual(['http://127.0.0.1:10/v1']);
-    expect(upstreams['local-tts']).toEqual(['local://flite']);
+    for (const upstream of body.models.flatMap((m) => m.upstreams)) expect(Object.keys(upstream).sort()).toEqual(['health', 'host']);
+    const upstreams = Object.fromEntries(body.models.map((m) => [m.id, m.upstreams.map((u) => u.host)]));
+    expect(upstreams['tokened-llm']).toEqual(['127.0.0.1']);
+    expect(upstreams['old-llm']).toEqual(['127.0.0.1']);
+    expect(upstreams['local-tts']).toEqual(['local:flite']);
   });
 });
 

@@ -5,7 +5,8 @@
 // answers the same 401s (missing, malformed, unknown, revoked), and two different keys are
 // refused. The subprotocol the handshake selects is checked with a browser's WebSocket (Node's
 // global one) as well as `ws`. Last, a real `svc gateway` process logs URLs with the key redacted.
-import type { IncomingMessage } from 'node:http';
+import { randomBytes } from 'node:crypto';
+import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { createApiKey } from '../../server/services/keys/create-api-key.ts';
@@ -89,6 +90,34 @@ function upgrade(carried: Carried, query: Record<string, string> = { model: 'loc
       });
     });
     ws.once('error', reject);
+  });
+}
+
+/**
+ * A WebSocket handshake read as it comes (no client's checks): the status and the subprotocol the
+ * 101 names. The socket is closed at once.
+ */
+function rawUpgrade(protocols: string[]): Promise<{ status: number; protocol: string | undefined }> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(wsUrl(h, { model: 'local-stt' }).replace(/^ws/, 'http'), {
+      headers: {
+        connection: 'Upgrade',
+        upgrade: 'websocket',
+        'sec-websocket-version': '13',
+        'sec-websocket-key': randomBytes(16).toString('base64'),
+        'sec-websocket-protocol': protocols.join(', '),
+      },
+    });
+    req.once('upgrade', (res, socket) => {
+      socket.destroy();
+      resolve({ status: res.statusCode ?? 0, protocol: res.headers['sec-websocket-protocol'] });
+    });
+    req.once('response', (res) => {
+      res.resume();
+      resolve({ status: res.statusCode ?? 0, protocol: undefined });
+    });
+    req.once('error', reject);
+    req.end();
   });
 }
 
@@ -203,7 +232,7 @@ describe('WebSocket route (GET /stt/websocket)', () => {
     await expectOpened({
       headers: { authorization: `Token ${h.key}`, 'x-api-key': h.key },
       query: { api_key: h.key, access_token: h.key },
-      protocols: [`${KEY_PROTOCOL}${h.key}`],
+      protocols: ['realtime', `${KEY_PROTOCOL}${h.key}`],
     });
   });
 });
@@ -213,11 +242,45 @@ describe('the subprotocol the handshake selects', () => {
     ['realtime, when offered (OpenAI’s browser client)', ['realtime', 'KEY', 'openai-beta.realtime-v1'], 'realtime'],
     ['realtime, wherever it is in the list', ['openai-beta.realtime-v1', 'KEY', 'realtime'], 'realtime'],
     ['else the first that carries no key', ['KEY', 'openai-beta.realtime-v1'], 'openai-beta.realtime-v1'],
-    ['the key’s own when it is all that was offered', ['KEY'], 'KEY'],
+    ['Deepgram’s browser form: token, then the key', ['token', 'BARE'], 'token'],
   ])('%s', async (_name, offered, selected) => {
-    const withKey = (p: string) => (p === 'KEY' ? `${KEY_PROTOCOL}${h.key}` : p);
+    const withKey = (p: string) => (p === 'KEY' ? `${KEY_PROTOCOL}${h.key}` : p === 'BARE' ? h.key : p);
     const u = await expectOpened({ protocols: offered.map(withKey) });
     expect(u.protocol).toBe(withKey(selected));
+  });
+
+  it.each([
+    ['only the key', ['KEY']],
+    ['only Deepgram’s form (token, then the key)', ['token', 'BARE']],
+    ['the key and realtime', ['KEY', 'realtime']],
+    ['the key first, then another', ['KEY', 'openai-beta.realtime-v1']],
+  ])('the 101 never names the key: %s', async (_name, offered) => {
+    const protocols = offered.map((p) => (p === 'KEY' ? `${KEY_PROTOCOL}${h.key}` : p === 'BARE' ? h.key : p));
+    const answer = await rawUpgrade(protocols);
+    expect(answer.status).toBe(101);
+    expect(answer.protocol ?? '').not.toContain(h.key);
+    expect(answer.protocol ?? '').not.toContain(KEY_PROTOCOL);
+  });
+
+  it('a client that offers only its key gets no subprotocol: `ws` and browsers then fail the handshake, so it must offer one more', async () => {
+    expect((await rawUpgrade([`${KEY_PROTOCOL}${h.key}`])).protocol).toBeUndefined();
+    const failed = await new Promise<string>((resolve, reject) => {
+      const ws = new WebSocket(wsUrl(h, { model: 'local-stt' }), [`${KEY_PROTOCOL}${h.key}`]);
+      ws.once('open', () => {
+        ws.terminate();
+        reject(new Error('the handshake succeeded'));
+      });
+      ws.once('error', (err) => resolve(err.message));
+    });
+    expect(failed).toBe('Server sent no subprotocol');
+    // Node's global WebSocket follows the Fetch standard as browsers do: protocols offered and none answered fails.
+    const browser = new globalThis.WebSocket(wsUrl(h, { model: 'local-stt' }), [`${KEY_PROTOCOL}${h.key}`]);
+    const outcome = await new Promise<string>((resolve) => {
+      browser.addEventListener('open', () => resolve('open'), { once: true });
+      browser.addEventListener('error', () => resolve('error'), { once: true });
+    });
+    if (outcome === 'open') browser.close();
+    expect(outcome).toBe('error');
   });
 
   it('a client that offers no subprotocol gets none (and authenticates as before)', async () => {

@@ -55,6 +55,16 @@ const EnvSchema = z.object({
   SVC_METRICS_PORT: z.coerce.number().int().min(1).max(65535).optional(),
   SVC_METRICS_HOST: z.string().min(1).default('127.0.0.1'),
   SVC_METRICS_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
+  // Connections and slow clients (docs/configuration.md, "Connections and slow clients"): the
+  // request line and headers must arrive within the first; a body within the second or, after it,
+  // at an average of the third since its headers; a body is never silent longer than the fourth.
+  SVC_HEADERS_TIMEOUT_SECONDS: z.coerce.number().min(0.05).max(3600).default(10),
+  SVC_BODY_TIMEOUT_SECONDS: z.coerce.number().min(0.05).max(3600).default(30),
+  SVC_BODY_MIN_BYTES_PER_SECOND: z.coerce.number().int().min(1).max(1_000_000_000).default(16_384),
+  SVC_BODY_IDLE_SECONDS: z.coerce.number().min(0.05).max(3600).default(10),
+  // Open connections (WebSocket sessions included), per process and per client address; past either a new one is closed at once.
+  SVC_MAX_CONNECTIONS: z.coerce.number().int().min(1).max(1_000_000).default(10_000),
+  SVC_MAX_CONNECTIONS_PER_ADDRESS: z.coerce.number().int().min(1).max(1_000_000).default(512),
   // How long SIGTERM/SIGINT let in-flight requests and streams run before ending them.
   SVC_SHUTDOWN_GRACE_SECONDS: z.coerce.number().min(0).max(3600).default(25),
   // Admission control (docs/api-conventions.md, "Limits"): what may run at once, per process.
@@ -175,6 +185,8 @@ export interface Config {
   };
   /** Admission caps and engine pools (gateway/core/admission.ts). */
   limits: LimitsConfig;
+  /** What one client may hold of the HTTP server: connections and time (gateway/client-bounds.ts). */
+  http: HttpBoundsConfig;
   /** SVC_TRUSTED_PROXIES: how far X-Forwarded-For is believed (server/config/client-address.ts). */
   trustedProxies: number;
   /** SVC_SMTP_URL and SVC_MAIL_FROM; undefined: no mail is sent. */
@@ -203,6 +215,19 @@ export interface LimitsConfig {
   realtimeIdleMs: number;
   llmReserveMaxTokens: number;
   creditHoldTtlMs: number;
+}
+
+export interface HttpBoundsConfig {
+  /** The request line and headers must arrive within this, from the connection or the request's first byte. */
+  headersTimeoutMs: number;
+  /** A body must arrive within this of its headers, or past it at an average of bodyMinBytesPerSecond since then. */
+  bodyTimeoutMs: number;
+  bodyMinBytesPerSecond: number;
+  /** The longest a body being read may stay without a byte. */
+  bodyIdleMs: number;
+  maxConnections: number;
+  /** Per client address (an IPv6 /64); not applied behind trusted proxies, where the peer is the proxy. */
+  maxConnectionsPerAddress: number;
 }
 
 export interface TracingConfig {
@@ -318,6 +343,14 @@ export function loadConfig(source: Readonly<Record<string, string | undefined>> 
       realtimeIdleMs: env.SVC_REALTIME_IDLE_SECONDS * 1000,
       llmReserveMaxTokens: env.SVC_LLM_RESERVE_MAX_TOKENS,
       creditHoldTtlMs: env.SVC_CREDIT_HOLD_TTL_SECONDS * 1000,
+    },
+    http: {
+      headersTimeoutMs: env.SVC_HEADERS_TIMEOUT_SECONDS * 1000,
+      bodyTimeoutMs: env.SVC_BODY_TIMEOUT_SECONDS * 1000,
+      bodyMinBytesPerSecond: env.SVC_BODY_MIN_BYTES_PER_SECOND,
+      bodyIdleMs: env.SVC_BODY_IDLE_SECONDS * 1000,
+      maxConnections: env.SVC_MAX_CONNECTIONS,
+      maxConnectionsPerAddress: env.SVC_MAX_CONNECTIONS_PER_ADDRESS,
     },
     trustedProxies: env.SVC_TRUSTED_PROXIES,
     mail: mailConfig(env),
