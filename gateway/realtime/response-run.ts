@@ -1,7 +1,7 @@
 // One response of a /v1/realtime conversation: the LLM streamed (text and tool calls), its text
 // spoken as it arrives (cut into spans as /tts/websocket cuts an LLM's tokens, each span through
 // the TTS pipeline of /tts/sse), and the Realtime events for all of it, response.created to
-// response.done. Metering per leg, on the org's credits at each model's price: the LLM's answer
+// response.done. Metering per model, on the org's credits at each model's price: the LLM's answer
 // is reserved before it runs (as chat reserves) and debited with the engine's token counts; each
 // span is reserved before its engine starts and debited at its first audio, per character (as
 // the TTS routes). A cancelled response (response.cancel, or the user speaking over it) stops the
@@ -9,39 +9,33 @@
 // spans whose audio started.
 import { randomBytes } from 'node:crypto';
 import type { Attributes, Context, Span } from '@opentelemetry/api';
-import { llmCostMicros, perUnitCostMicros } from '../../server/services/credits/pricing.ts';
+import { llmCostMicros } from '../../server/services/credits/pricing.ts';
 import { ServiceError, isServiceError } from '../../server/services/errors.ts';
-import { formatUsd } from '../../server/money.ts';
-import { createAudioConverter } from '../audio/convert.ts';
 import { ERROR_TABLE } from '../errors.ts';
 import type { CreditHold, RequestAuth } from '../core/gateway-core.ts';
 import type { GatewayContext } from '../context.ts';
-import type { ModelEntry } from '../registry/model-registry.ts';
 import { estimateTokens, reservationFor } from '../routes/chat-completions.ts';
 import { SseSplitter, sseData } from '../sse.ts';
-import { allChunks, billedCharacters, startEngine, type ResolvedVoice } from '../tts/synthesize.ts';
-import { isSpeakable, takeSpans, takeWords } from '../tts/text-spans.ts';
 import { statusError } from '../upstreams/engine-http.ts';
 import { clientErrorFor, tryUpstreams } from '../upstreams/try-upstreams.ts';
 import { upstreamEnvelope } from '../upstream-envelope.ts';
-import type { ContentPart, ConversationItem } from './conversation.ts';
-import { FORMAT_AUDIO, GA_FORMAT, type RealtimeAudioFormat } from './session-config.ts';
-
-export interface ResponseLegs {
-  llm: ModelEntry;
-  /** null: a text-only response. */
-  tts: { model: ModelEntry; voice: ResolvedVoice; voiceId: string; speed: number; language: string | undefined; format: RealtimeAudioFormat } | null;
-}
+import type { ConversationItem, SpokenSpan } from './conversation.ts';
+import type { ResponseEngines } from './engines.ts';
+import { Speaker } from './response-speaker.ts';
+import { responseObject, type ResponseStatus, type ResponseUsage } from './response-object.ts';
+import { partWire, type ResponseObject, type ServerEvent } from './server-events.ts';
 
 export interface ResponseSpec {
   id: string;
-  /** Chat request fields: messages, tools, tool_choice, temperature, max_tokens. */
+  /** Chat request fields but the messages: tools, tool_choice, temperature, max_tokens. */
   chat: Record<string, unknown>;
-  legs: ResponseLegs;
+  /** The chat messages. */
+  messages: () => object[];
+  engines: ResponseEngines;
   /** The response's items go into the conversation (false: an out-of-band response). */
   conversation: 'auto' | 'none';
   metadata: unknown;
-  /** The client's event that asked for it (error events name it). */
+  /** Ids for the response's items (the session's sequence). */
   newItemId: () => string;
 }
 
@@ -49,9 +43,9 @@ export interface ResponseHost {
   ctx: GatewayContext;
   auth: RequestAuth;
   requestId: string;
-  send(event: Record<string, unknown>): void;
+  send(event: ServerEvent): void;
   /** Sends, and waits while the client has not taken what was sent before (backpressure for audio). */
-  sendPaced(event: Record<string, unknown>): Promise<void>;
+  sendPaced(event: ServerEvent): Promise<void>;
   /** An output item was added (to the conversation, when the response writes there). */
   onItem(item: ConversationItem, previousId: string | null): void;
   /** The balance after a debit (a zero balance ends the session). */
@@ -59,32 +53,6 @@ export interface ResponseHost {
   log: { warn(obj: unknown, msg: string): void };
 }
 
-/** What a response cost and used, per leg (response.done.usage, and the metrics). */
-export interface ResponseUsage {
-  inputTokens: number;
-  outputTokens: number;
-  ttsCharacters: number;
-  llmMicros: bigint;
-  ttsMicros: bigint;
-}
-
-/** One spoken span: its text and where its audio lies in the item's audio (ms). */
-interface SpokenSpan {
-  text: string;
-  startMs: number;
-  endMs: number;
-}
-
-/** A content part as response.content_part.* name it ("text" / "audio"; items call them output_text / output_audio). */
-const partWire = (part: ContentPart): object =>
-  part.type === 'output_audio' ? { type: 'audio', transcript: part.transcript } : { type: 'text', text: 'text' in part ? part.text : '' };
-
-const round1 = (ms: number | undefined) => (ms === undefined ? null : Math.round(ms * 10) / 10);
-
-type Status = 'completed' | 'cancelled' | 'incomplete' | 'failed';
-
-/** Idle span cutting: words waiting this long without a sentence's end are spoken anyway. */
-const SPAN_DELAY_MS = 300;
 /** Tool calls one answer may make. */
 const MAX_TOOL_CALLS = 32;
 
@@ -92,7 +60,7 @@ export class ResponseRun {
   readonly done: Promise<void>;
   private readonly abort = new AbortController();
   private cancelReason: 'turn_detected' | 'client_cancelled' | null = null;
-  status: Status = 'completed';
+  status: ResponseStatus = 'completed';
   private statusDetails: Record<string, unknown> | null = null;
   private readonly output: ConversationItem[] = [];
   readonly usage: ResponseUsage = { inputTokens: 0, outputTokens: 0, ttsCharacters: 0, llmMicros: 0n, ttsMicros: 0n };
@@ -109,13 +77,13 @@ export class ResponseRun {
     private readonly host: ResponseHost,
     private readonly spec: ResponseSpec,
   ) {
-    // One trace per response, a span per leg (the LLM's, each spoken span's) with their upstream attempts under them.
+    // One trace per response, a span for the LLM and one per spoken span, with their upstream attempts under them.
     const tracing = host.ctx.tracing;
     this.trace = tracing?.startInternal('realtime.response', {
       'svc.response_id': spec.id,
       'svc.org_id': host.auth.orgId,
       'svc.request_id': host.requestId,
-      'svc.model': spec.legs.llm.id,
+      'svc.model': spec.engines.llm.id,
     });
     const running = this.trace ? tracing!.run(this.trace.context, () => this.run()) : this.run();
     this.done = running
@@ -132,8 +100,8 @@ export class ResponseRun {
 
   private readonly trace: { span: Span; context: Context } | undefined;
 
-  /** Runs `fn` under a leg's span (a child of the response's), ended when `fn` settles. */
-  async leg<T>(name: string, attributes: Attributes, fn: () => Promise<T>): Promise<T> {
+  /** Runs `fn` under a span of its own (a child of the response's), ended when `fn` settles. */
+  async traced<T>(name: string, attributes: Attributes, fn: () => Promise<T>): Promise<T> {
     const tracing = this.host.ctx.tracing;
     if (!tracing || !this.trace) return fn();
     const { span, context } = tracing.startInternal(name, attributes, this.trace.context);
@@ -172,54 +140,14 @@ export class ResponseRun {
     return Math.min(this.audioMs, performance.now() - this.firstAudioAt);
   }
 
-  private base(): Record<string, unknown> {
+  private base(): { response_id: string } {
     return { response_id: this.spec.id };
   }
 
-  private responseObject(status: Status | 'in_progress'): Record<string, unknown> {
-    const { legs } = this.spec;
-    return {
-      id: this.spec.id,
-      object: 'realtime.response',
-      status,
-      status_details: status === 'in_progress' ? null : this.statusDetails,
-      output: status === 'in_progress' ? [] : this.output,
-      conversation_id: this.spec.conversation === 'auto' ? 'conv_default' : null,
-      output_modalities: legs.tts ? ['audio'] : ['text'],
-      max_output_tokens: this.spec.chat.max_tokens ?? 'inf',
-      audio: legs.tts ? { output: { format: GA_FORMAT[legs.tts.format], voice: legs.tts.voiceId } } : null,
-      metadata: this.spec.metadata ?? null,
-      usage: status === 'in_progress' ? null : this.usageWire(),
-      // Ours: ms from the response's start to the LLM's first token and to the first audio sent (latency per leg).
-      ...(status === 'in_progress'
-        ? {}
-        : { svc_timings: { llm_first_token_ms: round1(this.timings.llmFirstToken), first_audio_ms: round1(this.timings.ttsFirstAudio) } }),
-    };
-  }
-
-  private usageWire(): Record<string, unknown> {
-    const u = this.usage;
-    return {
-      total_tokens: u.inputTokens + u.outputTokens,
-      input_tokens: u.inputTokens,
-      output_tokens: u.outputTokens,
-      input_token_details: {
-        text_tokens: u.inputTokens,
-        audio_tokens: 0,
-        cached_tokens: 0,
-        image_tokens: 0,
-        cached_tokens_details: { text_tokens: 0, audio_tokens: 0, image_tokens: 0 },
-      },
-      output_token_details: { text_tokens: u.outputTokens, audio_tokens: 0 },
-      // Ours: what each leg of this response used and cost (the speech-to-text of the user's audio is metered by the second, apart).
-      svc: {
-        llm_model: this.spec.legs.llm.id,
-        tts_model: this.spec.legs.tts?.model.id ?? null,
-        tts_characters: u.ttsCharacters,
-        llm_cost_usd: formatUsd(u.llmMicros),
-        tts_cost_usd: formatUsd(u.ttsMicros),
-      },
-    };
+  private responseObject(status: ResponseStatus | 'in_progress'): ResponseObject {
+    const done = status !== 'in_progress';
+    const { spec } = this;
+    return responseObject({ ...spec, status, statusDetails: this.statusDetails, output: this.output, usage: done ? this.usage : null, timings: this.timings });
   }
 
   private async run(): Promise<void> {
@@ -229,11 +157,11 @@ export class ResponseRun {
     let ttsHold: CreditHold | null = null;
     try {
       const { ctx, auth } = host;
-      const body = { ...spec.chat, stream: true, stream_options: { include_usage: true } };
+      const body = { messages: spec.messages(), ...spec.chat, stream: true, stream_options: { include_usage: true } };
       const raw = Buffer.from(JSON.stringify(body));
-      llmHold = await ctx.core.reserve(auth, reservationFor(spec.legs.llm, body, raw.length, ctx.config.limits.llmReserveMaxTokens));
-      if (spec.legs.tts) ttsHold = await ctx.core.reserve(auth, 0n);
-      await this.leg('realtime.llm', { 'svc.model': spec.legs.llm.id }, () => this.stream(body, raw, llmHold!, ttsHold));
+      llmHold = await ctx.core.reserve(auth, reservationFor(spec.engines.llm, body, raw.length, ctx.config.limits.llmReserveMaxTokens));
+      if (spec.engines.tts) ttsHold = await ctx.core.reserve(auth, 0n);
+      await this.traced('realtime.llm', { 'svc.model': spec.engines.llm.id }, () => this.stream(body, raw, llmHold!, ttsHold));
     } catch (e) {
       if (!this.cancelReason) {
         this.status = 'failed';
@@ -261,12 +189,12 @@ export class ResponseRun {
     const { host, spec } = this;
     const { ctx } = host;
     const call = { signal: this.abort.signal, timeoutMs: ctx.config.upstreamTimeoutMs };
-    const answer = await tryUpstreams(ctx, spec.legs.llm, call, async (upstream) => {
+    const answer = await tryUpstreams(ctx, spec.engines.llm, call, async (upstream) => {
       const chat = ctx.protocols.get(upstream.protocol)?.chat;
-      if (!chat) throw new ServiceError('model_offline', `The upstream of '${spec.legs.llm.id}' (protocol ${upstream.protocol}) cannot chat.`);
+      if (!chat) throw new ServiceError('model_offline', `The upstream of '${spec.engines.llm.id}' (protocol ${upstream.protocol}) cannot chat.`);
       const sent = { ...body, model: upstream.upstreamModel };
       const res = await chat(upstream, {
-        raw: upstream.upstreamModel === spec.legs.llm.id ? raw : Buffer.from(JSON.stringify(sent)),
+        raw: upstream.upstreamModel === spec.engines.llm.id ? raw : Buffer.from(JSON.stringify(sent)),
         body: sent,
         signal: call.signal,
         timeoutMs: call.timeoutMs,
@@ -276,7 +204,7 @@ export class ResponseRun {
     const { res, upstream } = answer;
     if (res.statusCode >= 300) throw upstreamEnvelope(statusError(res.statusCode, await res.text().catch(() => ''), upstream.apiKey), call.timeoutMs);
 
-    const speaker = spec.legs.tts ? new Speaker(this, host, spec.legs.tts, ttsHold!, this.abort.signal) : null;
+    const speaker = spec.engines.tts ? new Speaker(this, host, spec.engines.tts, ttsHold!, this.abort.signal) : null;
     const calls = new Map<number, ConversationItem & { type: 'function_call' }>();
     let text = '';
     let deltas = 0;
@@ -319,12 +247,12 @@ export class ResponseRun {
       // Billed once, for what was generated: the engine's count, else one token per delta.
       this.usage.inputTokens = usage?.prompt_tokens ?? estimateTokens(raw.length);
       this.usage.outputTokens = usage?.completion_tokens ?? deltas;
-      this.usage.llmMicros = llmCostMicros(spec.legs.llm.prices, this.usage.inputTokens, this.usage.outputTokens);
+      this.usage.llmMicros = llmCostMicros(spec.engines.llm.prices, this.usage.inputTokens, this.usage.outputTokens);
       const remaining = await ctx.core.charge(
         host.auth,
         host.requestId,
         this.usage.llmMicros,
-        { modelId: spec.legs.llm.id, modality: 'llm', route: 'realtime', inputTokens: this.usage.inputTokens, outputTokens: this.usage.outputTokens },
+        { modelId: spec.engines.llm.id, modality: 'llm', route: 'realtime', inputTokens: this.usage.inputTokens, outputTokens: this.usage.outputTokens },
         llmHold,
       );
       host.onBalance(remaining);
@@ -335,30 +263,12 @@ export class ResponseRun {
     if (this.message) {
       const part = this.message.content[0]!;
       const full = part.type === 'output_audio' ? part.transcript : text;
-      if (speaker)
-        host.send({
-          type: 'response.output_audio.done',
-          ...this.base(),
-          item_id: this.message.id,
-          output_index: this.output.indexOf(this.message),
-          content_index: 0,
-        });
-      host.send({
-        type: speaker ? 'response.output_audio_transcript.done' : 'response.output_text.done',
-        ...this.base(),
-        item_id: this.message.id,
-        output_index: this.output.indexOf(this.message),
-        content_index: 0,
-        ...(speaker ? { transcript: full } : { text: full }),
-      });
-      host.send({
-        type: 'response.content_part.done',
-        ...this.base(),
-        item_id: this.message.id,
-        output_index: this.output.indexOf(this.message),
-        content_index: 0,
-        part: partWire(part),
-      });
+      const where = { ...this.base(), item_id: this.message.id, output_index: this.output.indexOf(this.message), content_index: 0 };
+      if (speaker) {
+        host.send({ type: 'response.output_audio.done', ...where });
+        host.send({ type: 'response.output_audio_transcript.done', ...where, transcript: full });
+      } else host.send({ type: 'response.output_text.done', ...where, text: full });
+      host.send({ type: 'response.content_part.done', ...where, part: partWire(part) });
     }
     for (const item of calls.values()) {
       item.status = 'completed';
@@ -486,106 +396,4 @@ interface ToolCallDelta {
   index?: number;
   id?: string;
   function?: { name?: string; arguments?: string };
-}
-
-/**
- * The TTS of one response: text in pieces in, spans cut as soon as one is speakable, spoken one
- * after the other (so the audio is in order), each paid for before its engine starts.
- */
-class Speaker {
-  private buffer = '';
-  private queue: Promise<void> = Promise.resolve();
-  private timer: NodeJS.Timeout | undefined;
-  private failed: unknown;
-  private readonly output;
-
-  constructor(
-    private readonly run: ResponseRun,
-    private readonly host: ResponseHost,
-    private readonly tts: NonNullable<ResponseLegs['tts']>,
-    private readonly hold: CreditHold,
-    private readonly signal: AbortSignal,
-  ) {
-    const { sampleRate, encoding } = FORMAT_AUDIO[tts.format];
-    this.output = { container: 'raw' as const, encoding, sampleRate };
-  }
-
-  push(text: string): void {
-    this.buffer += text;
-    const { spans, rest } = takeSpans(this.buffer);
-    this.buffer = rest;
-    for (const span of spans) this.enqueue(span);
-    clearTimeout(this.timer);
-    // An LLM that pauses mid-sentence: what is waiting is spoken anyway after a moment.
-    if (this.buffer.trim()) {
-      this.timer = setTimeout(() => {
-        const { span, rest: left } = takeWords(this.buffer, false);
-        this.buffer = left;
-        if (span) this.enqueue(span);
-      }, SPAN_DELAY_MS);
-    }
-  }
-
-  /** The rest of the text spoken (none when cancelled), and every span done. */
-  async end(cancelled: boolean): Promise<void> {
-    clearTimeout(this.timer);
-    if (!cancelled && isSpeakable(this.buffer)) this.enqueue(this.buffer.trim());
-    this.buffer = '';
-    await this.queue;
-    if (this.failed && !this.signal.aborted) throw this.failed;
-  }
-
-  private enqueue(text: string): void {
-    if (!isSpeakable(text)) return;
-    const span = text.trim();
-    this.queue = this.queue
-      .then(() => this.run.leg('realtime.tts', { 'svc.model': this.tts.model.id, 'svc.characters': billedCharacters(span) }, () => this.speak(span)))
-      .catch((e: unknown) => {
-        this.failed ??= e;
-      });
-  }
-
-  private async speak(span: string): Promise<void> {
-    if (this.signal.aborted || this.failed) return;
-    const { ctx, auth, requestId } = this.host;
-    const { model } = this.tts;
-    const characters = billedCharacters(span);
-    const cost = perUnitCostMicros(model.prices.picoPerChar, characters);
-    if (!(await this.hold.extend(cost))) {
-      throw new ServiceError('insufficient_quota', "The organization's credit does not cover the answer's speech; add credits to continue.");
-    }
-    const call = { signal: this.signal, timeoutMs: ctx.config.upstreamTimeoutMs };
-    let engine;
-    try {
-      engine = await startEngine(ctx, model, this.tts.voice, { language: this.tts.language, speed: this.tts.speed }, span, call);
-    } catch (e) {
-      if (this.signal.aborted) return;
-      throw clientErrorFor(e, call);
-    }
-    if (this.signal.aborted) return;
-    // Billed once its first audio is ready, as the TTS routes bill.
-    const remaining = ctx.core.charge(auth, requestId, cost, { modelId: model.id, modality: 'tts', route: 'realtime', characters }, this.hold, cost);
-    this.run.usage.ttsCharacters += characters;
-    this.run.usage.ttsMicros += cost;
-    const converter = createAudioConverter({ inputSampleRate: engine.sampleRate, output: this.output });
-    const bytesPerMs = (this.output.sampleRate / 1000) * (this.output.encoding === 'pcm_s16le' ? 2 : 1);
-    let first = true;
-    let converted = false;
-    try {
-      for await (const pcm of allChunks({ ...engine, call })) {
-        if (this.signal.aborted) return;
-        const out = converter.push(pcm);
-        await this.run.spoke(first ? span : '', out, out.length / bytesPerMs);
-        first = false;
-      }
-      converted = true;
-      const tail = converter.end();
-      if (tail.length && !this.signal.aborted) await this.run.spoke('', tail, tail.length / bytesPerMs);
-    } catch (e) {
-      if (!this.signal.aborted) throw clientErrorFor(e, call);
-    } finally {
-      if (!converted) converter.close();
-      this.host.onBalance(await remaining);
-    }
-  }
 }
