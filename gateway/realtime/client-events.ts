@@ -8,6 +8,13 @@ import { z } from 'zod';
 import { ServiceError } from '../../server/services/errors.ts';
 import type { ContentPart, ConversationItem } from './conversation.ts';
 
+/** OpenAI's bound on function names (`^[a-zA-Z0-9_-]{1,64}$`); we bound the length only. */
+export const MAX_FUNCTION_NAME = 64;
+/** Call ids are an engine's or a client's token (OpenAI's are ~30 characters). */
+export const MAX_CALL_ID = 128;
+/** Items in a response's `input`, item references included (as many as a conversation holds). */
+export const MAX_INPUT_ITEMS = 1_000;
+
 const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
 const eventId = z.string().optional();
 /** A string of `min` to `max` characters; one message for any other value. */
@@ -16,8 +23,8 @@ const stringOf = (min: number, max: number) => {
   return z.string({ error }).min(min, { error }).max(max, { error });
 };
 const itemId = stringOf(1, 64);
-const callId = z.string({ error: 'must be a string' });
-const functionName = z.string({ error: 'must be a string' });
+const callId = stringOf(1, MAX_CALL_ID);
+const functionName = stringOf(1, MAX_FUNCTION_NAME);
 
 const PART_TYPES = 'must be input_text, output_text, input_audio or output_audio';
 /** A content part: text (`text`, or a `transcript` standing for it), or audio whose `transcript` (if given) stands for it: audio in an item is not transcribed. */
@@ -78,7 +85,10 @@ export type ResponseInputEntry = z.infer<typeof ResponseInputEntry>;
 const ResponseOptions = z.object(
   {
     conversation: z.string({ error: 'must be "auto" or "none"' }).nullish(),
-    input: z.array(ResponseInputEntry, { error: 'must be an array of items' }).optional(),
+    input: z
+      .array(ResponseInputEntry, { error: 'must be an array of items' })
+      .max(MAX_INPUT_ITEMS, { error: `must have at most ${MAX_INPUT_ITEMS} items (item references included)` })
+      .optional(),
     metadata: z.unknown().optional(),
     voice: z.unknown().optional(),
     audio: z.unknown().optional(),

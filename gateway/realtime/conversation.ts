@@ -3,7 +3,8 @@
 // conversation.item.* events, and as chat messages for the LLM; and where the words of each
 // spoken answer lie in its audio (to cut its transcript where the user stopped listening).
 // Bounded: past MAX_ITEMS or MAX_TEXT the oldest items are dropped (OpenAI's truncation "auto"
-// drops the oldest too).
+// drops the oldest too); every string an item holds counts (a function call's name and call id
+// too).
 import { ServiceError } from '../../server/services/errors.ts';
 import type { RealtimeTool } from './session-config.ts';
 
@@ -36,10 +37,10 @@ export const MAX_ITEMS = 1_000;
 /** Characters of text held over all items. */
 export const MAX_TEXT = 1_000_000;
 
-/** The characters of an item's text (no string is built). */
+/** The characters an item holds: its text, and a function call's name, call id and arguments (no string is built). */
 export function charactersOf(item: ConversationItem): number {
-  if (item.type === 'function_call') return item.arguments.length;
-  if (item.type === 'function_call_output') return item.output.length;
+  if (item.type === 'function_call') return item.name.length + item.call_id.length + item.arguments.length;
+  if (item.type === 'function_call_output') return item.call_id.length + item.output.length;
   let n = 0;
   for (const c of item.content) n += 'text' in c ? c.text.length : (c.transcript?.length ?? 0);
   return n;

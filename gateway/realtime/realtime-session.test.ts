@@ -25,6 +25,8 @@ const clock = manualClock(A_WINDOW_START);
 
 let h: GatewayHarness;
 let llm: ScriptedUpstream;
+/** A long answer, slowly streamed; closed by the test to fail it mid-answer. */
+let dyingLlm: ScriptedUpstream;
 
 beforeAll(async () => {
   h = await startSttGateway({ creditsMicros: CREDIT, clock });
@@ -35,6 +37,13 @@ beforeAll(async () => {
     modality: 'llm',
     prices: { inputPicoPerToken: PRICE_IN, outputPicoPerToken: PRICE_OUT },
     upstream: { url: llm.baseUrl, protocol: 'openai' },
+  });
+  dyingLlm = await startScriptedUpstream({ kind: 'stream', chunks: Array.from({ length: 100 }, (_, i) => `Sentence number ${i} is here. `), delayMs: 100 });
+  await upsertModel(prisma, checkProtocol, {
+    id: 'rt-dying',
+    modality: 'llm',
+    prices: { inputPicoPerToken: PRICE_IN, outputPicoPerToken: PRICE_OUT },
+    upstream: { url: dyingLlm.baseUrl, protocol: 'openai' },
   });
   await upsertModel(prisma, checkProtocol, {
     id: 'local-flite',
@@ -47,12 +56,12 @@ beforeAll(async () => {
 }, 60_000);
 
 afterAll(async () => {
-  await llm?.close();
+  await Promise.allSettled([llm?.close(), dyingLlm?.close()]);
   await h?.close();
 });
 
 /** A conversation session on `rt-llm` whose events go to an in-memory outbox. */
-async function openSession(): Promise<{ session: RealtimeSession; outbox: MemoryOutbox<ServerEvent>; receive: (event: ClientEvent) => void }> {
+async function openSession(llmId = 'rt-llm'): Promise<{ session: RealtimeSession; outbox: MemoryOutbox<ServerEvent>; receive: (event: ClientEvent) => void }> {
   const { ctx } = h.runtime;
   const auth = await ctx.core.admit(h.key, true);
   const outbox = memoryOutbox<ServerEvent>();
@@ -62,7 +71,7 @@ async function openSession(): Promise<{ session: RealtimeSession; outbox: Memory
     requestId: 'req_in_memory',
     log: h.runtime.app.log,
     kind: 'realtime',
-    profile: { id: 'rt-llm', llm: 'rt-llm' },
+    profile: { id: llmId, llm: llmId },
     profiles: new Map(),
     sttModel: null,
     hold: await ctx.core.reserve(auth, 0n),
@@ -72,10 +81,9 @@ async function openSession(): Promise<{ session: RealtimeSession; outbox: Memory
   return { session, outbox, receive: (event) => session.receive({ event, size: JSON.stringify(event).length }) };
 }
 
-const ofType =
-  <T extends ServerEvent['type']>(type: T) =>
-  (e: ServerEvent): e is Extract<ServerEvent, { type: T }> =>
-    e.type === type;
+/** The next event of `type` the session sent (after those already taken). */
+const nextOf = async <T extends ServerEvent['type']>(outbox: MemoryOutbox<ServerEvent>, type: T) =>
+  (await outbox.next((e) => e.type === type)) as ServerEvent & { type: T };
 
 /** The `delta` of each event of `type`, in order. */
 const deltas = (events: ServerEvent[], type: ServerEvent['type']): string[] => events.flatMap((e) => (e.type === type && 'delta' in e ? [e.delta] : []));
@@ -83,10 +91,10 @@ const deltas = (events: ServerEvent[], type: ServerEvent['type']): string[] => e
 describe('a realtime session over an in-memory outbox', () => {
   it('a typed message and response.create: the events of the turn in order, the answer spoken, each model billed exactly', async () => {
     const { session, outbox, receive } = await openSession();
-    expect(await outbox.next(ofType('session.created'))).toMatchObject({ session: { models: { llm: 'rt-llm', tts: 'local-flite' } } });
+    expect(await nextOf(outbox, 'session.created')).toMatchObject({ session: { models: { llm: 'rt-llm', tts: 'local-flite' } } });
     receive({ type: 'conversation.item.create', item: { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'How is the weather?' }] } });
     receive({ type: 'response.create' });
-    const done = (await outbox.next(ofType('response.done'))) as ServerEvent & { type: 'response.done' };
+    const done = await nextOf(outbox, 'response.done');
     const turn = outbox.events.slice(1).map((e) => e.type);
     // The item, then the response: its item and part opened, the speech (each span's transcript with its audio), everything closed.
     expect([...turn.slice(0, 6), ...new Set(turn.slice(6, -6)), ...turn.slice(-6)]).toEqual([
@@ -134,11 +142,11 @@ describe('a realtime session over an in-memory outbox', () => {
 
   it('ends on the session clock: idle after the configured time, with an error event and close 1000', async () => {
     const { outbox, receive } = await openSession();
-    await outbox.next(ofType('session.created'));
+    await nextOf(outbox, 'session.created');
     const idleMs = h.runtime.ctx.config.limits.realtimeIdleMs;
     clock.advance(idleMs - 1000);
     receive({ type: 'session.update', session: { instructions: 'Hello.' } });
-    await outbox.next(ofType('session.updated'));
+    await nextOf(outbox, 'session.updated');
     // The update started the wait again.
     clock.advance(idleMs - 1000);
     expect(outbox.closedWith).toBeNull();
@@ -146,4 +154,24 @@ describe('a realtime session over an in-memory outbox', () => {
     expect(outbox.closedWith).toEqual({ code: 1000, reason: 'idle_timeout' });
     expect(outbox.events.at(-1)).toMatchObject({ type: 'error', error: { code: 'idle_timeout' } });
   });
+
+  it('an LLM failing mid-answer: its speech stops before response.done, nothing is spoken after it', async () => {
+    const { outbox, receive } = await openSession('rt-dying');
+    await nextOf(outbox, 'session.created');
+    receive({ type: 'conversation.item.create', item: { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'Talk for a while.' }] } });
+    // The client stops reading: the answer's first audio waits for it, its speech under way.
+    outbox.pause();
+    receive({ type: 'response.create' });
+    await outbox.blocked();
+    dyingLlm.close().catch(() => {});
+    expect((await nextOf(outbox, 'error')).error).toMatchObject({ code: 'upstream_error' });
+    outbox.resume();
+    const done = await nextOf(outbox, 'response.done');
+    expect(done.response.status).toBe('failed');
+    // Whatever the session does next comes after anything the failed answer could still send.
+    receive({ type: 'session.update', session: { instructions: 'Hello.' } });
+    await nextOf(outbox, 'session.updated');
+    const after = outbox.events.slice(outbox.events.indexOf(done) + 1).map((e) => e.type);
+    expect(after).toEqual(['session.updated']);
+  }, 60_000);
 });

@@ -2,11 +2,12 @@
 // spoken as it arrives (cut into spans as /tts/websocket cuts an LLM's tokens, each span through
 // the TTS pipeline of /tts/sse), and the Realtime events for all of it, response.created to
 // response.done. Metering per model, on the org's credits at each model's price: the LLM's answer
-// is reserved before it runs (as chat reserves) and debited with the engine's token counts; each
-// span is reserved before its engine starts and debited at its first audio, per character (as
-// the TTS routes). A cancelled response (response.cancel, or the user speaking over it) stops the
-// LLM and the TTS at once and is billed for what was generated: the tokens streamed so far, the
-// spans whose audio started.
+// is reserved before it runs (as chat reserves, from the prompt's size as the session measured
+// it, before the prompt is built) and debited with the engine's token counts; each span is
+// reserved before its engine starts and debited at its first audio, per character (as the TTS
+// routes). A cancelled response (response.cancel, the user speaking over it, the session's end)
+// stops the LLM and the TTS at once and is billed for what was generated: the tokens streamed so
+// far, the spans whose audio started. A failed one stops its speech before response.done.
 import { randomBytes } from 'node:crypto';
 import type { Attributes, Context, Span } from '@opentelemetry/api';
 import { llmCostMicros } from '../../server/services/credits/pricing.ts';
@@ -29,8 +30,10 @@ export interface ResponseSpec {
   id: string;
   /** Chat request fields but the messages: tools, tool_choice, temperature, max_tokens. */
   chat: Record<string, unknown>;
-  /** The chat messages. */
+  /** The chat messages, built once the answer's credit is reserved. */
   messages: () => object[];
+  /** The prompt's size in bytes as the session measured it (the reservation's estimate). */
+  promptBytes: number;
   engines: ResponseEngines;
   /** The response's items go into the conversation (false: an out-of-band response). */
   conversation: 'auto' | 'none';
@@ -72,6 +75,8 @@ export class ResponseRun {
   /** Gateway-side timings for the metrics and the benchmark (ms since the run started). */
   readonly timings: { llmFirstToken?: number; ttsFirstAudio?: number } = {};
   private readonly startedAt = performance.now();
+  /** The answer's speech, once its LLM answered (audio responses). */
+  private speech: Speaker | null = null;
 
   constructor(
     private readonly host: ResponseHost,
@@ -157,10 +162,11 @@ export class ResponseRun {
     let ttsHold: CreditHold | null = null;
     try {
       const { ctx, auth } = host;
-      const body = { messages: spec.messages(), ...spec.chat, stream: true, stream_options: { include_usage: true } };
-      const raw = Buffer.from(JSON.stringify(body));
-      llmHold = await ctx.core.reserve(auth, reservationFor(spec.engines.llm, body, raw.length, ctx.config.limits.llmReserveMaxTokens));
+      const options = { ...spec.chat, stream: true, stream_options: { include_usage: true } };
+      llmHold = await ctx.core.reserve(auth, reservationFor(spec.engines.llm, options, spec.promptBytes, ctx.config.limits.llmReserveMaxTokens));
       if (spec.engines.tts) ttsHold = await ctx.core.reserve(auth, 0n);
+      const body = { messages: spec.messages(), ...options };
+      const raw = Buffer.from(JSON.stringify(body));
       await this.traced('realtime.llm', { 'svc.model': spec.engines.llm.id }, () => this.stream(body, raw, llmHold!, ttsHold));
     } catch (e) {
       if (!this.cancelReason) {
@@ -177,6 +183,8 @@ export class ResponseRun {
         this.status = 'cancelled';
         this.statusDetails = { type: 'cancelled', reason: this.cancelReason };
       }
+      // A failed answer says nothing after response.done: what it was still speaking stops first.
+      if (this.status === 'failed') await this.silence();
       llmHold?.release();
       ttsHold?.release();
       this.finishItems();
@@ -205,6 +213,7 @@ export class ResponseRun {
     if (res.statusCode >= 300) throw upstreamEnvelope(statusError(res.statusCode, await res.text().catch(() => ''), upstream.apiKey), call.timeoutMs);
 
     const speaker = spec.engines.tts ? new Speaker(this, host, spec.engines.tts, ttsHold!, this.abort.signal) : null;
+    this.speech = speaker;
     const calls = new Map<number, ConversationItem & { type: 'function_call' }>();
     let text = '';
     let deltas = 0;
@@ -287,6 +296,13 @@ export class ResponseRun {
       this.status = 'incomplete';
       this.statusDetails = { type: 'incomplete', reason: 'max_output_tokens' };
     }
+  }
+
+  /** Stops the answer's speech and waits until nothing more of it can be sent. */
+  private async silence(): Promise<void> {
+    if (!this.speech) return;
+    if (!this.abort.signal.aborted) this.abort.abort(new DOMException('failed', 'AbortError'));
+    await this.speech.end(true).catch(() => {});
   }
 
   private addItem(item: ConversationItem): void {

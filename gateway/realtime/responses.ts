@@ -1,16 +1,28 @@
 // The responses of one /v1/realtime session: response.create read into a run (response-run.ts),
-// in the conversation (one at a time) or out of band (`conversation: "none"`).
+// every run tracked, in the conversation or out of band (`conversation: "none"`). At most
+// MAX_RUNNING_RESPONSES run at once, one of them the conversation's; each counts against its
+// key's cap of requests in flight, as an HTTP chat request would; all of them are cancelled when
+// the session ends (its close, the key's revocation, the gateway's shutdown). A response's
+// `input` is counted and sized before anything is built from it: item references may name one
+// large item many times.
 import { randomBytes } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
 import { ServiceError, isServiceError } from '../../server/services/errors.ts';
 import type { GatewayContext } from '../context.ts';
 import type { RequestAuth } from '../core/gateway-core.ts';
 import { toConversationItem, type ResponseInputEntry, type ResponseOptions } from './client-events.ts';
-import { chatMessages, chatToolChoice, chatTools, type Conversation, type ConversationItem } from './conversation.ts';
+import { MAX_TEXT, bytesOf, charactersOf, chatMessages, chatToolChoice, chatTools, type Conversation, type ConversationItem } from './conversation.ts';
 import type { SessionEngines } from './engines.ts';
 import { ResponseRun } from './response-run.ts';
 import type { EventError, ServerEvent } from './server-events.ts';
 import { applySessionUpdate, type RealtimeConfig } from './session-config.ts';
+
+/** Responses running at once in one session, out-of-band ones included. */
+export const MAX_RUNNING_RESPONSES = 2;
+/** Characters a response's own `input` may come to once its item references are expanded (as much as a conversation holds). */
+export const MAX_INPUT_CHARACTERS = MAX_TEXT;
+/** What each chat message adds to its text in the prompt (role, quotes), for the reservation's estimate. */
+const MESSAGE_OVERHEAD_BYTES = 32;
 
 /** What the responses need of their session. */
 export interface ResponsesSession {
@@ -78,6 +90,10 @@ export class Responses {
     }
     if (c.temperature !== undefined) chat.temperature = c.temperature;
     if (c.maxOutputTokens !== 'inf') chat.max_tokens = c.maxOutputTokens;
+    let promptBytes = Buffer.byteLength(c.instructions) + (chat.tools ? JSON.stringify(chat.tools).length : 0);
+    for (const item of input) promptBytes += bytesOf(item) + MESSAGE_OVERHEAD_BYTES;
+    // Counted as an HTTP chat request is: 429 past the key's cap of requests in flight.
+    const ticket = session.ctx.admission.enterRequest(session.auth);
     const run = new ResponseRun(
       {
         ctx: session.ctx,
@@ -100,6 +116,7 @@ export class Responses {
         id: `resp_${randomBytes(10).toString('hex')}`,
         chat,
         messages: () => chatMessages(c.instructions, input),
+        promptBytes,
         engines,
         conversation,
         metadata: r.metadata,
@@ -111,6 +128,7 @@ export class Responses {
     // A shutdown waits for its debits before the database closes.
     session.ctx.lifecycle.track(run.done);
     void run.done.then(() => {
+      ticket.release();
       this.running.delete(run);
       if (this.active === run) this.active = null;
       if (run.assistantItemId) session.conversation.setSpans(run.assistantItemId, run.spans);
@@ -119,33 +137,51 @@ export class Responses {
     });
   }
 
-  /** Refuses a second response in the conversation. */
+  /** Refuses a response past the session's cap, or a second one in the conversation. */
   private checkRoom(conversation: 'auto' | 'none', advice: string): void {
     if (conversation === 'auto' && this.active)
       throw new ServiceError('invalid_request', `The conversation already has an active response (${this.active.id})${advice}.`, 'response');
+    if (this.running.size >= MAX_RUNNING_RESPONSES)
+      throw new ServiceError(
+        'rate_limit_exceeded',
+        `This session already has ${MAX_RUNNING_RESPONSES} responses running (out-of-band ones included), its limit; wait for a response.done.`,
+        'response',
+        { retryAfterSeconds: 1 },
+      );
   }
 
-  /** A response's own input (item references resolved). */
+  /** A response's own input: counted and sized (references expanded in the count only) before a prompt is built from it. */
   private input(entries: ResponseInputEntry[]): ConversationItem[] {
     const { conversation } = this.session;
-    return entries.map((entry, i) => {
-      if (entry.type !== 'item_reference') return toConversationItem(entry, () => this.session.newItemId());
-      const found = conversation.get(entry.id);
-      if (!found)
-        throw new ServiceError(
-          'invalid_request',
-          `response.input[${i}].id: no item with id ${JSON.stringify(entry.id)} in the conversation.`,
-          `response.input[${i}].id`,
-        );
-      return found;
+    let characters = 0;
+    const items = entries.map((entry, i) => {
+      let item: ConversationItem;
+      if (entry.type === 'item_reference') {
+        const found = conversation.get(entry.id);
+        if (!found)
+          throw new ServiceError(
+            'invalid_request',
+            `response.input[${i}].id: no item with id ${JSON.stringify(entry.id)} in the conversation.`,
+            `response.input[${i}].id`,
+          );
+        item = found;
+      } else item = toConversationItem(entry, () => this.session.newItemId());
+      characters += charactersOf(item);
+      return item;
     });
+    if (characters > MAX_INPUT_CHARACTERS)
+      throw new ServiceError(
+        'invalid_request',
+        `response.input: the input comes to ${characters} characters with its item references expanded (each counted every time it is named); at most ${MAX_INPUT_CHARACTERS}.`,
+        'response.input',
+      );
+    return items;
   }
 
-  /** response.cancel: the conversation's response. */
+  /** response.cancel: the response named, else the conversation's. */
   cancel(responseId: string | undefined): void {
-    const run = this.active;
-    if (!run || (responseId !== undefined && responseId !== run.id))
-      throw new ServiceError('invalid_request', 'response_id: there is no active response to cancel.', 'response_id');
+    const run = responseId === undefined ? this.active : [...this.running].find((r) => r.id === responseId);
+    if (!run) throw new ServiceError('invalid_request', 'response_id: there is no active response to cancel.', 'response_id');
     run.cancel('client_cancelled');
   }
 
@@ -179,8 +215,8 @@ export class Responses {
     });
   }
 
-  /** The session is ending: the conversation's response stops now (billed for what it made). */
+  /** The session is ending: every response stops now (each is billed for what it made). */
   cancelAll(): void {
-    this.active?.cancel('client_cancelled');
+    for (const run of this.running) run.cancel('client_cancelled');
   }
 }
