@@ -15,6 +15,7 @@ const UNIT = [
   'gateway/llm/responses-via-chat.test.ts',
   'gateway/metrics/request-series.test.ts',
   'gateway/redact-url.test.ts',
+  'gateway/realtime/wire.unit.test.ts',
   'gateway/sessions/session-life.unit.test.ts',
   'gateway/request-logger.test.ts',
   'gateway/routes/transcription-formats.test.ts',
