@@ -1,7 +1,10 @@
 // A realtime session's conversation: its items in order (user messages, heard or typed; the
 // assistant's answers; function calls and their outputs), as the client sees them in
-// conversation.item.* events, and as chat messages for the LLM. Bounded: past MAX_ITEMS or
-// MAX_TEXT the oldest items are dropped (OpenAI's truncation "auto" drops the oldest too).
+// conversation.item.* events, and as chat messages for the LLM; and where the words of each
+// spoken answer lie in its audio (to cut its transcript where the user stopped listening).
+// Bounded: past MAX_ITEMS or MAX_TEXT the oldest items are dropped (OpenAI's truncation "auto"
+// drops the oldest too); every string an item holds counts (a function call's name and call id
+// too).
 import { ServiceError } from '../../server/services/errors.ts';
 import type { RealtimeTool } from './session-config.ts';
 
@@ -23,19 +26,40 @@ export type ConversationItem =
   | { id: string; object: 'realtime.item'; type: 'function_call'; status: 'completed' | 'in_progress'; call_id: string; name: string; arguments: string }
   | { id: string; object: 'realtime.item'; type: 'function_call_output'; status: 'completed'; call_id: string; output: string };
 
+/** One spoken span of an answer: its text and where its audio lies in the item's audio (ms). */
+export interface SpokenSpan {
+  text: string;
+  startMs: number;
+  endMs: number;
+}
+
 export const MAX_ITEMS = 1_000;
 /** Characters of text held over all items. */
 export const MAX_TEXT = 1_000_000;
 
-const textOf = (item: ConversationItem): string => {
-  if (item.type === 'function_call') return item.arguments;
-  if (item.type === 'function_call_output') return item.output;
-  return item.content.map((c) => ('text' in c ? c.text : (c.transcript ?? ''))).join(' ');
-};
+/** The characters an item holds: its text, and a function call's name, call id and arguments (no string is built). */
+export function charactersOf(item: ConversationItem): number {
+  if (item.type === 'function_call') return item.name.length + item.call_id.length + item.arguments.length;
+  if (item.type === 'function_call_output') return item.call_id.length + item.output.length;
+  let n = 0;
+  for (const c of item.content) n += 'text' in c ? c.text.length : (c.transcript?.length ?? 0);
+  return n;
+}
+
+/** The UTF-8 bytes of an item's text as a chat message carries it (the LLM's reservation is estimated from them). */
+export function bytesOf(item: ConversationItem): number {
+  if (item.type === 'function_call') return Buffer.byteLength(item.name) + Buffer.byteLength(item.call_id) + Buffer.byteLength(item.arguments);
+  if (item.type === 'function_call_output') return Buffer.byteLength(item.call_id) + Buffer.byteLength(item.output);
+  let n = 0;
+  for (const c of item.content) n += Buffer.byteLength('text' in c ? c.text : (c.transcript ?? ''));
+  return n;
+}
 
 export class Conversation {
   private items: ConversationItem[] = [];
   private textLength = 0;
+  /** The spoken spans of the assistant's audio items. */
+  private readonly spans = new Map<string, readonly SpokenSpan[]>();
 
   get(id: string): ConversationItem | undefined {
     return this.items.find((i) => i.id === id);
@@ -56,22 +80,49 @@ export class Conversation {
     }
     if (this.get(item.id)) throw new ServiceError('invalid_request', `item.id: an item with id '${item.id}' is already in the conversation.`, 'item.id');
     this.items.splice(at, 0, item);
-    this.textLength += textOf(item).length;
-    while (this.items.length > MAX_ITEMS || (this.textLength > MAX_TEXT && this.items.length > 1)) this.textLength -= textOf(this.items.shift()!).length;
+    this.textLength += charactersOf(item);
+    while (this.items.length > MAX_ITEMS || (this.textLength > MAX_TEXT && this.items.length > 1)) {
+      const dropped = this.items.shift()!;
+      this.textLength -= charactersOf(dropped);
+      this.spans.delete(dropped.id);
+    }
     return at === 0 ? null : (this.items[at - 1]?.id ?? null);
   }
 
   /** Called after an item's text changed in place (an answer growing, a truncation). */
   recount(): void {
-    this.textLength = this.items.reduce((n, i) => n + textOf(i).length, 0);
+    this.textLength = this.items.reduce((n, i) => n + charactersOf(i), 0);
   }
 
   delete(id: string): boolean {
     const i = this.items.findIndex((x) => x.id === id);
     if (i < 0) return false;
-    this.textLength -= textOf(this.items[i]!).length;
+    this.textLength -= charactersOf(this.items[i]!);
     this.items.splice(i, 1);
+    this.spans.delete(id);
     return true;
+  }
+
+  /** Where the words of a spoken answer lie in its audio (kept while the item is). */
+  setSpans(id: string, spans: readonly SpokenSpan[]): void {
+    if (this.get(id)) this.spans.set(id, spans);
+  }
+
+  /**
+   * An assistant's audio item cut at `ms` of its audio (what the user heard): its transcript
+   * keeps the words spoken by then, and it is incomplete.
+   */
+  cutAudio(item: ConversationItem & { type: 'message' }, ms: number, spans = this.spans.get(item.id) ?? []): void {
+    const part = item.content[0];
+    if (part?.type !== 'output_audio') return;
+    part.transcript = transcriptUpTo(spans, ms);
+    item.status = 'incomplete';
+    this.recount();
+  }
+
+  /** Milliseconds of audio an assistant's item has (its last span's end). */
+  audioMs(id: string): number {
+    return this.spans.get(id)?.at(-1)?.endMs ?? 0;
   }
 
   all(): readonly ConversationItem[] {
@@ -118,52 +169,19 @@ export function chatToolChoice(choice: unknown): unknown {
   return choice;
 }
 
-type Obj = Record<string, unknown>;
-const isObj = (v: unknown): v is Obj => v !== null && typeof v === 'object' && !Array.isArray(v);
-const bad = (param: string, message: string) => new ServiceError('invalid_request', `${param}: ${message}`, param);
-
-/** A client's conversation.item.create item (or a response's input item), checked. */
-export function parseClientItem(v: unknown, newId: () => string, path = 'item'): ConversationItem {
-  if (!isObj(v)) throw bad(path, 'must be an object');
-  const id = v.id === undefined || v.id === null ? newId() : v.id;
-  if (typeof id !== 'string' || id.length === 0 || id.length > 64) throw bad(`${path}.id`, 'must be a string of 1 to 64 characters');
-  const type = v.type ?? 'message';
-  if (type === 'message') {
-    const role = v.role;
-    if (role !== 'user' && role !== 'assistant' && role !== 'system') throw bad(`${path}.role`, 'must be user, assistant or system');
-    if (!Array.isArray(v.content)) throw bad(`${path}.content`, 'must be an array');
-    const content = v.content.map((c, i): ContentPart => {
-      const p = `${path}.content[${i}]`;
-      if (!isObj(c)) throw bad(p, 'must be an object');
-      const text = typeof c.text === 'string' ? c.text : typeof c.transcript === 'string' ? c.transcript : undefined;
-      if (c.type === 'input_text' || c.type === 'text' || c.type === 'output_text') {
-        if (text === undefined) throw bad(`${p}.text`, 'must be a string');
-        return role === 'assistant' ? { type: 'output_text', text } : { type: 'input_text', text };
-      }
-      if (c.type === 'input_audio' || c.type === 'audio' || c.type === 'output_audio') {
-        // Audio in an item is not transcribed: its transcript (if given) stands for it.
-        return role === 'assistant' ? { type: 'output_audio', transcript: text ?? '' } : { type: 'input_audio', transcript: text ?? null };
-      }
-      throw bad(`${p}.type`, 'must be input_text, output_text, input_audio or output_audio');
-    });
-    return { id, object: 'realtime.item', type: 'message', role, status: 'completed', content };
+/** The words of the spans heard by `ms`: whole spans, and of the span being played the share of its words its played audio is. */
+export function transcriptUpTo(spans: readonly SpokenSpan[], ms: number): string {
+  const heard: string[] = [];
+  for (const s of spans) {
+    if (s.startMs >= ms) break;
+    if (s.endMs <= ms) {
+      heard.push(s.text);
+      continue;
+    }
+    const words = s.text.split(/\s+/);
+    const share = Math.floor((words.length * (ms - s.startMs)) / Math.max(1, s.endMs - s.startMs));
+    if (share > 0) heard.push(words.slice(0, share).join(' '));
+    break;
   }
-  if (type === 'function_call') {
-    if (typeof v.call_id !== 'string' || typeof v.name !== 'string') throw bad(path, 'a function_call needs call_id and name');
-    return {
-      id,
-      object: 'realtime.item',
-      type,
-      status: 'completed',
-      call_id: v.call_id,
-      name: v.name,
-      arguments: typeof v.arguments === 'string' ? v.arguments : '',
-    };
-  }
-  if (type === 'function_call_output') {
-    if (typeof v.call_id !== 'string') throw bad(`${path}.call_id`, 'must be a string');
-    if (typeof v.output !== 'string') throw bad(`${path}.output`, 'must be a string');
-    return { id, object: 'realtime.item', type, status: 'completed', call_id: v.call_id, output: v.output };
-  }
-  throw bad(`${path}.type`, 'must be message, function_call or function_call_output');
+  return heard.join(' ');
 }

@@ -54,10 +54,10 @@ export const isOpenAiSttName = (model: string): boolean => /^(whisper-1|gpt-4o(-
 /** OpenAI's realtime model names (the clients' defaults): they get the default profile. */
 export const isOpenAiRealtimeName = (model: string): boolean => /^(gpt-realtime.*|gpt-4o(-mini)?-realtime.*)$/.test(model);
 
-/** Preferred when a session names no model of a leg: the engines the gateway ships. */
+/** Preferred when a session names no stt or tts model: the engines the gateway ships. */
 const DEFAULTS = { stt: 'local-stt', tts: 'local-flite' } as const;
 
-/** The model id used for a leg: the one asked for, else the shipped default, else the registry's first active model of that modality. */
+/** The stt or tts model a session uses when it names none: the shipped default, else the registry's first active model of that modality. */
 export function defaultModel(registry: ModelRegistry, modality: 'stt' | 'tts'): string {
   const ids = registry.activeIds(modality);
   if (ids.includes(DEFAULTS[modality])) return DEFAULTS[modality];

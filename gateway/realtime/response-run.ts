@@ -1,45 +1,41 @@
 // One response of a /v1/realtime conversation: the LLM streamed (text and tool calls), its text
 // spoken as it arrives (cut into spans as /tts/websocket cuts an LLM's tokens, each span through
 // the TTS pipeline of /tts/sse), and the Realtime events for all of it, response.created to
-// response.done. Metering per leg, on the org's credits at each model's price: the LLM's answer
-// is reserved before it runs (as chat reserves) and debited with the engine's token counts; each
-// span is reserved before its engine starts and debited at its first audio, per character (as
-// the TTS routes). A cancelled response (response.cancel, or the user speaking over it) stops the
-// LLM and the TTS at once and is billed for what was generated: the tokens streamed so far, the
-// spans whose audio started.
+// response.done. Metering per model, on the org's credits at each model's price: the LLM's answer
+// is reserved before it runs (as chat reserves, from the prompt's size as the session measured
+// it, before the prompt is built) and debited with the engine's token counts; each span is
+// reserved before its engine starts and debited at its first audio, per character (as the TTS
+// routes). A cancelled response (response.cancel, the user speaking over it, the session's end)
+// stops the LLM and the TTS at once and is billed for what was generated: the tokens streamed so
+// far, the spans whose audio started. A failed one stops its speech before response.done.
 import { randomBytes } from 'node:crypto';
 import type { Attributes, Context, Span } from '@opentelemetry/api';
-import { perUnitCostMicros } from '../../server/services/credits/pricing.ts';
-import { ServiceError, isServiceError } from '../../server/services/errors.ts';
-import { formatUsd } from '../../server/money.ts';
-import { createAudioConverter } from '../audio/convert.ts';
+import { isServiceError } from '../../server/services/errors.ts';
 import { ERROR_TABLE } from '../errors.ts';
 import type { CreditHold, RequestAuth } from '../core/gateway-core.ts';
 import type { GatewayContext } from '../context.ts';
-import type { ModelEntry } from '../registry/model-registry.ts';
 import { chatStreamEvents, type ChatDelta } from '../llm/chat-stream.ts';
 import { LlmRun, callChat } from '../llm/llm-run.ts';
-import { allChunks, billedCharacters, startEngine, type ResolvedVoice } from '../tts/synthesize.ts';
-import { isSpeakable, takeSpans, takeWords } from '../tts/text-spans.ts';
 import { clientErrorFor } from '../core/try-upstreams.ts';
-import type { ContentPart, ConversationItem } from './conversation.ts';
-import { FORMAT_AUDIO, GA_FORMAT, type RealtimeAudioFormat } from './session-config.ts';
-
-export interface ResponseLegs {
-  llm: ModelEntry;
-  /** null: a text-only response. */
-  tts: { model: ModelEntry; voice: ResolvedVoice; voiceId: string; speed: number; language: string | undefined; format: RealtimeAudioFormat } | null;
-}
+import type { ConversationItem, SpokenSpan } from './conversation.ts';
+import type { ResponseEngines } from './engines.ts';
+import { Speaker } from './response-speaker.ts';
+import { responseObject, type ResponseStatus, type ResponseUsage } from './response-object.ts';
+import { partWire, type ResponseObject, type ServerEvent } from './server-events.ts';
 
 export interface ResponseSpec {
   id: string;
-  /** Chat request fields: messages, tools, tool_choice, temperature, max_tokens. */
+  /** Chat request fields but the messages: tools, tool_choice, temperature, max_tokens. */
   chat: Record<string, unknown>;
-  legs: ResponseLegs;
+  /** The chat messages, built once the answer's credit is reserved. */
+  messages: () => object[];
+  /** The prompt's size in bytes as the session measured it (the reservation's estimate). */
+  promptBytes: number;
+  engines: ResponseEngines;
   /** The response's items go into the conversation (false: an out-of-band response). */
   conversation: 'auto' | 'none';
   metadata: unknown;
-  /** The client's event that asked for it (error events name it). */
+  /** Ids for the response's items (the session's sequence). */
   newItemId: () => string;
 }
 
@@ -47,9 +43,9 @@ export interface ResponseHost {
   ctx: GatewayContext;
   auth: RequestAuth;
   requestId: string;
-  send(event: Record<string, unknown>): void;
+  send(event: ServerEvent): void;
   /** Sends, and waits while the client has not taken what was sent before (backpressure for audio). */
-  sendPaced(event: Record<string, unknown>): Promise<void>;
+  sendPaced(event: ServerEvent): Promise<void>;
   /** An output item was added (to the conversation, when the response writes there). */
   onItem(item: ConversationItem, previousId: string | null): void;
   /** The balance after a debit (a zero balance ends the session). */
@@ -57,32 +53,6 @@ export interface ResponseHost {
   log: { warn(obj: unknown, msg: string): void };
 }
 
-/** What a response cost and used, per leg (response.done.usage, and the metrics). */
-export interface ResponseUsage {
-  inputTokens: number;
-  outputTokens: number;
-  ttsCharacters: number;
-  llmMicros: bigint;
-  ttsMicros: bigint;
-}
-
-/** One spoken span: its text and where its audio lies in the item's audio (ms). */
-interface SpokenSpan {
-  text: string;
-  startMs: number;
-  endMs: number;
-}
-
-/** A content part as response.content_part.* name it ("text" / "audio"; items call them output_text / output_audio). */
-const partWire = (part: ContentPart): object =>
-  part.type === 'output_audio' ? { type: 'audio', transcript: part.transcript } : { type: 'text', text: 'text' in part ? part.text : '' };
-
-const round1 = (ms: number | undefined) => (ms === undefined ? null : Math.round(ms * 10) / 10);
-
-type Status = 'completed' | 'cancelled' | 'incomplete' | 'failed';
-
-/** Idle span cutting: words waiting this long without a sentence's end are spoken anyway. */
-const SPAN_DELAY_MS = 300;
 /** Tool calls one answer may make. */
 const MAX_TOOL_CALLS = 32;
 
@@ -90,7 +60,7 @@ export class ResponseRun {
   readonly done: Promise<void>;
   private readonly abort = new AbortController();
   private cancelReason: 'turn_detected' | 'client_cancelled' | null = null;
-  status: Status = 'completed';
+  status: ResponseStatus = 'completed';
   private statusDetails: Record<string, unknown> | null = null;
   private readonly output: ConversationItem[] = [];
   readonly usage: ResponseUsage = { inputTokens: 0, outputTokens: 0, ttsCharacters: 0, llmMicros: 0n, ttsMicros: 0n };
@@ -102,18 +72,20 @@ export class ResponseRun {
   /** Gateway-side timings for the metrics and the benchmark (ms since the run started). */
   readonly timings: { llmFirstToken?: number; ttsFirstAudio?: number } = {};
   private readonly startedAt = performance.now();
+  /** The answer's speech, once its LLM answered (audio responses). */
+  private speech: Speaker | null = null;
 
   constructor(
     private readonly host: ResponseHost,
     private readonly spec: ResponseSpec,
   ) {
-    // One trace per response, a span per leg (the LLM's, each spoken span's) with their upstream attempts under them.
+    // One trace per response, a span for the LLM and one per spoken span, with their upstream attempts under them.
     const tracing = host.ctx.tracing;
     this.trace = tracing?.startInternal('realtime.response', {
       'svc.response_id': spec.id,
       'svc.org_id': host.auth.orgId,
       'svc.request_id': host.requestId,
-      'svc.model': spec.legs.llm.id,
+      'svc.model': spec.engines.llm.id,
     });
     const running = this.trace ? tracing!.run(this.trace.context, () => this.run()) : this.run();
     this.done = running
@@ -130,8 +102,8 @@ export class ResponseRun {
 
   private readonly trace: { span: Span; context: Context } | undefined;
 
-  /** Runs `fn` under a leg's span (a child of the response's), ended when `fn` settles. */
-  async leg<T>(name: string, attributes: Attributes, fn: () => Promise<T>): Promise<T> {
+  /** Runs `fn` under a span of its own (a child of the response's), ended when `fn` settles. */
+  async traced<T>(name: string, attributes: Attributes, fn: () => Promise<T>): Promise<T> {
     const tracing = this.host.ctx.tracing;
     if (!tracing || !this.trace) return fn();
     const { span, context } = tracing.startInternal(name, attributes, this.trace.context);
@@ -170,54 +142,14 @@ export class ResponseRun {
     return Math.min(this.audioMs, performance.now() - this.firstAudioAt);
   }
 
-  private base(): Record<string, unknown> {
+  private base(): { response_id: string } {
     return { response_id: this.spec.id };
   }
 
-  private responseObject(status: Status | 'in_progress'): Record<string, unknown> {
-    const { legs } = this.spec;
-    return {
-      id: this.spec.id,
-      object: 'realtime.response',
-      status,
-      status_details: status === 'in_progress' ? null : this.statusDetails,
-      output: status === 'in_progress' ? [] : this.output,
-      conversation_id: this.spec.conversation === 'auto' ? 'conv_default' : null,
-      output_modalities: legs.tts ? ['audio'] : ['text'],
-      max_output_tokens: this.spec.chat.max_tokens ?? 'inf',
-      audio: legs.tts ? { output: { format: GA_FORMAT[legs.tts.format], voice: legs.tts.voiceId } } : null,
-      metadata: this.spec.metadata ?? null,
-      usage: status === 'in_progress' ? null : this.usageWire(),
-      // Ours: ms from the response's start to the LLM's first token and to the first audio sent (latency per leg).
-      ...(status === 'in_progress'
-        ? {}
-        : { svc_timings: { llm_first_token_ms: round1(this.timings.llmFirstToken), first_audio_ms: round1(this.timings.ttsFirstAudio) } }),
-    };
-  }
-
-  private usageWire(): Record<string, unknown> {
-    const u = this.usage;
-    return {
-      total_tokens: u.inputTokens + u.outputTokens,
-      input_tokens: u.inputTokens,
-      output_tokens: u.outputTokens,
-      input_token_details: {
-        text_tokens: u.inputTokens,
-        audio_tokens: 0,
-        cached_tokens: 0,
-        image_tokens: 0,
-        cached_tokens_details: { text_tokens: 0, audio_tokens: 0, image_tokens: 0 },
-      },
-      output_token_details: { text_tokens: u.outputTokens, audio_tokens: 0 },
-      // Ours: what each leg of this response used and cost (the speech-to-text of the user's audio is metered by the second, apart).
-      svc: {
-        llm_model: this.spec.legs.llm.id,
-        tts_model: this.spec.legs.tts?.model.id ?? null,
-        tts_characters: u.ttsCharacters,
-        llm_cost_usd: formatUsd(u.llmMicros),
-        tts_cost_usd: formatUsd(u.ttsMicros),
-      },
-    };
+  private responseObject(status: ResponseStatus | 'in_progress'): ResponseObject {
+    const done = status !== 'in_progress';
+    const { spec } = this;
+    return responseObject({ ...spec, status, statusDetails: this.statusDetails, output: this.output, usage: done ? this.usage : null, timings: this.timings });
   }
 
   private async run(): Promise<void> {
@@ -227,11 +159,12 @@ export class ResponseRun {
     let ttsHold: CreditHold | null = null;
     try {
       const { ctx, auth } = host;
-      const body = { ...spec.chat, stream: true, stream_options: { include_usage: true } };
+      const options = { ...spec.chat, stream: true, stream_options: { include_usage: true } };
+      llm = await LlmRun.reserve(ctx, { auth, requestId: host.requestId }, spec.engines.llm, 'realtime', options, spec.promptBytes);
+      if (spec.engines.tts) ttsHold = await ctx.core.reserve(auth, 0n);
+      const body = { messages: spec.messages(), ...options };
       const raw = Buffer.from(JSON.stringify(body));
-      llm = await LlmRun.reserve(ctx, { auth, requestId: host.requestId }, spec.legs.llm, 'realtime', body, raw.length);
-      if (spec.legs.tts) ttsHold = await ctx.core.reserve(auth, 0n);
-      await this.leg('realtime.llm', { 'svc.model': spec.legs.llm.id }, () => this.stream(body, raw, llm!, ttsHold));
+      await this.traced('realtime.llm', { 'svc.model': spec.engines.llm.id }, () => this.stream(body, raw, llm!, ttsHold));
     } catch (e) {
       if (!this.cancelReason) {
         this.status = 'failed';
@@ -247,6 +180,8 @@ export class ResponseRun {
         this.status = 'cancelled';
         this.statusDetails = { type: 'cancelled', reason: this.cancelReason };
       }
+      // A failed answer says nothing after response.done: what it was still speaking stops first.
+      if (this.status === 'failed') await this.silence();
       llm?.release();
       ttsHold?.release();
       this.finishItems();
@@ -259,17 +194,18 @@ export class ResponseRun {
     const { host, spec } = this;
     const { ctx } = host;
     const call = { signal: this.abort.signal, timeoutMs: ctx.config.upstreamTimeoutMs };
-    const { res } = await callChat(ctx, spec.legs.llm, call, (upstream) => {
+    const { res } = await callChat(ctx, spec.engines.llm, call, (upstream) => {
       const sent = { ...body, model: upstream.upstreamModel };
       return {
-        raw: upstream.upstreamModel === spec.legs.llm.id ? raw : Buffer.from(JSON.stringify(sent)),
+        raw: upstream.upstreamModel === spec.engines.llm.id ? raw : Buffer.from(JSON.stringify(sent)),
         body: sent,
         signal: call.signal,
         timeoutMs: call.timeoutMs,
       };
     });
 
-    const speaker = spec.legs.tts ? new Speaker(this, host, spec.legs.tts, ttsHold!, this.abort.signal) : null;
+    const speaker = spec.engines.tts ? new Speaker(this, host, spec.engines.tts, ttsHold!, this.abort.signal) : null;
+    this.speech = speaker;
     const calls = new Map<number, ConversationItem & { type: 'function_call' }>();
     let text = '';
     let finish: string | null = null;
@@ -300,30 +236,12 @@ export class ResponseRun {
     if (this.message) {
       const part = this.message.content[0]!;
       const full = part.type === 'output_audio' ? part.transcript : text;
-      if (speaker)
-        host.send({
-          type: 'response.output_audio.done',
-          ...this.base(),
-          item_id: this.message.id,
-          output_index: this.output.indexOf(this.message),
-          content_index: 0,
-        });
-      host.send({
-        type: speaker ? 'response.output_audio_transcript.done' : 'response.output_text.done',
-        ...this.base(),
-        item_id: this.message.id,
-        output_index: this.output.indexOf(this.message),
-        content_index: 0,
-        ...(speaker ? { transcript: full } : { text: full }),
-      });
-      host.send({
-        type: 'response.content_part.done',
-        ...this.base(),
-        item_id: this.message.id,
-        output_index: this.output.indexOf(this.message),
-        content_index: 0,
-        part: partWire(part),
-      });
+      const where = { ...this.base(), item_id: this.message.id, output_index: this.output.indexOf(this.message), content_index: 0 };
+      if (speaker) {
+        host.send({ type: 'response.output_audio.done', ...where });
+        host.send({ type: 'response.output_audio_transcript.done', ...where, transcript: full });
+      } else host.send({ type: 'response.output_text.done', ...where, text: full });
+      host.send({ type: 'response.content_part.done', ...where, part: partWire(part) });
     }
     for (const item of calls.values()) {
       item.status = 'completed';
@@ -342,6 +260,13 @@ export class ResponseRun {
       this.status = 'incomplete';
       this.statusDetails = { type: 'incomplete', reason: 'max_output_tokens' };
     }
+  }
+
+  /** Stops the answer's speech and waits until nothing more of it can be sent. */
+  private async silence(): Promise<void> {
+    if (!this.speech) return;
+    if (!this.abort.signal.aborted) this.abort.abort(new DOMException('failed', 'AbortError'));
+    await this.speech.end(true).catch(() => {});
   }
 
   private addItem(item: ConversationItem): void {
@@ -443,108 +368,6 @@ export class ResponseRun {
       if (item.type !== 'function_call_output') item.status = this.status === 'completed' ? 'completed' : 'incomplete';
       this.host.send({ type: 'response.output_item.done', ...this.base(), output_index: index, item: { ...item } });
       if (this.spec.conversation === 'auto') this.host.send({ type: 'conversation.item.done', item: { ...item } });
-    }
-  }
-}
-
-/**
- * The TTS of one response: text in pieces in, spans cut as soon as one is speakable, spoken one
- * after the other (so the audio is in order), each paid for before its engine starts.
- */
-class Speaker {
-  private buffer = '';
-  private queue: Promise<void> = Promise.resolve();
-  private timer: NodeJS.Timeout | undefined;
-  private failed: unknown;
-  private readonly output;
-
-  constructor(
-    private readonly run: ResponseRun,
-    private readonly host: ResponseHost,
-    private readonly tts: NonNullable<ResponseLegs['tts']>,
-    private readonly hold: CreditHold,
-    private readonly signal: AbortSignal,
-  ) {
-    const { sampleRate, encoding } = FORMAT_AUDIO[tts.format];
-    this.output = { container: 'raw' as const, encoding, sampleRate };
-  }
-
-  push(text: string): void {
-    this.buffer += text;
-    const { spans, rest } = takeSpans(this.buffer);
-    this.buffer = rest;
-    for (const span of spans) this.enqueue(span);
-    clearTimeout(this.timer);
-    // An LLM that pauses mid-sentence: what is waiting is spoken anyway after a moment.
-    if (this.buffer.trim()) {
-      this.timer = setTimeout(() => {
-        const { span, rest: left } = takeWords(this.buffer, false);
-        this.buffer = left;
-        if (span) this.enqueue(span);
-      }, SPAN_DELAY_MS);
-    }
-  }
-
-  /** The rest of the text spoken (none when cancelled), and every span done. */
-  async end(cancelled: boolean): Promise<void> {
-    clearTimeout(this.timer);
-    if (!cancelled && isSpeakable(this.buffer)) this.enqueue(this.buffer.trim());
-    this.buffer = '';
-    await this.queue;
-    if (this.failed && !this.signal.aborted) throw this.failed;
-  }
-
-  private enqueue(text: string): void {
-    if (!isSpeakable(text)) return;
-    const span = text.trim();
-    this.queue = this.queue
-      .then(() => this.run.leg('realtime.tts', { 'svc.model': this.tts.model.id, 'svc.characters': billedCharacters(span) }, () => this.speak(span)))
-      .catch((e: unknown) => {
-        this.failed ??= e;
-      });
-  }
-
-  private async speak(span: string): Promise<void> {
-    if (this.signal.aborted || this.failed) return;
-    const { ctx, auth, requestId } = this.host;
-    const { model } = this.tts;
-    const characters = billedCharacters(span);
-    const cost = perUnitCostMicros(model.prices.picoPerChar, characters);
-    if (!(await this.hold.extend(cost))) {
-      throw new ServiceError('insufficient_quota', "The organization's credit does not cover the answer's speech; add credits to continue.");
-    }
-    const call = { signal: this.signal, timeoutMs: ctx.config.upstreamTimeoutMs };
-    let engine;
-    try {
-      engine = await startEngine(ctx, model, this.tts.voice, { language: this.tts.language, speed: this.tts.speed }, span, call);
-    } catch (e) {
-      if (this.signal.aborted) return;
-      throw clientErrorFor(e, call);
-    }
-    if (this.signal.aborted) return;
-    // Billed once its first audio is ready, as the TTS routes bill.
-    const remaining = ctx.core.charge(auth, requestId, cost, { modelId: model.id, modality: 'tts', route: 'realtime', characters }, this.hold, cost);
-    this.run.usage.ttsCharacters += characters;
-    this.run.usage.ttsMicros += cost;
-    const converter = createAudioConverter({ inputSampleRate: engine.sampleRate, output: this.output });
-    const bytesPerMs = (this.output.sampleRate / 1000) * (this.output.encoding === 'pcm_s16le' ? 2 : 1);
-    let first = true;
-    let converted = false;
-    try {
-      for await (const pcm of allChunks({ ...engine, call })) {
-        if (this.signal.aborted) return;
-        const out = converter.push(pcm);
-        await this.run.spoke(first ? span : '', out, out.length / bytesPerMs);
-        first = false;
-      }
-      converted = true;
-      const tail = converter.end();
-      if (tail.length && !this.signal.aborted) await this.run.spoke('', tail, tail.length / bytesPerMs);
-    } catch (e) {
-      if (!this.signal.aborted) throw clientErrorFor(e, call);
-    } finally {
-      if (!converted) converter.close();
-      this.host.onBalance(await remaining);
     }
   }
 }

@@ -279,7 +279,7 @@ export function sessionWire(id: string, c: RealtimeConfig, resolved: { stt: stri
     expires_at: resolved.expiresAt,
     audio: { input, output: { format: GA_FORMAT[c.outputFormat], voice: resolved.voice ?? c.voice, speed: c.speed, model: resolved.tts ?? null } },
     include: null,
-    // What the session is composed of (ours): the registry's models behind each leg.
+    // What the session is composed of (ours): the registry's models it transcribes, answers and speaks with.
     models: { stt: resolved.stt, llm: resolved.llm ?? null, tts: resolved.tts ?? null },
   };
 }

@@ -1,5 +1,6 @@
 // GET /v1/realtime: OpenAI's Realtime API over a WebSocket, composed from the registry's models
-// (gateway/realtime/realtime-session.ts; docs/realtime.md). `?intent=transcription` opens a
+// (gateway/realtime/realtime-session.ts; docs/realtime.md). The socket is bound to the session
+// through a WebSocketLink (pings, a bounded outgoing buffer) and the protocol's wire format. `?intent=transcription` opens a
 // transcription session (`?model=` may name its stt model); otherwise `?model=` names a realtime
 // profile or an LLM. Checked before the upgrade is accepted, so a refusal is a plain HTTP
 // response with the error envelope: the key (Bearer, ?api_key=, or the
@@ -17,6 +18,9 @@ import type { Ticket } from '../core/admission.ts';
 import type { CreditHold } from '../core/gateway-core.ts';
 import { defaultModel, isOpenAiSttName, loadRealtimeProfiles, resolveProfile, type RealtimeProfile } from '../realtime/profiles.ts';
 import { RealtimeSession } from '../realtime/realtime-session.ts';
+import type { ServerEvent } from '../realtime/server-events.ts';
+import { encodeServerEvent, readClientMessage } from '../realtime/wire.ts';
+import { WebSocketLink } from '../sessions/websocket-link.ts';
 import { streamingModel } from '../stt/open-session.ts';
 import { METER_EVERY_MS } from '../stt/stt-session.ts';
 
@@ -89,19 +93,25 @@ export function registerRealtimeRoutes(app: FastifyInstance, ctx: GatewayContext
       const beta =
         /realtime=v1/.test(String(request.headers['openai-beta'] ?? '')) ||
         request.headers['sec-websocket-protocol']?.includes('openai-beta.realtime-v1') === true;
-      const session = new RealtimeSession(socket, {
-        ctx,
-        auth: request.auth,
-        requestId: request.id,
-        log: request.log,
-        kind: profile ? 'realtime' : 'transcription',
-        profile,
-        profiles,
-        sttModel,
-        beta,
-        hold,
-        revoked: revoked.signal,
+      const link = new WebSocketLink(socket, ctx.clock, {
+        message: (data, isBinary) => session.receive(readClientMessage(data, isBinary)),
+        closed: () => session.transportClosed(),
       });
+      const session = new RealtimeSession(
+        link.outbox((event: ServerEvent) => [encodeServerEvent(event, beta)]),
+        {
+          ctx,
+          auth: request.auth,
+          requestId: request.id,
+          log: request.log,
+          kind: profile ? 'realtime' : 'transcription',
+          profile,
+          profiles,
+          sttModel,
+          hold,
+          revoked: revoked.signal,
+        },
+      );
       session.start().catch((e: unknown) => session.fail(e));
     },
   });

@@ -1,0 +1,276 @@
+// The user's audio in a /v1/realtime session: `input_audio_buffer.append` / `.commit` / `.clear`,
+// and its transcription. The audio goes to a transcription leg (stt-leg.ts: the /stt/websocket
+// session in process, with the gateway's turn detector; opened at the first audio, metered by the
+// second). With turn detection on, a turn's start is `speech_started` (the session may interrupt
+// its answer: barge-in) and its end commits the turn; without it the client commits. A commit
+// hands the session the item id and the words heard; the session makes the item of them.
+import type { FastifyBaseLogger } from 'fastify';
+import { perSecondCostMicros } from '../../server/services/credits/pricing.ts';
+import { ServiceError, isServiceError } from '../../server/services/errors.ts';
+import type { GatewayContext } from '../context.ts';
+import type { CreditHold, RequestAuth } from '../core/gateway-core.ts';
+import type { ModelEntry } from '../registry/model-registry.ts';
+import type { SendOptions } from '../sessions/outbox.ts';
+import type { SessionPlan } from '../stt/open-session.ts';
+import { METER_EVERY_MS, type SttSession } from '../stt/stt-session.ts';
+import type { TurnSettings } from '../stt/turn-detector.ts';
+import { presetSettings } from '../stt/turn-params.ts';
+import type { EventError, ServerEvent } from './server-events.ts';
+import { FORMAT_AUDIO, type RealtimeConfig } from './session-config.ts';
+import { startSttLeg, type LegEvent } from './stt-leg.ts';
+
+/** Audio the leg has not taken yet (it is opening): at most this many bytes wait. */
+const MAX_WAITING_AUDIO = 4 * 1024 * 1024;
+
+/** What the buffer needs of its session. */
+export interface InputAudioSession {
+  readonly ctx: GatewayContext;
+  readonly auth: RequestAuth;
+  readonly requestId: string;
+  readonly log: FastifyBaseLogger;
+  readonly revoked: AbortSignal;
+  readonly closed: boolean;
+  config(): RealtimeConfig;
+  sttModel(): ModelEntry;
+  newItemId(): string;
+  send(event: ServerEvent, options?: SendOptions): void;
+  sendError(e: EventError): void;
+  close(code: number, reason: string, error?: EventError): void;
+  /** The user started speaking (turn detection on; `interrupt`: its interrupt_response). */
+  speechStarted(interrupt: boolean): void;
+  /** The buffer was committed: its audio is the item `itemId`, `transcript` what was heard; `respond`: the turn's end asks for a response. */
+  committed(itemId: string, transcript: string, audioMs: number, respond: boolean): void;
+}
+
+interface Leg {
+  stt: SttSession;
+  /** Audio bytes sent since the last commit or clear. */
+  bufferBytes: number;
+  finals: string[];
+  /** The interim transcript's part already sent as deltas (append-only, as OpenAI's deltas). */
+  sentDelta: string;
+  /** The client asked for a commit (or a clear): done when the leg reports the finalize done. */
+  afterFlush: ('commit' | 'clear')[];
+}
+
+export class InputAudioBuffer {
+  private leg: Leg | null = null;
+  private legOpening: Promise<Leg> | null = null;
+  private waitingAudio: Buffer[] = [];
+  private waitingBytes = 0;
+  /** Input audio received over the session, in ms (audio_start_ms / audio_end_ms). */
+  private inputSamples = 0;
+  /** The item the user's current audio will become. */
+  private inputItemId: string | null = null;
+  private speaking = false;
+
+  constructor(
+    private readonly session: InputAudioSession,
+    /** The first second of the leg's audio, reserved before the upgrade. */
+    private firstHold: CreditHold | null,
+  ) {}
+
+  /** Ends the leg and gives back what is held (the session is over). */
+  end(): void {
+    this.firstHold?.release();
+    this.firstHold = null;
+    this.endLeg();
+    void this.legOpening?.then((leg) => leg.stt.close());
+  }
+
+  /** The session's configuration changed: a new format, model or language needs a new leg; new turn settings go to the running one. */
+  reconfigure(before: RealtimeConfig, next: RealtimeConfig): void {
+    if (next.inputFormat !== before.inputFormat || next.transcriptionModel !== before.transcriptionModel || next.language !== before.language) this.endLeg();
+    else if (JSON.stringify(next.turnDetection) !== JSON.stringify(before.turnDetection))
+      this.leg?.stt.command({ type: 'configure', turns: this.turnSettings() });
+  }
+
+  private turnSettings(): TurnSettings {
+    const t = this.session.config().turnDetection;
+    if (!t) return presetSettings('balanced', { eager: false });
+    if (t.type === 'server_vad')
+      return { ...presetSettings('balanced', { eager: false, fixedSilenceMs: t.silenceDurationMs }), speechThreshold: t.threshold ?? 0.5 };
+    return presetSettings(t.preset, { eager: false });
+  }
+
+  append(audio: string): void {
+    const bytes = Buffer.from(audio, 'base64');
+    if (bytes.length === 0) return;
+    const { encoding } = FORMAT_AUDIO[this.session.config().inputFormat];
+    this.inputSamples += bytes.length / (encoding === 'pcm_s16le' ? 2 : 1);
+    this.inputItemId ??= this.session.newItemId();
+    if (this.leg) {
+      this.leg.bufferBytes += bytes.length;
+      return this.leg.stt.audio(bytes);
+    }
+    this.waitingBytes += bytes.length;
+    if (this.waitingBytes > MAX_WAITING_AUDIO)
+      throw new ServiceError('invalid_request', 'Too much audio arrived while the transcription was starting; send audio no faster than real time.', 'audio');
+    this.waitingAudio.push(bytes);
+    void this.openLeg().catch((e: unknown) => {
+      this.waitingAudio = [];
+      this.waitingBytes = 0;
+      if (isServiceError(e)) {
+        this.session.sendError({ code: e.code, message: e.message, param: e.param });
+        if (e.code === 'insufficient_quota') this.session.close(1008, 'insufficient_quota');
+      } else this.session.log.warn({ err: e }, 'realtime transcription did not start');
+    });
+  }
+
+  private inputMs(): number {
+    return Math.round((this.inputSamples * 1000) / FORMAT_AUDIO[this.session.config().inputFormat].sampleRate);
+  }
+
+  private openLeg(): Promise<Leg> {
+    this.legOpening ??= (async () => {
+      const { ctx, auth } = this.session;
+      const config = this.session.config();
+      const model = this.session.sttModel();
+      const { sampleRate, encoding } = FORMAT_AUDIO[config.inputFormat];
+      const hold = this.firstHold ?? (await ctx.core.reserve(auth, perSecondCostMicros(model.prices.picoPerSecond, METER_EVERY_MS)));
+      this.firstHold = null;
+      const plan: SessionPlan = {
+        model,
+        sampleRate,
+        encoding,
+        turnSource: 'gateway',
+        turns: this.turnSettings(),
+        keyterms: [],
+        language: config.language,
+      };
+      const { requestId, log, revoked } = this.session;
+      const leg: Leg = {
+        stt: startSttLeg(ctx, { plan, auth, requestId, log, hold, revoked, usageRoute: 'realtime' }, (e) => this.onLegEvent(leg, e)),
+        bufferBytes: 0,
+        finals: [],
+        sentDelta: '',
+        afterFlush: [],
+      };
+      // Closed while the credit was reserved: the leg ends at once (it bills nothing and gives the credit back).
+      if (this.session.closed) {
+        leg.stt.close();
+        return leg;
+      }
+      this.leg = leg;
+      for (const bytes of this.waitingAudio) {
+        leg.bufferBytes += bytes.length;
+        leg.stt.audio(bytes);
+      }
+      this.waitingAudio = [];
+      this.waitingBytes = 0;
+      return leg;
+    })().finally(() => {
+      this.legOpening = null;
+    });
+    return this.legOpening;
+  }
+
+  /** Ends the audio leg (its audio is billed); the next audio opens a new one. */
+  private endLeg(): void {
+    this.leg?.stt.close();
+    this.leg = null;
+  }
+
+  commit(): void {
+    const leg = this.leg;
+    if (!leg || leg.bufferBytes === 0) {
+      if (this.waitingBytes > 0)
+        return void this.openLeg()
+          .then(() => this.commit())
+          .catch((e: unknown) => this.failed(e));
+      throw new ServiceError('invalid_request', 'input_audio_buffer: the buffer is empty; append audio before committing.', 'input_audio_buffer');
+    }
+    leg.afterFlush.push('commit');
+    leg.bufferBytes = 0;
+    leg.stt.command({ type: 'finalize' });
+  }
+
+  clear(): void {
+    const leg = this.leg;
+    this.waitingAudio = [];
+    this.waitingBytes = 0;
+    if (leg && leg.bufferBytes > 0) {
+      leg.afterFlush.push('clear');
+      leg.bufferBytes = 0;
+      leg.stt.command({ type: 'finalize' });
+    }
+    this.inputItemId = null;
+    this.session.send({ type: 'input_audio_buffer.cleared' });
+  }
+
+  private failed(e: unknown): void {
+    if (isServiceError(e)) this.session.sendError({ code: e.code, message: e.message, param: e.param });
+    else this.session.log.warn({ err: e }, 'realtime commit failed');
+  }
+
+  private onLegEvent(leg: Leg, e: LegEvent): void {
+    if (this.session.closed && e.type !== 'closed') return;
+    switch (e.type) {
+      case 'transcript': {
+        if (leg.afterFlush.at(-1) === 'clear') return;
+        if (e.isFinal) {
+          leg.finals.push(e.text);
+          leg.sentDelta = '';
+          return;
+        }
+        // Deltas only ever add to what was sent (OpenAI's do; clients append them): a revised interim waits for the final.
+        if (!e.text.startsWith(leg.sentDelta) || e.text === leg.sentDelta) return;
+        const delta = (leg.finals.length && !leg.sentDelta ? ' ' : '') + e.text.slice(leg.sentDelta.length);
+        leg.sentDelta = e.text;
+        this.inputItemId ??= this.session.newItemId();
+        // Droppable: `completed` carries the whole transcript.
+        this.session.send(
+          { type: 'conversation.item.input_audio_transcription.delta', item_id: this.inputItemId, content_index: 0, delta },
+          { droppable: true },
+        );
+        return;
+      }
+      case 'turn':
+        return this.onTurn(leg, e.turn, e.atSeconds);
+      case 'flushed': {
+        const what = leg.afterFlush.shift();
+        if (what === 'commit') this.commitItem(leg, false);
+        else if (what === 'clear') leg.finals = [];
+        return;
+      }
+      case 'error':
+        // The leg ends after it (its close follows): the session says why and goes on.
+        if (e.code !== 'idle_timeout') this.session.sendError({ code: e.code, message: e.message });
+        return;
+      case 'closed':
+        if (this.leg === leg) this.leg = null;
+        if (e.reason === 'insufficient_quota') this.session.close(1008, 'insufficient_quota');
+        else if (e.reason === 'shutdown' || e.reason === 'api_key_disabled') this.session.close(e.reason === 'shutdown' ? 1001 : 1008, e.reason);
+        return;
+    }
+  }
+
+  private onTurn(leg: Leg, turn: string, atSeconds: number): void {
+    const t = this.session.config().turnDetection;
+    if (!t) return;
+    if (turn === 'turn.start') {
+      this.speaking = true;
+      this.inputItemId ??= this.session.newItemId();
+      const audioStartMs = Math.max(0, Math.round(atSeconds * 1000) - t.prefixPaddingMs);
+      this.session.send({ type: 'input_audio_buffer.speech_started', audio_start_ms: audioStartMs, item_id: this.inputItemId });
+      this.session.speechStarted(t.interruptResponse);
+      return;
+    }
+    if (turn === 'turn.end' && this.speaking) {
+      this.speaking = false;
+      this.session.send({ type: 'input_audio_buffer.speech_stopped', audio_end_ms: Math.round(atSeconds * 1000), item_id: this.inputItemId });
+      leg.bufferBytes = 0;
+      this.commitItem(leg, t.createResponse);
+    }
+  }
+
+  /** The user's speech so far, committed: the session makes an item of it. */
+  private commitItem(leg: Leg, respond: boolean): void {
+    const transcript = leg.finals.join(' ').replace(/\s+/g, ' ').trim();
+    leg.finals = [];
+    leg.sentDelta = '';
+    const itemId = this.inputItemId ?? this.session.newItemId();
+    this.inputItemId = null;
+    this.session.committed(itemId, transcript, this.inputMs(), respond);
+  }
+}

@@ -1,0 +1,222 @@
+// The responses of one /v1/realtime session: response.create read into a run (response-run.ts),
+// every run tracked, in the conversation or out of band (`conversation: "none"`). At most
+// MAX_RUNNING_RESPONSES run at once, one of them the conversation's; each counts against its
+// key's cap of requests in flight, as an HTTP chat request would; all of them are cancelled when
+// the session ends (its close, the key's revocation, the gateway's shutdown). A response's
+// `input` is counted and sized before anything is built from it: item references may name one
+// large item many times.
+import { randomBytes } from 'node:crypto';
+import type { FastifyBaseLogger } from 'fastify';
+import { ServiceError, isServiceError } from '../../server/services/errors.ts';
+import type { GatewayContext } from '../context.ts';
+import type { RequestAuth } from '../core/gateway-core.ts';
+import { toConversationItem, type ResponseInputEntry, type ResponseOptions } from './client-events.ts';
+import { MAX_TEXT, bytesOf, charactersOf, chatMessages, chatToolChoice, chatTools, type Conversation, type ConversationItem } from './conversation.ts';
+import type { SessionEngines } from './engines.ts';
+import { ResponseRun } from './response-run.ts';
+import type { EventError, ServerEvent } from './server-events.ts';
+import { applySessionUpdate, type RealtimeConfig } from './session-config.ts';
+
+/** Responses running at once in one session, out-of-band ones included. */
+export const MAX_RUNNING_RESPONSES = 2;
+/** Characters a response's own `input` may come to once its item references are expanded (as much as a conversation holds). */
+export const MAX_INPUT_CHARACTERS = MAX_TEXT;
+/** What each chat message adds to its text in the prompt (role, quotes), for the reservation's estimate. */
+const MESSAGE_OVERHEAD_BYTES = 32;
+
+/** What the responses need of their session. */
+export interface ResponsesSession {
+  readonly ctx: GatewayContext;
+  readonly auth: RequestAuth;
+  readonly requestId: string;
+  readonly log: FastifyBaseLogger;
+  readonly closed: boolean;
+  readonly engines: SessionEngines;
+  readonly conversation: Conversation;
+  config(): RealtimeConfig;
+  newItemId(): string;
+  send(event: ServerEvent): void;
+  /** Sends once the client has taken what was sent before (audio). */
+  sendPaced(event: ServerEvent): Promise<void>;
+  close(code: number, reason: string, error?: EventError): void;
+  sendError(e: EventError): void;
+}
+
+export class Responses {
+  private readonly running = new Set<ResponseRun>();
+  /** The conversation's response (one at a time); out-of-band ones run beside it. */
+  private active: ResponseRun | null = null;
+
+  constructor(private readonly session: ResponsesSession) {}
+
+  /** Responses running now. */
+  get count(): number {
+    return this.running.size;
+  }
+
+  get activeId(): string | null {
+    return this.active?.id ?? null;
+  }
+
+  async create(options: ResponseOptions = {}): Promise<void> {
+    const { session } = this;
+    const conversation = options.conversation === 'none' ? 'none' : 'auto';
+    this.checkRoom(conversation, '; cancel it or wait for response.done');
+    // Per-response overrides, read as session fields are.
+    const r = options;
+    const c = applySessionUpdate(session.config(), {
+      ...(r.instructions !== undefined ? { instructions: r.instructions } : {}),
+      ...(r.output_modalities !== undefined ? { output_modalities: r.output_modalities } : r.modalities !== undefined ? { modalities: r.modalities } : {}),
+      ...(r.tools !== undefined ? { tools: r.tools } : {}),
+      ...(r.tool_choice !== undefined ? { tool_choice: r.tool_choice } : {}),
+      ...(r.temperature !== undefined ? { temperature: r.temperature } : {}),
+      ...(r.max_output_tokens !== undefined
+        ? { max_output_tokens: r.max_output_tokens }
+        : r.max_response_output_tokens !== undefined
+          ? { max_response_output_tokens: r.max_response_output_tokens }
+          : {}),
+    });
+    const outputVoice = (r.audio as { output?: { voice?: unknown } } | null | undefined)?.output?.voice;
+    const voice = typeof outputVoice === 'string' ? outputVoice : typeof r.voice === 'string' ? r.voice : undefined;
+    const input = options.input === undefined ? [...session.conversation.all()] : this.input(options.input);
+    const engines = await session.engines.forResponse(c, c.outputModalities[0] === 'text', voice);
+    // Another response may have started while the models were looked up.
+    this.checkRoom(conversation, '');
+    if (session.closed) return;
+    const chat: Record<string, unknown> = {};
+    if (c.tools.length && c.toolChoice !== 'none') {
+      chat.tools = chatTools(c.tools);
+      chat.tool_choice = chatToolChoice(c.toolChoice);
+    }
+    if (c.temperature !== undefined) chat.temperature = c.temperature;
+    if (c.maxOutputTokens !== 'inf') chat.max_tokens = c.maxOutputTokens;
+    let promptBytes = Buffer.byteLength(c.instructions) + (chat.tools ? JSON.stringify(chat.tools).length : 0);
+    for (const item of input) promptBytes += bytesOf(item) + MESSAGE_OVERHEAD_BYTES;
+    // Counted as an HTTP chat request is: 429 past the key's cap of requests in flight.
+    const ticket = session.ctx.admission.enterRequest(session.auth);
+    const run = new ResponseRun(
+      {
+        ctx: session.ctx,
+        auth: session.auth,
+        requestId: session.requestId,
+        log: session.log,
+        send: (e) => session.send(e),
+        sendPaced: (e) => session.sendPaced(e),
+        onItem: (item, previous) => {
+          if (conversation !== 'auto') return;
+          const before = session.conversation.add(item);
+          session.send({ type: 'conversation.item.added', previous_item_id: previous ?? before, item: { ...item } });
+        },
+        onBalance: (remaining) => {
+          if (remaining <= 0n)
+            session.close(1008, 'insufficient_quota', { code: 'insufficient_quota', message: "The organization's credit ran out; add credits to continue." });
+        },
+      },
+      {
+        id: `resp_${randomBytes(10).toString('hex')}`,
+        chat,
+        messages: () => chatMessages(c.instructions, input),
+        promptBytes,
+        engines,
+        conversation,
+        metadata: r.metadata,
+        newItemId: () => session.newItemId(),
+      },
+    );
+    this.running.add(run);
+    if (conversation === 'auto') this.active = run;
+    // A shutdown waits for its debits before the database closes.
+    session.ctx.lifecycle.track(run.done);
+    void run.done.then(() => {
+      ticket.release();
+      this.running.delete(run);
+      if (this.active === run) this.active = null;
+      if (run.assistantItemId) session.conversation.setSpans(run.assistantItemId, run.spans);
+      session.conversation.recount();
+      session.ctx.metrics.realtimeResponse(run.status, run.timings);
+    });
+  }
+
+  /** Refuses a response past the session's cap, or a second one in the conversation. */
+  private checkRoom(conversation: 'auto' | 'none', advice: string): void {
+    if (conversation === 'auto' && this.active)
+      throw new ServiceError('invalid_request', `The conversation already has an active response (${this.active.id})${advice}.`, 'response');
+    if (this.running.size >= MAX_RUNNING_RESPONSES)
+      throw new ServiceError(
+        'rate_limit_exceeded',
+        `This session already has ${MAX_RUNNING_RESPONSES} responses running (out-of-band ones included), its limit; wait for a response.done.`,
+        'response',
+        { retryAfterSeconds: 1 },
+      );
+  }
+
+  /** A response's own input: counted and sized (references expanded in the count only) before a prompt is built from it. */
+  private input(entries: ResponseInputEntry[]): ConversationItem[] {
+    const { conversation } = this.session;
+    let characters = 0;
+    const items = entries.map((entry, i) => {
+      let item: ConversationItem;
+      if (entry.type === 'item_reference') {
+        const found = conversation.get(entry.id);
+        if (!found)
+          throw new ServiceError(
+            'invalid_request',
+            `response.input[${i}].id: no item with id ${JSON.stringify(entry.id)} in the conversation.`,
+            `response.input[${i}].id`,
+          );
+        item = found;
+      } else item = toConversationItem(entry, () => this.session.newItemId());
+      characters += charactersOf(item);
+      return item;
+    });
+    if (characters > MAX_INPUT_CHARACTERS)
+      throw new ServiceError(
+        'invalid_request',
+        `response.input: the input comes to ${characters} characters with its item references expanded (each counted every time it is named); at most ${MAX_INPUT_CHARACTERS}.`,
+        'response.input',
+      );
+    return items;
+  }
+
+  /** response.cancel: the response named, else the conversation's. */
+  cancel(responseId: string | undefined): void {
+    const run = responseId === undefined ? this.active : [...this.running].find((r) => r.id === responseId);
+    if (!run) throw new ServiceError('invalid_request', 'response_id: there is no active response to cancel.', 'response_id');
+    run.cancel('client_cancelled');
+  }
+
+  /** The user's turn ended and asks for an answer: now, or once the answer they spoke over has ended. */
+  answerTurn(): void {
+    const answer = () =>
+      this.create(undefined).catch((e: unknown) => {
+        if (isServiceError(e)) this.session.sendError({ code: e.code, message: e.message, param: e.param });
+        else this.session.log.warn({ err: e }, 'realtime response failed to start');
+      });
+    const active = this.active;
+    // The answer the user spoke over ends in a moment (it was cancelled): this turn's follows it.
+    if (active?.cancelled) void active.done.then(answer);
+    else if (!active) void answer();
+  }
+
+  /** The user spoke over the answer: it stops now, and its item keeps what was heard of it. */
+  interrupt(): void {
+    const run = this.active;
+    if (!run) return;
+    run.cancel('turn_detected');
+    const { session } = this;
+    session.ctx.metrics.realtimeBargeIn();
+    void run.done.then(() => {
+      const id = run.assistantItemId;
+      const item = id ? session.conversation.get(id) : undefined;
+      if (!item || item.type !== 'message' || item.content[0]?.type !== 'output_audio') return;
+      const played = Math.round(run.playedMs());
+      session.conversation.cutAudio(item, played, run.spans);
+      session.send({ type: 'conversation.item.truncated', item_id: item.id, content_index: 0, audio_end_ms: played });
+    });
+  }
+
+  /** The session is ending: every response stops now (each is billed for what it made). */
+  cancelAll(): void {
+    for (const run of this.running) run.cancel('client_cancelled');
+  }
+}
