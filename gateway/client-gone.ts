@@ -61,8 +61,7 @@ export function engineCall(reply: FastifyReply, lifecycle: Lifecycle, ticket: Ti
 // A class, not an object literal with a `get clientGone()`: such a literal gets a new getter
 // closure every time and, as far as we can tell, its own hidden class in the old generation,
 // which kept the closure's scope (the reply, so everything the request touched) alive through
-// every young-generation GC until the next full one (measured: ~1.7 MB promoted per scavenge
-// and 5-7 ms scavenges at 1,000 req/s; docs/performance.md, "Memory").
+// every young-generation GC until the next full one (docs/performance.md, "Memory").
 class EngineCallHandle implements EngineCall {
   private readonly controller = new AbortController();
   private gone = false;

@@ -203,9 +203,9 @@ export async function createGatewayRuntime(
   if (registry.upstreams().some((u) => u.protocol === 'flite' || u.protocol === 'espeak-ng')) warmUpEngineSpawner();
   health.start(config.healthCheckMs);
   upstreamStats.start(5_000, (err) => app.log.warn({ err }, 'upstream stats flush failed'));
-  // glibc keeps what malloc freed: ~1 s after start V8 peaks at ~80 MB of malloc (compiling),
-  // which left 17-86 MB of an idle gateway's RSS depending on fragmentation; bursts of load do
-  // the same. Handed back now and then (0.1-2.5 ms a time).
+  // glibc keeps what malloc freed: V8's compiling peak just after start, and bursts of load,
+  // leave an idle gateway's RSS high depending on fragmentation. Handed back now and then
+  // (docs/performance.md, "Memory").
   releaseFreedMemory();
   const memoryReleaser = setInterval(releaseFreedMemory, RELEASE_FREED_MEMORY_MS);
   memoryReleaser.unref();

@@ -7,7 +7,7 @@ import { wavHeader } from '../audio/wav.ts';
 import { decodeUploadedAudio, measureUploadedAudio } from '../stt/decode-upload.ts';
 import type { VoiceClip } from '../upstreams/contract.ts';
 
-/** Samples converted between two pauses when joining clips: ~5 ms of work, so other requests run in between. */
+/** Samples converted between two pauses when joining clips: a few milliseconds of work, so other requests run in between. */
 const JOIN_SLICE = 1 << 18;
 
 export interface MeasuredClip extends VoiceClip {

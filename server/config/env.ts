@@ -85,7 +85,7 @@ const EnvSchema = z.object({
   SVC_LLAMA_THREADS: z.coerce.number().int().min(1).max(1024).optional(),
   SVC_LLAMA_CONTEXT_SIZE: z.coerce.number().int().min(256).max(1_048_576).default(4096),
   // The local speech recognizer (protocol pocketsphinx): worker threads (default: cores - 1),
-  // fresh decoders each thread keeps loaded ahead (~100 MB each), the model directory, where
+  // fresh decoders each thread keeps loaded ahead (each holds the model's memory), the model directory, where
   // pocketsphinx logs, extra "-name value" decoder arguments, the keyterm log-probability bonus.
   SVC_STT_WORKERS: z.coerce.number().int().min(1).max(1024).optional(),
   SVC_STT_SPARE_DECODERS: z.coerce.number().int().min(0).max(64).default(1),

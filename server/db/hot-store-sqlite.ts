@@ -200,8 +200,7 @@ export function createSqliteHotStore(path: string, ownerId = holdOwnerId()): Hot
   // Commits are at least COALESCE_MS apart: alone, a change is committed at the end of its
   // turn; under load each commit carries what came in since the last one. Much of a
   // commit's cost does not depend on how much it holds (locks, a write per dirty page, and
-  // syscalls cost 5-20 us each on this VM): at 1,000 debits/s, SQLite's share of the main
-  // thread was ~45 us per request (profiled) committing most turns, ~25 us 10 ms apart.
+  // syscalls): spaced commits halve SQLite's share of the main thread under load.
   // Answered debits do not wait for it, so the spacing costs no latency; it bounds what a
   // killed process loses (docs/api-conventions.md, "Credits").
   const COALESCE_MS = 10;
@@ -351,8 +350,8 @@ export function createSqliteHotStore(path: string, ownerId = holdOwnerId()): Hot
       // below zero, the one answer that stops something (a streaming session ends on it):
       // the request's key check looked moments ago and every commit looks, so a balance
       // changed elsewhere is otherwise at most one debit stale in a header, and never in the
-      // database (the UPDATE adds to the stored value). A look is a syscall, and syscalls
-      // cost 5-20 us each on a loaded virtual machine.
+      // database (the UPDATE adds to the stored value). A look is a syscall, not free on a
+      // loaded machine.
       let before = currentBalance(change.orgId);
       if (before !== null && before + change.amountMicros <= 0n) {
         dropCacheIfChanged();

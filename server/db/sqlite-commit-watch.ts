@@ -3,7 +3,7 @@
 //
 // The authority is `PRAGMA data_version`, which changes whenever any OTHER connection (the
 // dashboard, the CLI, another replica, this process's Prisma client) commits. But it starts
-// a read transaction, with its file locks: ~2 us idle, 7-20 us on a loaded gateway. So it is
+// a read transaction, with its file locks, too costly for every key check. So it is
 // asked only when the WAL-index header has changed. That header, the first 48 bytes of the
 // `-shm` file (https://www.sqlite.org/walformat.html), is rewritten by every commit of any
 // connection (its iChange counter counts them) and a checkpoint leaves it alone. Equal bytes

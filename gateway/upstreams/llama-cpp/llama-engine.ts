@@ -5,8 +5,8 @@
 import type { EngineConfig } from '../contract.ts';
 import type { ChatWrapper, Llama, LlamaContext, LlamaContextSequence, LlamaModel } from 'node-llama-cpp';
 
-// node-llama-cpp (~45 MB, ~0.6 s to import) is loaded on first use, so gateways that serve no
-// local LLM never pay for it.
+// node-llama-cpp is large and slow to import: it is loaded on first use, so gateways that serve
+// no local LLM never pay for it.
 const engine = () => import('node-llama-cpp');
 
 /** From the validated configuration (SVC_LLAMA_*), set by the protocol when the gateway creates it. */

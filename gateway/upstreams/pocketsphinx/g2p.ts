@@ -1,7 +1,7 @@
 // Pronunciations for words missing from pocketsphinx's dictionary (this pocketsphinx has no
 // grapheme-to-phoneme model): espeak-ng's phonemes (installed with the local TTS engines),
 // mapped from its ASCII mnemonics to the CMU phones the en-us acoustic model knows.
-// Synchronous: runs in the recognizer worker, ~15 ms for a batch of words.
+// Synchronous: it runs in the recognizer worker, off the gateway's event loop.
 import { execFileSync } from 'node:child_process';
 import type { Pronunciation } from './decoder.ts';
 

@@ -121,7 +121,7 @@ function close(sid: number): void {
   if (!s) return;
   sessions.delete(sid);
   s.decoder.free();
-  // A decoder is ~100 MB of small allocations: give the freed pages back to the system.
+  // A decoder is a great many small allocations: give the freed pages back to the system.
   releaseFreedMemory();
 }
 

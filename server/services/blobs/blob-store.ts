@@ -137,7 +137,7 @@ export async function deleteBlob(prisma: Prisma, dataDir: string, orgId: string,
   return { id: blob.id, deleted: true };
 }
 
-/** SHA-256 off the event loop (Web Crypto digests on libuv's thread pool): 25 MB take ~50 ms of hashing. */
+/** SHA-256 off the event loop (Web Crypto digests on libuv's thread pool): a 25 MB upload is too long to hash on it. */
 async function sha256Hex(bytes: Buffer): Promise<string> {
   return Buffer.from(await webcrypto.subtle.digest('SHA-256', bytes)).toString('hex');
 }

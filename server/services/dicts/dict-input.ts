@@ -12,9 +12,8 @@ export const MAX_PHONEME = 1000;
 /**
  * Entries per dictionary. Every TTS request that names the dictionary applies it on the event
  * loop; the compiled matcher (apply-pronunciation.ts) costs about the same whatever the number
- * of entries: ~0.1 ms on a 5,000-character transcript with 10,000 entries, ~1 ms for the worst
- * dictionary built against it (bench/pronunciation.ts; the regular expression it replaced took
- * 0.5-3 s at 10,000). Compiling, once per version of a dictionary, is ~10 ms at 10,000 entries.
+ * of entries, also for the worst dictionary built against it (bench/pronunciation.ts, figures in
+ * docs/performance.md); it is compiled once per version of a dictionary.
  * The request body cap (8 MB, gateway/routes/pronunciation-dicts.ts) also bounds a dictionary:
  * 10,000 entries average at most ~800 bytes each.
  */
