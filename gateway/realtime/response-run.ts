@@ -9,18 +9,18 @@
 // spans whose audio started.
 import { randomBytes } from 'node:crypto';
 import type { Attributes, Context, Span } from '@opentelemetry/api';
-import { llmCostMicros, perUnitCostMicros } from '../../server/services/credits/pricing.ts';
+import { llmCostMicros } from '../../server/services/credits/pricing.ts';
 import { ServiceError, isServiceError } from '../../server/services/errors.ts';
 import { formatUsd } from '../../server/money.ts';
-import { createAudioConverter } from '../audio/convert.ts';
 import { ERROR_TABLE } from '../errors.ts';
 import type { CreditHold, RequestAuth } from '../core/gateway-core.ts';
 import type { GatewayContext } from '../context.ts';
 import type { ModelEntry } from '../registry/model-registry.ts';
 import { estimateTokens, reservationFor } from '../routes/chat-completions.ts';
 import { SseSplitter, sseData } from '../sse.ts';
-import { allChunks, billedCharacters, startEngine, type ResolvedVoice } from '../tts/synthesize.ts';
-import { isSpeakable, takeSpans, takeWords } from '../tts/text-spans.ts';
+import { SpanCredit } from '../tts/span-credit.ts';
+import { SpanSpeaker } from '../tts/span-speaker.ts';
+import type { ResolvedVoice } from '../tts/synthesize.ts';
 import { statusError } from '../upstreams/engine-http.ts';
 import { clientErrorFor, tryUpstreams } from '../upstreams/try-upstreams.ts';
 import { upstreamEnvelope } from '../upstream-envelope.ts';
@@ -83,7 +83,7 @@ const round1 = (ms: number | undefined) => (ms === undefined ? null : Math.round
 
 type Status = 'completed' | 'cancelled' | 'incomplete' | 'failed';
 
-/** Idle span cutting: words waiting this long without a sentence's end are spoken anyway. */
+/** Words waiting this long without a sentence's end are spoken anyway. */
 const SPAN_DELAY_MS = 300;
 /** Tool calls one answer may make. */
 const MAX_TOOL_CALLS = 32;
@@ -276,7 +276,7 @@ export class ResponseRun {
     const { res, upstream } = answer;
     if (res.statusCode >= 300) throw upstreamEnvelope(statusError(res.statusCode, await res.text().catch(() => ''), upstream.apiKey), call.timeoutMs);
 
-    const speaker = spec.legs.tts ? new Speaker(this, host, spec.legs.tts, ttsHold!, this.abort.signal) : null;
+    const speaker = spec.legs.tts ? this.speaker(spec.legs.tts, ttsHold!) : null;
     const calls = new Map<number, ConversationItem & { type: 'function_call' }>();
     let text = '';
     let deltas = 0;
@@ -331,7 +331,7 @@ export class ResponseRun {
     }
     // The parts already out are closed with their .done events even when the speech failed (no credit for the next span).
     let speechError: unknown;
-    if (speaker) await speaker.end(this.cancelReason !== null).catch((e: unknown) => (speechError = e));
+    if (speaker) await speaker.end().catch((e: unknown) => (speechError = e));
     if (this.message) {
       const part = this.message.content[0]!;
       const full = part.type === 'output_audio' ? part.transcript : text;
@@ -386,7 +386,7 @@ export class ResponseRun {
     this.host.onItem(item, previous);
   }
 
-  private textDelta(content: string, speaker: Speaker | null): void {
+  private textDelta(content: string, speaker: SpanSpeaker | null): void {
     if (!this.message) {
       this.message = { id: this.spec.newItemId(), object: 'realtime.item', type: 'message', role: 'assistant', status: 'in_progress', content: [] };
       this.addItem(this.message);
@@ -444,7 +444,45 @@ export class ResponseRun {
     });
   }
 
-  /** Sends a span's transcript (with its first audio) and its audio (Speaker); waits while the client is behind. */
+  /**
+   * The TTS of this response: the text spoken as it arrives (gateway/tts/span-speaker.ts), each
+   * span paid for before its engine starts; the response's cancel stops it at once.
+   */
+  private speaker(tts: NonNullable<ResponseLegs['tts']>, hold: CreditHold): SpanSpeaker {
+    const { ctx, auth, requestId } = this.host;
+    const speaker = new SpanSpeaker({
+      ctx,
+      model: tts.model,
+      voice: tts.voice,
+      language: tts.language,
+      speed: tts.speed,
+      output: { container: 'raw', ...FORMAT_AUDIO[tts.format] },
+      route: 'realtime',
+      credit: new SpanCredit({
+        ctx,
+        auth,
+        requestId,
+        hold,
+        refusal: () => new ServiceError('insufficient_quota', "The organization's credit does not cover the answer's speech; add credits to continue."),
+        onBalance: (remaining) => this.host.onBalance(remaining),
+      }),
+      cutting: { delayMs: SPAN_DELAY_MS, wholeAfterDelay: false, joinUpToChars: 0, trim: true },
+      sink: {
+        started: (span) => {
+          this.usage.ttsCharacters += span.characters;
+          this.usage.ttsMicros += span.costMicros;
+          void this.spoke(span.text, Buffer.alloc(0), 0);
+        },
+        audio: (chunk, ms) => this.spoke('', chunk, ms),
+      },
+      around: (span, speak) => this.leg('realtime.tts', { 'svc.model': tts.model.id, 'svc.characters': span.characters }, speak),
+    });
+    if (this.abort.signal.aborted) speaker.cancel();
+    else this.abort.signal.addEventListener('abort', () => speaker.cancel(), { once: true });
+    return speaker;
+  }
+
+  /** Sends a span's transcript (with its first audio) and its audio (the speaker's sink); waits while the client is behind. */
   async spoke(span: string, audio: Buffer, millis: number): Promise<void> {
     const m = this.message!;
     const part = m.content[0] as { type: 'output_audio'; transcript: string };
@@ -486,106 +524,4 @@ interface ToolCallDelta {
   index?: number;
   id?: string;
   function?: { name?: string; arguments?: string };
-}
-
-/**
- * The TTS of one response: text in pieces in, spans cut as soon as one is speakable, spoken one
- * after the other (so the audio is in order), each paid for before its engine starts.
- */
-class Speaker {
-  private buffer = '';
-  private queue: Promise<void> = Promise.resolve();
-  private timer: NodeJS.Timeout | undefined;
-  private failed: unknown;
-  private readonly output;
-
-  constructor(
-    private readonly run: ResponseRun,
-    private readonly host: ResponseHost,
-    private readonly tts: NonNullable<ResponseLegs['tts']>,
-    private readonly hold: CreditHold,
-    private readonly signal: AbortSignal,
-  ) {
-    const { sampleRate, encoding } = FORMAT_AUDIO[tts.format];
-    this.output = { container: 'raw' as const, encoding, sampleRate };
-  }
-
-  push(text: string): void {
-    this.buffer += text;
-    const { spans, rest } = takeSpans(this.buffer);
-    this.buffer = rest;
-    for (const span of spans) this.enqueue(span);
-    clearTimeout(this.timer);
-    // An LLM that pauses mid-sentence: what is waiting is spoken anyway after a moment.
-    if (this.buffer.trim()) {
-      this.timer = setTimeout(() => {
-        const { span, rest: left } = takeWords(this.buffer, false);
-        this.buffer = left;
-        if (span) this.enqueue(span);
-      }, SPAN_DELAY_MS);
-    }
-  }
-
-  /** The rest of the text spoken (none when cancelled), and every span done. */
-  async end(cancelled: boolean): Promise<void> {
-    clearTimeout(this.timer);
-    if (!cancelled && isSpeakable(this.buffer)) this.enqueue(this.buffer.trim());
-    this.buffer = '';
-    await this.queue;
-    if (this.failed && !this.signal.aborted) throw this.failed;
-  }
-
-  private enqueue(text: string): void {
-    if (!isSpeakable(text)) return;
-    const span = text.trim();
-    this.queue = this.queue
-      .then(() => this.run.leg('realtime.tts', { 'svc.model': this.tts.model.id, 'svc.characters': billedCharacters(span) }, () => this.speak(span)))
-      .catch((e: unknown) => {
-        this.failed ??= e;
-      });
-  }
-
-  private async speak(span: string): Promise<void> {
-    if (this.signal.aborted || this.failed) return;
-    const { ctx, auth, requestId } = this.host;
-    const { model } = this.tts;
-    const characters = billedCharacters(span);
-    const cost = perUnitCostMicros(model.prices.picoPerChar, characters);
-    if (!(await this.hold.extend(cost))) {
-      throw new ServiceError('insufficient_quota', "The organization's credit does not cover the answer's speech; add credits to continue.");
-    }
-    const call = { signal: this.signal, timeoutMs: ctx.config.upstreamTimeoutMs };
-    let engine;
-    try {
-      engine = await startEngine(ctx, model, this.tts.voice, { language: this.tts.language, speed: this.tts.speed }, span, call);
-    } catch (e) {
-      if (this.signal.aborted) return;
-      throw clientErrorFor(e, call);
-    }
-    if (this.signal.aborted) return;
-    // Billed once its first audio is ready, as the TTS routes bill.
-    const remaining = ctx.core.charge(auth, requestId, cost, { modelId: model.id, modality: 'tts', route: 'realtime', characters }, this.hold, cost);
-    this.run.usage.ttsCharacters += characters;
-    this.run.usage.ttsMicros += cost;
-    const converter = createAudioConverter({ inputSampleRate: engine.sampleRate, output: this.output });
-    const bytesPerMs = (this.output.sampleRate / 1000) * (this.output.encoding === 'pcm_s16le' ? 2 : 1);
-    let first = true;
-    let converted = false;
-    try {
-      for await (const pcm of allChunks({ ...engine, call })) {
-        if (this.signal.aborted) return;
-        const out = converter.push(pcm);
-        await this.run.spoke(first ? span : '', out, out.length / bytesPerMs);
-        first = false;
-      }
-      converted = true;
-      const tail = converter.end();
-      if (tail.length && !this.signal.aborted) await this.run.spoke('', tail, tail.length / bytesPerMs);
-    } catch (e) {
-      if (!this.signal.aborted) throw clientErrorFor(e, call);
-    } finally {
-      if (!converted) converter.close();
-      this.host.onBalance(await remaining);
-    }
-  }
 }

@@ -27,7 +27,7 @@ import {
 } from '../../test/support/tts-routes.ts';
 import { openTtsSocket, refusedTtsUpgrade, summary, type TtsEvent, type TtsSocket } from '../../test/support/tts-socket.ts';
 import { usageRows } from '../../test/support/usage-rows.ts';
-import { ttsSocketLimits } from '../tts/tts-socket-session.ts';
+import { ttsSessionLimits } from '../tts/tts-stream-session.ts';
 
 const CALL = 'Please call me tomorrow morning about the meeting.';
 const TABLE = 'I would like to book a table for two people tonight.';
@@ -599,9 +599,9 @@ describe('error events (the socket goes on serving other contexts)', () => {
   });
 
   it('more contexts open at once than a socket takes: 429 rate_limit_exceeded for the one too many', async () => {
-    const saved = ttsSocketLimits.maxContexts;
-    ttsSocketLimits.maxContexts = 2;
-    const s = await open('contexts-cap').finally(() => (ttsSocketLimits.maxContexts = saved));
+    const saved = ttsSessionLimits.maxContexts;
+    ttsSessionLimits.maxContexts = 2;
+    const s = await open('contexts-cap').finally(() => (ttsSessionLimits.maxContexts = saved));
     s.send(gen('one', 'Hello', { continue: true }));
     s.send(gen('two', 'Hello', { continue: true }));
     s.send(gen('three', 'Hello', { continue: true }));
@@ -737,24 +737,37 @@ describe('metering and the session\u2019s end', () => {
     );
   });
 
+  // The session's timers run on the test's clock: moved, not waited for (whole minutes, so the rate-limit windows keep their place).
   it('an idle socket is closed (1000 idle_timeout), as Cartesia closes idle sockets', async () => {
-    const saved = ttsSocketLimits.idleMs;
-    ttsSocketLimits.idleMs = 300;
-    const s = await open('idle').finally(() => (ttsSocketLimits.idleMs = saved));
+    const s = await open('idle');
     s.send(gen('i', 'Hello.'));
     await s.end('i');
+    clock.advance(ttsSessionLimits.idleMs - 60_000);
+    s.send(gen('still-here', 'Hi.'));
+    await s.end('still-here');
+    // A message starts the wait again: four minutes after it, the socket is still open.
+    clock.advance(ttsSessionLimits.idleMs - 60_000);
+    expect(s.ws.readyState).toBe(s.ws.OPEN);
+    clock.advance(60_000);
     expect(await s.closed).toEqual({ code: 1000, reason: 'idle_timeout' });
     expect(s.events.filter((e) => e.type === 'error')).toEqual([]);
   });
 
   it('a session past its maximum length ends its open contexts with an error event and closes (1000 max_duration)', async () => {
-    const saved = ttsSocketLimits.maxSessionMs;
-    ttsSocketLimits.maxSessionMs = 300;
-    const s = await open('max-length').finally(() => (ttsSocketLimits.maxSessionMs = saved));
+    // No idle timeout before the maximum length: only the maximum length can end it.
+    const saved = ttsSessionLimits.idleMs;
+    ttsSessionLimits.idleMs = 2 * ttsSessionLimits.maxDurationMs;
+    const s = await open('max-length').finally(() => (ttsSessionLimits.idleMs = saved));
+    // A context served first: the session is running when the clock moves.
+    s.send(gen('first', 'Hi.'));
+    await s.end('first');
     s.send(gen('m', 'Hello', { continue: true }));
+    s.send({ context_id: 'not-open', cancel: true });
+    await s.until((e) => e.type === 'error' && e.context_id === 'not-open');
+    clock.advance(ttsSessionLimits.maxDurationMs);
     expect(await s.closed).toEqual({ code: 1000, reason: 'max_duration' });
     expectErrorEvent(
-      s.events.find((e) => e.type === 'error'),
+      s.events.find((e) => e.type === 'error' && e.context_id === 'm'),
       { status: 408, code: 'max_duration', param: null, contextId: 'm' },
       s.requestId,
     );
