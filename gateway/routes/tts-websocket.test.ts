@@ -5,6 +5,8 @@
 // speakable span, before the context ends); flush; cancel; timestamps; error events; the
 // session caps and closes; metering exact to the micro-dollar, with the 1008 close when the
 // balance runs out. The official clients are in tts-websocket.clients.test.ts.
+import type { IncomingMessage } from 'node:http';
+import type { Socket } from 'node:net';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createApiKey } from '../../server/services/keys/create-api-key.ts';
@@ -772,6 +774,39 @@ describe('metering and the session\u2019s end', () => {
       s.requestId,
     );
   });
+
+  it('a client that stops reading while its messages keep making error events: closed with 1008 outgoing_buffer_full, the unread bytes and the memory bounded', async () => {
+    // The server's side of this connection, as the HTTP server hands it over for the upgrade: its writableLength is what the gateway holds unsent.
+    const requestId = newRequestId('unread');
+    let serverSide: Socket | undefined;
+    const onUpgrade = (req: IncomingMessage, socket: Socket) => {
+      if (req.headers['x-request-id'] === requestId) serverSide = socket;
+    };
+    h.runtime.app.server.on('upgrade', onUpgrade);
+    const s = await open('unread', { headers: { 'x-request-id': requestId } }).finally(() => h.runtime.app.server.off('upgrade', onUpgrade));
+    expect(serverSide).toBeDefined();
+    const rssBefore = process.memoryUsage().rss;
+    let rssMax = rssBefore;
+    let unsentMax = 0;
+    // The client reads nothing more: what the gateway sends piles up, in the kernel's buffers first (up to tcp_wmem + tcp_rmem), then in the gateway's.
+    const clientSocket = (s.ws as unknown as { _socket: Socket })._socket;
+    clientSocket.pause();
+    // Each one-byte message is an invalid_json error event of some 400 bytes: 100,000 of them are more than both kernels' buffers and the gateway's bound.
+    for (let sent = 0; sent < 100_000; sent += 500) {
+      for (let i = 0; i < 500; i++) s.ws.send('x');
+      await new Promise((resolve) => setImmediate(resolve));
+      unsentMax = Math.max(unsentMax, serverSide!.writableLength);
+      rssMax = Math.max(rssMax, process.memoryUsage().rss);
+    }
+    expect(unsentMax).toBeGreaterThan(0);
+    expect(unsentMax).toBeLessThanOrEqual(4 * 1024 * 1024);
+    expect(rssMax - rssBefore).toBeLessThan(50 * 1024 * 1024);
+    clientSocket.resume();
+    expect(await s.closed).toEqual({ code: 1008, reason: 'outgoing_buffer_full' });
+    // What it was sent before the close is what it asked for: error events.
+    expect(s.events.length).toBeGreaterThan(0);
+    expect(s.events.every((e) => e.type === 'error' && e.code === 'invalid_json')).toBe(true);
+  }, 60_000);
 
   it('a client that leaves mid-audio: the org holds no credit afterwards, and only what was begun is billed', async () => {
     const prisma = h.testDb.db.prisma;
