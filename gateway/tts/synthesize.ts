@@ -12,6 +12,8 @@ import type { GatewayContext } from '../context.ts';
 import type { ModelEntry } from '../registry/model-registry.ts';
 import type { PcmSamples } from '../audio/pcm.ts';
 import { clientErrorFor, tryUpstreams, upstreamCall, type UpstreamCall } from '../upstreams/try-upstreams.ts';
+import { UpstreamError } from '../upstreams/contract.ts';
+import { upstreamEnvelope } from '../upstream-envelope.ts';
 import { onResponseClose } from '../client-gone.ts';
 import type { CreditHold } from '../core/gateway-core.ts';
 import type { TtsRequest } from './tts-request.ts';
@@ -118,7 +120,21 @@ export interface EngineAudio {
   sampleRate: number;
   first: PcmSamples;
   rest: AsyncIterator<PcmSamples>;
+  /** The most samples the text may make (audioBound): past it the engine is stopped and the stream fails. */
+  maxSamples: number;
   call: UpstreamCall;
+}
+
+/**
+ * The audio a text may make: generous (speech runs at a dozen characters a second or more, and a
+ * dictionary alias or a number spoken out makes a few characters long), but bounded, so an
+ * engine that never stops is cut off with an error rather than relayed, or held, without end.
+ */
+export const AUDIO_SECONDS_PER_CHARACTER = 1;
+export const MIN_AUDIO_SECONDS = 30;
+
+export function audioBound(text: string, sampleRate: number): number {
+  return Math.max(MIN_AUDIO_SECONDS, AUDIO_SECONDS_PER_CHARACTER * billedCharacters(text)) * sampleRate;
 }
 
 /**
@@ -153,7 +169,7 @@ export async function startEngine(
     return { stream, iterator, first };
   });
   if (first.done) throw new ServiceError('upstream_error', 'The speech engine produced no audio for this transcript.');
-  return { sampleRate: stream.sampleRate, first: first.value, rest: iterator };
+  return { sampleRate: stream.sampleRate, first: first.value, rest: iterator, maxSamples: audioBound(text, stream.sampleRate) };
 }
 
 /**
@@ -162,6 +178,8 @@ export async function startEngine(
  * (502 upstream_error, 504 upstream_timeout), never the gateway's 500.
  */
 export async function* allChunks(s: EngineAudio): AsyncGenerator<PcmSamples> {
+  let made = s.first.length;
+  if (made > s.maxSamples) throw await tooMuchAudio(s);
   // An engine that makes whole sentences (flite) hands over seconds of audio at once: the
   // first 100 ms go out on their own, so converting and encoding the rest does not delay them.
   const lead = Math.round(s.sampleRate / 10);
@@ -179,6 +197,15 @@ export async function* allChunks(s: EngineAudio): AsyncGenerator<PcmSamples> {
     if (next.done) return;
     // Revoked key or shutdown: stop relaying audio the engine already made, too.
     if (s.call.signal.aborted && isServiceError(s.call.signal.reason)) throw s.call.signal.reason;
+    made += next.value.length;
+    if (made > s.maxSamples) throw await tooMuchAudio(s);
     if (next.value.length) yield next.value;
   }
+}
+
+/** Stops an engine that made more audio than its text may (audioBound): the error to end the stream with. */
+async function tooMuchAudio(s: EngineAudio): Promise<ServiceError> {
+  await s.rest.return?.().catch(() => {});
+  const seconds = Math.round(s.maxSamples / s.sampleRate);
+  return upstreamEnvelope(new UpstreamError('protocol', `it made more than ${seconds} s of audio for this text; the rest was cut off.`), s.call.timeoutMs);
 }
