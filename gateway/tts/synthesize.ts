@@ -95,6 +95,8 @@ export function resolveTtsModel(ctx: GatewayContext, modelId: string, route: str
 export interface ResolvedVoice {
   profile: Awaited<ReturnType<typeof resolveVoiceProfile>>;
   dict: Awaited<ReturnType<typeof getDictMatcher>> | null;
+  /** The org it was resolved for: the speech is made on its behalf (its share of a local engine's pool). */
+  orgId: string;
 }
 
 /** The voice's profile for the model and the pronunciation dictionary (errors name the route's field). */
@@ -112,7 +114,7 @@ export async function resolveVoice(
     }),
     tts.dictId ? getDictMatcher(prisma, { orgId, dictId: tts.dictId }) : Promise.resolve(null),
   ]);
-  return { profile, dict };
+  return { profile, dict, orgId };
 }
 
 /** An engine's audio for one text: its first chunk already pulled, the rest to come. */
@@ -149,7 +151,7 @@ export async function startEngine(
   text: string,
   call: UpstreamCall,
 ): Promise<Omit<EngineAudio, 'call'>> {
-  const { profile, dict } = voice;
+  const { profile, dict, orgId } = voice;
   const { stream, iterator, first } = await tryUpstreams(ctx, model, call, async (upstream) => {
     const speech = ctx.protocols.get(upstream.protocol)?.speech;
     if (!speech) throw new ServiceError('model_offline', `The upstream of '${model.id}' (protocol ${upstream.protocol}) cannot synthesize speech.`);
@@ -161,6 +163,7 @@ export async function startEngine(
       speed: tts.speed,
       signal: call.signal,
       timeoutMs: call.timeoutMs,
+      tenant: orgId,
     });
     const iterator = stream.chunks[Symbol.asyncIterator]();
     // "First audio" means samples: skip empty chunks.
