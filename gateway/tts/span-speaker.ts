@@ -304,7 +304,7 @@ export class SpanSpeaker {
     const upstreamCall = { signal: call.signal, timeoutMs };
     try {
       if (this.stopped) return;
-      const engine = await startEngine(ctx, model, this.o.voice, this.o, text, upstreamCall);
+      const engine = await startEngine(ctx, model, this.o.voice, { language: this.o.language, speed: this.o.speed }, text, upstreamCall);
       // Stopped while the engine started: nothing was sent, nothing is billed.
       if (this.stopped) return;
       claimed = false;

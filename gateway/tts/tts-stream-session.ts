@@ -100,20 +100,24 @@ export interface TtsStreamSessionOptions {
   log: { warn(obj: unknown, msg: string): void; error(obj: unknown, msg: string): void };
 }
 
+/**
+ * resolving: its voice is being resolved (inputs wait in `early`); open: its speaker takes text;
+ * ended: its last input came (continue: false), what is left is being spoken; gone: removed from
+ * the session (done, error, cancel, session over), nothing more is sent for it.
+ */
+type ContextState = 'resolving' | 'open' | 'ended' | 'gone';
+
 interface StreamContext {
   id: string;
+  state: ContextState;
   tts: TtsRequest;
   model: ModelEntry;
   /** Speaks the context's text once its voice is resolved. */
   speaker: SpanSpeaker | null;
   /** Inputs that came while the voice was being resolved, applied in order once it is. */
-  early: TtsInput[] | null;
+  early: TtsInput[];
   earlyChars: number;
   delayMs: number;
-  /** Its last input came (continue: false). */
-  ended: boolean;
-  /** Removed from the session (done, error, cancel, session over): nothing more is sent for it. */
-  gone: boolean;
   lastChunkAt: number;
 }
 
@@ -232,25 +236,24 @@ export class TtsStreamSession {
     const model = resolveTtsModel(ctx, tts.modelId, 'tts.websocket');
     const c: StreamContext = {
       id,
+      state: 'resolving',
       tts,
       model,
       speaker: null,
       early: [],
       earlyChars: 0,
       delayMs: command.input.maxBufferDelayMs ?? DEFAULT_BUFFER_DELAY_MS,
-      ended: false,
-      gone: false,
       lastChunkAt: performance.now(),
     };
     this.contexts.set(id, c);
     this.receiveInput(c, command.input);
     resolveVoice(ctx, auth.orgId, model, tts, 'tts.websocket').then(
       (voice) => {
-        if (c.gone) return;
+        if (c.state === 'gone') return;
         c.speaker = this.speakerFor(c, voice);
-        const early = c.early!;
-        c.early = null;
-        for (const input of early) if (!c.gone) this.apply(c, input);
+        c.state = 'open';
+        const early = c.early.splice(0);
+        for (const input of early) this.apply(c, input);
       },
       (e: unknown) => this.fail(c, e),
     );
@@ -258,7 +261,7 @@ export class TtsStreamSession {
 
   /** A context's input (kept in order while its voice is being resolved). */
   private receiveInput(c: StreamContext, input: TtsInput): void {
-    if (!c.early) return this.apply(c, input);
+    if (c.state !== 'resolving') return this.apply(c, input);
     c.earlyChars += billedCharacters(input.transcript);
     if (c.early.length >= MAX_EARLY_MESSAGES) {
       return this.fail(
@@ -272,8 +275,9 @@ export class TtsStreamSession {
 
   /** The input's text goes to the context's speaker, with its flush or its end. */
   private apply(c: StreamContext, input: TtsInput): void {
+    if (c.state === 'gone') return; // an earlier input ended it
     if (this.credit.exhausted) return this.fail(c, insufficientQuota());
-    if (c.ended) {
+    if (c.state === 'ended') {
       return this.fail(
         c,
         new ServiceError('invalid_request', `Context '${c.id}' already received its last input (continue: false); use a new context_id.`, 'context_id'),
@@ -283,13 +287,12 @@ export class TtsStreamSession {
     if (speaker.pendingCharacters + billedCharacters(input.transcript) > this.o.limits.maxPendingChars) {
       return this.fail(c, tooMuchText(this.o.limits.maxPendingChars));
     }
-    c.ended = !input.continue;
-    speaker.push(input.transcript, { flush: input.flush, last: c.ended, delayMs: input.maxBufferDelayMs });
+    if (!input.continue) c.state = 'ended';
+    speaker.push(input.transcript, { flush: input.flush, last: !input.continue, delayMs: input.maxBufferDelayMs });
   }
 
   private speakerFor(c: StreamContext, voice: ResolvedVoice): SpanSpeaker {
-    const { ctx } = this.o;
-    const { outbox } = this.o;
+    const { ctx, outbox } = this.o;
     const speaker = new SpanSpeaker({
       ctx,
       model: c.model,
@@ -304,7 +307,7 @@ export class TtsStreamSession {
       sink: {
         started: (span) => span.index === 0 && ctx.metrics.firstOutput('tts_first_audio', c.model.id, span.waitedMs / 1000),
         audio: (audio, _ms, span) => {
-          if (c.gone || !outbox.open) return;
+          if (c.state === 'gone' || !outbox.open) return;
           const now = performance.now();
           outbox.send({ type: 'audio', contextId: c.id, audio, part: span.part, stepMs: Math.round(now - c.lastChunkAt) });
           c.lastChunkAt = now;
@@ -316,7 +319,7 @@ export class TtsStreamSession {
     });
     speaker.finished.then(
       () => {
-        if (c.gone) return;
+        if (c.state === 'gone') return;
         outbox.send({ type: 'done', contextId: c.id });
         this.remove(c);
       },
@@ -351,7 +354,7 @@ export class TtsStreamSession {
 
   /** A context's error: its error event, and the context is over. */
   private fail(c: StreamContext, e: unknown): void {
-    if (c.gone) return;
+    if (c.state === 'gone') return;
     const error = isServiceError(e) ? fromServiceError(e) : this.internal(e);
     // Engine failures are worth a line (internal errors were logged by internal()); the client's own mistakes are not.
     if (isServiceError(e) && ERROR_TABLE[e.code].status >= 500) this.o.log.warn({ err: e, code: error.code }, 'tts websocket context failed');
@@ -361,10 +364,10 @@ export class TtsStreamSession {
 
   /** Ends a context: its speaker stops (engine call and text dropped); nothing more is sent for it. */
   private remove(c: StreamContext): void {
-    if (c.gone) return;
-    c.gone = true;
+    if (c.state === 'gone') return;
+    c.state = 'gone';
     c.speaker?.cancel();
-    c.early = null;
+    c.early.length = 0;
     this.contexts.delete(c.id);
     this.endedIds.push(c.id);
     this.endedIdSet.add(c.id);
@@ -384,7 +387,7 @@ export class TtsStreamSession {
 
   private onIdle(): void {
     // Audio still being made is not idle.
-    for (const c of this.contexts.values()) if (c.early || c.speaker?.busy) return this.life.touch();
+    for (const c of this.contexts.values()) if (c.state === 'resolving' || c.speaker?.busy) return this.life.touch();
     this.close(1000, 'idle_timeout', {
       code: 'idle_timeout',
       status: 408,
