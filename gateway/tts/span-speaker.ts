@@ -108,7 +108,8 @@ export class SpanSpeaker {
 
   constructor(private readonly o: SpanSpeakerOptions) {
     this.finished = new Promise<void>((resolve, reject) => (this.settle = { resolve, reject }));
-    this.finished.catch(() => {}); // a caller that never awaits it is told through its own means
+    // A failure before anyone awaits `finished` is no unhandled rejection: whoever awaits it later still hears of it.
+    this.finished.catch(() => {});
     this.cutting = { ...o.cutting };
     this.bytesPerMs = (o.output.sampleRate / 1000) * BYTES_PER_SAMPLE[o.output.encoding ?? 'pcm_s16le'];
     // Out of credit: waiting for text is over (running spans end first, then the refusal).
