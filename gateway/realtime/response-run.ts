@@ -19,7 +19,8 @@ import { LlmRun, callChat } from '../llm/llm-run.ts';
 import { clientErrorFor } from '../core/try-upstreams.ts';
 import type { ConversationItem, SpokenSpan } from './conversation.ts';
 import type { ResponseEngines } from './engines.ts';
-import { Speaker } from './response-speaker.ts';
+import type { SpanSpeaker } from '../tts/span-speaker.ts';
+import { responseSpeaker } from './response-speaker.ts';
 import { responseObject, type ResponseStatus, type ResponseUsage } from './response-object.ts';
 import { partWire, type ResponseObject, type ServerEvent } from './server-events.ts';
 
@@ -73,7 +74,7 @@ export class ResponseRun {
   readonly timings: { llmFirstToken?: number; ttsFirstAudio?: number } = {};
   private readonly startedAt = performance.now();
   /** The answer's speech, once its LLM answered (audio responses). */
-  private speech: Speaker | null = null;
+  private speech: SpanSpeaker | null = null;
 
   constructor(
     private readonly host: ResponseHost,
@@ -204,7 +205,7 @@ export class ResponseRun {
       };
     });
 
-    const speaker = spec.engines.tts ? new Speaker(this, host, spec.engines.tts, ttsHold!, this.abort.signal) : null;
+    const speaker = spec.engines.tts ? responseSpeaker(this, host, spec.engines.tts, ttsHold!, this.abort.signal) : null;
     this.speech = speaker;
     const calls = new Map<number, ConversationItem & { type: 'function_call' }>();
     let text = '';
@@ -232,7 +233,7 @@ export class ResponseRun {
     }
     // The parts already out are closed with their .done events even when the speech failed (no credit for the next span).
     let speechError: unknown;
-    if (speaker) await speaker.end(this.cancelReason !== null).catch((e: unknown) => (speechError = e));
+    if (speaker) await speaker.end().catch((e: unknown) => (speechError = e));
     if (this.message) {
       const part = this.message.content[0]!;
       const full = part.type === 'output_audio' ? part.transcript : text;
@@ -266,7 +267,7 @@ export class ResponseRun {
   private async silence(): Promise<void> {
     if (!this.speech) return;
     if (!this.abort.signal.aborted) this.abort.abort(new DOMException('failed', 'AbortError'));
-    await this.speech.end(true).catch(() => {});
+    await this.speech.end().catch(() => {});
   }
 
   private addItem(item: ConversationItem): void {
@@ -276,7 +277,7 @@ export class ResponseRun {
     this.host.onItem(item, previous);
   }
 
-  private textDelta(content: string, speaker: Speaker | null): void {
+  private textDelta(content: string, speaker: SpanSpeaker | null): void {
     if (!this.message) {
       this.message = { id: this.spec.newItemId(), object: 'realtime.item', type: 'message', role: 'assistant', status: 'in_progress', content: [] };
       this.addItem(this.message);
@@ -334,7 +335,7 @@ export class ResponseRun {
     });
   }
 
-  /** Sends a span's transcript (with its first audio) and its audio (Speaker); waits while the client is behind. */
+  /** Sends a span's transcript (with its first audio) and its audio (the speaker's sink); waits while the client is behind. */
   async spoke(span: string, audio: Buffer, millis: number): Promise<void> {
     const m = this.message!;
     const part = m.content[0] as { type: 'output_audio'; transcript: string };

@@ -5,6 +5,8 @@
 // speakable span, before the context ends); flush; cancel; timestamps; error events; the
 // session caps and closes; metering exact to the micro-dollar, with the 1008 close when the
 // balance runs out. The official clients are in tts-websocket.clients.test.ts.
+import type { IncomingMessage } from 'node:http';
+import type { Socket } from 'node:net';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createApiKey } from '../../server/services/keys/create-api-key.ts';
@@ -27,7 +29,7 @@ import {
 } from '../../test/support/tts-routes.ts';
 import { openTtsSocket, refusedTtsUpgrade, summary, type TtsEvent, type TtsSocket } from '../../test/support/tts-socket.ts';
 import { usageRows } from '../../test/support/usage-rows.ts';
-import { ttsSocketLimits } from '../tts/tts-socket-session.ts';
+import { ttsSessionLimits } from '../tts/tts-stream-session.ts';
 
 const CALL = 'Please call me tomorrow morning about the meeting.';
 const TABLE = 'I would like to book a table for two people tonight.';
@@ -599,9 +601,9 @@ describe('error events (the socket goes on serving other contexts)', () => {
   });
 
   it('more contexts open at once than a socket takes: 429 rate_limit_exceeded for the one too many', async () => {
-    const saved = ttsSocketLimits.maxContexts;
-    ttsSocketLimits.maxContexts = 2;
-    const s = await open('contexts-cap').finally(() => (ttsSocketLimits.maxContexts = saved));
+    const saved = ttsSessionLimits.maxContexts;
+    ttsSessionLimits.maxContexts = 2;
+    const s = await open('contexts-cap').finally(() => (ttsSessionLimits.maxContexts = saved));
     s.send(gen('one', 'Hello', { continue: true }));
     s.send(gen('two', 'Hello', { continue: true }));
     s.send(gen('three', 'Hello', { continue: true }));
@@ -727,38 +729,92 @@ describe('metering and the session\u2019s end', () => {
     const k = await createApiKey(prisma, { orgId: h.orgId, name: 'to revoke' });
     const s = await open('revoked', { key: k.key });
     s.send(gen('open', 'Hello', { continue: true }));
+    // A cancel of a context it never had answers at once: the open context is there before the key goes.
+    s.send({ context_id: 'not-open', cancel: true });
+    await s.until((e) => e.type === 'error' && e.context_id === 'not-open');
     await revokeApiKey(prisma, { id: k.id });
     const { code, reason } = await s.closed;
     expect({ code, reason }).toEqual({ code: 1008, reason: 'api_key_disabled' });
     expectErrorEvent(
-      s.events.find((e) => e.type === 'error'),
+      s.events.find((e) => e.type === 'error' && e.context_id === 'open'),
       { status: 401, code: 'api_key_disabled', param: null, contextId: 'open' },
       s.requestId,
     );
   });
 
+  // The session's timers run on the test's clock: moved, not waited for (whole minutes, so the rate-limit windows keep their place).
   it('an idle socket is closed (1000 idle_timeout), as Cartesia closes idle sockets', async () => {
-    const saved = ttsSocketLimits.idleMs;
-    ttsSocketLimits.idleMs = 300;
-    const s = await open('idle').finally(() => (ttsSocketLimits.idleMs = saved));
+    const s = await open('idle');
     s.send(gen('i', 'Hello.'));
     await s.end('i');
+    clock.advance(ttsSessionLimits.idleMs - 60_000);
+    s.send(gen('still-here', 'Hi.'));
+    await s.end('still-here');
+    // A message starts the wait again: four minutes after it, the socket is still open.
+    clock.advance(ttsSessionLimits.idleMs - 60_000);
+    expect(s.ws.readyState).toBe(s.ws.OPEN);
+    clock.advance(60_000);
     expect(await s.closed).toEqual({ code: 1000, reason: 'idle_timeout' });
     expect(s.events.filter((e) => e.type === 'error')).toEqual([]);
   });
 
   it('a session past its maximum length ends its open contexts with an error event and closes (1000 max_duration)', async () => {
-    const saved = ttsSocketLimits.maxSessionMs;
-    ttsSocketLimits.maxSessionMs = 300;
-    const s = await open('max-length').finally(() => (ttsSocketLimits.maxSessionMs = saved));
+    // No idle timeout before the maximum length: only the maximum length can end it.
+    const saved = ttsSessionLimits.idleMs;
+    ttsSessionLimits.idleMs = 2 * ttsSessionLimits.maxDurationMs;
+    const s = await open('max-length').finally(() => (ttsSessionLimits.idleMs = saved));
+    // A context served first: the session is running when the clock moves.
+    s.send(gen('first', 'Hi.'));
+    await s.end('first');
     s.send(gen('m', 'Hello', { continue: true }));
+    s.send({ context_id: 'not-open', cancel: true });
+    await s.until((e) => e.type === 'error' && e.context_id === 'not-open');
+    // A minute at a time, as time passes for a live socket: each minute's pings are answered before the next
+    // (a ws client ends a socket with 60 pings it has not answered yet: an hour's at once would be 180).
+    for (let t = 0; t < ttsSessionLimits.maxDurationMs; t += 60_000) {
+      clock.advance(60_000);
+      await new Promise((resolve) => setImmediate(resolve));
+    }
     expect(await s.closed).toEqual({ code: 1000, reason: 'max_duration' });
     expectErrorEvent(
-      s.events.find((e) => e.type === 'error'),
+      s.events.find((e) => e.type === 'error' && e.context_id === 'm'),
       { status: 408, code: 'max_duration', param: null, contextId: 'm' },
       s.requestId,
     );
   });
+
+  it('a client that stops reading while its messages keep making error events: closed with 1008 outgoing_buffer_full, the unread bytes and the memory bounded', async () => {
+    // The server's side of this connection, as the HTTP server hands it over for the upgrade: its writableLength is what the gateway holds unsent.
+    const requestId = newRequestId('unread');
+    let serverSide: Socket | undefined;
+    const onUpgrade = (req: IncomingMessage, socket: Socket) => {
+      if (req.headers['x-request-id'] === requestId) serverSide = socket;
+    };
+    h.runtime.app.server.on('upgrade', onUpgrade);
+    const s = await open('unread', { headers: { 'x-request-id': requestId } }).finally(() => h.runtime.app.server.off('upgrade', onUpgrade));
+    expect(serverSide).toBeDefined();
+    const rssBefore = process.memoryUsage().rss;
+    let rssMax = rssBefore;
+    let unsentMax = 0;
+    // The client reads nothing more: what the gateway sends piles up, in the kernel's buffers first (up to tcp_wmem + tcp_rmem), then in the gateway's.
+    const clientSocket = (s.ws as unknown as { _socket: Socket })._socket;
+    clientSocket.pause();
+    // Each one-byte message is an invalid_json error event of some 400 bytes: 100,000 of them are more than both kernels' buffers and the gateway's bound.
+    for (let sent = 0; sent < 100_000; sent += 500) {
+      for (let i = 0; i < 500; i++) s.ws.send('x');
+      await new Promise((resolve) => setImmediate(resolve));
+      unsentMax = Math.max(unsentMax, serverSide!.writableLength);
+      rssMax = Math.max(rssMax, process.memoryUsage().rss);
+    }
+    expect(unsentMax).toBeGreaterThan(0);
+    expect(unsentMax).toBeLessThanOrEqual(4 * 1024 * 1024);
+    expect(rssMax - rssBefore).toBeLessThan(50 * 1024 * 1024);
+    clientSocket.resume();
+    expect(await s.closed).toEqual({ code: 1008, reason: 'outgoing_buffer_full' });
+    // What it was sent before the close is what it asked for: error events.
+    expect(s.events.length).toBeGreaterThan(0);
+    expect(s.events.every((e) => e.type === 'error' && e.code === 'invalid_json')).toBe(true);
+  }, 60_000);
 
   it('a client that leaves mid-audio: the org holds no credit afterwards, and only what was begun is billed', async () => {
     const prisma = h.testDb.db.prisma;

@@ -1,5 +1,9 @@
 // GET /tts/websocket: streaming speech over a WebSocket, wire-compatible with Cartesia's TTS
-// WebSocket (the session, its messages and its metering: gateway/tts/tts-socket-session.ts).
+// WebSocket. This file is the adapter: Cartesia's messages parsed into commands, the session's
+// events written in Cartesia's shapes, the socket bound through the one WebSocket life cycle
+// (gateway/sessions/websocket-link.ts: pings, a bounded outgoing buffer). The session itself,
+// its contexts and its metering: gateway/tts/tts-stream-session.ts.
+//
 // Checked before the upgrade is accepted, as for /stt/websocket: the key (Authorization,
 // X-API-Key or ?api_key=), the rate limit and a positive balance in the admission hook, the
 // session caps here (429 per key and org, 503 per process); a refusal is a plain HTTP response
@@ -8,11 +12,16 @@
 //
 // Must be registered in the scope where @fastify/websocket is (registerSttWebSocketRoutes).
 import type { FastifyInstance } from 'fastify';
+import { z } from 'zod';
 import { ServiceError } from '../../server/services/errors.ts';
+import { refuseNul } from '../../server/services/parse-input.ts';
 import type { GatewayContext } from '../context.ts';
 import type { Ticket } from '../core/admission.ts';
 import type { CreditHold } from '../core/gateway-core.ts';
-import { runTtsSocketSession, ttsSocketLimits } from '../tts/tts-socket-session.ts';
+import { WebSocketLink } from '../sessions/websocket-link.ts';
+import { billedCharacters } from '../tts/synthesize.ts';
+import { parseTtsRequest } from '../tts/tts-request.ts';
+import { TtsStreamSession, ttsSessionLimits, type TtsCommand, type TtsEvent } from '../tts/tts-stream-session.ts';
 
 /** Cartesia's API version (`Cartesia-Version: 2025-04-16`, or `?cartesia_version=`; the query wins): a date. */
 const VERSION = /^\d{4}-\d{2}-\d{2}$/;
@@ -51,12 +60,17 @@ export function registerTtsWebSocketRoutes(app: FastifyInstance, ctx: GatewayCon
       ctx.lifecycle.trackSocket(socket);
       const revoked = new AbortController();
       ticket.bind(revoked);
-      runTtsSocketSession(socket, {
+      const link = new WebSocketLink(socket, ctx.clock, {
+        message: (data, isBinary) => session.receive(parseMessage(data, isBinary)),
+        closed: () => session.transportClosed(),
+      });
+      const session = new TtsStreamSession({
         ctx,
         auth: request.auth,
         requestId: request.id,
         hold,
-        limits: { ...ttsSocketLimits },
+        limits: { ...ttsSessionLimits },
+        outbox: link.outbox((event: TtsEvent) => [cartesiaEvent(event, request.id)]),
         revoked: revoked.signal,
         log: request.log,
       });
@@ -68,5 +82,110 @@ declare module 'fastify' {
   interface FastifyRequest {
     /** A /tts/websocket session's place under the stream caps (held until the connection closes) and its credit hold. */
     ttsAdmission?: { ticket: Ticket; hold: CreditHold };
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Cartesia's wire
+
+const optionalBool = (name: string) => z.boolean({ message: `${name} must be true or false` }).nullish();
+
+/** The socket's own fields of a generation request (the rest is a TtsRequest, read at a context's first request). */
+const ControlSchema = z.object({
+  context_id: z.string().min(1, 'must not be empty').max(256, 'must be at most 256 characters').optional(),
+  cancel: optionalBool('cancel'),
+  continue: optionalBool('continue'),
+  flush: optionalBool('flush'),
+  add_timestamps: optionalBool('add_timestamps'),
+  add_phoneme_timestamps: optionalBool('add_phoneme_timestamps'),
+  use_normalized_timestamps: optionalBool('use_normalized_timestamps'),
+  max_buffer_delay_ms: z.number().int('must be an integer').min(0, 'must be between 0 and 5000').max(5000, 'must be between 0 and 5000').nullish(),
+  transcript: z
+    .string()
+    .refine((t) => billedCharacters(t) <= 5000, 'must be at most 5000 characters')
+    .optional(),
+});
+
+/** One message from the client: a generation request, a cancel, or what is wrong with it. */
+export function parseMessage(data: Buffer, isBinary: boolean): TtsCommand {
+  if (isBinary) {
+    const error = new ServiceError('invalid_request', 'Send generation requests as JSON text messages; this socket takes no binary frames.');
+    return { type: 'invalid', contextId: undefined, error };
+  }
+  let msg: unknown;
+  try {
+    msg = JSON.parse(data.toString('utf8'));
+  } catch {
+    msg = undefined;
+  }
+  if (msg === null || typeof msg !== 'object' || Array.isArray(msg)) {
+    const error = new ServiceError(
+      'invalid_json',
+      'Each message must be a JSON object: a generation request {"context_id", "transcript", "continue", ...} or {"context_id", "cancel": true}.',
+    );
+    return { type: 'invalid', contextId: undefined, error };
+  }
+  const rawId = (msg as { context_id?: unknown }).context_id;
+  const knownId = typeof rawId === 'string' && rawId.length > 0 && rawId.length <= 256 ? rawId : undefined;
+  let control: z.infer<typeof ControlSchema>;
+  try {
+    refuseNul(msg);
+    const parsed = ControlSchema.safeParse(msg);
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0]!;
+      const param = issue.path.join('.') || null;
+      throw new ServiceError('invalid_request', `${param ?? 'message'}: ${issue.message}`, param);
+    }
+    control = parsed.data;
+  } catch (error) {
+    return { type: 'invalid', contextId: knownId, error };
+  }
+  if (control.cancel === true) return { type: 'cancel', contextId: control.context_id };
+  return {
+    type: 'generate',
+    contextId: control.context_id,
+    input: {
+      transcript: control.transcript ?? '',
+      continue: control.continue === true,
+      flush: control.flush === true,
+      maxBufferDelayMs: control.max_buffer_delay_ms ?? undefined,
+    },
+    settings: () => parseTtsRequest(msg, 'websocket'),
+  };
+}
+
+/** An event as Cartesia sends it; errors carry Cartesia's fields (type, error, title, error_code, status_code, done) and our envelope's (code, message, param). */
+export function cartesiaEvent(event: TtsEvent, requestId: string): object {
+  switch (event.type) {
+    case 'audio':
+      return {
+        type: 'chunk',
+        data: event.audio.toString('base64'),
+        done: false,
+        status_code: 206,
+        step_time: event.stepMs,
+        context_id: event.contextId,
+        flush_id: event.part,
+      };
+    case 'flushed':
+      return { type: 'flush_done', done: false, flush_done: true, flush_id: event.part, status_code: 200, context_id: event.contextId };
+    case 'done':
+      return { type: 'done', done: true, status_code: 200, context_id: event.contextId };
+    case 'error': {
+      const e = event.error;
+      return {
+        type: 'error',
+        ...(event.contextId === undefined ? {} : { context_id: event.contextId }),
+        status_code: e.status,
+        done: true,
+        error: e.message,
+        title: e.code,
+        error_code: e.code,
+        code: e.code,
+        message: e.message,
+        param: e.param,
+        request_id: requestId,
+      };
+    }
   }
 }

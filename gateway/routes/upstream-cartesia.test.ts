@@ -18,6 +18,7 @@ import { startGateway, type GatewayHarness } from '../../test/support/gateway-ha
 import { startScriptedCartesia, TONE_HZ, type CatalogueVoice, type ScriptedCartesia } from '../../test/support/scripted-cartesia.ts';
 import { speechBurst } from '../../test/support/speech-bursts.ts';
 import { sseReader } from '../../test/support/sse-client.ts';
+import { openTtsSocket } from '../../test/support/tts-socket.ts';
 import {
   audioCost,
   expectDebited,
@@ -35,6 +36,7 @@ import { call, cloneMultipart } from '../../test/support/voice-routes.ts';
 import { tone, zeroCrossingFrequency } from '../audio/test-signals.ts';
 import { checkProtocol } from '../upstreams/protocols/index.ts';
 import { listEngineVoices } from '../voices/engine-catalogue.ts';
+import { MIN_AUDIO_SECONDS } from '../tts/synthesize.ts';
 
 const KEY = 'sk_car_route_secret_4b1d9e';
 const BAD_KEY = 'sk_car_route_wrong_77aa3c';
@@ -667,6 +669,37 @@ describe('speech: engine failures', () => {
     expect(engine.path).toBe('/tts/bytes');
     controller.abort();
     await engine.closed;
+  });
+
+  it('an engine that streams without end for a short text: cut off at the text\u2019s bound (30 s of audio) with 502 upstream_error on /tts/websocket and /tts/sse, the engine\u2019s connection closed', async () => {
+    peer.behaviour = { kind: 'endless' };
+    // 'Hi.' is three characters: the floor of the bound applies.
+    const boundSamples = MIN_AUDIO_SECONDS * ENGINE_RATE;
+    const output_format = { container: 'raw', encoding: 'pcm_s16le', sample_rate: ENGINE_RATE };
+    const id = requestId('endless-ws');
+    const from = peer.received.length;
+    const s = await openTtsSocket(h, { headers: { authorization: `Bearer ${h.key}`, 'x-request-id': id } });
+    s.send({ context_id: 'e', model_id: 'cartesia-sonic', voice: { mode: 'id', id: voices['cv-katie'] }, output_format, transcript: 'Hi.', continue: false });
+    const end = await s.end('e');
+    expect(end).toMatchObject({ type: 'error', status_code: 502, code: 'upstream_error', context_id: 'e' });
+    expect(end.message).toMatch(/more than 30 s of audio for this text/);
+    const samples = s.audio('e').length / 2;
+    expect(samples).toBeGreaterThan(ENGINE_RATE);
+    expect(samples).toBeLessThanOrEqual(boundSamples);
+    await (
+      await peer.request(from + 1)
+    ).closed;
+    // Billed as every stream is: its audio started.
+    await expectTtsBilled(h, id, 'Hi.', 'tts.websocket');
+    s.ws.close();
+    await s.closed;
+
+    const sse = await post(h, '/tts/sse', ttsBody({ transcript: 'Hi.' }));
+    expect(sse.status).toBe(200);
+    const events = sseData(await sse.text()).map((d) => JSON.parse(d) as Record<string, unknown>);
+    expect(events.at(-1)).toMatchObject({ type: 'error', status_code: 502, error_code: 'upstream_error' });
+    const sseAudio = Buffer.concat(events.slice(0, -1).map((e) => Buffer.from(e.data as string, 'base64')));
+    expect(sseAudio.length / 2).toBeLessThanOrEqual(boundSamples);
   });
 
   it('failover at open: the unreachable upstream is tried first, marked down, and the peer answers', async () => {

@@ -12,6 +12,8 @@ import type { GatewayContext } from '../context.ts';
 import type { ModelEntry } from '../registry/model-registry.ts';
 import type { PcmSamples } from '../audio/pcm.ts';
 import { clientErrorFor, tryUpstreams, upstreamCall, type UpstreamCall } from '../core/try-upstreams.ts';
+import { UpstreamError } from '../upstreams/contract.ts';
+import { upstreamEnvelope } from '../upstream-envelope.ts';
 import { onResponseClose } from '../client-gone.ts';
 import type { CreditHold } from '../core/gateway-core.ts';
 import type { TtsRequest } from './tts-request.ts';
@@ -93,6 +95,8 @@ export function resolveTtsModel(ctx: GatewayContext, modelId: string, route: str
 export interface ResolvedVoice {
   profile: Awaited<ReturnType<typeof resolveVoiceProfile>>;
   dict: Awaited<ReturnType<typeof getDictMatcher>> | null;
+  /** The org it was resolved for: the speech is made on its behalf (its share of a local engine's pool). */
+  orgId: string;
 }
 
 /** The voice's profile for the model and the pronunciation dictionary (errors name the route's field). */
@@ -110,7 +114,7 @@ export async function resolveVoice(
     }),
     tts.dictId ? getDictMatcher(prisma, { orgId, dictId: tts.dictId }) : Promise.resolve(null),
   ]);
-  return { profile, dict };
+  return { profile, dict, orgId };
 }
 
 /** An engine's audio for one text: its first chunk already pulled, the rest to come. */
@@ -118,7 +122,21 @@ export interface EngineAudio {
   sampleRate: number;
   first: PcmSamples;
   rest: AsyncIterator<PcmSamples>;
+  /** The most samples the text may make (audioBound): past it the engine is stopped and the stream fails. */
+  maxSamples: number;
   call: UpstreamCall;
+}
+
+/**
+ * The audio a text may make: generous (speech runs at a dozen characters a second or more, and a
+ * dictionary alias or a number spoken out makes a few characters long), but bounded, so an
+ * engine that never stops is cut off with an error rather than relayed, or held, without end.
+ */
+export const AUDIO_SECONDS_PER_CHARACTER = 1;
+export const MIN_AUDIO_SECONDS = 30;
+
+export function audioBound(text: string, sampleRate: number): number {
+  return Math.max(MIN_AUDIO_SECONDS, AUDIO_SECONDS_PER_CHARACTER * billedCharacters(text)) * sampleRate;
 }
 
 /**
@@ -133,7 +151,7 @@ export async function startEngine(
   text: string,
   call: UpstreamCall,
 ): Promise<Omit<EngineAudio, 'call'>> {
-  const { profile, dict } = voice;
+  const { profile, dict, orgId } = voice;
   const { stream, iterator, first } = await tryUpstreams(ctx, model, call, async (upstream) => {
     const speech = ctx.protocols.get(upstream.protocol)?.speech;
     if (!speech) throw new ServiceError('model_offline', `The upstream of '${model.id}' (protocol ${upstream.protocol}) cannot synthesize speech.`);
@@ -145,6 +163,7 @@ export async function startEngine(
       speed: tts.speed,
       signal: call.signal,
       timeoutMs: call.timeoutMs,
+      tenant: orgId,
     });
     const iterator = stream.chunks[Symbol.asyncIterator]();
     // "First audio" means samples: skip empty chunks.
@@ -153,7 +172,7 @@ export async function startEngine(
     return { stream, iterator, first };
   });
   if (first.done) throw new ServiceError('upstream_error', 'The speech engine produced no audio for this transcript.');
-  return { sampleRate: stream.sampleRate, first: first.value, rest: iterator };
+  return { sampleRate: stream.sampleRate, first: first.value, rest: iterator, maxSamples: audioBound(text, stream.sampleRate) };
 }
 
 /**
@@ -162,6 +181,8 @@ export async function startEngine(
  * (502 upstream_error, 504 upstream_timeout), never the gateway's 500.
  */
 export async function* allChunks(s: EngineAudio): AsyncGenerator<PcmSamples> {
+  let made = s.first.length;
+  if (made > s.maxSamples) throw await tooMuchAudio(s);
   // An engine that makes whole sentences (flite) hands over seconds of audio at once: the
   // first 100 ms go out on their own, so converting and encoding the rest does not delay them.
   const lead = Math.round(s.sampleRate / 10);
@@ -179,6 +200,15 @@ export async function* allChunks(s: EngineAudio): AsyncGenerator<PcmSamples> {
     if (next.done) return;
     // Revoked key or shutdown: stop relaying audio the engine already made, too.
     if (s.call.signal.aborted && isServiceError(s.call.signal.reason)) throw s.call.signal.reason;
+    made += next.value.length;
+    if (made > s.maxSamples) throw await tooMuchAudio(s);
     if (next.value.length) yield next.value;
   }
+}
+
+/** Stops an engine that made more audio than its text may (audioBound): the error to end the stream with. */
+async function tooMuchAudio(s: EngineAudio): Promise<ServiceError> {
+  await s.rest.return?.().catch(() => {});
+  const seconds = Math.round(s.maxSamples / s.sampleRate);
+  return upstreamEnvelope(new UpstreamError('protocol', `it made more than ${seconds} s of audio for this text; the rest was cut off.`), s.call.timeoutMs);
 }

@@ -1,7 +1,7 @@
 // Where text arriving in pieces (LLM tokens on WS /tts/websocket) can be cut into spans that
 // are synthesized on their own: after a sentence, after a clause once it has enough words, or
 // (when the client's max_buffer_delay_ms has passed, or it asked for no buffering) after the
-// last complete word. Pure functions over strings; the session (tts-socket-session.ts) keeps
+// last complete word. Pure functions over strings; the span speaker (span-speaker.ts) keeps
 // the buffer and the timer.
 
 /** A clause (`,` `;` `:` dash) ends a span only with at least this many words: shorter ones sound choppy alone. */

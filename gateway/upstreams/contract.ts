@@ -122,6 +122,8 @@ export interface SpeechRequest extends CallOptions {
   language: string | undefined;
   /** 0.6-1.5; 1 is the engine's natural rate. */
   speed: number;
+  /** Who the speech is for (an org id): a local engine's bounded pool gives each its share. */
+  tenant?: string;
 }
 
 /** Mono PCM (float or 16-bit) at `sampleRate`, produced progressively; the iterator throws UpstreamError. */

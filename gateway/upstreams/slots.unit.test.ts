@@ -63,4 +63,51 @@ describe('Slots: a bound on engine state', () => {
     held();
     second();
   });
+
+  it('tenant shares: alone a tenant uses every slot; it keeps at most its share of the line; freed slots go to the tenants in turn', async () => {
+    const slots = new Slots(2, 4, 'speech engine processes', 1 / 2);
+    const a1 = await slots.acquire({ wait: true, tenant: 'a' });
+    const a2 = await slots.acquire({ wait: true, tenant: 'a' });
+    expect(slots.inUse).toBe(2);
+    const order: string[] = [];
+    const waitFor = (tenant: string, name: string) => slots.acquire({ wait: true, tenant }).then((release) => (order.push(name), release));
+    const a3 = waitFor('a', 'a3');
+    const a4 = waitFor('a', 'a4');
+    // Half of the line (2 of 4) is a's: its next one is refused at once, and b still finds a place.
+    const refused = await slots.acquire({ wait: true, tenant: 'a' }).catch((e: unknown) => e);
+    expect(isUpstreamError(refused) && refused.kind).toBe('busy');
+    expect(String((refused as Error).message)).toMatch(/as many requests waiting for speech engine processes as one organization may \(2\)/);
+    const b1 = waitFor('b', 'b1');
+    // a was given both slots, b none: the freed slot goes to b, which came last.
+    a1();
+    const releaseB1 = await b1;
+    expect(order).toEqual(['b1']);
+    // b was served since: the next freed slot goes to a's first waiter.
+    a2();
+    const releaseA3 = await a3;
+    expect(order).toEqual(['b1', 'a3']);
+    releaseB1();
+    const releaseA4 = await a4;
+    expect(order).toEqual(['b1', 'a3', 'a4']);
+    releaseA3();
+    releaseA4();
+    expect(slots.inUse).toBe(0);
+    // With every waiter gone, a's share of the line is whole again.
+    const again = await slots.acquire({ wait: false, tenant: 'a' });
+    again();
+  });
+
+  it('callers that name no tenant wait in order, whatever the shares', async () => {
+    const slots = new Slots(1, 4, 'engines', 1 / 2);
+    const held = await slots.acquire({ wait: true });
+    const order: string[] = [];
+    const first = slots.acquire({ wait: true }).then((r) => (order.push('first'), r));
+    const second = slots.acquire({ wait: true }).then((r) => (order.push('second'), r));
+    const third = slots.acquire({ wait: true }).then((r) => (order.push('third'), r));
+    held();
+    (await first)();
+    (await second)();
+    (await third)();
+    expect(order).toEqual(['first', 'second', 'third']);
+  });
 });

@@ -4,7 +4,7 @@
 // `?access_token=` on sockets) and `Cartesia-Version` (`?cartesia_version=` wins on sockets), and
 // answers errors in the structured shape of 2026-03-01 (`{error_code, title, message, request_id}`).
 //   POST /tts/bytes     a 440 Hz tone at the asked rate, `msPerChar` per character / speed, in
-//                       odd-sized chunks (a chunk may end mid-sample)
+//                       odd-sized chunks (a chunk may end mid-sample); or, `endless`, without end
 //   POST /stt           batch: one scripted word per voiced burst of the WAV it is sent
 //   WS   /stt/websocket binary PCM in; an interim whenever a burst starts or ends; `finalize` ->
 //                       the utterance's final (text a delta since the last final, with Cartesia's
@@ -39,6 +39,8 @@ export type CartesiaBehaviour =
   | { kind: 'mute' }
   /** POST /tts/bytes: headers and the first chunk of audio, then nothing, the connection kept open. */
   | { kind: 'stall' }
+  /** POST /tts/bytes: the tone without end, however short the transcript, until the client goes away (a broken engine). */
+  | { kind: 'endless' }
   /** Sockets: an error event after the first audio, then the close. */
   | { kind: 'stream_error'; status: number; message: string };
 
@@ -262,6 +264,22 @@ export async function startScriptedCartesia(options: ScriptedCartesiaOptions = {
     const speed = typeof request.generation_config?.speed === 'number' ? request.generation_config.speed : 1;
     const audio = tone(rate, Math.round((rate * msPerChar * request.transcript.length) / 1000 / speed));
     res.writeHead(200, { 'content-type': 'audio/pcm' });
+    if (state.behaviour.kind === 'endless') {
+      // A second of tone after another, as fast as the client takes it.
+      const second = tone(rate, rate);
+      const taken = () =>
+        new Promise<void>((resolve) => {
+          const go = () => {
+            res.off('drain', go);
+            res.off('close', go);
+            resolve();
+          };
+          res.on('drain', go);
+          res.on('close', go);
+        });
+      while (!res.destroyed) if (!res.write(second)) await taken();
+      return;
+    }
     for (let at = 0; at < audio.length; at += TTS_CHUNK_BYTES) {
       if (res.destroyed) return;
       const chunk = audio.subarray(at, at + TTS_CHUNK_BYTES);

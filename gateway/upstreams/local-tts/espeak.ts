@@ -22,7 +22,7 @@ export const espeakSpeech: SpeechCapability = {
       typeof req.voice.params?.wordsPerMinute === 'number' && Number.isFinite(req.voice.params.wordsPerMinute) ? req.voice.params.wordsPerMinute : NATURAL_WPM;
     const wpm = Math.round(Math.min(MAX_WPM, Math.max(MIN_WPM, voiceWpm * req.speed)));
     const args = ['-v', req.voice.upstreamId, '-s', String(wpm), '--stdout', '-b', '1', ...(pitch === null ? [] : ['-p', String(pitch)])];
-    const run = runEngine('espeak-ng', args, req.signal, req.text);
+    const run = runEngine('espeak-ng', args, { signal: req.signal, input: req.text, tenant: req.tenant });
     return { sampleRate: 22050, chunks: pcmFromWavStream(run.stdout, run.done) };
   },
 };

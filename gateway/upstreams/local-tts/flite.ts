@@ -43,7 +43,7 @@ export const fliteSpeech: SpeechCapability = {
         for (const [i, sentence] of sentences(req.text).entries()) {
           const out = join(dir, `${i}.wav`);
           // -t takes the text as one argv entry (no shell), so no quoting issues.
-          const run = runEngine('flite', [...baseArgs, '-t', sentence, '-o', out], req.signal);
+          const run = runEngine('flite', [...baseArgs, '-t', sentence, '-o', out], { signal: req.signal, tenant: req.tenant });
           for await (const _ of run.stdout);
           await run.done;
           yield parseWav(await readFile(out)).samples;

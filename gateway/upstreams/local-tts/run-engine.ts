@@ -11,9 +11,11 @@ import { Slots } from '../slots.ts';
 /**
  * Engine processes running at once (SVC_TTS_MAX_ENGINES, set at start by limitEngines): each
  * is a process with its own memory and a share of the cores. Requests past it wait their turn,
- * a bounded number of them; past that they get 503 before anything is spawned.
+ * a bounded number of them; past that they get 503 before anything is spawned. One org may keep
+ * at most half of the waiting line, and the orgs waiting take turns for each freed process
+ * (slots.ts): one org's sockets cannot keep the others out.
  */
-const engineSlots = new Slots(8, 64, 'speech engine processes');
+const engineSlots = new Slots(8, 64, 'speech engine processes', 1 / 2);
 
 export function limitEngines(processes: number): void {
   engineSlots.resize(processes);
@@ -84,10 +86,12 @@ export function stopEngineSpawner(): void {
   spawner = null;
 }
 
-export function runEngine(command: string, args: string[], signal: AbortSignal, input?: string): EngineRun {
+/** `input`: written to the engine's stdin; `tenant`: the org the engine runs for (its share of the pool). */
+export function runEngine(command: string, args: string[], options: { signal: AbortSignal; input?: string; tenant?: string }): EngineRun {
+  const { signal, input, tenant } = options;
   const id = nextId++;
   const stdout = new AsyncQueue<Buffer>();
-  const done = engineSlots.acquire({ wait: true, signal }).then(
+  const done = engineSlots.acquire({ wait: true, signal, tenant }).then(
     (release) => spawnRun(id, stdout, command, args, signal, input).finally(release),
     (err: unknown) => {
       stdout.end(err);
