@@ -101,17 +101,32 @@ describe('the official openai client: audio.speech.create', () => {
     expect(audio.length / 2).toBe(Math.round((natural('flite', 'slt', FOX).samples.length * 24000) / 16000));
   });
 
-  it('errors surface as the SDK\u2019s typed errors with our code: opus -> 400, an OpenAI voice name -> 404', async () => {
+  it('an OpenAI voice name speaks with the model\u2019s default voice; a voice overriding the name by id wins', async () => {
+    const { prisma } = h.testDb.db;
+    const rms = natural('flite', 'rms', FOX).samples.length; // flite-rms: local-flite's featured voice
+    for (const voice of ['alloy', 'marin'] as const) {
+      const res = await client().audio.speech.create({ model: 'local-flite', voice, input: FOX, response_format: 'pcm' });
+      expect(Buffer.from(await res.arrayBuffer()).length / 2).toBe(Math.round((rms * 24000) / 16000));
+    }
+    await prisma.voice.create({
+      data: { id: 'echo', orgId: h.orgId, kind: 'library', name: 'Echo', language: 'en', description: '', gender: 'male', tags: [] },
+    });
+    await prisma.voiceProfile.create({ data: { id: 'vpr_echo_slt', voiceId: 'echo', modelId: 'local-flite', upstreamId: 'slt', status: 'ready' } });
+    const res = await client().audio.speech.create({ model: 'local-flite', voice: 'echo', input: FOX, response_format: 'pcm' });
+    expect(Buffer.from(await res.arrayBuffer()).length / 2).toBe(Math.round((natural('flite', 'slt', FOX).samples.length * 24000) / 16000));
+  });
+
+  it('errors surface as the SDK\u2019s typed errors with our code: opus -> 400, an unknown voice -> 404', async () => {
     const opus = await client()
       .audio.speech.create({ model: 'local-flite', voice: 'flite-slt', input: FOX, response_format: 'opus' })
       .catch((e: unknown) => e);
     expect(opus).toBeInstanceOf(OpenAI.BadRequestError);
     expect(opus).toMatchObject({ status: 400, code: 'invalid_request', param: 'response_format' });
-    const alloy = await client()
-      .audio.speech.create({ model: 'local-flite', voice: 'alloy', input: FOX })
+    const unknown = await client()
+      .audio.speech.create({ model: 'local-flite', voice: 'no-such-voice', input: FOX })
       .catch((e: unknown) => e);
-    expect(alloy).toBeInstanceOf(OpenAI.NotFoundError);
-    expect(alloy).toMatchObject({ status: 404, code: 'voice_not_found', param: 'voice' });
+    expect(unknown).toBeInstanceOf(OpenAI.NotFoundError);
+    expect(unknown).toMatchObject({ status: 404, code: 'voice_not_found', param: 'voice' });
   });
 });
 

@@ -12,6 +12,7 @@ import type { OutputFormat } from '../audio/output-format.ts';
 import { toFloat32, type PcmSamples } from '../audio/pcm.ts';
 import { sendStream } from '../metrics/metrics-http.ts';
 import { parseOpenAiSpeechRequest } from '../tts/openai-speech-request.ts';
+import { voiceForOpenAiName } from '../tts/openai-voices.ts';
 
 /**
  * A body without a Content-Type is read as JSON on the Cartesia-shaped routes: LiveKit's Cartesia
@@ -41,6 +42,7 @@ export function registerTtsRoutes(app: FastifyInstance, ctx: GatewayContext): vo
 
   app.post('/v1/audio/speech', { config: { metered: true } }, async (request, reply) => {
     const { tts, sse } = parseOpenAiSpeechRequest(request.body);
+    tts.voiceId = await voiceForOpenAiName(ctx.db.prisma, request.auth.orgId, tts.modelId, tts.voiceId);
     const s = await startSynthesis(ctx, request, reply, tts, 'audio.speech');
     const charge = () => chargeSynthesis(ctx, request, s, tts, 'audio.speech');
     if (sse) {
