@@ -413,6 +413,8 @@ export const OPERATIONS: Operation[] = [
     path: '/voices',
     operationId: 'listVoices',
     summary: "Platform voices and the org's own, newest first, paginated",
+    description:
+      "With a `Cartesia-Version` header (a Cartesia client), Cartesia's list instead: query `limit` (1-100), `starting_after`, `q`, `gender`, `is_owner`; answer `{data, has_more, next_page}` (docs/voices.md).",
     tag: 'Voices',
     auth: 'key',
     metered: true,

@@ -119,7 +119,22 @@ export const VerboseTranscriptionSchema = z
     language: z.string().optional(),
     duration: z.number(),
     text: z.string(),
-    segments: z.array(z.object({ id: z.int(), start: z.number(), end: z.number(), text: z.string(), compression_ratio: z.number() })).optional(),
+    segments: z
+      .array(
+        z.object({
+          id: z.int(),
+          seek: z.int().meta({ description: "The segment's start in Whisper's 10 ms frames." }),
+          start: z.number(),
+          end: z.number(),
+          text: z.string(),
+          tokens: z.array(z.int()).meta({ description: 'Always empty: no engine here reports tokens.' }),
+          temperature: z.number().meta({ description: '0 unless the engine reports it.' }),
+          avg_logprob: z.number().meta({ description: '0 unless the engine reports it.' }),
+          compression_ratio: z.number(),
+          no_speech_prob: z.number().meta({ description: '0 unless the engine reports it.' }),
+        }),
+      )
+      .optional(),
     words: z.array(WordSchema).optional(),
     usage: z.object({ type: z.literal('duration'), seconds: z.number() }),
   })
