@@ -160,7 +160,15 @@ export const DeepgramListenSchema = z.object({
     channels: z.array(z.object({ alternatives: z.array(z.object({ transcript: z.string(), confidence: z.number(), words: z.array(DeepgramWordSchema) })) })),
     utterances: z
       .array(
-        z.object({ start: z.number(), end: z.number(), confidence: z.number(), channel: z.int(), transcript: z.string(), words: z.array(DeepgramWordSchema) }),
+        z.object({
+          start: z.number(),
+          end: z.number(),
+          confidence: z.number(),
+          channel: z.int(),
+          transcript: z.string(),
+          words: z.array(DeepgramWordSchema),
+          id: z.uuid(),
+        }),
       )
       .optional(),
   }),
