@@ -36,6 +36,11 @@ export const DeepgramErrorEnvelopeSchema = ErrorEnvelopeSchema.extend({
   request_id: z.string(),
 }).meta({ description: "The error envelope with Deepgram's `err_code`, `err_msg` and `request_id` (on /v1/listen only)." });
 
+/** ElevenLabs' routes add ElevenLabs' `detail` to the envelope, so that ElevenLabs' clients read it too. */
+export const ElevenLabsErrorEnvelopeSchema = ErrorEnvelopeSchema.extend({
+  detail: z.object({ status: z.string(), message: z.string() }),
+}).meta({ description: "The error envelope with ElevenLabs' `detail` {status (our code), message} (on ElevenLabs' routes only)." });
+
 // ---------------------------------------------------------------------------------------------
 // System
 
@@ -352,3 +357,42 @@ fits<Fits<JobRecord, z.output<typeof JobSchema>>>();
 fits<Fits<DictRecord, z.output<typeof DictSchema>>>();
 fits<Fits<DictSummaryRecord, z.output<typeof DictSummarySchema>>>();
 fits<Fits<ReturnType<typeof verboseJson>, z.output<typeof VerboseTranscriptionSchema>>>();
+
+// ---------------------------------------------------------------------------------------------
+// ElevenLabs' shapes
+
+export const ElevenLabsVoiceSchema = z.object({
+  voice_id: z.string(),
+  name: z.string(),
+  category: z.enum(['premade', 'cloned', 'professional', 'generated']),
+  description: z.string(),
+  labels: z.record(z.string(), z.string()),
+  preview_url: z.null(),
+  available_for_tiers: z.array(z.string()),
+  high_quality_base_model_ids: z.array(z.string()).meta({ description: 'The models the voice has a ready profile for.' }),
+  verified_languages: z.array(z.never()),
+  is_owner: z.boolean(),
+  created_at_unix: z.int(),
+});
+
+export const ElevenLabsVoiceListSchema = z.object({ voices: z.array(ElevenLabsVoiceSchema) });
+
+export const ElevenLabsVoicePageSchema = z.object({
+  voices: z.array(ElevenLabsVoiceSchema),
+  has_more: z.boolean(),
+  total_count: z.int(),
+  next_page_token: z.string().nullable(),
+});
+
+export const ElevenLabsAudioWithTimestampsSchema = z.object({
+  audio_base64: z.string(),
+  alignment: z.null().meta({ description: 'No engine served here gives word times yet.' }),
+  normalized_alignment: z.null(),
+});
+
+export const ElevenLabsTranscriptionSchema = z.object({
+  language_code: z.string(),
+  language_probability: z.number(),
+  text: z.string(),
+  words: z.array(z.object({ text: z.string(), start: z.number(), end: z.number(), type: z.enum(['word', 'spacing']), logprob: z.number() })),
+});

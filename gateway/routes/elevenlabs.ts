@@ -68,7 +68,7 @@ export function parseElevenLabsOutputFormat(value: string): OutputFormat {
 
 const CONTENT_TYPES: Record<string, string> = { mp3: 'audio/mpeg', raw: 'application/octet-stream' };
 
-const TtsBody = z.looseObject({
+export const ElevenLabsTtsBody = z.looseObject({
   text: z
     .string()
     .min(1, 'must not be empty')
@@ -86,13 +86,15 @@ const TtsBody = z.looseObject({
     .nullish(),
 });
 
-const TtsQuery = z.looseObject({ output_format: z.string().min(1).default(DEFAULT_OUTPUT_FORMAT) });
-const VoiceParams = z.object({ voice_id: z.string().min(1).max(200) });
+export const ElevenLabsTtsQuery = z.looseObject({
+  output_format: z.string().min(1).default(DEFAULT_OUTPUT_FORMAT).meta({ description: 'mp3_<rate>_<kbps>, pcm_<rate>, ulaw_8000 or alaw_8000 (docs/tts.md).' }),
+});
+export const ElevenLabsVoiceParams = z.object({ voice_id: z.string().min(1).max(200) });
 
 function ttsRequestOf(ctx: GatewayContext, request: FastifyRequest, streaming: boolean): TtsRequest {
-  const { voice_id: voiceId } = parseInput(VoiceParams, request.params, { body: false });
-  const { output_format } = parseInput(TtsQuery, request.query, { body: false });
-  const body = parseInput(TtsBody, request.body);
+  const { voice_id: voiceId } = parseInput(ElevenLabsVoiceParams, request.params, { body: false });
+  const { output_format } = parseInput(ElevenLabsTtsQuery, request.query, { body: false });
+  const body = parseInput(ElevenLabsTtsBody, request.body);
   const output = parseElevenLabsOutputFormat(output_format);
   const speed = body.voice_settings?.speed ?? 1;
   return {
@@ -192,7 +194,7 @@ export async function registerElevenLabsRoutes(app: FastifyInstance, ctx: Gatewa
     });
 
     eleven.get('/v2/voices', metered, async (request) => {
-      const q = parseInput(V2Query, request.query, { body: false });
+      const q = parseInput(ElevenLabsV2VoicesQuery, request.query, { body: false });
       const search = q.search || undefined;
       const [page, total] = await Promise.all([
         listVoices(prisma, request.auth.orgId, {
@@ -264,7 +266,7 @@ export async function registerElevenLabsRoutes(app: FastifyInstance, ctx: Gatewa
 /** More voices than an org has in practice: /v1/voices has no pages. */
 const V1_MAX_VOICES = 1000;
 
-const V2Query = z.looseObject({
+export const ElevenLabsV2VoicesQuery = z.looseObject({
   page_size: z.coerce.number().int().min(1).max(100).default(10),
   next_page_token: z.string().min(1).max(200).optional(),
   search: z.string().trim().max(200).optional(),
