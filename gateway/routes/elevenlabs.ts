@@ -173,7 +173,6 @@ export async function registerElevenLabsRoutes(app: FastifyInstance, ctx: Gatewa
     });
 
     eleven.get('/v1/voices', metered, async (request) => {
-      parseInput(z.looseObject({}), request.query, { body: false });
       const voices: ReturnType<typeof elevenLabsVoice>[] = [];
       let cursor: string | undefined;
       // Every voice the org sees, in pages; bounded as ElevenLabs' v1 list is by an account's voices.
