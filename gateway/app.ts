@@ -17,6 +17,7 @@ import { registerHealthRoutes } from './routes/health.ts';
 import { registerModelRoutes } from './routes/models.ts';
 import { registerTtsRoutes } from './routes/tts.ts';
 import { registerTranscriptionRoutes } from './routes/transcriptions.ts';
+import { registerElevenLabsRoutes } from './routes/elevenlabs.ts';
 import { registerSttWebSocketRoutes } from './routes/stt-websocket.ts';
 import { registerSttTurnsWebSocketRoutes } from './routes/stt-turns-websocket.ts';
 import { registerTtsWebSocketRoutes } from './routes/tts-websocket.ts';
@@ -210,6 +211,7 @@ export async function buildGateway(ctx: GatewayContext, options: { logger?: bool
     done();
   });
   await app.register((scope) => registerTranscriptionRoutes(scope, ctx));
+  await registerElevenLabsRoutes(app, ctx);
   // One scope for the WebSocket routes: @fastify/websocket is registered in it (by the STT routes).
   await app.register(async (scope) => {
     await registerSttWebSocketRoutes(scope, ctx);

@@ -198,10 +198,13 @@ const KEY_SUBPROTOCOL = 'openai-insecure-api-key.';
 export function presentedKey(request: Pick<FastifyRequest, 'headers' | 'query'>, onUpgrade = false): string | undefined {
   const { authorization } = request.headers;
   const apiKeyHeader = request.headers['x-api-key'];
+  // ElevenLabs' clients send their key as `xi-api-key`.
+  const xiApiKey = request.headers['xi-api-key'];
   // The usual form, without a regular expression's match array.
   if (
     !onUpgrade &&
     apiKeyHeader === undefined &&
+    xiApiKey === undefined &&
     authorization?.startsWith('Bearer ') &&
     authorization.charCodeAt(7) > 32 &&
     authorization.charCodeAt(authorization.length - 1) > 32
@@ -214,6 +217,7 @@ export function presentedKey(request: Pick<FastifyRequest, 'headers' | 'query'>,
   };
   if (authorization) add(keyOfAuthorization(authorization), 'the Authorization header');
   if (typeof apiKeyHeader === 'string') add(apiKeyHeader.trim(), 'the X-API-Key header');
+  if (typeof xiApiKey === 'string') add(xiApiKey.trim(), 'the xi-api-key header');
   if (onUpgrade) {
     const query = request.query as Record<string, unknown> | undefined;
     for (const name of ['api_key', 'access_token']) {

@@ -132,7 +132,7 @@ const SECURITY: Record<Operation['auth'], Record<string, never[]>[]> = {
 };
 
 function operation(op: Operation, requestNames: Map<z.ZodType, string>, responseNames: Map<z.ZodType, string>): JsonSchema {
-  const envelope = op.deepgramErrors ? 'DeepgramErrorEnvelope' : 'ErrorEnvelope';
+  const envelope = op.deepgramErrors ? 'DeepgramErrorEnvelope' : op.elevenLabsErrors ? 'ElevenLabsErrorEnvelope' : 'ErrorEnvelope';
   const statuses = new Set(op.errors);
   if (op.auth === 'key' || op.auth === 'socket') [401, 429, 503].forEach((s) => statuses.add(s));
   if (op.metered) statuses.add(402);
@@ -176,9 +176,10 @@ export function buildOpenApiDocument() {
   // One error answer per status and envelope, referred to by every operation that may give it.
   const errorResponses: Record<string, JsonSchema> = {};
   for (const status of new Set(Object.values(ERROR_TABLE).map((e) => e.status))) {
-    for (const envelope of ['ErrorEnvelope', 'DeepgramErrorEnvelope']) errorResponses[`${envelope}${status}`] = errorResponse(status, envelope);
+    for (const envelope of ['ErrorEnvelope', 'DeepgramErrorEnvelope', 'ElevenLabsErrorEnvelope'])
+      errorResponses[`${envelope}${status}`] = errorResponse(status, envelope);
   }
-  for (const envelope of ['ErrorEnvelope', 'DeepgramErrorEnvelope']) {
+  for (const envelope of ['ErrorEnvelope', 'DeepgramErrorEnvelope', 'ElevenLabsErrorEnvelope']) {
     errorResponses[envelope] = {
       description: 'Any other error (500 internal_error...), in the same envelope.',
       headers: REQUEST_ID_HEADER,

@@ -13,6 +13,7 @@ import { ClaimBody, IdentityBody } from '../routes/agent-auth.ts';
 import { BlobIdParams, UploadQuery } from '../routes/blobs.ts';
 import { JobIdParams, ListJobsQuery } from '../routes/jobs.ts';
 import { CloneJson, EngineCatalogueQuery, Localize, PrepareProfile, ProClone, VoiceIdParams } from '../routes/voices.ts';
+import { ElevenLabsTtsBody, ElevenLabsTtsQuery, ElevenLabsV2VoicesQuery, ElevenLabsVoiceParams } from '../routes/elevenlabs.ts';
 import * as req from './request-schemas.ts';
 import * as res from './response-schemas.ts';
 
@@ -53,12 +54,15 @@ export interface Operation {
   websocket?: string;
   /** /v1/listen answers errors in the envelope with Deepgram's fields added. */
   deepgramErrors?: boolean;
+  /** ElevenLabs' routes answer errors in the envelope with ElevenLabs' `detail` added. */
+  elevenLabsErrors?: boolean;
 }
 
 export const TAGS = {
   System: { description: 'Liveness, readiness, metrics and this document: no key.', doc: 'docs/operations.md' },
   Models: { description: 'The models this gateway serves.', doc: 'docs/api-conventions.md' },
   'Text to speech': { description: "Native (Cartesia-shaped) and OpenAI's speech routes.", doc: 'docs/tts.md' },
+  ElevenLabs: { description: "ElevenLabs' HTTP API over the registry's models: speech, voices, transcription.", doc: 'docs/use-it-from.md' },
   'Speech to text': { description: "Batch transcription, the gateway's and Cartesia's streaming sockets, Deepgram's /v1/listen.", doc: 'docs/stt.md' },
   LLM: { description: "OpenAI's chat completions and Responses, relayed to the engines.", doc: 'docs/llm.md' },
   Realtime: { description: "OpenAI's Realtime API over a WebSocket.", doc: 'docs/realtime.md' },
@@ -92,12 +96,19 @@ export const REQUEST_COMPONENTS = {
   IdentityRequest: IdentityBody,
   ClaimRequest: ClaimBody,
   TokenRequest: req.TokenRequestSchema,
+  ElevenLabsTtsRequest: ElevenLabsTtsBody,
+  ElevenLabsSttForm: req.ElevenLabsSttFormSchema,
 } satisfies Record<string, z.ZodType>;
 
 /** Named answers: components/schemas, read as what the gateway sends. */
 export const RESPONSE_COMPONENTS = {
   ErrorEnvelope: res.ErrorEnvelopeSchema,
   DeepgramErrorEnvelope: res.DeepgramErrorEnvelopeSchema,
+  ElevenLabsErrorEnvelope: res.ElevenLabsErrorEnvelopeSchema,
+  ElevenLabsVoiceList: res.ElevenLabsVoiceListSchema,
+  ElevenLabsVoicePage: res.ElevenLabsVoicePageSchema,
+  ElevenLabsAudioWithTimestamps: res.ElevenLabsAudioWithTimestampsSchema,
+  ElevenLabsTranscription: res.ElevenLabsTranscriptionSchema,
   Health: res.HealthSchema,
   Ready: res.ReadySchema,
   OpenApiDocument: res.OpenApiDocumentSchema,
@@ -354,6 +365,88 @@ export const OPERATIONS: Operation[] = [
     deepgramErrors: true,
   },
 
+  // ElevenLabs
+  ...(
+    [
+      ['', 'elevenLabsSpeech', "Speech, ElevenLabs' convert route", false],
+      ['/stream', 'elevenLabsSpeechStream', "Speech streamed, ElevenLabs' route", false],
+      ['/with-timestamps', 'elevenLabsSpeechWithTimestamps', "Speech with timestamps, ElevenLabs' route", true],
+      ['/stream/with-timestamps', 'elevenLabsSpeechStreamWithTimestamps', "Speech streamed with timestamps, ElevenLabs' route", true],
+    ] as const
+  ).map(([suffix, operationId, summary, timestamps]): Operation => ({
+    method: 'post',
+    path: `/v1/text-to-speech/{voice_id}${suffix}`,
+    operationId,
+    summary,
+    tag: 'ElevenLabs',
+    auth: 'key',
+    metered: true,
+    description:
+      "`voice_id` is a gateway voice id, `model_id` a registry tts model (ElevenLabs' `eleven_…` names or none: the default model). Billed per character, as /tts/bytes. The key may come as `xi-api-key`.",
+    pathParams: ElevenLabsVoiceParams,
+    query: ElevenLabsTtsQuery,
+    body: { json: ElevenLabsTtsBody },
+    answers: {
+      200: timestamps
+        ? suffix.startsWith('/stream')
+          ? {
+              description: 'Newline-delimited JSON chunks `{audio_base64, alignment, normalized_alignment}`.',
+              spend: true,
+              media: { 'application/json': 'NDJSON chunks.' },
+            }
+          : { ...json(res.ElevenLabsAudioWithTimestampsSchema, 'The whole audio in base64.'), spend: true }
+        : {
+            description: 'The audio in `output_format`; raw formats streamed as they are synthesized on /stream.',
+            spend: true,
+            media: {
+              'audio/mpeg': 'mp3_<rate>_<kbps> (the default mp3_44100_128).',
+              'application/octet-stream': 'pcm_<rate> (16-bit little-endian), ulaw_8000, alaw_8000.',
+            },
+          },
+    },
+    errors: [409, ...ENGINE_ERRORS],
+    elevenLabsErrors: true,
+  })),
+  {
+    method: 'get',
+    path: '/v1/voices',
+    operationId: 'elevenLabsVoicesV1',
+    summary: "Every voice of the org, ElevenLabs' v1 list",
+    tag: 'ElevenLabs',
+    auth: 'key',
+    metered: true,
+    answers: { 200: json(res.ElevenLabsVoiceListSchema, "ElevenLabs' voice list.") },
+    errors: [400],
+    elevenLabsErrors: true,
+  },
+  {
+    method: 'get',
+    path: '/v2/voices',
+    operationId: 'elevenLabsVoicesV2',
+    summary: "The org's voices, ElevenLabs' v2 pages",
+    tag: 'ElevenLabs',
+    auth: 'key',
+    metered: true,
+    query: ElevenLabsV2VoicesQuery,
+    answers: { 200: json(res.ElevenLabsVoicePageSchema, 'A page of voices; `next_page_token` asks the next.') },
+    errors: [400],
+    elevenLabsErrors: true,
+  },
+  {
+    method: 'post',
+    path: '/v1/speech-to-text',
+    operationId: 'elevenLabsSpeechToText',
+    summary: "Batch transcription, ElevenLabs' route",
+    tag: 'ElevenLabs',
+    auth: 'key',
+    metered: true,
+    description: 'Billed per millisecond of audio, as /v1/audio/transcriptions. `cloud_storage_url` is refused (nothing is fetched).',
+    body: { multipart: req.ElevenLabsSttFormSchema },
+    answers: { 200: { ...json(res.ElevenLabsTranscriptionSchema, 'The text and its timed words.'), spend: true } },
+    errors: ENGINE_ERRORS,
+    elevenLabsErrors: true,
+  },
+
   // LLM
   {
     method: 'post',
@@ -413,6 +506,8 @@ export const OPERATIONS: Operation[] = [
     path: '/voices',
     operationId: 'listVoices',
     summary: "Platform voices and the org's own, newest first, paginated",
+    description:
+      "With a `Cartesia-Version` header (a Cartesia client), Cartesia's list instead: query `limit` (1-100), `starting_after`, `q`, `gender`, `is_owner`; answer `{data, has_more, next_page}` (docs/voices.md).",
     tag: 'Voices',
     auth: 'key',
     metered: true,

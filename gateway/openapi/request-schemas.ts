@@ -146,3 +146,13 @@ export const RealtimeQuerySchema = z.object({
   model: z.string().optional().meta({ description: 'A realtime profile or an LLM (required for a conversation); with intent=transcription, an stt model.' }),
   intent: z.literal('transcription').optional(),
 });
+
+/** POST /v1/speech-to-text (ElevenLabs' form). */
+export const ElevenLabsSttFormSchema = z.looseObject({
+  file: audioFile('WAV, or raw 16-bit 16 kHz mono PCM with file_format pcm_s16le_16; at most 25 MB.'),
+  model_id: z.string().optional().meta({ description: "A registry stt model; ElevenLabs' names (scribe_…) or none: the default model." }),
+  language_code: z.string().optional(),
+  timestamps_granularity: z.enum(['none', 'word', 'character']).optional().meta({ description: 'none: no words; otherwise words with spacing.' }),
+  file_format: z.enum(['pcm_s16le_16', 'other']).optional(),
+  keyterms: z.array(z.string()).optional(),
+});

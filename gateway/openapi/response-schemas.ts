@@ -36,6 +36,11 @@ export const DeepgramErrorEnvelopeSchema = ErrorEnvelopeSchema.extend({
   request_id: z.string(),
 }).meta({ description: "The error envelope with Deepgram's `err_code`, `err_msg` and `request_id` (on /v1/listen only)." });
 
+/** ElevenLabs' routes add ElevenLabs' `detail` to the envelope, so that ElevenLabs' clients read it too. */
+export const ElevenLabsErrorEnvelopeSchema = ErrorEnvelopeSchema.extend({
+  detail: z.object({ status: z.string(), message: z.string() }),
+}).meta({ description: "The error envelope with ElevenLabs' `detail` {status (our code), message} (on ElevenLabs' routes only)." });
+
 // ---------------------------------------------------------------------------------------------
 // System
 
@@ -119,7 +124,22 @@ export const VerboseTranscriptionSchema = z
     language: z.string().optional(),
     duration: z.number(),
     text: z.string(),
-    segments: z.array(z.object({ id: z.int(), start: z.number(), end: z.number(), text: z.string(), compression_ratio: z.number() })).optional(),
+    segments: z
+      .array(
+        z.object({
+          id: z.int(),
+          seek: z.int().meta({ description: "The segment's start in Whisper's 10 ms frames." }),
+          start: z.number(),
+          end: z.number(),
+          text: z.string(),
+          tokens: z.array(z.int()).meta({ description: 'Always empty: no engine here reports tokens.' }),
+          temperature: z.number().meta({ description: '0 unless the engine reports it.' }),
+          avg_logprob: z.number().meta({ description: '0 unless the engine reports it.' }),
+          compression_ratio: z.number(),
+          no_speech_prob: z.number().meta({ description: '0 unless the engine reports it.' }),
+        }),
+      )
+      .optional(),
     words: z.array(WordSchema).optional(),
     usage: z.object({ type: z.literal('duration'), seconds: z.number() }),
   })
@@ -145,7 +165,15 @@ export const DeepgramListenSchema = z.object({
     channels: z.array(z.object({ alternatives: z.array(z.object({ transcript: z.string(), confidence: z.number(), words: z.array(DeepgramWordSchema) })) })),
     utterances: z
       .array(
-        z.object({ start: z.number(), end: z.number(), confidence: z.number(), channel: z.int(), transcript: z.string(), words: z.array(DeepgramWordSchema) }),
+        z.object({
+          start: z.number(),
+          end: z.number(),
+          confidence: z.number(),
+          channel: z.int(),
+          transcript: z.string(),
+          words: z.array(DeepgramWordSchema),
+          id: z.uuid(),
+        }),
       )
       .optional(),
   }),
@@ -329,3 +357,42 @@ fits<Fits<JobRecord, z.output<typeof JobSchema>>>();
 fits<Fits<DictRecord, z.output<typeof DictSchema>>>();
 fits<Fits<DictSummaryRecord, z.output<typeof DictSummarySchema>>>();
 fits<Fits<ReturnType<typeof verboseJson>, z.output<typeof VerboseTranscriptionSchema>>>();
+
+// ---------------------------------------------------------------------------------------------
+// ElevenLabs' shapes
+
+export const ElevenLabsVoiceSchema = z.object({
+  voice_id: z.string(),
+  name: z.string(),
+  category: z.enum(['premade', 'cloned', 'professional', 'generated']),
+  description: z.string(),
+  labels: z.record(z.string(), z.string()),
+  preview_url: z.null(),
+  available_for_tiers: z.array(z.string()),
+  high_quality_base_model_ids: z.array(z.string()).meta({ description: 'The models the voice has a ready profile for.' }),
+  verified_languages: z.array(z.never()),
+  is_owner: z.boolean(),
+  created_at_unix: z.int(),
+});
+
+export const ElevenLabsVoiceListSchema = z.object({ voices: z.array(ElevenLabsVoiceSchema) });
+
+export const ElevenLabsVoicePageSchema = z.object({
+  voices: z.array(ElevenLabsVoiceSchema),
+  has_more: z.boolean(),
+  total_count: z.int(),
+  next_page_token: z.string().nullable(),
+});
+
+export const ElevenLabsAudioWithTimestampsSchema = z.object({
+  audio_base64: z.string(),
+  alignment: z.null().meta({ description: 'No engine served here gives word times yet.' }),
+  normalized_alignment: z.null(),
+});
+
+export const ElevenLabsTranscriptionSchema = z.object({
+  language_code: z.string(),
+  language_probability: z.number(),
+  text: z.string(),
+  words: z.array(z.object({ text: z.string(), start: z.number(), end: z.number(), type: z.enum(['word', 'spacing']), logprob: z.number() })),
+});

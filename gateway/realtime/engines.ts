@@ -9,11 +9,9 @@ import type { RequestAuth } from '../core/gateway-core.ts';
 import type { ModelEntry } from '../registry/model-registry.ts';
 import { streamingModel } from '../stt/open-session.ts';
 import { resolveTtsModel, resolveVoice, type ResolvedVoice } from '../tts/synthesize.ts';
+import { OPENAI_VOICES } from '../tts/openai-voices.ts';
 import { defaultModel, isOpenAiRealtimeName, isOpenAiSttName, resolveProfile, type RealtimeProfile } from './profiles.ts';
 import type { RealtimeAudioFormat, RealtimeConfig } from './session-config.ts';
-
-/** OpenAI's voice names: a client that sends one gets the profile's voice. */
-const OPENAI_VOICES = new Set(['alloy', 'ash', 'ballad', 'coral', 'echo', 'fable', 'onyx', 'nova', 'sage', 'shimmer', 'verse', 'marin', 'cedar']);
 
 /** The models behind one response. */
 export interface ResponseEngines {

@@ -231,6 +231,20 @@ describe('transcription and speech', { timeout: 120_000 }, () => {
     expect(await rowOf(result.responses[0]!.headers)).toMatchObject({ route: 'audio.transcriptions', audioMillis: millis, costMicros: audioCost(millis) });
   });
 
+  it('transcribe with verbose_json segments: Whisper\u2019s segment shape passes the SDK\u2019s schema, the segments add up to the text', async () => {
+    const call = await fliteSpeech(CALL);
+    const result = await transcribe({
+      model: provider().transcription('local-stt'),
+      audio: call.wav,
+      providerOptions: { openai: { responseFormat: 'verbose_json', timestampGranularities: ['segment'] } },
+      maxRetries: 0,
+    });
+    expect(wer(CALL, result.text)).toBeLessThanOrEqual(0.2);
+    expect(result.segments.length).toBeGreaterThan(0);
+    expect(result.segments.map((s) => s.text).join(' ')).toBe(result.text);
+    expect(result.segments[0]!.endSecond).toBeGreaterThan(result.segments[0]!.startSecond);
+  });
+
   it('generateSpeech: mp3 by default; wav whose words the recogniser hears back through transcribe; billed per character', async () => {
     const mp3 = await generateSpeech({
       model: provider().speech('local-flite'),

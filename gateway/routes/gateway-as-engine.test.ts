@@ -13,6 +13,7 @@ import { getModel, upsertModel } from '../../server/services/models/upsert-model
 import { mapVoiceToEngine } from '../../server/services/voices/engine-voices.ts';
 import { seedPlatformVoices } from '../../server/services/voices/seed-platform-voices.ts';
 import { startGateway, type GatewayHarness } from '../../test/support/gateway-harness.ts';
+import { listEngineVoices } from '../voices/engine-catalogue.ts';
 import {
   STT_PRICE as A_STT_PRICE,
   audioCost,
@@ -226,6 +227,12 @@ describe('B\u2019s speech through A (protocol cartesia at A\u2019s base URL)', (
     // Twice resampled (16 -> 24 kHz on A, 24 -> 16 kHz on B): still flite's waveform.
     expect(correlation(wav.samples, flite.samples)).toBeGreaterThan(0.99);
     await expectBothBilledTts(id, aBefore, 'tts.bytes');
+  });
+
+  it('B imports A\u2019s voices through the cartesia catalogue (Cartesia\u2019s pages of GET /voices): every voice A lists', async () => {
+    const native = (await (await fetch(`${a.url}/voices?limit=200`, { headers: a.headers })).json()) as { voices: { id: string; name: string }[] };
+    const catalogue = await listEngineVoices(b.testDb.db.prisma, b.runtime.ctx.config.engines, 'b-tts');
+    expect(catalogue.map((v) => [v.id, v.name])).toEqual(native.voices.map((v) => [v.id, v.name]));
   });
 
   it('what the cartesia module adds is accepted by A: a language (ISO 639-1), generation_config.speed, the Cartesia-Version header', async () => {

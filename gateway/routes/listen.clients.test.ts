@@ -205,7 +205,7 @@ try {
 interface BatchOutcome {
   data?: {
     metadata: { request_id: string; duration: number };
-    results: { channels: { alternatives: { transcript: string; words: unknown[] }[] }[]; utterances?: { transcript: string }[] };
+    results: { channels: { alternatives: { transcript: string; words: unknown[] }[] }[]; utterances?: { transcript: string; id: string }[] };
   };
   error?: { name: string; statusCode: number; body: Record<string, unknown>; requestId: string };
 }
@@ -238,6 +238,7 @@ describe('@deepgram/sdk pre-recorded (listen.v1.media.transcribeFile)', () => {
     expect(wer(FOX, alt.transcript), alt.transcript).toBeLessThanOrEqual(0.25);
     expect(alt.words.length).toBeGreaterThanOrEqual(6);
     expect(data!.results.utterances).toHaveLength(1);
+    expect(data!.results.utterances![0]!.id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
     expect(data!.metadata.duration).toBe(s.samples.length / 16000);
     const billed = await expectDebited(h, data!.metadata.request_id, audioCost(Math.round((s.samples.length * 1000) / 16000)));
     expect(billed.usage.every((u) => u.route === 'listen' && u.modelId === 'nova-3')).toBe(true);

@@ -16,7 +16,7 @@
 //
 // Errors are the gateway's envelope with Deepgram's fields added (`err_code`, `err_msg`,
 // `request_id`; the `dg-error` header on refusals), so either kind of client can read them.
-import { createHash } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { ServiceError, isServiceError } from '../../server/services/errors.ts';
@@ -188,7 +188,7 @@ function decodeBody(body: Buffer, p: ListenParams, model: ModelEntry): DecodedAu
   return { samples, sampleRate, durationSeconds: samples.length / sampleRate };
 }
 
-/** Deepgram's utterances: the words split where the gap between two exceeds `split` seconds. */
+/** Deepgram's utterances: the words split where the gap between two exceeds `split` seconds; each with its own id (a UUID, as Deepgram's). */
 function utterancesOf(words: Word[], split: number, punctuate: boolean) {
   const groups: Word[][] = [];
   for (const w of words) {
@@ -198,7 +198,7 @@ function utterancesOf(words: Word[], split: number, punctuate: boolean) {
   }
   return groups.map((g) => {
     const transcript = deepgramTranscript(g.map((w) => w.word).join(' '), punctuate);
-    return { start: g[0]!.start, end: g.at(-1)!.end, confidence: 1, channel: 0, transcript, words: deepgramWords(g, punctuate) };
+    return { start: g[0]!.start, end: g.at(-1)!.end, confidence: 1, channel: 0, transcript, words: deepgramWords(g, punctuate), id: randomUUID() };
   });
 }
 

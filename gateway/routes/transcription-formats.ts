@@ -4,10 +4,12 @@
 // .../audio/verbose-json-object.
 //
 // Segments are not an engine output here: they are the words grouped at pauses and sentence
-// ends. Whisper's per-segment `tokens`, `seek`, `temperature`, `avg_logprob` and
-// `no_speech_prob` are decoder internals no engine behind the gateway reports, so they are left
-// out rather than made up; `compression_ratio` is a property of the text (Whisper's own formula)
-// and is given.
+// ends. They carry Whisper's whole segment shape, which clients validate (the AI SDK refuses a
+// segment without `seek` or `tokens`). No engine behind the gateway reports Whisper's decoder
+// internals, so those are documented neutral values (docs/stt.md): `seek` the segment's start in
+// Whisper's 10 ms frames, `tokens` empty (no tokenizer), `temperature` 0 (greedy decoding),
+// `avg_logprob` 0 and `no_speech_prob` 0 (nothing known against the words). `compression_ratio`
+// is a property of the text (Whisper's own formula) and is given.
 import { deflateSync } from 'node:zlib';
 import { ServiceError } from '../../server/services/errors.ts';
 import type { Transcript, Word } from '../upstreams/contract.ts';
@@ -23,10 +25,15 @@ export const SEGMENT_MAX_SECONDS = 30;
 
 export interface Segment {
   id: number;
+  seek: number;
   start: number;
   end: number;
   text: string;
+  tokens: number[];
+  temperature: number;
+  avg_logprob: number;
   compression_ratio: number;
+  no_speech_prob: number;
 }
 
 /** `response_format`, default json; anything else is the caller's error, named. */
@@ -105,7 +112,18 @@ export function segmentsOf(transcript: Transcript, durationSeconds: number): Seg
 }
 
 function segment(id: number, start: number, end: number, text: string): Segment {
-  return { id, start: roundMs(start), end: roundMs(end), text, compression_ratio: compressionRatio(text) };
+  return {
+    id,
+    seek: Math.round(start * 100),
+    start: roundMs(start),
+    end: roundMs(end),
+    text,
+    tokens: [],
+    temperature: 0,
+    avg_logprob: 0,
+    compression_ratio: compressionRatio(text),
+    no_speech_prob: 0,
+  };
 }
 
 /** OpenAI's verbose_json object, with only the fields this gateway can fill honestly. */
@@ -130,13 +148,15 @@ export function timestamp(seconds: number, separator: ',' | '.'): string {
   return `${pad(Math.floor(ms / 3_600_000))}:${pad(Math.floor(ms / 60_000) % 60)}:${pad(Math.floor(ms / 1000) % 60)}${separator}${pad(ms % 1000, 3)}`;
 }
 
+type Cue = Pick<Segment, 'start' | 'end' | 'text'>;
+
 /** A cue's text on one line, without the "-->" that would end it early. */
 const cueText = (text: string) => text.replace(/\s+/g, ' ').trim().replace(/-->/g, '->');
 
-export function srt(segments: readonly Segment[]): string {
+export function srt(segments: readonly Cue[]): string {
   return segments.map((s, i) => `${i + 1}\n${timestamp(s.start, ',')} --> ${timestamp(s.end, ',')}\n${cueText(s.text)}\n\n`).join('');
 }
 
-export function vtt(segments: readonly Segment[]): string {
+export function vtt(segments: readonly Cue[]): string {
   return `WEBVTT\n\n${segments.map((s) => `${timestamp(s.start, '.')} --> ${timestamp(s.end, '.')}\n${cueText(s.text)}\n\n`).join('')}`;
 }

@@ -14,6 +14,20 @@ describe('segmentsOf', () => {
       [0, 0.1, 0.8, 'hello there'],
       [1, 1.3, 2.0, 'how are you'],
     ]);
+    // Whisper's whole segment shape; seek in its 10 ms frames.
+    expect(Object.keys(segs[1]!)).toEqual([
+      'id',
+      'seek',
+      'start',
+      'end',
+      'text',
+      'tokens',
+      'temperature',
+      'avg_logprob',
+      'compression_ratio',
+      'no_speech_prob',
+    ]);
+    expect(segs[1]!.seek).toBe(130);
   });
 
   it('splits after a sentence end, spelling segments as the transcript does when it has one token per word', () => {
@@ -34,7 +48,18 @@ describe('segmentsOf', () => {
 
   it('text without word times is one segment over the whole audio; nothing heard is no segment', () => {
     expect(segmentsOf({ text: ' Hello world. ', words: [] }, 3.2004)).toEqual([
-      { id: 0, start: 0, end: 3.2, text: 'Hello world.', compression_ratio: compressionRatio('Hello world.') },
+      {
+        id: 0,
+        seek: 0,
+        start: 0,
+        end: 3.2,
+        text: 'Hello world.',
+        tokens: [],
+        temperature: 0,
+        avg_logprob: 0,
+        compression_ratio: compressionRatio('Hello world.'),
+        no_speech_prob: 0,
+      },
     ]);
     expect(segmentsOf({ text: '', words: [] }, 3)).toEqual([]);
   });
@@ -57,8 +82,8 @@ describe('srt and vtt', () => {
 
   it('cues: numbered in SRT, under a WEBVTT header in VTT; cue text on one line and never "-->"', () => {
     const segs = [
-      { id: 0, start: 0.5, end: 1.25, text: 'one\ntwo', compression_ratio: 1 },
-      { id: 1, start: 2, end: 3, text: 'a --> b', compression_ratio: 1 },
+      { start: 0.5, end: 1.25, text: 'one\ntwo' },
+      { start: 2, end: 3, text: 'a --> b' },
     ];
     expect(srt(segs)).toBe('1\n00:00:00,500 --> 00:00:01,250\none two\n\n2\n00:00:02,000 --> 00:00:03,000\na -> b\n\n');
     expect(vtt(segs)).toBe('WEBVTT\n\n00:00:00.500 --> 00:00:01.250\none two\n\n00:00:02.000 --> 00:00:03.000\na -> b\n\n');

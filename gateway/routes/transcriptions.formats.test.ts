@@ -110,7 +110,9 @@ function expectSegments(segments: Segment[] | undefined, text: string, duration:
   expect(list.length).toBeGreaterThan(0);
   let last = 0;
   list.forEach((s, i) => {
-    expect(Object.keys(s).sort()).toEqual(['compression_ratio', 'end', 'id', 'start', 'text']);
+    // Whisper's whole shape; its decoder internals at their documented neutral values.
+    expect(Object.keys(s)).toEqual(['id', 'seek', 'start', 'end', 'text', 'tokens', 'temperature', 'avg_logprob', 'compression_ratio', 'no_speech_prob']);
+    expect(s).toMatchObject({ seek: Math.round(s.start * 100), tokens: [], temperature: 0, avg_logprob: 0, no_speech_prob: 0 });
     expect(s.id).toBe(i);
     expect(s.start).toBeGreaterThanOrEqual(last);
     expect(s.end).toBeGreaterThan(s.start);

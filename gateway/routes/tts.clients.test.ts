@@ -101,22 +101,56 @@ describe('the official openai client: audio.speech.create', () => {
     expect(audio.length / 2).toBe(Math.round((natural('flite', 'slt', FOX).samples.length * 24000) / 16000));
   });
 
-  it('errors surface as the SDK\u2019s typed errors with our code: opus -> 400, an OpenAI voice name -> 404', async () => {
+  it('an OpenAI voice name speaks with the model\u2019s default voice; a voice overriding the name by id wins', async () => {
+    const { prisma } = h.testDb.db;
+    const rms = natural('flite', 'rms', FOX).samples.length; // flite-rms: local-flite's featured voice
+    for (const voice of ['alloy', 'marin'] as const) {
+      const res = await client().audio.speech.create({ model: 'local-flite', voice, input: FOX, response_format: 'pcm' });
+      expect(Buffer.from(await res.arrayBuffer()).length / 2).toBe(Math.round((rms * 24000) / 16000));
+    }
+    await prisma.voice.create({
+      data: { id: 'echo', orgId: h.orgId, kind: 'library', name: 'Echo', language: 'en', description: '', gender: 'male', tags: [] },
+    });
+    await prisma.voiceProfile.create({ data: { id: 'vpr_echo_slt', voiceId: 'echo', modelId: 'local-flite', upstreamId: 'slt', status: 'ready' } });
+    const res = await client().audio.speech.create({ model: 'local-flite', voice: 'echo', input: FOX, response_format: 'pcm' });
+    expect(Buffer.from(await res.arrayBuffer()).length / 2).toBe(Math.round((natural('flite', 'slt', FOX).samples.length * 24000) / 16000));
+  });
+
+  it('errors surface as the SDK\u2019s typed errors with our code: opus -> 400, an unknown voice -> 404', async () => {
     const opus = await client()
       .audio.speech.create({ model: 'local-flite', voice: 'flite-slt', input: FOX, response_format: 'opus' })
       .catch((e: unknown) => e);
     expect(opus).toBeInstanceOf(OpenAI.BadRequestError);
     expect(opus).toMatchObject({ status: 400, code: 'invalid_request', param: 'response_format' });
-    const alloy = await client()
-      .audio.speech.create({ model: 'local-flite', voice: 'alloy', input: FOX })
+    const unknown = await client()
+      .audio.speech.create({ model: 'local-flite', voice: 'no-such-voice', input: FOX })
       .catch((e: unknown) => e);
-    expect(alloy).toBeInstanceOf(OpenAI.NotFoundError);
-    expect(alloy).toMatchObject({ status: 404, code: 'voice_not_found', param: 'voice' });
+    expect(unknown).toBeInstanceOf(OpenAI.NotFoundError);
+    expect(unknown).toMatchObject({ status: 404, code: 'voice_not_found', param: 'voice' });
   });
 });
 
 describe('the official @cartesia/cartesia-js client', () => {
   const client = () => new Cartesia({ baseURL: h.url, apiKey: h.key, maxRetries: 0 });
+
+  it('voices.list: Cartesia\u2019s page shape, paged on by the SDK with starting_after through every voice GET /voices lists', async () => {
+    const native = (await (await fetch(`${h.url}/voices?limit=200`, { headers: h.headers })).json()) as {
+      voices: { id: string; gender: string; is_owner: boolean }[];
+    };
+    expect(native.voices.length).toBeGreaterThan(3);
+    const first = await client().voices.list({ limit: 3 });
+    expect(first.data.map((v) => [v.id, v.is_owner, v.access])).toEqual(
+      native.voices.slice(0, 3).map((v) => [v.id, v.is_owner, v.is_owner ? 'private' : 'public']),
+    );
+    expect(first.data[0]).toMatchObject({ language: expect.any(String), created_at: expect.any(String) });
+    const all: string[] = [];
+    for await (const v of client().voices.list({ limit: 3 })) all.push(v.id);
+    expect(all).toEqual(native.voices.map((v) => v.id));
+    const feminine: string[] = [];
+    for await (const v of client().voices.list({ limit: 100, gender: 'feminine' })) feminine.push(v.id);
+    expect(feminine).toEqual(native.voices.filter((v) => v.gender === 'female').map((v) => v.id));
+    expect(feminine.length).toBeGreaterThan(0);
+  });
 
   it('tts.generate (POST /tts/bytes): wav, the engine\u2019s audio sample for sample', async () => {
     const res = await client().tts.generate({

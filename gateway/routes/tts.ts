@@ -12,6 +12,7 @@ import type { OutputFormat } from '../audio/output-format.ts';
 import { toFloat32, type PcmSamples } from '../audio/pcm.ts';
 import { sendStream } from '../metrics/metrics-http.ts';
 import { parseOpenAiSpeechRequest } from '../tts/openai-speech-request.ts';
+import { voiceForOpenAiName } from '../tts/openai-voices.ts';
 
 /**
  * A body without a Content-Type is read as JSON on the Cartesia-shaped routes: LiveKit's Cartesia
@@ -41,6 +42,7 @@ export function registerTtsRoutes(app: FastifyInstance, ctx: GatewayContext): vo
 
   app.post('/v1/audio/speech', { config: { metered: true } }, async (request, reply) => {
     const { tts, sse } = parseOpenAiSpeechRequest(request.body);
+    tts.voiceId = await voiceForOpenAiName(ctx.db.prisma, request.auth.orgId, tts.modelId, tts.voiceId);
     const s = await startSynthesis(ctx, request, reply, tts, 'audio.speech');
     const charge = () => chargeSynthesis(ctx, request, s, tts, 'audio.speech');
     if (sse) {
@@ -59,7 +61,7 @@ function openAiContentType(output: OutputFormat): string {
 }
 
 /** Whole file (exact WAV sizes, MP3 at the asked bit rate), or progressive bytes when streaming. */
-async function sendAudio(
+export async function sendAudio(
   ctx: GatewayContext,
   reply: FastifyReply,
   s: StartedSynthesis,
@@ -69,9 +71,7 @@ async function sendAudio(
 ) {
   const { output, volume } = tts;
   if (!tts.stream) {
-    const parts: PcmSamples[] = [];
-    for await (const chunk of allChunks(s)) parts.push(chunk);
-    const audio = convertAll(concatFloat(parts), s.sampleRate, output, volume);
+    const audio = await wholeAudio(s, tts);
     const c = await charge();
     setSpendHeaders(reply, c.costMicros, c.remainingMicros);
     return reply.code(200).header('content-type', contentType).send(audio);
@@ -81,7 +81,14 @@ async function sendAudio(
   return sendStream(reply.code(200).header('content-type', contentType), ctx.metrics, progressiveBytes(s, output, volume));
 }
 
-async function* progressiveBytes(s: StartedSynthesis, output: OutputFormat, volume: number): AsyncGenerator<Buffer> {
+/** All of a synthesis's audio as one file in the asked format. */
+export async function wholeAudio(s: StartedSynthesis, tts: TtsRequest): Promise<Buffer> {
+  const parts: PcmSamples[] = [];
+  for await (const chunk of allChunks(s)) parts.push(chunk);
+  return convertAll(concatFloat(parts), s.sampleRate, tts.output, tts.volume);
+}
+
+export async function* progressiveBytes(s: StartedSynthesis, output: OutputFormat, volume: number): AsyncGenerator<Buffer> {
   const converter = createAudioConverter({ inputSampleRate: s.sampleRate, output, volume });
   let ended = false;
   try {

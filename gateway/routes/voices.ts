@@ -18,6 +18,7 @@ import { setVoiceSaved } from '../../server/services/voices/save-voice.ts';
 import { UpdateVoiceInput, updateVoice, VoiceLanguage, VoiceName, VoiceTags } from '../../server/services/voices/update-voice.ts';
 import { onClientGone } from '../client-gone.ts';
 import type { GatewayContext } from '../context.ts';
+import { isCartesiaClient, listVoicesForCartesia } from './cartesia-voice-list.ts';
 import { acceptMultipart, readUpload } from '../multipart-upload.ts';
 import { parseSampleRateParam } from '../stt/decode-upload.ts';
 import { decodeClip, type MeasuredClip } from '../voices/voice-clip.ts';
@@ -79,6 +80,7 @@ export async function registerVoiceRoutes(app: FastifyInstance, ctx: GatewayCont
   await acceptMultipart(app, MAX_BLOB_BYTES);
 
   app.get('/voices', keyed, async (request) => {
+    if (isCartesiaClient(request.headers)) return listVoicesForCartesia(prisma, request.auth.orgId, request.query);
     const query = parseInput(ListVoicesQuery, request.query, { body: false });
     return listVoices(prisma, request.auth.orgId, query);
   });

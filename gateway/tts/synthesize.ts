@@ -29,6 +29,7 @@ export interface StartedSynthesis extends EngineAudio {
 /** Where each route carries the model and the voice, for the `param` of resolution errors. */
 const FIELDS: Record<string, { model: string; voice: string }> = {
   'audio.speech': { model: 'model', voice: 'voice' },
+  'elevenlabs.tts': { model: 'model_id', voice: 'voice_id' },
 };
 const NATIVE_FIELDS = { model: 'model_id', voice: 'voice.id' };
 

@@ -99,3 +99,10 @@ export function canonicalLanguage(tag: string): string {
   const subtag = sub.length === 2 ? sub.toUpperCase() : sub.length === 4 ? sub[0]!.toUpperCase() + sub.slice(1).toLowerCase() : sub;
   return `${lang.toLowerCase()}-${subtag}`;
 }
+
+/** The cursor that pages on after voice `voiceId` (Cartesia's `starting_after`); 400 naming `param` when the org sees no such voice. */
+export async function cursorAfterVoice(prisma: Prisma, orgId: string, voiceId: string, param: string): Promise<string> {
+  const voice = await prisma.voice.findFirst({ where: { id: voiceId, ...visibleVoiceWhere(orgId) }, select: { id: true, createdAt: true } });
+  if (!voice) throw new ServiceError('invalid_request', `${param}: no voice with id '${voiceId}' is visible to this organization.`, param);
+  return encodeCursor({ createdAt: voice.createdAt, id: voice.id });
+}
