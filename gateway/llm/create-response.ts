@@ -12,6 +12,7 @@ import type { ModelEntry, UpstreamEntry } from '../registry/model-registry.ts';
 import { SseSplitter, sseData } from '../sse.ts';
 import type { ChatResponse } from '../upstreams/contract.ts';
 import { tryUpstreams } from '../core/try-upstreams.ts';
+import { errorText } from '../upstreams/engine-http.ts';
 import type { LlmAnswer, LlmAsk } from './chat-completion.ts';
 import { chatStreamEvents, type ChatUsage } from './chat-stream.ts';
 import { askChat, parseEngineJson, refuseFailedAnswer, streamEnding, wholeAnswer, type EngineAnswer, type LlmRun } from './llm-run.ts';
@@ -76,7 +77,7 @@ export class ResponseCreator {
       if (runtime?.responses && !this.chatOnly.has(chatOnlyKey(upstream))) {
         const res = await runtime.responses(upstream, { raw: forwardedBytes(raw, upstream, model), body, signal: engine.signal, timeoutMs: engine.timeoutMs });
         if (!NO_SUCH_ROUTE.has(res.statusCode)) return { res, upstream, via: null };
-        await res.text().catch(() => '');
+        await errorText(res.body);
         const viaChat = await askThroughChat(upstream);
         if (viaChat.res.statusCode < 300) {
           if (this.chatOnly.size >= 10_000) this.chatOnly.clear();

@@ -83,6 +83,12 @@ export function isUpstreamError(e: unknown): e is UpstreamError {
   return e instanceof UpstreamError;
 }
 
+/** An answer read whole that passed its bound: the rest was not read (the request is abandoned). */
+export function answerTooLarge(maxBytes: number): UpstreamError {
+  const size = maxBytes % (1024 * 1024) === 0 ? `${maxBytes / (1024 * 1024)} MiB` : `${Math.ceil(maxBytes / 1024)} KiB`;
+  return new UpstreamError('protocol', `The engine's answer was too large (over ${size}); the gateway stopped reading it.`);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Capabilities
 
@@ -103,7 +109,8 @@ export interface ChatResponse {
   statusCode: number;
   contentType: string;
   body: AsyncIterable<Uint8Array>;
-  text(): Promise<string>;
+  /** The whole body; past `maxBytes` the answer is abandoned and this rejects with `answerTooLarge`. */
+  text(maxBytes?: number): Promise<string>;
 }
 
 export interface ChatRequest extends CallOptions {
