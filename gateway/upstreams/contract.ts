@@ -304,7 +304,8 @@ interface RuntimeBase<S> {
 /** Settings of the process's own engines (server/config/env.ts `engines`), for local protocols. */
 export interface EngineConfig {
   dataDir: string;
-  llama: { sequences: number; threads: number; contextSize: number };
+  /** The in-process llama.cpp engine (SVC_LLAMA_*): sequences per model, threads, context tokens, requests that may wait for a sequence. */
+  llama: { sequences: number; threads: number; contextSize: number; maxWaiting: number };
   /** The local speech recognizer (SVC_STT_WORKERS, SVC_STT_SPARE_DECODERS, SVC_POCKETSPHINX_*). */
   pocketsphinx: { workers: number; spareDecoders: number; modelDir: string; logFile: string; extraArgs: string; keytermBonus: number };
 }

@@ -74,6 +74,8 @@ const EnvSchema = z.object({
   SVC_LLAMA_SEQUENCES: z.coerce.number().int().min(1).max(256).default(4),
   SVC_LLAMA_THREADS: z.coerce.number().int().min(1).max(1024).optional(),
   SVC_LLAMA_CONTEXT_SIZE: z.coerce.number().int().min(256).max(1_048_576).default(4096),
+  // Requests that may wait for a sequence of a model; past that 503 temporarily_unavailable.
+  SVC_LLAMA_MAX_WAITING: z.coerce.number().int().min(0).max(100_000).default(32),
   // The local speech recognizer (protocol pocketsphinx): worker threads (default: cores - 1),
   // fresh decoders each thread keeps loaded ahead (~100 MB each), the model directory, where
   // pocketsphinx logs, extra "-name value" decoder arguments, the keyterm log-probability bonus.
@@ -170,7 +172,7 @@ export interface Config {
   /** Settings of the engines the process runs itself (the shape of gateway/upstreams/contract.ts EngineConfig). */
   engines: {
     dataDir: string;
-    llama: { sequences: number; threads: number; contextSize: number };
+    llama: { sequences: number; threads: number; contextSize: number; maxWaiting: number };
     pocketsphinx: { workers: number; spareDecoders: number; modelDir: string; logFile: string; extraArgs: string; keytermBonus: number };
   };
   /** Admission caps and engine pools (gateway/core/admission.ts). */
@@ -293,6 +295,7 @@ export function loadConfig(source: Readonly<Record<string, string | undefined>> 
         sequences: env.SVC_LLAMA_SEQUENCES,
         threads: env.SVC_LLAMA_THREADS ?? Math.max(1, availableParallelism() - 1),
         contextSize: env.SVC_LLAMA_CONTEXT_SIZE,
+        maxWaiting: env.SVC_LLAMA_MAX_WAITING,
       },
       pocketsphinx: {
         workers: env.SVC_STT_WORKERS ?? Math.max(1, availableParallelism() - 1),
