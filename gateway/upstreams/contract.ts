@@ -207,6 +207,12 @@ export interface TranscriptionStream {
   finalize(): void;
   /** Frees the engine's side at once (closes its connection); `events` ends. Idempotent. */
   close(): void;
+  /**
+   * The gateway's voice-activity detection, as it changes: whether someone is speaking now. Only
+   * streams over batch engines use it (they send an engine only what has speech); until it is
+   * first called, all audio counts as speech.
+   */
+  speaking?(active: boolean): void;
   events: AsyncIterable<TranscriptionEvent>;
 }
 
