@@ -255,6 +255,12 @@ export interface PreparedVoice {
 
 export interface CloneCapability<S = UpstreamSettings> {
   clone(target: UpstreamTarget<S>, request: VoiceCloneRequest): Promise<PreparedVoice>;
+  /**
+   * Deletes a voice this engine cloned (its id, as `clone` gave it), freeing the slot it takes in
+   * the engine's account; an engine that no longer has it is not an error. Absent where the
+   * engine keeps no voices or cannot delete them.
+   */
+  deleteVoice?(target: UpstreamTarget<S>, upstreamId: string, call: CallOptions): Promise<void>;
 }
 
 /** One voice of an engine's own catalogue, importable as a platform voice. */

@@ -211,6 +211,16 @@ export async function drainAnswer(res: DispatchResponse, call: CallOptions): Pro
   }
 }
 
+/** DELETE {url}{path}; an engine that no longer has what it names (404) is as good as one that deleted it. */
+export async function engineDelete(url: string, apiKey: string | undefined, path: string, headers: Record<string, string>, call: CallOptions): Promise<void> {
+  try {
+    await drainAnswer(await engineRequest(url, apiKey, { method: 'DELETE', path, headers }, call), call);
+  } catch (e) {
+    if (e instanceof UpstreamError && e.kind === 'status' && e.details.status === 404) return;
+    throw e;
+  }
+}
+
 /** GET {url}{path} answering 2xx means healthy. `apiKey`: cut out of the error should the engine echo it. */
 export async function checkHttpHealth(
   url: string,

@@ -50,6 +50,11 @@ const EnvSchema = z.object({
     .default(1800),
   // Voice jobs an org may have queued or running at once (counted in the database); past it 429.
   SVC_MAX_JOBS_PER_ORG: z.coerce.number().int().min(1).max(10_000).default(5),
+  // An org's own voices (past it 403 voice_quota_exceeded), and its voices cloned through engines
+  // that bill (outside this process) in any 24 hours, trial orgs apart (past it 429 clone_quota_exceeded).
+  SVC_MAX_VOICES_PER_ORG: z.coerce.number().int().min(0).max(1_000_000).default(100),
+  SVC_MAX_ENGINE_CLONES_PER_ORG_PER_DAY: z.coerce.number().int().min(0).max(1_000_000).default(20),
+  SVC_TRIAL_MAX_ENGINE_CLONES_PER_ORG_PER_DAY: z.coerce.number().int().min(0).max(1_000_000).default(0),
   // Prometheus metrics: a separate listener (loopback by default) and/or GET /metrics on the
   // public port behind a bearer token. Neither set: no metrics endpoint.
   SVC_METRICS_PORT: z.coerce.number().int().min(1).max(65535).optional(),
@@ -163,6 +168,8 @@ export interface Config {
   /** SVC_REALTIME_PROFILES_FILE; undefined: the shipped config/realtime-profiles.json. */
   realtimeProfilesFile: string | undefined;
   jobs: { worker: boolean; concurrency: number; pollMs: number; leaseMs: number; offlineGiveUpMs: number; maxPerOrg: number };
+  /** Caps on an org's voices and on its clones through engines that bill (server/services/voices/voice-quotas.ts). */
+  voiceLimits: { maxVoicesPerOrg: number; maxEngineClonesPerDay: number; trialMaxEngineClonesPerDay: number };
   /** Separate metrics listener; undefined: none. */
   metricsPort: number | undefined;
   metricsHost: string;
@@ -284,6 +291,11 @@ export function loadConfig(source: Readonly<Record<string, string | undefined>> 
       leaseMs: env.SVC_JOB_LEASE_SECONDS * 1000,
       offlineGiveUpMs: env.SVC_JOB_OFFLINE_GIVE_UP_SECONDS * 1000,
       maxPerOrg: env.SVC_MAX_JOBS_PER_ORG,
+    },
+    voiceLimits: {
+      maxVoicesPerOrg: env.SVC_MAX_VOICES_PER_ORG,
+      maxEngineClonesPerDay: env.SVC_MAX_ENGINE_CLONES_PER_ORG_PER_DAY,
+      trialMaxEngineClonesPerDay: env.SVC_TRIAL_MAX_ENGINE_CLONES_PER_ORG_PER_DAY,
     },
     metricsPort: env.SVC_METRICS_PORT,
     metricsHost: env.SVC_METRICS_HOST,

@@ -34,7 +34,7 @@ import {
   type VoiceCatalogueCapability,
   type Word,
 } from '../contract.ts';
-import { checkHttpHealth, engineBody, engineJson, engineRequest } from '../engine-http.ts';
+import { checkHttpHealth, engineBody, engineDelete, engineJson, engineRequest } from '../engine-http.ts';
 import { boundedSpeech, s16Chunks } from '../pcm-streams.ts';
 
 const settings = z
@@ -140,6 +140,8 @@ const clone: CloneCapability<Settings> = {
       metadata: { engine: 'elevenlabs', upstream_voice_id: id, requires_verification: requiresVerification },
     };
   },
+  // DELETE /v1/voices/{voice_id}: https://elevenlabs.io/docs/api-reference/voices/delete
+  deleteVoice: (target, upstreamId, call) => engineDelete(target.url, target.apiKey, `/v1/voices/${encodeURIComponent(upstreamId)}`, keyHeader(target), call),
 };
 
 interface ElevenLabsVoice {

@@ -10,7 +10,7 @@ import {
   type TranscriptionCapability,
   type VoiceCatalogueCapability,
 } from '../../contract.ts';
-import { engineBody, engineJson, engineRequest } from '../../engine-http.ts';
+import { engineBody, engineDelete, engineJson, engineRequest } from '../../engine-http.ts';
 import { boundedSpeech, s16Chunks } from '../../pcm-streams.ts';
 import { cartesiaPhonemes } from './phonemes.ts';
 import { cartesiaHeaders, parseWords, primaryLanguage, type CartesiaSettings } from './wire.ts';
@@ -80,6 +80,9 @@ export const clone: CloneCapability<CartesiaSettings> = {
     }
     return { upstreamId: id, params: null, expiresAt: null, metadata: { engine: 'cartesia', upstream_voice_id: id } };
   },
+  // DELETE /voices/{id}: https://docs.cartesia.ai/api-reference/voices/delete
+  deleteVoice: (target, upstreamId, call) =>
+    engineDelete(target.url, target.apiKey, `/voices/${encodeURIComponent(upstreamId)}`, cartesiaHeaders(target), call),
 };
 
 interface CartesiaVoice {
