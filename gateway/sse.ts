@@ -1,25 +1,37 @@
+import { UpstreamError } from './upstreams/contract.ts';
+
+/** The longest event an engine may send: a longer one is a broken or hostile engine, not a delta. */
+export const SSE_EVENT_MAX_CHARS = 1024 * 1024;
+
 /**
  * Splits a byte stream of server-sent events into complete events (the text between blank
- * lines), keeping each event's original bytes so it can be relayed unchanged.
+ * lines), keeping each event's original bytes so it can be relayed unchanged. An event longer
+ * than `maxEventChars` (complete or not) fails the stream with an UpstreamError (`protocol`).
  */
 export class SseSplitter {
   private buffer = '';
   private readonly decoder = new TextDecoder();
 
+  constructor(private readonly maxEventChars = SSE_EVENT_MAX_CHARS) {}
+
   push(chunk: Uint8Array): string[] {
+    // What was searched before holds no terminator, except one the new text completes.
+    let from = Math.max(0, this.buffer.length - 3);
     this.buffer += this.decoder.decode(chunk, { stream: true });
     const events: string[] = [];
     let start = 0;
     for (;;) {
-      const lf = this.buffer.indexOf('\n\n', start);
-      const crlf = this.buffer.indexOf('\r\n\r\n', start);
+      const lf = this.buffer.indexOf('\n\n', from);
+      const crlf = this.buffer.indexOf('\r\n\r\n', from);
       if (lf < 0 && crlf < 0) break;
       const useCrlf = crlf >= 0 && (lf < 0 || crlf < lf);
       const end = useCrlf ? crlf + 4 : lf + 2;
+      if (end - start > this.maxEventChars) throw this.tooLong();
       events.push(this.buffer.slice(start, end));
-      start = end;
+      start = from = end;
     }
     this.buffer = this.buffer.slice(start);
+    if (this.buffer.length > this.maxEventChars) throw this.tooLong();
     return events;
   }
 
@@ -28,6 +40,11 @@ export class SseSplitter {
     const r = this.buffer + this.decoder.decode();
     this.buffer = '';
     return r;
+  }
+
+  private tooLong(): UpstreamError {
+    this.buffer = '';
+    return new UpstreamError('protocol', `The engine sent a stream event longer than ${this.maxEventChars} characters.`);
   }
 }
 

@@ -7,11 +7,13 @@
 //   404 on /responses) gets the request translated to a chat completion, and its answer is
 //   translated back (responses-via-chat.ts).
 // Either way it is metered like chat (llm-run.ts).
+import { ServiceError } from '../../server/services/errors.ts';
 import type { JsonObject } from '../json-body.ts';
 import type { ModelEntry, UpstreamEntry } from '../registry/model-registry.ts';
 import { SseSplitter, sseData } from '../sse.ts';
 import type { ChatResponse } from '../upstreams/contract.ts';
 import { tryUpstreams } from '../core/try-upstreams.ts';
+import { errorText } from '../upstreams/engine-http.ts';
 import type { LlmAnswer, LlmAsk } from './chat-completion.ts';
 import { chatStreamEvents, type ChatUsage } from './chat-stream.ts';
 import { askChat, parseEngineJson, refuseFailedAnswer, streamEnding, wholeAnswer, type EngineAnswer, type LlmRun } from './llm-run.ts';
@@ -20,12 +22,16 @@ import { ResponseItemStore } from './response-item-store.ts';
 import {
   ResponsesStreamTranslator,
   chatRequestFor,
+  referencedItemIds,
   responseFromChat,
   responseMeta,
   responsesUsage,
   streamErrorEvent,
   type ResponseMeta,
 } from './responses-via-chat.ts';
+
+/** Item references one request may make (each expands to a stored item). */
+export const MAX_ITEM_REFERENCES = 1000;
 
 /** How an engine without the Responses API answers POST /responses: no such route (or method). */
 const NO_SUCH_ROUTE = new Set([404, 405, 501]);
@@ -50,6 +56,31 @@ export class ResponseCreator {
    * upstreams; cleared should that ever pass a bound.
    */
   private readonly chatOnly = new Set<string>();
+
+  /**
+   * The bytes of what the request sends an engine once its item references are expanded: its own
+   * bytes plus each item of this org's that a reference names, counted before anything is built,
+   * so the request reserves by what it will cost. More than MAX_ITEM_REFERENCES references is 400;
+   * more than `maxBytes` expanded is 413.
+   */
+  promptBytes(orgId: string, body: JsonObject, rawBytes: number, maxBytes: number): number {
+    const ids = referencedItemIds(body);
+    if (ids.length > MAX_ITEM_REFERENCES) {
+      throw new ServiceError(
+        'invalid_request',
+        `input: at most ${MAX_ITEM_REFERENCES} item references per request (${ids.length} given); send the items themselves.`,
+        'input',
+      );
+    }
+    let bytes = rawBytes;
+    for (const id of ids) {
+      bytes += typeof id === 'string' ? (this.items.bytesOf(orgId, id) ?? 0) : 0;
+      if (bytes > maxBytes) {
+        throw new ServiceError('body_too_large', `input: with its item references expanded, the request is larger than ${maxBytes} bytes.`, 'input');
+      }
+    }
+    return bytes;
+  }
 
   /** Asks the model's engines; null when the client left before the answer was read. */
   async create(run: LlmRun, ask: LlmAsk): Promise<LlmAnswer | null> {
@@ -76,7 +107,7 @@ export class ResponseCreator {
       if (runtime?.responses && !this.chatOnly.has(chatOnlyKey(upstream))) {
         const res = await runtime.responses(upstream, { raw: forwardedBytes(raw, upstream, model), body, signal: engine.signal, timeoutMs: engine.timeoutMs });
         if (!NO_SUCH_ROUTE.has(res.statusCode)) return { res, upstream, via: null };
-        await res.text().catch(() => '');
+        await errorText(res.body);
         const viaChat = await askThroughChat(upstream);
         if (viaChat.res.statusCode < 300) {
           if (this.chatOnly.size >= 10_000) this.chatOnly.clear();

@@ -10,8 +10,8 @@ import type { GatewayContext } from '../context.ts';
 import type { CreditHold, RequestAuth } from '../core/gateway-core.ts';
 import { envelope, type ErrorEnvelope } from '../errors.ts';
 import type { ModelEntry, UpstreamEntry } from '../registry/model-registry.ts';
-import type { ChatRequest, ChatResponse } from '../upstreams/contract.ts';
-import { isTimeout, statusError } from '../upstreams/engine-http.ts';
+import { isUpstreamError, type ChatRequest, type ChatResponse } from '../upstreams/contract.ts';
+import { CHAT_ANSWER_MAX_BYTES, errorText, isTimeout, statusError } from '../upstreams/engine-http.ts';
 import { clientErrorFor, tryUpstreams, type UpstreamCall } from '../core/try-upstreams.ts';
 import { upstreamEnvelope } from '../upstream-envelope.ts';
 import type { ChatStreamEvent } from './chat-stream.ts';
@@ -176,7 +176,7 @@ export async function callChat(
 /** An engine that answered with an HTTP failure: an engine refusing a bad request is the caller's error; anything else is the engine's. */
 export async function refuseFailedAnswer(ctx: GatewayContext, { res, upstream }: EngineAnswer, timeoutMs: number): Promise<void> {
   if (res.statusCode < 300) return;
-  const failure = statusError(res.statusCode, await res.text().catch(() => ''), upstream.apiKey);
+  const failure = statusError(res.statusCode, await errorText(res.body), upstream.apiKey);
   if (![400, 413, 422].includes(res.statusCode)) {
     ctx.metrics.upstreamError(upstream, 'http_status');
     ctx.upstreamStats?.failedAfterAnswer(upstream.id);
@@ -187,7 +187,7 @@ export async function refuseFailedAnswer(ctx: GatewayContext, { res, upstream }:
 /** A whole (not streamed) answer's text; null when the client left while it was read. */
 export async function wholeAnswer(res: ChatResponse, engine: EngineCall): Promise<string | null> {
   try {
-    return await res.text();
+    return await res.text(CHAT_ANSWER_MAX_BYTES);
   } catch (e) {
     // The engine stalled or dropped the connection after sending its headers.
     if (engine.clientGone) return null;
@@ -220,6 +220,8 @@ export function streamEnding(
   if (isServiceError(stopped)) return envelope(stopped).body.error;
   ctx.metrics.upstreamError(upstream, isTimeout(e) ? 'timeout' : 'stream_broken');
   log.warn({ err: e }, 'upstream stream ended abnormally');
+  // The engine broke the protocol (an event too long): its reason is the client's message.
+  if (isUpstreamError(e) && e.kind === 'protocol') return envelope(upstreamEnvelope(e, engine.timeoutMs)).body.error;
   return isTimeout(e)
     ? { message: 'The model upstream stopped sending within the deadline.', type: 'api_error', code: 'upstream_timeout', param: null }
     : { message: 'The model upstream closed the stream unexpectedly.', type: 'api_error', code: 'upstream_error', param: null };

@@ -25,6 +25,16 @@ const invalid = (message: string, param: string) => new ServiceError('invalid_re
 /** Finds an output item of an earlier response by id (`item_reference`); undefined when unknown. */
 export type ItemLookup = (id: string) => JsonObject | undefined;
 
+/** The ids the request's `item_reference`s name, in `instructions` and `input`: what chatRequestFor would look up. */
+export function referencedItemIds(body: JsonObject): unknown[] {
+  const ids: unknown[] = [];
+  for (const items of [body.instructions, body.input]) {
+    if (!Array.isArray(items)) continue;
+    for (const item of items) if (isObject(item) && item.type === 'item_reference') ids.push(item.id);
+  }
+  return ids;
+}
+
 /** Responses features a chat completion has no way to carry. */
 const UNSUPPORTED: Record<string, string> = {
   previous_response_id: 'responses are not stored by this engine: send the whole conversation in `input`',

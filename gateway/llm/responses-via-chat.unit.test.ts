@@ -390,7 +390,7 @@ describe('ResponseItemStore', () => {
 
   it('keeps items per org, gives copies, forgets them after the TTL', () => {
     let now = 0;
-    const store = new ResponseItemStore({ maxBytes: 10_000, ttlMs: 1000 }, () => now);
+    const store = new ResponseItemStore({ maxBytesPerOrg: 10_000, maxBytes: 10_000, ttlMs: 1000 }, () => now);
     store.put('org_a', [item('msg_1'), { type: 'message' }]);
     expect(store.size).toBe(1);
     const got = store.get('org_a', 'msg_1')!;
@@ -404,8 +404,8 @@ describe('ResponseItemStore', () => {
     expect(store.storedBytes).toBe(0);
   });
 
-  it('stays within its byte budget: the oldest go first; an item larger than the budget is not kept', () => {
-    const store = new ResponseItemStore({ maxBytes: 500, ttlMs: 60_000 }, () => 0);
+  it('keeps an org within its quota: its own oldest go first; an item larger than the quota is not kept', () => {
+    const store = new ResponseItemStore({ maxBytesPerOrg: 500, maxBytes: 10_000, ttlMs: 60_000 }, () => 0);
     for (let i = 0; i < 50; i++) store.put('org', [item(`msg_${i}`, 'y'.repeat(40))]);
     expect(store.storedBytes).toBeLessThanOrEqual(500);
     expect(store.get('org', 'msg_49')).toBeDefined();
@@ -413,5 +413,33 @@ describe('ResponseItemStore', () => {
     store.put('org', [item('huge', 'z'.repeat(1000))]);
     expect(store.get('org', 'huge')).toBeUndefined();
     expect(store.storedBytes).toBeLessThanOrEqual(500);
+  });
+
+  it("never evicts one org's items for another's: a busy org makes room from its own", () => {
+    const store = new ResponseItemStore({ maxBytesPerOrg: 500, maxBytes: 10_000, ttlMs: 60_000 }, () => 0);
+    store.put('org_quiet', [item('quiet_1', 'q'.repeat(40))]);
+    for (let i = 0; i < 1000; i++) store.put('org_busy', [item(`busy_${i}`, 'b'.repeat(40))]);
+    expect(store.get('org_quiet', 'quiet_1')).toEqual(item('quiet_1', 'q'.repeat(40)));
+    expect(store.get('org_busy', 'busy_999')).toBeDefined();
+    expect(store.get('org_busy', 'busy_0')).toBeUndefined();
+    // Nor can an org read or size another's item by its id.
+    expect(store.get('org_busy', 'quiet_1')).toBeUndefined();
+    expect(store.bytesOf('org_busy', 'quiet_1')).toBeUndefined();
+    expect(store.bytesOf('org_quiet', 'quiet_1')).toBe(JSON.stringify(item('quiet_1', 'q'.repeat(40))).length);
+  });
+
+  it('past the total, expired items go first, then new items are not kept rather than evicting another org', () => {
+    let now = 0;
+    const store = new ResponseItemStore({ maxBytesPerOrg: 1000, maxBytes: 1000, ttlMs: 1000 }, () => now);
+    const big = (id: string) => item(id, 'x'.repeat(900));
+    store.put('org_a', [big('a_1')]);
+    store.put('org_b', [big('b_1')]);
+    expect(store.get('org_a', 'a_1')).toBeDefined();
+    expect(store.get('org_b', 'b_1')).toBeUndefined();
+    now = 1000;
+    store.put('org_b', [big('b_2')]);
+    expect(store.get('org_b', 'b_2')).toBeDefined();
+    expect(store.size).toBe(1);
+    expect(store.storedBytes).toBe(JSON.stringify(big('b_2')).length);
   });
 });

@@ -601,7 +601,7 @@ export const OPERATIONS: Operation[] = [
       'The clip as multipart `file`, or an uploaded blob (`blob_id`) in JSON. 201 with the voice when an engine that can clone is online, else 202 with a job.',
     body: { multipart: req.CloneFormSchema, json: CloneJson },
     answers: { 201: json(res.VoiceSchema, 'The new voice.'), 202: json(res.VoiceJobQueuedSchema, 'Queued.') },
-    errors: [404, 502, 503],
+    errors: [403, 404, 502, 503],
   },
   {
     method: 'post',
@@ -613,7 +613,7 @@ export const OPERATIONS: Operation[] = [
     metered: true,
     body: { json: ProClone },
     answers: { 202: json(res.VoiceJobQueuedSchema, 'Queued.') },
-    errors: [404, 503],
+    errors: [403, 404, 503],
   },
   {
     method: 'post',
@@ -626,7 +626,7 @@ export const OPERATIONS: Operation[] = [
     ...VOICE_ID,
     body: { json: Localize },
     answers: { 202: json(res.VoiceJobQueuedSchema, 'Queued.') },
-    errors: [404, 503],
+    errors: [403, 404, 503],
   },
   {
     method: 'post',

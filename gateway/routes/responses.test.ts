@@ -31,7 +31,7 @@ let h: GatewayHarness;
 let tiny: TinyGguf;
 let client: OpenAI;
 const ups: Record<string, ScriptedUpstream> = {};
-const keys = { zero: '', limited: '', otherOrg: '' };
+const keys = { zero: '', limited: '', otherOrg: '', modest: '' };
 // Rate-limit windows read a clock held 15 s into a minute: the one-request-a-minute key is
 // refused with 45 s to wait whenever the test runs.
 const clock = manualClock(A_WINDOW_START + 15_000);
@@ -78,6 +78,7 @@ beforeAll(async () => {
   await scripted('native-stream-no-usage', { kind: 'stream', chunks: ['a', 'b', 'c'], usage: null });
   await scripted('native-dies', { kind: 'stream', chunks: ['par', 'tial', 'never'], dieAfter: 2, delayMs: 20 });
   await scripted('chat-only', { kind: 'ok', text: 'Translated hello.', usage: { prompt_tokens: 21, completion_tokens: 3 } }, { responsesApi: false });
+  await scripted('chat-only-big', { kind: 'ok', text: 'w'.repeat(16_000) }, { responsesApi: false });
   await scripted('chat-only-stream', { kind: 'stream', chunks: ['Spoken ', 'words ', 'flow', '.'] }, { responsesApi: false });
   await scripted('chat-only-dies', { kind: 'stream', chunks: ['one ', 'two ', 'three'], dieAfter: 2, delayMs: 20 }, { responsesApi: false });
   // A chat stream that ends with an error event (what a gateway relays when its engine dies).
@@ -100,6 +101,8 @@ beforeAll(async () => {
   keys.limited = (await createApiKey(prisma, { orgId: h.orgId, name: 'one a minute', rateLimitRpm: 1 })).key;
   const other = await createOrg(h.testDb.db, { name: 'other', creditsMicros: 10_000_000n });
   keys.otherOrg = (await createApiKey(prisma, { orgId: other.id, name: 'other' })).key;
+  const modest = await createOrg(h.testDb.db, { name: 'modest', creditsMicros: 100_000n });
+  keys.modest = (await createApiKey(prisma, { orgId: modest.id, name: 'modest' })).key;
   client = new OpenAI({ baseURL: `${h.url}/v1`, apiKey: h.key, maxRetries: 0 });
 }, 120_000);
 
@@ -365,6 +368,55 @@ describe('an engine with chat completions only: translated', () => {
       expect(up.received.length).toBe(before);
       await expectNotBilled(id);
     }
+  });
+});
+
+describe('item references: counted and sized before anything is built', () => {
+  /** A stored item of about 16 KB in the key's org, as a translated answer keeps it. */
+  async function bigItem(key = h.key): Promise<string> {
+    const res = await post({ model: 'chat-only-big', input: 'Tell me everything.' }, { key });
+    expect(res.status).toBe(200);
+    return ((await res.json()) as { output: { id: string }[] }).output[0]!.id;
+  }
+  const references = (id: string, n: number) => Array.from({ length: n }, () => ({ type: 'item_reference', id }));
+
+  async function expectRefused(body: object, key: string, expected: { status: number; code: string; param: string | null }): Promise<string> {
+    const up = ups['chat-only-big']!;
+    const before = up.received.length;
+    const id = requestId('references');
+    const err = await expectError(await post(body, { key, requestId: id }), expected);
+    expect(up.received.length).toBe(before);
+    await expectNotBilled(id);
+    return err.message;
+  }
+
+  it('more than 1,000 references is 400 naming input, before any lookup', async () => {
+    const message = await expectRefused({ model: 'chat-only-big', input: references('msg_unknown', 1001) }, h.key, {
+      status: 400,
+      code: 'invalid_request',
+      param: 'input',
+    });
+    expect(message).toBe('input: at most 1000 item references per request (1001 given); send the items themselves.');
+  });
+
+  it('references that expand past the 10 MiB body limit are 413: a small body cannot become gigabytes', async () => {
+    const item = await bigItem();
+    // About 35 KB of references; about 11 MB of items.
+    const message = await expectRefused({ model: 'chat-only-big', input: references(item, 700) }, h.key, {
+      status: 413,
+      code: 'body_too_large',
+      param: 'input',
+    });
+    expect(message).toBe('input: with its item references expanded, the request is larger than 10485760 bytes.');
+  });
+
+  it('the reservation counts the expanded input: 402 where the raw body alone would be affordable', async () => {
+    const item = await bigItem(keys.modest);
+    const body = { model: 'chat-only-big', input: references(item, 600), max_output_tokens: 16 };
+    await expectRefused(body, keys.modest, { status: 402, code: 'insufficient_quota', param: null });
+    // The same number of bytes as plain text is affordable.
+    const plain = await post({ model: 'chat-only-big', input: 'p'.repeat(JSON.stringify(body.input).length), max_output_tokens: 16 }, { key: keys.modest });
+    expect(plain.status).toBe(200);
   });
 });
 

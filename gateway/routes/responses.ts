@@ -24,7 +24,9 @@ export function registerResponsesRoutes(app: FastifyInstance, ctx: GatewayContex
     request.modelId = model.id;
     // max_output_tokens plays max_tokens' part in the reservation.
     const limits = { max_tokens: body.max_output_tokens };
-    const run = await LlmRun.reserve(ctx, { auth: request.auth, requestId: request.id }, model, 'responses', limits, raw.length);
+    // Item references expanded (counted and sized first): what the engine is sent, and reserved for.
+    const promptBytes = responses.promptBytes(request.auth.orgId, body, raw.length, LLM_BODY_LIMIT);
+    const run = await LlmRun.reserve(ctx, { auth: request.auth, requestId: request.id }, model, 'responses', limits, promptBytes);
     onResponseClose(reply, run.releaseUnlessStreaming);
     const engine = upstreamCall(ctx, reply, request.ticket, { deadline: false });
     const firstOutput = () => ctx.metrics.firstOutput('llm_first_token', model.id, reply.elapsedTime / 1000);

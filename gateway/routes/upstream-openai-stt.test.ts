@@ -20,6 +20,11 @@ import { speechBursts } from '../../test/support/speech-bursts.ts';
 import { audioCost, expectDebited, ledgerOf, openSession, refusedUpgrade, summary, type SttClient, type SttEvent } from '../../test/support/stt-routes.ts';
 import { usd } from '../../test/support/tts-routes.ts';
 import { checkProtocol } from '../upstreams/protocols/index.ts';
+import { memoryOutbox } from '../../test/support/memory-outbox.ts';
+import { startPlannedSession, streamingModel } from '../stt/open-session.ts';
+import type { SttEvent as SessionEvent } from '../stt/stt-events.ts';
+import { METER_EVERY_MS } from '../stt/stt-session.ts';
+import { presetSettings } from '../stt/turn-params.ts';
 
 const KEY_ENV = 'OPENAI_STT_ROUTE_TEST_KEY';
 const OA_KEY = 'sk-oa-stt-route-secret-5e1d77b2c0';
@@ -148,19 +153,20 @@ async function expectSessionNotBilled(g: GatewayHarness, c: SttClient, millis: n
 
 /**
  * The engine calls (their lengths in samples, in order) include each utterance sent whole, once:
- * calls that add up to all `totalSeconds`, the k-th ending (from the session's start) within
- * `cuts[k]` -- the silence where that turn ended -- and the last one the close's rest. Interim
- * calls (each a prefix of its utterance) may come between.
+ * calls that add up to the session's audio from its start, the k-th ending within `cuts[k]` --
+ * the silence where that turn ended -- and the last of them the last call: what comes after the
+ * last turn (the close's rest) is silence, which is never sent. Interim calls (each a prefix of
+ * its utterance) may come between.
  */
-function expectUtterances(lengths: number[], cuts: [from: number, to: number][], totalSeconds: number): void {
-  const total = Math.round(totalSeconds * RATE);
+function expectUtterances(lengths: number[], cuts: [from: number, to: number][]): void {
   const found = (from: number, sent: number, k: number): boolean =>
-    lengths.slice(from).some((length, i) => {
-      const end = sent + length;
-      if (k === cuts.length) return end === total;
-      return end > cuts[k]![0] * RATE && end <= cuts[k]![1] * RATE && found(from + i + 1, end, k + 1);
-    });
-  expect(found(0, 0, 0), `utterances cut within ${JSON.stringify(cuts)} of ${totalSeconds} s among the calls ${JSON.stringify(lengths)}`).toBe(true);
+    k === cuts.length
+      ? from === lengths.length
+      : lengths.slice(from).some((length, i) => {
+          const end = sent + length;
+          return end > cuts[k]![0] * RATE && end <= cuts[k]![1] * RATE && found(from + i + 1, end, k + 1);
+        });
+  expect(found(0, 0, 0), `utterances cut within ${JSON.stringify(cuts)} among the calls ${JSON.stringify(lengths)}`).toBe(true);
 }
 
 /** Events in short; turn events without their time (checked on their own where it matters). */
@@ -209,8 +215,8 @@ describe('streaming over a batch engine: GET /stt/websocket', () => {
     await expectSessionBilled(h, c, 3500, 'client_close');
 
     // The utterances as cut (each where its turn was found, in the silence before the next
-    // word, at a 100 ms frame) and the close's rest: every sample sent once as a final; interim
-    // calls may come between.
+    // word, at a 100 ms frame): every sample up to the last turn's end sent once as a final, the
+    // close's rest (silence) not at all; interim calls may come between.
     const calls = peer.transcriptions.slice(before);
     expectUtterances(
       calls.map((r) => r.samples),
@@ -219,7 +225,6 @@ describe('streaming over a batch engine: GET /stt/websocket', () => {
         [1.6, 2.4],
         [2.7, 3.4],
       ],
-      3.5,
     );
     for (const call of calls) {
       expect(call.sampleRate).toBe(RATE);
@@ -278,8 +283,7 @@ describe('streaming over a batch engine: GET /stt/websocket', () => {
 
     const calls = peer.transcriptions.slice(before);
     const uploaded = calls.reduce((n, r) => n + r.samples, 0);
-    // One utterance (and the close's rest), but at least one interim call besides: the first,
-    // of the utterance's first second.
+    // One utterance, but at least one interim call besides: the first, of the utterance's first second.
     expect(calls.length).toBeGreaterThan(2);
     expect(uploaded).toBeGreaterThan(3 * RATE);
     expect(calls[0]!.samples).toBe(1 * RATE);
@@ -287,7 +291,6 @@ describe('streaming over a batch engine: GET /stt/websocket', () => {
     expectUtterances(
       calls.map((r) => r.samples),
       [[2.1, 2.9]],
-      3.0,
     );
     await expectSessionBilled(h, c, 3000, 'client_close');
   });
@@ -310,6 +313,63 @@ describe('streaming over a batch engine: GET /stt/websocket', () => {
     expect(c.ofType('turn.end')[0]!.at).toEqual(near(0.8));
     expect(finals(c)[1]).toEqual(transcriptEvent(true, 'tone100', [['tone100', 0.6, 0.8]]));
     await expectSessionBilled(h, c, 1300, 'client_close');
+  });
+});
+
+describe('only speech reaches the engine', () => {
+  it('silence after a turn gets no engine call, interim or final: its finalize and the close are answered without one', async () => {
+    const before = peer.transcriptions.length;
+    const c = await openSession(h, sttQuery(h));
+    await c.stream(pcm16(bursts([[0.2, 0.5, 120]], 1.0)), FRAMES);
+    await c.until((e) => e.type === 'turn.end');
+    // The turn's final went out (under a second of utterance: no interim was due).
+    const afterTurn = peer.transcriptions.length;
+    expect(afterTurn).toBe(before + 1);
+    // Five seconds of silence (five interims due by length alone), a finalize of it, the close.
+    await c.stream(pcm16(new Float32Array(5 * RATE)), FRAMES);
+    c.command({ type: 'finalize' });
+    await c.until((e) => e.type === 'flush_done');
+    await closeSession(c);
+    expect(peer.transcriptions.length).toBe(afterTurn);
+    expect(eventsAfterStart(c).map(short)).toEqual(['turn.start', 'final tone120', 'turn.end', 'flush_done', 'session.closed']);
+    await expectSessionBilled(h, c, 6000, 'client_close');
+  });
+
+  it('no engine call starts once the client is gone, not even for the close it asked for just before', async () => {
+    const { ctx } = h.runtime;
+    const auth = await ctx.core.admit(h.key, true);
+    const outbox = memoryOutbox<SessionEvent>();
+    // Driven in this process (as the realtime session drives one), so that the close command is
+    // still queued behind the audio when the client goes.
+    const session = startPlannedSession(ctx, outbox, {
+      plan: {
+        model: streamingModel(ctx, 'oa-whisper'),
+        sampleRate: RATE,
+        encoding: 'pcm_s16le',
+        turnSource: 'gateway',
+        turns: presetSettings('patient', { eager: false }),
+        keyterms: [],
+        language: undefined,
+      },
+      auth,
+      requestId: `oa-gone-${Date.now()}`,
+      log: h.runtime.app.log,
+      hold: await ctx.core.reserve(auth, audioCost(METER_EVERY_MS, STT_PRICE)),
+      revoked: new AbortController().signal,
+      usageRoute: 'stt.websocket',
+    });
+    // Speech that starts a turn, under a second (no interim due).
+    const speech = pcm16(bursts([[0.1, 0.8, 120]], 0.8));
+    for (let at = 0; at < speech.length; at += 3200) session.audio(speech.subarray(at, at + 3200));
+    await outbox.next((e) => e.type === 'turn' && e.turn === 'turn.start');
+    const before = peer.transcriptions.length;
+    // Every call the stream makes, counted as it starts (an aborted one may never reach the peer).
+    const calls = vi.spyOn(ctx.protocols.get('openai')!.transcription!, 'transcribe');
+    session.command({ type: 'close' });
+    session.close();
+    expect(await ctx.lifecycle.settled(10_000)).toBe(true);
+    expect(calls).not.toHaveBeenCalled();
+    expect(peer.transcriptions.length).toBe(before);
   });
 });
 

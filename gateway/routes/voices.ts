@@ -108,7 +108,7 @@ export async function registerVoiceRoutes(app: FastifyInstance, ctx: GatewayCont
 
   app.delete('/voices/:id', keyed, async (request) => {
     const { id } = parseInput(VoiceIdParams, request.params, { body: false });
-    return deleteVoice(prisma, request.auth.orgId, id);
+    return deleteVoice(prisma, request.auth.orgId, id, deps.jobQueued);
   });
 
   app.post('/voices/:id/save', keyed, async (request) => {

@@ -55,6 +55,8 @@ export class EngineStream {
     const opened = await this.openStream();
     this.opened = opened;
     if (opened.engineRate !== this.sessionRate) this.resampler = createResampler(this.sessionRate, opened.engineRate);
+    // The gateway's turn detector says who speaks (speaking()), from the first audio: no one yet.
+    if (!opened.engineTurns) opened.stream.speaking?.(false);
     // Closed while it opened: free it now.
     if (this.closed) this.close();
     else void this.relay(opened);
@@ -96,9 +98,18 @@ export class EngineStream {
     this.resampler = null;
   }
 
-  /** The session is over: what the engine still reports is ignored (the stream stays open until close()). */
+  /** Whether someone is speaking (the gateway's turn detector), for engines that are sent only speech. */
+  speaking(active: boolean): void {
+    this.opened?.stream.speaking?.(active);
+  }
+
+  /**
+   * The session is over: what the engine still reports is ignored, and the engine stops working
+   * (no call starts for a client that has gone); close() frees what opening took.
+   */
   detach(): void {
     this.detached = true;
+    this.opened?.stream.close();
   }
 
   /** Frees the engine's side (at once, or as soon as a stream still opening is open). */

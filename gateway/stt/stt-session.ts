@@ -273,6 +273,8 @@ export class SttSession {
         const found = await this.turns.push(input);
         if (this.closed) return;
         for (const t of found) {
+          // Whether anyone speaks, for engines that are sent only speech: told before the turn's finalize.
+          if (t.type === 'turn.start' || t.type === 'turn.end') this.engine.speaking(t.type === 'turn.start');
           if (t.type === 'turn.end') this.engine.finalize('turn', () => this.send(turnEvent(t)));
           // What was heard so far goes with an eager end: an agent may start its answer on it.
           else if (t.type === 'turn.eager_end') this.engine.afterPendingFinals(() => this.send({ ...turnEvent(t), transcript: this.lastPartial }));

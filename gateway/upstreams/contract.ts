@@ -83,6 +83,12 @@ export function isUpstreamError(e: unknown): e is UpstreamError {
   return e instanceof UpstreamError;
 }
 
+/** An answer read whole that passed its bound: the rest was not read (the request is abandoned). */
+export function answerTooLarge(maxBytes: number): UpstreamError {
+  const size = maxBytes % (1024 * 1024) === 0 ? `${maxBytes / (1024 * 1024)} MiB` : `${Math.ceil(maxBytes / 1024)} KiB`;
+  return new UpstreamError('protocol', `The engine's answer was too large (over ${size}); the gateway stopped reading it.`);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Capabilities
 
@@ -103,7 +109,8 @@ export interface ChatResponse {
   statusCode: number;
   contentType: string;
   body: AsyncIterable<Uint8Array>;
-  text(): Promise<string>;
+  /** The whole body; past `maxBytes` the answer is abandoned and this rejects with `answerTooLarge`. */
+  text(maxBytes?: number): Promise<string>;
 }
 
 export interface ChatRequest extends CallOptions {
@@ -202,6 +209,12 @@ export interface TranscriptionStream {
   finalize(): void;
   /** Frees the engine's side at once (closes its connection); `events` ends. Idempotent. */
   close(): void;
+  /**
+   * The gateway's voice-activity detection, as it changes: whether someone is speaking now. Only
+   * streams over batch engines use it (they send an engine only what has speech); until it is
+   * first called, all audio counts as speech.
+   */
+  speaking?(active: boolean): void;
   events: AsyncIterable<TranscriptionEvent>;
 }
 
@@ -244,6 +257,12 @@ export interface PreparedVoice {
 
 export interface CloneCapability<S = UpstreamSettings> {
   clone(target: UpstreamTarget<S>, request: VoiceCloneRequest): Promise<PreparedVoice>;
+  /**
+   * Deletes a voice this engine cloned (its id, as `clone` gave it), freeing the slot it takes in
+   * the engine's account; an engine that no longer has it is not an error. Absent where the
+   * engine keeps no voices or cannot delete them.
+   */
+  deleteVoice?(target: UpstreamTarget<S>, upstreamId: string, call: CallOptions): Promise<void>;
 }
 
 /** One voice of an engine's own catalogue, importable as a platform voice. */
@@ -299,7 +318,8 @@ interface RuntimeBase<S> {
 /** Settings of the process's own engines (server/config/env.ts `engines`), for local protocols. */
 export interface EngineConfig {
   dataDir: string;
-  llama: { sequences: number; threads: number; contextSize: number };
+  /** The in-process llama.cpp engine (SVC_LLAMA_*): sequences per model, threads, context tokens, requests that may wait for a sequence. */
+  llama: { sequences: number; threads: number; contextSize: number; maxWaiting: number };
   /** The local speech recognizer (SVC_STT_WORKERS, SVC_STT_SPARE_DECODERS, SVC_POCKETSPHINX_*). */
   pocketsphinx: { workers: number; spareDecoders: number; modelDir: string; logFile: string; extraArgs: string; keytermBonus: number };
 }

@@ -1,12 +1,20 @@
 // The one HTTP client for engines: one keep-alive pool per engine origin for the whole process,
 // requests through undici's low-level dispatch (gateway/upstreams/dispatch-call.ts), and every
 // failure as an UpstreamError. A non-2xx answer carries the engine's own message, with the
-// engine's key cut out should the engine echo it.
+// engine's key cut out should the engine echo it. No answer is read whole without a bound: a
+// broken or hostile engine must not be able to fill the gateway's memory.
 import { Agent } from 'undici';
 import { dispatchCall, dispatchTarget, type DispatchResponse } from './dispatch-call.ts';
 import { UpstreamError, type CallOptions } from './contract.ts';
 
 export type { DispatchResponse } from './dispatch-call.ts';
+
+/** The most of a JSON answer (transcription, catalogue page, clone) read whole; past it the answer is an engine fault (502). */
+export const ANSWER_MAX_BYTES = 1024 * 1024;
+/** A chat completion read whole: `n` choices with log-probabilities make legitimate answers large. */
+export const CHAT_ANSWER_MAX_BYTES = 8 * 1024 * 1024;
+/** What an error answer's message is read from; the rest is not read (the message is cut far shorter anyway). */
+export const ERROR_BODY_MAX_BYTES = 8 * 1024;
 
 // One keep-alive pool per upstream origin, shared by all requests of the process.
 export const httpDispatcher = new Agent({ keepAliveTimeout: 30_000, connections: 256, pipelining: 1 });
@@ -141,18 +149,37 @@ export async function engineRequest(url: string, apiKeyForRedaction: string | un
   } catch (e) {
     throw engineFailure(e, call, false);
   }
-  if (res.statusCode >= 300) {
-    const text = await res.text().catch(() => '');
-    throw statusError(res.statusCode, text, apiKeyForRedaction);
-  }
+  if (res.statusCode >= 300) throw statusError(res.statusCode, await errorText(res.body), apiKeyForRedaction);
   return res;
 }
 
-/** A 2xx answer's body as JSON; anything else is the engine breaking the protocol. */
-export async function engineJson<T>(res: DispatchResponse, call: CallOptions, what: string): Promise<T> {
+/**
+ * The start of an error answer (at most ERROR_BODY_MAX_BYTES), for its message: the rest is
+ * abandoned, and a failure while reading leaves what had arrived.
+ */
+export async function errorText(body: AsyncIterable<Uint8Array>): Promise<string> {
+  const parts: Uint8Array[] = [];
+  let bytes = 0;
+  try {
+    for await (const chunk of body) {
+      parts.push(chunk);
+      bytes += chunk.length;
+      if (bytes >= ERROR_BODY_MAX_BYTES) break; // leaving the loop aborts the request
+    }
+  } catch {
+    // what arrived is the message
+  }
+  return Buffer.concat(parts).subarray(0, ERROR_BODY_MAX_BYTES).toString('utf8');
+}
+
+/**
+ * A 2xx answer's body as JSON, read whole up to `maxBytes` (larger: the request is aborted and
+ * the answer is an engine fault); anything not JSON is the engine breaking the protocol.
+ */
+export async function engineJson<T>(res: DispatchResponse, call: CallOptions, what: string, maxBytes = ANSWER_MAX_BYTES): Promise<T> {
   let text: string;
   try {
-    text = await res.text();
+    text = await res.text(maxBytes);
   } catch (e) {
     throw engineFailure(e, call, true);
   }
@@ -172,6 +199,28 @@ export async function* engineBody(res: DispatchResponse, call: CallOptions): Asy
   }
 }
 
+/**
+ * Reads and drops a 2xx answer whose content does not matter, so its connection goes back to the
+ * pool; one longer than ANSWER_MAX_BYTES is abandoned instead (the connection closed).
+ */
+export async function drainAnswer(res: DispatchResponse, call: CallOptions): Promise<void> {
+  let bytes = 0;
+  for await (const chunk of engineBody(res, call)) {
+    bytes += chunk.length;
+    if (bytes > ANSWER_MAX_BYTES) return;
+  }
+}
+
+/** DELETE {url}{path}; an engine that no longer has what it names (404) is as good as one that deleted it. */
+export async function engineDelete(url: string, apiKey: string | undefined, path: string, headers: Record<string, string>, call: CallOptions): Promise<void> {
+  try {
+    await drainAnswer(await engineRequest(url, apiKey, { method: 'DELETE', path, headers }, call), call);
+  } catch (e) {
+    if (e instanceof UpstreamError && e.kind === 'status' && e.details.status === 404) return;
+    throw e;
+  }
+}
+
 /** GET {url}{path} answering 2xx means healthy. `apiKey`: cut out of the error should the engine echo it. */
 export async function checkHttpHealth(
   url: string,
@@ -182,10 +231,8 @@ export async function checkHttpHealth(
 ): Promise<{ ok: boolean; latencyMs: number; error?: string }> {
   const started = performance.now();
   try {
-    const res = await engineRequest(url, apiKey, { method: 'GET', path, headers }, { signal, timeoutMs: 10_000 });
-    for await (const _ of res.body) {
-      // drained
-    }
+    const call = { signal, timeoutMs: 10_000 };
+    await drainAnswer(await engineRequest(url, apiKey, { method: 'GET', path, headers }, call), call);
     return { ok: true, latencyMs: Math.round(performance.now() - started) };
   } catch (e) {
     const message = e instanceof Error ? e.message : String(e);

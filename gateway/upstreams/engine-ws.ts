@@ -2,7 +2,7 @@
 // /v1/realtime): the handshake bounded by the call's deadline and signal, and every way it can
 // fail as an UpstreamError -- a refused upgrade carries the engine's status and message.
 import WebSocket from 'ws';
-import { engineFailure, statusError } from './engine-http.ts';
+import { ERROR_BODY_MAX_BYTES, engineFailure, statusError } from './engine-http.ts';
 import { UpstreamError, type CallOptions } from './contract.ts';
 
 export { WebSocket };
@@ -55,9 +55,19 @@ export function connectEngine(url: string, options: EngineSocketOptions, call: C
     socket.once('open', () => settle(null));
     socket.once('unexpected-response', (_req, res) => {
       const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.length < 64 && chunks.push(c));
-      res.on('end', () => settle(statusError(res.statusCode ?? 502, Buffer.concat(chunks).toString('utf8'), options.apiKey)));
-      res.on('error', () => settle(statusError(res.statusCode ?? 502, '', options.apiKey)));
+      let bytes = 0;
+      const refused = () => statusError(res.statusCode ?? 502, Buffer.concat(chunks).subarray(0, ERROR_BODY_MAX_BYTES).toString('utf8'), options.apiKey);
+      res.on('data', (c: Buffer) => {
+        chunks.push(c);
+        bytes += c.length;
+        // Enough for the message: the rest is not read.
+        if (bytes >= ERROR_BODY_MAX_BYTES) {
+          settle(refused());
+          res.destroy();
+        }
+      });
+      res.on('end', () => settle(refused()));
+      res.on('error', () => settle(refused()));
     });
     socket.once('error', (e) => {
       const timedOut = /handshake has timed out/i.test(e.message);

@@ -1,9 +1,9 @@
 // An engine's audio bytes as PCM chunks: raw 16-bit little-endian, or a streamed WAV (placeholder
 // sizes) whose header is read first. Odd bytes are carried to the next chunk.
 import { AudioFormatError } from '../audio/audio-format-error.ts';
-import { s16leToS16 } from '../audio/pcm.ts';
+import { s16leToS16, type PcmSamples } from '../audio/pcm.ts';
 import { readWavInfo } from '../audio/wav.ts';
-import { UpstreamError } from './contract.ts';
+import { UpstreamError, type SpeechStream } from './contract.ts';
 
 const MAX_HEADER_BYTES = 64 * 1024;
 
@@ -48,3 +48,26 @@ export async function wavStream(body: AsyncIterable<Buffer>): Promise<{ sampleRa
 
 /** Whether bytes start a RIFF/WAVE file (an engine that ignored the raw format it was asked for). */
 export const isWavStart = (bytes: Uint8Array) => bytes.length >= 4 && bytes[0] === 0x52 && bytes[1] === 0x49 && bytes[2] === 0x46 && bytes[3] === 0x46;
+
+/** The most audio a speech engine may send for a text: a second a character, at least 30 s. */
+export const maxSpeechSeconds = (text: string) => Math.max(30, [...text].length);
+
+/**
+ * An engine's speech for `text`, bounded by its characters (maxSpeechSeconds): past that the
+ * engine is not stopping, and the stream fails (`protocol`) with the rest unread.
+ */
+export function boundedSpeech(stream: SpeechStream, text: string): SpeechStream {
+  const seconds = maxSpeechSeconds(text);
+  const maxSamples = seconds * stream.sampleRate;
+  async function* bounded(): AsyncGenerator<PcmSamples> {
+    let samples = 0;
+    for await (const chunk of stream.chunks) {
+      samples += chunk.length;
+      // Leaving the loop ends the engine's body, which aborts its request.
+      if (samples > maxSamples)
+        throw new UpstreamError('protocol', `The speech engine sent more than ${seconds} s of audio for ${[...text].length} characters.`);
+      yield chunk;
+    }
+  }
+  return { sampleRate: stream.sampleRate, chunks: bounded() };
+}

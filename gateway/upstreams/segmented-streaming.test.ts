@@ -450,4 +450,41 @@ describe('segmentedStreaming', () => {
     await s.ended;
     expect(s.events).toEqual([]);
   });
+
+  it('told that no one speaks: silence gets no call, interim or final (a finalize of it is answered at once)', async () => {
+    const s = await open();
+    s.stream.speaking!(false);
+    // Three seconds: three interims would be due by length alone.
+    writeFrames(s.stream, audio(3));
+    s.stream.finalize();
+    await s.until(isFinalized);
+    s.stream.close();
+    await s.ended;
+    expect(kinds(s.events)).toEqual(['finalized']);
+    expect(peer.transcriptions).toEqual([]);
+  });
+
+  it('told who speaks: speech is sent with a second or two of the silence before it, at its session time; the silence after gets no call', async () => {
+    const s = await open({ interimEverySeconds: 100 });
+    s.stream.speaking!(false);
+    writeFrames(s.stream, audio(6));
+    writeFrames(s.stream, audio([300, 0.4]));
+    // The detector confirms speech a little after it began.
+    s.stream.speaking!(true);
+    s.stream.speaking!(false);
+    s.stream.finalize();
+    await s.until(isFinalized);
+    writeFrames(s.stream, audio(2.5));
+    s.stream.finalize();
+    await s.until(isFinalized, 2);
+    s.stream.close();
+    await s.ended;
+
+    expect(kinds(s.events)).toEqual(['final', 'finalized', 'finalized']);
+    expectWords(finals(s.events)[0]!, [['tone300', 6, 6.4]]);
+    const [call, ...more] = peer.transcriptions;
+    expect(more).toEqual([]);
+    expect(call!.samples).toBeGreaterThanOrEqual(1.4 * RATE);
+    expect(call!.samples).toBeLessThanOrEqual(2.4 * RATE);
+  });
 });

@@ -8,6 +8,12 @@
 // read at most 30 s at once, so an utterance that reaches `maxUtteranceSeconds` without a
 // finalize is finalized by the stream itself, which also keeps memory bounded.
 //
+// Only speech goes to the engine: Whisper answers silence with invented text ("Thank you.") and
+// every call is paid for. Once the gateway's voice-activity detection tells the stream who is
+// speaking (speaking()), an utterance without speech gets no engine call, interim or final, and
+// while none is heard only the last `PRE_ROLL_SECONDS` are kept (the start of speech the detector
+// confirms a little late). No engine call starts once the stream is closed.
+//
 // Interims cost engine calls, never billing: each re-sends the whole utterance so far (a 10 s
 // utterance with an interim every second sends ~55 s of audio), but the gateway bills the audio it
 // received, once, at its edge (gateway/stt/stt-session.ts). Gateways that bill each re-sent window
@@ -35,6 +41,8 @@ import { asUpstreamError, engineFailure } from './engine-http.ts';
 const WHISPER_RATE = 16_000;
 /** Shorter utterances are not sent: Whisper invents text for near-silence ("Thank you."). */
 const MIN_UTTERANCE_SECONDS = 0.1;
+/** Audio kept before speech is heard: the detector declares speech after its first frames. */
+const PRE_ROLL_SECONDS = 1;
 
 export interface SegmentLimits {
   /** Audio that must arrive after an interim call before the next one (default 1 s). */
@@ -71,6 +79,8 @@ interface FinalJob {
   offset: number;
   /** Ended by finalize() (which is answered with `finalized`), not by the length limit. */
   askedFor: boolean;
+  /** Someone spoke in it (as far as the stream was told): else no engine call. */
+  speech: boolean;
 }
 
 class SegmentedStream implements TranscriptionStream {
@@ -92,6 +102,12 @@ class SegmentedStream implements TranscriptionStream {
   /** The one engine call in flight; an answer whose call is no longer this one is dropped. */
   private inFlight: { controller: AbortController; interim: boolean } | null = null;
   private over = false;
+  /** The gateway reports voice activity (speaking() was called): utterances without speech are not sent. */
+  private speechKnown = false;
+  private speakingNow = false;
+  /** Speech was heard in the current utterance. */
+  private utteranceSpeech = false;
+  private readonly preRoll: number;
 
   constructor(
     private readonly transcription: TranscriptionCapability,
@@ -103,6 +119,7 @@ class SegmentedStream implements TranscriptionStream {
     this.interimEvery = Math.round((limits.interimEverySeconds ?? 1) * this.rate);
     this.maxUtterance = Math.max(1, Math.round((limits.maxUtteranceSeconds ?? 30) * this.rate));
     this.minUtterance = Math.round(MIN_UTTERANCE_SECONDS * this.rate);
+    this.preRoll = Math.round(PRE_ROLL_SECONDS * this.rate);
     if (options.signal.aborted) this.close();
     else options.signal.addEventListener('abort', this.close, { once: true });
   }
@@ -118,6 +135,16 @@ class SegmentedStream implements TranscriptionStream {
       this.endUtterance(false);
     }
     this.append(rest);
+    if (this.speechKnown && !this.utteranceSpeech) this.keepPreRoll();
+    this.pump();
+  }
+
+  speaking(active: boolean): void {
+    if (this.over) return;
+    this.speechKnown = true;
+    this.speakingNow = active;
+    if (!active || this.utteranceSpeech) return;
+    this.utteranceSpeech = true;
     this.pump();
   }
 
@@ -169,14 +196,26 @@ class SegmentedStream implements TranscriptionStream {
     return this.pieces[0] ?? new Int16Array(0);
   }
 
+  /** Without speech so far, only the utterance's last PRE_ROLL_SECONDS are kept (trimmed at twice that): the rest is silence no engine needs. */
+  private keepPreRoll(): void {
+    if (this.utteranceLength < 2 * this.preRoll) return;
+    const drop = this.utteranceLength - this.preRoll;
+    this.pieces = [this.utterance().slice(drop)];
+    this.utteranceLength -= drop;
+    this.utteranceOffset += drop;
+    this.uncovered -= drop;
+  }
+
   private endUtterance(askedFor: boolean): void {
     const samples = this.utterance();
-    this.finals.push({ samples, offset: this.utteranceOffset, askedFor });
+    this.finals.push({ samples, offset: this.utteranceOffset, askedFor, speech: this.utteranceSpeech || !this.speechKnown });
     this.utteranceOffset += samples.length;
     this.pieces = [];
     this.utteranceLength = 0;
     this.interimAt = 0;
     this.lastInterimText = '';
+    // Speech going on when the utterance was cut goes on in the next one.
+    this.utteranceSpeech = this.speakingNow;
     // An interim of the utterance just ended is of no use any more: stop it so the final goes now.
     if (this.inFlight?.interim) {
       this.inFlight.controller.abort();
@@ -189,7 +228,7 @@ class SegmentedStream implements TranscriptionStream {
     while (!this.over && this.inFlight === null) {
       const job = this.finals.shift();
       if (job) {
-        if (job.samples.length < this.minUtterance) {
+        if (job.samples.length < this.minUtterance || !job.speech) {
           this.uncovered -= job.samples.length;
           if (job.askedFor) this.events.push({ type: 'finalized' });
           continue;
@@ -201,7 +240,8 @@ class SegmentedStream implements TranscriptionStream {
         });
         return;
       }
-      if (this.utteranceLength >= this.minUtterance && this.utteranceLength - this.interimAt >= this.interimEvery) {
+      const speech = this.utteranceSpeech || !this.speechKnown;
+      if (speech && this.utteranceLength >= this.minUtterance && this.utteranceLength - this.interimAt >= this.interimEvery) {
         this.interimAt = this.utteranceLength;
         void this.call(this.utterance(), this.utteranceOffset, true, (t) => {
           if (!t.text || t.text === this.lastInterimText) return;

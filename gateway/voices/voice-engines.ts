@@ -6,7 +6,7 @@ import { ServiceError } from '../../server/services/errors.ts';
 import type { ReadyProfile, VoiceDeps, VoiceEngines } from '../../server/services/voices/voice-deps.ts';
 import { toFloat32 } from '../audio/pcm.ts';
 import type { GatewayContext } from '../context.ts';
-import { backgroundCall, tryUpstreams } from '../core/try-upstreams.ts';
+import { backgroundCall, clientErrorFor, tryUpstreams } from '../core/try-upstreams.ts';
 import { decodeClip, joinClips, type MeasuredClip } from './voice-clip.ts';
 
 /** Upstreams of the model whose engine can make voices, healthy first; none = not clone-capable. */
@@ -18,6 +18,31 @@ function requireCloneCapable(ctx: GatewayContext, model: ModelEntry): void {
   if (cloneUpstreams(ctx, model).length === 0) {
     throw new ServiceError('invalid_request', `The model '${model.id}' cannot make voices from audio: none of its engines supports cloning.`, 'model_id');
   }
+}
+
+/** Cloning with the model goes outside this process (an engine that may bill, and keeps the voice in its account). */
+function clonesBill(ctx: GatewayContext, model: ModelEntry): boolean {
+  return cloneUpstreams(ctx, model).some((u) => !u.url.startsWith('local:'));
+}
+
+/**
+ * An engine's copy of a voice cloned with the model, deleted at each of the model's upstreams
+ * whose protocol can (one that does not have it answers as if it had deleted it); false when
+ * none can, or the model is gone. A failure is the engine's error in the envelope (a job retries
+ * the ones that pass: an engine unreachable or offline).
+ */
+async function deleteEngineCopy(ctx: GatewayContext, modelId: string, upstreamId: string, signal: AbortSignal): Promise<boolean> {
+  const model = ctx.registry.all().find((m) => m.id === modelId);
+  const deleting = model?.upstreams.filter((u) => ctx.protocols.get(u.protocol)?.clone?.deleteVoice) ?? [];
+  for (const upstream of deleting) {
+    const call = backgroundCall(ctx, signal);
+    try {
+      await ctx.protocols.get(upstream.protocol)!.clone!.deleteVoice!(upstream, upstreamId, call);
+    } catch (e) {
+      throw clientErrorFor(e, call);
+    }
+  }
+  return deleting.length > 0;
 }
 
 /** Online = a clone-capable upstream that is not known to be down. */
@@ -95,6 +120,8 @@ export function voiceEngines(ctx: GatewayContext): VoiceEngines {
       });
     },
     speak: (profiles, text, language, signal) => speakWithProfiles(ctx, profiles, text, language, signal),
+    clonesBill: (modelId) => clonesBill(ctx, tts(modelId)),
+    deleteEngineCopy: (modelId, upstreamId, signal) => deleteEngineCopy(ctx, modelId, upstreamId, signal),
   };
 }
 
@@ -104,6 +131,7 @@ export function voiceDeps(ctx: GatewayContext): VoiceDeps {
     prisma: ctx.db.prisma,
     dataDir: ctx.config.dataDir,
     maxJobsPerOrg: ctx.config.jobs.maxPerOrg,
+    voiceLimits: ctx.config.voiceLimits,
     // The worker starts after the routes are registered: looked up when a job is queued.
     jobQueued: () => ctx.jobs?.notify(),
     engines: voiceEngines(ctx),

@@ -50,6 +50,11 @@ const EnvSchema = z.object({
     .default(1800),
   // Voice jobs an org may have queued or running at once (counted in the database); past it 429.
   SVC_MAX_JOBS_PER_ORG: z.coerce.number().int().min(1).max(10_000).default(5),
+  // An org's own voices (past it 403 voice_quota_exceeded), and its voices cloned through engines
+  // that bill (outside this process) in any 24 hours, trial orgs apart (past it 429 clone_quota_exceeded).
+  SVC_MAX_VOICES_PER_ORG: z.coerce.number().int().min(0).max(1_000_000).default(100),
+  SVC_MAX_ENGINE_CLONES_PER_ORG_PER_DAY: z.coerce.number().int().min(0).max(1_000_000).default(20),
+  SVC_TRIAL_MAX_ENGINE_CLONES_PER_ORG_PER_DAY: z.coerce.number().int().min(0).max(1_000_000).default(0),
   // Prometheus metrics: a separate listener (loopback by default) and/or GET /metrics on the
   // public port behind a bearer token. Neither set: no metrics endpoint.
   SVC_METRICS_PORT: z.coerce.number().int().min(1).max(65535).optional(),
@@ -84,6 +89,8 @@ const EnvSchema = z.object({
   SVC_LLAMA_SEQUENCES: z.coerce.number().int().min(1).max(256).default(4),
   SVC_LLAMA_THREADS: z.coerce.number().int().min(1).max(1024).optional(),
   SVC_LLAMA_CONTEXT_SIZE: z.coerce.number().int().min(256).max(1_048_576).default(4096),
+  // Requests that may wait for a sequence of a model; past that 503 temporarily_unavailable.
+  SVC_LLAMA_MAX_WAITING: z.coerce.number().int().min(0).max(100_000).default(32),
   // The local speech recognizer (protocol pocketsphinx): worker threads (default: cores - 1),
   // fresh decoders each thread keeps loaded ahead (each holds the model's memory), the model directory, where
   // pocketsphinx logs, extra "-name value" decoder arguments, the keyterm log-probability bonus.
@@ -171,6 +178,8 @@ export interface Config {
   /** SVC_REALTIME_PROFILES_FILE; undefined: the shipped config/realtime-profiles.json. */
   realtimeProfilesFile: string | undefined;
   jobs: { worker: boolean; concurrency: number; pollMs: number; leaseMs: number; offlineGiveUpMs: number; maxPerOrg: number };
+  /** Caps on an org's voices and on its clones through engines that bill (server/services/voices/voice-quotas.ts). */
+  voiceLimits: { maxVoicesPerOrg: number; maxEngineClonesPerDay: number; trialMaxEngineClonesPerDay: number };
   /** Separate metrics listener; undefined: none. */
   metricsPort: number | undefined;
   metricsHost: string;
@@ -180,7 +189,7 @@ export interface Config {
   /** Settings of the engines the process runs itself (the shape of gateway/upstreams/contract.ts EngineConfig). */
   engines: {
     dataDir: string;
-    llama: { sequences: number; threads: number; contextSize: number };
+    llama: { sequences: number; threads: number; contextSize: number; maxWaiting: number };
     pocketsphinx: { workers: number; spareDecoders: number; modelDir: string; logFile: string; extraArgs: string; keytermBonus: number };
   };
   /** Admission caps and engine pools (gateway/core/admission.ts). */
@@ -308,6 +317,11 @@ export function loadConfig(source: Readonly<Record<string, string | undefined>> 
       offlineGiveUpMs: env.SVC_JOB_OFFLINE_GIVE_UP_SECONDS * 1000,
       maxPerOrg: env.SVC_MAX_JOBS_PER_ORG,
     },
+    voiceLimits: {
+      maxVoicesPerOrg: env.SVC_MAX_VOICES_PER_ORG,
+      maxEngineClonesPerDay: env.SVC_MAX_ENGINE_CLONES_PER_ORG_PER_DAY,
+      trialMaxEngineClonesPerDay: env.SVC_TRIAL_MAX_ENGINE_CLONES_PER_ORG_PER_DAY,
+    },
     metricsPort: env.SVC_METRICS_PORT,
     metricsHost: env.SVC_METRICS_HOST,
     metricsToken: env.SVC_METRICS_TOKEN,
@@ -318,6 +332,7 @@ export function loadConfig(source: Readonly<Record<string, string | undefined>> 
         sequences: env.SVC_LLAMA_SEQUENCES,
         threads: env.SVC_LLAMA_THREADS ?? Math.max(1, availableParallelism() - 1),
         contextSize: env.SVC_LLAMA_CONTEXT_SIZE,
+        maxWaiting: env.SVC_LLAMA_MAX_WAITING,
       },
       pocketsphinx: {
         workers: env.SVC_STT_WORKERS ?? Math.max(1, availableParallelism() - 1),

@@ -28,6 +28,7 @@ export const ERROR_CODES = [
   // 403
   'voice_read_only',
   'forbidden',
+  'voice_quota_exceeded',
   // 404
   'not_found',
   'model_not_found',
@@ -51,6 +52,7 @@ export const ERROR_CODES = [
   // 429
   'rate_limit_exceeded',
   'slow_down',
+  'clone_quota_exceeded',
   // 5xx
   'internal_error',
   'upstream_unavailable',

@@ -12,13 +12,15 @@
 //                       final, `done`, close 1000; no audio for `sttIdleMs` -> close 1000
 //   POST /voices/clone  multipart clip/name/language -> a new voice, added to `voices`
 //   GET  /voices        `{data, has_more, next_page}` paged by `limit` and `starting_after`
+//   DELETE /voices/{id} 204, the voice gone from `voices` and its id added to `deleted`; 404 for a voice it does not have
 // Words: an energy detector over 20 ms frames; a burst ends after 100 ms of silence; word times
 // are seconds from the start of the audio received (of the session, on sockets).
 // References: https://docs.cartesia.ai/use-the-api/api-conventions,
 // https://docs.cartesia.ai/use-the-api/api-errors, https://docs.cartesia.ai/api-reference/tts/bytes,
 // https://docs.cartesia.ai/api-reference/stt/websocket, https://docs.cartesia.ai/2024-11-13/api-reference/stt/stt,
 // https://docs.cartesia.ai/2026-03-01/api-reference/voices/clone,
-// https://docs.cartesia.ai/2024-11-13/api-reference/voices/list; SDK @cartesia/cartesia-js 4.2.0.
+// https://docs.cartesia.ai/2024-11-13/api-reference/voices/list, https://docs.cartesia.ai/api-reference/voices/delete;
+// SDK @cartesia/cartesia-js 4.2.0.
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
@@ -91,6 +93,8 @@ export interface ScriptedCartesia {
   received: ReceivedRequest[];
   sttSockets: SttSocketRecord[];
   voices: CatalogueVoice[];
+  /** Ids of the voices deleted (DELETE /voices/{id}), in order. */
+  deleted: string[];
   /** Resolves with the nth request (1-based) once it has arrived. */
   request(n: number): Promise<ReceivedRequest>;
   /** Resolves with the nth socket (1-based) once it has been accepted. */
@@ -175,6 +179,7 @@ export async function startScriptedCartesia(options: ScriptedCartesiaOptions = {
     received: requests.events,
     sttSockets: sttSockets.events,
     voices: options.voices ?? [],
+    deleted: [],
     request: (n) => requests.first(() => true, { from: n - 1 }),
     sttSocket: (n) => sttSockets.first(() => true, { from: n - 1 }),
     close: async () => {
@@ -231,6 +236,8 @@ export async function startScriptedCartesia(options: ScriptedCartesiaOptions = {
     if (route === 'POST /stt') return transcribe(form, res);
     if (route === 'POST /voices/clone') return clone(form, res);
     if (route === 'GET /voices') return listVoices(url.searchParams, res);
+    const deleting = /^DELETE \/voices\/([^/]+)$/.exec(route);
+    if (deleting) return deleteVoice(decodeURIComponent(deleting[1]!), res);
     json(404, errorBody('Not found', `No route ${route}.`, 'not_found'));
   }
 
@@ -345,6 +352,18 @@ export async function startScriptedCartesia(options: ScriptedCartesiaOptions = {
         visibility: 'owner',
       }),
     );
+  }
+
+  function deleteVoice(id: string, res: ServerResponse): void {
+    const at = state.voices.findIndex((v) => v.id === id);
+    if (at < 0) {
+      res.writeHead(404, { 'content-type': 'application/json' });
+      res.end(errorBody('Not found', `Voice ${id} not found.`, 'not_found'));
+      return;
+    }
+    state.voices.splice(at, 1);
+    state.deleted.push(id);
+    res.writeHead(204).end();
   }
 
   function listVoices(query: URLSearchParams, res: ServerResponse): void {

@@ -6,12 +6,14 @@
 //   POST /v1/voices/add              multipart (name, files, labels, description) -> {voice_id, requires_verification}
 //   GET  /v2/voices                  {voices, has_more, total_count, next_page_token} (page_size <= 100)
 //   GET  /v1/voices                  {voices}
+//   DELETE /v1/voices/{voice_id}     {status: "ok"}, the voice gone from `voices` and its id added to `deleted`; 404 for one it does not have
 //   GET  /v1/models                  the health probe
 // A refused key: 401 {"detail":{"status":"invalid_api_key","message":"Invalid API key"}}.
 // Reference: https://elevenlabs.io/docs/api-reference/text-to-speech/stream,
 // https://elevenlabs.io/docs/api-reference/speech-to-text/convert,
 // https://elevenlabs.io/docs/api-reference/voices/ivc/create,
-// https://elevenlabs.io/docs/api-reference/voices/search, and the SDK github.com/elevenlabs/elevenlabs-js.
+// https://elevenlabs.io/docs/api-reference/voices/search, https://elevenlabs.io/docs/api-reference/voices/delete,
+// and the SDK github.com/elevenlabs/elevenlabs-js.
 import { EventEmitter } from 'node:events';
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
@@ -74,6 +76,8 @@ export interface ScriptedElevenLabs {
   behaviour: ElevenLabsBehaviour;
   received: ReceivedRequest[];
   voices: PeerVoice[];
+  /** Ids of the voices deleted (DELETE /v1/voices/{voice_id}), in order. */
+  deleted: string[];
   /** Resolves when `count` requests have arrived (whole bodies read). */
   requestsArrived(count: number): Promise<void>;
   close(): Promise<void>;
@@ -131,6 +135,7 @@ export async function startScriptedElevenLabs(options: ScriptedElevenLabsOptions
     behaviour: { kind: 'ok' },
     received: [],
     voices: options.voices ?? [peerVoice('JBFqnCBsd6RMkjVDRZzb', { name: 'George', labels: { accent: 'british', gender: 'male', language: 'en' } })],
+    deleted: [],
     requestsArrived: (count) =>
       new Promise((resolve) => {
         const check = () => {
@@ -199,6 +204,7 @@ export async function startScriptedElevenLabs(options: ScriptedElevenLabsOptions
     else if (route === 'POST /v1/voices/add') result = addVoice(record);
     else if (route === 'GET /v2/voices') result = searchVoices(record);
     else if (route === 'GET /v1/voices') result = { status: 200, body: { voices: peer.voices } };
+    else if (/^DELETE \/v1\/voices\/[^/]+$/.test(route)) result = deleteVoice(decodeURIComponent(record.path.slice('/v1/voices/'.length)));
     else if (route === 'GET /v1/models')
       result = {
         status: 200,
@@ -292,6 +298,14 @@ export async function startScriptedElevenLabs(options: ScriptedElevenLabsOptions
     const labels = record.fields.labels?.[0] ? (JSON.parse(record.fields.labels[0]) as Record<string, string>) : {};
     peer.voices.push(peerVoice(voiceId, { name, category: 'cloned', description: record.fields.description?.[0] ?? null, labels }));
     return { status: 200, body: { voice_id: voiceId, requires_verification: options.requiresVerification ?? false } };
+  }
+
+  function deleteVoice(voiceId: string): { status: number; body: unknown } {
+    const at = peer.voices.findIndex((v) => v.voice_id === voiceId);
+    if (at < 0) return { status: 404, body: { detail: { status: 'voice_not_found', message: `A voice with the voice_id ${voiceId} was not found.` } } };
+    peer.voices.splice(at, 1);
+    peer.deleted.push(voiceId);
+    return { status: 200, body: { status: 'ok' } };
   }
 
   // The page token is the offset, opaque to clients.

@@ -60,7 +60,19 @@ export type Behaviour =
   | { kind: 'hang' }
   | { kind: 'raw'; status: number; contentType: string; body: string }
   /** Headers and the start of a body, then nothing more ('hang') or a dropped connection ('die'). */
-  | { kind: 'partial'; status: number; contentType: string; body: string; then: 'hang' | 'die' };
+  | { kind: 'partial'; status: number; contentType: string; body: string; then: 'hang' | 'die' }
+  /**
+   * A broken or hostile engine's answer that does not stop: `head`, then `filler` again and again
+   * (as fast as the reader takes it) up to `maxBytes` in all; each one recorded in `floods`.
+   */
+  | { kind: 'flood'; status: number; contentType: string; head?: string; filler: string; maxBytes: number };
+
+/** One 'flood' answer: bytes written, and how its connection ended (closedEarly: before all `maxBytes` were written). */
+export interface FloodRecord {
+  path: string;
+  written: number;
+  done: Promise<{ written: number; closedEarly: boolean }>;
+}
 
 /**
  * How POST /v1/audio/transcriptions answers when `transcription` is set. 'energy': one word per
@@ -99,6 +111,8 @@ export interface ScriptedUpstream {
   received: { path: string; headers: IncomingMessage['headers']; body: Buffer }[];
   /** One record per 'stream' answer, in the order the requests arrived. */
   streams: StreamRecord[];
+  /** One record per 'flood' answer, in the order the requests arrived. */
+  floods: FloodRecord[];
   behaviour: Behaviour;
   modelsStatus: number;
   /** Unset: /v1/audio/transcriptions gets the behaviour above, like any path. */
@@ -129,6 +143,7 @@ export async function startScriptedUpstream(initial: Behaviour = { kind: 'ok' },
     baseUrl: '',
     received: [],
     streams: [],
+    floods: [],
     behaviour: initial,
     modelsStatus: 200,
     transcription: null,
@@ -217,6 +232,9 @@ export async function startScriptedUpstream(initial: Behaviour = { kind: 'ok' },
         res.writeHead(b.status, { 'content-type': b.contentType });
         res.end(b.body);
         return;
+      case 'flood':
+        flood(res, path, b);
+        return;
       case 'hang':
         return; // never answers
       case 'partial':
@@ -274,6 +292,29 @@ export async function startScriptedUpstream(initial: Behaviour = { kind: 'ok' },
         return;
       }
     }
+  }
+
+  function flood(res: ServerResponse, path: string, b: Extract<Behaviour, { kind: 'flood' }>): void {
+    const record = { path, written: 0 } as FloodRecord;
+    record.done = new Promise((resolve) => res.on('close', () => resolve({ written: record.written, closedEarly: record.written < b.maxBytes })));
+    state.floods.push(record);
+    res.writeHead(b.status, { 'content-type': b.contentType });
+    const filler = Buffer.from(b.filler);
+    const write = (): void => {
+      if (record.written === 0 && b.head) {
+        record.written += Buffer.byteLength(b.head);
+        res.write(b.head);
+      }
+      while (!res.destroyed && record.written < b.maxBytes) {
+        record.written += filler.length;
+        if (!res.write(filler)) {
+          res.once('drain', write);
+          return;
+        }
+      }
+      if (!res.destroyed) res.end();
+    };
+    write();
   }
 
   async function transcribe(b: TranscriptionBehaviour, req: IncomingMessage, res: ServerResponse, body: Buffer) {

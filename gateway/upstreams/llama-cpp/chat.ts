@@ -6,7 +6,7 @@ import { existsSync } from 'node:fs';
 import { isAbsolute, join } from 'node:path';
 import type { ChatHistoryItem } from 'node-llama-cpp';
 import { AsyncQueue } from '../async-queue.ts';
-import { UpstreamError, type ChatCapability, type ChatResponse, type HealthResult, type UpstreamTarget } from '../contract.ts';
+import { UpstreamError, answerTooLarge, type ChatCapability, type ChatResponse, type HealthResult, type UpstreamTarget } from '../contract.ts';
 import { acquireSequence, loadModel } from './llama-engine.ts';
 
 const encoder = new TextEncoder();
@@ -178,9 +178,14 @@ export function createLlamaCppChat(dataDir: string): ChatCapability {
       statusCode: 200,
       contentType: local.stream ? 'text/event-stream' : 'application/json',
       body: queue,
-      async text() {
+      async text(maxBytes = Infinity) {
         const parts: Uint8Array[] = [];
-        for await (const p of queue) parts.push(p);
+        let bytes = 0;
+        for await (const p of queue) {
+          bytes += p.length;
+          if (bytes > maxBytes) throw answerTooLarge(maxBytes);
+          parts.push(p);
+        }
         return Buffer.concat(parts).toString('utf8');
       },
     };

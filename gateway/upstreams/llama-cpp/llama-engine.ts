@@ -1,8 +1,10 @@
 // llama.cpp in-process through node-llama-cpp's prebuilt CPU binaries. Evaluation runs on
 // llama.cpp's own native threads, so the gateway's event loop only sees the callbacks.
 // One loaded model per GGUF file, one context with a few sequences; requests wait for a free
-// sequence rather than oversubscribing the (small) machine.
+// sequence rather than oversubscribing the (small) machine, and only so many may wait (past
+// that: UpstreamError 'busy', 503 temporarily_unavailable with Retry-After).
 import type { EngineConfig } from '../contract.ts';
+import { Slots } from '../slots.ts';
 import type { ChatWrapper, Llama, LlamaContext, LlamaContextSequence, LlamaModel } from 'node-llama-cpp';
 
 // node-llama-cpp is large and slow to import: it is loaded on first use, so gateways that serve
@@ -10,7 +12,7 @@ import type { ChatWrapper, Llama, LlamaContext, LlamaContextSequence, LlamaModel
 const engine = () => import('node-llama-cpp');
 
 /** From the validated configuration (SVC_LLAMA_*), set by the protocol when the gateway creates it. */
-let settings: EngineConfig['llama'] = { sequences: 4, threads: 1, contextSize: 4096 };
+let settings: EngineConfig['llama'] = { sequences: 4, threads: 1, contextSize: 4096, maxWaiting: 32 };
 
 /** Takes effect for models loaded afterwards (the process configures it once, at start). */
 export function configureLlama(next: EngineConfig['llama']): void {
@@ -23,7 +25,8 @@ interface LoadedModel {
   chatWrapper: ChatWrapper;
   context: LlamaContext;
   free: LlamaContextSequence[];
-  waiters: ((s: LlamaContextSequence) => void)[];
+  /** One slot per sequence: holding one means `free` has a sequence to take. */
+  slots: Slots;
 }
 
 export interface SequenceLease {
@@ -52,7 +55,7 @@ export function loadModel(path: string): Promise<LoadedModel> {
       const context = await model.createContext({ sequences: settings.sequences, contextSize: { max: settings.contextSize }, threads: settings.threads });
       const free = Array.from({ length: settings.sequences }, () => context.getSequence());
       const chatWrapper = (await engine()).resolveChatWrapper(model);
-      return { model, chatWrapper, context, free, waiters: [] };
+      return { model, chatWrapper, context, free, slots: new Slots(settings.sequences, settings.maxWaiting, 'local LLM requests') };
     })();
     // A failed load is not cached: the operator may put the file in place later.
     loaded.catch(() => models.delete(path));
@@ -61,23 +64,11 @@ export function loadModel(path: string): Promise<LoadedModel> {
   return loaded;
 }
 
-/** Waits for a free sequence of the model (or the signal). */
+/** Waits for a free sequence of the model (or the signal); refused at once when `maxWaiting` requests already wait. */
 export async function acquireSequence(path: string, signal: AbortSignal): Promise<SequenceLease> {
   const m = await loadModel(path);
-  const sequence =
-    m.free.pop() ??
-    (await new Promise<LlamaContextSequence>((resolve, reject) => {
-      const waiter = (s: LlamaContextSequence) => {
-        signal.removeEventListener('abort', onAbort);
-        resolve(s);
-      };
-      const onAbort = () => {
-        m.waiters.splice(m.waiters.indexOf(waiter), 1);
-        reject(signal.reason);
-      };
-      signal.addEventListener('abort', onAbort, { once: true });
-      m.waiters.push(waiter);
-    }));
+  const releaseSlot = await m.slots.acquire({ wait: true, signal });
+  const sequence = m.free.pop()!;
   let released = false;
   return {
     model: m.model,
@@ -86,9 +77,8 @@ export async function acquireSequence(path: string, signal: AbortSignal): Promis
     release() {
       if (released) return;
       released = true;
-      const next = m.waiters.shift();
-      if (next) next(sequence);
-      else m.free.push(sequence);
+      m.free.push(sequence);
+      releaseSlot();
     },
   };
 }

@@ -29,7 +29,7 @@ import {
 } from '../contract.ts';
 import { checkHttpHealth, engineBody, engineJson, engineRequest } from '../engine-http.ts';
 import { closeError, connectEngine, WebSocket } from '../engine-ws.ts';
-import { s16Chunks } from '../pcm-streams.ts';
+import { boundedSpeech, s16Chunks } from '../pcm-streams.ts';
 import { wavOf } from './openai.ts';
 
 const LISTEN_RATES = [8000, 16000, 24000, 44100, 48000];
@@ -125,7 +125,7 @@ const speech: SpeechCapability<DeepgramSettings> = {
       { method: 'POST', path: `/v1/speak?${q}`, headers: tokenAuth(target), json: { text: req.text } },
       req,
     );
-    return { sampleRate: rate, chunks: s16Chunks(engineBody(res, req)) };
+    return boundedSpeech({ sampleRate: rate, chunks: s16Chunks(engineBody(res, req)) }, req.text);
   },
 };
 

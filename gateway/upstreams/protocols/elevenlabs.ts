@@ -34,8 +34,8 @@ import {
   type VoiceCatalogueCapability,
   type Word,
 } from '../contract.ts';
-import { checkHttpHealth, engineBody, engineJson, engineRequest } from '../engine-http.ts';
-import { s16Chunks } from '../pcm-streams.ts';
+import { checkHttpHealth, engineBody, engineDelete, engineJson, engineRequest } from '../engine-http.ts';
+import { boundedSpeech, s16Chunks } from '../pcm-streams.ts';
 
 const settings = z
   .object({
@@ -56,6 +56,8 @@ const MAX_KEYTERM_CHARS = 50;
 const VOICES_PAGE_SIZE = 100;
 /** Enough for any account's own voices; a workspace with more is cut here rather than paged for minutes. */
 const MAX_CATALOGUE_VOICES = 1000;
+/** A page of voices with their samples, labels and fine-tuning records runs larger than other JSON answers. */
+const VOICE_PAGE_MAX_BYTES = 4 * 1024 * 1024;
 
 const keyHeader = (target: UpstreamTarget): Record<string, string> => (target.apiKey ? { 'xi-api-key': target.apiKey } : {});
 /** ISO 639-1 from a BCP-47 tag ('pt-BR' -> 'pt'), as ElevenLabs takes it. */
@@ -80,7 +82,7 @@ const speech: SpeechCapability<Settings> = {
     };
     const path = `/v1/text-to-speech/${encodeURIComponent(req.voice.upstreamId)}/stream?output_format=pcm_${rate}`;
     const res = await engineRequest(target.url, target.apiKey, { method: 'POST', path, headers: keyHeader(target), json: body }, req);
-    return { sampleRate: rate, chunks: s16Chunks(engineBody(res, req)) };
+    return boundedSpeech({ sampleRate: rate, chunks: s16Chunks(engineBody(res, req)) }, req.text);
   },
 };
 
@@ -138,6 +140,8 @@ const clone: CloneCapability<Settings> = {
       metadata: { engine: 'elevenlabs', upstream_voice_id: id, requires_verification: requiresVerification },
     };
   },
+  // DELETE /v1/voices/{voice_id}: https://elevenlabs.io/docs/api-reference/voices/delete
+  deleteVoice: (target, upstreamId, call) => engineDelete(target.url, target.apiKey, `/v1/voices/${encodeURIComponent(upstreamId)}`, keyHeader(target), call),
 };
 
 interface ElevenLabsVoice {
@@ -178,7 +182,12 @@ const voiceCatalogue: VoiceCatalogueCapability<Settings> = {
     do {
       const query = new URLSearchParams({ page_size: String(VOICES_PAGE_SIZE), ...(pageToken ? { next_page_token: pageToken } : {}) });
       const res = await engineRequest(target.url, target.apiKey, { method: 'GET', path: `/v2/voices?${query}`, headers: keyHeader(target) }, call);
-      const page = await engineJson<{ voices?: unknown; has_more?: unknown; next_page_token?: unknown } | null>(res, call, 'the voice list');
+      const page = await engineJson<{ voices?: unknown; has_more?: unknown; next_page_token?: unknown } | null>(
+        res,
+        call,
+        'the voice list',
+        VOICE_PAGE_MAX_BYTES,
+      );
       if (!page || !Array.isArray(page.voices)) throw new UpstreamError('protocol', 'ElevenLabs answered the voice list without voices.');
       for (const voice of page.voices as ElevenLabsVoice[]) {
         const mapped = voice && typeof voice === 'object' ? engineVoice(voice) : null;

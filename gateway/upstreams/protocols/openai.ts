@@ -19,8 +19,8 @@ import {
   type Word,
 } from '../contract.ts';
 import { dispatchCall, dispatchTarget } from '../dispatch-call.ts';
-import { checkHttpHealth, engineBody, engineFailure, engineJson, engineRequest, httpDispatcher } from '../engine-http.ts';
-import { isWavStart, s16Chunks, wavStream } from '../pcm-streams.ts';
+import { checkHttpHealth, drainAnswer, engineBody, engineFailure, engineJson, engineRequest, httpDispatcher } from '../engine-http.ts';
+import { boundedSpeech, isWavStart, s16Chunks, wavStream } from '../pcm-streams.ts';
 import { segmentedStreaming } from '../segmented-streaming.ts';
 
 /** OpenAI's `pcm` response format: raw 24 kHz 16-bit mono. */
@@ -97,8 +97,8 @@ const speech: SpeechCapability = {
       if (!first.done) yield first.value;
       yield* iterator;
     }
-    if (!first.done && (isWavStart(first.value) || res.contentType.includes('wav'))) return wavStream(all());
-    return { sampleRate: OPENAI_PCM_RATE, chunks: s16Chunks(all()) };
+    if (!first.done && (isWavStart(first.value) || res.contentType.includes('wav'))) return boundedSpeech(await wavStream(all()), req.text);
+    return boundedSpeech({ sampleRate: OPENAI_PCM_RATE, chunks: s16Chunks(all()) }, req.text);
   },
 };
 
@@ -146,6 +146,9 @@ function parseExpiry(value: unknown): Date | null {
   return null;
 }
 
+/** Speaker latents (engines that give the voice back rather than keep it) make clone answers of megabytes. */
+const CLONE_ANSWER_MAX_BYTES = 8 * 1024 * 1024;
+
 // Cloning on servers with a voice-creation endpoint (OpenAI's custom voices, and servers that
 // mirror it): multipart `name`, `audio_sample` (WAV), optional `transcript`, `language`; the
 // answer's `id` (or `voice_id`) is the voice to send to /audio/speech; an `expires_at` (unix
@@ -160,7 +163,7 @@ const clone: CloneCapability = {
     form.set('language', req.language);
     form.set('mode', req.mode);
     const res = await engineRequest(upstream.url, upstream.apiKey, { method: 'POST', path: '/audio/voices', headers: bearer(upstream), body: form }, req);
-    const body = await engineJson<Record<string, unknown> | null>(res, req, 'the clone request').catch(() => null);
+    const body = await engineJson<Record<string, unknown> | null>(res, req, 'the clone request', CLONE_ANSWER_MAX_BYTES);
     const id = body?.id ?? body?.voice_id;
     if (typeof id !== 'string' || id.length === 0 || id.length > 512) {
       throw new UpstreamError('protocol', 'The speech engine answered the clone request without a voice id.');
@@ -179,10 +182,7 @@ const clone: CloneCapability = {
 
 /** The engine is there and takes our key: GET {url}/models answers 2xx (before a streamed transcription starts taking audio). */
 export async function probeModels(target: UpstreamTarget, call: CallOptions): Promise<void> {
-  const res = await engineRequest(target.url, target.apiKey, { method: 'GET', path: '/models', headers: bearer(target) }, call);
-  for await (const _ of engineBody(res, call)) {
-    // drained: the connection goes back to the pool
-  }
+  await drainAnswer(await engineRequest(target.url, target.apiKey, { method: 'GET', path: '/models', headers: bearer(target) }, call), call);
 }
 
 export const openai = defineProtocol({

@@ -39,7 +39,7 @@ export const voicesRouter = createTRPCRouter({
     return updateVoice(ctx.db.prisma, ctx.org.id, input.id, input.changes);
   }),
 
-  /** Soft delete of an own voice. */
+  /** Soft delete of an own voice (the engines' copies of its clones are deleted by a gateway's job worker). */
   delete: orgProcedure.input(inputOf(ById)).mutation(({ ctx, input }) => deleteVoice(ctx.db.prisma, ctx.org.id, input.id)),
 
   /** Save (bookmark) or unsave any visible voice. */

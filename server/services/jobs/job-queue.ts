@@ -9,7 +9,10 @@ import { ServiceError } from '../errors.ts';
 
 export const MAX_JOB_ATTEMPTS = 3;
 
-export type JobKind = 'instant_clone' | 'pro_clone' | 'localize' | 'prepare_profile';
+export type JobKind = 'instant_clone' | 'pro_clone' | 'localize' | 'prepare_profile' | 'delete_engine_copies';
+/** Housekeeping the org did not ask for as such: never listed, never counted against its jobs in flight. */
+const HOUSEKEEPING: JobKind[] = ['delete_engine_copies'];
+const listed = { kind: { notIn: HOUSEKEEPING } };
 /** The spec's job kinds; profile preparation reports the kind of work it does on the voice. */
 export type ApiJobKind = 'instant_clone' | 'pro_clone' | 'localize';
 
@@ -31,9 +34,10 @@ export interface JobRecord {
   error?: string;
 }
 
+/** A job the org asked for (housekeeping jobs are never presented). */
 export function presentJob(job: JobRow): JobRecord {
   const input = (job.input ?? {}) as { apiKind?: ApiJobKind; modelId?: string };
-  const kind: ApiJobKind = job.kind === 'prepare_profile' ? (input.apiKind ?? 'instant_clone') : job.kind;
+  const kind: ApiJobKind = job.kind === 'prepare_profile' || job.kind === 'delete_engine_copies' ? (input.apiKind ?? 'instant_clone') : job.kind;
   const operation = job.kind === 'prepare_profile' ? 'prepare_profile' : job.kind === 'localize' ? 'localize' : 'clone';
   return {
     id: job.id,
@@ -80,7 +84,7 @@ export async function enqueueJob(
  */
 export async function admitJob(tx: Tx, orgId: string, maxInFlight: number): Promise<void> {
   await tx.org.updateMany({ where: { id: orgId }, data: { updatedAt: new Date() } });
-  const inFlight = await tx.job.count({ where: { orgId, status: { in: ['queued', 'running'] } } });
+  const inFlight = await tx.job.count({ where: { orgId, status: { in: ['queued', 'running'] }, ...listed } });
   if (inFlight >= maxInFlight) {
     throw new ServiceError(
       'rate_limit_exceeded',
@@ -93,14 +97,14 @@ export async function admitJob(tx: Tx, orgId: string, maxInFlight: number): Prom
 
 /** A job of the org; another org's job is indistinguishable from a missing one. */
 export async function getJob(prisma: Prisma, orgId: string, jobId: string): Promise<JobRecord> {
-  const job = await prisma.job.findFirst({ where: { id: jobId, orgId } });
+  const job = await prisma.job.findFirst({ where: { id: jobId, orgId, ...listed } });
   if (!job) throw new ServiceError('job_not_found', `No job with id '${jobId}' in this organization.`, 'id');
   return presentJob(job);
 }
 
 export async function listJobs(prisma: Prisma, orgId: string, options: { limit: number; voiceId?: string }): Promise<JobRecord[]> {
   const jobs = await prisma.job.findMany({
-    where: { orgId, ...(options.voiceId ? { voiceId: options.voiceId } : {}) },
+    where: { orgId, ...listed, ...(options.voiceId ? { voiceId: options.voiceId } : {}) },
     orderBy: [{ createdAt: 'desc' }, { id: 'desc' }],
     take: options.limit,
   });

@@ -4,6 +4,7 @@ import type { Prisma } from '../../db/database.ts';
 import { newId } from '../../db/ids.ts';
 import { createVoice, type NewVoice } from '../voices/create-voice.ts';
 import { isUsableProfile } from '../voices/usable-profile.ts';
+import { admitNewVoice, takeEngineClone, type VoiceLimits } from '../voices/voice-quotas.ts';
 import { admitJob, enqueueJob, type ApiJobKind, type JobKind } from './job-queue.ts';
 
 export interface JobQueueDeps {
@@ -12,6 +13,8 @@ export interface JobQueueDeps {
   maxJobsPerOrg: number;
   /** Told after a job is queued, so that a worker in this process looks at once rather than at its next poll. */
   jobQueued?: () => void;
+  /** The caps on the org's voices and engine clones (SVC_MAX_VOICES_PER_ORG, ...). */
+  voiceLimits: VoiceLimits;
 }
 
 /** Read by the worker: what a job needs besides its voice. */
@@ -34,15 +37,19 @@ export interface QueuedVoiceJob {
 
 /**
  * `voice` is an existing voice's id, or a new voice to create with the job. Refused with
- * rate_limit_exceeded when the org has maxJobsPerOrg jobs in flight; one transaction, so a
- * refusal leaves nothing.
+ * rate_limit_exceeded when the org has maxJobsPerOrg jobs in flight, voice_quota_exceeded when
+ * a new voice would pass its voices, clone_quota_exceeded when `engineClone` (the job clones
+ * through an engine that bills) would pass its clones of the day; one transaction, so a refusal
+ * leaves nothing.
  */
 export async function queueVoiceJob(
   deps: JobQueueDeps,
-  input: { orgId: string; voice: string | NewVoice; kind: JobKind; modelId: string; payload: VoiceJobPayload },
+  input: { orgId: string; voice: string | NewVoice; kind: JobKind; modelId: string; payload: VoiceJobPayload; engineClone: boolean },
 ): Promise<QueuedVoiceJob> {
   const queued = await deps.prisma.$transaction(async (tx) => {
     await admitJob(tx, input.orgId, deps.maxJobsPerOrg);
+    if (typeof input.voice !== 'string') await admitNewVoice(tx, input.orgId, deps.voiceLimits);
+    if (input.engineClone) await takeEngineClone(tx, input.orgId, input.modelId, deps.voiceLimits);
     const voiceId = typeof input.voice === 'string' ? input.voice : await createVoice(tx, input.voice);
     const where = { voiceId_modelId: { voiceId, modelId: input.modelId } };
     const existing = await tx.voiceProfile.findUnique({ where });

@@ -5,11 +5,13 @@ import { deleteBlob, storeBlob } from '../blobs/blob-store.ts';
 import { ServiceError } from '../errors.ts';
 import { queueVoiceJob, type QueuedVoiceJob, type VoiceJobPayload } from '../jobs/queue-voice-job.ts';
 import { createVoice, type NewVoice } from './create-voice.ts';
+import { queueEngineCopyDeletion } from './delete-engine-copies.ts';
 import { getVoice } from './get-voice.ts';
 import type { VoiceRecord } from './present-voice.ts';
 import { saveVoiceProfile } from './save-voice-profile.ts';
 import { storeVoiceSample } from './store-voice-sample.ts';
 import type { CloneMode, VoiceClip, VoiceDeps } from './voice-deps.ts';
+import { admitNewVoice, lockOrg, takeEngineClone } from './voice-quotas.ts';
 
 export const MIN_CLIP_SECONDS = 10;
 
@@ -51,6 +53,16 @@ export async function cloneVoice(deps: VoiceDeps, input: CloneVoiceInput, signal
   const { orgId, clip } = input;
   requireClipLength(clip, MIN_CLIP_SECONDS, input.clipParam);
   const modelId = engines.chooseCloneModel(input.modelId); // a bad model is refused before the clip is stored
+  const engineClone = engines.clonesBill(modelId);
+  const now = engines.canCloneNow(modelId);
+  // Made now: the caps are checked (and the clone counted) before the clip is stored or the engine asked.
+  if (now) {
+    await prisma.$transaction(async (tx) => {
+      await lockOrg(tx, orgId);
+      await admitNewVoice(tx, orgId, deps.voiceLimits);
+      if (engineClone) await takeEngineClone(tx, orgId, modelId, deps.voiceLimits);
+    });
+  }
   const uploaded = input.blobId === null;
   const blobId = input.blobId ?? (await storeBlob(prisma, dataDir, { orgId, contentType: 'audio/wav', bytes: clip.wav, durationMs: clip.durationMs })).id;
   const sourceVersion = sourceVersionOf(clip.wav);
@@ -74,22 +86,34 @@ export async function cloneVoice(deps: VoiceDeps, input: CloneVoiceInput, signal
     if (uploaded) await deleteBlob(prisma, dataDir, orgId, blobId).catch(() => undefined);
     throw err;
   };
-  if (engines.canCloneNow(modelId)) {
+  if (now) {
     const prepared = await engines
       .prepare(modelId, clip, { name: input.name, language: input.language, transcript: input.transcript }, input.mode, signal)
       .catch(dropUploadedClip);
-    const voiceId = await createVoice(prisma, {
-      ...newVoice,
-      description: input.description || prepared.description,
-      gender: prepared.gender,
-      sourceMetadata: { ...newVoice.sourceMetadata, ...prepared.metadata },
-    });
+    // Counted again as it is made: a concurrent clone may have taken the last place meanwhile,
+    // and then the engine's new voice is deleted again.
+    const voiceId = await prisma
+      .$transaction(async (tx) => {
+        await lockOrg(tx, orgId);
+        await admitNewVoice(tx, orgId, deps.voiceLimits);
+        return createVoice(tx, {
+          ...newVoice,
+          description: input.description || prepared.description,
+          gender: prepared.gender,
+          sourceMetadata: { ...newVoice.sourceMetadata, ...prepared.metadata },
+        });
+      })
+      .catch(async (err: unknown) => {
+        await queueEngineCopyDeletion(prisma, orgId, null, [{ modelId, upstreamId: prepared.upstreamId }]);
+        deps.jobQueued?.();
+        return dropUploadedClip(err);
+      });
     await saveVoiceProfile(prisma, { voiceId, modelId, prepared, profileVersion: input.profileVersion, sourceVersion });
     await storeVoiceSample(deps, voiceId, signal);
     return { status: 'created', voice: await getVoice(prisma, orgId, voiceId) };
   }
   const payload: VoiceJobPayload = { modelId, mode: input.mode, profileVersion: input.profileVersion, apiKind: 'instant_clone' };
   // Refused (too many jobs): the uploaded clip goes too.
-  const job = await queueVoiceJob(deps, { orgId, voice: newVoice, kind: 'instant_clone', modelId, payload }).catch(dropUploadedClip);
+  const job = await queueVoiceJob(deps, { orgId, voice: newVoice, kind: 'instant_clone', modelId, payload, engineClone }).catch(dropUploadedClip);
   return { status: 'queued', job };
 }

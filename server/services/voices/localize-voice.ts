@@ -29,6 +29,7 @@ export async function localizeVoice(deps: VoiceDeps, input: LocalizeVoiceInput):
     kind: 'localize',
     modelId,
     payload,
+    engineClone: deps.engines.clonesBill(modelId),
     voice: {
       orgId,
       name: input.name ?? `${parent.name} (${input.language})`,

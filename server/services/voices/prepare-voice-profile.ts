@@ -44,5 +44,5 @@ export async function prepareVoiceProfile(deps: VoiceDeps, input: PrepareVoicePr
     apiKind,
     ...(source.blob_ids ? { blobIds: source.blob_ids } : {}),
   };
-  return queueVoiceJob(deps, { orgId, voice: voice.id, kind: 'prepare_profile', modelId, payload });
+  return queueVoiceJob(deps, { orgId, voice: voice.id, kind: 'prepare_profile', modelId, payload, engineClone: engines.clonesBill(modelId) });
 }

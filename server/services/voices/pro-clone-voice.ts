@@ -57,6 +57,7 @@ export async function proCloneVoice(deps: VoiceDeps, input: ProCloneVoiceInput):
     orgId,
     kind: 'pro_clone',
     modelId,
+    engineClone: deps.engines.clonesBill(modelId),
     voice: {
       orgId,
       name: input.name,

@@ -56,6 +56,10 @@ export interface VoiceEngines {
   ): Promise<PreparedProfile>;
   /** The voice speaking `text` through the first of its profiles whose model is online; null when none is. */
   speak(profiles: ReadyProfile[], text: string, language: string, signal: AbortSignal): Promise<VoiceClip | null>;
+  /** Whether cloning with the model goes to an engine outside this process: one that may bill, and keeps the voice in its account. */
+  clonesBill(modelId: string): boolean;
+  /** Deletes an engine's copy of a voice cloned with the model where the model's engines can; false when none can (or the model is gone). */
+  deleteEngineCopy(modelId: string, upstreamId: string, signal: AbortSignal): Promise<boolean>;
 }
 
 export interface VoiceDeps extends JobQueueDeps {

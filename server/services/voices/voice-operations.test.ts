@@ -6,10 +6,13 @@ import { createTestDatabase, type TestDatabase } from '../../../test/support/tes
 import { newId } from '../../db/ids.ts';
 import { storeBlob } from '../blobs/blob-store.ts';
 import { ServiceError } from '../errors.ts';
-import { JOB_RETRY_AFTER_SECONDS } from '../jobs/job-queue.ts';
+import { JOB_RETRY_AFTER_SECONDS, getJob, listJobs } from '../jobs/job-queue.ts';
 import type { VoiceJobPayload } from '../jobs/queue-voice-job.ts';
 import { createOrg } from '../orgs/create-org.ts';
 import { cloneVoice, type CloneVoiceInput } from './clone-voice.ts';
+import { deleteEngineCopies } from './delete-engine-copies.ts';
+import { deleteVoice } from './delete-voice.ts';
+import { mapVoiceToEngine } from './engine-voices.ts';
 import { localizeVoice } from './localize-voice.ts';
 import { prepareVoiceProfile } from './prepare-voice-profile.ts';
 import { proCloneVoice } from './pro-clone-voice.ts';
@@ -18,11 +21,23 @@ import { GREETING_TEXT } from './store-voice-sample.ts';
 import type { VoiceClip, VoiceDeps, VoiceEngines } from './voice-deps.ts';
 
 const CLONER = 'tts-cloner';
+const NO_LIMITS = { maxVoicesPerOrg: 1000, maxEngineClonesPerDay: 1000, trialMaxEngineClonesPerDay: 1000 };
 const SPEAKER_ONLY = 'tts-speaker';
 const PLATFORM_VOICE = 'platform-ada';
 
 let t: TestDatabase;
-let engines: VoiceEngines & { online: boolean; spoken: string[]; failPrepare: boolean; modelsAsked: (string | undefined)[] };
+let engines: VoiceEngines & {
+  online: boolean;
+  spoken: string[];
+  failPrepare: boolean;
+  modelsAsked: (string | undefined)[];
+  /** The cloner's engine is outside the process (it bills). */
+  billing: boolean;
+  /** Appended to the voice ids the engine makes (a clone made again gets another). */
+  idSuffix: string;
+  /** Engine copies deleted, in order. */
+  deleted: string[];
+};
 let queuedSignals: number;
 let deps: VoiceDeps;
 let orgId: string;
@@ -48,6 +63,9 @@ function standInEngines(): typeof engines {
     spoken: [],
     failPrepare: false,
     modelsAsked: [],
+    billing: false,
+    idSuffix: '',
+    deleted: [],
     chooseCloneModel(modelId) {
       this.modelsAsked.push(modelId);
       if (modelId === undefined) return CLONER;
@@ -64,7 +82,7 @@ function standInEngines(): typeof engines {
     async prepare(_modelId, clip) {
       if (this.failPrepare) throw new ServiceError('upstream_error', 'The engine failed.');
       return {
-        upstreamId: `engine-voice-${clip.durationMs}`,
+        upstreamId: `engine-voice-${clip.durationMs}${this.idSuffix}`,
         params: { from: clip.wav.toString() },
         expiresAt: null,
         metadata: { pitch_hz: 210 },
@@ -75,6 +93,13 @@ function standInEngines(): typeof engines {
     async speak(profiles, text) {
       this.spoken.push(text);
       return profiles.length > 0 ? clipOf(3) : null;
+    },
+    clonesBill() {
+      return this.billing;
+    },
+    async deleteEngineCopy(modelId, upstreamId) {
+      this.deleted.push(`${modelId}/${upstreamId}`);
+      return true;
     },
   };
 }
@@ -105,7 +130,7 @@ beforeEach(async () => {
   engines = standInEngines();
   queuedSignals = 0;
   orgId = (await createOrg(t.db, { name: 'voices' })).id;
-  deps = { prisma: t.db.prisma, dataDir: t.dataDir, maxJobsPerOrg: 5, jobQueued: () => queuedSignals++, engines };
+  deps = { prisma: t.db.prisma, dataDir: t.dataDir, maxJobsPerOrg: 5, jobQueued: () => queuedSignals++, engines, voiceLimits: NO_LIMITS };
 });
 
 const cloneInput = (over: Partial<CloneVoiceInput> = {}): CloneVoiceInput => ({
@@ -323,5 +348,156 @@ describe('jobs in flight', () => {
     expect(await voicesOf()).toBe(1);
     expect(await liveBlobs()).toBe(1);
     expect(queuedSignals).toBe(1);
+  });
+});
+
+describe('caps on voices and on clones through engines that bill', () => {
+  const limited = (limits: Partial<typeof NO_LIMITS>): VoiceDeps => ({ ...deps, voiceLimits: { ...NO_LIMITS, ...limits } });
+  const refusal = (p: Promise<unknown>) =>
+    p.then(
+      () => null,
+      (e: unknown) => e,
+    );
+
+  it('an org has at most SVC_MAX_VOICES_PER_ORG voices: past it 403 voice_quota_exceeded before anything is stored or cloned; a deleted voice frees its place', async () => {
+    const capped = limited({ maxVoicesPerOrg: 2 });
+    await cloneVoice(capped, cloneInput(), signal);
+    engines.online = false;
+    await cloneVoice(capped, cloneInput(), signal);
+    for (const online of [true, false]) {
+      engines.online = online;
+      const refused = await refusal(cloneVoice(capped, cloneInput({ name: 'Third' }), signal));
+      expect(refused).toMatchObject({
+        code: 'voice_quota_exceeded',
+        message: 'This organization has 2 voices, the most it may have (2); delete voices it no longer needs.',
+      });
+    }
+    const source = (await t.db.prisma.voice.findFirstOrThrow({ where: { orgId } })).id;
+    await expect(
+      localizeVoice(capped, { orgId, voiceId: source, language: 'de', name: undefined, modelId: undefined, profileVersion: '1' }),
+    ).rejects.toMatchObject({
+      code: 'voice_quota_exceeded',
+    });
+    expect(await voicesOf()).toBe(2);
+    // The two clips and the first voice's sample: nothing of the refused ones.
+    expect(await liveBlobs()).toBe(3);
+    expect(engines.spoken).toHaveLength(1);
+    await deleteVoice(t.db.prisma, orgId, source);
+    engines.online = true;
+    await expect(cloneVoice(capped, cloneInput({ name: 'Third' }), signal)).resolves.toMatchObject({ status: 'created' });
+  });
+
+  it('clones through an engine that bills: at most the day\u2019s cap per org, 429 clone_quota_exceeded with Retry-After until the oldest is a day old; engines of this process are not counted', async () => {
+    const capped = limited({ maxEngineClonesPerDay: 2 });
+    await cloneVoice(capped, cloneInput(), signal);
+    await cloneVoice(capped, cloneInput(), signal);
+    engines.billing = true;
+    await cloneVoice(capped, cloneInput(), signal);
+    engines.online = false;
+    const queued = await cloneVoice(capped, cloneInput(), signal);
+    if (queued.status !== 'queued') throw new Error('expected a job');
+    for (const online of [true, false]) {
+      engines.online = online;
+      const refused = await refusal(cloneVoice(capped, cloneInput({ name: 'Over' }), signal));
+      expect(refused).toBeInstanceOf(ServiceError);
+      expect(refused).toMatchObject({
+        code: 'clone_quota_exceeded',
+        param: 'model_id',
+        message:
+          'This organization cloned 2 voices through engines that bill in the last 24 hours, the most it may (2); try again later, or clone with a model the gateway runs itself.',
+      });
+      expect((refused as ServiceError).retryAfterSeconds).toBeGreaterThan(86_390);
+      expect((refused as ServiceError).retryAfterSeconds).toBeLessThanOrEqual(86_400);
+    }
+    // Preparing a profile through it clones again: refused too.
+    await expect(prepareVoiceProfile(capped, { orgId, voiceId: queued.job.voice_id, modelId: CLONER, profileVersion: '2' })).rejects.toMatchObject({
+      code: 'clone_quota_exceeded',
+    });
+    expect(await voicesOf()).toBe(4);
+    // A day later the clones of yesterday count no more.
+    await t.db.prisma.engineClone.updateMany({ where: { orgId }, data: { createdAt: new Date(Date.now() - 24 * 3600_000 - 1000) } });
+    engines.online = true;
+    await expect(cloneVoice(capped, cloneInput({ name: 'Tomorrow' }), signal)).resolves.toMatchObject({ status: 'created' });
+  });
+
+  it('a trial org clones through engines that bill only as SVC_TRIAL_MAX_ENGINE_CLONES_PER_ORG_PER_DAY allows (none by default)', async () => {
+    await t.db.prisma.org.update({ where: { id: orgId }, data: { isTrial: true } });
+    engines.billing = true;
+    const refused = await refusal(cloneVoice(limited({ trialMaxEngineClonesPerDay: 0 }), cloneInput(), signal));
+    expect(refused).toMatchObject({
+      code: 'clone_quota_exceeded',
+      message:
+        "This organization may not clone voices through 'tts-cloner', whose engine bills (trial organizations may not); clone with a model the gateway runs itself.",
+    });
+    expect((refused as ServiceError).retryAfterSeconds).toBeUndefined();
+    expect(await voicesOf()).toBe(0);
+    await expect(cloneVoice(limited({ trialMaxEngineClonesPerDay: 1 }), cloneInput(), signal)).resolves.toMatchObject({ status: 'created' });
+  });
+
+  it('exact under concurrency: of eight clones at once, as many are made as the caps allow; an engine voice made past the voice cap is deleted again', async () => {
+    engines.billing = true;
+    const clones = await Promise.allSettled(
+      Array.from({ length: 8 }, (_, i) => cloneVoice(limited({ maxEngineClonesPerDay: 3 }), cloneInput({ name: `C${i}` }), signal)),
+    );
+    expect(clones.filter((c) => c.status === 'fulfilled')).toHaveLength(3);
+    expect(clones.filter((c) => c.status === 'rejected').map((c) => (c as PromiseRejectedResult).reason.code)).toEqual(Array(5).fill('clone_quota_exceeded'));
+    expect(await t.db.prisma.engineClone.count({ where: { orgId } })).toBe(3);
+
+    const other = (await createOrg(t.db, { name: 'voices racing' })).id;
+    const made = await Promise.allSettled(
+      Array.from({ length: 8 }, (_, i) =>
+        cloneVoice(limited({ maxVoicesPerOrg: 2 }), cloneInput({ orgId: other, name: `V${i}`, clip: clipOf(10 + i) }), signal),
+      ),
+    );
+    expect(made.filter((c) => c.status === 'fulfilled')).toHaveLength(2);
+    expect(await t.db.prisma.voice.count({ where: { orgId: other, deletedAt: null } })).toBe(2);
+    // Each engine voice made for a refused clone is queued for deletion at its engine.
+    const cleanups = await t.db.prisma.job.findMany({ where: { orgId: other, kind: 'delete_engine_copies' } });
+    const refusedAfterTheEngine = made.filter((c) => c.status === 'rejected' && (c.reason as ServiceError).code === 'voice_quota_exceeded').length;
+    expect(cleanups).toHaveLength(refusedAfterTheEngine);
+    // The two voices' clips and samples; the refused clones' clips are gone again.
+    expect(await t.db.prisma.blob.count({ where: { orgId: other, deletedAt: null } })).toBe(4);
+  });
+
+  it('deleting a voice queues the deletion of its engine copies (not listed, not counted as a job in flight); the worker deletes them; a profile replaced by a new clone deletes the old copy', async () => {
+    engines.online = false;
+    const cloned = await cloneVoice(deps, cloneInput(), signal);
+    if (cloned.status !== 'queued') throw new Error('expected a job');
+    const { job } = cloned;
+    await runVoiceJob(deps, await t.db.prisma.job.findUniqueOrThrow({ where: { id: job.job_id } }), signal);
+
+    // A new version made by the engine: the copy it replaces goes.
+    engines.idSuffix = '-v2';
+    const again = await prepareVoiceProfile(deps, { orgId, voiceId: job.voice_id, modelId: CLONER, profileVersion: '2' });
+    if (again.status !== 'queued') throw new Error('expected a job');
+    await runVoiceJob(deps, await t.db.prisma.job.findUniqueOrThrow({ where: { id: again.job_id } }), signal);
+    queuedSignals = 0;
+    await deleteVoice(t.db.prisma, orgId, job.voice_id, () => queuedSignals++);
+    expect(queuedSignals).toBe(1);
+
+    const cleanups = await t.db.prisma.job.findMany({ where: { orgId, kind: 'delete_engine_copies' }, orderBy: { createdAt: 'asc' } });
+    expect(cleanups.map((c) => c.input)).toEqual([
+      { copies: [{ modelId: CLONER, upstreamId: 'engine-voice-20000' }] },
+      { copies: [{ modelId: CLONER, upstreamId: 'engine-voice-20000-v2' }] },
+    ]);
+    for (const cleanup of cleanups) expect(await deleteEngineCopies(deps, cleanup, signal)).toEqual({ deleted: 1 });
+    expect(engines.deleted).toEqual([`${CLONER}/engine-voice-20000`, `${CLONER}/engine-voice-20000-v2`]);
+
+    // Housekeeping is the gateway's: not listed, not found by id, not counted against the org's jobs.
+    expect((await listJobs(t.db.prisma, orgId, { limit: 50 })).map((j) => j.id)).not.toContain(cleanups[0]!.id);
+    await expect(getJob(t.db.prisma, orgId, cleanups[0]!.id)).rejects.toMatchObject({ code: 'job_not_found' });
+    await t.db.prisma.job.updateMany({ where: { orgId }, data: { status: 'queued' } });
+    await t.db.prisma.job.updateMany({ where: { orgId, kind: { not: 'delete_engine_copies' } }, data: { status: 'succeeded' } });
+    engines.online = false;
+    await expect(cloneVoice({ ...deps, maxJobsPerOrg: 1 }, cloneInput({ name: 'Still room' }), signal)).resolves.toMatchObject({ status: 'queued' });
+  });
+
+  it('an engine voice imported or mapped, not cloned here, is never deleted at its engine', async () => {
+    const voice = await cloneVoice(deps, cloneInput(), signal);
+    if (voice.status !== 'created') throw new Error('expected a voice');
+    await mapVoiceToEngine(t.db.prisma, { voiceId: voice.voice.id, modelId: SPEAKER_ONLY, upstreamId: 'the-engines-own-voice' });
+    await deleteVoice(t.db.prisma, orgId, voice.voice.id);
+    const cleanups = await t.db.prisma.job.findMany({ where: { orgId, kind: 'delete_engine_copies' } });
+    expect(cleanups.map((c) => c.input)).toEqual([{ copies: [{ modelId: CLONER, upstreamId: 'engine-voice-12000' }] }]);
   });
 });

@@ -10,8 +10,8 @@ import {
   type TranscriptionCapability,
   type VoiceCatalogueCapability,
 } from '../../contract.ts';
-import { engineBody, engineJson, engineRequest } from '../../engine-http.ts';
-import { s16Chunks } from '../../pcm-streams.ts';
+import { engineBody, engineDelete, engineJson, engineRequest } from '../../engine-http.ts';
+import { boundedSpeech, s16Chunks } from '../../pcm-streams.ts';
 import { cartesiaPhonemes } from './phonemes.ts';
 import { cartesiaHeaders, parseWords, primaryLanguage, type CartesiaSettings } from './wire.ts';
 
@@ -42,7 +42,7 @@ export const speech: SpeechCapability<CartesiaSettings> = {
       ...(speed !== 1 ? { generation_config: { speed } } : {}),
     };
     const res = await engineRequest(target.url, target.apiKey, { method: 'POST', path: '/tts/bytes', headers: cartesiaHeaders(target), json: body }, req);
-    return { sampleRate: rate, chunks: s16Chunks(engineBody(res, req)) };
+    return boundedSpeech({ sampleRate: rate, chunks: s16Chunks(engineBody(res, req)) }, req.text);
   },
 };
 
@@ -80,6 +80,9 @@ export const clone: CloneCapability<CartesiaSettings> = {
     }
     return { upstreamId: id, params: null, expiresAt: null, metadata: { engine: 'cartesia', upstream_voice_id: id } };
   },
+  // DELETE /voices/{id}: https://docs.cartesia.ai/api-reference/voices/delete
+  deleteVoice: (target, upstreamId, call) =>
+    engineDelete(target.url, target.apiKey, `/voices/${encodeURIComponent(upstreamId)}`, cartesiaHeaders(target), call),
 };
 
 interface CartesiaVoice {
