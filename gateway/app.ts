@@ -30,6 +30,7 @@ import { lazyRequestLoggers, writeAccessLine, type LazyRequestLogger } from './r
 import { redactUrl } from './redact-url.ts';
 import { registerMetricsHooks, registerMetricsRoute } from './metrics/metrics-http.ts';
 import { registerTracingHooks } from './tracing/tracing-http.ts';
+import { registerRequestLogHooks } from './request-log/request-log-hooks.ts';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -135,6 +136,7 @@ export async function buildGateway(ctx: GatewayContext, options: { logger?: bool
   app.decorateRequest('auth', null as unknown as RequestAuth);
   app.decorateRequest('ticket', null);
   registerMetricsHooks(app, ctx.metrics);
+  registerRequestLogHooks(app, ctx);
   // Before the admission hook, so that its refusals are spans too.
   if (ctx.tracing) registerTracingHooks(app, ctx.tracing);
 
