@@ -25,6 +25,7 @@ import { registerVoiceRoutes } from './routes/voices.ts';
 import { registerBlobRoutes } from './routes/blobs.ts';
 import { registerJobRoutes } from './routes/jobs.ts';
 import { registerPronunciationDictRoutes } from './routes/pronunciation-dicts.ts';
+import { registerLogRoutes } from './routes/logs.ts';
 import { refuseWhileDraining } from './lifecycle.ts';
 import { lazyRequestLoggers, writeAccessLine, type LazyRequestLogger } from './request-logger.ts';
 import { redactUrl } from './redact-url.ts';
@@ -194,6 +195,7 @@ export async function buildGateway(ctx: GatewayContext, options: { logger?: bool
   registerModelRoutes(app, ctx);
   registerTtsRoutes(app, ctx);
   registerPronunciationDictRoutes(app, ctx);
+  registerLogRoutes(app, ctx);
   await app.register((scope, _opts, done) => {
     registerChatCompletionRoutes(scope, ctx);
     registerResponsesRoutes(scope, ctx);

@@ -3,6 +3,7 @@
 import { z } from 'zod';
 import { listActiveModels } from '../../services/models/list-active-models.ts';
 import { listModelHealth } from '../../services/models/list-model-health.ts';
+import { upstreamHistory } from '../../services/logs/request-log-stats.ts';
 import { loadConfig } from '../../config/env.ts';
 import { inputOf } from '../input-parser.ts';
 import { createTRPCRouter, orgProcedure, platformAdminProcedure } from '../trpc.ts';
@@ -20,6 +21,9 @@ export const modelsRouter = createTRPCRouter({
     const models = await listModelHealth(ctx.db.prisma);
     return models.map((m) => ({ ...m, upstreams: m.upstreams.map((u) => ({ ...u, lastCheckedAt: iso(u.lastCheckedAt) })) }));
   }),
+
+  /** Platform admins: each upstream's last 24 hours, hour by hour: calls, failures, latency (null where nothing was measured). */
+  upstreamHistory: platformAdminProcedure.query(async ({ ctx }) => Object.fromEntries(await upstreamHistory(ctx.db, { hours: 24 }))),
 
   /**
    * Platform admins: a TTS model's engine voice catalogue imported as platform voices with ready
