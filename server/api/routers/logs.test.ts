@@ -108,6 +108,8 @@ describe('logs.list and logs.get', () => {
     const mine = await alice.caller.logs.list({});
     expect(ridsOf(mine)).toEqual([rows.aliceOk!.requestId, rows.aliceFailed!.requestId, rows.aliceSession!.requestId].sort());
     expect(ridsOf(await bob.caller.logs.list({}))).toEqual([rows.bobOk!.requestId]);
+    // The page's infinite query adds the direction it pages in.
+    expect(ridsOf(await bob.caller.logs.list({ direction: 'forward' }))).toEqual([rows.bobOk!.requestId]);
     expect((await alice.caller.logs.list({ key: bobKey })).data).toEqual([]);
     expect((await alice.caller.logs.list({ request_id: rows.bobOk!.requestId })).data).toEqual([]);
     // Carol is a member of Alice's org: she sees Alice's rows when acting for it.
@@ -160,7 +162,8 @@ describe('logs.stats', () => {
 
 describe('logs.settings', () => {
   it('content off and the gateway retention by default; owners change them, within the gateway retention; members cannot', async () => {
-    expect(await alice.caller.logs.settings()).toEqual({ logContent: false, logRetentionDays: null, gatewayRetentionDays: 30 });
+    expect(await alice.caller.logs.settings()).toEqual({ logContent: false, logRetentionDays: null, gatewayRetentionDays: 30, canManage: true });
+    expect(await h.callerFor(carol.user, alice.orgId).logs.settings()).toMatchObject({ canManage: false });
     expect(await alice.caller.logs.updateSettings({ logContent: true, logRetentionDays: 7 })).toEqual({
       logContent: true,
       logRetentionDays: 7,

@@ -9,16 +9,20 @@ import { getLogSettings, LogSettingsInput, updateLogSettings } from '../../servi
 import { exportText } from '../../services/logs/present-request-log.ts';
 import { orgRequestStats } from '../../services/logs/request-log-stats.ts';
 import { inputOf } from '../input-parser.ts';
-import { createTRPCRouter, orgProcedure, ownerProcedure } from '../trpc.ts';
+import { canManageOrg, createTRPCRouter, orgProcedure, ownerProcedure } from '../trpc.ts';
 
 const ExportInput = ListRequestLogsQuery.extend({ format: z.enum(['jsonl', 'csv']) });
+/** The page's infinite query adds the direction it pages in (always older: the cursor says from where). */
+const ListInput = ListRequestLogsQuery.extend({ direction: z.enum(['forward', 'backward']).optional() });
 const StatsInput = z.strictObject({ days: z.number().int().min(1).max(90).default(30) });
 
 /** The gateway's retention (the dashboard runs with the same environment as the gateway). */
 const retentionDays = () => loadConfig().requestLog?.retentionDays ?? 30;
 
 export const logsRouter = createTRPCRouter({
-  list: orgProcedure.input(inputOf(ListRequestLogsQuery)).query(({ ctx, input }) => listRequestLogs(ctx.db.prisma, ctx.org.id, input, MAX_LOG_PAGE)),
+  list: orgProcedure
+    .input(inputOf(ListInput))
+    .query(({ ctx, input: { direction: _direction, ...query } }) => listRequestLogs(ctx.db.prisma, ctx.org.id, query, MAX_LOG_PAGE)),
 
   get: orgProcedure
     .input(inputOf(z.strictObject({ id: z.string().min(1).max(64) })))
@@ -40,7 +44,12 @@ export const logsRouter = createTRPCRouter({
   /** Requests, error rates and latency percentiles per model and per key over the last N days. */
   stats: orgProcedure.input(inputOf(StatsInput)).query(({ ctx, input }) => orgRequestStats(ctx.db, { orgId: ctx.org.id, days: input.days })),
 
-  settings: orgProcedure.query(async ({ ctx }) => ({ ...(await getLogSettings(ctx.db.prisma, ctx.org.id)), gatewayRetentionDays: retentionDays() })),
+  /** The org's settings, the gateway's retention (the most an org may choose), and whether this user may change them (owners). */
+  settings: orgProcedure.query(async ({ ctx }) => ({
+    ...(await getLogSettings(ctx.db.prisma, ctx.org.id)),
+    gatewayRetentionDays: retentionDays(),
+    canManage: await canManageOrg(ctx),
+  })),
 
   updateSettings: ownerProcedure.input(inputOf(LogSettingsInput)).mutation(async ({ ctx, input }) => ({
     ...(await updateLogSettings(ctx.db.prisma, ctx.org.id, input, retentionDays())),
