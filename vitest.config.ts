@@ -33,6 +33,9 @@ const UNIT = [
   'server/services/dicts/apply-pronunciation.test.ts',
   'server/services/dicts/case-fold.test.ts',
   'server/services/keys/api-key-format.test.ts',
+  'server/services/logs/present-request-log.test.ts',
+  'server/services/logs/request-log-stats.test.ts',
+  'ops/ops-files.test.ts',
   'test/docs-links.test.ts',
   'test/lint-boundaries.test.ts',
 ];

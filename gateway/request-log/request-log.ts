@@ -521,7 +521,7 @@ function applyPatch(row: RequestLogRow, patch: RequestLogPatch, content: boolean
 }
 
 /** The request log's own series, on the gateway's registry (docs/logs.md, "Operating it"). */
-class RequestLogMetrics {
+export class RequestLogMetrics {
   private readonly rows: Counter<'table'>;
   private readonly drops: Counter<'reason'>;
   private readonly failures: Counter;
