@@ -9,7 +9,6 @@ import type { ServerResponse } from 'node:http';
 import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify';
 import type { GatewayContext } from '../context.ts';
 import { toServiceError } from '../errors.ts';
-import { routeLabel } from '../metrics/metrics-http.ts';
 import { CONTENT_MAX_CHARS, type RequestLog } from './request-log.ts';
 
 declare module 'fastify' {
@@ -70,7 +69,8 @@ export function registerRequestLogHooks(app: FastifyInstance, ctx: GatewayContex
   }
   app.addHook('onRequest', (_request, reply, done) => {
     (reply.raw as ServerResponse & { [REPLY]?: FastifyReply })[REPLY] = reply;
-    reply.raw.once('close', onClose);
+    // `on`, not `once`: a response closes once, and once() wraps the listener anew per request.
+    reply.raw.on('close', onClose);
     done();
   });
 }
@@ -81,7 +81,10 @@ const REPLY = Symbol('svc request-log reply');
 const CLIENT_GONE_STATUS = 499;
 
 function finish(log: RequestLog, request: FastifyRequest, reply: FastifyReply): void {
-  if (request.is404 || request.routeOptions.config.requestLog === false) return;
+  if (request.is404) return;
+  // Read once: Fastify builds this object anew at every read.
+  const route = request.routeOptions;
+  if (route.config.requestLog === false) return;
   const refused = request.auth ? undefined : log.refusedAuth(request.logError);
   const orgId = request.auth?.orgId ?? refused?.orgId;
   if (orgId === undefined) return; // no key, or not a valid one: no org's log to write to
@@ -96,9 +99,9 @@ function finish(log: RequestLog, request: FastifyRequest, reply: FastifyReply): 
     orgId,
     requestId: request.id,
     apiKeyId: request.auth?.keyId ?? refused?.keyId ?? null,
-    kind: upgraded && request.routeOptions.config.session ? 'session' : 'http',
+    kind: upgraded && route.config.session ? 'session' : 'http',
     method: request.method,
-    route: routeLabel(request),
+    route: route.url ?? 'unmatched',
     modelId: request.modelId || null,
     status,
     errorCode,

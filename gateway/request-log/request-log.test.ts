@@ -16,6 +16,7 @@ import { createOrg } from '../../server/services/orgs/create-org.ts';
 import { upsertModel } from '../../server/services/models/upsert-model.ts';
 import type { GatewayHarness } from '../../test/support/gateway-harness.ts';
 import { startScriptedUpstream, type ScriptedUpstream } from '../../test/support/scripted-openai-upstream.ts';
+import { startGateway } from '../../test/support/gateway-harness.ts';
 import { startTtsGateway } from '../../test/support/tts-routes.ts';
 import { openTtsSocket } from '../../test/support/tts-socket.ts';
 import { usageRows } from '../../test/support/usage-rows.ts';
@@ -24,6 +25,7 @@ import type { RequestLog } from './request-log.ts';
 
 let h: GatewayHarness;
 let up: ScriptedUpstream;
+let slow: ScriptedUpstream;
 let log: RequestLog;
 const MODEL = 'log-chat';
 let seq = 0;
@@ -39,12 +41,21 @@ beforeAll(async () => {
     prices: { inputPicoPerToken: 150_001n, outputPicoPerToken: 600_003n },
     upstream: { url: up.url, protocol: 'openai' },
   });
+  // A stream that sends a chunk every 2 s: a client leaves it half-way.
+  slow = await startScriptedUpstream({ kind: 'stream', chunks: ['one', ' two', ' three', ' four'], delayMs: 2000 });
+  await upsertModel(h.testDb.db.prisma, checkProtocol, {
+    id: 'log-slow-stream',
+    modality: 'llm',
+    prices: { outputPicoPerToken: 600_003n },
+    upstream: { url: slow.url, protocol: 'openai' },
+  });
   await h.runtime.ctx.registry.refresh();
   log = h.runtime.ctx.requestLog!;
 }, 60_000);
 
 afterAll(async () => {
   await up?.close();
+  await slow?.close();
   await h?.close();
 });
 
@@ -139,6 +150,41 @@ describe('one row per keyed request', () => {
   });
 });
 
+describe('a client that leaves', () => {
+  it('is logged when it goes, with the usage its stream was debited for after it left', async () => {
+    const id = rid('gone');
+    const client = new AbortController();
+    const res = await fetch(`${h.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${h.key}`, 'content-type': 'application/json', 'x-request-id': id },
+      body: JSON.stringify({ model: 'log-slow-stream', stream: true, messages: [{ role: 'user', content: 'count' }] }),
+      signal: client.signal,
+    });
+    expect(res.status).toBe(200);
+    const reader = res.body!.getReader();
+    await reader.read(); // the first chunk, then the client hangs up
+    client.abort();
+    await expect(reader.read()).rejects.toThrow();
+    const row = await vi.waitFor(
+      async () => {
+        const [r] = await logged(id);
+        expect(r?.costMicros).toBeGreaterThan(0n);
+        return r!;
+      },
+      { timeout: 10_000, interval: 50 },
+    );
+    const [debit] = await usageRows(h.testDb.db.prisma, { requestId: id });
+    expect(row).toMatchObject({
+      status: 200,
+      errorCode: 'client_gone',
+      modelId: 'log-slow-stream',
+      costMicros: debit!.costMicros,
+      outputTokens: debit!.outputTokens,
+    });
+    expect(row.totalMs).toBeGreaterThanOrEqual(row.ttfbMs!);
+  });
+});
+
 describe('content', () => {
   it('is kept only once the org opts in, and no row ever holds a key or an Authorization header', async () => {
     const before = rid('before-opt-in');
@@ -148,8 +194,12 @@ describe('content', () => {
     const after = rid('after-opt-in');
     // A key pasted into a prompt is masked too.
     await (await chat(after, { prompt: `the secret plan, and my key is ${h.key}` })).text();
+    // A session's turn text is kept too, for as long as the org keeps content.
+    log.turn({ orgId: h.orgId, requestId: after }, { turnIndex: 0, startMs: 0, userText: 'book a table', assistantText: 'For how many?' });
+    await log.flush();
     await h.testDb.db.prisma.org.update({ where: { id: h.orgId }, data: { logContent: false } });
     await log.refreshSettings();
+    log.turn({ orgId: h.orgId, requestId: before }, { turnIndex: 0, startMs: 0, userText: 'never kept', assistantText: 'never kept' });
 
     const [plain] = await logged(before);
     expect(plain).toMatchObject({ requestContent: null, responseContent: null });
@@ -157,6 +207,13 @@ describe('content', () => {
     expect(kept!.requestContent).toContain('the secret plan');
     expect(kept!.requestContent).toContain('sk_svc_[redacted]');
     expect(kept!.responseContent).toContain('The plan is ready.');
+    const texts = await h.testDb.db.prisma.requestLogTurn.findMany({
+      where: { orgId: h.orgId, turnIndex: 0, startMs: 0 },
+      select: { userText: true, assistantText: true },
+    });
+    expect(texts).toContainEqual({ userText: 'book a table', assistantText: 'For how many?' });
+    expect(texts).toContainEqual({ userText: null, assistantText: null });
+    expect(JSON.stringify(texts)).not.toContain('never kept');
 
     const all = await h.testDb.db.prisma.requestLog.findMany({ where: { orgId: h.orgId } });
     const turns = await h.testDb.db.prisma.requestLogTurn.findMany({ where: { orgId: h.orgId } });
@@ -205,6 +262,32 @@ describe('writing off the request path', () => {
     await flushing!.catch(() => {});
     expect(await logged(before)).toMatchObject([{ status: 200, route: '/v1/models' }]);
     expect(await logged(during)).toMatchObject([{ status: 200, route: '/v1/models' }]);
+  });
+});
+
+describe('bounds and shutdown', () => {
+  it('past SVC_LOG_BUFFER_ROWS waiting rows new ones are dropped and counted; what waits at shutdown is written', async () => {
+    const small = await startGateway({ env: { SVC_LOG_FLUSH_MS: '60000', SVC_LOG_BUFFER_ROWS: '2' } });
+    try {
+      const ids = [rid('cap'), rid('cap'), rid('cap')];
+      for (const id of ids) {
+        const res = await fetch(`${small.url}/v1/models`, { headers: { authorization: `Bearer ${small.key}`, 'x-request-id': id } });
+        expect(res.status).toBe(200);
+        await res.text();
+      }
+      expect(small.runtime.ctx.requestLog!.buffered()).toBe(2);
+      const { body } = await small.runtime.ctx.metrics.render();
+      expect(body).toMatch(/svc_request_log_rows_dropped_total\{reason="buffer_full"\} 1\b/);
+      await small.runtime.ctx.requestLog!.flush();
+      expect(await small.testDb.db.prisma.requestLog.count({ where: { requestId: { in: ids } } })).toBe(2);
+      // One more, then the process stops before any flush: the shutdown writes it.
+      const last = rid('at-shutdown');
+      await (await fetch(`${small.url}/v1/models`, { headers: { authorization: `Bearer ${small.key}`, 'x-request-id': last } })).text();
+      await small.runtime.close();
+      expect(await small.testDb.db.prisma.requestLog.count({ where: { requestId: last } })).toBe(1);
+    } finally {
+      await small.close();
+    }
   });
 });
 

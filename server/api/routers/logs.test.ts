@@ -7,9 +7,12 @@ import { newTimeOrderedId } from '../../db/ids.ts';
 import { openRequestLogStore } from '../../db/request-log-store-open.ts';
 import type { RequestLogRow, RequestLogTurnRow } from '../../db/request-log-store.ts';
 import { createApiKey } from '../../services/keys/create-api-key.ts';
+import { upsertModel } from '../../services/models/upsert-model.ts';
+import { checkProtocol } from '../../../gateway/upstreams/protocols/index.ts';
 import { createApiHarness, type ApiHarness, type TestUser } from '../test-harness.ts';
 
 let h: ApiHarness;
+let admin: TestUser;
 let alice: TestUser;
 let bob: TestUser;
 let carol: TestUser;
@@ -71,7 +74,7 @@ const turn = (requestLogId: string, orgId: string, turnIndex: number): RequestLo
 
 beforeAll(async () => {
   h = await createApiHarness();
-  await h.signUpUser('admin@example.com');
+  admin = await h.signUpUser('admin@example.com');
   alice = await h.signUpUser('alice@example.com');
   bob = await h.signUpUser('bob@example.com');
   carol = await h.signUpUser('carol@example.com');
@@ -172,5 +175,47 @@ describe('logs.settings', () => {
     await expect(alice.caller.logs.updateSettings({ logRetentionDays: 31 })).rejects.toMatchObject({ code: 'BAD_REQUEST' });
     await expect(h.callerFor(carol.user, alice.orgId).logs.updateSettings({ logContent: false })).rejects.toMatchObject({ code: 'FORBIDDEN' });
     expect(await bob.caller.logs.settings()).toMatchObject({ logContent: false, logRetentionDays: null });
+  });
+});
+
+describe('models.upstreamHistory', () => {
+  it("each upstream's last 24 hours: calls and failures as counted, latency of the requests it served, null where none was measured", async () => {
+    const prisma = h.db.prisma;
+    await upsertModel(prisma, checkProtocol, {
+      id: 'hist-llm',
+      modality: 'llm',
+      prices: {},
+      upstream: { url: 'http://engine-a.invalid/v1', protocol: 'openai' },
+    });
+    await upsertModel(prisma, checkProtocol, {
+      id: 'hist-llm',
+      modality: 'llm',
+      prices: {},
+      upstream: { url: 'http://engine-b.invalid/v1', protocol: 'openai' },
+    });
+    const [a, b] = await prisma.upstream.findMany({ where: { modelId: 'hist-llm' }, orderBy: { url: 'asc' } });
+    const minute = new Date(Math.floor(Date.now() / 60_000) * 60_000);
+    await prisma.upstreamStat.createMany({
+      data: [
+        { upstreamId: a!.id, minute, requests: 10, errors: 1 },
+        { upstreamId: b!.id, minute, requests: 4, errors: 4 },
+      ],
+    });
+    const store = openRequestLogStore(h.url);
+    await store.insert(
+      Array.from({ length: 10 }, () => row(alice.orgId, aliceKey, { servedBy: a!.id, ttfbMs: 40, totalMs: 60 })),
+      [],
+    );
+    await store.close();
+    const history = await admin.caller.models.upstreamHistory();
+    const lastA = history[a!.id]!.at(-1)!;
+    const lastB = history[b!.id]!.at(-1)!;
+    expect(history[a!.id]).toHaveLength(24);
+    expect(lastA).toMatchObject({ requests: 10, errors: 1, errorRate: 0.1 });
+    expect(lastA.p95Ms).toBeGreaterThan(25);
+    expect(lastA.p95Ms).toBeLessThanOrEqual(50);
+    expect(lastB).toMatchObject({ requests: 4, errors: 4, errorRate: 1, p50Ms: null, p95Ms: null });
+    expect(history[a!.id]![0]).toMatchObject({ requests: 0, errorRate: null, p95Ms: null });
+    await expect(alice.caller.models.upstreamHistory()).rejects.toMatchObject({ code: 'FORBIDDEN' });
   });
 });
