@@ -11,7 +11,7 @@
 // Each step is a test of one serial chain: after a failure the rest are skipped.
 // Screenshots go to e2e/screenshots/logs-*.png. Processes, browser and accounts: e2e/support/.
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { expect, test, type Page } from '@playwright/test';
@@ -208,6 +208,21 @@ test.describe.serial('request logs', () => {
     await page.waitForURL((url) => url.pathname === '/logs' && url.searchParams.get('model') === 'local-flite');
     await expect(rows()).toHaveCount(2);
     await shot('from-usage');
+  });
+
+  test('an error in the playground names its request and links to it in Logs', async () => {
+    const notes = join(story.stack.tmp, 'notes.wav');
+    writeFileSync(notes, 'Not a recording: these are notes.\n');
+    await nav('Playground');
+    const form = page.getByRole('form', { name: 'Transcribe a recording' });
+    await form.getByLabel('Recording (WAV or raw 16-bit PCM)').setInputFiles(notes);
+    await form.getByRole('button', { name: 'Transcribe' }).click();
+    const alert = form.getByRole('alert').filter({ hasText: 'Transcription failed' });
+    await alert.getByRole('link', { name: 'See it in Logs' }).click();
+    await page.waitForURL((url) => url.pathname === '/logs' && /^req_/.test(url.searchParams.get('request_id') ?? ''));
+    await expect(rows()).toHaveCount(1);
+    await rows().first().getByText('unsupported_audio_format').waitFor();
+    await shot('from-playground');
   });
 
   test('the Models page shows each upstream’s last 24 hours, “—” where nothing was measured', async () => {
