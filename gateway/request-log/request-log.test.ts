@@ -368,7 +368,7 @@ describe('retention and the size cap', () => {
     const store = openRequestLogStore(h.testDb.url);
     const row = (orgId: string, daysAgo: number, label: string): RequestLogRow => ({
       ...blankRow(orgId, label),
-      createdAt: new Date(Date.now() - daysAgo * DAY),
+      createdAt: Date.now() - daysAgo * DAY,
     });
     const ancient = row(h.orgId, 31, 'ancient');
     const oldOfShort = row(short.id, 3, 'old-short');
@@ -388,7 +388,7 @@ describe('retention and the size cap', () => {
 
       // The cap: 1,000 rows (the least SVC_LOG_MAX_ROWS takes) and 1,200 more: the oldest go, the newest stay.
       const total = await prisma.requestLog.count();
-      const extra = Array.from({ length: 1200 }, (_, i) => ({ ...blankRow(h.orgId, `cap-${i}`), createdAt: new Date(Date.now() - (1200 - i) * 1000) }));
+      const extra = Array.from({ length: 1200 }, (_, i) => ({ ...blankRow(h.orgId, `cap-${i}`), createdAt: Date.now() - (1200 - i) * 1000 }));
       await store.insert(extra, []);
       const capped = await store.pruneOverCap(1000, 5000);
       expect(capped).toBeGreaterThanOrEqual(total + extra.length - 1000);
@@ -429,7 +429,7 @@ function blankRow(orgId: string, label: string): RequestLogRow {
     costMicros: 0n,
     requestContent: null,
     responseContent: null,
-    createdAt: new Date(),
+    createdAt: Date.now(),
   };
 }
 

@@ -94,10 +94,15 @@ const SETTINGS_EVERY_MS = 5_000;
 const KEY_NAMES_TTL_MS = 60_000;
 const DAY_MS = 86_400_000;
 
-/** A request's state while its row is being made or waits to be written. */
+/**
+ * A request's state before its row exists: what its debits, its session or the upstream seam
+ * said of it. Once the request is finished its row takes its place (later debits and
+ * annotations change the row until it is written): one long-lived object per request, since
+ * what outlives V8's young generation is what costs under load (docs/performance.md, "Memory").
+ */
 interface Pending {
   logId: string;
-  /** The flush count when it was made: an entry with no row is dropped a few flushes later. */
+  /** The flush count when it was made: an entry no row claims is dropped a few flushes later. */
   born: number;
   /** An open session: kept until it closes, however many flushes that takes. */
   open: boolean;
@@ -109,9 +114,10 @@ interface Pending {
   usageModelId: string | null;
   patch: RequestLogPatch | null;
   attempts: UpstreamAttempt[] | null;
-  /** Once the request is finished: its row, which later debits and annotations still change until it is written. */
-  row: RequestLogRow | null;
 }
+
+type Entry = Pending | RequestLogRow;
+const isRow = (e: Entry): e is RequestLogRow => !('born' in e);
 
 export interface RequestLogOptions extends RequestLogConfig {
   /** The time retention is measured from (tests move it). */
@@ -119,7 +125,8 @@ export interface RequestLogOptions extends RequestLogConfig {
 }
 
 export class RequestLog {
-  private readonly pending = new Map<string, Pending>();
+  /** By org, then request id (no key string made per request). */
+  private readonly pending = new Map<string, Map<string, Entry>>();
   /** Finished rows, written at the next flush. */
   private ready: RequestLogRow[] = [];
   /** Finished sessions' rows, held one flush longer: a session's last debit is written just after its socket closes. */
@@ -198,10 +205,8 @@ export class RequestLog {
         this.charged(auth.orgId, requestId, usage, costMicros);
         return remaining;
       });
-    wrapped.admit = async (presentedKey, metered) => {
-      try {
-        return await core.admit(presentedKey, metered);
-      } catch (e) {
+    wrapped.admit = (presentedKey, metered) =>
+      core.admit(presentedKey, metered).catch(async (e: unknown) => {
         // A key refused for its rate, its org's credit or the database: the key was valid, so
         // the refusal belongs in its org's log. Looked up again only on this path.
         if (isServiceError(e) && REFUSED_AFTER_KEY.has(e.code)) {
@@ -209,8 +214,7 @@ export class RequestLog {
           if (key) this.refusedKeys.set(e, { keyId: key.keyId, orgId: key.orgId });
         }
         throw e;
-      }
-    };
+      });
     return wrapped;
   }
 
@@ -222,36 +226,36 @@ export class RequestLog {
   /** A debit of the request: its units and cost are added to the request's row. */
   charged(orgId: string, requestId: string, usage: UsageRecord, costMicros: bigint): void {
     const entry = this.entry(orgId, requestId);
-    const target = entry.row ?? entry;
-    target.inputTokens += usage.inputTokens ?? 0;
-    target.outputTokens += usage.outputTokens ?? 0;
-    target.characters += usage.characters ?? 0;
-    target.audioMillis += usage.audioMillis ?? 0;
-    target.costMicros += costMicros;
-    if (entry.row) entry.row.modelId ??= usage.modelId;
+    entry.inputTokens += usage.inputTokens ?? 0;
+    entry.outputTokens += usage.outputTokens ?? 0;
+    entry.characters += usage.characters ?? 0;
+    entry.audioMillis += usage.audioMillis ?? 0;
+    entry.costMicros += costMicros;
+    if (isRow(entry)) entry.modelId ??= usage.modelId;
     else entry.usageModelId ??= usage.modelId;
   }
 
   /** A live session has started: its row's id is kept for its turns until it closes (called by the hook on session routes). */
   opened(ref: LogRef): void {
-    this.entry(ref.orgId, ref.requestId).open = true;
+    const entry = this.entry(ref.orgId, ref.requestId);
+    if (!isRow(entry)) entry.open = true;
   }
 
   /** What a route or session knows of its request that the hook does not (timings, failover, the answer's text). */
   annotate(ref: LogRef, patch: RequestLogPatch): void {
     const entry = this.entry(ref.orgId, ref.requestId);
-    if (entry.row) applyPatch(entry.row, patch, this.keepsContent(ref.orgId));
+    if (isRow(entry)) applyPatch(entry, patch, this.keepsContent(ref.orgId));
     else entry.patch = { ...entry.patch, ...patch };
   }
 
   /** An upstream the request tried (in order); the last one that answered `ok` served it. */
   attempt(ref: LogRef, attempt: UpstreamAttempt): void {
     const entry = this.entry(ref.orgId, ref.requestId);
-    if (entry.row) {
-      const attempts = entry.row.upstreams ? (JSON.parse(entry.row.upstreams) as UpstreamAttempt[]) : [];
+    if (isRow(entry)) {
+      const attempts = entry.upstreams ? (JSON.parse(entry.upstreams) as UpstreamAttempt[]) : [];
       attempts.push(attempt);
-      entry.row.upstreams = JSON.stringify(attempts);
-      if (attempt.outcome === 'ok') entry.row.servedBy = attempt.upstreamId;
+      entry.upstreams = JSON.stringify(attempts);
+      if (attempt.outcome === 'ok') entry.servedBy = attempt.upstreamId;
     } else (entry.attempts ??= []).push(attempt);
   }
 
@@ -266,7 +270,7 @@ export class RequestLog {
     const content = this.keepsContent(ref.orgId);
     this.turns.push({
       id: newTimeOrderedId('turn'),
-      requestLogId: entry.logId,
+      requestLogId: isRow(entry) ? entry.id : entry.logId,
       orgId: ref.orgId,
       turnIndex: turn.turnIndex,
       startMs: turn.startMs,
@@ -279,17 +283,18 @@ export class RequestLog {
       failoverReason: turn.failoverReason ?? null,
       userText: content ? clip(turn.userText) : null,
       assistantText: content ? clip(turn.assistantText) : null,
-      createdAt: new Date(this.now()),
+      createdAt: this.now(),
     });
     this.batchFilled();
   }
 
   /** The request is answered (or its session closed): its row joins the next batch. */
   finish(r: FinishedRequest): void {
-    const key = keyOf(r.orgId, r.requestId);
-    const entry = this.pending.get(key);
+    const found = this.pending.get(r.orgId)?.get(r.requestId);
+    // A row already there is another request that was answered with the same id: it keeps it.
+    const entry = found && !isRow(found) ? found : undefined;
     if (this.closed || this.buffered() >= this.options.bufferRows) {
-      if (entry) this.pending.delete(key);
+      if (entry) this.forget(r.orgId, r.requestId, entry);
       this.metrics?.dropped('buffer_full');
       return;
     }
@@ -322,19 +327,14 @@ export class RequestLog {
       costMicros: entry?.costMicros ?? 0n,
       requestContent: content ? clip(r.requestContent) : null,
       responseContent: content ? clip(r.responseContent) : null,
-      createdAt: new Date(r.startedAt),
+      createdAt: r.startedAt,
     };
-    if (entry) {
-      if (entry.patch) applyPatch(row, entry.patch, content);
-      if (entry.attempts) {
-        row.upstreams = JSON.stringify(entry.attempts);
-        row.servedBy ??= entry.attempts.findLast((a) => a.outcome === 'ok')?.upstreamId ?? null;
-      }
-      entry.patch = null;
-      entry.attempts = null;
-      entry.open = false;
-      entry.row = row;
-    } else this.pending.set(key, { ...emptyPending(row.id, this.flushes), row });
+    if (entry?.patch) applyPatch(row, entry.patch, content);
+    if (entry?.attempts) {
+      row.upstreams = JSON.stringify(entry.attempts);
+      row.servedBy ??= entry.attempts.findLast((a) => a.outcome === 'ok')?.upstreamId ?? null;
+    }
+    if (!found || entry) this.place(r.orgId, r.requestId, row);
     (r.kind === 'session' ? this.holding : this.ready).push(row);
     this.batchFilled();
   }
@@ -352,7 +352,7 @@ export class RequestLog {
     const rows = this.ready.length > MAX_ROWS_PER_WRITE ? this.ready.slice(0, MAX_ROWS_PER_WRITE) : this.ready;
     this.ready = rows === this.ready ? [] : this.ready.slice(MAX_ROWS_PER_WRITE);
     // Sessions closed since the last flush are written at the next one.
-    this.ready.push(...this.holding);
+    this.ready = this.ready.concat(this.holding);
     this.holding = [];
     const turns = this.turns;
     this.turns = [];
@@ -369,14 +369,14 @@ export class RequestLog {
       if (excess > 0) {
         const fromTurns = Math.min(excess, this.turns.length);
         this.turns.splice(0, fromTurns);
-        for (const row of this.ready.splice(0, excess - fromTurns)) this.forget(row);
+        for (const row of this.ready.splice(0, excess - fromTurns)) this.forget(row.orgId, row.requestId, row);
         this.metrics?.dropped('write_failed', excess);
       }
       this.metrics?.writeFailed();
       this.onWriteError(err);
       throw err;
     }
-    for (const row of rows) this.forget(row);
+    for (const row of rows) this.forget(row.orgId, row.requestId, row);
     this.metrics?.written(rows.length, turns.length);
     this.onWritten();
   }
@@ -388,20 +388,31 @@ export class RequestLog {
     setImmediate(() => void this.flush().catch(() => {}));
   }
 
-  private forget(row: RequestLogRow): void {
-    const key = keyOf(row.orgId, row.requestId);
-    if (this.pending.get(key)?.row === row) this.pending.delete(key);
+  private place(orgId: string, requestId: string, entry: Entry): void {
+    let byRequest = this.pending.get(orgId);
+    if (!byRequest) this.pending.set(orgId, (byRequest = new Map()));
+    byRequest.set(requestId, entry);
+  }
+
+  private forget(orgId: string, requestId: string, entry: Entry): void {
+    const byRequest = this.pending.get(orgId);
+    if (byRequest?.get(requestId) === entry) byRequest.delete(requestId);
   }
 
   /** Entries no row ever claimed (a debit or annotation after the row was written, or for an unknown request) go after a few flushes. */
   private sweepOrphans(): void {
-    for (const [key, entry] of this.pending) if (!entry.row && !entry.open && this.flushes - entry.born > 2) this.pending.delete(key);
+    for (const [orgId, byRequest] of this.pending) {
+      for (const [requestId, entry] of byRequest) if (!isRow(entry) && !entry.open && this.flushes - entry.born > 2) byRequest.delete(requestId);
+      if (byRequest.size === 0) this.pending.delete(orgId);
+    }
   }
 
-  private entry(orgId: string, requestId: string): Pending {
-    const key = keyOf(orgId, requestId);
-    let entry = this.pending.get(key);
-    if (!entry) this.pending.set(key, (entry = emptyPending(newTimeOrderedId('log'), this.flushes)));
+  /** The request's entry (its row once it has one), made when there is none. */
+  private entry(orgId: string, requestId: string): Entry {
+    const found = this.pending.get(orgId)?.get(requestId);
+    if (found) return found;
+    const entry = emptyPending(newTimeOrderedId('log'), this.flushes);
+    this.place(orgId, requestId, entry);
     return entry;
   }
 
@@ -470,7 +481,7 @@ export class RequestLog {
     clearInterval(this.pruneTimer);
     clearInterval(this.settingsTimer);
     await this.pruning?.catch(() => {});
-    this.ready.push(...this.holding);
+    this.ready = this.ready.concat(this.holding);
     this.holding = [];
     for (let attempt = 0; attempt < 3 && (this.ready.length > 0 || this.turns.length > 0 || this.flushing); attempt++) {
       await this.flushing?.catch(() => {});
@@ -487,8 +498,6 @@ export class RequestLog {
 /** Admission refusals that come after the key was found valid. */
 const REFUSED_AFTER_KEY = new Set(['rate_limit_exceeded', 'insufficient_quota', 'temporarily_unavailable']);
 
-const keyOf = (orgId: string, requestId: string) => `${orgId} ${requestId}`;
-
 const emptyPending = (logId: string, born: number): Pending => ({
   logId,
   born,
@@ -501,7 +510,6 @@ const emptyPending = (logId: string, born: number): Pending => ({
   usageModelId: null,
   patch: null,
   attempts: null,
-  row: null,
 });
 
 function clip(text: string | null | undefined): string | null {

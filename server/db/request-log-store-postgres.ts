@@ -66,10 +66,10 @@ export function createPostgresRequestLogStore(connectionString: string): Request
   const pool = new pg.Pool({ connectionString, max: 2, connectionTimeoutMillis: 5_000 });
   pool.on('error', () => {});
   const ts = (d: Date) => sqlTimestamp('postgresql', d);
-  const column = <T>(items: readonly T[], read: (item: T) => unknown) =>
+  const column = <T>(items: readonly T[], read: (item: T) => unknown, isTime: boolean) =>
     items.map((item) => {
       const v = read(item);
-      return typeof v === 'bigint' ? v.toString() : v instanceof Date ? ts(v) : v;
+      return isTime ? ts(new Date(v as number)) : typeof v === 'bigint' ? v.toString() : v;
     });
   // Rows and turns in one statement (so one transaction, one round trip).
   const insertBoth = `WITH r AS (${unnestInsert('RequestLog', ROW_COLUMNS, ROW_TYPES, 1)}) ${unnestInsert('RequestLogTurn', TURN_COLUMNS, TURN_TYPES, ROW_COLUMNS.length + 1)}`;
@@ -85,8 +85,8 @@ export function createPostgresRequestLogStore(connectionString: string): Request
         name: 'svc_request_log_insert',
         text: insertBoth,
         values: [
-          ...ROW_COLUMNS.map((c) => column(rows, (r: RequestLogRow) => r[c])),
-          ...TURN_COLUMNS.map((c) => column(turns, (t: RequestLogTurnRow) => t[c])),
+          ...ROW_COLUMNS.map((c) => column(rows, (r: RequestLogRow) => r[c], c === 'createdAt')),
+          ...TURN_COLUMNS.map((c) => column(turns, (t: RequestLogTurnRow) => t[c], c === 'createdAt')),
         ],
       });
     },

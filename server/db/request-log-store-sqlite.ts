@@ -28,8 +28,8 @@ export function createSqliteRequestLogStore(path: string): RequestLogStore {
   };
   const insertRows = inserter('RequestLog', ROW_COLUMNS);
   const insertTurns = inserter('RequestLogTurn', TURN_COLUMNS);
-  const rowValues = (r: RequestLogRow): unknown[] => ROW_COLUMNS.map((c) => (c === 'createdAt' ? ts(r.createdAt) : r[c]));
-  const turnValues = (t: RequestLogTurnRow): unknown[] => TURN_COLUMNS.map((c) => (c === 'createdAt' ? ts(t.createdAt) : t[c]));
+  const rowValues = (r: RequestLogRow): unknown[] => ROW_COLUMNS.map((c) => (c === 'createdAt' ? ts(new Date(r.createdAt)) : r[c]));
+  const turnValues = (t: RequestLogTurnRow): unknown[] => TURN_COLUMNS.map((c) => (c === 'createdAt' ? ts(new Date(t.createdAt)) : t[c]));
   function insertAll<T>(items: readonly T[], statement: (n: number) => Database.Statement, values: (item: T) => unknown[]): void {
     for (let at = 0; at < items.length; at += INSERT_CHUNK) {
       const chunk = items.slice(at, at + INSERT_CHUNK);

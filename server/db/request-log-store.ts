@@ -34,7 +34,8 @@ export interface RequestLogRow {
   costMicros: bigint;
   requestContent: string | null;
   responseContent: string | null;
-  createdAt: Date;
+  /** When the request arrived, epoch milliseconds (a number: rows wait in memory by the thousand). */
+  createdAt: number;
 }
 
 /** One RequestLogTurn row as written. */
@@ -53,7 +54,8 @@ export interface RequestLogTurnRow {
   failoverReason: string | null;
   userText: string | null;
   assistantText: string | null;
-  createdAt: Date;
+  /** Epoch milliseconds. */
+  createdAt: number;
 }
 
 export interface RequestLogStore {

@@ -49,7 +49,7 @@ function row(orgId: string, apiKeyId: string, over: Partial<RequestLogRow>): Req
     costMicros: 12n,
     requestContent: null,
     responseContent: null,
-    createdAt: new Date(),
+    createdAt: Date.now(),
     ...over,
   };
 }
@@ -69,7 +69,7 @@ const turn = (requestLogId: string, orgId: string, turnIndex: number): RequestLo
   failoverReason: null,
   userText: null,
   assistantText: null,
-  createdAt: new Date(),
+  createdAt: Date.now(),
 });
 
 beforeAll(async () => {
@@ -82,8 +82,8 @@ beforeAll(async () => {
   aliceKey = (await createApiKey(h.db.prisma, { orgId: alice.orgId, name: 'alice key' })).id;
   bobKey = (await createApiKey(h.db.prisma, { orgId: bob.orgId, name: 'bob key' })).id;
   const t = Date.now();
-  rows.aliceOk = row(alice.orgId, aliceKey, { createdAt: new Date(t - 3000) });
-  rows.aliceFailed = row(alice.orgId, aliceKey, { status: 502, errorCode: 'upstream_error', ttfbMs: 900, totalMs: 900, createdAt: new Date(t - 2000) });
+  rows.aliceOk = row(alice.orgId, aliceKey, { createdAt: t - 3000 });
+  rows.aliceFailed = row(alice.orgId, aliceKey, { status: 502, errorCode: 'upstream_error', ttfbMs: 900, totalMs: 900, createdAt: t - 2000 });
   rows.aliceSession = row(alice.orgId, aliceKey, {
     kind: 'session',
     route: '/v1/realtime',
@@ -92,9 +92,9 @@ beforeAll(async () => {
     modelId: 'voice-agent',
     ttfbMs: null,
     totalMs: 60_000,
-    createdAt: new Date(t - 1000),
+    createdAt: t - 1000,
   });
-  rows.bobOk = row(bob.orgId, bobKey, { modelId: 'chat-model', createdAt: new Date(t - 500) });
+  rows.bobOk = row(bob.orgId, bobKey, { modelId: 'chat-model', createdAt: t - 500 });
   const store = openRequestLogStore(h.url);
   await store.insert(Object.values(rows), [turn(rows.aliceSession.id, alice.orgId, 1), turn(rows.aliceSession.id, alice.orgId, 0)]);
   await store.close();
