@@ -2,7 +2,7 @@
 // the gateway core, the routes, and the single error handler.
 import Fastify, { LogController, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { pino, type DestinationStream } from 'pino';
-import { newId } from '../server/db/ids.ts';
+import { newTimeOrderedId } from '../server/db/ids.ts';
 import { ServiceError } from '../server/services/errors.ts';
 import { missingKeyError, presentedKey, type RequestAuth } from './core/gateway-core.ts';
 import type { Ticket } from './core/admission.ts';
@@ -27,11 +27,13 @@ import { registerVoiceRoutes } from './routes/voices.ts';
 import { registerBlobRoutes } from './routes/blobs.ts';
 import { registerJobRoutes } from './routes/jobs.ts';
 import { registerPronunciationDictRoutes } from './routes/pronunciation-dicts.ts';
+import { registerLogRoutes } from './routes/logs.ts';
 import { refuseWhileDraining } from './lifecycle.ts';
 import { lazyRequestLoggers, writeAccessLine, type LazyRequestLogger } from './request-logger.ts';
 import { redactUrl } from './redact-url.ts';
 import { registerMetricsHooks, registerMetricsRoute } from './metrics/metrics-http.ts';
 import { registerTracingHooks } from './tracing/tracing-http.ts';
+import { registerRequestLogHooks } from './request-log/request-log-hooks.ts';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -114,9 +116,11 @@ export async function buildGateway(ctx: GatewayContext, options: { logger?: bool
     childLoggerFactory: lazyRequestLoggers,
     bodyLimit: DEFAULT_BODY_LIMIT,
     requestIdHeader: false,
+    // Time-ordered: the request log indexes rows by request id, and random ids put each row's
+    // index entry on a page of its own (docs/performance.md, "Request logs").
     genReqId: (req) => {
       const incoming = req.headers['x-request-id'];
-      return typeof incoming === 'string' && REQUEST_ID.test(incoming) ? incoming : newId('req');
+      return typeof incoming === 'string' && REQUEST_ID.test(incoming) ? incoming : newTimeOrderedId('req');
     },
     // No inactivity timeout on sockets: an answer may be silent up to the upstream deadline
     // (300 s) and must still reach the client. How long a request may take to arrive, and how many
@@ -144,6 +148,7 @@ export async function buildGateway(ctx: GatewayContext, options: { logger?: bool
   app.decorateRequest('auth', null as unknown as RequestAuth);
   app.decorateRequest('ticket', null);
   registerMetricsHooks(app, ctx.metrics);
+  registerRequestLogHooks(app, ctx);
   // Before the admission hook, so that its refusals are spans too.
   if (ctx.tracing) registerTracingHooks(app, ctx.tracing);
 
@@ -205,6 +210,7 @@ export async function buildGateway(ctx: GatewayContext, options: { logger?: bool
   registerModelRoutes(app, ctx);
   registerTtsRoutes(app, ctx);
   registerPronunciationDictRoutes(app, ctx);
+  registerLogRoutes(app, ctx);
   await app.register((scope, _opts, done) => {
     registerChatCompletionRoutes(scope, ctx);
     registerResponsesRoutes(scope, ctx);

@@ -6,6 +6,7 @@ import type { Admission } from './core/admission.ts';
 import type { GatewayCore } from './core/gateway-core.ts';
 import type { RateLimiter } from '../server/rate-limit/rate-limiter.ts';
 import type { Lifecycle } from './lifecycle.ts';
+import type { RequestLog } from './request-log/request-log.ts';
 import type { GatewayMetrics } from './metrics/gateway-metrics.ts';
 import type { HealthChecker } from './registry/health-checker.ts';
 import type { GatewayTracing } from './tracing/gateway-tracing.ts';
@@ -37,4 +38,6 @@ export interface GatewayContext {
   jobs?: { notify(): void };
   /** Calls and failures per upstream, added to the database for the dashboard's error rates. */
   upstreamStats?: UpstreamStatsRecorder;
+  /** A row per keyed request and session, written in batches (docs/logs.md); undefined: off (SVC_REQUEST_LOG=off). */
+  requestLog?: RequestLog;
 }

@@ -27,6 +27,7 @@ import { GatewayMetrics, upstreamLabel } from './metrics/gateway-metrics.ts';
 import { startMetricsServer } from './metrics/metrics-http.ts';
 import { HealthChecker } from './registry/health-checker.ts';
 import { createTracing } from './tracing/gateway-tracing.ts';
+import { createRequestLog } from './request-log/create-request-log.ts';
 import { ModelRegistry } from './registry/model-registry.ts';
 import { unloadAll as unloadLocalModels } from './upstreams/llama-cpp/llama-engine.ts';
 import { limitDecoders, shutdownRecognizers } from './upstreams/pocketsphinx/recognizer.ts';
@@ -150,7 +151,9 @@ export async function createGatewayRuntime(
   );
   // Only with an OTLP endpoint; otherwise undefined and nothing is traced.
   const tracing = createTracing(config.tracing);
-  const core = tracing ? tracing.traceCore(metered) : metered;
+  const requestLog = createRequestLog(config, db, metrics);
+  const traced = tracing ? tracing.traceCore(metered) : metered;
+  const core = requestLog ? requestLog.observeCore(traced, db.hot) : traced;
 
   const registry = new ModelRegistry(db.prisma);
   await registry.refresh();
@@ -173,6 +176,8 @@ export async function createGatewayRuntime(
     (err) => logCheckError(err),
   );
   const ctx: GatewayContext = { config, db, clock, core, admission, limiter, registry, health, protocols, metrics, lifecycle, tracing, upstreamStats };
+  ctx.requestLog = requestLog;
+
   const app = await buildGateway(ctx, { logger: options.logger, tls });
   logCheckError = (err) => app.log.warn({ err }, 'revocation check of running sessions failed');
   // Reservations of this process are renewed, and those of dead processes released, a few
@@ -203,6 +208,7 @@ export async function createGatewayRuntime(
   if (registry.upstreams().some((u) => u.protocol === 'flite' || u.protocol === 'espeak-ng')) warmUpEngineSpawner();
   health.start(config.healthCheckMs);
   upstreamStats.start(5_000, (err) => app.log.warn({ err }, 'upstream stats flush failed'));
+  await requestLog?.start(app.log);
   // glibc keeps what malloc freed: V8's compiling peak just after start, and bursts of load,
   // leave an idle gateway's RSS high depending on fragmentation. Handed back now and then
   // (docs/performance.md, "Memory").
@@ -241,6 +247,7 @@ export async function createGatewayRuntime(
     // Every span has ended by now (requests closed, debits settled): send what is buffered.
     if (tracing && !(await tracing.shutdown(TRACE_FLUSH_MS))) app.log.warn({ timeoutMs: TRACE_FLUSH_MS }, 'the last trace spans could not be exported in time');
     await upstreamStats.stop();
+    await requestLog?.close();
     await usage.close();
     admission.stop();
     await limiter.close();

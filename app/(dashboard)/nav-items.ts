@@ -14,6 +14,7 @@ export const NAV_ITEMS: readonly NavItem[] = [
   { href: '/voices', label: 'Voices' },
   { href: '/playground', label: 'Playground' },
   { href: '/usage', label: 'Usage' },
+  { href: '/logs', label: 'Logs' },
   { href: '/members', label: 'Members' },
   { href: '/models', label: 'Models', adminOnly: true },
 ];

@@ -3,6 +3,7 @@ const TONES = {
   gray: 'bg-zinc-100 text-zinc-600 ring-zinc-500/20',
   indigo: 'bg-indigo-50 text-indigo-700 ring-indigo-600/20',
   amber: 'bg-amber-50 text-amber-800 ring-amber-600/20',
+  red: 'bg-red-50 text-red-700 ring-red-600/20',
 } as const;
 
 export function Badge({ tone, children }: { tone: keyof typeof TONES; children: React.ReactNode }) {

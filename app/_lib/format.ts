@@ -56,3 +56,17 @@ export function humanError(error: unknown, labels: Record<string, string>): { fi
     message: `${sentence[0]!.toUpperCase()}${sentence.slice(1)}.`,
   };
 }
+
+/** Milliseconds for people: "—" where nothing was measured (never "0 ms" for nothing), "<1 ms", "12.5 ms", "340 ms", "2.41 s". */
+export function formatMs(ms: number | null | undefined): string {
+  if (ms === null || ms === undefined) return '—';
+  if (ms < 1) return '<1 ms';
+  if (ms < 100) return `${ms.toLocaleString('en', { maximumFractionDigits: 1 })} ms`;
+  if (ms < 1000) return `${Math.round(ms)} ms`;
+  return `${(ms / 1000).toLocaleString('en', { maximumFractionDigits: 2 })} s`;
+}
+
+/** A share (0..1) as a percentage with one decimal; "—" for none. */
+export function formatRate(rate: number | null | undefined): string {
+  return rate === null || rate === undefined ? '—' : `${(rate * 100).toFixed(1)}%`;
+}

@@ -1,7 +1,8 @@
 'use client';
 // Calls from the browser to the gateway, through the dashboard's proxy (/api/gateway/...,
 // app/api/gateway/[...path]/route.ts), which adds the org's dashboard key. Errors arrive in
-// the API's envelope {error:{message,type,code,param}} and are thrown as GatewayError.
+// the API's envelope {error:{message,type,code,param}} and are thrown as GatewayError, with the
+// x-request-id the answer carried (its row in the Logs page).
 export const GATEWAY_PROXY = '/api/gateway';
 
 export class GatewayError extends Error {
@@ -10,6 +11,8 @@ export class GatewayError extends Error {
     readonly status: number,
     readonly code: string | null,
     readonly param: string | null = null,
+    /** The answer's x-request-id: the request's row on the Logs page. */
+    readonly requestId: string | null = null,
   ) {
     super(message);
     this.name = 'GatewayError';
@@ -27,7 +30,7 @@ export const chargeOf = (headers: { get(name: string): string | null }): Charge 
   remainingUsd: headers.get('x-svc-credits-remaining-usd'),
 });
 
-function errorFrom(status: number, text: string): GatewayError {
+function errorFrom(status: number, text: string, requestId: string | null): GatewayError {
   try {
     const body = JSON.parse(text) as { error?: { message?: unknown; code?: unknown; param?: unknown } };
     if (body.error && typeof body.error.message === 'string') {
@@ -36,13 +39,14 @@ function errorFrom(status: number, text: string): GatewayError {
         status,
         typeof body.error.code === 'string' ? body.error.code : null,
         typeof body.error.param === 'string' ? body.error.param : null,
+        requestId,
       );
     }
   } catch {
     // not JSON: fall through
   }
   if (status === 401) return new GatewayError('Your session has ended. Sign in again.', status, 'invalid_api_key');
-  return new GatewayError(`The gateway answered ${status}. Try again.`, status, null);
+  return new GatewayError(`The gateway answered ${status}. Try again.`, status, null, null, requestId);
 }
 
 /** fetch through the proxy; a non-2xx answer throws GatewayError with the envelope's message. */
@@ -53,7 +57,7 @@ export async function gatewayFetch(path: string, init: RequestInit = {}): Promis
   } catch {
     throw new GatewayError('Could not reach the dashboard server. Check your connection and try again.', 0, null);
   }
-  if (!res.ok) throw errorFrom(res.status, await res.text());
+  if (!res.ok) throw errorFrom(res.status, await res.text(), res.headers.get('x-request-id'));
   return res;
 }
 
@@ -81,7 +85,7 @@ export function uploadForm<T>(
     xhr.onerror = () => reject(new GatewayError('The upload failed: the connection was lost. Try again.', 0, null));
     xhr.onabort = () => reject(new GatewayError('The upload was cancelled.', 0, 'aborted'));
     xhr.onload = () => {
-      if (xhr.status < 200 || xhr.status >= 300) return reject(errorFrom(xhr.status, xhr.responseText));
+      if (xhr.status < 200 || xhr.status >= 300) return reject(errorFrom(xhr.status, xhr.responseText, xhr.getResponseHeader('x-request-id')));
       try {
         resolve({ status: xhr.status, body: JSON.parse(xhr.responseText) as T, charge: chargeOf({ get: (n) => xhr.getResponseHeader(n) }) });
       } catch {

@@ -14,6 +14,7 @@ import { BlobIdParams, UploadQuery } from '../routes/blobs.ts';
 import { JobIdParams, ListJobsQuery } from '../routes/jobs.ts';
 import { CloneJson, EngineCatalogueQuery, Localize, PrepareProfile, ProClone, VoiceIdParams } from '../routes/voices.ts';
 import { ElevenLabsTtsBody, ElevenLabsTtsQuery, ElevenLabsV2VoicesQuery, ElevenLabsVoiceParams } from '../routes/elevenlabs.ts';
+import { LogIdParams, LogsQuery } from '../routes/logs.ts';
 import * as req from './request-schemas.ts';
 import * as res from './response-schemas.ts';
 
@@ -70,6 +71,7 @@ export const TAGS = {
   Blobs: { description: 'Uploaded audio clips for cloning.', doc: 'docs/voices.md' },
   Jobs: { description: 'Asynchronous voice jobs.', doc: 'docs/voices.md' },
   'Pronunciation dictionaries': { description: 'Word replacements and phonemes applied at synthesis.', doc: 'docs/pronunciation-dicts.md' },
+  Logs: { description: "The key's organization's request and session logs.", doc: 'docs/logs.md' },
   'Agent registration': {
     description: 'Agents that register themselves and are claimed by a user (OAuth metadata, identity, token).',
     doc: 'docs/agent-registration.md',
@@ -137,6 +139,9 @@ export const RESPONSE_COMPONENTS = {
   Registration: res.RegistrationSchema,
   ClaimStarted: res.ClaimStartedSchema,
   Token: res.TokenSchema,
+  RequestLog: res.RequestLogSchema,
+  RequestLogList: res.RequestLogListSchema,
+  RequestLogDetail: res.RequestLogDetailSchema,
 } satisfies Record<string, z.ZodType>;
 
 const AUDIO_FILE = 'The audio file.';
@@ -723,6 +728,37 @@ export const OPERATIONS: Operation[] = [
     errors: [404],
   },
 
+  // Request logs
+  {
+    method: 'get',
+    path: '/v1/logs',
+    operationId: 'listRequestLogs',
+    summary: "The organization's request and session logs, newest first, paginated and filtered; or an export",
+    description:
+      'format=json (default): a page of records (limit ≤ 200). format=jsonl or csv: a file of up to 10,000 records, the next page named in the x-svc-next-cursor header.',
+    tag: 'Logs',
+    auth: 'key',
+    query: LogsQuery,
+    answers: {
+      200: {
+        description: 'A page of request logs, or an export.',
+        json: res.RequestLogListSchema,
+        media: { 'application/x-ndjson': 'JSON Lines: one record per line (format=jsonl).', 'text/csv': 'CSV with a header line (format=csv).' },
+      },
+    },
+    errors: [400],
+  },
+  {
+    method: 'get',
+    path: '/v1/logs/{id}',
+    operationId: 'getRequestLog',
+    summary: "One request log with its session's turns",
+    tag: 'Logs',
+    auth: 'key',
+    pathParams: LogIdParams,
+    answers: { 200: json(res.RequestLogDetailSchema, 'The request log.') },
+    errors: [404],
+  },
   // Pronunciation dictionaries
   {
     method: 'get',

@@ -14,6 +14,8 @@ import type { queueVoiceJob } from '../../server/services/jobs/queue-voice-job.t
 import type { PreparedVoiceProfile } from '../../server/services/voices/prepare-voice-profile.ts';
 import { EngineCatalogue } from '../../server/services/voices/engine-voices.ts';
 import type { verboseJson } from '../routes/transcription-formats.ts';
+import type { listRequestLogs } from '../../server/services/logs/list-request-logs.ts';
+import type { getRequestLog } from '../../server/services/logs/get-request-log.ts';
 
 const ERROR_CODES = Object.keys(ERROR_TABLE) as [keyof typeof ERROR_TABLE, ...(keyof typeof ERROR_TABLE)[]];
 const isoTime = z.iso.datetime({ offset: true });
@@ -342,6 +344,64 @@ export const ClaimStartedSchema = z.union([
 export const TokenSchema = z.object({ access_token: z.string(), token_type: z.literal('Bearer'), scope: z.string() });
 
 // ---------------------------------------------------------------------------------------------
+// Request logs
+
+const millis = z.number().nullable();
+
+export const RequestLogSchema = z
+  .object({
+    id: z.string(),
+    object: z.literal('request_log'),
+    request_id: z.string().meta({ description: 'The `x-request-id` the request was answered with.' }),
+    created_at: isoTime,
+    kind: z.enum(['http', 'session']).meta({ description: 'http: one answer; session: a WebSocket from its upgrade to its close.' }),
+    method: z.string(),
+    route: z.string().meta({ description: 'The route pattern (never the URL).' }),
+    model: z.string().nullable(),
+    status: z.number().int().meta({ description: '101 for an upgraded session; 499 when the client left before any answer.' }),
+    error_code: z.string().nullable(),
+    key: z.object({ id: z.string().nullable(), name: z.string() }),
+    upstreams: z.array(z.object({ upstream_id: z.string(), outcome: z.string(), ms: millis })),
+    served_by: z.string().nullable(),
+    failover_reason: z.string().nullable(),
+    user_agent: z.string().nullable(),
+    trace_id: z.string().nullable().meta({ description: 'The OpenTelemetry trace id, when the gateway traces.' }),
+    timings: z.object({ ttfb_ms: millis, first_audio_ms: millis, first_audible_ms: millis, total_ms: z.number() }),
+    usage: z.object({ input_tokens: z.number().int(), output_tokens: z.number().int(), characters: z.number().int(), audio_ms: z.number().int() }),
+    cost_usd: z.string(),
+    content: z
+      .object({ request: z.string().nullable(), response: z.string().nullable() })
+      .nullable()
+      .meta({ description: 'Only when the organization keeps content (docs/logs.md, "Content").' }),
+  })
+  .meta({ description: 'One keyed request or WebSocket session (docs/logs.md). Times in milliseconds from its arrival; null where nothing was measured.' });
+
+export const RequestLogListSchema = z.object({
+  object: z.literal('list'),
+  data: z.array(RequestLogSchema),
+  has_more: z.boolean(),
+  next_cursor: z.string().nullable().meta({ description: 'Pass as `cursor` for the next (older) page; null on the last.' }),
+});
+
+export const RequestLogTurnSchema = z.object({
+  turn_index: z.number().int(),
+  start_ms: z.number(),
+  speech_end_ms: millis,
+  end_of_turn_ms: millis,
+  llm_first_token_ms: millis,
+  tts_first_audio_ms: millis,
+  first_audible_ms: millis,
+  barge_in_ms: millis,
+  failover_reason: z.string().nullable(),
+  user_text: z.string().nullable(),
+  assistant_text: z.string().nullable(),
+});
+
+export const RequestLogDetailSchema = RequestLogSchema.extend({
+  turns: z.array(RequestLogTurnSchema).meta({ description: "A session's turns, in order (start_ms from the session's start, the rest from the turn's)." }),
+});
+
+// ---------------------------------------------------------------------------------------------
 // What the services and routes build fits what is documented (checked by tsc, nothing at run time).
 
 type Fits<Built, Documented> = [Built] extends [Documented] ? true : false;
@@ -396,3 +456,5 @@ export const ElevenLabsTranscriptionSchema = z.object({
   text: z.string(),
   words: z.array(z.object({ text: z.string(), start: z.number(), end: z.number(), type: z.enum(['word', 'spacing']), logprob: z.number() })),
 });
+fits<Fits<{ object: 'list' } & Awaited<ReturnType<typeof listRequestLogs>>, z.output<typeof RequestLogListSchema>>>();
+fits<Fits<Awaited<ReturnType<typeof getRequestLog>>, z.output<typeof RequestLogDetailSchema>>>();

@@ -4,6 +4,7 @@ import { claimsRouter } from './routers/claims.ts';
 import { creditsRouter } from './routers/credits.ts';
 import { dictsRouter } from './routers/dicts.ts';
 import { keysRouter } from './routers/keys.ts';
+import { logsRouter } from './routers/logs.ts';
 import { modelsRouter } from './routers/models.ts';
 import { orgsRouter } from './routers/orgs.ts';
 import { usageRouter } from './routers/usage.ts';
@@ -16,6 +17,7 @@ export const appRouter = createTRPCRouter({
   keys: keysRouter,
   credits: creditsRouter,
   usage: usageRouter,
+  logs: logsRouter,
   voices: voicesRouter,
   models: modelsRouter,
   dicts: dictsRouter,

@@ -141,6 +141,16 @@ const EnvSchema = z.object({
       .optional(),
   ),
   SVC_MAIL_FROM: z.preprocess(emptyIsUnset, z.string().trim().min(3).max(320).optional()),
+  // Request logs (docs/logs.md): a row per keyed request and session, written in batches; kept
+  // this many days (an org may choose fewer) and at most this many rows.
+  SVC_REQUEST_LOG: onOff.default('on'),
+  SVC_LOG_RETENTION_DAYS: z.coerce.number().int().min(1).max(3650).default(30),
+  SVC_LOG_MAX_ROWS: z.coerce.number().int().min(1000).max(1_000_000_000).default(5_000_000),
+  // A batch is written every SVC_LOG_FLUSH_MS, or as soon as SVC_LOG_BATCH_ROWS rows wait; past
+  // SVC_LOG_BUFFER_ROWS waiting rows (the database is slow or away) new rows are dropped and counted.
+  SVC_LOG_FLUSH_MS: z.coerce.number().int().min(10).max(60_000).default(1000),
+  SVC_LOG_BATCH_ROWS: z.coerce.number().int().min(1).max(10_000).default(500),
+  SVC_LOG_BUFFER_ROWS: z.coerce.number().int().min(1).max(1_000_000).default(20_000),
   // OpenTelemetry traces (docs/operations.md, "Tracing"): the standard variables; no endpoint, no tracing.
   // Empty means unset, as the OpenTelemetry specification says.
   OTEL_EXPORTER_OTLP_ENDPOINT: z.preprocess(emptyIsUnset, url.optional()),
@@ -203,6 +213,16 @@ export interface Config {
   agentAuth: AgentAuthConfig;
   /** OpenTelemetry traces; undefined: off (no OTLP endpoint set, or OTEL_SDK_DISABLED=true). */
   tracing: TracingConfig | undefined;
+  /** Request logs (docs/logs.md); undefined: off (SVC_REQUEST_LOG=off). */
+  requestLog: RequestLogConfig | undefined;
+}
+
+export interface RequestLogConfig {
+  retentionDays: number;
+  maxRows: number;
+  flushMs: number;
+  batchRows: number;
+  bufferRows: number;
 }
 
 export type TraceSampler = NonNullable<Env['OTEL_TRACES_SAMPLER']>;
@@ -378,6 +398,16 @@ export function loadConfig(source: Readonly<Record<string, string | undefined>> 
       ipRpm: env.SVC_AGENT_AUTH_IP_RPM,
     },
     tracing: tracingConfig(env),
+    requestLog:
+      env.SVC_REQUEST_LOG === 'on'
+        ? {
+            retentionDays: env.SVC_LOG_RETENTION_DAYS,
+            maxRows: env.SVC_LOG_MAX_ROWS,
+            flushMs: env.SVC_LOG_FLUSH_MS,
+            batchRows: env.SVC_LOG_BATCH_ROWS,
+            bufferRows: env.SVC_LOG_BUFFER_ROWS,
+          }
+        : undefined,
   };
 }
 

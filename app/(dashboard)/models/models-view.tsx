@@ -6,11 +6,12 @@ import { Button } from '@/app/_components/button';
 import { Card, EmptyState, PageHeader } from '@/app/_components/card';
 import { LoadingBlock } from '@/app/_components/spinner';
 import type { RouterOutputs } from '@/app/_lib/api-types';
-import { errorMessage, formatDateTime } from '@/app/_lib/format';
+import { errorMessage, formatDateTime, formatMs, formatRate } from '@/app/_lib/format';
 import { useTRPC } from '@/app/_lib/trpc';
 
 type Model = RouterOutputs['models']['health'][number];
 type Upstream = Model['upstreams'][number];
+type History = RouterOutputs['models']['upstreamHistory'][string];
 
 const HEALTH = { up: { tone: 'green', label: 'Up' }, down: { tone: 'amber', label: 'Down' }, unknown: { tone: 'gray', label: 'Not checked' } } as const;
 const isForbidden = (error: unknown) => (error as { data?: { code?: string } } | null)?.data?.code === 'FORBIDDEN';
@@ -19,6 +20,7 @@ export function ModelsView() {
   const trpc = useTRPC();
   // The gateway's health checker writes these every few seconds; follow it while the page is open.
   const models = useQuery({ ...trpc.models.health.queryOptions(), refetchInterval: 10_000 });
+  const history = useQuery({ ...trpc.models.upstreamHistory.queryOptions(), refetchInterval: 60_000 });
   return (
     <>
       <PageHeader
@@ -42,7 +44,7 @@ export function ModelsView() {
       ) : (
         <div className="space-y-4">
           {models.data.map((m) => (
-            <ModelCard key={m.id} model={m} />
+            <ModelCard key={m.id} model={m} history={history.data} />
           ))}
         </div>
       )}
@@ -50,7 +52,7 @@ export function ModelsView() {
   );
 }
 
-function ModelCard({ model: m }: { model: Model }) {
+function ModelCard({ model: m, history }: { model: Model; history: Record<string, History> | undefined }) {
   const up = m.upstreams.filter((u) => u.health === 'up').length;
   return (
     <Card
@@ -68,7 +70,7 @@ function ModelCard({ model: m }: { model: Model }) {
       ) : (
         <ul className="divide-y divide-zinc-100" aria-label={`Upstreams of ${m.id}`}>
           {m.upstreams.map((u) => (
-            <UpstreamRow key={u.id} u={u} />
+            <UpstreamRow key={u.id} u={u} history={history?.[u.id]} />
           ))}
         </ul>
       )}
@@ -118,7 +120,7 @@ function ErrorText({ text }: { text: string }) {
  * One upstream: where it is and how it is reached, then each figure with its label (they used
  * to wrap unlabelled in a narrow column), then the last error in full.
  */
-function UpstreamRow({ u }: { u: Upstream }) {
+function UpstreamRow({ u, history }: { u: Upstream; history: History | undefined }) {
   const health = HEALTH[u.health];
   return (
     <li className="py-4" data-testid="upstream-row">
@@ -151,6 +153,7 @@ function UpstreamRow({ u }: { u: Upstream }) {
           <dd className="text-zinc-900">{formatDateTime(u.lastCheckedAt, 'Never')}</dd>
         </div>
       </dl>
+      <UpstreamHistory hours={history} />
       {u.lastError && (
         <div className="mt-3 rounded-md border border-red-200 bg-red-50 px-3 py-2 text-sm text-red-800" data-testid="upstream-last-error">
           <p className="text-xs font-semibold">Last error</p>
@@ -160,5 +163,58 @@ function UpstreamRow({ u }: { u: Upstream }) {
         </div>
       )}
     </li>
+  );
+}
+
+const hourLabel = new Intl.DateTimeFormat('en', { hour: '2-digit', minute: '2-digit', hour12: false });
+
+/**
+ * The upstream's last 24 hours, an hour a bar: calls (errors in red) and the p95 latency of the
+ * requests it served. "—" where nothing was measured, never "0 ms".
+ */
+function UpstreamHistory({ hours }: { hours: History | undefined }) {
+  const list = hours ?? [];
+  const calls = list.reduce((n, h) => n + h.requests, 0);
+  const errors = list.reduce((n, h) => n + h.errors, 0);
+  const measured = list.filter((h) => h.p95Ms !== null);
+  const lastP95 = measured.at(-1)?.p95Ms ?? null;
+  const worstP95 = measured.length > 0 ? Math.max(...measured.map((h) => h.p95Ms!)) : null;
+  const top = Math.max(...list.map((h) => h.requests), 1);
+  return (
+    <div className="mt-3" data-testid="upstream-history">
+      <dl className="grid grid-cols-2 gap-x-6 gap-y-2 text-sm sm:grid-cols-3">
+        <div>
+          <dt className="text-xs text-zinc-500">Calls, last 24 h</dt>
+          <dd className="text-zinc-900">
+            {calls === 0 ? 'No calls' : `${calls.toLocaleString('en')} (${errors.toLocaleString('en')} failed, ${formatRate(errors / calls)})`}
+          </dd>
+        </div>
+        <div>
+          <dt className="text-xs text-zinc-500">p95 latency, latest hour measured</dt>
+          <dd className="text-zinc-900" data-testid="upstream-p95">
+            {formatMs(lastP95)}
+          </dd>
+        </div>
+        <div>
+          <dt className="text-xs text-zinc-500">Worst hourly p95, 24 h</dt>
+          <dd className="text-zinc-900">{formatMs(worstP95)}</dd>
+        </div>
+      </dl>
+      {calls > 0 && (
+        <div className="mt-2 flex h-10 items-end gap-px" role="img" aria-label={`Calls per hour over the last 24 hours: ${calls} calls, ${errors} failed.`}>
+          {list.map((h) => (
+            <div
+              key={h.hour}
+              className="flex flex-1 flex-col-reverse bg-zinc-50"
+              style={{ height: '100%' }}
+              title={`${hourLabel.format(new Date(h.hour))}: ${h.requests} calls, ${h.errors} failed, p50 ${formatMs(h.p50Ms)}, p95 ${formatMs(h.p95Ms)}`}
+            >
+              <div className="bg-indigo-400" style={{ height: `${((h.requests - h.errors) / top) * 100}%` }} />
+              <div className="bg-red-500" style={{ height: `${(h.errors / top) * 100}%` }} />
+            </div>
+          ))}
+        </div>
+      )}
+    </div>
   );
 }

@@ -9,6 +9,7 @@ import { CostLine } from '@/app/_components/cost-line';
 import { SelectField, TextAreaField } from '@/app/_components/fields';
 import { LoadingBlock, Spinner } from '@/app/_components/spinner';
 import { errorMessage } from '@/app/_lib/format';
+import { RequestLogLink } from '@/app/_components/request-log-link';
 import { chargeOf, gatewayFetch, type Charge } from '@/app/_lib/gateway';
 import { useTRPC } from '@/app/_lib/trpc';
 
@@ -230,7 +231,12 @@ export function Synthesize({ initialVoiceId }: { initialVoiceId: string | null }
           ))}
         </SelectField>
         <div className="space-y-3 sm:col-span-2">
-          {synth.error && <Alert title="Synthesis failed">{errorMessage(synth.error)}</Alert>}
+          {synth.error && (
+            <Alert title="Synthesis failed">
+              {errorMessage(synth.error)}
+              <RequestLogLink error={synth.error} />
+            </Alert>
+          )}
           <Button type="submit" pending={synth.isPending} disabled={!voiceId || Boolean(textError)}>
             Synthesize
           </Button>

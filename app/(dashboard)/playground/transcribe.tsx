@@ -9,6 +9,7 @@ import { FileField, SelectField } from '@/app/_components/fields';
 import { ProgressBar } from '@/app/_components/progress-bar';
 import { TextField } from '@/app/_components/text-field';
 import { errorMessage } from '@/app/_lib/format';
+import { RequestLogLink } from '@/app/_components/request-log-link';
 import { uploadForm, type Charge } from '@/app/_lib/gateway';
 import { useTRPC } from '@/app/_lib/trpc';
 
@@ -26,7 +27,7 @@ export function Transcribe() {
   const models = useQuery(trpc.models.catalog.queryOptions({ modality: 'stt' }));
   const [fileError, setFileError] = useState<string | null>(null);
   const [progress, setProgress] = useState<number | null | undefined>(undefined);
-  const [error, setError] = useState<string | null>(null);
+  const [error, setError] = useState<unknown>(null);
   const [result, setResult] = useState<{ body: Transcription; charge: Charge } | null>(null);
   const busy = progress !== undefined;
 
@@ -46,7 +47,7 @@ export function Transcribe() {
       const res = await uploadForm<Transcription>('v1/audio/transcriptions', form, (f) => setProgress(f));
       setResult({ body: res.body, charge: res.charge });
     } catch (e) {
-      setError(errorMessage(e));
+      setError(e);
     } finally {
       setProgress(undefined);
     }
@@ -95,7 +96,12 @@ export function Transcribe() {
           <TextField label="Key terms (optional)" name="keyterms" maxLength={500} placeholder="svc, Alice" hint="Words to listen for." />
           <div className="space-y-3 sm:col-span-2">
             {busy && <ProgressBar label={progress === 1 ? 'Transcribing…' : 'Uploading the recording'} value={progress === 1 ? null : (progress ?? null)} />}
-            {error && <Alert title="Transcription failed">{error}</Alert>}
+            {error !== null && (
+              <Alert title="Transcription failed">
+                {errorMessage(error)}
+                <RequestLogLink error={error} />
+              </Alert>
+            )}
             <Button type="submit" pending={busy} disabled={!models.data}>
               Transcribe
             </Button>

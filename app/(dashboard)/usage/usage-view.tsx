@@ -1,5 +1,6 @@
 'use client';
 import { keepPreviousData, useQuery } from '@tanstack/react-query';
+import Link from 'next/link';
 import { useEffect, useRef, useState } from 'react';
 import { Alert } from '@/app/_components/alert';
 import { Badge } from '@/app/_components/badge';
@@ -7,10 +8,13 @@ import { Card, EmptyState, PageHeader } from '@/app/_components/card';
 import { SelectField } from '@/app/_components/fields';
 import { LoadingBlock } from '@/app/_components/spinner';
 import type { RouterOutputs } from '@/app/_lib/api-types';
-import { errorMessage, plural, usd } from '@/app/_lib/format';
+import { errorMessage, formatMs, formatRate, plural, usd } from '@/app/_lib/format';
 import { useTRPC } from '@/app/_lib/trpc';
 
 type Summary = RouterOutputs['usage']['summary'];
+type Stats = RouterOutputs['logs']['stats'];
+/** The figures both tables show. */
+type RequestFigures = Omit<Stats['byModel'][number], 'modelId'>;
 
 const WINDOWS = [7, 30, 90] as const;
 const PALETTE = ['#4f46e5', '#059669', '#d97706', '#dc2626', '#0891b2', '#7c3aed', '#db2777', '#65a30d'];
@@ -21,6 +25,7 @@ export function UsageView() {
   const trpc = useTRPC();
   const [days, setDays] = useState<number>(30);
   const summary = useQuery({ ...trpc.usage.summary.queryOptions({ days }), placeholderData: keepPreviousData });
+  const stats = useQuery({ ...trpc.logs.stats.queryOptions({ days }), placeholderData: keepPreviousData });
 
   return (
     <>
@@ -58,6 +63,7 @@ export function UsageView() {
               <ByKey summary={summary.data} />
             </>
           )}
+          {stats.data && (stats.data.byModel.length > 0 || stats.data.byKey.length > 0) && <RequestStats stats={stats.data} days={summary.data.days.length} />}
         </div>
       )}
     </>
@@ -295,6 +301,7 @@ function ByModel({ summary }: { summary: Summary }) {
               <span className="flex items-center gap-2">
                 <span className="font-mono text-sm font-medium">{m.modelId}</span>
                 <Badge tone="gray">{m.modality.toUpperCase()}</Badge>
+                <LogsLink query={{ model: m.modelId }} label={`Logs of ${m.modelId}`} />
               </span>
               <span className="font-mono text-sm">{usd(m.costUsd)}</span>
             </div>
@@ -321,6 +328,7 @@ function ByKey({ summary }: { summary: Summary }) {
                 <span className="truncate text-sm font-medium">{k.name || '(unnamed)'}</span>
                 {k.prefix && <span className="font-mono text-xs text-zinc-500">{k.prefix}…</span>}
                 {k.status === 'revoked' && <Badge tone="gray">Revoked</Badge>}
+                {k.keyId && <LogsLink query={{ key: k.keyId }} label={`Logs of the key ${k.name || k.prefix || k.keyId}`} />}
               </span>
               <span className="font-mono text-sm">{usd(k.costUsd)}</span>
             </div>
@@ -329,6 +337,90 @@ function ByKey({ summary }: { summary: Summary }) {
           </li>
         ))}
       </ul>
+    </Card>
+  );
+}
+
+/** A link to the Logs page filtered as `query` says (the filters are in its URL). */
+function LogsLink({ query, label }: { query: Record<string, string>; label: string }) {
+  return (
+    <Link href={`/logs?${new URLSearchParams(query)}`} className="text-xs text-indigo-700 hover:underline" aria-label={label}>
+      Logs
+    </Link>
+  );
+}
+
+/** Requests (every one logged, failures included), latency percentiles and error rates per model and key, from the request logs. */
+function RequestStats({ stats, days }: { stats: Stats; days: number }) {
+  const head = ['Requests', 'Errors', 'p50', 'p95', 'p99'];
+  const figures = (s: RequestFigures) => [
+    s.requests.toLocaleString('en'),
+    s.errors === 0 ? '0' : `${s.errors.toLocaleString('en')} (${formatRate(s.errorRate)})`,
+    formatMs(s.p50Ms),
+    formatMs(s.p95Ms),
+    formatMs(s.p99Ms),
+  ];
+  const table = (caption: string, first: string, rows: { id: string; name: React.ReactNode; link: Record<string, string> | null; s: RequestFigures }[]) => (
+    <div className="overflow-x-auto">
+      <table className="w-full min-w-[36rem] text-left text-sm" data-testid={`request-stats-${first.toLowerCase()}`}>
+        <caption className="sr-only">{caption}</caption>
+        <thead className="text-xs text-zinc-500 uppercase">
+          <tr>
+            <th scope="col" className="py-1 pr-4">
+              {first}
+            </th>
+            {head.map((h) => (
+              <th key={h} scope="col" className="py-1 pr-4 text-right last:pr-0">
+                {h}
+              </th>
+            ))}
+          </tr>
+        </thead>
+        <tbody className="divide-y divide-zinc-100">
+          {rows.map((r) => (
+            <tr key={r.id}>
+              <td className="py-1.5 pr-4">
+                {r.link ? (
+                  <Link href={`/logs?${new URLSearchParams(r.link)}`} className="text-indigo-700 hover:underline">
+                    {r.name}
+                  </Link>
+                ) : (
+                  r.name
+                )}
+              </td>
+              {figures(r.s).map((v, i) => (
+                <td key={i} className="py-1.5 pr-4 text-right font-mono text-xs last:pr-0">
+                  {v}
+                </td>
+              ))}
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </div>
+  );
+  return (
+    <Card
+      title="Requests, latency and errors"
+      description={`Every logged request of the last ${days} days, failures included. Latency: to the answer's first byte (sessions count as requests, without a latency). “—”: nothing measured.`}
+    >
+      <div className="space-y-6">
+        {table(
+          'Requests per model',
+          'Model',
+          stats.byModel.map((s) => ({
+            id: s.modelId || 'none',
+            name: <span className="font-mono text-xs">{s.modelId || '(no model)'}</span>,
+            link: s.modelId ? { model: s.modelId } : null,
+            s,
+          })),
+        )}
+        {table(
+          'Requests per key',
+          'Key',
+          stats.byKey.map((s) => ({ id: s.keyId ?? 'none', name: s.name || '(unnamed)', link: s.keyId ? { key: s.keyId } : null, s })),
+        )}
+      </div>
     </Card>
   );
 }

@@ -7,6 +7,7 @@ import { listActiveModels } from '../../services/models/list-active-models.ts';
 import { listModelHealth } from '../../services/models/list-model-health.ts';
 import { EngineCatalogue, importEngineVoices } from '../../services/voices/engine-voices.ts';
 import { getFromGateway } from '../gateway-proxy.ts';
+import { upstreamHistory } from '../../services/logs/request-log-stats.ts';
 import { inputOf } from '../input-parser.ts';
 import { createTRPCRouter, gatewayUrlOf, orgProcedure, platformAdminOrgProcedure, platformAdminProcedure } from '../trpc.ts';
 
@@ -23,6 +24,9 @@ export const modelsRouter = createTRPCRouter({
     const models = await listModelHealth(ctx.db.prisma);
     return models.map((m) => ({ ...m, upstreams: m.upstreams.map((u) => ({ ...u, lastCheckedAt: iso(u.lastCheckedAt) })) }));
   }),
+
+  /** Platform admins: each upstream's last 24 hours, hour by hour: calls, failures, latency (null where nothing was measured). */
+  upstreamHistory: platformAdminProcedure.query(async ({ ctx }) => Object.fromEntries(await upstreamHistory(ctx.db, { hours: 24 }))),
 
   /**
    * Platform admins: a TTS model's engine voice catalogue imported as platform voices with ready
