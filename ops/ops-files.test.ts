@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
 import { GatewayMetrics } from '../gateway/metrics/gateway-metrics.ts';
-import { RequestLogMetrics } from '../gateway/request-log/request-log.ts';
+import { RequestLogMetrics } from '../gateway/request-log/request-log-metrics.ts';
 
 const ROOT = join(import.meta.dirname, '..');
 const dashboard = JSON.parse(readFileSync(join(ROOT, 'ops/grafana/svc.json'), 'utf8')) as {

@@ -4,7 +4,7 @@
 // waiting rows (the database slow or away) new rows are dropped and counted, never held
 // without bound. What a request consumed comes from its debits (observeCore); what only a
 // session or the upstream seam knows comes through `annotate`, `attempt` and `turn`.
-import { Counter, Gauge, type Registry } from 'prom-client';
+import type { Registry } from 'prom-client';
 import type { Prisma } from '../../server/db/database.ts';
 import type { HotStore, UsageRecord } from '../../server/db/hot-store.ts';
 import { newTimeOrderedId } from '../../server/db/ids.ts';
@@ -13,74 +13,11 @@ import type { RequestLogConfig } from '../../server/config/env.ts';
 import { isServiceError } from '../../server/services/errors.ts';
 import { verifyApiKey } from '../../server/services/keys/verify-api-key.ts';
 import type { GatewayCore } from '../core/gateway-core.ts';
+import { RequestLogMetrics } from './request-log-metrics.ts';
+import { applyPatch, clip, type FinishedRequest, type LogRef, type RequestLogPatch, type SessionTurn, type UpstreamAttempt } from './request-log-types.ts';
 
-/** Which request a call is about: its org, and the id it was answered with (x-request-id). */
-export interface LogRef {
-  orgId: string;
-  requestId: string;
-}
+export { CONTENT_MAX_CHARS, type FinishedRequest, type LogRef, type RequestLogPatch, type SessionTurn, type UpstreamAttempt } from './request-log-types.ts';
 
-/** One upstream tried for a request, in order. */
-export interface UpstreamAttempt {
-  upstreamId: string;
-  /** 'ok', or how it failed: 'connect', 'timeout', 'http_status', 'broken', 'stream_broken', 'cancelled'. */
-  outcome: string;
-  /** From the attempt's start to its answer or failure. */
-  ms?: number;
-}
-
-/** What a route or session adds to its request's row (milliseconds from the request's arrival). */
-export interface RequestLogPatch {
-  modelId?: string;
-  errorCode?: string;
-  servedBy?: string;
-  failoverReason?: string;
-  ttfbMs?: number;
-  firstAudioMs?: number;
-  firstAudibleMs?: number;
-  /** The answer's text (a transcript, a completion); kept only when the org opted in. */
-  responseContent?: string;
-}
-
-/** One turn of a live session: milliseconds from the turn's start (the user began speaking), which is `startMs` after the session's. */
-export interface SessionTurn {
-  turnIndex: number;
-  startMs: number;
-  speechEndMs?: number;
-  endOfTurnMs?: number;
-  llmFirstTokenMs?: number;
-  ttsFirstAudioMs?: number;
-  firstAudibleMs?: number;
-  bargeInMs?: number;
-  failoverReason?: string;
-  /** What the user said and what was answered; kept only when the org opted in. */
-  userText?: string;
-  assistantText?: string;
-}
-
-/** What the gateway's hook knows of a request once it is answered (or its session closed). */
-export interface FinishedRequest {
-  orgId: string;
-  requestId: string;
-  apiKeyId: string | null;
-  kind: 'http' | 'session';
-  method: string;
-  route: string;
-  modelId: string | null;
-  status: number;
-  errorCode: string | null;
-  userAgent: string | null;
-  traceId: string | null;
-  ttfbMs: number | null;
-  totalMs: number;
-  /** When the request arrived (epoch milliseconds). */
-  startedAt: number;
-  requestContent: string | null;
-  responseContent: string | null;
-}
-
-/** Text kept with a row (when the org opted in) is cut to this many characters. */
-export const CONTENT_MAX_CHARS = 16_384;
 const USER_AGENT_MAX_CHARS = 256;
 /** Rows per insert statement round (a flush writes at most this many; the rest wait for the next). */
 const MAX_ROWS_PER_WRITE = 5_000;
@@ -511,77 +448,3 @@ const emptyPending = (logId: string, born: number): Pending => ({
   patch: null,
   attempts: null,
 });
-
-function clip(text: string | null | undefined): string | null {
-  if (text === null || text === undefined) return null;
-  return text.length > CONTENT_MAX_CHARS ? text.slice(0, CONTENT_MAX_CHARS) : text;
-}
-
-function applyPatch(row: RequestLogRow, patch: RequestLogPatch, content: boolean): void {
-  if (patch.modelId !== undefined) row.modelId = patch.modelId;
-  if (patch.errorCode !== undefined) row.errorCode = patch.errorCode;
-  if (patch.servedBy !== undefined) row.servedBy = patch.servedBy;
-  if (patch.failoverReason !== undefined) row.failoverReason = patch.failoverReason;
-  if (patch.ttfbMs !== undefined) row.ttfbMs = patch.ttfbMs;
-  if (patch.firstAudioMs !== undefined) row.firstAudioMs = patch.firstAudioMs;
-  if (patch.firstAudibleMs !== undefined) row.firstAudibleMs = patch.firstAudibleMs;
-  if (patch.responseContent !== undefined && content) row.responseContent = clip(patch.responseContent);
-}
-
-/** The request log's own series, on the gateway's registry (docs/logs.md, "Operating it"). */
-export class RequestLogMetrics {
-  private readonly rows: Counter<'table'>;
-  private readonly drops: Counter<'reason'>;
-  private readonly failures: Counter;
-  private readonly prunedRows: Counter;
-
-  constructor(registry: Registry, buffered: () => number) {
-    this.rows = new Counter({
-      name: 'svc_request_log_rows_written_total',
-      help: 'Request-log rows written, by table.',
-      labelNames: ['table'],
-      registers: [registry],
-    });
-    this.drops = new Counter({
-      name: 'svc_request_log_rows_dropped_total',
-      help: 'Request-log rows never written: buffer_full (more waiting than SVC_LOG_BUFFER_ROWS), write_failed (the database refused them until the buffer overflowed or the process stopped).',
-      labelNames: ['reason'],
-      registers: [registry],
-    });
-    this.failures = new Counter({
-      name: 'svc_request_log_write_failures_total',
-      help: 'Request-log batches the database refused (kept and retried).',
-      registers: [registry],
-    });
-    this.prunedRows = new Counter({
-      name: 'svc_request_log_rows_pruned_total',
-      help: 'Request-log rows deleted by retention and the size cap.',
-      registers: [registry],
-    });
-    new Gauge({
-      name: 'svc_request_log_buffered_rows',
-      help: 'Request-log rows and turns waiting to be written.',
-      registers: [registry],
-      collect() {
-        this.set(buffered());
-      },
-    });
-  }
-
-  written(rows: number, turns: number): void {
-    if (rows > 0) this.rows.labels('requests').inc(rows);
-    if (turns > 0) this.rows.labels('turns').inc(turns);
-  }
-
-  dropped(reason: 'buffer_full' | 'write_failed', n = 1): void {
-    this.drops.labels(reason).inc(n);
-  }
-
-  writeFailed(): void {
-    this.failures.inc();
-  }
-
-  pruned(n: number): void {
-    if (n > 0) this.prunedRows.inc(n);
-  }
-}
