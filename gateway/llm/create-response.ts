@@ -19,16 +19,8 @@ import { chatStreamEvents, type ChatUsage } from './chat-stream.ts';
 import { askChat, parseEngineJson, refuseFailedAnswer, streamEnding, wholeAnswer, type EngineAnswer, type LlmRun } from './llm-run.ts';
 import { patchTopLevelMembers } from './patch-json-members.ts';
 import { ResponseItemStore } from './response-item-store.ts';
-import {
-  ResponsesStreamTranslator,
-  chatRequestFor,
-  referencedItemIds,
-  responseFromChat,
-  responseMeta,
-  responsesUsage,
-  streamErrorEvent,
-  type ResponseMeta,
-} from './responses-via-chat.ts';
+import { chatRequestFor, referencedItemIds, responseFromChat, responseMeta, responsesUsage, type ResponseMeta } from './responses-via-chat.ts';
+import { ResponsesStreamTranslator, streamErrorEvent } from './responses-stream.ts';
 
 /** Item references one request may make (each expands to a stored item). */
 export const MAX_ITEM_REFERENCES = 1000;

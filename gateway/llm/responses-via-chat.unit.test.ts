@@ -5,7 +5,8 @@ import { describe, expect, it } from 'vitest';
 import { ServiceError } from '../../server/services/errors.ts';
 import { ChatStreamParser } from './chat-stream.ts';
 import { ResponseItemStore } from './response-item-store.ts';
-import { ResponsesStreamTranslator, chatRequestFor, responseFromChat, responseMeta, responsesUsage, type JsonObject } from './responses-via-chat.ts';
+import { ResponsesStreamTranslator } from './responses-stream.ts';
+import { chatRequestFor, responseFromChat, responseMeta, responsesUsage, type JsonObject } from './responses-via-chat.ts';
 
 const none = () => undefined;
 
