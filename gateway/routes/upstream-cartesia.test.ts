@@ -682,7 +682,7 @@ describe('speech: engine failures', () => {
     s.send({ context_id: 'e', model_id: 'cartesia-sonic', voice: { mode: 'id', id: voices['cv-katie'] }, output_format, transcript: 'Hi.', continue: false });
     const end = await s.end('e');
     expect(end).toMatchObject({ type: 'error', status_code: 502, code: 'upstream_error', context_id: 'e' });
-    expect(end.message).toMatch(/more than 30 s of audio for this text/);
+    expect(end.message).toMatch(/more than 30 s of audio for (this text|\d+ characters)/);
     const samples = s.audio('e').length / 2;
     expect(samples).toBeGreaterThan(ENGINE_RATE);
     expect(samples).toBeLessThanOrEqual(boundSamples);
