@@ -11,6 +11,10 @@ import { RequestSeries } from './request-series.ts';
 /** The moment a stream first gives the client something useful. */
 export type FirstOutputKind = 'llm_first_token' | 'tts_first_audio' | 'stt_first_transcript';
 export type UpstreamErrorKind = 'connect' | 'timeout' | 'http_status' | 'broken' | 'stream_broken';
+/** Why a live stream left its engine (gateway/core/failover.ts). */
+export type FailoverReason = 'connect' | 'closed' | 'error' | 'http_status' | 'timeout' | 'stall' | 'protocol' | 'finalize_unanswered';
+/** When: before the stream's first output (unseen by the client) or after it (the seam is hidden). */
+export type FailoverPhase = 'before_first_output' | 'mid_stream';
 
 /** Latency buckets (seconds) from sub-millisecond gateway answers to multi-minute streams. */
 const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300];
@@ -73,6 +77,12 @@ export class GatewayMetrics {
     name: 'svc_upstream_errors_total',
     help: 'Failed upstream calls: connect (never reached it), timeout, http_status (an error answer), broken (failed before an answer), stream_broken (died mid-stream).',
     labelNames: ['model', 'upstream', 'kind'] as const,
+    registers: [this.registry],
+  });
+  private readonly failovers = new Counter({
+    name: 'svc_failovers_total',
+    help: 'Live streams moved off a failing engine to the next upstream, by the upstream left, why and when (before_first_output, mid_stream).',
+    labelNames: ['model', 'upstream', 'reason', 'phase'] as const,
     registers: [this.registry],
   });
   private readonly debitedMicros = new Counter({
@@ -174,6 +184,10 @@ export class GatewayMetrics {
 
   upstreamError(upstream: Pick<UpstreamEntry, 'modelId' | 'url'>, kind: UpstreamErrorKind): void {
     this.upstreamErrors.labels(upstream.modelId, upstreamLabel(upstream.url), kind).inc();
+  }
+
+  failover(upstream: Pick<UpstreamEntry, 'modelId' | 'url'>, reason: FailoverReason, phase: FailoverPhase): void {
+    this.failovers.labels(upstream.modelId, upstreamLabel(upstream.url), reason, phase).inc();
   }
 
   debited(modality: string, model: string, micros: bigint): void {

@@ -295,6 +295,13 @@ export class GatewayTracing {
     return new AttemptTrace(this, span, parent, parent.getValue(REQUEST_TRACE) as RequestTrace | undefined);
   }
 
+  /** An event on the active span (a request's, a realtime response's): an engine switched under a stream. */
+  failover(upstream: UpstreamEntry, reason: string, phase: string): void {
+    trace
+      .getSpan(this.contexts.active())
+      ?.addEvent('upstream.failover', { 'svc.upstream.id': upstream.id, 'svc.failover.reason': reason, 'svc.failover.phase': phase });
+  }
+
   /** The core with a span around each debit, parented by the request whose auth it carries. */
   traceCore(core: GatewayCore): GatewayCore {
     const wrapped = Object.create(core) as GatewayCore;
