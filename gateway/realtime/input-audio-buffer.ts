@@ -36,8 +36,10 @@ export interface InputAudioSession {
   send(event: ServerEvent, options?: SendOptions): void;
   sendError(e: EventError): void;
   close(code: number, reason: string, error?: EventError): void;
-  /** The user started speaking (turn detection on; `interrupt`: its interrupt_response). */
-  speechStarted(interrupt: boolean): void;
+  /** The user started speaking `agoMs` of audio before the last received (turn detection on; `interrupt`: its interrupt_response). */
+  speechStarted(interrupt: boolean, agoMs: number): void;
+  /** The user stopped speaking (turn detection on), `agoMs` of audio before the last received; the commit follows. */
+  speechStopped(agoMs: number): void;
   /** The buffer was committed: its audio is the item `itemId`, `transcript` what was heard; `respond`: the turn's end asks for a response. */
   committed(itemId: string, transcript: string, audioMs: number, respond: boolean): void;
 }
@@ -253,12 +255,13 @@ export class InputAudioBuffer {
       this.inputItemId ??= this.session.newItemId();
       const audioStartMs = Math.max(0, Math.round(atSeconds * 1000) - t.prefixPaddingMs);
       this.session.send({ type: 'input_audio_buffer.speech_started', audio_start_ms: audioStartMs, item_id: this.inputItemId });
-      this.session.speechStarted(t.interruptResponse);
+      this.session.speechStarted(t.interruptResponse, Math.max(0, this.inputMs() - atSeconds * 1000));
       return;
     }
     if (turn === 'turn.end' && this.speaking) {
       this.speaking = false;
       this.session.send({ type: 'input_audio_buffer.speech_stopped', audio_end_ms: Math.round(atSeconds * 1000), item_id: this.inputItemId });
+      this.session.speechStopped(Math.max(0, this.inputMs() - atSeconds * 1000));
       leg.bufferBytes = 0;
       this.commitItem(leg, t.createResponse);
     }

@@ -27,6 +27,7 @@ import { SessionEngines } from './engines.ts';
 import { InputAudioBuffer, type InputAudioSession } from './input-audio-buffer.ts';
 import type { RealtimeProfile } from './profiles.ts';
 import { Responses, type ResponsesSession } from './responses.ts';
+import { TurnLog } from './turn-log.ts';
 import type { EventError, ServerEvent } from './server-events.ts';
 import { applySessionUpdate, defaultConfig, sessionWire, type RealtimeConfig } from './session-config.ts';
 import type { ClientMessage } from './wire.ts';
@@ -64,6 +65,7 @@ export class RealtimeSession implements InputAudioSession, ResponsesSession {
   private current: RealtimeConfig;
   private readonly audio: InputAudioBuffer;
   private readonly responses: Responses;
+  private readonly turns: TurnLog;
   private readonly life: SessionLife;
   private ended = false;
   /** Client events are handled in order, one at a time; what waits behind a slow one (a model lookup) is bounded. */
@@ -89,6 +91,8 @@ export class RealtimeSession implements InputAudioSession, ResponsesSession {
     this.engines = new SessionEngines(ctx, setup.auth, profile, setup.profiles);
     this.audio = new InputAudioBuffer(this, setup.hold);
     this.responses = new Responses(this);
+    const ref = { orgId: setup.auth.orgId, requestId: setup.requestId };
+    this.turns = new TurnLog((turn) => ctx.requestLog?.turn(ref, turn));
     const idleMs = ctx.config.limits.realtimeIdleMs;
     this.life = new SessionLife(
       ctx.clock,
@@ -248,8 +252,13 @@ export class RealtimeSession implements InputAudioSession, ResponsesSession {
 
   // ---- what the audio buffer reports
 
-  speechStarted(interrupt: boolean): void {
+  speechStarted(interrupt: boolean, agoMs: number): void {
+    this.turns.speechStarted(interrupt && this.responses.activeId !== null, agoMs);
     if (interrupt) this.responses.interrupt();
+  }
+
+  speechStopped(agoMs: number): void {
+    this.turns.speechStopped(agoMs);
   }
 
   /** The user's committed audio: in a conversation, an item with its transcript, and an answer when the turn asks for one. */
@@ -277,7 +286,13 @@ export class RealtimeSession implements InputAudioSession, ResponsesSession {
       usage: { type: 'duration', seconds: audioMs / 1000 },
     });
     // A turn with no words heard (a cough, noise) is not answered.
-    if (respond && this.kind === 'realtime' && transcript) this.responses.answerTurn();
+    const answering = respond && this.kind === 'realtime' && transcript !== '';
+    const turn = this.turns.ended(transcript, answering);
+    if (answering)
+      this.responses.answerTurn(
+        (run) => this.turns.answeredBy(turn, run),
+        () => this.turns.answerDone(turn),
+      );
   }
 
   // ---- the conversation's items
@@ -343,5 +358,6 @@ export class RealtimeSession implements InputAudioSession, ResponsesSession {
     this.life.dispose();
     this.responses.cancelAll();
     this.audio.end();
+    this.turns.close();
   }
 }

@@ -72,7 +72,8 @@ export class ResponseRun {
   private firstAudioAt: number | undefined;
   /** Gateway-side timings for the metrics and the benchmark (ms since the run started). */
   readonly timings: { llmFirstToken?: number; ttsFirstAudio?: number } = {};
-  private readonly startedAt = performance.now();
+  /** When the run started (performance.now()), the origin of its timings. */
+  readonly startedAt = performance.now();
   /** The answer's speech, once its LLM answered (audio responses). */
   private speech: SpanSpeaker | null = null;
 
@@ -135,6 +136,13 @@ export class ResponseRun {
     if (this.cancelReason || this.abort.signal.aborted) return;
     this.cancelReason = reason;
     this.abort.abort(new DOMException('cancelled', 'AbortError'));
+  }
+
+  /** What the answer said so far (its transcript or text), for the request log. */
+  transcript(): string | undefined {
+    const part = this.message?.content[0];
+    if (part?.type === 'output_audio') return part.transcript;
+    return part?.type === 'output_text' ? part.text : undefined;
   }
 
   /** Milliseconds of the answer's audio the client may have played by now: sent, and no faster than real time. */

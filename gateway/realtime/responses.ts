@@ -58,7 +58,8 @@ export class Responses {
     return this.active?.id ?? null;
   }
 
-  async create(options: ResponseOptions = {}): Promise<void> {
+  /** A response; `onDone` is told when it has ended (the turn it answers is logged then). */
+  async create(options: ResponseOptions = {}, onStart?: (run: ResponseRun) => void, onDone?: () => void): Promise<void> {
     const { session } = this;
     const conversation = options.conversation === 'none' ? 'none' : 'auto';
     this.checkRoom(conversation, '; cancel it or wait for response.done');
@@ -125,6 +126,7 @@ export class Responses {
     );
     this.running.add(run);
     if (conversation === 'auto') this.active = run;
+    onStart?.(run);
     // A shutdown waits for its debits before the database closes.
     session.ctx.lifecycle.track(run.done);
     void run.done.then(() => {
@@ -134,6 +136,7 @@ export class Responses {
       if (run.assistantItemId) session.conversation.setSpans(run.assistantItemId, run.spans);
       session.conversation.recount();
       session.ctx.metrics.realtimeResponse(run.status, run.timings);
+      onDone?.();
     });
   }
 
@@ -185,10 +188,14 @@ export class Responses {
     run.cancel('client_cancelled');
   }
 
-  /** The user's turn ended and asks for an answer: now, or once the answer they spoke over has ended. */
-  answerTurn(): void {
+  /**
+   * The user's turn ended and asks for an answer: now, or once the answer they spoke over has ended.
+   * `onStart` and `onDone` are told of the answer's run and its end (or that none started).
+   */
+  answerTurn(onStart: (run: ResponseRun) => void, onDone: () => void): void {
     const answer = () =>
-      this.create(undefined).catch((e: unknown) => {
+      this.create(undefined, onStart, onDone).catch((e: unknown) => {
+        onDone();
         if (isServiceError(e)) this.session.sendError({ code: e.code, message: e.message, param: e.param });
         else this.session.log.warn({ err: e }, 'realtime response failed to start');
       });
@@ -196,6 +203,7 @@ export class Responses {
     // The answer the user spoke over ends in a moment (it was cancelled): this turn's follows it.
     if (active?.cancelled) void active.done.then(answer);
     else if (!active) void answer();
+    else onDone(); // an answer is still being spoken: this turn gets none
   }
 
   /** The user spoke over the answer: it stops now, and its item keeps what was heard of it. */

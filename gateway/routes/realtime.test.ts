@@ -4,7 +4,7 @@
 import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { writeTinyGguf, type TinyGguf } from '../../test/support/tiny-gguf.ts';
 import { createApiKey } from '../../server/services/keys/create-api-key.ts';
 import { upsertModel } from '../../server/services/models/upsert-model.ts';
@@ -153,6 +153,24 @@ describe('a conversation session', () => {
     expect(tts.reduce((n, r) => n + r.characters, 0)).toBe(REPLY_TEXT.length);
     expect(tts.reduce((n, r) => n + r.costMicros, 0n)).toBe(tts.reduce((n, r) => n + costOf(r.characters, FLITE_PRICE), 0n));
     expect(rows.every((r) => r.route === 'realtime')).toBe(true);
+    // The session's row in the request log, with its turn: the legs in the order they happen, no content (not opted in).
+    const [row] = await vi.waitFor(
+      async () => {
+        await h.runtime.ctx.requestLog!.flush();
+        const found = await h.testDb.db.prisma.requestLog.findMany({ where: { orgId, route: '/v1/realtime' } });
+        expect(found).toHaveLength(1);
+        return found;
+      },
+      { timeout: 10_000, interval: 50 },
+    );
+    const turns = await h.testDb.db.prisma.requestLogTurn.findMany({ where: { requestLogId: row!.id } });
+    expect(turns).toHaveLength(1);
+    const turn = turns[0]!;
+    expect(turn).toMatchObject({ turnIndex: 0, userText: null, assistantText: null, bargeInMs: null });
+    expect(turn.speechEndMs).toBeGreaterThan(0);
+    expect(turn.endOfTurnMs).toBeGreaterThanOrEqual(turn.speechEndMs!);
+    expect(turn.llmFirstTokenMs).toBeGreaterThanOrEqual(turn.endOfTurnMs!);
+    expect(turn.ttsFirstAudioMs).toBeGreaterThanOrEqual(turn.llmFirstTokenMs!);
   }, 60_000);
 });
 
