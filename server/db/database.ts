@@ -1,6 +1,5 @@
 // One handle on the database for a process: a Prisma client for the business rules and the
 // hot store for per-request paths, both chosen from DATABASE_URL's scheme.
-import { PrismaBetterSqlite3 } from '@prisma/adapter-better-sqlite3';
 import { PrismaPg } from '@prisma/adapter-pg';
 import { PrismaClient as SqliteClient } from './generated/sqlite/client.ts';
 import { PrismaClient as PostgresClient } from './generated/postgresql/client.ts';
@@ -8,6 +7,7 @@ import { dialectOf, sqlitePath, type Dialect } from './dialect.ts';
 import type { HotStore } from './hot-store.ts';
 import { createSqliteHotStore } from './hot-store-sqlite.ts';
 import { createPostgresHotStore } from './hot-store-postgres.ts';
+import { ImmediateTransactionsSqlite } from './sqlite-immediate.ts';
 
 /**
  * Both generated clients have the same model API (they come from one schema source), so
@@ -27,7 +27,7 @@ export function openDatabase(databaseUrl: string): Database {
   let prisma: Prisma;
   let hot: HotStore;
   if (dialect === 'sqlite') {
-    prisma = new SqliteClient({ adapter: new PrismaBetterSqlite3({ url: databaseUrl, timeout: 10_000 }) });
+    prisma = new SqliteClient({ adapter: new ImmediateTransactionsSqlite({ url: databaseUrl, timeout: 10_000 }) });
     hot = createSqliteHotStore(sqlitePath(databaseUrl));
   } else {
     const client = new PostgresClient({ adapter: new PrismaPg({ connectionString: databaseUrl, max: 5 }) });
