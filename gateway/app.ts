@@ -21,6 +21,7 @@ import { registerElevenLabsRoutes } from './routes/elevenlabs.ts';
 import { registerSttWebSocketRoutes } from './routes/stt-websocket.ts';
 import { registerSttTurnsWebSocketRoutes } from './routes/stt-turns-websocket.ts';
 import { registerTtsWebSocketRoutes } from './routes/tts-websocket.ts';
+import { registerElevenLabsWebSocketRoutes } from './routes/elevenlabs-websocket.ts';
 import { registerListenRoutes } from './routes/listen.ts';
 import { registerRealtimeRoutes } from './routes/realtime.ts';
 import { registerVoiceRoutes } from './routes/voices.ts';
@@ -223,6 +224,7 @@ export async function buildGateway(ctx: GatewayContext, options: { logger?: bool
     await registerSttWebSocketRoutes(scope, ctx);
     registerSttTurnsWebSocketRoutes(scope, ctx);
     registerTtsWebSocketRoutes(scope, ctx);
+    await registerElevenLabsWebSocketRoutes(scope, ctx);
     await registerListenRoutes(scope, ctx);
     registerRealtimeRoutes(scope, ctx);
   });
