@@ -22,6 +22,7 @@ import { registerSttWebSocketRoutes } from './routes/stt-websocket.ts';
 import { registerSttTurnsWebSocketRoutes } from './routes/stt-turns-websocket.ts';
 import { registerTtsWebSocketRoutes } from './routes/tts-websocket.ts';
 import { registerElevenLabsWebSocketRoutes } from './routes/elevenlabs-websocket.ts';
+import { registerDeepgramSpeakRoutes } from './routes/deepgram-speak.ts';
 import { registerListenRoutes } from './routes/listen.ts';
 import { registerRealtimeRoutes } from './routes/realtime.ts';
 import { registerVoiceRoutes } from './routes/voices.ts';
@@ -225,6 +226,7 @@ export async function buildGateway(ctx: GatewayContext, options: { logger?: bool
     registerSttTurnsWebSocketRoutes(scope, ctx);
     registerTtsWebSocketRoutes(scope, ctx);
     await registerElevenLabsWebSocketRoutes(scope, ctx);
+    await registerDeepgramSpeakRoutes(scope, ctx);
     await registerListenRoutes(scope, ctx);
     registerRealtimeRoutes(scope, ctx);
   });

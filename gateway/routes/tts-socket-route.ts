@@ -24,7 +24,7 @@ export interface TtsSocketAdmission {
 export interface TtsSocketRoute {
   url: string;
   /** The vendor's checks of the URL (query, path), run before the upgrade: a throw refuses it. */
-  check?: (request: FastifyRequest) => void;
+  check?: (request: FastifyRequest) => void | Promise<void>;
   /** Binds the accepted socket to a session. */
   bind: (socket: WebSocket, request: FastifyRequest, admission: TtsSocketAdmission) => void;
 }
@@ -38,7 +38,7 @@ export function registerTtsSocketRoute(app: FastifyInstance, ctx: GatewayContext
     config: { metered: true, keyInQuery: true, session: true },
     preValidation: async (request) => {
       if (request.headers.upgrade?.toLowerCase() !== 'websocket') throw upgradeRequired();
-      route.check?.(request);
+      await route.check?.(request);
       // The session's place under the caps, held until the connection closes, however it ends.
       const ticket = ctx.admission.openStream(request.auth);
       const connection = request.raw.socket;
