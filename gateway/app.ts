@@ -23,6 +23,7 @@ import { registerSttTurnsWebSocketRoutes } from './routes/stt-turns-websocket.ts
 import { registerTtsWebSocketRoutes } from './routes/tts-websocket.ts';
 import { registerElevenLabsWebSocketRoutes } from './routes/elevenlabs-websocket.ts';
 import { registerDeepgramSpeakRoutes } from './routes/deepgram-speak.ts';
+import { registerListenV2Routes } from './routes/listen-v2.ts';
 import { registerListenRoutes } from './routes/listen.ts';
 import { registerRealtimeRoutes } from './routes/realtime.ts';
 import { registerVoiceRoutes } from './routes/voices.ts';
@@ -227,6 +228,7 @@ export async function buildGateway(ctx: GatewayContext, options: { logger?: bool
     registerTtsWebSocketRoutes(scope, ctx);
     await registerElevenLabsWebSocketRoutes(scope, ctx);
     await registerDeepgramSpeakRoutes(scope, ctx);
+    await registerListenV2Routes(scope, ctx);
     await registerListenRoutes(scope, ctx);
     registerRealtimeRoutes(scope, ctx);
   });

@@ -133,6 +133,7 @@ describe('GET /openapi.json', () => {
       'GET /v1/speak',
       'GET /v1/text-to-speech/{voice_id}/multi-stream-input',
       'GET /v1/text-to-speech/{voice_id}/stream-input',
+      'GET /v2/listen',
     ]);
     for (const { op } of sockets) {
       expect(op.responses['101'].description).toMatch(/WebSocket/);

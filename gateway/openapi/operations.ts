@@ -16,6 +16,7 @@ import { CloneJson, EngineCatalogueQuery, Localize, PrepareProfile, ProClone, Vo
 import { ElevenLabsTtsBody, ElevenLabsTtsQuery, ElevenLabsV2VoicesQuery, ElevenLabsVoiceParams } from '../routes/elevenlabs.ts';
 import { ElevenLabsSocketQuery } from '../routes/elevenlabs-websocket.ts';
 import { SpeakBody, SpeakQuery } from '../routes/deepgram-speak.ts';
+import { FluxQuery } from '../routes/listen-v2.ts';
 import { LogIdParams, LogsQuery } from '../routes/logs.ts';
 import * as req from './request-schemas.ts';
 import * as res from './response-schemas.ts';
@@ -352,6 +353,20 @@ export const OPERATIONS: Operation[] = [
       query: req.ListenQuerySchema,
       doc: 'docs/stt.md#deepgram-compatible-v1listen-websocket-and-pre-recorded',
       description: "Deepgram's live /v1/listen: its clients work by changing their base URL. The 101 answer carries `dg-request-id`.",
+      errors: [404, 503],
+    }),
+    deepgramErrors: true,
+  },
+  {
+    ...socket({
+      path: '/v2/listen',
+      operationId: 'listenFluxWebSocket',
+      summary: "Turn-based transcription, Deepgram Flux's protocol",
+      tag: 'Speech to text',
+      query: FluxQuery,
+      doc: 'docs/stt.md#deepgram-flux-v2listen',
+      description:
+        "Deepgram Flux's /v2/listen: TurnInfo events (StartOfTurn, Update, EagerEndOfTurn, TurnResumed, EndOfTurn) from the gateway's turn detector.",
       errors: [404, 503],
     }),
     deepgramErrors: true,
