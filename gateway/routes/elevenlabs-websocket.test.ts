@@ -8,6 +8,7 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import WebSocket from 'ws';
 import type { GatewayHarness } from '../../test/support/gateway-harness.ts';
+import { A_WINDOW_START, manualClock } from '../../test/support/manual-clock.ts';
 import { EventLog, socketEvents } from '../../test/support/socket-events.ts';
 import { refusedUpgrade } from '../../test/support/stt-routes.ts';
 import { FLITE_PRICE, FOX, codePoints, costOf, decodeRaw, expectSpeechLevel, natural, startTtsGateway } from '../../test/support/tts-routes.ts';
@@ -16,9 +17,11 @@ import { usageRows } from '../../test/support/usage-rows.ts';
 const CALL = 'Please call me tomorrow morning about the meeting.';
 
 let h: GatewayHarness;
+// The sessions' timers run on this clock: moved, not waited for.
+const clock = manualClock(A_WINDOW_START + 15_000);
 
 beforeAll(async () => {
-  h = await startTtsGateway();
+  h = await startTtsGateway({ clock });
 }, 60_000);
 
 afterAll(async () => {
@@ -157,6 +160,20 @@ describe('multi-stream-input', () => {
     expect(s.ws.readyState).toBe(WebSocket.OPEN);
     s.ws.close();
     await s.closed;
+  });
+});
+
+describe('inactivity_timeout', () => {
+  it('a socket with nothing sent for inactivity_timeout seconds is closed (1000 idle_timeout), not before', async () => {
+    const s = await connect('multi-stream-input', { model_id: 'local-flite', output_format: 'pcm_16000', inactivity_timeout: '5' });
+    s.send({ text: 'Hello.', context_id: 'a', flush: true });
+    await s.log.first((m) => m.contextId === 'a' && m.audio !== undefined);
+    s.send({ context_id: 'a', close_context: true });
+    await s.log.first((m) => m.contextId === 'a' && m.isFinal === true);
+    clock.advance(4000);
+    expect(s.ws.readyState).toBe(WebSocket.OPEN);
+    clock.advance(1000);
+    expect(await s.closed).toEqual({ code: 1000, reason: 'idle_timeout' });
   });
 });
 
