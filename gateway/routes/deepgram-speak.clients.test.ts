@@ -71,6 +71,7 @@ describe('POST /v1/speak', () => {
   it('errors as the SDK reports them: Deepgram\u2019s err_code and err_msg beside the envelope', async () => {
     const cases: [Promise<unknown>, number, string][] = [
       [deepgram().speak.v1.audio.generate({ text: '' }), 400, 'INVALID_REQUEST'],
+      [deepgram().speak.v1.audio.generate({ text: 'a'.repeat(2001) }), 400, 'INVALID_REQUEST'],
       [deepgram().speak.v1.audio.generate({ text: FOX, encoding: 'mp3', container: 'wav' }), 400, 'INVALID_OUTPUT_FORMAT'],
       [deepgram().speak.v1.audio.generate({ text: FOX, model: 'no-such-voice' }), 404, 'VOICE_NOT_FOUND'],
       [deepgram('sk_svc_unknown').speak.v1.audio.generate({ text: FOX }), 401, 'INVALID_AUTH'],
@@ -137,6 +138,10 @@ describe('the /v1/speak socket', () => {
     s.connection.socket.send('{not json');
     const warning = await s.log.first((m) => !(m instanceof Blob) && m.type === 'Warning');
     expect(warning).toMatchObject({ type: 'Warning', code: 'INVALID_JSON', description: expect.stringMatching(/Speak/) });
+    // A Speak over Deepgram's 2000 characters is refused the same way, and nothing of it is spoken.
+    s.connection.sendText({ type: 'Speak', text: 'a'.repeat(2001) });
+    const tooLong = await s.log.first((m) => !(m instanceof Blob) && m.type === 'Warning' && m.code === 'INVALID_REQUEST');
+    expect(tooLong).toMatchObject({ description: expect.stringMatching(/2000 characters/) });
     s.connection.sendText({ type: 'Speak', text: CALL });
     s.connection.sendClose({ type: 'Close' });
     expect(await s.closed).toBe(1000);
