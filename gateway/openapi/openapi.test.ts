@@ -124,7 +124,17 @@ describe('GET /openapi.json', () => {
     }
     const sockets = documented().filter((d) => d.op['x-websocket'] === true);
     expect(sockets.map((d) => `${d.method} ${d.path}`).sort()).toEqual(refusedAsPlainGet.sort());
-    expect(refusedAsPlainGet.sort()).toEqual(['GET /stt/turns/websocket', 'GET /stt/websocket', 'GET /tts/websocket', 'GET /v1/listen', 'GET /v1/realtime']);
+    expect(refusedAsPlainGet.sort()).toEqual([
+      'GET /stt/turns/websocket',
+      'GET /stt/websocket',
+      'GET /tts/websocket',
+      'GET /v1/listen',
+      'GET /v1/realtime',
+      'GET /v1/speak',
+      'GET /v1/text-to-speech/{voice_id}/multi-stream-input',
+      'GET /v1/text-to-speech/{voice_id}/stream-input',
+      'GET /v2/listen',
+    ]);
     for (const { op } of sockets) {
       expect(op.responses['101'].description).toMatch(/WebSocket/);
       expect(op.externalDocs.url).toMatch(/^docs\/[a-z-]+\.md/);

@@ -14,6 +14,9 @@ import { BlobIdParams, UploadQuery } from '../routes/blobs.ts';
 import { JobIdParams, ListJobsQuery } from '../routes/jobs.ts';
 import { CloneJson, EngineCatalogueQuery, Localize, PrepareProfile, ProClone, VoiceIdParams } from '../routes/voices.ts';
 import { ElevenLabsTtsBody, ElevenLabsTtsQuery, ElevenLabsV2VoicesQuery, ElevenLabsVoiceParams } from '../routes/elevenlabs.ts';
+import { ElevenLabsSocketQuery } from '../routes/elevenlabs-websocket.ts';
+import { SpeakBody, SpeakQuery } from '../routes/deepgram-speak.ts';
+import { FluxQuery } from '../routes/listen-v2.ts';
 import { LogIdParams, LogsQuery } from '../routes/logs.ts';
 import * as req from './request-schemas.ts';
 import * as res from './response-schemas.ts';
@@ -100,6 +103,7 @@ export const REQUEST_COMPONENTS = {
   TokenRequest: req.TokenRequestSchema,
   ElevenLabsTtsRequest: ElevenLabsTtsBody,
   ElevenLabsSttForm: req.ElevenLabsSttFormSchema,
+  DeepgramSpeakRequest: SpeakBody,
 } satisfies Record<string, z.ZodType>;
 
 /** Named answers: components/schemas, read as what the gateway sends. */
@@ -354,6 +358,20 @@ export const OPERATIONS: Operation[] = [
     deepgramErrors: true,
   },
   {
+    ...socket({
+      path: '/v2/listen',
+      operationId: 'listenFluxWebSocket',
+      summary: "Turn-based transcription, Deepgram Flux's protocol",
+      tag: 'Speech to text',
+      query: FluxQuery,
+      doc: 'docs/stt.md#deepgram-flux-v2listen',
+      description:
+        "Deepgram Flux's /v2/listen: TurnInfo events (StartOfTurn, Update, EagerEndOfTurn, TurnResumed, EndOfTurn) from the gateway's turn detector.",
+      errors: [404, 503],
+    }),
+    deepgramErrors: true,
+  },
+  {
     method: 'post',
     path: '/v1/listen',
     operationId: 'listenPreRecorded',
@@ -369,6 +387,60 @@ export const OPERATIONS: Operation[] = [
     errors: ENGINE_ERRORS,
     deepgramErrors: true,
   },
+
+  {
+    method: 'post',
+    path: '/v1/speak',
+    operationId: 'deepgramSpeak',
+    summary: "Speech, Deepgram's Aura route",
+    tag: 'Text to speech',
+    auth: 'key',
+    metered: true,
+    description:
+      "`model` names a registry tts model (its default voice), a voice id (the default model), `<model>:<voice>`, or Deepgram's `aura-…` names (the default model and voice). Billed per character, as /tts/bytes. Errors carry Deepgram's fields too.",
+    query: SpeakQuery,
+    body: { json: SpeakBody },
+    answers: {
+      200: {
+        description: 'The audio: mp3 by default; linear16, mulaw or alaw as WAV, or raw with container=none (streamed as it is synthesized).',
+        spend: true,
+        media: { 'audio/mpeg': 'encoding mp3 (the default).', 'audio/wav': 'container wav.', 'application/octet-stream': 'container none.' },
+      },
+    },
+    errors: [409, ...ENGINE_ERRORS],
+    deepgramErrors: true,
+  },
+  {
+    ...socket({
+      path: '/v1/speak',
+      operationId: 'deepgramSpeakWebSocket',
+      summary: "Streaming speech, Deepgram's Aura socket",
+      tag: 'Text to speech',
+      query: SpeakQuery,
+      doc: 'docs/use-it-from.md',
+      description: 'Speak, Flush, Clear and Close in; binary audio, Metadata, Flushed, Cleared and Warning out.',
+      errors: [404],
+    }),
+    deepgramErrors: true,
+  },
+  ...(
+    [
+      ['stream-input', 'elevenLabsStreamInput', "Streaming speech, ElevenLabs' stream-input socket"],
+      ['multi-stream-input', 'elevenLabsMultiStreamInput', "Streaming speech in contexts, ElevenLabs' multi-stream-input socket"],
+    ] as const
+  ).map(([suffix, operationId, summary]): Operation => ({
+    ...socket({
+      path: `/v1/text-to-speech/{voice_id}/${suffix}`,
+      operationId,
+      summary,
+      tag: 'ElevenLabs',
+      query: ElevenLabsSocketQuery,
+      doc: 'docs/use-it-from.md',
+      description: 'Text in, audio out as base64 in JSON messages (raw formats only: pcm_<rate>, ulaw_8000, alaw_8000).',
+    }),
+    pathParams: ElevenLabsVoiceParams,
+    elevenLabsErrors: true,
+  })),
 
   // ElevenLabs
   ...(

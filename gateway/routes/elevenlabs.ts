@@ -37,7 +37,7 @@ const DEFAULT_OUTPUT_FORMAT = 'mp3_44100_128';
 /** ElevenLabs' model names, which a client sends by default: the default model here unless the registry has one so named. */
 const isElevenLabsModelName = (model: string) => /^(eleven_|scribe_)/.test(model);
 
-function modelFor(ctx: GatewayContext, asked: string | undefined, modality: 'tts' | 'stt'): string {
+export function elevenLabsModelFor(ctx: GatewayContext, asked: string | undefined, modality: 'tts' | 'stt'): string {
   if (asked && !(isElevenLabsModelName(asked) && !ctx.registry.all().some((m) => m.id === asked))) return asked;
   return defaultModel(ctx.registry, modality);
 }
@@ -98,7 +98,7 @@ function ttsRequestOf(ctx: GatewayContext, request: FastifyRequest, streaming: b
   const output = parseElevenLabsOutputFormat(output_format);
   const speed = body.voice_settings?.speed ?? 1;
   return {
-    modelId: modelFor(ctx, body.model_id ?? undefined, 'tts'),
+    modelId: elevenLabsModelFor(ctx, body.model_id ?? undefined, 'tts'),
     transcript: body.text,
     voiceId,
     language: body.language_code ?? undefined,
@@ -118,23 +118,28 @@ function ttsRequestOf(ctx: GatewayContext, request: FastifyRequest, streaming: b
  */
 const NO_ALIGNMENT = { alignment: null, normalized_alignment: null };
 
+/** Error answers of a scope's routes carry ElevenLabs' `{"detail": {"status", "message"}}` beside the envelope. */
+export function useElevenLabsErrorShape(scope: FastifyInstance): void {
+  scope.addHook('onSend', async (_request, reply, payload) => {
+    if (reply.statusCode < 400 || typeof payload !== 'string') return payload;
+    let body: { error?: { code?: unknown; message?: unknown } };
+    try {
+      body = JSON.parse(payload) as typeof body;
+    } catch {
+      return payload;
+    }
+    const { code, message } = body.error ?? {};
+    if (typeof code !== 'string' || typeof message !== 'string') return payload;
+    return JSON.stringify({ detail: { status: code, message }, ...body });
+  });
+}
+
 export async function registerElevenLabsRoutes(app: FastifyInstance, ctx: GatewayContext): Promise<void> {
   const { prisma } = ctx.db;
   // A scope of its own: ElevenLabs' error shape is for these routes only.
   await app.register(async (eleven) => {
     await acceptMultipart(eleven, TRANSCRIPTION_BODY_LIMIT);
-    eleven.addHook('onSend', async (_request, reply, payload) => {
-      if (reply.statusCode < 400 || typeof payload !== 'string') return payload;
-      let body: { error?: { code?: unknown; message?: unknown } };
-      try {
-        body = JSON.parse(payload) as typeof body;
-      } catch {
-        return payload;
-      }
-      const { code, message } = body.error ?? {};
-      if (typeof code !== 'string' || typeof message !== 'string') return payload;
-      return JSON.stringify({ detail: { status: code, message }, ...body });
-    });
+    useElevenLabsErrorShape(eleven);
 
     const metered = { config: { metered: true } };
     const speak = (streaming: boolean) => async (request: FastifyRequest, reply: FastifyReply) => {
@@ -236,7 +241,7 @@ export async function registerElevenLabsRoutes(app: FastifyInstance, ctx: Gatewa
       if (fields.cloud_storage_url)
         throw new ServiceError('invalid_request', 'This gateway does not fetch audio from a URL: send it in the field file.', 'cloud_storage_url');
       if (!upload.file) throw new ServiceError('invalid_request', "Missing the audio: send it in the multipart field 'file'.", 'file');
-      const model = ctx.registry.resolve(modelFor(ctx, fields.model_id || undefined, 'stt'), 'stt');
+      const model = ctx.registry.resolve(elevenLabsModelFor(ctx, fields.model_id || undefined, 'stt'), 'stt');
       request.modelId = model.id;
       // `file_format: pcm_s16le_16` is 16 kHz 16-bit raw; anything else is a file whose header says its format.
       const audio = decodeUploadedAudio(upload.file, fields.file_format === 'pcm_s16le_16' ? 16000 : undefined, model.sampleRates);

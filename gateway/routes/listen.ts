@@ -213,6 +213,25 @@ function bodyMissing(body: unknown): ServiceError {
   return new ServiceError('invalid_request', 'Send the audio as the request body (Content-Type audio/wav, audio/* or application/octet-stream).', 'file');
 }
 
+/** Error answers of a scope's routes carry Deepgram's fields (`err_code`, `err_msg`, `request_id`, the `dg-error` header) beside the envelope. */
+export function useDeepgramErrorShape(scope: FastifyInstance): void {
+  scope.addHook('onSend', async (request, reply, payload) => {
+    if (reply.statusCode < 400 || typeof payload !== 'string') return payload;
+    let body: { error?: { code?: unknown; message?: unknown } };
+    try {
+      body = JSON.parse(payload) as typeof body;
+    } catch {
+      return payload;
+    }
+    const { code, message } = body.error ?? {};
+    if (typeof code !== 'string' || typeof message !== 'string') return payload;
+    const fields = deepgramErrorFields({ code, message }, request.id);
+    // Deepgram names a refused upgrade's cause in `dg-error` (a header carries ASCII only).
+    reply.header('dg-error', fields.err_msg.replace(/[^\x20-\x7e]/g, '?'));
+    return JSON.stringify({ ...fields, ...body });
+  });
+}
+
 /** Registers both routes; must be called in the scope where @fastify/websocket is (registerSttWebSocketRoutes). */
 export async function registerListenRoutes(app: FastifyInstance, ctx: GatewayContext): Promise<void> {
   app.websocketServer.on('headers', (headers: string[], req: IncomingMessage) => {
@@ -221,21 +240,7 @@ export async function registerListenRoutes(app: FastifyInstance, ctx: GatewayCon
   });
   // A scope of its own: the error fields, the body parser and the header are for these routes only.
   await app.register(async (listen) => {
-    listen.addHook('onSend', async (request, reply, payload) => {
-      if (reply.statusCode < 400 || typeof payload !== 'string') return payload;
-      let body: { error?: { code?: unknown; message?: unknown } };
-      try {
-        body = JSON.parse(payload) as typeof body;
-      } catch {
-        return payload;
-      }
-      const { code, message } = body.error ?? {};
-      if (typeof code !== 'string' || typeof message !== 'string') return payload;
-      const fields = deepgramErrorFields({ code, message }, request.id);
-      // Deepgram names a refused upgrade's cause in `dg-error` (a header carries ASCII only).
-      reply.header('dg-error', fields.err_msg.replace(/[^\x20-\x7e]/g, '?'));
-      return JSON.stringify({ ...fields, ...body });
-    });
+    useDeepgramErrorShape(listen);
     // Any body but JSON is the audio (Deepgram reads what it gets; the SDK sends application/octet-stream).
     listen.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: TRANSCRIPTION_BODY_LIMIT }, (_request, body, done) => done(null, body));
 

@@ -30,6 +30,9 @@ export interface StartedSynthesis extends EngineAudio {
 const FIELDS: Record<string, { model: string; voice: string }> = {
   'audio.speech': { model: 'model', voice: 'voice' },
   'elevenlabs.tts': { model: 'model_id', voice: 'voice_id' },
+  'elevenlabs.tts.websocket': { model: 'model_id', voice: 'voice_id' },
+  'deepgram.speak': { model: 'model', voice: 'model' },
+  'deepgram.speak.websocket': { model: 'model', voice: 'model' },
 };
 const NATIVE_FIELDS = { model: 'model_id', voice: 'voice.id' };
 

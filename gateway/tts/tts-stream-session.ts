@@ -91,6 +91,8 @@ export interface TtsStreamSessionOptions {
   auth: RequestAuth;
   /** Every debit of the session carries it. */
   requestId: string;
+  /** The usage rows' route (default tts.websocket): each vendor's socket is counted under its own. */
+  route?: string;
   /** Credit reserved for the spans being synthesized (extended span by span), released once the session is billed. */
   hold: CreditHold;
   limits: TtsSessionLimits;
@@ -166,6 +168,10 @@ export class TtsStreamSession {
     );
   }
 
+  private get route(): string {
+    return this.o.route ?? 'tts.websocket';
+  }
+
   get state(): TtsSessionState {
     return this.current;
   }
@@ -233,7 +239,7 @@ export class TtsStreamSession {
     }
     // The first request of a context carries its settings, checked as POST /tts/sse checks them.
     const tts = command.settings();
-    const model = resolveTtsModel(ctx, tts.modelId, 'tts.websocket');
+    const model = resolveTtsModel(ctx, tts.modelId, this.route);
     const c: StreamContext = {
       id,
       state: 'resolving',
@@ -247,7 +253,7 @@ export class TtsStreamSession {
     };
     this.contexts.set(id, c);
     this.receiveInput(c, command.input);
-    resolveVoice(ctx, auth.orgId, model, tts, 'tts.websocket').then(
+    resolveVoice(ctx, auth.orgId, model, tts, this.route).then(
       (voice) => {
         if (c.state === 'gone') return;
         c.speaker = this.speakerFor(c, voice);
@@ -301,7 +307,7 @@ export class TtsStreamSession {
       speed: c.tts.speed,
       output: { ...c.tts.output, container: 'raw' },
       volume: c.tts.volume,
-      route: 'tts.websocket',
+      route: this.route,
       credit: this.credit,
       cutting: { delayMs: c.delayMs, wholeAfterDelay: true, joinUpToChars: MAX_JOINED_CHARS, trim: false },
       sink: {
