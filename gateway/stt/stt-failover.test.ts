@@ -203,6 +203,35 @@ describe.each(MODELS)('$id: the first engine fails, the other carries on', ({ id
   });
 });
 
+describe('the request log', () => {
+  it('a row per turn, in order, on the audio clock; the turn the engine failed in names the failover', async () => {
+    const { client, closed, requestId } = await session('fo-dg-then-ca', { kind: 'reset', afterFinals: 1 }, 'deepgram');
+    expect(closed.code, summary(client.events)).toBe(1000);
+    const prisma = h.testDb.db.prisma;
+    const turnEnds = client.ofType('turn.end').length;
+    expect(turnEnds).toBeGreaterThanOrEqual(2);
+    const turns = await until(
+      'the session turns to be written',
+      async () => {
+        await h.runtime.ctx.requestLog!.flush();
+        const row = await prisma.requestLog.findFirst({ where: { requestId } });
+        const rows = row ? await prisma.requestLogTurn.findMany({ where: { requestLogId: row.id }, orderBy: { turnIndex: 'asc' } }) : [];
+        return rows.length === turnEnds && rows;
+      },
+      { intervalMs: 50 },
+    );
+    expect(turns.map((t) => t.turnIndex)).toEqual([...Array(turnEnds).keys()]);
+    for (const [i, t] of turns.entries()) {
+      if (i > 0) expect(t.startMs).toBeGreaterThan(turns[i - 1]!.startMs);
+      expect(t.speechEndMs).toBeGreaterThan(0);
+      expect(t.endOfTurnMs).toBeGreaterThanOrEqual(t.speechEndMs!);
+    }
+    // The first final came before the fault: its turn went through no failover; exactly one later turn did.
+    expect(turns[0]!.failoverReason).toBeNull();
+    expect(turns.filter((t) => t.failoverReason !== null).map((t) => t.failoverReason)).toEqual([expect.stringMatching(/^(closed|error) \(mid stream\)$/)]);
+  });
+});
+
 describe('no upstream left', () => {
   it('both engines fail: an error event and close 1011 after trying both; the audio the session took is billed once', async () => {
     dg.sttFault = { kind: 'reset', afterFinals: 0 };
