@@ -3,7 +3,8 @@
 // (open-session.ts, each route's dialect writing the events in its protocol: docs/stt.md); the
 // realtime session drives one in process (gateway/realtime/stt-leg.ts). Audio is decoded from the
 // session's encoding, written to the engine's stream in order (engine-stream.ts: opened at the
-// first audio, resampled to its rate) and metered as it arrives (audio-meter.ts: each next second
+// first audio, resampled to its rate, moved to the next upstream if the engine fails:
+// docs/failover.md, "Streaming STT") and metered as it arrives (audio-meter.ts: each next second
 // is paid for, reserved, before it is accepted). Turns: an engine that finds them itself reports
 // them; otherwise the gateway's turn detector finds pauses and finalizes each utterance. The idle
 // timeout, the maximum duration, the shutdown and the key's revocation come from SessionLife, on
@@ -299,9 +300,9 @@ export class SttSession {
         }
         return;
       case 'speech_started':
-        if (engineTurns) this.turnLog.started(event.atSeconds);
-        if (engineTurns) this.send({ type: 'turn', turn: 'turn.start', atSeconds: event.atSeconds });
-        return;
+        if (!engineTurns) return;
+        this.turnLog.started(event.atSeconds);
+        return this.send({ type: 'turn', turn: 'turn.start', atSeconds: event.atSeconds });
       case 'end_of_turn':
         if (engineTurns) this.endTurn({ type: 'turn.end', atSeconds: event.atSeconds });
         return;
