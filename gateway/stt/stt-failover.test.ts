@@ -203,6 +203,31 @@ describe.each(MODELS)('$id: the first engine fails, the other carries on', ({ id
   });
 });
 
+describe("Deepgram's protocol on /v1/listen", () => {
+  it('the engine stalls mid-session: only Deepgram's messages, every word once in the finals, the rest heard by Cartesia', async () => {
+    let shown = false;
+    dg.sttFault = { kind: 'stall', afterFinals: 1, shown: () => (shown = true) };
+    const cartesiaBefore = ca.sttSockets.length;
+    const client = await openSession(
+      h,
+      { model: 'fo-dg-then-ca', encoding: 'linear16', sample_rate: String(RATE), interim_results: 'true' },
+      { path: '/v1/listen', headers: { authorization: `Token ${h.key}` } },
+    );
+    await client.stream(AUDIO, { frameBytes: 3200, intervalMs: 0 });
+    client.command({ type: 'CloseStream' });
+    await until('the stall to be noticed and the session over', async () => {
+      if (shown) clock.advance(STALL_SECONDS * 1000);
+      return client.ws.readyState === client.ws.CLOSED;
+    });
+    const { code } = await client.closed;
+    expect(code, summary(client.events)).toBe(1000);
+    expect([...new Set(client.events.map((e) => e.type))].filter((t) => !['Results', 'Metadata', 'SpeechStarted', 'UtteranceEnd'].includes(t))).toEqual([]);
+    const finals = client.events.filter((e) => e.type === 'Results' && e.is_final) as unknown as { channel: { alternatives: { words: Word[] }[] } }[];
+    expectEveryWordOnce(finals.map((f) => ({ type: 'transcript', is_final: true, words: f.channel.alternatives[0]!.words })));
+    expect(ca.sttSockets.length).toBe(cartesiaBefore + 1);
+  });
+});
+
 describe('the request log', () => {
   it('a row per turn, in order, on the audio clock; the turn the engine failed in names the failover', async () => {
     const { client, closed, requestId } = await session('fo-dg-then-ca', { kind: 'reset', afterFinals: 1 }, 'deepgram');
