@@ -204,7 +204,7 @@ describe.each(MODELS)('$id: the first engine fails, the other carries on', ({ id
 });
 
 describe("Deepgram's protocol on /v1/listen", () => {
-  it('the engine stalls mid-session: only Deepgram's messages, every word once in the finals, the rest heard by Cartesia', async () => {
+  it('the engine stalls mid-session: only Deepgram’s messages, every word once in the finals, the rest heard by Cartesia', async () => {
     let shown = false;
     dg.sttFault = { kind: 'stall', afterFinals: 1, shown: () => (shown = true) };
     const cartesiaBefore = ca.sttSockets.length;
