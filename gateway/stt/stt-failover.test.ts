@@ -8,7 +8,9 @@
 // Asserted: every burst is transcribed exactly once, in order, at its own time (word times are
 // the session's across the switch), no error and a clean close, one `engine.switched` event
 // (asked with failover_events=true), the audio billed exactly once, and the next session served
-// by the healthy engine only. Stalls are found on the session's clock, which the test moves.
+// by the healthy engine only. Also: cartesia-js and /v1/listen (Deepgram's dialect) see no event
+// of their protocols' unknown to them; the request log's row per turn names the failover on the
+// turn it happened in. Stalls are found on the session's clock, which the test moves.
 import { createRequire } from 'node:module';
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { upsertModel } from '../../server/services/models/upsert-model.ts';
