@@ -22,7 +22,7 @@ import { startScriptedDeepgram, type ScriptedDeepgram } from '../../test/support
 import { EventLog } from '../../test/support/socket-events.ts';
 import type { SocketFault, SocketFaultKind } from '../../test/support/socket-faults.ts';
 import { speechBursts } from '../../test/support/speech-bursts.ts';
-import { audioCost, expectDebited, openSession, s16le, summary, type SttEvent } from '../../test/support/stt-routes.ts';
+import { audioCost, expectDebited, openSession, refusedUpgrade, s16le, summary, type SttEvent } from '../../test/support/stt-routes.ts';
 import { checkProtocol } from '../upstreams/protocols/index.ts';
 
 const require = createRequire(import.meta.url);
@@ -256,6 +256,32 @@ describe('the request log', () => {
     // The first final came before the fault: its turn went through no failover; exactly one later turn did.
     expect(turns[0]!.failoverReason).toBeNull();
     expect(turns.filter((t) => t.failoverReason !== null).map((t) => t.failoverReason)).toEqual([expect.stringMatching(/^(closed|error) \(mid stream\)$/)]);
+  });
+});
+
+describe('failover_events', () => {
+  it('is true or false: anything else is refused before the upgrade with 400 invalid_request naming it', async () => {
+    const refused = await refusedUpgrade(h, { model: 'fo-dg-then-ca', failover_events: 'yes', api_key: h.key });
+    expect(refused.status).toBe(400);
+    expect(JSON.parse(refused.body)).toMatchObject({ error: { code: 'invalid_request', param: 'failover_events' } });
+  });
+
+  it("in Cartesia's dialect: engine.switched carries the session's request_id", async () => {
+    dg.sttFault = { kind: 'close', afterFinals: 1 };
+    const client = await openSession(h, {
+      model: 'fo-dg-then-ca',
+      sample_rate: String(RATE),
+      failover_events: 'true',
+      cartesia_version: '2025-04-16',
+      api_key: h.key,
+    });
+    const started = await client.until((e) => e.type === 'session.started');
+    await client.stream(AUDIO, { frameBytes: 3200, intervalMs: 0 });
+    client.command('close');
+    await client.closed;
+    expect(client.ofType('engine.switched')).toEqual([
+      { type: 'engine.switched', reason: expect.any(String), at: expect.any(Number), request_id: started.request_id },
+    ]);
   });
 });
 
