@@ -9,7 +9,7 @@ import { ServiceError } from '../../server/services/errors.ts';
 import type { GatewayContext } from '../context.ts';
 import { selectSubprotocol } from '../core/gateway-core.ts';
 import { audioFormatFromQuery, streamingModel, sttSessionRoute, type SessionPlan } from '../stt/open-session.ts';
-import { cartesiaSttDialect } from '../stt/dialect.ts';
+import { cartesiaSttDialect, svcDialect, withFailoverEvents } from '../stt/dialect.ts';
 import { turnSettingsFromQuery } from '../stt/turn-params.ts';
 import { queryKeyterms } from './transcriptions.ts';
 
@@ -30,7 +30,13 @@ function planSession(ctx: GatewayContext, request: FastifyRequest): SessionPlan 
   if (!TURN_SOURCES.includes(turnSource))
     throw new ServiceError('invalid_request', `turn_source must be auto or gateway (got ${JSON.stringify(turnSource)}).`, 'turn_source');
   // Cartesia's clients send their API version: they get Cartesia's fields too (gateway/stt/dialect.ts).
-  const dialect = request.headers['cartesia-version'] !== undefined || one('cartesia_version') !== undefined ? cartesiaSttDialect(request.id) : undefined;
+  const cartesia = request.headers['cartesia-version'] !== undefined || one('cartesia_version') !== undefined;
+  const failoverEvents = one('failover_events') ?? 'false';
+  if (failoverEvents !== 'true' && failoverEvents !== 'false')
+    throw new ServiceError('invalid_request', `failover_events must be true or false (got ${JSON.stringify(failoverEvents)}).`, 'failover_events');
+  // Off by default: a client that did not ask never sees an event it does not know (docs/failover.md, "Streaming STT").
+  const base = cartesia ? cartesiaSttDialect(request.id) : failoverEvents === 'true' ? svcDialect : undefined;
+  const dialect = base && failoverEvents === 'true' ? withFailoverEvents(base, cartesia ? request.id : undefined) : base;
   return { model, sampleRate, turnSource, encoding, turns, keyterms, language: one('language'), dialect };
 }
 

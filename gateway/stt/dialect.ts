@@ -5,7 +5,7 @@
 // "Streaming STT protocol"), Deepgram's on /v1/listen, Cartesia's on /stt/turns/websocket.
 import { ERROR_TABLE } from '../errors.ts';
 import type { ErrorCode } from '../../server/services/errors.ts';
-import type { SttClosed, SttCommand, SttEvent, SttStarted, SttTranscript, SttTurn } from './stt-events.ts';
+import type { SttClosed, SttCommand, SttEvent, SttStarted, SttSwitched, SttTranscript, SttTurn } from './stt-events.ts';
 
 /** Each event method returns the messages to send (JSON objects), in order; a dialect may keep state (one per session). */
 export interface SttDialect {
@@ -17,6 +17,8 @@ export interface SttDialect {
   error(e: { code: string; message: string }): object[];
   /** The last messages before the socket closes. */
   closed(e: SttClosed): object[];
+  /** The engine was switched (failover): only a dialect that offers the event has this (vendor clients never see it). */
+  switched?(e: SttSwitched): object[];
   /** A client's text message as a command (`invalid` when it is none: the session answers with an error and carries on). */
   command(text: string): SttCommand;
 }
@@ -36,6 +38,8 @@ export function encodeSttEvent(dialect: SttDialect, event: SttEvent): object[] {
       return dialect.error(event);
     case 'closed':
       return dialect.closed(event);
+    case 'switched':
+      return dialect.switched?.(event) ?? [];
   }
 }
 
@@ -135,5 +139,16 @@ export function cartesiaSttDialect(requestId: string): SttDialect {
     flushed: () => [{ type: 'flush_done', request_id: requestId }],
     error: (e) => [cartesiaError(e, requestId)],
     closed: (e) => [...tagged(svcDialect.closed(e)), ...(e.clientRequested ? [{ type: 'done', request_id: requestId }] : [])],
+  };
+}
+
+/**
+ * `dialect` with the informational `engine.switched` event (`?failover_events=true` on
+ * /stt/websocket): the reason and the audio time from which the next engine transcribes.
+ */
+export function withFailoverEvents(dialect: SttDialect, requestId?: string): SttDialect {
+  return {
+    ...dialect,
+    switched: (e) => [{ type: 'engine.switched', reason: e.reason, at: round3(e.atSeconds), ...(requestId ? { request_id: requestId } : {}) }],
   };
 }

@@ -19,6 +19,7 @@ import type { Ticket } from '../core/admission.ts';
 import type { CreditHold, RequestAuth } from '../core/gateway-core.ts';
 import type { ModelEntry, UpstreamEntry } from '../registry/model-registry.ts';
 import type { StreamingTranscriptionCapability } from '../upstreams/contract.ts';
+import { recordFailover } from '../core/failover.ts';
 import { recordAnswerFailure, tryUpstreams } from '../core/try-upstreams.ts';
 import type { Outbox } from '../sessions/outbox.ts';
 import { WebSocketLink } from '../sessions/websocket-link.ts';
@@ -163,6 +164,8 @@ function startSession(ctx: GatewayContext, socket: WebSocket, request: FastifyRe
 export function startPlannedSession(ctx: GatewayContext, outbox: Outbox<SttEvent>, s: PlannedSession): SttSession {
   const { plan } = s;
   let engineUpstream: UpstreamEntry | undefined;
+  const failedOver = new Set<string>();
+  const ref = { orgId: s.auth.orgId, requestId: s.requestId };
   return new SttSession(
     {
       sessionId: `stt_${randomBytes(10).toString('hex')}`,
@@ -175,12 +178,22 @@ export function startPlannedSession(ctx: GatewayContext, outbox: Outbox<SttEvent
       auth: s.auth,
       core: ctx.core,
       hold: s.hold,
-      openStream: async (sessionGone) => {
-        const opened = await openEngineStream(ctx, s.auth, plan, sessionGone);
+      openStream: async (sessionGone, failed) => {
+        const model = { ...plan.model, upstreams: plan.model.upstreams.filter((u) => !failed.includes(u.id)) };
+        const opened = await openEngineStream(ctx, s.auth, { ...plan, model }, sessionGone);
         engineUpstream = opened.upstream;
         return opened;
       },
-      onEngineFailure: (error) => engineUpstream && recordAnswerFailure(ctx, engineUpstream, error),
+      canSwitch: (failed) => ctx.registry.healthyUpstreams(plan.model).some((u) => !failed.includes(u.id)),
+      // A failover has recorded the upstream that failed: the last one is recorded here only if it failed on its own.
+      onEngineFailure: (error) => engineUpstream && !failedOver.has(engineUpstream.id) && recordAnswerFailure(ctx, engineUpstream, error),
+      onFailover: ({ from, reason, phase, error }) => {
+        if (!from) return;
+        failedOver.add(from.id);
+        recordFailover(ctx, { from, reason, phase, error, ref, log: s.log });
+      },
+      stallMs: ctx.config.limits.sttStallMs,
+      logTurn: (turn) => ctx.requestLog?.turn(ref, turn),
       clock: ctx.clock,
       engineTimeoutMs: ctx.config.upstreamTimeoutMs,
       revoked: s.revoked,

@@ -66,7 +66,17 @@ export interface SttClosed {
   clientRequested: boolean;
 }
 
-export type SttEvent = SttStarted | SttTranscript | SttTurn | SttFlushed | SttError | SttClosed;
+/**
+ * The engine failed and the session moved to the next upstream, replaying the audio from
+ * `atSeconds` (informational: transcripts carry on; only dialects that ask for it say it).
+ */
+export interface SttSwitched {
+  type: 'switched';
+  reason: string;
+  atSeconds: number;
+}
+
+export type SttEvent = SttStarted | SttTranscript | SttTurn | SttFlushed | SttError | SttClosed | SttSwitched;
 
 /**
  * What the client may ask. `configure` changes the turn detection from the next audio on

@@ -3,73 +3,33 @@
 // (open-session.ts, each route's dialect writing the events in its protocol: docs/stt.md); the
 // realtime session drives one in process (gateway/realtime/stt-leg.ts). Audio is decoded from the
 // session's encoding, written to the engine's stream in order (engine-stream.ts: opened at the
-// first audio, resampled to its rate) and metered as it arrives (audio-meter.ts: each next second
+// first audio, resampled to its rate, moved to the next upstream if the engine fails:
+// docs/failover.md, "Streaming STT") and metered as it arrives (audio-meter.ts: each next second
 // is paid for, reserved, before it is accepted). Turns: an engine that finds them itself reports
 // them; otherwise the gateway's turn detector finds pauses and finalizes each utterance. The idle
 // timeout, the maximum duration, the shutdown and the key's revocation come from SessionLife, on
 // the injected clock.
 import { decodeSamples } from '../audio/sample-encoding.ts';
-import type { Encoding } from '../audio/output-format.ts';
-import type { Clock } from '../../server/clock.ts';
 import { formatUsd } from '../../server/money.ts';
 import { isServiceError } from '../../server/services/errors.ts';
-import type { CreditHold, RequestAuth, GatewayCore } from '../core/gateway-core.ts';
-import type { ModelEntry } from '../registry/model-registry.ts';
 import type { Outbox } from '../sessions/outbox.ts';
 import { SessionLife } from '../sessions/session-life.ts';
 import { UpstreamError, type TranscriptionEvent, type Word } from '../upstreams/contract.ts';
 import { upstreamEnvelope } from '../upstream-envelope.ts';
 import { AudioMeter } from './audio-meter.ts';
-import { EngineStream, type OpenedStream } from './engine-stream.ts';
+import { EngineStream, type EngineSwitch, type OpenedStream } from './engine-stream.ts';
+import type { SttSessionOptions } from './stt-session-options.ts';
+import { TurnLog } from './turn-log.ts';
 import type { SttCommand, SttEvent, SttTranscript, SttTurn } from './stt-events.ts';
-import { TurnDetector, type TurnEvent, type TurnSettings } from './turn-detector.ts';
+import { TurnDetector, type TurnEvent } from './turn-detector.ts';
+
+export type { SttSessionOptions };
 
 export const MAX_SESSION_MS = 60 * 60_000;
 /** Audio is debited every time this much more has arrived (and at the end); credit is reserved this much at a time. */
 export const METER_EVERY_MS = 1_000;
 /** Audio waiting for the recognizer beyond this means the client sends faster than real time can be processed. */
 export const MAX_BACKLOG_SECONDS = 30;
-
-export interface SttSessionOptions {
-  sessionId: string;
-  requestId: string;
-  model: ModelEntry;
-  sampleRate: number;
-  encoding: Encoding;
-  /** The gateway's turn detection (used unless the engine reports its own turns). */
-  turns: TurnSettings;
-  /** The usage records' `route` (default: stt.websocket). */
-  usageRoute?: string;
-  auth: RequestAuth;
-  core: GatewayCore;
-  /**
-   * Credit reserved for the session's audio: the route reserves the first metering interval
-   * before the session starts; the session reserves each next one before accepting its audio.
-   * The session gives back what is left after its last debit.
-   */
-  hold: CreditHold;
-  /** Opens the engine's stream at the session's first audio; `signal` is aborted when the session ends first. */
-  openStream: (signal: AbortSignal) => Promise<OpenedStream>;
-  /** An engine failure after the stream opened (metrics). */
-  onEngineFailure?: (error: UpstreamError) => void;
-  /** The session's timers (idle, maximum duration) and its idea of now. */
-  clock: Clock;
-  /** No audio and no keepalive for this long: the session is closed (idle_timeout). */
-  idleTimeoutMs: number;
-  /** No audio for this long: closed even if keepalives keep coming (an open session is not free to hold). */
-  maxSilenceMs: number;
-  /** How long the engine may stay silent (for the timeout error's message). */
-  engineTimeoutMs: number;
-  /** Aborted when a shutdown's grace period is over: the session closes with 1001; the reason is the error to show. */
-  shutdown?: AbortSignal;
-  /** Aborted (reason: a ServiceError such as api_key_disabled) when the session must end at once. */
-  revoked?: AbortSignal;
-  log: { warn(obj: unknown, msg: string): void };
-  /** Handed the session's lifetime up to its last debit, so a shutdown waits for it before closing the database. */
-  track?: (untilBilled: Promise<void>) => void;
-  /** Seconds from the first audio received to the first transcript sent (metrics). */
-  onFirstTranscript?: (seconds: number) => void;
-}
 
 /**
  * live: audio and commands are taken. ending: a clean end was asked (close, maximum duration):
@@ -87,6 +47,7 @@ export class SttSession {
   private readonly meter: AudioMeter;
   private readonly engine: EngineStream;
   private readonly turns: TurnDetector;
+  private readonly turnLog: TurnLog;
   /** Aborted when the session ends (an engine still opening is given up). */
   private readonly gone = new AbortController();
   private readonly bytesPerSample: number;
@@ -135,13 +96,25 @@ export class SttSession {
           micros,
         ),
     });
-    this.engine = new EngineStream(o.sampleRate, () => o.openStream(this.gone.signal), {
-      event: (event, opened) => this.onEngineEvent(event, opened.engineTurns),
-      failed: (err) => {
-        if (err instanceof UpstreamError) o.onEngineFailure?.(err);
-        this.fail(err);
+    this.engine = new EngineStream(
+      o.sampleRate,
+      {
+        open: (failed) => o.openStream(this.gone.signal, failed),
+        canSwitch: o.canSwitch ?? (() => false),
+        clock: o.clock,
+        stallMs: o.stallMs,
+        maxPendingSeconds: MAX_BACKLOG_SECONDS,
       },
-    });
+      {
+        event: (event, opened) => this.onEngineEvent(event, opened.engineTurns),
+        failed: (err) => {
+          if (err instanceof UpstreamError) o.onEngineFailure?.(err);
+          this.fail(err);
+        },
+        switching: (s) => this.onSwitching(s),
+      },
+    );
+    this.turnLog = new TurnLog(o.logTurn);
     o.track?.(new Promise<void>((resolve) => (this.billed = resolve)));
     this.life = new SessionLife(
       o.clock,
@@ -275,7 +248,8 @@ export class SttSession {
         for (const t of found) {
           // Whether anyone speaks, for engines that are sent only speech: told before the turn's finalize.
           if (t.type === 'turn.start' || t.type === 'turn.end') this.engine.speaking(t.type === 'turn.start');
-          if (t.type === 'turn.end') this.engine.finalize('turn', () => this.send(turnEvent(t)));
+          if (t.type === 'turn.start') this.turnLog.started(t.atSeconds);
+          if (t.type === 'turn.end') this.engine.finalize('turn', () => this.endTurn(t));
           // What was heard so far goes with an eager end: an agent may start its answer on it.
           else if (t.type === 'turn.eager_end') this.engine.afterPendingFinals(() => this.send({ ...turnEvent(t), transcript: this.lastPartial }));
           else this.engine.afterPendingFinals(() => this.send(turnEvent(t)));
@@ -317,6 +291,7 @@ export class SttSession {
       case 'transcript':
         if (event.isFinal) {
           this.lastPartial = '';
+          this.turnLog.final(event.text);
           if (event.text) this.sendTranscript(event, true);
         } else if (event.text && event.text !== this.lastPartial) {
           this.lastPartial = event.text;
@@ -325,12 +300,26 @@ export class SttSession {
         }
         return;
       case 'speech_started':
-        if (engineTurns) this.send({ type: 'turn', turn: 'turn.start', atSeconds: event.atSeconds });
-        return;
+        if (!engineTurns) return;
+        this.turnLog.started(event.atSeconds);
+        return this.send({ type: 'turn', turn: 'turn.start', atSeconds: event.atSeconds });
       case 'end_of_turn':
-        if (engineTurns) this.send({ type: 'turn', turn: 'turn.end', atSeconds: event.atSeconds });
+        if (engineTurns) this.endTurn({ type: 'turn.end', atSeconds: event.atSeconds });
         return;
     }
+  }
+
+  private endTurn(t: TurnEvent): void {
+    this.turnLog.ended(t.atSeconds, this.meter.receivedMillis / 1000);
+    this.send(turnEvent(t));
+  }
+
+  /** The engine failed mid-session: the next upstream hears the audio since the last final; the client hears nothing of it (but an informational event, where its dialect has one). */
+  private onSwitching(s: EngineSwitch): void {
+    const phase = this.firstTranscriptSent ? 'mid_stream' : 'before_first_output';
+    this.o.onFailover?.({ ...s, phase });
+    this.turnLog.failover(`${s.reason} (${phase.replace(/_/g, ' ')})`);
+    this.send({ type: 'switched', reason: s.reason, atSeconds: s.atSeconds });
   }
 
   private sendTranscript(t: { text: string; words: Word[] }, isFinal: boolean): void {

@@ -110,6 +110,7 @@ const EnvSchema = z.object({
   // Streaming STT: closed without audio or keepalive this long; without audio this long even with keepalives.
   SVC_STT_IDLE_SECONDS: z.coerce.number().min(0.1).max(3600).default(15),
   SVC_STT_MAX_SILENCE_SECONDS: z.coerce.number().min(0.1).max(86400).default(60),
+  SVC_STT_STALL_SECONDS: z.coerce.number().min(0.1).max(600).default(5),
   // /v1/realtime: the profiles `?model=` may name (docs/realtime.md); a missing file: none but the LLMs.
   SVC_REALTIME_PROFILES_FILE: z.string().min(1).optional(),
   // /v1/realtime: closed when nothing comes from the client and nothing is being answered this long.
@@ -241,6 +242,8 @@ export interface LimitsConfig {
   ttsEngines: number;
   sttIdleMs: number;
   sttMaxSilenceMs: number;
+  /** A streaming engine silent this long while audio flows (or a finalize unanswered): the session moves to the next upstream. */
+  sttStallMs: number;
   realtimeIdleMs: number;
   llmReserveMaxTokens: number;
   creditHoldTtlMs: number;
@@ -375,6 +378,7 @@ export function loadConfig(source: Readonly<Record<string, string | undefined>> 
       ttsEngines: env.SVC_TTS_MAX_ENGINES,
       sttIdleMs: env.SVC_STT_IDLE_SECONDS * 1000,
       sttMaxSilenceMs: env.SVC_STT_MAX_SILENCE_SECONDS * 1000,
+      sttStallMs: env.SVC_STT_STALL_SECONDS * 1000,
       realtimeIdleMs: env.SVC_REALTIME_IDLE_SECONDS * 1000,
       llmReserveMaxTokens: env.SVC_LLM_RESERVE_MAX_TOKENS,
       creditHoldTtlMs: env.SVC_CREDIT_HOLD_TTL_SECONDS * 1000,

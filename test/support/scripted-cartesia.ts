@@ -28,6 +28,7 @@ import { WebSocketServer, type WebSocket } from 'ws';
 import { floatToS16, s16leBytes, s16leToS16 } from '../../gateway/audio/pcm.ts';
 import { parseWav } from '../../gateway/audio/wav.ts';
 import { EventLog } from './socket-events.ts';
+import { faultySender, type SocketFault } from './socket-faults.ts';
 
 export type CartesiaBehaviour =
   | { kind: 'ok' }
@@ -90,6 +91,8 @@ export interface ScriptedCartesia {
   url: string;
   apiKey: string;
   behaviour: CartesiaBehaviour;
+  /** Transcription sockets opened from now on fail this way (test/support/socket-faults.ts). */
+  sttFault?: SocketFault;
   received: ReceivedRequest[];
   sttSockets: SttSocketRecord[];
   voices: CatalogueVoice[];
@@ -427,8 +430,9 @@ export async function startScriptedCartesia(options: ScriptedCartesiaOptions = {
     let settled = 0; // bursts already reported final
     let lastInterim = '';
     let dropAfterTranscript = false;
+    const faulty = faultySender(ws, state.sttFault);
     const send = (message: Record<string, unknown>) => {
-      ws.send(JSON.stringify(message));
+      if (!faulty(JSON.stringify(message))) return;
       if (dropAfterTranscript && message.type === 'transcript') ws.terminate();
     };
     const transcript = (isFinal: boolean) => {

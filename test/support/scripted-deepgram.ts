@@ -25,6 +25,7 @@ import type { AddressInfo, Socket } from 'node:net';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { parseWav } from '../../gateway/audio/wav.ts';
 import { EventLog } from './socket-events.ts';
+import { faultySender, type SocketFault } from './socket-faults.ts';
 
 export type DeepgramBehaviour =
   | { kind: 'ok' }
@@ -83,6 +84,8 @@ export interface ScriptedDeepgram {
   url: string;
   apiKey: string;
   behaviour: DeepgramBehaviour;
+  /** Live transcription sockets opened from now on fail this way (test/support/socket-faults.ts). */
+  sttFault?: SocketFault;
   idleTimeoutMs: number;
   finalizeMinMs: number;
   ttsMsPerChar: number;
@@ -538,8 +541,13 @@ export async function startScriptedDeepgram(options: ScriptedDeepgramOptions = {
     const limited = behaviour.kind === 'stall' || behaviour.kind === 'die' ? behaviour : null;
     let silenced = false;
 
+    const faulty = faultySender(ws, peer.sttFault);
     const emit = (msg: Record<string, unknown>) => {
       if (silenced || ws.readyState !== ws.OPEN) return;
+      if (!limited) {
+        if (faulty(JSON.stringify(msg))) record.sent.push(msg);
+        return;
+      }
       record.sent.push(msg);
       const last = limited !== null && record.sent.length >= limited.after;
       if (last) silenced = true;

@@ -1,0 +1,41 @@
+// Faults a scripted engine's transcription socket shows on demand, for the failover tests: once
+// it has sent `afterFinals` final transcripts (`"is_final": true`, as both Deepgram's Results and
+// Cartesia's transcripts carry it), instead of its next message (`onFinal`: its next final) it
+// closes the socket with 1011 (`close`), drops the connection without a close frame (`reset`),
+// goes silent while keeping the socket open and taking audio (`stall`), or sends a frame that is
+// not JSON, then goes silent (`malformed`). Deepgram's and Cartesia's messages are JSON:
+// https://developers.deepgram.com/reference/speech-to-text/listen-streaming,
+// https://docs.cartesia.ai/api-reference/stt/websocket.
+import type { WebSocket } from 'ws';
+
+export type SocketFaultKind = 'close' | 'reset' | 'stall' | 'malformed';
+export interface SocketFault {
+  kind: SocketFaultKind;
+  afterFinals: number;
+  onFinal?: boolean;
+  /** Called when the fault shows. */
+  shown?: () => void;
+}
+
+const isFinal = (text: string) => (JSON.parse(text) as { is_final?: unknown }).is_final === true;
+
+/** A send for `ws` that shows `fault` (if any) in place of the message it names; false when the message was not sent. */
+export function faultySender(ws: WebSocket, fault: SocketFault | undefined): (text: string) => boolean {
+  let finals = 0;
+  let failed = false;
+  return (text) => {
+    if (failed || ws.readyState !== ws.OPEN) return false;
+    const final = isFinal(text);
+    if (!fault || finals < fault.afterFinals || (fault.onFinal && !final)) {
+      if (final) finals += 1;
+      ws.send(text);
+      return true;
+    }
+    failed = true;
+    fault.shown?.();
+    if (fault.kind === 'close') ws.close(1011, 'scripted failure');
+    else if (fault.kind === 'reset') ws.terminate();
+    else if (fault.kind === 'malformed') ws.send('{"type": "Results", truncated');
+    return false;
+  };
+}
