@@ -155,7 +155,14 @@ export async function createGatewayRuntime(
   const traced = tracing ? tracing.traceCore(metered) : metered;
   const core = requestLog ? requestLog.observeCore(traced, db.hot) : traced;
 
-  const registry = new ModelRegistry(db.prisma);
+  const registry = new ModelRegistry(db.prisma, {
+    clock,
+    circuit: config.circuit,
+    onCircuit: (id, open) => {
+      const upstream = registry.upstreams().find((u) => u.id === id);
+      if (upstream) metrics.circuitOpen(upstream, open);
+    },
+  });
   await registry.refresh();
   const protocols = new ProtocolRuntimes(config.engines);
   limitDecoders(config.limits.sttDecoders);

@@ -1,7 +1,8 @@
 // The one record of a live stream leaving a failing engine for the next upstream (STT sessions,
-// TTS streams, LLM streams): the upstream is out for new work at once (back through the health
-// checks), and the switch is a metric, a log line, an event on the active trace span and the
-// request log's failover reason. Who switches decides how (docs/failover.md); this only records.
+// TTS streams, LLM streams): the upstream is out for new work at once (its circuit opens:
+// gateway/registry/circuit.ts; back through the health checks), and the switch is a metric, a
+// log line, an event on the active trace span and the request log's failover reason. Who
+// switches decides how (docs/failover.md); this only records.
 import type { FastifyBaseLogger } from 'fastify';
 import type { GatewayContext } from '../context.ts';
 import type { FailoverPhase, FailoverReason } from '../metrics/gateway-metrics.ts';
@@ -24,6 +25,7 @@ export interface Failover {
 
 export function recordFailover(ctx: GatewayContext, f: Failover): void {
   ctx.health.record(f.from, { ok: false, error: `failed during a stream (${f.reason})` });
+  ctx.registry.circuits.trip(f.from.id);
   ctx.upstreamStats?.record(f.from.id, false);
   ctx.metrics.failover(f.from, f.reason, f.phase);
   f.log.warn(
