@@ -3,7 +3,6 @@
 // gateway/registry/circuit.ts; back through the health checks), and the switch is a metric, a
 // log line, an event on the active trace span and the request log's failover reason. Who
 // switches decides how (docs/failover.md); this only records.
-import type { FastifyBaseLogger } from 'fastify';
 import type { GatewayContext } from '../context.ts';
 import type { FailoverPhase, FailoverReason } from '../metrics/gateway-metrics.ts';
 import type { UpstreamEntry } from '../registry/model-registry.ts';
@@ -18,7 +17,7 @@ export interface Failover {
   phase: FailoverPhase;
   /** The request (or session) whose stream moved, for its log row. */
   ref?: LogRef;
-  log: FastifyBaseLogger;
+  log: { warn(obj: unknown, msg: string): void };
   /** What the engine did, for the log line (its message is already free of keys: engine-http.ts). */
   error?: unknown;
 }

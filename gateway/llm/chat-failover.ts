@@ -9,10 +9,9 @@
 // trailing assistant message by default and accepts the same flags), and only its continuation is
 // relayed. What cannot be continued (tool calls, a refusal, several choices) ends with the stream's
 // error event as before. With `capabilities.hedge` the first token is asked of two engines at once.
-import type { FastifyBaseLogger } from 'fastify';
 import { isServiceError } from '../../server/services/errors.ts';
 import type { Timer } from '../../server/clock.ts';
-import { recordFailover, type FailoverReason } from '../core/failover.ts';
+import { recordFailover, type Failover, type FailoverReason } from '../core/failover.ts';
 import { clientErrorFor, type UpstreamCall } from '../core/try-upstreams.ts';
 import type { JsonObject } from '../json-body.ts';
 import type { UpstreamEntry } from '../registry/model-registry.ts';
@@ -69,7 +68,7 @@ export class ChatFailover {
   constructor(
     private readonly run: LlmRun,
     private readonly call: UpstreamCall,
-    private readonly log: FastifyBaseLogger,
+    private readonly log: Failover['log'],
     private readonly requestFor: RequestFor,
     /** Streams: the first-token and stall watchdogs apply, and a stream is continued. */
     private readonly streaming: boolean,
@@ -109,6 +108,18 @@ export class ChatFailover {
         this.failed(e, upstream);
       }
     }
+  }
+
+  /**
+   * A stream an engine already answered (a Responses request asked through chat completions:
+   * create-response.ts), taken over from its first event on; `controller` cancels that request.
+   */
+  adopt(upstream: UpstreamEntry, res: ChatResponse, controller: AbortController): Attempt {
+    this.order ??= this.ctx.registry.upstreamOrder(this.run.model);
+    this.tried.add(upstream.id);
+    this.upstream = upstream;
+    const watchdog = this.streaming ? this.watch(controller, this.ctx.config.llmFailover.firstTokenMs) : null;
+    return { upstream, res, controller, events: chatStreamEvents(res.body)[Symbol.asyncIterator](), pending: [], watchdog };
   }
 
   /** One engine asked; resolves with its answer's headers. */
@@ -302,8 +313,11 @@ export class ChatFailover {
 
   /** After a continuation, the usage chunk the client sees counts what it received: the output of every engine. */
   private withBilledUsage(event: ChatStreamEvent): ChatStreamEvent {
-    const { input, output } = this.run.tokens();
-    const data = JSON.parse(event.raw.replace(/^data: ?/m, '').trim()) as { usage?: Record<string, unknown> };
+    const data = JSON.parse(event.raw.replace(/^data: ?/m, '').trim()) as {
+      usage?: { prompt_tokens?: number; completion_tokens?: number; total_tokens?: number };
+    };
+    const input = data.usage?.prompt_tokens ?? 0;
+    const output = this.run.carriedOutput + (data.usage?.completion_tokens ?? 0);
     data.usage = { ...data.usage, prompt_tokens: input, completion_tokens: output, total_tokens: input + output };
     return { ...event, raw: `data: ${JSON.stringify(data)}\n\n` };
   }

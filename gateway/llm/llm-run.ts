@@ -51,7 +51,7 @@ export class LlmRun {
   /** Output events delivered (chunks or stream events that carry output): one token each when the engine reports no count. */
   outputEvents = 0;
   /** What earlier engines of a stream that failed over delivered (chat-failover.ts): their tokens and their output events. */
-  private carriedOutput = 0;
+  private carried = 0;
   private carriedEvents = 0;
   private streaming = false;
   /** Resolves what the lifecycle holds for a stream, once its debit is written. */
@@ -111,10 +111,15 @@ export class LlmRun {
    * output event, as it never gave its count); the next engine's counts are its own.
    */
   switchedEngine(): void {
-    this.carriedOutput += this.engineOutput ?? this.outputEvents - this.carriedEvents;
+    this.carried += this.engineOutput ?? this.outputEvents - this.carriedEvents;
     this.carriedEvents = this.outputEvents;
     this.engineInput = undefined;
     this.engineOutput = undefined;
+  }
+
+  /** The output tokens of the engines a stream failed over from. */
+  get carriedOutput(): number {
+    return this.carried;
   }
 
   /**
@@ -124,7 +129,7 @@ export class LlmRun {
   tokens(): { input: number; output: number } {
     return {
       input: this.engineInput ?? estimateTokens(this.promptBytes),
-      output: this.carriedOutput + (this.engineOutput ?? this.outputEvents - this.carriedEvents),
+      output: this.carried + (this.engineOutput ?? this.outputEvents - this.carriedEvents),
     };
   }
 
