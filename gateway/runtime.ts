@@ -10,6 +10,7 @@ import type { Config } from '../server/config/env.ts';
 import { ensureDataDir, readTlsFiles } from '../server/config/env.ts';
 import { openDatabase } from '../server/db/database.ts';
 import { migrate } from '../server/db/migrate.ts';
+import { recordCircuitOpen } from '../server/services/models/record-circuit.ts';
 import { seedRegistry } from '../server/services/models/seed-registry.ts';
 import { seedPlatformVoices } from '../server/services/voices/seed-platform-voices.ts';
 import { buildGateway } from './app.ts';
@@ -161,6 +162,7 @@ export async function createGatewayRuntime(
     onCircuit: (id, open) => {
       const upstream = registry.upstreams().find((u) => u.id === id);
       if (upstream) metrics.circuitOpen(upstream, open);
+      if (open) void recordCircuitOpen(db.prisma, id);
     },
   });
   await registry.refresh();

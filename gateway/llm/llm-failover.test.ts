@@ -6,7 +6,8 @@
 import { createOpenAI } from '@ai-sdk/openai';
 import { streamText } from 'ai';
 import OpenAI from 'openai';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { listModelHealth } from '../../server/services/models/list-model-health.ts';
 import { upsertModel } from '../../server/services/models/upsert-model.ts';
 import { startGateway, type GatewayHarness } from '../../test/support/gateway-harness.ts';
 import { startFaultyEngines, type Fault, type FaultyEngines } from '../../test/support/scripted-chat-faults.ts';
@@ -110,6 +111,18 @@ describe('chat completion streams fail over (openai client)', () => {
         .upstreams.map((u) => u.circuit)
         .sort(),
     ).toEqual(['closed', 'open']);
+  });
+
+  it("the dashboard's model list shows the failed upstream's open circuit until a good health check", async () => {
+    const { engines, id } = await twoEngines(h, [{ kind: 'close', after: 1 }]);
+    expect((await streamWithOpenAi(h, id)).text).toBe(ANSWER);
+    const failedUrl = engines.engines.find((e) => e.name === engines.requests[0]!.engine)!.baseUrl;
+    const circuits = async () =>
+      Object.fromEntries((await listModelHealth(h.testDb.db.prisma)).find((m) => m.id === id)!.upstreams.map((u) => [u.url === failedUrl, u.circuitOpen]));
+    await vi.waitFor(async () => expect(await circuits()).toEqual({ true: true, false: false }));
+    await h.runtime.ctx.health.checkAll();
+    expect(await circuits()).toEqual({ true: false, false: false });
+    expect(h.runtime.ctx.registry.circuits.stateOf(h.runtime.ctx.registry.all().find((m) => m.id === id)!.upstreams[0]!.id)).toBe('closed');
   });
 
   it('the usage chunk the client asked for counts what it received across both engines', async () => {
