@@ -32,6 +32,8 @@ export interface FaultScript {
   faults: Fault[];
   /** The answer, in the pieces it is streamed in. */
   pieces: string[];
+  /** A pause before each piece (the benchmark's token time); none by default. */
+  pieceMs?: number;
 }
 
 export interface ChatRequestRecord {
@@ -144,6 +146,8 @@ async function startEngine(name: string, script: FaultScript, requests: ChatRequ
       res.write(`data: ${JSON.stringify({ id: `chatcmpl-${name}`, object: 'chat.completion.chunk', created: 1, model: body.model, choices, ...extra })}\n\n`);
     chunk([{ index: 0, delta: { role: 'assistant', content: '' }, finish_reason: null }]);
     for (const [i, piece] of pieces.entries()) {
+      if (script.pieceMs) await new Promise((r) => setTimeout(r, script.pieceMs));
+      if (res.destroyed) return;
       if ('after' in fault && fault.after === i) return misbehave(fault, res);
       chunk([{ index: 0, delta: { content: piece }, finish_reason: null }]);
     }
