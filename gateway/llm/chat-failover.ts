@@ -158,24 +158,36 @@ export class ChatFailover {
   private async race(a: UpstreamEntry, b: UpstreamEntry): Promise<Attempt> {
     const live: Attempt[] = [];
     let decided = false;
+    const faults: [UpstreamEntry, EngineFault][] = [];
     const contenders = [a, b].map(async (u) => {
-      const attempt = await this.attempt(u);
+      const attempt = await this.attempt(u).catch((e: unknown) => {
+        if (e instanceof EngineFault) faults.push([u, e]);
+        throw e;
+      });
       if (decided) {
         cancel(attempt);
         throw new Error('lost the race');
       }
       live.push(attempt);
-      for (;;) {
-        const next = await this.read(attempt);
-        if (next.done) throw new EngineFault('closed', new UpstreamError('broken', 'The engine ended its stream before any output.'));
-        attempt.pending.push(next.value);
-        if (next.value.output || next.value.done) return attempt;
+      try {
+        for (;;) {
+          const next = await this.read(attempt);
+          if (next.done) throw new EngineFault('closed', new UpstreamError('broken', 'The engine ended its stream before any output.'));
+          attempt.pending.push(next.value);
+          if (next.value.output || next.value.done) return attempt;
+        }
+      } catch (e) {
+        const fault = this.classify(e, attempt.controller);
+        if (fault instanceof EngineFault && !decided) faults.push([u, fault]);
+        throw fault;
       }
     });
     let winner: Attempt | undefined;
     try {
       winner = await Promise.any(contenders);
       this.upstream = winner.upstream;
+      // The one that failed before the winner's first output is recorded like any engine left behind.
+      for (const [u, fault] of faults) this.failed(fault, u);
       return winner;
     } catch (e) {
       const [first, second] = (e as AggregateError).errors as unknown[];
@@ -301,6 +313,7 @@ export class ChatFailover {
         if ((this.call as { clientGone?: boolean }).clientGone) return null;
         this.failed(this.classify(e, attempt.controller), attempt.upstream);
       } finally {
+        attempt.watchdog?.cancel();
         attempt.controller.abort();
       }
       attempt = await this.open();
