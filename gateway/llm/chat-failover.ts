@@ -39,6 +39,9 @@ class Silence extends Error {
   override readonly name = 'TimeoutError';
 }
 
+/** One engine asked, its answer open. */
+export type ChatAttempt = Attempt;
+
 interface Attempt {
   upstream: UpstreamEntry;
   res: ChatResponse;
@@ -120,6 +123,20 @@ export class ChatFailover {
     this.upstream = upstream;
     const watchdog = this.streaming ? this.watch(controller, this.ctx.config.llmFailover.firstTokenMs) : null;
     return { upstream, res, controller, events: chatStreamEvents(res.body)[Symbol.asyncIterator](), pending: [], watchdog };
+  }
+
+  /**
+   * An engine asked elsewhere (create-response.ts) that answered with a failure not of the
+   * client's making: recorded and left behind when another upstream may take the request (true);
+   * false, and the answer left unread, otherwise.
+   */
+  async leftBehind(upstream: UpstreamEntry, res: ChatResponse): Promise<boolean> {
+    if (res.statusCode < 300 || CLIENT_FAULT.has(res.statusCode)) return false;
+    this.order ??= this.ctx.registry.upstreamOrder(this.run.model);
+    this.tried.add(upstream.id);
+    if (!this.anotherLeft()) return false;
+    this.failed(new EngineFault('http_status', statusError(res.statusCode, await errorText(res.body), upstream.apiKey)), upstream);
+    return true;
   }
 
   /** One engine asked; resolves with its answer's headers. */

@@ -15,7 +15,7 @@ import type { ChatResponse } from '../upstreams/contract.ts';
 import { tryUpstreams } from '../core/try-upstreams.ts';
 import { errorText } from '../upstreams/engine-http.ts';
 import type { LlmAnswer, LlmAsk } from './chat-completion.ts';
-import { ChatFailover } from './chat-failover.ts';
+import { ChatFailover, type ChatAttempt } from './chat-failover.ts';
 import type { ChatStreamEvent, ChatUsage } from './chat-stream.ts';
 import { askChat, parseEngineJson, refuseFailedAnswer, streamEnding, wholeAnswer, type EngineAnswer, type LlmRun } from './llm-run.ts';
 import { patchTopLevelMembers } from './patch-json-members.ts';
@@ -97,7 +97,7 @@ export class ResponseCreator {
       return { res, upstream, via: responseMeta(body, model.id), controller };
     };
 
-    const answer = await tryUpstreams(ctx, model, engine, async (upstream): Promise<Answer> => {
+    let answer = await tryUpstreams(ctx, model, engine, async (upstream): Promise<Answer> => {
       const runtime = ctx.protocols.get(upstream.protocol);
       if (runtime?.responses && !this.chatOnly.has(chatOnlyKey(upstream))) {
         const res = await runtime.responses(upstream, { raw: forwardedBytes(raw, upstream, model), body, signal: engine.signal, timeoutMs: engine.timeoutMs });
@@ -112,14 +112,21 @@ export class ResponseCreator {
       }
       return askThroughChat(upstream);
     });
+    // An engine that failed (5xx...) before answering is left for the next, asked through chat
+    // completions like any engine a stream moves to (chat-failover.ts); none left: its error.
+    const failover = new ChatFailover(run, engine, ask.log, chatRequest, body.stream === true);
+    let first: ChatAttempt | undefined;
+    if (await failover.leftBehind(answer.upstream, answer.res)) {
+      first = await failover.open();
+      answer = { res: first.res, upstream: first.upstream, via: responseMeta(body, model.id), controller: first.controller };
+    }
     await refuseFailedAnswer(ctx, answer, engine.timeoutMs);
     const { res, upstream, via } = answer;
 
     if (res.contentType.includes('text/event-stream')) {
       if (!via) return { kind: 'stream', events: relayedStream(run, ask, res, upstream) };
       // Through chat completions the stream fails over like a chat stream: the next engine is asked through chat too.
-      const failover = new ChatFailover(run, engine, ask.log, chatRequest, true);
-      const first = failover.adopt(upstream, res, answer.controller ?? new AbortController());
+      first ??= failover.adopt(upstream, res, answer.controller ?? new AbortController());
       return { kind: 'stream', events: this.translatedStream(run, ask, failover.events(first), failover, via) };
     }
     const text = await wholeAnswer(res, engine);

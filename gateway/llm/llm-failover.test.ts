@@ -4,7 +4,7 @@
 // the whole answer with no error, billed once for what they received; the engine that failed gets
 // no new work.
 import { createOpenAI } from '@ai-sdk/openai';
-import { streamText } from 'ai';
+import { generateText, streamText } from 'ai';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { listModelHealth } from '../../server/services/models/list-model-health.ts';
@@ -188,17 +188,31 @@ describe('the AI SDK through a failover', () => {
     const { id } = await twoEngines(h, [{ kind: 'close', after: 2 }]);
     const provider = createOpenAI({ baseURL: `${h.url}/v1`, apiKey: h.key });
     const errors: unknown[] = [];
-    const result = streamText({ model: provider.chat(id), prompt: 'Say the sentence.', onError: ({ error }) => void errors.push(error) });
+    const result = streamText({ model: provider.chat(id), prompt: 'Say the sentence.', maxRetries: 0, onError: ({ error }) => void errors.push(error) });
     expect(await result.text).toBe(ANSWER);
     expect(errors).toEqual([]);
     expect((await result.usage).outputTokens).toBe(PIECES.length);
+  });
+
+  it('streamText and generateText (Responses API through chat completions): an engine that answers 500 first is replaced unseen', async () => {
+    const provider = createOpenAI({ baseURL: `${h.url}/v1`, apiKey: h.key });
+    const streamedPair = await twoEngines(h, [{ kind: 'status', status: 500 }]);
+    const errors: unknown[] = [];
+    const streamed = streamText({ model: provider(streamedPair.id), prompt: 'Say it.', maxRetries: 0, onError: ({ error }) => void errors.push(error) });
+    expect(await streamed.text).toBe(ANSWER);
+    expect(errors).toEqual([]);
+    const wholePair = await twoEngines(h, [{ kind: 'status', status: 502 }]);
+    const whole = await generateText({ model: provider(wholePair.id), prompt: 'Say it.', maxRetries: 0 });
+    expect(whole.text).toBe(ANSWER);
+    expect(whole.usage.outputTokens).toBe(PIECES.length);
+    for (const { engines } of [streamedPair, wholePair]) expect(engines.requests.map((r) => r.fault.kind)).toEqual(['status', 'none']);
   });
 
   it('streamText (Responses API, answered through chat completions) reads the whole answer when the engine dies mid-stream', async () => {
     const { engines, id } = await twoEngines(h, [{ kind: 'close', after: 3 }]);
     const provider = createOpenAI({ baseURL: `${h.url}/v1`, apiKey: h.key });
     const errors: unknown[] = [];
-    const result = streamText({ model: provider(id), prompt: 'Say the sentence.', onError: ({ error }) => void errors.push(error) });
+    const result = streamText({ model: provider(id), prompt: 'Say the sentence.', maxRetries: 0, onError: ({ error }) => void errors.push(error) });
     expect(await result.text).toBe(ANSWER);
     expect(errors).toEqual([]);
     expect(engines.requests.filter((r) => r.body.continue_final_message === true)).toHaveLength(1);
