@@ -50,6 +50,9 @@ interface Attempt {
   /** Read while racing (hedging) and not yet relayed. */
   pending: ChatStreamEvent[];
   watchdog: Timer | null;
+  /** From the first token on: when the last chunk came, and whether the stall watch is set (one timer, moved on only when it fires). */
+  lastChunkAt?: number;
+  stallWatched?: boolean;
 }
 
 /** A client's refusal by the engine (its bad request): the client's error, not the engine's fault. */
@@ -306,11 +309,8 @@ export class ChatFailover {
         // Several choices cannot be continued as one assistant message.
         if (next.raw.includes('"index":1')) this.continuable = false;
       }
-      if (next.output || this.run.outputEvents > 0) {
-        // From the first token on, the engine may stay silent only so long between chunks.
-        attempt.watchdog?.cancel();
-        attempt.watchdog = this.watch(attempt.controller, this.ctx.config.llmFailover.stallMs);
-      }
+      // From the first token on, the engine may stay silent only so long between chunks.
+      if (next.output || this.run.outputEvents > 0) this.stallWatch(attempt);
       if (next.deltas.some((d) => d.type === 'finish')) finished = true;
       if (next.done) finished = done = true;
       yield this.continued && next.deltas.some((d) => d.type === 'usage') ? this.withBilledUsage(next) : next;
@@ -352,7 +352,28 @@ export class ChatFailover {
     return { ...event, raw: `data: ${JSON.stringify(data)}\n\n` };
   }
 
-  private watch(controller: AbortController, ms: number): Timer {
+  private stallWatch(attempt: Attempt): void {
+    const clock = this.ctx.clock;
+    attempt.lastChunkAt = clock.now();
+    if (attempt.stallWatched) return;
+    attempt.stallWatched = true;
+    attempt.watchdog?.cancel();
+    attempt.watchdog = null;
+    if (!this.anotherLeft()) return;
+    const ms = this.ctx.config.llmFailover.stallMs;
+    const arm = (delay: number) => {
+      attempt.watchdog = clock.after(delay, () => {
+        const idle = clock.now() - (attempt.lastChunkAt ?? 0);
+        if (idle < ms) arm(ms - idle);
+        else attempt.controller.abort(new Silence(`The engine sent nothing for ${ms / 1000} s.`));
+      });
+    };
+    arm(ms);
+  }
+
+  /** Silence is a fault only when another engine could take over: alone, an engine may be slow (its own timeout still applies). */
+  private watch(controller: AbortController, ms: number): Timer | null {
+    if (!this.anotherLeft()) return null;
     return this.ctx.clock.after(ms, () => controller.abort(new Silence(`The engine sent nothing for ${ms / 1000} s.`)));
   }
 

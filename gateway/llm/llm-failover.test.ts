@@ -244,6 +244,26 @@ describe('stalls (SVC_LLM_FIRST_TOKEN_SECONDS, SVC_LLM_STALL_SECONDS)', () => {
   });
 });
 
+describe('a model with one upstream', () => {
+  it('is not cut off for a slow first token or slow chunks: with no engine to move to, silence is not a fault', async () => {
+    const g = await startGateway({ env: { ...SLOW_CHECKS, SVC_LLM_FIRST_TOKEN_SECONDS: '0.3', SVC_LLM_STALL_SECONDS: '0.3' } });
+    const engines = await startFaultyEngines({ faults: [], pieces: ['slow ', 'but ', 'whole'], pieceMs: 600 }, ['only']);
+    try {
+      await upsertModel(g.testDb.db.prisma, checkProtocol, {
+        id: 'alone',
+        modality: 'llm',
+        upstream: { url: engines.engines[0]!.baseUrl, protocol: 'openai' },
+      });
+      await g.runtime.ctx.registry.refresh();
+      expect((await streamWithOpenAi(g, 'alone')).text).toBe('slow but whole');
+      expect(engines.requests).toHaveLength(1);
+    } finally {
+      await engines.close();
+      await g.close();
+    }
+  });
+});
+
 describe('hedging (capabilities.hedge)', () => {
   it('both engines are asked, the first to answer is kept and the other cancelled; billed once', async () => {
     const { engines, id } = await twoEngines(h, [{ kind: 'stall', after: 0 }], { hedge: true });
