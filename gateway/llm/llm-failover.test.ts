@@ -125,6 +125,34 @@ describe('chat completion streams fail over (openai client)', () => {
     expect(h.runtime.ctx.registry.circuits.stateOf(h.runtime.ctx.registry.all().find((m) => m.id === id)!.upstreams[0]!.id)).toBe('closed');
   });
 
+  it('the request log names each engine tried with its outcome, the one that served, and why it moved', async () => {
+    const { engines, id } = await twoEngines(h, [{ kind: 'status', status: 503 }]);
+    const { requestId } = await streamWithOpenAi(h, id);
+    const [failed, serving] = engines.requests.map((r) => r.engine);
+    const upstreamIds = Object.fromEntries(
+      h.runtime.ctx.registry
+        .all()
+        .find((m) => m.id === id)!
+        .upstreams.map((u) => [engines.engines.find((e) => e.baseUrl === u.url)!.name, u.id]),
+    );
+    type Row = { upstreams: { upstream_id: string; outcome: string }[]; served_by: string; failover_reason: string };
+    const row = await vi.waitFor(
+      async () => {
+        await h.runtime.ctx.requestLog!.flush();
+        const list = (await (await fetch(`${h.url}/v1/logs?request_id=${requestId}`, { headers: h.headers })).json()) as { data: { id: string }[] };
+        expect(list.data).toHaveLength(1);
+        return (await (await fetch(`${h.url}/v1/logs/${list.data[0]!.id}`, { headers: h.headers })).json()) as Row;
+      },
+      { timeout: 10_000, interval: 50 },
+    );
+    expect(row.upstreams.map((a) => [a.upstream_id, a.outcome])).toEqual([
+      [upstreamIds[failed!], 'http_status'],
+      [upstreamIds[serving!], 'ok'],
+    ]);
+    expect(row.served_by).toBe(upstreamIds[serving!]);
+    expect(row.failover_reason).toBe('http_status (before first output)');
+  });
+
   it('the usage chunk the client asked for counts what it received across both engines', async () => {
     const { id } = await twoEngines(h, [{ kind: 'close', after: 2 }]);
     const client = new OpenAI({ baseURL: `${h.url}/v1`, apiKey: h.key, maxRetries: 0 });
