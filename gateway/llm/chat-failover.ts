@@ -159,6 +159,8 @@ export class ChatFailover {
         throw new EngineFault('http_status', failure);
       }
       traced?.answered();
+      this.ctx.upstreamStats?.record(upstream.id, true);
+      this.ctx.registry.circuits.success(upstream.id);
       this.logAttempt(upstream, 'ok', started);
       this.upstream = upstream;
       return { upstream, res, controller, events: chatStreamEvents(res.body)[Symbol.asyncIterator](), pending: [], watchdog };
