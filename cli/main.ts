@@ -175,6 +175,7 @@ model
   .option('--price-per-second <usd>', 'stt: USD per second of audio')
   .option('--sample-rates <list>', 'stt: comma-separated sample rates the model accepts')
   .option('--max-output-tokens <n>', 'llm: output reserved for a request without max_tokens (default SVC_LLM_RESERVE_MAX_TOKENS)')
+  .addOption(new Option('--hedge <on|off>', 'llm: ask two upstreams for the first token, keep the first (docs/failover.md)').choices(['on', 'off']))
   .addOption(new Option('--status <s>', 'active or disabled').choices(['active', 'disabled']))
   .action(async (o: Record<string, string | undefined> & { setting?: Record<string, unknown> }) => {
     const weight = Number(o.weight);
@@ -188,6 +189,7 @@ model
         ...(o.status !== undefined && { status: o.status as 'active' | 'disabled' }),
         ...(sampleRates && { sampleRates }),
         ...(o.maxOutputTokens !== undefined && { maxOutputTokens: positiveInt(o.maxOutputTokens, '--max-output-tokens') }),
+        ...(o.hedge !== undefined && { hedge: o.hedge === 'on' }),
         prices: {
           inputPicoPerToken: price(o.priceInputPerMtok, '--price-input-per-mtok', true),
           outputPicoPerToken: price(o.priceOutputPerMtok, '--price-output-per-mtok', true),

@@ -1,6 +1,7 @@
 import type { FastifyReply } from 'fastify';
 import type { Ticket } from './core/admission.ts';
 import type { Lifecycle } from './lifecycle.ts';
+import type { LogRef } from './request-log/request-log-types.ts';
 
 /**
  * A signal aborted when the client goes away before its response is complete, so engine
@@ -43,6 +44,8 @@ export interface EngineCall {
   readonly timeoutMs: number;
   /** True once the client went away before its response was complete. */
   readonly clientGone: boolean;
+  /** The request's row in the request log, where its engine attempts are recorded. */
+  readonly ref?: LogRef;
 }
 
 /**
@@ -54,8 +57,8 @@ export interface EngineCall {
  * AbortSignal.any: per-request EventTarget listeners on the process-long shutdown signal showed
  * up in profiles of the chat hot path.
  */
-export function engineCall(reply: FastifyReply, lifecycle: Lifecycle, ticket: Ticket | null, timeoutMs: number, deadlineMs?: number): EngineCall {
-  return new EngineCallHandle(reply, lifecycle, ticket, timeoutMs, deadlineMs);
+export function engineCall(reply: FastifyReply, lifecycle: Lifecycle, ticket: Ticket | null, timeoutMs: number, deadlineMs?: number, ref?: LogRef): EngineCall {
+  return new EngineCallHandle(reply, lifecycle, ticket, timeoutMs, deadlineMs, ref);
 }
 
 // A class, not an object literal with a `get clientGone()`: such a literal gets a new getter
@@ -74,6 +77,7 @@ class EngineCallHandle implements EngineCall {
     ticket: Ticket | null,
     readonly timeoutMs: number,
     deadlineMs: number | undefined,
+    readonly ref: LogRef | undefined,
   ) {
     this.release = lifecycle.holdEngineCall(this.controller);
     ticket?.bind(this.controller);

@@ -10,6 +10,7 @@ import type { Config } from '../server/config/env.ts';
 import { ensureDataDir, readTlsFiles } from '../server/config/env.ts';
 import { openDatabase } from '../server/db/database.ts';
 import { migrate } from '../server/db/migrate.ts';
+import { recordCircuitOpen } from '../server/services/models/record-circuit.ts';
 import { seedRegistry } from '../server/services/models/seed-registry.ts';
 import { seedPlatformVoices } from '../server/services/voices/seed-platform-voices.ts';
 import { buildGateway } from './app.ts';
@@ -155,7 +156,15 @@ export async function createGatewayRuntime(
   const traced = tracing ? tracing.traceCore(metered) : metered;
   const core = requestLog ? requestLog.observeCore(traced, db.hot) : traced;
 
-  const registry = new ModelRegistry(db.prisma);
+  const registry = new ModelRegistry(db.prisma, {
+    clock,
+    circuit: config.circuit,
+    onCircuit: (id, open) => {
+      const upstream = registry.upstreams().find((u) => u.id === id);
+      if (upstream) metrics.circuitOpen(upstream, open);
+      if (open) void recordCircuitOpen(db.prisma, id);
+    },
+  });
   await registry.refresh();
   const protocols = new ProtocolRuntimes(config.engines);
   limitDecoders(config.limits.sttDecoders);

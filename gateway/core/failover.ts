@@ -1,8 +1,8 @@
 // The one record of a live stream leaving a failing engine for the next upstream (STT sessions,
-// TTS streams, LLM streams): the upstream is out for new work at once (back through the health
-// checks), and the switch is a metric, a log line, an event on the active trace span and the
-// request log's failover reason. Who switches decides how (docs/failover.md); this only records.
-import type { FastifyBaseLogger } from 'fastify';
+// TTS streams, LLM streams): the upstream is out for new work at once (its circuit opens:
+// gateway/registry/circuit.ts; back through the health checks), and the switch is a metric, a
+// log line, an event on the active trace span and the request log's failover reason. Who
+// switches decides how (docs/failover.md); this only records.
 import type { GatewayContext } from '../context.ts';
 import type { FailoverPhase, FailoverReason } from '../metrics/gateway-metrics.ts';
 import type { UpstreamEntry } from '../registry/model-registry.ts';
@@ -17,13 +17,14 @@ export interface Failover {
   phase: FailoverPhase;
   /** The request (or session) whose stream moved, for its log row. */
   ref?: LogRef;
-  log: FastifyBaseLogger;
+  log: { warn(obj: unknown, msg: string): void };
   /** What the engine did, for the log line (its message is already free of keys: engine-http.ts). */
   error?: unknown;
 }
 
 export function recordFailover(ctx: GatewayContext, f: Failover): void {
   ctx.health.record(f.from, { ok: false, error: `failed during a stream (${f.reason})` });
+  ctx.registry.circuits.trip(f.from.id);
   ctx.upstreamStats?.record(f.from.id, false);
   ctx.metrics.failover(f.from, f.reason, f.phase);
   f.log.warn(

@@ -8,12 +8,15 @@ import type { FastifyReply } from 'fastify';
 import { engineCall, type EngineCall } from '../client-gone.ts';
 import type { GatewayContext } from '../context.ts';
 import type { ModelEntry, UpstreamEntry } from '../registry/model-registry.ts';
+import type { LogRef } from '../request-log/request-log-types.ts';
 import { upstreamEnvelope } from '../upstream-envelope.ts';
 import { UpstreamError, type CallOptions } from '../upstreams/contract.ts';
 import { asUpstreamError } from '../upstreams/engine-http.ts';
 import type { Ticket } from './admission.ts';
+import type { RequestAuth } from './gateway-core.ts';
 
-export type UpstreamCall = CallOptions;
+/** An engine call; `ref` names the request whose log row records each attempt. */
+export type UpstreamCall = CallOptions & { readonly ref?: LogRef };
 
 /**
  * A request's engine call (gateway/client-gone.ts `engineCall`): ended by the client leaving, a
@@ -22,7 +25,9 @@ export type UpstreamCall = CallOptions;
  */
 export function upstreamCall(ctx: GatewayContext, reply: FastifyReply, ticket: Ticket | null, options: { deadline?: boolean } = {}): EngineCall {
   const timeoutMs = ctx.config.upstreamTimeoutMs;
-  return engineCall(reply, ctx.lifecycle, ticket, timeoutMs, options.deadline === false ? undefined : timeoutMs);
+  const auth = (reply.request as { auth?: RequestAuth }).auth;
+  const ref = auth ? { orgId: auth.orgId, requestId: reply.request.id } : undefined;
+  return engineCall(reply, ctx.lifecycle, ticket, timeoutMs, options.deadline === false ? undefined : timeoutMs, ref);
 }
 
 /** Engine work no client waits on (voice jobs): the job's own signal and the deadline. */
@@ -55,22 +60,32 @@ export async function tryUpstreams<T>(
 ): Promise<T> {
   let lastError = 'no upstream tried';
   for (const upstream of ctx.registry.upstreamOrder(model)) {
+    // A half-open circuit lets one call through, its trial; the others skip that upstream.
+    if (!ctx.registry.circuits.admits(upstream.id)) continue;
     // Tracing off: no span, the attempt is called as it is.
     const traced = ctx.tracing?.startAttempt(upstream);
+    const started = performance.now();
+    const logAttempt = (outcome: string) => {
+      if (call.ref) ctx.requestLog?.attempt(call.ref, { upstreamId: upstream.id, outcome, ms: Math.round(performance.now() - started) });
+    };
     try {
       const result = await (traced ? traced.run(() => attempt(upstream)) : attempt(upstream));
       traced?.answered();
       ctx.upstreamStats?.record(upstream.id, true);
+      ctx.registry.circuits.success(upstream.id);
+      logAttempt('ok');
       return result;
     } catch (e) {
       if (isServiceError(e)) {
         traced?.failed('error', e);
+        logAttempt('error');
         throw e;
       }
       if (call.signal.aborted) {
         const timedOut = (call.signal.reason as Error | undefined)?.name === 'TimeoutError';
         if (timedOut) recordFailure(ctx, upstream, 'timeout');
         traced?.failed(timedOut ? 'timeout' : 'cancelled', e);
+        logAttempt(timedOut ? 'timeout' : 'cancelled');
         throw clientErrorFor(e, call);
       }
       const failure = asUpstreamError(e, false);
@@ -80,9 +95,11 @@ export async function tryUpstreams<T>(
           failure.kind === 'status' ? 'http_error' : failure.kind === 'timeout' ? 'timeout' : failure.kind === 'broken' ? 'broken' : 'error',
           failure,
         );
+        logAttempt(failure.kind === 'status' ? 'http_status' : failure.kind === 'timeout' ? 'timeout' : 'broken');
         throw upstreamEnvelope(failure, call.timeoutMs);
       }
       recordFailure(ctx, upstream, 'connect');
+      logAttempt('connect');
       traced?.failed('connect_failed', failure);
       ctx.health.record(upstream, { ok: false, error: `connection failed: ${failure.message}` });
       lastError = failure.message;
@@ -96,6 +113,7 @@ type UpstreamErrorKind = Parameters<GatewayContext['metrics']['upstreamError']>[
 function recordFailure(ctx: GatewayContext, upstream: UpstreamEntry, kind: UpstreamErrorKind): void {
   ctx.metrics.upstreamError(upstream, kind);
   ctx.upstreamStats?.record(upstream.id, false);
+  ctx.registry.circuits.failure(upstream.id);
 }
 
 /**

@@ -4,11 +4,12 @@
 // the answer comes back as the engine produced it, streamed event by event.
 import type { FastifyBaseLogger } from 'fastify';
 import type { EngineCall } from '../client-gone.ts';
+import { CHAT_ANSWER_MAX_BYTES } from '../upstreams/engine-http.ts';
+import { ChatFailover } from './chat-failover.ts';
 import type { JsonObject } from '../json-body.ts';
 import type { UpstreamEntry } from '../registry/model-registry.ts';
-import type { ChatRequest, ChatResponse } from '../upstreams/contract.ts';
-import { chatStreamEvents, type ChatUsage } from './chat-stream.ts';
-import { callChat, parseEngineJson, streamEnding, wholeAnswer, type LlmRun } from './llm-run.ts';
+import type { ChatStreamEvent, ChatUsage } from './chat-stream.ts';
+import { parseEngineJson, streamEnding, type LlmRun } from './llm-run.ts';
 import { patchTopLevelMembers } from './patch-json-members.ts';
 
 /** What a route sends: a whole body, already debited (its cost and the balance after), or a stream that debits itself when it ends. */
@@ -30,11 +31,13 @@ export async function completeChat(run: LlmRun, ask: LlmAsk): Promise<LlmAnswer 
   const { raw, body, engine } = ask;
   const stream = body.stream === true;
   const clientWantsUsage = stream && (body.stream_options as JsonObject | undefined)?.include_usage === true;
-  const { res, upstream } = await callChat(run.ctx, run.model, engine, (u) => requestFor(u, run.model.id, raw, body, stream && !clientWantsUsage, engine));
+  const failover = new ChatFailover(run, engine, ask.log, (u) => requestFor(u, run.model.id, raw, body, stream && !clientWantsUsage), stream);
+  const first = await failover.open();
+  const { res } = first;
 
   if (!res.contentType.includes('text/event-stream')) {
     // Kept as the decoded text: parsed once for the usage and sent as it is.
-    const text = await wholeAnswer(res, engine);
+    const text = await failover.wholeText(first, CHAT_ANSWER_MAX_BYTES);
     if (text === null) return null;
     const usage = (parseEngineJson(text) as { usage?: ChatUsage } | null)?.usage;
     run.engineInput = usage?.prompt_tokens;
@@ -42,30 +45,36 @@ export async function completeChat(run: LlmRun, ask: LlmAsk): Promise<LlmAnswer 
     const { cost, remaining } = await run.debit();
     return { kind: 'whole', contentType: res.contentType || 'application/json', body: text, cost, remaining };
   }
-  return { kind: 'stream', events: relayChatStream(run, ask, res, upstream, clientWantsUsage) };
+  return { kind: 'stream', events: relayChatStream(run, ask, failover.events(first), failover, clientWantsUsage) };
 }
 
 /**
  * What goes to an upstream: the client's bytes, unless the upstream knows the model by another
  * name or the gateway must ask for the usage chunk the client did not ask for (`addUsage`).
  */
-function requestFor(upstream: UpstreamEntry, modelId: string, raw: Buffer, body: JsonObject, addUsage: boolean, call: EngineCall): ChatRequest {
+function requestFor(upstream: UpstreamEntry, modelId: string, raw: Buffer, body: JsonObject, addUsage: boolean): { raw: Buffer; body: JsonObject } {
   const renamed = upstream.upstreamModel !== modelId;
-  if (!renamed && !addUsage) return { raw, body, signal: call.signal, timeoutMs: call.timeoutMs };
+  if (!renamed && !addUsage) return { raw, body };
   const copy: JsonObject = { ...body, model: upstream.upstreamModel };
   if (addUsage) copy.stream_options = { ...plainObject(body.stream_options), include_usage: true };
   // Only the changed members are rewritten in the bytes; everything else stays the client's.
   const patch: Record<string, string> = {};
   if (renamed) patch.model = JSON.stringify(copy.model);
   if (addUsage) patch.stream_options = JSON.stringify(copy.stream_options);
-  return { raw: patchTopLevelMembers(raw, patch), body: copy, signal: call.signal, timeoutMs: call.timeoutMs };
+  return { raw: patchTopLevelMembers(raw, patch), body: copy };
 }
 
-/** The engine's events relayed as they arrive; billed once at the end, for what was delivered. */
-async function* relayChatStream(run: LlmRun, ask: LlmAsk, res: ChatResponse, upstream: UpstreamEntry, clientWantsUsage: boolean): AsyncGenerator<string> {
+/** The engines' events relayed as they arrive (chat-failover.ts); billed once at the end, for what was delivered. */
+async function* relayChatStream(
+  run: LlmRun,
+  ask: LlmAsk,
+  events: AsyncIterable<ChatStreamEvent>,
+  failover: ChatFailover,
+  clientWantsUsage: boolean,
+): AsyncGenerator<string> {
   run.streamStarted();
   try {
-    for await (const event of chatStreamEvents(res.body)) {
+    for await (const event of events) {
       if (run.countChat(event)) ask.firstOutput();
       // The usage chunk asked for on the client's behalf is not the client's to see.
       if (event.usageOnly && !clientWantsUsage) continue;
@@ -75,7 +84,7 @@ async function* relayChatStream(run: LlmRun, ask: LlmAsk, res: ChatResponse, ups
     // The engine died or stalled mid-stream, the gateway's shutdown grace period is over, or the
     // key was revoked: the client's stream ends with an error event it can recognise, then
     // [DONE], instead of a cut connection.
-    const error = streamEnding(run.ctx, ask.engine, upstream, ask.log, e);
+    const error = streamEnding(run.ctx, ask.engine, failover.upstream!, ask.log, e);
     if (error) yield `data: ${JSON.stringify({ error })}\n\ndata: [DONE]\n\n`;
   } finally {
     await run.settleStream(ask.log);

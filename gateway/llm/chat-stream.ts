@@ -40,6 +40,10 @@ export interface ChatStreamEvent {
   output: boolean;
   /** The usage chunk alone (no choices), which `stream_options.include_usage` adds at the end. */
   usageOnly: boolean;
+  /** `data: [DONE]`: the engine finished its stream. */
+  done?: boolean;
+  /** Data that is not a JSON object: the engine broke the protocol (a failover reason: chat-failover.ts). */
+  malformed?: boolean;
 }
 
 const NOTHING: readonly ChatDelta[] = Object.freeze([]);
@@ -72,14 +76,15 @@ export async function* chatStreamEvents(body: AsyncIterable<Uint8Array>): AsyncG
 
 function parseEvent(raw: string): ChatStreamEvent {
   const data = sseData(raw);
-  if (data === null || data === '[DONE]') return { raw, deltas: NOTHING, output: false, usageOnly: false };
+  if (data === null) return { raw, deltas: NOTHING, output: false, usageOnly: false };
+  if (data === '[DONE]') return { raw, deltas: NOTHING, output: false, usageOnly: false, done: true };
   let chunk: unknown;
   try {
     chunk = JSON.parse(data);
   } catch {
-    return { raw, deltas: NOTHING, output: false, usageOnly: false };
+    return { raw, deltas: NOTHING, output: false, usageOnly: false, malformed: true };
   }
-  if (!isObject(chunk)) return { raw, deltas: NOTHING, output: false, usageOnly: false };
+  if (!isObject(chunk)) return { raw, deltas: NOTHING, output: false, usageOnly: false, malformed: true };
   const { choices, usage, error } = chunk;
   const deltas: ChatDelta[] = [];
   if (isObject(error)) deltas.push({ type: 'error', code: stringOr(error.code), message: stringOr(error.message) });

@@ -15,7 +15,8 @@ import type { ChatResponse } from '../upstreams/contract.ts';
 import { tryUpstreams } from '../core/try-upstreams.ts';
 import { errorText } from '../upstreams/engine-http.ts';
 import type { LlmAnswer, LlmAsk } from './chat-completion.ts';
-import { chatStreamEvents, type ChatUsage } from './chat-stream.ts';
+import { ChatFailover, type ChatAttempt } from './chat-failover.ts';
+import type { ChatStreamEvent, ChatUsage } from './chat-stream.ts';
 import { askChat, parseEngineJson, refuseFailedAnswer, streamEnding, wholeAnswer, type EngineAnswer, type LlmRun } from './llm-run.ts';
 import { patchTopLevelMembers } from './patch-json-members.ts';
 import { ResponseItemStore } from './response-item-store.ts';
@@ -36,6 +37,8 @@ interface ResponsesUsage {
 interface Answer extends EngineAnswer {
   /** Set when the engine was asked through chat completions: the answer is translated back. */
   via: ResponseMeta | null;
+  /** Cancels the request to this engine alone (a chat stream that fails over: chat-failover.ts). */
+  controller?: AbortController;
 }
 
 /** Responses for one gateway: the items of translated answers, and which upstreams are asked through chat. */
@@ -82,19 +85,19 @@ export class ResponseCreator {
     const chatOnlyKey = (u: UpstreamEntry) => `${u.id} ${u.url}`;
     let chatBody: JsonObject | undefined; // translated once, for whichever upstream needs it
 
-    const askThroughChat = async (upstream: UpstreamEntry): Promise<Answer> => {
+    const chatRequest = (upstream: UpstreamEntry) => {
       chatBody ??= chatRequestFor(body, (id) => this.items.get(orgId, id));
       const sent = { ...chatBody, model: upstream.upstreamModel };
-      const res = await askChat(ctx, model, upstream, {
-        raw: Buffer.from(JSON.stringify(sent)),
-        body: sent,
-        signal: engine.signal,
-        timeoutMs: engine.timeoutMs,
-      });
-      return { res, upstream, via: responseMeta(body, model.id) };
+      return { raw: Buffer.from(JSON.stringify(sent)), body: sent };
+    };
+    const askThroughChat = async (upstream: UpstreamEntry): Promise<Answer> => {
+      const controller = new AbortController();
+      const signal = AbortSignal.any([engine.signal, controller.signal]);
+      const res = await askChat(ctx, model, upstream, { ...chatRequest(upstream), signal, timeoutMs: engine.timeoutMs });
+      return { res, upstream, via: responseMeta(body, model.id), controller };
     };
 
-    const answer = await tryUpstreams(ctx, model, engine, async (upstream): Promise<Answer> => {
+    let answer = await tryUpstreams(ctx, model, engine, async (upstream): Promise<Answer> => {
       const runtime = ctx.protocols.get(upstream.protocol);
       if (runtime?.responses && !this.chatOnly.has(chatOnlyKey(upstream))) {
         const res = await runtime.responses(upstream, { raw: forwardedBytes(raw, upstream, model), body, signal: engine.signal, timeoutMs: engine.timeoutMs });
@@ -109,11 +112,22 @@ export class ResponseCreator {
       }
       return askThroughChat(upstream);
     });
+    // An engine that failed (5xx...) before answering is left for the next, asked through chat
+    // completions like any engine a stream moves to (chat-failover.ts); none left: its error.
+    const failover = new ChatFailover(run, engine, ask.log, chatRequest, body.stream === true);
+    let first: ChatAttempt | undefined;
+    if (await failover.leftBehind(answer.upstream, answer.res)) {
+      first = await failover.open();
+      answer = { res: first.res, upstream: first.upstream, via: responseMeta(body, model.id), controller: first.controller };
+    }
     await refuseFailedAnswer(ctx, answer, engine.timeoutMs);
     const { res, upstream, via } = answer;
 
     if (res.contentType.includes('text/event-stream')) {
-      return { kind: 'stream', events: via ? this.translatedStream(run, ask, res, upstream, via) : relayedStream(run, ask, res, upstream) };
+      if (!via) return { kind: 'stream', events: relayedStream(run, ask, res, upstream) };
+      // Through chat completions the stream fails over like a chat stream: the next engine is asked through chat too.
+      first ??= failover.adopt(upstream, res, answer.controller ?? new AbortController());
+      return { kind: 'stream', events: this.translatedStream(run, ask, failover.events(first), failover, via) };
     }
     const text = await wholeAnswer(res, engine);
     if (text === null) return null;
@@ -136,13 +150,19 @@ export class ResponseCreator {
   }
 
   /** A chat completion stream answered as the Responses stream; billed from the engine's usage chunk. */
-  private async *translatedStream(run: LlmRun, ask: LlmAsk, res: ChatResponse, upstream: UpstreamEntry, meta: ResponseMeta): AsyncGenerator<string> {
+  private async *translatedStream(
+    run: LlmRun,
+    ask: LlmAsk,
+    chatEvents: AsyncIterable<ChatStreamEvent>,
+    failover: ChatFailover,
+    meta: ResponseMeta,
+  ): AsyncGenerator<string> {
     run.streamStarted();
     const translator = new ResponsesStreamTranslator(meta);
     let finished = false;
     try {
       yield translator.start().join('');
-      for await (const event of chatStreamEvents(res.body)) {
+      for await (const event of chatEvents) {
         if (run.countChat(event)) ask.firstOutput();
         const error = event.deltas.find((d) => d.type === 'error');
         if (error) {
@@ -162,7 +182,7 @@ export class ResponseCreator {
       yield events.join('');
     } catch (e) {
       if (!finished) {
-        const ending = streamEnding(run.ctx, ask.engine, upstream, ask.log, e);
+        const ending = streamEnding(run.ctx, ask.engine, failover.upstream!, ask.log, e);
         if (ending) yield translator.errorEvent(ending.code, ending.message);
       }
     } finally {

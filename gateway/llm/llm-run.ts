@@ -50,6 +50,9 @@ export class LlmRun {
   engineOutput: number | undefined;
   /** Output events delivered (chunks or stream events that carry output): one token each when the engine reports no count. */
   outputEvents = 0;
+  /** What earlier engines of a stream that failed over delivered (chat-failover.ts): their tokens and their output events. */
+  private carried = 0;
+  private carriedEvents = 0;
   private streaming = false;
   /** Resolves what the lifecycle holds for a stream, once its debit is written. */
   private streamSettled: () => void = () => {};
@@ -103,9 +106,31 @@ export class LlmRun {
     return event.output && ++this.outputEvents === 1;
   }
 
-  /** The tokens billed: the engine's counts, else an estimate of the prompt and one token per output event. */
+  /**
+   * A stream moves to the next engine: what the failed one delivered is kept (one token per
+   * output event, as it never gave its count); the next engine's counts are its own.
+   */
+  switchedEngine(): void {
+    this.carried += this.engineOutput ?? this.outputEvents - this.carriedEvents;
+    this.carriedEvents = this.outputEvents;
+    this.engineInput = undefined;
+    this.engineOutput = undefined;
+  }
+
+  /** The output tokens of the engines a stream failed over from. */
+  get carriedOutput(): number {
+    return this.carried;
+  }
+
+  /**
+   * The tokens billed: the engine's counts, else an estimate of the prompt and one token per
+   * output event; after a failover the prompt of the engine that finished and the output of all.
+   */
   tokens(): { input: number; output: number } {
-    return { input: this.engineInput ?? estimateTokens(this.promptBytes), output: this.engineOutput ?? this.outputEvents };
+    return {
+      input: this.engineInput ?? estimateTokens(this.promptBytes),
+      output: this.carried + (this.engineOutput ?? this.outputEvents - this.carriedEvents),
+    };
   }
 
   /** What the tokens billed cost at the model's price. */

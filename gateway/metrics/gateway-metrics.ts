@@ -67,6 +67,12 @@ export class GatewayMetrics {
     labelNames: ['model', 'upstream'] as const,
     registers: [this.registry],
   });
+  private readonly circuitsOpen = new Gauge({
+    name: 'svc_upstream_circuit_open',
+    help: 'Upstream circuit as this replica sees it: 1 open (recent calls failed; new work skips it), 0 closed.',
+    labelNames: ['model', 'upstream'] as const,
+    registers: [this.registry],
+  });
   private readonly healthChecks = new Counter({
     name: 'svc_upstream_health_checks_total',
     help: 'Health checks of upstreams, by result.',
@@ -180,6 +186,10 @@ export class GatewayMetrics {
     const label = upstreamLabel(upstream.url);
     this.upstreamUp.labels(upstream.modelId, label).set(ok ? 1 : 0);
     if (fromCheck) this.healthChecks.labels(upstream.modelId, label, ok ? 'up' : 'down').inc();
+  }
+
+  circuitOpen(upstream: Pick<UpstreamEntry, 'modelId' | 'url'>, open: boolean): void {
+    this.circuitsOpen.labels(upstream.modelId, upstreamLabel(upstream.url)).set(open ? 1 : 0);
   }
 
   upstreamError(upstream: Pick<UpstreamEntry, 'modelId' | 'url'>, kind: UpstreamErrorKind): void {

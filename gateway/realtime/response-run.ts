@@ -14,8 +14,9 @@ import { isServiceError } from '../../server/services/errors.ts';
 import { ERROR_TABLE } from '../errors.ts';
 import type { CreditHold, RequestAuth } from '../core/gateway-core.ts';
 import type { GatewayContext } from '../context.ts';
-import { chatStreamEvents, type ChatDelta } from '../llm/chat-stream.ts';
-import { LlmRun, callChat } from '../llm/llm-run.ts';
+import { ChatFailover } from '../llm/chat-failover.ts';
+import type { ChatDelta } from '../llm/chat-stream.ts';
+import { LlmRun } from '../llm/llm-run.ts';
 import { clientErrorFor } from '../core/try-upstreams.ts';
 import type { ConversationItem, SpokenSpan } from './conversation.ts';
 import type { ResponseEngines } from './engines.ts';
@@ -202,16 +203,19 @@ export class ResponseRun {
   private async stream(body: Record<string, unknown>, raw: Buffer, llm: LlmRun, ttsHold: CreditHold | null): Promise<void> {
     const { host, spec } = this;
     const { ctx } = host;
-    const call = { signal: this.abort.signal, timeoutMs: ctx.config.upstreamTimeoutMs };
-    const { res } = await callChat(ctx, spec.engines.llm, call, (upstream) => {
-      const sent = { ...body, model: upstream.upstreamModel };
-      return {
-        raw: upstream.upstreamModel === spec.engines.llm.id ? raw : Buffer.from(JSON.stringify(sent)),
-        body: sent,
-        signal: call.signal,
-        timeoutMs: call.timeoutMs,
-      };
-    });
+    const call = { signal: this.abort.signal, timeoutMs: ctx.config.upstreamTimeoutMs, ref: { orgId: host.auth.orgId, requestId: host.requestId } };
+    // The answer survives its engine: the next upstream takes over before or after the first token (gateway/llm/chat-failover.ts).
+    const failover = new ChatFailover(
+      llm,
+      call,
+      host.log,
+      (upstream) => {
+        const sent = { ...body, model: upstream.upstreamModel };
+        return { raw: upstream.upstreamModel === spec.engines.llm.id ? raw : Buffer.from(JSON.stringify(sent)), body: sent };
+      },
+      true,
+    );
+    const events = failover.events(await failover.open());
 
     const speaker = spec.engines.tts ? responseSpeaker(this, host, spec.engines.tts, ttsHold!, this.abort.signal) : null;
     this.speech = speaker;
@@ -219,7 +223,7 @@ export class ResponseRun {
     let text = '';
     let finish: string | null = null;
     try {
-      for await (const event of chatStreamEvents(res.body)) {
+      for await (const event of events) {
         if (llm.countChat(event)) this.timings.llmFirstToken = performance.now() - this.startedAt;
         for (const d of event.deltas) {
           if (d.type === 'finish') finish = d.reason;

@@ -40,6 +40,8 @@ export class HealthChecker {
       ? await check(upstream, AbortSignal.timeout(this.timeoutMs))
       : { ok: false, latencyMs: 0, error: `unknown protocol '${upstream.protocol}'` };
     this.registry.setHealth(upstream.id, result.ok ? 'up' : 'down', result.error);
+    // The engine answers its check again: its circuit closes (docs/failover.md, "Circuits").
+    if (result.ok) this.registry.circuits.healthy(upstream.id);
     this.observe(upstream, result.ok, true);
     await this.prisma.upstream
       .update({

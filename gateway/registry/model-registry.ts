@@ -1,12 +1,14 @@
 // The gateway's view of the model registry: an in-memory snapshot of models and upstreams,
 // reloaded from the database every few seconds (so CLI and dashboard changes reach running
 // gateways without a restart) and combined with this process's own health observations.
+import { systemClock, type Clock } from '../../server/clock.ts';
 import type { Prisma } from '../../server/db/database.ts';
 import type { Modality } from '../../server/db/generated/sqlite/enums.ts';
 import { ServiceError } from '../../server/services/errors.ts';
 import type { UpstreamTarget } from '../upstreams/contract.ts';
 import { protocolNamed } from '../upstreams/protocols/index.ts';
 import { withoutAddresses } from '../upstream-envelope.ts';
+import { Circuits, type CircuitObserver, type CircuitSettings } from './circuit.ts';
 
 export interface UpstreamEntry extends UpstreamTarget {
   weight: number;
@@ -28,6 +30,8 @@ export interface ModelEntry {
   sampleRates: number[] | null;
   /** LLM: the most output a request without max_tokens is reserved for (`capabilities.max_output_tokens`); null: the gateway's default. */
   maxOutputTokens: number | null;
+  /** LLM: the first token is asked of two upstreams at once (`capabilities.hedge`; docs/failover.md, "Hedging"). */
+  hedge: boolean;
   upstreams: UpstreamEntry[];
 }
 
@@ -38,8 +42,15 @@ export class ModelRegistry {
   private health = new Map<string, Health>();
   private healthErrors = new Map<string, string>();
   private timer: NodeJS.Timeout | undefined;
+  /** Each upstream's circuit (circuit.ts): the calls' own verdict, beside the health checks. */
+  readonly circuits: Circuits;
 
-  constructor(private readonly prisma: Prisma) {}
+  constructor(
+    private readonly prisma: Prisma,
+    options: { clock?: Clock; circuit?: CircuitSettings; onCircuit?: CircuitObserver } = {},
+  ) {
+    this.circuits = new Circuits(options.clock ?? systemClock, options.circuit ?? { openMs: 30_000, failures: 5 }, options.onCircuit);
+  }
 
   async refresh(): Promise<void> {
     const rows = await this.prisma.model.findMany({ include: { upstreams: true } });
@@ -58,6 +69,7 @@ export class ModelRegistry {
         },
         sampleRates: Array.isArray(m.sampleRates) ? (m.sampleRates as number[]) : null,
         maxOutputTokens: maxOutputTokensOf(m.capabilities),
+        hedge: (m.capabilities as { hedge?: unknown } | null)?.hedge === true,
         upstreams: m.upstreams.map((u) => ({
           id: u.id,
           modelId: m.id,
@@ -106,9 +118,9 @@ export class ModelRegistry {
     return this.health.get(upstreamId) ?? 'unknown';
   }
 
-  /** Usable upstreams: not known to be down. Unknown counts as usable until checked. */
+  /** Usable upstreams: not known to be down, circuit not open. Unknown counts as usable until checked. */
   healthyUpstreams(model: ModelEntry): UpstreamEntry[] {
-    return model.upstreams.filter((u) => u.weight > 0 && this.healthOf(u.id) !== 'down');
+    return model.upstreams.filter((u) => u.weight > 0 && this.healthOf(u.id) !== 'down' && !this.circuits.isOpen(u.id));
   }
 
   isServing(model: ModelEntry): boolean {
@@ -140,6 +152,7 @@ export class ModelRegistry {
    * then the others (for retries of connection failures). None -> 503 model_offline.
    */
   upstreamOrder(model: ModelEntry): UpstreamEntry[] {
+    // A half-open circuit is offered; the caller takes its one trial call (circuits.admits).
     const healthy = this.healthyUpstreams(model);
     if (healthy.length === 0) {
       // Say why, when the health checks know (e.g. a local model without its model file), naming no engine address.
@@ -151,7 +164,8 @@ export class ModelRegistry {
             .map(withoutAddresses),
         ),
       ];
-      const why = reasons.length ? ` Last health check: ${reasons.join('; ')}.` : '';
+      const open = model.upstreams.some((u) => this.circuits.stateOf(u.id) !== 'closed');
+      const why = (reasons.length ? ` Last health check: ${reasons.join('; ')}.` : '') + (open ? ' Its upstreams failed recent calls (circuit open).' : '');
       throw new ServiceError('model_offline', `The model '${model.id}' has no healthy upstream at the moment; back off and retry in a few minutes.${why}`);
     }
     if (healthy.length === 1) return healthy;

@@ -37,7 +37,7 @@ describe('GET /ready', () => {
     for (const detail of [':9', ':10', '/v1', 'http:']) expect(text).not.toContain(detail);
     const body = JSON.parse(text) as { status: string; database: string; models: { id: string; upstreams: { host: string; health: string }[] }[] };
     expect(body).toMatchObject({ status: 'ok', database: 'ok' });
-    for (const upstream of body.models.flatMap((m) => m.upstreams)) expect(Object.keys(upstream).sort()).toEqual(['health', 'host']);
+    for (const upstream of body.models.flatMap((m) => m.upstreams)) expect(Object.keys(upstream).sort()).toEqual(['circuit', 'health', 'host']);
     const upstreams = Object.fromEntries(body.models.map((m) => [m.id, m.upstreams.map((u) => u.host)]));
     expect(upstreams['tokened-llm']).toEqual(['127.0.0.1']);
     expect(upstreams['old-llm']).toEqual(['127.0.0.1']);

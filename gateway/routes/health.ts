@@ -18,7 +18,7 @@ export function registerHealthRoutes(app: FastifyInstance, ctx: GatewayContext):
       id: m.id,
       modality: m.modality,
       serving: ctx.registry.isServing(m),
-      upstreams: m.upstreams.map((u) => ({ host: upstreamHost(u.url), health: ctx.registry.healthOf(u.id) })),
+      upstreams: m.upstreams.map((u) => ({ host: upstreamHost(u.url), health: ctx.registry.healthOf(u.id), circuit: ctx.registry.circuits.stateOf(u.id) })),
     }));
     return reply.code(database === 'ok' ? 200 : 503).send({ status: database === 'ok' ? 'ok' : 'unavailable', database, models });
   });

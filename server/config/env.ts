@@ -37,6 +37,11 @@ const EnvSchema = z.object({
   SVC_REGISTRY_REFRESH_SECONDS: z.coerce.number().min(0.1).max(3600).default(2),
   SVC_HEALTH_CHECK_SECONDS: z.coerce.number().min(0.1).max(3600).default(10),
   SVC_UPSTREAM_TIMEOUT_SECONDS: z.coerce.number().min(0.1).max(3600).default(300),
+  // Per-upstream circuits and LLM stream failover (docs/failover.md).
+  SVC_CIRCUIT_OPEN_SECONDS: z.coerce.number().min(0.1).max(3600).default(30),
+  SVC_CIRCUIT_FAILURES: z.coerce.number().int().min(1).max(1000).default(5),
+  SVC_LLM_FIRST_TOKEN_SECONDS: z.coerce.number().min(0.05).max(3600).default(10),
+  SVC_LLM_STALL_SECONDS: z.coerce.number().min(0.05).max(3600).default(10),
   // Voice jobs (clone, localize, profiles): each gateway runs a worker unless SVC_WORKER=off
   // (then run `svc worker` processes). A job whose worker died is re-run after its lease.
   SVC_WORKER: z.enum(['on', 'off']).default('on'),
@@ -186,6 +191,10 @@ export interface Config {
   registryRefreshMs: number;
   healthCheckMs: number;
   upstreamTimeoutMs: number;
+  /** SVC_CIRCUIT_*: how long an upstream's open circuit keeps it out, and the failures in a row that open it. */
+  circuit: { openMs: number; failures: number };
+  /** SVC_LLM_*: an LLM stream moves to the next upstream when no token came this long (docs/failover.md). */
+  llmFailover: { firstTokenMs: number; stallMs: number };
   /** SVC_REALTIME_PROFILES_FILE; undefined: the shipped config/realtime-profiles.json. */
   realtimeProfilesFile: string | undefined;
   jobs: { worker: boolean; concurrency: number; pollMs: number; leaseMs: number; offlineGiveUpMs: number; maxPerOrg: number };
@@ -331,6 +340,8 @@ export function loadConfig(source: Readonly<Record<string, string | undefined>> 
     registryRefreshMs: env.SVC_REGISTRY_REFRESH_SECONDS * 1000,
     healthCheckMs: env.SVC_HEALTH_CHECK_SECONDS * 1000,
     upstreamTimeoutMs: env.SVC_UPSTREAM_TIMEOUT_SECONDS * 1000,
+    circuit: { openMs: env.SVC_CIRCUIT_OPEN_SECONDS * 1000, failures: env.SVC_CIRCUIT_FAILURES },
+    llmFailover: { firstTokenMs: env.SVC_LLM_FIRST_TOKEN_SECONDS * 1000, stallMs: env.SVC_LLM_STALL_SECONDS * 1000 },
     realtimeProfilesFile: env.SVC_REALTIME_PROFILES_FILE,
     jobs: {
       worker: env.SVC_WORKER === 'on',

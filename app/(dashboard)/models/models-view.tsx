@@ -133,7 +133,10 @@ function UpstreamRow({ u, history }: { u: Upstream; history: History | undefined
             {u.apiKeyEnv ? ` · key from $${u.apiKeyEnv}` : ''}
           </p>
         </div>
-        <Badge tone={health.tone}>{health.label}</Badge>
+        <div className="flex gap-1">
+          {u.circuitOpen && <Badge tone="red">Open circuit</Badge>}
+          <Badge tone={health.tone}>{health.label}</Badge>
+        </div>
       </div>
       <dl className="mt-3 grid grid-cols-2 gap-x-6 gap-y-2 text-sm sm:grid-cols-3">
         <div>

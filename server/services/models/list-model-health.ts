@@ -3,6 +3,7 @@
 // last 15 minutes (upstream-stats.ts). Nothing secret leaves here: upstream keys live in
 // environment variables (only the variable's name is stored), and URLs are shown without userinfo, query or fragment in case an operator put a token there.
 import type { Prisma } from '../../db/database.ts';
+import { isCircuitOpen } from './record-circuit.ts';
 import { recentUpstreamCounts } from './upstream-stats.ts';
 
 export interface UpstreamHealthRecord {
@@ -17,6 +18,8 @@ export interface UpstreamHealthRecord {
   latencyMs: number | null;
   lastError: string | null;
   lastCheckedAt: Date | null;
+  /** A gateway's circuit for it opened since its last health check (docs/failover.md, "Circuits"). */
+  circuitOpen: boolean;
   /** Calls through every gateway over the last 15 minutes, and how many failed. */
   recentRequests: number;
   recentErrors: number;
@@ -55,6 +58,7 @@ export async function listModelHealth(prisma: Prisma): Promise<ModelHealthRecord
       latencyMs: u.latencyMs,
       lastError: u.lastError,
       lastCheckedAt: u.lastCheckedAt,
+      circuitOpen: isCircuitOpen(u.lastError),
       ...rates(counts.get(u.id)),
     })),
   }));

@@ -19,6 +19,8 @@ export interface UpsertModelInput {
   sampleRates?: number[] | null;
   /** LLM: the most output reserved for a request that sets no max_tokens (stored as capabilities.max_output_tokens). */
   maxOutputTokens?: number;
+  /** LLM: ask two upstreams for the first token and keep the first (stored as capabilities.hedge; docs/failover.md). */
+  hedge?: boolean;
   /** `settings`: the protocol's settings for this upstream; on an update, absent keeps the stored ones. */
   upstream?: {
     url: string;
@@ -97,8 +99,11 @@ export async function upsertModel(prisma: Prisma, checkProtocol: CheckProtocol, 
   if (input.maxOutputTokens !== undefined && !(Number.isSafeInteger(input.maxOutputTokens) && input.maxOutputTokens > 0)) {
     throw new ServiceError('invalid_request', 'max_output_tokens must be a positive integer.', 'max_output_tokens');
   }
-  const capabilities =
-    input.maxOutputTokens === undefined ? {} : { capabilities: { ...capabilitiesOf(existing?.capabilities), max_output_tokens: input.maxOutputTokens } };
+  const changed = {
+    ...(input.maxOutputTokens !== undefined && { max_output_tokens: input.maxOutputTokens }),
+    ...(input.hedge !== undefined && { hedge: input.hedge }),
+  };
+  const capabilities = Object.keys(changed).length === 0 ? {} : { capabilities: { ...capabilitiesOf(existing?.capabilities), ...changed } };
   await prisma.model.upsert({
     where: { id: input.id },
     create: {
