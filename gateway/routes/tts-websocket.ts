@@ -31,7 +31,7 @@ export function registerTtsWebSocketRoutes(app: FastifyInstance, ctx: GatewayCon
     method: 'GET',
     url: '/tts/websocket',
     config: { metered: true, keyInQuery: true, session: true },
-    preValidation: async (request) => {
+    preValidation: async (request, reply) => {
       if (request.headers.upgrade?.toLowerCase() !== 'websocket') {
         throw new ServiceError('upgrade_required', 'This is a WebSocket route: connect with a WebSocket client (Upgrade: websocket).');
       }
@@ -48,14 +48,14 @@ export function registerTtsWebSocketRoutes(app: FastifyInstance, ctx: GatewayCon
       if (connection.destroyed) ticket.release();
       // The model (so the price) comes with each context: credit is reserved span by span, from
       // nothing (a hold of 0 touches no store; the session releases what it extends it by).
-      request.ttsAdmission = { ticket, hold: await ctx.core.reserve(request.auth, 0n) };
+      request.ttsAdmission = { ticket, hold: await ctx.core.reserve(request.auth, 0n), arrivedAt: performance.now() - reply.elapsedTime };
     },
     handler: async () => {
       throw new ServiceError('upgrade_required', 'This is a WebSocket route: connect with a WebSocket client (Upgrade: websocket).');
     },
     wsHandler: (socket, request) => {
       if (socket.readyState !== socket.OPEN) return; // gone during the upgrade
-      const { ticket, hold } = request.ttsAdmission!;
+      const { ticket, hold, arrivedAt } = request.ttsAdmission!;
       socket.once('close', ctx.metrics.webSocketOpened('/tts/websocket'));
       ctx.lifecycle.trackSocket(socket);
       const revoked = new AbortController();
@@ -73,6 +73,7 @@ export function registerTtsWebSocketRoutes(app: FastifyInstance, ctx: GatewayCon
         outbox: link.outbox((event: TtsEvent) => [cartesiaEvent(event, request.id)]),
         revoked: revoked.signal,
         log: request.log,
+        arrivedAt,
       });
     },
   });
@@ -81,7 +82,7 @@ export function registerTtsWebSocketRoutes(app: FastifyInstance, ctx: GatewayCon
 declare module 'fastify' {
   interface FastifyRequest {
     /** A /tts/websocket session's place under the stream caps (held until the connection closes) and its credit hold. */
-    ttsAdmission?: { ticket: Ticket; hold: CreditHold };
+    ttsAdmission?: { ticket: Ticket; hold: CreditHold; arrivedAt: number };
   }
 }
 

@@ -98,6 +98,8 @@ export interface TtsStreamSessionOptions {
   /** Aborted (reason: a ServiceError such as api_key_disabled) when the session must end at once. */
   revoked: AbortSignal;
   log: { warn(obj: unknown, msg: string): void; error(obj: unknown, msg: string): void };
+  /** When the request (the upgrade) arrived, on performance.now(): the request log's firstAudioMs counts from it. */
+  arrivedAt?: number;
 }
 
 /**
@@ -134,6 +136,7 @@ export class TtsStreamSession {
   private readonly credit: SpanCredit;
   private readonly life: SessionLife;
   private billed: () => void = () => {};
+  private firstAudioLogged = false;
 
   constructor(private readonly o: TtsStreamSessionOptions) {
     const { ctx, limits } = o;
@@ -164,6 +167,10 @@ export class TtsStreamSession {
         revoked: (e) => this.close(1008, e.code, fromServiceError(e)),
       },
     );
+  }
+
+  private get logRef() {
+    return { orgId: this.o.auth.orgId, requestId: this.o.requestId };
   }
 
   get state(): TtsSessionState {
@@ -303,9 +310,17 @@ export class TtsStreamSession {
       volume: c.tts.volume,
       route: 'tts.websocket',
       credit: this.credit,
+      failover: { ref: this.logRef, log: this.o.log },
       cutting: { delayMs: c.delayMs, wholeAfterDelay: true, joinUpToChars: MAX_JOINED_CHARS, trim: false },
       sink: {
-        started: (span) => span.index === 0 && ctx.metrics.firstOutput('tts_first_audio', c.model.id, span.waitedMs / 1000),
+        started: (span) => {
+          if (span.index !== 0) return;
+          ctx.metrics.firstOutput('tts_first_audio', c.model.id, span.waitedMs / 1000);
+          // The log row keeps the session's first audio, from the upgrade's arrival.
+          if (this.firstAudioLogged || this.o.arrivedAt === undefined) return;
+          this.firstAudioLogged = true;
+          ctx.requestLog?.annotate(this.logRef, { firstAudioMs: Math.round(performance.now() - this.o.arrivedAt) });
+        },
         audio: (audio, _ms, span) => {
           if (c.state === 'gone' || !outbox.open) return;
           const now = performance.now();

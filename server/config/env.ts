@@ -37,6 +37,10 @@ const EnvSchema = z.object({
   SVC_REGISTRY_REFRESH_SECONDS: z.coerce.number().min(0.1).max(3600).default(2),
   SVC_HEALTH_CHECK_SECONDS: z.coerce.number().min(0.1).max(3600).default(10),
   SVC_UPSTREAM_TIMEOUT_SECONDS: z.coerce.number().min(0.1).max(3600).default(300),
+  // TTS failover (docs/failover.md): an engine with no audio this long after the request, or
+  // silent this long between chunks, is failing; the text moves to the model's next upstream.
+  SVC_TTS_FIRST_AUDIO_SECONDS: z.coerce.number().min(0.05).max(300).default(5),
+  SVC_TTS_STALL_SECONDS: z.coerce.number().min(0.05).max(300).default(3),
   // Voice jobs (clone, localize, profiles): each gateway runs a worker unless SVC_WORKER=off
   // (then run `svc worker` processes). A job whose worker died is re-run after its lease.
   SVC_WORKER: z.enum(['on', 'off']).default('on'),
@@ -185,6 +189,8 @@ export interface Config {
   registryRefreshMs: number;
   healthCheckMs: number;
   upstreamTimeoutMs: number;
+  /** TTS failover: an engine's dead air before the first audio, and between chunks, that counts as a failure. */
+  ttsFailover: { firstAudioMs: number; stallMs: number };
   /** SVC_REALTIME_PROFILES_FILE; undefined: the shipped config/realtime-profiles.json. */
   realtimeProfilesFile: string | undefined;
   jobs: { worker: boolean; concurrency: number; pollMs: number; leaseMs: number; offlineGiveUpMs: number; maxPerOrg: number };
@@ -328,6 +334,7 @@ export function loadConfig(source: Readonly<Record<string, string | undefined>> 
     registryRefreshMs: env.SVC_REGISTRY_REFRESH_SECONDS * 1000,
     healthCheckMs: env.SVC_HEALTH_CHECK_SECONDS * 1000,
     upstreamTimeoutMs: env.SVC_UPSTREAM_TIMEOUT_SECONDS * 1000,
+    ttsFailover: { firstAudioMs: env.SVC_TTS_FIRST_AUDIO_SECONDS * 1000, stallMs: env.SVC_TTS_STALL_SECONDS * 1000 },
     realtimeProfilesFile: env.SVC_REALTIME_PROFILES_FILE,
     jobs: {
       worker: env.SVC_WORKER === 'on',
