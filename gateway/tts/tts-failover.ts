@@ -22,7 +22,7 @@ import { asUpstreamError } from '../upstreams/engine-http.ts';
 import { isSpeakable, takeSpans } from './text-spans.ts';
 
 /** The first span is cut short (at a word) past this many code points: its whole audio is made before any is released. */
-export const FIRST_SPAN_MAX_CHARS = 100;
+export const FIRST_SPAN_MAX_CHARS = 60;
 
 /** The voice as one upstream knows it. */
 export interface EngineVoiceRef {

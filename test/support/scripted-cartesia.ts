@@ -89,6 +89,8 @@ export interface ScriptedCartesiaOptions {
   /** Scripted transcript words, one per voiced burst, in turn. */
   words?: string[];
   msPerChar?: number;
+  /** POST /tts/bytes: audio made this many times faster than real time, the first chunk after `firstAudioMs` (benchmarks); unset: at once. */
+  pace?: { realtimeFactor: number; firstAudioMs: number };
   voices?: CatalogueVoice[];
   /** How long a socket may get no audio before the peer closes it (Cartesia: 20 s). */
   sttIdleMs?: number;
@@ -180,6 +182,7 @@ function tone(rate: number, samples: number): Buffer {
 export async function startScriptedCartesia(options: ScriptedCartesiaOptions = {}): Promise<ScriptedCartesia> {
   const words = options.words ?? DEFAULT_WORDS;
   const msPerChar = options.msPerChar ?? 20;
+  const pace = options.pace;
   const connections = new Set<Socket>();
   const requests = new EventLog<ReceivedRequest>((r) => `${r.method} ${r.path}`);
   const sttSockets = new EventLog<SttSocketRecord>(() => 'socket');
@@ -310,6 +313,8 @@ export async function startScriptedCartesia(options: ScriptedCartesiaOptions = {
         res.write(chunk, () => res.socket?.destroy());
         return;
       }
+      if (pace) await new Promise((resolve) => setTimeout(resolve, at === 0 ? pace.firstAudioMs : (chunk.length / 2 / rate) * (1000 / pace.realtimeFactor)));
+      if (res.destroyed) return;
       res.write(chunk);
       if (state.behaviour.kind === 'stall') return;
       await new Promise((resolve) => setImmediate(resolve));

@@ -67,6 +67,8 @@ export interface ScriptedElevenLabsOptions {
   toneHz?: number;
   /** How many writes a speech answer is cut into (odd-sized, so samples straddle chunks). */
   chunks?: number;
+  /** Speech: audio made this many times faster than real time, the first piece after `firstAudioMs` (benchmarks); unset: at once. */
+  pace?: { realtimeFactor: number; firstAudioMs: number };
   /** The words a transcription hears, one per voiced burst, in turn. */
   words?: string[];
   voices?: PeerVoice[];
@@ -267,9 +269,12 @@ export async function startScriptedElevenLabs(options: ScriptedElevenLabsOptions
       }
       const chunk = pcm.subarray(at, at + piece);
       record.sent = Buffer.concat([record.sent, chunk]);
-      res.write(chunk, () => setImmediate(writeFrom, at + piece));
+      const pace = options.pace;
+      const wait = pace ? (at === 0 ? 0 : (chunk.length / 2 / rate) * (1000 / pace.realtimeFactor)) : 0;
+      res.write(chunk, () => (pace ? setTimeout(writeFrom, wait, at + piece) : setImmediate(writeFrom, at + piece)));
     };
-    writeFrom(0);
+    if (options.pace) setTimeout(writeFrom, options.pace.firstAudioMs, 0);
+    else writeFrom(0);
   }
 
   let ttsRequests = 0;
