@@ -61,6 +61,8 @@ async function addDuo(g: GatewayHarness): Promise<void> {
   });
   await mapVoiceToEngine(prisma, { voiceId: 'flite-slt', modelId: 'duo', upstreamId: CARTESIA_VOICE, upstreamUrl: cartesia.url });
   await mapVoiceToEngine(prisma, { voiceId: 'flite-slt', modelId: 'duo', upstreamId: ELEVEN_VOICE, upstreamUrl: eleven.url });
+  // A voice ElevenLabs alone has: Cartesia is never asked for it.
+  await mapVoiceToEngine(prisma, { voiceId: 'flite-rms', modelId: 'duo', upstreamId: ELEVEN_VOICE, upstreamUrl: eleven.url });
   await g.runtime.ctx.registry.refresh();
 }
 
@@ -159,6 +161,46 @@ describe('the text is spoken sentence by sentence, each sentence by the engine t
     expect(eleven.spoken).toEqual([]);
     const sent = cartesia.received.slice(before).map((r) => (JSON.parse(r.body.toString()) as { voice: { id: string } }).voice.id);
     expect(new Set(sent)).toEqual(new Set([CARTESIA_VOICE]));
+  });
+});
+
+describe('the voice on each engine', () => {
+  it('a voice with an id on ElevenLabs only: Cartesia is skipped for it (no failover), ElevenLabs speaks it all', async () => {
+    arm(null, 0);
+    const before = cartesia.received.length;
+    const res = await post(h, '/tts/bytes', body({ voice: { mode: 'id', id: 'flite-rms' } }));
+    expect(res.status).toBe(200);
+    expectAudioOf((await bytesOf(res)).length / 2, TEXT);
+    expect(cartesia.received.length).toBe(before);
+    expect(eleven.spoken).toEqual(SPANS);
+    expect(cartesiaDown()).toBe(false);
+  });
+
+  it('svc voices map --upstream refuses a URL that is not an upstream of the model', async () => {
+    await expect(
+      mapVoiceToEngine(h.testDb.db.prisma, { voiceId: 'flite-rms', modelId: 'duo', upstreamId: 'x', upstreamUrl: 'http://127.0.0.1:9/nowhere' }),
+    ).rejects.toMatchObject({ code: 'invalid_request', param: 'upstream' });
+  });
+});
+
+describe('the request log', () => {
+  it('keeps the first audio time and the failover reason with its phase', async () => {
+    const log = h.runtime.ctx.requestLog!;
+    const rowOf = async (id: string) => {
+      await log.flush();
+      return h.testDb.db.prisma.requestLog.findFirstOrThrow({ where: { requestId: id } });
+    };
+    arm('close_mid', 1);
+    const mid = requestId('failover-log-mid');
+    await bytesOf(await post(h, '/tts/bytes', body(), { requestId: mid }));
+    arm('status_500', 0);
+    const start = requestId('failover-log-start');
+    await bytesOf(await post(h, '/tts/bytes', body(), { requestId: start }));
+    const [midRow, startRow] = [await rowOf(mid), await rowOf(start)];
+    expect(midRow.failoverReason).toBe('closed (mid stream)');
+    expect(startRow.failoverReason).toBe('http_status (before first output)');
+    expect(midRow.firstAudioMs).toBeGreaterThanOrEqual(0);
+    expect(startRow.firstAudioMs).toBeGreaterThanOrEqual(0);
   });
 });
 
