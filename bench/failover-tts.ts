@@ -68,7 +68,24 @@ const ctx = h.runtime.ctx;
 await ctx.registry.refresh();
 
 /** One request with Cartesia failing sentence `at` (or nothing): the largest wait of a real-time player, and the words' fate. */
-async function once(fault: TtsFault | null, at: number): Promise<{ silenceMs: number; firstAudioMs: number; lost: number; repeated: number }> {
+interface Outcome {
+  silenceMs: number;
+  firstAudioMs: number;
+  lost: number;
+  repeated: number;
+  /** The client's stream failed (an error status, or the body cut off). */
+  error: string | null;
+}
+
+async function once(fault: TtsFault | null, at: number): Promise<Outcome> {
+  try {
+    return await request(fault, at);
+  } catch (e) {
+    return { silenceMs: 0, firstAudioMs: 0, lost: 0, repeated: 0, error: (e as Error).message };
+  }
+}
+
+async function request(fault: TtsFault | null, at: number): Promise<Outcome> {
   for (const u of ctx.registry.resolve('duo', 'tts').upstreams) ctx.health.record(u, { ok: true });
   cartesia.spoken.length = 0;
   eleven.spoken.length = 0;
@@ -105,7 +122,7 @@ async function once(fault: TtsFault | null, at: number): Promise<{ silenceMs: nu
   const done = [...cartesia.spoken, ...eleven.spoken];
   const lost = SPANS.filter((s) => !done.includes(s)).reduce((n, s) => n + s.split(/\s+/).filter(Boolean).length, 0);
   const repeated = done.length - new Set(done).size;
-  return { silenceMs, firstAudioMs: start - sent, lost, repeated };
+  return { silenceMs, firstAudioMs: start - sent, lost, repeated, error: null };
 }
 
 const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))]!;
@@ -125,15 +142,21 @@ for (const fault of FAULTS) {
     const firsts: number[] = [];
     let lost = 0;
     let repeated = 0;
+    let errors = 0;
     for (let i = 0; i < RUNS; i++) {
       const r = await once(fault, at);
+      if (r.error) {
+        errors++;
+        console.error(`${fault} at ${place}: ${r.error}`);
+        continue;
+      }
       silences.push(r.silenceMs);
       firsts.push(r.firstAudioMs);
       lost += r.lost;
       repeated += r.repeated;
     }
     rows.push(
-      `| ${fault} | ${place} | ${pct(silences, 50).toFixed(0)} | ${pct(silences, 95).toFixed(0)} | ${pct(firsts, 50).toFixed(0)} | ${lost} | ${repeated} |`,
+      `| ${fault} | ${place} | ${pct(silences, 50).toFixed(0)} | ${pct(silences, 95).toFixed(0)} | ${pct(firsts, 50).toFixed(0)} | ${lost} | ${repeated} | ${errors} |`,
     );
   }
 }
@@ -141,8 +164,8 @@ console.log(
   `${new Date().toISOString().slice(0, 10)} — npx tsx bench/failover-tts.ts --runs ${RUNS} --stall-seconds ${STALL_SECONDS} --realtime-factor ${pace.realtimeFactor} --engine-first-audio-ms ${pace.firstAudioMs}`,
 );
 console.log(`${SPANS.length} sentences, ${[...TEXT].length} characters; ${RUNS} requests a case`);
-console.log('| fault | where | largest silence p50 ms | p95 ms | first audio p50 ms | words lost | sentences repeated |');
-console.log('|---|---|---|---|---|---|---|');
+console.log('| fault | where | largest silence p50 ms | p95 ms | first audio p50 ms | words lost | sentences repeated | client errors |');
+console.log('|---|---|---|---|---|---|---|---|');
 for (const r of rows) console.log(r);
 await h.close();
 await Promise.all([cartesia.close(), eleven.close()]);
