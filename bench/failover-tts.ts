@@ -127,15 +127,15 @@ async function request(fault: TtsFault | null, at: number): Promise<Outcome> {
 
 const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))]!;
 const rows: string[] = [];
-const baseline: Awaited<ReturnType<typeof once>>[] = [];
+const baseline: Outcome[] = [];
 for (let i = 0; i < RUNS; i++) baseline.push(await once(null, 0));
-const quiet = baseline.map((b) => b.silenceMs);
-rows.push(
-  `| no fault | – | ${pct(quiet, 50).toFixed(0)} | ${pct(quiet, 95).toFixed(0)} | ${pct(
-    baseline.map((b) => b.firstAudioMs),
-    50,
-  ).toFixed(0)} | 0 | 0 |`,
+const clean = baseline.filter((b) => !b.error);
+const quiet = clean.map((b) => b.silenceMs);
+const firstAudio = pct(
+  clean.map((b) => b.firstAudioMs),
+  50,
 );
+rows.push(`| no fault | – | ${pct(quiet, 50).toFixed(0)} | ${pct(quiet, 95).toFixed(0)} | ${firstAudio.toFixed(0)} | 0 | 0 | ${RUNS - clean.length} |`);
 for (const fault of FAULTS) {
   for (const [place, at] of Object.entries(PLACES)) {
     const silences: number[] = [];

@@ -183,16 +183,15 @@ async function spanOnUpstreams(
     order = [];
   }
   if (sticky && order.some((u) => u.id === sticky.id)) order = [sticky, ...order.filter((u) => u.id !== sticky.id)];
-  let skippedForVoice = 0;
-  for (const upstream of order) {
-    if (failed.has(upstream.id)) continue;
-    const voice = voiceOnUpstream(run.profile, upstream);
-    if (!voice) {
-      skippedForVoice++;
-      continue;
-    }
+  const candidates = order
+    .filter((u) => !failed.has(u.id))
+    .map((upstream) => ({ upstream, voice: voiceOnUpstream(run.profile, upstream) }))
+    .filter((c): c is { upstream: UpstreamEntry; voice: EngineVoiceRef } => c.voice !== null);
+  const skippedForVoice = order.filter((u) => !failed.has(u.id)).length - candidates.length;
+  for (const [i, { upstream, voice }] of candidates.entries()) {
     try {
-      const audio = await spanOn(run, upstream, voice, text);
+      // Silence is a failure only with somewhere to go: the last engine left is waited for (the call's own deadline bounds it).
+      const audio = await spanOn(run, upstream, voice, text, i < candidates.length - 1);
       ctx.upstreamStats?.record(upstream.id, true);
       return audio;
     } catch (e) {
@@ -219,13 +218,13 @@ async function spanOnUpstreams(
 }
 
 /** The whole audio of one span from one upstream, bounded in time before its first audio and between chunks. */
-async function spanOn(run: SpeechRun, upstream: UpstreamEntry, voice: EngineVoiceRef, text: string): Promise<SpanAudio> {
+async function spanOn(run: SpeechRun, upstream: UpstreamEntry, voice: EngineVoiceRef, text: string, watch: boolean): Promise<SpanAudio> {
   const { ctx, call, dict } = run;
   const speech = ctx.protocols.get(upstream.protocol)?.speech;
   if (!speech) throw new ServiceError('model_offline', `The upstream of '${run.model.id}' (protocol ${upstream.protocol}) cannot synthesize speech.`);
   const attempt = new AbortController();
   const signal = AbortSignal.any([call.signal, attempt.signal]);
-  const { firstAudioMs, stallMs } = ctx.config.ttsFailover;
+  const { firstAudioMs, stallMs } = watch ? ctx.config.ttsFailover : { firstAudioMs: null, stallMs: null };
   const parts: Float32Array[] = [];
   let length = 0;
   const traced = ctx.tracing?.startAttempt(upstream);
@@ -270,8 +269,9 @@ async function spanOn(run: SpeechRun, upstream: UpstreamEntry, voice: EngineVoic
   }
 }
 
-/** `promise`, or an EngineStall (the attempt aborted) once `ms` pass on the gateway's clock first. */
-function watched<T>(promise: Promise<T>, ms: number, attempt: AbortController, ctx: GatewayContext): Promise<T> {
+/** `promise`, or an EngineStall (the attempt aborted) once `ms` pass on the gateway's clock first; null: not watched. */
+function watched<T>(promise: Promise<T>, ms: number | null, attempt: AbortController, ctx: GatewayContext): Promise<T> {
+  if (ms === null) return promise;
   return new Promise<T>((resolve, reject) => {
     const timer = ctx.clock.after(ms, () => {
       const stall = new EngineStall(ms);
