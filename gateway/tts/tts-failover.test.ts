@@ -57,7 +57,15 @@ async function addDuo(g: GatewayHarness): Promise<void> {
   });
   await upsertModel(prisma, checkProtocol, {
     ...model,
-    upstream: { url: eleven.url, protocol: 'elevenlabs', upstreamModel: 'eleven_flash_v2_5', apiKeyEnv: 'ELEVEN_FAILOVER_KEY', weight: 1 },
+    // At another rate than Cartesia's 24 kHz: its spans are resampled to the stream's rate.
+    upstream: {
+      url: eleven.url,
+      protocol: 'elevenlabs',
+      upstreamModel: 'eleven_flash_v2_5',
+      apiKeyEnv: 'ELEVEN_FAILOVER_KEY',
+      weight: 1,
+      settings: { output_sample_rate: 16000 },
+    },
   });
   await mapVoiceToEngine(prisma, { voiceId: 'flite-slt', modelId: 'duo', upstreamId: CARTESIA_VOICE, upstreamUrl: cartesia.url });
   await mapVoiceToEngine(prisma, { voiceId: 'flite-slt', modelId: 'duo', upstreamId: ELEVEN_VOICE, upstreamUrl: eleven.url });
@@ -217,6 +225,7 @@ describe.each(PLACES)('Cartesia fails at the $name of the text', ({ at }) => {
     expect(cartesia.spoken).toEqual(SPANS.slice(0, at));
     expect(eleven.spoken).toEqual(SPANS.slice(at));
     expect(eleven.received.at(-1)!.path).toBe(`/v1/text-to-speech/${ELEVEN_VOICE}/stream`);
+    expect(eleven.received.at(-1)!.query.output_format).toBe('pcm_16000');
     expectAudioOf(audio.length / 2, TEXT);
     expect(cartesiaDown()).toBe(true);
     await expectBilledOnce(id, 'tts.bytes');
