@@ -260,9 +260,14 @@ voices
   .requiredOption('--voice <id>', 'voice id (a platform or org voice)')
   .requiredOption('--model <id>', 'TTS model id')
   .requiredOption('--upstream-id <engine voice id>', "the engine's own voice id")
-  .action(async (o: { voice: string; model: string; upstreamId: string }) => {
-    await withDb((db) => mapVoiceToEngine(db.prisma, { voiceId: o.voice, modelId: o.model, upstreamId: o.upstreamId }));
-    print({ voice_id: o.voice, model: o.model, upstream_id: o.upstreamId }, `${o.voice} speaks through ${o.model} as ${o.upstreamId}`);
+  .option('--upstream <url>', "only on this upstream of the model (its URL): the voice's id there, for failover between engines")
+  .action(async (o: { voice: string; model: string; upstreamId: string; upstream?: string }) => {
+    await withDb((db) => mapVoiceToEngine(db.prisma, { voiceId: o.voice, modelId: o.model, upstreamId: o.upstreamId, upstreamUrl: o.upstream }));
+    const where = o.upstream ? ` on ${o.upstream}` : '';
+    print(
+      { voice_id: o.voice, model: o.model, upstream_id: o.upstreamId, upstream: o.upstream ?? null },
+      `${o.voice} speaks through ${o.model}${where} as ${o.upstreamId}`,
+    );
   });
 
 function modelJson(m: Awaited<ReturnType<typeof listModels>>[number]) {

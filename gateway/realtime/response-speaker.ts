@@ -36,6 +36,7 @@ export function responseSpeaker(
       refusal: () => new ServiceError('insufficient_quota', "The organization's credit does not cover the answer's speech; add credits to continue."),
       onBalance: (remaining) => host.onBalance(remaining),
     }),
+    failover: { ref: { orgId: auth.orgId, requestId }, log: host.log },
     cutting: { delayMs: SPAN_DELAY_MS, wholeAfterDelay: false, joinUpToChars: 0, trim: true },
     sink: {
       started: (span) => {

@@ -19,6 +19,8 @@ export interface TtsSocketAdmission {
   revoked: AbortSignal;
   /** Credit reserved span by span, from nothing. */
   hold: CreditHold;
+  /** When the upgrade request arrived (performance.now()), for the request log's first audio. */
+  arrivedAt: number;
 }
 
 export interface TtsSocketRoute {
@@ -36,7 +38,7 @@ export function registerTtsSocketRoute(app: FastifyInstance, ctx: GatewayContext
     method: 'GET',
     url: route.url,
     config: { metered: true, keyInQuery: true, session: true },
-    preValidation: async (request) => {
+    preValidation: async (request, reply) => {
       if (request.headers.upgrade?.toLowerCase() !== 'websocket') throw upgradeRequired();
       await route.check?.(request);
       // The session's place under the caps, held until the connection closes, however it ends.
@@ -46,19 +48,19 @@ export function registerTtsSocketRoute(app: FastifyInstance, ctx: GatewayContext
       if (connection.destroyed) ticket.release();
       // The model (so the price) comes with each context: credit is reserved span by span, from
       // nothing (a hold of 0 touches no store; the session releases what it extends it by).
-      request.ttsAdmission = { ticket, hold: await ctx.core.reserve(request.auth, 0n) };
+      request.ttsAdmission = { ticket, hold: await ctx.core.reserve(request.auth, 0n), arrivedAt: performance.now() - reply.elapsedTime };
     },
     handler: async () => {
       throw upgradeRequired();
     },
     wsHandler: (socket, request) => {
       if (socket.readyState !== socket.OPEN) return; // gone during the upgrade
-      const { ticket, hold } = request.ttsAdmission!;
+      const { ticket, hold, arrivedAt } = request.ttsAdmission!;
       socket.once('close', ctx.metrics.webSocketOpened(route.url));
       ctx.lifecycle.trackSocket(socket);
       const revoked = new AbortController();
       ticket.bind(revoked);
-      route.bind(socket, request, { revoked: revoked.signal, hold });
+      route.bind(socket, request, { revoked: revoked.signal, hold, arrivedAt });
     },
   });
 }
@@ -66,6 +68,6 @@ export function registerTtsSocketRoute(app: FastifyInstance, ctx: GatewayContext
 declare module 'fastify' {
   interface FastifyRequest {
     /** A TTS socket's place under the stream caps (held until the connection closes) and its credit hold. */
-    ttsAdmission?: { ticket: Ticket; hold: CreditHold };
+    ttsAdmission?: { ticket: Ticket; hold: CreditHold; arrivedAt: number };
   }
 }

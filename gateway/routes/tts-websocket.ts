@@ -35,7 +35,7 @@ export function registerTtsWebSocketRoutes(app: FastifyInstance, ctx: GatewayCon
         throw new ServiceError('invalid_request', 'Cartesia-Version (or cartesia_version) must be a date like 2025-04-16.', 'cartesia_version');
       }
     },
-    bind: (socket, request, { revoked, hold }) => {
+    bind: (socket, request, { revoked, hold, arrivedAt }) => {
       const link = new WebSocketLink(socket, ctx.clock, {
         message: (data, isBinary) => session.receive(parseMessage(data, isBinary)),
         closed: () => session.transportClosed(),
@@ -49,6 +49,7 @@ export function registerTtsWebSocketRoutes(app: FastifyInstance, ctx: GatewayCon
         outbox: link.outbox((event: TtsEvent) => [cartesiaEvent(event, request.id)]),
         revoked,
         log: request.log,
+        arrivedAt,
       });
     },
   });

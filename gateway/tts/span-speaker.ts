@@ -17,6 +17,7 @@ import type { ModelEntry } from '../registry/model-registry.ts';
 import { clientErrorFor } from '../core/try-upstreams.ts';
 import type { SpanCredit } from './span-credit.ts';
 import { allChunks, billedCharacters, startEngine, type ResolvedVoice } from './synthesize.ts';
+import type { FailoverTrace } from './tts-failover.ts';
 import { isSpeakable, takeSpans, takeWords } from './text-spans.ts';
 
 export interface SpeakerVoice {
@@ -69,6 +70,8 @@ export interface SpanSpeakerOptions extends SpeakerVoice {
   credit: SpanCredit;
   cutting: SpanCutting;
   sink: SpanSink;
+  /** Who a span's move to another upstream is recorded for (its log row, its log line). */
+  failover?: Omit<FailoverTrace, 'released'>;
   /** Runs each span's synthesis (a trace span around it, say). */
   around?: (span: { text: string; characters: number }, speak: () => Promise<void>) => Promise<void>;
 }
@@ -305,7 +308,9 @@ export class SpanSpeaker {
     const upstreamCall = { signal: call.signal, timeoutMs };
     try {
       if (this.stopped) return;
-      const engine = await startEngine(ctx, model, this.o.voice, { language: this.o.language, speed: this.o.speed }, text, upstreamCall);
+      // After this speaker's first audio, a failing engine is a seam in a stream the listener hears.
+      const trace = { ...this.o.failover, released: () => this.spoken > 0 };
+      const engine = await startEngine(ctx, model, this.o.voice, { language: this.o.language, speed: this.o.speed }, text, upstreamCall, trace);
       // Stopped while the engine started: nothing was sent, nothing is billed.
       if (this.stopped) return;
       claimed = false;

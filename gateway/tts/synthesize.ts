@@ -17,6 +17,7 @@ import { upstreamEnvelope } from '../upstream-envelope.ts';
 import { onResponseClose } from '../client-gone.ts';
 import type { CreditHold } from '../core/gateway-core.ts';
 import type { TtsRequest } from './tts-request.ts';
+import { failoverSpeech, voiceOnUpstream, type FailoverTrace } from './tts-failover.ts';
 
 export interface StartedSynthesis extends EngineAudio {
   model: ModelEntry;
@@ -81,8 +82,10 @@ export async function startSynthesis(
   onResponseClose(reply, hold.release);
   const voice = await resolveVoice(ctx, request.auth.orgId, model, tts, route);
   const call = upstreamCall(ctx, reply, request.ticket);
-  const engine = await startEngine(ctx, model, voice, tts, tts.transcript, call);
+  const ref = { orgId: request.auth.orgId, requestId: request.id };
+  const engine = await startEngine(ctx, model, voice, tts, tts.transcript, call, { ref, log: request.log });
   ctx.metrics.firstOutput('tts_first_audio', model.id, reply.elapsedTime / 1000);
+  ctx.requestLog?.annotate(ref, { firstAudioMs: Math.round(reply.elapsedTime) });
   return { model, ...engine, call, hold };
 }
 
@@ -144,8 +147,10 @@ export function audioBound(text: string, sampleRate: number): number {
 }
 
 /**
- * Runs the engine on `text` (expanded by the dictionary) until its first audio, trying the next
- * upstream when one cannot be reached.
+ * Runs the engine on `text` (expanded by the dictionary) until its first audio. A model with one
+ * upstream streams it as the engine makes it (trying the next upstream when one cannot be
+ * reached); a model with more speaks it span by span, each span whole before it is released, so
+ * a failing engine's span moves to the next upstream unheard (tts-failover.ts).
  */
 export async function startEngine(
   ctx: GatewayContext,
@@ -154,16 +159,25 @@ export async function startEngine(
   tts: Pick<TtsRequest, 'language' | 'speed'>,
   text: string,
   call: UpstreamCall,
+  trace: FailoverTrace = {},
 ): Promise<Omit<EngineAudio, 'call'>> {
   const { profile, dict, orgId } = voice;
+  const language = tts.language ?? profile.language;
+  if (model.upstreams.length > 1) {
+    const run = { ctx, model, profile, dict, language, speed: tts.speed, tenant: orgId, call, trace };
+    const audio = await failoverSpeech(run, text);
+    return { ...audio, maxSamples: audioBound(text, audio.sampleRate) };
+  }
   const { stream, iterator, first } = await tryUpstreams(ctx, model, call, async (upstream) => {
     const speech = ctx.protocols.get(upstream.protocol)?.speech;
     if (!speech) throw new ServiceError('model_offline', `The upstream of '${model.id}' (protocol ${upstream.protocol}) cannot synthesize speech.`);
+    const engineVoice = voiceOnUpstream(profile, upstream);
+    if (!engineVoice) throw new ServiceError('voice_profile_missing', `Voice '${profile.voiceId}' has no copy on the upstream of '${model.id}'.`, 'voice.id');
     const expanded = dict ? applyPronunciation(text, dict, speech.formatPhoneme) : text;
     const stream = await speech.synthesize(upstream, {
       text: expanded,
-      voice: profile,
-      language: tts.language ?? profile.language,
+      voice: engineVoice,
+      language,
       speed: tts.speed,
       signal: call.signal,
       timeoutMs: call.timeoutMs,

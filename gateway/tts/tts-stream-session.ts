@@ -100,6 +100,8 @@ export interface TtsStreamSessionOptions {
   /** Aborted (reason: a ServiceError such as api_key_disabled) when the session must end at once. */
   revoked: AbortSignal;
   log: { warn(obj: unknown, msg: string): void; error(obj: unknown, msg: string): void };
+  /** When the request (the upgrade) arrived, on performance.now(): the request log's firstAudioMs counts from it. */
+  arrivedAt?: number;
 }
 
 /**
@@ -136,6 +138,7 @@ export class TtsStreamSession {
   private readonly credit: SpanCredit;
   private readonly life: SessionLife;
   private billed: () => void = () => {};
+  private firstAudioLogged = false;
 
   constructor(private readonly o: TtsStreamSessionOptions) {
     const { ctx, limits } = o;
@@ -170,6 +173,10 @@ export class TtsStreamSession {
 
   private get route(): string {
     return this.o.route ?? 'tts.websocket';
+  }
+
+  private get logRef() {
+    return { orgId: this.o.auth.orgId, requestId: this.o.requestId };
   }
 
   get state(): TtsSessionState {
@@ -309,9 +316,17 @@ export class TtsStreamSession {
       volume: c.tts.volume,
       route: this.route,
       credit: this.credit,
+      failover: { ref: this.logRef, log: this.o.log },
       cutting: { delayMs: c.delayMs, wholeAfterDelay: true, joinUpToChars: MAX_JOINED_CHARS, trim: false },
       sink: {
-        started: (span) => span.index === 0 && ctx.metrics.firstOutput('tts_first_audio', c.model.id, span.waitedMs / 1000),
+        started: (span) => {
+          if (span.index !== 0) return;
+          ctx.metrics.firstOutput('tts_first_audio', c.model.id, span.waitedMs / 1000);
+          // The log row keeps the session's first audio, from the upgrade's arrival.
+          if (this.firstAudioLogged || this.o.arrivedAt === undefined) return;
+          this.firstAudioLogged = true;
+          ctx.requestLog?.annotate(this.logRef, { firstAudioMs: Math.round(performance.now() - this.o.arrivedAt) });
+        },
         audio: (audio, _ms, span) => {
           if (c.state === 'gone' || !outbox.open) return;
           const now = performance.now();

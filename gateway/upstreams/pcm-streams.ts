@@ -4,6 +4,7 @@ import { AudioFormatError } from '../audio/audio-format-error.ts';
 import { s16leToS16, type PcmSamples } from '../audio/pcm.ts';
 import { readWavInfo } from '../audio/wav.ts';
 import { UpstreamError, type SpeechStream } from './contract.ts';
+import type { DispatchResponse } from './dispatch-call.ts';
 
 const MAX_HEADER_BYTES = 64 * 1024;
 
@@ -44,6 +45,14 @@ export async function wavStream(body: AsyncIterable<Buffer>): Promise<{ sampleRa
       throw new UpstreamError('protocol', `The speech engine's output is not WAV: ${(e as Error).message}`);
     }
   }
+}
+
+/** A 2xx speech answer whose body is a document (JSON, text, HTML), not audio: the engine broke its protocol. */
+export async function assertAudioAnswer(res: Pick<DispatchResponse, 'contentType' | 'body'>): Promise<void> {
+  if (!/^(application\/(json|problem\+json)|text\/)/i.test(res.contentType.trim())) return;
+  // Leaving the body unread aborts the request (the connection is not reused).
+  for await (const _ of res.body) break;
+  throw new UpstreamError('protocol', `The speech engine answered ${res.contentType.split(';')[0]} instead of audio.`);
 }
 
 /** Whether bytes start a RIFF/WAVE file (an engine that ignored the raw format it was asked for). */

@@ -42,6 +42,10 @@ const EnvSchema = z.object({
   SVC_CIRCUIT_FAILURES: z.coerce.number().int().min(1).max(1000).default(5),
   SVC_LLM_FIRST_TOKEN_SECONDS: z.coerce.number().min(0.05).max(3600).default(10),
   SVC_LLM_STALL_SECONDS: z.coerce.number().min(0.05).max(3600).default(10),
+  // TTS failover (docs/failover.md): an engine with no audio this long after the request, or
+  // silent this long between chunks, is failing; the text moves to the model's next upstream.
+  SVC_TTS_FIRST_AUDIO_SECONDS: z.coerce.number().min(0.05).max(300).default(5),
+  SVC_TTS_STALL_SECONDS: z.coerce.number().min(0.05).max(300).default(3),
   // Voice jobs (clone, localize, profiles): each gateway runs a worker unless SVC_WORKER=off
   // (then run `svc worker` processes). A job whose worker died is re-run after its lease.
   SVC_WORKER: z.enum(['on', 'off']).default('on'),
@@ -195,6 +199,8 @@ export interface Config {
   circuit: { openMs: number; failures: number };
   /** SVC_LLM_*: an LLM stream moves to the next upstream when no token came this long (docs/failover.md). */
   llmFailover: { firstTokenMs: number; stallMs: number };
+  /** TTS failover: an engine's dead air before the first audio, and between chunks, that counts as a failure. */
+  ttsFailover: { firstAudioMs: number; stallMs: number };
   /** SVC_REALTIME_PROFILES_FILE; undefined: the shipped config/realtime-profiles.json. */
   realtimeProfilesFile: string | undefined;
   jobs: { worker: boolean; concurrency: number; pollMs: number; leaseMs: number; offlineGiveUpMs: number; maxPerOrg: number };
@@ -342,6 +348,7 @@ export function loadConfig(source: Readonly<Record<string, string | undefined>> 
     upstreamTimeoutMs: env.SVC_UPSTREAM_TIMEOUT_SECONDS * 1000,
     circuit: { openMs: env.SVC_CIRCUIT_OPEN_SECONDS * 1000, failures: env.SVC_CIRCUIT_FAILURES },
     llmFailover: { firstTokenMs: env.SVC_LLM_FIRST_TOKEN_SECONDS * 1000, stallMs: env.SVC_LLM_STALL_SECONDS * 1000 },
+    ttsFailover: { firstAudioMs: env.SVC_TTS_FIRST_AUDIO_SECONDS * 1000, stallMs: env.SVC_TTS_STALL_SECONDS * 1000 },
     realtimeProfilesFile: env.SVC_REALTIME_PROFILES_FILE,
     jobs: {
       worker: env.SVC_WORKER === 'on',

@@ -47,6 +47,14 @@ export type CartesiaBehaviour =
   /** Sockets: an error event after the first audio, then the close. */
   | { kind: 'stream_error'; status: number; message: string };
 
+/**
+ * A fault on one POST /tts/bytes (engines failing as the gateway's TTS failover must survive):
+ * reset (the connection dropped before any answer), status_500, stall_first (headers and no audio),
+ * close_mid / stall_mid (half the audio, then the connection dropped / nothing more), malformed
+ * (a 200 whose body is JSON, not audio).
+ */
+export type TtsFault = 'reset' | 'status_500' | 'stall_first' | 'close_mid' | 'stall_mid' | 'malformed';
+
 export interface CatalogueVoice {
   id: string;
   name: string;
@@ -82,6 +90,8 @@ export interface ScriptedCartesiaOptions {
   /** Scripted transcript words, one per voiced burst, in turn. */
   words?: string[];
   msPerChar?: number;
+  /** POST /tts/bytes: audio made this many times faster than real time, the first chunk after `firstAudioMs` (benchmarks); unset: at once. */
+  pace?: { realtimeFactor: number; firstAudioMs: number };
   voices?: CatalogueVoice[];
   /** How long a socket may get no audio before the peer closes it (Cartesia: 20 s). */
   sttIdleMs?: number;
@@ -98,6 +108,10 @@ export interface ScriptedCartesia {
   voices: CatalogueVoice[];
   /** Ids of the voices deleted (DELETE /voices/{id}), in order. */
   deleted: string[];
+  /** Chooses a fault for each POST /tts/bytes by its transcript and its place (0-based) among them; null: none. */
+  ttsFault: ((transcript: string, index: number) => TtsFault | null) | null;
+  /** Transcripts of POST /tts/bytes answered in full, in order. */
+  spoken: string[];
   /** Resolves with the nth request (1-based) once it has arrived. */
   request(n: number): Promise<ReceivedRequest>;
   /** Resolves with the nth socket (1-based) once it has been accepted. */
@@ -171,6 +185,7 @@ function tone(rate: number, samples: number): Buffer {
 export async function startScriptedCartesia(options: ScriptedCartesiaOptions = {}): Promise<ScriptedCartesia> {
   const words = options.words ?? DEFAULT_WORDS;
   const msPerChar = options.msPerChar ?? 20;
+  const pace = options.pace;
   const connections = new Set<Socket>();
   const requests = new EventLog<ReceivedRequest>((r) => `${r.method} ${r.path}`);
   const sttSockets = new EventLog<SttSocketRecord>(() => 'socket');
@@ -183,6 +198,8 @@ export async function startScriptedCartesia(options: ScriptedCartesiaOptions = {
     sttSockets: sttSockets.events,
     voices: options.voices ?? [],
     deleted: [],
+    ttsFault: null,
+    spoken: [],
     request: (n) => requests.first(() => true, { from: n - 1 }),
     sttSocket: (n) => sttSockets.first(() => true, { from: n - 1 }),
     close: async () => {
@@ -273,6 +290,8 @@ export async function startScriptedCartesia(options: ScriptedCartesiaOptions = {
     }
     const speed = typeof request.generation_config?.speed === 'number' ? request.generation_config.speed : 1;
     const audio = tone(rate, Math.round((rate * msPerChar * request.transcript.length) / 1000 / speed));
+    const fault = state.ttsFault?.(request.transcript, ttsRequests++) ?? null;
+    if (fault) return faulty(fault, audio, res);
     res.writeHead(200, { 'content-type': 'audio/pcm' });
     if (state.behaviour.kind === 'endless') {
       // A second of tone after another, as fast as the client takes it.
@@ -297,11 +316,33 @@ export async function startScriptedCartesia(options: ScriptedCartesiaOptions = {
         res.write(chunk, () => res.socket?.destroy());
         return;
       }
+      if (pace) await new Promise((resolve) => setTimeout(resolve, at === 0 ? pace.firstAudioMs : (chunk.length / 2 / rate) * (1000 / pace.realtimeFactor)));
+      if (res.destroyed) return;
       res.write(chunk);
       if (state.behaviour.kind === 'stall') return;
       await new Promise((resolve) => setImmediate(resolve));
     }
     res.end();
+    state.spoken.push(request.transcript);
+  }
+
+  let ttsRequests = 0;
+  function faulty(fault: TtsFault, audio: Buffer, res: ServerResponse): void {
+    if (fault === 'reset') return void res.socket?.destroy();
+    if (fault === 'status_500') {
+      res.writeHead(500, { 'content-type': 'application/json' });
+      return void res.end(errorBody('Internal server error', 'The scripted engine failed.'));
+    }
+    if (fault === 'malformed') {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      return void res.end(JSON.stringify({ audio: 'not here' }));
+    }
+    res.writeHead(200, { 'content-type': 'audio/pcm' });
+    if (fault === 'stall_first') return void res.flushHeaders();
+    const half = audio.subarray(0, Math.floor(audio.length / 4) * 2);
+    res.write(half, () => {
+      if (fault === 'close_mid') res.socket?.destroy();
+    });
   }
 
   async function transcribe(form: FormData | null, res: ServerResponse): Promise<void> {

@@ -29,6 +29,9 @@ export type ElevenLabsBehaviour =
   /** The request is read and never answered. */
   | { kind: 'hang' };
 
+/** A fault on one speech request (as test/support/scripted-cartesia.ts TtsFault). */
+export type TtsFault = 'reset' | 'status_500' | 'stall_first' | 'close_mid' | 'stall_mid' | 'malformed';
+
 /** A voice as GET /v2/voices lists it (the fields the gateway reads, and a few more). */
 export interface PeerVoice {
   voice_id: string;
@@ -64,6 +67,8 @@ export interface ScriptedElevenLabsOptions {
   toneHz?: number;
   /** How many writes a speech answer is cut into (odd-sized, so samples straddle chunks). */
   chunks?: number;
+  /** Speech: audio made this many times faster than real time, the first piece after `firstAudioMs` (benchmarks); unset: at once. */
+  pace?: { realtimeFactor: number; firstAudioMs: number };
   /** The words a transcription hears, one per voiced burst, in turn. */
   words?: string[];
   voices?: PeerVoice[];
@@ -78,6 +83,10 @@ export interface ScriptedElevenLabs {
   voices: PeerVoice[];
   /** Ids of the voices deleted (DELETE /v1/voices/{voice_id}), in order. */
   deleted: string[];
+  /** Chooses a fault for each speech request by its text and its place (0-based) among them; null: none. */
+  ttsFault: ((text: string, index: number) => TtsFault | null) | null;
+  /** Texts of speech requests answered in full, in order. */
+  spoken: string[];
   /** Resolves when `count` requests have arrived (whole bodies read). */
   requestsArrived(count: number): Promise<void>;
   close(): Promise<void>;
@@ -136,6 +145,8 @@ export async function startScriptedElevenLabs(options: ScriptedElevenLabsOptions
     received: [],
     voices: options.voices ?? [peerVoice('JBFqnCBsd6RMkjVDRZzb', { name: 'George', labels: { accent: 'british', gender: 'male', language: 'en' } })],
     deleted: [],
+    ttsFault: null,
+    spoken: [],
     requestsArrived: (count) =>
       new Promise((resolve) => {
         const check = () => {
@@ -241,7 +252,10 @@ export async function startScriptedElevenLabs(options: ScriptedElevenLabsOptions
     const speed = typeof request.voice_settings?.speed === 'number' ? request.voice_settings.speed : 1;
     const samples = Math.round((rate * request.text.length * msPerCharacter) / 1000 / speed);
     const pcm = peerTone(rate, samples, toneHz);
+    const text = request.text;
     if (b.kind === 'partial') return partial(record, res, pcm, 'audio/pcm', b);
+    const fault = peer.ttsFault?.(request.text, ttsRequests++) ?? null;
+    if (fault) return faulty(fault, pcm, res);
     res.writeHead(200, { 'content-type': 'audio/pcm' });
     res.socket?.setNoDelay(true);
     // Odd-sized pieces, each its own write: a sample straddles every boundary.
@@ -250,13 +264,29 @@ export async function startScriptedElevenLabs(options: ScriptedElevenLabsOptions
       if (res.destroyed) return;
       if (at >= pcm.length) {
         res.end();
+        peer.spoken.push(text);
         return;
       }
       const chunk = pcm.subarray(at, at + piece);
       record.sent = Buffer.concat([record.sent, chunk]);
-      res.write(chunk, () => setImmediate(writeFrom, at + piece));
+      const pace = options.pace;
+      const wait = pace ? (at === 0 ? 0 : (chunk.length / 2 / rate) * (1000 / pace.realtimeFactor)) : 0;
+      res.write(chunk, () => (pace ? setTimeout(writeFrom, wait, at + piece) : setImmediate(writeFrom, at + piece)));
     };
-    writeFrom(0);
+    if (options.pace) setTimeout(writeFrom, options.pace.firstAudioMs, 0);
+    else writeFrom(0);
+  }
+
+  let ttsRequests = 0;
+  function faulty(fault: TtsFault, pcm: Buffer, res: ServerResponse): void {
+    if (fault === 'reset') return void res.socket?.destroy();
+    if (fault === 'status_500') return answer(res, 500, { detail: { status: 'internal_error', message: 'The scripted engine failed.' } });
+    if (fault === 'malformed') return answer(res, 200, { audio: 'not here' });
+    res.writeHead(200, { 'content-type': 'audio/pcm' });
+    if (fault === 'stall_first') return void res.flushHeaders();
+    res.write(pcm.subarray(0, Math.floor(pcm.length / 4) * 2), () => {
+      if (fault === 'close_mid') res.socket?.destroy();
+    });
   }
 
   function partial(

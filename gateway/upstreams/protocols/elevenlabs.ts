@@ -35,7 +35,7 @@ import {
   type Word,
 } from '../contract.ts';
 import { checkHttpHealth, engineBody, engineDelete, engineJson, engineRequest } from '../engine-http.ts';
-import { boundedSpeech, s16Chunks } from '../pcm-streams.ts';
+import { assertAudioAnswer, boundedSpeech, s16Chunks } from '../pcm-streams.ts';
 
 const settings = z
   .object({
@@ -82,6 +82,7 @@ const speech: SpeechCapability<Settings> = {
     };
     const path = `/v1/text-to-speech/${encodeURIComponent(req.voice.upstreamId)}/stream?output_format=pcm_${rate}`;
     const res = await engineRequest(target.url, target.apiKey, { method: 'POST', path, headers: keyHeader(target), json: body }, req);
+    await assertAudioAnswer(res);
     return boundedSpeech({ sampleRate: rate, chunks: s16Chunks(engineBody(res, req)) }, req.text);
   },
 };

@@ -68,19 +68,47 @@ export async function importEngineVoices(prisma: Prisma, input: { modelId: strin
 }
 
 /** Makes a voice speak through a model's engine as that engine's voice `upstreamId` (a ready profile). */
-export async function mapVoiceToEngine(prisma: Prisma, input: { voiceId: string; modelId: string; upstreamId: string }): Promise<void> {
+export async function mapVoiceToEngine(prisma: Prisma, input: { voiceId: string; modelId: string; upstreamId: string; upstreamUrl?: string }): Promise<void> {
   if (!input.upstreamId || input.upstreamId.length > 512)
     throw new ServiceError('invalid_request', 'The engine voice id must be 1-512 characters.', 'upstream_id');
+  if (input.upstreamUrl !== undefined && (!input.upstreamUrl || input.upstreamUrl.length > 2048))
+    throw new ServiceError('invalid_request', 'The upstream URL must be 1-2048 characters.', 'upstream');
   const [voice, model] = await Promise.all([
     prisma.voice.findUnique({ where: { id: input.voiceId }, select: { id: true } }),
-    prisma.model.findUnique({ where: { id: input.modelId }, select: { modality: true } }),
+    prisma.model.findUnique({ where: { id: input.modelId }, select: { modality: true, upstreams: { select: { url: true } } } }),
   ]);
   if (!voice) throw new ServiceError('voice_not_found', `The voice '${input.voiceId}' does not exist.`);
   if (!model) throw new ServiceError('model_not_found', `The model '${input.modelId}' does not exist.`);
   if (model.modality !== 'tts') throw new ServiceError('invalid_request', `Voices belong to TTS models; '${input.modelId}' is ${model.modality}.`, 'model');
+  if (input.upstreamUrl !== undefined) return mapOnUpstream(prisma, { ...input, upstreamUrl: input.upstreamUrl }, model.upstreams);
   // Replaced whole: parameters of a previous profile (a clone's latents) belong to another engine voice.
   await prisma.$transaction([
     prisma.voiceProfile.deleteMany({ where: { voiceId: input.voiceId, modelId: input.modelId } }),
     prisma.voiceProfile.create({ data: { id: newId('vpr'), voiceId: input.voiceId, modelId: input.modelId, upstreamId: input.upstreamId, status: 'ready' } }),
   ]);
+}
+
+/**
+ * The voice's id on one upstream of the model (TTS failover speaks the same voice on each engine,
+ * gateway/tts/tts-failover.ts): kept in the profile's params under `upstream_voices`, by URL. Once
+ * a voice has them, an upstream it has no id for is skipped for it.
+ */
+async function mapOnUpstream(
+  prisma: Prisma,
+  input: { voiceId: string; modelId: string; upstreamId: string; upstreamUrl: string },
+  upstreams: { url: string }[],
+): Promise<void> {
+  if (!upstreams.some((u) => u.url === input.upstreamUrl)) {
+    throw new ServiceError('invalid_request', `The model '${input.modelId}' has no upstream at ${input.upstreamUrl}.`, 'upstream');
+  }
+  const where = { voiceId_modelId: { voiceId: input.voiceId, modelId: input.modelId } };
+  const existing = await prisma.voiceProfile.findUnique({ where });
+  const params = (existing?.params && typeof existing.params === 'object' ? existing.params : {}) as Record<string, unknown>;
+  const copies = { ...((params.upstream_voices as Record<string, string> | undefined) ?? {}), [input.upstreamUrl]: input.upstreamId };
+  const data = { params: { ...params, upstream_voices: copies } };
+  if (existing) await prisma.voiceProfile.update({ where, data });
+  else
+    await prisma.voiceProfile.create({
+      data: { id: newId('vpr'), voiceId: input.voiceId, modelId: input.modelId, upstreamId: input.upstreamId, status: 'ready', ...data },
+    });
 }

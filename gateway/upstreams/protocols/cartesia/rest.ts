@@ -11,7 +11,7 @@ import {
   type VoiceCatalogueCapability,
 } from '../../contract.ts';
 import { engineBody, engineDelete, engineJson, engineRequest } from '../../engine-http.ts';
-import { boundedSpeech, s16Chunks } from '../../pcm-streams.ts';
+import { assertAudioAnswer, boundedSpeech, s16Chunks } from '../../pcm-streams.ts';
 import { cartesiaPhonemes } from './phonemes.ts';
 import { cartesiaHeaders, parseWords, primaryLanguage, type CartesiaSettings } from './wire.ts';
 
@@ -42,6 +42,7 @@ export const speech: SpeechCapability<CartesiaSettings> = {
       ...(speed !== 1 ? { generation_config: { speed } } : {}),
     };
     const res = await engineRequest(target.url, target.apiKey, { method: 'POST', path: '/tts/bytes', headers: cartesiaHeaders(target), json: body }, req);
+    await assertAudioAnswer(res);
     return boundedSpeech({ sampleRate: rate, chunks: s16Chunks(engineBody(res, req)) }, req.text);
   },
 };

@@ -1,0 +1,315 @@
+// TTS failover (gateway/tts/tts-failover.ts, docs/failover.md "TTS"): one model with a scripted
+// Cartesia engine first and a scripted ElevenLabs engine second, the same voice mapped on each.
+// Cartesia fails a chosen sentence — reset, 5xx, no audio, closed or silent half-way, a body that
+// is not audio — at the start, in the middle and at the end of the text; the client gets all the
+// audio and no error, each engine's completed texts put together are the input exactly once, the
+// audio is as long as those texts (none of the failed attempt's audio leaks), and the request is
+// billed once per character. The stalls are the gateway's clock moved past the allowance.
+import { createRequire } from 'node:module';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { createApiKey } from '../../server/services/keys/create-api-key.ts';
+import { createOrg } from '../../server/services/orgs/create-org.ts';
+import { upsertModel } from '../../server/services/models/upsert-model.ts';
+import { mapVoiceToEngine } from '../../server/services/voices/engine-voices.ts';
+import { checkProtocol } from '../upstreams/protocols/index.ts';
+import type { GatewayHarness } from '../../test/support/gateway-harness.ts';
+import { manualClock } from '../../test/support/manual-clock.ts';
+import { makeTestCertificate, type TestCertificate } from '../../test/support/tls.ts';
+import { startScriptedCartesia, type ScriptedCartesia, type TtsFault } from '../../test/support/scripted-cartesia.ts';
+import { startScriptedElevenLabs, type ScriptedElevenLabs } from '../../test/support/scripted-elevenlabs.ts';
+import { bytesOf, codePoints, costOf, post, requestId, startTtsGateway } from '../../test/support/tts-routes.ts';
+import { usageRows } from '../../test/support/usage-rows.ts';
+import { failoverSpans } from './tts-failover.ts';
+
+const require = createRequire(import.meta.url);
+const { Cartesia } = require('@cartesia/cartesia-js') as typeof import('@cartesia/cartesia-js');
+
+const CARTESIA_KEY = 'sk_car_failover_3f1a';
+const ELEVEN_KEY = 'xi_failover_77c2';
+process.env.CARTESIA_FAILOVER_KEY = CARTESIA_KEY;
+process.env.ELEVEN_FAILOVER_KEY = ELEVEN_KEY;
+
+const PRICE = 1_000_000n;
+const MS_PER_CHAR = 20;
+const OUT_RATE = 24_000;
+const STALL_SECONDS = 1;
+const TEXT = 'The first sentence starts here. A second one follows it closely. And the third one ends the text.';
+const SPANS = failoverSpans(TEXT);
+const CARTESIA_VOICE = 'car-voice-0001';
+const ELEVEN_VOICE = 'JBFqnCBsd6RMkjVDRZzb';
+
+const clock = manualClock(Date.now());
+const METRICS_TOKEN = 'metrics-token-of-the-failover-test';
+let h: GatewayHarness;
+/** The same over TLS, for cartesia-js (its sockets are wss:). */
+let tls: GatewayHarness;
+let cert: TestCertificate;
+let cartesia: ScriptedCartesia;
+let eleven: ScriptedElevenLabs;
+
+/** Model `duo`: Cartesia first (its weight makes it the first choice but once in a million), ElevenLabs second; flite-slt mapped on each. */
+async function addDuo(g: GatewayHarness): Promise<void> {
+  const prisma = g.testDb.db.prisma;
+  const model = { id: 'duo', modality: 'tts' as const, prices: { picoPerChar: PRICE } };
+  await upsertModel(prisma, checkProtocol, {
+    ...model,
+    upstream: { url: cartesia.url, protocol: 'cartesia', upstreamModel: 'sonic-3', apiKeyEnv: 'CARTESIA_FAILOVER_KEY', weight: 1_000_000 },
+  });
+  await upsertModel(prisma, checkProtocol, {
+    ...model,
+    // At another rate than Cartesia's 24 kHz: its spans are resampled to the stream's rate.
+    upstream: {
+      url: eleven.url,
+      protocol: 'elevenlabs',
+      upstreamModel: 'eleven_flash_v2_5',
+      apiKeyEnv: 'ELEVEN_FAILOVER_KEY',
+      weight: 1,
+      settings: { output_sample_rate: 16000 },
+    },
+  });
+  await mapVoiceToEngine(prisma, { voiceId: 'flite-slt', modelId: 'duo', upstreamId: CARTESIA_VOICE, upstreamUrl: cartesia.url });
+  await mapVoiceToEngine(prisma, { voiceId: 'flite-slt', modelId: 'duo', upstreamId: ELEVEN_VOICE, upstreamUrl: eleven.url });
+  // A voice ElevenLabs alone has: Cartesia is never asked for it.
+  await mapVoiceToEngine(prisma, { voiceId: 'flite-rms', modelId: 'duo', upstreamId: ELEVEN_VOICE, upstreamUrl: eleven.url });
+  await g.runtime.ctx.registry.refresh();
+}
+
+beforeAll(async () => {
+  cert = await makeTestCertificate();
+  [cartesia, eleven] = await Promise.all([
+    startScriptedCartesia({ apiKey: CARTESIA_KEY, msPerChar: MS_PER_CHAR }),
+    startScriptedElevenLabs({ apiKey: ELEVEN_KEY, msPerCharacter: MS_PER_CHAR }),
+  ]);
+  const env = { SVC_TTS_FIRST_AUDIO_SECONDS: String(STALL_SECONDS), SVC_TTS_STALL_SECONDS: String(STALL_SECONDS), SVC_METRICS_TOKEN: METRICS_TOKEN };
+  [h, tls] = await Promise.all([
+    startTtsGateway({ clock, env }),
+    startTtsGateway({ clock, env: { ...env, SVC_TLS_CERT: cert.certPath, SVC_TLS_KEY: cert.keyPath } }),
+  ]);
+  await Promise.all([addDuo(h), addDuo(tls)]);
+}, 60_000);
+
+afterAll(async () => {
+  await Promise.all([h?.close(), tls?.close()]);
+  await Promise.allSettled([cartesia?.close(), eleven?.close(), cert?.remove()]);
+  delete process.env.CARTESIA_FAILOVER_KEY;
+  delete process.env.ELEVEN_FAILOVER_KEY;
+});
+
+const duo = (g = h) => g.runtime.ctx.registry.resolve('duo', 'tts');
+const cartesiaDown = (g = h) => g.runtime.ctx.registry.healthyUpstreams(duo(g)).every((u) => u.url !== cartesia.url);
+
+/** Both engines up and fresh; Cartesia fails the `at`th span with `fault` (once); resolves when that fault is being served. */
+function arm(fault: TtsFault | null, at: number, g = h): Promise<void> {
+  const ctx = g.runtime.ctx;
+  for (const u of duo(g).upstreams) ctx.health.record(u, { ok: true });
+  cartesia.spoken.length = 0;
+  eleven.spoken.length = 0;
+  let served!: () => void;
+  const serving = new Promise<void>((resolve) => (served = resolve));
+  let spent = false;
+  cartesia.ttsFault = (text) => {
+    if (spent || fault === null || text !== SPANS[at]) return null;
+    spent = true;
+    served();
+    return fault;
+  };
+  return serving;
+}
+
+/** A stall is seen once the gateway's clock passes the allowance: moved once the engine is stalling (a timer is always running during an attempt). */
+async function passStall(fault: TtsFault | null, serving: Promise<void>): Promise<void> {
+  if (fault !== 'stall_first' && fault !== 'stall_mid') return;
+  await serving;
+  clock.advance(STALL_SECONDS * 1000);
+}
+
+/** The texts the engines completed, in order: Cartesia's until it failed, then ElevenLabs'. */
+const completedTexts = () => [...cartesia.spoken, ...eleven.spoken].join('');
+
+/** Samples of `text` at OUT_RATE as the scripted engines make it (MS_PER_CHAR a character), within a few per span for resampling. */
+function expectAudioOf(samples: number, text: string): void {
+  const expected = (codePoints(text) * MS_PER_CHAR * OUT_RATE) / 1000;
+  expect(Math.abs(samples - expected)).toBeLessThanOrEqual(4 * SPANS.length);
+}
+
+async function expectBilledOnce(id: string, route: string): Promise<void> {
+  await h.settled();
+  const rows = await usageRows(h.testDb.db.prisma, { requestId: id });
+  expect(rows.map((r) => [r.route, r.characters, r.costMicros])).toEqual([[route, codePoints(TEXT), costOf(codePoints(TEXT), PRICE)]]);
+}
+
+const body = (over: Record<string, unknown> = {}) => ({
+  model_id: 'duo',
+  transcript: TEXT,
+  voice: { mode: 'id', id: 'flite-slt' },
+  output_format: { container: 'raw', encoding: 'pcm_s16le', sample_rate: OUT_RATE },
+  ...over,
+});
+
+const FAULTS: TtsFault[] = ['reset', 'status_500', 'stall_first', 'close_mid', 'stall_mid', 'malformed'];
+const PLACES = [
+  { name: 'start', at: 0 },
+  { name: 'middle', at: 1 },
+  { name: 'end', at: SPANS.length - 1 },
+];
+
+describe('the text is spoken sentence by sentence, each sentence by the engine that completes it', () => {
+  it('cuts the text into three sentences that put back together are the text', () => {
+    expect(SPANS).toHaveLength(3);
+    expect(SPANS.join('')).toBe(TEXT);
+  });
+
+  it('without a fault: every sentence on Cartesia with its own voice id, none on ElevenLabs', async () => {
+    arm(null, 0);
+    const before = cartesia.received.length;
+    const res = await post(h, '/tts/bytes', body());
+    expect(res.status).toBe(200);
+    expectAudioOf((await bytesOf(res)).length / 2, TEXT);
+    expect(cartesia.spoken).toEqual(SPANS);
+    expect(eleven.spoken).toEqual([]);
+    const sent = cartesia.received.slice(before).map((r) => (JSON.parse(r.body.toString()) as { voice: { id: string } }).voice.id);
+    expect(new Set(sent)).toEqual(new Set([CARTESIA_VOICE]));
+  });
+});
+
+describe('the voice on each engine', () => {
+  it('a voice with an id on ElevenLabs only: Cartesia is skipped for it (no failover), ElevenLabs speaks it all', async () => {
+    arm(null, 0);
+    const before = cartesia.received.length;
+    const res = await post(h, '/tts/bytes', body({ voice: { mode: 'id', id: 'flite-rms' } }));
+    expect(res.status).toBe(200);
+    expectAudioOf((await bytesOf(res)).length / 2, TEXT);
+    expect(cartesia.received.length).toBe(before);
+    expect(eleven.spoken).toEqual(SPANS);
+    expect(cartesiaDown()).toBe(false);
+  });
+
+  it('svc voices map --upstream refuses a URL that is not an upstream of the model', async () => {
+    await expect(
+      mapVoiceToEngine(h.testDb.db.prisma, { voiceId: 'flite-rms', modelId: 'duo', upstreamId: 'x', upstreamUrl: 'http://127.0.0.1:9/nowhere' }),
+    ).rejects.toMatchObject({ code: 'invalid_request', param: 'upstream' });
+  });
+});
+
+describe('the request log', () => {
+  it('keeps the first audio time and the failover reason with its phase', async () => {
+    const log = h.runtime.ctx.requestLog!;
+    const rowOf = async (id: string) => {
+      await log.flush();
+      return h.testDb.db.prisma.requestLog.findFirstOrThrow({ where: { requestId: id } });
+    };
+    arm('close_mid', 1);
+    const mid = requestId('failover-log-mid');
+    await bytesOf(await post(h, '/tts/bytes', body(), { requestId: mid }));
+    arm('status_500', 0);
+    const start = requestId('failover-log-start');
+    await bytesOf(await post(h, '/tts/bytes', body(), { requestId: start }));
+    const [midRow, startRow] = [await rowOf(mid), await rowOf(start)];
+    expect(midRow.failoverReason).toBe('closed (mid stream)');
+    expect(startRow.failoverReason).toBe('http_status (before first output)');
+    expect(midRow.firstAudioMs).toBeGreaterThanOrEqual(0);
+    expect(startRow.firstAudioMs).toBeGreaterThanOrEqual(0);
+  });
+});
+
+describe.each(PLACES)('Cartesia fails at the $name of the text', ({ at }) => {
+  it.each(FAULTS)('%s: POST /tts/bytes gets all the audio, each sentence once, billed once', async (fault) => {
+    const serving = arm(fault, at);
+    const id = requestId(`failover-${fault}-${at}`);
+    const response = post(h, '/tts/bytes', body(), { requestId: id });
+    await passStall(fault, serving);
+    const res = await response;
+    const audio = await bytesOf(res);
+    expect(res.status).toBe(200);
+    expect(completedTexts()).toBe(TEXT);
+    expect(cartesia.spoken).toEqual(SPANS.slice(0, at));
+    expect(eleven.spoken).toEqual(SPANS.slice(at));
+    expect(eleven.received.at(-1)!.path).toBe(`/v1/text-to-speech/${ELEVEN_VOICE}/stream`);
+    expect(eleven.received.at(-1)!.query.output_format).toBe('pcm_16000');
+    expectAudioOf(audio.length / 2, TEXT);
+    expect(cartesiaDown()).toBe(true);
+    await expectBilledOnce(id, 'tts.bytes');
+  });
+});
+
+describe('every route survives a failure half-way', () => {
+  it('POST /tts/sse: chunks and done, no error event; billed once', async () => {
+    arm('close_mid', 1);
+    const id = requestId('failover-sse');
+    const res = await post(h, '/tts/sse', body(), { requestId: id });
+    const events = (await res.text())
+      .split('\n\n')
+      .filter((e) => e.startsWith('data: '))
+      .map((e) => JSON.parse(e.slice(6)) as { type: string; data?: string });
+    expect(events.filter((e) => e.type === 'error')).toEqual([]);
+    expect(events.at(-1)!.type).toBe('done');
+    const samples = events.filter((e) => e.type === 'chunk').reduce((n, e) => n + Buffer.from(e.data!, 'base64').length / 2, 0);
+    expectAudioOf(samples, TEXT);
+    expect(completedTexts()).toBe(TEXT);
+    await expectBilledOnce(id, 'tts.sse');
+  });
+
+  it('POST /v1/audio/speech (pcm): the whole audio; billed once', async () => {
+    arm('status_500', 2);
+    const id = requestId('failover-openai');
+    const res = await post(h, '/v1/audio/speech', { model: 'duo', input: TEXT, voice: 'flite-slt', response_format: 'pcm' }, { requestId: id });
+    expect(res.status).toBe(200);
+    expectAudioOf((await bytesOf(res)).length / 2, TEXT);
+    expect(completedTexts()).toBe(TEXT);
+    await expectBilledOnce(id, 'audio.speech');
+  });
+
+  it('the failover is counted with its reason and phase (svc_failovers_total)', async () => {
+    const metrics = await (await fetch(`${h.url}/metrics`, { headers: { authorization: `Bearer ${METRICS_TOKEN}` } })).text();
+    expect(metrics).toMatch(/svc_failovers_total\{[^}]*model="duo"[^}]*reason="stall"[^}]*phase="before_first_output"[^}]*\} [1-9]/);
+    expect(metrics).toMatch(/svc_failovers_total\{[^}]*model="duo"[^}]*reason="closed"[^}]*phase="mid_stream"[^}]*\} [1-9]/);
+  });
+});
+
+/** An org of its own and its key: its usage is one test's alone. */
+async function orgWithKey(g: GatewayHarness) {
+  const org = await createOrg(g.testDb.db, { name: 'failover test', creditsMicros: 10_000_000n });
+  return { orgId: org.id, key: (await createApiKey(g.testDb.db.prisma, { orgId: org.id, name: 'k' })).key };
+}
+
+describe('WS /tts/websocket through @cartesia/cartesia-js', () => {
+  it.each(['close_mid', 'stall_mid'] as TtsFault[])('%s in the middle: the context ends with done, no error, all the audio; billed once', async (fault) => {
+    const serving = arm(fault, 1, tls);
+    const { orgId, key } = await orgWithKey(tls);
+    const client = new Cartesia({ apiKey: key, baseURL: tls.url, maxRetries: 0 });
+    const ws = await client.tts.websocket({ ca: cert.ca });
+    const errors: Error[] = [];
+    ws.on('error', (e: Error) => errors.push(e));
+    const context = ws.context({
+      model_id: 'duo',
+      voice: { mode: 'id', id: 'flite-slt' },
+      output_format: { container: 'raw', encoding: 'pcm_s16le', sample_rate: OUT_RATE },
+    });
+    const events: { type: string; audio?: Uint8Array }[] = [];
+    const received = (async () => {
+      for await (const e of context.receive()) events.push(e as unknown as (typeof events)[number]);
+    })();
+    await context.push({ transcript: TEXT });
+    await context.no_more_inputs();
+    await passStall(fault, serving);
+    await received;
+    ws.close();
+    expect(errors).toEqual([]);
+    expect(events.at(-1)!.type).toBe('done');
+    const bytes = events.filter((e) => e.type === 'chunk').reduce((n, e) => n + e.audio!.length, 0);
+    expectAudioOf(bytes / 2, TEXT);
+    expect(completedTexts()).toBe(TEXT);
+    expect(cartesiaDown(tls)).toBe(true);
+    // Each span debited once at its first audio: the debits add up to the text, once the session let go of its hold.
+    await vi.waitFor(
+      async () => {
+        const org = await tls.testDb.db.prisma.org.findUniqueOrThrow({ where: { id: orgId } });
+        expect(org.heldMicros).toBe(0n);
+        const rows = await usageRows(tls.testDb.db.prisma, { orgId });
+        expect(rows.every((r) => r.route === 'tts.websocket' && r.modelId === 'duo')).toBe(true);
+        expect(rows.reduce((n, r) => n + r.characters, 0)).toBe(codePoints(TEXT));
+      },
+      { timeout: 10_000, interval: 25 },
+    );
+  });
+});
