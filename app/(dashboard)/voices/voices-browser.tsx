@@ -224,7 +224,7 @@ function VoiceCard({ voice, activeTag, onTag }: { voice: ListedVoice; activeTag:
               <button
                 type="button"
                 aria-pressed={activeTag === t}
-                aria-label={activeTag === t ? `Show all tags, not only ${t}` : `Show voices tagged ${t}`}
+                aria-label={activeTag === t ? `Stop filtering by the tag ${t}` : `Show voices tagged ${t}`}
                 onClick={() => onTag(activeTag === t ? '' : t)}
                 className={`rounded px-1.5 py-0.5 text-xs focus-visible:outline-2 focus-visible:outline-offset-1 focus-visible:outline-indigo-600 ${activeTag === t ? 'bg-indigo-600 text-white' : 'bg-zinc-100 text-zinc-600 hover:bg-indigo-50 hover:text-indigo-700'}`}
               >
