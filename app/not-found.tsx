@@ -3,18 +3,16 @@
 import type { Metadata } from 'next';
 import Link from 'next/link';
 import { getSessionUser } from '@/server/auth/session';
-import { NAV_ITEMS } from './(dashboard)/nav-items';
+import { PageLink, PageLinks } from './(dashboard)/page-links';
 
 export const metadata: Metadata = { title: 'Page not found' };
 
 export default async function NotFound() {
   const user = await getSessionUser().catch(() => null);
-  const links = user
-    ? NAV_ITEMS.filter((item) => !item.adminOnly)
-    : [
-        { href: '/signin', label: 'Sign in' },
-        { href: '/signup', label: 'Create an account' },
-      ];
+  const signedOut = [
+    { href: '/signin', label: 'Sign in' },
+    { href: '/signup', label: 'Create an account' },
+  ];
   return (
     <div className="min-h-dvh">
       <header className="border-b border-zinc-200 bg-white">
@@ -34,16 +32,15 @@ export default async function NotFound() {
         </p>
         <nav aria-label="Pages" className="mt-6">
           <ul className="grid max-w-xl gap-2 sm:grid-cols-2">
-            {links.map((item) => (
-              <li key={item.href}>
-                <Link
-                  href={item.href}
-                  className="block rounded-md border border-zinc-200 bg-white px-4 py-3 text-sm font-semibold text-indigo-700 shadow-xs hover:border-indigo-300 hover:bg-indigo-50 focus-visible:outline-2 focus-visible:outline-offset-2 focus-visible:outline-indigo-600"
-                >
-                  {item.label} →
-                </Link>
-              </li>
-            ))}
+            {user ? (
+              <PageLinks />
+            ) : (
+              signedOut.map((item) => (
+                <li key={item.href}>
+                  <PageLink href={item.href} label={item.label} />
+                </li>
+              ))
+            )}
           </ul>
         </nav>
       </main>

@@ -66,7 +66,7 @@ test.describe.serial('dashboard', () => {
     assert(page.url().endsWith('/signup'), 'left the sign-up page');
   });
 
-  test('signs up and lands on the overview of a personal org with 0.000000 USD', async () => {
+  test('signs up and lands on the overview of a personal org with $0.00', async () => {
     await page.goto(`${dash}/signup`);
     await fillSignUp(page, USER);
     await shot('signup');
@@ -74,7 +74,7 @@ test.describe.serial('dashboard', () => {
     await page.waitForURL(`${dash}/`);
     await page.getByRole('heading', { level: 1, name: "E2E Tester's org" }).waitFor();
     const balance = (await page.getByTestId('balance').textContent())?.trim();
-    assert(balance === '$0.000000', `balance shows ${balance}`);
+    assert(balance === '$0.00', `balance shows ${balance}`);
     await shot('overview');
   });
 
@@ -90,11 +90,34 @@ test.describe.serial('dashboard', () => {
     await shot('overview-zero');
   });
 
+  test('the overview refuses a negative or zero amount, in the page and on the server; the balance stays $0.00', async () => {
+    const form = page.getByTestId('step-credit').getByRole('form', { name: 'Grant credit to this organization' });
+    const amount = form.getByLabel('Amount (USD)');
+    for (const value of ['-5', '0']) {
+      await amount.fill(value);
+      await form.getByRole('button', { name: 'Grant credit' }).click();
+      await form.getByText('Enter an amount above zero.', { exact: true }).waitFor();
+      assert((await amount.getAttribute('aria-invalid')) === 'true', `${value}: the amount is not marked`);
+    }
+    await shot('overview-negative-refused');
+    // The server refuses it too: a negative amount is only an explicit, confirmed adjustment (the Credits page).
+    const me = await page.request.get(`${dash}/api/trpc/account.me`);
+    const org = ((await me.json()) as { result: { data: { org: { id: string } } } }).result.data.org.id;
+    const res = await page.request.post(`${dash}/api/trpc/credits.grant`, {
+      data: { orgId: org, amountUsd: '-5' },
+      headers: { 'content-type': 'application/json' },
+    });
+    const body = (await res.json()) as { error?: { message?: string } };
+    assert(res.status() === 400 && body.error?.message?.startsWith('Enter an amount above zero.'), `-5: ${res.status()} ${JSON.stringify(body)}`);
+    await page.reload();
+    assert((await page.getByTestId('balance').textContent())?.trim() === '$0.00', 'the refused amounts changed the balance');
+  });
+
   test('grants credit from the overview; the amount clears, so a second click grants nothing more', async () => {
     const form = page.getByTestId('step-credit').getByRole('form', { name: 'Grant credit to this organization' });
     await form.getByLabel('Amount (USD)').fill('5');
     await form.getByRole('button', { name: 'Grant credit' }).click();
-    await page.getByTestId('balance').getByText('$5.000000').waitFor();
+    await page.getByTestId('balance').getByText('$5.00', { exact: true }).waitFor();
     await page.getByTestId('step-credit').and(page.locator('[data-done="true"]')).waitFor();
     await shot('overview-granted');
     // The grant form is gone with the step done; on the credits page the amount is empty too (below).
@@ -131,7 +154,7 @@ test.describe.serial('dashboard', () => {
     const total = page.getByTestId('overview-usage-total');
     await total.waitFor();
     assert(
-      /^\$0\.\d{6}$/.test(((await total.textContent()) ?? '').trim()) && (await total.textContent())?.trim() !== '$0.000000',
+      /^\$0\.\d{2,6}$/.test(((await total.textContent()) ?? '').trim()) && (await total.textContent())?.trim() !== '$0.00',
       `overview usage: ${await total.textContent()}`,
     );
     assert((await page.getByTestId('getting-started').count()) === 0, 'the get-started list is still shown after the first request');
@@ -189,6 +212,30 @@ test.describe.serial('dashboard', () => {
     // The date it was revoked sits with its status, not in the Actions column.
     await row.getByTestId('key-status').getByTestId('key-revoked-at').waitFor();
     await shot('keys-revoked');
+  });
+
+  test('a long key name wraps inside the revoke dialog, on a desktop and on a phone', async () => {
+    const longName = `${'agent-'.repeat(15)}with-no-spaces`.slice(0, 100);
+    await createApiKey(page, longName);
+    for (const size of [null, { width: 390, height: 844 }]) {
+      if (size) await page.setViewportSize(size);
+      await page
+        .getByTestId('key-row')
+        .filter({ hasText: longName })
+        .getByRole('button', { name: `Revoke key ${longName}` })
+        .click();
+      const dialog = page.getByRole('dialog', { name: 'Revoke this key?' });
+      await dialog.waitFor();
+      const overflow = await dialog.evaluate((el) => {
+        const box = el.getBoundingClientRect();
+        return [...el.querySelectorAll('*')].some((child) => child.getBoundingClientRect().right > box.right + 0.5) || el.scrollWidth > el.clientWidth;
+      });
+      assert(!overflow, `the long key name runs out of the dialog at ${size ? 'phone' : 'desktop'} width`);
+      await shot(size ? 'phone-keys-revoke-long-name' : 'keys-revoke-long-name');
+      await dialog.getByRole('button', { name: 'Cancel' }).click();
+      await dialog.waitFor({ state: 'hidden' });
+    }
+    await page.setViewportSize({ width: 1280, height: 800 });
   });
 
   test('the gateway refuses the revoked key: 401 api_key_disabled', async () => {
@@ -286,12 +333,12 @@ test.describe.serial('dashboard', () => {
     await grant.getByLabel('Amount (USD)').fill('5.25');
     await grant.getByLabel('Note (optional)').fill('e2e grant');
     await grant.getByRole('button', { name: 'Grant credits' }).click();
-    const done = grant.getByText(/^Granted \$5\.25 to E2E Tester's org\. New balance: \$(\d+\.\d{6})\.$/);
+    const done = grant.getByText(/^Granted \$5\.25 to E2E Tester's org\. New balance: \$(\d+\.\d{2})\.$/);
     await done.waitFor();
-    const balance = /New balance: (\$\d+\.\d{6})/.exec((await done.textContent()) ?? '')![1]!;
+    const balance = /New balance: (\$\d+\.\d{2})/.exec((await done.textContent()) ?? '')![1]!;
     await page.getByTestId('credits-balance').getByText(balance).waitFor();
     const row = page.getByTestId('ledger-row').filter({ hasText: 'e2e grant' });
-    await row.getByText('+$5.250000').waitFor();
+    await row.getByText('+$5.25', { exact: true }).waitFor();
     assert((await grant.getByLabel('Amount (USD)').inputValue()) === '', 'the amount stays filled after the grant');
     assert((await grant.getByLabel('Note (optional)').inputValue()) === '', 'the note stays filled after the grant');
     await shot('credits');
@@ -304,6 +351,39 @@ test.describe.serial('dashboard', () => {
     assert((await page.getByTestId('ledger-row').filter({ hasText: 'e2e grant' }).count()) === 1, 'a second click granted again');
     await mainNav(page, 'Overview').click();
     await page.getByTestId('balance').getByText(balance).waitFor();
+  });
+
+  test('removing credit is an explicit adjustment: a negative amount asks for a confirmation first', async () => {
+    await mainNav(page, 'Credits').click();
+    const grant = page.getByRole('region', { name: 'Grant credits' });
+    await grant.getByLabel('Amount (USD)').fill('-1');
+    await grant.getByLabel('Note (optional)').fill('e2e removal');
+    await grant.getByRole('button', { name: 'Grant credits' }).click();
+    const dialog = page.getByRole('dialog', { name: 'Remove credit?' });
+    await dialog.getByText("This takes $1.00 from E2E Tester's org.").waitFor();
+    await shot('credits-remove-confirm');
+    // Cancel: nothing removed.
+    await dialog.getByRole('button', { name: 'Cancel' }).click();
+    await dialog.waitFor({ state: 'hidden' });
+    assert((await page.getByTestId('ledger-row').filter({ hasText: 'e2e removal' }).count()) === 0, 'cancelling removed credit');
+    await grant.getByRole('button', { name: 'Grant credits' }).click();
+    await dialog.getByRole('button', { name: 'Remove credit' }).click();
+    await dialog.waitFor({ state: 'hidden' });
+    await grant.getByText(/^Removed \$1\.00 from E2E Tester's org\. New balance: \$\d+\.\d{2}\.$/).waitFor();
+    await page.getByTestId('ledger-row').filter({ hasText: 'e2e removal' }).getByText('-$1.00', { exact: true }).waitFor();
+  });
+
+  test('ledger descriptions are shown whole, on a desktop and on a phone', async () => {
+    for (const size of [null, { width: 390, height: 844 }]) {
+      if (size) await page.setViewportSize(size);
+      const description = page.getByTestId('ledger-row').filter({ hasText: 'first credit (from the overview)' }).getByTestId('ledger-description');
+      const text = ((await description.textContent()) ?? '').trim();
+      assert(text === `first credit (from the overview) (by ${USER.email})`, `the description reads ${text}`);
+      const cut = await description.evaluate((el) => el.scrollWidth > el.clientWidth || getComputedStyle(el).textOverflow === 'ellipsis');
+      assert(!cut, `the description is cut off at ${size ? 'phone' : 'desktop'} width`);
+    }
+    await shot('phone-credits-ledger');
+    await page.setViewportSize({ width: 1280, height: 800 });
   });
 
   test('the owner sees themselves as the only member and cannot demote or remove the last owner', async () => {
@@ -440,12 +520,41 @@ test.describe.serial('dashboard', () => {
     assert(member!.errors.length === 0, member!.errors.join('\n'));
   });
 
+  test('"New organization" in the header makes an org the user owns and switches to it', async () => {
+    const m = member!.page;
+    await m.getByRole('button', { name: 'New organization' }).click();
+    const dialog = m.getByRole('dialog', { name: 'New organization' });
+    await dialog.getByRole('button', { name: 'Create organization' }).click();
+    // An empty name is stopped before it is sent.
+    assert(await dialog.getByLabel('Name').evaluate((el) => (el as HTMLInputElement).validity.valueMissing), 'an empty name was sent');
+    await dialog.getByLabel('Name').fill('E2E Side project');
+    await member!.shot('new-org');
+    await dialog.getByRole('button', { name: 'Create organization' }).click();
+    await m.getByRole('heading', { level: 1, name: 'E2E Side project' }).waitFor();
+    const chosen = await m.getByTestId('org-switcher').locator('option:checked').textContent();
+    assert(chosen === 'E2E Side project (owner)', `the switcher shows ${chosen}`);
+    await mainNav(m, 'Members').click();
+    const self = m.getByTestId('member-row').filter({ hasText: MEMBER.email });
+    await self.getByTestId('member-role').getByText('Owner', { exact: true }).waitFor();
+    assert((await m.getByTestId('member-row').count()) === 1, 'the new org has other members');
+    // Back to the owner's org for what follows.
+    await m.getByTestId('org-switcher').selectOption({ label: "E2E Tester's org (member)" });
+    await m.getByTestId('member-row').filter({ hasText: USER.email }).waitFor();
+  });
+
   test('an unknown address is a real 404 page with the way back', async () => {
     const res = await page.goto(`${dash}/no-such-page`);
     assert(res?.status() === 404, `status ${res?.status()}`);
     await page.getByRole('heading', { level: 1, name: 'Page not found' }).waitFor();
     const pages = page.getByRole('navigation', { name: 'Pages' });
     await pages.getByRole('link', { name: 'Voices →' }).waitFor();
+    // The same pages as the header's nav: Models too, for a platform admin (and not for a member).
+    await pages.getByRole('link', { name: 'Models →' }).waitFor();
+    const memberPage = member!.page;
+    await memberPage.goto(`${dash}/no-such-page`);
+    await memberPage.getByRole('navigation', { name: 'Pages' }).getByRole('link', { name: 'Voices →' }).waitFor();
+    await memberPage.waitForLoadState('networkidle');
+    assert((await memberPage.getByRole('link', { name: 'Models →' }).count()) === 0, 'a member is offered Models');
     await shot('not-found');
     await pages.getByRole('link', { name: 'API keys →' }).click();
     await page.waitForURL(`${dash}/keys`);
@@ -469,6 +578,38 @@ test.describe.serial('dashboard', () => {
       assert(res.status === 200 && type.test(res.headers.get('content-type') ?? ''), `${path}: ${res.status} ${res.headers.get('content-type')}`);
     }
     await shot('favicon-overview');
+  });
+
+  test('on a phone the header is one row with a Menu button that opens every page', async () => {
+    await page.setViewportSize({ width: 390, height: 844 });
+    try {
+      await page.goto(`${dash}/`);
+      const header = page.getByRole('banner');
+      const menu = header.getByRole('button', { name: 'Menu' });
+      await menu.waitFor();
+      const height = await header.evaluate((el) => el.getBoundingClientRect().height);
+      assert(height <= 64, `the closed header is ${height}px tall: more than one row`);
+      assert(!(await mainNav(page, 'Overview').isVisible()), 'the page list shows before the menu is opened');
+      assert((await menu.getAttribute('aria-expanded')) === 'false', 'the menu says it is open');
+      await shot('phone-header');
+      await menu.click();
+      assert((await menu.getAttribute('aria-expanded')) === 'true', 'the menu does not say it is open');
+      const labels = ['Overview', 'API keys', 'Credits', 'Dictionaries', 'Voices', 'Playground', 'Usage', 'Logs', 'Members', 'Models'];
+      for (const label of labels) {
+        const link = mainNav(page, label);
+        await link.waitFor();
+        const box = (await link.boundingBox())!;
+        assert(box.x >= 0 && box.x + box.width <= 390, `${label} is off-screen: ${JSON.stringify(box)}`);
+      }
+      await header.getByRole('button', { name: 'Sign out' }).waitFor();
+      await shot('phone-menu-open');
+      await mainNav(page, 'Usage').click();
+      await page.waitForURL(`${dash}/usage`);
+      await mainNav(page, 'Usage').waitFor({ state: 'hidden' });
+      assert((await menu.getAttribute('aria-expanded')) === 'false', 'the menu stays open after choosing a page');
+    } finally {
+      await page.setViewportSize({ width: 1280, height: 800 });
+    }
   });
 
   test('pages fit a phone-width screen', async () => {

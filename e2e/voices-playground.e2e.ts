@@ -165,6 +165,39 @@ test.describe.serial('voices and playground', () => {
     await shot('voices');
   });
 
+  test('a tag on a card filters the library by it, the filters are in the address, and the count is worded right', async () => {
+    const library = page.getByRole('region', { name: 'Voice library' });
+    const card = page.getByTestId('voice-card').filter({ hasText: 'Sally' });
+    const tag = (await card.getByRole('list', { name: 'Tags' }).getByRole('button').first().textContent())!.trim();
+    await card.getByRole('button', { name: `Show voices tagged ${tag}` }).click();
+    await page.waitForURL((url) => url.searchParams.get('tag') === tag);
+    assert((await library.getByRole('searchbox', { name: 'Tag', exact: true }).inputValue()) === tag, 'the Tag field does not show the chosen tag');
+    const cards = page.getByTestId('voice-card');
+    const tagsOf = await cards.evaluateAll((els) => els.map((el) => [...el.querySelectorAll('[aria-label="Tags"] button')].map((b) => b.textContent)));
+    assert(tagsOf.length > 0 && tagsOf.every((tags) => tags.includes(tag)), `a card without the tag ${tag} is shown: ${JSON.stringify(tagsOf)}`);
+    // The address keeps the filter: a reload shows the same list.
+    await library.getByLabel('Language').fill('fr');
+    await page.waitForURL((url) => url.searchParams.get('language') === 'fr' && url.searchParams.get('tag') === tag);
+    await page.reload();
+    assert(
+      (await page.getByRole('region', { name: 'Voice library' }).getByRole('searchbox', { name: 'Tag', exact: true }).inputValue()) === tag,
+      'the tag filter is gone after a reload',
+    );
+    assert(
+      (await page.getByRole('region', { name: 'Voice library' }).getByLabel('Language').inputValue()) === 'fr',
+      'the language filter is gone after a reload',
+    );
+    // One voice shown: the count says "1 voice", never "1 voices".
+    const reloaded = page.getByRole('region', { name: 'Voice library' });
+    await reloaded.getByRole('searchbox', { name: 'Tag', exact: true }).fill('');
+    await reloaded.getByLabel('Search').fill('Camille');
+    await page.waitForURL((url) => url.searchParams.get('q') === 'Camille' && !url.searchParams.has('tag'));
+    await reloaded.getByText('1 voice shown.', { exact: true }).waitFor();
+    await shot('voices-filtered');
+    await page.goto(`${dash}/voices`);
+    await page.getByTestId('voice-card').filter({ hasText: 'Sally' }).waitFor();
+  });
+
   test('Play on a library card plays a sample of the voice (flite and eSpeak); the time from the click is printed', async () => {
     for (const [voice, name] of [
       ['flite-slt', 'Sally'],
@@ -214,6 +247,20 @@ test.describe.serial('voices and playground', () => {
     await form.getByText(/a clone needs at least 10 s of speech/).waitFor();
   });
 
+  test('a wrong language is refused under its field, worded for people', async () => {
+    const form = await openCloneForm();
+    await form.getByLabel('Recording (WAV)').setInputFiles(clip);
+    await form.getByLabel('Voice name').fill(VOICE_NAME);
+    const language = form.getByLabel('Language');
+    await language.fill('english!');
+    await form.getByRole('button', { name: 'Upload and clone' }).click();
+    await form.getByText('Use a language tag such as en, fr or en-US.', { exact: true }).waitFor();
+    assert((await language.getAttribute('aria-invalid')) === 'true', 'the language field is not marked');
+    assert(!((await form.textContent()) ?? '').includes('language:'), 'the error still reads "language: …"');
+    await shot('clone-language-error');
+    await language.fill('en');
+  });
+
   test(`clones "${VOICE_NAME}" from a ${Math.round(clipSeconds)} s recording through the dashboard proxy, with an upload progress bar`, async () => {
     const form = await openCloneForm();
     // Record every value the upload progress bar shows (it can be brief on loopback).
@@ -258,11 +305,28 @@ test.describe.serial('voices and playground', () => {
     await page.getByRole('heading', { level: 1, name: VOICE_NAME }).waitFor();
     const profiles = page.getByRole('region', { name: 'Profiles' });
     await profiles.getByTestId('profile-row').filter({ hasText: 'local-flite' }).getByText('ready').waitFor();
+    // Every state the page shows while the job works: the job box and the profile's row must agree.
+    await page.evaluate(() => {
+      const w = window as unknown as { __disagree: string[] };
+      w.__disagree = [];
+      new MutationObserver(() => {
+        const job = document.querySelector('[data-testid="job-progress"]')?.getAttribute('data-status');
+        const row = [...document.querySelectorAll('[data-testid="profile-row"]')].find((r) => r.textContent?.includes('local-espeak'));
+        const said = row?.querySelector('td:nth-child(2)')?.textContent?.trim();
+        if (!row || !said || (job !== 'queued' && job !== 'running')) return;
+        if (said !== (job === 'running' ? 'Running…' : 'Queued')) w.__disagree.push(`job ${job}, row ${said}`);
+      }).observe(document.body, { subtree: true, childList: true, characterData: true, attributes: true });
+    });
     await profiles.getByLabel('Prepare for another model').selectOption('local-espeak');
     await profiles.getByRole('button', { name: 'Prepare profile' }).click();
     await profiles.getByTestId('job-progress').waitFor();
     await profiles.locator('[data-testid="job-progress"][data-status="succeeded"]').waitFor({ timeout: 60_000 });
     await profiles.getByTestId('profile-row').filter({ hasText: 'local-espeak' }).getByText('ready').waitFor();
+    const disagreements = await page.evaluate(() => (window as unknown as { __disagree: string[] }).__disagree);
+    assert(disagreements.length === 0, `the row and the job box disagreed: ${disagreements.join('; ')}`);
+    // "Add to saved voices" is not a second "Save" beside the edit form's "Save changes".
+    await page.getByRole('region', { name: 'Actions' }).getByRole('button', { name: 'Add to saved voices' }).waitFor();
+    assert((await page.getByRole('button', { name: 'Save', exact: true }).count()) === 0, 'a bare "Save" button is still there');
     await shot('voice-detail');
   });
 
@@ -334,8 +398,9 @@ test.describe.serial('voices and playground', () => {
     // It plays by itself.
     await page.waitForFunction(() => (window as unknown as { __played: string[] }).__played.includes('tts-audio'));
     const cost = (await page.getByTestId('request-cost').textContent()) ?? '';
-    assert(/Cost \$0\.\d{6}/.test(cost) && !cost.includes('$0.000000 ·'), `cost line: ${cost}`);
-    assert(/credits left \$4\.\d{6}/.test(cost), `remaining credits: ${cost}`);
+    assert(/Cost \$0\.\d{2,6} /.test(cost) && !cost.includes('$0.00 ·'), `cost line: ${cost}`);
+    // $5 less a fraction of a cent, in cents.
+    assert(/credits left \$(4\.9\d|5\.00)$/.test(cost.trim()), `remaining credits, in cents: ${cost}`);
     await shot('playground');
   });
 
@@ -419,7 +484,7 @@ test.describe.serial('voices and playground', () => {
     await nav('Usage').click();
     await page.waitForURL(`${dash}/usage`);
     const total = (await page.getByTestId('usage-total').textContent()) ?? '';
-    assert(/^\$0\.\d{6}$/.test(total.trim()) && total.trim() !== '$0.000000', `total: ${total}`);
+    assert(/^\$0\.\d{2,6}$/.test(total.trim()) && total.trim() !== '$0.00', `total: ${total}`);
     assert((await page.getByTestId('usage-bar').count()) >= 2, 'the chart has no bars for the two models used today');
     await page.getByTestId('usage-model-row').filter({ hasText: 'local-flite' }).waitFor();
     await page.getByTestId('usage-model-row').filter({ hasText: 'local-stt' }).waitFor();
@@ -442,7 +507,7 @@ test.describe.serial('voices and playground', () => {
     const tip = page.getByTestId('usage-tooltip');
     await tip.waitFor({ timeout: 1_000 });
     const text = (await tip.textContent()) ?? '';
-    assert(text.includes('local-flite') && text.includes('local-stt') && /\$0\.\d{6}/.test(text), `tooltip: ${text}`);
+    assert(text.includes('local-flite') && text.includes('local-stt') && /\$0\.\d{2,6}/.test(text), `tooltip: ${text}`);
     assert((await chart.locator('title').count()) === 0, 'the slow native tooltips are still there');
     await shot('usage-tooltip');
   });
@@ -471,7 +536,24 @@ test.describe.serial('voices and playground', () => {
       text.includes('no GGUF model file at') && text.includes('svc model upsert --id local-llm') && text.endsWith('.gguf'),
       `local-llm's error reads: ${text}`,
     );
+    // A down engine has no latency to show: "—", never "0 ms".
+    const llm = page.getByRole('region', { name: 'local-llm' });
+    await llm.getByTestId('upstream-row').getByText('Down', { exact: true }).waitFor();
+    const latency = ((await llm.getByTestId('upstream-latency').textContent()) ?? '').trim();
+    assert(latency === '—', `the down engine's latency reads ${latency}`);
     await shot('models');
+  });
+
+  test('importing the voices of an engine without a voice list says so as an error, commands set as code', async () => {
+    const flite = page.getByRole('region', { name: 'local-flite' });
+    await flite.getByText('the bundled local ones have none').waitFor();
+    await flite.getByRole('button', { name: "Import the engine's voices" }).click();
+    const error = flite.getByTestId('import-voices-error').getByRole('alert');
+    await error.getByText("Could not import the engine's voices").waitFor();
+    const text = (await error.textContent()) ?? '';
+    assert(!text.includes('`'), `literal backticks in: ${text}`);
+    assert((await error.locator('code').count()) >= 1, `no command set as code in: ${text}`);
+    await shot('models-import-error');
   });
 
   test('pages fit a phone-width screen', async () => {

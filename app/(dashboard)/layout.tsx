@@ -1,9 +1,6 @@
-import Link from 'next/link';
 import { redirect } from 'next/navigation';
 import { getSessionUser } from '@/server/auth/session';
-import { Nav } from './nav';
-import { OrgSwitcher } from './org-switcher';
-import { SignOutButton } from './sign-out-button';
+import { DashboardHeader } from './dashboard-header';
 import { VerifyEmailBanner } from './verify-email-banner';
 
 export default async function DashboardLayout({ children }: { children: React.ReactNode }) {
@@ -17,23 +14,7 @@ export default async function DashboardLayout({ children }: { children: React.Re
       >
         Skip to content
       </a>
-      <header className="border-b border-zinc-200 bg-white">
-        <div className="mx-auto flex max-w-5xl flex-wrap items-center justify-between gap-x-4 gap-y-1 px-4 pt-3 sm:px-6">
-          <Link href="/" className="text-lg font-bold tracking-tight text-indigo-700">
-            svc
-          </Link>
-          <div className="flex min-w-0 flex-wrap items-center justify-end gap-x-3 gap-y-1">
-            <OrgSwitcher />
-            <span className="truncate text-sm text-zinc-600" title={user.email}>
-              {user.email}
-            </span>
-            <SignOutButton />
-          </div>
-        </div>
-        <div className="mx-auto max-w-5xl px-2 sm:px-4">
-          <Nav />
-        </div>
-      </header>
+      <DashboardHeader email={user.email} />
       <main id="main" className="mx-auto max-w-5xl px-4 py-6 sm:px-6 sm:py-8">
         <VerifyEmailBanner />
         {children}

@@ -18,3 +18,8 @@ export const NAV_ITEMS: readonly NavItem[] = [
   { href: '/members', label: 'Members' },
   { href: '/models', label: 'Models', adminOnly: true },
 ];
+
+/** The pages a user is offered: the header's nav and the 404 page's list (one rule for both). */
+export function navItemsFor(isPlatformAdmin: boolean): NavItem[] {
+  return NAV_ITEMS.filter((item) => !item.adminOnly || isPlatformAdmin);
+}

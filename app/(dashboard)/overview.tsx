@@ -5,7 +5,7 @@
 // key, and a request to paste into a terminal.
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import Link from 'next/link';
-import { useRef } from 'react';
+import { useRef, useState } from 'react';
 import { Alert } from '@/app/_components/alert';
 import { Badge } from '@/app/_components/badge';
 import { Button } from '@/app/_components/button';
@@ -16,7 +16,7 @@ import { TextField } from '@/app/_components/text-field';
 import type { RouterOutputs } from '@/app/_lib/api-types';
 import { errorMessage, plural, usd } from '@/app/_lib/format';
 import { useTRPC } from '@/app/_lib/trpc';
-import { clearFields } from './credits/credits-view';
+import { clearFields, positiveAmountError } from './credits/credits-view';
 import { SpendChart } from './usage/usage-view';
 
 type OverviewData = RouterOutputs['account']['overview'];
@@ -189,6 +189,7 @@ function QuickGrant({ org }: { org: OverviewData['org'] }) {
   const trpc = useTRPC();
   const queryClient = useQueryClient();
   const form = useRef<HTMLFormElement>(null);
+  const [refused, setRefused] = useState<string | null>(null);
   const grant = useMutation(
     trpc.credits.grant.mutationOptions({
       onSuccess: () => {
@@ -208,14 +209,23 @@ function QuickGrant({ org }: { org: OverviewData['org'] }) {
         className="mt-2 flex flex-col gap-3 sm:flex-row sm:items-start"
         onSubmit={(e) => {
           e.preventDefault();
-          grant.mutate({
-            orgId: org.id,
-            amountUsd: String(new FormData(e.currentTarget).get('amount') ?? '').trim(),
-            description: 'first credit (from the overview)',
-          });
+          const amountUsd = String(new FormData(e.currentTarget).get('amount') ?? '').trim();
+          // Credit only goes up here; removing it is the Credits page's adjustment, with a confirmation.
+          const refusal = positiveAmountError(amountUsd);
+          setRefused(refusal);
+          if (!refusal) grant.mutate({ orgId: org.id, amountUsd, description: 'first credit (from the overview)' });
         }}
       >
-        <TextField label="Amount (USD)" name="amount" inputMode="decimal" placeholder="5.00" required className="sm:w-40" />
+        <TextField
+          label="Amount (USD)"
+          name="amount"
+          inputMode="decimal"
+          placeholder="5.00"
+          required
+          className="sm:w-40"
+          error={refused}
+          onChange={() => setRefused(null)}
+        />
         <Button type="submit" pending={grant.isPending} className="sm:mt-6">
           Grant credit
         </Button>

@@ -1,6 +1,15 @@
-/** "12.500000" -> "$12.500000", "-0.000001" -> "-$0.000001": six decimals, as the API reports money. */
+/**
+ * Money for people, from the API's six-decimal strings: "5.000000" -> "$5.00", "1234.5" ->
+ * "$1,234.50", "-0.000001" -> "-$0.000001". Cents for amounts of a cent or more; amounts below a
+ * cent keep up to six decimals, so a tiny cost never reads "$0.00".
+ */
 export function usd(amount: string): string {
-  return amount.startsWith('-') ? `-$${amount.slice(1)}` : `$${amount}`;
+  const negative = amount.trim().startsWith('-');
+  const value = Math.abs(Number(amount));
+  if (!Number.isFinite(value)) return amount;
+  const digits = value === 0 || value >= 0.01 ? 2 : 6;
+  const text = value.toLocaleString('en', { minimumFractionDigits: 2, maximumFractionDigits: digits });
+  return `${negative && value !== 0 ? '-' : ''}$${text}`;
 }
 
 const dateTime = new Intl.DateTimeFormat('en', { dateStyle: 'medium', timeStyle: 'short' });

@@ -3,6 +3,7 @@
 import assert from 'node:assert/strict';
 import type { Page } from '@playwright/test';
 import { mainNav } from './browser.ts';
+import { usd } from '../../app/_lib/format.ts';
 
 export interface Account {
   /** The optional display name; the personal org is called "<name>'s org". */
@@ -58,6 +59,6 @@ export async function grantCredits(page: Page, amountUsd: string): Promise<void>
   await grant.getByRole('button', { name: 'Grant credits' }).click();
   await page
     .getByTestId('credits-balance')
-    .getByText(`$${Number(amountUsd).toFixed(6)}`)
+    .getByText(usd(Number(amountUsd).toFixed(6)), { exact: true })
     .waitFor();
 }

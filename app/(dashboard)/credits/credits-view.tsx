@@ -5,6 +5,7 @@ import { Alert } from '@/app/_components/alert';
 import { Badge } from '@/app/_components/badge';
 import { Button } from '@/app/_components/button';
 import { Card, EmptyState, PageHeader } from '@/app/_components/card';
+import { ConfirmDialog } from '@/app/_components/confirm-dialog';
 import { LoadingBlock } from '@/app/_components/spinner';
 import { TextField } from '@/app/_components/text-field';
 import type { RouterOutputs } from '@/app/_lib/api-types';
@@ -89,8 +90,9 @@ function Ledger() {
                       <td className="hidden px-4 py-2.5 md:table-cell">
                         <Badge tone={e.kind === 'usage' ? 'gray' : e.kind === 'grant' ? 'green' : 'indigo'}>{KIND_LABELS[e.kind]}</Badge>
                       </td>
-                      <td className="max-w-0 py-2.5 pr-4 text-zinc-700 sm:px-4">
-                        <p className="truncate" title={e.description}>
+                      {/* The description takes the room the figures leave and wraps (a cut-off line hid what the entry was). */}
+                      <td className="w-full py-2.5 pr-4 text-zinc-700 sm:px-4">
+                        <p className="[overflow-wrap:anywhere]" data-testid="ledger-description">
                           {e.description || '—'}
                         </p>
                         {/* On narrow screens the date and type columns fold in here. */}
@@ -136,11 +138,14 @@ function GrantCredits({ currentOrg }: { currentOrg: RouterOutputs['account']['me
   const [search, setSearch] = useState('');
   const [orgId, setOrgId] = useState(currentOrg.id);
   const [done, setDone] = useState<string | null>(null);
+  // A negative amount removes credit: sent only as an explicit adjustment, after a confirmation.
+  const [removal, setRemoval] = useState<{ amountUsd: string; description?: string } | null>(null);
   const formRef = useRef<HTMLFormElement>(null);
   const orgs = useQuery({ ...trpc.credits.orgs.queryOptions({ query: search.trim() || undefined }), placeholderData: keepPreviousData });
   const grant = useMutation(
     trpc.credits.grant.mutationOptions({
       onSuccess: (result, input) => {
+        setRemoval(null);
         // Amount and note are cleared, so a second click cannot grant the same credit again
         // (the organization stays chosen: it is React's state, not the form's).
         clearFields(formRef.current, ['amount', 'description']);
@@ -160,7 +165,7 @@ function GrantCredits({ currentOrg }: { currentOrg: RouterOutputs['account']['me
   return (
     <Card
       title="Grant credits"
-      description={<>Platform admin: add credit to any organization (a negative amount removes it).</>}
+      description={<>Platform admin: add credit to any organization (a negative amount removes it, after a confirmation).</>}
       actions={<Badge tone="indigo">Admin</Badge>}
     >
       <form
@@ -172,7 +177,9 @@ function GrantCredits({ currentOrg }: { currentOrg: RouterOutputs['account']['me
           const form = new FormData(event.currentTarget);
           setDone(null);
           const description = String(form.get('description') ?? '').trim();
-          grant.mutate({ orgId, amountUsd: String(form.get('amount') ?? '').trim(), ...(description ? { description } : {}) });
+          const amountUsd = String(form.get('amount') ?? '').trim();
+          if (amountUsd.startsWith('-')) setRemoval({ amountUsd, ...(description ? { description } : {}) });
+          else grant.mutate({ orgId, amountUsd, ...(description ? { description } : {}) });
         }}
       >
         <TextField
@@ -215,7 +222,7 @@ function GrantCredits({ currentOrg }: { currentOrg: RouterOutputs['account']['me
         />
         <TextField label="Note (optional)" name="description" maxLength={200} placeholder="e.g. pilot credit" />
         <div className="flex flex-col gap-3 sm:col-span-2">
-          {grant.error && <Alert>{errorMessage(grant.error)}</Alert>}
+          {grant.error && !removal && <Alert>{errorMessage(grant.error)}</Alert>}
           {done && <Alert tone="success">{done}</Alert>}
           <div>
             <Button type="submit" pending={grant.isPending}>
@@ -224,6 +231,22 @@ function GrantCredits({ currentOrg }: { currentOrg: RouterOutputs['account']['me
           </div>
         </div>
       </form>
+      <ConfirmDialog
+        open={removal !== null}
+        title="Remove credit?"
+        confirmLabel="Remove credit"
+        pending={grant.isPending}
+        error={removal && grant.error ? errorMessage(grant.error) : null}
+        onCancel={() => {
+          setRemoval(null);
+          grant.reset();
+        }}
+        onConfirm={() => removal && grant.mutate({ orgId, ...removal, adjustment: true })}
+      >
+        This takes {removal ? usd(removal.amountUsd.slice(1)) : ''} from{' '}
+        {options.find((o) => o.id === orgId)?.name ?? (orgId === currentOrg.id ? currentOrg.name : orgId)}. Its ledger records it as an adjustment, with your
+        email.
+      </ConfirmDialog>
     </Card>
   );
 }
@@ -234,4 +257,10 @@ export function clearFields(form: HTMLFormElement | null, names: string[]): void
     const field = form?.elements.namedItem(name);
     if (field instanceof HTMLInputElement) field.value = '';
   }
+}
+
+/** Why an amount typed in a grant box is not credit to add (the server says the same), or null. */
+export function positiveAmountError(amountUsd: string): string | null {
+  if (!/^-?\d{1,12}(\.\d{1,6})?$/.test(amountUsd)) return 'Enter an amount in USD, e.g. 5 or 2.50.';
+  return Number(amountUsd) > 0 ? null : 'Enter an amount above zero.';
 }

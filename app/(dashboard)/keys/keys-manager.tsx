@@ -208,7 +208,8 @@ function KeyList({ canRevoke }: { canRevoke: boolean }) {
         onCancel={() => setTarget(null)}
         onConfirm={() => target && revoke.mutate({ id: target.id })}
       >
-        <p>
+        {/* A long name (up to the key name limit, no spaces) wraps inside the dialog rather than running out of it. */}
+        <p className="[overflow-wrap:anywhere]" data-testid="revoke-key-text">
           <span className="font-semibold">{target?.name || '(unnamed)'}</span> <span className="font-mono">({target?.prefix}…)</span> will stop working
           immediately: every request with it will be refused. This cannot be undone.
         </p>

@@ -88,13 +88,19 @@ function ImportVoices({ modelId }: { modelId: string }) {
       <Button variant="secondary" pending={importVoices.isPending} onClick={() => importVoices.mutate({ modelId })}>
         Import the engine&apos;s voices
       </Button>
-      <span className="text-zinc-600" role="status">
-        {importVoices.isSuccess
-          ? `${importVoices.data.listed} listed by the engine: ${importVoices.data.created} imported, ${importVoices.data.updated} updated. Every org sees them in Voices.`
-          : importVoices.isError
-            ? errorMessage(importVoices.error)
-            : "Lists the voices of this model's engine and makes each a platform voice with a ready profile (again: updates them)."}
-      </span>
+      {importVoices.isError ? (
+        <div className="w-full" data-testid="import-voices-error">
+          <Alert title="Could not import the engine's voices">
+            <ErrorText text={errorMessage(importVoices.error)} />
+          </Alert>
+        </div>
+      ) : (
+        <span className="text-zinc-600" role="status">
+          {importVoices.isSuccess
+            ? `${importVoices.data.listed} listed by the engine: ${importVoices.data.created} imported, ${importVoices.data.updated} updated. Every org sees them in Voices.`
+            : "Lists the voices of this model's engine and makes each a platform voice with a ready profile (again: updates them). Engines with a voice list: Cartesia, ElevenLabs, Deepgram; the bundled local ones have none."}
+        </span>
+      )}
     </div>
   );
 }
@@ -142,7 +148,7 @@ function UpstreamRow({ u, history }: { u: Upstream; history: History | undefined
         <div>
           <dt className="text-xs text-zinc-500">Latency</dt>
           <dd className="whitespace-nowrap text-zinc-900" data-testid="upstream-latency">
-            {u.latencyMs === null ? '—' : `${u.latencyMs.toLocaleString('en')} ms`}
+            {u.health !== 'up' || u.latencyMs === null ? '—' : formatMs(u.latencyMs)}
           </dd>
         </div>
         <div>

@@ -10,14 +10,17 @@ import { JobProgress } from '@/app/_components/job-progress';
 import { ProgressBar } from '@/app/_components/progress-bar';
 import { TextField } from '@/app/_components/text-field';
 import type { JobRecord, Voice } from '@/app/_lib/api-types';
-import { errorMessage } from '@/app/_lib/format';
-import { uploadForm } from '@/app/_lib/gateway';
+import { humanError } from '@/app/_lib/format';
+import { GatewayError, uploadForm } from '@/app/_lib/gateway';
 import { useTRPC } from '@/app/_lib/trpc';
 // The gateway's 202 answer is the job the service queued, sent as it is.
 import type { QueuedVoiceJob } from '@/server/services/jobs/queue-voice-job';
 
 const MAX_BYTES = 25 * 1024 * 1024;
 const MIN_SECONDS = 10;
+const LANGUAGE = /^[a-zA-Z]{2,3}(-[a-zA-Z0-9]{2,8})?$/;
+/** The fields a refusal can name, as their labels read: its message goes under the field, worded for people. */
+const FIELD_LABELS: Record<string, string> = { name: 'Voice name', language: 'Language', tags: 'Tags', description: 'Description', transcript: 'Transcript' };
 
 type Outcome = { kind: 'created'; voice: Voice } | { kind: 'queued'; jobId: string; voiceId: string; name: string };
 
@@ -45,6 +48,7 @@ export function CloneVoice() {
   const [fileError, setFileError] = useState<string | null>(null);
   const [progress, setProgress] = useState<number | null | undefined>(undefined);
   const [error, setError] = useState<string | null>(null);
+  const [fieldErrors, setFieldErrors] = useState<Record<string, string>>({});
   const [outcome, setOutcome] = useState<Outcome | null>(null);
   const uploading = progress !== undefined;
 
@@ -54,8 +58,11 @@ export function CloneVoice() {
   async function onSubmit(event: React.FormEvent<HTMLFormElement>) {
     event.preventDefault();
     setError(null);
+    setFieldErrors({});
     setOutcome(null);
     const form = new FormData(event.currentTarget);
+    const language = String(form.get('language') ?? '').trim();
+    if (!LANGUAGE.test(language)) return setFieldErrors({ language: 'Use a language tag such as en, fr or en-US.' });
     const file = form.get('file');
     if (!(file instanceof File) || file.size === 0) return setFileError('Choose a recording to clone (a WAV file of at least 10 seconds).');
     if (file.size > MAX_BYTES) return setFileError(`The file is ${(file.size / 1024 / 1024).toFixed(1)} MB; the limit is 25 MB.`);
@@ -78,7 +85,10 @@ export function CloneVoice() {
       formRef.current?.reset();
       refreshVoices();
     } catch (e) {
-      setError(errorMessage(e));
+      const refused = humanError(e, FIELD_LABELS);
+      const field = refused.field ?? (e instanceof GatewayError ? e.param : null);
+      if (field && field in FIELD_LABELS) setFieldErrors({ [field]: refused.message });
+      else setError(refused.message);
     } finally {
       setProgress(undefined);
     }
@@ -96,7 +106,7 @@ export function CloneVoice() {
           onChange={() => setFileError(null)}
           className="sm:col-span-2"
         />
-        <TextField label="Voice name" name="name" required maxLength={100} placeholder="e.g. Support agent" />
+        <TextField label="Voice name" name="name" required maxLength={100} placeholder="e.g. Support agent" error={fieldErrors.name} />
         <TextField
           label="Language"
           name="language"
@@ -105,6 +115,7 @@ export function CloneVoice() {
           maxLength={12}
           pattern="[a-zA-Z]{2,3}(-[a-zA-Z0-9]{2,8})?"
           hint="A language tag such as en or en-US."
+          error={fieldErrors.language}
         />
         <SelectField
           label="Mode"
@@ -124,8 +135,8 @@ export function CloneVoice() {
             </option>
           ))}
         </SelectField>
-        <TextField label="Tags (optional)" name="tags" maxLength={400} placeholder="calm, support" hint="Comma-separated." />
-        <TextField label="Description (optional)" name="description" maxLength={1000} />
+        <TextField label="Tags (optional)" name="tags" maxLength={400} placeholder="calm, support" hint="Comma-separated." error={fieldErrors.tags} />
+        <TextField label="Description (optional)" name="description" maxLength={1000} error={fieldErrors.description} />
         <TextAreaField
           label="Transcript (optional)"
           name="transcript"

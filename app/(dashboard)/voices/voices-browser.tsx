@@ -1,6 +1,7 @@
 'use client';
 import { useInfiniteQuery, useMutation, useQueryClient } from '@tanstack/react-query';
 import Link from 'next/link';
+import { usePathname, useRouter, useSearchParams } from 'next/navigation';
 import { useEffect, useState } from 'react';
 import { Alert } from '@/app/_components/alert';
 import { Badge } from '@/app/_components/badge';
@@ -10,7 +11,7 @@ import { SelectField } from '@/app/_components/fields';
 import { LoadingBlock } from '@/app/_components/spinner';
 import { TextField } from '@/app/_components/text-field';
 import type { RouterOutputs } from '@/app/_lib/api-types';
-import { errorMessage } from '@/app/_lib/format';
+import { errorMessage, plural } from '@/app/_lib/format';
 import { useTRPC } from '@/app/_lib/trpc';
 import { PlaySampleButton, VoiceSamplesProvider } from './voice-samples';
 
@@ -46,14 +47,34 @@ function useDebounced<T>(value: T, ms = 300): T {
 /** The first model the voice can speak on (a ready profile), for its sample; null when none. */
 export const sampleModelOf = (voice: Pick<ListedVoice, 'profiles'>) => voice.profiles.find((p) => p.status === 'ready')?.model_id ?? null;
 
+const isScope = (value: string | null): value is Scope => SCOPES.some((s) => s.value === value);
+
 export function VoicesBrowser({ onCloneRequested }: { onCloneRequested?: () => void }) {
   const trpc = useTRPC();
-  const [scope, setScope] = useState<Scope>('all');
-  const [gender, setGender] = useState('');
-  const [language, setLanguage] = useState('');
-  const [tag, setTag] = useState('');
-  const [q, setQ] = useState('');
+  // The filters live in the address too (?scope=&gender=&language=&tag=&q=): a filtered list can be reloaded, shared and gone back to.
+  const params = useSearchParams();
+  const router = useRouter();
+  const pathname = usePathname();
+  const [scope, setScope] = useState<Scope>(() => {
+    const s = params.get('scope');
+    return isScope(s) ? s : 'all';
+  });
+  const [gender, setGender] = useState(() => params.get('gender') ?? '');
+  const [language, setLanguage] = useState(() => params.get('language') ?? '');
+  const [tag, setTag] = useState(() => params.get('tag') ?? '');
+  const [q, setQ] = useState(() => params.get('q') ?? '');
   const typed = useDebounced({ language: language.trim(), tag: tag.trim(), q: q.trim() });
+  const filterKey = JSON.stringify({ scope: scope === 'all' ? '' : scope, gender, language: typed.language, tag: typed.tag, q: typed.q });
+  useEffect(() => {
+    // Only the filters' own parameters change: others (e.g. ?deleted= from a voice's page) stay.
+    const next = new URLSearchParams(window.location.search);
+    for (const [name, value] of Object.entries(JSON.parse(filterKey) as Record<string, string>)) {
+      if (value) next.set(name, value);
+      else next.delete(name);
+    }
+    const query = next.toString();
+    if (query !== new URLSearchParams(window.location.search).toString()) router.replace(query ? `${pathname}?${query}` : pathname, { scroll: false });
+  }, [filterKey, pathname, router]);
   const languageError = typed.language && !LANGUAGE.test(typed.language) ? 'Use a language tag such as en or en-US.' : null;
   const input = {
     scope,
@@ -103,7 +124,7 @@ export function VoicesBrowser({ onCloneRequested }: { onCloneRequested?: () => v
             error={languageError}
             autoComplete="off"
           />
-          <TextField label="Tag" value={tag} onChange={(e) => setTag(e.target.value)} maxLength={40} placeholder="e.g. calm" autoComplete="off" />
+          <TextField label="Tag" type="search" value={tag} onChange={(e) => setTag(e.target.value)} maxLength={40} placeholder="e.g. calm" autoComplete="off" />
         </div>
 
         {voices.isPending ? (
@@ -135,18 +156,18 @@ export function VoicesBrowser({ onCloneRequested }: { onCloneRequested?: () => v
                 'Clone one from a recording.'
               )
             ) : scope === 'saved' ? (
-              'Save voices you use often with the Save button.'
+              'Keep voices you use often here with their "Add to saved" button.'
             ) : null}
           </EmptyState>
         ) : (
           <>
             <p className="sr-only" role="status" aria-live="polite">
-              {all.length} voices shown{voices.hasNextPage ? ', more available' : ''}.
+              {plural(all.length, 'voice')} shown{voices.hasNextPage ? ', more available' : ''}.
             </p>
             <VoiceSamplesProvider>
               <ul className="grid gap-3 sm:grid-cols-2" aria-label="Voices" aria-busy={voices.isFetching || undefined}>
                 {all.map((v) => (
-                  <VoiceCard key={v.id} voice={v} />
+                  <VoiceCard key={v.id} voice={v} activeTag={typed.tag} onTag={setTag} />
                 ))}
               </ul>
             </VoiceSamplesProvider>
@@ -165,7 +186,7 @@ export function VoicesBrowser({ onCloneRequested }: { onCloneRequested?: () => v
   );
 }
 
-function VoiceCard({ voice }: { voice: ListedVoice }) {
+function VoiceCard({ voice, activeTag, onTag }: { voice: ListedVoice; activeTag: string; onTag: (tag: string) => void }) {
   const trpc = useTRPC();
   const queryClient = useQueryClient();
   const save = useMutation(
@@ -198,8 +219,17 @@ function VoiceCard({ voice }: { voice: ListedVoice }) {
       {voice.tags.length > 0 && (
         <ul className="flex flex-wrap gap-1" aria-label="Tags">
           {voice.tags.map((t) => (
-            <li key={t} className="rounded bg-zinc-100 px-1.5 py-0.5 text-xs text-zinc-600">
-              {t}
+            <li key={t}>
+              {/* A tag filters the library by it (again: clears the filter). */}
+              <button
+                type="button"
+                aria-pressed={activeTag === t}
+                aria-label={activeTag === t ? `Stop filtering by the tag ${t}` : `Show voices tagged ${t}`}
+                onClick={() => onTag(activeTag === t ? '' : t)}
+                className={`rounded px-1.5 py-0.5 text-xs focus-visible:outline-2 focus-visible:outline-offset-1 focus-visible:outline-indigo-600 ${activeTag === t ? 'bg-indigo-600 text-white' : 'bg-zinc-100 text-zinc-600 hover:bg-indigo-50 hover:text-indigo-700'}`}
+              >
+                {t}
+              </button>
             </li>
           ))}
         </ul>
@@ -217,11 +247,11 @@ function VoiceCard({ voice }: { voice: ListedVoice }) {
             variant="secondary"
             className="min-h-8 px-3 py-1"
             aria-pressed={voice.saved}
-            aria-label={`${voice.saved ? 'Unsave' : 'Save'} voice ${voice.name}`}
+            aria-label={`${voice.saved ? 'Remove' : 'Add'} voice ${voice.name} ${voice.saved ? 'from' : 'to'} your saved voices`}
             pending={save.isPending}
             onClick={() => save.mutate({ id: voice.id, saved: !voice.saved })}
           >
-            {voice.saved ? 'Saved ✓' : 'Save'}
+            {voice.saved ? 'Saved ✓' : 'Add to saved'}
           </Button>
         </span>
       </div>

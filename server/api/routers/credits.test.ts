@@ -40,8 +40,16 @@ describe('credits: happy path', () => {
     });
   });
 
+  it('refuses a negative amount unless it is an explicit adjustment', async () => {
+    await expect(admin.caller.credits.grant({ orgId: alice.orgId, amountUsd: '-5' })).rejects.toMatchObject({
+      code: 'BAD_REQUEST',
+      message: expect.stringContaining('Enter an amount above zero'),
+    });
+    expect((await alice.caller.credits.ledger({})).balanceUsd).toBe('12.500000');
+  });
+
   it('accepts negative adjustments', async () => {
-    await admin.caller.credits.grant({ orgId: alice.orgId, amountUsd: '-0.000001' });
+    await admin.caller.credits.grant({ orgId: alice.orgId, amountUsd: '-0.000001', adjustment: true });
     const ledger = await alice.caller.credits.ledger({});
     expect(ledger.balanceUsd).toBe('12.499999');
     expect(ledger.entries[0]).toMatchObject({ kind: 'adjustment', amountUsd: '-0.000001' });

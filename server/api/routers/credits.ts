@@ -35,13 +35,18 @@ export const creditsRouter = createTRPCRouter({
     return orgs.map((o) => ({ id: o.id, name: o.name, isTrial: o.isTrial, balanceUsd: formatUsd(o.balanceMicros) }));
   }),
 
-  /** Platform admins: add credit to (or, with a negative amount, remove it from) any org. */
+  /**
+   * Platform admins: add credit to any org. A negative amount (removing credit) is taken only as an
+   * explicit adjustment (`adjustment: true`, which the Credits page sends after a confirmation), so a
+   * stray minus in a grant box never puts an org below zero.
+   */
   grant: platformAdminProcedure
     .input(
       z.object({
         orgId: z.string().min(1).max(100),
         amountUsd: z.string().max(40),
         description: z.string().trim().max(200, 'Note must be at most 200 characters.').optional(),
+        adjustment: z.boolean().optional(),
       }),
     )
     .mutation(async ({ ctx, input }) => {
@@ -52,6 +57,12 @@ export const creditsRouter = createTRPCRouter({
         throw new TRPCError({ code: 'BAD_REQUEST', message: 'Enter an amount in USD with at most 6 decimals, e.g. 10 or 2.50.' });
       }
       if (amountMicros === 0n) throw new TRPCError({ code: 'BAD_REQUEST', message: 'The amount must not be zero.' });
+      if (amountMicros < 0n && !input.adjustment) {
+        throw new TRPCError({
+          code: 'BAD_REQUEST',
+          message: 'Enter an amount above zero. To remove credit, use "Remove credit" on the Credits page.',
+        });
+      }
       const note = input.description || (amountMicros > 0n ? 'credit grant' : 'credit adjustment');
       const result = await grantCredits(ctx.db, { orgId: input.orgId, amountMicros, description: `${note} (by ${ctx.user.email})` });
       return { orgId: result.orgId, balanceUsd: formatUsd(result.balanceMicros) };

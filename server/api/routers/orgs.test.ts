@@ -23,6 +23,26 @@ const newUser = (what = 'user') => h.signUpUser(email(what));
 /** Acting for `orgId`, as the org switcher's cookie makes the dashboard do. */
 const actingFor = (user: TestUser, orgId: string) => h.callerFor(user.user, orgId);
 
+describe('orgs.create', () => {
+  it('makes a new org with the creator as its only owner, listed among their orgs', async () => {
+    const carol = await newUser('carol');
+    const created = await carol.caller.orgs.create({ name: '  Side project  ' });
+    expect(created).toEqual({ id: expect.stringMatching(/^org_/), name: 'Side project' });
+    const mine = await carol.caller.orgs.mine();
+    expect(mine.orgs).toContainEqual({ id: created.id, name: 'Side project', role: 'owner' });
+    const members = await actingFor(carol, created.id).orgs.members();
+    expect(members.members.map((m) => [m.email, m.role])).toEqual([[carol.user.email, 'owner']]);
+  });
+
+  it('refuses an empty name with a message for people', async () => {
+    const dave = await newUser('dave');
+    await expect(dave.caller.orgs.create({ name: '   ' })).rejects.toMatchObject({
+      code: 'BAD_REQUEST',
+      message: expect.stringContaining('Give the organization a name.'),
+    });
+  });
+});
+
 describe('members: happy path', () => {
   it('an owner sees themselves as the only member of a new org', async () => {
     const alice = await newUser('alice');

@@ -4,6 +4,7 @@ import { z } from 'zod';
 import { loadConfig } from '../../config/env.ts';
 import { acceptInvitation, describeInvitation } from '../../services/orgs/accept-invitation.ts';
 import { addMember } from '../../services/orgs/add-member.ts';
+import { createOrgForUser } from '../../services/orgs/create-org.ts';
 import { changeMemberRole } from '../../services/orgs/change-member-role.ts';
 import { listMembers } from '../../services/orgs/list-members.ts';
 import { removeMember } from '../../services/orgs/remove-member.ts';
@@ -29,6 +30,11 @@ export const orgsRouter = createTRPCRouter({
     ]);
     return { orgs: orgs.map((o) => ({ id: o.id, name: o.name, role: o.role })), activeOrgId: active?.org.id ?? null };
   }),
+
+  /** A new org with the user as its owner; the page then switches to it (the org cookie). */
+  create: protectedProcedure
+    .input(z.object({ name: z.string().trim().min(1, 'Give the organization a name.').max(MAX_ORG_NAME, `Name must be at most ${MAX_ORG_NAME} characters.`) }))
+    .mutation(({ ctx, input }) => createOrgForUser(ctx.db, { userId: ctx.session.user.id, name: input.name })),
 
   /** Members and live invitations of the acting org; any member may look. */
   members: orgProcedure.query(async ({ ctx }) => {

@@ -12,7 +12,7 @@ import { SelectField, TextAreaField } from '@/app/_components/fields';
 import { JobProgress } from '@/app/_components/job-progress';
 import { LoadingBlock } from '@/app/_components/spinner';
 import { TextField } from '@/app/_components/text-field';
-import type { Voice } from '@/app/_lib/api-types';
+import type { JobRecord, Voice } from '@/app/_lib/api-types';
 import { errorMessage, formatDateTime, humanError } from '@/app/_lib/format';
 import { GATEWAY_PROXY, gatewayJson } from '@/app/_lib/gateway';
 import { useTRPC } from '@/app/_lib/trpc';
@@ -128,6 +128,12 @@ function Details({ voice: v }: { voice: Voice }) {
   );
 }
 
+/** A profile's status as the job box words it while a job works on it ("Running…" in both places). */
+function profileStatusLabel(status: string, jobStatus: JobRecord['status'] | undefined): string {
+  if (status === 'ready' || status === 'failed' || !jobStatus) return status;
+  return jobStatus === 'running' ? 'Running…' : 'Queued';
+}
+
 function Profiles({ voice: v }: { voice: Voice }) {
   const trpc = useTRPC();
   const queryClient = useQueryClient();
@@ -137,6 +143,10 @@ function Profiles({ voice: v }: { voice: Voice }) {
     refetchInterval: (q) => (q.state.data?.some((j) => j.status === 'queued' || j.status === 'running') ? 2000 : false),
   });
   const [jobId, setJobId] = useState<string | null>(null);
+  // The job box's own query (the same cache entry JobProgress polls), so a row and the box never disagree.
+  const followed = useQuery({ ...trpc.voices.job.queryOptions({ id: jobId ?? '' }), enabled: jobId !== null });
+  const activeJobFor = (modelId: string) =>
+    [followed.data, ...(jobs.data ?? [])].find((j) => j && j.model_id === modelId && (j.status === 'queued' || j.status === 'running'));
   const [message, setMessage] = useState<string | null>(null);
   const ready = new Set(v.profiles.filter((p) => p.status === 'ready').map((p) => p.model_id));
   const candidates = (models.data ?? []).filter((m) => !ready.has(m.id));
@@ -199,7 +209,9 @@ function Profiles({ voice: v }: { voice: Voice }) {
                 <tr key={p.model_id} data-testid="profile-row">
                   <td className="py-2 pr-4 font-mono">{p.model_id}</td>
                   <td className="py-2 pr-4">
-                    <Badge tone={p.status === 'ready' ? 'green' : p.status === 'failed' ? 'amber' : 'gray'}>{p.status}</Badge>
+                    <Badge tone={p.status === 'ready' ? 'green' : p.status === 'failed' ? 'amber' : 'gray'}>
+                      {profileStatusLabel(p.status, activeJobFor(p.model_id)?.status)}
+                    </Badge>
                   </td>
                   <td className="hidden py-2 pr-4 sm:table-cell">{p.profile_version}</td>
                   <td className="hidden py-2 pr-4 whitespace-nowrap sm:table-cell">{formatDateTime(p.cached_at)}</td>
@@ -391,7 +403,8 @@ function Actions({ voice: v }: { voice: Voice }) {
           Try in the playground
         </Link>
         <Button variant="secondary" aria-pressed={v.saved} pending={save.isPending} onClick={() => save.mutate({ id: v.id, saved: !v.saved })}>
-          {v.saved ? 'Unsave' : 'Save'}
+          {/* Not "Save": it sat next to the edit form's "Save changes". */}
+          {v.saved ? 'Remove from saved voices' : 'Add to saved voices'}
         </Button>
         {v.is_owner && (
           <Button
