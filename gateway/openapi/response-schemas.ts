@@ -62,11 +62,9 @@ export const ReadySchema = z.object({
             .string()
             .meta({ description: 'The upstream by its host alone (an in-process engine: `local:<engine>`): no credentials, port, path or query.' }),
           health: z.enum(['unknown', 'up', 'down']),
-          circuit: z
-            .enum(['closed', 'open', 'half_open'])
-            .meta({
-              description: 'This replica’s circuit for the upstream: open after failed calls (new work skips it), half_open while one trial call decides.',
-            }),
+          circuit: z.enum(['closed', 'open', 'half_open']).meta({
+            description: 'This replica’s circuit for the upstream: open after failed calls (new work skips it), half_open while one trial call decides.',
+          }),
         }),
       ),
     }),
