@@ -251,22 +251,24 @@ async function responsesRefs(ctx: ProbeContext) {
   const stored = await post({ model: 'abuse-long', store: true, input: 'Say z 16,000 times.' });
   const itemId = (JSON.parse(stored.text) as { output?: { id: string }[] }).output?.[0]?.id;
   if (!itemId) throw new Error(`responses-refs: could not store an item: ${stored.status} ${stored.text.slice(0, 200)}`);
-  const rss = peakGrowth(ctx);
-  const stop = watchHealth(ctx);
   const reference = { type: 'item_reference', id: itemId };
   // Just under the 10 MiB body limit (a comma between references), and the most that may be counted.
   const many = Array.from({ length: Math.floor((10 * 1024 * 1024 - 200) / (JSON.stringify(reference).length + 1)) }, () => reference);
   const counted = many.slice(0, 1_000);
-  const answers: string[] = [];
-  for (const input of [many, many, many, counted, counted, counted]) {
-    const a = await post({ model: 'abuse-ok', input });
-    const error = (JSON.parse(a.text) as { error?: { code?: string; message?: string } }).error;
-    answers.push(`${input.length.toLocaleString()} references: ${a.status} ${error?.code ?? ''} ${error?.message?.slice(0, 120) ?? ''}`);
+  const lines: string[] = [];
+  for (const input of [many, counted]) {
+    const rss = peakGrowth(ctx);
+    const stop = watchHealth(ctx);
+    const answers = new Set<string>();
+    for (let i = 0; i < 3; i++) {
+      const a = await post({ model: 'abuse-ok', input });
+      const error = (JSON.parse(a.text) as { error?: { code?: string; message?: string } }).error;
+      answers.add(`${a.status} ${error?.code ?? ''} ${error?.message?.slice(0, 120) ?? ''}`);
+    }
+    await sleep(500);
+    lines.push(`  3 × ${input.length.toLocaleString()} references: ${[...answers].join('; ')}; ${rss()}; ${await stop()}`);
   }
-  const health = await stop();
-  console.log(
-    `responses-refs: /v1/responses 3 × with a ~10 MiB body of item_references, 3 × with 1,000, to one stored ~16 KB item: ${[...new Set(answers)].join('; ')}; ${rss()}; ${health}\n`,
-  );
+  console.log(`responses-refs: /v1/responses of item_references to one stored 16,000-character item\n${lines.join('\n')}\n`);
 }
 
 async function engine(ctx: ProbeContext) {
