@@ -34,6 +34,9 @@
 //   responses-refs  /v1/responses with ~10 MiB of item_references to one stored ~16 KB item.
 //   engine    an engine answering 64 MiB of JSON, 64 MiB of error body, an endless stream
 //             (stream:false) and one endless SSE event.
+//   clones    clones through a billing engine (`abuse-sonic`, the scripted Cartesia of
+//             bench/lib/upstream-peers.ts) past the org's daily cap, then flite clones past its
+//             voice cap (SVC_MAX_VOICES_PER_ORG lowered to 40 for the probe).
 import { execFileSync, spawn } from 'node:child_process';
 import { connect, type Socket } from 'node:net';
 import { randomBytes } from 'node:crypto';
@@ -51,6 +54,7 @@ import { startBundled } from './lib/processes.ts';
 import { voiceFixture } from './lib/voice-fixture.ts';
 import { BOUNDS_PROBES, runBoundsProbes } from './lib/abuse-bounds.ts';
 import { startTs } from './lib/processes.ts';
+import { speak } from '../test/support/voice-routes.ts';
 import { upsertModel } from '../server/services/models/upsert-model.ts';
 import { checkProtocol } from '../gateway/upstreams/protocols/index.ts';
 
@@ -67,8 +71,19 @@ const ONLY = new Set(values.only.split(','));
 const limits = loadConfig({}).limits;
 const fx = await voiceFixture();
 const hostile = BOUNDS_PROBES.some((p) => ONLY.has(p)) ? await startTs('bench/hostile-engine.ts') : null;
+const peers = ONLY.has('clones') ? await startTs('bench/lib/upstream-peers.ts') : null;
+const cartesia = peers ? ((await (await request(`${peers.url}/peers`)).body.json()) as { cartesia: { url: string; key: string } }).cartesia : null;
+// The daily cap at its default; the voice cap lowered so that the probe reaches it quickly.
+const CLONE_CAPS = { voices: 40, clonesPerDay: loadConfig({}).voiceLimits.maxEngineClonesPerDay };
 if (hostile) {
   const setup = openDatabase(fx.databaseUrl);
+  if (cartesia)
+    await upsertModel(setup.prisma, checkProtocol, {
+      id: 'abuse-sonic',
+      modality: 'tts',
+      prices: { picoPerChar: 1_000_000n },
+      upstream: { url: cartesia.url, protocol: 'cartesia', upstreamModel: 'sonic-3', apiKeyEnv: 'ABUSE_CARTESIA_KEY' },
+    });
   for (const mode of ['ok', 'long', 'slow', 'huge', 'error', 'endless', 'bigevent'])
     await upsertModel(setup.prisma, checkProtocol, {
       id: `abuse-${mode}`,
@@ -85,6 +100,9 @@ const gateway = await startBundled('bench/gateway-server.ts', {
   SVC_MAX_STREAMS_PER_ORG: String(limits.streamsPerOrg),
   SVC_MAX_STREAMS: String(limits.streamsPerProcess),
   SVC_STT_MAX_DECODERS: String(limits.sttDecoders),
+  SVC_MAX_VOICES_PER_ORG: String(CLONE_CAPS.voices),
+  SVC_MAX_ENGINE_CLONES_PER_ORG_PER_DAY: String(CLONE_CAPS.clonesPerDay),
+  ABUSE_CARTESIA_KEY: cartesia?.key ?? '',
 });
 const base = gateway.url;
 const db = openDatabase(fx.databaseUrl);
@@ -428,8 +446,11 @@ if (hostile) {
       revoke: async (id) => void (await revokeApiKey(db.prisma, { id })),
     },
     ONLY,
+    ONLY.has('clones') ? speak('flite', 'slt') : Buffer.alloc(0),
+    CLONE_CAPS,
   );
   hostile.child.kill('SIGTERM');
+  peers?.child.kill('SIGTERM');
 }
 
 await db.close();

@@ -7,7 +7,7 @@ import type { Agent } from 'undici';
 import { request } from 'undici';
 import WebSocket from 'ws';
 
-export const BOUNDS_PROBES = ['outbuf', 'refs', 'names', 'oob', 'responses-refs', 'engine'] as const;
+export const BOUNDS_PROBES = ['outbuf', 'refs', 'names', 'oob', 'responses-refs', 'engine', 'clones'] as const;
 
 export interface ProbeContext {
   base: string;
@@ -304,11 +304,52 @@ async function engine(ctx: ProbeContext) {
   console.log(`engine: a hostile engine's answers through /v1/chat/completions; ${rss()}; ${health}\n${results.join('\n')}\n`);
 }
 
-export async function runBoundsProbes(ctx: ProbeContext, only: Set<string>) {
+/** 30 concurrent clones through a billing engine (model `abuse-sonic`, scripted Cartesia), then voices past the org's cap through flite. */
+async function clones(ctx: ProbeContext, clip: Buffer, caps: { voices: number; clonesPerDay: number }) {
+  const { key } = await ctx.key();
+  const clone = async (model: string, i: number) => {
+    const form = new FormData();
+    form.set('file', new Blob([new Uint8Array(clip)], { type: 'audio/wav' }), 'clip.wav');
+    form.set('name', `probe ${i}`);
+    form.set('model_id', model);
+    const res = await fetch(`${ctx.base}/voices/clone`, { method: 'POST', headers: { authorization: `Bearer ${key}` }, body: form });
+    const body = (await res.json()) as { error?: { code?: string } };
+    return `${res.status}${body.error?.code ? ` ${body.error.code}` : ''}${res.headers.get('retry-after') ? ` (Retry-After ${res.headers.get('retry-after')})` : ''}`;
+  };
+  const tally = (answers: string[]) => JSON.stringify(Object.fromEntries([...new Set(answers)].map((a) => [a, answers.filter((x) => x === a).length])));
+  const rss = peakGrowth(ctx);
+  const stop = watchHealth(ctx);
+  // At most 5 voice jobs run per org (429 rate_limit_exceeded past them): the paid clones are sent
+  // 5 at a time, a refused one again after a pause, until each has an answer of its own.
+  const paid: string[] = [];
+  const started = performance.now();
+  let claimed = 0;
+  await Promise.all(
+    Array.from({ length: 5 }, async () => {
+      while (claimed < caps.clonesPerDay + 10 && performance.now() - started < 60_000) {
+        const i = claimed++;
+        let answer = await clone('abuse-sonic', i);
+        while (answer.startsWith('429 rate_limit_exceeded') && performance.now() - started < 60_000) {
+          await sleep(300);
+          answer = await clone('abuse-sonic', i);
+        }
+        paid.push(answer);
+      }
+    }),
+  );
+  const local: string[] = [];
+  for (let batch = 0; batch < 5; batch++) local.push(...(await Promise.all(Array.from({ length: 10 }, (_, i) => clone('local-flite', batch * 10 + i)))));
+  console.log(
+    `clones: one org, ${paid.length} clones through a billing engine, 5 at a time (cap ${caps.clonesPerDay} a day): ${tally(paid)}; then ${local.length} flite clones, 10 at a time (cap ${caps.voices} voices, the engine's clones included): ${tally(local)}; ${rss()}; ${await stop()}\n`,
+  );
+}
+
+export async function runBoundsProbes(ctx: ProbeContext, only: Set<string>, clip: Buffer, caps: { voices: number; clonesPerDay: number }) {
   if (only.has('outbuf')) await outbuf(ctx);
   if (only.has('refs')) await refs(ctx);
   if (only.has('names')) await names(ctx);
   if (only.has('oob')) await oob(ctx);
   if (only.has('responses-refs')) await responsesRefs(ctx);
   if (only.has('engine')) await engine(ctx);
+  if (only.has('clones')) await clones(ctx, clip, caps);
 }
