@@ -52,11 +52,7 @@ import { createOrg } from '../server/services/orgs/create-org.ts';
 import { wavHeader } from '../gateway/audio/wav.ts';
 import { startBundled } from './lib/processes.ts';
 import { voiceFixture } from './lib/voice-fixture.ts';
-import { BOUNDS_PROBES, runBoundsProbes } from './lib/abuse-bounds.ts';
-import { startTs } from './lib/processes.ts';
-import { speak } from '../test/support/voice-routes.ts';
-import { upsertModel } from '../server/services/models/upsert-model.ts';
-import { checkProtocol } from '../gateway/upstreams/protocols/index.ts';
+import { BOUNDS_PROBES, runBoundsProbes, startBoundsEngines } from './lib/abuse-bounds.ts';
 
 const { values } = parseArgs({
   options: {
@@ -70,29 +66,7 @@ const ONLY = new Set(values.only.split(','));
 // The production caps (the benchmark helper lifts them for throughput benchmarks).
 const limits = loadConfig({}).limits;
 const fx = await voiceFixture();
-const hostile = BOUNDS_PROBES.some((p) => ONLY.has(p)) ? await startTs('bench/hostile-engine.ts') : null;
-const peers = ONLY.has('clones') ? await startTs('bench/lib/upstream-peers.ts') : null;
-const cartesia = peers ? ((await (await request(`${peers.url}/peers`)).body.json()) as { cartesia: { url: string; key: string } }).cartesia : null;
-// The daily cap at its default; the voice cap lowered so that the probe reaches it quickly.
-const CLONE_CAPS = { voices: 40, clonesPerDay: loadConfig({}).voiceLimits.maxEngineClonesPerDay };
-if (hostile) {
-  const setup = openDatabase(fx.databaseUrl);
-  if (cartesia)
-    await upsertModel(setup.prisma, checkProtocol, {
-      id: 'abuse-sonic',
-      modality: 'tts',
-      prices: { picoPerChar: 1_000_000n },
-      upstream: { url: cartesia.url, protocol: 'cartesia', upstreamModel: 'sonic-3', apiKeyEnv: 'ABUSE_CARTESIA_KEY' },
-    });
-  for (const mode of ['ok', 'long', 'slow', 'huge', 'error', 'endless', 'bigevent'])
-    await upsertModel(setup.prisma, checkProtocol, {
-      id: `abuse-${mode}`,
-      modality: 'llm',
-      prices: { inputPicoPerToken: 150_000n, outputPicoPerToken: 600_000n },
-      upstream: { url: `${hostile.url}/${mode}/v1`, protocol: 'openai' },
-    });
-  await setup.close();
-}
+const bounds = await startBoundsEngines(fx.databaseUrl, ONLY);
 const gateway = await startBundled('bench/gateway-server.ts', {
   ...fx.env,
   SVC_MAX_REQUESTS_PER_KEY: String(limits.requestsPerKey),
@@ -100,9 +74,7 @@ const gateway = await startBundled('bench/gateway-server.ts', {
   SVC_MAX_STREAMS_PER_ORG: String(limits.streamsPerOrg),
   SVC_MAX_STREAMS: String(limits.streamsPerProcess),
   SVC_STT_MAX_DECODERS: String(limits.sttDecoders),
-  SVC_MAX_VOICES_PER_ORG: String(CLONE_CAPS.voices),
-  SVC_MAX_ENGINE_CLONES_PER_ORG_PER_DAY: String(CLONE_CAPS.clonesPerDay),
-  ABUSE_CARTESIA_KEY: cartesia?.key ?? '',
+  ...bounds?.env,
 });
 const base = gateway.url;
 const db = openDatabase(fx.databaseUrl);
@@ -427,12 +399,12 @@ if (ONLY.has('slow') || ONLY.has('conns')) {
   bounded.child.kill('SIGTERM');
 }
 
-if (hostile) {
+if (bounds) {
   await runBoundsProbes(
     {
       base,
       agent,
-      engine: hostile.url,
+      engine: bounds.engine,
       rssMb,
       // utime + stime, fields 14 and 15 of /proc/<pid>/stat, in clock ticks (100 a second).
       cpuMs: () => {
@@ -446,11 +418,8 @@ if (hostile) {
       revoke: async (id) => void (await revokeApiKey(db.prisma, { id })),
     },
     ONLY,
-    ONLY.has('clones') ? speak('flite', 'slt') : Buffer.alloc(0),
-    CLONE_CAPS,
   );
-  hostile.child.kill('SIGTERM');
-  peers?.child.kill('SIGTERM');
+  bounds.stop();
 }
 
 await db.close();

@@ -6,8 +6,56 @@ import { spawn } from 'node:child_process';
 import type { Agent } from 'undici';
 import { request } from 'undici';
 import WebSocket from 'ws';
+import { checkProtocol } from '../../gateway/upstreams/protocols/index.ts';
+import { loadConfig } from '../../server/config/env.ts';
+import { openDatabase } from '../../server/db/database.ts';
+import { upsertModel } from '../../server/services/models/upsert-model.ts';
+import { speak } from '../../test/support/voice-routes.ts';
+import { startTs } from './processes.ts';
 
 export const BOUNDS_PROBES = ['outbuf', 'refs', 'names', 'oob', 'responses-refs', 'engine', 'clones'] as const;
+
+// The daily cap at its default; the voice cap lowered so that the probe reaches it quickly.
+const CLONE_CAPS = { voices: 40, clonesPerDay: loadConfig({}).voiceLimits.maxEngineClonesPerDay };
+
+/**
+ * The engines these probes need, in processes of their own, and their models in the database
+ * (before the gateway starts): null when none of the probes is asked for. `env`: the gateway's.
+ */
+export async function startBoundsEngines(databaseUrl: string, only: Set<string>) {
+  if (!BOUNDS_PROBES.some((p) => only.has(p))) return null;
+  const hostile = await startTs('bench/hostile-engine.ts');
+  const peers = only.has('clones') ? await startTs('bench/lib/upstream-peers.ts') : null;
+  const cartesia = peers ? ((await (await request(`${peers.url}/peers`)).body.json()) as { cartesia: { url: string; key: string } }).cartesia : null;
+  const db = openDatabase(databaseUrl);
+  if (cartesia)
+    await upsertModel(db.prisma, checkProtocol, {
+      id: 'abuse-sonic',
+      modality: 'tts',
+      prices: { picoPerChar: 1_000_000n },
+      upstream: { url: cartesia.url, protocol: 'cartesia', upstreamModel: 'sonic-3', apiKeyEnv: 'ABUSE_CARTESIA_KEY' },
+    });
+  for (const mode of ['ok', 'long', 'slow', 'huge', 'error', 'endless', 'bigevent'])
+    await upsertModel(db.prisma, checkProtocol, {
+      id: `abuse-${mode}`,
+      modality: 'llm',
+      prices: { inputPicoPerToken: 150_000n, outputPicoPerToken: 600_000n },
+      upstream: { url: `${hostile.url}/${mode}/v1`, protocol: 'openai' },
+    });
+  await db.close();
+  return {
+    engine: hostile.url,
+    env: {
+      SVC_MAX_VOICES_PER_ORG: String(CLONE_CAPS.voices),
+      SVC_MAX_ENGINE_CLONES_PER_ORG_PER_DAY: String(CLONE_CAPS.clonesPerDay),
+      ABUSE_CARTESIA_KEY: cartesia?.key ?? '',
+    },
+    stop() {
+      hostile.child.kill('SIGTERM');
+      peers?.child.kill('SIGTERM');
+    },
+  };
+}
 
 export interface ProbeContext {
   base: string;
@@ -305,7 +353,9 @@ async function engine(ctx: ProbeContext) {
 }
 
 /** 30 concurrent clones through a billing engine (model `abuse-sonic`, scripted Cartesia), then voices past the org's cap through flite. */
-async function clones(ctx: ProbeContext, clip: Buffer, caps: { voices: number; clonesPerDay: number }) {
+async function clones(ctx: ProbeContext) {
+  const clip = speak('flite', 'slt');
+  const caps = CLONE_CAPS;
   const { key } = await ctx.key();
   const clone = async (model: string, i: number) => {
     const form = new FormData();
@@ -344,12 +394,12 @@ async function clones(ctx: ProbeContext, clip: Buffer, caps: { voices: number; c
   );
 }
 
-export async function runBoundsProbes(ctx: ProbeContext, only: Set<string>, clip: Buffer, caps: { voices: number; clonesPerDay: number }) {
+export async function runBoundsProbes(ctx: ProbeContext, only: Set<string>) {
   if (only.has('outbuf')) await outbuf(ctx);
   if (only.has('refs')) await refs(ctx);
   if (only.has('names')) await names(ctx);
   if (only.has('oob')) await oob(ctx);
   if (only.has('responses-refs')) await responsesRefs(ctx);
   if (only.has('engine')) await engine(ctx);
-  if (only.has('clones')) await clones(ctx, clip, caps);
+  if (only.has('clones')) await clones(ctx);
 }
