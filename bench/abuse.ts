@@ -3,7 +3,8 @@
 // refused, the gateway's RSS, balances where money is involved, and how /health answered
 // meanwhile (a client polling it every 20 ms: the latency everyone else sees).
 //
-//   npx tsx bench/abuse.ts [--sockets 1000] [--only idle,money,regex,quota,proclone,revoke,slow,conns]
+//   npx tsx bench/abuse.ts [--sockets 1000] [--only idle,money,regex,quota,proclone,revoke,slow,conns,
+//                           outbuf,refs,names,oob,responses-refs,engine]
 //
 // Probes:
 //   idle      1,000 STT sessions that only send keepalives, spread over orgs and keys, plus
@@ -22,6 +23,20 @@
 //             how each group is answered, when the last of each is closed, RSS, /health.
 //   conns     on that gateway: 2,000 connections from one address at once, held silent:
 //             how many are accepted and how many closed at once, RSS, /health.
+// The probes of issue 29 (bench/lib/abuse-bounds.ts; LLM models `abuse-<mode>` on the hostile
+// engine of bench/hostile-engine.ts, in its own process):
+//   outbuf    a realtime client that stops reading and asks 250 times for a ~1 MB item; an
+//             /stt/websocket client that stops reading and sends 200,000 one-byte invalid frames.
+//   refs      response.create whose input names a ~1 MB item 300 times, 10 times.
+//   names     120 function_call items with ~1 MB names.
+//   oob       30 out-of-band responses on one session (an endless slow stream each): how many run,
+//             and when the last engine stream ends after the client's close / the key's revocation.
+//   responses-refs  /v1/responses with ~10 MiB of item_references to one stored ~16 KB item.
+//   engine    an engine answering 64 MiB of JSON, 64 MiB of error body, an endless stream
+//             (stream:false) and one endless SSE event.
+//   clones    clones through a billing engine (`abuse-sonic`, the scripted Cartesia of
+//             bench/lib/upstream-peers.ts) past the org's daily cap, then flite clones past its
+//             voice cap (SVC_MAX_VOICES_PER_ORG lowered to 40 for the probe).
 import { execFileSync, spawn } from 'node:child_process';
 import { connect, type Socket } from 'node:net';
 import { randomBytes } from 'node:crypto';
@@ -37,9 +52,13 @@ import { createOrg } from '../server/services/orgs/create-org.ts';
 import { wavHeader } from '../gateway/audio/wav.ts';
 import { startBundled } from './lib/processes.ts';
 import { voiceFixture } from './lib/voice-fixture.ts';
+import { BOUNDS_PROBES, runBoundsProbes, startBoundsEngines } from './lib/abuse-bounds.ts';
 
 const { values } = parseArgs({
-  options: { sockets: { type: 'string', default: '1000' }, only: { type: 'string', default: 'idle,money,regex,quota,proclone,revoke,slow,conns' } },
+  options: {
+    sockets: { type: 'string', default: '1000' },
+    only: { type: 'string', default: `idle,money,regex,quota,proclone,revoke,slow,conns,${BOUNDS_PROBES.join(',')}` },
+  },
 });
 const SOCKETS = Number(values.sockets);
 const ONLY = new Set(values.only.split(','));
@@ -47,6 +66,7 @@ const ONLY = new Set(values.only.split(','));
 // The production caps (the benchmark helper lifts them for throughput benchmarks).
 const limits = loadConfig({}).limits;
 const fx = await voiceFixture();
+const bounds = await startBoundsEngines(fx.databaseUrl, ONLY);
 const gateway = await startBundled('bench/gateway-server.ts', {
   ...fx.env,
   SVC_MAX_REQUESTS_PER_KEY: String(limits.requestsPerKey),
@@ -54,6 +74,7 @@ const gateway = await startBundled('bench/gateway-server.ts', {
   SVC_MAX_STREAMS_PER_ORG: String(limits.streamsPerOrg),
   SVC_MAX_STREAMS: String(limits.streamsPerProcess),
   SVC_STT_MAX_DECODERS: String(limits.sttDecoders),
+  ...bounds?.env,
 });
 const base = gateway.url;
 const db = openDatabase(fx.databaseUrl);
@@ -376,6 +397,29 @@ if (ONLY.has('slow') || ONLY.has('conns')) {
     console.log(`       RSS ${rssBefore.toFixed(0)} MB before, ${rssHeld.toFixed(0)} MB with them held, peak ${peak().toFixed(0)} MB; ${health}\n`);
   }
   bounded.child.kill('SIGTERM');
+}
+
+if (bounds) {
+  await runBoundsProbes(
+    {
+      base,
+      agent,
+      engine: bounds.engine,
+      rssMb,
+      // utime + stime, fields 14 and 15 of /proc/<pid>/stat, in clock ticks (100 a second).
+      cpuMs: () => {
+        const fields = readFileSync(`/proc/${gateway.child.pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+        return (Number(fields[11]) + Number(fields[12])) * 10;
+      },
+      key: async () => {
+        const k = (await account(1_000_000_000n)).keys[0]!;
+        return { key: k.key, id: k.id };
+      },
+      revoke: async (id) => void (await revokeApiKey(db.prisma, { id })),
+    },
+    ONLY,
+  );
+  bounds.stop();
 }
 
 await db.close();
