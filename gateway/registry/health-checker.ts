@@ -53,9 +53,13 @@ export class HealthChecker {
       });
   }
 
-  /** Also called by routes when a request finds an upstream unreachable: it is out until the next good check. */
+  /**
+   * An observation outside the checks: a request found the upstream unreachable (it is out until
+   * the next good check), or found it working (as a good check: up, and its circuit closed).
+   */
   record(upstream: UpstreamEntry, result: Pick<HealthResult, 'ok' | 'error'>): void {
     this.registry.setHealth(upstream.id, result.ok ? 'up' : 'down', result.error);
+    if (result.ok) this.registry.circuits.healthy(upstream.id);
     this.observe(upstream, result.ok, false);
   }
 
