@@ -32,5 +32,6 @@ export function startSttLeg(ctx: GatewayContext, s: PlannedSession, onEvent: (ev
       return open;
     },
   };
-  return startPlannedSession(ctx, outbox, s);
+  // The realtime session writes the conversation's turns (turn-log.ts), with the answers' legs.
+  return startPlannedSession(ctx, outbox, { ...s, logTurns: false });
 }

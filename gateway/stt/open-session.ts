@@ -53,6 +53,8 @@ export interface PlannedSession {
   revoked: AbortSignal;
   /** The usage records' `route`. */
   usageRoute: string;
+  /** false: the session's turns are not request-log rows of their own (a realtime session logs its turns itself). */
+  logTurns?: boolean;
 }
 
 declare module 'fastify' {
@@ -193,7 +195,7 @@ export function startPlannedSession(ctx: GatewayContext, outbox: Outbox<SttEvent
         recordFailover(ctx, { from, reason, phase, error, ref, log: s.log });
       },
       stallMs: ctx.config.limits.sttStallMs,
-      logTurn: (turn) => ctx.requestLog?.turn(ref, turn),
+      logTurn: s.logTurns === false ? undefined : (turn) => ctx.requestLog?.turn(ref, turn),
       clock: ctx.clock,
       engineTimeoutMs: ctx.config.upstreamTimeoutMs,
       revoked: s.revoked,
