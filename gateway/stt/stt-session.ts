@@ -70,6 +70,8 @@ export class SttSession {
   private lastAudioAt: number;
   private firstAudioAt: number | undefined;
   private firstTranscriptSent = false;
+  /** Turn starts waiting for the last turn's final: the events of their turns wait behind them. */
+  private startsWaiting = 0;
   /** No engine would take the audio (it refused us, or none had room) while the session was live: nothing is billed. */
   private engineRefused = false;
   private billed: () => void = () => {};
@@ -248,11 +250,20 @@ export class SttSession {
         for (const t of found) {
           // Whether anyone speaks, for engines that are sent only speech: told before the turn's finalize.
           if (t.type === 'turn.start' || t.type === 'turn.end') this.engine.speaking(t.type === 'turn.start');
-          // The log's turn starts after the last one's final (which completes that one's row).
-          if (t.type === 'turn.start') this.engine.afterPendingFinals(() => this.turnLog.started(t.atSeconds));
-          // The end goes out at the detector's decision; the final follows when the engine has decoded it.
-          if (t.type === 'turn.end') {
-            const endOfTurn = this.endTurn(t);
+          // A turn starts after the last one's final (which completes that one's log row and, in some dialects, its end).
+          if (t.type === 'turn.start') {
+            this.startsWaiting++;
+            this.engine.afterPendingFinals(() => {
+              this.startsWaiting--;
+              this.turnLog.started(t.atSeconds);
+              this.send(turnEvent(t));
+            });
+          }
+          // The end goes out at the detector's decision (behind its turn's start if that still waits); the final follows when the engine has decoded it.
+          else if (t.type === 'turn.end') {
+            const endOfTurn = this.meter.receivedMillis / 1000;
+            if (this.startsWaiting === 0) this.send(turnEvent(t));
+            else this.engine.afterPendingFinals(() => this.send(turnEvent(t)));
             this.engine.finalize('turn', () => this.turnFinal(t.atSeconds, endOfTurn));
           }
           // What was heard so far goes with an eager end: an agent may start its answer on it.
