@@ -5,7 +5,10 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { EngineCall } from '../client-gone.ts';
 import { CHAT_ANSWER_MAX_BYTES } from '../upstreams/engine-http.ts';
+import { isUpstreamError } from '../upstreams/contract.ts';
+import { upstreamEnvelope } from '../upstream-envelope.ts';
 import { ChatFailover } from './chat-failover.ts';
+import { joinChatStream } from './join-chat-stream.ts';
 import type { JsonObject } from '../json-body.ts';
 import type { UpstreamEntry } from '../registry/model-registry.ts';
 import type { ChatStreamEvent, ChatUsage } from './chat-stream.ts';
@@ -44,6 +47,18 @@ export async function completeChat(run: LlmRun, ask: LlmAsk): Promise<LlmAnswer 
     run.engineOutput = usage?.completion_tokens ?? 0;
     const { cost, remaining } = await run.debit();
     return { kind: 'whole', contentType: res.contentType || 'application/json', body: text, cost, remaining };
+  }
+  if (!stream) {
+    // Asked for JSON, the engine streamed: joined into one completion, bounded as a whole answer is.
+    let joined;
+    try {
+      joined = await joinChatStream(failover.events(first), CHAT_ANSWER_MAX_BYTES, (event) => run.countChat(event));
+    } catch (e) {
+      if (engine.clientGone) return null;
+      throw isUpstreamError(e) ? upstreamEnvelope(e, engine.timeoutMs) : e;
+    }
+    const { cost, remaining } = await run.debit();
+    return { kind: 'whole', contentType: 'application/json', body: joined.text, cost, remaining };
   }
   return { kind: 'stream', events: relayChatStream(run, ask, failover.events(first), failover, clientWantsUsage) };
 }

@@ -26,6 +26,28 @@ import { ResponsesStreamTranslator, streamErrorEvent } from './responses-stream.
 /** Item references one request may make (each expands to a stored item). */
 export const MAX_ITEM_REFERENCES = 1000;
 
+const REFERENCE_TYPE = Buffer.from('"item_reference"');
+
+/**
+ * Refuses a body with more than MAX_ITEM_REFERENCES item references before it is parsed: a
+ * 10 MiB body of small references would otherwise build a few hundred thousand objects only to be
+ * refused. Counts the JSON string "item_reference" in the raw bytes (inside another string its
+ * quotes would be escaped), so it never counts fewer references than there are; one written
+ * with escapes is counted after the parse (promptBytes).
+ */
+export function refuseManyReferences(raw: Buffer): void {
+  let count = 0;
+  for (let at = raw.indexOf(REFERENCE_TYPE); at !== -1; at = raw.indexOf(REFERENCE_TYPE, at + REFERENCE_TYPE.length)) {
+    if (++count > MAX_ITEM_REFERENCES) {
+      throw new ServiceError(
+        'invalid_request',
+        `input: at most ${MAX_ITEM_REFERENCES} item references per request (more given, counted before the body is parsed); send the items themselves.`,
+        'input',
+      );
+    }
+  }
+}
+
 /** How an engine without the Responses API answers POST /responses: no such route (or method). */
 const NO_SUCH_ROUTE = new Set([404, 405, 501]);
 

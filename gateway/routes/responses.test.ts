@@ -380,7 +380,7 @@ describe('item references: counted and sized before anything is built', () => {
   }
   const references = (id: string, n: number) => Array.from({ length: n }, () => ({ type: 'item_reference', id }));
 
-  async function expectRefused(body: object, key: string, expected: { status: number; code: string; param: string | null }): Promise<string> {
+  async function expectRefused(body: string | object, key: string, expected: { status: number; code: string; param: string | null }): Promise<string> {
     const up = ups['chat-only-big']!;
     const before = up.received.length;
     const id = requestId('references');
@@ -390,12 +390,18 @@ describe('item references: counted and sized before anything is built', () => {
     return err.message;
   }
 
-  it('more than 1,000 references is 400 naming input, before any lookup', async () => {
+  it('more than 1,000 references is 400 naming input, counted before the body is parsed', async () => {
     const message = await expectRefused({ model: 'chat-only-big', input: references('msg_unknown', 1001) }, h.key, {
       status: 400,
       code: 'invalid_request',
       param: 'input',
     });
+    expect(message).toBe('input: at most 1000 item references per request (more given, counted before the body is parsed); send the items themselves.');
+  });
+
+  it('more references written with escapes are counted after the parse', async () => {
+    const escaped = JSON.stringify({ model: 'chat-only-big', input: references('msg_unknown', 1001) }).replaceAll('"item_reference"', '"item\\u005freference"');
+    const message = await expectRefused(escaped, h.key, { status: 400, code: 'invalid_request', param: 'input' });
     expect(message).toBe('input: at most 1000 item references per request (1001 given); send the items themselves.');
   });
 

@@ -7,7 +7,7 @@ import type { FastifyInstance } from 'fastify';
 import type { GatewayContext } from '../context.ts';
 import { parseJsonObject } from '../json-body.ts';
 import type { LlmAnswer } from '../llm/chat-completion.ts';
-import { ResponseCreator } from '../llm/create-response.ts';
+import { refuseManyReferences, ResponseCreator } from '../llm/create-response.ts';
 import { LlmRun } from '../llm/llm-run.ts';
 import { upstreamCall } from '../core/try-upstreams.ts';
 import { onResponseClose } from '../client-gone.ts';
@@ -19,6 +19,7 @@ export function registerResponsesRoutes(app: FastifyInstance, ctx: GatewayContex
   // Registered in chat's scope, whose JSON parser keeps the raw bytes (forwarded as they are).
   app.post('/v1/responses', { bodyLimit: LLM_BODY_LIMIT, config: { metered: true } }, async (request, reply) => {
     const raw = (request.body as Buffer | undefined) ?? Buffer.alloc(0);
+    refuseManyReferences(raw);
     const body = parseJsonObject(raw);
     const model = ctx.registry.resolve(body.model, 'llm');
     request.modelId = model.id;

@@ -39,7 +39,7 @@ import { A_WINDOW_START, manualClock } from '../../test/support/manual-clock.ts'
 import { usd } from '../../test/support/tts-routes.ts';
 import { recognizerStats, shutdownRecognizers } from '../upstreams/pocketsphinx/recognizer.ts';
 import { checkProtocol } from '../upstreams/protocols/index.ts';
-import { DEFAULT_LINK_LIMITS, OUTGOING_BUFFER_FULL } from '../sessions/websocket-link.ts';
+import { DEFAULT_LINK_LIMITS, TOO_MANY_INVALID_MESSAGES } from '../sessions/websocket-link.ts';
 
 type Encoding = 'pcm_s16le' | 'pcm_f32le' | 'pcm_mulaw' | 'pcm_alaw';
 const BYTES: Record<Encoding, number> = { pcm_s16le: 2, pcm_f32le: 4, pcm_mulaw: 1, pcm_alaw: 1 };
@@ -720,8 +720,8 @@ describe('metering and lifetime', () => {
     await expectClosedAndBilled(c, 0, 'backlog');
   });
 
-  it('a client that stops reading and sends many small invalid frames is closed with 1008 outgoing_buffer_full; what waits unread stays bounded', async () => {
-    // The gateway's end of the connection, to read how much it holds unread (what ws calls bufferedAmount).
+  it('a client that stops reading and floods invalid frames gets a bounded number of error events, then 1008 too_many_invalid_messages; the gateway stops reading it', async () => {
+    // The gateway's end of the connection, to see whether it still reads.
     let gatewayEnd: Socket | undefined;
     const onUpgrade = (_request: unknown, socket: Socket) => (gatewayEnd = socket);
     h.runtime.app.server.once('upgrade', onUpgrade);
@@ -730,20 +730,22 @@ describe('metering and lifetime', () => {
     // The client reads nothing more: every error event the gateway answers with waits in the buffers.
     const client = (c.ws as unknown as { _socket: Socket })._socket;
     client.pause();
-    let maxUnread = 0;
-    for (let sent = 0; sent < 300_000; sent += 1000) {
+    for (let sent = 0; sent < 200_000; sent += 1000) {
       for (let i = 0; i < 1000; i++) c.ws.send('x');
       // The gateway (in this process) handles what arrived.
       await new Promise((r) => setImmediate(r));
-      maxUnread = Math.max(maxUnread, gatewayEnd!.writableLength);
     }
-    expect(maxUnread).toBeGreaterThan(0);
-    // At most the link's cap, and the close frame behind it.
-    expect(maxUnread).toBeLessThanOrEqual(DEFAULT_LINK_LIMITS.closeAboveBytes + 128);
+    // Closed for the flood: the gateway parses nothing more the client sends.
+    expect(gatewayEnd!.isPaused()).toBe(true);
     client.resume();
-    expect(await c.closed).toEqual({ code: 1008, reason: OUTGOING_BUFFER_FULL });
-    // What it read: error events only (no session.closed: the gateway could not send one), and nothing billed.
-    expect(new Set(c.events.slice(1).map((e) => e.code))).toEqual(new Set(['invalid_message']));
+    // The client has read the close frame; its own is never read: the gateway ends the socket after the grace.
+    await expect.poll(() => c.ws.readyState).toBe(c.ws.CLOSING);
+    clock.advance(DEFAULT_LINK_LIMITS.closeGraceMs);
+    expect(await c.closed).toEqual({ code: 1008, reason: TOO_MANY_INVALID_MESSAGES });
+    // What it read: the allowance of error events and no more (no session.closed: its error would pass it), and nothing billed.
+    const errors = c.events.slice(1);
+    expect(errors).toHaveLength(DEFAULT_LINK_LIMITS.maxErrorEvents);
+    expect(new Set(errors.map((e) => e.code))).toEqual(new Set(['invalid_message']));
     expect((await ledgerOf(h, started.request_id as string)).ledger).toHaveLength(0);
   });
 

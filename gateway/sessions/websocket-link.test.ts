@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { WebSocket, WebSocketServer } from 'ws';
 import { manualClock } from '../../test/support/manual-clock.ts';
-import { OUTGOING_BUFFER_FULL, WebSocketLink } from './websocket-link.ts';
+import { DEFAULT_LINK_LIMITS, OUTGOING_BUFFER_FULL, TOO_MANY_INVALID_MESSAGES, WebSocketLink } from './websocket-link.ts';
 
 const servers: WebSocketServer[] = [];
 afterEach(async () => {
@@ -23,18 +23,19 @@ async function pair(limits: Partial<WebSocketLink['limits']> = {}) {
   await once(client, 'open');
   const received: Buffer[] = [];
   let closed = false;
+  const clock = manualClock(0);
   const link = new WebSocketLink(
     socket,
-    manualClock(0),
+    clock,
     { message: (data) => received.push(data), closed: () => (closed = true) },
-    { highWaterBytes: 64 * 1024, dropAboveBytes: 256 * 1024, closeAboveBytes: 1024 * 1024, pingIntervalMs: 20_000, ...limits },
+    { ...DEFAULT_LINK_LIMITS, highWaterBytes: 64 * 1024, dropAboveBytes: 256 * 1024, closeAboveBytes: 1024 * 1024, ...limits },
   );
-  return { client, socket, link, received, isClosed: () => closed };
+  return { client, socket, clock, link, received, isClosed: () => closed };
 }
 
 describe('WebSocketLink', () => {
   it('drops droppable events and then closes with 1008 when the peer stops reading, keeping the unread bytes bounded', async () => {
-    const { client, socket, link } = await pair();
+    const { client, socket, clock, link, isClosed } = await pair();
     // The client's side stops reading: the server's writes pile up in its buffer.
     (client as unknown as { _socket: { pause(): void } })._socket.pause();
     const event = 'x'.repeat(16 * 1024);
@@ -51,10 +52,42 @@ describe('WebSocketLink', () => {
     expect(link.open).toBe(false);
     expect(socket.bufferedAmount).toBeLessThanOrEqual(1024 * 1024);
     expect(sent).toBeLessThan(10_000);
+    // The gateway no longer reads: the peer's close frame is never taken, so the socket ends after the grace.
+    expect(socket.isPaused).toBe(true);
+    const closing = once(client, 'close');
     (client as unknown as { _socket: { resume(): void } })._socket.resume();
-    const [code, reason] = (await once(client, 'close')) as [number, Buffer];
+    await expect.poll(() => client.readyState).toBe(WebSocket.CLOSING);
+    expect(isClosed()).toBe(false);
+    clock.advance(DEFAULT_LINK_LIMITS.closeGraceMs);
+    const [code, reason] = (await closing) as [number, Buffer];
     expect(code).toBe(1008);
     expect(reason.toString()).toBe(OUTGOING_BUFFER_FULL);
+    await expect.poll(isClosed).toBe(true);
+  });
+
+  it('closes with 1008 too_many_invalid_messages past the error allowance of a window, and reads nothing after', async () => {
+    const { client, socket, clock, link, received } = await pair({ maxErrorEvents: 5, errorWindowMs: 1000 });
+    const outbox = link.outbox((event: { type: string }) => [event]);
+    const events: { type: string }[] = [];
+    client.on('message', (data) => events.push(JSON.parse(String(data)) as { type: string }));
+    // Five errors in one window, then a new window allows five more.
+    for (let i = 0; i < 5; i++) outbox.send({ type: 'error' });
+    clock.advance(1000);
+    for (let i = 0; i < 5; i++) outbox.send({ type: 'error' });
+    outbox.send({ type: 'ok' });
+    expect(link.open).toBe(true);
+    outbox.send({ type: 'error' });
+    expect(link.open).toBe(false);
+    expect(socket.isPaused).toBe(true);
+    const closing = once(client, 'close');
+    for (let i = 0; i < 100; i++) client.send('more');
+    await expect.poll(() => client.readyState).toBe(WebSocket.CLOSING);
+    clock.advance(DEFAULT_LINK_LIMITS.closeGraceMs);
+    const [code, reason] = (await closing) as [number, Buffer];
+    expect(code).toBe(1008);
+    expect(reason.toString()).toBe(TOO_MANY_INVALID_MESSAGES);
+    expect(events.map((e) => e.type)).toEqual([...Array(10).fill('error'), 'ok']);
+    expect(received).toHaveLength(0);
   });
 
   it('delivers messages both ways and reports the close once', async () => {

@@ -2,7 +2,13 @@
 // Every socket route binds its session through this one place. A peer that stops reading cannot
 // make the gateway queue without bound: past `dropAboveBytes` unread, droppable events (those a
 // later one supersedes) are dropped; past `closeAboveBytes` the socket is closed with 1008.
-// Audio waits on `drained()` before it is sent, so it stays under the first mark.
+// Audio waits on `drained()` before it is sent, so it stays under the first mark. A peer that
+// draws more than `maxErrorEvents` error events within `errorWindowMs` (invalid messages, most
+// often) is closed with 1008 too_many_invalid_messages. After either abuse close the link stops
+// reading: frames the peer keeps sending are not parsed (ws would parse every one until the
+// peer's close frame arrives), and the socket is ended `closeGraceMs` after the close frame is
+// handed to the OS (ws ends it 30 s after the close whatever happens).
+import type { Socket } from 'node:net';
 import type { RawData, WebSocket } from 'ws';
 import type { Clock, Timer } from '../../server/clock.ts';
 import type { Outbox, SendOptions } from './outbox.ts';
@@ -15,6 +21,11 @@ export interface WebSocketLinkLimits {
   /** Unread bytes above which the socket is closed (1008 outgoing_buffer_full). */
   closeAboveBytes: number;
   pingIntervalMs: number;
+  /** Error events allowed within `errorWindowMs`; one more closes the socket (1008 too_many_invalid_messages). */
+  maxErrorEvents: number;
+  errorWindowMs: number;
+  /** After an abuse close, how long the peer has to finish the close handshake before the socket is ended. */
+  closeGraceMs: number;
 }
 
 export const DEFAULT_LINK_LIMITS: WebSocketLinkLimits = {
@@ -22,6 +33,9 @@ export const DEFAULT_LINK_LIMITS: WebSocketLinkLimits = {
   dropAboveBytes: 2 * 1024 * 1024,
   closeAboveBytes: 4 * 1024 * 1024,
   pingIntervalMs: 20_000,
+  maxErrorEvents: 100,
+  errorWindowMs: 10_000,
+  closeGraceMs: 2_000,
 };
 
 export interface WebSocketLinkHandlers {
@@ -31,17 +45,20 @@ export interface WebSocketLinkHandlers {
 }
 
 export const OUTGOING_BUFFER_FULL = 'outgoing_buffer_full';
+export const TOO_MANY_INVALID_MESSAGES = 'too_many_invalid_messages';
 
 export class WebSocketLink {
   private readonly ping: Timer;
   private flushed: Promise<void> = Promise.resolve();
   private closing = false;
+  private errorWindowStart = Number.NEGATIVE_INFINITY;
+  private errorsInWindow = 0;
   /** Events dropped because the peer was not reading (for metrics and tests). */
   dropped = 0;
 
   constructor(
     private readonly socket: WebSocket,
-    clock: Clock,
+    private readonly clock: Clock,
     handlers: WebSocketLinkHandlers,
     readonly limits: WebSocketLinkLimits = DEFAULT_LINK_LIMITS,
   ) {
@@ -76,7 +93,7 @@ export class WebSocketLink {
       return false;
     }
     if (unread + data.length > this.limits.closeAboveBytes) {
-      this.close(1008, OUTGOING_BUFFER_FULL);
+      this.closeForAbuse(OUTGOING_BUFFER_FULL);
       return false;
     }
     if (unread + data.length < this.limits.highWaterBytes) this.socket.send(data, { binary: typeof data !== 'string' });
@@ -95,12 +112,40 @@ export class WebSocketLink {
     this.socket.close(code, reason.slice(0, 120));
   }
 
+  /** Counts one error event; false (and the socket closed) past the allowance of the window. */
+  private allowErrorEvent(): boolean {
+    const now = this.clock.now();
+    if (now - this.errorWindowStart >= this.limits.errorWindowMs) {
+      this.errorWindowStart = now;
+      this.errorsInWindow = 0;
+    }
+    if (++this.errorsInWindow <= this.limits.maxErrorEvents) return true;
+    this.closeForAbuse(TOO_MANY_INVALID_MESSAGES);
+    return false;
+  }
+
+  /** Closes with 1008 and stops reading what the peer sends; ends the socket after the grace if the peer has not closed. */
+  private closeForAbuse(reason: string): void {
+    if (this.closing) return;
+    this.close(1008, reason);
+    this.socket.pause();
+    // The grace runs from when what was sent (the close frame last) is handed to the OS, so a peer that reads it learns why.
+    const wire = (this.socket as unknown as { _socket: Socket })._socket;
+    const endAfterGrace = () => {
+      const grace = this.clock.after(this.limits.closeGraceMs, () => this.socket.terminate());
+      this.socket.once('close', () => grace.cancel());
+    };
+    if (wire.writableLength === 0) endAfterGrace();
+    else wire.once('drain', endAfterGrace);
+  }
+
   /** This socket as a session's outbox of JSON events: `encode` turns one event into the messages that carry it. */
   outbox<E>(encode: (event: E) => readonly object[]): Outbox<E> {
     // eslint-disable-next-line @typescript-eslint/no-this-alias -- the outbox's `open` getter reads the link's
     const link = this;
     return {
       send(event, options) {
+        if ((event as { type?: unknown }).type === 'error' && !link.allowErrorEvent()) return;
         for (const message of encode(event)) if (!link.send(JSON.stringify(message), options)) return;
       },
       drained: () => link.drained(),

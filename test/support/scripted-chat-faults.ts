@@ -34,6 +34,10 @@ export interface FaultScript {
   pieces: string[];
   /** A pause before each piece (the benchmark's token time); none by default. */
   pieceMs?: number;
+  /** Stream the answer (its usage chunk included) even to a request that asked for JSON (`stream` false or absent), as a misbehaving engine does. */
+  alwaysStream?: boolean;
+  /** Stream the pieces over and over, never ending, as fast as the gateway reads them (with alwaysStream). */
+  endless?: boolean;
 }
 
 export interface ChatRequestRecord {
@@ -127,7 +131,7 @@ async function startEngine(name: string, script: FaultScript, requests: ChatRequ
       return;
     }
     const usage = { prompt_tokens: PROMPT_TOKENS + (script.pieces.length - pieces.length), completion_tokens: pieces.length };
-    if (body.stream !== true) {
+    if (body.stream !== true && !script.alwaysStream) {
       res.writeHead(200, { 'content-type': 'application/json' });
       res.end(
         JSON.stringify({
@@ -145,6 +149,11 @@ async function startEngine(name: string, script: FaultScript, requests: ChatRequ
     const chunk = (choices: unknown[], extra: object = {}) =>
       res.write(`data: ${JSON.stringify({ id: `chatcmpl-${name}`, object: 'chat.completion.chunk', created: 1, model: body.model, choices, ...extra })}\n\n`);
     chunk([{ index: 0, delta: { role: 'assistant', content: '' }, finish_reason: null }]);
+    while (script.endless && !res.destroyed) {
+      // Only as fast as the gateway reads: what it leaves unread waits here, not in memory.
+      if (!chunk([{ index: 0, delta: { content: pieces.join('') }, finish_reason: null }])) await new Promise((r) => res.once('drain', r));
+    }
+    if (script.endless) return;
     for (const [i, piece] of pieces.entries()) {
       if (script.pieceMs) await new Promise((r) => setTimeout(r, script.pieceMs));
       if (res.destroyed) return;
@@ -153,7 +162,8 @@ async function startEngine(name: string, script: FaultScript, requests: ChatRequ
     }
     if ('after' in fault && fault.after >= pieces.length) return misbehave(fault, res);
     chunk([{ index: 0, delta: {}, finish_reason: 'stop' }]);
-    if ((body.stream_options as { include_usage?: boolean } | undefined)?.include_usage) {
+    // An engine that streams what was asked as JSON sends its usage as well.
+    if ((body.stream_options as { include_usage?: boolean } | undefined)?.include_usage || body.stream !== true) {
       chunk([], { usage: { ...usage, total_tokens: usage.prompt_tokens + usage.completion_tokens } });
     }
     res.end('data: [DONE]\n\n');
