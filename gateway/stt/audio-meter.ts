@@ -64,14 +64,19 @@ export class AudioMeter {
     return true;
   }
 
+  /** An interval's worth more audio has arrived since the last debit. */
+  get debitDue(): boolean {
+    return this.receivedMillis - this.meteredMs >= this.o.intervalMs;
+  }
+
   /**
    * Debits the audio received since the last debit once an interval's worth more has arrived
    * (or whatever there is, with `force`). Resolves with the balance left, or null when nothing
    * was debited.
    */
   async debit(force: boolean): Promise<bigint | null> {
+    if (!force && !this.debitDue) return null;
     const millis = this.receivedMillis;
-    if (!force && millis - this.meteredMs < this.o.intervalMs) return null;
     this.meteredMs = millis;
     const owed = this.costOf(millis);
     const delta = owed - this.billedMicros;

@@ -57,6 +57,7 @@ export class SttSession {
   /** Work for the recognizer, in arrival order; while any is pending the session is not idle. */
   private steps: Promise<void> = Promise.resolve();
   private pendingSteps = 0;
+  private debits: Promise<void> = Promise.resolve();
   /** Audio accepted but not yet written to the engine (it waits while the engine opens). */
   private queuedSamples = 0;
   /**
@@ -271,7 +272,7 @@ export class SttSession {
           else this.engine.afterPendingFinals(() => this.send(turnEvent(t)));
         }
       }
-      await this.debit(false);
+      if (this.meter.debitDue) this.debitInBackground();
     });
   }
 
@@ -288,6 +289,11 @@ export class SttSession {
       code: 'backlog',
       message: `More than ${MAX_BACKLOG_SECONDS} s of audio is waiting for the recognizer; send audio no faster than real time.`,
     });
+  }
+
+  /** Debits on a chain of their own, in order: the audio behind a debit does not wait for its ledger write. */
+  private debitInBackground(): void {
+    this.debits = this.debits.then(() => this.debit(false)).catch((err: unknown) => this.fail(err));
   }
 
   /** Debits the audio received since the last debit (see AudioMeter); a balance at zero ends the session. */
@@ -442,6 +448,7 @@ export class SttSession {
     this.waitingBytes = 0;
     void this.steps
       .catch(() => {})
+      .then(() => this.debits)
       // No engine would take the audio (it refused us, or none had room): nothing to bill.
       .then(() => (this.engineRefused ? undefined : this.meter.debit(true)))
       .catch((err: unknown) => this.o.log.warn({ err }, 'failed to bill the end of an stt session'))

@@ -1,0 +1,286 @@
+// Live STT sessions at scale (issue #31): N concurrent GET /stt/websocket sessions through the
+// bundled gateway (bench/gateway-server.ts, run as `svc gateway` runs, fresh SQLite fixture: key
+// auth, reservations and per-interval debits on), then the same N through a bare Node `ws` relay
+// (bench/bare-ws-relay.ts: pipes frames, nothing else) to the same engine, in the same run.
+// The engine is the scripted Deepgram peer (test/support/scripted-deepgram.ts) in a process of
+// its own (bench/lib/upstream-peers.ts); it sends an interim Results when a voiced burst ends.
+//
+// Each session streams 16 kHz pcm_s16le in real time, a 20 ms frame every 20 ms: a cycle of
+// BURST_FRAMES voiced frames (a tone) then SILENT_FRAMES of silence, looped; session k starts
+// k/N of a frame late (sessions arrive at random phases in production, not in lock-step).
+// Latency: from sending the first silent frame of a cycle (the one that makes the engine speak)
+// to the first interim transcript after it (gateway: `transcript` is_final false; relay: the
+// engine's own `Results`). The first WARMUP_CYCLES cycles of each session are not counted.
+// Reported per N and path: p50 / p99 of that latency (the difference gateway minus relay is what
+// the gateway adds over a bare relay), CPU ms per session-second of the relay process (utime +
+// stime from /proc/<pid>/stat over the streaming window), RSS added per session (during the
+// window minus before opening), event-loop delay p99 / max over the window (the gateway: its
+// /metrics `nodejs_eventloop_lag_*`, prom-client's monitorEventLoopDelay, reset at each scrape;
+// the relay: its GET /stats), transcripts missing and sessions closed early.
+//
+//   npx tsx bench/sessions-at-scale.ts [--sessions 50,150,300] [--seconds 20]
+import { readFileSync, rmSync, mkdtempSync } from 'node:fs';
+import { loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import WebSocket from 'ws';
+import { checkProtocol } from '../gateway/upstreams/protocols/index.ts';
+import { openDatabase } from '../server/db/database.ts';
+import { migrate } from '../server/db/migrate.ts';
+import { createApiKey } from '../server/services/keys/create-api-key.ts';
+import { upsertModel } from '../server/services/models/upsert-model.ts';
+import { createOrg } from '../server/services/orgs/create-org.ts';
+import type { Peers } from './lib/upstream-peers.ts';
+import { percentile, table } from './lib/load.ts';
+import { rssMb, startBundled, startTs } from './lib/processes.ts';
+
+const { values } = parseArgs({ options: { sessions: { type: 'string', default: '50,150,300' }, seconds: { type: 'string', default: '20' } } });
+const sessionCounts = values.sessions.split(',').map(Number);
+const streamSeconds = Number(values.seconds);
+
+const RATE = 16000;
+const FRAME_MS = 20;
+const FRAME_SAMPLES = (RATE * FRAME_MS) / 1000;
+const BURST_FRAMES = 10;
+const SILENT_FRAMES = 20;
+const CYCLE = BURST_FRAMES + SILENT_FRAMES;
+const WARMUP_CYCLES = 2;
+const OPEN_BATCH = 25;
+const MODEL = 'bench-deepgram-stt';
+const KEY_ENV = 'BENCH_DEEPGRAM_KEY';
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, Math.max(0, ms)));
+
+const voiced = Buffer.alloc(FRAME_SAMPLES * 2);
+for (let i = 0; i < FRAME_SAMPLES; i++) voiced.writeInt16LE(Math.round(8000 * Math.sin((2 * Math.PI * 220 * i) / RATE)), i * 2);
+const silent = Buffer.alloc(FRAME_SAMPLES * 2);
+
+// ---------- processes ----------
+const peersProc = await startTs('bench/lib/upstream-peers.ts');
+const controlUrl = peersProc.url;
+const peers = (await (await fetch(`${controlUrl}/peers`)).json()) as Peers;
+
+const dataDir = mkdtempSync(join(tmpdir(), 'svc-bench-scale-'));
+const databaseUrl = `file:${join(dataDir, 'svc.db')}`;
+await migrate(databaseUrl);
+const db = openDatabase(databaseUrl);
+const org = await createOrg(db, { name: 'bench', creditsMicros: 1_000_000_000_000n });
+const { key } = await createApiKey(db.prisma, { orgId: org.id, name: 'bench', rateLimitRpm: 1_000_000_000 });
+await upsertModel(db.prisma, checkProtocol, {
+  id: MODEL,
+  modality: 'stt',
+  prices: { picoPerSecond: 100_000_000n },
+  upstream: { url: peers.deepgram.url, protocol: 'deepgram', upstreamModel: 'nova-3', apiKeyEnv: KEY_ENV },
+});
+await db.close();
+
+const METRICS_TOKEN = 'bench-metrics-token-0123456789';
+const gateway = await startBundled('bench/gateway-server.ts', {
+  SVC_DATA_DIR: dataDir,
+  DATABASE_URL: databaseUrl,
+  SVC_MODELS_FILE: '/nonexistent',
+  SVC_HEALTH_CHECK_SECONDS: '3600',
+  SVC_METRICS_TOKEN: METRICS_TOKEN,
+  [KEY_ENV]: peers.deepgram.key,
+});
+// What gateway/upstreams/protocols/deepgram.ts asks the engine for (engine turns on).
+const engineQuery = new URLSearchParams({
+  model: 'nova-3',
+  punctuate: 'true',
+  smart_format: 'true',
+  encoding: 'linear16',
+  sample_rate: String(RATE),
+  channels: '1',
+  interim_results: 'true',
+  vad_events: 'true',
+  endpointing: '300',
+  utterance_end_ms: '1000',
+});
+const relay = await startBundled(
+  'bench/bare-ws-relay.ts',
+  { BARE_RELAY_TARGET: `${peers.deepgram.url}/v1/listen`, BARE_RELAY_AUTH: `Token ${peers.deepgram.key}` },
+  'node',
+);
+const stop = () => {
+  for (const p of [gateway, relay, peersProc]) p.child.kill('SIGTERM');
+  rmSync(dataDir, { recursive: true, force: true });
+};
+process.once('exit', stop);
+
+// ---------- measurements of a process ----------
+const TICKS_PER_SECOND = 100; // USER_HZ on Linux
+function cpuMs(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return ((Number(fields[11]) + Number(fields[12])) * 1000) / TICKS_PER_SECOND;
+}
+async function gatewayLoop(): Promise<{ p99: number; max: number }> {
+  const text = await (await fetch(`${gateway.url}/metrics`, { headers: { authorization: `Bearer ${METRICS_TOKEN}` } })).text();
+  const read = (name: string) => Number(new RegExp(`^${name} (\\S+)`, 'm').exec(text)?.[1] ?? NaN) * 1000;
+  return { p99: read('nodejs_eventloop_lag_p99_seconds'), max: read('nodejs_eventloop_lag_max_seconds') };
+}
+async function relayLoop(): Promise<{ p99: number; max: number }> {
+  const s = (await (await fetch(`${relay.url}/stats`)).json()) as { loopP99Ms: number; loopMaxMs: number };
+  return { p99: s.loopP99Ms, max: s.loopMaxMs };
+}
+
+// ---------- sessions ----------
+type Path = 'gateway' | 'relay';
+interface Live {
+  ws: WebSocket;
+  /** When the trigger frame of the current cycle was sent, until its transcript comes. */
+  pendingSince: number | null;
+  cycle: number;
+  latencies: number[];
+  missed: number;
+  closedEarly: boolean;
+}
+
+function open(path: Path): Promise<Live> {
+  const ws =
+    path === 'gateway'
+      ? new WebSocket(`${gateway.url.replace(/^http/, 'ws')}/stt/websocket?model=${MODEL}&sample_rate=${RATE}&encoding=pcm_s16le`, {
+          headers: { authorization: `Bearer ${key}` },
+        })
+      : new WebSocket(`${relay.url.replace(/^http/, 'ws')}/v1/listen?${engineQuery}`);
+  const s: Live = { ws, pendingSince: null, cycle: 0, latencies: [], missed: 0, closedEarly: false };
+  let streaming = false;
+  return new Promise((resolve, reject) => {
+    ws.on('message', (data, isBinary) => {
+      if (isBinary) return;
+      const m = JSON.parse(data.toString()) as { type: string; is_final?: boolean; channel?: { alternatives?: { transcript?: string }[] } };
+      if (!streaming) {
+        if (path === 'gateway' && m.type === 'session.started') {
+          streaming = true;
+          resolve(s);
+        }
+        if (m.type === 'error') reject(new Error(`session refused: ${JSON.stringify(m)}`));
+        return;
+      }
+      const interim =
+        path === 'gateway'
+          ? m.type === 'transcript' && m.is_final === false
+          : m.type === 'Results' && m.is_final === false && Boolean(m.channel?.alternatives?.[0]?.transcript);
+      if (!interim || s.pendingSince === null) return;
+      if (s.cycle > WARMUP_CYCLES) s.latencies.push(performance.now() - s.pendingSince);
+      s.pendingSince = null;
+    });
+    ws.on('open', () => {
+      if (path !== 'relay') return;
+      streaming = true;
+      resolve(s);
+    });
+    ws.on('close', () => (s.closedEarly = true));
+    ws.on('error', reject);
+  });
+}
+
+/** Streams every session in real time for `seconds`, session k phase-shifted by k/N of a frame. */
+async function stream(sessions: Live[], seconds: number): Promise<void> {
+  const frames = Math.floor((seconds * 1000) / FRAME_MS);
+  const t0 = performance.now() + 50;
+  await Promise.all(
+    sessions.map(async (s, k) => {
+      const start = t0 + (k / sessions.length) * FRAME_MS;
+      for (let i = 0; i < frames; i++) {
+        await sleep(start + i * FRAME_MS - performance.now());
+        if (s.closedEarly) return;
+        const inCycle = i % CYCLE;
+        if (inCycle === BURST_FRAMES) {
+          if (s.pendingSince !== null && s.cycle > WARMUP_CYCLES) s.missed++;
+          s.cycle++;
+          s.pendingSince = performance.now();
+        }
+        s.ws.send(inCycle < BURST_FRAMES ? voiced : silent);
+      }
+    }),
+  );
+  await sleep(1000); // the last transcripts
+}
+
+interface Row {
+  path: Path;
+  n: number;
+  p50: number;
+  p99: number;
+  cpuPerSessionSecond: number;
+  rssPerSessionMb: number;
+  loopP99: number;
+  loopMax: number;
+  missed: number;
+  closedEarly: number;
+}
+
+async function runPath(path: Path, n: number): Promise<Row> {
+  const proc = path === 'gateway' ? gateway : relay;
+  const pid = proc.child.pid!;
+  const rssBefore = rssMb(pid);
+  const sessions: Live[] = [];
+  for (let i = 0; i < n; i += OPEN_BATCH) sessions.push(...(await Promise.all(Array.from({ length: Math.min(OPEN_BATCH, n - i) }, () => open(path)))));
+  await sleep(500);
+  const loop = path === 'gateway' ? gatewayLoop : relayLoop;
+  await loop(); // resets the histogram
+  const cpu0 = cpuMs(pid);
+  let rssPeak = 0;
+  const rssTimer = setInterval(() => (rssPeak = Math.max(rssPeak, rssMb(pid))), 1000);
+  await stream(sessions, streamSeconds);
+  clearInterval(rssTimer);
+  const cpu = cpuMs(pid) - cpu0;
+  const lag = await loop();
+  const closedEarly = sessions.filter((s) => s.closedEarly).length;
+  for (const s of sessions) s.ws.close();
+  await sleep(1000);
+  const all = sessions.flatMap((s) => s.latencies).sort((a, b) => a - b);
+  return {
+    path,
+    n,
+    p50: percentile(all, 50),
+    p99: percentile(all, 99),
+    cpuPerSessionSecond: cpu / (n * (streamSeconds + 1)),
+    rssPerSessionMb: (rssPeak - rssBefore) / n,
+    loopP99: lag.p99,
+    loopMax: lag.max,
+    missed: sessions.reduce((a, s) => a + s.missed, 0),
+    closedEarly,
+  };
+}
+
+const f = (x: number, d = 1) => (Number.isFinite(x) ? x.toFixed(d) : '-');
+const rows: Record<string, string | number>[] = [];
+console.error(
+  `load average before: ${loadavg()
+    .map((x) => x.toFixed(2))
+    .join(' ')}`,
+);
+for (const n of sessionCounts) {
+  const gw = await runPath('gateway', n);
+  const rl = await runPath('relay', n);
+  for (const r of [gw, rl])
+    rows.push({
+      N: n,
+      path: r.path,
+      'p50 ms': f(r.p50),
+      'p99 ms': f(r.p99),
+      'CPU ms / session-s': f(r.cpuPerSessionSecond, 2),
+      'RSS MB / session': f(r.rssPerSessionMb, 3),
+      'loop p99 / max ms': `${f(r.loopP99)} / ${f(r.loopMax)}`,
+      'missed / closed': `${r.missed} / ${r.closedEarly}`,
+    });
+  rows.push({
+    N: n,
+    path: 'gateway - relay',
+    'p50 ms': f(gw.p50 - rl.p50),
+    'p99 ms': f(gw.p99 - rl.p99),
+    'CPU ms / session-s': `${f(gw.cpuPerSessionSecond / rl.cpuPerSessionSecond, 2)}x`,
+    'RSS MB / session': '',
+    'loop p99 / max ms': '',
+    'missed / closed': '',
+  });
+  console.error(`N=${n} done, load average ${loadavg()[0]!.toFixed(2)}`);
+}
+console.log(
+  `${new Date().toISOString()}  --sessions ${values.sessions} --seconds ${streamSeconds}  load average ${loadavg()
+    .map((x) => x.toFixed(2))
+    .join(' ')}`,
+);
+console.log(table(rows));
+process.exit(0);
