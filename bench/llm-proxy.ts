@@ -3,7 +3,7 @@
 //   limit, metering on; a key with a raised limit, not a disabled limiter).
 // Non-streaming at fixed open-loop rates and at maximum throughput; streaming time to first
 // chunk; gateway RSS with many concurrent open streams. Medians over rounds.
-//   npx tsx bench/llm-proxy.ts [--rounds 5] [--seconds 3] [--streams 1000]
+//   npx tsx bench/llm-proxy.ts [--rounds 5] [--seconds 3] [--streams 1000] [--request-log on|off]
 import { parseArgs } from 'node:util';
 import { request, Agent } from 'undici';
 import { benchFixture, CHAT_BODY } from './lib/bench-fixture.ts';
@@ -12,7 +12,12 @@ import { rssMb, startBundled, startTs } from './lib/processes.ts';
 import { checkProtocol } from '../gateway/upstreams/protocols/index.ts';
 
 const { values } = parseArgs({
-  options: { rounds: { type: 'string', default: '5' }, seconds: { type: 'string', default: '3' }, streams: { type: 'string', default: '1000' } },
+  options: {
+    rounds: { type: 'string', default: '5' },
+    seconds: { type: 'string', default: '3' },
+    streams: { type: 'string', default: '1000' },
+    'request-log': { type: 'string', default: 'on' },
+  },
 });
 const rounds = Number(values.rounds);
 const seconds = Number(values.seconds);
@@ -22,7 +27,7 @@ const upstream = await startTs('bench/upstream-server.ts');
 // A second upstream that streams: first chunk at once, then slowly (for TTFB and open streams).
 const slowStream = await startTs('bench/upstream-server.ts', { BENCH_UPSTREAM_MODE: 'stream', BENCH_STREAM_DELAY_MS: '1000' });
 const fx = await benchFixture(upstream.url);
-const env = { SVC_DATA_DIR: fx.dataDir, DATABASE_URL: fx.databaseUrl, SVC_MODELS_FILE: '/nonexistent' };
+const env = { SVC_DATA_DIR: fx.dataDir, DATABASE_URL: fx.databaseUrl, SVC_MODELS_FILE: '/nonexistent', SVC_REQUEST_LOG: values['request-log'] };
 const gateway = await startBundled('bench/gateway-server.ts', env);
 const bare = await startBundled('bench/bare-proxy.ts', { BARE_PROXY_TARGET: upstream.url }, 'node');
 const bareStream = await startBundled('bench/bare-proxy.ts', { BARE_PROXY_TARGET: slowStream.url }, 'node');
