@@ -1,7 +1,7 @@
 // The request log's SQLite writes, in a worker thread with its own connection: better-sqlite3
 // runs a statement on the thread that calls it, and a batch of hundreds of rows (each with its
 // index entries) is milliseconds of work the gateway's thread need not do: written there, it
-// was most of what the log cost at maximum throughput (docs/performance.md, "Request logs").
+// was most of what the log cost at maximum throughput (docs/performance.md, "With the request log on and off").
 // Here the gateway's thread only hands over the rows' values, and the worker may wait for
 // another connection's lock without holding up a request. Its commits look like
 // another connection's to the hot store, which then re-reads its cached keys once per batch
