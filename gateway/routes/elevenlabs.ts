@@ -10,6 +10,7 @@
 // References: elevenlabs.io/docs/api-reference/text-to-speech/convert, …/stream,
 // …/convert-with-timestamps, …/stream-with-timestamps, …/voices/search (v2), …/voices/get-all (v1),
 // …/speech-to-text/convert; @elevenlabs/elevenlabs-js (api/resources/*, serialization/types/*).
+import { useVendorErrorShape } from '../vendor-error-shape.ts';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { ServiceError } from '../../server/services/errors.ts';
@@ -120,18 +121,7 @@ const NO_ALIGNMENT = { alignment: null, normalized_alignment: null };
 
 /** Error answers of a scope's routes carry ElevenLabs' `{"detail": {"status", "message"}}` beside the envelope. */
 export function useElevenLabsErrorShape(scope: FastifyInstance): void {
-  scope.addHook('onSend', async (_request, reply, payload) => {
-    if (reply.statusCode < 400 || typeof payload !== 'string') return payload;
-    let body: { error?: { code?: unknown; message?: unknown } };
-    try {
-      body = JSON.parse(payload) as typeof body;
-    } catch {
-      return payload;
-    }
-    const { code, message } = body.error ?? {};
-    if (typeof code !== 'string' || typeof message !== 'string') return payload;
-    return JSON.stringify({ detail: { status: code, message }, ...body });
-  });
+  useVendorErrorShape(scope, ({ code, message }) => ({ detail: { status: code, message } }));
 }
 
 export async function registerElevenLabsRoutes(app: FastifyInstance, ctx: GatewayContext): Promise<void> {

@@ -18,6 +18,7 @@
 // `request_id`; the `dg-error` header on refusals), so either kind of client can read them.
 import { createHash, randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
+import { useVendorErrorShape } from '../vendor-error-shape.ts';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { ServiceError, isServiceError } from '../../server/services/errors.ts';
 import type { Encoding } from '../audio/output-format.ts';
@@ -215,20 +216,11 @@ function bodyMissing(body: unknown): ServiceError {
 
 /** Error answers of a scope's routes carry Deepgram's fields (`err_code`, `err_msg`, `request_id`, the `dg-error` header) beside the envelope. */
 export function useDeepgramErrorShape(scope: FastifyInstance): void {
-  scope.addHook('onSend', async (request, reply, payload) => {
-    if (reply.statusCode < 400 || typeof payload !== 'string') return payload;
-    let body: { error?: { code?: unknown; message?: unknown } };
-    try {
-      body = JSON.parse(payload) as typeof body;
-    } catch {
-      return payload;
-    }
-    const { code, message } = body.error ?? {};
-    if (typeof code !== 'string' || typeof message !== 'string') return payload;
-    const fields = deepgramErrorFields({ code, message }, request.id);
+  useVendorErrorShape(scope, (error, request, reply) => {
+    const fields = deepgramErrorFields(error, request.id);
     // Deepgram names a refused upgrade's cause in `dg-error` (a header carries ASCII only).
     reply.header('dg-error', fields.err_msg.replace(/[^\x20-\x7e]/g, '?'));
-    return JSON.stringify({ ...fields, ...body });
+    return fields;
   });
 }
 
