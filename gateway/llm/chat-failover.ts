@@ -16,6 +16,7 @@ import { clientErrorFor, type UpstreamCall } from '../core/try-upstreams.ts';
 import type { JsonObject } from '../json-body.ts';
 import type { UpstreamEntry } from '../registry/model-registry.ts';
 import { upstreamEnvelope } from '../upstream-envelope.ts';
+import type { AttemptOutcome } from '../tracing/gateway-tracing.ts';
 import { UpstreamError, type ChatResponse } from '../upstreams/contract.ts';
 import { asUpstreamError, errorText, statusError } from '../upstreams/engine-http.ts';
 import { chatStreamEvents, type ChatStreamEvent } from './chat-stream.ts';
@@ -166,10 +167,11 @@ export class ChatFailover {
       return { upstream, res, controller, events: chatStreamEvents(res.body)[Symbol.asyncIterator](), pending: [], watchdog };
     } catch (e) {
       watchdog?.cancel();
+      const fault = this.classify(e, controller);
       controller.abort();
-      traced?.failed('error', e);
-      this.logAttempt(upstream, e instanceof EngineFault ? e.reason : 'error', started);
-      throw this.classify(e, controller);
+      traced?.failed(traceOutcome(fault), e);
+      this.logAttempt(upstream, fault instanceof EngineFault ? fault.reason : 'error', started);
+      throw fault;
     }
   }
 
@@ -435,4 +437,13 @@ function cancel(attempt: Attempt): void {
   attempt.watchdog?.cancel();
   attempt.controller.abort();
   void attempt.events.return?.(undefined).catch(() => {});
+}
+
+/** An attempt's outcome in its trace span, named as `tryUpstreams` names it. */
+function traceOutcome(fault: unknown): AttemptOutcome {
+  if (!(fault instanceof EngineFault)) return isServiceError(fault) ? 'error' : 'cancelled';
+  if (fault.reason === 'connect') return 'connect_failed';
+  if (fault.reason === 'http_status') return 'http_error';
+  if (fault.reason === 'timeout' || fault.reason === 'stall') return 'timeout';
+  return 'broken';
 }
