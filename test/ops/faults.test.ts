@@ -138,13 +138,18 @@ describe('upstreams answering garbage', () => {
     await new Promise((r) => stt?.close(r));
   });
 
-  it('a chat stream answered with bytes that are not SSE events: relayed as sent, billed only the prompt estimate', async () => {
+  it('a chat stream answered with bytes that are not SSE events: a clean upstream_error event, none of the garbage relayed, billed only the prompt estimate', async () => {
     const garbage = 'data: {not json\n\n\u0000\u0001 binary-ish noise without an event end';
     chatUp.behaviour = { kind: 'raw', status: 200, contentType: 'text/event-stream', body: garbage };
     const body = chatBody('junk-llm', true);
     const res = await fetch(`${h.url}/v1/chat/completions`, { method: 'POST', headers: { ...h.headers, 'x-request-id': 'junk-stream-1' }, body });
     expect(res.status).toBe(200);
-    expect(await res.text()).toBe(garbage);
+    // A malformed chunk is the engine's fault (docs/failover.md): with no other upstream, the stream ends with an error event.
+    const text = await res.text();
+    expect(text).not.toContain('not json');
+    const events = text.split('\n\n').filter((e) => e.startsWith('data: '));
+    expect(events.at(-1)).toBe('data: [DONE]');
+    expect((JSON.parse(events[0]!.slice(6)) as { error: { code: string } }).error.code).toBe('upstream_error');
     await h.settled();
     const [usage] = await usageRows(h.testDb.db.prisma, { requestId: 'junk-stream-1' });
     // No usage and no content chunks from the engine: the prompt at 4 bytes a token, no output.
