@@ -113,7 +113,7 @@ type UpstreamErrorKind = Parameters<GatewayContext['metrics']['upstreamError']>[
 function recordFailure(ctx: GatewayContext, upstream: UpstreamEntry, kind: UpstreamErrorKind): void {
   ctx.metrics.upstreamError(upstream, kind);
   ctx.upstreamStats?.record(upstream.id, false);
-  ctx.registry.circuits.failure(upstream.id);
+  ctx.registry.callFailed(upstream);
 }
 
 /**

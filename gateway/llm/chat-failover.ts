@@ -395,7 +395,7 @@ export class ChatFailover {
   /**
    * An engine fault is recorded and the next engine tried; anything else ends the request. With
    * no other engine to move to, the fault is the client's error as before, and the upstream is
-   * not taken out of a model it alone serves (its circuit counts the failure).
+   * not taken out of a model it alone serves (nor counted toward its circuit: model-registry.ts `callFailed`).
    */
   private failed(e: unknown, upstream: UpstreamEntry, phase: 'before_first_output' | 'mid_stream' = 'before_first_output'): void {
     if (!(e instanceof EngineFault)) throw this.call.signal.aborted ? clientErrorFor(e, this.call) : e;
@@ -403,7 +403,7 @@ export class ChatFailover {
     if (this.anotherLeft()) recordFailover(this.ctx, { from: upstream, reason: e.reason, phase, ref: this.call.ref, log: this.log, error: e.cause });
     else {
       this.ctx.upstreamStats?.record(upstream.id, false);
-      this.ctx.registry.circuits.failure(upstream.id);
+      this.ctx.registry.callFailed(upstream);
       if (e.reason === 'connect' || e.reason === 'http_status') this.ctx.metrics.upstreamError(upstream, e.reason);
       // An engine that cannot be reached is out until a good health check, as for every route (try-upstreams.ts).
       if (e.reason === 'connect') this.ctx.health.record(upstream, { ok: false, error: `connection failed: ${asUpstreamError(e.cause, false).message}` });

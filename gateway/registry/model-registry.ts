@@ -123,6 +123,15 @@ export class ModelRegistry {
     return model.upstreams.filter((u) => u.weight > 0 && this.healthOf(u.id) !== 'down' && !this.circuits.isOpen(u.id));
   }
 
+  /**
+   * A failed call on an upstream, counted toward its circuit only where its model has another
+   * upstream to route to: a circuit on a model's only upstream would turn its faults into 503s.
+   */
+  callFailed(upstream: UpstreamEntry): void {
+    const model = this.models.get(upstream.modelId);
+    if (model && model.upstreams.filter((u) => u.weight > 0).length > 1) this.circuits.failure(upstream.id);
+  }
+
   isServing(model: ModelEntry): boolean {
     return model.status === 'active' && this.healthyUpstreams(model).length > 0;
   }
