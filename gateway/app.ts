@@ -48,6 +48,13 @@ declare module 'fastify' {
     keyInQuery?: boolean;
     /** A streaming-session route (WebSocket): admitted by the session caps, not as a request in flight. */
     session?: boolean;
+    /**
+     * For clients that cannot send a key (a phone carrier's media stream, a browser's WebRTC
+     * offer): reads the route's own credential (a phone token, a client secret) and answers the
+     * hash of the key it was issued for, which is then admitted as if presented; throws a
+     * ServiceError (401) for a wrong or expired credential.
+     */
+    credential?: (request: FastifyRequest) => Promise<{ keyHash: string }>;
   }
   interface FastifyRequest {
     auth: RequestAuth;
@@ -164,7 +171,7 @@ export async function buildGateway(ctx: GatewayContext, options: { logger?: bool
     if (request.url.includes('%00')) throw new ServiceError('invalid_request', 'The URL contains a NUL character (%00); no path or query value may hold one.');
     const routeConfig = request.routeOptions.config;
     if (routeConfig.public || request.is404) return bodies.watch(request);
-    const key = presentedKey(request, routeConfig.keyInQuery ?? false);
+    const key = routeConfig.credential ? await routeConfig.credential(request) : presentedKey(request, routeConfig.keyInQuery ?? false);
     if (!key) throw missingKeyError(routeConfig.keyInQuery ?? false);
     request.auth = await ctx.core.admit(key, routeConfig.metered ?? false);
     // After an await: a body that came with its headers has been read by now, and is not watched.

@@ -7,7 +7,7 @@ import type { HotStore, UsageRecord } from '../../server/db/hot-store.ts';
 import { chargeUsage } from '../../server/services/credits/charge-usage.ts';
 import { formatUsd } from '../../server/money.ts';
 import { ServiceError } from '../../server/services/errors.ts';
-import { verifyApiKey } from '../../server/services/keys/verify-api-key.ts';
+import { verifyApiKey, verifyKeyHash } from '../../server/services/keys/verify-api-key.ts';
 import type { RateLimiter } from '../../server/rate-limit/rate-limiter.ts';
 
 export interface RequestAuth {
@@ -74,9 +74,16 @@ export class CreditHold {
   };
 }
 
+/** A key as presented (undefined: none was), or the hash of the key a route's credential stands for. */
+export type PresentedKey = string | undefined | { keyHash: string };
+
 export interface GatewayCore {
-  /** Verifies the key, applies the rate limit and, for metered routes, the credit check. */
-  admit(presentedKey: string | undefined, metered: boolean): Promise<RequestAuth>;
+  /**
+   * Verifies the key, applies the rate limit and, for metered routes, the credit check. The key
+   * is the one presented, or `{ keyHash }`: the key a route's own credential stands for
+   * (`FastifyContextConfig.credential`).
+   */
+  admit(key: PresentedKey, metered: boolean): Promise<RequestAuth>;
   /**
    * Reserves a request's cost (or a bound on it) before any engine work: 402
    * insufficient_quota when the org's balance, less what its running requests reserved,
@@ -95,8 +102,8 @@ export const REMAINING_HEADER = 'x-svc-credits-remaining-usd';
 
 export function createGatewayCore(deps: { store: HotStore; limiter: RateLimiter; defaultRpm: number; onKeyUsed: (keyId: string) => void }): GatewayCore {
   return {
-    async admit(presentedKey, metered) {
-      const key = await verifyApiKey(deps.store, presentedKey);
+    async admit(presented, metered) {
+      const key = typeof presented === 'object' ? await verifyKeyHash(deps.store, presented.keyHash) : await verifyApiKey(deps.store, presented);
       const limit = key.rateLimitRpm ?? deps.defaultRpm;
       let decision;
       try {

@@ -11,7 +11,7 @@ import { newTimeOrderedId } from '../../server/db/ids.ts';
 import type { RequestLogRow, RequestLogStore, RequestLogTurnRow } from '../../server/db/request-log-store.ts';
 import type { RequestLogConfig } from '../../server/config/env.ts';
 import { isServiceError } from '../../server/services/errors.ts';
-import { verifyApiKey } from '../../server/services/keys/verify-api-key.ts';
+import { verifyApiKey, verifyKeyHash } from '../../server/services/keys/verify-api-key.ts';
 import type { GatewayCore } from '../core/gateway-core.ts';
 import { RequestLogMetrics } from './request-log-metrics.ts';
 import { applyPatch, clip, type FinishedRequest, type LogRef, type RequestLogPatch, type SessionTurn, type UpstreamAttempt } from './request-log-types.ts';
@@ -147,7 +147,9 @@ export class RequestLog {
         // A key refused for its rate, its org's credit or the database: the key was valid, so
         // the refusal belongs in its org's log. Looked up again only on this path.
         if (isServiceError(e) && REFUSED_AFTER_KEY.has(e.code)) {
-          const key = await verifyApiKey(store, presentedKey).catch(() => null);
+          const key = await (typeof presentedKey === 'object' ? verifyKeyHash(store, presentedKey.keyHash) : verifyApiKey(store, presentedKey)).catch(
+            () => null,
+          );
           if (key) this.refusedKeys.set(e, { keyId: key.keyId, orgId: key.orgId });
         }
         throw e;

@@ -15,13 +15,25 @@ export async function verifyApiKey(store: HotStore, presented: string | undefine
     throw new ServiceError('invalid_api_key', 'You did not provide an API key. Pass it in the Authorization header as "Bearer sk_svc_...".');
   }
   if (!isWellFormedApiKey(presented)) throw incorrectKey(presented);
+  return verifyKeyHash(store, hashApiKey(presented), () => incorrectKey(presented));
+}
+
+/**
+ * The key a credential stands for, by its stored hash, as current as verifyApiKey's: a phone
+ * number's token or a WebRTC client secret is bound to a key and lives only as long as it does.
+ */
+export async function verifyKeyHash(
+  store: HotStore,
+  hash: string,
+  unknown = () => new ServiceError('invalid_api_key', 'The API key this credential was issued for no longer exists.'),
+): Promise<KeyAuthRecord> {
   let record: KeyAuthRecord | null;
   try {
-    record = await store.findKeyByHash(hashApiKey(presented));
+    record = await store.findKeyByHash(hash);
   } catch {
     throw new ServiceError('verify_unavailable', 'API key verification is temporarily unavailable; retry within a few seconds. Your key is fine.');
   }
-  if (!record) throw incorrectKey(presented);
+  if (!record) throw unknown();
   if (record.status !== 'active') throw new ServiceError('api_key_disabled', 'This API key has been disabled.');
   return record;
 }

@@ -1,0 +1,105 @@
+// Opening a realtime session, whatever carries it: the WebSocket route (routes/realtime.ts), a
+// WebRTC call or a phone's media stream admit it the same way (what it asks for, the session
+// caps, the first second of credit) and start the same RealtimeSession on their own Outbox.
+import type { FastifyBaseLogger } from 'fastify';
+import { perSecondCostMicros } from '../../server/services/credits/pricing.ts';
+import { ServiceError } from '../../server/services/errors.ts';
+import type { GatewayContext } from '../context.ts';
+import type { Ticket } from '../core/admission.ts';
+import type { CreditHold, RequestAuth } from '../core/gateway-core.ts';
+import type { Outbox } from '../sessions/outbox.ts';
+import { streamingModel } from '../stt/open-session.ts';
+import { METER_EVERY_MS } from '../stt/stt-session.ts';
+import { defaultModel, isOpenAiSttName, resolveProfile, type RealtimeProfile } from './profiles.ts';
+import { RealtimeSession } from './realtime-session.ts';
+import type { ServerEvent } from './server-events.ts';
+
+/** What a client asks for: OpenAI's `?model=` and `?intent=`. */
+export interface RealtimeAsk {
+  model?: string;
+  intent?: string;
+}
+
+export interface RealtimeAdmission {
+  /** The session's place under the caps per key, org and process. */
+  ticket: Ticket;
+  /** Its first second of audio, reserved. */
+  hold: CreditHold;
+  profile: RealtimeProfile | null;
+  sttModel: string | null;
+  /** The model its request-log row names: the profile, or the stt model of a transcription session. */
+  modelId: string;
+}
+
+/**
+ * Checks what the client asks for (404 model_not_found, 503 model_offline when no stt model
+ * streams), then takes the session's place under the caps (429 per key and org, 503 per process)
+ * and reserves its first second of audio (402). The caller releases the ticket and the hold when
+ * its transport ends before the session starts.
+ */
+export async function admitRealtime(
+  ctx: GatewayContext,
+  profiles: Map<string, RealtimeProfile>,
+  auth: RequestAuth,
+  ask: RealtimeAsk,
+): Promise<RealtimeAdmission> {
+  if (ask.intent !== undefined && ask.intent !== 'transcription')
+    throw new ServiceError('invalid_request', 'intent must be transcription (or absent, for a conversation).', 'intent');
+  let profile: RealtimeProfile | null = null;
+  let sttModel: string | null = null;
+  let sttId: string;
+  if (ask.intent === 'transcription') {
+    sttModel = ask.model && !isOpenAiSttName(ask.model) ? ask.model : null;
+    sttId = sttModel ?? defaultModel(ctx.registry, 'stt');
+  } else {
+    if (!ask.model)
+      throw new ServiceError(
+        'invalid_request',
+        'model is required: a realtime profile or an LLM of the registry (GET /v1/models), or intent=transcription.',
+        'model',
+      );
+    profile = resolveProfile(profiles, ctx.registry, ask.model);
+    ctx.registry.resolve(profile.llm, 'llm');
+    sttId = profile.stt ?? defaultModel(ctx.registry, 'stt');
+  }
+  const stt = streamingModel(ctx, sttId);
+  const ticket = ctx.admission.openStream(auth);
+  try {
+    const hold = await ctx.core.reserve(auth, perSecondCostMicros(stt.prices.picoPerSecond, METER_EVERY_MS));
+    return { ticket, hold, profile, sttModel, modelId: profile?.id ?? stt.id };
+  } catch (e) {
+    ticket.release();
+    throw e;
+  }
+}
+
+export interface RealtimeStart {
+  auth: RequestAuth;
+  requestId: string;
+  log: FastifyBaseLogger;
+  profiles: Map<string, RealtimeProfile>;
+}
+
+/**
+ * Starts an admitted session on a transport's outbox; from here the session settles the hold,
+ * and a revocation of the key ends it. The transport releases the ticket when it closes and
+ * tells the session (`transportClosed`).
+ */
+export function startRealtimeSession(ctx: GatewayContext, admission: RealtimeAdmission, outbox: Outbox<ServerEvent>, start: RealtimeStart): RealtimeSession {
+  const revoked = new AbortController();
+  admission.ticket.bind(revoked);
+  const session = new RealtimeSession(outbox, {
+    ctx,
+    auth: start.auth,
+    requestId: start.requestId,
+    log: start.log,
+    kind: admission.profile ? 'realtime' : 'transcription',
+    profile: admission.profile,
+    profiles: start.profiles,
+    sttModel: admission.sttModel,
+    hold: admission.hold,
+    revoked: revoked.signal,
+  });
+  session.start().catch((e: unknown) => session.fail(e));
+  return session;
+}
