@@ -918,7 +918,10 @@ async function runSession(params: [string, string][], key: 'query' | 'header' | 
       }
     }
     if (ws.readyState === WebSocket.OPEN) ws.send('{"type":"close"}');
-    const { code, reason } = await deadline(closed, 'close after {"type":"close"}', 5_000);
+    // A clean close waits for the final transcript, which may mean opening a local recognizer
+    // first: seconds on a loaded machine. A session that never closes still fails here, and one
+    // that closes for another reason (idle_timeout after 15 s) fails checkSession.
+    const { code, reason } = await deadline(closed, 'close after {"type":"close"}', 30_000);
     return { kind: 'session', events, code, reason, garbage, finalizes, binaryFromServer };
   } finally {
     if (ws.readyState !== WebSocket.CLOSED) ws.terminate();
