@@ -18,7 +18,7 @@ import { startScriptedUpstream, type ScriptedUpstream } from '../../test/support
 import { STT_PRICE, audioCost, refusedUpgrade, settleRecognizers, speech, startSttGateway, transcribe, wavFile } from '../../test/support/stt-routes.ts';
 import { FLITE_PRICE, costOf } from '../../test/support/tts-routes.ts';
 import { usageRows } from '../../test/support/usage-rows.ts';
-import { TOO_MANY_INVALID_MESSAGES } from '../sessions/websocket-link.ts';
+import { DEFAULT_LINK_LIMITS, TOO_MANY_INVALID_MESSAGES } from '../sessions/websocket-link.ts';
 import { checkProtocol } from '../upstreams/protocols/index.ts';
 
 const PRICE_IN = 150_001n;
@@ -135,7 +135,7 @@ describe('a Twilio call', () => {
       { timeout: 10_000, interval: 50 },
     );
     expect(row).toMatchObject({ route: '/phone/twilio/:token', kind: 'session', apiKeyId: line.keyId, modelId: 'rt-llm', status: 101 });
-    expect(JSON.stringify(row)).not.toContain(line.token);
+    expect(JSON.stringify(row, (_k, v: unknown) => (typeof v === 'bigint' ? String(v) : v))).not.toContain(line.token);
   }, 120_000);
 
   it('the caller talking over the answer: a clear, nothing more of that answer, and the next prompt holds the part heard', async () => {
@@ -216,6 +216,9 @@ describe('ending a call', () => {
     const line = await phoneLine();
     const call = await dial(streamUrl('twilio', line.token), 'twilio');
     for (let i = 0; i < 150; i++) call.raw(i % 2 ? 'not json' : JSON.stringify({ event: 'nonsense' }));
+    // The carrier has read the close frame; the gateway reads nothing more and ends the socket after the grace, on its clock.
+    await expect.poll(() => call.ws.readyState, { timeout: 10_000 }).toBe(call.ws.CLOSING);
+    clock.advance(DEFAULT_LINK_LIMITS.closeGraceMs);
     expect(await call.closed).toEqual({ code: 1008, reason: TOO_MANY_INVALID_MESSAGES });
     // Nothing of it reached the carrier: a carrier has no use for error events.
     expect(call.commands.events).toEqual([]);
