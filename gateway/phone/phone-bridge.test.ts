@@ -13,6 +13,7 @@ import { startScriptedUpstream, type ScriptedUpstream } from '../../test/support
 import { EventLog } from '../../test/support/socket-events.ts';
 import { settleRecognizers, speech, startSttGateway } from '../../test/support/stt-routes.ts';
 import { FLITE_PRICE } from '../../test/support/tts-routes.ts';
+import type { CreditHold, RequestAuth } from '../core/gateway-core.ts';
 import { RealtimeSession } from '../realtime/realtime-session.ts';
 import type { ServerEvent } from '../realtime/server-events.ts';
 import type { Outbox } from '../sessions/outbox.ts';
@@ -28,8 +29,8 @@ let server: WebSocketServer;
 let url: string;
 let question: Buffer;
 let interruption: Buffer;
-/** The next call's model. */
-let nextModel = 'rt-llm';
+/** The next call's model and admission, ready before it dials: the connection is bridged at once (what the carrier sends first must not be missed). */
+let next: { model: string; auth: RequestAuth; hold: CreditHold } | null = null;
 /** Each call's session and what it sends (tapped), as the calls connect. */
 const opened = new EventLog<{ events: EventLog<ServerEvent>; session: RealtimeSession }>(() => 'session');
 
@@ -57,9 +58,8 @@ beforeAll(async () => {
   await new Promise<void>((resolve) => server.once('listening', () => resolve()));
   url = `ws://127.0.0.1:${(server.address() as { port: number }).port}/`;
   server.on('connection', (socket) => {
-    void (async () => {
-      const auth = await ctx.core.admit(h.key, true);
-      const hold = await ctx.core.reserve(auth, 0n);
+    {
+      const { model, auth, hold } = next!;
       const link = new WebSocketLink(socket, ctx.clock, { message: (d, b) => bridge.message(d, b), closed: () => bridge.closed() });
       const events = new EventLog<ServerEvent>();
       const bridge = new PhoneBridge(
@@ -83,7 +83,7 @@ beforeAll(async () => {
             requestId: 'req_bridge',
             log: h.runtime.app.log,
             kind: 'realtime',
-            profile: { id: nextModel, llm: nextModel },
+            profile: { id: model, llm: model },
             profiles: new Map(),
             sttModel: null,
             hold,
@@ -96,7 +96,7 @@ beforeAll(async () => {
         },
         h.runtime.app.log,
       );
-    })();
+    }
   });
 }, 60_000);
 
@@ -108,7 +108,8 @@ afterAll(async () => {
 });
 
 async function call(model: string): Promise<{ call: ScriptedCall; events: EventLog<ServerEvent>; session: RealtimeSession }> {
-  nextModel = model;
+  const auth = await h.runtime.ctx.core.admit(h.key, true);
+  next = { model, auth, hold: await h.runtime.ctx.core.reserve(auth, 0n) };
   const from = opened.events.length;
   const c = await dial(url, 'twilio');
   const { events, session } = await opened.first(() => true, { from });
