@@ -58,45 +58,43 @@ beforeAll(async () => {
   await new Promise<void>((resolve) => server.once('listening', () => resolve()));
   url = `ws://127.0.0.1:${(server.address() as { port: number }).port}/`;
   server.on('connection', (socket) => {
-    {
-      const { model, auth, hold } = next!;
-      const link = new WebSocketLink(socket, ctx.clock, { message: (d, b) => bridge.message(d, b), closed: () => bridge.closed() });
-      const events = new EventLog<ServerEvent>();
-      const bridge = new PhoneBridge(
-        link,
-        twilio,
-        (outbox, playback) => {
-          const tapped: Outbox<ServerEvent> = {
-            send: (e, o) => {
-              events.push(e);
-              outbox.send(e, o);
-            },
-            drained: () => outbox.drained(),
-            close: (code, reason) => outbox.close(code, reason),
-            get open() {
-              return outbox.open;
-            },
-          };
-          const session = new RealtimeSession(tapped, {
-            ctx,
-            auth,
-            requestId: 'req_bridge',
-            log: h.runtime.app.log,
-            kind: 'realtime',
-            profile: { id: model, llm: model },
-            profiles: new Map(),
-            sttModel: null,
-            hold,
-            revoked: new AbortController().signal,
-            playback,
-          });
-          void session.start();
-          opened.push({ events, session });
-          return session;
-        },
-        h.runtime.app.log,
-      );
-    }
+    const { model, auth, hold } = next!;
+    const link = new WebSocketLink(socket, ctx.clock, { message: (d, b) => bridge.message(d, b), closed: () => bridge.closed() });
+    const events = new EventLog<ServerEvent>();
+    const bridge = new PhoneBridge(
+      link,
+      twilio,
+      (outbox, playback) => {
+        const tapped: Outbox<ServerEvent> = {
+          send: (e, o) => {
+            events.push(e);
+            outbox.send(e, o);
+          },
+          drained: () => outbox.drained(),
+          close: (code, reason) => outbox.close(code, reason),
+          get open() {
+            return outbox.open;
+          },
+        };
+        const session = new RealtimeSession(tapped, {
+          ctx,
+          auth,
+          requestId: 'req_bridge',
+          log: h.runtime.app.log,
+          kind: 'realtime',
+          profile: { id: model, llm: model },
+          profiles: new Map(),
+          sttModel: null,
+          hold,
+          revoked: new AbortController().signal,
+          playback,
+        });
+        void session.start();
+        opened.push({ events, session });
+        return session;
+      },
+      h.runtime.app.log,
+    );
   });
 }, 60_000);
 
