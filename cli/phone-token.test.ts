@@ -22,7 +22,12 @@ afterAll(async () => {
 /** `svc --json <args>` in its own process. */
 function svc(...args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
-    const env = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', SVC_DATA_DIR: t.dataDir, DATABASE_URL: t.url } as unknown as NodeJS.ProcessEnv;
+    const env = {
+      PATH: process.env.PATH ?? '',
+      HOME: process.env.HOME ?? '/tmp',
+      SVC_DATA_DIR: t.dataDir,
+      DATABASE_URL: t.url,
+    } as unknown as NodeJS.ProcessEnv;
     const child = spawn(process.execPath, [SVC, '--json', ...args], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
@@ -51,7 +56,9 @@ describe('svc phone token', () => {
     await expect(verifyPhoneToken(t.db.prisma, made.token as string)).resolves.toMatchObject({ tokenId: made.id, apiKeyId: key.id });
 
     const listed = await svcOk('phone', 'token', 'list', '--org', org.id);
-    expect(listed.tokens).toEqual([expect.objectContaining({ id: made.id, prefix: made.prefix, status: 'active', profile: 'local-realtime', revoked_at: null })]);
+    expect(listed.tokens).toEqual([
+      expect.objectContaining({ id: made.id, prefix: made.prefix, status: 'active', profile: 'local-realtime', revoked_at: null }),
+    ]);
     expect(JSON.stringify(listed)).not.toContain(made.token as string);
 
     expect(await svcOk('phone', 'token', 'revoke', '--id', made.id as string)).toEqual({ id: made.id, status: 'revoked' });
@@ -59,14 +66,22 @@ describe('svc phone token', () => {
   }, 60_000);
 
   it.each([
-    { name: 'a key of another org', args: (o: string) => ['create', '--org', o, '--key-id', 'key_elsewhere', '--profile', 'p'], stderr: /No API key with id key_elsewhere/ },
+    {
+      name: 'a key of another org',
+      args: (o: string) => ['create', '--org', o, '--key-id', 'key_elsewhere', '--profile', 'p'],
+      stderr: /No API key with id key_elsewhere/,
+    },
     { name: 'no profile', args: (o: string) => ['create', '--org', o, '--key-id', 'key_x'], stderr: /--profile/ },
     { name: 'an unknown token id', args: () => ['revoke', '--id', 'ptok_nope'], stderr: /No phone token with id ptok_nope/ },
-  ])('refuses $name with a message and a non-zero exit', async ({ args, stderr }) => {
-    const org = await createOrg(t.db, { name: 'cli refusals' });
-    const r = await svc('phone', 'token', ...args(org.id));
-    expect(r.code).not.toBe(0);
-    expect(r.stderr).toMatch(stderr);
-    expect(r.stdout).toBe('');
-  }, 60_000);
+  ])(
+    'refuses $name with a message and a non-zero exit',
+    async ({ args, stderr }) => {
+      const org = await createOrg(t.db, { name: 'cli refusals' });
+      const r = await svc('phone', 'token', ...args(org.id));
+      expect(r.code).not.toBe(0);
+      expect(r.stderr).toMatch(stderr);
+      expect(r.stdout).toBe('');
+    },
+    60_000,
+  );
 });

@@ -150,7 +150,9 @@ function TokenList({ canRevoke }: { canRevoke: boolean }) {
           {errorMessage(tokens.error)}
         </Alert>
       ) : tokens.data.length === 0 ? (
-        <EmptyState title="No phone tokens yet">{canRevoke ? 'Create one above for each phone number.' : 'An owner of this organization can create one.'}</EmptyState>
+        <EmptyState title="No phone tokens yet">
+          {canRevoke ? 'Create one above for each phone number.' : 'An owner of this organization can create one.'}
+        </EmptyState>
       ) : (
         <ul className="divide-y divide-zinc-100" aria-label="Phone tokens">
           {tokens.data.map((t) => (

@@ -34,7 +34,14 @@ describe('phone tokens: happy path', () => {
 
     const listed = await alice.caller.phone.list();
     expect(listed).toEqual([
-      expect.objectContaining({ id: created.id, prefix: created.prefix, status: 'active', apiKeyName: 'phone line', apiKeyPrefix: key.prefix, revokedAt: null }),
+      expect.objectContaining({
+        id: created.id,
+        prefix: created.prefix,
+        status: 'active',
+        apiKeyName: 'phone line',
+        apiKeyPrefix: key.prefix,
+        revokedAt: null,
+      }),
     ]);
     expect(JSON.stringify(listed)).not.toContain(created.token);
     // A member sees the list but cannot make or revoke a token.

@@ -42,7 +42,8 @@ export async function createPhoneToken(prisma: Prisma, raw: z.input<typeof Creat
   const input = parsed.data;
   const key = await prisma.apiKey.findFirst({ where: { id: input.apiKeyId, orgId: input.orgId }, select: { status: true } });
   if (!key) throw new ServiceError('key_not_found', `No API key with id ${input.apiKeyId} in this organization.`, 'apiKeyId');
-  if (key.status !== 'active') throw new ServiceError('invalid_request', `API key ${input.apiKeyId} is revoked; a phone token needs an active key.`, 'apiKeyId');
+  if (key.status !== 'active')
+    throw new ServiceError('invalid_request', `API key ${input.apiKeyId} is revoked; a phone token needs an active key.`, 'apiKeyId');
   const token = generatePhoneToken();
   const row = await prisma.phoneToken.create({
     data: {
