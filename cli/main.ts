@@ -10,6 +10,9 @@ import { isServiceError } from '../server/services/errors.ts';
 import { createApiKey } from '../server/services/keys/create-api-key.ts';
 import { revokeApiKey } from '../server/services/keys/revoke-api-key.ts';
 import { createOrg } from '../server/services/orgs/create-org.ts';
+import { createPhoneToken } from '../server/services/phone/create-phone-token.ts';
+import { listPhoneTokens } from '../server/services/phone/list-phone-tokens.ts';
+import { revokePhoneToken } from '../server/services/phone/revoke-phone-token.ts';
 import { listModels, upsertModel, removeUpstream } from '../server/services/models/upsert-model.ts';
 import { perMTokToPico } from '../server/services/models/seed-registry.ts';
 import { runProcesses } from './run-processes.ts';
@@ -137,6 +140,47 @@ key
   .action(async (o: { id: string }) => {
     const r = await withDb((db) => revokeApiKey(db.prisma, { id: o.id }));
     print({ id: r.id, status: r.status }, `revoked key ${r.id}`);
+  });
+
+const phoneToken = program.command('phone').description('phone carriers (docs/phone.md)').command('token').description("phone numbers' tokens");
+phoneToken
+  .command('create')
+  .description("a token for a carrier's stream URL: its calls are admitted and billed as the key, and talk to the profile")
+  .requiredOption('--org <id>', 'organization id')
+  .requiredOption('--key-id <id>', 'the API key (of the org) the calls are admitted and billed as')
+  .requiredOption('--profile <id>', 'the realtime profile (or LLM) the calls talk to, as /v1/realtime?model= names one')
+  .option('--name <name>', 'a name to recognise the token by (the phone number, say)', '')
+  .action(async (o: { org: string; keyId: string; profile: string; name: string }) => {
+    const t = await withDb((db) => createPhoneToken(db.prisma, { orgId: o.org, apiKeyId: o.keyId, profile: o.profile, name: o.name }));
+    print(
+      { id: t.id, token: t.token, prefix: t.prefix, org_id: t.orgId, key_id: t.apiKeyId, profile: t.profile, name: t.name },
+      `created phone token ${t.id}\n${t.token}\n(shown once: store it now; the stream URL ends in it, docs/phone.md)`,
+    );
+  });
+phoneToken
+  .command('list')
+  .requiredOption('--org <id>', 'organization id')
+  .action(async (o: { org: string }) => {
+    const tokens = await withDb((db) => listPhoneTokens(db.prisma, { orgId: o.org }));
+    const rows = tokens.map((t) => ({
+      id: t.id,
+      name: t.name,
+      prefix: t.prefix,
+      profile: t.profile,
+      key_id: t.apiKeyId,
+      status: t.status,
+      created_at: t.createdAt.toISOString(),
+      last_used_at: t.lastUsedAt?.toISOString() ?? null,
+      revoked_at: t.revokedAt?.toISOString() ?? null,
+    }));
+    print({ tokens: rows }, rows.map((t) => `${t.id}\t${t.prefix}…\t${t.status}\t${t.profile}\t${t.key_id}\t${t.name}`).join('\n') || 'no phone tokens');
+  });
+phoneToken
+  .command('revoke')
+  .requiredOption('--id <id>', 'phone token id')
+  .action(async (o: { id: string }) => {
+    const r = await withDb((db) => revokePhoneToken(db.prisma, { id: o.id }));
+    print({ id: r.id, status: r.status }, `revoked phone token ${r.id} (its calls end within a second)`);
   });
 
 /** `--setting key=value`, repeatable: values are JSON where they parse (numbers, booleans), else text. */

@@ -594,7 +594,7 @@ test.describe.serial('dashboard', () => {
       await shot('phone-header');
       await menu.click();
       assert((await menu.getAttribute('aria-expanded')) === 'true', 'the menu does not say it is open');
-      const labels = ['Overview', 'API keys', 'Credits', 'Dictionaries', 'Voices', 'Playground', 'Usage', 'Logs', 'Members', 'Models'];
+      const labels = ['Overview', 'API keys', 'Phone', 'Credits', 'Dictionaries', 'Voices', 'Playground', 'Usage', 'Logs', 'Members', 'Models'];
       for (const label of labels) {
         const link = mainNav(page, label);
         await link.waitFor();

@@ -26,6 +26,7 @@ import { registerDeepgramSpeakRoutes } from './routes/deepgram-speak.ts';
 import { registerListenV2Routes } from './routes/listen-v2.ts';
 import { registerListenRoutes } from './routes/listen.ts';
 import { registerRealtimeRoutes } from './routes/realtime.ts';
+import { registerPhoneRoutes } from './routes/phone.ts';
 import { registerVoiceRoutes } from './routes/voices.ts';
 import { registerBlobRoutes } from './routes/blobs.ts';
 import { registerJobRoutes } from './routes/jobs.ts';
@@ -238,6 +239,7 @@ export async function buildGateway(ctx: GatewayContext, options: { logger?: bool
     await registerListenV2Routes(scope, ctx);
     await registerListenRoutes(scope, ctx);
     registerRealtimeRoutes(scope, ctx);
+    registerPhoneRoutes(scope, ctx);
   });
   await app.register((scope) => registerAgentAuthRoutes(scope, ctx));
   // Voices, blobs and jobs share a scope: clone and blob upload take multipart and raw audio.

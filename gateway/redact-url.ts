@@ -4,6 +4,10 @@
 // might (wrongly) put in the query of /oauth2/token or /agent/identity/claim.
 const SECRET_PARAMS = new Set(['api_key', 'claim_token', 'assertion', 'access_token', 'user_code', 'code']);
 
+// Paths whose last segment is a credential: a phone carrier's stream URL ends in its phone
+// token, since carriers send neither headers nor, for Twilio, a query (docs/phone.md).
+const SECRET_PATH = '/phone/';
+
 const QUESTION = 63; // '?'
 const AMPERSAND = 38; // '&'
 const EQUALS = 61; // '='
@@ -15,6 +19,7 @@ const EQUALS = 61; // '='
  * and a backtracking regular expression is quadratic on a URL of many `?`.
  */
 export function redactUrl(url: string): string {
+  if (url.startsWith(SECRET_PATH)) url = redactPathSecret(url);
   if (!url.includes('=')) return url; // no parameter with a value: the common case
   let out = '';
   let copied = 0; // url[copied..] is not in `out` yet
@@ -58,4 +63,14 @@ function isSecret(name: string): boolean {
     }
   }
   return SECRET_PARAMS.has(decoded.trim().toLowerCase());
+}
+
+/** `/phone/twilio/<token>?x` as `/phone/twilio/[redacted]?x`: everything after the carrier's segment, up to the query. */
+function redactPathSecret(url: string): string {
+  const carrierEnd = url.indexOf('/', SECRET_PATH.length);
+  if (carrierEnd === -1) return url;
+  const query = url.indexOf('?', carrierEnd);
+  const end = query === -1 ? url.length : query;
+  if (end === carrierEnd + 1) return url;
+  return `${url.slice(0, carrierEnd + 1)}[redacted]${url.slice(end)}`;
 }

@@ -99,4 +99,14 @@ describe('redactUrl', () => {
       { numRuns: 2_000 },
     );
   });
+
+  it("a phone carrier's stream path ends in its token: redacted, the carrier and the query kept", () => {
+    const token = `pt_svc_${'a'.repeat(43)}`;
+    expect(redactUrl(`/phone/twilio/${token}`)).toBe('/phone/twilio/[redacted]');
+    expect(redactUrl(`/phone/telnyx/${token}?api_key=sk_svc_x&a=1`)).toBe('/phone/telnyx/[redacted]?api_key=[redacted]&a=1');
+    expect(redactUrl(`/phone/twilio/${token}/more`)).toBe('/phone/twilio/[redacted]');
+    expect(redactUrl('/phone/twilio/')).toBe('/phone/twilio/');
+    expect(redactUrl('/phone/twilio')).toBe('/phone/twilio');
+    expect(redactUrl('/v1/phone/x')).toBe('/v1/phone/x');
+  });
 });

@@ -9,6 +9,7 @@ export interface NavItem {
 export const NAV_ITEMS: readonly NavItem[] = [
   { href: '/', label: 'Overview' },
   { href: '/keys', label: 'API keys' },
+  { href: '/phone', label: 'Phone' },
   { href: '/credits', label: 'Credits' },
   { href: '/dictionaries', label: 'Dictionaries' },
   { href: '/voices', label: 'Voices' },

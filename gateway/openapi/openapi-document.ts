@@ -128,13 +128,15 @@ const SECURITY: Record<Operation['auth'], Record<string, never[]>[]> = {
   key: [{ bearer: [] }, { token: [] }, { apiKeyHeader: [] }],
   socket: [{ bearer: [] }, { token: [] }, { apiKeyHeader: [] }, { apiKeyQuery: [] }, { accessTokenQuery: [] }],
   metrics: [{ metricsToken: [] }],
+  // The phone token is a path parameter: no header or query scheme carries it.
+  phoneToken: [],
   public: [],
 };
 
 function operation(op: Operation, requestNames: Map<z.ZodType, string>, responseNames: Map<z.ZodType, string>): JsonSchema {
   const envelope = op.deepgramErrors ? 'DeepgramErrorEnvelope' : op.elevenLabsErrors ? 'ElevenLabsErrorEnvelope' : 'ErrorEnvelope';
   const statuses = new Set(op.errors);
-  if (op.auth === 'key' || op.auth === 'socket') [401, 429, 503].forEach((s) => statuses.add(s));
+  if (op.auth === 'key' || op.auth === 'socket' || op.auth === 'phoneToken') [401, 429, 503].forEach((s) => statuses.add(s));
   if (op.metered) statuses.add(402);
   if (op.body) [400, 413, 415].forEach((s) => statuses.add(s));
   const responses: Record<string, unknown> = {};

@@ -10,6 +10,7 @@ import { settleRecognizers } from '../../test/support/stt-routes.ts';
 import { FOX, startTtsGateway, ttsBody } from '../../test/support/tts-routes.ts';
 import { LONG_TEXT } from '../../test/support/voice-routes.ts';
 import { upsertModel } from '../../server/services/models/upsert-model.ts';
+import { createPhoneToken } from '../../server/services/phone/create-phone-token.ts';
 import { encodeWav } from '../audio/wav.ts';
 import { checkProtocol } from '../upstreams/protocols/index.ts';
 import { buildOpenApiDocument } from './openapi-document.ts';
@@ -117,14 +118,19 @@ describe('GET /openapi.json', () => {
   it('marks exactly the WebSocket routes as such, each with its protocol page and a 101 answer', async () => {
     // A plain (keyed) GET on a WebSocket route is refused with upgrade_required; on any other GET route it is not.
     const refusedAsPlainGet: string[] = [];
+    // A phone carrier's stream takes its credential in the path (docs/phone.md).
+    const phone = await createPhoneToken(h.testDb.db.prisma, { orgId: h.orgId, apiKeyId: h.keyId, profile: 'openapi' });
     for (const { method, path } of registeredRoutes().filter((r) => r.method === 'GET')) {
-      const r = await answer(method, path.replace(/:\w+/g, 'x'), { headers: { authorization: h.headers.authorization! } });
+      const concrete = path.replace(/^(\/phone\/\w+\/):token$/, `$1${phone.token}`).replace(/:\w+/g, 'x');
+      const r = await answer(method, concrete, { headers: { authorization: h.headers.authorization! } });
       expect(r.problems, `${method} ${path}`).toEqual([]);
       if ((r.json as { error?: { code?: string } } | undefined)?.error?.code === 'upgrade_required') refusedAsPlainGet.push(`GET ${openApiPath(path)}`);
     }
     const sockets = documented().filter((d) => d.op['x-websocket'] === true);
     expect(sockets.map((d) => `${d.method} ${d.path}`).sort()).toEqual(refusedAsPlainGet.sort());
     expect(refusedAsPlainGet.sort()).toEqual([
+      'GET /phone/telnyx/{token}',
+      'GET /phone/twilio/{token}',
       'GET /stt/turns/websocket',
       'GET /stt/websocket',
       'GET /tts/websocket',

@@ -21,7 +21,8 @@ import { LogIdParams, LogsQuery } from '../routes/logs.ts';
 import * as req from './request-schemas.ts';
 import * as res from './response-schemas.ts';
 
-export type Auth = 'key' | 'socket' | 'public' | 'metrics';
+/** `phoneToken`: a phone carrier's stream, whose credential is the path's token (docs/phone.md). */
+export type Auth = 'key' | 'socket' | 'phoneToken' | 'public' | 'metrics';
 export type Method = 'get' | 'post' | 'put' | 'patch' | 'delete';
 
 export interface Answer {
@@ -70,6 +71,7 @@ export const TAGS = {
   'Speech to text': { description: "Batch transcription, the gateway's and Cartesia's streaming sockets, Deepgram's /v1/listen.", doc: 'docs/stt.md' },
   LLM: { description: "OpenAI's chat completions and Responses, relayed to the engines.", doc: 'docs/llm.md' },
   Realtime: { description: "OpenAI's Realtime API over a WebSocket.", doc: 'docs/realtime.md' },
+  Phone: { description: "Phone carriers' media streams, bridged to a realtime session.", doc: 'docs/phone.md' },
   Voices: { description: 'The voice library, cloning, localization and profiles.', doc: 'docs/voices.md' },
   Blobs: { description: 'Uploaded audio clips for cloning.', doc: 'docs/voices.md' },
   Jobs: { description: 'Asynchronous voice jobs.', doc: 'docs/voices.md' },
@@ -576,6 +578,25 @@ export const OPERATIONS: Operation[] = [
       'A conversation (`?model=` a realtime profile or an LLM) or a transcription session (`?intent=transcription`). The handshake answers with the `realtime` subprotocol when offered.',
     errors: [404, 503],
   }),
+
+  // Phone
+  ...(['twilio', 'telnyx'] as const).map((carrier): Operation => ({
+    method: 'get',
+    path: `/phone/${carrier}/{token}`,
+    operationId: `${carrier}MediaStream`,
+    summary: `${carrier === 'twilio' ? 'Twilio Media Streams' : "Telnyx's media streaming"} of a call, bridged to a realtime session`,
+    description:
+      `The carrier's bidirectional media stream of one call (μ-law at 8 kHz): the caller talks to the phone token's realtime profile. A WebSocket: a plain GET is 400 upgrade_required. ` +
+      "The token (in the path: carriers send no headers), its key's rate limit and balance, the profile and the session caps are checked before the upgrade; a refusal is a plain HTTP answer in the error envelope. " +
+      "The messages are the carrier's own: docs/phone.md.",
+    tag: 'Phone',
+    auth: 'phoneToken',
+    metered: true,
+    pathParams: req.PhoneStreamParams,
+    answers: { 101: { description: 'Switching Protocols: the call runs over the WebSocket (protocol: docs/phone.md).' } },
+    errors: [400, 404],
+    websocket: 'docs/phone.md',
+  })),
 
   // Voices
   {

@@ -147,6 +147,11 @@ export const RealtimeQuerySchema = z.object({
   intent: z.literal('transcription').optional(),
 });
 
+/** WS /phone/<carrier>/:token (routes/phone.ts): the stream URL ends in the number's phone token. */
+export const PhoneStreamParams = z.object({
+  token: z.string().meta({ description: 'The phone token (`pt_svc_…`) made for the number with `svc phone token create` or the dashboard (docs/phone.md).' }),
+});
+
 /** POST /v1/speech-to-text (ElevenLabs' form). */
 export const ElevenLabsSttFormSchema = z.looseObject({
   file: audioFile('WAV, or raw 16-bit 16 kHz mono PCM with file_format pcm_s16le_16; at most 25 MB.'),

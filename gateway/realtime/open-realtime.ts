@@ -12,6 +12,7 @@ import { streamingModel } from '../stt/open-session.ts';
 import { METER_EVERY_MS } from '../stt/stt-session.ts';
 import { defaultModel, isOpenAiSttName, resolveProfile, type RealtimeProfile } from './profiles.ts';
 import { RealtimeSession } from './realtime-session.ts';
+import type { PeerPlayback } from './responses.ts';
 import type { ServerEvent } from './server-events.ts';
 
 /** What a client asks for: OpenAI's `?model=` and `?intent=`. */
@@ -78,6 +79,10 @@ export interface RealtimeStart {
   requestId: string;
   log: FastifyBaseLogger;
   profiles: Map<string, RealtimeProfile>;
+  /** Aborted (reason: a ServiceError) when the transport's own credential is revoked (a phone token): ends the session as the key's revocation does. */
+  revoked?: AbortSignal;
+  /** The transport plays the answers out and knows what its peer heard (a phone carrier's marks). */
+  playback?: PeerPlayback;
 }
 
 /**
@@ -98,7 +103,8 @@ export function startRealtimeSession(ctx: GatewayContext, admission: RealtimeAdm
     profiles: start.profiles,
     sttModel: admission.sttModel,
     hold: admission.hold,
-    revoked: revoked.signal,
+    revoked: start.revoked ? AbortSignal.any([revoked.signal, start.revoked]) : revoked.signal,
+    playback: start.playback,
   });
   session.start().catch((e: unknown) => session.fail(e));
   return session;

@@ -26,7 +26,7 @@ import { Conversation, type ConversationItem } from './conversation.ts';
 import { SessionEngines } from './engines.ts';
 import { InputAudioBuffer, type InputAudioSession } from './input-audio-buffer.ts';
 import type { RealtimeProfile } from './profiles.ts';
-import { Responses, type ResponsesSession } from './responses.ts';
+import { Responses, type PeerPlayback, type ResponsesSession } from './responses.ts';
 import { TurnLog } from './turn-log.ts';
 import type { EventError, ServerEvent } from './server-events.ts';
 import { applySessionUpdate, defaultConfig, sessionWire, type RealtimeConfig } from './session-config.ts';
@@ -50,6 +50,8 @@ export interface RealtimeSessionSetup {
   hold: CreditHold;
   /** Aborted (reason: a ServiceError) when the key is revoked. */
   revoked: AbortSignal;
+  /** A transport that plays the answers out itself (a phone carrier) says what its peer heard; interrupted answers are cut there. */
+  playback?: PeerPlayback;
 }
 
 export class RealtimeSession implements InputAudioSession, ResponsesSession {
@@ -58,6 +60,7 @@ export class RealtimeSession implements InputAudioSession, ResponsesSession {
   readonly requestId: string;
   readonly log: FastifyBaseLogger;
   readonly revoked: AbortSignal;
+  readonly playback: PeerPlayback | undefined;
   readonly conversation = new Conversation();
   readonly engines: SessionEngines;
   private readonly kind: RealtimeSessionSetup['kind'];
@@ -84,6 +87,7 @@ export class RealtimeSession implements InputAudioSession, ResponsesSession {
     this.requestId = setup.requestId;
     this.log = setup.log;
     this.revoked = setup.revoked;
+    this.playback = setup.playback;
     this.kind = kind;
     this.current = defaultConfig(kind, profile?.id ?? null);
     if (profile?.instructions) this.current.instructions = profile.instructions;

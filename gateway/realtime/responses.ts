@@ -24,6 +24,16 @@ export const MAX_INPUT_CHARACTERS = MAX_TEXT;
 /** What each chat message adds to its text in the prompt (role, quotes), for the reservation's estimate. */
 const MESSAGE_OVERHEAD_BYTES = 32;
 
+/**
+ * What a transport that plays the answers out itself knows of what its peer heard (a phone
+ * carrier echoes the marks sent after the audio, gateway/phone/playback.ts): an interrupted
+ * answer is then cut exactly where the peer stopped, not where the gateway estimates it did.
+ */
+export interface PeerPlayback {
+  /** Milliseconds of an assistant item's audio the peer has played. */
+  heardMs(itemId: string): number;
+}
+
 /** What the responses need of their session. */
 export interface ResponsesSession {
   readonly ctx: GatewayContext;
@@ -33,6 +43,8 @@ export interface ResponsesSession {
   readonly closed: boolean;
   readonly engines: SessionEngines;
   readonly conversation: Conversation;
+  /** Set when the transport knows what its peer played (PeerPlayback); otherwise the answer's pace is the estimate. */
+  readonly playback?: PeerPlayback;
   config(): RealtimeConfig;
   newItemId(): string;
   send(event: ServerEvent): void;
@@ -46,6 +58,8 @@ export class Responses {
   private readonly running = new Set<ResponseRun>();
   /** The conversation's response (one at a time); out-of-band ones run beside it. */
   private active: ResponseRun | null = null;
+  /** The conversation's last spoken answer, which a peer that plays it out (PeerPlayback) may still be playing. */
+  private lastSpoken: string | null = null;
 
   constructor(private readonly session: ResponsesSession) {}
 
@@ -134,6 +148,7 @@ export class Responses {
       this.running.delete(run);
       if (this.active === run) this.active = null;
       if (run.assistantItemId) session.conversation.setSpans(run.assistantItemId, run.spans);
+      if (run.assistantItemId && conversation === 'auto') this.lastSpoken = run.assistantItemId;
       session.conversation.recount();
       session.ctx.metrics.realtimeResponse(run.status, run.timings);
       onDone?.();
@@ -209,7 +224,7 @@ export class Responses {
   /** The user spoke over the answer: it stops now, and its item keeps what was heard of it. */
   interrupt(): void {
     const run = this.active;
-    if (!run) return;
+    if (!run) return this.cutUnheard();
     run.cancel('turn_detected');
     const { session } = this;
     session.ctx.metrics.realtimeBargeIn();
@@ -217,10 +232,26 @@ export class Responses {
       const id = run.assistantItemId;
       const item = id ? session.conversation.get(id) : undefined;
       if (!item || item.type !== 'message' || item.content[0]?.type !== 'output_audio') return;
-      const played = Math.round(run.playedMs());
+      if (this.lastSpoken === item.id) this.lastSpoken = null;
+      const played = Math.round(session.playback?.heardMs(item.id) ?? run.playedMs());
       session.conversation.cutAudio(item, played, run.spans);
       session.send({ type: 'conversation.item.truncated', item_id: item.id, content_index: 0, audio_end_ms: played });
     });
+  }
+
+  /** No answer runs, but a peer that plays answers out may still be playing the last one: it is cut where the peer stopped. */
+  private cutUnheard(): void {
+    const { session } = this;
+    const id = this.lastSpoken;
+    if (!id || !session.playback) return;
+    this.lastSpoken = null;
+    const item = session.conversation.get(id);
+    if (!item || item.type !== 'message' || item.content[0]?.type !== 'output_audio') return;
+    const heard = Math.round(session.playback.heardMs(id));
+    if (heard >= Math.floor(session.conversation.audioMs(id))) return; // heard to its end
+    session.ctx.metrics.realtimeBargeIn();
+    session.conversation.cutAudio(item, heard);
+    session.send({ type: 'conversation.item.truncated', item_id: item.id, content_index: 0, audio_end_ms: heard });
   }
 
   /** The session is ending: every response stops now (each is billed for what it made). */

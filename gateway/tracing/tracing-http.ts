@@ -9,6 +9,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ATTR_HTTP_REQUEST_METHOD, ATTR_HTTP_RESPONSE_STATUS_CODE, ATTR_HTTP_ROUTE, ATTR_URL_PATH } from '@opentelemetry/semantic-conventions';
 import { toServiceError } from '../errors.ts';
+import { redactUrl } from '../redact-url.ts';
 import type { GatewayTracing, RequestTrace } from './gateway-tracing.ts';
 
 declare module 'fastify' {
@@ -51,7 +52,7 @@ export function registerTracingHooks(app: FastifyInstance, tracing: GatewayTraci
     const route = request.is404 ? undefined : request.routeOptions.url;
     const attributes: Record<string, string> = {
       [ATTR_HTTP_REQUEST_METHOD]: request.method,
-      [ATTR_URL_PATH]: pathOf(request.url),
+      [ATTR_URL_PATH]: redactUrl(pathOf(request.url)),
       'svc.request_id': request.id,
     };
     if (route) attributes[ATTR_HTTP_ROUTE] = route;

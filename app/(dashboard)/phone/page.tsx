@@ -1,0 +1,8 @@
+import type { Metadata } from 'next';
+import { PhoneTokens } from './phone-tokens';
+
+export const metadata: Metadata = { title: 'Phone' };
+
+export default function PhonePage() {
+  return <PhoneTokens />;
+}

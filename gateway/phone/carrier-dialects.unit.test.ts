@@ -1,0 +1,105 @@
+import { describe, expect, it } from 'vitest';
+import { telnyx, twilio } from './carrier-dialects.ts';
+
+// Messages as the carriers' references show them (see carrier-dialects.ts for the pages).
+const TWILIO_START = {
+  event: 'start',
+  sequenceNumber: '1',
+  start: {
+    accountSid: 'AC123',
+    streamSid: 'MZ18ad3ab5a668481ce02b83e7395059f0',
+    callSid: 'CA123',
+    tracks: ['inbound'],
+    customParameters: { FirstName: 'Jane' },
+    mediaFormat: { encoding: 'audio/x-mulaw', sampleRate: 8000, channels: 1 },
+  },
+  streamSid: 'MZ18ad3ab5a668481ce02b83e7395059f0',
+};
+const TELNYX_START = {
+  event: 'start',
+  sequence_number: '1',
+  stream_id: '32DE0DEA-53CB-4B21-89A4-9E1819C043BC',
+  start: {
+    user_id: '3E6F995F-85F7-4705-9741-53B116D28237',
+    call_control_id: 'v2:T02llQxIyaRkhfRKxgAP8nY511EhFLizdvdUKJiSw8d6A9BborherQ',
+    custom_parameters: { customer_id: 'customer_123' },
+    media_format: { encoding: 'PCMU', sample_rate: 8000, channels: 1 },
+  },
+};
+
+describe('twilio', () => {
+  it('reads each event of a stream', () => {
+    expect(twilio.read({ event: 'connected', protocol: 'Call', version: '1.0.0' })).toEqual({ kind: 'connected' });
+    expect(twilio.read(TWILIO_START)).toEqual({
+      kind: 'start',
+      streamId: TWILIO_START.streamSid,
+      callId: 'CA123',
+      mulaw8k: true,
+      format: 'audio/x-mulaw 8000 Hz',
+    });
+    expect(
+      twilio.read({ event: 'media', sequenceNumber: '3', media: { track: 'inbound', chunk: '1', timestamp: '5', payload: 'f39/fw==' }, streamSid: 'MZ1' }),
+    ).toEqual({
+      kind: 'media',
+      payload: 'f39/fw==',
+      inbound: true,
+    });
+    expect(twilio.read({ event: 'mark', sequenceNumber: '4', streamSid: 'MZ1', mark: { name: 'item_1:3' } })).toEqual({ kind: 'mark', name: 'item_1:3' });
+    expect(twilio.read({ event: 'dtmf', streamSid: 'MZ1', sequenceNumber: '5', dtmf: { track: 'inbound_track', digit: '1' } })).toEqual({
+      kind: 'dtmf',
+      digit: '1',
+    });
+    expect(twilio.read({ event: 'stop', sequenceNumber: '6', stop: { accountSid: 'AC1', callSid: 'CA1' }, streamSid: 'MZ1' })).toEqual({ kind: 'stop' });
+    const other = { ...TWILIO_START, start: { ...TWILIO_START.start, mediaFormat: { encoding: 'audio/l16', sampleRate: 16000, channels: 1 } } };
+    expect(twilio.read(other)).toMatchObject({ kind: 'start', mulaw8k: false, format: 'audio/l16 16000 Hz' });
+  });
+
+  it('writes media, marks and clear with the stream id', () => {
+    expect(twilio.media('MZ1', 'AAA=')).toEqual({ event: 'media', streamSid: 'MZ1', media: { payload: 'AAA=' } });
+    expect(twilio.mark('MZ1', 'm')).toEqual({ event: 'mark', streamSid: 'MZ1', mark: { name: 'm' } });
+    expect(twilio.clear('MZ1')).toEqual({ event: 'clear', streamSid: 'MZ1' });
+  });
+
+  it('refuses what is not its protocol, naming the field', () => {
+    expect(() => twilio.read({ event: 'nonsense' })).toThrow(expect.objectContaining({ code: 'invalid_request', param: 'event' }));
+    expect(() => twilio.read({})).toThrow(expect.objectContaining({ param: 'event' }));
+    expect(() => twilio.read({ event: 'media', media: { payload: 'not base64!' } })).toThrow(expect.objectContaining({ param: 'media.payload' }));
+    expect(() => twilio.read({ event: 'media', media: { payload: 'A'.repeat(70_000) } })).toThrow(expect.objectContaining({ param: 'media.payload' }));
+    expect(() => twilio.read({ event: 'start', start: { streamSid: 'MZ1' } })).toThrow(expect.objectContaining({ param: 'start.mediaFormat' }));
+    expect(() => twilio.read({ event: 'mark' })).toThrow(expect.objectContaining({ param: 'mark' }));
+  });
+});
+
+describe('telnyx', () => {
+  it('reads its stream, leaves out the outbound track, and reports its errors', () => {
+    expect(telnyx.read({ event: 'connected', version: '1.0.0' })).toEqual({ kind: 'connected' });
+    expect(telnyx.read(TELNYX_START)).toEqual({
+      kind: 'start',
+      streamId: TELNYX_START.stream_id,
+      callId: TELNYX_START.start.call_control_id,
+      mulaw8k: true,
+      format: 'PCMU 8000 Hz',
+    });
+    const media = (track: string) => ({
+      event: 'media',
+      sequence_number: '4',
+      media: { track, chunk: '2', timestamp: '5', payload: 'f39/fw==' },
+      stream_id: 's',
+    });
+    expect(telnyx.read(media('inbound'))).toMatchObject({ kind: 'media', inbound: true });
+    expect(telnyx.read(media('outbound'))).toMatchObject({ kind: 'media', inbound: false });
+    expect(telnyx.read({ event: 'error', payload: { code: 100002, title: 'Unknown error' }, stream_id: 's' })).toEqual({
+      kind: 'carrier_error',
+      detail: '100002 Unknown error',
+    });
+    expect(telnyx.read({ ...TELNYX_START, start: { ...TELNYX_START.start, media_format: { encoding: 'PCMA', sample_rate: 8000 } } })).toMatchObject({
+      mulaw8k: false,
+    });
+  });
+
+  it('writes its commands without a stream id', () => {
+    expect(telnyx.media('s', 'AAA=')).toEqual({ event: 'media', media: { payload: 'AAA=' } });
+    expect(telnyx.mark('s', 'm')).toEqual({ event: 'mark', mark: { name: 'm' } });
+    expect(telnyx.clear('s')).toEqual({ event: 'clear' });
+  });
+});

@@ -1,0 +1,110 @@
+// What a phone carrier plays to the caller, and what the caller has heard of it. The answers'
+// audio (μ-law at 8 kHz, as the session makes it for a call) goes out in 20 ms frames, the size
+// carriers stream in; a mark follows every MARK_EVERY_MS of it and the end of each answer. A
+// carrier echoes a mark once the audio before it has been played, so the last mark echoed says
+// how much of an answer the caller heard. On barge-in the gateway sends `clear`: the carrier
+// drops what it has queued and echoes the marks still pending at once (Twilio's and Telnyx's
+// references), which say nothing of what was heard, so they are forgotten when the clear goes.
+import type { PeerPlayback } from '../realtime/responses.ts';
+
+/** 20 ms of μ-law at 8 kHz. */
+export const FRAME_BYTES = 160;
+const BYTES_PER_MS = 8;
+/** How finely what was heard is known: a mark after this much audio. */
+export const MARK_EVERY_MS = 100;
+/** Marks awaiting their echo (MARK_EVERY_MS apart: minutes of queued audio); past it, only answers' ends are marked. */
+const MAX_PENDING_MARKS = 3_000;
+/** Answers whose heard length is kept (the last few: a barge-in cuts the latest). */
+const MAX_ITEMS_KEPT = 16;
+
+/** What to send the carrier, in order. */
+export type PlayOut = { kind: 'media'; audio: Buffer } | { kind: 'mark'; name: string };
+
+interface Outgoing {
+  itemId: string;
+  /** Audio sent of this answer, in ms. */
+  sentMs: number;
+  /** ms sent since the last mark. */
+  sinceMarkMs: number;
+  /** Less than a frame, waiting for more. */
+  rest: Buffer;
+}
+
+export class Playback implements PeerPlayback {
+  private outgoing: Outgoing | null = null;
+  private readonly pending = new Map<string, { itemId: string; endMs: number }>();
+  private readonly heard = new Map<string, number>();
+  private sequence = 0;
+
+  /** An answer's audio: whole frames now (the rest with the next audio, or at its end), and the marks due. */
+  audio(itemId: string, bytes: Buffer): PlayOut[] {
+    const out: PlayOut[] = [];
+    let o = this.outgoing;
+    // Another answer's audio: the last one's tail goes first.
+    if (o && o.itemId !== itemId) out.push(...this.end(o.itemId));
+    o = this.outgoing ??= { itemId, sentMs: 0, sinceMarkMs: 0, rest: Buffer.alloc(0) };
+    if (!this.heard.has(itemId)) this.keepHeard(itemId, 0);
+    const all = o.rest.length ? Buffer.concat([o.rest, bytes]) : bytes;
+    let at = 0;
+    for (; at + FRAME_BYTES <= all.length; at += FRAME_BYTES) {
+      out.push({ kind: 'media', audio: all.subarray(at, at + FRAME_BYTES) });
+      o.sentMs += FRAME_BYTES / BYTES_PER_MS;
+      o.sinceMarkMs += FRAME_BYTES / BYTES_PER_MS;
+      if (o.sinceMarkMs >= MARK_EVERY_MS && this.pending.size < MAX_PENDING_MARKS) out.push(this.mark(o, `${o.itemId}:${++this.sequence}`));
+    }
+    o.rest = Buffer.from(all.subarray(at));
+    return out;
+  }
+
+  /** The answer's audio is over: its last partial frame, and the mark that says it was heard to its end. */
+  end(itemId: string): PlayOut[] {
+    const o = this.outgoing;
+    if (!o || o.itemId !== itemId) return [];
+    this.outgoing = null;
+    const out: PlayOut[] = [];
+    if (o.rest.length) {
+      out.push({ kind: 'media', audio: o.rest });
+      o.sentMs += o.rest.length / BYTES_PER_MS;
+    }
+    out.push(this.mark(o, `${itemId}:end`));
+    return out;
+  }
+
+  /** The carrier echoed a mark: the audio before it was played. Names it did not get from us are ignored. */
+  played(name: string): void {
+    const mark = this.pending.get(name);
+    if (!mark) return;
+    // Played in order: this mark and every one sent before it.
+    for (const [n, m] of this.pending) {
+      this.pending.delete(n);
+      if (this.heard.has(m.itemId)) this.heard.set(m.itemId, Math.max(this.heard.get(m.itemId)!, m.endMs));
+      if (n === name) break;
+    }
+  }
+
+  /** Whether audio was sent that the caller has not heard yet (a clear would cut it). */
+  get unplayed(): boolean {
+    return this.pending.size > 0 || this.outgoing !== null;
+  }
+
+  /** The carrier is told to clear: what was pending will not be played, and its echoed marks mean nothing. */
+  clear(): void {
+    this.pending.clear();
+    this.outgoing = null;
+  }
+
+  heardMs(itemId: string): number {
+    return this.heard.get(itemId) ?? 0;
+  }
+
+  private mark(o: Outgoing, name: string): PlayOut {
+    o.sinceMarkMs = 0;
+    this.pending.set(name, { itemId: o.itemId, endMs: o.sentMs });
+    return { kind: 'mark', name };
+  }
+
+  private keepHeard(itemId: string, ms: number): void {
+    this.heard.set(itemId, ms);
+    if (this.heard.size > MAX_ITEMS_KEPT) this.heard.delete(this.heard.keys().next().value!);
+  }
+}

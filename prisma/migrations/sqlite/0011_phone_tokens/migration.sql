@@ -1,0 +1,24 @@
+-- CreateTable
+CREATE TABLE "PhoneToken" (
+    "id" TEXT NOT NULL PRIMARY KEY,
+    "orgId" TEXT NOT NULL,
+    "apiKeyId" TEXT NOT NULL,
+    "profile" TEXT NOT NULL,
+    "name" TEXT NOT NULL DEFAULT '',
+    "hash" TEXT NOT NULL,
+    "prefix" TEXT NOT NULL,
+    "createdAt" DATETIME NOT NULL DEFAULT CURRENT_TIMESTAMP,
+    "lastUsedAt" DATETIME,
+    "revokedAt" DATETIME,
+    CONSTRAINT "PhoneToken_orgId_fkey" FOREIGN KEY ("orgId") REFERENCES "Org" ("id") ON DELETE CASCADE ON UPDATE CASCADE,
+    CONSTRAINT "PhoneToken_apiKeyId_fkey" FOREIGN KEY ("apiKeyId") REFERENCES "ApiKey" ("id") ON DELETE CASCADE ON UPDATE CASCADE
+);
+
+-- CreateIndex
+CREATE UNIQUE INDEX "PhoneToken_hash_key" ON "PhoneToken"("hash");
+
+-- CreateIndex
+CREATE INDEX "PhoneToken_orgId_idx" ON "PhoneToken"("orgId");
+
+-- CreateIndex
+CREATE INDEX "PhoneToken_apiKeyId_idx" ON "PhoneToken"("apiKeyId");
