@@ -68,6 +68,12 @@ export class RequestLog {
   private ready: RequestLogRow[] = [];
   /** Finished sessions' rows, held one flush longer: a session's last debit is written just after its socket closes. */
   private holding: RequestLogRow[] = [];
+  /**
+   * Rows of requests whose client left: the engine is stopped after the response ended, and the
+   * debit for what it produced comes after the row was made. Each waits for that debit, or until
+   * the time kept with it (a flush interval), before it is written.
+   */
+  private awaitingDebit = new Map<RequestLogRow, number>();
   private turns: RequestLogTurnRow[] = [];
   private flushes = 0;
   private flushing: Promise<void> | null = null;
@@ -101,7 +107,7 @@ export class RequestLog {
 
   /** Rows and turns waiting to be written. */
   buffered(): number {
-    return this.ready.length + this.holding.length + this.turns.length;
+    return this.ready.length + this.holding.length + this.awaitingDebit.size + this.turns.length;
   }
 
   /**
@@ -172,6 +178,10 @@ export class RequestLog {
     entry.costMicros += costMicros;
     if (isRow(entry)) entry.modelId ??= usage.modelId;
     else entry.usageModelId ??= usage.modelId;
+    if (isRow(entry) && this.awaitingDebit.delete(entry)) {
+      this.ready.push(entry);
+      this.batchFilled();
+    }
   }
 
   /** A live session has started: its row's id is kept for its turns until it closes (called by the hook on session routes). */
@@ -274,7 +284,9 @@ export class RequestLog {
       row.servedBy ??= entry.attempts.findLast((a) => a.outcome === 'ok')?.upstreamId ?? null;
     }
     if (!found || entry) this.place(r.orgId, r.requestId, row);
-    (r.kind === 'session' ? this.holding : this.ready).push(row);
+    if (r.kind === 'session') this.holding.push(row);
+    else if (r.errorCode === 'client_gone') this.awaitingDebit.set(row, this.now() + this.options.flushMs);
+    else this.ready.push(row);
     this.batchFilled();
   }
 
@@ -288,6 +300,11 @@ export class RequestLog {
   private async writeBatch(): Promise<void> {
     this.flushSoon = false;
     this.flushes++;
+    for (const [row, writeBy] of this.awaitingDebit) {
+      if (writeBy > this.now()) continue;
+      this.awaitingDebit.delete(row);
+      this.ready.push(row);
+    }
     const rows = this.ready.length > MAX_ROWS_PER_WRITE ? this.ready.slice(0, MAX_ROWS_PER_WRITE) : this.ready;
     this.ready = rows === this.ready ? [] : this.ready.slice(MAX_ROWS_PER_WRITE);
     // Sessions closed since the last flush are written at the next one.
@@ -420,8 +437,9 @@ export class RequestLog {
     clearInterval(this.pruneTimer);
     clearInterval(this.settingsTimer);
     await this.pruning?.catch(() => {});
-    this.ready = this.ready.concat(this.holding);
+    this.ready = this.ready.concat(this.holding, [...this.awaitingDebit.keys()]);
     this.holding = [];
+    this.awaitingDebit.clear();
     for (let attempt = 0; attempt < 3 && (this.ready.length > 0 || this.turns.length > 0 || this.flushing); attempt++) {
       await this.flushing?.catch(() => {});
       await this.flush().catch(() => {});

@@ -69,15 +69,16 @@ describe('POST /v1/speak', () => {
   });
 
   it('errors as the SDK reports them: Deepgram\u2019s err_code and err_msg beside the envelope', async () => {
-    const cases: [Promise<unknown>, number, string][] = [
-      [deepgram().speak.v1.audio.generate({ text: '' }), 400, 'INVALID_REQUEST'],
-      [deepgram().speak.v1.audio.generate({ text: 'a'.repeat(2001) }), 400, 'INVALID_REQUEST'],
-      [deepgram().speak.v1.audio.generate({ text: FOX, encoding: 'mp3', container: 'wav' }), 400, 'INVALID_OUTPUT_FORMAT'],
-      [deepgram().speak.v1.audio.generate({ text: FOX, model: 'no-such-voice' }), 404, 'VOICE_NOT_FOUND'],
-      [deepgram('sk_svc_unknown').speak.v1.audio.generate({ text: FOX }), 401, 'INVALID_AUTH'],
+    // Each call made when its turn comes: a call made earlier would reject before anyone awaits it.
+    const cases: [() => Promise<unknown>, number, string][] = [
+      [() => deepgram().speak.v1.audio.generate({ text: '' }), 400, 'INVALID_REQUEST'],
+      [() => deepgram().speak.v1.audio.generate({ text: 'a'.repeat(2001) }), 400, 'INVALID_REQUEST'],
+      [() => deepgram().speak.v1.audio.generate({ text: FOX, encoding: 'mp3', container: 'wav' }), 400, 'INVALID_OUTPUT_FORMAT'],
+      [() => deepgram().speak.v1.audio.generate({ text: FOX, model: 'no-such-voice' }), 404, 'VOICE_NOT_FOUND'],
+      [() => deepgram('sk_svc_unknown').speak.v1.audio.generate({ text: FOX }), 401, 'INVALID_AUTH'],
     ];
     for (const [call, status, code] of cases) {
-      const e = await call.then(
+      const e = await call().then(
         () => undefined,
         (err: unknown) => err,
       );
