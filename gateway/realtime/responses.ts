@@ -14,6 +14,7 @@ import { toConversationItem, type ResponseInputEntry, type ResponseOptions } fro
 import { MAX_TEXT, bytesOf, charactersOf, chatMessages, chatToolChoice, chatTools, type Conversation, type ConversationItem } from './conversation.ts';
 import type { SessionEngines } from './engines.ts';
 import { ResponseRun } from './response-run.ts';
+import type { OutputPlayout } from './output-playout.ts';
 import type { EventError, ServerEvent } from './server-events.ts';
 import { applySessionUpdate, type RealtimeConfig } from './session-config.ts';
 
@@ -40,6 +41,8 @@ export interface ResponsesSession {
   sendPaced(event: ServerEvent): Promise<void>;
   close(code: number, reason: string, error?: EventError): void;
   sendError(e: EventError): void;
+  /** Set when the transport plays the answers' audio itself (a WebRTC call). */
+  readonly playout?: OutputPlayout;
 }
 
 export class Responses {
@@ -206,21 +209,43 @@ export class Responses {
     else onDone(); // an answer is still being spoken: this turn gets none
   }
 
-  /** The user spoke over the answer: it stops now, and its item keeps what was heard of it. */
-  interrupt(): void {
-    const run = this.active;
-    if (!run) return;
-    run.cancel('turn_detected');
+  /**
+   * The user spoke over the answer (`turn_detected`), or a WebRTC client cleared its audio
+   * (`client_cancelled`, output_audio_buffer.clear): the answer stops now, and its item keeps
+   * what was heard of it. A transport that plays the audio itself (a WebRTC call) stops it at
+   * once and says how much of which item was heard, which may be an answer that has finished
+   * and is still being played; otherwise the audio sent, no faster than real time, is taken as
+   * heard.
+   */
+  interrupt(reason: 'turn_detected' | 'client_cancelled' = 'turn_detected'): void {
     const { session } = this;
-    session.ctx.metrics.realtimeBargeIn();
+    const run = this.active;
+    const heard = session.playout?.stop() ?? null;
+    if (heard || (session.playout && reason === 'client_cancelled'))
+      session.send({ type: 'output_audio_buffer.cleared', response_id: heard?.responseId ?? run?.id ?? null });
+    if (heard && heard.itemId !== run?.assistantItemId) this.truncate(heard.itemId, heard.playedMs);
+    if (!run) {
+      if (heard && reason === 'turn_detected') session.ctx.metrics.realtimeBargeIn();
+      return;
+    }
+    run.cancel(reason);
+    if (reason === 'turn_detected') session.ctx.metrics.realtimeBargeIn();
     void run.done.then(() => {
       const id = run.assistantItemId;
-      const item = id ? session.conversation.get(id) : undefined;
-      if (!item || item.type !== 'message' || item.content[0]?.type !== 'output_audio') return;
-      const played = Math.round(run.playedMs());
-      session.conversation.cutAudio(item, played, run.spans);
-      session.send({ type: 'conversation.item.truncated', item_id: item.id, content_index: 0, audio_end_ms: played });
+      if (!id) return;
+      const played = session.playout ? (heard?.itemId === id ? heard.playedMs : 0) : run.playedMs();
+      this.truncate(id, played, run.spans);
     });
+  }
+
+  /** An assistant's audio item cut at what was heard of it, and the client told where. */
+  private truncate(id: string, playedMs: number, spans?: ResponseRun['spans']): void {
+    const { session } = this;
+    const item = session.conversation.get(id);
+    if (!item || item.type !== 'message' || item.content[0]?.type !== 'output_audio') return;
+    const played = Math.round(playedMs);
+    session.conversation.cutAudio(item, played, spans);
+    session.send({ type: 'conversation.item.truncated', item_id: item.id, content_index: 0, audio_end_ms: played });
   }
 
   /** The session is ending: every response stops now (each is billed for what it made). */
