@@ -9,7 +9,7 @@
 // connect timeout, its place and credit given back; a connection that fails, a hang-up, the
 // session's end (idle, revocation, shutdown, credit) end it the same way, once.
 import { randomBytes } from 'node:crypto';
-import type { RTCDataChannel, RTCPeerConnection, RtpPacket } from 'werift';
+import type { MediaStreamTrack, RTCDataChannel, RTCPeerConnection, RtpPacket } from 'werift';
 import type { WebSocket } from 'ws';
 import type { Timer } from '../../server/clock.ts';
 import type { GatewayContext } from '../context.ts';
@@ -78,7 +78,10 @@ export class RealtimeCall {
       stopped: (responseId) => this.broadcast({ type: 'output_audio_buffer.stopped', response_id: responseId }),
       overflow: () => this.end(1008, 'outgoing_buffer_full'),
     });
-    peer.audio.onTrack.subscribe((track) => track.onReceiveRtp.subscribe((rtp) => this.audioIn(rtp)));
+    // The remote track was made while the offer was applied; a later one (renegotiation) too.
+    const listen = (track: MediaStreamTrack) => track.onReceiveRtp.subscribe((rtp) => this.audioIn(rtp));
+    for (const track of peer.audio.receiver.tracks) listen(track);
+    peer.audio.onTrack.subscribe(listen);
     this.pc.onDataChannel.subscribe((channel) => this.channelOpened(channel));
     this.pc.connectionStateChange.subscribe((state) => this.connectionState(state));
     // A connection that never completes (ICE or DTLS) gives its place and credit back.

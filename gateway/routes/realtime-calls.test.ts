@@ -1,0 +1,195 @@
+// /v1/realtime over WebRTC (OpenAI's /v1/realtime/calls, developers.openai.com/api/docs/guides/realtime-webrtc):
+// a Node WebRTC client (werift, test/support/webrtc-client.ts) against the real gateway runtime
+// with the local recognizer (pocketsphinx), flite for the answers' speech and a scripted
+// OpenAI-compatible LLM. The gateway's clock is a manual one: a secret's expiry and a call's
+// connect timeout are reached by moving it; the audio itself flows in real time.
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import WebSocket from 'ws';
+import { createApiKey } from '../../server/services/keys/create-api-key.ts';
+import { revokeApiKey } from '../../server/services/keys/revoke-api-key.ts';
+import { upsertModel } from '../../server/services/models/upsert-model.ts';
+import { createOrg } from '../../server/services/orgs/create-org.ts';
+import { seedPlatformVoices } from '../../server/services/voices/seed-platform-voices.ts';
+import type { GatewayHarness } from '../../test/support/gateway-harness.ts';
+import { manualClock } from '../../test/support/manual-clock.ts';
+import { openRealtime, realtimeUrl, spokenPcm24 } from '../../test/support/realtime-client.ts';
+import { startScriptedUpstream, type ScriptedUpstream } from '../../test/support/scripted-openai-upstream.ts';
+import { STT_PRICE, audioCost, settleRecognizers, startSttGateway, transcribe, wavFile } from '../../test/support/stt-routes.ts';
+import { FLITE_PRICE, costOf } from '../../test/support/tts-routes.ts';
+import { usageRows } from '../../test/support/usage-rows.ts';
+import { makeOffer, openCall, postOffer, type CallEvent } from '../../test/support/webrtc-client.ts';
+import { checkProtocol } from '../upstreams/protocols/index.ts';
+
+const PRICE_IN = 150_001n;
+const PRICE_OUT = 600_003n;
+const REPLY = ['The ', 'weather ', 'is ', 'sunny', '.'];
+const REPLY_TEXT = REPLY.join('');
+const llmCost = (input: number, output: number): bigint => (BigInt(input) * PRICE_IN + BigInt(output) * PRICE_OUT + 999_999n) / 1_000_000n;
+
+const clock = manualClock(Date.parse('2026-12-05T12:00:00Z'));
+let h: GatewayHarness;
+let llm: ScriptedUpstream;
+let slowLlm: ScriptedUpstream;
+
+beforeAll(async () => {
+  h = await startSttGateway({ env: { SVC_WEBRTC_CONNECT_TIMEOUT_SECONDS: '15' }, clock });
+  const prisma = h.testDb.db.prisma;
+  await upsertModel(prisma, checkProtocol, {
+    id: 'local-flite',
+    modality: 'tts',
+    prices: { picoPerChar: FLITE_PRICE },
+    upstream: { url: 'local:flite', protocol: 'flite' },
+  });
+  await seedPlatformVoices(prisma);
+  llm = await startScriptedUpstream({ kind: 'stream', chunks: REPLY, usage: { prompt_tokens: 40, completion_tokens: 6 } });
+  slowLlm = await startScriptedUpstream({
+    kind: 'stream',
+    chunks: Array.from({ length: 600 }, (_, i) => `Sentence number ${i} is here. `),
+    delayMs: 100,
+    usage: { prompt_tokens: 40, completion_tokens: 200 },
+  });
+  const prices = { inputPicoPerToken: PRICE_IN, outputPicoPerToken: PRICE_OUT };
+  await upsertModel(prisma, checkProtocol, { id: 'rt-llm', modality: 'llm', prices, upstream: { url: llm.baseUrl, protocol: 'openai' } });
+  await upsertModel(prisma, checkProtocol, { id: 'rt-slow', modality: 'llm', prices, upstream: { url: slowLlm.baseUrl, protocol: 'openai' } });
+  await h.runtime.ctx.registry.refresh();
+  await h.runtime.ctx.health.checkAll();
+}, 60_000);
+
+afterAll(async () => {
+  await Promise.allSettled([llm?.close(), slowLlm?.close()]);
+  await settleRecognizers();
+  await h?.close();
+});
+
+async function orgWithKey(credit = 10_000_000n) {
+  const org = await createOrg(h.testDb.db, { name: 'webrtc', creditsMicros: credit });
+  const key = await createApiKey(h.testDb.db.prisma, { orgId: org.id, name: 'k' });
+  return { orgId: org.id, key: key.key, keyId: key.id };
+}
+
+async function mint(key: string, body: object): Promise<{ status: number; json: Record<string, unknown> }> {
+  const res = await fetch(`${h.url}/v1/realtime/client_secrets`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
+  return { status: res.status, json: (await res.json()) as Record<string, unknown> };
+}
+
+async function secretFor(key: string, session: object = { type: 'realtime', model: 'rt-llm' }, seconds?: number): Promise<string> {
+  const { status, json } = await mint(key, { session, ...(seconds ? { expires_after: { anchor: 'created_at', seconds } } : {}) });
+  expect(status, JSON.stringify(json)).toBe(200);
+  return json.value as string;
+}
+
+/** Every session's last debit written and committed. */
+async function billed(): Promise<void> {
+  expect(await h.runtime.ctx.lifecycle.settled(10_000)).toBe(true);
+  await h.settled();
+}
+
+const types = (events: CallEvent[]) => events.map((e) => e.type);
+const samplesOf = (pcm: Buffer) => Float32Array.from({ length: pcm.length / 2 }, (_, i) => pcm.readInt16LE(i * 2) / 32768);
+const rms = (x: Float32Array) => Math.sqrt(x.reduce((s, v) => s + v * v, 0) / Math.max(1, x.length));
+
+describe('a call from a browser', () => {
+  it('mints a secret with a key, offers with it, hears the question, speaks the answer on the track, and bills each leg', async () => {
+    const { key, orgId } = await orgWithKey();
+    const minted = await mint(key, {
+      expires_after: { anchor: 'created_at', seconds: 600 },
+      session: { type: 'realtime', model: 'rt-llm', instructions: 'Answer briefly.' },
+    });
+    expect(minted.status).toBe(200);
+    expect(minted.json).toMatchObject({
+      value: expect.stringMatching(/^ek_/),
+      expires_at: Math.floor(clock.now() / 1000) + 600,
+      session: { type: 'realtime', model: 'rt-llm', instructions: 'Answer briefly.' },
+    });
+    // The secret carries no key: only the key's hash, signed.
+    expect(minted.json.value as string).not.toContain(key.slice(7));
+    const call = await openCall(h.url, minted.json.value as string);
+    const created = await call.next('session.created');
+    expect(created.session).toMatchObject({ model: 'rt-llm', instructions: 'Answer briefly.', models: { stt: 'local-stt', llm: 'rt-llm', tts: 'local-flite' } });
+    // Server VAD is on, as OpenAI's; the audio formats are the track's whatever an update says.
+    expect(created.session).toMatchObject({ audio: { input: { turn_detection: { type: 'server_vad' } } } });
+    call.send({ type: 'session.update', session: { type: 'realtime', audio: { input: { format: { type: 'audio/pcmu' } } } } });
+    expect((await call.next('session.updated')).session).toMatchObject({ audio: { input: { format: { type: 'audio/pcm', rate: 24_000 } } } });
+
+    const question = await spokenPcm24('what is the weather like today');
+    const frames = await call.speak(question);
+    const heard = await call.until('conversation.item.input_audio_transcription.completed');
+    expect(types(heard)).toEqual(expect.arrayContaining(['input_audio_buffer.speech_started', 'input_audio_buffer.speech_stopped']));
+    expect(heard.at(-1)!.transcript).toMatch(/weather/);
+    const answer = await call.until('output_audio_buffer.stopped');
+    const done = answer.find((e) => e.type === 'response.done')!.response as { id: string; status: string; usage: { svc: { tts_characters: number } } };
+    expect(done.status).toBe('completed');
+    // Over WebRTC the audio is on the track only; the data channel says when it starts and stops.
+    expect(types(answer)).not.toContain('response.output_audio.delta');
+    expect(answer.find((e) => e.type === 'output_audio_buffer.started')).toMatchObject({ response_id: done.id });
+    expect(answer.at(-1)).toMatchObject({ response_id: done.id });
+    const transcript = answer.filter((e) => e.type === 'response.output_audio_transcript.delta').map((e) => e.delta).join('');
+    expect(transcript).toBe(REPLY_TEXT);
+
+    // The answer's audio as the track brought it: speech of plausible length, heard back as the words.
+    const { pcm, packets } = call.received();
+    expect(pcm.length).toBe(packets * 960);
+    const seconds = pcm.length / 2 / 24_000;
+    expect(seconds).toBeGreaterThan(0.6);
+    expect(seconds).toBeLessThan(5);
+    expect(rms(samplesOf(pcm))).toBeGreaterThan(0.02);
+    const res = await transcribe(h, wavFile([samplesOf(pcm)], 24_000), { model: 'local-stt' });
+    expect(((await res.json()) as { text: string }).text).toMatch(/weather/);
+
+    await call.close();
+    await vi.waitFor(() => expect(h.runtime.ctx.admission.openStreams).toBe(0), { timeout: 10_000, interval: 20 });
+    await billed();
+    const rows = await usageRows(h.testDb.db.prisma, { orgId });
+    const stt = rows.filter((r) => r.modality === 'stt');
+    // Every 20 ms frame sent, decoded on the gateway and billed by the millisecond.
+    expect(stt.reduce((n, r) => n + r.audioMillis, 0)).toBe(frames * 20);
+    expect(stt.reduce((n, r) => n + r.costMicros, 0n)).toBe(audioCost(frames * 20, STT_PRICE));
+    expect(rows.filter((r) => r.modality === 'llm').map((r) => [r.inputTokens, r.outputTokens, r.costMicros])).toEqual([[40, 6, llmCost(40, 6)]]);
+    const tts = rows.filter((r) => r.modality === 'tts');
+    expect(tts.reduce((n, r) => n + r.characters, 0)).toBe(REPLY_TEXT.length);
+    expect(done.usage.svc.tts_characters).toBe(REPLY_TEXT.length);
+    expect(tts.reduce((n, r) => n + r.costMicros, 0n)).toBe(tts.reduce((n, r) => n + costOf(r.characters, FLITE_PRICE), 0n));
+    expect(rows.every((r) => r.route === 'realtime')).toBe(true);
+    // One request-log row for the call, a session's, with its turn.
+    const [row] = await vi.waitFor(
+      async () => {
+        await h.runtime.ctx.requestLog!.flush();
+        const found = await h.testDb.db.prisma.requestLog.findMany({ where: { orgId, route: '/v1/realtime/calls' } });
+        expect(found).toHaveLength(1);
+        return found;
+      },
+      { timeout: 10_000, interval: 50 },
+    );
+    expect(row).toMatchObject({ kind: 'session', status: 201, modelId: 'rt-llm' });
+    expect(await h.testDb.db.prisma.requestLogTurn.count({ where: { requestLogId: row!.id } })).toBe(1);
+  }, 90_000);
+
+  it('speaking over the answer stops its audio on the track and truncates the item at what was played', async () => {
+    const { key } = await orgWithKey();
+    const call = await openCall(h.url, await secretFor(key, { type: 'realtime', model: 'rt-slow' }));
+    await call.next('session.created');
+    await call.speak(await spokenPcm24('tell me a long story', 0.8));
+    const started = await call.next('output_audio_buffer.started');
+    // A second of the answer heard, then the user speaks over it.
+    await vi.waitFor(() => expect(call.received().packets).toBeGreaterThanOrEqual(50), { timeout: 30_000, interval: 20 });
+    await call.speak(await spokenPcm24('stop please', 0.8));
+    const cut = await call.until('conversation.item.truncated');
+    expect(types(cut)).toContain('input_audio_buffer.speech_started');
+    expect(cut.find((e) => e.type === 'output_audio_buffer.cleared')).toMatchObject({ response_id: started.response_id });
+    const done = cut.find((e) => e.type === 'response.done')!.response as { status: string; status_details: { reason: string } };
+    expect(done).toMatchObject({ status: 'cancelled', status_details: { reason: 'turn_detected' } });
+    const truncated = cut.at(-1)!;
+    // What the gateway played of the item: at least the second heard, no more than the track brought.
+    expect(truncated.audio_end_ms).toBeGreaterThanOrEqual(1000);
+    await vi.waitFor(() => expect(call.received().packets * 20).toBeGreaterThanOrEqual(truncated.audio_end_ms as number), { timeout: 5000, interval: 20 });
+    call.send({ type: 'conversation.item.retrieve', item_id: truncated.item_id });
+    const item = (await call.next('conversation.item.retrieved')).item as { status: string; content: { transcript: string }[] };
+    expect(item.status).toBe('incomplete');
+    expect(item.content[0]!.transcript).toMatch(/^Sentence number 0/);
+    await call.close();
+  }, 90_000);
+});
