@@ -193,3 +193,129 @@ describe('a call from a browser', () => {
     await call.close();
   }, 90_000);
 });
+
+describe('refused before any media', () => {
+  /** A refusal of an offer: its status and envelope, and no call (no SDP answer, no session). */
+  async function refused(bearer: string | undefined, sdp?: string, options = {}) {
+    const offer = sdp ?? (await makeOffer());
+    const res = await postOffer(h.url, bearer, typeof offer === 'string' ? offer : offer.sdp, options);
+    if (typeof offer !== 'string') await offer.pc.close();
+    expect(res.headers.get('content-type')).toMatch(/application\/json/);
+    expect(res.headers.get('location')).toBeNull();
+    expect(h.runtime.ctx.admission.openStreams).toBe(0);
+    return { status: res.status, error: ((await res.json()) as { error: { code: string; message: string; param: string | null } }).error };
+  }
+
+  it('a wrong, an altered or an expired secret is 401; a revoked key refuses its secrets', async () => {
+    const { key, keyId } = await orgWithKey();
+    expect(await refused('ek_' + 'x'.repeat(40))).toMatchObject({ status: 401, error: { code: 'invalid_api_key', message: expect.stringMatching(/not issued by this server/) } });
+    const secret = await secretFor(key, { type: 'realtime', model: 'rt-llm' }, 10);
+    // One character of the signed settings changed.
+    const dot = secret.indexOf('.');
+    const altered = `${secret.slice(0, dot - 2)}${secret[dot - 2] === 'A' ? 'B' : 'A'}${secret.slice(dot - 1)}`;
+    expect(await refused(altered)).toMatchObject({ status: 401, error: { code: 'invalid_api_key' } });
+    // Its mac on another secret's settings.
+    const other = await secretFor(key, { type: 'realtime', model: 'rt-slow' });
+    expect(await refused(`${other.slice(0, other.indexOf('.'))}${secret.slice(dot)}`)).toMatchObject({ status: 401 });
+    clock.advance(10_000);
+    expect(await refused(secret)).toMatchObject({ status: 401, error: { code: 'invalid_api_key', message: expect.stringMatching(/expired/) } });
+    await revokeApiKey(h.testDb.db.prisma, { id: keyId });
+    expect(await refused(other)).toMatchObject({ status: 401, error: { code: 'api_key_disabled' } });
+  });
+
+  it('no credential, or an offer that is not one, is refused', async () => {
+    const { key } = await orgWithKey();
+    expect(await refused(undefined)).toMatchObject({ status: 401, error: { code: 'invalid_api_key' } });
+    const secret = await secretFor(key);
+    expect(await refused(secret, 'hello')).toMatchObject({ status: 400, error: { param: 'sdp' } });
+    const { pc, sdp } = await makeOffer();
+    await pc.close();
+    const noChannel = sdp.replace(/m=application[\s\S]*$/, '');
+    expect(await refused(secret, noChannel)).toMatchObject({ status: 400, error: { param: 'sdp', message: expect.stringMatching(/data channel/) } });
+    expect(await refused(secret, sdp.replace(/opus/gi, 'speex'))).toMatchObject({ status: 400, error: { message: expect.stringMatching(/Opus/) } });
+    // Settings that do not read, given with the offer.
+    expect(await refused(secret, undefined, { session: { type: 'realtime', audio: { output: { speed: 9 } } } })).toMatchObject({
+      status: 400,
+      error: { param: 'session.audio.output.speed' },
+    });
+  });
+
+  it('minting takes a key, a bounded lifetime and settings that resolve', async () => {
+    const { key } = await orgWithKey();
+    const secret = await secretFor(key);
+    expect(await mint(secret, {})).toMatchObject({ status: 401, json: { error: { code: 'invalid_api_key', message: expect.stringMatching(/cannot mint/) } } });
+    expect(await mint(key, { expires_after: { anchor: 'created_at', seconds: 5 } })).toMatchObject({
+      status: 400,
+      json: { error: { param: 'expires_after.seconds' } },
+    });
+    expect(await mint(key, { expires_after: { anchor: 'created_at', seconds: 7201 } })).toMatchObject({ status: 400 });
+    expect(await mint(key, { session: { type: 'realtime', model: 'no-such-model' } })).toMatchObject({
+      status: 404,
+      json: { error: { code: 'model_not_found' } },
+    });
+    expect(await mint(key, { session: { type: 'realtime', model: 'rt-llm', tools: 'x' } })).toMatchObject({ status: 400, json: { error: { param: 'session.tools' } } });
+    expect(await mint(key, { session: { type: 'realtime', model: 'rt-llm', instructions: 'x'.repeat(20_000) } })).toMatchObject({
+      status: 400,
+      json: { error: { param: 'session', message: expect.stringMatching(/session.update/) } },
+    });
+    // The default lifetime is OpenAI's: ten minutes.
+    expect((await mint(key, { session: { type: 'realtime', model: 'rt-llm' } })).json.expires_at).toBe(Math.floor(clock.now() / 1000) + 600);
+  });
+});
+
+describe('the call and its server', () => {
+  it('a control socket (?call_id=, the same org) sees the call’s events and sends its own; a hang-up ends the call', async () => {
+    const { key } = await orgWithKey();
+    const other = await orgWithKey();
+    // A server may offer with its key and the settings in the multipart body.
+    const call = await openCall(h.url, key, { session: { type: 'realtime', model: 'rt-llm', instructions: 'From the server.' } });
+    expect((await call.next('session.created')).session).toMatchObject({ instructions: 'From the server.' });
+    const refusedUpgrade = await new Promise<number>((resolve) => {
+      const ws = new WebSocket(realtimeUrl(h, { call_id: call.id }), { headers: { authorization: `Bearer ${other.key}` } });
+      ws.once('unexpected-response', (_req, res) => resolve(res.statusCode!));
+      ws.once('open', () => resolve(101));
+    });
+    expect(refusedUpgrade).toBe(404);
+    const control = await openRealtime(h, key, { call_id: call.id });
+    control.send({ type: 'session.update', session: { type: 'realtime', instructions: 'Changed by the server.' } });
+    const fromControl = await control.next('session.updated');
+    expect(fromControl.session).toMatchObject({ instructions: 'Changed by the server.' });
+    expect((await call.next('session.updated')).session).toMatchObject({ instructions: 'Changed by the server.' });
+    // What the client sends, the server sees answered.
+    call.send({ type: 'conversation.item.create', item: { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'hi' }] } });
+    expect((await control.next('conversation.item.done')).item).toMatchObject({ role: 'user' });
+    const hangup = await fetch(`${h.url}/v1/realtime/calls/${call.id}/hangup`, { method: 'POST', headers: { authorization: `Bearer ${other.key}` } });
+    expect(hangup.status).toBe(404);
+    expect((await fetch(`${h.url}/v1/realtime/calls/${call.id}/hangup`, { method: 'POST', headers: { authorization: `Bearer ${key}` } })).status).toBe(200);
+    expect(await control.closed).toEqual({ code: 1000, reason: 'hangup' });
+    await call.closed;
+    await vi.waitFor(() => expect(h.runtime.ctx.admission.openStreams).toBe(0), { timeout: 10_000, interval: 20 });
+    await call.close();
+  }, 60_000);
+
+  it('a revoked key ends the call: an error event, then the connection closes', async () => {
+    const { key, keyId } = await orgWithKey();
+    const call = await openCall(h.url, await secretFor(key));
+    await call.next('session.created');
+    await revokeApiKey(h.testDb.db.prisma, { id: keyId });
+    expect((await call.next('error')).error).toMatchObject({ code: 'api_key_disabled' });
+    await call.closed;
+    await vi.waitFor(() => expect(h.runtime.ctx.admission.openStreams).toBe(0), { timeout: 10_000, interval: 20 });
+    await call.close();
+  }, 30_000);
+
+  it('a call whose connection never completes gives its place and its credit back after the connect timeout', async () => {
+    const { key, orgId } = await orgWithKey();
+    const { pc, sdp } = await makeOffer();
+    const res = await postOffer(h.url, await secretFor(key), sdp);
+    expect(res.status).toBe(201);
+    // The client goes away without applying the answer: no ICE, no DTLS.
+    await pc.close();
+    expect(h.runtime.ctx.admission.openStreams).toBe(1);
+    clock.advance(15_000);
+    await vi.waitFor(() => expect(h.runtime.ctx.admission.openStreams).toBe(0), { timeout: 10_000, interval: 20 });
+    await billed();
+    expect(await usageRows(h.testDb.db.prisma, { orgId })).toEqual([]);
+    expect((await h.testDb.db.prisma.org.findUniqueOrThrow({ where: { id: orgId } })).balanceMicros).toBe(10_000_000n);
+  }, 30_000);
+});

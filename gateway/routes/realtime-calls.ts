@@ -14,7 +14,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { ServiceError } from '../../server/services/errors.ts';
 import { hashApiKey } from '../../server/services/keys/api-key-format.ts';
 import type { ClientSecretClaims } from '../../server/services/keys/client-secret-format.ts';
-import { isClientSecret } from '../../server/services/keys/client-secret-format.ts';
+import { DEFAULT_TTL_SECONDS, MAX_TTL_SECONDS, MIN_TTL_SECONDS, isClientSecret } from '../../server/services/keys/client-secret-format.ts';
 import { createClientSecret } from '../../server/services/keys/create-client-secret.ts';
 import { verifyClientSecret } from '../../server/services/keys/verify-client-secret.ts';
 import type { GatewayContext } from '../context.ts';
@@ -47,12 +47,14 @@ async function clientSecretCredential(ctx: GatewayContext, request: FastifyReque
   return { keyHash: claims.keyHash };
 }
 
-/** What a session's settings ask of the admission: its model, and whether it is a transcription session. */
-function askOf(session: Obj): RealtimeAsk {
-  return {
-    model: typeof session.model === 'string' ? session.model : undefined,
-    intent: session.type === 'transcription' ? 'transcription' : undefined,
-  };
+/** OpenAI's default model: a session that names none gets the first realtime profile (profiles.ts). */
+const DEFAULT_MODEL = 'gpt-realtime';
+
+/** What a session's settings ask of the admission: its model (OpenAI's default when none), and whether it is a transcription session. */
+function askOf(session: Obj, fallbackModel?: unknown): RealtimeAsk {
+  if (session.type === 'transcription') return { intent: 'transcription', model: typeof session.model === 'string' ? session.model : undefined };
+  const model = typeof session.model === 'string' ? session.model : typeof fallbackModel === 'string' ? fallbackModel : DEFAULT_MODEL;
+  return { model };
 }
 
 /** The settings checked as a session.update of a new session would be (400 naming the field). */
@@ -86,12 +88,18 @@ export async function registerRealtimeCallRoutes(app: FastifyInstance, ctx: Gate
         if (!isObj(after)) throw new ServiceError('invalid_request', 'expires_after: must be an object {anchor, seconds}.', 'expires_after');
         if (after.anchor !== undefined && after.anchor !== 'created_at')
           throw new ServiceError('invalid_request', 'expires_after.anchor: must be "created_at".', 'expires_after.anchor');
-        if (after.seconds !== undefined && typeof after.seconds !== 'number')
-          throw new ServiceError('invalid_request', 'expires_after.seconds: must be a number.', 'expires_after.seconds');
-        ttlSeconds = after.seconds as number | undefined;
+        const seconds = after.seconds;
+        if (seconds !== undefined && (typeof seconds !== 'number' || !Number.isInteger(seconds) || seconds < MIN_TTL_SECONDS || seconds > MAX_TTL_SECONDS))
+          throw new ServiceError(
+            'invalid_request',
+            `expires_after.seconds: must be an integer from ${MIN_TTL_SECONDS} to ${MAX_TTL_SECONDS} (default ${DEFAULT_TTL_SECONDS}).`,
+            'expires_after.seconds',
+          );
+        ttlSeconds = seconds;
       }
       checkSettings(session);
-      const resolved = resolveRealtimeAsk(ctx, profiles, askOf(session));
+      const ask = askOf(session);
+      const resolved = resolveRealtimeAsk(ctx, profiles, ask);
       const { value, expiresAt } = await createClientSecret(ctx.db.prisma, {
         orgId: request.auth.orgId,
         keyHash: hashApiKey(presentedKey(request)!),
@@ -125,8 +133,7 @@ export async function registerRealtimeCallRoutes(app: FastifyInstance, ctx: Gate
       for (const s of settings) checkSettings(s);
       const q = request.query as Record<string, unknown>;
       const merged: Obj = Object.assign({}, ...settings);
-      const ask = askOf(merged);
-      if (!ask.model && typeof q.model === 'string') ask.model = q.model;
+      const ask = askOf(merged, q.model);
       const place = calls.reserve();
       let admission;
       try {
