@@ -136,7 +136,7 @@ export class AudioPlayout implements OutputPlayout {
     this.timer = undefined;
     if (this.closed || !this.frameReady()) return; // an underrun: the next push starts a new run
     const now = performance.now();
-    const gapFrames = first && this.lastFrameAt > 0 ? Math.max(0, Math.round((now - this.lastFrameAt) / FRAME_MS) - 1) : 0;
+    const gapFrames = first && Number.isFinite(this.lastFrameAt) ? Math.max(0, Math.round((now - this.lastFrameAt) / FRAME_MS) - 1) : 0;
     if (first) {
       this.epoch = now;
       this.sent = 0;
