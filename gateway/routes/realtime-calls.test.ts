@@ -109,7 +109,11 @@ describe('a call from a browser', () => {
     expect(minted.json.value as string).not.toContain(key.slice(7));
     const call = await openCall(h.url, minted.json.value as string);
     const created = await call.next('session.created');
-    expect(created.session).toMatchObject({ model: 'rt-llm', instructions: 'Answer briefly.', models: { stt: 'local-stt', llm: 'rt-llm', tts: 'local-flite' } });
+    expect(created.session).toMatchObject({
+      model: 'rt-llm',
+      instructions: 'Answer briefly.',
+      models: { stt: 'local-stt', llm: 'rt-llm', tts: 'local-flite' },
+    });
     // Server VAD is on, as OpenAI's; the audio formats are the track's whatever an update says.
     expect(created.session).toMatchObject({ audio: { input: { turn_detection: { type: 'server_vad' } } } });
     call.send({ type: 'session.update', session: { type: 'realtime', audio: { input: { format: { type: 'audio/pcmu' } } } } });
@@ -127,7 +131,10 @@ describe('a call from a browser', () => {
     expect(types(answer)).not.toContain('response.output_audio.delta');
     expect(answer.find((e) => e.type === 'output_audio_buffer.started')).toMatchObject({ response_id: done.id });
     expect(answer.at(-1)).toMatchObject({ response_id: done.id });
-    const transcript = answer.filter((e) => e.type === 'response.output_audio_transcript.delta').map((e) => e.delta).join('');
+    const transcript = answer
+      .filter((e) => e.type === 'response.output_audio_transcript.delta')
+      .map((e) => e.delta)
+      .join('');
     expect(transcript).toBe(REPLY_TEXT);
 
     // The answer's audio as the track brought it: speech of plausible length, heard back as the words.
@@ -208,7 +215,10 @@ describe('refused before any media', () => {
 
   it('a wrong, an altered or an expired secret is 401; a revoked key refuses its secrets', async () => {
     const { key, keyId } = await orgWithKey();
-    expect(await refused('ek_' + 'x'.repeat(40))).toMatchObject({ status: 401, error: { code: 'invalid_api_key', message: expect.stringMatching(/not issued by this server/) } });
+    expect(await refused('ek_' + 'x'.repeat(40))).toMatchObject({
+      status: 401,
+      error: { code: 'invalid_api_key', message: expect.stringMatching(/not issued by this server/) },
+    });
     const secret = await secretFor(key, { type: 'realtime', model: 'rt-llm' }, 10);
     // One character of the signed settings changed.
     const dot = secret.indexOf('.');
@@ -253,7 +263,10 @@ describe('refused before any media', () => {
       status: 404,
       json: { error: { code: 'model_not_found' } },
     });
-    expect(await mint(key, { session: { type: 'realtime', model: 'rt-llm', tools: 'x' } })).toMatchObject({ status: 400, json: { error: { param: 'session.tools' } } });
+    expect(await mint(key, { session: { type: 'realtime', model: 'rt-llm', tools: 'x' } })).toMatchObject({
+      status: 400,
+      json: { error: { param: 'session.tools' } },
+    });
     expect(await mint(key, { session: { type: 'realtime', model: 'rt-llm', instructions: 'x'.repeat(20_000) } })).toMatchObject({
       status: 400,
       json: { error: { param: 'session', message: expect.stringMatching(/session.update/) } },

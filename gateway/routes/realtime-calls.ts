@@ -167,11 +167,7 @@ export async function registerRealtimeCallRoutes(app: FastifyInstance, ctx: Gate
         throw e;
       }
       place.add(call);
-      return reply
-        .code(201)
-        .header('location', `/v1/realtime/calls/${call.id}`)
-        .type('application/sdp')
-        .send(call.answerSdp);
+      return reply.code(201).header('location', `/v1/realtime/calls/${call.id}`).type('application/sdp').send(call.answerSdp);
     },
   });
 
