@@ -12,6 +12,7 @@ import { createOrg } from '../../server/services/orgs/create-org.ts';
 import { seedPlatformVoices } from '../../server/services/voices/seed-platform-voices.ts';
 import type { GatewayHarness } from '../../test/support/gateway-harness.ts';
 import { manualClock } from '../../test/support/manual-clock.ts';
+import { openApiResponseChecker } from '../../test/support/openapi-responses.ts';
 import { openRealtime, realtimeUrl, spokenPcm24 } from '../../test/support/realtime-client.ts';
 import { startScriptedUpstream, type ScriptedUpstream } from '../../test/support/scripted-openai-upstream.ts';
 import { STT_PRICE, audioCost, settleRecognizers, startSttGateway, transcribe, wavFile } from '../../test/support/stt-routes.ts';
@@ -30,9 +31,11 @@ const clock = manualClock(Date.parse('2026-12-05T12:00:00Z'));
 let h: GatewayHarness;
 let llm: ScriptedUpstream;
 let slowLlm: ScriptedUpstream;
+/** Every answer of these routes is checked against GET /openapi.json. */
+let checker: ReturnType<typeof openApiResponseChecker>;
 
 beforeAll(async () => {
-  h = await startSttGateway({ env: { SVC_WEBRTC_CONNECT_TIMEOUT_SECONDS: '15' }, clock });
+  h = await startSttGateway({ env: { SVC_WEBRTC_CONNECT_TIMEOUT_SECONDS: '15', SVC_WEBRTC_MAX_CALLS: '2' }, clock });
   const prisma = h.testDb.db.prisma;
   await upsertModel(prisma, checkProtocol, {
     id: 'local-flite',
@@ -53,7 +56,12 @@ beforeAll(async () => {
   await upsertModel(prisma, checkProtocol, { id: 'rt-slow', modality: 'llm', prices, upstream: { url: slowLlm.baseUrl, protocol: 'openai' } });
   await h.runtime.ctx.registry.refresh();
   await h.runtime.ctx.health.checkAll();
+  checker = openApiResponseChecker((await (await fetch(`${h.url}/openapi.json`)).json()) as Record<string, unknown>);
 }, 60_000);
+
+function documented(path: string, res: Response, json: unknown): void {
+  expect(checker.problems({ method: 'POST', path, status: res.status, contentType: res.headers.get('content-type'), json })).toEqual([]);
+}
 
 afterAll(async () => {
   await Promise.allSettled([llm?.close(), slowLlm?.close()]);
@@ -73,7 +81,9 @@ async function mint(key: string, body: object): Promise<{ status: number; json: 
     headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
     body: JSON.stringify(body),
   });
-  return { status: res.status, json: (await res.json()) as Record<string, unknown> };
+  const json = (await res.json()) as Record<string, unknown>;
+  documented('/v1/realtime/client_secrets', res, json);
+  return { status: res.status, json };
 }
 
 async function secretFor(key: string, session: object = { type: 'realtime', model: 'rt-llm' }, seconds?: number): Promise<string> {
@@ -210,7 +220,9 @@ describe('refused before any media', () => {
     expect(res.headers.get('content-type')).toMatch(/application\/json/);
     expect(res.headers.get('location')).toBeNull();
     expect(h.runtime.ctx.admission.openStreams).toBe(0);
-    return { status: res.status, error: ((await res.json()) as { error: { code: string; message: string; param: string | null } }).error };
+    const json = (await res.json()) as { error: { code: string; message: string; param: string | null } };
+    documented('/v1/realtime/calls', res, json);
+    return { status: res.status, error: json.error };
   }
 
   it('a wrong, an altered or an expired secret is 401; a revoked key refuses its secrets', async () => {
@@ -322,6 +334,9 @@ describe('the call and its server', () => {
     const { pc, sdp } = await makeOffer();
     const res = await postOffer(h.url, await secretFor(key), sdp);
     expect(res.status).toBe(201);
+    expect(res.headers.get('location')).toMatch(/^\/v1\/realtime\/calls\/rtc_[0-9a-f]{32}$/);
+    documented('/v1/realtime/calls', res, undefined);
+    expect(await res.text()).toMatch(/^v=0\r\n[\s\S]*a=candidate:/);
     // The client goes away without applying the answer: no ICE, no DTLS.
     await pc.close();
     expect(h.runtime.ctx.admission.openStreams).toBe(1);
@@ -330,5 +345,27 @@ describe('the call and its server', () => {
     await billed();
     expect(await usageRows(h.testDb.db.prisma, { orgId })).toEqual([]);
     expect((await h.testDb.db.prisma.org.findUniqueOrThrow({ where: { id: orgId } })).balanceMicros).toBe(10_000_000n);
+  }, 30_000);
+
+  it('past the calls a process takes, an offer is 503 until one ends', async () => {
+    const { key } = await orgWithKey();
+    const secret = await secretFor(key);
+    for (let i = 0; i < 2; i++) {
+      const { pc, sdp } = await makeOffer();
+      expect((await postOffer(h.url, secret, sdp)).status).toBe(201);
+      await pc.close();
+    }
+    const { pc, sdp } = await makeOffer();
+    const full = await postOffer(h.url, secret, sdp);
+    expect(full.status).toBe(503);
+    expect(full.headers.get('retry-after')).toBe('1');
+    expect(((await full.json()) as { error: { code: string } }).error.code).toBe('temporarily_unavailable');
+    clock.advance(15_000);
+    await vi.waitFor(() => expect(h.runtime.ctx.admission.openStreams).toBe(0), { timeout: 10_000, interval: 20 });
+    const again = await postOffer(h.url, secret, sdp);
+    expect(again.status).toBe(201);
+    await pc.close();
+    clock.advance(15_000);
+    await vi.waitFor(() => expect(h.runtime.ctx.admission.openStreams).toBe(0), { timeout: 10_000, interval: 20 });
   }, 30_000);
 });
