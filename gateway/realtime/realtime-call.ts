@@ -207,6 +207,8 @@ export class RealtimeCall {
     });
     this.connectTimer?.cancel();
     this.connectTimer = null;
+    // eslint-disable-next-line @typescript-eslint/no-this-alias -- the outbox's `open` getter reads the call's state
+    const call = this;
     const outbox = {
       send: (event: ServerEvent, options?: SendOptions) => this.fromSession(event, options),
       drained: () => this.playout.drained(),
@@ -215,8 +217,6 @@ export class RealtimeCall {
         return !call.ended;
       },
     };
-    // eslint-disable-next-line @typescript-eslint/no-this-alias -- the outbox's `open` getter reads the call's state
-    const call = this;
     this.session = startRealtimeSession(ctx, admission, outbox, { ...start, playout: this.playout });
   }
 
