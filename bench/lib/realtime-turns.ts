@@ -112,6 +112,8 @@ export interface Turn {
   total: number;
   /** end of speech → the first audible sample plays (FirstAudible); NaN on the routes path */
   audible: number;
+  /** speech_stopped → the first audible sample, less the gateway's first_audio_ms: what the transport adds; NaN on the routes path */
+  audibleAdded: number;
   /** turn ends before the end of speech */
   cutOffs: number;
 }
