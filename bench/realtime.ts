@@ -57,7 +57,7 @@ import { median, percentile, table } from './lib/load.ts';
 import { startBundled, startTs } from './lib/processes.ts';
 import { voiceFixture } from './lib/voice-fixture.ts';
 import { EventSocket, FRAME_MS, FirstAudible, RATE, question, withAudio, type Question, type Turn } from './lib/realtime-turns.ts';
-import { WebRtcCall } from './lib/webrtc-call.ts';
+import { WebRtcCall, webrtcTurn } from './lib/webrtc-call.ts';
 
 const args = process.argv.slice(2);
 const { values } = parseArgs({
@@ -140,65 +140,6 @@ function realtimeTurn(s: EventSocket, q: Question): Promise<Turn> {
           if (response!.status !== 'completed' || Number.isNaN(audioAt))
             return settle.reject(new Error(`realtime response ${response!.status}${Number.isNaN(audioAt) ? ' without audio' : ''}`));
           const { llm_first_token_ms: llm, first_audio_ms: firstAudio } = response!.svc_timings;
-          settle.resolve({
-            turnDetection: stoppedAt - audio.voicedSentAt,
-            llmFirstToken: llm,
-            ttsFirstAudio: firstAudio - llm,
-            gatewayAdded: audioAt - stoppedAt - firstAudio,
-            endToAudio: audioAt - stoppedAt,
-            total: audioAt - audio.voicedSentAt,
-            audible: audible.at - audio.voicedSentAt,
-            audibleAdded: audible.at - stoppedAt - firstAudio,
-            cutOffs,
-          });
-        }
-      };
-    },
-  );
-}
-
-/**
- * The same turn over a WebRTC call: the question as Opus on the track, the events on the data
- * channel, the answer's audio from the track. Ends at output_audio_buffer.stopped: the answer is
- * played out before the next question, which would otherwise speak over it.
- */
-function webrtcTurn(call: WebRtcCall, q: Question): Promise<Turn> {
-  return withAudio<Turn>(
-    (frame) => call.frame(frame),
-    q,
-    'webrtc',
-    (audio, settle) => {
-      let stoppedAt = NaN;
-      let audioAt = NaN;
-      let responseId: string | undefined;
-      let timings: { llm_first_token_ms: number; first_audio_ms: number } | undefined;
-      let cutOffs = 0;
-      const audible = new FirstAudible();
-      call.onAudio = (pcm, at) => {
-        if (!responseId) return;
-        audible.chunk(pcm, at);
-        if (Number.isNaN(audioAt)) {
-          audioAt = at;
-          audio.stop();
-        }
-      };
-      call.handler = (e, at) => {
-        if (e.type === 'error') return settle.reject(new Error(`webrtc error event: ${JSON.stringify(e.error)}`));
-        if (e.type === 'input_audio_buffer.speech_stopped') {
-          if (Number.isNaN(audio.voicedSentAt)) cutOffs++;
-          else if (Number.isNaN(stoppedAt)) stoppedAt = at;
-        }
-        const response = e.response as { id: string; status: string; svc_timings: { llm_first_token_ms: number; first_audio_ms: number } } | undefined;
-        if (e.type === 'response.created' && !Number.isNaN(stoppedAt) && !responseId) responseId = response!.id;
-        if (e.type === 'response.done' && response!.id === responseId) {
-          if (response!.status !== 'completed') return settle.reject(new Error(`webrtc response ${response!.status}`));
-          timings = response!.svc_timings;
-        }
-        if (e.type === 'output_audio_buffer.stopped' && e.response_id === responseId) {
-          call.handler = undefined;
-          call.onAudio = undefined;
-          if (!timings || Number.isNaN(audible.at)) return settle.reject(new Error('webrtc: the answer played without an audible sample'));
-          const { llm_first_token_ms: llm, first_audio_ms: firstAudio } = timings;
           settle.resolve({
             turnDetection: stoppedAt - audio.voicedSentAt,
             llmFirstToken: llm,

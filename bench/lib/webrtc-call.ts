@@ -2,11 +2,12 @@
 // (a client secret minted with the key, the offer POSTed to /v1/realtime/calls, werift as the
 // peer), its data channel's events handed to the current turn with their receipt times (taken
 // before parsing), the answer's audio decoded as each RTP packet arrives, and the question sent
-// as one Opus frame per 20 ms frame the turn's pacer hands it.
+// as one Opus frame per 20 ms frame the turn's pacer hands it; `webrtcTurn` is a turn of the
+// benchmark over it.
 import OpusScript from 'opusscript';
 import { RtpHeader, RtpPacket, type RTCPeerConnection } from 'werift';
 import { makeOffer, postOffer } from '../../test/support/webrtc-client.ts';
-import { RATE, type Event } from './realtime-turns.ts';
+import { FirstAudible, RATE, withAudio, type Event, type Question, type Turn } from './realtime-turns.ts';
 
 const FRAME_SAMPLES = 480;
 
@@ -85,4 +86,63 @@ export class WebRtcCall {
     await this.pc.close();
     this.encoder.delete();
   }
+}
+
+/**
+ * The same turn over a WebRTC call: the question as Opus on the track, the events on the data
+ * channel, the answer's audio from the track. Ends at output_audio_buffer.stopped: the answer is
+ * played out before the next question, which would otherwise speak over it.
+ */
+export function webrtcTurn(call: WebRtcCall, q: Question): Promise<Turn> {
+  return withAudio<Turn>(
+    (frame) => call.frame(frame),
+    q,
+    'webrtc',
+    (audio, settle) => {
+      let stoppedAt = NaN;
+      let audioAt = NaN;
+      let responseId: string | undefined;
+      let timings: { llm_first_token_ms: number; first_audio_ms: number } | undefined;
+      let cutOffs = 0;
+      const audible = new FirstAudible();
+      call.onAudio = (pcm, at) => {
+        if (!responseId) return;
+        audible.chunk(pcm, at);
+        if (Number.isNaN(audioAt)) {
+          audioAt = at;
+          audio.stop();
+        }
+      };
+      call.handler = (e, at) => {
+        if (e.type === 'error') return settle.reject(new Error(`webrtc error event: ${JSON.stringify(e.error)}`));
+        if (e.type === 'input_audio_buffer.speech_stopped') {
+          if (Number.isNaN(audio.voicedSentAt)) cutOffs++;
+          else if (Number.isNaN(stoppedAt)) stoppedAt = at;
+        }
+        const response = e.response as { id: string; status: string; svc_timings: { llm_first_token_ms: number; first_audio_ms: number } } | undefined;
+        if (e.type === 'response.created' && !Number.isNaN(stoppedAt) && !responseId) responseId = response!.id;
+        if (e.type === 'response.done' && response!.id === responseId) {
+          if (response!.status !== 'completed') return settle.reject(new Error(`webrtc response ${response!.status}`));
+          timings = response!.svc_timings;
+        }
+        if (e.type === 'output_audio_buffer.stopped' && e.response_id === responseId) {
+          call.handler = undefined;
+          call.onAudio = undefined;
+          if (!timings || Number.isNaN(audible.at)) return settle.reject(new Error('webrtc: the answer played without an audible sample'));
+          const { llm_first_token_ms: llm, first_audio_ms: firstAudio } = timings;
+          settle.resolve({
+            turnDetection: stoppedAt - audio.voicedSentAt,
+            llmFirstToken: llm,
+            ttsFirstAudio: firstAudio - llm,
+            gatewayAdded: audioAt - stoppedAt - firstAudio,
+            endToAudio: audioAt - stoppedAt,
+            total: audioAt - audio.voicedSentAt,
+            audible: audible.at - audio.voicedSentAt,
+            audibleAdded: audible.at - stoppedAt - firstAudio,
+            cutOffs,
+          });
+        }
+      };
+    },
+  );
 }
