@@ -22,7 +22,7 @@ import * as req from './request-schemas.ts';
 import * as res from './response-schemas.ts';
 
 export type Auth = 'key' | 'socket' | 'public' | 'metrics';
-export type Method = 'get' | 'post' | 'put' | 'patch' | 'delete';
+export type Method = 'get' | 'post' | 'put' | 'patch' | 'delete' | 'options';
 
 export interface Answer {
   description: string;
@@ -612,6 +612,17 @@ export const OPERATIONS: Operation[] = [
     },
     errors: [400, 404, 415, 429, 503],
   },
+  ...['/v1/realtime/calls', '/v1/realtime/calls/{call_id}/hangup'].map((path): Operation => ({
+    method: 'options',
+    path,
+    operationId: path.endsWith('hangup') ? 'hangupRealtimeCallPreflight' : 'createRealtimeCallPreflight',
+    summary: 'CORS preflight: a page calls this route from its own origin with a client secret',
+    tag: 'Realtime',
+    auth: 'public',
+    ...(path.endsWith('hangup') ? { pathParams: req.RealtimeCallParamsSchema } : {}),
+    answers: { 204: { description: 'Any origin may POST with Authorization and Content-Type; Location is exposed.' } },
+    errors: [],
+  })),
   {
     method: 'post',
     path: '/v1/realtime/calls/{call_id}/hangup',

@@ -262,6 +262,26 @@ describe('refused before any media', () => {
     });
   });
 
+  it('a page of any origin may offer and hang up (CORS), not mint', async () => {
+    const preflight = await fetch(`${h.url}/v1/realtime/calls`, {
+      method: 'OPTIONS',
+      headers: { origin: 'https://app.example', 'access-control-request-method': 'POST', 'access-control-request-headers': 'authorization,content-type' },
+    });
+    expect(preflight.status).toBe(204);
+    expect(Object.fromEntries([...preflight.headers].filter(([k]) => k.startsWith('access-control-')))).toMatchObject({
+      'access-control-allow-origin': '*',
+      'access-control-allow-methods': 'POST',
+      'access-control-allow-headers': 'authorization, content-type',
+      'access-control-expose-headers': expect.stringContaining('location'),
+    });
+    expect((await fetch(`${h.url}/v1/realtime/calls/rtc_x/hangup`, { method: 'OPTIONS' })).status).toBe(204);
+    const refusedOffer = await postOffer(h.url, 'ek_wrong', 'v=0\r\n');
+    expect(refusedOffer.status).toBe(401);
+    expect(refusedOffer.headers.get('access-control-allow-origin')).toBe('*');
+    const mintPreflight = await fetch(`${h.url}/v1/realtime/client_secrets`, { method: 'OPTIONS' });
+    expect(mintPreflight.headers.get('access-control-allow-origin')).toBeNull();
+  });
+
   it('minting takes a key, a bounded lifetime and settings that resolve', async () => {
     const { key } = await orgWithKey();
     const secret = await secretFor(key);
@@ -336,6 +356,7 @@ describe('the call and its server', () => {
     expect(res.status).toBe(201);
     expect(res.headers.get('location')).toMatch(/^\/v1\/realtime\/calls\/rtc_[0-9a-f]{32}$/);
     documented('/v1/realtime/calls', res, undefined);
+    expect(res.headers.get('access-control-allow-origin')).toBe('*');
     expect(await res.text()).toMatch(/^v=0\r\n[\s\S]*a=candidate:/);
     // The client goes away without applying the answer: no ICE, no DTLS.
     await pc.close();

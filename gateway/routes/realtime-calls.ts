@@ -35,6 +35,15 @@ declare module 'fastify' {
   }
 }
 
+const CALL_URLS = ['/v1/realtime/calls', '/v1/realtime/calls/:call_id/hangup'];
+const CORS = { 'access-control-allow-origin': '*', 'access-control-expose-headers': 'location, x-request-id, retry-after' };
+const PREFLIGHT = {
+  ...CORS,
+  'access-control-allow-methods': 'POST',
+  'access-control-allow-headers': 'authorization, content-type',
+  'access-control-max-age': '600',
+};
+
 type Obj = Record<string, unknown>;
 const isObj = (v: unknown): v is Obj => v !== null && typeof v === 'object' && !Array.isArray(v);
 
@@ -119,6 +128,15 @@ export async function registerRealtimeCallRoutes(app: FastifyInstance, ctx: Gate
         session: sessionWire('sess_pending', config, { stt: resolved.stt.id, llm: resolved.profile?.llm, expiresAt }),
       };
     },
+  });
+
+  // A page calls /v1/realtime/calls from its own origin with a client secret (no cookies): CORS
+  // for any origin, as OpenAI's. Not for client_secrets: minting is a backend's, with its key.
+  for (const url of CALL_URLS)
+    app.route({ method: 'OPTIONS', url, config: { public: true }, handler: (_request, reply) => reply.code(204).headers(PREFLIGHT).send() });
+  app.addHook('onSend', (request, reply, payload, done) => {
+    if (CALL_URLS.includes(request.routeOptions.url ?? '')) reply.headers(CORS);
+    done(null, payload);
   });
 
   app.post('/v1/realtime/calls', {
