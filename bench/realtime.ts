@@ -1,6 +1,6 @@
-// End of the user's speech to the answer's first audio on WS /v1/realtime (issue #21), broken
-// down by leg, against the same loop composed by a client over the gateway's separate routes
-// (what a pipecat-style app does without /v1/realtime). One gateway process
+// End of the user's speech to the answer's first audio on WS /v1/realtime (issue #21) and over a
+// WebRTC call (issue #35), broken down by leg, against the same loop composed by a client over
+// the gateway's separate routes (what a pipecat-style app does without /v1/realtime). One gateway process
 // (bench/gateway-server.ts, bundled and run as `svc gateway` runs, on a fresh SQLite fixture: key
 // auth, rate limit, reservations and debits on), the local engines (pocketsphinx, the Silero
 // turn detector, flite) and a scripted LLM in a process of its own (bench/upstream-server.ts:
@@ -24,10 +24,22 @@
 //   socket opened beforehand, a context per turn, the realtime session's voice, pcm_s16le at
 //   24 kHz). Turn detection = E → turn.end; LLM first token = turn.end → first
 //   content delta; TTS first audio = first content delta → first chunk.
+// - webrtc (a call per setting, POST /v1/realtime/calls with a client secret minted for
+//   `bench-llm` and the setting's turn detection; bench/lib/webrtc-call.ts, werift): the
+//   question as 20 ms Opus frames on the audio track at real time, the events on the data
+//   channel, the answer's audio from the track (paced by the gateway); the figures as realtime's,
+//   first audio = the first RTP packet of the answer. A turn ends when the answer has played out
+//   (output_audio_buffer.stopped).
+// First audible sample (realtime and webrtc): when a client that starts playing at the first
+// audio it receives plays the first sample above -40 dBFS (bench/lib/realtime-turns.ts
+// FirstAudible); over WebRTC against the WebSocket, difference of p50s, and what each transport
+// adds: first audible sample − speech_stopped − the gateway's first_audio_ms (the events' and the
+// audio's way to the client, and where the audible sample lies in the answer's audio). Target
+// (issue #35): WebRTC within 20 ms of the WebSocket, p50.
 // Settings: server_vad (a fixed 500 ms of silence; on /stt/websocket the same rule is
 // turn_end_threshold=0, i.e. never by the evidence, with turn_end_timeout_ms=500) and
 // semantic_vad eagerness high / auto / low (the presets responsive / balanced / patient, as
-// turn_detection= on /stt/websocket). The two paths alternate turn by turn (the order rotating),
+// turn_detection= on /stt/websocket). The three paths alternate turn by turn (the order rotating),
 // each after --warmup turns of its own. A turn end before E (the question cut off at a pause) is
 // counted and not measured: the turn is measured at the end after E. Reported: p50 / p90 in ms;
 // realtime's speech_stopped → first audio against the routes' turn.end → first audio
@@ -38,16 +50,14 @@
 import { availableParallelism, loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
 import { Agent, request } from 'undici';
-import WebSocket from 'ws';
-import { resample } from '../gateway/audio/resample.ts';
-import { floatToS16, s16leBytes } from '../gateway/audio/pcm.ts';
 import { checkProtocol } from '../gateway/upstreams/protocols/index.ts';
 import { openDatabase } from '../server/db/database.ts';
 import { upsertModel } from '../server/services/models/upsert-model.ts';
-import { CORPUS_RATE, say } from '../test/support/turn-corpus.ts';
 import { median, percentile, table } from './lib/load.ts';
 import { startBundled, startTs } from './lib/processes.ts';
 import { voiceFixture } from './lib/voice-fixture.ts';
+import { EventSocket, FRAME_MS, FirstAudible, RATE, question, withAudio, type Question, type Turn } from './lib/realtime-turns.ts';
+import { WebRtcCall, webrtcTurn } from './lib/webrtc-call.ts';
 
 const args = process.argv.slice(2);
 const { values } = parseArgs({
@@ -83,14 +93,6 @@ const REPLY = REPLIES[values.reply!];
 if (!REPLY) throw new Error(`--reply must be one of ${Object.keys(REPLIES).join(', ')}`);
 const LLM = 'bench-llm';
 const TTS = 'local-flite';
-const RATE = 24_000;
-const FRAME_MS = 20;
-const FRAME_BYTES = ((RATE * FRAME_MS) / 1000) * 2;
-const SILENCE = Buffer.alloc(FRAME_BYTES);
-const LEAD_SECONDS = 0.5;
-/** From a turn's first frame: a turn not answered by then failed. */
-const TURN_TIMEOUT_MS = 20_000;
-
 interface Setting {
   name: string;
   realtime: Record<string, unknown>;
@@ -107,130 +109,6 @@ const SETTINGS: Setting[] = [
   { name: 'semantic_vad low', realtime: { type: 'semantic_vad', eagerness: 'low' }, stt: { turn_detection: 'patient' } },
 ];
 
-interface Question {
-  text: string;
-  /** The lead silence and the speech, pcm16 at 24 kHz, padded to whole frames. */
-  pcm: Buffer;
-  /** The frame holding the last voiced sample. */
-  lastVoicedFrame: number;
-}
-
-async function question(text: string): Promise<Question> {
-  const speech = resample(await say(text, 'flite:slt'), CORPUS_RATE, RATE);
-  const lead = Math.round(LEAD_SECONDS * RATE);
-  const end = lead + speech.length;
-  const frameSamples = FRAME_BYTES / 2;
-  const samples = new Float32Array(Math.ceil(end / frameSamples) * frameSamples);
-  samples.set(speech, lead);
-  return { text, pcm: s16leBytes(floatToS16(samples)), lastVoicedFrame: Math.floor((end - 1) / frameSamples) };
-}
-
-/** A question's frames then silence, one frame every FRAME_MS by the clock (a late timer does not delay the frames after it), until stopped. */
-class PacedAudio {
-  /** When the frame holding the last voiced sample was sent (E). */
-  voicedSentAt = NaN;
-  private timer: NodeJS.Timeout | undefined;
-  private stopped = false;
-
-  constructor(q: Question, send: (frame: Buffer) => void) {
-    const start = performance.now();
-    const tick = (i: number) => {
-      if (this.stopped) return;
-      const at = i * FRAME_BYTES;
-      send(at < q.pcm.length ? q.pcm.subarray(at, at + FRAME_BYTES) : SILENCE);
-      if (i === q.lastVoicedFrame) this.voicedSentAt = performance.now();
-      this.timer = setTimeout(() => tick(i + 1), Math.max(0, start + (i + 1) * FRAME_MS - performance.now()));
-    };
-    tick(0);
-  }
-
-  stop(): void {
-    this.stopped = true;
-    clearTimeout(this.timer);
-  }
-}
-
-type Event = { type: string; [k: string]: unknown };
-
-/** A socket whose JSON events go to the current turn's handler, each with its receipt time (taken before parsing). */
-class EventSocket {
-  handler: ((e: Event, at: number) => void) | undefined;
-  private constructor(readonly ws: WebSocket) {
-    ws.on('message', (data, isBinary) => {
-      const at = performance.now();
-      if (!isBinary) this.handler?.(JSON.parse(data.toString()) as Event, at);
-    });
-  }
-
-  /** Resolves at the socket's first event (session.created, session.started), or at the open when `firstEvent` is false. */
-  static open(url: string, headers: Record<string, string>, firstEvent = true): Promise<{ socket: EventSocket; first: Event | null }> {
-    const ws = new WebSocket(url, { headers });
-    return new Promise((resolve, reject) => {
-      ws.once('unexpected-response', (_req, res) => reject(new Error(`${url}: upgrade refused with ${res.statusCode}`)));
-      ws.once('error', reject);
-      ws.once('open', () => {
-        const socket = new EventSocket(ws);
-        if (!firstEvent) return resolve({ socket, first: null });
-        socket.handler = (e) => {
-          socket.handler = undefined;
-          resolve({ socket, first: e });
-        };
-      });
-    });
-  }
-
-  /** The next event of `type` (an error event rejects). */
-  next(type: string): Promise<Event> {
-    return new Promise((resolve, reject) => {
-      this.handler = (e) => {
-        if (e.type === 'error') reject(new Error(`error event: ${JSON.stringify(e)}`));
-        if (e.type !== type) return;
-        this.handler = undefined;
-        resolve(e);
-      };
-    });
-  }
-}
-
-interface Turn {
-  turnDetection: number;
-  llmFirstToken: number;
-  ttsFirstAudio: number;
-  /** realtime only */
-  gatewayAdded: number;
-  /** speech_stopped / turn.end → first audio */
-  endToAudio: number;
-  total: number;
-  /** turn ends before the end of speech */
-  cutOffs: number;
-}
-
-/** Runs a turn: resolves with its figures, or rejects (after `cleanup`) on an error event or the timeout. */
-function withAudio<T>(
-  send: (frame: Buffer) => void,
-  q: Question,
-  what: string,
-  body: (audio: PacedAudio, settle: { resolve(t: T): void; reject(e: Error): void }) => void,
-): Promise<T> {
-  return new Promise<T>((resolve, reject) => {
-    const audio = new PacedAudio(q, send);
-    const timer = setTimeout(() => settle.reject(new Error(`${what}: no answer within ${TURN_TIMEOUT_MS} ms ("${q.text}")`)), TURN_TIMEOUT_MS);
-    const settle = {
-      resolve: (t: T) => {
-        audio.stop();
-        clearTimeout(timer);
-        resolve(t);
-      },
-      reject: (e: Error) => {
-        audio.stop();
-        clearTimeout(timer);
-        reject(e);
-      },
-    };
-    body(audio, settle);
-  });
-}
-
 function realtimeTurn(s: EventSocket, q: Question): Promise<Turn> {
   return withAudio<Turn>(
     (frame) => s.ws.send(JSON.stringify({ type: 'input_audio_buffer.append', audio: frame.toString('base64') })),
@@ -241,6 +119,7 @@ function realtimeTurn(s: EventSocket, q: Question): Promise<Turn> {
       let audioAt = NaN;
       let responseId: string | undefined;
       let cutOffs = 0;
+      const audible = new FirstAudible();
       s.handler = (e, at) => {
         if (e.type === 'error') return settle.reject(new Error(`realtime error event: ${JSON.stringify(e.error)}`));
         if (e.type === 'input_audio_buffer.speech_stopped') {
@@ -249,9 +128,12 @@ function realtimeTurn(s: EventSocket, q: Question): Promise<Turn> {
         }
         const response = e.response as { id: string; status: string; svc_timings: { llm_first_token_ms: number; first_audio_ms: number } } | undefined;
         if (e.type === 'response.created' && !Number.isNaN(stoppedAt) && !responseId) responseId = response!.id;
-        if (e.type === 'response.output_audio.delta' && e.response_id === responseId && Number.isNaN(audioAt)) {
-          audioAt = at;
-          audio.stop();
+        if (e.type === 'response.output_audio.delta' && e.response_id === responseId) {
+          audible.chunk(Buffer.from(e.delta as string, 'base64'), at);
+          if (Number.isNaN(audioAt)) {
+            audioAt = at;
+            audio.stop();
+          }
         }
         if (e.type === 'response.done' && response!.id === responseId) {
           s.handler = undefined;
@@ -265,6 +147,8 @@ function realtimeTurn(s: EventSocket, q: Question): Promise<Turn> {
             gatewayAdded: audioAt - stoppedAt - firstAudio,
             endToAudio: audioAt - stoppedAt,
             total: audioAt - audio.voicedSentAt,
+            audible: audible.at - audio.voicedSentAt,
+            audibleAdded: audible.at - stoppedAt - firstAudio,
             cutOffs,
           });
         }
@@ -363,6 +247,8 @@ function routesTurn(stt: EventSocket, r: Routes, q: Question): Promise<Turn> {
             gatewayAdded: NaN,
             endToAudio: firstAudioAt - endAt,
             total: firstAudioAt - audio.voicedSentAt,
+            audible: NaN,
+            audibleAdded: NaN,
             cutOffs,
           });
         }, settle.reject);
@@ -390,8 +276,10 @@ const fx = await voiceFixture();
   });
   await db.close();
 }
-// No periodic health checks against the scripted LLM while measuring.
-const gateway = await startBundled('bench/gateway-server.ts', { ...fx.env, SVC_HEALTH_CHECK_SECONDS: '3600' });
+// No periodic health checks against the scripted LLM while measuring. Each path's socket waits
+// while the two others take their turns (a WebRTC turn lasts until its answer has played): the
+// streaming sockets' idle limit is raised past that.
+const gateway = await startBundled('bench/gateway-server.ts', { ...fx.env, SVC_HEALTH_CHECK_SECONDS: '3600', SVC_STT_IDLE_SECONDS: '120' });
 const cleanup = () => {
   gateway.child.kill('SIGTERM');
   upstream.child.kill('SIGTERM');
@@ -417,6 +305,7 @@ try {
   const agent = new Agent({ connections: 2, keepAliveTimeout: 60_000 });
   const rows: Record<string, string | number>[] = [];
   const comparisons: Record<string, string | number>[] = [];
+  const transports: Record<string, string | number>[] = [];
   const verdicts: string[] = [];
   for (const setting of SETTINGS) {
     const rt = await EventSocket.open(`${ws}/v1/realtime?model=${LLM}`, auth);
@@ -429,18 +318,27 @@ try {
     const stt = await EventSocket.open(`${ws}/stt/websocket?${query}`, auth);
     if (stt.first?.type !== 'session.started') throw new Error(`/stt/websocket: first event ${JSON.stringify(stt.first)}`);
     const routes: Routes = { origin: gateway.url, key: fx.key, agent, tts, voice };
+    const rtc = await WebRtcCall.open(gateway.url, fx.key, { type: 'realtime', model: LLM, audio: { input: { turn_detection: setting.realtime } } });
+    if (rtc.first.type !== 'session.created') throw new Error(`/v1/realtime/calls: first event ${JSON.stringify(rtc.first)}`);
     const realtime: Turn[] = [];
     const separate: Turn[] = [];
+    const webrtc: Turn[] = [];
     for (let i = 0; i < warmup + turns; i++) {
       const q = questions[i % questions.length]!;
-      const steps = [async () => realtime.push(await realtimeTurn(rt.socket, q)), async () => separate.push(await routesTurn(stt.socket, routes, q))];
+      const steps = [
+        async () => realtime.push(await realtimeTurn(rt.socket, q)),
+        async () => separate.push(await routesTurn(stt.socket, routes, q)),
+        async () => webrtc.push(await webrtcTurn(rtc.call, q)),
+      ];
       for (let k = 0; k < steps.length; k++) await steps[(k + i) % steps.length]!();
       process.stderr.write('.');
     }
     rt.socket.ws.close();
     stt.socket.ws.send(JSON.stringify({ type: 'close' }));
+    await rtc.call.close();
     const r = realtime.slice(warmup);
     const s = separate.slice(warmup);
+    const w = webrtc.slice(warmup);
     const col = (ts: Turn[], k: keyof Turn) => ts.map((t) => t[k]);
     const cutOffs = (ts: Turn[]) => ts.reduce((n, t) => n + t.cutOffs, 0);
     const row = (path: string, ts: Turn[], endName: string) => ({
@@ -452,10 +350,27 @@ try {
       'gateway-added': both(col(ts, 'gatewayAdded')),
       [`turn end → first audio`]: `${both(col(ts, 'endToAudio'))} (${endName})`,
       'end of speech → first audio': both(col(ts, 'total')),
+      'end of speech → first audible sample': both(col(ts, 'audible')),
       'cut-offs': cutOffs(ts),
     });
     rows.push(row('/v1/realtime', r, 'speech_stopped'));
+    rows.push(row('/v1/realtime/calls (WebRTC)', w, 'speech_stopped'));
     rows.push(row('stt + chat + tts routes', s, 'turn.end'));
+    const wsAudible = col(r, 'audible');
+    const rtcAudible = col(w, 'audible');
+    transports.push({
+      setting: setting.name,
+      'WebSocket: end of speech → first audible p50': fmt(p50(wsAudible)),
+      'WebRTC: end of speech → first audible p50': fmt(p50(rtcAudible)),
+      'WebRTC − WebSocket p50': fmt(p50(rtcAudible) - p50(wsAudible)),
+      'paired diff p50': fmt(p50(rtcAudible.map((x, i) => x - wsAudible[i]!))),
+      'WebSocket: transport-added p50': fmt(p50(col(r, 'audibleAdded'))),
+      'WebRTC: transport-added p50': fmt(p50(col(w, 'audibleAdded'))),
+    });
+    const gap = p50(rtcAudible) - p50(wsAudible);
+    verdicts.push(
+      `${setting.name}: WebRTC's first audible sample ${fmt(gap)} ms after the WebSocket's, p50 (target ≤ 20 ms): ${gap <= 20 ? 'met' : 'NOT met'}`,
+    );
     const rtEnd = col(r, 'endToAudio');
     const sEnd = col(s, 'endToAudio');
     comparisons.push({
@@ -483,6 +398,7 @@ try {
     "\nLLM first token: on /v1/realtime from the response's start, in the gateway (svc_timings); on the routes from turn.end, at the client (the request's round trip included). TTS first audio: from the LLM's first token.",
   );
   console.log('\n' + table(comparisons));
+  console.log('\n' + table(transports));
   console.log('\n' + verdicts.join('\n'));
 } finally {
   cleanup();

@@ -27,6 +27,8 @@ import { registerListenV2Routes } from './routes/listen-v2.ts';
 import { registerListenRoutes } from './routes/listen.ts';
 import { registerRealtimeRoutes } from './routes/realtime.ts';
 import { registerPhoneRoutes } from './routes/phone.ts';
+import { registerRealtimeCallRoutes } from './routes/realtime-calls.ts';
+import { RealtimeCalls } from './realtime/realtime-calls.ts';
 import { registerVoiceRoutes } from './routes/voices.ts';
 import { registerBlobRoutes } from './routes/blobs.ts';
 import { registerJobRoutes } from './routes/jobs.ts';
@@ -53,9 +55,10 @@ declare module 'fastify' {
      * For clients that cannot send a key (a phone carrier's media stream, a browser's WebRTC
      * offer): reads the route's own credential (a phone token, a client secret) and answers the
      * hash of the key it was issued for, which is then admitted as if presented; throws a
-     * ServiceError (401) for a wrong or expired credential.
+     * ServiceError (401) for a wrong or expired credential. null: the request carries no such
+     * credential, and its key is read as on any route (POST /v1/realtime/calls takes both).
      */
-    credential?: (request: FastifyRequest) => Promise<{ keyHash: string }>;
+    credential?: (request: FastifyRequest) => Promise<{ keyHash: string } | null>;
   }
   interface FastifyRequest {
     auth: RequestAuth;
@@ -172,7 +175,7 @@ export async function buildGateway(ctx: GatewayContext, options: { logger?: bool
     if (request.url.includes('%00')) throw new ServiceError('invalid_request', 'The URL contains a NUL character (%00); no path or query value may hold one.');
     const routeConfig = request.routeOptions.config;
     if (routeConfig.public || request.is404) return bodies.watch(request);
-    const key = routeConfig.credential ? await routeConfig.credential(request) : presentedKey(request, routeConfig.keyInQuery ?? false);
+    const key = (routeConfig.credential ? await routeConfig.credential(request) : null) ?? presentedKey(request, routeConfig.keyInQuery ?? false);
     if (!key) throw missingKeyError(routeConfig.keyInQuery ?? false);
     request.auth = await ctx.core.admit(key, routeConfig.metered ?? false);
     // After an await: a body that came with its headers has been read by now, and is not watched.
@@ -229,6 +232,10 @@ export async function buildGateway(ctx: GatewayContext, options: { logger?: bool
   });
   await app.register((scope) => registerTranscriptionRoutes(scope, ctx));
   await registerElevenLabsRoutes(app, ctx);
+  // WebRTC calls: answered by POST /v1/realtime/calls, joined by GET /v1/realtime?call_id=.
+  const calls = new RealtimeCalls(ctx.config.webrtc.maxCalls);
+  app.addHook('onClose', () => calls.endAll(1001, 'shutdown'));
+  await app.register((scope) => registerRealtimeCallRoutes(scope, ctx, calls));
   // One scope for the WebSocket routes: @fastify/websocket is registered in it (by the STT routes).
   await app.register(async (scope) => {
     await registerSttWebSocketRoutes(scope, ctx);
@@ -238,7 +245,7 @@ export async function buildGateway(ctx: GatewayContext, options: { logger?: bool
     await registerDeepgramSpeakRoutes(scope, ctx);
     await registerListenV2Routes(scope, ctx);
     await registerListenRoutes(scope, ctx);
-    registerRealtimeRoutes(scope, ctx);
+    registerRealtimeRoutes(scope, ctx, calls);
     registerPhoneRoutes(scope, ctx);
   });
   await app.register((scope) => registerAgentAuthRoutes(scope, ctx));

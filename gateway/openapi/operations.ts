@@ -23,7 +23,7 @@ import * as res from './response-schemas.ts';
 
 /** `phoneToken`: a phone carrier's stream, whose credential is the path's token (docs/phone.md). */
 export type Auth = 'key' | 'socket' | 'phoneToken' | 'public' | 'metrics';
-export type Method = 'get' | 'post' | 'put' | 'patch' | 'delete';
+export type Method = 'get' | 'post' | 'put' | 'patch' | 'delete' | 'options';
 
 export interface Answer {
   description: string;
@@ -70,7 +70,7 @@ export const TAGS = {
   ElevenLabs: { description: "ElevenLabs' HTTP API over the registry's models: speech, voices, transcription.", doc: 'docs/use-it-from.md' },
   'Speech to text': { description: "Batch transcription, the gateway's and Cartesia's streaming sockets, Deepgram's /v1/listen.", doc: 'docs/stt.md' },
   LLM: { description: "OpenAI's chat completions and Responses, relayed to the engines.", doc: 'docs/llm.md' },
-  Realtime: { description: "OpenAI's Realtime API over a WebSocket.", doc: 'docs/realtime.md' },
+  Realtime: { description: "OpenAI's Realtime API over a WebSocket, and over WebRTC.", doc: 'docs/realtime.md' },
   Phone: { description: "Phone carriers' media streams, bridged to a realtime session.", doc: 'docs/phone.md' },
   Voices: { description: 'The voice library, cloning, localization and profiles.', doc: 'docs/voices.md' },
   Blobs: { description: 'Uploaded audio clips for cloning.', doc: 'docs/voices.md' },
@@ -106,6 +106,8 @@ export const REQUEST_COMPONENTS = {
   ElevenLabsTtsRequest: ElevenLabsTtsBody,
   ElevenLabsSttForm: req.ElevenLabsSttFormSchema,
   DeepgramSpeakRequest: SpeakBody,
+  RealtimeClientSecretRequest: req.RealtimeClientSecretRequestSchema,
+  RealtimeCallForm: req.RealtimeCallFormSchema,
 } satisfies Record<string, z.ZodType>;
 
 /** Named answers: components/schemas, read as what the gateway sends. */
@@ -148,6 +150,7 @@ export const RESPONSE_COMPONENTS = {
   RequestLog: res.RequestLogSchema,
   RequestLogList: res.RequestLogListSchema,
   RequestLogDetail: res.RequestLogDetailSchema,
+  RealtimeClientSecret: res.RealtimeClientSecretSchema,
 } satisfies Record<string, z.ZodType>;
 
 const AUDIO_FILE = 'The audio file.';
@@ -578,6 +581,61 @@ export const OPERATIONS: Operation[] = [
       'A conversation (`?model=` a realtime profile or an LLM) or a transcription session (`?intent=transcription`). The handshake answers with the `realtime` subprotocol when offered.',
     errors: [404, 503],
   }),
+  {
+    method: 'post',
+    path: '/v1/realtime/client_secrets',
+    operationId: 'createRealtimeClientSecret',
+    summary: "A short-lived client secret for a browser's WebRTC call, OpenAI's route",
+    tag: 'Realtime',
+    auth: 'key',
+    description:
+      'Minted by a backend with its key (a client secret cannot mint another): the secret stands for that key, in its org, with these session settings, until it expires (10 s to 2 h, default 10 min). Stateless and signed; revoking the key refuses its secrets.',
+    body: { json: req.RealtimeClientSecretRequestSchema },
+    answers: { 200: json(res.RealtimeClientSecretSchema, 'The secret, its expiry and its session.') },
+    errors: [400, 404, 503],
+  },
+  {
+    method: 'post',
+    path: '/v1/realtime/calls',
+    operationId: 'createRealtimeCall',
+    summary: "A WebRTC call to a realtime session: SDP offer in, SDP answer out, OpenAI's route",
+    tag: 'Realtime',
+    auth: 'key',
+    metered: true,
+    description:
+      'Authorized by a client secret (`Authorization: Bearer ek_…`) or a key. The events of the session go over the `oai-events` data channel, the audio both ways as Opus on the audio track (docs/realtime.md, "WebRTC"). `?model=` names the session when neither the secret nor the body does.',
+    query: req.RealtimeQuerySchema.pick({ model: true }),
+    body: { raw: ['application/sdp'], multipart: req.RealtimeCallFormSchema, description: 'The SDP offer, or multipart sdp and session.' },
+    answers: {
+      201: {
+        description: 'The SDP answer; the call id in `Location: /v1/realtime/calls/{call_id}`.',
+        media: { 'application/sdp': 'The SDP answer, every candidate in it.' },
+      },
+    },
+    errors: [400, 404, 415, 429, 503],
+  },
+  ...['/v1/realtime/calls', '/v1/realtime/calls/{call_id}/hangup'].map((path): Operation => ({
+    method: 'options',
+    path,
+    operationId: path.endsWith('hangup') ? 'hangupRealtimeCallPreflight' : 'createRealtimeCallPreflight',
+    summary: 'CORS preflight: a page calls this route from its own origin with a client secret',
+    tag: 'Realtime',
+    auth: 'public',
+    ...(path.endsWith('hangup') ? { pathParams: req.RealtimeCallParamsSchema } : {}),
+    answers: { 204: { description: 'Any origin may POST with Authorization and Content-Type; Location is exposed.' } },
+    errors: [],
+  })),
+  {
+    method: 'post',
+    path: '/v1/realtime/calls/{call_id}/hangup',
+    operationId: 'hangupRealtimeCall',
+    summary: 'Ends a WebRTC call',
+    tag: 'Realtime',
+    auth: 'key',
+    pathParams: req.RealtimeCallParamsSchema,
+    answers: { 200: { description: 'The call ended.' } },
+    errors: [404],
+  },
 
   // Phone
   ...(['twilio', 'telnyx'] as const).map((carrier): Operation => ({

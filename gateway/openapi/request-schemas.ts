@@ -161,3 +161,26 @@ export const ElevenLabsSttFormSchema = z.looseObject({
   file_format: z.enum(['pcm_s16le_16', 'other']).optional(),
   keyterms: z.array(z.string()).optional(),
 });
+
+/** POST /v1/realtime/client_secrets (routes/realtime-calls.ts reads it by hand; session fields as session.update's, docs/realtime.md). */
+export const RealtimeClientSecretRequestSchema = z.object({
+  expires_after: z
+    .object({
+      anchor: z.literal('created_at').optional(),
+      seconds: z.number().int().min(10).max(7200).optional().meta({ description: 'The secret lives this long (default 600).' }),
+    })
+    .optional(),
+  session: z
+    .looseObject({ type: z.enum(['realtime', 'transcription']).optional(), model: z.string().optional() })
+    .optional()
+    .meta({ description: "The call's session settings, as session.update's; model: a realtime profile or an LLM (default: the first profile)." }),
+});
+
+/** POST /v1/realtime/calls as multipart (routes/realtime-calls.ts readOffer). */
+export const RealtimeCallFormSchema = z.object({
+  sdp: z.string().meta({ description: 'The SDP offer: an audio m-line with Opus and the data channel.' }),
+  session: z.string().optional().meta({ description: 'The session settings as JSON, as session.update takes them.' }),
+});
+
+/** POST /v1/realtime/calls/{call_id}/hangup. */
+export const RealtimeCallParamsSchema = z.object({ call_id: z.string().meta({ description: 'From the Location of POST /v1/realtime/calls.' }) });

@@ -347,6 +347,17 @@ export const ClaimStartedSchema = z.union([
 export const TokenSchema = z.object({ access_token: z.string(), token_type: z.literal('Bearer'), scope: z.string() });
 
 // ---------------------------------------------------------------------------------------------
+// Realtime over WebRTC
+
+export const RealtimeClientSecretSchema = z.object({
+  value: z.string().meta({ description: 'The secret (ek_…): Authorization: Bearer for POST /v1/realtime/calls.' }),
+  expires_at: z.number().int().meta({ description: 'Seconds since the epoch.' }),
+  session: z
+    .looseObject({ type: z.enum(['realtime', 'transcription']) })
+    .meta({ description: 'The session the secret opens, as session.created will show it.' }),
+});
+
+// ---------------------------------------------------------------------------------------------
 // Request logs
 
 const millis = z.number().nullable();

@@ -64,7 +64,7 @@ beforeAll(async () => {
     const bridge = new PhoneBridge(
       link,
       twilio,
-      (outbox, playback) => {
+      (outbox, playout) => {
         const tapped: Outbox<ServerEvent> = {
           send: (e, o) => {
             events.push(e);
@@ -87,7 +87,7 @@ beforeAll(async () => {
           sttModel: null,
           hold,
           revoked: new AbortController().signal,
-          playback,
+          playout,
         });
         void session.start();
         opened.push({ events, session });

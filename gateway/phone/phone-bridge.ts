@@ -5,15 +5,16 @@
 // and server VAD, whose end of turn asks for an answer and whose start interrupts one.
 //
 // Caller audio → input_audio_buffer.append. The answer's audio → 20 ms `media` frames with
-// marks (playback.ts). The caller speaking over an answer (input_audio_buffer.speech_started)
-// → `clear`, and the session cuts the answer where the echoed marks say the caller stopped
-// hearing it (PeerPlayback). `stop` or the socket's close ends the session. What the carrier
+// marks (playback.ts). The caller speaking over an answer (the session's barge-in asks the
+// transport to stop its playout, output-playout.ts) → `clear`, and the session cuts the answer
+// where the echoed marks say the caller stopped hearing it. `stop` or the socket's close ends the session. What the carrier
 // sends that is not its protocol is an error event of the session's outbox: never sent to the
 // carrier (it has no use for one), logged, and counted against the link's allowance.
 import type { FastifyBaseLogger } from 'fastify';
 import { isServiceError } from '../../server/services/errors.ts';
 import type { RealtimeSession } from '../realtime/realtime-session.ts';
 import type { ServerEvent } from '../realtime/server-events.ts';
+import type { HeardAudio, OutputPlayout } from '../realtime/output-playout.ts';
 import type { ClientMessage } from '../realtime/wire.ts';
 import type { Outbox } from '../sessions/outbox.ts';
 import type { WebSocketLink } from '../sessions/websocket-link.ts';
@@ -33,7 +34,7 @@ export const PHONE_SESSION = {
 /** Responses whose audio the caller cut, remembered so that their late deltas are not played (a few suffice). */
 const MAX_SILENCED = 8;
 
-export type OpenCallSession = (outbox: Outbox<ServerEvent>, playback: Playback) => RealtimeSession;
+export type OpenCallSession = (outbox: Outbox<ServerEvent>, playout: OutputPlayout) => RealtimeSession;
 
 export class PhoneBridge {
   private readonly playback = new Playback();
@@ -43,6 +44,8 @@ export class PhoneBridge {
   /** The conversation's response now running, if any. */
   private activeResponse: string | null = null;
   private readonly silenced = new Set<string>();
+  /** The response of each answer being played (its deltas say), for what a barge-in reports. */
+  private readonly responseOf = new Map<string, string>();
 
   constructor(
     private readonly link: WebSocketLink,
@@ -51,7 +54,7 @@ export class PhoneBridge {
     private readonly log: FastifyBaseLogger,
   ) {
     this.outbox = link.outbox<ServerEvent>((event) => this.toCarrier(event));
-    this.session = open(this.outbox, this.playback);
+    this.session = open(this.outbox, { audioFormat: 'g711_ulaw', stop: () => this.stopPlayback() });
     this.session.receive({ event: { type: 'session.update', session: structuredClone(PHONE_SESSION) as Record<string, unknown> }, size: 0 });
   }
 
@@ -118,23 +121,33 @@ export class PhoneBridge {
         return [];
       case 'response.output_audio.delta':
         if (this.silenced.has(event.response_id)) return [];
+        this.responseOf.set(event.item_id, event.response_id);
+        if (this.responseOf.size > MAX_SILENCED) this.responseOf.delete(this.responseOf.keys().next().value!);
         return this.carrier(this.playback.audio(event.item_id, Buffer.from(event.delta, 'base64')));
       case 'response.output_audio.done':
         if (this.silenced.has(event.response_id)) return [];
         return this.carrier(this.playback.end(event.item_id));
-      case 'input_audio_buffer.speech_started': {
-        // What the answer running now sends from here was never meant to be heard.
-        if (this.activeResponse) this.silence(this.activeResponse);
-        if (!this.playback.unplayed || this.streamId === null) return [];
-        this.playback.clear();
-        return [this.dialect.clear(this.streamId)];
-      }
       case 'error':
         this.log.warn({ carrier: this.dialect.name, streamId: this.streamId, code: event.error.code, message: event.error.message }, 'phone call error');
         return [];
       default:
         return [];
     }
+  }
+
+  /**
+   * The caller spoke over the answer (the session's barge-in): the carrier drops what it has
+   * queued, nothing more of the running answer is sent, and the session is told how much of
+   * which answer the caller heard, as the echoed marks say (it cuts the item there).
+   */
+  private stopPlayback(): HeardAudio | null {
+    if (this.activeResponse) this.silence(this.activeResponse);
+    const itemId = this.playback.playing();
+    if (itemId === null || this.streamId === null) return null;
+    const heard = { itemId, responseId: this.responseOf.get(itemId) ?? '', playedMs: this.playback.heardMs(itemId) };
+    this.playback.clear();
+    this.link.send(JSON.stringify(this.dialect.clear(this.streamId)));
+    return heard;
   }
 
   private carrier(out: PlayOut[]): object[] {

@@ -5,7 +5,6 @@
 // how much of an answer the caller heard. On barge-in the gateway sends `clear`: the carrier
 // drops what it has queued and echoes the marks still pending at once (Twilio's and Telnyx's
 // references), which say nothing of what was heard, so they are forgotten when the clear goes.
-import type { PeerPlayback } from '../realtime/responses.ts';
 
 /** 20 ms of μ-law at 8 kHz. */
 export const FRAME_BYTES = 160;
@@ -30,7 +29,7 @@ interface Outgoing {
   rest: Buffer;
 }
 
-export class Playback implements PeerPlayback {
+export class Playback {
   private outgoing: Outgoing | null = null;
   private readonly pending = new Map<string, { itemId: string; endMs: number }>();
   private readonly heard = new Map<string, number>();
@@ -87,12 +86,19 @@ export class Playback implements PeerPlayback {
     return this.pending.size > 0 || this.outgoing !== null;
   }
 
+  /** The answer the caller is hearing now (sent, not yet all heard), if any. */
+  playing(): string | null {
+    for (const mark of this.pending.values()) return mark.itemId;
+    return this.outgoing?.itemId ?? null;
+  }
+
   /** The carrier is told to clear: what was pending will not be played, and its echoed marks mean nothing. */
   clear(): void {
     this.pending.clear();
     this.outgoing = null;
   }
 
+  /** Milliseconds of an answer's audio the caller has heard (as the echoed marks say). */
   heardMs(itemId: string): number {
     return this.heard.get(itemId) ?? 0;
   }

@@ -7,12 +7,13 @@ import { ServiceError } from '../../server/services/errors.ts';
 import type { GatewayContext } from '../context.ts';
 import type { Ticket } from '../core/admission.ts';
 import type { CreditHold, RequestAuth } from '../core/gateway-core.ts';
+import type { ModelEntry } from '../registry/model-registry.ts';
 import type { Outbox } from '../sessions/outbox.ts';
 import { streamingModel } from '../stt/open-session.ts';
 import { METER_EVERY_MS } from '../stt/stt-session.ts';
 import { defaultModel, isOpenAiSttName, resolveProfile, type RealtimeProfile } from './profiles.ts';
+import type { OutputPlayout } from './output-playout.ts';
 import { RealtimeSession } from './realtime-session.ts';
-import type { PeerPlayback } from './responses.ts';
 import type { ServerEvent } from './server-events.ts';
 
 /** What a client asks for: OpenAI's `?model=` and `?intent=`. */
@@ -32,18 +33,19 @@ export interface RealtimeAdmission {
   modelId: string;
 }
 
+/** What an ask resolves to: the profile (a conversation) or the stt model (a transcription session). */
+export interface ResolvedAsk {
+  profile: RealtimeProfile | null;
+  sttModel: string | null;
+  stt: ModelEntry;
+}
+
 /**
- * Checks what the client asks for (404 model_not_found, 503 model_offline when no stt model
- * streams), then takes the session's place under the caps (429 per key and org, 503 per process)
- * and reserves its first second of audio (402). The caller releases the ticket and the hold when
- * its transport ends before the session starts.
+ * Checks what the client asks for, without admitting anything (a client secret's settings are
+ * checked so when it is minted): 400 for a bad intent or no model, 404 model_not_found, 503
+ * model_offline when no stt model streams.
  */
-export async function admitRealtime(
-  ctx: GatewayContext,
-  profiles: Map<string, RealtimeProfile>,
-  auth: RequestAuth,
-  ask: RealtimeAsk,
-): Promise<RealtimeAdmission> {
+export function resolveRealtimeAsk(ctx: GatewayContext, profiles: Map<string, RealtimeProfile>, ask: RealtimeAsk): ResolvedAsk {
   if (ask.intent !== undefined && ask.intent !== 'transcription')
     throw new ServiceError('invalid_request', 'intent must be transcription (or absent, for a conversation).', 'intent');
   let profile: RealtimeProfile | null = null;
@@ -63,7 +65,21 @@ export async function admitRealtime(
     ctx.registry.resolve(profile.llm, 'llm');
     sttId = profile.stt ?? defaultModel(ctx.registry, 'stt');
   }
-  const stt = streamingModel(ctx, sttId);
+  return { profile, sttModel, stt: streamingModel(ctx, sttId) };
+}
+
+/**
+ * Checks what the client asks for (resolveRealtimeAsk), then takes the session's place under the
+ * caps (429 per key and org, 503 per process) and reserves its first second of audio (402). The
+ * caller releases the ticket and the hold when its transport ends before the session starts.
+ */
+export async function admitRealtime(
+  ctx: GatewayContext,
+  profiles: Map<string, RealtimeProfile>,
+  auth: RequestAuth,
+  ask: RealtimeAsk,
+): Promise<RealtimeAdmission> {
+  const { profile, sttModel, stt } = resolveRealtimeAsk(ctx, profiles, ask);
   const ticket = ctx.admission.openStream(auth);
   try {
     const hold = await ctx.core.reserve(auth, perSecondCostMicros(stt.prices.picoPerSecond, METER_EVERY_MS));
@@ -81,8 +97,10 @@ export interface RealtimeStart {
   profiles: Map<string, RealtimeProfile>;
   /** Aborted (reason: a ServiceError) when the transport's own credential is revoked (a phone token): ends the session as the key's revocation does. */
   revoked?: AbortSignal;
-  /** The transport plays the answers out and knows what its peer heard (a phone carrier's marks). */
-  playback?: PeerPlayback;
+  /** Session fields applied in order before the session starts (a client secret's, then the call's), as session.update would. */
+  initial?: Record<string, unknown>[];
+  /** A transport that plays the answers' audio itself (a WebRTC call): RealtimeSessionSetup.playout. */
+  playout?: OutputPlayout;
 }
 
 /**
@@ -104,7 +122,8 @@ export function startRealtimeSession(ctx: GatewayContext, admission: RealtimeAdm
     sttModel: admission.sttModel,
     hold: admission.hold,
     revoked: start.revoked ? AbortSignal.any([revoked.signal, start.revoked]) : revoked.signal,
-    playback: start.playback,
+    initial: start.initial,
+    playout: start.playout,
   });
   session.start().catch((e: unknown) => session.fail(e));
   return session;

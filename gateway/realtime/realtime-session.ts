@@ -25,8 +25,9 @@ import { toConversationItem, type ClientEvent, type ClientItem } from './client-
 import { Conversation, type ConversationItem } from './conversation.ts';
 import { SessionEngines } from './engines.ts';
 import { InputAudioBuffer, type InputAudioSession } from './input-audio-buffer.ts';
+import type { OutputPlayout } from './output-playout.ts';
 import type { RealtimeProfile } from './profiles.ts';
-import { Responses, type PeerPlayback, type ResponsesSession } from './responses.ts';
+import { Responses, type ResponsesSession } from './responses.ts';
 import { TurnLog } from './turn-log.ts';
 import type { EventError, ServerEvent } from './server-events.ts';
 import { applySessionUpdate, defaultConfig, sessionWire, type RealtimeConfig } from './session-config.ts';
@@ -50,8 +51,14 @@ export interface RealtimeSessionSetup {
   hold: CreditHold;
   /** Aborted (reason: a ServiceError) when the key is revoked. */
   revoked: AbortSignal;
-  /** A transport that plays the answers out itself (a phone carrier) says what its peer heard; interrupted answers are cut there. */
-  playback?: PeerPlayback;
+  /** Session fields applied in order before the session starts (a client secret's settings, then the call's), as session.update would. */
+  initial?: Record<string, unknown>[];
+  /**
+   * The transport plays the answers' audio itself (a WebRTC call): barge-in stops it there and
+   * truncates at what it played. Its audio is pcm16 at 24 kHz whatever a session.update says
+   * (the transport encodes it, Opus on a WebRTC track).
+   */
+  playout?: OutputPlayout;
 }
 
 export class RealtimeSession implements InputAudioSession, ResponsesSession {
@@ -60,7 +67,7 @@ export class RealtimeSession implements InputAudioSession, ResponsesSession {
   readonly requestId: string;
   readonly log: FastifyBaseLogger;
   readonly revoked: AbortSignal;
-  readonly playback: PeerPlayback | undefined;
+  readonly playout: OutputPlayout | undefined;
   readonly conversation = new Conversation();
   readonly engines: SessionEngines;
   private readonly kind: RealtimeSessionSetup['kind'];
@@ -87,11 +94,14 @@ export class RealtimeSession implements InputAudioSession, ResponsesSession {
     this.requestId = setup.requestId;
     this.log = setup.log;
     this.revoked = setup.revoked;
-    this.playback = setup.playback;
+    this.playout = setup.playout;
     this.kind = kind;
     this.current = defaultConfig(kind, profile?.id ?? null);
     if (profile?.instructions) this.current.instructions = profile.instructions;
     if (setup.sttModel) this.current.transcriptionModel = setup.sttModel;
+    // Checked when the client secret was minted: a setting that no longer reads is an error at start.
+    for (const fields of setup.initial ?? []) this.current = applySessionUpdate(this.current, fields);
+    this.current = this.withTransportFormats(this.current);
     this.engines = new SessionEngines(ctx, setup.auth, profile, setup.profiles);
     this.audio = new InputAudioBuffer(this, setup.hold);
     this.responses = new Responses(this);
@@ -214,7 +224,8 @@ export class RealtimeSession implements InputAudioSession, ResponsesSession {
       case 'response.cancel':
         return this.responses.cancel(event.response_id);
       case 'output_audio_buffer.clear':
-        // WebRTC's: over a WebSocket the client holds the audio it has not played.
+        // WebRTC's: the answer stops and its item is cut at what was played. Over a WebSocket the client holds the audio it has not played.
+        if (this.playout) return this.responses.interrupt('client_cancelled');
         return this.send({ type: 'output_audio_buffer.cleared', response_id: this.responses.activeId });
     }
   }
@@ -227,7 +238,7 @@ export class RealtimeSession implements InputAudioSession, ResponsesSession {
         'type',
       );
     const before = this.current;
-    const next = applySessionUpdate(before, session);
+    const next = this.withTransportFormats(applySessionUpdate(before, session));
     this.current = next;
     try {
       // Checked now, not at the next audio or response: a bad model or voice is this event's error.
@@ -240,6 +251,11 @@ export class RealtimeSession implements InputAudioSession, ResponsesSession {
       this.current = before;
       throw e;
     }
+  }
+
+  /** A transport that carries the audio itself takes and gives pcm16 at 24 kHz, whatever the update says. */
+  private withTransportFormats(c: RealtimeConfig): RealtimeConfig {
+    return this.playout ? { ...c, inputFormat: this.playout.audioFormat, outputFormat: this.playout.audioFormat } : c;
   }
 
   private expiresAt(): number {

@@ -14,6 +14,7 @@ import { toConversationItem, type ResponseInputEntry, type ResponseOptions } fro
 import { MAX_TEXT, bytesOf, charactersOf, chatMessages, chatToolChoice, chatTools, type Conversation, type ConversationItem } from './conversation.ts';
 import type { SessionEngines } from './engines.ts';
 import { ResponseRun } from './response-run.ts';
+import type { OutputPlayout } from './output-playout.ts';
 import type { EventError, ServerEvent } from './server-events.ts';
 import { applySessionUpdate, type RealtimeConfig } from './session-config.ts';
 
@@ -24,16 +25,6 @@ export const MAX_INPUT_CHARACTERS = MAX_TEXT;
 /** What each chat message adds to its text in the prompt (role, quotes), for the reservation's estimate. */
 const MESSAGE_OVERHEAD_BYTES = 32;
 
-/**
- * What a transport that plays the answers out itself knows of what its peer heard (a phone
- * carrier echoes the marks sent after the audio, gateway/phone/playback.ts): an interrupted
- * answer is then cut exactly where the peer stopped, not where the gateway estimates it did.
- */
-export interface PeerPlayback {
-  /** Milliseconds of an assistant item's audio the peer has played. */
-  heardMs(itemId: string): number;
-}
-
 /** What the responses need of their session. */
 export interface ResponsesSession {
   readonly ctx: GatewayContext;
@@ -43,8 +34,6 @@ export interface ResponsesSession {
   readonly closed: boolean;
   readonly engines: SessionEngines;
   readonly conversation: Conversation;
-  /** Set when the transport knows what its peer played (PeerPlayback); otherwise the answer's pace is the estimate. */
-  readonly playback?: PeerPlayback;
   config(): RealtimeConfig;
   newItemId(): string;
   send(event: ServerEvent): void;
@@ -52,14 +41,14 @@ export interface ResponsesSession {
   sendPaced(event: ServerEvent): Promise<void>;
   close(code: number, reason: string, error?: EventError): void;
   sendError(e: EventError): void;
+  /** Set when the transport plays the answers' audio itself (a WebRTC call). */
+  readonly playout?: OutputPlayout;
 }
 
 export class Responses {
   private readonly running = new Set<ResponseRun>();
   /** The conversation's response (one at a time); out-of-band ones run beside it. */
   private active: ResponseRun | null = null;
-  /** The conversation's last spoken answer, which a peer that plays it out (PeerPlayback) may still be playing. */
-  private lastSpoken: string | null = null;
 
   constructor(private readonly session: ResponsesSession) {}
 
@@ -148,7 +137,6 @@ export class Responses {
       this.running.delete(run);
       if (this.active === run) this.active = null;
       if (run.assistantItemId) session.conversation.setSpans(run.assistantItemId, run.spans);
-      if (run.assistantItemId && conversation === 'auto') this.lastSpoken = run.assistantItemId;
       session.conversation.recount();
       session.ctx.metrics.realtimeResponse(run.status, run.timings);
       onDone?.();
@@ -221,37 +209,43 @@ export class Responses {
     else onDone(); // an answer is still being spoken: this turn gets none
   }
 
-  /** The user spoke over the answer: it stops now, and its item keeps what was heard of it. */
-  interrupt(): void {
-    const run = this.active;
-    if (!run) return this.cutUnheard();
-    run.cancel('turn_detected');
+  /**
+   * The user spoke over the answer (`turn_detected`), or a WebRTC client cleared its audio
+   * (`client_cancelled`, output_audio_buffer.clear): the answer stops now, and its item keeps
+   * what was heard of it. A transport that plays the audio itself (a WebRTC call) stops it at
+   * once and says how much of which item was heard, which may be an answer that has finished
+   * and is still being played; otherwise the audio sent, no faster than real time, is taken as
+   * heard.
+   */
+  interrupt(reason: 'turn_detected' | 'client_cancelled' = 'turn_detected'): void {
     const { session } = this;
-    session.ctx.metrics.realtimeBargeIn();
+    const run = this.active;
+    const heard = session.playout?.stop() ?? null;
+    if (heard || (session.playout && reason === 'client_cancelled'))
+      session.send({ type: 'output_audio_buffer.cleared', response_id: heard?.responseId ?? run?.id ?? null });
+    if (heard && heard.itemId !== run?.assistantItemId) this.truncate(heard.itemId, heard.playedMs);
+    if (!run) {
+      if (heard && reason === 'turn_detected') session.ctx.metrics.realtimeBargeIn();
+      return;
+    }
+    run.cancel(reason);
+    if (reason === 'turn_detected') session.ctx.metrics.realtimeBargeIn();
     void run.done.then(() => {
       const id = run.assistantItemId;
-      const item = id ? session.conversation.get(id) : undefined;
-      if (!item || item.type !== 'message' || item.content[0]?.type !== 'output_audio') return;
-      if (this.lastSpoken === item.id) this.lastSpoken = null;
-      const played = Math.round(session.playback?.heardMs(item.id) ?? run.playedMs());
-      session.conversation.cutAudio(item, played, run.spans);
-      session.send({ type: 'conversation.item.truncated', item_id: item.id, content_index: 0, audio_end_ms: played });
+      if (!id) return;
+      const played = session.playout ? (heard?.itemId === id ? heard.playedMs : 0) : run.playedMs();
+      this.truncate(id, played, run.spans);
     });
   }
 
-  /** No answer runs, but a peer that plays answers out may still be playing the last one: it is cut where the peer stopped. */
-  private cutUnheard(): void {
+  /** An assistant's audio item cut at what was heard of it, and the client told where. */
+  private truncate(id: string, playedMs: number, spans?: ResponseRun['spans']): void {
     const { session } = this;
-    const id = this.lastSpoken;
-    if (!id || !session.playback) return;
-    this.lastSpoken = null;
     const item = session.conversation.get(id);
     if (!item || item.type !== 'message' || item.content[0]?.type !== 'output_audio') return;
-    const heard = Math.round(session.playback.heardMs(id));
-    if (heard >= Math.floor(session.conversation.audioMs(id))) return; // heard to its end
-    session.ctx.metrics.realtimeBargeIn();
-    session.conversation.cutAudio(item, heard);
-    session.send({ type: 'conversation.item.truncated', item_id: item.id, content_index: 0, audio_end_ms: heard });
+    const played = Math.round(playedMs);
+    session.conversation.cutAudio(item, played, spans);
+    session.send({ type: 'conversation.item.truncated', item_id: item.id, content_index: 0, audio_end_ms: played });
   }
 
   /** The session is ending: every response stops now (each is billed for what it made). */

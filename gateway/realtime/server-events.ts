@@ -56,6 +56,8 @@ export type ServerEvent =
   | { type: 'input_audio_buffer.committed'; previous_item_id: string | null; item_id: string }
   | { type: 'input_audio_buffer.cleared' }
   | { type: 'output_audio_buffer.cleared'; response_id: string | null }
+  // WebRTC calls (the transport plays the audio: gateway/realtime/realtime-call.ts)
+  | { type: 'output_audio_buffer.started' | 'output_audio_buffer.stopped'; response_id: string }
   | { type: 'conversation.item.added'; previous_item_id: string | null; item: ConversationItem }
   | { type: 'conversation.item.done'; previous_item_id?: string | null; item: ConversationItem }
   | { type: 'conversation.item.retrieved'; item: ConversationItem }

@@ -65,6 +65,7 @@ export function registerRequestLogHooks(app: FastifyInstance, ctx: GatewayContex
   // One listener function for every response (`this` is the response): no closure per request.
   function onClose(this: ServerResponse & { [REPLY]?: FastifyReply }): void {
     const reply = this[REPLY]!;
+    if ((reply.request as FastifyRequest & { [DEFERRED]?: true })[DEFERRED]) return;
     finish(log!, reply.request, reply);
   }
   app.addHook('onRequest', (_request, reply, done) => {
@@ -76,11 +77,32 @@ export function registerRequestLogHooks(app: FastifyInstance, ctx: GatewayContex
 }
 
 const REPLY = Symbol('svc request-log reply');
+const DEFERRED = Symbol('svc request-log deferred');
+
+/**
+ * For a route whose session outlives its HTTP answer (a WebRTC call, POST /v1/realtime/calls):
+ * its row is not written when the answer is sent but when the returned function is called (the
+ * session's end), as a session's row, with the usage and turns gathered until then. Called
+ * before the answer is sent; a no-op when the log is off.
+ */
+export function deferRequestLogRow(ctx: GatewayContext, request: FastifyRequest, reply: FastifyReply): () => void {
+  const log = ctx.requestLog;
+  if (!log) return () => {};
+  (request as FastifyRequest & { [DEFERRED]?: true })[DEFERRED] = true;
+  const started = performance.now() - reply.elapsedTime;
+  let done = false;
+  return () => {
+    if (done) return;
+    done = true;
+    finish(log, request, reply, performance.now() - started);
+  };
+}
 
 /** A client that left before the whole answer was sent: nginx's 499 when no status had been sent. */
 const CLIENT_GONE_STATUS = 499;
 
-function finish(log: RequestLog, request: FastifyRequest, reply: FastifyReply): void {
+/** `sessionMs`: a deferred session's length (deferRequestLogRow); its row is a session's. */
+function finish(log: RequestLog, request: FastifyRequest, reply: FastifyReply, sessionMs?: number): void {
   if (request.is404) return;
   // Read once: Fastify builds this object anew at every read.
   const route = request.routeOptions;
@@ -90,7 +112,7 @@ function finish(log: RequestLog, request: FastifyRequest, reply: FastifyReply): 
   if (orgId === undefined) return; // no key, or not a valid one: no org's log to write to
   // An accepted WebSocket upgrade is hijacked and never writes an HTTP answer of its own.
   const upgraded = request.headers.upgrade !== undefined && reply.sent && !reply.raw.headersSent;
-  const totalMs = reply.elapsedTime;
+  const totalMs = sessionMs ?? reply.elapsedTime;
   const clientGone = !upgraded && !reply.raw.writableFinished;
   const status = upgraded ? 101 : clientGone && !reply.raw.headersSent ? CLIENT_GONE_STATUS : reply.statusCode;
   let errorCode = status >= 400 ? (request.logErrorCode ?? (request.logError ? toServiceError(request.logError).code : null)) : null;
@@ -99,7 +121,7 @@ function finish(log: RequestLog, request: FastifyRequest, reply: FastifyReply): 
     orgId,
     requestId: request.id,
     apiKeyId: request.auth?.keyId ?? refused?.keyId ?? null,
-    kind: upgraded && route.config.session ? 'session' : 'http',
+    kind: (upgraded && route.config.session) || sessionMs !== undefined ? 'session' : 'http',
     method: request.method,
     route: route.url ?? 'unmatched',
     modelId: request.modelId || null,
@@ -107,7 +129,7 @@ function finish(log: RequestLog, request: FastifyRequest, reply: FastifyReply): 
     errorCode,
     userAgent: request.headers['user-agent'] ?? null,
     traceId: request.trace?.span.spanContext().traceId ?? null,
-    ttfbMs: upgraded || request.logSentMs < 0 ? null : request.logSentMs,
+    ttfbMs: upgraded || sessionMs !== undefined || request.logSentMs < 0 ? null : request.logSentMs,
     totalMs,
     startedAt: Date.now() - totalMs,
     requestContent: log.keepsContent(orgId) ? textOf(request.body, request.headers['content-type']) : null,

@@ -88,14 +88,14 @@ export function registerPhoneRoutes(app: FastifyInstance, ctx: GatewayContext): 
         const bridge = new PhoneBridge(
           link,
           dialect,
-          (outbox, playback) =>
+          (outbox, playout) =>
             startRealtimeSession(ctx, admission, outbox, {
               auth: request.auth,
               requestId: request.id,
               log: request.log,
               profiles,
               revoked: tokenRevoked.signal,
-              playback,
+              playout,
             }),
           request.log,
         );

@@ -9,12 +9,18 @@
 // streams); the session caps (429 per key and org, 503 per process); and the first second of
 // the user's audio (402).
 //
+// `?call_id=` joins a WebRTC call of the key's org instead (gateway/realtime/realtime-call.ts): the
+// socket sees the call's events and may send its own, as OpenAI's server-side control of a call;
+// 404 for a call this process does not hold, 429 past MAX_CONTROL_SOCKETS.
+//
 // Must be registered in the scope where @fastify/websocket is (registerSttWebSocketRoutes).
 import type { FastifyInstance } from 'fastify';
 import { ServiceError } from '../../server/services/errors.ts';
 import type { GatewayContext } from '../context.ts';
 import { admitRealtime, startRealtimeSession, type RealtimeAdmission } from '../realtime/open-realtime.ts';
 import { loadRealtimeProfiles } from '../realtime/profiles.ts';
+import { MAX_CONTROL_SOCKETS, type RealtimeCall } from '../realtime/realtime-call.ts';
+import type { RealtimeCalls } from '../realtime/realtime-calls.ts';
 import type { ServerEvent } from '../realtime/server-events.ts';
 import { encodeServerEvent, readClientMessage } from '../realtime/wire.ts';
 import { WebSocketLink } from '../sessions/websocket-link.ts';
@@ -24,10 +30,11 @@ const upgradeRequired = () => new ServiceError('upgrade_required', 'This is a We
 declare module 'fastify' {
   interface FastifyRequest {
     realtimeAdmission?: RealtimeAdmission;
+    realtimeCall?: RealtimeCall;
   }
 }
 
-export function registerRealtimeRoutes(app: FastifyInstance, ctx: GatewayContext): void {
+export function registerRealtimeRoutes(app: FastifyInstance, ctx: GatewayContext, calls: RealtimeCalls): void {
   const profiles = loadRealtimeProfiles(ctx.config.realtimeProfilesFile);
   app.route({
     method: 'GET',
@@ -37,6 +44,14 @@ export function registerRealtimeRoutes(app: FastifyInstance, ctx: GatewayContext
       if (request.headers.upgrade?.toLowerCase() !== 'websocket') throw upgradeRequired();
       const q = request.query as Record<string, unknown>;
       const one = (name: string) => (typeof q[name] === 'string' ? (q[name] as string) : undefined);
+      const callId = one('call_id');
+      if (callId !== undefined) {
+        const call = calls.find(callId, request.auth.orgId);
+        if (call.controlCount >= MAX_CONTROL_SOCKETS)
+          throw new ServiceError('rate_limit_exceeded', `This call already has ${MAX_CONTROL_SOCKETS} control sockets; close one first.`, 'call_id');
+        request.realtimeCall = call;
+        return;
+      }
       const admission = await admitRealtime(ctx, profiles, request.auth, { model: one('model'), intent: one('intent') });
       request.modelId = admission.modelId;
       // Held until the connection closes, however it ends (refused upgrade, client gone, session over).
@@ -53,6 +68,10 @@ export function registerRealtimeRoutes(app: FastifyInstance, ctx: GatewayContext
       throw upgradeRequired();
     },
     wsHandler: (socket, request) => {
+      if (request.realtimeCall) {
+        if (request.realtimeCall.isEnded) return socket.close(1000, 'call_ended');
+        return request.realtimeCall.attachControl(socket);
+      }
       const admission = request.realtimeAdmission!;
       // From here the session settles the hold (its audio leg releases it after its last debit).
       request.raw.socket.off('close', admission.hold.release);

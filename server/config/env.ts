@@ -124,6 +124,21 @@ const EnvSchema = z.object({
   SVC_REALTIME_PROFILES_FILE: z.string().min(1).optional(),
   // /v1/realtime: closed when nothing comes from the client and nothing is being answered this long.
   SVC_REALTIME_IDLE_SECONDS: z.coerce.number().min(0.1).max(3600).default(300),
+  // WebRTC calls (POST /v1/realtime/calls; docs/realtime.md "WebRTC"): calls a process takes; how
+  // long a call may take to connect (ICE and DTLS) before its place is given back; the address
+  // announced in the answer's candidates instead of the host's own (a gateway behind a 1:1 NAT);
+  // the UDP ports its sockets bind to ("40000-40999").
+  SVC_WEBRTC_MAX_CALLS: z.coerce.number().int().min(0).max(100_000).default(100),
+  SVC_WEBRTC_CONNECT_TIMEOUT_SECONDS: z.coerce.number().min(1).max(600).default(15),
+  SVC_WEBRTC_ANNOUNCED_ADDRESS: z.union([z.ipv4(), z.ipv6()]).optional(),
+  SVC_WEBRTC_PORT_RANGE: z
+    .string()
+    .regex(/^\d{1,5}-\d{1,5}$/, 'must be "min-max", e.g. 40000-40999')
+    .refine((s) => {
+      const [min, max] = s.split('-').map(Number) as [number, number];
+      return min >= 1024 && max <= 65535 && min < max;
+    }, 'must be two ports from 1024 to 65535, the first below the second')
+    .optional(),
   // What an LLM request reserves for its output when it sets no max_tokens (docs/api-conventions.md, "Credits").
   SVC_LLM_RESERVE_MAX_TOKENS: z.coerce.number().int().min(1).max(10_000_000).default(4096),
   // A process's credit reservations outlive it (a crash) by at most this long.
@@ -203,6 +218,8 @@ export interface Config {
   ttsFailover: { firstAudioMs: number; stallMs: number };
   /** SVC_REALTIME_PROFILES_FILE; undefined: the shipped config/realtime-profiles.json. */
   realtimeProfilesFile: string | undefined;
+  /** SVC_WEBRTC_*: WebRTC calls of /v1/realtime/calls. */
+  webrtc: WebRtcConfig;
   jobs: { worker: boolean; concurrency: number; pollMs: number; leaseMs: number; offlineGiveUpMs: number; maxPerOrg: number };
   /** Caps on an org's voices and on its clones through engines that bill (server/services/voices/voice-quotas.ts). */
   voiceLimits: { maxVoicesPerOrg: number; maxEngineClonesPerDay: number; trialMaxEngineClonesPerDay: number };
@@ -231,6 +248,13 @@ export interface Config {
   tracing: TracingConfig | undefined;
   /** Request logs (docs/logs.md); undefined: off (SVC_REQUEST_LOG=off). */
   requestLog: RequestLogConfig | undefined;
+}
+
+export interface WebRtcConfig {
+  maxCalls: number;
+  connectTimeoutMs: number;
+  announcedAddress: string | undefined;
+  portRange: [number, number] | undefined;
 }
 
 export interface RequestLogConfig {
@@ -350,6 +374,12 @@ export function loadConfig(source: Readonly<Record<string, string | undefined>> 
     llmFailover: { firstTokenMs: env.SVC_LLM_FIRST_TOKEN_SECONDS * 1000, stallMs: env.SVC_LLM_STALL_SECONDS * 1000 },
     ttsFailover: { firstAudioMs: env.SVC_TTS_FIRST_AUDIO_SECONDS * 1000, stallMs: env.SVC_TTS_STALL_SECONDS * 1000 },
     realtimeProfilesFile: env.SVC_REALTIME_PROFILES_FILE,
+    webrtc: {
+      maxCalls: env.SVC_WEBRTC_MAX_CALLS,
+      connectTimeoutMs: env.SVC_WEBRTC_CONNECT_TIMEOUT_SECONDS * 1000,
+      announcedAddress: env.SVC_WEBRTC_ANNOUNCED_ADDRESS,
+      portRange: env.SVC_WEBRTC_PORT_RANGE ? (env.SVC_WEBRTC_PORT_RANGE.split('-').map(Number) as [number, number]) : undefined,
+    },
     jobs: {
       worker: env.SVC_WORKER === 'on',
       concurrency: env.SVC_WORKER_CONCURRENCY,
