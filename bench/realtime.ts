@@ -13,12 +13,14 @@
 // frame holding the question's last voiced sample was sent (flite's audio trimmed of its
 // silence). All times are the client's, at receipt, except svc_timings.
 // - realtime (one socket per setting, `?model=bench-llm`, the session's default voice):
-//   turn detection = E → `input_audio_buffer.speech_stopped` (the final transcript comes before
+//   turn detection = E → `input_audio_buffer.speech_stopped` (sent at the detector's decision; the
+//   item is committed and answered once the turn's final transcript is in: it comes after
 //   it); LLM first token and first audio as the gateway measures them from the response's start
 //   (`response.done.response.svc_timings`); TTS first audio = first_audio_ms − llm_first_token_ms;
 //   gateway-added = (first `response.output_audio.delta` − speech_stopped) − first_audio_ms: from
 //   the turn's end to the response's start, plus the delivery of the events.
-// - routes: WS /stt/websocket (the same detector settings) → at `turn.end`, POST
+// - routes: WS /stt/websocket (the same detector settings) → at `turn.finalized` (the turn's
+//   finals are in; it follows `turn.end`), POST
 //   /v1/chat/completions stream:true with the turn's final transcript → each token as it arrives
 //   to WS /tts/websocket with continue:true, as LiveKit's and pipecat's Cartesia TTS stream (a
 //   socket opened beforehand, a context per turn, the realtime session's voice, pcm_s16le at
@@ -347,14 +349,19 @@ function routesTurn(stt: EventSocket, r: Routes, q: Question): Promise<Turn> {
     (audio, settle) => {
       let cutOffs = 0;
       let endAt = NaN;
+      let answering = false;
       const finals: string[] = [];
       stt.handler = (e, at) => {
         if (e.type === 'error') return settle.reject(new Error(`/stt/websocket error event: ${JSON.stringify(e)}`));
         if (e.type === 'transcript' && e.is_final && typeof e.text === 'string' && e.text) finals.push(e.text);
-        if (e.type !== 'turn.end') return;
-        if (Number.isNaN(audio.voicedSentAt)) return void cutOffs++;
-        if (!Number.isNaN(endAt)) return;
-        endAt = at;
+        if (e.type === 'turn.end') {
+          if (Number.isNaN(audio.voicedSentAt)) return void cutOffs++;
+          if (Number.isNaN(endAt)) endAt = at;
+          return;
+        }
+        // The turn's final transcript is all in (it follows turn.end): the answer starts.
+        if (e.type !== 'turn.finalized' || Number.isNaN(endAt) || answering) return;
+        answering = true;
         answerOverRoutes(r, finals.join(' '), () => audio.stop()).then(({ firstTokenAt, firstAudioAt }) => {
           settle.resolve({
             turnDetection: endAt - audio.voicedSentAt,

@@ -21,6 +21,8 @@ import { clientErrorFor } from '../core/try-upstreams.ts';
 import type { ConversationItem, SpokenSpan } from './conversation.ts';
 import type { ResponseEngines } from './engines.ts';
 import type { SpanSpeaker } from '../tts/span-speaker.ts';
+import { firstAudibleMs } from '../audio/first-audible.ts';
+import { FORMAT_AUDIO } from './session-config.ts';
 import { responseSpeaker } from './response-speaker.ts';
 import { responseObject, type ResponseStatus, type ResponseUsage } from './response-object.ts';
 import { partWire, type ResponseObject, type ServerEvent } from './server-events.ts';
@@ -72,7 +74,7 @@ export class ResponseRun {
   private audioMs = 0;
   private firstAudioAt: number | undefined;
   /** Gateway-side timings for the metrics and the benchmark (ms since the run started). */
-  readonly timings: { llmFirstToken?: number; ttsFirstAudio?: number } = {};
+  readonly timings: { llmFirstToken?: number; ttsFirstAudio?: number; firstAudible?: number } = {};
   /** When the run started (performance.now()), the origin of its timings. */
   readonly startedAt = performance.now();
   /** The answer's speech, once its LLM answered (audio responses). */
@@ -363,6 +365,7 @@ export class ResponseRun {
       this.firstAudioAt = performance.now();
       this.timings.ttsFirstAudio = this.firstAudioAt - this.startedAt;
     }
+    if (this.timings.firstAudible === undefined) this.findAudible(audio, millis);
     this.audioMs += millis;
     this.spans.at(-1)!.endMs = this.audioMs;
     await this.host.sendPaced({
@@ -373,6 +376,20 @@ export class ResponseRun {
       content_index: 0,
       delta: audio.toString('base64'),
     });
+  }
+
+  /**
+   * The first audible sample, as a listener who plays the answer from its first byte hears it:
+   * when the first audio went out plus where in the answer's audio the sound begins.
+   */
+  private findAudible(audio: Buffer, millis: number): void {
+    const tts = this.spec.engines.tts;
+    if (!tts || this.timings.ttsFirstAudio === undefined) return;
+    const { encoding, sampleRate } = FORMAT_AUDIO[tts.format];
+    const within = firstAudibleMs(audio, encoding, sampleRate);
+    if (within === undefined) return;
+    this.timings.firstAudible = this.timings.ttsFirstAudio + this.audioMs + Math.min(within, millis);
+    this.trace?.span.setAttribute('svc.first_audible_ms', Math.round(this.timings.firstAudible));
   }
 
   /** Item statuses at the end, and conversation.item.done for each (in the conversation's order). */

@@ -33,7 +33,7 @@ export interface ResponseObject {
   metadata: unknown;
   usage: Record<string, unknown> | null;
   /** Ours: ms from the response's start to the LLM's first token and to the first audio sent. */
-  svc_timings?: { llm_first_token_ms: number | null; first_audio_ms: number | null };
+  svc_timings?: { llm_first_token_ms: number | null; first_audio_ms: number | null; first_audible_ms: number | null };
 }
 
 /** A content part as response.content_part.* name it ("text" / "audio"; items call them output_text / output_audio). */

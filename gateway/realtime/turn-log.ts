@@ -84,6 +84,7 @@ export class TurnLog {
       endOfTurnMs: from(t.endAt),
       llmFirstTokenMs: runAt(run?.timings.llmFirstToken),
       ttsFirstAudioMs: runAt(run?.timings.ttsFirstAudio),
+      firstAudibleMs: runAt(run?.timings.firstAudible),
       bargeInMs: from(t.bargeInAt),
       userText: t.userText,
       assistantText: run?.transcript(),

@@ -322,7 +322,7 @@ describe('a real client: @cartesia/cartesia-js stt.manualFinalize on /stt/websoc
     expect(
       log.events
         .map((e) => e.type)
-        .filter((t) => !['session.started', 'transcript', 'turn.start', 'turn.end', 'flush_done', 'session.closed', 'done'].includes(t)),
+        .filter((t) => !['session.started', 'transcript', 'turn.start', 'turn.end', 'turn.finalized', 'flush_done', 'session.closed', 'done'].includes(t)),
     ).toEqual([]);
     expectEveryWordOnce(log.events);
     await expectBilledOnce(log.events[0]!.request_id as string);

@@ -102,7 +102,7 @@ describe('SttSession over an in-memory outbox', () => {
     const shape = outbox.events
       .filter((e) => !isTranscript(e) || e.isFinal)
       .map((e) => (isTranscript(e) ? `final:${e.cause}` : e.type === 'turn' ? e.turn : e.type));
-    expect(shape).toEqual(['started', 'turn.start', 'final:turn', 'turn.end', 'turn.start', 'final:finalize', 'flushed', 'closed']);
+    expect(shape).toEqual(['started', 'turn.start', 'turn.end', 'final:turn', 'turn_final', 'turn.start', 'final:finalize', 'flushed', 'closed']);
     const finals = outbox.events.filter(isTranscript).filter((e) => e.isFinal);
     expect(wer(FOX, finals[0]!.text)).toBeLessThanOrEqual(0.25);
     expect(wer(CALL, finals[1]!.text)).toBeLessThanOrEqual(0.25);

@@ -71,6 +71,8 @@ export class SttSession {
   private lastAudioAt: number;
   private firstAudioAt: number | undefined;
   private firstTranscriptSent = false;
+  /** Turn starts waiting for the last turn's final: the events of their turns wait behind them. */
+  private startsWaiting = 0;
   /** No engine would take the audio (it refused us, or none had room) while the session was live: nothing is billed. */
   private engineRefused = false;
   private billed: () => void = () => {};
@@ -249,8 +251,22 @@ export class SttSession {
         for (const t of found) {
           // Whether anyone speaks, for engines that are sent only speech: told before the turn's finalize.
           if (t.type === 'turn.start' || t.type === 'turn.end') this.engine.speaking(t.type === 'turn.start');
-          if (t.type === 'turn.start') this.turnLog.started(t.atSeconds);
-          if (t.type === 'turn.end') this.engine.finalize('turn', () => this.endTurn(t));
+          // A turn starts after the last one's final (which completes that one's log row and, in some dialects, its end).
+          if (t.type === 'turn.start') {
+            this.startsWaiting++;
+            this.engine.afterPendingFinals(() => {
+              this.startsWaiting--;
+              this.turnLog.started(t.atSeconds);
+              this.send(turnEvent(t));
+            });
+          }
+          // The end goes out at the detector's decision (behind its turn's start if that still waits); the final follows when the engine has decoded it.
+          else if (t.type === 'turn.end') {
+            const endOfTurn = this.meter.receivedMillis / 1000;
+            if (this.startsWaiting === 0) this.send(turnEvent(t));
+            else this.engine.afterPendingFinals(() => this.send(turnEvent(t)));
+            this.engine.finalize('turn', () => this.turnFinal(t.atSeconds, endOfTurn));
+          }
           // What was heard so far goes with an eager end: an agent may start its answer on it.
           else if (t.type === 'turn.eager_end') this.engine.afterPendingFinals(() => this.send({ ...turnEvent(t), transcript: this.lastPartial }));
           else this.engine.afterPendingFinals(() => this.send(turnEvent(t)));
@@ -310,14 +326,22 @@ export class SttSession {
         this.turnLog.started(event.atSeconds);
         return this.send({ type: 'turn', turn: 'turn.start', atSeconds: event.atSeconds });
       case 'end_of_turn':
-        if (engineTurns) this.endTurn({ type: 'turn.end', atSeconds: event.atSeconds });
-        return;
+        if (!engineTurns) return;
+        // The engine's own turn: its final came before it.
+        return this.turnFinal(event.atSeconds, this.endTurn({ type: 'turn.end', atSeconds: event.atSeconds }));
     }
   }
 
-  private endTurn(t: TurnEvent): void {
-    this.turnLog.ended(t.atSeconds, this.meter.receivedMillis / 1000);
+  /** Sends the turn's end; returns the seconds of audio received when it was found. */
+  private endTurn(t: TurnEvent): number {
     this.send(turnEvent(t));
+    return this.meter.receivedMillis / 1000;
+  }
+
+  /** The ended turn's final is out: its log row (with what was said) is written, and the dialects that end turns with the transcript are told. */
+  private turnFinal(speechEnd: number, endOfTurn: number): void {
+    this.turnLog.ended(speechEnd, endOfTurn);
+    this.send({ type: 'turn_final', atSeconds: speechEnd });
   }
 
   /** The engine failed mid-session: the next upstream hears the audio since the last final; the client hears nothing of it (but an informational event, where its dialect has one). */
