@@ -303,7 +303,7 @@ describe('session', () => {
     const audio = concat(s.samples, silence(END_TAIL));
     const c = await openSession(h, query());
     await c.stream(s16le(audio), FAST(16000));
-    await c.until((e) => e.type === 'turn.end');
+    await c.until((e) => e.type === 'turn.finalized');
     const closed = await closeAndCheck(c, millisOf(audio.length, 16000));
     expect(closed.audio_seconds).toBe(millisOf(audio.length, 16000) / 1000);
 
@@ -327,8 +327,12 @@ describe('session', () => {
     expect(starts).toHaveLength(1);
     expect(ends).toHaveLength(1);
     expect(indexOf(c, starts[0]!)).toBeLessThan(indexOf(c, final!));
-    // turn.end goes out at the detector's decision; the turn's final follows when the engine has decoded it.
+    // turn.end goes out at the detector's decision; the turn's final follows when the engine has
+    // decoded it, then turn.finalized with the turn's whole final text.
     expect(indexOf(c, ends[0]!)).toBeLessThan(indexOf(c, final!));
+    const finalized = c.ofType('turn.finalized');
+    expect(finalized).toEqual([{ type: 'turn.finalized', at: ends[0]!.at, transcript: final!.text }]);
+    expect(indexOf(c, final!)).toBeLessThan(indexOf(c, finalized[0]!));
     // Every interim belongs to the utterance the final closes.
     expect(partials.every((p) => indexOf(c, p) < indexOf(c, final!))).toBe(true);
     // Audio times: the turn lies inside the speech, not in the silence after it.

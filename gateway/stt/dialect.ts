@@ -102,8 +102,8 @@ export const svcDialect: SttDialect = {
   ],
   transcript: (t) => [{ type: 'transcript', is_final: t.isFinal, text: t.text, words: t.words }],
   turn: (e) => [{ type: e.turn, at: round3(e.atSeconds), ...(e.transcript !== undefined ? { transcript: e.transcript } : {}) }],
-  // turn.end comes at the detector's decision; this says the turn's finals (if any) are all out.
-  turnFinal: (e) => [{ type: 'turn.finalized', at: round3(e.atSeconds) }],
+  // turn.end comes at the detector's decision; this says the turn's finals (if any) are all out, with their text.
+  turnFinal: (e) => [{ type: 'turn.finalized', at: round3(e.atSeconds), transcript: e.transcript }],
   flushed: () => [{ type: 'flush_done' }],
   error: (e) => [{ type: 'error', code: e.code, message: e.message }],
   closed: (e) => [{ type: 'session.closed', reason: e.reason, audio_seconds: e.audioSeconds, cost_usd: e.costUsd }],

@@ -52,6 +52,8 @@ export interface SttTurn {
 export interface SttTurnFinal {
   type: 'turn_final';
   atSeconds: number;
+  /** The turn's final transcripts joined ('' when nothing was recognized). */
+  transcript: string;
 }
 
 /** The client's finalize is done (its final, if any, was sent before). */
