@@ -38,8 +38,8 @@ export interface InputAudioSession {
   close(code: number, reason: string, error?: EventError): void;
   /** The user started speaking `agoMs` of audio before the last received (turn detection on; `interrupt`: its interrupt_response). */
   speechStarted(interrupt: boolean, agoMs: number): void;
-  /** The user stopped speaking (turn detection on), `agoMs` of audio before the last received; the commit follows. */
-  speechStopped(agoMs: number): void;
+  /** The user stopped speaking (turn detection on) at `audioEndMs` of the input audio, `agoMs` of audio before the last received; the commit follows once the turn's final transcript is in. */
+  speechStopped(agoMs: number, audioEndMs: number): void;
   /** The buffer was committed: its audio is the item `itemId`, `transcript` what was heard; `respond`: the turn's end asks for a response. */
   committed(itemId: string, transcript: string, audioMs: number, respond: boolean): void;
 }
@@ -262,8 +262,9 @@ export class InputAudioBuffer {
     }
     if (turn === 'turn.end' && this.speaking) {
       this.speaking = false;
-      this.session.send({ type: 'input_audio_buffer.speech_stopped', audio_end_ms: Math.round(atSeconds * 1000), item_id: this.inputItemId });
-      this.session.speechStopped(Math.max(0, this.inputMs() - atSeconds * 1000));
+      const audioEndMs = Math.round(atSeconds * 1000);
+      this.session.send({ type: 'input_audio_buffer.speech_stopped', audio_end_ms: audioEndMs, item_id: this.inputItemId });
+      this.session.speechStopped(Math.max(0, this.inputMs() - atSeconds * 1000), audioEndMs);
       leg.bufferBytes = 0;
       // Committed once the turn's final transcript is in (turn_final), as the item speech_started named.
       leg.awaitingFinal = this.inputItemId ?? this.session.newItemId();

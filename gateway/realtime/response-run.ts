@@ -21,7 +21,7 @@ import { clientErrorFor } from '../core/try-upstreams.ts';
 import type { ConversationItem, SpokenSpan } from './conversation.ts';
 import type { ResponseEngines } from './engines.ts';
 import type { SpanSpeaker } from '../tts/span-speaker.ts';
-import { firstAudibleMs } from '../audio/first-audible.ts';
+import { AudibleWatch } from '../audio/first-audible.ts';
 import { FORMAT_AUDIO } from './session-config.ts';
 import { responseSpeaker } from './response-speaker.ts';
 import { responseObject, type ResponseStatus, type ResponseUsage } from './response-object.ts';
@@ -73,6 +73,8 @@ export class ResponseRun {
   readonly spans: SpokenSpan[] = [];
   private audioMs = 0;
   private firstAudioAt: number | undefined;
+  /** When the answer's first audible sample is heard. */
+  private readonly audible = new AudibleWatch();
   /** Gateway-side timings for the metrics and the benchmark (ms since the run started). */
   readonly timings: { llmFirstToken?: number; ttsFirstAudio?: number; firstAudible?: number } = {};
   /** When the run started (performance.now()), the origin of its timings. */
@@ -365,7 +367,7 @@ export class ResponseRun {
       this.firstAudioAt = performance.now();
       this.timings.ttsFirstAudio = this.firstAudioAt - this.startedAt;
     }
-    if (this.timings.firstAudible === undefined) this.findAudible(audio, millis);
+    this.findAudible(audio);
     this.audioMs += millis;
     this.spans.at(-1)!.endMs = this.audioMs;
     await this.host.sendPaced({
@@ -378,17 +380,14 @@ export class ResponseRun {
     });
   }
 
-  /**
-   * The first audible sample, as a listener who plays the answer from its first byte hears it:
-   * when the first audio went out plus where in the answer's audio the sound begins.
-   */
-  private findAudible(audio: Buffer, millis: number): void {
+  /** The first audible sample, as a listener who plays the answer from its first byte hears it (ms since the run started). */
+  private findAudible(audio: Buffer): void {
     const tts = this.spec.engines.tts;
-    if (!tts || this.timings.ttsFirstAudio === undefined) return;
+    if (!tts) return;
     const { encoding, sampleRate } = FORMAT_AUDIO[tts.format];
-    const within = firstAudibleMs(audio, encoding, sampleRate);
-    if (within === undefined) return;
-    this.timings.firstAudible = this.timings.ttsFirstAudio + this.audioMs + Math.min(within, millis);
+    const heardAt = this.audible.sentBytes(audio, encoding, sampleRate);
+    if (heardAt === undefined) return;
+    this.timings.firstAudible = heardAt - this.startedAt;
     this.trace?.span.setAttribute('svc.first_audible_ms', Math.round(this.timings.firstAudible));
   }
 
