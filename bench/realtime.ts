@@ -8,24 +8,32 @@
 // chunk; --token-ms between chunks; with usage).
 //
 // A turn: a short question spoken by flite (eight, cycling) after 0.5 s of silence, streamed at
-// real time (20 ms pcm16 frames at 24 kHz, paced by the clock), then silence at real time until
-// the answer's first audio arrives; the next turn starts once the answer is done. E is when the
-// frame holding the question's last voiced sample was sent (flite's audio trimmed of its
-// silence). All times are the client's, at receipt, except svc_timings.
-// - realtime (one socket per setting, `?model=bench-llm`, the session's default voice):
-//   turn detection = E → `input_audio_buffer.speech_stopped` (sent at the detector's decision; the
-//   item is committed and answered once the turn's final transcript is in: it comes after
-//   it); LLM first token and first audio as the gateway measures them from the response's start
-//   (`response.done.response.svc_timings`); TTS first audio = first_audio_ms − llm_first_token_ms;
-//   gateway-added = (first `response.output_audio.delta` − speech_stopped) − first_audio_ms: from
-//   the turn's end to the response's start, plus the delivery of the events.
+// real time (20 ms pcm16 frames at 24 kHz, paced by the clock: bench/lib/paced-turns.ts), then
+// silence at real time until the answer's first audible sample arrives; the next turn starts
+// once the answer is done. E is when the frame holding the question's last voiced sample was sent
+// (flite's audio trimmed of its silence). All times are the client's, at receipt, except
+// svc_timings and svc.turn_latency (the gateway's).
+// - realtime (one socket per setting, `?model=bench-llm`, the session's default voice,
+//   `svc_turn_latency` on): turn detection = E → `input_audio_buffer.speech_stopped` (sent at the
+//   detector's decision); final transcript = speech_stopped →
+//   `conversation.item.input_audio_transcription.completed` (the recognizer's final decode: the
+//   item is committed and answered then); LLM first token and first audio as the gateway
+//   measures them from the response's start (`response.done.response.svc_timings`); TTS first
+//   audio = first_audio_ms − llm_first_token_ms; gateway-added = (first
+//   `response.output_audio.delta` − transcription.completed) − first_audio_ms: from the
+//   transcript's commit to the response's start, plus the delivery of the events.
 // - routes: WS /stt/websocket (the same detector settings) → at `turn.finalized` (the turn's
-//   finals are in; it follows `turn.end`), POST
-//   /v1/chat/completions stream:true with the turn's final transcript → each token as it arrives
-//   to WS /tts/websocket with continue:true, as LiveKit's and pipecat's Cartesia TTS stream (a
-//   socket opened beforehand, a context per turn, the realtime session's voice, pcm_s16le at
-//   24 kHz). Turn detection = E → turn.end; LLM first token = turn.end → first
-//   content delta; TTS first audio = first content delta → first chunk.
+//   finals are in; it follows `turn.end`), POST /v1/chat/completions stream:true with the turn's
+//   final transcript → each token as it arrives to WS /tts/websocket with continue:true, as
+//   LiveKit's and pipecat's Cartesia TTS stream (a socket opened beforehand, a context per turn,
+//   the realtime session's voice, pcm_s16le at 24 kHz). Turn detection = E → turn.end; final
+//   transcript = turn.end → turn.finalized; LLM first token = turn.finalized → first content
+//   delta; TTS first audio = first content delta → first chunk.
+// - Both: end of speech → first audio (E → the first audio byte) and → first audible sample (E →
+//   when a client playing the answer from its first byte, at receipt, hears its first sample
+//   above -50 dBFS: gateway/audio/first-audible.ts's AudibleWatch on the received audio). For
+//   realtime, beside it, the gateway's own end of speech → first audible sample
+//   (`svc.turn_latency.first_audible_ms`, from the arrival of the audio holding the end of speech).
 // Settings: server_vad (a fixed 500 ms of silence; on /stt/websocket the same rule is
 // turn_end_threshold=0, i.e. never by the evidence, with turn_end_timeout_ms=500) and
 // semantic_vad eagerness high / auto / low (the presets responsive / balanced / patient, as
@@ -40,18 +48,20 @@
 import { availableParallelism, loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
 import { Agent, request } from 'undici';
-import WebSocket from 'ws';
-import { resample } from '../gateway/audio/resample.ts';
-import { floatToS16, s16leBytes } from '../gateway/audio/pcm.ts';
 import { checkProtocol } from '../gateway/upstreams/protocols/index.ts';
 import { openDatabase } from '../server/db/database.ts';
 import { upsertModel } from '../server/services/models/upsert-model.ts';
-import { CORPUS_RATE, say } from '../test/support/turn-corpus.ts';
 import { median, percentile, table } from './lib/load.ts';
+import { EventSocket, question, RATE, withAudio, type Question } from './lib/paced-turns.ts';
+import { AudibleWatch } from '../gateway/audio/first-audible.ts';
 import { startBundled, startTs } from './lib/processes.ts';
 import { voiceFixture } from './lib/voice-fixture.ts';
 
 const args = process.argv.slice(2);
+if (args.includes('--help')) {
+  console.log('npx tsx bench/realtime.ts [--turns 20] [--warmup 2] [--reply short|long] [--token-ms 0]\n(see the comment at the top of bench/realtime.ts)');
+  process.exit(0);
+}
 const { values } = parseArgs({
   args,
   options: {
@@ -85,13 +95,7 @@ const REPLY = REPLIES[values.reply!];
 if (!REPLY) throw new Error(`--reply must be one of ${Object.keys(REPLIES).join(', ')}`);
 const LLM = 'bench-llm';
 const TTS = 'local-flite';
-const RATE = 24_000;
 const FRAME_MS = 20;
-const FRAME_BYTES = ((RATE * FRAME_MS) / 1000) * 2;
-const SILENCE = Buffer.alloc(FRAME_BYTES);
-const LEAD_SECONDS = 0.5;
-/** From a turn's first frame: a turn not answered by then failed. */
-const TURN_TIMEOUT_MS = 20_000;
 
 interface Setting {
   name: string;
@@ -109,128 +113,25 @@ const SETTINGS: Setting[] = [
   { name: 'semantic_vad low', realtime: { type: 'semantic_vad', eagerness: 'low' }, stt: { turn_detection: 'patient' } },
 ];
 
-interface Question {
-  text: string;
-  /** The lead silence and the speech, pcm16 at 24 kHz, padded to whole frames. */
-  pcm: Buffer;
-  /** The frame holding the last voiced sample. */
-  lastVoicedFrame: number;
-}
-
-async function question(text: string): Promise<Question> {
-  const speech = resample(await say(text, 'flite:slt'), CORPUS_RATE, RATE);
-  const lead = Math.round(LEAD_SECONDS * RATE);
-  const end = lead + speech.length;
-  const frameSamples = FRAME_BYTES / 2;
-  const samples = new Float32Array(Math.ceil(end / frameSamples) * frameSamples);
-  samples.set(speech, lead);
-  return { text, pcm: s16leBytes(floatToS16(samples)), lastVoicedFrame: Math.floor((end - 1) / frameSamples) };
-}
-
-/** A question's frames then silence, one frame every FRAME_MS by the clock (a late timer does not delay the frames after it), until stopped. */
-class PacedAudio {
-  /** When the frame holding the last voiced sample was sent (E). */
-  voicedSentAt = NaN;
-  private timer: NodeJS.Timeout | undefined;
-  private stopped = false;
-
-  constructor(q: Question, send: (frame: Buffer) => void) {
-    const start = performance.now();
-    const tick = (i: number) => {
-      if (this.stopped) return;
-      const at = i * FRAME_BYTES;
-      send(at < q.pcm.length ? q.pcm.subarray(at, at + FRAME_BYTES) : SILENCE);
-      if (i === q.lastVoicedFrame) this.voicedSentAt = performance.now();
-      this.timer = setTimeout(() => tick(i + 1), Math.max(0, start + (i + 1) * FRAME_MS - performance.now()));
-    };
-    tick(0);
-  }
-
-  stop(): void {
-    this.stopped = true;
-    clearTimeout(this.timer);
-  }
-}
-
-type Event = { type: string; [k: string]: unknown };
-
-/** A socket whose JSON events go to the current turn's handler, each with its receipt time (taken before parsing). */
-class EventSocket {
-  handler: ((e: Event, at: number) => void) | undefined;
-  private constructor(readonly ws: WebSocket) {
-    ws.on('message', (data, isBinary) => {
-      const at = performance.now();
-      if (!isBinary) this.handler?.(JSON.parse(data.toString()) as Event, at);
-    });
-  }
-
-  /** Resolves at the socket's first event (session.created, session.started), or at the open when `firstEvent` is false. */
-  static open(url: string, headers: Record<string, string>, firstEvent = true): Promise<{ socket: EventSocket; first: Event | null }> {
-    const ws = new WebSocket(url, { headers });
-    return new Promise((resolve, reject) => {
-      ws.once('unexpected-response', (_req, res) => reject(new Error(`${url}: upgrade refused with ${res.statusCode}`)));
-      ws.once('error', reject);
-      ws.once('open', () => {
-        const socket = new EventSocket(ws);
-        if (!firstEvent) return resolve({ socket, first: null });
-        socket.handler = (e) => {
-          socket.handler = undefined;
-          resolve({ socket, first: e });
-        };
-      });
-    });
-  }
-
-  /** The next event of `type` (an error event rejects). */
-  next(type: string): Promise<Event> {
-    return new Promise((resolve, reject) => {
-      this.handler = (e) => {
-        if (e.type === 'error') reject(new Error(`error event: ${JSON.stringify(e)}`));
-        if (e.type !== type) return;
-        this.handler = undefined;
-        resolve(e);
-      };
-    });
-  }
-}
-
 interface Turn {
+  /** E → the end of turn (speech_stopped / turn.end) */
   turnDetection: number;
+  /** the end of turn → the turn's final transcript in (transcription.completed / turn.finalized) */
+  transcriptFinal: number;
   llmFirstToken: number;
   ttsFirstAudio: number;
   /** realtime only */
   gatewayAdded: number;
   /** speech_stopped / turn.end → first audio */
   endToAudio: number;
+  /** E → the first audio byte */
   total: number;
+  /** E → the first audible sample, as a client playing the answer from its first byte at receipt hears it */
+  audible: number;
+  /** realtime only: the gateway's own end of speech → first audible sample (svc.turn_latency) */
+  gatewayAudible: number;
   /** turn ends before the end of speech */
   cutOffs: number;
-}
-
-/** Runs a turn: resolves with its figures, or rejects (after `cleanup`) on an error event or the timeout. */
-function withAudio<T>(
-  send: (frame: Buffer) => void,
-  q: Question,
-  what: string,
-  body: (audio: PacedAudio, settle: { resolve(t: T): void; reject(e: Error): void }) => void,
-): Promise<T> {
-  return new Promise<T>((resolve, reject) => {
-    const audio = new PacedAudio(q, send);
-    const timer = setTimeout(() => settle.reject(new Error(`${what}: no answer within ${TURN_TIMEOUT_MS} ms ("${q.text}")`)), TURN_TIMEOUT_MS);
-    const settle = {
-      resolve: (t: T) => {
-        audio.stop();
-        clearTimeout(timer);
-        resolve(t);
-      },
-      reject: (e: Error) => {
-        audio.stop();
-        clearTimeout(timer);
-        reject(e);
-      },
-    };
-    body(audio, settle);
-  });
 }
 
 function realtimeTurn(s: EventSocket, q: Question): Promise<Turn> {
@@ -240,36 +141,46 @@ function realtimeTurn(s: EventSocket, q: Question): Promise<Turn> {
     'realtime',
     (audio, settle) => {
       let stoppedAt = NaN;
+      let completedAt = NaN;
       let audioAt = NaN;
       let responseId: string | undefined;
+      let done: { llm: number; firstAudio: number } | undefined;
       let cutOffs = 0;
+      const audible = new AudibleWatch();
       s.handler = (e, at) => {
         if (e.type === 'error') return settle.reject(new Error(`realtime error event: ${JSON.stringify(e.error)}`));
         if (e.type === 'input_audio_buffer.speech_stopped') {
           if (Number.isNaN(audio.voicedSentAt)) cutOffs++;
           else if (Number.isNaN(stoppedAt)) stoppedAt = at;
         }
+        if (e.type === 'conversation.item.input_audio_transcription.completed' && !Number.isNaN(stoppedAt) && Number.isNaN(completedAt)) completedAt = at;
         const response = e.response as { id: string; status: string; svc_timings: { llm_first_token_ms: number; first_audio_ms: number } } | undefined;
         if (e.type === 'response.created' && !Number.isNaN(stoppedAt) && !responseId) responseId = response!.id;
-        if (e.type === 'response.output_audio.delta' && e.response_id === responseId && Number.isNaN(audioAt)) {
-          audioAt = at;
-          audio.stop();
+        if (e.type === 'response.output_audio.delta' && e.response_id === responseId) {
+          if (Number.isNaN(audioAt)) audioAt = at;
+          audible.sentBytes(Buffer.from(e.delta as string, 'base64'), 'pcm_s16le', RATE, at);
+          if (audible.heardAt !== undefined) audio.stop();
         }
         if (e.type === 'response.done' && response!.id === responseId) {
-          s.handler = undefined;
-          if (response!.status !== 'completed' || Number.isNaN(audioAt))
+          if (response!.status !== 'completed' || Number.isNaN(audioAt) || audible.heardAt === undefined)
             return settle.reject(new Error(`realtime response ${response!.status}${Number.isNaN(audioAt) ? ' without audio' : ''}`));
-          const { llm_first_token_ms: llm, first_audio_ms: firstAudio } = response!.svc_timings;
-          settle.resolve({
-            turnDetection: stoppedAt - audio.voicedSentAt,
-            llmFirstToken: llm,
-            ttsFirstAudio: firstAudio - llm,
-            gatewayAdded: audioAt - stoppedAt - firstAudio,
-            endToAudio: audioAt - stoppedAt,
-            total: audioAt - audio.voicedSentAt,
-            cutOffs,
-          });
+          done = { llm: response!.svc_timings.llm_first_token_ms, firstAudio: response!.svc_timings.first_audio_ms };
         }
+        // The gateway's own figures for the turn come after response.done.
+        if (e.type !== 'svc.turn_latency' || e.response_id !== responseId || !done) return;
+        s.handler = undefined;
+        settle.resolve({
+          turnDetection: stoppedAt - audio.voicedSentAt,
+          transcriptFinal: completedAt - stoppedAt,
+          llmFirstToken: done.llm,
+          ttsFirstAudio: done.firstAudio - done.llm,
+          gatewayAdded: audioAt - completedAt - done.firstAudio,
+          endToAudio: audioAt - stoppedAt,
+          total: audioAt - audio.voicedSentAt,
+          audible: audible.heardAt! - audio.voicedSentAt,
+          gatewayAudible: e.first_audible_ms as number,
+          cutOffs,
+        });
       };
     },
   );
@@ -285,7 +196,11 @@ interface Routes {
 let contexts = 0;
 
 /** The LLM streamed to its end, then its whole reply spoken; `onAudio` at the first chunk. */
-async function answerOverRoutes(r: Routes, transcript: string, onAudio: () => void): Promise<{ firstTokenAt: number; firstAudioAt: number }> {
+async function answerOverRoutes(
+  r: Routes,
+  transcript: string,
+  onAudio: () => void,
+): Promise<{ firstTokenAt: number; firstAudioAt: number; audibleAt: number }> {
   // As a streaming client composes the routes (LiveKit's and pipecat's Cartesia TTS): each LLM
   // token goes to the TTS socket as it arrives (continue: true), the context ends with the reply.
   const id = `turn-${++contexts}`;
@@ -296,19 +211,21 @@ async function answerOverRoutes(r: Routes, transcript: string, onAudio: () => vo
     language: 'en',
     context_id: id,
   };
-  const firstAudio = new Promise<number>((resolve, reject) => {
+  const firstAudio = new Promise<{ first: number; audible: number }>((resolve, reject) => {
     let first = NaN;
+    const audible = new AudibleWatch();
     r.tts.handler = (e, at) => {
       if (e.context_id !== id) return;
-      if (e.type === 'chunk' && Number.isNaN(first)) {
-        first = at;
-        onAudio();
+      if (e.type === 'chunk') {
+        if (Number.isNaN(first)) first = at;
+        audible.sentBytes(Buffer.from(e.data as string, 'base64'), 'pcm_s16le', RATE, at);
+        if (audible.heardAt !== undefined) onAudio();
       }
       if (e.type === 'error') reject(new Error(`/tts/websocket error event: ${JSON.stringify(e)}`));
       if (e.type === 'done') {
         r.tts.handler = undefined;
-        if (Number.isNaN(first)) reject(new Error('/tts/websocket: done without audio'));
-        else resolve(first);
+        if (audible.heardAt === undefined) reject(new Error('/tts/websocket: done without audible audio'));
+        else resolve({ first, audible: audible.heardAt });
       }
     };
   });
@@ -338,7 +255,8 @@ async function answerOverRoutes(r: Routes, transcript: string, onAudio: () => vo
   }
   if (res.statusCode !== 200 || !reply) throw new Error(`/v1/chat/completions answered ${res.statusCode} with "${reply}"`);
   r.tts.ws.send(JSON.stringify({ ...generation, transcript: '', continue: false }));
-  return { firstTokenAt, firstAudioAt: await firstAudio };
+  const { first, audible } = await firstAudio;
+  return { firstTokenAt, firstAudioAt: first, audibleAt: audible };
 }
 
 function routesTurn(stt: EventSocket, r: Routes, q: Question): Promise<Turn> {
@@ -362,14 +280,18 @@ function routesTurn(stt: EventSocket, r: Routes, q: Question): Promise<Turn> {
         // The turn's final transcript is all in (it follows turn.end): the answer starts.
         if (e.type !== 'turn.finalized' || Number.isNaN(endAt) || answering) return;
         answering = true;
-        answerOverRoutes(r, finals.join(' '), () => audio.stop()).then(({ firstTokenAt, firstAudioAt }) => {
+        const finalAt = at;
+        answerOverRoutes(r, finals.join(' '), () => audio.stop()).then(({ firstTokenAt, firstAudioAt, audibleAt }) => {
           settle.resolve({
             turnDetection: endAt - audio.voicedSentAt,
-            llmFirstToken: firstTokenAt - endAt,
+            transcriptFinal: finalAt - endAt,
+            llmFirstToken: firstTokenAt - finalAt,
             ttsFirstAudio: firstAudioAt - firstTokenAt,
             gatewayAdded: NaN,
             endToAudio: firstAudioAt - endAt,
             total: firstAudioAt - audio.voicedSentAt,
+            audible: audibleAt - audio.voicedSentAt,
+            gatewayAudible: NaN,
             cutOffs,
           });
         }, settle.reject);
@@ -430,7 +352,9 @@ try {
     if (rt.first?.type !== 'session.created') throw new Error(`/v1/realtime: first event ${JSON.stringify(rt.first)}`);
     const voice = (rt.first.session as { audio: { output: { voice: string } } }).audio.output.voice;
     const updated = rt.socket.next('session.updated');
-    rt.socket.ws.send(JSON.stringify({ type: 'session.update', session: { type: 'realtime', audio: { input: { turn_detection: setting.realtime } } } }));
+    rt.socket.ws.send(
+      JSON.stringify({ type: 'session.update', session: { type: 'realtime', svc_turn_latency: true, audio: { input: { turn_detection: setting.realtime } } } }),
+    );
     await updated;
     const query = new URLSearchParams({ model: 'local-stt', sample_rate: String(RATE), encoding: 'pcm_s16le', turn_source: 'gateway', ...setting.stt });
     const stt = await EventSocket.open(`${ws}/stt/websocket?${query}`, auth);
@@ -454,11 +378,14 @@ try {
       setting: setting.name,
       path,
       'end of speech → turn end': both(col(ts, 'turnDetection')),
+      'turn end → final transcript': both(col(ts, 'transcriptFinal')),
       'LLM first token': both(col(ts, 'llmFirstToken')),
       'TTS first audio': both(col(ts, 'ttsFirstAudio')),
       'gateway-added': both(col(ts, 'gatewayAdded')),
       [`turn end → first audio`]: `${both(col(ts, 'endToAudio'))} (${endName})`,
       'end of speech → first audio': both(col(ts, 'total')),
+      'end of speech → first audible': both(col(ts, 'audible')),
+      'same, gateway clock': both(col(ts, 'gatewayAudible')),
       'cut-offs': cutOffs(ts),
     });
     rows.push(row('/v1/realtime', r, 'speech_stopped'));
@@ -487,7 +414,7 @@ try {
   );
   console.log(table(rows));
   console.log(
-    "\nLLM first token: on /v1/realtime from the response's start, in the gateway (svc_timings); on the routes from turn.end, at the client (the request's round trip included). TTS first audio: from the LLM's first token.",
+    "\nLLM first token: on /v1/realtime from the response's start, in the gateway (svc_timings); on the routes from turn.finalized, at the client (the request's round trip included). TTS first audio: from the LLM's first token. First audible: the first sample above -50 dBFS as a client playing from the first byte hears it.",
   );
   console.log('\n' + table(comparisons));
   console.log('\n' + verdicts.join('\n'));

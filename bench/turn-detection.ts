@@ -42,6 +42,12 @@ import { createRecognizer, shutdownRecognizers } from '../gateway/upstreams/pock
 import { babble, clicks, CORPUS_RATE, PAUSED_SENTENCES, turnCorpus, whiteNoise, type Utterance } from '../test/support/turn-corpus.ts';
 
 const args = process.argv.slice(2);
+if (args.includes('--help')) {
+  console.log(
+    'npx tsx bench/turn-detection.ts [--no-transcript] [--presets responsive,balanced,patient] [--timelines FILE] [--explain] [--wall-clock 16]\n(see the comment at the top of bench/turn-detection.ts)',
+  );
+  process.exit(0);
+}
 const useTranscript = !args.includes('--no-transcript');
 const presetsArg = args[args.indexOf('--presets') + 1];
 const PRESETS: TurnDetection[] = args.includes('--presets') && presetsArg ? (presetsArg.split(',') as TurnDetection[]) : ['responsive', 'balanced', 'patient'];
