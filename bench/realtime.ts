@@ -1,6 +1,6 @@
-// End of the user's speech to the answer's first audio on WS /v1/realtime (issue #21) and over a
-// WebRTC call (issue #35), broken down by leg, against the same loop composed by a client over
-// the gateway's separate routes (what a pipecat-style app does without /v1/realtime). One gateway process
+// End of the user's speech to the answer's first audio on WS /v1/realtime (issue #21), broken
+// down by leg, against the same loop composed by a client over the gateway's separate routes
+// (what a pipecat-style app does without /v1/realtime). One gateway process
 // (bench/gateway-server.ts, bundled and run as `svc gateway` runs, on a fresh SQLite fixture: key
 // auth, rate limit, reservations and debits on), the local engines (pocketsphinx, the Silero
 // turn detector, flite) and a scripted LLM in a process of its own (bench/upstream-server.ts:
@@ -8,38 +8,36 @@
 // chunk; --token-ms between chunks; with usage).
 //
 // A turn: a short question spoken by flite (eight, cycling) after 0.5 s of silence, streamed at
-// real time (20 ms pcm16 frames at 24 kHz, paced by the clock), then silence at real time until
-// the answer's first audio arrives; the next turn starts once the answer is done. E is when the
-// frame holding the question's last voiced sample was sent (flite's audio trimmed of its
-// silence). All times are the client's, at receipt, except svc_timings.
-// - realtime (one socket per setting, `?model=bench-llm`, the session's default voice):
-//   turn detection = E → `input_audio_buffer.speech_stopped` (the final transcript comes before
-//   it); LLM first token and first audio as the gateway measures them from the response's start
-//   (`response.done.response.svc_timings`); TTS first audio = first_audio_ms − llm_first_token_ms;
-//   gateway-added = (first `response.output_audio.delta` − speech_stopped) − first_audio_ms: from
-//   the turn's end to the response's start, plus the delivery of the events.
-// - routes: WS /stt/websocket (the same detector settings) → at `turn.end`, POST
-//   /v1/chat/completions stream:true with the turn's final transcript → each token as it arrives
-//   to WS /tts/websocket with continue:true, as LiveKit's and pipecat's Cartesia TTS stream (a
-//   socket opened beforehand, a context per turn, the realtime session's voice, pcm_s16le at
-//   24 kHz). Turn detection = E → turn.end; LLM first token = turn.end → first
-//   content delta; TTS first audio = first content delta → first chunk.
-// - webrtc (a call per setting, POST /v1/realtime/calls with a client secret minted for
-//   `bench-llm` and the setting's turn detection; bench/lib/webrtc-call.ts, werift): the
-//   question as 20 ms Opus frames on the audio track at real time, the events on the data
-//   channel, the answer's audio from the track (paced by the gateway); the figures as realtime's,
-//   first audio = the first RTP packet of the answer. A turn ends when the answer has played out
-//   (output_audio_buffer.stopped).
-// First audible sample (realtime and webrtc): when a client that starts playing at the first
-// audio it receives plays the first sample above -40 dBFS (bench/lib/realtime-turns.ts
-// FirstAudible); over WebRTC against the WebSocket, difference of p50s, and what each transport
-// adds: first audible sample − speech_stopped − the gateway's first_audio_ms (the events' and the
-// audio's way to the client, and where the audible sample lies in the answer's audio). Target
-// (issue #35): WebRTC within 20 ms of the WebSocket, p50.
+// real time (20 ms pcm16 frames at 24 kHz, paced by the clock: bench/lib/paced-turns.ts), then
+// silence at real time until the answer's first audible sample arrives; the next turn starts
+// once the answer is done. E is when the frame holding the question's last voiced sample was sent
+// (flite's audio trimmed of its silence). All times are the client's, at receipt, except
+// svc_timings and svc.turn_latency (the gateway's).
+// - realtime (one socket per setting, `?model=bench-llm`, the session's default voice,
+//   `svc_turn_latency` on): turn detection = E → `input_audio_buffer.speech_stopped` (sent at the
+//   detector's decision); final transcript = speech_stopped →
+//   `conversation.item.input_audio_transcription.completed` (the recognizer's final decode: the
+//   item is committed and answered then); LLM first token and first audio as the gateway
+//   measures them from the response's start (`response.done.response.svc_timings`); TTS first
+//   audio = first_audio_ms − llm_first_token_ms; gateway-added = (first
+//   `response.output_audio.delta` − transcription.completed) − first_audio_ms: from the
+//   transcript's commit to the response's start, plus the delivery of the events.
+// - routes: WS /stt/websocket (the same detector settings) → at `turn.finalized` (the turn's
+//   finals are in; it follows `turn.end`), POST /v1/chat/completions stream:true with the turn's
+//   final transcript → each token as it arrives to WS /tts/websocket with continue:true, as
+//   LiveKit's and pipecat's Cartesia TTS stream (a socket opened beforehand, a context per turn,
+//   the realtime session's voice, pcm_s16le at 24 kHz). Turn detection = E → turn.end; final
+//   transcript = turn.end → turn.finalized; LLM first token = turn.finalized → first content
+//   delta; TTS first audio = first content delta → first chunk.
+// - Both: end of speech → first audio (E → the first audio byte) and → first audible sample (E →
+//   when a client playing the answer from its first byte, at receipt, hears its first sample
+//   above -50 dBFS: gateway/audio/first-audible.ts's AudibleWatch on the received audio). For
+//   realtime, beside it, the gateway's own end of speech → first audible sample
+//   (`svc.turn_latency.first_audible_ms`, from the arrival of the audio holding the end of speech).
 // Settings: server_vad (a fixed 500 ms of silence; on /stt/websocket the same rule is
 // turn_end_threshold=0, i.e. never by the evidence, with turn_end_timeout_ms=500) and
 // semantic_vad eagerness high / auto / low (the presets responsive / balanced / patient, as
-// turn_detection= on /stt/websocket). The three paths alternate turn by turn (the order rotating),
+// turn_detection= on /stt/websocket). The two paths alternate turn by turn (the order rotating),
 // each after --warmup turns of its own. A turn end before E (the question cut off at a pause) is
 // counted and not measured: the turn is measured at the end after E. Reported: p50 / p90 in ms;
 // realtime's speech_stopped → first audio against the routes' turn.end → first audio
@@ -54,12 +52,16 @@ import { checkProtocol } from '../gateway/upstreams/protocols/index.ts';
 import { openDatabase } from '../server/db/database.ts';
 import { upsertModel } from '../server/services/models/upsert-model.ts';
 import { median, percentile, table } from './lib/load.ts';
+import { EventSocket, question, RATE, withAudio, type Question } from './lib/paced-turns.ts';
+import { AudibleWatch } from '../gateway/audio/first-audible.ts';
 import { startBundled, startTs } from './lib/processes.ts';
 import { voiceFixture } from './lib/voice-fixture.ts';
-import { EventSocket, FRAME_MS, FirstAudible, RATE, question, withAudio, type Question, type Turn } from './lib/realtime-turns.ts';
-import { WebRtcCall, webrtcTurn } from './lib/webrtc-call.ts';
 
 const args = process.argv.slice(2);
+if (args.includes('--help')) {
+  console.log('npx tsx bench/realtime.ts [--turns 20] [--warmup 2] [--reply short|long] [--token-ms 0]\n(see the comment at the top of bench/realtime.ts)');
+  process.exit(0);
+}
 const { values } = parseArgs({
   args,
   options: {
@@ -93,6 +95,8 @@ const REPLY = REPLIES[values.reply!];
 if (!REPLY) throw new Error(`--reply must be one of ${Object.keys(REPLIES).join(', ')}`);
 const LLM = 'bench-llm';
 const TTS = 'local-flite';
+const FRAME_MS = 20;
+
 interface Setting {
   name: string;
   realtime: Record<string, unknown>;
@@ -109,6 +113,27 @@ const SETTINGS: Setting[] = [
   { name: 'semantic_vad low', realtime: { type: 'semantic_vad', eagerness: 'low' }, stt: { turn_detection: 'patient' } },
 ];
 
+interface Turn {
+  /** E → the end of turn (speech_stopped / turn.end) */
+  turnDetection: number;
+  /** the end of turn → the turn's final transcript in (transcription.completed / turn.finalized) */
+  transcriptFinal: number;
+  llmFirstToken: number;
+  ttsFirstAudio: number;
+  /** realtime only */
+  gatewayAdded: number;
+  /** speech_stopped / turn.end → first audio */
+  endToAudio: number;
+  /** E → the first audio byte */
+  total: number;
+  /** E → the first audible sample, as a client playing the answer from its first byte at receipt hears it */
+  audible: number;
+  /** realtime only: the gateway's own end of speech → first audible sample (svc.turn_latency) */
+  gatewayAudible: number;
+  /** turn ends before the end of speech */
+  cutOffs: number;
+}
+
 function realtimeTurn(s: EventSocket, q: Question): Promise<Turn> {
   return withAudio<Turn>(
     (frame) => s.ws.send(JSON.stringify({ type: 'input_audio_buffer.append', audio: frame.toString('base64') })),
@@ -116,42 +141,46 @@ function realtimeTurn(s: EventSocket, q: Question): Promise<Turn> {
     'realtime',
     (audio, settle) => {
       let stoppedAt = NaN;
+      let completedAt = NaN;
       let audioAt = NaN;
       let responseId: string | undefined;
+      let done: { llm: number; firstAudio: number } | undefined;
       let cutOffs = 0;
-      const audible = new FirstAudible();
+      const audible = new AudibleWatch();
       s.handler = (e, at) => {
         if (e.type === 'error') return settle.reject(new Error(`realtime error event: ${JSON.stringify(e.error)}`));
         if (e.type === 'input_audio_buffer.speech_stopped') {
           if (Number.isNaN(audio.voicedSentAt)) cutOffs++;
           else if (Number.isNaN(stoppedAt)) stoppedAt = at;
         }
+        if (e.type === 'conversation.item.input_audio_transcription.completed' && !Number.isNaN(stoppedAt) && Number.isNaN(completedAt)) completedAt = at;
         const response = e.response as { id: string; status: string; svc_timings: { llm_first_token_ms: number; first_audio_ms: number } } | undefined;
         if (e.type === 'response.created' && !Number.isNaN(stoppedAt) && !responseId) responseId = response!.id;
         if (e.type === 'response.output_audio.delta' && e.response_id === responseId) {
-          audible.chunk(Buffer.from(e.delta as string, 'base64'), at);
-          if (Number.isNaN(audioAt)) {
-            audioAt = at;
-            audio.stop();
-          }
+          if (Number.isNaN(audioAt)) audioAt = at;
+          audible.sentBytes(Buffer.from(e.delta as string, 'base64'), 'pcm_s16le', RATE, at);
+          if (audible.heardAt !== undefined) audio.stop();
         }
         if (e.type === 'response.done' && response!.id === responseId) {
-          s.handler = undefined;
-          if (response!.status !== 'completed' || Number.isNaN(audioAt))
+          if (response!.status !== 'completed' || Number.isNaN(audioAt) || audible.heardAt === undefined)
             return settle.reject(new Error(`realtime response ${response!.status}${Number.isNaN(audioAt) ? ' without audio' : ''}`));
-          const { llm_first_token_ms: llm, first_audio_ms: firstAudio } = response!.svc_timings;
-          settle.resolve({
-            turnDetection: stoppedAt - audio.voicedSentAt,
-            llmFirstToken: llm,
-            ttsFirstAudio: firstAudio - llm,
-            gatewayAdded: audioAt - stoppedAt - firstAudio,
-            endToAudio: audioAt - stoppedAt,
-            total: audioAt - audio.voicedSentAt,
-            audible: audible.at - audio.voicedSentAt,
-            audibleAdded: audible.at - stoppedAt - firstAudio,
-            cutOffs,
-          });
+          done = { llm: response!.svc_timings.llm_first_token_ms, firstAudio: response!.svc_timings.first_audio_ms };
         }
+        // The gateway's own figures for the turn come after response.done.
+        if (e.type !== 'svc.turn_latency' || e.response_id !== responseId || !done) return;
+        s.handler = undefined;
+        settle.resolve({
+          turnDetection: stoppedAt - audio.voicedSentAt,
+          transcriptFinal: completedAt - stoppedAt,
+          llmFirstToken: done.llm,
+          ttsFirstAudio: done.firstAudio - done.llm,
+          gatewayAdded: audioAt - completedAt - done.firstAudio,
+          endToAudio: audioAt - stoppedAt,
+          total: audioAt - audio.voicedSentAt,
+          audible: audible.heardAt! - audio.voicedSentAt,
+          gatewayAudible: e.first_audible_ms as number,
+          cutOffs,
+        });
       };
     },
   );
@@ -167,7 +196,11 @@ interface Routes {
 let contexts = 0;
 
 /** The LLM streamed to its end, then its whole reply spoken; `onAudio` at the first chunk. */
-async function answerOverRoutes(r: Routes, transcript: string, onAudio: () => void): Promise<{ firstTokenAt: number; firstAudioAt: number }> {
+async function answerOverRoutes(
+  r: Routes,
+  transcript: string,
+  onAudio: () => void,
+): Promise<{ firstTokenAt: number; firstAudioAt: number; audibleAt: number }> {
   // As a streaming client composes the routes (LiveKit's and pipecat's Cartesia TTS): each LLM
   // token goes to the TTS socket as it arrives (continue: true), the context ends with the reply.
   const id = `turn-${++contexts}`;
@@ -178,19 +211,21 @@ async function answerOverRoutes(r: Routes, transcript: string, onAudio: () => vo
     language: 'en',
     context_id: id,
   };
-  const firstAudio = new Promise<number>((resolve, reject) => {
+  const firstAudio = new Promise<{ first: number; audible: number }>((resolve, reject) => {
     let first = NaN;
+    const audible = new AudibleWatch();
     r.tts.handler = (e, at) => {
       if (e.context_id !== id) return;
-      if (e.type === 'chunk' && Number.isNaN(first)) {
-        first = at;
-        onAudio();
+      if (e.type === 'chunk') {
+        if (Number.isNaN(first)) first = at;
+        audible.sentBytes(Buffer.from(e.data as string, 'base64'), 'pcm_s16le', RATE, at);
+        if (audible.heardAt !== undefined) onAudio();
       }
       if (e.type === 'error') reject(new Error(`/tts/websocket error event: ${JSON.stringify(e)}`));
       if (e.type === 'done') {
         r.tts.handler = undefined;
-        if (Number.isNaN(first)) reject(new Error('/tts/websocket: done without audio'));
-        else resolve(first);
+        if (audible.heardAt === undefined) reject(new Error('/tts/websocket: done without audible audio'));
+        else resolve({ first, audible: audible.heardAt });
       }
     };
   });
@@ -220,7 +255,8 @@ async function answerOverRoutes(r: Routes, transcript: string, onAudio: () => vo
   }
   if (res.statusCode !== 200 || !reply) throw new Error(`/v1/chat/completions answered ${res.statusCode} with "${reply}"`);
   r.tts.ws.send(JSON.stringify({ ...generation, transcript: '', continue: false }));
-  return { firstTokenAt, firstAudioAt: await firstAudio };
+  const { first, audible } = await firstAudio;
+  return { firstTokenAt, firstAudioAt: first, audibleAt: audible };
 }
 
 function routesTurn(stt: EventSocket, r: Routes, q: Question): Promise<Turn> {
@@ -231,24 +267,31 @@ function routesTurn(stt: EventSocket, r: Routes, q: Question): Promise<Turn> {
     (audio, settle) => {
       let cutOffs = 0;
       let endAt = NaN;
+      let answering = false;
       const finals: string[] = [];
       stt.handler = (e, at) => {
         if (e.type === 'error') return settle.reject(new Error(`/stt/websocket error event: ${JSON.stringify(e)}`));
         if (e.type === 'transcript' && e.is_final && typeof e.text === 'string' && e.text) finals.push(e.text);
-        if (e.type !== 'turn.end') return;
-        if (Number.isNaN(audio.voicedSentAt)) return void cutOffs++;
-        if (!Number.isNaN(endAt)) return;
-        endAt = at;
-        answerOverRoutes(r, finals.join(' '), () => audio.stop()).then(({ firstTokenAt, firstAudioAt }) => {
+        if (e.type === 'turn.end') {
+          if (Number.isNaN(audio.voicedSentAt)) return void cutOffs++;
+          if (Number.isNaN(endAt)) endAt = at;
+          return;
+        }
+        // The turn's final transcript is all in (it follows turn.end): the answer starts.
+        if (e.type !== 'turn.finalized' || Number.isNaN(endAt) || answering) return;
+        answering = true;
+        const finalAt = at;
+        answerOverRoutes(r, finals.join(' '), () => audio.stop()).then(({ firstTokenAt, firstAudioAt, audibleAt }) => {
           settle.resolve({
             turnDetection: endAt - audio.voicedSentAt,
-            llmFirstToken: firstTokenAt - endAt,
+            transcriptFinal: finalAt - endAt,
+            llmFirstToken: firstTokenAt - finalAt,
             ttsFirstAudio: firstAudioAt - firstTokenAt,
             gatewayAdded: NaN,
             endToAudio: firstAudioAt - endAt,
             total: firstAudioAt - audio.voicedSentAt,
-            audible: NaN,
-            audibleAdded: NaN,
+            audible: audibleAt - audio.voicedSentAt,
+            gatewayAudible: NaN,
             cutOffs,
           });
         }, settle.reject);
@@ -276,10 +319,8 @@ const fx = await voiceFixture();
   });
   await db.close();
 }
-// No periodic health checks against the scripted LLM while measuring. Each path's socket waits
-// while the two others take their turns (a WebRTC turn lasts until its answer has played): the
-// streaming sockets' idle limit is raised past that.
-const gateway = await startBundled('bench/gateway-server.ts', { ...fx.env, SVC_HEALTH_CHECK_SECONDS: '3600', SVC_STT_IDLE_SECONDS: '120' });
+// No periodic health checks against the scripted LLM while measuring.
+const gateway = await startBundled('bench/gateway-server.ts', { ...fx.env, SVC_HEALTH_CHECK_SECONDS: '3600' });
 const cleanup = () => {
   gateway.child.kill('SIGTERM');
   upstream.child.kill('SIGTERM');
@@ -305,72 +346,50 @@ try {
   const agent = new Agent({ connections: 2, keepAliveTimeout: 60_000 });
   const rows: Record<string, string | number>[] = [];
   const comparisons: Record<string, string | number>[] = [];
-  const transports: Record<string, string | number>[] = [];
   const verdicts: string[] = [];
   for (const setting of SETTINGS) {
     const rt = await EventSocket.open(`${ws}/v1/realtime?model=${LLM}`, auth);
     if (rt.first?.type !== 'session.created') throw new Error(`/v1/realtime: first event ${JSON.stringify(rt.first)}`);
     const voice = (rt.first.session as { audio: { output: { voice: string } } }).audio.output.voice;
     const updated = rt.socket.next('session.updated');
-    rt.socket.ws.send(JSON.stringify({ type: 'session.update', session: { type: 'realtime', audio: { input: { turn_detection: setting.realtime } } } }));
+    rt.socket.ws.send(
+      JSON.stringify({ type: 'session.update', session: { type: 'realtime', svc_turn_latency: true, audio: { input: { turn_detection: setting.realtime } } } }),
+    );
     await updated;
     const query = new URLSearchParams({ model: 'local-stt', sample_rate: String(RATE), encoding: 'pcm_s16le', turn_source: 'gateway', ...setting.stt });
     const stt = await EventSocket.open(`${ws}/stt/websocket?${query}`, auth);
     if (stt.first?.type !== 'session.started') throw new Error(`/stt/websocket: first event ${JSON.stringify(stt.first)}`);
     const routes: Routes = { origin: gateway.url, key: fx.key, agent, tts, voice };
-    const rtc = await WebRtcCall.open(gateway.url, fx.key, { type: 'realtime', model: LLM, audio: { input: { turn_detection: setting.realtime } } });
-    if (rtc.first.type !== 'session.created') throw new Error(`/v1/realtime/calls: first event ${JSON.stringify(rtc.first)}`);
     const realtime: Turn[] = [];
     const separate: Turn[] = [];
-    const webrtc: Turn[] = [];
     for (let i = 0; i < warmup + turns; i++) {
       const q = questions[i % questions.length]!;
-      const steps = [
-        async () => realtime.push(await realtimeTurn(rt.socket, q)),
-        async () => separate.push(await routesTurn(stt.socket, routes, q)),
-        async () => webrtc.push(await webrtcTurn(rtc.call, q)),
-      ];
+      const steps = [async () => realtime.push(await realtimeTurn(rt.socket, q)), async () => separate.push(await routesTurn(stt.socket, routes, q))];
       for (let k = 0; k < steps.length; k++) await steps[(k + i) % steps.length]!();
       process.stderr.write('.');
     }
     rt.socket.ws.close();
     stt.socket.ws.send(JSON.stringify({ type: 'close' }));
-    await rtc.call.close();
     const r = realtime.slice(warmup);
     const s = separate.slice(warmup);
-    const w = webrtc.slice(warmup);
     const col = (ts: Turn[], k: keyof Turn) => ts.map((t) => t[k]);
     const cutOffs = (ts: Turn[]) => ts.reduce((n, t) => n + t.cutOffs, 0);
     const row = (path: string, ts: Turn[], endName: string) => ({
       setting: setting.name,
       path,
       'end of speech → turn end': both(col(ts, 'turnDetection')),
+      'turn end → final transcript': both(col(ts, 'transcriptFinal')),
       'LLM first token': both(col(ts, 'llmFirstToken')),
       'TTS first audio': both(col(ts, 'ttsFirstAudio')),
       'gateway-added': both(col(ts, 'gatewayAdded')),
       [`turn end → first audio`]: `${both(col(ts, 'endToAudio'))} (${endName})`,
       'end of speech → first audio': both(col(ts, 'total')),
-      'end of speech → first audible sample': both(col(ts, 'audible')),
+      'end of speech → first audible': both(col(ts, 'audible')),
+      'same, gateway clock': both(col(ts, 'gatewayAudible')),
       'cut-offs': cutOffs(ts),
     });
     rows.push(row('/v1/realtime', r, 'speech_stopped'));
-    rows.push(row('/v1/realtime/calls (WebRTC)', w, 'speech_stopped'));
     rows.push(row('stt + chat + tts routes', s, 'turn.end'));
-    const wsAudible = col(r, 'audible');
-    const rtcAudible = col(w, 'audible');
-    transports.push({
-      setting: setting.name,
-      'WebSocket: end of speech → first audible p50': fmt(p50(wsAudible)),
-      'WebRTC: end of speech → first audible p50': fmt(p50(rtcAudible)),
-      'WebRTC − WebSocket p50': fmt(p50(rtcAudible) - p50(wsAudible)),
-      'paired diff p50': fmt(p50(rtcAudible.map((x, i) => x - wsAudible[i]!))),
-      'WebSocket: transport-added p50': fmt(p50(col(r, 'audibleAdded'))),
-      'WebRTC: transport-added p50': fmt(p50(col(w, 'audibleAdded'))),
-    });
-    const gap = p50(rtcAudible) - p50(wsAudible);
-    verdicts.push(
-      `${setting.name}: WebRTC's first audible sample ${fmt(gap)} ms after the WebSocket's, p50 (target ≤ 20 ms): ${gap <= 20 ? 'met' : 'NOT met'}`,
-    );
     const rtEnd = col(r, 'endToAudio');
     const sEnd = col(s, 'endToAudio');
     comparisons.push({
@@ -395,10 +414,9 @@ try {
   );
   console.log(table(rows));
   console.log(
-    "\nLLM first token: on /v1/realtime from the response's start, in the gateway (svc_timings); on the routes from turn.end, at the client (the request's round trip included). TTS first audio: from the LLM's first token.",
+    "\nLLM first token: on /v1/realtime from the response's start, in the gateway (svc_timings); on the routes from turn.finalized, at the client (the request's round trip included). TTS first audio: from the LLM's first token. First audible: the first sample above -50 dBFS as a client playing from the first byte hears it.",
   );
   console.log('\n' + table(comparisons));
-  console.log('\n' + table(transports));
   console.log('\n' + verdicts.join('\n'));
 } finally {
   cleanup();

@@ -27,21 +27,33 @@
 // detector; they depend only on the corpus and the recognizer). `--explain`: each false cut-off
 // of a paused sentence with the transcript at its pause.
 //
-//   npx tsx bench/turn-detection.ts [--no-transcript] [--presets responsive,balanced,patient] [--timelines FILE] [--explain]
+// `--wall-clock N`: also the end of turn as a client sees it through the gateway, N turns per
+// preset streamed at real time into WS /stt/websocket with local-stt (bench/lib/turn-wall-clock.ts),
+// beside the audio-time figure of the same preset (Silero, audio only).
+//
+//   npx tsx bench/turn-detection.ts [--no-transcript] [--presets responsive,balanced,patient] [--timelines FILE] [--explain] [--wall-clock 16]
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { EnergyTurnDetector } from './lib/energy-turn-detector.ts';
+import { wallClockTurns } from './lib/turn-wall-clock.ts';
 import { TurnDetector, turnSettings, type TurnDetection, type TurnEvent } from '../gateway/stt/turn-detector.ts';
 import { floatToS16 } from '../gateway/audio/pcm.ts';
 import { createRecognizer, shutdownRecognizers } from '../gateway/upstreams/pocketsphinx/recognizer.ts';
 import { babble, clicks, CORPUS_RATE, PAUSED_SENTENCES, turnCorpus, whiteNoise, type Utterance } from '../test/support/turn-corpus.ts';
 
 const args = process.argv.slice(2);
+if (args.includes('--help')) {
+  console.log(
+    'npx tsx bench/turn-detection.ts [--no-transcript] [--presets responsive,balanced,patient] [--timelines FILE] [--explain] [--wall-clock 16]\n(see the comment at the top of bench/turn-detection.ts)',
+  );
+  process.exit(0);
+}
 const useTranscript = !args.includes('--no-transcript');
 const presetsArg = args[args.indexOf('--presets') + 1];
 const PRESETS: TurnDetection[] = args.includes('--presets') && presetsArg ? (presetsArg.split(',') as TurnDetection[]) : ['responsive', 'balanced', 'patient'];
 const timelinesFile = args.includes('--timelines') ? args[args.indexOf('--timelines') + 1] : undefined;
 const explain = args.includes('--explain');
+const wallClock = args.includes('--wall-clock') ? Number(args[args.indexOf('--wall-clock') + 1] ?? 16) : 0;
 const CHUNK = CORPUS_RATE / 50;
 const CONCURRENCY = 32;
 
@@ -241,3 +253,21 @@ for (const r of rows) {
 console.log(
   `\nCPU per real-time session (Silero, balanced): ${(cpu1 * 100).toFixed(2)} % of a core alone, ${(cpu32 * 100).toFixed(2)} % each with 32 sessions batched`,
 );
+
+if (wallClock > 0) {
+  const wall = await wallClockTurns(PRESETS, wallClock, 2);
+  console.log(
+    `\nEnd of turn through the gateway, wall clock: WS /stt/websocket, local-stt, ${wallClock} flite turns per preset at real time in 20 ms frames (after 2 warm-up); ms after the last voiced frame was sent\n`,
+  );
+  console.log(
+    '| preset | detector, audio time p50 (Silero, audio only) | turn.end p50 | p90 | turn.end − audio time p50 | turn.finalized (final transcript in) p50 | p90 | cut-offs |',
+  );
+  console.log('|---|---|---|---|---|---|---|---|');
+  for (const w of wall) {
+    const audio = rows.find((r) => r.preset === w.preset && r.detector === 'audio only')!.endP50 * 1000;
+    const r0 = (x: number) => Math.round(x);
+    console.log(
+      `| ${w.preset} | ${r0(audio)} | ${r0(w.endP50)} | ${r0(w.endP90)} | ${r0(w.endP50 - audio)} | ${r0(w.finalP50)} | ${r0(w.finalP90)} | ${w.cutOffs} |`,
+    );
+  }
+}

@@ -9,7 +9,7 @@ import { LabelTree } from './label-tree.ts';
 import { RequestSeries } from './request-series.ts';
 
 /** The moment a stream first gives the client something useful. */
-export type FirstOutputKind = 'llm_first_token' | 'tts_first_audio' | 'stt_first_transcript';
+export type FirstOutputKind = 'llm_first_token' | 'tts_first_audio' | 'tts_first_audible' | 'stt_first_transcript';
 export type UpstreamErrorKind = 'connect' | 'timeout' | 'http_status' | 'broken' | 'stream_broken';
 /** Why a live stream left its engine (gateway/core/failover.ts). */
 export type FailoverReason = 'connect' | 'closed' | 'error' | 'http_status' | 'timeout' | 'stall' | 'protocol' | 'finalize_unanswered';
@@ -44,7 +44,7 @@ export class GatewayMetrics {
   private readonly requests = new RequestSeries(this.registry, LATENCY_BUCKETS);
   private readonly firstOutputSeconds = new Histogram({
     name: 'svc_time_to_first_output_seconds',
-    help: 'Streams: request arrival to first LLM token relayed, first TTS audio ready; STT: first audio received to first transcript sent.',
+    help: 'Streams: request arrival to first LLM token relayed, first TTS audio ready, first TTS audible sample (as played from the first byte); STT: first audio received to first transcript sent.',
     labelNames: ['kind', 'model'] as const,
     buckets: FIRST_OUTPUT_BUCKETS,
     registers: [this.registry],
@@ -128,7 +128,7 @@ export class GatewayMetrics {
   });
   private readonly realtimeLegSeconds = new Histogram({
     name: 'svc_realtime_leg_seconds',
-    help: '/v1/realtime responses: response start to the LLM first token (llm_first_token) and to the first audio sent (tts_first_audio).',
+    help: '/v1/realtime responses: response start to the LLM first token (llm_first_token), to the first audio sent (tts_first_audio) and to its first audible sample as played from its first byte (first_audible).',
     labelNames: ['leg'] as const,
     buckets: FIRST_OUTPUT_BUCKETS,
     registers: [this.registry],
@@ -162,10 +162,11 @@ export class GatewayMetrics {
     };
   }
 
-  realtimeResponse(status: string, legs: { llmFirstToken?: number; ttsFirstAudio?: number }): void {
+  realtimeResponse(status: string, legs: { llmFirstToken?: number; ttsFirstAudio?: number; firstAudible?: number }): void {
     this.realtimeResponses.labels(status).inc();
     if (legs.llmFirstToken !== undefined) this.realtimeLegSeconds.labels('llm_first_token').observe(legs.llmFirstToken / 1000);
     if (legs.ttsFirstAudio !== undefined) this.realtimeLegSeconds.labels('tts_first_audio').observe(legs.ttsFirstAudio / 1000);
+    if (legs.firstAudible !== undefined) this.realtimeLegSeconds.labels('first_audible').observe(legs.firstAudible / 1000);
   }
 
   realtimeBargeIn(): void {

@@ -216,6 +216,11 @@ describe('series after traffic', () => {
     const after = await scrape();
     const kind = { kind: 'tts_first_audio', model: 'local-flite' };
     expect(value(after, 'svc_time_to_first_output_seconds_count', kind) - value(before, 'svc_time_to_first_output_seconds_count', kind)).toBe(1);
+    // The first audible sample (flite's speech is not silent): once, no sooner than the first audio.
+    const audible = { kind: 'tts_first_audible', model: 'local-flite' };
+    expect(value(after, 'svc_time_to_first_output_seconds_count', audible) - value(before, 'svc_time_to_first_output_seconds_count', audible)).toBe(1);
+    const sum = (m: string, k: Record<string, string>) => value(after, m, k) - value(before, m, k);
+    expect(sum('svc_time_to_first_output_seconds_sum', audible)).toBeGreaterThanOrEqual(sum('svc_time_to_first_output_seconds_sum', kind));
     // 12 characters x 1 micro-USD.
     const debit = { modality: 'tts', model: 'local-flite' };
     expect(value(after, 'svc_credits_debited_micros_total', debit) - value(before, 'svc_credits_debited_micros_total', debit)).toBe(12);

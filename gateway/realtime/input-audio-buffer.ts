@@ -38,8 +38,8 @@ export interface InputAudioSession {
   close(code: number, reason: string, error?: EventError): void;
   /** The user started speaking `agoMs` of audio before the last received (turn detection on; `interrupt`: its interrupt_response). */
   speechStarted(interrupt: boolean, agoMs: number): void;
-  /** The user stopped speaking (turn detection on), `agoMs` of audio before the last received; the commit follows. */
-  speechStopped(agoMs: number): void;
+  /** The user stopped speaking (turn detection on) at `audioEndMs` of the input audio, `agoMs` of audio before the last received; the commit follows once the turn's final transcript is in. */
+  speechStopped(agoMs: number, audioEndMs: number): void;
   /** The buffer was committed: its audio is the item `itemId`, `transcript` what was heard; `respond`: the turn's end asks for a response. */
   committed(itemId: string, transcript: string, audioMs: number, respond: boolean): void;
 }
@@ -53,6 +53,8 @@ interface Leg {
   sentDelta: string;
   /** The client asked for a commit (or a clear): done when the leg reports the finalize done. */
   afterFlush: ('commit' | 'clear')[];
+  /** A turn ended and its final transcript is awaited (turn_final): the item it will be committed as. */
+  awaitingFinal?: string;
 }
 
 export class InputAudioBuffer {
@@ -219,16 +221,16 @@ export class InputAudioBuffer {
         if (!e.text.startsWith(leg.sentDelta) || e.text === leg.sentDelta) return;
         const delta = (leg.finals.length && !leg.sentDelta ? ' ' : '') + e.text.slice(leg.sentDelta.length);
         leg.sentDelta = e.text;
-        this.inputItemId ??= this.session.newItemId();
+        // Until its final is in, what is heard belongs to the ended turn's item.
+        const itemId = leg.awaitingFinal ?? (this.inputItemId ??= this.session.newItemId());
         // Droppable: `completed` carries the whole transcript.
-        this.session.send(
-          { type: 'conversation.item.input_audio_transcription.delta', item_id: this.inputItemId, content_index: 0, delta },
-          { droppable: true },
-        );
+        this.session.send({ type: 'conversation.item.input_audio_transcription.delta', item_id: itemId, content_index: 0, delta }, { droppable: true });
         return;
       }
       case 'turn':
         return this.onTurn(leg, e.turn, e.atSeconds);
+      case 'turn_final':
+        return this.onTurnFinal(leg);
       case 'flushed': {
         const what = leg.afterFlush.shift();
         if (what === 'commit') this.commitItem(leg, false);
@@ -260,20 +262,31 @@ export class InputAudioBuffer {
     }
     if (turn === 'turn.end' && this.speaking) {
       this.speaking = false;
-      this.session.send({ type: 'input_audio_buffer.speech_stopped', audio_end_ms: Math.round(atSeconds * 1000), item_id: this.inputItemId });
-      this.session.speechStopped(Math.max(0, this.inputMs() - atSeconds * 1000));
+      const audioEndMs = Math.round(atSeconds * 1000);
+      this.session.send({ type: 'input_audio_buffer.speech_stopped', audio_end_ms: audioEndMs, item_id: this.inputItemId });
+      this.session.speechStopped(Math.max(0, this.inputMs() - atSeconds * 1000), audioEndMs);
       leg.bufferBytes = 0;
-      this.commitItem(leg, t.createResponse);
+      // Committed once the turn's final transcript is in (turn_final), as the item speech_started named.
+      leg.awaitingFinal = this.inputItemId ?? this.session.newItemId();
+      this.inputItemId = null;
     }
   }
 
+  /** The ended turn's final is in: its speech is committed (and answered when the turn asks for it). */
+  private onTurnFinal(leg: Leg): void {
+    const itemId = leg.awaitingFinal;
+    if (itemId === undefined) return;
+    leg.awaitingFinal = undefined;
+    this.commitItem(leg, this.session.config().turnDetection?.createResponse ?? false, itemId);
+  }
+
   /** The user's speech so far, committed: the session makes an item of it. */
-  private commitItem(leg: Leg, respond: boolean): void {
+  private commitItem(leg: Leg, respond: boolean, turnItemId?: string): void {
     const transcript = leg.finals.join(' ').replace(/\s+/g, ' ').trim();
     leg.finals = [];
     leg.sentDelta = '';
-    const itemId = this.inputItemId ?? this.session.newItemId();
-    this.inputItemId = null;
+    const itemId = turnItemId ?? this.inputItemId ?? this.session.newItemId();
+    if (turnItemId === undefined) this.inputItemId = null;
     this.session.committed(itemId, transcript, this.inputMs(), respond);
   }
 }

@@ -106,7 +106,23 @@ export class RealtimeSession implements InputAudioSession, ResponsesSession {
     this.audio = new InputAudioBuffer(this, setup.hold);
     this.responses = new Responses(this);
     const ref = { orgId: setup.auth.orgId, requestId: setup.requestId };
-    this.turns = new TurnLog((turn) => ctx.requestLog?.turn(ref, turn));
+    this.turns = new TurnLog(
+      (turn) => ctx.requestLog?.turn(ref, turn),
+      (t) => {
+        if (!this.current.turnLatency || this.ended) return;
+        this.send({
+          type: 'svc.turn_latency',
+          item_id: t.itemId,
+          response_id: t.responseId,
+          audio_end_ms: t.audioEndMs,
+          turn_end_ms: t.turnEnd,
+          transcript_final_ms: t.transcriptFinal,
+          llm_first_token_ms: t.llmFirstToken,
+          tts_first_audio_ms: t.ttsFirstAudio,
+          first_audible_ms: t.firstAudible,
+        });
+      },
+    );
     const idleMs = ctx.config.limits.realtimeIdleMs;
     this.life = new SessionLife(
       ctx.clock,
@@ -277,8 +293,8 @@ export class RealtimeSession implements InputAudioSession, ResponsesSession {
     if (interrupt) this.responses.interrupt();
   }
 
-  speechStopped(agoMs: number): void {
-    this.turns.speechStopped(agoMs);
+  speechStopped(agoMs: number, audioEndMs: number): void {
+    this.turns.speechStopped(agoMs, audioEndMs);
   }
 
   /** The user's committed audio: in a conversation, an item with its transcript, and an answer when the turn asks for one. */
@@ -307,7 +323,7 @@ export class RealtimeSession implements InputAudioSession, ResponsesSession {
     });
     // A turn with no words heard (a cough, noise) is not answered.
     const answering = respond && this.kind === 'realtime' && transcript !== '';
-    const turn = this.turns.ended(transcript, answering);
+    const turn = this.turns.ended(itemId, transcript, answering);
     if (answering)
       this.responses.answerTurn(
         (run) => this.turns.answeredBy(turn, run),

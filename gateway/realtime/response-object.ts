@@ -31,7 +31,7 @@ export function responseObject(r: {
   /** null while in progress. */
   usage: ResponseUsage | null;
   /** Ms from the response's start to the LLM's first token and to the first audio sent. */
-  timings: { llmFirstToken?: number; ttsFirstAudio?: number };
+  timings: { llmFirstToken?: number; ttsFirstAudio?: number; firstAudible?: number };
 }): ResponseObject {
   const { engines } = r;
   const done = r.status !== 'in_progress';
@@ -48,7 +48,15 @@ export function responseObject(r: {
     metadata: r.metadata ?? null,
     usage: r.usage ? usageWire(r.usage, engines) : null,
     // Ours: the latency of the response's models as the gateway sees it.
-    ...(done ? { svc_timings: { llm_first_token_ms: round1(r.timings.llmFirstToken), first_audio_ms: round1(r.timings.ttsFirstAudio) } } : {}),
+    ...(done
+      ? {
+          svc_timings: {
+            llm_first_token_ms: round1(r.timings.llmFirstToken),
+            first_audio_ms: round1(r.timings.ttsFirstAudio),
+            first_audible_ms: round1(r.timings.firstAudible),
+          },
+        }
+      : {}),
   };
 }
 

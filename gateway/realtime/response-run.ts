@@ -21,6 +21,8 @@ import { clientErrorFor } from '../core/try-upstreams.ts';
 import type { ConversationItem, SpokenSpan } from './conversation.ts';
 import type { ResponseEngines } from './engines.ts';
 import type { SpanSpeaker } from '../tts/span-speaker.ts';
+import { AudibleWatch } from '../audio/first-audible.ts';
+import { FORMAT_AUDIO } from './session-config.ts';
 import { responseSpeaker } from './response-speaker.ts';
 import { responseObject, type ResponseStatus, type ResponseUsage } from './response-object.ts';
 import { partWire, type ResponseObject, type ServerEvent } from './server-events.ts';
@@ -71,8 +73,10 @@ export class ResponseRun {
   readonly spans: SpokenSpan[] = [];
   private audioMs = 0;
   private firstAudioAt: number | undefined;
+  /** When the answer's first audible sample is heard. */
+  private readonly audible = new AudibleWatch();
   /** Gateway-side timings for the metrics and the benchmark (ms since the run started). */
-  readonly timings: { llmFirstToken?: number; ttsFirstAudio?: number } = {};
+  readonly timings: { llmFirstToken?: number; ttsFirstAudio?: number; firstAudible?: number } = {};
   /** When the run started (performance.now()), the origin of its timings. */
   readonly startedAt = performance.now();
   /** The answer's speech, once its LLM answered (audio responses). */
@@ -363,6 +367,7 @@ export class ResponseRun {
       this.firstAudioAt = performance.now();
       this.timings.ttsFirstAudio = this.firstAudioAt - this.startedAt;
     }
+    this.findAudible(audio);
     this.audioMs += millis;
     this.spans.at(-1)!.endMs = this.audioMs;
     await this.host.sendPaced({
@@ -373,6 +378,17 @@ export class ResponseRun {
       content_index: 0,
       delta: audio.toString('base64'),
     });
+  }
+
+  /** The first audible sample, as a listener who plays the answer from its first byte hears it (ms since the run started). */
+  private findAudible(audio: Buffer): void {
+    const tts = this.spec.engines.tts;
+    if (!tts) return;
+    const { encoding, sampleRate } = FORMAT_AUDIO[tts.format];
+    const heardAt = this.audible.sentBytes(audio, encoding, sampleRate);
+    if (heardAt === undefined) return;
+    this.timings.firstAudible = heardAt - this.startedAt;
+    this.trace?.span.setAttribute('svc.first_audible_ms', Math.round(this.timings.firstAudible));
   }
 
   /** Item statuses at the end, and conversation.item.done for each (in the conversation's order). */

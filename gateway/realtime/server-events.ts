@@ -33,7 +33,24 @@ export interface ResponseObject {
   metadata: unknown;
   usage: Record<string, unknown> | null;
   /** Ours: ms from the response's start to the LLM's first token and to the first audio sent. */
-  svc_timings?: { llm_first_token_ms: number | null; first_audio_ms: number | null };
+  svc_timings?: { llm_first_token_ms: number | null; first_audio_ms: number | null; first_audible_ms: number | null };
+}
+
+/**
+ * Ours (opt-in, `session.svc_turn_latency`): one turn the detector ended, once its answer is done
+ * (or at its commit when it gets none). Times in ms from the end of the user's speech as the
+ * gateway received it; null when the step did not happen (no answer, a text answer...).
+ */
+export interface TurnLatencyWire {
+  item_id: string;
+  response_id: string | null;
+  /** The end of speech in the session's input audio (speech_stopped's audio_end_ms). */
+  audio_end_ms: number;
+  turn_end_ms: number;
+  transcript_final_ms: number | null;
+  llm_first_token_ms: number | null;
+  tts_first_audio_ms: number | null;
+  first_audible_ms: number | null;
 }
 
 /** A content part as response.content_part.* name it ("text" / "audio"; items call them output_text / output_audio). */
@@ -72,6 +89,7 @@ export type ServerEvent =
       usage: { type: 'duration'; seconds: number };
     }
   | { type: 'response.created' | 'response.done'; response: ResponseObject }
+  | ({ type: 'svc.turn_latency' } & TurnLatencyWire)
   | ({ type: 'response.output_item.added' | 'response.output_item.done'; item: ConversationItem } & InResponse)
   | ({ type: 'response.content_part.added' | 'response.content_part.done'; part: PartWire } & InContent)
   | ({ type: 'response.output_text.delta' | 'response.output_audio_transcript.delta' | 'response.output_audio.delta'; delta: string } & InContent)

@@ -65,6 +65,8 @@ export interface RealtimeConfig {
   toolChoice: unknown;
   temperature: number | undefined;
   maxOutputTokens: number | 'inf';
+  /** Our extension `svc_turn_latency`: an `svc.turn_latency` event after each turn the detector ended. */
+  turnLatency: boolean;
 }
 
 /** OpenAI's defaults (server_vad: threshold 0.5, 300 ms of prefix, 500 ms of silence; semantic_vad: eagerness auto). */
@@ -93,6 +95,7 @@ export function defaultConfig(kind: RealtimeConfig['kind'], model: string | null
     toolChoice: 'auto',
     temperature: undefined,
     maxOutputTokens: 'inf',
+    turnLatency: false,
   };
 }
 
@@ -233,6 +236,7 @@ export function applySessionUpdate(current: RealtimeConfig, session: unknown): R
   if (session.tools !== undefined && session.tools !== null) next.tools = parseTools(session.tools, 'session.tools');
   if (session.tool_choice !== undefined) next.toolChoice = session.tool_choice;
   next.temperature = optNumber(session, 'temperature', p, 0, 2) ?? next.temperature;
+  next.turnLatency = optBool(session, 'svc_turn_latency', p) ?? next.turnLatency;
   const max = session.max_output_tokens ?? session.max_response_output_tokens;
   if (max !== undefined && max !== null) {
     const param = session.max_output_tokens !== undefined ? 'session.max_output_tokens' : 'session.max_response_output_tokens';
@@ -260,7 +264,15 @@ export function sessionWire(id: string, c: RealtimeConfig, resolved: { stt: stri
     turn_detection: turnDetectionWire(c.turnDetection),
   };
   if (c.kind === 'transcription') {
-    return { type: 'transcription', object: 'realtime.transcription_session', id, expires_at: resolved.expiresAt, audio: { input }, include: null };
+    return {
+      type: 'transcription',
+      object: 'realtime.transcription_session',
+      id,
+      expires_at: resolved.expiresAt,
+      audio: { input },
+      include: null,
+      svc_turn_latency: c.turnLatency,
+    };
   }
   return {
     type: 'realtime',
@@ -281,5 +293,7 @@ export function sessionWire(id: string, c: RealtimeConfig, resolved: { stt: stri
     include: null,
     // What the session is composed of (ours): the registry's models it transcribes, answers and speaks with.
     models: { stt: resolved.stt, llm: resolved.llm ?? null, tts: resolved.tts ?? null },
+    // Ours: whether each turn's latency is reported (svc.turn_latency).
+    svc_turn_latency: c.turnLatency,
   };
 }

@@ -339,8 +339,9 @@ describe('sessions', () => {
       method: 'GET',
       apiKeyId: h.keyId,
       characters: 'Hello there.'.length,
-      // The TTS session's own: from the upgrade's arrival to its first audio.
+      // The TTS session's own: from the upgrade's arrival to its first audio, and to its first audible sample.
       firstAudioMs: expect.any(Number),
+      firstAudibleMs: expect.any(Number),
       servedBy: 'ups_b',
       failoverReason: 'the first upstream refused the connection',
       ttfbMs: null,
@@ -349,6 +350,7 @@ describe('sessions', () => {
       { upstreamId: 'ups_a', outcome: 'connect', ms: 3 },
       { upstreamId: 'ups_b', outcome: 'ok', ms: 40 },
     ]);
+    expect(row.firstAudibleMs!).toBeGreaterThanOrEqual(row.firstAudioMs!);
     const [debit] = await usageRows(h.testDb.db.prisma, { requestId: id });
     expect(row.costMicros).toBe(debit!.costMicros);
     const turns = await h.testDb.db.prisma.requestLogTurn.findMany({ where: { requestLogId: row.id }, orderBy: { turnIndex: 'asc' } });

@@ -305,7 +305,7 @@ describe('B\u2019s transcription through A (protocol openai at ${A}/v1, A\u2019s
     const c = await openSession(b, { model: 'b-stt', api_key: b.key, sample_rate: '16000', encoding: 'pcm_s16le' });
     const sent = await c.stream(s16le(audio), { frameBytes: 3200, intervalMs: 0 });
     expect(sent).toBe(audio.length * 2);
-    await c.until((e) => e.type === 'turn.end', { timeoutMs: 60_000 });
+    await c.until((e) => e.type === 'turn.finalized', { timeoutMs: 60_000 });
     c.command({ type: 'close' });
     expect(await c.closed).toEqual({ code: 1000, reason: 'client_close' });
 
@@ -318,8 +318,12 @@ describe('B\u2019s transcription through A (protocol openai at ${A}/v1, A\u2019s
     expect(final.text).toBe(ws.map((w) => w.word).join(' '));
     expect(c.ofType('turn.start')).toHaveLength(1);
     expect(c.ofType('turn.end')).toHaveLength(1);
-    // The final precedes turn.end.
-    expect(c.events.indexOf(final)).toBeLessThan(c.events.indexOf(c.ofType('turn.end')[0]!));
+    // turn.end at B's detector's decision, then A's final, then turn.finalized with the turn's text.
+    const [finalized, ...moreFinalized] = c.ofType('turn.finalized');
+    expect(moreFinalized).toEqual([]);
+    expect(finalized).toMatchObject({ at: c.ofType('turn.end')[0]!.at, transcript: final.text });
+    expect(c.events.indexOf(c.ofType('turn.end')[0]!)).toBeLessThan(c.events.indexOf(final));
+    expect(c.events.indexOf(final)).toBeLessThan(c.events.indexOf(finalized!));
 
     const millis = millisOf(audio.length);
     const cost = audioCost(millis, B_STT_PRICE);

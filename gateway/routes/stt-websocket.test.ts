@@ -303,7 +303,7 @@ describe('session', () => {
     const audio = concat(s.samples, silence(END_TAIL));
     const c = await openSession(h, query());
     await c.stream(s16le(audio), FAST(16000));
-    await c.until((e) => e.type === 'turn.end');
+    await c.until((e) => e.type === 'turn.finalized');
     const closed = await closeAndCheck(c, millisOf(audio.length, 16000));
     expect(closed.audio_seconds).toBe(millisOf(audio.length, 16000) / 1000);
 
@@ -327,7 +327,12 @@ describe('session', () => {
     expect(starts).toHaveLength(1);
     expect(ends).toHaveLength(1);
     expect(indexOf(c, starts[0]!)).toBeLessThan(indexOf(c, final!));
-    expect(indexOf(c, final!)).toBeLessThan(indexOf(c, ends[0]!));
+    // turn.end goes out at the detector's decision; the turn's final follows when the engine has
+    // decoded it, then turn.finalized with the turn's whole final text.
+    expect(indexOf(c, ends[0]!)).toBeLessThan(indexOf(c, final!));
+    const finalized = c.ofType('turn.finalized');
+    expect(finalized).toEqual([{ type: 'turn.finalized', at: ends[0]!.at, transcript: final!.text }]);
+    expect(indexOf(c, final!)).toBeLessThan(indexOf(c, finalized[0]!));
     // Every interim belongs to the utterance the final closes.
     expect(partials.every((p) => indexOf(c, p) < indexOf(c, final!))).toBe(true);
     // Audio times: the turn lies inside the speech, not in the silence after it.
@@ -337,7 +342,7 @@ describe('session', () => {
     expect(c.ofType('error')).toHaveLength(0);
   });
 
-  it('two sentences 2 s apart make two turns, each with its own final before its turn.end; times run on across the session', async () => {
+  it('two sentences 2 s apart make two turns, each with its own final after its turn.end; times run on across the session', async () => {
     const a = await speech(FOX);
     const b = await speech(CALL, 'rms');
     const audio = concat(a.samples, silence(END_TAIL), b.samples, silence(END_TAIL));
@@ -347,7 +352,18 @@ describe('session', () => {
     await closeAndCheck(c, millisOf(audio.length, 16000));
 
     const sequence = c.events.filter((e) => e.type !== 'transcript' || e.is_final).map((e) => (e.type === 'transcript' ? 'final' : e.type));
-    expect(sequence).toEqual(['session.started', 'turn.start', 'final', 'turn.end', 'turn.start', 'final', 'turn.end', 'session.closed']);
+    expect(sequence).toEqual([
+      'session.started',
+      'turn.start',
+      'turn.end',
+      'final',
+      'turn.finalized',
+      'turn.start',
+      'turn.end',
+      'final',
+      'turn.finalized',
+      'session.closed',
+    ]);
     const [f1, f2] = finals(c);
     expect(wer(FOX, f1!.text as string), f1!.text as string).toBeLessThanOrEqual(0.25);
     expect(wer(CALL, f2!.text as string), f2!.text as string).toBeLessThanOrEqual(0.25);
@@ -380,14 +396,16 @@ describe('session', () => {
     expect(shape(responsive), summary(responsive.events)).toEqual([
       'session.started',
       'turn.start',
-      'final',
       'turn.end',
+      'final',
+      'turn.finalized',
       'turn.start',
-      'final',
       'turn.end',
+      'final',
+      'turn.finalized',
       'session.closed',
     ]);
-    expect(shape(patient), summary(patient.events)).toEqual(['session.started', 'turn.start', 'final', 'turn.end', 'session.closed']);
+    expect(shape(patient), summary(patient.events)).toEqual(['session.started', 'turn.start', 'turn.end', 'final', 'turn.finalized', 'session.closed']);
     const [r1, r2] = finals(responsive);
     expect(wer(TABLE, r1!.text as string), r1!.text as string).toBeLessThanOrEqual(0.25);
     expect(wer(WEATHER, r2!.text as string), r2!.text as string).toBeLessThanOrEqual(0.25);
@@ -425,7 +443,7 @@ describe('session', () => {
     await c.stream(s16le(audio), { frameBytes: 3200, intervalMs: 100 });
     await c.until((e) => e.type === 'turn.end');
     await closeAndCheck(c, millisOf(audio.length, 16000));
-    const turnEvents = c.events.filter((e) => e.type.startsWith('turn.'));
+    const turnEvents = c.events.filter((e) => e.type.startsWith('turn.') && e.type !== 'turn.finalized');
     expect(turnEvents.map((e) => e.type).join(' '), summary(c.events)).toMatch(/^turn\.start( turn\.eager_end turn\.resume)+ turn\.eager_end turn\.end$/);
     const pauseStarts = (0.3 * 16000 + a.length) / 16000;
     const eagerInPause = turnEvents.find((e) => e.type === 'turn.eager_end' && Math.abs((e.at as number) - pauseStarts) < 0.2)!;
@@ -444,9 +462,9 @@ describe('session', () => {
     expect(lastEager!.at).toBe(end!.at);
     expect(lastEager!.transcript).toBe(interimBefore(lastEager!));
     expect(wer(`${TABLE} ${WEATHER}`, finals(c)[0]!.text as string)).toBeLessThanOrEqual(0.4);
-    // One utterance: a single final, before turn.end.
+    // One utterance: a single final, after turn.end.
     expect(finals(c)).toHaveLength(1);
-    expect(indexOf(c, finals(c)[0]!)).toBeLessThan(indexOf(c, end!));
+    expect(indexOf(c, end!)).toBeLessThan(indexOf(c, finals(c)[0]!));
   });
 
   it('audio sent after close is not taken: neither transcribed nor billed (the session bills what came before it)', async () => {

@@ -818,7 +818,7 @@ describe('batch transcription (POST /v1/audio/transcriptions)', () => {
 // ---------------------------------------------------------------------------------------
 
 describe('streaming transcription (GET /stt/websocket)', () => {
-  it('turns found by the gateway (responsive): turn.start, interims, the final with word times, turn.end; finalize -> final then flush_done; close bills the audio exactly once', async () => {
+  it('turns found by the gateway (responsive): turn.start, interims, turn.end, then the final with word times and turn.finalized; finalize -> final then flush_done; close bills the audio exactly once', async () => {
     // Two words 100 ms apart (one responsive turn), the silence that ends it; a third word, then
     // a finalize before its turn could end (2.3 s, then 0.5 s).
     const first = bursts(16000, [
@@ -836,14 +836,26 @@ describe('streaming transcription (GET /stt/websocket)', () => {
     const c = await openSession(h, sttQuery(h, { language: 'en-US', keyterms: 'Cartesia,Ink' }));
     await c.until((e) => e.type === 'session.started');
     let sent = await c.stream(s16le(first), FRAMES);
-    await c.until((e) => e.type === 'turn.end');
+    await c.until((e) => e.type === 'turn.finalized');
     sent += await c.stream(s16le(second), FRAMES);
     c.command({ type: 'finalize' });
     await c.until((e) => e.type === 'flush_done');
     c.command({ type: 'close' });
     expect(await c.closed).toEqual({ code: 1000, reason: 'client_close' });
 
-    expect(shape(c), summary(c.events)).toEqual(['session.started', 'turn.start', 'final', 'turn.end', 'turn.start', 'final', 'flush_done', 'session.closed']);
+    // turn.end at the detector's decision; the final as the engine answers the turn's finalize, then turn.finalized.
+    expect(shape(c), summary(c.events)).toEqual([
+      'session.started',
+      'turn.start',
+      'turn.end',
+      'final',
+      'turn.finalized',
+      'turn.start',
+      'final',
+      'flush_done',
+      'session.closed',
+    ]);
+    expect(c.ofType('turn.finalized')).toEqual([{ type: 'turn.finalized', at: c.ofType('turn.end')[0]!.at, transcript: 'alpha bravo' }]);
     expect(c.events[0]).toMatchObject({ model: 'cartesia-ink', sample_rate: 16000, encoding: 'pcm_s16le', turn_detection: 'responsive' });
     // Where the words start and end, within about a VAD frame (32 ms).
     expect(c.ofType('turn.start').map((e) => e.at)).toEqual([expect.closeTo(0.2, 1), expect.closeTo(2.3, 1)]);
@@ -901,7 +913,7 @@ describe('streaming transcription (GET /stt/websocket)', () => {
     await c.until((e) => e.type === 'turn.end');
     c.command({ type: 'close' });
     expect(await c.closed).toEqual({ code: 1000, reason: 'client_close' });
-    expect(shape(c), summary(c.events)).toEqual(['session.started', 'turn.start', 'final', 'turn.end', 'session.closed']);
+    expect(shape(c), summary(c.events)).toEqual(['session.started', 'turn.start', 'turn.end', 'final', 'turn.finalized', 'session.closed']);
     expect(finals(c)[0]).toMatchObject({ text: 'alpha', words: [{ word: 'alpha', start: 0.2, end: 0.5 }] });
     expect(c.ofType('turn.end')[0]!.at).toEqual(expect.closeTo(0.5, 1));
     await expectSessionBilled(h, c, 1000, 'client_close');
@@ -1103,7 +1115,7 @@ describe('slow engine (SVC_UPSTREAM_TIMEOUT_SECONDS=0.5)', () => {
     expect(c.ofType('error')).toEqual([]);
     c.command({ type: 'close' });
     expect(await c.closed, summary(c.events)).toEqual({ code: 1000, reason: 'client_close' });
-    expect(shape(c)).toEqual(['session.started', 'turn.start', 'final', 'turn.end', 'session.closed']);
+    expect(shape(c)).toEqual(['session.started', 'turn.start', 'turn.end', 'final', 'turn.finalized', 'session.closed']);
     await expectSessionBilled(hs, c, 1500, 'client_close', 'slow-ink');
     const socket = await slow.sttSocket(n);
     await socket.closed;

@@ -26,7 +26,7 @@ import {
   type ScriptedDeepgram,
 } from '../../test/support/scripted-deepgram.ts';
 import { speechBursts } from '../../test/support/speech-bursts.ts';
-import { audioCost, expectDebited, ledgerOf, openSession, summary, transcribe, wavFile, type SttClient } from '../../test/support/stt-routes.ts';
+import { audioCost, expectDebited, ledgerOf, openSession, summary, transcribe, wavFile, type SttClient, type SttEvent } from '../../test/support/stt-routes.ts';
 import { checkTtsEvents, costOf, expectError, expectNotBilled, post, sseData, sseReader, usd } from '../../test/support/tts-routes.ts';
 import { checkProtocol } from '../upstreams/protocols/index.ts';
 import { listEngineVoices } from '../voices/engine-catalogue.ts';
@@ -796,7 +796,7 @@ describe('streaming transcription: GET /stt/websocket', () => {
       ),
     );
 
-  it('turn_source=auto (the default): Deepgram finds the turns (vad_events, endpointing, utterance_end_ms); finals with word times, turn.start/turn.end from SpeechStarted and speech_final; finalize gives flush_done after the final; close bills exactly the audio sent', async () => {
+  it('turn_source=auto (the default): Deepgram finds the turns (vad_events, endpointing, utterance_end_ms); finals with word times, turn.start/turn.end from SpeechStarted and speech_final (the final, then turn.end and turn.finalized); finalize gives flush_done after the final; close bills exactly the audio sent', async () => {
     const before = peer.sockets.length;
     const c = await openSession(h, sttQuery(h, { language: 'en', keyterms: 'Acme,Zed Corp' }));
     await c.until((e) => e.type === 'session.started');
@@ -840,8 +840,9 @@ describe('streaming transcription: GET /stt/websocket', () => {
         ['Alpha', 0.2, 0.5],
         ['bravo.', 0.7, 1.0],
       ]),
-      // speech_final after 300 ms of silence following the last word.
+      // speech_final after 300 ms of silence following the last word: the engine's own turn, its final before its end.
       { type: 'turn.end', at: 1.3 },
+      { type: 'turn.finalized', at: 1.3, transcript: 'Alpha bravo.' },
       { type: 'flush_done' },
       { type: 'session.closed', reason: 'client_close', audio_seconds: 2.4, cost_usd: usd(audioCost(2400, STT_PRICE)) },
     ]);
@@ -852,7 +853,7 @@ describe('streaming transcription: GET /stt/websocket', () => {
     expect(controlsOf(socket)).toEqual(['Finalize', 'CloseStream']);
   });
 
-  it('turn_source=gateway: Deepgram\u2019s endpointing is off (endpointing=false), the gateway\u2019s detector finds the turn and finalizes it; the final precedes turn.end', async () => {
+  it('turn_source=gateway: Deepgram\u2019s endpointing is off (endpointing=false), the gateway\u2019s detector finds the turn and finalizes it; turn.end goes out at its decision, the final follows, then turn.finalized', async () => {
     const before = peer.sockets.length;
     const c = await openSession(h, sttQuery(h, { turn_source: 'gateway' }));
     // Two spoken words 100 ms apart: one turn (Deepgram's "Alpha." between them is a full stop,
@@ -872,25 +873,38 @@ describe('streaming transcription: GET /stt/websocket', () => {
     expect(socket.query.get('endpointing')).toBe('false');
     expect(socket.query.has('vad_events')).toBe(false);
     expect(socket.query.has('utterance_end_ms')).toBe(false);
-    await c.until((e) => e.type === 'turn.end');
+    await c.until((e) => e.type === 'turn.finalized');
     await closeSession(c);
 
-    expect(eventsAfterStart(c), summary(c.events)).toEqual([
+    // The interims come as Deepgram hears the words, the detector's decision as it finds the
+    // silence: they race, so they are checked apart.
+    const isInterim = (e: SttEvent) => e.type === 'transcript' && !e.is_final;
+    expect(
+      eventsAfterStart(c).filter((e) => !isInterim(e)),
+      summary(c.events),
+    ).toEqual([
       // balanced: the turn starts where the first word does and ends, in the silence after the
-      // last, at that word's end (both within about a VAD frame).
+      // last, at that word's end (both within about a VAD frame); the final comes once Deepgram
+      // answers the turn's Finalize, then turn.finalized with the turn's text.
       { type: 'turn.start', at: expect.closeTo(0.2, 1) },
+      { type: 'turn.end', at: expect.closeTo(0.9, 1) },
+      transcriptEvent(true, 'Alpha bravo.', [
+        ['Alpha', 0.2, 0.5],
+        ['bravo.', 0.6, 0.9],
+      ]),
+      { type: 'turn.finalized', at: c.ofType('turn.end')[0]!.at, transcript: 'Alpha bravo.' },
+      { type: 'session.closed', reason: 'client_close', audio_seconds: 2.4, cost_usd: usd(audioCost(2400, STT_PRICE)) },
+    ]);
+    expect(eventsAfterStart(c).filter(isInterim)).toEqual([
       transcriptEvent(false, 'Alpha.', [['Alpha.', 0.2, 0.5]]),
       transcriptEvent(false, 'Alpha bravo.', [
         ['Alpha', 0.2, 0.5],
         ['bravo.', 0.6, 0.9],
       ]),
-      transcriptEvent(true, 'Alpha bravo.', [
-        ['Alpha', 0.2, 0.5],
-        ['bravo.', 0.6, 0.9],
-      ]),
-      { type: 'turn.end', at: expect.closeTo(0.9, 1) },
-      { type: 'session.closed', reason: 'client_close', audio_seconds: 2.4, cost_usd: usd(audioCost(2400, STT_PRICE)) },
     ]);
+    // Every interim before the final.
+    const finalAt = c.events.findIndex((e) => e.type === 'transcript' && e.is_final);
+    expect(c.events.findLastIndex(isInterim)).toBeLessThan(finalAt);
     // Deepgram sent no speech events of its own: the final came from the gateway's Finalize.
     expect(socket.sent.filter((m) => m.type === 'SpeechStarted' || m.type === 'UtteranceEnd')).toEqual([]);
     expect(socket.sent.filter((m) => m.type === 'Results' && m.is_final).map((m) => m.from_finalize)).toEqual([true, true]);
@@ -923,6 +937,7 @@ describe('streaming transcription: GET /stt/websocket', () => {
       transcriptEvent(true, 'Bravo.', [['Bravo.', 0.7, 0.9]]),
       { type: 'flush_done' },
       { type: 'turn.end', at: 0.9 },
+      { type: 'turn.finalized', at: 0.9, transcript: 'Alpha. Bravo.' },
       { type: 'session.closed', reason: 'client_close', audio_seconds: 2.2, cost_usd: usd(audioCost(2200, STT_PRICE)) },
     ]);
     await expectSessionBilled(h, c, 2200, 'client_close');
@@ -1093,10 +1108,12 @@ describe('streaming transcription: GET /stt/websocket', () => {
       transcriptEvent(false, 'Alpha.', [['Alpha.', 0.2, 0.4]]),
       transcriptEvent(true, 'Alpha.', [['Alpha.', 0.2, 0.4]]),
       { type: 'turn.end', at: 0.7 },
+      { type: 'turn.finalized', at: 0.7, transcript: 'Alpha.' },
       { type: 'turn.start', at: 1.5 },
       transcriptEvent(false, 'Bravo.', [['Bravo.', 1.5, 1.7]]),
       transcriptEvent(true, 'Bravo.', [['Bravo.', 1.5, 1.7]]),
       { type: 'turn.end', at: 2.0 },
+      { type: 'turn.finalized', at: 2.0, transcript: 'Bravo.' },
       { type: 'session.closed', reason: 'client_close', audio_seconds: 2.2, cost_usd: usd(audioCost(2200, STT_PRICE)) },
     ]);
     await expectSessionBilled(hs, c, 2200, 'client_close');

@@ -302,12 +302,15 @@ describe('dialect ga (OpenAI GA): GET /stt/websocket', () => {
         ['alpha', 0, 0.85],
         ['bravo', 0.85, 1.7],
       ]),
+      // The engine's own turn: its final, then its end and turn.finalized with the turn's text.
       { type: 'turn.end', at: 1.7 },
+      { type: 'turn.finalized', at: 1.7, transcript: 'alpha bravo' },
       // Turn 2: "charlie" at 2.0 s; its padding reaches back to where turn 1 ended.
       { type: 'turn.start', at: 1.7 },
       transcriptEvent(false, 'charlie', [['charlie', 1.7, 2.9]]),
       transcriptEvent(true, 'charlie', [['charlie', 1.7, 2.9]]),
       { type: 'turn.end', at: 2.9 },
+      { type: 'turn.finalized', at: 2.9, transcript: 'charlie' },
       { type: 'session.closed', reason: 'client_close', audio_seconds: 3.2, cost_usd: usd(audioCost(THREE_WORDS_MS, STT_PRICE)) },
     ]);
     await expectSessionBilled(h, c, THREE_WORDS_MS, 'client_close', 'rt-ga');
@@ -326,7 +329,7 @@ describe('dialect ga (OpenAI GA): GET /stt/websocket', () => {
     expect(controlsOf(socket).map((e) => e.type)).toEqual(['session.update', 'input_audio_buffer.commit']);
   });
 
-  it('turn_source=gateway: the session asks for turn_detection null; the gateway\u2019s detector finds each turn and commits it (the final precedes turn.end)', async () => {
+  it('turn_source=gateway: the session asks for turn_detection null; the gateway\u2019s detector finds each turn and commits it (turn.end at its decision, then the transcription of the commit and turn.finalized)', async () => {
     const peer = peers.ga;
     const before = peer.sockets.length;
     const c = await openSession(h, sttQuery(h, 'rt-ga', { turn_source: 'gateway' }));
@@ -338,20 +341,23 @@ describe('dialect ga (OpenAI GA): GET /stt/websocket', () => {
 
     expect(socket.sessionConfig).toEqual(gaConfig(null));
     // balanced: a turn starts at its first word and ends a few hundred ms into the silence after
-    // it (not in the 200 ms between "alpha" and "bravo"), at the last word's end; each final
-    // comes from the commit sent then.
+    // it (not in the 200 ms between "alpha" and "bravo"), at the last word's end; turn.end goes
+    // out then, with the commit; the engine's transcription of it (deltas, then the final) follows.
     expect(eventsAfterStart(c).map(short), summary(c.events)).toEqual([
       'turn.start',
+      'turn.end',
       'interim alpha',
       'interim alpha bravo',
       'final alpha bravo',
-      'turn.end',
+      'turn.finalized',
       'turn.start',
+      'turn.end',
       'interim charlie',
       'final charlie',
-      'turn.end',
+      'turn.finalized',
       'session.closed',
     ]);
+    expect(c.ofType('turn.finalized').map((e) => e.transcript)).toEqual(['alpha bravo', 'charlie']);
     expectGatewayTurns(c);
     expectTurnFinals(c);
     await expectSessionBilled(h, c, THREE_WORDS_MS, 'client_close', 'rt-ga');
@@ -411,11 +417,13 @@ describe('dialect speaches: GET /stt/websocket', () => {
     expect(c.ofType('error')).toEqual([]);
     expect(c.events.filter((e) => e.type !== 'session.started' && e.type !== 'session.closed').map(short), summary(c.events)).toEqual([
       'turn.start',
+      'turn.end',
       'final alpha bravo',
-      'turn.end',
+      'turn.finalized',
       'turn.start',
-      'final charlie',
       'turn.end',
+      'final charlie',
+      'turn.finalized',
     ]);
     expectGatewayTurns(c);
     expectTurnFinals(c);
@@ -459,7 +467,7 @@ describe('dialect vllm: GET /stt/websocket', () => {
     expect(
       c.events.filter((e) => e.type !== 'session.started' && e.type !== 'session.closed' && !(e.type === 'transcript' && !e.is_final)).map(short),
       summary(c.events),
-    ).toEqual(['turn.start', 'final alpha bravo', 'turn.end', 'turn.start', 'final charlie', 'turn.end']);
+    ).toEqual(['turn.start', 'turn.end', 'final alpha bravo', 'turn.finalized', 'turn.start', 'turn.end', 'final charlie', 'turn.finalized']);
     expectGatewayTurns(c);
     expect(interimTexts(c)).toEqual(['alpha', 'alpha bravo', 'charlie']);
     expectTurnFinals(c);
@@ -564,7 +572,7 @@ describe('failures', () => {
     },
   );
 
-  it('ga, server VAD: the engine dying right after its first transcript: the final and turn.end are relayed, then an upstream_error event and 1011; billed for exactly the audio received', async () => {
+  it('ga, server VAD: the engine dying right after its first transcript: the final, turn.end and turn.finalized are relayed, then an upstream_error event and 1011; billed for exactly the audio received', async () => {
     const peer = peers.ga;
     peer.behaviour = { kind: 'die' };
     const before = peer.sockets.length;
@@ -572,14 +580,15 @@ describe('failures', () => {
     // The turn ends (500 ms after "alpha") in the last 100 ms frame: all 1.3 s reached the gateway.
     await c.stream(pcm16(bursts(16000, [[0.3, 0.7]], 1.3)), FRAMES);
     expect(await c.closed).toEqual({ code: 1011, reason: 'engine_error' });
-    expect(eventsAfterStart(c).slice(0, 4)).toEqual([
+    expect(eventsAfterStart(c).slice(0, 5)).toEqual([
       { type: 'turn.start', at: 0 },
       transcriptEvent(false, 'alpha', [['alpha', 0, 1.2]]),
       transcriptEvent(true, 'alpha', [['alpha', 0, 1.2]]),
       { type: 'turn.end', at: 1.2 },
+      { type: 'turn.finalized', at: 1.2, transcript: 'alpha' },
     ]);
-    expect(c.events.slice(5).map((e) => e.type)).toEqual(['error', 'session.closed']);
-    expect(c.events[5]).toMatchObject({ type: 'error', code: 'upstream_error' });
+    expect(c.events.slice(6).map((e) => e.type)).toEqual(['error', 'session.closed']);
+    expect(c.events[6]).toMatchObject({ type: 'error', code: 'upstream_error' });
     expectNoKey(JSON.stringify(c.events));
     await expectSessionBilled(h, c, 1300, 'engine_error', 'rt-ga');
     await peer.sockets[before]!.closed;

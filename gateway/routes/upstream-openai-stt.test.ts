@@ -175,7 +175,7 @@ const short = (e: SttEvent) => (e.type === 'transcript' ? `${e.is_final ? 'final
 // ---------------------------------------------------------------------------------------
 
 describe('streaming over a batch engine: GET /stt/websocket', () => {
-  it('the gateway\u2019s detector cuts the utterances (responsive: in the silence after each word); each is sent whole, once, for a final with session times, then turn.end; billed exactly the audio sent', async () => {
+  it('the gateway\u2019s detector cuts the utterances (responsive: in the silence after each word); turn.end at each cut, then the utterance sent whole, once, for a final with session times, then turn.finalized; billed exactly the audio sent', async () => {
     const before = peer.transcriptions.length;
     const c = await openSession(h, sttQuery(h, { language: 'en', keyterms: 'Kubernetes,Istio' }));
     // Three words, 0.8 s apart: a responsive turn ends ~0.2 s into the silence.
@@ -190,7 +190,7 @@ describe('streaming over a batch engine: GET /stt/websocket', () => {
       ),
     );
     expect(await c.stream(audio, FRAMES)).toBe(audio.length);
-    await c.until((e) => e.type === 'turn.end' && (e.at as number) > 2);
+    await c.until((e) => e.type === 'turn.finalized' && (e.at as number) > 2);
     await closeSession(c);
 
     // An interim (one call at most in flight, one due per second of utterance) may show a word
@@ -202,14 +202,17 @@ describe('streaming over a batch engine: GET /stt/websocket', () => {
     }
     expect(settled, summary(c.events)).toEqual([
       { type: 'turn.start', at: near(0.2) },
-      transcriptEvent(true, 'tone100', [['tone100', 0.2, 0.5]]),
       { type: 'turn.end', at: near(0.5) },
+      transcriptEvent(true, 'tone100', [['tone100', 0.2, 0.5]]),
+      { type: 'turn.finalized', at: near(0.5), transcript: 'tone100' },
       { type: 'turn.start', at: near(1.3) },
-      transcriptEvent(true, 'tone120', [['tone120', 1.3, 1.6]]),
       { type: 'turn.end', at: near(1.6) },
+      transcriptEvent(true, 'tone120', [['tone120', 1.3, 1.6]]),
+      { type: 'turn.finalized', at: near(1.6), transcript: 'tone120' },
       { type: 'turn.start', at: near(2.4) },
-      transcriptEvent(true, 'tone140', [['tone140', 2.4, 2.7]]),
       { type: 'turn.end', at: near(2.7) },
+      transcriptEvent(true, 'tone140', [['tone140', 2.4, 2.7]]),
+      { type: 'turn.finalized', at: near(2.7), transcript: 'tone140' },
       { type: 'session.closed', reason: 'client_close', audio_seconds: 3.5, cost_usd: usd(audioCost(3500, STT_PRICE)) },
     ]);
     await expectSessionBilled(h, c, 3500, 'client_close');
@@ -273,12 +276,13 @@ describe('streaming over a batch engine: GET /stt/websocket', () => {
       ]),
     );
     for (const interim of interims(c)) expect(String(final!.text).startsWith(String(interim.text))).toBe(true);
-    // The final precedes turn.end; turn.start is at the first word's start, turn.end at the last word's end.
+    // turn.end precedes the final (the final engine call starts at it), turn.finalized follows it;
+    // turn.start is at the first word's start, turn.end at the last word's end.
     expect(
       eventsAfterStart(c)
         .filter((e) => !(e.type === 'transcript' && !e.is_final))
         .map(short),
-    ).toEqual(['turn.start', 'final tone130 tone120 tone110 tone100', 'turn.end', 'session.closed']);
+    ).toEqual(['turn.start', 'turn.end', 'final tone130 tone120 tone110 tone100', 'turn.finalized', 'session.closed']);
     expect([c.ofType('turn.start')[0]!.at, c.ofType('turn.end')[0]!.at]).toEqual([near(0.3), near(2.1)]);
 
     const calls = peer.transcriptions.slice(before);
@@ -309,7 +313,17 @@ describe('streaming over a batch engine: GET /stt/websocket', () => {
     await c.stream(pcm16(bursts([[0.0, 0.2, 100]], 0.7)), FRAMES);
     await c.until((e) => e.type === 'turn.end');
     await closeSession(c);
-    expect(eventsAfterStart(c).map(short)).toEqual(['turn.start', 'final tone110', 'flush_done', 'final tone100', 'turn.end', 'session.closed']);
+    expect(eventsAfterStart(c).map(short)).toEqual([
+      'turn.start',
+      'final tone110',
+      'flush_done',
+      'turn.end',
+      'final tone100',
+      'turn.finalized',
+      'session.closed',
+    ]);
+    // The turn's text: both its finals, the client's finalize's and the turn end's.
+    expect(c.ofType('turn.finalized')).toEqual([{ type: 'turn.finalized', at: near(0.8), transcript: 'tone110 tone100' }]);
     expect(c.ofType('turn.end')[0]!.at).toEqual(near(0.8));
     expect(finals(c)[1]).toEqual(transcriptEvent(true, 'tone100', [['tone100', 0.6, 0.8]]));
     await expectSessionBilled(h, c, 1300, 'client_close');
@@ -321,7 +335,7 @@ describe('only speech reaches the engine', () => {
     const before = peer.transcriptions.length;
     const c = await openSession(h, sttQuery(h));
     await c.stream(pcm16(bursts([[0.2, 0.5, 120]], 1.0)), FRAMES);
-    await c.until((e) => e.type === 'turn.end');
+    await c.until((e) => e.type === 'turn.finalized');
     // The turn's final went out (under a second of utterance: no interim was due).
     const afterTurn = peer.transcriptions.length;
     expect(afterTurn).toBe(before + 1);
@@ -331,7 +345,7 @@ describe('only speech reaches the engine', () => {
     await c.until((e) => e.type === 'flush_done');
     await closeSession(c);
     expect(peer.transcriptions.length).toBe(afterTurn);
-    expect(eventsAfterStart(c).map(short)).toEqual(['turn.start', 'final tone120', 'turn.end', 'flush_done', 'session.closed']);
+    expect(eventsAfterStart(c).map(short)).toEqual(['turn.start', 'turn.end', 'final tone120', 'turn.finalized', 'flush_done', 'session.closed']);
     await expectSessionBilled(h, c, 6000, 'client_close');
   });
 

@@ -5,13 +5,15 @@
 // "Streaming STT protocol"), Deepgram's on /v1/listen, Cartesia's on /stt/turns/websocket.
 import { ERROR_TABLE } from '../errors.ts';
 import type { ErrorCode } from '../../server/services/errors.ts';
-import type { SttClosed, SttCommand, SttEvent, SttStarted, SttSwitched, SttTranscript, SttTurn } from './stt-events.ts';
+import type { SttClosed, SttCommand, SttEvent, SttStarted, SttSwitched, SttTranscript, SttTurn, SttTurnFinal } from './stt-events.ts';
 
 /** Each event method returns the messages to send (JSON objects), in order; a dialect may keep state (one per session). */
 export interface SttDialect {
   started(e: SttStarted): object[];
   transcript(e: SttTranscript): object[];
   turn(e: SttTurn): object[];
+  /** The ended turn's final transcript is out (its end was sent at turn.end, before the final): for dialects whose end of turn carries the transcript. */
+  turnFinal?(e: SttTurnFinal): object[];
   /** The client's finalize is done (its final, if any, was sent before). */
   flushed(): object[];
   error(e: { code: string; message: string }): object[];
@@ -32,6 +34,8 @@ export function encodeSttEvent(dialect: SttDialect, event: SttEvent): object[] {
       return dialect.transcript(event);
     case 'turn':
       return dialect.turn(event);
+    case 'turn_final':
+      return dialect.turnFinal?.(event) ?? [];
     case 'flushed':
       return dialect.flushed();
     case 'error':
@@ -98,6 +102,8 @@ export const svcDialect: SttDialect = {
   ],
   transcript: (t) => [{ type: 'transcript', is_final: t.isFinal, text: t.text, words: t.words }],
   turn: (e) => [{ type: e.turn, at: round3(e.atSeconds), ...(e.transcript !== undefined ? { transcript: e.transcript } : {}) }],
+  // turn.end comes at the detector's decision; this says the turn's finals (if any) are all out, with their text.
+  turnFinal: (e) => [{ type: 'turn.finalized', at: round3(e.atSeconds), transcript: e.transcript }],
   flushed: () => [{ type: 'flush_done' }],
   error: (e) => [{ type: 'error', code: e.code, message: e.message }],
   closed: (e) => [{ type: 'session.closed', reason: e.reason, audio_seconds: e.audioSeconds, cost_usd: e.costUsd }],
@@ -136,6 +142,7 @@ export function cartesiaSttDialect(requestId: string): SttDialect {
       return [{ type: 'transcript', is_final: t.isFinal, text, words: t.words, duration, request_id: requestId }];
     },
     turn: (e) => tagged(svcDialect.turn(e)),
+    turnFinal: (e) => tagged(svcDialect.turnFinal!(e)),
     flushed: () => [{ type: 'flush_done', request_id: requestId }],
     error: (e) => [cartesiaError(e, requestId)],
     closed: (e) => [...tagged(svcDialect.closed(e)), ...(e.clientRequested ? [{ type: 'done', request_id: requestId }] : [])],

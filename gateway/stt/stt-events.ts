@@ -44,6 +44,18 @@ export interface SttTurn {
   transcript?: string;
 }
 
+/**
+ * The turn that ended at `atSeconds` has its final transcript out (sent just before, if it had
+ * words). `turn.end` is sent when the detector decides, without waiting for the engine's final
+ * decode; a dialect whose end of turn carries the turn's transcript sends its end at this event.
+ */
+export interface SttTurnFinal {
+  type: 'turn_final';
+  atSeconds: number;
+  /** The turn's final transcripts joined ('' when nothing was recognized). */
+  transcript: string;
+}
+
 /** The client's finalize is done (its final, if any, was sent before). */
 export interface SttFlushed {
   type: 'flushed';
@@ -76,7 +88,7 @@ export interface SttSwitched {
   atSeconds: number;
 }
 
-export type SttEvent = SttStarted | SttTranscript | SttTurn | SttFlushed | SttError | SttClosed | SttSwitched;
+export type SttEvent = SttStarted | SttTranscript | SttTurn | SttTurnFinal | SttFlushed | SttError | SttClosed | SttSwitched;
 
 /**
  * What the client may ask. `configure` changes the turn detection from the next audio on

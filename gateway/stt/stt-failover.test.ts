@@ -124,6 +124,20 @@ async function session(model: ModelId, fault?: Omit<SocketFault, 'shown'>, first
   return { client, closed, requestId: started.request_id as string };
 }
 
+/** Each turn.finalized carries exactly the text of the finals since the turn before it (across a switch too). */
+function expectTurnTextsExact(events: SttEvent[]): void {
+  let texts: string[] = [];
+  let turns = 0;
+  for (const e of events) {
+    if (e.type === 'transcript' && e.is_final && e.text) texts.push(e.text as string);
+    if (e.type !== 'turn.finalized') continue;
+    expect(e.transcript, summary(events)).toBe(texts.join(' '));
+    texts = [];
+    turns++;
+  }
+  expect(turns).toBe(events.filter((e) => e.type === 'turn.end').length);
+}
+
 /** Every burst heard exactly once, in order, at its own time, whichever engine heard it. */
 function expectEveryWordOnce(events: SttEvent[]): Word[] {
   const finals = events.filter((e) => e.type === 'transcript' && e.is_final);
@@ -193,6 +207,7 @@ describe.each(MODELS)('$id: the first engine fails, the other carries on', ({ id
     expect(at).toBeGreaterThanOrEqual(settled.at(-1)?.end ?? 0);
     expect(at).toBeLessThanOrEqual(BURSTS[settled.length]![0]);
     expectEveryWordOnce(client.events);
+    expectTurnTextsExact(client.events);
     expect([socketsOf(first) - firstBefore, socketsOf(next) - nextBefore]).toEqual([1, 1]);
     await expectBilledOnce(requestId);
 
@@ -322,7 +337,7 @@ describe('a real client: @cartesia/cartesia-js stt.manualFinalize on /stt/websoc
     expect(
       log.events
         .map((e) => e.type)
-        .filter((t) => !['session.started', 'transcript', 'turn.start', 'turn.end', 'flush_done', 'session.closed', 'done'].includes(t)),
+        .filter((t) => !['session.started', 'transcript', 'turn.start', 'turn.end', 'turn.finalized', 'flush_done', 'session.closed', 'done'].includes(t)),
     ).toEqual([]);
     expectEveryWordOnce(log.events);
     await expectBilledOnce(log.events[0]!.request_id as string);

@@ -87,10 +87,11 @@ describe('SttSession over an in-memory outbox', () => {
     const { session, outbox, requestId } = await startSession();
     expect(outbox.events[0]).toMatchObject({ type: 'started', requestId, model: 'local-stt', sampleRate: 16000, encoding: 'pcm_s16le' });
 
-    // A sentence and silence: the gateway's detector ends the turn, whose final comes before its end.
+    // A sentence and silence: the gateway's detector ends the turn at once; its final follows, then turn_final with the turn's text.
     const fox = concat((await speech(FOX)).samples, silence(2));
     sendAudio(session, fox);
     await outbox.next(isTurn('turn.end'), 30_000);
+    await outbox.next((e) => e.type === 'turn_final', 30_000);
     // A second sentence, finalized by the client: its final, then flushed.
     const call = trimSilence((await speech(CALL)).samples);
     sendAudio(session, call);
@@ -102,10 +103,13 @@ describe('SttSession over an in-memory outbox', () => {
     const shape = outbox.events
       .filter((e) => !isTranscript(e) || e.isFinal)
       .map((e) => (isTranscript(e) ? `final:${e.cause}` : e.type === 'turn' ? e.turn : e.type));
-    expect(shape).toEqual(['started', 'turn.start', 'final:turn', 'turn.end', 'turn.start', 'final:finalize', 'flushed', 'closed']);
+    expect(shape).toEqual(['started', 'turn.start', 'turn.end', 'final:turn', 'turn_final', 'turn.start', 'final:finalize', 'flushed', 'closed']);
     const finals = outbox.events.filter(isTranscript).filter((e) => e.isFinal);
     expect(wer(FOX, finals[0]!.text)).toBeLessThanOrEqual(0.25);
     expect(wer(CALL, finals[1]!.text)).toBeLessThanOrEqual(0.25);
+    // turn_final carries the turn's final text, exactly, at the end's audio time.
+    const end = outbox.events.find(isTurn('turn.end')) as SttTurn;
+    expect(outbox.events.filter((e) => e.type === 'turn_final')).toEqual([{ type: 'turn_final', atSeconds: end.atSeconds, transcript: finals[0]!.text }]);
     expect(outbox.events.filter(isTranscript).filter((e) => !e.isFinal).length).toBeGreaterThanOrEqual(2);
 
     const millis = millisOf(fox.length + call.length);

@@ -20,8 +20,9 @@ import { AudioMeter } from './audio-meter.ts';
 import { EngineStream, type EngineSwitch, type OpenedStream } from './engine-stream.ts';
 import type { SttSessionOptions } from './stt-session-options.ts';
 import { TurnLog } from './turn-log.ts';
-import type { SttCommand, SttEvent, SttTranscript, SttTurn } from './stt-events.ts';
-import { TurnDetector, type TurnEvent } from './turn-detector.ts';
+import type { SttCommand, SttEvent, SttTranscript } from './stt-events.ts';
+import { TurnDetector } from './turn-detector.ts';
+import { TurnRelay } from './turn-relay.ts';
 
 export type { SttSessionOptions };
 
@@ -48,6 +49,7 @@ export class SttSession {
   private readonly engine: EngineStream;
   private readonly turns: TurnDetector;
   private readonly turnLog: TurnLog;
+  private readonly relay: TurnRelay;
   /** Aborted when the session ends (an engine still opening is given up). */
   private readonly gone = new AbortController();
   private readonly bytesPerSample: number;
@@ -116,6 +118,13 @@ export class SttSession {
       },
     );
     this.turnLog = new TurnLog(o.logTurn);
+    this.relay = new TurnRelay({
+      engine: this.engine,
+      turnLog: this.turnLog,
+      send: (event) => this.send(event),
+      lastPartial: () => this.lastPartial,
+      receivedSeconds: () => this.meter.receivedMillis / 1000,
+    });
     o.track?.(new Promise<void>((resolve) => (this.billed = resolve)));
     this.life = new SessionLife(
       o.clock,
@@ -249,11 +258,7 @@ export class SttSession {
         for (const t of found) {
           // Whether anyone speaks, for engines that are sent only speech: told before the turn's finalize.
           if (t.type === 'turn.start' || t.type === 'turn.end') this.engine.speaking(t.type === 'turn.start');
-          if (t.type === 'turn.start') this.turnLog.started(t.atSeconds);
-          if (t.type === 'turn.end') this.engine.finalize('turn', () => this.endTurn(t));
-          // What was heard so far goes with an eager end: an agent may start its answer on it.
-          else if (t.type === 'turn.eager_end') this.engine.afterPendingFinals(() => this.send({ ...turnEvent(t), transcript: this.lastPartial }));
-          else this.engine.afterPendingFinals(() => this.send(turnEvent(t)));
+          this.relay.detected(t);
         }
       }
       if (this.meter.debitDue) this.debitInBackground();
@@ -306,18 +311,10 @@ export class SttSession {
         }
         return;
       case 'speech_started':
-        if (!engineTurns) return;
-        this.turnLog.started(event.atSeconds);
-        return this.send({ type: 'turn', turn: 'turn.start', atSeconds: event.atSeconds });
+        return engineTurns ? this.relay.engineStarted(event.atSeconds) : undefined;
       case 'end_of_turn':
-        if (engineTurns) this.endTurn({ type: 'turn.end', atSeconds: event.atSeconds });
-        return;
+        return engineTurns ? this.relay.engineEnded(event.atSeconds) : undefined;
     }
-  }
-
-  private endTurn(t: TurnEvent): void {
-    this.turnLog.ended(t.atSeconds, this.meter.receivedMillis / 1000);
-    this.send(turnEvent(t));
   }
 
   /** The engine failed mid-session: the next upstream hears the audio since the last final; the client hears nothing of it (but an informational event, where its dialect has one). */
@@ -440,5 +437,3 @@ export class SttSession {
     this.outbox.send(event, options);
   }
 }
-
-const turnEvent = (t: TurnEvent): SttTurn => ({ type: 'turn', turn: t.type, atSeconds: t.atSeconds });

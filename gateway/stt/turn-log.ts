@@ -24,19 +24,21 @@ export class TurnLog {
     this.failoverReason = reason;
   }
 
-  /** The turn ended: its speech at `speechEnd`, the end found with `endOfTurn` seconds of audio received. */
-  ended(speechEnd: number, endOfTurn: number): void {
+  /** The turn ended: its speech at `speechEnd`, the end found with `endOfTurn` seconds of audio received. Returns its final text. */
+  ended(speechEnd: number, endOfTurn: number): string {
     const start = this.startSeconds ?? speechEnd;
     const ms = (seconds: number) => Math.max(0, Math.round(seconds * 1000));
+    const text = this.texts.join(' ');
     this.write?.({
       turnIndex: this.index++,
       startMs: ms(start),
       speechEndMs: ms(speechEnd - start),
       endOfTurnMs: ms(Math.max(endOfTurn, speechEnd) - start),
       failoverReason: this.failoverReason,
-      userText: this.texts.join(' ') || undefined,
+      userText: text || undefined,
     });
     this.startSeconds = this.failoverReason = undefined;
     this.texts = [];
+    return text;
   }
 }

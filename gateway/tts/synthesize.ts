@@ -10,6 +10,7 @@ import { ServiceError, isServiceError } from '../../server/services/errors.ts';
 import { resolveVoiceProfile } from '../../server/services/voices/resolve-voice-profile.ts';
 import type { GatewayContext } from '../context.ts';
 import type { ModelEntry } from '../registry/model-registry.ts';
+import { AudibleWatch } from '../audio/first-audible.ts';
 import type { PcmSamples } from '../audio/pcm.ts';
 import { clientErrorFor, tryUpstreams, upstreamCall, type UpstreamCall } from '../core/try-upstreams.ts';
 import { UpstreamError } from '../upstreams/contract.ts';
@@ -86,7 +87,16 @@ export async function startSynthesis(
   const engine = await startEngine(ctx, model, voice, tts, tts.transcript, call, { ref, log: request.log });
   ctx.metrics.firstOutput('tts_first_audio', model.id, reply.elapsedTime / 1000);
   ctx.requestLog?.annotate(ref, { firstAudioMs: Math.round(reply.elapsedTime) });
-  return { model, ...engine, call, hold };
+  // The first audible sample, as a client playing the audio from its first byte hears it (the engine's lead-in silence is not "first audio").
+  const audible = new AudibleWatch();
+  const sent = (pcm: PcmSamples) => {
+    const heardAt = audible.sent(pcm, engine.sampleRate);
+    if (heardAt === undefined) return;
+    const ms = reply.elapsedTime + heardAt - performance.now();
+    ctx.metrics.firstOutput('tts_first_audible', model.id, ms / 1000);
+    ctx.requestLog?.annotate(ref, { firstAudibleMs: Math.round(ms) });
+  };
+  return { model, ...engine, call, hold, sent };
 }
 
 /** The tts model of a request (404 model_not_found naming the route's field). */
@@ -132,6 +142,8 @@ export interface EngineAudio {
   /** The most samples the text may make (audioBound): past it the engine is stopped and the stream fails. */
   maxSamples: number;
   call: UpstreamCall;
+  /** Told of each chunk as it goes out (the first audible sample is found in them). */
+  sent?: (pcm: PcmSamples) => void;
 }
 
 /**
@@ -204,10 +216,11 @@ export async function* allChunks(s: EngineAudio): AsyncGenerator<PcmSamples> {
   // An engine that makes whole sentences (flite) hands over seconds of audio at once: the
   // first 100 ms go out on their own, so converting and encoding the rest does not delay them.
   const lead = Math.round(s.sampleRate / 10);
+  const out = (pcm: PcmSamples) => (s.sent?.(pcm), pcm);
   if (s.first.length > 2 * lead) {
-    yield s.first.subarray(0, lead);
-    yield s.first.subarray(lead);
-  } else yield s.first;
+    yield out(s.first.subarray(0, lead));
+    yield out(s.first.subarray(lead));
+  } else yield out(s.first);
   for (;;) {
     let next: IteratorResult<PcmSamples>;
     try {
@@ -220,7 +233,7 @@ export async function* allChunks(s: EngineAudio): AsyncGenerator<PcmSamples> {
     if (s.call.signal.aborted && isServiceError(s.call.signal.reason)) throw s.call.signal.reason;
     made += next.value.length;
     if (made > s.maxSamples) throw await tooMuchAudio(s);
-    if (next.value.length) yield next.value;
+    if (next.value.length) yield out(next.value);
   }
 }
 

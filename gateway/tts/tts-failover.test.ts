@@ -20,6 +20,7 @@ import { startScriptedElevenLabs, type ScriptedElevenLabs } from '../../test/sup
 import { bytesOf, codePoints, costOf, post, requestId, startTtsGateway } from '../../test/support/tts-routes.ts';
 import { usageRows } from '../../test/support/usage-rows.ts';
 import { failoverSpans } from './tts-failover.ts';
+import { firstAudibleMs } from '../audio/first-audible.ts';
 
 const require = createRequire(import.meta.url);
 const { Cartesia } = require('@cartesia/cartesia-js') as typeof import('@cartesia/cartesia-js');
@@ -192,7 +193,7 @@ describe('the voice on each engine', () => {
 });
 
 describe('the request log', () => {
-  it('keeps the first audio time and the failover reason with its phase', async () => {
+  it('keeps the first audio time, the first audible sample and the failover reason with its phase', async () => {
     const log = h.runtime.ctx.requestLog!;
     const rowOf = async (id: string) => {
       await log.flush();
@@ -200,15 +201,24 @@ describe('the request log', () => {
     };
     arm('close_mid', 1);
     const mid = requestId('failover-log-mid');
-    await bytesOf(await post(h, '/tts/bytes', body(), { requestId: mid }));
+    const midAudio = await bytesOf(await post(h, '/tts/bytes', body(), { requestId: mid }));
     arm('status_500', 0);
     const start = requestId('failover-log-start');
-    await bytesOf(await post(h, '/tts/bytes', body(), { requestId: start }));
+    const startAudio = await bytesOf(await post(h, '/tts/bytes', body(), { requestId: start }));
     const [midRow, startRow] = [await rowOf(mid), await rowOf(start)];
     expect(midRow.failoverReason).toBe('closed (mid stream)');
     expect(startRow.failoverReason).toBe('http_status (before first output)');
     expect(midRow.firstAudioMs).toBeGreaterThanOrEqual(0);
     expect(startRow.firstAudioMs).toBeGreaterThanOrEqual(0);
+    // The first audible sample: played from the first audio on, no sooner than where the sound begins in the audio sent (1 ms of rounding).
+    for (const [row, audio] of [
+      [midRow, midAudio],
+      [startRow, startAudio],
+    ] as const) {
+      const within = firstAudibleMs(audio, 'pcm_s16le', OUT_RATE)!;
+      expect(within).toBeDefined();
+      expect(row.firstAudibleMs! - row.firstAudioMs!).toBeGreaterThanOrEqual(within - 1);
+    }
   });
 });
 

@@ -20,6 +20,7 @@ import { ERROR_TABLE } from '../errors.ts';
 import type { ModelEntry } from '../registry/model-registry.ts';
 import type { Outbox } from '../sessions/outbox.ts';
 import { SessionLife, type SessionLimits } from '../sessions/session-life.ts';
+import { ContextFirstOutputs, SessionFirstOutputs } from './first-outputs.ts';
 import { SpanCredit } from './span-credit.ts';
 import { SpanSpeaker } from './span-speaker.ts';
 import { billedCharacters, resolveTtsModel, resolveVoice, type ResolvedVoice } from './synthesize.ts';
@@ -100,7 +101,7 @@ export interface TtsStreamSessionOptions {
   /** Aborted (reason: a ServiceError such as api_key_disabled) when the session must end at once. */
   revoked: AbortSignal;
   log: { warn(obj: unknown, msg: string): void; error(obj: unknown, msg: string): void };
-  /** When the request (the upgrade) arrived, on performance.now(): the request log's firstAudioMs counts from it. */
+  /** When the request (the upgrade) arrived, on performance.now(): the request log's firstAudioMs and firstAudibleMs count from it. */
   arrivedAt?: number;
 }
 
@@ -123,6 +124,8 @@ interface StreamContext {
   earlyChars: number;
   delayMs: number;
   lastChunkAt: number;
+  /** Its first audio and first audible sample (metrics, and the session's log row). */
+  firstOutputs: ContextFirstOutputs;
 }
 
 /** open: takes commands; closing: the session asked its transport to close; closed: the transport is gone. */
@@ -138,11 +141,12 @@ export class TtsStreamSession {
   private readonly credit: SpanCredit;
   private readonly life: SessionLife;
   private billed: () => void = () => {};
-  private firstAudioLogged = false;
+  private readonly firstOutputs: SessionFirstOutputs;
 
   constructor(private readonly o: TtsStreamSessionOptions) {
     const { ctx, limits } = o;
     ctx.lifecycle.track(new Promise<void>((resolve) => (this.billed = resolve)));
+    this.firstOutputs = new SessionFirstOutputs(ctx, () => this.logRef, o.arrivedAt);
     this.credit = new SpanCredit({
       ctx,
       auth: o.auth,
@@ -257,6 +261,7 @@ export class TtsStreamSession {
       earlyChars: 0,
       delayMs: command.input.maxBufferDelayMs ?? DEFAULT_BUFFER_DELAY_MS,
       lastChunkAt: performance.now(),
+      firstOutputs: new ContextFirstOutputs(this.firstOutputs, model.id, tts.output.encoding ?? 'pcm_s16le', tts.output.sampleRate),
     };
     this.contexts.set(id, c);
     this.receiveInput(c, command.input);
@@ -320,16 +325,12 @@ export class TtsStreamSession {
       cutting: { delayMs: c.delayMs, wholeAfterDelay: true, joinUpToChars: MAX_JOINED_CHARS, trim: false },
       sink: {
         started: (span) => {
-          if (span.index !== 0) return;
-          ctx.metrics.firstOutput('tts_first_audio', c.model.id, span.waitedMs / 1000);
-          // The log row keeps the session's first audio, from the upgrade's arrival.
-          if (this.firstAudioLogged || this.o.arrivedAt === undefined) return;
-          this.firstAudioLogged = true;
-          ctx.requestLog?.annotate(this.logRef, { firstAudioMs: Math.round(performance.now() - this.o.arrivedAt) });
+          if (span.index === 0) c.firstOutputs.firstAudio(span.waitedMs);
         },
         audio: (audio, _ms, span) => {
           if (c.state === 'gone' || !outbox.open) return;
           const now = performance.now();
+          c.firstOutputs.sent(audio, now);
           outbox.send({ type: 'audio', contextId: c.id, audio, part: span.part, stepMs: Math.round(now - c.lastChunkAt) });
           c.lastChunkAt = now;
           // The next chunk waits while the client has not taken what was sent.

@@ -74,10 +74,12 @@ export function cartesiaTurnsDialect(requestId: string, turns: TurnSettings): St
           return inTurn ? [event('turn.eager_end', transcript() || (e.transcript ?? ''))] : [];
         case 'turn.resume':
           return inTurn ? [event('turn.resume')] : [];
+        // turn.end carries the turn's exact transcript: it is sent with the final (turnFinal).
         case 'turn.end':
-          return inTurn ? endTurn() : [];
+          return [];
       }
     },
+    turnFinal: () => (inTurn ? endTurn() : []),
     // No finalize command in this protocol.
     flushed: () => [],
     error: (e) => [cartesiaError(e, requestId)],

@@ -135,10 +135,12 @@ export function deepgramFluxDialect(requestId: string, turns: TurnSettings): Stt
           return inTurn ? [turnInfo('EagerEndOfTurn', settings.eagerEndThreshold ?? settings.endThreshold)] : [];
         case 'turn.resume':
           return inTurn ? [turnInfo('TurnResumed')] : [];
+        // EndOfTurn carries the turn's exact transcript: it is sent with the final (turnFinal).
         case 'turn.end':
-          return inTurn ? endTurn() : [];
+          return [];
       }
     },
+    turnFinal: () => (inTurn ? endTurn() : []),
     // ForceEndTurn: what was heard is final; the turn ends with it.
     flushed: () => (inTurn ? endTurn() : []),
     error: (e) => [message('Error', { code: e.code, description: e.message })],

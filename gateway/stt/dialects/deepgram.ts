@@ -6,7 +6,7 @@
 //                 channel:{alternatives:[{transcript, confidence, words:[{word, start, end,
 //                 confidence, punctuated_word}]}]}, metadata:{request_id, model_info, model_uuid}}
 //   SpeechStarted {channel, timestamp}       (vad_events=true; the gateway's turn start)
-//   UtteranceEnd  {channel, last_word_end}   (utterance_end_ms set; the gateway's turn end)
+//   UtteranceEnd  {channel, last_word_end}   (utterance_end_ms set; the gateway's turn end, after its final)
 //   Metadata      {request_id, duration, channels, created, ...}   (last, before the close)
 //   Error         {code, description}        (before an error close; Deepgram's Flux shape)
 // Client text messages: {"type":"KeepAlive"}, {"type":"Finalize"}, {"type":"CloseStream"}.
@@ -93,9 +93,10 @@ export function deepgramDialect(o: DeepgramListenOptions): SttDialect {
       if (t.isFinal) audioAtLastFinal = t.audioSeconds;
       return [event];
     },
-    turn(e) {
-      if (e.turn === 'turn.start') return o.vadEvents ? [{ type: 'SpeechStarted', channel: CHANNEL, timestamp: round3(e.atSeconds) }] : [];
-      if (e.turn !== 'turn.end' || !o.utteranceEnd || !heardWords) return [];
+    turn: (e) => (e.turn === 'turn.start' && o.vadEvents ? [{ type: 'SpeechStarted', channel: CHANNEL, timestamp: round3(e.atSeconds) }] : []),
+    // Deepgram's order: the turn's speech_final Results, then UtteranceEnd (sent at the final, not at the detector's decision).
+    turnFinal(e) {
+      if (!o.utteranceEnd || !heardWords) return [];
       heardWords = false;
       return [{ type: 'UtteranceEnd', channel: CHANNEL, last_word_end: round3(lastWordEnd || e.atSeconds) }];
     },
