@@ -7,6 +7,7 @@ import { keysRouter } from './routers/keys.ts';
 import { logsRouter } from './routers/logs.ts';
 import { modelsRouter } from './routers/models.ts';
 import { orgsRouter } from './routers/orgs.ts';
+import { talkRouter } from './routers/talk.ts';
 import { usageRouter } from './routers/usage.ts';
 import { voicesRouter } from './routers/voices.ts';
 import { createCallerFactory, createTRPCRouter } from './trpc.ts';
@@ -23,6 +24,7 @@ export const appRouter = createTRPCRouter({
   dicts: dictsRouter,
   claims: claimsRouter,
   orgs: orgsRouter,
+  talk: talkRouter,
 });
 
 export type AppRouter = typeof appRouter;
