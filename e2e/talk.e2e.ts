@@ -34,8 +34,9 @@ const ANSWER =
   'The city has been the seat of the government for many centuries, and it is also the largest city of France.';
 const PROFILE = 'talk-e2e';
 const LLM = 'talk-e2e-llm';
-// The pause after the question: the server's turn detection ends the turn well within it.
-const SILENCE_SECONDS = 3;
+// The pause after the question: the turn ends well within it, and the answer's first sentence
+// (about two seconds) plays whole before the question comes again, even on a loaded machine.
+const SILENCE_SECONDS = 6;
 
 const fixtures = mkdtempSync(join(tmpdir(), 'svc-e2e-talk-'));
 
@@ -51,7 +52,10 @@ function spokenWav(text: string, silenceSeconds: number): Buffer {
     const id = wav.toString('ascii', offset, offset + 4);
     const size = wav.readUInt32LE(offset + 4);
     if (id === 'fmt ') {
-      assert(wav.readUInt16LE(offset + 8) === 1 && wav.readUInt16LE(offset + 10) === 1 && wav.readUInt16LE(offset + 22) === 16, 'flite did not write 16-bit mono PCM');
+      assert(
+        wav.readUInt16LE(offset + 8) === 1 && wav.readUInt16LE(offset + 10) === 1 && wav.readUInt16LE(offset + 22) === 16,
+        'flite did not write 16-bit mono PCM',
+      );
       rate = wav.readUInt32LE(offset + 12);
     }
     if (id === 'data') {
@@ -143,13 +147,29 @@ test.describe.serial('talk', () => {
     const svc = (...args: string[]): unknown => {
       const run = spawnSync(NODE, ['bin/svc.mjs', ...args], {
         cwd: ROOT,
-        env: { PATH: process.env.PATH, HOME: process.env.HOME, SVC_DATA_DIR: story.stack.dataDir },
+        env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', NODE_ENV: 'production', SVC_DATA_DIR: story.stack.dataDir },
         encoding: 'utf8',
       });
       assert(run.status === 0, `svc ${args.slice(0, 2).join(' ')} failed: ${run.stderr}`);
       return JSON.parse(run.stdout || 'null');
     };
-    svc('model', 'upsert', '--id', LLM, '--modality', 'llm', '--upstream', llm.baseUrl, '--protocol', 'openai', '--price-input-per-mtok', '1', '--price-output-per-mtok', '2', '--json');
+    svc(
+      'model',
+      'upsert',
+      '--id',
+      LLM,
+      '--modality',
+      'llm',
+      '--upstream',
+      llm.baseUrl,
+      '--protocol',
+      'openai',
+      '--price-input-per-mtok',
+      '1',
+      '--price-output-per-mtok',
+      '2',
+      '--json',
+    );
     // The gateway's registry reloads from the database: wait until it serves the new LLM (asked
     // with a key of an org of the test's own, not the user's).
     const org = svc('org', 'create', '--name', 'E2E probe', '--json') as { id: string };
@@ -163,15 +183,29 @@ test.describe.serial('talk', () => {
       },
       { timeoutMs: 30_000, intervalMs: 250 },
     );
-    // Every peer connection the page makes, to read its received audio.
+    // Every peer connection the page makes, to read its received audio; and what the remote
+    // track plays, recorded (mono, at the AudioContext's rate, at most a minute) to transcribe back.
     await page.addInitScript(() => {
-      const w = window as unknown as { __talkPcs: RTCPeerConnection[] };
+      const w = window as unknown as { __talkPcs: RTCPeerConnection[]; __talkHeard: { rate: number; chunks: Float32Array[]; stopped: boolean } };
       w.__talkPcs = [];
+      w.__talkHeard = { rate: 0, chunks: [], stopped: false };
       const Native = window.RTCPeerConnection;
       window.RTCPeerConnection = class extends Native {
         constructor(config?: RTCConfiguration) {
           super(config);
           w.__talkPcs.push(this);
+          this.addEventListener('track', (e) => {
+            const context = new AudioContext();
+            const source = context.createMediaStreamSource(e.streams[0] ?? new MediaStream([e.track]));
+            const recorder = context.createScriptProcessor(4096, 1, 1);
+            w.__talkHeard.rate = context.sampleRate;
+            recorder.onaudioprocess = (a) => {
+              if (!w.__talkHeard.stopped && w.__talkHeard.chunks.length * 4096 < context.sampleRate * 60)
+                w.__talkHeard.chunks.push(new Float32Array(a.inputBuffer.getChannelData(0)));
+            };
+            source.connect(recorder);
+            recorder.connect(context.destination);
+          });
         }
       };
     });
@@ -206,12 +240,14 @@ test.describe.serial('talk', () => {
   test("a call: the question's transcript, the answer's text and audio, a barge-in, the latencies", async () => {
     await page.getByRole('button', { name: 'Start talking' }).click();
     await page.locator('[data-testid="talk-status"][data-phase="live"]').waitFor();
-    // The question, transcribed by the local recognizer, as a final line.
-    const question = page.locator('[data-testid="talk-line-user"][data-done="true"]').first();
+    // The question, transcribed by the local recognizer, as a final line. The call may open in
+    // the middle of the looped file (its first line then holds the question's end): any line.
+    const question = page
+      .locator('[data-testid="talk-line-user"][data-done="true"]')
+      .filter({ hasText: /capital/ })
+      .first();
     await question.waitFor({ timeout: 60_000 });
-    const heard = ((await question.textContent()) ?? '').replace(/^You: /, '').trim();
-    console.log(`      the question was heard as: ${heard}`);
-    assert(heard.length > 0, 'the question was transcribed as nothing');
+    console.log(`      the question was heard as: ${((await question.textContent()) ?? '').replace(/^You: /, '').trim()}`);
     // The answer's words.
     const answer = page.getByTestId('talk-line-assistant').first();
     await answer.getByText('Paris is the capital', { exact: false }).waitFor({ timeout: 60_000 });
@@ -221,6 +257,44 @@ test.describe.serial('talk', () => {
     assert(playing, 'the answer audio element is not playing');
     // The looped question comes again while the answer plays: the answer is cut short.
     await page.locator('[data-testid="talk-line-assistant"][data-interrupted="true"]').first().waitFor({ timeout: 60_000 });
+    // What the remote track played, transcribed back by the gateway's recognizer (through the
+    // dashboard's proxy, as the playground sends a recording): the answer's words.
+    const heardBack = await page.evaluate(async () => {
+      const heard = (window as unknown as { __talkHeard: { rate: number; chunks: Float32Array[]; stopped: boolean } }).__talkHeard;
+      heard.stopped = true;
+      const samples = heard.chunks.reduce((n, c) => n + c.length, 0);
+      const wav = new DataView(new ArrayBuffer(44 + samples * 2));
+      const text = (at: number, s: string) => [...s].forEach((ch, i) => wav.setUint8(at + i, ch.charCodeAt(0)));
+      text(0, 'RIFF');
+      wav.setUint32(4, 36 + samples * 2, true);
+      text(8, 'WAVEfmt ');
+      wav.setUint32(16, 16, true);
+      wav.setUint16(20, 1, true);
+      wav.setUint16(22, 1, true);
+      wav.setUint32(24, heard.rate, true);
+      wav.setUint32(28, heard.rate * 2, true);
+      wav.setUint16(32, 2, true);
+      wav.setUint16(34, 16, true);
+      text(36, 'data');
+      wav.setUint32(40, samples * 2, true);
+      let at = 44;
+      for (const chunk of heard.chunks) {
+        for (const x of chunk) {
+          wav.setInt16(at, Math.max(-1, Math.min(1, x)) * 0x7fff, true);
+          at += 2;
+        }
+      }
+      const form = new FormData();
+      form.set('file', new Blob([wav.buffer], { type: 'audio/wav' }), 'heard.wav');
+      form.set('model', 'local-stt');
+      const answer = await fetch('/api/gateway/v1/audio/transcriptions', { method: 'POST', body: form });
+      return { status: answer.status, seconds: samples / heard.rate, body: (await answer.json()) as { text?: string } };
+    });
+    console.log(`      the answer was heard back (${heardBack.seconds.toFixed(1)} s) as: ${heardBack.body.text}`);
+    assert(heardBack.status === 200, `transcription answered ${heardBack.status}: ${JSON.stringify(heardBack.body)}`);
+    assert(/paris|capital|france/i.test(heardBack.body.text ?? ''), `the answer's audio was heard as: ${heardBack.body.text}`);
+    // Cut short: the answer's last sentence never played.
+    assert(!/largest/i.test(heardBack.body.text ?? ''), `the whole answer played: ${heardBack.body.text}`);
     // The gateway's latencies of the answer.
     const latency = (await page.getByTestId('talk-latency').first().textContent({ timeout: 30_000 })) ?? '';
     console.log(`      latency of the first answer: ${latency}`);
@@ -231,9 +305,7 @@ test.describe.serial('talk', () => {
   test('Stop hangs up and releases the microphone', async () => {
     await page.getByRole('button', { name: 'Stop' }).click();
     await page.getByRole('button', { name: 'Start talking' }).waitFor();
-    const states = await page.evaluate(() =>
-      (window as unknown as { __talkPcs: RTCPeerConnection[] }).__talkPcs.map((pc) => pc.connectionState),
-    );
+    const states = await page.evaluate(() => (window as unknown as { __talkPcs: RTCPeerConnection[] }).__talkPcs.map((pc) => pc.connectionState));
     assert(states.length === 1 && states[0] === 'closed', `peer connections: ${states.join(', ')}`);
   });
 

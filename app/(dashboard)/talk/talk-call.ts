@@ -27,7 +27,15 @@ export interface TalkCallHandlers {
 // Bounds what one long call keeps in the page.
 const MAX_LINES = 200;
 
-type Event = { type?: string; item_id?: string; delta?: string; transcript?: string; item?: { id?: string; role?: string }; response?: ResponseDone; error?: { message?: string } };
+type Event = {
+  type?: string;
+  item_id?: string;
+  delta?: string;
+  transcript?: string;
+  item?: { id?: string; role?: string };
+  response?: ResponseDone;
+  error?: { message?: string };
+};
 type ResponseDone = { status?: string; output?: { id?: string }[]; svc_timings?: { llm_first_token_ms?: number | null; first_audio_ms?: number | null } };
 
 /** Folds the session's events into the transcript lines, in the order their items appeared. */
@@ -111,7 +119,13 @@ export class TalkCall {
   ) {}
 
   /** Opens the call: the offer with the microphone and the event channel, the gateway's answer. */
-  static async start(options: { microphone: MediaStream; secret: string; callsUrl: string; audio: HTMLAudioElement; handlers: TalkCallHandlers }): Promise<TalkCall> {
+  static async start(options: {
+    microphone: MediaStream;
+    secret: string;
+    callsUrl: string;
+    audio: HTMLAudioElement;
+    handlers: TalkCallHandlers;
+  }): Promise<TalkCall> {
     const call = new TalkCall(options.microphone, options.secret, options.handlers);
     try {
       await call.connect(options.callsUrl, options.audio);

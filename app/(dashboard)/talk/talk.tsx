@@ -70,7 +70,7 @@ export function Talk() {
     setEnded(null);
     setLines([]);
     setPhase('connecting');
-    let stream: MediaStream | null = null;
+    let stream: MediaStream;
     try {
       stream = await navigator.mediaDevices.getUserMedia({ audio: { echoCancellation: true, noiseSuppression: true, autoGainControl: true } });
     } catch (e) {
@@ -123,7 +123,12 @@ export function Talk() {
       description="A realtime call through your microphone, over WebRTC. Talk over the answer to interrupt it. Billed per second of your speech and per token, with your organization's credit."
     >
       <form aria-label="Talk" onSubmit={(e) => e.preventDefault()} className="grid gap-4 sm:grid-cols-2">
-        <SelectField label="Realtime profile" value={chosen?.id ?? ''} onChange={(e) => setProfile(e.target.value)} disabled={phase !== 'idle' || list.length === 0}>
+        <SelectField
+          label="Realtime profile"
+          value={chosen?.id ?? ''}
+          onChange={(e) => setProfile(e.target.value)}
+          disabled={phase !== 'idle' || list.length === 0}
+        >
           {list.map((p) => (
             <option key={p.id} value={p.id}>
               {p.id} — {[p.stt, p.llm, p.tts, p.voice].filter(Boolean).join(' · ')}
