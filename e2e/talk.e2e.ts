@@ -184,27 +184,23 @@ test.describe.serial('talk', () => {
       { timeoutMs: 30_000, intervalMs: 250 },
     );
     // Every peer connection the page makes, to read its received audio; and what the remote
-    // track plays, recorded (mono, at the AudioContext's rate, at most a minute) to transcribe back.
+    // track plays, recorded (MediaRecorder: off the page's main thread, so a busy machine does
+    // not drop any of it) to transcribe back.
     await page.addInitScript(() => {
-      const w = window as unknown as { __talkPcs: RTCPeerConnection[]; __talkHeard: { rate: number; chunks: Float32Array[]; stopped: boolean } };
+      const w = window as unknown as { __talkPcs: RTCPeerConnection[]; __talkRecorders: MediaRecorder[]; __talkChunks: Blob[] };
       w.__talkPcs = [];
-      w.__talkHeard = { rate: 0, chunks: [], stopped: false };
+      w.__talkRecorders = [];
+      w.__talkChunks = [];
       const Native = window.RTCPeerConnection;
       window.RTCPeerConnection = class extends Native {
         constructor(config?: RTCConfiguration) {
           super(config);
           w.__talkPcs.push(this);
           this.addEventListener('track', (e) => {
-            const context = new AudioContext();
-            const source = context.createMediaStreamSource(e.streams[0] ?? new MediaStream([e.track]));
-            const recorder = context.createScriptProcessor(4096, 1, 1);
-            w.__talkHeard.rate = context.sampleRate;
-            recorder.onaudioprocess = (a) => {
-              if (!w.__talkHeard.stopped && w.__talkHeard.chunks.length * 4096 < context.sampleRate * 60)
-                w.__talkHeard.chunks.push(new Float32Array(a.inputBuffer.getChannelData(0)));
-            };
-            source.connect(recorder);
-            recorder.connect(context.destination);
+            const recorder = new MediaRecorder(e.streams[0] ?? new MediaStream([e.track]), { mimeType: 'audio/webm;codecs=opus' });
+            recorder.ondataavailable = (d) => w.__talkChunks.push(d.data);
+            recorder.start(500);
+            w.__talkRecorders.push(recorder);
           });
         }
       };
@@ -260,8 +256,14 @@ test.describe.serial('talk', () => {
     // What the remote track played, transcribed back by the gateway's recognizer (through the
     // dashboard's proxy, as the playground sends a recording): the answer's words.
     const heardBack = await page.evaluate(async () => {
-      const heard = (window as unknown as { __talkHeard: { rate: number; chunks: Float32Array[]; stopped: boolean } }).__talkHeard;
-      heard.stopped = true;
+      const w = window as unknown as { __talkRecorders: MediaRecorder[]; __talkChunks: Blob[] };
+      const recorder = w.__talkRecorders[0]!;
+      await new Promise((resolve) => {
+        recorder.onstop = resolve;
+        recorder.stop();
+      });
+      const decoded = await new AudioContext().decodeAudioData(await new Blob(w.__talkChunks, { type: 'audio/webm' }).arrayBuffer());
+      const heard = { rate: decoded.sampleRate, chunks: [decoded.getChannelData(0)] };
       const samples = heard.chunks.reduce((n, c) => n + c.length, 0);
       const wav = new DataView(new ArrayBuffer(44 + samples * 2));
       const text = (at: number, s: string) => [...s].forEach((ch, i) => wav.setUint8(at + i, ch.charCodeAt(0)));
@@ -292,7 +294,14 @@ test.describe.serial('talk', () => {
     });
     console.log(`      the answer was heard back (${heardBack.seconds.toFixed(1)} s) as: ${heardBack.body.text}`);
     assert(heardBack.status === 200, `transcription answered ${heardBack.status}: ${JSON.stringify(heardBack.body)}`);
-    assert(/paris|capital|france/i.test(heardBack.body.text ?? ''), `the answer's audio was heard as: ${heardBack.body.text}`);
+    // Words of the answer's first two sentences (the recognizer hears the Opus round trip of a
+    // synthetic voice imperfectly: one of them is enough; none of them would be another sound).
+    const answerWords = ['paris', 'capital', 'france', 'stands', 'river', 'seine', 'north', 'country'];
+    const heardWords = (heardBack.body.text ?? '').toLowerCase().split(/\W+/);
+    assert(
+      answerWords.some((w) => heardWords.includes(w)),
+      `the answer's audio was heard as: ${heardBack.body.text}`,
+    );
     // Cut short: the answer's last sentence never played.
     assert(!/largest/i.test(heardBack.body.text ?? ''), `the whole answer played: ${heardBack.body.text}`);
     // The gateway's latencies of the answer.
