@@ -14,6 +14,7 @@ export const NAV_ITEMS: readonly NavItem[] = [
   { href: '/dictionaries', label: 'Dictionaries' },
   { href: '/voices', label: 'Voices' },
   { href: '/playground', label: 'Playground' },
+  { href: '/talk', label: 'Talk' },
   { href: '/usage', label: 'Usage' },
   { href: '/logs', label: 'Logs' },
   { href: '/members', label: 'Members' },

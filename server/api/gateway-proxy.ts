@@ -92,6 +92,28 @@ export async function getFromGateway(
   throw serviceErrorOf(answer.status, body, answer.headers.get('retry-after'));
 }
 
+/**
+ * A JSON POST the dashboard server makes itself with the org's dashboard key (the Talk page's
+ * client secret): the gateway's JSON answer, or its error envelope as a ServiceError.
+ */
+export async function postToGateway(deps: { gatewayUrl: string; key: string; fetch?: typeof fetch }, path: readonly string[], body: unknown): Promise<unknown> {
+  const url = `${deps.gatewayUrl.replace(/\/+$/, '')}/${path.map(encodeURIComponent).join('/')}`;
+  let answer: Response;
+  try {
+    answer = await (deps.fetch ?? fetch)(url, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${deps.key}`, accept: 'application/json', 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+      redirect: 'manual',
+    });
+  } catch (e) {
+    throw gatewayUnreachable(e);
+  }
+  const json: unknown = await answer.json().catch(() => null);
+  if (answer.ok && json !== null) return json;
+  throw serviceErrorOf(answer.status, json, answer.headers.get('retry-after'));
+}
+
 const gatewayUnreachable = (e: unknown) => new ServiceError('upstream_unavailable', `The gateway did not answer (${(e as Error).message}). Is it running?`);
 
 async function forward(request: Request, path: readonly string[], deps: GatewayProxyDeps): Promise<Response> {

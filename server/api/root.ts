@@ -8,6 +8,7 @@ import { logsRouter } from './routers/logs.ts';
 import { modelsRouter } from './routers/models.ts';
 import { orgsRouter } from './routers/orgs.ts';
 import { phoneRouter } from './routers/phone.ts';
+import { talkRouter } from './routers/talk.ts';
 import { usageRouter } from './routers/usage.ts';
 import { voicesRouter } from './routers/voices.ts';
 import { createCallerFactory, createTRPCRouter } from './trpc.ts';
@@ -25,6 +26,7 @@ export const appRouter = createTRPCRouter({
   claims: claimsRouter,
   orgs: orgsRouter,
   phone: phoneRouter,
+  talk: talkRouter,
 });
 
 export type AppRouter = typeof appRouter;

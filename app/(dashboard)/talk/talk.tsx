@@ -1,0 +1,208 @@
+'use client';
+import { useMutation, useQuery } from '@tanstack/react-query';
+import { useEffect, useRef, useState } from 'react';
+import { Alert } from '@/app/_components/alert';
+import { Button } from '@/app/_components/button';
+import { Card } from '@/app/_components/card';
+import { SelectField, TextAreaField } from '@/app/_components/fields';
+import { errorMessage } from '@/app/_lib/format';
+import { useTRPC } from '@/app/_lib/trpc';
+import { TalkCall, type TalkLine } from './talk-call';
+
+type Phase = 'idle' | 'connecting' | 'live';
+type Microphone = 'unknown' | 'granted' | 'prompt' | 'denied' | 'unavailable';
+
+/** What the microphone permission is, followed as the user changes it. */
+function useMicrophonePermission(): Microphone {
+  const [state, setState] = useState<Microphone>('unknown');
+  useEffect(() => {
+    if (!navigator.mediaDevices?.getUserMedia) return setState('unavailable');
+    let status: PermissionStatus | null = null;
+    const update = () => status && setState(status.state);
+    navigator.permissions
+      ?.query({ name: 'microphone' as PermissionName })
+      .then((s) => {
+        status = s;
+        update();
+        s.addEventListener('change', update);
+      })
+      .catch(() => setState('prompt'));
+    return () => status?.removeEventListener('change', update);
+  }, []);
+  return state;
+}
+
+export function Talk() {
+  const trpc = useTRPC();
+  // Read again on every visit: credit granted elsewhere since must enable Start.
+  const profiles = useQuery({ ...trpc.talk.profiles.queryOptions(), refetchOnMount: 'always' });
+  const startCall = useMutation(trpc.talk.startCall.mutationOptions());
+  const microphone = useMicrophonePermission();
+  const [profile, setProfile] = useState('');
+  const [instructions, setInstructions] = useState('');
+  const [phase, setPhase] = useState<Phase>('idle');
+  const [lines, setLines] = useState<TalkLine[]>([]);
+  const [speaking, setSpeaking] = useState(false);
+  const [error, setError] = useState<string | null>(null);
+  const [ended, setEnded] = useState<string | null>(null);
+  const call = useRef<TalkCall | null>(null);
+  const audio = useRef<HTMLAudioElement>(null);
+  const list = profiles.data?.profiles ?? [];
+  const chosen = list.find((p) => p.id === profile) ?? list[0];
+
+  useEffect(() => () => call.current?.hangUp(), []);
+
+  const why = !profiles.data
+    ? 'Loading the realtime profiles…'
+    : list.length === 0
+      ? 'No realtime profile is configured on the gateway (config/realtime-profiles.json).'
+      : !profiles.data.hasCredit
+        ? 'Your organization has no credit: a call is billed per second of speech and per token.'
+        : microphone === 'unavailable'
+          ? 'This browser offers no microphone here (the dashboard must be served over HTTPS).'
+          : microphone === 'denied'
+            ? 'The browser blocks the microphone for this site: allow it in the address bar, then try again.'
+            : null;
+
+  async function start() {
+    if (!chosen || !audio.current) return;
+    setError(null);
+    setEnded(null);
+    setLines([]);
+    setPhase('connecting');
+    let stream: MediaStream;
+    try {
+      stream = await navigator.mediaDevices.getUserMedia({ audio: { echoCancellation: true, noiseSuppression: true, autoGainControl: true } });
+    } catch (e) {
+      setPhase('idle');
+      return setError(`The microphone could not be opened: ${(e as Error).message}`);
+    }
+    try {
+      const minted = await startCall.mutateAsync({ profile: chosen.id, instructions: instructions.trim() || undefined });
+      call.current = await TalkCall.start({
+        microphone: stream,
+        secret: minted.secret,
+        callsUrl: minted.callsUrl,
+        audio: audio.current,
+        handlers: {
+          onLines: setLines,
+          onSpeaking: setSpeaking,
+          onError: setError,
+          onEnded: (reason) => {
+            call.current = null;
+            setPhase('idle');
+            setSpeaking(false);
+            setEnded(reason);
+          },
+        },
+      });
+      setPhase('live');
+    } catch (e) {
+      for (const track of stream.getTracks()) track.stop();
+      setPhase('idle');
+      setError(errorMessage(e));
+    }
+  }
+
+  function stop() {
+    call.current?.hangUp();
+    call.current = null;
+    setPhase('idle');
+    setSpeaking(false);
+  }
+
+  if (profiles.isError)
+    return (
+      <Alert title="Could not load the realtime profiles" onRetry={() => void profiles.refetch()}>
+        {errorMessage(profiles.error)}
+      </Alert>
+    );
+  return (
+    <Card
+      title="Talk to an agent"
+      description="A realtime call through your microphone, over WebRTC. Talk over the answer to interrupt it. Billed per second of your speech and per token, with your organization's credit."
+    >
+      <form aria-label="Talk" onSubmit={(e) => e.preventDefault()} className="grid gap-4 sm:grid-cols-2">
+        <SelectField
+          label="Realtime profile"
+          value={chosen?.id ?? ''}
+          onChange={(e) => setProfile(e.target.value)}
+          disabled={phase !== 'idle' || list.length === 0}
+        >
+          {list.map((p) => (
+            <option key={p.id} value={p.id}>
+              {p.id} — {[p.stt, p.llm, p.tts, p.voice].filter(Boolean).join(' · ')}
+            </option>
+          ))}
+        </SelectField>
+        <TextAreaField
+          label="Instructions (optional)"
+          value={instructions}
+          onChange={(e) => setInstructions(e.target.value)}
+          maxLength={4000}
+          rows={2}
+          placeholder={chosen?.instructions ?? 'The profile’s instructions'}
+          disabled={phase !== 'idle'}
+          className="sm:col-span-2"
+        />
+        <div className="flex flex-wrap items-center gap-3 sm:col-span-2">
+          {phase === 'idle' ? (
+            <Button onClick={() => void start()} disabled={why !== null} aria-describedby={why ? 'talk-why' : undefined}>
+              Start talking
+            </Button>
+          ) : (
+            <Button variant="secondary" onClick={stop} pending={phase === 'connecting'}>
+              {phase === 'connecting' ? 'Connecting…' : 'Stop'}
+            </Button>
+          )}
+          <span data-testid="talk-status" data-phase={phase} className="text-sm text-zinc-600" aria-live="polite">
+            {phase === 'live' ? (speaking ? 'Hearing you…' : 'Listening — say something.') : phase === 'connecting' ? 'Connecting…' : ''}
+          </span>
+        </div>
+        {why && (
+          <p id="talk-why" className="text-sm text-zinc-600 sm:col-span-2">
+            {why}
+          </p>
+        )}
+      </form>
+      {error && (
+        <div className="mt-4">
+          <Alert title="The call failed">{error}</Alert>
+        </div>
+      )}
+      {ended && (
+        <div className="mt-4">
+          <Alert tone="info">{ended}</Alert>
+        </div>
+      )}
+      <audio ref={audio} data-testid="talk-audio" autoPlay hidden />
+      {lines.length > 0 && (
+        <ol aria-label="Transcript" aria-live="polite" className="mt-5 space-y-2 border-t border-zinc-100 pt-4">
+          {lines.map((line) => (
+            <TranscriptLine key={line.id} line={line} />
+          ))}
+        </ol>
+      )}
+    </Card>
+  );
+}
+
+function TranscriptLine({ line }: { line: TalkLine }) {
+  const user = line.role === 'user';
+  return (
+    <li data-testid={`talk-line-${line.role}`} data-done={line.done} data-interrupted={line.interrupted} className={`flex ${user ? 'justify-end' : ''}`}>
+      <div className={`max-w-[85%] rounded-lg px-3 py-2 text-sm ${user ? 'bg-zinc-900 text-white' : 'bg-zinc-100 text-zinc-900'}`}>
+        <span className="sr-only">{user ? 'You: ' : 'Agent: '}</span>
+        {line.text || <span className="opacity-60">…</span>}
+        {line.interrupted && <span className="ml-1 text-xs opacity-70">(interrupted)</span>}
+        {line.latency && (
+          <span data-testid="talk-latency" className="mt-1 block text-xs text-zinc-500">
+            first token {ms(line.latency.llmFirstTokenMs)} · first audio {ms(line.latency.firstAudioMs)}
+          </span>
+        )}
+      </div>
+    </li>
+  );
+}
+
+const ms = (value: number | null) => (value === null ? '—' : `${Math.round(value)} ms`);
