@@ -443,3 +443,5 @@ try {
 } finally {
   cleanup();
 }
+// werift (0.25.2) keeps a call's ICE sockets open after close(): the run ends here, not when they do.
+process.exit();
