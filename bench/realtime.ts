@@ -1,11 +1,11 @@
-// End of the user's speech to the answer's first audio on WS /v1/realtime (issue #21), broken
-// down by leg, against the same loop composed by a client over the gateway's separate routes
-// (what a pipecat-style app does without /v1/realtime). One gateway process
-// (bench/gateway-server.ts, bundled and run as `svc gateway` runs, on a fresh SQLite fixture: key
-// auth, rate limit, reservations and debits on), the local engines (pocketsphinx, the Silero
-// turn detector, flite) and a scripted LLM in a process of its own (bench/upstream-server.ts:
-// --reply short, "Sure, I can help with that." in six chunks; --reply long, two sentences a word a
-// chunk; --token-ms between chunks; with usage).
+// End of the user's speech to the answer's first audio on WS /v1/realtime (issue #21) and over a
+// WebRTC call (issue #35), broken down by leg, against the same loop composed by a client over
+// the gateway's separate routes (what a pipecat-style app does without /v1/realtime). One
+// gateway process (bench/gateway-server.ts, bundled and run as `svc gateway` runs, on a fresh
+// SQLite fixture: key auth, rate limit, reservations and debits on), the local engines
+// (pocketsphinx, the Silero turn detector, flite) and a scripted LLM in a process of its own
+// (bench/upstream-server.ts: --reply short, "Sure, I can help with that." in six chunks; --reply
+// long, two sentences a word a chunk; --token-ms between chunks; with usage).
 //
 // A turn: a short question spoken by flite (eight, cycling) after 0.5 s of silence, streamed at
 // real time (20 ms pcm16 frames at 24 kHz, paced by the clock: bench/lib/paced-turns.ts), then
@@ -22,6 +22,12 @@
 //   audio = first_audio_ms − llm_first_token_ms; gateway-added = (first
 //   `response.output_audio.delta` − transcription.completed) − first_audio_ms: from the
 //   transcript's commit to the response's start, plus the delivery of the events.
+// - webrtc (a call per setting, POST /v1/realtime/calls with a client secret minted for
+//   `bench-llm`, the setting's turn detection and `svc_turn_latency`; bench/lib/webrtc-call.ts,
+//   werift): the question as 20 ms Opus frames on the audio track at real time, the events on the
+//   data channel, the answer's audio from the track (paced by the gateway); the figures as
+//   realtime's, first audio = the answer's first RTP packet. A turn ends when the answer has
+//   played out (output_audio_buffer.stopped).
 // - routes: WS /stt/websocket (the same detector settings) → at `turn.finalized` (the turn's
 //   finals are in; it follows `turn.end`), POST /v1/chat/completions stream:true with the turn's
 //   final transcript → each token as it arrives to WS /tts/websocket with continue:true, as
@@ -29,20 +35,24 @@
 //   the realtime session's voice, pcm_s16le at 24 kHz). Turn detection = E → turn.end; final
 //   transcript = turn.end → turn.finalized; LLM first token = turn.finalized → first content
 //   delta; TTS first audio = first content delta → first chunk.
-// - Both: end of speech → first audio (E → the first audio byte) and → first audible sample (E →
-//   when a client playing the answer from its first byte, at receipt, hears its first sample
+// - All three: end of speech → first audio (E → the first audio byte) and → first audible sample
+//   (E → when a client playing the answer from its first byte, at receipt, hears its first sample
 //   above -50 dBFS: gateway/audio/first-audible.ts's AudibleWatch on the received audio). For
-//   realtime, beside it, the gateway's own end of speech → first audible sample
+//   realtime and webrtc, beside it, the gateway's own end of speech → first audible sample
 //   (`svc.turn_latency.first_audible_ms`, from the arrival of the audio holding the end of speech).
+//   WebRTC against the WebSocket: end of speech → first audible sample, difference of p50s and
+//   median of the paired differences, and what each transport adds: the client's figure less the
+//   gateway's (the end of speech's way in, the answer's way out, decoding and playout included).
 // Settings: server_vad (a fixed 500 ms of silence; on /stt/websocket the same rule is
 // turn_end_threshold=0, i.e. never by the evidence, with turn_end_timeout_ms=500) and
 // semantic_vad eagerness high / auto / low (the presets responsive / balanced / patient, as
-// turn_detection= on /stt/websocket). The two paths alternate turn by turn (the order rotating),
-// each after --warmup turns of its own. A turn end before E (the question cut off at a pause) is
-// counted and not measured: the turn is measured at the end after E. Reported: p50 / p90 in ms;
-// realtime's speech_stopped → first audio against the routes' turn.end → first audio
-// (difference of p50s, median of the paired per-turn differences, ratio of p50s). Target (issue
-// #21): gateway-added ≤ 20 ms p50.
+// turn_detection= on /stt/websocket). The three paths alternate turn by turn (the order
+// rotating), each after --warmup turns of its own. A turn end before E (the question cut off at
+// a pause) is counted and not measured: the turn is measured at the end after E. Reported: p50 /
+// p90 in ms; realtime's speech_stopped → first audio against the routes' turn.end → first audio
+// (difference of p50s, median of the paired per-turn differences, ratio of p50s). Targets:
+// gateway-added ≤ 20 ms p50 (issue #21); WebRTC's first audible sample within 20 ms of the
+// WebSocket's, p50 (issue #35).
 //
 //   npx tsx bench/realtime.ts [--turns 20] [--warmup 2] [--reply short|long] [--token-ms 0]
 import { availableParallelism, loadavg } from 'node:os';
@@ -52,7 +62,8 @@ import { checkProtocol } from '../gateway/upstreams/protocols/index.ts';
 import { openDatabase } from '../server/db/database.ts';
 import { upsertModel } from '../server/services/models/upsert-model.ts';
 import { median, percentile, table } from './lib/load.ts';
-import { EventSocket, question, RATE, withAudio, type Question } from './lib/paced-turns.ts';
+import { EventSocket, FRAME_MS, question, RATE, withAudio, type Question, type Turn } from './lib/paced-turns.ts';
+import { WebRtcCall, webrtcTurn } from './lib/webrtc-call.ts';
 import { AudibleWatch } from '../gateway/audio/first-audible.ts';
 import { startBundled, startTs } from './lib/processes.ts';
 import { voiceFixture } from './lib/voice-fixture.ts';
@@ -95,7 +106,6 @@ const REPLY = REPLIES[values.reply!];
 if (!REPLY) throw new Error(`--reply must be one of ${Object.keys(REPLIES).join(', ')}`);
 const LLM = 'bench-llm';
 const TTS = 'local-flite';
-const FRAME_MS = 20;
 
 interface Setting {
   name: string;
@@ -112,27 +122,6 @@ const SETTINGS: Setting[] = [
   { name: 'semantic_vad auto', realtime: { type: 'semantic_vad', eagerness: 'auto' }, stt: { turn_detection: 'balanced' } },
   { name: 'semantic_vad low', realtime: { type: 'semantic_vad', eagerness: 'low' }, stt: { turn_detection: 'patient' } },
 ];
-
-interface Turn {
-  /** E → the end of turn (speech_stopped / turn.end) */
-  turnDetection: number;
-  /** the end of turn → the turn's final transcript in (transcription.completed / turn.finalized) */
-  transcriptFinal: number;
-  llmFirstToken: number;
-  ttsFirstAudio: number;
-  /** realtime only */
-  gatewayAdded: number;
-  /** speech_stopped / turn.end → first audio */
-  endToAudio: number;
-  /** E → the first audio byte */
-  total: number;
-  /** E → the first audible sample, as a client playing the answer from its first byte at receipt hears it */
-  audible: number;
-  /** realtime only: the gateway's own end of speech → first audible sample (svc.turn_latency) */
-  gatewayAudible: number;
-  /** turn ends before the end of speech */
-  cutOffs: number;
-}
 
 function realtimeTurn(s: EventSocket, q: Question): Promise<Turn> {
   return withAudio<Turn>(
@@ -319,8 +308,10 @@ const fx = await voiceFixture();
   });
   await db.close();
 }
-// No periodic health checks against the scripted LLM while measuring.
-const gateway = await startBundled('bench/gateway-server.ts', { ...fx.env, SVC_HEALTH_CHECK_SECONDS: '3600' });
+// No periodic health checks against the scripted LLM while measuring. Each path's socket waits
+// while the two others take their turns (a WebRTC turn lasts until its answer has played): the
+// streaming sockets' idle limit is raised past that.
+const gateway = await startBundled('bench/gateway-server.ts', { ...fx.env, SVC_HEALTH_CHECK_SECONDS: '3600', SVC_STT_IDLE_SECONDS: '120' });
 const cleanup = () => {
   gateway.child.kill('SIGTERM');
   upstream.child.kill('SIGTERM');
@@ -346,6 +337,7 @@ try {
   const agent = new Agent({ connections: 2, keepAliveTimeout: 60_000 });
   const rows: Record<string, string | number>[] = [];
   const comparisons: Record<string, string | number>[] = [];
+  const transports: Record<string, string | number>[] = [];
   const verdicts: string[] = [];
   for (const setting of SETTINGS) {
     const rt = await EventSocket.open(`${ws}/v1/realtime?model=${LLM}`, auth);
@@ -360,18 +352,28 @@ try {
     const stt = await EventSocket.open(`${ws}/stt/websocket?${query}`, auth);
     if (stt.first?.type !== 'session.started') throw new Error(`/stt/websocket: first event ${JSON.stringify(stt.first)}`);
     const routes: Routes = { origin: gateway.url, key: fx.key, agent, tts, voice };
+    const session = { type: 'realtime', model: LLM, svc_turn_latency: true, audio: { input: { turn_detection: setting.realtime } } };
+    const rtc = await WebRtcCall.open(gateway.url, fx.key, session);
+    if (rtc.first.type !== 'session.created') throw new Error(`/v1/realtime/calls: first event ${JSON.stringify(rtc.first)}`);
     const realtime: Turn[] = [];
     const separate: Turn[] = [];
+    const webrtc: Turn[] = [];
     for (let i = 0; i < warmup + turns; i++) {
       const q = questions[i % questions.length]!;
-      const steps = [async () => realtime.push(await realtimeTurn(rt.socket, q)), async () => separate.push(await routesTurn(stt.socket, routes, q))];
+      const steps = [
+        async () => realtime.push(await realtimeTurn(rt.socket, q)),
+        async () => separate.push(await routesTurn(stt.socket, routes, q)),
+        async () => webrtc.push(await webrtcTurn(rtc.call, q)),
+      ];
       for (let k = 0; k < steps.length; k++) await steps[(k + i) % steps.length]!();
       process.stderr.write('.');
     }
     rt.socket.ws.close();
+    await rtc.call.close();
     stt.socket.ws.send(JSON.stringify({ type: 'close' }));
     const r = realtime.slice(warmup);
     const s = separate.slice(warmup);
+    const w = webrtc.slice(warmup);
     const col = (ts: Turn[], k: keyof Turn) => ts.map((t) => t[k]);
     const cutOffs = (ts: Turn[]) => ts.reduce((n, t) => n + t.cutOffs, 0);
     const row = (path: string, ts: Turn[], endName: string) => ({
@@ -389,6 +391,7 @@ try {
       'cut-offs': cutOffs(ts),
     });
     rows.push(row('/v1/realtime', r, 'speech_stopped'));
+    rows.push(row('/v1/realtime/calls (WebRTC)', w, 'speech_stopped'));
     rows.push(row('stt + chat + tts routes', s, 'turn.end'));
     const rtEnd = col(r, 'endToAudio');
     const sEnd = col(s, 'endToAudio');
@@ -402,6 +405,21 @@ try {
     });
     const added = p50(col(r, 'gatewayAdded'));
     verdicts.push(`${setting.name}: gateway-added ${fmt(added)} ms p50 (target ≤ 20 ms): ${added <= 20 ? 'met' : 'NOT met'}`);
+    const wsAudible = col(r, 'audible');
+    const rtcAudible = col(w, 'audible');
+    const transportAdded = (ts: Turn[]) => fmt(p50(ts.map((t) => t.audible - t.gatewayAudible)));
+    const gap = p50(rtcAudible) - p50(wsAudible);
+    transports.push({
+      setting: setting.name,
+      'WebSocket: end of speech → first audible p50': fmt(p50(wsAudible)),
+      'WebRTC: end of speech → first audible p50': fmt(p50(rtcAudible)),
+      'WebRTC − WebSocket p50': fmt(gap),
+      'paired diff p50': fmt(p50(rtcAudible.map((x, i) => x - wsAudible[i]!))),
+      'transport-added WebSocket / WebRTC p50': `${transportAdded(r)} / ${transportAdded(w)}`,
+    });
+    verdicts.push(
+      `${setting.name}: WebRTC's first audible sample ${fmt(gap)} ms after the WebSocket's, p50 (target ≤ 20 ms): ${gap <= 20 ? 'met' : 'NOT met'}`,
+    );
   }
   tts.ws.close();
   await agent.close();
@@ -414,10 +432,16 @@ try {
   );
   console.log(table(rows));
   console.log(
-    "\nLLM first token: on /v1/realtime from the response's start, in the gateway (svc_timings); on the routes from turn.finalized, at the client (the request's round trip included). TTS first audio: from the LLM's first token. First audible: the first sample above -50 dBFS as a client playing from the first byte hears it.",
+    "\nLLM first token: on /v1/realtime and the WebRTC call from the response's start, in the gateway (svc_timings); on the routes from turn.finalized, at the client (the request's round trip included). TTS first audio: from the LLM's first token. First audible: the first sample above -50 dBFS as a client playing from the first byte hears it.",
   );
   console.log('\n' + table(comparisons));
+  console.log(
+    "\nTransport-added: end of speech → first audible sample at the client less the same on the gateway's clock (svc.turn_latency.first_audible_ms).",
+  );
+  console.log('\n' + table(transports));
   console.log('\n' + verdicts.join('\n'));
 } finally {
   cleanup();
 }
+// werift (0.25.2) keeps a call's ICE sockets open after close(): the run ends here, not when they do.
+process.exit();

@@ -1,13 +1,14 @@
-// The realtime bench's turns (bench/realtime.ts): a question spoken by flite, streamed at real
-// time in 20 ms pcm16 frames at 24 kHz paced by the clock, then silence until stopped; a socket
-// whose JSON events go to the current turn's handler with their receipt time.
+// The realtime bench's turns (bench/realtime.ts, and its WebRTC path bench/lib/webrtc-call.ts): a
+// question spoken by flite, streamed at real time in 20 ms pcm16 frames at 24 kHz paced by the
+// clock, then silence until stopped; a socket whose JSON events go to the current turn's handler
+// with their receipt time; a turn's figures, whatever its path.
 import WebSocket from 'ws';
 import { resample } from '../../gateway/audio/resample.ts';
 import { floatToS16, s16leBytes } from '../../gateway/audio/pcm.ts';
 import { CORPUS_RATE, say } from '../../test/support/turn-corpus.ts';
 
 export const RATE = 24_000;
-const FRAME_MS = 20;
+export const FRAME_MS = 20;
 const FRAME_BYTES = ((RATE * FRAME_MS) / 1000) * 2;
 const SILENCE = Buffer.alloc(FRAME_BYTES);
 const LEAD_SECONDS = 0.5;
@@ -97,6 +98,27 @@ export class EventSocket {
       };
     });
   }
+}
+
+export interface Turn {
+  /** E → the end of turn (speech_stopped / turn.end) */
+  turnDetection: number;
+  /** the end of turn → the turn's final transcript in (transcription.completed / turn.finalized) */
+  transcriptFinal: number;
+  llmFirstToken: number;
+  ttsFirstAudio: number;
+  /** realtime and WebRTC only */
+  gatewayAdded: number;
+  /** speech_stopped / turn.end → first audio */
+  endToAudio: number;
+  /** E → the first audio byte */
+  total: number;
+  /** E → the first audible sample, as a client playing the answer from its first byte at receipt hears it */
+  audible: number;
+  /** realtime and WebRTC only: the gateway's own end of speech → first audible sample (svc.turn_latency) */
+  gatewayAudible: number;
+  /** turn ends before the end of speech */
+  cutOffs: number;
 }
 
 /** Runs a turn: resolves with its figures, or rejects (after `cleanup`) on an error event or the timeout. */

@@ -7,7 +7,8 @@
 import OpusScript from 'opusscript';
 import { RtpHeader, RtpPacket, type RTCPeerConnection } from 'werift';
 import { makeOffer, postOffer } from '../../test/support/webrtc-client.ts';
-import { FirstAudible, RATE, withAudio, type Event, type Question, type Turn } from './realtime-turns.ts';
+import { AudibleWatch } from '../../gateway/audio/first-audible.ts';
+import { RATE, withAudio, type Event, type Question, type Turn } from './paced-turns.ts';
 
 const FRAME_SAMPLES = 480;
 
@@ -89,9 +90,10 @@ export class WebRtcCall {
 }
 
 /**
- * The same turn over a WebRTC call: the question as Opus on the track, the events on the data
- * channel, the answer's audio from the track. Ends at output_audio_buffer.stopped: the answer is
- * played out before the next question, which would otherwise speak over it.
+ * The realtime turn over a WebRTC call: the question as Opus on the track, the events on the data
+ * channel, the answer's audio from the track (first audio = its first RTP packet). Ends at
+ * output_audio_buffer.stopped, the answer played out (the next question would speak over it), and
+ * svc.turn_latency (the session's `svc_turn_latency` on), whichever comes last.
  */
 export function webrtcTurn(call: WebRtcCall, q: Question): Promise<Turn> {
   return withAudio<Turn>(
@@ -100,18 +102,19 @@ export function webrtcTurn(call: WebRtcCall, q: Question): Promise<Turn> {
     'webrtc',
     (audio, settle) => {
       let stoppedAt = NaN;
+      let completedAt = NaN;
       let audioAt = NaN;
       let responseId: string | undefined;
       let timings: { llm_first_token_ms: number; first_audio_ms: number } | undefined;
+      let gatewayAudible: number | undefined;
+      let played = false;
       let cutOffs = 0;
-      const audible = new FirstAudible();
+      const audible = new AudibleWatch();
       call.onAudio = (pcm, at) => {
         if (!responseId) return;
-        audible.chunk(pcm, at);
-        if (Number.isNaN(audioAt)) {
-          audioAt = at;
-          audio.stop();
-        }
+        if (Number.isNaN(audioAt)) audioAt = at;
+        audible.sentBytes(pcm, 'pcm_s16le', RATE, at);
+        if (audible.heardAt !== undefined) audio.stop();
       };
       call.handler = (e, at) => {
         if (e.type === 'error') return settle.reject(new Error(`webrtc error event: ${JSON.stringify(e.error)}`));
@@ -119,29 +122,32 @@ export function webrtcTurn(call: WebRtcCall, q: Question): Promise<Turn> {
           if (Number.isNaN(audio.voicedSentAt)) cutOffs++;
           else if (Number.isNaN(stoppedAt)) stoppedAt = at;
         }
+        if (e.type === 'conversation.item.input_audio_transcription.completed' && !Number.isNaN(stoppedAt) && Number.isNaN(completedAt)) completedAt = at;
         const response = e.response as { id: string; status: string; svc_timings: { llm_first_token_ms: number; first_audio_ms: number } } | undefined;
         if (e.type === 'response.created' && !Number.isNaN(stoppedAt) && !responseId) responseId = response!.id;
         if (e.type === 'response.done' && response!.id === responseId) {
           if (response!.status !== 'completed') return settle.reject(new Error(`webrtc response ${response!.status}`));
           timings = response!.svc_timings;
         }
-        if (e.type === 'output_audio_buffer.stopped' && e.response_id === responseId) {
-          call.handler = undefined;
-          call.onAudio = undefined;
-          if (!timings || Number.isNaN(audible.at)) return settle.reject(new Error('webrtc: the answer played without an audible sample'));
-          const { llm_first_token_ms: llm, first_audio_ms: firstAudio } = timings;
-          settle.resolve({
-            turnDetection: stoppedAt - audio.voicedSentAt,
-            llmFirstToken: llm,
-            ttsFirstAudio: firstAudio - llm,
-            gatewayAdded: audioAt - stoppedAt - firstAudio,
-            endToAudio: audioAt - stoppedAt,
-            total: audioAt - audio.voicedSentAt,
-            audible: audible.at - audio.voicedSentAt,
-            audibleAdded: audible.at - stoppedAt - firstAudio,
-            cutOffs,
-          });
-        }
+        if (e.type === 'svc.turn_latency' && e.response_id === responseId && responseId) gatewayAudible = e.first_audible_ms as number;
+        if (e.type === 'output_audio_buffer.stopped' && e.response_id === responseId && responseId) played = true;
+        if (!played || gatewayAudible === undefined) return;
+        call.handler = undefined;
+        call.onAudio = undefined;
+        if (!timings || audible.heardAt === undefined) return settle.reject(new Error('webrtc: the answer played without an audible sample'));
+        const { llm_first_token_ms: llm, first_audio_ms: firstAudio } = timings;
+        settle.resolve({
+          turnDetection: stoppedAt - audio.voicedSentAt,
+          transcriptFinal: completedAt - stoppedAt,
+          llmFirstToken: llm,
+          ttsFirstAudio: firstAudio - llm,
+          gatewayAdded: audioAt - completedAt - firstAudio,
+          endToAudio: audioAt - stoppedAt,
+          total: audioAt - audio.voicedSentAt,
+          audible: audible.heardAt - audio.voicedSentAt,
+          gatewayAudible,
+          cutOffs,
+        });
       };
     },
   );
