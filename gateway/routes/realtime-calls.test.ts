@@ -3,7 +3,7 @@
 // with the local recognizer (pocketsphinx), flite for the answers' speech and a scripted
 // OpenAI-compatible LLM. The gateway's clock is a manual one: a secret's expiry and a call's
 // connect timeout are reached by moving it; the audio itself flows in real time.
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, onTestFinished, vi } from 'vitest';
 import WebSocket from 'ws';
 import { createApiKey } from '../../server/services/keys/create-api-key.ts';
 import { revokeApiKey } from '../../server/services/keys/revoke-api-key.ts';
@@ -188,6 +188,8 @@ describe('a call from a browser', () => {
   it('speaking over the answer stops its audio on the track and truncates the item at what was played', async () => {
     const { key } = await orgWithKey();
     const call = await openCall(h.url, await secretFor(key, { type: 'realtime', model: 'rt-slow' }));
+    // Closed however the test ends: a call left open would hold a stream place the next tests count.
+    onTestFinished(() => call.close());
     await call.next('session.created');
     await call.speak(await spokenPcm24('tell me a long story', 0.8));
     const started = await call.next('output_audio_buffer.started');
@@ -206,8 +208,8 @@ describe('a call from a browser', () => {
     call.send({ type: 'conversation.item.retrieve', item_id: truncated.item_id });
     const item = (await call.next('conversation.item.retrieved')).item as { status: string; content: { transcript: string }[] };
     expect(item.status).toBe('incomplete');
-    expect(item.content[0]!.transcript).toMatch(/^Sentence number 0/);
-    await call.close();
+    // The text of what was heard: the answer's first words (how many depends on when the barge-in was heard).
+    expect(item.content[0]!.transcript).toMatch(/^Sentence number/);
   }, 90_000);
 });
 
