@@ -90,6 +90,20 @@ export async function admitRealtime(
   }
 }
 
+/**
+ * Ties an admission made before a WebSocket upgrade to its connection: the ticket and the hold
+ * are given back when it closes, however it ends (a refused upgrade, the peer gone, the session
+ * over), or at once if it has closed already. Once the session starts, it settles the hold.
+ */
+export function releaseOnClose(admission: RealtimeAdmission, connection: { once(event: 'close', fn: () => void): unknown; destroyed: boolean }): void {
+  connection.once('close', admission.ticket.release);
+  connection.once('close', admission.hold.release);
+  if (connection.destroyed) {
+    admission.ticket.release();
+    admission.hold.release();
+  }
+}
+
 export interface RealtimeStart {
   auth: RequestAuth;
   requestId: string;

@@ -17,7 +17,7 @@ import type { GatewayContext } from '../context.ts';
 import { CARRIER_DIALECTS } from '../phone/carrier-dialects.ts';
 import { PhoneBridge } from '../phone/phone-bridge.ts';
 import { PhoneTokenWatch } from '../phone/phone-token-watch.ts';
-import { admitRealtime, startRealtimeSession, type RealtimeAdmission } from '../realtime/open-realtime.ts';
+import { admitRealtime, releaseOnClose, startRealtimeSession, type RealtimeAdmission } from '../realtime/open-realtime.ts';
 import { loadRealtimeProfiles } from '../realtime/profiles.ts';
 import { WebSocketLink } from '../sessions/websocket-link.ts';
 
@@ -58,14 +58,7 @@ export function registerPhoneRoutes(app: FastifyInstance, ctx: GatewayContext): 
         if (request.headers.upgrade?.toLowerCase() !== 'websocket') throw upgradeRequired();
         const admission = await admitRealtime(ctx, profiles, request.auth, { model: request.phoneGrant!.profile });
         request.modelId = admission.modelId;
-        // Held until the connection closes, however it ends (refused upgrade, carrier gone, call over).
-        const connection = request.raw.socket;
-        connection.once('close', admission.ticket.release);
-        connection.once('close', admission.hold.release);
-        if (connection.destroyed) {
-          admission.ticket.release();
-          admission.hold.release();
-        }
+        releaseOnClose(admission, request.raw.socket);
         request.phoneAdmission = admission;
       },
       handler: async () => {

@@ -17,7 +17,7 @@
 import type { FastifyInstance } from 'fastify';
 import { ServiceError } from '../../server/services/errors.ts';
 import type { GatewayContext } from '../context.ts';
-import { admitRealtime, startRealtimeSession, type RealtimeAdmission } from '../realtime/open-realtime.ts';
+import { admitRealtime, releaseOnClose, startRealtimeSession, type RealtimeAdmission } from '../realtime/open-realtime.ts';
 import { loadRealtimeProfiles } from '../realtime/profiles.ts';
 import { MAX_CONTROL_SOCKETS, type RealtimeCall } from '../realtime/realtime-call.ts';
 import type { RealtimeCalls } from '../realtime/realtime-calls.ts';
@@ -54,14 +54,7 @@ export function registerRealtimeRoutes(app: FastifyInstance, ctx: GatewayContext
       }
       const admission = await admitRealtime(ctx, profiles, request.auth, { model: one('model'), intent: one('intent') });
       request.modelId = admission.modelId;
-      // Held until the connection closes, however it ends (refused upgrade, client gone, session over).
-      const connection = request.raw.socket;
-      connection.once('close', admission.ticket.release);
-      connection.once('close', admission.hold.release);
-      if (connection.destroyed) {
-        admission.ticket.release();
-        admission.hold.release();
-      }
+      releaseOnClose(admission, request.raw.socket);
       request.realtimeAdmission = admission;
     },
     handler: async () => {
