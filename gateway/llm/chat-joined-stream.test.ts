@@ -11,11 +11,13 @@ import { checkProtocol } from '../upstreams/protocols/index.ts';
 import { CHAT_ANSWER_MAX_BYTES } from '../upstreams/engine-http.ts';
 
 const PIECES = ['The ', 'quick ', 'brown ', 'fox ', 'jumps.'];
+// The engine's silence and a whole answer's deadline: short, so that a trickle reaches the deadline soon.
+const UPSTREAM_TIMEOUT_SECONDS = 2;
 let h: GatewayHarness;
 const engines: FaultyEngines[] = [];
 
 beforeAll(async () => {
-  h = await startGateway();
+  h = await startGateway({ env: { SVC_UPSTREAM_TIMEOUT_SECONDS: String(UPSTREAM_TIMEOUT_SECONDS) } });
 });
 afterAll(async () => {
   await Promise.all(engines.map((e) => e.close()));
@@ -64,5 +66,21 @@ describe('stream: false answered with a stream by the engine', () => {
     expect(body.error.message).toContain(`over ${CHAT_ANSWER_MAX_BYTES / (1024 * 1024)} MiB`);
     await engine.requests[0]!.closed;
     expect(engine.requests).toHaveLength(1);
+  });
+
+  it('a stream that trickles for ever ends at the whole answer\'s deadline: 504, the engine request ended, nothing billed', async () => {
+    const engine = await modelOn('trickles-forever', { endless: true, pieceMs: 50 });
+    const before = await h.balanceMicros();
+    const res = await fetch(`${h.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${h.key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'trickles-forever', messages: [{ role: 'user', content: 'Go on, slowly.' }] }),
+    });
+    expect(res.status).toBe(504);
+    const body = (await res.json()) as { error: { code: string; message: string } };
+    expect(body.error.code).toBe('upstream_timeout');
+    await engine.requests[0]!.closed;
+    expect(engine.requests).toHaveLength(1);
+    expect(await h.balanceMicros()).toBe(before);
   });
 });

@@ -24,10 +24,10 @@ export function registerChatCompletionRoutes(app: FastifyInstance, ctx: GatewayC
     request.modelId = model.id;
     const run = await LlmRun.reserve(ctx, { auth: request.auth, requestId: request.id }, model, 'chat.completions', body, raw.length);
     onResponseClose(reply, run.releaseUnlessStreaming);
-    // No overall deadline here: a long stream is fine as long as the engine keeps sending.
-    // The 300 s deadline is the engine's silence (undici's headers and body timeouts). A
-    // shutdown whose grace period is over ends the engine request too.
-    const engine = upstreamCall(ctx, reply, request.ticket, { deadline: false });
+    // A stream has no overall deadline: it may run long as long as the engine keeps sending (the
+    // engine's silence is bounded, SVC_UPSTREAM_TIMEOUT_SECONDS). A whole answer (`stream` not
+    // true) has that deadline overall too, even from an engine that streams it in a trickle.
+    const engine = upstreamCall(ctx, reply, request.ticket, { deadline: body.stream !== true });
     const firstOutput = () => ctx.metrics.firstOutput('llm_first_token', model.id, reply.elapsedTime / 1000);
     let answer: LlmAnswer | null;
     try {

@@ -29,7 +29,8 @@ export function registerResponsesRoutes(app: FastifyInstance, ctx: GatewayContex
     const promptBytes = responses.promptBytes(request.auth.orgId, body, raw.length, LLM_BODY_LIMIT);
     const run = await LlmRun.reserve(ctx, { auth: request.auth, requestId: request.id }, model, 'responses', limits, promptBytes);
     onResponseClose(reply, run.releaseUnlessStreaming);
-    const engine = upstreamCall(ctx, reply, request.ticket, { deadline: false });
+    // As for chat completions: an overall deadline for a whole answer only.
+    const engine = upstreamCall(ctx, reply, request.ticket, { deadline: body.stream !== true });
     const firstOutput = () => ctx.metrics.firstOutput('llm_first_token', model.id, reply.elapsedTime / 1000);
     let answer: LlmAnswer | null;
     try {

@@ -36,7 +36,7 @@ export interface FaultScript {
   pieceMs?: number;
   /** Stream the answer (its usage chunk included) even to a request that asked for JSON (`stream` false or absent), as a misbehaving engine does. */
   alwaysStream?: boolean;
-  /** Stream the pieces over and over, never ending, as fast as the gateway reads them (with alwaysStream). */
+  /** Stream the pieces over and over, never ending, as fast as the gateway reads them, or one every pieceMs (with alwaysStream). */
   endless?: boolean;
 }
 
@@ -150,6 +150,9 @@ async function startEngine(name: string, script: FaultScript, requests: ChatRequ
       res.write(`data: ${JSON.stringify({ id: `chatcmpl-${name}`, object: 'chat.completion.chunk', created: 1, model: body.model, choices, ...extra })}\n\n`);
     chunk([{ index: 0, delta: { role: 'assistant', content: '' }, finish_reason: null }]);
     while (script.endless && !res.destroyed) {
+      // With pieceMs, a trickle: a piece every pieceMs, forever.
+      if (script.pieceMs) await new Promise((r) => setTimeout(r, script.pieceMs));
+      if (res.destroyed) return;
       // Only as fast as the gateway reads: what it leaves unread waits here, not in memory.
       if (!chunk([{ index: 0, delta: { content: pieces.join('') }, finish_reason: null }])) await new Promise((r) => res.once('drain', r));
     }
