@@ -11,29 +11,31 @@ import { checkProtocol } from '../upstreams/protocols/index.ts';
 import { CHAT_ANSWER_MAX_BYTES } from '../upstreams/engine-http.ts';
 
 const PIECES = ['The ', 'quick ', 'brown ', 'fox ', 'jumps.'];
-// The engine's silence and a whole answer's deadline: short, so that a trickle reaches the deadline soon.
-const UPSTREAM_TIMEOUT_SECONDS = 2;
 let h: GatewayHarness;
+// A gateway whose engine deadline is short, so that a trickle reaches it soon.
+let shortDeadline: GatewayHarness;
 const engines: FaultyEngines[] = [];
 
 beforeAll(async () => {
-  h = await startGateway({ env: { SVC_UPSTREAM_TIMEOUT_SECONDS: String(UPSTREAM_TIMEOUT_SECONDS) } });
+  h = await startGateway();
+  shortDeadline = await startGateway({ env: { SVC_UPSTREAM_TIMEOUT_SECONDS: '2' } });
 });
 afterAll(async () => {
   await Promise.all(engines.map((e) => e.close()));
   await h?.close();
+  await shortDeadline?.close();
 });
 
-async function modelOn(id: string, script: Omit<FaultScript, 'faults' | 'pieces'>) {
+async function modelOn(id: string, script: Omit<FaultScript, 'faults' | 'pieces'>, on: GatewayHarness = h) {
   const engine = await startFaultyEngines({ faults: [], pieces: PIECES, alwaysStream: true, ...script }, [id]);
   engines.push(engine);
-  await upsertModel(h.testDb.db.prisma, checkProtocol, {
+  await upsertModel(on.testDb.db.prisma, checkProtocol, {
     id,
     modality: 'llm',
     prices: { inputPicoPerToken: 150_000n, outputPicoPerToken: 600_000n },
     upstream: { url: engine.engines[0]!.baseUrl, protocol: 'openai' },
   });
-  await h.runtime.ctx.registry.refresh();
+  await on.runtime.ctx.registry.refresh();
   return engine;
 }
 
@@ -68,12 +70,12 @@ describe('stream: false answered with a stream by the engine', () => {
     expect(engine.requests).toHaveLength(1);
   });
 
-  it('a stream that trickles for ever ends at the whole answer\'s deadline: 504, the engine request ended, nothing billed', async () => {
-    const engine = await modelOn('trickles-forever', { endless: true, pieceMs: 50 });
-    const before = await h.balanceMicros();
-    const res = await fetch(`${h.url}/v1/chat/completions`, {
+  it("a stream that trickles for ever ends at the whole answer's deadline: 504, the engine request ended, nothing billed", async () => {
+    const engine = await modelOn('trickles-forever', { endless: true, pieceMs: 50 }, shortDeadline);
+    const before = await shortDeadline.balanceMicros();
+    const res = await fetch(`${shortDeadline.url}/v1/chat/completions`, {
       method: 'POST',
-      headers: { authorization: `Bearer ${h.key}`, 'content-type': 'application/json' },
+      headers: { authorization: `Bearer ${shortDeadline.key}`, 'content-type': 'application/json' },
       body: JSON.stringify({ model: 'trickles-forever', messages: [{ role: 'user', content: 'Go on, slowly.' }] }),
     });
     expect(res.status).toBe(504);
@@ -81,6 +83,6 @@ describe('stream: false answered with a stream by the engine', () => {
     expect(body.error.code).toBe('upstream_timeout');
     await engine.requests[0]!.closed;
     expect(engine.requests).toHaveLength(1);
-    expect(await h.balanceMicros()).toBe(before);
+    expect(await shortDeadline.balanceMicros()).toBe(before);
   });
 });
