@@ -2,21 +2,26 @@
 // POST /audio/voices), against a scripted server: the clip reaches the engine, the engine's
 // voice id becomes the profile and is what synthesis sends; an engine that is offline gives
 // 202 and a job that ends `failed` with model_offline; an expired profile is refused by TTS
-// (409) and re-prepared by POST /voices/{id}/profiles.
+// (409) and re-prepared by POST /voices/{id}/profiles; deleting the voice deletes the engine's
+// copy (DELETE /audio/voices/{id}, developers.openai.com/api/reference/resources/audio/subresources/voices/methods/delete).
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { upsertModel } from '../../server/services/models/upsert-model.ts';
 import type { GatewayHarness } from '../../test/support/gateway-harness.ts';
 import { deadUrl, expectError, pcmTone, post, startTtsGateway, ttsBody } from '../../test/support/tts-routes.ts';
+import { until } from '../../test/support/poll.ts';
 import { call, cloneMultipart, speak, waitForJob } from '../../test/support/voice-routes.ts';
 import { checkProtocol } from '../upstreams/protocols/index.ts';
 
+const XTTS_KEY = 'sk_xtts_clone_secret_3f1d';
+process.env.XTTS_CLONE_KEY = XTTS_KEY;
 let h: GatewayHarness;
 let server: Server;
 let clip: Buffer;
 const clones: { contentType: string; bytes: number; body: string }[] = [];
 const speechVoices: string[] = [];
+const deletes: { path: string; authorization: string | undefined }[] = [];
 let nextVoice = 0;
 
 const read = (req: IncomingMessage) =>
@@ -36,6 +41,11 @@ beforeAll(async () => {
         .writeHead(201, { 'content-type': 'application/json' })
         .end(JSON.stringify({ id: `spk_${++nextVoice}`, expires_at: Math.floor(Date.now() / 1000) + 3600 }));
     }
+    if (req.url?.startsWith('/v1/audio/voices/') && req.method === 'DELETE') {
+      deletes.push({ path: req.url, authorization: req.headers.authorization });
+      const id = decodeURIComponent(req.url.slice('/v1/audio/voices/'.length));
+      return res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ id, deleted: true, object: 'audio.voice.deleted' }));
+    }
     if (req.url === '/v1/audio/speech') {
       speechVoices.push((JSON.parse(body.toString()) as { voice: string }).voice);
       return res.writeHead(200, { 'content-type': 'audio/pcm' }).end(pcmTone(0.5));
@@ -49,7 +59,7 @@ beforeAll(async () => {
     id: 'xtts',
     modality: 'tts',
     prices: { picoPerChar: 1_000_000n },
-    upstream: { url, protocol: 'openai' },
+    upstream: { url, protocol: 'openai', apiKeyEnv: 'XTTS_CLONE_KEY' },
   });
   await upsertModel(h.testDb.db.prisma, checkProtocol, {
     id: 'xtts-offline',
@@ -65,6 +75,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await h?.close();
   server?.close();
+  delete process.env.XTTS_CLONE_KEY;
 });
 
 describe('cloning on an OpenAI-compatible cloning server', () => {
@@ -110,5 +121,15 @@ describe('cloning on an OpenAI-compatible cloning server', () => {
     expect(job).toMatchObject({ status: 'failed', error: 'model_offline', kind: 'instant_clone' });
     expect(job.result).toBeUndefined();
     expect((await call(h, 'GET', `/voices/${r.body.voice_id}`)).body.profiles[0].status).toBe('failed');
+  });
+
+  it('deleting the voice deletes the engine\u2019s copy: DELETE /audio/voices/{engine id} with the engine key', async () => {
+    const r = await cloneMultipart(h, clip, { name: 'Short-lived', model_id: 'xtts' });
+    expect(r.status, JSON.stringify(r.body)).toBe(201);
+    const upstreamId = r.body.profiles[0].upstream_id as string;
+    const deleted = await call(h, 'DELETE', `/voices/${r.body.id}`);
+    expect(deleted).toMatchObject({ status: 200, body: { id: r.body.id, deleted: true } });
+    await until('the engine copy deleted', () => deletes.some((d) => d.path === `/v1/audio/voices/${upstreamId}`));
+    expect(deletes.find((d) => d.path === `/v1/audio/voices/${upstreamId}`)!.authorization).toBe(`Bearer ${XTTS_KEY}`);
   });
 });

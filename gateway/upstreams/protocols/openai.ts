@@ -19,7 +19,7 @@ import {
   type Word,
 } from '../contract.ts';
 import { dispatchCall, dispatchTarget } from '../dispatch-call.ts';
-import { checkHttpHealth, drainAnswer, engineBody, engineFailure, engineJson, engineRequest, httpDispatcher } from '../engine-http.ts';
+import { checkHttpHealth, drainAnswer, engineBody, engineDelete, engineFailure, engineJson, engineRequest, httpDispatcher } from '../engine-http.ts';
 import { boundedSpeech, isWavStart, s16Chunks, wavStream } from '../pcm-streams.ts';
 import { segmentedStreaming } from '../segmented-streaming.ts';
 
@@ -178,6 +178,8 @@ const clone: CloneCapability = {
       metadata: { engine: 'openai-compatible', upstream_voice_id: id },
     };
   },
+  // OpenAI's DELETE /audio/voices/{voice_id} (developers.openai.com/api/reference/resources/audio/subresources/voices/methods/delete).
+  deleteVoice: (target, upstreamId, call) => engineDelete(target.url, target.apiKey, `/audio/voices/${encodeURIComponent(upstreamId)}`, bearer(target), call),
 };
 
 /** The engine is there and takes our key: GET {url}/models answers 2xx (before a streamed transcription starts taking audio). */
