@@ -35,7 +35,8 @@ export const DEFAULT_PROFILES_FILE = join(PROJECT_ROOT, 'config/realtime-profile
 export function loadRealtimeProfiles(file = DEFAULT_PROFILES_FILE): Map<string, RealtimeProfile> {
   let text: string;
   try {
-    text = readFileSync(file, 'utf8');
+    // The file is the operator's (SVC_REALTIME_PROFILES_FILE): not one for Next's tracer to bundle.
+    text = readFileSync(/*turbopackIgnore: true*/ file, 'utf8');
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code === 'ENOENT') return new Map();
     throw e;
