@@ -54,7 +54,11 @@
 // gateway-added ≤ 20 ms p50 (issue #21); WebRTC's first audible sample within 20 ms of the
 // WebSocket's, p50 (issue #35).
 //
-//   npx tsx bench/realtime.ts [--turns 20] [--warmup 2] [--reply short|long] [--token-ms 0]
+// --preemptive: the realtime and WebRTC sessions prepare answers on the eager end of turn
+// (`svc_preemptive_answers`); target (issue #32): end of speech → first audible sample within
+// 30 ms of end of speech → turn end, p50.
+//
+//   npx tsx bench/realtime.ts [--turns 20] [--warmup 2] [--reply short|long] [--token-ms 0] [--preemptive]
 import { availableParallelism, loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
 import { Agent, request } from 'undici';
@@ -80,8 +84,11 @@ const { values } = parseArgs({
     warmup: { type: 'string', default: '2' },
     reply: { type: 'string', default: 'short' },
     'token-ms': { type: 'string', default: '0' },
+    preemptive: { type: 'boolean', default: false },
   },
 });
+/** The realtime and WebRTC sessions prepare their answers on the eager end of turn (svc_preemptive_answers). */
+const preemptive = values.preemptive;
 const turns = Number(values.turns);
 const warmup = Number(values.warmup);
 /** Between the LLM's streamed chunks (a real LLM streams some tens of tokens a second). */
@@ -345,14 +352,23 @@ try {
     const voice = (rt.first.session as { audio: { output: { voice: string } } }).audio.output.voice;
     const updated = rt.socket.next('session.updated');
     rt.socket.ws.send(
-      JSON.stringify({ type: 'session.update', session: { type: 'realtime', svc_turn_latency: true, audio: { input: { turn_detection: setting.realtime } } } }),
+      JSON.stringify({
+        type: 'session.update',
+        session: { type: 'realtime', svc_turn_latency: true, svc_preemptive_answers: preemptive, audio: { input: { turn_detection: setting.realtime } } },
+      }),
     );
     await updated;
     const query = new URLSearchParams({ model: 'local-stt', sample_rate: String(RATE), encoding: 'pcm_s16le', turn_source: 'gateway', ...setting.stt });
     const stt = await EventSocket.open(`${ws}/stt/websocket?${query}`, auth);
     if (stt.first?.type !== 'session.started') throw new Error(`/stt/websocket: first event ${JSON.stringify(stt.first)}`);
     const routes: Routes = { origin: gateway.url, key: fx.key, agent, tts, voice };
-    const session = { type: 'realtime', model: LLM, svc_turn_latency: true, audio: { input: { turn_detection: setting.realtime } } };
+    const session = {
+      type: 'realtime',
+      model: LLM,
+      svc_turn_latency: true,
+      svc_preemptive_answers: preemptive,
+      audio: { input: { turn_detection: setting.realtime } },
+    };
     const rtc = await WebRtcCall.open(gateway.url, fx.key, session);
     if (rtc.first.type !== 'session.created') throw new Error(`/v1/realtime/calls: first event ${JSON.stringify(rtc.first)}`);
     const realtime: Turn[] = [];
@@ -405,6 +421,13 @@ try {
     });
     const added = p50(col(r, 'gatewayAdded'));
     verdicts.push(`${setting.name}: gateway-added ${fmt(added)} ms p50 (target ≤ 20 ms): ${added <= 20 ? 'met' : 'NOT met'}`);
+    if (preemptive) {
+      // Issue #32: with preemptive answers the first audible sample comes within 30 ms of the turn's end.
+      const over = p50(col(r, 'audible')) - p50(col(r, 'turnDetection'));
+      verdicts.push(
+        `${setting.name}: end of speech → first audible ${fmt(over)} ms after end of speech → turn end, p50 (target ≤ 30 ms): ${over <= 30 ? 'met' : 'NOT met'}`,
+      );
+    }
     const wsAudible = col(r, 'audible');
     const rtcAudible = col(w, 'audible');
     const transportAdded = (ts: Turn[]) => fmt(p50(ts.map((t) => t.audible - t.gatewayAudible)));

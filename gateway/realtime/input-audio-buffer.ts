@@ -40,6 +40,12 @@ export interface InputAudioSession {
   speechStarted(interrupt: boolean, agoMs: number): void;
   /** The user stopped speaking (turn detection on) at `audioEndMs` of the input audio, `agoMs` of audio before the last received; the commit follows once the turn's final transcript is in. */
   speechStopped(agoMs: number, audioEndMs: number): void;
+  /** The turn may be over (the detector's eager end; preemptive answers): `transcript` is every word of it, final. */
+  mayBeOver(itemId: string, transcript: string): void;
+  /** The user spoke again after an eager end. */
+  speechResumed(): void;
+  /** An answer is prepared for the item with exactly these words: the turn is committed at its end, without waiting for the final of the silence after them. */
+  answerPrepared(itemId: string, transcript: string): boolean;
   /** The buffer was committed: its audio is the item `itemId`, `transcript` what was heard; `respond`: the turn's end asks for a response. */
   committed(itemId: string, transcript: string, audioMs: number, respond: boolean): void;
 }
@@ -55,6 +61,8 @@ interface Leg {
   afterFlush: ('commit' | 'clear')[];
   /** A turn ended and its final transcript is awaited (turn_final): the item it will be committed as. */
   awaitingFinal?: string;
+  /** A turn committed at its end (an answer was prepared for its words): what is heard until its turn_final is its silence's, not the next turn's. */
+  inTail?: boolean;
 }
 
 export class InputAudioBuffer {
@@ -85,16 +93,21 @@ export class InputAudioBuffer {
   /** The session's configuration changed: a new format, model or language needs a new leg; new turn settings go to the running one. */
   reconfigure(before: RealtimeConfig, next: RealtimeConfig): void {
     if (next.inputFormat !== before.inputFormat || next.transcriptionModel !== before.transcriptionModel || next.language !== before.language) this.endLeg();
-    else if (JSON.stringify(next.turnDetection) !== JSON.stringify(before.turnDetection))
+    else if (JSON.stringify(next.turnDetection) !== JSON.stringify(before.turnDetection) || next.preemptive !== before.preemptive)
       this.leg?.stt.command({ type: 'configure', turns: this.turnSettings() });
   }
 
   private turnSettings(): TurnSettings {
-    const t = this.session.config().turnDetection;
+    const { turnDetection: t, preemptive } = this.session.config();
     if (!t) return presetSettings('balanced', { eager: false });
-    if (t.type === 'server_vad')
-      return { ...presetSettings('balanced', { eager: false, fixedSilenceMs: t.silenceDurationMs }), speechThreshold: t.threshold ?? 0.5 };
-    return presetSettings(t.preset, { eager: false });
+    // Eager ends only where they are used: to prepare the answer a turn's end asks for, on the words made final at it.
+    const eager = preemptive && t.createResponse;
+    // Every field set, even to undefined: a running leg's detector takes these as changes to what it has.
+    const settings =
+      t.type === 'server_vad'
+        ? { ...presetSettings('balanced', { eager, fixedSilenceMs: t.silenceDurationMs }), speechThreshold: t.threshold ?? 0.5 }
+        : { ...presetSettings(t.preset, { eager }), fixedSilenceMs: undefined };
+    return { ...settings, finalizeOnEagerEnd: eager };
   }
 
   append(audio: string): void {
@@ -211,7 +224,7 @@ export class InputAudioBuffer {
     if (this.session.closed && e.type !== 'closed') return;
     switch (e.type) {
       case 'transcript': {
-        if (leg.afterFlush.at(-1) === 'clear') return;
+        if (leg.afterFlush.at(-1) === 'clear' || leg.inTail) return;
         if (e.isFinal) {
           leg.finals.push(e.text);
           leg.sentDelta = '';
@@ -260,20 +273,41 @@ export class InputAudioBuffer {
       this.session.speechStarted(t.interruptResponse, Math.max(0, this.inputMs() - atSeconds * 1000));
       return;
     }
+    // Every word before the eager end is final by now (finalizeOnEagerEnd): the answer is prepared on exactly them -- also
+    // when the turn's end came first (it goes out at once; the eager end waits for its words' final), its own final still awaited.
+    if (turn === 'turn.eager_end' && this.session.config().preemptive) {
+      const itemId = this.speaking ? this.inputItemId : leg.awaitingFinal;
+      if (itemId) this.session.mayBeOver(itemId, heard(leg));
+      return;
+    }
+    if (turn === 'turn.resume') return this.session.speechResumed();
     if (turn === 'turn.end' && this.speaking) {
       this.speaking = false;
       const audioEndMs = Math.round(atSeconds * 1000);
       this.session.send({ type: 'input_audio_buffer.speech_stopped', audio_end_ms: audioEndMs, item_id: this.inputItemId });
       this.session.speechStopped(Math.max(0, this.inputMs() - atSeconds * 1000), audioEndMs);
       leg.bufferBytes = 0;
-      // Committed once the turn's final transcript is in (turn_final), as the item speech_started named.
-      leg.awaitingFinal = this.inputItemId ?? this.session.newItemId();
+      const itemId = this.inputItemId ?? this.session.newItemId();
       this.inputItemId = null;
+      // Its answer is ready for exactly the words heard: committed now, the final of the silence after them not awaited.
+      if (t.createResponse && this.session.answerPrepared(itemId, heard(leg))) {
+        leg.inTail = true;
+        return this.commitItem(leg, true, itemId);
+      }
+      // Committed once the turn's final transcript is in (turn_final), as the item speech_started named.
+      leg.awaitingFinal = itemId;
     }
   }
 
   /** The ended turn's final is in: its speech is committed (and answered when the turn asks for it). */
   private onTurnFinal(leg: Leg): void {
+    if (leg.inTail) {
+      // The adopted turn's tail is over: what it heard (the silence after the words) is no one's.
+      leg.inTail = false;
+      leg.finals = [];
+      leg.sentDelta = '';
+      return;
+    }
     const itemId = leg.awaitingFinal;
     if (itemId === undefined) return;
     leg.awaitingFinal = undefined;
@@ -282,7 +316,7 @@ export class InputAudioBuffer {
 
   /** The user's speech so far, committed: the session makes an item of it. */
   private commitItem(leg: Leg, respond: boolean, turnItemId?: string): void {
-    const transcript = leg.finals.join(' ').replace(/\s+/g, ' ').trim();
+    const transcript = heard(leg);
     leg.finals = [];
     leg.sentDelta = '';
     const itemId = turnItemId ?? this.inputItemId ?? this.session.newItemId();
@@ -290,3 +324,6 @@ export class InputAudioBuffer {
     this.session.committed(itemId, transcript, this.inputMs(), respond);
   }
 }
+
+/** The words of the leg's finals since the last commit. */
+const heard = (leg: Leg): string => leg.finals.join(' ').replace(/\s+/g, ' ').trim();

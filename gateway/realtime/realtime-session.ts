@@ -98,6 +98,7 @@ export class RealtimeSession implements InputAudioSession, ResponsesSession {
     this.kind = kind;
     this.current = defaultConfig(kind, profile?.id ?? null);
     if (profile?.instructions) this.current.instructions = profile.instructions;
+    if (profile?.preemptive) this.current.preemptive = true;
     if (setup.sttModel) this.current.transcriptionModel = setup.sttModel;
     // Checked when the client secret was minted: a setting that no longer reads is an error at start.
     for (const fields of setup.initial ?? []) this.current = applySessionUpdate(this.current, fields);
@@ -262,6 +263,8 @@ export class RealtimeSession implements InputAudioSession, ResponsesSession {
       this.engines.sttModel(next);
       const wire = await this.sessionObject();
       this.audio.reconfigure(before, next);
+      // An answer prepared under the settings before is not this session's any more.
+      if (this.kind === 'realtime') this.responses.dropSpeculation();
       this.send({ type: type === 'transcription_session.update' ? 'transcription_session.updated' : 'session.updated', session: wire });
     } catch (e) {
       this.current = before;
@@ -297,6 +300,18 @@ export class RealtimeSession implements InputAudioSession, ResponsesSession {
     this.turns.speechStopped(agoMs, audioEndMs);
   }
 
+  speechResumed(): void {
+    this.responses.dropSpeculation();
+  }
+
+  mayBeOver(itemId: string, transcript: string): void {
+    if (this.kind === 'realtime') this.responses.speculate(itemId, transcript);
+  }
+
+  answerPrepared(itemId: string, transcript: string): boolean {
+    return this.kind === 'realtime' && this.responses.prepared({ itemId, transcript, previousId: this.conversation.lastId() });
+  }
+
   /** The user's committed audio: in a conversation, an item with its transcript, and an answer when the turn asks for one. */
   committed(itemId: string, transcript: string, audioMs: number, respond: boolean): void {
     const previous = this.conversation.lastId();
@@ -328,7 +343,9 @@ export class RealtimeSession implements InputAudioSession, ResponsesSession {
       this.responses.answerTurn(
         (run) => this.turns.answeredBy(turn, run),
         () => this.turns.answerDone(turn),
+        { itemId, transcript, previousId: previous },
       );
+    else if (this.kind === 'realtime') this.responses.dropSpeculation();
   }
 
   // ---- the conversation's items

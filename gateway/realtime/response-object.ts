@@ -32,6 +32,8 @@ export function responseObject(r: {
   usage: ResponseUsage | null;
   /** Ms from the response's start to the LLM's first token and to the first audio sent. */
   timings: { llmFirstToken?: number; ttsFirstAudio?: number; firstAudible?: number };
+  /** A preemptive answer, prepared on the turn's eager end. */
+  held?: boolean;
 }): ResponseObject {
   const { engines } = r;
   const done = r.status !== 'in_progress';
@@ -47,6 +49,8 @@ export function responseObject(r: {
     audio: engines.tts ? { output: { format: GA_FORMAT[engines.tts.format], voice: engines.tts.voiceId } } : null,
     metadata: r.metadata ?? null,
     usage: r.usage ? usageWire(r.usage, engines) : null,
+    // Ours: the answer was prepared before the turn's end (preemptive answers).
+    ...(r.held ? { svc_prepared: true } : {}),
     // Ours: the latency of the response's models as the gateway sees it.
     ...(done
       ? {

@@ -41,6 +41,11 @@ export interface ResponseSpec {
   metadata: unknown;
   /** Ids for the response's items (the session's sequence). */
   newItemId: () => string;
+  /**
+   * A preemptive answer (responses.ts): it runs, but what it would send (its events, its items
+   * into the conversation, its audio) waits until release() -- or is dropped by discard().
+   */
+  held?: boolean;
 }
 
 export interface ResponseHost {
@@ -59,6 +64,8 @@ export interface ResponseHost {
 
 /** Tool calls one answer may make. */
 const MAX_TOOL_CALLS = 32;
+/** Events a held answer may keep waiting; past it the answer is discarded (an answer that long was not worth preparing). */
+const MAX_HELD_EVENTS = 2_000;
 
 export class ResponseRun {
   readonly done: Promise<void>;
@@ -81,11 +88,18 @@ export class ResponseRun {
   readonly startedAt = performance.now();
   /** The answer's speech, once its LLM answered (audio responses). */
   private speech: SpanSpeaker | null = null;
+  /** A held answer's output, in order, until it is released (null: live). */
+  private held: (() => void)[] | null;
+  private discarded = false;
+  private readonly live: Promise<void>;
+  private goLive!: () => void;
 
   constructor(
     private readonly host: ResponseHost,
     private readonly spec: ResponseSpec,
   ) {
+    this.held = spec.held ? [] : null;
+    this.live = spec.held ? new Promise((resolve) => (this.goLive = resolve)) : Promise.resolve();
     // One trace per response, a span for the LLM and one per spoken span, with their upstream attempts under them.
     const tracing = host.ctx.tracing;
     this.trace = tracing?.startInternal('realtime.response', {
@@ -128,6 +142,50 @@ export class ResponseRun {
     return this.spec.id;
   }
 
+  /** A held answer goes live: what it has made so far is sent now, in order, the rest as it comes. */
+  release(): void {
+    const held = this.held;
+    if (!held || this.discarded) return;
+    this.held = null;
+    for (const out of held) out();
+    this.goLive();
+  }
+
+  /** A held answer is not wanted: it stops, nothing of it is ever sent (what it generated is billed). */
+  discard(): void {
+    if (!this.held || this.discarded) return;
+    this.discarded = true;
+    this.held = [];
+    this.cancel('client_cancelled');
+    this.goLive();
+  }
+
+  /** Still held, or dropped: not (yet) the client's. */
+  get isHeld(): boolean {
+    return this.held !== null;
+  }
+
+  get isDiscarded(): boolean {
+    return this.discarded;
+  }
+
+  /** Resolves when the answer is live (at once, unless held) or discarded. */
+  get released(): Promise<void> {
+    return this.live;
+  }
+
+  /** Sends now, or once released (held), or never (discarded). */
+  private send(event: ServerEvent): void {
+    this.whenLive(() => this.host.send(event));
+  }
+
+  private whenLive(out: () => void): void {
+    if (this.discarded) return;
+    if (!this.held) return out();
+    if (this.held.length >= MAX_HELD_EVENTS) return this.discard();
+    this.held.push(out);
+  }
+
   get assistantItemId(): string | null {
     return this.message?.id ?? null;
   }
@@ -168,7 +226,7 @@ export class ResponseRun {
 
   private async run(): Promise<void> {
     const { host, spec } = this;
-    host.send({ type: 'response.created', response: this.responseObject('in_progress') });
+    this.send({ type: 'response.created', response: this.responseObject('in_progress') });
     let llm: LlmRun | null = null;
     let ttsHold: CreditHold | null = null;
     try {
@@ -187,7 +245,7 @@ export class ResponseRun {
           : { type: 'server_error', code: 'server_error', message: 'The response failed.' };
         if (!isServiceError(e)) host.log.warn({ err: e }, 'realtime response failed');
         this.statusDetails = { type: 'failed', error };
-        host.send({ type: 'error', error: { ...error, param: null, event_id: null } });
+        this.send({ type: 'error', error: { ...error, param: null, event_id: null } });
       }
     } finally {
       if (this.cancelReason) {
@@ -199,7 +257,7 @@ export class ResponseRun {
       llm?.release();
       ttsHold?.release();
       this.finishItems();
-      host.send({ type: 'response.done', response: this.responseObject(this.status) });
+      this.send({ type: 'response.done', response: this.responseObject(this.status) });
     }
   }
 
@@ -255,14 +313,14 @@ export class ResponseRun {
       const full = part.type === 'output_audio' ? part.transcript : text;
       const where = { ...this.base(), item_id: this.message.id, output_index: this.output.indexOf(this.message), content_index: 0 };
       if (speaker) {
-        host.send({ type: 'response.output_audio.done', ...where });
-        host.send({ type: 'response.output_audio_transcript.done', ...where, transcript: full });
-      } else host.send({ type: 'response.output_text.done', ...where, text: full });
-      host.send({ type: 'response.content_part.done', ...where, part: partWire(part) });
+        this.send({ type: 'response.output_audio.done', ...where });
+        this.send({ type: 'response.output_audio_transcript.done', ...where, transcript: full });
+      } else this.send({ type: 'response.output_text.done', ...where, text: full });
+      this.send({ type: 'response.content_part.done', ...where, part: partWire(part) });
     }
     for (const item of calls.values()) {
       item.status = 'completed';
-      host.send({
+      this.send({
         type: 'response.function_call_arguments.done',
         ...this.base(),
         item_id: item.id,
@@ -289,8 +347,8 @@ export class ResponseRun {
   private addItem(item: ConversationItem): void {
     const previous = this.output.at(-1)?.id ?? null;
     this.output.push(item);
-    this.host.send({ type: 'response.output_item.added', ...this.base(), output_index: this.output.length - 1, item: { ...item } });
-    this.host.onItem(item, previous);
+    this.send({ type: 'response.output_item.added', ...this.base(), output_index: this.output.length - 1, item: { ...item } });
+    this.whenLive(() => this.host.onItem(item, previous));
   }
 
   private textDelta(content: string, speaker: SpanSpeaker | null): void {
@@ -299,7 +357,7 @@ export class ResponseRun {
       this.addItem(this.message);
       const part = speaker ? ({ type: 'output_audio', transcript: '' } as const) : ({ type: 'output_text', text: '' } as const);
       this.message.content.push({ ...part });
-      this.host.send({
+      this.send({
         type: 'response.content_part.added',
         ...this.base(),
         item_id: this.message.id,
@@ -311,7 +369,7 @@ export class ResponseRun {
     if (speaker) return speaker.push(content);
     const part = this.message.content[0] as { type: 'output_text'; text: string };
     part.text += content;
-    this.host.send({
+    this.send({
       type: 'response.output_text.delta',
       ...this.base(),
       item_id: this.message.id,
@@ -341,7 +399,7 @@ export class ResponseRun {
     const piece = t.arguments;
     if (!piece) return;
     item.arguments += piece;
-    this.host.send({
+    this.send({
       type: 'response.function_call_arguments.delta',
       ...this.base(),
       item_id: item.id,
@@ -360,9 +418,12 @@ export class ResponseRun {
       this.spans.push({ text: span, startMs: this.audioMs, endMs: this.audioMs });
       const piece = part.transcript ? ` ${span}` : span;
       part.transcript += piece;
-      this.host.send({ type: 'response.output_audio_transcript.delta', ...this.base(), item_id: m.id, output_index: index, content_index: 0, delta: piece });
+      this.send({ type: 'response.output_audio_transcript.delta', ...this.base(), item_id: m.id, output_index: index, content_index: 0, delta: piece });
     }
     if (audio.length === 0) return;
+    // A held answer's audio waits here (the span speaker behind it waits too): its timings start when it is sent.
+    if (this.held) await this.live;
+    if (this.discarded) return;
     if (this.firstAudioAt === undefined) {
       this.firstAudioAt = performance.now();
       this.timings.ttsFirstAudio = this.firstAudioAt - this.startedAt;
@@ -395,8 +456,8 @@ export class ResponseRun {
   private finishItems(): void {
     for (const [index, item] of this.output.entries()) {
       if (item.type !== 'function_call_output') item.status = this.status === 'completed' ? 'completed' : 'incomplete';
-      this.host.send({ type: 'response.output_item.done', ...this.base(), output_index: index, item: { ...item } });
-      if (this.spec.conversation === 'auto') this.host.send({ type: 'conversation.item.done', item: { ...item } });
+      this.send({ type: 'response.output_item.done', ...this.base(), output_index: index, item: { ...item } });
+      if (this.spec.conversation === 'auto') this.send({ type: 'conversation.item.done', item: { ...item } });
     }
   }
 }

@@ -5,6 +5,13 @@
 // the session ends (its close, the key's revocation, the gateway's shutdown). A response's
 // `input` is counted and sized before anything is built from it: item references may name one
 // large item many times.
+//
+// Preemptive answers (`svc_preemptive_answers`, docs/realtime.md#preemptive-answers): on the
+// eager end of a turn the answer starts held (response-run.ts: it runs, nothing of it is sent),
+// with the words heard so far as the user's message. When the turn is committed with exactly
+// those words, after the same conversation and settings, it is released and is the turn's answer;
+// otherwise (the user went on, the words differ) it is discarded. What discarded answers cost is
+// billed like any cancelled response, and bounded per session.
 import { randomBytes } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
 import { ServiceError, isServiceError } from '../../server/services/errors.ts';
@@ -45,10 +52,37 @@ export interface ResponsesSession {
   readonly playout?: OutputPlayout;
 }
 
+/** An answer being prepared for a turn not yet committed. */
+interface Speculation {
+  /** Null while its models are looked up. */
+  run: ResponseRun | null;
+  /** Its run once started (null: it could not start, or the session closed). */
+  started: Promise<ResponseRun | null>;
+  dropped: boolean;
+  /** The user's item it answers, with the words it was given. */
+  itemId: string;
+  transcript: string;
+  /** The conversation's last item and the session's settings when it started: an answer to anything else is not this one. */
+  previousId: string | null;
+  config: RealtimeConfig;
+}
+
+/** The turn a committed user item closes, for a preemptive answer to match. */
+export interface CommittedTurn {
+  itemId: string;
+  transcript: string;
+  previousId: string | null;
+}
+
 export class Responses {
   private readonly running = new Set<ResponseRun>();
   /** The conversation's response (one at a time); out-of-band ones run beside it. */
   private active: ResponseRun | null = null;
+  private speculation: Speculation | null = null;
+  /** Spent on preemptive answers discarded in this session (micro-USD). */
+  private discardedMicros = 0n;
+  /** Told when a response has ended (set when it starts, or when a preemptive answer is adopted). */
+  private readonly onDone = new Map<ResponseRun, () => void>();
 
   constructor(private readonly session: ResponsesSession) {}
 
@@ -63,6 +97,14 @@ export class Responses {
 
   /** A response; `onDone` is told when it has ended (the turn it answers is logged then). */
   async create(options: ResponseOptions = {}, onStart?: (run: ResponseRun) => void, onDone?: () => void): Promise<void> {
+    const run = await this.start(options);
+    if (!run) return;
+    onStart?.(run);
+    if (onDone) this.onDone.set(run, onDone);
+  }
+
+  /** Starts a response (`heldAfter`: a preemptive one, held, with that user item after the conversation); null when the session closed meanwhile. */
+  private async start(options: ResponseOptions, heldAfter?: ConversationItem): Promise<ResponseRun | null> {
     const { session } = this;
     const conversation = options.conversation === 'none' ? 'none' : 'auto';
     this.checkRoom(conversation, '; cancel it or wait for response.done');
@@ -82,11 +124,11 @@ export class Responses {
     });
     const outputVoice = (r.audio as { output?: { voice?: unknown } } | null | undefined)?.output?.voice;
     const voice = typeof outputVoice === 'string' ? outputVoice : typeof r.voice === 'string' ? r.voice : undefined;
-    const input = options.input === undefined ? [...session.conversation.all()] : this.input(options.input);
+    const input = options.input === undefined ? [...session.conversation.all(), ...(heldAfter ? [heldAfter] : [])] : this.input(options.input);
     const engines = await session.engines.forResponse(c, c.outputModalities[0] === 'text', voice);
     // Another response may have started while the models were looked up.
     this.checkRoom(conversation, '');
-    if (session.closed) return;
+    if (session.closed) return null;
     const chat: Record<string, unknown> = {};
     if (c.tools.length && c.toolChoice !== 'none') {
       chat.tools = chatTools(c.tools);
@@ -125,22 +167,28 @@ export class Responses {
         conversation,
         metadata: r.metadata,
         newItemId: () => session.newItemId(),
+        held: heldAfter !== undefined,
       },
     );
     this.running.add(run);
-    if (conversation === 'auto') this.active = run;
-    onStart?.(run);
+    if (conversation === 'auto' && !heldAfter) this.active = run;
     // A shutdown waits for its debits before the database closes.
     session.ctx.lifecycle.track(run.done);
-    void run.done.then(() => {
-      ticket.release();
-      this.running.delete(run);
-      if (this.active === run) this.active = null;
-      if (run.assistantItemId) session.conversation.setSpans(run.assistantItemId, run.spans);
-      session.conversation.recount();
-      session.ctx.metrics.realtimeResponse(run.status, run.timings);
-      onDone?.();
-    });
+    // A held answer that ended before it was adopted or discarded is done once it is one or the other.
+    void run.done
+      .then(() => run.released)
+      .then(() => {
+        ticket.release();
+        this.running.delete(run);
+        if (this.active === run) this.active = null;
+        if (run.isDiscarded) this.discardedMicros += run.usage.llmMicros + run.usage.ttsMicros;
+        if (run.assistantItemId && !run.isDiscarded) session.conversation.setSpans(run.assistantItemId, run.spans);
+        session.conversation.recount();
+        session.ctx.metrics.realtimeResponse(run.isDiscarded ? 'discarded' : run.status, run.isDiscarded ? {} : run.timings);
+        this.onDone.get(run)?.();
+        this.onDone.delete(run);
+      });
+    return run;
   }
 
   /** Refuses a response past the session's cap, or a second one in the conversation. */
@@ -195,7 +243,12 @@ export class Responses {
    * The user's turn ended and asks for an answer: now, or once the answer they spoke over has ended.
    * `onStart` and `onDone` are told of the answer's run and its end (or that none started).
    */
-  answerTurn(onStart: (run: ResponseRun) => void, onDone: () => void): void {
+  answerTurn(onStart: (run: ResponseRun) => void, onDone: () => void, turn?: CommittedTurn): void {
+    if (turn && this.adoptSpeculation(turn, onStart, onDone)) return;
+    this.answerNow(onStart, onDone);
+  }
+
+  private answerNow(onStart: (run: ResponseRun) => void, onDone: () => void): void {
     const answer = () =>
       this.create(undefined, onStart, onDone).catch((e: unknown) => {
         onDone();
@@ -250,6 +303,104 @@ export class Responses {
 
   /** The session is ending: every response stops now (each is billed for what it made). */
   cancelAll(): void {
+    this.dropSpeculation();
     for (const run of this.running) run.cancel('client_cancelled');
+  }
+
+  // ---- preemptive answers
+
+  /**
+   * The turn may be over (the detector's eager end): its answer is prepared, held, with `transcript`
+   * as what the user said -- when the session asks for preemptive answers, nothing else runs in
+   * the conversation, and the session has not spent its allowance on discarded ones.
+   */
+  speculate(itemId: string, transcript: string): void {
+    const { session } = this;
+    const config = session.config();
+    if (!config.preemptive || this.speculation || this.active || this.running.size >= MAX_RUNNING_RESPONSES || transcript === '') return;
+    if (this.discardedMicros >= BigInt(session.ctx.config.limits.realtimePreemptiveMaxDiscardedMicros)) return;
+    const item: ConversationItem = {
+      id: itemId,
+      object: 'realtime.item',
+      type: 'message',
+      role: 'user',
+      status: 'completed',
+      content: [{ type: 'input_audio', transcript }],
+    };
+    const speculation: Speculation = {
+      run: null,
+      started: Promise.resolve(null),
+      dropped: false,
+      itemId,
+      transcript,
+      previousId: session.conversation.lastId(),
+      config,
+    };
+    this.speculation = speculation;
+    speculation.started = this.start({}, item).then(
+      (run) => {
+        if (run && speculation.dropped) run.discard();
+        else speculation.run = run;
+        return run;
+      },
+      // Not prepared (no credit, a cap, a model offline): the turn is answered as usual when it ends, and says why then.
+      () => {
+        if (this.speculation === speculation) this.speculation = null;
+        return null;
+      },
+    );
+  }
+
+  /** The user went on speaking (or the turn ended otherwise): the prepared answer is discarded. */
+  dropSpeculation(): void {
+    const speculation = this.speculation;
+    if (!speculation) return;
+    this.speculation = null;
+    speculation.dropped = true;
+    speculation.run?.discard();
+  }
+
+  /** Whether an answer is prepared, and running, for exactly this turn. */
+  prepared(turn: CommittedTurn): boolean {
+    return this.preparing(turn) !== null && !!this.speculation!.run && !this.speculation!.run.isDiscarded;
+  }
+
+  /** The answer being prepared for exactly this turn (the same item, words, conversation and settings), if any. */
+  private preparing(turn: CommittedTurn): Speculation | null {
+    const speculation = this.speculation;
+    const matches =
+      speculation !== null &&
+      !this.active &&
+      speculation.itemId === turn.itemId &&
+      speculation.transcript === turn.transcript &&
+      speculation.previousId === turn.previousId &&
+      speculation.config === this.session.config();
+    return matches ? speculation : null;
+  }
+
+  /**
+   * The answer prepared for this turn becomes the conversation's response and goes out (once
+   * started, if its models were still being looked up); false when there is none (one prepared
+   * for anything else is discarded).
+   */
+  private adoptSpeculation(turn: CommittedTurn, onStart: (run: ResponseRun) => void, onDone: () => void): boolean {
+    const speculation = this.preparing(turn);
+    if (!speculation) {
+      this.dropSpeculation();
+      return false;
+    }
+    this.speculation = null;
+    void speculation.started.then((run) => {
+      if (run && !run.isDiscarded && !this.active && !this.session.closed) {
+        this.active = run;
+        run.release();
+        onStart(run);
+        this.onDone.set(run, onDone);
+        return;
+      }
+      run?.discard();
+      this.answerNow(onStart, onDone);
+    });
+    return true;
   }
 }

@@ -67,6 +67,8 @@ export interface RealtimeConfig {
   maxOutputTokens: number | 'inf';
   /** Our extension `svc_turn_latency`: an `svc.turn_latency` event after each turn the detector ended. */
   turnLatency: boolean;
+  /** Our extension `svc_preemptive_answers`: answers prepared on the eager end of turn (responses.ts). */
+  preemptive: boolean;
 }
 
 /** OpenAI's defaults (server_vad: threshold 0.5, 300 ms of prefix, 500 ms of silence; semantic_vad: eagerness auto). */
@@ -96,6 +98,7 @@ export function defaultConfig(kind: RealtimeConfig['kind'], model: string | null
     temperature: undefined,
     maxOutputTokens: 'inf',
     turnLatency: false,
+    preemptive: false,
   };
 }
 
@@ -237,6 +240,7 @@ export function applySessionUpdate(current: RealtimeConfig, session: unknown): R
   if (session.tool_choice !== undefined) next.toolChoice = session.tool_choice;
   next.temperature = optNumber(session, 'temperature', p, 0, 2) ?? next.temperature;
   next.turnLatency = optBool(session, 'svc_turn_latency', p) ?? next.turnLatency;
+  next.preemptive = optBool(session, 'svc_preemptive_answers', p) ?? next.preemptive;
   const max = session.max_output_tokens ?? session.max_response_output_tokens;
   if (max !== undefined && max !== null) {
     const param = session.max_output_tokens !== undefined ? 'session.max_output_tokens' : 'session.max_response_output_tokens';
@@ -293,7 +297,8 @@ export function sessionWire(id: string, c: RealtimeConfig, resolved: { stt: stri
     include: null,
     // What the session is composed of (ours): the registry's models it transcribes, answers and speaks with.
     models: { stt: resolved.stt, llm: resolved.llm ?? null, tts: resolved.tts ?? null },
-    // Ours: whether each turn's latency is reported (svc.turn_latency).
+    // Ours: whether each turn's latency is reported (svc.turn_latency), whether answers are prepared on the eager end of turn.
     svc_turn_latency: c.turnLatency,
+    svc_preemptive_answers: c.preemptive,
   };
 }

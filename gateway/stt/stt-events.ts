@@ -6,8 +6,8 @@ import type { Encoding } from '../audio/output-format.ts';
 import type { Word } from '../upstreams/contract.ts';
 import type { TurnEvent, TurnSettings } from './turn-detector.ts';
 
-/** Why a final transcript came: the end of a turn, the client's finalize, or the session's end. */
-export type FinalCause = 'turn' | 'finalize' | 'close';
+/** Why a final transcript came: the end of a turn, its eager end (finalizeOnEagerEnd), the client's finalize, or the session's end. */
+export type FinalCause = 'turn' | 'eager' | 'finalize' | 'close';
 
 /** The session is open (always its first event). */
 export interface SttStarted {

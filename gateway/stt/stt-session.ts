@@ -124,6 +124,7 @@ export class SttSession {
       send: (event) => this.send(event),
       lastPartial: () => this.lastPartial,
       receivedSeconds: () => this.meter.receivedMillis / 1000,
+      turnSettings: () => this.turns.settings,
     });
     o.track?.(new Promise<void>((resolve) => (this.billed = resolve)));
     this.life = new SessionLife(

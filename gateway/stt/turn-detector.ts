@@ -33,6 +33,11 @@ export interface TurnSettings {
   endTimeoutMs: number;
   /** OpenAI server_vad `silence_duration_ms`: a fixed silence ends the turn, no evidence weighed. */
   fixedSilenceMs?: number;
+  /**
+   * The words before an eager end are made final before it goes out, so that it carries exactly
+   * the turn's words so far (a realtime session prepares its answer on them).
+   */
+  finalizeOnEagerEnd?: boolean;
 }
 
 /** Silence (ms) after which P(end) is one half, when nothing tells either way. */

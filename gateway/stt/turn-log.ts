@@ -20,6 +20,11 @@ export class TurnLog {
     if (text) this.texts.push(text);
   }
 
+  /** The turn's final words so far. */
+  get text(): string {
+    return this.texts.join(' ');
+  }
+
   failover(reason: string): void {
     this.failoverReason = reason;
   }
@@ -28,7 +33,7 @@ export class TurnLog {
   ended(speechEnd: number, endOfTurn: number): string {
     const start = this.startSeconds ?? speechEnd;
     const ms = (seconds: number) => Math.max(0, Math.round(seconds * 1000));
-    const text = this.texts.join(' ');
+    const text = this.text;
     this.write?.({
       turnIndex: this.index++,
       startMs: ms(start),

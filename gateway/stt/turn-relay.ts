@@ -8,7 +8,7 @@
 // (docs/stt.md): those whose end of turn carries the transcript end the turn at `turn_final`.
 import type { EngineStream } from './engine-stream.ts';
 import type { SttEvent, SttTurn } from './stt-events.ts';
-import type { TurnEvent } from './turn-detector.ts';
+import type { TurnEvent, TurnSettings } from './turn-detector.ts';
 import type { TurnLog } from './turn-log.ts';
 
 export interface TurnRelayHost {
@@ -19,6 +19,8 @@ export interface TurnRelayHost {
   lastPartial(): string;
   /** Seconds of audio the session has received (when a turn's end was found). */
   receivedSeconds(): number;
+  /** The detector's settings now. */
+  turnSettings(): TurnSettings;
 }
 
 export class TurnRelay {
@@ -44,8 +46,10 @@ export class TurnRelay {
         else engine.afterPendingFinals(() => this.host.send(turnEvent(t)));
         return engine.finalize('turn', () => this.finalized(t.atSeconds, endOfTurn));
       }
-      // What was heard so far goes with an eager end: an agent may start its answer on it.
+      // What was heard so far goes with an eager end: an agent may start its answer on it. Asked
+      // for, the words so far are made final first: the eager end then follows their final.
       case 'turn.eager_end':
+        if (this.host.turnSettings().finalizeOnEagerEnd) return engine.finalize('eager', () => this.host.send({ ...turnEvent(t), transcript: turnLog.text }));
         return engine.afterPendingFinals(() => this.host.send({ ...turnEvent(t), transcript: this.host.lastPartial() }));
       default:
         return engine.afterPendingFinals(() => this.host.send(turnEvent(t)));

@@ -124,6 +124,7 @@ const EnvSchema = z.object({
   SVC_REALTIME_PROFILES_FILE: z.string().min(1).optional(),
   // /v1/realtime: closed when nothing comes from the client and nothing is being answered this long.
   SVC_REALTIME_IDLE_SECONDS: z.coerce.number().min(0.1).max(3600).default(300),
+  SVC_REALTIME_PREEMPTIVE_MAX_DISCARDED_MICROS: z.coerce.number().int().min(0).max(1_000_000_000).default(10_000),
   // WebRTC calls (POST /v1/realtime/calls; docs/realtime.md "WebRTC"): calls a process takes; how
   // long a call may take to connect (ICE and DTLS) before its place is given back; the address
   // announced in the answer's candidates instead of the host's own (a gateway behind a 1:1 NAT);
@@ -284,6 +285,8 @@ export interface LimitsConfig {
   /** A streaming engine silent this long while audio flows (or a finalize unanswered): the session moves to the next upstream. */
   sttStallMs: number;
   realtimeIdleMs: number;
+  /** Spend (micro-USD) on discarded preemptive answers after which a session prepares none. */
+  realtimePreemptiveMaxDiscardedMicros: number;
   llmReserveMaxTokens: number;
   creditHoldTtlMs: number;
 }
@@ -428,6 +431,7 @@ export function loadConfig(source: Readonly<Record<string, string | undefined>> 
       sttMaxSilenceMs: env.SVC_STT_MAX_SILENCE_SECONDS * 1000,
       sttStallMs: env.SVC_STT_STALL_SECONDS * 1000,
       realtimeIdleMs: env.SVC_REALTIME_IDLE_SECONDS * 1000,
+      realtimePreemptiveMaxDiscardedMicros: env.SVC_REALTIME_PREEMPTIVE_MAX_DISCARDED_MICROS,
       llmReserveMaxTokens: env.SVC_LLM_RESERVE_MAX_TOKENS,
       creditHoldTtlMs: env.SVC_CREDIT_HOLD_TTL_SECONDS * 1000,
     },

@@ -14,6 +14,8 @@ export interface RealtimeProfile {
   tts?: string;
   voice?: string;
   instructions?: string;
+  /** Sessions start with preemptive answers on (session.update `svc_preemptive_answers` changes it). */
+  preemptive?: boolean;
 }
 
 const ProfilesFile = z.object({
@@ -25,6 +27,7 @@ const ProfilesFile = z.object({
       tts: z.string().min(1).optional(),
       voice: z.string().min(1).optional(),
       instructions: z.string().optional(),
+      preemptive: z.boolean().optional(),
     }),
   ),
 });

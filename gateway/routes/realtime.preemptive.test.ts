@@ -1,0 +1,193 @@
+// WS /v1/realtime with preemptive answers (`session.svc_preemptive_answers`, issue #32,
+// docs/realtime.md#preemptive-answers): on the turn's eager end the answer starts held, on the
+// words heard so far; the turn's end with exactly those words releases it, speech after the eager
+// end discards it (the engine's request is ended and the client never sees it). A bare `ws` client
+// (test/support/realtime-client.ts) against the real gateway runtime: the local recognizer
+// (pocketsphinx), flite for the answer's speech, a scripted OpenAI-compatible LLM. The audio goes
+// in at real time, as a caller speaks: the recognizer keeps up with it, so the words before a pause
+// are heard by the time the detector's eager end comes.
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
+import { createApiKey } from '../../server/services/keys/create-api-key.ts';
+import { upsertModel } from '../../server/services/models/upsert-model.ts';
+import { createOrg } from '../../server/services/orgs/create-org.ts';
+import { seedPlatformVoices } from '../../server/services/voices/seed-platform-voices.ts';
+import type { GatewayHarness } from '../../test/support/gateway-harness.ts';
+import { openRealtime, type RealtimeClient, type RealtimeEvent } from '../../test/support/realtime-client.ts';
+import { startScriptedUpstream, type ScriptedUpstream } from '../../test/support/scripted-openai-upstream.ts';
+import { concat, settleRecognizers, silence, speech, startSttGateway, toRate, trimSilence } from '../../test/support/stt-routes.ts';
+import { FLITE_PRICE } from '../../test/support/tts-routes.ts';
+import { checkProtocol } from '../upstreams/protocols/index.ts';
+
+let h: GatewayHarness;
+let llm: ScriptedUpstream;
+
+beforeAll(async () => {
+  h = await startSttGateway();
+  const prisma = h.testDb.db.prisma;
+  await upsertModel(prisma, checkProtocol, {
+    id: 'local-flite',
+    modality: 'tts',
+    prices: { picoPerChar: FLITE_PRICE },
+    upstream: { url: 'local:flite', protocol: 'flite' },
+  });
+  await seedPlatformVoices(prisma);
+  // A word every 40 ms: an answer still streaming when the user speaks on is cut off mid-way.
+  llm = await startScriptedUpstream({
+    kind: 'stream',
+    chunks: ['It ', 'will ', 'be ', 'sunny ', 'all ', 'day', '.'],
+    delayMs: 40,
+    usage: { prompt_tokens: 40, completion_tokens: 7 },
+  });
+  await upsertModel(prisma, checkProtocol, {
+    id: 'rt-llm',
+    modality: 'llm',
+    prices: { inputPicoPerToken: 150_001n, outputPicoPerToken: 600_003n },
+    upstream: { url: llm.baseUrl, protocol: 'openai' },
+  });
+  await h.runtime.ctx.registry.refresh();
+  await h.runtime.ctx.health.checkAll();
+}, 60_000);
+
+afterAll(async () => {
+  await llm?.close();
+  await settleRecognizers();
+  await h?.close();
+});
+
+async function session(preemptive: boolean): Promise<RealtimeClient> {
+  const org = await createOrg(h.testDb.db, { name: 'realtime-preemptive', creditsMicros: 10_000_000n });
+  const { key } = await createApiKey(h.testDb.db.prisma, { orgId: org.id, name: 'k' });
+  const c = await openRealtime(h, key, { model: 'rt-llm' });
+  onTestFinished(() => c.close());
+  expect((await c.next('session.created')).session).toMatchObject({ svc_preemptive_answers: false });
+  // semantic_vad low (the patient preset): the turn ends well after its eager end, and a short pause does not end it.
+  c.send({
+    type: 'session.update',
+    session: { type: 'realtime', svc_preemptive_answers: preemptive, audio: { input: { turn_detection: { type: 'semantic_vad', eagerness: 'low' } } } },
+  });
+  expect((await c.next('session.updated')).session).toMatchObject({ svc_preemptive_answers: preemptive });
+  return c;
+}
+
+/** `parts` spoken by flite with `pauseSeconds` between them, then 2 s of silence: pcm16 at 24 kHz. */
+async function spoken(parts: string[], pauseSeconds: number): Promise<Buffer> {
+  const pieces = [silence(0.3)];
+  for (const [i, text] of parts.entries()) {
+    if (i > 0) pieces.push(silence(pauseSeconds));
+    pieces.push(trimSilence((await speech(text)).samples));
+  }
+  pieces.push(silence(2));
+  const samples = toRate(concat(...pieces), 24_000);
+  const out = Buffer.alloc(samples.length * 2);
+  for (let i = 0; i < samples.length; i++) out.writeInt16LE(Math.max(-32768, Math.min(32767, Math.round(samples[i]! * 32767))), i * 2);
+  return out;
+}
+
+/** Appends `pcm` in 100 ms events at real time (a caller's pace), until `stop` settles or the audio ends. */
+async function speak(c: RealtimeClient, pcm: Buffer, stop: Promise<unknown>): Promise<void> {
+  let stopped = false;
+  void stop.then(() => (stopped = true));
+  const bytes = 24_000 * 0.1 * 2;
+  for (let at = 0; at < pcm.length && !stopped && c.ws.readyState === c.ws.OPEN; at += bytes) {
+    c.send({ type: 'input_audio_buffer.append', audio: pcm.subarray(at, at + bytes).toString('base64') });
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
+/** Responses discarded unseen so far (the gateway's metrics). */
+async function discarded(): Promise<number> {
+  const text = await h.runtime.ctx.metrics.registry.getSingleMetricAsString('svc_realtime_responses_total');
+  return Number(/status="discarded"\} (\d+)/.exec(text)?.[1] ?? 0);
+}
+
+const userWords = (body: Buffer): string => {
+  const messages = (JSON.parse(body.toString()) as { messages: { role: string; content: string }[] }).messages;
+  return messages.filter((m) => m.role === 'user').at(-1)!.content;
+};
+
+const responseIds = (events: RealtimeEvent[]) =>
+  new Set(events.filter((e) => e.type.startsWith('response.')).map((e) => (e.response as { id?: string } | undefined)?.id ?? (e.response_id as string)));
+
+describe('preemptive answers', () => {
+  it('on: the answer is prepared on the eager end with the final words, released at the turn\u2019s end; one engine request, events in the usual order', async () => {
+    const c = await session(true);
+    const before = llm.received.length;
+    const done = c.until('response.done', 60_000);
+    await speak(c, await spoken(['what is the weather like today'], 0), done);
+    const events = await done;
+    const types = events.map((e) => e.type);
+    const order = ['input_audio_buffer.speech_stopped', 'input_audio_buffer.committed', 'conversation.item.input_audio_transcription.completed'];
+    order.push('response.created', 'response.output_audio.delta', 'response.done');
+    expect(order.map((t) => types.indexOf(t)).every((i) => i >= 0)).toBe(true);
+    expect(order.map((t) => types.indexOf(t))).toEqual(order.map((t) => types.indexOf(t)).sort((a, b) => a - b));
+    const response = (events.at(-1)!.response ?? {}) as { status: string; svc_prepared?: boolean };
+    expect(response).toMatchObject({ status: 'completed', svc_prepared: true });
+    // The engine was asked once, with exactly the words the turn committed.
+    const asked = llm.received.slice(before).filter((r) => r.path === '/v1/chat/completions');
+    expect(asked).toHaveLength(1);
+    const transcript = events.find((e) => e.type === 'conversation.item.input_audio_transcription.completed')!.transcript as string;
+    expect(transcript).toMatch(/weather/);
+    expect(userWords(asked[0]!.body)).toBe(transcript);
+    // The answer's item follows the user's in the conversation.
+    const committed = events.find((e) => e.type === 'input_audio_buffer.committed')!;
+    const added = events.filter((e) => e.type === 'conversation.item.added').map((e) => (e.item as { id: string; role: string }).role);
+    expect(added).toEqual(['user', 'assistant']);
+    expect(responseIds(events).size).toBe(1);
+    expect(committed.item_id).toBe(events.find((e) => e.type === 'input_audio_buffer.speech_stopped')!.item_id);
+  }, 90_000);
+
+  it('speech after the eager end: the prepared answer is discarded (its engine request ended, never seen by the client); the turn is answered on all its words', async () => {
+    const c = await session(true);
+    const before = llm.received.length;
+    const streamsBefore = llm.streams.length;
+    const discardedBefore = await discarded();
+    const done = c.until('response.done', 60_000);
+    await speak(c, await spoken(['i would like to book a table', 'for two people tonight'], 0.5), done);
+    const events = await done;
+    const asked = llm.received.slice(before).filter((r) => r.path === '/v1/chat/completions');
+    // An answer was prepared in the pause and dropped when the user went on (before or after its engine request began: then that request was ended).
+    expect(await discarded()).toBeGreaterThan(discardedBefore);
+    expect(llm.streams.slice(streamsBefore, streamsBefore + asked.length - 1).every((s) => s.closedEarly)).toBe(true);
+    const transcript = events.find((e) => e.type === 'conversation.item.input_audio_transcription.completed')!.transcript as string;
+    // Both parts (the recognizer hears the first one less well: its words are not all checked).
+    expect(transcript).toMatch(/would like/);
+    expect(transcript).toMatch(/people tonight/);
+    expect(userWords(asked.at(-1)!.body)).toBe(transcript);
+    for (const earlier of asked.slice(0, -1)) expect(userWords(earlier.body)).not.toMatch(/tonight/);
+    // The client saw one response: the one that answered the whole turn.
+    expect(events.filter((e) => e.type === 'response.created')).toHaveLength(1);
+    expect(responseIds(events).size).toBe(1);
+  }, 90_000);
+
+  it('off (the default): nothing is prepared, the engine is asked after the turn is committed', async () => {
+    const c = await session(false);
+    const before = llm.received.length;
+    const done = c.until('response.done', 60_000);
+    await speak(c, await spoken(['what is the weather like today'], 0), done);
+    const events = await done;
+    expect((events.at(-1)!.response as { svc_prepared?: boolean }).svc_prepared).toBeUndefined();
+    expect(llm.received.slice(before).filter((r) => r.path === '/v1/chat/completions')).toHaveLength(1);
+  }, 90_000);
+
+  it('a session that has spent its allowance on discarded answers prepares none', async () => {
+    const limits = h.runtime.ctx.config.limits;
+    const allowance = limits.realtimePreemptiveMaxDiscardedMicros;
+    limits.realtimePreemptiveMaxDiscardedMicros = 0;
+    onTestFinished(() => {
+      limits.realtimePreemptiveMaxDiscardedMicros = allowance;
+    });
+    const c = await session(true);
+    const before = llm.received.length;
+    const done = c.until('response.done', 60_000);
+    await speak(c, await spoken(['i would like to book a table', 'for two people tonight'], 0.5), done);
+    const events = await done;
+    expect(llm.received.slice(before).filter((r) => r.path === '/v1/chat/completions')).toHaveLength(1);
+    expect((events.at(-1)!.response as { svc_prepared?: boolean }).svc_prepared).toBeUndefined();
+  }, 90_000);
+
+  it('svc_preemptive_answers must be a boolean', async () => {
+    const c = await session(false);
+    c.send({ type: 'session.update', session: { svc_preemptive_answers: 'yes' } });
+    expect((await c.next('error')).error).toMatchObject({ code: 'invalid_request', param: 'session.svc_preemptive_answers' });
+  });
+});
