@@ -13,6 +13,8 @@ import { answerClientError, drainRequest, sendError, toServiceError } from './er
 import { registerAgentAuthRoutes } from './routes/agent-auth.ts';
 import { registerChatCompletionRoutes } from './routes/chat-completions.ts';
 import { registerResponsesRoutes } from './routes/responses.ts';
+import { registerResponsesWebSocketRoute } from './routes/responses-websocket.ts';
+import { ResponseCreator } from './llm/create-response.ts';
 import { registerHealthRoutes } from './routes/health.ts';
 import { registerModelRoutes } from './routes/models.ts';
 import { registerTtsRoutes } from './routes/tts.ts';
@@ -225,9 +227,11 @@ export async function buildGateway(ctx: GatewayContext, options: { logger?: bool
   registerTtsRoutes(app, ctx);
   registerPronunciationDictRoutes(app, ctx);
   registerLogRoutes(app, ctx);
+  // One for POST /v1/responses and its WebSocket: one item store, one memory of chat-only upstreams.
+  const responses = new ResponseCreator();
   await app.register((scope, _opts, done) => {
     registerChatCompletionRoutes(scope, ctx);
-    registerResponsesRoutes(scope, ctx);
+    registerResponsesRoutes(scope, ctx, responses);
     done();
   });
   await app.register((scope) => registerTranscriptionRoutes(scope, ctx));
@@ -246,6 +250,7 @@ export async function buildGateway(ctx: GatewayContext, options: { logger?: bool
     await registerListenV2Routes(scope, ctx);
     await registerListenRoutes(scope, ctx);
     registerRealtimeRoutes(scope, ctx, calls);
+    registerResponsesWebSocketRoute(scope, ctx, responses);
     registerPhoneRoutes(scope, ctx);
   });
   await app.register((scope) => registerAgentAuthRoutes(scope, ctx));

@@ -568,6 +568,15 @@ export const OPERATIONS: Operation[] = [
     },
     errors: ENGINE_ERRORS,
   },
+  socket({
+    path: '/v1/responses',
+    operationId: 'responsesWebSocket',
+    summary: "Responses over a WebSocket, OpenAI's WebSocket mode",
+    tag: 'LLM',
+    doc: 'docs/llm.md#responses-over-a-websocket',
+    description:
+      "`response.create` events (the body of POST /v1/responses) in, one at a time; each response's stream events out, as POST /v1/responses streams them. `previous_response_id` may name the socket's latest response, `store: false` or not.",
+  }),
 
   // Realtime
   socket({
