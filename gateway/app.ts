@@ -54,6 +54,13 @@ declare module 'fastify' {
     /** A streaming-session route (WebSocket): admitted by the session caps, not as a request in flight. */
     session?: boolean;
     /**
+     * A WebSocket whose protocol may carry the key in its first message (ElevenLabs' `xi_api_key`):
+     * an upgrade that presents none is let through unadmitted (`request.auth` unset), and the
+     * route admits the key that message names (routes/tts-socket-route.ts). A wrong key presented
+     * the usual way is still refused before the upgrade.
+     */
+    keyInFirstMessage?: boolean;
+    /**
      * For clients that cannot send a key (a phone carrier's media stream, a browser's WebRTC
      * offer): reads the route's own credential (a phone token, a client secret) and answers the
      * hash of the key it was issued for, which is then admitted as if presented; throws a
@@ -178,7 +185,10 @@ export async function buildGateway(ctx: GatewayContext, options: { logger?: bool
     const routeConfig = request.routeOptions.config;
     if (routeConfig.public || request.is404) return bodies.watch(request);
     const key = (routeConfig.credential ? await routeConfig.credential(request) : null) ?? presentedKey(request, routeConfig.keyInQuery ?? false);
-    if (!key) throw missingKeyError(routeConfig.keyInQuery ?? false);
+    if (!key) {
+      if (routeConfig.keyInFirstMessage && request.headers.upgrade?.toLowerCase() === 'websocket') return bodies.watch(request);
+      throw missingKeyError(routeConfig.keyInQuery ?? false);
+    }
     request.auth = await ctx.core.admit(key, routeConfig.metered ?? false);
     // After an await: a body that came with its headers has been read by now, and is not watched.
     bodies.watch(request);

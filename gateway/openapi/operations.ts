@@ -441,7 +441,8 @@ export const OPERATIONS: Operation[] = [
       tag: 'ElevenLabs',
       query: ElevenLabsSocketQuery,
       doc: 'docs/use-it-from.md',
-      description: 'Text in, audio out as base64 in JSON messages (raw formats only: pcm_<rate>, ulaw_8000, alaw_8000).',
+      description:
+        'Text in, audio out as base64 in JSON messages (raw formats only: pcm_<rate>, ulaw_8000, alaw_8000). Without a key at the upgrade, the first message carries it as `xi_api_key` (within 5 s; a wrong or missing one is an error message and a 1008 close).',
     }),
     pathParams: ElevenLabsVoiceParams,
     elevenLabsErrors: true,
