@@ -13,6 +13,8 @@ import { answerClientError, drainRequest, sendError, toServiceError } from './er
 import { registerAgentAuthRoutes } from './routes/agent-auth.ts';
 import { registerChatCompletionRoutes } from './routes/chat-completions.ts';
 import { registerResponsesRoutes } from './routes/responses.ts';
+import { registerResponsesWebSocketRoute } from './routes/responses-websocket.ts';
+import { ResponseCreator } from './llm/create-response.ts';
 import { registerHealthRoutes } from './routes/health.ts';
 import { registerModelRoutes } from './routes/models.ts';
 import { registerTtsRoutes } from './routes/tts.ts';
@@ -51,6 +53,13 @@ declare module 'fastify' {
     keyInQuery?: boolean;
     /** A streaming-session route (WebSocket): admitted by the session caps, not as a request in flight. */
     session?: boolean;
+    /**
+     * A WebSocket whose protocol may carry the key in its first message (ElevenLabs' `xi_api_key`):
+     * an upgrade that presents none is let through unadmitted (`request.auth` unset), and the
+     * route admits the key that message names (routes/tts-socket-route.ts). A wrong key presented
+     * the usual way is still refused before the upgrade.
+     */
+    keyInFirstMessage?: boolean;
     /**
      * For clients that cannot send a key (a phone carrier's media stream, a browser's WebRTC
      * offer): reads the route's own credential (a phone token, a client secret) and answers the
@@ -176,7 +185,10 @@ export async function buildGateway(ctx: GatewayContext, options: { logger?: bool
     const routeConfig = request.routeOptions.config;
     if (routeConfig.public || request.is404) return bodies.watch(request);
     const key = (routeConfig.credential ? await routeConfig.credential(request) : null) ?? presentedKey(request, routeConfig.keyInQuery ?? false);
-    if (!key) throw missingKeyError(routeConfig.keyInQuery ?? false);
+    if (!key) {
+      if (routeConfig.keyInFirstMessage && request.headers.upgrade?.toLowerCase() === 'websocket') return bodies.watch(request);
+      throw missingKeyError(routeConfig.keyInQuery ?? false);
+    }
     request.auth = await ctx.core.admit(key, routeConfig.metered ?? false);
     // After an await: a body that came with its headers has been read by now, and is not watched.
     bodies.watch(request);
@@ -225,9 +237,11 @@ export async function buildGateway(ctx: GatewayContext, options: { logger?: bool
   registerTtsRoutes(app, ctx);
   registerPronunciationDictRoutes(app, ctx);
   registerLogRoutes(app, ctx);
+  // One for POST /v1/responses and its WebSocket: one item store, one memory of chat-only upstreams.
+  const responses = new ResponseCreator();
   await app.register((scope, _opts, done) => {
     registerChatCompletionRoutes(scope, ctx);
-    registerResponsesRoutes(scope, ctx);
+    registerResponsesRoutes(scope, ctx, responses);
     done();
   });
   await app.register((scope) => registerTranscriptionRoutes(scope, ctx));
@@ -246,6 +260,7 @@ export async function buildGateway(ctx: GatewayContext, options: { logger?: bool
     await registerListenV2Routes(scope, ctx);
     await registerListenRoutes(scope, ctx);
     registerRealtimeRoutes(scope, ctx, calls);
+    registerResponsesWebSocketRoute(scope, ctx, responses);
     registerPhoneRoutes(scope, ctx);
   });
   await app.register((scope) => registerAgentAuthRoutes(scope, ctx));

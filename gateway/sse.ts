@@ -59,3 +59,19 @@ export function sseData(event: string): string | null {
   }
   return data;
 }
+
+/**
+ * The `data` of each event of a stream of server-sent-event text (what the LLM pipeline yields
+ * for POST /v1/responses), in order: how a socket carries the same stream, one message per event.
+ */
+export async function* sseDataOf(chunks: AsyncIterable<string>): AsyncGenerator<string> {
+  const splitter = new SseSplitter();
+  for await (const chunk of chunks) {
+    for (const event of splitter.push(Buffer.from(chunk))) {
+      const data = sseData(event);
+      if (data !== null) yield data;
+    }
+  }
+  const last = sseData(splitter.rest());
+  if (last !== null) yield last;
+}

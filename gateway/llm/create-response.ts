@@ -8,6 +8,7 @@
 //   translated back (responses-via-chat.ts).
 // Either way it is metered like chat (llm-run.ts).
 import { ServiceError } from '../../server/services/errors.ts';
+import type { GatewayContext } from '../context.ts';
 import type { JsonObject } from '../json-body.ts';
 import type { ModelEntry, UpstreamEntry } from '../registry/model-registry.ts';
 import { SseSplitter, sseData } from '../sse.ts';
@@ -17,7 +18,7 @@ import { errorText } from '../upstreams/engine-http.ts';
 import type { LlmAnswer, LlmAsk } from './chat-completion.ts';
 import { ChatFailover, type ChatAttempt } from './chat-failover.ts';
 import type { ChatStreamEvent, ChatUsage } from './chat-stream.ts';
-import { askChat, parseEngineJson, refuseFailedAnswer, streamEnding, wholeAnswer, type EngineAnswer, type LlmRun } from './llm-run.ts';
+import { askChat, LlmRun, parseEngineJson, refuseFailedAnswer, streamEnding, wholeAnswer, type EngineAnswer, type LlmPayer } from './llm-run.ts';
 import { patchTopLevelMembers } from './patch-json-members.ts';
 import { ResponseItemStore } from './response-item-store.ts';
 import { chatRequestFor, referencedItemIds, responseFromChat, responseMeta, responsesUsage, type ResponseMeta } from './responses-via-chat.ts';
@@ -97,6 +98,16 @@ export class ResponseCreator {
       }
     }
     return bytes;
+  }
+
+  /**
+   * What a response reserves before its engines are asked, the same for POST /v1/responses and a
+   * response.create on the Responses socket: its prompt with its item references expanded
+   * (counted and sized first: promptBytes), and `max_output_tokens` in max_tokens' part.
+   */
+  reserve(ctx: GatewayContext, payer: LlmPayer, model: ModelEntry, raw: Buffer, body: JsonObject, maxBytes: number): Promise<LlmRun> {
+    const promptBytes = this.promptBytes(payer.auth.orgId, body, raw.length, maxBytes);
+    return LlmRun.reserve(ctx, payer, model, 'responses', { max_tokens: body.max_output_tokens }, promptBytes);
   }
 
   /** Asks the model's engines; null when the client left before the answer was read. */

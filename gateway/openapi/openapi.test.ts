@@ -136,6 +136,7 @@ describe('GET /openapi.json', () => {
       'GET /tts/websocket',
       'GET /v1/listen',
       'GET /v1/realtime',
+      'GET /v1/responses',
       'GET /v1/speak',
       'GET /v1/text-to-speech/{voice_id}/multi-stream-input',
       'GET /v1/text-to-speech/{voice_id}/stream-input',

@@ -441,7 +441,8 @@ export const OPERATIONS: Operation[] = [
       tag: 'ElevenLabs',
       query: ElevenLabsSocketQuery,
       doc: 'docs/use-it-from.md',
-      description: 'Text in, audio out as base64 in JSON messages (raw formats only: pcm_<rate>, ulaw_8000, alaw_8000).',
+      description:
+        'Text in, audio out as base64 in JSON messages (raw formats only: pcm_<rate>, ulaw_8000, alaw_8000). Without a key at the upgrade, the first message carries it as `xi_api_key` (within 5 s; a wrong or missing one is an error message and a 1008 close).',
     }),
     pathParams: ElevenLabsVoiceParams,
     elevenLabsErrors: true,
@@ -568,6 +569,15 @@ export const OPERATIONS: Operation[] = [
     },
     errors: ENGINE_ERRORS,
   },
+  socket({
+    path: '/v1/responses',
+    operationId: 'responsesWebSocket',
+    summary: "Responses over a WebSocket, OpenAI's WebSocket mode",
+    tag: 'LLM',
+    doc: 'docs/llm.md#responses-over-a-websocket',
+    description:
+      "`response.create` events (the body of POST /v1/responses) in, one at a time; each response's stream events out, as POST /v1/responses streams them. `previous_response_id` may name the socket's latest response, `store: false` or not.",
+  }),
 
   // Realtime
   socket({

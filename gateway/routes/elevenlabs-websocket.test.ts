@@ -5,7 +5,7 @@
 // throw-away SQLite or PostgreSQL database, the local flite engine. The utterance's audio sample
 // for sample, ElevenLabs' message shapes, contexts, close_context and close_socket, the bounds
 // and refusals, and the usage rows.
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, onTestFinished, vi } from 'vitest';
 import WebSocket from 'ws';
 import type { GatewayHarness } from '../../test/support/gateway-harness.ts';
 import { A_WINDOW_START, manualClock } from '../../test/support/manual-clock.ts';
@@ -13,6 +13,9 @@ import { EventLog, socketEvents } from '../../test/support/socket-events.ts';
 import { refusedUpgrade } from '../../test/support/stt-routes.ts';
 import { FLITE_PRICE, FOX, codePoints, costOf, decodeRaw, expectSpeechLevel, natural, startTtsGateway } from '../../test/support/tts-routes.ts';
 import { usageRows } from '../../test/support/usage-rows.ts';
+import { createApiKey } from '../../server/services/keys/create-api-key.ts';
+import { createOrg } from '../../server/services/orgs/create-org.ts';
+import { FIRST_MESSAGE_MAX_BYTES, FIRST_MESSAGE_MS } from './tts-socket-route.ts';
 
 const CALL = 'Please call me tomorrow morning about the meeting.';
 
@@ -32,10 +35,15 @@ type Message = { audio?: string; isFinal?: boolean; contextId?: string; error?: 
 
 let seq = 0;
 
-async function connect(path: string, query: Record<string, string> = { model_id: 'local-flite', output_format: 'pcm_16000' }, voice = 'flite-slt') {
+async function connect(
+  path: string,
+  query: Record<string, string> = { model_id: 'local-flite', output_format: 'pcm_16000' },
+  voice = 'flite-slt',
+  key: string | null = h.key,
+) {
   const requestId = `el-ws-${++seq}-${Date.now()}`;
   const url = `${h.url.replace(/^http/, 'ws')}/v1/text-to-speech/${voice}/${path}?${new URLSearchParams(query)}`;
-  const ws = new WebSocket(url, { headers: { 'xi-api-key': h.key, 'x-request-id': requestId } });
+  const ws = new WebSocket(url, { headers: { ...(key === null ? {} : { 'xi-api-key': key }), 'x-request-id': requestId } });
   const { log, closed } = socketEvents<Message>(ws);
   ws.on('error', () => {});
   await new Promise<void>((resolve, reject) => {
@@ -177,12 +185,97 @@ describe('inactivity_timeout', () => {
   });
 });
 
+describe('the key as xi_api_key in the first message (ElevenLabs\u2019 other way to give it)', () => {
+  const keyless = async (path: 'stream-input' | 'multi-stream-input') => {
+    const s = await connect(path, undefined, undefined, null);
+    onTestFinished(async () => {
+      if (s.ws.readyState !== WebSocket.CLOSED) s.ws.terminate();
+      await s.closed;
+    });
+    return s;
+  };
+  const noKey = (requestId: string) => ({
+    message: expect.stringMatching(/xi_api_key/),
+    error: 'invalid_api_key',
+    code: 401,
+    param: null,
+    request_id: requestId,
+  });
+
+  it('stream-input: the first message’s key admits the socket; the text sent before the key is checked is all spoken; billed to the key’s org', async () => {
+    const s = await keyless('stream-input');
+    // Sent at once, without waiting for anything: the key is checked while the text arrives.
+    s.send({ text: ' ', xi_api_key: h.key, voice_settings: { stability: 0.5 } });
+    for (const piece of FOX.match(/.{1,12}/gs)!) s.send({ text: piece });
+    s.send({ text: '' });
+    expect(await s.closed).toEqual({ code: 1000, reason: 'done' });
+    expect(s.log.events.at(-1)).toEqual({ isFinal: true });
+    expect(decodeRaw(audioOf(s.log), 'pcm_s16le').length).toBe(natural('flite', 'slt', FOX).samples.length);
+    await expectBilled(s.requestId, codePoints(FOX));
+    expect((await usageRows(h.testDb.db.prisma, { requestId: s.requestId })).every((r) => r.orgId === h.orgId)).toBe(true);
+  });
+
+  it('multi-stream-input: the same, in a context', async () => {
+    const s = await keyless('multi-stream-input');
+    s.send({ text: ' ', context_id: 'a', xi_api_key: h.key });
+    s.send({ text: CALL, context_id: 'a', flush: true });
+    s.send({ close_socket: true });
+    expect(await s.closed).toEqual({ code: 1000, reason: 'close_socket' });
+    expect(decodeRaw(audioOf(s.log, 'a'), 'pcm_s16le').length).toBe(natural('flite', 'slt', CALL).samples.length);
+    await expectBilled(s.requestId, codePoints(CALL));
+  });
+
+  it.each(['stream-input', 'multi-stream-input'] as const)(
+    '%s: a wrong key, a first message without one, a key with no credit: ElevenLabs’ error message and a 1008 close; nothing billed',
+    async (path) => {
+      const broke = await createOrg(h.testDb.db, { name: `broke ${path}`, creditsMicros: 0n });
+      const brokeKey = (await createApiKey(h.testDb.db.prisma, { orgId: broke.id, name: 'broke' })).key;
+      const cases: [unknown, object][] = [
+        [
+          { text: ' ', xi_api_key: 'sk_svc_not_a_key' },
+          { error: 'invalid_api_key', code: 401 },
+        ],
+        [{ text: ' ' }, { error: 'invalid_api_key', code: 401, message: expect.stringMatching(/xi_api_key/) }],
+        [
+          { text: ' ', xi_api_key: brokeKey },
+          { error: 'insufficient_quota', code: 402 },
+        ],
+      ];
+      for (const [first, expected] of cases) {
+        const s = await keyless(path);
+        s.send(first);
+        s.send({ text: FOX });
+        expect(await s.closed).toEqual({ code: 1008, reason: 'error' });
+        expect(s.log.events).toEqual([{ message: expect.any(String), param: null, request_id: s.requestId, ...expected }]);
+        expect(await usageRows(h.testDb.db.prisma, { requestId: s.requestId })).toEqual([]);
+      }
+    },
+  );
+
+  it('no message within 5 s: the error, then a 1008 close', async () => {
+    const s = await keyless('stream-input');
+    clock.advance(FIRST_MESSAGE_MS - 1000);
+    expect(s.ws.readyState).toBe(WebSocket.OPEN);
+    clock.advance(1000);
+    expect(await s.closed).toEqual({ code: 1008, reason: 'error' });
+    expect(s.log.events).toEqual([noKey(s.requestId)]);
+  });
+
+  it('a first message over 16 KiB is refused before it is read for a key', async () => {
+    const s = await keyless('stream-input');
+    s.send({ text: 'a'.repeat(FIRST_MESSAGE_MAX_BYTES), xi_api_key: h.key });
+    expect(await s.closed).toEqual({ code: 1008, reason: 'error' });
+    expect(s.log.events).toEqual([expect.objectContaining({ error: 'body_too_large', code: 413 })]);
+  });
+});
+
 describe('refused before the upgrade, in ElevenLabs\u2019 error shape', () => {
   const path = '/v1/text-to-speech/flite-slt/stream-input';
   it.each([
     ['mp3 (ElevenLabs\u2019 default format)', {}, { 'xi-api-key': 'KEY' }, 400, 'invalid_output_format'],
     ['an inactivity_timeout over 180', { output_format: 'pcm_16000', inactivity_timeout: '181' }, { 'xi-api-key': 'KEY' }, 400, 'invalid_request'],
-    ['no key', { output_format: 'pcm_16000' }, {}, 401, 'invalid_api_key'],
+    // No key at all is upgraded, for the first message to carry one (below); a wrong one given with the upgrade is not.
+    ['a wrong key', { output_format: 'pcm_16000' }, { 'xi-api-key': 'sk_svc_wrong' }, 401, 'invalid_api_key'],
   ])('%s: %s', async (_label, query, headers, status, code) => {
     const keyed = Object.fromEntries(Object.entries(headers).map(([k, v]) => [k, v === 'KEY' ? h.key : v]));
     const res = await refusedUpgrade(h, query, keyed, path);

@@ -8,8 +8,10 @@
 // 2026-12-05; summarised in /work/shared/protocols.md). @elevenlabs/elevenlabs-js 2.73 has no
 // client for these sockets.
 //
-// - The key is read before the upgrade (the `xi-api-key` header, or `?api_key=` as every socket
-//   here takes it): a key only in the first message (`xi_api_key`) is not read, the upgrade is 401.
+// - The key is the `xi-api-key` header (or `?api_key=`, as every socket here takes it), read
+//   before the upgrade; or, without one, `xi_api_key` in the first message, as ElevenLabs takes
+//   it: the socket is upgraded and waits for that message (routes/tts-socket-route.ts); a wrong
+//   or missing key is an error message and a 1008 close.
 // - `voice_id` is a gateway voice id, `model_id` a registry model (ElevenLabs' own names get the
 //   default model, as on the HTTP routes). `output_format` is pcm_<rate>, ulaw_8000 or alaw_8000:
 //   sockets send raw audio, so mp3 (ElevenLabs' default) is refused with a 400 before the upgrade.
@@ -27,13 +29,14 @@ import { z } from 'zod';
 import { ServiceError } from '../../server/services/errors.ts';
 import { parseInput, refuseNul } from '../../server/services/parse-input.ts';
 import type { GatewayContext } from '../context.ts';
+import { ERROR_TABLE } from '../errors.ts';
 import type { Outbox } from '../sessions/outbox.ts';
 import { WebSocketLink } from '../sessions/websocket-link.ts';
 import { billedCharacters } from '../tts/synthesize.ts';
 import type { TtsRequest } from '../tts/tts-request.ts';
 import { TtsStreamSession, ttsSessionLimits, type TtsCommand, type TtsEvent } from '../tts/tts-stream-session.ts';
 import { ElevenLabsVoiceParams, elevenLabsModelFor, parseElevenLabsOutputFormat, useElevenLabsErrorShape } from './elevenlabs.ts';
-import { registerTtsSocketRoute, type TtsSocketAdmission } from './tts-socket-route.ts';
+import { registerTtsSocketRoute, type KeyInFirstMessage, type TtsSocketAdmission } from './tts-socket-route.ts';
 
 /** Usage rows of these sockets: per character, as every TTS route. */
 const ROUTE = 'elevenlabs.tts.websocket';
@@ -254,6 +257,37 @@ function bindSocket(ctx: GatewayContext, socket: WebSocket, request: FastifyRequ
   });
 }
 
+/** ElevenLabs' other way to give the key: `xi_api_key` in the first (initializing) message. */
+function keyInFirstMessage(multi: boolean): KeyInFirstMessage {
+  return {
+    field: 'xi_api_key',
+    read(data, isBinary) {
+      if (isBinary) return null;
+      let message: unknown;
+      try {
+        message = JSON.parse(data.toString('utf8'));
+      } catch {
+        return null;
+      }
+      if (message === null || typeof message !== 'object' || Array.isArray(message)) return null;
+      const { xi_api_key: key, ...rest } = message as Record<string, unknown>;
+      if (typeof key !== 'string' || key.trim() === '') return null;
+      // The key goes no further than its check.
+      return { key: key.trim(), rest: Object.keys(rest).length > 0 ? Buffer.from(JSON.stringify(rest)) : null };
+    },
+    refuse(socket, error, request) {
+      const status = ERROR_TABLE[error.code].status;
+      const event = elevenLabsEvent(
+        { type: 'error', contextId: undefined, error: { code: error.code, message: error.message, status, param: error.param } },
+        multi,
+        request.id,
+      );
+      socket.send(JSON.stringify(event));
+      socket.close(status >= 500 ? 1011 : 1008, 'error');
+    },
+  };
+}
+
 export async function registerElevenLabsWebSocketRoutes(app: FastifyInstance, ctx: GatewayContext): Promise<void> {
   // A scope of its own: refusals before the upgrade carry ElevenLabs' error shape.
   await app.register(async (eleven) => {
@@ -268,6 +302,7 @@ export async function registerElevenLabsWebSocketRoutes(app: FastifyInstance, ct
           request.elevenLabsSocket = settingsOf(ctx, request);
         },
         bind: (socket, request, admission) => bindSocket(ctx, socket, request, admission, multi),
+        keyInFirstMessage: keyInFirstMessage(multi),
       });
     }
   });

@@ -2,9 +2,9 @@
 // `listen.v2.connect`, unmodified but for its `baseUrl` (it sends `Authorization: Token <key>`).
 // flite speech streamed as LiveKit streams it; the gateway's turn detector gives the turns:
 // Connected, StartOfTurn, Updates, EagerEndOfTurn, EndOfTurn with the turn's transcript; CloseStream;
-// the refusals before the upgrade with Deepgram's error fields; billed per millisecond of audio.
+// Configure and its ConfigureSuccess / ConfigureFailure; the refusals before the upgrade with Deepgram's error fields; billed per millisecond of audio.
 // Real gateway, real database, local pocketsphinx.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { DeepgramClient } from '@deepgram/sdk';
 import type { GatewayHarness } from '../../test/support/gateway-harness.ts';
 import { EventLog } from '../../test/support/socket-events.ts';
@@ -105,6 +105,47 @@ describe('@deepgram/sdk listen.v2 (Flux)', () => {
     const last = flux.log.events.filter((m) => m.type === 'TurnInfo').at(-1)!;
     expect(last.event).toBe('EndOfTurn');
     expect(wer(FOX, last.transcript!), last.transcript).toBeLessThanOrEqual(0.35);
+  });
+});
+
+describe('Configure (developers.deepgram.com/docs/flux/configure; the SDK\u2019s sendConfigure)', () => {
+  it('ConfigureSuccess with the thresholds now in effect and the keyterms, once applied; the new thresholds turn the eager events on; a Configure refused whole is a ConfigureFailure and the session goes on', async () => {
+    const s = await speech(FOX);
+    const flux = await fluxSession({ encoding: 'linear16', sample_rate: 16000, keyterm: 'fox' });
+    onTestFinished(async () => {
+      if (flux.connection.readyState === 1) flux.connection.close();
+      await flux.closed;
+    });
+    flux.connection.sendConfigure({ type: 'Configure', thresholds: { eot_threshold: 0.75, eager_eot_threshold: 0.4, eot_timeout_ms: 3000 } });
+    const success = await flux.log.first((m) => m.type === 'ConfigureSuccess');
+    expect(success).toEqual({
+      type: 'ConfigureSuccess',
+      thresholds: { eot_threshold: 0.75, eager_eot_threshold: 0.4, eot_timeout_ms: 3000 },
+      keyterms: ['fox'],
+      request_id: expect.any(String),
+      sequence_id: 1,
+    });
+
+    // Refused whole: an eager threshold above the end one, a field that cannot change on an open stream.
+    flux.connection.sendConfigure({ type: 'Configure', thresholds: { eager_eot_threshold: 0.9 } });
+    flux.connection.sendConfigure({ type: 'Configure', keyterms: ['lazy dog'], thresholds: { eot_threshold: 0.5 } });
+    await flux.log.count((m) => m.type === 'ConfigureFailure', 2);
+    const failures = flux.log.events.filter((m) => m.type === 'ConfigureFailure');
+    expect(failures[0]).toEqual({
+      type: 'ConfigureFailure',
+      description: expect.stringMatching(/eager_eot_threshold/),
+      request_id: success.request_id,
+      sequence_id: 2,
+    });
+    expect(failures[1]).toMatchObject({ description: expect.stringMatching(/^keyterms cannot be changed/), sequence_id: 3 });
+
+    await sendAudio(flux.connection, s16le(concat(s.samples, silence(2))));
+    const end = await flux.log.first((m) => m.type === 'TurnInfo' && m.event === 'EndOfTurn');
+    // Started without eager_eot_threshold: the eager events are the Configure's; the end threshold too (not the refused 0.5).
+    expect(flux.log.events.some((m) => m.type === 'TurnInfo' && m.event === 'EagerEndOfTurn')).toBe(true);
+    expect(end.end_of_turn_confidence).toBe(0.75);
+    expect(flux.log.events.map((m) => m.sequence_id)).toEqual(flux.log.events.map((_, i) => i));
+    expect(flux.log.events.some((m) => m.type === 'Error')).toBe(false);
   });
 });
 

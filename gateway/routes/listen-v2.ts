@@ -51,15 +51,16 @@ function planFlux(ctx: GatewayContext, request: FastifyRequest): SessionPlan {
     eager_eot_threshold: one('eager_eot_threshold'),
     eot_timeout_ms: one('eot_timeout_ms'),
   });
+  const keyterms = queryKeyterms(q);
   return {
     model,
     sampleRate,
     encoding,
     turnSource: 'gateway',
     turns,
-    keyterms: queryKeyterms(q),
+    keyterms,
     language: one('language_hint'),
-    dialect: deepgramFluxDialect(request.id, turns),
+    dialect: deepgramFluxDialect(request.id, turns, keyterms),
   };
 }
 

@@ -7,15 +7,13 @@ import type { FastifyInstance } from 'fastify';
 import type { GatewayContext } from '../context.ts';
 import { parseJsonObject } from '../json-body.ts';
 import type { LlmAnswer } from '../llm/chat-completion.ts';
-import { refuseManyReferences, ResponseCreator } from '../llm/create-response.ts';
-import { LlmRun } from '../llm/llm-run.ts';
+import { refuseManyReferences, type ResponseCreator } from '../llm/create-response.ts';
 import { upstreamCall } from '../core/try-upstreams.ts';
 import { onResponseClose } from '../client-gone.ts';
 import { LLM_BODY_LIMIT, sendLlmAnswer } from './chat-completions.ts';
 
-export function registerResponsesRoutes(app: FastifyInstance, ctx: GatewayContext): void {
-  const responses = new ResponseCreator();
-
+/** `responses` is shared with the Responses socket (routes/responses-websocket.ts): one item store, one memory of chat-only upstreams. */
+export function registerResponsesRoutes(app: FastifyInstance, ctx: GatewayContext, responses: ResponseCreator): void {
   // Registered in chat's scope, whose JSON parser keeps the raw bytes (forwarded as they are).
   app.post('/v1/responses', { bodyLimit: LLM_BODY_LIMIT, config: { metered: true } }, async (request, reply) => {
     const raw = (request.body as Buffer | undefined) ?? Buffer.alloc(0);
@@ -23,11 +21,7 @@ export function registerResponsesRoutes(app: FastifyInstance, ctx: GatewayContex
     const body = parseJsonObject(raw);
     const model = ctx.registry.resolve(body.model, 'llm');
     request.modelId = model.id;
-    // max_output_tokens plays max_tokens' part in the reservation.
-    const limits = { max_tokens: body.max_output_tokens };
-    // Item references expanded (counted and sized first): what the engine is sent, and reserved for.
-    const promptBytes = responses.promptBytes(request.auth.orgId, body, raw.length, LLM_BODY_LIMIT);
-    const run = await LlmRun.reserve(ctx, { auth: request.auth, requestId: request.id }, model, 'responses', limits, promptBytes);
+    const run = await responses.reserve(ctx, { auth: request.auth, requestId: request.id }, model, raw, body, LLM_BODY_LIMIT);
     onResponseClose(reply, run.releaseUnlessStreaming);
     // As for chat completions: an overall deadline for a whole answer only.
     const engine = upstreamCall(ctx, reply, request.ticket, { deadline: body.stream !== true });

@@ -5,7 +5,7 @@
 // "Streaming STT protocol"), Deepgram's on /v1/listen, Cartesia's on /stt/turns/websocket.
 import { ERROR_TABLE } from '../errors.ts';
 import type { ErrorCode } from '../../server/services/errors.ts';
-import type { SttClosed, SttCommand, SttEvent, SttStarted, SttSwitched, SttTranscript, SttTurn, SttTurnFinal } from './stt-events.ts';
+import type { SttClosed, SttCommand, SttConfigured, SttEvent, SttStarted, SttSwitched, SttTranscript, SttTurn, SttTurnFinal } from './stt-events.ts';
 
 /** Each event method returns the messages to send (JSON objects), in order; a dialect may keep state (one per session). */
 export interface SttDialect {
@@ -16,6 +16,8 @@ export interface SttDialect {
   turnFinal?(e: SttTurnFinal): object[];
   /** The client's finalize is done (its final, if any, was sent before). */
   flushed(): object[];
+  /** The client's configure is applied: only a dialect whose protocol acknowledges one has this. */
+  configured?(e: SttConfigured): object[];
   error(e: { code: string; message: string }): object[];
   /** The last messages before the socket closes. */
   closed(e: SttClosed): object[];
@@ -38,6 +40,8 @@ export function encodeSttEvent(dialect: SttDialect, event: SttEvent): object[] {
       return dialect.turnFinal?.(event) ?? [];
     case 'flushed':
       return dialect.flushed();
+    case 'configured':
+      return dialect.configured?.(event) ?? [];
     case 'error':
       return dialect.error(event);
     case 'closed':

@@ -61,6 +61,12 @@ export interface SttFlushed {
   type: 'flushed';
 }
 
+/** A `configure` command was applied (from the audio after it on): `turns` are what it set. */
+export interface SttConfigured {
+  type: 'configured';
+  turns: Partial<TurnSettings>;
+}
+
 /** Something went wrong: before a close the session starts, or for a bad command (the session carries on). */
 export interface SttError {
   type: 'error';
@@ -88,7 +94,7 @@ export interface SttSwitched {
   atSeconds: number;
 }
 
-export type SttEvent = SttStarted | SttTranscript | SttTurn | SttTurnFinal | SttFlushed | SttError | SttClosed | SttSwitched;
+export type SttEvent = SttStarted | SttTranscript | SttTurn | SttTurnFinal | SttFlushed | SttConfigured | SttError | SttClosed | SttSwitched;
 
 /**
  * What the client may ask. `configure` changes the turn detection from the next audio on

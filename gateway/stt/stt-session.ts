@@ -359,7 +359,10 @@ export class SttSession {
         return;
       case 'configure':
         // New turn settings apply from the audio after the message (in order with the audio before it).
-        return this.enqueue(async () => this.turns.configure(command.turns));
+        return this.enqueue(async () => {
+          this.turns.configure(command.turns);
+          this.send({ type: 'configured', turns: command.turns });
+        });
       case 'finalize':
         this.life.touch();
         return this.enqueue(async () => this.engine.finalize('finalize', () => this.send({ type: 'flushed' })));

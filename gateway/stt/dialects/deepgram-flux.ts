@@ -5,10 +5,14 @@
 //   TurnInfo  {event: StartOfTurn | Update | EagerEndOfTurn | TurnResumed | EndOfTurn, turn_index,
 //              audio_window_start, audio_window_end, transcript, words:[{word, confidence, start,
 //              end}], end_of_turn_confidence, request_id, sequence_id}
+//   ConfigureSuccess {thresholds:{eot_threshold, eager_eot_threshold, eot_timeout_ms}, keyterms}
+//                    once a Configure is applied (the values now in effect)
+//   ConfigureFailure {description} when it is refused (nothing of it applied; the session goes on)
 //   Error     {code, description, sequence_id}     (before an error close)
 // Client text messages: {"type":"CloseStream"} (what was heard is transcribed, then the socket
 // closes), {"type":"ForceEndTurn"} (the turn ends now), {"type":"Configure","thresholds":{...}}
-// (new thresholds from the next audio on; no ConfigureSuccess is sent) and KeepAlive.
+// (new thresholds from the next audio on; `keyterms`, `language_hints` and `numerals` cannot be
+// changed on an open stream here, so a Configure naming one is refused whole) and KeepAlive.
 //
 // Turns are the gateway's detector's (turn-detector.ts), which weighs P(end of turn) as Flux
 // does: `eot_threshold` is its end threshold, `eager_eot_threshold` its eager one (absent: no
@@ -57,9 +61,19 @@ export function applyFluxThresholds(base: TurnSettings, p: FluxThresholds, prefi
   return next;
 }
 
-/** The session's events in Flux's protocol; `turns` are the session's settings at the start (Configure changes them). */
-export function deepgramFluxDialect(requestId: string, turns: TurnSettings): SttDialect {
+/** Configure fields the session cannot change once open (the engine took them at its start). */
+const FIXED_FIELDS = ['keyterms', 'language_hints', 'numerals'];
+/** The code a refused Configure travels under from the dialect's command to its error (sent as ConfigureFailure). */
+const CONFIGURE_FAILURE = 'configure_failure';
+
+/**
+ * The session's events in Flux's protocol; `turns` are the session's settings at the start
+ * (Configure changes them), `keyterms` its keyterms (ConfigureSuccess reports them).
+ */
+export function deepgramFluxDialect(requestId: string, turns: TurnSettings, keyterms: string[] = []): SttDialect {
+  /** The settings in effect (what EndOfTurn reports), and those the Configures so far will have set (what the next is checked against). */
   let settings = turns;
+  let requested = turns;
   let sequence = 0;
   let turnIndex = 0;
   let inTurn = false;
@@ -143,7 +157,17 @@ export function deepgramFluxDialect(requestId: string, turns: TurnSettings): Stt
     turnFinal: () => (inTurn ? endTurn() : []),
     // ForceEndTurn: what was heard is final; the turn ends with it.
     flushed: () => (inTurn ? endTurn() : []),
-    error: (e) => [message('Error', { code: e.code, description: e.message })],
+    configured(e) {
+      settings = { ...settings, ...e.turns };
+      const thresholds = {
+        eot_threshold: settings.endThreshold,
+        ...(settings.eagerEndThreshold === null ? {} : { eager_eot_threshold: settings.eagerEndThreshold }),
+        eot_timeout_ms: settings.endTimeoutMs,
+      };
+      return [message('ConfigureSuccess', { thresholds, keyterms })];
+    },
+    error: (e) =>
+      e.code === CONFIGURE_FAILURE ? [message('ConfigureFailure', { description: e.message })] : [message('Error', { code: e.code, description: e.message })],
     // Asked to close mid-turn: everything heard was transcribed, so the turn ends with it.
     closed: (e) => (e.clientRequested && inTurn ? endTurn() : []),
     command(text) {
@@ -153,19 +177,22 @@ export function deepgramFluxDialect(requestId: string, turns: TurnSettings): Stt
         if (c.word === 'forceendturn') return { type: 'finalize' };
         if (c.word === 'keepalive') return { type: 'keepalive' };
         if (c.word === 'configure') {
+          const refused = (why: string) => ({ type: 'invalid' as const, code: CONFIGURE_FAILURE, message: why });
+          const fixed = FIXED_FIELDS.find((f) => c.json![f] !== undefined && c.json![f] !== null);
+          if (fixed)
+            return refused(`${fixed} cannot be changed on an open stream here: reconnect with them in the query. Nothing of this Configure was applied.`);
+          const thresholds = (c.json.thresholds ?? {}) as FluxThresholds;
+          if (thresholds === null || typeof thresholds !== 'object' || Array.isArray(thresholds)) return refused('Configure.thresholds must be an object.');
           try {
-            const thresholds = (c.json.thresholds ?? {}) as FluxThresholds;
-            if (thresholds === null || typeof thresholds !== 'object' || Array.isArray(thresholds))
-              return invalidMessage('Configure.thresholds must be an object.');
-            settings = applyFluxThresholds(settings, thresholds, 'thresholds.');
-            return {
-              type: 'configure',
-              turns: { eagerEndThreshold: settings.eagerEndThreshold, endThreshold: settings.endThreshold, endTimeoutMs: settings.endTimeoutMs },
-            };
+            requested = applyFluxThresholds(requested, thresholds, 'thresholds.');
           } catch (err) {
-            if (err instanceof ServiceError) return invalidMessage(err.message);
+            if (err instanceof ServiceError) return refused(err.message);
             throw err;
           }
+          return {
+            type: 'configure',
+            turns: { eagerEndThreshold: requested.eagerEndThreshold, endThreshold: requested.endThreshold, endTimeoutMs: requested.endTimeoutMs },
+          };
         }
       }
       return invalidMessage(
