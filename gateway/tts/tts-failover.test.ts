@@ -120,8 +120,8 @@ afterAll(async () => {
   delete process.env.ELEVEN_FAILOVER_KEY;
 });
 
-const duo = (g = h) => g.runtime.ctx.registry.resolve('duo', 'tts');
-const cartesiaDown = (g = h) => g.runtime.ctx.registry.healthyUpstreams(duo(g)).every((u) => u.url !== cartesia.url);
+const duo = (g = h, id = 'duo') => g.runtime.ctx.registry.resolve(id, 'tts');
+const cartesiaDown = (g = h, id = 'duo') => g.runtime.ctx.registry.healthyUpstreams(duo(g, id)).every((u) => u.url !== cartesia.url);
 
 /** Both engines up and fresh; Cartesia fails the `at`th span with `fault` (once); resolves when that fault is being served. */
 function arm(fault: TtsFault | null, at: number, g = h): Promise<void> {
@@ -437,6 +437,26 @@ describe('hedging (capabilities.hedge): the first audio asked of both engines', 
     expect(wins(cartesia.url)).toMatch(new RegExp(` ${ROUTES.length}$`));
     expect(wins(eleven.url)).toMatch(new RegExp(` ${ROUTES.length}$`));
     expect(metrics).not.toContain('svc_failovers_total{model="duo-hedged"');
+  });
+
+  it('the winner failing half-way through the first sentence: the engine that lost the race is asked again and speaks it all; billed once', async () => {
+    const before = armHedge('eleven');
+    // Cartesia's audio comes first (ElevenLabs holds its back), then Cartesia drops the connection half-way.
+    let asked = 0;
+    cartesia.ttsFault = () => (++asked === 1 ? 'close_mid' : null);
+    const id = requestId('hedge-winner-fails');
+    const res = await post(h, '/tts/bytes', body({ model_id: 'duo-hedged' }), { requestId: id });
+    expect(res.status).toBe(200);
+    expectAudioOf((await bytesOf(res)).length / 2, TEXT);
+    expect(eleven.spoken).toEqual(SPANS);
+    expect(cartesia.spoken).toEqual([]);
+    // ElevenLabs: the race's request (cancelled), then every sentence.
+    const elevenAsked = since('eleven', before);
+    expect(elevenAsked).toHaveLength(SPANS.length + 1);
+    expect(await elevenAsked[0]!.closed).toBe(true);
+    expect(since('cartesia', before)).toHaveLength(1);
+    expect(cartesiaDown(h, 'duo-hedged')).toBe(true);
+    await expectOneDebit(h, id, 'tts.bytes');
   });
 
   it('off (the default): one engine asked for the first audio', async () => {
