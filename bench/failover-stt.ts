@@ -7,12 +7,16 @@
 // them, then {"type":"close"}. Per run: the time from the close to the last final transcript,
 // and the words lost or duplicated (each final word matched to the burst it falls in). Faults in
 // the first engine (test/support/socket-faults.ts): `reset` (connection dropped) and `stall`
-// (socket kept, nothing sent: found after SVC_STT_STALL_SECONDS, 0.5 s here) at the start (its
-// first message), the middle (right after its first final) and the end (in place of its last
-// final). "extra" is the run's time minus the no-fault median of the same model.
+// (socket kept, nothing sent: found after SVC_STT_STALL_SECONDS, --stall-seconds here, 0.5 by
+// default) at the start (its first message), the middle (right after its first final) and the end
+// (in place of its last final). "extra" is the run's time minus the no-fault median of the same
+// model; "switch" is the time from the fault (the message the engine did not send) to the
+// client's engine.switched: how long the gateway took to notice and open the next engine (for a
+// stall, about the allowance).
 //
-//   npx tsx bench/failover-stt.ts [--runs 10]
+//   npx tsx bench/failover-stt.ts [--runs 10] [--stall-seconds 0.5]
 import { parseArgs } from 'node:util';
+import { pathToFileURL } from 'node:url';
 import WebSocket from 'ws';
 import { checkProtocol } from '../gateway/upstreams/protocols/index.ts';
 import { upsertModel } from '../server/services/models/upsert-model.ts';
@@ -24,7 +28,6 @@ import { speechBursts } from '../test/support/speech-bursts.ts';
 import { median, percentile, table } from './lib/load.ts';
 
 const RATE = 16000;
-const STALL_SECONDS = 0.5;
 const BURSTS: [number, number][] = [
   [0.3, 0.6],
   [0.9, 1.2],
@@ -46,6 +49,7 @@ export interface FailoverSttRow {
   'final p95 ms': number;
   'extra p50 ms': number;
   'extra p95 ms': number;
+  'switch p50 ms': number | string;
   'words lost': number;
   'words duplicated': number;
   errors: number;
@@ -53,6 +57,8 @@ export interface FailoverSttRow {
 
 interface Run {
   finalMs: number;
+  /** When the client got engine.switched (performance.now()), if it did. */
+  switchedAt?: number;
   lost: number;
   duplicated: number;
   error: boolean;
@@ -66,6 +72,7 @@ async function runSession(h: GatewayHarness, model: string): Promise<Run> {
   let error = false;
 
   let lastFinalAt = 0;
+  let switchedAt: number | undefined;
   const done = new Promise<void>((resolve) => ws.on('close', () => resolve()));
   ws.on('message', (data) => {
     const e = JSON.parse(data.toString()) as { type: string; is_final?: boolean; words?: { start: number; end: number }[] };
@@ -73,6 +80,7 @@ async function runSession(h: GatewayHarness, model: string): Promise<Run> {
       lastFinalAt = performance.now();
       words.push(...(e.words ?? []));
     }
+    if (e.type === 'engine.switched') switchedAt = performance.now();
     if (e.type === 'error') error = true;
   });
   await new Promise<void>((resolve, reject) => {
@@ -86,14 +94,15 @@ async function runSession(h: GatewayHarness, model: string): Promise<Run> {
   const hits = BURSTS.map(([s, e]) => words.filter((w) => w.start < e + 0.15 && w.end > s - 0.15).length);
   return {
     finalMs: lastFinalAt - closedAt,
+    switchedAt,
     lost: hits.filter((n) => n === 0).length,
     duplicated: hits.reduce((sum, n) => sum + Math.max(0, n - 1), 0) + (words.length - hits.reduce((a, b) => a + b, 0)),
     error,
   };
 }
 
-/** Runs every case `runs` times; returns one row per case. */
-export async function benchSttFailover(runs: number): Promise<FailoverSttRow[]> {
+/** Runs every case `runs` times, stalls found after `stallSeconds`; returns one row per case. */
+export async function benchSttFailover(runs: number, stallSeconds: number): Promise<FailoverSttRow[]> {
   process.env.BENCH_FO_DG_KEY = 'dg_bench_failover';
   process.env.BENCH_FO_CA_KEY = 'sk_car_bench_failover';
   const [dg, ca]: [ScriptedDeepgram, ScriptedCartesia] = await Promise.all([
@@ -102,7 +111,7 @@ export async function benchSttFailover(runs: number): Promise<FailoverSttRow[]> 
   ]);
   const h = await startGateway({
     creditsMicros: 10_000_000_000n,
-    env: { SVC_HEALTH_CHECK_SECONDS: '3600', SVC_STT_STALL_SECONDS: String(STALL_SECONDS) },
+    env: { SVC_HEALTH_CHECK_SECONDS: '3600', SVC_STT_STALL_SECONDS: String(stallSeconds) },
   });
   const rows: FailoverSttRow[] = [];
   try {
@@ -118,11 +127,11 @@ export async function benchSttFailover(runs: number): Promise<FailoverSttRow[]> 
     }
     await h.runtime.ctx.registry.refresh();
     const { ctx } = h.runtime;
-    const cases: { fault: string; place: string; make?: () => SocketFault }[] = [{ fault: 'none', place: '-' }];
+    const cases: { fault: string; place: string; socketFault?: SocketFault }[] = [{ fault: 'none', place: '-' }];
     for (const kind of ['reset', 'stall'] as const) {
-      cases.push({ fault: kind, place: 'start', make: () => ({ kind, afterFinals: 0 }) });
-      cases.push({ fault: kind, place: 'middle', make: () => ({ kind, afterFinals: 1 }) });
-      cases.push({ fault: kind, place: 'end', make: () => ({ kind, afterFinals: 1, onFinal: true }) });
+      cases.push({ fault: kind, place: 'start', socketFault: { kind, afterFinals: 0 } });
+      cases.push({ fault: kind, place: 'middle', socketFault: { kind, afterFinals: 1 } });
+      cases.push({ fault: kind, place: 'end', socketFault: { kind, afterFinals: 1, onFinal: true } });
     }
     for (const m of models) {
       // Warm-up (the turn detector's model, the engines' first sockets): not counted.
@@ -130,10 +139,14 @@ export async function benchSttFailover(runs: number): Promise<FailoverSttRow[]> 
       let baseline = NaN;
       for (const c of cases) {
         const results: Run[] = [];
+        const switches: number[] = [];
         for (let i = 0; i < runs; i++) {
           for (const u of ctx.registry.resolve(m.id, 'stt').upstreams) ctx.health.record(u, { ok: true });
-          m.first.sttFault = c.make?.();
-          results.push(await runSession(h, m.id));
+          let shownAt: number | undefined;
+          m.first.sttFault = c.socketFault && { ...c.socketFault, shown: () => (shownAt = performance.now()) };
+          const r = await runSession(h, m.id);
+          if (shownAt !== undefined && r.switchedAt !== undefined) switches.push(r.switchedAt - shownAt);
+          results.push(r);
         }
         m.first.sttFault = undefined;
         const times = results.map((r) => r.finalMs).sort((a, b) => a - b);
@@ -143,10 +156,11 @@ export async function benchSttFailover(runs: number): Promise<FailoverSttRow[]> 
           fault: c.fault,
           place: c.place,
           runs,
-          'final p50 ms': percentile(times, 50),
-          'final p95 ms': percentile(times, 95),
-          'extra p50 ms': percentile(times, 50) - baseline,
-          'extra p95 ms': percentile(times, 95) - baseline,
+          'final p50 ms': Math.round(percentile(times, 50)),
+          'final p95 ms': Math.round(percentile(times, 95)),
+          'extra p50 ms': Math.round(percentile(times, 50) - baseline),
+          'extra p95 ms': Math.round(percentile(times, 95) - baseline),
+          'switch p50 ms': switches.length ? Math.round(median(switches.sort((a, b) => a - b))) : '—',
           'words lost': results.reduce((s, r) => s + r.lost, 0),
           'words duplicated': results.reduce((s, r) => s + r.duplicated, 0),
           errors: results.filter((r) => r.error).length,
@@ -160,8 +174,17 @@ export async function benchSttFailover(runs: number): Promise<FailoverSttRow[]> 
   return rows;
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) {
-  const { values } = parseArgs({ options: { runs: { type: 'string', default: '10' } } });
-  const rows = await benchSttFailover(Number(values.runs));
+export async function run(argv: string[]): Promise<void> {
+  const { values } = parseArgs({
+    args: argv,
+    options: { runs: { type: 'string', default: '10' }, 'stall-seconds': { type: 'string', default: '0.5' } },
+    strict: false,
+  });
+  const runs = Number(values.runs);
+  const stallSeconds = Number(values['stall-seconds']);
+  const rows = await benchSttFailover(runs, stallSeconds);
+  console.log(`Streaming STT failover: ${runs} runs each, SVC_STT_STALL_SECONDS=${stallSeconds}, ms`);
   console.log(table(rows as unknown as Record<string, string | number>[]));
 }
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) await run(process.argv.slice(2));

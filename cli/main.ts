@@ -219,7 +219,9 @@ model
   .option('--price-per-second <usd>', 'stt: USD per second of audio')
   .option('--sample-rates <list>', 'stt: comma-separated sample rates the model accepts')
   .option('--max-output-tokens <n>', 'llm: output reserved for a request without max_tokens (default SVC_LLM_RESERVE_MAX_TOKENS)')
-  .addOption(new Option('--hedge <on|off>', 'llm: ask two upstreams for the first token, keep the first (docs/failover.md)').choices(['on', 'off']))
+  .addOption(
+    new Option('--hedge <on|off>', 'race two upstreams for the first token, audio or transcript, keep the first (docs/failover.md)').choices(['on', 'off']),
+  )
   .addOption(new Option('--status <s>', 'active or disabled').choices(['active', 'disabled']))
   .action(async (o: Record<string, string | undefined> & { setting?: Record<string, unknown> }) => {
     const weight = Number(o.weight);

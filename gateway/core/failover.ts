@@ -2,7 +2,8 @@
 // TTS streams, LLM streams): the upstream is out for new work at once (its circuit opens:
 // gateway/registry/circuit.ts; back through the health checks), and the switch is a metric, a
 // log line, an event on the active trace span and the request log's failover reason. Who
-// switches decides how (docs/failover.md); this only records.
+// switches decides how (docs/failover.md); this only records. A hedge (two upstreams raced for
+// the first output: docs/failover.md, "Hedging") is recorded here too, by the upstream that won.
 import type { GatewayContext } from '../context.ts';
 import type { FailoverPhase, FailoverReason } from '../metrics/gateway-metrics.ts';
 import type { UpstreamEntry } from '../registry/model-registry.ts';
@@ -33,4 +34,15 @@ export function recordFailover(ctx: GatewayContext, f: Failover): void {
   );
   ctx.tracing?.failover(f.from, f.reason, f.phase);
   if (f.ref) ctx.requestLog?.annotate(f.ref, { failoverReason: `${f.reason} (${f.phase.replace(/_/g, ' ')})` });
+}
+
+/** A hedge decided: `won` was kept (its first output came first), `lost` cancelled (or failed before it: recorded as a failover too). */
+export interface Hedge {
+  won: UpstreamEntry;
+  lost: UpstreamEntry;
+}
+
+export function recordHedge(ctx: GatewayContext, h: Hedge): void {
+  ctx.metrics.hedge(h.won);
+  ctx.tracing?.hedge(h.won, h.lost);
 }

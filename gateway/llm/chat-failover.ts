@@ -11,7 +11,7 @@
 // error event as before. With `capabilities.hedge` the first token is asked of two engines at once.
 import { isServiceError } from '../../server/services/errors.ts';
 import type { Timer } from '../../server/clock.ts';
-import { recordFailover, type Failover, type FailoverReason } from '../core/failover.ts';
+import { recordFailover, recordHedge, type Failover, type FailoverReason } from '../core/failover.ts';
 import { clientErrorFor, type UpstreamCall } from '../core/try-upstreams.ts';
 import type { JsonObject } from '../json-body.ts';
 import type { UpstreamEntry } from '../registry/model-registry.ts';
@@ -210,6 +210,7 @@ export class ChatFailover {
     try {
       winner = await Promise.any(contenders);
       this.upstream = winner.upstream;
+      recordHedge(this.ctx, { won: winner.upstream, lost: winner.upstream === a ? b : a });
       // The one that failed before the winner's first output is recorded like any engine left behind.
       for (const [u, fault] of faults) this.failed(fault, u);
       return winner;

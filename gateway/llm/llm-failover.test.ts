@@ -13,6 +13,7 @@ import { startGateway, type GatewayHarness } from '../../test/support/gateway-ha
 import { startFaultyEngines, type Fault, type FaultyEngines } from '../../test/support/scripted-chat-faults.ts';
 import { usageRows } from '../../test/support/usage-rows.ts';
 import { checkProtocol } from '../upstreams/protocols/index.ts';
+import { upstreamLabel } from '../metrics/gateway-metrics.ts';
 
 const PRICE_IN = 150_001n;
 const PRICE_OUT = 600_003n;
@@ -301,6 +302,11 @@ describe('hedging (capabilities.hedge)', () => {
     await engines.requests[0]!.closed; // the stalled one, cancelled
     const bill = await billOf(h, requestId);
     expect(bill).toEqual({ cost: llmCost(PROMPT, PIECES.length), input: PROMPT, output: PIECES.length });
+    // Counted by the engine that won (svc_hedges_total), not as a failover.
+    const winner = engines.engines.find((e) => e.name !== engines.requests[0]!.engine)!;
+    const metrics = await h.runtime.ctx.metrics.registry.metrics();
+    expect(metrics).toContain(`svc_hedges_total{model="${id}",upstream="${upstreamLabel(winner.baseUrl)}"} 1`);
+    expect(metrics).not.toContain(`svc_failovers_total{model="${id}"`);
   });
 
   it('off by default: one engine asked', async () => {

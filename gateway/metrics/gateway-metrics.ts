@@ -91,6 +91,12 @@ export class GatewayMetrics {
     labelNames: ['model', 'upstream', 'reason', 'phase'] as const,
     registers: [this.registry],
   });
+  private readonly hedges = new Counter({
+    name: 'svc_hedges_total',
+    help: 'Races of two upstreams for the first output (a model with capabilities.hedge), by the upstream that won.',
+    labelNames: ['model', 'upstream'] as const,
+    registers: [this.registry],
+  });
   private readonly debitedMicros = new Counter({
     name: 'svc_credits_debited_micros_total',
     help: 'Credits debited for usage, in micro-USD.',
@@ -199,6 +205,10 @@ export class GatewayMetrics {
 
   failover(upstream: Pick<UpstreamEntry, 'modelId' | 'url'>, reason: FailoverReason, phase: FailoverPhase): void {
     this.failovers.labels(upstream.modelId, upstreamLabel(upstream.url), reason, phase).inc();
+  }
+
+  hedge(won: Pick<UpstreamEntry, 'modelId' | 'url'>): void {
+    this.hedges.labels(won.modelId, upstreamLabel(won.url)).inc();
   }
 
   debited(modality: string, model: string, micros: bigint): void {

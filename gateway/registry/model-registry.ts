@@ -30,7 +30,7 @@ export interface ModelEntry {
   sampleRates: number[] | null;
   /** LLM: the most output a request without max_tokens is reserved for (`capabilities.max_output_tokens`); null: the gateway's default. */
   maxOutputTokens: number | null;
-  /** LLM: the first token is asked of two upstreams at once (`capabilities.hedge`; docs/failover.md, "Hedging"). */
+  /** The first output (an LLM's first token, TTS's first audio, STT's first message) is raced on two upstreams (`capabilities.hedge`; docs/failover.md, "Hedging"). */
   hedge: boolean;
   upstreams: UpstreamEntry[];
 }

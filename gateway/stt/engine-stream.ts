@@ -5,7 +5,10 @@
 // or ends, it sends what the protocol does not allow, it stays silent `stallMs` while audio
 // flows, or leaves a finalize unanswered that long) the next healthy upstream is opened and the
 // audio since the last final (pending-audio.ts) is replayed to it, its times moved to the
-// session's. The session (stt-session.ts) calls it from its steps, which run one at a time.
+// session's. Hedging (the model's capabilities.hedge): the stream is opened on two upstreams at
+// once, and both hear the same audio until one of them says something; that one is kept and the
+// other closed (bounded: HEDGE_MAX_SECONDS of audio with a word from neither keeps the first
+// opened). The session (stt-session.ts) calls it from its steps, which run one at a time.
 import { floatToS16 } from '../audio/pcm.ts';
 import { createResampler, type Resampler } from '../audio/resample.ts';
 import type { Clock, Timer } from '../../server/clock.ts';
@@ -35,6 +38,19 @@ export interface EngineSwitch {
   atSeconds: number;
 }
 
+/**
+ * Hedging: the race for the first message ends after this much of the session's audio with none
+ * (the first engine opened is kept); what the other engine is sent, and may hold, is bounded by it.
+ */
+export const HEDGE_MAX_SECONDS = 10;
+
+/** A hedge decided: `won` kept, `lost` closed (`failure`: it failed while racing, a failover unseen by the client). */
+export interface HedgeOutcome {
+  won: UpstreamEntry;
+  lost: UpstreamEntry;
+  failure?: { reason: FailoverReason; error: unknown };
+}
+
 export interface EngineStreamEvents {
   /** A transcript or turn the engine reported, its times the session's (not `finalized`: the finalize queue answers those). */
   event(event: Exclude<TranscriptionEvent, { type: 'finalized' }>, opened: OpenedStream): void;
@@ -42,11 +58,13 @@ export interface EngineStreamEvents {
   failed(err: unknown): void;
   /** The engine failed; the session moves on to the next upstream (failed() follows if none opens). */
   switching?(s: EngineSwitch): void;
+  /** Hedging: the race for the first message is over. */
+  hedged?(h: HedgeOutcome): void;
 }
 
 export interface EngineStreamOptions {
-  /** Opens a stream on the model's first healthy upstream not in `failed` (upstream ids). */
-  open: (failed: readonly string[]) => Promise<OpenedStream>;
+  /** Opens a stream on the model's first healthy upstream not in `failed` (upstream ids); `only`: on that upstream alone. */
+  open: (failed: readonly string[], only?: string) => Promise<OpenedStream>;
   /** Whether a healthy upstream not in `failed` is left (none: the session fails as it would without failover). */
   canSwitch: (failed: readonly string[]) => boolean;
   clock: Clock;
@@ -54,6 +72,17 @@ export interface EngineStreamOptions {
   stallMs: number;
   /** Most audio kept for a replay (seconds). */
   maxPendingSeconds: number;
+  /** Hedging: the two upstreams to open at once, or null (off, or fewer than two to race). */
+  hedge?: () => [UpstreamEntry, UpstreamEntry] | null;
+}
+
+/** Hedging: the two upstreams racing, and the second stream once it opened (it hears the same audio as the first). */
+interface Race {
+  pair: [UpstreamEntry, UpstreamEntry];
+  rival: OpenedStream | null;
+  resampler: Resampler | null;
+  /** The session's audio position the rival's audio begins at. */
+  start: number;
 }
 
 interface Finalize {
@@ -81,6 +110,8 @@ export class EngineStream {
   private speechActive: boolean | undefined;
   private stallTimer: Timer | null = null;
   private finalizeTimer: Timer | null = null;
+  /** Hedging: the race for the first message (null: none, or over). */
+  private race: Race | null = null;
   /** The session is over: the engine's events are ignored. */
   private detached = false;
   private closed = false;
@@ -106,7 +137,8 @@ export class EngineStream {
   /** The stream, opened at the first call (while a failover opens the next one: that one). */
   async open(): Promise<OpenedStream> {
     if (this.current) return this.current;
-    this.opening ??= this.o.open([]).then(
+    const pair = this.opening ? null : (this.o.hedge?.() ?? null);
+    this.opening ??= (pair ? this.openBoth(pair) : this.o.open([])).then(
       (opened) => this.install(opened),
       (err: unknown) => {
         this.opening = null;
@@ -116,6 +148,77 @@ export class EngineStream {
     return this.opening;
   }
 
+  /**
+   * Hedging: both upstreams opened at once; the first open serves, the other joins the race when
+   * it opens. Neither opens: the model's other upstreams in turn (none: the first one's error).
+   */
+  private openBoth(pair: [UpstreamEntry, UpstreamEntry]): Promise<OpenedStream> {
+    this.race = { pair, rival: null, resampler: null, start: 0 };
+    const openings = pair.map((u) => this.o.open([], u.id));
+    const first = Promise.any(openings).catch((e: AggregateError) => {
+      this.race = null;
+      const ids = pair.map((u) => u.id);
+      return this.o.canSwitch(ids) ? this.o.open(ids) : Promise.reject(e.errors[0] as Error);
+    });
+    for (const opening of openings) {
+      void Promise.allSettled([opening, first]).then(([opened]) => {
+        if (opened.status === 'fulfilled' && opened.value !== this.current) this.join(opened.value);
+      });
+    }
+    return first;
+  }
+
+  /** Hedging: the second stream opened; it is sent the audio so far (and asked the finalizes so far), then hears what the first hears. */
+  private join(opened: OpenedStream): void {
+    const race = this.race;
+    // The race is over (decided, or the session ended): it is not needed.
+    if (!race || this.closed || this.detached || !this.current) {
+      opened.stream.close();
+      opened.release?.();
+      return;
+    }
+    race.rival = opened;
+    race.start = this.pending.start;
+    if (opened.engineRate !== this.sessionRate) race.resampler = createResampler(this.sessionRate, opened.engineRate);
+    if (!opened.engineTurns) opened.stream.speaking?.(this.speechActive ?? false);
+    this.replayPending({
+      write: (samples) => this.writeRival(race, samples),
+      flush: () => this.flushRival(race),
+      finalize: () => opened.stream.finalize(),
+    });
+    void this.relay(opened);
+  }
+
+  /**
+   * Hedging: `winner` spoke first (or the first opened is kept at the cap, or the other failed):
+   * it serves from now on, the other is closed.
+   */
+  private decide(winner: OpenedStream, failure?: HedgeOutcome['failure']): void {
+    const race = this.race;
+    if (!race || (winner !== this.current && winner !== race.rival)) return;
+    this.race = null;
+    const loser = winner === this.current ? race.rival : this.current;
+    if (winner === race.rival) {
+      // The rival heard everything the first heard: it takes over, its times from where its audio began.
+      this.current = winner;
+      this.resampler?.close();
+      this.resampler = race.resampler;
+      race.resampler = null;
+      this.streamStart = race.start;
+      if (!winner.engineTurns) this.speechActive ??= false;
+      this.stopTimers();
+      if (this.finalizes.length) this.finalizeTimer = this.o.clock.after(this.o.stallMs, () => this.fail('finalize_unanswered'));
+    }
+    race.resampler?.close();
+    if (loser) {
+      loser.stream.close();
+      loser.release?.();
+      loser.release = undefined;
+    }
+    const won = winner.upstream ?? race.pair[0];
+    this.on.hedged?.({ won, lost: race.pair.find((u) => u.id !== won.id)!, ...(failure && { failure }) });
+  }
+
   /** Writes samples at the session's rate (resampled to the engine's); returns the seconds of audio the engine has not taken yet. */
   write(samples: Float32Array): number {
     this.pending.append(samples);
@@ -123,6 +226,11 @@ export class EngineStream {
     // A failover is opening the next engine: it gets this audio in the replay.
     if (!opened) return 0;
     opened.stream.write(floatToS16(this.resampler ? this.resampler.push(samples) : samples));
+    if (this.race) {
+      if (this.race.rival) this.writeRival(this.race, samples);
+      // Bounded: after this much audio with a word from neither, the first opened is kept.
+      if (this.pending.end >= HEDGE_MAX_SECONDS * this.sessionRate) this.decide(opened);
+    }
     if (!this.stallTimer && this.speechActive !== false && !opened.stream.speaking) {
       this.stallTimer = this.o.clock.after(this.o.stallMs, () => this.fail('stall'));
     }
@@ -139,6 +247,7 @@ export class EngineStream {
     this.finalizes.push({ cause, then, at: this.pending.end });
     if (!this.current) return;
     this.current.stream.finalize();
+    this.race?.rival?.stream.finalize();
     this.finalizeTimer ??= this.o.clock.after(this.o.stallMs, () => this.fail('finalize_unanswered'));
   }
 
@@ -157,12 +266,14 @@ export class EngineStream {
   endAudio(): void {
     this.audioEnded = true;
     this.flushResampler();
+    if (this.race) this.flushRival(this.race);
   }
 
   /** Whether someone is speaking (the gateway's turn detector), for engines that are sent only speech. */
   speaking(active: boolean): void {
     this.speechActive = active;
     this.current?.stream.speaking?.(active);
+    this.race?.rival?.stream.speaking?.(active);
   }
 
   /**
@@ -173,6 +284,7 @@ export class EngineStream {
     this.detached = true;
     this.stopTimers();
     this.current?.stream.close();
+    this.race?.rival?.stream.close();
   }
 
   /** Frees the engine's side (at once, or as soon as a stream still opening is open). */
@@ -180,6 +292,12 @@ export class EngineStream {
     this.detach();
     this.closed = true;
     if (this.current) this.free(this.current);
+    const race = this.race;
+    this.race = null;
+    if (race?.rival) {
+      race.resampler?.close();
+      this.free(race.rival);
+    }
   }
 
   private free(opened: OpenedStream): void {
@@ -213,17 +331,38 @@ export class EngineStream {
     this.resampler = null;
   }
 
-  /** The engine's events, until its stream ends (a stream left by a failover is no longer heard). */
+  private writeRival(race: Race, samples: Float32Array): void {
+    race.rival?.stream.write(floatToS16(race.resampler ? race.resampler.push(samples) : samples));
+  }
+
+  private flushRival(race: Race): void {
+    if (race.rival && race.resampler) race.rival.stream.write(floatToS16(race.resampler.end()));
+    race.resampler = null;
+  }
+
+  /** The engine's events, until its stream ends (a stream left by a failover, or that lost a race, is no longer heard). */
   private async relay(opened: OpenedStream): Promise<void> {
+    const racing = () => opened === this.race?.rival;
     try {
       for await (const event of opened.stream.events) {
-        if (this.detached || opened !== this.current) return;
-        this.heard(event, opened);
+        if (this.detached) return;
+        // Hedging: the first thing either engine says decides the race (an empty transcript says nothing).
+        if (this.race && !(event.type === 'transcript' && !event.text)) this.decide(opened);
+        if (opened === this.current) this.heard(event, opened);
+        else if (!racing()) return;
       }
-      if (!this.detached && opened === this.current) throw new UpstreamError('broken', 'The engine ended the transcription stream.');
+      if (!this.detached && (opened === this.current || racing())) throw new UpstreamError('broken', 'The engine ended the transcription stream.');
     } catch (err) {
-      if (!this.detached && opened === this.current) this.fail(reasonOf(err), err);
+      if (this.detached) return;
+      if (opened === this.current) this.fail(reasonOf(err), err);
+      else if (racing()) this.rivalFailed(opened, reasonOf(err), err);
     }
+  }
+
+  /** Hedging: the second engine failed while racing: the first is kept, the other left out of any later failover. */
+  private rivalFailed(rival: OpenedStream, reason: FailoverReason, error: unknown): void {
+    if (rival.upstream) this.failedUpstreams.push(rival.upstream.id);
+    this.decide(this.current!, { reason, error });
   }
 
   private heard(event: TranscriptionEvent, opened: OpenedStream): void {
@@ -265,6 +404,15 @@ export class EngineStream {
           : `The engine did not answer a finalize within ${this.o.stallMs / 1000} s.`,
       );
     this.stopTimers();
+    const rival = this.race?.rival;
+    if (rival && from.upstream) {
+      // Hedging: the engine racing this one has heard all the audio too: it takes over at once.
+      this.failedUpstreams.push(from.upstream.id);
+      this.on.switching?.({ from: from.upstream, reason, error: failure, atSeconds: this.race!.start / this.sessionRate });
+      return this.decide(rival);
+    }
+    // The other engine of a race has not opened yet: it is closed when it does; the failover opens the next as always.
+    this.race = null;
     if (!from.upstream || !this.o.canSwitch([...this.failedUpstreams, from.upstream.id])) {
       // Nowhere to go: a silent engine is left to its protocol's own deadlines (as without failover); a failed one fails the session.
       return error === undefined ? undefined : this.on.failed(failure);
@@ -292,25 +440,27 @@ export class EngineStream {
     this.streamStart = this.pending.start;
     this.install(next);
     if (this.closed) return next;
-    let at = this.pending.start;
-    for (const f of this.finalizes) {
-      const to = Math.max(f.at, at);
-      this.replay(at, to);
-      at = to;
-      if (this.audioEnded && at >= this.pending.end) this.flushResampler();
-      next.stream.finalize();
-    }
-    this.replay(at, this.pending.end);
-    if (this.audioEnded) this.flushResampler();
+    this.replayPending({
+      write: (samples) => next.stream.write(floatToS16(this.resampler ? this.resampler.push(samples) : samples)),
+      flush: () => this.flushResampler(),
+      finalize: () => next.stream.finalize(),
+    });
     if (this.finalizes.length) this.finalizeTimer = this.o.clock.after(this.o.stallMs, () => this.fail('finalize_unanswered'));
     return next;
   }
 
-  private replay(from: number, to: number): void {
-    const { stream } = this.current!;
-    for (const samples of this.pending.between(from, to)) {
-      stream.write(floatToS16(this.resampler ? this.resampler.push(samples) : samples));
+  /** The pending audio to a stream that just opened, the finalizes still unanswered asked again at their places in it. */
+  private replayPending(to: { write(samples: Float32Array): void; flush(): void; finalize(): void }): void {
+    let at = this.pending.start;
+    for (const f of this.finalizes) {
+      const end = Math.max(f.at, at);
+      for (const samples of this.pending.between(at, end)) to.write(samples);
+      at = end;
+      if (this.audioEnded && at >= this.pending.end) to.flush();
+      to.finalize();
     }
+    for (const samples of this.pending.between(at, this.pending.end)) to.write(samples);
+    if (this.audioEnded) to.flush();
   }
 
   private stopTimers(): void {

@@ -19,7 +19,7 @@ import type { Ticket } from '../core/admission.ts';
 import type { CreditHold, RequestAuth } from '../core/gateway-core.ts';
 import type { ModelEntry, UpstreamEntry } from '../registry/model-registry.ts';
 import type { StreamingTranscriptionCapability } from '../upstreams/contract.ts';
-import { recordFailover } from '../core/failover.ts';
+import { recordFailover, recordHedge } from '../core/failover.ts';
 import { recordAnswerFailure, tryUpstreams } from '../core/try-upstreams.ts';
 import type { Outbox } from '../sessions/outbox.ts';
 import { WebSocketLink } from '../sessions/websocket-link.ts';
@@ -180,13 +180,24 @@ export function startPlannedSession(ctx: GatewayContext, outbox: Outbox<SttEvent
       auth: s.auth,
       core: ctx.core,
       hold: s.hold,
-      openStream: async (sessionGone, failed) => {
-        const model = { ...plan.model, upstreams: plan.model.upstreams.filter((u) => !failed.includes(u.id)) };
+      openStream: async (sessionGone, failed, only) => {
+        const model = { ...plan.model, upstreams: plan.model.upstreams.filter((u) => (only ? u.id === only : !failed.includes(u.id))) };
         const opened = await openEngineStream(ctx, s.auth, { ...plan, model }, sessionGone);
-        engineUpstream = opened.upstream;
+        // Hedging: the first to open is the engine until the race is decided (onHedge).
+        engineUpstream ??= opened.upstream;
+        if (!only) engineUpstream = opened.upstream;
         return opened;
       },
       canSwitch: (failed) => ctx.registry.healthyUpstreams(plan.model).some((u) => !failed.includes(u.id)),
+      hedge: () => hedgePair(ctx, plan.model),
+      onHedge: ({ won, lost, failure }) => {
+        engineUpstream = won;
+        recordHedge(ctx, { won, lost });
+        if (!failure) return;
+        // The other engine failed while racing: out for new work like any engine that failed mid-session; the client saw nothing of it.
+        failedOver.add(lost.id);
+        recordFailover(ctx, { from: lost, reason: failure.reason, phase: 'before_first_output', error: failure.error, ref, log: s.log });
+      },
       // A failover has recorded the upstream that failed: the last one is recorded here only if it failed on its own.
       onEngineFailure: (error) => engineUpstream && !failedOver.has(engineUpstream.id) && recordAnswerFailure(ctx, engineUpstream, error),
       onFailover: ({ from, reason, phase, error }) => {
@@ -208,6 +219,20 @@ export function startPlannedSession(ctx: GatewayContext, outbox: Outbox<SttEvent
     },
     outbox,
   );
+}
+
+/** Hedging (the model's capabilities.hedge): the first two upstreams to try, or null (off, or fewer than two with a closed circuit). */
+function hedgePair(ctx: GatewayContext, model: ModelEntry): [UpstreamEntry, UpstreamEntry] | null {
+  if (!model.hedge) return null;
+  let order: UpstreamEntry[];
+  try {
+    order = ctx.registry.upstreamOrder(model);
+  } catch {
+    return null; // none healthy: the plain open says so
+  }
+  // A half-open circuit's one trial call is not spent on a race.
+  const [a, b] = order.filter((u) => ctx.registry.circuits.stateOf(u.id) === 'closed');
+  return a && b ? [a, b] : null;
 }
 
 /**

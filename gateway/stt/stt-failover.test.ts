@@ -11,8 +11,12 @@
 // by the healthy engine only. Also: cartesia-js and /v1/listen (Deepgram's dialect) see no event
 // of their protocols' unknown to them; the request log's row per turn names the failover on the
 // turn it happened in. Stalls are found on the session's clock, which the test moves.
+// Hedging (model `hedge-dg-ca`, capabilities.hedge): both engines opened at once and fed the same
+// audio; the one that holds back its messages (a `stall` at its first: slower than any) sees its
+// socket closed while the session goes on, the other's transcript is the client's, billed once; with
+// a word from neither, the race ends after HEDGE_MAX_SECONDS of audio; off, one engine is opened.
 import { createRequire } from 'node:module';
-import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it, onTestFinished, vi } from 'vitest';
 import { upsertModel } from '../../server/services/models/upsert-model.ts';
 import { startGateway, type GatewayHarness } from '../../test/support/gateway-harness.ts';
 import { manualClock } from '../../test/support/manual-clock.ts';
@@ -24,6 +28,8 @@ import type { SocketFault, SocketFaultKind } from '../../test/support/socket-fau
 import { speechBursts } from '../../test/support/speech-bursts.ts';
 import { audioCost, expectDebited, openSession, refusedUpgrade, s16le, summary, type SttEvent } from '../../test/support/stt-routes.ts';
 import { checkProtocol } from '../upstreams/protocols/index.ts';
+import { upstreamLabel } from '../metrics/gateway-metrics.ts';
+import { HEDGE_MAX_SECONDS } from './engine-stream.ts';
 
 const require = createRequire(import.meta.url);
 const { Cartesia } = require('@cartesia/cartesia-js') as typeof import('@cartesia/cartesia-js');
@@ -53,7 +59,8 @@ let h: GatewayHarness;
 let dg: ScriptedDeepgram;
 let ca: ScriptedCartesia;
 
-type ModelId = 'fo-dg-then-ca' | 'fo-ca-then-dg';
+const HEDGED = 'hedge-dg-ca';
+type ModelId = 'fo-dg-then-ca' | 'fo-ca-then-dg' | typeof HEDGED;
 const MODELS: { id: ModelId; first: 'deepgram' | 'cartesia' }[] = [
   { id: 'fo-dg-then-ca', first: 'deepgram' },
   { id: 'fo-ca-then-dg', first: 'cartesia' },
@@ -76,6 +83,9 @@ beforeAll(async () => {
   ] as const) {
     for (const upstream of upstreams) await upsertModel(prisma, checkProtocol, { id, modality: 'stt', prices: { picoPerSecond: STT_PRICE }, upstream });
   }
+  for (const upstream of [deepgram(99), cartesia(1)]) {
+    await upsertModel(prisma, checkProtocol, { id: HEDGED, modality: 'stt', prices: { picoPerSecond: STT_PRICE }, hedge: true, upstream });
+  }
   await h.runtime.ctx.registry.refresh();
 }, 60_000);
 
@@ -85,7 +95,7 @@ beforeEach(() => {
   vi.spyOn(Math, 'random').mockReturnValue(0.5);
   // Each case starts with both engines in service (a failover takes the failed one out at once).
   const { ctx } = h.runtime;
-  for (const { id } of MODELS) for (const u of ctx.registry.resolve(id, 'stt').upstreams) ctx.health.record(u, { ok: true });
+  for (const id of [...MODELS.map((m) => m.id), HEDGED]) for (const u of ctx.registry.resolve(id, 'stt').upstreams) ctx.health.record(u, { ok: true });
 });
 
 afterAll(async () => {
@@ -341,5 +351,85 @@ describe('a real client: @cartesia/cartesia-js stt.manualFinalize on /stt/websoc
     ).toEqual([]);
     expectEveryWordOnce(log.events);
     await expectBilledOnce(log.events[0]!.request_id as string);
+  });
+});
+
+describe('hedging (capabilities.hedge): the session opened on both engines', () => {
+  type Engine = 'deepgram' | 'cartesia';
+  /** The engine's socket opened after `before` sockets, once it is. */
+  const socketAfter = (engine: Engine, before: number) =>
+    until(`${engine}'s socket`, () => (engine === 'deepgram' ? dg.sockets[before] : ca.sttSockets[before]));
+  /** The words each scripted engine hears the bursts as (Deepgram's punctuated: "Alpha."). */
+  const WORDS: Record<Engine, RegExp> = { deepgram: /^(alpha|bravo|charlie|delta|echo|foxtrot)\.?$/i, cartesia: /^(one|two|three)$/ };
+  const hedgeWins = async (engine: Engine) => {
+    const metrics = await h.runtime.ctx.metrics.registry.metrics();
+    const url = engine === 'deepgram' ? dg.url : ca.url;
+    const line = metrics.split('\n').find((l) => l.startsWith(`svc_hedges_total{model="${HEDGED}",upstream="${upstreamLabel(url)}"} `));
+    return Number(line?.split(' ')[1] ?? 0);
+  };
+
+  it.each(['deepgram', 'cartesia'] as Engine[])(
+    '%s slower: its socket is closed at the first message of the other, which transcribes everything; billed once',
+    async (slow) => {
+      const fast = other(slow);
+      const before = { deepgram: socketsOf('deepgram'), cartesia: socketsOf('cartesia') };
+      const wins = await hedgeWins(fast);
+      // Slower than any: it takes the audio and holds back its first message.
+      peerOf(slow).sttFault = { kind: 'stall', afterFinals: 0 };
+      const client = await openSession(h, { model: HEDGED, sample_rate: String(RATE), turn_source: 'gateway', failover_events: 'true', api_key: h.key });
+      onTestFinished(() => client.ws.close());
+      const started = await client.until((e) => e.type === 'session.started');
+      await client.stream(AUDIO, { frameBytes: 3200, intervalMs: 0 });
+      await client.until((e) => e.type === 'transcript');
+      // The session is live (the client has not closed it): the slow engine's socket closed as the race was decided.
+      const [slowSocket, fastSocket] = await Promise.all([socketAfter(slow, before[slow]), socketAfter(fast, before[fast])]);
+      let fastClosed = false;
+      void fastSocket.closed.then(() => (fastClosed = true));
+      await slowSocket.closed;
+      expect(fastClosed).toBe(false);
+      expect(client.ws.readyState).toBe(client.ws.OPEN);
+      client.command({ type: 'close' });
+      const closed = await client.closed;
+      expect(closed.code, summary(client.events)).toBe(1000);
+      expect(client.ofType('error')).toEqual([]);
+      expect(client.ofType('engine.switched')).toEqual([]);
+      const words = expectEveryWordOnce(client.events);
+      for (const w of words) expect(w.word).toMatch(WORDS[fast]);
+      expectTurnTextsExact(client.events);
+      expect([socketsOf(slow) - before[slow], socketsOf(fast) - before[fast]]).toEqual([1, 1]);
+      await expectBilledOnce(started.request_id as string);
+      // Recorded by the winner; the loser stays in service (losing a race is no failure).
+      expect(await hedgeWins(fast)).toBe(wins + 1);
+      expect(h.runtime.ctx.registry.healthyUpstreams(h.runtime.ctx.registry.resolve(HEDGED, 'stt'))).toHaveLength(2);
+    },
+  );
+
+  it(`a word from neither: the race ends after ${HEDGE_MAX_SECONDS} s of audio, the other engine closed, having been sent no more than that`, async () => {
+    const before = { deepgram: socketsOf('deepgram'), cartesia: socketsOf('cartesia') };
+    const silence = Buffer.alloc((HEDGE_MAX_SECONDS + 2) * RATE * 2);
+    const client = await openSession(h, { model: HEDGED, sample_rate: String(RATE), turn_source: 'gateway', api_key: h.key });
+    onTestFinished(() => client.ws.close());
+    const started = await client.until((e) => e.type === 'session.started');
+    await client.stream(silence, { frameBytes: 3200, intervalMs: 0 });
+    const sockets = await Promise.all([socketAfter('deepgram', before.deepgram), socketAfter('cartesia', before.cartesia)]);
+    // One of them (the one that opened second) is closed while the session is live.
+    const loser = await Promise.race(sockets.map((socket) => socket.closed.then(() => socket)));
+    expect(client.ws.readyState).toBe(client.ws.OPEN);
+    expect(loser.audioBytes).toBeLessThanOrEqual((HEDGE_MAX_SECONDS + 0.1) * RATE * 2);
+    expect(loser.audioBytes).toBeGreaterThan(0);
+    client.command({ type: 'close' });
+    expect((await client.closed).code, summary(client.events)).toBe(1000);
+    expect(client.ofType('error')).toEqual([]);
+    const ledger = await expectDebited(h, started.request_id as string, audioCost(silence.length / 2 / (RATE / 1000), STT_PRICE));
+    expect(ledger.audioMillis).toBe((HEDGE_MAX_SECONDS + 2) * 1000);
+  });
+
+  it('off (the default): one engine opened', async () => {
+    const before = { deepgram: socketsOf('deepgram'), cartesia: socketsOf('cartesia') };
+    const { client, closed, requestId } = await session('fo-dg-then-ca');
+    expect(closed.code, summary(client.events)).toBe(1000);
+    expectEveryWordOnce(client.events);
+    expect([socketsOf('deepgram') - before.deepgram, socketsOf('cartesia') - before.cartesia]).toEqual([1, 0]);
+    await expectBilledOnce(requestId);
   });
 });

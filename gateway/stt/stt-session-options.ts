@@ -4,10 +4,10 @@ import type { Encoding } from '../audio/output-format.ts';
 import type { Clock } from '../../server/clock.ts';
 import type { CreditHold, RequestAuth, GatewayCore } from '../core/gateway-core.ts';
 import type { FailoverPhase } from '../core/failover.ts';
-import type { ModelEntry } from '../registry/model-registry.ts';
+import type { ModelEntry, UpstreamEntry } from '../registry/model-registry.ts';
 import type { SessionTurn } from '../request-log/request-log-types.ts';
 import type { UpstreamError } from '../upstreams/contract.ts';
-import type { EngineSwitch, OpenedStream } from './engine-stream.ts';
+import type { EngineSwitch, HedgeOutcome, OpenedStream } from './engine-stream.ts';
 import type { TurnSettings } from './turn-detector.ts';
 
 export interface SttSessionOptions {
@@ -30,9 +30,13 @@ export interface SttSessionOptions {
   hold: CreditHold;
   /**
    * Opens the engine's stream at the session's first audio, and again after a failure on the
-   * next upstream not in `failed` (upstream ids); `signal` is aborted when the session ends first.
+   * next upstream not in `failed` (upstream ids), or on `only`; `signal` is aborted when the session ends first.
    */
-  openStream: (signal: AbortSignal, failed: readonly string[]) => Promise<OpenedStream>;
+  openStream: (signal: AbortSignal, failed: readonly string[], only?: string) => Promise<OpenedStream>;
+  /** Hedging (the model's capabilities.hedge): the two upstreams to open at once, or null (engine-stream.ts). */
+  hedge?: () => [UpstreamEntry, UpstreamEntry] | null;
+  /** A hedge was decided (its record). */
+  onHedge?: (h: HedgeOutcome) => void;
   /** Whether a healthy upstream not in `failed` is left to move to. */
   canSwitch?: (failed: readonly string[]) => boolean;
   /** The engine failed mid-session and the session moves to the next upstream (the failover's record). */

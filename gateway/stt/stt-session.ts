@@ -102,11 +102,12 @@ export class SttSession {
     this.engine = new EngineStream(
       o.sampleRate,
       {
-        open: (failed) => o.openStream(this.gone.signal, failed),
+        open: (failed, only) => o.openStream(this.gone.signal, failed, only),
         canSwitch: o.canSwitch ?? (() => false),
         clock: o.clock,
         stallMs: o.stallMs,
         maxPendingSeconds: MAX_BACKLOG_SECONDS,
+        hedge: o.hedge,
       },
       {
         event: (event, opened) => this.onEngineEvent(event, opened.engineTurns),
@@ -115,6 +116,7 @@ export class SttSession {
           this.fail(err);
         },
         switching: (s) => this.onSwitching(s),
+        hedged: (h) => o.onHedge?.(h),
       },
     );
     this.turnLog = new TurnLog(o.logTurn);

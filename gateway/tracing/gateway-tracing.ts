@@ -302,6 +302,11 @@ export class GatewayTracing {
       ?.addEvent('upstream.failover', { 'svc.upstream.id': upstream.id, 'svc.failover.reason': reason, 'svc.failover.phase': phase });
   }
 
+  /** An event on the active span: two upstreams raced for the first output, `won` kept and `lost` cancelled. */
+  hedge(won: UpstreamEntry, lost: UpstreamEntry): void {
+    trace.getSpan(this.contexts.active())?.addEvent('upstream.hedge', { 'svc.upstream.id': won.id, 'svc.hedge.lost': lost.id });
+  }
+
   /** The core with a span around each debit, parented by the request whose auth it carries. */
   traceCore(core: GatewayCore): GatewayCore {
     const wrapped = Object.create(core) as GatewayCore;

@@ -5,6 +5,10 @@
 // audio and no error, each engine's completed texts put together are the input exactly once, the
 // audio is as long as those texts (none of the failed attempt's audio leaks), and the request is
 // billed once per character. The stalls are the gateway's clock moved past the allowance.
+// Hedging (model `duo-hedged`, capabilities.hedge): the first sentence is asked of both engines at
+// once; the one that holds back its audio (headers, then nothing) sees its connection closed as soon
+// as the other's audio comes, the other speaks the whole text, billed once; without hedging only
+// one engine is asked.
 import { createRequire } from 'node:module';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createApiKey } from '../../server/services/keys/create-api-key.ts';
@@ -21,6 +25,7 @@ import { bytesOf, codePoints, costOf, post, requestId, startTtsGateway } from '.
 import { usageRows } from '../../test/support/usage-rows.ts';
 import { failoverSpans } from './tts-failover.ts';
 import { firstAudibleMs } from '../audio/first-audible.ts';
+import { upstreamLabel } from '../metrics/gateway-metrics.ts';
 
 const require = createRequire(import.meta.url);
 const { Cartesia } = require('@cartesia/cartesia-js') as typeof import('@cartesia/cartesia-js');
@@ -72,6 +77,25 @@ async function addDuo(g: GatewayHarness): Promise<void> {
   await mapVoiceToEngine(prisma, { voiceId: 'flite-slt', modelId: 'duo', upstreamId: ELEVEN_VOICE, upstreamUrl: eleven.url });
   // A voice ElevenLabs alone has: Cartesia is never asked for it.
   await mapVoiceToEngine(prisma, { voiceId: 'flite-rms', modelId: 'duo', upstreamId: ELEVEN_VOICE, upstreamUrl: eleven.url });
+  // The same two engines, hedged.
+  const hedged = { ...model, id: 'duo-hedged', hedge: true };
+  await upsertModel(prisma, checkProtocol, {
+    ...hedged,
+    upstream: { url: cartesia.url, protocol: 'cartesia', upstreamModel: 'sonic-3', apiKeyEnv: 'CARTESIA_FAILOVER_KEY', weight: 1_000_000 },
+  });
+  await upsertModel(prisma, checkProtocol, {
+    ...hedged,
+    upstream: {
+      url: eleven.url,
+      protocol: 'elevenlabs',
+      upstreamModel: 'eleven_flash_v2_5',
+      apiKeyEnv: 'ELEVEN_FAILOVER_KEY',
+      weight: 1,
+      settings: { output_sample_rate: 16000 },
+    },
+  });
+  await mapVoiceToEngine(prisma, { voiceId: 'flite-slt', modelId: 'duo-hedged', upstreamId: CARTESIA_VOICE, upstreamUrl: cartesia.url });
+  await mapVoiceToEngine(prisma, { voiceId: 'flite-slt', modelId: 'duo-hedged', upstreamId: ELEVEN_VOICE, upstreamUrl: eleven.url });
   await g.runtime.ctx.registry.refresh();
 }
 
@@ -96,8 +120,8 @@ afterAll(async () => {
   delete process.env.ELEVEN_FAILOVER_KEY;
 });
 
-const duo = (g = h) => g.runtime.ctx.registry.resolve('duo', 'tts');
-const cartesiaDown = (g = h) => g.runtime.ctx.registry.healthyUpstreams(duo(g)).every((u) => u.url !== cartesia.url);
+const duo = (g = h, id = 'duo') => g.runtime.ctx.registry.resolve(id, 'tts');
+const cartesiaDown = (g = h, id = 'duo') => g.runtime.ctx.registry.healthyUpstreams(duo(g, id)).every((u) => u.url !== cartesia.url);
 
 /** Both engines up and fresh; Cartesia fails the `at`th span with `fault` (once); resolves when that fault is being served. */
 function arm(fault: TtsFault | null, at: number, g = h): Promise<void> {
@@ -318,6 +342,171 @@ describe('WS /tts/websocket through @cartesia/cartesia-js', () => {
         const rows = await usageRows(tls.testDb.db.prisma, { orgId });
         expect(rows.every((r) => r.route === 'tts.websocket' && r.modelId === 'duo')).toBe(true);
         expect(rows.reduce((n, r) => n + r.characters, 0)).toBe(codePoints(TEXT));
+      },
+      { timeout: 10_000, interval: 25 },
+    );
+  });
+});
+
+// ---------------------------------------------------------------------------------------
+// Hedging
+
+type Engine = 'cartesia' | 'eleven';
+const peer = (e: Engine) => (e === 'cartesia' ? cartesia : eleven);
+const other = (e: Engine): Engine => (e === 'cartesia' ? 'eleven' : 'cartesia');
+
+/**
+ * Both engines of `model` up, nothing spoken yet; the `slow` one holds back the audio of the first
+ * request it gets after this (headers, then nothing: slower than any engine that answers). Returns
+ * each engine's request count before.
+ */
+function armHedge(slow: Engine, g = h, model = 'duo-hedged') {
+  const ctx = g.runtime.ctx;
+  for (const u of ctx.registry.resolve(model, 'tts').upstreams) ctx.health.record(u, { ok: true });
+  cartesia.spoken.length = 0;
+  eleven.spoken.length = 0;
+  cartesia.ttsFault = null;
+  eleven.ttsFault = null;
+  let held = false;
+  peer(slow).ttsFault = () => (held ? null : ((held = true), 'stall_first'));
+  return { cartesia: cartesia.received.length, eleven: eleven.received.length };
+}
+
+/** The requests an engine got since `before`. */
+const since = (e: Engine, before: { cartesia: number; eleven: number }) => peer(e).received.slice(before[e]);
+
+/** The one debit of a request: one ledger entry and one usage row, for every character once. */
+async function expectOneDebit(g: GatewayHarness, id: string, route: string): Promise<void> {
+  await g.settled();
+  const prisma = g.testDb.db.prisma;
+  const cost = costOf(codePoints(TEXT), PRICE);
+  expect((await prisma.ledgerEntry.findMany({ where: { requestId: id } })).map((l) => l.amountMicros)).toEqual([-cost]);
+  const rows = await usageRows(prisma, { requestId: id });
+  expect(rows.map((r) => [r.route, r.characters, r.costMicros])).toEqual([[route, codePoints(TEXT), cost]]);
+}
+
+describe('hedging (capabilities.hedge): the first audio asked of both engines', () => {
+  const ROUTES = [
+    { route: 'tts.bytes', send: (id: string) => post(h, '/tts/bytes', body({ model_id: 'duo-hedged' }), { requestId: id }), audio: bytesOf },
+    {
+      route: 'tts.sse',
+      send: (id: string) => post(h, '/tts/sse', body({ model_id: 'duo-hedged' }), { requestId: id }),
+      audio: async (res: Response) => {
+        const events = (await res.text())
+          .split('\n\n')
+          .filter((e) => e.startsWith('data: '))
+          .map((e) => JSON.parse(e.slice(6)) as { type: string; data?: string });
+        expect(events.filter((e) => e.type === 'error')).toEqual([]);
+        expect(events.at(-1)!.type).toBe('done');
+        return Buffer.concat(events.filter((e) => e.type === 'chunk').map((e) => Buffer.from(e.data!, 'base64')));
+      },
+    },
+    {
+      route: 'audio.speech',
+      send: (id: string) => post(h, '/v1/audio/speech', { model: 'duo-hedged', input: TEXT, voice: 'flite-slt', response_format: 'pcm' }, { requestId: id }),
+      audio: bytesOf,
+    },
+  ];
+  const CASES = (['cartesia', 'eleven'] as Engine[]).flatMap((slow) => ROUTES.map((r) => ({ ...r, slow, fast: other(slow) })));
+
+  it.each(CASES)(
+    '$route, $slow slower: $fast speaks the whole text, $slow sees its request closed; billed once',
+    async ({ route, send, audio, slow, fast }) => {
+      const before = armHedge(slow);
+      const id = requestId(`hedge-${route}-${slow}`);
+      const res = await send(id);
+      expect(res.status).toBe(200);
+      expectAudioOf((await audio(res)).length / 2, TEXT);
+      // The fast engine spoke every sentence (it won the first; an upstream stays once it spoke); the slow one was asked the first only.
+      expect(peer(fast).spoken).toEqual(SPANS);
+      expect(peer(slow).spoken).toEqual([]);
+      expect(since(fast, before)).toHaveLength(SPANS.length);
+      const asked = since(slow, before);
+      expect(asked).toHaveLength(1);
+      // Cancelled: its connection closed (the scripted engine would hold it open for ever).
+      await asked[0]!.closed;
+      // Losing a race is no failure: both stay in service.
+      expect(h.runtime.ctx.registry.healthyUpstreams(h.runtime.ctx.registry.resolve('duo-hedged', 'tts'))).toHaveLength(2);
+      await expectOneDebit(h, id, route);
+    },
+  );
+
+  it('each hedge is counted by the upstream that won (svc_hedges_total), and none as a failover', async () => {
+    const metrics = await (await fetch(`${h.url}/metrics`, { headers: { authorization: `Bearer ${METRICS_TOKEN}` } })).text();
+    const wins = (url: string) => metrics.split('\n').find((l) => l.startsWith(`svc_hedges_total{model="duo-hedged",upstream="${upstreamLabel(url)}"} `));
+    expect(wins(cartesia.url)).toMatch(new RegExp(` ${ROUTES.length}$`));
+    expect(wins(eleven.url)).toMatch(new RegExp(` ${ROUTES.length}$`));
+    expect(metrics).not.toContain('svc_failovers_total{model="duo-hedged"');
+  });
+
+  it('the winner failing half-way through the first sentence: the engine that lost the race is asked again and speaks it all; billed once', async () => {
+    const before = armHedge('eleven');
+    // Cartesia's audio comes first (ElevenLabs holds its back), then Cartesia drops the connection half-way.
+    let asked = 0;
+    cartesia.ttsFault = () => (++asked === 1 ? 'close_mid' : null);
+    const id = requestId('hedge-winner-fails');
+    const res = await post(h, '/tts/bytes', body({ model_id: 'duo-hedged' }), { requestId: id });
+    expect(res.status).toBe(200);
+    expectAudioOf((await bytesOf(res)).length / 2, TEXT);
+    expect(eleven.spoken).toEqual(SPANS);
+    expect(cartesia.spoken).toEqual([]);
+    // ElevenLabs: the race's request (cancelled), then every sentence.
+    const elevenAsked = since('eleven', before);
+    expect(elevenAsked).toHaveLength(SPANS.length + 1);
+    expect(await elevenAsked[0]!.closed).toBe(true);
+    expect(since('cartesia', before)).toHaveLength(1);
+    expect(cartesiaDown(h, 'duo-hedged')).toBe(true);
+    await expectOneDebit(h, id, 'tts.bytes');
+  });
+
+  it('off (the default): one engine asked for the first audio', async () => {
+    const before = armHedge('eleven', h, 'duo');
+    const res = await post(h, '/tts/bytes', body());
+    expect(res.status).toBe(200);
+    expectAudioOf((await bytesOf(res)).length / 2, TEXT);
+    expect(since('cartesia', before)).toHaveLength(SPANS.length);
+    expect(since('eleven', before)).toEqual([]);
+  });
+
+  it('WS /tts/websocket through @cartesia/cartesia-js, Cartesia slower: the context is spoken by ElevenLabs, no error; each span billed once', async () => {
+    const before = armHedge('cartesia', tls);
+    const { orgId, key } = await orgWithKey(tls);
+    const client = new Cartesia({ apiKey: key, baseURL: tls.url, maxRetries: 0 });
+    const ws = await client.tts.websocket({ ca: cert.ca });
+    const errors: Error[] = [];
+    ws.on('error', (e: Error) => errors.push(e));
+    const context = ws.context({
+      model_id: 'duo-hedged',
+      voice: { mode: 'id', id: 'flite-slt' },
+      output_format: { container: 'raw', encoding: 'pcm_s16le', sample_rate: OUT_RATE },
+    });
+    const events: { type: string; audio?: Uint8Array }[] = [];
+    const received = (async () => {
+      for await (const e of context.receive()) events.push(e as unknown as (typeof events)[number]);
+    })();
+    await context.push({ transcript: TEXT });
+    await context.no_more_inputs();
+    await received;
+    ws.close();
+    expect(errors).toEqual([]);
+    expect(events.at(-1)!.type).toBe('done');
+    expectAudioOf(events.filter((e) => e.type === 'chunk').reduce((n, e) => n + e.audio!.length, 0) / 2, TEXT);
+    expect(eleven.spoken.join('')).toBe(TEXT);
+    expect(cartesia.spoken).toEqual([]);
+    // Only the context's first audio is raced: Cartesia was asked once, and that request was cancelled.
+    const asked = since('cartesia', before);
+    expect(asked).toHaveLength(1);
+    await asked[0]!.closed;
+    const prisma = tls.testDb.db.prisma;
+    await vi.waitFor(
+      async () => {
+        expect((await prisma.org.findUniqueOrThrow({ where: { id: orgId } })).heldMicros).toBe(0n);
+        const rows = await usageRows(prisma, { orgId });
+        expect(rows.every((r) => r.route === 'tts.websocket' && r.modelId === 'duo-hedged')).toBe(true);
+        expect(rows.reduce((n, r) => n + r.characters, 0)).toBe(codePoints(TEXT));
+        // One debit a span: the ledger holds exactly the usage rows' costs.
+        const ledger = await prisma.ledgerEntry.findMany({ where: { orgId, kind: 'usage' } });
+        expect(ledger.map((l) => -l.amountMicros).sort()).toEqual(rows.map((r) => r.costMicros).sort());
       },
       { timeout: 10_000, interval: 25 },
     );

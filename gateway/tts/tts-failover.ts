@@ -5,7 +5,9 @@
 // has released nothing of the span it was making, so that span is spoken whole by the next
 // upstream, and the listener hears every word once. The next span is synthesized while the
 // current one is relayed, so the seam costs the replacement's time for one span, heard as silence
-// only when the client has less audio buffered than that.
+// only when the client has less audio buffered than that. Hedging (the model's capabilities.hedge):
+// the stream's first span is asked of two upstreams at once; the first to have audio goes on and
+// the other is cancelled at once (docs/failover.md, "Hedging").
 import type { FastifyBaseLogger } from 'fastify';
 import { applyPronunciation } from '../../server/services/dicts/apply-pronunciation.ts';
 import { ServiceError, isServiceError } from '../../server/services/errors.ts';
@@ -13,7 +15,7 @@ import { toFloat32, type PcmSamples } from '../audio/pcm.ts';
 import { resample } from '../audio/resample.ts';
 import type { GatewayContext } from '../context.ts';
 import { clientErrorFor, type UpstreamCall } from '../core/try-upstreams.ts';
-import { recordFailover, type FailoverReason } from '../core/failover.ts';
+import { recordFailover, recordHedge, type FailoverReason } from '../core/failover.ts';
 import type { ModelEntry, UpstreamEntry } from '../registry/model-registry.ts';
 import type { LogRef } from '../request-log/request-log-types.ts';
 import { upstreamEnvelope } from '../upstream-envelope.ts';
@@ -99,6 +101,36 @@ class EngineStall extends Error {
   }
 }
 
+/** Lost a hedging race: the other upstream had audio first. */
+class LostRace extends Error {
+  constructor() {
+    super('another upstream had audio first');
+  }
+}
+
+/** Hedging: the attempts at one span racing for its first audio; the first to have some goes on, the others are cancelled at once. */
+class FirstAudioRace {
+  winner: UpstreamEntry | null = null;
+  private readonly attempts = new Map<UpstreamEntry, AbortController>();
+
+  enter(upstream: UpstreamEntry, attempt: AbortController): void {
+    this.attempts.set(upstream, attempt);
+  }
+
+  /** Whether `upstream`'s first audio wins (the others are cancelled then); false: another's came first. */
+  claim(upstream: UpstreamEntry): boolean {
+    this.winner ??= upstream;
+    if (this.winner !== upstream) return false;
+    this.cancel(upstream);
+    return true;
+  }
+
+  /** Cancels every attempt but `keep`'s. */
+  cancel(keep?: UpstreamEntry): void {
+    for (const [upstream, attempt] of this.attempts) if (upstream !== keep) attempt.abort(new LostRace());
+  }
+}
+
 interface SpanAudio {
   sampleRate: number;
   samples: Float32Array;
@@ -115,12 +147,13 @@ export async function failoverSpeech(run: SpeechRun, text: string): Promise<{ sa
   const failed = new Set<string>();
   let sticky: UpstreamEntry | null = null;
   const phase = () => (out || run.trace.released?.() ? 'mid_stream' : 'before_first_output');
-  const speakSpan = async (span: string): Promise<SpanAudio> => {
-    const a = await spanOnUpstreams(run, span, sticky, failed, phase);
+  const speakSpan = async (span: string, hedged = false): Promise<SpanAudio> => {
+    const a = await spanOnUpstreams(run, span, sticky, failed, phase, hedged);
     sticky = a.upstream;
     return a;
   };
-  const head = await speakSpan(spans[0]!);
+  // Hedged: the stream's first audio (not a later span of a live session's) is raced on two upstreams.
+  const head = await speakSpan(spans[0]!, run.model.hedge && !run.trace.released?.());
   out = true;
   const sampleRate = head.sampleRate;
   const lead = Math.round(sampleRate / 10);
@@ -165,13 +198,17 @@ const refusedRequest = (e: unknown) => {
   return failure.kind === 'status' && [400, 413, 422].includes(failure.details.status ?? 0);
 };
 
-/** One span on the model's upstreams: the last one used first, then the others in the registry's order; each failure recorded. */
+/**
+ * One span on the model's upstreams: the last one used first, then the others in the registry's
+ * order; each failure recorded. Hedged: the first two at once, until one has audio.
+ */
 async function spanOnUpstreams(
   run: SpeechRun,
   text: string,
   sticky: UpstreamEntry | null,
   failed: Set<string>,
   phase: () => 'mid_stream' | 'before_first_output',
+  hedged: boolean,
 ): Promise<SpanAudio> {
   const { ctx, model, call } = run;
   let lastError: unknown = new UpstreamError('connect', 'no upstream could be tried');
@@ -188,26 +225,60 @@ async function spanOnUpstreams(
     .map((upstream) => ({ upstream, voice: voiceOnUpstream(run.profile, upstream) }))
     .filter((c): c is { upstream: UpstreamEntry; voice: EngineVoiceRef } => c.voice !== null);
   const skippedForVoice = order.filter((u) => !failed.has(u.id)).length - candidates.length;
-  for (const [i, { upstream, voice }] of candidates.entries()) {
+  // Silence is a failure only with somewhere to go: the last engine left is waited for (the call's own deadline bounds it).
+  const anotherLeft = (upstream: UpstreamEntry) => () => candidates.some((c) => c.upstream !== upstream && !failed.has(c.upstream.id));
+  /** An attempt failed: the client's end or its refused text end the request (thrown); an engine's fault is recorded and the next is tried. */
+  const failure = (upstream: UpstreamEntry, e: unknown): void => {
+    if (isServiceError(e)) throw e;
+    if (call.signal.aborted) throw clientErrorFor(e, call);
+    if (refusedRequest(e)) throw upstreamEnvelope(asUpstreamError(e, false), call.timeoutMs);
+    failed.add(upstream.id);
+    lastError = e;
+    recordFailover(ctx, {
+      from: upstream,
+      reason: reasonOf(e),
+      phase: phase(),
+      ref: run.trace.ref,
+      log: (run.trace.log ?? quiet) as FastifyBaseLogger,
+      error: e,
+    });
+  };
+  if (hedged && candidates.length >= 2) {
+    const race = new FirstAudioRace();
+    const pair = candidates.slice(0, 2);
+    const results = await Promise.allSettled(
+      pair.map(async ({ upstream, voice }) => {
+        try {
+          return await spanOn(run, upstream, voice, text, anotherLeft(upstream), race);
+        } catch (e) {
+          if (e instanceof LostRace) return null;
+          try {
+            failure(upstream, e);
+          } catch (fatal) {
+            race.cancel();
+            throw fatal;
+          }
+          return null;
+        }
+      }),
+    );
+    for (const r of results) if (r.status === 'rejected') throw r.reason;
+    const winner = race.winner;
+    if (winner) recordHedge(ctx, { won: winner, lost: pair.find((c) => c.upstream !== winner)!.upstream });
+    const audio = results.find((r): r is PromiseFulfilledResult<SpanAudio> => r.status === 'fulfilled' && r.value !== null)?.value;
+    if (audio) {
+      ctx.upstreamStats?.record(audio.upstream.id, true);
+      return audio;
+    }
+  }
+  // In turn (after a race: the one that lost it first, if its winner failed half-way).
+  for (const { upstream, voice } of candidates.filter((c) => !failed.has(c.upstream.id))) {
     try {
-      // Silence is a failure only with somewhere to go: the last engine left is waited for (the call's own deadline bounds it).
-      const audio = await spanOn(run, upstream, voice, text, i < candidates.length - 1);
+      const audio = await spanOn(run, upstream, voice, text, anotherLeft(upstream));
       ctx.upstreamStats?.record(upstream.id, true);
       return audio;
     } catch (e) {
-      if (isServiceError(e)) throw e;
-      if (call.signal.aborted) throw clientErrorFor(e, call);
-      if (refusedRequest(e)) throw upstreamEnvelope(asUpstreamError(e, false), call.timeoutMs);
-      failed.add(upstream.id);
-      lastError = e;
-      recordFailover(ctx, {
-        from: upstream,
-        reason: reasonOf(e),
-        phase: phase(),
-        ref: run.trace.ref,
-        log: (run.trace.log ?? quiet) as FastifyBaseLogger,
-        error: e,
-      });
+      failure(upstream, e);
     }
   }
   if (failed.size === 0 && skippedForVoice > 0) {
@@ -217,14 +288,25 @@ async function spanOnUpstreams(
   throw upstreamEnvelope(asUpstreamError(lastError, false), call.timeoutMs);
 }
 
-/** The whole audio of one span from one upstream, bounded in time before its first audio and between chunks. */
-async function spanOn(run: SpeechRun, upstream: UpstreamEntry, voice: EngineVoiceRef, text: string, watch: boolean): Promise<SpanAudio> {
+/**
+ * The whole audio of one span from one upstream, bounded in time before its first audio and
+ * between chunks while `watch()` (another upstream is left). In a race, its first audio claims it.
+ */
+async function spanOn(
+  run: SpeechRun,
+  upstream: UpstreamEntry,
+  voice: EngineVoiceRef,
+  text: string,
+  watch: () => boolean,
+  race?: FirstAudioRace,
+): Promise<SpanAudio> {
   const { ctx, call, dict } = run;
   const speech = ctx.protocols.get(upstream.protocol)?.speech;
   if (!speech) throw new ServiceError('model_offline', `The upstream of '${run.model.id}' (protocol ${upstream.protocol}) cannot synthesize speech.`);
   const attempt = new AbortController();
+  race?.enter(upstream, attempt);
   const signal = AbortSignal.any([call.signal, attempt.signal]);
-  const { firstAudioMs, stallMs } = watch ? ctx.config.ttsFailover : { firstAudioMs: null, stallMs: null };
+  const { firstAudioMs, stallMs } = ctx.config.ttsFailover;
   const parts: Float32Array[] = [];
   let length = 0;
   const traced = ctx.tracing?.startAttempt(upstream);
@@ -237,13 +319,16 @@ async function spanOn(run: SpeechRun, upstream: UpstreamEntry, voice: EngineVoic
         firstAudioMs,
         attempt,
         ctx,
+        watch,
       );
       const iterator = stream.chunks[Symbol.asyncIterator]();
       try {
         for (;;) {
-          const next = await watched(iterator.next(), length === 0 ? firstAudioMs : stallMs, attempt, ctx);
+          const next = await watched(iterator.next(), length === 0 ? firstAudioMs : stallMs, attempt, ctx, watch);
           if (next.done) break;
           if (next.value.length === 0) continue;
+          // Hedged: the first audio decides the race (the other attempt is cancelled at once).
+          if (length === 0 && race && !race.claim(upstream)) throw new LostRace();
           parts.push(toFloat32(next.value));
           length += next.value.length;
         }
@@ -263,29 +348,39 @@ async function spanOn(run: SpeechRun, upstream: UpstreamEntry, voice: EngineVoic
     }
     return { sampleRate, samples, upstream };
   } catch (e) {
-    traced?.failed(e instanceof EngineStall ? 'timeout' : 'error', e);
+    traced?.failed(e instanceof LostRace ? 'cancelled' : e instanceof EngineStall ? 'timeout' : 'error', e);
     attempt.abort(e);
     throw e;
   }
 }
 
-/** `promise`, or an EngineStall (the attempt aborted) once `ms` pass on the gateway's clock first; null: not watched. */
-function watched<T>(promise: Promise<T>, ms: number | null, attempt: AbortController, ctx: GatewayContext): Promise<T> {
-  if (ms === null) return promise;
+/**
+ * `promise`, or the attempt's end: an EngineStall (the attempt aborted) once `ms` pass on the
+ * gateway's clock first while `watch()`, or whatever else aborted the attempt (a lost race).
+ */
+function watched<T>(promise: Promise<T>, ms: number, attempt: AbortController, ctx: GatewayContext, watch: () => boolean): Promise<T> {
   return new Promise<T>((resolve, reject) => {
     const timer = ctx.clock.after(ms, () => {
-      const stall = new EngineStall(ms);
-      attempt.abort(stall);
-      reject(stall);
+      if (watch()) attempt.abort(new EngineStall(ms));
     });
+    const aborted = () => {
+      timer.cancel();
+      reject(attempt.signal.reason);
+    };
+    if (attempt.signal.aborted) aborted();
+    else attempt.signal.addEventListener('abort', aborted, { once: true });
+    const settled = () => {
+      timer.cancel();
+      attempt.signal.removeEventListener('abort', aborted);
+    };
     promise.then(
       (v) => {
-        timer.cancel();
+        settled();
         resolve(v);
       },
       (e: unknown) => {
-        timer.cancel();
-        reject(attempt.signal.reason instanceof EngineStall ? attempt.signal.reason : e);
+        settled();
+        reject(attempt.signal.aborted ? attempt.signal.reason : e);
       },
     );
   });

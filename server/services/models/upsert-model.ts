@@ -19,7 +19,7 @@ export interface UpsertModelInput {
   sampleRates?: number[] | null;
   /** LLM: the most output reserved for a request that sets no max_tokens (stored as capabilities.max_output_tokens). */
   maxOutputTokens?: number;
-  /** LLM: ask two upstreams for the first token and keep the first (stored as capabilities.hedge; docs/failover.md). */
+  /** Race two upstreams for the first output (token, audio, transcript) and keep the first (stored as capabilities.hedge; docs/failover.md). */
   hedge?: boolean;
   /** `settings`: the protocol's settings for this upstream; on an update, absent keeps the stored ones. */
   upstream?: {
