@@ -21,7 +21,8 @@ import { clientErrorFor } from '../core/try-upstreams.ts';
 import type { ConversationItem, SpokenSpan } from './conversation.ts';
 import type { ResponseEngines } from './engines.ts';
 import type { SpanSpeaker } from '../tts/span-speaker.ts';
-import { AudibleWatch } from '../audio/first-audible.ts';
+import { AudibleWatch, firstAudibleSample } from '../audio/first-audible.ts';
+import { decodeSamples } from '../audio/sample-encoding.ts';
 import { FORMAT_AUDIO } from './session-config.ts';
 import { responseSpeaker } from './response-speaker.ts';
 import { responseObject, type ResponseStatus, type ResponseUsage } from './response-object.ts';
@@ -62,6 +63,8 @@ export interface ResponseHost {
   log: { warn(obj: unknown, msg: string): void };
 }
 
+/** Of the silence before an answer's first audible sample, this much is kept (a fade-in, not a cut). */
+const LEAD_IN_KEPT_MS = 10;
 /** Tool calls one answer may make. */
 const MAX_TOOL_CALLS = 32;
 /** Events a held answer may keep waiting; past it the answer is discarded (an answer that long was not worth preparing). */
@@ -425,6 +428,13 @@ export class ResponseRun {
     if (this.held) await this.live;
     if (this.discarded) return;
     if (this.firstAudioAt === undefined) {
+      // The engine's lead-in silence is not sent: the answer starts where it can be heard.
+      const from = this.audibleFrom(audio);
+      if (from === null) return;
+      audio = audio.subarray(from);
+      millis = (millis * audio.length) / (audio.length + from);
+    }
+    if (this.firstAudioAt === undefined) {
       this.firstAudioAt = performance.now();
       this.timings.ttsFirstAudio = this.firstAudioAt - this.startedAt;
     }
@@ -439,6 +449,15 @@ export class ResponseRun {
       content_index: 0,
       delta: audio.toString('base64'),
     });
+  }
+
+  /** The byte the answer's audio starts at, a little before its first audible sample; null while `audio` is all silence. */
+  private audibleFrom(audio: Buffer): number | null {
+    const { encoding, sampleRate } = FORMAT_AUDIO[this.spec.engines.tts!.format];
+    const at = firstAudibleSample(decodeSamples(audio, encoding));
+    if (at < 0) return null;
+    const bytesPerSample = encoding === 'pcm_s16le' ? 2 : 1;
+    return Math.max(0, at - Math.round((LEAD_IN_KEPT_MS * sampleRate) / 1000)) * bytesPerSample;
   }
 
   /** The first audible sample, as a listener who plays the answer from its first byte hears it (ms since the run started). */
