@@ -58,7 +58,10 @@
 // (`svc_preemptive_answers`); target (issue #32): end of speech → first audible sample within
 // 30 ms of end of speech → turn end, p50.
 //
-//   npx tsx bench/realtime.ts [--turns 20] [--warmup 2] [--reply short|long] [--token-ms 0] [--preemptive]
+// --first-turns N (default 6): N fresh sessions per setting, each measured on its first turn,
+// against the long session's later turns (target, issue #32: within 10 %, p50).
+//
+//   npx tsx bench/realtime.ts [--turns 20] [--warmup 2] [--reply short|long] [--token-ms 0] [--preemptive] [--first-turns 6]
 import { availableParallelism, loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
 import { Agent, request } from 'undici';
@@ -85,8 +88,11 @@ const { values } = parseArgs({
     reply: { type: 'string', default: 'short' },
     'token-ms': { type: 'string', default: '0' },
     preemptive: { type: 'boolean', default: false },
+    'first-turns': { type: 'string', default: '6' },
   },
 });
+/** Fresh /v1/realtime sessions per setting whose one turn is measured against the long session's later turns (issue #32: the first turn no slower). */
+const firstTurns = Number(values['first-turns']);
 /** The realtime and WebRTC sessions prepare their answers on the eager end of turn (svc_preemptive_answers). */
 const preemptive = values.preemptive;
 const turns = Number(values.turns);
@@ -346,18 +352,23 @@ try {
   const comparisons: Record<string, string | number>[] = [];
   const transports: Record<string, string | number>[] = [];
   const verdicts: string[] = [];
+  const firstTurnRows: Record<string, string | number>[] = [];
   for (const setting of SETTINGS) {
-    const rt = await EventSocket.open(`${ws}/v1/realtime?model=${LLM}`, auth);
-    if (rt.first?.type !== 'session.created') throw new Error(`/v1/realtime: first event ${JSON.stringify(rt.first)}`);
-    const voice = (rt.first.session as { audio: { output: { voice: string } } }).audio.output.voice;
-    const updated = rt.socket.next('session.updated');
-    rt.socket.ws.send(
-      JSON.stringify({
-        type: 'session.update',
-        session: { type: 'realtime', svc_turn_latency: true, svc_preemptive_answers: preemptive, audio: { input: { turn_detection: setting.realtime } } },
-      }),
-    );
-    await updated;
+    const openRealtime = async () => {
+      const rt = await EventSocket.open(`${ws}/v1/realtime?model=${LLM}`, auth);
+      if (rt.first?.type !== 'session.created') throw new Error(`/v1/realtime: first event ${JSON.stringify(rt.first)}`);
+      const updated = rt.socket.next('session.updated');
+      rt.socket.ws.send(
+        JSON.stringify({
+          type: 'session.update',
+          session: { type: 'realtime', svc_turn_latency: true, svc_preemptive_answers: preemptive, audio: { input: { turn_detection: setting.realtime } } },
+        }),
+      );
+      await updated;
+      return rt;
+    };
+    const rt = await openRealtime();
+    const voice = (rt.first!.session as { audio: { output: { voice: string } } }).audio.output.voice;
     const query = new URLSearchParams({ model: 'local-stt', sample_rate: String(RATE), encoding: 'pcm_s16le', turn_source: 'gateway', ...setting.stt });
     const stt = await EventSocket.open(`${ws}/stt/websocket?${query}`, auth);
     if (stt.first?.type !== 'session.started') throw new Error(`/stt/websocket: first event ${JSON.stringify(stt.first)}`);
@@ -386,6 +397,14 @@ try {
     }
     rt.socket.ws.close();
     await rtc.call.close();
+    // Each a session's first turn: the engines it needs opened (or not) before the user's first words.
+    const firsts: Turn[] = [];
+    for (let i = 0; i < firstTurns; i++) {
+      const fresh = await openRealtime();
+      firsts.push(await realtimeTurn(fresh.socket, questions[i % questions.length]!));
+      fresh.socket.ws.close();
+      process.stderr.write(':');
+    }
     stt.socket.ws.send(JSON.stringify({ type: 'close' }));
     const r = realtime.slice(warmup);
     const s = separate.slice(warmup);
@@ -421,6 +440,19 @@ try {
     });
     const added = p50(col(r, 'gatewayAdded'));
     verdicts.push(`${setting.name}: gateway-added ${fmt(added)} ms p50 (target ≤ 20 ms): ${added <= 20 ? 'met' : 'NOT met'}`);
+    if (firsts.length) {
+      const first = p50(col(firsts, 'audible'));
+      const later = p50(col(r, 'audible'));
+      firstTurnRows.push({
+        setting: setting.name,
+        'first turn: end of speech → first audible p50 / p90': both(col(firsts, 'audible')),
+        'later turns p50 / p90': both(col(r, 'audible')),
+        'first / later p50': (first / later).toFixed(2),
+      });
+      verdicts.push(
+        `${setting.name}: a session's first turn ${((first / later - 1) * 100).toFixed(0)} % slower than its later ones, p50 (target ≤ 10 %): ${first <= later * 1.1 ? 'met' : 'NOT met'}`,
+      );
+    }
     if (preemptive) {
       // Issue #32: with preemptive answers the first audible sample comes within 30 ms of the turn's end.
       const over = p50(col(r, 'audible')) - p50(col(r, 'turnDetection'));
@@ -462,6 +494,10 @@ try {
     "\nTransport-added: end of speech → first audible sample at the client less the same on the gateway's clock (svc.turn_latency.first_audible_ms).",
   );
   console.log('\n' + table(transports));
+  if (firstTurnRows.length) {
+    console.log(`\nFirst turns: ${firstTurns} fresh /v1/realtime sessions per setting, one question each, against the later turns of the long session above.`);
+    console.log('\n' + table(firstTurnRows));
+  }
   console.log('\n' + verdicts.join('\n'));
 } finally {
   cleanup();
