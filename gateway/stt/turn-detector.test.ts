@@ -109,6 +109,18 @@ describe('TurnDetector (Silero VAD)', () => {
     expect(fixed[1]!.out - fixed[1]!.atSeconds).toBeGreaterThanOrEqual(0.5);
   });
 
+  it('a fixed silence with eager ends: the eager end at that share of the silence, the end at all of it', async () => {
+    const u = await utterance('I would like to order a large pizza with extra cheese.', 'flite:slt', 'clean');
+    const events = await detect(u.samples, turnSettings('balanced', { eagerEndThreshold: 0.25, fixedSilenceMs: 500 }));
+    expect(types(events)).toEqual(['turn.start', 'turn.eager_end', 'turn.end']);
+    const [, eager, end] = events;
+    expect(eager!.atSeconds).toBe(end!.atSeconds);
+    // Decided after a quarter of the 500 ms (give or take a 32 ms frame), the end after all of it.
+    expect(eager!.out - eager!.atSeconds).toBeGreaterThanOrEqual(0.125);
+    expect(eager!.out - eager!.atSeconds).toBeLessThan(0.125 + 0.064);
+    expect(end!.out - end!.atSeconds).toBeGreaterThanOrEqual(0.5);
+  });
+
   it('no turn from 10 s of six-voice babble or of white noise at -30 dBFS, nor from clicks, in any preset', async () => {
     const noises = [await babble(10, -30), whiteNoise(10, -30), clicks(10)];
     for (const preset of ['responsive', 'balanced', 'patient'] as const)

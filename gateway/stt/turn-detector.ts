@@ -176,7 +176,9 @@ export class TurnDetector {
       this.silentFrames++;
       const silenceMs = (end - this.lastSpeechEnd) * 1000;
       const pEnd = this.endProbability(silenceMs);
-      if (s.eagerEndThreshold !== null && !this.eagerSent && pEnd >= s.eagerEndThreshold) {
+      // A fixed silence ends the turn all at once; its eager end comes at that share of it.
+      const pEager = s.fixedSilenceMs !== undefined ? silenceMs / s.fixedSilenceMs : pEnd;
+      if (s.eagerEndThreshold !== null && !this.eagerSent && pEager >= s.eagerEndThreshold) {
         this.eagerSent = true;
         events.push({ type: 'turn.eager_end', atSeconds: this.lastSpeechEnd });
       }
