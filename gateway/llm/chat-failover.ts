@@ -51,6 +51,8 @@ interface Attempt {
   /** Read while racing (hedging) and not yet relayed. */
   pending: ChatStreamEvent[];
   watchdog: Timer | null;
+  /** Its answer was read to the end: nothing left to cancel. */
+  over?: boolean;
   /** From the first token on: when the last chunk came, and whether the stall watch is set (one timer, moved on only when it fires). */
   lastChunkAt?: number;
   stallWatched?: boolean;
@@ -168,7 +170,7 @@ export class ChatFailover {
     } catch (e) {
       watchdog?.cancel();
       const fault = this.classify(e, controller);
-      controller.abort();
+      controller.abort(ATTEMPT_CANCELLED);
       traced?.failed(traceOutcome(fault), e);
       this.logAttempt(upstream, fault instanceof EngineFault ? fault.reason : 'error', started);
       throw fault;
@@ -298,6 +300,7 @@ export class ChatFailover {
       if (next === undefined) {
         // The body ended: complete only if the engine said so ([DONE] or a finish reason).
         if (!finished) throw new EngineFault('closed', new UpstreamError('broken', 'The engine closed its stream before the end of the answer.'));
+        attempt.over = true;
         cancel(attempt);
         if (!done) yield { raw: 'data: [DONE]\n\n', deltas: [], output: false, usageOnly: false, done: true };
         return;
@@ -330,13 +333,14 @@ export class ChatFailover {
     let attempt = first;
     for (;;) {
       try {
-        return await attempt.res.text(maxBytes);
+        const text = await attempt.res.text(maxBytes);
+        attempt.over = true;
+        return text;
       } catch (e) {
         if ((this.call as { clientGone?: boolean }).clientGone) return null;
         this.failed(this.classify(e, attempt.controller), attempt.upstream);
       } finally {
-        attempt.watchdog?.cancel();
-        attempt.controller.abort();
+        cancel(attempt);
       }
       attempt = await this.open();
     }
@@ -434,11 +438,21 @@ function unwrap(e: unknown): unknown {
   return e instanceof EngineFault ? e.cause : e;
 }
 
+/**
+ * An attempt ended: its watchdog stopped and, unless its answer was read to the end, its request
+ * aborted. (An abort on every request cost an AbortError with its stack and an event dispatch, on
+ * the LLM proxy's hot path, for requests already over.)
+ */
 function cancel(attempt: Attempt): void {
   attempt.watchdog?.cancel();
-  attempt.controller.abort();
+  if (attempt.over) return;
+  attempt.over = true;
+  attempt.controller.abort(ATTEMPT_CANCELLED);
   void attempt.events.return?.(undefined).catch(() => {});
 }
+
+/** The reason an attempt is cancelled with: made once (an AbortError made per abort captures a stack). */
+const ATTEMPT_CANCELLED = new DOMException('The engine request was cancelled.', 'AbortError');
 
 /** An attempt's outcome in its trace span, named as `tryUpstreams` names it. */
 function traceOutcome(fault: unknown): AttemptOutcome {
