@@ -181,6 +181,13 @@ function socket(o: Pick<Operation, 'path' | 'operationId' | 'summary' | 'tag' | 
   };
 }
 
+/** The phone carriers whose media streams the gateway serves (gateway/phone/carrier-dialects.ts), as the document names them. */
+const PHONE_CARRIERS: Record<string, { name: string; audio: string }> = {
+  twilio: { name: 'Twilio Media Streams', audio: 'μ-law at 8 kHz' },
+  telnyx: { name: "Telnyx's media streaming", audio: 'μ-law at 8 kHz' },
+  plivo: { name: "Plivo's audio streams", audio: 'μ-law at 8 kHz, or 16-bit PCM at 8 or 16 kHz' },
+};
+
 export const OPERATIONS: Operation[] = [
   // System
   {
@@ -638,13 +645,13 @@ export const OPERATIONS: Operation[] = [
   },
 
   // Phone
-  ...(['twilio', 'telnyx'] as const).map((carrier): Operation => ({
+  ...Object.entries(PHONE_CARRIERS).map(([carrier, c]): Operation => ({
     method: 'get',
     path: `/phone/${carrier}/{token}`,
     operationId: `${carrier}MediaStream`,
-    summary: `${carrier === 'twilio' ? 'Twilio Media Streams' : "Telnyx's media streaming"} of a call, bridged to a realtime session`,
+    summary: `${c.name} of a call, bridged to a realtime session`,
     description:
-      `The carrier's bidirectional media stream of one call (μ-law at 8 kHz): the caller talks to the phone token's realtime profile. A WebSocket: a plain GET is 400 upgrade_required. ` +
+      `The carrier's bidirectional media stream of one call (${c.audio}): the caller talks to the phone token's realtime profile. A WebSocket: a plain GET is 400 upgrade_required. ` +
       "The token (in the path: carriers send no headers), its key's rate limit and balance, the profile and the session caps are checked before the upgrade; a refusal is a plain HTTP answer in the error envelope. " +
       "The messages are the carrier's own: docs/phone.md.",
     tag: 'Phone',

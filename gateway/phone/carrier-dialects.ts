@@ -1,6 +1,7 @@
 // The media-stream protocols of phone carriers, each read into one set of events and written
 // from one set of commands (phone-bridge.ts bridges them to a realtime session). A dialect is
-// the carrier's message shapes only; what the call does is the bridge's.
+// the carrier's message shapes, its audio formats and how it wants the answers' audio cut;
+// what the call does is the bridge's.
 //
 // Twilio Media Streams, bidirectional (<Connect><Stream>), from
 // https://www.twilio.com/docs/voice/media-streams/websocket-messages: from Twilio `connected`,
@@ -15,18 +16,42 @@
 // `start.media_format` {encoding "PCMU", sample_rate 8000, channels 1}, `custom_parameters`),
 // `media.payload` a base64 RTP payload (no header), `error` frames; to Telnyx `media` {media
 // {payload}}, `mark` {mark {name}}, `clear`.
+//
+// Plivo audio streams (<Stream bidirectional="true">), from
+// https://www.plivo.com/docs/voice/audio-streaming/audio-streaming (Stream Event Protocol) and
+// https://www.plivo.com/docs/voice/xml/audiostream: from Plivo `start` {start {callId,
+// streamId, accountId, tracks, mediaFormat {encoding "audio/x-mulaw" | "audio/x-l16",
+// sampleRate 8000 | 16000}}, extra_headers: the XML's extraHeaders as one string}, `media`
+// {streamId, media {track, timestamp, chunk, payload}}, `dtmf` {dtmf {track, digit}},
+// `playedStream` {streamId, name} (a checkpoint's audio played), `clearedAudio`; no `stop` (the
+// stream ends with the socket). To Plivo `playAudio` {media {contentType, sampleRate, payload}}
+// in the stream's own format, `checkpoint` {streamId, name}, `clearAudio` {streamId}; after a
+// clearAudio the checkpoints still queued are never acknowledged. L16 is little-endian.
 import { z } from 'zod';
 import { ServiceError } from '../../server/services/errors.ts';
 import { paramOf } from '../../server/services/parse-input.ts';
+import { MULAW_8K, type LineFormat } from './line-audio.ts';
 
-export type CarrierName = 'twilio' | 'telnyx';
+export type CarrierName = 'twilio' | 'telnyx' | 'plivo';
 
 export type CarrierEvent =
   | { kind: 'connected' }
-  | { kind: 'start'; streamId: string; callId: string | null; mulaw8k: boolean; format: string }
+  | {
+      kind: 'start';
+      streamId: string;
+      callId: string | null;
+      /** null: a format the gateway does not take (the call is closed with 1003). */
+      format: LineFormat | null;
+      /** The format as the carrier named it, for the refusal. */
+      formatName: string;
+      /** The stream's custom parameters (Twilio's <Parameter>, Plivo's extraHeaders…): string values only. */
+      parameters: Record<string, string>;
+    }
   /** `inbound`: the caller's audio (a carrier may also send the call's own outbound track). */
-  | { kind: 'media'; payload: string; inbound: boolean }
+  | { kind: 'media'; audio: Buffer; inbound: boolean }
   | { kind: 'mark'; name: string }
+  /** The carrier acknowledges a clear. */
+  | { kind: 'cleared' }
   | { kind: 'dtmf'; digit: string }
   | { kind: 'stop' }
   /** The carrier reports an error (Telnyx); the call goes on unless it stops. */
@@ -34,31 +59,55 @@ export type CarrierEvent =
 
 export interface CarrierDialect {
   name: CarrierName;
+  /** The formats it takes, in words, for the refusal of another. */
+  formats: string;
   /** One message as the carrier sent it (parsed JSON); a ServiceError naming the field when it is not one. */
   read(message: unknown): CarrierEvent;
-  media(streamId: string, payload: string): object;
+  /** Audio per media message sent to the carrier, in ms. */
+  frameMs: number;
+  /** The last message of an answer is padded with silence to whole 20 ms (carriers that play only whole frames). */
+  padded: boolean;
+  media(streamId: string, audio: Buffer, format: LineFormat): object;
   mark(streamId: string, name: string): object;
   clear(streamId: string): object;
 }
 
-/** A 20 ms frame is 160 bytes; a carrier's frames are small, and nothing it sends need be larger than this. */
+/** A 20 ms frame is 160 to 960 bytes; a carrier's frames are small, and nothing it sends need be larger than this. */
 const MAX_PAYLOAD_CHARS = 64 * 1024;
 const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
-const payload = z.string().max(MAX_PAYLOAD_CHARS, `must be at most ${MAX_PAYLOAD_CHARS} characters`).regex(BASE64, 'must be base64');
+const payload = z
+  .string()
+  .max(MAX_PAYLOAD_CHARS, `must be at most ${MAX_PAYLOAD_CHARS} characters`)
+  .regex(BASE64, 'must be base64')
+  .transform((p) => Buffer.from(p, 'base64'));
 const id = z.string().min(1).max(256);
 const name = z.string().max(256);
+const rate = z.union([z.number(), z.string().max(16).transform(Number)]);
+/** Custom parameters as an object: its string values (the others are no parameter of ours). */
+const parameters = z
+  .record(z.string().max(256), z.unknown())
+  .optional()
+  .transform((o) => Object.fromEntries(Object.entries(o ?? {}).filter((e): e is [string, string] => typeof e[1] === 'string')));
 
-function reader<S extends z.ZodType>(schema: S, toEvent: (m: z.output<S>) => CarrierEvent, carrier: string): (message: unknown) => CarrierEvent {
+function reader<S extends z.ZodType>(
+  schema: S,
+  toEvent: (m: z.output<S>) => CarrierEvent,
+  carrier: string,
+  events: string,
+): (message: unknown) => CarrierEvent {
   return (message) => {
     const parsed = schema.safeParse(message);
     if (parsed.success) return toEvent(parsed.data);
     const issue = parsed.error.issues[0]!;
     const param = paramOf(issue.path);
-    if (param === 'event')
-      throw new ServiceError('invalid_request', `event: not a ${carrier} media-stream event (connected, start, media, mark, dtmf, stop).`, 'event');
+    if (param === 'event') throw new ServiceError('invalid_request', `event: not a ${carrier} media-stream event (${events}).`, 'event');
     throw new ServiceError('invalid_request', `${param ?? 'message'}: ${issue.message}`, param);
   };
 }
+
+const TWILIO_LIKE_EVENTS = 'connected, start, media, mark, dtmf, stop';
+const MULAW_ONLY = 'μ-law (PCMU) at 8000 Hz, mono';
+const inboundTrack = (track: string | undefined) => (track ?? 'inbound') === 'inbound';
 
 const TwilioMessage = z.discriminatedUnion('event', [
   z.object({ event: z.literal('connected') }),
@@ -67,6 +116,7 @@ const TwilioMessage = z.discriminatedUnion('event', [
     start: z.object({
       streamSid: id,
       callSid: id.optional(),
+      customParameters: parameters,
       mediaFormat: z.object({ encoding: z.string().max(64), sampleRate: z.number(), channels: z.number().optional() }),
     }),
   }),
@@ -78,6 +128,7 @@ const TwilioMessage = z.discriminatedUnion('event', [
 
 export const twilio: CarrierDialect = {
   name: 'twilio',
+  formats: MULAW_ONLY,
   read: reader(
     TwilioMessage,
     (m): CarrierEvent => {
@@ -91,12 +142,13 @@ export const twilio: CarrierDialect = {
             kind: 'start',
             streamId: m.start.streamSid,
             callId: m.start.callSid ?? null,
-            mulaw8k: f.encoding === 'audio/x-mulaw' && f.sampleRate === 8000 && (f.channels ?? 1) === 1,
-            format: `${f.encoding} ${f.sampleRate} Hz`,
+            format: f.encoding === 'audio/x-mulaw' && f.sampleRate === 8000 && (f.channels ?? 1) === 1 ? MULAW_8K : null,
+            formatName: `${f.encoding} ${f.sampleRate} Hz`,
+            parameters: m.start.customParameters,
           };
         }
         case 'media':
-          return { kind: 'media', payload: m.media.payload, inbound: (m.media.track ?? 'inbound') === 'inbound' };
+          return { kind: 'media', audio: m.media.payload, inbound: inboundTrack(m.media.track) };
         case 'mark':
           return { kind: 'mark', name: m.mark.name };
         case 'dtmf':
@@ -104,8 +156,11 @@ export const twilio: CarrierDialect = {
       }
     },
     'Twilio',
+    TWILIO_LIKE_EVENTS,
   ),
-  media: (streamSid, p) => ({ event: 'media', streamSid, media: { payload: p } }),
+  frameMs: 20,
+  padded: false,
+  media: (streamSid, audio) => ({ event: 'media', streamSid, media: { payload: audio.toString('base64') } }),
   mark: (streamSid, n) => ({ event: 'mark', streamSid, mark: { name: n } }),
   clear: (streamSid) => ({ event: 'clear', streamSid }),
 };
@@ -117,6 +172,7 @@ const TelnyxMessage = z.discriminatedUnion('event', [
     stream_id: id,
     start: z.object({
       call_control_id: id.optional(),
+      custom_parameters: parameters,
       media_format: z.object({ encoding: z.string().max(64), sample_rate: z.number(), channels: z.number().optional() }),
     }),
   }),
@@ -129,6 +185,7 @@ const TelnyxMessage = z.discriminatedUnion('event', [
 
 export const telnyx: CarrierDialect = {
   name: 'telnyx',
+  formats: MULAW_ONLY,
   read: reader(
     TelnyxMessage,
     (m): CarrierEvent => {
@@ -142,12 +199,13 @@ export const telnyx: CarrierDialect = {
             kind: 'start',
             streamId: m.stream_id,
             callId: m.start.call_control_id ?? null,
-            mulaw8k: f.encoding === 'PCMU' && f.sample_rate === 8000 && (f.channels ?? 1) === 1,
-            format: `${f.encoding} ${f.sample_rate} Hz`,
+            format: f.encoding === 'PCMU' && f.sample_rate === 8000 && (f.channels ?? 1) === 1 ? MULAW_8K : null,
+            formatName: `${f.encoding} ${f.sample_rate} Hz`,
+            parameters: m.start.custom_parameters,
           };
         }
         case 'media':
-          return { kind: 'media', payload: m.media.payload, inbound: (m.media.track ?? 'inbound') === 'inbound' };
+          return { kind: 'media', audio: m.media.payload, inbound: inboundTrack(m.media.track) };
         case 'mark':
           return { kind: 'mark', name: m.mark.name };
         case 'dtmf':
@@ -157,10 +215,102 @@ export const telnyx: CarrierDialect = {
       }
     },
     'Telnyx',
+    `${TWILIO_LIKE_EVENTS}, error`,
   ),
-  media: (_streamId, p) => ({ event: 'media', media: { payload: p } }),
+  frameMs: 20,
+  padded: false,
+  media: (_streamId, audio) => ({ event: 'media', media: { payload: audio.toString('base64') } }),
   mark: (_streamId, n) => ({ event: 'mark', mark: { name: n } }),
   clear: () => ({ event: 'clear' }),
 };
 
-export const CARRIER_DIALECTS: readonly CarrierDialect[] = [twilio, telnyx];
+/**
+ * Plivo's extra_headers: the <Stream extraHeaders="a=1,b=2"> attribute as one string (its
+ * reference shows `;` between pairs), or, from some accounts, a JSON object.
+ */
+const plivoHeaders = z
+  .union([z.string().max(4096), z.record(z.string().max(256), z.unknown())])
+  .optional()
+  .transform((h): Record<string, string> => {
+    if (h === undefined) return {};
+    let value: unknown = h;
+    if (typeof h === 'string' && h.trimStart().startsWith('{')) {
+      try {
+        value = JSON.parse(h);
+      } catch {
+        return {};
+      }
+    }
+    if (typeof value !== 'string') return parameters.parse(value);
+    const entries: [string, string][] = [];
+    for (const pair of value.split(/[;,]/)) {
+      const eq = pair.indexOf('=');
+      if (eq > 0) entries.push([pair.slice(0, eq).trim(), pair.slice(eq + 1).trim()]);
+    }
+    return Object.fromEntries(entries);
+  });
+
+const PlivoMessage = z.discriminatedUnion('event', [
+  z.object({
+    event: z.literal('start'),
+    start: z.object({
+      callId: id.optional(),
+      streamId: id,
+      mediaFormat: z.object({ encoding: z.string().max(64), sampleRate: rate }),
+    }),
+    extra_headers: plivoHeaders,
+  }),
+  z.object({ event: z.literal('media'), media: z.object({ track: z.string().max(32).optional(), payload }) }),
+  z.object({ event: z.literal('playedStream'), name }),
+  z.object({ event: z.literal('clearedAudio') }),
+  z.object({ event: z.literal('dtmf'), dtmf: z.object({ digit: z.string().max(8) }) }),
+]);
+
+function plivoFormat(encoding: string, sampleRate: number): LineFormat | null {
+  if (encoding === 'audio/x-mulaw' && sampleRate === 8000) return MULAW_8K;
+  if (encoding === 'audio/x-l16' && (sampleRate === 8000 || sampleRate === 16000)) return { encoding: 'pcm_s16le', sampleRate };
+  return null;
+}
+
+export const plivo: CarrierDialect = {
+  name: 'plivo',
+  formats: 'audio/x-mulaw at 8000 Hz, or audio/x-l16 at 8000 or 16000 Hz',
+  read: reader(
+    PlivoMessage,
+    (m): CarrierEvent => {
+      switch (m.event) {
+        case 'start': {
+          const f = m.start.mediaFormat;
+          return {
+            kind: 'start',
+            streamId: m.start.streamId,
+            callId: m.start.callId ?? null,
+            format: plivoFormat(f.encoding, f.sampleRate),
+            formatName: `${f.encoding} ${f.sampleRate} Hz`,
+            parameters: m.extra_headers,
+          };
+        }
+        case 'media':
+          return { kind: 'media', audio: m.media.payload, inbound: inboundTrack(m.media.track) };
+        case 'playedStream':
+          return { kind: 'mark', name: m.name };
+        case 'clearedAudio':
+          return { kind: 'cleared' };
+        case 'dtmf':
+          return { kind: 'dtmf', digit: m.dtmf.digit };
+      }
+    },
+    'Plivo',
+    'start, media, dtmf, playedStream, clearedAudio',
+  ),
+  frameMs: 20,
+  padded: false,
+  media: (_streamId, audio, format) => ({
+    event: 'playAudio',
+    media: { contentType: format.encoding === 'pcm_mulaw' ? 'audio/x-mulaw' : 'audio/x-l16', sampleRate: format.sampleRate, payload: audio.toString('base64') },
+  }),
+  mark: (streamId, n) => ({ event: 'checkpoint', streamId, name: n }),
+  clear: (streamId) => ({ event: 'clearAudio', streamId }),
+};
+
+export const CARRIER_DIALECTS: readonly CarrierDialect[] = [twilio, telnyx, plivo];

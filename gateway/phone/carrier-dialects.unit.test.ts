@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { telnyx, twilio } from './carrier-dialects.ts';
+import { plivo, telnyx, twilio } from './carrier-dialects.ts';
+import { MULAW_8K } from './line-audio.ts';
 
 // Messages as the carriers' references show them (see carrier-dialects.ts for the pages).
 const TWILIO_START = {
@@ -34,14 +35,15 @@ describe('twilio', () => {
       kind: 'start',
       streamId: TWILIO_START.streamSid,
       callId: 'CA123',
-      mulaw8k: true,
-      format: 'audio/x-mulaw 8000 Hz',
+      format: MULAW_8K,
+      formatName: 'audio/x-mulaw 8000 Hz',
+      parameters: { FirstName: 'Jane' },
     });
     expect(
       twilio.read({ event: 'media', sequenceNumber: '3', media: { track: 'inbound', chunk: '1', timestamp: '5', payload: 'f39/fw==' }, streamSid: 'MZ1' }),
     ).toEqual({
       kind: 'media',
-      payload: 'f39/fw==',
+      audio: Buffer.from([0x7f, 0x7f, 0x7f, 0x7f]),
       inbound: true,
     });
     expect(twilio.read({ event: 'mark', sequenceNumber: '4', streamSid: 'MZ1', mark: { name: 'item_1:3' } })).toEqual({ kind: 'mark', name: 'item_1:3' });
@@ -51,11 +53,11 @@ describe('twilio', () => {
     });
     expect(twilio.read({ event: 'stop', sequenceNumber: '6', stop: { accountSid: 'AC1', callSid: 'CA1' }, streamSid: 'MZ1' })).toEqual({ kind: 'stop' });
     const other = { ...TWILIO_START, start: { ...TWILIO_START.start, mediaFormat: { encoding: 'audio/l16', sampleRate: 16000, channels: 1 } } };
-    expect(twilio.read(other)).toMatchObject({ kind: 'start', mulaw8k: false, format: 'audio/l16 16000 Hz' });
+    expect(twilio.read(other)).toMatchObject({ kind: 'start', format: null, formatName: 'audio/l16 16000 Hz' });
   });
 
   it('writes media, marks and clear with the stream id', () => {
-    expect(twilio.media('MZ1', 'AAA=')).toEqual({ event: 'media', streamSid: 'MZ1', media: { payload: 'AAA=' } });
+    expect(twilio.media('MZ1', Buffer.from([0, 0]), MULAW_8K)).toEqual({ event: 'media', streamSid: 'MZ1', media: { payload: 'AAA=' } });
     expect(twilio.mark('MZ1', 'm')).toEqual({ event: 'mark', streamSid: 'MZ1', mark: { name: 'm' } });
     expect(twilio.clear('MZ1')).toEqual({ event: 'clear', streamSid: 'MZ1' });
   });
@@ -77,8 +79,9 @@ describe('telnyx', () => {
       kind: 'start',
       streamId: TELNYX_START.stream_id,
       callId: TELNYX_START.start.call_control_id,
-      mulaw8k: true,
-      format: 'PCMU 8000 Hz',
+      format: MULAW_8K,
+      formatName: 'PCMU 8000 Hz',
+      parameters: { customer_id: 'customer_123' },
     });
     const media = (track: string) => ({
       event: 'media',
@@ -93,13 +96,75 @@ describe('telnyx', () => {
       detail: '100002 Unknown error',
     });
     expect(telnyx.read({ ...TELNYX_START, start: { ...TELNYX_START.start, media_format: { encoding: 'PCMA', sample_rate: 8000 } } })).toMatchObject({
-      mulaw8k: false,
+      format: null,
     });
   });
 
   it('writes its commands without a stream id', () => {
-    expect(telnyx.media('s', 'AAA=')).toEqual({ event: 'media', media: { payload: 'AAA=' } });
+    expect(telnyx.media('s', Buffer.from([0, 0]), MULAW_8K)).toEqual({ event: 'media', media: { payload: 'AAA=' } });
     expect(telnyx.mark('s', 'm')).toEqual({ event: 'mark', mark: { name: 'm' } });
     expect(telnyx.clear('s')).toEqual({ event: 'clear' });
+  });
+});
+
+// https://www.plivo.com/docs/voice/audio-streaming/audio-streaming (Stream Event Protocol).
+const PLIVO_START = {
+  event: 'start',
+  sequenceNumber: 1,
+  start: {
+    callId: '12345678-1234-1234-1234-123456789abc',
+    streamId: '87654321-4321-4321-4321-cba987654321',
+    accountId: 'MAXXXXXXXXXXXXXXXXXX',
+    tracks: ['inbound'],
+    mediaFormat: { encoding: 'audio/x-l16', sampleRate: 16000 },
+  },
+  extra_headers: 'userId=12345;sessionId=abc-xyz',
+};
+
+describe('plivo', () => {
+  it('reads its stream: L16 or μ-law, extraHeaders as parameters, checkpoints played and audio cleared', () => {
+    expect(plivo.read(PLIVO_START)).toEqual({
+      kind: 'start',
+      streamId: PLIVO_START.start.streamId,
+      callId: PLIVO_START.start.callId,
+      format: { encoding: 'pcm_s16le', sampleRate: 16000 },
+      formatName: 'audio/x-l16 16000 Hz',
+      parameters: { userId: '12345', sessionId: 'abc-xyz' },
+    });
+    const withFormat = (encoding: string, sampleRate: number | string) => ({
+      ...PLIVO_START,
+      start: { ...PLIVO_START.start, mediaFormat: { encoding, sampleRate } },
+    });
+    expect(plivo.read(withFormat('audio/x-mulaw', 8000))).toMatchObject({ format: MULAW_8K });
+    expect(plivo.read(withFormat('audio/x-l16', '8000'))).toMatchObject({ format: { encoding: 'pcm_s16le', sampleRate: 8000 } });
+    expect(plivo.read(withFormat('audio/x-mulaw', 16000))).toMatchObject({ format: null });
+    // The XML attribute's own separator, and a JSON object.
+    expect(plivo.read({ ...PLIVO_START, extra_headers: 'a=1,svc_token=pt_svc_x=y' })).toMatchObject({ parameters: { a: '1', svc_token: 'pt_svc_x=y' } });
+    expect(plivo.read({ ...PLIVO_START, extra_headers: '{"svc_token":"t","n":3}' })).toMatchObject({ parameters: { svc_token: 't' } });
+    expect(plivo.read({ ...PLIVO_START, extra_headers: undefined })).toMatchObject({ parameters: {} });
+    const media = { event: 'media', sequenceNumber: 42, streamId: 's', media: { track: 'inbound', timestamp: '1705312200000', chunk: 41, payload: 'AAEC' } };
+    expect(plivo.read(media)).toEqual({ kind: 'media', audio: Buffer.from([0, 1, 2]), inbound: true });
+    expect(plivo.read({ event: 'playedStream', sequenceNumber: 7, streamId: 's', name: 'item_1:end' })).toEqual({ kind: 'mark', name: 'item_1:end' });
+    expect(plivo.read({ event: 'clearedAudio', sequenceNumber: 8, streamId: 's' })).toEqual({ kind: 'cleared' });
+    expect(plivo.read({ event: 'dtmf', sequenceNumber: 9, streamId: 's', dtmf: { track: 'inbound', digit: '5', timestamp: '1' } })).toEqual({
+      kind: 'dtmf',
+      digit: '5',
+    });
+    expect(() => plivo.read({ event: 'mark', mark: { name: 'x' } })).toThrow(
+      expect.objectContaining({ param: 'event', message: expect.stringContaining('playedStream') }),
+    );
+  });
+
+  it("plays audio in the stream's own format, checkpoints and clears with the stream id", () => {
+    expect(plivo.media('s', Buffer.from([0, 0]), MULAW_8K)).toEqual({
+      event: 'playAudio',
+      media: { contentType: 'audio/x-mulaw', sampleRate: 8000, payload: 'AAA=' },
+    });
+    expect(plivo.media('s', Buffer.from([0, 0]), { encoding: 'pcm_s16le', sampleRate: 16000 })).toEqual({
+      event: 'playAudio',
+      media: { contentType: 'audio/x-l16', sampleRate: 16000, payload: 'AAA=' },
+    });
+    expect(plivo.mark('s', 'm')).toEqual({ event: 'checkpoint', streamId: 's', name: 'm' });
+    expect(plivo.clear('s')).toEqual({ event: 'clearAudio', streamId: 's' });
   });
 });

@@ -1,4 +1,4 @@
-// WS /phone/twilio/:token and /phone/telnyx/:token: a phone carrier's media stream of a call,
+// WS /phone/<carrier>/:token (Twilio, Telnyx, Plivo): a phone carrier's media stream of a call,
 // bridged to a realtime session (gateway/phone/phone-bridge.ts; docs/phone.md). Carriers send
 // no headers, and Twilio's <Stream url> takes no query string: the path ends in a phone token
 // (server/services/phone/), which stands for one API key of an org and names the realtime
@@ -15,7 +15,7 @@ import { ServiceError } from '../../server/services/errors.ts';
 import { phoneTokenStatuses, verifyPhoneToken, type PhoneTokenGrant } from '../../server/services/phone/verify-phone-token.ts';
 import type { GatewayContext } from '../context.ts';
 import { CARRIER_DIALECTS } from '../phone/carrier-dialects.ts';
-import { PhoneBridge } from '../phone/phone-bridge.ts';
+import { PhoneBridge, type CallAdmission } from '../phone/phone-bridge.ts';
 import { PhoneTokenWatch } from '../phone/phone-token-watch.ts';
 import { admitRealtime, releaseOnClose, startRealtimeSession, type RealtimeAdmission } from '../realtime/open-realtime.ts';
 import { loadRealtimeProfiles } from '../realtime/profiles.ts';
@@ -67,31 +67,32 @@ export function registerPhoneRoutes(app: FastifyInstance, ctx: GatewayContext): 
       wsHandler: (socket, request) => {
         const admission = request.phoneAdmission!;
         const grant = request.phoneGrant!;
-        // From here the session settles the hold (its audio leg releases it after its last debit).
-        request.raw.socket.off('close', admission.hold.release);
-        if (socket.readyState !== socket.OPEN) return admission.hold.release();
+        // Gone already: its admission was given back with the connection (releaseOnClose).
+        if (socket.readyState !== socket.OPEN) return;
         socket.once('close', ctx.metrics.webSocketOpened(route));
         ctx.lifecycle.trackSocket(socket);
-        const tokenRevoked = new AbortController();
-        socket.once('close', watch.add(grant.tokenId, tokenRevoked));
         const link = new WebSocketLink(socket, ctx.clock, {
           message: (data, isBinary) => bridge.message(data, isBinary),
           closed: () => bridge.closed(),
         });
-        const bridge = new PhoneBridge(
-          link,
-          dialect,
-          (outbox, playout) =>
-            startRealtimeSession(ctx, admission, outbox, {
+        const call: CallAdmission = {
+          open: (outbox, playout) => {
+            // From here the session settles the hold (its audio leg releases it after its last debit).
+            request.raw.socket.off('close', admission.hold.release);
+            const tokenRevoked = new AbortController();
+            socket.once('close', watch.add(grant.tokenId, tokenRevoked));
+            return startRealtimeSession(ctx, admission, outbox, {
               auth: request.auth,
               requestId: request.id,
               log: request.log,
               profiles,
               revoked: tokenRevoked.signal,
               playout,
-            }),
-          request.log,
-        );
+            });
+          },
+        };
+        // Admitted before the upgrade: the start's parameters change nothing.
+        const bridge = new PhoneBridge(link, dialect, { admit: () => Promise.resolve(call), clock: ctx.clock, log: request.log });
       },
     });
   }
