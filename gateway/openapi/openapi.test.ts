@@ -129,6 +129,7 @@ describe('GET /openapi.json', () => {
     const sockets = documented().filter((d) => d.op['x-websocket'] === true);
     expect(sockets.map((d) => `${d.method} ${d.path}`).sort()).toEqual(refusedAsPlainGet.sort());
     expect(refusedAsPlainGet.sort()).toEqual([
+      'GET /phone/exotel/{token}',
       'GET /phone/plivo/{token}',
       'GET /phone/telnyx/{token}',
       'GET /phone/twilio/{token}',

@@ -186,6 +186,7 @@ const PHONE_CARRIERS: Record<string, { name: string; audio: string }> = {
   twilio: { name: 'Twilio Media Streams', audio: 'μ-law at 8 kHz' },
   telnyx: { name: "Telnyx's media streaming", audio: 'μ-law at 8 kHz' },
   plivo: { name: "Plivo's audio streams", audio: 'μ-law at 8 kHz, or 16-bit PCM at 8 or 16 kHz' },
+  exotel: { name: "Exotel's Voicebot applet stream", audio: '16-bit PCM at 8, 16 or 24 kHz' },
 };
 
 export const OPERATIONS: Operation[] = [

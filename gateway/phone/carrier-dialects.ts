@@ -27,12 +27,23 @@
 // stream ends with the socket). To Plivo `playAudio` {media {contentType, sampleRate, payload}}
 // in the stream's own format, `checkpoint` {streamId, name}, `clearAudio` {streamId}; after a
 // clearAudio the checkpoints still queued are never acknowledged. L16 is little-endian.
+//
+// Exotel's Voicebot applet (bidirectional), from
+// https://developer.exotel.com/docs/agentstream/websocket-protocol and
+// https://developer.exotel.com/docs/agentstream/stream-voicebot-applet: Twilio's events with
+// snake_case fields: `connected`, `start` {stream_sid, start {stream_sid, call_sid, account_sid,
+// from, to, custom_parameters (the applet URL's query parameters), media_format {encoding
+// "audio/x-raw", sample_rate "8000" | "16000" | "24000", bit_rate "16"}}}, `media` {stream_sid,
+// media {chunk, timestamp, payload: base64 16-bit little-endian PCM ("raw/slin"), ~100 ms}},
+// `dtmf` {dtmf {digit, duration}}, `mark` {mark {name}}, `stop`; to Exotel `media` {stream_sid,
+// media {payload}} in chunks of at least 3.2 KB and a multiple of 320 bytes, `mark` {stream_sid,
+// mark {name}}, `clear` {stream_sid}. (ExoML's StartStream may stream μ-law at 8 kHz instead.)
 import { z } from 'zod';
 import { ServiceError } from '../../server/services/errors.ts';
 import { paramOf } from '../../server/services/parse-input.ts';
 import { MULAW_8K, type LineFormat } from './line-audio.ts';
 
-export type CarrierName = 'twilio' | 'telnyx' | 'plivo';
+export type CarrierName = 'twilio' | 'telnyx' | 'plivo' | 'exotel';
 
 export type CarrierEvent =
   | { kind: 'connected' }
@@ -313,4 +324,68 @@ export const plivo: CarrierDialect = {
   clear: (streamId) => ({ event: 'clearAudio', streamId }),
 };
 
-export const CARRIER_DIALECTS: readonly CarrierDialect[] = [twilio, telnyx, plivo];
+const ExotelMessage = z.discriminatedUnion('event', [
+  z.object({ event: z.literal('connected') }),
+  z.object({
+    event: z.literal('start'),
+    start: z.object({
+      stream_sid: id,
+      call_sid: id.optional(),
+      custom_parameters: parameters,
+      media_format: z.object({ encoding: z.string().max(64), sample_rate: rate, bit_rate: rate.optional() }),
+    }),
+  }),
+  z.object({ event: z.literal('media'), media: z.object({ payload }) }),
+  z.object({ event: z.literal('mark'), mark: z.object({ name }) }),
+  z.object({ event: z.literal('dtmf'), dtmf: z.object({ digit: z.string().max(8) }) }),
+  z.object({ event: z.literal('stop') }),
+]);
+
+function exotelFormat(encoding: string, sampleRate: number, bitRate = 16): LineFormat | null {
+  if (/mulaw|ulaw|pcmu/i.test(encoding)) return sampleRate === 8000 ? MULAW_8K : null;
+  if (/raw|slin|l16/i.test(encoding) && bitRate === 16 && (sampleRate === 8000 || sampleRate === 16000 || sampleRate === 24000))
+    return { encoding: 'pcm_s16le', sampleRate };
+  return null;
+}
+
+export const exotel: CarrierDialect = {
+  name: 'exotel',
+  formats: '16-bit PCM (audio/x-raw) at 8000, 16000 or 24000 Hz, or μ-law at 8000 Hz',
+  read: reader(
+    ExotelMessage,
+    (m): CarrierEvent => {
+      switch (m.event) {
+        case 'connected':
+        case 'stop':
+          return { kind: m.event };
+        case 'start': {
+          const f = m.start.media_format;
+          return {
+            kind: 'start',
+            streamId: m.start.stream_sid,
+            callId: m.start.call_sid ?? null,
+            format: exotelFormat(f.encoding, f.sample_rate, f.bit_rate),
+            formatName: `${f.encoding} ${f.sample_rate} Hz`,
+            parameters: m.start.custom_parameters,
+          };
+        }
+        case 'media':
+          return { kind: 'media', audio: m.media.payload, inbound: true };
+        case 'mark':
+          return { kind: 'mark', name: m.mark.name };
+        case 'dtmf':
+          return { kind: 'dtmf', digit: m.dtmf.digit };
+      }
+    },
+    'Exotel',
+    TWILIO_LIKE_EVENTS,
+  ),
+  // Exotel plays chunks under 3.2 KB or not a multiple of 320 bytes with gaps: 200 ms is 3.2 KB at 8 kHz (more above).
+  frameMs: 200,
+  padded: true,
+  media: (streamSid, audio) => ({ event: 'media', stream_sid: streamSid, media: { payload: audio.toString('base64') } }),
+  mark: (streamSid, n) => ({ event: 'mark', stream_sid: streamSid, mark: { name: n } }),
+  clear: (streamSid) => ({ event: 'clear', stream_sid: streamSid }),
+};
+
+export const CARRIER_DIALECTS: readonly CarrierDialect[] = [twilio, telnyx, plivo, exotel];

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { plivo, telnyx, twilio } from './carrier-dialects.ts';
+import { exotel, plivo, telnyx, twilio } from './carrier-dialects.ts';
 import { MULAW_8K } from './line-audio.ts';
 
 // Messages as the carriers' references show them (see carrier-dialects.ts for the pages).
@@ -166,5 +166,66 @@ describe('plivo', () => {
     });
     expect(plivo.mark('s', 'm')).toEqual({ event: 'checkpoint', streamId: 's', name: 'm' });
     expect(plivo.clear('s')).toEqual({ event: 'clearAudio', streamId: 's' });
+  });
+});
+
+// https://developer.exotel.com/docs/agentstream/websocket-protocol
+const EXOTEL_START = {
+  event: 'start',
+  sequence_number: '1',
+  stream_sid: 'MZxxxxxxxxxxxxxxxxxxxxxxxx',
+  start: {
+    stream_sid: 'MZxxxxxxxxxxxxxxxxxxxxxxxx',
+    call_sid: 'CAxxxxxxxxxxxxxxxxxxxxxxxx',
+    account_sid: 'ACxxxxxxxxxxxxxxxxxxxxxxxx',
+    from: '+919876543210',
+    to: '+918047491899',
+    custom_parameters: { key1: 'value1' },
+    media_format: { encoding: 'audio/x-raw', sample_rate: '8000', bit_rate: '16' },
+  },
+};
+
+describe('exotel', () => {
+  it("reads its stream: snake_case fields, raw 16-bit PCM at the applet's rate, rates as strings", () => {
+    expect(exotel.read({ event: 'connected' })).toEqual({ kind: 'connected' });
+    expect(exotel.read(EXOTEL_START)).toEqual({
+      kind: 'start',
+      streamId: EXOTEL_START.stream_sid,
+      callId: EXOTEL_START.start.call_sid,
+      format: { encoding: 'pcm_s16le', sampleRate: 8000 },
+      formatName: 'audio/x-raw 8000 Hz',
+      parameters: { key1: 'value1' },
+    });
+    const withFormat = (media_format: object) => ({ ...EXOTEL_START, start: { ...EXOTEL_START.start, media_format } });
+    expect(exotel.read(withFormat({ encoding: 'audio/x-raw', sample_rate: '16000', bit_rate: '16' }))).toMatchObject({
+      format: { encoding: 'pcm_s16le', sampleRate: 16000 },
+    });
+    expect(exotel.read(withFormat({ encoding: 'audio/x-mulaw', sample_rate: 8000 }))).toMatchObject({ format: MULAW_8K });
+    expect(exotel.read(withFormat({ encoding: 'audio/x-raw', sample_rate: '8000', bit_rate: '8' }))).toMatchObject({ format: null });
+    expect(exotel.read(withFormat({ encoding: 'audio/x-raw', sample_rate: '11025' }))).toMatchObject({ format: null });
+    const media = { event: 'media', sequence_number: '3', stream_sid: 'MZ1', media: { chunk: '2', timestamp: '200', payload: 'AAEC' } };
+    expect(exotel.read(media)).toEqual({ kind: 'media', audio: Buffer.from([0, 1, 2]), inbound: true });
+    expect(exotel.read({ event: 'dtmf', sequence_number: '7', stream_sid: 'MZ1', dtmf: { digit: '5', duration: '100' } })).toEqual({
+      kind: 'dtmf',
+      digit: '5',
+    });
+    expect(exotel.read({ event: 'mark', sequence_number: '15', stream_sid: 'MZ1', mark: { name: 'item_1:2' } })).toEqual({ kind: 'mark', name: 'item_1:2' });
+    expect(
+      exotel.read({ event: 'stop', sequence_number: '16', stream_sid: 'MZ1', stop: { call_sid: 'CA1', account_sid: 'AC1', reason: 'callended' } }),
+    ).toEqual({
+      kind: 'stop',
+    });
+    expect(() => exotel.read({ event: 'media', media: { payload: '***' } })).toThrow(expect.objectContaining({ param: 'media.payload' }));
+  });
+
+  it('writes media, marks and clears with stream_sid, in frames of 200 ms padded to whole 20 ms', () => {
+    expect(exotel.media('MZ1', Buffer.from([0, 0]), { encoding: 'pcm_s16le', sampleRate: 8000 })).toEqual({
+      event: 'media',
+      stream_sid: 'MZ1',
+      media: { payload: 'AAA=' },
+    });
+    expect(exotel.mark('MZ1', 'm')).toEqual({ event: 'mark', stream_sid: 'MZ1', mark: { name: 'm' } });
+    expect(exotel.clear('MZ1')).toEqual({ event: 'clear', stream_sid: 'MZ1' });
+    expect([exotel.frameMs, exotel.padded]).toEqual([200, true]);
   });
 });

@@ -1,14 +1,20 @@
-// A call's audio between the carrier's line and its realtime session. μ-law at 8 kHz (Twilio,
-// Telnyx, Plivo's audio/x-mulaw) is a format the session takes and makes itself (g711_ulaw):
-// nothing is converted. 16-bit little-endian PCM at 8, 16 or 24 kHz (Plivo's audio/x-l16,
-// Exotel, Vonage) runs the session in pcm16 at 24 kHz and is resampled both ways with
-// gateway/audio's resampler, losing nothing to companding.
+// A call's audio between the carrier's line and its realtime session.
 //
-// The caller's audio is resampled with the filter's delay kept (a few ms of lag): every chunk
-// comes out whole at once, so the session counts, and bills, exactly the audio the carrier
-// sent, whenever the call ends. The answers' audio is resampled time-aligned, one resampler
-// per answer, flushed at the answer's end so its last milliseconds are played too.
-import { FrameAligner, floatToS16, s16leBytes, s16leToFloat } from '../audio/pcm.ts';
+// - μ-law at 8 kHz (Twilio, Telnyx, Plivo's audio/x-mulaw) is a format the session takes and
+//   makes itself (g711_ulaw): nothing is converted.
+// - 16-bit little-endian PCM at 8 kHz (Plivo's and Exotel's defaults, Vonage's 8 kHz) runs the
+//   session in g711_ulaw too, each sample companded with gateway/audio's G.711 (no delay, a
+//   byte a sample). Not resampled: the recognizers hear 8 kHz input as telephone audio and
+//   decode it with their narrow-band settings, while the same audio upsampled reads to them as
+//   wide-band speech missing its top half (the local recognizer lost most of the words so).
+// - 16-bit PCM at 16 or 24 kHz (Plivo's and Exotel's wide-band, Vonage's default) runs the
+//   session in pcm16 at 24 kHz, resampled both ways with gateway/audio's resampler. The caller's
+//   audio is resampled with the filter's delay kept (a few ms of lag): every chunk comes out
+//   whole at once, so the session counts, and bills, exactly the audio the carrier sent,
+//   whenever the call ends. The answers' audio is resampled time-aligned, one resampler per
+//   answer, flushed at the answer's end so its last milliseconds are played too.
+import { decodeMulaw, encodeMulaw } from '../audio/g711.ts';
+import { FrameAligner, floatToS16, s16leBytes, s16leToFloat, s16leToS16 } from '../audio/pcm.ts';
 import { createResampler, type Resampler } from '../audio/resample.ts';
 import { FORMAT_AUDIO, type RealtimeAudioFormat } from '../realtime/session-config.ts';
 import type { LineFraming } from './playback.ts';
@@ -25,21 +31,23 @@ const SESSION_RATE = FORMAT_AUDIO.pcm16.sampleRate;
 /** A 16-bit sample's bytes: chunks that end mid-sample carry the rest over. */
 const SAMPLE_BYTES = 2;
 
-interface Stream {
-  aligner: FrameAligner;
-  resampler: Resampler;
-}
-
 export class LineAudio {
-  /** What the session takes and makes: the line's own μ-law, or pcm16 at 24 kHz. */
+  /** What the session takes and makes: μ-law at 8 kHz, or pcm16 at 24 kHz. */
   readonly sessionFormat: RealtimeAudioFormat;
-  private readonly input: Stream | null;
-  private output: (Stream & { itemId: string }) | null = null;
+  /** How the line's samples become the session's: as they are, companded, or resampled. */
+  private readonly kind: 'same' | 'g711' | 'resampled';
+  private readonly input: { aligner: FrameAligner; resampler: Resampler | null } | null;
+  private output: { itemId: string; aligner: FrameAligner; resampler: Resampler } | null = null;
 
   constructor(readonly format: LineFormat) {
-    const pcm = format.encoding === 'pcm_s16le';
-    this.sessionFormat = pcm ? 'pcm16' : 'g711_ulaw';
-    this.input = pcm ? { aligner: new FrameAligner(SAMPLE_BYTES), resampler: createResampler(format.sampleRate, SESSION_RATE, { keepDelay: true }) } : null;
+    this.kind = format.encoding === 'pcm_mulaw' ? 'same' : format.sampleRate === 8000 ? 'g711' : 'resampled';
+    this.sessionFormat = this.kind === 'resampled' ? 'pcm16' : 'g711_ulaw';
+    if (this.kind === 'same') this.input = null;
+    else
+      this.input = {
+        aligner: new FrameAligner(SAMPLE_BYTES),
+        resampler: this.kind === 'resampled' ? createResampler(format.sampleRate, SESSION_RATE, { keepDelay: true }) : null,
+      };
   }
 
   /** How the answers' audio is cut into messages of `frameMs`; `padded`: the last one made whole 20 ms with silence. */
@@ -52,12 +60,15 @@ export class LineAudio {
   /** The caller's audio, as the session takes it. */
   toSession(line: Buffer): Buffer {
     if (!this.input) return line;
-    return pcm(this.input.resampler.push(s16leToFloat(this.input.aligner.push(line))));
+    const whole = this.input.aligner.push(line);
+    if (!this.input.resampler) return encodeMulaw(s16leToS16(whole));
+    return pcm(this.input.resampler.push(s16leToFloat(whole)));
   }
 
   /** An answer's audio (as the session makes it), as the line plays it. */
   toLine(itemId: string, audio: Buffer): Buffer {
-    if (this.format.encoding === 'pcm_mulaw') return audio;
+    if (this.kind === 'same') return audio;
+    if (this.kind === 'g711') return s16leBytes(decodeMulaw(audio));
     // Another answer's audio: what the filter held of the last one (a few ms) is dropped, as a barge-in would.
     if (this.output?.itemId !== itemId) this.dropLine();
     const o = (this.output ??= { itemId, aligner: new FrameAligner(SAMPLE_BYTES), resampler: createResampler(SESSION_RATE, this.format.sampleRate) });
@@ -81,7 +92,7 @@ export class LineAudio {
   /** The call is over: the resamplers' state is freed. */
   close(): void {
     this.dropLine();
-    this.input?.resampler.close();
+    this.input?.resampler?.close();
   }
 }
 

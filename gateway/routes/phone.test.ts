@@ -241,6 +241,24 @@ describe('a Plivo call', () => {
   }, 120_000);
 });
 
+describe('an Exotel call', () => {
+  it('raw 16-bit PCM at 8 kHz: answered in chunks of 3.2 KB, each a multiple of 320 bytes, billed to the millisecond', async () => {
+    const { call } = await answeredAndBilled('exotel');
+    const commands = call.commands.events;
+    // 3,200 bytes (200 ms) a chunk; an answer's last one shorter, padded to whole 20 ms (the wire counts any other size as a violation).
+    commands.forEach((c, i) => {
+      if (c.kind === 'audio' && c.audio.length !== 3200) expect(markName(commands[i + 1]!)).toMatch(/:end$/);
+    });
+    expect(Object.keys(commands.find((c) => c.kind === 'audio')!.message!).sort()).toEqual(['event', 'media', 'stream_sid']);
+    expect(commands.find((c) => c.kind === 'mark')!.message).toMatchObject({ event: 'mark', stream_sid: call.streamId });
+  }, 120_000);
+
+  it('talked over: a clear with its stream_sid, and the answer cut where the echoed marks say', async () => {
+    const { call, afterClear } = await spokenOver('exotel', { format: { encoding: 'pcm_s16le', sampleRate: 16000 } });
+    expect(afterClear[0]!.message).toEqual({ event: 'clear', stream_sid: call.streamId });
+  }, 120_000);
+});
+
 describe('ending a call', () => {
   it('a revoked phone token ends its call within a second of the gateway clock (1008 api_key_disabled)', async () => {
     const line = await phoneLine();
@@ -284,7 +302,7 @@ describe('before the upgrade', () => {
     const wrong = await refusedUpgrade(h, {}, {}, path('twilio', `pt_svc_${'x'.repeat(43)}`));
     expect(wrong.status).toBe(401);
     expect(JSON.parse(wrong.body)).toMatchObject({ error: { code: 'invalid_api_key', type: 'invalid_request_error' } });
-    for (const carrier of ['telnyx', 'plivo'] as const) expect((await refusedUpgrade(h, {}, {}, path(carrier, 'nope'))).status).toBe(401);
+    for (const carrier of ['telnyx', 'plivo', 'exotel'] as const) expect((await refusedUpgrade(h, {}, {}, path(carrier, 'nope'))).status).toBe(401);
     const revoked = await phoneLine();
     await revokePhoneToken(h.testDb.db.prisma, { id: revoked.tokenId });
     const gone = await refusedUpgrade(h, {}, {}, path('twilio', revoked.token));

@@ -3,7 +3,7 @@
 // how it reads the gateway's commands (anything off its protocol is a violation the test sees).
 import type { CarrierCommand } from './scripted-carrier.ts';
 
-export type CarrierName = 'twilio' | 'telnyx' | 'plivo';
+export type CarrierName = 'twilio' | 'telnyx' | 'plivo' | 'exotel';
 
 export interface WireFormat {
   encoding: 'pcm_mulaw' | 'pcm_s16le';
@@ -59,13 +59,18 @@ const field = (o: unknown, key: string): unknown => (typeof o === 'object' && o 
  * Twilio's commands and Telnyx's: `media` {media {payload}}, `mark` {mark {name}}, `clear`;
  * `idField`: the stream id each must carry (Twilio's streamSid), none for Telnyx.
  */
-function twilioLikeCommand(idField: string | null, streamId: string): CarrierWire['command'] {
+function twilioLikeCommand(
+  idField: string | null,
+  streamId: string,
+  checkAudio: (audio: Buffer, violations: string[]) => void = () => {},
+): CarrierWire['command'] {
   return (data, isBinary, violations) => {
     const c = json(data, isBinary, violations);
     if (!c) return null;
     if (idField && c[idField] !== streamId) violations.push(`${String(c.event)} with ${idField} ${String(c[idField])}`);
     if (c.event === 'media') {
       const audio = audioOf(field(c.media, 'payload'), violations);
+      if (audio) checkAudio(audio, violations);
       return audio && { kind: 'audio', audio, message: c };
     }
     if (c.event === 'mark') {
@@ -236,4 +241,55 @@ function plivo(format: WireFormat = { encoding: 'pcm_s16le', sampleRate: 8000 })
   };
 }
 
-export const WIRES: Record<CarrierName, (format?: WireFormat) => CarrierWire> = { twilio, telnyx, plivo };
+/**
+ * Exotel's Voicebot applet (bidirectional), from
+ * https://developer.exotel.com/docs/agentstream/websocket-protocol and
+ * https://developer.exotel.com/docs/agentstream/stream-voicebot-applet: sends `connected`, `start`
+ * {sequence_number, stream_sid, start {stream_sid, call_sid, account_sid, from, to,
+ * custom_parameters, media_format {encoding "audio/x-raw", sample_rate "8000", bit_rate "16"}}},
+ * `media` {sequence_number, stream_sid, media {chunk, timestamp, payload: base64 16-bit
+ * little-endian PCM}} every ~100 ms, `dtmf` {dtmf {digit, duration}}, `mark` {stream_sid, mark
+ * {name}} once the audio before it has played, `stop` {stop {call_sid, account_sid, reason}}.
+ * Takes `media` {stream_sid, media {payload}} (chunks of 3.2 KB to 100 KB, each a multiple of
+ * 320 bytes, or it plays with gaps: the wire counts a ragged one as a violation), `mark` {stream_sid, mark {name}}, `clear` {stream_sid}. The
+ * reference does not say what becomes of the marks queued at a clear: echoed, as Twilio does.
+ */
+function exotel(format: WireFormat = { encoding: 'pcm_s16le', sampleRate: 8000 }): CarrierWire {
+  const streamId = hex(32).toLowerCase();
+  const callSid = hex(32).toLowerCase();
+  let sequence = 0;
+  let chunk = 0;
+  const stamp = (event: string, body: object) => JSON.stringify({ event, sequence_number: String(++sequence), stream_sid: streamId, ...body });
+  return {
+    streamId,
+    format,
+    frameMs: 100,
+    opening: (parameters) => [
+      JSON.stringify({ event: 'connected' }),
+      stamp('start', {
+        start: {
+          stream_sid: streamId,
+          call_sid: callSid,
+          account_sid: 'exotel-account',
+          from: '+919876543210',
+          to: '+918047491899',
+          custom_parameters: parameters,
+          media_format: { encoding: format.encoding === 'pcm_mulaw' ? 'audio/x-mulaw' : 'audio/x-raw', sample_rate: String(format.sampleRate), bit_rate: '16' },
+        },
+      }),
+    ],
+    media: (frame) => {
+      chunk++;
+      return stamp('media', { media: { chunk: String(chunk), timestamp: String(chunk * 100), payload: frame.toString('base64') } });
+    },
+    dtmf: (digit) => stamp('dtmf', { dtmf: { digit, duration: '100' } }),
+    stop: () => stamp('stop', { stop: { call_sid: callSid, account_sid: 'exotel-account', reason: 'callended' } }),
+    played: (name) => stamp('mark', { mark: { name } }),
+    clear: { echoesMarks: true, ack: null },
+    command: twilioLikeCommand('stream_sid', streamId, (audio, violations) => {
+      if (audio.length % 320 !== 0 || audio.length > 100_000) violations.push(`a media chunk of ${audio.length} bytes`);
+    }),
+  };
+}
+
+export const WIRES: Record<CarrierName, (format?: WireFormat) => CarrierWire> = { twilio, telnyx, plivo, exotel };

@@ -20,7 +20,7 @@ import { useTRPC } from '@/app/_lib/trpc';
 type TokenRow = RouterOutputs['phone']['list'][number];
 
 /** The stream URL a carrier connects to: the gateway's address as a WebSocket one, the token as the last segment. */
-export function streamUrl(gatewayUrl: string, carrier: 'twilio' | 'telnyx' | 'plivo', token: string): string {
+export function streamUrl(gatewayUrl: string, carrier: 'twilio' | 'telnyx' | 'plivo' | 'exotel', token: string): string {
   return `${gatewayUrl.replace(/^http/, 'ws').replace(/\/+$/, '')}/phone/${carrier}/${token}`;
 }
 
@@ -31,7 +31,7 @@ export function PhoneTokens() {
     <>
       <PageHeader
         title="Phone"
-        description="Phone carriers (Twilio, Telnyx, Plivo) stream a call's audio to the gateway and cannot send a key: their stream URL ends in a token that stands for one of your keys and names the realtime profile the caller talks to."
+        description="Phone carriers (Twilio, Telnyx, Plivo, Exotel) stream a call's audio to the gateway and cannot send a key: their stream URL ends in a token that stands for one of your keys and names the realtime profile the caller talks to."
       />
       <div className="space-y-6">
         {canManage === true && <CreateToken />}
@@ -115,7 +115,9 @@ function CreateToken() {
               <pre className="mt-1 overflow-x-auto rounded bg-white p-2 font-mono text-xs text-zinc-900 ring-1 ring-emerald-200" data-testid="phone-twiml">
                 {`<Response><Connect><Stream url="${url}"/></Connect></Response>`}
               </pre>
-              <p className="mt-1">Telnyx, Plivo: the same URL with /phone/telnyx/ or /phone/plivo/. Set-up per carrier: docs/phone.md.</p>
+              <p className="mt-1">
+                Telnyx, Plivo, Exotel: the same URL with /phone/telnyx/, /phone/plivo/ or /phone/exotel/. Set-up per carrier: docs/phone.md.
+              </p>
             </div>
           )}
           <Button variant="ghost" className="mt-2 -ml-2" onClick={() => setCreated(null)}>
