@@ -133,6 +133,7 @@ describe('GET /openapi.json', () => {
       'GET /phone/plivo/{token}',
       'GET /phone/telnyx/{token}',
       'GET /phone/twilio/{token}',
+      'GET /phone/vonage/{token}',
       'GET /stt/turns/websocket',
       'GET /stt/websocket',
       'GET /tts/websocket',

@@ -187,6 +187,7 @@ const PHONE_CARRIERS: Record<string, { name: string; audio: string }> = {
   telnyx: { name: "Telnyx's media streaming", audio: 'μ-law at 8 kHz' },
   plivo: { name: "Plivo's audio streams", audio: 'μ-law at 8 kHz, or 16-bit PCM at 8 or 16 kHz' },
   exotel: { name: "Exotel's Voicebot applet stream", audio: '16-bit PCM at 8, 16 or 24 kHz' },
+  vonage: { name: "Vonage's Voice API WebSocket", audio: '16-bit PCM at 8, 16 or 24 kHz, in binary messages' },
 };
 
 export const OPERATIONS: Operation[] = [

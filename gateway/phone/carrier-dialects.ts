@@ -38,12 +38,23 @@
 // `dtmf` {dtmf {digit, duration}}, `mark` {mark {name}}, `stop`; to Exotel `media` {stream_sid,
 // media {payload}} in chunks of at least 3.2 KB and a multiple of 320 bytes, `mark` {stream_sid,
 // mark {name}}, `clear` {stream_sid}. (ExoML's StartStream may stream μ-law at 8 kHz instead.)
+//
+// Vonage's Voice API WebSocket (an NCCO `connect` to a `websocket` endpoint), from
+// https://developer.vonage.com/en/voice/voice-api/concepts/websockets: the first message is
+// JSON text, {"event": "websocket:connected", "content-type": "audio/l16;rate=16000" (or 8000,
+// 24000), and the NCCO endpoint's `headers` as top-level fields}; then the caller's audio as
+// binary messages of 16-bit little-endian PCM, 20 ms each (640 bytes at 16 kHz), and JSON text
+// events among them: `websocket:dtmf` {digit, duration}, `websocket:notify` {payload} (the
+// audio sent before a `notify` has played), `websocket:cleared`; others may come and are not
+// ours to refuse. To Vonage: binary 20 ms frames of the same format (Vonage buffers them, a
+// bounded number: 1,024 frames in the older guide, 3,072 in the newer), {"action": "notify",
+// "payload": {…}} (our marks) and {"action": "clear"} (drops the buffered audio).
 import { z } from 'zod';
 import { ServiceError } from '../../server/services/errors.ts';
 import { paramOf } from '../../server/services/parse-input.ts';
 import { MULAW_8K, type LineFormat } from './line-audio.ts';
 
-export type CarrierName = 'twilio' | 'telnyx' | 'plivo' | 'exotel';
+export type CarrierName = 'twilio' | 'telnyx' | 'plivo' | 'exotel' | 'vonage';
 
 export type CarrierEvent =
   | { kind: 'connected' }
@@ -66,7 +77,9 @@ export type CarrierEvent =
   | { kind: 'dtmf'; digit: string }
   | { kind: 'stop' }
   /** The carrier reports an error (Telnyx); the call goes on unless it stops. */
-  | { kind: 'carrier_error'; detail: string };
+  | { kind: 'carrier_error'; detail: string }
+  /** An event of the carrier's that the call has no use for (Vonage sends others than it lists). */
+  | { kind: 'other' };
 
 export interface CarrierDialect {
   name: CarrierName;
@@ -74,11 +87,16 @@ export interface CarrierDialect {
   formats: string;
   /** One message as the carrier sent it (parsed JSON); a ServiceError naming the field when it is not one. */
   read(message: unknown): CarrierEvent;
+  /** A binary message (Vonage's audio); absent: the carrier sends none, and one is refused. */
+  readBinary?(data: Buffer): CarrierEvent;
   /** Audio per media message sent to the carrier, in ms. */
   frameMs: number;
   /** The last message of an answer is padded with silence to whole 20 ms (carriers that play only whole frames). */
   padded: boolean;
-  media(streamId: string, audio: Buffer, format: LineFormat): object;
+  /** At most this much audio sent that the carrier has not played (its buffer is bounded); absent: the socket's bound only. */
+  maxAheadMs?: number;
+  /** An answer's audio: a JSON message, or a binary one (a Buffer). */
+  media(streamId: string, audio: Buffer, format: LineFormat): object | Buffer;
   mark(streamId: string, name: string): object;
   clear(streamId: string): object;
 }
@@ -388,4 +406,70 @@ export const exotel: CarrierDialect = {
   clear: (streamSid) => ({ event: 'clear', stream_sid: streamSid }),
 };
 
-export const CARRIER_DIALECTS: readonly CarrierDialect[] = [twilio, telnyx, plivo, exotel];
+const VONAGE_RATES = { 'audio/l16;rate=8000': 8000, 'audio/l16;rate=16000': 16000, 'audio/l16;rate=24000': 24000 } as const;
+
+const VonageMessage = z.discriminatedUnion('event', [
+  z.looseObject({ event: z.literal('websocket:connected'), 'content-type': z.string().max(64) }),
+  z.object({ event: z.literal('websocket:dtmf'), digit: z.string().max(8).optional(), dtmf: z.object({ digit: z.string().max(8) }).optional() }),
+  z.object({ event: z.literal('websocket:notify'), payload: z.object({ name: name.optional() }).optional() }),
+  z.object({ event: z.literal('websocket:cleared') }),
+]);
+const VONAGE_EVENT = z.object({ event: z.string().max(64) });
+const VONAGE_EVENTS = new Set(['websocket:connected', 'websocket:dtmf', 'websocket:notify', 'websocket:cleared']);
+
+const readVonage = reader(
+  VonageMessage,
+  (m): CarrierEvent => {
+    switch (m.event) {
+      case 'websocket:connected': {
+        const contentType = m['content-type'];
+        const sampleRate = VONAGE_RATES[contentType.replace(/\s/g, '').toLowerCase() as keyof typeof VONAGE_RATES];
+        const { event: _event, 'content-type': _type, ...headers } = m;
+        return {
+          kind: 'start',
+          streamId: '',
+          callId: null,
+          format: sampleRate ? { encoding: 'pcm_s16le', sampleRate } : null,
+          formatName: contentType,
+          parameters: parameters.parse(headers),
+        };
+      }
+      case 'websocket:dtmf': {
+        const digit = m.digit ?? m.dtmf?.digit;
+        return digit === undefined ? { kind: 'other' } : { kind: 'dtmf', digit };
+      }
+      case 'websocket:notify':
+        // A notify that is not one of our marks (no name) says nothing of what was heard.
+        return m.payload?.name === undefined ? { kind: 'other' } : { kind: 'mark', name: m.payload.name };
+      case 'websocket:cleared':
+        return { kind: 'cleared' };
+    }
+  },
+  'Vonage',
+  [...VONAGE_EVENTS].join(', '),
+);
+
+export const vonage: CarrierDialect = {
+  name: 'vonage',
+  formats: 'audio/l16;rate=16000, audio/l16;rate=8000 or audio/l16;rate=24000',
+  read: (message) => {
+    const event = VONAGE_EVENT.safeParse(message);
+    // Vonage may send events it does not list: not ours to refuse.
+    if (event.success && !VONAGE_EVENTS.has(event.data.event)) return { kind: 'other' };
+    return readVonage(message);
+  },
+  readBinary: (data) => {
+    if (data.length > MAX_PAYLOAD_CHARS)
+      throw new ServiceError('invalid_request', `audio: a binary message must be at most ${MAX_PAYLOAD_CHARS} bytes.`, 'audio');
+    return { kind: 'media', audio: data, inbound: true };
+  },
+  // Vonage plays only whole 20 ms messages (320 or 640 bytes), and buffers a bounded number of them: 10 s stays well inside.
+  frameMs: 20,
+  padded: true,
+  maxAheadMs: 10_000,
+  media: (_streamId, audio) => audio,
+  mark: (_streamId, n) => ({ action: 'notify', payload: { name: n } }),
+  clear: () => ({ action: 'clear' }),
+};
+
+export const CARRIER_DIALECTS: readonly CarrierDialect[] = [twilio, telnyx, plivo, exotel, vonage];

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { exotel, plivo, telnyx, twilio } from './carrier-dialects.ts';
+import { exotel, plivo, telnyx, twilio, vonage } from './carrier-dialects.ts';
 import { MULAW_8K } from './line-audio.ts';
 
 // Messages as the carriers' references show them (see carrier-dialects.ts for the pages).
@@ -227,5 +227,41 @@ describe('exotel', () => {
     expect(exotel.mark('MZ1', 'm')).toEqual({ event: 'mark', stream_sid: 'MZ1', mark: { name: 'm' } });
     expect(exotel.clear('MZ1')).toEqual({ event: 'clear', stream_sid: 'MZ1' });
     expect([exotel.frameMs, exotel.padded]).toEqual([200, true]);
+  });
+});
+
+// https://developer.vonage.com/en/voice/voice-api/concepts/websockets
+describe('vonage', () => {
+  it('reads websocket:connected as the start (its format, the NCCO headers as parameters), binary audio, DTMF, notifies and clears', () => {
+    expect(vonage.read({ event: 'websocket:connected', 'content-type': 'audio/l16;rate=16000', language: 'en-GB', callerID: '447700900123', age: 40 })).toEqual(
+      {
+        kind: 'start',
+        streamId: '',
+        callId: null,
+        format: { encoding: 'pcm_s16le', sampleRate: 16000 },
+        formatName: 'audio/l16;rate=16000',
+        parameters: { language: 'en-GB', callerID: '447700900123' },
+      },
+    );
+    expect(vonage.read({ event: 'websocket:connected', 'content-type': 'audio/l16;rate=8000' })).toMatchObject({ format: { sampleRate: 8000 } });
+    expect(vonage.read({ event: 'websocket:connected', 'content-type': 'audio/pcmu' })).toMatchObject({ format: null, formatName: 'audio/pcmu' });
+    expect(vonage.readBinary!(Buffer.alloc(640))).toEqual({ kind: 'media', audio: Buffer.alloc(640), inbound: true });
+    expect(() => vonage.readBinary!(Buffer.alloc(70_000))).toThrow(expect.objectContaining({ param: 'audio' }));
+    expect(vonage.read({ event: 'websocket:dtmf', digit: '5', duration: 260 })).toEqual({ kind: 'dtmf', digit: '5' });
+    expect(vonage.read({ event: 'websocket:notify', payload: { name: 'item_1:3' } })).toEqual({ kind: 'mark', name: 'item_1:3' });
+    // A notify that is none of ours, an event Vonage did not list: nothing to act on, nothing to refuse.
+    expect(vonage.read({ event: 'websocket:notify', payload: { reply_id: 'x' } })).toEqual({ kind: 'other' });
+    expect(vonage.read({ event: 'websocket:media:unknown' })).toEqual({ kind: 'other' });
+    expect(vonage.read({ event: 'websocket:cleared' })).toEqual({ kind: 'cleared' });
+    expect(() => vonage.read({ action: 'clear' })).toThrow(expect.objectContaining({ param: 'event' }));
+    expect(() => vonage.read({ event: 'websocket:connected' })).toThrow(expect.objectContaining({ param: 'content-type' }));
+  });
+
+  it('writes the audio as binary messages, marks as notify, a clear as the clear action', () => {
+    const frame = Buffer.alloc(640, 1);
+    expect(vonage.media('', frame, { encoding: 'pcm_s16le', sampleRate: 16000 })).toBe(frame);
+    expect(vonage.mark('', 'item_1:end')).toEqual({ action: 'notify', payload: { name: 'item_1:end' } });
+    expect(vonage.clear('')).toEqual({ action: 'clear' });
+    expect([vonage.frameMs, vonage.padded, vonage.maxAheadMs]).toEqual([20, true, 10_000]);
   });
 });

@@ -12,7 +12,8 @@
 // (bounded) and is handled after; no start within START_TIMEOUT_MS closes the socket (1008).
 //
 // Caller audio → input_audio_buffer.append. The answer's audio → media frames with marks
-// (playback.ts). The caller speaking over an answer (the session's barge-in asks the transport
+// (playback.ts), JSON or binary (Vonage); with a carrier whose buffer is bounded (Vonage), the
+// session's next audio waits (its outbox's drained()) while maxAheadMs of it is unplayed there. The caller speaking over an answer (the session's barge-in asks the transport
 // to stop its playout, output-playout.ts) → `clear`, and the session cuts the answer where the
 // echoed marks say the caller stopped hearing it. `stop` or the socket's close ends the session.
 // What the carrier sends that is not its protocol is an error event of the session's outbox:
@@ -76,6 +77,8 @@ export class PhoneBridge {
   private streamId = '';
   private readonly startTimer: Timer;
   private waiting: { data: Buffer; isBinary: boolean }[] = [];
+  /** The session's audio waiting for room at the carrier (carrierRoom): one at a time in practice. */
+  private audioWaiters: (() => void)[] = [];
   /** The conversation's response now running, if any. */
   private activeResponse: string | null = null;
   private readonly silenced = new Set<string>();
@@ -87,7 +90,16 @@ export class PhoneBridge {
     private readonly dialect: CarrierDialect,
     private readonly setup: PhoneBridgeSetup,
   ) {
-    this.outbox = link.outbox<ServerEvent>((event) => this.toCarrier(event));
+    const outbox = link.outbox<ServerEvent>((event) => this.toCarrier(event));
+    // The answers' audio also waits while the carrier holds as much as its buffer takes (Vonage).
+    this.outbox = {
+      send: (event, options) => outbox.send(event, options),
+      drained: () => outbox.drained().then(() => this.carrierRoom()),
+      close: (code, reason) => outbox.close(code, reason),
+      get open() {
+        return outbox.open;
+      },
+    };
     this.startTimer = setup.clock.after(START_TIMEOUT_MS, () => {
       if (this.state === 'starting') link.close(1008, 'start_timeout');
     });
@@ -106,6 +118,7 @@ export class PhoneBridge {
       case 'connected':
       case 'cleared':
       case 'dtmf':
+      case 'other':
         return;
       case 'start':
         if (this.state !== 'starting') return this.refuse('invalid_request', 'start: the stream has started already.', 'event');
@@ -118,7 +131,8 @@ export class PhoneBridge {
         return this.live.session.receive(append);
       }
       case 'mark':
-        return this.live?.playback.played(event.name);
+        this.live?.playback.played(event.name);
+        return this.wakeAudio();
       case 'stop':
         return this.link.close(1000, 'stop');
       case 'carrier_error':
@@ -130,6 +144,7 @@ export class PhoneBridge {
   /** The socket closed, whoever closed it. */
   closed(): void {
     this.state = 'closed';
+    this.wakeAudio();
     this.startTimer.cancel();
     this.waiting = [];
     this.live?.session.transportClosed();
@@ -137,19 +152,20 @@ export class PhoneBridge {
   }
 
   private read(data: Buffer, isBinary: boolean): CarrierEvent | null {
-    if (isBinary) {
+    if (isBinary && !this.dialect.readBinary) {
       this.refuse('invalid_message', `Send ${this.dialect.name} media-stream events as JSON text messages.`);
       return null;
     }
     let value: unknown;
+    if (!isBinary)
+      try {
+        value = JSON.parse(data.toString('utf8'));
+      } catch {
+        this.refuse('invalid_json', 'Each message must be a JSON object.');
+        return null;
+      }
     try {
-      value = JSON.parse(data.toString('utf8'));
-    } catch {
-      this.refuse('invalid_json', 'Each message must be a JSON object.');
-      return null;
-    }
-    try {
-      return this.dialect.read(value);
+      return isBinary ? this.dialect.readBinary!(data) : this.dialect.read(value);
     } catch (e) {
       if (!isServiceError(e)) throw e;
       this.refuse(e.code, e.message, e.param);
@@ -242,14 +258,28 @@ export class PhoneBridge {
     if (itemId === null) return null;
     const heard = { itemId, responseId: this.responseOf.get(itemId) ?? '', playedMs: live.playback.heardMs(itemId) };
     live.playback.clear();
-    const clear = this.dialect.clear(this.streamId);
-    this.link.send(Buffer.isBuffer(clear) ? clear : JSON.stringify(clear));
+    this.link.send(JSON.stringify(this.dialect.clear(this.streamId)));
+    this.wakeAudio();
     return heard;
   }
 
   private carrier(out: PlayOut[]): (object | Buffer)[] {
     const format = this.live!.line.format;
     return out.map((o) => (o.kind === 'media' ? this.dialect.media(this.streamId, o.audio, format) : this.dialect.mark(this.streamId, o.name)));
+  }
+
+  /** Resolves once the carrier holds less unplayed audio than `maxAheadMs` (at once without one, or once the call is over). */
+  private async carrierRoom(): Promise<void> {
+    const max = this.dialect.maxAheadMs;
+    while (max !== undefined && this.state === 'live' && this.live!.playback.unplayedMs > max)
+      await new Promise<void>((resolve) => this.audioWaiters.push(resolve));
+  }
+
+  /** An echoed mark, a clear or the end: audio that waited for room looks again. */
+  private wakeAudio(): void {
+    const waiters = this.audioWaiters;
+    this.audioWaiters = [];
+    for (const wake of waiters) wake();
   }
 
   private silence(responseId: string): void {

@@ -41,6 +41,7 @@ const clock = manualClock(A_WINDOW_START + 15_000);
 let h: GatewayHarness;
 let llm: ScriptedUpstream;
 let slowLlm: ScriptedUpstream;
+let longLlm: ScriptedUpstream;
 
 beforeAll(async () => {
   h = await startSttGateway({ clock, env: { SVC_MAX_STREAMS_PER_KEY: '2' } });
@@ -54,14 +55,17 @@ beforeAll(async () => {
   await seedPlatformVoices(prisma);
   llm = await startScriptedUpstream({ kind: 'stream', chunks: REPLY, usage: { prompt_tokens: 40, completion_tokens: 6 } });
   slowLlm = await startScriptedUpstream({ kind: 'stream', chunks: SLOW_REPLY, delayMs: 100, usage: { prompt_tokens: 40, completion_tokens: 200 } });
+  // A minute of speech, all of it at once.
+  longLlm = await startScriptedUpstream({ kind: 'stream', chunks: SLOW_REPLY.slice(0, 40), usage: { prompt_tokens: 40, completion_tokens: 200 } });
   const prices = { inputPicoPerToken: PRICE_IN, outputPicoPerToken: PRICE_OUT };
   await upsertModel(prisma, checkProtocol, { id: 'rt-llm', modality: 'llm', prices, upstream: { url: llm.baseUrl, protocol: 'openai' } });
   await upsertModel(prisma, checkProtocol, { id: 'rt-slow', modality: 'llm', prices, upstream: { url: slowLlm.baseUrl, protocol: 'openai' } });
+  await upsertModel(prisma, checkProtocol, { id: 'rt-long', modality: 'llm', prices, upstream: { url: longLlm.baseUrl, protocol: 'openai' } });
   await h.runtime.ctx.registry.refresh();
 }, 60_000);
 
 afterAll(async () => {
-  await Promise.allSettled([llm?.close(), slowLlm?.close()]);
+  await Promise.allSettled([llm?.close(), slowLlm?.close(), longLlm?.close()]);
   await settleRecognizers();
   await h?.close();
 });
@@ -259,6 +263,44 @@ describe('an Exotel call', () => {
   }, 120_000);
 });
 
+describe('a Vonage call', () => {
+  it('binary L16 at 16 kHz after websocket:connected: answered in 640-byte frames with notifies, billed to the millisecond', async () => {
+    const { call } = await answeredAndBilled('vonage');
+    const audio = call.commands.events.filter((c) => c.kind === 'audio');
+    // Binary messages, each exactly 20 ms (the wire counts any other size as a violation).
+    expect(audio.every((c) => c.message === null && c.audio.length === 640)).toBe(true);
+    expect(call.commands.events.find((c) => c.kind === 'mark')!.message).toMatchObject({
+      action: 'notify',
+      payload: { name: expect.stringMatching(/^item_/) },
+    });
+  }, 120_000);
+
+  it('talked over: {"action":"clear"}, and the answer cut where the notifies say', async () => {
+    const { afterClear } = await spokenOver('vonage', { format: { encoding: 'pcm_s16le', sampleRate: 8000 } });
+    expect(afterClear[0]!.message).toEqual({ action: 'clear' });
+  }, 120_000);
+
+  it('a long answer held at 10 s ahead of what was played (Vonage buffers a bounded number of frames) goes on as the notifies come back', async () => {
+    const line = await phoneLine('rt-long');
+    const call = await dialed('vonage', line.token);
+    call.silence(300);
+    call.send(await say(QUESTION, call.format));
+    call.silence(1500);
+    await call.commands.first(() => call.receivedMs >= 10_000, { timeoutMs: 60_000 });
+    // The caller listens 3 s at a time: as the notifies come back, more audio follows, never more than 10 s unplayed
+    // and the sentence that crossed it (the audio of a sentence, about 2 s, comes at once).
+    for (let i = 0; i < 4; i++) {
+      const before = call.receivedMs;
+      call.silence(3000);
+      await call.commands.first(() => call.receivedMs >= before + 500, { timeoutMs: 60_000 });
+      expect(call.receivedMs - call.playedMs).toBeLessThanOrEqual(13_000);
+    }
+    expect(call.violations).toEqual([]);
+    call.stop();
+    await call.closed;
+  }, 120_000);
+});
+
 describe('ending a call', () => {
   it('a revoked phone token ends its call within a second of the gateway clock (1008 api_key_disabled)', async () => {
     const line = await phoneLine();
@@ -302,7 +344,7 @@ describe('before the upgrade', () => {
     const wrong = await refusedUpgrade(h, {}, {}, path('twilio', `pt_svc_${'x'.repeat(43)}`));
     expect(wrong.status).toBe(401);
     expect(JSON.parse(wrong.body)).toMatchObject({ error: { code: 'invalid_api_key', type: 'invalid_request_error' } });
-    for (const carrier of ['telnyx', 'plivo', 'exotel'] as const) expect((await refusedUpgrade(h, {}, {}, path(carrier, 'nope'))).status).toBe(401);
+    for (const carrier of ['telnyx', 'plivo', 'exotel', 'vonage'] as const) expect((await refusedUpgrade(h, {}, {}, path(carrier, 'nope'))).status).toBe(401);
     const revoked = await phoneLine();
     await revokePhoneToken(h.testDb.db.prisma, { id: revoked.tokenId });
     const gone = await refusedUpgrade(h, {}, {}, path('twilio', revoked.token));

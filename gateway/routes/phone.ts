@@ -1,4 +1,4 @@
-// WS /phone/<carrier>/:token (Twilio, Telnyx, Plivo, Exotel): a phone carrier's media stream of a call,
+// WS /phone/<carrier>/:token (Twilio, Telnyx, Plivo, Exotel, Vonage): a phone carrier's media stream of a call,
 // bridged to a realtime session (gateway/phone/phone-bridge.ts; docs/phone.md). Carriers send
 // no headers, and Twilio's <Stream url> takes no query string: the path ends in a phone token
 // (server/services/phone/), which stands for one API key of an org and names the realtime

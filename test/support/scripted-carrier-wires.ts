@@ -3,7 +3,7 @@
 // how it reads the gateway's commands (anything off its protocol is a violation the test sees).
 import type { CarrierCommand } from './scripted-carrier.ts';
 
-export type CarrierName = 'twilio' | 'telnyx' | 'plivo' | 'exotel';
+export type CarrierName = 'twilio' | 'telnyx' | 'plivo' | 'exotel' | 'vonage';
 
 export interface WireFormat {
   encoding: 'pcm_mulaw' | 'pcm_s16le';
@@ -25,6 +25,8 @@ export interface CarrierWire {
   played(name: string): string;
   /** On a clear: whether the marks still queued are echoed at once, and the clear's acknowledgement (null: none). */
   clear: { echoesMarks: boolean; ack: string | null };
+  /** The most audio the carrier buffers unplayed, in ms (more is a violation); absent: no bound. */
+  bufferMs?: number;
   /** One message of the gateway, read (null: a violation, pushed onto `violations`). */
   command(data: Buffer, isBinary: boolean, violations: string[]): CarrierCommand | null;
 }
@@ -292,4 +294,44 @@ function exotel(format: WireFormat = { encoding: 'pcm_s16le', sampleRate: 8000 }
   };
 }
 
-export const WIRES: Record<CarrierName, (format?: WireFormat) => CarrierWire> = { twilio, telnyx, plivo, exotel };
+/**
+ * Vonage's Voice API WebSocket (NCCO `connect` to a `websocket` endpoint), from
+ * https://developer.vonage.com/en/voice/voice-api/concepts/websockets: sends first the JSON text
+ * {"event": "websocket:connected", "content-type": "audio/l16;rate=16000", …the endpoint's
+ * headers at the top level}, then the caller's audio as binary messages of 16-bit
+ * little-endian PCM, 20 ms each, and JSON text events: `websocket:dtmf` {digit, duration},
+ * `websocket:notify` {payload} once the audio sent before a notify has played,
+ * `websocket:cleared` after a clear; no stop (the stream ends with the socket). Takes binary
+ * 20 ms frames of the same format (320 or 640 bytes, nothing else; buffered, at most 1,024 in
+ * the older guide: 20 s), {"action": "notify", "payload"} and {"action": "clear"}. The reference
+ * does not say what becomes of the notifies queued at a clear: none is sent.
+ */
+function vonage(format: WireFormat = { encoding: 'pcm_s16le', sampleRate: 16000 }): CarrierWire {
+  const frameBytes = (format.sampleRate / 50) * 2;
+  return {
+    streamId: '',
+    format,
+    frameMs: 20,
+    opening: (parameters) => [JSON.stringify({ event: 'websocket:connected', 'content-type': `audio/l16;rate=${format.sampleRate}`, ...parameters })],
+    media: (frame) => frame,
+    dtmf: (digit) => JSON.stringify({ event: 'websocket:dtmf', digit, duration: 260 }),
+    stop: () => null,
+    played: (name) => JSON.stringify({ event: 'websocket:notify', payload: { name } }),
+    clear: { echoesMarks: false, ack: JSON.stringify({ event: 'websocket:cleared' }) },
+    bufferMs: 1024 * 20,
+    command: (data, isBinary, violations) => {
+      if (isBinary) {
+        if (data.length === frameBytes) return { kind: 'audio', audio: Buffer.from(data), message: null };
+        violations.push(`an audio message of ${data.length} bytes`);
+        return null;
+      }
+      const c = JSON.parse(data.toString()) as Record<string, unknown>;
+      if (c.action === 'notify' && typeof field(c.payload, 'name') === 'string') return { kind: 'mark', name: field(c.payload, 'name') as string, message: c };
+      if (c.action === 'clear') return { kind: 'clear', message: c };
+      violations.push(`unknown command ${JSON.stringify(c)}`);
+      return null;
+    },
+  };
+}
+
+export const WIRES: Record<CarrierName, (format?: WireFormat) => CarrierWire> = { twilio, telnyx, plivo, exotel, vonage };

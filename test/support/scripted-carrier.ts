@@ -136,6 +136,8 @@ export async function dial(url: string, carrier: CarrierName, options: DialOptio
     if (command.kind === 'audio') {
       receivedMs += command.audio.length / perMs;
       queue.push({ audio: command.audio });
+      const queuedMs = queue.reduce((n, q) => n + (q.audio?.length ?? 0), 0) / perMs;
+      if (wire.bufferMs !== undefined && queuedMs > wire.bufferMs) violations.push(`${queuedMs} ms of audio queued: more than the carrier buffers`);
     } else if (command.kind === 'mark') {
       // Nothing queued: the mark is echoed at once.
       if (queue.length === 0) echo(command.name);

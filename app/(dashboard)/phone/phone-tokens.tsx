@@ -20,7 +20,7 @@ import { useTRPC } from '@/app/_lib/trpc';
 type TokenRow = RouterOutputs['phone']['list'][number];
 
 /** The stream URL a carrier connects to: the gateway's address as a WebSocket one, the token as the last segment. */
-export function streamUrl(gatewayUrl: string, carrier: 'twilio' | 'telnyx' | 'plivo' | 'exotel', token: string): string {
+export function streamUrl(gatewayUrl: string, carrier: 'twilio' | 'telnyx' | 'plivo' | 'exotel' | 'vonage', token: string): string {
   return `${gatewayUrl.replace(/^http/, 'ws').replace(/\/+$/, '')}/phone/${carrier}/${token}`;
 }
 
@@ -31,7 +31,7 @@ export function PhoneTokens() {
     <>
       <PageHeader
         title="Phone"
-        description="Phone carriers (Twilio, Telnyx, Plivo, Exotel) stream a call's audio to the gateway and cannot send a key: their stream URL ends in a token that stands for one of your keys and names the realtime profile the caller talks to."
+        description="Phone carriers (Twilio, Telnyx, Plivo, Exotel, Vonage) stream a call's audio to the gateway and cannot send a key: their stream URL ends in a token that stands for one of your keys and names the realtime profile the caller talks to."
       />
       <div className="space-y-6">
         {canManage === true && <CreateToken />}
