@@ -664,6 +664,21 @@ export const OPERATIONS: Operation[] = [
     errors: [400, 404],
     websocket: 'docs/phone.md',
   })),
+  ...Object.entries(PHONE_CARRIERS).map(([carrier, c]): Operation => ({
+    method: 'get',
+    path: `/phone/${carrier}`,
+    operationId: `${carrier}MediaStreamTokenInParameters`,
+    summary: `${c.name} of a call, the phone token in the stream's custom parameters`,
+    description:
+      `The same call as /phone/${carrier}/{token} (${c.audio}), for deployments that keep the token out of the URL: the carrier passes it as the stream's custom parameter \`svc_token\` (docs/phone.md). ` +
+      "The upgrade is accepted without a credential; the call is admitted when the carrier's start brings the token (its key's rate limit and balance, the profile, the session caps), and nothing the carrier sends is handled before. " +
+      "A refusal closes the socket with 1008 and the error's code (invalid_api_key, api_key_disabled, insufficient_quota, rate_limit_exceeded, model_not_found); no start within 5 s: 1008 start_timeout. A plain GET is 400 upgrade_required.",
+    tag: 'Phone',
+    auth: 'public',
+    answers: { 101: { description: 'Switching Protocols: the call runs over the WebSocket once admitted (protocol: docs/phone.md).' } },
+    errors: [400],
+    websocket: 'docs/phone.md',
+  })),
 
   // Voices
   {

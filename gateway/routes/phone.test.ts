@@ -27,6 +27,7 @@ import { startScriptedUpstream, type ScriptedUpstream } from '../../test/support
 import { STT_PRICE, audioCost, refusedUpgrade, settleRecognizers, speech, startSttGateway, transcribe, wavFile, wer } from '../../test/support/stt-routes.ts';
 import { FLITE_PRICE, costOf } from '../../test/support/tts-routes.ts';
 import { usageRows } from '../../test/support/usage-rows.ts';
+import { START_TIMEOUT_MS } from '../phone/phone-bridge.ts';
 import { DEFAULT_LINK_LIMITS, TOO_MANY_INVALID_MESSAGES } from '../sessions/websocket-link.ts';
 import { checkProtocol } from '../upstreams/protocols/index.ts';
 
@@ -79,9 +80,15 @@ async function phoneLine(profile = 'rt-llm', credit = 10_000_000n) {
 
 const streamUrl = (carrier: string, token: string) => `${h.url.replace(/^http/, 'ws')}/phone/${carrier}/${token}`;
 
+/** Where the call's phone token goes: the stream URL's path, or the start's custom parameters (svc_token). */
+type TokenIn = 'path' | 'parameters';
+
 /** A call on this token, hung up however the test ends (an open call holds its key's stream place and its billing). */
-async function dialed(carrier: CarrierName, token: string, options: DialOptions = {}): Promise<ScriptedCall> {
-  const c = await dial(streamUrl(carrier, token), carrier, options);
+async function dialed(carrier: CarrierName, token: string, options: DialOptions = {}, tokenIn: TokenIn = 'path'): Promise<ScriptedCall> {
+  const c =
+    tokenIn === 'path'
+      ? await dial(streamUrl(carrier, token), carrier, options)
+      : await dial(`${h.url.replace(/^http/, 'ws')}/phone/${carrier}`, carrier, { ...options, parameters: { ...options.parameters, svc_token: token } });
   onTestFinished(() => c.ws.terminate());
   return c;
 }
@@ -114,10 +121,10 @@ async function billed(): Promise<void> {
  * gateway for the LLM; the answer played back in full and transcribed to its words; the
  * carrier hangs up; each leg billed at its price, the caller's audio to the millisecond.
  */
-async function answeredAndBilled(carrier: CarrierName, options: DialOptions = {}) {
+async function answeredAndBilled(carrier: CarrierName, options: DialOptions = {}, tokenIn: TokenIn = 'path') {
   const line = await phoneLine();
   const asked = llm.received.length;
-  const call = await dialed(carrier, line.token, options);
+  const call = await dialed(carrier, line.token, options, tokenIn);
   const question = await say(QUESTION, call.format);
   let sentMs = 300 + question.length / bytesPerMs(call.format) + 1500;
   call.silence(300);
@@ -299,6 +306,103 @@ describe('a Vonage call', () => {
     call.stop();
     await call.closed;
   }, 120_000);
+});
+
+describe("the token in the start's custom parameters (svc_token)", () => {
+  const noToken = (carrier: CarrierName, options: DialOptions = {}) => dial(`${h.url.replace(/^http/, 'ws')}/phone/${carrier}`, carrier, options);
+
+  it('Twilio\'s <Parameter name="svc_token">: admitted at the start, answered and billed as with the token in the path; logged as /phone/twilio', async () => {
+    const { line } = await answeredAndBilled('twilio', {}, 'parameters');
+    const [row] = await vi.waitFor(
+      async () => {
+        await h.runtime.ctx.requestLog!.flush();
+        const found = await h.testDb.db.prisma.requestLog.findMany({ where: { orgId: line.orgId } });
+        expect(found).toHaveLength(1);
+        return found;
+      },
+      { timeout: 10_000, interval: 50 },
+    );
+    expect(row).toMatchObject({ route: '/phone/twilio', kind: 'session', apiKeyId: line.keyId, modelId: 'rt-llm', status: 101 });
+    expect(JSON.stringify(row, (_k, v: unknown) => (typeof v === 'bigint' ? String(v) : v))).not.toContain(line.token);
+  }, 120_000);
+
+  it.each([['telnyx'], ['plivo'], ['exotel'], ['vonage']] as const)(
+    "%s's custom parameters carry it too (custom_parameters, extraHeaders, the applet URL's, the NCCO's headers): the call is answered",
+    async (carrier) => {
+      const line = await phoneLine();
+      const call = await dialed(carrier, line.token, {}, 'parameters');
+      call.silence(300);
+      call.send(await say(QUESTION, call.format));
+      call.silence(1500);
+      await answerSent(call);
+      expect(call.violations).toEqual([]);
+      call.stop();
+      await call.closed;
+    },
+    120_000,
+  );
+
+  it("refused after the upgrade with 1008 and why, nothing it sent handled: no token, a wrong or revoked one, no credit, no such profile, the key's cap", async () => {
+    const asked = llm.received.length;
+    /** A call whose start carries `token`, the caller's question right after it: how it was closed. */
+    const refused = async (token: string | null, carrier: CarrierName = 'twilio') => {
+      const c = await noToken(carrier, { parameters: token === null ? {} : { svc_token: token } });
+      onTestFinished(() => c.ws.terminate());
+      c.send(await say(QUESTION, c.format));
+      return c.closed;
+    };
+    expect(await refused(null)).toEqual({ code: 1008, reason: 'invalid_api_key' });
+    expect(await refused(`pt_svc_${'x'.repeat(43)}`, 'vonage')).toEqual({ code: 1008, reason: 'invalid_api_key' });
+    const revoked = await phoneLine();
+    await revokePhoneToken(h.testDb.db.prisma, { id: revoked.tokenId });
+    expect(await refused(revoked.token, 'plivo')).toEqual({ code: 1008, reason: 'api_key_disabled' });
+    const broke = await phoneLine('rt-llm', 0n);
+    expect(await refused(broke.token, 'exotel')).toEqual({ code: 1008, reason: 'insufficient_quota' });
+    const noProfile = await phoneLine('no-such-profile');
+    expect(await refused(noProfile.token, 'telnyx')).toEqual({ code: 1008, reason: 'model_not_found' });
+    // The key's two calls (SVC_MAX_STREAMS_PER_KEY) are on the line: a third is refused.
+    const busy = await phoneLine();
+    await dialed('twilio', busy.token);
+    await dialed('twilio', busy.token, {}, 'parameters');
+    expect(await refused(busy.token)).toEqual({ code: 1008, reason: 'rate_limit_exceeded' });
+    // Nothing the refused calls sent was transcribed, answered or billed.
+    await billed();
+    for (const line of [revoked, broke, noProfile]) expect(await usageRows(h.testDb.db.prisma, { orgId: line.orgId })).toEqual([]);
+    expect(llm.received.length).toBe(asked);
+  }, 60_000);
+
+  it('a carrier that sends no start within 5 s of the gateway clock is closed: 1008 start_timeout', async () => {
+    const c = await noToken('twilio', { start: false });
+    onTestFinished(() => c.ws.terminate());
+    // (The bridge's timer is set once the gateway has the socket: moved past it until it has.)
+    await vi.waitFor(
+      () => {
+        clock.advance(START_TIMEOUT_MS);
+        expect(c.ws.readyState).not.toBe(c.ws.OPEN);
+      },
+      { timeout: 10_000, interval: 20 },
+    );
+    expect(await c.closed).toEqual({ code: 1008, reason: 'start_timeout' });
+  }, 30_000);
+
+  it('a revoked token ends the call it admitted from the parameters within a second (1008 api_key_disabled)', async () => {
+    const line = await phoneLine();
+    const call = await dialed('telnyx', line.token, {}, 'parameters');
+    call.silence(300);
+    call.send(await say(QUESTION, call.format));
+    call.silence(1500);
+    // Admitted and live: the answer plays.
+    await call.commands.first((c) => c.kind === 'audio', { timeoutMs: 60_000 });
+    await revokePhoneToken(h.testDb.db.prisma, { id: line.tokenId });
+    clock.advance(1_000);
+    expect(await call.closed).toEqual({ code: 1008, reason: 'api_key_disabled' });
+  }, 120_000);
+
+  it('a plain GET is 400 upgrade_required, with no key asked for', async () => {
+    const plain = await fetch(`${h.url}/phone/twilio`);
+    expect(plain.status).toBe(400);
+    expect(await plain.json()).toMatchObject({ error: { code: 'upgrade_required' } });
+  });
 });
 
 describe('ending a call', () => {
