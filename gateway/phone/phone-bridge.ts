@@ -38,8 +38,9 @@ export const TOKEN_PARAMETER = 'svc_token';
 
 /** How long a carrier has, once connected, to send its start. */
 export const START_TIMEOUT_MS = 5_000;
-/** Messages that may wait while the call is admitted (a DB round trip or two: 250 frames are 5 s of audio). */
+/** What may wait while the call is admitted (a DB round trip or two): 250 frames are 5 s of audio, well under 1 MiB. */
 const MAX_WAITING_MESSAGES = 250;
+const MAX_WAITING_BYTES = 1024 * 1024;
 /** Responses whose audio the caller cut, remembered so that their late deltas are not played (a few suffice). */
 const MAX_SILENCED = 8;
 
@@ -77,6 +78,7 @@ export class PhoneBridge {
   private streamId = '';
   private readonly startTimer: Timer;
   private waiting: { data: Buffer; isBinary: boolean }[] = [];
+  private waitingBytes = 0;
   /** The session's audio waiting for room at the carrier (carrierRoom): one at a time in practice. */
   private audioWaiters: (() => void)[] = [];
   /** The conversation's response now running, if any. */
@@ -108,8 +110,10 @@ export class PhoneBridge {
   /** One message from the carrier. */
   message(data: Buffer, isBinary: boolean): void {
     if (this.state === 'admitting') {
-      if (this.waiting.length < MAX_WAITING_MESSAGES) this.waiting.push({ data, isBinary });
-      else this.refuse('rate_limit_exceeded', 'The call is still being admitted; this message was dropped.');
+      if (this.waiting.length >= MAX_WAITING_MESSAGES || this.waitingBytes + data.length > MAX_WAITING_BYTES)
+        return this.refuse('rate_limit_exceeded', 'The call is still being admitted; this message was dropped.');
+      this.waiting.push({ data, isBinary });
+      this.waitingBytes += data.length;
       return;
     }
     const event = this.read(data, isBinary);
@@ -147,6 +151,7 @@ export class PhoneBridge {
     this.wakeAudio();
     this.startTimer.cancel();
     this.waiting = [];
+    this.waitingBytes = 0;
     this.live?.session.transportClosed();
     this.live?.line.close();
   }
@@ -183,10 +188,10 @@ export class PhoneBridge {
     }
     this.state = 'admitting';
     this.streamId = event.streamId;
-    this.setup.admit(event.parameters).then(
-      (admission) => this.open(admission, format, event),
-      (e: unknown) => this.refused(e),
-    );
+    this.setup
+      .admit(event.parameters)
+      .then((admission) => this.open(admission, format, event))
+      .catch((e: unknown) => this.refused(e));
   }
 
   private open(admission: CallAdmission, format: LineFormat, event: Extract<CarrierEvent, { kind: 'start' }>): void {
@@ -201,12 +206,13 @@ export class PhoneBridge {
     this.setup.log.info({ carrier: this.dialect.name, streamId: event.streamId, callId: event.callId, format: event.formatName }, 'phone call started');
     const waiting = this.waiting;
     this.waiting = [];
+    this.waitingBytes = 0;
     for (const m of waiting) this.message(m.data, m.isBinary);
   }
 
-  /** The call was not admitted: the socket closes with why (1008 for what the caller or its key can change). */
+  /** The call was not admitted (or its session did not start): the socket closes with why (1008 for what the caller or its key can change). */
   private refused(e: unknown): void {
-    if (this.state !== 'admitting') return;
+    if (this.state === 'closed') return;
     this.waiting = [];
     if (!isServiceError(e)) {
       this.setup.log.warn({ err: e, carrier: this.dialect.name }, 'phone call admission failed');
