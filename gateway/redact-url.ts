@@ -1,8 +1,9 @@
 // What of a request's URL may be logged.
 
-// Query parameters whose values are secrets: API keys, and what an agent-registration client
-// might (wrongly) put in the query of /oauth2/token or /agent/identity/claim.
-const SECRET_PARAMS = new Set(['api_key', 'claim_token', 'assertion', 'access_token', 'user_code', 'code']);
+// Query parameters whose values are secrets: API keys, what an agent-registration client might
+// (wrongly) put in the query of /oauth2/token or /agent/identity/claim, and a phone token as a
+// stream's custom parameter (Exotel passes its applet's custom parameters in the URL's query).
+const SECRET_PARAMS = new Set(['api_key', 'claim_token', 'assertion', 'access_token', 'user_code', 'code', 'svc_token']);
 
 // Paths whose last segment is a credential: a phone carrier's stream URL ends in its phone
 // token, since carriers send neither headers nor, for Twilio, a query (docs/phone.md).

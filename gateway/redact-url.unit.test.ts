@@ -65,6 +65,12 @@ describe('redactUrl', () => {
     expect(regexRedactUrl(url)).toBe(expected);
   });
 
+  it("a phone token as a stream's custom parameter in the query (Exotel puts them there); a stream URL without a token is left as it is", () => {
+    expect(redactUrl('/phone/exotel?svc_token=pt_svc_secret&sample-rate=16000')).toBe('/phone/exotel?svc_token=[redacted]&sample-rate=16000');
+    expect(redactUrl('/phone/twilio')).toBe('/phone/twilio');
+    expect(redactUrl('/phone/twilio/pt_svc_secret')).toBe('/phone/twilio/[redacted]');
+  });
+
   it('adversarial shapes: long runs of separators are returned as they are, credentials after them redacted', () => {
     const q = '?'.repeat(16_000);
     expect(redactUrl(`/health?${q}`)).toBe(`/health?${q}`);

@@ -8,6 +8,12 @@
 // therefore the same samples as one-shot output, with nothing dropped or doubled at the
 // chunk boundaries.
 //
+// With `keepDelay` the filter's leading delay is kept instead: the output lags the input by
+// the filter's latency (a few ms of silence first) and each push returns the whole ratio of
+// its input at once (n * outRate / inRate samples, when that is whole). A live stream whose
+// every chunk is counted as it arrives (a phone line's audio, billed by the second) takes
+// that; end() then has nothing left to add.
+//
 // The wasm module loads once, when this file is first imported (top-level await, ~10 ms),
 // so that everything above it can stay synchronous. All resamplers share it and one pair of
 // scratch buffers in its heap (calls never interleave: they are synchronous).
@@ -89,11 +95,12 @@ class SpeexResampler implements Resampler {
     readonly inputRate: number,
     readonly outputRate: number,
     quality: number,
+    keepDelay: boolean,
   ) {
     this.ratio = outputRate / inputRate;
     this.state = speex._speex_resampler_init(1, inputRate, outputRate, quality, scratch.err);
     if (!this.state) throw new Error(`speex resampler init failed (${speex.HEAP32[scratch.err >> 2]})`);
-    speex._speex_resampler_skip_zeros(this.state);
+    if (!keepDelay) speex._speex_resampler_skip_zeros(this.state);
     this.latency = speex._speex_resampler_get_input_latency(this.state);
     leaked.register(this, this.state, this.token);
   }
@@ -163,12 +170,18 @@ class IdentityResampler implements Resampler {
   close(): void {}
 }
 
+export interface ResamplerOptions {
+  quality?: number;
+  /** Keep the filter's delay: every push returns its whole share of output at once, lagging the input (see the header). */
+  keepDelay?: boolean;
+}
+
 /** A streaming resampler (mono). Same rates give a pass-through that returns its input. */
-export function createResampler(inputRate: number, outputRate: number, options: { quality?: number } = {}): Resampler {
+export function createResampler(inputRate: number, outputRate: number, options: ResamplerOptions = {}): Resampler {
   checkRate(inputRate, 'inputRate');
   checkRate(outputRate, 'outputRate');
   if (inputRate === outputRate) return new IdentityResampler(inputRate, outputRate);
-  return new SpeexResampler(inputRate, outputRate, options.quality ?? RESAMPLER_QUALITY);
+  return new SpeexResampler(inputRate, outputRate, options.quality ?? RESAMPLER_QUALITY, options.keepDelay ?? false);
 }
 
 /** One-shot resampling: round(input.length * outputRate / inputRate) samples, in a new array. */

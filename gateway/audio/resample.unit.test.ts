@@ -102,6 +102,34 @@ describe('resample', () => {
     expect(maxStep).toBeLessThan(0.9 * 2 * Math.sin((Math.PI * 440) / 48000) * 1.05);
   });
 
+  it('keepDelay: each 20 ms frame comes out whole at once, the same tone as aligned output, only later', () => {
+    for (const [inRate, outRate] of [
+      [8000, 24000],
+      [16000, 24000],
+      [24000, 8000],
+      [24000, 16000],
+    ] as const) {
+      const input = tone(440, inRate, 0.5, 0.5);
+      const frame = inRate / 50;
+      const r = createResampler(inRate, outRate, { keepDelay: true });
+      const parts: Float32Array[] = [];
+      for (let at = 0; at < input.length; at += frame) {
+        const part = r.push(input.subarray(at, at + frame));
+        expect(part.length, `${inRate} -> ${outRate}`).toBe(outRate / 50);
+        parts.push(part);
+      }
+      expect(r.end().length).toBe(0);
+      const out = Float32Array.from(parts.flatMap((p) => [...p]));
+      const aligned = resample(input, inRate, outRate);
+      expect(out.length).toBe(aligned.length);
+      // A lag of a few ms (the filter's leading silence), then the same signal.
+      const lead = out.findIndex((v) => Math.abs(v) > 0.05);
+      expect(lead).toBeGreaterThan(aligned.findIndex((v) => Math.abs(v) > 0.05));
+      expect(lead).toBeLessThan(outRate / 100);
+      expect(zeroCrossingFrequency(out.subarray(lead), outRate)).toBeCloseTo(440, -1);
+    }
+  });
+
   it('same rate passes samples through; a new array one-shot', () => {
     const x = Float32Array.of(0.1, 0.2, 0.3);
     expect(resample(x, 16000, 16000)).toEqual(x);

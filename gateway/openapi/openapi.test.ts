@@ -118,7 +118,7 @@ describe('GET /openapi.json', () => {
   it('marks exactly the WebSocket routes as such, each with its protocol page and a 101 answer', async () => {
     // A plain (keyed) GET on a WebSocket route is refused with upgrade_required; on any other GET route it is not.
     const refusedAsPlainGet: string[] = [];
-    // A phone carrier's stream takes its credential in the path (docs/phone.md).
+    // A phone carrier's stream takes its credential in the path, or in the stream's custom parameters after the upgrade (docs/phone.md).
     const phone = await createPhoneToken(h.testDb.db.prisma, { orgId: h.orgId, apiKeyId: h.keyId, profile: 'openapi' });
     for (const { method, path } of registeredRoutes().filter((r) => r.method === 'GET')) {
       const concrete = path.replace(/^(\/phone\/\w+\/):token$/, `$1${phone.token}`).replace(/:\w+/g, 'x');
@@ -129,8 +129,16 @@ describe('GET /openapi.json', () => {
     const sockets = documented().filter((d) => d.op['x-websocket'] === true);
     expect(sockets.map((d) => `${d.method} ${d.path}`).sort()).toEqual(refusedAsPlainGet.sort());
     expect(refusedAsPlainGet.sort()).toEqual([
+      'GET /phone/exotel',
+      'GET /phone/exotel/{token}',
+      'GET /phone/plivo',
+      'GET /phone/plivo/{token}',
+      'GET /phone/telnyx',
       'GET /phone/telnyx/{token}',
+      'GET /phone/twilio',
       'GET /phone/twilio/{token}',
+      'GET /phone/vonage',
+      'GET /phone/vonage/{token}',
       'GET /stt/turns/websocket',
       'GET /stt/websocket',
       'GET /tts/websocket',

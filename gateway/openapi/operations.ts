@@ -181,6 +181,15 @@ function socket(o: Pick<Operation, 'path' | 'operationId' | 'summary' | 'tag' | 
   };
 }
 
+/** The phone carriers whose media streams the gateway serves (gateway/phone/carrier-dialects.ts), as the document names them. */
+const PHONE_CARRIERS: Record<string, { name: string; audio: string }> = {
+  twilio: { name: 'Twilio Media Streams', audio: 'μ-law at 8 kHz' },
+  telnyx: { name: "Telnyx's media streaming", audio: 'μ-law at 8 kHz' },
+  plivo: { name: "Plivo's audio streams", audio: 'μ-law at 8 kHz, or 16-bit PCM at 8 or 16 kHz' },
+  exotel: { name: "Exotel's Voicebot applet stream", audio: '16-bit PCM at 8, 16 or 24 kHz' },
+  vonage: { name: "Vonage's Voice API WebSocket", audio: '16-bit PCM at 8, 16 or 24 kHz, in binary messages' },
+};
+
 export const OPERATIONS: Operation[] = [
   // System
   {
@@ -648,13 +657,13 @@ export const OPERATIONS: Operation[] = [
   },
 
   // Phone
-  ...(['twilio', 'telnyx'] as const).map((carrier): Operation => ({
+  ...Object.entries(PHONE_CARRIERS).map(([carrier, c]): Operation => ({
     method: 'get',
     path: `/phone/${carrier}/{token}`,
     operationId: `${carrier}MediaStream`,
-    summary: `${carrier === 'twilio' ? 'Twilio Media Streams' : "Telnyx's media streaming"} of a call, bridged to a realtime session`,
+    summary: `${c.name} of a call, bridged to a realtime session`,
     description:
-      `The carrier's bidirectional media stream of one call (μ-law at 8 kHz): the caller talks to the phone token's realtime profile. A WebSocket: a plain GET is 400 upgrade_required. ` +
+      `The carrier's bidirectional media stream of one call (${c.audio}): the caller talks to the phone token's realtime profile. A WebSocket: a plain GET is 400 upgrade_required. ` +
       "The token (in the path: carriers send no headers), its key's rate limit and balance, the profile and the session caps are checked before the upgrade; a refusal is a plain HTTP answer in the error envelope. " +
       "The messages are the carrier's own: docs/phone.md.",
     tag: 'Phone',
@@ -663,6 +672,21 @@ export const OPERATIONS: Operation[] = [
     pathParams: req.PhoneStreamParams,
     answers: { 101: { description: 'Switching Protocols: the call runs over the WebSocket (protocol: docs/phone.md).' } },
     errors: [400, 404],
+    websocket: 'docs/phone.md',
+  })),
+  ...Object.entries(PHONE_CARRIERS).map(([carrier, c]): Operation => ({
+    method: 'get',
+    path: `/phone/${carrier}`,
+    operationId: `${carrier}MediaStreamTokenInParameters`,
+    summary: `${c.name} of a call, the phone token in the stream's custom parameters`,
+    description:
+      `The same call as /phone/${carrier}/{token} (${c.audio}), for deployments that keep the token out of the URL: the carrier passes it as the stream's custom parameter \`svc_token\` (docs/phone.md). ` +
+      "The upgrade is accepted without a credential; the call is admitted when the carrier's start brings the token (its key's rate limit and balance, the profile, the session caps), and nothing the carrier sends is handled before. " +
+      "A refusal closes the socket with 1008 and the error's code (invalid_api_key, api_key_disabled, insufficient_quota, rate_limit_exceeded, model_not_found); no start within 5 s: 1008 start_timeout. A plain GET is 400 upgrade_required.",
+    tag: 'Phone',
+    auth: 'public',
+    answers: { 101: { description: 'Switching Protocols: the call runs over the WebSocket once admitted (protocol: docs/phone.md).' } },
+    errors: [400],
     websocket: 'docs/phone.md',
   })),
 

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { upsertModel } from '../../server/services/models/upsert-model.ts';
 import { seedPlatformVoices } from '../../server/services/voices/seed-platform-voices.ts';
 import type { GatewayHarness } from '../../test/support/gateway-harness.ts';
-import { dial, wavToMulaw8k, type ScriptedCall } from '../../test/support/scripted-carrier.ts';
+import { dial, lineAudio, type ScriptedCall } from '../../test/support/scripted-carrier.ts';
 import { startScriptedUpstream, type ScriptedUpstream } from '../../test/support/scripted-openai-upstream.ts';
 import { EventLog } from '../../test/support/socket-events.ts';
 import { settleRecognizers, speech, startSttGateway } from '../../test/support/stt-routes.ts';
@@ -20,7 +20,7 @@ import type { Outbox } from '../sessions/outbox.ts';
 import { WebSocketLink } from '../sessions/websocket-link.ts';
 import { checkProtocol } from '../upstreams/protocols/index.ts';
 import { twilio } from './carrier-dialects.ts';
-import { PhoneBridge } from './phone-bridge.ts';
+import { PhoneBridge, type CallAdmission } from './phone-bridge.ts';
 
 let h: GatewayHarness;
 let llm: ScriptedUpstream;
@@ -50,8 +50,9 @@ beforeAll(async () => {
   await upsertModel(prisma, checkProtocol, { id: 'rt-llm', modality: 'llm', prices, upstream: { url: llm.baseUrl, protocol: 'openai' } });
   await upsertModel(prisma, checkProtocol, { id: 'rt-slow', modality: 'llm', prices, upstream: { url: slowLlm.baseUrl, protocol: 'openai' } });
   await h.runtime.ctx.registry.refresh();
-  question = wavToMulaw8k((await speech('what is the weather like today')).wav);
-  interruption = wavToMulaw8k((await speech('stop please')).wav);
+  const mulaw = { encoding: 'pcm_mulaw', sampleRate: 8000 } as const;
+  question = lineAudio((await speech('what is the weather like today')).wav, mulaw);
+  interruption = lineAudio((await speech('stop please')).wav, mulaw);
 
   const { ctx } = h.runtime;
   server = new WebSocketServer({ host: '127.0.0.1', port: 0 });
@@ -61,40 +62,36 @@ beforeAll(async () => {
     const { model, auth, hold } = next!;
     const link = new WebSocketLink(socket, ctx.clock, { message: (d, b) => bridge.message(d, b), closed: () => bridge.closed() });
     const events = new EventLog<ServerEvent>();
-    const bridge = new PhoneBridge(
-      link,
-      twilio,
-      (outbox, playout) => {
-        const tapped: Outbox<ServerEvent> = {
-          send: (e, o) => {
-            events.push(e);
-            outbox.send(e, o);
-          },
-          drained: () => outbox.drained(),
-          close: (code, reason) => outbox.close(code, reason),
-          get open() {
-            return outbox.open;
-          },
-        };
-        const session = new RealtimeSession(tapped, {
-          ctx,
-          auth,
-          requestId: 'req_bridge',
-          log: h.runtime.app.log,
-          kind: 'realtime',
-          profile: { id: model, llm: model },
-          profiles: new Map(),
-          sttModel: null,
-          hold,
-          revoked: new AbortController().signal,
-          playout,
-        });
-        void session.start();
-        opened.push({ events, session });
-        return session;
-      },
-      h.runtime.app.log,
-    );
+    const open: CallAdmission['open'] = (outbox, playout) => {
+      const tapped: Outbox<ServerEvent> = {
+        send: (e, o) => {
+          events.push(e);
+          outbox.send(e, o);
+        },
+        drained: () => outbox.drained(),
+        close: (code, reason) => outbox.close(code, reason),
+        get open() {
+          return outbox.open;
+        },
+      };
+      const session = new RealtimeSession(tapped, {
+        ctx,
+        auth,
+        requestId: 'req_bridge',
+        log: h.runtime.app.log,
+        kind: 'realtime',
+        profile: { id: model, llm: model },
+        profiles: new Map(),
+        sttModel: null,
+        hold,
+        revoked: new AbortController().signal,
+        playout,
+      });
+      void session.start();
+      opened.push({ events, session });
+      return session;
+    };
+    const bridge = new PhoneBridge(link, twilio, { admit: () => Promise.resolve({ open }), clock: ctx.clock, log: h.runtime.app.log });
   });
 }, 60_000);
 
@@ -136,7 +133,7 @@ describe('barge-in over a phone call', () => {
     expect(heard).toBe(700);
     c.send(interruption, { play: false });
     c.silence(1000, { play: false });
-    await c.commands.first((m) => m.event === 'clear', { timeoutMs: 60_000 });
+    await c.commands.first((m) => m.kind === 'clear', { timeoutMs: 60_000 });
     const truncated = (await events.first((e) => e.type === 'conversation.item.truncated', { timeoutMs: 60_000 })) as { item_id: string; audio_end_ms: number };
     expect(truncated.audio_end_ms).toBe(heard);
     const cut = await item(events, session, truncated.item_id);
@@ -152,7 +149,7 @@ describe('barge-in over a phone call', () => {
     c.silence(300);
     c.send(question);
     c.silence(1500);
-    await c.commands.first((m) => m.event === 'mark' && (m.mark as { name: string }).name.endsWith(':end'), { timeoutMs: 60_000 });
+    await c.commands.first((m) => m.kind === 'mark' && m.name.endsWith(':end'), { timeoutMs: 60_000 });
     await events.first((e) => e.type === 'response.done');
     expect(c.receivedMs).toBeGreaterThan(800);
     c.silence(400);
@@ -160,7 +157,7 @@ describe('barge-in over a phone call', () => {
     expect(heard).toBe(400);
     c.send(interruption, { play: false });
     c.silence(1000, { play: false });
-    await c.commands.first((m) => m.event === 'clear', { timeoutMs: 60_000 });
+    await c.commands.first((m) => m.kind === 'clear', { timeoutMs: 60_000 });
     const truncated = (await events.first((e) => e.type === 'conversation.item.truncated', { timeoutMs: 60_000 })) as { item_id: string; audio_end_ms: number };
     expect(truncated.audio_end_ms).toBe(heard);
     const cut = await item(events, session, truncated.item_id);
@@ -176,7 +173,7 @@ describe('barge-in over a phone call', () => {
     c.silence(300);
     c.send(question);
     c.silence(1500);
-    await c.commands.first((m) => m.event === 'mark' && (m.mark as { name: string }).name.endsWith(':end'), { timeoutMs: 60_000 });
+    await c.commands.first((m) => m.kind === 'mark' && m.name.endsWith(':end'), { timeoutMs: 60_000 });
     await events.first((e) => e.type === 'response.done');
     c.silence(Math.ceil((c.receivedMs - c.playedMs) / 20) * 20 + 20);
     expect(c.playedAtLastMark).toBe(c.receivedMs);
@@ -187,7 +184,7 @@ describe('barge-in over a phone call', () => {
     // The caller's next turn heard: its start found no answer playing.
     await events.first(completed, { from: firstTurn + 1, timeoutMs: 60_000 });
     expect(events.events.some((e) => e.type === 'conversation.item.truncated')).toBe(false);
-    expect(c.commands.events.some((m) => m.event === 'clear')).toBe(false);
+    expect(c.commands.events.some((m) => m.kind === 'clear')).toBe(false);
     c.stop();
     await c.closed;
   }, 120_000);

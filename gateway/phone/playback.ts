@@ -1,16 +1,29 @@
 // What a phone carrier plays to the caller, and what the caller has heard of it. The answers'
-// audio (μ-law at 8 kHz, as the session makes it for a call) goes out in 20 ms frames, the size
-// carriers stream in; a mark follows every MARK_EVERY_MS of it and the end of each answer. A
-// carrier echoes a mark once the audio before it has been played, so the last mark echoed says
-// how much of an answer the caller heard. On barge-in the gateway sends `clear`: the carrier
-// drops what it has queued and echoes the marks still pending at once (Twilio's and Telnyx's
-// references), which say nothing of what was heard, so they are forgotten when the clear goes.
+// audio, in the line's format (line-audio.ts), goes out in frames of the carrier's size (20 ms;
+// Exotel takes at least 100); a mark follows every MARK_EVERY_MS of it and the end of each
+// answer. A carrier echoes a mark once the audio before it has been played, so the last mark
+// echoed says how much of an answer the caller heard. On barge-in the gateway sends `clear`: the
+// carrier drops what it has queued and echoes the marks still pending at once (Twilio's and
+// Telnyx's references) or never (Plivo's), which say nothing of what was heard either way, so
+// they are forgotten when the clear goes.
 
-/** 20 ms of μ-law at 8 kHz. */
-export const FRAME_BYTES = 160;
-const BYTES_PER_MS = 8;
+/** How the line's audio is cut into messages. */
+export interface LineFraming {
+  /** Bytes of line audio per ms: 8 for μ-law at 8 kHz, 16/32/48 for 16-bit PCM at 8/16/24 kHz. */
+  bytesPerMs: number;
+  /** Audio per media message, in ms. */
+  frameMs: number;
+  /** An answer's last, shorter frame padded with this byte to whole 20 ms (carriers that play only whole 20 ms); null: sent as it is. */
+  padByte: number | null;
+}
+
+/** Twilio's and Telnyx's: 20 ms of μ-law at 8 kHz (160 bytes) a message, the last one of an answer as it is. */
+export const MULAW_FRAMING: LineFraming = { bytesPerMs: 8, frameMs: 20, padByte: null };
+
 /** How finely what was heard is known: a mark after this much audio. */
 export const MARK_EVERY_MS = 100;
+/** The unit a padded tail is made whole to. */
+const PAD_MS = 20;
 /** Marks awaiting their echo (MARK_EVERY_MS apart: minutes of queued audio); past it, only answers' ends are marked. */
 const MAX_PENDING_MARKS = 3_000;
 /** Answers whose heard length is kept (the last few: a barge-in cuts the latest). */
@@ -31,9 +44,18 @@ interface Outgoing {
 
 export class Playback {
   private outgoing: Outgoing | null = null;
-  private readonly pending = new Map<string, { itemId: string; endMs: number }>();
+  /** Marks sent and not echoed yet: the answer, its audio sent by then, and all audio sent by then (ms). */
+  private readonly pending = new Map<string, { itemId: string; endMs: number; totalMs: number }>();
   private readonly heard = new Map<string, number>();
   private sequence = 0;
+  private readonly frameBytes: number;
+  /** Audio sent of every answer, and how much of it the echoed marks say was played (or a clear dropped), in ms. */
+  private sentMs = 0;
+  private settledMs = 0;
+
+  constructor(private readonly framing: LineFraming = MULAW_FRAMING) {
+    this.frameBytes = framing.frameMs * framing.bytesPerMs;
+  }
 
   /** An answer's audio: whole frames now (the rest with the next audio, or at its end), and the marks due. */
   audio(itemId: string, bytes: Buffer): PlayOut[] {
@@ -45,10 +67,9 @@ export class Playback {
     if (!this.heard.has(itemId)) this.keepHeard(itemId, 0);
     const all = o.rest.length ? Buffer.concat([o.rest, bytes]) : bytes;
     let at = 0;
-    for (; at + FRAME_BYTES <= all.length; at += FRAME_BYTES) {
-      out.push({ kind: 'media', audio: all.subarray(at, at + FRAME_BYTES) });
-      o.sentMs += FRAME_BYTES / BYTES_PER_MS;
-      o.sinceMarkMs += FRAME_BYTES / BYTES_PER_MS;
+    for (; at + this.frameBytes <= all.length; at += this.frameBytes) {
+      out.push({ kind: 'media', audio: all.subarray(at, at + this.frameBytes) });
+      this.count(o, this.framing.frameMs);
       if (o.sinceMarkMs >= MARK_EVERY_MS && this.pending.size < MAX_PENDING_MARKS) out.push(this.mark(o, `${o.itemId}:${++this.sequence}`));
     }
     o.rest = Buffer.from(all.subarray(at));
@@ -62,8 +83,11 @@ export class Playback {
     this.outgoing = null;
     const out: PlayOut[] = [];
     if (o.rest.length) {
-      out.push({ kind: 'media', audio: o.rest });
-      o.sentMs += o.rest.length / BYTES_PER_MS;
+      const { padByte, bytesPerMs } = this.framing;
+      const whole = Math.ceil(o.rest.length / (PAD_MS * bytesPerMs)) * PAD_MS * bytesPerMs;
+      // The padding is silence the caller hears, but no part of the answer: only the answer's own audio is counted.
+      out.push({ kind: 'media', audio: padByte === null ? o.rest : Buffer.concat([o.rest, Buffer.alloc(whole - o.rest.length, padByte)]) });
+      this.count(o, o.rest.length / bytesPerMs);
     }
     out.push(this.mark(o, `${itemId}:end`));
     return out;
@@ -77,8 +101,14 @@ export class Playback {
     for (const [n, m] of this.pending) {
       this.pending.delete(n);
       if (this.heard.has(m.itemId)) this.heard.set(m.itemId, Math.max(this.heard.get(m.itemId)!, m.endMs));
+      this.settledMs = Math.max(this.settledMs, m.totalMs);
       if (n === name) break;
     }
+  }
+
+  /** Audio sent that no echoed mark (or clear) has accounted for yet, in ms: what the carrier may still hold. */
+  get unplayedMs(): number {
+    return this.sentMs - this.settledMs;
   }
 
   /** Whether audio was sent that the caller has not heard yet (a clear would cut it). */
@@ -96,6 +126,7 @@ export class Playback {
   clear(): void {
     this.pending.clear();
     this.outgoing = null;
+    this.settledMs = this.sentMs;
   }
 
   /** Milliseconds of an answer's audio the caller has heard (as the echoed marks say). */
@@ -103,9 +134,15 @@ export class Playback {
     return this.heard.get(itemId) ?? 0;
   }
 
+  private count(o: Outgoing, ms: number): void {
+    o.sentMs += ms;
+    o.sinceMarkMs += ms;
+    this.sentMs += ms;
+  }
+
   private mark(o: Outgoing, name: string): PlayOut {
     o.sinceMarkMs = 0;
-    this.pending.set(name, { itemId: o.itemId, endMs: o.sentMs });
+    this.pending.set(name, { itemId: o.itemId, endMs: o.sentMs, totalMs: this.sentMs });
     return { kind: 'mark', name };
   }
 

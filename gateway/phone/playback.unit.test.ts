@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { FRAME_BYTES, MARK_EVERY_MS, Playback, type PlayOut } from './playback.ts';
+import { MARK_EVERY_MS, Playback, type PlayOut } from './playback.ts';
+
+const FRAME_BYTES = 160; // 20 ms of μ-law at 8 kHz
 
 const ms = (n: number) => Buffer.alloc(n * 8, 0x7f);
 const summary = (out: PlayOut[]) => out.map((o) => (o.kind === 'media' ? o.audio.length : o.name));
@@ -55,5 +57,30 @@ describe('Playback', () => {
     expect(summary(p.audio('item_f', ms(20)))).toEqual([10 * 8, 'item_e:end', FRAME_BYTES]);
     p.played('item_e:end');
     expect(p.heardMs('item_e')).toBe(30);
+  });
+
+  it('frames of the line: 100 ms of 16-bit PCM at 8 kHz a message, the last padded with silence to whole 20 ms, only the audio counted', () => {
+    const p = new Playback({ bytesPerMs: 16, frameMs: 100, padByte: 0 });
+    const pcm = (n: number) => Buffer.alloc(n * 16, 0x11);
+    expect(summary(p.audio('item_g', pcm(250)))).toEqual([1600, 'item_g:1', 1600, 'item_g:2']);
+    const end = p.end('item_g');
+    expect(summary(end)).toEqual([60 * 16, 'item_g:end']);
+    // 50 ms of audio and 10 ms of silence.
+    const tail = (end[0] as { audio: Buffer }).audio;
+    expect(tail.subarray(0, 50 * 16).every((b) => b === 0x11)).toBe(true);
+    expect(tail.subarray(50 * 16).every((b) => b === 0)).toBe(true);
+    p.played('item_g:end');
+    expect(p.heardMs('item_g')).toBe(250);
+  });
+
+  it('unplayedMs: what was sent that no echoed mark or clear has accounted for', () => {
+    const p = new Playback();
+    p.audio('item_h', ms(300));
+    expect(p.unplayedMs).toBe(300);
+    p.played('item_h:2');
+    expect(p.unplayedMs).toBe(100);
+    p.audio('item_h', ms(200));
+    p.clear();
+    expect(p.unplayedMs).toBe(0);
   });
 });

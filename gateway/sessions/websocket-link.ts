@@ -139,14 +139,17 @@ export class WebSocketLink {
     else wire.once('drain', endAfterGrace);
   }
 
-  /** This socket as a session's outbox of JSON events: `encode` turns one event into the messages that carry it. */
-  outbox<E>(encode: (event: E) => readonly object[]): Outbox<E> {
+  /**
+   * This socket as a session's outbox: `encode` turns one event into the messages that carry it,
+   * each sent as JSON text, or as a binary message when it is a Buffer (a phone carrier's audio).
+   */
+  outbox<E>(encode: (event: E) => readonly (object | Buffer)[]): Outbox<E> {
     // eslint-disable-next-line @typescript-eslint/no-this-alias -- the outbox's `open` getter reads the link's
     const link = this;
     return {
       send(event, options) {
         if ((event as { type?: unknown }).type === 'error' && !link.allowErrorEvent()) return;
-        for (const message of encode(event)) if (!link.send(JSON.stringify(message), options)) return;
+        for (const message of encode(event)) if (!link.send(Buffer.isBuffer(message) ? message : JSON.stringify(message), options)) return;
       },
       drained: () => link.drained(),
       close: (code, reason) => link.close(code, reason),

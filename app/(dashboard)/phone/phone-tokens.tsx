@@ -19,9 +19,9 @@ import { useTRPC } from '@/app/_lib/trpc';
 
 type TokenRow = RouterOutputs['phone']['list'][number];
 
-/** The stream URL a carrier connects to: the gateway's address as a WebSocket one, the token as the last segment. */
-export function streamUrl(gatewayUrl: string, carrier: 'twilio' | 'telnyx', token: string): string {
-  return `${gatewayUrl.replace(/^http/, 'ws').replace(/\/+$/, '')}/phone/${carrier}/${token}`;
+/** The stream URL a carrier connects to: the gateway's address as a WebSocket one, the token as the last segment (none: it goes in the stream's parameters). */
+export function streamUrl(gatewayUrl: string, carrier: 'twilio' | 'telnyx' | 'plivo' | 'exotel' | 'vonage', token?: string): string {
+  return `${gatewayUrl.replace(/^http/, 'ws').replace(/\/+$/, '')}/phone/${carrier}${token ? `/${token}` : ''}`;
 }
 
 export function PhoneTokens() {
@@ -31,7 +31,7 @@ export function PhoneTokens() {
     <>
       <PageHeader
         title="Phone"
-        description="Phone carriers (Twilio, Telnyx) stream a call's audio to the gateway and cannot send a key: their stream URL ends in a token that stands for one of your keys and names the realtime profile the caller talks to."
+        description="Phone carriers (Twilio, Telnyx, Plivo, Exotel, Vonage) stream a call's audio to the gateway and cannot send a key: their stream URL ends in a token (or their stream carries it as a parameter) that stands for one of your keys and names the realtime profile the caller talks to."
       />
       <div className="space-y-6">
         {canManage === true && <CreateToken />}
@@ -60,6 +60,7 @@ function CreateToken() {
   );
   const activeKeys = keys.data?.filter((k) => k.status === 'active') ?? [];
   const url = created && gatewayUrl ? streamUrl(gatewayUrl, 'twilio', created.token) : null;
+  const urlWithoutToken = gatewayUrl ? streamUrl(gatewayUrl, 'twilio') : null;
 
   return (
     <Card title="Create a phone token" description="One per phone number: its calls are admitted, billed and logged as the key you choose.">
@@ -115,7 +116,17 @@ function CreateToken() {
               <pre className="mt-1 overflow-x-auto rounded bg-white p-2 font-mono text-xs text-zinc-900 ring-1 ring-emerald-200" data-testid="phone-twiml">
                 {`<Response><Connect><Stream url="${url}"/></Connect></Response>`}
               </pre>
-              <p className="mt-1">Telnyx: the same URL with /phone/telnyx/. Set-up per carrier: docs/phone.md.</p>
+              <p className="mt-2 font-semibold">Or with the token out of the URL (the stream&apos;s parameter svc_token)</p>
+              <pre
+                className="mt-1 overflow-x-auto rounded bg-white p-2 font-mono text-xs text-zinc-900 ring-1 ring-emerald-200"
+                data-testid="phone-twiml-parameter"
+              >
+                {`<Response><Connect><Stream url="${urlWithoutToken}"><Parameter name="svc_token" value="${created.token}"/></Stream></Connect></Response>`}
+              </pre>
+              <p className="mt-1">
+                Telnyx, Plivo, Exotel, Vonage: the same URLs with /phone/telnyx, /phone/plivo, /phone/exotel or /phone/vonage. Set-up per carrier (Plivo&apos;s
+                XML, Exotel&apos;s applet, Vonage&apos;s NCCO, where each puts svc_token): docs/phone.md.
+              </p>
             </div>
           )}
           <Button variant="ghost" className="mt-2 -ml-2" onClick={() => setCreated(null)}>

@@ -13,7 +13,10 @@ export interface PhoneTokenGrant {
 }
 
 const wrongToken = () =>
-  new ServiceError('invalid_api_key', 'Incorrect phone token. The stream URL must end in a token made with `svc phone token create` or the dashboard.');
+  new ServiceError(
+    'invalid_api_key',
+    "Incorrect phone token. The stream URL must end in a token, or the stream's svc_token parameter carry one, made with `svc phone token create` or the dashboard.",
+  );
 
 /**
  * The grant of a presented phone token, as the database has it now: 401 invalid_api_key for a
