@@ -225,12 +225,30 @@ test.describe.serial('talk', () => {
     await grantCredits(page, '5');
     await mainNav(page, 'Talk').click();
     await page.waitForURL(`${dash}/talk`);
-    const select = page.getByLabel('Realtime profile');
+    const select = page.getByLabel('Agent');
     await select.locator(`option[value="${PROFILE}"]`).waitFor({ state: 'attached' });
     assert((await select.inputValue()) === PROFILE, 'the profile is not chosen');
     const start = page.getByRole('button', { name: 'Start talking' });
     await page.waitForFunction(() => !document.querySelector<HTMLButtonElement>('button[aria-describedby="talk-why"]'));
     assert(await start.isEnabled(), 'Start is disabled with credit, a profile and the microphone');
+  });
+
+  test('an LLM, a TTS model and a voice may be chosen instead of a profile', async () => {
+    const agent = page.getByLabel('Agent');
+    await agent.selectOption('__custom__');
+    const llmSelect = page.getByLabel('LLM', { exact: true });
+    await llmSelect.locator(`option[value="${LLM}"]`).waitFor({ state: 'attached' });
+    await llmSelect.selectOption(LLM);
+    await page.getByLabel('TTS model').selectOption('local-flite');
+    const voice = page.getByLabel('Voice', { exact: true });
+    await voice.locator('option').first().waitFor({ state: 'attached' });
+    assert((await voice.inputValue()) !== '', 'no voice is offered for local-flite');
+    await page.waitForFunction(() => !document.querySelector<HTMLButtonElement>('button[aria-describedby="talk-why"]'));
+    assert(await page.getByRole('button', { name: 'Start talking' }).isEnabled(), 'Start is disabled with a model and a voice chosen');
+    await shot('custom-agent');
+    // The call below is the profile's.
+    await agent.selectOption(PROFILE);
+    await llmSelect.waitFor({ state: 'detached' });
   });
 
   test("a call: the question's transcript, the answer's text and audio, a barge-in, the latencies", async () => {

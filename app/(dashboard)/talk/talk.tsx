@@ -10,6 +10,8 @@ import { useTRPC } from '@/app/_lib/trpc';
 import { TalkCall, type TalkLine } from './talk-call';
 
 type Phase = 'idle' | 'connecting' | 'live';
+/** The Agent choice that is no profile: an LLM, a TTS model and a voice picked here. */
+const CUSTOM = '__custom__';
 type Microphone = 'unknown' | 'granted' | 'prompt' | 'denied' | 'unavailable';
 
 /** What the microphone permission is, followed as the user changes it. */
@@ -39,6 +41,9 @@ export function Talk() {
   const startCall = useMutation(trpc.talk.startCall.mutationOptions());
   const microphone = useMicrophonePermission();
   const [profile, setProfile] = useState('');
+  const [llm, setLlm] = useState('');
+  const [tts, setTts] = useState('');
+  const [voice, setVoice] = useState('');
   const [instructions, setInstructions] = useState('');
   const [phase, setPhase] = useState<Phase>('idle');
   const [lines, setLines] = useState<TalkLine[]>([]);
@@ -48,24 +53,32 @@ export function Talk() {
   const call = useRef<TalkCall | null>(null);
   const audio = useRef<HTMLAudioElement>(null);
   const list = profiles.data?.profiles ?? [];
-  const chosen = list.find((p) => p.id === profile) ?? list[0];
+  // A profile, or CUSTOM: an LLM with a TTS model and one of its voices.
+  const custom = profile === CUSTOM || (profiles.data !== undefined && list.length === 0);
+  const chosen = custom ? undefined : (list.find((p) => p.id === profile) ?? list[0]);
+  const llmId = llm || profiles.data?.llms[0]?.id || '';
+  const ttsId = tts || profiles.data?.ttsModels[0]?.id || '';
+  const voices = useQuery({ ...trpc.voices.forModel.queryOptions({ modelId: ttsId }), enabled: custom && ttsId !== '' });
+  const voiceId = voice || voices.data?.[0]?.id || '';
 
   useEffect(() => () => call.current?.hangUp(), []);
 
   const why = !profiles.data
     ? 'Loading the realtime profiles…'
-    : list.length === 0
-      ? 'No realtime profile is configured on the gateway (config/realtime-profiles.json).'
-      : !profiles.data.hasCredit
-        ? 'Your organization has no credit: a call is billed per second of speech and per token.'
-        : microphone === 'unavailable'
-          ? 'This browser offers no microphone here (the dashboard must be served over HTTPS).'
-          : microphone === 'denied'
-            ? 'The browser blocks the microphone for this site: allow it in the address bar, then try again.'
-            : null;
+    : custom && (llmId === '' || ttsId === '')
+      ? 'Talking needs an LLM and a TTS model: none is registered on the gateway.'
+      : custom && voiceId === ''
+        ? 'This TTS model has no voice ready to speak with: pick another model, or prepare a voice for it on the Voices page.'
+        : !profiles.data.hasCredit
+          ? 'Your organization has no credit: a call is billed per second of speech and per token.'
+          : microphone === 'unavailable'
+            ? 'This browser offers no microphone here (the dashboard must be served over HTTPS).'
+            : microphone === 'denied'
+              ? 'The browser blocks the microphone for this site: allow it in the address bar, then try again.'
+              : null;
 
   async function start() {
-    if (!chosen || !audio.current) return;
+    if ((!chosen && !custom) || !audio.current) return;
     setError(null);
     setEnded(null);
     setLines([]);
@@ -78,7 +91,10 @@ export function Talk() {
       return setError(`The microphone could not be opened: ${(e as Error).message}`);
     }
     try {
-      const minted = await startCall.mutateAsync({ profile: chosen.id, instructions: instructions.trim() || undefined });
+      const said = instructions.trim() || undefined;
+      const minted = await startCall.mutateAsync(
+        chosen ? { profile: chosen.id, instructions: said } : { llm: llmId, tts: ttsId, voice: voiceId, instructions: said },
+      );
       call.current = await TalkCall.start({
         microphone: stream,
         secret: minted.secret,
@@ -123,25 +139,54 @@ export function Talk() {
       description="A realtime call through your microphone, over WebRTC. Talk over the answer to interrupt it. Billed per second of your speech and per token, with your organization's credit."
     >
       <form aria-label="Talk" onSubmit={(e) => e.preventDefault()} className="grid gap-4 sm:grid-cols-2">
-        <SelectField
-          label="Realtime profile"
-          value={chosen?.id ?? ''}
-          onChange={(e) => setProfile(e.target.value)}
-          disabled={phase !== 'idle' || list.length === 0}
-        >
+        <SelectField label="Agent" value={chosen?.id ?? CUSTOM} onChange={(e) => setProfile(e.target.value)} disabled={phase !== 'idle'}>
           {list.map((p) => (
             <option key={p.id} value={p.id}>
               {p.id} — {[p.stt, p.llm, p.tts, p.voice].filter(Boolean).join(' · ')}
             </option>
           ))}
+          <option value={CUSTOM}>A model and a voice of your choice</option>
         </SelectField>
+        {custom && (
+          <>
+            <SelectField label="LLM" value={llmId} onChange={(e) => setLlm(e.target.value)} disabled={phase !== 'idle'}>
+              {profiles.data?.llms.map((m) => (
+                <option key={m.id} value={m.id}>
+                  {m.name || m.id}
+                </option>
+              ))}
+            </SelectField>
+            <SelectField
+              label="TTS model"
+              value={ttsId}
+              onChange={(e) => {
+                setTts(e.target.value);
+                setVoice('');
+              }}
+              disabled={phase !== 'idle'}
+            >
+              {profiles.data?.ttsModels.map((m) => (
+                <option key={m.id} value={m.id}>
+                  {m.name || m.id}
+                </option>
+              ))}
+            </SelectField>
+            <SelectField label="Voice" value={voiceId} onChange={(e) => setVoice(e.target.value)} disabled={phase !== 'idle' || !voices.data?.length}>
+              {voices.data?.map((v) => (
+                <option key={v.id} value={v.id}>
+                  {v.name} ({v.language})
+                </option>
+              ))}
+            </SelectField>
+          </>
+        )}
         <TextAreaField
           label="Instructions (optional)"
           value={instructions}
           onChange={(e) => setInstructions(e.target.value)}
           maxLength={4000}
           rows={2}
-          placeholder={chosen?.instructions ?? 'The profile’s instructions'}
+          placeholder={chosen ? (chosen.instructions ?? 'The profile’s instructions') : 'What the agent is told before the conversation'}
           disabled={phase !== 'idle'}
           className="sm:col-span-2"
         />

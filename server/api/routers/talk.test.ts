@@ -44,4 +44,20 @@ describe('talk', () => {
     expect(payload.k).toBe(dashboardKey.hash);
     expect(JSON.stringify(minted)).not.toMatch(/sk_svc_/);
   });
+
+  it('lists the LLMs and TTS models for a call without a profile, and mints its secret with them and the voice', async () => {
+    const { llms, ttsModels } = await user.caller.talk.profiles();
+    expect(llms.map((m) => m.id)).toContain('local-llm');
+    expect(ttsModels.map((m) => m.id)).toContain('local-flite');
+    const minted = await user.caller.talk.startCall({ llm: 'local-llm', tts: 'local-flite', voice: 'flite-slt', instructions: 'Be brief.' });
+    const payload = JSON.parse(Buffer.from(minted.secret.slice(3).split('.')[0]!, 'base64url').toString('utf8')) as Record<string, unknown>;
+    expect(payload.s).toEqual({
+      type: 'realtime',
+      model: 'local-llm',
+      audio: { output: { model: 'local-flite', voice: 'flite-slt' } },
+      instructions: 'Be brief.',
+    });
+    // A model the gateway does not have is its 404, before any call.
+    await expect(user.caller.talk.startCall({ llm: 'no-such-llm', tts: 'local-flite', voice: 'flite-slt' })).rejects.toMatchObject({ code: 'NOT_FOUND' });
+  });
 });
