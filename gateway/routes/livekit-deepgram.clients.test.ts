@@ -124,6 +124,14 @@ async function heard(h: GatewayHarness, samples: Float32Array, rate: number): Pr
   return ((await res.json()) as { text: string }).text;
 }
 
+/** A plugin object closed when the test ends (however it ends). */
+function closedAfter<T extends { close(): unknown }>(plugin: T): T {
+  onTestFinished(async () => {
+    await plugin.close();
+  });
+  return plugin;
+}
+
 const fliteSamples = (...texts: string[]) => texts.reduce((n, t) => n + (natural('flite', 'slt', t).samples.length * TTS_RATE) / 16_000, 0);
 const noRetry: APIConnectOptions = { maxRetry: 0, retryIntervalMs: 0, timeoutMs: 30_000 };
 
@@ -152,7 +160,7 @@ describe('deepgram.TTS (Aura)', { timeout: 60_000 }, () => {
     const { orgId, key } = await orgWithKey(tls);
     routePort443To(Number(new URL(tls.url).port), cert.ca);
     // The base URL as a gateway behind TLS on 443 is named; the plugin takes only its host.
-    const tts = new deepgram.TTS({ apiKey: key, baseUrl: 'https://127.0.0.1', model: SPEAKER });
+    const tts = closedAfter(new deepgram.TTS({ apiKey: key, baseUrl: 'https://127.0.0.1', model: SPEAKER }));
     const errors: Error[] = [];
     tts.on('error', (e: { error: Error }) => errors.push(e.error));
     const events: agentsTts.SynthesizedAudio[] = [];
@@ -169,7 +177,7 @@ describe('deepgram.TTS (Aura)', { timeout: 60_000 }, () => {
 
   it('stream(): text pushed in pieces, a Speak per sentence and a Flush over the /v1/speak socket; both sentences heard; billed per character of what it sent', async () => {
     const { orgId, key } = await orgWithKey(plain);
-    const tts = new deepgram.TTS({ apiKey: key, baseUrl: plain.url, model: SPEAKER });
+    const tts = closedAfter(new deepgram.TTS({ apiKey: key, baseUrl: plain.url, model: SPEAKER }));
     const errors: Error[] = [];
     tts.on('error', (e: { error: Error }) => errors.push(e.error));
     const stream = tts.stream({ connOptions: noRetry });
@@ -205,6 +213,7 @@ const pace = () => new Promise((r) => setTimeout(r, 20));
  * once `enough(events)` (or the stream ends first). Returns every event and the errors the STT emitted.
  */
 async function recognize(stt: agentsStt.STT, samples: Float32Array, enough: (events: agentsStt.SpeechEvent[]) => boolean) {
+  closedAfter(stt);
   const errors: Error[] = [];
   stt.on('error', (e: { error: Error }) => errors.push(e.error));
   const stream = stt.stream({ connOptions: noRetry });
@@ -245,7 +254,6 @@ describe('deepgram.STT: the /v1/listen socket', { timeout: 90_000 }, () => {
     const stt = new deepgram.STT({ apiKey: key, baseUrl: plain.url, model: 'local-stt' });
     // Both sentences ended, and the usage flush() reports.
     const { events, errors } = await recognize(stt, audio, (got) => ofType(got, E.END_OF_SPEECH).length >= 2 && ofType(got, E.RECOGNITION_USAGE).length >= 1);
-    await stt.close();
     expect(errors).toEqual([]);
     const types = events.map((e) => e.type).filter((t) => t !== E.RECOGNITION_USAGE);
     expect(types[0]).toBe(E.START_OF_SPEECH);
@@ -316,7 +324,7 @@ describe('a bad key through the plugin', { timeout: 60_000 }, () => {
   it('TTS synthesize() and stream(), STT and STTv2: each fails with the 401; nothing billed', async () => {
     const before = await plain.testDb.db.prisma.ledgerEntry.count();
     routePort443To(Number(new URL(tls.url).port), cert.ca);
-    const synth = new deepgram.TTS({ apiKey: BAD, baseUrl: 'https://127.0.0.1', model: SPEAKER });
+    const synth = closedAfter(new deepgram.TTS({ apiKey: BAD, baseUrl: 'https://127.0.0.1', model: SPEAKER }));
     const synthErrors: Error[] = [];
     synth.on('error', (e: { error: Error }) => synthErrors.push(e.error));
     const { reasons } = await unhandledRejections(1, async () => {
@@ -325,7 +333,7 @@ describe('a bad key through the plugin', { timeout: 60_000 }, () => {
     expect(synthErrors.map((e) => e.message)).toEqual([expect.stringContaining('401')]);
     expect(reasons).toEqual(synthErrors);
 
-    const tts = new deepgram.TTS({ apiKey: BAD, baseUrl: plain.url, model: SPEAKER });
+    const tts = closedAfter(new deepgram.TTS({ apiKey: BAD, baseUrl: plain.url, model: SPEAKER }));
     const ttsErrors: Error[] = [];
     tts.on('error', (e: { error: Error }) => ttsErrors.push(e.error));
     const stream = tts.stream({ connOptions: noRetry });
