@@ -492,7 +492,9 @@ export const OPERATIONS: Operation[] = [
             spend: true,
             media: {
               'audio/mpeg': 'mp3_<rate>_<kbps> (the default mp3_44100_128).',
-              'application/octet-stream': 'pcm_<rate> (16-bit little-endian), ulaw_8000, alaw_8000.',
+              'audio/pcm': 'pcm_<rate>: 16-bit little-endian mono, no header.',
+              'audio/basic': 'ulaw_8000.',
+              'audio/x-alaw-basic': 'alaw_8000.',
             },
           },
     },

@@ -144,18 +144,25 @@ describe('multi-stream-input', () => {
     await expectBilled(s.requestId, codePoints(FOX) + codePoints(CALL));
   });
 
-  it('close_context stops a context at once (its isFinal), the others go on', async () => {
+  it('close_context ends a context\u2019s input: the text it was given is spoken to its end, then its isFinal; a second close_context changes nothing; the others go on', async () => {
     const s = await connect('multi-stream-input');
-    s.send({ text: `${FOX} ${FOX} ${FOX}`, context_id: 'long', flush: true });
-    await s.log.first((m) => m.contextId === 'long' && m.audio !== undefined);
-    s.send({ context_id: 'long', close_context: true });
-    await s.log.first((m) => m.contextId === 'long' && m.isFinal === true);
-    s.send({ text: CALL, context_id: 'next', flush: true });
+    // As LiveKit's plugin ends each context: its text flushed, an empty flush, then close_context at once.
+    s.send({ text: ' ', context_id: 'a' });
+    s.send({ text: `${FOX} `, context_id: 'a', flush: true });
+    s.send({ text: '', context_id: 'a', flush: true });
+    s.send({ context_id: 'a', close_context: true });
+    s.send({ context_id: 'a', close_context: true });
+    s.send({ text: CALL, context_id: 'b', flush: true });
+    await s.log.first((m) => m.contextId === 'a' && m.isFinal === true);
     s.send({ close_socket: true });
-    expect((await s.closed).code).toBe(1000);
-    const afterFinal = s.log.events.slice(s.log.events.findIndex((m) => m.contextId === 'long' && m.isFinal));
-    expect(afterFinal.filter((m) => m.contextId === 'long')).toHaveLength(1);
-    expect(decodeRaw(audioOf(s.log, 'next'), 'pcm_s16le').length).toBe(natural('flite', 'slt', CALL).samples.length);
+    expect(await s.closed).toEqual({ code: 1000, reason: 'close_socket' });
+    const mine = s.log.events.filter((m) => m.contextId === 'a');
+    expect(mine.at(-1)).toEqual({ isFinal: true, contextId: 'a' });
+    expect(mine.filter((m) => m.isFinal)).toHaveLength(1);
+    expect(s.log.events.some((m) => m.error !== undefined)).toBe(false);
+    expect(decodeRaw(audioOf(s.log, 'a'), 'pcm_s16le').length).toBe(natural('flite', 'slt', FOX).samples.length);
+    expect(decodeRaw(audioOf(s.log, 'b'), 'pcm_s16le').length).toBe(natural('flite', 'slt', CALL).samples.length);
+    await expectBilled(s.requestId, codePoints(`${FOX} `) + codePoints(CALL));
   });
 
   it('a sixth context is refused (ElevenLabs allows five), with its contextId; the socket stays open', async () => {

@@ -21,6 +21,9 @@
 //   stability, similarity_boost and generation_config.chunk_length_schedule are accepted and have
 //   no effect: text is cut where it can be spoken (span-speaker.ts). `auto_mode=true` speaks
 //   each piece of text as it comes (no buffering delay).
+// - `close_context` ends a context's input: what it was given is spoken to its end, then its
+//   `isFinal` (as ElevenLabs finishes a flushed context); `close_socket` ends every open
+//   context's, then closes the socket.
 // - Errors: `{"message", "error": <code>, "code": <status>}` (with `contextId` on the multi-context
 //   socket); on stream-input an error ends the socket (1008, or 1011 for the gateway's own).
 import type { FastifyInstance, FastifyRequest } from 'fastify';
@@ -185,7 +188,9 @@ export function elevenLabsEvent(event: TtsEvent, multi: boolean, requestId: stri
 /** One socket: its commands to the session, its events out, and its end (after the utterance, or on close_socket). */
 function bindSocket(ctx: GatewayContext, socket: WebSocket, request: FastifyRequest, admission: TtsSocketAdmission, multi: boolean): void {
   const settings = request.elevenLabsSocket!;
+  /** Contexts not over yet; `ending`: those of them whose input ended (close_context, close_socket), being spoken to their end. */
   const open = new Set<string>();
+  const ending = new Set<string>();
   let closingSocket = false;
   const link = new WebSocketLink(socket, ctx.clock, {
     message: (data, isBinary) => {
@@ -195,7 +200,10 @@ function bindSocket(ctx: GatewayContext, socket: WebSocket, request: FastifyRequ
   });
   const wire = link.outbox((event: TtsEvent) => (event.type === 'flushed' ? [] : [elevenLabsEvent(event, multi, request.id)]));
   const ended = (contextId: string | undefined, failed: boolean, status = 400) => {
-    if (contextId !== undefined) open.delete(contextId);
+    if (contextId !== undefined) {
+      open.delete(contextId);
+      ending.delete(contextId);
+    }
     if (!multi) wire.close(failed ? (status >= 500 ? 1011 : 1008) : 1000, failed ? 'error' : 'done');
     else if (closingSocket && open.size === 0) wire.close(1000, 'close_socket');
   };
@@ -222,6 +230,12 @@ function bindSocket(ctx: GatewayContext, socket: WebSocket, request: FastifyRequ
       settings: () => ttsRequestOf(settings, m),
     };
   };
+  /** The end of a context's input: what it was given is spoken to its end, then its isFinal. */
+  const end = (id: string): TtsCommand[] => {
+    if (ending.has(id)) return [];
+    ending.add(id);
+    return [generate(id, { text: '' }, true)];
+  };
   const commands = (parsed: Parsed): TtsCommand[] => {
     if (!parsed.ok) return [parsed.command];
     const m = parsed.message;
@@ -230,17 +244,17 @@ function bindSocket(ctx: GatewayContext, socket: WebSocket, request: FastifyRequ
     if (m.close_socket) {
       // Every open context is spoken to its end; the socket closes after the last.
       closingSocket = true;
-      const ends = [...open].map((id) => generate(id, { text: '' }, true));
+      const ends = [...open].flatMap(end);
       if (open.size === 0) wire.close(1000, 'close_socket');
       return ends;
     }
     const id = m.context_id ?? DEFAULT_CONTEXT;
     if (m.close_context) {
       if (!open.has(id)) return [{ type: 'cancel', contextId: id }];
-      // Closing a context stops it (ElevenLabs: for interruptions); its isFinal says it is over.
-      open.delete(id);
-      wire.send({ type: 'done', contextId: id });
-      return [{ type: 'cancel', contextId: id }];
+      // Closing a context ends its input, as ElevenLabs closes one: the text it was given is still
+      // spoken (LiveKit's plugin ends every context with {"text": "", "flush": true} and then
+      // close_context, and reads its audio until the isFinal that follows).
+      return end(id);
     }
     return [generate(id, m, false)];
   };

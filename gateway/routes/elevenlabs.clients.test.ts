@@ -41,9 +41,14 @@ async function bytesOf(stream: ReadableStream<Uint8Array>): Promise<Buffer> {
 const foxSamplesAt = (voice: string, rate: number) => Math.round((natural('flite', voice, FOX).samples.length * rate) / 16000);
 
 describe('text-to-speech', () => {
-  it('convert, pcm_16000: flite\u2019s speech sample for sample; billed per character at the model\u2019s price, as /tts/bytes', async () => {
+  it('convert, pcm_16000: flite\u2019s speech sample for sample, as audio/pcm; billed per character at the model\u2019s price, as /tts/bytes', async () => {
     const before = await h.balanceMicros();
-    const audio = await bytesOf(await client().textToSpeech.convert('flite-slt', { text: FOX, modelId: 'local-flite', outputFormat: 'pcm_16000' }));
+    const { data, rawResponse } = await client()
+      .textToSpeech.convert('flite-slt', { text: FOX, modelId: 'local-flite', outputFormat: 'pcm_16000' })
+      .withRawResponse();
+    // ElevenLabs' type for raw PCM (LiveKit's plugin refuses an answer that is not audio/*).
+    expect(rawResponse.headers.get('content-type')).toBe('audio/pcm');
+    const audio = await bytesOf(data);
     expect(audio.length / 2).toBe(foxSamplesAt('slt', 16000));
     expectSpeechLevel(decodeRaw(audio, 'pcm_s16le'));
     expect(before - (await h.balanceMicros())).toBe(costOf(codePoints(FOX), FLITE_PRICE));
@@ -56,8 +61,12 @@ describe('text-to-speech', () => {
     expectWithin(mp3.durationSeconds, natural('flite', 'rms', FOX).seconds, 0.2);
   });
 
-  it('stream, ulaw_8000: 8-bit \u00b5-law at 8 kHz, one byte a sample', async () => {
-    const audio = await bytesOf(await client().textToSpeech.stream('flite-slt', { text: FOX, modelId: 'local-flite', outputFormat: 'ulaw_8000' }));
+  it('stream, ulaw_8000: 8-bit \u00b5-law at 8 kHz, one byte a sample, as audio/basic', async () => {
+    const { data, rawResponse } = await client()
+      .textToSpeech.stream('flite-slt', { text: FOX, modelId: 'local-flite', outputFormat: 'ulaw_8000' })
+      .withRawResponse();
+    expect(rawResponse.headers.get('content-type')).toBe('audio/basic');
+    const audio = await bytesOf(data);
     expect(audio.length).toBe(foxSamplesAt('slt', 8000));
     expectSpeechLevel(decodeRaw(audio, 'pcm_mulaw'));
   });

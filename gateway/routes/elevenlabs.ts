@@ -67,7 +67,14 @@ export function parseElevenLabsOutputFormat(value: string): OutputFormat {
   );
 }
 
-const CONTENT_TYPES: Record<string, string> = { mp3: 'audio/mpeg', raw: 'application/octet-stream' };
+/**
+ * ElevenLabs answers raw PCM as audio/pcm (clients check for audio/*: LiveKit's ElevenLabs plugin
+ * refuses anything else as "non-audio data"); G.711 as its usual types.
+ */
+function contentTypeOf(output: OutputFormat): string {
+  if (output.container === 'mp3') return 'audio/mpeg';
+  return output.encoding === 'pcm_mulaw' ? 'audio/basic' : output.encoding === 'pcm_alaw' ? 'audio/x-alaw-basic' : 'audio/pcm';
+}
 
 export const ElevenLabsTtsBody = z.looseObject({
   text: z
@@ -135,7 +142,7 @@ export async function registerElevenLabsRoutes(app: FastifyInstance, ctx: Gatewa
     const speak = (streaming: boolean) => async (request: FastifyRequest, reply: FastifyReply) => {
       const tts = ttsRequestOf(ctx, request, streaming);
       const s = await startSynthesis(ctx, request, reply, tts, TTS_ROUTE);
-      return sendAudio(ctx, reply, s, tts, () => chargeSynthesis(ctx, request, s, tts, TTS_ROUTE), CONTENT_TYPES[tts.output.container]);
+      return sendAudio(ctx, reply, s, tts, () => chargeSynthesis(ctx, request, s, tts, TTS_ROUTE), contentTypeOf(tts.output));
     };
     eleven.post('/v1/text-to-speech/:voice_id', metered, speak(false));
     eleven.post('/v1/text-to-speech/:voice_id/stream', metered, speak(true));

@@ -79,6 +79,17 @@ describe('@deepgram/sdk listen.v2 (Flux)', () => {
     expect(events).toContain('Update');
     expect(events).toContain('EagerEndOfTurn');
     expect(events.indexOf('EagerEndOfTurn')).toBeLessThan(events.indexOf('EndOfTurn'));
+    // Flux's state machine (developers.deepgram.com/docs/flux/state): an EagerEndOfTurn carries a
+    // transcript, a TurnResumed follows one, and EndOfTurn's transcript is that of the eager end before it.
+    const turnInfos = messages.filter((m) => m.type === 'TurnInfo');
+    for (const [i, m] of turnInfos.entries()) {
+      if (m.event === 'EagerEndOfTurn') expect(m.transcript).not.toBe('');
+      if (m.event === 'TurnResumed') expect(turnInfos.slice(0, i).findLast((x) => x.event !== 'Update')?.event).toBe('EagerEndOfTurn');
+    }
+    expect(turnInfos.findLast((m) => m.event === 'EagerEndOfTurn' || m.event === 'TurnResumed')).toMatchObject({
+      event: 'EagerEndOfTurn',
+      transcript: end.transcript,
+    });
     expect(end).toMatchObject({ turn_index: 0, end_of_turn_confidence: 0.7 });
     expect(wer(FOX, end.transcript!), end.transcript).toBeLessThanOrEqual(0.25);
     const words = end.words as { word: string; confidence: number; start: number; end: number }[];

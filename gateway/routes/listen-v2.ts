@@ -46,11 +46,16 @@ function planFlux(ctx: GatewayContext, request: FastifyRequest): SessionPlan {
     throw new ServiceError('invalid_request', `encoding must be one of ${Object.keys(ENCODINGS).join(', ')} (got ${JSON.stringify(rawEncoding)}).`, 'encoding');
   const rawRate = one('sample_rate');
   const sampleRate = parseSampleRateParam(rawRate === undefined || rawRate === '' ? '16000' : rawRate, model.sampleRates)!;
-  const turns = applyFluxThresholds(presetSettings('balanced', { eager: false }), {
-    eot_threshold: one('eot_threshold'),
-    eager_eot_threshold: one('eager_eot_threshold'),
-    eot_timeout_ms: one('eot_timeout_ms'),
-  });
+  const turns = {
+    ...applyFluxThresholds(presetSettings('balanced', { eager: false }), {
+      eot_threshold: one('eot_threshold'),
+      eager_eot_threshold: one('eager_eot_threshold'),
+      eot_timeout_ms: one('eot_timeout_ms'),
+    }),
+    // An EagerEndOfTurn carries the turn's words, as EndOfTurn will if the turn does not resume
+    // (Flux's promise; clients start their answer on it): they are made final before it goes out.
+    finalizeOnEagerEnd: true,
+  };
   const keyterms = queryKeyterms(q);
   return {
     model,

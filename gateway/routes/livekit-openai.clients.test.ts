@@ -12,7 +12,7 @@
 // ledger exact per request; a bad key (401) and a zero balance (402) surface as plugin errors.
 import { initializeLogger, llm as agentsLlm, stt as agentsStt, tokenize, tts as agentsTts } from '@livekit/agents';
 import * as openai from '@livekit/agents-plugin-openai';
-import { AudioFrame } from '@livekit/rtc-node';
+import type { AudioFrame } from '@livekit/rtc-node';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { z } from 'zod';
 import { createApiKey } from '../../server/services/keys/create-api-key.ts';
@@ -20,6 +20,7 @@ import { upsertModel } from '../../server/services/models/upsert-model.ts';
 import { createOrg } from '../../server/services/orgs/create-org.ts';
 import { seedPlatformVoices } from '../../server/services/voices/seed-platform-voices.ts';
 import type { GatewayHarness } from '../../test/support/gateway-harness.ts';
+import { framesOf, samplesOf, unhandledRejections } from '../../test/support/livekit-agents.ts';
 import { startScriptedUpstream, toolCallStream, type ScriptedUpstream } from '../../test/support/scripted-openai-upstream.ts';
 import { audioCost, settleRecognizers, speech, startSttGateway, wer } from '../../test/support/stt-routes.ts';
 import { FLITE_PRICE, FOX, codePoints, costOf, expectSpeechLevel, natural } from '../../test/support/tts-routes.ts';
@@ -91,14 +92,6 @@ async function settledRows(orgId: string, count: number): Promise<UsageRow[]> {
   return rows;
 }
 
-/** The frames' samples, as floats. */
-function samplesOf(frames: AudioFrame[]): Float32Array {
-  const out = new Float32Array(frames.reduce((n, f) => n + f.samplesPerChannel, 0));
-  let at = 0;
-  for (const f of frames) for (const v of f.data) out[at++] = v / 32768;
-  return out;
-}
-
 /**
  * The plugin keeps whole 100 ms frames of the answer and drops the rest (its ChunkedStream never
  * flushes its AudioByteStream): flite's own length at 24 kHz, less under one frame.
@@ -108,18 +101,6 @@ function expectTtsLength(samples: Float32Array, text: string): void {
   expect(samples.length % TTS_FRAME).toBe(0);
   expect(samples.length).toBeGreaterThan(full * 0.99 - TTS_FRAME);
   expect(samples.length).toBeLessThanOrEqual(full * 1.01);
-}
-
-/** `samples` (16 kHz) as the 100 ms frames an agent pushes, each on its own buffer (the plugin sends `frame.data.buffer` whole). */
-function framesOf(samples: Float32Array): AudioFrame[] {
-  const frames: AudioFrame[] = [];
-  for (let at = 0; at < samples.length; at += 1600) {
-    const part = samples.subarray(at, Math.min(samples.length, at + 1600));
-    const data = new Int16Array(part.length);
-    for (let i = 0; i < part.length; i++) data[i] = Math.max(-32768, Math.min(32767, Math.round(part[i]! * 32767)));
-    frames.push(new AudioFrame(data, 16000, 1, data.length));
-  }
-  return frames;
 }
 
 const noRetry = { maxRetry: 0, retryIntervalMs: 0, timeoutMs: 30_000 };
@@ -154,28 +135,6 @@ async function synthesize(key: string, text: string) {
   for await (const audio of tts.synthesize(text, noRetry)) events.push(audio);
   await tts.close();
   return { events, errors };
-}
-
-/**
- * Runs `run` with this process's unhandled rejections caught (and given back to the runner's own
- * listeners after), and waits until `count` have come. LiveKit's TTS ChunkedStream (agents 1.8.1,
- * tts.js) reports a failed request as the TTS's 'error' event and then rethrows it from a task that
- * nobody awaits; a LiveKit job process installs its own unhandledRejection listener that logs such
- * rejections (ipc/job_proc_lazy_main.js), and outside a job the test does the same for one call.
- */
-async function unhandledRejections<T>(count: number, run: () => Promise<T>): Promise<{ result: T; reasons: unknown[] }> {
-  const runnerListeners = process.listeners('unhandledRejection');
-  const reasons: unknown[] = [];
-  process.removeAllListeners('unhandledRejection');
-  process.on('unhandledRejection', (reason) => void reasons.push(reason));
-  try {
-    const result = await run();
-    await vi.waitFor(() => expect(reasons).toHaveLength(count), { timeout: 5_000, interval: 10 });
-    return { result, reasons };
-  } finally {
-    process.removeAllListeners('unhandledRejection');
-    for (const listener of runnerListeners) process.on('unhandledRejection', listener);
-  }
 }
 
 const recognizer = (key: string) => new openai.STT({ baseURL: `${h.url}/v1`, apiKey: key, model: 'local-stt', useRealtime: false });

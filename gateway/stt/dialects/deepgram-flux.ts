@@ -77,6 +77,8 @@ export function deepgramFluxDialect(requestId: string, turns: TurnSettings, keyt
   let sequence = 0;
   let turnIndex = 0;
   let inTurn = false;
+  /** An EagerEndOfTurn went out in this turn and no TurnResumed since. */
+  let awaitingEnd = false;
   let windowStart = 0;
   let audioEnd = 0;
   /** The turn's final transcripts and words so far, and the partial of what follows them. */
@@ -107,6 +109,7 @@ export function deepgramFluxDialect(requestId: string, turns: TurnSettings, keyt
   const endTurn = () => {
     const end = turnInfo('EndOfTurn', settings.endThreshold);
     inTurn = false;
+    awaitingEnd = false;
     turnIndex++;
     finals = [];
     finalWords = [];
@@ -145,10 +148,17 @@ export function deepgramFluxDialect(requestId: string, turns: TurnSettings, keyt
           finalWords = [];
           lastSent = transcript();
           return [turnInfo('StartOfTurn')];
+        // Flux's state machine (developers.deepgram.com/docs/flux/state): an EagerEndOfTurn always
+        // carries a transcript (its words are made final first: finalizeOnEagerEnd, listen-v2.ts),
+        // and a TurnResumed only follows one.
         case 'turn.eager_end':
-          return inTurn ? [turnInfo('EagerEndOfTurn', settings.eagerEndThreshold ?? settings.endThreshold)] : [];
+          if (!inTurn || awaitingEnd || transcript() === '') return [];
+          awaitingEnd = true;
+          return [turnInfo('EagerEndOfTurn', settings.eagerEndThreshold ?? settings.endThreshold)];
         case 'turn.resume':
-          return inTurn ? [turnInfo('TurnResumed')] : [];
+          if (!inTurn || !awaitingEnd) return [];
+          awaitingEnd = false;
+          return [turnInfo('TurnResumed')];
         // EndOfTurn carries the turn's exact transcript: it is sent with the final (turnFinal).
         case 'turn.end':
           return [];
