@@ -144,7 +144,7 @@ describe('multi-stream-input', () => {
     await expectBilled(s.requestId, codePoints(FOX) + codePoints(CALL));
   });
 
-  it('close_context ends a context\u2019s input: the text it was given is spoken to its end, then its isFinal; a second close_context changes nothing; the others go on', async () => {
+  it('close_context after an empty flush ends a context\u2019s input: the text it was given is spoken to its end, then its isFinal; a second close_context changes nothing; the others go on', async () => {
     const s = await connect('multi-stream-input');
     // As LiveKit's plugin ends each context: its text flushed, an empty flush, then close_context at once.
     s.send({ text: ' ', context_id: 'a' });
@@ -163,6 +163,20 @@ describe('multi-stream-input', () => {
     expect(decodeRaw(audioOf(s.log, 'a'), 'pcm_s16le').length).toBe(natural('flite', 'slt', FOX).samples.length);
     expect(decodeRaw(audioOf(s.log, 'b'), 'pcm_s16le').length).toBe(natural('flite', 'slt', CALL).samples.length);
     await expectBilled(s.requestId, codePoints(`${FOX} `) + codePoints(CALL));
+  });
+
+  it('close_context right after text (an interruption) stops the context at once: its isFinal, nothing of it after; the others go on', async () => {
+    const s = await connect('multi-stream-input');
+    s.send({ text: `${FOX} ${FOX} ${FOX}`, context_id: 'long', flush: true });
+    await s.log.first((m) => m.contextId === 'long' && m.audio !== undefined);
+    s.send({ context_id: 'long', close_context: true });
+    await s.log.first((m) => m.contextId === 'long' && m.isFinal === true);
+    s.send({ text: CALL, context_id: 'next', flush: true });
+    s.send({ close_socket: true });
+    expect((await s.closed).code).toBe(1000);
+    const afterFinal = s.log.events.slice(s.log.events.findIndex((m) => m.contextId === 'long' && m.isFinal));
+    expect(afterFinal.filter((m) => m.contextId === 'long')).toHaveLength(1);
+    expect(decodeRaw(audioOf(s.log, 'next'), 'pcm_s16le').length).toBe(natural('flite', 'slt', CALL).samples.length);
   });
 
   it('a sixth context is refused (ElevenLabs allows five), with its contextId; the socket stays open', async () => {

@@ -21,9 +21,10 @@
 //   stability, similarity_boost and generation_config.chunk_length_schedule are accepted and have
 //   no effect: text is cut where it can be spoken (span-speaker.ts). `auto_mode=true` speaks
 //   each piece of text as it comes (no buffering delay).
-// - `close_context` ends a context's input: what it was given is spoken to its end, then its
-//   `isFinal` (as ElevenLabs finishes a flushed context); `close_socket` ends every open
-//   context's, then closes the socket.
+// - `close_context` right after an empty flush (`{"text":"","flush":true}`) ends a context's
+//   input: its text is spoken to its end, then its `isFinal` (as ElevenLabs finishes a flushed
+//   context); right after text it stops the context at once (an interruption). `close_socket` ends every open context's input, then
+//   closes the socket.
 // - Errors: `{"message", "error": <code>, "code": <status>}` (with `contextId` on the multi-context
 //   socket); on stream-input an error ends the socket (1008, or 1011 for the gateway's own).
 import type { FastifyInstance, FastifyRequest } from 'fastify';
@@ -191,6 +192,8 @@ function bindSocket(ctx: GatewayContext, socket: WebSocket, request: FastifyRequ
   /** Contexts not over yet; `ending`: those of them whose input ended (close_context, close_socket), being spoken to their end. */
   const open = new Set<string>();
   const ending = new Set<string>();
+  /** Contexts whose last message was an empty flush (the end of their text): a close then lets it finish. */
+  const flushedLast = new Set<string>();
   let closingSocket = false;
   const link = new WebSocketLink(socket, ctx.clock, {
     message: (data, isBinary) => {
@@ -203,6 +206,7 @@ function bindSocket(ctx: GatewayContext, socket: WebSocket, request: FastifyRequ
     if (contextId !== undefined) {
       open.delete(contextId);
       ending.delete(contextId);
+      flushedLast.delete(contextId);
     }
     if (!multi) wire.close(failed ? (status >= 500 ? 1011 : 1008) : 1000, failed ? 'error' : 'done');
     else if (closingSocket && open.size === 0) wire.close(1000, 'close_socket');
@@ -251,11 +255,17 @@ function bindSocket(ctx: GatewayContext, socket: WebSocket, request: FastifyRequ
     const id = m.context_id ?? DEFAULT_CONTEXT;
     if (m.close_context) {
       if (!open.has(id)) return [{ type: 'cancel', contextId: id }];
-      // Closing a context ends its input, as ElevenLabs closes one: the text it was given is still
-      // spoken (LiveKit's plugin ends every context with {"text": "", "flush": true} and then
-      // close_context, and reads its audio until the isFinal that follows).
-      return end(id);
+      // Closed right after an empty flush, a context's text is still spoken, then its isFinal
+      // (LiveKit's plugin ends every context with {"text": "", "flush": true} and then
+      // close_context, and reads its audio until the isFinal). Closed after text, it stops at once
+      // (an interruption, as pipecat's): nothing more is made or billed.
+      if (flushedLast.has(id)) return end(id);
+      open.delete(id);
+      wire.send({ type: 'done', contextId: id });
+      return [{ type: 'cancel', contextId: id }];
     }
+    if (m.text?.trim()) flushedLast.delete(id);
+    else if (m.flush === true) flushedLast.add(id);
     return [generate(id, m, false)];
   };
   const session = new TtsStreamSession({
