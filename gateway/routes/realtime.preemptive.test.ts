@@ -31,11 +31,11 @@ beforeAll(async () => {
     upstream: { url: 'local:flite', protocol: 'flite' },
   });
   await seedPlatformVoices(prisma);
-  // A word every 40 ms: an answer still streaming when the user speaks on is cut off mid-way.
+  // A word every 150 ms (a second in all): an answer prepared in a pause is still streaming when the user speaks on.
   llm = await startScriptedUpstream({
     kind: 'stream',
     chunks: ['It ', 'will ', 'be ', 'sunny ', 'all ', 'day', '.'],
-    delayMs: 40,
+    delayMs: 150,
     usage: { prompt_tokens: 40, completion_tokens: 7 },
   });
   await upsertModel(prisma, checkProtocol, {
