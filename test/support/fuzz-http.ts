@@ -108,6 +108,8 @@ export type Body =
   | { kind: 'none' }
   | { kind: 'json'; value: unknown }
   | { kind: 'raw'; text: string }
+  /** A text body of another media type (an SDP offer as `application/sdp`). */
+  | { kind: 'text'; text: string; contentType: string }
   /** `depth` nested arrays or objects, as the whole body or as the value of `field` in `base`. */
   | { kind: 'deep'; depth: number; shape: 'array' | 'object'; field: string | null; base: Record<string, unknown> }
   | { kind: 'form'; params: [string, string][] }
@@ -222,6 +224,8 @@ export function renderBody(body: Body): { bytes: Buffer | undefined; contentType
       return { bytes: Buffer.from(JSON.stringify(body.value) ?? 'undefined'), contentType: 'application/json' };
     case 'raw':
       return { bytes: Buffer.from(body.text), contentType: 'application/json' };
+    case 'text':
+      return { bytes: Buffer.from(body.text), contentType: body.contentType };
     case 'deep': {
       const inner = nested(body.depth, body.shape);
       if (body.field === null) return { bytes: Buffer.from(inner), contentType: 'application/json' };
