@@ -50,6 +50,7 @@ import {
   anyString,
   authorization,
   checkAnswer,
+  checkElevenLabsAnswer,
   contentTypeChoice,
   errorCode,
   fileBytes,
@@ -283,6 +284,8 @@ interface HttpRoute {
   name: string;
   covers?: string[];
   runs: number;
+  /** The answers are ElevenLabs' (envelope and `detail`), checked by checkElevenLabsAnswer. */
+  elevenLabs?: true;
   make(): {
     method?: fc.Arbitrary<string>;
     path: fc.Arbitrary<string>;
@@ -861,6 +864,95 @@ const HTTP_ROUTES: HttpRoute[] = [
       body: sometimesBody,
     }),
   },
+  // ElevenLabs-compatible routes (docs/tts.md, docs/stt.md): ElevenLabs' request shapes, the envelope with its `detail`.
+  {
+    name: 'POST /v1/text-to-speech/{voice_id}',
+    covers: [
+      'POST /v1/text-to-speech/{voice_id}',
+      'POST /v1/text-to-speech/{voice_id}/stream',
+      'POST /v1/text-to-speech/{voice_id}/with-timestamps',
+      'POST /v1/text-to-speech/{voice_id}/stream/with-timestamps',
+    ],
+    runs: 60,
+    elevenLabs: true,
+    make: () => ({
+      path: fc
+        .tuple(pathIds(['flite-slt', 'espeak-en-us-f', f.voice]), fc.constantFrom('', '/stream', '/with-timestamps', '/stream/with-timestamps'))
+        .map(([id, suffix]) => `/v1/text-to-speech/${id}${suffix}`),
+      query: queryStrings({
+        output_format: fc.constantFrom('mp3_44100_128', 'pcm_16000', 'pcm_24000', 'ulaw_8000', 'alaw_8000', 'pcm_7', 'mp3_44100_7', 'opus_48000_64', 'wav', ''),
+      }),
+      body: jsonBodies(
+        { text: 'Hello there.', model_id: 'local-flite' },
+        {
+          text: transcripts,
+          model_id: fc.oneof(modelIds('local-flite', 'local-espeak'), fc.constant(null)),
+          language_code: languages,
+          voice_settings: objectLike({ speed: 1 }, { speed: fc.oneof(anyNumber, fc.constantFrom(0.7, 1.2, 0.69, 1.21)), stability: anyNumber }),
+          pronunciation_dictionary_locators: fc.oneof(
+            fc.array(
+              objectLike(
+                { pronunciation_dictionary_id: f.dict },
+                { pronunciation_dictionary_id: fc.oneof(fc.constant(f.dict), shortString), version_id: anyJson },
+              ),
+              {
+                maxLength: 4,
+              },
+            ),
+            anyJson,
+          ),
+        },
+      ),
+    }),
+  },
+  {
+    name: 'GET /v1/voices',
+    covers: ['GET /v1/voices', 'GET /v2/voices'],
+    runs: 40,
+    elevenLabs: true,
+    make: () => ({
+      path: fc.constantFrom('/v1/voices', '/v2/voices'),
+      query: queryStrings({
+        page_size: fc.constantFrom('1', '10', '100', '101', '0', '-1', '1.5', 'x', ''),
+        next_page_token: fc.oneof(
+          shortString,
+          fc.tuple(anyNumber, shortString).map((t) => Buffer.from(JSON.stringify(t)).toString('base64url')),
+        ),
+        search: fc.constantFrom('flite', '%', '_', '\\', ''),
+        voice_type: fc.constantFrom('default', 'cloned', 'personal', 'x', ''),
+      }),
+    }),
+  },
+  {
+    name: 'POST /v1/speech-to-text',
+    runs: 50,
+    elevenLabs: true,
+    make: () => ({
+      path: fixed('/v1/speech-to-text'),
+      body: fc.oneof(
+        {
+          weight: 6,
+          arbitrary: multipartBodies(
+            'file',
+            { model_id: 'local-stt' },
+            {
+              model_id: modelIds('local-stt'),
+              language_code: languages,
+              timestamps_granularity: fc.constantFrom('none', 'word', 'character', 'x'),
+              tag_audio_events: fc.constantFrom('true', 'false', 'x'),
+              diarize: fc.constantFrom('true', 'false', ''),
+              num_speakers: fc.constantFrom('1', '32', '33', '0', 'x'),
+              file_format: fc.constantFrom('other', 'pcm_s16le_16', 'x'),
+              keyterms: fc.constantFrom('fox', 'a,b', ''),
+              cloud_storage_url: fc.constantFrom('https://example.com/a.wav', ''),
+            },
+            fileBytes([f.shortClip]),
+          ),
+        },
+        { weight: 1, arbitrary: jsonBodies({ model_id: 'local-stt' }) },
+      ),
+    }),
+  },
   {
     name: 'GET /stt/websocket (plain HTTP)',
     covers: [], // the WebSocket property below covers the route
@@ -955,7 +1047,7 @@ describe('HTTP routes: no 5xx, every error in the envelope, no hang', () => {
               const code = answer.status >= 400 && m !== 'HEAD' ? errorCode(answer.text) : '';
               stats.record(route.name, `${answer.status}${code ? `/${code}` : ''}`, performance.now() - started, input);
               if (process.env.FUZZ_DEBUG) console.log(`${Math.round(performance.now() - started)} ms ${answer.status} ${input().slice(0, 400)}`);
-              checkAnswer(answer, r.allowed5xx?.(sent) ?? [], sent);
+              (route.elevenLabs ? checkElevenLabsAnswer : checkAnswer)(answer, r.allowed5xx?.(sent) ?? [], sent);
             },
           ),
           route.runs,
@@ -968,18 +1060,11 @@ describe('HTTP routes: no 5xx, every error in the envelope, no hang', () => {
 });
 
 /**
- * Registered routes no property above fuzzes, each with why. Their errors are not our envelope
- * (a vendor's own shape), or they are WebSocket-only (the one property for sockets is
- * /stt/websocket's, below).
+ * Registered routes no property above fuzzes, each with why: Deepgram's HTTP routes (errors in
+ * Deepgram's shape, no checker for it yet) and WebSocket-only routes (the one property for
+ * sockets is /stt/websocket's, below).
  */
 const NOT_FUZZED: Record<string, string> = {
-  'POST /v1/text-to-speech/{voice_id}': "ElevenLabs' route: its errors are ElevenLabs' {detail:{status,message}}",
-  'POST /v1/text-to-speech/{voice_id}/stream': "ElevenLabs' route: its errors are ElevenLabs' {detail:{status,message}}",
-  'POST /v1/text-to-speech/{voice_id}/with-timestamps': "ElevenLabs' route: its errors are ElevenLabs' {detail:{status,message}}",
-  'POST /v1/text-to-speech/{voice_id}/stream/with-timestamps': "ElevenLabs' route: its errors are ElevenLabs' {detail:{status,message}}",
-  'GET /v1/voices': "ElevenLabs' route: its errors are ElevenLabs' {detail:{status,message}}",
-  'GET /v2/voices': "ElevenLabs' route: its errors are ElevenLabs' {detail:{status,message}}",
-  'POST /v1/speech-to-text': "ElevenLabs' route: its errors are ElevenLabs' {detail:{status,message}}",
   'POST /v1/speak': "Deepgram's route: its errors are Deepgram's shape",
   'POST /v1/listen': "Deepgram's route: its errors are Deepgram's shape",
   'GET /v1/text-to-speech/{voice_id}/stream-input': "WebSocket only (ElevenLabs' protocol)",
