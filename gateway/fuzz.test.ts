@@ -17,6 +17,7 @@
 // upgrades are envelopes; an open session answers each bad text frame with an error event
 // {type:"error",code,message}, never closes with 1011, and ends on our close command with 1000.
 // Cases the fuzz found are kept as plain tests at the end, so that the properties keep exploring.
+// A test fails when a route Fastify registers is neither fuzzed here nor in NOT_FUZZED with why.
 //
 // Allowed 5xx: only 503 model_offline, and only for a chat request naming `local-llm` (docs/llm.md,
 // "Local engine": without its GGUF the model is offline). Every other model here has a live
@@ -34,6 +35,7 @@ import { ENCODINGS } from './audio/output-format.ts';
 import { GRANT_CLAIM, GRANT_JWT_BEARER } from '../server/services/registrations/registration-rules.ts';
 import { upsertModel } from '../server/services/models/upsert-model.ts';
 import { startGateway, type GatewayHarness } from '../test/support/gateway-harness.ts';
+import { registeredRoutes } from '../test/support/registered-routes.ts';
 import { startScriptedUpstream, type ScriptedUpstream } from '../test/support/scripted-openai-upstream.ts';
 import { socketEvents } from '../test/support/socket-events.ts';
 import { settleRecognizers, speech } from '../test/support/stt-routes.ts';
@@ -48,6 +50,7 @@ import {
   anyString,
   authorization,
   checkAnswer,
+  checkElevenLabsAnswer,
   contentTypeChoice,
   errorCode,
   fileBytes,
@@ -88,6 +91,8 @@ interface Fixtures {
   /** ~15 s of flite speech (long enough to clone) and ~1 s (to transcribe). */
   longClip: Buffer;
   shortClip: Buffer;
+  /** A request log id (GET /v1/logs/{id}). */
+  logId: string;
 }
 let f: Fixtures;
 const stats = new FuzzStats();
@@ -179,6 +184,7 @@ beforeAll(async () => {
     assertion: registration.identity_assertion,
     longClip,
     shortClip,
+    logId: ((await (await fetch(`${h.url}/v1/logs?limit=1`, { headers: { authorization: `Bearer ${h.key}` } })).json()) as any).data?.[0]?.id ?? 'log_nope',
   };
 }, 120_000);
 
@@ -274,8 +280,12 @@ const emails = fc.oneof(
 // The routes
 
 interface HttpRoute {
+  /** `METHOD /path`, the path in OpenAPI form (`{id}`): the registered routes it fuzzes, unless `covers` names them. */
   name: string;
+  covers?: string[];
   runs: number;
+  /** The answers are ElevenLabs' (envelope and `detail`), checked by checkElevenLabsAnswer. */
+  elevenLabs?: true;
   make(): {
     method?: fc.Arbitrary<string>;
     path: fc.Arbitrary<string>;
@@ -319,6 +329,70 @@ const ttsFields = () => ({
   pronunciation_dict_id: fc.oneof(fc.constantFrom(f.dict, f.spareDicts[0]!, `${f.dict}\u0000`), shortString),
   stream: fc.oneof(fc.boolean(), anyJson),
 });
+
+// docs/realtime.md, "Endpoints": an offer with an Opus audio m-line and a data channel.
+const SDP_OFFER = [
+  'v=0',
+  'o=- 4611731400430051336 2 IN IP4 127.0.0.1',
+  's=-',
+  't=0 0',
+  'a=group:BUNDLE 0 1',
+  'm=audio 9 UDP/TLS/RTP/SAVPF 111',
+  'c=IN IP4 0.0.0.0',
+  'a=mid:0',
+  'a=sendrecv',
+  'a=ice-ufrag:abcd',
+  'a=ice-pwd:abcdefghijklmnopqrstuvwx',
+  'a=fingerprint:sha-256 ' + Array.from({ length: 32 }, () => 'AB').join(':'),
+  'a=setup:actpass',
+  'a=rtcp-mux',
+  'a=rtpmap:111 opus/48000/2',
+  'm=application 9 UDP/DTLS/SCTP webrtc-datachannel',
+  'c=IN IP4 0.0.0.0',
+  'a=mid:1',
+  'a=ice-ufrag:abcd',
+  'a=ice-pwd:abcdefghijklmnopqrstuvwx',
+  'a=setup:actpass',
+  'a=sctp-port:5000',
+  '',
+].join('\r\n');
+/** The offer with lines dropped, changed or repeated, or any text. */
+const sdpOffers = fc.oneof(
+  { weight: 2, arbitrary: fc.constant(SDP_OFFER) },
+  {
+    weight: 4,
+    arbitrary: fc
+      .tuple(
+        fc.subarray(SDP_OFFER.split('\r\n')),
+        fc.array(fc.constantFrom('m=video 9 RTP/AVP 96', 'a=rtpmap:0 PCMU/8000', 'm=audio 0 RTP/AVP 0', 'x', '='), { maxLength: 2 }),
+        fc.constantFrom('\r\n', '\n'),
+      )
+      .map(([lines, extra, eol]) => [...lines, ...extra].join(eol)),
+  },
+  { weight: 1, arbitrary: fc.oneof(anyString, fc.constantFrom('', 'v=0', SDP_OFFER.repeat(200))) },
+);
+const expiresAfter = fc.oneof(
+  objectLike(
+    { anchor: 'created_at', seconds: 600 },
+    { anchor: fc.constantFrom('created_at', 'now', ''), seconds: fc.oneof(anyNumber, fc.constantFrom(9, 10, 7200, 7201)) },
+  ),
+  anyJson,
+);
+const realtimeSessions = () =>
+  fc.oneof(
+    objectLike(
+      { type: 'transcription', model: 'local-stt' },
+      {
+        type: fc.constantFrom('realtime', 'transcription', 'x', ''),
+        model: modelIds('local-stt', 'chat-scripted', 'gpt-realtime'),
+        instructions: anyString,
+        audio: anyJson,
+        tools: anyJson,
+        turn_detection: anyJson,
+      },
+    ),
+    anyJson,
+  );
 
 const HTTP_ROUTES: HttpRoute[] = [
   { name: 'GET /health', runs: 60, make: () => ({ path: fixed('/health'), query: queryStrings(), body: sometimesBody }) },
@@ -599,6 +673,7 @@ const HTTP_ROUTES: HttpRoute[] = [
   },
   {
     name: 'GET /.well-known/*',
+    covers: ['GET /.well-known/oauth-authorization-server', 'GET /.well-known/oauth-protected-resource', 'GET /.well-known/oauth-protected-resource/v1'],
     runs: 60,
     make: () => ({
       path: fc.constantFrom('/.well-known/oauth-authorization-server', '/.well-known/oauth-protected-resource', '/.well-known/oauth-protected-resource/v1'),
@@ -670,8 +745,217 @@ const HTTP_ROUTES: HttpRoute[] = [
       };
     },
   },
+  { name: 'GET /openapi.json', runs: 40, make: () => ({ path: fixed('/openapi.json'), query: queryStrings(), body: sometimesBody }) },
+  {
+    name: 'POST /v1/responses',
+    runs: 60,
+    make: () => ({
+      path: fixed('/v1/responses'),
+      body: jsonBodies(
+        { model: 'chat-scripted', input: 'Hi' },
+        {
+          model: modelIds('chat-scripted', 'local-llm'),
+          input: fc.oneof(
+            transcripts,
+            fc.array(
+              objectLike(
+                { role: 'user', content: 'Hi' },
+                {
+                  type: fc.constantFrom('message', 'function_call_output', 'item_reference', 'x'),
+                  role: fc.constantFrom('user', 'system', 'developer', 'assistant', 'x'),
+                  content: anyJson,
+                },
+              ),
+              { maxLength: 3 },
+            ),
+            anyJson,
+          ),
+          instructions: anyString,
+          previous_response_id: fc.oneof(fc.constantFrom('resp_nope', ''), shortString),
+          stream: fc.oneof(fc.boolean(), anyJson),
+          store: fc.oneof(fc.boolean(), anyJson),
+          max_output_tokens: fc.oneof(anyNumber, anyJson),
+          tools: anyJson,
+        },
+      ),
+      // As chat: the embedded LLM without its GGUF is offline (docs/llm.md, "Local engine").
+      allowed5xx: (sent) => (chatModel(sent) === 'local-llm' ? ['model_offline'] : []),
+    }),
+  },
+  {
+    name: 'GET /v1/logs',
+    runs: 60,
+    make: () => {
+      const time = fc.constantFrom('2026-11-27T10:00:00Z', '2026-11-27T10:00:00+01:00', '2026-11-27', '2026-13-40T99:00:00Z', '0', 'yesterday', '');
+      return {
+        path: fixed('/v1/logs'),
+        query: queryStrings({
+          from: time,
+          to: time,
+          key: fc.oneof(fc.constantFrom(h.keyId, 'key_nope', ' ', ''), shortString),
+          model: fc.oneof(fc.constantFrom('local-flite', 'chat-scripted', ''), shortString),
+          route: fc.constantFrom('/tts/bytes', '/v1/chat/completions', '/voices/:id', '%', ''),
+          status: fc.constantFrom('ok', 'error', '4xx', '5xx', '200', '99', '600', '4.5', 'OK', ''),
+          kind: fc.constantFrom('http', 'session', 'HTTP', ''),
+          request_id: fc.oneof(fc.constantFrom(f.logId, 'a%00', ''), shortString),
+          limit: fc.constantFrom('1', '50', '1000', '100000', '0', '-1', '1.5', 'x', ''),
+          format: fc.constantFrom('json', 'jsonl', 'csv', 'JSON', 'xml', ''),
+          cursor: fc.oneof(
+            shortString,
+            fc.tuple(anyNumber, shortString).map((t) => Buffer.from(JSON.stringify(t)).toString('base64url')),
+            anyJson.map((v) => Buffer.from(JSON.stringify(v) ?? '').toString('base64url')),
+          ),
+        }),
+      };
+    },
+  },
+  { name: 'GET /v1/logs/{id}', runs: 50, make: () => ({ path: idPath('/v1/logs', () => [f.logId]), query: queryStrings() }) },
+  {
+    name: 'GET /voices/engine-catalogue',
+    runs: 40,
+    make: () => ({
+      path: fixed('/voices/engine-catalogue'),
+      query: queryStrings({ model: modelIds('local-flite', 'local-espeak', 'local-stt', 'chat-scripted') }),
+    }),
+  },
+  {
+    name: 'POST /v1/realtime/client_secrets',
+    runs: 60,
+    make: () => ({
+      path: fixed('/v1/realtime/client_secrets'),
+      body: jsonBodies(
+        { expires_after: { anchor: 'created_at', seconds: 600 }, session: { type: 'transcription', model: 'local-stt' } },
+        { expires_after: expiresAfter, session: realtimeSessions() },
+      ),
+      // docs/realtime.md, "Endpoints": the session's model is checked now, 503 model_offline.
+      allowed5xx: () => ['model_offline'],
+    }),
+  },
+  {
+    name: 'POST|OPTIONS /v1/realtime/calls',
+    runs: 60,
+    make: () => ({
+      method: fc.oneof({ weight: 6, arbitrary: fc.constant('POST') }, { weight: 1, arbitrary: fc.constant('OPTIONS') }),
+      path: fixed('/v1/realtime/calls'),
+      query: queryStrings({ model: modelIds('local-stt', 'gpt-realtime') }),
+      body: fc.oneof(
+        { weight: 4, arbitrary: sdpOffers.map((text) => ({ kind: 'text' as const, text, contentType: 'application/sdp' })) },
+        {
+          weight: 2,
+          arbitrary: multipartBodies(
+            'sdp',
+            { session: '{"type":"transcription","model":"local-stt"}' },
+            { session: realtimeSessions().map((v) => JSON.stringify(v) ?? '') },
+            sdpOffers.map((text) => Buffer.from(text)),
+          ),
+        },
+        { weight: 1, arbitrary: jsonBodies({ sdp: SDP_OFFER }) },
+      ),
+      // docs/realtime.md, "Endpoints": 503 for the model, or the process's calls.
+      allowed5xx: () => ['model_offline', 'temporarily_unavailable'],
+    }),
+  },
+  {
+    name: 'POST|OPTIONS /v1/realtime/calls/{call_id}/hangup',
+    runs: 40,
+    make: () => ({
+      method: fc.oneof({ weight: 6, arbitrary: fc.constant('POST') }, { weight: 1, arbitrary: fc.constant('OPTIONS') }),
+      path: idPath('/v1/realtime/calls', () => ['rtc_nope'], '/hangup'),
+      body: sometimesBody,
+    }),
+  },
+  // ElevenLabs-compatible routes (docs/tts.md, docs/stt.md): ElevenLabs' request shapes, the envelope with its `detail`.
+  {
+    name: 'POST /v1/text-to-speech/{voice_id}',
+    covers: [
+      'POST /v1/text-to-speech/{voice_id}',
+      'POST /v1/text-to-speech/{voice_id}/stream',
+      'POST /v1/text-to-speech/{voice_id}/with-timestamps',
+      'POST /v1/text-to-speech/{voice_id}/stream/with-timestamps',
+    ],
+    runs: 60,
+    elevenLabs: true,
+    make: () => ({
+      path: fc
+        .tuple(pathIds(['flite-slt', 'espeak-en-us-f', f.voice]), fc.constantFrom('', '/stream', '/with-timestamps', '/stream/with-timestamps'))
+        .map(([id, suffix]) => `/v1/text-to-speech/${id}${suffix}`),
+      query: queryStrings({
+        output_format: fc.constantFrom('mp3_44100_128', 'pcm_16000', 'pcm_24000', 'ulaw_8000', 'alaw_8000', 'pcm_7', 'mp3_44100_7', 'opus_48000_64', 'wav', ''),
+      }),
+      body: jsonBodies(
+        { text: 'Hello there.', model_id: 'local-flite' },
+        {
+          text: transcripts,
+          model_id: fc.oneof(modelIds('local-flite', 'local-espeak'), fc.constant(null)),
+          language_code: languages,
+          voice_settings: objectLike({ speed: 1 }, { speed: fc.oneof(anyNumber, fc.constantFrom(0.7, 1.2, 0.69, 1.21)), stability: anyNumber }),
+          pronunciation_dictionary_locators: fc.oneof(
+            fc.array(
+              objectLike(
+                { pronunciation_dictionary_id: f.dict },
+                { pronunciation_dictionary_id: fc.oneof(fc.constant(f.dict), shortString), version_id: anyJson },
+              ),
+              {
+                maxLength: 4,
+              },
+            ),
+            anyJson,
+          ),
+        },
+      ),
+    }),
+  },
+  {
+    name: 'GET /v1/voices',
+    covers: ['GET /v1/voices', 'GET /v2/voices'],
+    runs: 40,
+    elevenLabs: true,
+    make: () => ({
+      path: fc.constantFrom('/v1/voices', '/v2/voices'),
+      query: queryStrings({
+        page_size: fc.constantFrom('1', '10', '100', '101', '0', '-1', '1.5', 'x', ''),
+        next_page_token: fc.oneof(
+          shortString,
+          fc.tuple(anyNumber, shortString).map((t) => Buffer.from(JSON.stringify(t)).toString('base64url')),
+        ),
+        search: fc.constantFrom('flite', '%', '_', '\\', ''),
+        voice_type: fc.constantFrom('default', 'cloned', 'personal', 'x', ''),
+      }),
+    }),
+  },
+  {
+    name: 'POST /v1/speech-to-text',
+    runs: 50,
+    elevenLabs: true,
+    make: () => ({
+      path: fixed('/v1/speech-to-text'),
+      body: fc.oneof(
+        {
+          weight: 6,
+          arbitrary: multipartBodies(
+            'file',
+            { model_id: 'local-stt' },
+            {
+              model_id: modelIds('local-stt'),
+              language_code: languages,
+              timestamps_granularity: fc.constantFrom('none', 'word', 'character', 'x'),
+              tag_audio_events: fc.constantFrom('true', 'false', 'x'),
+              diarize: fc.constantFrom('true', 'false', ''),
+              num_speakers: fc.constantFrom('1', '32', '33', '0', 'x'),
+              file_format: fc.constantFrom('other', 'pcm_s16le_16', 'x'),
+              keyterms: fc.constantFrom('fox', 'a,b', ''),
+              cloud_storage_url: fc.constantFrom('https://example.com/a.wav', ''),
+            },
+            fileBytes([f.shortClip]),
+          ),
+        },
+        { weight: 1, arbitrary: jsonBodies({ model_id: 'local-stt' }) },
+      ),
+    }),
+  },
   {
     name: 'GET /stt/websocket (plain HTTP)',
+    covers: [], // the WebSocket property below covers the route
     runs: 40,
     make: () => ({
       path: fixed('/stt/websocket'),
@@ -680,6 +964,7 @@ const HTTP_ROUTES: HttpRoute[] = [
   },
   {
     name: 'any method, any path',
+    covers: [],
     runs: 100,
     make: () => ({
       method: fc.constantFrom('GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS', 'HEAD', 'TRACE', 'PROPFIND', 'SEARCH', 'get'),
@@ -762,7 +1047,7 @@ describe('HTTP routes: no 5xx, every error in the envelope, no hang', () => {
               const code = answer.status >= 400 && m !== 'HEAD' ? errorCode(answer.text) : '';
               stats.record(route.name, `${answer.status}${code ? `/${code}` : ''}`, performance.now() - started, input);
               if (process.env.FUZZ_DEBUG) console.log(`${Math.round(performance.now() - started)} ms ${answer.status} ${input().slice(0, 400)}`);
-              checkAnswer(answer, r.allowed5xx?.(sent) ?? [], sent);
+              (route.elevenLabs ? checkElevenLabsAnswer : checkAnswer)(answer, r.allowed5xx?.(sent) ?? [], sent);
             },
           ),
           route.runs,
@@ -772,6 +1057,55 @@ describe('HTTP routes: no 5xx, every error in the envelope, no hang', () => {
       PROPERTY_TIMEOUT_MS,
     );
   }
+});
+
+/**
+ * Registered routes no property above fuzzes, each with why: Deepgram's HTTP routes (errors in
+ * Deepgram's shape, no checker for it yet) and WebSocket-only routes (the one property for
+ * sockets is /stt/websocket's, below).
+ */
+const NOT_FUZZED: Record<string, string> = {
+  'POST /v1/speak': "Deepgram's route: its errors are Deepgram's shape",
+  'POST /v1/listen': "Deepgram's route: its errors are Deepgram's shape",
+  'GET /v1/text-to-speech/{voice_id}/stream-input': "WebSocket only (ElevenLabs' protocol)",
+  'GET /v1/text-to-speech/{voice_id}/multi-stream-input': "WebSocket only (ElevenLabs' protocol)",
+  'GET /v1/speak': "WebSocket only (Deepgram's protocol)",
+  'GET /v1/listen': "WebSocket only (Deepgram's protocol)",
+  'GET /v2/listen': "WebSocket only (Deepgram's Flux protocol)",
+  'GET /v1/responses': "WebSocket only (OpenAI's Responses socket)",
+  'GET /v1/realtime': "WebSocket only (OpenAI's Realtime protocol)",
+  'GET /tts/websocket': 'WebSocket only (docs/tts-websocket.md)',
+  'GET /stt/turns/websocket': 'WebSocket only (docs/stt.md)',
+  ...Object.fromEntries(
+    ['exotel', 'plivo', 'telnyx', 'twilio', 'vonage'].flatMap((carrier) => [
+      [`GET /phone/${carrier}`, "WebSocket only: a phone carrier's media stream (docs/phone.md)"],
+      [`GET /phone/${carrier}/{token}`, "WebSocket only: a phone carrier's media stream (docs/phone.md)"],
+    ]),
+  ),
+};
+
+describe('every registered HTTP route is fuzzed, or listed in NOT_FUZZED with a reason', () => {
+  it('no route is left out', () => {
+    const fuzzed = new Set(
+      HTTP_ROUTES.flatMap(
+        (r) =>
+          r.covers ??
+          r.name
+            .split(' ')[0]!
+            .split('|')
+            .map((m) => `${m} ${r.name.split(' ')[1]}`),
+      ),
+    );
+    fuzzed.add('GET /stt/websocket'); // the WebSocket property
+    // HEAD is Fastify's own companion of each GET.
+    const registered = registeredRoutes(h.runtime.app)
+      .filter((r) => r.method !== 'HEAD')
+      .map((r) => `${r.method} ${r.path.replace(/:(\w+)/g, '{$1}')}`);
+    expect(registered.length).toBeGreaterThan(40);
+    expect(registered.filter((r) => !fuzzed.has(r) && !(r in NOT_FUZZED)).sort()).toEqual([]);
+    // And no stale entries: every name in both lists is a registered route.
+    expect([...fuzzed, ...Object.keys(NOT_FUZZED)].filter((r) => !registered.includes(r)).sort()).toEqual([]);
+  });
 });
 
 // ---------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ import { Validator } from '@seriousme/openapi-schema-validator';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { GatewayHarness } from '../../test/support/gateway-harness.ts';
 import { openApiResponseChecker, type OpenApiResponseChecker } from '../../test/support/openapi-responses.ts';
+import { registeredRoutes as routesOf } from '../../test/support/registered-routes.ts';
 import { settleRecognizers } from '../../test/support/stt-routes.ts';
 import { FOX, startTtsGateway, ttsBody } from '../../test/support/tts-routes.ts';
 import { LONG_TEXT } from '../../test/support/voice-routes.ts';
@@ -41,20 +42,7 @@ afterAll(async () => {
   await h?.close();
 });
 
-/** The routes Fastify registered, from its route tree (printRoutes without common prefixes: one path piece per line). */
-function registeredRoutes(): { method: string; path: string }[] {
-  const stack: string[] = [];
-  const routes: { method: string; path: string }[] = [];
-  for (const line of h.runtime.app.printRoutes({ commonPrefix: false }).split('\n')) {
-    const m = /^([│ ]*)[├└]── (\S+)(?: \(([A-Z, ]+)\))?$/.exec(line);
-    if (!m) continue;
-    const depth = m[1]!.length / 4;
-    stack.length = depth;
-    stack.push(m[2]!);
-    for (const method of (m[3] ?? '').split(', ').filter(Boolean)) routes.push({ method, path: stack.join('') });
-  }
-  return routes;
-}
+const registeredRoutes = () => routesOf(h.runtime.app);
 
 const openApiPath = (fastifyPath: string) => fastifyPath.replace(/:(\w+)/g, '{$1}');
 const documented = () =>

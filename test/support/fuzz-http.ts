@@ -108,6 +108,8 @@ export type Body =
   | { kind: 'none' }
   | { kind: 'json'; value: unknown }
   | { kind: 'raw'; text: string }
+  /** A text body of another media type (an SDP offer as `application/sdp`). */
+  | { kind: 'text'; text: string; contentType: string }
   /** `depth` nested arrays or objects, as the whole body or as the value of `field` in `base`. */
   | { kind: 'deep'; depth: number; shape: 'array' | 'object'; field: string | null; base: Record<string, unknown> }
   | { kind: 'form'; params: [string, string][] }
@@ -222,6 +224,8 @@ export function renderBody(body: Body): { bytes: Buffer | undefined; contentType
       return { bytes: Buffer.from(JSON.stringify(body.value) ?? 'undefined'), contentType: 'application/json' };
     case 'raw':
       return { bytes: Buffer.from(body.text), contentType: 'application/json' };
+    case 'text':
+      return { bytes: Buffer.from(body.text), contentType: body.contentType };
     case 'deep': {
       const inner = nested(body.depth, body.shape);
       if (body.field === null) return { bytes: Buffer.from(inner), contentType: 'application/json' };
@@ -703,6 +707,39 @@ export function checkAnswer(answer: Answer, allowed5xx: readonly string[] = [], 
   if (answer.status >= 500 && !allowed5xx.includes(e.code))
     throw new Error(`server error ${answer.status} ${e.code}: ${e.message} (allowed here: ${allowed5xx.join(', ') || 'none'})`);
   return env;
+}
+
+function routable(path: string): boolean {
+  try {
+    return decodeURIComponent(path.split('?')[0]!)
+      .split('/')
+      .every((segment) => segment.length <= 100);
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * An ElevenLabs-compatible route's answer (gateway/vendor-error-shape.ts): at 400 and over, the
+ * envelope with ElevenLabs' `detail: {status, message}` beside it, `status` the envelope's code and
+ * `message` its message (what ElevenLabs' clients read); otherwise as checkAnswer.
+ */
+export function checkElevenLabsAnswer(answer: Answer, allowed5xx: readonly string[] = [], sent?: Sent): ErrorEnvelope | null {
+  if (answer.status < 400 || sent?.method === 'HEAD') return checkAnswer(answer, allowed5xx, sent);
+  let parsed: { detail?: unknown; error?: { code?: unknown; message?: unknown } } | null;
+  try {
+    parsed = JSON.parse(answer.text) as typeof parsed;
+  } catch {
+    throw new Error(`an error answer that is not JSON (status ${answer.status}, body ${answer.text.slice(0, 300)})`);
+  }
+  const { detail, ...rest } = parsed ?? {};
+  // A path that does not decode, or with a segment over Fastify's maxParamLength (100), is refused
+  // before routing, so outside ElevenLabs' scope: the plain envelope.
+  if (detail === undefined && sent && !routable(sent.path)) return checkAnswer(answer, allowed5xx, sent);
+  const expected = { status: rest.error?.code, message: rest.error?.message };
+  if (JSON.stringify(detail) !== JSON.stringify(expected))
+    throw new Error(`ElevenLabs' detail is not {status: code, message} of the envelope (status ${answer.status}, body ${answer.text.slice(0, 300)})`);
+  return checkAnswer({ ...answer, text: JSON.stringify(rest) }, allowed5xx, sent);
 }
 
 /** Per route: how many answers of each status (or code), and the slowest request. For tuning and reports. */
