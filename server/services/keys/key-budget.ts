@@ -47,9 +47,20 @@ export function spentInWindow(state: KeySpendState, windowStart: number): bigint
   return state.windowStartedAt !== null && state.windowStartedAt >= windowStart ? state.spentMicros : 0n;
 }
 
+/**
+ * Counts a debit of `micros` made in the window that starts at `windowStart` (a count of an
+ * earlier window starts over). The PostgreSQL store says the same in SQL (hot-store-postgres.ts).
+ */
+export function countSpend(state: KeySpendState, windowStart: number, micros: bigint): void {
+  if (state.windowStartedAt === null || state.windowStartedAt < windowStart) {
+    state.windowStartedAt = windowStart;
+    state.spentMicros = micros;
+  } else state.spentMicros += micros;
+}
+
 /** What the key may still reserve in the window that starts at `windowStart`: its limit less its spend there and what its running requests hold. */
-export function budgetLeft(budget: KeyBudget, windowStart: number): bigint {
-  return budget.limitMicros - spentInWindow(budget, windowStart) - budget.heldMicros;
+export function budgetLeft(limitMicros: bigint, state: KeySpendState, windowStart: number): bigint {
+  return limitMicros - spentInWindow(state, windowStart) - state.heldMicros;
 }
 
 /** 402 key_budget_exceeded: the key's limit, less its spend and reservations, cannot cover `neededMicros` (0: nothing is left). */

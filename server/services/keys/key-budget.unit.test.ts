@@ -3,6 +3,7 @@ import {
   allowedModelsOf,
   budgetLeft,
   checkModelAllowed,
+  countSpend,
   isExpired,
   keyBudgetExceeded,
   keyExpiredError,
@@ -41,14 +42,14 @@ describe('what a key may still reserve', () => {
   });
 
   it('is the limit less the spend of the current window and what running requests hold', () => {
-    expect(budgetLeft(budget({}), dec5)).toBe(500n);
+    expect(budgetLeft(1_000n, budget({}), dec5)).toBe(500n);
   });
 
   it('a count of an earlier window is no spend in this one; reservations still count', () => {
     const dec6 = at('2026-12-06T00:00:00Z');
     expect(spentInWindow(budget({}), dec6)).toBe(0n);
-    expect(budgetLeft(budget({}), dec6)).toBe(800n);
-    expect(budgetLeft(budget({ windowStartedAt: null, spentMicros: 0n }), dec6)).toBe(800n);
+    expect(budgetLeft(1_000n, budget({}), dec6)).toBe(800n);
+    expect(budgetLeft(1_000n, budget({ windowStartedAt: null, spentMicros: 0n }), dec6)).toBe(800n);
   });
 
   it('a count of a later window (a replica whose clock is ahead) is not forgotten', () => {
@@ -56,7 +57,20 @@ describe('what a key may still reserve', () => {
   });
 
   it('can be negative: debits past the reservation (an LLM prompt estimate) are counted in full', () => {
-    expect(budgetLeft(budget({ spentMicros: 1_100n, heldMicros: 0n }), dec5)).toBe(-100n);
+    expect(budgetLeft(1_000n, budget({ spentMicros: 1_100n, heldMicros: 0n }), dec5)).toBe(-100n);
+  });
+
+  it('a debit counts in its window; one of a later window starts the count over; one of an earlier window adds to the current count', () => {
+    const state = { windowStartedAt: null, spentMicros: 0n, heldMicros: 0n };
+    countSpend(state, dec5, 40n);
+    countSpend(state, dec5, 2n);
+    expect(state).toMatchObject({ windowStartedAt: dec5, spentMicros: 42n });
+    const dec6 = at('2026-12-06T00:00:00Z');
+    countSpend(state, dec6, 7n);
+    expect(state).toMatchObject({ windowStartedAt: dec6, spentMicros: 7n });
+    // A replica whose clock is behind: its debit still counts, in the newer window.
+    countSpend(state, dec5, 3n);
+    expect(state).toMatchObject({ windowStartedAt: dec6, spentMicros: 10n });
   });
 
   it('402 key_budget_exceeded says the limit, the spend, the reservations, the need and when it resets', () => {
