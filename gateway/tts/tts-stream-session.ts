@@ -250,7 +250,7 @@ export class TtsStreamSession {
     }
     // The first request of a context carries its settings, checked as POST /tts/sse checks them.
     const tts = command.settings();
-    const model = resolveTtsModel(ctx, tts.modelId, this.route);
+    const model = resolveTtsModel(ctx, tts.modelId, this.route, auth);
     const c: StreamContext = {
       id,
       state: 'resolving',
