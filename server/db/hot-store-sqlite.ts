@@ -232,7 +232,12 @@ export function createSqliteHotStore(path: string, ownerId = holdOwnerId()): Hot
    */
   function applyKeyChanges(changes: QueuedChange[], holdExpiry: string): Map<string, KeySpendState> {
     const byKey = new Map<string, QueuedChange[]>();
-    for (const c of changes) if (c.keyId) byKey.set(c.keyId, [...(byKey.get(c.keyId) ?? []), c]);
+    for (const c of changes) {
+      if (!c.keyId) continue;
+      const list = byKey.get(c.keyId);
+      if (list) list.push(c);
+      else byKey.set(c.keyId, [c]);
+    }
     const committed = new Map<string, KeySpendState>();
     for (const [keyId, list] of byKey) {
       const row = keySpend.get(keyId);
