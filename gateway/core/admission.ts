@@ -37,8 +37,8 @@ export class Ticket {
   ) {}
 
   /**
-   * Aborts `controller` with 401 api_key_disabled if the key is revoked while this runs (at
-   * once if it already was seen revoked); unbound when the ticket is released.
+   * Aborts `controller` with 401 api_key_disabled if the key is revoked while this runs, or
+   * api_key_expired when it reaches the key's expiry; unbound when the ticket is released.
    */
   bind(controller: AbortController): void {
     if (this.done) return;
