@@ -147,7 +147,9 @@ export async function createGatewayRuntime(
   const limiter = countedLimiter(redis ? createRedisRateLimiter(redis, { clock }) : createMemoryRateLimiter(clock), metrics);
   const usage = createKeyUsageTracker(db.hot);
   const metered = meteredCore(
-    options.passThroughCore ? createPassThroughCore() : createGatewayCore({ store: db.hot, limiter, defaultRpm: config.defaultRpm, onKeyUsed: usage.mark, clock }),
+    options.passThroughCore
+      ? createPassThroughCore()
+      : createGatewayCore({ store: db.hot, limiter, defaultRpm: config.defaultRpm, onKeyUsed: usage.mark, clock }),
     metrics,
   );
   // Only with an OTLP endpoint; otherwise undefined and nothing is traced.
