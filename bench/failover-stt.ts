@@ -141,7 +141,7 @@ export async function benchSttFailover(runs: number, stallSeconds: number): Prom
         const results: Run[] = [];
         const switches: number[] = [];
         for (let i = 0; i < runs; i++) {
-          for (const u of ctx.registry.resolve(m.id, 'stt').upstreams) ctx.health.record(u, { ok: true });
+          for (const u of ctx.registry.resolve(m.id, 'stt', null).upstreams) ctx.health.record(u, { ok: true });
           let shownAt: number | undefined;
           m.first.sttFault = c.socketFault && { ...c.socketFault, shown: () => (shownAt = performance.now()) };
           const r = await runSession(h, m.id);

@@ -86,7 +86,7 @@ async function once(fault: TtsFault | null, at: number): Promise<Outcome> {
 }
 
 async function request(fault: TtsFault | null, at: number): Promise<Outcome> {
-  for (const u of ctx.registry.resolve('duo', 'tts').upstreams) ctx.health.record(u, { ok: true });
+  for (const u of ctx.registry.resolve('duo', 'tts', null).upstreams) ctx.health.record(u, { ok: true });
   cartesia.spoken.length = 0;
   eleven.spoken.length = 0;
   let spent = false;

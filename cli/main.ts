@@ -123,16 +123,51 @@ program
     print({ org_id: r.orgId, balance_usd: formatUsd(r.balanceMicros) }, `org ${r.orgId} balance ${formatUsd(r.balanceMicros)} USD`);
   });
 
+/** `--expires`: an ISO 8601 date or time (a date alone is midnight UTC), or a time from now: 30d, 12h, 45m. */
+function expiry(value: string, now: number): Date {
+  const relative = /^(\d{1,6})([dhm])$/.exec(value.trim());
+  if (relative) return new Date(now + Number(relative[1]) * { d: 86_400_000, h: 3_600_000, m: 60_000 }[relative[2] as 'd' | 'h' | 'm']);
+  const at = /^\d{4}-\d{2}-\d{2}/.test(value.trim()) ? Date.parse(value.trim()) : NaN;
+  if (Number.isNaN(at))
+    throw new UsageError(`--expires must be an ISO 8601 date or time (2027-01-31, 2027-01-31T18:00:00Z) or a time from now (30d, 12h, 45m); got ${value}`);
+  return new Date(at);
+}
+
 const key = program.command('key').description('API keys');
 key
   .command('create')
   .requiredOption('--org <id>', 'organization id')
   .option('--name <name>', 'a name to recognise the key by', '')
   .option('--rpm <n>', 'requests per minute for this key (default 600)')
-  .action(async (o: { org: string; name: string; rpm?: string }) => {
+  .option('--spend-limit-usd <usd>', "the most this key may spend per window (the org's balance is the limit otherwise)")
+  .addOption(new Option('--spend-window <window>', 'the window the spend limit counts over, in UTC (default month)').choices(['day', 'month']))
+  .option('--expires <when>', 'refuse the key from then on: an ISO 8601 date or time, or 30d, 12h, 45m from now')
+  .option('--models <ids>', 'the only models the key may use, comma-separated (every model otherwise)')
+  .action(async (o: { org: string; name: string; rpm?: string; spendLimitUsd?: string; spendWindow?: 'day' | 'month'; expires?: string; models?: string }) => {
     const rpm = o.rpm === undefined ? null : positiveInt(o.rpm, '--rpm');
-    const k = await withDb((db) => createApiKey(db.prisma, { orgId: o.org, name: o.name, rateLimitRpm: rpm }));
-    print({ id: k.id, key: k.key, prefix: k.prefix }, `created key ${k.id}\n${k.key}\n(shown once: store it now)`);
+    const spendLimitMicros = o.spendLimitUsd === undefined ? null : usd(o.spendLimitUsd, '--spend-limit-usd');
+    if (o.spendWindow !== undefined && spendLimitMicros === null) throw new UsageError('--spend-window needs --spend-limit-usd');
+    const now = new Date();
+    const expiresAt = o.expires === undefined ? null : expiry(o.expires, now.getTime());
+    const models = o.models === undefined ? null : o.models.split(',').map((m) => m.trim());
+    const k = await withDb((db) =>
+      createApiKey(db.prisma, { orgId: o.org, name: o.name, rateLimitRpm: rpm, spendLimitMicros, spendWindow: o.spendWindow, expiresAt, models, now }),
+    );
+    const limits = {
+      spend_limit_usd: spendLimitMicros === null ? null : formatUsd(spendLimitMicros),
+      spend_window: spendLimitMicros === null ? null : (o.spendWindow ?? 'month'),
+      expires_at: expiresAt?.toISOString() ?? null,
+      models: models && [...new Set(models)].filter((m) => m !== ''),
+    };
+    const human = [
+      limits.spend_limit_usd && `spend limit ${limits.spend_limit_usd} USD per ${limits.spend_window} (UTC)`,
+      limits.expires_at && `expires ${limits.expires_at}`,
+      limits.models && `models ${limits.models.join(', ')}`,
+    ].filter(Boolean);
+    print(
+      { id: k.id, key: k.key, prefix: k.prefix, ...limits },
+      `created key ${k.id}${human.length ? ` (${human.join('; ')})` : ''}\n${k.key}\n(shown once: store it now)`,
+    );
   });
 key
   .command('revoke')

@@ -1,15 +1,12 @@
 // `svc phone token create|list|revoke` as an operator runs them: the real CLI in its own
 // process (bin/svc.mjs) against the test database, its one JSON object read from stdout.
-import { spawn } from 'node:child_process';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApiKey } from '../server/services/keys/create-api-key.ts';
 import { createOrg } from '../server/services/orgs/create-org.ts';
 import { verifyPhoneToken } from '../server/services/phone/verify-phone-token.ts';
-import { ROOT } from '../test/support/svc-process.ts';
+import { svcCli } from '../test/support/svc-cli.ts';
 import { createTestDatabase, type TestDatabase } from '../test/support/test-database.ts';
 
-const SVC = join(ROOT, 'bin/svc.mjs');
 let t: TestDatabase;
 
 beforeAll(async () => {
@@ -19,32 +16,7 @@ afterAll(async () => {
   await t?.drop();
 });
 
-/** `svc --json <args>` in its own process. */
-function svc(...args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const env = {
-      PATH: process.env.PATH ?? '',
-      HOME: process.env.HOME ?? '/tmp',
-      SVC_DATA_DIR: t.dataDir,
-      DATABASE_URL: t.url,
-    } as unknown as NodeJS.ProcessEnv;
-    const child = spawn(process.execPath, [SVC, '--json', ...args], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
-}
-
-async function svcOk(...args: string[]): Promise<Record<string, unknown>> {
-  const r = await svc(...args);
-  expect(r.code, r.stderr).toBe(0);
-  const lines = r.stdout.split('\n').filter((l) => l.trim() !== '');
-  expect(lines).toHaveLength(1);
-  return JSON.parse(lines[0]!) as Record<string, unknown>;
-}
+const { svc, svcOk } = svcCli(() => t);
 
 describe('svc phone token', () => {
   it('create prints {"token": …} once; list shows it without the token; revoke ends it', async () => {

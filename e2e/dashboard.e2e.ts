@@ -4,7 +4,8 @@
 // $0 to a first successful request by following the overview alone (grant credit there, make
 // a key from its link, paste the request the page shows into a shell). Then: create a key, use it on the gateway,
 // revoke it in the page, see the gateway refuse it; give a key its own rate limit in the page
-// (the first user is platform admin) and see the gateway apply it; then credits; then roles:
+// (the first user is platform admin) and see the gateway apply it; give a key a spend limit, an
+// expiry and a model list and see the gateway enforce them; then credits; then roles:
 // a second user (another browser, a password account whose email nobody proved) is invited
 // with a link, opens it and joins, acts for the owner's org, sees its keys but can neither
 // create nor revoke them (in the page, nor by calling the server); then phone width,
@@ -31,6 +32,7 @@ const MEMBER: Account = { name: 'E2E Member', email: 'e2e.member@example.com', p
 const INVITEE = 'e2e.invitee@example.com';
 const KEY_NAME = 'e2e voice agent';
 const LIMITED_KEY_NAME = 'e2e rate limited';
+const BUDGET_KEY_NAME = 'e2e budgeted';
 
 test.describe.serial('dashboard', () => {
   // DASHBOARD_URL: the invite links the members page shows must open the dashboard this test reaches.
@@ -50,6 +52,7 @@ test.describe.serial('dashboard', () => {
   const gatewayModels = (key: string) => fetch(`${api}/v1/models`, { headers: { authorization: `Bearer ${key}` } });
   let apiKey = '';
   let limitedKey = '';
+  let budgetKey = '';
 
   test('a signed-out visitor is sent to /signin', async () => {
     await page.goto(`${dash}/keys`);
@@ -322,6 +325,73 @@ test.describe.serial('dashboard', () => {
     // Whether or not the minute has turned since the 429, 600/min admits this request.
     const res = await gatewayModels(limitedKey);
     assert(res.status === 200, `status ${res.status}: ${await res.text()}`);
+  });
+
+  test("an owner creates a key with a spend limit of $0.00004 a day, an expiry and one model from the form's limits; the list shows them", async () => {
+    await page.getByText('Limits (optional): spend limit, expiry, models').click();
+    const form = page.getByTestId('key-limits-form');
+    await form.getByLabel('Spend limit (USD)').fill('0.00004');
+    await form.getByLabel('Per').selectOption('day');
+    // In the browser's time zone, as typed: the list shows the same wall-clock time back.
+    await form.getByLabel('Expires').fill('2099-01-31T18:00');
+    await form.getByRole('checkbox', { name: /local-flite/ }).check();
+    await shot('keys-limits-form');
+    budgetKey = await createApiKey(page, BUDGET_KEY_NAME);
+    const limits = page.getByTestId('key-row').filter({ hasText: BUDGET_KEY_NAME }).getByTestId('key-limits');
+    await limits.getByText('$0.00 of $0.00004 spent today (UTC)', { exact: true }).waitFor();
+    await limits.getByText(/^Expires Jan 31, 2099, 6:00\s?PM$/).waitFor();
+    await limits.getByText('Models: local-flite', { exact: true }).waitFor();
+    // Keys made without limits show none.
+    assert(
+      (await page.getByTestId('key-row').filter({ hasText: LIMITED_KEY_NAME }).getByTestId('key-limits').count()) === 0,
+      'a key without limits shows some',
+    );
+    await shot('keys-limits-listed');
+  });
+
+  test("the gateway enforces them: another model is 403 model_not_allowed, the second synthesis over the day's limit 402 key_budget_exceeded; the page shows the spend", async () => {
+    const tts = (model: string, voice: string) =>
+      fetch(`${api}/tts/bytes`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${budgetKey}`, 'content-type': 'application/json' },
+        // 12 characters at $0.000002: $0.000024 of the $0.00004.
+        body: JSON.stringify({
+          model_id: model,
+          transcript: 'Hello there.',
+          voice: { mode: 'id', id: voice },
+          output_format: { container: 'wav', sample_rate: 16000 },
+        }),
+      });
+    const other = await tts('local-espeak', 'espeak-en-us-f');
+    const otherBody = (await other.json()) as { error?: { code?: string; param?: string } };
+    assert(other.status === 403 && otherBody.error?.code === 'model_not_allowed', `another model: ${other.status} ${JSON.stringify(otherBody)}`);
+    const first = await tts('local-flite', 'flite-slt');
+    const audio = Buffer.from(await first.arrayBuffer());
+    assert(first.status === 200 && audio.subarray(0, 4).toString() === 'RIFF', `first synthesis: ${first.status} ${audio.subarray(0, 300).toString()}`);
+    const second = await tts('local-flite', 'flite-slt');
+    const secondBody = (await second.json()) as { error?: { code?: string; type?: string } };
+    assert(second.status === 402 && secondBody.error?.code === 'key_budget_exceeded', `second synthesis: ${second.status} ${JSON.stringify(secondBody)}`);
+    const models = (await (await gatewayModels(budgetKey)).json()) as { data?: { id: string }[] };
+    assert(JSON.stringify(models.data?.map((m) => m.id)) === '["local-flite"]', `GET /v1/models: ${JSON.stringify(models)}`);
+    await page.reload();
+    await page
+      .getByTestId('key-row')
+      .filter({ hasText: BUDGET_KEY_NAME })
+      .getByTestId('key-limits')
+      .getByText('$0.000024 of $0.00004 spent today (UTC)', { exact: true })
+      .waitFor();
+    await shot('keys-limits-spent');
+  });
+
+  test('the form refuses an expiry in the past with the reason, and makes no key', async () => {
+    const rows = await page.getByTestId('key-row').count();
+    await page.getByText('Limits (optional): spend limit, expiry, models').click();
+    await page.getByTestId('key-limits-form').getByLabel('Expires').fill('2020-01-01T00:00');
+    await page.getByLabel('Key name').fill('e2e already expired');
+    await page.getByRole('button', { name: 'Create key' }).click();
+    await page.getByText(/^The expiry must be in the future/).waitFor();
+    assert((await page.getByTestId('key-row').count()) === rows, 'a key was made');
+    await page.reload();
   });
 
   test('the first user is platform admin: grants credit, balance and ledger follow; the form clears, so a second click grants nothing', async () => {

@@ -120,7 +120,7 @@ const RELEASE_FREED_MEMORY_MS = 10_000;
 /** How long a shutdown waits for the last spans to reach the collector. */
 const TRACE_FLUSH_MS = 5_000;
 
-/** `clock`: what rate-limit windows and agent claims read the time from (tests set one; the system's otherwise). */
+/** `clock`: what rate-limit windows, agent claims, key expiry and spend windows read the time from (tests set one; the system's otherwise). */
 export async function createGatewayRuntime(
   config: Config,
   options: { logger?: boolean; passThroughCore?: boolean; clock?: Clock } = {},
@@ -147,7 +147,9 @@ export async function createGatewayRuntime(
   const limiter = countedLimiter(redis ? createRedisRateLimiter(redis, { clock }) : createMemoryRateLimiter(clock), metrics);
   const usage = createKeyUsageTracker(db.hot);
   const metered = meteredCore(
-    options.passThroughCore ? createPassThroughCore() : createGatewayCore({ store: db.hot, limiter, defaultRpm: config.defaultRpm, onKeyUsed: usage.mark }),
+    options.passThroughCore
+      ? createPassThroughCore()
+      : createGatewayCore({ store: db.hot, limiter, defaultRpm: config.defaultRpm, onKeyUsed: usage.mark, clock }),
     metrics,
   );
   // Only with an OTLP endpoint; otherwise undefined and nothing is traced.
@@ -183,6 +185,7 @@ export async function createGatewayRuntime(
     (ids) => db.hot.keyStatuses(ids),
     500,
     (err) => logCheckError(err),
+    clock,
   );
   const ctx: GatewayContext = { config, db, clock, core, admission, limiter, registry, health, protocols, metrics, lifecycle, tracing, upstreamStats };
   ctx.requestLog = requestLog;

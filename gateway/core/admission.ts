@@ -1,7 +1,10 @@
 // Admission control of one gateway process: how much may run at once per key, per org and in
 // the process, decided before any engine work, and the revocation watch that ends what a
-// revoked key still has running. Caps are per process (each replica enforces its own).
+// revoked key still has running (or an expired one, at its expiry). Caps are per process (each
+// replica enforces its own).
+import { systemClock, type Clock, type Timer } from '../../server/clock.ts';
 import { ServiceError } from '../../server/services/errors.ts';
+import { keyExpiredError } from '../../server/services/keys/key-budget.ts';
 import type { LimitsConfig } from '../../server/config/env.ts';
 import type { RequestAuth } from './gateway-core.ts';
 
@@ -17,6 +20,8 @@ class KeyLoad {
   streams = 0;
   /** Work to abort if the key is revoked: engine calls, sessions. */
   readonly running = new Set<AbortController>();
+  /** Set while work runs for a key that expires: ends it at the expiry. */
+  expiry: Timer | undefined;
   constructor(readonly orgId: string) {}
 }
 
@@ -32,8 +37,8 @@ export class Ticket {
   ) {}
 
   /**
-   * Aborts `controller` with 401 api_key_disabled if the key is revoked while this runs (at
-   * once if it already was seen revoked); unbound when the ticket is released.
+   * Aborts `controller` with 401 api_key_disabled if the key is revoked while this runs, or
+   * api_key_expired when it reaches the key's expiry; unbound when the ticket is released.
    */
   bind(controller: AbortController): void {
     if (this.done) return;
@@ -71,6 +76,8 @@ export class Admission {
     /** How often keys with work running are checked for revocation. */
     private readonly revocationCheckMs = 500,
     private readonly onCheckError: (err: unknown) => void = () => {},
+    /** What key expiry is timed by. */
+    private readonly clock: Clock = systemClock,
   ) {}
 
   /** Streaming sessions open in this process (metrics, tests). */
@@ -176,9 +183,7 @@ export class Admission {
         if (statuses.get(id) === 'active') continue;
         const load = this.keys.get(id);
         if (!load) continue;
-        const reason = keyRevokedError();
-        for (const c of load.running) c.abort(reason);
-        load.running.clear();
+        abortAll(load, keyRevokedError());
       }
     } catch (err) {
       this.onCheckError(err);
@@ -192,12 +197,26 @@ export class Admission {
     if (!load) {
       load = new KeyLoad(auth.orgId);
       this.keys.set(auth.keyId, load);
+      // A key that expires while it has work running: that work ends at the expiry, as at a revocation.
+      if (auth.expiresAt !== null) this.endAtExpiry(load, auth.expiresAt);
     }
     return load;
   }
 
+  private endAtExpiry(load: KeyLoad, expiresAt: number): void {
+    // A timer's delay is at most 2^31 - 1 ms (about 24.8 days): a later expiry is waited for in steps.
+    const wait = Math.min(expiresAt - this.clock.now(), MAX_TIMER_MS);
+    load.expiry = this.clock.after(wait, () => {
+      if (this.clock.now() < expiresAt) this.endAtExpiry(load, expiresAt);
+      else abortAll(load, keyExpiredError(expiresAt, true));
+    });
+  }
+
   private dropIfIdle(keyId: string, load: KeyLoad): void {
-    if (load.requests === 0 && load.streams === 0 && this.keys.get(keyId) === load) this.keys.delete(keyId);
+    if (load.requests === 0 && load.streams === 0 && this.keys.get(keyId) === load) {
+      this.keys.delete(keyId);
+      load.expiry?.cancel();
+    }
   }
 
   /** The revocation watch starts with the first admitted work (a check with nothing running costs nothing). */
@@ -206,6 +225,13 @@ export class Admission {
     this.timer = setInterval(() => void this.checkRevocations(), this.revocationCheckMs);
     this.timer.unref();
   }
+}
+
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+function abortAll(load: KeyLoad, reason: ServiceError): void {
+  for (const c of load.running) c.abort(reason);
+  load.running.clear();
 }
 
 const tooMany = (message: string) => new ServiceError('rate_limit_exceeded', message, null, { retryAfterSeconds: 1 });

@@ -3,10 +3,12 @@
 // route knows it, and the debit that settles it. Routes receive it through the context; the
 // benchmark swaps in `createPassThroughCore` to measure it.
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import type { HotStore, UsageRecord } from '../../server/db/hot-store.ts';
+import { systemClock, type Clock } from '../../server/clock.ts';
+import type { BudgetedKey, HotStore, UsageRecord } from '../../server/db/hot-store.ts';
 import { chargeUsage } from '../../server/services/credits/charge-usage.ts';
 import { formatUsd } from '../../server/money.ts';
 import { ServiceError } from '../../server/services/errors.ts';
+import { budgetLeft, keyBudgetExceeded, windowStartOf, type KeyBudget } from '../../server/services/keys/key-budget.ts';
 import { verifyApiKey, verifyKeyHash } from '../../server/services/keys/verify-api-key.ts';
 import type { RateLimiter } from '../../server/rate-limit/rate-limiter.ts';
 
@@ -19,6 +21,18 @@ export interface RequestAuth {
   balanceMicros: bigint;
   /** Credit the org's running requests had reserved then. */
   heldMicros: bigint;
+  /** When the key stops working (ms since the epoch); null: never. Running work is ended then (admission.ts). */
+  expiresAt: number | null;
+  /** The models the key may use; null: every model (ModelRegistry.resolve checks). */
+  allowedModels: ReadonlySet<string> | null;
+  /** The key's spend limit and where it stood at admission; null: none. */
+  budget: KeyBudget | null;
+}
+
+/** The key's part in a reservation, a release or a debit when it has a spend limit (at the time `nowMs`). */
+export function budgetedKeyOf(auth: RequestAuth, nowMs: number): BudgetedKey | undefined {
+  const b = auth.budget;
+  return b ? { keyId: auth.keyId, limitMicros: b.limitMicros, windowStart: windowStartOf(b.window, nowMs) } : undefined;
 }
 
 /**
@@ -29,32 +43,48 @@ export interface RequestAuth {
  */
 export class CreditHold {
   private released = false;
+  /** Why the last extension was refused: the org's balance, or the key's spend limit. */
+  private refusedBy: 'org' | 'key' | null = null;
 
   constructor(
     private readonly store: Pick<HotStore, 'reserve' | 'release'>,
     readonly orgId: string,
     /** Still reserved. */
     public amountMicros: bigint,
+    /** The request's key when it has a spend limit: reserved and released with the org (undefined: none). */
+    private readonly key?: { auth: RequestAuth; clock: Clock },
   ) {}
 
-  /** Reserves `amountMicros` more (a streaming session's next interval); false when the balance cannot cover it. */
+  /** Reserves `amountMicros` more (a streaming session's next interval); false when the balance (or the key's spend limit) cannot cover it. */
   async extend(amountMicros: bigint): Promise<boolean> {
     if (this.released) return false;
     if (amountMicros <= 0n) return true;
-    let reserved: boolean;
+    let outcome;
     try {
-      reserved = await this.store.reserve(this.orgId, amountMicros);
+      outcome = await this.store.reserve(this.orgId, amountMicros, this.key && budgetedKeyOf(this.key.auth, this.key.clock.now()));
     } catch {
       throw reserveUnavailable();
     }
-    if (!reserved) return false;
+    if (outcome !== 'reserved') {
+      this.refusedBy = outcome === 'key_short' ? 'key' : 'org';
+      return false;
+    }
     if (this.released) {
       // Released while the reservation was on its way: give it straight back.
-      this.store.release(this.orgId, amountMicros);
+      this.store.release(this.orgId, amountMicros, this.key?.auth.keyId);
       return false;
     }
     this.amountMicros += amountMicros;
     return true;
+  }
+
+  /**
+   * The error for a session whose next reservation was refused: key_budget_exceeded when the
+   * key's spend limit refused it, else insufficient_quota with `orgMessage`.
+   */
+  refusal(orgMessage: string): ServiceError {
+    if (this.refusedBy === 'key' && this.key?.auth.budget) return keyBudgetExceeded(this.key.auth.budget, this.key.clock.now());
+    return new ServiceError('insufficient_quota', orgMessage);
   }
 
   /** Takes up to `amountMicros` out of the hold for a debit that settles it; returns what was taken. */
@@ -70,7 +100,7 @@ export class CreditHold {
     this.released = true;
     const left = this.amountMicros;
     this.amountMicros = 0n;
-    this.store.release(this.orgId, left);
+    this.store.release(this.orgId, left, this.key?.auth.keyId);
   };
 }
 
@@ -100,10 +130,22 @@ export interface GatewayCore {
 export const COST_HEADER = 'x-svc-request-cost-usd';
 export const REMAINING_HEADER = 'x-svc-credits-remaining-usd';
 
-export function createGatewayCore(deps: { store: HotStore; limiter: RateLimiter; defaultRpm: number; onKeyUsed: (keyId: string) => void }): GatewayCore {
+/** `clock`: what key expiry and spend windows are decided by (the system's unless a test sets one). */
+export function createGatewayCore(deps: {
+  store: HotStore;
+  limiter: RateLimiter;
+  defaultRpm: number;
+  onKeyUsed: (keyId: string) => void;
+  clock?: Clock;
+}): GatewayCore {
+  const clock = deps.clock ?? systemClock;
+  /** The hold's key part, for a key with a spend limit. */
+  const keyOf = (auth: RequestAuth) => (auth.budget ? { auth, clock } : undefined);
   return {
     async admit(presented, metered) {
-      const key = typeof presented === 'object' ? await verifyKeyHash(deps.store, presented.keyHash) : await verifyApiKey(deps.store, presented);
+      const now = clock.now();
+      const key =
+        typeof presented === 'object' ? await verifyKeyHash(deps.store, presented.keyHash, { nowMs: now }) : await verifyApiKey(deps.store, presented, now);
       const limit = key.rateLimitRpm ?? deps.defaultRpm;
       let decision;
       try {
@@ -128,28 +170,34 @@ export function createGatewayCore(deps: { store: HotStore; limiter: RateLimiter;
         );
       }
       if (metered && key.balanceMicros - key.heldMicros <= 0n) throw insufficientQuota(key.balanceMicros, key.heldMicros, 0n);
+      const budget = key.budget;
+      if (metered && budget && budgetLeft(budget.limitMicros, budget, windowStartOf(budget.window, now)) <= 0n) throw keyBudgetExceeded(budget, now);
       deps.onKeyUsed(key.keyId);
       return key; // a record of its own for each lookup, with the key and org ids and the balance
     },
     async reserve(auth, amountMicros) {
       if (amountMicros > 0n) {
-        let reserved: boolean;
+        let outcome;
         try {
-          reserved = await deps.store.reserve(auth.orgId, amountMicros);
+          outcome = await deps.store.reserve(auth.orgId, amountMicros, auth.budget ? budgetedKeyOf(auth, clock.now()) : undefined);
         } catch {
           throw reserveUnavailable();
         }
-        if (!reserved) throw insufficientQuota(auth.balanceMicros, auth.heldMicros, amountMicros);
+        if (outcome === 'org_short') throw insufficientQuota(auth.balanceMicros, auth.heldMicros, amountMicros);
+        if (outcome === 'key_short') throw keyBudgetExceeded(auth.budget!, clock.now(), amountMicros);
       }
-      return new CreditHold(deps.store, auth.orgId, amountMicros > 0n ? amountMicros : 0n);
+      return new CreditHold(deps.store, auth.orgId, amountMicros > 0n ? amountMicros : 0n, keyOf(auth));
     },
     charge(auth, requestId, costMicros, usage, hold, settles) {
       const releaseMicros = hold ? hold.take(settles ?? hold.amountMicros) : 0n;
-      return chargeUsage(deps.store, { orgId: auth.orgId, apiKeyId: auth.keyId, requestId, costMicros, usage, releaseMicros }).catch((e: unknown) => {
-        // Not debited, so not released either: the reservation goes back on its own.
-        deps.store.release(auth.orgId, releaseMicros);
-        throw e;
-      });
+      const budgetedKey = auth.budget ? budgetedKeyOf(auth, clock.now()) : undefined;
+      return chargeUsage(deps.store, { orgId: auth.orgId, apiKeyId: auth.keyId, requestId, costMicros, usage, releaseMicros, budgetedKey }).catch(
+        (e: unknown) => {
+          // Not debited, so not released either: the reservation goes back on its own.
+          deps.store.release(auth.orgId, releaseMicros, budgetedKey?.keyId);
+          throw e;
+        },
+      );
     },
   };
 }
@@ -171,8 +219,17 @@ function insufficientQuota(balance: bigint, held: bigint, needed: bigint): Servi
 
 /** No auth, no limit, no debit: only for measuring the core against its absence (bench/). */
 export function createPassThroughCore(): GatewayCore {
-  const auth: RequestAuth = { keyId: 'bench', orgId: 'bench', isTrial: false, balanceMicros: 1_000_000_000n, heldMicros: 0n };
-  const nowhere = { reserve: async () => true, release: () => {} };
+  const auth: RequestAuth = {
+    keyId: 'bench',
+    orgId: 'bench',
+    isTrial: false,
+    balanceMicros: 1_000_000_000n,
+    heldMicros: 0n,
+    expiresAt: null,
+    allowedModels: null,
+    budget: null,
+  };
+  const nowhere = { reserve: async () => 'reserved' as const, release: () => {} };
   return {
     async admit() {
       return auth;

@@ -9,7 +9,7 @@ import { JobWorker } from './job-worker.ts';
 
 export function startJobWorker(ctx: GatewayContext, log: FastifyBaseLogger): JobWorker {
   const { jobs } = ctx.config;
-  const deps = voiceDeps(ctx);
+  const deps = voiceDeps(ctx, null);
   const run = (job: Job, signal: AbortSignal) => (job.kind === 'delete_engine_copies' ? deleteEngineCopies(deps, job, signal) : runVoiceJob(deps, job, signal));
   const worker = new JobWorker(ctx, async (job, signal) => ({ ...(await run(job, signal)) }), {
     pollMs: jobs.pollMs,

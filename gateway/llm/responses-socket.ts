@@ -246,7 +246,7 @@ export class ResponsesSocketSession {
       }
       const input = this.continueChain(body);
       const raw = Buffer.from(JSON.stringify(body));
-      const model = ctx.registry.resolve(body.model, 'llm');
+      const model = ctx.registry.resolve(body.model, 'llm', auth);
       run = await responses.reserve(ctx, { auth, requestId }, model, raw, body, this.s.maxRequestBytes);
       const firstOutput = () => ctx.metrics.firstOutput('llm_first_token', model.id, (performance.now() - started) / 1000);
       const answer = await responses.create(run, { raw, body, engine, log, firstOutput });

@@ -46,7 +46,7 @@ export interface Operation {
   description?: string;
   tag: Tag;
   auth: Auth;
-  /** Admitted only with a positive balance (402 insufficient_quota). */
+  /** Admitted only with a positive balance (402 insufficient_quota) and, for a key with a spend limit, some of it left (402 key_budget_exceeded). */
   metered?: boolean;
   pathParams?: z.ZodObject;
   query?: z.ZodObject;

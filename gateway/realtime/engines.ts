@@ -39,7 +39,7 @@ export class SessionEngines {
   }
 
   sttModel(config: RealtimeConfig): ModelEntry {
-    return streamingModel(this.ctx, this.sttModelId(config));
+    return streamingModel(this.ctx, this.sttModelId(config), this.auth);
   }
 
   profile(config: RealtimeConfig): RealtimeProfile {
@@ -47,7 +47,7 @@ export class SessionEngines {
     const { registry } = this.ctx;
     // An OpenAI model name in session.update (a client's default) keeps the session's profile.
     if (!model || model === this.urlProfile?.id || (isOpenAiRealtimeName(model) && !registry.all().some((m) => m.id === model))) return this.urlProfile!;
-    return resolveProfile(this.profiles, registry, model);
+    return resolveProfile(this.profiles, registry, model, this.auth);
   }
 
   /** The LLM and (audio answers) the TTS model and voice a response uses now (looked up again only when one of them changed). */
@@ -68,9 +68,9 @@ export class SessionEngines {
   private async lookUp(config: RealtimeConfig, textOnly: boolean, voiceOverride?: string): Promise<ResponseEngines> {
     const { ctx, auth } = this;
     const profile = this.profile(config);
-    const llm = ctx.registry.resolve(profile.llm, 'llm');
+    const llm = ctx.registry.resolve(profile.llm, 'llm', auth);
     if (textOnly) return { llm, tts: null };
-    const ttsModel = resolveTtsModel(ctx, config.ttsModel ?? profile.tts ?? defaultModel(ctx.registry, 'tts'), 'realtime');
+    const ttsModel = resolveTtsModel(ctx, config.ttsModel ?? profile.tts ?? defaultModel(ctx.registry, 'tts'), 'realtime', auth);
     const asked = voiceOverride ?? config.voice;
     let voiceId = asked && !OPENAI_VOICES.has(asked) ? asked : (profile.voice ?? (await defaultVoiceFor(ctx.db.prisma, ttsModel.id)));
     if (!voiceId)

@@ -129,7 +129,7 @@ export class InputAudioBuffer {
       this.waitingBytes = 0;
       if (isServiceError(e)) {
         this.session.sendError({ code: e.code, message: e.message, param: e.param });
-        if (e.code === 'insufficient_quota') this.session.close(1008, 'insufficient_quota');
+        if (e.code === 'insufficient_quota' || e.code === 'key_budget_exceeded') this.session.close(1008, e.code);
       } else this.session.log.warn({ err: e }, 'realtime transcription did not start');
     });
   }
@@ -256,8 +256,9 @@ export class InputAudioBuffer {
         return;
       case 'closed':
         if (this.leg === leg) this.leg = null;
-        if (e.reason === 'insufficient_quota') this.session.close(1008, 'insufficient_quota');
-        else if (e.reason === 'shutdown' || e.reason === 'api_key_disabled') this.session.close(e.reason === 'shutdown' ? 1001 : 1008, e.reason);
+        if (e.reason === 'insufficient_quota' || e.reason === 'key_budget_exceeded') this.session.close(1008, e.reason);
+        else if (e.reason === 'shutdown' || e.reason === 'api_key_disabled' || e.reason === 'api_key_expired')
+          this.session.close(e.reason === 'shutdown' ? 1001 : 1008, e.reason);
         return;
     }
   }

@@ -4,6 +4,7 @@
 import type { FastifyBaseLogger } from 'fastify';
 import { perSecondCostMicros } from '../../server/services/credits/pricing.ts';
 import { ServiceError } from '../../server/services/errors.ts';
+import { checkModelAllowed } from '../../server/services/keys/key-budget.ts';
 import type { GatewayContext } from '../context.ts';
 import type { Ticket } from '../core/admission.ts';
 import type { CreditHold, RequestAuth } from '../core/gateway-core.ts';
@@ -42,10 +43,11 @@ export interface ResolvedAsk {
 
 /**
  * Checks what the client asks for, without admitting anything (a client secret's settings are
- * checked so when it is minted): 400 for a bad intent or no model, 404 model_not_found, 503
- * model_offline when no stt model streams.
+ * checked so when it is minted): 400 for a bad intent or no model, 404 model_not_found, 403
+ * model_not_allowed when the key may not use the LLM, the stt model or the tts model a profile
+ * names, 503 model_offline when no stt model streams.
  */
-export function resolveRealtimeAsk(ctx: GatewayContext, profiles: Map<string, RealtimeProfile>, ask: RealtimeAsk): ResolvedAsk {
+export function resolveRealtimeAsk(ctx: GatewayContext, profiles: Map<string, RealtimeProfile>, ask: RealtimeAsk, auth: RequestAuth): ResolvedAsk {
   if (ask.intent !== undefined && ask.intent !== 'transcription')
     throw new ServiceError('invalid_request', 'intent must be transcription (or absent, for a conversation).', 'intent');
   let profile: RealtimeProfile | null = null;
@@ -61,11 +63,13 @@ export function resolveRealtimeAsk(ctx: GatewayContext, profiles: Map<string, Re
         'model is required: a realtime profile or an LLM of the registry (GET /v1/models), or intent=transcription.',
         'model',
       );
-    profile = resolveProfile(profiles, ctx.registry, ask.model);
-    ctx.registry.resolve(profile.llm, 'llm');
+    profile = resolveProfile(profiles, ctx.registry, ask.model, auth);
+    ctx.registry.resolve(profile.llm, 'llm', auth);
+    // The tts model is looked up when an answer is spoken; the one a profile names is checked against the key now.
+    if (profile.tts) checkModelAllowed(auth.allowedModels, profile.tts);
     sttId = profile.stt ?? defaultModel(ctx.registry, 'stt');
   }
-  return { profile, sttModel, stt: streamingModel(ctx, sttId) };
+  return { profile, sttModel, stt: streamingModel(ctx, sttId, auth) };
 }
 
 /**
@@ -79,7 +83,7 @@ export async function admitRealtime(
   auth: RequestAuth,
   ask: RealtimeAsk,
 ): Promise<RealtimeAdmission> {
-  const { profile, sttModel, stt } = resolveRealtimeAsk(ctx, profiles, ask);
+  const { profile, sttModel, stt } = resolveRealtimeAsk(ctx, profiles, ask, auth);
   const ticket = ctx.admission.openStream(auth);
   try {
     const hold = await ctx.core.reserve(auth, perSecondCostMicros(stt.prices.picoPerSecond, METER_EVERY_MS));

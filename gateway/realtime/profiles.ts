@@ -4,7 +4,7 @@
 // the registry's first of each modality) and the tts model's first platform voice.
 import { ServiceError } from '../../server/services/errors.ts';
 import type { RealtimeProfile } from '../../server/config/realtime-profiles.ts';
-import type { ModelRegistry } from '../registry/model-registry.ts';
+import type { ModelRegistry, ModelScope } from '../registry/model-registry.ts';
 
 // The file itself is read in server/config (the dashboard's Talk page lists it too).
 export { DEFAULT_PROFILES_FILE, loadRealtimeProfiles, type RealtimeProfile } from '../../server/config/realtime-profiles.ts';
@@ -26,13 +26,13 @@ export function defaultModel(registry: ModelRegistry, modality: 'stt' | 'tts'): 
   return ids[0]!;
 }
 
-/** The profile `?model=` names: a profile, or an LLM of the registry with the defaults (404 model_not_found otherwise). */
-export function resolveProfile(profiles: Map<string, RealtimeProfile>, registry: ModelRegistry, model: string): RealtimeProfile {
+/** The profile `?model=` names: a profile, or an LLM of the registry with the defaults (404 model_not_found otherwise; 403 model_not_allowed for the key of `scope`). */
+export function resolveProfile(profiles: Map<string, RealtimeProfile>, registry: ModelRegistry, model: string, scope: ModelScope | null): RealtimeProfile {
   const profile = profiles.get(model);
   if (profile) return profile;
   // A client left at its default model (only its base URL changed) gets the first profile.
   const first = profiles.values().next().value;
   if (first && isOpenAiRealtimeName(model) && !registry.all().some((m) => m.id === model)) return first;
-  registry.resolve(model, 'llm');
+  registry.resolve(model, 'llm', scope);
   return { id: model, llm: model };
 }

@@ -1,7 +1,6 @@
 // The speech of one /v1/realtime response (response-run.ts): its text spoken as it arrives by
 // the one span speaker (gateway/tts/span-speaker.ts), each span paid for before its engine
 // starts; the response's abort stops it at once.
-import { ServiceError } from '../../server/services/errors.ts';
 import type { CreditHold } from '../core/gateway-core.ts';
 import { SpanCredit } from '../tts/span-credit.ts';
 import { SpanSpeaker } from '../tts/span-speaker.ts';
@@ -33,7 +32,7 @@ export function responseSpeaker(
       auth,
       requestId,
       hold,
-      refusal: () => new ServiceError('insufficient_quota', "The organization's credit does not cover the answer's speech; add credits to continue."),
+      refusal: () => hold.refusal("The organization's credit does not cover the answer's speech; add credits to continue."),
       onBalance: (remaining) => host.onBalance(remaining),
     }),
     failover: { ref: { orgId: auth.orgId, requestId }, log: host.log },

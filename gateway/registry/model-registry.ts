@@ -5,6 +5,7 @@ import { systemClock, type Clock } from '../../server/clock.ts';
 import type { Prisma } from '../../server/db/database.ts';
 import type { Modality } from '../../server/db/generated/sqlite/enums.ts';
 import { ServiceError } from '../../server/services/errors.ts';
+import { checkModelAllowed } from '../../server/services/keys/key-budget.ts';
 import type { UpstreamTarget } from '../upstreams/contract.ts';
 import { protocolNamed } from '../upstreams/protocols/index.ts';
 import { withoutAddresses } from '../upstream-envelope.ts';
@@ -36,6 +37,11 @@ export interface ModelEntry {
 }
 
 export type Health = 'unknown' | 'up' | 'down';
+
+/** Whose request a model is resolved for: the models its key may use (null: every model). */
+export interface ModelScope {
+  allowedModels: ReadonlySet<string> | null;
+}
 
 export class ModelRegistry {
   private models = new Map<string, ModelEntry>();
@@ -144,8 +150,13 @@ export class ModelRegistry {
       .sort();
   }
 
-  /** The active model of this modality, or 404 model_not_found. */
-  resolve(modelId: unknown, modality: Modality): ModelEntry {
+  /**
+   * The active model of this modality, or 404 model_not_found; then 403 model_not_allowed unless
+   * the request's key may use it (`scope`: the request's key; null only where no request is
+   * served: a job already admitted, a check of configuration). Every metered route and session
+   * finds its models here, so the key's model list is checked in this one place.
+   */
+  resolve(modelId: unknown, modality: Modality, scope: ModelScope | null): ModelEntry {
     if (typeof modelId !== 'string' || modelId === '') {
       throw new ServiceError('invalid_request', 'You must provide a model parameter.', 'model');
     }
@@ -153,6 +164,7 @@ export class ModelRegistry {
     if (!model || model.modality !== modality || model.status !== 'active') {
       throw new ServiceError('model_not_found', `The model '${modelId}' does not exist or is not a ${modality} model.`, 'model');
     }
+    if (scope) checkModelAllowed(scope.allowedModels, model.id);
     return model;
   }
 

@@ -453,7 +453,7 @@ export class RequestLog {
 }
 
 /** Admission refusals that come after the key was found valid. */
-const REFUSED_AFTER_KEY = new Set(['rate_limit_exceeded', 'insufficient_quota', 'temporarily_unavailable']);
+const REFUSED_AFTER_KEY = new Set(['rate_limit_exceeded', 'insufficient_quota', 'key_budget_exceeded', 'temporarily_unavailable']);
 
 const emptyPending = (logId: string, born: number): Pending => ({
   logId,

@@ -20,7 +20,7 @@ export function registerChatCompletionRoutes(app: FastifyInstance, ctx: GatewayC
   const chatCompletion = async (request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> => {
     const raw = (request.body as Buffer | undefined) ?? Buffer.alloc(0);
     const body = parseJsonObject(raw);
-    const model = ctx.registry.resolve(body.model, 'llm');
+    const model = ctx.registry.resolve(body.model, 'llm', request.auth);
     request.modelId = model.id;
     const run = await LlmRun.reserve(ctx, { auth: request.auth, requestId: request.id }, model, 'chat.completions', body, raw.length);
     onResponseClose(reply, run.releaseUnlessStreaming);

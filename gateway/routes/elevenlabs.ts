@@ -238,7 +238,7 @@ export async function registerElevenLabsRoutes(app: FastifyInstance, ctx: Gatewa
       if (fields.cloud_storage_url)
         throw new ServiceError('invalid_request', 'This gateway does not fetch audio from a URL: send it in the field file.', 'cloud_storage_url');
       if (!upload.file) throw new ServiceError('invalid_request', "Missing the audio: send it in the multipart field 'file'.", 'file');
-      const model = ctx.registry.resolve(elevenLabsModelFor(ctx, fields.model_id || undefined, 'stt'), 'stt');
+      const model = ctx.registry.resolve(elevenLabsModelFor(ctx, fields.model_id || undefined, 'stt'), 'stt', request.auth);
       request.modelId = model.id;
       // `file_format: pcm_s16le_16` is 16 kHz 16-bit raw; anything else is a file whose header says its format.
       const audio = decodeUploadedAudio(upload.file, fields.file_format === 'pcm_s16le_16' ? 16000 : undefined, model.sampleRates);

@@ -39,7 +39,7 @@ function planFlux(ctx: GatewayContext, request: FastifyRequest): SessionPlan {
   const one = (name: string) => (Array.isArray(q[name]) ? q[name][0] : q[name]);
   const asked = one('model');
   const registered = asked !== undefined && ctx.registry.all().some((m) => m.id === asked);
-  const model = streamingModel(ctx, asked && (registered || !asked.startsWith('flux')) ? asked : defaultModel(ctx.registry, 'stt'));
+  const model = streamingModel(ctx, asked && (registered || !asked.startsWith('flux')) ? asked : defaultModel(ctx.registry, 'stt'), request.auth);
   const rawEncoding = one('encoding') ?? 'linear16';
   const encoding = ENCODINGS[rawEncoding];
   if (!encoding)

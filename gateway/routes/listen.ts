@@ -147,7 +147,7 @@ const upgradeIds = new WeakMap<IncomingMessage, string>();
 function planLive(ctx: GatewayContext, request: FastifyRequest): SessionPlan {
   const q = request.query as Query;
   const p = listenParams(q);
-  const model = listenModel(p.modelId, (id) => streamingModel(ctx, id));
+  const model = listenModel(p.modelId, (id) => streamingModel(ctx, id, request.auth));
   const sampleRate = parseSampleRateParam(p.rawRate === undefined || p.rawRate === '' ? '16000' : p.rawRate, model.sampleRates)!;
   const endpointing = parseEndpointing(one(q, 'endpointing'));
   const utteranceEndMs = parseMillis(one(q, 'utterance_end_ms'), 'utterance_end_ms', 1000, MAX_END_TIMEOUT_MS);
@@ -242,7 +242,7 @@ export async function registerListenRoutes(app: FastifyInstance, ctx: GatewayCon
       reply.header('dg-request-id', request.id);
       const q = request.query as Query;
       const p = listenParams(q);
-      const model = listenModel(p.modelId, (id) => ctx.registry.resolve(id, 'stt'));
+      const model = listenModel(p.modelId, (id) => ctx.registry.resolve(id, 'stt', request.auth));
       request.modelId = model.id;
       const wantUtterances = bool(q, 'utterances', false);
       const rawSplit = one(q, 'utt_split');

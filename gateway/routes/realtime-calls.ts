@@ -108,7 +108,7 @@ export async function registerRealtimeCallRoutes(app: FastifyInstance, ctx: Gate
       }
       checkSettings(session);
       const ask = askOf(session);
-      const resolved = resolveRealtimeAsk(ctx, profiles, ask);
+      const resolved = resolveRealtimeAsk(ctx, profiles, ask, request.auth);
       const { value, expiresAt } = await createClientSecret(ctx.db.prisma, {
         orgId: request.auth.orgId,
         keyHash: hashApiKey(presentedKey(request)!),

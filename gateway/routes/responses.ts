@@ -19,7 +19,7 @@ export function registerResponsesRoutes(app: FastifyInstance, ctx: GatewayContex
     const raw = (request.body as Buffer | undefined) ?? Buffer.alloc(0);
     refuseManyReferences(raw);
     const body = parseJsonObject(raw);
-    const model = ctx.registry.resolve(body.model, 'llm');
+    const model = ctx.registry.resolve(body.model, 'llm', request.auth);
     request.modelId = model.id;
     const run = await responses.reserve(ctx, { auth: request.auth, requestId: request.id }, model, raw, body, LLM_BODY_LIMIT);
     onResponseClose(reply, run.releaseUnlessStreaming);

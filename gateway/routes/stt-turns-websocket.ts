@@ -26,7 +26,7 @@ function planTurnsSession(ctx: GatewayContext, request: FastifyRequest): Session
     throw new ServiceError('invalid_request', 'Cartesia-Version (or cartesia_version) must be a date like 2026-03-01.', 'cartesia_version');
   }
   const turns = turnSettingsFromQuery(one, true);
-  const model = streamingModel(ctx, one('model'));
+  const model = streamingModel(ctx, one('model'), request.auth);
   const { sampleRate, encoding } = audioFormatFromQuery(one, model);
   return {
     model,

@@ -23,7 +23,7 @@ function planSession(ctx: GatewayContext, request: FastifyRequest): SessionPlan 
     throw new ServiceError('invalid_request', `eager_end must be true or false (got ${JSON.stringify(eager)}).`, 'eager_end');
   // Cartesia's threshold names and meaning (gateway/stt/turn-params.ts); an eager threshold turns eager ends on.
   const turns = turnSettingsFromQuery(one, eager === 'true' || one('turn_eager_end_threshold') !== undefined);
-  const model = streamingModel(ctx, one('model'));
+  const model = streamingModel(ctx, one('model'), request.auth);
   const { sampleRate, encoding } = audioFormatFromQuery(one, model);
   const keyterms = queryKeyterms(q);
   const turnSource = (one('turn_source') ?? 'auto') as SessionPlan['turnSource'];

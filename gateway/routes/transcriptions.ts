@@ -48,7 +48,7 @@ export async function registerTranscriptionRoutes(app: FastifyInstance, ctx: Gat
     });
     const fields = upload.fields;
     if (!upload.file) throw new ServiceError('invalid_request', "Missing the audio: send it in the multipart field 'file'.", 'file');
-    const model = ctx.registry.resolve(fields.model, 'stt');
+    const model = ctx.registry.resolve(fields.model, 'stt', request.auth);
     const format = parseResponseFormat(fields.response_format);
     const granularities = parseGranularities([...(upload.values['timestamp_granularities[]'] ?? []), ...(upload.values.timestamp_granularities ?? [])]);
     request.modelId = model.id;

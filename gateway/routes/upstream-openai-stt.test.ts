@@ -357,7 +357,7 @@ describe('only speech reaches the engine', () => {
     // still queued behind the audio when the client goes.
     const session = startPlannedSession(ctx, outbox, {
       plan: {
-        model: streamingModel(ctx, 'oa-whisper'),
+        model: streamingModel(ctx, 'oa-whisper', null),
         sampleRate: RATE,
         encoding: 'pcm_s16le',
         turnSource: 'gateway',

@@ -2,7 +2,7 @@
 // (multipart or JSON with a blob), professional clone and localization (jobs), profile
 // preparation for another model, and a TTS model's engine catalogue. Routes parse, call the voice services (server/services/voices)
 // and answer; the engines' part is gateway/voices/voice-engines.ts, shared with the job worker.
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { getBlobOrThrow, MAX_BLOB_BYTES, readBlobBytes } from '../../server/services/blobs/blob-store.ts';
 import { ServiceError } from '../../server/services/errors.ts';
@@ -73,7 +73,9 @@ export const PrepareProfile = z.strictObject({ model_id: z.string().min(1).max(2
 
 export async function registerVoiceRoutes(app: FastifyInstance, ctx: GatewayContext): Promise<void> {
   const { prisma } = ctx.db;
-  const deps = voiceDeps(ctx);
+  const deps = voiceDeps(ctx, null);
+  // A voice made with a model only with a model the request's key may use.
+  const depsFor = (request: FastifyRequest) => voiceDeps(ctx, request.auth);
   // Voice routes need a positive balance like every keyed route the spec lists 402 for; they
   // are not charged (cloning and profiles are free; synthesis with the voice is billed).
   const keyed = { config: { metered: true } };
@@ -144,7 +146,7 @@ export async function registerVoiceRoutes(app: FastifyInstance, ctx: GatewayCont
       blobId = blob.id;
     }
     const cloned = await cloneVoice(
-      deps,
+      depsFor(request),
       {
         orgId,
         name: input.name,
@@ -167,7 +169,7 @@ export async function registerVoiceRoutes(app: FastifyInstance, ctx: GatewayCont
   // Professional clone: several uploaded clips, always a job.
   app.post('/voices/pro-clone', keyed, async (request, reply) => {
     const input = parseInput(ProClone, request.body);
-    const queued = await proCloneVoice(deps, {
+    const queued = await proCloneVoice(depsFor(request), {
       orgId: request.auth.orgId,
       name: input.name,
       language: input.language,
@@ -185,7 +187,7 @@ export async function registerVoiceRoutes(app: FastifyInstance, ctx: GatewayCont
   app.post('/voices/:id/localize', keyed, async (request, reply) => {
     const { id } = parseInput(VoiceIdParams, request.params, { body: false });
     const input = parseInput(Localize, request.body);
-    const queued = await localizeVoice(deps, {
+    const queued = await localizeVoice(depsFor(request), {
       orgId: request.auth.orgId,
       voiceId: id,
       language: input.language,
@@ -200,7 +202,7 @@ export async function registerVoiceRoutes(app: FastifyInstance, ctx: GatewayCont
   app.post('/voices/:id/profiles', keyed, async (request, reply) => {
     const { id } = parseInput(VoiceIdParams, request.params, { body: false });
     const input = parseInput(PrepareProfile, request.body);
-    const prepared = await prepareVoiceProfile(deps, {
+    const prepared = await prepareVoiceProfile(depsFor(request), {
       orgId: request.auth.orgId,
       voiceId: id,
       modelId: input.model_id,

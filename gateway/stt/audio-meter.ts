@@ -57,6 +57,11 @@ export class AudioMeter {
     return this.receivedSamples + samples <= this.coveredSamples;
   }
 
+  /** Why the last extend was refused: insufficient_quota (with `orgMessage`), or key_budget_exceeded. */
+  refusal(orgMessage: string) {
+    return this.o.hold.refusal(orgMessage);
+  }
+
   /** Reserves the next interval; false when the credit cannot cover it. */
   async extend(): Promise<boolean> {
     if (!(await this.o.hold.extend(this.intervalMicros))) return false;

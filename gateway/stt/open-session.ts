@@ -17,7 +17,7 @@ import { perSecondCostMicros } from '../../server/services/credits/pricing.ts';
 import type { GatewayContext } from '../context.ts';
 import type { Ticket } from '../core/admission.ts';
 import type { CreditHold, RequestAuth } from '../core/gateway-core.ts';
-import type { ModelEntry, UpstreamEntry } from '../registry/model-registry.ts';
+import type { ModelEntry, ModelScope, UpstreamEntry } from '../registry/model-registry.ts';
 import type { StreamingTranscriptionCapability } from '../upstreams/contract.ts';
 import { recordFailover, recordHedge } from '../core/failover.ts';
 import { recordAnswerFailure, tryUpstreams } from '../core/try-upstreams.ts';
@@ -72,8 +72,8 @@ const streamingOf = (ctx: GatewayContext, upstream: UpstreamEntry): StreamingTra
  * The stt model `modelId` with only its upstreams that stream: 404 model_not_found (unknown or
  * not stt), 503 model_offline when none streams or none is healthy -- refused before the upgrade.
  */
-export function streamingModel(ctx: GatewayContext, modelId: unknown): ModelEntry {
-  const model = ctx.registry.resolve(modelId, 'stt');
+export function streamingModel(ctx: GatewayContext, modelId: unknown, scope: ModelScope | null): ModelEntry {
+  const model = ctx.registry.resolve(modelId, 'stt', scope);
   const streaming = { ...model, upstreams: model.upstreams.filter((u) => streamingOf(ctx, u)) };
   if (streaming.upstreams.length === 0) {
     throw new ServiceError('model_offline', `The model '${model.id}' has no upstream that can stream transcription; use POST /v1/audio/transcriptions.`);

@@ -95,7 +95,7 @@ beforeEach(() => {
   vi.spyOn(Math, 'random').mockReturnValue(0.5);
   // Each case starts with both engines in service (a failover takes the failed one out at once).
   const { ctx } = h.runtime;
-  for (const id of [...MODELS.map((m) => m.id), HEDGED]) for (const u of ctx.registry.resolve(id, 'stt').upstreams) ctx.health.record(u, { ok: true });
+  for (const id of [...MODELS.map((m) => m.id), HEDGED]) for (const u of ctx.registry.resolve(id, 'stt', null).upstreams) ctx.health.record(u, { ok: true });
 });
 
 afterAll(async () => {
@@ -400,7 +400,7 @@ describe('hedging (capabilities.hedge): the session opened on both engines', () 
       await expectBilledOnce(started.request_id as string);
       // Recorded by the winner; the loser stays in service (losing a race is no failure).
       expect(await hedgeWins(fast)).toBe(wins + 1);
-      expect(h.runtime.ctx.registry.healthyUpstreams(h.runtime.ctx.registry.resolve(HEDGED, 'stt'))).toHaveLength(2);
+      expect(h.runtime.ctx.registry.healthyUpstreams(h.runtime.ctx.registry.resolve(HEDGED, 'stt', null))).toHaveLength(2);
     },
   );
 

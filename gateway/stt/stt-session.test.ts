@@ -47,7 +47,7 @@ let sessions = 0;
 async function startSession(): Promise<{ session: SttSession; outbox: MemoryOutbox<SttEvent>; requestId: string }> {
   const { ctx } = h.runtime;
   const auth = await ctx.core.admit(h.key, true);
-  const model = streamingModel(ctx, 'local-stt');
+  const model = streamingModel(ctx, 'local-stt', auth);
   const hold = await ctx.core.reserve(auth, audioCost(METER_EVERY_MS));
   const outbox = memoryOutbox<SttEvent>();
   const requestId = `stt-session-${++sessions}-${Date.now()}`;

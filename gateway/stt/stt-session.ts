@@ -209,10 +209,8 @@ export class SttSession {
         const next = this.waiting[0]!;
         if ('frame' in next && !this.meter.covers(this.samplesIn(next.frame))) {
           if (await this.meter.extend()) continue;
-          return this.end(1008, 'insufficient_quota', {
-            code: 'insufficient_quota',
-            message: "The organization's credit ran out: the next second of audio cannot be paid for; add credits to continue.",
-          });
+          const refused = this.meter.refusal("The organization's credit ran out: the next second of audio cannot be paid for; add credits to continue.");
+          return this.end(1008, refused.code, { code: refused.code, message: refused.message });
         }
         this.waiting.shift();
         if ('frame' in next) {

@@ -184,7 +184,7 @@ describe('tracing on', () => {
     const upstream = await spansUntil(() => childrenOf(server).find((s) => s.kind === CLIENT));
     expect(upstream.name).toBe('upstream openai');
     expect(upstream.attributes).toMatchObject({
-      'svc.upstream.id': h.runtime.ctx.registry.resolve('m-llm', 'llm').upstreams[0]!.id,
+      'svc.upstream.id': h.runtime.ctx.registry.resolve('m-llm', 'llm', null).upstreams[0]!.id,
       'svc.upstream.url': up.baseUrl,
       'svc.upstream.protocol': 'openai',
       'svc.upstream.outcome': 'ok',

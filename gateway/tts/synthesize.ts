@@ -16,7 +16,7 @@ import { clientErrorFor, tryUpstreams, upstreamCall, type UpstreamCall } from '.
 import { UpstreamError } from '../upstreams/contract.ts';
 import { upstreamEnvelope } from '../upstream-envelope.ts';
 import { onResponseClose } from '../client-gone.ts';
-import type { CreditHold } from '../core/gateway-core.ts';
+import type { CreditHold, RequestAuth } from '../core/gateway-core.ts';
 import type { TtsRequest } from './tts-request.ts';
 import { failoverSpeech, voiceOnUpstream, type FailoverTrace } from './tts-failover.ts';
 
@@ -74,7 +74,7 @@ export async function startSynthesis(
   tts: TtsRequest,
   route: string,
 ): Promise<StartedSynthesis> {
-  const model = resolveTtsModel(ctx, tts.modelId, route);
+  const model = resolveTtsModel(ctx, tts.modelId, route, request.auth);
   request.modelId = model.id;
   // The whole cost is known before anything runs: reserved first (402 if the balance, less
   // what the org's running requests reserved, cannot cover it; before any lookup, so a flood of
@@ -99,10 +99,10 @@ export async function startSynthesis(
   return { model, ...engine, call, hold, sent };
 }
 
-/** The tts model of a request (404 model_not_found naming the route's field). */
-export function resolveTtsModel(ctx: GatewayContext, modelId: string, route: string): ModelEntry {
+/** The tts model of a request (404 model_not_found, 403 model_not_allowed for its key, naming the route's field). */
+export function resolveTtsModel(ctx: GatewayContext, modelId: string, route: string, auth: RequestAuth): ModelEntry {
   try {
-    return ctx.registry.resolve(modelId, 'tts');
+    return ctx.registry.resolve(modelId, 'tts', auth);
   } catch (e) {
     throw withParam(e, (FIELDS[route] ?? NATIVE_FIELDS).model);
   }

@@ -120,7 +120,7 @@ afterAll(async () => {
   delete process.env.ELEVEN_FAILOVER_KEY;
 });
 
-const duo = (g = h, id = 'duo') => g.runtime.ctx.registry.resolve(id, 'tts');
+const duo = (g = h, id = 'duo') => g.runtime.ctx.registry.resolve(id, 'tts', null);
 const cartesiaDown = (g = h, id = 'duo') => g.runtime.ctx.registry.healthyUpstreams(duo(g, id)).every((u) => u.url !== cartesia.url);
 
 /** Both engines up and fresh; Cartesia fails the `at`th span with `fault` (once); resolves when that fault is being served. */
@@ -362,7 +362,7 @@ const other = (e: Engine): Engine => (e === 'cartesia' ? 'eleven' : 'cartesia');
  */
 function armHedge(slow: Engine, g = h, model = 'duo-hedged') {
   const ctx = g.runtime.ctx;
-  for (const u of ctx.registry.resolve(model, 'tts').upstreams) ctx.health.record(u, { ok: true });
+  for (const u of ctx.registry.resolve(model, 'tts', null).upstreams) ctx.health.record(u, { ok: true });
   cartesia.spoken.length = 0;
   eleven.spoken.length = 0;
   cartesia.ttsFault = null;
@@ -426,7 +426,7 @@ describe('hedging (capabilities.hedge): the first audio asked of both engines', 
       // Cancelled: its connection closed (the scripted engine would hold it open for ever).
       await asked[0]!.closed;
       // Losing a race is no failure: both stay in service.
-      expect(h.runtime.ctx.registry.healthyUpstreams(h.runtime.ctx.registry.resolve('duo-hedged', 'tts'))).toHaveLength(2);
+      expect(h.runtime.ctx.registry.healthyUpstreams(h.runtime.ctx.registry.resolve('duo-hedged', 'tts', null))).toHaveLength(2);
       await expectOneDebit(h, id, route);
     },
   );

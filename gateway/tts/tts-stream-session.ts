@@ -152,7 +152,7 @@ export class TtsStreamSession {
       auth: o.auth,
       requestId: o.requestId,
       hold: o.hold,
-      refusal: insufficientQuota,
+      refusal: () => o.hold.refusal(OUT_OF_CREDIT),
       onBalance: (remaining) => remaining <= 0n && this.outOfCredit(),
       onRefused: () => this.outOfCredit(),
     });
@@ -240,7 +240,7 @@ export class TtsStreamSession {
 
   private openContext(id: string, command: Extract<TtsCommand, { type: 'generate' }>): void {
     const { ctx, auth, limits } = this.o;
-    if (this.credit.exhausted) throw insufficientQuota();
+    if (this.credit.exhausted) throw this.credit.refusal();
     if (this.contexts.size >= limits.maxContexts) {
       throw new ServiceError(
         'rate_limit_exceeded',
@@ -250,7 +250,7 @@ export class TtsStreamSession {
     }
     // The first request of a context carries its settings, checked as POST /tts/sse checks them.
     const tts = command.settings();
-    const model = resolveTtsModel(ctx, tts.modelId, this.route);
+    const model = resolveTtsModel(ctx, tts.modelId, this.route, auth);
     const c: StreamContext = {
       id,
       state: 'resolving',
@@ -294,7 +294,7 @@ export class TtsStreamSession {
   /** The input's text goes to the context's speaker, with its flush or its end. */
   private apply(c: StreamContext, input: TtsInput): void {
     if (c.state === 'gone') return; // an earlier input ended it
-    if (this.credit.exhausted) return this.fail(c, insufficientQuota());
+    if (this.credit.exhausted) return this.fail(c, this.credit.refusal());
     if (c.state === 'ended') {
       return this.fail(
         c,
@@ -394,17 +394,18 @@ export class TtsStreamSession {
     this.endedIds.push(c.id);
     this.endedIdSet.add(c.id);
     if (this.endedIds.length > ENDED_IDS_KEPT) this.endedIdSet.delete(this.endedIds.shift()!);
-    if (this.credit.exhausted && this.contexts.size === 0) this.close(1008, 'insufficient_quota');
+    if (this.credit.exhausted && this.contexts.size === 0) this.close(1008, this.credit.refusal().code);
   }
 
   /**
-   * The balance is spent: spans already paid for finish; every context then ends with
-   * insufficient_quota (or done, if nothing unpaid was left), and the session closes with 1008.
+   * The balance (or the key's spend limit) is spent: spans already paid for finish; every context
+   * then ends with insufficient_quota or key_budget_exceeded (or done, if nothing unpaid was
+   * left), and the session closes with 1008.
    */
   private outOfCredit(): void {
     if (this.credit.exhausted || this.current !== 'open') return;
     this.credit.exhaust();
-    if (this.contexts.size === 0) this.close(1008, 'insufficient_quota');
+    if (this.contexts.size === 0) this.close(1008, this.credit.refusal().code);
   }
 
   private onIdle(): void {
@@ -430,8 +431,7 @@ export class TtsStreamSession {
   }
 }
 
-const insufficientQuota = () =>
-  new ServiceError('insufficient_quota', "The organization's credit ran out: this text cannot be paid for; add credits to continue.");
+const OUT_OF_CREDIT = "The organization's credit ran out: this text cannot be paid for; add credits to continue.";
 const tooMuchText = (max: number) =>
   new ServiceError(
     'transcript_too_long',

@@ -1,8 +1,9 @@
 // The gateway's side of the voice operations (server/services/voices): which models can make
 // voices, decoding clips, and the engines that clone and speak. The routes and the job worker
 // hand these to the services as VoiceDeps; nothing here touches the database.
-import type { ModelEntry, UpstreamEntry } from '../registry/model-registry.ts';
+import type { ModelEntry, ModelScope, UpstreamEntry } from '../registry/model-registry.ts';
 import { ServiceError } from '../../server/services/errors.ts';
+import { checkModelAllowed } from '../../server/services/keys/key-budget.ts';
 import type { ReadyProfile, VoiceDeps, VoiceEngines } from '../../server/services/voices/voice-deps.ts';
 import { toFloat32 } from '../audio/pcm.ts';
 import type { GatewayContext } from '../context.ts';
@@ -51,13 +52,15 @@ function canCloneNow(ctx: GatewayContext, model: ModelEntry): boolean {
   return model.status === 'active' && cloneUpstreams(ctx, model).some((u) => healthy.has(u.id));
 }
 
-/** The TTS model to clone for when the caller names none: the first clone-capable one, online first. */
-function defaultCloneModel(ctx: GatewayContext): ModelEntry {
+/** The TTS model to clone for when the caller names none: the first clone-capable one the key may use, online first. */
+function defaultCloneModel(ctx: GatewayContext, scope: ModelScope | null): ModelEntry {
   const capable = ctx.registry
     .all()
     .filter((m) => m.modality === 'tts' && m.status === 'active' && cloneUpstreams(ctx, m).length > 0)
     .sort((a, b) => Number(canCloneNow(ctx, b)) - Number(canCloneNow(ctx, a)) || a.id.localeCompare(b.id));
-  const model = capable[0];
+  const allowed = scope?.allowedModels ?? null;
+  const model = capable.find((m) => allowed === null || allowed.has(m.id));
+  if (!model && capable[0]) checkModelAllowed(allowed, capable[0].id, 'model_id');
   if (!model) throw new ServiceError('model_not_found', 'No TTS model here can clone voices; name one with model_id.', 'model_id');
   return model;
 }
@@ -94,11 +97,12 @@ async function speakWithProfiles(
   return null;
 }
 
-export function voiceEngines(ctx: GatewayContext): VoiceEngines {
-  const tts = (modelId: string) => ctx.registry.resolve(modelId, 'tts');
+/** `scope`: the key of the request the voice is made for (its model list); null in the job worker (the request was checked). */
+export function voiceEngines(ctx: GatewayContext, scope: ModelScope | null): VoiceEngines {
+  const tts = (modelId: string) => ctx.registry.resolve(modelId, 'tts', scope);
   return {
     chooseCloneModel(modelId) {
-      if (modelId === undefined) return defaultCloneModel(ctx).id;
+      if (modelId === undefined) return defaultCloneModel(ctx, scope).id;
       const model = tts(modelId);
       requireCloneCapable(ctx, model);
       return model.id;
@@ -125,8 +129,8 @@ export function voiceEngines(ctx: GatewayContext): VoiceEngines {
   };
 }
 
-/** What the voice services run with in this gateway. */
-export function voiceDeps(ctx: GatewayContext): VoiceDeps {
+/** What the voice services run with in this gateway, for a request of the key of `scope` (null: the job worker). */
+export function voiceDeps(ctx: GatewayContext, scope: ModelScope | null): VoiceDeps {
   return {
     prisma: ctx.db.prisma,
     dataDir: ctx.config.dataDir,
@@ -134,6 +138,6 @@ export function voiceDeps(ctx: GatewayContext): VoiceDeps {
     voiceLimits: ctx.config.voiceLimits,
     // The worker starts after the routes are registered: looked up when a job is queued.
     jobQueued: () => ctx.jobs?.notify(),
-    engines: voiceEngines(ctx),
+    engines: voiceEngines(ctx, scope),
   };
 }

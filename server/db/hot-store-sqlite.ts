@@ -1,4 +1,5 @@
 import Database from 'better-sqlite3';
+import { allowedModelsOf, budgetLeft, countSpend, type KeySpendState, type SpendWindow } from '../services/keys/key-budget.ts';
 import { sqlTimestamp } from './dialect.ts';
 import type { HotStore, KeyAuthRecord, LedgerChange } from './hot-store.ts';
 import { holdOwnerId, newTimeOrderedId } from './ids.ts';
@@ -13,7 +14,27 @@ interface KeyRow {
   isTrial: bigint;
   balanceMicros: bigint;
   heldMicros: bigint;
+  expiresAt: string | null;
+  allowedModels: string | null;
+  spendLimitMicros: bigint | null;
+  spendWindow: SpendWindow | null;
+  windowStartedAt: string | null;
+  windowSpentMicros: bigint;
+  keyHeldMicros: bigint;
 }
+
+/** A key's spend columns as read (timestamps as stored: ISO text). */
+interface KeySpendRow {
+  windowStartedAt: string | null;
+  windowSpentMicros: bigint;
+  heldMicros: bigint;
+}
+
+const spendStateOf = (row: KeySpendRow): KeySpendState => ({
+  windowStartedAt: row.windowStartedAt === null ? null : Date.parse(row.windowStartedAt),
+  spentMicros: row.windowSpentMicros,
+  heldMicros: row.heldMicros,
+});
 
 export function openSqlite(path: string): Database.Database {
   const db = new Database(path, { timeout: 10_000 });
@@ -33,8 +54,20 @@ export function createSqliteHotStore(path: string, ownerId = holdOwnerId()): Hot
 
   const findKey = db.prepare<[string], KeyRow>(
     `SELECT k.id AS keyId, k.orgId AS orgId, k.status AS status, k.rateLimitRpm AS rateLimitRpm, k.isTrial AS isTrial,
-            o.balanceMicros AS balanceMicros, o.heldMicros AS heldMicros
+            o.balanceMicros AS balanceMicros, o.heldMicros AS heldMicros,
+            k.expiresAt AS expiresAt, k.allowedModels AS allowedModels, k.spendLimitMicros AS spendLimitMicros, k.spendWindow AS spendWindow,
+            k.windowStartedAt AS windowStartedAt, k.windowSpentMicros AS windowSpentMicros, k.heldMicros AS keyHeldMicros
        FROM "ApiKey" k JOIN "Org" o ON o.id = k.orgId WHERE k.hash = ?`,
+  );
+  const keySpend = db.prepare<[string], KeySpendRow>(`SELECT windowStartedAt, windowSpentMicros, heldMicros FROM "ApiKey" WHERE id = ?`);
+  const updateKeySpend = db.prepare<[string | null, bigint, bigint, string], KeySpendRow>(
+    `UPDATE "ApiKey" SET windowStartedAt = ?, windowSpentMicros = ?, heldMicros = heldMicros + ? WHERE id = ?
+     RETURNING windowStartedAt, windowSpentMicros, heldMicros`,
+  );
+  const ownKeyHold = db.prepare<[string, string], { a: bigint }>(`SELECT amountMicros AS a FROM "KeyHold" WHERE ownerId = ? AND apiKeyId = ?`);
+  const upsertKeyHold = db.prepare<[string, string, bigint, string]>(
+    `INSERT INTO "KeyHold" (ownerId, apiKeyId, amountMicros, expiresAt) VALUES (?, ?, ?, ?)
+     ON CONFLICT (ownerId, apiKeyId) DO UPDATE SET amountMicros = amountMicros + excluded.amountMicros, expiresAt = excluded.expiresAt`,
   );
   const balance = db.prepare<[string], { b: bigint; h: bigint }>(`SELECT balanceMicros AS b, heldMicros AS h FROM "Org" WHERE id = ?`);
   const updateBalance = db.prepare<[bigint, bigint, string, string], { b: bigint; h: bigint }>(
@@ -70,17 +103,46 @@ export function createSqliteHotStore(path: string, ownerId = holdOwnerId()): Hot
   // the cache before the very next lookup. Our own debits go through this connection and
   // update the cached balance with the value they committed.
   const commits = watchCommits(db, path);
-  const keys = new Map<string, Omit<KeyAuthRecord, 'balanceMicros' | 'heldMicros'>>();
+  type CachedKey = Omit<KeyAuthRecord, 'balanceMicros' | 'heldMicros' | 'budget'> & { limit: { limitMicros: bigint; window: SpendWindow } | null };
+  const keys = new Map<string, CachedKey>();
   const balances = new Map<string, bigint>();
   /** Each cached org's reserved credit: the committed total (every process's) plus ours not yet committed. */
   const helds = new Map<string, bigint>();
+  /** Each cached key with a spend limit: its window's spend and reservations, committed plus ours not yet committed. */
+  const keyStates = new Map<string, KeySpendState>();
   const MAX_CACHED_KEYS = 50_000;
   const dropCacheIfChanged = () => {
     if (commits.otherCommitted() || keys.size > MAX_CACHED_KEYS) {
       keys.clear();
       balances.clear();
       helds.clear();
+      keyStates.clear();
     }
+  };
+  const withBudget = (k: CachedKey, balanceMicros: bigint, heldMicros: bigint, state: KeySpendState | null): KeyAuthRecord => ({
+    ...k,
+    balanceMicros,
+    heldMicros,
+    budget: k.limit && state ? { ...k.limit, ...state } : null,
+  });
+  /** What a queued change does to its key's spend state (a key with a spend limit). */
+  const moveKeyState = (state: KeySpendState, c: QueuedChange) => {
+    state.heldMicros += c.heldDelta;
+    if (c.ledger && c.budgetedKey) countSpend(state, c.budgetedKey.windowStart, -c.amountMicros);
+  };
+  /** A key's state as this process sees it: `committed` plus every change still queued for it. */
+  const withQueued = (keyId: string, committed: KeySpendState): KeySpendState => {
+    for (const p of pending) if (p.change.keyId === keyId) moveKeyState(committed, p.change);
+    return committed;
+  };
+  const currentKeyState = (keyId: string): KeySpendState | null => {
+    const cached = keyStates.get(keyId);
+    if (cached) return cached;
+    const row = keySpend.get(keyId);
+    if (!row) return null;
+    const state = withQueued(keyId, spendStateOf(row));
+    keyStates.set(keyId, state);
+    return state;
   };
 
   const ledgerValues = (c: LedgerChange, balanceAfter: bigint, now: string): unknown[] => {
@@ -110,7 +172,7 @@ export function createSqliteHotStore(path: string, ownerId = holdOwnerId()): Hot
   // balance-after by replaying the org's changes in order from the balance before them.
   // Reservations ride along: an entry may only move the org's reserved credit (`ledger`
   // false), and each org's moves are summed into its UPDATE and its CreditHold row.
-  const applyBatch = db.transaction((changes: QueuedChange[]): { balances: (bigint | null)[]; held: Map<string, bigint> } => {
+  const applyBatch = db.transaction((changes: QueuedChange[]): { balances: (bigint | null)[]; held: Map<string, bigint>; keys: Map<string, KeySpendState> } => {
     const date = new Date();
     const now = ts(date);
     const holdExpiry = ts(new Date(date.getTime() + holdTtlMs));
@@ -121,6 +183,7 @@ export function createSqliteHotStore(path: string, ownerId = holdOwnerId()): Hot
       t.held += c.heldDelta;
       totals.set(c.orgId, t);
     }
+    const committedKeys = applyKeyChanges(changes, holdExpiry);
     const running = new Map<string, bigint | null>();
     const held = new Map<string, bigint>();
     for (const [orgId, total] of totals) {
@@ -160,8 +223,41 @@ export function createSqliteHotStore(path: string, ownerId = holdOwnerId()): Hot
       }
     }
     if (rows > 0) insertLedger(rows).run(values);
-    return { balances: results, held };
+    return { balances: results, held, keys: committedKeys };
   });
+  /**
+   * The batch's changes for keys with a spend limit, per key: its reservations moved (a release
+   * giving back only what this process's row still holds, as for orgs) and its debits counted
+   * in their windows, in order. Returns each key's committed state.
+   */
+  function applyKeyChanges(changes: QueuedChange[], holdExpiry: string): Map<string, KeySpendState> {
+    const byKey = new Map<string, QueuedChange[]>();
+    for (const c of changes) {
+      if (!c.keyId) continue;
+      const list = byKey.get(c.keyId);
+      if (list) list.push(c);
+      else byKey.set(c.keyId, [c]);
+    }
+    const committed = new Map<string, KeySpendState>();
+    for (const [keyId, list] of byKey) {
+      const row = keySpend.get(keyId);
+      if (!row) continue;
+      const state = spendStateOf(row);
+      let heldMove = 0n;
+      for (const c of list) {
+        heldMove += c.heldDelta;
+        if (c.ledger && c.budgetedKey) countSpend(state, c.budgetedKey.windowStart, -c.amountMicros);
+      }
+      if (heldMove < 0n) {
+        const own = ownKeyHold.get(ownerId, keyId)?.a ?? 0n;
+        heldMove = own < -heldMove ? -own : heldMove;
+      }
+      const started = state.windowStartedAt === null ? null : ts(new Date(state.windowStartedAt));
+      committed.set(keyId, spendStateOf(updateKeySpend.get(started, state.spentMicros, heldMove, keyId)!));
+      if (heldMove !== 0n) upsertKeyHold.run(ownerId, keyId, heldMove, holdExpiry);
+    }
+    return committed;
+  }
 
   // Group commit: the ledger changes requested during one turn of the event loop are written
   // in one transaction (each with its own exact balance-after, in order). Under load this
@@ -176,8 +272,10 @@ export function createSqliteHotStore(path: string, ownerId = holdOwnerId()): Hot
   // retries them in order; until they are written, `debitsFailing()` is true and the core
   // refuses metered requests (503).
   interface QueuedChange extends LedgerChange {
-    /** How the org's reserved credit moves (+ reserve, − release). */
+    /** How the org's reserved credit moves (+ reserve, − release); the key's too when `keyId` is set. */
     heldDelta: bigint;
+    /** A key with a spend limit: its reservations move with the org's, and its debits count in its window. */
+    keyId?: string;
     /** False for a reservation or release alone: no ledger row. */
     ledger: boolean;
   }
@@ -233,6 +331,8 @@ export function createSqliteHotStore(path: string, ownerId = holdOwnerId()): Hot
       const h = helds.get(change.orgId);
       if (h !== undefined) helds.set(change.orgId, h + change.heldDelta);
     }
+    const keyState = change.keyId && keyStates.get(change.keyId);
+    if (keyState) moveKeyState(keyState, change);
     pending.push({ change });
     schedule();
   };
@@ -243,9 +343,10 @@ export function createSqliteHotStore(path: string, ownerId = holdOwnerId()): Hot
     pending = [];
     let results: (bigint | null)[];
     let committedHeld: Map<string, bigint>;
+    let committedKeys: Map<string, KeySpendState>;
     try {
       dropCacheIfChanged();
-      ({ balances: results, held: committedHeld } = applyBatch.immediate(batch.map((p) => p.change)));
+      ({ balances: results, held: committedHeld, keys: committedKeys } = applyBatch.immediate(batch.map((p) => p.change)));
     } catch (e) {
       // Callers still waiting get the error; deferred debits were answered already, so they
       // go back to the head of the queue (in order) and are retried with a growing delay.
@@ -275,6 +376,7 @@ export function createSqliteHotStore(path: string, ownerId = holdOwnerId()): Hot
       p.resolve?.(balance);
     });
     for (const [orgId, h] of committedHeld) if (helds.has(orgId)) helds.set(orgId, h + (deferredHeldByOrg.get(orgId) ?? 0n));
+    for (const [keyId, state] of committedKeys) if (keyStates.has(keyId)) keyStates.set(keyId, withQueued(keyId, state));
     if (pending.length > 0) schedule();
   }
   /** The org's balance including this process's uncommitted debits, from the cache or the database. */
@@ -296,10 +398,21 @@ export function createSqliteHotStore(path: string, ownerId = holdOwnerId()): Hot
       WHERE id IN (SELECT orgId FROM "CreditHold" WHERE expiresAt < @now)`,
   );
   const deleteExpiredHolds = db.prepare<[string]>(`DELETE FROM "CreditHold" WHERE expiresAt < ?`);
+  // The same for the reservations of keys with a spend limit.
+  const renewKeyHolds = db.prepare<[string, string]>(`UPDATE "KeyHold" SET expiresAt = ? WHERE ownerId = ? AND amountMicros <> 0`);
+  const dropEmptyKeyHolds = db.prepare<[string]>(`DELETE FROM "KeyHold" WHERE ownerId = ? AND amountMicros = 0`);
+  const releaseExpiredKeyHolds = db.prepare<{ now: string }>(
+    `UPDATE "ApiKey" SET heldMicros = heldMicros - (SELECT SUM(h.amountMicros) FROM "KeyHold" h WHERE h.apiKeyId = "ApiKey".id AND h.expiresAt < @now)
+      WHERE id IN (SELECT apiKeyId FROM "KeyHold" WHERE expiresAt < @now)`,
+  );
+  const deleteExpiredKeyHolds = db.prepare<[string]>(`DELETE FROM "KeyHold" WHERE expiresAt < ?`);
   const maintain = db.transaction((now: string, expiresAt: string) => {
     renewHolds.run(expiresAt, ownerId);
     dropEmptyHolds.run(ownerId);
     if (releaseExpiredHolds.run({ now }).changes > 0) deleteExpiredHolds.run(now);
+    renewKeyHolds.run(expiresAt, ownerId);
+    dropEmptyKeyHolds.run(ownerId);
+    if (releaseExpiredKeyHolds.run({ now }).changes > 0) deleteExpiredKeyHolds.run(now);
   });
   const releaseOwnHolds = db.transaction(() => {
     db.prepare(
@@ -307,6 +420,11 @@ export function createSqliteHotStore(path: string, ownerId = holdOwnerId()): Hot
                  WHERE id IN (SELECT orgId FROM "CreditHold" WHERE ownerId = @owner)`,
     ).run({ owner: ownerId });
     db.prepare(`DELETE FROM "CreditHold" WHERE ownerId = ?`).run(ownerId);
+    db.prepare(
+      `UPDATE "ApiKey" SET heldMicros = heldMicros - (SELECT h.amountMicros FROM "KeyHold" h WHERE h.apiKeyId = "ApiKey".id AND h.ownerId = @owner)
+                 WHERE id IN (SELECT apiKeyId FROM "KeyHold" WHERE ownerId = @owner)`,
+    ).run({ owner: ownerId });
+    db.prepare(`DELETE FROM "KeyHold" WHERE ownerId = ?`).run(ownerId);
   });
   const touchAll = db.transaction((entries: [string, Date][]) => {
     for (const [id, at] of entries) touch.run(ts(at), id);
@@ -318,22 +436,36 @@ export function createSqliteHotStore(path: string, ownerId = holdOwnerId()): Hot
       const cached = keys.get(hash);
       const balance = cached && balances.get(cached.orgId);
       const cachedHeld = cached && helds.get(cached.orgId);
-      if (cached && balance !== undefined && cachedHeld !== undefined) return { ...cached, balanceMicros: balance, heldMicros: cachedHeld };
+      if (cached && balance !== undefined && cachedHeld !== undefined) {
+        const state = cached.limit && currentKeyState(cached.keyId);
+        return withBudget(cached, balance, cachedHeld, state || null);
+      }
       const row = findKey.get(hash);
       if (!row) return null;
-      const record = {
+      const record: CachedKey = {
         keyId: row.keyId,
         orgId: row.orgId,
         status: row.status,
         isTrial: row.isTrial !== 0n,
         rateLimitRpm: row.rateLimitRpm === null ? null : Number(row.rateLimitRpm),
+        expiresAt: row.expiresAt === null ? null : Date.parse(row.expiresAt),
+        allowedModels: allowedModelsOf(row.allowedModels),
+        limit: row.spendLimitMicros === null ? null : { limitMicros: row.spendLimitMicros, window: row.spendWindow ?? 'month' },
       };
       const current = row.balanceMicros + (deferredByOrg.get(row.orgId) ?? 0n);
       const held = row.heldMicros + (deferredHeldByOrg.get(row.orgId) ?? 0n);
       keys.set(hash, record);
       balances.set(row.orgId, current);
       helds.set(row.orgId, held);
-      return { ...record, balanceMicros: current, heldMicros: held };
+      let state: KeySpendState | null = null;
+      if (record.limit) {
+        state = withQueued(
+          row.keyId,
+          spendStateOf({ windowStartedAt: row.windowStartedAt, windowSpentMicros: row.windowSpentMicros, heldMicros: row.keyHeldMicros }),
+        );
+        keyStates.set(row.keyId, state);
+      }
+      return withBudget(record, current, held, state);
     },
     async getBalance(orgId) {
       const row = balance.get(orgId);
@@ -341,7 +473,7 @@ export function createSqliteHotStore(path: string, ownerId = holdOwnerId()): Hot
     },
     applyLedgerChange(change) {
       return new Promise((resolve, reject) => {
-        pending.push({ change: { ...change, heldDelta: 0n, ledger: true }, resolve, reject });
+        pending.push({ change: { ...change, heldDelta: 0n, keyId: change.budgetedKey?.keyId, ledger: true }, resolve, reject });
         schedule();
       });
     },
@@ -358,19 +490,23 @@ export function createSqliteHotStore(path: string, ownerId = holdOwnerId()): Hot
         before = currentBalance(change.orgId);
       }
       if (before === null) return null;
-      defer({ ...change, heldDelta: -(change.releaseMicros ?? 0n), ledger: true });
+      defer({ ...change, heldDelta: -(change.releaseMicros ?? 0n), keyId: change.budgetedKey?.keyId, ledger: true });
       return before + change.amountMicros;
     },
-    async reserve(orgId, amountMicros) {
+    async reserve(orgId, amountMicros, key) {
       // Another process's reservation or debit is seen once it is committed.
       dropCacheIfChanged();
       const b = currentBalance(orgId);
-      if (b === null || b - helds.get(orgId)! < amountMicros) return false;
-      defer({ orgId, amountMicros: 0n, heldDelta: amountMicros, ledger: false, kind: 'usage', description: '' });
-      return true;
+      if (b === null || b - helds.get(orgId)! < amountMicros) return 'org_short';
+      if (key) {
+        const state = currentKeyState(key.keyId);
+        if (!state || budgetLeft(key.limitMicros, state, key.windowStart) < amountMicros) return 'key_short';
+      }
+      defer({ orgId, amountMicros: 0n, heldDelta: amountMicros, keyId: key?.keyId, ledger: false, kind: 'usage', description: '' });
+      return 'reserved';
     },
-    release(orgId, amountMicros) {
-      if (amountMicros > 0n) defer({ orgId, amountMicros: 0n, heldDelta: -amountMicros, ledger: false, kind: 'usage', description: '' });
+    release(orgId, amountMicros, keyId) {
+      if (amountMicros > 0n) defer({ orgId, amountMicros: 0n, heldDelta: -amountMicros, keyId, ledger: false, kind: 'usage', description: '' });
     },
     async maintainHolds(ttlMs) {
       holdTtlMs = ttlMs;

@@ -1,6 +1,7 @@
 // The per-request paths (key verification, balance checks, debits) in raw SQL, one
 // implementation per dialect, because they run on every request and an ORM round adds
 // more than the whole gateway core's latency budget. Everything else goes through Prisma.
+import type { KeyBudget } from '../services/keys/key-budget.ts';
 import type { Modality } from './generated/sqlite/enums.ts';
 
 export interface KeyAuthRecord {
@@ -13,7 +14,27 @@ export interface KeyAuthRecord {
   balanceMicros: bigint;
   /** Credit reserved by running requests of the org (every process's): not spendable. */
   heldMicros: bigint;
+  /** When the key stops working (ms since the epoch); null: never. */
+  expiresAt: number | null;
+  /** The models the key may use; null: every model. */
+  allowedModels: ReadonlySet<string> | null;
+  /** The key's spend limit and where it stands (its window's spend, its reservations); null: none. */
+  budget: KeyBudget | null;
 }
+
+/**
+ * A key with a spend limit in a reservation, a release or a debit: the store keeps its
+ * reservations and its window's spend beside the org's (server/services/keys/key-budget.ts).
+ */
+export interface BudgetedKey {
+  keyId: string;
+  limitMicros: bigint;
+  /** The start of the window the gateway's clock is in (ms since the epoch). */
+  windowStart: number;
+}
+
+/** A reservation made, or who could not cover it: the org's balance or the key's budget. */
+export type ReserveOutcome = 'reserved' | 'org_short' | 'key_short';
 
 export interface UsageRecord {
   modelId: string;
@@ -37,6 +58,8 @@ export interface LedgerChange {
   usage?: UsageRecord;
   /** Credit this process reserved for the request that the debit settles: released with it. */
   releaseMicros?: bigint;
+  /** The debiting key has a spend limit (`apiKeyId` is that key): the debit counts in its window and the release is its too. */
+  budgetedKey?: BudgetedKey;
 }
 
 export interface HotStore {
@@ -55,15 +78,16 @@ export interface HotStore {
    */
   applyUsageDebit(change: LedgerChange): Promise<bigint | null>;
   /**
-   * Reserves credit for a running request: true when the org's balance minus what is already
-   * reserved (by every process) covers `amountMicros`, which is then reserved too.
-   * PostgreSQL: one conditional statement, exact across replicas. SQLite: decided from this
-   * process's tracked balance and reservations, and committed with the debits of the turn
-   * (other processes on the same file see it within ~10 ms; docs/api-conventions.md, "Credits").
+   * Reserves credit for a running request when the org's balance minus what is already
+   * reserved (by every process) covers `amountMicros` and, for a key with a spend limit, so
+   * does its limit less its window's spend and reservations: both are then reserved together,
+   * or neither. PostgreSQL: one conditional statement, exact across replicas. SQLite: decided
+   * from this process's tracked balances and reservations, and committed with the debits of the
+   * turn (other processes on the same file see it within ~10 ms; docs/api-conventions.md, "Credits").
    */
-  reserve(orgId: string, amountMicros: bigint): Promise<boolean>;
-  /** Gives back reserved credit that no debit settles (the request failed or ended). */
-  release(orgId: string, amountMicros: bigint): void;
+  reserve(orgId: string, amountMicros: bigint, key?: BudgetedKey): Promise<ReserveOutcome>;
+  /** Gives back reserved credit that no debit settles (the request failed or ended); `keyId`: the key's too (it has a spend limit). */
+  release(orgId: string, amountMicros: bigint, keyId?: string): void;
   /**
    * Renews this process's reservations and releases those of processes that stopped renewing
    * theirs (they died): called every few seconds by each gateway.

@@ -23,10 +23,13 @@ export const ERROR_CODES = [
   // 401
   'invalid_api_key',
   'api_key_disabled',
+  'api_key_expired',
   // 402
   'insufficient_quota',
+  'key_budget_exceeded',
   // 403
   'voice_read_only',
+  'model_not_allowed',
   'forbidden',
   'voice_quota_exceeded',
   // 404

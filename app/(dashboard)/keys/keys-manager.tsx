@@ -8,14 +8,45 @@ import { Button } from '@/app/_components/button';
 import { Card, EmptyState, PageHeader } from '@/app/_components/card';
 import { ConfirmDialog } from '@/app/_components/confirm-dialog';
 import { CopyButton } from '@/app/_components/copy-button';
+import { SelectField } from '@/app/_components/fields';
 import { LoadingBlock } from '@/app/_components/spinner';
 import { TextField } from '@/app/_components/text-field';
-import type { RouterOutputs } from '@/app/_lib/api-types';
-import { errorMessage, formatDateTime } from '@/app/_lib/format';
+import type { RouterInputs, RouterOutputs } from '@/app/_lib/api-types';
+import { errorMessage, formatDateTime, usd } from '@/app/_lib/format';
 import { useTRPC } from '@/app/_lib/trpc';
 import { FirstRequest } from '../overview';
 
 type KeyRow = RouterOutputs['keys']['list'][number];
+type CreateInput = RouterInputs['keys']['create'];
+
+/**
+ * The create form's limits as the server takes them, or why they are not: an empty field is no
+ * limit; the expiry is typed in the browser's time zone and sent as an instant.
+ */
+function limitsOf(form: FormData): { input: Omit<CreateInput, 'name'> } | { error: string } {
+  const input: Omit<CreateInput, 'name'> = {};
+  const limit = String(form.get('spendLimitUsd') ?? '')
+    .trim()
+    .replace(/^\$/, '');
+  if (limit !== '') {
+    input.spendLimitUsd = limit;
+    input.spendWindow = form.get('spendWindow') === 'day' ? 'day' : 'month';
+  }
+  const expires = String(form.get('expiresAt') ?? '');
+  if (expires !== '') {
+    const at = new Date(expires);
+    if (Number.isNaN(at.getTime())) return { error: 'Enter the expiry as a date and time.' };
+    input.expiresAt = at.toISOString();
+  }
+  const models = form.getAll('models').map(String);
+  if (models.length > 0) input.models = models;
+  return { input };
+}
+
+/** "$0.20 of $2.50 spent today", "this month". */
+function spendLine(budget: NonNullable<KeyRow['budget']>): string {
+  return `${usd(budget.spentUsd)} of ${usd(budget.limitUsd)} spent ${budget.window === 'day' ? 'today (UTC)' : 'this month (UTC)'}`;
+}
 
 export function KeysManager() {
   const trpc = useTRPC();
@@ -53,6 +84,7 @@ function CreateKey() {
   // The full key lives only here, in this component's state, until "Done": it is never
   // stored, and cannot be fetched again.
   const [created, setCreated] = useState<{ name: string; key: string } | null>(null);
+  const [formError, setFormError] = useState<string | null>(null);
   const gatewayUrl = useQuery(trpc.account.overview.queryOptions()).data?.gatewayUrl;
   const create = useMutation(
     trpc.keys.create.mutationOptions({
@@ -69,19 +101,30 @@ function CreateKey() {
     <Card title="Create a key" description="Name it after where it will be used, so you know what breaks if you revoke it.">
       <form
         ref={formRef}
-        className="flex flex-col gap-3 sm:flex-row sm:items-end"
         onSubmit={(event) => {
           event.preventDefault();
-          const name = String(new FormData(event.currentTarget).get('name') ?? '');
+          const form = new FormData(event.currentTarget);
+          const name = String(form.get('name') ?? '');
           setCreated(null);
-          create.mutate({ name });
+          const limits = limitsOf(form);
+          if ('error' in limits) return setFormError(limits.error);
+          setFormError(null);
+          create.mutate({ name, ...limits.input });
         }}
       >
-        <TextField label="Key name" name="name" required maxLength={100} placeholder="e.g. production voice agent" className="flex-1" />
-        <Button type="submit" pending={create.isPending}>
-          Create key
-        </Button>
+        <div className="flex flex-col gap-3 sm:flex-row sm:items-end">
+          <TextField label="Key name" name="name" required maxLength={100} placeholder="e.g. production voice agent" className="flex-1" />
+          <Button type="submit" pending={create.isPending}>
+            Create key
+          </Button>
+        </div>
+        <KeyLimitsFields />
       </form>
+      {formError && (
+        <div className="mt-3">
+          <Alert>{formError}</Alert>
+        </div>
+      )}
       {create.error && (
         <div className="mt-3">
           <Alert>{errorMessage(create.error)}</Alert>
@@ -258,13 +301,14 @@ function KeyListItem({
           </span>
         )}
         <KeyOrigin k={k} />
+        <KeyLimits k={k} />
       </span>
       <span className="order-3 col-span-2 font-mono text-sm text-zinc-700 md:order-none md:col-span-1">
         <span className="sr-only">Key prefix </span>
         {k.prefix}…
       </span>
       <span className="flex flex-col items-end gap-0.5 justify-self-end md:items-start md:justify-self-start" data-testid="key-status">
-        <Badge tone={k.status === 'active' ? 'green' : 'gray'}>{k.status === 'active' ? 'Active' : 'Revoked'}</Badge>
+        <Badge tone={k.status === 'active' && !k.expired ? 'green' : 'gray'}>{k.status === 'revoked' ? 'Revoked' : k.expired ? 'Expired' : 'Active'}</Badge>
         {k.status === 'revoked' && k.revokedAt && (
           <span className="text-xs text-zinc-500" data-testid="key-revoked-at">
             {formatDateTime(k.revokedAt)}
@@ -318,6 +362,66 @@ function KeyListItem({
         />
       )}
     </li>
+  );
+}
+
+/**
+ * The create form's optional limits, folded away: a spend limit per UTC day or month, an expiry
+ * and the models the key may use (none ticked: every model). The gateway enforces each.
+ */
+function KeyLimitsFields() {
+  const trpc = useTRPC();
+  const models = useQuery(trpc.models.catalog.queryOptions({}));
+  return (
+    <details className="mt-4 rounded-md border border-zinc-200 p-3" data-testid="key-limits-form">
+      <summary className="cursor-pointer text-sm font-medium text-zinc-900">Limits (optional): spend limit, expiry, models</summary>
+      <div className="mt-3 grid gap-3 sm:grid-cols-3">
+        <TextField
+          label="Spend limit (USD)"
+          name="spendLimitUsd"
+          inputMode="decimal"
+          autoComplete="off"
+          placeholder="No limit"
+          hint="Past it, requests with the key get 402 key_budget_exceeded until the window starts again."
+        />
+        <SelectField label="Per" name="spendWindow" defaultValue="month" hint="Windows start at midnight UTC.">
+          <option value="month">Calendar month</option>
+          <option value="day">Day</option>
+        </SelectField>
+        <TextField label="Expires" name="expiresAt" type="datetime-local" hint="In your time zone. Empty: never. After it: 401 api_key_expired." />
+      </div>
+      <fieldset className="mt-3">
+        <legend className="text-sm font-medium text-zinc-900">Models</legend>
+        <p className="text-xs text-zinc-500">None ticked: every model. Ticked: only these; others get 403 model_not_allowed.</p>
+        {models.isError ? (
+          <p className="mt-1 text-xs text-red-700">Could not load the models: {errorMessage(models.error)}</p>
+        ) : (
+          <div className="mt-2 flex flex-wrap gap-x-4 gap-y-1">
+            {(models.data ?? []).map((m) => (
+              <label key={m.id} className="flex items-center gap-1.5 text-sm text-zinc-800">
+                <input type="checkbox" name="models" value={m.id} className="h-4 w-4 rounded border-zinc-300" />
+                <span className="font-mono">{m.id}</span>
+                <span className="text-xs text-zinc-500">{m.modality.toUpperCase()}</span>
+              </label>
+            ))}
+          </div>
+        )}
+      </fieldset>
+    </details>
+  );
+}
+
+/** A key's budget and scope, under its name: this window's spend against its limit, its expiry, its models. */
+function KeyLimits({ k }: { k: KeyRow }) {
+  const parts: React.ReactNode[] = [];
+  if (k.budget) parts.push(<span key="spend">{spendLine(k.budget)}</span>);
+  if (k.expiresAt) parts.push(<span key="expiry">{k.expired ? `Expired ${formatDateTime(k.expiresAt)}` : `Expires ${formatDateTime(k.expiresAt)}`}</span>);
+  if (k.models) parts.push(<span key="models">Models: {k.models.join(', ')}</span>);
+  if (parts.length === 0) return null;
+  return (
+    <span className="mt-0.5 flex flex-wrap gap-x-3 text-xs text-zinc-600 [overflow-wrap:anywhere]" data-testid="key-limits">
+      {parts}
+    </span>
   );
 }
 

@@ -137,7 +137,9 @@ export function deepgramDialect(o: DeepgramListenOptions): SttDialect {
 const DEEPGRAM_ERROR_CODES: Partial<Record<ErrorCode, string>> = {
   invalid_api_key: 'INVALID_AUTH',
   api_key_disabled: 'INVALID_AUTH',
+  api_key_expired: 'INVALID_AUTH',
   insufficient_quota: 'ASR_PAYMENT_REQUIRED',
+  key_budget_exceeded: 'ASR_PAYMENT_REQUIRED',
   rate_limit_exceeded: 'TOO_MANY_REQUESTS',
 };
 

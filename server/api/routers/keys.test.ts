@@ -6,6 +6,8 @@ import { pollClaim } from '../../services/registrations/poll-claim.ts';
 import { registrationSettings } from '../../services/registrations/registration-rules.ts';
 import { startRegistration } from '../../services/registrations/start-registration.ts';
 import { verifyApiKey } from '../../services/keys/verify-api-key.ts';
+import { upsertModel } from '../../services/models/upsert-model.ts';
+import { checkProtocol } from '../../../gateway/upstreams/protocols/index.ts';
 import { createApiHarness, type ApiHarness, type TestUser } from '../test-harness.ts';
 
 let h: ApiHarness;
@@ -244,5 +246,44 @@ describe('keys: rate limits', () => {
     });
     await expect(admin.caller.keys.setRateLimit({ id: 'key_doesnotexist', rpm: null })).rejects.toMatchObject({ code: 'NOT_FOUND' });
     await expect(setKeyRateLimit(h.db.prisma, { id: 'key_doesnotexist', rpm: 10 })).rejects.toMatchObject({ code: 'key_not_found' });
+  });
+});
+
+describe('keys: budgets and scopes', () => {
+  beforeAll(async () => {
+    await upsertModel(h.db.prisma, checkProtocol, { id: 'local-flite', modality: 'tts', upstream: { url: 'local:flite', protocol: 'flite' } });
+  });
+
+  it("an owner creates a key with a spend limit per day, an expiry and a model list; the list shows them with this window's spend", async () => {
+    const expiresAt = new Date(Date.now() + 7 * 86_400_000).toISOString();
+    const created = await alice.caller.keys.create({ name: 'agent', spendLimitUsd: '2.5', spendWindow: 'day', expiresAt, models: ['local-flite'] });
+    const row = (await alice.caller.keys.list()).find((k) => k.id === created.id);
+    const midnight = new Date(new Date().setUTCHours(24, 0, 0, 0)).toISOString();
+    expect(row).toMatchObject({
+      budget: { limitUsd: '2.500000', window: 'day', spentUsd: '0.000000', resetsAt: midnight },
+      expiresAt,
+      expired: false,
+      models: ['local-flite'],
+    });
+    await expect(verifyApiKey(h.db.hot, created.key)).resolves.toMatchObject({ budget: { limitMicros: 2_500_000n, window: 'day' } });
+    // Without them: none; a limit alone counts per month.
+    const plain = (await alice.caller.keys.list()).find((k) => k.id !== created.id && k.status === 'active');
+    expect(plain).toMatchObject({ budget: null, expiresAt: null, expired: false, models: null });
+    const monthly = await alice.caller.keys.create({ name: 'monthly', spendLimitUsd: '10' });
+    expect((await alice.caller.keys.list()).find((k) => k.id === monthly.id)?.budget).toMatchObject({ limitUsd: '10.000000', window: 'month' });
+  });
+
+  it('explains a wrong limit, window, expiry or model in one sentence, and makes no key', async () => {
+    const before = (await alice.caller.keys.list()).length;
+    const cases: [Parameters<typeof alice.caller.keys.create>[0], string][] = [
+      [{ name: 'k', spendLimitUsd: '0' }, 'The spend limit must be more than $0.'],
+      [{ name: 'k', spendLimitUsd: '-3' }, 'The spend limit must be an amount in USD, such as 25 or 2.50.'],
+      [{ name: 'k', spendWindow: 'day' }, 'A spend window needs a spend limit.'],
+      [{ name: 'k', expiresAt: '2020-01-01T00:00:00Z' }, expect.stringMatching(/^The expiry must be in the future/) as unknown as string],
+      [{ name: 'k', models: ['nope'] }, "No model 'nope' in the registry."],
+      [{ name: 'k', models: [] }, 'Choose at least one model, or allow every model.'],
+    ];
+    for (const [input, message] of cases) await expect(alice.caller.keys.create(input)).rejects.toMatchObject({ code: 'BAD_REQUEST', message });
+    expect((await alice.caller.keys.list()).length).toBe(before);
   });
 });

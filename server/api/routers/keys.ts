@@ -1,7 +1,9 @@
 import { TRPCError } from '@trpc/server';
 import { z } from 'zod';
 import { loadConfig } from '../../config/env.ts';
+import { formatUsd, parseUsdToMicros } from '../../money.ts';
 import { createApiKey } from '../../services/keys/create-api-key.ts';
+import { MAX_KEY_MODELS, SPEND_WINDOWS } from '../../services/keys/key-budget.ts';
 import { findDashboardKeyId } from '../../services/keys/get-dashboard-key.ts';
 import { listApiKeys } from '../../services/keys/list-api-keys.ts';
 import { listAgentKeyOrigins } from '../../services/registrations/list-agent-keys.ts';
@@ -21,12 +23,20 @@ const rateLimitRpm = z
   .max(MAX_KEY_RATE_LIMIT_RPM, `The rate limit can be at most ${MAX_KEY_RATE_LIMIT_RPM.toLocaleString('en')} requests per minute.`)
   .nullable();
 
+/** A USD amount as typed (at most 6 decimals): a key's spend limit. */
+const spendLimitUsd = z
+  .string()
+  .trim()
+  .regex(/^\d{1,7}(\.\d{1,6})?$/, { error: 'The spend limit must be an amount in USD, such as 25 or 2.50.', abort: true })
+  .refine((v) => parseUsdToMicros(v) > 0n, 'The spend limit must be more than $0.');
+
 export const keysRouter = createTRPCRouter({
   /**
    * Each key with its own limit (rateLimitRpm, null = default) and the gateway default it falls
    * back to, and what made it: `dashboard` (the playground's key, made by the dashboard),
    * `agent` (issued to a claimed agent registration: `agent` says which and who authorised it)
-   * or `api` (created on this page).
+   * or `api` (created on this page). Its budget and scope: the spend limit with this window's
+   * spend (USD strings), the expiry (and whether it has passed), the models it may use.
    */
   list: orgProcedure.query(async ({ ctx }) => {
     const keys = await listApiKeys(ctx.db.prisma, { orgId: ctx.org.id });
@@ -38,11 +48,20 @@ export const keysRouter = createTRPCRouter({
       ),
     ]);
     const defaultRateLimitRpm = loadConfig().defaultRpm;
+    const now = Date.now();
     return keys.map((k) => {
       const agent = agents.get(k.id);
       return {
         ...k,
         defaultRateLimitRpm,
+        budget: k.budget && {
+          limitUsd: formatUsd(k.budget.limitMicros),
+          window: k.budget.window,
+          spentUsd: formatUsd(k.budget.spentMicros),
+          resetsAt: k.budget.resetsAt.toISOString(),
+        },
+        expiresAt: iso(k.expiresAt),
+        expired: k.expiresAt !== null && k.expiresAt.getTime() <= now,
         createdAt: k.createdAt.toISOString(),
         lastUsedAt: iso(k.lastUsedAt),
         revokedAt: iso(k.revokedAt),
@@ -55,12 +74,18 @@ export const keysRouter = createTRPCRouter({
   /**
    * Returns the full key: the only time it is ever shown. rateLimitRpm (platform admins only)
    * gives the key its own limit from the start; anyone else gets FORBIDDEN for passing it.
+   * A spend limit per day or month, an expiry and a model list only narrow what the key may do:
+   * an owner sets them (docs/api-conventions.md, "Key budgets and scopes").
    */
   create: ownerProcedure
     .input(
       z.object({
         name: z.string().trim().min(1, 'Give the key a name.').max(100, 'Name must be at most 100 characters.'),
         rateLimitRpm: rateLimitRpm.optional(),
+        spendLimitUsd: spendLimitUsd.optional(),
+        spendWindow: z.enum(SPEND_WINDOWS).optional(),
+        expiresAt: z.iso.datetime({ offset: true, error: 'The expiry must be a date and time.' }).optional(),
+        models: z.array(z.string().min(1).max(200)).min(1, 'Choose at least one model, or allow every model.').max(MAX_KEY_MODELS).optional(),
       }),
     )
     .mutation(async ({ ctx, input }) => {
@@ -69,7 +94,15 @@ export const keysRouter = createTRPCRouter({
         const user = await getUser(ctx.db.prisma, ctx.session.user.id);
         if (!user?.isPlatformAdmin) throw new TRPCError({ code: 'FORBIDDEN', message: 'Only platform admins can set a rate limit on a key.' });
       }
-      const created = await createApiKey(ctx.db.prisma, { orgId: ctx.org.id, name: input.name, rateLimitRpm: input.rateLimitRpm ?? null });
+      const created = await createApiKey(ctx.db.prisma, {
+        orgId: ctx.org.id,
+        name: input.name,
+        rateLimitRpm: input.rateLimitRpm ?? null,
+        spendLimitMicros: input.spendLimitUsd === undefined ? null : parseUsdToMicros(input.spendLimitUsd),
+        spendWindow: input.spendWindow,
+        expiresAt: input.expiresAt === undefined ? null : new Date(input.expiresAt),
+        models: input.models ?? null,
+      });
       return { id: created.id, key: created.key, prefix: created.prefix, name: created.name };
     }),
 

@@ -1,4 +1,4 @@
-import type { HotStore, UsageRecord } from '../../db/hot-store.ts';
+import type { BudgetedKey, HotStore, UsageRecord } from '../../db/hot-store.ts';
 
 /**
  * Debits a metered request after its cost is known, releasing the credit it had reserved
@@ -10,7 +10,7 @@ import type { HotStore, UsageRecord } from '../../db/hot-store.ts';
  */
 export function chargeUsage(
   store: HotStore,
-  input: { orgId: string; apiKeyId: string; requestId: string; costMicros: bigint; usage: UsageRecord; releaseMicros?: bigint },
+  input: { orgId: string; apiKeyId: string; requestId: string; costMicros: bigint; usage: UsageRecord; releaseMicros?: bigint; budgetedKey?: BudgetedKey },
 ): Promise<bigint> {
   return store
     .applyUsageDebit({
@@ -22,6 +22,8 @@ export function chargeUsage(
       requestId: input.requestId,
       usage: input.usage,
       releaseMicros: input.releaseMicros,
+      // A key with a spend limit: the debit counts in its window, and releases its reservation too.
+      budgetedKey: input.budgetedKey,
     })
     .then(zeroIfGone);
 }
