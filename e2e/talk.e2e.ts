@@ -225,7 +225,7 @@ test.describe.serial('talk', () => {
     await grantCredits(page, '5');
     await mainNav(page, 'Talk').click();
     await page.waitForURL(`${dash}/talk`);
-    const select = page.getByLabel('Agent');
+    const select = page.getByLabel('Agent', { exact: true });
     await select.locator(`option[value="${PROFILE}"]`).waitFor({ state: 'attached' });
     assert((await select.inputValue()) === PROFILE, 'the profile is not chosen');
     const start = page.getByRole('button', { name: 'Start talking' });
@@ -234,7 +234,7 @@ test.describe.serial('talk', () => {
   });
 
   test('an LLM, a TTS model and a voice may be chosen instead of a profile', async () => {
-    const agent = page.getByLabel('Agent');
+    const agent = page.getByLabel('Agent', { exact: true });
     await agent.selectOption('__custom__');
     const llmSelect = page.getByLabel('LLM', { exact: true });
     await llmSelect.locator(`option[value="${LLM}"]`).waitFor({ state: 'attached' });
