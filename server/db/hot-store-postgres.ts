@@ -76,6 +76,30 @@ export function createPostgresHotStore(connectionString: string, ownerId = holdO
     return r.org_ok === 0 ? 'org_short' : r.key_ok === 0 ? 'key_short' : 'reserved';
   }
 
+  /** $1..$17 of svc_ledger and svc_ledger_key: the change, its ledger row and usage, the reservation it releases. */
+  function ledgerValues(c: LedgerChange, now: string): unknown[] {
+    const u = c.usage;
+    return [
+      c.orgId,
+      c.amountMicros.toString(),
+      newTimeOrderedId('led'),
+      c.kind,
+      c.description,
+      c.apiKeyId ?? null,
+      c.requestId ?? null,
+      now,
+      u?.modelId ?? null,
+      u?.modality ?? null,
+      u?.route ?? null,
+      u?.inputTokens ?? 0,
+      u?.outputTokens ?? 0,
+      u?.characters ?? 0,
+      u?.audioMillis ?? 0,
+      (c.releaseMicros ?? 0n).toString(),
+      ownerId,
+    ];
+  }
+
   /**
    * A ledger change by a key with a spend limit (`apiKeyId`): as svc_ledger, and in the same
    * statement the key's window spend counts the debit (a window before `windowStart` is
@@ -86,7 +110,6 @@ export function createPostgresHotStore(connectionString: string, ownerId = holdO
    */
   async function applyKeyLedgerChange(c: LedgerChange, windowStart: number): Promise<bigint | null> {
     const now = ts(new Date());
-    const u = c.usage;
     const { rows } = await pool.query<{ b: string }>({
       name: 'svc_ledger_key',
       text: `WITH org AS (SELECT id FROM "Org" WHERE id = $1 FOR UPDATE),
@@ -118,26 +141,7 @@ export function createPostgresHotStore(connectionString: string, ownerId = holdO
                SELECT $3, $1, $4::"LedgerKind", $2::bigint, o."balanceMicros", $5, $6, $7,
                       $9, $10::"Modality", $11, $12, $13, $14, $15, $8::timestamp FROM o)
              SELECT "balanceMicros"::text AS b FROM o`,
-      values: [
-        c.orgId,
-        c.amountMicros.toString(),
-        newTimeOrderedId('led'),
-        c.kind,
-        c.description,
-        c.apiKeyId ?? null,
-        c.requestId ?? null,
-        now,
-        u?.modelId ?? null,
-        u?.modality ?? null,
-        u?.route ?? null,
-        u?.inputTokens ?? 0,
-        u?.outputTokens ?? 0,
-        u?.characters ?? 0,
-        u?.audioMillis ?? 0,
-        (c.releaseMicros ?? 0n).toString(),
-        ownerId,
-        ts(new Date(windowStart)),
-      ],
+      values: [...ledgerValues(c, now), ts(new Date(windowStart))],
     });
     return rows[0] ? BigInt(rows[0].b) : null;
   }
@@ -210,7 +214,6 @@ export function createPostgresHotStore(connectionString: string, ownerId = holdO
       if (c.budgetedKey) return applyKeyLedgerChange(c, c.budgetedKey.windowStart);
       const date = new Date();
       const now = ts(date);
-      const u = c.usage;
       const { rows } = await pool.query<{ b: string }>({
         name: 'svc_ledger',
         // The org's row is locked before the reservation's, in the order a reservation takes them.
@@ -231,25 +234,7 @@ export function createPostgresHotStore(connectionString: string, ownerId = holdO
                  SELECT $3, $1, $4::"LedgerKind", $2::bigint, o."balanceMicros", $5, $6, $7,
                         $9, $10::"Modality", $11, $12, $13, $14, $15, $8::timestamp FROM o)
                SELECT "balanceMicros"::text AS b FROM o`,
-        values: [
-          c.orgId,
-          c.amountMicros.toString(),
-          newTimeOrderedId('led'),
-          c.kind,
-          c.description,
-          c.apiKeyId ?? null,
-          c.requestId ?? null,
-          now,
-          u?.modelId ?? null,
-          u?.modality ?? null,
-          u?.route ?? null,
-          u?.inputTokens ?? 0,
-          u?.outputTokens ?? 0,
-          u?.characters ?? 0,
-          u?.audioMillis ?? 0,
-          (c.releaseMicros ?? 0n).toString(),
-          ownerId,
-        ],
+        values: ledgerValues(c, now),
       });
       return rows[0] ? BigInt(rows[0].b) : null;
     },
