@@ -25,6 +25,19 @@ export function onResponseClose(reply: FastifyReply, fn: () => void): void {
   else reply.raw.on('close', fn);
 }
 
+/**
+ * A controller of one engine attempt's own, aborted with `parent` (and its reason): what
+ * AbortSignal.any does, without the weak references and finalization registry entry that it
+ * makes per call and that outlive the young generation (docs/performance.md, "LLM proxy").
+ * `parent` is a request's or a response's signal, so its listener goes with it.
+ */
+export function childController(parent: AbortSignal): AbortController {
+  const child = new AbortController();
+  if (parent.aborted) child.abort(parent.reason);
+  else parent.addEventListener('abort', () => child.abort(parent.reason), { once: true });
+  return child;
+}
+
 /** A signal aborted (reason: 401 api_key_disabled) if the request's key is revoked while it runs. */
 export function onKeyRevoked(ticket: Ticket | null): AbortSignal | undefined {
   if (!ticket) return undefined;

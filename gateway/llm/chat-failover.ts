@@ -13,6 +13,7 @@ import { isServiceError } from '../../server/services/errors.ts';
 import type { Timer } from '../../server/clock.ts';
 import { recordFailover, recordHedge, type Failover, type FailoverReason } from '../core/failover.ts';
 import { clientErrorFor, type UpstreamCall } from '../core/try-upstreams.ts';
+import { childController } from '../client-gone.ts';
 import type { JsonObject } from '../json-body.ts';
 import type { UpstreamEntry } from '../registry/model-registry.ts';
 import { upstreamEnvelope } from '../upstream-envelope.ts';
@@ -147,8 +148,8 @@ export class ChatFailover {
 
   /** One engine asked; resolves with its answer's headers. */
   private async attempt(upstream: UpstreamEntry): Promise<Attempt> {
-    const controller = new AbortController();
-    const signal = AbortSignal.any([this.call.signal, controller.signal]);
+    const controller = childController(this.call.signal);
+    const signal = controller.signal;
     const watchdog = this.streaming ? this.watch(controller, this.ctx.config.llmFailover.firstTokenMs) : null;
     const started = performance.now();
     const traced = this.ctx.tracing?.startAttempt(upstream);

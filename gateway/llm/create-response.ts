@@ -14,6 +14,7 @@ import type { ModelEntry, UpstreamEntry } from '../registry/model-registry.ts';
 import { SseSplitter, sseData } from '../sse.ts';
 import type { ChatResponse } from '../upstreams/contract.ts';
 import { tryUpstreams } from '../core/try-upstreams.ts';
+import { childController } from '../client-gone.ts';
 import { errorText } from '../upstreams/engine-http.ts';
 import type { LlmAnswer, LlmAsk } from './chat-completion.ts';
 import { ChatFailover, type ChatAttempt } from './chat-failover.ts';
@@ -124,9 +125,8 @@ export class ResponseCreator {
       return { raw: Buffer.from(JSON.stringify(sent)), body: sent };
     };
     const askThroughChat = async (upstream: UpstreamEntry): Promise<Answer> => {
-      const controller = new AbortController();
-      const signal = AbortSignal.any([engine.signal, controller.signal]);
-      const res = await askChat(ctx, model, upstream, { ...chatRequest(upstream), signal, timeoutMs: engine.timeoutMs });
+      const controller = childController(engine.signal);
+      const res = await askChat(ctx, model, upstream, { ...chatRequest(upstream), signal: controller.signal, timeoutMs: engine.timeoutMs });
       return { res, upstream, via: responseMeta(body, model.id), controller };
     };
 
