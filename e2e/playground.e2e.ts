@@ -357,6 +357,8 @@ test.describe.serial('playground', () => {
       const queued = form.getByTestId('job-progress');
       await ready.or(queued).waitFor({ timeout: 60_000 });
       if (await queued.isVisible()) await form.locator('[data-testid="job-progress"][data-status="succeeded"]').waitFor({ timeout: 60_000 });
+      // The form is cleared for the next voice: the take with it.
+      await form.getByTestId('mic-take').waitFor({ state: 'detached' });
       await assertFitsWidth(page, `the clone form at ${at}`);
       await shot(`${tag}-cloned`);
     });

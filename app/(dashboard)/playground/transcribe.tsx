@@ -31,6 +31,8 @@ export function Transcribe({ gatewayUrl }: { gatewayUrl: string }) {
   const fileInput = useRef<HTMLInputElement>(null);
   // What "Copy as code" and the button's reason need; the form itself is sent as it stands.
   const [fileName, setFileName] = useState<string | null>(null);
+  // A file chosen by hand replaces the take: the recorder starts afresh.
+  const [takeKey, setTakeKey] = useState(0);
   const [modelId, setModelId] = useState('');
   const [sampleRate, setSampleRate] = useState('');
   const [language, setLanguage] = useState('');
@@ -96,11 +98,13 @@ export function Transcribe({ gatewayUrl }: { gatewayUrl: string }) {
             onChange={(e) => {
               setFileError(null);
               setFileName(e.target.files?.[0]?.name ?? null);
+              setTakeKey((k) => k + 1);
             }}
             className="sm:col-span-2"
           />
           <div className="sm:col-span-2">
             <MicrophoneRecorder
+              key={takeKey}
               sampleRate={16000}
               disabledReason={busy ? 'A transcription is running.' : null}
               onRecorded={(file) => {

@@ -50,6 +50,8 @@ export function CloneVoice() {
   // For the button's reason: whether a recording is chosen (or recorded) and the voice named.
   const [hasFile, setHasFile] = useState(false);
   const [named, setNamed] = useState(false);
+  // A file chosen by hand, or the form reset, replaces the take: the recorder starts afresh.
+  const [takeKey, setTakeKey] = useState(0);
   const [fileError, setFileError] = useState<string | null>(null);
   const [progress, setProgress] = useState<number | null | undefined>(undefined);
   const [error, setError] = useState<string | null>(null);
@@ -90,6 +92,7 @@ export function CloneVoice() {
       formRef.current?.reset();
       setHasFile(false);
       setNamed(false);
+      setTakeKey((k) => k + 1);
       refreshVoices();
     } catch (e) {
       const refused = humanError(e, FIELD_LABELS);
@@ -113,12 +116,14 @@ export function CloneVoice() {
           onChange={(e) => {
             setFileError(null);
             setHasFile((e.target.files?.length ?? 0) > 0);
+            setTakeKey((k) => k + 1);
           }}
           ref={fileInput}
           className="sm:col-span-2"
         />
         <div className="sm:col-span-2">
           <MicrophoneRecorder
+            key={takeKey}
             sampleRate={24000}
             minSeconds={MIN_SECONDS}
             disabledReason={uploading ? 'The recording is being uploaded.' : null}
