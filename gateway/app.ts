@@ -30,6 +30,7 @@ import { registerListenRoutes } from './routes/listen.ts';
 import { registerRealtimeRoutes } from './routes/realtime.ts';
 import { registerPhoneRoutes } from './routes/phone.ts';
 import { registerRealtimeCallRoutes } from './routes/realtime-calls.ts';
+import { registerAccessTokenRoutes } from './routes/access-token.ts';
 import { RealtimeCalls } from './realtime/realtime-calls.ts';
 import { registerVoiceRoutes } from './routes/voices.ts';
 import { registerBlobRoutes } from './routes/blobs.ts';
@@ -235,6 +236,7 @@ export async function buildGateway(ctx: GatewayContext, options: { logger?: bool
   registerMetricsRoute(app, ctx);
   registerModelRoutes(app, ctx);
   registerTtsRoutes(app, ctx);
+  registerAccessTokenRoutes(app, ctx);
   registerPronunciationDictRoutes(app, ctx);
   registerLogRoutes(app, ctx);
   // One for POST /v1/responses and its WebSocket: one item store, one memory of chat-only upstreams.

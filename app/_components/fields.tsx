@@ -80,6 +80,8 @@ export function TextAreaField({ label, hint, error, id, className = '', ...rest 
 }
 
 export interface FileFieldProps extends Omit<React.InputHTMLAttributes<HTMLInputElement>, 'type'> {
+  /** The input itself (a recording made in the page is put in it). */
+  ref?: React.Ref<HTMLInputElement>;
   label: string;
   hint?: React.ReactNode;
   error?: string | null;

@@ -9,6 +9,7 @@ import { UpdateVoiceInput } from '../../server/services/voices/update-voice.ts';
 import { CreateDictSchema, UpdateDictSchema } from '../../server/services/dicts/dict-input.ts';
 import { OpenAiSpeechRequestSchema } from '../tts/openai-speech-request.ts';
 import { TtsRequestSchema } from '../tts/tts-request.ts';
+import { AccessTokenRequestSchema } from '../routes/access-token.ts';
 import { ClaimBody, IdentityBody } from '../routes/agent-auth.ts';
 import { BlobIdParams, UploadQuery } from '../routes/blobs.ts';
 import { JobIdParams, ListJobsQuery } from '../routes/jobs.ts';
@@ -108,6 +109,7 @@ export const REQUEST_COMPONENTS = {
   DeepgramSpeakRequest: SpeakBody,
   RealtimeClientSecretRequest: req.RealtimeClientSecretRequestSchema,
   RealtimeCallForm: req.RealtimeCallFormSchema,
+  AccessTokenRequest: AccessTokenRequestSchema,
 } satisfies Record<string, z.ZodType>;
 
 /** Named answers: components/schemas, read as what the gateway sends. */
@@ -151,6 +153,7 @@ export const RESPONSE_COMPONENTS = {
   RequestLogList: res.RequestLogListSchema,
   RequestLogDetail: res.RequestLogDetailSchema,
   RealtimeClientSecret: res.RealtimeClientSecretSchema,
+  AccessToken: res.AccessTokenSchema,
 } satisfies Record<string, z.ZodType>;
 
 const AUDIO_FILE = 'The audio file.';
@@ -248,6 +251,19 @@ export const OPERATIONS: Operation[] = [
   },
 
   // Text to speech
+  {
+    method: 'post',
+    path: '/access-token',
+    operationId: 'createAccessToken',
+    summary: "A short-lived access token for a browser's speech sockets, Cartesia's route",
+    tag: 'Text to speech',
+    auth: 'key',
+    description:
+      'Minted by a backend with its key (a token or client secret cannot mint one): the token (`at_…`) stands for that key, in its org, on the routes its grants open — tts: /tts/bytes, /tts/sse, /tts/websocket; stt: /stt/websocket, /stt/turns/websocket — until it expires (1 s to 1 h, default 10 min). Presented as a key would be; a browser opens a socket with `?access_token=`. Stateless and signed; revoking the key refuses its tokens; a route its grants do not open answers 403 `forbidden`.',
+    body: { json: AccessTokenRequestSchema },
+    answers: { 200: json(res.AccessTokenSchema, 'The token.') },
+    errors: [400, 403],
+  },
   {
     method: 'post',
     path: '/tts/bytes',

@@ -358,6 +358,13 @@ export const RealtimeClientSecretSchema = z.object({
 });
 
 // ---------------------------------------------------------------------------------------------
+// Cartesia's access tokens
+
+export const AccessTokenSchema = z.object({
+  token: z.string().meta({ description: 'The token (at_…): a key for the routes its grants open; on a socket, `?access_token=`.' }),
+});
+
+// ---------------------------------------------------------------------------------------------
 // Request logs
 
 const millis = z.number().nullable();

@@ -9,6 +9,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { ServiceError } from '../../server/services/errors.ts';
 import type { GatewayContext } from '../context.ts';
+import { accessTokenCredential } from '../core/access-token-credential.ts';
 import { cartesiaTurnsDialect } from '../stt/dialects/cartesia-turns.ts';
 import { audioFormatFromQuery, streamingModel, sttSessionRoute, type SessionPlan } from '../stt/open-session.ts';
 import { turnSettingsFromQuery } from '../stt/turn-params.ts';
@@ -42,5 +43,12 @@ function planTurnsSession(ctx: GatewayContext, request: FastifyRequest): Session
 
 /** Must be registered in the scope where @fastify/websocket is (registerSttWebSocketRoutes). */
 export function registerSttTurnsWebSocketRoutes(app: FastifyInstance, ctx: GatewayContext): void {
-  app.route(sttSessionRoute(ctx, { url: '/stt/turns/websocket', plan: (request) => planTurnsSession(ctx, request), usageRoute: 'stt.turns.websocket' }));
+  app.route(
+    sttSessionRoute(ctx, {
+      url: '/stt/turns/websocket',
+      plan: (request) => planTurnsSession(ctx, request),
+      usageRoute: 'stt.turns.websocket',
+      credential: accessTokenCredential(ctx, 'stt', true),
+    }),
+  );
 }

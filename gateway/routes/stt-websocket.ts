@@ -7,6 +7,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import websocket from '@fastify/websocket';
 import { ServiceError } from '../../server/services/errors.ts';
 import type { GatewayContext } from '../context.ts';
+import { accessTokenCredential } from '../core/access-token-credential.ts';
 import { selectSubprotocol } from '../core/gateway-core.ts';
 import { audioFormatFromQuery, streamingModel, sttSessionRoute, type SessionPlan } from '../stt/open-session.ts';
 import { cartesiaSttDialect, svcDialect, withFailoverEvents } from '../stt/dialect.ts';
@@ -52,5 +53,12 @@ export async function registerSttWebSocketRoutes(app: FastifyInstance, ctx: Gate
     const socket = request.raw.socket;
     if (request.headers.upgrade && reply.statusCode !== 101 && socket && !socket.destroyed) socket.end(() => socket.destroy());
   });
-  app.route(sttSessionRoute(ctx, { url: '/stt/websocket', plan: (request) => planSession(ctx, request), usageRoute: 'stt.websocket' }));
+  app.route(
+    sttSessionRoute(ctx, {
+      url: '/stt/websocket',
+      plan: (request) => planSession(ctx, request),
+      usageRoute: 'stt.websocket',
+      credential: accessTokenCredential(ctx, 'stt', true),
+    }),
+  );
 }

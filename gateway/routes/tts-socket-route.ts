@@ -13,7 +13,7 @@
 // the first one on, the key taken out.
 //
 // Must be registered in the scope where @fastify/websocket is (registerSttWebSocketRoutes).
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyContextConfig, FastifyInstance, FastifyRequest } from 'fastify';
 import type { RawData, WebSocket } from 'ws';
 import { ServiceError } from '../../server/services/errors.ts';
 import type { GatewayContext } from '../context.ts';
@@ -47,6 +47,8 @@ export interface TtsSocketRoute {
   /** Binds the accepted socket to a session. */
   bind: (socket: WebSocket, request: FastifyRequest, admission: TtsSocketAdmission) => void;
   keyInFirstMessage?: KeyInFirstMessage;
+  /** A credential the route takes besides keys (Cartesia's access tokens on /tts/websocket). */
+  credential?: FastifyContextConfig['credential'];
 }
 
 /** How long a socket upgraded without a key has to send the first message that names one. */
@@ -147,7 +149,7 @@ export function registerTtsSocketRoute(app: FastifyInstance, ctx: GatewayContext
   app.route({
     method: 'GET',
     url: route.url,
-    config: { metered: true, keyInQuery: true, session: true, keyInFirstMessage: route.keyInFirstMessage !== undefined },
+    config: { metered: true, keyInQuery: true, session: true, keyInFirstMessage: route.keyInFirstMessage !== undefined, credential: route.credential },
     preValidation: async (request, reply) => {
       if (request.headers.upgrade?.toLowerCase() !== 'websocket') throw upgradeRequired();
       await route.check?.(request);

@@ -5,7 +5,8 @@
 // its contexts and its metering: gateway/tts/tts-stream-session.ts.
 //
 // Checked before the upgrade is accepted (tts-socket-route.ts), as for /stt/websocket: the key
-// (Authorization, X-API-Key or ?api_key=), the rate limit and a positive balance, the session
+// (Authorization, X-API-Key or ?api_key=) or an access token with the tts grant (?access_token=,
+// what a browser has: POST /access-token), the rate limit and a positive balance, the session
 // caps; a refusal is a plain HTTP response carrying the error envelope. The model, voice and format come with each context's first
 // message, so they are checked then (an error event), not before the upgrade.
 //
@@ -15,6 +16,7 @@ import { z } from 'zod';
 import { ServiceError } from '../../server/services/errors.ts';
 import { refuseNul } from '../../server/services/parse-input.ts';
 import type { GatewayContext } from '../context.ts';
+import { accessTokenCredential } from '../core/access-token-credential.ts';
 import { WebSocketLink } from '../sessions/websocket-link.ts';
 import { billedCharacters } from '../tts/synthesize.ts';
 import { parseTtsRequest } from '../tts/tts-request.ts';
@@ -27,6 +29,7 @@ const VERSION = /^\d{4}-\d{2}-\d{2}$/;
 export function registerTtsWebSocketRoutes(app: FastifyInstance, ctx: GatewayContext): void {
   registerTtsSocketRoute(app, ctx, {
     url: '/tts/websocket',
+    credential: accessTokenCredential(ctx, 'tts', true),
     check: (request) => {
       // Every version is served alike; one that is not a date is a client's mistake worth naming.
       const q = request.query as Record<string, unknown>;

@@ -3,6 +3,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest, RequestPayload } from 'fastify';
 import { ServiceError } from '../../server/services/errors.ts';
 import { contentTypeFor, convertAll, createAudioConverter } from '../audio/convert.ts';
+import { accessTokenCredential } from '../core/access-token-credential.ts';
 import { setSpendHeaders } from '../core/gateway-core.ts';
 import type { GatewayContext } from '../context.ts';
 import { ERROR_TABLE, envelope } from '../errors.ts';
@@ -25,7 +26,9 @@ const jsonWithoutContentType = async (request: FastifyRequest, _reply: FastifyRe
 };
 
 export function registerTtsRoutes(app: FastifyInstance, ctx: GatewayContext): void {
-  app.post('/tts/sse', { config: { metered: true }, preParsing: jsonWithoutContentType }, async (request, reply) => {
+  // Cartesia's routes take its access tokens with the tts grant (gateway/core/access-token-credential.ts) as well as keys.
+  const credential = accessTokenCredential(ctx, 'tts', false);
+  app.post('/tts/sse', { config: { metered: true, credential }, preParsing: jsonWithoutContentType }, async (request, reply) => {
     const tts = parseTtsRequest(request.body, 'sse');
     const s = await startSynthesis(ctx, request, reply, tts, 'tts.sse');
     const charge = await chargeSynthesis(ctx, request, s, tts, 'tts.sse');
@@ -34,7 +37,7 @@ export function registerTtsRoutes(app: FastifyInstance, ctx: GatewayContext): vo
     return sendStream(reply, ctx.metrics, sseEvents(s, tts, request.id));
   });
 
-  app.post('/tts/bytes', { config: { metered: true }, preParsing: jsonWithoutContentType }, async (request, reply) => {
+  app.post('/tts/bytes', { config: { metered: true, credential }, preParsing: jsonWithoutContentType }, async (request, reply) => {
     const tts = parseTtsRequest(request.body, 'bytes');
     const s = await startSynthesis(ctx, request, reply, tts, 'tts.bytes');
     return sendAudio(ctx, reply, s, tts, () => chargeSynthesis(ctx, request, s, tts, 'tts.bytes'));

@@ -8,7 +8,7 @@
 // writing the session's events and reading the client's text messages; and the engine is opened
 // on the first upstream that accepts it, at the first audio.
 import { randomBytes } from 'node:crypto';
-import type { FastifyBaseLogger, FastifyRequest, RouteOptions } from 'fastify';
+import type { FastifyBaseLogger, FastifyContextConfig, FastifyRequest, RouteOptions } from 'fastify';
 import type { WebSocket } from 'ws';
 import { ENCODINGS, type Encoding } from '../audio/output-format.ts';
 import { parseSampleRateParam } from './decode-upload.ts';
@@ -101,12 +101,19 @@ const upgradeRequired = () => new ServiceError('upgrade_required', 'This is a We
  */
 export function sttSessionRoute(
   ctx: GatewayContext,
-  spec: { url: string; plan: (request: FastifyRequest) => SessionPlan; /** The usage records' `route`. */ usageRoute: string },
+  spec: {
+    url: string;
+    plan: (request: FastifyRequest) => SessionPlan;
+    /** The usage records' `route`. */
+    usageRoute: string;
+    /** A credential the route takes besides keys (Cartesia's access tokens on Cartesia's sockets). */
+    credential?: FastifyContextConfig['credential'];
+  },
 ): RouteOptions {
   return {
     method: 'GET',
     url: spec.url,
-    config: { metered: true, keyInQuery: true, session: true },
+    config: { metered: true, keyInQuery: true, session: true, credential: spec.credential },
     preValidation: async (request) => {
       if (request.headers.upgrade?.toLowerCase() !== 'websocket') throw upgradeRequired();
       const plan = spec.plan(request);

@@ -3,13 +3,17 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseWav } from '../../gateway/audio/wav.ts';
 import type { GatewayHarness } from '../../test/support/gateway-harness.ts';
+import { startScriptedUpstream, type ScriptedUpstream } from '../../test/support/scripted-openai-upstream.ts';
 import { startTtsGateway, ttsBody } from '../../test/support/tts-routes.ts';
+import { checkProtocol } from '../../gateway/upstreams/protocols/index.ts';
+import { upsertModel } from '../services/models/upsert-model.ts';
 import { createOrg } from '../services/orgs/create-org.ts';
 import { DASHBOARD_KEY_NAME, getOrCreateDashboardKey } from '../services/keys/get-dashboard-key.ts';
 import { revokeApiKey } from '../services/keys/revoke-api-key.ts';
 import { gatewayInternalUrl, MAX_PROXY_BODY_BYTES, parseByteRange, proxyToGateway, type GatewayProxyDeps } from './gateway-proxy.ts';
 
 let h: GatewayHarness;
+let llm: ScriptedUpstream;
 let otherOrg: string;
 
 const SESSION = 'x-test-org';
@@ -41,8 +45,17 @@ const json = (body: unknown) => ({ method: 'POST', headers: { 'content-type': 'a
 beforeAll(async () => {
   h = await startTtsGateway();
   otherOrg = (await createOrg(h.testDb.db, { name: 'other', creditsMicros: 1_000_000n })).id;
+  llm = await startScriptedUpstream({ kind: 'stream', chunks: ['Hello ', 'from ', 'the ', 'LLM.'], usage: { prompt_tokens: 12, completion_tokens: 4 } });
+  await upsertModel(h.testDb.db.prisma, checkProtocol, {
+    id: 'chat-llm',
+    modality: 'llm',
+    prices: { inputPicoPerToken: 1_000_000n, outputPicoPerToken: 2_000_000n },
+    upstream: { url: llm.baseUrl, protocol: 'openai' },
+  });
+  await h.runtime.ctx.registry.refresh();
 });
 afterAll(async () => {
+  await llm?.close();
   await h?.close();
 });
 
@@ -55,7 +68,7 @@ describe('gateway proxy: forwarding', () => {
     const cost = res.headers.get('x-svc-request-cost-usd');
     expect(cost).toMatch(/^\d+\.\d{6}$/);
     expect(res.headers.get('x-svc-credits-remaining-usd')).toMatch(/^\d+\.\d{6}$/);
-    expect(res.headers.get('cache-control')).toBe('no-store');
+    expect(res.headers.get('cache-control')).toBe('no-store, no-transform');
     expect(res.headers.get('x-content-type-options')).toBe('nosniff');
     expect(res.headers.get('content-security-policy')).toContain('sandbox');
     const wav = parseWav(Buffer.from(await res.arrayBuffer()));
@@ -66,6 +79,28 @@ describe('gateway proxy: forwarding', () => {
     const key = await h.testDb.db.prisma.apiKey.findFirstOrThrow({ where: { orgId: h.orgId, name: DASHBOARD_KEY_NAME } });
     const ledger = await h.testDb.db.prisma.ledgerEntry.findFirstOrThrow({ where: { orgId: h.orgId, kind: 'usage' }, orderBy: { createdAt: 'desc' } });
     expect(ledger.apiKeyId).toBe(key.id);
+  });
+
+  it('streams a chat completion (the playground’s chat): its events, its usage chunk and its request id, debited to the dashboard key', async () => {
+    const res = await call(
+      ['v1', 'chat', 'completions'],
+      json({ model: 'chat-llm', messages: [{ role: 'user', content: 'Hi' }], stream: true, stream_options: { include_usage: true } }),
+    );
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toMatch(/^text\/event-stream/);
+    expect(res.headers.get('cache-control')).toBe('no-store, no-transform');
+    const requestId = res.headers.get('x-request-id');
+    expect(requestId).toBeTruthy();
+    const events = (await res.text())
+      .split('\n\n')
+      .filter((e) => e.startsWith('data: ') && e !== 'data: [DONE]')
+      .map((e) => JSON.parse(e.slice(6)) as { choices: { delta?: { content?: string } }[]; usage?: { prompt_tokens: number; completion_tokens: number } });
+    expect(events.map((e) => e.choices[0]?.delta?.content ?? '').join('')).toBe('Hello from the LLM.');
+    expect(events.at(-1)?.usage).toMatchObject({ prompt_tokens: 12, completion_tokens: 4 });
+    await h.settled();
+    const key = await h.testDb.db.prisma.apiKey.findFirstOrThrow({ where: { orgId: h.orgId, name: DASHBOARD_KEY_NAME } });
+    const debit = await h.testDb.db.prisma.ledgerEntry.findFirstOrThrow({ where: { requestId: requestId! } });
+    expect(debit).toMatchObject({ apiKeyId: key.id, inputTokens: 12, outputTokens: 4, amountMicros: -20n });
   });
 
   it('passes the gateway’s error envelope and status through', async () => {
@@ -257,7 +292,8 @@ describe('gateway proxy: refusals', () => {
     for (const path of [
       ['voices'],
       ['voices', 'flite-slt'],
-      ['v1', 'chat', 'completions'],
+      ['v1', 'responses'],
+      ['v1', 'chat'],
       ['keys'],
       ['voices', '..', 'profiles'],
       ['jobs', 'a/b'],

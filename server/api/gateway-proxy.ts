@@ -1,4 +1,4 @@
-// The dashboard's way to the gateway for what needs the engines (playground synthesis and
+// The dashboard's way to the gateway for what needs the engines (playground chat, synthesis and
 // transcription, clone uploads, profile preparation, job polling, clip playback): a signed-in
 // browser calls /api/gateway/<path>, and the dashboard server forwards an ALLOWLIST of gateway
 // routes with the org's dashboard key (server/services/keys/get-dashboard-key.ts). Bodies stream
@@ -27,6 +27,7 @@ interface AllowedRoute {
 
 export const ALLOWED_ROUTES: readonly AllowedRoute[] = [
   { method: 'POST', segments: ['tts', 'bytes'] },
+  { method: 'POST', segments: ['v1', 'chat', 'completions'] },
   { method: 'POST', segments: ['v1', 'audio', 'transcriptions'] },
   { method: 'POST', segments: ['voices', 'clone'] },
   { method: 'POST', segments: ['voices', null, 'profiles'] },
@@ -168,8 +169,13 @@ async function forward(request: Request, path: readonly string[], deps: GatewayP
   }
 
   // Answers are served from the dashboard's origin: whatever a gateway answer holds (a stored
-  // blob, say) must never run as a page here.
-  const out = new Headers({ 'cache-control': 'no-store', 'x-content-type-options': 'nosniff', 'content-security-policy': "default-src 'none'; sandbox" });
+  // blob, say) must never run as a page here. no-transform: Next's compression would otherwise
+  // hold a streamed chat answer back in its gzip buffer instead of passing each event on.
+  const out = new Headers({
+    'cache-control': 'no-store, no-transform',
+    'x-content-type-options': 'nosniff',
+    'content-security-policy': "default-src 'none'; sandbox",
+  });
   upstream.headers.forEach((value, name) => {
     if (FORWARDED_RESPONSE_HEADERS.test(name)) out.set(name, value);
   });

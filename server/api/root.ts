@@ -8,6 +8,7 @@ import { logsRouter } from './routers/logs.ts';
 import { modelsRouter } from './routers/models.ts';
 import { orgsRouter } from './routers/orgs.ts';
 import { phoneRouter } from './routers/phone.ts';
+import { playgroundRouter } from './routers/playground.ts';
 import { talkRouter } from './routers/talk.ts';
 import { usageRouter } from './routers/usage.ts';
 import { voicesRouter } from './routers/voices.ts';
@@ -27,6 +28,7 @@ export const appRouter = createTRPCRouter({
   orgs: orgsRouter,
   phone: phoneRouter,
   talk: talkRouter,
+  playground: playgroundRouter,
 });
 
 export type AppRouter = typeof appRouter;

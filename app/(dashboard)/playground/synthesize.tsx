@@ -3,15 +3,17 @@ import { useMutation, useQuery } from '@tanstack/react-query';
 import Link from 'next/link';
 import { useEffect, useRef, useState } from 'react';
 import { Alert } from '@/app/_components/alert';
-import { Button } from '@/app/_components/button';
 import { Card } from '@/app/_components/card';
 import { CostLine } from '@/app/_components/cost-line';
 import { SelectField, TextAreaField } from '@/app/_components/fields';
+import { ReasonButton } from '@/app/_components/reason-button';
 import { LoadingBlock, Spinner } from '@/app/_components/spinner';
 import { errorMessage } from '@/app/_lib/format';
 import { RequestLogLink } from '@/app/_components/request-log-link';
 import { chargeOf, gatewayFetch, type Charge } from '@/app/_lib/gateway';
 import { useTRPC } from '@/app/_lib/trpc';
+import type { CodeRequest, Json } from './code-samples';
+import { CopyAsCode } from './copy-as-code';
 
 const SAMPLE_RATES = [8000, 16000, 22050, 24000, 44100, 48000] as const;
 const ENCODINGS = [
@@ -31,7 +33,7 @@ interface Result {
   charge: Charge;
 }
 
-export function Synthesize({ initialVoiceId }: { initialVoiceId: string | null }) {
+export function Synthesize({ initialVoiceId, gatewayUrl }: { initialVoiceId: string | null; gatewayUrl: string }) {
   const trpc = useTRPC();
   const models = useQuery(trpc.models.catalog.queryOptions({ modality: 'tts' }));
   const dicts = useQuery(trpc.dicts.list.queryOptions());
@@ -65,20 +67,17 @@ export function Synthesize({ initialVoiceId }: { initialVoiceId: string | null }
   // The previous take's blob URL is released when a new one replaces it or the page goes.
   useEffect(() => () => void (result && URL.revokeObjectURL(result.url)), [result]);
 
+  // The request as sent, and as "Copy as code" writes it.
+  const body: { [key: string]: Json } = {
+    model_id: modelId,
+    transcript: text,
+    voice: { mode: 'id', id: voiceId },
+    output_format: container === 'mp3' ? { container, sample_rate: sampleRate, bit_rate: bitRate } : { container, sample_rate: sampleRate, encoding },
+    ...(dictId ? { pronunciation_dict_id: dictId } : {}),
+  };
   const synth = useMutation({
     mutationFn: async () => {
-      const output_format = container === 'mp3' ? { container, sample_rate: sampleRate, bit_rate: bitRate } : { container, sample_rate: sampleRate, encoding };
-      const res = await gatewayFetch('tts/bytes', {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({
-          model_id: modelId,
-          transcript: text,
-          voice: { mode: 'id', id: voiceId },
-          output_format,
-          ...(dictId ? { pronunciation_dict_id: dictId } : {}),
-        }),
-      });
+      const res = await gatewayFetch('tts/bytes', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
       const contentType = res.headers.get('content-type') ?? 'application/octet-stream';
       const blob = await res.blob();
       return { url: URL.createObjectURL(new Blob([blob], { type: contentType })), contentType, bytes: blob.size, container, charge: chargeOf(res.headers) };
@@ -107,6 +106,18 @@ export function Synthesize({ initialVoiceId }: { initialVoiceId: string | null }
       : over > 0
         ? `${over.toLocaleString('en')} ${over === 1 ? 'character' : 'characters'} over the ${MAX_CHARS.toLocaleString('en')}-character limit of one request: shorten the text.`
         : null;
+  const why = !voiceId
+    ? voices.isPending && modelId
+      ? 'Loading the voices…'
+      : 'No voice is ready for this model: pick another model, or prepare a voice for it on its voice page.'
+    : text.trim() === ''
+      ? 'Enter some text to speak.'
+      : over > 0
+        ? 'Shorten the text to send it.'
+        : null;
+  const code: CodeRequest | null = modelId
+    ? { kind: 'json', url: `${gatewayUrl}/tts/bytes`, body, saveAs: `speech.${container === 'raw' ? 'pcm' : container}` }
+    : null;
   const missingVoice = initialVoiceId && voiceId !== initialVoiceId && voices.data && modelId ? !voices.data.some((v) => v.id === initialVoiceId) : false;
 
   if (models.isPending) return <LoadingBlock label="Loading models" />;
@@ -237,9 +248,9 @@ export function Synthesize({ initialVoiceId }: { initialVoiceId: string | null }
               <RequestLogLink error={synth.error} />
             </Alert>
           )}
-          <Button type="submit" pending={synth.isPending} disabled={!voiceId || Boolean(textError)}>
+          <ReasonButton type="submit" pending={synth.isPending} reason={why}>
             Synthesize
-          </Button>
+          </ReasonButton>
         </div>
       </form>
       {synth.isPending && (
@@ -272,6 +283,7 @@ export function Synthesize({ initialVoiceId }: { initialVoiceId: string | null }
           </a>
         </div>
       )}
+      <CopyAsCode request={code} section="Synthesize" />
     </Card>
   );
 }

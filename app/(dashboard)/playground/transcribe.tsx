@@ -1,17 +1,20 @@
 'use client';
 import { useQuery } from '@tanstack/react-query';
-import { useState } from 'react';
+import { useRef, useState } from 'react';
 import { Alert } from '@/app/_components/alert';
-import { Button } from '@/app/_components/button';
 import { Card } from '@/app/_components/card';
 import { CostLine } from '@/app/_components/cost-line';
 import { FileField, SelectField } from '@/app/_components/fields';
+import { MicrophoneRecorder, putFileInInput } from '@/app/_components/microphone-recorder';
 import { ProgressBar } from '@/app/_components/progress-bar';
+import { ReasonButton } from '@/app/_components/reason-button';
 import { TextField } from '@/app/_components/text-field';
 import { errorMessage } from '@/app/_lib/format';
 import { RequestLogLink } from '@/app/_components/request-log-link';
 import { uploadForm, type Charge } from '@/app/_lib/gateway';
 import { useTRPC } from '@/app/_lib/trpc';
+import type { CodeRequest } from './code-samples';
+import { CopyAsCode } from './copy-as-code';
 
 const MAX_BYTES = 25 * 1024 * 1024;
 const SAMPLE_RATES = [8000, 16000, 22050, 24000, 44100, 48000] as const;
@@ -22,14 +25,32 @@ interface Transcription {
   duration_seconds: number;
 }
 
-export function Transcribe() {
+export function Transcribe({ gatewayUrl }: { gatewayUrl: string }) {
   const trpc = useTRPC();
   const models = useQuery(trpc.models.catalog.queryOptions({ modality: 'stt' }));
+  const fileInput = useRef<HTMLInputElement>(null);
+  // What "Copy as code" and the button's reason need; the form itself is sent as it stands.
+  const [fileName, setFileName] = useState<string | null>(null);
+  // A file chosen by hand replaces the take: the recorder starts afresh.
+  const [takeKey, setTakeKey] = useState(0);
+  const [modelId, setModelId] = useState('');
+  const [sampleRate, setSampleRate] = useState('');
+  const [language, setLanguage] = useState('');
+  const [keyterms, setKeyterms] = useState('');
   const [fileError, setFileError] = useState<string | null>(null);
   const [progress, setProgress] = useState<number | null | undefined>(undefined);
   const [error, setError] = useState<unknown>(null);
-  const [result, setResult] = useState<{ body: Transcription; charge: Charge } | null>(null);
+  const [result, setResult] = useState<{ body: Transcription; charge: Charge; model: string; local: boolean } | null>(null);
   const busy = progress !== undefined;
+  const model = modelId || models.data?.[0]?.id || '';
+  const why = !models.data ? 'Loading the models…' : !fileName ? 'Choose a recording, or record one.' : null;
+  const fields = Object.fromEntries(
+    Object.entries({ model, sample_rate: sampleRate, language: language.trim(), keyterms: keyterms.trim() }).filter(([, v]) => v !== ''),
+  );
+  const code: CodeRequest | null = model
+    ? { kind: 'form', url: `${gatewayUrl}/v1/audio/transcriptions`, fields, file: { field: 'file', path: fileName ?? 'recording.wav' } }
+    : null;
+  const local = model.startsWith('local-');
 
   async function onSubmit(event: React.FormEvent<HTMLFormElement>) {
     event.preventDefault();
@@ -45,7 +66,7 @@ export function Transcribe() {
     setProgress(0);
     try {
       const res = await uploadForm<Transcription>('v1/audio/transcriptions', form, (f) => setProgress(f));
-      setResult({ body: res.body, charge: res.charge });
+      setResult({ body: res.body, charge: res.charge, model, local });
     } catch (e) {
       setError(e);
     } finally {
@@ -69,14 +90,32 @@ export function Transcribe() {
       ) : (
         <form aria-label="Transcribe a recording" noValidate onSubmit={onSubmit} className="grid gap-4 sm:grid-cols-2">
           <FileField
+            ref={fileInput}
             label="Recording (WAV or raw 16-bit PCM)"
             name="file"
             accept=".wav,.pcm,.raw,audio/wav,audio/x-wav"
             error={fileError}
-            onChange={() => setFileError(null)}
+            onChange={(e) => {
+              setFileError(null);
+              setFileName(e.target.files?.[0]?.name ?? null);
+              setTakeKey((k) => k + 1);
+            }}
             className="sm:col-span-2"
           />
-          <SelectField label="STT model" name="model" disabled={!models.data}>
+          <div className="sm:col-span-2">
+            <MicrophoneRecorder
+              key={takeKey}
+              sampleRate={16000}
+              disabledReason={busy ? 'A transcription is running.' : null}
+              onRecorded={(file) => {
+                if (!fileInput.current) return;
+                putFileInInput(fileInput.current, file);
+                setFileError(null);
+                setFileName(file.name);
+              }}
+            />
+          </div>
+          <SelectField label="STT model" name="model" disabled={!models.data} value={model} onChange={(e) => setModelId(e.target.value)}>
             {models.data?.map((m) => (
               <option key={m.id} value={m.id}>
                 {m.id}
@@ -84,7 +123,13 @@ export function Transcribe() {
               </option>
             )) ?? <option>Loading…</option>}
           </SelectField>
-          <SelectField label="Sample rate" name="sample_rate" defaultValue="" hint="Needed for raw PCM only; WAV files carry theirs.">
+          <SelectField
+            label="Sample rate"
+            name="sample_rate"
+            value={sampleRate}
+            onChange={(e) => setSampleRate(e.target.value)}
+            hint="Needed for raw PCM only; WAV files carry theirs."
+          >
             <option value="">From the WAV header</option>
             {SAMPLE_RATES.map((r) => (
               <option key={r} value={r}>
@@ -92,8 +137,23 @@ export function Transcribe() {
               </option>
             ))}
           </SelectField>
-          <TextField label="Language (optional)" name="language" maxLength={12} placeholder="en" />
-          <TextField label="Key terms (optional)" name="keyterms" maxLength={500} placeholder="svc, Alice" hint="Words to listen for." />
+          <TextField
+            label="Language (optional)"
+            name="language"
+            maxLength={12}
+            placeholder="en"
+            value={language}
+            onChange={(e) => setLanguage(e.target.value)}
+          />
+          <TextField
+            label="Key terms (optional)"
+            name="keyterms"
+            maxLength={500}
+            placeholder="svc, Alice"
+            hint="Words to listen for."
+            value={keyterms}
+            onChange={(e) => setKeyterms(e.target.value)}
+          />
           <div className="space-y-3 sm:col-span-2">
             {busy && <ProgressBar label={progress === 1 ? 'Transcribing…' : 'Uploading the recording'} value={progress === 1 ? null : (progress ?? null)} />}
             {error !== null && (
@@ -102,9 +162,9 @@ export function Transcribe() {
                 <RequestLogLink error={error} />
               </Alert>
             )}
-            <Button type="submit" pending={busy} disabled={!models.data}>
+            <ReasonButton type="submit" pending={busy} reason={why}>
               Transcribe
-            </Button>
+            </ReasonButton>
           </div>
         </form>
       )}
@@ -115,6 +175,12 @@ export function Transcribe() {
           <blockquote className="rounded-md bg-zinc-50 p-3 text-zinc-900" data-testid="transcript">
             {result.body.text || <span className="text-zinc-500">(no speech recognized)</span>}
           </blockquote>
+          {result.local && (
+            <p className="text-xs text-zinc-500" data-testid="local-stt-note">
+              {result.model} is the small offline recognizer bundled with the gateway: expect rough transcripts, even of the shipped voices. See the note at the
+              top of the page for real engines.
+            </p>
+          )}
           {result.body.words.length > 0 && (
             <details className="text-sm">
               <summary className="cursor-pointer font-medium text-zinc-700">Word timings ({result.body.words.length})</summary>
@@ -132,6 +198,7 @@ export function Transcribe() {
           )}
         </div>
       )}
+      <CopyAsCode request={code} section="Transcribe" />
     </Card>
   );
 }

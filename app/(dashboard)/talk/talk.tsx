@@ -7,32 +7,12 @@ import { Card } from '@/app/_components/card';
 import { SelectField, TextAreaField } from '@/app/_components/fields';
 import { errorMessage } from '@/app/_lib/format';
 import { useTRPC } from '@/app/_lib/trpc';
+import { microphoneProblem, useMicrophonePermission } from '@/app/_lib/use-microphone-permission';
 import { TalkCall, type TalkLine } from './talk-call';
 
 type Phase = 'idle' | 'connecting' | 'live';
 /** The Agent choice that is no profile: an LLM, a TTS model and a voice picked here. */
 const CUSTOM = '__custom__';
-type Microphone = 'unknown' | 'granted' | 'prompt' | 'denied' | 'unavailable';
-
-/** What the microphone permission is, followed as the user changes it. */
-function useMicrophonePermission(): Microphone {
-  const [state, setState] = useState<Microphone>('unknown');
-  useEffect(() => {
-    if (!navigator.mediaDevices?.getUserMedia) return setState('unavailable');
-    let status: PermissionStatus | null = null;
-    const update = () => status && setState(status.state);
-    navigator.permissions
-      ?.query({ name: 'microphone' as PermissionName })
-      .then((s) => {
-        status = s;
-        update();
-        s.addEventListener('change', update);
-      })
-      .catch(() => setState('prompt'));
-    return () => status?.removeEventListener('change', update);
-  }, []);
-  return state;
-}
 
 export function Talk() {
   const trpc = useTRPC();
@@ -71,11 +51,7 @@ export function Talk() {
         ? 'This TTS model has no voice ready to speak with: pick another model, or prepare a voice for it on the Voices page.'
         : !profiles.data.hasCredit
           ? 'Your organization has no credit: a call is billed per second of speech and per token.'
-          : microphone === 'unavailable'
-            ? 'This browser offers no microphone here (the dashboard must be served over HTTPS).'
-            : microphone === 'denied'
-              ? 'The browser blocks the microphone for this site: allow it in the address bar, then try again.'
-              : null;
+          : microphoneProblem(microphone);
 
   async function start() {
     if ((!chosen && !custom) || !audio.current) return;

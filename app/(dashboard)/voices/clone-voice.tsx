@@ -3,11 +3,12 @@ import { useQuery, useQueryClient } from '@tanstack/react-query';
 import Link from 'next/link';
 import { useCallback, useRef, useState } from 'react';
 import { Alert } from '@/app/_components/alert';
-import { Button } from '@/app/_components/button';
 import { Card } from '@/app/_components/card';
 import { FileField, SelectField, TextAreaField } from '@/app/_components/fields';
 import { JobProgress } from '@/app/_components/job-progress';
+import { MicrophoneRecorder, putFileInInput } from '@/app/_components/microphone-recorder';
 import { ProgressBar } from '@/app/_components/progress-bar';
+import { ReasonButton } from '@/app/_components/reason-button';
 import { TextField } from '@/app/_components/text-field';
 import type { JobRecord, Voice } from '@/app/_lib/api-types';
 import { humanError } from '@/app/_lib/format';
@@ -45,6 +46,12 @@ export function CloneVoice() {
   const queryClient = useQueryClient();
   const models = useQuery(trpc.models.catalog.queryOptions({ modality: 'tts' }));
   const formRef = useRef<HTMLFormElement>(null);
+  const fileInput = useRef<HTMLInputElement>(null);
+  // For the button's reason: whether a recording is chosen (or recorded) and the voice named.
+  const [hasFile, setHasFile] = useState(false);
+  const [named, setNamed] = useState(false);
+  // A file chosen by hand, or the form reset, replaces the take: the recorder starts afresh.
+  const [takeKey, setTakeKey] = useState(0);
   const [fileError, setFileError] = useState<string | null>(null);
   const [progress, setProgress] = useState<number | null | undefined>(undefined);
   const [error, setError] = useState<string | null>(null);
@@ -83,6 +90,9 @@ export function CloneVoice() {
         setOutcome({ kind: 'created', voice: res.body as Voice });
       }
       formRef.current?.reset();
+      setHasFile(false);
+      setNamed(false);
+      setTakeKey((k) => k + 1);
       refreshVoices();
     } catch (e) {
       const refused = humanError(e, FIELD_LABELS);
@@ -103,10 +113,37 @@ export function CloneVoice() {
           accept=".wav,audio/wav,audio/x-wav,audio/wave"
           required
           error={fileError}
-          onChange={() => setFileError(null)}
+          onChange={(e) => {
+            setFileError(null);
+            setHasFile((e.target.files?.length ?? 0) > 0);
+            setTakeKey((k) => k + 1);
+          }}
+          ref={fileInput}
           className="sm:col-span-2"
         />
-        <TextField label="Voice name" name="name" required maxLength={100} placeholder="e.g. Support agent" error={fieldErrors.name} />
+        <div className="sm:col-span-2">
+          <MicrophoneRecorder
+            key={takeKey}
+            sampleRate={24000}
+            minSeconds={MIN_SECONDS}
+            disabledReason={uploading ? 'The recording is being uploaded.' : null}
+            onRecorded={(file) => {
+              if (!fileInput.current) return;
+              putFileInInput(fileInput.current, file);
+              setFileError(null);
+              setHasFile(true);
+            }}
+          />
+        </div>
+        <TextField
+          label="Voice name"
+          name="name"
+          required
+          maxLength={100}
+          placeholder="e.g. Support agent"
+          error={fieldErrors.name}
+          onChange={(e) => setNamed(e.target.value.trim() !== '')}
+        />
         <TextField
           label="Language"
           name="language"
@@ -171,9 +208,9 @@ export function CloneVoice() {
               </p>
             </div>
           )}
-          <Button type="submit" pending={uploading}>
+          <ReasonButton type="submit" pending={uploading} reason={!hasFile ? 'Choose a recording, or record one.' : !named ? 'Name the voice.' : null}>
             Upload and clone
-          </Button>
+          </ReasonButton>
         </div>
       </form>
     </Card>

@@ -5,9 +5,15 @@
 // process), compared in constant time. The payload is signed, not encrypted: it names the org and
 // the SHA-256 of the key (which can neither be reversed nor used as a key), the expiry and the
 // session settings; nothing in it is a credential but the whole, signed.
+//
+// Cartesia's access tokens (`at_…`, POST /access-token: what a browser opens a TTS or STT socket
+// with) are the same record under their own prefix, the session being their grants. The mac
+// covers the prefix, so neither kind can be passed off as the other.
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 
 export const CLIENT_SECRET_PREFIX = 'ek_';
+export const ACCESS_TOKEN_PREFIX = 'at_';
+export type SecretPrefix = typeof CLIENT_SECRET_PREFIX | typeof ACCESS_TOKEN_PREFIX;
 export const SERVER_SECRET_NAME = 'realtime-client-secret';
 /** OpenAI's bounds on `expires_after.seconds`, and its default. */
 export const MIN_TTL_SECONDS = 10;
@@ -36,22 +42,22 @@ interface Payload {
   n: string;
 }
 
-const mac = (serverSecret: Buffer, payload: string) => createHmac('sha256', serverSecret).update(CLIENT_SECRET_PREFIX).update(payload).digest();
+const mac = (serverSecret: Buffer, prefix: SecretPrefix, payload: string) => createHmac('sha256', serverSecret).update(prefix).update(payload).digest();
 
-export function encodeClientSecret(serverSecret: Buffer, claims: ClientSecretClaims): string {
+export function encodeClientSecret(serverSecret: Buffer, claims: ClientSecretClaims, prefix: SecretPrefix = CLIENT_SECRET_PREFIX): string {
   const payload: Payload = { v: 1, o: claims.orgId, k: claims.keyHash, e: claims.expiresAt, s: claims.session, n: randomBytes(9).toString('base64url') };
   const body = Buffer.from(JSON.stringify(payload)).toString('base64url');
-  return `${CLIENT_SECRET_PREFIX}${body}.${mac(serverSecret, body).toString('base64url')}`;
+  return `${prefix}${body}.${mac(serverSecret, prefix, body).toString('base64url')}`;
 }
 
 /** The claims of a secret whose mac is right (constant-time), else null; the expiry is the caller's to check. */
-export function decodeClientSecret(serverSecret: Buffer, secret: string): ClientSecretClaims | null {
-  if (!secret.startsWith(CLIENT_SECRET_PREFIX) || secret.length > MAX_SECRET_CHARS) return null;
-  const dot = secret.indexOf('.', CLIENT_SECRET_PREFIX.length);
+export function decodeClientSecret(serverSecret: Buffer, secret: string, prefix: SecretPrefix = CLIENT_SECRET_PREFIX): ClientSecretClaims | null {
+  if (!secret.startsWith(prefix) || secret.length > MAX_SECRET_CHARS) return null;
+  const dot = secret.indexOf('.', prefix.length);
   if (dot < 0) return null;
-  const body = secret.slice(CLIENT_SECRET_PREFIX.length, dot);
+  const body = secret.slice(prefix.length, dot);
   const given = Buffer.from(secret.slice(dot + 1), 'base64url');
-  const expected = mac(serverSecret, body);
+  const expected = mac(serverSecret, prefix, body);
   if (given.length !== expected.length || !timingSafeEqual(given, expected)) return null;
   let p: Partial<Payload>;
   try {
@@ -64,3 +70,4 @@ export function decodeClientSecret(serverSecret: Buffer, secret: string): Client
 }
 
 export const isClientSecret = (credential: string): boolean => credential.startsWith(CLIENT_SECRET_PREFIX);
+export const isAccessToken = (credential: string): boolean => credential.startsWith(ACCESS_TOKEN_PREFIX);

@@ -2,7 +2,7 @@
 // anything not minted with the server's secret, or changed since, reads as nothing.
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { decodeClientSecret, encodeClientSecret, isClientSecret, type ClientSecretClaims } from './client-secret-format.ts';
+import { ACCESS_TOKEN_PREFIX, decodeClientSecret, encodeClientSecret, isAccessToken, isClientSecret, type ClientSecretClaims } from './client-secret-format.ts';
 
 const serverSecret = randomBytes(32);
 const claims: ClientSecretClaims = {
@@ -34,5 +34,16 @@ describe('client secrets', () => {
     expect(decodeClientSecret(serverSecret, `ek_${'x'.repeat(9000)}`)).toBeNull();
     // A validly signed payload that is not a secret's.
     expect(decodeClientSecret(serverSecret, 'ek_.')).toBeNull();
+  });
+
+  it('access tokens are the same record under their own prefix, and neither kind passes for the other', () => {
+    const grants = { ...claims, session: { grants: { tts: true, stt: false } } };
+    const token = encodeClientSecret(serverSecret, grants, ACCESS_TOKEN_PREFIX);
+    expect(isAccessToken(token) && !isClientSecret(token)).toBe(true);
+    expect(decodeClientSecret(serverSecret, token, ACCESS_TOKEN_PREFIX)).toEqual(grants);
+    expect(decodeClientSecret(serverSecret, token)).toBeNull();
+    const secret = encodeClientSecret(serverSecret, grants);
+    expect(decodeClientSecret(serverSecret, `${ACCESS_TOKEN_PREFIX}${secret.slice(3)}`, ACCESS_TOKEN_PREFIX)).toBeNull();
+    expect(decodeClientSecret(serverSecret, `ek_${token.slice(3)}`)).toBeNull();
   });
 });
