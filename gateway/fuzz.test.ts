@@ -819,6 +819,23 @@ const HTTP_ROUTES: HttpRoute[] = [
     }),
   },
   {
+    name: 'POST /access-token',
+    runs: 50,
+    make: () => ({
+      path: fixed('/access-token'),
+      body: jsonBodies(
+        { grants: { tts: true }, expires_in: 60 },
+        {
+          grants: fc.oneof(
+            anyJson,
+            fc.record({ tts: fc.oneof(fc.boolean(), anyJson), stt: fc.oneof(fc.boolean(), anyJson), agent: fc.boolean() }, { requiredKeys: [] }),
+          ),
+          expires_in: fc.oneof(anyNumber, anyJson),
+        },
+      ),
+    }),
+  },
+  {
     name: 'POST /v1/realtime/client_secrets',
     runs: 60,
     make: () => ({
