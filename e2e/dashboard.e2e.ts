@@ -1,7 +1,7 @@
 // Black-box test of the dashboard with the gateway, as a user would drive them: a migrated
 // throw-away SQLite database, `next start` and `svc gateway` on free ports against it, and
-// Debian's Chromium through @playwright/test. First the first user of a fresh install goes from
-// $0 to a first successful request by following the overview alone (grant credit there, make
+// Debian's Chromium through @playwright/test. First the first user of a fresh install hears a
+// voice's preview at $0 (free), then goes from $0 to a first successful request by following the overview alone (grant credit there, make
 // a key from its link, paste the request the page shows into a shell). Then: create a key, use it on the gateway,
 // revoke it in the page, see the gateway refuse it; give a key its own rate limit in the page
 // (the first user is platform admin) and see the gateway apply it; give a key a spend limit, an
@@ -24,7 +24,7 @@ import { mkdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { test, type Page } from '@playwright/test';
 import { createApiKey, fillSignUp, PASSWORD, signUp, submitSignUp, type Account } from './support/accounts.ts';
-import { assertPagesFitPhone, mainNav, openBrowser, type BrowserSession } from './support/browser.ts';
+import { assertFitsWidth, assertPagesFitPhone, DESKTOP, mainNav, openBrowser, PHONE, type BrowserSession } from './support/browser.ts';
 import { setUpStory } from './support/story.ts';
 
 const USER: Account = { name: 'E2E Tester', email: 'e2e.tester@example.com', password: PASSWORD };
@@ -114,6 +114,34 @@ test.describe.serial('dashboard', () => {
     assert(res.status() === 400 && body.error?.message?.startsWith('Enter an amount above zero.'), `-5: ${res.status()} ${JSON.stringify(body)}`);
     await page.reload();
     assert((await page.getByTestId('balance').textContent())?.trim() === '$0.00', 'the refused amounts changed the balance');
+  });
+
+  test("$0: Play on the Voices page plays a voice's free preview, on a desktop and on a phone (390×844); the balance stays $0.00", async () => {
+    for (const viewport of [DESKTOP, PHONE]) {
+      await page.setViewportSize(viewport);
+      await page.goto(`${dash}/voices`);
+      const card = page.locator('[data-testid="voice-card"][data-voice-id="flite-slt"]');
+      const play = card.getByRole('button', { name: 'Play a sample of Sally on local-flite' });
+      await play.waitFor();
+      // The page's one <audio> reports it plays the preview, some seconds of it.
+      const playing = page.evaluate(
+        () =>
+          new Promise<number>((resolve, reject) => {
+            const audio = document.querySelector<HTMLAudioElement>('[data-testid="voice-sample-audio"]')!;
+            audio.addEventListener('playing', () => resolve(audio.duration), { once: true });
+            audio.addEventListener('error', () => reject(new Error('the preview could not be played')), { once: true });
+          }),
+      );
+      await play.click();
+      const seconds = await playing;
+      assert(seconds > 1, `the preview lasts ${seconds} s`);
+      assert((await card.getByTestId('play-sample-error').count()) === 0, `Play answered: ${await card.getByTestId('play-sample-error').textContent()}`);
+      await assertFitsWidth(page, `the voices page at ${viewport.width}px`);
+      await shot(`voices-preview-at-zero-${viewport.width}`);
+    }
+    await page.setViewportSize(DESKTOP);
+    await page.goto(`${dash}/`);
+    assert((await page.getByTestId('balance').textContent())?.trim() === '$0.00', 'playing previews changed the balance');
   });
 
   test('grants credit from the overview; the amount clears, so a second click grants nothing more', async () => {

@@ -5,8 +5,8 @@
 // local TTS engine (upload through the dashboard proxy), see it listed, prepare it for a second
 // model and watch the job, rename it, synthesize with it in the playground and check the page's
 // <audio> holds real audio, transcribe the recording, then usage, keys (the dashboard key),
-// models, phone width. Also: a Play button on every library card and on a voice's page (the
-// time from the click to the sample playing is printed), files that are not audio refused as
+// models, phone width. Also: a Play button on every library card and on a voice's page playing
+// the voice's free preview (the time from the click to the sample playing is printed), files that are not audio refused as
 // such, the source recording's player (length, seeking through byte ranges), human
 // validation messages, the playground's autoplay, cleared results and character counter, the
 // usage chart's axes and tooltip, the models page's labelled figures and full errors, and the
@@ -128,7 +128,7 @@ test.describe.serial('voices and playground', () => {
       () =>
         performance
           .getEntriesByType('resource')
-          .filter((e) => e.name.endsWith('/api/gateway/tts/bytes'))
+          .filter((e) => e.name.includes('/api/gateway/voices/') && e.name.includes('/preview'))
           .at(-1)?.duration ?? -1,
     );
     return { ms, request };

@@ -45,7 +45,9 @@ function useDebounced<T>(value: T, ms = 300): T {
 }
 
 /** The first model the voice can speak on (a ready profile), for its sample; null when none. */
-export const sampleModelOf = (voice: Pick<ListedVoice, 'profiles'>) => voice.profiles.find((p) => p.status === 'ready')?.model_id ?? null;
+/** The model a voice's Play button plays it on: the first whose preview is ready, else its first ready profile's (the preview is being made). */
+export const sampleModelOf = (voice: Pick<ListedVoice, 'profiles' | 'preview_models'>) =>
+  voice.preview_models[0] ?? voice.profiles.find((p) => p.status === 'ready')?.model_id ?? null;
 
 const isScope = (value: string | null): value is Scope => SCOPES.some((s) => s.value === value);
 
