@@ -79,6 +79,16 @@ const OWNER_ONLY: OwnerOnlyCase[] = [
     },
   },
   {
+    name: 'keys.update',
+    async setup() {
+      const key = await asOwner.keys.create({ name: `to limit ${++n}` });
+      return {
+        run: (c) => c.keys.update({ id: key.id, spendLimitUsd: '1' }),
+        effect: async () => (await asOwner.keys.list()).find((k) => k.id === key.id)?.budget ?? null,
+      };
+    },
+  },
+  {
     name: 'claims.confirm',
     async setup() {
       // Codes are bound to the email the agent gave, so each caller confirms their own: the
