@@ -219,7 +219,7 @@ function CreateKey() {
 
 // The name has the room it needs (it wraps rather than being cut); the status column holds the
 // revocation date, so Actions holds only actions.
-const GRID_COLUMNS = 'md:grid-cols-[minmax(0,3fr)_7rem_6.5rem_minmax(0,1.2fr)_minmax(0,1fr)_minmax(0,1fr)_6.5rem]';
+const GRID_COLUMNS = 'md:grid-cols-[minmax(0,3fr)_7rem_6.5rem_minmax(0,1.2fr)_minmax(0,1fr)_minmax(0,1fr)_7rem]';
 const MAX_RPM = 1_000_000;
 
 /** "600/min (default)" or "2/min". */
@@ -410,7 +410,7 @@ function KeyListItem({
             <Button
               ref={limitsButton}
               variant="secondary"
-              className="min-h-8 px-3 py-1"
+              className="min-h-8 px-3 py-1 whitespace-nowrap"
               onClick={() => setEditingLimits((open) => !open)}
               aria-expanded={editingLimits}
               aria-controls={editingLimits ? limitsEditorId : undefined}
@@ -608,7 +608,8 @@ function KeyOrigin({ k }: { k: KeyRow }) {
   if (k.origin === 'dashboard') {
     return (
       <span className="mt-0.5 block text-xs text-zinc-500" data-testid="key-origin">
-        Made by the dashboard for the playground, voice cloning and samples; billed like any key. Revoking it is harmless: the next use makes a new one.
+        Made by the dashboard for the playground, voice cloning and voice previews; billed like any key (previews are free). Revoking it is harmless: the next
+        use makes a new one.
       </span>
     );
   }

@@ -93,7 +93,7 @@ export function VoicesBrowser({ onCloneRequested }: { onCloneRequested?: () => v
   return (
     <Card
       title="Voice library"
-      description="Platform voices and your organization's own, newest first. Play hears a short sample. The same filters as GET /voices."
+      description="Platform voices and your organization's own, newest first. Play hears the voice's preview, free. The same filters as GET /voices."
     >
       <div className="space-y-4">
         <div role="group" aria-label="Which voices" className="flex flex-wrap gap-2">
