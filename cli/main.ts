@@ -95,7 +95,7 @@ program
 
 program
   .command('worker')
-  .description('run a job worker only (clone, localize, profile jobs), in the foreground; pair with SVC_WORKER=off on gateways')
+  .description("run a job worker only (clone, localize, profile jobs, and voices' previews), in the foreground; pair with SVC_WORKER=off on gateways")
   .action(async () => runProcesses({ dashboard: false, workerOnly: true }));
 
 const org = program.command('org').description('organizations');
