@@ -9,6 +9,7 @@ import { grantCredits } from '../server/services/credits/grant-credits.ts';
 import { isServiceError } from '../server/services/errors.ts';
 import { createApiKey } from '../server/services/keys/create-api-key.ts';
 import { revokeApiKey } from '../server/services/keys/revoke-api-key.ts';
+import { updateApiKeyLimits } from '../server/services/keys/update-api-key-limits.ts';
 import { createOrg } from '../server/services/orgs/create-org.ts';
 import { createPhoneToken } from '../server/services/phone/create-phone-token.ts';
 import { listPhoneTokens } from '../server/services/phone/list-phone-tokens.ts';
@@ -94,7 +95,7 @@ program
 
 program
   .command('worker')
-  .description('run a job worker only (clone, localize, profile jobs), in the foreground; pair with SVC_WORKER=off on gateways')
+  .description("run a job worker only (clone, localize, profile jobs, and voices' previews), in the foreground; pair with SVC_WORKER=off on gateways")
   .action(async () => runProcesses({ dashboard: false, workerOnly: true }));
 
 const org = program.command('org').description('organizations');
@@ -168,6 +169,42 @@ key
       { id: k.id, key: k.key, prefix: k.prefix, ...limits },
       `created key ${k.id}${human.length ? ` (${human.join('; ')})` : ''}\n${k.key}\n(shown once: store it now)`,
     );
+  });
+key
+  .command('update')
+  .description("change an existing key's limits; a flag left out leaves that limit as it is")
+  .requiredOption('--id <id>', 'key id')
+  .option('--spend-limit-usd <usd>', "the most this key may spend per window, or `none` (the org's balance is the only limit)")
+  .addOption(new Option('--spend-window <window>', 'the window the spend limit counts over, in UTC').choices(['day', 'month']))
+  .option('--expires <when>', 'refuse the key from then on: an ISO 8601 date or time, 30d, 12h, 45m from now, or `never`')
+  .option('--models <ids>', 'the only models the key may use, comma-separated, or `all`')
+  .action(async (o: { id: string; spendLimitUsd?: string; spendWindow?: 'day' | 'month'; expires?: string; models?: string }) => {
+    if ([o.spendLimitUsd, o.spendWindow, o.expires, o.models].every((v) => v === undefined)) {
+      throw new UsageError('name at least one of --spend-limit-usd, --spend-window, --expires, --models');
+    }
+    const now = new Date();
+    const k = await withDb((db) =>
+      updateApiKeyLimits(db.prisma, {
+        id: o.id,
+        now,
+        spendLimitMicros: o.spendLimitUsd === undefined ? undefined : o.spendLimitUsd === 'none' ? null : usd(o.spendLimitUsd, '--spend-limit-usd'),
+        spendWindow: o.spendWindow,
+        expiresAt: o.expires === undefined ? undefined : o.expires === 'never' ? null : expiry(o.expires, now.getTime()),
+        models: o.models === undefined ? undefined : o.models === 'all' ? null : o.models.split(',').map((m) => m.trim()),
+      }),
+    );
+    const limits = {
+      spend_limit_usd: k.spendLimitMicros === null ? null : formatUsd(k.spendLimitMicros),
+      spend_window: k.spendWindow,
+      expires_at: k.expiresAt?.toISOString() ?? null,
+      models: k.models,
+    };
+    const human = [
+      limits.spend_limit_usd ? `spend limit ${limits.spend_limit_usd} USD per ${limits.spend_window} (UTC)` : 'no spend limit',
+      limits.expires_at ? `expires ${limits.expires_at}` : 'never expires',
+      limits.models ? `models ${limits.models.join(', ')}` : 'every model',
+    ];
+    print({ id: k.id, ...limits }, `updated key ${k.id}: ${human.join('; ')}`);
   });
 key
   .command('revoke')

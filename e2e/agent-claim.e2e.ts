@@ -2,11 +2,12 @@
 // migrated throw-away SQLite database, `next start` and `svc gateway` on free ports, Debian's
 // Chromium through @playwright/test. The agent side speaks HTTP to the gateway's {auth_url}
 // routes; the user side is the real dashboard page at the verification_uri.
-//   1. anonymous: register, trial key, start a claim, the user signs up from the claim page and
-//      confirms the code, the poll gets a new key, the trial key is refused, the new one works;
+//   1. anonymous: register (with a name), trial key, start a claim, the user signs up from the
+//      claim page, sees who the agent is (name, software, when, network) and confirms the code, the poll gets a new key, the trial key is refused, the new one works;
 //   2. service_auth: the code entered from the wrong account gets the answer any wrong code gets
 //      (nothing says it is live for someone else), the user switches to (signs up) the right
-//      account from the page and confirms; key works;
+//      account from the page, makes a second org, chooses which of the two pays and confirms;
+//      the key works and is listed in the chosen org;
 //   3. a user denies a claim: the agent's poll ends with invalid_grant;
 //   4. five wrong entries lock a code: the page counts the tries down, then says the code is
 //      locked (even the right one) and to ask the agent for a new code, which works.
@@ -28,6 +29,10 @@ const GRANT_JWT_BEARER = 'urn:ietf:params:oauth:grant-type:jwt-bearer';
 const GRANT_CLAIM = 'urn:vendor:agent-auth:grant-type:claim';
 const ANON_EMAIL = 'anon.agent.owner@example.com';
 const SVC_EMAIL = 'service.agent.owner@example.com';
+/** The personal org a sign-up without a name gets. */
+const SVC_ORG = "service.agent.owner's org";
+const BILLING_ORG = 'E2E Agent billing';
+const AGENT_NAME = 'E2E Support Bot';
 
 interface Json {
   [key: string]: unknown;
@@ -86,7 +91,7 @@ test.describe.serial('agent claim', () => {
   });
 
   test('anonymous agent: registers, exchanges the assertion for a trial key that works, starts a claim', async () => {
-    const reg = await postJson('/agent/identity', { type: 'anonymous' });
+    const reg = await postJson('/agent/identity', { type: 'anonymous', client_name: AGENT_NAME });
     assert(reg.status === 200, `register: ${JSON.stringify(reg)}`);
     const trial = await token({ grant_type: GRANT_JWT_BEARER, assertion: reg.body.identity_assertion as string });
     assert(trial.status === 200 && /^sk_svc_/.test(String(trial.body.access_token)), `jwt-bearer: ${JSON.stringify(trial)}`);
@@ -128,11 +133,19 @@ test.describe.serial('agent claim', () => {
     await page.getByText('4 wrong entries left before the code waiting for', { exact: false }).waitFor();
   });
 
-  test('enters the code and sees what is authorised: agent, trial registration, email, access, the trial key that stops', async () => {
+  test('enters the code and sees who the agent is (its name, its software, when and from which network it registered) and what is authorised: trial registration, email, access, the trial key that stops', async () => {
     await page.getByLabel('Code from the agent').fill(`${anon!.code.slice(0, 3)} ${anon!.code.slice(3)}`);
     await page.getByRole('button', { name: 'Continue' }).click();
     await page.getByRole('heading', { name: 'Authorise this agent?' }).waitFor();
     const details = page.getByTestId('claim-details');
+    assert((await details.getByTestId('claim-agent-name').textContent()) === AGENT_NAME, 'the agent is not named');
+    // Node's fetch names itself; the address is shown to its network only (the stack listens on loopback).
+    assert(((await details.getByTestId('claim-user-agent').textContent()) ?? '').startsWith('Software: '), 'no software shown');
+    assert(
+      (await details.getByTestId('claim-network').textContent()) === '127.0.0.0/24',
+      `network: ${await details.getByTestId('claim-network').textContent()}`,
+    );
+    await details.getByText('Registered', { exact: true }).waitFor();
     await details.getByText(anon!.registrationId).waitFor();
     await details.getByText('Anonymous agent on a trial key').waitFor();
     await details.getByText(ANON_EMAIL).waitFor();
@@ -207,14 +220,37 @@ test.describe.serial('agent claim', () => {
     assert((await page.getByLabel('Code from the agent').inputValue()) === svc!.code, 'the code is not filled in');
   });
 
-  test('confirms the service_auth claim; the poll gets a key that works', async () => {
+  test('with a second org of their own, the user chooses which pays: the one they act for is offered first, the other is chosen', async () => {
+    await page.goto(`${dash}/`);
+    await page.getByRole('button', { name: 'New organization' }).click();
+    const dialog = page.getByRole('dialog', { name: 'New organization' });
+    await dialog.getByLabel('Name').fill(BILLING_ORG);
+    await dialog.getByRole('button', { name: 'Create organization' }).click();
+    await page.getByRole('heading', { level: 1, name: BILLING_ORG }).waitFor();
+    await page.goto(`${verificationUri}?code=${svc!.code}`);
     await page.getByRole('button', { name: 'Continue' }).click();
     await page.getByTestId('claim-details').getByText('Agent registered for your email address').waitFor();
+    const payer = page.getByLabel('Organization that pays and gets the key');
+    const offered = await payer.locator('option').allTextContents();
+    assert(JSON.stringify(offered) === JSON.stringify([BILLING_ORG, SVC_ORG]), `offered: ${JSON.stringify(offered)}`);
+    await payer.selectOption({ label: SVC_ORG });
+    await page.getByTestId('claim-details').getByText(`billed to ${SVC_ORG}`).waitFor();
+    await shot('claim-choose-org');
+  });
+
+  test('confirms the service_auth claim for the chosen org; the poll gets a key that works, listed in that org and not the other', async () => {
     await page.getByRole('button', { name: 'Authorise agent' }).click();
     await page.getByRole('heading', { name: 'Agent authorised' }).waitFor();
+    await page.getByText(`The key belongs to ${SVC_ORG}`, { exact: false }).waitFor();
     const res = await token({ grant_type: GRANT_CLAIM, claim_token: svc!.claimToken });
     assert(res.status === 200, `poll: ${JSON.stringify(res)}`);
     assert((await models(res.body.access_token as string)).status === 200, 'the key is refused');
+    // Acting for the billing org: not there; in the chosen org: there.
+    await page.goto(`${dash}/keys`);
+    await page.getByRole('heading', { level: 1, name: 'API keys' }).waitFor();
+    await page.getByText('No keys yet').waitFor();
+    await page.getByTestId('org-switcher').selectOption({ label: `${SVC_ORG} (owner)` });
+    await page.getByTestId('key-row').filter({ hasText: 'agent (' }).waitFor();
   });
 
   test('five wrong entries lock the code: the page counts the tries down, then says it is locked (even for the right code); a new code works', async () => {
@@ -275,6 +311,7 @@ test.describe.serial('agent claim', () => {
     await page.goto(`${verificationUri}?code=${(reg.body.claim as { user_code: string }).user_code}`);
     await page.getByRole('button', { name: 'Continue' }).click();
     await page.getByRole('heading', { name: 'Authorise this agent?' }).waitFor();
+    await page.getByLabel('Organization that pays and gets the key').waitFor();
     await assertFitsWidth(page, 'the claim page');
     await shot('phone-claim');
     await page.setViewportSize(DESKTOP);

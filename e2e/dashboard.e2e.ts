@@ -1,11 +1,12 @@
 // Black-box test of the dashboard with the gateway, as a user would drive them: a migrated
 // throw-away SQLite database, `next start` and `svc gateway` on free ports against it, and
-// Debian's Chromium through @playwright/test. First the first user of a fresh install goes from
-// $0 to a first successful request by following the overview alone (grant credit there, make
+// Debian's Chromium through @playwright/test. First the first user of a fresh install hears a
+// voice's preview at $0 (free), then goes from $0 to a first successful request by following the overview alone (grant credit there, make
 // a key from its link, paste the request the page shows into a shell). Then: create a key, use it on the gateway,
 // revoke it in the page, see the gateway refuse it; give a key its own rate limit in the page
 // (the first user is platform admin) and see the gateway apply it; give a key a spend limit, an
-// expiry and a model list and see the gateway enforce them; then credits; then roles:
+// expiry and a model list and see the gateway enforce them, then change them in the page and see
+// the gateway follow; then credits; then roles:
 // a second user (another browser, a password account whose email nobody proved) is invited
 // with a link, opens it and joins, acts for the owner's org, sees its keys but can neither
 // create nor revoke them (in the page, nor by calling the server); then phone width,
@@ -24,7 +25,7 @@ import { mkdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { test, type Page } from '@playwright/test';
 import { createApiKey, fillSignUp, PASSWORD, signUp, submitSignUp, type Account } from './support/accounts.ts';
-import { assertPagesFitPhone, mainNav, openBrowser, type BrowserSession } from './support/browser.ts';
+import { assertFitsWidth, assertPagesFitPhone, DESKTOP, mainNav, openBrowser, PHONE, type BrowserSession } from './support/browser.ts';
 import { setUpStory } from './support/story.ts';
 
 const USER: Account = { name: 'E2E Tester', email: 'e2e.tester@example.com', password: PASSWORD };
@@ -114,6 +115,35 @@ test.describe.serial('dashboard', () => {
     assert(res.status() === 400 && body.error?.message?.startsWith('Enter an amount above zero.'), `-5: ${res.status()} ${JSON.stringify(body)}`);
     await page.reload();
     assert((await page.getByTestId('balance').textContent())?.trim() === '$0.00', 'the refused amounts changed the balance');
+  });
+
+  test("$0: Play on the Voices page plays a voice's free preview, on a desktop and on a phone (390×844); the balance stays $0.00", async () => {
+    for (const viewport of [DESKTOP, PHONE]) {
+      await page.setViewportSize(viewport);
+      await page.goto(`${dash}/voices`);
+      const card = page.locator('[data-testid="voice-card"][data-voice-id="flite-slt"]');
+      const play = card.getByRole('button', { name: 'Play a sample of Sally on local-flite' });
+      await play.waitFor();
+      // The page's one <audio> reports it plays the preview, some seconds of it.
+      const playing = page.evaluate(
+        () =>
+          new Promise<number>((resolve, reject) => {
+            const audio = document.querySelector<HTMLAudioElement>('[data-testid="voice-sample-audio"]')!;
+            audio.addEventListener('playing', () => resolve(audio.duration), { once: true });
+            audio.addEventListener('error', () => reject(new Error('the preview could not be played')), { once: true });
+          }),
+      );
+      await play.click();
+      const seconds = await playing;
+      assert(seconds > 1, `the preview lasts ${seconds} s`);
+      const refused = card.getByTestId('play-sample-error');
+      assert((await refused.count()) === 0, `Play answered: ${(await refused.count()) > 0 ? await refused.textContent() : ''}`);
+      await assertFitsWidth(page, `the voices page at ${viewport.width}px`);
+      await shot(`voices-preview-at-zero-${viewport.width}`);
+    }
+    await page.setViewportSize(DESKTOP);
+    await page.goto(`${dash}/`);
+    assert((await page.getByTestId('balance').textContent())?.trim() === '$0.00', 'playing previews changed the balance');
   });
 
   test('grants credit from the overview; the amount clears, so a second click grants nothing more', async () => {
@@ -381,6 +411,58 @@ test.describe.serial('dashboard', () => {
       .getByText('$0.000024 of $0.00004 spent today (UTC)', { exact: true })
       .waitFor();
     await shot('keys-limits-spent');
+  });
+
+  test("the owner edits the key's limits in the page (filled in with the key's): $1 a month, espeak too, no expiry; the list counts the month's spend, and the gateway serves what it refused", async () => {
+    const row = page.getByTestId('key-row').filter({ hasText: BUDGET_KEY_NAME });
+    await row.getByRole('button', { name: `Edit limits of key ${BUDGET_KEY_NAME}` }).click();
+    const editor = page.getByRole('form', { name: `Limits of key ${BUDGET_KEY_NAME}` });
+    const limit = editor.getByLabel('Spend limit (USD)');
+    assert((await limit.inputValue()) === '0.00004', `the limit field shows ${await limit.inputValue()}`);
+    assert((await editor.getByLabel('Per').inputValue()) === 'day', 'the window is not the key’s');
+    assert(
+      (await editor.getByLabel('Expires').inputValue()) === '2099-01-31T18:00',
+      `the expiry field shows ${await editor.getByLabel('Expires').inputValue()}`,
+    );
+    assert(await editor.getByRole('checkbox', { name: /local-flite/ }).isChecked(), 'local-flite is not ticked');
+    await limit.fill('1');
+    await editor.getByLabel('Per').selectOption('month');
+    await editor.getByLabel('Expires').fill('');
+    await editor.getByRole('checkbox', { name: /local-espeak/ }).check();
+    await shot('keys-limits-edit');
+    await editor.getByRole('button', { name: 'Save limits' }).click();
+    await editor.waitFor({ state: 'detached' });
+    const limits = row.getByTestId('key-limits');
+    // The month's spend is counted from the ledger: the synthesis made under the day's limit.
+    await limits.getByText('$0.000024 of $1.00 spent this month (UTC)', { exact: true }).waitFor();
+    await limits.getByText('Models: local-espeak, local-flite', { exact: true }).waitFor();
+    assert((await limits.getByText(/^Expires/).count()) === 0, 'the key still shows an expiry');
+    for (const [model, voice] of [
+      ['local-flite', 'flite-slt'],
+      ['local-espeak', 'espeak-en-us-f'],
+    ]) {
+      const res = await fetch(`${api}/tts/bytes`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${budgetKey}`, 'content-type': 'application/json' },
+        body: JSON.stringify({
+          model_id: model,
+          transcript: 'Hello there.',
+          voice: { mode: 'id', id: voice },
+          output_format: { container: 'wav', sample_rate: 16000 },
+        }),
+      });
+      const bytes = Buffer.from(await res.arrayBuffer());
+      assert(res.status === 200 && bytes.subarray(0, 4).toString() === 'RIFF', `${model} after the edit: ${res.status} ${bytes.subarray(0, 300).toString()}`);
+    }
+    // On a phone the editor fits the screen; Escape closes it without saving.
+    await page.setViewportSize(PHONE);
+    await row.getByRole('button', { name: `Edit limits of key ${BUDGET_KEY_NAME}` }).click();
+    await editor.waitFor();
+    await assertFitsWidth(page, 'the keys page with the limits editor at 390px');
+    await shot('keys-limits-edit-phone');
+    await editor.getByLabel('Spend limit (USD)').press('Escape');
+    await editor.waitFor({ state: 'detached' });
+    await page.setViewportSize(DESKTOP);
   });
 
   test('the form refuses an expiry in the past with the reason, and makes no key', async () => {

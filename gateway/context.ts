@@ -36,6 +36,8 @@ export interface GatewayContext {
   tracing?: GatewayTracing;
   /** The in-process job worker, when this process runs one: told when a job is queued. */
   jobs?: { notify(): void };
+  /** The in-process preview worker, when this process runs one: told when a voice got a ready profile. */
+  previews?: { notify(): void };
   /** Calls and failures per upstream, added to the database for the dashboard's error rates. */
   upstreamStats?: UpstreamStatsRecorder;
   /** A row per keyed request and session, written in batches (docs/logs.md); undefined: off (SVC_REQUEST_LOG=off). */

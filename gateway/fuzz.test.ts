@@ -495,6 +495,14 @@ const HTTP_ROUTES: HttpRoute[] = [
   },
   { name: 'GET /voices/{id}', runs: 60, make: () => ({ path: idPath('/voices', () => [f.voice, 'flite-slt', f.blobs[0]!]), query: queryStrings() }) },
   {
+    name: 'GET /voices/{id}/preview',
+    runs: 60,
+    make: () => ({
+      path: idPath('/voices', () => [f.voice, 'flite-slt', 'espeak-de-m', f.blobs[0]!], '/preview'),
+      query: queryStrings({ model_id: modelIds('local-flite', 'local-espeak', 'local-stt', 'chat-scripted') }),
+    }),
+  },
+  {
     name: 'PATCH /voices/{id}',
     runs: 80,
     make: () => ({

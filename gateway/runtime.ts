@@ -24,6 +24,8 @@ import { ServiceError, isServiceError } from '../server/services/errors.ts';
 import { Lifecycle } from './lifecycle.ts';
 import { UpstreamStatsRecorder } from '../server/services/models/upstream-stats.ts';
 import { startJobWorker } from './jobs/start-job-worker.ts';
+import { PreviewWorker } from './voices/preview-worker.ts';
+import { voiceEngines } from './voices/voice-engines.ts';
 import { GatewayMetrics, upstreamLabel } from './metrics/gateway-metrics.ts';
 import { startMetricsServer } from './metrics/metrics-http.ts';
 import { HealthChecker } from './registry/health-checker.ts';
@@ -212,11 +214,18 @@ export async function createGatewayRuntime(
   db.hot.onDeferredWriteError = (err, queued) =>
     app.log.error({ err, queued }, 'usage debits could not be written; retrying them (metered requests get 503 until they are)');
   const worker = config.jobs.worker ? startJobWorker(ctx, app.log) : null;
+  // Previews are made where jobs run: each gateway, or the `svc worker` processes.
+  const previews =
+    config.jobs.worker && config.previews.enabled
+      ? new PreviewWorker({ prisma: db.prisma, dataDir: config.dataDir, engines: voiceEngines(ctx, null), ...config.previews, log: app.log })
+      : null;
+  ctx.previews = previews ?? undefined;
   const metricsServer = config.metricsPort
     ? await startMetricsServer(metrics, { host: config.metricsHost, port: config.metricsPort, token: config.metricsToken })
     : null;
 
   registry.start(config.registryRefreshMs, (err) => app.log.warn({ err }, 'registry refresh failed'));
+  previews?.start();
   if (registry.upstreams().some((u) => u.protocol === 'flite' || u.protocol === 'espeak-ng')) warmUpEngineSpawner();
   health.start(config.healthCheckMs);
   upstreamStats.start(5_000, (err) => app.log.warn({ err }, 'upstream stats flush failed'));
@@ -232,6 +241,7 @@ export async function createGatewayRuntime(
   const shutdown = async (graceMs: number) => {
     lifecycle.beginDrain();
     const workerStopped = worker?.stop(Math.min(graceMs, 5_000));
+    const previewsStopped = previews?.stop();
     registry.stop();
     health.stop();
     clearInterval(memoryReleaser);
@@ -256,6 +266,7 @@ export async function createGatewayRuntime(
     // Last debits of WebSocket sessions, then the batched last-used stamps, then the database.
     if (!(await lifecycle.settled(SETTLE_MS))) app.log.error('some sessions were still being billed when the database closed');
     await workerStopped;
+    await previewsStopped;
     // Every span has ended by now (requests closed, debits settled): send what is buffered.
     if (tracing && !(await tracing.shutdown(TRACE_FLUSH_MS))) app.log.warn({ timeoutMs: TRACE_FLUSH_MS }, 'the last trace spans could not be exported in time');
     await upstreamStats.stop();

@@ -44,6 +44,7 @@ export const ERROR_TABLE: Record<ErrorCode, { status: number; type: ErrorType }>
   blob_not_found: E(404),
   org_not_found: E(404),
   key_not_found: E(404),
+  preview_not_ready: E(404),
   method_not_allowed: E(405),
   voice_profile_missing: E(409),
   conflict: E(409),

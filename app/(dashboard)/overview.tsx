@@ -24,7 +24,7 @@ type Me = RouterOutputs['account']['me'];
 
 /** What an org can do at $0: the one route the gateway does not meter. */
 export const FREE_AT_ZERO =
-  'At $0 a key works only for GET /v1/models (the model list). Every other request (speech, transcription, chat, voices, dictionaries) is refused with 402 insufficient_quota until credit is added.';
+  "At $0 a key works only for GET /v1/models (the model list) and voices' previews (GET /voices/{id}/preview: the Play buttons on the Voices page are free). Every other request (speech, transcription, chat, voices, dictionaries) is refused with 402 insufficient_quota until credit is added.";
 
 const isZero = (amount: string) => amount.replace(/[-0.]/g, '') === '';
 

@@ -1,4 +1,4 @@
-import type { ButtonHTMLAttributes } from 'react';
+import type { ButtonHTMLAttributes, Ref } from 'react';
 import { Spinner } from './spinner';
 
 const VARIANTS = {
@@ -12,6 +12,8 @@ export interface ButtonProps extends ButtonHTMLAttributes<HTMLButtonElement> {
   variant?: keyof typeof VARIANTS;
   /** Shows a spinner and disables the button while an action runs. */
   pending?: boolean;
+  /** The <button> itself (React 19 passes a ref as a prop), e.g. to give it the focus back. */
+  ref?: Ref<HTMLButtonElement>;
 }
 
 export function Button({ variant = 'primary', pending = false, disabled, className = '', children, type = 'button', ...rest }: ButtonProps) {

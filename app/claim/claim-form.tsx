@@ -5,6 +5,7 @@ import { signOut } from 'next-auth/react';
 import { useState } from 'react';
 import { Alert } from '@/app/_components/alert';
 import { Button } from '@/app/_components/button';
+import { SelectField } from '@/app/_components/fields';
 import { LinkCard } from '@/app/_components/link-page';
 import { TextField } from '@/app/_components/text-field';
 import { errorMessage, formatDateTime, withCallback } from '@/app/_lib/format';
@@ -21,8 +22,11 @@ export function ClaimForm({ initialCode, email, returnTo }: { initialCode: strin
   const [code, setCode] = useState(initialCode);
   const [outcome, setOutcome] = useState<'confirmed' | 'denied' | null>(null);
   const [signingOut, setSigningOut] = useState(false);
+  // The org that pays and gets the key: the one the user acts for when they own it (the server lists it first).
+  const [chosenOrgId, setChosenOrgId] = useState<string | null>(null);
 
   const claim = check.data;
+  const payer = claim?.orgs.find((o) => o.id === chosenOrgId) ?? claim?.orgs[0] ?? null;
   const error = check.error ?? confirm.error ?? deny.error;
 
   async function switchAccount() {
@@ -36,6 +40,7 @@ export function ClaimForm({ initialCode, email, returnTo }: { initialCode: strin
     confirm.reset();
     deny.reset();
     setCode('');
+    setChosenOrgId(null);
   }
 
   if (outcome === 'confirmed' && confirm.data) {
@@ -104,27 +109,69 @@ export function ClaimForm({ initialCode, email, returnTo }: { initialCode: strin
         <div className="mt-5 space-y-4">
           <dl className="divide-y divide-zinc-100 rounded-md border border-zinc-200 text-sm" data-testid="claim-details">
             <Row label="Agent">
-              <span className="font-mono break-all">{claim.registrationId}</span>
+              {claim.agentName ? (
+                <>
+                  <span className="font-semibold break-words" data-testid="claim-agent-name">
+                    {claim.agentName}
+                  </span>{' '}
+                  <span className="text-zinc-500">(the name it gave itself)</span>
+                </>
+              ) : (
+                <span className="text-zinc-600">It gave no name.</span>
+              )}
+              {claim.userAgent && (
+                <span className="mt-0.5 block text-xs break-all text-zinc-500" data-testid="claim-user-agent">
+                  Software: {claim.userAgent}
+                </span>
+              )}
+            </Row>
+            <Row label="Registered">{formatDateTime(claim.registeredAt)}</Row>
+            <Row label="From network">
+              {claim.network ? (
+                <>
+                  <span className="font-mono" data-testid="claim-network">
+                    {claim.network}
+                  </span>{' '}
+                  <span className="text-zinc-500">(the address it registered from, to its network)</span>
+                </>
+              ) : (
+                'Unknown'
+              )}
             </Row>
             <Row label="Registration">
               {claim.registrationType === 'anonymous' ? 'Anonymous agent on a trial key' : 'Agent registered for your email address'}
+              <span className="mt-0.5 block font-mono text-xs break-all text-zinc-500">{claim.registrationId}</span>
             </Row>
             <Row label="Claimed for">
               <span className="break-all">{claim.email}</span>
             </Row>
             <Row label="Access">
-              Full API access ({claim.scopes.join(', ')}), billed to {claim.org.name}
+              Full API access ({claim.scopes.join(', ')}), billed to {payer?.name ?? claim.org.name}
             </Row>
-            <Row label="Registered">{formatDateTime(claim.registeredAt)}</Row>
             <Row label="Code valid until">{formatDateTime(claim.codeExpiresAt)}</Row>
           </dl>
+          {claim.orgs.length > 1 && (
+            <SelectField
+              label="Organization that pays and gets the key"
+              name="orgId"
+              value={payer?.id}
+              onChange={(event) => setChosenOrgId(event.target.value)}
+              hint="Only organizations you own."
+            >
+              {claim.orgs.map((o) => (
+                <option key={o.id} value={o.id}>
+                  {o.name}
+                </option>
+              ))}
+            </SelectField>
+          )}
           <Alert tone="warning">
-            The agent gets a new API key on <strong>{claim.org.name}</strong> and can spend its credits.
+            The agent gets a new API key on <strong>{payer?.name ?? claim.org.name}</strong> and can spend its credits.
             {claim.trialKeyPrefix && (
               <>
                 {' '}
                 Its trial key <span className="font-mono">{claim.trialKeyPrefix}…</span> stops working; what it made during the trial (voices, dictionaries)
-                moves to your organization. The rest of the trial credit is not transferred.
+                moves to that organization. The rest of the trial credit is not transferred.
               </>
             )}{' '}
             Only continue if you started this agent.
@@ -133,8 +180,8 @@ export function ClaimForm({ initialCode, email, returnTo }: { initialCode: strin
             <div data-testid="claim-needs-owner">
               <Alert tone="info" title="Only owners can authorise an agent">
                 <p>
-                  You are a member of <strong>{claim.org.name}</strong>, not an owner, and authorising gives the agent a key on it. Switch to an organization
-                  you own and enter the code again, or ask an owner of {claim.org.name}.
+                  You own no organization, and authorising gives the agent a key on one. Ask an owner of {claim.org.name}, or switch to an organization you own
+                  and enter the code again.
                 </p>
                 <div className="mt-3">
                   <OrgSwitcher />
@@ -158,7 +205,7 @@ export function ClaimForm({ initialCode, email, returnTo }: { initialCode: strin
             <Button
               pending={confirm.isPending}
               disabled={deny.isPending || !claim.canConfirm}
-              onClick={() => confirm.mutate({ code }, { onSuccess: () => setOutcome('confirmed') })}
+              onClick={() => confirm.mutate({ code, orgId: payer?.id }, { onSuccess: () => setOutcome('confirmed') })}
             >
               Authorise agent
             </Button>

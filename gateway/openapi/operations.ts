@@ -13,7 +13,7 @@ import { AccessTokenRequestSchema } from '../routes/access-token.ts';
 import { ClaimBody, IdentityBody } from '../routes/agent-auth.ts';
 import { BlobIdParams, UploadQuery } from '../routes/blobs.ts';
 import { JobIdParams, ListJobsQuery } from '../routes/jobs.ts';
-import { CloneJson, EngineCatalogueQuery, Localize, PrepareProfile, ProClone, VoiceIdParams } from '../routes/voices.ts';
+import { CloneJson, EngineCatalogueQuery, Localize, PrepareProfile, PreviewQuery, ProClone, VoiceIdParams } from '../routes/voices.ts';
 import { ElevenLabsTtsBody, ElevenLabsTtsQuery, ElevenLabsV2VoicesQuery, ElevenLabsVoiceParams } from '../routes/elevenlabs.ts';
 import { ElevenLabsSocketQuery } from '../routes/elevenlabs-websocket.ts';
 import { SpeakBody, SpeakQuery } from '../routes/deepgram-speak.ts';
@@ -747,6 +747,20 @@ export const OPERATIONS: Operation[] = [
     ...VOICE_ID,
     answers: { 200: json(res.VoiceSchema, 'The voice.') },
     errors: [404],
+  },
+  {
+    method: 'get',
+    path: '/voices/{id}/preview',
+    operationId: 'getVoicePreview',
+    summary: "A voice's preview: a fixed sentence in its language, free",
+    description:
+      "Made once per usable profile by a preview worker, served from storage; `model_id` picks the profile's model (the voice's `preview_models` lists the ready ones), else the first. Not metered: heard at any balance. 404 `preview_not_ready` (with `Retry-After`) while it is being made; 409 `voice_profile_missing` when the voice has no usable profile (for that model).",
+    tag: 'Voices',
+    auth: 'key',
+    ...VOICE_ID,
+    query: PreviewQuery,
+    answers: { 200: { description: 'The preview (WAV); `x-svc-preview-model` names its model.', media: { 'audio/wav': AUDIO_FILE } } },
+    errors: [400, 404, 409],
   },
   {
     method: 'patch',

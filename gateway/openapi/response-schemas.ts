@@ -215,7 +215,11 @@ export const VoiceSchema = z.object({
   source_version: z.string(),
   profiles: z.array(VoiceProfileSchema),
   model_family: z.string(),
-  sample_blob_id: z.string().nullable(),
+  sample_blob_id: z
+    .string()
+    .nullable()
+    .meta({ description: "An own voice's preview on its first usable profile, as a blob of the org; null for platform voices and until it is made." }),
+  preview_models: z.array(z.string()).meta({ description: 'The models whose preview is ready: GET /voices/{id}/preview?model_id=.' }),
   is_owner: z.boolean(),
   saved: z.boolean(),
   created_at: isoTime,

@@ -297,6 +297,34 @@ describe('service_auth registration, end to end', () => {
   });
 });
 
+describe('who the agent is', () => {
+  it('the name it gives itself (client_name) and its User-Agent are kept for the claim page, printable and bounded; a bad name is 400', async () => {
+    const res = await fetch(`${h.url}/agent/identity`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'user-agent': `support-bot/2.1 ${'x'.repeat(300)}` },
+      body: JSON.stringify({ type: 'anonymous', client_name: '  Support Bot  ' }),
+    });
+    expect(res.status).toBe(200);
+    const reg = (await res.json()) as Record<string, string>;
+    const row = await h.testDb.db.prisma.agentRegistration.findUniqueOrThrow({ where: { id: reg.registration_id } });
+    expect(row).toMatchObject({ clientName: 'Support Bot', clientAddress: '127.0.0.1' });
+    expect(row.userAgent).toMatch(/^support-bot\/2\.1 x+$/);
+    expect(row.userAgent).toHaveLength(200);
+    // Without a name: none is made up.
+    const plain = (await (await postJson('/agent/identity', { type: 'anonymous' })).json()) as Record<string, string>;
+    expect(await h.testDb.db.prisma.agentRegistration.findUniqueOrThrow({ where: { id: plain.registration_id } })).toMatchObject({ clientName: null });
+    for (const [name, message] of [
+      ['x'.repeat(101), 'client_name: at most 100 characters'],
+      ['  ', 'client_name: must not be empty'],
+      ['bot\u0007', 'client_name: must be text without control characters'],
+      [42, expect.stringMatching(/^client_name: /)],
+    ] as const) {
+      const refused = await expectError(postJson('/agent/identity', { type: 'anonymous', client_name: name }), 400, 'invalid_request');
+      expect(refused.body.error).toMatchObject({ param: 'client_name', message });
+    }
+  });
+});
+
 describe('errors', () => {
   it('each registration error in the envelope with the right status', async () => {
     await expectError(postJson('/agent/identity', { type: 'service_auth', login_hint: 'not-an-email' }), 400, 'invalid_login_hint');

@@ -31,6 +31,10 @@ import { startClaim, type ClaimAttemptGrant } from '../../server/services/regist
 import { startRegistration, type StartRegistrationInput } from '../../server/services/registrations/start-registration.ts';
 import type { GatewayContext } from '../context.ts';
 
+const MAX_CLIENT_NAME = 100;
+/** What of the User-Agent header a registration keeps. */
+const MAX_USER_AGENT = 200;
+
 /** Registration bodies are a few hundred bytes; nothing legitimate comes near this. */
 const AUTH_BODY_LIMIT = 16 * 1024;
 const SWEEP_MS = 60_000;
@@ -45,6 +49,14 @@ export const IdentityBody = z.object({
   login_hint: z.unknown().optional(),
   assertion: z.unknown().optional(),
   identity_assertion: z.unknown().optional(),
+  // What the agent calls itself (RFC 7591's client_name), shown to the user who claims it.
+  client_name: z
+    .string()
+    .trim()
+    .min(1, 'must not be empty')
+    .max(MAX_CLIENT_NAME, `at most ${MAX_CLIENT_NAME} characters`)
+    .regex(/^[^\p{Cc}\p{Cf}]*$/u, 'must be text without control characters')
+    .optional(),
 });
 export const ClaimBody = z.object({ claim_token: z.unknown(), email: z.unknown().optional() });
 
@@ -145,7 +157,12 @@ export async function registerAgentAuthRoutes(app: FastifyInstance, ctx: Gateway
   app.post('/agent/identity', publicRoute, async (request) => {
     const body = parseBody(IdentityBody, request.body);
     // The address is recorded: anonymous registrations are capped per address per hour.
-    const started = await startRegistration(deps(), { ...identityInput(body), clientAddress: addressOf(request) });
+    const started = await startRegistration(deps(), {
+      ...identityInput(body),
+      clientAddress: addressOf(request),
+      clientName: body.client_name ?? null,
+      userAgent: userAgentOf(request.headers['user-agent']),
+    });
     const common = {
       registration_id: started.registrationId,
       registration_type: started.registrationType,
@@ -232,6 +249,15 @@ export async function registerAgentAuthRoutes(app: FastifyInstance, ctx: Gateway
     closed = true;
     clearTimeout(sweepTimer);
   });
+}
+
+/** The User-Agent as the claim page may show it: printable, at most MAX_USER_AGENT characters; null without one. */
+function userAgentOf(header: string | undefined): string | null {
+  const text = (header ?? '')
+    .replace(/[\p{Cc}\p{Cf}]/gu, '')
+    .trim()
+    .slice(0, MAX_USER_AGENT);
+  return text === '' ? null : text;
 }
 
 function identityInput(body: z.infer<typeof IdentityBody>): StartRegistrationInput {

@@ -27,6 +27,7 @@ const VOICE_FIELDS = [
   'model_family',
   'name',
   'parent_voice_id',
+  'preview_models',
   'profiles',
   'saved',
   'sample_blob_id',
@@ -149,10 +150,8 @@ describe('instant clone', () => {
       model_family: 'local-flite',
     });
     expect(body.source_audio_blob_id).toMatch(/^blob_/);
-    // A greeting in the new voice, to hear it before using it.
-    expect(body.sample_blob_id).toMatch(/^blob_/);
-    const sample = await fetch(`${h.url}/blobs/${body.sample_blob_id}/content`, { headers: h.headers });
-    expect(parseWav(Buffer.from(await sample.arrayBuffer())).samples.length).toBeGreaterThan(8000);
+    // Its preview (and sample blob) is made after the answer, by the preview worker (gateway/routes/voices.previews.test.ts).
+    expect(body).toMatchObject({ sample_blob_id: null, preview_models: [] });
     expect(body.source_metadata.analysis.median_f0_hz).toBeGreaterThan(60);
     expect(body.profiles).toEqual([
       expect.objectContaining({ model_id: 'local-flite', status: 'ready', profile_version: '1', source_version: body.source_version }),

@@ -10,6 +10,7 @@ import { parseInput } from '../../server/services/parse-input.ts';
 import { cloneVoice } from '../../server/services/voices/clone-voice.ts';
 import { deleteVoice } from '../../server/services/voices/delete-voice.ts';
 import { getOwnedVoiceOrThrow, getVoice } from '../../server/services/voices/get-voice.ts';
+import { getVoicePreview } from '../../server/services/voices/get-voice-preview.ts';
 import { ListVoicesQuery, listVoices } from '../../server/services/voices/list-voices.ts';
 import { localizeVoice } from '../../server/services/voices/localize-voice.ts';
 import { prepareVoiceProfile } from '../../server/services/voices/prepare-voice-profile.ts';
@@ -69,6 +70,8 @@ export const Localize = z.strictObject({
 
 export const EngineCatalogueQuery = z.strictObject({ model: z.string().min(1).max(200) });
 
+export const PreviewQuery = z.strictObject({ model_id: z.string().min(1).max(200).optional() });
+
 export const PrepareProfile = z.strictObject({ model_id: z.string().min(1).max(200), profile_version: ProfileVersion.optional() });
 
 export async function registerVoiceRoutes(app: FastifyInstance, ctx: GatewayContext): Promise<void> {
@@ -101,11 +104,27 @@ export async function registerVoiceRoutes(app: FastifyInstance, ctx: GatewayCont
     return getVoice(prisma, request.auth.orgId, id);
   });
 
+  // A voice's preview (docs/voices.md, "Previews"): made once by a preview worker, served from
+  // storage. Not metered: free, and heard at any balance, $0 included.
+  app.get('/voices/:id/preview', async (request, reply) => {
+    const { id } = parseInput(VoiceIdParams, request.params, { body: false });
+    const { model_id: modelId } = parseInput(PreviewQuery, request.query, { body: false });
+    const preview = await getVoicePreview(prisma, ctx.config.dataDir, request.auth.orgId, id, modelId);
+    return reply
+      .header('content-type', preview.contentType)
+      .header('cache-control', 'private, no-cache')
+      .header('x-svc-preview-model', preview.modelId)
+      .send(preview.bytes);
+  });
+
   app.patch('/voices/:id', keyed, async (request) => {
     const { id } = parseInput(VoiceIdParams, request.params, { body: false });
     // Ownership first: a platform voice is 403 whatever the body says.
     await getOwnedVoiceOrThrow(prisma, request.auth.orgId, id);
-    return updateVoice(prisma, request.auth.orgId, id, parseInput(UpdateVoiceInput, request.body));
+    const updated = await updateVoice(prisma, request.auth.orgId, id, parseInput(UpdateVoiceInput, request.body));
+    // A new language is a new preview.
+    ctx.previews?.notify();
+    return updated;
   });
 
   app.delete('/voices/:id', keyed, async (request) => {

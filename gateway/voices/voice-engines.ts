@@ -138,6 +138,7 @@ export function voiceDeps(ctx: GatewayContext, scope: ModelScope | null): VoiceD
     voiceLimits: ctx.config.voiceLimits,
     // The worker starts after the routes are registered: looked up when a job is queued.
     jobQueued: () => ctx.jobs?.notify(),
+    previewsWanted: () => ctx.previews?.notify(),
     engines: voiceEngines(ctx, scope),
   };
 }

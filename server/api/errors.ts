@@ -44,6 +44,7 @@ const TRPC_CODES: Record<ErrorCode, TrpcCode> = {
   blob_not_found: 'NOT_FOUND',
   org_not_found: 'NOT_FOUND',
   key_not_found: 'NOT_FOUND',
+  preview_not_ready: 'NOT_FOUND',
   method_not_allowed: 'METHOD_NOT_SUPPORTED',
   voice_profile_missing: 'CONFLICT',
   conflict: 'CONFLICT',

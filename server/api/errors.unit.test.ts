@@ -42,6 +42,7 @@ const EXPECTED: Record<ErrorCode, ReturnType<typeof trpcCodeFor>> = {
   blob_not_found: 'NOT_FOUND',
   org_not_found: 'NOT_FOUND',
   key_not_found: 'NOT_FOUND',
+  preview_not_ready: 'NOT_FOUND',
   method_not_allowed: 'METHOD_NOT_SUPPORTED',
   voice_profile_missing: 'CONFLICT',
   conflict: 'CONFLICT',

@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseWav } from '../../gateway/audio/wav.ts';
 import type { GatewayHarness } from '../../test/support/gateway-harness.ts';
 import { startScriptedUpstream, type ScriptedUpstream } from '../../test/support/scripted-openai-upstream.ts';
+import { until } from '../../test/support/poll.ts';
 import { startTtsGateway, ttsBody } from '../../test/support/tts-routes.ts';
 import { checkProtocol } from '../../gateway/upstreams/protocols/index.ts';
 import { upsertModel } from '../services/models/upsert-model.ts';
@@ -43,7 +44,8 @@ function call(path: string[], init: RequestInit & { org?: string | null } = {}, 
 const json = (body: unknown) => ({ method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
 
 beforeAll(async () => {
-  h = await startTtsGateway();
+  // With the preview worker: the voices pages play previews through the proxy.
+  h = await startTtsGateway({ env: { SVC_VOICE_PREVIEWS: 'on', SVC_PREVIEW_POLL_SECONDS: '0.2' } });
   otherOrg = (await createOrg(h.testDb.db, { name: 'other', creditsMicros: 1_000_000n })).id;
   llm = await startScriptedUpstream({ kind: 'stream', chunks: ['Hello ', 'from ', 'the ', 'LLM.'], usage: { prompt_tokens: 12, completion_tokens: 4 } });
   await upsertModel(h.testDb.db.prisma, checkProtocol, {
@@ -151,6 +153,24 @@ describe('gateway proxy: forwarding', () => {
     expect(theirs.status).toBe(200);
     expect(await theirs.json()).toMatchObject({ id: job.id, object: 'job' });
     expect((await call(['blobs', 'blob_missing', 'content'], { method: 'GET' })).status).toBe(404);
+  });
+
+  it("a voice's preview is forwarded to an org with no credit, for nothing; synthesis is not", async () => {
+    const broke = (await createOrg(h.testDb.db, { name: 'broke', creditsMicros: 0n })).id;
+    const res = await until('the preview of flite-slt', async () => {
+      const answer = await call(['voices', 'flite-slt', 'preview'], { method: 'GET', org: broke });
+      if (answer.status === 200) return answer;
+      expect((await answer.json()).error.code).toBe('preview_not_ready');
+      return undefined;
+    });
+    expect(res.headers.get('content-type')).toBe('audio/wav');
+    expect(res.headers.get('x-svc-preview-model')).toBe('local-flite');
+    expect(parseWav(Buffer.from(await res.arrayBuffer())).frameCount).toBeGreaterThan(16_000);
+    const tts = await call(['tts', 'bytes'], { ...json(ttsBody()), org: broke });
+    expect(tts.status).toBe(402);
+    await tts.arrayBuffer();
+    await h.settled();
+    expect(await h.testDb.db.prisma.ledgerEntry.count({ where: { orgId: broke } })).toBe(0);
   });
 
   it('a revoked dashboard key is replaced on the next call', async () => {

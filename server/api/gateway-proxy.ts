@@ -1,5 +1,5 @@
 // The dashboard's way to the gateway for what needs the engines (playground chat, synthesis and
-// transcription, clone uploads, profile preparation, job polling, clip playback): a signed-in
+// transcription, clone uploads, profile preparation, job polling, clip and preview playback): a signed-in
 // browser calls /api/gateway/<path>, and the dashboard server forwards an ALLOWLIST of gateway
 // routes with the org's dashboard key (server/services/keys/get-dashboard-key.ts). Bodies stream
 // both ways (uploads up to 25 MB); the gateway's status, error envelope and x-svc-* headers come
@@ -33,6 +33,8 @@ export const ALLOWED_ROUTES: readonly AllowedRoute[] = [
   { method: 'POST', segments: ['voices', null, 'profiles'] },
   { method: 'GET', segments: ['jobs', null] },
   { method: 'GET', segments: ['blobs', null, 'content'], ranges: true },
+  // A voice's preview: free, heard at any balance (the Play buttons of the voices pages).
+  { method: 'GET', segments: ['voices', null, 'preview'], ranges: true },
 ];
 
 // Request headers the gateway needs; never cookies (the dashboard session stays here) and never

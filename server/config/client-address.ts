@@ -58,3 +58,16 @@ function expandIPv6(address: string): string[] {
   const groups = tail === undefined ? left : [...left, ...Array<string>(8 - left.length - right.length).fill('0'), ...right];
   return groups.map((g) => Number.parseInt(g, 16).toString(16));
 }
+
+/**
+ * An address as the claim page shows it, coarse enough to say where an agent registered from
+ * without pinpointing a host: an IPv4 address's /24 ("203.0.113.0/24"), an IPv6 address's /48
+ * (what clientAddress keeps is its /64: "2001:db8:1::/48"). Null for what is neither.
+ */
+export function addressNetwork(address: string | null): string | null {
+  if (!address) return null;
+  if (isIPv4(address)) return `${address.split('.').slice(0, 3).join('.')}.0/24`;
+  const bare = address.replace(/\/\d+$/, '');
+  if (!isIPv6(bare)) return null;
+  return `${expandIPv6(bare).slice(0, 3).join(':')}::/48`;
+}

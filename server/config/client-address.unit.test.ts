@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { clientAddress } from './client-address.ts';
+import { addressNetwork, clientAddress } from './client-address.ts';
 
 describe('clientAddress', () => {
   it('without trusted proxies: the TCP peer, whatever X-Forwarded-For says', () => {
@@ -45,5 +45,18 @@ describe('clientAddress', () => {
 
   it('an entry that is not an address is used as it is, bounded', () => {
     expect(clientAddress({ socketAddress: null, forwardedFor: `unknown-${'x'.repeat(300)}`, trustedProxies: 1 })).toHaveLength(100);
+  });
+});
+
+describe('addressNetwork', () => {
+  it("an IPv4 address's /24, an IPv6 address's /48 (from the /64 a registration keeps); nothing for what is neither", () => {
+    expect(addressNetwork('203.0.113.77')).toBe('203.0.113.0/24');
+    expect(addressNetwork('127.0.0.1')).toBe('127.0.0.0/24');
+    const kept = clientAddress({ socketAddress: '2001:db8:ab:cd:1:2:3:4', forwardedFor: undefined, trustedProxies: 0 });
+    expect(kept).toBe('2001:db8:ab:cd::/64');
+    expect(addressNetwork(kept)).toBe('2001:db8:ab::/48');
+    expect(addressNetwork('2001:db8::1')).toBe('2001:db8:0::/48');
+    expect(addressNetwork('not-an-address')).toBeNull();
+    expect(addressNetwork(null)).toBeNull();
   });
 });

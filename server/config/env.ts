@@ -59,6 +59,11 @@ const EnvSchema = z.object({
     .default(1800),
   // Voice jobs an org may have queued or running at once (counted in the database); past it 429.
   SVC_MAX_JOBS_PER_ORG: z.coerce.number().int().min(1).max(10_000).default(5),
+  // Voice previews (docs/voices.md, "Previews"): made by the process that runs the job worker,
+  // this many at once, looking for changed voices and due previews every so many seconds.
+  SVC_VOICE_PREVIEWS: z.enum(['on', 'off']).default('on'),
+  SVC_PREVIEW_CONCURRENCY: z.coerce.number().int().min(1).max(16).default(1),
+  SVC_PREVIEW_POLL_SECONDS: z.coerce.number().min(0.05).max(3600).default(10),
   // An org's own voices (past it 403 voice_quota_exceeded), and its voices cloned through engines
   // that bill (outside this process) in any 24 hours, trial orgs apart (past it 429 clone_quota_exceeded).
   SVC_MAX_VOICES_PER_ORG: z.coerce.number().int().min(0).max(1_000_000).default(100),
@@ -222,6 +227,8 @@ export interface Config {
   /** SVC_WEBRTC_*: WebRTC calls of /v1/realtime/calls. */
   webrtc: WebRtcConfig;
   jobs: { worker: boolean; concurrency: number; pollMs: number; leaseMs: number; offlineGiveUpMs: number; maxPerOrg: number };
+  /** SVC_VOICE_PREVIEWS, SVC_PREVIEW_*: the preview worker (gateway/voices/preview-worker.ts), where the job worker runs. */
+  previews: { enabled: boolean; concurrency: number; pollMs: number };
   /** Caps on an org's voices and on its clones through engines that bill (server/services/voices/voice-quotas.ts). */
   voiceLimits: { maxVoicesPerOrg: number; maxEngineClonesPerDay: number; trialMaxEngineClonesPerDay: number };
   /** Separate metrics listener; undefined: none. */
@@ -391,6 +398,7 @@ export function loadConfig(source: Readonly<Record<string, string | undefined>> 
       offlineGiveUpMs: env.SVC_JOB_OFFLINE_GIVE_UP_SECONDS * 1000,
       maxPerOrg: env.SVC_MAX_JOBS_PER_ORG,
     },
+    previews: { enabled: env.SVC_VOICE_PREVIEWS === 'on', concurrency: env.SVC_PREVIEW_CONCURRENCY, pollMs: env.SVC_PREVIEW_POLL_SECONDS * 1000 },
     voiceLimits: {
       maxVoicesPerOrg: env.SVC_MAX_VOICES_PER_ORG,
       maxEngineClonesPerDay: env.SVC_MAX_ENGINE_CLONES_PER_ORG_PER_DAY,

@@ -1,7 +1,7 @@
 // One handle on the database for a process: a Prisma client for the business rules and the
 // hot store for per-request paths, both chosen from DATABASE_URL's scheme.
 import { PrismaPg } from '@prisma/adapter-pg';
-import { PrismaClient as SqliteClient } from './generated/sqlite/client.ts';
+import { PrismaClient as SqliteClient, Prisma as SqlitePrisma } from './generated/sqlite/client.ts';
 import { PrismaClient as PostgresClient } from './generated/postgresql/client.ts';
 import { dialectOf, sqlitePath, type Dialect } from './dialect.ts';
 import type { HotStore } from './hot-store.ts';
@@ -14,6 +14,9 @@ import { ImmediateTransactionsSqlite } from './sqlite-immediate.ts';
  * the rest of the code is written against one of the two types.
  */
 export type Prisma = SqliteClient;
+
+/** Sets a Json column to SQL NULL (undefined leaves it as it is). Both clients share Prisma's runtime, and so this value. */
+export const DB_NULL = SqlitePrisma.DbNull;
 
 export interface Database {
   dialect: Dialect;

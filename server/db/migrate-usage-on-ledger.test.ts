@@ -1,70 +1,25 @@
 // Migration 0004 moves usage from the UsageEvent table onto the usage debits of the ledger:
 // an existing database keeps what each request consumed. Runs on the database TEST_DB picks.
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { POSTGRES_ADMIN_URL, TEST_DIALECT } from '../../test/support/test-database.ts';
+import { databaseBefore, type DatabaseBefore } from '../../test/support/database-before.ts';
+import { TEST_DIALECT } from '../../test/support/test-database.ts';
 import { openDatabase, type Database } from './database.ts';
-import { openSqlite } from './hot-store-sqlite.ts';
-import { newId } from './ids.ts';
-import { listMigrations, migrate } from './migrate.ts';
+import { migrate } from './migrate.ts';
 
 const BEFORE = '0004_usage_on_ledger';
 
 let url: string;
-let cleanup: () => Promise<void>;
 /** Runs SQL on the test database (the schema as it was before 0004). */
 let exec: (sql: string) => Promise<void>;
+let before: DatabaseBefore;
 
 beforeAll(async () => {
-  if (TEST_DIALECT === 'sqlite') {
-    const dir = mkdtempSync(join(tmpdir(), 'svc-mig-'));
-    url = `file:${join(dir, 'svc.db')}`;
-    exec = async (sql) => {
-      const db = openSqlite(join(dir, 'svc.db'));
-      try {
-        db.exec(sql);
-      } finally {
-        db.close();
-      }
-    };
-    cleanup = async () => rmSync(dir, { recursive: true, force: true });
-  } else {
-    const name = newId('svc_mig').replace(/[^a-z0-9_]/g, '_');
-    const admin = new pg.Client({ connectionString: POSTGRES_ADMIN_URL });
-    await admin.connect();
-    await admin.query(`CREATE DATABASE ${name}`);
-    await admin.end();
-    const u = new URL(POSTGRES_ADMIN_URL);
-    u.pathname = `/${name}`;
-    url = u.toString();
-    exec = async (sql) => {
-      const c = new pg.Client({ connectionString: url });
-      await c.connect();
-      try {
-        await c.query(sql);
-      } finally {
-        await c.end();
-      }
-    };
-    cleanup = async () => {
-      const c = new pg.Client({ connectionString: POSTGRES_ADMIN_URL });
-      await c.connect();
-      await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-      await c.end();
-    };
-  }
-  // The schema as it was before this migration, recorded as applied the way migrate() does.
-  const earlier = listMigrations(TEST_DIALECT).filter((m) => m.name < BEFORE);
-  expect(earlier.length).toBeGreaterThan(0);
-  await exec(`CREATE TABLE IF NOT EXISTS "_svc_migrations" (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)`);
-  for (const m of earlier) await exec(`${m.sql};\nINSERT INTO "_svc_migrations" (name, applied_at) VALUES ('${m.name}', 'test')`);
+  before = await databaseBefore(BEFORE);
+  ({ url, exec } = before);
 });
 
 afterAll(async () => {
-  await cleanup?.();
+  await before?.drop();
 });
 
 describe('migration 0004: usage on the ledger', () => {

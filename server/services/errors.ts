@@ -41,6 +41,7 @@ export const ERROR_CODES = [
   'blob_not_found',
   'org_not_found',
   'key_not_found',
+  'preview_not_ready',
   // 405, 409, 410, 413, 415
   'method_not_allowed',
   'voice_profile_missing',

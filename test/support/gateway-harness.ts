@@ -41,6 +41,9 @@ export async function startGateway(
     SVC_MODELS_FILE: '/nonexistent',
     SVC_REGISTRY_REFRESH_SECONDS: '0.2',
     SVC_HEALTH_CHECK_SECONDS: '0.5',
+    // The preview worker would speak every platform voice in the background, beside the engines
+    // a test measures: on only where a test asks for it (gateway/routes/voices.previews.test.ts).
+    SVC_VOICE_PREVIEWS: 'off',
     ...options.env,
   });
   const org = await createOrg(testDb.db, { name: 'test org', creditsMicros: options.creditsMicros ?? 10_000_000n });

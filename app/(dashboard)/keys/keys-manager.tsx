@@ -18,6 +18,7 @@ import { FirstRequest } from '../overview';
 
 type KeyRow = RouterOutputs['keys']['list'][number];
 type CreateInput = RouterInputs['keys']['create'];
+type UpdateInput = RouterInputs['keys']['update'];
 
 /**
  * The create form's limits as the server takes them, or why they are not: an empty field is no
@@ -40,6 +41,57 @@ function limitsOf(form: FormData): { input: Omit<CreateInput, 'name'> } | { erro
   }
   const models = form.getAll('models').map(String);
   if (models.length > 0) input.models = models;
+  return { input };
+}
+
+/** An instant as a datetime-local field shows it: the browser's time zone, to the minute. */
+function localInputValue(iso: string | null): string {
+  if (!iso) return '';
+  const d = new Date(iso);
+  const pad = (n: number) => String(n).padStart(2, '0');
+  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}T${pad(d.getHours())}:${pad(d.getMinutes())}`;
+}
+
+/** The limits form as a key's row fills it in. */
+function limitDefaults(k: KeyRow): LimitDefaults {
+  return {
+    spendLimitUsd: k.budget ? k.budget.limitUsd.replace(/\.?0+$/, '') : '',
+    spendWindow: k.budget?.window ?? 'month',
+    expiresAt: localInputValue(k.expiresAt),
+    models: k.models ?? [],
+  };
+}
+
+/**
+ * What the edit form changes of a key's limits, as keys.update takes them: only the fields that
+ * differ from the key's (an untouched past expiry is not sent again), an emptied field as null
+ * (no limit, never expires, every model).
+ */
+function limitChangesOf(form: FormData, k: KeyRow): { input: Omit<UpdateInput, 'id'> } | { error: string } {
+  const was = limitDefaults(k);
+  const input: Omit<UpdateInput, 'id'> = {};
+  const limit = String(form.get('spendLimitUsd') ?? '')
+    .trim()
+    .replace(/^\$/, '');
+  const window = form.get('spendWindow') === 'day' ? 'day' : 'month';
+  if (limit === '') {
+    if (k.budget) input.spendLimitUsd = null;
+  } else if (limit !== was.spendLimitUsd || window !== was.spendWindow || !k.budget) {
+    input.spendLimitUsd = limit;
+    input.spendWindow = window;
+  }
+  const expires = String(form.get('expiresAt') ?? '');
+  if (expires !== was.expiresAt) {
+    if (expires === '') input.expiresAt = null;
+    else {
+      const at = new Date(expires);
+      if (Number.isNaN(at.getTime())) return { error: 'Enter the expiry as a date and time.' };
+      input.expiresAt = at.toISOString();
+    }
+  }
+  const models = form.getAll('models').map(String);
+  const same = models.length === was.models.length && models.every((m) => was.models.includes(m));
+  if (!same) input.models = models.length > 0 ? models : null;
   return { input };
 }
 
@@ -167,7 +219,7 @@ function CreateKey() {
 
 // The name has the room it needs (it wraps rather than being cut); the status column holds the
 // revocation date, so Actions holds only actions.
-const GRID_COLUMNS = 'md:grid-cols-[minmax(0,3fr)_7rem_6.5rem_minmax(0,1.2fr)_minmax(0,1fr)_minmax(0,1fr)_5.5rem]';
+const GRID_COLUMNS = 'md:grid-cols-[minmax(0,3fr)_7rem_6.5rem_minmax(0,1.2fr)_minmax(0,1fr)_minmax(0,1fr)_7rem]';
 const MAX_RPM = 1_000_000;
 
 /** "600/min (default)" or "2/min". */
@@ -227,6 +279,7 @@ function KeyList({ canRevoke }: { canRevoke: boolean }) {
                 k={k}
                 canSetRateLimit={isPlatformAdmin && k.status === 'active'}
                 canRevoke={canRevoke}
+                onLimitsSaved={() => setAnnouncement(`The limits of key ${k.name || k.prefix} are saved; they apply from its next request.`)}
                 onRevoke={() => {
                   revoke.reset();
                   setTarget(k);
@@ -267,16 +320,25 @@ function KeyListItem({
   canRevoke,
   onRevoke,
   onRateLimitSaved,
+  onLimitsSaved,
 }: {
   k: KeyRow;
   canSetRateLimit: boolean;
   canRevoke: boolean;
   onRevoke: () => void;
   onRateLimitSaved: (rpm: number | null) => void;
+  onLimitsSaved: () => void;
 }) {
   const [editing, setEditing] = useState(false);
+  const [editingLimits, setEditingLimits] = useState(false);
   const changeButton = useRef<HTMLButtonElement>(null);
+  const limitsButton = useRef<HTMLButtonElement>(null);
   const editorId = useId();
+  const limitsEditorId = useId();
+  const closeLimits = () => {
+    setEditingLimits(false);
+    limitsButton.current?.focus();
+  };
   const label = k.name || k.prefix;
   const close = () => {
     setEditing(false);
@@ -342,13 +404,38 @@ function KeyListItem({
         <span className="md:sr-only">Last used </span>
         {formatDateTime(k.lastUsedAt, 'Never')}
       </span>
-      <span className="order-6 justify-self-end md:order-none">
+      <span className="order-6 flex flex-wrap justify-end gap-2 justify-self-end md:order-none md:flex-col md:items-end">
         {k.status === 'active' && canRevoke && (
-          <Button variant="secondary" className="min-h-8 px-3 py-1" onClick={onRevoke} aria-label={`Revoke key ${label}`}>
-            Revoke
-          </Button>
+          <>
+            <Button
+              ref={limitsButton}
+              variant="secondary"
+              className="min-h-8 px-3 py-1 whitespace-nowrap"
+              onClick={() => setEditingLimits((open) => !open)}
+              aria-expanded={editingLimits}
+              aria-controls={editingLimits ? limitsEditorId : undefined}
+              aria-label={`Edit limits of key ${label}`}
+            >
+              Edit limits
+            </Button>
+            <Button variant="secondary" className="min-h-8 px-3 py-1" onClick={onRevoke} aria-label={`Revoke key ${label}`}>
+              Revoke
+            </Button>
+          </>
         )}
       </span>
+      {canRevoke && k.status === 'active' && editingLimits && (
+        <LimitsEditor
+          id={limitsEditorId}
+          k={k}
+          label={label}
+          onCancel={closeLimits}
+          onSaved={() => {
+            onLimitsSaved();
+            closeLimits();
+          }}
+        />
+      )}
       {canSetRateLimit && editing && (
         <RateLimitEditor
           id={editorId}
@@ -365,16 +452,35 @@ function KeyListItem({
   );
 }
 
+interface LimitDefaults {
+  spendLimitUsd: string;
+  spendWindow: 'day' | 'month';
+  /** As a datetime-local field holds it. */
+  expiresAt: string;
+  models: string[];
+}
+
 /**
- * The create form's optional limits, folded away: a spend limit per UTC day or month, an expiry
- * and the models the key may use (none ticked: every model). The gateway enforces each.
+ * A key's optional limits: a spend limit per UTC day or month, an expiry and the models the key
+ * may use (none ticked: every model). The gateway enforces each. Folded away in the create form;
+ * open, filled in with the key's, in a key's edit form.
  */
-function KeyLimitsFields() {
-  const trpc = useTRPC();
-  const models = useQuery(trpc.models.catalog.queryOptions({}));
+function KeyLimitsFields({ defaults }: { defaults?: LimitDefaults }) {
+  const fields = <LimitInputs defaults={defaults} />;
+  if (defaults) return fields;
   return (
     <details className="mt-4 rounded-md border border-zinc-200 p-3" data-testid="key-limits-form">
       <summary className="cursor-pointer text-sm font-medium text-zinc-900">Limits (optional): spend limit, expiry, models</summary>
+      {fields}
+    </details>
+  );
+}
+
+function LimitInputs({ defaults }: { defaults?: LimitDefaults }) {
+  const trpc = useTRPC();
+  const models = useQuery(trpc.models.catalog.queryOptions({}));
+  return (
+    <>
       <div className="mt-3 grid gap-3 sm:grid-cols-3">
         <TextField
           label="Spend limit (USD)"
@@ -382,13 +488,20 @@ function KeyLimitsFields() {
           inputMode="decimal"
           autoComplete="off"
           placeholder="No limit"
+          defaultValue={defaults?.spendLimitUsd}
           hint="Past it, requests with the key get 402 key_budget_exceeded until the window starts again."
         />
-        <SelectField label="Per" name="spendWindow" defaultValue="month" hint="Windows start at midnight UTC.">
+        <SelectField label="Per" name="spendWindow" defaultValue={defaults?.spendWindow ?? 'month'} hint="Windows start at midnight UTC.">
           <option value="month">Calendar month</option>
           <option value="day">Day</option>
         </SelectField>
-        <TextField label="Expires" name="expiresAt" type="datetime-local" hint="In your time zone. Empty: never. After it: 401 api_key_expired." />
+        <TextField
+          label="Expires"
+          name="expiresAt"
+          type="datetime-local"
+          defaultValue={defaults?.expiresAt}
+          hint="In your time zone. Empty: never. After it: 401 api_key_expired."
+        />
       </div>
       <fieldset className="mt-3">
         <legend className="text-sm font-medium text-zinc-900">Models</legend>
@@ -399,7 +512,13 @@ function KeyLimitsFields() {
           <div className="mt-2 flex flex-wrap gap-x-4 gap-y-1">
             {(models.data ?? []).map((m) => (
               <label key={m.id} className="flex items-center gap-1.5 text-sm text-zinc-800">
-                <input type="checkbox" name="models" value={m.id} className="h-4 w-4 rounded border-zinc-300" />
+                <input
+                  type="checkbox"
+                  name="models"
+                  value={m.id}
+                  defaultChecked={defaults?.models.includes(m.id)}
+                  className="h-4 w-4 rounded border-zinc-300"
+                />
                 <span className="font-mono">{m.id}</span>
                 <span className="text-xs text-zinc-500">{m.modality.toUpperCase()}</span>
               </label>
@@ -407,7 +526,66 @@ function KeyLimitsFields() {
           </div>
         )}
       </fieldset>
-    </details>
+    </>
+  );
+}
+
+/** Owners: the inline form under a key row that changes its limits (keys.update), filled in with the key's. */
+function LimitsEditor({ id, k, label, onCancel, onSaved }: { id: string; k: KeyRow; label: string; onCancel: () => void; onSaved: () => void }) {
+  const trpc = useTRPC();
+  const queryClient = useQueryClient();
+  const [formError, setFormError] = useState<string | null>(null);
+  const update = useMutation(
+    trpc.keys.update.mutationOptions({
+      // Close only once the list shows the new limits.
+      onSuccess: async () => {
+        await queryClient.invalidateQueries({ queryKey: trpc.keys.list.queryKey() });
+        onSaved();
+      },
+    }),
+  );
+  const error = formError ?? (update.error ? errorMessage(update.error) : null);
+  return (
+    <form
+      id={id}
+      noValidate
+      aria-label={`Limits of key ${label}`}
+      onSubmit={(event) => {
+        event.preventDefault();
+        const changes = limitChangesOf(new FormData(event.currentTarget), k);
+        update.reset();
+        if ('error' in changes) return setFormError(changes.error);
+        setFormError(null);
+        if (Object.keys(changes.input).length === 0) return onCancel();
+        update.mutate({ id: k.id, ...changes.input });
+      }}
+      onKeyDown={(event) => {
+        if (event.key === 'Escape' && !update.isPending) {
+          event.preventDefault();
+          onCancel();
+        }
+      }}
+      className="order-7 col-span-full mt-2 rounded-md border border-zinc-200 bg-zinc-50 p-3"
+      data-testid="key-limits-editor"
+    >
+      <p className="text-sm text-zinc-700">
+        Empty a field to remove that limit. Changes apply from the key&apos;s next request; sessions already open keep the expiry they started with.
+      </p>
+      <KeyLimitsFields defaults={limitDefaults(k)} />
+      {error && (
+        <div className="mt-3" role="alert">
+          <Alert>{error}</Alert>
+        </div>
+      )}
+      <div className="mt-3 flex flex-wrap gap-2">
+        <Button type="submit" className="min-h-9 px-3 py-1.5" pending={update.isPending}>
+          Save limits
+        </Button>
+        <Button variant="ghost" className="min-h-9 px-3 py-1.5" disabled={update.isPending} onClick={onCancel}>
+          Cancel
+        </Button>
+      </div>
+    </form>
   );
 }
 
@@ -430,7 +608,8 @@ function KeyOrigin({ k }: { k: KeyRow }) {
   if (k.origin === 'dashboard') {
     return (
       <span className="mt-0.5 block text-xs text-zinc-500" data-testid="key-origin">
-        Made by the dashboard for the playground, voice cloning and samples; billed like any key. Revoking it is harmless: the next use makes a new one.
+        Made by the dashboard for the playground, voice cloning and voice previews; billed like any key (previews are free). Revoking it is harmless: the next
+        use makes a new one.
       </span>
     );
   }

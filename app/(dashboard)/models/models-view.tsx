@@ -74,7 +74,8 @@ function ModelCard({ model: m, history }: { model: Model; history: Record<string
           ))}
         </ul>
       )}
-      {m.modality === 'tts' && m.upstreams.length > 0 && <ImportVoices modelId={m.id} />}
+      {/* Only engines with a voice list (Cartesia, ElevenLabs, Deepgram): the bundled ones have none, and the import could only fail. */}
+      {m.listsVoices && <ImportVoices modelId={m.id} />}
     </Card>
   );
 }
@@ -98,7 +99,7 @@ function ImportVoices({ modelId }: { modelId: string }) {
         <span className="text-zinc-600" role="status">
           {importVoices.isSuccess
             ? `${importVoices.data.listed} listed by the engine: ${importVoices.data.created} imported, ${importVoices.data.updated} updated. Every org sees them in Voices.`
-            : "Lists the voices of this model's engine and makes each a platform voice with a ready profile (again: updates them). Engines with a voice list: Cartesia, ElevenLabs, Deepgram; the bundled local ones have none."}
+            : "Lists the voices of this model's engine and makes each a platform voice with a ready profile (again: updates them)."}
         </span>
       )}
     </div>

@@ -1,41 +1,25 @@
 'use client';
 // Hearing a voice where it is browsed: a Play button on each library card and on a voice's page.
-// A sample is a short sentence in the voice's language, spoken through the dashboard's gateway
-// proxy (POST /tts/bytes with the voice and a model it is ready on) like any request: it is
-// metered (a few characters), so each take is kept for the page's lifetime and a second Play
-// of the same voice costs nothing. One <audio> element for the whole page: starting a sample
-// stops the one playing. On the local engines the sample plays ~0.1 s after the click.
-import Link from 'next/link';
+// It plays the voice's preview on a model (GET /voices/{id}/preview through the dashboard's
+// gateway proxy): a fixed sentence in the voice's language, made once by the gateway's preview
+// worker and served from storage, free — it plays at a $0 balance too. A preview still being made
+// (a voice just cloned) is asked for again every few seconds for a minute, the button spinning
+// meanwhile. Each take is kept for the page's lifetime. One <audio> element for the whole page:
+// starting a sample stops the one playing.
 import { createContext, useCallback, useContext, useEffect, useRef, useState } from 'react';
 import { Spinner } from '@/app/_components/spinner';
 import type { Voice } from '@/app/_lib/api-types';
 import { errorMessage } from '@/app/_lib/format';
 import { GatewayError, gatewayFetch } from '@/app/_lib/gateway';
 
-/**
- * Short on purpose: a sample is metered per character, and short is quick. One sentence each
- * (commas, not a full stop in the middle): flite runs once per sentence, so two would take
- * twice as long to come back.
- */
-const SAMPLE_TEXT: Record<string, string> = {
-  en: 'Hello, this is how I sound.',
-  fr: 'Bonjour, voici ma voix.',
-  de: 'Hallo, so klingt meine Stimme.',
-  es: 'Hola, así suena mi voz.',
-  it: 'Ciao, questa è la mia voce.',
-  pt: 'Olá, esta é a minha voz.',
-  nl: 'Hallo, zo klinkt mijn stem.',
-  pl: 'Cześć, tak brzmi mój głos.',
-  hi: 'नमस्ते, यह मेरी आवाज़ है।',
-};
-
-export const sampleTextFor = (language: string) => SAMPLE_TEXT[language.toLowerCase().split('-')[0] ?? ''] ?? SAMPLE_TEXT.en!;
+/** A preview being made is asked for again after this long, this many times (a minute in all). */
+const NOT_READY_RETRY_MS = 2_000;
+const NOT_READY_TRIES = 30;
 
 /** What a sample needs of a voice, whether it comes from the library list or a voice's page. */
-export type SampleVoice = Pick<Voice, 'id' | 'name' | 'language'>;
+export type SampleVoice = Pick<Voice, 'id' | 'name'>;
 
-type State =
-  { kind: 'idle' } | { kind: 'loading'; key: string } | { kind: 'playing'; key: string } | { kind: 'error'; key: string; message: string; noCredit: boolean };
+type State = { kind: 'idle' } | { kind: 'loading'; key: string } | { kind: 'playing'; key: string } | { kind: 'error'; key: string; message: string };
 
 interface Samples {
   state: State;
@@ -79,7 +63,7 @@ export function VoiceSamplesProvider({ children }: { children: React.ReactNode }
         el.src = url;
         el.currentTime = 0;
         void el.play().catch((e: unknown) => {
-          if ((e as Error).name !== 'AbortError') setState({ kind: 'error', key, message: 'This browser would not play the sample.', noCredit: false });
+          if ((e as Error).name !== 'AbortError') setState({ kind: 'error', key, message: 'This browser would not play the sample.' });
         });
       };
       const cached = takes.current.get(key);
@@ -89,23 +73,13 @@ export function VoiceSamplesProvider({ children }: { children: React.ReactNode }
       latest.current = controller;
       void (async () => {
         try {
-          const res = await gatewayFetch('tts/bytes', {
-            method: 'POST',
-            headers: { 'content-type': 'application/json' },
-            signal: controller.signal,
-            body: JSON.stringify({
-              model_id: modelId,
-              transcript: sampleTextFor(voice.language),
-              voice: { mode: 'id', id: voice.id },
-              output_format: { container: 'wav', sample_rate: 16000, encoding: 'pcm_s16le' },
-            }),
-          });
+          const res = await fetchPreview(voice.id, modelId, controller.signal);
           const url = URL.createObjectURL(new Blob([await res.arrayBuffer()], { type: res.headers.get('content-type') ?? 'audio/wav' }));
           takes.current.set(key, url);
           if (!controller.signal.aborted) play(url);
         } catch (e) {
           if (controller.signal.aborted) return;
-          setState({ kind: 'error', key, message: errorMessage(e), noCredit: e instanceof GatewayError && e.code === 'insufficient_quota' });
+          setState({ kind: 'error', key, message: errorMessage(e) });
         }
       })();
     },
@@ -123,9 +97,7 @@ export function VoiceSamplesProvider({ children }: { children: React.ReactNode }
         data-testid="voice-sample-audio"
         onPlaying={() => setState((s) => (s.kind === 'loading' ? { kind: 'playing', key: s.key } : s))}
         onEnded={() => setState({ kind: 'idle' })}
-        onError={() =>
-          setState((s) => (s.kind === 'loading' ? { kind: 'error', key: s.key, message: 'This browser could not play the sample.', noCredit: false } : s))
-        }
+        onError={() => setState((s) => (s.kind === 'loading' ? { kind: 'error', key: s.key, message: 'This browser could not play the sample.' } : s))}
       />
     </SamplesContext.Provider>
   );
@@ -156,13 +128,11 @@ export function PlaySampleButton({
   const status = mine ? state.kind : 'idle';
   const text = status === 'playing' ? 'Stop' : (label ?? 'Play');
   return (
-    <span className={`inline-flex flex-col items-start gap-1 ${className}`}>
+    <span className={`inline-flex max-w-full min-w-0 flex-col items-start gap-1 ${className}`}>
       <button
         type="button"
         disabled={!modelId}
-        title={
-          modelId ? `A short sample spoken by ${modelId} (a metered request; replays are free)` : 'No ready profile: this voice cannot speak on any model yet'
-        }
+        title={modelId ? `The voice's preview on ${modelId} (free)` : 'No ready profile: this voice cannot speak on any model yet'}
         aria-label={`${status === 'playing' ? 'Stop' : 'Play'} a sample of ${voice.name}${modelId ? ` on ${modelId}` : ''}`}
         aria-pressed={status === 'playing'}
         data-testid="play-sample"
@@ -174,20 +144,31 @@ export function PlaySampleButton({
         {text}
       </button>
       {mine && state.kind === 'error' && (
-        <span role="alert" className="text-xs text-red-700" data-testid="play-sample-error">
+        // Wraps within the card: a long message never widens it.
+        <span role="alert" className="max-w-full text-xs break-words text-red-700" data-testid="play-sample-error">
           {state.message}
-          {state.noCredit && (
-            <>
-              {' '}
-              <Link href="/" className="font-semibold underline">
-                How to add credit
-              </Link>
-            </>
-          )}
         </span>
       )}
     </span>
   );
+}
+
+/** The preview through the proxy; one still being made is asked for again, for a minute at most. */
+async function fetchPreview(voiceId: string, modelId: string, signal: AbortSignal): Promise<Response> {
+  const path = `voices/${encodeURIComponent(voiceId)}/preview?model_id=${encodeURIComponent(modelId)}`;
+  for (let tries = 1; ; tries++) {
+    try {
+      return await gatewayFetch(path, { signal });
+    } catch (e) {
+      if (!(e instanceof GatewayError && e.code === 'preview_not_ready') || signal.aborted) throw e;
+      if (tries >= NOT_READY_TRIES) throw new GatewayError('The preview of this voice is still being made. Try again in a minute.', e.status, e.code);
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, NOT_READY_RETRY_MS);
+        signal.addEventListener('abort', () => (clearTimeout(timer), resolve()), { once: true });
+      });
+      if (signal.aborted) throw e;
+    }
+  }
 }
 
 function PlayIcon() {

@@ -45,7 +45,9 @@ function useDebounced<T>(value: T, ms = 300): T {
 }
 
 /** The first model the voice can speak on (a ready profile), for its sample; null when none. */
-export const sampleModelOf = (voice: Pick<ListedVoice, 'profiles'>) => voice.profiles.find((p) => p.status === 'ready')?.model_id ?? null;
+/** The model a voice's Play button plays it on: the first whose preview is ready, else its first ready profile's (the preview is being made). */
+export const sampleModelOf = (voice: Pick<ListedVoice, 'profiles' | 'preview_models'>) =>
+  voice.preview_models[0] ?? voice.profiles.find((p) => p.status === 'ready')?.model_id ?? null;
 
 const isScope = (value: string | null): value is Scope => SCOPES.some((s) => s.value === value);
 
@@ -91,7 +93,7 @@ export function VoicesBrowser({ onCloneRequested }: { onCloneRequested?: () => v
   return (
     <Card
       title="Voice library"
-      description="Platform voices and your organization's own, newest first. Play hears a short sample. The same filters as GET /voices."
+      description="Platform voices and your organization's own, newest first. Play hears the voice's preview, free. The same filters as GET /voices."
     >
       <div className="space-y-4">
         <div role="group" aria-label="Which voices" className="flex flex-wrap gap-2">

@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { loadConfig } from '../../config/env.ts';
 import { formatUsd } from '../../money.ts';
 import { ServiceError } from '../../services/errors.ts';
+import { findDashboardKeyId } from '../../services/keys/get-dashboard-key.ts';
 import { listApiKeys } from '../../services/keys/list-api-keys.ts';
 import { getUser } from '../../services/users/get-user.ts';
 import { sendVerificationEmail, verifyEmail } from '../../services/users/verify-email.ts';
@@ -26,9 +27,14 @@ export const accountRouter = createTRPCRouter({
     };
   }),
 
-  /** The overview page: org, balance, a count of keys, and where the gateway answers. */
+  /**
+   * The overview page: org, balance, a count of keys, and where the gateway answers. The keys
+   * counted are the org's own: not the dashboard's key, which the dashboard makes itself (a Play
+   * on the Voices page at $0 makes it), so "Create an API key" is done only when someone did.
+   */
   overview: orgProcedure.query(async ({ ctx }) => {
-    const keys = await listApiKeys(ctx.db.prisma, { orgId: ctx.org.id });
+    const [all, dashboardKeyId] = await Promise.all([listApiKeys(ctx.db.prisma, { orgId: ctx.org.id }), findDashboardKeyId(ctx.db.prisma, ctx.org.id)]);
+    const keys = all.filter((k) => k.id !== dashboardKeyId);
     return {
       org: { id: ctx.org.id, name: ctx.org.name },
       role: ctx.role,

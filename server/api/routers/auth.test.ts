@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { getOrCreateDashboardKey } from '../../services/keys/get-dashboard-key.ts';
 import { WINDOW_MS, createMemoryRateLimiter } from '../../rate-limit/rate-limiter.ts';
 import { manualClock } from '../../../test/support/manual-clock.ts';
 import { createCredentialThrottle } from '../../auth/credential-throttle.ts';
@@ -60,6 +61,9 @@ describe('sign-up: happy path', () => {
       canManage: true,
       mailEnabled: false,
     });
+    // The dashboard's own key (made by a Play on the Voices page, say) is not one of the org's keys.
+    await getOrCreateDashboardKey(h.db, user.orgId);
+    await expect(user.caller.account.overview()).resolves.toMatchObject({ keys: { active: 0, total: 0 } });
     await user.caller.keys.create({ name: 'a' });
     const revoked = await user.caller.keys.create({ name: 'b' });
     await user.caller.keys.revoke({ id: revoked.id });

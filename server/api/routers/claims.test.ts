@@ -7,6 +7,8 @@ import { WRONG_CODE } from '../../services/registrations/describe-claim.ts';
 import { MAX_FAILED_GUESSES, registrationSettings, type RegistrationDeps } from '../../services/registrations/registration-rules.ts';
 import { startClaim } from '../../services/registrations/start-claim.ts';
 import { startRegistration } from '../../services/registrations/start-registration.ts';
+import { addMember } from '../../services/orgs/add-member.ts';
+import { createOrgForUser } from '../../services/orgs/create-org.ts';
 import { createCaller } from '../root.ts';
 import { createApiHarness, type ApiHarness, type TestUser } from '../test-harness.ts';
 
@@ -49,6 +51,68 @@ describe('claims: happy path', () => {
     await expect(verifyApiKey(h.db.hot, key.accessToken)).resolves.toMatchObject({ orgId: alice.orgId });
     // Single use.
     await expect(alice.caller.claims.confirm({ code: reg.claim.userCode })).rejects.toMatchObject({ code: 'BAD_REQUEST', message: WRONG_CODE });
+  });
+
+  it('check says who the agent is (its name, its software, when and from which network it registered) and which orgs may pay: those the user owns, the one they act for first', async () => {
+    const dana = await newUser();
+    const team = await createOrgForUser(h.db, { userId: dana.user.id, name: 'Dana team' });
+    // An org Dana only belongs to: she may not have it pay.
+    const other = await newUser();
+    await addMember(h.db, { orgId: other.orgId, email: dana.user.email, role: 'member', invitedByUserId: other.user.id });
+    const reg = await startRegistration(deps, {
+      type: 'service_auth',
+      loginHint: dana.user.email,
+      clientAddress: '203.0.113.77',
+      clientName: 'Support Bot',
+      userAgent: 'support-bot/2.1 (node)',
+    });
+    const checked = await dana.caller.claims.check({ code: reg.claim.userCode });
+    expect(checked).toMatchObject({
+      agentName: 'Support Bot',
+      userAgent: 'support-bot/2.1 (node)',
+      network: '203.0.113.0/24',
+      canConfirm: true,
+      orgs: [
+        { id: dana.orgId, name: expect.any(String) },
+        { id: team.id, name: 'Dana team' },
+      ],
+    });
+    expect(checked.orgs.map((o) => o.id)).not.toContain(other.orgId);
+    expect(Math.abs(new Date(checked.registeredAt).getTime() - Date.now())).toBeLessThan(60_000);
+    // Acting for the team org: it comes first.
+    expect((await h.callerFor(dana.user, team.id).claims.check({ code: reg.claim.userCode })).orgs.map((o) => o.id)).toEqual([team.id, dana.orgId]);
+
+    // The org she only belongs to, or one that is not hers, is refused, and the claim stays open.
+    for (const orgId of [other.orgId, 'org_nope']) {
+      await expect(dana.caller.claims.confirm({ code: reg.claim.userCode, orgId })).rejects.toMatchObject({ code: 'FORBIDDEN' });
+    }
+    await expect(pollClaim(deps, { claimToken: reg.claimToken })).rejects.toMatchObject({ code: 'authorization_pending' });
+    // She chooses the team org: the key is issued there.
+    await expect(dana.caller.claims.confirm({ code: reg.claim.userCode, orgId: team.id })).resolves.toMatchObject({ orgId: team.id, orgName: 'Dana team' });
+    const key = await pollClaim(deps, { claimToken: reg.claimToken });
+    await expect(verifyApiKey(h.db.hot, key.accessToken)).resolves.toMatchObject({ orgId: team.id });
+  });
+
+  it('an agent that gave no name, from an IPv6 network: the page gets null and the /48', async () => {
+    const erin = await newUser();
+    const reg = await startRegistration(deps, { type: 'service_auth', loginHint: erin.user.email, clientAddress: '2001:db8:ab:cd::/64' });
+    await expect(erin.caller.claims.check({ code: reg.claim.userCode })).resolves.toMatchObject({
+      agentName: null,
+      userAgent: null,
+      network: '2001:db8:ab::/48',
+    });
+  });
+
+  it('a member of an org but owner of none may not confirm: canConfirm is false and confirm FORBIDDEN', async () => {
+    const owner = await newUser();
+    const fay = await newUser();
+    await addMember(h.db, { orgId: owner.orgId, email: fay.user.email, role: 'member', invitedByUserId: owner.user.id });
+    // Fay's personal org is hers; taking her ownership away leaves her owner of nothing.
+    await h.db.prisma.membership.update({ where: { userId_orgId: { userId: fay.user.id, orgId: fay.orgId } }, data: { role: 'member' } });
+    const reg = await serviceAuthFor(fay);
+    const asFay = h.callerFor(fay.user, owner.orgId);
+    await expect(asFay.claims.check({ code: reg.claim.userCode })).resolves.toMatchObject({ canConfirm: false, orgs: [] });
+    await expect(asFay.claims.confirm({ code: reg.claim.userCode })).rejects.toMatchObject({ code: 'FORBIDDEN' });
   });
 
   it('anonymous: shows the trial key that will stop working; confirming disables it', async () => {

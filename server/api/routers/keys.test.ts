@@ -287,3 +287,47 @@ describe('keys: budgets and scopes', () => {
     expect((await alice.caller.keys.list()).length).toBe(before);
   });
 });
+
+describe('keys: editing a key’s limits', () => {
+  beforeAll(async () => {
+    await upsertModel(h.db.prisma, checkProtocol, { id: 'local-espeak', modality: 'tts', upstream: { url: 'local:espeak-ng', protocol: 'espeak-ng' } });
+  });
+
+  it('an owner changes a key’s spend limit and window, expiry and models, then removes them; the list and the gateway’s lookup follow', async () => {
+    const created = await alice.caller.keys.create({ name: 'to edit' });
+    const expiresAt = new Date(Date.now() + 3 * 86_400_000).toISOString();
+    await expect(
+      alice.caller.keys.update({ id: created.id, spendLimitUsd: '4.25', spendWindow: 'day', expiresAt, models: ['local-flite', 'local-espeak'] }),
+    ).resolves.toEqual({ id: created.id, spendLimitUsd: '4.250000', spendWindow: 'day', expiresAt, models: ['local-flite', 'local-espeak'] });
+    expect((await alice.caller.keys.list()).find((k) => k.id === created.id)).toMatchObject({
+      budget: { limitUsd: '4.250000', window: 'day', spentUsd: '0.000000' },
+      expiresAt,
+      models: ['local-flite', 'local-espeak'],
+    });
+    await expect(verifyApiKey(h.db.hot, created.key)).resolves.toMatchObject({ budget: { limitMicros: 4_250_000n, window: 'day' } });
+    // Left out: unchanged; null: removed.
+    await alice.caller.keys.update({ id: created.id, models: null });
+    expect((await alice.caller.keys.list()).find((k) => k.id === created.id)).toMatchObject({ budget: { limitUsd: '4.250000' }, expiresAt, models: null });
+    await alice.caller.keys.update({ id: created.id, spendLimitUsd: null, expiresAt: null });
+    expect((await alice.caller.keys.list()).find((k) => k.id === created.id)).toMatchObject({ budget: null, expiresAt: null, models: null });
+    await expect(verifyApiKey(h.db.hot, created.key)).resolves.toMatchObject({ budget: null, expiresAt: null, allowedModels: null });
+  });
+
+  it("another org's key is NOT_FOUND and unchanged; a revoked key is CONFLICT; a wrong value is explained in one sentence", async () => {
+    const bobs = await bob.caller.keys.create({ name: 'bob’s' });
+    await expect(alice.caller.keys.update({ id: bobs.id, spendLimitUsd: '1' })).rejects.toMatchObject({ code: 'NOT_FOUND', cause: { code: 'key_not_found' } });
+    expect((await bob.caller.keys.list()).find((k) => k.id === bobs.id)?.budget).toBeNull();
+    const mine = await alice.caller.keys.create({ name: 'checked' });
+    const cases: [Omit<Parameters<typeof alice.caller.keys.update>[0], 'id'>, string][] = [
+      [{ spendLimitUsd: '0' }, 'The spend limit must be more than $0.'],
+      [{ spendWindow: 'day' }, 'A spend window needs a spend limit.'],
+      [{ expiresAt: '2020-01-01T00:00:00Z' }, expect.stringMatching(/^The expiry must be in the future/) as unknown as string],
+      [{ models: ['nope'] }, "No model 'nope' in the registry."],
+      [{ models: [] }, 'Choose at least one model, or allow every model.'],
+    ];
+    for (const [input, message] of cases)
+      await expect(alice.caller.keys.update({ id: mine.id, ...input })).rejects.toMatchObject({ code: 'BAD_REQUEST', message });
+    await alice.caller.keys.revoke({ id: mine.id });
+    await expect(alice.caller.keys.update({ id: mine.id, spendLimitUsd: '1' })).rejects.toMatchObject({ code: 'CONFLICT' });
+  });
+});

@@ -8,6 +8,7 @@ import { findDashboardKeyId } from '../../services/keys/get-dashboard-key.ts';
 import { listApiKeys } from '../../services/keys/list-api-keys.ts';
 import { listAgentKeyOrigins } from '../../services/registrations/list-agent-keys.ts';
 import { revokeApiKey } from '../../services/keys/revoke-api-key.ts';
+import { updateApiKeyLimits } from '../../services/keys/update-api-key-limits.ts';
 import { MAX_KEY_RATE_LIMIT_RPM, setKeyRateLimit } from '../../services/keys/set-key-rate-limit.ts';
 import { getUser } from '../../services/users/get-user.ts';
 import { createTRPCRouter, orgProcedure, ownerProcedure, platformAdminProcedure } from '../trpc.ts';
@@ -29,6 +30,9 @@ const spendLimitUsd = z
   .trim()
   .regex(/^\d{1,7}(\.\d{1,6})?$/, { error: 'The spend limit must be an amount in USD, such as 25 or 2.50.', abort: true })
   .refine((v) => parseUsdToMicros(v) > 0n, 'The spend limit must be more than $0.');
+
+const expiry = z.iso.datetime({ offset: true, error: 'The expiry must be a date and time.' });
+const modelList = z.array(z.string().min(1).max(200)).min(1, 'Choose at least one model, or allow every model.').max(MAX_KEY_MODELS);
 
 export const keysRouter = createTRPCRouter({
   /**
@@ -84,8 +88,8 @@ export const keysRouter = createTRPCRouter({
         rateLimitRpm: rateLimitRpm.optional(),
         spendLimitUsd: spendLimitUsd.optional(),
         spendWindow: z.enum(SPEND_WINDOWS).optional(),
-        expiresAt: z.iso.datetime({ offset: true, error: 'The expiry must be a date and time.' }).optional(),
-        models: z.array(z.string().min(1).max(200)).min(1, 'Choose at least one model, or allow every model.').max(MAX_KEY_MODELS).optional(),
+        expiresAt: expiry.optional(),
+        models: modelList.optional(),
       }),
     )
     .mutation(async ({ ctx, input }) => {
@@ -104,6 +108,39 @@ export const keysRouter = createTRPCRouter({
         models: input.models ?? null,
       });
       return { id: created.id, key: created.key, prefix: created.prefix, name: created.name };
+    }),
+
+  /**
+   * An owner changes a key's limits (docs/api-conventions.md, "Key budgets and scopes"): each
+   * field left out stays, null removes it. Scoped to the caller's org: another org's key is "not
+   * found", never changed; a revoked key is CONFLICT. Effective on the key's next request.
+   */
+  update: ownerProcedure
+    .input(
+      z.object({
+        id: z.string().min(1).max(100),
+        spendLimitUsd: spendLimitUsd.nullable().optional(),
+        spendWindow: z.enum(SPEND_WINDOWS).optional(),
+        expiresAt: expiry.nullable().optional(),
+        models: modelList.nullable().optional(),
+      }),
+    )
+    .mutation(async ({ ctx, input }) => {
+      const updated = await updateApiKeyLimits(ctx.db.prisma, {
+        id: input.id,
+        orgId: ctx.org.id,
+        spendLimitMicros: input.spendLimitUsd == null ? input.spendLimitUsd : parseUsdToMicros(input.spendLimitUsd),
+        spendWindow: input.spendWindow,
+        expiresAt: input.expiresAt == null ? input.expiresAt : new Date(input.expiresAt),
+        models: input.models,
+      });
+      return {
+        id: updated.id,
+        spendLimitUsd: updated.spendLimitMicros === null ? null : formatUsd(updated.spendLimitMicros),
+        spendWindow: updated.spendWindow,
+        expiresAt: iso(updated.expiresAt),
+        models: updated.models,
+      };
     }),
 
   /** Scoped to the caller's org: another org's key id is "not found", never revoked. */

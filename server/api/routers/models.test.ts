@@ -60,6 +60,8 @@ describe('models.health (platform admins)', () => {
       lastCheckedAt: null,
     });
     expect(models.find((m) => m.id === 'old-tts')!.status).toBe('disabled');
+    // No bundled engine lists its voices: the page offers no import that could only fail.
+    expect(models.filter((m) => m.listsVoices).map((m) => m.id)).toEqual([]);
   });
 
   it('is FORBIDDEN to members, even org owners, and needs a session', async () => {
@@ -128,6 +130,10 @@ describe('models.importVoices (platform admins, through the gateway)', () => {
 
   it("imports the engine's catalogue, read through the gateway with the org's dashboard key, as platform voices with ready profiles; again, updates them", async () => {
     const prisma = g.testDb.db.prisma;
+    // The Models page offers the import for the Cartesia model only.
+    const health = await gAdmin.caller.models.health();
+    expect(health.filter((m) => m.listsVoices).map((m) => m.id)).toEqual(['cartesia-tts']);
+    expect(health.find((m) => m.id === 'local-flite')?.listsVoices).toBe(false);
     expect(await gAdmin.caller.models.importVoices({ modelId: 'cartesia-tts' })).toEqual({ listed: 2, created: 2, updated: 0 });
     const profiles = await prisma.voiceProfile.findMany({ where: { modelId: 'cartesia-tts' }, include: { voice: true }, orderBy: { upstreamId: 'asc' } });
     expect(profiles.map((p) => [p.upstreamId, p.status, p.voice.orgId, p.voice.name, p.voice.language, p.voice.gender])).toEqual([

@@ -79,6 +79,16 @@ const OWNER_ONLY: OwnerOnlyCase[] = [
     },
   },
   {
+    name: 'keys.update',
+    async setup() {
+      const key = await asOwner.keys.create({ name: `to limit ${++n}` });
+      return {
+        run: (c) => c.keys.update({ id: key.id, spendLimitUsd: '1' }),
+        effect: async () => (await asOwner.keys.list()).find((k) => k.id === key.id)?.budget ?? null,
+      };
+    },
+  },
+  {
     name: 'claims.confirm',
     async setup() {
       // Codes are bound to the email the agent gave, so each caller confirms their own: the
@@ -187,10 +197,18 @@ describe('roles: members', () => {
     expect((await asOwner.dicts.list()).map((d) => d.id)).toContain(dict.id);
   });
 
-  it('checking a claim code as a member says it cannot be confirmed for this org; as an owner, that it can', async () => {
+  it('checking a claim code as a member offers only the orgs they own to pay, never the one they are a member of', async () => {
     const forMember = await startRegistration(deps, { type: 'service_auth', loginHint: member.user.email });
-    await expect(asMember.claims.check({ code: forMember.claim.userCode })).resolves.toMatchObject({ org: { id: owner.orgId }, canConfirm: false });
-    // In their own org the member is the owner.
+    // Acting for the owner's org, where they are a member: their own org is offered, not that one.
+    await expect(asMember.claims.check({ code: forMember.claim.userCode })).resolves.toMatchObject({
+      org: { id: owner.orgId },
+      orgs: [{ id: member.orgId }],
+      canConfirm: true,
+    });
+    await expect(asMember.claims.confirm({ code: forMember.claim.userCode, orgId: owner.orgId })).rejects.toMatchObject({
+      code: 'FORBIDDEN',
+      message: expect.stringMatching(/^Only owners of .+ can do this/),
+    });
     await expect(member.caller.claims.check({ code: forMember.claim.userCode })).resolves.toMatchObject({ org: { id: member.orgId }, canConfirm: true });
   });
 

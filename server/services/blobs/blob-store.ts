@@ -1,5 +1,6 @@
-// Blobs: uploaded audio (clone clips) and generated samples, stored as files under the data
-// directory (`<dataDir>/blobs/<org>/<blob>`) with their record in the database. Several gateway
+// Blobs: uploaded audio (clone clips) and voice previews, stored as files under the data
+// directory (`<dataDir>/blobs/<org>/<blob>`; a platform voice's preview, which belongs to no org,
+// under `<dataDir>/blobs/_platform/`) with their record in the database. Several gateway
 // hosts must share that directory (see docs/operations.md, "Processes"). Caps: 25 MB per blob, 250 MB per
 // org (live blobs); over either is 413 with a message saying which.
 //
@@ -43,7 +44,8 @@ export function presentBlob(b: BlobRow): BlobRecord {
 
 export const blobTooLarge = () => new ServiceError('body_too_large', `A blob is at most ${MAX_BLOB_BYTES / 1024 / 1024} MB.`);
 
-const blobPath = (dataDir: string, orgId: string, blobId: string) => join(dataDir, 'blobs', orgId, blobId);
+/** Where the blobs of an org (null: of no org) are kept, relative to `<dataDir>/blobs`. */
+const blobDir = (orgId: string | null) => orgId ?? '_platform';
 
 /** Bytes of the org's live blobs, as counted for its quota. */
 export async function orgBlobBytes(prisma: Prisma, orgId: string): Promise<number> {
@@ -69,17 +71,22 @@ async function releaseQuota(prisma: Prisma, orgId: string, bytes: number): Promi
   await prisma.org.updateMany({ where: { id: orgId }, data: { blobBytes: { decrement: BigInt(bytes) } } });
 }
 
-/** Stores bytes as a new blob of the org, within its quota (exactly, under any concurrency). */
+/**
+ * Stores bytes as a new blob of the org, within its quota (exactly, under any concurrency).
+ * `orgId` null: a blob of no org (a platform voice's preview), in no quota and reachable by no
+ * org's /blobs routes.
+ */
 export async function storeBlob(
   prisma: Prisma,
   dataDir: string,
-  input: { orgId: string; contentType: string; bytes: Buffer; durationMs: number | null },
+  input: { orgId: string | null; contentType: string; bytes: Buffer; durationMs: number | null },
 ): Promise<BlobRecord> {
   const size = input.bytes.length;
+  const { orgId } = input;
   if (size > MAX_BLOB_BYTES) throw blobTooLarge();
   if (size === 0) throw new ServiceError('invalid_request', 'The upload is empty.', 'file');
-  if (!(await reserveQuota(prisma, input.orgId, size))) {
-    const used = await orgBlobBytes(prisma, input.orgId);
+  if (orgId !== null && !(await reserveQuota(prisma, orgId, size))) {
+    const used = await orgBlobBytes(prisma, orgId);
     throw new ServiceError(
       'storage_quota_exceeded',
       `This organization's blobs would take ${((used + size) / 1024 / 1024).toFixed(1)} MB, over its ${MAX_ORG_BLOB_BYTES / 1024 / 1024} MB storage quota; delete blobs or voices you no longer need.`,
@@ -87,27 +94,28 @@ export async function storeBlob(
     );
   }
   const id = newId('blob');
-  const path = blobPath(dataDir, input.orgId, id);
+  const storageKey = join(blobDir(orgId), id);
+  const path = join(dataDir, 'blobs', storageKey);
   try {
-    await mkdir(join(dataDir, 'blobs', input.orgId), { recursive: true });
+    await mkdir(join(dataDir, 'blobs', blobDir(orgId)), { recursive: true });
     // Write then rename: a crash never leaves a record pointing at half a file.
     await writeFile(`${path}.part`, input.bytes);
     await rename(`${path}.part`, path);
     const row = await prisma.blob.create({
       data: {
         id,
-        orgId: input.orgId,
+        orgId,
         contentType: input.contentType,
         sizeBytes: size,
         sha256: await sha256Hex(input.bytes),
-        storageKey: join(input.orgId, id),
+        storageKey,
         durationMs: input.durationMs,
       },
     });
     return presentBlob(row);
   } catch (err) {
     await Promise.all([rm(`${path}.part`, { force: true }), rm(path, { force: true })]).catch(() => undefined);
-    await releaseQuota(prisma, input.orgId, size).catch(() => undefined);
+    if (orgId !== null) await releaseQuota(prisma, orgId, size).catch(() => undefined);
     throw err;
   }
 }
@@ -125,16 +133,26 @@ export async function readBlobBytes(dataDir: string, blob: BlobRow): Promise<Buf
 /** Deletes the record (soft) and the file; a voice that referenced it keeps its profiles. */
 export async function deleteBlob(prisma: Prisma, dataDir: string, orgId: string, blobId: string): Promise<{ id: string; deleted: true }> {
   const blob = await getBlobOrThrow(prisma, orgId, blobId);
-  // Only the delete that moves the row out of live releases its bytes: two racing deletes
-  // of one blob release them once. Both statements commit together.
+  if (!(await dropBlob(prisma, dataDir, blob))) throw new ServiceError('blob_not_found', `No blob with id '${blobId}' in this organization.`, 'blob_id');
+  return { id: blob.id, deleted: true };
+}
+
+/**
+ * Deletes a blob of any org, or of none (a preview the worker replaces): the record (soft), its
+ * bytes from its org's quota, the file. False when it was deleted already. Only the delete that
+ * moves the row out of live releases its bytes: two racing deletes of one blob release them
+ * once. Both statements commit together.
+ */
+export async function dropBlob(prisma: Prisma, dataDir: string, blob: Pick<BlobRow, 'id' | 'orgId' | 'sizeBytes' | 'storageKey'>): Promise<boolean> {
   const released = await prisma.$transaction(async (tx) => {
-    const r = await tx.blob.updateMany({ where: { id: blob.id, orgId, deletedAt: null }, data: { deletedAt: new Date() } });
-    if (r.count === 1) await tx.org.updateMany({ where: { id: orgId }, data: { blobBytes: { decrement: BigInt(blob.sizeBytes) } } });
+    const r = await tx.blob.updateMany({ where: { id: blob.id, deletedAt: null }, data: { deletedAt: new Date() } });
+    if (r.count === 1 && blob.orgId !== null) {
+      await tx.org.updateMany({ where: { id: blob.orgId }, data: { blobBytes: { decrement: BigInt(blob.sizeBytes) } } });
+    }
     return r.count === 1;
   });
-  if (!released) throw new ServiceError('blob_not_found', `No blob with id '${blobId}' in this organization.`, 'blob_id');
-  await rm(join(dataDir, 'blobs', blob.storageKey), { force: true });
-  return { id: blob.id, deleted: true };
+  if (released) await rm(join(dataDir, 'blobs', blob.storageKey), { force: true });
+  return released;
 }
 
 /** SHA-256 off the event loop (Web Crypto digests on libuv's thread pool): a 25 MB upload is too long to hash on it. */

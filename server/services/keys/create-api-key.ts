@@ -57,26 +57,10 @@ export async function createApiKey(
 
 /** The key's budget and scope as stored, or 400 invalid_request naming the field that is wrong. */
 async function checkKeyLimits(prisma: Prisma, input: KeyLimitsInput, now: Date) {
-  const limit = input.spendLimitMicros ?? null;
-  if (limit !== null && (limit <= 0n || limit > MAX_SPEND_LIMIT_MICROS)) {
-    throw new ServiceError('invalid_request', `The spend limit must be more than 0 and at most ${formatUsd(MAX_SPEND_LIMIT_MICROS)} USD.`, 'spendLimit');
-  }
-  const window = input.spendWindow ?? null;
-  if (window !== null && !SPEND_WINDOWS.includes(window)) throw new ServiceError('invalid_request', 'The spend window must be day or month.', 'spendWindow');
-  if (window !== null && limit === null) throw new ServiceError('invalid_request', 'A spend window needs a spend limit.', 'spendWindow');
-  const expiresAt = input.expiresAt ?? null;
-  if (expiresAt !== null && !(expiresAt.getTime() > now.getTime())) {
-    throw new ServiceError('invalid_request', `The expiry must be in the future (it is ${now.toISOString()} now).`, 'expiresAt');
-  }
-  let models: string[] | null = null;
-  if (input.models != null) {
-    models = [...new Set(input.models.map((m) => m.trim()))].filter((m) => m !== '');
-    if (models.length === 0) throw new ServiceError('invalid_request', 'Name at least one model, or none to allow every model.', 'models');
-    if (models.length > MAX_KEY_MODELS) throw new ServiceError('invalid_request', `A key may name at most ${MAX_KEY_MODELS} models.`, 'models');
-    const found = new Set((await prisma.model.findMany({ where: { id: { in: models } }, select: { id: true } })).map((m) => m.id));
-    const unknown = models.filter((m) => !found.has(m));
-    if (unknown.length > 0) throw new ServiceError('invalid_request', `No model ${unknown.map((m) => `'${m}'`).join(', ')} in the registry.`, 'models');
-  }
+  const limit = checkSpendLimit(input.spendLimitMicros ?? null);
+  const window = checkSpendWindow(input.spendWindow ?? null, limit);
+  const expiresAt = checkExpiry(input.expiresAt ?? null, now);
+  const models = input.models == null ? null : await checkModels(prisma, input.models);
   return {
     spendLimitMicros: limit,
     spendWindow: limit === null ? null : (window ?? 'month'),
@@ -84,4 +68,38 @@ async function checkKeyLimits(prisma: Prisma, input: KeyLimitsInput, now: Date) 
     // Prisma's Json null is Prisma.DbNull; undefined leaves the column null.
     ...(models ? { allowedModels: models } : {}),
   };
+}
+
+/** A spend limit (micro-USD; null: none), or 400 when it is not more than 0 or over the most a key may have. */
+export function checkSpendLimit(limit: bigint | null): bigint | null {
+  if (limit !== null && (limit <= 0n || limit > MAX_SPEND_LIMIT_MICROS)) {
+    throw new ServiceError('invalid_request', `The spend limit must be more than 0 and at most ${formatUsd(MAX_SPEND_LIMIT_MICROS)} USD.`, 'spendLimit');
+  }
+  return limit;
+}
+
+/** A spend window (null: none given), or 400 when it is not day or month, or comes without a limit. */
+export function checkSpendWindow(window: SpendWindow | null, limit: bigint | null): SpendWindow | null {
+  if (window !== null && !SPEND_WINDOWS.includes(window)) throw new ServiceError('invalid_request', 'The spend window must be day or month.', 'spendWindow');
+  if (window !== null && limit === null) throw new ServiceError('invalid_request', 'A spend window needs a spend limit.', 'spendWindow');
+  return window;
+}
+
+/** An expiry (null: never), or 400 when it is not in the future. */
+export function checkExpiry(expiresAt: Date | null, now: Date): Date | null {
+  if (expiresAt !== null && !(expiresAt.getTime() > now.getTime())) {
+    throw new ServiceError('invalid_request', `The expiry must be in the future (it is ${now.toISOString()} now).`, 'expiresAt');
+  }
+  return expiresAt;
+}
+
+/** A key's model list, each once, or 400 when it is empty, too long or names a model the registry does not have. */
+export async function checkModels(prisma: Prisma, input: string[]): Promise<string[]> {
+  const models = [...new Set(input.map((m) => m.trim()))].filter((m) => m !== '');
+  if (models.length === 0) throw new ServiceError('invalid_request', 'Name at least one model, or none to allow every model.', 'models');
+  if (models.length > MAX_KEY_MODELS) throw new ServiceError('invalid_request', `A key may name at most ${MAX_KEY_MODELS} models.`, 'models');
+  const found = new Set((await prisma.model.findMany({ where: { id: { in: models } }, select: { id: true } })).map((m) => m.id));
+  const unknown = models.filter((m) => !found.has(m));
+  if (unknown.length > 0) throw new ServiceError('invalid_request', `No model ${unknown.map((m) => `'${m}'`).join(', ')} in the registry.`, 'models');
+  return models;
 }

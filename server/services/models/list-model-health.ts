@@ -3,6 +3,7 @@
 // last 15 minutes (upstream-stats.ts). Nothing secret leaves here: upstream keys live in
 // environment variables (only the variable's name is stored), and URLs are shown without userinfo, query or fragment in case an operator put a token there.
 import type { Prisma } from '../../db/database.ts';
+import { VOICE_CATALOGUE_PROTOCOLS } from '../voices/engine-voices.ts';
 import { isCircuitOpen } from './record-circuit.ts';
 import { recentUpstreamCounts } from './upstream-stats.ts';
 
@@ -32,6 +33,8 @@ export interface ModelHealthRecord {
   modality: 'llm' | 'tts' | 'stt';
   displayName: string;
   status: 'active' | 'disabled';
+  /** A TTS model with an upstream whose engine lists its voices: they can be imported (`svc voices import`, the Models page). */
+  listsVoices: boolean;
   upstreams: UpstreamHealthRecord[];
 }
 
@@ -47,6 +50,7 @@ export async function listModelHealth(prisma: Prisma): Promise<ModelHealthRecord
     modality: m.modality,
     displayName: m.displayName,
     status: m.status,
+    listsVoices: m.modality === 'tts' && m.upstreams.some((u) => VOICE_CATALOGUE_PROTOCOLS.includes(u.protocol)),
     upstreams: m.upstreams.map((u) => ({
       id: u.id,
       url: displayUrl(u.url),

@@ -11,6 +11,7 @@
 // expired, used, locked, or issued for another email), so the page tells nobody whether a
 // code is live for someone else. It adds how many wrong entries the user's own pending codes
 // have left, which is theirs to know and the same whatever code they typed.
+import { addressNetwork } from '../../config/client-address.ts';
 import { ServiceError, isServiceError } from '../errors.ts';
 import { hashUserCode, userCodeHashesEqual } from './registration-crypto.ts';
 import { CODE_TTL_MS, MAX_FAILED_GUESSES, POST_CLAIM_SCOPES, assertEnabled, withStore, type RegistrationDeps } from './registration-rules.ts';
@@ -31,6 +32,12 @@ export interface CodeEntry {
 export interface ClaimDescription {
   registrationId: string;
   registrationType: 'anonymous' | 'service_auth';
+  /** What the agent called itself when it registered (`client_name`); null when it gave no name. Its own words. */
+  agentName: string | null;
+  /** Its User-Agent header then; null without one. */
+  userAgent: string | null;
+  /** The network it registered from, coarse (/24, /48: server/config/client-address.ts addressNetwork); null when unknown. */
+  network: string | null;
   email: string;
   scopes: string[];
   registeredAt: Date;
@@ -139,6 +146,9 @@ export async function describeClaim(deps: RegistrationDeps, entry: CodeEntry): P
   return {
     registrationId: registration.id,
     registrationType: registration.type,
+    agentName: registration.clientName,
+    userAgent: registration.userAgent,
+    network: addressNetwork(registration.clientAddress),
     email: attempt.email ?? entry.user.email,
     scopes: [...POST_CLAIM_SCOPES],
     registeredAt: registration.createdAt,

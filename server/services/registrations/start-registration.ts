@@ -7,10 +7,17 @@ import { createClaimAttempt, prepareUserCode, type ClaimAttemptGrant } from './s
 
 const HOUR_MS = 3600_000;
 
-export type StartRegistrationInput = ({ type: 'anonymous' } | { type: 'service_auth'; loginHint: string } | { type: 'identity_assertion' }) & {
+export type StartRegistrationInput = ({ type: 'anonymous' } | { type: 'service_auth'; loginHint: string } | { type: 'identity_assertion' }) & AgentFacts;
+
+/** What is known of who registers, kept for the claim page. */
+export interface AgentFacts {
   /** Who registers (server/config/client-address.ts); null when unknown: no per-address cap. */
   clientAddress?: string | null;
-};
+  /** The name the agent gave itself (`client_name`), checked by the route. */
+  clientName?: string | null;
+  /** Its User-Agent header, printable and cut short by the route. */
+  userAgent?: string | null;
+}
 
 interface Started {
   registrationId: string;
@@ -30,13 +37,10 @@ export interface StartedServiceAuthRegistration extends Started {
   claim: ClaimAttemptGrant;
 }
 
+export async function startRegistration(deps: RegistrationDeps, input: { type: 'anonymous' } & AgentFacts): Promise<StartedAnonymousRegistration>;
 export async function startRegistration(
   deps: RegistrationDeps,
-  input: { type: 'anonymous'; clientAddress?: string | null },
-): Promise<StartedAnonymousRegistration>;
-export async function startRegistration(
-  deps: RegistrationDeps,
-  input: { type: 'service_auth'; loginHint: string; clientAddress?: string | null },
+  input: { type: 'service_auth'; loginHint: string } & AgentFacts,
 ): Promise<StartedServiceAuthRegistration>;
 export async function startRegistration(
   deps: RegistrationDeps,
@@ -69,6 +73,7 @@ export async function startRegistration(
   const claimToken = generateClaimToken();
   const expiresAt = addMs(now, REGISTRATION_TTL_MS);
   const clientAddress = input.clientAddress ?? null;
+  const facts = { clientAddress, clientName: input.clientName ?? null, userAgent: input.userAgent ?? null };
   return withStore('agent_auth_unavailable', async () => {
     if (input.type === 'anonymous') {
       const assertionExpiresAt = addMs(now, ASSERTION_TTL_MS);
@@ -79,7 +84,7 @@ export async function startRegistration(
         expiresAt: assertionExpiresAt,
       });
       await db.prisma.agentRegistration.create({
-        data: { id, type: 'anonymous', claimTokenHash: hashClaimToken(claimToken), clientAddress, createdAt: now, expiresAt, assertionExpiresAt },
+        data: { id, type: 'anonymous', claimTokenHash: hashClaimToken(claimToken), ...facts, createdAt: now, expiresAt, assertionExpiresAt },
       });
       if (clientAddress) await withinAddressCap(deps, id, clientAddress, now);
       return { registrationId: id, registrationType: 'anonymous', claimToken, claimTokenExpiresAt: expiresAt, identityAssertion, assertionExpiresAt };
@@ -87,7 +92,7 @@ export async function startRegistration(
     const code = await prepareUserCode(deps);
     const claim = await db.prisma.$transaction(async (tx) => {
       await tx.agentRegistration.create({
-        data: { id, type: 'service_auth', loginHint, claimTokenHash: hashClaimToken(claimToken), clientAddress, createdAt: now, expiresAt },
+        data: { id, type: 'service_auth', loginHint, claimTokenHash: hashClaimToken(claimToken), ...facts, createdAt: now, expiresAt },
       });
       return createClaimAttempt(deps, tx, { registrationId: id, email: loginHint!, code });
     });

@@ -9,7 +9,6 @@ import { queueEngineCopyDeletion } from './delete-engine-copies.ts';
 import { getVoice } from './get-voice.ts';
 import type { VoiceRecord } from './present-voice.ts';
 import { saveVoiceProfile } from './save-voice-profile.ts';
-import { storeVoiceSample } from './store-voice-sample.ts';
 import type { CloneMode, VoiceClip, VoiceDeps } from './voice-deps.ts';
 import { admitNewVoice, lockOrg, takeEngineClone } from './voice-quotas.ts';
 
@@ -109,7 +108,8 @@ export async function cloneVoice(deps: VoiceDeps, input: CloneVoiceInput, signal
         return dropUploadedClip(err);
       });
     await saveVoiceProfile(prisma, { voiceId, modelId, prepared, profileVersion: input.profileVersion, sourceVersion });
-    await storeVoiceSample(deps, voiceId, signal);
+    // Its preview is made by a worker, off this request.
+    deps.previewsWanted?.();
     return { status: 'created', voice: await getVoice(prisma, orgId, voiceId) };
   }
   const payload: VoiceJobPayload = { modelId, mode: input.mode, profileVersion: input.profileVersion, apiKind: 'instant_clone' };

@@ -23,6 +23,14 @@ export type CatalogueVoice = z.infer<typeof CatalogueVoice>;
 export const EngineCatalogue = z.object({ model: z.string(), voices: z.array(CatalogueVoice) });
 export type EngineCatalogue = z.infer<typeof EngineCatalogue>;
 
+/**
+ * The upstream protocols whose engines list their voices (the gateway's `voice_catalogue`
+ * capability, gateway/upstreams/protocols/): the dashboard offers the import only for models
+ * with one of them. Named here because the dashboard cannot load the gateway's protocol
+ * modules; gateway/voices/engine-catalogue.unit.test.ts keeps the two lists equal.
+ */
+export const VOICE_CATALOGUE_PROTOCOLS: readonly string[] = ['cartesia', 'deepgram', 'elevenlabs'];
+
 const MAX_IMPORT = 5_000;
 
 export async function importEngineVoices(prisma: Prisma, input: { modelId: string; voices: CatalogueVoice[] }): Promise<{ created: number; updated: number }> {

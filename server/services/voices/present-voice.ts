@@ -1,15 +1,18 @@
 // The API's Voice record (snake_case, ISO timestamps), one shape for the gateway and dashboard.
 import type { Prisma } from '../../db/database.ts';
+import { readyPreviewModels } from './preview-stamp.ts';
 
 /** What to load with a voice to present it to an org. */
 export const voiceInclude = (orgId: string) => ({
   profiles: { orderBy: [{ cachedAt: 'asc' as const }, { id: 'asc' as const }] },
   saves: { where: { orgId }, select: { orgId: true } },
+  previews: { select: { modelId: true, stamp: true, status: true, blobId: true, error: true, runAfter: true } },
 });
 
 type VoiceRow = NonNullable<Awaited<ReturnType<Prisma['voice']['findFirst']>>>;
 type ProfileRow = NonNullable<Awaited<ReturnType<Prisma['voiceProfile']['findFirst']>>>;
-export type VoiceWithRelations = VoiceRow & { profiles: ProfileRow[]; saves: { orgId: string }[] };
+type PreviewRow = Pick<NonNullable<Awaited<ReturnType<Prisma['voicePreview']['findFirst']>>>, 'modelId' | 'stamp' | 'status' | 'blobId' | 'error' | 'runAfter'>;
+export type VoiceWithRelations = VoiceRow & { profiles: ProfileRow[]; saves: { orgId: string }[]; previews: PreviewRow[] };
 
 export interface VoiceProfileRecord {
   model_id: string;
@@ -38,7 +41,10 @@ export interface VoiceRecord {
   source_version: string;
   profiles: VoiceProfileRecord[];
   model_family: string;
+  /** An own voice's preview on its first usable profile, as a blob of the org; null for platform voices and until it is made. */
   sample_blob_id: string | null;
+  /** The models the voice's preview is ready on (GET /voices/{id}/preview?model_id=), in the order of `profiles`. */
+  preview_models: string[];
   is_owner: boolean;
   saved: boolean;
   created_at: string;
@@ -58,6 +64,8 @@ export function presentProfile(p: ProfileRow): VoiceProfileRecord {
 }
 
 export function presentVoice(v: VoiceWithRelations, orgId: string): VoiceRecord {
+  const previews = readyPreviewModels(v);
+  const previewModels = v.profiles.map((p) => p.modelId).filter((m) => previews.has(m));
   return {
     id: v.id,
     name: v.name,
@@ -74,7 +82,9 @@ export function presentVoice(v: VoiceWithRelations, orgId: string): VoiceRecord 
     source_version: v.sourceVersion,
     profiles: v.profiles.map(presentProfile),
     model_family: v.modelFamily,
-    sample_blob_id: v.sampleBlobId,
+    // A platform voice's preview belongs to no org: heard through GET /voices/{id}/preview only.
+    sample_blob_id: v.orgId !== null && previewModels[0] ? previews.get(previewModels[0])! : null,
+    preview_models: previewModels,
     is_owner: v.orgId !== null && v.orgId === orgId,
     saved: v.saves.some((s) => s.orgId === orgId),
     created_at: v.createdAt.toISOString(),

@@ -1,5 +1,5 @@
 // The worker's side of every voice job: make the profile from the voice's source, fill in what
-// the engine measured, give a new voice its sample, report.
+// the engine measured, report (the preview worker makes the voice's preview on the new profile).
 import { getBlobOrThrow, readBlobBytes } from '../blobs/blob-store.ts';
 import { ServiceError } from '../errors.ts';
 import type { Job } from '../jobs/job-queue.ts';
@@ -7,7 +7,6 @@ import type { VoiceJobPayload } from '../jobs/queue-voice-job.ts';
 import { applyVoiceMeasurements } from './apply-voice-measurements.ts';
 import type { VoiceProfileRecord } from './present-voice.ts';
 import { saveVoiceProfile } from './save-voice-profile.ts';
-import { storeVoiceSample } from './store-voice-sample.ts';
 import type { VoiceClip, VoiceDeps } from './voice-deps.ts';
 
 const SAMPLE_TEXT =
@@ -64,9 +63,7 @@ export async function runVoiceJob(deps: VoiceDeps, job: Job, signal: AbortSignal
     profileVersion: payload.profileVersion,
     sourceVersion: voice.sourceVersion,
   });
-  if (job.kind !== 'prepare_profile') {
-    await applyVoiceMeasurements(prisma, voice.id, prepared);
-    await storeVoiceSample(deps, voice.id, signal);
-  }
+  if (job.kind !== 'prepare_profile') await applyVoiceMeasurements(prisma, voice.id, prepared);
+  deps.previewsWanted?.();
   return { voice_id: voice.id, profile };
 }

@@ -63,7 +63,9 @@ export interface VoiceEngines {
 }
 
 export interface VoiceDeps extends JobQueueDeps {
-  /** Where blobs (clips, samples) are stored. */
+  /** Where blobs (clips, previews) are stored. */
   dataDir: string;
   engines: VoiceEngines;
+  /** Told when a voice got a ready profile, so that a preview worker in this process makes its preview now rather than at its next pass. */
+  previewsWanted?: () => void;
 }

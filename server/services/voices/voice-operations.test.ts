@@ -17,7 +17,6 @@ import { localizeVoice } from './localize-voice.ts';
 import { prepareVoiceProfile } from './prepare-voice-profile.ts';
 import { proCloneVoice } from './pro-clone-voice.ts';
 import { runVoiceJob } from './run-voice-job.ts';
-import { GREETING_TEXT } from './store-voice-sample.ts';
 import type { VoiceClip, VoiceDeps, VoiceEngines } from './voice-deps.ts';
 
 const CLONER = 'tts-cloner';
@@ -39,6 +38,7 @@ let engines: VoiceEngines & {
   deleted: string[];
 };
 let queuedSignals: number;
+let previewSignals: number;
 let deps: VoiceDeps;
 let orgId: string;
 const signal = new AbortController().signal;
@@ -129,8 +129,17 @@ afterAll(async () => {
 beforeEach(async () => {
   engines = standInEngines();
   queuedSignals = 0;
+  previewSignals = 0;
   orgId = (await createOrg(t.db, { name: 'voices' })).id;
-  deps = { prisma: t.db.prisma, dataDir: t.dataDir, maxJobsPerOrg: 5, jobQueued: () => queuedSignals++, engines, voiceLimits: NO_LIMITS };
+  deps = {
+    prisma: t.db.prisma,
+    dataDir: t.dataDir,
+    maxJobsPerOrg: 5,
+    jobQueued: () => queuedSignals++,
+    previewsWanted: () => previewSignals++,
+    engines,
+    voiceLimits: NO_LIMITS,
+  };
 });
 
 const cloneInput = (over: Partial<CloneVoiceInput> = {}): CloneVoiceInput => ({
@@ -159,7 +168,7 @@ const audioBlob = async (seconds: number | null) =>
   ).id;
 
 describe('instant clone', () => {
-  it('with an engine online: the voice now, with a ready profile, what the engine measured, and the greeting as its sample', async () => {
+  it('with an engine online: the voice now, with a ready profile and what the engine measured; its preview is left to the preview worker', async () => {
     const cloned = await cloneVoice(deps, cloneInput({ description: '' }), signal);
     if (cloned.status !== 'created') throw new Error(`expected a voice, got ${cloned.status}`);
     expect(cloned.voice).toMatchObject({
@@ -174,8 +183,10 @@ describe('instant clone', () => {
     expect(cloned.voice.profiles).toEqual([
       expect.objectContaining({ model_id: CLONER, upstream_id: 'engine-voice-12000', status: 'ready', profile_version: '1' }),
     ]);
-    expect(cloned.voice.sample_blob_id).not.toBeNull();
-    expect(engines.spoken).toEqual([GREETING_TEXT]);
+    // Nothing is spoken on the request: the preview worker is told, and makes the preview off it.
+    expect(engines.spoken).toEqual([]);
+    expect(cloned.voice).toMatchObject({ sample_blob_id: null, preview_models: [] });
+    expect(previewSignals).toBe(1);
     expect(queuedSignals).toBe(0);
   });
 
@@ -278,12 +289,9 @@ describe('localize', () => {
 
     const done = await runVoiceJob(deps, job, signal);
     expect(done.profile).toMatchObject({ model_id: CLONER, status: 'ready' });
-    expect(engines.spoken[0]).toMatch(/^The quick brown fox/);
-    expect(engines.spoken[1]).toBe(GREETING_TEXT);
-    expect(await t.db.prisma.voice.findUniqueOrThrow({ where: { id: voice.id } })).toMatchObject({
-      description: 'measured by the engine',
-      sampleBlobId: expect.any(String),
-    });
+    expect(engines.spoken).toEqual([expect.stringMatching(/^The quick brown fox/)]);
+    expect(await t.db.prisma.voice.findUniqueOrThrow({ where: { id: voice.id } })).toMatchObject({ description: 'measured by the engine' });
+    expect(previewSignals).toBe(1);
   });
 
   it('a voice another org cannot see is not found', async () => {
@@ -379,9 +387,8 @@ describe('caps on voices and on clones through engines that bill', () => {
       code: 'voice_quota_exceeded',
     });
     expect(await voicesOf()).toBe(2);
-    // The two clips and the first voice's sample: nothing of the refused ones.
-    expect(await liveBlobs()).toBe(3);
-    expect(engines.spoken).toHaveLength(1);
+    // The two clips: nothing of the refused ones.
+    expect(await liveBlobs()).toBe(2);
     await deleteVoice(t.db.prisma, orgId, source);
     engines.online = true;
     await expect(cloneVoice(capped, cloneInput({ name: 'Third' }), signal)).resolves.toMatchObject({ status: 'created' });
@@ -455,8 +462,8 @@ describe('caps on voices and on clones through engines that bill', () => {
     const cleanups = await t.db.prisma.job.findMany({ where: { orgId: other, kind: 'delete_engine_copies' } });
     const refusedAfterTheEngine = made.filter((c) => c.status === 'rejected' && (c.reason as ServiceError).code === 'voice_quota_exceeded').length;
     expect(cleanups).toHaveLength(refusedAfterTheEngine);
-    // The two voices' clips and samples; the refused clones' clips are gone again.
-    expect(await t.db.prisma.blob.count({ where: { orgId: other, deletedAt: null } })).toBe(4);
+    // The two voices' clips; the refused clones' clips are gone again.
+    expect(await t.db.prisma.blob.count({ where: { orgId: other, deletedAt: null } })).toBe(2);
   });
 
   it('deleting a voice queues the deletion of its engine copies (not listed, not counted as a job in flight); the worker deletes them; a profile replaced by a new clone deletes the old copy', async () => {

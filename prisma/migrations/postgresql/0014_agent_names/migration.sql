@@ -1,0 +1,3 @@
+-- AlterTable
+ALTER TABLE "AgentRegistration" ADD COLUMN     "clientName" TEXT,
+ADD COLUMN     "userAgent" TEXT;
