@@ -262,7 +262,7 @@ export const OPERATIONS: Operation[] = [
       'Minted by a backend with its key (a token or client secret cannot mint one): the token (`at_…`) stands for that key, in its org, on the routes its grants open — tts: /tts/bytes, /tts/sse, /tts/websocket; stt: /stt/websocket, /stt/turns/websocket — until it expires (1 s to 1 h, default 10 min). Presented as a key would be; a browser opens a socket with `?access_token=`. Stateless and signed; revoking the key refuses its tokens; a route its grants do not open answers 403 `forbidden`.',
     body: { json: AccessTokenRequestSchema },
     answers: { 200: json(res.AccessTokenSchema, 'The token.') },
-    errors: [400, 403],
+    errors: [400],
   },
   {
     method: 'post',
@@ -281,7 +281,7 @@ export const OPERATIONS: Operation[] = [
         media: { 'audio/wav': 'WAV.', 'audio/mpeg': 'MP3 (not with stream).', 'application/octet-stream': RAW_AUDIO },
       },
     },
-    errors: [409, ...ENGINE_ERRORS],
+    errors: [403, 409, ...ENGINE_ERRORS],
   },
   {
     method: 'post',
@@ -299,7 +299,7 @@ export const OPERATIONS: Operation[] = [
         sse: '`data: {"type":"chunk","data":<base64 audio>,"done":false,"status_code":206,"step_time":<ms>}` ..., then `{"type":"done","done":true,"status_code":200}`; an engine failing mid-stream ends it with `{"type":"error","done":true,"status_code","title","error_code","message","request_id"}`.',
       },
     },
-    errors: [409, ...ENGINE_ERRORS],
+    errors: [403, 409, ...ENGINE_ERRORS],
   },
   {
     method: 'post',
@@ -332,6 +332,7 @@ export const OPERATIONS: Operation[] = [
     query: req.TtsSocketQuerySchema,
     doc: 'docs/tts-websocket.md',
     description: "Model, voice and format come with each context's first message: their errors are error events on that context.",
+    errors: [403],
   }),
 
   // Speech to text
@@ -362,7 +363,7 @@ export const OPERATIONS: Operation[] = [
     query: req.SttSocketQuerySchema,
     doc: 'docs/stt.md#streaming-stt-protocol-get-sttwebsocket',
     description: 'Audio in binary frames; transcripts and turn events out.',
-    errors: [404, 503],
+    errors: [403, 404, 503],
   }),
   socket({
     path: '/stt/turns/websocket',
@@ -372,7 +373,7 @@ export const OPERATIONS: Operation[] = [
     query: req.SttTurnsSocketQuerySchema,
     doc: 'docs/stt.md#cartesias-turns-socket-get-sttturnswebsocket',
     description: "As LiveKit's Cartesia STT and cartesia-js `stt.autoFinalize` speak it; turns are the gateway's detector's.",
-    errors: [404, 503],
+    errors: [403, 404, 503],
   }),
   {
     ...socket({

@@ -7,6 +7,7 @@
 // is its pattern. Registered by buildGateway (gateway/app.ts) when the log is on.
 import type { ServerResponse } from 'node:http';
 import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify';
+import { SIGNED_SECRET_IN_TEXT } from '../../server/services/keys/client-secret-format.ts';
 import type { GatewayContext } from '../context.ts';
 import { toServiceError } from '../errors.ts';
 import { CONTENT_MAX_CHARS, type RequestLog } from './request-log.ts';
@@ -145,7 +146,7 @@ function envelopeCode(payload: string): string | null {
   return end === -1 ? null : payload.slice(at + 8, end);
 }
 
-/** The text of a JSON or text body (never audio or a form upload), cut short, with anything shaped like an API key masked. */
+/** The text of a JSON or text body (never audio or a form upload), cut short, with anything shaped like an API key, a client secret or an access token masked. */
 export function textOf(body: unknown, contentType: unknown): string | null {
   if (body === null || body === undefined || typeof contentType !== 'string') return null;
   if (!/json|^text\//i.test(contentType)) return null;
@@ -154,5 +155,8 @@ export function textOf(body: unknown, contentType: unknown): string | null {
   else if (Buffer.isBuffer(body)) text = body.toString('utf8', 0, Math.min(body.length, CONTENT_MAX_CHARS * 4));
   else if (typeof body === 'object') text = JSON.stringify(body);
   else return null;
-  return text.slice(0, CONTENT_MAX_CHARS).replace(/sk_svc_[A-Za-z0-9_-]+/g, 'sk_svc_[redacted]');
+  return text
+    .slice(0, CONTENT_MAX_CHARS)
+    .replace(/sk_svc_[A-Za-z0-9_-]+/g, 'sk_svc_[redacted]')
+    .replace(SIGNED_SECRET_IN_TEXT, '$1[redacted]');
 }

@@ -222,6 +222,24 @@ describe('content', () => {
     expect(text).not.toContain(h.key.slice(7, 30));
     expect(text.toLowerCase()).not.toContain('bearer');
   });
+
+  it('never keeps a credential an answer hands out: a minted access token is masked (any key of the org reads the log)', async () => {
+    await h.testDb.db.prisma.org.update({ where: { id: h.orgId }, data: { logContent: true } });
+    await log.refreshSettings();
+    const id = rid('access-token');
+    const res = await fetch(`${h.url}/access-token`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${h.key}`, 'content-type': 'application/json', 'x-request-id': id },
+      body: JSON.stringify({ grants: { tts: true }, expires_in: 3600 }),
+    });
+    const { token } = (await res.json()) as { token: string };
+    await h.testDb.db.prisma.org.update({ where: { id: h.orgId }, data: { logContent: false } });
+    await log.refreshSettings();
+    expect(token).toMatch(/^at_/);
+    const [row] = await logged(id);
+    expect(row).toMatchObject({ status: 200, route: '/access-token', requestContent: '{"grants":{"tts":true},"expires_in":3600}' });
+    expect(row!.responseContent).toBe('{"token":"at_[redacted]"}');
+  });
 });
 
 describe('writing off the request path', () => {

@@ -17,6 +17,7 @@ import { checkProtocol } from '../upstreams/protocols/index.ts';
 const clock = manualClock(Date.parse('2026-12-05T12:00:00Z'));
 let h: GatewayHarness;
 let checker: ReturnType<typeof openApiResponseChecker>;
+let openapi: { paths: Record<string, Record<string, { responses: Record<string, unknown> }>> };
 
 beforeAll(async () => {
   h = await startTtsGateway({ clock });
@@ -27,7 +28,8 @@ beforeAll(async () => {
     upstream: { url: 'local:pocketsphinx', protocol: 'pocketsphinx' },
   });
   await h.runtime.ctx.registry.refresh();
-  checker = openApiResponseChecker((await (await fetch(`${h.url}/openapi.json`)).json()) as Record<string, unknown>);
+  openapi = (await (await fetch(`${h.url}/openapi.json`)).json()) as typeof openapi;
+  checker = openApiResponseChecker(openapi);
 }, 60_000);
 
 afterAll(async () => {
@@ -157,6 +159,42 @@ describe('a tts token', () => {
     const revoked = await refusedTtsUpgrade(h, { access_token: ofRevoked });
     expect(revoked.status).toBe(401);
     expect(errorOf(revoked.body).code).toBe('api_key_disabled');
+  });
+});
+
+describe('a missing grant', () => {
+  it('is a 403 on each route that takes tokens, which the OpenAPI document names there (and not on POST /access-token, which never answers it)', async () => {
+    const [tts, stt] = [await token({ tts: true }), await token({ stt: true })];
+    for (const path of ['/tts/bytes', '/tts/sse']) {
+      const res = await fetch(`${h.url}${path}`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${stt}`, 'content-type': 'application/json' },
+        body: JSON.stringify(ttsBody()),
+      });
+      const json = (await res.json()) as Record<string, unknown>;
+      expect({ path, status: res.status }).toEqual({ path, status: 403 });
+      expect(checker.problems({ method: 'POST', path, status: 403, contentType: res.headers.get('content-type'), json })).toEqual([]);
+      expect(openapi.paths[path]!.post!.responses).toHaveProperty('403');
+    }
+    const sockets: [string, string][] = [
+      ['/tts/websocket', stt],
+      ['/stt/websocket', tts],
+      ['/stt/turns/websocket', tts],
+    ];
+    for (const [path, at] of sockets) {
+      const refused = await refusedUpgrade(h, { model: 'local-stt', encoding: 'pcm_s16le', sample_rate: '16000', access_token: at }, {}, path);
+      expect({ path, status: refused.status }).toEqual({ path, status: 403 });
+      const problems = checker.problems({
+        method: 'GET',
+        path,
+        status: 403,
+        contentType: refused.headers['content-type'] ?? null,
+        json: JSON.parse(refused.body),
+      });
+      expect(problems).toEqual([]);
+      expect(openapi.paths[path]!.get!.responses).toHaveProperty('403');
+    }
+    expect(openapi.paths['/access-token']!.post!.responses).not.toHaveProperty('403');
   });
 });
 

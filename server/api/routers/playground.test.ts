@@ -8,6 +8,7 @@ import { startScriptedUpstream, type ScriptedUpstream } from '../../../test/supp
 import { FLITE_PRICE, FOX, codePoints, costOf, startTtsGateway, ttsBody, usd } from '../../../test/support/tts-routes.ts';
 import { openTtsSocket } from '../../../test/support/tts-socket.ts';
 import { loadConfig } from '../../config/env.ts';
+import { REQUEST_CHARGE_WINDOW_MS, getRequestCharge } from '../../services/credits/get-request-charge.ts';
 import { grantCredits } from '../../services/credits/grant-credits.ts';
 import { DASHBOARD_KEY_NAME, getOrCreateDashboardKey } from '../../services/keys/get-dashboard-key.ts';
 import { upsertModel } from '../../services/models/upsert-model.ts';
@@ -119,6 +120,18 @@ describe('playground.charge', () => {
     const charge = await user.caller.playground.charge({ requestId });
     expect(charge?.costUsd).toBe(res.headers.get('x-svc-request-cost-usd'));
     expect(charge?.remainingUsd).toBe(res.headers.get('x-svc-credits-remaining-usd'));
+  });
+
+  it("reads only the org's recent debits (a range of its ledger's (orgId, createdAt) index, not a scan of every org's ledger per poll): an older request is null", async () => {
+    const requestId = `playground-recent-${Date.now()}`;
+    const res = await asDashboard(user.orgId, '/tts/bytes', ttsBody(), requestId);
+    expect(res.status).toBe(200);
+    await res.arrayBuffer();
+    await g.settled();
+    const { createdAt } = await g.testDb.db.prisma.ledgerEntry.findFirstOrThrow({ where: { requestId } });
+    const at = (ms: number) => getRequestCharge(g.testDb.db.prisma, { orgId: user.orgId, requestId, now: createdAt.getTime() + ms });
+    expect((await at(REQUEST_CHARGE_WINDOW_MS))?.costMicros).toBeGreaterThan(0n);
+    expect(await at(REQUEST_CHARGE_WINDOW_MS + 1)).toBeNull();
   });
 
   it("is null for an id with no debit yet, and for another org's request", async () => {

@@ -30,9 +30,9 @@ export const playgroundRouter = createTRPCRouter({
     return { token, expiresInSeconds: SPEECH_TOKEN_SECONDS, websocketUrl: `${loadConfig().publicBaseUrl.replace(/^http/, 'ws')}/tts/websocket` };
   }),
 
-  /** What a request of the org cost (its usage debits), or null while none is written. */
+  /** What a recent request of the org cost (its usage debits), or null while none is written. */
   charge: orgProcedure.input(inputOf(z.strictObject({ requestId: z.string().min(1).max(128) }))).query(async ({ ctx, input }) => {
-    const charge = await getRequestCharge(ctx.db.prisma, { orgId: ctx.org.id, requestId: input.requestId });
+    const charge = await getRequestCharge(ctx.db.prisma, { orgId: ctx.org.id, requestId: input.requestId, now: Date.now() });
     if (!charge) return null;
     return {
       costUsd: formatUsd(charge.costMicros),

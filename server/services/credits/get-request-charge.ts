@@ -12,13 +12,22 @@ export interface RequestCharge {
 }
 
 /**
- * The request's charge, summed from the org's usage debits carrying its request id (the
- * `x-request-id` of its answer); null while none is written (a streamed answer is debited just
- * after its last event) or when the id is another org's.
+ * How far back a request's debits are looked for. The ledger has no index on request ids (one
+ * more index entry on every debit is hot-path write work); its (orgId, createdAt) index bounds
+ * the read to the org's debits of these last minutes; without it, each of the playground's polls
+ * read the whole ledger (PostgreSQL chose a sequential scan of every org's rows).
  */
-export async function getRequestCharge(prisma: Prisma, input: { orgId: string; requestId: string }): Promise<RequestCharge | null> {
+export const REQUEST_CHARGE_WINDOW_MS = 10 * 60_000;
+
+/**
+ * The charge of a request of the last REQUEST_CHARGE_WINDOW_MS before `now` (ms), summed from the
+ * org's usage debits carrying its request id (the `x-request-id` of its answer); null while none
+ * is written (a streamed answer is debited just after its last event), for an older request, or
+ * when the id is another org's.
+ */
+export async function getRequestCharge(prisma: Prisma, input: { orgId: string; requestId: string; now: number }): Promise<RequestCharge | null> {
   const debits = await prisma.ledgerEntry.findMany({
-    where: { orgId: input.orgId, requestId: input.requestId, kind: 'usage' },
+    where: { orgId: input.orgId, createdAt: { gte: new Date(input.now - REQUEST_CHARGE_WINDOW_MS) }, requestId: input.requestId, kind: 'usage' },
     orderBy: [{ createdAt: 'asc' }, { id: 'asc' }],
     select: { amountMicros: true, balanceAfterMicros: true, inputTokens: true, outputTokens: true, characters: true, audioMillis: true },
   });

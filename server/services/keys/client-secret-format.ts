@@ -69,5 +69,12 @@ export function decodeClientSecret(serverSecret: Buffer, secret: string, prefix:
   return { orgId: p.o, keyHash: p.k, expiresAt: p.e, session: p.s };
 }
 
+/**
+ * A client secret or an access token inside a text (its payload, base64url JSON, always starts
+ * `eyJ`): texts kept for the org to read (the request log's content) hold `ek_[redacted]` or
+ * `at_[redacted]` instead, since a minting route's answer is the credential itself.
+ */
+export const SIGNED_SECRET_IN_TEXT = /\b(ek_|at_)eyJ[A-Za-z0-9_-]*(?:\.[A-Za-z0-9_-]*)?/g;
+
 export const isClientSecret = (credential: string): boolean => credential.startsWith(CLIENT_SECRET_PREFIX);
 export const isAccessToken = (credential: string): boolean => credential.startsWith(ACCESS_TOKEN_PREFIX);
