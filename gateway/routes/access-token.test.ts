@@ -63,6 +63,12 @@ describe('POST /access-token', () => {
     expect(await token({ tts: true })).not.toBe(a);
   });
 
+  it('ignores the agent grant beside tts or stt, as Cartesia’s examples send it', async () => {
+    const { status, json } = await mint(h.key, { grants: { tts: true, stt: true, agent: true } });
+    expect(status).toBe(200);
+    expect(json.token).toMatch(/^at_/);
+  });
+
   it.each([
     [{}, 'grants'],
     [{ grants: {} }, 'grants'],

@@ -46,7 +46,9 @@ export function registerAccessTokenRoutes(app: FastifyInstance, ctx: GatewayCont
     },
     handler: async (request) => {
       const { grants, expires_in } = parseInput(AccessTokenRequestSchema, request.body);
-      if (grants?.agent) throw new ServiceError('invalid_request', 'grants.agent: this gateway has no Agents endpoint; grant tts or stt.', 'grants.agent');
+      // Cartesia's own examples ask for agent beside tts and stt: ignored then, refused alone.
+      if (grants?.agent && !grants.tts && !grants.stt)
+        throw new ServiceError('invalid_request', 'grants.agent: this gateway has no Agents endpoint; grant tts or stt.', 'grants.agent');
       const { token } = await createAccessToken(ctx.db.prisma, {
         orgId: request.auth.orgId,
         keyHash: hashApiKey(presentedKey(request)!),
