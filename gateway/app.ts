@@ -10,6 +10,7 @@ import { BodyDeadlines, boundConnections } from './client-bounds.ts';
 import { onResponseClose } from './client-gone.ts';
 import type { GatewayContext } from './context.ts';
 import { answerClientError, drainRequest, sendError, toServiceError } from './errors.ts';
+import { vendorFieldsByPath } from './vendor-error-shape.ts';
 import { registerAgentAuthRoutes } from './routes/agent-auth.ts';
 import { registerChatCompletionRoutes } from './routes/chat-completions.ts';
 import { registerResponsesRoutes } from './routes/responses.ts';
@@ -19,14 +20,14 @@ import { registerHealthRoutes } from './routes/health.ts';
 import { registerModelRoutes } from './routes/models.ts';
 import { registerTtsRoutes } from './routes/tts.ts';
 import { registerTranscriptionRoutes } from './routes/transcriptions.ts';
-import { registerElevenLabsRoutes } from './routes/elevenlabs.ts';
+import { ELEVENLABS_ERROR_SHAPE, registerElevenLabsRoutes } from './routes/elevenlabs.ts';
 import { registerSttWebSocketRoutes } from './routes/stt-websocket.ts';
 import { registerSttTurnsWebSocketRoutes } from './routes/stt-turns-websocket.ts';
 import { registerTtsWebSocketRoutes } from './routes/tts-websocket.ts';
 import { registerElevenLabsWebSocketRoutes } from './routes/elevenlabs-websocket.ts';
 import { registerDeepgramSpeakRoutes } from './routes/deepgram-speak.ts';
 import { registerListenV2Routes } from './routes/listen-v2.ts';
-import { registerListenRoutes } from './routes/listen.ts';
+import { DEEPGRAM_ERROR_SHAPE, registerListenRoutes } from './routes/listen.ts';
 import { registerRealtimeRoutes } from './routes/realtime.ts';
 import { registerPhoneRoutes } from './routes/phone.ts';
 import { registerRealtimeCallRoutes } from './routes/realtime-calls.ts';
@@ -153,7 +154,7 @@ export async function buildGateway(ctx: GatewayContext, options: { logger?: bool
     keepAliveTimeout: 65_000,
     // Router errors (an over-long or malformed path segment) come before any hook or route;
     // without this Fastify answers them in its own shape instead of the envelope.
-    frameworkErrors: (err, request, reply) => sendError(request, reply.header('x-request-id', request.id), err),
+    frameworkErrors: (err, request, reply) => sendError(request, reply.header('x-request-id', request.id), err, unroutedVendorFields(request)),
     // Requests the HTTP parser refuses never reach routing, and Fastify's own answer to them
     // is not the envelope. (Fastify calls this with the instance as `this`.)
     clientErrorHandler(this: FastifyInstance, err, socket) {
@@ -215,7 +216,8 @@ export async function buildGateway(ctx: GatewayContext, options: { logger?: bool
       if (drain) await drainRequest(request.raw, MAX_DRAIN_BYTES);
       else reply.header('connection', 'close');
     }
-    return sendError(request, reply, err);
+    // A request no route took (its body refused before the not-found answer): no vendor scope's hook shapes it.
+    return sendError(request, reply, err, request.is404 ? unroutedVendorFields(request) : undefined);
   });
 
   app.setNotFoundHandler((request, reply) => {
@@ -227,9 +229,10 @@ export async function buildGateway(ctx: GatewayContext, options: { logger?: bool
         request,
         reply,
         new ServiceError('method_not_allowed', `Method ${request.method} is not allowed on ${path}; use ${otherMethods.join(' or ')}.`),
+        unroutedVendorFields(request),
       );
     }
-    return sendError(request, reply, new ServiceError('not_found', `Unknown route: ${request.method} ${path}.`));
+    return sendError(request, reply, new ServiceError('not_found', `Unknown route: ${request.method} ${path}.`), unroutedVendorFields(request));
   });
 
   registerHealthRoutes(app, ctx);
@@ -276,6 +279,10 @@ export async function buildGateway(ctx: GatewayContext, options: { logger?: bool
 }
 
 /** Whether a route answers `method` at `path`; a path the router cannot read as a route (`*` inside it) has none. */
+/** Vendor APIs served under their own paths: their errors carry the vendor's fields even when no route of theirs was reached. */
+const VENDOR_ERROR_SHAPES = [ELEVENLABS_ERROR_SHAPE, DEEPGRAM_ERROR_SHAPE];
+const unroutedVendorFields = (request: FastifyRequest) => vendorFieldsByPath(VENDOR_ERROR_SHAPES, request.url);
+
 function routeExists(app: FastifyInstance, method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE', path: string): boolean {
   try {
     return app.hasRoute({ method, url: path });

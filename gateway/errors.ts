@@ -8,6 +8,7 @@ import { ERROR_TABLE, envelope, errorHeaders } from '../server/error-envelope.ts
 import { newId } from '../server/db/ids.ts';
 import { type ErrorCode, ServiceError, isServiceError } from '../server/services/errors.ts';
 import { AudioError, type AudioErrorCode, type AudioSetting } from './audio/audio-error.ts';
+import type { VendorErrorFields } from './vendor-error-shape.ts';
 
 export { ERROR_TABLE, envelope, type ErrorEnvelope } from '../server/error-envelope.ts';
 
@@ -57,14 +58,16 @@ export function toServiceError(err: unknown): ServiceError {
   return new ServiceError('internal_error', 'The server had an error while processing your request. Retry once; if it persists, report the request id.');
 }
 
-export function sendError(request: FastifyRequest, reply: FastifyReply, err: unknown): FastifyReply {
+/** `vendorFields`: a vendor's fields beside the envelope, for an answer no vendor scope's hook shapes (gateway/vendor-error-shape.ts). */
+export function sendError(request: FastifyRequest, reply: FastifyReply, err: unknown, vendorFields?: VendorErrorFields): FastifyReply {
   const serviceError = toServiceError(err);
   if (serviceError.code === 'internal_error') request.log.error({ err }, 'unhandled error');
   // A 503 made from a failure underneath (e.g. the registration store down): log what failed.
   else if (serviceError.cause !== undefined && ERROR_TABLE[serviceError.code].status >= 500) request.log.warn({ err: serviceError.cause }, serviceError.code);
   const { status, body } = envelope(serviceError);
-  reply.headers(errorHeaders(serviceError));
-  return reply.code(status).type('application/json; charset=utf-8').send(body);
+  reply.headers(errorHeaders(serviceError)).code(status);
+  const fields = vendorFields?.({ code: body.error.code, message: body.error.message }, request, reply);
+  return reply.type('application/json; charset=utf-8').send(fields ? { ...fields, ...body } : body);
 }
 
 /**

@@ -96,6 +96,38 @@ describe('text-to-speech', () => {
       .catch((e: unknown) => e);
     expect(badKey).toMatchObject({ statusCode: 401, body: { detail: { status: 'invalid_api_key' } } });
   });
+
+  it('errors answered before any route is reached carry detail too: an id longer than the router takes, a path that does not decode, a method the path does not have', async () => {
+    // Through the client: a voice id over the router's 100 characters.
+    const long = await client()
+      .textToSpeech.convert('v'.repeat(101), { text: FOX, modelId: 'local-flite' })
+      .catch((e: unknown) => e);
+    expect(long).toBeInstanceOf(ElevenLabsError);
+    expect(long).toMatchObject({ statusCode: 404, body: { detail: { status: 'not_found', message: expect.stringContaining('at most 100 characters') } } });
+    const cases: [method: string, path: string, status: number, code: string][] = [
+      ['POST', '/v1/text-to-speech/%zz', 400, 'invalid_request'],
+      ['POST', '/v1/text-to-speech/%zz/stream', 400, 'invalid_request'],
+      ['GET', '/v1/voices/%zz', 400, 'invalid_request'],
+      ['PUT', '/v1/voices', 405, 'method_not_allowed'],
+      ['GET', '/v2/voices/x?page_size=1', 404, 'not_found'],
+      ['GET', '/v1/speech-to-text', 405, 'method_not_allowed'],
+      ['GET', '/v1/text-to-speech/flite-slt', 404, 'not_found'],
+      // A body on a path without that method: read (and refused) before the not-found answer.
+      ['PUT', '/v1/voices', 400, 'invalid_json'],
+    ];
+    for (const [method, path, status, code] of cases) {
+      const json = { 'xi-api-key': h.key, 'content-type': 'application/json' };
+      const post =
+        method === 'POST' ? { headers: json, body: '{}' } : code === 'invalid_json' ? { headers: json, body: '{' } : { headers: { 'xi-api-key': h.key } };
+      const res = await fetch(`${h.url}${path}`, { method, ...post });
+      const body = (await res.json()) as { detail: unknown; error: { code: string; message: string } };
+      expect({ status: res.status, code: body.error.code }, `${method} ${path}`).toEqual({ status, code });
+      expect(body.detail, `${method} ${path}`).toEqual({ status: code, message: body.error.message });
+    }
+    // Other paths keep the plain envelope.
+    const other = (await (await fetch(`${h.url}/v1/audio/speech/%zz`, { method: 'POST' })).json()) as Record<string, unknown>;
+    expect(Object.keys(other)).toEqual(['error']);
+  });
 });
 
 describe('voices', () => {

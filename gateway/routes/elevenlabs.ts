@@ -10,7 +10,7 @@
 // References: elevenlabs.io/docs/api-reference/text-to-speech/convert, …/stream,
 // …/convert-with-timestamps, …/stream-with-timestamps, …/voices/search (v2), …/voices/get-all (v1),
 // …/speech-to-text/convert; @elevenlabs/elevenlabs-js (api/resources/*, serialization/types/*).
-import { useVendorErrorShape } from '../vendor-error-shape.ts';
+import { useVendorErrorShape, type VendorErrorShape } from '../vendor-error-shape.ts';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { ServiceError } from '../../server/services/errors.ts';
@@ -126,9 +126,15 @@ function ttsRequestOf(ctx: GatewayContext, request: FastifyRequest, streaming: b
  */
 const NO_ALIGNMENT = { alignment: null, normalized_alignment: null };
 
+/** ElevenLabs' `{"detail": {"status", "message"}}` beside the envelope, on every path of ElevenLabs' API served here. */
+export const ELEVENLABS_ERROR_SHAPE: VendorErrorShape = {
+  fields: ({ code, message }) => ({ detail: { status: code, message } }),
+  paths: /^\/(v1\/(text-to-speech|speech-to-text|voices)|v2\/voices)(\/|$)/,
+};
+
 /** Error answers of a scope's routes carry ElevenLabs' `{"detail": {"status", "message"}}` beside the envelope. */
 export function useElevenLabsErrorShape(scope: FastifyInstance): void {
-  useVendorErrorShape(scope, ({ code, message }) => ({ detail: { status: code, message } }));
+  useVendorErrorShape(scope, ELEVENLABS_ERROR_SHAPE);
 }
 
 export async function registerElevenLabsRoutes(app: FastifyInstance, ctx: GatewayContext): Promise<void> {

@@ -328,6 +328,23 @@ describe("refusals before the upgrade (HTTP answers with Deepgram's error fields
     await refused({ model: 'remote-stt' }, token(h.key), { status: 503, code: 'model_offline', errCode: 'MODEL_OFFLINE', param: null });
   });
 
+  it("errors answered before any route is reached carry Deepgram's fields too: a path that does not decode, an id longer than the router takes, a method the path does not have", async () => {
+    const cases: [method: string, path: string, status: number, code: string][] = [
+      ['GET', '/v1/listen/%zz', 400, 'invalid_request'],
+      ['PUT', '/v1/listen', 405, 'method_not_allowed'],
+      ['DELETE', '/v1/speak', 405, 'method_not_allowed'],
+      ['GET', `/v2/listen/${'x'.repeat(101)}`, 404, 'not_found'],
+    ];
+    for (const [method, path, status, code] of cases) {
+      const requestId = newRequestId('unrouted');
+      const res = await fetch(`${h.url}${path}`, { method, headers: { ...token(h.key), 'x-request-id': requestId } });
+      const body = (await res.json()) as { err_code: string; err_msg: string; request_id: string; error: { code: string; message: string } };
+      expect({ status: res.status, code: body.error.code }, `${method} ${path}`).toEqual({ status, code });
+      expect(body, `${method} ${path}`).toMatchObject({ err_code: code.toUpperCase(), err_msg: body.error.message });
+      expect(res.headers.get('dg-error')).toBe(body.err_msg);
+    }
+  });
+
   it('a plain GET is 400 upgrade_required', async () => {
     const res = await fetch(`${h.url}/v1/listen?model=local-stt`, { headers: token(h.key) });
     expect(res.status).toBe(400);

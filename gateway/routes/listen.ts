@@ -18,7 +18,7 @@
 // `request_id`; the `dg-error` header on refusals), so either kind of client can read them.
 import { createHash, randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
-import { useVendorErrorShape } from '../vendor-error-shape.ts';
+import { useVendorErrorShape, type VendorErrorShape } from '../vendor-error-shape.ts';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { ServiceError, isServiceError } from '../../server/services/errors.ts';
 import type { Encoding } from '../audio/output-format.ts';
@@ -214,14 +214,20 @@ function bodyMissing(body: unknown): ServiceError {
   return new ServiceError('invalid_request', 'Send the audio as the request body (Content-Type audio/wav, audio/* or application/octet-stream).', 'file');
 }
 
-/** Error answers of a scope's routes carry Deepgram's fields (`err_code`, `err_msg`, `request_id`, the `dg-error` header) beside the envelope. */
-export function useDeepgramErrorShape(scope: FastifyInstance): void {
-  useVendorErrorShape(scope, (error, request, reply) => {
+/** Deepgram's fields (`err_code`, `err_msg`, `request_id`, the `dg-error` header) beside the envelope, on every path of Deepgram's API served here. */
+export const DEEPGRAM_ERROR_SHAPE: VendorErrorShape = {
+  fields: (error, request, reply) => {
     const fields = deepgramErrorFields(error, request.id);
     // Deepgram names a refused upgrade's cause in `dg-error` (a header carries ASCII only).
     reply.header('dg-error', fields.err_msg.replace(/[^\x20-\x7e]/g, '?'));
     return fields;
-  });
+  },
+  paths: /^\/(v1\/(listen|speak)|v2\/listen)(\/|$)/,
+};
+
+/** Error answers of a scope's routes carry Deepgram's fields beside the envelope. */
+export function useDeepgramErrorShape(scope: FastifyInstance): void {
+  useVendorErrorShape(scope, DEEPGRAM_ERROR_SHAPE);
 }
 
 /** Registers both routes; must be called in the scope where @fastify/websocket is (registerSttWebSocketRoutes). */

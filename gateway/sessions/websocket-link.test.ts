@@ -13,8 +13,20 @@ afterEach(async () => {
   }
 });
 
-/** A server socket bound through a link, and a client that reads nothing until told to. */
-async function pair(limits: Partial<WebSocketLink['limits']> = {}) {
+/** Turns of the event loop, counted in its check phase, until stopped. */
+function turnCounter() {
+  let turn = 0;
+  let counting = true;
+  const count = () => {
+    turn++;
+    if (counting) setImmediate(count);
+  };
+  setImmediate(count);
+  return { now: () => turn, stop: () => (counting = false) };
+}
+
+/** A server socket bound through a link, and a client that reads nothing until told to. `onMessage`: called as each message is handed on. */
+async function pair(limits: Partial<WebSocketLink['limits']> = {}, onMessage?: () => void) {
   const server = new WebSocketServer({ port: 0, host: '127.0.0.1' });
   servers.push(server);
   await once(server, 'listening');
@@ -27,7 +39,13 @@ async function pair(limits: Partial<WebSocketLink['limits']> = {}) {
   const link = new WebSocketLink(
     socket,
     clock,
-    { message: (data) => received.push(data), closed: () => (closed = true) },
+    {
+      message: (data) => {
+        received.push(data);
+        onMessage?.();
+      },
+      closed: () => (closed = true),
+    },
     { ...DEFAULT_LINK_LIMITS, highWaterBytes: 64 * 1024, dropAboveBytes: 256 * 1024, closeAboveBytes: 1024 * 1024, ...limits },
   );
   return { client, socket, clock, link, received, isClosed: () => closed };
@@ -101,6 +119,42 @@ describe('WebSocketLink', () => {
     await expect.poll(isClosed).toBe(true);
     expect(received).toEqual([Buffer.from([1, 2, 3])]);
     expect(link.send('after')).toBe(false);
+  });
+
+  it('hands on at most readBytesPerTurn (and the message that passes it) per turn of the event loop, in order, pausing the socket between', async () => {
+    const turns = turnCounter();
+    const handedOn: { turn: number; paused: boolean }[] = [];
+    const { client, socket, link, received, isClosed } = await pair({ readBytesPerTurn: 4 * 1024 }, () =>
+      handedOn.push({ turn: turns.now(), paused: socket.isPaused }),
+    );
+    // 20 messages of 3 KiB sent at once: one read of the server's socket takes them all.
+    const sent = Array.from({ length: 20 }, (_, i) => Buffer.alloc(3 * 1024, i));
+    for (const m of sent) client.send(m);
+    await expect.poll(() => received.length).toBe(20);
+    turns.stop();
+    expect(received).toEqual(sent);
+    const bytesByTurn = new Map<number, number>();
+    handedOn.forEach(({ turn }, i) => bytesByTurn.set(turn, (bytesByTurn.get(turn) ?? 0) + received[i]!.length));
+    for (const bytes of bytesByTurn.values()) expect(bytes).toBeLessThanOrEqual(4 * 1024 + 3 * 1024);
+    expect(bytesByTurn.size).toBeGreaterThanOrEqual(9);
+    expect(link.turnsWaited).toBeGreaterThanOrEqual(9);
+    // Messages ws had read while the link waited were handed on from its queue, the socket still paused.
+    expect(handedOn.some((m) => m.paused)).toBe(true);
+    // Reading goes on after the last wait: the peer's close is taken.
+    expect(socket.isPaused).toBe(false);
+    client.close(1000, 'bye');
+    await expect.poll(isClosed).toBe(true);
+  });
+
+  it('hands on each large message in a turn of the event loop of its own', async () => {
+    const turns = turnCounter();
+    const handedOn: number[] = [];
+    const { client, received } = await pair({ readBytesPerTurn: DEFAULT_LINK_LIMITS.readBytesPerTurn }, () => handedOn.push(turns.now()));
+    for (let i = 0; i < 6; i++) client.send(Buffer.alloc(200 * 1024, i));
+    await expect.poll(() => received.length).toBe(6);
+    turns.stop();
+    expect(received.map((m) => m[0])).toEqual([0, 1, 2, 3, 4, 5]);
+    expect(new Set(handedOn).size).toBe(6);
   });
 
   it('resolves drained() once a backlog above the high-water mark is taken', async () => {

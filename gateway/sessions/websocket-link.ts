@@ -8,6 +8,12 @@
 // reading: frames the peer keeps sending are not parsed (ws would parse every one until the
 // peer's close frame arrives), and the socket is ended `closeGraceMs` after the close frame is
 // handed to the OS (ws ends it 30 s after the close whatever happens).
+//
+// Nor can a peer hold the event loop: ws hands on every message the socket has read, and one
+// read of the kernel's buffer brings up to 2 MiB (libuv's 32 reads of 64 KiB), each large
+// message read, unmasked, decoded and parsed on the loop. Past `readBytesPerTurn` handed on, the
+// link pauses the socket and waits a turn of the loop (what ws had already read is queued, in
+// order), so that other sockets and requests are served between one large message and the next.
 import type { Socket } from 'node:net';
 import type { RawData, WebSocket } from 'ws';
 import type { Clock, Timer } from '../../server/clock.ts';
@@ -26,6 +32,8 @@ export interface WebSocketLinkLimits {
   errorWindowMs: number;
   /** After an abuse close, how long the peer has to finish the close handshake before the socket is ended. */
   closeGraceMs: number;
+  /** Message bytes handed on before the link waits a turn of the event loop (the socket paused meanwhile). */
+  readBytesPerTurn: number;
 }
 
 export const DEFAULT_LINK_LIMITS: WebSocketLinkLimits = {
@@ -36,6 +44,8 @@ export const DEFAULT_LINK_LIMITS: WebSocketLinkLimits = {
   maxErrorEvents: 100,
   errorWindowMs: 10_000,
   closeGraceMs: 2_000,
+  // One socket read's worth: an audio stream waits a turn every second or two, a 1 MiB message after each.
+  readBytesPerTurn: 64 * 1024,
 };
 
 export interface WebSocketLinkHandlers {
@@ -51,28 +61,61 @@ export class WebSocketLink {
   private readonly ping: Timer;
   private flushed: Promise<void> = Promise.resolve();
   private closing = false;
+  /** Closed for abuse: nothing more is read from the peer. */
+  private stoppedReading = false;
   private errorWindowStart = Number.NEGATIVE_INFINITY;
   private errorsInWindow = 0;
+  /** Message bytes handed on since the link last waited a turn of the event loop. */
+  private readSinceTurn = 0;
+  /** Waiting for the next turn: the socket is paused, and messages ws had already read wait here, in order. */
+  private waitingTurn = false;
+  private readonly waiting: [Buffer, boolean][] = [];
   /** Events dropped because the peer was not reading (for metrics and tests). */
   dropped = 0;
+  /** Turns of the event loop the link waited because the peer sent faster than `readBytesPerTurn` (for tests). */
+  turnsWaited = 0;
 
   constructor(
     private readonly socket: WebSocket,
     private readonly clock: Clock,
-    handlers: WebSocketLinkHandlers,
+    private readonly handlers: WebSocketLinkHandlers,
     readonly limits: WebSocketLinkLimits = DEFAULT_LINK_LIMITS,
   ) {
     this.ping = clock.every(limits.pingIntervalMs, () => this.open && socket.ping());
     socket.on('message', (data: RawData, isBinary: boolean) => {
       if (this.closing) return;
-      handlers.message(Array.isArray(data) ? Buffer.concat(data) : Buffer.isBuffer(data) ? data : Buffer.from(data), isBinary);
+      const message = Array.isArray(data) ? Buffer.concat(data) : Buffer.isBuffer(data) ? data : Buffer.from(data);
+      if (this.waitingTurn) this.waiting.push([message, isBinary]);
+      else this.handOn(message, isBinary);
     });
     socket.once('close', () => {
       this.closing = true;
+      this.waiting.length = 0;
       this.ping.cancel();
       handlers.closed();
     });
     socket.on('error', () => {});
+  }
+
+  private handOn(message: Buffer, isBinary: boolean): void {
+    this.handlers.message(message, isBinary);
+    this.readSinceTurn += message.length;
+    if (this.readSinceTurn >= this.limits.readBytesPerTurn && !this.closing) this.waitTurn();
+  }
+
+  /** Pauses the socket until a turn of the event loop has passed, then hands on what waited and reads on. */
+  private waitTurn(): void {
+    this.readSinceTurn = 0;
+    this.waitingTurn = true;
+    this.turnsWaited++;
+    this.socket.pause();
+    setImmediate(() => {
+      this.waitingTurn = false;
+      while (this.waiting.length > 0 && !this.waitingTurn && !this.closing) this.handOn(...this.waiting.shift()!);
+      if (this.closing) this.waiting.length = 0;
+      // Read on, if only for the peer's close frame, unless closed for abuse.
+      if (!this.waitingTurn && !this.stoppedReading) this.socket.resume();
+    });
   }
 
   get open(): boolean {
@@ -128,6 +171,7 @@ export class WebSocketLink {
   private closeForAbuse(reason: string): void {
     if (this.closing) return;
     this.close(1008, reason);
+    this.stoppedReading = true;
     this.socket.pause();
     // The grace runs from when what was sent (the close frame last) is handed to the OS, so a peer that reads it learns why.
     const wire = (this.socket as unknown as { _socket: Socket })._socket;

@@ -4,7 +4,7 @@ import { createServer, type Server, type ServerResponse } from 'node:http';
 import { Agent } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort } from '../../test/support/svc-process.ts';
-import { dispatchCall, dispatchTarget } from './dispatch-call.ts';
+import { BODY_BYTES_PER_TURN, dispatchCall, dispatchTarget } from './dispatch-call.ts';
 import { isConnectFailure, isTimeout } from './engine-http.ts';
 
 const dispatcher = new Agent({ connections: 8 });
@@ -85,6 +85,33 @@ describe('dispatchCall', () => {
     }
     expect(carry).toBe('');
     expect(numbers).toEqual(Array.from({ length: n }, (_v, i) => i));
+  });
+
+  it('an answer that comes faster than it is read is handed on at most BODY_BYTES_PER_TURN (and one chunk) per turn of the event loop', async () => {
+    // 4 MiB at once: more than one turn of the event loop reads from a socket (32 reads of 64 KiB).
+    const body = Buffer.alloc(4 * 1024 * 1024, 'x');
+    routes.set('/fast', (res) => res.writeHead(200, { 'content-type': 'text/event-stream' }).end(body));
+    // Turns of the event loop, counted in its check phase.
+    let turn = 0;
+    let counting = true;
+    const count = () => {
+      turn++;
+      if (counting) setImmediate(count);
+    };
+    setImmediate(count);
+    const res = await call('/fast');
+    const bytesByTurn = new Map<number, number>();
+    let largestChunk = 0;
+    let received = 0;
+    for await (const chunk of res.body) {
+      bytesByTurn.set(turn, (bytesByTurn.get(turn) ?? 0) + chunk.length);
+      largestChunk = Math.max(largestChunk, chunk.length);
+      received += chunk.length;
+    }
+    counting = false;
+    expect(received).toBe(body.length);
+    expect(Math.max(...bytesByTurn.values())).toBeLessThanOrEqual(BODY_BYTES_PER_TURN + largestChunk);
+    expect(bytesByTurn.size).toBeGreaterThanOrEqual(body.length / (BODY_BYTES_PER_TURN + largestChunk));
   });
 
   it('stopping the iteration early aborts the request on the engine side', async () => {

@@ -709,16 +709,6 @@ export function checkAnswer(answer: Answer, allowed5xx: readonly string[] = [], 
   return env;
 }
 
-function routable(path: string): boolean {
-  try {
-    return decodeURIComponent(path.split('?')[0]!)
-      .split('/')
-      .every((segment) => segment.length <= 100);
-  } catch {
-    return false;
-  }
-}
-
 /**
  * An ElevenLabs-compatible route's answer (gateway/vendor-error-shape.ts): at 400 and over, the
  * envelope with ElevenLabs' `detail: {status, message}` beside it, `status` the envelope's code and
@@ -733,9 +723,6 @@ export function checkElevenLabsAnswer(answer: Answer, allowed5xx: readonly strin
     throw new Error(`an error answer that is not JSON (status ${answer.status}, body ${answer.text.slice(0, 300)})`);
   }
   const { detail, ...rest } = parsed ?? {};
-  // A path that does not decode, or with a segment over Fastify's maxParamLength (100), is refused
-  // before routing, so outside ElevenLabs' scope: the plain envelope.
-  if (detail === undefined && sent && !routable(sent.path)) return checkAnswer(answer, allowed5xx, sent);
   const expected = { status: rest.error?.code, message: rest.error?.message };
   if (JSON.stringify(detail) !== JSON.stringify(expected))
     throw new Error(`ElevenLabs' detail is not {status: code, message} of the envelope (status ${answer.status}, body ${answer.text.slice(0, 300)})`);
