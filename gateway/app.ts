@@ -2,6 +2,7 @@
 // the gateway core, the routes, and the single error handler.
 import Fastify, { LogController, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { pino, type DestinationStream } from 'pino';
+import { JoinedLines } from './joined-lines.ts';
 import { newTimeOrderedId } from '../server/db/ids.ts';
 import { ServiceError } from '../server/services/errors.ts';
 import { missingKeyError, presentedKey, type RequestAuth } from './core/gateway-core.ts';
@@ -101,17 +102,19 @@ class AccessLog extends LogController {
 /**
  * Standard output, written in batches: a line per request written at once would be a
  * syscall per request (5-20 us each on a loaded VM). Lines wait at most 100 ms, or until
- * 4 KB are pending; what is left is written synchronously when the process exits (also on
- * a crash), so only a SIGKILL can lose the last 100 ms of lines. Each batch is written
+ * 16 K characters are pending; what is left is written synchronously when the process exits
+ * (also on a crash), so only a SIGKILL can lose the last 100 ms of lines. Each batch is written
  * from the event loop (pino's default), not handed to libuv's thread pool: that handover
  * cost ~3 % of maximum throughput on 2 cores (bench/ab-gateway.ts, two runs).
  */
-function logDestination() {
-  const destination = pino.destination({ dest: 1, sync: true, minLength: 4096, periodicFlush: 100 });
+function logDestination(): DestinationStream {
+  const destination = pino.destination({ dest: 1, sync: true, minLength: 0 });
+  const lines = new JoinedLines(destination, 16 * 1024);
+  setInterval(() => lines.flush(), 100).unref();
   // pino flushes at exit only the destinations it writes asynchronously; without this the lines
   // of a shutdown ("shut down" included) were lost whenever the process exited within 100 ms.
-  process.once('exit', () => destination.flushSync());
-  return destination;
+  process.once('exit', () => lines.flushSync());
+  return lines;
 }
 
 /** The gateway's pino options (exported for request-logger.unit.test.ts). */
