@@ -92,9 +92,8 @@ export class ChatFailover {
   private next(): UpstreamEntry | undefined {
     const { registry } = this.ctx;
     this.order ??= registry.upstreamOrder(this.run.model);
-    const healthy = new Set(registry.healthyUpstreams(this.run.model).map((u) => u.id));
     for (const u of this.order) {
-      if (this.tried.has(u.id) || !healthy.has(u.id)) continue;
+      if (this.tried.has(u.id) || !registry.isHealthy(u)) continue;
       this.tried.add(u.id);
       if (registry.circuits.admits(u.id)) return u;
     }

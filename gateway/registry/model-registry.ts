@@ -126,7 +126,12 @@ export class ModelRegistry {
 
   /** Usable upstreams: not known to be down, circuit not open. Unknown counts as usable until checked. */
   healthyUpstreams(model: ModelEntry): UpstreamEntry[] {
-    return model.upstreams.filter((u) => u.weight > 0 && this.healthOf(u.id) !== 'down' && !this.circuits.isOpen(u.id));
+    return model.upstreams.filter((u) => this.isHealthy(u));
+  }
+
+  /** Routed to: weighted, not down by its health checks, its circuit not open. */
+  isHealthy(upstream: UpstreamEntry): boolean {
+    return upstream.weight > 0 && this.healthOf(upstream.id) !== 'down' && !this.circuits.isOpen(upstream.id);
   }
 
   /**
