@@ -31,10 +31,18 @@ import { createApiKey } from '../server/services/keys/create-api-key.ts';
 import { upsertModel } from '../server/services/models/upsert-model.ts';
 import { createOrg } from '../server/services/orgs/create-org.ts';
 import type { Peers } from './lib/upstream-peers.ts';
+import { INSPECT_ENV, profileTables, profileWhile, saveProfile, type CpuProfile } from './lib/cpu-profile.ts';
 import { percentile, table } from './lib/load.ts';
 import { rssMb, startBundled, startTs } from './lib/processes.ts';
 
-const { values } = parseArgs({ options: { sessions: { type: 'string', default: '50,150,300' }, seconds: { type: 'string', default: '20' } } });
+const { values } = parseArgs({
+  options: {
+    sessions: { type: 'string', default: '50,150,300' },
+    seconds: { type: 'string', default: '20' },
+    profile: { type: 'string' },
+    top: { type: 'string', default: '30' },
+  },
+});
 const sessionCounts = values.sessions.split(',').map(Number);
 const streamSeconds = Number(values.seconds);
 
@@ -73,6 +81,7 @@ await upsertModel(db.prisma, checkProtocol, {
 });
 await db.close();
 
+const inspect = values.profile ? INSPECT_ENV : {};
 const METRICS_TOKEN = 'bench-metrics-token-0123456789';
 const gateway = await startBundled('bench/gateway-server.ts', {
   SVC_DATA_DIR: dataDir,
@@ -81,6 +90,7 @@ const gateway = await startBundled('bench/gateway-server.ts', {
   SVC_HEALTH_CHECK_SECONDS: '3600',
   SVC_METRICS_TOKEN: METRICS_TOKEN,
   [KEY_ENV]: peers.deepgram.key,
+  ...inspect,
 });
 // What gateway/upstreams/protocols/deepgram.ts asks the engine for (engine turns on).
 const engineQuery = new URLSearchParams({
@@ -97,7 +107,7 @@ const engineQuery = new URLSearchParams({
 });
 const relay = await startBundled(
   'bench/bare-ws-relay.ts',
-  { BARE_RELAY_TARGET: `${peers.deepgram.url}/v1/listen`, BARE_RELAY_AUTH: `Token ${peers.deepgram.key}` },
+  { BARE_RELAY_TARGET: `${peers.deepgram.url}/v1/listen`, BARE_RELAY_AUTH: `Token ${peers.deepgram.key}`, ...inspect },
   'node',
 );
 const stop = () => {
@@ -208,6 +218,7 @@ interface Row {
   loopMax: number;
   missed: number;
   closedEarly: number;
+  profile?: CpuProfile;
 }
 
 async function runPath(path: Path, n: number): Promise<Row> {
@@ -222,7 +233,9 @@ async function runPath(path: Path, n: number): Promise<Row> {
   const cpu0 = cpuMs(pid);
   let rssPeak = 0;
   const rssTimer = setInterval(() => (rssPeak = Math.max(rssPeak, rssMb(pid))), 1000);
-  await stream(sessions, streamSeconds);
+  let profile: CpuProfile | undefined;
+  if (values.profile) profile = (await profileWhile(pid, () => stream(sessions, streamSeconds))).profile;
+  else await stream(sessions, streamSeconds);
   clearInterval(rssTimer);
   const cpu = cpuMs(pid) - cpu0;
   const lag = await loop();
@@ -241,6 +254,7 @@ async function runPath(path: Path, n: number): Promise<Row> {
     loopMax: lag.max,
     missed: sessions.reduce((a, s) => a + s.missed, 0),
     closedEarly,
+    profile,
   };
 }
 
@@ -275,6 +289,12 @@ for (const n of sessionCounts) {
     'loop p99 / max ms': '',
     'missed / closed': '',
   });
+  if (values.profile && gw.profile && rl.profile) {
+    for (const r of [gw, rl]) saveProfile(values.profile, `stt-${r.path}-${n}`, r.profile!);
+    const sessionSeconds = n * (streamSeconds + 1);
+    console.log(`\nN=${n}: main-thread CPU per session-second, gateway next to the relay (profiles in ${values.profile})\n`);
+    console.log(profileTables(gw.profile, sessionSeconds, 'session-s', Number(values.top), { name: 'relay', profile: rl.profile, units: sessionSeconds }));
+  }
   console.error(`N=${n} done, load average ${loadavg()[0]!.toFixed(2)}`);
 }
 console.log(
