@@ -1,10 +1,13 @@
 // The audio of a streaming-transcription session that no final transcript covers yet, kept at
-// the session's rate so that a failover (engine-stream.ts) can replay it to the next engine.
+// the session's rate as it came (s16 or float: the samples are kept, not copied) so that a
+// failover (engine-stream.ts) can replay it to the next engine.
 // Positions are sample indices from the session's first sample. Bounded: past `maxSamples` the
 // oldest audio is dropped, and a replay starts that much later (the words in it are lost: an
 // engine that gave no final for that long was failing anyway).
+import type { PcmSamples } from '../audio/pcm.ts';
+
 export class PendingAudio {
-  private chunks: Float32Array[] = [];
+  private chunks: PcmSamples[] = [];
   /** The position of the first sample kept. */
   private first = 0;
   /** The position after the last sample written. */
@@ -20,7 +23,7 @@ export class PendingAudio {
     return this.next;
   }
 
-  append(samples: Float32Array): void {
+  append(samples: PcmSamples): void {
     if (samples.length === 0) return;
     this.chunks.push(samples);
     this.next += samples.length;
@@ -45,7 +48,7 @@ export class PendingAudio {
   }
 
   /** The samples kept between `from` and `to` (clamped to what is kept), in order. */
-  *between(from: number, to: number): Generator<Float32Array> {
+  *between(from: number, to: number): Generator<PcmSamples> {
     let at = this.first;
     for (const chunk of this.chunks) {
       const chunkEnd = at + chunk.length;

@@ -27,4 +27,15 @@ describe('PendingAudio', () => {
     expect([p.start, p.end]).toEqual([75, 100]);
     expect(collect(p)).toEqual([...ramp(75, 25)]);
   });
+
+  it('keeps s16 audio as it came (the same samples, not copies), and replays it as s16', () => {
+    const p = new PendingAudio(100);
+    const frames = [Int16Array.of(1, 2, 3, 4), Int16Array.of(5, 6, 7, 8)];
+    for (const f of frames) p.append(f);
+    p.dropBefore(2);
+    const replay = [...p.between(p.start, p.end)];
+    expect(replay.every((c) => c instanceof Int16Array)).toBe(true);
+    expect(replay.flatMap((c) => [...c])).toEqual([3, 4, 5, 6, 7, 8]);
+    replay.forEach((c, i) => expect(c.buffer).toBe(frames[i]!.buffer));
+  });
 });

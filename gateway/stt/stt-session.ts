@@ -9,7 +9,8 @@
 // them; otherwise the gateway's turn detector finds pauses and finalizes each utterance. The idle
 // timeout, the maximum duration, the shutdown and the key's revocation come from SessionLife, on
 // the injected clock.
-import { decodeSamples } from '../audio/sample-encoding.ts';
+import { toFloat32, type PcmSamples } from '../audio/pcm.ts';
+import { decodePcm } from '../audio/sample-encoding.ts';
 import { formatUsd } from '../../server/money.ts';
 import { isServiceError } from '../../server/services/errors.ts';
 import type { Outbox } from '../sessions/outbox.ts';
@@ -40,6 +41,8 @@ export const MAX_BACKLOG_SECONDS = 30;
  */
 type State = 'live' | 'ending' | 'closed';
 
+const NO_BYTES = Buffer.alloc(0);
+
 type Waiting = { frame: Buffer } | { command: SttCommand; bytes: number };
 
 export class SttSession {
@@ -55,7 +58,7 @@ export class SttSession {
   private readonly bytesPerSample: number;
   private readonly maxBacklogBytes: number;
   /** The bytes of a sample split across frames. */
-  private carry: Buffer = Buffer.alloc(0);
+  private carry: Buffer = NO_BYTES;
   /** Work for the recognizer, in arrival order; while any is pending the session is not idle. */
   private steps: Promise<void> = Promise.resolve();
   private pendingSteps = 0;
@@ -228,16 +231,26 @@ export class SttSession {
     }
   }
 
-  /** Audio paid for: counted, then written to the engine (opened at the first) and to the turn detector, in order. */
+  /**
+   * Audio paid for: counted, then written to the engine (opened at the first) and to the turn
+   * detector, in order. The samples are the frame's own where its encoding allows (decodePcm: s16
+   * and f32 frames are not copied, nor s16 turned into float and back); they are kept for a
+   * failover's replay, and the frame is never reused.
+   */
   private takeAudio(frame: Buffer): void {
     if (this.state !== 'live') return;
     const bytes: Buffer = this.carry.length ? Buffer.concat([this.carry, frame]) : frame;
     const usable = bytes.length - (bytes.length % this.bytesPerSample);
-    this.carry = bytes.subarray(usable);
+    // Whole samples (most frames): no views made of the frame.
+    this.carry = usable === bytes.length ? NO_BYTES : bytes.subarray(usable);
     if (usable === 0) return;
-    const input = decodeSamples(bytes.subarray(0, usable), this.o.encoding);
+    const input = decodePcm(usable === bytes.length ? bytes : bytes.subarray(0, usable), this.o.encoding);
     this.firstAudioAt ??= performance.now();
     this.meter.count(input.length);
+    // Most frames of a live session: the engine is open and finds turns itself, and nothing waits
+    // before this audio. It is written now, without a step (a step is three promises a frame).
+    const opened = this.engine.opened;
+    if (opened?.engineTurns && this.pendingSteps === 0) return this.toEngine(input);
     this.queuedSamples += input.length;
     if (this.queuedSamples / this.o.sampleRate > MAX_BACKLOG_SECONDS) return this.backlog();
     this.enqueue(async () => {
@@ -252,18 +265,28 @@ export class SttSession {
       }
       if (this.closed) return;
       this.queuedSamples -= input.length;
-      if (this.engine.write(input) > MAX_BACKLOG_SECONDS) return this.backlog();
       if (!opened.engineTurns) {
-        const found = await this.turns.push(input);
+        if (this.engine.write(input) > MAX_BACKLOG_SECONDS) return this.backlog();
+        const found = await this.turns.push(toFloat32(input));
         if (this.closed) return;
         for (const t of found) {
           // Whether anyone speaks, for engines that are sent only speech: told before the turn's finalize.
           if (t.type === 'turn.start' || t.type === 'turn.end') this.engine.speaking(t.type === 'turn.start');
           this.relay.detected(t);
         }
-      }
-      if (this.meter.debitDue) this.debitInBackground();
+        if (this.meter.debitDue) this.debitInBackground();
+      } else this.toEngine(input);
     });
+  }
+
+  /** Audio to the engine; the next debit starts once an interval's worth more has arrived. */
+  private toEngine(input: PcmSamples): void {
+    try {
+      if (this.engine.write(input) > MAX_BACKLOG_SECONDS) return this.backlog();
+      if (this.meter.debitDue) this.debitInBackground();
+    } catch (err) {
+      this.fail(err);
+    }
   }
 
   private enqueue(step: () => Promise<void>): void {
