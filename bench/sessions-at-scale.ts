@@ -10,17 +10,23 @@
 // k/N of a frame late (sessions arrive at random phases in production, not in lock-step).
 // Latency: from sending the first silent frame of a cycle (the one that makes the engine speak)
 // to the first interim transcript after it (gateway: `transcript` is_final false; relay: the
-// engine's own `Results`). The first WARMUP_CYCLES cycles of each session are not counted.
+// engine's own `Results`). The first WARMUP_CYCLES cycles of each session are streamed before
+// the window (the gateway opens each engine at its session's first audio) and not counted.
 // Reported per N and path: p50 / p99 of that latency (the difference gateway minus relay is what
-// the gateway adds over a bare relay), CPU ms per session-second of the relay process (utime +
+// the gateway adds over a bare relay), CPU ms per session-second of the process (utime +
 // stime from /proc/<pid>/stat over the streaming window), RSS added per session (during the
 // window minus before opening), event-loop delay p99 / max over the window (the gateway: its
 // /metrics `nodejs_eventloop_lag_*`, prom-client's monitorEventLoopDelay, reset at each scrape;
-// the relay: its GET /stats), transcripts missing and sessions closed early.
+// the relay: its GET /stats), the main thread's wait for a CPU (ms per second: the machine's
+// share of a stall; bench/lib/scale.ts), transcripts missing and sessions closed early.
+// --profile DIR: both processes are profiled through their inspector over each streaming window
+// (bench/lib/cpu-profile.ts); the profiles are written to DIR and the gateway's self time is
+// printed per package and per function, in microseconds per session-second, next to the relay's
+// (the profiler's own cost is in that run's figures: measure and profile in separate runs).
 //
-//   npx tsx bench/sessions-at-scale.ts [--sessions 50,150,300] [--seconds 20]
-import { readFileSync, rmSync, mkdtempSync } from 'node:fs';
-import { loadavg, tmpdir } from 'node:os';
+//   npx tsx bench/sessions-at-scale.ts [--sessions 50,150,300] [--seconds 20] [--profile DIR] [--top 30]
+import { rmSync, mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import WebSocket from 'ws';
@@ -31,7 +37,8 @@ import { createApiKey } from '../server/services/keys/create-api-key.ts';
 import { upsertModel } from '../server/services/models/upsert-model.ts';
 import { createOrg } from '../server/services/orgs/create-org.ts';
 import type { Peers } from './lib/upstream-peers.ts';
-import { INSPECT_ENV, profileTables, profileWhile, saveProfile, type CpuProfile } from './lib/cpu-profile.ts';
+import { INSPECT_ENV, profileTables, saveProfile, type CpuProfile } from './lib/cpu-profile.ts';
+import { fixed, gatewayLoopDelay, loadAverage, measureWindow, relayLoopDelay, sleep } from './lib/scale.ts';
 import { percentile, table } from './lib/load.ts';
 import { rssMb, startBundled, startTs } from './lib/processes.ts';
 
@@ -53,10 +60,10 @@ const BURST_FRAMES = 10;
 const SILENT_FRAMES = 20;
 const CYCLE = BURST_FRAMES + SILENT_FRAMES;
 const WARMUP_CYCLES = 2;
+const WARMUP_SECONDS = (WARMUP_CYCLES * CYCLE * FRAME_MS) / 1000;
 const OPEN_BATCH = 25;
 const MODEL = 'bench-deepgram-stt';
 const KEY_ENV = 'BENCH_DEEPGRAM_KEY';
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, Math.max(0, ms)));
 
 const voiced = Buffer.alloc(FRAME_SAMPLES * 2);
 for (let i = 0; i < FRAME_SAMPLES; i++) voiced.writeInt16LE(Math.round(8000 * Math.sin((2 * Math.PI * 220 * i) / RATE)), i * 2);
@@ -115,23 +122,6 @@ const stop = () => {
   rmSync(dataDir, { recursive: true, force: true });
 };
 process.once('exit', stop);
-
-// ---------- measurements of a process ----------
-const TICKS_PER_SECOND = 100; // USER_HZ on Linux
-function cpuMs(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return ((Number(fields[11]) + Number(fields[12])) * 1000) / TICKS_PER_SECOND;
-}
-async function gatewayLoop(): Promise<{ p99: number; max: number }> {
-  const text = await (await fetch(`${gateway.url}/metrics`, { headers: { authorization: `Bearer ${METRICS_TOKEN}` } })).text();
-  const read = (name: string) => Number(new RegExp(`^${name} (\\S+)`, 'm').exec(text)?.[1] ?? NaN) * 1000;
-  return { p99: read('nodejs_eventloop_lag_p99_seconds'), max: read('nodejs_eventloop_lag_max_seconds') };
-}
-async function relayLoop(): Promise<{ p99: number; max: number }> {
-  const s = (await (await fetch(`${relay.url}/stats`)).json()) as { loopP99Ms: number; loopMaxMs: number };
-  return { p99: s.loopP99Ms, max: s.loopMaxMs };
-}
 
 // ---------- sessions ----------
 type Path = 'gateway' | 'relay';
@@ -213,6 +203,8 @@ interface Row {
   p50: number;
   p99: number;
   cpuPerSessionSecond: number;
+  /** The main thread's run-queue wait, ms per second of the window. */
+  waitPerSecond: number;
   rssPerSessionMb: number;
   loopP99: number;
   loopMax: number;
@@ -228,17 +220,12 @@ async function runPath(path: Path, n: number): Promise<Row> {
   const sessions: Live[] = [];
   for (let i = 0; i < n; i += OPEN_BATCH) sessions.push(...(await Promise.all(Array.from({ length: Math.min(OPEN_BATCH, n - i) }, () => open(path)))));
   await sleep(500);
-  const loop = path === 'gateway' ? gatewayLoop : relayLoop;
-  await loop(); // resets the histogram
-  const cpu0 = cpuMs(pid);
-  let rssPeak = 0;
-  const rssTimer = setInterval(() => (rssPeak = Math.max(rssPeak, rssMb(pid))), 1000);
-  let profile: CpuProfile | undefined;
-  if (values.profile) profile = (await profileWhile(pid, () => stream(sessions, streamSeconds))).profile;
-  else await stream(sessions, streamSeconds);
-  clearInterval(rssTimer);
-  const cpu = cpuMs(pid) - cpu0;
-  const lag = await loop();
+  const loop = path === 'gateway' ? () => gatewayLoopDelay(gateway.url, METRICS_TOKEN) : () => relayLoopDelay(relay.url);
+  // The warm-up cycles are streamed before the window (the gateway opens each engine at the session's first audio).
+  const streaming = stream(sessions, WARMUP_SECONDS + streamSeconds);
+  await sleep(WARMUP_SECONDS * 1000);
+  const w = await measureWindow(pid, loop, () => streaming, Boolean(values.profile));
+  const windowSeconds = streamSeconds + 1;
   const closedEarly = sessions.filter((s) => s.closedEarly).length;
   for (const s of sessions) s.ws.close();
   await sleep(1000);
@@ -248,23 +235,20 @@ async function runPath(path: Path, n: number): Promise<Row> {
     n,
     p50: percentile(all, 50),
     p99: percentile(all, 99),
-    cpuPerSessionSecond: cpu / (n * (streamSeconds + 1)),
-    rssPerSessionMb: (rssPeak - rssBefore) / n,
-    loopP99: lag.p99,
-    loopMax: lag.max,
+    cpuPerSessionSecond: w.cpuMs / (n * windowSeconds),
+    waitPerSecond: w.waitMs / windowSeconds,
+    rssPerSessionMb: (w.rssPeakMb - rssBefore) / n,
+    loopP99: w.loop.p99,
+    loopMax: w.loop.max,
     missed: sessions.reduce((a, s) => a + s.missed, 0),
     closedEarly,
-    profile,
+    profile: w.profile,
   };
 }
 
-const f = (x: number, d = 1) => (Number.isFinite(x) ? x.toFixed(d) : '-');
+const f = fixed;
 const rows: Record<string, string | number>[] = [];
-console.error(
-  `load average before: ${loadavg()
-    .map((x) => x.toFixed(2))
-    .join(' ')}`,
-);
+console.error(`load average before: ${loadAverage()}`);
 for (const n of sessionCounts) {
   const gw = await runPath('gateway', n);
   const rl = await runPath('relay', n);
@@ -275,6 +259,7 @@ for (const n of sessionCounts) {
       'p50 ms': f(r.p50),
       'p99 ms': f(r.p99),
       'CPU ms / session-s': f(r.cpuPerSessionSecond, 2),
+      'CPU wait ms/s': f(r.waitPerSecond, 0),
       'RSS MB / session': f(r.rssPerSessionMb, 3),
       'loop p99 / max ms': `${f(r.loopP99)} / ${f(r.loopMax)}`,
       'missed / closed': `${r.missed} / ${r.closedEarly}`,
@@ -285,6 +270,7 @@ for (const n of sessionCounts) {
     'p50 ms': f(gw.p50 - rl.p50),
     'p99 ms': f(gw.p99 - rl.p99),
     'CPU ms / session-s': `${f(gw.cpuPerSessionSecond / rl.cpuPerSessionSecond, 2)}x`,
+    'CPU wait ms/s': '',
     'RSS MB / session': '',
     'loop p99 / max ms': '',
     'missed / closed': '',
@@ -295,12 +281,8 @@ for (const n of sessionCounts) {
     console.log(`\nN=${n}: main-thread CPU per session-second, gateway next to the relay (profiles in ${values.profile})\n`);
     console.log(profileTables(gw.profile, sessionSeconds, 'session-s', Number(values.top), { name: 'relay', profile: rl.profile, units: sessionSeconds }));
   }
-  console.error(`N=${n} done, load average ${loadavg()[0]!.toFixed(2)}`);
+  console.error(`N=${n} done, load average ${loadAverage()}`);
 }
-console.log(
-  `${new Date().toISOString()}  --sessions ${values.sessions} --seconds ${streamSeconds}  load average ${loadavg()
-    .map((x) => x.toFixed(2))
-    .join(' ')}`,
-);
+console.log(`${new Date().toISOString()}  --sessions ${values.sessions} --seconds ${streamSeconds}  load average ${loadAverage()}`);
 console.log(table(rows));
 process.exit(0);
