@@ -95,4 +95,28 @@ describe('TtsStreamSession over an in-memory outbox', () => {
     session.transportClosed();
     expect(session.state).toBe('closed');
   });
+
+  it("a socket looks each voice up once, and again after the registry's refresh period: a voice deleted meanwhile is refused then", async () => {
+    const prisma = h.testDb.db.prisma;
+    const slt = await prisma.voiceProfile.findFirstOrThrow({ where: { voiceId: 'flite-slt', modelId: 'local-flite' } });
+    const voiceId = `voice_cache_${Date.now()}`;
+    await prisma.voice.create({ data: { id: voiceId, orgId: h.orgId, kind: 'library', name: 'cached', tags: [] } });
+    await prisma.voiceProfile.create({ data: { id: `vpr_${voiceId}`, voiceId, modelId: 'local-flite', upstreamId: slt.upstreamId, status: 'ready' } });
+    const own = () =>
+      parseTtsRequest(
+        { model_id: 'local-flite', voice: { mode: 'id', id: voiceId }, output_format: { container: 'raw', encoding: 'pcm_s16le', sample_rate: 16000 } },
+        'websocket',
+      );
+    const { session, outbox } = await openSession(`memory-voices-${Date.now()}`);
+    const speak = (contextId: string) => {
+      session.receive({ type: 'generate', contextId, input: input('Hello.', false), settings: own });
+      return outbox.next((e) => (e.type === 'done' || e.type === 'error') && e.contextId === contextId);
+    };
+    expect(await speak('first')).toEqual({ type: 'done', contextId: 'first' });
+    await prisma.voice.update({ where: { id: voiceId }, data: { deletedAt: new Date() } });
+    expect(await speak('same-period')).toEqual({ type: 'done', contextId: 'same-period' });
+    clock.advance(h.runtime.ctx.config.registryRefreshMs + 1);
+    expect(await speak('next-period')).toMatchObject({ type: 'error', contextId: 'next-period', error: { code: 'voice_not_found' } });
+    session.transportClosed();
+  });
 });
