@@ -62,13 +62,14 @@ export function bundle(root, entries) {
 
 /**
  * Bundles a gateway entry point (the CLI, a bench's gateway server) into .build/<name>.mjs, with
- * the speech recognizer's worker thread beside it as .build/stt-worker.mjs, where the bundled
- * recognizer loads it from (gateway/upstreams/pocketsphinx/recognizer.ts).
+ * its worker threads beside it, where the bundle loads them from: the speech recognizer's as
+ * .build/stt-worker.mjs (gateway/upstreams/pocketsphinx/recognizer.ts), voice activity
+ * detection's as .build/vad-worker.mjs (gateway/stt/silero-vad.ts).
  * @param {string} root
  * @param {string} name
  * @param {string} entry path relative to root
  * @returns {string} the bundle's path
  */
 export function bundleGateway(root, name, entry) {
-  return bundle(root, { [name]: entry, 'stt-worker': 'gateway/upstreams/pocketsphinx/worker.ts' })[name];
+  return bundle(root, { [name]: entry, 'stt-worker': 'gateway/upstreams/pocketsphinx/worker.ts', 'vad-worker': 'gateway/stt/vad-worker.ts' })[name];
 }
