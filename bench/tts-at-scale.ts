@@ -21,9 +21,12 @@
 // running when its socket's next one was due).
 // --profile DIR: the gateway and the relay are profiled over each window (bench/lib/cpu-profile.ts);
 // the gateway's self time is printed per package and function, in microseconds per stream.
+// --base DIR: the gateway of another checkout too (say an export of an earlier commit:
+// `git archive <commit> | tar -x -C DIR`, with this tree's node_modules and
+// server/db/generated linked in), on a copy of the fixture database, measured in the same run.
 //
-//   npx tsx bench/tts-at-scale.ts [--sockets 50,150] [--seconds 20] [--every 2] [--profile DIR] [--top 30]
-import { mkdtempSync, rmSync } from 'node:fs';
+//   npx tsx bench/tts-at-scale.ts [--sockets 50,150] [--seconds 20] [--every 2] [--profile DIR] [--top 30] [--base DIR]
+import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -50,6 +53,7 @@ const { values } = parseArgs({
     every: { type: 'string', default: '2' },
     profile: { type: 'string' },
     top: { type: 'string', default: '30' },
+    base: { type: 'string' },
   },
 });
 const socketCounts = values.sockets.split(',').map(Number);
@@ -99,18 +103,37 @@ const gateway = await startBundled('bench/gateway-server.ts', {
   [KEY_ENV]: peers.cartesia.key,
   ...inspect,
 });
+const baseDir = values.base ? mkdtempSync(join(tmpdir(), 'svc-bench-tts-scale-base-')) : null;
+if (baseDir) copyFileSync(join(dataDir, 'svc.db'), join(baseDir, 'svc.db'));
+const base = baseDir
+  ? await startBundled(
+      'bench/gateway-server.ts',
+      {
+        SVC_DATA_DIR: baseDir,
+        DATABASE_URL: `file:${join(baseDir, 'svc.db')}`,
+        SVC_MODELS_FILE: '/nonexistent',
+        SVC_HEALTH_CHECK_SECONDS: '3600',
+        SVC_METRICS_TOKEN: METRICS_TOKEN,
+        BENCH_GATEWAY_LOG_LEVEL: 'warn',
+        [KEY_ENV]: peers.cartesia.key,
+      },
+      'gateway',
+      values.base,
+    )
+  : null;
 const relay = await startBundled(
   'bench/bare-tts-relay.ts',
   { BARE_TTS_ENGINE: peers.cartesia.url, BARE_TTS_KEY: peers.cartesia.key, BARE_TTS_VOICE: ENGINE_VOICE, ...inspect },
   'node',
 );
 process.once('exit', () => {
-  for (const p of [gateway, relay, peersProc]) p.child.kill('SIGTERM');
-  rmSync(dataDir, { recursive: true, force: true });
+  for (const p of [gateway, base, relay, peersProc]) p?.child.kill('SIGTERM');
+  for (const dir of [dataDir, baseDir]) if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
 // ---------- clients ----------
-type Path = 'gateway' | 'relay' | 'engine';
+type Path = 'gateway' | 'base' | 'relay' | 'engine';
+const gatewayOf = (path: 'gateway' | 'base') => (path === 'base' ? base! : gateway);
 
 interface Stats {
   ttfa: number[];
@@ -126,15 +149,15 @@ interface Client {
 }
 
 /** A socket to the gateway or the relay; each run is a new context whose events are routed to it. */
-function openSocket(path: 'gateway' | 'relay'): Promise<Client> {
-  const url = path === 'gateway' ? gateway.url : relay.url;
+function openSocket(path: 'gateway' | 'base' | 'relay'): Promise<Client> {
+  const url = path === 'relay' ? relay.url : gatewayOf(path).url;
   const ws = new WebSocket(`${url.replace(/^http/, 'ws')}/tts/websocket`, {
     headers: { authorization: `Bearer ${key}`, 'cartesia-version': '2025-04-16' },
   });
-  const base =
-    path === 'gateway'
-      ? { model_id: MODEL, voice: { mode: 'id', id: voiceId }, output_format: OUTPUT, language: 'en' }
-      : { model_id: ENGINE_MODEL, voice: { mode: 'id', id: ENGINE_VOICE }, output_format: OUTPUT, language: 'en' };
+  const fields =
+    path === 'relay'
+      ? { model_id: ENGINE_MODEL, voice: { mode: 'id', id: ENGINE_VOICE }, output_format: OUTPUT, language: 'en' }
+      : { model_id: MODEL, voice: { mode: 'id', id: voiceId }, output_format: OUTPUT, language: 'en' };
   const listeners = new Map<string, (e: { type: string; message?: string }) => void>();
   ws.on('message', (data) => {
     const e = JSON.parse(data.toString()) as { type: string; context_id?: string; message?: string };
@@ -159,10 +182,10 @@ function openSocket(path: 'gateway' | 'relay'): Promise<Client> {
             else resolve(firstAt - sentAt);
           }
         });
-        ws.send(JSON.stringify({ ...base, context_id: id, transcript: SENTENCES[0], continue: true }));
+        ws.send(JSON.stringify({ ...fields, context_id: id, transcript: SENTENCES[0], continue: true }));
         setTimeout(() => {
-          ws.send(JSON.stringify({ ...base, context_id: id, transcript: SENTENCES[1], continue: true }));
-          ws.send(JSON.stringify({ ...base, context_id: id, transcript: '', continue: false }));
+          ws.send(JSON.stringify({ ...fields, context_id: id, transcript: SENTENCES[1], continue: true }));
+          ws.send(JSON.stringify({ ...fields, context_id: id, transcript: '', continue: false }));
         }, SECOND_AFTER_MS);
       }),
     close: () => ws.close(),
@@ -237,7 +260,7 @@ interface Row extends Stats {
 }
 
 async function runPath(path: Path, n: number): Promise<Row> {
-  const proc = path === 'gateway' ? gateway : path === 'relay' ? relay : peersProc;
+  const proc = path === 'relay' ? relay : path === 'engine' ? peersProc : gatewayOf(path);
   const pid = proc.child.pid!;
   const rssBefore = rssMb(pid);
   const clients: Client[] = [];
@@ -248,11 +271,11 @@ async function runPath(path: Path, n: number): Promise<Row> {
   await schedule(clients, everyMs, null); // warm-up: one context each
   const stats: Stats = { ttfa: [], streams: 0, failed: 0, late: 0 };
   const loop: () => Promise<LoopDelay> =
-    path === 'gateway'
-      ? () => gatewayLoopDelay(gateway.url, METRICS_TOKEN)
-      : path === 'relay'
-        ? () => relayLoopDelay(relay.url)
-        : async () => ({ p99: NaN, max: NaN });
+    path === 'relay'
+      ? () => relayLoopDelay(relay.url)
+      : path === 'engine'
+        ? async () => ({ p99: NaN, max: NaN })
+        : () => gatewayLoopDelay(gatewayOf(path).url, METRICS_TOKEN);
   const w = await measureWindow(pid, loop, () => schedule(clients, windowSeconds * 1000, stats), Boolean(values.profile) && path !== 'engine');
   for (const c of clients) c.close();
   await sleep(500);
@@ -266,12 +289,13 @@ for (const n of socketCounts) {
   const engine = await runPath('engine', n);
   const relayRow = await runPath('relay', n);
   const gw = await runPath('gateway', n);
+  const baseRow = base ? await runPath('base', n) : null;
   const p = (r: Row, q: number) => percentile(r.ttfa, q);
-  for (const r of [engine, relayRow, gw]) {
+  for (const r of baseRow ? [engine, relayRow, gw, baseRow] : [engine, relayRow, gw]) {
     const proxied = r.path !== 'engine';
     rows.push({
       N: n,
-      path: r.path === 'engine' ? 'engine alone' : r.path,
+      path: r.path === 'engine' ? 'engine alone' : r.path === 'base' ? `gateway (${values.base})` : r.path,
       'first audio p50 / p99 ms': `${f(p(r, 50))} / ${f(p(r, 99))}`,
       'added p50 / p99 ms': proxied ? `${f(p(r, 50) - p(engine, 50))} / ${f(p(r, 99) - p(engine, 99))}` : '',
       'CPU ms / stream': proxied ? f(r.cpuMs / r.streams, 2) : '',
@@ -294,6 +318,19 @@ for (const n of socketCounts) {
     'loop p99 / max ms': '',
     'streams / failed / late': '',
   });
+  if (baseRow)
+    rows.push({
+      N: n,
+      path: 'gateway / base',
+      'first audio p50 / p99 ms': '',
+      'added p50 / p99 ms': '',
+      'CPU ms / stream': `${f(gw.cpuMs / gw.streams / (baseRow.cpuMs / baseRow.streams), 2)}x`,
+      'CPU ms / session-s': '',
+      'CPU wait ms/s': '',
+      'RSS MB / socket': '',
+      'loop p99 / max ms': '',
+      'streams / failed / late': '',
+    });
   if (values.profile && gw.profile && relayRow.profile) {
     for (const r of [gw, relayRow]) saveProfile(values.profile, `tts-${r.path}-${n}`, r.profile!);
     console.log(`\nN=${n}: main-thread CPU per stream, gateway next to the relay (profiles in ${values.profile})\n`);
