@@ -8,7 +8,7 @@ import { memoryOutbox } from '../../test/support/memory-outbox.ts';
 import { FLITE_PRICE, FOX, codePoints, costOf, decodeRaw, natural, startTtsGateway } from '../../test/support/tts-routes.ts';
 import { usageRows } from '../../test/support/usage-rows.ts';
 import { parseTtsRequest } from './tts-request.ts';
-import { TtsStreamSession, ttsSessionLimits, type TtsEvent, type TtsInput } from './tts-stream-session.ts';
+import { TtsStreamSession, VOICE_KEPT_MS, ttsSessionLimits, type TtsEvent, type TtsInput } from './tts-stream-session.ts';
 
 const clock = manualClock(Date.UTC(2026, 0, 1));
 let h: GatewayHarness;
@@ -96,7 +96,7 @@ describe('TtsStreamSession over an in-memory outbox', () => {
     expect(session.state).toBe('closed');
   });
 
-  it("a socket looks each voice up once, and again after the registry's refresh period: a voice deleted meanwhile is refused then", async () => {
+  it('a socket looks each voice up once, and again after VOICE_KEPT_MS: a voice deleted meanwhile is refused then', async () => {
     const prisma = h.testDb.db.prisma;
     const slt = await prisma.voiceProfile.findFirstOrThrow({ where: { voiceId: 'flite-slt', modelId: 'local-flite' } });
     const voiceId = `voice_cache_${Date.now()}`;
@@ -115,7 +115,7 @@ describe('TtsStreamSession over an in-memory outbox', () => {
     expect(await speak('first')).toEqual({ type: 'done', contextId: 'first' });
     await prisma.voice.update({ where: { id: voiceId }, data: { deletedAt: new Date() } });
     expect(await speak('same-period')).toEqual({ type: 'done', contextId: 'same-period' });
-    clock.advance(h.runtime.ctx.config.registryRefreshMs + 1);
+    clock.advance(VOICE_KEPT_MS + 1);
     expect(await speak('next-period')).toMatchObject({ type: 'error', contextId: 'next-period', error: { code: 'voice_not_found' } });
     session.transportClosed();
   });

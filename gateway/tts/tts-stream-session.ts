@@ -55,6 +55,12 @@ const MAX_EARLY_MESSAGES = 256;
 const ENDED_IDS_KEPT = 256;
 /** Voices resolved on one socket (by model, voice and dictionary), the most recent kept. */
 const VOICES_KEPT = 16;
+/**
+ * How long a socket uses a voice (and dictionary) it resolved before it looks it up again: a
+ * voice deleted, re-prepared or a dictionary edited meanwhile is seen by contexts opened after
+ * that. Each lookup is a database read, too costly to make for every context of a busy socket.
+ */
+export const VOICE_KEPT_MS = 30_000;
 
 /** A context's text, as one generation request carries it. */
 export interface TtsInput {
@@ -140,11 +146,7 @@ export class TtsStreamSession {
   private readonly contexts = new Map<string, StreamContext>();
   private readonly endedIds: string[] = [];
   private readonly endedIdSet = new Set<string>();
-  /**
-   * The voices resolved on this socket: a context's voice (a database read) is looked up once per
-   * model, voice and dictionary, and again after the registry's refresh period, as a realtime
-   * session's engines are (gateway/realtime/engines.ts): a voice or dictionary changed meanwhile is seen as soon.
-   */
+  /** The voices resolved on this socket, by model, voice and dictionary, each kept VOICE_KEPT_MS. */
   private readonly voices = new Map<string, { voice: Promise<ResolvedVoice>; at: number }>();
   private readonly credit: SpanCredit;
   private readonly life: SessionLife;
@@ -289,7 +291,7 @@ export class TtsStreamSession {
     const key = JSON.stringify([model.id, tts.voiceId, tts.dictId]);
     const cached = this.voices.get(key);
     const now = this.o.ctx.clock.now();
-    if (cached && now - cached.at <= this.o.ctx.config.registryRefreshMs) return cached.voice;
+    if (cached && now - cached.at <= VOICE_KEPT_MS) return cached.voice;
     this.voices.delete(key);
     if (this.voices.size >= VOICES_KEPT) this.voices.delete(this.voices.keys().next().value!);
     const entry = { voice: resolveVoice(this.o.ctx, this.o.auth.orgId, model, tts, this.route), at: now };
