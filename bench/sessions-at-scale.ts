@@ -24,8 +24,11 @@
 // printed per package and per function, in microseconds per session-second, next to the relay's
 // (the profiler's own cost is in that run's figures: measure and profile in separate runs).
 //
-//   npx tsx bench/sessions-at-scale.ts [--sessions 50,150,300] [--seconds 20] [--profile DIR] [--top 30]
-import { rmSync, mkdtempSync } from 'node:fs';
+// --base DIR: the gateway of another checkout too, on a copy of the fixture database, measured in
+// the same run (as bench/tts-at-scale.ts --base).
+//
+//   npx tsx bench/sessions-at-scale.ts [--sessions 50,150,300] [--seconds 20] [--profile DIR] [--top 30] [--base DIR]
+import { copyFileSync, rmSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -48,6 +51,7 @@ const { values } = parseArgs({
     seconds: { type: 'string', default: '20' },
     profile: { type: 'string' },
     top: { type: 'string', default: '30' },
+    base: { type: 'string' },
   },
 });
 const sessionCounts = values.sessions.split(',').map(Number);
@@ -99,6 +103,23 @@ const gateway = await startBundled('bench/gateway-server.ts', {
   [KEY_ENV]: peers.deepgram.key,
   ...inspect,
 });
+const baseDir = values.base ? mkdtempSync(join(tmpdir(), 'svc-bench-scale-base-')) : null;
+if (baseDir) copyFileSync(join(dataDir, 'svc.db'), join(baseDir, 'svc.db'));
+const base = baseDir
+  ? await startBundled(
+      'bench/gateway-server.ts',
+      {
+        SVC_DATA_DIR: baseDir,
+        DATABASE_URL: `file:${join(baseDir, 'svc.db')}`,
+        SVC_MODELS_FILE: '/nonexistent',
+        SVC_HEALTH_CHECK_SECONDS: '3600',
+        SVC_METRICS_TOKEN: METRICS_TOKEN,
+        [KEY_ENV]: peers.deepgram.key,
+      },
+      'gateway',
+      values.base,
+    )
+  : null;
 // What gateway/upstreams/protocols/deepgram.ts asks the engine for (engine turns on).
 const engineQuery = new URLSearchParams({
   model: 'nova-3',
@@ -118,13 +139,14 @@ const relay = await startBundled(
   'node',
 );
 const stop = () => {
-  for (const p of [gateway, relay, peersProc]) p.child.kill('SIGTERM');
-  rmSync(dataDir, { recursive: true, force: true });
+  for (const p of [gateway, base, relay, peersProc]) p?.child.kill('SIGTERM');
+  for (const dir of [dataDir, baseDir]) if (dir) rmSync(dir, { recursive: true, force: true });
 };
 process.once('exit', stop);
 
 // ---------- sessions ----------
-type Path = 'gateway' | 'relay';
+type Path = 'gateway' | 'base' | 'relay';
+const gatewayOf = (path: 'gateway' | 'base') => (path === 'base' ? base! : gateway);
 interface Live {
   ws: WebSocket;
   /** When the trigger frame of the current cycle was sent, until its transcript comes. */
@@ -137,11 +159,11 @@ interface Live {
 
 function open(path: Path): Promise<Live> {
   const ws =
-    path === 'gateway'
-      ? new WebSocket(`${gateway.url.replace(/^http/, 'ws')}/stt/websocket?model=${MODEL}&sample_rate=${RATE}&encoding=pcm_s16le`, {
+    path === 'relay'
+      ? new WebSocket(`${relay.url.replace(/^http/, 'ws')}/v1/listen?${engineQuery}`)
+      : new WebSocket(`${gatewayOf(path).url.replace(/^http/, 'ws')}/stt/websocket?model=${MODEL}&sample_rate=${RATE}&encoding=pcm_s16le`, {
           headers: { authorization: `Bearer ${key}` },
-        })
-      : new WebSocket(`${relay.url.replace(/^http/, 'ws')}/v1/listen?${engineQuery}`);
+        });
   const s: Live = { ws, pendingSince: null, cycle: 0, latencies: [], missed: 0, closedEarly: false };
   let streaming = false;
   return new Promise((resolve, reject) => {
@@ -149,7 +171,7 @@ function open(path: Path): Promise<Live> {
       if (isBinary) return;
       const m = JSON.parse(data.toString()) as { type: string; is_final?: boolean; channel?: { alternatives?: { transcript?: string }[] } };
       if (!streaming) {
-        if (path === 'gateway' && m.type === 'session.started') {
+        if (path !== 'relay' && m.type === 'session.started') {
           streaming = true;
           resolve(s);
         }
@@ -157,9 +179,9 @@ function open(path: Path): Promise<Live> {
         return;
       }
       const interim =
-        path === 'gateway'
-          ? m.type === 'transcript' && m.is_final === false
-          : m.type === 'Results' && m.is_final === false && Boolean(m.channel?.alternatives?.[0]?.transcript);
+        path === 'relay'
+          ? m.type === 'Results' && m.is_final === false && Boolean(m.channel?.alternatives?.[0]?.transcript)
+          : m.type === 'transcript' && m.is_final === false;
       if (!interim || s.pendingSince === null) return;
       if (s.cycle > WARMUP_CYCLES) s.latencies.push(performance.now() - s.pendingSince);
       s.pendingSince = null;
@@ -214,13 +236,13 @@ interface Row {
 }
 
 async function runPath(path: Path, n: number): Promise<Row> {
-  const proc = path === 'gateway' ? gateway : relay;
+  const proc = path === 'relay' ? relay : gatewayOf(path);
   const pid = proc.child.pid!;
   const rssBefore = rssMb(pid);
   const sessions: Live[] = [];
   for (let i = 0; i < n; i += OPEN_BATCH) sessions.push(...(await Promise.all(Array.from({ length: Math.min(OPEN_BATCH, n - i) }, () => open(path)))));
   await sleep(500);
-  const loop = path === 'gateway' ? () => gatewayLoopDelay(gateway.url, METRICS_TOKEN) : () => relayLoopDelay(relay.url);
+  const loop = path === 'relay' ? () => relayLoopDelay(relay.url) : () => gatewayLoopDelay(gatewayOf(path).url, METRICS_TOKEN);
   // The warm-up cycles are streamed before the window (the gateway opens each engine at the session's first audio).
   const streaming = stream(sessions, WARMUP_SECONDS + streamSeconds);
   await sleep(WARMUP_SECONDS * 1000);
@@ -252,10 +274,11 @@ console.error(`load average before: ${loadAverage()}`);
 for (const n of sessionCounts) {
   const gw = await runPath('gateway', n);
   const rl = await runPath('relay', n);
-  for (const r of [gw, rl])
+  const bs = base ? await runPath('base', n) : null;
+  for (const r of bs ? [gw, rl, bs] : [gw, rl])
     rows.push({
       N: n,
-      path: r.path,
+      path: r.path === 'base' ? `gateway (${values.base})` : r.path,
       'p50 ms': f(r.p50),
       'p99 ms': f(r.p99),
       'CPU ms / session-s': f(r.cpuPerSessionSecond, 2),
@@ -275,6 +298,18 @@ for (const n of sessionCounts) {
     'loop p99 / max ms': '',
     'missed / closed': '',
   });
+  if (bs)
+    rows.push({
+      N: n,
+      path: 'base - relay',
+      'p50 ms': f(bs.p50 - rl.p50),
+      'p99 ms': f(bs.p99 - rl.p99),
+      'CPU ms / session-s': `${f(bs.cpuPerSessionSecond / rl.cpuPerSessionSecond, 2)}x`,
+      'CPU wait ms/s': '',
+      'RSS MB / session': '',
+      'loop p99 / max ms': '',
+      'missed / closed': '',
+    });
   if (values.profile && gw.profile && rl.profile) {
     for (const r of [gw, rl]) saveProfile(values.profile, `stt-${r.path}-${n}`, r.profile!);
     const sessionSeconds = n * (streamSeconds + 1);

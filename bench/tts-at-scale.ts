@@ -64,6 +64,8 @@ const RATE = 24000;
 const SENTENCES = ['Thanks for calling Acme support, my name is Sam.', ' How can I help you today?'];
 const SECOND_AFTER_MS = 100;
 const OPEN_BATCH = 25;
+/** A stream not done by then failed. */
+const STREAM_TIMEOUT_MS = 20_000;
 const MODEL = 'bench-cartesia-tts';
 const ENGINE_MODEL = 'sonic-3';
 const ENGINE_VOICE = 'bench-cartesia-voice';
@@ -170,14 +172,20 @@ function openSocket(path: 'gateway' | 'base' | 'relay'): Promise<Client> {
         const id = `c${++seq}`;
         const sentAt = performance.now();
         let firstAt = NaN;
+        const timer = setTimeout(() => {
+          listeners.delete(id);
+          reject(new Error('no done in time'));
+        }, STREAM_TIMEOUT_MS);
         listeners.set(id, (e) => {
           if (e.type === 'chunk' && Number.isNaN(firstAt)) firstAt = performance.now();
           if (e.type === 'error') {
             listeners.delete(id);
+            clearTimeout(timer);
             reject(new Error(`error event: ${e.message}`));
           }
           if (e.type === 'done') {
             listeners.delete(id);
+            clearTimeout(timer);
             if (Number.isNaN(firstAt)) reject(new Error('done without audio'));
             else resolve(firstAt - sentAt);
           }
@@ -205,6 +213,7 @@ function engineClient(): Client {
     const res = await request(`${peers.cartesia.url}/tts/bytes`, {
       method: 'POST',
       dispatcher: engineAgent,
+      signal: AbortSignal.timeout(STREAM_TIMEOUT_MS),
       headers: { 'content-type': 'application/json', authorization: `Bearer ${peers.cartesia.key}`, 'cartesia-version': '2026-03-01' },
       body: JSON.stringify({ model_id: ENGINE_MODEL, transcript, voice: { mode: 'id', id: ENGINE_VOICE }, output_format: OUTPUT }),
     });
