@@ -224,11 +224,7 @@ export class EngineStream {
     return this.current;
   }
 
-  /**
-   * Writes samples at the session's rate (resampled to the engine's); returns the seconds of
-   * audio the engine has not taken yet. The samples are kept for a replay as they are: the caller
-   * does not reuse them.
-   */
+  /** Writes samples at the session's rate (resampled to the engine's); returns the seconds of audio the engine has not taken yet. */
   write(samples: PcmSamples): number {
     this.pending.append(samples);
     const opened = this.current;

@@ -242,9 +242,9 @@ export class SttSession {
 
   /**
    * Audio paid for: counted, then written to the engine (opened at the first) and to the turn
-   * detector, in order. The samples are the frame's own where its encoding allows (decodePcm: s16
-   * and f32 frames are not copied, nor s16 turned into float and back); they are kept for a
-   * failover's replay, and the frame is never reused.
+   * detector, in order. The samples are views of the frame where its encoding allows (decodePcm:
+   * s16 and f32 frames are not copied, nor s16 turned into float and back); the failover's
+   * replay keeps a copy (pending-audio.ts).
    */
   private takeAudio(frame: Buffer): void {
     if (this.state !== 'live') return;
