@@ -2,22 +2,16 @@
 // socket (the client's query string passed on to BARE_RELAY_TARGET, the engine key in
 // BARE_RELAY_AUTH) and pipes every frame both ways, nothing else (no auth, no metering, no
 // translation). Client frames sent before the engine socket is open are queued.
-// GET /stats answers {loopP99Ms, loopMaxMs} of its event-loop delay since the last call (and resets).
+// GET /stats answers its event-loop delay since the last call (bench/lib/loop-stats.ts).
 // Listens on a free port and prints "listening <url>" (bench/lib/processes.ts startBundled, runtime 'node').
 import { createServer } from 'node:http';
-import { monitorEventLoopDelay } from 'node:perf_hooks';
 import WebSocket, { WebSocketServer } from 'ws';
+import { loopStats } from './lib/loop-stats.ts';
 
 const target = (process.env.BARE_RELAY_TARGET ?? 'ws://127.0.0.1:1/v1/listen').replace(/^http/, 'ws');
 const auth = process.env.BARE_RELAY_AUTH ?? '';
-const loop = monitorEventLoopDelay({ resolution: 10 });
-loop.enable();
-
 const server = createServer((req, res) => {
-  if (req.url !== '/stats') return void res.writeHead(404).end();
-  const stats = { loopP99Ms: loop.percentile(99) / 1e6, loopMaxMs: loop.max / 1e6 };
-  loop.reset();
-  res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(stats));
+  if (!loopStats(req, res)) res.writeHead(404).end();
 });
 const wss = new WebSocketServer({ server });
 wss.on('connection', (client, req) => {

@@ -10,17 +10,26 @@
 // k/N of a frame late (sessions arrive at random phases in production, not in lock-step).
 // Latency: from sending the first silent frame of a cycle (the one that makes the engine speak)
 // to the first interim transcript after it (gateway: `transcript` is_final false; relay: the
-// engine's own `Results`). The first WARMUP_CYCLES cycles of each session are not counted.
+// engine's own `Results`). The first WARMUP_CYCLES cycles of each session are streamed before
+// the window (the gateway opens each engine at its session's first audio) and not counted.
 // Reported per N and path: p50 / p99 of that latency (the difference gateway minus relay is what
-// the gateway adds over a bare relay), CPU ms per session-second of the relay process (utime +
+// the gateway adds over a bare relay), CPU ms per session-second of the process (utime +
 // stime from /proc/<pid>/stat over the streaming window), RSS added per session (during the
 // window minus before opening), event-loop delay p99 / max over the window (the gateway: its
 // /metrics `nodejs_eventloop_lag_*`, prom-client's monitorEventLoopDelay, reset at each scrape;
-// the relay: its GET /stats), transcripts missing and sessions closed early.
+// the relay: its GET /stats), the main thread's wait for a CPU (ms per second: the machine's
+// share of a stall; bench/lib/scale.ts), transcripts missing and sessions closed early.
+// --profile DIR: both processes are profiled through their inspector over each streaming window
+// (bench/lib/cpu-profile.ts); the profiles are written to DIR and the gateway's self time is
+// printed per package and per function, in microseconds per session-second, next to the relay's
+// (the profiler's own cost is in that run's figures: measure and profile in separate runs).
 //
-//   npx tsx bench/sessions-at-scale.ts [--sessions 50,150,300] [--seconds 20]
-import { readFileSync, rmSync, mkdtempSync } from 'node:fs';
-import { loadavg, tmpdir } from 'node:os';
+// --base DIR: the gateway of another checkout too, on a copy of the fixture database, measured in
+// the same run (as bench/tts-at-scale.ts --base).
+//
+//   npx tsx bench/sessions-at-scale.ts [--sessions 50,150,300] [--seconds 20] [--profile DIR] [--top 30] [--base DIR]
+import { copyFileSync, rmSync, mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import WebSocket from 'ws';
@@ -31,10 +40,20 @@ import { createApiKey } from '../server/services/keys/create-api-key.ts';
 import { upsertModel } from '../server/services/models/upsert-model.ts';
 import { createOrg } from '../server/services/orgs/create-org.ts';
 import type { Peers } from './lib/upstream-peers.ts';
+import { INSPECT_ENV, profileTables, saveProfile, type CpuProfile } from './lib/cpu-profile.ts';
+import { fixed, gatewayLoopDelay, loadAverage, measureWindow, relayLoopDelay, sleep } from './lib/scale.ts';
 import { percentile, table } from './lib/load.ts';
 import { rssMb, startBundled, startTs } from './lib/processes.ts';
 
-const { values } = parseArgs({ options: { sessions: { type: 'string', default: '50,150,300' }, seconds: { type: 'string', default: '20' } } });
+const { values } = parseArgs({
+  options: {
+    sessions: { type: 'string', default: '50,150,300' },
+    seconds: { type: 'string', default: '20' },
+    profile: { type: 'string' },
+    top: { type: 'string', default: '30' },
+    base: { type: 'string' },
+  },
+});
 const sessionCounts = values.sessions.split(',').map(Number);
 const streamSeconds = Number(values.seconds);
 
@@ -45,10 +64,10 @@ const BURST_FRAMES = 10;
 const SILENT_FRAMES = 20;
 const CYCLE = BURST_FRAMES + SILENT_FRAMES;
 const WARMUP_CYCLES = 2;
+const WARMUP_SECONDS = (WARMUP_CYCLES * CYCLE * FRAME_MS) / 1000;
 const OPEN_BATCH = 25;
 const MODEL = 'bench-deepgram-stt';
 const KEY_ENV = 'BENCH_DEEPGRAM_KEY';
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, Math.max(0, ms)));
 
 const voiced = Buffer.alloc(FRAME_SAMPLES * 2);
 for (let i = 0; i < FRAME_SAMPLES; i++) voiced.writeInt16LE(Math.round(8000 * Math.sin((2 * Math.PI * 220 * i) / RATE)), i * 2);
@@ -73,6 +92,7 @@ await upsertModel(db.prisma, checkProtocol, {
 });
 await db.close();
 
+const inspect = values.profile ? INSPECT_ENV : {};
 const METRICS_TOKEN = 'bench-metrics-token-0123456789';
 const gateway = await startBundled('bench/gateway-server.ts', {
   SVC_DATA_DIR: dataDir,
@@ -81,7 +101,25 @@ const gateway = await startBundled('bench/gateway-server.ts', {
   SVC_HEALTH_CHECK_SECONDS: '3600',
   SVC_METRICS_TOKEN: METRICS_TOKEN,
   [KEY_ENV]: peers.deepgram.key,
+  ...inspect,
 });
+const baseDir = values.base ? mkdtempSync(join(tmpdir(), 'svc-bench-scale-base-')) : null;
+if (baseDir) copyFileSync(join(dataDir, 'svc.db'), join(baseDir, 'svc.db'));
+const base = baseDir
+  ? await startBundled(
+      'bench/gateway-server.ts',
+      {
+        SVC_DATA_DIR: baseDir,
+        DATABASE_URL: `file:${join(baseDir, 'svc.db')}`,
+        SVC_MODELS_FILE: '/nonexistent',
+        SVC_HEALTH_CHECK_SECONDS: '3600',
+        SVC_METRICS_TOKEN: METRICS_TOKEN,
+        [KEY_ENV]: peers.deepgram.key,
+      },
+      'gateway',
+      values.base,
+    )
+  : null;
 // What gateway/upstreams/protocols/deepgram.ts asks the engine for (engine turns on).
 const engineQuery = new URLSearchParams({
   model: 'nova-3',
@@ -97,34 +135,18 @@ const engineQuery = new URLSearchParams({
 });
 const relay = await startBundled(
   'bench/bare-ws-relay.ts',
-  { BARE_RELAY_TARGET: `${peers.deepgram.url}/v1/listen`, BARE_RELAY_AUTH: `Token ${peers.deepgram.key}` },
+  { BARE_RELAY_TARGET: `${peers.deepgram.url}/v1/listen`, BARE_RELAY_AUTH: `Token ${peers.deepgram.key}`, ...inspect },
   'node',
 );
 const stop = () => {
-  for (const p of [gateway, relay, peersProc]) p.child.kill('SIGTERM');
-  rmSync(dataDir, { recursive: true, force: true });
+  for (const p of [gateway, base, relay, peersProc]) p?.child.kill('SIGTERM');
+  for (const dir of [dataDir, baseDir]) if (dir) rmSync(dir, { recursive: true, force: true });
 };
 process.once('exit', stop);
 
-// ---------- measurements of a process ----------
-const TICKS_PER_SECOND = 100; // USER_HZ on Linux
-function cpuMs(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return ((Number(fields[11]) + Number(fields[12])) * 1000) / TICKS_PER_SECOND;
-}
-async function gatewayLoop(): Promise<{ p99: number; max: number }> {
-  const text = await (await fetch(`${gateway.url}/metrics`, { headers: { authorization: `Bearer ${METRICS_TOKEN}` } })).text();
-  const read = (name: string) => Number(new RegExp(`^${name} (\\S+)`, 'm').exec(text)?.[1] ?? NaN) * 1000;
-  return { p99: read('nodejs_eventloop_lag_p99_seconds'), max: read('nodejs_eventloop_lag_max_seconds') };
-}
-async function relayLoop(): Promise<{ p99: number; max: number }> {
-  const s = (await (await fetch(`${relay.url}/stats`)).json()) as { loopP99Ms: number; loopMaxMs: number };
-  return { p99: s.loopP99Ms, max: s.loopMaxMs };
-}
-
 // ---------- sessions ----------
-type Path = 'gateway' | 'relay';
+type Path = 'gateway' | 'base' | 'relay';
+const gatewayOf = (path: 'gateway' | 'base') => (path === 'base' ? base! : gateway);
 interface Live {
   ws: WebSocket;
   /** When the trigger frame of the current cycle was sent, until its transcript comes. */
@@ -137,11 +159,11 @@ interface Live {
 
 function open(path: Path): Promise<Live> {
   const ws =
-    path === 'gateway'
-      ? new WebSocket(`${gateway.url.replace(/^http/, 'ws')}/stt/websocket?model=${MODEL}&sample_rate=${RATE}&encoding=pcm_s16le`, {
+    path === 'relay'
+      ? new WebSocket(`${relay.url.replace(/^http/, 'ws')}/v1/listen?${engineQuery}`)
+      : new WebSocket(`${gatewayOf(path).url.replace(/^http/, 'ws')}/stt/websocket?model=${MODEL}&sample_rate=${RATE}&encoding=pcm_s16le`, {
           headers: { authorization: `Bearer ${key}` },
-        })
-      : new WebSocket(`${relay.url.replace(/^http/, 'ws')}/v1/listen?${engineQuery}`);
+        });
   const s: Live = { ws, pendingSince: null, cycle: 0, latencies: [], missed: 0, closedEarly: false };
   let streaming = false;
   return new Promise((resolve, reject) => {
@@ -149,7 +171,7 @@ function open(path: Path): Promise<Live> {
       if (isBinary) return;
       const m = JSON.parse(data.toString()) as { type: string; is_final?: boolean; channel?: { alternatives?: { transcript?: string }[] } };
       if (!streaming) {
-        if (path === 'gateway' && m.type === 'session.started') {
+        if (path !== 'relay' && m.type === 'session.started') {
           streaming = true;
           resolve(s);
         }
@@ -157,9 +179,9 @@ function open(path: Path): Promise<Live> {
         return;
       }
       const interim =
-        path === 'gateway'
-          ? m.type === 'transcript' && m.is_final === false
-          : m.type === 'Results' && m.is_final === false && Boolean(m.channel?.alternatives?.[0]?.transcript);
+        path === 'relay'
+          ? m.type === 'Results' && m.is_final === false && Boolean(m.channel?.alternatives?.[0]?.transcript)
+          : m.type === 'transcript' && m.is_final === false;
       if (!interim || s.pendingSince === null) return;
       if (s.cycle > WARMUP_CYCLES) s.latencies.push(performance.now() - s.pendingSince);
       s.pendingSince = null;
@@ -203,29 +225,29 @@ interface Row {
   p50: number;
   p99: number;
   cpuPerSessionSecond: number;
+  /** The main thread's run-queue wait, ms per second of the window. */
+  waitPerSecond: number;
   rssPerSessionMb: number;
   loopP99: number;
   loopMax: number;
   missed: number;
   closedEarly: number;
+  profile?: CpuProfile;
 }
 
 async function runPath(path: Path, n: number): Promise<Row> {
-  const proc = path === 'gateway' ? gateway : relay;
+  const proc = path === 'relay' ? relay : gatewayOf(path);
   const pid = proc.child.pid!;
   const rssBefore = rssMb(pid);
   const sessions: Live[] = [];
   for (let i = 0; i < n; i += OPEN_BATCH) sessions.push(...(await Promise.all(Array.from({ length: Math.min(OPEN_BATCH, n - i) }, () => open(path)))));
   await sleep(500);
-  const loop = path === 'gateway' ? gatewayLoop : relayLoop;
-  await loop(); // resets the histogram
-  const cpu0 = cpuMs(pid);
-  let rssPeak = 0;
-  const rssTimer = setInterval(() => (rssPeak = Math.max(rssPeak, rssMb(pid))), 1000);
-  await stream(sessions, streamSeconds);
-  clearInterval(rssTimer);
-  const cpu = cpuMs(pid) - cpu0;
-  const lag = await loop();
+  const loop = path === 'relay' ? () => relayLoopDelay(relay.url) : () => gatewayLoopDelay(gatewayOf(path).url, METRICS_TOKEN);
+  // The warm-up cycles are streamed before the window (the gateway opens each engine at the session's first audio).
+  const streaming = stream(sessions, WARMUP_SECONDS + streamSeconds);
+  await sleep(WARMUP_SECONDS * 1000);
+  const w = await measureWindow(pid, loop, () => streaming, Boolean(values.profile));
+  const windowSeconds = streamSeconds + 1;
   const closedEarly = sessions.filter((s) => s.closedEarly).length;
   for (const s of sessions) s.ws.close();
   await sleep(1000);
@@ -235,32 +257,32 @@ async function runPath(path: Path, n: number): Promise<Row> {
     n,
     p50: percentile(all, 50),
     p99: percentile(all, 99),
-    cpuPerSessionSecond: cpu / (n * (streamSeconds + 1)),
-    rssPerSessionMb: (rssPeak - rssBefore) / n,
-    loopP99: lag.p99,
-    loopMax: lag.max,
+    cpuPerSessionSecond: w.cpuMs / (n * windowSeconds),
+    waitPerSecond: w.waitMs / windowSeconds,
+    rssPerSessionMb: (w.rssPeakMb - rssBefore) / n,
+    loopP99: w.loop.p99,
+    loopMax: w.loop.max,
     missed: sessions.reduce((a, s) => a + s.missed, 0),
     closedEarly,
+    profile: w.profile,
   };
 }
 
-const f = (x: number, d = 1) => (Number.isFinite(x) ? x.toFixed(d) : '-');
+const f = fixed;
 const rows: Record<string, string | number>[] = [];
-console.error(
-  `load average before: ${loadavg()
-    .map((x) => x.toFixed(2))
-    .join(' ')}`,
-);
+console.error(`load average before: ${loadAverage()}`);
 for (const n of sessionCounts) {
   const gw = await runPath('gateway', n);
   const rl = await runPath('relay', n);
-  for (const r of [gw, rl])
+  const bs = base ? await runPath('base', n) : null;
+  for (const r of bs ? [gw, rl, bs] : [gw, rl])
     rows.push({
       N: n,
-      path: r.path,
+      path: r.path === 'base' ? `gateway (${values.base})` : r.path,
       'p50 ms': f(r.p50),
       'p99 ms': f(r.p99),
       'CPU ms / session-s': f(r.cpuPerSessionSecond, 2),
+      'CPU wait ms/s': f(r.waitPerSecond, 0),
       'RSS MB / session': f(r.rssPerSessionMb, 3),
       'loop p99 / max ms': `${f(r.loopP99)} / ${f(r.loopMax)}`,
       'missed / closed': `${r.missed} / ${r.closedEarly}`,
@@ -271,16 +293,31 @@ for (const n of sessionCounts) {
     'p50 ms': f(gw.p50 - rl.p50),
     'p99 ms': f(gw.p99 - rl.p99),
     'CPU ms / session-s': `${f(gw.cpuPerSessionSecond / rl.cpuPerSessionSecond, 2)}x`,
+    'CPU wait ms/s': '',
     'RSS MB / session': '',
     'loop p99 / max ms': '',
     'missed / closed': '',
   });
-  console.error(`N=${n} done, load average ${loadavg()[0]!.toFixed(2)}`);
+  if (bs)
+    rows.push({
+      N: n,
+      path: 'base - relay',
+      'p50 ms': f(bs.p50 - rl.p50),
+      'p99 ms': f(bs.p99 - rl.p99),
+      'CPU ms / session-s': `${f(bs.cpuPerSessionSecond / rl.cpuPerSessionSecond, 2)}x`,
+      'CPU wait ms/s': '',
+      'RSS MB / session': '',
+      'loop p99 / max ms': '',
+      'missed / closed': '',
+    });
+  if (values.profile && gw.profile && rl.profile) {
+    for (const r of [gw, rl]) saveProfile(values.profile, `stt-${r.path}-${n}`, r.profile!);
+    const sessionSeconds = n * (streamSeconds + 1);
+    console.log(`\nN=${n}: main-thread CPU per session-second, gateway next to the relay (profiles in ${values.profile})\n`);
+    console.log(profileTables(gw.profile, sessionSeconds, 'session-s', Number(values.top), { name: 'relay', profile: rl.profile, units: sessionSeconds }));
+  }
+  console.error(`N=${n} done, load average ${loadAverage()}`);
 }
-console.log(
-  `${new Date().toISOString()}  --sessions ${values.sessions} --seconds ${streamSeconds}  load average ${loadavg()
-    .map((x) => x.toFixed(2))
-    .join(' ')}`,
-);
+console.log(`${new Date().toISOString()}  --sessions ${values.sessions} --seconds ${streamSeconds}  load average ${loadAverage()}`);
 console.log(table(rows));
 process.exit(0);

@@ -8,10 +8,12 @@
 //
 // Per chunk: resample (speex, state kept across chunks) -> volume with soft limiting ->
 // encode (s16 / f32 / mu-law / A-law bytes, or LAME frames). Chunked output is byte-for-byte
-// the output of convertAll() minus the header, for any chunking.
+// the output of convertAll() minus the header, for any chunking. s16 in and s16 out at the same
+// rate and volume 1 (a live socket's usual case) passes through as it is, with no float round
+// trip: with no gain and no resampling nothing can go past full scale, so there is nothing to limit.
 import { createMp3Encoder, type Mp3Encoder } from './mp3.ts';
 import { checkVolume, resolveOutputFormat, type OutputFormat, type ResolvedOutputFormat } from './output-format.ts';
-import { toFloat32, type PcmSamples } from './pcm.ts';
+import { s16leView, toFloat32, type PcmSamples } from './pcm.ts';
 import { createResampler, type Resampler } from './resample.ts';
 import { encodeSamples } from './sample-encoding.ts';
 import { applyVolume } from './volume.ts';
@@ -33,7 +35,7 @@ export interface AudioConverter {
   readonly contentType: string;
   /** Bytes to send before the first chunk: a WAV header with streaming sizes (0xFFFFFFFF); empty for raw and mp3. */
   header(): Buffer;
-  /** Converts the next chunk; may be empty (resampler delay, or an MP3 frame not yet full). */
+  /** Converts the next chunk; may be empty (resampler delay, or an MP3 frame not yet full), or share memory with `samples` (s16 passed through). */
   push(samples: PcmSamples): Buffer;
   /** The remaining bytes; frees the converter. */
   end(): Buffer;
@@ -56,6 +58,8 @@ class Converter implements AudioConverter {
   readonly contentType: string;
   private readonly resampler: Resampler;
   private readonly mp3: Mp3Encoder | null;
+  /** s16 in goes out as it came: same rate, volume 1, s16 out (raw or WAV). */
+  private readonly s16Through: boolean;
   private done = false;
 
   constructor(
@@ -64,6 +68,7 @@ class Converter implements AudioConverter {
     private readonly volume: number,
   ) {
     this.contentType = contentTypeFor(format);
+    this.s16Through = format.container !== 'mp3' && format.encoding === 'pcm_s16le' && inputSampleRate === format.sampleRate && volume === 1;
     this.resampler = createResampler(inputSampleRate, format.sampleRate);
     try {
       this.mp3 = format.container === 'mp3' ? createMp3Encoder({ sampleRate: format.sampleRate, bitRate: format.bitRate }) : null;
@@ -85,6 +90,7 @@ class Converter implements AudioConverter {
 
   push(samples: PcmSamples): Buffer {
     if (this.done) throw new Error('audio converter already ended');
+    if (this.s16Through && samples instanceof Int16Array) return s16leView(samples);
     try {
       return this.encode(this.resampler.push(toFloat32(samples)));
     } catch (err) {

@@ -129,6 +129,17 @@ describe('streaming converter', () => {
     expect(out.equals(Buffer.from(s16.buffer))).toBe(true);
   });
 
+  it('s16 at the same rate and volume 1 goes out as it came, full-scale peaks too, without a copy; another volume is applied', () => {
+    const loud = Int16Array.from({ length: 2048 }, (_, i) => (i % 2 ? 32767 : -32768));
+    const conv = createAudioConverter({ inputSampleRate: 24000, output: { container: 'raw', sampleRate: 24000, encoding: 'pcm_s16le' } });
+    const out = conv.push(loud.subarray(2));
+    expect(out.equals(Buffer.from(loud.buffer, 4))).toBe(true);
+    expect(out.buffer).toBe(loud.buffer);
+    expect(conv.end().length).toBe(0);
+    const softer = convertAll(loud, 24000, { container: 'raw', sampleRate: 24000, encoding: 'pcm_s16le' }, 0.5);
+    expect(Math.max(...new Int16Array(softer.buffer, softer.byteOffset, softer.length / 2))).toBe(16384);
+  });
+
   it('volume scales the level, soft-limited below full scale', () => {
     const level = (volume: number, input = TONE) =>
       rms(decodeSamples(convertAll(input, INPUT_RATE, { container: 'raw', sampleRate: 24000, encoding: 'pcm_f32le' }, volume), 'pcm_f32le'));

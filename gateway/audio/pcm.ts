@@ -43,6 +43,15 @@ export function s16leBytes(samples: Int16Array): Buffer {
   return out;
 }
 
+/**
+ * s16 samples as little-endian bytes without a copy where the platform is little-endian (a view
+ * of the same memory; a copy elsewhere): for a consumer that copies what it keeps, such as a
+ * masked WebSocket send.
+ */
+export function s16leView(samples: Int16Array): Buffer {
+  return LE ? Buffer.from(samples.buffer, samples.byteOffset, samples.byteLength) : s16leBytes(samples);
+}
+
 /** float samples as IEEE float32 little-endian bytes (a copy). */
 export function f32leBytes(samples: Float32Array): Buffer {
   const out = Buffer.allocUnsafe(samples.length * 4);

@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { FrameAligner, f32leBytes, f32leToFloat, floatToS16, s16ToFloat, s16leBytes, s16leToFloat, s16leToS16 } from './pcm.ts';
+import { FrameAligner, f32leBytes, f32leToFloat, floatToS16, s16ToFloat, s16leBytes, s16leToFloat, s16leToS16, s16leView } from './pcm.ts';
+import { decodePcm, decodeSamples } from './sample-encoding.ts';
 
 describe('pcm', () => {
   it('s16 -> float -> s16 is exact for every s16 value', () => {
@@ -17,6 +18,32 @@ describe('pcm', () => {
         expect(floatToS16(s16leToFloat(s16leBytes(s)))).toEqual(s);
       }),
     );
+  });
+
+  it('decodePcm: the integer encodings as s16 (no float round trip), the same samples as decodeSamples; linear ones share the bytes', () => {
+    fc.assert(
+      fc.property(fc.uint8Array({ maxLength: 300 }), (bytes) => {
+        for (const encoding of ['pcm_s16le', 'pcm_mulaw', 'pcm_alaw'] as const) {
+          const s16 = decodePcm(bytes, encoding);
+          expect(s16).toBeInstanceOf(Int16Array);
+          expect(s16ToFloat(s16 as Int16Array)).toEqual(decodeSamples(bytes, encoding));
+        }
+        const f32 = decodePcm(bytes, 'pcm_f32le');
+        expect(f32).toBeInstanceOf(Float32Array);
+        expect([...f32]).toEqual([...decodeSamples(bytes, 'pcm_f32le')]);
+      }),
+    );
+    const aligned = s16leBytes(Int16Array.of(1, -2, 3));
+    const view = decodePcm(aligned, 'pcm_s16le');
+    expect(view.buffer).toBe(aligned.buffer);
+  });
+
+  it("s16leView: the same bytes as s16leBytes, sharing the samples' memory", () => {
+    const samples = Int16Array.of(0, 1, -1, 32767, -32768).subarray(1);
+    const view = s16leView(samples);
+    expect(view).toEqual(s16leBytes(samples));
+    expect(view.buffer).toBe(samples.buffer);
+    expect(view.byteOffset).toBe(samples.byteOffset);
   });
 
   it('property: float -> s16 rounds to nearest within range and clamps outside', () => {

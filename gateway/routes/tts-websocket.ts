@@ -15,6 +15,7 @@ import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { ServiceError } from '../../server/services/errors.ts';
 import { refuseNul } from '../../server/services/parse-input.ts';
+import { jsonWithBase64 } from '../audio-json.ts';
 import type { GatewayContext } from '../context.ts';
 import { accessTokenCredential } from '../core/access-token-credential.ts';
 import { WebSocketLink } from '../sessions/websocket-link.ts';
@@ -127,19 +128,18 @@ export function parseMessage(data: Buffer, isBinary: boolean): TtsCommand {
   };
 }
 
-/** An event as Cartesia sends it; errors carry Cartesia's fields (type, error, title, error_code, status_code, done) and our envelope's (code, message, param). */
-export function cartesiaEvent(event: TtsEvent, requestId: string): object {
+/**
+ * An event as Cartesia sends it (a chunk as JSON text: audio-json.ts); errors carry Cartesia's
+ * fields (type, error, title, error_code, status_code, done) and our envelope's (code, message, param).
+ */
+export function cartesiaEvent(event: TtsEvent, requestId: string): object | string {
   switch (event.type) {
     case 'audio':
-      return {
-        type: 'chunk',
-        data: event.audio.toString('base64'),
-        done: false,
-        status_code: 206,
-        step_time: event.stepMs,
-        context_id: event.contextId,
-        flush_id: event.part,
-      };
+      return jsonWithBase64(
+        { type: 'chunk', done: false, status_code: 206, step_time: event.stepMs, context_id: event.contextId, flush_id: event.part },
+        'data',
+        event.audio,
+      );
     case 'flushed':
       return { type: 'flush_done', done: false, flush_done: true, flush_id: event.part, status_code: 200, context_id: event.contextId };
     case 'done':

@@ -33,7 +33,9 @@ export interface SessionSignals {
 const asError = (reason: unknown, fallback: () => ServiceError): ServiceError => (isServiceError(reason) ? reason : fallback());
 
 export class SessionLife {
+  /** The idle timer: one per session, moved on only when it runs (a touch per audio frame sets no timer). */
   private idle: Timer | null = null;
+  private lastTouch = 0;
   private readonly maxLength: Timer;
   private readonly startedAt: number;
   private ended = false;
@@ -74,9 +76,18 @@ export class SessionLife {
   /** The peer did something: the idle timeout starts again. */
   touch(): void {
     if (this.ended) return;
-    this.idle?.cancel();
-    this.idle = this.clock.after(this.limits.idleMs, () => !this.ended && this.ends.idle());
+    this.lastTouch = this.clock.now();
+    this.idle ??= this.clock.after(this.limits.idleMs, this.idleDue);
   }
+
+  /** The idle timer ran: idle if nothing was touched since idleMs, else it waits for the rest. */
+  private readonly idleDue = (): void => {
+    this.idle = null;
+    if (this.ended) return;
+    const left = this.lastTouch + this.limits.idleMs - this.clock.now();
+    if (left > 0) this.idle = this.clock.after(left, this.idleDue);
+    else this.ends.idle();
+  };
 
   /** The session is over: no timer runs and no signal is listened to any more. */
   dispose(): void {

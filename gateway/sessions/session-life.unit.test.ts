@@ -28,6 +28,26 @@ describe('SessionLife', () => {
     life.dispose();
   });
 
+  it('keeps one idle timer however often it is touched, and ends idle idleMs after the last touch', () => {
+    const clock = manualClock(0);
+    let timersSet = 0;
+    const counted = { ...clock, after: (ms: number, fn: () => void) => (timersSet++, clock.after(ms, fn)) };
+    const { seen, ends } = recorder();
+    const life = new SessionLife(counted, { idleMs: 1000, maxDurationMs: 60_000 }, {}, ends);
+    for (let t = 0; t < 150; t++) {
+      clock.advance(20);
+      life.touch();
+    }
+    // 150 touches over 3 s: the maximum duration's timer, and the idle timer moved on once a second.
+    expect(timersSet).toBe(5);
+    expect(clock.pendingTimers).toBe(2);
+    clock.advance(999);
+    expect(seen).toEqual([]);
+    clock.advance(1);
+    expect(seen).toEqual(['idle']);
+    life.dispose();
+  });
+
   it('ends at the maximum duration however busy the session is', () => {
     const clock = manualClock(0);
     const { seen, ends } = recorder();

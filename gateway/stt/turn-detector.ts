@@ -169,7 +169,8 @@ export class TurnDetector {
         }
         this.silentFrames = 0;
         this.lastSpeechEnd = end;
-        this.trackPitch(frame);
+        // Intonation is evidence only where the silence that ends a turn is not fixed.
+        if (s.fixedSilenceMs === undefined) this.trackPitch(frame);
       }
     } else {
       this.speechRun = 0;

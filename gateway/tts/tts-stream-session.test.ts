@@ -8,7 +8,7 @@ import { memoryOutbox } from '../../test/support/memory-outbox.ts';
 import { FLITE_PRICE, FOX, codePoints, costOf, decodeRaw, natural, startTtsGateway } from '../../test/support/tts-routes.ts';
 import { usageRows } from '../../test/support/usage-rows.ts';
 import { parseTtsRequest } from './tts-request.ts';
-import { TtsStreamSession, ttsSessionLimits, type TtsEvent, type TtsInput } from './tts-stream-session.ts';
+import { TtsStreamSession, VOICE_KEPT_MS, ttsSessionLimits, type TtsEvent, type TtsInput } from './tts-stream-session.ts';
 
 const clock = manualClock(Date.UTC(2026, 0, 1));
 let h: GatewayHarness;
@@ -94,5 +94,29 @@ describe('TtsStreamSession over an in-memory outbox', () => {
     expect(session.state).toBe('closing');
     session.transportClosed();
     expect(session.state).toBe('closed');
+  });
+
+  it('a socket looks each voice up once, and again after VOICE_KEPT_MS: a voice deleted meanwhile is refused then', async () => {
+    const prisma = h.testDb.db.prisma;
+    const slt = await prisma.voiceProfile.findFirstOrThrow({ where: { voiceId: 'flite-slt', modelId: 'local-flite' } });
+    const voiceId = `voice_cache_${Date.now()}`;
+    await prisma.voice.create({ data: { id: voiceId, orgId: h.orgId, kind: 'library', name: 'cached', tags: [] } });
+    await prisma.voiceProfile.create({ data: { id: `vpr_${voiceId}`, voiceId, modelId: 'local-flite', upstreamId: slt.upstreamId, status: 'ready' } });
+    const own = () =>
+      parseTtsRequest(
+        { model_id: 'local-flite', voice: { mode: 'id', id: voiceId }, output_format: { container: 'raw', encoding: 'pcm_s16le', sample_rate: 16000 } },
+        'websocket',
+      );
+    const { session, outbox } = await openSession(`memory-voices-${Date.now()}`);
+    const speak = (contextId: string) => {
+      session.receive({ type: 'generate', contextId, input: input('Hello.', false), settings: own });
+      return outbox.next((e) => (e.type === 'done' || e.type === 'error') && e.contextId === contextId);
+    };
+    expect(await speak('first')).toEqual({ type: 'done', contextId: 'first' });
+    await prisma.voice.update({ where: { id: voiceId }, data: { deletedAt: new Date() } });
+    expect(await speak('same-period')).toEqual({ type: 'done', contextId: 'same-period' });
+    clock.advance(VOICE_KEPT_MS + 1);
+    expect(await speak('next-period')).toMatchObject({ type: 'error', contextId: 'next-period', error: { code: 'voice_not_found' } });
+    session.transportClosed();
   });
 });

@@ -53,6 +53,14 @@ const MAX_JOINED_CHARS = 1000;
 const MAX_EARLY_MESSAGES = 256;
 /** Remembered ids of ended contexts: a cancel that comes after the end is not an error. */
 const ENDED_IDS_KEPT = 256;
+/** Voices resolved on one socket (by model, voice and dictionary), the most recent kept. */
+const VOICES_KEPT = 16;
+/**
+ * How long a socket uses a voice (and dictionary) it resolved before it looks it up again: a
+ * voice deleted, re-prepared or a dictionary edited meanwhile is seen by contexts opened after
+ * that. Each lookup is a database read, too costly to make for every context of a busy socket.
+ */
+export const VOICE_KEPT_MS = 30_000;
 
 /** A context's text, as one generation request carries it. */
 export interface TtsInput {
@@ -138,6 +146,8 @@ export class TtsStreamSession {
   private readonly contexts = new Map<string, StreamContext>();
   private readonly endedIds: string[] = [];
   private readonly endedIdSet = new Set<string>();
+  /** The voices resolved on this socket, by model, voice and dictionary, each kept VOICE_KEPT_MS. */
+  private readonly voices = new Map<string, { voice: Promise<ResolvedVoice>; at: number }>();
   private readonly credit: SpanCredit;
   private readonly life: SessionLife;
   private billed: () => void = () => {};
@@ -265,7 +275,7 @@ export class TtsStreamSession {
     };
     this.contexts.set(id, c);
     this.receiveInput(c, command.input);
-    resolveVoice(ctx, auth.orgId, model, tts, this.route).then(
+    this.voiceFor(model, tts).then(
       (voice) => {
         if (c.state === 'gone') return;
         c.speaker = this.speakerFor(c, voice);
@@ -275,6 +285,20 @@ export class TtsStreamSession {
       },
       (e: unknown) => this.fail(c, e),
     );
+  }
+
+  private voiceFor(model: ModelEntry, tts: TtsRequest): Promise<ResolvedVoice> {
+    const key = JSON.stringify([model.id, tts.voiceId, tts.dictId]);
+    const cached = this.voices.get(key);
+    const now = this.o.ctx.clock.now();
+    if (cached && now - cached.at <= VOICE_KEPT_MS) return cached.voice;
+    this.voices.delete(key);
+    if (this.voices.size >= VOICES_KEPT) this.voices.delete(this.voices.keys().next().value!);
+    const entry = { voice: resolveVoice(this.o.ctx, this.o.auth.orgId, model, tts, this.route), at: now };
+    this.voices.set(key, entry);
+    // A refusal is not kept: the next context asks again.
+    entry.voice.catch(() => this.voices.get(key) === entry && this.voices.delete(key));
+    return entry.voice;
   }
 
   /** A context's input (kept in order while its voice is being resolved). */

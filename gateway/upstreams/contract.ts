@@ -201,7 +201,11 @@ export type TranscriptionEvent =
  * the engine fails (the stream is then over).
  */
 export interface TranscriptionStream {
-  /** 16-bit mono PCM at the opened sample rate. Never blocks: see `pendingSamples`. */
+  /**
+   * 16-bit mono PCM at the opened sample rate. Never blocks: see `pendingSamples`. The samples
+   * are lent for the call (they may be a view of the client's frame, or of the session's replay
+   * buffer): a stream copies what it keeps and never writes into them.
+   */
   write(samples: Int16Array): void;
   /** Samples written but not yet taken by the engine (the gateway refuses to buffer without bound). */
   readonly pendingSamples: number;

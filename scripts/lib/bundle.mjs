@@ -9,7 +9,7 @@
 // Several processes may build the same bundle at once (the tests start many `svc` processes):
 // each writes its own temporary files and renames them into place, which is atomic, so a
 // process never imports a half-written bundle.
-import { mkdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { basename, join } from 'node:path';
 
@@ -60,15 +60,20 @@ export function bundle(root, entries) {
   return Object.fromEntries(Object.keys(entries).map((name) => [name, join(outdir, `${name}.mjs`)]));
 }
 
+const GATEWAY_WORKERS = { 'stt-worker': 'gateway/upstreams/pocketsphinx/worker.ts', 'vad-worker': 'gateway/stt/vad-worker.ts' };
+
 /**
  * Bundles a gateway entry point (the CLI, a bench's gateway server) into .build/<name>.mjs, with
- * the speech recognizer's worker thread beside it as .build/stt-worker.mjs, where the bundled
- * recognizer loads it from (gateway/upstreams/pocketsphinx/recognizer.ts).
+ * its worker threads beside it, where the bundle loads them from: the speech recognizer's as
+ * .build/stt-worker.mjs (gateway/upstreams/pocketsphinx/recognizer.ts), voice activity
+ * detection's as .build/vad-worker.mjs (gateway/stt/silero-vad.ts).
  * @param {string} root
  * @param {string} name
  * @param {string} entry path relative to root
  * @returns {string} the bundle's path
  */
 export function bundleGateway(root, name, entry) {
-  return bundle(root, { [name]: entry, 'stt-worker': 'gateway/upstreams/pocketsphinx/worker.ts' })[name];
+  // An older checkout (bench/ab-gateway.ts, a bench's --base) may not have every worker yet.
+  const workers = Object.entries(GATEWAY_WORKERS).filter(([, file]) => existsSync(join(root, file)));
+  return bundle(root, { [name]: entry, ...Object.fromEntries(workers) })[name];
 }

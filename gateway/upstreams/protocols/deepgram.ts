@@ -11,7 +11,7 @@
 //   https://developers.deepgram.com/reference/manage/models/list  https://developers.deepgram.com/reference/manage/projects/list
 //   message types: github.com/deepgram/deepgram-js-sdk src/api/resources/listen/resources/v1/types
 import { z } from 'zod';
-import { s16leBytes } from '../../audio/pcm.ts';
+import { s16leView } from '../../audio/pcm.ts';
 import { AsyncQueue } from '../async-queue.ts';
 import {
   UpstreamError,
@@ -225,7 +225,8 @@ class DeepgramStream implements TranscriptionStream {
   write(samples: Int16Array): void {
     // An empty binary message makes Deepgram close the stream.
     if (this.closed || samples.length === 0 || this.socket.readyState !== WebSocket.OPEN) return;
-    this.socket.send(s16leBytes(samples));
+    // A view, not a copy: ws copies the payload as it masks it (engine-ws.ts: no compression).
+    this.socket.send(s16leView(samples));
     this.writtenSamples += samples.length;
   }
 

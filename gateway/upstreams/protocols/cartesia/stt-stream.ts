@@ -6,7 +6,7 @@
 // Cartesia closes a socket that gets no audio for 20 s; the gateway closes idle sessions earlier,
 // so no keep-alive is sent, and an unasked close is reported as a broken stream.
 // References in ./index.ts.
-import { s16leBytes } from '../../../audio/pcm.ts';
+import { s16leView } from '../../../audio/pcm.ts';
 import { AsyncQueue } from '../../async-queue.ts';
 import { UpstreamError, type CallOptions, type StreamingTranscriptionCapability, type TranscriptionEvent, type TranscriptionStream } from '../../contract.ts';
 import { engineFailure, statusError } from '../../engine-http.ts';
@@ -130,7 +130,7 @@ function cartesiaStream(socket: WebSocket, apiKey: string | undefined, call: Cal
 
   return {
     write(samples) {
-      if (!over && samples.length > 0) socket.send(s16leBytes(samples));
+      if (!over && samples.length > 0) socket.send(s16leView(samples)); // ws copies it as it masks it
     },
     get pendingSamples() {
       return over ? 0 : Math.floor(socket.bufferedAmount / 2);
