@@ -304,7 +304,7 @@ function routesTurn(stt: EventSocket, r: Routes, q: Question): Promise<Turn> {
 
 // ---- the run
 
-const questions = await Promise.all(QUESTIONS.map(question));
+const questions = await Promise.all(QUESTIONS.map((text) => question(text)));
 const upstream = await startTs('bench/upstream-server.ts', {
   BENCH_UPSTREAM_MODE: 'stream',
   BENCH_STREAM_CHUNKS: JSON.stringify(REPLY),

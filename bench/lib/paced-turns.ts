@@ -2,6 +2,12 @@
 // question spoken by flite, streamed at real time in 20 ms pcm16 frames at 24 kHz paced by the
 // clock, then silence until stopped; a socket whose JSON events go to the current turn's handler
 // with their receipt time; a turn's figures, whatever its path.
+//
+// Under the question and the silence after it, a microphone's noise floor (white, -70 dBFS, a quiet
+// room's; local-stt hears the eight questions as it does without it): no microphone gives digital
+// silence, and on flite's speech cut to digital silence the turn detector ends a turn ~20 ms later
+// once the audio has been through Opus (a WebRTC caller's) than on the pcm itself, against ~5 ms,
+// about the codec's delay, over a noise floor (bench/webrtc-stages.ts).
 import WebSocket from 'ws';
 import { resample } from '../../gateway/audio/resample.ts';
 import { floatToS16, s16leBytes } from '../../gateway/audio/pcm.ts';
@@ -9,31 +15,49 @@ import { CORPUS_RATE, say } from '../../test/support/turn-corpus.ts';
 
 export const RATE = 24_000;
 export const FRAME_MS = 20;
-const FRAME_BYTES = ((RATE * FRAME_MS) / 1000) * 2;
-const SILENCE = Buffer.alloc(FRAME_BYTES);
+const FRAME_SAMPLES = (RATE * FRAME_MS) / 1000;
+const FRAME_BYTES = FRAME_SAMPLES * 2;
 const LEAD_SECONDS = 0.5;
+export const NOISE_FLOOR_DBFS = -70;
+
+/** `n` samples of white noise at `dbfs` RMS (uniform, deterministic: the same run after run). */
+export function noiseFloor(n: number, dbfs = NOISE_FLOOR_DBFS, seed = 1): Float32Array {
+  const amplitude = 10 ** (dbfs / 20) * Math.sqrt(3);
+  const out = new Float32Array(n);
+  let state = seed;
+  for (let i = 0; i < n; i++) {
+    state = (Math.imul(state, 1103515245) + 12345) & 0x7fffffff;
+    out[i] = amplitude * ((state / 0x7fffffff) * 2 - 1);
+  }
+  return out;
+}
+
+/** A second of the noise floor, frame after frame after the question. */
+const SILENCE = s16leBytes(floatToS16(noiseFloor(RATE, NOISE_FLOOR_DBFS, 7)));
 /** From a turn's first frame: a turn not answered by then failed. */
 const TURN_TIMEOUT_MS = 20_000;
 
 export interface Question {
   text: string;
-  /** The lead silence and the speech, pcm16 at 24 kHz, padded to whole frames. */
+  /** The lead silence and the speech over the noise floor, pcm16 at 24 kHz, padded to whole frames. */
   pcm: Buffer;
-  /** The frame holding the last voiced sample. */
+  /** The last voiced sample (flite's speech trimmed of its silence), and the frame holding it. */
+  lastVoicedSample: number;
   lastVoicedFrame: number;
 }
 
-export async function question(text: string): Promise<Question> {
+/** `text` spoken by flite after LEAD_SECONDS of silence, over a noise floor at `floorDbfs` (null: digital silence). */
+export async function question(text: string, { floorDbfs = NOISE_FLOOR_DBFS }: { floorDbfs?: number | null } = {}): Promise<Question> {
   const speech = resample(await say(text, 'flite:slt'), CORPUS_RATE, RATE);
   const lead = Math.round(LEAD_SECONDS * RATE);
   const end = lead + speech.length;
-  const frameSamples = FRAME_BYTES / 2;
-  const samples = new Float32Array(Math.ceil(end / frameSamples) * frameSamples);
-  samples.set(speech, lead);
-  return { text, pcm: s16leBytes(floatToS16(samples)), lastVoicedFrame: Math.floor((end - 1) / frameSamples) };
+  const length = Math.ceil(end / FRAME_SAMPLES) * FRAME_SAMPLES;
+  const samples = floorDbfs === null ? new Float32Array(length) : noiseFloor(length, floorDbfs);
+  for (let i = 0; i < speech.length; i++) samples[lead + i]! += speech[i]!;
+  return { text, pcm: s16leBytes(floatToS16(samples)), lastVoicedSample: end - 1, lastVoicedFrame: Math.floor((end - 1) / FRAME_SAMPLES) };
 }
 
-/** A question's frames then silence, one frame every FRAME_MS by the clock (a late timer does not delay the frames after it), until stopped. */
+/** A question's frames then the noise floor, one frame every FRAME_MS by the clock (a late timer does not delay the frames after it), until stopped. */
 export class PacedAudio {
   /** When the frame holding the last voiced sample was sent (E). */
   voicedSentAt = NaN;
@@ -45,7 +69,8 @@ export class PacedAudio {
     const tick = (i: number) => {
       if (this.stopped) return;
       const at = i * FRAME_BYTES;
-      send(at < q.pcm.length ? q.pcm.subarray(at, at + FRAME_BYTES) : SILENCE);
+      const after = ((i - q.pcm.length / FRAME_BYTES) * FRAME_BYTES) % SILENCE.length;
+      send(at < q.pcm.length ? q.pcm.subarray(at, at + FRAME_BYTES) : SILENCE.subarray(after, after + FRAME_BYTES));
       if (i === q.lastVoicedFrame) this.voicedSentAt = performance.now();
       this.timer = setTimeout(() => tick(i + 1), Math.max(0, start + (i + 1) * FRAME_MS - performance.now()));
     };

@@ -15,8 +15,8 @@ const FRAME_SAMPLES = 480;
 export class WebRtcCall {
   /** The current turn's handler of events. */
   handler: ((e: Event, at: number) => void) | undefined;
-  /** The current turn's handler of the answer's audio (pcm16, 24 kHz), a packet at a time. */
-  onAudio: ((pcm: Buffer, at: number) => void) | undefined;
+  /** The current turn's handler of the answer's audio (pcm16, 24 kHz), a packet at a time, with its RTP timestamp. */
+  onAudio: ((pcm: Buffer, at: number, rtpTimestamp: number) => void) | undefined;
   private readonly encoder = new OpusScript(RATE, 1, OpusScript.Application.VOIP);
   private sequence = 1;
   private timestamp = 0;
@@ -43,7 +43,7 @@ export class WebRtcCall {
     audio.onTrack.subscribe((track) =>
       track.onReceiveRtp.subscribe((rtp) => {
         const at = performance.now();
-        call.onAudio?.(decoder.decode(rtp.payload), at);
+        call.onAudio?.(decoder.decode(rtp.payload), at, rtp.header.timestamp);
       }),
     );
     const first = new Promise<Event>((resolve) => {
@@ -91,7 +91,11 @@ export class WebRtcCall {
 
 /**
  * The realtime turn over a WebRTC call: the question as Opus on the track, the events on the data
- * channel, the answer's audio from the track (first audio = its first RTP packet). Ends at
+ * channel, the answer's audio from the track (first audio = its first RTP packet). The answer's
+ * audio is every packet after the end of speech, as a browser plays what the track brings: the
+ * gateway sends audio only while it answers and the turn before has played out. (Counted from
+ * response.created instead, a turn with a prepared answer lost its first packets: the data
+ * channel brings the held events after the track's first frame, bench/webrtc-stages.ts.) Ends at
  * output_audio_buffer.stopped, the answer played out (the next question would speak over it), and
  * svc.turn_latency (the session's `svc_turn_latency` on), whichever comes last.
  */
@@ -111,7 +115,7 @@ export function webrtcTurn(call: WebRtcCall, q: Question): Promise<Turn> {
       let cutOffs = 0;
       const audible = new AudibleWatch();
       call.onAudio = (pcm, at) => {
-        if (!responseId) return;
+        if (!(at > audio.voicedSentAt)) return;
         if (Number.isNaN(audioAt)) audioAt = at;
         audible.sentBytes(pcm, 'pcm_s16le', RATE, at);
         if (audible.heardAt !== undefined) audio.stop();
