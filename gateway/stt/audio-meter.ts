@@ -1,13 +1,9 @@
 // What a streaming session's audio costs, and the credit that covers it. Audio is counted in
-// samples (exact; milliseconds derive from it) and debited at a metering point each interval,
-// and at the end: the cumulative cost is rounded up once and each debit is the difference, so
-// the debits add up to exactly the cost of all the audio received. Audio is taken only as far as
-// reserved credit covers it: the session reserves each next interval (extend) before it accepts
-// the audio past what is covered, and asks for it ahead at each metering point.
-//
-// A session's metering points are at `phaseMs` into its audio and every interval after: sessions
-// given different phases (stt-session.ts spreads them) do not all debit and reserve in the same
-// moment, even when they started together.
+// samples (exact; milliseconds derive from it) and debited each time an interval's worth more has
+// arrived, and at the end: the cumulative cost is rounded up once and each debit is the
+// difference, so the debits add up to exactly the cost of all the audio received. Audio is taken
+// only as far as reserved credit covers it: the session reserves each next interval (extend)
+// before it accepts the audio past what is covered.
 import { perSecondCostMicros } from '../../server/services/credits/pricing.ts';
 import type { CreditHold } from '../core/gateway-core.ts';
 
@@ -16,8 +12,6 @@ export interface AudioMeterOptions {
   picoPerSecond: bigint;
   /** Audio is debited every time this much more has arrived (and at the end); credit is reserved this much at a time. */
   intervalMs: number;
-  /** Where in each interval the session's metering point is (0, the default: at the interval's end). */
-  phaseMs?: number;
   /** The credit reserved for the session (its first interval reserved before it started). */
   hold: CreditHold;
   /** Debits `micros` for `audioMillis` more audio from the hold; resolves with the balance left. */
@@ -27,8 +21,7 @@ export interface AudioMeterOptions {
 export class AudioMeter {
   private receivedSamples = 0;
   private billedMicros = 0n;
-  /** The audio position (ms) of the next metering point. */
-  private nextPointMs: number;
+  private meteredMs = 0;
   /** Audio already in a usage record (its sum over the records is the whole audio billed). */
   private recordedMs = 0;
   private coveredSamples: number;
@@ -39,7 +32,6 @@ export class AudioMeter {
     this.intervalMicros = this.costOf(o.intervalMs);
     this.intervalSamples = (o.sampleRate * o.intervalMs) / 1000;
     this.coveredSamples = this.intervalMicros === 0n ? Infinity : this.intervalSamples;
-    this.nextPointMs = o.phaseMs ? o.phaseMs : o.intervalMs;
   }
 
   private costOf(millis: number): bigint {
@@ -70,11 +62,6 @@ export class AudioMeter {
     return this.o.hold.refusal(orgMessage);
   }
 
-  /** Less than an interval of audio is paid for past what was received: the next one may be reserved ahead. */
-  get coverageLow(): boolean {
-    return this.coveredSamples - this.receivedSamples < this.intervalSamples;
-  }
-
   /** Reserves the next interval; false when the credit cannot cover it. */
   async extend(): Promise<boolean> {
     if (!(await this.o.hold.extend(this.intervalMicros))) return false;
@@ -82,20 +69,20 @@ export class AudioMeter {
     return true;
   }
 
-  /** The audio has reached the next metering point. */
+  /** An interval's worth more audio has arrived since the last debit. */
   get debitDue(): boolean {
-    return this.receivedMillis >= this.nextPointMs;
+    return this.receivedMillis - this.meteredMs >= this.o.intervalMs;
   }
 
   /**
-   * Debits the audio received since the last debit once it has reached the metering point (or
-   * whatever there is, with `force`). Resolves with the balance left, or null when nothing was
-   * debited.
+   * Debits the audio received since the last debit once an interval's worth more has arrived
+   * (or whatever there is, with `force`). Resolves with the balance left, or null when nothing
+   * was debited.
    */
   async debit(force: boolean): Promise<bigint | null> {
     if (!force && !this.debitDue) return null;
     const millis = this.receivedMillis;
-    while (this.nextPointMs <= millis) this.nextPointMs += this.o.intervalMs;
+    this.meteredMs = millis;
     const owed = this.costOf(millis);
     const delta = owed - this.billedMicros;
     if (delta <= 0n) return null;

@@ -22,7 +22,6 @@ import {
 import { usd } from '../../test/support/tts-routes.ts';
 import { streamingModel, startPlannedSession } from './open-session.ts';
 import type { SttEvent, SttTranscript, SttTurn } from './stt-events.ts';
-import { AudioMeter } from './audio-meter.ts';
 import { MAX_SESSION_MS, METER_EVERY_MS, type SttSession } from './stt-session.ts';
 import { presetSettings } from './turn-params.ts';
 
@@ -122,41 +121,6 @@ describe('SttSession over an in-memory outbox', () => {
     expect(billed.audioMillis).toBe(millis);
     expect(billed.usage.every((u) => u.route === 'stt.test' && u.modality === 'stt')).toBe(true);
   }, 90_000);
-
-  it('the meter debits at its phase into the audio and every interval after, reserves ahead when less than an interval is paid for, and bills the exact cost', async () => {
-    const { ctx } = h.runtime;
-    const auth = await ctx.core.admit(h.key, true);
-    const hold = await ctx.core.reserve(auth, audioCost(METER_EVERY_MS));
-    const requestId = `stt-meter-${Date.now()}`;
-    const model = streamingModel(ctx, 'local-stt', auth);
-    const meter = new AudioMeter({
-      sampleRate: 16000,
-      picoPerSecond: model.prices.picoPerSecond,
-      intervalMs: METER_EVERY_MS,
-      phaseMs: 250,
-      hold,
-      charge: (micros, audioMillis) =>
-        ctx.core.charge(auth, requestId, micros, { modelId: model.id, modality: 'stt', route: 'stt.test', audioMillis }, hold, micros),
-    });
-    const points: number[] = [];
-    let reserved = 0;
-    for (let ms = 100; ms <= 3500; ms += 100) {
-      expect(meter.covers(1600)).toBe(true);
-      meter.count(1600);
-      if (meter.debitDue) {
-        points.push(meter.receivedMillis);
-        await meter.debit(false);
-        if (meter.coverageLow && (await meter.extend())) reserved++;
-      }
-    }
-    await meter.debit(true);
-    hold.release();
-    // The first point at 250 ms of audio (reached by the frame ending at 300), then one a second; each reserves the next second ahead.
-    expect(points).toEqual([300, 1300, 2300, 3300]);
-    expect(reserved).toBe(4);
-    const billed = await expectDebited(h, requestId, audioCost(3500));
-    expect(billed.usage.map((u) => u.audioMillis).sort((x, y) => x - y)).toEqual([200, 300, 1000, 1000, 1000]);
-  });
 
   it('a bad command is answered with an error in order, and the session carries on', async () => {
     const { session, outbox } = await startSession();

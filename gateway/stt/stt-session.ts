@@ -33,14 +33,6 @@ export const METER_EVERY_MS = 1_000;
 /** Audio waiting for the recognizer beyond this means the client sends faster than real time can be processed. */
 export const MAX_BACKLOG_SECONDS = 30;
 
-let sessionsMetered = 0;
-/**
- * Each session's metering point within the interval (audio-meter.ts), from a low-discrepancy
- * sequence (multiples of the golden ratio, mod 1): however many sessions start together, their
- * debits and reservations are spread over the interval rather than made all at once.
- */
-const nextMeteringPhaseMs = () => Math.floor(((++sessionsMetered * 0.6180339887498949) % 1) * METER_EVERY_MS);
-
 /**
  * live: audio and commands are taken. ending: a clean end was asked (close, maximum duration):
  * what was heard is being finalized, and audio that comes after is not taken. closed: the last
@@ -99,7 +91,6 @@ export class SttSession {
       sampleRate: o.sampleRate,
       picoPerSecond: o.model.prices.picoPerSecond,
       intervalMs: METER_EVERY_MS,
-      phaseMs: nextMeteringPhaseMs(),
       hold: o.hold,
       charge: (micros, audioMillis) =>
         o.core.charge(
@@ -283,7 +274,7 @@ export class SttSession {
           if (t.type === 'turn.start' || t.type === 'turn.end') this.engine.speaking(t.type === 'turn.start');
           this.relay.detected(t);
         }
-        if (this.meter.debitDue) this.meterPoint();
+        if (this.meter.debitDue) this.debitInBackground();
       } else this.toEngine(input);
     });
   }
@@ -292,7 +283,7 @@ export class SttSession {
   private toEngine(input: PcmSamples): void {
     try {
       if (this.engine.write(input) > MAX_BACKLOG_SECONDS) return this.backlog();
-      if (this.meter.debitDue) this.meterPoint();
+      if (this.meter.debitDue) this.debitInBackground();
     } catch (err) {
       this.fail(err);
     }
@@ -311,31 +302,6 @@ export class SttSession {
       code: 'backlog',
       message: `More than ${MAX_BACKLOG_SECONDS} s of audio is waiting for the recognizer; send audio no faster than real time.`,
     });
-  }
-
-  /** The session's metering point: the audio since the last debit is debited, and the next interval reserved ahead. */
-  private meterPoint(): void {
-    this.debitInBackground();
-    if (this.meter.coverageLow) void this.reserveAhead();
-  }
-
-  /**
-   * The next interval reserved before the audio reaches it (so no frame waits for it); refused,
-   * it is asked for again when the audio gets there (extendCoverage), which ends the session if
-   * it is refused then.
-   */
-  private async reserveAhead(): Promise<void> {
-    if (this.extending || this.state !== 'live') return;
-    this.extending = true;
-    try {
-      await this.meter.extend();
-    } catch {
-      // The same: asked for again when the audio reaches it.
-    } finally {
-      this.extending = false;
-    }
-    // Frames that passed the coverage meanwhile wait for it.
-    if (this.waiting.length > 0) void this.extendCoverage();
   }
 
   /** Debits on a chain of their own, in order: the audio behind a debit does not wait for its ledger write. */
