@@ -9,7 +9,8 @@
 //
 // A turn: a short question spoken by flite (eight, cycling) after 0.5 s of silence, streamed at
 // real time (20 ms pcm16 frames at 24 kHz, paced by the clock: bench/lib/paced-turns.ts), then
-// silence at real time until the answer's first audible sample arrives; the next turn starts
+// silence at real time until the answer's first audible sample arrives (a -70 dBFS noise floor
+// under all of it, as a microphone has: bench/lib/paced-turns.ts says why); the next turn starts
 // once the answer is done. E is when the frame holding the question's last voiced sample was sent
 // (flite's audio trimmed of its silence). All times are the client's, at receipt, except
 // svc_timings and svc.turn_latency (the gateway's).
@@ -26,8 +27,9 @@
 //   `bench-llm`, the setting's turn detection and `svc_turn_latency`; bench/lib/webrtc-call.ts,
 //   werift): the question as 20 ms Opus frames on the audio track at real time, the events on the
 //   data channel, the answer's audio from the track (paced by the gateway); the figures as
-//   realtime's, first audio = the answer's first RTP packet. A turn ends when the answer has
-//   played out (output_audio_buffer.stopped).
+//   realtime's, first audio = the first RTP packet after E (as a browser plays the track, not
+//   waiting for the data channel's response.created). A turn ends when the answer has played out
+//   (output_audio_buffer.stopped). Where a call's time goes, stage by stage: bench/webrtc-stages.ts.
 // - routes: WS /stt/websocket (the same detector settings) → at `turn.finalized` (the turn's
 //   finals are in; it follows `turn.end`), POST /v1/chat/completions stream:true with the turn's
 //   final transcript → each token as it arrives to WS /tts/websocket with continue:true, as

@@ -13,10 +13,10 @@ const RTP_TICKS_PER_SAMPLE = 48_000 / RATE;
 /** A gap in the caller's audio (lost packets, DTX) filled with at most this much silence: the turn detector needs the silence to end a turn. */
 const MAX_GAP_FILL_MS = 1000;
 /**
- * The answer's Opus: restricted low delay (CELT only) looks 2.5 ms ahead where the speech modes
- * (VOIP, AUDIO) look 6.5 ms ahead, so the caller hears each sample 4 ms sooner, and it encodes a
- * frame in a fifth of the time (0.12 against 0.6 ms); at 32 kb/s, what browsers send speech at,
- * CELT keeps the synthesized speech's 12 kHz band (docs/performance.md#webrtc).
+ * The answer's Opus bit rate. Its mode, restricted low delay (CELT only), looks 2.5 ms ahead where
+ * the speech modes (VOIP, AUDIO) look 6.5 ms ahead: the caller hears each sample ~4 ms sooner, and
+ * a frame encodes in a fifth of the time (0.12 against 0.6 ms). CELT needs more bits for speech
+ * than SILK: 32 kb/s, what browsers send a microphone at (docs/performance.md#webrtc).
  */
 const ANSWER_BITRATE = 32_000;
 
