@@ -25,24 +25,19 @@
 // --profile DIR: both processes profiled over each window (bench/lib/cpu-profile.ts).
 //
 //   npx tsx bench/realtime-at-scale.ts [--sessions 10,30,60] [--seconds 20] [--profile DIR] [--top 30]
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { rmSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import WebSocket from 'ws';
 import { checkProtocol } from '../gateway/upstreams/protocols/index.ts';
-import { openDatabase } from '../server/db/database.ts';
 import { newId } from '../server/db/ids.ts';
-import { migrate } from '../server/db/migrate.ts';
-import { createApiKey } from '../server/services/keys/create-api-key.ts';
 import { upsertModel } from '../server/services/models/upsert-model.ts';
-import { createOrg } from '../server/services/orgs/create-org.ts';
 import { mapVoiceToEngine } from '../server/services/voices/engine-voices.ts';
 import { INSPECT_ENV, profileTables, saveProfile, type CpuProfile } from './lib/cpu-profile.ts';
 import { percentile, table } from './lib/load.ts';
 import { FRAME_MS, question, RATE } from './lib/paced-turns.ts';
 import { rssMb, startBundled, startTs } from './lib/processes.ts';
 import { fixed as f, gatewayLoopDelay, loadAverage, measureWindow, relayLoopDelay, sleep, type LoopDelay } from './lib/scale.ts';
+import { METRICS_TOKEN, scaleDatabase, scaleGatewayEnv } from './lib/scale-fixture.ts';
 import type { Peers } from './lib/upstream-peers.ts';
 
 const { values } = parseArgs({
@@ -82,48 +77,40 @@ const llm = await startTs('bench/upstream-server.ts', {
   BENCH_STREAM_DELAY_MS: '0',
 });
 
-const dataDir = mkdtempSync(join(tmpdir(), 'svc-bench-realtime-scale-'));
-const databaseUrl = `file:${join(dataDir, 'svc.db')}`;
-await migrate(databaseUrl);
-const db = openDatabase(databaseUrl);
-const org = await createOrg(db, { name: 'bench', creditsMicros: 1_000_000_000_000n });
-const { key } = await createApiKey(db.prisma, { orgId: org.id, name: 'bench', rateLimitRpm: 1_000_000_000 });
-await upsertModel(db.prisma, checkProtocol, {
-  id: MODELS.stt,
-  modality: 'stt',
-  prices: { picoPerSecond: 100_000_000n },
-  upstream: { url: peers.deepgram.url, protocol: 'deepgram', upstreamModel: 'nova-3', apiKeyEnv: KEY_ENVS.deepgram },
-});
-await upsertModel(db.prisma, checkProtocol, {
-  id: MODELS.llm,
-  modality: 'llm',
-  prices: { inputPicoPerToken: 150_000n, outputPicoPerToken: 600_000n },
-  upstream: { url: llm.url, protocol: 'openai' },
-});
-await upsertModel(db.prisma, checkProtocol, {
-  id: MODELS.tts,
-  modality: 'tts',
-  prices: { picoPerChar: 1_000_000n },
-  upstream: { url: peers.cartesia.url, protocol: 'cartesia', upstreamModel: 'sonic-3', apiKeyEnv: KEY_ENVS.cartesia },
-});
 const voiceId = newId('voice');
-await db.prisma.voice.create({ data: { id: voiceId, orgId: null, kind: 'library', name: 'bench cartesia', tags: [] } });
-await mapVoiceToEngine(db.prisma, { voiceId, modelId: MODELS.tts, upstreamId: 'bench-cartesia-voice' });
-await db.close();
+const { dataDir, key } = await scaleDatabase('svc-bench-realtime-scale-', async (db) => {
+  await upsertModel(db.prisma, checkProtocol, {
+    id: MODELS.stt,
+    modality: 'stt',
+    prices: { picoPerSecond: 100_000_000n },
+    upstream: { url: peers.deepgram.url, protocol: 'deepgram', upstreamModel: 'nova-3', apiKeyEnv: KEY_ENVS.deepgram },
+  });
+  await upsertModel(db.prisma, checkProtocol, {
+    id: MODELS.llm,
+    modality: 'llm',
+    prices: { inputPicoPerToken: 150_000n, outputPicoPerToken: 600_000n },
+    upstream: { url: llm.url, protocol: 'openai' },
+  });
+  await upsertModel(db.prisma, checkProtocol, {
+    id: MODELS.tts,
+    modality: 'tts',
+    prices: { picoPerChar: 1_000_000n },
+    upstream: { url: peers.cartesia.url, protocol: 'cartesia', upstreamModel: 'sonic-3', apiKeyEnv: KEY_ENVS.cartesia },
+  });
+  await db.prisma.voice.create({ data: { id: voiceId, orgId: null, kind: 'library', name: 'bench cartesia', tags: [] } });
+  await mapVoiceToEngine(db.prisma, { voiceId, modelId: MODELS.tts, upstreamId: 'bench-cartesia-voice' });
+});
 
 const inspect = values.profile ? INSPECT_ENV : {};
-const METRICS_TOKEN = 'bench-metrics-token-0123456789';
-const gateway = await startBundled('bench/gateway-server.ts', {
-  SVC_DATA_DIR: dataDir,
-  DATABASE_URL: databaseUrl,
-  SVC_MODELS_FILE: '/nonexistent',
-  SVC_HEALTH_CHECK_SECONDS: '3600',
-  SVC_METRICS_TOKEN: METRICS_TOKEN,
-  BENCH_GATEWAY_LOG_LEVEL: 'warn',
-  [KEY_ENVS.deepgram]: peers.deepgram.key,
-  [KEY_ENVS.cartesia]: peers.cartesia.key,
-  ...inspect,
-});
+const gateway = await startBundled(
+  'bench/gateway-server.ts',
+  scaleGatewayEnv(dataDir, {
+    BENCH_GATEWAY_LOG_LEVEL: 'warn',
+    [KEY_ENVS.deepgram]: peers.deepgram.key,
+    [KEY_ENVS.cartesia]: peers.cartesia.key,
+    ...inspect,
+  }),
+);
 const relay = await startBundled(
   'bench/bare-ws-relay.ts',
   { BARE_RELAY_TARGET: `${peers.realtime.url}/realtime`, BARE_RELAY_AUTH: `Bearer ${peers.realtime.key}`, ...inspect },

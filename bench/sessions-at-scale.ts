@@ -28,20 +28,15 @@
 // the same run (as bench/tts-at-scale.ts --base).
 //
 //   npx tsx bench/sessions-at-scale.ts [--sessions 50,150,300] [--seconds 20] [--profile DIR] [--top 30] [--base DIR]
-import { copyFileSync, rmSync, mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { rmSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import WebSocket from 'ws';
 import { checkProtocol } from '../gateway/upstreams/protocols/index.ts';
-import { openDatabase } from '../server/db/database.ts';
-import { migrate } from '../server/db/migrate.ts';
-import { createApiKey } from '../server/services/keys/create-api-key.ts';
 import { upsertModel } from '../server/services/models/upsert-model.ts';
-import { createOrg } from '../server/services/orgs/create-org.ts';
 import type { Peers } from './lib/upstream-peers.ts';
 import { INSPECT_ENV, profileTables, saveProfile, type CpuProfile } from './lib/cpu-profile.ts';
 import { fixed, gatewayLoopDelay, loadAverage, measureWindow, relayLoopDelay, sleep } from './lib/scale.ts';
+import { copyScaleDatabase, METRICS_TOKEN, scaleDatabase, scaleGatewayEnv } from './lib/scale-fixture.ts';
 import { percentile, table } from './lib/load.ts';
 import { rssMb, startBundled, startTs } from './lib/processes.ts';
 
@@ -78,44 +73,30 @@ const peersProc = await startTs('bench/lib/upstream-peers.ts');
 const controlUrl = peersProc.url;
 const peers = (await (await fetch(`${controlUrl}/peers`)).json()) as Peers;
 
-const dataDir = mkdtempSync(join(tmpdir(), 'svc-bench-scale-'));
-const databaseUrl = `file:${join(dataDir, 'svc.db')}`;
-await migrate(databaseUrl);
-const db = openDatabase(databaseUrl);
-const org = await createOrg(db, { name: 'bench', creditsMicros: 1_000_000_000_000n });
-const { key } = await createApiKey(db.prisma, { orgId: org.id, name: 'bench', rateLimitRpm: 1_000_000_000 });
-await upsertModel(db.prisma, checkProtocol, {
-  id: MODEL,
-  modality: 'stt',
-  prices: { picoPerSecond: 100_000_000n },
-  upstream: { url: peers.deepgram.url, protocol: 'deepgram', upstreamModel: 'nova-3', apiKeyEnv: KEY_ENV },
+const { dataDir, key } = await scaleDatabase('svc-bench-scale-', async (db) => {
+  await upsertModel(db.prisma, checkProtocol, {
+    id: MODEL,
+    modality: 'stt',
+    prices: { picoPerSecond: 100_000_000n },
+    upstream: { url: peers.deepgram.url, protocol: 'deepgram', upstreamModel: 'nova-3', apiKeyEnv: KEY_ENV },
+  });
 });
-await db.close();
 
 const inspect = values.profile ? INSPECT_ENV : {};
-const METRICS_TOKEN = 'bench-metrics-token-0123456789';
-const gateway = await startBundled('bench/gateway-server.ts', {
-  SVC_DATA_DIR: dataDir,
-  DATABASE_URL: databaseUrl,
-  SVC_MODELS_FILE: '/nonexistent',
-  SVC_HEALTH_CHECK_SECONDS: '3600',
-  SVC_METRICS_TOKEN: METRICS_TOKEN,
-  [KEY_ENV]: peers.deepgram.key,
-  ...inspect,
-});
-const baseDir = values.base ? mkdtempSync(join(tmpdir(), 'svc-bench-scale-base-')) : null;
-if (baseDir) copyFileSync(join(dataDir, 'svc.db'), join(baseDir, 'svc.db'));
+const gateway = await startBundled(
+  'bench/gateway-server.ts',
+  scaleGatewayEnv(dataDir, {
+    [KEY_ENV]: peers.deepgram.key,
+    ...inspect,
+  }),
+);
+const baseDir = values.base ? copyScaleDatabase(dataDir, 'svc-bench-scale-base-') : null;
 const base = baseDir
   ? await startBundled(
       'bench/gateway-server.ts',
-      {
-        SVC_DATA_DIR: baseDir,
-        DATABASE_URL: `file:${join(baseDir, 'svc.db')}`,
-        SVC_MODELS_FILE: '/nonexistent',
-        SVC_HEALTH_CHECK_SECONDS: '3600',
-        SVC_METRICS_TOKEN: METRICS_TOKEN,
+      scaleGatewayEnv(baseDir, {
         [KEY_ENV]: peers.deepgram.key,
-      },
+      }),
       'gateway',
       values.base,
     )

@@ -26,24 +26,19 @@
 // server/db/generated linked in), on a copy of the fixture database, measured in the same run.
 //
 //   npx tsx bench/tts-at-scale.ts [--sockets 50,150] [--seconds 20] [--every 2] [--profile DIR] [--top 30] [--base DIR]
-import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { rmSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { Agent, request } from 'undici';
 import WebSocket from 'ws';
 import { checkProtocol } from '../gateway/upstreams/protocols/index.ts';
-import { openDatabase } from '../server/db/database.ts';
 import { newId } from '../server/db/ids.ts';
-import { migrate } from '../server/db/migrate.ts';
-import { createApiKey } from '../server/services/keys/create-api-key.ts';
 import { upsertModel } from '../server/services/models/upsert-model.ts';
-import { createOrg } from '../server/services/orgs/create-org.ts';
 import { mapVoiceToEngine } from '../server/services/voices/engine-voices.ts';
 import { INSPECT_ENV, profileTables, saveProfile, type CpuProfile } from './lib/cpu-profile.ts';
 import { percentile, table } from './lib/load.ts';
 import { rssMb, startBundled, startTs } from './lib/processes.ts';
 import { fixed as f, gatewayLoopDelay, loadAverage, measureWindow, relayLoopDelay, sleep, type LoopDelay } from './lib/scale.ts';
+import { copyScaleDatabase, METRICS_TOKEN, scaleDatabase, scaleGatewayEnv } from './lib/scale-fixture.ts';
 import type { Peers } from './lib/upstream-peers.ts';
 
 const { values } = parseArgs({
@@ -76,49 +71,35 @@ const OUTPUT = { container: 'raw', encoding: 'pcm_s16le', sample_rate: RATE };
 const peersProc = await startTs('bench/lib/upstream-peers.ts');
 const peers = (await (await fetch(`${peersProc.url}/peers`)).json()) as Peers;
 
-const dataDir = mkdtempSync(join(tmpdir(), 'svc-bench-tts-scale-'));
-const databaseUrl = `file:${join(dataDir, 'svc.db')}`;
-await migrate(databaseUrl);
-const db = openDatabase(databaseUrl);
-const org = await createOrg(db, { name: 'bench', creditsMicros: 1_000_000_000_000n });
-const { key } = await createApiKey(db.prisma, { orgId: org.id, name: 'bench', rateLimitRpm: 1_000_000_000 });
-await upsertModel(db.prisma, checkProtocol, {
-  id: MODEL,
-  modality: 'tts',
-  prices: { picoPerChar: 1_000_000n },
-  upstream: { url: peers.cartesia.url, protocol: 'cartesia', upstreamModel: ENGINE_MODEL, apiKeyEnv: KEY_ENV },
-});
 const voiceId = newId('voice');
-await db.prisma.voice.create({ data: { id: voiceId, orgId: null, kind: 'library', name: 'bench cartesia', tags: [] } });
-await mapVoiceToEngine(db.prisma, { voiceId, modelId: MODEL, upstreamId: ENGINE_VOICE });
-await db.close();
+const { dataDir, key } = await scaleDatabase('svc-bench-tts-scale-', async (db) => {
+  await upsertModel(db.prisma, checkProtocol, {
+    id: MODEL,
+    modality: 'tts',
+    prices: { picoPerChar: 1_000_000n },
+    upstream: { url: peers.cartesia.url, protocol: 'cartesia', upstreamModel: ENGINE_MODEL, apiKeyEnv: KEY_ENV },
+  });
+  await db.prisma.voice.create({ data: { id: voiceId, orgId: null, kind: 'library', name: 'bench cartesia', tags: [] } });
+  await mapVoiceToEngine(db.prisma, { voiceId, modelId: MODEL, upstreamId: ENGINE_VOICE });
+});
 
 const inspect = values.profile ? INSPECT_ENV : {};
-const METRICS_TOKEN = 'bench-metrics-token-0123456789';
-const gateway = await startBundled('bench/gateway-server.ts', {
-  SVC_DATA_DIR: dataDir,
-  DATABASE_URL: databaseUrl,
-  SVC_MODELS_FILE: '/nonexistent',
-  SVC_HEALTH_CHECK_SECONDS: '3600',
-  SVC_METRICS_TOKEN: METRICS_TOKEN,
-  BENCH_GATEWAY_LOG_LEVEL: 'warn',
-  [KEY_ENV]: peers.cartesia.key,
-  ...inspect,
-});
-const baseDir = values.base ? mkdtempSync(join(tmpdir(), 'svc-bench-tts-scale-base-')) : null;
-if (baseDir) copyFileSync(join(dataDir, 'svc.db'), join(baseDir, 'svc.db'));
+const gateway = await startBundled(
+  'bench/gateway-server.ts',
+  scaleGatewayEnv(dataDir, {
+    BENCH_GATEWAY_LOG_LEVEL: 'warn',
+    [KEY_ENV]: peers.cartesia.key,
+    ...inspect,
+  }),
+);
+const baseDir = values.base ? copyScaleDatabase(dataDir, 'svc-bench-tts-scale-base-') : null;
 const base = baseDir
   ? await startBundled(
       'bench/gateway-server.ts',
-      {
-        SVC_DATA_DIR: baseDir,
-        DATABASE_URL: `file:${join(baseDir, 'svc.db')}`,
-        SVC_MODELS_FILE: '/nonexistent',
-        SVC_HEALTH_CHECK_SECONDS: '3600',
-        SVC_METRICS_TOKEN: METRICS_TOKEN,
+      scaleGatewayEnv(baseDir, {
         BENCH_GATEWAY_LOG_LEVEL: 'warn',
         [KEY_ENV]: peers.cartesia.key,
-      },
+      }),
       'gateway',
       values.base,
     )
