@@ -63,7 +63,8 @@ export const maxSpeechSeconds = (text: string) => Math.max(30, [...text].length)
 
 /**
  * An engine's speech for `text`, bounded by its characters (maxSpeechSeconds): past that the
- * engine is not stopping, and the stream fails (`protocol`) with the rest unread.
+ * engine is not stopping, and the stream fails (`protocol`) after the audio up to the bound, with
+ * the rest unread.
  */
 export function boundedSpeech(stream: SpeechStream, text: string): SpeechStream {
   const seconds = maxSpeechSeconds(text);
@@ -72,9 +73,13 @@ export function boundedSpeech(stream: SpeechStream, text: string): SpeechStream 
     let samples = 0;
     for await (const chunk of stream.chunks) {
       samples += chunk.length;
-      // Leaving the loop ends the engine's body, which aborts its request.
-      if (samples > maxSamples)
+      if (samples > maxSamples) {
+        // The audio up to the bound is kept (however the engine's bytes were read), then leaving
+        // the loop ends the engine's body, which aborts its request.
+        const within = chunk.length - (samples - maxSamples);
+        if (within > 0) yield chunk.subarray(0, within);
         throw new UpstreamError('protocol', `The speech engine sent more than ${seconds} s of audio for ${[...text].length} characters.`);
+      }
       yield chunk;
     }
   }
