@@ -61,16 +61,20 @@ try {
   const byFn = new Map<string, number>();
   const byPkg = new Map<string, number>();
   let total = 0;
-  const walk = (n: ProfileNode) => {
-    const { functionName, url, lineNumber } = n.callFrame;
+  const frameName = ({ functionName, url, lineNumber }: ProfileNode['callFrame']) =>
+    `${functionName || '(anonymous)'} ${url.replace(/^.*node_modules\//, '').replace(/^file:\/\/.*\/\.build\//, '.build/')}:${lineNumber + 1}`;
+  // A builtin's allocation (Map growth, an array's push) is named with the function that called it.
+  const walk = (n: ProfileNode, caller: string) => {
+    const { url } = n.callFrame;
     const pkg = /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(url)?.[1] ?? (url.startsWith('node:') ? url : url ? 'project' : '(vm)');
-    const fn = `${functionName || '(anonymous)'} ${url.replace(/^.*node_modules\//, '').replace(/^file:\/\/.*\/\.build\//, '.build/')}:${lineNumber + 1}`;
+    const own = frameName(n.callFrame);
+    const fn = url ? own : `${own} ← ${caller}`;
     byFn.set(fn, (byFn.get(fn) ?? 0) + n.selfSize);
     byPkg.set(pkg, (byPkg.get(pkg) ?? 0) + n.selfSize);
     total += n.selfSize;
-    n.children.forEach(walk);
+    for (const child of n.children) walk(child, url ? own : caller);
   };
-  walk(profile.head);
+  walk(profile.head, '(root)');
   const perRequest = (bytes: number) => `${(bytes / requests / 1024).toFixed(2).padStart(7)} KB`;
   console.log(`${Math.round(load.rps)} req/s; allocated ${perRequest(total)} per request (sampled)\n\nby package:`);
   for (const [k, v] of [...byPkg].sort((a, b) => b[1] - a[1]).slice(0, 15)) console.log(perRequest(v), k);

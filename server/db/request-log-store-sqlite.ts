@@ -8,7 +8,7 @@
 // (server/db/sqlite-commit-watch.ts). Checkpoints stay the hot store's worker's.
 import { Worker } from 'node:worker_threads';
 import { sqlTimestamp } from './dialect.ts';
-import { ROW_COLUMNS, TURN_COLUMNS, type RequestLogRow, type RequestLogStore, type RequestLogTurnRow } from './request-log-store.ts';
+import { ROW_COLUMNS, TURN_COLUMNS, type RequestLogStore } from './request-log-store.ts';
 
 const WORKER_SOURCE = `
 const { workerData, parentPort } = require('node:worker_threads');
@@ -19,16 +19,15 @@ db.pragma('journal_mode = WAL');
 db.pragma('synchronous = NORMAL');
 db.pragma('wal_autocheckpoint = 0');
 db.defaultSafeIntegers(true);
-const CHUNK = 32;
 function inserter(table, columns) {
   const cache = [];
   const tuple = '(' + columns.map(() => '?').join(',') + ')';
   const sql = (n) => 'INSERT INTO "' + table + '" (' + columns.map((c) => '"' + c + '"').join(',') + ') VALUES ' + Array(n).fill(tuple).join(',');
-  return (values, width) => {
-    const rows = values.length / width;
-    for (let at = 0; at < rows; at += CHUNK) {
-      const n = Math.min(CHUNK, rows - at);
-      (cache[n] ??= db.prepare(sql(n))).run(values.slice(at * width, (at + n) * width));
+  // One statement per chunk of at most workerData.chunkRows rows.
+  return (chunks, width) => {
+    for (const values of chunks) {
+      const n = values.length / width;
+      (cache[n] ??= db.prepare(sql(n))).run(values);
     }
   };
 }
@@ -75,6 +74,9 @@ parentPort.on('message', (m) => {
 });
 `;
 
+/** Rows per insert statement (SQLite allows 32,766 bound values: 32 rows of ~30 columns). */
+const CHUNK_ROWS = 32;
+
 interface Reply {
   id: number;
   result?: unknown;
@@ -84,7 +86,7 @@ interface Reply {
 export function createSqliteRequestLogStore(path: string): RequestLogStore {
   const worker = new Worker(WORKER_SOURCE, {
     eval: true,
-    workerData: { path, from: import.meta.url, rowColumns: ROW_COLUMNS, turnColumns: TURN_COLUMNS },
+    workerData: { path, from: import.meta.url, rowColumns: ROW_COLUMNS, turnColumns: TURN_COLUMNS, chunkRows: CHUNK_ROWS },
   });
   // Alive only while a call waits for it: an idle store keeps no process running.
   worker.unref();
@@ -117,21 +119,22 @@ export function createSqliteRequestLogStore(path: string): RequestLogStore {
   };
 
   const ts = (ms: number) => sqlTimestamp('sqlite', new Date(ms));
-  // One flat array of values per table: cheaper to hand over than objects.
-  const rowValues = (rows: readonly RequestLogRow[]) => {
-    const values: unknown[] = [];
-    for (const r of rows) for (const c of ROW_COLUMNS) values.push(c === 'createdAt' ? ts(r.createdAt) : r[c]);
-    return values;
-  };
-  const turnValues = (turns: readonly RequestLogTurnRow[]) => {
-    const values: unknown[] = [];
-    for (const t of turns) for (const c of TURN_COLUMNS) values.push(c === 'createdAt' ? ts(t.createdAt) : t[c]);
-    return values;
+  // Flat arrays of values, one per insert statement: cheaper to hand over than objects, and
+  // small enough to be made and dropped in V8's young generation (one array for a whole batch
+  // was a large object, allocated in the old generation at every doubling).
+  const chunked = <R, C extends keyof R & string>(rows: readonly R[], columns: readonly C[]) => {
+    const chunks: unknown[][] = [];
+    for (let at = 0; at < rows.length; at += CHUNK_ROWS) {
+      const values: unknown[] = [];
+      for (const r of rows.slice(at, at + CHUNK_ROWS)) for (const c of columns) values.push(c === 'createdAt' ? ts(r[c] as number) : r[c]);
+      chunks.push(values);
+    }
+    return chunks;
   };
 
   return {
     async insert(rows, turns) {
-      if (rows.length > 0 || turns.length > 0) await call({ op: 'insert', rows: rowValues(rows), turns: turnValues(turns) });
+      if (rows.length > 0 || turns.length > 0) await call({ op: 'insert', rows: chunked(rows, ROW_COLUMNS), turns: chunked(turns, TURN_COLUMNS) });
     },
     pruneOlderThan: (before, limit, orgId) => call<number>({ op: 'pruneOlderThan', cutoff: sqlTimestamp('sqlite', before), limit, orgId }),
     pruneOverCap: (maxRows, limit) => call<number>({ op: 'pruneOverCap', maxRows, limit }),
