@@ -2,7 +2,9 @@
 // inspector with collected objects included (what a request allocates and drops is what the
 // young-generation GCs cost), during a closed-loop load on the non-streaming chat route (or an
 // open loop at --rate). Prints the bytes allocated per request by function and by package.
-//   npx tsx bench/profile-allocations.ts [--seconds 5] [--rate N] [--core off] [--live | --promoted] [--top 40]
+//   npx tsx bench/profile-allocations.ts [--seconds 5] [--rate N] [--core off] [--live | --promoted] [--top 40] [--save FILE]
+// --save writes the profile (.heapprofile: open it in Chrome DevTools' Memory tab).
+import { writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { benchFixture, CHAT_BODY } from './lib/bench-fixture.ts';
 import { maxThroughput, openLoop } from './lib/load.ts';
@@ -17,6 +19,7 @@ const { values } = parseArgs({
     live: { type: 'boolean', default: false },
     promoted: { type: 'boolean', default: false },
     rate: { type: 'string' },
+    save: { type: 'string' },
   },
 });
 
@@ -57,6 +60,7 @@ try {
     : await maxThroughput(gateway.url, spec, Number(values.seconds));
   const { profile } = await ws.call<{ profile: { head: ProfileNode } }>('HeapProfiler.stopSampling');
   ws.close();
+  if (values.save) writeFileSync(values.save, JSON.stringify(profile));
   const requests = load.rps * Number(values.seconds);
   const byFn = new Map<string, number>();
   const byPkg = new Map<string, number>();
