@@ -378,8 +378,10 @@ export class RequestLog {
       this.keyNames = new Map();
       this.keyNamesAt = this.now();
     }
-    const unknown = [...new Set(rows.flatMap((r) => (r.apiKeyId && !this.keyNames.has(r.apiKeyId) ? [r.apiKeyId] : [])))];
-    if (unknown.length > 0) {
+    const missing = new Set<string>();
+    for (const r of rows) if (r.apiKeyId && !this.keyNames.has(r.apiKeyId)) missing.add(r.apiKeyId);
+    if (missing.size > 0) {
+      const unknown = [...missing];
       const keys = await this.prisma.apiKey.findMany({ where: { id: { in: unknown } }, select: { id: true, name: true } });
       for (const id of unknown) this.keyNames.set(id, '');
       for (const k of keys) this.keyNames.set(k.id, k.name);
