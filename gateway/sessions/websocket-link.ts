@@ -13,10 +13,12 @@
 // read of the kernel's buffer brings up to 2 MiB (libuv's 32 reads of 64 KiB), each large
 // message read, unmasked, decoded and parsed on the loop. Past `readBytesPerTurn` handed on, the
 // link pauses the socket and waits a turn of the loop (what ws had already read is queued, in
-// order), so that other sockets and requests are served between one large message and the next.
+// order), so that other sockets and requests are served between one large message and the next:
+// the rule of every reader of a peer (gateway/upstreams/loop-turns.ts).
 import type { Socket } from 'node:net';
 import type { RawData, WebSocket } from 'ws';
 import type { Clock, Timer } from '../../server/clock.ts';
+import { BYTES_PER_TURN, messageBuffer, ReadTurns } from '../upstreams/loop-turns.ts';
 import type { Outbox, SendOptions } from './outbox.ts';
 
 export interface WebSocketLinkLimits {
@@ -45,7 +47,7 @@ export const DEFAULT_LINK_LIMITS: WebSocketLinkLimits = {
   errorWindowMs: 10_000,
   closeGraceMs: 2_000,
   // One socket read's worth: an audio stream waits a turn every second or two, a 1 MiB message after each.
-  readBytesPerTurn: 64 * 1024,
+  readBytesPerTurn: BYTES_PER_TURN,
 };
 
 export interface WebSocketLinkHandlers {
@@ -65,15 +67,10 @@ export class WebSocketLink {
   private stoppedReading = false;
   private errorWindowStart = Number.NEGATIVE_INFINITY;
   private errorsInWindow = 0;
-  /** Message bytes handed on since the link last waited a turn of the event loop. */
-  private readSinceTurn = 0;
-  /** Waiting for the next turn: the socket is paused, and messages ws had already read wait here, in order. */
-  private waitingTurn = false;
-  private readonly waiting: [Buffer, boolean][] = [];
+  /** The peer's messages, in turns of the event loop: the socket is paused while the link waits one, and what ws had already read waits in order. */
+  private readonly reading: ReadTurns;
   /** Events dropped because the peer was not reading (for metrics and tests). */
   dropped = 0;
-  /** Turns of the event loop the link waited because the peer sent faster than `readBytesPerTurn` (for tests). */
-  turnsWaited = 0;
 
   constructor(
     private readonly socket: WebSocket,
@@ -82,40 +79,27 @@ export class WebSocketLink {
     readonly limits: WebSocketLinkLimits = DEFAULT_LINK_LIMITS,
   ) {
     this.ping = clock.every(limits.pingIntervalMs, () => this.open && socket.ping());
-    socket.on('message', (data: RawData, isBinary: boolean) => {
-      if (this.closing) return;
-      const message = Array.isArray(data) ? Buffer.concat(data) : Buffer.isBuffer(data) ? data : Buffer.from(data);
-      if (this.waitingTurn) this.waiting.push([message, isBinary]);
-      else this.handOn(message, isBinary);
-    });
+    // Once closing, what waits is dropped; the socket is read on after the wait, if only for the peer's close frame, unless closed for abuse.
+    const source = {
+      pause: () => socket.pause(),
+      resume: () => {
+        if (!this.stoppedReading) socket.resume();
+      },
+    };
+    this.reading = new ReadTurns((data, isBinary) => handlers.message(data, isBinary), source, limits.readBytesPerTurn);
+    socket.on('message', (data: RawData, isBinary: boolean) => this.reading.push(messageBuffer(data), isBinary));
     socket.once('close', () => {
       this.closing = true;
-      this.waiting.length = 0;
+      this.reading.stop();
       this.ping.cancel();
       handlers.closed();
     });
     socket.on('error', () => {});
   }
 
-  private handOn(message: Buffer, isBinary: boolean): void {
-    this.handlers.message(message, isBinary);
-    this.readSinceTurn += message.length;
-    if (this.readSinceTurn >= this.limits.readBytesPerTurn && !this.closing) this.waitTurn();
-  }
-
-  /** Pauses the socket until a turn of the event loop has passed, then hands on what waited and reads on. */
-  private waitTurn(): void {
-    this.readSinceTurn = 0;
-    this.waitingTurn = true;
-    this.turnsWaited++;
-    this.socket.pause();
-    setImmediate(() => {
-      this.waitingTurn = false;
-      while (this.waiting.length > 0 && !this.waitingTurn && !this.closing) this.handOn(...this.waiting.shift()!);
-      if (this.closing) this.waiting.length = 0;
-      // Read on, if only for the peer's close frame, unless closed for abuse.
-      if (!this.waitingTurn && !this.stoppedReading) this.socket.resume();
-    });
+  /** Turns of the event loop the link waited because the peer sent faster than `readBytesPerTurn` (for tests). */
+  get turnsWaited(): number {
+    return this.reading.turnsWaited;
   }
 
   get open(): boolean {
@@ -152,6 +136,7 @@ export class WebSocketLink {
   close(code: number, reason: string): void {
     if (this.closing) return;
     this.closing = true;
+    this.reading.stop();
     this.socket.close(code, reason.slice(0, 120));
   }
 

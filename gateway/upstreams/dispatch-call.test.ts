@@ -4,7 +4,8 @@ import { createServer, type Server, type ServerResponse } from 'node:http';
 import { Agent } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort } from '../../test/support/svc-process.ts';
-import { BODY_BYTES_PER_TURN, dispatchCall, dispatchTarget } from './dispatch-call.ts';
+import { dispatchCall, dispatchTarget } from './dispatch-call.ts';
+import { BYTES_PER_TURN } from './loop-turns.ts';
 import { isConnectFailure, isTimeout } from './engine-http.ts';
 
 const dispatcher = new Agent({ connections: 8 });
@@ -87,7 +88,7 @@ describe('dispatchCall', () => {
     expect(numbers).toEqual(Array.from({ length: n }, (_v, i) => i));
   });
 
-  it('an answer that comes faster than it is read is handed on at most BODY_BYTES_PER_TURN (and one chunk) per turn of the event loop', async () => {
+  it('an answer that comes faster than it is read is handed on at most BYTES_PER_TURN (and one chunk) per turn of the event loop', async () => {
     // 4 MiB at once: more than one turn of the event loop reads from a socket (32 reads of 64 KiB).
     const body = Buffer.alloc(4 * 1024 * 1024, 'x');
     routes.set('/fast', (res) => res.writeHead(200, { 'content-type': 'text/event-stream' }).end(body));
@@ -110,8 +111,8 @@ describe('dispatchCall', () => {
     }
     counting = false;
     expect(received).toBe(body.length);
-    expect(Math.max(...bytesByTurn.values())).toBeLessThanOrEqual(BODY_BYTES_PER_TURN + largestChunk);
-    expect(bytesByTurn.size).toBeGreaterThanOrEqual(body.length / (BODY_BYTES_PER_TURN + largestChunk));
+    expect(Math.max(...bytesByTurn.values())).toBeLessThanOrEqual(BYTES_PER_TURN + largestChunk);
+    expect(bytesByTurn.size).toBeGreaterThanOrEqual(body.length / (BYTES_PER_TURN + largestChunk));
   });
 
   it('stopping the iteration early aborts the request on the engine side', async () => {

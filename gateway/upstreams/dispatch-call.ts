@@ -6,6 +6,7 @@
 // for `request()`.
 import type { Dispatcher } from 'undici';
 import { answerTooLarge } from './contract.ts';
+import { BYTES_PER_TURN } from './loop-turns.ts';
 
 export interface DispatchResponse {
   statusCode: number;
@@ -34,13 +35,6 @@ export interface DispatchOptions {
 
 /** Chunks held before the socket is paused (the consumer is slower than the engine). */
 const HIGH_WATER_CHUNKS = 16;
-/**
- * Body bytes handed on before the reader waits a turn of the event loop. An engine that sends as
- * fast as it is read keeps its socket readable, and one turn would otherwise read (and split,
- * parse and relay) up to 2 MiB of its answer (libuv's 32 reads of 64 KiB) while every other
- * request waits.
- */
-export const BODY_BYTES_PER_TURN = 64 * 1024;
 
 /** Resolves at the response's headers; rejects when no response comes (connection failure, timeout, abort). */
 export function dispatchCall(dispatcher: Dispatcher, options: DispatchOptions): Promise<DispatchResponse> {
@@ -184,7 +178,10 @@ class DispatchCall implements Dispatcher.DispatchHandler, DispatchResponse {
     try {
       for (;;) {
         if (this.chunks.length > 0) {
-          if (sinceTurn >= BODY_BYTES_PER_TURN) {
+          // At most BYTES_PER_TURN of the body per turn of the event loop (loop-turns.ts): an engine that
+          // sends as fast as it is read keeps its socket readable, and one turn would otherwise read
+          // (and split, parse and relay) up to 2 MiB of its answer while every other request waits.
+          if (sinceTurn >= BYTES_PER_TURN) {
             sinceTurn = 0;
             await new Promise<void>((r) => setImmediate(r));
             continue;

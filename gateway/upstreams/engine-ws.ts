@@ -1,6 +1,8 @@
 // Opening a WebSocket to an engine (Deepgram's /v1/listen, Cartesia's /stt/websocket, OpenAI's
 // /v1/realtime): the handshake bounded by the call's deadline and signal, and every way it can
-// fail as an UpstreamError -- a refused upgrade carries the engine's status and message.
+// fail as an UpstreamError -- a refused upgrade carries the engine's status and message. Its
+// messages are read with readInTurns (loop-turns.ts), so that a flooding engine cannot hold the
+// event loop, and its close handled through after(), so that it comes after them.
 import WebSocket from 'ws';
 import { ERROR_BODY_MAX_BYTES, engineFailure, statusError } from './engine-http.ts';
 import { UpstreamError, type CallOptions } from './contract.ts';

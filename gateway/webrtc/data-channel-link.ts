@@ -7,14 +7,25 @@
 // nothing is read after an abuse end. A data channel has no close code: the link reports the
 // end (`ended(code, reason)`, 1008 for abuse) and the call closes the connection and tells its
 // control sockets with that code.
+//
+// Nor can a peer hold the event loop: werift hands on every message as its last piece arrives,
+// and a gap filled (a lost packet sent again) completes all that came after it at once, up to
+// the channel's 1 MiB window. Past `readBytesPerTurn` handed on, the link waits a turn of the
+// loop (gateway/upstreams/loop-turns.ts), the messages that arrive meanwhile waiting in order.
+// werift cannot be paused, so what waits is bounded: past `maxWaitingBytes` the call ends
+// (incoming_buffer_full). One turn reads at most 32 packets of a connection's socket (libuv's
+// reads per turn, ~38 KB), less than a turn hands on: the bound holds a burst, never a peer.
 import type { RTCDataChannel } from 'werift';
 import type { Clock } from '../../server/clock.ts';
 import type { SendOptions } from '../sessions/outbox.ts';
 import { DEFAULT_LINK_LIMITS, OUTGOING_BUFFER_FULL, TOO_MANY_INVALID_MESSAGES, type WebSocketLinkLimits } from '../sessions/websocket-link.ts';
+import { ReadTurns } from '../upstreams/loop-turns.ts';
 
-export type DataChannelLimits = Pick<WebSocketLinkLimits, 'dropAboveBytes' | 'closeAboveBytes' | 'maxErrorEvents' | 'errorWindowMs'> & {
+export type DataChannelLimits = Pick<WebSocketLinkLimits, 'dropAboveBytes' | 'closeAboveBytes' | 'maxErrorEvents' | 'errorWindowMs' | 'readBytesPerTurn'> & {
   /** A message from the peer larger than this is answered with an error event, unread (the WebSocket's 1 MiB). */
   maxIncomingBytes: number;
+  /** Bytes of messages waiting for their turn above which the call ends (1008 incoming_buffer_full). */
+  maxWaitingBytes: number;
 };
 
 export const DEFAULT_DATA_CHANNEL_LIMITS: DataChannelLimits = {
@@ -22,8 +33,13 @@ export const DEFAULT_DATA_CHANNEL_LIMITS: DataChannelLimits = {
   closeAboveBytes: DEFAULT_LINK_LIMITS.closeAboveBytes,
   maxErrorEvents: DEFAULT_LINK_LIMITS.maxErrorEvents,
   errorWindowMs: DEFAULT_LINK_LIMITS.errorWindowMs,
+  readBytesPerTurn: DEFAULT_LINK_LIMITS.readBytesPerTurn,
   maxIncomingBytes: 1024 * 1024,
+  // Twice the most a burst brings: the 1 MiB window completed at once, and a 1 MiB message.
+  maxWaitingBytes: 4 * 1024 * 1024,
 };
+
+export const INCOMING_BUFFER_FULL = 'incoming_buffer_full';
 
 export interface DataChannelHandlers {
   message(data: Buffer, isBinary: boolean): void;
@@ -37,6 +53,8 @@ export class DataChannelLink {
   private ending = false;
   private errorWindowStart = Number.NEGATIVE_INFINITY;
   private errorsInWindow = 0;
+  /** The peer's messages, in turns of the event loop (an oversize one's error event in its place among them). */
+  private readonly reading: ReadTurns;
   /** Events dropped because the peer was not reading (for metrics and tests). */
   dropped = 0;
 
@@ -46,11 +64,13 @@ export class DataChannelLink {
     private readonly handlers: DataChannelHandlers,
     readonly limits: DataChannelLimits = DEFAULT_DATA_CHANNEL_LIMITS,
   ) {
+    this.reading = new ReadTurns((data, isBinary) => handlers.message(data, isBinary), null, limits.readBytesPerTurn);
     channel.onMessage.subscribe((data) => {
       if (this.ending) return;
       const bytes = typeof data === 'string' ? Buffer.byteLength(data) : data.length;
-      if (bytes > limits.maxIncomingBytes) return handlers.tooLarge(bytes);
-      handlers.message(typeof data === 'string' ? Buffer.from(data) : data, typeof data !== 'string');
+      if (bytes > limits.maxIncomingBytes) return this.reading.after(() => handlers.tooLarge(bytes));
+      this.reading.push(typeof data === 'string' ? Buffer.from(data) : data, typeof data !== 'string');
+      if (this.reading.waitingBytes > limits.maxWaitingBytes) this.end(1008, INCOMING_BUFFER_FULL);
     });
     channel.stateChanged.subscribe((state) => {
       if (state === 'closed') this.end(1000, 'closed');
@@ -59,6 +79,11 @@ export class DataChannelLink {
 
   get open(): boolean {
     return !this.ending && this.channel.readyState === 'open';
+  }
+
+  /** Turns of the event loop the link waited because the peer sent faster than `readBytesPerTurn` (for tests). */
+  get turnsWaited(): number {
+    return this.reading.turnsWaited;
   }
 
   /** Bytes sent and not yet taken by the peer. */
@@ -98,6 +123,7 @@ export class DataChannelLink {
   end(code: number, reason: string): void {
     if (this.ending) return;
     this.ending = true;
+    this.reading.stop();
     this.handlers.ended(code, reason);
   }
 }

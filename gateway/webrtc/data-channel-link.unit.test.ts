@@ -6,9 +6,17 @@ import { describe, expect, it } from 'vitest';
 import type { RTCDataChannel } from 'werift';
 import { manualClock } from '../../test/support/manual-clock.ts';
 import { OUTGOING_BUFFER_FULL, TOO_MANY_INVALID_MESSAGES } from '../sessions/websocket-link.ts';
-import { DataChannelLink, type DataChannelLimits } from './data-channel-link.ts';
+import { DataChannelLink, INCOMING_BUFFER_FULL, type DataChannelLimits } from './data-channel-link.ts';
 
-const LIMITS: DataChannelLimits = { dropAboveBytes: 1000, closeAboveBytes: 2000, maxErrorEvents: 3, errorWindowMs: 10_000, maxIncomingBytes: 100 };
+const LIMITS: DataChannelLimits = {
+  dropAboveBytes: 1000,
+  closeAboveBytes: 2000,
+  maxErrorEvents: 3,
+  errorWindowMs: 10_000,
+  readBytesPerTurn: 64 * 1024,
+  maxIncomingBytes: 100,
+  maxWaitingBytes: 4 * 1024 * 1024,
+};
 
 function standIn() {
   const messages: ((data: string | Buffer) => void)[] = [];
@@ -26,19 +34,19 @@ function standIn() {
   return { channel, receive: (data: string | Buffer) => messages.forEach((f) => f(data)), state: (s: string) => states.forEach((f) => f(s)) };
 }
 
-function link() {
+function link(limits: Partial<DataChannelLimits> = {}) {
   const clock = manualClock(0);
   const c = standIn();
-  const got = { messages: [] as string[], tooLarge: [] as number[], ended: [] as [number, string][] };
+  const got = { messages: [] as string[], tooLarge: [] as number[], ended: [] as [number, string][], order: [] as string[] };
   const l = new DataChannelLink(
     c.channel as unknown as RTCDataChannel,
     clock,
     {
-      message: (data) => got.messages.push(data.toString()),
-      tooLarge: (bytes) => got.tooLarge.push(bytes),
+      message: (data) => got.order.push(`message ${got.messages.push(data.toString()) - 1}`),
+      tooLarge: (bytes) => got.order.push(`tooLarge ${got.tooLarge.push(bytes) - 1}`),
       ended: (code, reason) => got.ended.push([code, reason]),
     },
-    LIMITS,
+    { ...LIMITS, ...limits },
   );
   return { clock, c, l, got };
 }
@@ -80,5 +88,29 @@ describe('DataChannelLink', () => {
     c.state('closed');
     c.state('closed');
     expect(got.ended).toEqual([[1000, 'closed']]);
+  });
+
+  it('past readBytesPerTurn waits a turn of the event loop, what arrives meanwhile (the error event of an oversize message too) kept in order', async () => {
+    const { c, l, got } = link({ readBytesPerTurn: 10 });
+    c.receive('0123456789');
+    c.receive('y'.repeat(101));
+    c.receive('after');
+    expect(got.order).toEqual(['message 0']);
+    expect(l.turnsWaited).toBe(1);
+    await new Promise((r) => setImmediate(r));
+    expect(got.order).toEqual(['message 0', 'tooLarge 0', 'message 1']);
+    expect(got.messages).toEqual(['0123456789', 'after']);
+  });
+
+  it('ends the call past maxWaitingBytes waiting, and hands on nothing after', async () => {
+    const { c, got } = link({ readBytesPerTurn: 10, maxWaitingBytes: 20 });
+    c.receive('0123456789');
+    c.receive('a'.repeat(10));
+    c.receive('b'.repeat(10));
+    expect(got.ended).toEqual([]);
+    c.receive('c');
+    expect(got.ended).toEqual([[1008, INCOMING_BUFFER_FULL]]);
+    await new Promise((r) => setImmediate(r));
+    expect(got.messages).toEqual(['0123456789']);
   });
 });

@@ -29,6 +29,7 @@ import {
 } from '../contract.ts';
 import { checkHttpHealth, engineBody, engineJson, engineRequest } from '../engine-http.ts';
 import { closeError, connectEngine, WebSocket } from '../engine-ws.ts';
+import { readInTurns } from '../loop-turns.ts';
 import { boundedSpeech, s16Chunks } from '../pcm-streams.ts';
 import { wavOf } from './openai.ts';
 
@@ -207,10 +208,10 @@ class DeepgramStream implements TranscriptionStream {
     apiKey: string | undefined,
   ) {
     this.finalizeWaitMs = Math.min(options.timeoutMs, FINALIZE_ANSWER_MS);
-    socket.on('message', (data: Buffer, isBinary: boolean) => {
+    const reading = readInTurns(socket, (data, isBinary) => {
       if (!isBinary) this.onMessage(data.toString('utf8'));
     });
-    socket.on('close', (code: number, reason: Buffer) => this.end(closeError(code, reason, apiKey) ?? undefined));
+    socket.on('close', (code: number, reason: Buffer) => reading.after(() => this.end(closeError(code, reason, apiKey) ?? undefined)));
     // 'close' follows every error.
     socket.on('error', () => {});
     this.keepAlive = setInterval(() => this.sendJson({ type: 'KeepAlive' }), KEEPALIVE_MS);

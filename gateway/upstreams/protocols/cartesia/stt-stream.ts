@@ -11,6 +11,7 @@ import { AsyncQueue } from '../../async-queue.ts';
 import { UpstreamError, type CallOptions, type StreamingTranscriptionCapability, type TranscriptionEvent, type TranscriptionStream } from '../../contract.ts';
 import { engineFailure, statusError } from '../../engine-http.ts';
 import { closeError, connectEngine, WebSocket } from '../../engine-ws.ts';
+import { readInTurns } from '../../loop-turns.ts';
 import { CARTESIA_RATES, cartesiaHeaders, parseWords, primaryLanguage, type CartesiaSettings } from './wire.ts';
 
 /** What Cartesia's STT recommends when the input's rate is not one it takes. */
@@ -91,7 +92,7 @@ function cartesiaStream(socket: WebSocket, apiKey: string | undefined, call: Cal
     }
   };
 
-  socket.on('message', (data, isBinary) => {
+  const reading = readInTurns(socket, (data, isBinary) => {
     if (over || isBinary) return;
     let message: CartesiaMessage;
     try {
@@ -122,9 +123,11 @@ function cartesiaStream(socket: WebSocket, apiKey: string | undefined, call: Cal
     }
   });
   socket.on('close', (code, reason) =>
-    end(closeError(code, reason, apiKey) ?? new UpstreamError('broken', 'Cartesia ended the stream unasked (it closes streams that get no audio for 20 s).')),
+    reading.after(() =>
+      end(closeError(code, reason, apiKey) ?? new UpstreamError('broken', 'Cartesia ended the stream unasked (it closes streams that get no audio for 20 s).')),
+    ),
   );
-  socket.on('error', (e) => end(new UpstreamError('broken', `The connection to Cartesia failed: ${e.message}`, { cause: e })));
+  socket.on('error', (e) => reading.after(() => end(new UpstreamError('broken', `The connection to Cartesia failed: ${e.message}`, { cause: e }))));
   call.signal.addEventListener('abort', onAbort, { once: true });
   if (call.signal.aborted) onAbort();
 

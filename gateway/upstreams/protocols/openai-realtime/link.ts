@@ -7,6 +7,7 @@ import { AsyncQueue } from '../../async-queue.ts';
 import { UpstreamError, type StreamingTranscriptionOptions, type TranscriptionEvent, type Word } from '../../contract.ts';
 import { engineFailure, redactKey } from '../../engine-http.ts';
 import { closeError, connectEngine, type WebSocket } from '../../engine-ws.ts';
+import { readInTurns, type ReadTurns } from '../../loop-turns.ts';
 import type { SessionPlan } from './dialects.ts';
 
 /**
@@ -62,6 +63,8 @@ export class EngineLink {
   private owedAnswer: NodeJS.Timeout | null = null;
   /** Set while the session is being set up: a failure then rejects the opening. */
   whileOpening: ((error: UpstreamError) => void) | null = null;
+  /** The engine's messages, in turns of the event loop, each to `receive`; its close after them. */
+  private readonly reading: ReadTurns;
 
   constructor(
     private readonly socket: WebSocket,
@@ -73,7 +76,11 @@ export class EngineLink {
     this.minAppend = (plan.engineRate * APPEND_MS) / 1000;
     // A socket error (a bad frame, a reset) is followed by its close, which reports it.
     socket.on('error', () => {});
-    socket.on('close', (code, reason) => this.fail(closeError(code, reason, apiKey) ?? new UpstreamError('broken', 'The engine ended the session.')));
+    // Messages come from I/O (or connectEngine's replay, a turn later): openLink sets onEvent before the first.
+    this.reading = readInTurns(socket, (data, isBinary) => this.receive(data, isBinary));
+    socket.on('close', (code, reason) =>
+      this.reading.after(() => this.fail(closeError(code, reason, apiKey) ?? new UpstreamError('broken', 'The engine ended the session.'))),
+    );
   }
 
   /** Audio sent to the engine so far, in ms of the session's audio. */
@@ -142,8 +149,8 @@ export class EngineLink {
     this.events.end();
   }
 
-  /** Handles one raw message from the socket (set up in openLink). */
-  receive(data: Buffer, isBinary: boolean): void {
+  /** Handles one raw message from the socket. */
+  private receive(data: Buffer, isBinary: boolean): void {
     if (this.closed || isBinary) return;
     let event: ServerEvent;
     try {
@@ -163,6 +170,7 @@ export class EngineLink {
     this.batch = [];
     this.batchSamples = 0;
     const socket = this.socket;
+    this.reading.stop();
     socket.removeAllListeners('message');
     socket.removeAllListeners('close');
     if (socket.readyState === socket.CLOSED) return;
@@ -218,7 +226,6 @@ export async function openLink<T>(
             link.onEvent = deliver;
             settle(null);
           };
-    socket.on('message', (data: Buffer, isBinary: boolean) => link.receive(data, isBinary));
     for (const message of plan.configure) link.send(message);
     if (plan.readyEvent === null) settle(null);
   });
