@@ -14,7 +14,7 @@
 // client's engine.switched: how long the gateway took to notice and open the next engine (for a
 // stall, about the allowance).
 //
-//   npx tsx bench/failover-stt.ts [--runs 10] [--stall-seconds 0.5]
+//   npx tsx bench/failover-stt.ts [--runs 10] [--stall-seconds 0.5] [--faults reset,stall]
 import { parseArgs } from 'node:util';
 import { pathToFileURL } from 'node:url';
 import WebSocket from 'ws';
@@ -101,8 +101,8 @@ async function runSession(h: GatewayHarness, model: string): Promise<Run> {
   };
 }
 
-/** Runs every case `runs` times, stalls found after `stallSeconds`; returns one row per case. */
-export async function benchSttFailover(runs: number, stallSeconds: number): Promise<FailoverSttRow[]> {
+/** Runs every case of `faults` (and the no-fault one) `runs` times, stalls found after `stallSeconds`; returns one row per case. */
+export async function benchSttFailover(runs: number, stallSeconds: number, faults: readonly string[] = ['reset', 'stall']): Promise<FailoverSttRow[]> {
   process.env.BENCH_FO_DG_KEY = 'dg_bench_failover';
   process.env.BENCH_FO_CA_KEY = 'sk_car_bench_failover';
   const [dg, ca]: [ScriptedDeepgram, ScriptedCartesia] = await Promise.all([
@@ -128,7 +128,7 @@ export async function benchSttFailover(runs: number, stallSeconds: number): Prom
     await h.runtime.ctx.registry.refresh();
     const { ctx } = h.runtime;
     const cases: { fault: string; place: string; socketFault?: SocketFault }[] = [{ fault: 'none', place: '-' }];
-    for (const kind of ['reset', 'stall'] as const) {
+    for (const kind of (['reset', 'stall'] as const).filter((k) => faults.includes(k))) {
       cases.push({ fault: kind, place: 'start', socketFault: { kind, afterFinals: 0 } });
       cases.push({ fault: kind, place: 'middle', socketFault: { kind, afterFinals: 1 } });
       cases.push({ fault: kind, place: 'end', socketFault: { kind, afterFinals: 1, onFinal: true } });
@@ -177,12 +177,16 @@ export async function benchSttFailover(runs: number, stallSeconds: number): Prom
 export async function run(argv: string[]): Promise<void> {
   const { values } = parseArgs({
     args: argv,
-    options: { runs: { type: 'string', default: '10' }, 'stall-seconds': { type: 'string', default: '0.5' } },
+    options: {
+      runs: { type: 'string', default: '10' },
+      'stall-seconds': { type: 'string', default: '0.5' },
+      faults: { type: 'string', default: 'reset,stall' },
+    },
     strict: false,
   });
   const runs = Number(values.runs);
   const stallSeconds = Number(values['stall-seconds']);
-  const rows = await benchSttFailover(runs, stallSeconds);
+  const rows = await benchSttFailover(runs, stallSeconds, String(values.faults).split(','));
   console.log(`Streaming STT failover: ${runs} runs each, SVC_STT_STALL_SECONDS=${stallSeconds}, ms`);
   console.log(table(rows as unknown as Record<string, string | number>[]));
 }
