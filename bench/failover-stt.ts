@@ -7,14 +7,16 @@
 // them, then {"type":"close"}. Per run: the time from the close to the last final transcript,
 // and the words lost or duplicated (each final word matched to the burst it falls in). Faults in
 // the first engine (test/support/socket-faults.ts): `reset` (connection dropped) and `stall`
-// (socket kept, nothing sent: found after SVC_STT_STALL_SECONDS, --stall-seconds here, 0.5 by
-// default) at the start (its first message), the middle (right after its first final) and the end
-// (in place of its last final). "extra" is the run's time minus the no-fault median of the same
-// model; "switch" is the time from the fault (the message the engine did not send) to the
-// client's engine.switched: how long the gateway took to notice and open the next engine (for a
-// stall, about the allowance).
+// (socket kept, nothing sent: a finalize left unanswered is taken over after the hedge delay,
+// SVC_STT_FINALIZE_HEDGE_MS, --hedge-ms here, the gateway's 200 by default; else found after
+// SVC_STT_STALL_SECONDS, --stall-seconds here, 0.5 by default) at the start (its first message),
+// the middle (right after its first final) and the end (in place of its last final). "extra" is
+// the run's time minus the no-fault median of the same model; "switch" is the time from the fault
+// (the message the engine did not send) to the client's engine.switched: how long the gateway
+// took to notice and move to the next engine (for a stall, about the hedge delay, or the
+// allowance with --hedge-ms 0).
 //
-//   npx tsx bench/failover-stt.ts [--runs 10] [--stall-seconds 0.5]
+//   npx tsx bench/failover-stt.ts [--runs 10] [--stall-seconds 0.5] [--hedge-ms 200] [--faults reset,stall]
 import { parseArgs } from 'node:util';
 import { pathToFileURL } from 'node:url';
 import WebSocket from 'ws';
@@ -101,8 +103,16 @@ async function runSession(h: GatewayHarness, model: string): Promise<Run> {
   };
 }
 
-/** Runs every case `runs` times, stalls found after `stallSeconds`; returns one row per case. */
-export async function benchSttFailover(runs: number, stallSeconds: number): Promise<FailoverSttRow[]> {
+/**
+ * Runs every case of `faults` (and the no-fault one) `runs` times, stalls found after
+ * `stallSeconds`, finalizes taken over after `hedgeMs` (undefined: the gateway's default); returns one row per case.
+ */
+export async function benchSttFailover(
+  runs: number,
+  stallSeconds: number,
+  faults: readonly string[] = ['reset', 'stall'],
+  hedgeMs?: number,
+): Promise<FailoverSttRow[]> {
   process.env.BENCH_FO_DG_KEY = 'dg_bench_failover';
   process.env.BENCH_FO_CA_KEY = 'sk_car_bench_failover';
   const [dg, ca]: [ScriptedDeepgram, ScriptedCartesia] = await Promise.all([
@@ -111,7 +121,11 @@ export async function benchSttFailover(runs: number, stallSeconds: number): Prom
   ]);
   const h = await startGateway({
     creditsMicros: 10_000_000_000n,
-    env: { SVC_HEALTH_CHECK_SECONDS: '3600', SVC_STT_STALL_SECONDS: String(stallSeconds) },
+    env: {
+      SVC_HEALTH_CHECK_SECONDS: '3600',
+      SVC_STT_STALL_SECONDS: String(stallSeconds),
+      ...(hedgeMs !== undefined && { SVC_STT_FINALIZE_HEDGE_MS: String(hedgeMs) }),
+    },
   });
   const rows: FailoverSttRow[] = [];
   try {
@@ -128,7 +142,7 @@ export async function benchSttFailover(runs: number, stallSeconds: number): Prom
     await h.runtime.ctx.registry.refresh();
     const { ctx } = h.runtime;
     const cases: { fault: string; place: string; socketFault?: SocketFault }[] = [{ fault: 'none', place: '-' }];
-    for (const kind of ['reset', 'stall'] as const) {
+    for (const kind of (['reset', 'stall'] as const).filter((k) => faults.includes(k))) {
       cases.push({ fault: kind, place: 'start', socketFault: { kind, afterFinals: 0 } });
       cases.push({ fault: kind, place: 'middle', socketFault: { kind, afterFinals: 1 } });
       cases.push({ fault: kind, place: 'end', socketFault: { kind, afterFinals: 1, onFinal: true } });
@@ -177,13 +191,20 @@ export async function benchSttFailover(runs: number, stallSeconds: number): Prom
 export async function run(argv: string[]): Promise<void> {
   const { values } = parseArgs({
     args: argv,
-    options: { runs: { type: 'string', default: '10' }, 'stall-seconds': { type: 'string', default: '0.5' } },
+    options: {
+      runs: { type: 'string', default: '10' },
+      'stall-seconds': { type: 'string', default: '0.5' },
+      faults: { type: 'string', default: 'reset,stall' },
+      'hedge-ms': { type: 'string' },
+    },
     strict: false,
   });
   const runs = Number(values.runs);
   const stallSeconds = Number(values['stall-seconds']);
-  const rows = await benchSttFailover(runs, stallSeconds);
-  console.log(`Streaming STT failover: ${runs} runs each, SVC_STT_STALL_SECONDS=${stallSeconds}, ms`);
+  const hedgeMs = values['hedge-ms'] === undefined ? undefined : Number(values['hedge-ms']);
+  const rows = await benchSttFailover(runs, stallSeconds, String(values.faults).split(','), hedgeMs);
+  const hedge = hedgeMs === undefined ? 'default' : String(hedgeMs);
+  console.log(`Streaming STT failover: ${runs} runs each, SVC_STT_STALL_SECONDS=${stallSeconds}, SVC_STT_FINALIZE_HEDGE_MS=${hedge}, ms`);
   console.log(table(rows as unknown as Record<string, string | number>[]));
 }
 

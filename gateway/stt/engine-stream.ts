@@ -5,10 +5,15 @@
 // or ends, it sends what the protocol does not allow, it stays silent `stallMs` while audio
 // flows, or leaves a finalize unanswered that long) the next healthy upstream is opened and the
 // audio since the last final (pending-audio.ts) is replayed to it, its times moved to the
-// session's. Hedging (the model's capabilities.hedge): the stream is opened on two upstreams at
-// once, and both hear the same audio until one of them says something; that one is kept and the
-// other closed (bounded: HEDGE_MAX_SECONDS of audio with a word from neither keeps the first
-// opened). The session (stt-session.ts) calls it from its steps, which run one at a time.
+// session's. A finalize the engine leaves unanswered past a short hedge delay (a multiple of the
+// slowest answer it gave in this session, at least `finalizeHedgeMs`) starts that failover beside
+// it instead: the next upstream is opened, replayed to and asked the finalize while the engine
+// may still answer; the first to answer is kept, the other closed (the engine, if it lost, failed
+// over as `finalize_unanswered`). Hedging (the model's capabilities.hedge): the stream is opened
+// on two upstreams at once, and both hear the same audio until one of them says something; that
+// one is kept and the other closed (bounded: HEDGE_MAX_SECONDS of audio with a word from neither
+// keeps the first opened). The session (stt-session.ts) calls it from its steps, which run one at
+// a time.
 import { floatToS16, toFloat32, type PcmSamples } from '../audio/pcm.ts';
 import { createResampler, type Resampler } from '../audio/resample.ts';
 import type { Clock, Timer } from '../../server/clock.ts';
@@ -51,15 +56,23 @@ export interface HedgeOutcome {
   failure?: { reason: FailoverReason; error: unknown };
 }
 
+/**
+ * A finalize's takeover waits at least this multiple of the slowest finalize answer the engine
+ * gave in this session (engines' answer times vary from one utterance to the next).
+ */
+export const TAKEOVER_ANSWER_MULTIPLE = 2;
+
 export interface EngineStreamEvents {
   /** A transcript or turn the engine reported, its times the session's (not `finalized`: the finalize queue answers those). */
   event(event: Exclude<TranscriptionEvent, { type: 'finalized' }>, opened: OpenedStream): void;
-  /** The engine failed while the session was listening, and no other upstream took over. */
-  failed(err: unknown): void;
+  /** The engine (on `upstream`) failed while the session was listening, and no other upstream took over. */
+  failed(err: unknown, upstream: UpstreamEntry | undefined): void;
   /** The engine failed; the session moves on to the next upstream (failed() follows if none opens). */
   switching?(s: EngineSwitch): void;
   /** Hedging: the race for the first message is over. */
   hedged?(h: HedgeOutcome): void;
+  /** A finalize's takeover: the upstream started beside the engine failed before answering (the engine goes on; the client sees nothing). */
+  takeoverFailed?(s: EngineSwitch): void;
 }
 
 export interface EngineStreamOptions {
@@ -70,26 +83,42 @@ export interface EngineStreamOptions {
   clock: Clock;
   /** The engine's silence while audio flows, or a finalize unanswered, that counts as a failure. */
   stallMs: number;
+  /**
+   * The least time a finalize is left to the engine alone before the next upstream is started
+   * beside it (the takeover); the delay is TAKEOVER_ANSWER_MULTIPLE times the slowest answer the
+   * engine gave, when longer. 0 or absent: no takeover (the finalize waits `stallMs`).
+   */
+  finalizeHedgeMs?: number;
   /** Most audio kept for a replay (seconds). */
   maxPendingSeconds: number;
   /** Hedging: the two upstreams to open at once, or null (off, or fewer than two to race). */
   hedge?: () => [UpstreamEntry, UpstreamEntry] | null;
 }
 
-/** Hedging: the two upstreams racing, and the second stream once it opened (it hears the same audio as the first). */
-interface Race {
-  pair: [UpstreamEntry, UpstreamEntry];
-  rival: OpenedStream | null;
-  resampler: Resampler | null;
-  /** The session's audio position the rival's audio begins at. */
-  start: number;
-}
+/**
+ * Two engines racing, and the second stream once it opened (it hears the same audio as the
+ * first). `hedge`: the model's hedging, decided by the first thing either says. `takeover`: a
+ * finalize left unanswered past the hedge delay, decided by the first answer to the oldest
+ * finalize; until then what each says is held (the winner's is then heard, the loser's dropped).
+ */
+type Race = { rival: OpenedStream | null; resampler: Resampler | null; /** The session's audio position the rival's audio begins at. */ start: number } & (
+  | { kind: 'hedge'; pair: [UpstreamEntry, UpstreamEntry] }
+  | {
+      kind: 'takeover';
+      /** The next upstream opening (a failover meanwhile takes it: `adopted`). */
+      opening: Promise<OpenedStream>;
+      adopted: boolean;
+      held: { current: TranscriptionEvent[]; rival: TranscriptionEvent[] };
+    }
+);
 
 interface Finalize {
   cause: FinalCause;
   then: () => void;
   /** The session's audio position it was asked at (a replay asks it again there). */
   at: number;
+  /** When it was asked of the engine serving now, on the session's clock (undefined: asked again in a replay; its answer time is not the engine's). */
+  askedAt: number | undefined;
 }
 
 export class EngineStream {
@@ -110,6 +139,10 @@ export class EngineStream {
   private speechActive: boolean | undefined;
   private stallTimer: Timer | null = null;
   private finalizeTimer: Timer | null = null;
+  /** A finalize's takeover, due at the hedge delay after the oldest finalize was asked (or the one before it answered). */
+  private takeoverTimer: Timer | null = null;
+  /** The slowest finalize answer of the engine serving now (ms), which its hedge delay is a multiple of. */
+  private slowestAnswerMs = 0;
   /** Hedging: the race for the first message (null: none, or over). */
   private race: Race | null = null;
   /** The session is over: the engine's events are ignored. */
@@ -153,7 +186,8 @@ export class EngineStream {
    * it opens. Neither opens: the model's other upstreams in turn (none: the first one's error).
    */
   private openBoth(pair: [UpstreamEntry, UpstreamEntry]): Promise<OpenedStream> {
-    this.race = { pair, rival: null, resampler: null, start: 0 };
+    const race: Race = { kind: 'hedge', pair, rival: null, resampler: null, start: 0 };
+    this.race = race;
     const openings = pair.map((u) => this.o.open([], u.id));
     const first = Promise.any(openings).catch((e: AggregateError) => {
       this.race = null;
@@ -162,17 +196,16 @@ export class EngineStream {
     });
     for (const opening of openings) {
       void Promise.allSettled([opening, first]).then(([opened]) => {
-        if (opened.status === 'fulfilled' && opened.value !== this.current) this.join(opened.value);
+        if (opened.status === 'fulfilled' && opened.value !== this.current) this.join(opened.value, race);
       });
     }
     return first;
   }
 
-  /** Hedging: the second stream opened; it is sent the audio so far (and asked the finalizes so far), then hears what the first hears. */
-  private join(opened: OpenedStream): void {
-    const race = this.race;
+  /** A race's second stream opened; it is sent the audio kept (and asked the finalizes so far), then hears what the first hears. */
+  private join(opened: OpenedStream, race: Race): void {
     // The race is over (decided, or the session ended): it is not needed.
-    if (!race || this.closed || this.detached || !this.current) {
+    if (race !== this.race || race.rival || this.closed || this.detached || !this.current) {
       opened.stream.close();
       opened.release?.();
       return;
@@ -190,15 +223,16 @@ export class EngineStream {
   }
 
   /**
-   * Hedging: `winner` spoke first (or the first opened is kept at the cap, or the other failed):
-   * it serves from now on, the other is closed.
+   * A race decided: `winner` spoke first, or answered the finalize first (or the first opened is
+   * kept at the cap, or the other failed): it serves from now on, the other is closed.
    */
   private decide(winner: OpenedStream, failure?: HedgeOutcome['failure']): void {
     const race = this.race;
     if (!race || (winner !== this.current && winner !== race.rival)) return;
     this.race = null;
-    const loser = winner === this.current ? race.rival : this.current;
-    if (winner === race.rival) {
+    const rivalWon = winner === race.rival;
+    const loser = rivalWon ? this.current : race.rival;
+    if (rivalWon) {
       // The rival heard everything the first heard: it takes over, its times from where its audio began.
       this.current = winner;
       this.resampler?.close();
@@ -206,8 +240,9 @@ export class EngineStream {
       race.resampler = null;
       this.streamStart = race.start;
       if (!winner.engineTurns) this.speechActive ??= false;
+      this.newEngine();
       this.stopTimers();
-      if (this.finalizes.length) this.finalizeTimer = this.o.clock.after(this.o.stallMs, () => this.fail('finalize_unanswered'));
+      this.armFinalizeTimers();
     }
     race.resampler?.close();
     if (loser) {
@@ -215,8 +250,16 @@ export class EngineStream {
       loser.release?.();
       loser.release = undefined;
     }
-    const won = winner.upstream ?? race.pair[0];
-    this.on.hedged?.({ won, lost: race.pair.find((u) => u.id !== won.id)!, ...(failure && { failure }) });
+    if (race.kind === 'hedge') {
+      const won = winner.upstream ?? race.pair[0];
+      this.on.hedged?.({ won, lost: race.pair.find((u) => u.id !== won.id)!, ...(failure && { failure }) });
+      return;
+    }
+    // A takeover: what the winner said while racing is heard now, in order; the loser's is dropped.
+    for (const event of rivalWon ? race.held.rival : race.held.current) {
+      if (this.detached) return;
+      this.heard(event, winner);
+    }
   }
 
   /** The stream taking audio now, or null (not opened yet, or a failover is opening the next). */
@@ -234,7 +277,7 @@ export class EngineStream {
     if (this.race) {
       if (this.race.rival) this.writeRival(this.race, samples);
       // Bounded: after this much audio with a word from neither, the first opened is kept.
-      if (this.pending.end >= HEDGE_MAX_SECONDS * this.sessionRate) this.decide(opened);
+      if (this.race.kind === 'hedge' && this.pending.end >= HEDGE_MAX_SECONDS * this.sessionRate) this.decide(opened);
     }
     if (!this.stallTimer && this.speechActive !== false && !opened.stream.speaking) {
       this.stallTimer = this.o.clock.after(this.o.stallMs, () => this.fail('stall'));
@@ -249,11 +292,11 @@ export class EngineStream {
   finalize(cause: FinalCause, then: () => void): void {
     // Nothing was heard yet: nothing to finalize (and no engine to open for it).
     if (!this.current && !this.switching) return then();
-    this.finalizes.push({ cause, then, at: this.pending.end });
+    this.finalizes.push({ cause, then, at: this.pending.end, askedAt: this.current ? this.o.clock.now() : undefined });
     if (!this.current) return;
     this.current.stream.finalize();
     this.race?.rival?.stream.finalize();
-    this.finalizeTimer ??= this.o.clock.after(this.o.stallMs, () => this.fail('finalize_unanswered'));
+    if (!this.finalizeTimer) this.armFinalizeTimers();
   }
 
   /** Runs `fn` once the finalizes asked for so far are done (a new turn.start after the last turn.end). */
@@ -320,6 +363,7 @@ export class EngineStream {
     this.current = opened;
     this.opening = null;
     this.switching = false;
+    this.newEngine();
     // Without its own turns, the engine hears speech only when the gateway's detector says so.
     if (!opened.engineTurns) this.speechActive ??= false;
     if (opened.engineRate !== this.sessionRate) this.resampler = createResampler(this.sessionRate, opened.engineRate);
@@ -351,8 +395,16 @@ export class EngineStream {
     try {
       for await (const event of opened.stream.events) {
         if (this.detached) return;
+        const race = this.race;
+        if (race?.kind === 'takeover' && race.rival) {
+          if (opened !== this.current && opened !== race.rival) return;
+          this.held(race, opened, event);
+          continue;
+        }
+        // A takeover's engine answered while the next upstream opens: the race is over (that one is closed when it opens).
+        if (race?.kind === 'takeover' && opened === this.current && event.type === 'finalized') this.race = null;
         // Hedging: the first thing either engine says decides the race (an empty transcript says nothing).
-        if (this.race && !(event.type === 'transcript' && !event.text)) this.decide(opened);
+        if (race?.kind === 'hedge' && !(event.type === 'transcript' && !event.text)) this.decide(opened);
         if (opened === this.current) this.heard(event, opened);
         else if (!racing()) return;
       }
@@ -364,10 +416,34 @@ export class EngineStream {
     }
   }
 
-  /** Hedging: the second engine failed while racing: the first is kept, the other left out of any later failover. */
+  /** The second engine of a race failed while racing: the first is kept, the other left out of any later failover. */
   private rivalFailed(rival: OpenedStream, reason: FailoverReason, error: unknown): void {
+    const race = this.race!;
     if (rival.upstream) this.failedUpstreams.push(rival.upstream.id);
-    this.decide(this.current!, { reason, error });
+    if (race.kind === 'hedge') return this.decide(this.current!, { reason, error });
+    this.decide(this.current!);
+    if (rival.upstream) this.on.takeoverFailed?.({ from: rival.upstream, reason, error, atSeconds: race.start / this.sessionRate });
+  }
+
+  /**
+   * A takeover's race: what either engine says is held; the first to answer the oldest finalize
+   * wins. The engine answering keeps the session (the next upstream is closed); the next upstream
+   * answering takes it over, the engine failed over as `finalize_unanswered`.
+   */
+  private held(race: Race & { kind: 'takeover' }, opened: OpenedStream, event: TranscriptionEvent): void {
+    const isRival = opened === race.rival;
+    // The engine says something: it is not silent (the stall rule), whatever the race's outcome.
+    if (!isRival) {
+      this.stallTimer?.cancel();
+      this.stallTimer = null;
+    }
+    (isRival ? race.held.rival : race.held.current).push(event);
+    if (event.type !== 'finalized') return;
+    if (!isRival) return this.decide(opened);
+    this.fail(
+      'finalize_unanswered',
+      new UpstreamError('timeout', 'The engine left a finalize unanswered; the next upstream, started beside it, answered first.'),
+    );
   }
 
   private heard(event: TranscriptionEvent, opened: OpenedStream): void {
@@ -377,8 +453,8 @@ export class EngineStream {
     switch (event.type) {
       case 'finalized': {
         const done = this.finalizes.shift();
-        this.finalizeTimer?.cancel();
-        this.finalizeTimer = this.finalizes.length ? this.o.clock.after(this.o.stallMs, () => this.fail('finalize_unanswered')) : null;
+        if (done?.askedAt !== undefined) this.slowestAnswerMs = Math.max(this.slowestAnswerMs, this.o.clock.now() - done.askedAt);
+        this.armFinalizeTimers();
         if (!done) return;
         this.pending.dropBefore(done.at);
         return done.then();
@@ -409,30 +485,34 @@ export class EngineStream {
           : `The engine did not answer a finalize within ${this.o.stallMs / 1000} s.`,
       );
     this.stopTimers();
-    const rival = this.race?.rival;
+    const race = this.race;
+    const rival = race?.rival;
     if (rival && from.upstream) {
-      // Hedging: the engine racing this one has heard all the audio too: it takes over at once.
+      // The engine racing this one (a hedge, a takeover) has heard all the audio too: it takes over at once.
       this.failedUpstreams.push(from.upstream.id);
-      this.on.switching?.({ from: from.upstream, reason, error: failure, atSeconds: this.race!.start / this.sessionRate });
+      this.on.switching?.({ from: from.upstream, reason, error: failure, atSeconds: race!.start / this.sessionRate });
       return this.decide(rival);
     }
-    // The other engine of a race has not opened yet: it is closed when it does; the failover opens the next as always.
+    // The other engine of a race has not opened yet: a hedge's is closed when it does, and the
+    // failover opens the next as always; a takeover's is the next upstream opening: the failover takes it.
     this.race = null;
-    if (!from.upstream || !this.o.canSwitch([...this.failedUpstreams, from.upstream.id])) {
+    const takeover = race?.kind === 'takeover' ? race : null;
+    if (!from.upstream || (!takeover && !this.o.canSwitch([...this.failedUpstreams, from.upstream.id]))) {
       // Nowhere to go: a silent engine is left to its protocol's own deadlines (as without failover); a failed one fails the session.
-      return error === undefined ? undefined : this.on.failed(failure);
+      return error === undefined ? undefined : this.on.failed(failure, from.upstream);
     }
+    if (takeover) takeover.adopted = true;
     this.failedUpstreams.push(from.upstream.id);
     this.free(from);
     this.current = null;
     this.switching = true;
     this.on.switching?.({ from: from.upstream, reason, error: failure, atSeconds: this.pending.start / this.sessionRate });
-    this.opening = this.o.open(this.failedUpstreams).then(
+    this.opening = (takeover?.opening ?? this.o.open(this.failedUpstreams)).then(
       (next) => this.resume(next),
       (err: unknown) => {
         this.opening = null;
         this.switching = false;
-        if (!this.detached) this.on.failed(failure);
+        if (!this.detached) this.on.failed(failure, from.upstream);
         throw err;
       },
     );
@@ -450,7 +530,7 @@ export class EngineStream {
       flush: () => this.flushResampler(),
       finalize: () => next.stream.finalize(),
     });
-    if (this.finalizes.length) this.finalizeTimer = this.o.clock.after(this.o.stallMs, () => this.fail('finalize_unanswered'));
+    this.armFinalizeTimers();
     return next;
   }
 
@@ -468,10 +548,74 @@ export class EngineStream {
     if (this.audioEnded) to.flush();
   }
 
+  /** Another engine serves from now on: its answer times are its own, and the finalizes it was asked in a replay are not timed. */
+  private newEngine(): void {
+    this.slowestAnswerMs = 0;
+    for (const f of this.finalizes) f.askedAt = undefined;
+  }
+
+  /** The oldest finalize's timers (none left: none): the failure after `stallMs`, the takeover after the hedge delay. */
+  private armFinalizeTimers(): void {
+    this.finalizeTimer?.cancel();
+    this.takeoverTimer?.cancel();
+    this.finalizeTimer = this.takeoverTimer = null;
+    if (!this.finalizes.length) return;
+    this.finalizeTimer = this.o.clock.after(this.o.stallMs, () => this.fail('finalize_unanswered'));
+    const delay = this.hedgeDelayMs();
+    if (delay !== null) this.takeoverTimer = this.o.clock.after(delay, () => this.takeOver());
+  }
+
+  /**
+   * How long a finalize is left to the engine alone: TAKEOVER_ANSWER_MULTIPLE times its slowest
+   * answer in this session, at least `finalizeHedgeMs`; null: no takeover (off; the delay would
+   * reach the stall allowance; or a stream over a batch engine, whose answer takes as long as its
+   * segment is long).
+   */
+  private hedgeDelayMs(): number | null {
+    const floor = this.o.finalizeHedgeMs ?? 0;
+    if (floor <= 0 || this.current?.stream.speaking) return null;
+    const delay = Math.max(floor, TAKEOVER_ANSWER_MULTIPLE * this.slowestAnswerMs);
+    return delay < this.o.stallMs ? delay : null;
+  }
+
+  /**
+   * The oldest finalize is still unanswered at the hedge delay: the next healthy upstream is
+   * opened beside the engine, sent the audio kept and asked the finalizes (join), and the two race
+   * to answer (held). The engine is not failed yet: it may answer first.
+   */
+  private takeOver(): void {
+    this.takeoverTimer = null;
+    const from = this.current;
+    if (this.detached || this.race || !this.finalizes.length || !from?.upstream) return;
+    const failed = [...this.failedUpstreams, from.upstream.id];
+    if (!this.o.canSwitch(failed)) return;
+    const race: Race = {
+      kind: 'takeover',
+      opening: this.o.open(failed),
+      adopted: false,
+      held: { current: [], rival: [] },
+      rival: null,
+      resampler: null,
+      start: this.pending.start,
+    };
+    this.race = race;
+    race.opening.then(
+      (opened) => {
+        // A failover took it (the engine failed meanwhile): it serves as the failover's next engine.
+        if (!race.adopted) this.join(opened, race);
+      },
+      () => {
+        // Nothing opened: the engine goes on alone (its stall allowance still runs).
+        if (this.race === race) this.race = null;
+      },
+    );
+  }
+
   private stopTimers(): void {
     this.stallTimer?.cancel();
     this.finalizeTimer?.cancel();
-    this.stallTimer = this.finalizeTimer = null;
+    this.takeoverTimer?.cancel();
+    this.stallTimer = this.finalizeTimer = this.takeoverTimer = null;
   }
 }
 

@@ -211,3 +211,188 @@ describe('EngineStream hedging', () => {
     await expect(opening).rejects.toThrow('a refused');
   });
 });
+
+/** A stream over a batch engine: it is told who speaks, and answers a finalize once its segment is transcribed. */
+class BatchStream extends FakeStream {
+  speaking(): void {}
+}
+
+/**
+ * A session's engine side on engine `a`, the next upstream `b` opened when the test says, on a
+ * clock the test moves: a finalize's takeover (engine-stream.ts) after `hedgeMs` at least.
+ */
+function takingOver(first: FakeStream = new FakeStream()) {
+  const clock = manualClock(0);
+  const streams = { a: first, b: new FakeStream() };
+  const opens: (readonly string[])[] = [];
+  let next: { resolve: (o: OpenedStream) => void; reject: (e: unknown) => void } | undefined;
+  const reports = { events: [] as TranscriptionEvent[], switches: [] as EngineSwitch[], failed: [] as unknown[], takeoverFailed: [] as EngineSwitch[] };
+  const engine = new EngineStream(
+    RATE,
+    {
+      open: (failed) => {
+        opens.push(failed);
+        if (failed.length === 0) return Promise.resolve({ stream: streams.a, engineRate: RATE, engineTurns: true, upstream: A });
+        return new Promise<OpenedStream>((resolve, reject) => (next = { resolve, reject }));
+      },
+      canSwitch: (failed) => ['a', 'b'].some((id) => !failed.includes(id)),
+      clock,
+      stallMs: 5_000,
+      finalizeHedgeMs: 200,
+      maxPendingSeconds: 30,
+    },
+    {
+      event: (e) => reports.events.push(e),
+      failed: (e) => reports.failed.push(e),
+      switching: (s) => reports.switches.push(s),
+      takeoverFailed: (s) => reports.takeoverFailed.push(s),
+    },
+  );
+  const openNext = () => next!.resolve({ stream: streams.b, engineRate: RATE, engineTurns: true, upstream: B });
+  return { engine, clock, streams, opens, openNext, reports };
+}
+
+const final = (text: string, start: number, end: number) => ({ type: 'transcript' as const, isFinal: true, text, words: [{ word: text, start, end }] });
+const FINALIZED = { type: 'finalized' } as const;
+
+describe('EngineStream: a finalize taken over', () => {
+  it('unanswered at the hedge delay: the next upstream hears the audio since the last final and the finalize; it answers first and carries on, the engine failed over; what the engine said meanwhile is never heard', async () => {
+    const { engine, clock, streams, opens, openNext, reports } = takingOver();
+    await engine.open();
+    engine.write(seconds(1));
+    streams.a.say(final('one', 0.25, 0.5));
+    await expect.poll(() => reports.events).toEqual([final('one', 0.25, 0.5)]);
+    engine.write(seconds(1));
+    const done: string[] = [];
+    engine.finalize('finalize', () => done.push('finalized'));
+    clock.advance(199);
+    expect(opens).toEqual([[]]);
+    clock.advance(1);
+    expect(opens).toEqual([[], ['a']]);
+    openNext();
+    // The audio after the last final's last word (0.5 s), then the finalize.
+    await streams.b.received(1.5 * RATE);
+    expect([streams.b.samples, streams.b.finalizes]).toEqual([1.5 * RATE, 1]);
+    // The engine speaks after all, but answers no finalize: held, then dropped.
+    streams.a.say(final('late', 1.25, 1.5));
+    streams.b.say(final('two', 0.25, 0.75));
+    streams.b.say(FINALIZED);
+    await expect.poll(() => done).toEqual(['finalized']);
+    expect(reports.switches).toEqual([{ from: A, reason: 'finalize_unanswered', error: expect.any(UpstreamError), atSeconds: 0.5 }]);
+    // Its words on the session's clock: moved by where its audio began.
+    expect(reports.events).toEqual([final('one', 0.25, 0.5), final('two', 0.75, 1.25)]);
+    expect([streams.a.closed, streams.b.closed]).toEqual([true, false]);
+    engine.write(seconds(0.5));
+    expect([streams.a.samples, streams.b.samples]).toEqual([2 * RATE, 2 * RATE]);
+    expect([reports.failed, reports.takeoverFailed]).toEqual([[], []]);
+  });
+
+  it('answered within the hedge delay: nothing else opened; the delay grows to twice the slowest answer seen', async () => {
+    const { engine, clock, streams, opens, reports } = takingOver();
+    await engine.open();
+    const done: number[] = [];
+    const answerAfter = async (ms: number) => {
+      engine.write(seconds(0.5));
+      engine.finalize('finalize', () => done.push(ms));
+      clock.advance(ms);
+      streams.a.say(FINALIZED);
+      await expect.poll(() => done.at(-1)).toBe(ms);
+    };
+    await answerAfter(150);
+    // 250 ms: past the floor (200), within twice the slowest answer (300).
+    await answerAfter(250);
+    expect(opens).toEqual([[]]);
+    // Now twice 250 ms.
+    engine.write(seconds(0.5));
+    engine.finalize('finalize', () => {});
+    clock.advance(499);
+    expect(opens).toEqual([[]]);
+    clock.advance(1);
+    expect(opens).toEqual([[], ['a']]);
+    expect(reports.switches).toEqual([]);
+  });
+
+  it('the engine answers after the next upstream began: the engine is kept and nothing switched; the other is closed, what it said never heard', async () => {
+    const { engine, clock, streams, openNext, reports } = takingOver();
+    await engine.open();
+    engine.write(seconds(1));
+    let finalized = false;
+    engine.finalize('finalize', () => (finalized = true));
+    clock.advance(200);
+    openNext();
+    await streams.b.received(RATE);
+    streams.b.say(final('other', 0.25, 0.5));
+    streams.a.say(final('mine', 0.25, 0.5));
+    streams.a.say(FINALIZED);
+    await expect.poll(() => finalized).toBe(true);
+    expect(reports.events).toEqual([final('mine', 0.25, 0.5)]);
+    expect([streams.a.closed, streams.b.closed]).toEqual([false, true]);
+    expect([reports.switches, reports.takeoverFailed]).toEqual([[], []]);
+    engine.write(seconds(0.5));
+    expect([streams.a.samples, streams.b.samples]).toEqual([1.5 * RATE, RATE]);
+  });
+
+  it('the engine answers while the next upstream still opens: that one is closed when it opens, sent nothing', async () => {
+    const { engine, clock, streams, openNext, reports } = takingOver();
+    await engine.open();
+    engine.write(seconds(1));
+    let finalized = false;
+    engine.finalize('finalize', () => (finalized = true));
+    clock.advance(200);
+    streams.a.say(FINALIZED);
+    await expect.poll(() => finalized).toBe(true);
+    openNext();
+    await expect.poll(() => streams.b.closed).toBe(true);
+    expect([streams.b.samples, streams.b.finalizes]).toEqual([0, 0]);
+    expect(reports.switches).toEqual([]);
+  });
+
+  it('the stall allowance runs out while the next upstream opens: the failover takes that one (nothing else opened)', async () => {
+    const { engine, clock, streams, opens, openNext, reports } = takingOver();
+    await engine.open();
+    engine.write(seconds(1));
+    // Heard: the engine is not silent while audio flows (only the finalize is left unanswered).
+    streams.a.say(words('hi'));
+    await expect.poll(() => reports.events).toHaveLength(1);
+    let finalized = false;
+    engine.finalize('finalize', () => (finalized = true));
+    clock.advance(200);
+    clock.advance(4_800);
+    expect(reports.switches).toEqual([expect.objectContaining({ from: A, reason: 'finalize_unanswered', atSeconds: 0 })]);
+    expect(streams.a.closed).toBe(true);
+    openNext();
+    await streams.b.received(RATE);
+    expect(streams.b.finalizes).toBe(1);
+    streams.b.say(FINALIZED);
+    await expect.poll(() => finalized).toBe(true);
+    expect(opens).toEqual([[], ['a']]);
+  });
+
+  it('the next upstream fails before it answers: the engine goes on, the failure reported as the takeover’s', async () => {
+    const { engine, clock, streams, openNext, reports } = takingOver();
+    await engine.open();
+    engine.write(seconds(1));
+    let finalized = false;
+    engine.finalize('finalize', () => (finalized = true));
+    clock.advance(200);
+    openNext();
+    await streams.b.received(RATE);
+    streams.b.fail(new UpstreamError('broken', 'gone'));
+    await expect.poll(() => reports.takeoverFailed).toEqual([expect.objectContaining({ from: B, reason: 'closed' })]);
+    expect([streams.a.closed, streams.b.closed]).toEqual([false, true]);
+    streams.a.say(FINALIZED);
+    await expect.poll(() => finalized).toBe(true);
+    expect([reports.switches, reports.failed]).toEqual([[], []]);
+  });
+
+  it('a stream over a batch engine (its answer takes as long as its segment): not taken over before the stall allowance', async () => {
+    const { engine, clock, opens, reports } = takingOver(new BatchStream());
+    await engine.open();
+    engine.write(seconds(1));
+    engine.finalize('finalize', () => {});
+    clock.advance(4_999);
+    expect(opens).toEqual([[]]);
+    clock.advance(1);
+    expect(reports.switches).toEqual([expect.objectContaining({ reason: 'finalize_unanswered' })]);
+  });
+});

@@ -172,7 +172,6 @@ function startSession(ctx: GatewayContext, socket: WebSocket, request: FastifyRe
  */
 export function startPlannedSession(ctx: GatewayContext, outbox: Outbox<SttEvent>, s: PlannedSession): SttSession {
   const { plan } = s;
-  let engineUpstream: UpstreamEntry | undefined;
   const failedOver = new Set<string>();
   const ref = { orgId: s.auth.orgId, requestId: s.requestId };
   return new SttSession(
@@ -189,16 +188,11 @@ export function startPlannedSession(ctx: GatewayContext, outbox: Outbox<SttEvent
       hold: s.hold,
       openStream: async (sessionGone, failed, only) => {
         const model = { ...plan.model, upstreams: plan.model.upstreams.filter((u) => (only ? u.id === only : !failed.includes(u.id))) };
-        const opened = await openEngineStream(ctx, s.auth, { ...plan, model }, sessionGone);
-        // Hedging: the first to open is the engine until the race is decided (onHedge).
-        engineUpstream ??= opened.upstream;
-        if (!only) engineUpstream = opened.upstream;
-        return opened;
+        return openEngineStream(ctx, s.auth, { ...plan, model }, sessionGone);
       },
       canSwitch: (failed) => ctx.registry.healthyUpstreams(plan.model).some((u) => !failed.includes(u.id)),
       hedge: () => hedgePair(ctx, plan.model),
       onHedge: ({ won, lost, failure }) => {
-        engineUpstream = won;
         recordHedge(ctx, { won, lost });
         if (!failure) return;
         // The other engine failed while racing: out for new work like any engine that failed mid-session; the client saw nothing of it.
@@ -206,13 +200,14 @@ export function startPlannedSession(ctx: GatewayContext, outbox: Outbox<SttEvent
         recordFailover(ctx, { from: lost, reason: failure.reason, phase: 'before_first_output', error: failure.error, ref, log: s.log });
       },
       // A failover has recorded the upstream that failed: the last one is recorded here only if it failed on its own.
-      onEngineFailure: (error) => engineUpstream && !failedOver.has(engineUpstream.id) && recordAnswerFailure(ctx, engineUpstream, error),
+      onEngineFailure: (error, upstream) => upstream && !failedOver.has(upstream.id) && recordAnswerFailure(ctx, upstream, error),
       onFailover: ({ from, reason, phase, error }) => {
         if (!from) return;
         failedOver.add(from.id);
         recordFailover(ctx, { from, reason, phase, error, ref, log: s.log });
       },
       stallMs: ctx.config.limits.sttStallMs,
+      finalizeHedgeMs: ctx.config.limits.sttFinalizeHedgeMs,
       logTurn: s.logTurns === false ? undefined : (turn) => ctx.requestLog?.turn(ref, turn),
       clock: ctx.clock,
       engineTimeoutMs: ctx.config.upstreamTimeoutMs,

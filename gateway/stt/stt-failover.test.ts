@@ -15,6 +15,11 @@
 // audio; the one that holds back its messages (a `stall` at its first: slower than any) sees its
 // socket closed while the session goes on, the other's transcript is the client's, billed once; with
 // a word from neither, the race ends after HEDGE_MAX_SECONDS of audio; off, one engine is opened.
+// A finalize taken over (SVC_STT_FINALIZE_HEDGE_MS): the engine silent at a finalize (a `stall`
+// in place of its last final) is joined by the other engine once the session's clock has moved
+// the hedge delay only (never the stall allowance): the other's final is the client's, once; an
+// engine that holds its answer back (`hold`) but gives it within the delay keeps the session, no
+// other engine opened; one that answers after the other began keeps it too, the other closed.
 import { createRequire } from 'node:module';
 import { afterAll, beforeAll, beforeEach, describe, expect, it, onTestFinished, vi } from 'vitest';
 import { upsertModel } from '../../server/services/models/upsert-model.ts';
@@ -40,6 +45,7 @@ process.env.FAILOVER_DG_KEY = DG_KEY;
 process.env.FAILOVER_CA_KEY = CA_KEY;
 const STT_PRICE = 100_000_000n;
 const STALL_SECONDS = 2;
+const HEDGE_MS = 200;
 const RATE = 16000;
 /** Two turns of three words (the gateway's detector ends a turn after the long pause). */
 const BURSTS: [number, number][] = [
@@ -71,7 +77,13 @@ beforeAll(async () => {
   h = await startGateway({
     creditsMicros: 100_000_000n,
     clock,
-    env: { SVC_HEALTH_CHECK_SECONDS: '3600', SVC_STT_STALL_SECONDS: String(STALL_SECONDS), SVC_STT_IDLE_SECONDS: '3600', SVC_STT_MAX_SILENCE_SECONDS: '3600' },
+    env: {
+      SVC_HEALTH_CHECK_SECONDS: '3600',
+      SVC_STT_STALL_SECONDS: String(STALL_SECONDS),
+      SVC_STT_FINALIZE_HEDGE_MS: String(HEDGE_MS),
+      SVC_STT_IDLE_SECONDS: '3600',
+      SVC_STT_MAX_SILENCE_SECONDS: '3600',
+    },
   });
   const prisma = h.testDb.db.prisma;
   const deepgram = (weight: number) => ({ url: dg.url, protocol: 'deepgram', upstreamModel: 'nova-3', apiKeyEnv: 'FAILOVER_DG_KEY', weight });
@@ -104,9 +116,14 @@ afterAll(async () => {
   await Promise.allSettled([dg?.close(), ca?.close()]);
 });
 
-const socketsOf = (engine: 'deepgram' | 'cartesia') => (engine === 'deepgram' ? dg.sockets.length : ca.sttSockets.length);
-const peerOf = (engine: 'deepgram' | 'cartesia') => (engine === 'deepgram' ? dg : ca);
-const other = (engine: 'deepgram' | 'cartesia') => (engine === 'deepgram' ? 'cartesia' : 'deepgram');
+type Engine = 'deepgram' | 'cartesia';
+const socketsOf = (engine: Engine) => (engine === 'deepgram' ? dg.sockets.length : ca.sttSockets.length);
+const peerOf = (engine: Engine) => (engine === 'deepgram' ? dg : ca);
+const other = (engine: Engine): Engine => (engine === 'deepgram' ? 'cartesia' : 'deepgram');
+/** The engine's socket opened after `before` sockets, once it is. */
+const socketAfter = (engine: Engine, before: number) => until(`${engine}'s socket`, () => (engine === 'deepgram' ? dg.sockets[before] : ca.sttSockets[before]));
+/** The words each scripted engine hears the bursts as (Deepgram's punctuated: "Alpha."). */
+const WORDS: Record<Engine, RegExp> = { deepgram: /^(alpha|bravo|charlie|delta|echo|foxtrot)\.?$/i, cartesia: /^(one|two|three)$/ };
 
 interface Word {
   word: string;
@@ -185,13 +202,15 @@ describe('no fault', () => {
   });
 });
 
-const KINDS: SocketFaultKind[] = ['close', 'reset', 'malformed', 'stall'];
+/** The faults of a failing engine (`hold` is a slow one: below). */
+type FailingKind = Exclude<SocketFaultKind, 'hold'>;
+const KINDS: FailingKind[] = ['close', 'reset', 'malformed', 'stall'];
 const PLACES = [
   { place: 'at its first message', fault: { afterFinals: 0 } },
   { place: 'right after its first final', fault: { afterFinals: 1 } },
   { place: 'in place of its last final', fault: { afterFinals: 1, onFinal: true } },
 ];
-const REASONS: Record<SocketFaultKind, string[]> = {
+const REASONS: Record<FailingKind, string[]> = {
   close: ['closed', 'error'],
   reset: ['closed', 'error'],
   malformed: ['protocol'],
@@ -355,12 +374,6 @@ describe('a real client: @cartesia/cartesia-js stt.manualFinalize on /stt/websoc
 });
 
 describe('hedging (capabilities.hedge): the session opened on both engines', () => {
-  type Engine = 'deepgram' | 'cartesia';
-  /** The engine's socket opened after `before` sockets, once it is. */
-  const socketAfter = (engine: Engine, before: number) =>
-    until(`${engine}'s socket`, () => (engine === 'deepgram' ? dg.sockets[before] : ca.sttSockets[before]));
-  /** The words each scripted engine hears the bursts as (Deepgram's punctuated: "Alpha."). */
-  const WORDS: Record<Engine, RegExp> = { deepgram: /^(alpha|bravo|charlie|delta|echo|foxtrot)\.?$/i, cartesia: /^(one|two|three)$/ };
   const hedgeWins = async (engine: Engine) => {
     const metrics = await h.runtime.ctx.metrics.registry.metrics();
     const url = engine === 'deepgram' ? dg.url : ca.url;
@@ -430,6 +443,145 @@ describe('hedging (capabilities.hedge): the session opened on both engines', () 
     expect(closed.code, summary(client.events)).toBe(1000);
     expectEveryWordOnce(client.events);
     expect([socketsOf('deepgram') - before.deepgram, socketsOf('cartesia') - before.cartesia]).toEqual([1, 0]);
+    await expectBilledOnce(requestId);
+  });
+});
+
+describe(`a finalize taken over: the engine silent ${HEDGE_MS} ms (SVC_STT_FINALIZE_HEDGE_MS) after it was asked`, () => {
+  /** svc_failovers_total of the model's upstream on `engine` for `reason`, both phases. */
+  const failovers = async (model: ModelId, engine: Engine, reason: string) => {
+    const metrics = await h.runtime.ctx.metrics.registry.metrics();
+    const labels = [`model="${model}"`, `upstream="${upstreamLabel(peerOf(engine).url)}"`, `reason="${reason}"`];
+    return metrics
+      .split('\n')
+      .filter((l) => l.startsWith('svc_failovers_total{') && labels.every((label) => l.includes(label)))
+      .reduce((sum, l) => sum + Number(l.split(' ').at(-1)), 0);
+  };
+
+  /** Opens a session, streams the bursts and closes; returns the client and its request id. */
+  async function streamed(model: ModelId) {
+    const client = await openSession(h, { model, sample_rate: String(RATE), turn_source: 'gateway', failover_events: 'true', api_key: h.key });
+    onTestFinished(() => client.ws.close());
+    const started = await client.until((e) => e.type === 'session.started');
+    await client.stream(AUDIO, { frameBytes: 3200, intervalMs: 0 });
+    client.command({ type: 'close' });
+    return { client, requestId: started.request_id as string };
+  }
+
+  /** The final words, in order, as each engine heard them. */
+  const finalWords = (events: SttEvent[]) => events.filter((e) => e.type === 'transcript' && e.is_final).flatMap((e) => (e.words as Word[]).map((w) => w.word));
+
+  it.each(MODELS)(
+    '$id: silent at its last final: the other engine, started at the hedge delay, gives that final once; no error, billed once, the engine failed over',
+    async ({ id, first }) => {
+      const next = other(first);
+      const before = { first: socketsOf(first), next: socketsOf(next) };
+      const failedBefore = await failovers(id, first, 'finalize_unanswered');
+      let shown = false;
+      peerOf(first).sttFault = { kind: 'stall', afterFinals: 1, onFinal: true, shown: () => (shown = true) };
+      const { client, requestId } = await streamed(id);
+      await until('the engine to withhold its final', () => shown, { intervalMs: 10 });
+      // The hedge delay only: the stall allowance (STALL_SECONDS) is never reached on the session's clock.
+      clock.advance(HEDGE_MS);
+      const closed = await client.closed;
+      expect(closed.code, summary(client.events)).toBe(1000);
+      expect(client.ofType('error')).toEqual([]);
+      const switched = client.ofType('engine.switched');
+      expect(switched, summary(client.events)).toEqual([{ type: 'engine.switched', reason: 'finalize_unanswered', at: expect.any(Number) }]);
+      expectEveryWordOnce(client.events);
+      expectTurnTextsExact(client.events);
+      // What the engine finalized is its own; the rest, from where its last final's words end, the other's.
+      const at = client.events.indexOf(switched[0]!);
+      const settled = client.events.slice(0, at).filter((e) => e.type === 'transcript' && e.is_final);
+      const mine = finalWords(settled);
+      expect(mine.length).toBeGreaterThan(0);
+      for (const w of mine) expect(w).toMatch(WORDS[first]);
+      const theirs = finalWords(client.events.slice(at));
+      expect(mine.length + theirs.length).toBe(BURSTS.length);
+      for (const w of theirs) expect(w).toMatch(WORDS[next]);
+      const lastSettled = settled.flatMap((e) => e.words as Word[]).at(-1)!;
+      expect(switched[0]!.at).toBeGreaterThanOrEqual(lastSettled.end);
+      expect(switched[0]!.at).toBeLessThanOrEqual(BURSTS[mine.length]![0]);
+      expect([socketsOf(first) - before.first, socketsOf(next) - before.next]).toEqual([1, 1]);
+      await expectBilledOnce(requestId);
+      expect(await failovers(id, first, 'finalize_unanswered')).toBe(failedBefore + 1);
+    },
+  );
+
+  it.each(MODELS)('$id: slow to answer but within the hedge delay: no other engine opened, nothing switched', async ({ id, first }) => {
+    const next = other(first);
+    const before = { first: socketsOf(first), next: socketsOf(next) };
+    let shown = false;
+    const fault: SocketFault = { kind: 'hold', afterFinals: 1, onFinal: true, shown: () => (shown = true) };
+    peerOf(first).sttFault = fault;
+    const { client, requestId } = await streamed(id);
+    await until('the engine to hold its final back', () => shown, { intervalMs: 10 });
+    clock.advance(HEDGE_MS - 1);
+    fault.release!();
+    const closed = await client.closed;
+    expect(closed.code, summary(client.events)).toBe(1000);
+    expect([client.ofType('error'), client.ofType('engine.switched')]).toEqual([[], []]);
+    expectEveryWordOnce(client.events);
+    for (const w of finalWords(client.events)) expect(w).toMatch(WORDS[first]);
+    expect([socketsOf(first) - before.first, socketsOf(next) - before.next]).toEqual([1, 0]);
+    await expectBilledOnce(requestId);
+  });
+
+  it.each(MODELS)(
+    '$id: answering after the other engine began, before it answers: the engine is kept, the other closed; its answer, released late, never reaches the client',
+    async ({ id, first }) => {
+      const next = other(first);
+      const before = { first: socketsOf(first), next: socketsOf(next) };
+      const failedBefore = await failovers(id, first, 'finalize_unanswered');
+      const shown = { first: false, next: false };
+      const slow: SocketFault = { kind: 'hold', afterFinals: 1, onFinal: true, shown: () => (shown.first = true) };
+      const later: SocketFault = { kind: 'hold', afterFinals: 0, onFinal: true, shown: () => (shown.next = true) };
+      peerOf(first).sttFault = slow;
+      peerOf(next).sttFault = later;
+      const { client, requestId } = await streamed(id);
+      await until('the engine to hold its final back', () => shown.first, { intervalMs: 10 });
+      clock.advance(HEDGE_MS);
+      // The other engine opened, heard the audio since the last final and the finalize, and holds its answer back.
+      await until('the other engine to hold its final back', () => shown.next, { intervalMs: 10 });
+      const otherSocket = await socketAfter(next, before.next);
+      const seen = client.events.length;
+      slow.release!();
+      // The engine's answer (its final) reaches the client; then the other's, released late, is the loser's: never heard.
+      await client.until((e) => e.type === 'transcript' && e.is_final === true, { from: seen });
+      later.release!();
+      const closed = await client.closed;
+      await otherSocket.closed;
+      expect(closed.code, summary(client.events)).toBe(1000);
+      expect([client.ofType('error'), client.ofType('engine.switched')]).toEqual([[], []]);
+      expectEveryWordOnce(client.events);
+      expectTurnTextsExact(client.events);
+      for (const w of finalWords(client.events)) expect(w).toMatch(WORDS[first]);
+      expect([socketsOf(first) - before.first, socketsOf(next) - before.next]).toEqual([1, 1]);
+      await expectBilledOnce(requestId);
+      // Nothing failed: the engine stays in service.
+      expect(await failovers(id, first, 'finalize_unanswered')).toBe(failedBefore);
+      expect(h.runtime.ctx.registry.healthyUpstreams(h.runtime.ctx.registry.resolve(id, 'stt', null))).toHaveLength(2);
+    },
+  );
+
+  it('the engine’s own answer, released after it lost, never reaches the client', async () => {
+    const before = { deepgram: socketsOf('deepgram'), cartesia: socketsOf('cartesia') };
+    let shown = false;
+    const slow: SocketFault = { kind: 'hold', afterFinals: 1, onFinal: true, shown: () => (shown = true) };
+    dg.sttFault = slow;
+    const { client, requestId } = await streamed('fo-dg-then-ca');
+    await until('the engine to hold its final back', () => shown, { intervalMs: 10 });
+    clock.advance(HEDGE_MS);
+    await client.until((e) => e.type === 'engine.switched');
+    // Deepgram's final for the second turn, sent now if its socket is still open, is the loser's.
+    slow.release!();
+    const closed = await client.closed;
+    expect(closed.code, summary(client.events)).toBe(1000);
+    expect(client.ofType('engine.switched')).toEqual([expect.objectContaining({ reason: 'finalize_unanswered' })]);
+    expectEveryWordOnce(client.events);
+    const heard = finalWords(client.events);
+    expect(heard.slice(3).every((w) => WORDS.cartesia.test(w))).toBe(true);
+    expect([socketsOf('deepgram') - before.deepgram, socketsOf('cartesia') - before.cartesia]).toEqual([1, 1]);
     await expectBilledOnce(requestId);
   });
 });

@@ -43,10 +43,12 @@ export interface SttSessionOptions {
   onFailover?: (s: EngineSwitch & { phase: FailoverPhase }) => void;
   /** How long the engine may stay silent while audio flows, or leave a finalize unanswered, before it counts as failed. */
   stallMs: number;
+  /** A finalize unanswered this long at least starts the next upstream beside the engine (engine-stream.ts; 0 or absent: never). */
+  finalizeHedgeMs?: number;
   /** Each turn's row for the request log (issue #33), at its end. */
   logTurn?: (turn: SessionTurn) => void;
-  /** An engine failure after the stream opened (metrics). */
-  onEngineFailure?: (error: UpstreamError) => void;
+  /** An engine failure after the stream opened, on `upstream` (metrics). */
+  onEngineFailure?: (error: UpstreamError, upstream: UpstreamEntry | undefined) => void;
   /** The session's timers (idle, maximum duration) and its idea of now. */
   clock: Clock;
   /** No audio and no keepalive for this long: the session is closed (idle_timeout). */

@@ -109,17 +109,20 @@ export class SttSession {
         canSwitch: o.canSwitch ?? (() => false),
         clock: o.clock,
         stallMs: o.stallMs,
+        finalizeHedgeMs: o.finalizeHedgeMs,
         maxPendingSeconds: MAX_BACKLOG_SECONDS,
         hedge: o.hedge,
       },
       {
         event: (event, opened) => this.onEngineEvent(event, opened.engineTurns),
-        failed: (err) => {
-          if (err instanceof UpstreamError) o.onEngineFailure?.(err);
+        failed: (err, upstream) => {
+          if (err instanceof UpstreamError) o.onEngineFailure?.(err, upstream);
           this.fail(err);
         },
         switching: (s) => this.onSwitching(s),
         hedged: (h) => o.onHedge?.(h),
+        // The upstream started beside a silent engine failed too: recorded as any engine failing mid-session, unseen by the client.
+        takeoverFailed: (s) => o.onFailover?.({ ...s, phase: this.firstTranscriptSent ? 'mid_stream' : 'before_first_output' }),
       },
     );
     this.turnLog = new TurnLog(o.logTurn);

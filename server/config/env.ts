@@ -125,6 +125,8 @@ const EnvSchema = z.object({
   SVC_STT_IDLE_SECONDS: z.coerce.number().min(0.1).max(3600).default(15),
   SVC_STT_MAX_SILENCE_SECONDS: z.coerce.number().min(0.1).max(86400).default(60),
   SVC_STT_STALL_SECONDS: z.coerce.number().min(0.1).max(600).default(5),
+  // Streaming STT: a finalize unanswered this long at least (0: never) starts the next upstream beside the engine.
+  SVC_STT_FINALIZE_HEDGE_MS: z.coerce.number().int().min(0).max(60_000).default(200),
   // /v1/realtime: the profiles `?model=` may name (docs/realtime.md); a missing file: none but the LLMs.
   SVC_REALTIME_PROFILES_FILE: z.string().min(1).optional(),
   // /v1/realtime: closed when nothing comes from the client and nothing is being answered this long.
@@ -291,6 +293,8 @@ export interface LimitsConfig {
   sttMaxSilenceMs: number;
   /** A streaming engine silent this long while audio flows (or a finalize unanswered): the session moves to the next upstream. */
   sttStallMs: number;
+  /** A finalize unanswered this long at least (a multiple of the engine's slowest answer, when longer) starts the next upstream beside the engine; 0: never. */
+  sttFinalizeHedgeMs: number;
   realtimeIdleMs: number;
   /** Spend (micro-USD) on discarded preemptive answers after which a session prepares none. */
   realtimePreemptiveMaxDiscardedMicros: number;
@@ -438,6 +442,7 @@ export function loadConfig(source: Readonly<Record<string, string | undefined>> 
       sttIdleMs: env.SVC_STT_IDLE_SECONDS * 1000,
       sttMaxSilenceMs: env.SVC_STT_MAX_SILENCE_SECONDS * 1000,
       sttStallMs: env.SVC_STT_STALL_SECONDS * 1000,
+      sttFinalizeHedgeMs: env.SVC_STT_FINALIZE_HEDGE_MS,
       realtimeIdleMs: env.SVC_REALTIME_IDLE_SECONDS * 1000,
       realtimePreemptiveMaxDiscardedMicros: env.SVC_REALTIME_PREEMPTIVE_MAX_DISCARDED_MICROS,
       llmReserveMaxTokens: env.SVC_LLM_RESERVE_MAX_TOKENS,

@@ -3,18 +3,22 @@
 // Cartesia's transcripts carry it), instead of its next message (`onFinal`: its next final) it
 // closes the socket with 1011 (`close`), drops the connection without a close frame (`reset`),
 // goes silent while keeping the socket open and taking audio (`stall`), or sends a frame that is
-// not JSON, then goes silent (`malformed`). Deepgram's and Cartesia's messages are JSON:
+// not JSON, then goes silent (`malformed`). `hold` is a slow engine rather than a failing one: that
+// message and those after it are held back until the test calls the fault's `release()` (then all
+// flow), so a test decides when the answer comes. Deepgram's and Cartesia's messages are JSON:
 // https://developers.deepgram.com/reference/speech-to-text/listen-streaming,
 // https://docs.cartesia.ai/api-reference/stt/websocket.
 import type { WebSocket } from 'ws';
 
-export type SocketFaultKind = 'close' | 'reset' | 'stall' | 'malformed';
+export type SocketFaultKind = 'close' | 'reset' | 'stall' | 'malformed' | 'hold';
 export interface SocketFault {
   kind: SocketFaultKind;
   afterFinals: number;
   onFinal?: boolean;
   /** Called when the fault shows. */
   shown?: () => void;
+  /** `hold`: sends what is held back (if the socket is still open); set by the socket's sender. */
+  release?: () => void;
 }
 
 const isFinal = (text: string) => (JSON.parse(text) as { is_final?: unknown }).is_final === true;
@@ -23,12 +27,30 @@ const isFinal = (text: string) => (JSON.parse(text) as { is_final?: unknown }).i
 export function faultySender(ws: WebSocket, fault: SocketFault | undefined): (text: string) => boolean {
   let finals = 0;
   let failed = false;
+  let held: string[] | null = null;
+  let released = false;
+  if (fault?.kind === 'hold') {
+    fault.release = () => {
+      released = true;
+      for (const text of held?.splice(0) ?? []) if (ws.readyState === ws.OPEN) ws.send(text);
+      held = null;
+    };
+  }
   return (text) => {
     if (failed || ws.readyState !== ws.OPEN) return false;
     const final = isFinal(text);
-    if (!fault || finals < fault.afterFinals || (fault.onFinal && !final)) {
+    if (held) {
+      held.push(text);
+      return true;
+    }
+    if (!fault || released || finals < fault.afterFinals || (fault.onFinal && !final)) {
       if (final) finals += 1;
       ws.send(text);
+      return true;
+    }
+    if (fault.kind === 'hold') {
+      held = [text];
+      fault.shown?.();
       return true;
     }
     failed = true;
