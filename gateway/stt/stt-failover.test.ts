@@ -5,6 +5,10 @@
 // is not JSON) at its first message, right after its first final, or in place of its last final;
 // the client streams voiced bursts (test/support/speech-bursts.ts) that the gateway's turn
 // detector hears as two turns of three words, and the scripted engines as one word per burst.
+// The detector is patient, so that no evidence ends a turn in its 0.3 s pauses: balanced, a
+// punctuated interim (Deepgram's "Bravo.") in hand 0.24 s into a pause ends the turn there, and
+// whether it is in hand by then is the event loop's timing; a frame late, the turn ended with the
+// next burst's first 0.1 s already sent to the engine, and the turn's finalize cut that word in two.
 // Asserted: every burst is transcribed exactly once, in order, at its own time (word times are
 // the session's across the switch), no error and a clean close, one `engine.switched` event
 // (asked with failover_events=true), the audio billed exactly once, and the next session served
@@ -57,6 +61,8 @@ const BURSTS: [number, number][] = [
   [4.8, 5.1],
 ];
 const TOTAL_SECONDS = 6.8;
+/** The gateway finds the turns, the same two whatever the engine's transcript says and whenever it comes (see above). */
+const TURNS = { turn_source: 'gateway', turn_detection: 'patient' };
 const AUDIO = s16le(speechBursts(RATE, BURSTS, TOTAL_SECONDS));
 const AUDIO_MILLIS = (AUDIO.length / 2 / RATE) * 1000;
 
@@ -135,15 +141,17 @@ interface Word {
 async function session(model: ModelId, fault?: Omit<SocketFault, 'shown'>, first?: 'deepgram' | 'cartesia') {
   let shown = false;
   if (fault && first) peerOf(first).sttFault = { ...fault, shown: () => (shown = true) };
-  const client = await openSession(h, { model, sample_rate: String(RATE), turn_source: 'gateway', failover_events: 'true', api_key: h.key });
+  const client = await openSession(h, { model, sample_rate: String(RATE), ...TURNS, failover_events: 'true', api_key: h.key });
   const started = await client.until((e) => e.type === 'session.started');
   await client.stream(AUDIO, { frameBytes: 3200, intervalMs: 0 });
   client.command({ type: 'close' });
   if (fault?.kind === 'stall') {
-    // The engine went silent: the session notices on its clock (audio written, or a finalize asked, and nothing heard for the stall time).
+    // The engine went silent: the session notices on its clock (audio written, or a finalize asked, and nothing heard for the stall time),
+    // once it has heard the finals sent before the silence (moved earlier, the clock would end the engine with its last final on the way).
+    const finalsSent = fault.afterFinals;
     await until('the stall to be noticed', () => {
       if (client.ofType('engine.switched').length > 0) return true;
-      if (shown) clock.advance(STALL_SECONDS * 1000);
+      if (shown && finalsWithText(client.events) >= finalsSent) clock.advance(STALL_SECONDS * 1000);
       return false;
     });
   }
@@ -151,7 +159,9 @@ async function session(model: ModelId, fault?: Omit<SocketFault, 'shown'>, first
   return { client, closed, requestId: started.request_id as string };
 }
 
-/** Each turn.finalized carries exactly the text of the finals since the turn before it (across a switch too). */
+const finalsWithText = (events: SttEvent[]) => events.filter((e) => e.type === 'transcript' && e.is_final && e.text).length;
+
+/** Two turns, each turn.finalized carrying exactly the text of the finals since the turn before it (across a switch too). */
 function expectTurnTextsExact(events: SttEvent[]): void {
   let texts: string[] = [];
   let turns = 0;
@@ -162,6 +172,7 @@ function expectTurnTextsExact(events: SttEvent[]): void {
     texts = [];
     turns++;
   }
+  expect(turns, summary(events)).toBe(2);
   expect(turns).toBe(events.filter((e) => e.type === 'turn.end').length);
 }
 
@@ -389,7 +400,7 @@ describe('hedging (capabilities.hedge): the session opened on both engines', () 
       const wins = await hedgeWins(fast);
       // Slower than any: it takes the audio and holds back its first message.
       peerOf(slow).sttFault = { kind: 'stall', afterFinals: 0 };
-      const client = await openSession(h, { model: HEDGED, sample_rate: String(RATE), turn_source: 'gateway', failover_events: 'true', api_key: h.key });
+      const client = await openSession(h, { model: HEDGED, sample_rate: String(RATE), ...TURNS, failover_events: 'true', api_key: h.key });
       onTestFinished(() => client.ws.close());
       const started = await client.until((e) => e.type === 'session.started');
       await client.stream(AUDIO, { frameBytes: 3200, intervalMs: 0 });
