@@ -471,7 +471,7 @@ describe(`a finalize taken over: the engine silent ${HEDGE_MS} ms (SVC_STT_FINAL
 
   /** Opens a session, streams the bursts and closes; returns the client and its request id. */
   async function streamed(model: ModelId) {
-    const client = await openSession(h, { model, sample_rate: String(RATE), turn_source: 'gateway', failover_events: 'true', api_key: h.key });
+    const client = await openSession(h, { model, sample_rate: String(RATE), ...TURNS, failover_events: 'true', api_key: h.key });
     onTestFinished(() => client.ws.close());
     const started = await client.until((e) => e.type === 'session.started');
     await client.stream(AUDIO, { frameBytes: 3200, intervalMs: 0 });
