@@ -195,6 +195,35 @@ describe('deferred usage debits (SQLite)', () => {
     expect((await core.admit(key, true)).balanceMicros).toBe(800n);
     t.db.hot.onDeferredWriteError = undefined;
   });
+
+  // Timers run in the order they expire: one set 11 ms after a debit runs after the debit's
+  // commit was tried (at most 10 ms after the previous one). SQLite's busy handler would have
+  // slept the thread instead (the other connection, on this same thread, could then never let go
+  // of its lock, and the commit would fail after 10 s).
+  const afterTheCommitWasTried = () => new Promise((resolve) => setTimeout(resolve, 11));
+
+  it("wait for another connection's write lock without holding up the thread, and commit once it is free", async () => {
+    const { orgId } = await newOrg(1_000n);
+    other.exec('BEGIN IMMEDIATE');
+    try {
+      expect(await debit(orgId, 100n, 'req_locked')).toBe(900n);
+      await afterTheCommitWasTried();
+      expect(t.db.hot.debitsFailing()).toBe(false);
+      expect(other.prepare(`SELECT count(*) AS n FROM "LedgerEntry" WHERE requestId = 'req_locked'`).get()).toEqual({ n: 0n });
+      // Writes on timers (reservations' upkeep) wait the same way.
+      let upkeepDone = false;
+      const upkeep = t.db.hot.maintainHolds(60_000).then(() => (upkeepDone = true));
+      await afterTheCommitWasTried();
+      expect(upkeepDone).toBe(false);
+      other.exec('COMMIT');
+      await upkeep;
+    } finally {
+      if (other.inTransaction) other.exec('ROLLBACK');
+    }
+    const { balance, rows } = await ledgerOf(orgId);
+    expect(balance).toBe(900n);
+    expect(rows.filter((r) => r.requestId === 'req_locked').map((r) => [r.amountMicros, r.balanceAfterMicros])).toEqual([[-100n, 900n]]);
+  });
 });
 
 describe('key checks (SQLite)', () => {

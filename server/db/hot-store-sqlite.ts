@@ -36,8 +36,11 @@ const spendStateOf = (row: KeySpendRow): KeySpendState => ({
   heldMicros: row.heldMicros,
 });
 
+/** How long a write waits for another connection's write lock before it fails (SQLITE_BUSY). */
+export const SQLITE_LOCK_WAIT_MS = 10_000;
+
 export function openSqlite(path: string): Database.Database {
-  const db = new Database(path, { timeout: 10_000 });
+  const db = new Database(path, { timeout: SQLITE_LOCK_WAIT_MS });
   db.pragma('journal_mode = WAL');
   db.pragma('synchronous = NORMAL');
   db.pragma('foreign_keys = ON');
@@ -51,6 +54,39 @@ export function createSqliteHotStore(path: string, ownerId = holdOwnerId()): Hot
   db.pragma('wal_autocheckpoint = 0');
   const checkpointer = startCheckpointer(path);
   const ts = (d: Date) => sqlTimestamp('sqlite', d);
+
+  // SQLite waits for a write lock that another connection holds (the request log's writer,
+  // the dashboard, another gateway) by sleeping the calling thread in its busy handler, for
+  // 1, 2, 5, 10… ms at a time: on the gateway's thread, every request waits with it. So this
+  // connection's writes are tried without waiting and, while the lock is taken, tried again
+  // a few milliseconds later (the event loop serves requests meanwhile), failing as a busy
+  // timeout would only after SQLITE_LOCK_WAIT_MS. Its reads never wait for a writer (WAL).
+  const noWait = db.prepare('PRAGMA busy_timeout = 0');
+  const wait = db.prepare(`PRAGMA busy_timeout = ${SQLITE_LOCK_WAIT_MS}`);
+  const BUSY = Symbol('busy');
+  const tryWrite = <T>(write: () => T): T | typeof BUSY => {
+    noWait.get();
+    try {
+      return write();
+    } catch (e) {
+      if ((e as { code?: unknown }).code === 'SQLITE_BUSY') return BUSY;
+      throw e;
+    } finally {
+      wait.get();
+    }
+  };
+  const lockTimeout = () =>
+    Object.assign(new Error(`database is locked (waited ${SQLITE_LOCK_WAIT_MS} ms for another connection's write)`), { code: 'SQLITE_BUSY' });
+  /** A write done as soon as the lock is free, without blocking the thread while it is not. */
+  const writeWhenFree = async <T>(write: () => T): Promise<T> => {
+    const since = performance.now();
+    for (;;) {
+      const outcome = tryWrite(write);
+      if (outcome !== BUSY) return outcome;
+      if (performance.now() - since >= SQLITE_LOCK_WAIT_MS) throw lockTimeout();
+      await new Promise((resolve) => setTimeout(resolve, 1));
+    }
+  };
 
   const findKey = db.prepare<[string], KeyRow>(
     `SELECT k.id AS keyId, k.orgId AS orgId, k.status AS status, k.rateLimitRpm AS rateLimitRpm, k.isTrial AS isTrial,
@@ -303,6 +339,10 @@ export function createSqliteHotStore(path: string, ownerId = holdOwnerId()): Hot
   // killed process loses (docs/api-conventions.md, "Credits").
   const COALESCE_MS = 10;
   let lastCommitAt = -Infinity;
+  /** Since when the queued changes wait for another connection's write lock; a retry is set while they do. */
+  let busySince: number | undefined;
+  let busyTimer: NodeJS.Timeout | undefined;
+  let busyTries = 0;
   const schedule = () => {
     if (scheduled || retryTimer) return;
     scheduled = true;
@@ -336,8 +376,10 @@ export function createSqliteHotStore(path: string, ownerId = holdOwnerId()): Hot
     pending.push({ change });
     schedule();
   };
-  function flush(): void {
+  /** `waitForLock`: block until the lock is free (only when closing: nothing else is served then). */
+  function flush(waitForLock = false): void {
     scheduled = false;
+    busyTimer = undefined;
     const batch = pending;
     if (batch.length === 0) return;
     pending = [];
@@ -346,8 +388,25 @@ export function createSqliteHotStore(path: string, ownerId = holdOwnerId()): Hot
     let committedKeys: Map<string, KeySpendState>;
     try {
       dropCacheIfChanged();
-      ({ balances: results, held: committedHeld, keys: committedKeys } = applyBatch.immediate(batch.map((p) => p.change)));
+      const changes = batch.map((p) => p.change);
+      const outcome = waitForLock ? applyBatch.immediate(changes) : tryWrite(() => applyBatch.immediate(changes));
+      if (outcome === BUSY) {
+        busySince ??= performance.now();
+        if (performance.now() - busySince >= SQLITE_LOCK_WAIT_MS) throw lockTimeout();
+        // Still queued, in order, and tried again after a wait that doubles up to 8 ms (each
+        // try costs a few statements; the debits were answered already).
+        pending = batch.concat(pending);
+        scheduled = true;
+        busyTries++;
+        busyTimer = setTimeout(flush, Math.min(2 ** busyTries, 8));
+        return;
+      }
+      busySince = undefined;
+      busyTries = 0;
+      ({ balances: results, held: committedHeld, keys: committedKeys } = outcome);
     } catch (e) {
+      busySince = undefined;
+      busyTries = 0;
       // Callers still waiting get the error; deferred debits were answered already, so they
       // go back to the head of the queue (in order) and are retried with a growing delay.
       const kept = batch.filter((p) => !p.resolve);
@@ -511,7 +570,7 @@ export function createSqliteHotStore(path: string, ownerId = holdOwnerId()): Hot
     async maintainHolds(ttlMs) {
       holdTtlMs = ttlMs;
       const now = new Date();
-      maintain.immediate(ts(now), ts(new Date(now.getTime() + ttlMs)));
+      await writeWhenFree(() => maintain.immediate(ts(now), ts(new Date(now.getTime() + ttlMs))));
     },
     async keyStatuses(keyIds) {
       const statuses = new Map<string, 'active' | 'revoked'>();
@@ -528,7 +587,7 @@ export function createSqliteHotStore(path: string, ownerId = holdOwnerId()): Hot
       }
     },
     async touchKeys(lastUsed) {
-      if (lastUsed.size > 0) touchAll.immediate([...lastUsed]);
+      if (lastUsed.size > 0) await writeWhenFree(() => touchAll.immediate([...lastUsed]));
     },
     async ping() {
       db.prepare('SELECT 1').get();
@@ -538,9 +597,10 @@ export function createSqliteHotStore(path: string, ownerId = holdOwnerId()): Hot
       // a few more tries; what then remains is reported as lost).
       clearTimeout(retryTimer);
       retryTimer = undefined;
+      clearTimeout(busyTimer);
       for (let attempt = 0; pending.length > 0 && attempt < 5; attempt++) {
         if (attempt > 0) await new Promise((r) => setTimeout(r, 200));
-        flush();
+        flush(true);
         clearTimeout(retryTimer);
         retryTimer = undefined;
       }
