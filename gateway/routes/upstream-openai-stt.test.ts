@@ -228,8 +228,9 @@ describe('streaming over a batch engine: GET /stt/websocket', () => {
     await expectSessionBilled(h, c, 3500, 'client_close');
 
     // The utterances as cut (each where its turn was found, in the silence before the next
-    // word, at the end of the detector's frame that decided it): every sample up to the last turn's end sent once as a final, the
-    // close's rest (silence) not at all; interim calls may come between.
+    // word, at the end of the detector's frame that decided it): every sample up to the last
+    // turn's end sent once as a final, the close's rest (silence) not at all; interim calls may
+    // come between.
     const calls = peer.transcriptions.slice(before);
     expectUtterances(
       calls.map((r) => r.samples),
