@@ -6,7 +6,8 @@
 // flows, or leaves a finalize unanswered that long) the next healthy upstream is opened and the
 // audio since the last final (pending-audio.ts) is replayed to it, its times moved to the
 // session's. A finalize the engine leaves unanswered past a short hedge delay (a multiple of the
-// slowest answer it gave in this session, at least `finalizeHedgeMs`) starts that failover beside
+// slowest answer it gave in this session, at least `finalizeHedgeMs`, half that once it answered
+// one with words) starts that failover beside
 // it instead: the next upstream is opened, replayed to and asked the finalize while the engine
 // may still answer; the first to answer is kept, the other closed (the engine, if it lost, failed
 // over as `finalize_unanswered`). Hedging (the model's capabilities.hedge): the stream is opened
@@ -62,6 +63,14 @@ export interface HedgeOutcome {
  */
 export const TAKEOVER_ANSWER_MULTIPLE = 2;
 
+/**
+ * Once the engine has answered a finalize with words in this session (its own answer, not one its
+ * adapter settles without asking it), the floor of the hedge delay is this share of
+ * `finalizeHedgeMs`: the answers now say how fast it is, and the floor only covers the timing
+ * noise on top of them (the multiple of its slowest answer decides above it).
+ */
+export const TAKEOVER_ANSWERED_FLOOR_SHARE = 0.5;
+
 export interface EngineStreamEvents {
   /** A transcript or turn the engine reported, its times the session's (not `finalized`: the finalize queue answers those). */
   event(event: Exclude<TranscriptionEvent, { type: 'finalized' }>, opened: OpenedStream): void;
@@ -85,8 +94,9 @@ export interface EngineStreamOptions {
   stallMs: number;
   /**
    * The least time a finalize is left to the engine alone before the next upstream is started
-   * beside it (the takeover); the delay is TAKEOVER_ANSWER_MULTIPLE times the slowest answer the
-   * engine gave, when longer. 0 or absent: no takeover (the finalize waits `stallMs`).
+   * beside it (the takeover), until the engine answered one with words (then
+   * TAKEOVER_ANSWERED_FLOOR_SHARE of it); the delay is TAKEOVER_ANSWER_MULTIPLE times the slowest
+   * answer the engine gave, when longer. 0 or absent: no takeover (the finalize waits `stallMs`).
    */
   finalizeHedgeMs?: number;
   /** Most audio kept for a replay (seconds). */
@@ -119,6 +129,8 @@ interface Finalize {
   at: number;
   /** When it was asked of the engine serving now, on the session's clock (undefined: asked again in a replay; its answer time is not the engine's). */
   askedAt: number | undefined;
+  /** A final with words came from the engine while it was the oldest unanswered: its answer is the engine's own. */
+  withWords?: boolean;
 }
 
 export class EngineStream {
@@ -143,6 +155,8 @@ export class EngineStream {
   private takeoverTimer: Timer | null = null;
   /** The slowest finalize answer of the engine serving now (ms), which its hedge delay is a multiple of. */
   private slowestAnswerMs = 0;
+  /** The engine serving now answered a finalize with words in this session (its answers are evidence of its speed). */
+  private answeredWithWords = false;
   /** Hedging: the race for the first message (null: none, or over). */
   private race: Race | null = null;
   /** The session is over: the engine's events are ignored. */
@@ -453,7 +467,10 @@ export class EngineStream {
     switch (event.type) {
       case 'finalized': {
         const done = this.finalizes.shift();
-        if (done?.askedAt !== undefined) this.slowestAnswerMs = Math.max(this.slowestAnswerMs, this.o.clock.now() - done.askedAt);
+        if (done?.askedAt !== undefined) {
+          this.slowestAnswerMs = Math.max(this.slowestAnswerMs, this.o.clock.now() - done.askedAt);
+          if (done.withWords) this.answeredWithWords = true;
+        }
         this.armFinalizeTimers();
         if (!done) return;
         this.pending.dropBefore(done.at);
@@ -462,7 +479,10 @@ export class EngineStream {
       case 'transcript': {
         const lastWord = event.words.at(-1);
         // A final's audio is done: it is never replayed (its words end where the next engine starts).
-        if (event.isFinal && lastWord) this.pending.dropBefore(this.streamStart + Math.round(lastWord.end * this.sessionRate));
+        if (event.isFinal && lastWord) {
+          this.pending.dropBefore(this.streamStart + Math.round(lastWord.end * this.sessionRate));
+          if (this.finalizes[0]) this.finalizes[0].withWords = true;
+        }
         return this.on.event(offset ? { ...event, words: event.words.map((w) => shifted(w, offset)) } : event, opened);
       }
       case 'speech_started':
@@ -551,6 +571,7 @@ export class EngineStream {
   /** Another engine serves from now on: its answer times are its own, and the finalizes it was asked in a replay are not timed. */
   private newEngine(): void {
     this.slowestAnswerMs = 0;
+    this.answeredWithWords = false;
     for (const f of this.finalizes) f.askedAt = undefined;
   }
 
@@ -567,14 +588,16 @@ export class EngineStream {
 
   /**
    * How long a finalize is left to the engine alone: TAKEOVER_ANSWER_MULTIPLE times its slowest
-   * answer in this session, at least `finalizeHedgeMs`; null: no takeover (off; the delay would
+   * answer in this session, at least `finalizeHedgeMs` (TAKEOVER_ANSWERED_FLOOR_SHARE of it once
+   * the engine answered one with words); null: no takeover (off; the delay would
    * reach the stall allowance; or a stream over a batch engine, whose answer takes as long as its
    * segment is long).
    */
   private hedgeDelayMs(): number | null {
     const floor = this.o.finalizeHedgeMs ?? 0;
     if (floor <= 0 || this.current?.stream.speaking) return null;
-    const delay = Math.max(floor, TAKEOVER_ANSWER_MULTIPLE * this.slowestAnswerMs);
+    const least = this.answeredWithWords ? floor * TAKEOVER_ANSWERED_FLOOR_SHARE : floor;
+    const delay = Math.max(least, TAKEOVER_ANSWER_MULTIPLE * this.slowestAnswerMs);
     return delay < this.o.stallMs ? delay : null;
   }
 

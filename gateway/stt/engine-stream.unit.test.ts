@@ -312,6 +312,28 @@ describe('EngineStream: a finalize taken over', () => {
     expect(reports.switches).toEqual([]);
   });
 
+  it.each([
+    { answer: 'a final with words', words: true, delay: 100 },
+    { answer: 'no words (as an adapter settles a finalize it did not send)', words: false, delay: 200 },
+  ])('a first finalize answered in 40 ms with $answer: the next is taken over after $delay ms', async ({ words, delay }) => {
+    const { engine, clock, streams, opens } = takingOver();
+    await engine.open();
+    engine.write(seconds(1));
+    let answered = 0;
+    engine.finalize('turn', () => answered++);
+    clock.advance(40);
+    if (words) streams.a.say(final('one', 0.25, 0.75));
+    streams.a.say(FINALIZED);
+    await expect.poll(() => answered).toBe(1);
+    // Twice 40 ms is less than either floor: the floor decides, halved once the engine answered with words.
+    engine.write(seconds(1));
+    engine.finalize('turn', () => answered++);
+    clock.advance(delay - 1);
+    expect(opens).toEqual([[]]);
+    clock.advance(1);
+    expect(opens).toEqual([[], ['a']]);
+  });
+
   it('the engine answers after the next upstream began: the engine is kept and nothing switched; the other is closed, what it said never heard', async () => {
     const { engine, clock, streams, openNext, reports } = takingOver();
     await engine.open();

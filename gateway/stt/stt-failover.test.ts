@@ -22,7 +22,8 @@
 // A finalize taken over (SVC_STT_FINALIZE_HEDGE_MS): the engine silent at a finalize (a `stall`
 // in place of its last final) is joined by the other engine once the session's clock has moved
 // the hedge delay only (never the stall allowance): the other's final is the client's, once; an
-// engine that holds its answer back (`hold`) but gives it within the delay keeps the session, no
+// engine that holds its answer back (`hold`) but gives it within the delay (its first answer,
+// with words, came at once: half the floor) keeps the session, no
 // other engine opened; one that answers after the other began keeps it too, the other closed.
 import { createRequire } from 'node:module';
 import { afterAll, beforeAll, beforeEach, describe, expect, it, onTestFinished, vi } from 'vitest';
@@ -38,7 +39,7 @@ import { speechBursts } from '../../test/support/speech-bursts.ts';
 import { audioCost, expectDebited, openSession, refusedUpgrade, s16le, summary, type SttEvent } from '../../test/support/stt-routes.ts';
 import { checkProtocol } from '../upstreams/protocols/index.ts';
 import { upstreamLabel } from '../metrics/gateway-metrics.ts';
-import { HEDGE_MAX_SECONDS } from './engine-stream.ts';
+import { HEDGE_MAX_SECONDS, TAKEOVER_ANSWERED_FLOOR_SHARE } from './engine-stream.ts';
 
 const require = createRequire(import.meta.url);
 const { Cartesia } = require('@cartesia/cartesia-js') as typeof import('@cartesia/cartesia-js');
@@ -50,6 +51,11 @@ process.env.FAILOVER_CA_KEY = CA_KEY;
 const STT_PRICE = 100_000_000n;
 const STALL_SECONDS = 2;
 const HEDGE_MS = 200;
+/**
+ * The hedge delay of a finalize once the engine answered one with words (the first turn's, on this
+ * clock in no time): the floor's share. Before the first turn's answer arrives it is HEDGE_MS.
+ */
+const ANSWERED_HEDGE_MS = HEDGE_MS * TAKEOVER_ANSWERED_FLOOR_SHARE;
 const RATE = 16000;
 /** Two turns of three words (the gateway's detector ends a turn after the long pause). */
 const BURSTS: [number, number][] = [
@@ -527,7 +533,7 @@ describe(`a finalize taken over: the engine silent ${HEDGE_MS} ms (SVC_STT_FINAL
     peerOf(first).sttFault = fault;
     const { client, requestId } = await streamed(id);
     await until('the engine to hold its final back', () => shown, { intervalMs: 10 });
-    clock.advance(HEDGE_MS - 1);
+    clock.advance(ANSWERED_HEDGE_MS - 1);
     fault.release!();
     const closed = await client.closed;
     expect(closed.code, summary(client.events)).toBe(1000);

@@ -65,6 +65,8 @@ export class SttSession {
   private debits: Promise<void> = Promise.resolve();
   /** Audio accepted but not yet written to the engine (it waits while the engine opens). */
   private queuedSamples = 0;
+  /** Samples given to the gateway's turn detector so far (its audio time, at the session's rate). */
+  private detectedSamples = 0;
   /**
    * Frames past what reserved credit covers wait here, in order, while the next interval is
    * reserved; commands sent after such frames wait behind them (a finalize applies to all audio before it).
@@ -269,17 +271,45 @@ export class SttSession {
       if (this.closed) return;
       this.queuedSamples -= input.length;
       if (!opened.engineTurns) {
-        if (this.engine.write(input) > MAX_BACKLOG_SECONDS) return this.backlog();
-        const found = await this.turns.push(toFloat32(input));
-        if (this.closed) return;
-        for (const t of found) {
-          // Whether anyone speaks, for engines that are sent only speech: told before the turn's finalize.
-          if (t.type === 'turn.start' || t.type === 'turn.end') this.engine.speaking(t.type === 'turn.start');
-          this.relay.detected(t);
-        }
+        await this.detectTurns(input);
         if (this.meter.debitDue) this.debitInBackground();
       } else this.toEngine(input);
     });
+  }
+
+  /**
+   * Audio for an engine whose turns the gateway's detector finds. Each turn event is acted on
+   * where the detector decided it in the audio: a turn's finalize follows exactly the audio up to
+   * there, and what came after goes to the engine after it (a word begun right after the turn's
+   * silence is the next utterance's, whole). So only the audio a turn cannot end before
+   * (TurnDetector.earliestEndSeconds: while someone speaks, or no one does, all of a frame in
+   * practice) goes to the engine before the detector judged it; the rest, in a pause, waits for
+   * its judgement (the detector's time on a frame).
+   */
+  private async detectTurns(input: PcmSamples): Promise<void> {
+    const rate = this.o.sampleRate;
+    const start = this.detectedSamples;
+    this.detectedSamples += input.length;
+    let sent = 0;
+    const sendUpTo = (seconds: number): boolean => {
+      const upTo = Math.min(input.length, Math.max(sent, Math.floor(seconds * rate) - start));
+      if (upTo > sent && this.engine.write(sent === 0 && upTo === input.length ? input : input.subarray(sent, upTo)) > MAX_BACKLOG_SECONDS) {
+        this.backlog();
+        return false;
+      }
+      sent = upTo;
+      return true;
+    };
+    if (!sendUpTo(this.turns.earliestEndSeconds)) return;
+    const found = await this.turns.push(toFloat32(input));
+    if (this.closed) return;
+    for (const t of found) {
+      if (!sendUpTo(t.decidedAtSeconds)) return;
+      // Whether anyone speaks, for engines that are sent only speech: told before the turn's finalize.
+      if (t.type === 'turn.start' || t.type === 'turn.end') this.engine.speaking(t.type === 'turn.start');
+      this.relay.detected(t);
+    }
+    sendUpTo(Infinity);
   }
 
   /** Audio to the engine; the next debit starts once an interval's worth more has arrived. */

@@ -121,6 +121,40 @@ describe('TurnDetector (Silero VAD)', () => {
     expect(end!.out - end!.atSeconds).toBeGreaterThanOrEqual(0.5);
   });
 
+  it.each([
+    ['balanced, with a full stop heard', turnSettings('balanced', { eagerEndThreshold: null }), 'I would like to order.'],
+    ['responsive, eager ends finalizing the words', turnSettings('responsive', { finalizeOnEagerEnd: true }), ''],
+    ['a fixed silence of 200 ms', turnSettings('balanced', { fixedSilenceMs: 200, eagerEndThreshold: null }), ''],
+  ])(
+    '%s: no end (nor finalizing eager end) is decided before earliestEndSeconds said; while someone speaks it is a frame of audio or more ahead',
+    async (_name, settings, hint) => {
+      const u = await utterance(['I would like to order, um,', 'a large pizza with extra cheese.'], 'flite:slt', 'clean', 0.6);
+      const d = new TurnDetector(RATE, settings);
+      const chunk = RATE / 50;
+      const ends: TurnEvent[] = [];
+      let spoke = 0;
+      try {
+        for (let at = 0; at < u.samples.length; at += chunk) {
+          if (hint) d.hint(hint);
+          const earliest = d.earliestEndSeconds;
+          const pushed = Math.min(at + chunk, u.samples.length) / RATE;
+          // While speech goes on, the whole next chunk (20 ms) is before any end: it needs no judging first.
+          if (d.speaking && earliest >= pushed) spoke++;
+          for (const e of await d.push(u.samples.subarray(at, at + chunk))) {
+            if (e.type === 'turn.end' || (e.type === 'turn.eager_end' && settings.finalizeOnEagerEnd)) {
+              ends.push(e);
+              expect(e.decidedAtSeconds).toBeGreaterThanOrEqual(earliest - 1e-9);
+            }
+          }
+        }
+      } finally {
+        d.close();
+      }
+      expect(ends.length).toBeGreaterThan(0);
+      expect(spoke).toBeGreaterThan(50);
+    },
+  );
+
   it('no turn from 10 s of six-voice babble or of white noise at -30 dBFS, nor from clicks, in any preset', async () => {
     const noises = [await babble(10, -30), whiteNoise(10, -30), clicks(10)];
     for (const preset of ['responsive', 'balanced', 'patient'] as const)

@@ -89,6 +89,8 @@ export type TurnEvent = {
   type: 'turn.start' | 'turn.eager_end' | 'turn.resume' | 'turn.end';
   /** Audio time of the event: speech start (start, resume) or the last speech (eager_end, end). */
   atSeconds: number;
+  /** Audio time at which it was decided: the end of the frame that decided it (what comes after was not judged). */
+  decidedAtSeconds: number;
 };
 
 export class TurnDetector {
@@ -127,6 +129,42 @@ export class TurnDetector {
     return this.inTurn;
   }
 
+  /**
+   * The earliest audio time (s) at which a turn could end, or an eager end finalize the words so
+   * far (`finalizeOnEagerEnd`), given what was judged so far: audio before it can go to the
+   * recognizer before the detector has judged it, and no finalize will fall before it. A turn
+   * ends at the end of a frame at least the shortest silence that can end one (the most
+   * favourable evidence, the timeout, a fixed silence) after its last speech; outside a turn,
+   * one must start first (START_FRAMES of speech).
+   */
+  get earliestEndSeconds(): number {
+    const frame = VAD_FRAME_SECONDS;
+    const judged = this.frames * frame;
+    const silence = this.shortestEndingSilenceMs() / 1000;
+    // Whole frames (a decision falls at a frame's end); rounding errors may only make it earlier.
+    const grid = (t: number) => Math.ceil(t / frame - 1e-6) * frame;
+    if (!this.inTurn) return judged + START_FRAMES * frame + Math.max(frame, grid(silence));
+    return Math.max(judged + frame, this.lastSpeechEnd + grid(silence));
+  }
+
+  /** The shortest silence after speech (ms) at which the settings can end a turn (or finalize at an eager end). */
+  private shortestEndingSilenceMs(): number {
+    const s = this.settings;
+    const evidence = (threshold: number): number =>
+      // P(end) = 1 - 0.5^(silence / halfLife) reaches the threshold at halfLife * log2(1 / (1 - threshold)).
+      threshold >= 1 ? Infinity : HALF_LIFE_MS[s.preset] * EVIDENCE_FACTOR.complete * Math.log2(1 / (1 - Math.max(0, threshold)));
+    // A fixed silence: P(end) is 0 before it and 1 at it; its eager end comes at its share of it.
+    const fixed = s.fixedSilenceMs;
+    const end = fixed === undefined ? evidence(s.endThreshold) : s.endThreshold > 0 ? fixed : 0;
+    const eager =
+      !s.finalizeOnEagerEnd || s.eagerEndThreshold === null
+        ? Infinity
+        : fixed === undefined
+          ? evidence(s.eagerEndThreshold)
+          : Math.max(0, s.eagerEndThreshold) * fixed;
+    return Math.min(s.endTimeoutMs, end, eager);
+  }
+
   /** The transcript of the current turn so far (interim or final), as evidence for its end. */
   hint(transcript: string): void {
     if (this.inTurn) this.transcript = transcript;
@@ -157,14 +195,14 @@ export class TurnDetector {
         this.silentFrames = 0;
         this.eagerSent = false;
         this.lastSpeechEnd = end;
-        events.push({ type: 'turn.start', atSeconds: end - START_FRAMES * VAD_FRAME_SECONDS });
+        events.push({ type: 'turn.start', atSeconds: end - START_FRAMES * VAD_FRAME_SECONDS, decidedAtSeconds: end });
       }
     } else if (p >= s.speechThreshold - SILENCE_MARGIN && (this.silentFrames === 0 || p >= s.speechThreshold) && this.audible(index)) {
       // Speech goes on, or comes back after a pause (RESUME_FRAMES in a row).
       this.speechRun = p >= s.speechThreshold ? this.speechRun + 1 : 0;
       if (this.silentFrames === 0 || this.speechRun >= RESUME_FRAMES) {
         if (this.silentFrames > 0 && this.eagerSent) {
-          events.push({ type: 'turn.resume', atSeconds: end - this.speechRun * VAD_FRAME_SECONDS });
+          events.push({ type: 'turn.resume', atSeconds: end - this.speechRun * VAD_FRAME_SECONDS, decidedAtSeconds: end });
           this.eagerSent = false;
         }
         this.silentFrames = 0;
@@ -181,10 +219,10 @@ export class TurnDetector {
       const pEager = s.fixedSilenceMs !== undefined ? silenceMs / s.fixedSilenceMs : pEnd;
       if (s.eagerEndThreshold !== null && !this.eagerSent && pEager >= s.eagerEndThreshold) {
         this.eagerSent = true;
-        events.push({ type: 'turn.eager_end', atSeconds: this.lastSpeechEnd });
+        events.push({ type: 'turn.eager_end', atSeconds: this.lastSpeechEnd, decidedAtSeconds: end });
       }
       if (pEnd >= s.endThreshold || silenceMs >= s.endTimeoutMs) {
-        events.push({ type: 'turn.end', atSeconds: this.lastSpeechEnd });
+        events.push({ type: 'turn.end', atSeconds: this.lastSpeechEnd, decidedAtSeconds: end });
         this.inTurn = false;
         this.transcript = '';
         this.turnPitch = [];
