@@ -321,13 +321,10 @@ describe('analyzeVoiceInChunks', () => {
       16000,
       { signal: leaving.signal },
     );
-    const last = analyzeVoiceInChunks(
-      () => {
-        order.push('last read');
-        return clip.slice();
-      },
-      16000,
-    );
+    const last = analyzeVoiceInChunks(() => {
+      order.push('last read');
+      return clip.slice();
+    }, 16000);
     await expect(gone).rejects.toThrow('client went away');
     expect(await last).toEqual(await first);
     expect(order.filter((o) => o !== 'first')).toEqual(['last read']);

@@ -42,7 +42,11 @@ describe('decodeClip measures from the header and decodes the samples when first
     { name: 'a 16-bit WAV', bytes: encodeWav(tone(1.5, 24000, 220), 24000, 'pcm_s16le'), rate: undefined },
     { name: 'a float WAV', bytes: encodeWav(tone(0.7, 48000, 440), 48000, 'pcm_f32le'), rate: undefined },
     { name: 'a 24-bit stereo WAV (downmixed)', bytes: stereo24, rate: undefined },
-    { name: 'raw PCM with a trailing odd byte', bytes: Buffer.concat([encodeWav(tone(1, 8000, 300), 8000, 'pcm_s16le').subarray(44), Buffer.from([9])]), rate: 8000 },
+    {
+      name: 'raw PCM with a trailing odd byte',
+      bytes: Buffer.concat([encodeWav(tone(1, 8000, 300), 8000, 'pcm_s16le').subarray(44), Buffer.from([9])]),
+      rate: 8000,
+    },
   ])('$name: what decoding it at once gives', ({ bytes, rate }) => {
     const decoded = decodeUploadedAudio(bytes, rate, null);
     const clip = decodeClip(bytes, rate);
