@@ -331,6 +331,27 @@ describe('analyzeVoiceInChunks', () => {
     expect(order.indexOf('last read')).toBe(order.lastIndexOf('first') + 1);
   });
 
+  it('an analysis aborted once handed the turn, before it starts, passes the turn on', async () => {
+    const clip = syllables({ f0: 120, syllableRate: 4, sampleRate: 16000, seconds: 3 });
+    const leaving = new AbortController();
+    const first = analyzeVoiceInChunks(clip.slice(), 16000);
+    let read = false;
+    const handed = analyzeVoiceInChunks(
+      () => {
+        read = true;
+        return clip.slice();
+      },
+      16000,
+      { signal: leaving.signal },
+    );
+    const last = analyzeVoiceInChunks(clip.slice(), 16000);
+    // The first one's end hands the turn on (at the next turn of the loop); the abort comes in between.
+    void first.then(() => leaving.abort(new Error('client went away')));
+    await expect(handed).rejects.toThrow('client went away');
+    expect(read).toBe(false);
+    expect(await last).toEqual(await first);
+  });
+
   it('stops at the next pause when its signal is aborted', async () => {
     const abort = new AbortController();
     const clip = syllables({ f0: 120, syllableRate: 4, sampleRate: 16000, seconds: 30 });

@@ -251,7 +251,10 @@ function takeTurn(signal: AbortSignal | undefined): Promise<void> {
   }
   return new Promise((resolve, reject) => {
     const onAbort = () => {
-      waiting.splice(waiting.indexOf(go), 1);
+      const at = waiting.indexOf(go);
+      // Already handed the turn (it starts at the next turn of the loop): it sees the abort then.
+      if (at === -1) return;
+      waiting.splice(at, 1);
       reject(signal!.reason);
     };
     const go = () => {
@@ -286,6 +289,7 @@ export async function analyzeVoiceInChunks(
 ): Promise<VoiceAnalysis> {
   await takeTurn(options.signal);
   try {
+    options.signal?.throwIfAborted();
     const steps = measure(typeof samples === 'function' ? samples() : samples, sampleRate, new Slicer());
     for (;;) {
       const step = steps.next();
