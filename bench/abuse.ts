@@ -436,6 +436,10 @@ if (bounds) {
 }
 
 await db.close();
+// Its data directory goes once it has exited: a voice preview still being written would make
+// the removal fail (ENOTEMPTY).
+const exited = new Promise((r) => gateway.child.once('exit', r));
 gateway.child.kill('SIGTERM');
+await exited;
 fx.remove();
 process.exit(0);
