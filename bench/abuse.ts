@@ -4,7 +4,10 @@
 // meanwhile (a client polling it every 20 ms: the latency everyone else sees).
 //
 //   npx tsx bench/abuse.ts [--sockets 1000] [--only idle,money,regex,quota,proclone,revoke,slow,conns,
-//                           outbuf,refs,names,oob,responses-refs,engine]
+//                           outbuf,refs,names,oob,responses-refs,engine,clones] [--profile DIR] [--top 30]
+//
+// --profile DIR: the gateway runs with its inspector open and its main thread is profiled over the
+// probes of issue 29 (bench/lib/cpu-profile.ts): the profile goes to DIR, its tables to stdout.
 //
 // Probes:
 //   idle      1,000 STT sessions that only send keepalives, spread over orgs and keys, plus
@@ -53,11 +56,14 @@ import { wavHeader } from '../gateway/audio/wav.ts';
 import { startBundled } from './lib/processes.ts';
 import { voiceFixture } from './lib/voice-fixture.ts';
 import { BOUNDS_PROBES, runBoundsProbes, startBoundsEngines } from './lib/abuse-bounds.ts';
+import { INSPECT_ENV, profileTables, profileWhile, saveProfile } from './lib/cpu-profile.ts';
 
 const { values } = parseArgs({
   options: {
     sockets: { type: 'string', default: '1000' },
     only: { type: 'string', default: `idle,money,regex,quota,proclone,revoke,slow,conns,${BOUNDS_PROBES.join(',')}` },
+    profile: { type: 'string' },
+    top: { type: 'string', default: '30' },
   },
 });
 const SOCKETS = Number(values.sockets);
@@ -75,6 +81,7 @@ const gateway = await startBundled('bench/gateway-server.ts', {
   SVC_MAX_STREAMS: String(limits.streamsPerProcess),
   SVC_STT_MAX_DECODERS: String(limits.sttDecoders),
   ...bounds?.env,
+  ...(values.profile ? INSPECT_ENV : {}),
 });
 const base = gateway.url;
 const db = openDatabase(fx.databaseUrl);
@@ -400,29 +407,39 @@ if (ONLY.has('slow') || ONLY.has('conns')) {
 }
 
 if (bounds) {
-  await runBoundsProbes(
-    {
-      base,
-      agent,
-      engine: bounds.engine,
-      rssMb,
-      // utime + stime, fields 14 and 15 of /proc/<pid>/stat, in clock ticks (100 a second).
-      cpuMs: () => {
-        const fields = readFileSync(`/proc/${gateway.child.pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-        return (Number(fields[11]) + Number(fields[12])) * 10;
+  const probes = () =>
+    runBoundsProbes(
+      {
+        base,
+        agent,
+        engine: bounds.engine,
+        rssMb,
+        // utime + stime, fields 14 and 15 of /proc/<pid>/stat, in clock ticks (100 a second).
+        cpuMs: () => {
+          const fields = readFileSync(`/proc/${gateway.child.pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+          return (Number(fields[11]) + Number(fields[12])) * 10;
+        },
+        key: async () => {
+          const k = (await account(1_000_000_000n)).keys[0]!;
+          return { key: k.key, id: k.id };
+        },
+        revoke: async (id) => void (await revokeApiKey(db.prisma, { id })),
       },
-      key: async () => {
-        const k = (await account(1_000_000_000n)).keys[0]!;
-        return { key: k.key, id: k.id };
-      },
-      revoke: async (id) => void (await revokeApiKey(db.prisma, { id })),
-    },
-    ONLY,
-  );
+      ONLY,
+    );
+  if (values.profile) {
+    const { profile } = await profileWhile(gateway.child.pid!, probes);
+    console.log(`gateway main thread over the probes of issue 29 (profile in ${saveProfile(values.profile, 'abuse-bounds', profile)}), CPU in us\n`);
+    console.log(profileTables(profile, 1, 'run', Number(values.top)));
+  } else await probes();
   bounds.stop();
 }
 
 await db.close();
+// Its data directory goes once it has exited: a voice preview still being written would make
+// the removal fail (ENOTEMPTY).
+const exited = new Promise((r) => gateway.child.once('exit', r));
 gateway.child.kill('SIGTERM');
+await exited;
 fx.remove();
 process.exit(0);

@@ -29,6 +29,9 @@
 // event loop, so the analysis is written as a generator that pauses after every few
 // milliseconds of work (WORK_PER_SLICE): analyzeVoiceInChunks lets other requests run at each
 // pause, analyzeVoice runs it straight through. Both compute exactly the same numbers.
+// analyzeVoiceInChunks also runs one analysis at a time in the process: ten clones at once would
+// otherwise put ten slices in every turn of the event loop (tens of ms before another request is
+// read) and hold ten sets of working copies (MBs each).
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { createResampler } from './resample.ts';
 import {
@@ -235,26 +238,71 @@ export function analyzeVoice(samples: Float32Array, sampleRate: number): VoiceAn
   }
 }
 
+/** The analyses waiting for the one running (analyzeVoiceInChunks), in order of arrival. */
+const waiting: (() => void)[] = [];
+let analysing = false;
+
+/** Resolves when no other analysis runs (first come, first served); an aborted `signal` leaves the line. */
+function takeTurn(signal: AbortSignal | undefined): Promise<void> {
+  signal?.throwIfAborted();
+  if (!analysing) {
+    analysing = true;
+    return Promise.resolve();
+  }
+  return new Promise((resolve, reject) => {
+    const onAbort = () => {
+      const at = waiting.indexOf(go);
+      // Already handed the turn (it starts at the next turn of the loop): it sees the abort then.
+      if (at === -1) return;
+      waiting.splice(at, 1);
+      reject(signal!.reason);
+    };
+    const go = () => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    };
+    waiting.push(go);
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}
+
+/** The next in line starts at the next turn of the event loop, not in the one that ended this analysis. */
+function passTurn(): void {
+  const next = waiting.shift();
+  if (next) setImmediate(next);
+  else analysing = false;
+}
+
 /**
  * analyzeVoice with a pause (a turn of the event loop) after every few milliseconds of work,
- * so that measuring minutes of audio never holds the gateway's other requests for longer.
- * `onSlice` is called at each pause; an aborted `signal` stops the work at the next one.
+ * so that measuring minutes of audio never holds the gateway's other requests for longer, and
+ * one analysis at a time in the process (the others wait their turn, in order): whatever the
+ * number of clips being measured, a turn of the event loop carries one slice of it. `samples`
+ * may be given as a function, called when the analysis's turn comes (a clip decoded only then).
+ * `onSlice` is called at each pause; an aborted `signal` stops the work at the next one (or
+ * takes the analysis out of the line).
  */
 export async function analyzeVoiceInChunks(
-  samples: Float32Array,
+  samples: Float32Array | (() => Float32Array),
   sampleRate: number,
   options: { signal?: AbortSignal; onSlice?: () => void } = {},
 ): Promise<VoiceAnalysis> {
-  const steps = measure(samples, sampleRate, new Slicer());
-  for (;;) {
-    const step = steps.next();
-    if (step.done) return step.value;
-    options.onSlice?.();
-    await nextTurn();
-    if (options.signal?.aborted) {
-      steps.return(emptyAnalysis(0)); // runs the generators' `finally` (frees the resampler)
-      options.signal.throwIfAborted();
+  await takeTurn(options.signal);
+  try {
+    options.signal?.throwIfAborted();
+    const steps = measure(typeof samples === 'function' ? samples() : samples, sampleRate, new Slicer());
+    for (;;) {
+      const step = steps.next();
+      if (step.done) return step.value;
+      options.onSlice?.();
+      await nextTurn();
+      if (options.signal?.aborted) {
+        steps.return(emptyAnalysis(0)); // runs the generators' `finally` (frees the resampler)
+        options.signal.throwIfAborted();
+      }
     }
+  } finally {
+    passTurn();
   }
 }
 

@@ -8,8 +8,12 @@ export const HOP = 160; // 10 ms at 16 kHz
 export const FRAME = 400; // 25 ms at 16 kHz
 /** Samples per block in the per-sample passes (conditioning, resampling, filters). */
 export const BLOCK = 1 << 15;
-/** Work (roughly multiply-adds) between two pauses of the chunked analysis: a few milliseconds. */
-const WORK_PER_SLICE = 2_000_000;
+/**
+ * Work (roughly multiply-adds) between two pauses of the chunked analysis: about a millisecond
+ * on an idle core. What another request waits for when it arrives during a slice: 2,000,000
+ * took up to ~30 ms on a loaded 2-core machine (bench/abuse.ts --only clones --profile).
+ */
+const WORK_PER_SLICE = 500_000;
 
 export const LOUDNESS_FLOOR_DB = -100;
 

@@ -5,7 +5,7 @@ import { AudioFormatError, type AudioFormatErrorReason } from './audio-format-er
 import { ENCODINGS, SAMPLE_RATES, type Encoding } from './output-format.ts';
 import { encodeSamples } from './sample-encoding.ts';
 import { tone, zeroCrossingFrequency } from './test-signals.ts';
-import { encodeWav, parseWav, readWavInfo, wavHeader, type WavSampleFormat } from './wav.ts';
+import { encodeWav, parseWav, readWavInfo, wavBlob, wavHeader, type WavSampleFormat } from './wav.ts';
 
 // --- building WAV files by hand --------------------------------------------------------------
 
@@ -155,6 +155,21 @@ describe('wavHeader / encodeWav', () => {
 });
 
 // --- reading ---------------------------------------------------------------------------------
+
+describe('wavBlob', () => {
+  it('holds exactly the bytes given, from a view inside a larger buffer too, and keeps nothing shared with them', async () => {
+    const wav = encodeWav(tone(0.1, 8000, 440), 8000, 'pcm_s16le');
+    const pool = Buffer.concat([Buffer.from('before'), wav, Buffer.from('after')]);
+    const view = pool.subarray(6, 6 + wav.length);
+    const blob = wavBlob(view);
+    expect(blob.type).toBe('audio/wav');
+    pool.fill(0);
+    expect(Buffer.from(await blob.arrayBuffer()).equals(wav)).toBe(true);
+    const shared = new Uint8Array(new SharedArrayBuffer(wav.length));
+    shared.set(wav);
+    expect(Buffer.from(await wavBlob(shared).arrayBuffer()).equals(wav)).toBe(true);
+  });
+});
 
 describe('parseWav', () => {
   it.each<[string, Buffer, WavSampleFormat, number[]]>([

@@ -266,6 +266,16 @@ export function wavHeader(options: WavHeaderOptions): Buffer {
   return h;
 }
 
+/**
+ * WAV bytes as an `audio/wav` Blob for a multipart form to an engine: the Blob's own copy only
+ * (`new Blob([new Uint8Array(buf)])` copied the file twice). Bytes over a SharedArrayBuffer,
+ * which a Blob does not take, are copied first.
+ */
+export function wavBlob(bytes: Uint8Array): Blob {
+  const view = bytes.buffer instanceof ArrayBuffer ? new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength) : new Uint8Array(bytes);
+  return new Blob([view], { type: 'audio/wav' });
+}
+
 /** A complete mono WAV file with exact sizes (and the pad byte when the data is odd-sized). */
 export function encodeWav(samples: Float32Array, sampleRate: number, encoding: Encoding): Buffer {
   const data = encodeSamples(samples, encoding);

@@ -14,14 +14,23 @@ export interface MeasuredClip extends VoiceClip {
   durationMs: number;
 }
 
+/**
+ * The clip checked and measured from its header (the same refusals as decoding it), its samples
+ * decoded when first read, then kept: an engine that takes the file (a cloud clone) or a refusal
+ * (a quota) never decodes them, and a local clone decodes them when its analysis starts
+ * (gateway/audio/voice-analysis.ts), so clips waiting their turn hold only their bytes.
+ */
 export function decodeClip(bytes: Buffer, declaredRate: number | undefined): MeasuredClip {
-  const audio = decodeUploadedAudio(bytes, declaredRate, null);
+  const audio = measureUploadedAudio(bytes, declaredRate);
   const isWav = bytes.subarray(0, 4).toString('latin1') === 'RIFF';
   // Raw PCM is already the WAV's data: a header in front is the same file as re-encoding the
   // samples (s16 -> float -> s16 is exact), without a pass over 25 MB.
-  const pcm = bytes.subarray(0, audio.samples.length * 2);
+  const pcm = bytes.subarray(0, audio.frames * 2);
+  let samples: Float32Array | undefined;
   return {
-    samples: audio.samples,
+    get samples() {
+      return (samples ??= decodeUploadedAudio(bytes, declaredRate, null).samples);
+    },
     sampleRate: audio.sampleRate,
     durationMs: Math.round(audio.durationSeconds * 1000),
     wav: isWav ? bytes : Buffer.concat([wavHeader({ sampleRate: audio.sampleRate, encoding: 'pcm_s16le', dataByteLength: pcm.length }), pcm]),

@@ -8,8 +8,9 @@ import type { CloneCapability } from '../contract.ts';
 export function localClone(engine: 'flite' | 'espeak-ng'): CloneCapability {
   return {
     async clone(_upstream, req) {
-      // In slices: minutes of audio must not hold the gateway's event loop.
-      const analysis = await analyzeVoiceInChunks(req.clip.samples, req.clip.sampleRate, { signal: req.signal });
+      // In slices, one clip at a time: minutes of audio, or many clips, must not hold the
+      // gateway's event loop. The clip's samples are read (decoded) when its turn comes.
+      const analysis = await analyzeVoiceInChunks(() => req.clip.samples, req.clip.sampleRate, { signal: req.signal });
       const derived = deriveLocalVoice(engine, analysis, { language: req.language, mode: req.mode });
       return {
         upstreamId: derived.upstreamId,

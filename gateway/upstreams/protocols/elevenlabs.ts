@@ -21,7 +21,7 @@
 //   only, and need the word; dictionaries give the phoneme alone, so none are sent.
 // - Keyterms exist from Scribe v2 on (at most 1,000 of 50 characters): not sent to scribe_v1.
 import { z } from 'zod';
-import { encodeWav } from '../../audio/wav.ts';
+import { encodeWav, wavBlob } from '../../audio/wav.ts';
 import {
   UpstreamError,
   type CallOptions,
@@ -98,7 +98,7 @@ const transcription: TranscriptionCapability<Settings> = {
   async transcribe(target, req) {
     const form = new FormData();
     form.set('model_id', target.upstreamModel);
-    form.set('file', new Blob([new Uint8Array(encodeWav(req.samples, req.sampleRate, 'pcm_s16le'))], { type: 'audio/wav' }), 'audio.wav');
+    form.set('file', wavBlob(encodeWav(req.samples, req.sampleRate, 'pcm_s16le')), 'audio.wav');
     form.set('timestamps_granularity', 'word');
     // Event tags like "(laughter)" would land in the transcript text.
     form.set('tag_audio_events', 'false');
@@ -125,7 +125,7 @@ const clone: CloneCapability<Settings> = {
   async clone(target, req) {
     const form = new FormData();
     form.set('name', req.name);
-    form.append('files', new Blob([new Uint8Array(req.clip.wav)], { type: 'audio/wav' }), 'clip.wav');
+    form.append('files', wavBlob(req.clip.wav), 'clip.wav');
     form.set('labels', JSON.stringify({ language: req.language }));
     const res = await engineRequest(target.url, target.apiKey, { method: 'POST', path: '/v1/voices/add', headers: keyHeader(target), body: form }, req);
     const body = await engineJson<{ voice_id?: unknown; requires_verification?: unknown } | null>(res, req, 'the clone request');

@@ -6,7 +6,7 @@
 // (`/audio/voices`). Reference: platform.openai.com/docs/api-reference (audio, chat).
 import { z } from 'zod';
 import { floatToS16, s16leBytes } from '../../audio/pcm.ts';
-import { wavHeader } from '../../audio/wav.ts';
+import { wavBlob, wavHeader } from '../../audio/wav.ts';
 import {
   UpstreamError,
   type CallOptions,
@@ -116,7 +116,7 @@ export function wavOf(samples: Float32Array, sampleRate: number): Buffer {
 const transcription: TranscriptionCapability = {
   async transcribe(upstream, req) {
     const form = new FormData();
-    form.set('file', new Blob([new Uint8Array(wavOf(req.samples, req.sampleRate))], { type: 'audio/wav' }), 'audio.wav');
+    form.set('file', wavBlob(wavOf(req.samples, req.sampleRate)), 'audio.wav');
     form.set('model', upstream.upstreamModel);
     form.set('response_format', 'verbose_json');
     form.append('timestamp_granularities[]', 'word');
@@ -157,7 +157,7 @@ const clone: CloneCapability = {
   async clone(upstream, req) {
     const form = new FormData();
     form.set('name', req.name);
-    form.set('audio_sample', new Blob([new Uint8Array(req.clip.wav)], { type: 'audio/wav' }), 'clip.wav');
+    form.set('audio_sample', wavBlob(req.clip.wav), 'clip.wav');
     form.set('model', upstream.upstreamModel);
     if (req.transcript) form.set('transcript', req.transcript);
     form.set('language', req.language);

@@ -1,7 +1,7 @@
 // Cartesia's HTTP endpoints: speech (/tts/bytes, streamed raw PCM), batch transcription (/stt),
 // cloning (/voices/clone) and the voice catalogue (GET /voices, cursor-paged). References in
 // ./index.ts.
-import { encodeWav } from '../../../audio/wav.ts';
+import { encodeWav, wavBlob } from '../../../audio/wav.ts';
 import {
   UpstreamError,
   type CloneCapability,
@@ -24,8 +24,6 @@ const VOICES_PAGE_SIZE = 100;
 const MAX_CATALOGUE_VOICES = 1000;
 /** The last version whose clones take `mode` (later ones only clone for similarity). */
 const LAST_VERSION_WITH_CLONE_MODE = '2024-11-13';
-
-const wavBlob = (wav: Buffer) => new Blob([new Uint8Array(wav)], { type: 'audio/wav' });
 
 export const speech: SpeechCapability<CartesiaSettings> = {
   formatPhoneme: cartesiaPhonemes,
