@@ -13,7 +13,11 @@
 //   statement's final fall): shorter.
 // `turn.eager_end` is sent when P(end) reaches the eager threshold (an agent may start its LLM),
 // `turn.resume` if speech comes back before the end, `turn.end` at the end threshold (or the
-// timeout). The presets set the half-life; clients may set the thresholds as Deepgram Flux
+// timeout). The silence is counted to the last sample received, not to the last whole Silero
+// frame: once a turn's silence has begun, samples past the last frame that are no louder than the
+// background by CONTINUE_OVER_BACKGROUND_DB (a frame that quiet is silence whatever Silero says)
+// count as silence, so an end comes with the chunk that reaches its threshold instead of up to a
+// frame (32 ms) later; louder ones wait for their frame's probability. The presets set the half-life; clients may set the thresholds as Deepgram Flux
 // (eot_threshold, eager_eot_threshold, eot_timeout_ms), Cartesia (turn_*_threshold,
 // turn_end_timeout_ms) and OpenAI (server_vad threshold and silence_duration_ms) let them.
 import { createResampler, type Resampler } from '../audio/resample.ts';
@@ -137,6 +141,7 @@ export class TurnDetector {
     const at16k = this.resampler ? this.resampler.push(samples) : samples;
     const events: TurnEvent[] = [];
     for (const { probability, frame } of await this.vad.push(at16k)) this.frame(probability, frame, events);
+    this.pastLastFrame(this.vad.pending, events);
     return events;
   }
 
@@ -175,21 +180,38 @@ export class TurnDetector {
     } else {
       this.speechRun = 0;
       this.silentFrames++;
-      const silenceMs = (end - this.lastSpeechEnd) * 1000;
-      const pEnd = this.endProbability(silenceMs);
-      // A fixed silence ends the turn all at once; its eager end comes at that share of it.
-      const pEager = s.fixedSilenceMs !== undefined ? silenceMs / s.fixedSilenceMs : pEnd;
-      if (s.eagerEndThreshold !== null && !this.eagerSent && pEager >= s.eagerEndThreshold) {
-        this.eagerSent = true;
-        events.push({ type: 'turn.eager_end', atSeconds: this.lastSpeechEnd });
-      }
-      if (pEnd >= s.endThreshold || silenceMs >= s.endTimeoutMs) {
-        events.push({ type: 'turn.end', atSeconds: this.lastSpeechEnd });
-        this.inTurn = false;
-        this.transcript = '';
-        this.turnPitch = [];
-        this.recentPitch = [];
-      }
+      this.silenceUntil(end, events);
+    }
+  }
+
+  /**
+   * The samples past the last whole frame: while the turn's silence goes on (its last frame was
+   * silence), quiet ones extend it to the last sample received, and the eager end or the end may
+   * come now. Samples loud enough to be speech wait for their frame.
+   */
+  private pastLastFrame(samples: Float32Array, events: TurnEvent[]): void {
+    if (!this.inTurn || this.silentFrames === 0 || this.speechRun > 0 || samples.length === 0) return;
+    if (!(levelDb(samples) < this.background + CONTINUE_OVER_BACKGROUND_DB)) return;
+    this.silenceUntil(this.frames * VAD_FRAME_SECONDS + samples.length / VAD_RATE, events);
+  }
+
+  /** The turn has been silent from its last speech to `end` (audio seconds): the eager end and the end when their time has come. */
+  private silenceUntil(end: number, events: TurnEvent[]): void {
+    const s = this.settings;
+    const silenceMs = (end - this.lastSpeechEnd) * 1000;
+    const pEnd = this.endProbability(silenceMs);
+    // A fixed silence ends the turn all at once; its eager end comes at that share of it.
+    const pEager = s.fixedSilenceMs !== undefined ? silenceMs / s.fixedSilenceMs : pEnd;
+    if (s.eagerEndThreshold !== null && !this.eagerSent && pEager >= s.eagerEndThreshold) {
+      this.eagerSent = true;
+      events.push({ type: 'turn.eager_end', atSeconds: this.lastSpeechEnd });
+    }
+    if (pEnd >= s.endThreshold || silenceMs >= s.endTimeoutMs) {
+      events.push({ type: 'turn.end', atSeconds: this.lastSpeechEnd });
+      this.inTurn = false;
+      this.transcript = '';
+      this.turnPitch = [];
+      this.recentPitch = [];
     }
   }
 
