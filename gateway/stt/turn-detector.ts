@@ -17,9 +17,10 @@
 // frame: once a turn's silence has begun, samples past the last frame that are no louder than the
 // background by CONTINUE_OVER_BACKGROUND_DB (a frame that quiet is silence whatever Silero says)
 // count as silence, so an end comes with the chunk that reaches its threshold instead of up to a
-// frame (32 ms) later; louder ones wait for their frame's probability. The presets set the half-life; clients may set the thresholds as Deepgram Flux
-// (eot_threshold, eager_eot_threshold, eot_timeout_ms), Cartesia (turn_*_threshold,
-// turn_end_timeout_ms) and OpenAI (server_vad threshold and silence_duration_ms) let them.
+// frame (32 ms) later; louder ones wait for their frame's probability. The presets set the
+// half-life; clients may set the thresholds as Deepgram Flux (eot_threshold, eager_eot_threshold,
+// eot_timeout_ms), Cartesia (turn_*_threshold, turn_end_timeout_ms) and OpenAI (server_vad
+// threshold and silence_duration_ms) let them.
 import { createResampler, type Resampler } from '../audio/resample.ts';
 import { SileroVad, VAD_FRAME_SECONDS, VAD_FRAME_SAMPLES, VAD_RATE } from './silero-vad.ts';
 
