@@ -63,7 +63,9 @@
 // --first-turns N (default 6): N fresh sessions per setting, each measured on its first turn,
 // against the long session's later turns (target, issue #32: within 10 %, p50).
 //
-//   npx tsx bench/realtime.ts [--turns 20] [--warmup 2] [--reply short|long] [--token-ms 0] [--preemptive] [--first-turns 6]
+// --settings high,auto: only the settings whose names contain one of these.
+//
+//   npx tsx bench/realtime.ts [--turns 20] [--warmup 2] [--reply short|long] [--token-ms 0] [--preemptive] [--first-turns 6] [--settings high,auto]
 import { availableParallelism, loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
 import { Agent, request } from 'undici';
@@ -79,7 +81,9 @@ import { voiceFixture } from './lib/voice-fixture.ts';
 
 const args = process.argv.slice(2);
 if (args.includes('--help')) {
-  console.log('npx tsx bench/realtime.ts [--turns 20] [--warmup 2] [--reply short|long] [--token-ms 0]\n(see the comment at the top of bench/realtime.ts)');
+  console.log(
+    'npx tsx bench/realtime.ts [--turns 20] [--warmup 2] [--reply short|long] [--token-ms 0] [--preemptive] [--first-turns 6] [--settings high,auto]\n(see the comment at the top of bench/realtime.ts)',
+  );
   process.exit(0);
 }
 const { values } = parseArgs({
@@ -91,6 +95,7 @@ const { values } = parseArgs({
     'token-ms': { type: 'string', default: '0' },
     preemptive: { type: 'boolean', default: false },
     'first-turns': { type: 'string', default: '6' },
+    settings: { type: 'string' },
   },
 });
 /** Fresh /v1/realtime sessions per setting whose one turn is measured against the long session's later turns (issue #32: the first turn no slower). */
@@ -355,7 +360,7 @@ try {
   const transports: Record<string, string | number>[] = [];
   const verdicts: string[] = [];
   const firstTurnRows: Record<string, string | number>[] = [];
-  for (const setting of SETTINGS) {
+  for (const setting of SETTINGS.filter((s) => !values.settings || values.settings.split(',').some((want) => s.name.includes(want)))) {
     const openRealtime = async () => {
       const rt = await EventSocket.open(`${ws}/v1/realtime?model=${LLM}`, auth);
       if (rt.first?.type !== 'session.created') throw new Error(`/v1/realtime: first event ${JSON.stringify(rt.first)}`);

@@ -29,7 +29,9 @@
 //
 // `--wall-clock N`: also the end of turn as a client sees it through the gateway, N turns per
 // preset streamed at real time into WS /stt/websocket with local-stt (bench/lib/turn-wall-clock.ts),
-// beside the audio-time figure of the same preset (Silero, audio only).
+// beside the audio-time figure of the same preset (Silero, audio only), split in two: the
+// detector's audio time on those very clips (their session's audio replayed here) and what the
+// gateway adds on top (from sending the frame the turn ended at to receiving turn.end).
 //
 //   npx tsx bench/turn-detection.ts [--no-transcript] [--presets responsive,balanced,patient] [--timelines FILE] [--explain] [--wall-clock 16]
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
@@ -260,14 +262,16 @@ if (wallClock > 0) {
     `\nEnd of turn through the gateway, wall clock: WS /stt/websocket, local-stt, ${wallClock} flite turns per preset at real time in 20 ms frames (after 2 warm-up); ms after the last voiced frame was sent\n`,
   );
   console.log(
-    '| preset | detector, audio time p50 (Silero, audio only) | turn.end p50 | p90 | turn.end − audio time p50 | turn.finalized (final transcript in) p50 | p90 | cut-offs |',
+    '| preset | detector, audio time p50 (Silero, audio only) | turn.end p50 | p90 | turn.end − audio time p50 | the same clips, audio time p50 | gateway-added p50 | p90 | turn.finalized (final transcript in) p50 | p90 | cut-offs |',
   );
-  console.log('|---|---|---|---|---|---|---|---|');
+  console.log('|---|---|---|---|---|---|---|---|---|---|---|');
   for (const w of wall) {
     const audio = rows.find((r) => r.preset === w.preset && r.detector === 'audio only')!.endP50 * 1000;
     const r0 = (x: number) => Math.round(x);
     console.log(
-      `| ${w.preset} | ${r0(audio)} | ${r0(w.endP50)} | ${r0(w.endP90)} | ${r0(w.endP50 - audio)} | ${r0(w.finalP50)} | ${r0(w.finalP90)} | ${w.cutOffs} |`,
+      `| ${w.preset} | ${r0(audio)} | ${r0(w.endP50)} | ${r0(w.endP90)} | ${r0(w.endP50 - audio)} | ${r0(w.audioP50)} | ${w.gatewayP50.toFixed(1)} | ${w.gatewayP90.toFixed(1)} | ${r0(w.finalP50)} | ${r0(w.finalP90)} | ${w.cutOffs} |`,
     );
   }
+  const unmatched = wall.reduce((n, w) => n + w.unmatched, 0);
+  if (unmatched > 0) console.log(`\n${unmatched} turn(s) ended elsewhere when replayed: left out of the two split columns.`);
 }

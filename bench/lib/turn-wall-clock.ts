@@ -6,9 +6,16 @@
 // was sent; per turn: E → `turn.end` (the detector's decision, as the client receives it) and
 // E → `turn.finalized` (the turn's final transcript is in: before issue #32, turn.end came only
 // then). A turn.end before E (a cut-off) is counted, not measured.
+//
+// Where E → turn.end goes: the session's audio, exactly as sent, is fed again afterwards to a
+// detector in this process (same settings, same 20 ms frames), which finds the frame each turn
+// ended at. E → that frame's sending is the detector's own time on these very clips and this
+// very framing (audio time: whole 20 ms frames); from that frame's sending to the client's receipt
+// of turn.end is what the gateway adds (the socket both ways, the session's queue, the Silero
+// worker, the event's delivery).
 import WebSocket from 'ws';
 import { floatToS16, s16leBytes } from '../../gateway/audio/pcm.ts';
-import type { TurnDetection } from '../../gateway/stt/turn-detector.ts';
+import { TurnDetector, turnSettings, type TurnDetection } from '../../gateway/stt/turn-detector.ts';
 import { trimSilence } from '../../test/support/stt-routes.ts';
 import { CORPUS_RATE, PLAIN_SENTENCES, say } from '../../test/support/turn-corpus.ts';
 import { median, percentile } from './load.ts';
@@ -28,6 +35,21 @@ export interface WallClockRow {
   finalP50: number;
   finalP90: number;
   cutOffs: number;
+  /** E → the frame the detector ended the turn at, in audio time (the same clips, replayed). */
+  audioP50: number;
+  /** From sending the frame the turn ended at to receiving turn.end. */
+  gatewayP50: number;
+  gatewayP90: number;
+  /** Turns whose replayed end was not at the same place as the gateway's (not measured). */
+  unmatched: number;
+}
+
+/** What a session sent, frame by frame, and when each turn.end came. */
+interface SessionLog {
+  frames: Buffer[];
+  sentAt: number[];
+  /** Per turn.end received: its receipt time and the index of the last frame sent before it. */
+  ends: { at: number; afterFrame: number }[];
 }
 
 interface Clip {
@@ -45,7 +67,7 @@ async function clip(text: string): Promise<Clip> {
 }
 
 /** One turn on an open session: resolves with E → turn.end and E → turn.finalized (ms), or NaN with a cut-off count. */
-function turn(ws: WebSocket, c: Clip): Promise<{ end: number; final: number; cutOffs: number }> {
+function turn(ws: WebSocket, c: Clip, log: SessionLog): Promise<{ end: number; final: number; cutOffs: number; lastVoiced: number }> {
   const silence = Buffer.alloc(FRAME_SAMPLES * 2);
   return new Promise((resolve, reject) => {
     let voicedAt = NaN;
@@ -53,11 +75,12 @@ function turn(ws: WebSocket, c: Clip): Promise<{ end: number; final: number; cut
     let cutOffs = 0;
     let timer: NodeJS.Timeout | undefined;
     const start = performance.now();
+    let lastVoiced = -1;
     const finish = (err?: Error, result?: { end: number; final: number; cutOffs: number }) => {
       clearTimeout(timer);
       ws.off('message', onMessage);
       if (err) reject(err);
-      else resolve(result!);
+      else resolve({ ...result!, lastVoiced });
     };
     const onMessage = (data: WebSocket.RawData, isBinary: boolean) => {
       const at = performance.now();
@@ -65,6 +88,7 @@ function turn(ws: WebSocket, c: Clip): Promise<{ end: number; final: number; cut
       const e = JSON.parse(data.toString()) as { type: string };
       if (e.type === 'error') return finish(new Error(`error event: ${JSON.stringify(e)}`));
       if (e.type === 'turn.end') {
+        log.ends.push({ at, afterFrame: log.frames.length - 1 });
         if (Number.isNaN(voicedAt)) cutOffs++;
         else if (Number.isNaN(endAt)) endAt = at;
       }
@@ -75,8 +99,14 @@ function turn(ws: WebSocket, c: Clip): Promise<{ end: number; final: number; cut
       // No end after E (a cut-off whose rest never made a turn of its own): counted, not measured.
       if (performance.now() - start > TURN_TIMEOUT_MS) return finish(undefined, { end: NaN, final: NaN, cutOffs: cutOffs + 1 });
       const at = i * FRAME_SAMPLES * 2;
-      ws.send(at < c.pcm.length ? c.pcm.subarray(at, at + FRAME_SAMPLES * 2) : silence);
-      if (i === c.lastVoicedFrame) voicedAt = performance.now();
+      const frame = at < c.pcm.length ? c.pcm.subarray(at, at + FRAME_SAMPLES * 2) : silence;
+      ws.send(frame);
+      log.frames.push(frame);
+      log.sentAt.push(performance.now());
+      if (i === c.lastVoicedFrame) {
+        voicedAt = performance.now();
+        lastVoiced = log.frames.length - 1;
+      }
       timer = setTimeout(() => tick(i + 1), Math.max(0, start + (i + 1) * FRAME_MS - performance.now()));
     };
     tick(0);
@@ -106,15 +136,20 @@ export async function wallClockTurns(presets: TurnDetection[], turns: number, wa
       const ends: number[] = [];
       const finals: number[] = [];
       let cutOffs = 0;
+      const log: SessionLog = { frames: [], sentAt: [], ends: [] };
+      /** Per measured turn: the frame holding its last voiced sample. */
+      const measured: number[] = [];
       for (let i = 0; i < warmup + turns; i++) {
-        const r = await turn(ws, clips[i % clips.length]!);
+        const r = await turn(ws, clips[i % clips.length]!, log);
         process.stderr.write('.');
         if (i < warmup) continue;
         if (!Number.isNaN(r.end)) ends.push(r.end);
         if (!Number.isNaN(r.final)) finals.push(r.final);
+        if (!Number.isNaN(r.end)) measured.push(r.lastVoiced);
         cutOffs += r.cutOffs;
       }
       ws.close();
+      const split = await replay(log, preset, measured);
       const sorted = (xs: number[]) => [...xs].sort((a, b) => a - b);
       rows.push({
         preset,
@@ -124,6 +159,10 @@ export async function wallClockTurns(presets: TurnDetection[], turns: number, wa
         finalP50: median(finals),
         finalP90: percentile(sorted(finals), 90),
         cutOffs,
+        audioP50: median(split.audio),
+        gatewayP50: median(split.gateway),
+        gatewayP90: percentile(sorted(split.gateway), 90),
+        unmatched: split.unmatched,
       });
     }
     process.stderr.write('\n');
@@ -132,4 +171,39 @@ export async function wallClockTurns(presets: TurnDetection[], turns: number, wa
     gateway.child.kill('SIGTERM');
     fx.remove();
   }
+}
+
+/**
+ * The session's audio fed again to a detector here: for each measured turn (the frame holding its
+ * last voiced sample), the frame the replayed detector ended it at; the gateway's turn.end must
+ * have come after that frame was sent (else the two detectors disagree: counted, not measured).
+ */
+async function replay(log: SessionLog, preset: TurnDetection, measured: number[]): Promise<{ audio: number[]; gateway: number[]; unmatched: number }> {
+  const detector = new TurnDetector(CORPUS_RATE, turnSettings(preset));
+  const endFrames: number[] = [];
+  try {
+    for (const [i, frame] of log.frames.entries()) {
+      const samples = new Float32Array(frame.length / 2);
+      for (let k = 0; k < samples.length; k++) samples[k] = frame.readInt16LE(2 * k) / 32768;
+      for (const e of await detector.push(samples)) if (e.type === 'turn.end') endFrames.push(i);
+    }
+  } finally {
+    detector.close();
+  }
+  const audio: number[] = [];
+  const gateway: number[] = [];
+  let unmatched = 0;
+  for (const voiced of measured) {
+    // The first end found after the turn's last voiced frame, here and at the gateway.
+    const here = endFrames.find((f) => f >= voiced);
+    const there = log.ends.find((e) => e.afterFrame >= voiced);
+    // The gateway's turn.end arrives after the frame that made it was sent, before the next turn's audio.
+    if (here === undefined || !there || there.afterFrame < here || there.afterFrame > here + 10) {
+      unmatched++;
+      continue;
+    }
+    audio.push((here - voiced) * FRAME_MS);
+    gateway.push(there.at - log.sentAt[here]!);
+  }
+  return { audio, gateway, unmatched };
 }

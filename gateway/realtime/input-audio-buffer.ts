@@ -61,6 +61,8 @@ interface Leg {
   afterFlush: ('commit' | 'clear')[];
   /** A turn ended and its final transcript is awaited (turn_final): the item it will be committed as. */
   awaitingFinal?: string;
+  /** That turn's end of speech (audio seconds): its last eager end, should it come after the end, has the same. */
+  awaitingSpeechEnd?: number;
   /** A turn committed at its end (an answer was prepared for its words): what is heard until its turn_final is its silence's, not the next turn's. */
   inTail?: boolean;
 }
@@ -278,7 +280,17 @@ export class InputAudioBuffer {
     // when the turn's end came first (it goes out at once; the eager end waits for its words' final), its own final still awaited.
     if (turn === 'turn.eager_end' && this.session.config().preemptive) {
       const itemId = this.speaking ? this.inputItemId : leg.awaitingFinal;
-      if (itemId) this.session.mayBeOver(itemId, heard(leg));
+      if (!itemId) return;
+      this.session.mayBeOver(itemId, heard(leg));
+      // The ended turn's last eager end (no speech after it: the same end of speech): its words are all the turn's, and
+      // the turn is committed on them now, as when the eager end comes first -- not after the final of the silence after them.
+      // (An earlier eager end, taken back by a resume still on its way, has an earlier end of speech.)
+      if (!this.speaking && t.createResponse && atSeconds === leg.awaitingSpeechEnd && this.session.answerPrepared(itemId, heard(leg))) {
+        leg.awaitingFinal = undefined;
+        leg.awaitingSpeechEnd = undefined;
+        leg.inTail = true;
+        this.commitItem(leg, true, itemId);
+      }
       return;
     }
     if (turn === 'turn.resume') return this.session.speechResumed();
@@ -295,8 +307,10 @@ export class InputAudioBuffer {
         leg.inTail = true;
         return this.commitItem(leg, true, itemId);
       }
-      // Committed once the turn's final transcript is in (turn_final), as the item speech_started named.
+      // Committed once the turn's final transcript is in (turn_final), as the item speech_started named -- or at its
+      // last eager end, if that comes first (above).
       leg.awaitingFinal = itemId;
+      leg.awaitingSpeechEnd = atSeconds;
     }
   }
 
@@ -312,6 +326,7 @@ export class InputAudioBuffer {
     const itemId = leg.awaitingFinal;
     if (itemId === undefined) return;
     leg.awaitingFinal = undefined;
+    leg.awaitingSpeechEnd = undefined;
     this.commitItem(leg, this.session.config().turnDetection?.createResponse ?? false, itemId);
   }
 

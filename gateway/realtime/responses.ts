@@ -360,9 +360,10 @@ export class Responses {
     speculation.run?.discard();
   }
 
-  /** Whether an answer is prepared, and running, for exactly this turn. */
+  /** Whether an answer is being prepared for exactly this turn (running, or its models still looked up: it is adopted once started). */
   prepared(turn: CommittedTurn): boolean {
-    return this.preparing(turn) !== null && !!this.speculation!.run && !this.speculation!.run.isDiscarded;
+    const speculation = this.preparing(turn);
+    return speculation !== null && !speculation.run?.isDiscarded;
   }
 
   /** The answer being prepared for exactly this turn (the same item, words, conversation and settings), if any. */

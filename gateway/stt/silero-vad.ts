@@ -122,6 +122,11 @@ export class SileroVad {
   private readonly context = new Float32Array(CONTEXT_SAMPLES);
   private carry = new Float32Array(0);
 
+  /** The samples received past the last whole frame (they wait for the next frame's probability). */
+  get pending(): Float32Array {
+    return this.carry;
+  }
+
   /** The probabilities of the frames these samples complete, in order, with each frame's samples. */
   async push(samples: Float32Array): Promise<{ probability: number; frame: Float32Array }[]> {
     let buf = samples;

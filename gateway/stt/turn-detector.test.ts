@@ -13,11 +13,15 @@ interface Timed extends TurnEvent {
   out: number;
 }
 
-/** Streams `samples` in 20 ms chunks; `hints` gives the transcript to report before the chunk at each time. */
-async function detect(samples: Float32Array, settings: TurnSettings, options: { rate?: number; hints?: [number, string][] } = {}): Promise<Timed[]> {
+/** Streams `samples` in 20 ms chunks (or `chunkMs`); `hints` gives the transcript to report before the chunk at each time. */
+async function detect(
+  samples: Float32Array,
+  settings: TurnSettings,
+  options: { rate?: number; hints?: [number, string][]; chunkMs?: number } = {},
+): Promise<Timed[]> {
   const rate = options.rate ?? RATE;
   const d = new TurnDetector(rate, settings);
-  const chunk = rate / 50;
+  const chunk = (rate * (options.chunkMs ?? 20)) / 1000;
   const events: Timed[] = [];
   try {
     for (let at = 0; at < samples.length; at += chunk) {
@@ -154,6 +158,34 @@ describe('TurnDetector (Silero VAD)', () => {
       expect(spoke).toBeGreaterThan(50);
     },
   );
+
+  it('the silence is counted to the last sample received: the end comes with the chunk that completes it, not at the end of the Silero frame after it', async () => {
+    for (const noise of ['clean', 'white 20 dB'] as const) {
+      const u = await utterance(PLAIN_SENTENCES[2]!, 'flite:slt', noise);
+      // 10 ms chunks: a 32 ms frame ends up to 22 ms after the chunk that completes the 500 ms.
+      const events = await detect(u.samples, turnSettings('balanced', { eagerEndThreshold: 0.25, fixedSilenceMs: 500 }), { chunkMs: 10 });
+      expect(types(events)).toEqual(['turn.start', 'turn.eager_end', 'turn.end']);
+      const [, eager, end] = events as [Timed, Timed, Timed];
+      expect(end.out - end.atSeconds).toBeGreaterThanOrEqual(0.5);
+      expect(end.out - end.atSeconds).toBeLessThan(0.51);
+      expect(eager.out - eager.atSeconds).toBeGreaterThanOrEqual(0.125);
+      expect(eager.out - eager.atSeconds).toBeLessThan(0.135);
+    }
+  });
+
+  it('speech coming back just before the silence is up: the samples past the last frame are not counted as silence, and the turn goes on', async () => {
+    const first = await say(PLAIN_SENTENCES[2]!, 'flite:slt');
+    const second = await say(PLAIN_SENTENCES[5]!, 'flite:slt');
+    const settings = turnSettings('balanced', { eagerEndThreshold: null, fixedSilenceMs: 500 });
+    // Where the detector hears the first sentence end, then the second one starting 10 ms before its 500 ms of silence are up.
+    const alone = await detect(concat(quiet(0.5), first, quiet(1)), settings, { chunkMs: 10 });
+    const lastSpeech = alone.find((e) => e.type === 'turn.end')!.atSeconds;
+    const gap = quiet(lastSpeech + 0.49 - 0.5 - first.length / RATE);
+    const events = await detect(concat(quiet(0.5), first, gap, second, quiet(1)), settings, { chunkMs: 10 });
+    const end = events.find((e) => e.type === 'turn.end')!;
+    // Not ended at 500 ms of silence on the chunk holding the second sentence's first samples.
+    expect(end.out - lastSpeech).not.toBeLessThan(0.51);
+  });
 
   it('no turn from 10 s of six-voice babble or of white noise at -30 dBFS, nor from clicks, in any preset', async () => {
     const noises = [await babble(10, -30), whiteNoise(10, -30), clicks(10)];

@@ -13,9 +13,14 @@
 //   statement's final fall): shorter.
 // `turn.eager_end` is sent when P(end) reaches the eager threshold (an agent may start its LLM),
 // `turn.resume` if speech comes back before the end, `turn.end` at the end threshold (or the
-// timeout). The presets set the half-life; clients may set the thresholds as Deepgram Flux
-// (eot_threshold, eager_eot_threshold, eot_timeout_ms), Cartesia (turn_*_threshold,
-// turn_end_timeout_ms) and OpenAI (server_vad threshold and silence_duration_ms) let them.
+// timeout). The silence is counted to the last sample received, not to the last whole Silero
+// frame: once a turn's silence has begun, samples past the last frame that are no louder than the
+// background by CONTINUE_OVER_BACKGROUND_DB (a frame that quiet is silence whatever Silero says)
+// count as silence, so an end comes with the chunk that reaches its threshold instead of up to a
+// frame (32 ms) later; louder ones wait for their frame's probability. The presets set the
+// half-life; clients may set the thresholds as Deepgram Flux (eot_threshold, eager_eot_threshold,
+// eot_timeout_ms), Cartesia (turn_*_threshold, turn_end_timeout_ms) and OpenAI (server_vad
+// threshold and silence_duration_ms) let them.
 import { createResampler, type Resampler } from '../audio/resample.ts';
 import { SileroVad, VAD_FRAME_SECONDS, VAD_FRAME_SAMPLES, VAD_RATE } from './silero-vad.ts';
 
@@ -89,7 +94,7 @@ export type TurnEvent = {
   type: 'turn.start' | 'turn.eager_end' | 'turn.resume' | 'turn.end';
   /** Audio time of the event: speech start (start, resume) or the last speech (eager_end, end). */
   atSeconds: number;
-  /** Audio time at which it was decided: the end of the frame that decided it (what comes after was not judged). */
+  /** Audio time at which it was decided: the end of the audio that decided it, a frame's or the last sample's (what comes after was not judged). */
   decidedAtSeconds: number;
 };
 
@@ -133,18 +138,17 @@ export class TurnDetector {
    * The earliest audio time (s) at which a turn could end, or an eager end finalize the words so
    * far (`finalizeOnEagerEnd`), given what was judged so far: audio before it can go to the
    * recognizer before the detector has judged it, and no finalize will fall before it. A turn
-   * ends at the end of a frame at least the shortest silence that can end one (the most
-   * favourable evidence, the timeout, a fixed silence) after its last speech; outside a turn,
-   * one must start first (START_FRAMES of speech).
+   * ends at least the shortest silence that can end one (the most favourable evidence, the
+   * timeout, a fixed silence), and a whole frame, after its last speech; outside a turn, one must
+   * start first (START_FRAMES of speech).
    */
   get earliestEndSeconds(): number {
     const frame = VAD_FRAME_SECONDS;
     const judged = this.frames * frame;
-    const silence = this.shortestEndingSilenceMs() / 1000;
-    // Whole frames (a decision falls at a frame's end); rounding errors may only make it earlier.
-    const grid = (t: number) => Math.ceil(t / frame - 1e-6) * frame;
-    if (!this.inTurn) return judged + START_FRAMES * frame + Math.max(frame, grid(silence));
-    return Math.max(judged + frame, this.lastSpeechEnd + grid(silence));
+    // An end needs a whole silent frame at least (then quiet samples past it count: pastLastFrame).
+    const silence = Math.max(frame, this.shortestEndingSilenceMs() / 1000);
+    if (!this.inTurn) return judged + START_FRAMES * frame + silence;
+    return Math.max(judged, this.lastSpeechEnd + silence);
   }
 
   /** The shortest silence after speech (ms) at which the settings can end a turn (or finalize at an eager end). */
@@ -175,6 +179,7 @@ export class TurnDetector {
     const at16k = this.resampler ? this.resampler.push(samples) : samples;
     const events: TurnEvent[] = [];
     for (const { probability, frame } of await this.vad.push(at16k)) this.frame(probability, frame, events);
+    this.pastLastFrame(this.vad.pending, events);
     return events;
   }
 
@@ -213,21 +218,38 @@ export class TurnDetector {
     } else {
       this.speechRun = 0;
       this.silentFrames++;
-      const silenceMs = (end - this.lastSpeechEnd) * 1000;
-      const pEnd = this.endProbability(silenceMs);
-      // A fixed silence ends the turn all at once; its eager end comes at that share of it.
-      const pEager = s.fixedSilenceMs !== undefined ? silenceMs / s.fixedSilenceMs : pEnd;
-      if (s.eagerEndThreshold !== null && !this.eagerSent && pEager >= s.eagerEndThreshold) {
-        this.eagerSent = true;
-        events.push({ type: 'turn.eager_end', atSeconds: this.lastSpeechEnd, decidedAtSeconds: end });
-      }
-      if (pEnd >= s.endThreshold || silenceMs >= s.endTimeoutMs) {
-        events.push({ type: 'turn.end', atSeconds: this.lastSpeechEnd, decidedAtSeconds: end });
-        this.inTurn = false;
-        this.transcript = '';
-        this.turnPitch = [];
-        this.recentPitch = [];
-      }
+      this.silenceUntil(end, events);
+    }
+  }
+
+  /**
+   * The samples past the last whole frame: while the turn's silence goes on (its last frame was
+   * silence), quiet ones extend it to the last sample received, and the eager end or the end may
+   * come now. Samples loud enough to be speech wait for their frame.
+   */
+  private pastLastFrame(samples: Float32Array, events: TurnEvent[]): void {
+    if (!this.inTurn || this.silentFrames === 0 || this.speechRun > 0 || samples.length === 0) return;
+    if (!(levelDb(samples) < this.background + CONTINUE_OVER_BACKGROUND_DB)) return;
+    this.silenceUntil(this.frames * VAD_FRAME_SECONDS + samples.length / VAD_RATE, events);
+  }
+
+  /** The turn has been silent from its last speech to `end` (audio seconds): the eager end and the end when their time has come. */
+  private silenceUntil(end: number, events: TurnEvent[]): void {
+    const s = this.settings;
+    const silenceMs = (end - this.lastSpeechEnd) * 1000;
+    const pEnd = this.endProbability(silenceMs);
+    // A fixed silence ends the turn all at once; its eager end comes at that share of it.
+    const pEager = s.fixedSilenceMs !== undefined ? silenceMs / s.fixedSilenceMs : pEnd;
+    if (s.eagerEndThreshold !== null && !this.eagerSent && pEager >= s.eagerEndThreshold) {
+      this.eagerSent = true;
+      events.push({ type: 'turn.eager_end', atSeconds: this.lastSpeechEnd, decidedAtSeconds: end });
+    }
+    if (pEnd >= s.endThreshold || silenceMs >= s.endTimeoutMs) {
+      events.push({ type: 'turn.end', atSeconds: this.lastSpeechEnd, decidedAtSeconds: end });
+      this.inTurn = false;
+      this.transcript = '';
+      this.turnPitch = [];
+      this.recentPitch = [];
     }
   }
 

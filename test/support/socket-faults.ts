@@ -5,7 +5,9 @@
 // goes silent while keeping the socket open and taking audio (`stall`), or sends a frame that is
 // not JSON, then goes silent (`malformed`). `hold` is a slow engine rather than a failing one: that
 // message and those after it are held back until the test calls the fault's `release()` (then all
-// flow), so a test decides when the answer comes. Deepgram's and Cartesia's messages are JSON:
+// flow), so a test decides when the answer comes; `release(n)` sends the first n held back and goes
+// on holding the rest (and what comes after), for an engine that answers one request and not yet
+// the next. Deepgram's and Cartesia's messages are JSON:
 // https://developers.deepgram.com/reference/speech-to-text/listen-streaming,
 // https://docs.cartesia.ai/api-reference/stt/websocket.
 import type { WebSocket } from 'ws';
@@ -17,8 +19,8 @@ export interface SocketFault {
   onFinal?: boolean;
   /** Called when the fault shows. */
   shown?: () => void;
-  /** `hold`: sends what is held back (if the socket is still open); set by the socket's sender. */
-  release?: () => void;
+  /** `hold`: sends what is held back (if the socket is still open), or only its first `count` messages; set by the socket's sender. */
+  release?: (count?: number) => void;
 }
 
 const isFinal = (text: string) => (JSON.parse(text) as { is_final?: unknown }).is_final === true;
@@ -30,10 +32,13 @@ export function faultySender(ws: WebSocket, fault: SocketFault | undefined): (te
   let held: string[] | null = null;
   let released = false;
   if (fault?.kind === 'hold') {
-    fault.release = () => {
-      released = true;
-      for (const text of held?.splice(0) ?? []) if (ws.readyState === ws.OPEN) ws.send(text);
-      held = null;
+    fault.release = (count?: number) => {
+      const out = count === undefined ? (held?.splice(0) ?? []) : (held?.splice(0, count) ?? []);
+      if (count === undefined) {
+        released = true;
+        held = null;
+      }
+      for (const text of out) if (ws.readyState === ws.OPEN) ws.send(text);
     };
   }
   return (text) => {
