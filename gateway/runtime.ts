@@ -15,7 +15,7 @@ import { seedRegistry } from '../server/services/models/seed-registry.ts';
 import { seedPlatformVoices } from '../server/services/voices/seed-platform-voices.ts';
 import { buildGateway } from './app.ts';
 import type { GatewayContext } from './context.ts';
-import { releaseFreedMemory } from './upstreams/release-freed-memory.ts';
+import { idleMemoryRelease, releaseFreedMemory } from './upstreams/release-freed-memory.ts';
 import { Admission } from './core/admission.ts';
 import { createGatewayCore, createPassThroughCore, type GatewayCore } from './core/gateway-core.ts';
 import { createKeyUsageTracker } from './core/key-usage-tracker.ts';
@@ -231,10 +231,10 @@ export async function createGatewayRuntime(
   upstreamStats.start(5_000, (err) => app.log.warn({ err }, 'upstream stats flush failed'));
   await requestLog?.start(app.log);
   // glibc keeps what malloc freed: V8's compiling peak just after start, and bursts of load,
-  // leave an idle gateway's RSS high depending on fragmentation. Handed back now and then
-  // (docs/performance.md, "Memory").
+  // leave an idle gateway's RSS high depending on fragmentation. Handed back now and then, when
+  // the event loop is idle (docs/performance.md, "Memory").
   releaseFreedMemory();
-  const memoryReleaser = setInterval(releaseFreedMemory, RELEASE_FREED_MEMORY_MS);
+  const memoryReleaser = setInterval(idleMemoryRelease(), RELEASE_FREED_MEMORY_MS);
   memoryReleaser.unref();
 
   let stopped: Promise<void> | undefined;

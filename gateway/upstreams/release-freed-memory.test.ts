@@ -1,6 +1,8 @@
 // Trimming must hand freed malloc memory back, on the Linux the gateway runs on.
 import { execFileSync } from 'node:child_process';
+import { setTimeout as wait } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
+import { IDLE_EVENT_LOOP_UTILIZATION, idleMemoryRelease } from './release-freed-memory.ts';
 
 describe('releaseFreedMemory', () => {
   it('hands back most of what a freed burst of small allocations left resident', () => {
@@ -36,5 +38,31 @@ describe('releaseFreedMemory', () => {
     // Trimming gave back most of it, and the process stayed smaller afterwards.
     expect(m.released, seen).toBeGreaterThan(burst / 2);
     expect(m.kept - m.after, seen).toBeGreaterThan(burst / 2);
+  });
+});
+
+describe('idleMemoryRelease', () => {
+  it('hands memory back after an idle stretch of the event loop, never while it serves load', () => {
+    let released = 0;
+    const utilizations = [0.9, IDLE_EVENT_LOOP_UTILIZATION, 0.05, IDLE_EVENT_LOOP_UTILIZATION - 0.01, 1];
+    const check = idleMemoryRelease(
+      () => released++,
+      () => utilizations.shift()!,
+    );
+    expect([check(), check(), check(), check(), check()]).toEqual([false, false, true, true, false]);
+    expect(released).toBe(2);
+  });
+
+  it("reads the event loop's utilization since the previous check", async () => {
+    let released = 0;
+    const check = idleMemoryRelease(() => released++);
+    // The loop kept busy by synchronous work since the check was made: no release.
+    const start = performance.now();
+    while (performance.now() - start < 100);
+    expect(check()).toBe(false);
+    // Then waiting on a timer, nothing else to do: idle.
+    await wait(300);
+    expect(check()).toBe(true);
+    expect(released).toBe(1);
   });
 });
