@@ -6,6 +6,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { toFloat32 } from './pcm.ts';
 import { analyzeVoice, analyzeVoiceInChunks, type VoiceAnalysis } from './voice-analysis.ts';
 import { parseWav } from './wav.ts';
+import { countLoopTurns } from '../../test/support/loop-turns.ts';
 
 /** Deterministic noise in [-1, 1). */
 function noiseSource(seed: number): () => number {
@@ -246,35 +247,20 @@ describe('analyzeVoiceInChunks', () => {
     const seconds = 60;
     const clip = syllables({ f0: 120, syllableRate: 4, sampleRate: 22050, seconds });
     let slices = 0;
-    let ticks = 0;
-    let done = false;
     // Another task on the same event loop: it only runs when the analysis lets go.
-    const ticker = () => {
-      if (done) return;
-      ticks++;
-      setImmediate(ticker);
-    };
-    setImmediate(ticker);
-    const ticksBefore = ticks;
+    const loop = countLoopTurns();
     await analyzeVoiceInChunks(clip, 22050, { onSlice: () => slices++ });
-    done = true;
+    loop.stop();
     expect(slices).toBeGreaterThanOrEqual(seconds);
-    expect(ticks - ticksBefore).toBeGreaterThanOrEqual(slices);
+    expect(loop.turns).toBeGreaterThanOrEqual(slices);
   });
 
   // Ten clones at once put ten slices in every turn of the event loop (tens of ms before another
   // request was read, /health p99 ~70 ms in bench/abuse.ts --only clones) and held ten sets of
   // working copies: the analyses now take turns.
   it('runs analyses one after another: a turn of the event loop carries at most one slice of one of them', async () => {
-    let ticks = 0;
-    let done = false;
     // Another task on the same event loop: once per turn.
-    const ticker = () => {
-      if (done) return;
-      ticks++;
-      setImmediate(ticker);
-    };
-    setImmediate(ticker);
+    const loop = countLoopTurns();
     const clips = [110, 165, 230].map((f0) => syllables({ f0, syllableRate: 4, sampleRate: 16000, seconds: 8, noise: 0.01 }));
     // The turn of the event loop at each pause and at each end (its last slice of work).
     const marks: { clip: number; tick: number }[] = [];
@@ -287,14 +273,14 @@ describe('analyzeVoiceInChunks', () => {
             return clip.slice();
           },
           16000,
-          { onSlice: () => marks.push({ clip: i, tick: ticks }) },
+          { onSlice: () => marks.push({ clip: i, tick: loop.turns }) },
         ).then((analysis) => {
-          marks.push({ clip: i, tick: ticks });
+          marks.push({ clip: i, tick: loop.turns });
           return analysis;
         }),
       ),
     );
-    done = true;
+    loop.stop();
     expect(results).toEqual(clips.map((clip) => analyzeVoice(clip.slice(), 16000)));
     expect(started).toEqual([0, 1, 2]);
     // In order of arrival, each whole before the next begins, and never two in one turn.

@@ -5,6 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { encodeWav, parseWav, wavHeader } from '../audio/wav.ts';
 import { decodeUploadedAudio } from '../stt/decode-upload.ts';
 import { decodeClip, joinClips, type MeasuredClip } from './voice-clip.ts';
+import { countLoopTurns } from '../../test/support/loop-turns.ts';
 
 function tone(seconds: number, rate: number, hz: number): Float32Array {
   return Float32Array.from({ length: Math.round(seconds * rate) }, (_, i) => 0.5 * Math.sin((2 * Math.PI * hz * i) / rate));
@@ -84,19 +85,12 @@ describe('joinClips', () => {
   it('joins clips into one WAV, byte for byte what encoding them at once gives, in slices', async () => {
     const parts = [tone(20, 16000, 200), tone(7.5, 16000, 330), tone(31, 16000, 120)];
     let slices = 0;
-    let ticks = 0;
-    let done = false;
-    const ticker = () => {
-      if (done) return;
-      ticks++;
-      setImmediate(ticker);
-    };
-    setImmediate(ticker);
+    const loop = countLoopTurns();
     const joined = await joinClips(
       parts.map((p) => clipOf(p, 16000)),
       () => slices++,
     );
-    done = true;
+    loop.stop();
     const whole = new Float32Array(parts.reduce((n, p) => n + p.length, 0));
     parts.reduce((at, p) => (whole.set(p, at), at + p.length), 0);
     expect(joined.samples).toEqual(whole);
@@ -105,7 +99,7 @@ describe('joinClips', () => {
     expect(joined.durationMs).toBe(58500);
     // A slice converts at most 2^18 samples (16 s at 16 kHz); the event loop ran at each pause.
     expect(slices).toBe(parts.reduce((n, p) => n + Math.ceil(p.length / 2 ** 18), 0));
-    expect(ticks).toBeGreaterThanOrEqual(slices);
+    expect(loop.turns).toBeGreaterThanOrEqual(slices);
   });
 
   it('refuses clips of different sample rates', async () => {
