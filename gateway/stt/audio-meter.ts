@@ -4,6 +4,12 @@
 // difference, so the debits add up to exactly the cost of all the audio received. Audio is taken
 // only as far as reserved credit covers it: the session reserves each next interval (extend)
 // before it accepts the audio past what is covered.
+//
+// Each session debits at its own offset into the interval (`offsetMs`): sessions started together
+// would otherwise all debit in the same few milliseconds of every interval, one burst on the event
+// loop for all of them (a debit is the costly part: the ledger row, the request log, the metrics).
+// The offset moves the first debit earlier, to `offsetMs` of audio; reservations stay at whole
+// intervals, so where a session's credit stops its audio does not depend on the offset.
 import { perSecondCostMicros } from '../../server/services/credits/pricing.ts';
 import type { CreditHold } from '../core/gateway-core.ts';
 
@@ -12,6 +18,8 @@ export interface AudioMeterOptions {
   picoPerSecond: bigint;
   /** Audio is debited every time this much more has arrived (and at the end); credit is reserved this much at a time. */
   intervalMs: number;
+  /** Where in each interval this session debits, 0 <= offsetMs < intervalMs (default 0). */
+  offsetMs?: number;
   /** The credit reserved for the session (its first interval reserved before it started). */
   hold: CreditHold;
   /** Debits `micros` for `audioMillis` more audio from the hold; resolves with the balance left. */
@@ -29,9 +37,13 @@ export class AudioMeter {
   private readonly intervalSamples: number;
 
   constructor(private readonly o: AudioMeterOptions) {
+    const offsetMs = o.offsetMs ?? 0;
+    if (!(offsetMs >= 0 && offsetMs < o.intervalMs)) throw new RangeError(`offsetMs must be in [0, ${o.intervalMs})`);
     this.intervalMicros = this.costOf(o.intervalMs);
     this.intervalSamples = (o.sampleRate * o.intervalMs) / 1000;
     this.coveredSamples = this.intervalMicros === 0n ? Infinity : this.intervalSamples;
+    // The first debit is due at `offsetMs` of audio, then every interval after it.
+    this.meteredMs = offsetMs > 0 ? offsetMs - o.intervalMs : 0;
   }
 
   private costOf(millis: number): bigint {

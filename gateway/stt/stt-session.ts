@@ -30,6 +30,17 @@ export type { SttSessionOptions };
 export const MAX_SESSION_MS = 60 * 60_000;
 /** Audio is debited every time this much more has arrived (and at the end); credit is reserved this much at a time. */
 export const METER_EVERY_MS = 1_000;
+
+/**
+ * Each session's metering offset into the interval (AudioMeter `offsetMs`): 0 for the process's
+ * first session, then spread evenly by the golden ratio, so that sessions started together do not
+ * all debit at the same moment of every second.
+ */
+function nextMeterOffsetMs(): number {
+  return Math.floor(((sessionsMetered++ * GOLDEN_RATIO_FRACTION) % 1) * METER_EVERY_MS);
+}
+let sessionsMetered = 0;
+const GOLDEN_RATIO_FRACTION = (Math.sqrt(5) - 1) / 2;
 /** Audio waiting for the recognizer beyond this means the client sends faster than real time can be processed. */
 export const MAX_BACKLOG_SECONDS = 30;
 
@@ -93,6 +104,7 @@ export class SttSession {
       sampleRate: o.sampleRate,
       picoPerSecond: o.model.prices.picoPerSecond,
       intervalMs: METER_EVERY_MS,
+      offsetMs: nextMeterOffsetMs(),
       hold: o.hold,
       charge: (micros, audioMillis) =>
         o.core.charge(
