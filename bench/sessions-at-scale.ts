@@ -12,7 +12,8 @@
 // to the first interim transcript after it (gateway: `transcript` is_final false; relay: the
 // engine's own `Results`). The first WARMUP_CYCLES cycles of each session are streamed before
 // the window (the gateway opens each engine at its session's first audio) and not counted.
-// Reported per N and path: p50 / p99 of that latency (the difference gateway minus relay is what
+// The paths run one after the other, after one unmeasured pass through the relay (warming up the
+// engine's process and the clients). Reported per N and path: p50 / p99 of that latency (the difference gateway minus relay is what
 // the gateway adds over a bare relay), CPU ms per session-second of the process (utime +
 // stime from /proc/<pid>/stat over the streaming window), RSS added per session (during the
 // window minus before opening), event-loop delay p99 / max over the window (the gateway: its
@@ -252,6 +253,9 @@ async function runPath(path: Path, n: number): Promise<Row> {
 const f = fixed;
 const rows: Record<string, string | number>[] = [];
 console.error(`load average before: ${loadAverage()}`);
+// One unmeasured pass through the relay first: the engine's process and this one (the clients)
+// are then as warm for the first path measured as for the later ones.
+await runPath('relay', sessionCounts[0]!);
 for (const n of sessionCounts) {
   const gw = await runPath('gateway', n);
   const rl = await runPath('relay', n);
