@@ -14,9 +14,9 @@
 // the window (the gateway opens each engine at its session's first audio) and not counted.
 // The paths run one after the other, after one unmeasured pass through the relay (warming up the
 // engine's process and the clients). Reported per N and path: p50 / p99 of that latency (the
-// difference gateway minus relay is what the gateway adds over a bare relay), CPU ms per session-second of the process (utime +
-// stime from /proc/<pid>/stat over the streaming window), RSS added per session (during the
-// window minus before opening), event-loop delay p99 / max over the window (the gateway: its
+// difference gateway minus relay is what the gateway adds over a bare relay), CPU ms per
+// session-second of the process (utime + stime from /proc/<pid>/stat over the streaming window),
+// RSS added per session (during the window minus before opening), event-loop delay p99 / max over the window (the gateway: its
 // /metrics `nodejs_eventloop_lag_*`, prom-client's monitorEventLoopDelay, reset at each scrape;
 // the relay: its GET /stats), the main thread's wait for a CPU (ms per second: the machine's
 // share of a stall; bench/lib/scale.ts), transcripts missing and sessions closed early.
