@@ -16,10 +16,11 @@
 // engine's process and the clients). Reported per N and path: p50 / p99 of that latency (the
 // difference gateway minus relay is what the gateway adds over a bare relay), CPU ms per
 // session-second of the process (utime + stime from /proc/<pid>/stat over the streaming window),
-// RSS added per session (during the window minus before opening), event-loop delay p99 / max over the window (the gateway: its
-// /metrics `nodejs_eventloop_lag_*`, prom-client's monitorEventLoopDelay, reset at each scrape;
-// the relay: its GET /stats), the main thread's wait for a CPU (ms per second: the machine's
-// share of a stall; bench/lib/scale.ts), transcripts missing and sessions closed early.
+// RSS added per session (during the window minus before opening), event-loop delay p99 / max over
+// the window (the gateway: its /metrics `nodejs_eventloop_lag_*`, prom-client's
+// monitorEventLoopDelay, reset at each scrape; the relay: its GET /stats), the main thread's wait
+// for a CPU (ms per second: the machine's share of a stall; bench/lib/scale.ts), transcripts
+// missing and sessions closed early.
 // --profile DIR: both processes are profiled through their inspector over each streaming window
 // (bench/lib/cpu-profile.ts); the profiles are written to DIR and the gateway's self time is
 // printed per package and per function, in microseconds per session-second, next to the relay's
