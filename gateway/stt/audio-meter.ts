@@ -29,7 +29,8 @@ export interface AudioMeterOptions {
 export class AudioMeter {
   private receivedSamples = 0;
   private billedMicros = 0n;
-  private meteredMs = 0;
+  /** The audio (ms) the last debit counted up to: below zero until the first debit when it comes at an offset. */
+  private meteredMs: number;
   /** Audio already in a usage record (its sum over the records is the whole audio billed). */
   private recordedMs = 0;
   private coveredSamples: number;
