@@ -36,6 +36,8 @@ let engines: VoiceEngines & {
   idSuffix: string;
   /** Engine copies deleted, in order. */
   deleted: string[];
+  /** The engine voices made (their upstream ids), in order. */
+  prepared: string[];
 };
 let queuedSignals: number;
 let previewSignals: number;
@@ -66,6 +68,7 @@ function standInEngines(): typeof engines {
     billing: false,
     idSuffix: '',
     deleted: [],
+    prepared: [],
     chooseCloneModel(modelId) {
       this.modelsAsked.push(modelId);
       if (modelId === undefined) return CLONER;
@@ -81,8 +84,10 @@ function standInEngines(): typeof engines {
     joinClips: async (clips) => ({ ...clips[0]!, durationMs: clips.reduce((ms, c) => ms + c.durationMs, 0) }),
     async prepare(_modelId, clip) {
       if (this.failPrepare) throw new ServiceError('upstream_error', 'The engine failed.');
+      const upstreamId = `engine-voice-${clip.durationMs}${this.idSuffix}`;
+      this.prepared.push(upstreamId);
       return {
-        upstreamId: `engine-voice-${clip.durationMs}${this.idSuffix}`,
+        upstreamId,
         params: { from: clip.wav.toString() },
         expiresAt: null,
         metadata: { pitch_hz: 210 },
@@ -451,6 +456,7 @@ describe('caps on voices and on clones through engines that bill', () => {
     expect(await t.db.prisma.engineClone.count({ where: { orgId } })).toBe(3);
 
     const other = (await createOrg(t.db, { name: 'voices racing' })).id;
+    const preparedBefore = engines.prepared.length;
     const made = await Promise.allSettled(
       Array.from({ length: 8 }, (_, i) =>
         cloneVoice(limited({ maxVoicesPerOrg: 2 }), cloneInput({ orgId: other, name: `V${i}`, clip: clipOf(10 + i) }), signal),
@@ -458,10 +464,14 @@ describe('caps on voices and on clones through engines that bill', () => {
     );
     expect(made.filter((c) => c.status === 'fulfilled')).toHaveLength(2);
     expect(await t.db.prisma.voice.count({ where: { orgId: other, deletedAt: null } })).toBe(2);
-    // Each engine voice made for a refused clone is queued for deletion at its engine.
+    expect(made.filter((c) => c.status === 'rejected').map((c) => (c as PromiseRejectedResult).reason.code)).toEqual(Array(6).fill('voice_quota_exceeded'));
+    // Each engine voice made for a refused clone (refused as it was made, not before the engine
+    // was asked) is queued for deletion at its engine; the two voices keep theirs.
     const cleanups = await t.db.prisma.job.findMany({ where: { orgId: other, kind: 'delete_engine_copies' } });
-    const refusedAfterTheEngine = made.filter((c) => c.status === 'rejected' && (c.reason as ServiceError).code === 'voice_quota_exceeded').length;
-    expect(cleanups).toHaveLength(refusedAfterTheEngine);
+    const queuedForDeletion = cleanups.flatMap((j) => (j.input as { copies: { upstreamId: string }[] }).copies.map((c) => c.upstreamId));
+    const kept = await t.db.prisma.voiceProfile.findMany({ where: { voice: { orgId: other } }, select: { upstreamId: true } });
+    expect(kept).toHaveLength(2);
+    expect([...queuedForDeletion, ...kept.map((p) => p.upstreamId)].sort()).toEqual(engines.prepared.slice(preparedBefore).sort());
     // The two voices' clips; the refused clones' clips are gone again.
     expect(await t.db.prisma.blob.count({ where: { orgId: other, deletedAt: null } })).toBe(2);
   });
