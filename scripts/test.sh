@@ -28,17 +28,41 @@ fi
 # ffmpeg and sox cross-check the audio pipeline's files in the tests.
 apt_install ffmpeg sox
 
-status=0
-echo "==> type check"
-npx tsc --noEmit -p . || status=1
-echo "==> lint"
-npx eslint . || status=1
-echo "==> format"
-npm run --silent format:check || status=1
-echo "==> tests on SQLite"
-npx vitest run || status=1
-echo "==> tests on PostgreSQL"
-TEST_DB=postgresql npx vitest run || status=1
-echo "==> browser end-to-end (e2e/*.e2e.ts; report in e2e/report/)"
-npx playwright test || status=1
-exit $status
+# Each step's output is kept too, so that what failed is repeated at the end: a CI log's tail
+# is often all there is to read.
+logs=$(mktemp -d)
+steps=0
+failed=() # "<log number> <step name>"
+step() {
+  local name=$1
+  shift
+  steps=$((steps + 1))
+  echo "==> $name"
+  if ! "$@" 2>&1 | tee "$logs/$steps.log"; then
+    failed+=("$steps $name")
+  fi
+}
+
+step "type check" npx tsc --noEmit -p .
+step "lint" npx eslint .
+step "format" npm run --silent format:check
+step "tests on SQLite" npx vitest run
+step "tests on PostgreSQL" env TEST_DB=postgresql npx vitest run
+step "browser end-to-end (e2e/*.e2e.ts; report in e2e/report/)" npx playwright test
+
+if [ ${#failed[@]} -eq 0 ]; then
+  echo "==> every step passed"
+  exit 0
+fi
+for entry in "${failed[@]}"; do
+  echo "==> FAILED: ${entry#* }"
+  plain=$(sed 's/\x1b\[[0-9;]*m//g' "$logs/${entry%% *}.log")
+  # Vitest's summary of the failed tests with their errors; otherwise the step's last lines.
+  if grep -q 'Failed Tests' <<<"$plain"; then
+    grep -E '^ *(FAIL|×) ' <<<"$plain" | head -n 20 || true
+    sed -n '/Failed Tests/,$p' <<<"$plain" | head -n 80 || true
+  else
+    tail -n 40 <<<"$plain"
+  fi
+done
+exit 1
