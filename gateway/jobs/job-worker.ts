@@ -2,6 +2,11 @@
 // while it works, and records the outcome. Engines that are offline put the job back in the
 // queue with a growing delay until SVC_JOB_OFFLINE_GIVE_UP_SECONDS after it was created, then
 // fail it with `model_offline`. Other errors fail the job with their code.
+//
+// A job queued in this process is looked for at once (notify); the poll finds the others (queued
+// by another process, or due again after a retry's delay). While polls find nothing, each waits
+// twice as long as the last, up to IDLE_POLL_BACKOFF times SVC_JOB_POLL_MS: an idle gateway
+// (and every replica of it) would otherwise query the database twice a second for nothing.
 import { hostname } from 'node:os';
 import { newId } from '../../server/db/ids.ts';
 import { isServiceError } from '../../server/services/errors.ts';
@@ -20,6 +25,14 @@ export interface JobWorkerOptions {
 
 const RETRYABLE = new Set(['model_offline', 'upstream_unavailable']);
 
+/** How far the poll backs off while the queue stays empty, as a multiple of the poll interval. */
+export const IDLE_POLL_BACKOFF = 8;
+
+/** The wait before the next poll: the interval after a poll that found work, doubling per empty poll up to the cap. */
+export function nextPollDelayMs(pollMs: number, emptyPolls: number): number {
+  return pollMs * Math.min(2 ** emptyPolls, IDLE_POLL_BACKOFF);
+}
+
 export class JobWorker {
   readonly id = `${hostname()}:${process.pid}:${newId('w').slice(-8)}`;
   private timer: NodeJS.Timeout | undefined;
@@ -28,6 +41,13 @@ export class JobWorker {
   private readonly inFlight = new Map<string, AbortController>();
   private idle: Promise<void> = Promise.resolve();
   private wake = () => {};
+  /** Polls in a row that found nothing to claim (reset by a claim or a notify). */
+  private emptyPolls = 0;
+  /** A poll is under way; `notified`: told of a job meanwhile (it may have missed it): it looks again at once. */
+  private polling = false;
+  private notified = false;
+  /** The wait before the poll last scheduled (for tests). */
+  pollDelayMs = 0;
 
   constructor(
     private readonly ctx: GatewayContext,
@@ -42,10 +62,15 @@ export class JobWorker {
 
   /** A job was queued in this process: look now rather than at the next poll. */
   notify(): void {
-    if (!this.stopping) this.schedule(0);
+    this.emptyPolls = 0;
+    if (this.stopping) return;
+    // One poll at a time: two would each claim up to the concurrency.
+    if (this.polling) this.notified = true;
+    else this.schedule(0);
   }
 
   private schedule(delayMs: number): void {
+    this.pollDelayMs = delayMs;
     clearTimeout(this.timer);
     this.timer = setTimeout(() => void this.tick(), delayMs);
     this.timer.unref?.();
@@ -53,10 +78,16 @@ export class JobWorker {
 
   private async tick(): Promise<void> {
     if (this.stopping) return;
+    this.polling = true;
+    this.notified = false;
+    let claimed = false;
+    let polled = false;
     try {
       while (!this.stopping && this.running < this.options.concurrency) {
+        polled = true;
         const job = await claimNextJob(this.ctx.db.prisma, this.id, this.options.leaseMs);
         if (!job) break;
+        claimed = true;
         this.running++;
         void this.run(job).finally(() => {
           this.running--;
@@ -67,7 +98,11 @@ export class JobWorker {
     } catch (err) {
       this.options.log.warn({ err }, 'job queue poll failed; retrying');
     }
-    if (!this.stopping) this.schedule(this.options.pollMs);
+    this.polling = false;
+    // Every slot busy: nothing was asked of the queue, and nothing is learnt of it.
+    if (claimed || this.notified) this.emptyPolls = 0;
+    else if (polled) this.emptyPolls++;
+    if (!this.stopping) this.schedule(this.notified ? 0 : nextPollDelayMs(this.options.pollMs, this.emptyPolls));
   }
 
   private async run(job: Job): Promise<void> {
