@@ -115,6 +115,23 @@ describe('dispatchCall', () => {
     expect(bytesByTurn.size).toBeGreaterThanOrEqual(body.length / (BYTES_PER_TURN + largestChunk));
   });
 
+  it('HTTP chunks that arrived together are handed on joined, in order, nothing lost', async () => {
+    // 100 chunks of 1,000 bytes written in one turn of the server (this process): the client's
+    // socket reads them together, and each is an HTTP chunk of its own (chunked encoding).
+    const parts = Array.from({ length: 100 }, (_v, i) => Buffer.alloc(1_000, 48 + (i % 10)));
+    routes.set('/small-chunks', (res) => {
+      res.writeHead(200, { 'content-type': 'audio/pcm' });
+      for (const part of parts) res.write(part);
+      res.end();
+    });
+    const res = await call('/small-chunks');
+    const received: Buffer[] = [];
+    for await (const chunk of res.body) received.push(chunk);
+    expect(Buffer.concat(received).equals(Buffer.concat(parts))).toBe(true);
+    // One or a few socket reads' worth, not a hundred pieces.
+    expect(received.length).toBeLessThanOrEqual(10);
+  });
+
   it('stopping the iteration early aborts the request on the engine side', async () => {
     routes.set('/endless', (res) => {
       res.writeHead(200, { 'content-type': 'text/event-stream' });

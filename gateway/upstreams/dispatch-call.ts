@@ -172,6 +172,21 @@ class DispatchCall implements Dispatcher.DispatchHandler, DispatchResponse {
     return Buffer.concat(parts).toString('utf8');
   }
 
+  /**
+   * The chunks waiting, joined, up to `budget` bytes (always at least one chunk). A chunked
+   * answer comes as one onResponseData per HTTP chunk, however many arrived in one socket read;
+   * handed on one by one, each would go through every stage after it (a TTS engine's 4 KB chunks
+   * became as many WebSocket frames to the client): joined, they go through once, as a
+   * Readable's read() would hand them. Nothing waits for more to arrive.
+   */
+  private takeQueued(budget: number): Buffer {
+    const { chunks } = this;
+    let count = 1;
+    let bytes = chunks[0]!.length;
+    while (count < chunks.length && bytes + chunks[count]!.length <= budget) bytes += chunks[count++]!.length;
+    return count === 1 ? chunks.shift()! : Buffer.concat(chunks.splice(0, count), bytes);
+  }
+
   private async *iterate(): AsyncGenerator<Buffer> {
     this.iterating = true;
     let sinceTurn = 0;
@@ -186,7 +201,7 @@ class DispatchCall implements Dispatcher.DispatchHandler, DispatchResponse {
             await new Promise<void>((r) => setImmediate(r));
             continue;
           }
-          const chunk = this.chunks.shift()!;
+          const chunk = this.takeQueued(BYTES_PER_TURN - sinceTurn);
           sinceTurn += chunk.length;
           if (this.controller?.paused && this.chunks.length < HIGH_WATER_CHUNKS / 2) this.controller.resume();
           yield chunk;
