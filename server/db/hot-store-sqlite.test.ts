@@ -1,5 +1,6 @@
 // The SQLite hot store's deferred usage debits: a debit answers with the balance at once and
-// is committed at the end of the turn, or at most 10 ms after the previous commit. What that must keep: every balance-after
+// is committed at the end of the turn, or after the previous commit by 10 ms once a full insert's worth waits, 50 ms while
+// fewer do. What that must keep: every balance-after
 // exact, changes made by other connections counted, and a commit that fails neither loses
 // nor doubles a debit while metered admission is paused. Always SQLite (the PostgreSQL store
 // commits before it answers).
@@ -93,6 +94,24 @@ describe('deferred usage debits (SQLite)', () => {
     const commits = new Set(usageRows.map((r) => r.createdAt.getTime())).size;
     expect(commits).toBeLessThanOrEqual(2 + Math.floor(elapsed / 10));
     expect(commits).toBeLessThan(60);
+  });
+
+  it('while few debits come, commits are at least 50 ms apart: a trickle of debits shares them', async () => {
+    const { orgId } = await newOrg(1_000_000n);
+    const started = performance.now();
+    // One debit every 3 ms or more for ~300 ms: fewer than a full insert's worth (32) wait at any time.
+    for (let i = 0; i < 100; i++) {
+      await debit(orgId, 1n);
+      await new Promise((r) => setTimeout(r, 3));
+    }
+    const elapsed = performance.now() - started;
+    const { rows } = await ledgerOf(orgId);
+    const usageRows = rows.filter((r) => r.kind === 'usage');
+    expect(usageRows).toHaveLength(100);
+    expect(usageRows.at(-1)!.balanceAfterMicros).toBe(1_000_000n - 100n);
+    // The first may be at once (nothing committed lately), the last after the loop.
+    const commits = new Set(usageRows.map((r) => r.createdAt.getTime())).size;
+    expect(commits).toBeLessThanOrEqual(2 + Math.floor(elapsed / 50));
   });
 
   it('count a grant made by another connection, also while debits of this turn are not yet committed', async () => {

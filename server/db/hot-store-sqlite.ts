@@ -327,28 +327,44 @@ export function createSqliteHotStore(path: string, ownerId = holdOwnerId()): Hot
   /** Uncommitted reservation moves per org: reads of heldMicros add them. */
   const deferredHeldByOrg = new Map<string, bigint>();
   let holdTtlMs = 60_000;
-  let scheduled = false;
   let failing: unknown = null;
   let retryTimer: NodeJS.Timeout | undefined;
   let retryMs = 0;
-  // Commits are at least COALESCE_MS apart: alone, a change is committed at the end of its
-  // turn; under load each commit carries what came in since the last one. Much of a
-  // commit's cost does not depend on how much it holds (locks, a write per dirty page, and
-  // syscalls): spaced commits halve SQLite's share of the main thread under load.
+  // Commits are spaced: alone, a change is committed at the end of its turn; under load each
+  // commit carries what came in since the last one. Much of a commit's cost does not depend on
+  // how much it holds (locks, a write per dirty page, and syscalls), so a commit waits
+  // SPARSE_COALESCE_MS after the last while few changes come (a few TTS spans or STT seconds a
+  // second would otherwise pay that cost for nearly every change), and only COALESCE_MS once a
+  // full insert's worth (INSERT_CHUNK) waits, so that a busy gateway's commits stay short.
   // Answered debits do not wait for it, so the spacing costs no latency; it bounds what a
   // killed process loses (docs/api-conventions.md, "Credits").
   const COALESCE_MS = 10;
+  const SPARSE_COALESCE_MS = 50;
   let lastCommitAt = -Infinity;
+  /** The next commit's timer while one is set (one of the two), and when it is due. */
+  let flushTimeout: NodeJS.Timeout | undefined;
+  let flushImmediate: NodeJS.Immediate | undefined;
+  let flushAt = Infinity;
   /** Since when the queued changes wait for another connection's write lock; a retry is set while they do. */
   let busySince: number | undefined;
   let busyTimer: NodeJS.Timeout | undefined;
   let busyTries = 0;
-  const schedule = () => {
-    if (scheduled || retryTimer) return;
-    scheduled = true;
-    const wait = lastCommitAt + COALESCE_MS - performance.now();
-    if (wait >= 1) setTimeout(flush, wait);
-    else setImmediate(flush);
+  const cancelFlush = () => {
+    clearTimeout(flushTimeout);
+    clearImmediate(flushImmediate);
+    flushTimeout = flushImmediate = undefined;
+    flushAt = Infinity;
+  };
+  /** Sets the next commit, or brings it forward once enough changes wait for it, or one that a caller awaits (`awaited`). */
+  const schedule = (awaited = false) => {
+    if (retryTimer || busyTimer) return;
+    const now = performance.now();
+    const at = Math.max(now, lastCommitAt + (awaited || pending.length >= INSERT_CHUNK ? COALESCE_MS : SPARSE_COALESCE_MS));
+    if (at >= flushAt) return;
+    cancelFlush();
+    flushAt = at;
+    if (at - now >= 1) flushTimeout = setTimeout(flush, at - now);
+    else flushImmediate = setImmediate(flush);
   };
   const addTo = (map: Map<string, bigint>, orgId: string, delta: bigint) => {
     const left = (map.get(orgId) ?? 0n) + delta;
@@ -378,7 +394,7 @@ export function createSqliteHotStore(path: string, ownerId = holdOwnerId()): Hot
   };
   /** `waitForLock`: block until the lock is free (only when closing: nothing else is served then). */
   function flush(waitForLock = false): void {
-    scheduled = false;
+    cancelFlush();
     busyTimer = undefined;
     const batch = pending;
     if (batch.length === 0) return;
@@ -396,7 +412,6 @@ export function createSqliteHotStore(path: string, ownerId = holdOwnerId()): Hot
         // Still queued, in order, and tried again after a wait that doubles up to 8 ms (each
         // try costs a few statements; the debits were answered already).
         pending = batch.concat(pending);
-        scheduled = true;
         busyTries++;
         busyTimer = setTimeout(flush, Math.min(2 ** busyTries, 8));
         return;
@@ -533,7 +548,7 @@ export function createSqliteHotStore(path: string, ownerId = holdOwnerId()): Hot
     applyLedgerChange(change) {
       return new Promise((resolve, reject) => {
         pending.push({ change: { ...change, heldDelta: 0n, keyId: change.budgetedKey?.keyId, ledger: true }, resolve, reject });
-        schedule();
+        schedule(true);
       });
     },
     async applyUsageDebit(change) {
@@ -598,6 +613,7 @@ export function createSqliteHotStore(path: string, ownerId = holdOwnerId()): Hot
       clearTimeout(retryTimer);
       retryTimer = undefined;
       clearTimeout(busyTimer);
+      cancelFlush();
       for (let attempt = 0; pending.length > 0 && attempt < 5; attempt++) {
         if (attempt > 0) await new Promise((r) => setTimeout(r, 200));
         flush(true);
