@@ -272,7 +272,12 @@ describe('streaming over a batch engine: GET /stt/websocket', () => {
     await c.stream(audio.subarray(0, 2 * RATE), FRAMES);
     const first = await c.until((e) => e.type === 'transcript' && e.is_final === false);
     expect(first).toEqual(transcriptEvent(false, 'tone130', [['tone130', 0.3, 0.9]]));
-    await c.stream(audio.subarray(2 * RATE), FRAMES);
+    // To 2 s, inside the last word (no turn can end there): a second interim call goes out, and its
+    // answer is awaited too. Sent on at once, the turn's end could otherwise come while that call
+    // was still being uploaded and stop it before the engine had it.
+    await c.stream(audio.subarray(2 * RATE, 4 * RATE), FRAMES);
+    await c.until((e) => e.type === 'transcript' && e.is_final === false, { from: c.events.indexOf(first) + 1 });
+    await c.stream(audio.subarray(4 * RATE), FRAMES);
     await c.until((e) => e.type === 'turn.end');
     await closeSession(c);
 
@@ -298,7 +303,7 @@ describe('streaming over a batch engine: GET /stt/websocket', () => {
 
     const calls = peer.transcriptions.slice(before);
     const uploaded = calls.reduce((n, r) => n + r.samples, 0);
-    // One utterance, but at least one interim call besides: the first, of the utterance's first second.
+    // One utterance, but interim calls besides: of its first second, and of its first two.
     expect(calls.length).toBeGreaterThan(2);
     expect(uploaded).toBeGreaterThan(3 * RATE);
     expect(calls[0]!.samples).toBe(1 * RATE);
