@@ -15,12 +15,13 @@
 // The paths run one after the other, after one unmeasured pass through the relay (warming up the
 // engine's process and the clients). Reported per N and path: p50 / p99 of that latency (the
 // difference gateway minus relay is what the gateway adds over a bare relay), CPU ms per
-// session-second of the process (utime + stime from /proc/<pid>/stat over the streaming window),
-// RSS added per session (during the window minus before opening), event-loop delay p99 / max over
-// the window (the gateway: its /metrics `nodejs_eventloop_lag_*`, prom-client's
-// monitorEventLoopDelay, reset at each scrape; the relay: its GET /stats), the main thread's wait
-// for a CPU (ms per second: the machine's share of a stall; bench/lib/scale.ts), transcripts
-// missing and sessions closed early.
+// session-second of the process (utime + stime from /proc/<pid>/stat over the streaming window)
+// and of its main thread alone, its read and write system calls and the messages the client
+// received per session-second, RSS added per session (during the window minus before opening),
+// event-loop delay p99 / max over the window (the gateway: its /metrics `nodejs_eventloop_lag_*`,
+// prom-client's monitorEventLoopDelay, reset at each scrape; the relay: its GET /stats), the main
+// thread's wait for a CPU (ms per second: the machine's share of a stall; bench/lib/scale.ts),
+// transcripts missing and sessions closed early.
 // --profile DIR: both processes are profiled through their inspector over each streaming window
 // (bench/lib/cpu-profile.ts); the profiles are written to DIR and the gateway's self time is
 // printed per package and per function, in microseconds per session-second, next to the relay's
@@ -138,6 +139,8 @@ interface Live {
   latencies: number[];
   missed: number;
   closedEarly: boolean;
+  /** Messages received from the gateway or the relay. */
+  received: number;
 }
 
 function open(path: Path): Promise<Live> {
@@ -147,10 +150,11 @@ function open(path: Path): Promise<Live> {
       : new WebSocket(`${gatewayOf(path).url.replace(/^http/, 'ws')}/stt/websocket?model=${MODEL}&sample_rate=${RATE}&encoding=pcm_s16le`, {
           headers: { authorization: `Bearer ${key}` },
         });
-  const s: Live = { ws, pendingSince: null, cycle: 0, latencies: [], missed: 0, closedEarly: false };
+  const s: Live = { ws, pendingSince: null, cycle: 0, latencies: [], missed: 0, closedEarly: false, received: 0 };
   let streaming = false;
   return new Promise((resolve, reject) => {
     ws.on('message', (data, isBinary) => {
+      s.received++;
       if (isBinary) return;
       const m = JSON.parse(data.toString()) as { type: string; is_final?: boolean; channel?: { alternatives?: { transcript?: string }[] } };
       if (!streaming) {
@@ -208,6 +212,11 @@ interface Row {
   p50: number;
   p99: number;
   cpuPerSessionSecond: number;
+  /** Of which the main thread's. */
+  mainCpuPerSessionSecond: number;
+  /** Read / write system calls per session-second. */
+  readsPerSessionSecond: number;
+  writesPerSessionSecond: number;
   /** The main thread's run-queue wait, ms per second of the window. */
   waitPerSecond: number;
   rssPerSessionMb: number;
@@ -215,6 +224,8 @@ interface Row {
   loopMax: number;
   missed: number;
   closedEarly: number;
+  /** Messages the client received per session-second. */
+  messagesPerSessionSecond: number;
   profile?: CpuProfile;
 }
 
@@ -229,8 +240,10 @@ async function runPath(path: Path, n: number): Promise<Row> {
   // The warm-up cycles are streamed before the window (the gateway opens each engine at the session's first audio).
   const streaming = stream(sessions, WARMUP_SECONDS + streamSeconds);
   await sleep(WARMUP_SECONDS * 1000);
+  const receivedBefore = sessions.reduce((a, s) => a + s.received, 0);
   const w = await measureWindow(pid, loop, () => streaming, Boolean(values.profile));
   const windowSeconds = streamSeconds + 1;
+  const received = sessions.reduce((a, s) => a + s.received, 0) - receivedBefore;
   const closedEarly = sessions.filter((s) => s.closedEarly).length;
   for (const s of sessions) s.ws.close();
   await sleep(1000);
@@ -241,12 +254,16 @@ async function runPath(path: Path, n: number): Promise<Row> {
     p50: percentile(all, 50),
     p99: percentile(all, 99),
     cpuPerSessionSecond: w.cpuMs / (n * windowSeconds),
+    mainCpuPerSessionSecond: w.mainCpuMs / (n * windowSeconds),
+    readsPerSessionSecond: w.syscalls.reads / (n * windowSeconds),
+    writesPerSessionSecond: w.syscalls.writes / (n * windowSeconds),
     waitPerSecond: w.waitMs / windowSeconds,
     rssPerSessionMb: (w.rssPeakMb - rssBefore) / n,
     loopP99: w.loop.p99,
     loopMax: w.loop.max,
     missed: sessions.reduce((a, s) => a + s.missed, 0),
     closedEarly,
+    messagesPerSessionSecond: received / (n * windowSeconds),
     profile: w.profile,
   };
 }
@@ -268,6 +285,9 @@ for (const n of sessionCounts) {
       'p50 ms': f(r.p50),
       'p99 ms': f(r.p99),
       'CPU ms / session-s': f(r.cpuPerSessionSecond, 2),
+      'main thread ms / session-s': f(r.mainCpuPerSessionSecond, 2),
+      'reads / writes per session-s': `${f(r.readsPerSessionSecond)} / ${f(r.writesPerSessionSecond)}`,
+      'messages to the client / session-s': f(r.messagesPerSessionSecond, 2),
       'CPU wait ms/s': f(r.waitPerSecond, 0),
       'RSS MB / session': f(r.rssPerSessionMb, 3),
       'loop p99 / max ms': `${f(r.loopP99)} / ${f(r.loopMax)}`,
@@ -279,6 +299,9 @@ for (const n of sessionCounts) {
     'p50 ms': f(gw.p50 - rl.p50),
     'p99 ms': f(gw.p99 - rl.p99),
     'CPU ms / session-s': `${f(gw.cpuPerSessionSecond / rl.cpuPerSessionSecond, 2)}x`,
+    'main thread ms / session-s': `${f(gw.mainCpuPerSessionSecond / rl.mainCpuPerSessionSecond, 2)}x`,
+    'reads / writes per session-s': '',
+    'messages to the client / session-s': '',
     'CPU wait ms/s': '',
     'RSS MB / session': '',
     'loop p99 / max ms': '',
@@ -291,6 +314,9 @@ for (const n of sessionCounts) {
       'p50 ms': f(bs.p50 - rl.p50),
       'p99 ms': f(bs.p99 - rl.p99),
       'CPU ms / session-s': `${f(bs.cpuPerSessionSecond / rl.cpuPerSessionSecond, 2)}x`,
+      'main thread ms / session-s': `${f(bs.mainCpuPerSessionSecond / rl.mainCpuPerSessionSecond, 2)}x`,
+      'reads / writes per session-s': '',
+      'messages to the client / session-s': '',
       'CPU wait ms/s': '',
       'RSS MB / session': '',
       'loop p99 / max ms': '',

@@ -15,10 +15,12 @@
 // context per socket is run before the measured window (warm-up).
 // Reported per N and path: time to first audio (the first sentence sent -> its first `chunk`;
 // the engine alone: the request sent -> the first byte of audio) p50 / p99, and what the
-// gateway and the relay add over the engine alone; CPU per stream (a context: both sentences)
-// and per session-second, RSS added per socket, event-loop delay p99 / max, the main thread's
-// wait for a CPU (bench/lib/scale.ts), and streams that failed or came late (a context still
-// running when its socket's next one was due).
+// gateway and the relay add over the engine alone; CPU per stream (a context: both sentences; all
+// threads, and the main thread's alone) and per session-second, read and write system calls per
+// stream, RSS added per socket, event-loop delay p99 / max, the main thread's wait for a CPU
+// (bench/lib/scale.ts), the audio events a stream received (`chunk` messages, warm-up included),
+// and streams that failed or came late (a context still running when its socket's next one was
+// due).
 // --profile DIR: the gateway and the relay are profiled over each window (bench/lib/cpu-profile.ts);
 // the gateway's self time is printed per package and function, in microseconds per stream.
 // --base DIR: the gateway of another checkout too (say an export of an earlier commit:
@@ -117,6 +119,10 @@ process.once('exit', () => {
 // ---------- clients ----------
 type Path = 'gateway' | 'base' | 'relay' | 'engine';
 const gatewayOf = (path: 'gateway' | 'base') => (path === 'base' ? base! : gateway);
+/** Audio events (WebSocket messages) received per path, warm-up included: what the path costs in frames a stream. */
+const chunkEvents: Record<Path, number> = { gateway: 0, base: 0, relay: 0, engine: 0 };
+/** Streams run per path, warm-up included (the denominator of chunkEvents). */
+const streamsRun: Record<Path, number> = { gateway: 0, base: 0, relay: 0, engine: 0 };
 
 interface Stats {
   ttfa: number[];
@@ -127,6 +133,7 @@ interface Stats {
 
 /** A client's way of running one context (a stream): resolves with its time to first audio. */
 interface Client {
+  readonly path: Path;
   run(): Promise<number>;
   close(): void;
 }
@@ -144,10 +151,12 @@ function openSocket(path: 'gateway' | 'base' | 'relay'): Promise<Client> {
   const listeners = new Map<string, (e: { type: string; message?: string }) => void>();
   ws.on('message', (data) => {
     const e = JSON.parse(data.toString()) as { type: string; context_id?: string; message?: string };
+    if (e.type === 'chunk') chunkEvents[path]++;
     if (e.context_id) listeners.get(e.context_id)?.(e);
   });
   let seq = 0;
   const client: Client = {
+    path,
     run: () =>
       new Promise((resolve, reject) => {
         const id = `c${++seq}`;
@@ -204,6 +213,7 @@ function engineClient(): Client {
     return first;
   };
   return {
+    path: 'engine',
     run: async () => {
       const first = speak(SENTENCES[0]!);
       await sleep(SECOND_AFTER_MS);
@@ -227,6 +237,7 @@ async function schedule(clients: Client[], ms: number, stats: Stats | null): Pro
         await sleep(due - performance.now());
         try {
           const ttfa = await c.run();
+          streamsRun[c.path]++;
           if (stats) {
             stats.ttfa.push(ttfa);
             stats.streams++;
@@ -243,6 +254,8 @@ interface Row extends Stats {
   path: Path;
   n: number;
   cpuMs: number;
+  mainCpuMs: number;
+  syscalls: { reads: number; writes: number };
   waitMs: number;
   rssPerSocketMb: number;
   loop: LoopDelay;
@@ -270,7 +283,18 @@ async function runPath(path: Path, n: number): Promise<Row> {
   for (const c of clients) c.close();
   await sleep(500);
   stats.ttfa.sort((a, b) => a - b);
-  return { ...stats, path, n, cpuMs: w.cpuMs, waitMs: w.waitMs, rssPerSocketMb: (w.rssPeakMb - rssBefore) / n, loop: w.loop, profile: w.profile };
+  return {
+    ...stats,
+    path,
+    n,
+    cpuMs: w.cpuMs,
+    mainCpuMs: w.mainCpuMs,
+    syscalls: w.syscalls,
+    waitMs: w.waitMs,
+    rssPerSocketMb: (w.rssPeakMb - rssBefore) / n,
+    loop: w.loop,
+    profile: w.profile,
+  };
 }
 
 const rows: Record<string, string | number>[] = [];
@@ -289,10 +313,13 @@ for (const n of socketCounts) {
       'first audio p50 / p99 ms': `${f(p(r, 50))} / ${f(p(r, 99))}`,
       'added p50 / p99 ms': proxied ? `${f(p(r, 50) - p(engine, 50))} / ${f(p(r, 99) - p(engine, 99))}` : '',
       'CPU ms / stream': proxied ? f(r.cpuMs / r.streams, 2) : '',
+      'main thread ms / stream': proxied ? f(r.mainCpuMs / r.streams, 2) : '',
+      'reads / writes per stream': proxied ? `${f(r.syscalls.reads / r.streams)} / ${f(r.syscalls.writes / r.streams)}` : '',
       'CPU ms / session-s': proxied ? f(r.cpuMs / (n * windowSeconds), 2) : '',
       'CPU wait ms/s': proxied ? f(r.waitMs / windowSeconds, 0) : '',
       'RSS MB / socket': proxied ? f(r.rssPerSocketMb, 3) : '',
       'loop p99 / max ms': proxied ? `${f(r.loop.p99)} / ${f(r.loop.max)}` : '',
+      'chunks / stream': proxied ? f(chunkEvents[r.path] / streamsRun[r.path], 1) : '',
       'streams / failed / late': `${r.streams} / ${r.failed} / ${r.late}`,
     });
   }
@@ -302,10 +329,13 @@ for (const n of socketCounts) {
     'first audio p50 / p99 ms': '',
     'added p50 / p99 ms': '',
     'CPU ms / stream': `${f(gw.cpuMs / gw.streams / (relayRow.cpuMs / relayRow.streams), 2)}x`,
+    'main thread ms / stream': `${f(gw.mainCpuMs / gw.streams / (relayRow.mainCpuMs / relayRow.streams), 2)}x`,
+    'reads / writes per stream': '',
     'CPU ms / session-s': '',
     'CPU wait ms/s': '',
     'RSS MB / socket': '',
     'loop p99 / max ms': '',
+    'chunks / stream': '',
     'streams / failed / late': '',
   });
   if (baseRow)
@@ -315,10 +345,13 @@ for (const n of socketCounts) {
       'first audio p50 / p99 ms': '',
       'added p50 / p99 ms': '',
       'CPU ms / stream': `${f(gw.cpuMs / gw.streams / (baseRow.cpuMs / baseRow.streams), 2)}x`,
+      'main thread ms / stream': `${f(gw.mainCpuMs / gw.streams / (baseRow.mainCpuMs / baseRow.streams), 2)}x`,
+      'reads / writes per stream': '',
       'CPU ms / session-s': '',
       'CPU wait ms/s': '',
       'RSS MB / socket': '',
       'loop p99 / max ms': '',
+      'chunks / stream': '',
       'streams / failed / late': '',
     });
   if (values.profile && gw.profile && relayRow.profile) {
