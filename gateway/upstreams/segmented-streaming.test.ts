@@ -402,7 +402,8 @@ describe('segmentedStreaming', () => {
 
   it('turns a silent engine into UpstreamError timeout', async () => {
     peer.transcription = { kind: 'hang' };
-    const s = await open({ interimEverySeconds: 100 }, { timeoutMs: 300 });
+    // Long enough for the open to succeed on a loaded machine; only the silence after it may time out.
+    const s = await open({ interimEverySeconds: 100 }, { timeoutMs: 1_000 });
     writeFrames(s.stream, audio(0.5));
     s.stream.finalize();
     await expect(s.ended).rejects.toMatchObject({ name: 'UpstreamError', kind: 'timeout' });

@@ -546,7 +546,8 @@ describe('speech (Aura)', () => {
     expect((await failure(samplesOf(dropped.chunks))).kind).toBe('broken');
 
     peer.behaviour = { kind: 'stall', after: 1001 };
-    const stalled = await synthesize(target(), { timeoutMs: 300 });
+    // Long enough for the stream to start on a loaded machine; only the stall after it may time out.
+    const stalled = await synthesize(target(), { timeoutMs: 1_000 });
     expect((await failure(samplesOf(stalled.chunks))).kind).toBe('timeout');
 
     peer.behaviour = { kind: 'hang' };

@@ -176,7 +176,8 @@ describe('elevenlabs: speech', () => {
 
   it('reports a stream that stalls after it started as a timeout', async () => {
     peer.behaviour = { kind: 'partial', afterBytes: 801, then: 'hang' };
-    const stream = await speech.synthesize(target(), speechRequest('Hello.', { timeoutMs: 300 }));
+    // Long enough for the stream to start on a loaded machine; only the stall after it may time out.
+    const stream = await speech.synthesize(target(), speechRequest('Hello.', { timeoutMs: 1_000 }));
     await upstreamError(drain(stream.chunks), 'timeout');
   });
 
