@@ -128,8 +128,10 @@ describe('dispatchCall', () => {
     const received: Buffer[] = [];
     for await (const chunk of res.body) received.push(chunk);
     expect(Buffer.concat(received).equals(Buffer.concat(parts))).toBe(true);
-    // One or a few socket reads' worth, not a hundred pieces.
-    expect(received.length).toBeLessThanOrEqual(10);
+    // Joined, not a hundred pieces. The engine's body pauses once 16 chunks wait, so a piece holds
+    // at most 16 of them (7 at the least), and where the socket's reads fell splits some more
+    // (10 here): a bound with room for how reads fall on a busy machine.
+    expect(received.length).toBeLessThanOrEqual(25);
   });
 
   it('stopping the iteration early aborts the request on the engine side', async () => {
