@@ -323,37 +323,16 @@ for (const n of socketCounts) {
       'streams / failed / late': `${r.streams} / ${r.failed} / ${r.late}`,
     });
   }
-  rows.push({
+  // The gateway's CPU per stream as a multiple of another path's; the other columns blank.
+  const ratioRow = (label: string, other: Row) => ({
+    ...Object.fromEntries(Object.keys(rows.at(-1)!).map((column) => [column, ''])),
     N: n,
-    path: 'gateway / relay',
-    'first audio p50 / p99 ms': '',
-    'added p50 / p99 ms': '',
-    'CPU ms / stream': `${f(gw.cpuMs / gw.streams / (relayRow.cpuMs / relayRow.streams), 2)}x`,
-    'main thread ms / stream': `${f(gw.mainCpuMs / gw.streams / (relayRow.mainCpuMs / relayRow.streams), 2)}x`,
-    'reads / writes per stream': '',
-    'CPU ms / session-s': '',
-    'CPU wait ms/s': '',
-    'RSS MB / socket': '',
-    'loop p99 / max ms': '',
-    'chunks / stream': '',
-    'streams / failed / late': '',
+    path: `gateway / ${label}`,
+    'CPU ms / stream': `${f(gw.cpuMs / gw.streams / (other.cpuMs / other.streams), 2)}x`,
+    'main thread ms / stream': `${f(gw.mainCpuMs / gw.streams / (other.mainCpuMs / other.streams), 2)}x`,
   });
-  if (baseRow)
-    rows.push({
-      N: n,
-      path: 'gateway / base',
-      'first audio p50 / p99 ms': '',
-      'added p50 / p99 ms': '',
-      'CPU ms / stream': `${f(gw.cpuMs / gw.streams / (baseRow.cpuMs / baseRow.streams), 2)}x`,
-      'main thread ms / stream': `${f(gw.mainCpuMs / gw.streams / (baseRow.mainCpuMs / baseRow.streams), 2)}x`,
-      'reads / writes per stream': '',
-      'CPU ms / session-s': '',
-      'CPU wait ms/s': '',
-      'RSS MB / socket': '',
-      'loop p99 / max ms': '',
-      'chunks / stream': '',
-      'streams / failed / late': '',
-    });
+  rows.push(ratioRow('relay', relayRow));
+  if (baseRow) rows.push(ratioRow('base', baseRow));
   if (values.profile && gw.profile && relayRow.profile) {
     for (const r of [gw, relayRow]) saveProfile(values.profile, `tts-${r.path}-${n}`, r.profile!);
     console.log(`\nN=${n}: main-thread CPU per stream, gateway next to the relay (profiles in ${values.profile})\n`);
