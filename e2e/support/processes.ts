@@ -4,10 +4,10 @@
 // that exits without it (a crash) still kills them on the way out.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { freePort } from '../../test/support/free-port.ts';
 import { until } from '../../test/support/poll.ts';
 
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '../..');
@@ -62,18 +62,6 @@ export function buildDashboardIfNeeded(): void {
   console.log('building the dashboard (next build)...');
   const build = spawnSync(NODE, [NEXT, 'build'], { cwd: ROOT, stdio: 'inherit' });
   if (build.status !== 0) throw new Error('next build failed');
-}
-
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.unref();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))));
-    });
-  });
 }
 
 /** SIGTERM to the child's whole process group, SIGKILL if it is still there after 5 s. */

@@ -2,9 +2,10 @@
 // on a free loopback port against a given database, watched until /health answers, and
 // stopped by signal. Every child is killed if the test worker exits without cleaning up.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createServer, connect } from 'node:net';
+import { connect } from 'node:net';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { freePort } from './free-port.ts';
 import { until } from './poll.ts';
 
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '../..');
@@ -18,16 +19,7 @@ process.once('exit', () => {
 
 export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as { port: number };
-      srv.close(() => resolve(port));
-    });
-  });
-}
+export { freePort };
 
 /** True when a TCP connection to the port is refused (nothing listens). */
 export function connectionRefused(port: number): Promise<boolean> {
@@ -62,7 +54,17 @@ export interface SvcProcess {
  * seeded models, fast registry refresh, no job worker) and waits for /health.
  */
 export async function startSvcGateway(name: string, env: Record<string, string>): Promise<SvcProcess> {
-  const port = await freePort();
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startSvcGatewayOn(await freePort(), name, env);
+    } catch (e) {
+      // another test's listener took the port between the check and the bind: a new port
+      if (attempt === 3 || !String(e).includes('EADDRINUSE')) throw e;
+    }
+  }
+}
+
+async function startSvcGatewayOn(port: number, name: string, env: Record<string, string>): Promise<SvcProcess> {
   const child = spawn(process.execPath, [SVC, 'gateway'], {
     cwd: ROOT,
     env: {
