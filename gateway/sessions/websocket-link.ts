@@ -71,6 +71,14 @@ export class WebSocketLink {
   private readonly reading: ReadTurns;
   /** Events dropped because the peer was not reading (for metrics and tests). */
   dropped = 0;
+  /** The TCP socket under the WebSocket. */
+  private readonly wire: Socket;
+  /** Corked until the end of this tick: the messages sent in one tick go to the OS in one write. */
+  private corked = false;
+  private readonly uncork = () => {
+    this.corked = false;
+    this.wire.uncork();
+  };
 
   constructor(
     private readonly socket: WebSocket,
@@ -78,6 +86,7 @@ export class WebSocketLink {
     private readonly handlers: WebSocketLinkHandlers,
     readonly limits: WebSocketLinkLimits = DEFAULT_LINK_LIMITS,
   ) {
+    this.wire = (socket as unknown as { _socket: Socket })._socket;
     this.ping = clock.every(limits.pingIntervalMs, () => this.open && socket.ping());
     // Once closing, what waits is dropped; the socket is read on after the wait, if only for the peer's close frame, unless closed for abuse.
     const source = {
@@ -123,6 +132,12 @@ export class WebSocketLink {
       this.closeForAbuse(OUTGOING_BUFFER_FULL);
       return false;
     }
+    // An event often goes out with others (a final transcript, the turn's end, its final text): one system call for them all.
+    if (!this.corked) {
+      this.corked = true;
+      this.wire.cork();
+      process.nextTick(this.uncork);
+    }
     if (unread + data.length < this.limits.highWaterBytes) this.socket.send(data, { binary: typeof data !== 'string' });
     // Above the high-water mark: the callback runs once this message (and all before it) is handed to the OS, or the socket closed.
     else this.flushed = new Promise<void>((resolve) => this.socket.send(data, { binary: typeof data !== 'string' }, () => resolve()));
@@ -159,7 +174,8 @@ export class WebSocketLink {
     this.stoppedReading = true;
     this.socket.pause();
     // The grace runs from when what was sent (the close frame last) is handed to the OS, so a peer that reads it learns why.
-    const wire = (this.socket as unknown as { _socket: Socket })._socket;
+    const wire = this.wire;
+    if (this.corked) this.uncork(); // the close frame goes now: writableLength then counts only what the OS would not take
     const endAfterGrace = () => {
       const grace = this.clock.after(this.limits.closeGraceMs, () => this.socket.terminate());
       this.socket.once('close', () => grace.cancel());
