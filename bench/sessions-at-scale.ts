@@ -30,7 +30,12 @@
 // --base DIR: the gateway of another checkout too, on a copy of the fixture database, measured in
 // the same run (as bench/tts-at-scale.ts --base).
 //
-//   npx tsx bench/sessions-at-scale.ts [--sessions 50,150,300] [--seconds 20] [--profile DIR] [--top 30] [--base DIR]
+// --rounds K: each N is measured K times, the paths taking turns (round r starts at the r-th
+// path, so none is always first); each figure shown is the median over the rounds, and each
+// gateway-relay difference or ratio the median of the rounds' own (this machine's noise moves
+// both paths of a round together, and one round's relay can cost half again another's).
+//
+//   npx tsx bench/sessions-at-scale.ts [--sessions 50,150,300] [--seconds 20] [--rounds 1] [--profile DIR] [--top 30] [--base DIR]
 import { rmSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import WebSocket from 'ws';
@@ -40,7 +45,7 @@ import type { Peers } from './lib/upstream-peers.ts';
 import { INSPECT_ENV, profileTables, saveProfile, type CpuProfile } from './lib/cpu-profile.ts';
 import { fixed, gatewayLoopDelay, loadAverage, measureWindow, relayLoopDelay, sleep } from './lib/scale.ts';
 import { copyScaleDatabase, METRICS_TOKEN, scaleDatabase, scaleGatewayEnv } from './lib/scale-fixture.ts';
-import { percentile, table } from './lib/load.ts';
+import { median, percentile, table } from './lib/load.ts';
 import { rssMb, startBundled, startTs } from './lib/processes.ts';
 
 const { values } = parseArgs({
@@ -50,8 +55,10 @@ const { values } = parseArgs({
     profile: { type: 'string' },
     top: { type: 'string', default: '30' },
     base: { type: 'string' },
+    rounds: { type: 'string', default: '1' },
   },
 });
+const rounds = Number(values.rounds);
 const sessionCounts = values.sessions.split(',').map(Number);
 const streamSeconds = Number(values.seconds);
 
@@ -274,11 +281,62 @@ console.error(`load average before: ${loadAverage()}`);
 // One unmeasured pass through the relay first: the engine's process and this one (the clients)
 // are then as warm for the first path measured as for the later ones.
 await runPath('relay', sessionCounts[0]!);
+/** Each numeric figure's median over the rounds; what was missed or closed, summed. */
+function medianRow(of: Row[]): Row {
+  const m = (pick: (r: Row) => number) => median(of.map(pick));
+  return {
+    ...of[0]!,
+    p50: m((r) => r.p50),
+    p99: m((r) => r.p99),
+    cpuPerSessionSecond: m((r) => r.cpuPerSessionSecond),
+    mainCpuPerSessionSecond: m((r) => r.mainCpuPerSessionSecond),
+    readsPerSessionSecond: m((r) => r.readsPerSessionSecond),
+    writesPerSessionSecond: m((r) => r.writesPerSessionSecond),
+    waitPerSecond: m((r) => r.waitPerSecond),
+    rssPerSessionMb: m((r) => r.rssPerSessionMb),
+    loopP99: m((r) => r.loopP99),
+    loopMax: m((r) => r.loopMax),
+    missed: of.reduce((a, r) => a + r.missed, 0),
+    closedEarly: of.reduce((a, r) => a + r.closedEarly, 0),
+    messagesPerSessionSecond: m((r) => r.messagesPerSessionSecond),
+  };
+}
+
+/** A gateway's figures less (p50, p99) or over (CPU) the relay's of the same round, median over the rounds. */
+function comparedRow(n: number, path: string, gateway: Row[], relay: Row[]): Record<string, string | number> {
+  const m = (pick: (g: Row, r: Row) => number) => median(gateway.map((g, i) => pick(g, relay[i]!)));
+  return {
+    N: n,
+    path,
+    'p50 ms': f(m((g, r) => g.p50 - r.p50)),
+    'p99 ms': f(m((g, r) => g.p99 - r.p99)),
+    'CPU ms / session-s': `${f(
+      m((g, r) => g.cpuPerSessionSecond / r.cpuPerSessionSecond),
+      2,
+    )}x`,
+    'main thread ms / session-s': `${f(
+      m((g, r) => g.mainCpuPerSessionSecond / r.mainCpuPerSessionSecond),
+      2,
+    )}x`,
+    'reads / writes per session-s': '',
+    'messages to the client / session-s': '',
+    'CPU wait ms/s': '',
+    'RSS MB / session': '',
+    'loop p99 / max ms': '',
+    'missed / closed': '',
+  };
+}
+
+const paths: Path[] = base ? ['gateway', 'relay', 'base'] : ['gateway', 'relay'];
 for (const n of sessionCounts) {
-  const gw = await runPath('gateway', n);
-  const rl = await runPath('relay', n);
-  const bs = base ? await runPath('base', n) : null;
-  for (const r of bs ? [gw, rl, bs] : [gw, rl])
+  const measured = new Map<Path, Row[]>(paths.map((p) => [p, []]));
+  for (let round = 0; round < rounds; round++)
+    for (let i = 0; i < paths.length; i++) {
+      const path = paths[(round + i) % paths.length]!;
+      measured.get(path)!.push(await runPath(path, n));
+    }
+  const [gw, rl, bs] = paths.map((p) => medianRow(measured.get(p)!));
+  for (const r of bs ? [gw!, rl!, bs] : [gw!, rl!])
     rows.push({
       N: n,
       path: r.path === 'base' ? `gateway (${values.base})` : r.path,
@@ -293,43 +351,19 @@ for (const n of sessionCounts) {
       'loop p99 / max ms': `${f(r.loopP99)} / ${f(r.loopMax)}`,
       'missed / closed': `${r.missed} / ${r.closedEarly}`,
     });
-  rows.push({
-    N: n,
-    path: 'gateway - relay',
-    'p50 ms': f(gw.p50 - rl.p50),
-    'p99 ms': f(gw.p99 - rl.p99),
-    'CPU ms / session-s': `${f(gw.cpuPerSessionSecond / rl.cpuPerSessionSecond, 2)}x`,
-    'main thread ms / session-s': `${f(gw.mainCpuPerSessionSecond / rl.mainCpuPerSessionSecond, 2)}x`,
-    'reads / writes per session-s': '',
-    'messages to the client / session-s': '',
-    'CPU wait ms/s': '',
-    'RSS MB / session': '',
-    'loop p99 / max ms': '',
-    'missed / closed': '',
-  });
-  if (bs)
-    rows.push({
-      N: n,
-      path: 'base - relay',
-      'p50 ms': f(bs.p50 - rl.p50),
-      'p99 ms': f(bs.p99 - rl.p99),
-      'CPU ms / session-s': `${f(bs.cpuPerSessionSecond / rl.cpuPerSessionSecond, 2)}x`,
-      'main thread ms / session-s': `${f(bs.mainCpuPerSessionSecond / rl.mainCpuPerSessionSecond, 2)}x`,
-      'reads / writes per session-s': '',
-      'messages to the client / session-s': '',
-      'CPU wait ms/s': '',
-      'RSS MB / session': '',
-      'loop p99 / max ms': '',
-      'missed / closed': '',
-    });
-  if (values.profile && gw.profile && rl.profile) {
-    for (const r of [gw, rl]) saveProfile(values.profile, `stt-${r.path}-${n}`, r.profile!);
+  rows.push(comparedRow(n, 'gateway - relay', measured.get('gateway')!, measured.get('relay')!));
+  if (bs) rows.push(comparedRow(n, 'base - relay', measured.get('base')!, measured.get('relay')!));
+  const [gwProfiled, rlProfiled] = [measured.get('gateway')![0]!, measured.get('relay')![0]!];
+  if (values.profile && gwProfiled.profile && rlProfiled.profile) {
+    for (const r of [gwProfiled, rlProfiled]) saveProfile(values.profile, `stt-${r.path}-${n}`, r.profile!);
     const sessionSeconds = n * (streamSeconds + 1);
     console.log(`\nN=${n}: main-thread CPU per session-second, gateway next to the relay (profiles in ${values.profile})\n`);
-    console.log(profileTables(gw.profile, sessionSeconds, 'session-s', Number(values.top), { name: 'relay', profile: rl.profile, units: sessionSeconds }));
+    console.log(
+      profileTables(gwProfiled.profile, sessionSeconds, 'session-s', Number(values.top), { name: 'relay', profile: rlProfiled.profile, units: sessionSeconds }),
+    );
   }
   console.error(`N=${n} done, load average ${loadAverage()}`);
 }
-console.log(`${new Date().toISOString()}  --sessions ${values.sessions} --seconds ${streamSeconds}  load average ${loadAverage()}`);
+console.log(`${new Date().toISOString()}  --sessions ${values.sessions} --seconds ${streamSeconds} --rounds ${rounds}  load average ${loadAverage()}`);
 console.log(table(rows));
 process.exit(0);
