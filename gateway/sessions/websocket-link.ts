@@ -46,7 +46,7 @@ export const DEFAULT_LINK_LIMITS: WebSocketLinkLimits = {
   maxErrorEvents: 100,
   errorWindowMs: 10_000,
   closeGraceMs: 2_000,
-  // One socket read's worth: an audio stream waits a turn every second or two, a 1 MiB message after each.
+  // One socket read's worth: a 1 MiB message waits a turn after it; an audio stream in real time never does.
   readBytesPerTurn: BYTES_PER_TURN,
 };
 

@@ -19,8 +19,28 @@ export interface Pausable {
 
 type Waiting = { data: Buffer; isBinary: boolean } | (() => void);
 
+/**
+ * Which turn of the event loop this is: moved on by one setImmediate, scheduled by the first
+ * reader to ask in a turn (one for the whole process, whatever the number of readers).
+ */
+let loopTurn = 0;
+let turnEnding = false;
+const endTurn = () => {
+  loopTurn++;
+  turnEnding = false;
+};
+function currentLoopTurn(): number {
+  if (!turnEnding) {
+    turnEnding = true;
+    setImmediate(endTurn);
+  }
+  return loopTurn;
+}
+
 export class ReadTurns {
+  /** Bytes handed on in the turn `turn`. */
   private sinceTurn = 0;
+  private turn = -1;
   private waitingTurn = false;
   private readonly waiting: Waiting[] = [];
   private stopped = false;
@@ -58,6 +78,12 @@ export class ReadTurns {
   }
 
   private deliver(data: Buffer, isBinary: boolean): void {
+    // Counted per turn: a stream in real time (an audio frame every 20 ms) never waits one.
+    const turn = currentLoopTurn();
+    if (turn !== this.turn) {
+      this.turn = turn;
+      this.sinceTurn = 0;
+    }
     this.handOn(data, isBinary);
     this.sinceTurn += data.length;
     if (this.sinceTurn >= this.bytesPerTurn && !this.stopped) this.waitTurn();
