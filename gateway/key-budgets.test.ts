@@ -64,8 +64,10 @@ async function account(limits: KeyLimitsInput) {
 const keyRow = (id: string) => h.testDb.db.prisma.apiKey.findUniqueOrThrow({ where: { id } });
 const orgRow = (id: string) => h.testDb.db.prisma.org.findUniqueOrThrow({ where: { id } });
 
-/** What the ledger says the key spent (its usage debits). */
+/** What the ledger says the key spent (its usage debits), once every session and stream that ended is billed. */
 async function ledgerSpend(keyId: string): Promise<bigint> {
+  // A socket session bills after its engine has opened (or refused), which can come after the close the client saw.
+  expect(await h.runtime.ctx.lifecycle.settled(10_000)).toBe(true);
   await h.settled();
   const rows = await h.testDb.db.prisma.ledgerEntry.findMany({ where: { apiKeyId: keyId, kind: 'usage' }, select: { amountMicros: true } });
   return rows.reduce((sum, r) => sum - r.amountMicros, 0n);
