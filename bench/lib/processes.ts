@@ -8,6 +8,13 @@ import { gatewayEnv, gatewayNodeFlags } from '../../scripts/lib/runtime-flags.mj
 
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '../..');
 
+// Whatever ends the bench (its end, a failure to start the next process, an uncaught error), the
+// processes it started end with it: none is left serving, or holding the pipe of `| tail`.
+const started = new Set<ChildProcess>();
+process.once('exit', () => {
+  for (const child of started) child.kill('SIGTERM');
+});
+
 /** Starts a TypeScript entry point under tsx and resolves when it prints "listening <url>". */
 export function startTs(entry: string, env: Record<string, string> = {}): Promise<{ child: ChildProcess; url: string }> {
   return startListening(entry, ['--import', 'tsx', join(ROOT, entry)], { ...process.env, LOG_LEVEL: 'warn', ...env });
@@ -59,6 +66,8 @@ let gatewaysStarted = 0;
 function startListening(entry: string, args: string[], env: NodeJS.ProcessEnv, logFile?: string): Promise<{ child: ChildProcess; url: string }> {
   const stdout = logFile ? openSync(logFile, 'w') : 'pipe';
   const child = spawn(process.execPath, args, { cwd: ROOT, env, stdio: ['ignore', stdout, logFile ? 'pipe' : 'inherit'] });
+  started.add(child);
+  child.once('exit', () => started.delete(child));
   if (typeof stdout === 'number') closeSync(stdout);
   // The log (tens of MB per bench run) is removed when the bench exits, unless BENCH_KEEP_LOGS is set.
   if (logFile && !process.env.BENCH_KEEP_LOGS) process.once('exit', () => rmSync(logFile, { force: true }));
