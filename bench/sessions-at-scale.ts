@@ -302,10 +302,11 @@ function medianRow(of: Row[]): Row {
   };
 }
 
-/** A gateway's figures less (p50, p99) or over (CPU) the relay's of the same round, median over the rounds. */
+/** A gateway's figures less (p50, p99) or over (CPU) the relay's of the same round, median over the rounds; the other columns blank. */
 function comparedRow(n: number, path: string, gateway: Row[], relay: Row[]): Record<string, string | number> {
   const m = (pick: (g: Row, r: Row) => number) => median(gateway.map((g, i) => pick(g, relay[i]!)));
   return {
+    ...Object.fromEntries(Object.keys(rows.at(-1)!).map((column) => [column, ''])),
     N: n,
     path,
     'p50 ms': f(m((g, r) => g.p50 - r.p50)),
@@ -318,12 +319,6 @@ function comparedRow(n: number, path: string, gateway: Row[], relay: Row[]): Rec
       m((g, r) => g.mainCpuPerSessionSecond / r.mainCpuPerSessionSecond),
       2,
     )}x`,
-    'reads / writes per session-s': '',
-    'messages to the client / session-s': '',
-    'CPU wait ms/s': '',
-    'RSS MB / session': '',
-    'loop p99 / max ms': '',
-    'missed / closed': '',
   };
 }
 
