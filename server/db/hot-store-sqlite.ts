@@ -333,13 +333,13 @@ export function createSqliteHotStore(path: string, ownerId = holdOwnerId()): Hot
   // Commits are spaced: alone, a change is committed at the end of its turn; under load each
   // commit carries what came in since the last one. Much of a commit's cost does not depend on
   // how much it holds (locks, a write per dirty page, and syscalls), so a commit waits
-  // SPARSE_COALESCE_MS after the last while few changes come (a few TTS spans or STT seconds a
-  // second would otherwise pay that cost for nearly every change), and only COALESCE_MS once a
-  // full insert's worth (INSERT_CHUNK) waits, so that a busy gateway's commits stay short.
+  // SPARSE_COALESCE_MS after the last, and only COALESCE_MS once BUSY_CHANGES wait (a few
+  // inserts' worth), so that a busy gateway's commits stay short.
   // Answered debits do not wait for it, so the spacing costs no latency; it bounds what a
   // killed process loses (docs/api-conventions.md, "Credits").
-  const COALESCE_MS = 10;
+  const COALESCE_MS = 25;
   const SPARSE_COALESCE_MS = 50;
+  const BUSY_CHANGES = 4 * INSERT_CHUNK;
   let lastCommitAt = -Infinity;
   /** The next commit's timer while one is set (one of the two), and when it is due. */
   let flushTimeout: NodeJS.Timeout | undefined;
@@ -359,7 +359,7 @@ export function createSqliteHotStore(path: string, ownerId = holdOwnerId()): Hot
   const schedule = (awaited = false) => {
     if (retryTimer || busyTimer) return;
     const now = performance.now();
-    const at = Math.max(now, lastCommitAt + (awaited || pending.length >= INSERT_CHUNK ? COALESCE_MS : SPARSE_COALESCE_MS));
+    const at = Math.max(now, lastCommitAt + (awaited || pending.length >= BUSY_CHANGES ? COALESCE_MS : SPARSE_COALESCE_MS));
     if (at >= flushAt) return;
     cancelFlush();
     flushAt = at;
