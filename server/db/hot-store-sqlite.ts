@@ -137,7 +137,8 @@ export function createSqliteHotStore(path: string, ownerId = holdOwnerId()): Hot
   // (dashboard, CLI, another replica, this process's Prisma client) has committed: every
   // lookup asks (sqlite-commit-watch.ts), so a revocation or a grant made anywhere empties
   // the cache before the very next lookup. Our own debits go through this connection and
-  // update the cached balance with the value they committed.
+  // update the cached balance with the value they committed; every write transaction of ours
+  // goes through `commits.ownWrite` (BEGIN IMMEDIATE), so that its commit is not taken for another's.
   const commits = watchCommits(db, path);
   type CachedKey = Omit<KeyAuthRecord, 'balanceMicros' | 'heldMicros' | 'budget'> & { limit: { limitMicros: bigint; window: SpendWindow } | null };
   const keys = new Map<string, CachedKey>();
@@ -208,7 +209,8 @@ export function createSqliteHotStore(path: string, ownerId = holdOwnerId()): Hot
   // balance-after by replaying the org's changes in order from the balance before them.
   // Reservations ride along: an entry may only move the org's reserved credit (`ledger`
   // false), and each org's moves are summed into its UPDATE and its CreditHold row.
-  const applyBatch = db.transaction((changes: QueuedChange[]): { balances: (bigint | null)[]; held: Map<string, bigint>; keys: Map<string, KeySpendState> } => {
+  type Committed = { balances: (bigint | null)[]; held: Map<string, bigint>; keys: Map<string, KeySpendState> };
+  const applyBatch = commits.ownWrite((changes: QueuedChange[]): Committed => {
     const date = new Date();
     const now = ts(date);
     const holdExpiry = ts(new Date(date.getTime() + holdTtlMs));
@@ -405,7 +407,7 @@ export function createSqliteHotStore(path: string, ownerId = holdOwnerId()): Hot
     try {
       dropCacheIfChanged();
       const changes = batch.map((p) => p.change);
-      const outcome = waitForLock ? applyBatch.immediate(changes) : tryWrite(() => applyBatch.immediate(changes));
+      const outcome = waitForLock ? applyBatch(changes) : tryWrite(() => applyBatch(changes));
       if (outcome === BUSY) {
         busySince ??= performance.now();
         if (performance.now() - busySince >= SQLITE_LOCK_WAIT_MS) throw lockTimeout();
@@ -480,7 +482,7 @@ export function createSqliteHotStore(path: string, ownerId = holdOwnerId()): Hot
       WHERE id IN (SELECT apiKeyId FROM "KeyHold" WHERE expiresAt < @now)`,
   );
   const deleteExpiredKeyHolds = db.prepare<[string]>(`DELETE FROM "KeyHold" WHERE expiresAt < ?`);
-  const maintain = db.transaction((now: string, expiresAt: string) => {
+  const maintain = commits.ownWrite((now: string, expiresAt: string) => {
     renewHolds.run(expiresAt, ownerId);
     dropEmptyHolds.run(ownerId);
     if (releaseExpiredHolds.run({ now }).changes > 0) deleteExpiredHolds.run(now);
@@ -488,7 +490,7 @@ export function createSqliteHotStore(path: string, ownerId = holdOwnerId()): Hot
     dropEmptyKeyHolds.run(ownerId);
     if (releaseExpiredKeyHolds.run({ now }).changes > 0) deleteExpiredKeyHolds.run(now);
   });
-  const releaseOwnHolds = db.transaction(() => {
+  const releaseOwnHolds = commits.ownWrite(() => {
     db.prepare(
       `UPDATE "Org" SET heldMicros = heldMicros - (SELECT h.amountMicros FROM "CreditHold" h WHERE h.orgId = "Org".id AND h.ownerId = @owner)
                  WHERE id IN (SELECT orgId FROM "CreditHold" WHERE ownerId = @owner)`,
@@ -500,7 +502,7 @@ export function createSqliteHotStore(path: string, ownerId = holdOwnerId()): Hot
     ).run({ owner: ownerId });
     db.prepare(`DELETE FROM "KeyHold" WHERE ownerId = ?`).run(ownerId);
   });
-  const touchAll = db.transaction((entries: [string, Date][]) => {
+  const touchAll = commits.ownWrite((entries: [string, Date][]) => {
     for (const [id, at] of entries) touch.run(ts(at), id);
   });
 
@@ -585,7 +587,7 @@ export function createSqliteHotStore(path: string, ownerId = holdOwnerId()): Hot
     async maintainHolds(ttlMs) {
       holdTtlMs = ttlMs;
       const now = new Date();
-      await writeWhenFree(() => maintain.immediate(ts(now), ts(new Date(now.getTime() + ttlMs))));
+      await writeWhenFree(() => maintain(ts(now), ts(new Date(now.getTime() + ttlMs))));
     },
     async keyStatuses(keyIds) {
       const statuses = new Map<string, 'active' | 'revoked'>();
@@ -602,7 +604,7 @@ export function createSqliteHotStore(path: string, ownerId = holdOwnerId()): Hot
       }
     },
     async touchKeys(lastUsed) {
-      if (lastUsed.size > 0) await writeWhenFree(() => touchAll.immediate([...lastUsed]));
+      if (lastUsed.size > 0) await writeWhenFree(() => touchAll([...lastUsed]));
     },
     async ping() {
       db.prepare('SELECT 1').get();
@@ -622,7 +624,7 @@ export function createSqliteHotStore(path: string, ownerId = holdOwnerId()): Hot
       }
       if (pending.length > 0) store.onDeferredWriteError?.(failing ?? new Error('database closed'), pending.length);
       // Nothing of ours runs any more: whatever is still reserved (sessions cut at the very end) is released.
-      else releaseOwnHolds.immediate();
+      else releaseOwnHolds();
       await checkpointer.close();
       db.close();
       commits.close(); // after the connection: see sqlite-commit-watch.ts

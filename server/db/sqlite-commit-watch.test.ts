@@ -1,7 +1,8 @@
 // The commit watch decides whether cached keys and balances are still good, so it must never
 // miss another connection's commit, including one made between two of its own reads.
 import Database from 'better-sqlite3';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -17,13 +18,27 @@ function setup(name: string, map: boolean) {
   const mine = openSqlite(path);
   mine.exec('CREATE TABLE t (x INTEGER)');
   const other = new Database(path, { timeout: 5_000 });
-  const watch = watchCommits(mine, path, { map });
+  // The watch's connection, with its asks of PRAGMA data_version counted.
+  let pragmaAsks = 0;
+  const counted = {
+    transaction: mine.transaction.bind(mine),
+    prepare(sql: string) {
+      const statement = mine.prepare(sql);
+      const get = statement.get.bind(statement);
+      statement.get = (...args: unknown[]) => {
+        pragmaAsks++;
+        return get(...args);
+      };
+      return statement;
+    },
+  } as unknown as Database.Database;
+  const watch = watchCommits(counted, path, { map });
   const closeAll = () => {
     other.close();
     mine.close();
     watch.close(); // after the connection, as the hot store does
   };
-  return { mine, other, watch, closeAll };
+  return { mine, other, watch, closeAll, pragmaAsks: () => pragmaAsks };
 }
 
 describe('watchCommits', () => {
@@ -55,6 +70,76 @@ describe('watchCommits', () => {
         expect(watch.otherCommitted()).toBe(true);
         expect(watch.otherCommitted()).toBe(false);
       }
+      closeAll();
+    });
+
+    it('needs no pragma after a commit of our own, and still sees every commit of theirs around ours', () => {
+      const { mine, other, watch, closeAll, pragmaAsks } = setup(`own-${source}.db`, map);
+      const insertOther = other.prepare('INSERT INTO t VALUES (1)');
+      const insertMine = mine.prepare('INSERT INTO t VALUES (2)');
+      const writeMine = watch.ownWrite(() => insertMine.run());
+      const rolledBack = watch.ownWrite(() => {
+        throw new Error('rolled back');
+      });
+      expect(watch.otherCommitted()).toBe(false);
+      for (let i = 0; i < 100; i++) {
+        // Ours alone: answered from the header, without asking SQLite.
+        const asked = pragmaAsks();
+        writeMine();
+        writeMine();
+        expect(watch.otherCommitted()).toBe(false);
+        expect(pragmaAsks()).toBe(asked);
+        // Theirs, then ours with no question in between.
+        insertOther.run();
+        writeMine();
+        expect(watch.otherCommitted()).toBe(true);
+        expect(watch.otherCommitted()).toBe(false);
+        // Ours rolled back, theirs, then ours.
+        expect(() => rolledBack()).toThrow('rolled back');
+        insertOther.run();
+        writeMine();
+        expect(watch.otherCommitted()).toBe(true);
+        expect(watch.otherCommitted()).toBe(false);
+      }
+      closeAll();
+    });
+
+    it('misses no commit of another process racing ours', async () => {
+      const { mine, watch, closeAll } = setup(`race-${source}.db`, map);
+      const path = join(dir, `race-${source}.db`);
+      // Another process commits as fast as it can until told to stop.
+      const writer = spawn(
+        process.execPath,
+        [
+          '-e',
+          `const D = require('better-sqlite3'); const d = new D(${JSON.stringify(path)}, { timeout: 5000 }); const s = d.prepare('INSERT INTO t VALUES (1)');
+           let go = true; process.stdin.on('end', () => (go = false)); process.stdin.resume();
+           const loop = () => { s.run(); if (go) setImmediate(loop); else d.close(); };
+           process.stdout.write('ready\\n'); loop();`,
+        ],
+        { cwd: process.cwd(), stdio: ['pipe', 'pipe', 'inherit'] },
+      );
+      await once(writer.stdout!, 'data');
+      const insertMine = mine.prepare('INSERT INTO t VALUES (2)');
+      const theirs = mine.prepare<[], bigint>('SELECT count(*) FROM t WHERE x = 1').pluck();
+      const writeMine = watch.ownWrite(() => insertMine.run());
+      let raced = 0;
+      // Until enough of their commits fell between two of our questions (a bound, not a timer).
+      for (let i = 0; i < 5_000 && raced < 50; i++) {
+        watch.otherCommitted();
+        const before = theirs.get()!;
+        writeMine();
+        const after = theirs.get()!;
+        // A commit of theirs between the two counts came after the first question: the next one must see it.
+        const seen = watch.otherCommitted();
+        if (after > before) {
+          raced++;
+          expect(seen).toBe(true);
+        }
+      }
+      writer.stdin!.end();
+      await once(writer, 'exit');
+      expect(raced).toBeGreaterThan(0);
       closeAll();
     });
 
