@@ -119,28 +119,32 @@ describe('watchCommits', () => {
         ],
         { cwd: process.cwd(), stdio: ['pipe', 'pipe', 'inherit'] },
       );
-      await once(writer.stdout!, 'data');
-      const insertMine = mine.prepare('INSERT INTO t VALUES (2)');
-      const theirs = mine.prepare<[], bigint>('SELECT count(*) FROM t WHERE x = 1').pluck();
-      const writeMine = watch.ownWrite(() => insertMine.run());
+      const exited = once(writer, 'exit');
       let raced = 0;
-      // Until enough of their commits fell between two of our questions (a bound, not a timer).
-      for (let i = 0; i < 5_000 && raced < 50; i++) {
-        watch.otherCommitted();
-        const before = theirs.get()!;
-        writeMine();
-        const after = theirs.get()!;
-        // A commit of theirs between the two counts came after the first question: the next one must see it.
-        const seen = watch.otherCommitted();
-        if (after > before) {
-          raced++;
-          expect(seen).toBe(true);
+      try {
+        await once(writer.stdout!, 'data');
+        const insertMine = mine.prepare('INSERT INTO t VALUES (2)');
+        const theirs = mine.prepare<[], bigint>('SELECT count(*) FROM t WHERE x = 1').pluck();
+        const writeMine = watch.ownWrite(() => insertMine.run());
+        // Until enough of their commits fell between two of our questions (a bound, not a timer).
+        for (let i = 0; i < 5_000 && raced < 50; i++) {
+          watch.otherCommitted();
+          const before = theirs.get()!;
+          writeMine();
+          const after = theirs.get()!;
+          // A commit of theirs between the two counts came after the first question: the next one must see it.
+          const seen = watch.otherCommitted();
+          if (after > before) {
+            raced++;
+            expect(seen).toBe(true);
+          }
         }
+      } finally {
+        writer.stdin!.end();
+        await exited;
+        closeAll();
       }
-      writer.stdin!.end();
-      await once(writer, 'exit');
       expect(raced).toBeGreaterThan(0);
-      closeAll();
     });
 
     it('still sees commits after checkpoints and WAL restarts', () => {
