@@ -4,7 +4,7 @@
 // its first audible sample is heard.
 import type { Encoding } from './output-format.ts';
 import type { PcmSamples } from './pcm.ts';
-import { decodeSamples } from './sample-encoding.ts';
+import { decodePcm } from './sample-encoding.ts';
 
 /** -50 dBFS: below it a sample is silence (or dither) to a listener. */
 export const AUDIBLE_THRESHOLD = 10 ** (-50 / 20);
@@ -21,7 +21,7 @@ export function firstAudibleSample(samples: PcmSamples, threshold = AUDIBLE_THRE
 
 /** Milliseconds into `bytes` (raw audio in `encoding` at `sampleRate`) of its first audible sample, or undefined when it is all silence. */
 export function firstAudibleMs(bytes: Uint8Array, encoding: Encoding, sampleRate: number, threshold = AUDIBLE_THRESHOLD): number | undefined {
-  const at = firstAudibleSample(decodeSamples(bytes, encoding), threshold);
+  const at = firstAudibleSample(decodePcm(bytes, encoding), threshold);
   return at < 0 ? undefined : (at * 1000) / sampleRate;
 }
 
@@ -49,8 +49,8 @@ export class AudibleWatch {
     return this.heardAt;
   }
 
-  /** The same, for raw audio in `encoding`. */
+  /** The same, for raw audio in `encoding` (read in place where it can be: every chunk of a stream comes here until one is heard). */
   sentBytes(bytes: Uint8Array, encoding: Encoding, sampleRate: number, now = performance.now()): number | undefined {
-    return this.heardAt === undefined ? this.sent(decodeSamples(bytes, encoding), sampleRate, now) : undefined;
+    return this.heardAt === undefined ? this.sent(decodePcm(bytes, encoding), sampleRate, now) : undefined;
   }
 }
