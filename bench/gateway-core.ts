@@ -19,7 +19,7 @@ const rate = Number(values.rate);
 
 const upstream = await startTs('bench/upstream-server.ts');
 const fx = await benchFixture(upstream.url);
-const env = { SVC_DATA_DIR: fx.dataDir, DATABASE_URL: fx.databaseUrl, SVC_MODELS_FILE: '/nonexistent' };
+const env = { SVC_DATA_DIR: fx.dataDir, DATABASE_URL: fx.databaseUrl, SVC_MODELS_FILE: '/nonexistent', BENCH_KEY_ID: fx.keyId, BENCH_ORG_ID: fx.orgId };
 const on = await startBundled('bench/gateway-server.ts', { ...env, BENCH_CORE: 'on' });
 const off = await startBundled('bench/gateway-server.ts', { ...env, BENCH_CORE: 'off' });
 const spec = {

@@ -5,8 +5,9 @@ import { loadConfig } from '../server/config/env.ts';
 import { createGatewayRuntime } from '../gateway/runtime.ts';
 
 // Logging as `svc gateway` logs (LOG_LEVEL, info by default: an access-log line per request).
+// BENCH_CORE=off: every request is admitted as the fixture's key (BENCH_KEY_ID, BENCH_ORG_ID).
 const runtime = await createGatewayRuntime(loadConfig(), {
-  passThroughCore: process.env.BENCH_CORE === 'off',
+  passThroughCore: process.env.BENCH_CORE === 'off' ? { keyId: process.env.BENCH_KEY_ID!, orgId: process.env.BENCH_ORG_ID! } : undefined,
 });
 const url = await runtime.app.listen({ host: '127.0.0.1', port: 0 });
 // On stderr: stdout carries the logs (bench/lib/processes.ts sends them to a file).

@@ -36,6 +36,8 @@ const gateway = await startBundled('bench/gateway-server.ts', {
   DATABASE_URL: fx.databaseUrl,
   SVC_MODELS_FILE: '/nonexistent',
   BENCH_CORE: values.core === 'off' ? 'off' : 'on',
+  BENCH_KEY_ID: fx.keyId,
+  BENCH_ORG_ID: fx.orgId,
   NODE_OPTIONS: '--inspect=127.0.0.1:0', // the gateway's own Node flags stay as svc sets them
 });
 const spec = {

@@ -125,7 +125,7 @@ const TRACE_FLUSH_MS = 5_000;
 /** `clock`: what rate-limit windows, agent claims, key expiry and spend windows read the time from (tests set one; the system's otherwise). */
 export async function createGatewayRuntime(
   config: Config,
-  options: { logger?: boolean; passThroughCore?: boolean; clock?: Clock } = {},
+  options: { logger?: boolean; passThroughCore?: { keyId: string; orgId: string }; clock?: Clock } = {},
 ): Promise<GatewayRuntime> {
   // First: a wrong certificate or key stops the start before anything else is touched.
   const tls = config.tls ? readTlsFiles(config.tls) : undefined;
@@ -150,7 +150,7 @@ export async function createGatewayRuntime(
   const usage = createKeyUsageTracker(db.hot);
   const metered = meteredCore(
     options.passThroughCore
-      ? createPassThroughCore()
+      ? createPassThroughCore(options.passThroughCore)
       : createGatewayCore({ store: db.hot, limiter, defaultRpm: config.defaultRpm, onKeyUsed: usage.mark, clock }),
     metrics,
   );

@@ -24,7 +24,8 @@ export async function benchFixture(upstreamUrl: string) {
     upstream: { url: upstreamUrl, protocol: 'openai' },
   });
   await db.close();
-  return { dataDir, databaseUrl, key: key.key };
+  // keyId and orgId: for the pass-through core (BENCH_CORE=off), which admits every request as this key.
+  return { dataDir, databaseUrl, key: key.key, keyId: key.id, orgId: org.id };
 }
 
 export const CHAT_BODY = JSON.stringify({ model: 'bench-llm', messages: [{ role: 'user', content: 'Say hello.' }], max_tokens: 16 });

@@ -218,10 +218,14 @@ function insufficientQuota(balance: bigint, held: bigint, needed: bigint): Servi
 }
 
 /** No auth, no limit, no debit: only for measuring the core against its absence (bench/). */
-export function createPassThroughCore(): GatewayCore {
+/**
+ * Admits every request as `identity` (a real key of the bench's database: the revocation watch
+ * and the request log see an existing key and org, as with the real core).
+ */
+export function createPassThroughCore(identity: { keyId: string; orgId: string }): GatewayCore {
   const auth: RequestAuth = {
-    keyId: 'bench',
-    orgId: 'bench',
+    keyId: identity.keyId,
+    orgId: identity.orgId,
     isTrial: false,
     balanceMicros: 1_000_000_000n,
     heldMicros: 0n,
