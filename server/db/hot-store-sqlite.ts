@@ -61,8 +61,10 @@ export function createSqliteHotStore(path: string, ownerId = holdOwnerId()): Hot
   // connection's writes are tried without waiting and, while the lock is taken, tried again
   // a few milliseconds later (the event loop serves requests meanwhile), failing as a busy
   // timeout would only after SQLITE_LOCK_WAIT_MS. Its reads never wait for a writer (WAL).
-  const noWait = db.prepare('PRAGMA busy_timeout = 0');
-  const wait = db.prepare(`PRAGMA busy_timeout = ${SQLITE_LOCK_WAIT_MS}`);
+  // Plucked: SQLite re-prepares a PRAGMA at every run, and better-sqlite3 then compiles a new
+  // row constructor (a `Function`) for a statement that returns rows; a plucked value needs none.
+  const noWait = db.prepare('PRAGMA busy_timeout = 0').pluck();
+  const wait = db.prepare(`PRAGMA busy_timeout = ${SQLITE_LOCK_WAIT_MS}`).pluck();
   const BUSY = Symbol('busy');
   const tryWrite = <T>(write: () => T): T | typeof BUSY => {
     noWait.get();
