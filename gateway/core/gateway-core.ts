@@ -217,10 +217,10 @@ function insufficientQuota(balance: bigint, held: bigint, needed: bigint): Servi
   );
 }
 
-/** No auth, no limit, no debit: only for measuring the core against its absence (bench/). */
 /**
- * Admits every request as `identity` (a real key of the bench's database: the revocation watch
- * and the request log see an existing key and org, as with the real core).
+ * No auth, no limit, no debit: only for measuring the core against its absence (bench/). Every
+ * request is admitted as `identity`, a real key of the bench's database, so that the revocation
+ * watch and the request log find an existing key and org, as with the real core.
  */
 export function createPassThroughCore(identity: { keyId: string; orgId: string }): GatewayCore {
   const auth: RequestAuth = {
