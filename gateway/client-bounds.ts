@@ -3,7 +3,7 @@
 // Once a request has arrived whole its answer takes as long as it takes: SSE answers and
 // WebSocket sessions are bounded by their own life cycles, not here. docs/configuration.md,
 // "Connections and slow clients".
-import type { IncomingHttpHeaders, Server } from 'node:http';
+import type { IncomingHttpHeaders, IncomingMessage, Server } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyBaseLogger, FastifyRequest } from 'fastify';
 import { clientAddress } from '../server/config/client-address.ts';
@@ -62,14 +62,21 @@ interface ArrivingBody {
 }
 
 /**
- * Bodies still arriving, looked at on one interval (no timer or listener per request): a body
+ * Bodies still arriving, looked at on one interval (no timer per request): a body
  * silent for `bodyIdleMs`, or past `bodyTimeoutMs` averaging less than `bodyMinBytesPerSecond`
  * since its headers, is answered 408 `request_timeout` on its socket, which is then closed.
  * Progress is the socket's byte count, which moves only as the gateway reads: a request whose
  * body it is not reading yet (admission still deciding) looks silent meanwhile.
  */
 export class BodyDeadlines {
-  private readonly arriving = new Map<FastifyRequest, ArrivingBody>();
+  private readonly arriving = new Map<IncomingMessage, ArrivingBody>();
+  /**
+   * Forgets a body once read whole (`this` is its request). Without it each watched request (a
+   * POST whose body comes a moment after its headers, as it often does) stayed here until the
+   * next check, up to a second: its whole object graph outlived V8's young generation and was
+   * copied into the old one. One function for every request: no closure per request.
+   */
+  private readonly forget: (this: IncomingMessage) => void;
   private readonly intervalMs: number;
   private readonly timer: NodeJS.Timeout;
   private lastCheckAt = performance.now();
@@ -79,6 +86,10 @@ export class BodyDeadlines {
     private readonly log: FastifyBaseLogger,
     private readonly metrics: GatewayMetrics,
   ) {
+    const arriving = this.arriving;
+    this.forget = function (this: IncomingMessage) {
+      arriving.delete(this);
+    };
     this.intervalMs = checkIntervalMs(bounds);
     this.timer = setInterval(this.check, this.intervalMs);
     this.timer.unref();
@@ -87,10 +98,17 @@ export class BodyDeadlines {
   /** Starts timing the request's body, if it has one still to come. */
   watch(request: FastifyRequest): void {
     const raw = request.raw;
-    if (raw.complete || !hasBody(raw.headers) || raw.socket.destroyed || this.arriving.has(request)) return;
+    if (raw.complete || !hasBody(raw.headers) || raw.socket.destroyed || this.arriving.has(raw)) return;
     const now = performance.now();
     const bytes = raw.socket.bytesRead;
-    this.arriving.set(request, { request, socket: raw.socket, startedAt: now, startBytes: bytes, lastBytes: bytes, lastByteAt: now });
+    this.arriving.set(raw, { request, socket: raw.socket, startedAt: now, startBytes: bytes, lastBytes: bytes, lastByteAt: now });
+    // 'end': the body was read to its end ('on': it is emitted once, and once() wraps the listener anew per call).
+    raw.on('end', this.forget);
+  }
+
+  /** How many bodies are being timed now. */
+  get watching(): number {
+    return this.arriving.size;
   }
 
   stop(): void {
@@ -106,7 +124,7 @@ export class BodyDeadlines {
     this.lastCheckAt = now;
     for (const body of this.arriving.values()) {
       if (body.request.raw.complete || body.request.raw.destroyed || body.socket.destroyed) {
-        this.arriving.delete(body.request);
+        this.arriving.delete(body.request.raw);
         continue;
       }
       const bytes = body.socket.bytesRead;
@@ -123,7 +141,7 @@ export class BodyDeadlines {
   };
 
   private drop(body: ArrivingBody, reason: 'body_idle' | 'body_timeout'): void {
-    this.arriving.delete(body.request);
+    this.arriving.delete(body.request.raw);
     this.metrics.connectionDropped(reason);
     const { bodyIdleMs, bodyTimeoutMs, bodyMinBytesPerSecond } = this.bounds;
     const message =
