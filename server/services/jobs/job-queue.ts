@@ -17,6 +17,7 @@ const listed = { kind: { notIn: HOUSEKEEPING } };
 export type ApiJobKind = 'instant_clone' | 'pro_clone' | 'localize';
 
 type JobRow = NonNullable<Awaited<ReturnType<Prisma['job']['findFirst']>>>;
+type JobWhere = NonNullable<Parameters<Prisma['job']['updateMany']>[0]>['where'];
 export type Job = JobRow;
 
 export interface JobRecord {
@@ -129,11 +130,7 @@ export async function claimNextJob(prisma: Prisma, workerId: string, leaseMs: nu
   for (const job of candidates) {
     if (job.status === 'running' && job.attempts >= MAX_JOB_ATTEMPTS) {
       // Its worker died on the last allowed attempt: fail it rather than run it again.
-      await prisma.job.updateMany({
-        where: { id: job.id, status: 'running', lockedBy: job.lockedBy, lockedUntil: job.lockedUntil },
-        data: { status: 'failed', error: 'worker_lost', lockedBy: null, lockedUntil: null },
-      });
-      await afterJobFailed(prisma, job, 'worker_lost');
+      await failJobWhere(prisma, job, { id: job.id, status: 'running', lockedBy: job.lockedBy, lockedUntil: job.lockedUntil }, 'worker_lost');
       continue;
     }
     // The WHERE repeats what we saw: on PostgreSQL the row lock makes a racing worker's update
@@ -162,13 +159,8 @@ export async function completeJob(prisma: Prisma, jobId: string, workerId: strin
   return r.count === 1;
 }
 
-export async function failJob(prisma: Prisma, job: JobRow, workerId: string, error: string): Promise<boolean> {
-  const r = await prisma.job.updateMany({
-    where: { id: job.id, lockedBy: workerId, status: 'running' },
-    data: { status: 'failed', error, lockedBy: null, lockedUntil: null },
-  });
-  if (r.count === 1) await afterJobFailed(prisma, job, error);
-  return r.count === 1;
+export function failJob(prisma: Prisma, job: JobRow, workerId: string, error: string): Promise<boolean> {
+  return failJobWhere(prisma, job, { id: job.id, lockedBy: workerId, status: 'running' }, error);
 }
 
 /** Puts the job back in the queue to run after `delayMs` (an engine offline, for instance). */
@@ -180,10 +172,17 @@ export async function retryJobLater(prisma: Prisma, jobId: string, workerId: str
   return r.count === 1;
 }
 
-/** A failed job leaves its voice's queued profile failed too, so TTS says why. */
-async function afterJobFailed(prisma: Prisma, job: JobRow, error: string): Promise<void> {
+/**
+ * Fails the job if it still matches `where`, and its voice's queued profile with it, so TTS says
+ * why; one transaction, so whoever reads the failed job reads the failed profile too.
+ */
+async function failJobWhere(prisma: Prisma, job: JobRow, where: JobWhere, error: string): Promise<boolean> {
   const modelId = (job.input as { modelId?: string } | null)?.modelId;
-  if (job.voiceId && modelId) {
-    await prisma.voiceProfile.updateMany({ where: { voiceId: job.voiceId, modelId, status: 'queued' }, data: { status: 'failed', error } });
-  }
+  return prisma.$transaction(async (tx) => {
+    const r = await tx.job.updateMany({ where, data: { status: 'failed', error, lockedBy: null, lockedUntil: null } });
+    if (r.count === 1 && job.voiceId && modelId) {
+      await tx.voiceProfile.updateMany({ where: { voiceId: job.voiceId, modelId, status: 'queued' }, data: { status: 'failed', error } });
+    }
+    return r.count === 1;
+  });
 }
