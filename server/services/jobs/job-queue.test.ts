@@ -3,6 +3,7 @@
 // again and the dead worker can no longer finish it; after MAX_JOB_ATTEMPTS deaths it fails.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../../../test/support/test-database.ts';
+import { newId } from '../../db/ids.ts';
 import { createOrg } from '../orgs/create-org.ts';
 import { claimNextJob, completeJob, enqueueJob, failJob, getJob, MAX_JOB_ATTEMPTS, presentJob, renewJobLease, retryJobLater } from './job-queue.ts';
 
@@ -19,6 +20,28 @@ afterAll(async () => t?.drop());
 const LEASE_MS = 1_000;
 
 const enqueue = () => enqueueJob(t.db.prisma, { orgId, kind: 'instant_clone', voiceId: null, payload: { modelId: 'm' } });
+
+/** While on, the database refuses to mark any voice profile failed (a trigger, in either dialect). */
+async function refuseProfileFailures(on: boolean): Promise<void> {
+  const run = (sql: string) => t.db.prisma.$executeRawUnsafe(sql);
+  if (t.dialect === 'sqlite') {
+    await run(
+      on
+        ? `CREATE TRIGGER refuse_profile_failure BEFORE UPDATE ON "VoiceProfile" WHEN NEW.status = 'failed' BEGIN SELECT RAISE(ABORT, 'refused by test'); END`
+        : 'DROP TRIGGER refuse_profile_failure',
+    );
+    return;
+  }
+  if (!on) {
+    await run('DROP TRIGGER refuse_profile_failure ON "VoiceProfile"');
+    await run('DROP FUNCTION refuse_profile_failure()');
+    return;
+  }
+  await run(`CREATE FUNCTION refuse_profile_failure() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'refused by test'; END $$`);
+  await run(
+    `CREATE TRIGGER refuse_profile_failure BEFORE UPDATE ON "VoiceProfile" FOR EACH ROW WHEN (NEW.status = 'failed') EXECUTE FUNCTION refuse_profile_failure()`,
+  );
+}
 
 describe('job queue', () => {
   it('gives each job to exactly one of several racing workers', async () => {
@@ -93,6 +116,31 @@ describe('job queue', () => {
     const failed = presentJob(await t.db.prisma.job.findUniqueOrThrow({ where: { id: claimed.id } }));
     expect(failed).toMatchObject({ status: 'failed', error: 'model_offline', kind: 'instant_clone', operation: 'clone' });
     expect('result' in failed).toBe(false);
+  });
+
+  it("fails the job and its voice's queued profile in one transaction: neither is failed without the other", async () => {
+    await t.db.prisma.job.deleteMany();
+    const modelId = 'm-profile';
+    await t.db.prisma.model.upsert({ where: { id: modelId }, create: { id: modelId, modality: 'tts' }, update: {} });
+    const voice = await t.db.prisma.voice.create({ data: { id: newId('voice'), orgId, name: 'v', tags: [] } });
+    await t.db.prisma.voiceProfile.create({ data: { id: newId('vpr'), voiceId: voice.id, modelId, upstreamId: '', status: 'queued' } });
+    const job = await enqueueJob(t.db.prisma, { orgId, kind: 'instant_clone', voiceId: voice.id, payload: { modelId } });
+    const claimed = (await claimNextJob(t.db.prisma, 'w', 60_000))!;
+    expect(claimed.id).toBe(job.id);
+    const profileStatus = async () => (await t.db.prisma.voiceProfile.findFirstOrThrow({ where: { voiceId: voice.id } })).status;
+    // The database refuses the profile's update (as a full disk or a lost connection would):
+    // the job's failure goes with it, so no reader ever sees the job failed and the profile queued.
+    await refuseProfileFailures(true);
+    try {
+      await expect(failJob(t.db.prisma, claimed, 'w', 'model_offline')).rejects.toThrow();
+    } finally {
+      await refuseProfileFailures(false);
+    }
+    expect((await getJob(t.db.prisma, orgId, job.id)).status).toBe('running');
+    expect(await profileStatus()).toBe('queued');
+    expect(await failJob(t.db.prisma, claimed, 'w', 'model_offline')).toBe(true);
+    expect(await getJob(t.db.prisma, orgId, job.id)).toMatchObject({ status: 'failed', error: 'model_offline' });
+    expect(await profileStatus()).toBe('failed');
   });
 
   it('keeps jobs to their org', async () => {
