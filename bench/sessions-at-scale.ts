@@ -22,10 +22,11 @@
 // prom-client's monitorEventLoopDelay, reset at each scrape; the relay: its GET /stats), the main
 // thread's wait for a CPU (ms per second: the machine's share of a stall; bench/lib/scale.ts),
 // transcripts missing and sessions closed early.
-// --profile DIR: both processes are profiled through their inspector over each streaming window
-// (bench/lib/cpu-profile.ts); the profiles are written to DIR and the gateway's self time is
-// printed per package and per function, in microseconds per session-second, next to the relay's
-// (the profiler's own cost is in that run's figures: measure and profile in separate runs).
+// --profile DIR: each process (with --base, the base gateway too) is profiled through its
+// inspector over each streaming window (bench/lib/cpu-profile.ts); the profiles are written to DIR
+// and the gateway's self time is printed per package and per function, in microseconds per
+// session-second, next to the relay's (the profiler's own cost is in that run's figures: measure
+// and profile in separate runs).
 //
 // --base DIR: the gateway of another checkout too, on a copy of the fixture database, measured in
 // the same run (as bench/tts-at-scale.ts --base).
@@ -106,6 +107,7 @@ const base = baseDir
       'bench/gateway-server.ts',
       scaleGatewayEnv(baseDir, {
         [KEY_ENV]: peers.deepgram.key,
+        ...inspect,
       }),
       'gateway',
       values.base,
@@ -350,7 +352,8 @@ for (const n of sessionCounts) {
   if (bs) rows.push(comparedRow(n, 'base - relay', measured.get('base')!, measured.get('relay')!));
   const [gwProfiled, rlProfiled] = [measured.get('gateway')![0]!, measured.get('relay')![0]!];
   if (values.profile && gwProfiled.profile && rlProfiled.profile) {
-    for (const r of [gwProfiled, rlProfiled]) saveProfile(values.profile, `stt-${r.path}-${n}`, r.profile!);
+    const bsProfiled = measured.get('base')?.[0];
+    for (const r of [gwProfiled, rlProfiled, bsProfiled]) if (r?.profile) saveProfile(values.profile, `stt-${r.path}-${n}`, r.profile);
     const sessionSeconds = n * (streamSeconds + 1);
     console.log(`\nN=${n}: main-thread CPU per session-second, gateway next to the relay (profiles in ${values.profile})\n`);
     console.log(
