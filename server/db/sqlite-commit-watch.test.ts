@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { openSqlite } from './hot-store-sqlite.ts';
-import { watchCommits } from './sqlite-commit-watch.ts';
+import { openHeader, watchCommits } from './sqlite-commit-watch.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'svc-commit-watch-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -46,6 +46,22 @@ describe('watchCommits', () => {
     const { watch, closeAll } = setup('mapped.db', true);
     expect(watch.headerSource).toBe('mapping');
     closeAll();
+  });
+
+  it('hands out a copy of the mapped header, which a later commit of another connection does not change', () => {
+    const { other, watch, closeAll } = setup('copy.db', true);
+    const header = openHeader(join(dir, 'copy.db-shm'), true)!;
+    expect(header.source).toBe('mapping');
+    const before = header.read()!;
+    const kept = Uint8Array.from(before);
+    other.exec('INSERT INTO t VALUES (1)');
+    // What the caller holds is what it read (the watch judges a header, then keeps it as its
+    // snapshot: a live view would let another commit slip in between the two).
+    expect(before).toEqual(kept);
+    expect(header.read()).not.toEqual(kept);
+    expect(watch.otherCommitted()).toBe(true);
+    closeAll();
+    header.close(); // after the connections, whose locks closing a descriptor of the file would drop
   });
 
   describe.each([

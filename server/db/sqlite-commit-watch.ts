@@ -13,8 +13,8 @@
 // pragma or by the next comparison.
 //
 // The header is read where SQLite itself reads it: from a shared mapping of the -shm file,
-// which every connection's commits write into. So the usual question costs a 48-byte compare
-// (~20 ns) and no system call; a pread, the fallback where libc's mmap cannot be called, cost
+// which every connection's commits write into. So the usual question costs a 48-byte copy and
+// compare and no system call; a pread, the fallback where libc's mmap cannot be called, cost
 // ~10 us under load on this VM (one per key check). The mapping is safe for as long as our own
 // connection is open: SQLite truncates a -shm file only when it is the first to open it with
 // nobody else holding it, and our connection holds it. That is also why the file is closed
@@ -53,7 +53,7 @@ export interface CommitWatch {
 
 interface HeaderReader {
   source: 'mapping' | 'file';
-  /** The current header bytes (valid until the next call), or null when it cannot be read. */
+  /** A copy of the current header (valid until the next call), or null when it cannot be read. */
   read(): Uint8Array | null;
   close(): void;
 }
@@ -109,7 +109,7 @@ function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
 }
 
 /** The -shm file's header, mapped when possible, read with pread otherwise; null without the file (not WAL). */
-function openHeader(shmPath: string, map: boolean): HeaderReader | null {
+export function openHeader(shmPath: string, map: boolean): HeaderReader | null {
   let fd: number;
   try {
     fd = openSync(shmPath, 'r');
@@ -120,12 +120,15 @@ function openHeader(shmPath: string, map: boolean): HeaderReader | null {
   // file (never seen) is read instead, since touching a mapping past the end of a file kills
   // the process (SIGBUS).
   const mapped = map && fstatSync(fd).size >= PAGE_BYTES ? mapFirstPage(fd) : null;
+  const buffer = new Uint8Array(HEADER_BYTES);
   if (mapped) {
+    // Copied out: other processes write the mapping at any time, and bytes that change between
+    // the check of a header and its use as the snapshot would hide their commit.
     const view = new Uint8Array(mapped.buffer, 0, HEADER_BYTES);
     let open = true;
     return {
       source: 'mapping',
-      read: () => (open ? view : null),
+      read: () => (open ? (buffer.set(view), buffer) : null),
       close() {
         open = false;
         mapped.unmap();
@@ -133,7 +136,6 @@ function openHeader(shmPath: string, map: boolean): HeaderReader | null {
       },
     };
   }
-  const buffer = new Uint8Array(HEADER_BYTES);
   let open = true;
   return {
     source: 'file',
