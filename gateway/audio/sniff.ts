@@ -1,9 +1,12 @@
 // What kind of audio a byte buffer holds, by its first bytes. The STT route accepts WAV and
 // raw PCM16 and rejects compressed formats; raw PCM has no magic, so it is what 'unknown'
 // stands for there. An MPEG or ADTS frame sync is easy to hit by chance in raw PCM (bytes
-// FF Fx are one small negative sample), so a bare frame header counts only when confirmed:
-// the next frame's header follows where the first one says it ends, or the first frame ends
-// exactly at the end of the bytes. (Files with an ID3v2 tag, most MP3s, need no such luck.)
+// FF Fx are one small negative sample, and quiet audio is full of them), so a bare frame header
+// counts only when confirmed: the next two frames' headers follow where each frame says it ends
+// and agree with the first on what a stream's frames share (MPEG version, layer and sample rate;
+// ADTS profile and rate), or the frames end exactly at the end of the bytes. One confirming
+// frame was not enough: quiet PCM noise after a chance header passed about once in 16,000 tries.
+// (Files with an ID3v2 tag, most MP3s, need no such luck.)
 import { id3v2Length, parseMpegFrameHeader } from './mp3-frames.ts';
 
 export type SniffedAudioFormat = 'wav' | 'mp3' | 'aac' | 'ogg' | 'flac' | 'mp4' | 'webm' | 'unknown';
@@ -14,25 +17,42 @@ const tag = (b: Uint8Array, at: number, s: string) => {
   return true;
 };
 
-function isMpegAudio(b: Uint8Array, at: number): boolean {
+/** Frames that confirm a chance frame header at 0 (see above). */
+const CONFIRMING_FRAMES = 2;
+
+interface Frame {
+  /** 0: no frame there. */
+  length: number;
+  /** What every frame of one stream shares. */
+  kind: string;
+}
+const NO_FRAME: Frame = { length: 0, kind: '' };
+
+/** Whether frames chain from 0 as described above; `frame` reads the frame at an offset. */
+function framesChain(b: Uint8Array, frame: (b: Uint8Array, at: number) => Frame): boolean {
+  const first = frame(b, 0);
+  if (!first.length) return false;
+  let next = first.length;
+  for (let i = 0; i < CONFIRMING_FRAMES; i++) {
+    if (next === b.length) return true;
+    const f = frame(b, next);
+    if (!f.length || f.kind !== first.kind) return false;
+    next += f.length;
+  }
+  return true;
+}
+
+function mpegFrame(b: Uint8Array, at: number): Frame {
   const h = parseMpegFrameHeader(b, at);
-  if (!h) return false;
-  const next = at + h.frameLength;
-  return next === b.length || parseMpegFrameHeader(b, next) !== null;
+  return h ? { length: h.frameLength, kind: `${h.version}/${h.layer}/${h.sampleRate}` } : NO_FRAME;
 }
 
-/** ADTS (raw AAC): 12-bit sync, layer 00, a valid sampling frequency index; same next-frame rule. */
-function adtsFrameLength(b: Uint8Array, at: number): number {
-  if (at + 7 > b.length || b[at] !== 0xff || (b[at + 1]! & 0xf6) !== 0xf0 || ((b[at + 2]! >> 2) & 0xf) >= 13) return 0;
+/** ADTS (raw AAC): 12-bit sync, layer 00, a valid sampling frequency index. */
+function adtsFrame(b: Uint8Array, at: number): Frame {
+  if (at + 7 > b.length || b[at] !== 0xff || (b[at + 1]! & 0xf6) !== 0xf0 || ((b[at + 2]! >> 2) & 0xf) >= 13) return NO_FRAME;
   const length = ((b[at + 3]! & 0x03) << 11) | (b[at + 4]! << 3) | (b[at + 5]! >> 5);
-  return length >= 7 ? length : 0;
-}
-
-function isAdts(b: Uint8Array, at: number): boolean {
-  const length = adtsFrameLength(b, at);
-  if (!length) return false;
-  const next = at + length;
-  return next === b.length || adtsFrameLength(b, next) > 0;
+  // Byte 2's top six bits: the profile and the sampling frequency index.
+  return length >= 7 ? { length, kind: String(b[at + 2]! >> 2) } : NO_FRAME;
 }
 
 export function sniffAudioFormat(bytes: Uint8Array): SniffedAudioFormat {
@@ -48,8 +68,8 @@ export function sniffAudioFormat(bytes: Uint8Array): SniffedAudioFormat {
     const inner = id3 < b.length ? sniffAudioFormat(b.subarray(id3)) : 'unknown';
     return inner === 'unknown' || inner === 'wav' ? 'mp3' : inner;
   }
-  if (isAdts(b, 0)) return 'aac';
-  if (isMpegAudio(b, 0)) return 'mp3';
+  if (framesChain(b, adtsFrame)) return 'aac';
+  if (framesChain(b, mpegFrame)) return 'mp3';
   return 'unknown';
 }
 
