@@ -8,6 +8,8 @@ import { table } from './load.ts';
 
 export interface CpuProfile {
   nodes: { id: number; callFrame: { functionName: string; url: string; lineNumber: number } }[];
+  startTime: number;
+  endTime: number;
   samples: number[];
   timeDeltas: number[];
 }
@@ -38,14 +40,21 @@ export function saveProfile(dir: string, name: string, profile: CpuProfile): str
   return file;
 }
 
-/** Self time (microseconds) of the profile's samples, grouped by `key`. */
+/**
+ * Self time (microseconds) of the profile's samples, grouped by `key`. A sample's time runs from
+ * it to the next sample (`timeDeltas[i + 1]`; the last to the profile's end), as DevTools counts
+ * it: V8 takes few samples while the thread is inside a long native call (a SQLite commit), and
+ * the gap before the next sample is that call's, not the next function's.
+ */
 export function selfTimes(p: CpuProfile, key: (url: string, functionName: string, line: number) => string): Map<string, number> {
   const nodes = new Map(p.nodes.map((n) => [n.id, n.callFrame]));
   const out = new Map<string, number>();
+  const lastAt = p.startTime + p.timeDeltas.reduce((sum, d) => sum + d, 0);
   p.samples.forEach((id, i) => {
     const f = nodes.get(id)!;
     const k = f.url ? key(f.url, f.functionName, f.lineNumber) : f.functionName; // (garbage collector), (program), (idle)...
-    out.set(k, (out.get(k) ?? 0) + (p.timeDeltas[i] ?? 0));
+    const us = i + 1 < p.samples.length ? (p.timeDeltas[i + 1] ?? 0) : Math.max(0, p.endTime - lastAt);
+    out.set(k, (out.get(k) ?? 0) + us);
   });
   return out;
 }
