@@ -11,8 +11,11 @@
 // two sentences of an agent's answer, the first sent at once with continue:true, the second
 // SECOND_AFTER_MS later, then {transcript:"", continue:false}; raw pcm_s16le at the engine's
 // rate (24 kHz, nothing to resample), read to `done`. The engine alone: the two sentences as two
-// POST /tts/bytes one after the other, each read to its end, as the gateway speaks them. One
-// context per socket is run before the measured window (warm-up).
+// POST /tts/bytes one after the other, each read to its end, as the gateway speaks them. The same
+// load runs for --warmup seconds before the measured window (at least one context a socket): at
+// 25 streams a second a gateway's own code is called a few hundred times a second, and V8 takes
+// tens of seconds to optimize it (until then it runs as baseline code, and compiles beside it),
+// while a relay runs Node's own code, hot from the first second; a gateway runs for days.
 // Reported per N and path: time to first audio (the first sentence sent -> its first `chunk`;
 // the engine alone: the request sent -> the first byte of audio) p50 / p99, and what the
 // gateway and the relay add over the engine alone; CPU per stream (a context: both sentences; all
@@ -27,7 +30,10 @@
 // `git archive <commit> | tar -x -C DIR`, with this tree's node_modules and
 // server/db/generated linked in), on a copy of the fixture database, measured in the same run.
 //
-//   npx tsx bench/tts-at-scale.ts [--sockets 50,150] [--seconds 20] [--every 2] [--profile DIR] [--top 30] [--base DIR]
+// --rounds K: each N is measured K times, the paths taking turns (round r starts at the r-th path);
+// each figure shown is the median over the rounds, each ratio the median of the rounds' own.
+//
+//   npx tsx bench/tts-at-scale.ts [--sockets 50,150] [--seconds 20] [--warmup 30] [--rounds 1] [--every 2] [--profile DIR] [--top 30] [--base DIR]
 import { rmSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { Agent, request } from 'undici';
@@ -37,7 +43,7 @@ import { newId } from '../server/db/ids.ts';
 import { upsertModel } from '../server/services/models/upsert-model.ts';
 import { mapVoiceToEngine } from '../server/services/voices/engine-voices.ts';
 import { INSPECT_ENV, profileTables, saveProfile, type CpuProfile } from './lib/cpu-profile.ts';
-import { percentile, table } from './lib/load.ts';
+import { median, percentile, table } from './lib/load.ts';
 import { rssMb, startBundled, startTs } from './lib/processes.ts';
 import { fixed as f, gatewayLoopDelay, loadAverage, measureWindow, relayLoopDelay, sleep, type LoopDelay } from './lib/scale.ts';
 import { copyScaleDatabase, METRICS_TOKEN, scaleDatabase, scaleGatewayEnv } from './lib/scale-fixture.ts';
@@ -47,6 +53,8 @@ const { values } = parseArgs({
   options: {
     sockets: { type: 'string', default: '50,150' },
     seconds: { type: 'string', default: '20' },
+    warmup: { type: 'string', default: '30' },
+    rounds: { type: 'string', default: '1' },
     every: { type: 'string', default: '2' },
     profile: { type: 'string' },
     top: { type: 'string', default: '30' },
@@ -55,6 +63,8 @@ const { values } = parseArgs({
 });
 const socketCounts = values.sockets.split(',').map(Number);
 const windowSeconds = Number(values.seconds);
+const warmupSeconds = Number(values.warmup);
+const rounds = Number(values.rounds);
 const everyMs = Number(values.every) * 1000;
 
 const RATE = 24000;
@@ -262,6 +272,9 @@ interface Row extends Stats {
   profile?: CpuProfile;
 }
 
+/** The paths whose process has been warmed up (it stays warm for the next rounds and N). */
+const warmed = new Set<Path>();
+
 async function runPath(path: Path, n: number): Promise<Row> {
   const proc = path === 'relay' ? relay : path === 'engine' ? peersProc : gatewayOf(path);
   const pid = proc.child.pid!;
@@ -271,7 +284,9 @@ async function runPath(path: Path, n: number): Promise<Row> {
     const batch = Array.from({ length: Math.min(OPEN_BATCH, n - i) }, () => (path === 'engine' ? Promise.resolve(engineClient()) : openSocket(path)));
     clients.push(...(await Promise.all(batch)));
   }
-  await schedule(clients, everyMs, null); // warm-up: one context each
+  // Warm-up, unmeasured: the same load for --warmup seconds the first time a path runs, one context a socket after that.
+  await schedule(clients, warmed.has(path) ? everyMs : Math.max(everyMs, warmupSeconds * 1000), null);
+  warmed.add(path);
   const stats: Stats = { ttfa: [], streams: 0, failed: 0, late: 0 };
   const loop: () => Promise<LoopDelay> =
     path === 'relay'
@@ -298,48 +313,102 @@ async function runPath(path: Path, n: number): Promise<Row> {
 }
 
 const rows: Record<string, string | number>[] = [];
+const order: Path[] = base ? ['engine', 'relay', 'gateway', 'base'] : ['engine', 'relay', 'gateway'];
 console.error(`load average before: ${loadAverage()}`);
 for (const n of socketCounts) {
-  const engine = await runPath('engine', n);
-  const relayRow = await runPath('relay', n);
-  const gw = await runPath('gateway', n);
-  const baseRow = base ? await runPath('base', n) : null;
-  const p = (r: Row, q: number) => percentile(r.ttfa, q);
-  for (const r of baseRow ? [engine, relayRow, gw, baseRow] : [engine, relayRow, gw]) {
-    const proxied = r.path !== 'engine';
+  // Round r starts at the r-th path, so that none is always first after the machine's quiet spell.
+  const byRound: Partial<Record<Path, Row>>[] = [];
+  for (let round = 0; round < rounds; round++) {
+    const got: Partial<Record<Path, Row>> = {};
+    for (let i = 0; i < order.length; i++) {
+      const path = order[(i + round) % order.length]!;
+      got[path] = await runPath(path, n);
+    }
+    byRound.push(got);
+  }
+  const of = (path: Path) => byRound.map((r) => r[path]!);
+  /** The median over the rounds of a figure of one path's rows. */
+  const med = (path: Path, figure: (r: Row) => number) => median(of(path).map(figure));
+  const ttfa = (q: number) => (r: Row) => percentile(r.ttfa, q);
+  for (const path of order) {
+    const proxied = path !== 'engine';
+    const streams = of(path).reduce((acc, r) => acc + r.streams, 0);
+    const failed = of(path).reduce((acc, r) => acc + r.failed, 0);
+    const late = of(path).reduce((acc, r) => acc + r.late, 0);
+    // What a path adds over the engine alone: each round's difference, median over the rounds.
+    const added = (q: number) => median(byRound.map((r) => ttfa(q)(r[path]!) - ttfa(q)(r.engine!)));
     rows.push({
       N: n,
-      path: r.path === 'engine' ? 'engine alone' : r.path === 'base' ? `gateway (${values.base})` : r.path,
-      'first audio p50 / p99 ms': `${f(p(r, 50))} / ${f(p(r, 99))}`,
-      'added p50 / p99 ms': proxied ? `${f(p(r, 50) - p(engine, 50))} / ${f(p(r, 99) - p(engine, 99))}` : '',
-      'CPU ms / stream': proxied ? f(r.cpuMs / r.streams, 2) : '',
-      'main thread ms / stream': proxied ? f(r.mainCpuMs / r.streams, 2) : '',
-      'reads / writes per stream': proxied ? `${f(r.syscalls.reads / r.streams)} / ${f(r.syscalls.writes / r.streams)}` : '',
-      'CPU ms / session-s': proxied ? f(r.cpuMs / (n * windowSeconds), 2) : '',
-      'CPU wait ms/s': proxied ? f(r.waitMs / windowSeconds, 0) : '',
-      'RSS MB / socket': proxied ? f(r.rssPerSocketMb, 3) : '',
-      'loop p99 / max ms': proxied ? `${f(r.loop.p99)} / ${f(r.loop.max)}` : '',
-      'chunks / stream': proxied ? f(chunkEvents[r.path] / streamsRun[r.path], 1) : '',
-      'streams / failed / late': `${r.streams} / ${r.failed} / ${r.late}`,
+      path: path === 'engine' ? 'engine alone' : path === 'base' ? `gateway (${values.base})` : path,
+      'first audio p50 / p99 ms': `${f(med(path, ttfa(50)))} / ${f(med(path, ttfa(99)))}`,
+      'added p50 / p99 ms': proxied ? `${f(added(50))} / ${f(added(99))}` : '',
+      'CPU ms / stream': proxied
+        ? f(
+            med(path, (r) => r.cpuMs / r.streams),
+            2,
+          )
+        : '',
+      'main thread ms / stream': proxied
+        ? f(
+            med(path, (r) => r.mainCpuMs / r.streams),
+            2,
+          )
+        : '',
+      'reads / writes per stream': proxied
+        ? `${f(med(path, (r) => r.syscalls.reads / r.streams))} / ${f(med(path, (r) => r.syscalls.writes / r.streams))}`
+        : '',
+      'CPU ms / session-s': proxied
+        ? f(
+            med(path, (r) => r.cpuMs / (n * windowSeconds)),
+            2,
+          )
+        : '',
+      'CPU wait ms/s': proxied
+        ? f(
+            med(path, (r) => r.waitMs / windowSeconds),
+            0,
+          )
+        : '',
+      'RSS MB / socket': proxied
+        ? f(
+            med(path, (r) => r.rssPerSocketMb),
+            3,
+          )
+        : '',
+      'loop p99 / max ms': proxied ? `${f(med(path, (r) => r.loop.p99))} / ${f(med(path, (r) => r.loop.max))}` : '',
+      'chunks / stream': proxied ? f(chunkEvents[path] / streamsRun[path], 1) : '',
+      'streams / failed / late': `${streams} / ${failed} / ${late}`,
     });
   }
-  // The gateway's CPU per stream as a multiple of another path's; the other columns blank.
-  const ratioRow = (label: string, other: Row) => ({
-    ...Object.fromEntries(Object.keys(rows.at(-1)!).map((column) => [column, ''])),
-    N: n,
-    path: `gateway / ${label}`,
-    'CPU ms / stream': `${f(gw.cpuMs / gw.streams / (other.cpuMs / other.streams), 2)}x`,
-    'main thread ms / stream': `${f(gw.mainCpuMs / gw.streams / (other.mainCpuMs / other.streams), 2)}x`,
-  });
-  rows.push(ratioRow('relay', relayRow));
-  if (baseRow) rows.push(ratioRow('base', baseRow));
+  // The gateway's CPU per stream as a multiple of another path's: each round's ratio, median over the rounds; the other columns blank.
+  const ratioRow = (label: string, other: Path) => {
+    const ratio = (cpu: (r: Row) => number) => median(byRound.map((r) => cpu(r.gateway!) / r.gateway!.streams / (cpu(r[other]!) / r[other]!.streams)));
+    return {
+      ...Object.fromEntries(Object.keys(rows.at(-1)!).map((column) => [column, ''])),
+      N: n,
+      path: `gateway / ${label}`,
+      'CPU ms / stream': `${f(
+        ratio((r) => r.cpuMs),
+        2,
+      )}x`,
+      'main thread ms / stream': `${f(
+        ratio((r) => r.mainCpuMs),
+        2,
+      )}x`,
+    };
+  };
+  rows.push(ratioRow('relay', 'relay'));
+  if (base) rows.push(ratioRow('base', 'base'));
+  const [gw, relayRow] = [byRound[0]!.gateway!, byRound[0]!.relay!];
   if (values.profile && gw.profile && relayRow.profile) {
     for (const r of [gw, relayRow]) saveProfile(values.profile, `tts-${r.path}-${n}`, r.profile!);
-    console.log(`\nN=${n}: main-thread CPU per stream, gateway next to the relay (profiles in ${values.profile})\n`);
+    console.log(`\nN=${n}: main-thread CPU per stream, gateway next to the relay, first round (profiles in ${values.profile})\n`);
     console.log(profileTables(gw.profile, gw.streams, 'stream', Number(values.top), { name: 'relay', profile: relayRow.profile, units: relayRow.streams }));
   }
   console.error(`N=${n} done, load average ${loadAverage()}`);
 }
-console.log(`${new Date().toISOString()}  --sockets ${values.sockets} --seconds ${windowSeconds} --every ${values.every}  load average ${loadAverage()}`);
+console.log(
+  `${new Date().toISOString()}  --sockets ${values.sockets} --seconds ${windowSeconds} --warmup ${warmupSeconds} --every ${values.every} --rounds ${rounds}  load average ${loadAverage()}`,
+);
 console.log(table(rows));
 process.exit(0);
