@@ -11,7 +11,7 @@
 // much of what kind.
 // Needs `perf` (Debian: linux-perf) and the right to use it (root, or
 // kernel.perf_event_paranoid <= 1). JavaScript frames are named from the map files that
-// --perf-basic-prof-only-functions makes V8 write to /tmp (perf-<pid>.map; removed at exit).
+// --perf-basic-prof-only-functions makes V8 write to /tmp (perf-<pid>.map; removed at the end).
 //   npx tsx bench/cpu-split.ts [--seconds 6] [--top 25]
 import { spawn, spawnSync } from 'node:child_process';
 import { rmSync } from 'node:fs';
@@ -135,4 +135,5 @@ try {
   );
 } finally {
   for (const p of [gateway, bare, upstream]) p.child.kill('SIGTERM');
+  for (const p of [gateway, bare]) rmSync(`/tmp/perf-${p.child.pid}.map`, { force: true });
 }
