@@ -337,64 +337,36 @@ for (const n of socketCounts) {
     const late = of(path).reduce((acc, r) => acc + r.late, 0);
     // What a path adds over the engine alone: each round's difference, median over the rounds.
     const added = (q: number) => median(byRound.map((r) => ttfa(q)(r[path]!) - ttfa(q)(r.engine!)));
+    /** A proxied path's figure, median over the rounds (blank for the engine alone). */
+    const fig = (figure: (r: Row) => number, digits = 1) => (proxied ? f(med(path, figure), digits) : '');
     rows.push({
       N: n,
       path: path === 'engine' ? 'engine alone' : path === 'base' ? `gateway (${values.base})` : path,
       'first audio p50 / p99 ms': `${f(med(path, ttfa(50)))} / ${f(med(path, ttfa(99)))}`,
       'added p50 / p99 ms': proxied ? `${f(added(50))} / ${f(added(99))}` : '',
-      'CPU ms / stream': proxied
-        ? f(
-            med(path, (r) => r.cpuMs / r.streams),
-            2,
-          )
-        : '',
-      'main thread ms / stream': proxied
-        ? f(
-            med(path, (r) => r.mainCpuMs / r.streams),
-            2,
-          )
-        : '',
-      'reads / writes per stream': proxied
-        ? `${f(med(path, (r) => r.syscalls.reads / r.streams))} / ${f(med(path, (r) => r.syscalls.writes / r.streams))}`
-        : '',
-      'CPU ms / session-s': proxied
-        ? f(
-            med(path, (r) => r.cpuMs / (n * windowSeconds)),
-            2,
-          )
-        : '',
-      'CPU wait ms/s': proxied
-        ? f(
-            med(path, (r) => r.waitMs / windowSeconds),
-            0,
-          )
-        : '',
-      'RSS MB / socket': proxied
-        ? f(
-            med(path, (r) => r.rssPerSocketMb),
-            3,
-          )
-        : '',
-      'loop p99 / max ms': proxied ? `${f(med(path, (r) => r.loop.p99))} / ${f(med(path, (r) => r.loop.max))}` : '',
+      'CPU ms / stream': fig((r) => r.cpuMs / r.streams, 2),
+      'main thread ms / stream': fig((r) => r.mainCpuMs / r.streams, 2),
+      'reads / writes per stream': proxied ? `${fig((r) => r.syscalls.reads / r.streams)} / ${fig((r) => r.syscalls.writes / r.streams)}` : '',
+      'CPU ms / session-s': fig((r) => r.cpuMs / (n * windowSeconds), 2),
+      'CPU wait ms/s': fig((r) => r.waitMs / windowSeconds, 0),
+      'RSS MB / socket': fig((r) => r.rssPerSocketMb, 3),
+      'loop p99 / max ms': proxied ? `${fig((r) => r.loop.p99)} / ${fig((r) => r.loop.max)}` : '',
       'chunks / stream': proxied ? f(chunkEvents[path] / streamsRun[path], 1) : '',
       'streams / failed / late': `${streams} / ${failed} / ${late}`,
     });
   }
   // The gateway's CPU per stream as a multiple of another path's: each round's ratio, median over the rounds; the other columns blank.
   const ratioRow = (label: string, other: Path) => {
-    const ratio = (cpu: (r: Row) => number) => median(byRound.map((r) => cpu(r.gateway!) / r.gateway!.streams / (cpu(r[other]!) / r[other]!.streams)));
+    const times = (cpu: (r: Row) => number) => {
+      const ratio = median(byRound.map((r) => cpu(r.gateway!) / r.gateway!.streams / (cpu(r[other]!) / r[other]!.streams)));
+      return `${f(ratio, 2)}x`;
+    };
     return {
       ...Object.fromEntries(Object.keys(rows.at(-1)!).map((column) => [column, ''])),
       N: n,
       path: `gateway / ${label}`,
-      'CPU ms / stream': `${f(
-        ratio((r) => r.cpuMs),
-        2,
-      )}x`,
-      'main thread ms / stream': `${f(
-        ratio((r) => r.mainCpuMs),
-        2,
-      )}x`,
+      'CPU ms / stream': times((r) => r.cpuMs),
+      'main thread ms / stream': times((r) => r.mainCpuMs),
     };
   };
   rows.push(ratioRow('relay', 'relay'));
