@@ -15,7 +15,7 @@ import { existsSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { benchFixture, CHAT_BODY } from './lib/bench-fixture.ts';
+import { benchFixture, chatSpec } from './lib/bench-fixture.ts';
 import { maxThroughput, median, openLoop } from './lib/load.ts';
 import { ROOT, startBundled, startTs } from './lib/processes.ts';
 
@@ -60,12 +60,7 @@ const start = async (root: string, env: Record<string, string>) => {
   );
   return {
     ...gw,
-    spec: {
-      path: '/v1/chat/completions',
-      method: 'POST' as const,
-      headers: { 'content-type': 'application/json', authorization: `Bearer ${fx.key}` },
-      body: CHAT_BODY,
-    },
+    spec: chatSpec(fx.key),
   };
 };
 const sides = { base: await start(baseRoot, envOption(values['base-env']!)), tree: await start(ROOT, envOption(values['tree-env']!)) };

@@ -6,7 +6,7 @@
 //   npx tsx bench/cpu-per-request.ts [--seconds 5] [--runs 3]   (SVC_REQUEST_LOG=off: without the request log)
 import { readdirSync, readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { benchFixture, CHAT_BODY } from './lib/bench-fixture.ts';
+import { benchFixture, chatSpec } from './lib/bench-fixture.ts';
 import { maxThroughput, median, table } from './lib/load.ts';
 import { startBundled, startTs } from './lib/processes.ts';
 
@@ -37,12 +37,7 @@ function threads(pid: number): Map<string, ThreadTimes> {
 const upstream = await startTs('bench/upstream-server.ts');
 const fx = await benchFixture(upstream.url);
 const gateway = await startBundled('bench/gateway-server.ts', { SVC_DATA_DIR: fx.dataDir, DATABASE_URL: fx.databaseUrl, SVC_MODELS_FILE: '/nonexistent' });
-const spec = {
-  path: '/v1/chat/completions',
-  method: 'POST' as const,
-  headers: { 'content-type': 'application/json', authorization: `Bearer ${fx.key}` },
-  body: CHAT_BODY,
-};
+const spec = chatSpec(fx.key);
 
 try {
   await maxThroughput(gateway.url, spec, 2); // warm up (JIT)

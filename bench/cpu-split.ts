@@ -16,7 +16,7 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { rmSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { benchFixture, CHAT_BODY } from './lib/bench-fixture.ts';
+import { benchFixture, chatSpec } from './lib/bench-fixture.ts';
 import { fixed as f } from './lib/scale.ts';
 import { maxThroughput, table } from './lib/load.ts';
 import { startBundled, startTs } from './lib/processes.ts';
@@ -102,12 +102,7 @@ const gateway = await startBundled('bench/gateway-server.ts', {
   NODE_OPTIONS: PERF_FLAG,
 });
 const bare = await startBundled('bench/bare-proxy.ts', { BARE_PROXY_TARGET: upstream.url, NODE_OPTIONS: PERF_FLAG }, 'node');
-const spec = {
-  path: '/v1/chat/completions',
-  method: 'POST' as const,
-  headers: { 'content-type': 'application/json', authorization: `Bearer ${fx.key}` },
-  body: CHAT_BODY,
-};
+const spec = chatSpec(fx.key);
 
 try {
   const g = await measure('gateway', gateway, spec);

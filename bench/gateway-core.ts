@@ -6,7 +6,7 @@
 // pair alike, so it cancels out of a difference where it would not out of two medians.
 //   npx tsx bench/gateway-core.ts [--rounds 12] [--seconds 2] [--rate 1000]
 import { parseArgs } from 'node:util';
-import { benchFixture, CHAT_BODY } from './lib/bench-fixture.ts';
+import { benchFixture, chatSpec } from './lib/bench-fixture.ts';
 import { maxThroughput, median, openLoop, table } from './lib/load.ts';
 import { startBundled, startTs } from './lib/processes.ts';
 
@@ -22,12 +22,7 @@ const fx = await benchFixture(upstream.url);
 const env = { SVC_DATA_DIR: fx.dataDir, DATABASE_URL: fx.databaseUrl, SVC_MODELS_FILE: '/nonexistent', BENCH_KEY_ID: fx.keyId, BENCH_ORG_ID: fx.orgId };
 const on = await startBundled('bench/gateway-server.ts', { ...env, BENCH_CORE: 'on' });
 const off = await startBundled('bench/gateway-server.ts', { ...env, BENCH_CORE: 'off' });
-const spec = {
-  path: '/v1/chat/completions',
-  method: 'POST' as const,
-  headers: { 'content-type': 'application/json', authorization: `Bearer ${fx.key}` },
-  body: CHAT_BODY,
-};
+const spec = chatSpec(fx.key);
 
 try {
   type Side = { p50: number[]; p99: number[]; rps: number[]; errors: number };

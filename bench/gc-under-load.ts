@@ -8,7 +8,7 @@ import { readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { benchFixture, CHAT_BODY } from './lib/bench-fixture.ts';
+import { benchFixture, chatSpec } from './lib/bench-fixture.ts';
 import { maxThroughput, openLoop } from './lib/load.ts';
 import { ROOT, startBundled, startTs } from './lib/processes.ts';
 
@@ -41,12 +41,7 @@ try {
       target === 'gateway'
         ? await startBundled('bench/gateway-server.ts', { SVC_DATA_DIR: fx.dataDir, DATABASE_URL: fx.databaseUrl, SVC_MODELS_FILE: '/nonexistent', ...p.env })
         : await startBundled('bench/bare-proxy.ts', { BARE_PROXY_TARGET: upstream.url, ...p.env }, 'node');
-    const spec = {
-      path: '/v1/chat/completions',
-      method: 'POST' as const,
-      headers: { 'content-type': 'application/json', authorization: `Bearer ${fx.key}` },
-      body: CHAT_BODY,
-    };
+    const spec = chatSpec(fx.key);
     try {
       await maxThroughput(server.url, spec, 2);
       await settle();

@@ -6,7 +6,7 @@
 // --save writes the profile (.heapprofile: open it in Chrome DevTools' Memory tab).
 import { writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { benchFixture, CHAT_BODY } from './lib/bench-fixture.ts';
+import { benchFixture, chatSpec } from './lib/bench-fixture.ts';
 import { maxThroughput, openLoop } from './lib/load.ts';
 import { attachInspector } from './lib/inspector.ts';
 import { startBundled, startTs } from './lib/processes.ts';
@@ -40,12 +40,7 @@ const gateway = await startBundled('bench/gateway-server.ts', {
   BENCH_ORG_ID: fx.orgId,
   NODE_OPTIONS: '--inspect=127.0.0.1:0', // the gateway's own Node flags stay as svc sets them
 });
-const spec = {
-  path: '/v1/chat/completions',
-  method: 'POST' as const,
-  headers: { 'content-type': 'application/json', authorization: `Bearer ${fx.key}` },
-  body: CHAT_BODY,
-};
+const spec = chatSpec(fx.key);
 try {
   await maxThroughput(gateway.url, spec, 2); // warm up
   const ws = await attachInspector(gateway.child.pid!);

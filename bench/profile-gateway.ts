@@ -5,7 +5,7 @@
 //   npx tsx bench/profile-gateway.ts [--rate 1000] [--seconds 6] [--top 40] [--save DIR]
 // --save writes both .cpuprofile files (open them in Chrome DevTools or speedscope).
 import { parseArgs } from 'node:util';
-import { benchFixture, CHAT_BODY } from './lib/bench-fixture.ts';
+import { benchFixture, chatSpec } from './lib/bench-fixture.ts';
 import { INSPECT_ENV, profileTables, profileWhile, saveProfile, type CpuProfile } from './lib/cpu-profile.ts';
 import { maxThroughput, openLoop } from './lib/load.ts';
 import { startBundled, startTs } from './lib/processes.ts';
@@ -30,12 +30,7 @@ const gateway = await startBundled('bench/gateway-server.ts', {
   ...INSPECT_ENV,
 });
 const bare = await startBundled('bench/bare-proxy.ts', { BARE_PROXY_TARGET: upstream.url, ...INSPECT_ENV }, 'node');
-const spec = {
-  path: '/v1/chat/completions',
-  method: 'POST' as const,
-  headers: { 'content-type': 'application/json', authorization: `Bearer ${fx.key}` },
-  body: CHAT_BODY,
-};
+const spec = chatSpec(fx.key);
 
 try {
   const results: Record<string, { profile: CpuProfile; requests: number }> = {};

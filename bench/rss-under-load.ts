@@ -3,7 +3,7 @@
 // gateway as `svc` would) trade memory for speed.
 //   SVC_NODE_FLAGS=--heap-growing-percent=50 npx tsx bench/rss-under-load.ts [--seconds 8]
 import { parseArgs } from 'node:util';
-import { benchFixture, CHAT_BODY } from './lib/bench-fixture.ts';
+import { benchFixture, chatSpec } from './lib/bench-fixture.ts';
 import { maxThroughput } from './lib/load.ts';
 import { rssMb, startBundled, startTs } from './lib/processes.ts';
 
@@ -11,12 +11,7 @@ const { values } = parseArgs({ options: { seconds: { type: 'string', default: '8
 const upstream = await startTs('bench/upstream-server.ts');
 const fx = await benchFixture(upstream.url);
 const gateway = await startBundled('bench/gateway-server.ts', { SVC_DATA_DIR: fx.dataDir, DATABASE_URL: fx.databaseUrl, SVC_MODELS_FILE: '/nonexistent' });
-const spec = {
-  path: '/v1/chat/completions',
-  method: 'POST' as const,
-  headers: { 'content-type': 'application/json', authorization: `Bearer ${fx.key}` },
-  body: CHAT_BODY,
-};
+const spec = chatSpec(fx.key);
 const pid = gateway.child.pid!;
 try {
   const idle = rssMb(pid);

@@ -5,7 +5,7 @@
 //   npx tsx bench/syscalls.ts [--rate 500] [--seconds 4]     (needs Debian's strace)
 import { execFileSync, spawn } from 'node:child_process';
 import { parseArgs } from 'node:util';
-import { benchFixture, CHAT_BODY } from './lib/bench-fixture.ts';
+import { benchFixture, chatSpec } from './lib/bench-fixture.ts';
 import { maxThroughput, openLoop, table } from './lib/load.ts';
 import { startBundled, startTs } from './lib/processes.ts';
 
@@ -21,12 +21,7 @@ const upstream = await startTs('bench/upstream-server.ts');
 const fx = await benchFixture(upstream.url);
 const gateway = await startBundled('bench/gateway-server.ts', { SVC_DATA_DIR: fx.dataDir, DATABASE_URL: fx.databaseUrl, SVC_MODELS_FILE: '/nonexistent' });
 const bare = await startBundled('bench/bare-proxy.ts', { BARE_PROXY_TARGET: upstream.url }, 'node');
-const spec = {
-  path: '/v1/chat/completions',
-  method: 'POST' as const,
-  headers: { 'content-type': 'application/json', authorization: `Bearer ${fx.key}` },
-  body: CHAT_BODY,
-};
+const spec = chatSpec(fx.key);
 
 /** strace -c's summary as calls per syscall name. */
 function parseSummary(text: string): Map<string, number> {

@@ -7,7 +7,7 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { parseArgs } from 'node:util';
-import { benchFixture, CHAT_BODY } from './lib/bench-fixture.ts';
+import { benchFixture, chatSpec } from './lib/bench-fixture.ts';
 import { maxThroughput, median, openLoop, table } from './lib/load.ts';
 import { rssMb, startBundled, startTs } from './lib/processes.ts';
 
@@ -41,12 +41,7 @@ const fx = await benchFixture(upstream.url);
 const env = { SVC_DATA_DIR: fx.dataDir, DATABASE_URL: fx.databaseUrl, SVC_MODELS_FILE: '/nonexistent' };
 const off = await startBundled('bench/gateway-server.ts', env);
 const on = await startBundled('bench/gateway-server.ts', { ...env, OTEL_EXPORTER_OTLP_ENDPOINT: sinkUrl, OTEL_TRACES_SAMPLER: values.sampler! });
-const spec = {
-  path: '/v1/chat/completions',
-  method: 'POST' as const,
-  headers: { 'content-type': 'application/json', authorization: `Bearer ${fx.key}` },
-  body: CHAT_BODY,
-};
+const spec = chatSpec(fx.key);
 
 try {
   type Side = { p50: number[]; p99: number[]; rps: number[]; errors: number };

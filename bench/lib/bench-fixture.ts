@@ -9,6 +9,7 @@ import { createApiKey } from '../../server/services/keys/create-api-key.ts';
 import { upsertModel } from '../../server/services/models/upsert-model.ts';
 import { createOrg } from '../../server/services/orgs/create-org.ts';
 import { checkProtocol } from '../../gateway/upstreams/protocols/index.ts';
+import type { RequestSpec } from './load.ts';
 
 export async function benchFixture(upstreamUrl: string) {
   const dataDir = mkdtempSync(join(tmpdir(), 'svc-bench-'));
@@ -29,3 +30,8 @@ export async function benchFixture(upstreamUrl: string) {
 }
 
 export const CHAT_BODY = JSON.stringify({ model: 'bench-llm', messages: [{ role: 'user', content: 'Say hello.' }], max_tokens: 16 });
+
+/** The non-streaming chat request every LLM-path bench sends, as the fixture's key. */
+export function chatSpec(key: string): RequestSpec & { method: 'POST' } {
+  return { path: '/v1/chat/completions', method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` }, body: CHAT_BODY };
+}
