@@ -516,6 +516,18 @@ describe('error events (the socket goes on serving other contexts)', () => {
       context: true,
     },
     {
+      name: 'flush that is not a boolean',
+      message: gen('e', 'Hi.', { flush: 1 }),
+      expected: { status: 400, code: 'invalid_request', param: 'flush' },
+      context: true,
+    },
+    {
+      name: 'a context_id that is not a string',
+      message: { ...gen('e', 'Hi.'), context_id: 7 },
+      expected: { status: 400, code: 'invalid_request', param: 'context_id' },
+      context: false,
+    },
+    {
       name: 'max_buffer_delay_ms out of range',
       message: gen('e', 'Hi.', { max_buffer_delay_ms: 9000 }),
       expected: { status: 400, code: 'invalid_request', param: 'max_buffer_delay_ms' },

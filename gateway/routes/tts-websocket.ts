@@ -12,7 +12,6 @@
 //
 // Must be registered in the scope where @fastify/websocket is (registerSttWebSocketRoutes).
 import type { FastifyInstance } from 'fastify';
-import { z } from 'zod';
 import { ServiceError } from '../../server/services/errors.ts';
 import { refuseNul } from '../../server/services/parse-input.ts';
 import { jsonWithBase64 } from '../audio-json.ts';
@@ -62,23 +61,53 @@ export function registerTtsWebSocketRoutes(app: FastifyInstance, ctx: GatewayCon
 // ---------------------------------------------------------------------------------------------
 // Cartesia's wire
 
-const optionalBool = (name: string) => z.boolean({ message: `${name} must be true or false` }).nullish();
-
 /** The socket's own fields of a generation request (the rest is a TtsRequest, read at a context's first request). */
-const ControlSchema = z.object({
-  context_id: z.string().min(1, 'must not be empty').max(256, 'must be at most 256 characters').optional(),
-  cancel: optionalBool('cancel'),
-  continue: optionalBool('continue'),
-  flush: optionalBool('flush'),
-  add_timestamps: optionalBool('add_timestamps'),
-  add_phoneme_timestamps: optionalBool('add_phoneme_timestamps'),
-  use_normalized_timestamps: optionalBool('use_normalized_timestamps'),
-  max_buffer_delay_ms: z.number().int('must be an integer').min(0, 'must be between 0 and 5000').max(5000, 'must be between 0 and 5000').nullish(),
-  transcript: z
-    .string()
-    .refine((t) => billedCharacters(t) <= 5000, 'must be at most 5000 characters')
-    .optional(),
-});
+interface Control {
+  context_id?: string;
+  cancel?: boolean;
+  continue?: boolean;
+  flush?: boolean;
+  max_buffer_delay_ms?: number;
+  transcript?: string;
+}
+
+const FLAGS = ['cancel', 'continue', 'flush', 'add_timestamps', 'add_phoneme_timestamps', 'use_normalized_timestamps'] as const;
+
+/**
+ * The control fields of a message, checked by hand: they are read from every message a socket
+ * gets, and a schema library's parse was a measurable part of a stream's CPU (docs/performance.md,
+ * "TTS sockets"). Absent or null means not given; anything else must have its type and range.
+ */
+function readControl(msg: Record<string, unknown>): Control {
+  const refuse = (param: string, message: string) => new ServiceError('invalid_request', `${param}: ${message}`, param);
+  const control: Control = {};
+  const id = msg.context_id;
+  if (id !== undefined) {
+    if (typeof id !== 'string') throw refuse('context_id', 'must be a string');
+    if (id.length === 0) throw refuse('context_id', 'must not be empty');
+    if (id.length > 256) throw refuse('context_id', 'must be at most 256 characters');
+    control.context_id = id;
+  }
+  for (const name of FLAGS) {
+    const flag = msg[name];
+    if (flag === undefined || flag === null) continue;
+    if (typeof flag !== 'boolean') throw refuse(name, 'must be true or false');
+    if (name === 'cancel' || name === 'continue' || name === 'flush') control[name] = flag;
+  }
+  const delay = msg.max_buffer_delay_ms;
+  if (delay !== undefined && delay !== null) {
+    if (typeof delay !== 'number' || !Number.isInteger(delay)) throw refuse('max_buffer_delay_ms', 'must be an integer');
+    if (delay < 0 || delay > 5000) throw refuse('max_buffer_delay_ms', 'must be between 0 and 5000');
+    control.max_buffer_delay_ms = delay;
+  }
+  const transcript = msg.transcript;
+  if (transcript !== undefined) {
+    if (typeof transcript !== 'string') throw refuse('transcript', 'must be a string');
+    if (billedCharacters(transcript) > 5000) throw refuse('transcript', 'must be at most 5000 characters');
+    control.transcript = transcript;
+  }
+  return control;
+}
 
 /** One message from the client: a generation request, a cancel, or what is wrong with it. */
 export function parseMessage(data: Buffer, isBinary: boolean): TtsCommand {
@@ -101,16 +130,10 @@ export function parseMessage(data: Buffer, isBinary: boolean): TtsCommand {
   }
   const rawId = (msg as { context_id?: unknown }).context_id;
   const knownId = typeof rawId === 'string' && rawId.length > 0 && rawId.length <= 256 ? rawId : undefined;
-  let control: z.infer<typeof ControlSchema>;
+  let control: Control;
   try {
     refuseNul(msg);
-    const parsed = ControlSchema.safeParse(msg);
-    if (!parsed.success) {
-      const issue = parsed.error.issues[0]!;
-      const param = issue.path.join('.') || null;
-      throw new ServiceError('invalid_request', `${param ?? 'message'}: ${issue.message}`, param);
-    }
-    control = parsed.data;
+    control = readControl(msg as Record<string, unknown>);
   } catch (error) {
     return { type: 'invalid', contextId: knownId, error };
   }

@@ -48,7 +48,9 @@ export class PendingAudio {
         this.blocks.push(this.spare.pop() ?? (this.float ? new Float32Array(BLOCK_SAMPLES) : new Int16Array(BLOCK_SAMPLES)));
       const offset = at % BLOCK_SAMPLES;
       const n = Math.min(BLOCK_SAMPLES - offset, typed.length - from);
-      this.blocks.at(-1)!.set(typed.subarray(from, from + n) as Int16Array & Float32Array, offset);
+      // A frame usually fits in the block: no view made for it.
+      const part = n === typed.length ? typed : typed.subarray(from, from + n);
+      this.blocks.at(-1)!.set(part as Int16Array & Float32Array, offset);
       from += n;
       this.next += n;
     }

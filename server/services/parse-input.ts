@@ -29,11 +29,34 @@ export function invalidInput(error: z.ZodError): ServiceError {
 /**
  * NUL (U+0000) is refused in every input string and key: no field needs one, and PostgreSQL's
  * text cannot store it (a 500 there, where SQLite would have kept it). Walked without recursion:
- * bodies may nest deeply.
+ * bodies may nest deeply. The walk that names the field runs only once a NUL is found: inputs
+ * are checked on every request and every socket message, and nearly all have none.
  */
 export function refuseNul(raw: unknown): void {
-  // Each entry knows its parent, so a path is built only for the string that has a NUL
-  // (copying paths on the way down would be quadratic in the depth).
+  if (holdsNul(raw)) throw nulError(raw);
+}
+
+function holdsNul(raw: unknown): boolean {
+  const stack: unknown[] = [raw];
+  while (stack.length > 0) {
+    const value = stack.pop();
+    if (typeof value === 'string') {
+      if (value.includes('\u0000')) return true;
+    } else if (Array.isArray(value)) {
+      for (const v of value) stack.push(v);
+    } else if (value !== null && typeof value === 'object') {
+      for (const k in value) {
+        if (!Object.hasOwn(value, k)) continue;
+        if (k.includes('\u0000')) return true;
+        stack.push((value as Record<string, unknown>)[k]);
+      }
+    }
+  }
+  return false;
+}
+
+/** The error naming the first string or key with a NUL (each entry knows its parent, so a path is built only for that one). */
+function nulError(raw: unknown): ServiceError {
   interface At {
     value: unknown;
     key: PropertyKey | null;
@@ -48,13 +71,14 @@ export function refuseNul(raw: unknown): void {
       const path: PropertyKey[] = [];
       for (let p: At | null = at; p; p = p.parent) if (p.key !== null) path.unshift(p.key);
       const param = paramOf(path);
-      throw new ServiceError('invalid_request', `${param ?? 'The input'}: must not contain NUL (U+0000) characters`, param);
+      return new ServiceError('invalid_request', `${param ?? 'The input'}: must not contain NUL (U+0000) characters`, param);
     }
     if (Array.isArray(value)) value.forEach((v, i) => stack.push({ value: v, key: i, parent: at }));
     else if (value !== null && typeof value === 'object') {
       for (const [k, v] of Object.entries(value)) stack.push({ value: k, key: null, parent: at }, { value: v, key: k, parent: at });
     }
   }
+  throw new Error('nulError: no NUL in the input');
 }
 
 /** Validates a JSON body (which must be an object) or a query/form record. */
