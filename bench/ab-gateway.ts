@@ -2,6 +2,9 @@
 // same upstream: paired rounds (the order alternates) of maximum throughput and of an open
 // loop's p50/p99, reported as medians of per-round ratios. For changes to the hot path, whose
 // effect (a few per cent) is smaller than the drift of a busy 2-core machine between runs.
+// Each maximum-throughput round also reads the CPU its gateway's main thread ran per request
+// (/proc/<pid>/task/<pid>/schedstat): which process the scheduler favours moves throughput by
+// ±10 % from one round to the next on 2 shared cores, the CPU a request costs far less.
 //   npx tsx bench/ab-gateway.ts --base <commit> [--rounds 8] [--seconds 3] [--rate 1000]
 //     [--base-env K=V,K=V] [--tree-env K=V,K=V]
 // `--base .` compares this tree with itself, e.g. under other Node flags (--tree-env
@@ -11,7 +14,7 @@
 // node_modules and generated Prisma client linked in) and bundled there as svc bundles itself.
 // Each gateway has its own database, so neither sees the other's commits.
 import { execFileSync } from 'node:child_process';
-import { existsSync, symlinkSync } from 'node:fs';
+import { existsSync, readFileSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -66,27 +69,45 @@ const start = async (root: string, env: Record<string, string>) => {
 const sides = { base: await start(baseRoot, envOption(values['base-env']!)), tree: await start(ROOT, envOption(values['tree-env']!)) };
 type Side = keyof typeof sides;
 
+/** CPU milliseconds the process's main thread has run so far. */
+const mainThreadMs = (pid: number) => Number(readFileSync(`/proc/${pid}/task/${pid}/schedstat`, 'utf8').split(' ')[0]) / 1e6;
+
+/** A maximum-throughput round: its rate and the main thread's CPU per request (µs). */
+async function maxRound(side: (typeof sides)[Side]): Promise<{ rps: number; cpu: number }> {
+  const pid = side.child.pid!;
+  const cpuBefore = mainThreadMs(pid);
+  const { rps } = await maxThroughput(side.url, side.spec, seconds);
+  return { rps, cpu: ((mainThreadMs(pid) - cpuBefore) * 1000) / (rps * seconds) };
+}
+
 try {
   for (const side of Object.values(sides)) await maxThroughput(side.url, side.spec, 2); // warm up
-  const acc: Record<Side, { max: number[]; p50: number[]; p99: number[] }> = { base: { max: [], p50: [], p99: [] }, tree: { max: [], p50: [], p99: [] } };
+  const acc: Record<Side, { max: number[]; cpu: number[]; p50: number[]; p99: number[] }> = {
+    base: { max: [], cpu: [], p50: [], p99: [] },
+    tree: { max: [], cpu: [], p50: [], p99: [] },
+  };
   for (let r = 0; r < rounds; r++) {
     const order: Side[] = r % 2 ? ['tree', 'base'] : ['base', 'tree'];
-    for (const s of order) acc[s].max.push((await maxThroughput(sides[s].url, sides[s].spec, seconds)).rps);
+    for (const s of order) {
+      const { rps, cpu } = await maxRound(sides[s]);
+      acc[s].max.push(rps);
+      acc[s].cpu.push(cpu);
+    }
     for (const s of order) {
       const l = await openLoop(sides[s].url, sides[s].spec, rate, seconds);
       acc[s].p50.push(l.p50);
       acc[s].p99.push(l.p99);
     }
     console.log(
-      `round ${r + 1}: max ${Math.round(acc.base.max[r]!)} -> ${Math.round(acc.tree.max[r]!)} req/s; p50 ${acc.base.p50[r]!.toFixed(3)} -> ${acc.tree.p50[r]!.toFixed(3)} ms; p99 ${acc.base.p99[r]!.toFixed(2)} -> ${acc.tree.p99[r]!.toFixed(2)} ms`,
+      `round ${r + 1}: max ${Math.round(acc.base.max[r]!)} -> ${Math.round(acc.tree.max[r]!)} req/s; main thread ${acc.base.cpu[r]!.toFixed(1)} -> ${acc.tree.cpu[r]!.toFixed(1)} µs/req; p50 ${acc.base.p50[r]!.toFixed(3)} -> ${acc.tree.p50[r]!.toFixed(3)} ms; p99 ${acc.base.p99[r]!.toFixed(2)} -> ${acc.tree.p99[r]!.toFixed(2)} ms`,
     );
   }
-  const ratio = (k: 'max' | 'p50' | 'p99') => median(acc.tree[k].map((v, i) => v / acc.base[k][i]!));
+  const ratio = (k: 'max' | 'cpu' | 'p50' | 'p99') => median(acc.tree[k].map((v, i) => v / acc.base[k][i]!));
   console.log(
-    `\nthis tree vs ${commit}, medians of ${rounds} per-round ratios: max throughput ${ratio('max').toFixed(3)}x, p50 @${rate}/s ${ratio('p50').toFixed(3)}x, p99 @${rate}/s ${ratio('p99').toFixed(3)}x`,
+    `\nthis tree vs ${commit}, medians of ${rounds} per-round ratios: max throughput ${ratio('max').toFixed(3)}x, main-thread CPU per request ${ratio('cpu').toFixed(3)}x, p50 @${rate}/s ${ratio('p50').toFixed(3)}x, p99 @${rate}/s ${ratio('p99').toFixed(3)}x`,
   );
   console.log(
-    `medians: max ${Math.round(median(acc.base.max))} -> ${Math.round(median(acc.tree.max))} req/s, p50 ${median(acc.base.p50).toFixed(3)} -> ${median(acc.tree.p50).toFixed(3)} ms, p99 ${median(acc.base.p99).toFixed(2)} -> ${median(acc.tree.p99).toFixed(2)} ms`,
+    `medians: max ${Math.round(median(acc.base.max))} -> ${Math.round(median(acc.tree.max))} req/s, main thread ${median(acc.base.cpu).toFixed(1)} -> ${median(acc.tree.cpu).toFixed(1)} µs/req, p50 ${median(acc.base.p50).toFixed(3)} -> ${median(acc.tree.p50).toFixed(3)} ms, p99 ${median(acc.base.p99).toFixed(2)} -> ${median(acc.tree.p99).toFixed(2)} ms`,
   );
 } finally {
   for (const p of [sides.base, sides.tree, upstream]) p.child.kill('SIGTERM');
