@@ -3,7 +3,7 @@
 // loop's p50/p99, reported as medians of per-round ratios. For changes to the hot path, whose
 // effect (a few per cent) is smaller than the drift of a busy 2-core machine between runs.
 // Each maximum-throughput round also reads the CPU its gateway's main thread ran per request
-// (/proc/<pid>/task/<pid>/schedstat): which process the scheduler favours moves throughput by
+// (/proc/<pid>/task/<pid>/stat): which process the scheduler favours moves throughput by
 // ±10 % from one round to the next on 2 shared cores, the CPU a request costs far less.
 //   npx tsx bench/ab-gateway.ts --base <commit> [--rounds 8] [--seconds 3] [--rate 1000]
 //     [--base-env K=V,K=V] [--tree-env K=V,K=V]
@@ -14,13 +14,14 @@
 // node_modules and generated Prisma client linked in) and bundled there as svc bundles itself.
 // Each gateway has its own database, so neither sees the other's commits.
 import { execFileSync } from 'node:child_process';
-import { existsSync, readFileSync, symlinkSync } from 'node:fs';
+import { existsSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { benchFixture, chatSpec } from './lib/bench-fixture.ts';
 import { maxThroughput, median, openLoop } from './lib/load.ts';
 import { ROOT, startBundled, startTs } from './lib/processes.ts';
+import { mainThreadCpuMs } from './lib/scale.ts';
 
 const { values } = parseArgs({
   options: {
@@ -69,15 +70,12 @@ const start = async (root: string, env: Record<string, string>) => {
 const sides = { base: await start(baseRoot, envOption(values['base-env']!)), tree: await start(ROOT, envOption(values['tree-env']!)) };
 type Side = keyof typeof sides;
 
-/** CPU milliseconds the process's main thread has run so far. */
-const mainThreadMs = (pid: number) => Number(readFileSync(`/proc/${pid}/task/${pid}/schedstat`, 'utf8').split(' ')[0]) / 1e6;
-
 /** A maximum-throughput round: its rate and the main thread's CPU per request (µs). */
 async function maxRound(side: (typeof sides)[Side]): Promise<{ rps: number; cpu: number }> {
   const pid = side.child.pid!;
-  const cpuBefore = mainThreadMs(pid);
+  const cpuBefore = mainThreadCpuMs(pid);
   const { rps } = await maxThroughput(side.url, side.spec, seconds);
-  return { rps, cpu: ((mainThreadMs(pid) - cpuBefore) * 1000) / (rps * seconds) };
+  return { rps, cpu: ((mainThreadCpuMs(pid) - cpuBefore) * 1000) / (rps * seconds) };
 }
 
 try {

@@ -9,6 +9,7 @@ import { request, Agent } from 'undici';
 import { benchFixture, CHAT_BODY } from './lib/bench-fixture.ts';
 import { maxThroughput, median, openLoop, percentile, table } from './lib/load.ts';
 import { rssMb, startBundled, startTs } from './lib/processes.ts';
+import { mainThreadCpuMs } from './lib/scale.ts';
 import { checkProtocol } from '../gateway/upstreams/protocols/index.ts';
 
 const { values } = parseArgs({
@@ -47,9 +48,9 @@ await new Promise((r) => setTimeout(r, 2500)); // registry refresh
 
 const headers = { 'content-type': 'application/json', authorization: `Bearer ${fx.key}` };
 const paths = {
-  direct: { origin: upstream.url.replace(/\/v1$/, ''), path: '/v1/chat/completions' },
-  'bare proxy': { origin: bare.url, path: '/v1/chat/completions' },
-  gateway: { origin: gateway.url, path: '/v1/chat/completions' },
+  direct: { origin: upstream.url.replace(/\/v1$/, ''), path: '/v1/chat/completions', pid: upstream.child.pid! },
+  'bare proxy': { origin: bare.url, path: '/v1/chat/completions', pid: bare.child.pid! },
+  gateway: { origin: gateway.url, path: '/v1/chat/completions', pid: gateway.child.pid! },
 } as const;
 type PathName = keyof typeof paths;
 
@@ -88,7 +89,12 @@ try {
         push(p, `p99@${rate}`, l.p99);
         push(p, 'errors', l.errors);
       }
-      push(p, 'max', (await maxThroughput(paths[p].origin, spec, seconds)).rps);
+      const cpuBefore = mainThreadCpuMs(paths[p].pid);
+      const { rps } = await maxThroughput(paths[p].origin, spec, seconds);
+      push(p, 'max', rps);
+      // The main thread's CPU per request: what the throughput ratio comes from when both
+      // proxies' main threads are saturated; on 2 shared cores they often are not.
+      push(p, 'cpu', ((mainThreadCpuMs(paths[p].pid) - cpuBefore) * 1000) / (rps * seconds));
     }
   }
   for (const p of Object.keys(paths) as PathName[]) {
@@ -100,6 +106,7 @@ try {
       'p50 ms @1000/s': median(a['p50@1000']!),
       'p99 ms @1000/s': median(a['p99@1000']!),
       'max req/s': Math.round(median(a.max!)),
+      'main-thread µs/req at max': median(a.cpu!).toFixed(1),
       errors: a.errors!.reduce((s, x) => s + x, 0),
     });
   }
@@ -125,6 +132,9 @@ try {
   }
   console.log(
     `max throughput: gateway ${(100 * perRound((r) => acc.gateway.max![r]! / acc['bare proxy'].max![r]!)).toFixed(1)} % of the bare proxy (median of per-round ratios; target >= 60 %)`,
+  );
+  console.log(
+    `main-thread CPU per request at max throughput: the bare proxy's is ${(100 * perRound((r) => acc['bare proxy'].cpu![r]! / acc.gateway.cpu![r]!)).toFixed(1)} % of the gateway's (median of per-round ratios)`,
   );
 
   const n = 200;
