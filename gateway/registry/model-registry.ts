@@ -22,6 +22,16 @@ function settingsOf(protocol: string, stored: unknown): Record<string, unknown> 
   return parsed?.success ? parsed.data : {};
 }
 
+/**
+ * The entry with its engine key, read from the environment variable it names at each refresh (a
+ * process's environment changes only from within it, so this is what a read at each use would
+ * give, without an environment lookup per engine call). Not enumerable: logging or serialising an
+ * entry never shows the key.
+ */
+function withApiKey(entry: Omit<UpstreamEntry, 'apiKey'>, apiKeyEnv: string | null): UpstreamEntry {
+  return Object.defineProperty(entry, 'apiKey', { value: apiKeyEnv ? process.env[apiKeyEnv] : undefined, enumerable: false }) as UpstreamEntry;
+}
+
 export interface ModelEntry {
   id: string;
   modality: Modality;
@@ -76,20 +86,21 @@ export class ModelRegistry {
         sampleRates: Array.isArray(m.sampleRates) ? (m.sampleRates as number[]) : null,
         maxOutputTokens: maxOutputTokensOf(m.capabilities),
         hedge: (m.capabilities as { hedge?: unknown } | null)?.hedge === true,
-        upstreams: m.upstreams.map((u) => ({
-          id: u.id,
-          modelId: m.id,
-          url: u.url.replace(/\/+$/, ''),
-          protocol: u.protocol,
-          upstreamModel: u.upstreamModel ?? m.id,
-          weight: Math.max(0, u.weight),
-          apiKeyEnv: u.apiKeyEnv,
-          settings: settingsOf(u.protocol, u.settings),
-          // Read when used: the key is never copied into the snapshot or anything logged.
-          get apiKey() {
-            return this.apiKeyEnv ? process.env[this.apiKeyEnv] : undefined;
-          },
-        })),
+        upstreams: m.upstreams.map((u) =>
+          withApiKey(
+            {
+              id: u.id,
+              modelId: m.id,
+              url: u.url.replace(/\/+$/, ''),
+              protocol: u.protocol,
+              upstreamModel: u.upstreamModel ?? m.id,
+              weight: Math.max(0, u.weight),
+              apiKeyEnv: u.apiKeyEnv,
+              settings: settingsOf(u.protocol, u.settings),
+            },
+            u.apiKeyEnv,
+          ),
+        ),
       });
       // Health first seen from the database (another replica's checker), then our own.
       for (const u of m.upstreams) if (!this.health.has(u.id)) this.health.set(u.id, u.health);
