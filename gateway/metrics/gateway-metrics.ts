@@ -1,12 +1,13 @@
 // The gateway's Prometheus metrics, one registry per runtime (several runtimes may share a
 // process in tests). Routes and the core report moments through this object on the
-// GatewayContext, never through globals. Label children are cached by their values:
+// GatewayContext, never through globals. Series updated per request, span or debit are counted
+// by hand (tree-metrics.ts); the others' label children are cached by their values:
 // prom-client's `inc(labels)` hashes a label object on every call, Map lookups on the
-// label strings are cheaper on the per-request path.
+// label strings are cheaper.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { UpstreamEntry } from '../registry/model-registry.ts';
 import { LabelTree } from './label-tree.ts';
-import { RequestSeries } from './request-series.ts';
+import { TreeCounter, TreeHistogram } from './tree-metrics.ts';
 
 /** The moment a stream first gives the client something useful. */
 export type FirstOutputKind = 'llm_first_token' | 'tts_first_audio' | 'tts_first_audible' | 'stt_first_transcript';
@@ -41,13 +42,22 @@ export type ConnectionDropReason = 'headers_timeout' | 'body_timeout' | 'body_id
 export class GatewayMetrics {
   readonly registry = new Registry();
 
-  private readonly requests = new RequestSeries(this.registry, LATENCY_BUCKETS);
-  private readonly firstOutputSeconds = new Histogram({
+  private readonly requestsTotal = new TreeCounter(this.registry, {
+    name: 'svc_http_requests_total',
+    help: 'HTTP requests answered, by route pattern, method, status and model (empty when none was resolved).',
+    labelNames: ['route', 'method', 'status', 'model'],
+  });
+  private readonly requestSeconds = new TreeHistogram(this.registry, {
+    name: 'svc_http_request_duration_seconds',
+    help: 'Time from request arrival to the end of the response (whole stream for streaming responses).',
+    labelNames: ['route', 'method', 'status'],
+    buckets: LATENCY_BUCKETS,
+  });
+  private readonly firstOutputSeconds = new TreeHistogram(this.registry, {
     name: 'svc_time_to_first_output_seconds',
     help: 'Streams: request arrival to first LLM token relayed, first TTS audio ready, first TTS audible sample (as played from the first byte); STT: first audio received to first transcript sent.',
-    labelNames: ['kind', 'model'] as const,
+    labelNames: ['kind', 'model'],
     buckets: FIRST_OUTPUT_BUCKETS,
-    registers: [this.registry],
   });
   private readonly activeStreams = new Gauge({
     name: 'svc_active_streams',
@@ -97,11 +107,10 @@ export class GatewayMetrics {
     labelNames: ['model', 'upstream'] as const,
     registers: [this.registry],
   });
-  private readonly debitedMicros = new Counter({
+  private readonly debitedMicros = new TreeCounter(this.registry, {
     name: 'svc_credits_debited_micros_total',
     help: 'Credits debited for usage, in micro-USD.',
-    labelNames: ['modality', 'model'] as const,
-    registers: [this.registry],
+    labelNames: ['modality', 'model'],
   });
   private readonly debitFailures = new Counter({
     name: 'svc_credit_debit_failures_total',
@@ -140,8 +149,10 @@ export class GatewayMetrics {
     registers: [this.registry],
   });
 
-  private readonly firstOutputChild = childCache((...v) => this.firstOutputSeconds.labels(...v));
-  private readonly debitChild = childCache((...v) => this.debitedMicros.labels(...v));
+  /** Label values of the per-request series, reused from call to call (none is kept). */
+  private readonly values4: string[] = ['', '', '', ''];
+  private readonly values3: string[] = ['', '', ''];
+  private readonly values2: string[] = ['', ''];
   private readonly streamChild = childCache((...v) => this.activeStreams.labels(...v));
 
   constructor(options: { processMetrics?: boolean } = {}) {
@@ -149,12 +160,29 @@ export class GatewayMetrics {
     if (options.processMetrics !== false) collectDefaultMetrics({ register: this.registry });
   }
 
+  private pair(a: string, b: string): string[] {
+    const v = this.values2;
+    v[0] = a;
+    v[1] = b;
+    return v;
+  }
+
   request(route: string, method: string, status: number, model: string, seconds: number): void {
-    this.requests.observe(route, method, String(status), model, seconds);
+    const v4 = this.values4;
+    v4[0] = route;
+    v4[1] = method;
+    v4[2] = String(status);
+    v4[3] = model;
+    this.requestsTotal.inc(v4);
+    const v3 = this.values3;
+    v3[0] = route;
+    v3[1] = method;
+    v3[2] = v4[2];
+    this.requestSeconds.observe(v3, seconds);
   }
 
   firstOutput(kind: FirstOutputKind, model: string, seconds: number): void {
-    this.firstOutputChild(kind, model).observe(seconds);
+    this.firstOutputSeconds.observe(this.pair(kind, model), seconds);
   }
 
   /** Counts a streaming response as active until the returned function is called (idempotent). */
@@ -212,7 +240,7 @@ export class GatewayMetrics {
   }
 
   debited(modality: string, model: string, micros: bigint): void {
-    if (micros > 0n) this.debitChild(modality, model).inc(Number(micros));
+    if (micros > 0n) this.debitedMicros.inc(this.pair(modality, model), Number(micros));
   }
 
   debitFailed(modality: string, model: string): void {
