@@ -561,6 +561,36 @@ describe('error events (the socket goes on serving other contexts)', () => {
     await s.closed;
   });
 
+  it('a context whose settings differ from the last context\u2019s is checked anew (the last one\u2019s check is reused only for the same settings)', async () => {
+    const s = await open('settings-again');
+    // No language; then the same settings again: both served.
+    s.send(gen('a', 'Hello.', { language: undefined }));
+    expect((await s.end('a')).type).toBe('done');
+    let from = s.events.length;
+    s.send(gen('b', 'Hi.', { language: undefined }));
+    expect((await s.end('b', from)).type).toBe('done');
+    // A null language where the last context had none, then an unknown rate: each refused.
+    from = s.events.length;
+    s.send(gen('c', 'Hi.', { language: null }));
+    expectErrorEvent(await s.end('c', from), { status: 400, code: 'invalid_request', param: 'language', contextId: 'c' }, s.requestId);
+    from = s.events.length;
+    s.send(gen('d', 'Hi.', { output_format: { ...RAW16, sample_rate: 12345 } }));
+    expectErrorEvent(await s.end('d', from), { status: 400, code: 'invalid_output_format', param: 'output_format.sample_rate', contextId: 'd' }, s.requestId);
+    // And a valid context after them is served with its own settings (24 kHz: 1.5 times the samples of 16 kHz).
+    from = s.events.length;
+    s.send(gen('e', 'Hello.', { output_format: { ...RAW16, sample_rate: 24000 } }));
+    expect((await s.end('e', from)).type).toBe('done');
+    const samples = (id: string) =>
+      s
+        .of(id)
+        .filter((e) => e.type === 'chunk')
+        .reduce((n, e) => n + Buffer.from(e.data as string, 'base64').length / 2, 0);
+    expect(samples('e') / samples('a')).toBeCloseTo(1.5, 1);
+    await expectBilled(s.requestId, codePoints('Hello.') * 2 + codePoints('Hi.'));
+    s.ws.close();
+    await s.closed;
+  });
+
   it('a binary frame is an error event (400), not audio', async () => {
     const s = await open('binary');
     s.ws.send(Buffer.from([1, 2, 3]));

@@ -19,7 +19,7 @@ import type { GatewayContext } from '../context.ts';
 import { accessTokenCredential } from '../core/access-token-credential.ts';
 import { WebSocketLink } from '../sessions/websocket-link.ts';
 import { billedCharacters } from '../tts/synthesize.ts';
-import { parseTtsRequest } from '../tts/tts-request.ts';
+import { parseTtsRequest, type TtsRequest } from '../tts/tts-request.ts';
 import { registerTtsSocketRoute } from './tts-socket-route.ts';
 import { TtsStreamSession, ttsSessionLimits, type TtsCommand, type TtsEvent } from '../tts/tts-stream-session.ts';
 
@@ -39,8 +39,9 @@ export function registerTtsWebSocketRoutes(app: FastifyInstance, ctx: GatewayCon
       }
     },
     bind: (socket, request, { revoked, hold, arrivedAt }) => {
+      const settings = lastSettings();
       const link = new WebSocketLink(socket, ctx.clock, {
-        message: (data, isBinary) => session.receive(parseMessage(data, isBinary)),
+        message: (data, isBinary) => session.receive(parseMessage(data, isBinary, settings)),
         closed: () => session.transportClosed(),
       });
       const session = new TtsStreamSession({
@@ -109,8 +110,38 @@ function readControl(msg: Record<string, unknown>): Control {
   return control;
 }
 
+type SettingsOf = (msg: Record<string, unknown>, transcript: string) => TtsRequest;
+
+/**
+ * A context's settings (model, voice, format, language, generation config, dictionary), checked
+ * as POST /tts/sse checks them; a socket's contexts nearly always repeat the settings of the one
+ * before, which are then taken as they were checked (the transcript is the message's own, checked
+ * by readControl). One per socket.
+ */
+export function lastSettings(): SettingsOf {
+  let lastKey: string | undefined;
+  let last: TtsRequest | undefined;
+  return (msg, transcript) => {
+    // JSON.stringify leaves out an absent member but keeps a null one, which the check refuses.
+    const key = JSON.stringify({
+      model_id: msg.model_id,
+      voice: msg.voice,
+      language: msg.language,
+      output_format: msg.output_format,
+      generation_config: msg.generation_config,
+      pronunciation_dict_id: msg.pronunciation_dict_id,
+      stream: msg.stream,
+    });
+    if (key !== lastKey || last === undefined) {
+      last = parseTtsRequest(msg, 'websocket');
+      lastKey = key;
+    }
+    return { ...last, transcript };
+  };
+}
+
 /** One message from the client: a generation request, a cancel, or what is wrong with it. */
-export function parseMessage(data: Buffer, isBinary: boolean): TtsCommand {
+export function parseMessage(data: Buffer, isBinary: boolean, settingsOf: SettingsOf = lastSettings()): TtsCommand {
   if (isBinary) {
     const error = new ServiceError('invalid_request', 'Send generation requests as JSON text messages; this socket takes no binary frames.');
     return { type: 'invalid', contextId: undefined, error };
@@ -147,7 +178,7 @@ export function parseMessage(data: Buffer, isBinary: boolean): TtsCommand {
       flush: control.flush === true,
       maxBufferDelayMs: control.max_buffer_delay_ms ?? undefined,
     },
-    settings: () => parseTtsRequest(msg, 'websocket'),
+    settings: () => settingsOf(msg as Record<string, unknown>, control.transcript ?? ''),
   };
 }
 

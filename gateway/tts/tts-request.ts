@@ -17,8 +17,9 @@ const OutputFormatSchema = z.object({
   bit_rate: oneOf(MP3_BIT_RATES).optional(),
 });
 
-// Characters are Unicode code points (what is billed), not UTF-16 units.
-const atMost5000 = (s: string) => [...s].length <= 5000;
+// Characters are Unicode code points (what is billed), not UTF-16 units; a string of at most
+// 5000 units has at most 5000 code points, so only a longer one is counted.
+const atMost5000 = (s: string) => s.length <= 5000 || [...s].length <= 5000;
 const TOO_LONG = 'must be at most 5000 characters';
 
 export const TtsRequestSchema = z.object({
