@@ -112,6 +112,8 @@ function readControl(msg: Record<string, unknown>): Control {
 
 type SettingsOf = (msg: Record<string, unknown>, transcript: string) => TtsRequest;
 
+const SETTINGS_KEPT_MAX_CHARS = 4096;
+
 /**
  * A context's settings (model, voice, format, language, generation config, dictionary), checked
  * as POST /tts/sse checks them; a socket's contexts nearly always repeat the settings of the one
@@ -132,11 +134,11 @@ export function lastSettings(): SettingsOf {
       pronunciation_dict_id: msg.pronunciation_dict_id,
       stream: msg.stream,
     });
-    if (key !== lastKey || last === undefined) {
-      last = parseTtsRequest(msg, 'websocket');
-      lastKey = key;
-    }
-    return { ...last, transcript };
+    if (key === lastKey && last !== undefined) return { ...last, transcript };
+    const checked = parseTtsRequest(msg, 'websocket');
+    // Settings of a usual size are kept for the next context; a client's outsized ones are not held.
+    [lastKey, last] = key.length <= SETTINGS_KEPT_MAX_CHARS ? [key, checked] : [undefined, undefined];
+    return { ...checked, transcript };
   };
 }
 
