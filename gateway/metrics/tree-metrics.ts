@@ -1,9 +1,8 @@
 // Counters and histograms for series updated on every request, frame or span, kept as plain
 // numbers in nested maps (one level per label value: label-tree.ts) and turned into
 // prom-client's values only when /metrics is scraped. Counting through prom-client costs a label
-// object, a hash string and its validation per call, even through a cached label child (~5 % of
-// the gateway's maximum throughput on the chat route for the request series alone,
-// bench/ab-gateway.ts). prom-client's registry still formats the exposition, so the output is
+// object, a hash string and its validation per call, even through a cached label child
+// (docs/performance.md). prom-client's registry still formats the exposition, so the output is
 // the same as its own Counter's and Histogram's (tree-metrics.unit.test.ts).
 import type { Registry } from 'prom-client';
 import { LabelTree } from './label-tree.ts';
